@@ -1,0 +1,66 @@
+/** `shardctl make-test-model <dir> [options]`: write a deterministic Llama-family MLX model. */
+import { parseArgs } from "node:util";
+import { makeTestModel, type FloatDtype } from "../../planner/test-model/index.js";
+import { UsageError } from "../usage-error.js";
+
+export const summary = "write a deterministic Llama-family test model in MLX format";
+
+const usage = `usage: shardctl make-test-model <dir> [--layers N] [--hidden H] [--heads A] [--kv-heads K]
+       [--intermediate I] [--vocab V] [--dtype f16|bf16|f32] [--quantize 4|8] [--shards S]
+       [--seed X] [--tie]`;
+
+export async function run(args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: {
+      layers: { type: "string" },
+      hidden: { type: "string" },
+      heads: { type: "string" },
+      "kv-heads": { type: "string" },
+      intermediate: { type: "string" },
+      vocab: { type: "string" },
+      dtype: { type: "string" },
+      quantize: { type: "string" },
+      shards: { type: "string" },
+      seed: { type: "string" },
+      tie: { type: "boolean" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+  if (values.help) {
+    console.log(usage);
+    return 0;
+  }
+  const [dir] = positionals;
+  if (dir === undefined || positionals.length > 1) throw new UsageError(`expected one output directory\n${usage}`);
+  const int = (flag: string, value: string | undefined): number | undefined => {
+    if (value === undefined) return undefined;
+    if (!/^\d+$/.test(value)) throw new UsageError(`expected --${flag} to be a positive integer, got "${value}"`);
+    return Number(value);
+  };
+  const dtype = values.dtype ?? "f16";
+  if (!["f16", "bf16", "f32"].includes(dtype)) throw new UsageError(`expected --dtype to be f16, bf16 or f32, got "${dtype}"`);
+  const quantize = int("quantize", values.quantize);
+  if (quantize !== undefined && quantize !== 4 && quantize !== 8) throw new UsageError(`expected --quantize to be 4 or 8, got "${quantize}"`);
+  try {
+    const model = await makeTestModel(dir, {
+      layers: int("layers", values.layers),
+      hidden: int("hidden", values.hidden),
+      heads: int("heads", values.heads),
+      kvHeads: int("kv-heads", values["kv-heads"]),
+      intermediate: int("intermediate", values.intermediate),
+      vocab: int("vocab", values.vocab),
+      dtype: dtype as FloatDtype,
+      quantize,
+      shards: int("shards", values.shards),
+      seed: int("seed", values.seed),
+      tieWordEmbeddings: values.tie ?? false,
+    });
+    console.log(`wrote ${model.files.length} files (${model.totalBytes} bytes of weights) to ${dir}`);
+    return 0;
+  } catch (error) {
+    if (error instanceof RangeError) throw new UsageError(error.message);
+    throw error;
+  }
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env node
+/**
+ * `shardctl`: parses the command name and hands the rest to that command's module. Commands live in
+ * ./commands/<name>.ts and export `run(args): Promise<number>` (the exit code). Usage errors print a
+ * message and exit 1; anything else is a bug and is rethrown with its stack.
+ */
+import { UsageError } from "./usage-error.js";
+import { isShardctlError } from "../spec/errors.js";
+
+type Command = { run: (args: string[]) => Promise<number>; summary: string };
+
+const commands: Record<string, () => Promise<Command>> = {
+  "make-test-model": () => import("./commands/make-test-model.js"),
+};
+
+function printUsage(): void {
+  console.log("usage: shardctl <command> [options]\n\ncommands:");
+  for (const name of Object.keys(commands)) console.log(`  ${name}`);
+  console.log("\nRun `shardctl <command> --help` for a command's options.");
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...args] = argv;
+  if (name === undefined || name === "--help" || name === "-h" || name === "help") {
+    printUsage();
+    return name === undefined ? 1 : 0;
+  }
+  const load = commands[name];
+  if (load === undefined) throw new UsageError(`unknown command "${name}"; run \`shardctl --help\` for the list`);
+  const command = await load();
+  return command.run(args);
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    if (error instanceof UsageError || isShardctlError(error)) {
+      console.error(`shardctl: ${error.message}`);
+      process.exitCode = 1;
+      return;
+    }
+    throw error;
+  },
+);
