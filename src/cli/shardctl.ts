@@ -11,6 +11,8 @@ type Command = { run: (args: string[]) => Promise<number>; summary: string };
 
 const commands: Record<string, () => Promise<Command>> = {
   "make-test-model": () => import("./commands/make-test-model.js"),
+  validate: () => import("./commands/validate.js"),
+  router: () => import("./commands/router.js"),
 };
 
 function printUsage(): void {

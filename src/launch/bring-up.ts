@@ -1,0 +1,255 @@
+/**
+ * Ordered, all-or-nothing launch (issue 5):
+ *   ports → engine config and token on every node → stages in ascending order (each recorded in the
+ *   ledger before anything waits on it) → every stage listening, probed from the coordinator's node →
+ *   coordinator → /health → one-token readiness probe → router registration.
+ * Any failure tears down everything already started, in reverse order, and throws a LaunchError
+ * naming the step. Every step is a timestamped timeline event.
+ */
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import type { EngineTopology, ProcessFiles } from "./drivers/index.js";
+import type { LedgerEntry, LedgerProcess } from "./ledger.js";
+import { LaunchError } from "./launch-error.js";
+import { allocatePorts } from "./ports.js";
+import { describeExit, isProcessAlive, processLabel, readLogTail, startEngineProcess } from "./processes.js";
+import { teardownCluster } from "./teardown.js";
+import { isCoordinatorHealthy, probeOneToken } from "./coordinator-probes.js";
+import type { LaunchContext, LaunchRequest, LaunchResult, TimelineEvent } from "./types.js";
+import { waitUntil } from "./wait-until.js";
+import type { NodeAccess } from "../nodes/index.js";
+import { isShardctlError } from "../spec/errors.js";
+
+export async function launchCluster(request: LaunchRequest, context: LaunchContext): Promise<LaunchResult> {
+  const timeline: TimelineEvent[] = [];
+  const event = (step: string, detail?: string): void => {
+    const e: TimelineEvent = { at: new Date().toISOString(), step, ...(detail === undefined ? {} : { detail }) };
+    timeline.push(e);
+    context.onEvent?.(e);
+  };
+  const entry: LedgerEntry = {
+    cluster: request.cluster,
+    revision: request.revision,
+    phase: "launching",
+    startedAt: new Date().toISOString(),
+    processes: [],
+    ports: [],
+  };
+  const nodes = nodesOf(request);
+  event("launch-started", `revision ${request.revision.slice(0, 12)}`);
+
+  try {
+    // Allocate transport ports and the coordinator's control port.
+    const topology = await allocateTopology(request, context, entry);
+    const url = `http://${hostForUrl(request.coordinator.bindHost)}:${request.coordinator.httpPort}`;
+    entry.coordinatorUrl = url;
+    await context.ledger.write(entry);
+    event("ports-allocated", topology.stages.map((s) => `${s.id}=${s.address.port}`).join(" "));
+
+    // Write the engine config and the per-launch token on every node.
+    const files = await writeLaunchFiles(request, topology);
+    event("launch-files-written");
+
+    // Start every stage in ascending order, recording each before waiting on anything.
+    const stages: LedgerProcess[] = [];
+    for (const [i, stage] of request.stages.entries()) {
+      const slot = topology.stages[i]!;
+      const argv = request.driver.stageArgv(topology, slot, files.get(stage.runDir)!);
+      const process = await startEngineProcess(stage.node, stage.nodeName, "stage", stage.index, argv, stage.runDir);
+      entry.processes.push(process);
+      stages.push(process);
+      await context.ledger.write(entry);
+      event(`stage-${stage.index}-started`, `pid ${process.pid} on ${stage.nodeName}, layers ${slot.layers[0]}-${slot.layers[1]}`);
+    }
+
+    // Wait until each stage's transport port accepts connections, probed from the coordinator's node.
+    for (const [i, stage] of request.stages.entries()) {
+      const slot = topology.stages[i]!;
+      await waitListening(stage.node, stages[i]!, request.coordinator.node, slot.address, request.deadlines.stageListenMs);
+      event(`stage-${stage.index}-listening`, `${slot.address.host}:${slot.address.port}`);
+    }
+
+    // Start the coordinator.
+    const coordinator = request.coordinator;
+    const coordinatorArgv = request.driver.coordinatorArgv(topology, files.get(coordinator.runDir)!);
+    const coordinatorProcess = await startEngineProcess(coordinator.node, coordinator.nodeName, "coordinator", undefined, coordinatorArgv, coordinator.runDir);
+    entry.processes.push(coordinatorProcess);
+    await context.ledger.write(entry);
+    event("coordinator-started", `pid ${coordinatorProcess.pid} on ${coordinator.nodeName}`);
+
+    // Wait for the coordinator's /health.
+    await waitHealthy(coordinator.node, coordinatorProcess, url, request.deadlines.coordinatorHealthMs);
+    event("coordinator-healthy", url);
+
+    // Generate one token through the whole pipeline.
+    try {
+      await probeOneToken(url, request.modelName, request.deadlines.readinessMs);
+    } catch (error) {
+      throw new LaunchError("ReadinessProbeFailed", "readiness-probe", `the one-token readiness probe against ${url} failed: ${messageOf(error)}`, {
+        logTail: await readLogTail(coordinator.node, coordinatorProcess),
+        cause: error,
+      });
+    }
+    event("readiness-probe-passed");
+
+    // Register with the router.
+    if (request.router !== undefined) {
+      const backend = { name: request.router.backend, url, models: [request.modelName], ...(request.router.weight === undefined ? {} : { weight: request.router.weight }) };
+      try {
+        await context.registrar.register(backend);
+      } catch (error) {
+        throw new LaunchError("RouterRegistrationFailed", "router-registration", `could not register backend "${backend.name}" with the router: ${messageOf(error)}`, { cause: error });
+      }
+      entry.routerBackend = backend.name;
+      event("router-registered", backend.name);
+    }
+
+    entry.phase = "running";
+    await context.ledger.write(entry);
+    event("ready", url);
+    return { coordinatorUrl: url, timeline };
+  } catch (error) {
+    const failure = asLaunchError(error);
+    event("launch-failed", `${failure.reason} at ${failure.step}: ${failure.message}`);
+    await teardownCluster(entry, {
+      ledger: context.ledger,
+      registrar: context.registrar,
+      nodeFor: (name) => nodes.get(name)!,
+      graceMs: request.deadlines.stopGraceMs,
+      onEvent: (e) => {
+        timeline.push(e);
+        context.onEvent?.(e);
+      },
+    });
+    throw failure;
+  }
+}
+
+/** The processes' nodes by name, for teardown. */
+function nodesOf(request: LaunchRequest): Map<string, NodeAccess> {
+  const nodes = new Map<string, NodeAccess>();
+  for (const stage of request.stages) nodes.set(stage.nodeName, stage.node);
+  nodes.set(request.coordinator.nodeName, request.coordinator.node);
+  return nodes;
+}
+
+async function allocateTopology(request: LaunchRequest, context: LaunchContext, entry: LedgerEntry): Promise<EngineTopology> {
+  const coordinator = request.coordinator;
+  // The HTTP port is the definition's own: refuse it when taken rather than picking another.
+  if (await coordinator.node.isPortOpen(coordinator.bindHost, coordinator.httpPort, 1_000)) {
+    throw new LaunchError("PortInUse", "ports", `the coordinator's HTTP port ${coordinator.bindHost}:${coordinator.httpPort} is already in use on ${coordinator.nodeName}; choose another [coordinator] port or stop what holds it`);
+  }
+  const requests = [
+    ...request.stages.map((s) => ({ label: `stage-${s.index} on ${s.nodeName}`, host: s.bindHost, node: s.node })),
+    { label: `coordinator on ${coordinator.nodeName}`, host: coordinator.bindHost, node: coordinator.node },
+  ];
+  const held = await context.heldPorts();
+  held.push({ host: coordinator.bindHost, port: coordinator.httpPort, holder: `this cluster's HTTP listener` });
+  let ports: number[];
+  try {
+    ports = await allocatePorts(request.portRange, requests, held, (host, port) => {
+      const node = requests.find((r) => r.host === host)!.node;
+      return node.isPortOpen(host, port, 500);
+    });
+  } catch (error) {
+    throw asLaunchError(error, "ports");
+  }
+  entry.ports = [
+    ...request.stages.map((s, i) => ({ node: s.nodeName, host: s.bindHost, port: ports[i]!, purpose: "transport" as const })),
+    { node: coordinator.nodeName, host: coordinator.bindHost, port: ports[request.stages.length]!, purpose: "control" as const },
+    { node: coordinator.nodeName, host: coordinator.bindHost, port: coordinator.httpPort, purpose: "http" as const },
+  ];
+  return {
+    cluster: request.cluster,
+    transport: request.transport,
+    explicitLayers: request.explicitLayers,
+    stages: request.stages.map((s, i) => ({ index: s.index, id: `stage-${s.index}`, address: { host: s.bindHost, port: ports[i]! }, layers: s.layers })),
+    coordinator: {
+      id: "coordinator",
+      address: { host: coordinator.bindHost, port: ports[request.stages.length]! },
+      http: { host: coordinator.bindHost, port: coordinator.httpPort },
+    },
+  };
+}
+
+/** The engine config (and the token, when the engine authenticates) in each process's run directory. */
+async function writeLaunchFiles(request: LaunchRequest, topology: EngineTopology): Promise<Map<string, ProcessFiles>> {
+  const config = request.driver.renderClusterConfig(topology);
+  // One token per launch; it is written only to 0600 files on the nodes, never logged or recorded.
+  const token = request.driver.authenticatesTransport ? randomBytes(32).toString("hex") : undefined;
+  const targets = [...request.stages, request.coordinator];
+  const files = new Map<string, ProcessFiles>();
+  try {
+    for (const target of targets) {
+      const paths: ProcessFiles = {
+        modelDir: target.modelDir,
+        clusterConfig: join(target.runDir, "cluster.toml"),
+        tokenFile: join(target.runDir, "transport.token"),
+      };
+      if (!files.has(target.runDir)) {
+        await target.node.mkdir(target.runDir);
+        await target.node.writeFile(paths.clusterConfig, config);
+        if (token !== undefined) await target.node.writeFile(paths.tokenFile, token + "\n", { mode: 0o600 });
+      }
+      files.set(target.runDir, paths);
+    }
+  } catch (error) {
+    throw new LaunchError("LaunchFilesFailed", "launch-files", `could not write the launch files: ${messageOf(error)}`, { cause: error });
+  }
+  return files;
+}
+
+async function waitListening(
+  node: NodeAccess,
+  process: LedgerProcess,
+  prober: NodeAccess,
+  address: { host: string; port: number },
+  deadlineMs: number,
+): Promise<void> {
+  const label = processLabel("stage", process.index);
+  const state = await waitUntil(
+    async () => {
+      if (await prober.isPortOpen(address.host, address.port, 1_000)) return "listening";
+      if (!(await isProcessAlive(node, process))) return "exited";
+      return undefined;
+    },
+    { deadlineMs, intervalMs: 50 },
+  );
+  if (state === "listening") return;
+  const logTail = await readLogTail(node, process);
+  if (state === "exited") {
+    throw new LaunchError("StageExited", `${label}-listen`, `${label} on ${process.node} ${await describeExit(node, process)} before listening on ${address.host}:${address.port}`, { logTail });
+  }
+  throw new LaunchError("StageListenTimeout", `${label}-listen`, `${label} on ${process.node} did not listen on ${address.host}:${address.port} within ${deadlineMs} ms`, { logTail });
+}
+
+async function waitHealthy(node: NodeAccess, process: LedgerProcess, url: string, deadlineMs: number): Promise<void> {
+  const state = await waitUntil(
+    async () => {
+      if (await isCoordinatorHealthy(url)) return "healthy";
+      if (!(await isProcessAlive(node, process))) return "exited";
+      return undefined;
+    },
+    { deadlineMs, intervalMs: 100 },
+  );
+  if (state === "healthy") return;
+  const logTail = await readLogTail(node, process);
+  if (state === "exited") {
+    throw new LaunchError("CoordinatorExited", "coordinator-health", `the coordinator on ${process.node} ${await describeExit(node, process)} before ${url}/health answered 200`, { logTail });
+  }
+  throw new LaunchError("CoordinatorHealthTimeout", "coordinator-health", `${url}/health did not answer 200 within ${deadlineMs} ms`, { logTail });
+}
+
+function asLaunchError(error: unknown, step = "launch"): LaunchError {
+  if (error instanceof LaunchError) return error;
+  if (isShardctlError(error, "PortRangeExhausted")) return new LaunchError("PortRangeExhausted", step, error.message, { cause: error });
+  return new LaunchError("LaunchFilesFailed", step, messageOf(error), { cause: error });
+}
+
+function hostForUrl(host: string): string {
+  return host.includes(":") ? `[${host}]` : host;
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,30 @@
+import { stringify } from "smol-toml";
+import type { EngineTopology } from "./types.js";
+
+/**
+ * The mlxcel cluster TOML (REFERENCE.md): `[cluster]` then one `[[nodes]]` per node, the
+ * coordinator first as `hybrid`, then the stages as `pipeline_stage` with their index. Stages get
+ * an explicit `layers = [start, end]` only when asked (the reference engine's extension).
+ */
+export function renderMlxcelClusterToml(topology: EngineTopology): string {
+  const address = (e: { host: string; port: number }): string => `${e.host}:${e.port}`;
+  const document = {
+    cluster: {
+      name: topology.cluster,
+      tensor_parallel_size: 1,
+      pipeline_parallel_size: topology.stages.length,
+      transport_backend: topology.transport,
+    },
+    nodes: [
+      { id: topology.coordinator.id, address: address(topology.coordinator.address), role: "hybrid" },
+      ...topology.stages.map((stage) => ({
+        id: stage.id,
+        address: address(stage.address),
+        role: "pipeline_stage",
+        stage: stage.index,
+        ...(topology.explicitLayers ? { layers: [...stage.layers] } : {}),
+      })),
+    ],
+  };
+  return `# Written by shardctl for cluster "${topology.cluster}"; regenerated on every launch.\n${stringify(document)}\n`;
+}

@@ -1,0 +1,115 @@
+/**
+ * The ledger: a durable record of what was started where (pid, process start time, ports, router
+ * entry) for each cluster, one JSON file per cluster under `<state_dir>/ledger/`. It is a hint, not
+ * the truth: a restarted daemon reads it to adopt what still runs or to finish tearing it down, and
+ * every pid in it is checked against its start time before anything is signalled.
+ *
+ * Entries are written before the thing they describe is waited on, so a crash at any moment leaves
+ * enough behind to clean up. No secrets are stored here: the transport token lives only in its
+ * 0600 files on the nodes.
+ */
+import { mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+
+export type ProcessRole = "stage" | "coordinator";
+
+export interface LedgerProcess {
+  role: ProcessRole;
+  /** Stage index; absent for the coordinator. */
+  index?: number;
+  /** Registry node name, or "local" for the control machine. */
+  node: string;
+  pid: number;
+  /** The kernel's process start time, as the node reports it; guards against recycled pids. */
+  startTime: string;
+  /** The per-launch directory on that node (cluster TOML, token, log, exit code). */
+  runDir: string;
+  logFile: string;
+  /** Written by the wrapper with the engine's exit status when it ends. */
+  exitFile: string;
+}
+
+export interface LedgerPort {
+  node: string;
+  /** The address the port is bound on; ports are unique per address, not per registry node. */
+  host: string;
+  port: number;
+  purpose: "transport" | "control" | "http";
+}
+
+export interface LedgerEntry {
+  cluster: string;
+  revision: string;
+  /** `launching` until every step succeeded, `running` after, `tearing-down` once teardown began. */
+  phase: "launching" | "running" | "tearing-down";
+  startedAt: string;
+  processes: LedgerProcess[];
+  ports: LedgerPort[];
+  /** The coordinator's OpenAI-compatible base URL once known. */
+  coordinatorUrl?: string;
+  /** The router backend name once registered. */
+  routerBackend?: string;
+}
+
+export class Ledger {
+  readonly dir: string;
+  // Writes of one cluster are chained so a later write never lands before an earlier one.
+  private readonly pending = new Map<string, Promise<void>>();
+
+  constructor(stateDir: string) {
+    this.dir = join(stateDir, "ledger");
+  }
+
+  private file(cluster: string): string {
+    return join(this.dir, `${cluster}.json`);
+  }
+
+  /** The entry of a cluster, or undefined when nothing is recorded. */
+  async read(cluster: string): Promise<LedgerEntry | undefined> {
+    await this.pending.get(cluster);
+    try {
+      return JSON.parse(await readFile(this.file(cluster), "utf8")) as LedgerEntry;
+    } catch (error) {
+      if (isNotFound(error)) return undefined;
+      throw error;
+    }
+  }
+
+  /** Every recorded entry. */
+  async list(): Promise<LedgerEntry[]> {
+    let names: string[];
+    try {
+      names = await readdir(this.dir);
+    } catch (error) {
+      if (isNotFound(error)) return [];
+      throw error;
+    }
+    const entries = await Promise.all(
+      names.filter((n) => n.endsWith(".json")).map((n) => this.read(n.slice(0, -".json".length))),
+    );
+    return entries.filter((e): e is LedgerEntry => e !== undefined);
+  }
+
+  /** Replace a cluster's entry atomically (temp file + rename). */
+  write(entry: LedgerEntry): Promise<void> {
+    const previous = this.pending.get(entry.cluster) ?? Promise.resolve();
+    const next = previous.then(async () => {
+      await mkdir(this.dir, { recursive: true });
+      const temp = `${this.file(entry.cluster)}.${process.pid}.tmp`;
+      await writeFile(temp, JSON.stringify(entry, null, 2) + "\n");
+      await rename(temp, this.file(entry.cluster));
+    });
+    this.pending.set(entry.cluster, next.catch(() => undefined));
+    return next;
+  }
+
+  /** Forget a cluster once nothing of it runs any more. */
+  async remove(cluster: string): Promise<void> {
+    await this.pending.get(cluster);
+    await rm(this.file(cluster), { force: true });
+  }
+}
+
+function isNotFound(error: unknown): boolean {
+  return (error as NodeJS.ErrnoException | undefined)?.code === "ENOENT";
+}

@@ -1,0 +1,74 @@
+/**
+ * Port allocation from a cluster's transport range. Ports are keyed by the address a process
+ * binds (two registry nodes on one machine share its ports), skip ports held by other clusters
+ * (the ledger) and ports something already listens on (probed on that node).
+ */
+import { ShardctlError } from "../spec/errors.js";
+
+export interface PortRange {
+  first: number;
+  last: number;
+}
+
+export interface PortRequest {
+  /** Who asks, for messages: e.g. `stage-0 on studio-1`. */
+  label: string;
+  /** The address the process will bind; ports are unique per address. */
+  host: string;
+}
+
+export interface PortHolder {
+  host: string;
+  port: number;
+  /** Who holds it, for the exhausted-range message: e.g. `cluster llama (stage-1)`. */
+  holder: string;
+}
+
+/**
+ * Give each request a port from `range`, in request order, never two the same on one host.
+ * `isInUse(host, port)` probes whether something already accepts connections there.
+ */
+export async function allocatePorts(
+  range: PortRange,
+  requests: readonly PortRequest[],
+  held: readonly PortHolder[],
+  isInUse: (host: string, port: number) => Promise<boolean>,
+): Promise<number[]> {
+  const taken = new Map<string, Map<number, string>>();
+  const take = (host: string, port: number, holder: string): void => {
+    const ports = taken.get(host) ?? new Map<number, string>();
+    ports.set(port, holder);
+    taken.set(host, ports);
+  };
+  for (const h of held) take(h.host, h.port, h.holder);
+
+  const result: number[] = [];
+  for (const request of requests) {
+    const busy: string[] = [];
+    let chosen: number | undefined;
+    for (let port = range.first; port <= range.last && chosen === undefined; port++) {
+      const holder = taken.get(request.host)?.get(port);
+      if (holder !== undefined) {
+        busy.push(`${port} (${holder})`);
+      } else if (await isInUse(request.host, port)) {
+        busy.push(`${port} (in use on ${request.host})`);
+      } else {
+        chosen = port;
+      }
+    }
+    if (chosen === undefined) {
+      throw new ShardctlError(
+        "PortRangeExhausted",
+        `no free port for ${request.label} in ${range.first}-${range.last} on ${request.host}: ` +
+          `held by ${summarise(busy)}; widen [transport] port_range or stop a cluster that holds them`,
+      );
+    }
+    take(request.host, chosen, request.label);
+    result.push(chosen);
+  }
+  return result;
+}
+
+function summarise(busy: string[]): string {
+  return busy.length <= 6 ? busy.join(", ") : `${busy.slice(0, 6).join(", ")} and ${busy.length - 6} more`;
+}

@@ -1,0 +1,89 @@
+import type { NodeAccess } from "../nodes/index.js";
+import type { Registrar } from "../router/index.js";
+import type { EngineDriver, TransportBackend } from "./drivers/index.js";
+import type { Ledger } from "./ledger.js";
+import type { PortHolder, PortRange } from "./ports.js";
+
+/** One stage of a launch: where it runs and what it holds. */
+export interface StageTarget {
+  index: number;
+  /** Registry node name. */
+  nodeName: string;
+  node: NodeAccess;
+  /** The IP address the stage binds and its peers dial (mlxcel wants IPs, not names). */
+  bindHost: string;
+  /** Half-open layer range. */
+  layers: [number, number];
+  /** The model snapshot directory on that node. */
+  modelDir: string;
+  /** Per-launch directory on that node: cluster TOML, token, log, exit status. */
+  runDir: string;
+}
+
+export interface CoordinatorTarget {
+  /** Registry node name, or "local" for the control machine. */
+  nodeName: string;
+  node: NodeAccess;
+  /** Control address host (written to the cluster TOML) and HTTP listener host. */
+  bindHost: string;
+  httpPort: number;
+  modelDir: string;
+  runDir: string;
+}
+
+/** Deadlines of each waiting phase, in ms. */
+export interface LaunchDeadlines {
+  /** Until every stage's transport port accepts connections. Default 60000. */
+  stageListenMs: number;
+  /** Until the coordinator's /health answers 200. Default 120000. */
+  coordinatorHealthMs: number;
+  /** For the one-token readiness probe. Default 60000. */
+  readinessMs: number;
+  /** SIGTERM → SIGKILL grace period at teardown. Default 5000. */
+  stopGraceMs: number;
+}
+
+export const defaultDeadlines: LaunchDeadlines = {
+  stageListenMs: 60_000,
+  coordinatorHealthMs: 120_000,
+  readinessMs: 60_000,
+  stopGraceMs: 5_000,
+};
+
+export interface LaunchRequest {
+  cluster: string;
+  revision: string;
+  driver: EngineDriver;
+  transport: TransportBackend;
+  portRange: PortRange;
+  stages: StageTarget[];
+  coordinator: CoordinatorTarget;
+  /** Write explicit layer ranges into the engine config (`memory` strategy). */
+  explicitLayers: boolean;
+  /** The model name clients and the router use. */
+  modelName: string;
+  /** Router backend to register; undefined to skip registration. */
+  router?: { backend: string; weight?: number };
+  deadlines: LaunchDeadlines;
+}
+
+/** One step of the launch timeline. */
+export interface TimelineEvent {
+  at: string;
+  step: string;
+  detail?: string;
+}
+
+export interface LaunchContext {
+  ledger: Ledger;
+  registrar: Registrar;
+  /** Ports other clusters hold (from the ledger), so launches never collide. */
+  heldPorts: () => Promise<PortHolder[]>;
+  /** Called for every timeline event as it happens. */
+  onEvent?: (event: TimelineEvent) => void;
+}
+
+export interface LaunchResult {
+  coordinatorUrl: string;
+  timeline: TimelineEvent[];
+}

@@ -1,0 +1,77 @@
+import { open, readdir, readFile, stat } from "node:fs/promises";
+import { join, relative } from "node:path";
+import { ShardctlError } from "../spec/errors.js";
+import { readHeaderLength } from "./safetensors-header.js";
+import type { RawHeader, SourceReader } from "./model-source.js";
+
+/** Reads a model from a local directory: config and index files whole, safetensors headers only. */
+export function createDirReader(root: string): SourceReader {
+  return {
+    describe: () => root,
+    readJson: async (path) => {
+      const file = join(root, path);
+      let text: string;
+      try {
+        text = await readFile(file, "utf8");
+      } catch (error) {
+        if (isMissing(error)) {
+          await assertRootExists(root);
+          return undefined;
+        }
+        throw unreadable(file, error);
+      }
+      try {
+        return JSON.parse(text) as unknown;
+      } catch (error) {
+        throw new ShardctlError("ModelFileInvalid", `${file}: not valid JSON (${(error as Error).message})`, { terminal: true });
+      }
+    },
+    readHeader: async (path) => readLocalHeader(join(root, path)),
+    listFiles: async () => {
+      try {
+        const entries = await readdir(root, { recursive: true, withFileTypes: true });
+        return entries.filter((e) => e.isFile()).map((e) => relative(root, join(e.parentPath, e.name)));
+      } catch {
+        return undefined;
+      }
+    },
+  };
+}
+
+async function readLocalHeader(file: string): Promise<RawHeader | undefined> {
+  let handle;
+  try {
+    handle = await open(file, "r");
+  } catch (error) {
+    if (isMissing(error)) return undefined;
+    throw unreadable(file, error);
+  }
+  try {
+    const { size } = await handle.stat();
+    const prefix = Buffer.alloc(Math.min(8, size));
+    await handle.read(prefix, 0, prefix.length, 0);
+    const length = readHeaderLength(prefix, file, size);
+    const bytes = Buffer.alloc(length);
+    const { bytesRead } = await handle.read(bytes, 0, length, 8);
+    if (bytesRead !== length) throw unreadable(file, new Error(`short read: ${bytesRead} of ${length} header bytes`));
+    return { bytes, fileSize: size };
+  } finally {
+    await handle.close();
+  }
+}
+
+async function assertRootExists(root: string): Promise<void> {
+  const st = await stat(root).catch(() => undefined);
+  if (st === undefined || !st.isDirectory()) {
+    throw new ShardctlError("ModelSourceUnreachable", `model directory ${root} does not exist`, { terminal: false });
+  }
+}
+
+function isMissing(error: unknown): boolean {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  return code === "ENOENT" || code === "ENOTDIR";
+}
+
+function unreadable(file: string, error: unknown): ShardctlError {
+  return new ShardctlError("ModelSourceUnreachable", `${file}: cannot be read (${(error as Error).message})`, { terminal: false, cause: error });
+}

@@ -1,0 +1,131 @@
+import { ShardctlError } from "../spec/errors.js";
+import { readHeaderLength } from "./safetensors-header.js";
+import type { ModelSource, RawHeader, SourceReader } from "./model-source.js";
+
+type HubSource = Extract<ModelSource, { kind: "hub" }>;
+
+/** Default deadline of each Hub request (ms). */
+const defaultTimeoutMs = 30_000;
+
+/**
+ * Reads a model from a Hugging Face Hub-compatible endpoint with `GET {endpoint}/{repo}/resolve/
+ * {revision}/{path}`. A safetensors header costs exactly two Range requests (`bytes=0-7`, then
+ * `bytes=8-{8+N-1}`), so a plan is made before any weight is downloaded.
+ */
+export function createHubReader(source: HubSource): SourceReader {
+  const base = `${source.endpoint.replace(/\/+$/, "")}/${source.repo}/resolve/${encodeURIComponent(source.revision)}/`;
+  const where = `hub:${source.repo}@${source.revision}`;
+  const urlOf = (path: string): string => base + path.split("/").map(encodeURIComponent).join("/");
+
+  async function request(path: string, range?: [number, number]): Promise<Response | undefined> {
+    const headers: Record<string, string> = {};
+    if (source.token !== undefined) headers.authorization = `Bearer ${source.token}`;
+    if (range !== undefined) headers.range = `bytes=${range[0]}-${range[1]}`;
+    let response: Response;
+    try {
+      response = await fetch(urlOf(path), { headers, signal: AbortSignal.timeout(source.timeoutMs ?? defaultTimeoutMs) });
+    } catch (error) {
+      throw new ShardctlError("ModelSourceUnreachable", `${where}: GET ${path} failed (${describeError(error)})`, { terminal: false, cause: error });
+    }
+    if (response.ok) return response;
+    await response.body?.cancel();
+    const code = response.headers.get("x-error-code");
+    if (response.status === 404 && (code === "RepoNotFound" || code === "RevisionNotFound")) {
+      throw new ShardctlError("ModelNotFound", `${where}: ${code === "RepoNotFound" ? "repository" : "revision"} not found at ${source.endpoint}`, { terminal: true });
+    }
+    if (response.status === 404) return undefined;
+    if (response.status === 416 && range !== undefined) return response;
+    if (response.status === 401 || response.status === 403) {
+      const hint = source.token === undefined ? " (no token was given)" : " (the token was refused)";
+      throw new ShardctlError("ModelSourceUnauthorized", `${where}: GET ${path} answered ${response.status}${hint}`, { terminal: true });
+    }
+    throw new ShardctlError("ModelSourceUnreachable", `${where}: GET ${path} answered ${response.status}`, { terminal: false });
+  }
+
+  // Read bytes [start, end] (inclusive). A server that ignores Range answers 200 with the whole
+  // file: read only what is needed and cancel the rest rather than download the weights.
+  async function readRange(path: string, start: number, end: number): Promise<{ bytes: Uint8Array; fileSize: number } | undefined> {
+    const response = await request(path, [start, end]);
+    if (response === undefined) return undefined;
+    if (response.status === 416) {
+      const total = /\/(\d+)$/.exec(response.headers.get("content-range") ?? "");
+      return { bytes: new Uint8Array(0), fileSize: total === null ? 0 : Number(total[1]) };
+    }
+    if (response.status === 206) {
+      const total = /\/(\d+)$/.exec(response.headers.get("content-range") ?? "");
+      const bytes = new Uint8Array(await response.arrayBuffer());
+      return { bytes, fileSize: total === null ? start + bytes.length : Number(total[1]) };
+    }
+    const fileSize = Number(response.headers.get("content-length") ?? Number.NaN);
+    const bytes = await readPrefix(response, end + 1);
+    return { bytes: bytes.subarray(start), fileSize: Number.isFinite(fileSize) ? fileSize : bytes.length };
+  }
+
+  return {
+    describe: () => where,
+    readJson: async (path) => {
+      const response = await request(path);
+      if (response === undefined) return undefined;
+      const text = await response.text();
+      try {
+        return JSON.parse(text) as unknown;
+      } catch (error) {
+        throw new ShardctlError("ModelFileInvalid", `${where}: ${path} is not valid JSON (${(error as Error).message})`, { terminal: true });
+      }
+    },
+    readHeader: async (path): Promise<RawHeader | undefined> => {
+      const prefix = await readRange(path, 0, 7);
+      if (prefix === undefined) return undefined;
+      const label = `${where}/${path}`;
+      const length = readHeaderLength(prefix.bytes, label, prefix.fileSize);
+      const header = await readRange(path, 8, 8 + length - 1);
+      if (header === undefined || header.bytes.length !== length) {
+        throw new ShardctlError("ModelSourceUnreachable", `${label}: header read returned ${header?.bytes.length ?? 0} of ${length} bytes`, { terminal: false });
+      }
+      return { bytes: header.bytes, fileSize: prefix.fileSize };
+    },
+    listFiles: async () => {
+      const url = `${source.endpoint.replace(/\/+$/, "")}/api/models/${source.repo}/tree/${encodeURIComponent(source.revision)}?recursive=true`;
+      try {
+        const headers: Record<string, string> = source.token === undefined ? {} : { authorization: `Bearer ${source.token}` };
+        const response = await fetch(url, { headers, signal: AbortSignal.timeout(source.timeoutMs ?? defaultTimeoutMs) });
+        if (!response.ok) return undefined;
+        const entries = (await response.json()) as unknown;
+        if (!Array.isArray(entries)) return undefined;
+        return entries.flatMap((e: unknown) => {
+          const rec = e as { type?: unknown; path?: unknown };
+          return rec.type === "file" && typeof rec.path === "string" ? [rec.path] : [];
+        });
+      } catch {
+        return undefined;
+      }
+    },
+  };
+}
+
+async function readPrefix(response: Response, count: number): Promise<Uint8Array> {
+  const out = new Uint8Array(count);
+  let filled = 0;
+  const reader = response.body?.getReader();
+  if (reader === undefined) return out.subarray(0, 0);
+  try {
+    while (filled < count) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      const take = Math.min(value.length, count - filled);
+      out.set(value.subarray(0, take), filled);
+      filled += take;
+    }
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
+  return out.subarray(0, filled);
+}
+
+function describeError(error: unknown): string {
+  if (error instanceof Error) {
+    const cause = (error as { cause?: unknown }).cause;
+    return cause instanceof Error ? `${error.message}: ${cause.message}` : error.message;
+  }
+  return String(error);
+}

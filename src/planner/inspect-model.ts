@@ -1,0 +1,99 @@
+import { ShardctlError } from "../spec/errors.js";
+import { createDirReader } from "./dir-source.js";
+import { createHubReader } from "./hub-source.js";
+import { parseModelConfig } from "./model-config.js";
+import { buildModelProfile, type HeaderFile, type ModelProfile } from "./model-profile.js";
+import type { ModelSource, SourceReader } from "./model-source.js";
+import { parseSafetensorsHeader } from "./safetensors-header.js";
+
+const indexFile = "model.safetensors.index.json";
+const singleFile = "model.safetensors";
+
+/**
+ * Inspect an MLX-format model without reading its weights: config.json, the index when sharded,
+ * and each safetensors header. Over HTTP that is one request for config.json, one for the index
+ * (a 404 when the model is a single file) and two Range requests per safetensors file.
+ */
+export async function inspectModel(source: ModelSource): Promise<ModelProfile> {
+  const reader = source.kind === "dir" ? createDirReader(source.path) : createHubReader(source);
+  return inspectWithReader(reader);
+}
+
+/** Inspection over any reader (exported for callers with their own transport). */
+export async function inspectWithReader(reader: SourceReader): Promise<ModelProfile> {
+  const where = reader.describe();
+  // Read config.json.
+  const rawConfig = await reader.readJson("config.json");
+  if (rawConfig === undefined) {
+    throw new ShardctlError("ModelConfigMissing", `${where}: config.json not found — not an MLX-format model`, { terminal: true });
+  }
+  const config = parseModelConfig(rawConfig, `${where}/config.json`);
+
+  // Find the safetensors files: the index's weight_map, else the single model.safetensors.
+  const rawIndex = await reader.readJson(indexFile);
+  let weightMap: Record<string, string> | undefined;
+  let paths: string[];
+  if (rawIndex !== undefined) {
+    weightMap = readWeightMap(rawIndex, `${where}/${indexFile}`);
+    paths = [...new Set(Object.values(weightMap))].sort();
+  } else {
+    paths = [singleFile];
+  }
+
+  // Read every header, a few at a time: over HTTP each costs two round trips, and a 405B model
+  // has ~190 files — all at once would open that many connections to the Hub.
+  const headers = await mapLimit(paths, headerConcurrency, async (path): Promise<HeaderFile> => {
+    const raw = await reader.readHeader(path);
+    if (raw === undefined) throw await explainMissing(reader, path, rawIndex !== undefined);
+    return { path, header: parseSafetensorsHeader(raw.bytes, `${where}/${path}`, raw.fileSize), fileSize: raw.fileSize };
+  });
+  return buildModelProfile(where, config, headers, weightMap);
+}
+
+/** Header reads in flight at once. */
+const headerConcurrency = 8;
+
+/** `items.map(fn)` with at most `limit` calls pending; results keep the input order. */
+async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await fn(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
+}
+
+function readWeightMap(raw: unknown, file: string): Record<string, string> {
+  const map = (raw as { weight_map?: unknown } | null)?.weight_map;
+  if (typeof map !== "object" || map === null || Array.isArray(map)) {
+    throw new ShardctlError("ModelIndexInvalid", `${file}: weight_map is missing or not an object`, { terminal: true });
+  }
+  const out: Record<string, string> = {};
+  for (const [tensor, path] of Object.entries(map as Record<string, unknown>)) {
+    if (typeof path !== "string" || !/^[\w.-]+(?:\/[\w.-]+)*\.safetensors$/.test(path) || path.split("/").includes("..")) {
+      throw new ShardctlError("ModelIndexInvalid", `${file}: weight_map["${tensor}"] = ${JSON.stringify(path)} is not a safetensors file name`, { terminal: true });
+    }
+    out[tensor] = path;
+  }
+  if (Object.keys(out).length === 0) throw new ShardctlError("ModelIndexInvalid", `${file}: weight_map is empty`, { terminal: true });
+  return out;
+}
+
+async function explainMissing(reader: SourceReader, path: string, indexed: boolean): Promise<ShardctlError> {
+  const where = reader.describe();
+  if (indexed) {
+    return new ShardctlError("ModelIndexInvalid", `${where}/${indexFile}: refers to ${path}, which does not exist`, { terminal: true });
+  }
+  const files = (await reader.listFiles()) ?? [];
+  const foreign = files.filter((f) => /\.(bin|gguf|pt|pth|ckpt|safetensors)$/.test(f));
+  const found = foreign.length > 0 ? `; found ${foreign.slice(0, 5).join(", ")}${foreign.length > 5 ? ", …" : ""}` : "";
+  return new ShardctlError(
+    "ModelNotMlx",
+    `${where}: neither ${singleFile} nor ${indexFile} exists — not an MLX-format model (config.json + safetensors)${found}`,
+    { terminal: true },
+  );
+}

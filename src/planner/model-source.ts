@@ -1,0 +1,36 @@
+/** Where a model is read from: a local directory, or a Hugging Face Hub-compatible endpoint. */
+export type ModelSource =
+  | { kind: "dir"; path: string }
+  | {
+      kind: "hub";
+      /** e.g. "https://huggingface.co" or a mirror; no trailing slash needed. */
+      endpoint: string;
+      /** Repository id "org/name". */
+      repo: string;
+      /** Branch, tag or commit. */
+      revision: string;
+      /** Sent as `Authorization: Bearer <token>` when given. */
+      token?: string;
+      /** Deadline of each HTTP request (ms). Default 30000. */
+      timeoutMs?: number;
+    };
+
+/** A safetensors header as read from a source, before parsing. */
+export interface RawHeader {
+  /** The N JSON header bytes. */
+  bytes: Uint8Array;
+  /** Size of the whole file (bytes). */
+  fileSize: number;
+}
+
+/** What inspection needs from a source; every path is relative to the model root. */
+export interface SourceReader {
+  /** For messages: "/models/llama" or "hub:org/name@main". */
+  describe(): string;
+  /** Parsed JSON of a small file, or undefined when the file does not exist. */
+  readJson(path: string): Promise<unknown>;
+  /** The header of a safetensors file (never its data), or undefined when it does not exist. */
+  readHeader(path: string): Promise<RawHeader | undefined>;
+  /** Every file path of the model (only consulted to explain a missing model), undefined if unknown. */
+  listFiles(): Promise<string[] | undefined>;
+}

@@ -1,0 +1,182 @@
+import { formatBytes } from "./format-bytes.js";
+import { layerKvBytes } from "./kv-cache.js";
+import { memorySplit } from "./memory-split.js";
+import { mlxcelSplit } from "./mlxcel-split.js";
+import type { ModelProfile } from "./model-profile.js";
+import { defaultHeadroom, nodeBudget, type PlanNode } from "./node-budget.js";
+import type { PlanMessage, PlanOptions, ShardPlan, StagePlan } from "./plan-types.js";
+
+/**
+ * Model families the engines are validated on. Mistral is the Llama architecture (RMSNorm, RoPE,
+ * grouped-query attention, SwiGLU MLP, same tensor names) plus a sliding window the KV estimate
+ * accounts for. Qwen2 is left out: its attention projections carry biases the Llama path does not
+ * load, so it must be opted into with allowUnvalidatedFamily.
+ */
+export const validatedFamilies: readonly string[] = ["llama", "mistral"];
+
+/**
+ * The shard plan: a pure function of the model profile, the nodes in stage order and the options.
+ * Never throws on an infeasible input: every problem is an error (or warning) of the plan, so a
+ * preview shows all of them at once.
+ */
+export function planShards(profile: ModelProfile, nodes: readonly PlanNode[], options: PlanOptions): ShardPlan {
+  const o = resolveOptions(options);
+  const errors: PlanMessage[] = [];
+  const warnings: PlanMessage[] = [];
+  const error = (reason: string, message: string): void => void errors.push({ reason, message });
+  const warn = (reason: string, message: string): void => void warnings.push({ reason, message });
+  const n = nodes.length;
+  const L = profile.layers;
+
+  // Check the options and the topology.
+  if (!Number.isSafeInteger(o.contextLength) || o.contextLength < 1) error("InvalidPlanOptions", `context length must be a positive integer, got ${o.contextLength}`);
+  if (!Number.isSafeInteger(o.maxSequences) || o.maxSequences < 1) error("InvalidPlanOptions", `max sequences must be a positive integer, got ${o.maxSequences}`);
+  if (!Number.isFinite(o.headroom) || o.headroom < 1) error("InvalidPlanOptions", `headroom must be a number ≥ 1, got ${o.headroom}`);
+  if (n < 2) error("TooFewNodes", `pipeline parallelism needs at least 2 nodes, got ${n}${n === 1 ? ` (${nodes[0]?.name})` : ""}`);
+  if (n > 2) warn("MoreThanTwoStages", `${n} stages: mlxcel is validated best on two-stage topologies; each extra stage adds a network hop per token`);
+  const duplicates = nodes.map((x) => x.name).filter((name, i, all) => all.indexOf(name) !== i);
+  if (duplicates.length > 0) error("DuplicateNode", `node ${[...new Set(duplicates)].map((d) => `"${d}"`).join(", ")} appears more than once; each stage needs its own node`);
+  if (n > L) error("TooManyStages", `${n} stages for ${L} layers: every stage needs at least one layer`);
+
+  // Check the cluster is homogeneous (where the figures are known).
+  checkUniform(nodes, "accelerator", (values) =>
+    error("MixedAccelerators", `nodes mix accelerator families (${values}); a cluster must be homogeneous`),
+  );
+  checkUniform(nodes, "engineVersion", (values) =>
+    error("MixedEngineVersions", `nodes run different engine versions (${values}); a cluster must run one version`),
+  );
+
+  // Check the model family and the strategy against the engine.
+  if (!validatedFamilies.includes(profile.family)) {
+    const message = `model family "${profile.family}" is outside the validated Llama family (${validatedFamilies.join(", ")})`;
+    if (o.allowUnvalidatedFamily) warn("UnvalidatedModelFamily", `${message}; planned because the definition opts in`);
+    else error("UnvalidatedModelFamily", `${message}; set allow_unvalidated_family to plan it anyway`);
+  }
+  if (o.strategy === "memory" && o.engine === "mlxcel") {
+    error("StrategyUnsupportedByEngine", `strategy "memory" needs the reference engine: mlxcel computes its own equal split and cannot be told another (use strategy "equal")`);
+  }
+
+  // Budgets.
+  const budgets = nodes.map((node) => nodeBudget(node, o.headroom));
+  for (const [i, node] of nodes.entries()) {
+    if (budgets[i] === undefined) {
+      error("NodeMemoryUnknown", `node "${node.name}" has no known memory: set memory_limit (or a declared memory) in its registry entry, or let it be probed`);
+    }
+  }
+  const knownBudgets = budgets.every((b): b is number => b !== undefined) ? budgets : undefined;
+
+  // Split the layers.
+  const kv = layerKvBytes(profile, Math.max(1, o.contextLength), Math.max(1, o.maxSequences));
+  const tied = profile.config.tieWordEmbeddings || profile.lmHeadBytes === 0;
+  const lastExtra = profile.normBytes + profile.lmHeadBytes + (tied && n > 1 ? profile.embeddingBytes : 0);
+  let counts: number[] = [];
+  let splitUsed: PlanOptions["strategy"] = "equal";
+  if (n >= 1 && n <= L) {
+    if (o.strategy === "memory" && o.engine === "reference" && knownBudgets !== undefined) {
+      const layerCost = profile.layerBytes.map((w, i) => w + (kv[i] ?? 0));
+      counts = memorySplit({ layerCost, budgets: knownBudgets, firstExtra: profile.embeddingBytes, lastExtra });
+      splitUsed = "memory";
+    } else {
+      counts = mlxcelSplit(L, n);
+    }
+    const empty = counts.flatMap((c, i) => (c <= 0 ? [i] : []));
+    if (empty.length > 0) {
+      error("EmptyStage", `mlxcel's split of ${L} layers over ${n} stages (${counts.join(", ")}) leaves stage ${empty.join(", ")} without layers; use fewer nodes`);
+    }
+  }
+
+  // Size each stage.
+  const stages: StagePlan[] = [];
+  let start = 0;
+  for (const [i, count] of counts.entries()) {
+    const end = start + Math.max(0, count);
+    const first = i === 0;
+    const last = i === counts.length - 1;
+    let weightBytes = sum(profile.layerBytes, start, end);
+    if (first) weightBytes += profile.embeddingBytes;
+    if (last) weightBytes += lastExtra;
+    const kvBytes = sum(kv, start, end);
+    const totalBytes = weightBytes + kvBytes;
+    const budget = budgets[i];
+    const node = nodes[i]!;
+    stages.push({
+      index: i,
+      node: node.name,
+      layers: [start, end],
+      layerCount: end - start,
+      first,
+      last,
+      weightBytes,
+      kvBytes,
+      totalBytes,
+      budgetBytes: budget ?? null,
+      fit: budget === undefined ? null : budget > 0 ? totalBytes / budget : Number.POSITIVE_INFINITY,
+    });
+    if (budget !== undefined && totalBytes > budget) {
+      error(
+        "StageDoesNotFit",
+        `stage ${i} on node "${node.name}" (layers [${start}, ${end})) needs ${formatBytes(totalBytes)} ` +
+          `(weights ${formatBytes(weightBytes)} + KV ${formatBytes(kvBytes)}) but its budget is ${formatBytes(budget)} ` +
+          `(headroom ${o.headroom}): ${formatBytes(totalBytes - budget)} short`,
+      );
+    }
+    start = end;
+  }
+
+  // Warn when one selected node could hold everything.
+  const modelBytes = profile.layerBytes.reduce((a, b) => a + b, 0) + profile.embeddingBytes + profile.normBytes + profile.lmHeadBytes;
+  const wholeBytes = modelBytes + kv.reduce((a, b) => a + b, 0);
+  const roomy = nodes.find((_, i) => budgets[i] !== undefined && wholeBytes <= budgets[i]!);
+  if (roomy !== undefined && n >= 2) {
+    warn("PipelineNotNeeded", `node "${roomy.name}" alone fits the whole model (${formatBytes(wholeBytes)} with KV, budget ${formatBytes(nodeBudget(roomy, o.headroom) ?? 0)}): pipeline parallelism is not needed`);
+  }
+
+  const fits = stages.map((s) => s.fit);
+  return {
+    feasible: errors.length === 0,
+    strategy: o.strategy,
+    splitUsed,
+    engine: o.engine,
+    model: {
+      source: profile.source,
+      family: profile.family,
+      layers: L,
+      dtype: profile.dtype,
+      quantizationBits: profile.config.quantization?.bits ?? null,
+    },
+    options: o,
+    stages,
+    warnings,
+    errors,
+    totals: {
+      layers: L,
+      stages: stages.length,
+      weightBytes: stages.reduce((a, s) => a + s.weightBytes, 0),
+      kvBytes: stages.reduce((a, s) => a + s.kvBytes, 0),
+      totalBytes: stages.reduce((a, s) => a + s.totalBytes, 0),
+      budgetBytes: knownBudgets === undefined ? null : knownBudgets.reduce((a, b) => a + b, 0),
+      maxFit: fits.length === 0 || fits.some((f) => f === null) ? null : Math.max(...(fits as number[])),
+    },
+  };
+}
+
+function resolveOptions(options: PlanOptions): Required<PlanOptions> {
+  const { strategy, contextLength, engine, headroom = defaultHeadroom, maxSequences = 1, allowUnvalidatedFamily = false } = options;
+  return { strategy, headroom, contextLength, maxSequences, engine, allowUnvalidatedFamily };
+}
+
+function checkUniform(nodes: readonly PlanNode[], key: "accelerator" | "engineVersion", report: (values: string) => void): void {
+  const seen = new Map<string, string[]>();
+  for (const node of nodes) {
+    const value = node[key];
+    if (value === undefined) continue;
+    seen.set(value, [...(seen.get(value) ?? []), node.name]);
+  }
+  if (seen.size > 1) report([...seen].map(([v, names]) => `${v} on ${names.join(", ")}`).join("; "));
+}
+
+function sum(values: readonly number[], start: number, end: number): number {
+  let total = 0;
+  for (let i = start; i < end; i++) total += values[i] ?? 0;
+  return total;
+}

@@ -1,0 +1,65 @@
+/** Options of one plan; defaults are filled in by planShards. */
+export interface PlanOptions {
+  /** "equal" reproduces mlxcel's own split; "memory" weights by budget (reference engine only). */
+  strategy: "equal" | "memory";
+  /** Budget divisor (≥ 1). Default 1.2, mlxcel's factor. */
+  headroom?: number;
+  /** Tokens per sequence the KV cache is sized for. */
+  contextLength: number;
+  /** Concurrent sequences. Default 1. */
+  maxSequences?: number;
+  engine: "mlxcel" | "reference";
+  /** Plan a model family outside the validated Llama family (warning instead of error). Default false. */
+  allowUnvalidatedFamily?: boolean;
+}
+
+/** A warning or error of the plan; `reason` is stable (CamelCase), `message` is for people. */
+export interface PlanMessage {
+  reason: string;
+  message: string;
+}
+
+/** One pipeline stage. Bytes throughout; `layers` is half-open [start, end). */
+export interface StagePlan {
+  index: number;
+  node: string;
+  layers: [start: number, end: number];
+  layerCount: number;
+  first: boolean;
+  last: boolean;
+  /** Layer weights plus embedding (first; last when tied), final norm and lm_head (last). */
+  weightBytes: number;
+  kvBytes: number;
+  totalBytes: number;
+  /** The node's budget after headroom; null when no memory figure is known. */
+  budgetBytes: number | null;
+  /** totalBytes / budgetBytes (> 1 does not fit); null without a budget. */
+  fit: number | null;
+}
+
+export interface PlanTotals {
+  layers: number;
+  stages: number;
+  weightBytes: number;
+  kvBytes: number;
+  totalBytes: number;
+  /** Sum of stage budgets; null when any is unknown. */
+  budgetBytes: number | null;
+  /** Largest stage fit; null when any budget is unknown. */
+  maxFit: number | null;
+}
+
+export interface ShardPlan {
+  /** True when there is no error. */
+  feasible: boolean;
+  strategy: PlanOptions["strategy"];
+  /** The split the stages actually follow (mlxcel's when the memory split cannot be used). */
+  splitUsed: PlanOptions["strategy"];
+  engine: PlanOptions["engine"];
+  model: { source: string; family: string; layers: number; dtype: string; quantizationBits: number | null };
+  options: Required<PlanOptions>;
+  stages: StagePlan[];
+  warnings: PlanMessage[];
+  errors: PlanMessage[];
+  totals: PlanTotals;
+}

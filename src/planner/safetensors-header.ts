@@ -1,0 +1,133 @@
+import { ShardctlError } from "../spec/errors.js";
+
+/** The safetensors format caps the JSON header at 100 MB (bytes). */
+export const maxHeaderBytes = 100_000_000;
+
+/** One tensor entry of a safetensors header; offsets are relative to the data buffer (bytes). */
+export interface TensorEntry {
+  name: string;
+  dtype: string;
+  shape: number[];
+  begin: number;
+  end: number;
+}
+
+/** A parsed safetensors header: its tensors in data-buffer order and the header's own size. */
+export interface SafetensorsHeader {
+  /** N, the JSON header length in bytes (the file starts with 8 + N bytes of framing). */
+  headerBytes: number;
+  /** Bytes of the data buffer actually covered by tensors (max end offset). */
+  dataBytes: number;
+  tensors: TensorEntry[];
+  metadata: Record<string, string>;
+}
+
+/** Element sizes (bytes) of the safetensors dtypes; unknown dtypes skip the shape × size check. */
+const elementBytes: Record<string, number> = {
+  BOOL: 1, U8: 1, I8: 1, F8_E4M3: 1, F8_E5M2: 1,
+  U16: 2, I16: 2, F16: 2, BF16: 2,
+  U32: 4, I32: 4, F32: 4,
+  U64: 8, I64: 8, F64: 8,
+};
+
+/** Bytes per element of a safetensors dtype name, or undefined when unknown. */
+export function dtypeElementBytes(dtype: string): number | undefined {
+  return elementBytes[dtype];
+}
+
+function invalid(file: string, message: string): ShardctlError {
+  return new ShardctlError("SafetensorsHeaderInvalid", `${file}: ${message}`, { terminal: true });
+}
+
+/**
+ * Decode the 8-byte little-endian header length N at the start of a safetensors file and check it
+ * against the file size (bytes, when known) and the 100 MB cap.
+ */
+export function readHeaderLength(prefix: Uint8Array, file: string, fileSize?: number): number {
+  if (prefix.length < 8) throw invalid(file, `file is ${prefix.length} bytes, too short for a safetensors header`);
+  const view = new DataView(prefix.buffer, prefix.byteOffset, 8);
+  const n = view.getBigUint64(0, true);
+  if (n > BigInt(maxHeaderBytes)) throw invalid(file, `header length ${n} bytes exceeds the 100 MB limit`);
+  const length = Number(n);
+  if (fileSize !== undefined && 8 + length > fileSize) {
+    throw invalid(file, `header length ${length} bytes exceeds the file size (${fileSize} bytes)`);
+  }
+  if (length < 2) throw invalid(file, `header length ${length} bytes is too short for a JSON object`);
+  return length;
+}
+
+/**
+ * Parse the N JSON header bytes of a safetensors file (read by the caller). `fileSize` (bytes,
+ * when known) bounds the data offsets. Refuses what a loader would refuse: non-JSON, malformed
+ * entries, offsets outside the data buffer, overlapping tensors, sizes that disagree with shape.
+ */
+export function parseSafetensorsHeader(bytes: Uint8Array, file: string, fileSize?: number): SafetensorsHeader {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+  } catch (error) {
+    throw invalid(file, `header is not valid JSON (${error instanceof Error ? error.message : String(error)})`);
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    throw invalid(file, "header is not a JSON object");
+  }
+  const dataLimit = fileSize === undefined ? undefined : fileSize - 8 - bytes.length;
+  const tensors: TensorEntry[] = [];
+  let metadata: Record<string, string> = {};
+  for (const [name, value] of Object.entries(parsed as Record<string, unknown>)) {
+    if (name === "__metadata__") {
+      metadata = readMetadata(value, file);
+      continue;
+    }
+    tensors.push(readEntry(name, value, file, dataLimit));
+  }
+  tensors.sort((a, b) => a.begin - b.begin || a.end - b.end);
+  let dataBytes = 0;
+  let previous: TensorEntry | undefined;
+  for (const t of tensors) {
+    // Zero-length tensors occupy no bytes and cannot overlap anything.
+    if (previous !== undefined && t.begin < previous.end && t.end > t.begin) {
+      throw invalid(file, `tensor "${t.name}" data_offsets [${t.begin}, ${t.end}] overlap "${previous.name}" [${previous.begin}, ${previous.end}]`);
+    }
+    if (t.end > t.begin) previous = t;
+    dataBytes = Math.max(dataBytes, t.end);
+  }
+  return { headerBytes: bytes.length, dataBytes, tensors, metadata };
+}
+
+function readMetadata(value: unknown, file: string): Record<string, string> {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) throw invalid(file, "__metadata__ is not an object");
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+    if (typeof v !== "string") throw invalid(file, `__metadata__.${k} is not a string`);
+    out[k] = v;
+  }
+  return out;
+}
+
+function readEntry(name: string, value: unknown, file: string, dataLimit: number | undefined): TensorEntry {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) throw invalid(file, `tensor "${name}" entry is not an object`);
+  const { dtype, shape, data_offsets: offsets } = value as Record<string, unknown>;
+  if (typeof dtype !== "string") throw invalid(file, `tensor "${name}" has no dtype`);
+  if (!Array.isArray(shape) || !shape.every(isCount)) throw invalid(file, `tensor "${name}" has no valid shape`);
+  if (!Array.isArray(offsets) || offsets.length !== 2 || !offsets.every(isCount)) {
+    throw invalid(file, `tensor "${name}" has no valid data_offsets`);
+  }
+  const [begin, end] = offsets as [number, number];
+  if (end < begin) throw invalid(file, `tensor "${name}" data_offsets [${begin}, ${end}] end before they begin`);
+  if (dataLimit !== undefined && end > dataLimit) {
+    throw invalid(file, `tensor "${name}" data_offsets [${begin}, ${end}] are out of range (data buffer is ${dataLimit} bytes)`);
+  }
+  const size = elementBytes[dtype];
+  if (size !== undefined) {
+    const expected = (shape as number[]).reduce((p, d) => p * d, 1) * size;
+    if (expected !== end - begin) {
+      throw invalid(file, `tensor "${name}" holds ${end - begin} bytes but ${dtype} shape [${(shape as number[]).join(", ")}] needs ${expected}`);
+    }
+  }
+  return { name, dtype, shape: shape as number[], begin, end };
+}
+
+function isCount(v: unknown): v is number {
+  return typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
+}

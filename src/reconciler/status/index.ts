@@ -1,0 +1,3 @@
+export * from "./schema.js";
+export { setCondition, findCondition, type ConditionUpdate } from "./conditions.js";
+export { statusFileFor, renderStatus, writeStatus, readStatus } from "./write-status.js";

@@ -1,0 +1,138 @@
+/**
+ * The status file `clusters/<name>.status.json`: what people and CI read. The zod schema is the
+ * single source of truth; `schemas/status.schema.json` is generated from it. Key order in the
+ * written file follows the order here, so files diff cleanly in git. No secrets, ever.
+ */
+import { z } from "zod";
+
+export const healthValues = [
+  "Healthy",
+  "Progressing",
+  "Degraded",
+  "Unhealthy",
+  "Stopped",
+  "Suspended",
+  "Disabled",
+  "Stalled",
+] as const;
+export type Health = (typeof healthValues)[number];
+
+export const conditionTypes = [
+  "Ready",
+  "Reconciling",
+  "Stalled",
+  "Planned",
+  "Staged",
+  "StagesListening",
+  "CoordinatorHealthy",
+  "Registered",
+] as const;
+export type ConditionType = (typeof conditionTypes)[number];
+
+const timestamp = z.iso.datetime().describe("RFC 3339 UTC timestamp");
+const reason = z.string().regex(/^[A-Z][A-Za-z0-9]*$/).describe("stable CamelCase reason");
+
+export const conditionSchema = z.strictObject({
+  type: z.enum(conditionTypes),
+  status: z.enum(["True", "False", "Unknown"]),
+  reason,
+  message: z.string(),
+  /** Changes only when `status` flips. */
+  lastTransitionTime: timestamp,
+  /** The spec revision this condition was computed for. */
+  observedRevision: z.string(),
+});
+export type Condition = z.infer<typeof conditionSchema>;
+
+export const stagePlanSchema = z.strictObject({
+  index: z.int().nonnegative(),
+  node: z.string(),
+  layers: z.tuple([z.int().nonnegative(), z.int().nonnegative()]).describe("half-open [start, end)"),
+  weightBytes: z.int().nonnegative(),
+  kvBytes: z.int().nonnegative(),
+  totalBytes: z.int().nonnegative(),
+  budgetBytes: z.int().nonnegative(),
+  fit: z.number().nonnegative().describe("totalBytes / budgetBytes"),
+});
+
+export const planStatusSchema = z.strictObject({
+  strategy: z.enum(["equal", "memory"]),
+  feasible: z.boolean(),
+  stages: z.array(stagePlanSchema),
+  warnings: z.array(z.strictObject({ reason, message: z.string() })),
+});
+
+export const stagingStatusSchema = z.strictObject({
+  node: z.string(),
+  state: z.enum(["present", "needs-download", "mismatched", "staging", "failed", "unknown"]),
+  bytesDone: z.int().nonnegative(),
+  bytesTotal: z.int().nonnegative(),
+});
+
+export const stageCardSchema = z.strictObject({
+  index: z.int().nonnegative(),
+  node: z.string(),
+  layers: z.tuple([z.int().nonnegative(), z.int().nonnegative()]),
+  address: z.string().optional(),
+  pid: z.int().positive().optional(),
+  alive: z.boolean(),
+  transport: z.enum(["listening", "closed", "unknown"]),
+  since: timestamp.optional(),
+});
+
+export const coordinatorStatusSchema = z.strictObject({
+  node: z.string(),
+  url: z.string(),
+  pid: z.int().positive().optional(),
+  health: z.enum(["ok", "loading", "down", "unknown"]),
+});
+
+export const routerStatusSchema = z.strictObject({
+  backend: z.string(),
+  url: z.string(),
+  registered: z.boolean(),
+});
+
+export const timelineEventSchema = z.strictObject({
+  at: timestamp,
+  step: z.string(),
+  detail: z.string().optional(),
+});
+
+export const restartsSchema = z.strictObject({
+  revision: z.string(),
+  count: z.int().nonnegative(),
+  budget: z.int().nonnegative(),
+  /** Exit codes and last log lines of the launches that died, oldest first. */
+  evidence: z.array(
+    z.strictObject({ at: timestamp, reason, message: z.string(), logTail: z.array(z.string()) }),
+  ),
+});
+
+export const passSchema = z.strictObject({
+  at: timestamp,
+  action: z.string(),
+  result: z.enum(["success", "waiting", "failed", "stalled"]),
+  reason: reason.optional(),
+  durationMs: z.int().nonnegative(),
+});
+
+export const statusSchema = z.strictObject({
+  cluster: z.string(),
+  file: z.string().describe("the definition file, relative to the watched directory"),
+  observedRevision: z.string(),
+  gitCommit: z.string().optional().describe("commit of the definition when inside a git repository"),
+  desired: z.enum(["running", "stopped"]),
+  health: z.enum(healthValues),
+  conditions: z.array(conditionSchema),
+  plan: planStatusSchema.optional(),
+  staging: z.array(stagingStatusSchema),
+  stages: z.array(stageCardSchema),
+  coordinator: coordinatorStatusSchema.optional(),
+  router: routerStatusSchema.optional(),
+  timeline: z.array(timelineEventSchema),
+  restarts: restartsSchema.optional(),
+  lastError: z.strictObject({ reason, message: z.string(), at: timestamp }).optional(),
+  history: z.array(passSchema).max(5),
+});
+export type ClusterStatus = z.infer<typeof statusSchema>;

@@ -1,0 +1,106 @@
+/**
+ * Optional continuum registrar for deployments that prefer the router's admin API over its config
+ * file. continuum-router documents that the API exists (bearer-token auth) but not its paths, so the
+ * paths are settings; the defaults below are a guess to be checked against the deployed version.
+ */
+import { ShardctlError } from "../spec/errors.js";
+import { parseRouterConfig } from "./read-router-config.js";
+import type { BackendEntry, Registrar } from "./types.js";
+import { validateBackendEntry } from "./validate-backend-entry.js";
+
+/** Request paths relative to `adminUrl`; `{name}` is replaced by the URL-encoded backend name. */
+export type AdminPaths = {
+  /** GET, answers a JSON list of backends (bare, or under `backends` or `data`). Default `/admin/backends`. */
+  list: string;
+  /** POST with the entry as the JSON body; must replace a same-named entry. Default `/admin/backends`. */
+  register: string;
+  /** DELETE; 404 counts as already gone. Default `/admin/backends/{name}`. */
+  deregister: string;
+};
+
+export const DEFAULT_ADMIN_PATHS: AdminPaths = {
+  list: "/admin/backends",
+  register: "/admin/backends",
+  deregister: "/admin/backends/{name}",
+};
+
+export type AdminRegistrarOptions = {
+  adminUrl: string;
+  /** Name of the environment variable holding the bearer token; no Authorization header when unset. */
+  adminTokenEnv?: string;
+  adminPaths?: Partial<AdminPaths>;
+  /** Per-request deadline in milliseconds. Default 5000. */
+  timeoutMs?: number;
+};
+
+export function createContinuumAdminRegistrar(options: AdminRegistrarOptions): Registrar {
+  const { adminUrl, adminTokenEnv, timeoutMs = 5000 } = options;
+  const paths: AdminPaths = { ...DEFAULT_ADMIN_PATHS, ...options.adminPaths };
+
+  const call = async (reason: string, method: string, path: string, body?: unknown): Promise<Response> => {
+    const headers: Record<string, string> = { accept: "application/json" };
+    if (adminTokenEnv !== undefined) {
+      const token = process.env[adminTokenEnv];
+      if (token === undefined || token === "") {
+        throw new ShardctlError(reason, `router admin token: environment variable ${adminTokenEnv} is not set`, { terminal: true });
+      }
+      headers.authorization = `Bearer ${token}`;
+    }
+    if (body !== undefined) headers["content-type"] = "application/json";
+    const url = new URL(adminUrl);
+    url.pathname = joinPath(url.pathname, path);
+    try {
+      return await fetch(url, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+    } catch (error) {
+      throw new ShardctlError(reason, `router admin API ${method} ${url.href}: ${(error as Error).message}`, { cause: error });
+    }
+  };
+
+  const expectOk = async (reason: string, response: Response, what: string, allow404 = false): Promise<void> => {
+    if (response.ok || (allow404 && response.status === 404)) return;
+    const text = (await response.text().catch(() => "")).slice(0, 300);
+    throw new ShardctlError(reason, `router admin API ${what}: HTTP ${response.status} ${text}`);
+  };
+
+  const list = async (): Promise<BackendEntry[]> => {
+    const response = await call("RouterAdminFailed", "GET", paths.list);
+    await expectOk("RouterAdminFailed", response, "list backends");
+    const json: unknown = await response.json();
+    const items = Array.isArray(json) ? json : pickList(json);
+    return parseRouterConfig(JSON.stringify({ backends: items }), `${adminUrl}${paths.list}`).backends;
+  };
+
+  return {
+    register: async (backend) => {
+      const entry = validateBackendEntry(backend);
+      const response = await call("RouterRegistrationFailed", "POST", paths.register, entry);
+      await expectOk("RouterRegistrationFailed", response, `register ${entry.name}`);
+    },
+    deregister: async (name) => {
+      const response = await call("RouterDeregistrationFailed", "DELETE", paths.deregister.replaceAll("{name}", encodeURIComponent(name)));
+      await expectOk("RouterDeregistrationFailed", response, `deregister ${name}`, true);
+    },
+    lookup: async (name) => (await list()).find((entry) => entry.name === name),
+    list,
+  };
+}
+
+function pickList(json: unknown): unknown[] {
+  if (typeof json === "object" && json !== null) {
+    for (const key of ["backends", "data"]) {
+      const value = (json as Record<string, unknown>)[key];
+      if (Array.isArray(value)) return value;
+    }
+  }
+  return [];
+}
+
+// Keeps a path prefix of adminUrl (e.g. https://router/api) in front of the configured path.
+function joinPath(base: string, path: string): string {
+  return `${base.replace(/\/+$/, "")}/${path.replace(/^\/+/, "")}`;
+}

@@ -1,0 +1,11 @@
+/** `[router] kind = "none"`: no router to tell; registration succeeds and records nothing. */
+import type { Registrar } from "./types.js";
+
+export function createNoneRegistrar(): Registrar {
+  return {
+    register: async () => undefined,
+    deregister: async () => undefined,
+    lookup: async () => undefined,
+    list: async () => [],
+  };
+}

@@ -1,0 +1,126 @@
+/**
+ * Forwards one buffered request to one backend and streams the answer back unbuffered: each chunk
+ * the backend writes (an SSE event, say) is written to the client as it arrives. A client that goes
+ * away aborts the upstream request, so the backend stops generating.
+ */
+import { request as httpRequest, type Agent, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
+import { request as httpsRequest } from "node:https";
+import type { BackendEntry } from "./types.js";
+
+/** How a forward ended: `connect` failures never reached the backend and are safe to retry elsewhere. */
+export type ProxyOutcome = { kind: "done"; status: number } | { kind: "connect-failed"; error: Error } | { kind: "failed"; error: Error };
+
+export type ProxyContext = {
+  agents: { http: Agent; https: Agent };
+  /** Deadline for the TCP connection to the backend, milliseconds. */
+  connectTimeoutMs: number;
+};
+
+// Hop-by-hop headers (RFC 9110 §7.6.1) are the connection's, not the message's.
+const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade", "host", "content-length"]);
+
+const CONNECT_ERRORS = new Set(["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "ENOTFOUND", "ConnectTimeout"]);
+
+export function proxyRequest(
+  context: ProxyContext,
+  backend: BackendEntry,
+  req: IncomingMessage,
+  body: Buffer,
+  res: ServerResponse,
+): Promise<ProxyOutcome> {
+  return new Promise((resolve) => {
+    const target = joinUrl(backend.url, req.url ?? "/");
+    const headers = copyHeaders(req.headers);
+    headers["content-length"] = String(body.length);
+    const forwardedFor = req.socket.remoteAddress;
+    if (forwardedFor !== undefined) headers["x-forwarded-for"] = forwardedFor;
+    const secure = target.protocol === "https:";
+    const upstream = (secure ? httpsRequest : httpRequest)(target, {
+      method: req.method,
+      headers,
+      agent: secure ? context.agents.https : context.agents.http,
+    });
+    let settled = false;
+    const settle = (outcome: ProxyOutcome): void => {
+      if (settled) return;
+      settled = true;
+      resolve(outcome);
+    };
+
+    upstream.on("socket", (socket) => {
+      if (!socket.connecting) return;
+      const timer = setTimeout(() => {
+        const error = Object.assign(new Error(`connect timeout after ${context.connectTimeoutMs} ms`), { code: "ConnectTimeout" });
+        upstream.destroy(error);
+      }, context.connectTimeoutMs);
+      socket.once("connect", () => clearTimeout(timer));
+      socket.once("close", () => clearTimeout(timer));
+    });
+
+    upstream.on("error", (error: NodeJS.ErrnoException) => {
+      if (res.headersSent) {
+        // Mid-stream failure: the status is gone, so cutting the connection is the only honest signal.
+        res.destroy(error);
+        settle({ kind: "failed", error });
+        return;
+      }
+      // A reused keep-alive socket the backend closed meanwhile never carried our request either.
+      const neverReached = CONNECT_ERRORS.has(error.code ?? "") || (upstream.reusedSocket && error.code === "ECONNRESET");
+      settle(neverReached ? { kind: "connect-failed", error } : { kind: "failed", error });
+    });
+
+    upstream.on("response", (answer) => {
+      res.writeHead(answer.statusCode ?? 502, copyHeaders(answer.headers));
+      // Send the head now: a streaming client should see headers before the first token.
+      res.flushHeaders();
+      answer.on("data", (chunk: Buffer) => {
+        // Written at once (no coalescing); only a slow client makes us pause the backend.
+        if (!res.write(chunk)) {
+          answer.pause();
+          res.once("drain", () => answer.resume());
+        }
+      });
+      answer.on("end", () => {
+        res.end();
+        settle({ kind: "done", status: answer.statusCode ?? 502 });
+      });
+      answer.on("error", (error) => {
+        res.destroy(error);
+        settle({ kind: "failed", error });
+      });
+    });
+
+    // The client went away before the answer was complete: stop the backend's work.
+    res.on("close", () => {
+      if (!res.writableFinished) {
+        upstream.destroy();
+        settle({ kind: "failed", error: new Error("client disconnected") });
+      }
+    });
+
+    upstream.end(body);
+  });
+}
+
+function copyHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+  const copy: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value !== undefined && !HOP_BY_HOP.has(name)) copy[name] = value;
+  }
+  return copy;
+}
+
+// A backend URL may carry a path prefix (http://host:8000/api); the request path goes after it.
+function joinUrl(base: string, path: string): URL {
+  const url = new URL(base);
+  const prefix = url.pathname.replace(/\/+$/, "");
+  const [pathname, query] = splitQuery(path);
+  url.pathname = `${prefix}${pathname}`;
+  url.search = query;
+  return url;
+}
+
+function splitQuery(path: string): [string, string] {
+  const at = path.indexOf("?");
+  return at === -1 ? [path, ""] : [path.slice(0, at), path.slice(at)];
+}

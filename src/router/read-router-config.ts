@@ -1,0 +1,81 @@
+/**
+ * Reads the parts of a continuum-router YAML config that shardctl uses: `server.bind_address` and the
+ * `backends:` list. Every other key is allowed and ignored, since the file belongs to the router.
+ */
+import { readFile } from "node:fs/promises";
+import { parse as parseYaml } from "yaml";
+import { z } from "zod";
+import { ShardctlError } from "../spec/errors.js";
+import type { BackendEntry, RouterConfig } from "./types.js";
+
+const backendSchema = z.looseObject({
+  name: z.string().min(1),
+  url: z.url({ protocol: /^https?$/ }),
+  // A backend without `models` serves nothing through the embedded router (continuum-router would
+  // discover them; we do not), so it defaults to an empty list.
+  models: z.array(z.string().min(1)).default([]),
+  weight: z.number().positive().optional(),
+});
+
+const configSchema = z.looseObject({
+  server: z.looseObject({ bind_address: z.string().optional() }).nullish(),
+  backends: z.array(backendSchema).nullish(),
+});
+
+/** Reads and validates `file`; throws ShardctlError `RouterConfigInvalid` naming the file. */
+export async function readRouterConfig(file: string): Promise<RouterConfig> {
+  let text: string;
+  try {
+    text = await readFile(file, "utf8");
+  } catch (error) {
+    throw new ShardctlError("RouterConfigUnreadable", `cannot read router config ${file}: ${(error as Error).message}`, { cause: error });
+  }
+  return parseRouterConfig(text, file);
+}
+
+/** Parses YAML text; `source` names it in error messages. An empty document is an empty config. */
+export function parseRouterConfig(text: string, source: string): RouterConfig {
+  let raw: unknown;
+  try {
+    raw = parseYaml(text, { prettyErrors: true });
+  } catch (error) {
+    throw invalid(source, (error as Error).message, error);
+  }
+  const parsed = configSchema.safeParse(raw ?? {});
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue === undefined ? "" : issue.path.join(".");
+    throw invalid(source, `${where}: ${issue?.message ?? "invalid"}`);
+  }
+  const backends = parsed.data.backends ?? [];
+  const seen = new Set<string>();
+  for (const backend of backends) {
+    if (seen.has(backend.name)) throw invalid(source, `backends: duplicate backend name "${backend.name}"`);
+    seen.add(backend.name);
+  }
+  const bindAddress = parsed.data.server?.bind_address;
+  return {
+    bind: bindAddress === undefined ? undefined : parseBindAddress(bindAddress, source),
+    backends: backends.map(toBackendEntry),
+  };
+}
+
+/** Splits `host:port` (IPv6 as `[::1]:8080`); port 0 means "any free port". */
+export function parseBindAddress(value: string, source: string): { host: string; port: number } {
+  const match = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(value.trim());
+  const port = match === null ? NaN : Number(match[3]);
+  if (match === null || port > 65535) {
+    throw invalid(source, `server.bind_address: expected "host:port", got "${value}"`);
+  }
+  return { host: match[1] ?? match[2] ?? "", port };
+}
+
+function toBackendEntry(backend: z.infer<typeof backendSchema>): BackendEntry {
+  const entry: BackendEntry = { name: backend.name, url: backend.url, models: backend.models };
+  if (backend.weight !== undefined) entry.weight = backend.weight;
+  return entry;
+}
+
+function invalid(source: string, message: string, cause?: unknown): ShardctlError {
+  return new ShardctlError("RouterConfigInvalid", `${source}: ${message}`, { terminal: true, cause });
+}

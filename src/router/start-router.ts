@@ -1,0 +1,223 @@
+/**
+ * The embedded router: an OpenAI-compatible HTTP front that reads a continuum-router YAML config,
+ * routes each request by its `model` to a backend listing it, and reloads the file when it changes.
+ * One process on a single machine and in tests; production uses a real continuum-router.
+ */
+import { Agent as HttpAgent, createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { Agent as HttpsAgent } from "node:https";
+import type { AddressInfo } from "node:net";
+import { resolve } from "node:path";
+import { pino, type Logger } from "pino";
+import { ShardctlError } from "../spec/errors.js";
+import { sendJson, sendOpenAIError } from "./openai-error.js";
+import { proxyRequest, type ProxyContext } from "./proxy-request.js";
+import { readRouterConfig } from "./read-router-config.js";
+import { createRouteTable, type RouteTable } from "./route-table.js";
+import type { RouterConfig } from "./types.js";
+import { watchConfig } from "./watch-config.js";
+
+export type RouterOptions = {
+  configFile: string;
+  /** Overrides `server.bind_address`'s host. Default from the file, else 127.0.0.1. */
+  host?: string;
+  /** Overrides `server.bind_address`'s port; 0 picks a free port. Default from the file, else 8080. */
+  port?: number;
+  /** Default: pino JSON on stderr at level `info`. */
+  logger?: Logger;
+  /** Reload when the file changes. Default true. */
+  watch?: boolean;
+  /** Quiet time after a file event before reloading, milliseconds. Default 50. */
+  reloadDebounceMs?: number;
+  /** Deadline for connecting to a backend, milliseconds. Default 5000. */
+  connectTimeoutMs?: number;
+  /** How long a backend that refused a connection is passed over, milliseconds. Default 2000. */
+  cooldownMs?: number;
+  /** Largest request body accepted, bytes. Default 32 MiB. */
+  maxBodyBytes?: number;
+};
+
+export type RunningRouter = {
+  /** `http://host:port` the router listens on. */
+  url: string;
+  /** Re-reads the config; a broken file keeps the last good config (logged) and resolves false. */
+  reload(): Promise<boolean>;
+  close(): Promise<void>;
+};
+
+export async function startRouter(options: RouterOptions): Promise<RunningRouter> {
+  const {
+    watch = true,
+    reloadDebounceMs = 50,
+    connectTimeoutMs = 5000,
+    cooldownMs = 2000,
+    maxBodyBytes = 32 * 1024 * 1024,
+  } = options;
+  const configFile = resolve(options.configFile);
+  const log = options.logger ?? pino({ name: "router" }, pino.destination(2));
+
+  // Read the config: a broken file at start-up is an error; later ones only keep the last good config.
+  let config: RouterConfig = await readRouterConfig(configFile);
+  let table: RouteTable = createRouteTable(config.backends);
+  const host = options.host ?? config.bind?.host ?? "127.0.0.1";
+  const port = options.port ?? config.bind?.port ?? 8080;
+
+  // Keep-alive to backends: a fresh TCP connection per request would cost more than the whole proxy hop.
+  const agents = { http: new HttpAgent({ keepAlive: true }), https: new HttpsAgent({ keepAlive: true }) };
+  const context: ProxyContext = { agents, connectTimeoutMs };
+
+  const reload = async (): Promise<boolean> => {
+    try {
+      const next = await readRouterConfig(configFile);
+      if (JSON.stringify(next) === JSON.stringify(config)) return true;
+      if (JSON.stringify(next.bind) !== JSON.stringify(config.bind)) {
+        log.warn({ bind: next.bind }, "server.bind_address changed; restart the router to apply it");
+      }
+      config = next;
+      table = createRouteTable(next.backends);
+      log.info({ backends: next.backends.map((backend) => backend.name) }, "router config reloaded");
+      return true;
+    } catch (error) {
+      log.error({ err: error, file: configFile }, "router config not reloaded; keeping the last good config");
+      return false;
+    }
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const path = (req.url ?? "/").split("?")[0] ?? "/";
+    if (req.method === "GET" && (path === "/health" || path === "/healthz")) {
+      sendJson(res, 200, { status: "ok" });
+      return;
+    }
+    if (req.method === "GET" && path === "/v1/models") {
+      sendJson(res, 200, { object: "list", data: table.models().map(toModelObject) });
+      return;
+    }
+    if (req.method === "GET" && path.startsWith("/v1/models/")) {
+      const id = decodeURIComponent(path.slice("/v1/models/".length));
+      const found = table.models().find((model) => model.id === id);
+      if (found === undefined) sendOpenAIError(res, 404, `The model \`${id}\` does not exist`, "invalid_request_error", "model_not_found", "model");
+      else sendJson(res, 200, toModelObject(found));
+      return;
+    }
+    if (req.method !== "POST" || !path.startsWith("/v1/")) {
+      sendOpenAIError(res, 404, `no route for ${req.method} ${path}`, "invalid_request_error", "not_found");
+      return;
+    }
+    await routeByModel(req, res);
+  };
+
+  const routeByModel = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    // Read the body: the model name is inside it. Request bodies are small; responses are streamed.
+    const body = await readBody(req, maxBodyBytes);
+    if (body === "too-large") {
+      sendOpenAIError(res, 413, `request body exceeds ${maxBodyBytes} bytes`, "invalid_request_error", "request_too_large");
+      return;
+    }
+    if (body === "aborted") return;
+    const model = modelOf(body);
+    if (model === undefined) {
+      sendOpenAIError(res, 400, "expected a JSON body with a string `model`", "invalid_request_error", "missing_model", "model");
+      return;
+    }
+    const candidates = table.candidates(model);
+    if (candidates.length === 0) {
+      sendOpenAIError(res, 404, `The model \`${model}\` does not exist`, "invalid_request_error", "model_not_found", "model");
+      return;
+    }
+    // Try backends in order until one is reached; only connection failures move on to the next.
+    const routes = table;
+    for (const backend of candidates) {
+      const outcome = await proxyRequest(context, backend, req, body, res);
+      if (outcome.kind === "done") {
+        routes.markUp(backend.name);
+        log.debug({ model, backend: backend.name, status: outcome.status }, "routed");
+        return;
+      }
+      if (outcome.kind === "failed") {
+        log.warn({ model, backend: backend.name, err: outcome.error }, "request to backend failed");
+        sendOpenAIError(res, 502, `backend ${backend.name} failed: ${outcome.error.message}`, "api_error", "bad_gateway");
+        return;
+      }
+      routes.markDown(backend.name, cooldownMs);
+      log.warn({ model, backend: backend.name, err: outcome.error }, "backend unreachable; trying the next");
+    }
+    sendOpenAIError(res, 502, `no backend serving \`${model}\` is reachable`, "api_error", "backend_unreachable", "model");
+  };
+
+  const server = createServer({ keepAlive: true }, (req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      log.error({ err: error }, "router request failed");
+      sendOpenAIError(res, 500, "internal router error", "server_error", "internal_error");
+    });
+  });
+  await new Promise<void>((done, fail) => {
+    server.once("error", (error) => {
+      agents.http.destroy();
+      agents.https.destroy();
+      fail(new ShardctlError("RouterListenFailed", `router cannot listen on ${host}:${port}: ${error.message}`, { cause: error }));
+    });
+    server.listen(port, host, () => {
+      server.removeAllListeners("error");
+      server.on("error", (error) => log.error({ err: error }, "router server error"));
+      done();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const url = `http://${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}`;
+
+  const stopWatching = watch
+    ? watchConfig(configFile, () => void reload(), (error) => log.error({ err: error }, "config watch failed"), reloadDebounceMs)
+    : () => undefined;
+  log.info({ url, config: configFile, backends: config.backends.map((backend) => backend.name) }, "router listening");
+
+  return {
+    url,
+    reload,
+    close: async () => {
+      stopWatching();
+      const closed = new Promise<void>((done) => server.close(() => done()));
+      server.closeAllConnections();
+      agents.http.destroy();
+      agents.https.destroy();
+      await closed;
+    },
+  };
+}
+
+function toModelObject(model: { id: string; backends: string[] }): object {
+  return { id: model.id, object: "model", created: 0, owned_by: model.backends.join(",") };
+}
+
+function modelOf(body: Buffer): string | undefined {
+  try {
+    const json: unknown = JSON.parse(body.toString("utf8"));
+    if (typeof json === "object" && json !== null && typeof (json as { model?: unknown }).model === "string") {
+      return (json as { model: string }).model;
+    }
+  } catch {
+    // Not JSON: reported as a missing model.
+  }
+  return undefined;
+}
+
+function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer | "too-large" | "aborted"> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on("data", (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > maxBytes) {
+        req.removeAllListeners("data");
+        req.resume();
+        resolve("too-large");
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on("end", () => resolve(Buffer.concat(chunks)));
+    req.on("error", () => resolve("aborted"));
+    req.on("close", () => {
+      if (!req.complete) resolve("aborted");
+    });
+  });
+}

@@ -1,0 +1,29 @@
+/**
+ * Replaces a file's content so that readers see either the old or the new file, never a partial
+ * one: write a temp file in the same directory (same file system), fsync, then rename over.
+ */
+import { randomBytes } from "node:crypto";
+import { open, rename, stat, unlink } from "node:fs/promises";
+import { basename, dirname, join } from "node:path";
+
+/** Writes `text` to `file` atomically, keeping the existing file's mode (default 0644). */
+export async function writeFileAtomic(file: string, text: string): Promise<void> {
+  const temp = join(dirname(file), `.${basename(file)}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`);
+  const mode = await stat(file).then(
+    (info) => info.mode & 0o7777,
+    () => 0o644,
+  );
+  try {
+    const handle = await open(temp, "wx", mode);
+    try {
+      await handle.writeFile(text, "utf8");
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(temp, file);
+  } catch (error) {
+    await unlink(temp).catch(() => undefined);
+    throw error;
+  }
+}

@@ -1,0 +1,146 @@
+import { createReadStream } from "node:fs";
+import { stat } from "node:fs/promises";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { isShardctlError } from "../../src/spec/errors.js";
+import { inspectModel, makeTestModel, type ModelProfile } from "../../src/planner/index.js";
+import { startHubServer, type HubServer } from "../support/hub-server.js";
+import { layoutHeader, llamaConfig, tempDir, writeConfig, writeRawSafetensors } from "./fixtures.js";
+
+const commit = "0123456789abcdef0123456789abcdef01234567";
+let hub: HubServer;
+let guarded: HubServer;
+let shardedDir: string;
+let singleDir: string;
+let brokenDir: string;
+let binDir: string;
+
+beforeAll(async () => {
+  shardedDir = await tempDir();
+  await makeTestModel(shardedDir, { layers: 6, quantize: 4, shards: 3 });
+  singleDir = await tempDir();
+  await makeTestModel(singleDir, { layers: 3 });
+  brokenDir = await tempDir();
+  await writeConfig(brokenDir, llamaConfig());
+  const { header } = layoutHeader([["model.layers.0.mlp.up_proj.weight", "F16", [8, 8]]]);
+  await writeRawSafetensors(join(brokenDir, "model.safetensors"), header, 0, 5000n);
+  binDir = await tempDir();
+  await writeConfig(binDir, llamaConfig());
+  await writeRawSafetensors(join(binDir, "pytorch_model.bin"), "{}", 0);
+  hub = await startHubServer({
+    host: "127.0.0.2",
+    repos: [
+      { repo: "test-org/sharded", commit, dir: shardedDir },
+      { repo: "test-org/single", commit, dir: singleDir },
+      { repo: "test-org/broken", commit, dir: brokenDir },
+      { repo: "test-org/bin-only", commit, dir: binDir },
+    ],
+  });
+  guarded = await startHubServer({ host: "127.0.0.3", token: "s3cret", repos: [{ repo: "org/private", commit, dir: singleDir }] });
+});
+
+afterAll(async () => {
+  await hub?.close();
+  await guarded?.close();
+});
+
+function withoutSource(p: ModelProfile): Omit<ModelProfile, "source"> {
+  const { source: _source, ...rest } = p;
+  return rest;
+}
+
+describe("inspectModel over the Hub protocol (HTTP Range)", () => {
+  it("reads a 3-shard quantized model with 2 Range requests per shard + config + index, no weights", async () => {
+    hub.resetStats();
+    const profile = await inspectModel({ kind: "hub", endpoint: hub.endpoint, repo: "test-org/sharded", revision: "main" });
+    const stats = hub.stats();
+    expect(stats.requests).toBe(3 * 2 + 2);
+    const base = "/test-org/sharded/resolve/main/";
+    expect(stats.requestsByPath[`${base}config.json`]).toBe(1);
+    expect(stats.requestsByPath[`${base}model.safetensors.index.json`]).toBe(1);
+    for (const f of profile.files) expect(stats.requestsByPath[base + f.path]).toBe(2);
+    // Only headers cross the wire: 8 + N bytes per shard.
+    for (const f of profile.files) expect(stats.bytesByPath[base + f.path]).toBe(8 + f.headerBytes);
+    const local = await inspectModel({ kind: "dir", path: shardedDir });
+    expect(withoutSource(profile)).toEqual(withoutSource(local));
+    expect(profile.source).toBe("hub:test-org/sharded@main");
+  });
+
+  it("reads a single-file model in config + index probe (404) + 2 requests, by commit", async () => {
+    hub.resetStats();
+    const profile = await inspectModel({ kind: "hub", endpoint: hub.endpoint, repo: "test-org/single", revision: commit });
+    expect(hub.stats().requests).toBe(4);
+    expect(hub.stats().requestsByPath[`/test-org/single/resolve/${commit}/model.safetensors`]).toBe(2);
+    expect(withoutSource(profile)).toEqual(withoutSource(await inspectModel({ kind: "dir", path: singleDir })));
+  });
+
+  it("sends the bearer token; without it the source is refused as unauthorized", async () => {
+    const profile = await inspectModel({ kind: "hub", endpoint: guarded.endpoint, repo: "org/private", revision: "main", token: "s3cret" });
+    expect(profile.layers).toBe(3);
+    const error = await inspectModel({ kind: "hub", endpoint: guarded.endpoint, repo: "org/private", revision: "main" }).catch((e: unknown) => e);
+    expect(isShardctlError(error, "ModelSourceUnauthorized")).toBe(true);
+    expect((error as Error).message).toBe("hub:org/private@main: GET config.json answered 401 (no token was given)");
+  });
+
+  it("ModelNotFound for an unknown repository or revision", async () => {
+    const repo = await inspectModel({ kind: "hub", endpoint: hub.endpoint, repo: "test-org/nope", revision: "main" }).catch((e: unknown) => e);
+    expect(isShardctlError(repo, "ModelNotFound")).toBe(true);
+    expect((repo as Error).message).toContain("hub:test-org/nope@main: repository not found");
+    const rev = await inspectModel({ kind: "hub", endpoint: hub.endpoint, repo: "test-org/single", revision: "dev" }).catch((e: unknown) => e);
+    expect(isShardctlError(rev, "ModelNotFound")).toBe(true);
+    expect((rev as Error).message).toContain("revision not found");
+  });
+
+  it("a remote header whose length exceeds the file names the remote file", async () => {
+    const error = await inspectModel({ kind: "hub", endpoint: hub.endpoint, repo: "test-org/broken", revision: "main" }).catch((e: unknown) => e);
+    expect(isShardctlError(error, "SafetensorsHeaderInvalid")).toBe(true);
+    const size = (await stat(join(brokenDir, "model.safetensors"))).size;
+    expect((error as Error).message).toBe(`hub:test-org/broken@main/model.safetensors: header length 5000 bytes exceeds the file size (${size} bytes)`);
+  });
+
+  it("ModelNotMlx for a repository with only pytorch_model.bin (the tree listing names it)", async () => {
+    const error = await inspectModel({ kind: "hub", endpoint: hub.endpoint, repo: "test-org/bin-only", revision: "main" }).catch((e: unknown) => e);
+    expect(isShardctlError(error, "ModelNotMlx")).toBe(true);
+    expect((error as Error).message).toContain("found pytorch_model.bin");
+  });
+
+  it("ModelSourceUnreachable (transient) when nothing listens", async () => {
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.2", resolve));
+    const { port } = server.address() as AddressInfo;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    const error = await inspectModel({ kind: "hub", endpoint: `http://127.0.0.2:${port}`, repo: "a/b", revision: "main" }).catch((e: unknown) => e);
+    expect(isShardctlError(error, "ModelSourceUnreachable")).toBe(true);
+    expect((error as { terminal: boolean }).terminal).toBe(false);
+  });
+
+  it("a server that ignores Range (200, whole file) still yields the same profile", async () => {
+    // A Hub mirror without Range support answers 200 with the whole file.
+    const server = createServer((req, res) => {
+      const path = decodeURIComponent(new URL(req.url ?? "/", "http://x").pathname).replace("/org/norange/resolve/main/", "");
+      const file = join(shardedDir, path);
+      stat(file).then(
+        (st) => {
+          res.writeHead(200, { "Content-Length": st.size });
+          const stream = createReadStream(file);
+          stream.pipe(res);
+          res.on("close", () => stream.destroy());
+        },
+        () => {
+          res.writeHead(404).end();
+        },
+      );
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.2", resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const profile = await inspectModel({ kind: "hub", endpoint: `http://127.0.0.2:${port}`, repo: "org/norange", revision: "main" });
+      expect(withoutSource(profile)).toEqual(withoutSource(await inspectModel({ kind: "dir", path: shardedDir })));
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+});

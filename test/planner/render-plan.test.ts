@@ -1,0 +1,67 @@
+import { describe, expect, it } from "vitest";
+import { formatBytes, planShards, renderFitBar, renderPlanMarkdown, renderPlanText, type PlanNode } from "../../src/planner/index.js";
+import { syntheticProfile } from "./synthetic-profile.js";
+
+const GiB = 1024 ** 3;
+const profile = syntheticProfile({ layerBytes: new Array<number>(16).fill(GiB) });
+const nodes: PlanNode[] = [
+  { name: "studio-1", memoryBytes: 16 * GiB },
+  { name: "studio-2", memoryBytes: 16 * GiB },
+];
+
+describe("formatBytes", () => {
+  it.each([
+    [0, "0 B"],
+    [512, "512 B"],
+    [1536, "1.5 KiB"],
+    [1024 * 1024 - 1, "1.0 MiB"],
+    [62.3 * GiB, "62.3 GiB"],
+    [810 * GiB, "810.0 GiB"],
+    [2.5 * 1024 * GiB, "2.5 TiB"],
+    [-3 * GiB, "-3.0 GiB"],
+  ])("%d → %s", (bytes, text) => {
+    expect(formatBytes(bytes)).toBe(text);
+  });
+});
+
+describe("renderFitBar", () => {
+  it("fills in tenths and prints the percentage", () => {
+    expect(renderFitBar(0.62)).toBe("[██████░░░░]  62%");
+    expect(renderFitBar(1.37)).toBe("[██████████] 137%");
+    expect(renderFitBar(null)).toBe("[??????????]   ?");
+  });
+});
+
+describe("renderPlanText", () => {
+  it("one row per stage with node, half-open range, weights, KV, budget and a fit bar; then the verdict", () => {
+    const text = renderPlanText(planShards(profile, nodes, { strategy: "equal", engine: "mlxcel", contextLength: 4096 }));
+    const lines = text.trimEnd().split("\n");
+    expect(lines[1]).toMatch(/^STAGE\s+NODE\s+LAYERS\s+WEIGHTS\s+KV\s+TOTAL\s+BUDGET\s+FIT$/);
+    expect(lines[2]).toMatch(/^0\s+studio-1\s+\[0, 8\)\s+8\.0 GiB\s+4\.0 MiB\s+8\.0 GiB\s+13\.3 GiB\s+\[██████░░░░\]\s+60%$/);
+    expect(lines[3]).toMatch(/^1\s+studio-2\s+\[8, 16\)/);
+    expect(lines.at(-1)).toBe("plan: feasible");
+    expect(text).not.toContain("\u001b[");
+  });
+
+  it("lists warnings and errors with their reasons, and colours only when asked", () => {
+    const plan = planShards(profile, [...nodes, { name: "tiny", memoryBytes: GiB }], { strategy: "equal", engine: "mlxcel", contextLength: 4096 });
+    const text = renderPlanText(plan);
+    expect(text).toContain("warning MoreThanTwoStages: ");
+    expect(text).toContain(`error StageDoesNotFit: stage 2 on node "tiny"`);
+    expect(text.trimEnd().split("\n").at(-1)).toBe("plan: infeasible (1 error)");
+    expect(renderPlanText(plan, { color: true })).toContain("\u001b[31m");
+  });
+});
+
+describe("renderPlanMarkdown", () => {
+  it("renders a table with a header, one row per stage and a total row, then errors", () => {
+    const plan = planShards(profile, [nodes[0]!, { name: "tiny", memoryBytes: GiB }], { strategy: "equal", engine: "mlxcel", contextLength: 4096 });
+    const md = renderPlanMarkdown(plan);
+    expect(md).toContain("### Shard plan: synthetic — ❌ infeasible (1 error)");
+    expect(md).toContain("| Stage | Node | Layers | Weights | KV cache | Total | Budget | Fit |");
+    expect(md).toContain("| 0 | studio-1 | [0, 8) | 8.0 GiB | 4.0 MiB | 8.0 GiB | 13.3 GiB | `[██████░░░░]  60%` |");
+    expect(md).toContain("| | **total** | 16 layers |");
+    expect(md).toContain("**Errors**");
+    expect(md).toMatch(/- `StageDoesNotFit`: stage 1 on node "tiny"/);
+  });
+});

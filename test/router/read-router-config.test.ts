@@ -1,0 +1,43 @@
+import { describe, expect, it } from "vitest";
+import { parseRouterConfig } from "../../src/router/index.js";
+import { isShardctlError } from "../../src/spec/errors.js";
+
+function reasonOf(text: string): string | undefined {
+  try {
+    parseRouterConfig(text, "router.yaml");
+  } catch (error) {
+    if (isShardctlError(error)) return `${error.reason}: ${error.message}`;
+    throw error;
+  }
+  return undefined;
+}
+
+describe("readRouterConfig / parseRouterConfig", () => {
+  it("reads bind_address and backends, ignoring continuum-only keys", () => {
+    const config = parseRouterConfig(
+      `server:\n  bind_address: "0.0.0.0:8080"\n  workers: 4\nbackends:\n  - name: a\n    url: http://10.0.0.1:8000\n    weight: 4\n    models: [x]\n    timeout: 30s\n  - name: b\n    url: https://b.example/api\nselection_strategy: RoundRobin\n`,
+      "router.yaml",
+    );
+    expect(config).toEqual({
+      bind: { host: "0.0.0.0", port: 8080 },
+      backends: [
+        { name: "a", url: "http://10.0.0.1:8000", weight: 4, models: ["x"] },
+        { name: "b", url: "https://b.example/api", models: [] },
+      ],
+    });
+  });
+
+  it("accepts an empty file and IPv6 bind addresses", () => {
+    expect(parseRouterConfig("", "router.yaml")).toEqual({ bind: undefined, backends: [] });
+    expect(parseRouterConfig("server:\n  bind_address: '[::1]:0'\nbackends:\n", "r").bind).toEqual({ host: "::1", port: 0 });
+  });
+
+  it("refuses what the router could not serve, naming the file and the field", () => {
+    expect(reasonOf("backends: [ {name: a\n")).toMatch(/^RouterConfigInvalid: router\.yaml: /);
+    expect(reasonOf("backends:\n  - name: a\n    url: nope\n")).toMatch(/^RouterConfigInvalid: router\.yaml: backends\.0\.url/);
+    expect(reasonOf("backends:\n  - {name: a, url: 'http://h:1', weight: 0}\n")).toMatch(/backends\.0\.weight/);
+    expect(reasonOf("backends:\n  - {name: a, url: 'http://h:1'}\n  - {name: a, url: 'http://h:2'}\n")).toMatch(/duplicate backend name "a"/);
+    expect(reasonOf("server:\n  bind_address: localhost\n")).toMatch(/server\.bind_address: expected "host:port"/);
+    expect(reasonOf("server:\n  bind_address: 1.2.3.4:70000\n")).toMatch(/server\.bind_address/);
+  });
+});
