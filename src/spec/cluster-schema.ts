@@ -1,0 +1,106 @@
+/**
+ * The zod schema of a cluster definition (`clusters/<name>.toml`), as written in TOML. Defaults that
+ * come from the settings (transport backend and port range) or from the file (name, router backend)
+ * are left optional here and resolved by `normaliseCluster`, so the JSON Schema stays honest.
+ */
+import { z } from "zod";
+import { patternString, quote } from "./patterns.js";
+import { portRangeSchema, transportBackends } from "./settings-schema.js";
+
+/** Flags mlxcel refuses together with distributed mode. */
+const distributedConflicts: Record<string, string> = {
+  "--pp-layers": "mlxcel computes the pipeline split itself and rejects --pp-layers in distributed mode",
+  "--tp-size": "mlxcel rejects tensor parallelism in distributed mode",
+  "--no-batch": "mlxcel rejects --no-batch in distributed mode",
+  "--adapter-path": "mlxcel rejects LoRA adapters in distributed mode",
+  "--draft-model": "mlxcel rejects speculative decoding in distributed mode",
+  "--num-draft-tokens": "mlxcel rejects speculative decoding in distributed mode",
+};
+
+/** Flags the launcher sets per process; a second copy would contradict it. */
+const launcherFlags = ["-m", "--model", "--distributed-config", "--node-id", "--host", "--port"];
+
+/** Why an extra engine argument is refused, or undefined when it is acceptable. */
+export function checkExtraArg(arg: string): string | undefined {
+  const flag = arg.split("=", 1)[0] ?? arg;
+  const conflict = distributedConflicts[flag];
+  if (conflict !== undefined) return `${quote(arg)} is refused: ${conflict}`;
+  if (launcherFlags.includes(flag)) return `${quote(arg)} is refused: the launcher sets ${flag} itself`;
+  return undefined;
+}
+
+const extraArgSchema = patternString("arg", 4096).superRefine((value, ctx) => {
+  const problem = checkExtraArg(value);
+  if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem, input: value });
+});
+
+const modelSchema = z
+  .object({
+    id: patternString("modelId").describe("Hub repository id 'org/name' (source hub) or a model directory path (source path or push)."),
+    revision: patternString("revision", 255).default("main").describe("Hub branch, tag or 40-hex commit. Default main."),
+    source: z.enum(["hub", "path", "push"]).default("hub").describe("hub: nodes download from the Hub; path: already on each node; push: copied from this machine. Default hub."),
+    context_length: z.number().int().min(1).max(16_777_216).default(4096).describe("Context length in tokens the KV cache is sized for. Default 4096."),
+    max_sequences: z.number().int().min(1).max(4096).default(1).describe("Concurrent sequences the KV cache is sized for. Default 1."),
+    files: z.enum(["stage", "all"]).default("stage").describe("stage: each node gets only the files its layers need; all: every file. Default stage."),
+    verify: z.enum(["fast", "full"]).default("fast").describe("fast: sizes and headers; full: sha256 of every file. Default fast."),
+  })
+  .strict();
+
+const engineSchema = z
+  .object({
+    kind: z.enum(["mlxcel", "reference"]).default("mlxcel").describe("mlxcel (mlxcel-server) or reference (shard-engine). Default mlxcel."),
+    binary: patternString("binary").optional().describe("Engine executable on the nodes. Default: the kind's command on PATH."),
+    version: patternString("version", 64).optional().describe("Expected engine version; nodes reporting another are refused."),
+    extra_args: z.array(extraArgSchema).max(64).default([]).describe("Extra engine arguments, one per element. Default none."),
+  })
+  .strict();
+
+const transportSchema = z
+  .object({
+    backend: z.enum(transportBackends).optional().describe("tcp, thunderbolt or rdma. Default: the settings' transport_backend."),
+    port_range: portRangeSchema.optional().describe("Inclusive transport port range. Default: the settings' port_range."),
+  })
+  .strict();
+
+const coordinatorSchema = z
+  .object({
+    node: patternString("name", 63).default("local").describe('"local" (this machine) or a registered node. Default local.'),
+    host: patternString("host", 253).default("127.0.0.1").describe("Address the coordinator's HTTP listener binds. Default 127.0.0.1."),
+    port: z.number().int().min(1).max(65535).default(8080).describe("HTTP port of the coordinator. Default 8080."),
+  })
+  .strict();
+
+const planSchema = z
+  .object({
+    strategy: z.enum(["equal", "memory"]).default("equal").describe("equal: mlxcel's own split; memory: proportional to node budgets (reference engine). Default equal."),
+    headroom: z.number().min(1).max(10).default(1.2).describe("Memory budget divisor. Default 1.2."),
+    allow_unvalidated_family: z.boolean().default(false).describe("Allow model families outside the validated Llama family. Default false."),
+  })
+  .strict();
+
+const routerSchema = z
+  .object({
+    register: z.boolean().default(true).describe("Register the coordinator with the router once Ready. Default true."),
+    backend: patternString("name", 63).optional().describe("Backend name in the router. Default: the cluster name."),
+    weight: z.number().int().min(1).max(1000).optional().describe("Backend weight. Default: the settings' router weight."),
+  })
+  .strict();
+
+export const clusterSchema = z
+  .object({
+    name: patternString("name", 63).optional().describe("Cluster name. Default: the file name without .toml (they must agree)."),
+    desired: z.enum(["running", "stopped"]).default("running").describe("running or stopped. Default running."),
+    suspend: z.boolean().default(false).describe("Take no action at all while true. Default false."),
+    nodes: z.array(patternString("name", 63)).min(1).max(256).describe("Registered node names, in stage order."),
+    model: modelSchema,
+    engine: engineSchema.prefault({}),
+    transport: transportSchema.prefault({}),
+    coordinator: coordinatorSchema.prefault({}),
+    plan: planSchema.prefault({}),
+    router: routerSchema.prefault({}),
+  })
+  .strict()
+  .describe("A shardctl cluster definition (clusters/<name>.toml)");
+
+export type ClusterInput = z.input<typeof clusterSchema>;
+export type ClusterOutput = z.output<typeof clusterSchema>;

@@ -1,0 +1,19 @@
+/**
+ * src/spec: cluster definitions and settings. TOML → zod → frozen, fully defaulted camelCase values,
+ * every problem reported with file:line:col and path; revision identities; the generated JSON Schemas.
+ */
+export { ShardctlError, isShardctlError } from "./errors.js";
+export { SpecError } from "./spec-error.js";
+export type { Accelerator, ClusterSpec, NodeEntry, ParseResult, Settings, SpecIssue, TransportBackend } from "./types.js";
+export { parseSettings, loadSettings } from "./parse-settings.js";
+export { parseCluster, loadCluster, stemOf } from "./parse-cluster.js";
+export { formatIssue, formatPath } from "./issues.js";
+export { computeRevision, stableStringify } from "./revision.js";
+export { parseSize } from "./size.js";
+export { parsePortRange, countPorts, type PortRange } from "./port-range.js";
+export { renderSchemas, writeSchemas } from "./render-schemas.js";
+export { findClusterFiles } from "./find-cluster-files.js";
+export { resolveLocalPath } from "./local-path.js";
+export { patterns } from "./patterns.js";
+export { clusterSchema } from "./cluster-schema.js";
+export { settingsSchema } from "./settings-schema.js";

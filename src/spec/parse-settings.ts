@@ -1,0 +1,145 @@
+/** `shardctl.toml` → `Settings`: TOML, then the schema, then the checks that span fields. */
+import { readFile } from "node:fs/promises";
+import { dirname, resolve } from "node:path";
+import { ShardctlError } from "./errors.js";
+import { describeZodIssue, fromZodIssues, makeIssue, sortIssues } from "./issues.js";
+import { type Locator, locateKeys } from "./locate.js";
+import { isPortablePath, resolveLocalPath } from "./local-path.js";
+import { parsePortRange } from "./port-range.js";
+import { deepFreeze, getRaw, getString, isTable } from "./raw.js";
+import { readToml } from "./read-toml.js";
+import { listAllowedKeys } from "./schema-keys.js";
+import { nodeSchema, type SettingsOutput, settingsSchema } from "./settings-schema.js";
+import { SpecError } from "./spec-error.js";
+import { patterns } from "./patterns.js";
+import { parseSize } from "./size.js";
+import type { NodeEntry, ParseResult, Settings, SpecIssue } from "./types.js";
+
+/** Parse settings text. `file` names the source in issues and anchors relative paths. */
+export function parseSettings(text: string, file: string): ParseResult<Settings> {
+  const toml = readToml(text, file);
+  if (!toml.ok) return { ok: false, issues: [toml.issue] };
+  const locator = locateKeys(text);
+  const parsed = settingsSchema.safeParse(toml.data, { error: describeZodIssue });
+  const issues = parsed.success
+    ? []
+    : fromZodIssues(file, locator, parsed.error.issues, (path) => listAllowedKeys(settingsSchema, path));
+  issues.push(...checkSettings(toml.data, file, locator));
+  if (issues.length > 0 || !parsed.success) return { ok: false, issues: sortIssues(issues) };
+  return { ok: true, value: deepFreeze(normaliseSettings(parsed.data, file)), issues: [] };
+}
+
+/** Read and parse a settings file. Throws ShardctlError `SettingsNotFound`, or SpecError `InvalidSettings` carrying `issues`. */
+export async function loadSettings(file: string): Promise<Settings> {
+  let text: string;
+  try {
+    text = await readFile(file, "utf8");
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const reason = code === "ENOENT" ? "SettingsNotFound" : "SettingsUnreadable";
+    const detail = code === "ENOENT" ? "not found (pass --config <file> or create shardctl.toml)" : String(error);
+    throw new ShardctlError(reason, `${file}: ${detail}`, { terminal: true, cause: error });
+  }
+  const result = parseSettings(text, file);
+  if (!result.ok) throw new SpecError("InvalidSettings", result.issues);
+  return result.value;
+}
+
+/** Checks that span fields, run on the raw data so they report alongside schema issues. */
+function checkSettings(data: unknown, file: string, locator: Locator): SpecIssue[] {
+  const issues: SpecIssue[] = [];
+  if (getRaw(data, ["router", "kind"]) === "continuum" && getRaw(data, ["router", "config"]) === undefined) {
+    issues.push(makeIssue(file, locator, ["router", "config"], 'is required when router.kind is "continuum"', "key"));
+  }
+  const nodes = getRaw(data, ["nodes"]);
+  if (!isTable(nodes)) return issues;
+  for (const name of Object.keys(nodes)) {
+    // zod skips the entry of a key it refused; check the entry anyway so every problem shows at once.
+    if (!patterns.name.test(name)) {
+      const entry = nodeSchema.safeParse(nodes[name], { error: describeZodIssue });
+      if (!entry.success) {
+        const prefixed = entry.error.issues.map((issue) => ({ ...issue, path: ["nodes", name, ...issue.path] }));
+        issues.push(...fromZodIssues(file, locator, prefixed, (path) => listAllowedKeys(settingsSchema, path)));
+      }
+    }
+    const host = getString(nodes, [name, "host"], patterns.host);
+    const modelDir = getString(nodes, [name, "model_dir"], patterns.path);
+    if (host !== undefined && host !== "local" && modelDir !== undefined && !isPortablePath(modelDir)) {
+      issues.push(
+        makeIssue(file, locator, ["nodes", name, "model_dir"], `${JSON.stringify(modelDir)} is relative: on a remote node use an absolute or "~/" path`),
+      );
+    }
+    const memory = getRaw(nodes, [name, "memory"]);
+    const limit = getRaw(nodes, [name, "memory_limit"]);
+    if ((trySize(limit) ?? 0) > (trySize(memory) ?? Infinity)) {
+      const message = `${JSON.stringify(limit)} exceeds the declared memory ${JSON.stringify(memory)}`;
+      issues.push(makeIssue(file, locator, ["nodes", name, "memory_limit"], message));
+    }
+  }
+  return issues;
+}
+
+function trySize(value: unknown): number | undefined {
+  if (typeof value === "number" && Number.isSafeInteger(value)) return value;
+  if (typeof value !== "string") return undefined;
+  try {
+    return parseSize(value);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The schema's snake_case output → camelCase Settings, relative control-machine paths resolved. */
+function normaliseSettings(raw: SettingsOutput, file: string): Settings {
+  const dir = dirname(resolve(file));
+  const nodes: Record<string, NodeEntry> = {};
+  for (const [name, n] of Object.entries(raw.nodes)) {
+    const local = n.host === "local";
+    nodes[name] = dropUndefined({
+      name,
+      host: n.host,
+      local,
+      user: n.user,
+      port: n.port,
+      identityFile: n.identity_file === undefined ? undefined : resolveLocalPath(dir, n.identity_file),
+      hostKeyPolicy: n.host_key_policy,
+      modelDir: local ? resolveLocalPath(dir, n.model_dir) : n.model_dir,
+      memory: n.memory,
+      memoryLimit: n.memory_limit,
+      accelerator: n.accelerator,
+      engineVersion: n.engine_version,
+    });
+  }
+  return {
+    file,
+    dir,
+    distributed: {
+      enabled: raw.distributed.enabled,
+      transportBackend: raw.distributed.transport_backend,
+      portRange: parsePortRange(raw.distributed.port_range),
+    },
+    hub: { endpoint: raw.hub.endpoint, tokenEnv: raw.hub.token_env },
+    router: dropUndefined({
+      kind: raw.router.kind,
+      config: raw.router.config === undefined ? undefined : resolveLocalPath(dir, raw.router.config),
+      embedded: raw.router.embedded,
+      adminUrl: raw.router.admin_url,
+      adminTokenEnv: raw.router.admin_token_env,
+      weight: raw.router.weight,
+    }),
+    daemon: dropUndefined({
+      resyncSeconds: raw.daemon.resync_seconds,
+      restartBudget: raw.daemon.restart_budget,
+      allowMassPrune: raw.daemon.allow_mass_prune,
+      stateDir: resolveLocalPath(dir, raw.daemon.state_dir),
+      metricsAddress: raw.daemon.metrics_address,
+    }),
+    nodes,
+  };
+}
+
+/** Optional fields are absent rather than undefined, so values compare and hash cleanly. */
+export function dropUndefined<T extends object>(value: T): T {
+  for (const key of Object.keys(value) as (keyof T)[]) if (value[key] === undefined) delete value[key];
+  return value;
+}

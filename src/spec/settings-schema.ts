@@ -1,0 +1,104 @@
+/**
+ * The zod schema of `shardctl.toml` (settings and the node registry), as written in TOML: snake_case
+ * keys, strict tables, every default here. It is the single source of truth: the JSON Schema in
+ * schemas/settings.schema.json is generated from it, and `normaliseSettings` turns its output into
+ * the camelCase `Settings` the rest of the program reads.
+ */
+import { z } from "zod";
+import { allowed, patternString, patterns, quote } from "./patterns.js";
+import { checkPortRange } from "./port-range.js";
+import { parseSize } from "./size.js";
+import { describeValue } from "./issues.js";
+
+export const transportBackends = ["tcp", "thunderbolt", "rdma"] as const;
+export const accelerators = ["apple-silicon", "cuda", "cpu"] as const;
+
+/** A "first-last" port range within 1024-65535. */
+export const portRangeSchema = z
+  .string()
+  .regex(patterns.portRange, { error: (issue) => `${quote(issue.input)} is not allowed: expected ${allowed.portRange}` })
+  .superRefine((value, ctx) => {
+    // A malformed string already failed the pattern above; only bounds and order are checked here.
+    const problem = patterns.portRange.test(value) ? checkPortRange(value) : undefined;
+    if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem, input: value });
+  });
+
+/** A size string or a plain byte count, parsed to bytes. */
+export const sizeSchema = z
+  .union([patternString("size", 64), z.number().int().nonnegative()], {
+    error: (issue) => (issue.code === "invalid_union" ? `expected ${allowed.size}, got ${describeValue(issue.input)}` : undefined),
+  })
+  .transform((value) => (typeof value === "number" ? value : parseSize(value)));
+
+/** An http(s) URL. */
+export const httpUrlSchema = patternString("httpUrl", 2048).refine((value) => URL.canParse(value), {
+  error: (issue) => `${quote(issue.input)} is not a valid URL`,
+});
+
+const distributedSchema = z
+  .object({
+    enabled: z.boolean().default(false).describe("Stage and launch clusters. When false (the default) the daemon only plans and reports."),
+    transport_backend: z.enum(transportBackends).default("tcp").describe("Default inter-node transport of clusters. Default tcp."),
+    port_range: portRangeSchema.default("39600-39629").describe("Default transport port range, inclusive. Default 39600-39629."),
+  })
+  .strict();
+
+const hubSchema = z
+  .object({
+    endpoint: httpUrlSchema.default("https://huggingface.co").describe("Hugging Face Hub endpoint. Default https://huggingface.co."),
+    token_env: patternString("envName", 128).default("HF_TOKEN").describe("Environment variable holding the Hub token. Default HF_TOKEN."),
+  })
+  .strict();
+
+const routerSchema = z
+  .object({
+    kind: z.enum(["continuum", "none"]).default("none").describe("Router that clusters register with. Default none."),
+    config: patternString("path").optional().describe("Path of the router's YAML config (relative to this file). Required for continuum."),
+    embedded: z.boolean().default(false).describe("Run shardctl's embedded router on that config. Default false."),
+    admin_url: httpUrlSchema.optional().describe("Router admin API base URL, when the router is driven through it."),
+    admin_token_env: patternString("envName", 128).optional().describe("Environment variable holding the admin API bearer token."),
+    weight: z.number().int().min(1).max(1000).default(1).describe("Default backend weight of registered clusters. Default 1."),
+  })
+  .strict();
+
+const daemonSchema = z
+  .object({
+    resync_seconds: z.number().int().min(1).max(86400).default(30).describe("Periodic resync interval in seconds (jittered). Default 30."),
+    restart_budget: z.number().int().min(0).max(100).default(3).describe("Launches per revision before a dying cluster is Stalled. Default 3."),
+    allow_mass_prune: z.boolean().default(false).describe("Allow tearing down every running cluster when no definition is valid. Default false."),
+    state_dir: patternString("path").default(".shardctl").describe("Directory of the ledger and other daemon state (relative to this file). Default .shardctl."),
+    metrics_address: patternString("hostPort", 300).optional().describe("host:port of the Prometheus /metrics listener. Default off."),
+  })
+  .strict();
+
+export const nodeSchema = z
+  .object({
+    host: patternString("host", 253).describe('IP address, hostname, ssh alias, or "local" for the control machine itself.'),
+    user: patternString("user", 64).optional().describe("SSH login. Default: the ssh config's or the current user."),
+    port: z.number().int().min(1).max(65535).default(22).describe("SSH port. Default 22."),
+    identity_file: patternString("path").optional().describe("SSH private key on the control machine (relative to this file)."),
+    host_key_policy: z.enum(["strict", "accept-new"]).default("strict").describe("SSH host key checking. Default strict."),
+    model_dir: patternString("path").describe("Directory on the node where models are staged. Relative paths only for local nodes."),
+    memory: sizeSchema.optional().describe('Declared total memory, e.g. "64GiB".'),
+    memory_limit: sizeSchema.optional().describe('Cap on the memory a stage may use, e.g. "48GiB".'),
+    accelerator: z.enum(accelerators).optional().describe("Declared accelerator family."),
+    engine_version: patternString("version", 64).optional().describe("Declared engine version."),
+  })
+  .strict();
+
+export const settingsSchema = z
+  .object({
+    distributed: distributedSchema.prefault({}),
+    hub: hubSchema.prefault({}),
+    router: routerSchema.prefault({}),
+    daemon: daemonSchema.prefault({}),
+    nodes: z
+      .record(patternString("name", 63), nodeSchema)
+      .prefault({})
+      .describe("The node registry: [nodes.<name>] tables."),
+  })
+  .strict()
+  .describe("shardctl settings and node registry (shardctl.toml)");
+
+export type SettingsInput = z.input<typeof settingsSchema>;
+export type SettingsOutput = z.output<typeof settingsSchema>;

@@ -1,0 +1,103 @@
+/** `shardctl validate` as a real process (run `npm run build` first: it spawns dist/src/cli/shardctl.js). */
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { cp, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
+const cli = join(repoRoot, "dist/src/cli/shardctl.js");
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function validate(cwd: string, ...args: string[]): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [cli, "validate", ...args], { cwd, timeout: 20_000 }, (error, stdout, stderr) => {
+      const code = error === null ? 0 : typeof error.code === "number" ? error.code : -1;
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+const settings = `#:schema ./schemas/settings.schema.json
+[nodes.studio-1]
+host = "10.0.0.1"
+model_dir = "/models"
+
+[nodes.studio-2]
+host = "10.0.0.2"
+model_dir = "/models"
+`;
+
+describe("shardctl validate", () => {
+  let dir: string;
+  beforeAll(async () => {
+    if (!existsSync(cli)) throw new Error(`${cli} is missing: run \`npm run build\` first`);
+    dir = await mkdtemp(join(tmpdir(), "shardctl-validate-"));
+    await mkdir(join(dir, "clusters"));
+    await writeFile(join(dir, "shardctl.toml"), settings);
+    await writeFile(join(dir, "clusters", "llama.toml"), 'nodes = ["studio-1", "studio-2"]\n\n[model]\nid = "org/llama"\n');
+    await writeFile(join(dir, "clusters", "qwen.toml"), 'nodes = ["studio-2", "studio-1"]\n\n[model]\nid = "org/qwen"\n');
+    await writeFile(join(dir, "clusters", "qwen.status.json"), "{}");
+    await mkdir(join(dir, "bad"));
+    await writeFile(join(dir, "bad", "llama.toml"), 'nodes = ["studio-1", "studio-3"]\nextra = true\n\n[model]\nid = "x; rm -rf ~"\n');
+    await writeFile(join(dir, "bad", "broken.toml"), 'nodes = ["studio-1"\n');
+    await writeFile(join(dir, "bad-settings.toml"), '[nodes.studio-1]\nhost = "10.0.0.1"\n');
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("exits 0 on a valid directory and says how many files it checked", async () => {
+    const run = await validate(dir, "clusters");
+    expect(run).toEqual({ code: 0, stdout: "ok: 3 files\n", stderr: "" });
+  });
+
+  it("exits 1 and prints every problem as file:line:col: path: message", async () => {
+    const run = await validate(dir, "bad", "clusters/llama.toml");
+    expect(run.code).toBe(1);
+    expect(run.stderr.split("\n")).toEqual([
+      "bad/broken.toml:2:1: invalid TOML: expected comma or end of structure",
+      'bad/llama.toml:1:22: nodes[1]: unknown node "studio-3" (registered: studio-1, studio-2)',
+      "bad/llama.toml:2:1: extra: unknown key (allowed: name, desired, suspend, nodes, model, engine, transport, coordinator, plan, router)",
+      `bad/llama.toml:5:6: model.id: "x; rm -rf ~" is not allowed: expected a Hub repository id 'org/name' or a path of letters, digits and '. _ - + @ /' (absolute, '~/' or relative), without '..' segments`,
+      "4 problems in 2 of 4 files",
+      "",
+    ]);
+    expect(run.stdout).toBe("");
+  });
+
+  it("validates the settings given by --config, including when it is named as a path", async () => {
+    const run = await validate(dir, "--config", "bad-settings.toml", "bad-settings.toml", "clusters");
+    expect(run.code).toBe(1);
+    expect(run.stderr.split("\n")).toEqual([
+      "bad-settings.toml:1:1: nodes.studio-1.model_dir: is required",
+      "1 problem in 1 of 3 files; cluster definitions were not checked because the settings are invalid",
+      "",
+    ]);
+  });
+
+  it("accepts the repository's own example settings and clusters", async () => {
+    const copy = join(dir, "repo");
+    await mkdir(copy);
+    await cp(join(repoRoot, "shardctl.toml"), join(copy, "shardctl.toml"));
+    await cp(join(repoRoot, "clusters"), join(copy, "clusters"), { recursive: true, filter: (src) => !src.endsWith(".status.json") });
+    const run = await validate(copy, "shardctl.toml", "clusters");
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(/^ok: \d+ files\n$/);
+  });
+
+  it("exits 1 with a usage message for a missing path or no path", async () => {
+    const missing = await validate(dir, "nope.toml");
+    expect(missing).toMatchObject({ code: 1, stderr: "shardctl: nope.toml: no such file or directory\n" });
+    const none = await validate(dir);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toMatch(/^shardctl: expected at least one file or directory/);
+  });
+});
