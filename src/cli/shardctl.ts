@@ -10,7 +10,9 @@ import { isShardctlError } from "../spec/errors.js";
 type Command = { run: (args: string[]) => Promise<number>; summary: string };
 
 const commands: Record<string, () => Promise<Command>> = {
+  plan: () => import("./commands/plan.js"),
   "make-test-model": () => import("./commands/make-test-model.js"),
+  schemas: () => import("./commands/schemas.js"),
   validate: () => import("./commands/validate.js"),
   router: () => import("./commands/router.js"),
 };

@@ -24,3 +24,4 @@ export type { PlanOptions, PlanMessage, StagePlan, ShardPlan, PlanTotals } from 
 export { renderPlanText, renderPlanMarkdown, renderFitBar } from "./render-plan.js";
 export { formatBytes } from "./format-bytes.js";
 export { makeTestModel, type TestModelOptions, type TestModel } from "./test-model/index.js";
+export { planCluster, modelSourceOf, planNodesOf, type ClusterPlan, type NodeFacts } from "./plan-cluster.js";

@@ -51,8 +51,8 @@ export const stagePlanSchema = z.strictObject({
   weightBytes: z.int().nonnegative(),
   kvBytes: z.int().nonnegative(),
   totalBytes: z.int().nonnegative(),
-  budgetBytes: z.int().nonnegative(),
-  fit: z.number().nonnegative().describe("totalBytes / budgetBytes"),
+  budgetBytes: z.int().nonnegative().nullable().describe("null when the node's memory is unknown"),
+  fit: z.number().nonnegative().nullable().describe("totalBytes / budgetBytes; null without a budget"),
 });
 
 export const planStatusSchema = z.strictObject({

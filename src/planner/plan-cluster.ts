@@ -1,0 +1,87 @@
+/**
+ * Plan one cluster definition: resolve where its model can be inspected (the Hub by HTTP Range
+ * reads, or a local directory), read the profile, and plan the stages over its registry nodes.
+ * Node memory comes from probes when the caller has them, else from the registry.
+ */
+import type { ClusterSpec, Settings } from "../spec/index.js";
+import { ShardctlError } from "../spec/errors.js";
+import { inspectModel } from "./inspect-model.js";
+import type { ModelProfile } from "./model-profile.js";
+import type { ModelSource } from "./model-source.js";
+import type { PlanNode } from "./node-budget.js";
+import { planShards } from "./plan-shards.js";
+import type { ShardPlan } from "./plan-types.js";
+
+/** What probes reported of a node, when known. */
+export interface NodeFacts {
+  totalBytes?: number;
+  availableBytes?: number;
+  accelerator?: string;
+  engineVersion?: string;
+}
+
+export interface ClusterPlan {
+  profile: ModelProfile;
+  plan: ShardPlan;
+}
+
+/** Where the planner reads the model from, without downloading any weights. */
+export function modelSourceOf(spec: ClusterSpec, settings: Settings, env: NodeJS.ProcessEnv = process.env): ModelSource {
+  if (spec.model.source === "hub") {
+    const token = env[settings.hub.tokenEnv];
+    return {
+      kind: "hub",
+      endpoint: settings.hub.endpoint,
+      repo: spec.model.id,
+      revision: spec.model.revision,
+      ...(token === undefined || token === "" ? {} : { token }),
+    };
+  }
+  const path = spec.model.path;
+  if (path === undefined || path.startsWith("~/")) {
+    throw new ShardctlError(
+      "ModelNotInspectable",
+      `${spec.file}: model.id "${spec.model.id}" is a path on the nodes that the control machine cannot read; ` +
+        "plan from a local copy (source = \"push\") or a Hub id",
+      { terminal: true },
+    );
+  }
+  return { kind: "dir", path };
+}
+
+/** The plan nodes of a cluster, in stage order, from the registry and any probe facts. */
+export function planNodesOf(spec: ClusterSpec, settings: Settings, facts: Readonly<Record<string, NodeFacts>> = {}): PlanNode[] {
+  return spec.nodes.map((name) => {
+    const entry = settings.nodes[name];
+    const fact = facts[name] ?? {};
+    const memoryBytes = fact.totalBytes ?? entry?.memory;
+    const accelerator = fact.accelerator ?? entry?.accelerator;
+    const engineVersion = fact.engineVersion ?? entry?.engineVersion;
+    return {
+      name,
+      ...(memoryBytes === undefined ? {} : { memoryBytes }),
+      ...(fact.availableBytes === undefined ? {} : { availableBytes: fact.availableBytes }),
+      ...(entry?.memoryLimit === undefined ? {} : { memoryLimitBytes: entry.memoryLimit }),
+      ...(accelerator === undefined ? {} : { accelerator }),
+      ...(engineVersion === undefined ? {} : { engineVersion }),
+    };
+  });
+}
+
+/** Inspect the model of `spec` and plan it. Throws only when the model cannot be read. */
+export async function planCluster(
+  spec: ClusterSpec,
+  settings: Settings,
+  facts: Readonly<Record<string, NodeFacts>> = {},
+): Promise<ClusterPlan> {
+  const profile = await inspectModel(modelSourceOf(spec, settings));
+  const plan = planShards(profile, planNodesOf(spec, settings, facts), {
+    strategy: spec.plan.strategy,
+    headroom: spec.plan.headroom,
+    contextLength: spec.model.contextLength,
+    maxSequences: spec.model.maxSequences,
+    engine: spec.engine.kind,
+    allowUnvalidatedFamily: spec.plan.allowUnvalidatedFamily,
+  });
+  return { profile, plan };
+}
