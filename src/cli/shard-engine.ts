@@ -1,9 +1,16 @@
 #!/usr/bin/env node
 /**
- * `shard-engine`: parse the command line and start the engine. Usage and configuration errors
- * print one line and exit 1; anything else is a bug and is rethrown with its stack.
+ * `shard-engine`: parse the command line and start the engine. Any failure to start (usage,
+ * cluster file, model, unreachable stage) prints one line and exits 1; SHARD_ENGINE_DEBUG=1 adds
+ * the stack of unexpected errors.
  */
+import { setFlagsFromString } from "node:v8";
 import { ClusterConfigError, EngineUsageError, engineVersion, parseEngineArgs, runEngine, usage } from "../engine/index.js";
+
+// A stage's memory should be its weights: cap V8's young generation at 1 MiB per semi-space
+// (default up to 16 MiB) — per-token garbage is small, and the default would add megabytes of
+// resident memory to every stage.
+setFlagsFromString("--max-semi-space-size=1");
 
 async function main(argv: string[]): Promise<void> {
   const parsed = parseEngineArgs(argv);

@@ -13,6 +13,11 @@ const commands: Record<string, () => Promise<Command>> = {
   plan: () => import("./commands/plan.js"),
   "make-test-model": () => import("./commands/make-test-model.js"),
   schemas: () => import("./commands/schemas.js"),
+  daemon: () => import("./commands/daemon.js"),
+  status: () => import("./commands/status.js"),
+  wait: () => import("./commands/wait.js"),
+  reconcile: () => import("./commands/reconcile.js"),
+  diff: () => import("./commands/diff.js"),
   validate: () => import("./commands/validate.js"),
   router: () => import("./commands/router.js"),
 };

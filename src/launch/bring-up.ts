@@ -55,7 +55,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     for (const [i, stage] of request.stages.entries()) {
       const slot = topology.stages[i]!;
       const argv = request.driver.stageArgv(topology, slot, files.get(stage.runDir)!);
-      const process = await startEngineProcess(stage.node, stage.nodeName, "stage", stage.index, argv, stage.runDir);
+      const process = await startOrExited(stage.node, stage.nodeName, "stage", stage.index, argv, stage.runDir);
       entry.processes.push(process);
       stages.push(process);
       await context.ledger.write(entry);
@@ -72,7 +72,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     // Start the coordinator.
     const coordinator = request.coordinator;
     const coordinatorArgv = request.driver.coordinatorArgv(topology, files.get(coordinator.runDir)!);
-    const coordinatorProcess = await startEngineProcess(coordinator.node, coordinator.nodeName, "coordinator", undefined, coordinatorArgv, coordinator.runDir);
+    const coordinatorProcess = await startOrExited(coordinator.node, coordinator.nodeName, "coordinator", undefined, coordinatorArgv, coordinator.runDir);
     entry.processes.push(coordinatorProcess);
     await context.ledger.write(entry);
     event("coordinator-started", `pid ${coordinatorProcess.pid} on ${coordinator.nodeName}`);
@@ -83,7 +83,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
 
     // Generate one token through the whole pipeline.
     try {
-      await probeOneToken(url, request.modelName, request.deadlines.readinessMs);
+      await probeOneToken(url, request.deadlines.readinessMs);
     } catch (error) {
       throw new LaunchError("ReadinessProbeFailed", "readiness-probe", `the one-token readiness probe against ${url} failed: ${messageOf(error)}`, {
         logTail: await readLogTail(coordinator.node, coordinatorProcess),
@@ -161,6 +161,7 @@ async function allocateTopology(request: LaunchRequest, context: LaunchContext, 
   ];
   return {
     cluster: request.cluster,
+    modelName: request.modelName,
     transport: request.transport,
     explicitLayers: request.explicitLayers,
     stages: request.stages.map((s, i) => ({ index: s.index, id: `stage-${s.index}`, address: { host: s.bindHost, port: ports[i]! }, layers: s.layers })),
@@ -199,6 +200,34 @@ async function writeLaunchFiles(request: LaunchRequest, topology: EngineTopology
   return files;
 }
 
+/**
+ * Start one engine process. A process that ends before its start time could even be read is
+ * reported the same way as one that ends later (StageExited / CoordinatorExited, with its log),
+ * not as a generic start failure: which of the two happens is only a matter of timing.
+ */
+async function startOrExited(
+  node: NodeAccess,
+  nodeName: string,
+  role: "stage" | "coordinator",
+  index: number | undefined,
+  argv: string[],
+  runDir: string,
+): Promise<LedgerProcess> {
+  try {
+    return await startEngineProcess(node, nodeName, role, index, argv, runDir);
+  } catch (error) {
+    if (!isShardctlError(error, "ProcessStartFailed")) throw error;
+    const label = processLabel(role, index);
+    const logFile = join(runDir, `${label}.log`);
+    const logTail = await node.readFile(logFile).then((b) => b.toString("utf8").split("\n").filter((l) => l.length > 0).slice(-20), () => []);
+    const status = await node.readFile(join(runDir, `${label}.exit`)).then((b) => b.toString("utf8").trim(), () => "");
+    const how = /^\d+$/.test(status) ? `exited with status ${status}` : "exited";
+    const reason = role === "stage" ? "StageExited" : "CoordinatorExited";
+    const step = role === "stage" ? `${label}-start` : "coordinator-start";
+    throw new LaunchError(reason, step, `${label} on ${nodeName} ${how} as soon as it started`, { logTail, cause: error });
+  }
+}
+
 async function waitListening(
   node: NodeAccess,
   process: LedgerProcess,
@@ -210,7 +239,7 @@ async function waitListening(
   const state = await waitUntil(
     async () => {
       if (await prober.isPortOpen(address.host, address.port, 1_000)) return "listening";
-      if (!(await isProcessAlive(node, process))) return "exited";
+      if (!(await isAliveOrUnknown(node, process))) return "exited";
       return undefined;
     },
     { deadlineMs, intervalMs: 50 },
@@ -227,7 +256,7 @@ async function waitHealthy(node: NodeAccess, process: LedgerProcess, url: string
   const state = await waitUntil(
     async () => {
       if (await isCoordinatorHealthy(url)) return "healthy";
-      if (!(await isProcessAlive(node, process))) return "exited";
+      if (!(await isAliveOrUnknown(node, process))) return "exited";
       return undefined;
     },
     { deadlineMs, intervalMs: 100 },
@@ -238,6 +267,18 @@ async function waitHealthy(node: NodeAccess, process: LedgerProcess, url: string
     throw new LaunchError("CoordinatorExited", "coordinator-health", `the coordinator on ${process.node} ${await describeExit(node, process)} before ${url}/health answered 200`, { logTail });
   }
   throw new LaunchError("CoordinatorHealthTimeout", "coordinator-health", `${url}/health did not answer 200 within ${deadlineMs} ms`, { logTail });
+}
+
+/**
+ * Liveness during a wait: a probe that fails (the node's answer got lost) counts as "still alive"
+ * so the wait goes on; the phase's deadline still bounds it.
+ */
+async function isAliveOrUnknown(node: NodeAccess, process: LedgerProcess): Promise<boolean> {
+  try {
+    return await isProcessAlive(node, process);
+  } catch {
+    return true;
+  }
 }
 
 function asLaunchError(error: unknown, step = "launch"): LaunchError {

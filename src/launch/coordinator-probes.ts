@@ -16,11 +16,12 @@ export async function isCoordinatorHealthy(url: string, timeoutMs = 2_000): Prom
 }
 
 /** Generate one token through the pipeline; resolves on success, throws with what went wrong. */
-export async function probeOneToken(url: string, model: string, timeoutMs: number): Promise<void> {
+export async function probeOneToken(url: string, timeoutMs: number): Promise<void> {
   const response = await fetch(`${url}/v1/completions`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ model, prompt: "ping", max_tokens: 1, temperature: 0 }),
+    // No "model": engines differ in the name they serve, and the probe is about the pipeline.
+    body: JSON.stringify({ prompt: "ping", max_tokens: 1, temperature: 0 }),
     signal: AbortSignal.timeout(timeoutMs),
   });
   const text = await response.text();

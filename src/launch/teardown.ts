@@ -49,7 +49,7 @@ export async function teardownCluster(entry: LedgerEntry, context: TeardownConte
   for (const process of stopOrder(current.processes)) {
     const label = processLabel(process.role, process.index);
     try {
-      const outcome = await stopEngineProcess(context.nodeFor(process.node), process, context.graceMs);
+      const outcome = await stopWithRetry(context.nodeFor(process.node), process, context.graceMs);
       result.stopped.push({ label, node: process.node, outcome });
       event(`${label}-stopped`, `${outcome} (pid ${process.pid} on ${process.node})`);
       if (outcome === "survived") {
@@ -69,6 +69,18 @@ export async function teardownCluster(entry: LedgerEntry, context: TeardownConte
   await context.ledger.remove(entry.cluster);
   event("torn-down");
   return result;
+}
+
+/**
+ * One retry when a node command fails (an SSH channel can close without its exit status): the
+ * outcome is checked against the start time again, so retrying never signals a recycled pid.
+ */
+async function stopWithRetry(node: NodeAccess, process: LedgerProcess, graceMs: number): Promise<StopOutcome> {
+  try {
+    return await stopEngineProcess(node, process, graceMs);
+  } catch {
+    return stopEngineProcess(node, process, graceMs);
+  }
 }
 
 /** Coordinator first, then stages from the last to the first. */

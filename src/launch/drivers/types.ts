@@ -30,6 +30,8 @@ export interface CoordinatorSlot {
 /** The whole engine topology of one launch. */
 export interface EngineTopology {
   cluster: string;
+  /** The model name clients send and the router routes by. */
+  modelName: string;
   transport: TransportBackend;
   stages: StageSlot[];
   coordinator: CoordinatorSlot;

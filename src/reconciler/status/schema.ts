@@ -123,6 +123,7 @@ export const statusSchema = z.strictObject({
   observedRevision: z.string(),
   gitCommit: z.string().optional().describe("commit of the definition when inside a git repository"),
   desired: z.enum(["running", "stopped"]),
+  model: z.string().optional().describe("the definition's model id"),
   health: z.enum(healthValues),
   conditions: z.array(conditionSchema),
   plan: planStatusSchema.optional(),

@@ -1,0 +1,110 @@
+/**
+ * `shardctl status [name] [--json] [--watch]`: read the status files. Without a name, one line
+ * per cluster; with a name, the per-stage cards. `--watch` redraws in place every second.
+ */
+import { basename } from "node:path";
+import { parseArgs } from "node:util";
+import { findClusterFiles } from "../../spec/index.js";
+import { readStatus, statusFileFor, type ClusterStatus } from "../../reconciler/index.js";
+import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
+import { waitForSignal } from "./daemon.js";
+
+export const summary = "show cluster health from the status files (one line each, or one cluster's stages)";
+
+export async function run(args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: { ...contextOptions, json: { type: "boolean" }, watch: { type: "boolean", short: "w" } },
+  });
+  const context = await loadContext(values);
+  const files = positionals.length > 0
+    ? await Promise.all(positionals.map((p) => resolveClusterFile(p, context.clustersDir)))
+    : await findClusterFiles(context.clustersDir);
+  const detailed = positionals.length > 0;
+
+  const render = async (): Promise<string> => {
+    const statuses = await Promise.all(files.map(async (f) => ({ name: basename(f, ".toml"), status: await readStatus(statusFileFor(f)).catch(() => undefined) })));
+    if (values.json) return JSON.stringify(detailed && statuses.length === 1 ? statuses[0]!.status ?? null : statuses.map((s) => s.status ?? { cluster: s.name }), null, 2);
+    return detailed ? statuses.map((s) => renderDetail(s.name, s.status)).join("\n\n") : renderList(statuses);
+  };
+
+  if (!values.watch) {
+    console.log(await render());
+    return 0;
+  }
+  // Live monitor: redraw in place until Ctrl-C.
+  const draw = async (): Promise<void> => {
+    process.stdout.write(`\x1b[H\x1b[2J${await render()}\n\n(refreshing every second; Ctrl-C to quit)\n`);
+  };
+  await draw();
+  const timer = setInterval(() => void draw(), 1000);
+  await waitForSignal();
+  clearInterval(timer);
+  return 0;
+}
+
+function renderList(rows: Array<{ name: string; status: ClusterStatus | undefined }>): string {
+  const table = [["NAME", "", "HEALTH", "MODEL", "STAGES", "ENDPOINT", "AGE"]];
+  for (const { name, status } of rows) {
+    if (status === undefined) {
+      table.push([name, "[cluster]", "-", "-", "-", "-", "(no status yet)"]);
+      continue;
+    }
+    const alive = status.stages.filter((s) => s.alive).length;
+    const planned = status.plan?.stages.length ?? status.stages.length;
+    const ready = status.conditions.find((c) => c.type === "Ready");
+    table.push([
+      name,
+      "[cluster]",
+      status.health,
+      status.model ?? "-",
+      `${alive}/${planned}`,
+      status.coordinator?.url ?? "-",
+      ready?.status === "True" ? age(ready.lastTransitionTime) : "-",
+    ]);
+  }
+  return formatTable(table);
+}
+
+function renderDetail(name: string, status: ClusterStatus | undefined): string {
+  if (status === undefined) return `${name}: no status file yet (is the daemon running?)`;
+  const lines = [
+    `${name} [cluster]  ${status.health}  revision ${status.observedRevision.slice(0, 12)}${status.gitCommit ? ` (commit ${status.gitCommit.slice(0, 12)})` : ""}`,
+    `model ${status.model ?? "-"}`,
+  ];
+  const cards = [["STAGE", "NODE", "LAYERS", "PID", "ALIVE", "TRANSPORT", "ADDRESS", "SINCE"]];
+  const byIndex = new Map(status.stages.map((s) => [s.index, s]));
+  for (const planned of status.plan?.stages ?? status.stages) {
+    const card = byIndex.get(planned.index);
+    cards.push([
+      String(planned.index),
+      planned.node,
+      `[${planned.layers[0]}, ${planned.layers[1]})`,
+      card?.pid === undefined ? "-" : String(card.pid),
+      card === undefined ? "-" : card.alive ? "yes" : "NO",
+      card?.transport ?? "-",
+      card?.address ?? "-",
+      card?.since === undefined ? "-" : age(card.since),
+    ]);
+  }
+  lines.push("", formatTable(cards));
+  if (status.coordinator) lines.push("", `coordinator on ${status.coordinator.node}: ${status.coordinator.url} health ${status.coordinator.health}`);
+  if (status.router) lines.push(`router backend "${status.router.backend}": ${status.router.registered ? "registered" : "not registered"}`);
+  lines.push("", formatTable([["CONDITION", "STATUS", "REASON", "MESSAGE"], ...status.conditions.map((c) => [c.type, c.status, c.reason, c.message.split("\n")[0] ?? ""])]));
+  if (status.lastError) lines.push("", `last error ${status.lastError.reason} at ${status.lastError.at}:`, status.lastError.message);
+  return lines.join("\n");
+}
+
+function formatTable(rows: string[][]): string {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
+  return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd()).join("\n");
+}
+
+function age(since: string): string {
+  const seconds = Math.max(0, Math.floor((Date.now() - Date.parse(since)) / 1000));
+  if (seconds < 60) return `${seconds}s`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)}m`;
+  if (seconds < 86400) return `${Math.floor(seconds / 3600)}h`;
+  return `${Math.floor(seconds / 86400)}d`;
+}

@@ -1,0 +1,87 @@
+/**
+ * `shardctl wait <name|file> --for condition=Ready [--revision <rev|HEAD>] [--timeout 10m]`: what CI
+ * calls. Exit 0 once the condition holds *at that revision* — a stale Ready from the previous
+ * revision never satisfies it (kubectl wait was fooled by exactly that) —, 1 on timeout or when the
+ * cluster is Stalled at that revision, printing the reason.
+ */
+import { parseArgs } from "node:util";
+import { computeRevision, formatIssue, loadCluster } from "../../spec/index.js";
+import { conditionTypes, readStatus, statusFileFor, type ClusterStatus, type ConditionType } from "../../reconciler/index.js";
+import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
+import { parseDuration } from "../duration.js";
+import { UsageError } from "../usage-error.js";
+
+export const summary = "wait until a cluster's condition holds at a revision (for CI)";
+
+const usage = `usage: shardctl wait <name|file> --for condition=Ready [--revision <rev|HEAD>] [--timeout 10m]
+  --revision HEAD (the default) is the revision of the definition as it is now on disk.`;
+
+export async function run(args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: { ...contextOptions, for: { type: "string" }, revision: { type: "string" }, timeout: { type: "string" }, help: { type: "boolean", short: "h" } },
+  });
+  if (values.help) {
+    console.log(usage);
+    return 0;
+  }
+  if (positionals.length !== 1) throw new UsageError(usage);
+  const match = /^condition=([A-Za-z]+)$/.exec(values.for ?? "condition=Ready");
+  const type = match?.[1] as ConditionType | undefined;
+  if (type === undefined || !conditionTypes.includes(type)) {
+    throw new UsageError(`expected --for condition=<${conditionTypes.join("|")}>, got "${values.for}"`);
+  }
+  const timeoutMs = parseDuration(values.timeout ?? "10m", "timeout");
+  const context = await loadContext(values);
+  const file = await resolveClusterFile(positionals[0]!, context.clustersDir);
+
+  let revision = values.revision ?? "HEAD";
+  if (revision === "HEAD") {
+    const loaded = await loadCluster(file, context.settings);
+    if (!loaded.ok) {
+      for (const issue of loaded.issues) console.error(formatIssue(issue));
+      console.error(`${file} is invalid: it has no revision to wait for`);
+      return 1;
+    }
+    revision = computeRevision(loaded.value, context.settings);
+  }
+
+  const deadline = Date.now() + timeoutMs;
+  let last: ClusterStatus | undefined;
+  for (;;) {
+    last = await readStatus(statusFileFor(file)).catch(() => undefined);
+    const verdict = judge(last, type, revision);
+    if (verdict === "met") {
+      console.log(`${last!.cluster}: condition ${type} holds at revision ${short(revision)} (${last!.health})`);
+      return 0;
+    }
+    if (verdict !== undefined) {
+      console.error(verdict);
+      return 1;
+    }
+    if (Date.now() >= deadline) {
+      const condition = last?.conditions.find((c) => c.type === type);
+      const now = last === undefined ? "no status file yet" : `observed revision ${short(last.observedRevision)}, health ${last.health}${condition ? `, ${type}=${condition.status} (${condition.reason}: ${condition.message})` : ""}`;
+      console.error(`timed out after ${values.timeout ?? "10m"} waiting for condition ${type} at revision ${short(revision)}: ${now}`);
+      return 1;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+/** "met", a failure message (Stalled at this revision), or undefined to keep waiting. */
+function judge(status: ClusterStatus | undefined, type: ConditionType, revision: string): "met" | string | undefined {
+  if (status === undefined || status.observedRevision !== revision) return undefined;
+  const condition = status.conditions.find((c) => c.type === type);
+  if (condition?.status === "True" && condition.observedRevision === revision) return "met";
+  const stalled = status.conditions.find((c) => c.type === "Stalled");
+  if (stalled?.status === "True" && stalled.observedRevision === revision) {
+    return `${status.cluster} is Stalled at revision ${short(revision)}: ${stalled.reason}: ${stalled.message}`;
+  }
+  return undefined;
+}
+
+function short(revision: string): string {
+  return revision.slice(0, 12);
+}

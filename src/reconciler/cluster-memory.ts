@@ -1,0 +1,56 @@
+/**
+ * What the daemon remembers about one cluster between passes. Memory is never the truth — each
+ * pass re-reads the definition and re-observes the world — but it carries what cannot be
+ * observed: the last good definition, the restart budget and its evidence, the launch timeline,
+ * staging progress, the pass history, and the plan of a revision (so an idle daemon does not
+ * re-inspect the model every resync).
+ */
+import type { ClusterObservation } from "../health/index.js";
+import type { Supervision } from "../launch/index.js";
+import type { ModelProfile, ShardPlan } from "../planner/index.js";
+import type { ClusterSpec } from "../spec/index.js";
+import type { ClusterStatus, Condition } from "./status/index.js";
+
+export interface RestartRecord {
+  revision: string;
+  /** Launches at this revision so far. */
+  count: number;
+  evidence: NonNullable<ClusterStatus["restarts"]>["evidence"];
+}
+
+export interface ClusterMemory {
+  name: string;
+  /** The last definition that parsed, with its revision: what keeps serving through an invalid edit. */
+  lastGood?: { spec: ClusterSpec; revision: string };
+  /** Plan of a revision; recomputed only when the revision changes. */
+  planned?: { revision: string; profile: ModelProfile; plan: ShardPlan };
+  restarts?: RestartRecord;
+  /** The supervision (health monitor + teardown on death) of the running launch, if any. */
+  supervision?: { startedAt: string; supervision: Supervision };
+  /** The git commit of the definition, looked up once per revision. */
+  gitCommit?: { revision: string; commit: string | undefined };
+  observation?: ClusterObservation;
+  conditions: Condition[];
+  timeline: ClusterStatus["timeline"];
+  staging: ClusterStatus["staging"];
+  history: ClusterStatus["history"];
+  lastError?: ClusterStatus["lastError"];
+  /** Set by `shardctl reconcile <name>`: forget the restart budget and stall once. */
+  retryRequested?: boolean;
+  /** The previous status written, to keep fields a pass did not recompute. */
+  status?: ClusterStatus;
+}
+
+export function createMemory(name: string, previous?: ClusterStatus): ClusterMemory {
+  return {
+    name,
+    conditions: previous?.conditions ?? [],
+    timeline: previous?.timeline ?? [],
+    staging: previous?.staging ?? [],
+    history: previous?.history ?? [],
+    ...(previous?.lastError === undefined ? {} : { lastError: previous.lastError }),
+    // The budget survives a daemon restart through the status file.
+    ...(previous?.restarts === undefined ? {} : { restarts: { ...previous.restarts } }),
+    ...(previous === undefined ? {} : { status: previous }),
+  };
+}

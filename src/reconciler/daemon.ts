@@ -1,0 +1,154 @@
+/**
+ * The daemon: one per watched directory. It watches the definitions and the settings, feeds
+ * cluster names into the work queue, resyncs periodically (drift, e.g. a process killed behind
+ * its back), and on start rebuilds what runs from the ledger (adopt, finish a teardown, or clean
+ * up). SIGINT/SIGTERM stop watching and leave clusters running, unless told to tear down.
+ */
+import { mkdir, readdir, rm } from "node:fs/promises";
+import type { Server } from "node:http";
+import { join, resolve } from "node:path";
+import { watch } from "chokidar";
+import type { Logger } from "pino";
+import type { LaunchDeadlines } from "../launch/index.js";
+import { NodePool } from "../nodes/index.js";
+import { startRouter, type RunningRouter } from "../router/index.js";
+import { loadSettings, type Settings } from "../spec/index.js";
+import { acquireDaemonLock } from "./daemon-lock.js";
+import { DaemonMetrics } from "./metrics.js";
+import { Reconciler } from "./reconcile.js";
+import { WorkQueue } from "./queue/work-queue.js";
+import { watchDefinitions } from "./watch-definitions.js";
+
+export interface DaemonOptions {
+  /** Watched directory of definitions. */
+  dir: string;
+  settingsFile: string;
+  log: Logger;
+  /** Tear every cluster down on stop (the demo). Default false: clusters are desired state. */
+  teardownOnExit?: boolean;
+  /** Override the settings' resync period, ms (tests). */
+  resyncMs?: number;
+  /** Debounce of file events, ms. Default 100. */
+  debounceMs?: number;
+  launchDeadlines?: Partial<LaunchDeadlines>;
+  monitor?: { pollIntervalMs?: number; strikes?: number };
+}
+
+export interface Daemon {
+  settings: Settings;
+  /** The embedded router's URL, when it runs. */
+  routerUrl?: string;
+  /** Resolves when no pass is queued or running. */
+  whenIdle(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Directory where `shardctl reconcile <name>` drops its requests. */
+export function requestsDirOf(settings: Settings): string {
+  return join(settings.daemon.stateDir, "requests");
+}
+
+export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
+  const dir = resolve(options.dir);
+  const settings = await loadSettings(options.settingsFile);
+  const lock = await acquireDaemonLock(settings.daemon.stateDir, dir);
+  const log = options.log;
+  const pool = new NodePool();
+  const metrics = new DaemonMetrics();
+
+  // The embedded router serves the same config the registrar edits.
+  let router: RunningRouter | undefined;
+  if (settings.router.embedded && settings.router.kind === "continuum" && settings.router.config !== undefined) {
+    router = await startRouter({ configFile: settings.router.config, logger: log.child({ component: "router" }) });
+    log.info({ url: router.url }, "embedded router listening");
+  }
+
+  // The queue and the reconciler refer to each other: passes requeue, the queue runs passes.
+  const queue: WorkQueue = new WorkQueue((name) => reconciler.reconcile(name));
+  const reconciler: Reconciler = new Reconciler({
+    dir,
+    settingsFile: options.settingsFile,
+    pool,
+    log,
+    requeue: (name) => queue.add(name),
+    ...(options.launchDeadlines === undefined ? {} : { launchDeadlines: options.launchDeadlines }),
+    ...(options.monitor === undefined ? {} : { monitor: options.monitor }),
+    onPass: (name, report, durationMs) => {
+      metrics.recordPass(name, report, durationMs, 0);
+      log.info({ cluster: name, action: report.action, result: report.result, health: report.health, reason: report.reason, durationMs }, "pass");
+    },
+  });
+  const enqueueAll = async (): Promise<void> => {
+    for (const name of await reconciler.knownClusters()) queue.add(name);
+  };
+
+  // Watch the definitions and the settings.
+  const watcher = await watchDefinitions({
+    dir,
+    settingsFile: options.settingsFile,
+    debounceMs: options.debounceMs ?? 100,
+    onDefinition: (name) => {
+      queue.forgetFailures(name);
+      queue.add(name);
+    },
+    onSettings: () => void enqueueAll(),
+  });
+
+  // `shardctl reconcile <name>` requests.
+  const requestsDir = requestsDirOf(settings);
+  await mkdir(requestsDir, { recursive: true });
+  const takeRequests = async (): Promise<void> => {
+    for (const name of await readdir(requestsDir).catch(() => [] as string[])) {
+      if (name.endsWith(".tmp")) continue;
+      await rm(join(requestsDir, name), { force: true });
+      reconciler.requestRetry(name);
+      queue.forgetFailures(name);
+      queue.add(name);
+    }
+  };
+  const requestWatcher = watch(requestsDir, { ignoreInitial: true, depth: 0 });
+  requestWatcher.on("add", () => void takeRequests());
+  await takeRequests();
+
+  // Rebuild from the ledger and the definitions: every known cluster gets a pass now.
+  await enqueueAll();
+
+  // Periodic resync, jittered so many daemons (or clusters) do not pulse together.
+  const resyncMs = options.resyncMs ?? settings.daemon.resyncSeconds * 1000;
+  let resyncTimer: NodeJS.Timeout | undefined;
+  const scheduleResync = (): void => {
+    resyncTimer = setTimeout(() => {
+      void enqueueAll().finally(scheduleResync);
+    }, resyncMs * (0.9 + Math.random() * 0.2));
+    resyncTimer.unref();
+  };
+  scheduleResync();
+
+  let metricsServer: Server | undefined;
+  if (settings.daemon.metricsAddress !== undefined) {
+    metricsServer = await metrics.serve(settings.daemon.metricsAddress);
+    log.info({ address: settings.daemon.metricsAddress }, "metrics listening");
+  }
+
+  log.info({ dir, pid: process.pid }, "daemon watching");
+  let stopping: Promise<void> | undefined;
+  return {
+    settings,
+    ...(router === undefined ? {} : { routerUrl: router.url }),
+    whenIdle: () => queue.whenIdle(),
+    stop: () =>
+      (stopping ??= (async () => {
+        clearTimeout(resyncTimer);
+        await watcher.close();
+        await requestWatcher.close();
+        await queue.stop();
+        if (options.teardownOnExit === true) await reconciler.teardownAll();
+        else await reconciler.detachAll();
+        await router?.close();
+        await new Promise<void>((r) => (metricsServer === undefined ? r() : metricsServer.close(() => r())));
+        await pool.close();
+        await lock.release();
+        log.info("daemon stopped");
+      })()),
+  };
+}

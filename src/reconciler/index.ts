@@ -1,0 +1,5 @@
+/** The reconciler: the daemon, one pass per cluster, and the status files CI reads. */
+export { startDaemon, requestsDirOf, type Daemon, type DaemonOptions } from "./daemon.js";
+export { Reconciler, type ReconcilerOptions } from "./reconcile.js";
+export { WorkQueue, type PassOutcome } from "./queue/work-queue.js";
+export * from "./status/index.js";

@@ -1,0 +1,62 @@
+/**
+ * Prometheus metrics of the daemon (prom-client): passes by result, pass duration, clusters by
+ * health, stages up. Served as text on `[daemon] metrics_address` when set.
+ */
+import { createServer, type Server } from "node:http";
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { PassReport } from "./compose-status.js";
+import { healthValues, type Health } from "./status/index.js";
+
+export class DaemonMetrics {
+  readonly registry = new Registry();
+  private readonly passes = new Counter({ name: "shardctl_reconcile_passes_total", help: "Reconcile passes by result", labelNames: ["result"], registers: [this.registry] });
+  private readonly duration = new Histogram({
+    name: "shardctl_reconcile_pass_duration_seconds",
+    help: "Duration of reconcile passes",
+    buckets: [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120],
+    registers: [this.registry],
+  });
+  private readonly clusters = new Gauge({ name: "shardctl_clusters", help: "Clusters by health", labelNames: ["health"], registers: [this.registry] });
+  private readonly stagesUp = new Gauge({ name: "shardctl_stages_up", help: "Stage processes alive, all clusters", registers: [this.registry] });
+  private readonly health = new Map<string, Health>();
+  private readonly stages = new Map<string, number>();
+
+  recordPass(name: string, report: PassReport, durationMs: number, stagesAlive: number): void {
+    this.passes.inc({ result: report.result });
+    this.duration.observe(durationMs / 1000);
+    if (report.pruned === true) {
+      this.health.delete(name);
+      this.stages.delete(name);
+    } else {
+      this.health.set(name, report.health);
+      this.stages.set(name, stagesAlive);
+    }
+    for (const value of healthValues) this.clusters.set({ health: value }, [...this.health.values()].filter((h) => h === value).length);
+    this.stagesUp.set([...this.stages.values()].reduce((a, b) => a + b, 0));
+  }
+
+  /** Serve `/metrics` on host:port; resolves once listening. */
+  async serve(address: string): Promise<Server> {
+    const [host, port] = splitAddress(address);
+    const server = createServer((req, res) => {
+      if (req.url !== "/metrics") {
+        res.writeHead(404).end("not found\n");
+        return;
+      }
+      this.registry.metrics().then(
+        (text) => res.writeHead(200, { "content-type": this.registry.contentType }).end(text),
+        (error: unknown) => res.writeHead(500).end(String(error)),
+      );
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(port, host, () => resolve());
+    });
+    return server;
+  }
+}
+
+function splitAddress(address: string): [string, number] {
+  const at = address.lastIndexOf(":");
+  return [address.slice(0, at).replace(/^\[|\]$/g, ""), Number(address.slice(at + 1))];
+}

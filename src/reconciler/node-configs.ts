@@ -1,0 +1,35 @@
+/** From the registry's NodeEntry to what node access needs; the control machine as a node. */
+import { join } from "node:path";
+import type { NodeConfig } from "../nodes/index.js";
+import type { NodeEntry, Settings } from "../spec/index.js";
+
+/** The name the control machine goes by in ledgers and status files. */
+export const controlNodeName = "local";
+
+export function nodeConfigOf(entry: NodeEntry): NodeConfig {
+  return {
+    name: entry.name,
+    host: entry.local ? "local" : entry.host,
+    port: entry.port,
+    hostKeyPolicy: entry.hostKeyPolicy,
+    modelDir: entry.modelDir,
+    ...(entry.user === undefined ? {} : { user: entry.user }),
+    ...(entry.identityFile === undefined ? {} : { identityFile: entry.identityFile }),
+    ...(entry.memory === undefined ? {} : { memoryBytes: entry.memory }),
+    ...(entry.memoryLimit === undefined ? {} : { memoryLimitBytes: entry.memoryLimit }),
+    ...(entry.accelerator === undefined ? {} : { accelerator: entry.accelerator }),
+    ...(entry.engineVersion === undefined ? {} : { engineVersion: entry.engineVersion }),
+  };
+}
+
+/** The control machine (the coordinator's default node); its models live in the state directory. */
+export function controlNodeConfig(settings: Settings): NodeConfig {
+  return { name: controlNodeName, host: "local", port: 22, hostKeyPolicy: "strict", modelDir: join(settings.daemon.stateDir, "models") };
+}
+
+/** The node config of a ledger/spec node name: a registry node or the control machine. */
+export function nodeConfigNamed(name: string, settings: Settings): NodeConfig | undefined {
+  if (name === controlNodeName) return controlNodeConfig(settings);
+  const entry = settings.nodes[name];
+  return entry === undefined ? undefined : nodeConfigOf(entry);
+}

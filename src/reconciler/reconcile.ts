@@ -1,0 +1,480 @@
+/**
+ * One reconcile pass of one cluster, level-triggered: the key is all it is given; it re-reads the
+ * settings and the definition, re-observes what runs (ledger + probes), and takes the next action
+ * — nothing, plan, stage, launch, replace, stop or prune. Status is written in `finally`, whatever
+ * happened. Three outcomes are kept apart: terminal (stall until the file changes), expected wait
+ * (requeue), transient (back off).
+ */
+import { access, rm } from "node:fs/promises";
+import { basename, join } from "node:path";
+import type { Logger } from "pino";
+import { observeCluster } from "../health/index.js";
+import {
+  launchCluster,
+  Ledger,
+  LaunchError,
+  processLabel,
+  readLogTail,
+  superviseCluster,
+  teardownCluster,
+  type LaunchDeadlines,
+  type LedgerEntry,
+  type TimelineEvent,
+} from "../launch/index.js";
+import type { NodeAccess, NodePool } from "../nodes/index.js";
+import { planCluster } from "../planner/index.js";
+import { createRegistrar, type Registrar } from "../router/index.js";
+import { computeRevision, findClusterFiles, formatIssue, loadCluster, loadSettings, type ClusterSpec, type Settings } from "../spec/index.js";
+import { isShardctlError, ShardctlError } from "../spec/errors.js";
+import { createMemory, type ClusterMemory } from "./cluster-memory.js";
+import { lastCommitOf } from "./git-commit.js";
+import { buildLaunchRequest } from "./launch-request.js";
+import { nodeConfigNamed, nodeConfigOf, controlNodeConfig, controlNodeName } from "./node-configs.js";
+import type { PassOutcome } from "./queue/work-queue.js";
+import { stageModel } from "./stage-model.js";
+import { composeStatus, type PassReport } from "./compose-status.js";
+import { readStatus, setCondition, statusFileFor, writeStatus, type ConditionType, type ConditionUpdate, type Health } from "./status/index.js";
+
+export interface ReconcilerOptions {
+  /** The watched directory of definitions (absolute). */
+  dir: string;
+  settingsFile: string;
+  pool: NodePool;
+  log: Logger;
+  /** Ask for another pass of a cluster (the daemon's work queue). */
+  requeue: (name: string) => void;
+  launchDeadlines?: Partial<LaunchDeadlines>;
+  /** Health monitor tuning. Defaults: poll every 1000 ms, 3 strikes. */
+  monitor?: { pollIntervalMs?: number; strikes?: number };
+  /** Called after every pass, for metrics. */
+  onPass?: (name: string, report: PassReport, durationMs: number) => void;
+}
+
+/** What one pass concluded, before it is turned into a status and a queue outcome. */
+interface Verdict extends PassReport {
+  outcome: PassOutcome;
+}
+
+export class Reconciler {
+  private readonly memories = new Map<string, ClusterMemory>();
+  private registrarCache: { key: string; registrar: Registrar } | undefined;
+
+  constructor(private readonly o: ReconcilerOptions) {}
+
+  /** Names of clusters the daemon knows of: definitions plus anything remembered or in the ledger. */
+  async knownClusters(): Promise<string[]> {
+    const files = await findClusterFiles(this.o.dir).catch(() => []);
+    const names = new Set(files.map((f) => basename(f, ".toml")));
+    for (const name of this.memories.keys()) names.add(name);
+    const settings = await loadSettings(this.o.settingsFile).catch(() => undefined);
+    if (settings !== undefined) for (const entry of await new Ledger(settings.daemon.stateDir).list()) names.add(entry.cluster);
+    return [...names].sort();
+  }
+
+  /** Ask the next pass of `name` to forget its restart budget (`shardctl reconcile`). */
+  requestRetry(name: string): void {
+    this.memoryOfSync(name).retryRequested = true;
+  }
+
+  /** Stop supervising every cluster, leaving them running (they are desired state). */
+  async detachAll(): Promise<void> {
+    await Promise.all([...this.memories.values()].map((m) => m.supervision?.supervision.stop()));
+  }
+
+  /** Tear down everything this daemon started (the demo's --teardown-on-exit). */
+  async teardownAll(): Promise<void> {
+    const settings = await loadSettings(this.o.settingsFile);
+    const ledger = new Ledger(settings.daemon.stateDir);
+    await this.detachAll();
+    for (const entry of await ledger.list()) {
+      await teardownCluster(entry, this.teardownContext(settings, ledger, this.memoryOfSync(entry.cluster)));
+    }
+  }
+
+  async reconcile(name: string): Promise<PassOutcome> {
+    const started = Date.now();
+    const memory = await this.memoryOf(name);
+    const file = join(this.o.dir, `${name}.toml`);
+    let verdict: Verdict;
+    let settings: Settings | undefined;
+    try {
+      settings = await loadSettings(this.o.settingsFile);
+      verdict = await this.converge(name, file, settings, memory);
+    } catch (error) {
+      verdict = this.failed(memory, error, "none");
+    }
+    const durationMs = Date.now() - started;
+    memory.history = [...memory.history, { at: new Date(started).toISOString(), action: verdict.action, result: verdict.result, ...(verdict.reason ? { reason: verdict.reason } : {}), durationMs }].slice(-5);
+    if (verdict.pruned !== true) await this.writeStatus(name, file, memory, verdict, settings);
+    this.o.onPass?.(name, verdict, durationMs);
+    return verdict.outcome;
+  }
+
+  private async converge(name: string, file: string, settings: Settings, memory: ClusterMemory): Promise<Verdict> {
+    const ledger = new Ledger(settings.daemon.stateDir);
+
+    // Prune what no definition wants any more.
+    if (!(await exists(file))) return this.prune(name, settings, ledger, memory);
+
+    // Load the definition; an invalid edit leaves whatever runs alone.
+    const loaded = await loadCluster(file, settings);
+    if (!loaded.ok) return this.stallOnInvalid(memory, loaded.issues.map(formatIssue), await ledger.read(name));
+    const spec = loaded.value;
+    const revision = computeRevision(spec, settings);
+    const fileChanged = memory.lastGood?.revision !== revision;
+    memory.lastGood = { spec, revision };
+    if (fileChanged) this.onRevision(memory, revision);
+    if (memory.retryRequested === true) {
+      // `shardctl reconcile <name>`: a fresh restart budget and a fresh look at the model.
+      memory.retryRequested = false;
+      memory.restarts = { revision, count: 0, evidence: memory.restarts?.evidence ?? [] };
+      delete memory.planned;
+    }
+    if (memory.gitCommit?.revision !== revision) memory.gitCommit = { revision, commit: await lastCommitOf(file) };
+
+    // Suspend: no action at all.
+    if (spec.suspend) return this.settle(memory, "none", "Suspended", "Suspended", "reconciliation is suspended (suspend = true)");
+
+    // Observe what runs.
+    const entry = await ledger.read(name);
+    const observation = entry === undefined ? undefined : await this.observe(entry, settings, memory);
+
+    // Stop: tear down, keep the status.
+    if (spec.desired === "stopped") {
+      if (entry !== undefined) await this.teardown(entry, settings, ledger, memory);
+      this.clearRuntime(memory, revision);
+      return this.settle(memory, entry === undefined ? "none" : "stop", "Stopped", "Stopped", 'desired = "stopped"');
+    }
+
+    // Plan (once per revision).
+    const planned = await this.plan(spec, settings, revision, memory);
+    if (!planned.plan.feasible) {
+      const message = planned.plan.errors.map((e) => `${e.reason}: ${e.message}`).join("; ");
+      return this.stall(memory, "plan", planned.plan.errors[0]?.reason ?? "PlanInfeasible", `the plan is infeasible: ${message}`, entry);
+    }
+
+    // Distributed serving off: plan and report only.
+    if (!settings.distributed.enabled) {
+      if (entry !== undefined) await this.teardown(entry, settings, ledger, memory);
+      this.clearRuntime(memory, revision);
+      return this.settle(memory, entry === undefined ? "plan" : "stop", "Disabled", "DistributedDisabled", `[distributed] enabled = false in ${settings.file}: planned, nothing staged or launched`);
+    }
+
+    // Adopt what already runs at this revision; watch it.
+    if (entry !== undefined && entry.phase === "running" && entry.revision === revision && observation?.health !== "Unhealthy") {
+      this.supervise(entry, settings, ledger, memory);
+      this.markRunning(memory, revision, entry, observation?.health === "Degraded" ? "Degraded" : "Healthy");
+      return { action: "none", result: "success", health: observation?.health === "Degraded" ? "Degraded" : "Healthy", outcome: { kind: "done" } };
+    }
+
+    // Replace what runs at another revision, is broken, or was left half-launched or half-torn-down.
+    if (entry !== undefined) await this.teardown(entry, settings, ledger, memory);
+
+    // Respect the restart budget of this revision.
+    const restarts = memory.restarts!;
+    if (restarts.count >= settings.daemon.restartBudget) {
+      return this.stall(memory, "launch", "RestartBudgetExhausted", `launched ${restarts.count} times at this revision (budget ${settings.daemon.restartBudget}); fix the cause and edit the definition, or run \`shardctl reconcile ${name}\``, undefined);
+    }
+
+    // Stage the model on every node.
+    const nodes = this.nodesOf(spec, settings);
+    this.setConditions(memory, revision, { Reconciling: { status: "True", reason: "Staging", message: "staging the model on every node" } });
+    await this.writeProgress(name, file, memory, "stage", settings);
+    let staged;
+    try {
+      staged = await stageModel(spec, settings, planned.plan, planned.profile, nodes, (event) => {
+        const row = memory.staging.find((s) => s.node === event.node);
+        const next = { node: event.node, state: event.phase === "done" ? ("present" as const) : ("staging" as const), bytesDone: event.bytesDone, bytesTotal: event.bytesTotal };
+        memory.staging = row === undefined ? [...memory.staging, next] : memory.staging.map((s) => (s.node === event.node ? next : s));
+      });
+    } catch (error) {
+      this.setConditions(memory, revision, { Staged: { status: "False", reason: isShardctlError(error) ? error.reason : "StagingFailed", message: messageOf(error) } });
+      throw error;
+    }
+    this.setConditions(memory, revision, { Staged: { status: "True", reason: "AllNodesPresent", message: `model present on ${staged.modelPaths.size} nodes (${staged.bytesTransferred} bytes transferred this pass)` } });
+
+    // Launch: stages in order, coordinator, readiness, router.
+    restarts.count += 1;
+    this.setConditions(memory, revision, { Reconciling: { status: "True", reason: "Launching", message: `launch ${restarts.count} of ${settings.daemon.restartBudget} at this revision` } });
+    await this.writeProgress(name, file, memory, "launch", settings);
+    const request = await buildLaunchRequest(spec, settings, revision, planned.plan, nodes, staged.modelPaths, this.o.launchDeadlines);
+    memory.timeline = [];
+    try {
+      await launchCluster(request, {
+        ledger,
+        registrar: this.registrarFor(settings),
+        heldPorts: async () => (await ledger.list()).filter((e) => e.cluster !== name).flatMap((e) => e.ports.map((p) => ({ host: p.host, port: p.port, holder: `cluster ${e.cluster}` }))),
+        onEvent: (event) => this.recordEvent(memory, event),
+      });
+    } catch (error) {
+      if (error instanceof LaunchError) {
+        restarts.evidence = [...restarts.evidence, { at: new Date().toISOString(), reason: error.reason, message: error.message, logTail: error.logTail }].slice(-5);
+      }
+      throw error;
+    }
+    const running = await ledger.read(name);
+    if (running === undefined) throw new ShardctlError("LedgerMissing", "the launch succeeded but left no ledger entry");
+    this.supervise(running, settings, ledger, memory);
+    memory.observation = await this.observe(running, settings, memory);
+    this.markRunning(memory, revision, running, "Healthy");
+    return { action: "launch", result: "success", health: "Healthy", outcome: { kind: "done" } };
+  }
+
+  // --- steps -------------------------------------------------------------------------------
+
+  private async plan(spec: ClusterSpec, settings: Settings, revision: string, memory: ClusterMemory): Promise<NonNullable<ClusterMemory["planned"]>> {
+    if (memory.planned?.revision === revision) return memory.planned;
+    const { profile, plan } = await planCluster(spec, settings);
+    memory.planned = { revision, profile, plan };
+    this.setConditions(memory, revision, {
+      Planned: plan.feasible
+        ? { status: "True", reason: "PlanFeasible", message: `${plan.stages.length} stages over ${plan.model.layers} layers (${plan.splitUsed} split)` }
+        : { status: "False", reason: plan.errors[0]?.reason ?? "PlanInfeasible", message: plan.errors.map((e) => e.message).join("; ") },
+    });
+    return memory.planned;
+  }
+
+  private async observe(entry: LedgerEntry, settings: Settings, memory: ClusterMemory) {
+    const layers = memory.planned?.plan.stages.map((s) => s.layers);
+    const observation = await observeCluster(entry, {
+      nodeFor: (n) => this.nodeFor(n, settings),
+      ...(layers === undefined ? {} : { layers }),
+      ...(memory.observation === undefined ? {} : { previous: memory.observation }),
+    });
+    memory.observation = observation;
+    return observation;
+  }
+
+  private async teardown(entry: LedgerEntry, settings: Settings, ledger: Ledger, memory: ClusterMemory): Promise<void> {
+    await memory.supervision?.supervision.stop();
+    delete memory.supervision;
+    await teardownCluster(entry, this.teardownContext(settings, ledger, memory));
+    delete memory.observation;
+  }
+
+  private async prune(name: string, settings: Settings, ledger: Ledger, memory: ClusterMemory): Promise<Verdict> {
+    const entry = await ledger.read(name);
+    if (entry !== undefined) {
+      // Prune guard: a directory that suddenly holds no definitions while several clusters run is
+      // more likely a broken checkout than a decision to stop everything.
+      const definitions = await findClusterFiles(this.o.dir).catch(() => [] as string[]);
+      const running = await ledger.list();
+      if (definitions.length === 0 && running.length > 1 && !settings.daemon.allowMassPrune) {
+        const message = `${this.o.dir} holds no cluster definitions while ${running.length} clusters run; refusing to tear them all down (set [daemon] allow_mass_prune = true to allow it)`;
+        this.o.log.warn({ cluster: name }, message);
+        return this.stall(memory, "prune", "MassPruneRefused", message, entry);
+      }
+      await this.teardown(entry, settings, ledger, memory);
+    }
+    // Remove the status file last: CI reading it sees the teardown finish.
+    await rm(statusFileFor(join(this.o.dir, `${name}.toml`)), { force: true });
+    this.memories.delete(name);
+    return { action: entry === undefined ? "none" : "prune", result: "success", health: "Stopped", outcome: { kind: "done" }, pruned: true };
+  }
+
+  private supervise(entry: LedgerEntry, settings: Settings, ledger: Ledger, memory: ClusterMemory): void {
+    if (memory.supervision !== undefined && memory.supervision.startedAt === entry.startedAt) return;
+    void memory.supervision?.supervision.stop();
+    const supervision = superviseCluster(entry, {
+      ...this.teardownContext(settings, ledger, memory),
+      monitor: {
+        ...(this.o.monitor ?? {}),
+        ...(memory.planned === undefined ? {} : { layers: memory.planned.plan.stages.map((s) => s.layers) }),
+      },
+    });
+    memory.supervision = { startedAt: entry.startedAt, supervision };
+    void supervision.ended.then(async ({ death, teardown }) => {
+      if (memory.supervision?.supervision !== supervision) return;
+      delete memory.supervision;
+      delete memory.observation;
+      const logTail = await this.deathLogTail(entry, death.label, settings);
+      const restarts = memory.restarts;
+      if (restarts !== undefined) {
+        restarts.evidence = [...restarts.evidence, { at: death.at, reason: death.reason, message: `${death.label} on ${death.node}: ${death.detail}`, logTail }].slice(-5);
+      }
+      memory.lastError = { reason: death.reason, message: `${death.label} on ${death.node}: ${death.detail}`, at: death.at };
+      if (!teardown.ok) this.o.log.error({ cluster: entry.cluster, err: teardown.error }, "teardown after a death is incomplete; the next pass retries it");
+      this.o.log.warn({ cluster: entry.cluster, reason: death.reason, detail: death.detail }, "cluster lost a process: deregistered and torn down");
+      this.o.requeue(entry.cluster);
+    });
+  }
+
+  // --- outcomes ----------------------------------------------------------------------------
+
+  /** A converged state with nothing running for it to watch. */
+  private settle(memory: ClusterMemory, action: string, health: Health, reason: string, message: string): Verdict {
+    const revision = memory.lastGood?.revision ?? "";
+    this.setConditions(memory, revision, {
+      Ready: { status: "False", reason, message },
+      Reconciling: { status: "False", reason, message },
+      Stalled: { status: "False", reason, message },
+    });
+    delete memory.lastError;
+    return { action, result: "success", health, outcome: { kind: "done" } };
+  }
+
+  /** Terminal: wait for the definition to change. Whatever runs keeps running. */
+  private stall(memory: ClusterMemory, action: string, reason: string, message: string, running: LedgerEntry | undefined): Verdict {
+    const revision = memory.lastGood?.revision ?? "";
+    const serving = running !== undefined && running.phase === "running";
+    this.setConditions(memory, revision, {
+      Stalled: { status: "True", reason, message },
+      Reconciling: { status: "False", reason, message },
+      ...(serving ? {} : { Ready: { status: "False", reason, message } }),
+    });
+    memory.lastError = { reason, message, at: new Date().toISOString() };
+    return { action, result: "stalled", reason, health: serving ? "Degraded" : "Stalled", outcome: { kind: "stall" } };
+  }
+
+  private stallOnInvalid(memory: ClusterMemory, issues: string[], running: LedgerEntry | undefined): Verdict {
+    const serving = running?.phase === "running" ? ` (revision ${running.revision.slice(0, 12)} keeps serving)` : "";
+    this.setConditions(memory, memory.lastGood?.revision ?? "", { Planned: { status: "False", reason: "InvalidDefinition", message: issues.join("\n") } });
+    return this.stall(memory, "none", "InvalidDefinition", `the definition is invalid${serving}:\n${issues.join("\n")}`, running);
+  }
+
+  private failed(memory: ClusterMemory, error: unknown, action: string): Verdict {
+    const reason = isShardctlError(error) ? error.reason : "InternalError";
+    const message = messageOf(error);
+    if (!isShardctlError(error)) this.o.log.error({ cluster: memory.name, err: error }, "reconcile pass failed unexpectedly");
+    if (isShardctlError(error) && error.terminal) return this.stall(memory, action, reason, message, undefined);
+    memory.lastError = { reason, message, at: new Date().toISOString() };
+    this.setConditions(memory, memory.lastGood?.revision ?? "", {
+      Ready: { status: "False", reason, message },
+      Reconciling: { status: "True", reason: "RetryingAfterError", message: `${reason}: ${message}` },
+    });
+    return { action, result: "failed", reason, health: "Progressing", outcome: { kind: "retry" } };
+  }
+
+  // --- memory and status -------------------------------------------------------------------
+
+  private onRevision(memory: ClusterMemory, revision: string): void {
+    delete memory.planned;
+    if (memory.restarts?.revision !== revision) memory.restarts = { revision, count: 0, evidence: [] };
+    delete memory.lastError;
+  }
+
+  private markRunning(memory: ClusterMemory, revision: string, entry: LedgerEntry, health: "Healthy" | "Degraded"): void {
+    const url = entry.coordinatorUrl ?? "";
+    this.setConditions(memory, revision, {
+      Ready: { status: "True", reason: "ClusterReady", message: `serving at ${url}` },
+      Reconciling: { status: "False", reason: "Converged", message: "running at the desired revision" },
+      Stalled: { status: "False", reason: "Converged", message: "running at the desired revision" },
+      Staged: { status: "True", reason: "AllNodesPresent", message: "the model is present on every node" },
+      StagesListening: { status: "True", reason: "AllStagesListening", message: `${entry.processes.filter((p) => p.role === "stage").length} stages listening` },
+      CoordinatorHealthy: { status: "True", reason: "HealthOk", message: `${url}/health answers 200` },
+      Registered: entry.routerBackend === undefined
+        ? { status: "False", reason: "NotRegistered", message: "router registration is off" }
+        : { status: "True", reason: "BackendRegistered", message: `backend "${entry.routerBackend}"` },
+    });
+    if (health === "Healthy") delete memory.lastError;
+  }
+
+  /** Nothing runs: the runtime conditions say so. */
+  private clearRuntime(memory: ClusterMemory, revision: string): void {
+    this.setConditions(memory, revision, {
+      StagesListening: { status: "False", reason: "NotRunning", message: "no stage runs" },
+      CoordinatorHealthy: { status: "False", reason: "NotRunning", message: "no coordinator runs" },
+      Registered: { status: "False", reason: "NotRunning", message: "not registered" },
+    });
+    delete memory.observation;
+  }
+
+  private setConditions(memory: ClusterMemory, revision: string, updates: Partial<Record<ConditionType, ConditionUpdate>>): void {
+    const now = new Date();
+    for (const [type, update] of Object.entries(updates) as Array<[ConditionType, ConditionUpdate]>) {
+      memory.conditions = setCondition(memory.conditions, type, update, revision, now);
+    }
+  }
+
+  private recordEvent(memory: ClusterMemory, event: TimelineEvent): void {
+    memory.timeline = [...memory.timeline, event].slice(-50);
+  }
+
+  private async writeProgress(name: string, file: string, memory: ClusterMemory, action: string, settings: Settings): Promise<void> {
+    await this.writeStatus(name, file, memory, { action, result: "waiting", health: "Progressing" }, settings);
+  }
+
+  private async writeStatus(name: string, file: string, memory: ClusterMemory, report: PassReport, settings: Settings | undefined): Promise<void> {
+    const status = composeStatus(name, file, memory, report, settings);
+    memory.status = status;
+    try {
+      await writeStatus(statusFileFor(file), status);
+    } catch (error) {
+      this.o.log.error({ cluster: name, err: error }, "could not write the status file");
+    }
+  }
+
+  private async memoryOf(name: string): Promise<ClusterMemory> {
+    const existing = this.memories.get(name);
+    if (existing !== undefined) return existing;
+    const previous = await readStatus(statusFileFor(join(this.o.dir, `${name}.toml`))).catch(() => undefined);
+    const memory = createMemory(name, previous);
+    this.memories.set(name, memory);
+    return memory;
+  }
+
+  private memoryOfSync(name: string): ClusterMemory {
+    let memory = this.memories.get(name);
+    if (memory === undefined) {
+      memory = createMemory(name);
+      this.memories.set(name, memory);
+    }
+    return memory;
+  }
+
+  // --- collaborators -----------------------------------------------------------------------
+
+  private nodesOf(spec: ClusterSpec, settings: Settings): { stages: NodeAccess[]; coordinator: NodeAccess } {
+    const stages = spec.nodes.map((n) => this.o.pool.get(nodeConfigOf(settings.nodes[n]!)));
+    const coordinator =
+      spec.coordinator.node === controlNodeName
+        ? this.o.pool.get(controlNodeConfig(settings))
+        : this.o.pool.get(nodeConfigOf(settings.nodes[spec.coordinator.node]!));
+    return { stages, coordinator };
+  }
+
+  private nodeFor(name: string, settings: Settings): NodeAccess {
+    const config = nodeConfigNamed(name, settings);
+    if (config === undefined) throw new ShardctlError("NodeUnregistered", `node "${name}" recorded in the ledger is no longer in ${settings.file}; add it back to clean up what runs there`);
+    return this.o.pool.get(config);
+  }
+
+  private registrarFor(settings: Settings): Registrar {
+    const key = JSON.stringify(settings.router);
+    if (this.registrarCache?.key !== key) {
+      this.registrarCache = {
+        key,
+        registrar: createRegistrar({
+          kind: settings.router.kind,
+          ...(settings.router.config === undefined ? {} : { config: settings.router.config }),
+          ...(settings.router.adminUrl === undefined ? {} : { adminUrl: settings.router.adminUrl }),
+          ...(settings.router.adminTokenEnv === undefined ? {} : { adminTokenEnv: settings.router.adminTokenEnv }),
+        }),
+      };
+    }
+    return this.registrarCache.registrar;
+  }
+
+  private teardownContext(settings: Settings, ledger: Ledger, memory: ClusterMemory) {
+    return {
+      ledger,
+      registrar: this.registrarFor(settings),
+      nodeFor: (n: string) => this.nodeFor(n, settings),
+      graceMs: this.o.launchDeadlines?.stopGraceMs ?? 5_000,
+      onEvent: (event: TimelineEvent) => this.recordEvent(memory, event),
+    };
+  }
+
+  private async deathLogTail(entry: LedgerEntry, label: string, settings: Settings): Promise<string[]> {
+    const process = entry.processes.find((p) => processLabel(p.role, p.index) === label);
+    return process === undefined ? [] : readLogTail(this.nodeFor(process.node, settings), process).catch(() => []);
+  }
+}
+
+async function exists(path: string): Promise<boolean> {
+  return access(path).then(() => true, () => false);
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

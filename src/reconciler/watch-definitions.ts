@@ -1,0 +1,68 @@
+/**
+ * Watch the definitions directory and the settings file. Events only name a key (the cluster name,
+ * the file's stem); they are debounced per key so an editor's partial writes and rename-into-place
+ * saves become one pass. Status files (`*.status.json`) and other files never trigger anything.
+ */
+import { basename, resolve } from "node:path";
+import { watch, type FSWatcher } from "chokidar";
+
+export interface DefinitionWatcher {
+  close(): Promise<void>;
+}
+
+export interface WatchOptions {
+  dir: string;
+  settingsFile: string;
+  /** A definition changed, appeared or disappeared. */
+  onDefinition: (name: string) => void;
+  /** The settings file changed: every cluster must be looked at again. */
+  onSettings: () => void;
+  /** Quiet time before an event is delivered, ms. Default 100. */
+  debounceMs?: number;
+}
+
+export async function watchDefinitions(options: WatchOptions): Promise<DefinitionWatcher> {
+  const debounceMs = options.debounceMs ?? 100;
+  const settingsFile = resolve(options.settingsFile);
+  const timers = new Map<string, NodeJS.Timeout>();
+  const debounce = (key: string, deliver: () => void): void => {
+    clearTimeout(timers.get(key));
+    timers.set(
+      key,
+      setTimeout(() => {
+        timers.delete(key);
+        deliver();
+      }, debounceMs),
+    );
+  };
+
+  const onEvent = (path: string): void => {
+    const absolute = resolve(path);
+    if (absolute === settingsFile) {
+      debounce("\0settings", options.onSettings);
+      return;
+    }
+    if (!absolute.endsWith(".toml") || resolve(absolute, "..") !== resolve(options.dir)) return;
+    const name = basename(absolute, ".toml");
+    debounce(name, () => options.onDefinition(name));
+  };
+
+  const watcher: FSWatcher = watch([options.dir, settingsFile], {
+    ignoreInitial: true,
+    depth: 0,
+    // Only definitions and the settings file matter; status files are written by us.
+    ignored: (path, stats) => stats?.isFile() === true && !path.endsWith(".toml"),
+  });
+  watcher.on("add", onEvent).on("change", onEvent).on("unlink", onEvent);
+  await new Promise<void>((resolveReady, reject) => {
+    watcher.once("ready", () => resolveReady());
+    watcher.once("error", reject);
+  });
+  return {
+    async close() {
+      for (const timer of timers.values()) clearTimeout(timer);
+      timers.clear();
+      await watcher.close();
+    },
+  };
+}

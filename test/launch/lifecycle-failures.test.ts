@@ -1,0 +1,182 @@
+/**
+ * Issue 5's all-or-nothing rule: a failure injected at each launch step leaves nothing running on
+ * any node (ps), nothing in the ledger or the router, and names the step. Failures come from
+ * stand-in engine binaries (`[engine] binary`), an occupied port and an unwritable router config.
+ * Also: two clusters on the same nodes get disjoint ports; teardown never signals a pid whose start
+ * time does not match the ledger. Needs `npm run build`.
+ */
+import { mkdir } from "node:fs/promises";
+import { createServer, type Server } from "node:net";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LaunchError, launchCluster, teardownCluster, type LaunchRequest } from "../../src/launch/index.js";
+import { createRegistrar, type Registrar } from "../../src/router/index.js";
+import { makeContext, makeRequest, processesMentioning, startLifecycleWorld, type LifecycleWorld } from "./lifecycle-fixture.js";
+
+let world: LifecycleWorld;
+
+beforeAll(async () => {
+  world = await startLifecycleWorld({ firstHost: 63 });
+});
+afterAll(async () => {
+  await world?.close();
+});
+
+/** Launch, expect a LaunchError, and check that nothing of the cluster is left anywhere. */
+async function expectCleanFailure(request: LaunchRequest, registrar?: Registrar): Promise<LaunchError & { events: string[] }> {
+  const context = makeContext(world, registrar);
+  const started = Date.now();
+  const error = await launchCluster(request, context).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(LaunchError);
+  const failure = error as LaunchError;
+  expect(await processesMentioning(world, join(world.root, "run", request.cluster))).toEqual([]);
+  expect(await world.ledger.read(request.cluster)).toBeUndefined();
+  expect(await world.registrar.lookup(request.cluster)).toBeUndefined();
+  const steps = context.events.map((e) => e.step);
+  expect(steps).toContain("launch-failed");
+  expect(steps.at(-1)).toBe("torn-down");
+  // Every failure is found well inside the deadline of the phase that failed.
+  expect(Date.now() - started).toBeLessThan(20_000);
+  return Object.assign(failure, { events: steps });
+}
+
+describe("a launch failure at each step leaves nothing running and names the step", () => {
+  it("StageExited: the engine binary exits 3", async () => {
+    const failure = await expectCleanFailure(await makeRequest(world, { cluster: "exits", binary: world.standIns.exit3 }));
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("StageExited");
+    expect(failure.step).toMatch(/^stage-[01]-(start|listen)$/);
+    expect(failure.message).toMatch(/status 3/);
+    expect(failure.logTail).toContain("stand-in engine: cannot open the model");
+    expect(failure.events).not.toContain("coordinator-started");
+  });
+
+  it("StageExited: a bad model directory", async () => {
+    const request = await makeRequest(world, { cluster: "badmodel" });
+    request.stages[1]!.modelDir = join(world.root, "no-such-model");
+    const failure = await expectCleanFailure(request);
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("StageExited");
+    expect(failure.step).toMatch(/^stage-1-(start|listen)$/);
+    expect(failure.logTail.join("\n")).toMatch(/no-such-model/);
+    // Stage 0 was started (and stopped again): the teardown covered what was already running.
+    expect(failure.events).toContain("stage-0-stopped");
+  });
+
+  it("StageListenTimeout: a binary that sleeps without listening", async () => {
+    const failure = await expectCleanFailure(await makeRequest(world, { cluster: "sleeps", binary: world.standIns.sleep, deadlines: { stageListenMs: 1_000 } }));
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("StageListenTimeout");
+    expect(failure.step).toBe("stage-0-listen");
+    expect(failure.message).toMatch(/within 1000 ms/);
+    expect(failure.events.filter((s) => s.endsWith("-stopped"))).toEqual(["stage-1-stopped", "stage-0-stopped"]);
+  });
+
+  it("PortInUse: something holds the coordinator's HTTP port", async () => {
+    const host = world.hosts.get("node-1")!;
+    const squatter: Server = createServer();
+    await new Promise<void>((resolve) => squatter.listen(0, host, resolve));
+    const port = (squatter.address() as { port: number }).port;
+    try {
+      const failure = await expectCleanFailure(await makeRequest(world, { cluster: "squatted", httpPort: port }));
+      expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("PortInUse");
+      expect(failure.step).toBe("ports");
+      expect(failure.message).toContain(`${host}:${port}`);
+      expect(failure.events).not.toContain("stage-0-started");
+    } finally {
+      squatter.close();
+    }
+  });
+
+  it("CoordinatorExited: the coordinator exits 4 after the stages listen", async () => {
+    const failure = await expectCleanFailure(await makeRequest(world, { cluster: "coordexits", binary: world.standIns.coordinatorExits }));
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("CoordinatorExited");
+    expect(failure.step).toMatch(/^coordinator-(start|health)$/);
+    expect(failure.message).toMatch(/status 4/);
+    expect(failure.events).toContain("stage-1-listening");
+    expect(failure.events.filter((s) => s.endsWith("-stopped"))).toEqual(["coordinator-stopped", "stage-1-stopped", "stage-0-stopped"]);
+  });
+
+  it("CoordinatorHealthTimeout: a coordinator that answers /health 503 for ever", async () => {
+    const failure = await expectCleanFailure(
+      await makeRequest(world, { cluster: "loading", binary: world.standIns.coordinatorNeverHealthy, deadlines: { coordinatorHealthMs: 1_500 } }),
+    );
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("CoordinatorHealthTimeout");
+    expect(failure.step).toBe("coordinator-health");
+    expect(failure.logTail.join("\n")).toMatch(/stand-in coordinator listening \(loading\)/);
+  });
+
+  it("ReadinessProbeFailed: /health says 200 but completions fail", async () => {
+    const failure = await expectCleanFailure(await makeRequest(world, { cluster: "hollow", binary: world.standIns.coordinatorFailsCompletions }));
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("ReadinessProbeFailed");
+    expect(failure.step).toBe("readiness-probe");
+    expect(failure.message).toMatch(/answered 500/);
+    expect(failure.events).toContain("coordinator-healthy");
+  });
+
+  it("RouterRegistrationFailed: the router config path is a directory", async () => {
+    const dir = join(world.root, "router-config-is-a-dir.yaml");
+    await mkdir(dir, { recursive: true });
+    const failure = await expectCleanFailure(await makeRequest(world, { cluster: "unroutable" }), createRegistrar({ kind: "continuum", config: dir }));
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("RouterRegistrationFailed");
+    expect(failure.step).toBe("router-registration");
+    expect(failure.events).toContain("readiness-probe-passed");
+    expect(failure.events.filter((s) => s.endsWith("-stopped"))).toEqual(["coordinator-stopped", "stage-1-stopped", "stage-0-stopped"]);
+  });
+});
+
+describe("ports and teardown safety", () => {
+  it("two clusters on the same nodes get disjoint ports", async () => {
+    const a = await makeRequest(world, { cluster: "left", register: false });
+    const b = await makeRequest(world, { cluster: "right", register: false });
+    b.portRange = a.portRange;
+    const context = makeContext(world);
+    await launchCluster(a, context);
+    await launchCluster(b, context);
+    try {
+      const left = (await world.ledger.read("left"))!;
+      const right = (await world.ledger.read("right"))!;
+      const key = (p: { host: string; port: number }): string => `${p.host}:${p.port}`;
+      const leftPorts = new Set(left.ports.map(key));
+      expect(right.ports.map(key).filter((k) => leftPorts.has(k))).toEqual([]);
+      // Both really serve.
+      for (const entry of [left, right]) {
+        const health = await fetch(`${entry.coordinatorUrl}/health`);
+        expect(health.status).toBe(200);
+      }
+    } finally {
+      for (const cluster of ["left", "right"]) {
+        const entry = await world.ledger.read(cluster);
+        if (entry !== undefined) await teardownCluster(entry, { ledger: world.ledger, registrar: world.registrar, nodeFor: world.nodeFor, graceMs: 2_000 });
+      }
+    }
+    expect(await processesMentioning(world, join(world.root, "run", "left"))).toEqual([]);
+    expect(await processesMentioning(world, join(world.root, "run", "right"))).toEqual([]);
+  });
+
+  it("teardown refuses to signal a live pid whose start time does not match the ledger", async () => {
+    const node = world.nodeFor("node-2");
+    const dir = join(world.root, "innocent");
+    await mkdir(dir, { recursive: true });
+    const innocent = await node.startDetached(["sleep", "30"], { logFile: join(dir, "log"), cwd: dir });
+    try {
+      const result = await teardownCluster(
+        {
+          cluster: "stale",
+          revision: "r",
+          phase: "running",
+          startedAt: new Date().toISOString(),
+          processes: [{ role: "stage", index: 0, node: "node-2", pid: innocent.pid, startTime: "linux:1", runDir: dir, logFile: join(dir, "log"), exitFile: join(dir, "exit") }],
+          ports: [],
+        },
+        { ledger: world.ledger, registrar: world.registrar, nodeFor: world.nodeFor, graceMs: 500 },
+      );
+      expect(result.stopped).toEqual([{ label: "stage-0", node: "node-2", outcome: "recycled" }]);
+      expect(await node.processStartTime(innocent.pid)).toBe(innocent.startTime);
+      // Idempotent: a second run over the same (now forgotten) record is harmless.
+      expect(await world.ledger.read("stale")).toBeUndefined();
+    } finally {
+      await node.signal(innocent.pid, "SIGKILL", innocent.startTime);
+    }
+  });
+});

@@ -1,0 +1,257 @@
+/**
+ * The world of the lifecycle tests and bench/lifecycle.ts: real sshd nodes on loopback addresses
+ * (test/support/sshd.ts), a small test model on the shared file system, a ledger, a continuum
+ * router YAML with its registrar and the embedded router serving it, and launch requests for a
+ * 2-stage reference cluster (stage-0 and the coordinator on node-1, stage-1 on node-2). Stand-in
+ * engine binaries (shell scripts given as `[engine] binary`) inject launch failures. No vitest
+ * imports: the bench uses it too. Run `npm run build` first (the engine runs from dist/).
+ */
+import { existsSync } from "node:fs";
+import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer, type AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pino } from "pino";
+import {
+  bundledShardEngine,
+  createDriver,
+  defaultDeadlines,
+  Ledger,
+  type LaunchContext,
+  type LaunchDeadlines,
+  type LaunchRequest,
+  type LedgerEntry,
+  type TimelineEvent,
+} from "../../src/launch/index.js";
+import { NodePool, type NodeAccess } from "../../src/nodes/index.js";
+import { makeTestModel } from "../../src/planner/test-model/index.js";
+import { createRegistrar, startRouter, type Registrar, type RunningRouter } from "../../src/router/index.js";
+import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+
+export interface LifecycleWorld {
+  root: string;
+  sshd: SshdSet;
+  pool: NodePool;
+  /** node-1, node-2 by name. */
+  nodes: Map<string, NodeAccess>;
+  hosts: Map<string, string>;
+  modelDir: string;
+  modelName: string;
+  ledger: Ledger;
+  routerConfig: string;
+  registrar: Registrar;
+  router: RunningRouter;
+  /** Stand-in engine binaries by purpose. */
+  standIns: Record<StandIn, string>;
+  nodeFor(name: string): NodeAccess;
+  close(): Promise<void>;
+}
+
+export type StandIn = "exit3" | "sleep" | "coordinatorExits" | "coordinatorNeverHealthy" | "coordinatorFailsCompletions";
+
+export interface WorldOptions {
+  /** First loopback host octet of the sshd nodes (127.0.0.N). Default 60. */
+  firstHost?: number;
+  /** Number of nodes. Default 2. */
+  count?: number;
+}
+
+export async function startLifecycleWorld(options: WorldOptions = {}): Promise<LifecycleWorld> {
+  if (!existsSync(bundledShardEngine)) throw new Error(`${bundledShardEngine} is missing: run \`npm run build\` first`);
+  const root = await mkdtemp(join(tmpdir(), "shardctl-lifecycle-"));
+  const sshd = await startSshdNodes({ count: options.count ?? 2, firstHost: options.firstHost ?? 60 });
+  const pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(root, "no-ssh-config") });
+  const nodes = new Map<string, NodeAccess>();
+  const hosts = new Map<string, string>();
+  for (const n of sshd.nodes) {
+    nodes.set(n.name, pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile: sshd.identityFile, hostKeyPolicy: "strict", modelDir: n.modelDir }));
+    hosts.set(n.name, n.host);
+  }
+  const modelName = "tiny-llama";
+  const modelDir = join(root, modelName);
+  await makeTestModel(modelDir, { layers: 4, hidden: 64, heads: 4, kvHeads: 2, vocab: 320, seed: 7 });
+
+  const routerConfig = join(root, "router.yaml");
+  await writeFile(routerConfig, `# lifecycle test router\nserver:\n  bind_address: "${hosts.get("node-1")}:0"\nbackends: []\n`);
+  const router = await startRouter({ configFile: routerConfig, logger: pino({ level: "silent" }), reloadDebounceMs: 10 });
+  const standIns = await writeStandIns(join(root, "bin"));
+  return {
+    root,
+    sshd,
+    pool,
+    nodes,
+    hosts,
+    modelDir,
+    modelName,
+    ledger: new Ledger(join(root, "state")),
+    routerConfig,
+    registrar: createRegistrar({ kind: "continuum", config: routerConfig }),
+    router,
+    standIns,
+    nodeFor(name) {
+      const node = nodes.get(name);
+      if (node === undefined) throw new Error(`no node ${name}`);
+      return node;
+    },
+    async close() {
+      await router.close();
+      await pool.close();
+      await sshd.close();
+      await rm(root, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface RequestOptions {
+  cluster: string;
+  /** `[engine] binary`; default the bundled shard-engine. */
+  binary?: string;
+  deadlines?: Partial<LaunchDeadlines>;
+  /** Coordinator HTTP port; default a free one on node-1. */
+  httpPort?: number;
+  /** Register under this backend name; default the cluster name. */
+  register?: boolean;
+}
+
+/** A 2-stage reference-engine launch: stage-0 + coordinator on node-1, stage-1 on node-2. */
+export async function makeRequest(world: LifecycleWorld, options: RequestOptions): Promise<LaunchRequest> {
+  const host1 = world.hosts.get("node-1")!;
+  const host2 = world.hosts.get("node-2")!;
+  const runRoot = join(world.root, "run", options.cluster, String(Date.now()));
+  const runDir = async (name: string): Promise<string> => {
+    const dir = join(runRoot, name);
+    await mkdir(dir, { recursive: true });
+    return dir;
+  };
+  const first = await freePortRange([host1, host2], 8);
+  return {
+    cluster: options.cluster,
+    revision: "0123456789abcdef0123456789abcdef",
+    driver: createDriver("reference", { ...(options.binary === undefined ? {} : { binary: options.binary }), extraArgs: ["--connect-timeout-ms", "5000", "--broken-exit-delay-ms", "200"] }),
+    transport: "tcp",
+    portRange: { first, last: first + 7 },
+    stages: [
+      { index: 0, nodeName: "node-1", node: world.nodeFor("node-1"), bindHost: host1, layers: [0, 2], modelDir: world.modelDir, runDir: await runDir("stage-0") },
+      { index: 1, nodeName: "node-2", node: world.nodeFor("node-2"), bindHost: host2, layers: [2, 4], modelDir: world.modelDir, runDir: await runDir("stage-1") },
+    ],
+    coordinator: { nodeName: "node-1", node: world.nodeFor("node-1"), bindHost: host1, httpPort: options.httpPort ?? (await freePort(host1)), modelDir: world.modelDir, runDir: await runDir("coordinator") },
+    explicitLayers: true,
+    modelName: world.modelName,
+    ...(options.register === false ? {} : { router: { backend: options.cluster } }),
+    deadlines: { ...defaultDeadlines, stageListenMs: 15_000, coordinatorHealthMs: 15_000, readinessMs: 15_000, stopGraceMs: 2_000, ...options.deadlines },
+  };
+}
+
+/** A launch context over the world's ledger and registrar, recording the timeline. */
+export function makeContext(world: LifecycleWorld, registrar: Registrar = world.registrar): LaunchContext & { events: TimelineEvent[] } {
+  const events: TimelineEvent[] = [];
+  return {
+    ledger: world.ledger,
+    registrar,
+    events,
+    heldPorts: async () =>
+      (await world.ledger.list()).flatMap((entry: LedgerEntry) => entry.ports.map((p) => ({ host: p.host, port: p.port, holder: `cluster ${entry.cluster} (${p.purpose})` }))),
+    onEvent: (event) => events.push(event),
+  };
+}
+
+/** Processes on every node whose command line mentions `needle` (the world's root: every launch's run dir). */
+export async function processesMentioning(world: LifecycleWorld, needle: string = world.root): Promise<string[]> {
+  const lines: string[] = [];
+  for (const [name, node] of world.nodes) {
+    const result = await node.run(["ps", "-eo", "pid=,stat=,args="]);
+    for (const line of result.stdout.split("\n")) {
+      const [, stat] = line.trim().split(/\s+/);
+      // Zombies are gone already (their parent has not reaped them yet).
+      if (line.includes(needle) && !stat?.startsWith("Z")) lines.push(`${name}: ${line.trim()}`);
+    }
+  }
+  return lines;
+}
+
+/** The engine process (the wrapper's child) of a recorded process: what a crash kills. */
+export async function enginePidOf(node: NodeAccess, wrapperPid: number): Promise<number> {
+  const result = await node.run(["ps", "-o", "pid=", "--ppid", String(wrapperPid)]);
+  const pid = Number(result.stdout.trim().split(/\s+/)[0]);
+  if (!Number.isInteger(pid) || pid <= 0) throw new Error(`no child of pid ${wrapperPid}: ${result.stdout}${result.stderr}`);
+  return pid;
+}
+
+/** A port free on `host` right now. */
+export function freePort(host: string): Promise<number> {
+  return new Promise((done, fail) => {
+    const server = createServer();
+    server.once("error", fail);
+    server.listen(0, host, () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => done(port));
+    });
+  });
+}
+
+/** The first port of `width` consecutive ports free on every host, from a random region (others test at once). */
+export async function freePortRange(hosts: readonly string[], width: number): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const first = 20_000 + Math.floor(Math.random() * 30_000);
+    let free = true;
+    for (let port = first; port < first + width && free; port++) {
+      for (const host of hosts) if (!(await canBind(host, port))) free = false;
+    }
+    if (free) return first;
+  }
+  throw new Error("no free port range found");
+}
+
+function canBind(host: string, port: number): Promise<boolean> {
+  return new Promise((done) => {
+    const server = createServer();
+    server.once("error", () => done(false));
+    server.listen(port, host, () => server.close(() => done(true)));
+  });
+}
+
+/** Stand-in engine binaries: each is `[engine] binary` for one injected failure. */
+async function writeStandIns(dir: string): Promise<Record<StandIn, string>> {
+  await mkdir(dir, { recursive: true });
+  const node = JSON.stringify(process.execPath);
+  const engine = JSON.stringify(bundledShardEngine);
+  const server = join(dir, "coordinator-stand-in.mjs");
+  await writeFile(server, coordinatorStandIn);
+  // Real stages, and a coordinator that does `$1` instead of the real thing.
+  const coordinatorDoes = (action: string): string =>
+    `#!/bin/sh\ncase " $* " in\n  *" --node-id coordinator "*) ${action} ;;\nesac\nexec ${node} ${engine} "$@"\n`;
+  const scripts: Record<StandIn, string> = {
+    exit3: `#!/bin/sh\necho "stand-in engine: cannot open the model" >&2\nexit 3\n`,
+    sleep: `#!/bin/sh\necho "stand-in engine: sleeping without listening"\nexec sleep 60\n`,
+    coordinatorExits: coordinatorDoes(`echo "stand-in coordinator: exiting" >&2; sleep 0.2; exit 4`),
+    coordinatorNeverHealthy: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} loading "$@"`),
+    coordinatorFailsCompletions: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} broken "$@"`),
+  };
+  const paths = {} as Record<StandIn, string>;
+  for (const [name, text] of Object.entries(scripts) as Array<[StandIn, string]>) {
+    const path = join(dir, `${name}.sh`);
+    await writeFile(path, text);
+    await chmod(path, 0o755);
+    paths[name] = path;
+  }
+  return paths;
+}
+
+// A coordinator stand-in: "loading" answers /health 503 for ever; "broken" answers /health 200 but
+// fails every completion (a listening server that is not a working pipeline).
+const coordinatorStandIn = `import { createServer } from "node:http";
+const [mode, ...args] = process.argv.slice(2);
+const value = (flag) => args[args.indexOf(flag) + 1];
+const server = createServer((req, res) => {
+  req.resume();
+  if (req.url === "/health") {
+    res.writeHead(mode === "loading" ? 503 : 200, { "content-type": "application/json" });
+    res.end(mode === "loading" ? '{"error":{"code":503,"message":"Loading model"}}' : '{"status":"ok"}');
+    return;
+  }
+  res.writeHead(500, { "content-type": "application/json" });
+  res.end('{"error":{"message":"stand-in: pipeline broken","type":"server_error"}}');
+});
+server.listen(Number(value("--port")), value("--host"), () => console.log("stand-in coordinator listening (" + mode + ")"));
+process.on("SIGTERM", () => process.exit(0));
+`;
