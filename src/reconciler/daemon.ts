@@ -53,7 +53,10 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const settings = await loadSettings(options.settingsFile);
   const lock = await acquireDaemonLock(settings.daemon.stateDir, dir);
   const log = options.log;
-  const pool = new NodePool();
+  const pool = new NodePool({
+    ...(settings.ssh.knownHosts === undefined ? {} : { knownHostsPath: settings.ssh.knownHosts }),
+    ...(settings.ssh.config === undefined ? {} : { sshConfigPath: settings.ssh.config }),
+  });
   const metrics = new DaemonMetrics();
 
   // The embedded router serves the same config the registrar edits.

@@ -134,6 +134,10 @@ function normaliseSettings(raw: SettingsOutput, file: string): Settings {
       stateDir: resolveLocalPath(dir, raw.daemon.state_dir),
       metricsAddress: raw.daemon.metrics_address,
     }),
+    ssh: dropUndefined({
+      knownHosts: raw.ssh.known_hosts === undefined ? undefined : resolveLocalPath(dir, raw.ssh.known_hosts),
+      config: raw.ssh.config === undefined ? undefined : resolveLocalPath(dir, raw.ssh.config),
+    }),
     nodes,
   };
 }

@@ -71,6 +71,13 @@ const daemonSchema = z
   })
   .strict();
 
+const sshSchema = z
+  .object({
+    known_hosts: patternString("path").optional().describe("OpenSSH known_hosts file host keys are checked against (relative to this file). Default ~/.ssh/known_hosts."),
+    config: patternString("path").optional().describe("OpenSSH client config consulted for Host aliases (relative to this file). Default ~/.ssh/config."),
+  })
+  .strict();
+
 export const nodeSchema = z
   .object({
     host: patternString("host", 253).describe('IP address, hostname, ssh alias, or "local" for the control machine itself.'),
@@ -92,6 +99,7 @@ export const settingsSchema = z
     hub: hubSchema.prefault({}),
     router: routerSchema.prefault({}),
     daemon: daemonSchema.prefault({}),
+    ssh: sshSchema.prefault({}),
     nodes: z
       .record(patternString("name", 63), nodeSchema)
       .prefault({})

@@ -71,6 +71,12 @@ export interface Settings {
     /** "host:port", default off. */
     metricsAddress?: string;
   };
+  ssh: {
+    /** Absolute path of the known_hosts file. Default: ~/.ssh/known_hosts. */
+    knownHosts?: string;
+    /** Absolute path of the ssh client config. Default: ~/.ssh/config. */
+    config?: string;
+  };
   /** The node registry, keyed by name (each entry also carries its name). */
   nodes: Readonly<Record<string, NodeEntry>>;
 }

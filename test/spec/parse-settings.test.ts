@@ -18,6 +18,7 @@ describe("parseSettings", () => {
         hub: { endpoint: "https://huggingface.co", tokenEnv: "HF_TOKEN" },
         router: { kind: "none", embedded: false, weight: 1 },
         daemon: { resyncSeconds: 30, restartBudget: 3, allowMassPrune: false, stateDir: "/etc/shardctl/.shardctl" },
+        ssh: {},
         nodes: {},
       },
     });
@@ -119,5 +120,12 @@ describe("loadSettings", () => {
   it("throws SettingsNotFound for a missing file", async () => {
     const error = await loadSettings(join(dir, "none.toml")).catch((e: unknown) => e);
     expect(isShardctlError(error, "SettingsNotFound")).toBe(true);
+  });
+});
+
+describe("[ssh]", () => {
+  it("resolves known_hosts and config against the settings directory", () => {
+    const result = parseSettings('[ssh]\nknown_hosts = "keys/known_hosts"\nconfig = "/etc/ssh/ssh_config"\n', "/srv/ops/shardctl.toml");
+    expect(result.ok && result.value.ssh).toEqual({ knownHosts: "/srv/ops/keys/known_hosts", config: "/etc/ssh/ssh_config" });
   });
 });

@@ -1,0 +1,24 @@
+/**
+ * Health of running clusters: per stage, process liveness (exit watch, polling fallback) and
+ * transport port state probed from the coordinator's node; the coordinator's `/health`; an
+ * aggregate. `observeCluster` looks once (status cards); `monitorCluster` watches until a death.
+ */
+export type {
+  AggregateHealth,
+  ClusterObservation,
+  CoordinatorCard,
+  CoordinatorHealth,
+  DeathEvent,
+  DeathReason,
+  HealthDeps,
+  StageCard,
+  TransportState,
+  WatchedCluster,
+  WatchedPort,
+  WatchedProcess,
+} from "./types.js";
+export { observeCluster, type ObserveOptions } from "./observe-cluster.js";
+export { monitorCluster, type ClusterMonitor, type MonitorOptions } from "./monitor-cluster.js";
+export { aggregateHealth } from "./aggregate-health.js";
+export { probeCoordinatorHealth, probeLiveness, probeTransport, type LivenessProbe } from "./probes.js";
+export { StrikeCounter } from "./strike-counter.js";

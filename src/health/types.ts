@@ -1,0 +1,96 @@
+/**
+ * What health watches and what it reports. The watched shapes are structural so a launch ledger
+ * entry fits them as is (health does not depend on launch); the cards match the status file's
+ * `stageCardSchema` and `coordinatorStatusSchema` (src/reconciler/status/schema.ts).
+ */
+import type { NodeAccess } from "../nodes/index.js";
+
+/** A process to watch: a ledger process. */
+export interface WatchedProcess {
+  role: "stage" | "coordinator";
+  /** Stage index; absent for the coordinator. */
+  index?: number;
+  /** Registry node name ("local" for the control machine). */
+  node: string;
+  pid: number;
+  /** Kernel start time as the node reports it; a pid with another start time is another process. */
+  startTime: string;
+}
+
+export interface WatchedPort {
+  node: string;
+  host: string;
+  port: number;
+  purpose: "transport" | "control" | "http";
+}
+
+/** A running cluster as the ledger records it. Transport ports are listed in stage order. */
+export interface WatchedCluster {
+  cluster: string;
+  processes: readonly WatchedProcess[];
+  ports: readonly WatchedPort[];
+  coordinatorUrl?: string;
+}
+
+/** Transport port state, probed from the coordinator's node. */
+export type TransportState = "listening" | "closed" | "unknown";
+
+/** Coordinator `/health`: 200 → ok, 503 → loading, refused or other status → down, no answer → unknown. */
+export type CoordinatorHealth = "ok" | "loading" | "down" | "unknown";
+
+export type AggregateHealth = "Healthy" | "Degraded" | "Unhealthy";
+
+/** The seed's stage card (status `stages[]`). */
+export interface StageCard {
+  index: number;
+  node: string;
+  /** Half-open layer range. */
+  layers: [number, number];
+  /** `host:port` of the transport listener. */
+  address?: string;
+  pid?: number;
+  alive: boolean;
+  transport: TransportState;
+  /** Since when `alive` and `transport` have had their current values (RFC 3339). */
+  since?: string;
+}
+
+/** The status file's `coordinator`. */
+export interface CoordinatorCard {
+  node: string;
+  url: string;
+  pid?: number;
+  health: CoordinatorHealth;
+}
+
+export interface ClusterObservation {
+  cluster: string;
+  at: string;
+  health: AggregateHealth;
+  stages: StageCard[];
+  coordinator?: CoordinatorCard;
+  /** One line per thing that is not healthy, for the status message. Empty when Healthy. */
+  problems: string[];
+}
+
+export interface HealthDeps {
+  /** Node access by ledger node name ("local" included). */
+  nodeFor: (name: string) => NodeAccess;
+  /** Layer range per stage index (from the plan); [0, 0] where unknown. */
+  layers?: ReadonlyArray<readonly [number, number]>;
+  /** Per-probe deadline, ms. Default 1000. */
+  probeTimeoutMs?: number;
+}
+
+/** Why a cluster must come down. */
+export type DeathReason = "StageDied" | "CoordinatorDied" | "StagePortClosed" | "CoordinatorUnhealthy";
+
+export interface DeathEvent {
+  cluster: string;
+  /** `stage-0`, `coordinator`. */
+  label: string;
+  node: string;
+  reason: DeathReason;
+  detail: string;
+  at: string;
+}

@@ -1,0 +1,194 @@
+/**
+ * src/health against real local processes and real sockets: observation cards and aggregate,
+ * exit-watch deaths, polling fallback, strike counting, recycled pids.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
+import { createServer, type AddressInfo, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { monitorCluster, observeCluster, type DeathEvent, type WatchedCluster, type WatchedProcess } from "../../src/health/index.js";
+import { LocalNode, type NodeAccess } from "../../src/nodes/index.js";
+import { coordinatorStatusSchema, stageCardSchema } from "../../src/reconciler/status/schema.js";
+
+let dir: string;
+let node: NodeAccess;
+const started: WatchedProcess[] = [];
+const closers: Array<() => Promise<void>> = [];
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "shardctl-health-"));
+  node = new LocalNode({ name: "local", host: "local", modelDir: dir });
+});
+afterEach(async () => {
+  for (const p of started.splice(0)) await node.signal(p.pid, "SIGKILL", p.startTime);
+  for (const close of closers.splice(0)) await close();
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function startSleeper(role: "stage" | "coordinator", index?: number): Promise<WatchedProcess> {
+  const { pid, startTime } = await node.startDetached(["sleep", "60"], { logFile: join(dir, `${role}${index ?? ""}.log`), cwd: dir });
+  const process: WatchedProcess = { role, ...(index === undefined ? {} : { index }), node: "local", pid, startTime };
+  started.push(process);
+  return process;
+}
+
+async function listen(): Promise<Server & { port: number }> {
+  const server = createServer((socket) => socket.destroy());
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  closers.push(() => new Promise((resolve) => server.close(() => resolve())));
+  return Object.assign(server, { port: (server.address() as AddressInfo).port });
+}
+
+/** A coordinator /health whose status the test sets. */
+async function healthEndpoint(): Promise<{ url: string; status: { code: number }; server: HttpServer }> {
+  const status = { code: 200 };
+  const server = createHttpServer((req, res) => res.writeHead(req.url === "/health" ? status.code : 404).end());
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  closers.push(() => new Promise((resolve) => server.close(() => resolve())));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, status, server };
+}
+
+async function cluster(): Promise<{ entry: WatchedCluster; ports: Array<Server & { port: number }>; health: Awaited<ReturnType<typeof healthEndpoint>> }> {
+  const stages = [await startSleeper("stage", 0), await startSleeper("stage", 1)];
+  const coordinator = await startSleeper("coordinator");
+  const ports = [await listen(), await listen()];
+  const health = await healthEndpoint();
+  const entry: WatchedCluster = {
+    cluster: "c",
+    processes: [...stages, coordinator],
+    ports: [
+      { node: "local", host: "127.0.0.1", port: ports[0]!.port, purpose: "transport" },
+      { node: "local", host: "127.0.0.1", port: ports[1]!.port, purpose: "transport" },
+      { node: "local", host: "127.0.0.1", port: 1, purpose: "control" },
+    ],
+    coordinatorUrl: health.url,
+  };
+  return { entry, ports, health };
+}
+
+const nodeFor = (): NodeAccess => node;
+
+
+describe("observeCluster", () => {
+  it("is Healthy with schema-valid cards, and keeps `since` while nothing changes", async () => {
+    const { entry } = await cluster();
+    const first = await observeCluster(entry, { nodeFor, layers: [[0, 3], [3, 5]] });
+    expect(first.health).toBe("Healthy");
+    expect(first.problems).toEqual([]);
+    expect(first.stages.map((s) => [s.index, s.layers, s.alive, s.transport])).toEqual([
+      [0, [0, 3], true, "listening"],
+      [1, [3, 5], true, "listening"],
+    ]);
+    for (const card of first.stages) stageCardSchema.parse(card);
+    expect(coordinatorStatusSchema.parse(first.coordinator)).toMatchObject({ health: "ok", node: "local" });
+    await new Promise((r) => setTimeout(r, 20));
+    const second = await observeCluster(entry, { nodeFor, previous: first });
+    expect(second.stages.map((s) => s.since)).toEqual(first.stages.map((s) => s.since));
+  });
+
+  it("is Unhealthy once a stage is gone or its port closed; Degraded while the coordinator loads", async () => {
+    const { entry, ports, health } = await cluster();
+    health.status.code = 503;
+    expect((await observeCluster(entry, { nodeFor })).health).toBe("Degraded");
+    health.status.code = 200;
+    await new Promise<void>((resolve) => ports[1]!.close(() => resolve()));
+    const closed = await observeCluster(entry, { nodeFor });
+    expect(closed.health).toBe("Unhealthy");
+    expect(closed.stages[1]).toMatchObject({ alive: true, transport: "closed" });
+    const stage0 = entry.processes[0]!;
+    await node.signal(stage0.pid, "SIGKILL", stage0.startTime);
+    await node.watchExit(stage0.pid, stage0.startTime);
+    const dead = await observeCluster(entry, { nodeFor });
+    expect(dead.stages[0]).toMatchObject({ alive: false, pid: stage0.pid });
+    expect(dead.problems.join("\n")).toMatch(/stage-0 \(pid \d+\) on local is gone/);
+  });
+
+  it("a pid whose start time does not match is not ours: gone", async () => {
+    const { entry } = await cluster();
+    const stale = { ...entry, processes: entry.processes.map((p, i) => (i === 0 ? { ...p, startTime: "linux:1" } : p)) };
+    const observation = await observeCluster(stale, { nodeFor });
+    expect(observation.health).toBe("Unhealthy");
+    expect(observation.stages[0]!.alive).toBe(false);
+  });
+
+  it("nothing recorded is Unhealthy", async () => {
+    const observation = await observeCluster({ cluster: "empty", processes: [], ports: [] }, { nodeFor });
+    expect(observation.health).toBe("Unhealthy");
+    expect(observation.problems).toEqual(["no coordinator is recorded", "no stage is recorded"]);
+  });
+});
+
+describe("monitorCluster", () => {
+  it("learns a kill -9 from the exit watch, long before the next poll", async () => {
+    const { entry } = await cluster();
+    const deaths: DeathEvent[] = [];
+    let resolve!: (e: DeathEvent) => void;
+    const death = new Promise<DeathEvent>((r) => (resolve = r));
+    const monitor = monitorCluster(entry, { nodeFor, pollIntervalMs: 60_000, onDeath: (e) => (deaths.push(e), resolve(e)) });
+    closers.push(() => monitor.stop());
+    await new Promise((r) => setTimeout(r, 100));
+    const victim = entry.processes[1]!;
+    const killedAt = Date.now();
+    await node.run(["kill", "-9", String(victim.pid)]);
+    const event = await death;
+    expect(Date.now() - killedAt).toBeLessThan(500);
+    expect(event).toMatchObject({ cluster: "c", label: "stage-1", node: "local", reason: "StageDied" });
+    await new Promise((r) => setTimeout(r, 200));
+    expect(deaths).toHaveLength(1);
+  });
+
+  it("falls back to polling without exit watches", async () => {
+    const { entry } = await cluster();
+    let resolve!: (e: DeathEvent) => void;
+    const death = new Promise<DeathEvent>((r) => (resolve = r));
+    const monitor = monitorCluster(entry, { nodeFor, exitWatch: false, pollIntervalMs: 50, onDeath: (e) => resolve(e) });
+    closers.push(() => monitor.stop());
+    const victim = entry.processes[2]!;
+    await node.run(["kill", "-9", String(victim.pid)]);
+    expect(await death).toMatchObject({ label: "coordinator", reason: "CoordinatorDied" });
+  });
+
+  it("counts strikes: a single bad /health is forgiven, three in a row are not", async () => {
+    const { entry, health } = await cluster();
+    const deaths: DeathEvent[] = [];
+    const monitor = monitorCluster(entry, { nodeFor, pollIntervalMs: 40, strikes: 3, onDeath: (e) => deaths.push(e) });
+    closers.push(() => monitor.stop());
+    // One bad answer, then good again: the count resets.
+    health.status.code = 500;
+    await new Promise((r) => setTimeout(r, 60));
+    health.status.code = 200;
+    await new Promise((r) => setTimeout(r, 300));
+    expect(deaths).toEqual([]);
+    health.status.code = 503;
+    const deadline = Date.now() + 3_000;
+    while (deaths.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(deaths).toHaveLength(1);
+    expect(deaths[0]).toMatchObject({ label: "coordinator", reason: "CoordinatorUnhealthy" });
+    expect(deaths[0]!.detail).toMatch(/loading for 3 probes in a row/);
+  });
+
+  it("a closed transport port fails the cluster after the strikes run out", async () => {
+    const { entry, ports } = await cluster();
+    let resolve!: (e: DeathEvent) => void;
+    const death = new Promise<DeathEvent>((r) => (resolve = r));
+    const monitor = monitorCluster(entry, { nodeFor, pollIntervalMs: 40, strikes: 2, onDeath: (e) => resolve(e) });
+    closers.push(() => monitor.stop());
+    await new Promise<void>((r) => ports[0]!.close(() => r()));
+    expect(await death).toMatchObject({ label: "stage-0", reason: "StagePortClosed" });
+  });
+
+  it("stop() ends watches and polls; no death is reported after it", async () => {
+    const { entry } = await cluster();
+    const deaths: DeathEvent[] = [];
+    const monitor = monitorCluster(entry, { nodeFor, pollIntervalMs: 20, onDeath: (e) => deaths.push(e) });
+    await new Promise((r) => setTimeout(r, 50));
+    await monitor.stop();
+    await node.run(["kill", "-9", String(entry.processes[0]!.pid)]);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(deaths).toEqual([]);
+  });
+});
