@@ -30,6 +30,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
   const entry: LedgerEntry = {
     cluster: request.cluster,
     revision: request.revision,
+    ...(request.identity === undefined ? {} : { identity: request.identity }),
     phase: "launching",
     startedAt: new Date().toISOString(),
     processes: [],

@@ -40,6 +40,11 @@ export interface LedgerPort {
 export interface LedgerEntry {
   cluster: string;
   revision: string;
+  /**
+   * Hash of what the processes were started from (plan, model, engine, transport, coordinator,
+   * nodes). A new revision with the same identity (e.g. a router weight edit) needs no restart.
+   */
+  identity?: string;
   /** `launching` until every step succeeded, `running` after, `tearing-down` once teardown began. */
   phase: "launching" | "running" | "tearing-down";
   startedAt: string;

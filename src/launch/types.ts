@@ -53,6 +53,8 @@ export const defaultDeadlines: LaunchDeadlines = {
 export interface LaunchRequest {
   cluster: string;
   revision: string;
+  /** Recorded in the ledger: see LedgerEntry.identity. */
+  identity?: string;
   driver: EngineDriver;
   transport: TransportBackend;
   portRange: PortRange;

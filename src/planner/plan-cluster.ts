@@ -83,5 +83,18 @@ export async function planCluster(
     engine: spec.engine.kind,
     allowUnvalidatedFamily: spec.plan.allowUnvalidatedFamily,
   });
-  return { profile, plan };
+  return { profile, plan: gateEngineVersion(plan, spec, facts) };
+}
+
+/** `[engine] version`: every node whose engine reports a version must report that one. */
+function gateEngineVersion(plan: ShardPlan, spec: ClusterSpec, facts: Readonly<Record<string, NodeFacts>>): ShardPlan {
+  const expected = spec.engine.version;
+  if (expected === undefined) return plan;
+  const wrong = spec.nodes.filter((n) => {
+    const reported = facts[n]?.engineVersion;
+    return reported !== undefined && !reported.split(/\s+/).includes(expected);
+  });
+  if (wrong.length === 0) return plan;
+  const message = `[engine] version = "${expected}" but ${wrong.map((n) => `${n} reports "${facts[n]!.engineVersion}"`).join(", ")}: install ${expected} there or change the expected version`;
+  return { ...plan, feasible: false, errors: [...plan.errors, { reason: "EngineVersionMismatch", message }] };
 }

@@ -31,6 +31,8 @@ import { lastCommitOf } from "./git-commit.js";
 import { buildLaunchRequest } from "./launch-request.js";
 import { nodeConfigNamed, nodeConfigOf, controlNodeConfig, controlNodeName } from "./node-configs.js";
 import type { PassOutcome } from "./queue/work-queue.js";
+import { launchIdentity } from "./launch-identity.js";
+import { probeFacts } from "./probe-facts.js";
 import { stageModel } from "./stage-model.js";
 import { composeStatus, type PassReport } from "./compose-status.js";
 import { readStatus, setCondition, statusFileFor, writeStatus, type ConditionType, type ConditionUpdate, type Health } from "./status/index.js";
@@ -160,8 +162,11 @@ export class Reconciler {
       return this.settle(memory, entry === undefined ? "plan" : "stop", "Disabled", "DistributedDisabled", `[distributed] enabled = false in ${settings.file}: planned, nothing staged or launched`);
     }
 
-    // Adopt what already runs at this revision; watch it.
-    if (entry !== undefined && entry.phase === "running" && entry.revision === revision && observation?.health !== "Unhealthy") {
+    // Adopt what already runs from the same launch identity; watch it.
+    const identity = launchIdentity(spec, settings, planned.plan);
+    const sameLaunch = entry !== undefined && (entry.revision === revision || entry.identity === identity);
+    if (entry !== undefined && entry.phase === "running" && sameLaunch && observation?.health !== "Unhealthy") {
+      if (entry.revision !== revision) await this.applyInPlace(entry, spec, settings, ledger, revision);
       this.supervise(entry, settings, ledger, memory);
       this.markRunning(memory, revision, entry, observation?.health === "Degraded" ? "Degraded" : "Healthy");
       return { action: "none", result: "success", health: observation?.health === "Degraded" ? "Degraded" : "Healthy", outcome: { kind: "done" } };
@@ -197,7 +202,7 @@ export class Reconciler {
     restarts.count += 1;
     this.setConditions(memory, revision, { Reconciling: { status: "True", reason: "Launching", message: `launch ${restarts.count} of ${settings.daemon.restartBudget} at this revision` } });
     await this.writeProgress(name, file, memory, "launch", settings);
-    const request = await buildLaunchRequest(spec, settings, revision, planned.plan, nodes, staged.modelPaths, this.o.launchDeadlines);
+    const request = { ...(await buildLaunchRequest(spec, settings, revision, planned.plan, nodes, staged.modelPaths, this.o.launchDeadlines)), identity };
     memory.timeline = [];
     try {
       await launchCluster(request, {
@@ -224,7 +229,9 @@ export class Reconciler {
 
   private async plan(spec: ClusterSpec, settings: Settings, revision: string, memory: ClusterMemory): Promise<NonNullable<ClusterMemory["planned"]>> {
     if (memory.planned?.revision === revision) return memory.planned;
-    const { profile, plan } = await planCluster(spec, settings);
+    // Probes only matter where something will run: with distributed serving off, plan from the registry.
+    const facts = settings.distributed.enabled ? await probeFacts(spec, this.nodesOf(spec, settings).stages) : {};
+    const { profile, plan } = await planCluster(spec, settings, facts);
     memory.planned = { revision, profile, plan };
     this.setConditions(memory, revision, {
       Planned: plan.feasible
@@ -250,6 +257,25 @@ export class Reconciler {
     delete memory.supervision;
     await teardownCluster(entry, this.teardownContext(settings, ledger, memory));
     delete memory.observation;
+  }
+
+  /**
+   * A new revision that does not change what the processes run from: record it, and bring the
+   * router registration in line (backend name or weight may have changed). No restart.
+   */
+  private async applyInPlace(entry: LedgerEntry, spec: ClusterSpec, settings: Settings, ledger: Ledger, revision: string): Promise<void> {
+    const registrar = this.registrarFor(settings);
+    const url = entry.coordinatorUrl;
+    if (entry.routerBackend !== undefined && (!spec.router.register || entry.routerBackend !== spec.router.backend)) {
+      await registrar.deregister(entry.routerBackend);
+      delete entry.routerBackend;
+    }
+    if (spec.router.register && url !== undefined) {
+      await registrar.register({ name: spec.router.backend, url, models: [spec.model.id], weight: spec.router.weight });
+      entry.routerBackend = spec.router.backend;
+    }
+    entry.revision = revision;
+    await ledger.write(entry);
   }
 
   private async prune(name: string, settings: Settings, ledger: Ledger, memory: ClusterMemory): Promise<Verdict> {
