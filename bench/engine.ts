@@ -1,0 +1,282 @@
+/**
+ * `npm run bench -- engine [--hidden 384] [--layers 8] [--tokens 48]`: the reference engine on a
+ * test model of a few million parameters, all processes on loopback.
+ *
+ * Figures: single-process decode tokens/s (the baseline), 2- and 3-stage tokens/s as ratios to it,
+ * bytes per token per boundary, resident memory per stage vs its weight share, and aggregate
+ * tokens/s with 1, 2 and 4 concurrent streams on 2 stages.
+ *
+ * Memory: each process reports its RSS just before loading weights (the idle runtime: node,
+ * modules, tokenizer) and now; "memory" = RSS now − RSS before load, read from /debug/stats after
+ * the decode runs (so KV caches and scratch buffers are included). Goal: ≤ weight share × 1.15.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import { cpus, loadavg, tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { makeTestModel } from "../src/planner/test-model/index.js";
+
+const engineBin = resolve("dist/src/cli/shard-engine.js");
+
+interface Proc {
+  child: ChildProcess;
+  exited: Promise<unknown>;
+}
+
+function spawnEngine(args: string[]): Proc {
+  const child = spawn(process.execPath, [engineBin, ...args], { stdio: ["ignore", "ignore", "ignore"] });
+  return { child, exited: new Promise((r) => child.on("exit", r)) };
+}
+
+function freePort(host: string): Promise<number> {
+  return new Promise((done, fail) => {
+    const s = createServer();
+    s.once("error", fail);
+    s.listen(0, host, () => {
+      const a = s.address();
+      s.close(() => done(typeof a === "object" && a !== null ? a.port : 0));
+    });
+  });
+}
+
+async function waitHealthy(url: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      if ((await fetch(`${url}/health`)).status === 200) return;
+    } catch {
+      // not up yet
+    }
+    if (Date.now() > deadline) throw new Error(`${url} not healthy`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function waitListening(host: string, port: number): Promise<void> {
+  const { connect } = await import("node:net");
+  for (let i = 0; i < 600; i++) {
+    const ok = await new Promise<boolean>((done) => {
+      const s = connect(port, host);
+      s.once("connect", () => (s.destroy(), done(true)));
+      s.once("error", () => done(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${host}:${port} not listening`);
+}
+
+interface Deployment {
+  url: string;
+  procs: Proc[];
+  stop(): Promise<void>;
+}
+
+async function startSingle(modelDir: string): Promise<Deployment> {
+  const port = await freePort("127.0.0.2");
+  const p = spawnEngine(["-m", modelDir, "--host", "127.0.0.2", "--port", String(port)]);
+  const url = `http://127.0.0.2:${port}`;
+  await waitHealthy(url);
+  return { url, procs: [p], stop: () => stopAll([p]) };
+}
+
+async function startSplit(modelDir: string, dir: string, stages: number): Promise<Deployment> {
+  const hosts = Array.from({ length: stages }, (_, i) => `127.0.${stages}.${10 + i}`);
+  const ports = await Promise.all(hosts.map((h) => freePort(h)));
+  const controlPort = await freePort("127.0.0.3");
+  const toml = [
+    "[cluster]", 'name = "bench"', `pipeline_parallel_size = ${stages}`, "",
+    "[[nodes]]", 'id = "coordinator"', `address = "127.0.0.3:${controlPort}"`, 'role = "hybrid"', "",
+    ...hosts.flatMap((h, i) => ["[[nodes]]", `id = "stage-${i}"`, `address = "${h}:${ports[i]}"`, 'role = "pipeline_stage"', `stage = ${i}`, ""]),
+  ].join("\n");
+  const file = join(dir, `cluster-${stages}.toml`);
+  await writeFile(file, toml);
+  const tokenFile = join(dir, "token");
+  await writeFile(tokenFile, "bench-token");
+  const auth = ["--transport-token-file", tokenFile];
+  const procs: Proc[] = [];
+  for (let i = 0; i < stages; i++) {
+    procs.push(spawnEngine(["-m", modelDir, "--distributed-config", file, "--node-id", `stage-${i}`, "--host", hosts[i]!, "--port", "1", "--no-warmup", ...auth]));
+    await waitListening(hosts[i]!, ports[i]!);
+  }
+  const httpPort = await freePort("127.0.0.3");
+  procs.push(spawnEngine(["-m", modelDir, "--distributed-config", file, "--node-id", "coordinator", "--host", "127.0.0.3", "--port", String(httpPort), ...auth]));
+  const url = `http://127.0.0.3:${httpPort}`;
+  await waitHealthy(url);
+  return { url, procs, stop: () => stopAll(procs) };
+}
+
+async function stopAll(procs: Proc[]): Promise<void> {
+  for (const p of procs) if (p.child.exitCode === null) p.child.kill("SIGTERM");
+  await Promise.all(procs.map((p) => p.exited));
+}
+
+/** One greedy completion of `tokens` tokens; returns tokens generated and seconds. */
+async function complete(url: string, tokens: number, prompt: string): Promise<{ tokens: number; seconds: number }> {
+  const start = performance.now();
+  const r = await fetch(`${url}/v1/completions`, {
+    method: "POST",
+    body: JSON.stringify({ prompt, max_tokens: tokens, temperature: 0 }),
+  });
+  const body = (await r.json()) as { usage?: { completion_tokens: number }; error?: unknown };
+  if (body.usage === undefined) throw new Error(`completion failed: ${JSON.stringify(body)}`);
+  return { tokens: body.usage.completion_tokens, seconds: (performance.now() - start) / 1000 };
+}
+
+/** CPU time (user + system) a process has used so far, ms (Linux /proc). */
+function cpuMs(p: Proc): number {
+  const fields = readFileSync(`/proc/${p.child.pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+/**
+ * Aggregate tokens/s of `streams` concurrent completions, and how many CPU cores the stage
+ * processes actually got meanwhile (Σ stage CPU time / wall time): on a shared machine that, not
+ * the pipeline, bounds the concurrent gain.
+ */
+async function throughput(d: Deployment, stageProcs: Proc[], streams: number, tokens: number): Promise<{ rate: number; stageCores: number }> {
+  const cpu0 = stageProcs.map(cpuMs);
+  const start = performance.now();
+  const results = await Promise.all(Array.from({ length: streams }, (_, i) => complete(d.url, tokens, `stream ${i} says`)));
+  const wallMs = performance.now() - start;
+  const total = results.reduce((s, r) => s + r.tokens, 0);
+  const used = stageProcs.reduce((s, p, i) => s + cpuMs(p) - (cpu0[i] as number), 0);
+  return { rate: total / (wallMs / 1000), stageCores: used / wallMs };
+}
+
+interface StageStats {
+  nodeId: string;
+  weightBytes: number;
+  rss: number;
+  rssBeforeLoad: number;
+  rssAfterLoad: number;
+  bytesSentDownstream?: number;
+  rowsSentDownstream?: number;
+}
+
+async function stats(url: string): Promise<StageStats[]> {
+  return ((await (await fetch(`${url}/debug/stats`)).json()) as { stages: StageStats[] }).stages;
+}
+
+const mib = (b: number): number => Math.round((b / 1048576) * 100) / 100;
+const round = (x: number, d = 3): number => Math.round(x * 10 ** d) / 10 ** d;
+
+function memory(s: StageStats[]): object[] {
+  return s.map((x) => ({
+    node: x.nodeId,
+    weightShareMiB: mib(x.weightBytes),
+    rssMiB: mib(x.rss),
+    idleRuntimeMiB: mib(x.rssBeforeLoad),
+    residentAfterLoadMiB: mib(x.rssAfterLoad - x.rssBeforeLoad),
+    memoryMiB: mib(x.rss - x.rssBeforeLoad),
+    memoryOverWeightShare: round((x.rss - x.rssBeforeLoad) / x.weightBytes),
+  }));
+}
+
+function option(args: string[], name: string, fallback: number): number {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? Number(args[i + 1]) : fallback;
+}
+
+/** Median of a non-empty list. */
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
+}
+
+export async function run(args: string[]): Promise<object> {
+  const hidden = option(args, "hidden", 512);
+  const layers = option(args, "layers", 8);
+  const tokens = option(args, "tokens", 32);
+  const rounds = option(args, "rounds", 5);
+  const dir = await mkdtemp(join(tmpdir(), "bench-engine-"));
+  const deployments: Deployment[] = [];
+  const loadBefore = loadavg();
+  try {
+    const modelDir = join(dir, "model");
+    const model = await makeTestModel(modelDir, { layers, hidden, heads: hidden / 64, kvHeads: hidden / 128, intermediate: hidden * 3, vocab: 2048, seed: 7 });
+    const prompt = "the";
+    // All three deployments run side by side (idle when not measured) and are measured in
+    // interleaved rounds, so each ratio compares runs made moments apart on this shared machine.
+    const single = await startSingle(modelDir);
+    deployments.push(single);
+    const two = await startSplit(modelDir, dir, 2);
+    deployments.push(two);
+    const three = await startSplit(modelDir, dir, 3);
+    deployments.push(three);
+    for (const d of deployments) await complete(d.url, 4, prompt);
+
+    const rates = { single: [] as number[], stages2: [] as number[], stages3: [] as number[] };
+    for (let r = 0; r < rounds; r++) {
+      for (const [key, d] of [["single", single], ["stages2", two], ["stages3", three]] as const) {
+        const c = await complete(d.url, tokens, prompt);
+        rates[key].push(c.tokens / c.seconds);
+      }
+    }
+    const ratio2 = median(rates.stages2.map((v, i) => v / (rates.single[i] as number)));
+    const ratio3 = median(rates.stages3.map((v, i) => v / (rates.single[i] as number)));
+
+    const before = (await stats(two.url))[0]!;
+    await complete(two.url, tokens, prompt);
+    const after = (await stats(two.url))[0]!;
+    const bytesPerToken = ((after.bytesSentDownstream ?? 0) - (before.bytesSentDownstream ?? 0)) / ((after.rowsSentDownstream ?? 0) - (before.rowsSentDownstream ?? 0));
+
+    // Memory in the single-stream steady state, then again after the concurrent streams.
+    const singleStats = await stats(single.url);
+    const twoStats = await stats(two.url);
+    const threeStats = await stats(three.url);
+
+    const streams: Record<string, number[]> = { "1": [], "2": [], "4": [] };
+    const cores: Record<string, number[]> = { "1": [], "2": [], "4": [] };
+    const stageProcs = two.procs.slice(0, 2);
+    for (let r = 0; r < Math.max(2, Math.ceil(rounds / 2)); r++) {
+      for (const n of [1, 2, 4]) {
+        const t = await throughput(two, stageProcs, n, tokens);
+        streams[String(n)]!.push(t.rate);
+        cores[String(n)]!.push(t.stageCores);
+      }
+    }
+    const gain2 = median((streams["2"] as number[]).map((v, i) => v / (streams["1"]![i] as number)));
+    const gain4 = median((streams["4"] as number[]).map((v, i) => v / (streams["1"]![i] as number)));
+
+    const twoAfterStreams = await stats(two.url);
+    const worstMemory = Math.max(...[...twoStats, ...threeStats].map((s) => (s.rss - s.rssBeforeLoad) / s.weightBytes));
+    return {
+      model: { layers, hidden, intermediate: hidden * 3, vocab: 2048, dtype: "f16", parameters: model.totalBytes / 2, weightMiB: mib(model.totalBytes) },
+      tokensPerRequest: tokens,
+      rounds,
+      loadAverage: { before: loadBefore.map((x) => round(x, 2)), after: loadavg().map((x) => round(x, 2)), cores: cpus().length },
+      decodeTokensPerSecond: {
+        single: { median: round(median(rates.single), 2), best: round(Math.max(...rates.single), 2) },
+        stages2: { median: round(median(rates.stages2), 2), best: round(Math.max(...rates.stages2), 2) },
+        stages3: { median: round(median(rates.stages3), 2), best: round(Math.max(...rates.stages3), 2) },
+      },
+      splitOverSingle: { stages2: round(ratio2), stages3: round(ratio3), method: "median of per-round ratios", goal: 0.9 },
+      bytesPerTokenPerBoundary: { measured: round(bytesPerToken, 1), expected: 9 + 12 + hidden * 4, note: "frame header 9 + activation header 12 + hidden × 4 (f32)" },
+      memory: {
+        method: "RSS now − RSS just before loading weights (same process), after the single-stream rounds",
+        single: memory(singleStats),
+        stages2: memory(twoStats),
+        stages3: memory(threeStats),
+        stages2AfterConcurrentStreams: memory(twoAfterStreams),
+        worstOverWeightShare: round(worstMemory),
+        goal: 1.15,
+      },
+      concurrentStreamsOn2Stages: {
+        tokensPerSecond: Object.fromEntries(Object.entries(streams).map(([k, v]) => [`streams${k}`, round(median(v), 2)])),
+        twoOverOne: round(gain2),
+        fourOverOne: round(gain4),
+        coresUsedByStages: Object.fromEntries(Object.entries(cores).map(([k, v]) => [`streams${k}`, round(median(v), 2)])),
+        method: "median of per-round ratios; coresUsedByStages = Σ stage CPU time / wall time (2 would be both cores)",
+        goal: 1.6,
+      },
+      goalsMet: { splitRatio: ratio2 >= 0.9 && ratio3 >= 0.9, memory: worstMemory <= 1.15, concurrency: gain2 >= 1.6 },
+    };
+  } finally {
+    await Promise.all(deployments.map((d) => d.stop()));
+    await rm(dir, { recursive: true, force: true });
+  }
+}

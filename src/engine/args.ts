@@ -1,0 +1,94 @@
+/** Command line of shard-engine, compatible with mlxcel-server for the flags the launcher uses. */
+import { parseArgs } from "node:util";
+
+export const engineVersion = "0.1.0";
+
+export interface EngineOptions {
+  modelDir: string;
+  distributedConfig: string | undefined;
+  nodeId: string | undefined;
+  /** HTTP host of the coordinator / single process. Default 127.0.0.1. */
+  host: string;
+  /** HTTP port. Default 8080. */
+  port: number;
+  /** Skip the one-token generation before reporting healthy. Default false. */
+  noWarmup: boolean;
+  transportTokenFile: string | undefined;
+  /** Served model name. Default: basename of the model directory. */
+  modelName: string | undefined;
+  /** How long the coordinator (and each stage, for its next stage) keeps dialing, ms. Default 60000. */
+  connectTimeoutMs: number;
+  /** How long a coordinator with a broken pipeline keeps answering 503 before exiting, ms. Default 2000. */
+  brokenExitDelayMs: number;
+}
+
+export type ParsedArgs = { kind: "run"; options: EngineOptions } | { kind: "help" } | { kind: "version" };
+
+/** A bad command line; the CLI prints the message and exits 1. */
+export class EngineUsageError extends Error {
+  override readonly name = "EngineUsageError";
+}
+
+export const usage = `usage: shard-engine -m <model-dir> [--distributed-config <cluster.toml> --node-id <id>]
+                    [--host <ip>] [--port <port>] [--no-warmup] [--transport-token-file <file>]
+                    [--model-name <name>] [--connect-timeout-ms <ms>] [--broken-exit-delay-ms <ms>]
+       shard-engine --version | --help
+
+Without --distributed-config one process serves the whole model. With it, the node named by
+--node-id becomes a pipeline stage (binds its TOML address) or, for the hybrid node, the
+coordinator (HTTP on --host:--port).`;
+
+function integer(name: string, value: string | undefined, fallback: number, min: number, max: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < min || n > max) throw new EngineUsageError(`Expected \`--${name}\` to be an integer between ${min} and ${max}, got \`${value}\``);
+  return n;
+}
+
+export function parseEngineArgs(argv: string[]): ParsedArgs {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        model: { type: "string", short: "m" },
+        "distributed-config": { type: "string" },
+        "node-id": { type: "string" },
+        host: { type: "string" },
+        port: { type: "string" },
+        "no-warmup": { type: "boolean" },
+        "transport-token-file": { type: "string" },
+        "model-name": { type: "string" },
+        "connect-timeout-ms": { type: "string" },
+        "broken-exit-delay-ms": { type: "string" },
+        version: { type: "boolean", short: "V" },
+        help: { type: "boolean", short: "h" },
+      },
+    }));
+  } catch (error) {
+    throw new EngineUsageError((error as Error).message);
+  }
+  if (values.help === true) return { kind: "help" };
+  if (values.version === true) return { kind: "version" };
+  if (values.model === undefined) throw new EngineUsageError("`-m <model-dir>` is required");
+  if ((values["distributed-config"] === undefined) !== (values["node-id"] === undefined)) {
+    throw new EngineUsageError("`--distributed-config` and `--node-id` go together");
+  }
+  return {
+    kind: "run",
+    options: {
+      modelDir: values.model,
+      distributedConfig: values["distributed-config"],
+      nodeId: values["node-id"],
+      host: values.host ?? "127.0.0.1",
+      port: integer("port", values.port, 8080, 0, 65535),
+      noWarmup: values["no-warmup"] === true,
+      transportTokenFile: values["transport-token-file"],
+      modelName: values["model-name"],
+      connectTimeoutMs: integer("connect-timeout-ms", values["connect-timeout-ms"], 60_000, 1, 24 * 3600_000),
+      brokenExitDelayMs: integer("broken-exit-delay-ms", values["broken-exit-delay-ms"], 2000, 0, 600_000),
+    },
+  };
+}

@@ -1,0 +1,109 @@
+/**
+ * The autoregressive loop of one request: prompt in one pass, then one token at a time until EOS,
+ * a stop string, max_tokens or the context limit. Text is released in deltas that never expose a
+ * partial stop string or a partial UTF-8 character.
+ */
+import type { SampledToken, SamplingParams } from "../model/index.js";
+import type { Pipeline } from "./pipeline.js";
+import type { TextCodec } from "./text.js";
+
+export interface GenerateOptions {
+  promptIds: number[];
+  maxTokens: number;
+  params: SamplingParams;
+  stop: string[];
+  eosIds: ReadonlySet<number>;
+}
+
+export interface TokenInfo {
+  sampled: SampledToken;
+  /** Offset of the token's text in the completion, characters. */
+  offset: number;
+}
+
+export interface GenerateResult {
+  text: string;
+  finishReason: "stop" | "length";
+  completionTokens: number;
+}
+
+let nextSeq = 1;
+
+/** Allocate a sequence id unique in this process (u32, wraps). */
+export function allocateSeq(): number {
+  const seq = nextSeq;
+  nextSeq = nextSeq >= 0xfffffffe ? 1 : nextSeq + 1;
+  return seq;
+}
+
+export async function generate(
+  pipeline: Pipeline,
+  codec: TextCodec,
+  o: GenerateOptions,
+  onDelta: (text: string, tokens: TokenInfo[]) => void,
+  cancelled: () => boolean,
+): Promise<GenerateResult> {
+  const seq = allocateSeq();
+  pipeline.prepare(seq, o.params);
+  const ids: number[] = [];
+  let pending: TokenInfo[] = [];
+  let emitted = 0;
+  let text = "";
+  let finishReason: "stop" | "length" = "length";
+  const longestStop = o.stop.reduce((m, s) => Math.max(m, s.length), 0);
+  try {
+    let input = o.promptIds;
+    while (ids.length < o.maxTokens) {
+      const sampled = await pipeline.run(seq, input);
+      if (cancelled()) throw new Error("client disconnected");
+      if (o.eosIds.has(sampled.token)) {
+        finishReason = "stop";
+        break;
+      }
+      const offset = text.length;
+      ids.push(sampled.token);
+      pending.push({ sampled, offset });
+      text = codec.decode(ids);
+      const stopAt = findStop(text, o.stop, Math.max(0, emitted - longestStop));
+      if (stopAt >= 0) {
+        text = text.slice(0, stopAt);
+        finishReason = "stop";
+        break;
+      }
+      const safe = text.length - holdBack(text, o.stop);
+      if (safe > emitted) {
+        onDelta(text.slice(emitted, safe), pending);
+        pending = [];
+        emitted = safe;
+      }
+      input = [sampled.token];
+    }
+    if (text.length > emitted || pending.length > 0) onDelta(text.slice(emitted), pending);
+    return { text, finishReason, completionTokens: ids.length };
+  } finally {
+    pipeline.release(seq);
+  }
+}
+
+function findStop(text: string, stops: string[], from: number): number {
+  let best = -1;
+  for (const s of stops) {
+    const at = text.indexOf(s, from);
+    if (at >= 0 && (best < 0 || at < best)) best = at;
+  }
+  return best;
+}
+
+/** Characters at the end that could still become a stop string or are an incomplete character. */
+function holdBack(text: string, stops: string[]): number {
+  let hold = text.endsWith("\ufffd") ? 1 : 0;
+  for (const s of stops) {
+    for (let k = Math.min(s.length - 1, text.length); k > hold; k--) {
+      if (text.endsWith(s.slice(0, k))) {
+        hold = k;
+        break;
+      }
+    }
+  }
+  return hold;
+}

@@ -1,0 +1,234 @@
+/**
+ * The coordinator's OpenAI-compatible HTTP listener (node:http): /health, /v1/models,
+ * /v1/chat/completions, /v1/completions (streaming and not), /debug/stats. Every malformed request
+ * gets an OpenAI-style error body and the server keeps serving.
+ */
+import { randomBytes } from "node:crypto";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { Logger } from "../log.js";
+import type { ModelConfig } from "../model/index.js";
+import { generate, type TokenInfo } from "./generate.js";
+import type { Pipeline } from "./pipeline.js";
+import { ApiError, type ChatRequest, type CompletionRequest, parseChatRequest, parseCompletionRequest } from "./requests.js";
+import type { TextCodec } from "./text.js";
+
+/** Largest request body accepted, bytes. */
+export const maxBodyBytes = 4 * 1024 * 1024;
+/** Bytes of an oversized body read (and discarded) before the connection is cut. */
+const maxDrainBytes = 64 * 1024 * 1024;
+/** max_tokens when the request gives none. */
+const defaultMaxTokens = 256;
+
+export type HealthState = { state: "loading" } | { state: "ok" } | { state: "broken"; reason: string };
+
+export interface HttpContext {
+  modelName: string;
+  config: ModelConfig;
+  codec: TextCodec | undefined;
+  pipeline: Pipeline | undefined;
+  health: HealthState;
+  log: Logger;
+}
+
+const routes: Record<string, string> = {
+  "/health": "GET",
+  "/v1/models": "GET",
+  "/v1/chat/completions": "POST",
+  "/v1/completions": "POST",
+  "/debug/stats": "GET",
+};
+
+export function createHttpServer(ctx: HttpContext): Server {
+  const server = createServer((req, res) => {
+    handle(ctx, req, res).catch((error: unknown) => {
+      const e = error instanceof ApiError ? error : new ApiError(500, (error as Error).message, null, null, "server_error");
+      if (!(error instanceof ApiError)) ctx.log.error({ err: (error as Error).message, url: req.url }, "request failed");
+      if (!res.headersSent) sendJson(res, e.status, e.body());
+      else if (!res.writableEnded) {
+        res.write(`data: ${JSON.stringify(e.body())}\n\n`);
+        res.end();
+      }
+    });
+  });
+  server.keepAliveTimeout = 5000;
+  return server;
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+function unavailable(ctx: HttpContext): ApiError {
+  const message = ctx.health.state === "broken" ? `Pipeline broken: ${ctx.health.reason}` : "Loading model";
+  return new ApiError(503, message, null, null, "unavailable");
+}
+
+async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const path = (req.url ?? "/").split("?")[0] as string;
+  const method = routes[path];
+  if (method === undefined) throw new ApiError(404, `Unknown route ${req.method} ${path}`, null, "not_found");
+  if (req.method !== method) {
+    res.setHeader("allow", method);
+    throw new ApiError(405, `Method ${req.method} is not allowed on ${path}; use ${method}`, null, "method_not_allowed");
+  }
+  if (path === "/health") {
+    if (ctx.health.state === "ok") sendJson(res, 200, { status: "ok" });
+    else sendJson(res, 503, { error: { code: 503, message: unavailable(ctx).message, type: "unavailable" } });
+    return;
+  }
+  if (path === "/v1/models") {
+    sendJson(res, 200, { object: "list", data: [{ id: ctx.modelName, object: "model", created: 0, owned_by: "shard-engine" }] });
+    return;
+  }
+  if (ctx.health.state !== "ok" || ctx.pipeline === undefined || ctx.codec === undefined) throw unavailable(ctx);
+  if (path === "/debug/stats") {
+    sendJson(res, 200, { stages: await ctx.pipeline.stats() });
+    return;
+  }
+  const body = await readJsonBody(req);
+  const request = path === "/v1/chat/completions" ? parseChatRequest(body) : parseCompletionRequest(body);
+  if (request.model !== undefined && request.model !== ctx.modelName) {
+    throw new ApiError(404, `The model \`${request.model}\` does not exist; this server serves \`${ctx.modelName}\``, "model", "model_not_found");
+  }
+  await complete(ctx, ctx.pipeline, ctx.codec, request, req, res);
+}
+
+/** Read the body (at most maxBodyBytes) and parse it as JSON. */
+async function readJsonBody(req: IncomingMessage): Promise<unknown> {
+  const declared = Number(req.headers["content-length"] ?? 0);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size <= maxBodyBytes) chunks.push(chunk);
+    else if (size > maxDrainBytes) {
+      req.destroy();
+      break;
+    }
+  }
+  if (size > maxBodyBytes || declared > maxBodyBytes) {
+    throw new ApiError(413, `Request body of ${Math.max(size, declared)} bytes exceeds the limit of ${maxBodyBytes} bytes`, null, "request_too_large");
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString("utf8"));
+  } catch (error) {
+    throw new ApiError(400, `Request body is not valid JSON: ${(error as Error).message}`, null, "invalid_json");
+  }
+}
+
+async function complete(
+  ctx: HttpContext,
+  pipeline: Pipeline,
+  codec: TextCodec,
+  request: ChatRequest | CompletionRequest,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
+  // Tokenize.
+  let promptIds: number[];
+  let promptText = "";
+  try {
+    if (request.kind === "chat") promptIds = codec.encodeChat(request.messages);
+    else if (typeof request.prompt === "string") {
+      promptText = request.prompt;
+      promptIds = codec.encode(request.prompt);
+    } else promptIds = request.prompt;
+  } catch (error) {
+    throw new ApiError(400, `Cannot build the prompt: ${(error as Error).message}`, request.kind === "chat" ? "messages" : "prompt");
+  }
+  if (promptIds.length === 0) throw new ApiError(400, "The prompt is empty", request.kind === "chat" ? "messages" : "prompt");
+  if (promptIds.some((t) => t >= ctx.config.vocabSize)) throw new ApiError(400, "The prompt has token ids outside the vocabulary", "prompt");
+  const room = ctx.config.maxPositions - promptIds.length;
+  if (room < 1) throw new ApiError(400, `The prompt (${promptIds.length} tokens) leaves no room in the context of ${ctx.config.maxPositions} tokens`, "messages", "context_length_exceeded");
+  const maxTokens = Math.min(request.maxTokens ?? defaultMaxTokens, room);
+  const topLogprobs = request.kind === "chat" ? (request.logprobs ? request.topLogprobs : 0) : (request.logprobs ?? 0);
+  const wantLogprobs = request.kind === "chat" ? request.logprobs : request.logprobs !== undefined;
+  const params = {
+    temperature: request.temperature,
+    topP: request.topP,
+    seed: request.seed === undefined ? randomBytes(4).readUInt32LE(0) : request.seed >>> 0,
+    topLogprobs,
+  };
+
+  const id = `${request.kind === "chat" ? "chatcmpl" : "cmpl"}-${randomBytes(12).toString("hex")}`;
+  const created = Math.floor(Date.now() / 1000);
+  const object = request.kind === "chat" ? "chat.completion" : "text_completion";
+  let closed = false;
+  res.on("close", () => {
+    if (!res.writableFinished) closed = true;
+  });
+  const cancelled = (): boolean => closed;
+  const options = { promptIds, maxTokens, params, stop: request.stop, eosIds: new Set(ctx.config.eosTokenIds) };
+  const usage = (completion: number): object => ({ prompt_tokens: promptIds.length, completion_tokens: completion, total_tokens: promptIds.length + completion });
+  const logprobsOf = (tokens: TokenInfo[]): object | null => {
+    if (!wantLogprobs) return null;
+    return request.kind === "chat" ? chatLogprobs(codec, tokens) : completionLogprobs(codec, tokens, promptText.length);
+  };
+
+  const startedAt = performance.now();
+  const logDone = (completionTokens: number, finishReason: string): void =>
+    ctx.log.info({ id, promptTokens: promptIds.length, completionTokens, finishReason, stream: request.stream, ms: Math.round(performance.now() - startedAt) }, "request done");
+
+  if (!request.stream) {
+    const infos: TokenInfo[] = [];
+    const result = await generate(pipeline, codec, options, (_text, tokens) => infos.push(...tokens), cancelled);
+    logDone(result.completionTokens, result.finishReason);
+    const choice =
+      request.kind === "chat"
+        ? { index: 0, message: { role: "assistant", content: result.text }, logprobs: logprobsOf(infos), finish_reason: result.finishReason }
+        : { index: 0, text: result.text, logprobs: logprobsOf(infos), finish_reason: result.finishReason };
+    sendJson(res, 200, { id, object, created, model: ctx.modelName, choices: [choice], usage: usage(result.completionTokens) });
+    return;
+  }
+
+  res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
+  const chunkObject = request.kind === "chat" ? "chat.completion.chunk" : "text_completion";
+  const send = (choices: object[], extra: object = {}): void => {
+    if (!closed) res.write(`data: ${JSON.stringify({ id, object: chunkObject, created, model: ctx.modelName, choices, ...extra })}\n\n`);
+  };
+  if (request.kind === "chat") send([{ index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }]);
+  try {
+    const result = await generate(
+      pipeline,
+      codec,
+      options,
+      (text, tokens) => {
+        if (request.kind === "chat") send([{ index: 0, delta: { content: text }, logprobs: logprobsOf(tokens), finish_reason: null }]);
+        else send([{ index: 0, text, logprobs: logprobsOf(tokens), finish_reason: null }]);
+      },
+      cancelled,
+    );
+    if (request.kind === "chat") send([{ index: 0, delta: {}, logprobs: null, finish_reason: result.finishReason }]);
+    else send([{ index: 0, text: "", logprobs: null, finish_reason: result.finishReason }]);
+    if (request.includeUsage) send([], { usage: usage(result.completionTokens) });
+    logDone(result.completionTokens, result.finishReason);
+    if (!closed) res.end("data: [DONE]\n\n");
+  } catch (error) {
+    if (closed) {
+      ctx.log.info({ id }, "client disconnected; sequence cancelled");
+      return;
+    }
+    throw new ApiError(500, (error as Error).message, null, null, "server_error");
+  }
+}
+
+function chatLogprobs(codec: TextCodec, tokens: TokenInfo[]): object {
+  const entry = (token: number, logprob: number): { token: string; logprob: number; bytes: number[] } => {
+    const text = codec.tokenString(token);
+    return { token: text, logprob, bytes: [...Buffer.from(text, "utf8")] };
+  };
+  return {
+    content: tokens.map((t) => ({ ...entry(t.sampled.token, t.sampled.logprob), top_logprobs: t.sampled.top.map((a) => entry(a.token, a.logprob)) })),
+  };
+}
+
+function completionLogprobs(codec: TextCodec, tokens: TokenInfo[], promptChars: number): object {
+  return {
+    tokens: tokens.map((t) => codec.tokenString(t.sampled.token)),
+    token_logprobs: tokens.map((t) => t.sampled.logprob),
+    top_logprobs: tokens.map((t) => Object.fromEntries(t.sampled.top.map((a) => [codec.tokenString(a.token), a.logprob]))),
+    text_offset: tokens.map((t) => promptChars + t.offset),
+  };
+}

@@ -1,0 +1,78 @@
+/**
+ * What the HTTP side drives: prepare a sequence, append tokens and get the next sampled token,
+ * release it. Two implementations: the whole model in this process (the baseline), and remote
+ * stages over TCP. Both run the same layer code, so their tokens and log probabilities are equal.
+ */
+import { memoryFigures } from "../stage/worker.js";
+import { Sampler, type SampledToken, type SamplingParams, type SequenceCache, StageModel, type ModelConfig } from "../model/index.js";
+
+export interface Pipeline {
+  prepare(seq: number, params: SamplingParams): void;
+  /** Append `tokens` to the sequence and sample the next one. */
+  run(seq: number, tokens: readonly number[]): Promise<SampledToken>;
+  /** Drop the sequence and its KV caches everywhere (also cancels). */
+  release(seq: number): void;
+  /** Memory figures per stage (or of this process). */
+  stats(): Promise<object[]>;
+}
+
+/** The whole model in this process. */
+export class LocalPipeline implements Pipeline {
+  private readonly sequences = new Map<number, { cache: SequenceCache; sampler: Sampler }>();
+  private readonly logits: Float32Array;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  private readonly rssAfterLoad = process.memoryUsage().rss;
+
+  constructor(private readonly model: StageModel, private readonly rssBeforeLoad: number) {
+    this.logits = new Float32Array(model.config.vocabSize);
+  }
+
+  static load(dir: string, config: ModelConfig): LocalPipeline {
+    const rssBeforeLoad = process.memoryUsage().rss;
+    return new LocalPipeline(StageModel.load(dir, config, { start: 0, end: config.layers }), rssBeforeLoad);
+  }
+
+  get weightBytes(): number {
+    return this.model.weightBytes;
+  }
+
+  prepare(seq: number, params: SamplingParams): void {
+    this.sequences.set(seq, { cache: this.model.createCache(), sampler: new Sampler(params) });
+  }
+
+  run(seq: number, tokens: readonly number[]): Promise<SampledToken> {
+    // One step at a time, each after a turn of the event loop so HTTP traffic keeps flowing.
+    const next = this.queue.then(
+      () =>
+        new Promise<SampledToken>((resolve, reject) => {
+          setImmediate(() => {
+            try {
+              const state = this.sequences.get(seq);
+              if (state === undefined) throw new Error(`sequence ${seq} was released`);
+              const hidden = this.model.embed(tokens);
+              this.model.forward(state.cache, hidden, tokens.length);
+              resolve(state.sampler.sample(this.model.logits(hidden, tokens.length - 1, this.logits)));
+            } catch (error) {
+              reject(error as Error);
+            }
+          });
+        }),
+    );
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  release(seq: number): void {
+    const state = this.sequences.get(seq);
+    this.sequences.delete(seq);
+    if (state !== undefined) this.model.releaseCache(state.cache);
+  }
+
+  stats(): Promise<object[]> {
+    const kvBytes = [...this.sequences.values()].reduce((s, q) => s + q.cache.bytes(), 0);
+    return Promise.resolve([
+      { nodeId: "single", stage: 0, weightBytes: this.model.weightBytes, ...memoryFigures(), rssBeforeLoad: this.rssBeforeLoad, rssAfterLoad: this.rssAfterLoad, sequences: this.sequences.size, kvBytes },
+    ]);
+  }
+}

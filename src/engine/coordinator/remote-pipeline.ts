@@ -1,0 +1,152 @@
+/**
+ * Remote stages over TCP. The coordinator holds one control link per stage: tokens go into stage 0,
+ * prepare/release travel down the pipeline in order behind them, sampled tokens come back from the
+ * last stage, errors from any stage. Losing any link is fatal for the whole pipeline.
+ */
+import type { Logger } from "../log.js";
+import type { SampledToken, SamplingParams } from "../model/index.js";
+import {
+  decodeError, decodeResult, dialLinkUntil, encodePrepare, encodeRun, encodeSeq, Kind, type Link,
+} from "../transport/index.js";
+import type { Pipeline } from "./pipeline.js";
+
+export interface StageAddress {
+  nodeId: string;
+  host: string;
+  port: number;
+}
+
+interface Pending {
+  resolve: (r: SampledToken) => void;
+  reject: (e: Error) => void;
+}
+
+export class RemotePipeline implements Pipeline {
+  private readonly pending = new Map<number, Pending>();
+  private statsWaiters: Array<(v: object) => void> = [];
+  private broken: string | undefined;
+
+  private constructor(private readonly links: Link[], private readonly log: Logger, private readonly onBroken: (reason: string) => void) {
+    links.forEach((link, i) => {
+      link.onClose((reason) => this.fail(`link to stage ${i} (${link.peer}) broke: ${reason}`));
+      link.onFrame((kind, payload) => this.handle(i, kind, payload));
+    });
+  }
+
+  /**
+   * Connect to every stage in order (each retried until `deadline`, epoch ms) and wait until each
+   * reports ready (its downstream link is up).
+   */
+  static async connect(
+    stages: StageAddress[],
+    nodeId: string,
+    token: Buffer | undefined,
+    deadline: number,
+    log: Logger,
+    onBroken: (reason: string) => void,
+  ): Promise<RemotePipeline> {
+    const links: Link[] = [];
+    const readies: Array<Promise<void>> = [];
+    try {
+      for (const s of stages) {
+        const link = await dialLinkUntil(s.host, s.port, { role: "coordinator", nodeId }, token, deadline);
+        log.info({ stage: s.nodeId, address: `${s.host}:${s.port}` }, "connected to stage");
+        links.push(link);
+        readies.push(
+          new Promise<void>((resolve, reject) => {
+            const timer = setTimeout(() => reject(new Error(`stage ${s.nodeId} (${s.host}:${s.port}) did not report ready before the deadline`)), Math.max(0, deadline - Date.now()));
+            link.onFrame((kind) => {
+              if (kind === Kind.Ready) {
+                clearTimeout(timer);
+                resolve();
+              }
+            });
+            link.onClose((reason) => {
+              clearTimeout(timer);
+              reject(new Error(`stage ${s.nodeId} (${s.host}:${s.port}) closed the link before it was ready: ${reason}`));
+            });
+          }),
+        );
+      }
+      await Promise.all(readies);
+    } catch (error) {
+      for (const l of links) l.close();
+      throw error;
+    }
+    return new RemotePipeline(links, log, onBroken);
+  }
+
+  prepare(seq: number, params: SamplingParams): void {
+    this.first().send(Kind.Prepare, encodePrepare({ seq, params }));
+  }
+
+  run(seq: number, tokens: readonly number[]): Promise<SampledToken> {
+    if (this.broken !== undefined) return Promise.reject(new Error(this.broken));
+    return new Promise<SampledToken>((resolve, reject) => {
+      this.pending.set(seq, { resolve, reject });
+      this.first().send(Kind.Run, encodeRun(seq, tokens));
+    });
+  }
+
+  release(seq: number): void {
+    const p = this.pending.get(seq);
+    this.pending.delete(seq);
+    p?.reject(new Error("sequence cancelled"));
+    if (this.broken === undefined) this.first().send(Kind.Release, encodeSeq(seq));
+  }
+
+  async stats(): Promise<object[]> {
+    if (this.broken !== undefined) throw new Error(this.broken);
+    const answers = this.links.map(
+      (_, i) =>
+        new Promise<object>((resolve) => {
+          this.statsWaiters[i] = resolve;
+        }),
+    );
+    for (const link of this.links) link.send(Kind.StatsRequest, Buffer.alloc(0));
+    return Promise.all(answers);
+  }
+
+  close(): void {
+    this.broken ??= "closed";
+    for (const l of this.links) l.close();
+  }
+
+  private first(): Link {
+    return this.links[0] as Link;
+  }
+
+  private handle(stage: number, kind: number, payload: Buffer): void {
+    switch (kind) {
+      case Kind.Result: {
+        const { seq, result } = decodeResult(payload);
+        const p = this.pending.get(seq);
+        this.pending.delete(seq);
+        p?.resolve(result);
+        return;
+      }
+      case Kind.Error: {
+        const { seq, message } = decodeError(payload);
+        const p = this.pending.get(seq);
+        this.pending.delete(seq);
+        p?.reject(new Error(`stage ${stage}: ${message}`));
+        return;
+      }
+      case Kind.Stats: {
+        const waiter = this.statsWaiters[stage];
+        if (waiter !== undefined) waiter(JSON.parse(payload.toString("utf8")) as object);
+        return;
+      }
+      default:
+        this.log.warn({ stage, kind }, "unexpected frame from a stage");
+    }
+  }
+
+  private fail(reason: string): void {
+    if (this.broken !== undefined) return;
+    this.broken = reason;
+    for (const p of this.pending.values()) p.reject(new Error(reason));
+    this.pending.clear();
+    this.onBroken(reason);
+  }
+}

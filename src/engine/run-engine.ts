@@ -1,0 +1,159 @@
+/**
+ * Start the engine in the role the command line and cluster file give it: single process (the
+ * whole model), pipeline stage, or coordinator.
+ */
+import type { Server } from "node:http";
+import { basename, resolve } from "node:path";
+import type { EngineOptions } from "./args.js";
+import { computeStageRanges, readClusterConfig } from "./config/index.js";
+import { createHttpServer, type HttpContext } from "./coordinator/http-server.js";
+import { LocalPipeline, type Pipeline } from "./coordinator/pipeline.js";
+import { RemotePipeline } from "./coordinator/remote-pipeline.js";
+import { TextCodec } from "./coordinator/text.js";
+import { generate } from "./coordinator/generate.js";
+import { createLogger, type Logger } from "./log.js";
+import { readModelConfig } from "./model/index.js";
+import { startStage } from "./stage/worker.js";
+import { readTokenFile } from "./transport/index.js";
+
+export interface EngineHandle {
+  role: "single" | "stage" | "coordinator";
+  /** Resolves when the engine is serving (coordinator: all stages connected). */
+  ready: Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Default exit: flush nothing (logs are synchronous) and leave with `code`. */
+function exitProcess(code: number): void {
+  process.exit(code);
+}
+
+export async function runEngine(o: EngineOptions, exit: (code: number) => void = exitProcess): Promise<EngineHandle> {
+  const modelDir = resolve(o.modelDir);
+  const config = readModelConfig(modelDir);
+  const nodeId = o.nodeId ?? "single";
+  const log = createLogger(nodeId);
+  const token = o.transportTokenFile === undefined ? undefined : readTokenFile(o.transportTokenFile);
+
+  if (o.distributedConfig === undefined) {
+    return startHttp(o, log, config, modelDir, "single", async (ctx) => {
+      ctx.pipeline = LocalPipeline.load(modelDir, config);
+      log.info({ weightBytes: (ctx.pipeline as LocalPipeline).weightBytes }, "model loaded (single process)");
+    });
+  }
+
+  const cluster = readClusterConfig(o.distributedConfig);
+  if (token === undefined) log.warn("no --transport-token-file: transport peers are not authenticated; use only on a trusted network segment");
+  const stageIndex = cluster.stages.findIndex((s) => s.id === nodeId);
+  if (stageIndex >= 0) {
+    const node = cluster.stages[stageIndex]!;
+    const [start, end] = computeStageRanges(cluster, config.layers)[stageIndex]!;
+    const next = cluster.stages[stageIndex + 1];
+    const stage = await startStage({
+      modelDir,
+      config,
+      nodeId,
+      stage: stageIndex,
+      stageCount: cluster.stages.length,
+      range: { start, end },
+      host: node.host,
+      port: node.port,
+      next: next === undefined ? undefined : { host: next.host, port: next.port, nodeId: next.id },
+      token,
+      connectTimeoutMs: o.connectTimeoutMs,
+      log,
+      exit,
+    });
+    return {
+      role: "stage",
+      ready: Promise.resolve(),
+      close: async () => stage.close(),
+    };
+  }
+  if (cluster.coordinator.id !== nodeId) {
+    throw new Error(`${cluster.file}: node id "${nodeId}" is not defined (known: ${[cluster.coordinator.id, ...cluster.stages.map((s) => s.id)].join(", ")})`);
+  }
+  if (cluster.coordinator.host === o.host && cluster.coordinator.port === o.port) {
+    throw new Error(`${cluster.file}: the coordinator's control address ${o.host}:${o.port} must differ from its HTTP --host:--port`);
+  }
+  let remote: RemotePipeline | undefined;
+  const handle = await startHttp(o, log, config, modelDir, "coordinator", async (ctx) => {
+    const deadline = Date.now() + o.connectTimeoutMs;
+    const stages = cluster.stages.map((s) => ({ nodeId: s.id, host: s.host, port: s.port }));
+    remote = await RemotePipeline.connect(stages, nodeId, token, deadline, log, (reason) => {
+      ctx.health = { state: "broken", reason };
+      log.error({ reason, exitInMs: o.brokenExitDelayMs }, "pipeline broken: a stage link was lost; health is 503 and the coordinator exits");
+      setTimeout(() => exit(1), o.brokenExitDelayMs).unref();
+    });
+    ctx.pipeline = remote;
+  });
+  return {
+    ...handle,
+    close: async () => {
+      remote?.close();
+      await handle.close();
+    },
+  };
+}
+
+/**
+ * Listen for HTTP at once (health answers 503 while loading), then load/connect, warm up and turn
+ * healthy. A failure while loading is fatal.
+ */
+async function startHttp(
+  o: EngineOptions,
+  log: Logger,
+  config: ReturnType<typeof readModelConfig>,
+  modelDir: string,
+  role: "single" | "coordinator",
+  load: (ctx: HttpContext) => Promise<void>,
+): Promise<EngineHandle> {
+  const ctx: HttpContext = {
+    modelName: o.modelName ?? basename(modelDir),
+    config,
+    codec: undefined,
+    pipeline: undefined,
+    health: { state: "loading" },
+    log,
+  };
+  const server = createHttpServer(ctx);
+  await listen(server, o.host, o.port);
+  log.info({ address: `${o.host}:${o.port}`, role, model: ctx.modelName }, "http listening");
+  const ready = (async () => {
+    ctx.codec = new TextCodec(modelDir);
+    await load(ctx);
+    if (!o.noWarmup) await warmUp(ctx.pipeline as Pipeline, ctx.codec, config);
+    ctx.health = { state: "ok" };
+    log.info("ready");
+  })();
+  return {
+    role,
+    ready,
+    close: () =>
+      new Promise<void>((done) => {
+        server.closeAllConnections();
+        server.close(() => done());
+      }),
+  };
+}
+
+/** Generate one token end to end, so "healthy" means the whole pipeline really computes. */
+async function warmUp(pipeline: Pipeline, codec: TextCodec, config: ReturnType<typeof readModelConfig>): Promise<void> {
+  await generate(
+    pipeline,
+    codec,
+    { promptIds: [0], maxTokens: 1, params: { temperature: 0, topP: 1, seed: 0, topLogprobs: 0 }, stop: [], eosIds: new Set(config.eosTokenIds) },
+    () => {},
+    () => false,
+  );
+}
+
+function listen(server: Server, host: string, port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+}

@@ -1,0 +1,2 @@
+/** Pipeline stage worker. */
+export { startStage, type StageOptions, type RunningStage } from "./worker.js";

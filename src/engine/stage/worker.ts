@@ -1,0 +1,234 @@
+/**
+ * A stage worker: loads only its layers, binds its transport address, accepts the coordinator and
+ * (after stage 0) the previous stage, dials the next stage once the coordinator is connected, and
+ * runs sequences as their messages arrive. Messages are handled in arrival order, one at a time;
+ * different stages work on different sequences at once, which is where pipeline throughput comes
+ * from. Losing any link after it was established ends the process with exit code 1.
+ */
+import { createServer, type Server, type Socket } from "node:net";
+import type { Logger } from "../log.js";
+import { Sampler, type SequenceCache, StageModel, type ModelConfig } from "../model/index.js";
+import {
+  acceptLink, decodeActivations, decodePrepare, decodeRun, decodeSeq, dialLinkUntil, encodeActivations,
+  encodeError, encodePrepare, encodeResult, encodeSeq, Kind, type Link,
+} from "../transport/index.js";
+
+export interface StageOptions {
+  modelDir: string;
+  config: ModelConfig;
+  nodeId: string;
+  stage: number;
+  stageCount: number;
+  range: { start: number; end: number };
+  /** Transport address to bind. */
+  host: string;
+  port: number;
+  /** Next stage's address, undefined on the last stage. */
+  next: { host: string; port: number; nodeId: string } | undefined;
+  token: Buffer | undefined;
+  /** How long to keep dialing the next stage, ms. */
+  connectTimeoutMs: number;
+  log: Logger;
+  /** Called when the stage must end (link lost): exit code. */
+  exit: (code: number) => void;
+}
+
+interface SequenceState {
+  cache: SequenceCache;
+  sampler: Sampler | undefined;
+}
+
+export interface RunningStage {
+  server: Server;
+  close(): void;
+}
+
+/** Load the stage's weights, then listen. Resolves once listening. */
+export async function startStage(o: StageOptions): Promise<RunningStage> {
+  const rssBeforeLoad = process.memoryUsage().rss;
+  const model = StageModel.load(o.modelDir, o.config, o.range);
+  const rssAfterLoad = process.memoryUsage().rss;
+  o.log.info({ range: [o.range.start, o.range.end], weightBytes: model.weightBytes, rssBeforeLoad, rssAfterLoad }, "stage weights loaded");
+  const stage = new StageRuntime(o, model, rssBeforeLoad, rssAfterLoad);
+  const server = createServer((socket) => stage.accept(socket));
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(o.port, o.host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  o.log.info({ address: `${o.host}:${o.port}`, stage: o.stage, of: o.stageCount }, "stage listening");
+  return { server, close: () => stage.close(server) };
+}
+
+/** Resident set and its main parts, bytes. */
+export function memoryFigures(): { rss: number; heapTotal: number; arrayBuffers: number } {
+  const m = process.memoryUsage();
+  return { rss: m.rss, heapTotal: m.heapTotal, arrayBuffers: m.arrayBuffers };
+}
+
+class StageRuntime {
+  private coordinator: Link | undefined;
+  private upstream: Link | undefined;
+  private downstream: Link | undefined;
+  private readonly sequences = new Map<number, SequenceState>();
+  private readonly logits: Float32Array;
+  private closing = false;
+  /** Hidden-state rows sent to the next stage (one per token). */
+  private rowsSent = 0;
+
+  constructor(
+    private readonly o: StageOptions,
+    private readonly model: StageModel,
+    private readonly rssBeforeLoad: number,
+    private readonly rssAfterLoad: number,
+  ) {
+    this.logits = new Float32Array(o.config.vocabSize);
+  }
+
+  accept(socket: Socket): void {
+    const remote = `${socket.remoteAddress}:${socket.remotePort}`;
+    acceptLink(socket, this.o.nodeId, this.o.token).then(
+      ({ link, hello }) => this.attach(link, hello.role, remote),
+      (error: unknown) => {
+        const message = (error as Error).message;
+        // A readiness probe (connect, then close) is not an intruder.
+        if (message.includes("closed during the handshake")) this.o.log.debug({ remote }, "connection closed before the handshake");
+        else this.o.log.warn({ remote, err: message }, "peer refused");
+      },
+    );
+  }
+
+  close(server: Server): void {
+    this.closing = true;
+    server.close();
+    for (const link of [this.coordinator, this.upstream, this.downstream]) link?.close();
+  }
+
+  private attach(link: Link, role: "coordinator" | "upstream", remote: string): void {
+    const taken = role === "coordinator" ? this.coordinator : this.upstream;
+    if (taken !== undefined || (role === "upstream" && this.o.stage === 0)) {
+      this.o.log.warn({ remote, role }, "peer refused: role already connected or not expected here");
+      link.close();
+      return;
+    }
+    this.o.log.info({ remote, peer: link.peer }, "peer connected");
+    link.onClose((reason) => this.lost(`${role} link (${link.peer})`, reason));
+    link.onFrame((kind, payload) => this.handle(kind, payload));
+    if (role === "upstream") {
+      this.upstream = link;
+      return;
+    }
+    this.coordinator = link;
+    this.connectDownstream(link).catch((error: unknown) => {
+      this.o.log.error({ err: (error as Error).message, next: this.o.next }, "cannot reach the next stage");
+      this.o.exit(1);
+    });
+  }
+
+  /** Dial the next stage (retrying until the deadline), then tell the coordinator we are ready. */
+  private async connectDownstream(coordinator: Link): Promise<void> {
+    const next = this.o.next;
+    if (next !== undefined && this.downstream === undefined) {
+      const deadline = Date.now() + this.o.connectTimeoutMs;
+      const link = await dialLinkUntil(next.host, next.port, { role: "upstream", nodeId: this.o.nodeId }, this.o.token, deadline);
+      this.downstream = link;
+      link.onClose((reason) => this.lost(`downstream link (${link.peer})`, reason));
+      link.onFrame((kind) => this.o.log.warn({ kind }, "unexpected frame from the next stage"));
+      this.o.log.info({ peer: link.peer }, "connected to the next stage");
+    }
+    coordinator.sendJson(Kind.Ready, { stage: this.o.stage, range: [this.o.range.start, this.o.range.end], weightBytes: this.model.weightBytes });
+  }
+
+  private lost(which: string, reason: string): void {
+    if (this.closing) return;
+    this.o.log.error({ link: which, reason }, `stage ${this.o.stage}: ${which} broke (${reason}); a pipeline cannot survive the loss of a peer, exiting`);
+    this.closing = true;
+    this.o.exit(1);
+  }
+
+  private handle(kind: number, payload: Buffer): void {
+    let seq = -1;
+    if (this.o.log.isLevelEnabled("trace")) this.o.log.trace({ kind, seq: payload.length >= 4 ? payload.readUInt32LE(0) : -1, t: performance.now() }, "frame");
+    try {
+      switch (kind) {
+        case Kind.Prepare: {
+          const m = decodePrepare(payload);
+          seq = m.seq;
+          this.sequences.set(m.seq, { cache: this.model.createCache(), sampler: this.model.last ? new Sampler(m.params) : undefined });
+          this.downstream?.send(Kind.Prepare, encodePrepare(m));
+          return;
+        }
+        case Kind.Run: {
+          const m = decodeRun(payload);
+          seq = m.seq;
+          if (!this.model.first) throw new Error("run sent to a stage that is not the first");
+          this.step(m.seq, this.model.embed(m.tokens), m.tokens.length);
+          return;
+        }
+        case Kind.Activations: {
+          const m = decodeActivations(payload);
+          seq = m.seq;
+          if (m.hiddenSize !== this.o.config.hiddenSize) throw new Error(`activations of width ${m.hiddenSize}, expected ${this.o.config.hiddenSize}`);
+          this.step(m.seq, m.hidden, m.rows);
+          return;
+        }
+        case Kind.Release: {
+          seq = decodeSeq(payload);
+          this.dropSequence(seq);
+          this.downstream?.send(Kind.Release, encodeSeq(seq));
+          return;
+        }
+        case Kind.StatsRequest: {
+          const kvBytes = [...this.sequences.values()].reduce((s, q) => s + q.cache.bytes(), 0);
+          this.coordinator?.sendJson(Kind.Stats, {
+            nodeId: this.o.nodeId,
+            stage: this.o.stage,
+            range: [this.o.range.start, this.o.range.end],
+            weightBytes: this.model.weightBytes,
+            ...memoryFigures(),
+            rssBeforeLoad: this.rssBeforeLoad,
+            rssAfterLoad: this.rssAfterLoad,
+            sequences: this.sequences.size,
+            kvBytes,
+            bytesSentDownstream: this.downstream?.bytesSent ?? 0,
+            rowsSentDownstream: this.rowsSent,
+          });
+          return;
+        }
+        default:
+          this.o.log.warn({ kind }, "unexpected frame kind");
+      }
+    } catch (error) {
+      const message = (error as Error).message;
+      this.o.log.warn({ seq, err: message }, "sequence failed");
+      if (seq >= 0) {
+        this.dropSequence(seq);
+        this.coordinator?.send(Kind.Error, encodeError(seq, message));
+      }
+    }
+  }
+
+  private dropSequence(seq: number): void {
+    const state = this.sequences.get(seq);
+    if (state === undefined) return;
+    this.sequences.delete(seq);
+    this.model.releaseCache(state.cache);
+  }
+
+  /** Run this stage's layers for one message, then pass on activations or the sampled token. */
+  private step(seq: number, hidden: Float32Array, rows: number): void {
+    const state = this.sequences.get(seq);
+    if (state === undefined) throw new Error(`sequence ${seq} is not prepared on stage ${this.o.stage}`);
+    this.model.forward(state.cache, hidden, rows);
+    if (!this.model.last) {
+      this.rowsSent += rows;
+      this.downstream?.send(Kind.Activations, encodeActivations(seq, rows, hidden, this.o.config.hiddenSize));
+      return;
+    }
+    const logits = this.model.logits(hidden, rows - 1, this.logits);
+    const sampled = (state.sampler as Sampler).sample(logits);
+    this.coordinator?.send(Kind.Result, encodeResult(seq, sampled));
+  }
+}

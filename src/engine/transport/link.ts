@@ -1,0 +1,220 @@
+/**
+ * An authenticated, framed TCP link between two engine processes. `acceptLink` runs the server
+ * side of the handshake on an accepted socket, `dialLink` the client side; both resolve to a Link
+ * once the handshake is done and no other frame is accepted before that.
+ */
+import { connect, type Socket } from "node:net";
+import { clientMac, createNonce, macEquals, serverMac } from "./auth.js";
+import { encodeFrame, FrameReader, frameHeaderBytes, Kind } from "./frames.js";
+
+/** Largest frame accepted before the handshake completes, bytes. */
+const handshakeMaxBytes = 4096;
+/** Largest frame accepted on an established link, bytes (a long prompt's activations). */
+const linkMaxBytes = 1 << 30;
+/** How long a peer has to complete the handshake, ms. */
+const handshakeTimeoutMs = 10_000;
+
+export type PeerRole = "coordinator" | "upstream";
+
+export interface Hello {
+  role: PeerRole;
+  nodeId: string;
+}
+
+export class Link {
+  private handler: (kind: number, payload: Buffer) => void = () => {};
+  private closeHandler: (reason: string) => void = () => {};
+  private closed = false;
+  /** Bytes sent (frame headers included), for the bytes-per-token figure. */
+  bytesSent = 0;
+
+  constructor(
+    readonly socket: Socket,
+    private readonly reader: FrameReader,
+    /** Who is at the other end, for log lines. */
+    readonly peer: string,
+    pending: Array<{ kind: number; payload: Buffer }>,
+  ) {
+    socket.setNoDelay(true);
+    reader.maxPayloadBytes = linkMaxBytes;
+    socket.removeAllListeners("data");
+    socket.on("data", (chunk: Buffer) => {
+      let frames;
+      try {
+        frames = reader.push(chunk);
+      } catch (error) {
+        this.fail(`protocol error: ${(error as Error).message}`);
+        return;
+      }
+      for (const f of frames) this.handler(f.kind, f.payload);
+    });
+    socket.on("error", (error) => this.fail(error.message));
+    socket.on("close", () => this.fail("connection closed"));
+    socket.resume();
+    // Frames that arrived in the same chunk as the handshake's last one.
+    if (pending.length > 0) setImmediate(() => pending.forEach((f) => this.handler(f.kind, f.payload)));
+  }
+
+  onFrame(handler: (kind: number, payload: Buffer) => void): void {
+    this.handler = handler;
+  }
+
+  onClose(handler: (reason: string) => void): void {
+    this.closeHandler = handler;
+    if (this.closed) handler("connection closed");
+  }
+
+  send(kind: number, payload: Uint8Array): void {
+    if (this.closed) return;
+    this.bytesSent += payload.length + frameHeaderBytes;
+    this.socket.write(encodeFrame(kind, payload));
+  }
+
+  sendJson(kind: number, value: unknown): void {
+    this.send(kind, Buffer.from(JSON.stringify(value), "utf8"));
+  }
+
+  close(): void {
+    this.closed = true;
+    this.socket.destroy();
+  }
+
+  private fail(reason: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.socket.destroy();
+    this.closeHandler(reason);
+  }
+}
+
+/** Wait for the next frame during the handshake, with a deadline. */
+function readHandshakeFrames(socket: Socket, reader: FrameReader): Promise<Array<{ kind: number; payload: Buffer }>> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => done(new Error(`handshake timed out after ${handshakeTimeoutMs} ms`)), handshakeTimeoutMs);
+    const onData = (chunk: Buffer): void => {
+      try {
+        const frames = reader.push(chunk);
+        if (frames.length > 0) done(undefined, frames);
+      } catch (error) {
+        done(error as Error);
+      }
+    };
+    const onClose = (): void => done(new Error("connection closed during the handshake"));
+    const onError = (error: Error): void => done(error);
+    const done = (error?: Error, frames?: Array<{ kind: number; payload: Buffer }>): void => {
+      clearTimeout(timer);
+      // Hold bytes that arrive before the Link (or the next handshake step) listens.
+      socket.pause();
+      socket.off("data", onData);
+      socket.off("close", onClose);
+      socket.off("error", onError);
+      if (error !== undefined) reject(error);
+      else resolve(frames ?? []);
+    };
+    socket.on("data", onData);
+    socket.on("close", onClose);
+    socket.on("error", onError);
+    socket.resume();
+  });
+}
+
+function parseJson(payload: Buffer): Record<string, unknown> {
+  const value: unknown = JSON.parse(payload.toString("utf8"));
+  if (value === null || typeof value !== "object") throw new Error("expected a JSON object");
+  return value as Record<string, unknown>;
+}
+
+/**
+ * Server side: challenge, verify the peer's answer (when a token is configured), welcome.
+ * Rejects (and destroys the socket) when the peer does not prove the token.
+ */
+export async function acceptLink(socket: Socket, nodeId: string, token: Buffer | undefined): Promise<{ link: Link; hello: Hello }> {
+  const reader = new FrameReader(handshakeMaxBytes);
+  const nonce = createNonce();
+  try {
+    socket.write(encodeFrame(Kind.Challenge, Buffer.from(JSON.stringify({ nonce, auth: token !== undefined }))));
+    const [first, ...rest] = await readHandshakeFrames(socket, reader);
+    if (first === undefined || first.kind !== Kind.Hello) throw new Error(`expected a hello frame, got kind ${first?.kind}`);
+    const hello = parseJson(first.payload);
+    const role = hello.role;
+    if (role !== "coordinator" && role !== "upstream") throw new Error(`unknown peer role ${JSON.stringify(role)}`);
+    const peerId = String(hello.nodeId);
+    if (token !== undefined && !macEquals(clientMac(token, nonce, role, peerId), hello.mac)) {
+      throw new Error("peer did not prove the transport token");
+    }
+    const clientNonce = String(hello.clientNonce ?? "");
+    const mac = token === undefined ? undefined : serverMac(token, clientNonce, nodeId);
+    socket.write(encodeFrame(Kind.Welcome, Buffer.from(JSON.stringify({ nodeId, mac }))));
+    return { link: new Link(socket, reader, `${role} ${peerId}`, rest), hello: { role, nodeId: peerId } };
+  } catch (error) {
+    socket.destroy();
+    throw error;
+  }
+}
+
+/** Client side: dial, answer the challenge, verify the server's proof. */
+export async function dialLink(
+  host: string,
+  port: number,
+  hello: Hello,
+  token: Buffer | undefined,
+  /** Connect timeout, ms. */
+  timeoutMs: number,
+): Promise<Link> {
+  const socket = await new Promise<Socket>((resolve, reject) => {
+    const s = connect({ host, port });
+    const timer = setTimeout(() => {
+      s.destroy();
+      reject(new Error(`connect to ${host}:${port} timed out`));
+    }, timeoutMs);
+    s.once("connect", () => {
+      clearTimeout(timer);
+      s.removeAllListeners("error");
+      resolve(s);
+    });
+    s.once("error", (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+  });
+  const reader = new FrameReader(handshakeMaxBytes);
+  try {
+    const [challengeFrame] = await readHandshakeFrames(socket, reader);
+    if (challengeFrame === undefined || challengeFrame.kind !== Kind.Challenge) throw new Error("expected a challenge frame");
+    const challenge = parseJson(challengeFrame.payload);
+    if (challenge.auth === true && token === undefined) {
+      throw new Error(`${host}:${port} requires a transport token (--transport-token-file)`);
+    }
+    const clientNonce = createNonce();
+    const mac = token === undefined ? undefined : clientMac(token, String(challenge.nonce), hello.role, hello.nodeId);
+    socket.write(encodeFrame(Kind.Hello, Buffer.from(JSON.stringify({ ...hello, clientNonce, mac }))));
+    const [welcomeFrame, ...rest] = await readHandshakeFrames(socket, reader);
+    if (welcomeFrame === undefined || welcomeFrame.kind !== Kind.Welcome) throw new Error("expected a welcome frame");
+    const welcome = parseJson(welcomeFrame.payload);
+    if (token !== undefined && !macEquals(serverMac(token, clientNonce, String(welcome.nodeId)), welcome.mac)) {
+      throw new Error(`${host}:${port} did not prove the transport token`);
+    }
+    return new Link(socket, reader, `${String(welcome.nodeId)} at ${host}:${port}`, rest);
+  } catch (error) {
+    socket.destroy();
+    throw error;
+  }
+}
+
+/**
+ * Dial until `deadline` (epoch ms), retrying refused connections every `intervalMs`; the final
+ * error names the address that did not answer.
+ */
+export async function dialLinkUntil(host: string, port: number, hello: Hello, token: Buffer | undefined, deadline: number, intervalMs = 200): Promise<Link> {
+  for (;;) {
+    try {
+      return await dialLink(host, port, hello, token, Math.max(1000, deadline - Date.now()));
+    } catch (error) {
+      const message = (error as Error).message;
+      const retryable = /ECONNREFUSED|ECONNRESET|EHOSTUNREACH|ENETUNREACH|timed out|closed during the handshake/.test(message);
+      if (!retryable) throw error;
+      if (Date.now() + intervalMs > deadline) throw new Error(`${host}:${port} did not answer before the deadline (${message})`, { cause: error });
+      await new Promise((r) => setTimeout(r, intervalMs));
+    }
+  }
+}

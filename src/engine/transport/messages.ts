@@ -1,0 +1,103 @@
+/**
+ * Binary payloads of the pipeline messages. Everything is little-endian except the frame header.
+ * Activations travel as f32, so a token costs hidden_size × 4 bytes + 12 bytes of header per
+ * boundary, and every stage computes on exactly the floats the previous one produced.
+ */
+import type { SampledToken, SamplingParams } from "../model/index.js";
+
+export interface PrepareMessage {
+  seq: number;
+  params: SamplingParams;
+}
+
+export function encodePrepare(m: PrepareMessage): Buffer {
+  const b = Buffer.alloc(4 + 8 + 8 + 4 + 1);
+  b.writeUInt32LE(m.seq, 0);
+  b.writeDoubleLE(m.params.temperature, 4);
+  b.writeDoubleLE(m.params.topP, 12);
+  b.writeUInt32LE(m.params.seed >>> 0, 20);
+  b.writeUInt8(m.params.topLogprobs, 24);
+  return b;
+}
+
+export function decodePrepare(b: Buffer): PrepareMessage {
+  return {
+    seq: b.readUInt32LE(0),
+    params: { temperature: b.readDoubleLE(4), topP: b.readDoubleLE(12), seed: b.readUInt32LE(20), topLogprobs: b.readUInt8(24) },
+  };
+}
+
+/** `seq`, then the token ids to append to the sequence. */
+export function encodeRun(seq: number, tokens: readonly number[]): Buffer {
+  const b = Buffer.alloc(8 + 4 * tokens.length);
+  b.writeUInt32LE(seq, 0);
+  b.writeUInt32LE(tokens.length, 4);
+  tokens.forEach((t, i) => b.writeUInt32LE(t, 8 + 4 * i));
+  return b;
+}
+
+export function decodeRun(b: Buffer): { seq: number; tokens: number[] } {
+  const count = b.readUInt32LE(4);
+  const tokens: number[] = new Array<number>(count);
+  for (let i = 0; i < count; i++) tokens[i] = b.readUInt32LE(8 + 4 * i);
+  return { seq: b.readUInt32LE(0), tokens };
+}
+
+/** Header bytes of an activations payload (seq, rows, hidden). */
+export const activationHeaderBytes = 12;
+
+export function encodeActivations(seq: number, rows: number, hidden: Float32Array, hiddenSize: number): Buffer {
+  const floats = rows * hiddenSize;
+  const b = Buffer.allocUnsafe(activationHeaderBytes + floats * 4);
+  b.writeUInt32LE(seq, 0);
+  b.writeUInt32LE(rows, 4);
+  b.writeUInt32LE(hiddenSize, 8);
+  b.set(new Uint8Array(hidden.buffer, hidden.byteOffset, floats * 4), activationHeaderBytes);
+  return b;
+}
+
+export function decodeActivations(b: Buffer): { seq: number; rows: number; hiddenSize: number; hidden: Float32Array } {
+  const rows = b.readUInt32LE(4);
+  const hiddenSize = b.readUInt32LE(8);
+  const hidden = new Float32Array(rows * hiddenSize);
+  new Uint8Array(hidden.buffer).set(b.subarray(activationHeaderBytes, activationHeaderBytes + rows * hiddenSize * 4));
+  return { seq: b.readUInt32LE(0), rows, hiddenSize, hidden };
+}
+
+export function encodeSeq(seq: number): Buffer {
+  const b = Buffer.alloc(4);
+  b.writeUInt32LE(seq, 0);
+  return b;
+}
+
+export function decodeSeq(b: Buffer): number {
+  return b.readUInt32LE(0);
+}
+
+export function encodeResult(seq: number, r: SampledToken): Buffer {
+  const b = Buffer.alloc(4 + 4 + 8 + 1 + r.top.length * 12);
+  b.writeUInt32LE(seq, 0);
+  b.writeUInt32LE(r.token, 4);
+  b.writeDoubleLE(r.logprob, 8);
+  b.writeUInt8(r.top.length, 16);
+  r.top.forEach((t, i) => {
+    b.writeUInt32LE(t.token, 17 + 12 * i);
+    b.writeDoubleLE(t.logprob, 21 + 12 * i);
+  });
+  return b;
+}
+
+export function decodeResult(b: Buffer): { seq: number; result: SampledToken } {
+  const n = b.readUInt8(16);
+  const top: SampledToken["top"] = [];
+  for (let i = 0; i < n; i++) top.push({ token: b.readUInt32LE(17 + 12 * i), logprob: b.readDoubleLE(21 + 12 * i) });
+  return { seq: b.readUInt32LE(0), result: { token: b.readUInt32LE(4), logprob: b.readDoubleLE(8), top } };
+}
+
+export function encodeError(seq: number, message: string): Buffer {
+  return Buffer.concat([encodeSeq(seq), Buffer.from(message, "utf8")]);
+}
+
+export function decodeError(b: Buffer): { seq: number; message: string } {
+  return { seq: b.readUInt32LE(0), message: b.subarray(4).toString("utf8") };
+}

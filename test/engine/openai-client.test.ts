@@ -1,0 +1,109 @@
+/**
+ * The coordinator of a 2-stage cluster (with transport authentication) through the official
+ * `openai` client: models, chat and completions, streaming and not, usage, finish_reason, stop,
+ * seeds and log probabilities.
+ */
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { makeTestModel } from "../../src/planner/test-model/index.js";
+import { type Cluster, killAll, requireBuild, startCluster } from "./support.js";
+
+let dir: string;
+let cluster: Cluster;
+let client: OpenAI;
+const model = "tiny-llama";
+
+beforeAll(async () => {
+  requireBuild();
+  dir = await mkdtemp(join(tmpdir(), "engine-openai-"));
+  const modelDir = join(dir, model);
+  await makeTestModel(modelDir, { layers: 4, hidden: 64, vocab: 320, seed: 3 });
+  const tokenFile = join(dir, "token");
+  await writeFile(tokenFile, "s3cret-per-launch-token\n");
+  cluster = await startCluster(modelDir, { stages: 2, dir, tokenFile });
+  client = new OpenAI({ baseURL: `${cluster.baseUrl}/v1`, apiKey: "unused", maxRetries: 0 });
+});
+afterAll(async () => {
+  await cluster?.stop();
+  await killAll();
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe("openai client against the coordinator", () => {
+  it("lists the model", async () => {
+    const list = await client.models.list();
+    expect(list.data.map((m) => m.id)).toEqual([model]);
+  });
+
+  it("chat, non-streaming and streaming give the same greedy text", async () => {
+    const request = { model, messages: [{ role: "user" as const, content: "hello there" }], max_tokens: 10, temperature: 0 };
+    const full = await client.chat.completions.create(request);
+    const choice = full.choices[0]!;
+    expect(choice.finish_reason).toBe("length");
+    expect(full.usage?.completion_tokens).toBe(10);
+    expect(full.usage?.prompt_tokens).toBeGreaterThan(5);
+    const stream = await client.chat.completions.create({ ...request, stream: true, stream_options: { include_usage: true } });
+    let text = "";
+    let finish: string | null = null;
+    let usage: OpenAI.CompletionUsage | undefined;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? "";
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+      usage = chunk.usage ?? usage;
+    }
+    expect(text).toBe(choice.message.content);
+    expect(finish).toBe("length");
+    expect(usage?.completion_tokens).toBe(10);
+  });
+
+  it("chat log probabilities with top_logprobs", async () => {
+    const r = await client.chat.completions.create({ model, messages: [{ role: "user", content: "hi" }], max_tokens: 4, temperature: 0, logprobs: true, top_logprobs: 3 });
+    const content = r.choices[0]!.logprobs!.content!;
+    expect(content).toHaveLength(4);
+    for (const entry of content) {
+      expect(entry.logprob).toBeLessThan(0);
+      expect(entry.top_logprobs).toHaveLength(3);
+      // Greedy: the chosen token is the most likely one.
+      expect(entry.logprob).toBeCloseTo(entry.top_logprobs[0]!.logprob, 12);
+    }
+  });
+
+  it("completions, non-streaming and streaming, with integer logprobs", async () => {
+    const request = { model, prompt: "the cat sat", max_tokens: 6, temperature: 0, logprobs: 2 };
+    const full = await client.completions.create(request);
+    const choice = full.choices[0]!;
+    expect(choice.logprobs?.tokens).toHaveLength(6);
+    expect(choice.logprobs?.token_logprobs).toHaveLength(6);
+    expect(choice.logprobs?.top_logprobs).toHaveLength(6);
+    expect(choice.logprobs?.text_offset?.[0]).toBe("the cat sat".length);
+    const stream = await client.completions.create({ ...request, stream: true });
+    let text = "";
+    for await (const chunk of stream) text += chunk.choices[0]?.text ?? "";
+    expect(text).toBe(choice.text);
+  });
+
+  it("a seed reproduces a sampled completion", async () => {
+    const request = { model, prompt: "a", max_tokens: 8, temperature: 1.2, seed: 99 };
+    const a = await client.completions.create(request);
+    const b = await client.completions.create(request);
+    expect(a.choices[0]!.text).toBe(b.choices[0]!.text);
+    expect(a.usage?.completion_tokens).toBe(8);
+  });
+
+  it("stops at a stop string", async () => {
+    const base = await client.completions.create({ model, prompt: "x", max_tokens: 12, temperature: 0 });
+    const text = base.choices[0]!.text;
+    // Take a stop string from the middle of the greedy text: the reply must end right before it.
+    const stop = text.slice(3, 5);
+    const r = await client.completions.create({ model, prompt: "x", max_tokens: 12, temperature: 0, stop: [stop] });
+    expect(r.choices[0]!.finish_reason).toBe("stop");
+    expect(r.choices[0]!.text).toBe(text.slice(0, text.indexOf(stop)));
+  });
+
+  it("refuses an unknown model with 404", async () => {
+    await expect(client.chat.completions.create({ model: "nope", messages: [{ role: "user", content: "x" }] })).rejects.toMatchObject({ status: 404 });
+  });
+});
