@@ -78,7 +78,9 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     ...(options.monitor === undefined ? {} : { monitor: options.monitor }),
     onPass: (name, report, durationMs) => {
       metrics.recordPass(name, report, durationMs, 0);
-      log.info({ cluster: name, action: report.action, result: report.result, health: report.health, reason: report.reason, durationMs }, "pass");
+      // Passes that changed nothing (most resyncs) at debug: 1000 idle clusters would log 2000 lines a minute.
+      const quiet = (report.action === "none" || report.action === "plan") && report.result === "success";
+      log[quiet ? "debug" : "info"]({ cluster: name, action: report.action, result: report.result, health: report.health, reason: report.reason, durationMs }, "pass");
     },
   });
   const enqueueAll = async (): Promise<void> => {

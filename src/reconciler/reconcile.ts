@@ -24,9 +24,10 @@ import {
 import type { NodeAccess, NodePool } from "../nodes/index.js";
 import { planCluster } from "../planner/index.js";
 import { createRegistrar, type Registrar } from "../router/index.js";
-import { computeRevision, findClusterFiles, formatIssue, loadCluster, loadSettings, type ClusterSpec, type Settings } from "../spec/index.js";
+import { computeRevision, findClusterFiles, formatIssue, type ClusterSpec, type Settings } from "../spec/index.js";
 import { isShardctlError, ShardctlError } from "../spec/errors.js";
 import { createMemory, type ClusterMemory } from "./cluster-memory.js";
+import { ParseCache } from "./parse-cache.js";
 import { lastCommitOf } from "./git-commit.js";
 import { buildLaunchRequest } from "./launch-request.js";
 import { nodeConfigNamed, nodeConfigOf, controlNodeConfig, controlNodeName } from "./node-configs.js";
@@ -60,6 +61,7 @@ interface Verdict extends PassReport {
 export class Reconciler {
   private readonly memories = new Map<string, ClusterMemory>();
   private registrarCache: { key: string; registrar: Registrar } | undefined;
+  private readonly parsed = new ParseCache();
 
   constructor(private readonly o: ReconcilerOptions) {}
 
@@ -68,7 +70,7 @@ export class Reconciler {
     const files = await findClusterFiles(this.o.dir).catch(() => []);
     const names = new Set(files.map((f) => basename(f, ".toml")));
     for (const name of this.memories.keys()) names.add(name);
-    const settings = await loadSettings(this.o.settingsFile).catch(() => undefined);
+    const settings = await this.parsed.loadSettings(this.o.settingsFile).catch(() => undefined);
     if (settings !== undefined) for (const entry of await new Ledger(settings.daemon.stateDir).list()) names.add(entry.cluster);
     return [...names].sort();
   }
@@ -85,7 +87,7 @@ export class Reconciler {
 
   /** Tear down everything this daemon started (the demo's --teardown-on-exit). */
   async teardownAll(): Promise<void> {
-    const settings = await loadSettings(this.o.settingsFile);
+    const settings = await this.parsed.loadSettings(this.o.settingsFile);
     const ledger = new Ledger(settings.daemon.stateDir);
     await this.detachAll();
     for (const entry of await ledger.list()) {
@@ -100,13 +102,15 @@ export class Reconciler {
     let verdict: Verdict;
     let settings: Settings | undefined;
     try {
-      settings = await loadSettings(this.o.settingsFile);
+      settings = await this.parsed.loadSettings(this.o.settingsFile);
       verdict = await this.converge(name, file, settings, memory);
     } catch (error) {
       verdict = this.failed(memory, error, "none");
     }
     const durationMs = Date.now() - started;
-    memory.history = [...memory.history, { at: new Date(started).toISOString(), action: verdict.action, result: verdict.result, ...(verdict.reason ? { reason: verdict.reason } : {}), durationMs }].slice(-5);
+    if (!repeatsLastPass(memory.history, verdict)) {
+      memory.history = [...memory.history, { at: new Date(started).toISOString(), action: verdict.action, result: verdict.result, ...(verdict.reason ? { reason: verdict.reason } : {}), durationMs }].slice(-5);
+    }
     if (verdict.pruned !== true) await this.writeStatus(name, file, memory, verdict, settings);
     this.o.onPass?.(name, verdict, durationMs);
     return verdict.outcome;
@@ -119,7 +123,7 @@ export class Reconciler {
     if (!(await exists(file))) return this.prune(name, settings, ledger, memory);
 
     // Load the definition; an invalid edit leaves whatever runs alone.
-    const loaded = await loadCluster(file, settings);
+    const loaded = await this.parsed.loadCluster(file, settings);
     if (!loaded.ok) return this.stallOnInvalid(memory, loaded.issues.map(formatIssue), await ledger.read(name));
     const spec = loaded.value;
     const revision = computeRevision(spec, settings);
@@ -495,6 +499,18 @@ export class Reconciler {
     const process = entry.processes.find((p) => processLabel(p.role, p.index) === label);
     return process === undefined ? [] : readLogTail(this.nodeFor(process.node, settings), process).catch(() => []);
   }
+}
+
+/**
+ * A pass that changed nothing (action none or plan, or a stall) and ended like the last recorded
+ * one is not recorded again: otherwise every resync would rewrite every status file (its history
+ * entry's time and duration), and an idle daemon would never be idle nor its files quiet in git.
+ * Passes that act (launch, stop, prune) are always recorded.
+ */
+function repeatsLastPass(history: ReadonlyArray<{ action: string; result: string; reason?: string }>, verdict: PassReport): boolean {
+  const last = history.at(-1);
+  if (last === undefined || last.action !== verdict.action || last.result !== verdict.result || last.reason !== verdict.reason) return false;
+  return verdict.action === "none" || verdict.action === "plan" || verdict.result === "stalled";
 }
 
 async function exists(path: string): Promise<boolean> {

@@ -1,0 +1,74 @@
+/** `shardctl status`: the list (one line per cluster) and one cluster's per-stage detail, from real status files. */
+import { afterAll, beforeAll, expect, test } from "vitest";
+import type { Daemon } from "../../src/reconciler/index.js";
+import {
+  definitionText,
+  enginesOf,
+  freePort,
+  freePortRange,
+  isReadyAt,
+  revisionOf,
+  runShardctl,
+  sleep,
+  startInProcessDaemon,
+  startWorld,
+  waitForStatus,
+  writeDefinition,
+  writeSettings,
+  type DaemonWorld,
+} from "../reconciler/daemon-fixture.js";
+
+let world: DaemonWorld;
+let daemon: Daemon;
+beforeAll(async () => {
+  world = await startWorld();
+  // Two local nodes, distributed serving on: a real cluster on this machine.
+  await writeSettings(world, { enabled: true });
+  daemon = await startInProcessDaemon(world);
+  await writeDefinition(world, "live", definitionText(world, { nodes: ["l1", "l2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]) }));
+  await writeDefinition(world, "idle", definitionText(world, { nodes: ["l2", "l1"], desired: "stopped" }));
+  const revision = await revisionOf(world, "live");
+  await waitForStatus(world, "live", (s) => isReadyAt(s, revision) && s.stages.every((c) => c.alive));
+  await waitForStatus(world, "idle", (s) => s.health === "Stopped");
+});
+afterAll(async () => {
+  if (daemon !== undefined) {
+    await writeDefinition(world, "live", definitionText(world, { nodes: ["l1", "l2"], desired: "stopped" }));
+    await waitForStatus(world, "live", (s) => s.health === "Stopped").catch(() => undefined);
+    await daemon.stop();
+  }
+  await sleep(100);
+  const left = world === undefined ? [] : await enginesOf(world);
+  await world?.close();
+  expect(left).toEqual([]);
+});
+
+test("list: one line per cluster with badge, health, model, stages, endpoint, age", async () => {
+  const r = await runShardctl(world, ["status"]);
+  expect(r.code).toBe(0);
+  const lines = r.stdout.trim().split("\n");
+  expect(lines[0]).toMatch(/^NAME\s+HEALTH\s+MODEL\s+STAGES\s+ENDPOINT\s+AGE$/);
+  const idle = lines.find((l) => l.startsWith("idle"))!;
+  const live = lines.find((l) => l.startsWith("live"))!;
+  expect(live).toMatch(/^live\s+\[cluster\]\s+Healthy\s+\S*tiny-llama\s+2\/2\s+http:\/\/127\.0\.0\.1:\d+\s+\d+s$/);
+  expect(idle).toMatch(/^idle\s+\[cluster\]\s+Stopped\s+\S*tiny-llama\s+0\/\d\s+-\s+-$/);
+});
+
+test("detail: the per-stage cards, the coordinator and the conditions", async () => {
+  const r = await runShardctl(world, ["status", "live"]);
+  expect(r.code).toBe(0);
+  expect(r.stdout).toMatch(/^live \[cluster\]\s+Healthy\s+revision [0-9a-f]{12}/);
+  expect(r.stdout).toMatch(/^STAGE\s+NODE\s+LAYERS\s+PID\s+ALIVE\s+TRANSPORT\s+ADDRESS\s+SINCE$/m);
+  expect(r.stdout).toMatch(/^0\s+l1\s+\[0, 2\)\s+\d+\s+yes\s+listening\s+127\.0\.0\.1:\d+\s+\d+s$/m);
+  expect(r.stdout).toMatch(/^1\s+l2\s+\[2, 4\)\s+\d+\s+yes\s+listening\s+127\.0\.0\.1:\d+\s+\d+s$/m);
+  expect(r.stdout).toMatch(/coordinator on local: http:\/\/127\.0\.0\.1:\d+ health ok/);
+  expect(r.stdout).toMatch(/^Ready\s+True\s+ClusterReady\s+serving at/m);
+});
+
+test("--json: the status files as JSON (a list, or one object for one cluster)", async () => {
+  const list = JSON.parse((await runShardctl(world, ["status", "--json"])).stdout) as Array<{ cluster: string; health: string }>;
+  expect(list.map((s) => [s.cluster, s.health])).toEqual([["idle", "Stopped"], ["live", "Healthy"]]);
+  const one = JSON.parse((await runShardctl(world, ["status", "live", "--json"])).stdout) as { cluster: string; stages: unknown[] };
+  expect(one.cluster).toBe("live");
+  expect(one.stages).toHaveLength(2);
+});

@@ -1,0 +1,63 @@
+/** `shardctl wait`: exit 0 once the condition holds at the revision, 1 on timeout, on Stalled, on bad input. */
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import type { Daemon } from "../../src/reconciler/index.js";
+import { definitionText, revisionOf, runShardctl, startInProcessDaemon, startWorld, waitForStatus, writeDefinition, type DaemonWorld } from "../reconciler/daemon-fixture.js";
+
+let world: DaemonWorld;
+let daemon: Daemon;
+beforeAll(async () => {
+  world = await startWorld();
+  daemon = await startInProcessDaemon(world);
+});
+afterAll(async () => {
+  await daemon?.stop();
+  await world?.close();
+});
+
+test("condition=Planned holds at HEAD once the daemon has planned it: exit 0 (by name and by file)", async () => {
+  const file = await writeDefinition(world, "w1", definitionText(world, { nodes: ["l1", "l2"] }));
+  const revision = await revisionOf(world, "w1");
+  const byName = await runShardctl(world, ["wait", "w1", "--for", "condition=Planned", "--timeout", "20s"]);
+  expect(byName.code).toBe(0);
+  expect(byName.stdout).toContain(`w1: condition Planned holds at revision ${revision.slice(0, 12)} (Disabled)`);
+  expect((await runShardctl(world, ["wait", file, "--for", "condition=Planned", "--revision", revision, "--timeout", "5s"])).code).toBe(0);
+});
+
+test("Ready never comes while distributed serving is disabled: exit 1 on timeout, saying what it saw", async () => {
+  const started = Date.now();
+  const r = await runShardctl(world, ["wait", "w1", "--for", "condition=Ready", "--timeout", "1s"]);
+  expect(r.code).toBe(1);
+  expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
+  expect(r.stderr).toMatch(/timed out after 1s waiting for condition Ready at revision [0-9a-f]{12}: observed revision [0-9a-f]{12}, health Disabled, Ready=False \(DistributedDisabled/);
+});
+
+test("a revision the daemon has not reconciled yet is waited for, never satisfied by the older one", async () => {
+  const r = await runShardctl(world, ["wait", "w1", "--for", "condition=Planned", "--revision", "f".repeat(64), "--timeout", "1s"]);
+  expect(r.code).toBe(1);
+  expect(r.stderr).toMatch(/timed out/);
+});
+
+test("Stalled at the revision → exit 1 at once with the reason", async () => {
+  await writeDefinition(world, "w2", definitionText(world, { nodes: ["l1", "l2"] }).replace("context_length = 256", "context_length = 16000000"));
+  await waitForStatus(world, "w2", (s) => s.health === "Stalled");
+  const started = Date.now();
+  const r = await runShardctl(world, ["wait", "w2", "--timeout", "30s"]);
+  expect(r.code).toBe(1);
+  expect(Date.now() - started).toBeLessThan(10_000);
+  expect(r.stderr).toMatch(/w2 is Stalled at revision [0-9a-f]{12}: /);
+});
+
+test("bad input: an unknown condition, an unknown cluster, an invalid definition → exit 1", async () => {
+  const badFor = await runShardctl(world, ["wait", "w1", "--for", "condition=Happy", "--timeout", "1s"]);
+  expect(badFor.code).toBe(1);
+  expect(badFor.stderr).toMatch(/expected --for condition=<Ready\|/);
+  const missing = await runShardctl(world, ["wait", "nope", "--timeout", "1s"]);
+  expect(missing.code).toBe(1);
+  expect(missing.stderr).toMatch(/no cluster "nope"/);
+  await writeFile(join(world.clustersDir, "w3.toml"), 'nodes = "l1"\n[model]\nid = "x"\n');
+  const invalid = await runShardctl(world, ["wait", "w3", "--timeout", "1s"]);
+  expect(invalid.code).toBe(1);
+  expect(invalid.stderr).toMatch(/w3\.toml:1:9: /);
+});

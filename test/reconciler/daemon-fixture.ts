@@ -1,0 +1,488 @@
+/**
+ * The world of the reconciler tests and bench/reconciler.ts: a temp root holding a git repository
+ * with clusters/, a settings file, a state dir and a tiny test model (source = "path": the loopback
+ * SSH nodes share this file system); optionally real sshd nodes on 127.0.0.N. The daemon runs
+ * in-process (`startDaemon`) or as a real process (`node dist/src/cli/shardctl.js daemon`). Every
+ * status file the daemon writes is checked against schemas/status.schema.json as it appears
+ * (`StatusAudit`). No vitest imports: the bench uses it too. Run `npm run build` first.
+ */
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { existsSync, readFileSync, watch, type FSWatcher } from "node:fs";
+import { mkdir, mkdtemp, open, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { createServer, type AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { promisify } from "node:util";
+import { Ajv2020 } from "ajv/dist/2020.js";
+import { pino } from "pino";
+import { bundledShardEngine } from "../../src/launch/index.js";
+import { makeTestModel } from "../../src/planner/test-model/index.js";
+import { startDaemon, type Daemon, type ClusterStatus } from "../../src/reconciler/index.js";
+import { computeRevision, formatIssue, loadCluster, loadSettings } from "../../src/spec/index.js";
+import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+
+const run = promisify(execFile);
+/** The repository root, from test/reconciler (vitest) or dist/test/reconciler (the built bench). */
+export const repoRoot = findRepoRoot(import.meta.dirname);
+export const shardctlJs = join(repoRoot, "dist/src/cli/shardctl.js");
+const statusSchemaFile = join(repoRoot, "schemas/status.schema.json");
+
+export interface DaemonWorld {
+  root: string;
+  clustersDir: string;
+  stateDir: string;
+  settingsFile: string;
+  modelDir: string;
+  modelName: string;
+  routerConfig: string;
+  /** Loopback SSH nodes (n1, n2, …), when asked for. */
+  sshd?: SshdSet;
+  /** Node name → bind address (127.0.0.N), for SSH nodes. */
+  hosts: Map<string, string>;
+  audit: StatusAudit;
+  close(): Promise<void>;
+}
+
+export interface WorldOptions {
+  /** Number of SSH nodes n1..nN. Default 0 (plan-only worlds use local nodes l1, l2). */
+  sshNodes?: number;
+  /** First loopback octet of the SSH nodes. Default 2. */
+  firstHost?: number;
+  /** Model layers. Default 4. */
+  layers?: number;
+}
+
+export async function startWorld(options: WorldOptions = {}): Promise<DaemonWorld> {
+  if (!existsSync(bundledShardEngine)) throw new Error(`${bundledShardEngine} is missing: run \`npm run build\` first`);
+  const root = await mkdtemp(join(tmpdir(), "shardctl-reconciler-"));
+  const clustersDir = join(root, "clusters");
+  const stateDir = join(root, "state");
+  await mkdir(clustersDir, { recursive: true });
+  await run("git", ["init", "-q", root]);
+  const modelName = "tiny-llama";
+  const modelDir = join(root, "models", modelName);
+  await makeTestModel(modelDir, { layers: options.layers ?? 4, hidden: 64, heads: 4, kvHeads: 2, vocab: 320, seed: 11 });
+  const routerConfig = join(root, "router.yaml");
+  await writeFile(routerConfig, `# reconciler test router\nserver:\n  bind_address: "127.0.0.1:0"\nbackends: []\n`);
+  const sshd = (options.sshNodes ?? 0) > 0 ? await startSshdNodes({ count: options.sshNodes!, firstHost: options.firstHost ?? 2 }) : undefined;
+  const hosts = new Map<string, string>();
+  sshd?.nodes.forEach((n, i) => hosts.set(`n${i + 1}`, n.host));
+  const world: DaemonWorld = {
+    root,
+    clustersDir,
+    stateDir,
+    settingsFile: join(root, "shardctl.toml"),
+    modelDir,
+    modelName,
+    routerConfig,
+    ...(sshd === undefined ? {} : { sshd }),
+    hosts,
+    audit: new StatusAudit(clustersDir),
+    async close() {
+      world.audit.close();
+      await sshd?.close();
+      await rm(root, { recursive: true, force: true });
+    },
+  };
+  await writeSettings(world);
+  return world;
+}
+
+export interface SettingsOptions {
+  /** `[distributed] enabled`. Default true when the world has SSH nodes. */
+  enabled?: boolean;
+  restartBudget?: number;
+  allowMassPrune?: boolean;
+  /** Register clusters with the embedded router. Default false. */
+  router?: boolean;
+  /** Extra lines appended verbatim. */
+  extra?: string;
+}
+
+/** Write shardctl.toml: the SSH nodes n1.. (or local nodes l1, l2) and the daemon's state dir. */
+export async function writeSettings(world: DaemonWorld, options: SettingsOptions = {}): Promise<void> {
+  const lines = [
+    "[distributed]",
+    `enabled = ${options.enabled ?? world.sshd !== undefined}`,
+    "",
+    "[daemon]",
+    `state_dir = ${JSON.stringify(world.stateDir)}`,
+    `restart_budget = ${options.restartBudget ?? 3}`,
+    `allow_mass_prune = ${options.allowMassPrune ?? false}`,
+    "",
+  ];
+  if (options.router === true) {
+    lines.push("[router]", 'kind = "continuum"', `config = ${JSON.stringify(world.routerConfig)}`, "embedded = true", "");
+  }
+  if (world.sshd !== undefined) {
+    lines.push("[ssh]", `known_hosts = ${JSON.stringify(world.sshd.knownHostsPath)}`, `config = ${JSON.stringify(join(world.root, "no-ssh-config"))}`, "");
+    world.sshd.nodes.forEach((n, i) => {
+      lines.push(
+        `[nodes.n${i + 1}]`,
+        `host = "${n.host}"`,
+        `port = ${n.port}`,
+        `user = ${JSON.stringify(n.user)}`,
+        `identity_file = ${JSON.stringify(world.sshd!.identityFile)}`,
+        `model_dir = ${JSON.stringify(n.modelDir)}`,
+        'memory = "4GiB"',
+        'accelerator = "cpu"',
+        "",
+      );
+    });
+  } else {
+    for (const name of ["l1", "l2"]) {
+      lines.push(`[nodes.${name}]`, 'host = "local"', `model_dir = ${JSON.stringify(join(world.root, "nodes", name))}`, 'memory = "4GiB"', 'accelerator = "cpu"', "");
+    }
+  }
+  if (options.extra !== undefined) lines.push(options.extra);
+  await writeFile(world.settingsFile, lines.join("\n"));
+}
+
+export interface DefinitionOptions {
+  nodes: string[];
+  desired?: "running" | "stopped";
+  suspend?: boolean;
+  /** Coordinator HTTP port. Default 8080 (plan-only worlds never bind it). */
+  port?: number;
+  /** Transport port range "a-b". */
+  portRange?: string;
+  /** Coordinator node. Default "local". */
+  coordinatorNode?: string;
+  /** Model context length (a knob that changes the revision without changing nodes). */
+  contextLength?: number;
+  register?: boolean;
+  /** Extra engine arguments. */
+  extraArgs?: string[];
+  /** `[engine] binary` (a stand-in script); default the bundled shard-engine. */
+  binary?: string;
+}
+
+export function definitionText(world: DaemonWorld, o: DefinitionOptions): string {
+  const extraArgs = o.extraArgs ?? ["--connect-timeout-ms", "5000", "--broken-exit-delay-ms", "200"];
+  return [
+    `desired = "${o.desired ?? "running"}"`,
+    `suspend = ${o.suspend ?? false}`,
+    `nodes = ${JSON.stringify(o.nodes)}`,
+    "",
+    "[model]",
+    `id = ${JSON.stringify(world.modelDir)}`,
+    'source = "path"',
+    `context_length = ${o.contextLength ?? 256}`,
+    "",
+    "[engine]",
+    'kind = "reference"',
+    ...(o.binary === undefined ? [] : [`binary = ${JSON.stringify(o.binary)}`]),
+    `extra_args = ${JSON.stringify(extraArgs)}`,
+    "",
+    ...(o.portRange === undefined ? [] : ["[transport]", `port_range = "${o.portRange}"`, ""]),
+    "[coordinator]",
+    `node = "${o.coordinatorNode ?? "local"}"`,
+    'host = "127.0.0.1"',
+    `port = ${o.port ?? 8080}`,
+    "",
+    "[router]",
+    `register = ${o.register ?? false}`,
+    "",
+  ].join("\n");
+}
+
+/** Write a definition the way an editor or git does: temp file, then rename into place. */
+export async function writeDefinition(world: DaemonWorld, name: string, text: string): Promise<string> {
+  const file = join(world.clustersDir, `${name}.toml`);
+  await writeFile(`${file}.swp`, text);
+  await rename(`${file}.swp`, file);
+  return file;
+}
+
+/** Commit everything under clusters/ (status files included, as CI would). */
+export async function commitAll(world: DaemonWorld, message: string): Promise<string> {
+  const git = (args: string[]) => run("git", ["-C", world.root, "-c", "user.name=t", "-c", "user.email=t@example.invalid", ...args]);
+  await git(["add", "-A", "clusters"]);
+  await git(["commit", "-q", "--allow-empty", "-m", message]);
+  return (await git(["rev-parse", "HEAD"])).stdout.trim();
+}
+
+/** Timings that keep a test in seconds. */
+export const fastLaunch = { stageListenMs: 15_000, coordinatorHealthMs: 15_000, readinessMs: 15_000, stopGraceMs: 2_000 };
+export const fastMonitor = { pollIntervalMs: 200, strikes: 2 };
+
+/** The daemon in this process, logging to <root>/daemon.log. */
+export async function startInProcessDaemon(world: DaemonWorld, resyncMs = 60_000): Promise<Daemon> {
+  const log = pino({ level: "debug" }, pino.destination({ dest: join(world.root, "daemon.log"), sync: true }));
+  return startDaemon({ dir: world.clustersDir, settingsFile: world.settingsFile, log, resyncMs, debounceMs: 50, launchDeadlines: fastLaunch, monitor: fastMonitor });
+}
+
+export interface SpawnedDaemon {
+  child: ChildProcess;
+  /** Resolves with the exit code (null when killed by a signal). */
+  exited: Promise<number | null>;
+  stderr(): string;
+}
+
+/** `shardctl daemon` as a real process (its logs on stderr, kept in memory and in <root>/daemon-<pid>.log). */
+export async function spawnDaemon(world: DaemonWorld, extraEnv: Record<string, string> = {}): Promise<SpawnedDaemon> {
+  const child = spawn(process.execPath, [shardctlJs, "daemon", "--config", world.settingsFile, "--dir", world.clustersDir], {
+    cwd: world.root,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, SHARDCTL_LOG_LEVEL: "debug", ...extraEnv },
+  });
+  let stderr = "";
+  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+  child.stdout!.resume();
+  const exited = new Promise<number | null>((done) => child.once("exit", (code) => done(code)));
+  return { child, exited, stderr: () => stderr };
+}
+
+/** Wait for a daemon process to log that it watches (it holds the lock by then). */
+export async function waitWatching(daemon: SpawnedDaemon, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!daemon.stderr().includes("daemon watching")) {
+    if (daemon.child.exitCode !== null) throw new Error(`daemon exited ${daemon.child.exitCode}: ${daemon.stderr()}`);
+    if (Date.now() > deadline) throw new Error(`daemon not watching after ${timeoutMs} ms: ${daemon.stderr()}`);
+    await sleep(50);
+  }
+}
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Run `shardctl <args>` from the built CLI. */
+export function runShardctl(world: DaemonWorld, args: string[], timeoutMs = 60_000): Promise<CliResult> {
+  return new Promise((done) => {
+    const child = spawn(process.execPath, [shardctlJs, ...args, "--config", world.settingsFile, "--dir", world.clustersDir], {
+      cwd: world.root,
+      stdio: ["ignore", "pipe", "pipe"],
+      timeout: timeoutMs,
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.once("close", (code) => done({ code, stdout, stderr }));
+  });
+}
+
+/** Read a cluster's status file (validated against the JSON Schema), or undefined. */
+export async function readStatusFile(world: DaemonWorld, name: string): Promise<ClusterStatus | undefined> {
+  let text: string;
+  try {
+    text = await readFile(join(world.clustersDir, `${name}.status.json`), "utf8");
+  } catch {
+    return undefined;
+  }
+  const status = JSON.parse(text) as ClusterStatus;
+  assertValidStatus(status, `${name}.status.json`);
+  return status;
+}
+
+/** Poll the status file until `predicate` holds; throws with the last status on timeout. */
+export async function waitForStatus(
+  world: DaemonWorld,
+  name: string,
+  predicate: (status: ClusterStatus) => boolean,
+  timeoutMs = 45_000,
+): Promise<ClusterStatus> {
+  const deadline = Date.now() + timeoutMs;
+  let last: ClusterStatus | undefined;
+  for (;;) {
+    last = await readStatusFile(world, name).catch(() => last);
+    if (last !== undefined && predicate(last)) return last;
+    if (Date.now() > deadline) {
+      throw new Error(`status of ${name} did not reach the expected state in ${timeoutMs} ms; last: ${JSON.stringify(last, null, 1)?.slice(0, 4000)}`);
+    }
+    await sleep(100);
+  }
+}
+
+export function conditionOf(status: ClusterStatus, type: string): ClusterStatus["conditions"][number] | undefined {
+  return status.conditions.find((c) => c.type === type);
+}
+
+/** Ready=True at exactly `revision`. */
+export function isReadyAt(status: ClusterStatus, revision?: string): boolean {
+  const ready = conditionOf(status, "Ready");
+  return ready?.status === "True" && (revision === undefined || (status.observedRevision === revision && ready.observedRevision === revision));
+}
+
+// --- the JSON Schema -------------------------------------------------------------------------
+
+let validator: ((value: unknown) => boolean) & { errors?: unknown } | undefined;
+
+export function assertValidStatus(value: unknown, what: string): void {
+  if (validator === undefined) {
+    const ajv = new Ajv2020({ allErrors: true, strict: true });
+    // ajv's core knows no formats: check date-time as the RFC 3339 UTC form zod writes.
+    ajv.addFormat("date-time", /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/);
+    validator = ajv.compile(JSON.parse(readFileSync(statusSchemaFile, "utf8")) as object);
+  }
+  if (!validator(value)) throw new Error(`${what} does not validate against ${statusSchemaFile}: ${JSON.stringify(validator.errors)}`);
+}
+
+/**
+ * Every version of every status file that appears in a directory, validated against the schema as
+ * it is seen (fs.watch on the directory: the daemon renames each new version into place).
+ */
+export class StatusAudit {
+  /** Versions seen (distinct texts), all files. */
+  seen = 0;
+  readonly problems: string[] = [];
+  /** Every distinct version seen, in order (for diagnostics). */
+  readonly versions: Array<{ name: string; text: string }> = [];
+  private readonly texts = new Set<string>();
+  private readonly watcher: FSWatcher;
+
+  constructor(dir: string) {
+    this.watcher = watch(dir, (_event, name) => {
+      if (name === null || !name.endsWith(".status.json")) return;
+      void readFile(join(dir, name), "utf8").then(
+        (text) => this.check(name, text),
+        () => undefined,
+      );
+    });
+  }
+
+  private check(name: string, text: string): void {
+    if (this.texts.has(text)) return;
+    this.texts.add(text);
+    this.seen += 1;
+    this.versions.push({ name, text });
+    try {
+      assertValidStatus(JSON.parse(text), name);
+    } catch (error) {
+      this.problems.push((error as Error).message);
+    }
+  }
+
+  close(): void {
+    this.watcher.close();
+  }
+}
+
+// --- processes and ports ---------------------------------------------------------------------
+
+/** Live (non-zombie) processes whose command line mentions `needle` (default: the world's root or its sshd root). */
+export async function processesOf(world: DaemonWorld, needles: string[] = [world.root, ...(world.sshd ? [world.sshd.root] : [])]): Promise<string[]> {
+  const { stdout } = await run("ps", ["-eo", "pid=,stat=,args="], { maxBuffer: 16 << 20 });
+  return stdout
+    .split("\n")
+    .filter((line) => {
+      const [, stat] = line.trim().split(/\s+/);
+      const args = line.trim().split(/\s+/).slice(2).join(" ");
+      return !stat?.startsWith("Z") && needles.some((n) => line.includes(n)) && !args.includes(" daemon --config ") && !args.startsWith("/usr/sbin/sshd") && !args.startsWith("sshd");
+    })
+    .map((l) => l.trim());
+}
+
+/** Engine processes (shard-engine) of the world. */
+export async function enginesOf(world: DaemonWorld): Promise<string[]> {
+  return (await processesOf(world)).filter((l) => l.includes("shard-engine") || l.includes("slow-engine.sh"));
+}
+
+/** The shard-engine pid of a recorded (wrapper) pid: the wrapper's child, or the pid itself. */
+export async function enginePidOf(wrapperPid: number): Promise<number> {
+  const { stdout } = await run("ps", ["-o", "pid=,args=", "--ppid", String(wrapperPid)]).catch(() => ({ stdout: "" }));
+  const child = stdout.split("\n").find((l) => l.includes("shard-engine"));
+  const pid = Number(child?.trim().split(/\s+/)[0]);
+  return Number.isInteger(pid) && pid > 0 ? pid : wrapperPid;
+}
+
+export function freePort(host = "127.0.0.1"): Promise<number> {
+  return new Promise((done, fail) => {
+    const server = createServer();
+    server.once("error", fail);
+    server.listen(0, host, () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => done(port));
+    });
+  });
+}
+
+/** "a-b": `width` consecutive ports free on every host, from a random region (others test at once). */
+export async function freePortRange(hosts: readonly string[], width = 8): Promise<string> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const first = 20_000 + Math.floor(Math.random() * 30_000);
+    let free = true;
+    for (let port = first; port < first + width && free; port++) {
+      for (const host of hosts) if (!(await canBind(host, port))) free = false;
+    }
+    if (free) return `${first}-${first + width - 1}`;
+  }
+  throw new Error("no free port range found");
+}
+
+function canBind(host: string, port: number): Promise<boolean> {
+  return new Promise((done) => {
+    const server = createServer();
+    server.once("error", () => done(false));
+    server.listen(port, host, () => server.close(() => done(true)));
+  });
+}
+
+/** One chat completion through an OpenAI-compatible base URL; the reply text. */
+export async function chat(baseUrl: string, model: string): Promise<string> {
+  const response = await fetch(`${baseUrl}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model, messages: [{ role: "user", content: "hello" }], max_tokens: 4 }),
+    signal: AbortSignal.timeout(15_000),
+  });
+  const body = (await response.json()) as { choices?: Array<{ message?: { content?: string } }>; error?: unknown };
+  if (!response.ok) throw new Error(`chat completion failed: ${response.status} ${JSON.stringify(body)}`);
+  return body.choices?.[0]?.message?.content ?? "";
+}
+
+/** An engine binary that waits `delaySeconds` before it becomes the real shard-engine (slow start-up). */
+export async function writeSlowEngine(world: DaemonWorld, delaySeconds: number): Promise<string> {
+  const path = join(world.root, "bin", "slow-engine.sh");
+  await mkdir(join(world.root, "bin"), { recursive: true });
+  await writeFile(path, `#!/bin/sh\nsleep ${delaySeconds}\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(bundledShardEngine)} "$@"\n`, { mode: 0o755 });
+  return path;
+}
+
+/** Append a line to a file (an "edit" that keeps the content valid). */
+export async function appendLine(file: string, line: string): Promise<void> {
+  const handle = await open(file, "a");
+  await handle.write(`${line}\n`);
+  await handle.close();
+}
+
+function findRepoRoot(from: string): string {
+  for (let dir = from; dir !== dirname(dir); dir = dirname(dir)) {
+    if (existsSync(join(dir, "package.json")) && existsSync(join(dir, "schemas"))) return dir;
+  }
+  throw new Error(`no repository root above ${from}`);
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** The revision the daemon computes for a definition as it is on disk now. */
+export async function revisionOf(world: DaemonWorld, name: string): Promise<string> {
+  const settings = await loadSettings(world.settingsFile);
+  const loaded = await loadCluster(join(world.clustersDir, `${name}.toml`), settings);
+  if (!loaded.ok) throw new Error(`${name}.toml is invalid: ${loaded.issues.map(formatIssue).join("; ")}`);
+  return computeRevision(loaded.value, settings);
+}
+
+/**
+ * Commit a definition, then check it out into clusters/ (what a `git pull` or `git checkout` does):
+ * the file appears already committed, so the daemon's first look finds its commit.
+ */
+export async function commitDefinition(world: DaemonWorld, name: string, text: string): Promise<string> {
+  const git = (args: string[], input?: string) =>
+    new Promise<string>((done, fail) => {
+      const child = execFile("git", ["-C", world.root, "-c", "user.name=t", "-c", "user.email=t@example.invalid", ...args], (error, stdout) =>
+        error === null ? done(stdout.trim()) : fail(error),
+      );
+      if (input !== undefined) child.stdin!.end(input);
+    });
+  const blob = await git(["hash-object", "-w", "--stdin"], text);
+  await git(["update-index", "--add", "--cacheinfo", `100644,${blob},clusters/${name}.toml`]);
+  await git(["commit", "-q", "-m", `add ${name}`]);
+  await git(["checkout", "--", `clusters/${name}.toml`]);
+  return git(["rev-parse", "HEAD"]);
+}

@@ -1,0 +1,143 @@
+/**
+ * The daemon as a real process: one per directory (a second is refused naming the first's pid);
+ * `kill -9` in the middle of a launch leaves nothing orphaned after the next start, which converges;
+ * SIGTERM leaves clusters running and the next daemon adopts them without a restart.
+ */
+import { rm } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
+import { Ledger, type LedgerEntry } from "../../src/launch/index.js";
+import {
+  definitionText,
+  enginesOf,
+  freePort,
+  freePortRange,
+  isReadyAt,
+  readStatusFile,
+  revisionOf,
+  sleep,
+  spawnDaemon,
+  startWorld,
+  waitForStatus,
+  waitWatching,
+  writeDefinition,
+  writeSettings,
+  writeSlowEngine,
+  type DaemonWorld,
+  type SpawnedDaemon,
+} from "./daemon-fixture.js";
+
+let world: DaemonWorld;
+const daemons: SpawnedDaemon[] = [];
+
+beforeAll(async () => {
+  world = await startWorld({ sshNodes: 2, firstHost: 66 });
+  await writeSettings(world, { restartBudget: 3 });
+});
+
+afterAll(async () => {
+  for (const d of daemons) if (d.child.exitCode === null && d.child.signalCode === null) d.child.kill("SIGKILL");
+  const left = world === undefined ? [] : await enginesOf(world);
+  // Whatever a failed test left: kill it by pid (only processes of this world).
+  for (const line of left) {
+    try {
+      process.kill(Number(line.split(/\s+/)[0]), "SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
+  await world?.close();
+  expect(left).toEqual([]);
+});
+
+afterEach(() => {
+  expect(world.audit.problems).toEqual([]);
+});
+
+async function start(): Promise<SpawnedDaemon> {
+  const d = await spawnDaemon(world);
+  daemons.push(d);
+  await waitWatching(d);
+  return d;
+}
+
+async function stopGracefully(d: SpawnedDaemon): Promise<number | null> {
+  d.child.kill("SIGTERM");
+  return d.exited;
+}
+
+test("a second daemon on the same directory is refused, naming the first one's pid", async () => {
+  const first = await start();
+  const second = await spawnDaemon(world);
+  daemons.push(second);
+  const code = await second.exited;
+  expect(code).toBe(1);
+  expect(second.stderr()).toContain(`pid ${first.child.pid}`);
+  expect(second.stderr()).toMatch(/already watches/);
+  // The first one is unharmed.
+  expect(first.child.exitCode).toBeNull();
+  expect(await stopGracefully(first)).toBe(0);
+});
+
+test("kill -9 of the daemon during a launch → the next start leaves no orphan and converges; SIGTERM leaves it running, the next daemon adopts it", async () => {
+  const ledger = new Ledger(world.stateDir);
+  const slow = await writeSlowEngine(world, 1);
+  const hosts = ["127.0.0.1", ...world.hosts.values()];
+  await writeDefinition(world, "kappa", definitionText(world, { nodes: ["n1", "n2"], binary: slow, port: await freePort(), portRange: await freePortRange(hosts) }));
+  const revision = await revisionOf(world, "kappa");
+  const first = await start();
+
+  // Wait until the launch has started processes but is not finished, then kill -9 the daemon.
+  let entry: LedgerEntry | undefined;
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    entry = await ledger.read("kappa").catch(() => undefined);
+    if (entry?.phase === "launching" && entry.processes.length >= 1) break;
+    await sleep(20);
+  }
+  expect(entry?.phase).toBe("launching");
+  first.child.kill("SIGKILL");
+  await first.exited;
+  const orphanPids = entry!.processes.map((p) => p.pid);
+  await sleep(300);
+  // They are orphans now (their daemon is gone).
+  const running = await enginesOf(world);
+  expect(running.length).toBeGreaterThan(0);
+
+  // The next start cleans up and converges.
+  const second = await start();
+  const ready = await waitForStatus(world, "kappa", (s) => isReadyAt(s, revision) && s.stages.every((c) => c.alive), 40_000);
+  const now = (await ledger.read("kappa"))!;
+  expect(now.phase).toBe("running");
+  const engines = await enginesOf(world);
+  for (const pid of orphanPids) expect(engines.some((l) => l.startsWith(`${pid} `))).toBe(false);
+  const recorded = new Set(now.processes.map((p) => p.pid));
+  // Every process of the world is one the ledger records (a wrapper) or a recorded wrapper's engine.
+  for (const line of engines) {
+    const [pid, , ...args] = line.split(/\s+/);
+    if (recorded.has(Number(pid))) continue;
+    expect(args.join(" ")).not.toMatch(/^sh -c/);
+  }
+  expect(engines.filter((l) => !/^\d+\s+\S+\s+sh -c/.test(l))).toHaveLength(3);
+  expect(ready.restarts?.count).toBeGreaterThanOrEqual(1);
+
+  // SIGTERM: the daemon exits, the cluster keeps running (it is desired state).
+  expect(await stopGracefully(second)).toBe(0);
+  const before = (await enginesOf(world)).sort();
+  expect(before).toHaveLength(6);
+  expect(second.stderr()).toContain("daemon stopped");
+
+  // The next daemon adopts it: same processes, no new launch.
+  const third = await start();
+  await waitForStatus(world, "kappa", (s) => s.history.length > 0 && s.history.at(-1)!.action === "none" && isReadyAt(s, revision), 20_000);
+  expect((await enginesOf(world)).sort()).toEqual(before);
+  expect((await ledger.read("kappa"))!.startedAt).toBe(now.startedAt);
+
+  // Delete → pruned: nothing left in ps.
+  await rm(join(world.clustersDir, "kappa.toml"));
+  const gone = Date.now() + 20_000;
+  while ((await readStatusFile(world, "kappa")) !== undefined && Date.now() < gone) await sleep(100);
+  expect(await readStatusFile(world, "kappa")).toBeUndefined();
+  expect(await enginesOf(world)).toEqual([]);
+  expect(await stopGracefully(third)).toBe(0);
+});

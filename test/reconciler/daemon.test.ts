@@ -1,0 +1,306 @@
+/**
+ * The daemon end to end, in-process, on three loopback SSH nodes with the reference engine: commit →
+ * Ready, edit → replaced, stop, prune, invalid edit, suspend, rapid edits, the mass-prune guard,
+ * and `wait` against a stale Ready. Every status file version written is checked against the schema.
+ */
+import { readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
+import { Ledger } from "../../src/launch/index.js";
+import type { Daemon } from "../../src/reconciler/index.js";
+import {
+  chat,
+  commitDefinition,
+  conditionOf,
+  definitionText,
+  enginesOf,
+  freePort,
+  freePortRange,
+  isReadyAt,
+  processesOf,
+  readStatusFile,
+  revisionOf,
+  runShardctl,
+  sleep,
+  startInProcessDaemon,
+  startWorld,
+  waitForStatus,
+  writeDefinition,
+  writeSettings,
+  type DaemonWorld,
+  type DefinitionOptions,
+} from "./daemon-fixture.js";
+
+let world: DaemonWorld;
+let daemon: Daemon;
+let ledger: Ledger;
+// A short resync: a probe that could not tell (an SSH hiccup under load) is looked at again soon.
+const resyncMs = 2_000;
+
+beforeAll(async () => {
+  world = await startWorld({ sshNodes: 3, firstHost: 50 });
+  await writeSettings(world, { restartBudget: 3 });
+  ledger = new Ledger(world.stateDir);
+  daemon = await startInProcessDaemon(world, resyncMs);
+});
+
+afterAll(async () => {
+  await daemon?.stop();
+  // Leave nothing running: tear down whatever the tests left (clusters are desired state).
+  const d = await startInProcessDaemon(world).catch(() => undefined);
+  if (d !== undefined) {
+    for (const file of await readdir(world.clustersDir)) {
+      if (file.endsWith(".toml")) await rm(join(world.clustersDir, file));
+    }
+    await writeSettings(world, { allowMassPrune: true });
+    await waitUntil(async () => (await ledger.list()).length === 0, 20_000).catch(() => undefined);
+    await d.stop();
+  }
+  const left = world === undefined ? [] : await enginesOf(world);
+  await world?.close();
+  expect(left).toEqual([]);
+});
+
+afterEach(() => {
+  expect(world.audit.problems).toEqual([]);
+});
+
+/** A definition on SSH nodes with a free coordinator port and a free transport port range. */
+async function definition(o: Partial<DefinitionOptions> & { nodes: string[] }): Promise<string> {
+  const hosts = ["127.0.0.1", ...world.hosts.values()];
+  return definitionText(world, { port: await freePort(), portRange: await freePortRange(hosts), ...o });
+}
+
+async function waitUntil(check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await sleep(100);
+  }
+}
+
+/** pids of the engine processes whose run dir is this cluster's. */
+async function enginePidsOf(name: string): Promise<number[]> {
+  return (await enginesOf(world))
+    .filter((line) => line.includes(`/run/${name}/`) && !line.includes("sh -c"))
+    .map((line) => Number(line.split(/\s+/)[0]));
+}
+
+describe("daemon", () => {
+  test("commit → Ready at that revision (wait --revision HEAD), serving, with the git commit in the status", async () => {
+    const commit = await commitDefinition(world, "alpha", await definition({ nodes: ["n1", "n2"] }));
+    const revision = await revisionOf(world, "alpha");
+    const waited = await runShardctl(world, ["wait", "alpha", "--for", "condition=Ready", "--revision", "HEAD", "--timeout", "40s"]);
+    expect(waited.stderr).toBe("");
+    expect(waited.code).toBe(0);
+    expect(waited.stdout).toContain(`condition Ready holds at revision ${revision.slice(0, 12)}`);
+    const status = await waitForStatus(world, "alpha", (s) => s.health === "Healthy" && s.stages.every((c) => c.alive));
+    expect(isReadyAt(status, revision)).toBe(true);
+    expect(status.gitCommit).toBe(commit);
+    expect(status.stages.map((s) => [s.node, s.alive, s.transport])).toEqual([["n1", true, "listening"], ["n2", true, "listening"]]);
+    expect(status.coordinator?.health).toBe("ok");
+    expect(status.plan?.stages.map((s) => s.layers)).toEqual([[0, 2], [2, 4]]);
+    expect(status.restarts?.count).toBe(1);
+    expect(conditionOf(status, "StagesListening")?.status).toBe("True");
+    expect(conditionOf(status, "CoordinatorHealthy")?.status).toBe("True");
+    // It really serves.
+    expect(typeof (await chat(status.coordinator!.url, status.model!))).toBe("string");
+    expect(await enginePidsOf("alpha")).toHaveLength(3);
+    // No secret reaches the status file: the transport token stays in its 0600 files.
+    const token = await readFile(join(world.stateDir, "run", "alpha", "transport.token"), "utf8");
+    expect(await readFile(join(world.clustersDir, "alpha.status.json"), "utf8")).not.toContain(token.trim());
+  });
+
+  test("invalid edit while running → still serving; the status names file:line:col; fixing it converges again", async () => {
+    const file = join(world.clustersDir, "alpha.toml");
+    const good = await readFile(file, "utf8");
+    const before = (await readStatusFile(world, "alpha"))!;
+    const pids = await enginePidsOf("alpha");
+    // Line 1 of the definition becomes an invalid value.
+    await writeFile(file, good.replace('desired = "running"', 'desired = "sideways"'));
+    const stalled = await waitForStatus(world, "alpha", (s) => conditionOf(s, "Stalled")?.status === "True");
+    expect(stalled.lastError?.reason).toBe("InvalidDefinition");
+    expect(stalled.lastError?.message).toMatch(/alpha\.toml:1:11: /);
+    expect(conditionOf(stalled, "Stalled")?.message).toMatch(/alpha\.toml:1:11: .*sideways/s);
+    expect(stalled.health).toBe("Degraded");
+    // The last good revision keeps serving, untouched.
+    expect(stalled.observedRevision).toBe(before.observedRevision);
+    expect(conditionOf(stalled, "Ready")?.status).toBe("True");
+    expect(await chat(before.coordinator!.url, before.model!)).toBeTypeOf("string");
+    expect(await enginePidsOf("alpha")).toEqual(pids);
+    // `wait` on the broken file says why instead of waiting.
+    const waited = await runShardctl(world, ["wait", "alpha", "--timeout", "2s"]);
+    expect(waited.code).toBe(1);
+    expect(waited.stderr).toMatch(/alpha\.toml:1:11/);
+
+    // A TOML syntax error is reported with its position too.
+    await writeFile(file, `${good}\n[engine\n`);
+    await waitForStatus(world, "alpha", (s) => /alpha\.toml:\d+:\d+: /.test(s.lastError?.message ?? "") && !(s.lastError?.message ?? "").includes("sideways"));
+
+    await writeFile(file, good);
+    const healed = await waitForStatus(world, "alpha", (s) => conditionOf(s, "Stalled")?.status === "False" && s.health === "Healthy");
+    expect(healed.lastError).toBeUndefined();
+    expect(await enginePidsOf("alpha")).toEqual(pids);
+  });
+
+  test("edit nodes → replaced: new processes, the new revision Ready, the old ones gone", async () => {
+    const before = (await readStatusFile(world, "alpha"))!;
+    const oldPids = await enginePidsOf("alpha");
+    await writeDefinition(world, "alpha", await definition({ nodes: ["n1", "n3"] }));
+    const revision = await revisionOf(world, "alpha");
+    expect(revision).not.toBe(before.observedRevision);
+    const waited = await runShardctl(world, ["wait", "alpha", "--for", "condition=Ready", "--timeout", "40s"]);
+    expect(waited.code).toBe(0);
+    const after = (await readStatusFile(world, "alpha"))!;
+    expect(isReadyAt(after, revision)).toBe(true);
+    expect(after.stages.map((s) => s.node)).toEqual(["n1", "n3"]);
+    expect(after.stages.every((s) => s.alive)).toBe(true);
+    const newPids = await enginePidsOf("alpha");
+    expect(newPids).toHaveLength(3);
+    for (const pid of oldPids) expect(newPids).not.toContain(pid);
+    expect(after.stages[1]!.address).toMatch(/^127\.0\.0\.52:/);
+    expect(after.timeline.some((e) => e.step === "ready")).toBe(true);
+    expect((await ledger.read("alpha"))?.revision).toBe(revision);
+  });
+
+  test('desired = "stopped" → torn down, status kept (health Stopped)', async () => {
+    const text = (await readFile(join(world.clustersDir, "alpha.toml"), "utf8")).replace('desired = "running"', 'desired = "stopped"');
+    await writeDefinition(world, "alpha", text);
+    const revision = await revisionOf(world, "alpha");
+    const stopped = await waitForStatus(world, "alpha", (s) => s.observedRevision === revision && s.health === "Stopped");
+    expect(stopped.desired).toBe("stopped");
+    expect(conditionOf(stopped, "Ready")).toMatchObject({ status: "False", reason: "Stopped", observedRevision: revision });
+    expect(stopped.stages).toEqual([]);
+    expect(await enginePidsOf("alpha")).toEqual([]);
+    expect(await ledger.read("alpha")).toBeUndefined();
+    await sleep(300);
+    expect(await readStatusFile(world, "alpha")).toBeDefined();
+  });
+
+  test("delete → pruned: processes gone, status file removed", async () => {
+    await writeDefinition(world, "beta", await definition({ nodes: ["n2", "n3"] }));
+    const revision = await revisionOf(world, "beta");
+    await waitForStatus(world, "beta", (s) => isReadyAt(s, revision));
+    expect(await enginePidsOf("beta")).toHaveLength(3);
+    await rm(join(world.clustersDir, "beta.toml"));
+    await waitUntil(async () => (await readStatusFile(world, "beta")) === undefined);
+    expect(await enginePidsOf("beta")).toEqual([]);
+    expect(await ledger.read("beta")).toBeUndefined();
+    expect(await processesOf(world, ["/run/beta/"])).toEqual([]);
+  });
+
+  test("suspend → Suspended, no action (nothing launched)", async () => {
+    await writeDefinition(world, "gamma", await definition({ nodes: ["n1", "n2"], suspend: true }));
+    const revision = await revisionOf(world, "gamma");
+    const status = await waitForStatus(world, "gamma", (s) => s.observedRevision === revision && s.health === "Suspended");
+    expect(conditionOf(status, "Ready")?.reason).toBe("Suspended");
+    await sleep(500);
+    expect(await ledger.read("gamma")).toBeUndefined();
+    expect(await enginePidsOf("gamma")).toEqual([]);
+    await rm(join(world.clustersDir, "gamma.toml"));
+    await waitUntil(async () => (await readStatusFile(world, "gamma")) === undefined);
+  });
+
+  test("100 edits in one second → converges to the last, with few launches", async () => {
+    const base = await definition({ nodes: ["n2", "n1"] });
+    await writeDefinition(world, "delta", base);
+    const started = Date.now();
+    for (let i = 0; i < 100; i++) {
+      await writeDefinition(world, "delta", base.replace("context_length = 256", `context_length = ${256 * (i + 2)}`));
+      await sleep(Math.max(0, started + (i + 1) * 9 - Date.now()));
+    }
+    expect(Date.now() - started).toBeLessThan(1500);
+    const revision = await revisionOf(world, "delta");
+    const status = await waitForStatus(world, "delta", (s) => isReadyAt(s, revision), 60_000);
+    // The last definition's context length (256 × 101) is what is planned: 2 layers × K,V × 2 kv heads × 16 × ctx × 2 bytes.
+    expect(status.plan!.stages[0]!.kvBytes).toBe(2 * 2 * 2 * 16 * 256 * 101 * 2);
+    const restarts = status.restarts!;
+    expect(restarts.revision).toBe(revision);
+    expect(restarts.count).toBe(1);
+    // Coalesced: far fewer passes than edits.
+    const log = await readFile(join(world.root, "daemon.log"), "utf8");
+    const passes = log.split("\n").filter((l) => l.includes('"cluster":"delta"') && l.includes('"msg":"pass"')).length;
+    expect(passes).toBeLessThan(30);
+    expect(await enginePidsOf("delta")).toHaveLength(3);
+    await rm(join(world.clustersDir, "delta.toml"));
+    await waitUntil(async () => (await readStatusFile(world, "delta")) === undefined);
+  });
+
+  test("mass-prune guard: every definition removed while two clusters run → refused, both still running, status says why", async () => {
+    // alpha is stopped; run two clusters, then remove every definition.
+    await rm(join(world.clustersDir, "alpha.toml"));
+    await waitUntil(async () => (await readStatusFile(world, "alpha")) === undefined);
+    await writeDefinition(world, "m1", await definition({ nodes: ["n1", "n2"] }));
+    await writeDefinition(world, "m2", await definition({ nodes: ["n3", "n1"] }));
+    const r1 = await revisionOf(world, "m1");
+    const r2 = await revisionOf(world, "m2");
+    await waitForStatus(world, "m1", (s) => isReadyAt(s, r1));
+    await waitForStatus(world, "m2", (s) => isReadyAt(s, r2));
+    const pids = [...(await enginePidsOf("m1")), ...(await enginePidsOf("m2"))];
+    expect(pids).toHaveLength(6);
+
+    await rm(join(world.clustersDir, "m1.toml"));
+    await rm(join(world.clustersDir, "m2.toml"));
+    for (const name of ["m1", "m2"]) {
+      const refused = await waitForStatus(world, name, (s) => s.lastError?.reason === "MassPruneRefused");
+      expect(conditionOf(refused, "Stalled")).toMatchObject({ status: "True", reason: "MassPruneRefused" });
+      expect(refused.lastError?.message).toContain("allow_mass_prune");
+    }
+    await sleep(500);
+    expect([...(await enginePidsOf("m1")), ...(await enginePidsOf("m2"))].sort()).toEqual(pids.sort());
+    const log = await readFile(join(world.root, "daemon.log"), "utf8");
+    expect(log).toMatch(/refusing to tear them all down/);
+
+    // An operator who means it allows it in the settings: both are pruned.
+    await writeSettings(world, { restartBudget: 3, allowMassPrune: true });
+    await waitUntil(async () => (await readStatusFile(world, "m1")) === undefined && (await readStatusFile(world, "m2")) === undefined);
+    expect([...(await enginePidsOf("m1")), ...(await enginePidsOf("m2"))]).toEqual([]);
+    await writeSettings(world, { restartBudget: 3 });
+  });
+
+  test("wait ignores a stale Ready: Ready at the previous revision never satisfies it", async () => {
+    await writeDefinition(world, "eps", await definition({ nodes: ["n1", "n2"] }));
+    const r1 = await revisionOf(world, "eps");
+    await waitForStatus(world, "eps", (s) => isReadyAt(s, r1));
+    // Stop the daemon, change the definition: the status still says Ready, at the old revision.
+    await daemon.stop();
+    const text = (await readFile(join(world.clustersDir, "eps.toml"), "utf8")).replace("context_length = 256", "context_length = 300");
+    await writeDefinition(world, "eps", text);
+    const r2 = await revisionOf(world, "eps");
+    expect(r2).not.toBe(r1);
+    const stale = (await readStatusFile(world, "eps"))!;
+    expect(isReadyAt(stale, r1)).toBe(true);
+    const early = await runShardctl(world, ["wait", "eps", "--for", "condition=Ready", "--revision", "HEAD", "--timeout", "1500ms"]);
+    expect(early.code).toBe(1);
+    expect(early.stderr).toMatch(/timed out after 1500ms waiting for condition Ready at revision/);
+    expect(early.stderr).toContain(`observed revision ${r1.slice(0, 12)}`);
+    // The old revision itself is still satisfied (explicit --revision).
+    const old = await runShardctl(world, ["wait", "eps", "--revision", r1, "--timeout", "2s"]);
+    expect(old.code).toBe(0);
+
+    // A restarted daemon converges to the new revision; wait then returns 0.
+    daemon = await startInProcessDaemon(world, resyncMs);
+    const waited = await runShardctl(world, ["wait", "eps", "--for", "condition=Ready", "--revision", "HEAD", "--timeout", "40s"]);
+    expect(waited.code).toBe(0);
+    expect(isReadyAt((await readStatusFile(world, "eps"))!, r2)).toBe(true);
+  });
+
+  test("a restarted daemon adopts a healthy cluster at its revision: no restart", async () => {
+    const r = await revisionOf(world, "eps");
+    const pids = await enginePidsOf("eps");
+    const before = (await ledger.read("eps"))!;
+    await daemon.stop();
+    daemon = await startInProcessDaemon(world, resyncMs);
+    await daemon.whenIdle();
+    const status = await waitForStatus(world, "eps", (s) => isReadyAt(s, r) && s.history.length > 0);
+    expect(await enginePidsOf("eps")).toEqual(pids);
+    expect((await ledger.read("eps"))?.startedAt).toBe(before.startedAt);
+    expect(status.history.at(-1)?.action).toBe("none");
+    expect(status.restarts?.count).toBe(1);
+  });
+
+  test("every status file version written in this file validated against schemas/status.schema.json", () => {
+    expect(world.audit.seen).toBeGreaterThan(20);
+    expect(world.audit.problems).toEqual([]);
+  });
+});

@@ -1,0 +1,91 @@
+/**
+ * `[distributed] enabled = false` (the default): the daemon plans and writes status, but stages and
+ * launches nothing, and says why; `*.status.json` never triggers a pass; the committed status schema
+ * is the one generated from the zod schema.
+ */
+import { readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
+import { Ledger } from "../../src/launch/index.js";
+import { renderStatusSchema, type Daemon } from "../../src/reconciler/index.js";
+import {
+  conditionOf,
+  definitionText,
+  enginesOf,
+  readStatusFile,
+  repoRoot,
+  revisionOf,
+  sleep,
+  startInProcessDaemon,
+  startWorld,
+  waitForStatus,
+  writeDefinition,
+  type DaemonWorld,
+} from "./daemon-fixture.js";
+
+let world: DaemonWorld;
+let daemon: Daemon;
+
+beforeAll(async () => {
+  world = await startWorld();
+  daemon = await startInProcessDaemon(world);
+});
+
+afterAll(async () => {
+  await daemon?.stop();
+  await world?.close();
+});
+
+afterEach(() => {
+  expect(world.audit.problems).toEqual([]);
+});
+
+test("schemas/status.schema.json is not stale: it is what renderStatusSchema() generates (npm run schemas)", async () => {
+  expect(await readFile(join(repoRoot, "schemas/status.schema.json"), "utf8")).toBe(renderStatusSchema());
+});
+
+test("distributed disabled → planned, nothing launched, health Disabled, status says why", async () => {
+  await writeDefinition(world, "plain", definitionText(world, { nodes: ["l1", "l2"] }));
+  const revision = await revisionOf(world, "plain");
+  const status = await waitForStatus(world, "plain", (s) => s.observedRevision === revision && s.health === "Disabled");
+  expect(conditionOf(status, "Planned")).toMatchObject({ status: "True", reason: "PlanFeasible", observedRevision: revision });
+  expect(conditionOf(status, "Ready")).toMatchObject({ status: "False", reason: "DistributedDisabled" });
+  expect(conditionOf(status, "Ready")?.message).toContain("enabled = false");
+  expect(status.plan?.stages.map((s) => [s.node, s.layers])).toEqual([["l1", [0, 2]], ["l2", [2, 4]]]);
+  expect(status.stages).toEqual([]);
+  expect(status.history.at(-1)).toMatchObject({ action: "plan", result: "success" });
+  await sleep(300);
+  expect(await new Ledger(world.stateDir).list()).toEqual([]);
+  expect(await enginesOf(world)).toEqual([]);
+});
+
+test("the status file is written only when its content changes, and writing it triggers nothing", async () => {
+  const file = join(world.clustersDir, "plain.status.json");
+  const before = await readFile(file, "utf8");
+  const log = join(world.root, "daemon.log");
+  const passes = async () => (await readFile(log, "utf8")).split("\n").filter((l) => l.includes('"cluster":"plain"') && l.includes('"msg":"pass"')).length;
+  const n = await passes();
+  // A foreign write to the status file is not an event.
+  await writeFile(file, before);
+  await sleep(400);
+  expect(await passes()).toBe(n);
+  // A comment-only edit of the definition is a pass, but the same revision: the file is untouched.
+  const definition = join(world.clustersDir, "plain.toml");
+  await writeFile(definition, `# a comment\n${await readFile(definition, "utf8")}`);
+  const deadline = Date.now() + 5_000;
+  while ((await passes()) === n && Date.now() < deadline) await sleep(50);
+  expect(await passes()).toBe(n + 1);
+  await daemon.whenIdle();
+  expect(await readFile(file, "utf8")).toBe(before);
+});
+
+test("an infeasible plan stalls with the planner's reason", async () => {
+  const text = definitionText(world, { nodes: ["l1", "l2"] }).replace("context_length = 256", "context_length = 16000000");
+  await writeDefinition(world, "huge", text);
+  const status = await waitForStatus(world, "huge", (s) => s.health === "Stalled");
+  expect(conditionOf(status, "Stalled")?.status).toBe("True");
+  expect(conditionOf(status, "Planned")?.status).toBe("False");
+  expect(status.lastError?.message).toMatch(/infeasible/);
+  expect(status.plan?.feasible).toBe(false);
+  expect(await readStatusFile(world, "huge")).toBeDefined();
+});

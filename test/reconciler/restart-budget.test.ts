@@ -1,0 +1,114 @@
+/**
+ * A stage killed behind the daemon's back (`kill -9`): the cluster is torn down and relaunched
+ * within the restart budget of its revision, then Stalled once the budget is spent, keeping the
+ * evidence (exit status, last log lines) in its status; `shardctl reconcile` asks again.
+ */
+import { rm } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
+import { Ledger } from "../../src/launch/index.js";
+import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
+import {
+  conditionOf,
+  definitionText,
+  enginePidOf,
+  enginesOf,
+  freePort,
+  freePortRange,
+  isReadyAt,
+  readStatusFile,
+  revisionOf,
+  runShardctl,
+  sleep,
+  startInProcessDaemon,
+  startWorld,
+  waitForStatus,
+  writeDefinition,
+  writeSettings,
+  type DaemonWorld,
+} from "./daemon-fixture.js";
+
+let world: DaemonWorld;
+let daemon: Daemon;
+
+beforeAll(async () => {
+  world = await startWorld({ sshNodes: 2, firstHost: 62 });
+  await writeSettings(world, { restartBudget: 2 });
+  daemon = await startInProcessDaemon(world, 2_000);
+});
+
+afterAll(async () => {
+  if (world !== undefined) {
+    await rm(join(world.clustersDir, "crashy.toml"), { force: true });
+    const deadline = Date.now() + 20_000;
+    while ((await readStatusFile(world, "crashy")) !== undefined && Date.now() < deadline) await sleep(100);
+  }
+  await daemon?.stop();
+  const left = world === undefined ? [] : await enginesOf(world);
+  await world?.close();
+  expect(left).toEqual([]);
+});
+
+afterEach(() => {
+  expect(world.audit.problems).toEqual([]);
+});
+
+/** kill -9 the engine of stage `index` (the wrapper's child: what a crash kills). */
+async function killStage(status: ClusterStatus, index: number): Promise<number> {
+  const pid = await enginePidOf(status.stages[index]!.pid!);
+  process.kill(pid, "SIGKILL");
+  return pid;
+}
+
+test("kill -9 of a stage → torn down and relaunched within the budget, then Stalled with evidence; reconcile asks again", async () => {
+  const hosts = ["127.0.0.1", ...world.hosts.values()];
+  await writeDefinition(world, "crashy", definitionText(world, { nodes: ["n1", "n2"], port: await freePort(), portRange: await freePortRange(hosts) }));
+  const revision = await revisionOf(world, "crashy");
+  const first = await waitForStatus(world, "crashy", (s) => isReadyAt(s, revision) && s.stages.length === 2 && s.stages.every((c) => c.alive));
+  expect(first.restarts).toMatchObject({ revision, count: 1, budget: 2, evidence: [] });
+  const firstPids = first.stages.map((s) => s.pid);
+
+  // Launch 2 of 2: the daemon notices the death, tears down and relaunches.
+  const killed = await killStage(first, 1);
+  const second = await waitForStatus(world, "crashy", (s) => s.restarts?.count === 2 && isReadyAt(s, revision) && s.stages.length === 2 && s.stages.every((c) => c.alive));
+  expect(second.stages.map((s) => s.pid)).not.toEqual(firstPids);
+  expect(second.restarts!.evidence).toHaveLength(1);
+  const evidence = second.restarts!.evidence[0]!;
+  // The first death noticed: the killed stage, or a peer that exits because its pipeline broke.
+  expect(evidence.message).toMatch(/(stage-[01]|coordinator) on (n1|n2|local): /);
+  expect(evidence.reason).toMatch(/^[A-Z][A-Za-z]+$/);
+  expect(evidence.logTail.length).toBeGreaterThan(0);
+  // Nothing of the first launch is left.
+  const engines = await enginesOf(world);
+  expect(engines.some((l) => l.startsWith(`${killed} `))).toBe(false);
+  for (const pid of firstPids) expect(engines.some((l) => l.startsWith(`${pid} `))).toBe(false);
+
+  // The budget is spent: the next death stalls the cluster, torn down, evidence kept.
+  await killStage(second, 0);
+  const stalled = await waitForStatus(world, "crashy", (s) => s.health === "Stalled");
+  expect(conditionOf(stalled, "Stalled")).toMatchObject({ status: "True", reason: "RestartBudgetExhausted", observedRevision: revision });
+  expect(conditionOf(stalled, "Ready")?.status).toBe("False");
+  expect(stalled.lastError?.reason).toBe("RestartBudgetExhausted");
+  expect(stalled.restarts!.count).toBe(2);
+  expect(stalled.restarts!.evidence).toHaveLength(2);
+  expect(stalled.restarts!.evidence[1]!.message).toMatch(/(stage-[01]|coordinator) on (n1|n2|local): /);
+  await sleep(1_000);
+  expect(await enginesOf(world)).toEqual([]);
+  expect(await new Ledger(world.stateDir).read("crashy")).toBeUndefined();
+  // Still Stalled after resyncs: no further launch.
+  await sleep(2_500);
+  expect((await readStatusFile(world, "crashy"))!.restarts!.count).toBe(2);
+  expect(await enginesOf(world)).toEqual([]);
+
+  // CI's wait fails at once on a Stalled cluster, printing why.
+  const waited = await runShardctl(world, ["wait", "crashy", "--timeout", "30s"]);
+  expect(waited.code).toBe(1);
+  expect(waited.stderr).toMatch(/Stalled at revision .*RestartBudgetExhausted/);
+
+  // `shardctl reconcile` gives a fresh budget: Ready again.
+  const asked = await runShardctl(world, ["reconcile", "crashy"]);
+  expect(asked.code).toBe(0);
+  const again = await waitForStatus(world, "crashy", (s) => isReadyAt(s, revision) && s.health === "Healthy");
+  expect(again.restarts!.count).toBe(1);
+  expect(conditionOf(again, "Stalled")?.status).toBe("False");
+});

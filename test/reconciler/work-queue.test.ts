@@ -1,0 +1,150 @@
+import { describe, expect, test } from "vitest";
+import { WorkQueue, type PassOutcome } from "../../src/reconciler/index.js";
+
+/** A pass that takes `ms` and records start/end, with a per-key outcome. */
+function recorder(ms: number, outcomeOf: (key: string, n: number) => PassOutcome = () => ({ kind: "done" })) {
+  const events: string[] = [];
+  const starts = new Map<string, number[]>();
+  let inFlight = 0;
+  let maxInFlight = 0;
+  const perKeyInFlight = new Map<string, number>();
+  let overlapSameKey = false;
+  const pass = async (key: string): Promise<PassOutcome> => {
+    const n = (starts.get(key) ?? []).length;
+    starts.set(key, [...(starts.get(key) ?? []), Date.now()]);
+    inFlight++;
+    maxInFlight = Math.max(maxInFlight, inFlight);
+    perKeyInFlight.set(key, (perKeyInFlight.get(key) ?? 0) + 1);
+    if (perKeyInFlight.get(key)! > 1) overlapSameKey = true;
+    events.push(`start ${key}`);
+    await new Promise((r) => setTimeout(r, ms));
+    events.push(`end ${key}`);
+    perKeyInFlight.set(key, perKeyInFlight.get(key)! - 1);
+    inFlight--;
+    return outcomeOf(key, n);
+  };
+  return { pass, events, starts, max: () => maxInFlight, overlapSameKey: () => overlapSameKey };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("WorkQueue", () => {
+  test("coalesces rapid adds of one key: one pass now, one more after it (latest wins)", async () => {
+    const r = recorder(50);
+    const queue = new WorkQueue(r.pass);
+    for (let i = 0; i < 100; i++) queue.add("a");
+    await sleep(10);
+    // Added while its pass runs: exactly one more pass afterwards, however many adds.
+    for (let i = 0; i < 100; i++) queue.add("a");
+    await sleep(5);
+    await queue.whenIdle();
+    expect(r.starts.get("a")).toHaveLength(2);
+    expect(r.events).toEqual(["start a", "end a", "start a", "end a"]);
+    await queue.stop();
+  });
+
+  test("never runs one key twice at once, runs different keys in parallel up to the concurrency", async () => {
+    const r = recorder(40);
+    const queue = new WorkQueue(r.pass, { concurrency: 3 });
+    for (let round = 0; round < 5; round++) {
+      for (const key of ["a", "b", "c", "d", "e"]) queue.add(key);
+      await sleep(15);
+    }
+    await queue.whenIdle();
+    expect(r.overlapSameKey()).toBe(false);
+    expect(r.max()).toBe(3);
+    for (const key of ["a", "b", "c", "d", "e"]) expect(r.starts.get(key)!.length).toBeGreaterThanOrEqual(1);
+    await queue.stop();
+  });
+
+  test("backs off exponentially on retry and resets after a success", async () => {
+    // Fail three times, then succeed; base 40 ms: delays in [20,40), [40,80), [80,160).
+    const r = recorder(1, (_key, n) => (n < 3 ? { kind: "retry" } : { kind: "done" }));
+    const queue = new WorkQueue(r.pass, { baseDelayMs: 40, maxDelayMs: 1000 });
+    queue.add("k");
+    const deadline = Date.now() + 2000;
+    while ((r.starts.get("k")?.length ?? 0) < 4 && Date.now() < deadline) await sleep(5);
+    const t = r.starts.get("k")!;
+    expect(t).toHaveLength(4);
+    const gaps = [t[1]! - t[0]!, t[2]! - t[1]!, t[3]! - t[2]!];
+    expect(gaps[0]).toBeGreaterThanOrEqual(19);
+    expect(gaps[0]).toBeLessThan(40 + 30);
+    expect(gaps[1]).toBeGreaterThanOrEqual(39);
+    expect(gaps[2]).toBeGreaterThanOrEqual(79);
+    expect(gaps[2]).toBeLessThan(160 + 60);
+    // After the success the back-off is reset: a new failure waits the base delay again.
+    const r2 = recorder(1, (_key, n) => (n === 0 ? { kind: "retry" } : { kind: "done" }));
+    const q2 = new WorkQueue(r2.pass, { baseDelayMs: 40 });
+    q2.add("x");
+    await sleep(150);
+    expect(r2.starts.get("x")).toHaveLength(2);
+    const g = r2.starts.get("x")![1]! - r2.starts.get("x")![0]!;
+    expect(g).toBeLessThan(40 + 30);
+    await queue.stop();
+    await q2.stop();
+  });
+
+  test("a success resets the key's failure count (the next failure backs off from the base again)", async () => {
+    // fail, fail, succeed, then (after an add) fail: the last retry waits ~base, not 4×base.
+    const outcomes: PassOutcome["kind"][] = ["retry", "retry", "done", "retry", "done"];
+    const r = recorder(1, (_key, n) => ({ kind: outcomes[n] ?? "done" }) as PassOutcome);
+    const queue = new WorkQueue(r.pass, { baseDelayMs: 60, maxDelayMs: 10_000 });
+    queue.add("k");
+    const wait = async (n: number) => {
+      const deadline = Date.now() + 3000;
+      while ((r.starts.get("k")?.length ?? 0) < n && Date.now() < deadline) await sleep(2);
+    };
+    await wait(3);
+    await queue.whenIdle();
+    queue.add("k");
+    await wait(5);
+    const t = r.starts.get("k")!;
+    expect(t).toHaveLength(5);
+    expect(t[4]! - t[3]!).toBeLessThan(60 + 40);
+    await queue.stop();
+  });
+
+  test("forgetFailures resets the back-off; add cancels a pending delayed retry", async () => {
+    const r = recorder(1, () => ({ kind: "retry" }));
+    const queue = new WorkQueue(r.pass, { baseDelayMs: 5_000 });
+    queue.add("k");
+    await sleep(30);
+    expect(r.starts.get("k")).toHaveLength(1);
+    // The retry is 2.5-5 s away; an event (definition changed) asks now.
+    queue.forgetFailures("k");
+    queue.add("k");
+    await sleep(30);
+    expect(r.starts.get("k")).toHaveLength(2);
+    await queue.stop();
+  });
+
+  test("requeue outcomes come back after their delay; stall outcomes wait for the next add", async () => {
+    const r = recorder(1, (key, n) => (key === "req" && n === 0 ? { kind: "requeue", afterMs: 50 } : key === "st" ? { kind: "stall" } : { kind: "done" }));
+    const queue = new WorkQueue(r.pass);
+    queue.add("req");
+    queue.add("st");
+    await sleep(200);
+    expect(r.starts.get("req")).toHaveLength(2);
+    expect(r.starts.get("st")).toHaveLength(1);
+    await queue.stop();
+  });
+
+  test("a pass that throws is retried with back-off; stop waits for the pass in flight and takes no more work", async () => {
+    let calls = 0;
+    const queue = new WorkQueue(async () => {
+      calls++;
+      if (calls === 1) throw new Error("boom");
+      await sleep(80);
+      return { kind: "done" };
+    }, { baseDelayMs: 20 });
+    queue.add("k");
+    await sleep(60);
+    expect(calls).toBe(2);
+    const stopped = Date.now();
+    await queue.stop();
+    expect(Date.now() - stopped).toBeGreaterThanOrEqual(10);
+    queue.add("k");
+    await sleep(30);
+    expect(calls).toBe(2);
+  });
+});
