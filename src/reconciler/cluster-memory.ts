@@ -35,6 +35,10 @@ export interface ClusterMemory {
   staging: ClusterStatus["staging"];
   history: ClusterStatus["history"];
   lastError?: ClusterStatus["lastError"];
+  /** mtime:size of the definition when the last pass read it. */
+  fileStamp?: string;
+  /** The last pass converged (or stalled) with nothing running to watch: a resync can skip it. */
+  settled?: boolean;
   /** Set by `shardctl reconcile <name>`: forget the restart budget and stall once. */
   retryRequested?: boolean;
   /** The previous status written, to keep fields a pass did not recompute. */

@@ -123,7 +123,10 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   let resyncTimer: NodeJS.Timeout | undefined;
   const scheduleResync = (): void => {
     resyncTimer = setTimeout(() => {
-      void enqueueAll().finally(scheduleResync);
+      void reconciler
+        .resyncCandidates()
+        .then((names) => names.forEach((name) => queue.add(name)))
+        .finally(scheduleResync);
     }, resyncMs * (0.9 + Math.random() * 0.2));
     resyncTimer.unref();
   };

@@ -5,7 +5,7 @@
  * happened. Three outcomes are kept apart: terminal (stall until the file changes), expected wait
  * (requeue), transient (back off).
  */
-import { access, rm } from "node:fs/promises";
+import { access, rm, stat } from "node:fs/promises";
 import { basename, join } from "node:path";
 import type { Logger } from "pino";
 import { observeCluster } from "../health/index.js";
@@ -62,6 +62,7 @@ export class Reconciler {
   private readonly memories = new Map<string, ClusterMemory>();
   private registrarCache: { key: string; registrar: Registrar } | undefined;
   private readonly parsed = new ParseCache();
+  private settingsStamp: string | undefined;
 
   constructor(private readonly o: ReconcilerOptions) {}
 
@@ -72,6 +73,33 @@ export class Reconciler {
     for (const name of this.memories.keys()) names.add(name);
     const settings = await this.parsed.loadSettings(this.o.settingsFile).catch(() => undefined);
     if (settings !== undefined) for (const entry of await new Ledger(settings.daemon.stateDir).list()) names.add(entry.cluster);
+    return [...names].sort();
+  }
+
+  /**
+   * The clusters a periodic resync looks at again: whatever has something in the ledger (processes
+   * can die or drift behind our back), whatever has not settled, and definitions whose file changed
+   * without an event reaching us (or appeared or disappeared). A settled cluster with nothing
+   * running and an unchanged file cannot drift, so an idle daemon with many stopped definitions
+   * stays idle.
+   */
+  async resyncCandidates(): Promise<string[]> {
+    const settings = await this.parsed.loadSettings(this.o.settingsFile).catch(() => undefined);
+    const settingsStamp = await stampOf(this.o.settingsFile);
+    if (settings === undefined || settingsStamp !== this.settingsStamp) {
+      this.settingsStamp = settingsStamp;
+      return this.knownClusters();
+    }
+    const files = await findClusterFiles(this.o.dir).catch(() => [] as string[]);
+    const running = new Set((await new Ledger(settings.daemon.stateDir).list()).map((e) => e.cluster));
+    const names = new Set<string>([...running, ...[...this.memories.keys()].filter((n) => !files.some((f) => basename(f, ".toml") === n))]);
+    await Promise.all(
+      files.map(async (file) => {
+        const name = basename(file, ".toml");
+        const memory = this.memories.get(name);
+        if (memory === undefined || memory.settled !== true || memory.fileStamp !== (await stampOf(file))) names.add(name);
+      }),
+    );
     return [...names].sort();
   }
 
@@ -108,6 +136,8 @@ export class Reconciler {
       verdict = this.failed(memory, error, "none");
     }
     const durationMs = Date.now() - started;
+    memory.fileStamp = await stampOf(file);
+    memory.settled = (verdict.outcome.kind === "done" || verdict.outcome.kind === "stall") && memory.supervision === undefined;
     if (!repeatsLastPass(memory.history, verdict)) {
       memory.history = [...memory.history, { at: new Date(started).toISOString(), action: verdict.action, result: verdict.result, ...(verdict.reason ? { reason: verdict.reason } : {}), durationMs }].slice(-5);
     }
@@ -511,6 +541,11 @@ function repeatsLastPass(history: ReadonlyArray<{ action: string; result: string
   const last = history.at(-1);
   if (last === undefined || last.action !== verdict.action || last.result !== verdict.result || last.reason !== verdict.reason) return false;
   return verdict.action === "none" || verdict.action === "plan" || verdict.result === "stalled";
+}
+
+/** mtime and size of a file, or "absent": enough to notice a change that no event reported. */
+async function stampOf(file: string): Promise<string> {
+  return stat(file).then((s) => `${s.mtimeMs}:${s.size}`, () => "absent");
 }
 
 async function exists(path: string): Promise<boolean> {

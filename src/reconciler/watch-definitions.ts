@@ -24,6 +24,8 @@ export interface WatchOptions {
 export async function watchDefinitions(options: WatchOptions): Promise<DefinitionWatcher> {
   const debounceMs = options.debounceMs ?? 100;
   const settingsFile = resolve(options.settingsFile);
+  const dir = resolve(options.dir);
+  const parent = resolve(dir, "..");
   const timers = new Map<string, NodeJS.Timeout>();
   const debounce = (key: string, deliver: () => void): void => {
     clearTimeout(timers.get(key));
@@ -42,16 +44,23 @@ export async function watchDefinitions(options: WatchOptions): Promise<Definitio
       debounce("\0settings", options.onSettings);
       return;
     }
-    if (!absolute.endsWith(".toml") || resolve(absolute, "..") !== resolve(options.dir)) return;
+    if (!absolute.endsWith(".toml") || resolve(absolute, "..") !== dir) return;
     const name = basename(absolute, ".toml");
     debounce(name, () => options.onDefinition(name));
   };
 
-  const watcher: FSWatcher = watch([options.dir, settingsFile], {
+  // The parent is watched rather than the directory itself, so a checkout that removes and
+  // recreates the directory (e.g. to a commit where it was empty) keeps delivering events.
+  const watcher: FSWatcher = watch([parent, settingsFile], {
     ignoreInitial: true,
-    depth: 0,
-    // Only definitions and the settings file matter; status files are written by us.
-    ignored: (path, stats) => stats?.isFile() === true && !path.endsWith(".toml"),
+    depth: 1,
+    ignored: (path, stats) => {
+      const absolute = resolve(path);
+      if (absolute === parent || absolute === dir || absolute === settingsFile) return false;
+      if (resolve(absolute, "..") !== dir) return true;
+      // Only definitions matter; status files are written by us.
+      return stats?.isFile() === true && !absolute.endsWith(".toml");
+    },
   });
   watcher.on("add", onEvent).on("change", onEvent).on("unlink", onEvent);
   await new Promise<void>((resolveReady, reject) => {
