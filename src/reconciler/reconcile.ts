@@ -68,6 +68,8 @@ export class Reconciler {
 
   /** Names of clusters the daemon knows of: definitions plus anything remembered or in the ledger. */
   async knownClusters(): Promise<string[]> {
+    // Everything is looked at now: a resync only needs to notice settings changes after this.
+    this.settingsStamp = await stampOf(this.o.settingsFile);
     const files = await findClusterFiles(this.o.dir).catch(() => []);
     const names = new Set(files.map((f) => basename(f, ".toml")));
     for (const name of this.memories.keys()) names.add(name);
@@ -86,10 +88,7 @@ export class Reconciler {
   async resyncCandidates(): Promise<string[]> {
     const settings = await this.parsed.loadSettings(this.o.settingsFile).catch(() => undefined);
     const settingsStamp = await stampOf(this.o.settingsFile);
-    if (settings === undefined || settingsStamp !== this.settingsStamp) {
-      this.settingsStamp = settingsStamp;
-      return this.knownClusters();
-    }
+    if (settings === undefined || settingsStamp !== this.settingsStamp) return this.knownClusters();
     const files = await findClusterFiles(this.o.dir).catch(() => [] as string[]);
     const running = new Set((await new Ledger(settings.daemon.stateDir).list()).map((e) => e.cluster));
     const names = new Set<string>([...running, ...[...this.memories.keys()].filter((n) => !files.some((f) => basename(f, ".toml") === n))]);
