@@ -20,6 +20,8 @@ const commands: Record<string, () => Promise<Command>> = {
   diff: () => import("./commands/diff.js"),
   validate: () => import("./commands/validate.js"),
   router: () => import("./commands/router.js"),
+  nodes: () => import("./commands/nodes.js"),
+  stage: () => import("./commands/stage.js"),
 };
 
 function printUsage(): void {

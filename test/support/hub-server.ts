@@ -59,6 +59,8 @@ export interface HubStats {
   requestsByPath: Record<string, number>;
   /** Body bytes per URL path. */
   bytesByPath: Record<string, number>;
+  /** Requests that carried an Authorization header (to check where tokens go). */
+  requestsWithAuthorization: number;
 }
 
 export interface HubServer {
@@ -149,6 +151,7 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
     const url = new URL(rawUrl, "http://hub.invalid");
     stats.requests++;
     stats.requestsByPath[rawPath] = (stats.requestsByPath[rawPath] ?? 0) + 1;
+    if (req.headers.authorization !== undefined) stats.requestsWithAuthorization++;
     if (options.token !== undefined && req.headers.authorization !== `Bearer ${options.token}`) {
       return sendJson(res, 401, { error: "Invalid credentials in Authorization header" });
     }
@@ -338,7 +341,7 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
 }
 
 function emptyStats(): HubStats {
-  return { requests: 0, bytesServed: 0, requestsByPath: {}, bytesByPath: {} };
+  return { requests: 0, bytesServed: 0, requestsByPath: {}, bytesByPath: {}, requestsWithAuthorization: 0 };
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {

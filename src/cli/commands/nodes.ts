@@ -1,0 +1,50 @@
+/**
+ * `shardctl nodes [--json] [--config shardctl.toml] [--engine-binary b]`: probe every registered node
+ * (in parallel, over the pooled connections) and show its capability badge, memory and disk.
+ * Exit 0 when every node answered, 1 otherwise.
+ */
+import { parseArgs } from "node:util";
+import { createProbeCache, formatBadge, NodePool, type NodeProbe } from "../../nodes/index.js";
+import { formatBytes } from "../../planner/index.js";
+import { contextOptions, loadContext } from "../context.js";
+
+export const summary = "probe the registered nodes: OS, accelerator, engine, memory, disk";
+
+const usage = `usage: shardctl nodes [--json] [--config shardctl.toml] [--engine-binary <path>]
+  Probes every node of the registry and prints its capability badge, free memory and free disk.
+  --engine-binary   report \`<path> --version\` on each node (default: the node's engine_version, unprobed)`;
+
+export async function run(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: { ...contextOptions, json: { type: "boolean" }, "engine-binary": { type: "string" }, help: { type: "boolean", short: "h" } },
+  });
+  if (values.help) {
+    console.log(usage);
+    return 0;
+  }
+  const { settings } = await loadContext(values);
+  const pool = new NodePool({ knownHostsPath: settings.ssh.knownHosts, sshConfigPath: settings.ssh.config });
+  const probe = createProbeCache({ engineBinary: values["engine-binary"] });
+  try {
+    const entries = Object.values(settings.nodes);
+    const probes = await Promise.all(entries.map((entry) => probe(pool.get(entry))));
+    const rows = probes.map((p, i) => ({ ...p, host: entries[i]!.host, declaredEngineVersion: entries[i]!.engineVersion }));
+    if (values.json) console.log(JSON.stringify(rows, null, 2));
+    else printTable(rows);
+    return probes.every((p) => p.reachable && p.error === undefined) ? 0 : 1;
+  } finally {
+    await pool.close();
+  }
+}
+
+function printTable(rows: Array<NodeProbe & { host: string; declaredEngineVersion?: string }>): void {
+  const table = [["NODE", "HOST", "CAPABILITY", "MEMORY FREE/TOTAL", "DISK FREE", "NOTE"]];
+  for (const r of rows) {
+    const memory = r.memoryTotalBytes === undefined ? "-" : `${formatBytes(r.memoryAvailableBytes ?? 0)} / ${formatBytes(r.memoryTotalBytes)}`;
+    const badge = r.engineVersion === undefined && r.declaredEngineVersion !== undefined ? `${formatBadge(r)} (declared ${r.declaredEngineVersion})` : formatBadge(r);
+    table.push([r.name, r.host, badge, memory, r.diskFreeBytes === undefined ? "-" : formatBytes(r.diskFreeBytes), r.error ?? ""]);
+  }
+  const widths = table[0]!.map((_, c) => Math.max(...table.map((row) => row[c]!.length)));
+  for (const row of table) console.log(row.map((cell, c) => cell.padEnd(widths[c]!)).join("  ").trimEnd());
+}

@@ -1,0 +1,88 @@
+/**
+ * What a node offers: OS, architecture, accelerator family, engine version, memory and disk. Feeds
+ * the planner's budgets and the homogeneity gate. Cached per reconcile pass (createProbeCache).
+ */
+import { probeScript } from "./shell-scripts.js";
+import type { NodeAccess } from "./types.js";
+
+export interface NodeProbe {
+  name: string;
+  reachable: boolean;
+  /** Why the probe failed, when it did. */
+  error?: string;
+  os?: string;
+  arch?: string;
+  accelerator?: "apple-silicon" | "cuda" | "cpu";
+  /** First line of `<engine binary> --version`; undefined when no binary was given or it failed. */
+  engineVersion?: string;
+  memoryTotalBytes?: number;
+  memoryAvailableBytes?: number;
+  /** Free bytes on the file system holding model_dir (or its nearest existing ancestor). */
+  diskFreeBytes?: number;
+  probedAt: string;
+}
+
+export interface ProbeOptions {
+  /** Engine binary whose `--version` is reported. Default none. */
+  engineBinary?: string;
+  /** Deadline for the whole probe, ms. Default 15000. */
+  deadlineMs?: number;
+}
+
+export async function probeNode(node: NodeAccess, options: ProbeOptions = {}): Promise<NodeProbe> {
+  const probedAt = new Date().toISOString();
+  const name = node.config.name;
+  try {
+    const result = await node.run(["sh", "-c", probeScript, "sh", node.config.modelDir, options.engineBinary ?? ""], {
+      deadlineMs: options.deadlineMs ?? 15_000,
+    });
+    if (result.exitCode !== 0) return { name, reachable: true, error: `probe exited with ${result.exitCode}: ${result.stderr.trim()}`, probedAt };
+    const kv = new Map<string, string>();
+    for (const line of result.stdout.split("\n")) {
+      const eq = line.indexOf("=");
+      if (eq > 0) kv.set(line.slice(0, eq), line.slice(eq + 1).trim());
+    }
+    const num = (key: string, scale = 1): number | undefined => {
+      const v = kv.get(key);
+      return v === undefined || v === "" || !Number.isFinite(Number(v)) ? undefined : Number(v) * scale;
+    };
+    const os = kv.get("os");
+    const arch = kv.get("arch");
+    const accelerator = os === "Darwin" && arch === "arm64" ? "apple-silicon" : kv.has("cuda") ? "cuda" : "cpu";
+    return {
+      name,
+      reachable: true,
+      os,
+      arch,
+      accelerator,
+      engineVersion: kv.get("engine"),
+      ...(kv.has("engineError") ? { error: `engine --version failed: ${kv.get("engineError")}` } : {}),
+      memoryTotalBytes: num("memTotalKb", 1024) ?? num("memTotalBytes"),
+      memoryAvailableBytes: num("memAvailKb", 1024) ?? num("memAvailBytes"),
+      diskFreeBytes: num("diskFreeKb", 1024),
+      probedAt,
+    };
+  } catch (error) {
+    return { name, reachable: false, error: (error as Error).message, probedAt };
+  }
+}
+
+/** Probe each node at most once per pass; make a new cache for every pass. */
+export function createProbeCache(options: ProbeOptions = {}): (node: NodeAccess) => Promise<NodeProbe> {
+  const cache = new Map<string, Promise<NodeProbe>>();
+  return (node) => {
+    let probe = cache.get(node.config.name);
+    if (probe === undefined) {
+      probe = probeNode(node, options);
+      cache.set(node.config.name, probe);
+    }
+    return probe;
+  };
+}
+
+/** The one-line capability badge `shardctl nodes` shows, e.g. "cpu linux/x86_64 engine 0.3.1". */
+export function formatBadge(probe: NodeProbe): string {
+  if (!probe.reachable) return "unreachable";
+  const os = (probe.os ?? "?").toLowerCase();
+  return `${probe.accelerator ?? "?"} ${os}/${probe.arch ?? "?"}${probe.engineVersion === undefined ? "" : ` ${probe.engineVersion}`}`;
+}

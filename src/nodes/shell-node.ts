@@ -1,0 +1,122 @@
+/**
+ * What local and SSH nodes share: process control and stat built on `run` and the sh programs in
+ * shell-scripts.ts, so both implementations take the very same path for pids and start times.
+ */
+import { ShardctlError } from "../spec/errors.js";
+import {
+  exitStatusWrapper,
+  sha256Script,
+  signalScript,
+  startDetachedScript,
+  startTimeScript,
+  statScript,
+  watchExitScript,
+} from "./shell-scripts.js";
+import type { CommandResult, DetachedOptions, DetachedProcess, FileStat, NodeConfig, RunOptions } from "./types.js";
+
+export abstract class ShellNode {
+  abstract readonly config: NodeConfig;
+  abstract run(argv: string[], options?: RunOptions): Promise<CommandResult>;
+
+  /** Run an sh program with positional arguments; throws a ShardctlError on a non-zero exit. */
+  protected async runScript(script: string, args: string[], reason: string, what: string, options: RunOptions = {}): Promise<CommandResult> {
+    const result = await this.run(["sh", "-c", script, "sh", ...args], options);
+    if (result.exitCode !== 0) throw commandFailed(this.config.name, reason, what, result);
+    return result;
+  }
+
+  async startDetached(argv: string[], options: DetachedOptions): Promise<DetachedProcess> {
+    if (argv.length === 0) throw new TypeError("startDetached needs a command");
+    for (const key of Object.keys(options.env ?? {})) {
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) throw new TypeError(`invalid environment variable name "${key}"`);
+    }
+    let command = argv;
+    if (options.exitStatusFile !== undefined) command = ["sh", "-c", exitStatusWrapper, options.exitStatusFile, ...command];
+    const env = Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`);
+    if (env.length > 0) command = ["env", ...env, ...command];
+    const result = await this.runScript(startDetachedScript, [options.cwd ?? "/", options.logFile, ...command], "ProcessStartFailed", `start ${argv[0]}`);
+    const line = result.stdout.trim();
+    const space = line.indexOf(" ");
+    const pid = Number(space < 0 ? line : line.slice(0, space));
+    const startTime = space < 0 ? "" : line.slice(space + 1);
+    if (!Number.isInteger(pid) || pid <= 0) throw new ShardctlError("ProcessStartFailed", `node ${this.config.name}: could not start ${argv[0]}: got "${line}"`);
+    if (startTime === "") {
+      throw new ShardctlError("ProcessStartFailed", `node ${this.config.name}: ${argv[0]} (pid ${pid}) exited immediately; see ${options.logFile}`);
+    }
+    return { pid, startTime };
+  }
+
+  async processStartTime(pid: number): Promise<string | undefined> {
+    const result = await this.runScript(startTimeScript, [String(pid)], "NodeCommandFailed", "read a process start time");
+    const value = result.stdout.trim();
+    return value === "" ? undefined : value;
+  }
+
+  async signal(pid: number, signal: NodeJS.Signals, expectedStartTime: string): Promise<boolean> {
+    const name = signal.replace(/^SIG/, "");
+    const result = await this.run(["sh", "-c", signalScript, "sh", String(pid), expectedStartTime, name]);
+    if (result.exitCode === 3) return false;
+    if (result.exitCode !== 0) {
+      // The process may have exited between the check and kill: that is not a failure to signal.
+      return false;
+    }
+    return true;
+  }
+
+  async watchExit(pid: number, startTime: string, options: { signal?: AbortSignal } = {}): Promise<void> {
+    const result = await this.runWatch(["sh", "-c", watchExitScript, "sh", String(pid), startTime], options.signal);
+    if (options.signal?.aborted) return;
+    if (result.exitCode !== 0 && result.exitCode !== undefined) throw commandFailed(this.config.name, "NodeCommandFailed", `watch pid ${pid}`, result);
+  }
+
+  /** A command without a deadline, stopped by `signal` (watchers live as long as the process). */
+  protected abstract runWatch(argv: string[], signal: AbortSignal | undefined): Promise<CommandResult>;
+
+  async statMany(paths: string[]): Promise<Array<FileStat | undefined>> {
+    if (paths.length === 0) return [];
+    const out: Array<FileStat | undefined> = [];
+    // Keep command lines well under ARG_MAX.
+    for (let i = 0; i < paths.length; i += 500) {
+      const chunk = paths.slice(i, i + 500);
+      const result = await this.runScript(statScript, chunk, "NodeCommandFailed", "stat files");
+      const lines = result.stdout.split("\n").filter((l) => l !== "");
+      for (const line of lines) out.push(parseStatLine(line));
+    }
+    return out;
+  }
+
+  async stat(path: string): Promise<FileStat | undefined> {
+    const [one] = await this.statMany([path]);
+    return one;
+  }
+
+  async sha256(path: string): Promise<string> {
+    const result = await this.runScript(sha256Script, [path], "NodeCommandFailed", `hash ${path}`, { deadlineMs: 3_600_000 });
+    const hex = result.stdout.trim().split(/\s+/)[0] ?? "";
+    if (!/^[0-9a-f]{64}$/.test(hex)) throw new ShardctlError("NodeCommandFailed", `node ${this.config.name}: unexpected sha256 output "${result.stdout.trim()}"`);
+    return hex;
+  }
+}
+
+function parseStatLine(line: string): FileStat | undefined {
+  if (line === "-") return undefined;
+  const [size, mtime, ctime, ino, ...type] = line.split(" ");
+  const kind = type.join(" ").toLowerCase();
+  return {
+    size: Number(size),
+    mtimeSec: Number(mtime),
+    ctimeSec: Number(ctime),
+    ino: Number(ino),
+    type: kind.startsWith("regular") ? "file" : kind === "directory" ? "directory" : "other",
+  };
+}
+
+export function commandFailed(node: string, reason: string, what: string, result: CommandResult): ShardctlError {
+  const how = result.timedOut
+    ? `timed out after ${result.durationMs} ms`
+    : result.signal !== undefined
+      ? `was killed by ${result.signal}`
+      : `exited with ${result.exitCode}`;
+  const stderr = result.stderr.trim().split("\n").slice(-5).join("\n");
+  return new ShardctlError(reason, `node ${node}: ${what} ${how}${stderr === "" ? "" : `: ${stderr}`}`);
+}

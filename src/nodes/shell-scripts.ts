@@ -1,0 +1,94 @@
+/**
+ * The POSIX sh programs run on nodes. Values always arrive as positional parameters ("$1"…), never
+ * spliced into the text, so the one quoting function (quote.ts) is the only path from a value to a
+ * shell. They run under dash, bash and macOS sh alike.
+ */
+
+// Kernel start time of pid $1: Linux /proc/<pid>/stat field 22 (clock ticks since boot; zombies count
+// as gone), elsewhere the `ps -o lstart=` text. Prints nothing when there is no such process.
+const startTimeFunction = `st() {
+  if [ -r "/proc/$1/stat" ]; then
+    s=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+    s=\${s##*") "}
+    set -- $s
+    [ "$1" = Z ] || echo "linux:\${20}"
+  elif [ ! -d /proc/self ]; then
+    t=$(ps -o lstart= -p "$1" 2>/dev/null) && [ -n "$t" ] && echo "$t"
+  fi
+  return 0
+}`;
+
+/** $1 = pid → its start time (empty when gone). */
+export const startTimeScript = `${startTimeFunction}
+st "$1"`;
+
+/**
+ * $1 = cwd, $2 = log file, rest = argv. Starts argv in its own session (setsid, or perl's POSIX::setsid
+ * where util-linux is absent) with output appended to the log, prints "<pid> <start time>".
+ */
+export const startDetachedScript = `${startTimeFunction}
+cd "$1" || exit 97
+log=$2
+shift 2
+if command -v setsid >/dev/null 2>&1; then set -- setsid "$@"
+else set -- perl -MPOSIX -e 'POSIX::setsid(); exec @ARGV or exit 127' "$@"; fi
+"$@" >>"$log" 2>&1 </dev/null &
+pid=$!
+echo "$pid $(st "$pid")"`;
+
+/**
+ * Wraps a command so its exit status lands in a file ($0). The trap is a handler, not an ignore, so the
+ * command itself still gets default signal dispositions; the shell records the status after it ends.
+ */
+export const exitStatusWrapper = `trap : TERM INT HUP; "$@"; echo $? > "$0"`;
+
+/** $1 = pid, $2 = expected start time, $3 = signal name. Exit 3 when the start time differs. */
+export const signalScript = `${startTimeFunction}
+[ "$(st "$1")" = "$2" ] || exit 3
+kill -s "$3" -- "-$1" 2>/dev/null || kill -s "$3" "$1"`;
+
+/**
+ * $1 = pid, $2 = start time. Returns when the process is gone. Writes a byte each second so that when
+ * the watcher's channel is closed, the next write fails and the loop ends instead of lingering.
+ */
+export const watchExitScript = `${startTimeFunction}
+i=0
+while [ "$(st "$1")" = "$2" ]; do
+  sleep 0.1
+  i=$((i + 1))
+  if [ $((i % 10)) -eq 0 ]; then printf . || exit 0; fi
+done`;
+
+/**
+ * Each argument: "<size> <mtime> <ctime> <inode> <type>" following symlinks (times in seconds with
+ * nanosecond fractions), or "-" when missing.
+ */
+export const statScript = `if stat -c %s / >/dev/null 2>&1; then
+  for f in "$@"; do stat -L -c '%s %.9Y %.9Z %i %F' -- "$f" 2>/dev/null || echo -; done
+else
+  for f in "$@"; do stat -L -f '%z %Fm %Fc %i %HT' -- "$f" 2>/dev/null || echo -; done
+fi`;
+
+/** $1 = path → "<sha256>  <path>". */
+export const sha256Script = `if command -v sha256sum >/dev/null 2>&1; then exec sha256sum -- "$1"; else exec shasum -a 256 -- "$1"; fi`;
+
+/**
+ * $1 = model dir, $2 = engine binary (may be empty). key=value lines: os, arch, memory (Linux
+ * /proc/meminfo in kB; macOS sysctl hw.memsize and vm_stat pages), cuda, free disk at the nearest
+ * existing ancestor of the model dir (kB), engine version (first line of --version).
+ */
+export const probeScript = `echo "os=$(uname -s)"
+echo "arch=$(uname -m)"
+if [ -r /proc/meminfo ]; then
+  awk '/^MemTotal:/{print "memTotalKb=" $2} /^MemAvailable:/{print "memAvailKb=" $2}' /proc/meminfo
+else
+  echo "memTotalBytes=$(sysctl -n hw.memsize 2>/dev/null)"
+  vm_stat 2>/dev/null | awk '/page size of/{ps=$8} /Pages free/{f=$3} /Pages inactive/{i=$3} /Pages speculative/{s=$3} END{if (ps) printf "memAvailBytes=%.0f\\n", (f+i+s)*ps}'
+fi
+if command -v nvidia-smi >/dev/null 2>&1; then echo cuda=1; fi
+d=$1
+while [ ! -e "$d" ]; do d=$(dirname "$d"); done
+df -Pk "$d" | awk 'NR==2{print "diskFreeKb=" $4}'
+if [ -n "$2" ]; then
+  v=$("$2" --version 2>&1 | head -n 1) && echo "engine=$v" || echo "engineError=$v"
+fi`;

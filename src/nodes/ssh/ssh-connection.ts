@@ -1,0 +1,253 @@
+/**
+ * One SSH connection per node, shared by everyone who talks to that node: connects lazily, verifies
+ * the host key against known_hosts, sends keepalives, reconnects with exponential back-off after a
+ * drop, and caps concurrent channels (OpenSSH's MaxSessions defaults to 10 per connection).
+ */
+import { readFile } from "node:fs/promises";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { Client, type ClientChannel, type ConnectConfig, type SFTPWrapper } from "ssh2";
+import { ShardctlError } from "../../spec/errors.js";
+import type { NodeConfig } from "../types.js";
+import {
+  appendKnownHost,
+  fingerprint,
+  keyTypeOf,
+  knownHostsName,
+  knownKeyTypes,
+  readKnownHosts,
+  verifyHostKey,
+} from "./known-hosts.js";
+import { expandHome, readSshConfig } from "./ssh-config.js";
+
+export interface SshOptions {
+  /** known_hosts file. Default ~/.ssh/known_hosts. */
+  knownHostsPath?: string;
+  /** ssh client config consulted for aliases. Default ~/.ssh/config. */
+  sshConfigPath?: string;
+  /** ssh-agent socket. Default $SSH_AUTH_SOCK. */
+  agentSocket?: string;
+  /** Keepalive interval, ms. Default 10000 (3 unanswered → connection dropped). */
+  keepaliveIntervalMs?: number;
+  /** Handshake deadline, ms. Default 10000. */
+  connectDeadlineMs?: number;
+  /** Concurrent channels per connection. Default 8 (below OpenSSH's MaxSessions 10). */
+  maxChannels?: number;
+}
+
+/** Resolved address and credentials of a node. */
+export interface SshTarget {
+  host: string;
+  port: number;
+  user: string;
+  identityFiles: string[];
+}
+
+const defaultIdentityFiles = ["id_ed25519", "id_ecdsa", "id_rsa"].map((f) => join(homedir(), ".ssh", f));
+
+export async function resolveTarget(node: NodeConfig, options: SshOptions): Promise<SshTarget> {
+  const alias = await readSshConfig(options.sshConfigPath ?? join(homedir(), ".ssh", "config"), node.host);
+  // A node's explicit settings win; its port only when it is not the default 22 (the spec fills 22 in).
+  const port = node.port !== undefined && node.port !== 22 ? node.port : (alias.port ?? node.port ?? 22);
+  const identityFiles = node.identityFile !== undefined ? [expandHome(node.identityFile)] : alias.identityFiles.length > 0 ? alias.identityFiles : defaultIdentityFiles;
+  return {
+    host: alias.hostName ?? node.host,
+    port,
+    user: node.user ?? alias.user ?? process.env.USER ?? "root",
+    identityFiles,
+  };
+}
+
+export class SshConnection {
+  private client: Client | undefined;
+  private connecting: Promise<Client> | undefined;
+  private sftpSession: Promise<SFTPWrapper> | undefined;
+  private failures = 0;
+  private lastFailureAt = 0;
+  private active = 0;
+  private readonly waiters: Array<() => void> = [];
+  private closed = false;
+
+  constructor(
+    readonly node: NodeConfig,
+    private readonly options: SshOptions,
+  ) {}
+
+  /** A connected client, connecting (after the back-off delay of earlier failures) when needed. */
+  async get(): Promise<Client> {
+    if (this.closed) throw new ShardctlError("NodeClosed", `node ${this.node.name}: connection pool is closed`);
+    if (this.client !== undefined) return this.client;
+    this.connecting ??= this.connect().finally(() => {
+      this.connecting = undefined;
+    });
+    return this.connecting;
+  }
+
+  /** Run `use` on a fresh channel slot; at most maxChannels at once. */
+  async withChannel<T>(use: (client: Client) => Promise<T>): Promise<T> {
+    const max = this.options.maxChannels ?? 8;
+    if (this.active >= max) await new Promise<void>((resolve) => this.waiters.push(resolve));
+    this.active++;
+    try {
+      return await use(await this.get());
+    } finally {
+      this.active--;
+      this.waiters.shift()?.();
+    }
+  }
+
+  /** The connection's one SFTP session (it occupies one channel for the connection's life). */
+  async sftp(): Promise<SFTPWrapper> {
+    const client = await this.get();
+    this.sftpSession ??= new Promise<SFTPWrapper>((resolve, reject) => {
+      client.sftp((error, sftp) => {
+        if (error) {
+          this.sftpSession = undefined;
+          reject(new ShardctlError("NodeCommandFailed", `node ${this.node.name}: SFTP unavailable: ${error.message}`));
+          return;
+        }
+        sftp.on("close", () => {
+          this.sftpSession = undefined;
+        });
+        resolve(sftp);
+      });
+    });
+    return this.sftpSession;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const client = this.client;
+    this.client = undefined;
+    if (client === undefined) return;
+    await new Promise<void>((resolve) => {
+      client.once("close", () => resolve());
+      client.end();
+      setTimeout(resolve, 1_000).unref();
+    });
+  }
+
+  private async connect(): Promise<Client> {
+    // Back-off: 250 ms doubling per consecutive failure, capped at 10 s.
+    if (this.failures > 0) {
+      const wait = Math.min(250 * 2 ** (this.failures - 1), 10_000) - (Date.now() - this.lastFailureAt);
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    }
+    try {
+      const client = await this.handshake();
+      this.failures = 0;
+      return client;
+    } catch (error) {
+      this.failures++;
+      this.lastFailureAt = Date.now();
+      throw error;
+    }
+  }
+
+  private async handshake(): Promise<Client> {
+    const target = await resolveTarget(this.node, this.options);
+    const knownHostsPath = this.options.knownHostsPath ?? join(homedir(), ".ssh", "known_hosts");
+    const entries = await readKnownHosts(knownHostsPath);
+    const name = knownHostsName(target.host, target.port);
+    let refusal: ShardctlError | undefined;
+    let pendingRecord: { keyType: string; key: string } | undefined;
+
+    const hostVerifier = (blob: Buffer): boolean => {
+      const keyType = keyTypeOf(blob);
+      const key = blob.toString("base64");
+      const verdict = verifyHostKey(entries, name, keyType, key);
+      if (verdict.kind === "known") return true;
+      if (verdict.kind === "unknown" && this.node.hostKeyPolicy === "accept-new") {
+        pendingRecord = { keyType, key };
+        return true;
+      }
+      refusal = hostKeyRefusal(this.node.name, target, knownHostsPath, verdict, keyType, key);
+      return false;
+    };
+
+    const privateKey = await readFirstKey(target.identityFiles);
+    const agent = this.options.agentSocket ?? process.env.SSH_AUTH_SOCK;
+    if (privateKey === undefined && agent === undefined) {
+      throw new ShardctlError("SshAuthFailed", `node ${this.node.name}: no identity file (tried ${target.identityFiles.join(", ")}) and no ssh-agent (SSH_AUTH_SOCK)`, { terminal: true });
+    }
+    const preferred = knownKeyTypes(entries, name).flatMap((t) => (t === "ssh-rsa" ? ["rsa-sha2-512", "rsa-sha2-256", "ssh-rsa"] : [t]));
+    const config: ConnectConfig = {
+      host: target.host,
+      port: target.port,
+      username: target.user,
+      privateKey,
+      agent,
+      hostVerifier,
+      keepaliveInterval: this.options.keepaliveIntervalMs ?? 10_000,
+      keepaliveCountMax: 3,
+      readyTimeout: this.options.connectDeadlineMs ?? 10_000,
+      ...(preferred.length > 0 ? { algorithms: { serverHostKey: { prepend: preferred } as never } } : {}),
+    };
+    const client = new Client();
+    await new Promise<void>((resolve, reject) => {
+      client.once("ready", () => resolve());
+      client.once("error", (error: Error & { level?: string }) => {
+        if (refusal !== undefined) return reject(refusal);
+        const auth = error.level === "client-authentication";
+        reject(
+          new ShardctlError(
+            auth ? "SshAuthFailed" : "NodeUnreachable",
+            `node ${this.node.name}: ${auth ? `authentication as ${target.user} failed` : `cannot connect to ${target.host}:${target.port}`}: ${error.message}`,
+            { terminal: auth, cause: error },
+          ),
+        );
+      });
+      client.connect(config);
+    });
+    if (pendingRecord !== undefined) await appendKnownHost(knownHostsPath, name, pendingRecord.keyType, pendingRecord.key);
+    client.on("error", () => {});
+    client.once("close", () => {
+      if (this.client === client) this.client = undefined;
+      this.sftpSession = undefined;
+    });
+    client.setNoDelay(true);
+    this.client = client;
+    return client;
+  }
+}
+
+function hostKeyRefusal(
+  node: string,
+  target: SshTarget,
+  knownHostsPath: string,
+  verdict: Exclude<ReturnType<typeof verifyHostKey>, { kind: "known" }>,
+  keyType: string,
+  key: string,
+): ShardctlError {
+  const where = `${target.host}:${target.port}`;
+  const got = `${keyType} ${fingerprint(key)}`;
+  const portFlag = target.port === 22 ? "" : `-p ${target.port} `;
+  if (verdict.kind === "unknown") {
+    return new ShardctlError(
+      "HostKeyUnknown",
+      `node ${node}: host key of ${where} (${got}) is not in ${knownHostsPath}. Check the fingerprint out of band, then record it with ` +
+        `\`ssh-keyscan ${portFlag}${target.host} >> ${knownHostsPath}\`, or set host_key_policy = "accept-new" for this node`,
+      { terminal: true },
+    );
+  }
+  if (verdict.kind === "revoked") {
+    return new ShardctlError("HostKeyChanged", `node ${node}: host key of ${where} (${got}) is marked @revoked in ${knownHostsPath}:${verdict.line}`, { terminal: true });
+  }
+  return new ShardctlError(
+    "HostKeyChanged",
+    `node ${node}: host key of ${where} has CHANGED: the server offered ${got} but ${knownHostsPath}:${verdict.line} has ${verdict.knownFingerprint}. ` +
+      `This may be an attack. If the machine was legitimately reinstalled, remove the old entry with ` +
+      `\`ssh-keygen -R '${knownHostsName(target.host, target.port)}' -f ${knownHostsPath}\` and record the new key`,
+    { terminal: true },
+  );
+}
+
+async function readFirstKey(paths: string[]): Promise<Buffer | undefined> {
+  for (const path of paths) {
+    const key = await readFile(path).catch(() => undefined);
+    if (key !== undefined) return key;
+  }
+  return undefined;
+}
+
+export type { ClientChannel };

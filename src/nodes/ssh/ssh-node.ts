@@ -1,0 +1,229 @@
+/** A node reached over SSH: commands on channels of the pooled connection, files over SFTP. */
+import { createReadStream } from "node:fs";
+import { pipeline } from "node:stream/promises";
+import type { Client, ClientChannel, SFTPWrapper } from "ssh2";
+import { ShardctlError } from "../../spec/errors.js";
+import { quoteArg, quoteArgv } from "../quote.js";
+import { ShellNode } from "../shell-node.js";
+import type { CommandResult, NodeAccess, NodeConfig, PutOptions, RunOptions } from "../types.js";
+import { SshConnection, type SshOptions } from "./ssh-connection.js";
+
+/** Default per-command deadline, ms. */
+const defaultDeadlineMs = 30_000;
+
+export class SshNode extends ShellNode implements NodeAccess {
+  readonly kind = "ssh" as const;
+  readonly connection: SshConnection;
+
+  /** `connection` lets several configs of one machine (say, two model dirs) share its connection. */
+  constructor(
+    readonly config: NodeConfig,
+    options: SshOptions = {},
+    connection?: SshConnection,
+  ) {
+    super();
+    this.connection = connection ?? new SshConnection(config, options);
+  }
+
+  run(argv: string[], options: RunOptions = {}): Promise<CommandResult> {
+    return this.exec(argv, { ...options, deadlineMs: options.deadlineMs ?? defaultDeadlineMs });
+  }
+
+  protected runWatch(argv: string[], signal: AbortSignal | undefined): Promise<CommandResult> {
+    return this.exec(argv, { deadlineMs: Number.POSITIVE_INFINITY, abort: signal, uncapped: true });
+  }
+
+  private async exec(
+    argv: string[],
+    options: RunOptions & { abort?: AbortSignal; uncapped?: boolean },
+  ): Promise<CommandResult> {
+    if (argv.length === 0) throw new TypeError("run needs a command");
+    // The shell prints its pid first and then execs the command, so a deadline can kill it for sure
+    // (OpenSSH ignores channel signal requests for sessions without a pty).
+    const line = `echo $$; ${options.cwd === undefined ? "" : `cd ${quoteArg(options.cwd)} && `}exec ${quoteArgv(argv)}`;
+    const started = performance.now();
+    const once = (client: Client): Promise<CommandResult> =>
+      new Promise<CommandResult>((resolve, reject) => {
+        client.exec(line, (error, channel) => {
+          if (error) return reject(error);
+          // Listeners go on in this same tick: ssh2 may already be emitting the command's exit
+          // status from the same TCP read, and an 'exit' event missed is an exit code lost.
+          resolve(
+            collect(channel, argv, started, options, (pid) => {
+              client.exec(`kill -9 ${pid}`, (killError, ch) => {
+                if (!killError) ch.on("close", () => {}).resume();
+              });
+            }),
+          );
+        });
+      });
+    // The server refuses sessions beyond its MaxSessions (10 by default) with "open failure";
+    // long-lived watchers take sessions outside our cap, so wait for one to free up (up to 5 s).
+    const retrying = async (client: Client): Promise<CommandResult> => {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          return await once(client);
+        } catch (error) {
+          if (!/open failure|open failed/i.test((error as Error).message) || attempt >= 25) throw error;
+          await new Promise((r) => setTimeout(r, 200));
+        }
+      }
+    };
+    try {
+      // Long-lived watchers do not hold one of the capped slots (they would starve commands).
+      if (options.uncapped) return await retrying(await this.connection.get());
+      return await this.connection.withChannel(retrying);
+    } catch (error) {
+      if (error instanceof ShardctlError) throw error;
+      throw new ShardctlError("NodeUnreachable", `node ${this.config.name}: ${argv[0]}: ${(error as Error).message}`, { cause: error });
+    }
+  }
+
+  private sftp(): Promise<SFTPWrapper> {
+    return this.connection.sftp();
+  }
+
+  async readFile(path: string): Promise<Buffer> {
+    const sftp = await this.sftp();
+    return new Promise((resolve, reject) => sftp.readFile(path, (error, data) => (error ? reject(fileError(this.config.name, "read", path, error)) : resolve(data))));
+  }
+
+  async writeFile(path: string, data: string | Buffer, options: { mode?: number } = {}): Promise<void> {
+    const sftp = await this.sftp();
+    const slash = path.lastIndexOf("/");
+    const temp = `${path.slice(0, slash + 1)}.${path.slice(slash + 1)}.${process.pid}.${Date.now()}.tmp`;
+    await new Promise<void>((resolve, reject) =>
+      sftp.writeFile(temp, data, { mode: options.mode ?? 0o644 }, (error) => (error ? reject(fileError(this.config.name, "write", path, error)) : resolve())),
+    );
+    // The open() mode is filtered by the server's umask; a secret's 0600 must be exact.
+    await new Promise<void>((resolve, reject) => sftp.chmod(temp, options.mode ?? 0o644, (error) => (error ? reject(error) : resolve())));
+    await this.rename(temp, path);
+  }
+
+  async rename(from: string, to: string): Promise<void> {
+    const sftp = await this.sftp();
+    // SFTP v3 rename refuses an existing target; OpenSSH's posix-rename replaces it atomically.
+    await new Promise<void>((resolve, reject) =>
+      sftp.ext_openssh_rename(from, to, (error) => (error ? reject(fileError(this.config.name, "rename", from, error)) : resolve())),
+    );
+  }
+
+  async mkdir(path: string): Promise<void> {
+    await this.runScript('mkdir -p -- "$1"', [path], "NodeCommandFailed", `create ${path}`);
+  }
+
+  async remove(path: string): Promise<void> {
+    await this.runScript('rm -rf -- "$1"', [path], "NodeCommandFailed", `remove ${path}`);
+  }
+
+  async symlink(target: string, path: string): Promise<void> {
+    await this.runScript('ln -sfn -- "$1" "$2"', [target, path], "NodeCommandFailed", `link ${path}`);
+  }
+
+  async readlink(path: string): Promise<string | undefined> {
+    const sftp = await this.sftp();
+    return new Promise((resolve) => sftp.readlink(path, (error, target) => resolve(error ? undefined : target)));
+  }
+
+  async putFile(localPath: string, remotePath: string, options: PutOptions = {}): Promise<void> {
+    const sftp = await this.sftp();
+    const offset = options.startOffset ?? 0;
+    if (offset === 0) {
+      // fastPut keeps many SFTP writes in flight: much faster than a stream on any real link. Chunks
+      // stay at 32 KiB: OpenSSH's sftp-server drops the connection on messages over 256 KiB.
+      await new Promise<void>((resolve, reject) =>
+        sftp.fastPut(localPath, remotePath, { concurrency: 64, chunkSize: 32 * 1024, step: (done) => options.onProgress?.(done) }, (error) =>
+          error ? reject(fileError(this.config.name, "push", remotePath, error)) : resolve(),
+        ),
+      );
+      return;
+    }
+    const source = createReadStream(localPath, { highWaterMark: 32 * 1024, start: offset });
+    let done = 0;
+    source.on("data", (chunk) => {
+      done += chunk.length;
+      options.onProgress?.(done);
+    });
+    await pipeline(source, sftp.createWriteStream(remotePath, { flags: "a" }));
+  }
+
+  async isPortOpen(host: string, port: number, deadlineMs = 1_000): Promise<boolean> {
+    // A direct-tcpip channel makes sshd itself connect from the node: no tool needed there.
+    const client = await this.connection.get();
+    return new Promise((resolve) => {
+      let settled = false;
+      const timer = setTimeout(() => finish(false), deadlineMs);
+      function finish(ok: boolean, channel?: ClientChannel): void {
+        channel?.destroy();
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        resolve(ok);
+      }
+      client.forwardOut("127.0.0.1", 0, host, port, (error, channel) => finish(!error, channel));
+    });
+  }
+
+  close(): Promise<void> {
+    return this.connection.close();
+  }
+}
+
+function collect(
+  channel: ClientChannel,
+  argv: string[],
+  started: number,
+  options: RunOptions & { abort?: AbortSignal },
+  kill: (pid: number) => void,
+): Promise<CommandResult> {
+  return new Promise((resolve) => {
+    let settled = false;
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    let exitCode: number | undefined;
+    let signal: string | undefined;
+    let timedOut = false;
+    channel.on("data", (d: Buffer) => out.push(d));
+    channel.stderr.on("data", (d: Buffer) => err.push(d));
+    channel.on("exit", (code: number | null, sig?: string) => {
+      if (typeof code === "number") exitCode = code;
+      else if (sig !== undefined) signal = sig.startsWith("SIG") ? sig : `SIG${sig}`;
+    });
+    const stop = (): void => {
+      const text = Buffer.concat(out).toString("utf8");
+      const newline = text.indexOf("\n");
+      const pid = Number(text.slice(0, newline));
+      if (newline > 0 && Number.isInteger(pid) && pid > 0) kill(pid);
+      channel.close();
+      finish();
+    };
+    const timer = Number.isFinite(options.deadlineMs) ? setTimeout(() => ((timedOut = true), stop()), options.deadlineMs) : undefined;
+    const onAbort = (): void => stop();
+    const finish = (): void => {
+      if (settled) return;
+      settled = true;
+      if (timer !== undefined) clearTimeout(timer);
+      options.abort?.removeEventListener("abort", onAbort);
+      const text = Buffer.concat(out).toString("utf8");
+      const newline = text.indexOf("\n");
+      resolve({
+        argv,
+        exitCode: timedOut ? undefined : exitCode,
+        signal: timedOut ? (signal ?? "SIGKILL") : signal,
+        stdout: newline < 0 ? "" : text.slice(newline + 1),
+        stderr: Buffer.concat(err).toString("utf8"),
+        timedOut,
+        durationMs: Math.round(performance.now() - started),
+      });
+    };
+    channel.on("close", finish);
+    options.abort?.addEventListener("abort", onAbort, { once: true });
+    if (options.abort?.aborted) stop();
+    if (options.stdin !== undefined) channel.end(options.stdin);
+    else channel.end();
+  });
+}
+
+function fileError(node: string, verb: string, path: string, error: Error): ShardctlError {
+  return new ShardctlError("NodeFileError", `node ${node}: cannot ${verb} ${path}: ${error.message}`, { cause: error });
+}

@@ -1,0 +1,114 @@
+/** The shapes every node implementation shares: node config, command results, file stats, probes. */
+
+/** A node as the settings file declares it (structurally the same as src/spec's NodeEntry). */
+export interface NodeConfig {
+  name: string;
+  /** "local", an address, or an alias from the ssh config file. */
+  host: string;
+  /** True for the control machine itself; default: host === "local". */
+  local?: boolean;
+  user?: string;
+  /** SSH port. Default 22 (an ssh config alias may override it when the node does not set one). */
+  port?: number;
+  identityFile?: string;
+  /** "strict" refuses unknown keys; "accept-new" records them. Changed keys are always refused. */
+  hostKeyPolicy?: "strict" | "accept-new";
+  /** Where models are staged on the node (an HF cache root). */
+  modelDir: string;
+  /** Declared total memory, bytes. */
+  memory?: number;
+  /** Cap on the memory a stage may use, bytes. */
+  memoryLimit?: number;
+  accelerator?: "apple-silicon" | "cuda" | "cpu";
+  engineVersion?: string;
+}
+
+/** One result shape for every command, identical on success and failure (execa's). */
+export interface CommandResult {
+  argv: string[];
+  /** Undefined when the command was killed by a signal or never finished. */
+  exitCode: number | undefined;
+  signal: string | undefined;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+  durationMs: number;
+}
+
+export interface RunOptions {
+  /** Kill the command after this many ms. Default 30000. */
+  deadlineMs?: number;
+  stdin?: string | Buffer;
+  cwd?: string;
+}
+
+export interface DetachedOptions {
+  /** File on the node receiving stdout and stderr (appended). */
+  logFile: string;
+  cwd?: string;
+  env?: Record<string, string>;
+  /** When set, a wrapper shell writes the command's exit status (0-255, 128+n for signal n) here. */
+  exitStatusFile?: string;
+}
+
+export interface DetachedProcess {
+  pid: number;
+  /** Kernel start time: "linux:<clock ticks since boot>" or the `ps -o lstart=` text elsewhere. */
+  startTime: string;
+}
+
+export interface FileStat {
+  size: number;
+  /** Modification time, seconds since the epoch (fractional where the node reports nanoseconds). */
+  mtimeSec: number;
+  /** Status change time, seconds (cannot be set back by `touch`, so a rewrite always shows). */
+  ctimeSec: number;
+  ino: number;
+  type: "file" | "directory" | "other";
+}
+
+export interface PutOptions {
+  onProgress?: (bytes: number) => void;
+  /** Default 0 (replace the remote file). */
+  startOffset?: number;
+}
+
+export interface NodeAccess {
+  readonly config: NodeConfig;
+  readonly kind: "local" | "ssh";
+  run(argv: string[], options?: RunOptions): Promise<CommandResult>;
+  startDetached(argv: string[], options: DetachedOptions): Promise<DetachedProcess>;
+  /** Undefined when no such process exists. */
+  processStartTime(pid: number): Promise<string | undefined>;
+  /**
+   * Signal the process group of `pid` (detached processes lead their own group) only when the
+   * process's start time equals `expectedStartTime`; false (nothing signalled) otherwise.
+   */
+  signal(pid: number, signal: NodeJS.Signals, expectedStartTime: string): Promise<boolean>;
+  /** Resolves once the process is gone (or the pid now belongs to another process). */
+  watchExit(pid: number, startTime: string, options?: { signal?: AbortSignal }): Promise<void>;
+  readFile(path: string): Promise<Buffer>;
+  /** Atomic: written to a temp name beside `path`, then renamed. Mode default 0o644. */
+  writeFile(path: string, data: string | Buffer, options?: { mode?: number }): Promise<void>;
+  rename(from: string, to: string): Promise<void>;
+  /** Follows symlinks; undefined when missing. */
+  stat(path: string): Promise<FileStat | undefined>;
+  /** stat for many paths in one round trip. */
+  statMany(paths: string[]): Promise<Array<FileStat | undefined>>;
+  mkdir(path: string): Promise<void>;
+  /** Recursive, no error when missing. */
+  remove(path: string): Promise<void>;
+  symlink(target: string, path: string): Promise<void>;
+  readlink(path: string): Promise<string | undefined>;
+  /**
+   * Stream a local file to the node (written to `remotePath`, not atomically). With `startOffset`, the
+   * local bytes from that offset are appended to the existing remote file (resume). `onProgress`
+   * gets the bytes sent by this call.
+   */
+  putFile(localPath: string, remotePath: string, options?: PutOptions): Promise<void>;
+  /** sha256 (hex) of a file on the node. */
+  sha256(path: string): Promise<string>;
+  /** True when a TCP connection from this node to host:port succeeds within the deadline. */
+  isPortOpen(host: string, port: number, deadlineMs?: number): Promise<boolean>;
+  close(): Promise<void>;
+}

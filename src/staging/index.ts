@@ -1,0 +1,21 @@
+/** Model staging: put the files each node's stage needs into its HF cache, verified. */
+export type {
+  Manifest,
+  ManifestFile,
+  StagingSource,
+  FileState,
+  NodeState,
+  FileCheck,
+  NodeClassification,
+  StageProgress,
+  StageOptions,
+  NodeStageResult,
+} from "./types.js";
+export { fetchHubManifest, hashLocalManifest, selectFiles, gitBlobSha1, type HubManifestOptions } from "./manifest.js";
+export { classifyNode, type Layout, type ClassifyOptions } from "./classify.js";
+export { stageNode, resolveHome } from "./stage-node.js";
+export { stageCluster, resolveManifest, type NodeStageRequest, type ClusterStageResult } from "./stage-cluster.js";
+export { transferFile, type TransferRequest } from "./transfer.js";
+export { stageFileList } from "./stage-files.js";
+export { assertSafePath } from "./safe-path.js";
+export { repoFolder, blobPath, snapshotDir, snapshotPath, refPath, incompletePath } from "./cache-layout.js";

@@ -1,0 +1,116 @@
+/**
+ * File lists with sizes and hashes, from the source: the Hub tree API (revision pinned to a commit:
+ * a branch is resolved once through X-Repo-Commit) or hashing a local directory (push).
+ */
+import { createHash } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { readdir } from "node:fs/promises";
+import { join } from "node:path";
+import { ShardctlError } from "../spec/errors.js";
+import { assertSafePath } from "./safe-path.js";
+import type { Manifest, ManifestFile } from "./types.js";
+
+export interface HubManifestOptions {
+  endpoint: string;
+  repo: string;
+  revision: string;
+  token?: string;
+  /** Per-request deadline, ms. Default 30000. */
+  deadlineMs?: number;
+}
+
+export async function fetchHubManifest(options: HubManifestOptions): Promise<Manifest> {
+  const { endpoint, repo, revision } = options;
+  const headers: Record<string, string> = options.token === undefined ? {} : { Authorization: `Bearer ${options.token}` };
+  const signal = AbortSignal.timeout(options.deadlineMs ?? 30_000);
+  const base = endpoint.replace(/\/+$/, "");
+  const encodedRepo = repo.split("/").map(encodeURIComponent).join("/");
+  // Resolve the revision once; everything after uses the commit, so a moving branch cannot mix files.
+  let commit = revision;
+  if (!/^[0-9a-f]{40}$/.test(revision)) {
+    const head = await hubFetch(`${base}/${encodedRepo}/resolve/${encodeURIComponent(revision)}/config.json`, { method: "HEAD", headers, signal, redirect: "manual" }, repo);
+    const resolved = head.headers.get("x-repo-commit");
+    if (resolved === null || !/^[0-9a-zA-Z]+$/.test(resolved)) throw new ShardctlError("HubError", `${base}: no X-Repo-Commit for ${repo}@${revision}`);
+    commit = resolved;
+  }
+  const tree = await hubFetch(`${base}/api/models/${encodedRepo}/tree/${encodeURIComponent(commit)}?recursive=true`, { headers, signal }, repo);
+  const entries: unknown = await tree.json();
+  if (!Array.isArray(entries)) throw new ShardctlError("HubError", `${base}: the tree of ${repo}@${commit} is not a list`);
+  const files: ManifestFile[] = [];
+  for (const raw of entries as Array<Record<string, unknown>>) {
+    if (raw.type !== "file") continue;
+    const path = String(raw.path);
+    assertSafePath(path, `the Hub tree of ${repo}@${commit}`);
+    const lfs = raw.lfs as { oid?: unknown; size?: unknown } | undefined;
+    const size = Number(lfs?.size ?? raw.size);
+    const hash = String(lfs?.oid ?? raw.oid);
+    if (!Number.isSafeInteger(size) || size < 0 || !/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(hash)) {
+      throw new ShardctlError("HubError", `${base}: bad size or hash for ${path} in ${repo}@${commit}`);
+    }
+    files.push({ path, size, hash, hashAlgo: lfs === undefined ? "git-sha1" : "sha256" });
+  }
+  return { repo, revision, commit, files };
+}
+
+async function hubFetch(url: string, init: RequestInit, repo: string): Promise<Response> {
+  let response: Response;
+  try {
+    response = await fetch(url, init);
+  } catch (error) {
+    throw new ShardctlError("HubUnreachable", `cannot reach ${url}: ${(error as Error).message}`, { cause: error });
+  }
+  if (response.status === 401 || response.status === 403) throw new ShardctlError("HubUnauthorized", `${url}: ${response.status}; check the Hub token for ${repo}`, { terminal: true });
+  if (response.status === 404) throw new ShardctlError("HubNotFound", `${url}: not found (repository ${repo} or its revision)`, { terminal: true });
+  if (!response.ok) throw new ShardctlError("HubError", `${url}: HTTP ${response.status}`);
+  return response;
+}
+
+/** Hash every file under `dir` (sha256); the commit is a digest of the file list, so it pins content. */
+export async function hashLocalManifest(dir: string, repo: string, revision = "main"): Promise<Manifest> {
+  const paths = await listFiles(dir);
+  const files: ManifestFile[] = [];
+  for (const path of paths) {
+    assertSafePath(path, `the push source ${dir}`);
+    const hash = createHash("sha256");
+    let size = 0;
+    for await (const chunk of createReadStream(join(dir, path), { highWaterMark: 4 << 20 })) {
+      hash.update(chunk as Buffer);
+      size += (chunk as Buffer).length;
+    }
+    files.push({ path, size, hash: hash.digest("hex"), hashAlgo: "sha256" });
+  }
+  const commit = createHash("sha256")
+    .update(files.map((f) => `${f.hash} ${f.size} ${f.path}\n`).join(""))
+    .digest("hex")
+    .slice(0, 40);
+  return { repo, revision, commit, files };
+}
+
+async function listFiles(dir: string, prefix = ""): Promise<string[]> {
+  const out: string[] = [];
+  for (const entry of await readdir(join(dir, prefix), { withFileTypes: true })) {
+    const rel = prefix === "" ? entry.name : `${prefix}/${entry.name}`;
+    if (entry.isDirectory()) out.push(...(await listFiles(dir, rel)));
+    else if (entry.isFile()) out.push(rel);
+  }
+  return out.sort();
+}
+
+/** The git blob id of content (what the Hub lists as `oid` for non-LFS files). */
+export function gitBlobSha1(content: Buffer): string {
+  return createHash("sha1").update(`blob ${content.length}\0`).update(content).digest("hex");
+}
+
+/** The manifest restricted to `wanted` ("all" keeps everything); unknown names are an error. */
+export function selectFiles(manifest: Manifest, wanted: string[] | "all"): Manifest {
+  if (wanted === "all") return manifest;
+  const byPath = new Map(manifest.files.map((f) => [f.path, f]));
+  const files: ManifestFile[] = [];
+  for (const path of new Set(wanted)) {
+    assertSafePath(path, "the stage's file list");
+    const file = byPath.get(path);
+    if (file === undefined) throw new ShardctlError("FileNotInSource", `${manifest.repo}@${manifest.commit} has no file ${path}`, { terminal: true });
+    files.push(file);
+  }
+  return { ...manifest, files };
+}

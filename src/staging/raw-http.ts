@@ -1,0 +1,115 @@
+/**
+ * A plain-HTTP GET that streams the body straight from the socket into a file: reads land in one
+ * 4 MiB buffer (net's `onread`) and are written synchronously before the next read, as curl does.
+ * Node's HTTP client hands out 64 KiB chunks through the stream machinery and, with asynchronous
+ * file writes beside it, reached about 0.6× curl's throughput on a 2-core node; this path matches it.
+ * Every byte that arrived is on disk when the connection drops, so a resume re-fetches nothing.
+ *
+ * Only the simple case is handled: http:, a 200/206 with Content-Length. Anything else (https,
+ * redirects, chunked bodies, errors) returns "unsupported" before a byte is written, and the caller
+ * falls back to node:http.
+ */
+import { closeSync, openSync, writeSync } from "node:fs";
+import { connect } from "node:net";
+
+export type RawOutcome = { kind: "done"; status: number } | { kind: "unsupported" };
+
+export interface RawRequest {
+  url: URL;
+  headers: Record<string, string>;
+  target: string;
+  /** Bytes already in target (sent as a Range by the caller's headers). */
+  haveBytes: number;
+  deadlineMs: number;
+  /** Called with the bytes now in the file. */
+  onBytes: (bytes: number) => void;
+}
+
+export function rawDownload(request: RawRequest): Promise<RawOutcome> {
+  const { url } = request;
+  if (url.protocol !== "http:") return Promise.resolve({ kind: "unsupported" });
+  return new Promise<RawOutcome>((resolve, reject) => {
+    const buffer = Buffer.allocUnsafe(4 << 20);
+    let head: Buffer | undefined = Buffer.alloc(0);
+    let fd: number | undefined;
+    let remaining = 0;
+    let written = 0;
+    let settled = false;
+    const finish = (error: Error | undefined, outcome?: RawOutcome): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      if (fd !== undefined) closeSync(fd);
+      socket.destroy();
+      if (error !== undefined) reject(error);
+      else resolve(outcome!);
+    };
+    const body = (chunk: Buffer): void => {
+      const take = Math.min(chunk.length, remaining);
+      if (take > 0) writeSync(fd!, chunk, 0, take);
+      remaining -= take;
+      written += take;
+      request.onBytes(written);
+    };
+    const socket = connect({
+      host: url.hostname.replace(/^\[|\]$/g, ""),
+      port: Number(url.port || 80),
+      onread: {
+        buffer,
+        callback: (nread: number, buf: Uint8Array): boolean => {
+          try {
+            const data = Buffer.from(buf.buffer, buf.byteOffset, nread);
+            if (head !== undefined) {
+              head = Buffer.concat([head, data]);
+              const end = head.indexOf("\r\n\r\n");
+              if (end < 0) {
+                if (head.length > 64 * 1024) finish(new Error("response header too large"));
+                return true;
+              }
+              const parsed = parseHead(head.subarray(0, end).toString("latin1"));
+              const rest = head.subarray(end + 4);
+              head = undefined;
+              if (parsed === undefined) {
+                finish(undefined, { kind: "unsupported" });
+                return false;
+              }
+              const append = parsed.status === 206;
+              fd = openSync(request.target, append ? "a" : "w");
+              written = append ? request.haveBytes : 0;
+              remaining = parsed.contentLength;
+              statusCode = parsed.status;
+              body(rest);
+            } else {
+              body(data);
+            }
+            if (remaining === 0) finish(undefined, { kind: "done", status: statusCode });
+          } catch (error) {
+            finish(error as Error);
+          }
+          return true;
+        },
+      },
+    });
+    let statusCode = 0;
+    const timer = setTimeout(() => finish(new Error(`deadline of ${request.deadlineMs} ms passed`)), request.deadlineMs);
+    socket.once("connect", () => {
+      const lines = [`GET ${url.pathname}${url.search} HTTP/1.1`, `Host: ${url.host}`, "Connection: close", "User-Agent: shardctl", ...Object.entries(request.headers).map(([k, v]) => `${k}: ${v}`)];
+      socket.write(`${lines.join("\r\n")}\r\n\r\n`);
+    });
+    socket.once("error", (error) => finish(error));
+    socket.once("close", () => {
+      if (head !== undefined) finish(new Error("connection closed before the response header"));
+      else finish(new Error(`connection closed with ${remaining} bytes of the body missing (${written} in the file)`));
+    });
+  });
+}
+
+function parseHead(text: string): { status: number; contentLength: number } | undefined {
+  const [statusLine = "", ...lines] = text.split("\r\n");
+  const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(statusLine)?.[1]);
+  if (status !== 200 && status !== 206) return undefined;
+  const headers = new Map(lines.map((l) => [l.slice(0, l.indexOf(":")).trim().toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]));
+  const length = headers.get("content-length");
+  if (headers.has("transfer-encoding") || length === undefined || !/^\d+$/.test(length)) return undefined;
+  return { status, contentLength: Number(length) };
+}

@@ -1,0 +1,168 @@
+/**
+ * Bring one node to "present" for a manifest: classify, refuse early when the disk is short, move
+ * what is missing into blobs/<hash>.incomplete (resuming), verify the hash, rename into place, link
+ * snapshots/<commit>/<path>, record refs/<branch>. A snapshot already in use by a running cluster is
+ * never modified: blobs are content-addressed and another revision links its own snapshot folder.
+ */
+import { posix } from "node:path";
+import { probeNode, type NodeAccess } from "../nodes/index.js";
+import { ShardctlError } from "../spec/errors.js";
+import { blobPath, incompletePath, linkTarget, refPath, snapshotDir, snapshotPath, statCachePath } from "./cache-layout.js";
+import { classifyNode, hashOnNode, type Layout } from "./classify.js";
+import { selectFiles } from "./manifest.js";
+import { createProgress } from "./progress.js";
+import { readStatCache, writeStatCache, type StatCacheEntry } from "./stat-cache.js";
+import { transferFile } from "./transfer.js";
+import type { FileCheck, Manifest, NodeStageResult, StageOptions, StagingSource } from "./types.js";
+
+export async function stageNode(node: NodeAccess, source: StagingSource, fullManifest: Manifest, options: StageOptions = {}): Promise<NodeStageResult> {
+  const name = node.config.name;
+  const manifest = selectFiles(fullManifest, options.files ?? "all");
+  const modelDir = await resolveHome(node, node.config.modelDir);
+
+  // Classify.
+  if (source.kind === "path") {
+    const dir = await resolveHome(node, source.path);
+    const result = await classifyNode(node, manifest, { kind: "plain", dir }, { verify: options.verify });
+    if (result.state !== "present") {
+      const bad = result.files.filter((f) => f.state !== "present").map((f) => `${f.file.path} (${f.state})`);
+      throw new ShardctlError("ModelNotPresent", `node ${name}: source "path" ${dir} is not a verified copy: ${bad.join(", ")}; staging never writes there`, { terminal: true });
+    }
+    options.onProgress?.({ node: name, phase: "done", bytesDone: 0, bytesTotal: 0, rateBytesPerSec: 0, etaSec: 0 });
+    return { node: name, before: "present", bytesTransferred: 0, filesTransferred: 0, hashedFiles: result.hashedFiles, modelPath: dir };
+  }
+  const layout: Layout = { kind: "cache", modelDir };
+  const classification = await classifyNode(node, manifest, layout, { verify: options.verify });
+  const todo = classification.files.filter((f) => f.state !== "present");
+  const needed = todo.reduce((sum, f) => sum + f.file.size - (f.state === "partial" ? Math.min(f.haveBytes, f.file.size) : 0), 0);
+  const result: NodeStageResult = {
+    node: name,
+    before: classification.state,
+    bytesTransferred: 0,
+    filesTransferred: 0,
+    hashedFiles: classification.hashedFiles,
+    modelPath: snapshotDir(modelDir, manifest.repo, manifest.commit),
+  };
+
+  // Refuse before transferring anything when the disk is short.
+  if (needed > 0) {
+    const probe = await probeNode(node);
+    if (probe.diskFreeBytes !== undefined && probe.diskFreeBytes < needed) {
+      throw new ShardctlError(
+        "InsufficientDisk",
+        `node ${name} needs ${needed} bytes at ${modelDir} but only ${probe.diskFreeBytes} bytes are free`,
+        { terminal: true },
+      );
+    }
+  }
+
+  // Transfer, verify, rename into place.
+  const progress = createProgress(name, needed, options.onProgress);
+  progress.update("classify", 0, undefined, true);
+  const blobsDir = posix.dirname(blobPath(modelDir, manifest.repo, "x"));
+  await node.mkdir(blobsDir);
+  const hashed = new Map<string, StatCacheEntry>();
+  for (const check of todo) {
+    await fetchOne(node, source, manifest, modelDir, check, options, progress, hashed);
+    result.filesTransferred++;
+    result.hashedFiles++;
+  }
+  result.bytesTransferred = progress.bytesDone;
+
+  // Link snapshots/<commit>/<path> and record the ref.
+  for (const check of classification.files) {
+    if (!check.linkMissing && check.state === "present") continue;
+    const link = snapshotPath(modelDir, manifest.repo, manifest.commit, check.file.path);
+    await node.mkdir(posix.dirname(link));
+    await node.symlink(linkTarget(check.file.path, check.file.hash), link);
+  }
+  if (manifest.revision !== manifest.commit) {
+    const ref = refPath(modelDir, manifest.repo, manifest.revision);
+    const current = await node.readFile(ref).catch(() => undefined);
+    if (current?.toString() !== manifest.commit) {
+      await node.mkdir(posix.dirname(ref));
+      await node.writeFile(ref, manifest.commit);
+    }
+  }
+  if (hashed.size > 0) {
+    const cachePath = statCachePath(modelDir, manifest.repo);
+    const cache = await readStatCache(node, cachePath);
+    for (const [path, entry] of hashed) cache[path] = entry;
+    await writeStatCache(node, cachePath, cache);
+  }
+  progress.update("done", 0, undefined, true);
+  return result;
+}
+
+async function fetchOne(
+  node: NodeAccess,
+  source: Extract<StagingSource, { kind: "hub" | "push" }>,
+  manifest: Manifest,
+  modelDir: string,
+  check: FileCheck,
+  options: StageOptions,
+  progress: ReturnType<typeof createProgress>,
+  hashed: Map<string, StatCacheEntry>,
+): Promise<void> {
+  const { file } = check;
+  const target = incompletePath(modelDir, manifest.repo, file.hash);
+  const blob = blobPath(modelDir, manifest.repo, file.hash);
+  let have = check.state === "partial" ? check.haveBytes : 0;
+  // A mismatched blob is re-fetched beside it; a stray partial larger than the file starts over.
+  if (check.state !== "partial" || have > file.size) {
+    await node.remove(target);
+    have = 0;
+  }
+  const attempts = options.attempts ?? 3;
+  for (let attempt = 1; have < file.size || file.size === 0; attempt++) {
+    let counted = have;
+    try {
+      await transferFile({
+        node,
+        source,
+        commit: manifest.commit,
+        file,
+        target,
+        haveBytes: have,
+        deadlineMs: options.transferDeadlineMs ?? 3_600_000,
+        onBytes: (bytes) => {
+          if (bytes > counted) progress.update("transfer", bytes - counted, file.path);
+          counted = Math.max(counted, bytes);
+        },
+      });
+    } catch (error) {
+      // Resume from whatever reached the node; give up after `attempts`.
+      const st = await node.stat(target).catch(() => undefined);
+      if (st !== undefined && st.size > counted) progress.update("transfer", st.size - counted, file.path);
+      have = st?.size ?? 0;
+      if (attempt >= attempts) throw error;
+      await new Promise((r) => setTimeout(r, 200 * attempt));
+      continue;
+    }
+    break;
+  }
+
+  // Verify before the blob becomes visible.
+  progress.update("verify", 0, file.path, true);
+  const st = await node.stat(target);
+  const hash = st?.size === file.size ? await hashOnNode(node, target, file) : undefined;
+  if (hash !== file.hash) {
+    await node.remove(target);
+    throw new ShardctlError(
+      "ChecksumMismatch",
+      `node ${node.config.name}: ${file.path} arrived as ${st?.size ?? 0} bytes with ${file.hashAlgo} ${hash ?? "(not hashed)"}, expected ${file.size} bytes ${file.hash}; the partial file was removed`,
+    );
+  }
+  await node.rename(target, blob);
+  const final = await node.stat(blob);
+  if (final !== undefined) hashed.set(blob, { size: final.size, mtimeSec: final.mtimeSec, ctimeSec: final.ctimeSec, ino: final.ino, hash: file.hash });
+}
+
+/** Expand a leading "~/" with the node's own $HOME (remote model dirs may be written that way). */
+export async function resolveHome(node: NodeAccess, path: string): Promise<string> {
+  if (path !== "~" && !path.startsWith("~/")) return path;
+  const result = await node.run(["sh", "-c", 'printf %s "$HOME"']);
+  const home = result.stdout;
+  if (result.exitCode !== 0 || home === "") throw new ShardctlError("NodeCommandFailed", `node ${node.config.name}: cannot read $HOME to expand ${path}`);
+  return posix.join(home, path.slice(1));
+}

@@ -1,0 +1,32 @@
+/**
+ * The node's stat cache: (path, size, mtime, inode) → hash, kept beside the blobs. A file whose stat
+ * still matches is trusted without re-hashing, so re-staging a present model hashes nothing.
+ */
+import type { FileStat, NodeAccess } from "../nodes/index.js";
+
+export interface StatCacheEntry {
+  size: number;
+  mtimeSec: number;
+  ctimeSec: number;
+  ino: number;
+  hash: string;
+}
+
+export type StatCache = Record<string, StatCacheEntry>;
+
+export async function readStatCache(node: NodeAccess, path: string): Promise<StatCache> {
+  try {
+    const parsed: unknown = JSON.parse((await node.readFile(path)).toString("utf8"));
+    return typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) ? (parsed as StatCache) : {};
+  } catch {
+    return {};
+  }
+}
+
+export function writeStatCache(node: NodeAccess, path: string, cache: StatCache): Promise<void> {
+  return node.writeFile(path, JSON.stringify(cache));
+}
+
+export function cacheHit(entry: StatCacheEntry | undefined, stat: FileStat, hash: string): boolean {
+  return entry !== undefined && entry.hash === hash && entry.size === stat.size && entry.mtimeSec === stat.mtimeSec && entry.ctimeSec === stat.ctimeSec && entry.ino === stat.ino;
+}

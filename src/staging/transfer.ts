@@ -1,0 +1,202 @@
+/**
+ * Moving one file's bytes into `<blob>.incomplete` on a node, resuming whatever is already there.
+ *
+ * - hub, local node: fetched in-process with `Range: bytes=<have>-`, appended to the partial file
+ *   (raw-http.ts for plain http, node:http for https, redirects and anything unusual).
+ * - hub, SSH node: the node fetches it itself with curl (`-C -` resumes from the partial file's size).
+ *   curl is on every Linux and macOS machine, needs no runtime of ours on the node, and keeps the model
+ *   bytes off the control node's link. The token travels on curl's stdin (`-K -`), never in argv.
+ *   Progress is the partial file's size, polled over the pooled connection.
+ * - push: SFTP from the control node, appending from the remote partial size.
+ */
+import { createWriteStream } from "node:fs";
+import { stat } from "node:fs/promises";
+import { join } from "node:path";
+import { get as httpGet, type IncomingMessage } from "node:http";
+import { get as httpsGet } from "node:https";
+import type { NodeAccess } from "../nodes/index.js";
+import { rawDownload } from "./raw-http.js";
+import { ShardctlError } from "../spec/errors.js";
+import type { ManifestFile, StagingSource } from "./types.js";
+
+export interface TransferRequest {
+  node: NodeAccess;
+  source: Extract<StagingSource, { kind: "hub" | "push" }>;
+  commit: string;
+  file: ManifestFile;
+  /** The partial file on the node. */
+  target: string;
+  /** Bytes already in `target`. */
+  haveBytes: number;
+  deadlineMs: number;
+  /** Called with the bytes now in `target`. */
+  onBytes: (bytes: number) => void;
+}
+
+export async function transferFile(request: TransferRequest): Promise<void> {
+  if (request.source.kind === "push") return pushFile(request, request.source);
+  if (request.node.kind === "local") return fetchLocally(request, request.source);
+  return fetchOnNode(request, request.source);
+}
+
+function fileUrl(source: Extract<StagingSource, { kind: "hub" }>, commit: string, path: string): string {
+  const repo = source.repo.split("/").map(encodeURIComponent).join("/");
+  return `${source.endpoint.replace(/\/+$/, "")}/${repo}/resolve/${encodeURIComponent(commit)}/${path.split("/").map(encodeURIComponent).join("/")}`;
+}
+
+async function fetchLocally(request: TransferRequest, source: Extract<StagingSource, { kind: "hub" }>): Promise<void> {
+  const { file, target } = request;
+  const url = fileUrl(source, request.commit, file.path);
+  const headers: Record<string, string> = {};
+  if (source.token !== undefined) headers.Authorization = `Bearer ${source.token}`;
+  if (request.haveBytes > 0) headers.Range = `bytes=${request.haveBytes}-`;
+  try {
+    const raw = await rawDownload({ url: new URL(url), headers, target, haveBytes: request.haveBytes, deadlineMs: request.deadlineMs, onBytes: request.onBytes });
+    if (raw.kind === "done") return;
+  } catch (error) {
+    throw new ShardctlError("DownloadFailed", `${url}: ${(error as Error).message}`, { cause: error });
+  }
+  const response = await openDownload(url, headers, request.deadlineMs);
+  // A server ignoring Range sends everything again: start the partial file over.
+  const append = response.statusCode === 206;
+  let done = append ? request.haveBytes : 0;
+  const out = createWriteStream(target, { flags: append ? "a" : "w" });
+  // A failed write (disk full, permissions) ends the download with that error.
+  out.once("error", (error) => response.destroy(error));
+  try {
+    // node:http, not fetch: every chunk received before a cut is written (a web stream drops its
+    // queued chunks when it errors), so a resume never re-fetches bytes that already arrived.
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => response.destroy(new Error(`deadline of ${request.deadlineMs} ms passed`)), request.deadlineMs);
+      // Socket reads arrive in 16-64 KiB pieces; one file write per piece costs a thread-pool round
+      // trip each, so they are gathered into 8 MiB writevs.
+      let pending: Buffer[] = [];
+      let pendingBytes = 0;
+      // Back-pressure with hysteresis: pause above 128 MiB queued for the disk, resume below 32 MiB.
+      // Waiting for 'drain' (queue empty) instead idles the socket on every cycle and halves the
+      // throughput. While paused, chunks wait in the response and a cut would discard them, so the
+      // pause is kept rare.
+      let paused = false;
+      const flush = (): void => {
+        if (pendingBytes === 0) return;
+        // Corked: the chunks go down as one writev, without copying them into one buffer first.
+        out.cork();
+        for (const [i, chunk] of pending.entries()) {
+          out.write(chunk, i < pending.length - 1 ? undefined : () => {
+            if (paused && out.writableLength < 32 << 20) {
+              paused = false;
+              response.resume();
+            }
+          });
+        }
+        out.uncork();
+        pending = [];
+        pendingBytes = 0;
+        if (!paused && out.writableLength > 128 << 20) {
+          paused = true;
+          response.pause();
+        }
+      };
+      response.on("data", (chunk: Buffer) => {
+        done += chunk.length;
+        pending.push(chunk);
+        pendingBytes += chunk.length;
+        if (pendingBytes >= 8 << 20) flush();
+        request.onBytes(done);
+      });
+      response.once("end", flush);
+      response.once("error", (error) => {
+        flush();
+        clearTimeout(timer);
+        reject(error);
+      });
+      response.once("close", () => {
+        flush();
+        clearTimeout(timer);
+        if (response.complete) resolve();
+        else reject(new Error("connection closed before the end of the body"));
+      });
+    });
+  } catch (error) {
+    throw new ShardctlError("DownloadFailed", `${url}: interrupted after ${done} of ${file.size} bytes: ${(error as Error).message}`, { cause: error });
+  } finally {
+    await new Promise<void>((resolve) => out.end(() => resolve()));
+  }
+}
+
+/** GET `url`, following up to 5 redirects (the Hub redirects LFS files to its CDN). */
+async function openDownload(url: string, headers: Record<string, string>, deadlineMs: number, hops = 0): Promise<IncomingMessage> {
+  const response = await new Promise<IncomingMessage>((resolve, reject) => {
+    const get = url.startsWith("https:") ? httpsGet : httpGet;
+    // A whole-request timer, not a socket idle timeout (that one re-arms on every 64 KiB read).
+    const req = get(url, { headers }, (response) => {
+      clearTimeout(timer);
+      resolve(response);
+    });
+    const timer = setTimeout(() => req.destroy(new Error(`no response within ${deadlineMs} ms`)), deadlineMs);
+    req.once("error", (error) => reject(new ShardctlError("DownloadFailed", `${url}: ${error.message}`, { cause: error })));
+  });
+  const status = response.statusCode ?? 0;
+  if (status >= 300 && status < 400 && response.headers.location !== undefined && hops < 5) {
+    response.resume();
+    const next = new URL(response.headers.location, url).toString();
+    // Credentials stay with the Hub; a CDN gets none.
+    const { Authorization: _, ...rest } = headers;
+    return openDownload(next, new URL(next).origin === new URL(url).origin ? headers : rest, deadlineMs, hops + 1);
+  }
+  if (status !== 200 && status !== 206) {
+    response.resume();
+    throw new ShardctlError("DownloadFailed", `${url}: HTTP ${status}`);
+  }
+  return response;
+}
+
+async function fetchOnNode(request: TransferRequest, source: Extract<StagingSource, { kind: "hub" }>): Promise<void> {
+  const { node, file, target } = request;
+  const url = fileUrl(source, request.commit, file.path);
+  // curl config on stdin: the URL and token never appear in the node's process list.
+  const config = [`url = ${curlQuote(url)}`, ...(source.token === undefined ? [] : [`header = ${curlQuote(`Authorization: Bearer ${source.token}`)}`])].join("\n");
+  const argv = ["curl", "--fail", "--silent", "--show-error", "--location", "--continue-at", "-", "--output", target, "--config", "-"];
+  // Progress = the partial file's size, polled every 500 ms while curl runs.
+  let timer: NodeJS.Timeout | undefined;
+  let polling = true;
+  const poll = (): void => {
+    timer = setTimeout(() => {
+      void node
+        .stat(target)
+        .then((st) => st !== undefined && polling && request.onBytes(st.size))
+        .catch(() => undefined)
+        .finally(() => polling && poll());
+    }, 500);
+  };
+  poll();
+  const result = await node.run(argv, { stdin: `${config}\n`, deadlineMs: request.deadlineMs }).finally(() => {
+    polling = false;
+    clearTimeout(timer);
+  });
+  if (result.exitCode !== 0) {
+    const why = result.timedOut ? `timed out after ${result.durationMs} ms` : `curl exited with ${result.exitCode}: ${result.stderr.trim()}`;
+    throw new ShardctlError("DownloadFailed", `node ${node.config.name}: ${url}: ${why}`);
+  }
+  const st = await node.stat(target);
+  request.onBytes(st?.size ?? 0);
+}
+
+function curlQuote(value: string): string {
+  return `"${value.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
+}
+
+async function pushFile(request: TransferRequest, source: Extract<StagingSource, { kind: "push" }>): Promise<void> {
+  const local = join(source.dir, request.file.path);
+  const size = (await stat(local)).size;
+  if (size !== request.file.size) throw new ShardctlError("PushSourceChanged", `${local} changed size since it was hashed (${request.file.size} → ${size} bytes)`);
+  try {
+    await request.node.putFile(local, request.target, {
+      startOffset: request.haveBytes,
+      onProgress: (bytes) => request.onBytes(request.haveBytes + bytes),
+    });
+  } catch (error) {
+    if (error instanceof ShardctlError) throw error;
+    throw new ShardctlError("PushFailed", `node ${request.node.config.name}: pushing ${local}: ${(error as Error).message}`, { cause: error });
+  }
+}

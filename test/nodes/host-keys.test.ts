@@ -1,0 +1,118 @@
+import { randomBytes } from "node:crypto";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { hashHostName, knownHostsName, NodePool, type NodeConfig } from "../../src/nodes/index.js";
+import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+
+let sshd: SshdSet;
+let dir: string;
+const pools: NodePool[] = [];
+
+beforeAll(async () => {
+  sshd = await startSshdNodes({ count: 2, firstHost: 24 });
+  dir = await mkdtemp(join(tmpdir(), "shardctl-hostkeys-"));
+});
+
+afterAll(async () => {
+  await Promise.all(pools.map((p) => p.close()));
+  await sshd?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+function pool(knownHostsPath: string, sshConfigPath = join(dir, "none")): NodePool {
+  const p = new NodePool({ knownHostsPath, sshConfigPath });
+  pools.push(p);
+  return p;
+}
+
+function config(i: number, extra: Partial<NodeConfig> = {}): NodeConfig {
+  const n = sshd.nodes[i]!;
+  return { name: n.name, host: n.host, port: n.port, user: n.user, identityFile: sshd.identityFile, hostKeyPolicy: "strict", modelDir: n.modelDir, ...extra };
+}
+
+async function knownHosts(name: string, text: string): Promise<string> {
+  const path = join(dir, name);
+  await writeFile(path, text);
+  return path;
+}
+
+describe("host key verification", () => {
+  it("refuses an unknown host key and says how to record it", async () => {
+    const path = await knownHosts("empty", "");
+    const n = sshd.nodes[0]!;
+    const error = await pool(path).get(config(0)).run(["true"]).catch((e: unknown) => e);
+    expect(error).toMatchObject({ reason: "HostKeyUnknown", terminal: true });
+    expect((error as Error).message).toContain(`ssh-keyscan -p ${n.port} ${n.host} >> ${path}`);
+    expect((error as Error).message).toContain('host_key_policy = "accept-new"');
+    expect(await readFile(path, "utf8")).toBe("");
+  });
+
+  it("refuses a changed host key, even with accept-new", async () => {
+    const n = sshd.nodes[1]!;
+    const path = await knownHosts("stale", `${n.knownHostsLine}\n`);
+    expect((await pool(path).get(config(1)).run(["true"])).exitCode).toBe(0);
+    await n.rotateHostKey();
+    for (const policy of ["strict", "accept-new"] as const) {
+      const error = await pool(path).get(config(1, { hostKeyPolicy: policy })).run(["true"]).catch((e: unknown) => e);
+      expect(error).toMatchObject({ reason: "HostKeyChanged", terminal: true });
+      expect((error as Error).message).toContain(`ssh-keygen -R '[${n.host}]:${n.port}' -f ${path}`);
+      expect((error as Error).message).toContain(`${path}:1`);
+    }
+  });
+
+  it("accept-new records an unknown key, which strict mode then accepts", async () => {
+    const n = sshd.nodes[0]!;
+    const path = join(dir, "accept-new", "known_hosts");
+    expect((await pool(path).get(config(0, { hostKeyPolicy: "accept-new" })).run(["echo", "ok"])).stdout).toBe("ok\n");
+    expect(await readFile(path, "utf8")).toBe(`${n.knownHostsLine}\n`);
+    expect((await pool(path).get(config(0)).run(["echo", "ok"])).stdout).toBe("ok\n");
+  });
+
+  it("accepts hashed known_hosts entries and skips non-matching ones", async () => {
+    const n = sshd.nodes[0]!;
+    const [type, key] = n.hostKey.split(" ");
+    const other = sshd.nodes[1]!.hostKey;
+    const text = [
+      `# comment`,
+      `${hashHostName("[127.0.0.99]:22", randomBytes(20))} ${other}`,
+      `${hashHostName(knownHostsName(n.host, n.port), randomBytes(20))} ${type} ${key}`,
+      "",
+    ].join("\n");
+    const path = await knownHosts("hashed", text);
+    expect((await pool(path).get(config(0)).run(["echo", "ok"])).stdout).toBe("ok\n");
+  });
+
+  it("a hashed entry with a different key is a changed key", async () => {
+    const n = sshd.nodes[0]!;
+    const [type] = n.hostKey.split(" ");
+    const foreignKey = sshd.nodes[1]!.hostKey.split(" ")[1];
+    const path = await knownHosts("hashed-changed", `${hashHostName(knownHostsName(n.host, n.port), randomBytes(20))} ${type} ${foreignKey}\n`);
+    await expect(pool(path).get(config(0)).run(["true"])).rejects.toMatchObject({ reason: "HostKeyChanged" });
+  });
+});
+
+describe("ssh config aliases", () => {
+  it("resolves HostName, Port, User and IdentityFile of a Host alias", async () => {
+    const n = sshd.nodes[0]!;
+    const sshConfig = join(dir, "ssh_config");
+    await writeFile(
+      sshConfig,
+      [
+        "Host other",
+        "  HostName 127.0.0.250",
+        `Host gpu-box gpu-*`,
+        `  HostName ${n.host}`,
+        `  Port ${n.port}`,
+        `  User ${n.user}`,
+        `  IdentityFile ${sshd.identityFile}`,
+        "Host *",
+        "  User nobody-else",
+        "",
+      ].join("\n"),
+    );
+    const node = pool(sshd.knownHostsPath, sshConfig).get({ name: "gpu", host: "gpu-box", port: 22, hostKeyPolicy: "strict", modelDir: n.modelDir });
+    expect((await node.run(["sh", "-c", 'echo "$SSH_CONNECTION"'])).stdout.trim().split(" ").slice(2)).toEqual([n.host, String(n.port)]);
+  });
+});

@@ -1,0 +1,191 @@
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { createServer, type AddressInfo, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LocalNode, NodePool, type NodeAccess, probeNode } from "../../src/nodes/index.js";
+import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+
+let sshd: SshdSet;
+let pool: NodePool;
+let localDir: string;
+const nodes: Record<string, () => NodeAccess> = {};
+
+beforeAll(async () => {
+  sshd = await startSshdNodes({ count: 1, firstHost: 20 });
+  pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "no-config") });
+  localDir = await mkdtemp(join(tmpdir(), "shardctl-local-node-"));
+  const n = sshd.nodes[0]!;
+  nodes.ssh = () =>
+    pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile: sshd.identityFile, hostKeyPolicy: "strict", modelDir: n.modelDir });
+  nodes.local = () => new LocalNode({ name: "local", host: "local", modelDir: localDir });
+});
+
+afterAll(async () => {
+  await pool?.close();
+  await sshd?.close();
+  if (localDir) await rm(localDir, { recursive: true, force: true });
+});
+
+const hostile = [
+  "plain",
+  "with space",
+  "it's",
+  `"double" and 'single'`,
+  "$(touch /tmp/pwned-shardctl)",
+  "`id`",
+  "$HOME ${PATH}",
+  "semi; rm -rf /nonexistent",
+  "a\nnewline",
+  "tab\there",
+  "back\\slash",
+  "*?[glob]",
+  "-n",
+  "--",
+  "",
+  "ünïcödé ✓",
+  "!history",
+  "|pipe&amp>redirect<",
+];
+
+describe.each(["local", "ssh"])("%s node", (kind) => {
+  const node = (): NodeAccess => nodes[kind]!();
+  const dir = (): string => (kind === "ssh" ? sshd.nodes[0]!.modelDir : localDir);
+
+  it("runs argv and returns one result shape for success and failure", async () => {
+    const ok = await node().run(["sh", "-c", 'echo out; echo err >&2; exit "$1"', "sh", "0"]);
+    expect(ok).toMatchObject({ exitCode: 0, signal: undefined, stdout: "out\n", stderr: "err\n", timedOut: false });
+    const bad = await node().run(["sh", "-c", "exit 7"]);
+    expect(bad.exitCode).toBe(7);
+    expect(Object.keys(bad).sort()).toEqual(Object.keys(ok).sort());
+  });
+
+  it("round-trips hostile strings through the shell unchanged", async () => {
+    const result = await node().run(["printf", "%s\\0", ...hostile]);
+    expect(result.exitCode).toBe(0);
+    expect(result.stdout.split("\0").slice(0, -1)).toEqual(hostile);
+  });
+
+  it("kills a command at its deadline", async () => {
+    const result = await node().run(["sleep", "5"], { deadlineMs: 300 });
+    expect(result.timedOut).toBe(true);
+    expect(result.exitCode).toBeUndefined();
+    expect(result.durationMs).toBeLessThan(3_000);
+  });
+
+  it("passes stdin and cwd", async () => {
+    const result = await node().run(["sh", "-c", "pwd; cat"], { stdin: "hello", cwd: "/tmp" });
+    expect(result.stdout).toBe("/tmp\nhello");
+  });
+
+  it("starts a detached process, refuses a wrong start time, signals and watches it exit", async () => {
+    const log = join(dir(), `detached-${kind}.log`);
+    const exitFile = join(dir(), `detached-${kind}.status`);
+    const started = await node().startDetached(["sh", "-c", 'echo "hi $GREETING"; exec sleep 30'], {
+      logFile: log,
+      env: { GREETING: "there it's" },
+      exitStatusFile: exitFile,
+    });
+    expect(started.pid).toBeGreaterThan(0);
+    expect(await node().processStartTime(started.pid)).toBe(started.startTime);
+    // A recycled pid (different start time) is never signalled.
+    expect(await node().signal(started.pid, "SIGTERM", `${started.startTime}0`)).toBe(false);
+    expect(await node().processStartTime(started.pid)).toBe(started.startTime);
+    const exited = node().watchExit(started.pid, started.startTime);
+    const t0 = Date.now();
+    expect(await node().signal(started.pid, "SIGTERM", started.startTime)).toBe(true);
+    await exited;
+    expect(Date.now() - t0).toBeLessThan(2_000);
+    expect(await node().processStartTime(started.pid)).toBeUndefined();
+    // The wrapper shell may add its own "Terminated" line after the command's output.
+    expect((await node().readFile(log)).toString()).toMatch(/^hi there it's\n/);
+    await expect.poll(async () => (await node().stat(exitFile)) !== undefined).toBe(true);
+    expect((await node().readFile(exitFile)).toString().trim()).toBe("143");
+  });
+
+  it("reads, writes (atomically, with mode), renames, stats, links and removes files", async () => {
+    const base = join(dir(), `files-${kind}`);
+    await node().mkdir(join(base, "a/b"));
+    await node().writeFile(join(base, "a/b/secret"), "token", { mode: 0o600 });
+    expect((await node().readFile(join(base, "a/b/secret"))).toString()).toBe("token");
+    const mode = await node().run(["stat", "-c", "%a", join(base, "a/b/secret")]);
+    expect(mode.stdout.trim()).toBe("600");
+    await node().writeFile(join(base, "a/b/secret"), "replaced");
+    await node().rename(join(base, "a/b/secret"), join(base, "moved"));
+    const st = await node().stat(join(base, "moved"));
+    expect(st).toMatchObject({ size: 8, type: "file" });
+    await node().symlink("moved", join(base, "link"));
+    expect(await node().readlink(join(base, "link"))).toBe("moved");
+    const [viaLink, missing, directory] = await node().statMany([join(base, "link"), join(base, "nope"), join(base, "a")]);
+    expect(viaLink?.ino).toBe(st?.ino);
+    expect(missing).toBeUndefined();
+    expect(directory?.type).toBe("directory");
+    expect(await node().sha256(join(base, "moved"))).toBe(await shaOf("replaced"));
+    await node().remove(base);
+    expect(await node().stat(base)).toBeUndefined();
+  });
+
+  it("streams a local file to the node", async () => {
+    const local = join(localDir, `put-source-${kind}`);
+    const payload = Buffer.alloc(3 * 1024 * 1024 + 17, 7);
+    await writeFile(local, payload);
+    const target = join(dir(), `put-target-${kind}`);
+    let progress = 0;
+    await node().putFile(local, target, { onProgress: (n) => (progress = n) });
+    expect(progress).toBe(payload.length);
+    expect((await node().stat(target))?.size).toBe(payload.length);
+    // Resume: cut the remote file short, then append the rest from that offset.
+    await node().run(["truncate", "-s", "1000", target]);
+    await node().putFile(local, target, { startOffset: 1000 });
+    expect(await node().sha256(target)).toBe(await shaOf(payload));
+  });
+
+  it("tests TCP ports from the node", async () => {
+    const server: Server = createServer((s) => s.destroy());
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+    const { port } = server.address() as AddressInfo;
+    expect(await node().isPortOpen("127.0.0.1", port, 2_000)).toBe(true);
+    await new Promise<void>((r) => server.close(() => r()));
+    expect(await node().isPortOpen("127.0.0.1", port, 2_000)).toBe(false);
+  });
+
+  it("probes OS, memory and disk", async () => {
+    const probe = await probeNode(node(), { engineBinary: "node" });
+    expect(probe).toMatchObject({ reachable: true, os: "Linux", accelerator: "cpu" });
+    expect(probe.engineVersion).toMatch(/^v\d+/);
+    expect(probe.memoryTotalBytes).toBeGreaterThan(probe.memoryAvailableBytes ?? Infinity);
+    expect(probe.diskFreeBytes).toBeGreaterThan(0);
+  });
+});
+
+async function shaOf(text: string | Buffer): Promise<string> {
+  const { createHash } = await import("node:crypto");
+  return createHash("sha256").update(text).digest("hex");
+}
+
+describe("ssh pool", () => {
+  it("multiplexes many concurrent commands over one connection", async () => {
+    const n = nodes.ssh!();
+    const results = await Promise.all(Array.from({ length: 40 }, (_, i) => n.run(["echo", String(i)])));
+    expect(results.map((r) => r.stdout.trim())).toEqual(Array.from({ length: 40 }, (_, i) => String(i)));
+    // One TCP connection from us to this sshd.
+    const sshdNode = sshd.nodes[0]!;
+    const conns = await n.run(["sh", "-c", `ss -tnH state established '( sport = :${sshdNode.port} )' | wc -l`]);
+    expect(conns.stdout.trim()).toBe("1");
+  });
+
+  it("reconnects after the connection drops", async () => {
+    const n = nodes.ssh!();
+    expect((await n.run(["true"])).exitCode).toBe(0);
+    // Kill the sshd process serving our connection: the pooled connection drops under us.
+    const cut = await n.run(["sh", "-c", "kill -9 $PPID"]);
+    expect(cut.exitCode).not.toBe(0);
+    expect((await n.run(["echo", "back"])).stdout).toBe("back\n");
+  });
+});
+
+describe("known_hosts file", () => {
+  it("is never written in strict mode", async () => {
+    expect(await readFile(sshd.knownHostsPath, "utf8")).toBe(sshd.nodes.map((n) => n.knownHostsLine).join("\n") + "\n");
+  });
+});

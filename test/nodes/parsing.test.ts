@@ -1,0 +1,61 @@
+import { describe, expect, it } from "vitest";
+import { quoteArg, quoteArgv } from "../../src/nodes/index.js";
+import { globMatch, matchesHost, parseKnownHosts, verifyHostKey } from "../../src/nodes/ssh/known-hosts.js";
+import { resolveSshConfig } from "../../src/nodes/ssh/ssh-config.js";
+
+describe("quoteArg", () => {
+  it("leaves safe words bare and single-quotes everything else", () => {
+    expect(quoteArgv(["ls", "-la", "/tmp/a_b.c"])).toBe("ls -la /tmp/a_b.c");
+    expect(quoteArg("it's")).toBe(`'it'\\''s'`);
+    expect(quoteArg("")).toBe("''");
+    expect(quoteArg("$(x)")).toBe("'$(x)'");
+  });
+
+  it("refuses NUL, which no shell argument can carry", () => {
+    expect(() => quoteArg("a\0b")).toThrow(/NUL/);
+  });
+});
+
+describe("known_hosts parsing", () => {
+  const text = [
+    "# comment",
+    "@cert-authority *.example ssh-ed25519 AAAACA",
+    "@revoked * ssh-ed25519 REVOKED",
+    "host-a,!bad-a,10.0.0.* ssh-ed25519 KEYA comment here",
+    "[10.0.0.5]:2222 ssh-rsa KEYRSA",
+    "malformed-line",
+  ].join("\n");
+  const entries = parseKnownHosts(text);
+
+  it("reads markers, patterns, negation and port forms", () => {
+    expect(entries.map((e) => [e.marker, e.patterns])).toEqual([
+      ["cert-authority", "*.example"],
+      ["revoked", "*"],
+      [undefined, "host-a,!bad-a,10.0.0.*"],
+      [undefined, "[10.0.0.5]:2222"],
+    ]);
+    expect(matchesHost("host-a,!bad-a,10.0.0.*", "10.0.0.9")).toBe(true);
+    expect(matchesHost("bad-*,!bad-a", "bad-a")).toBe(false);
+    expect(globMatch("10.0.0.?", "10.0.0.12")).toBe(false);
+  });
+
+  it("gives known, changed, unknown and revoked verdicts", () => {
+    expect(verifyHostKey(entries, "host-a", "ssh-ed25519", "KEYA")).toEqual({ kind: "known" });
+    expect(verifyHostKey(entries, "host-a", "ssh-ed25519", "OTHER")).toMatchObject({ kind: "changed", line: 4 });
+    expect(verifyHostKey(entries, "[10.0.0.5]:2222", "ssh-ed25519", "KEYA")).toEqual({ kind: "unknown" });
+    expect(verifyHostKey(entries, "10.0.0.5", "ssh-rsa", "KEYRSA")).toEqual({ kind: "unknown" });
+    expect(verifyHostKey(entries, "anything", "ssh-ed25519", "REVOKED")).toMatchObject({ kind: "revoked", line: 3 });
+  });
+});
+
+describe("ssh config", () => {
+  it("takes the first value per keyword from matching Host blocks, skipping Match", () => {
+    const config = resolveSshConfig(
+      ["Host box", "  HostName 10.1.1.1", "  Port=2200", "Match user x", "  User wrong", "Host *", "  User fallback", "  Port 22", '  IdentityFile "~/.ssh/k"'].join("\n"),
+      "box",
+    );
+    expect(config).toMatchObject({ hostName: "10.1.1.1", port: 2200, user: "fallback" });
+    expect(config.identityFiles[0]).toMatch(/\/\.ssh\/k$/);
+    expect(resolveSshConfig("Host other\n  HostName x\n", "box")).toEqual({ identityFiles: [] });
+  });
+});

@@ -1,0 +1,110 @@
+/** `shardctl stage` and `shardctl nodes` end to end: the built CLI against real sshd nodes and the Hub stand-in. Run `npm run build` first. */
+import { existsSync } from "node:fs";
+import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { execa } from "execa";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { makeTestModel } from "../../src/planner/index.js";
+import { startHubServer, type HubServer } from "../support/hub-server.js";
+import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+
+const cli = resolve("dist/src/cli/shardctl.js");
+const repo = "test-org/cli-llama";
+const commit = "89abcdef0123456789abcdef0123456789abcdef";
+
+let sshd: SshdSet;
+let hub: HubServer;
+let root: string;
+let settingsFile: string;
+
+beforeAll(async () => {
+  if (!existsSync(cli)) throw new Error(`${cli} is missing: run \`npm run build\` before these tests`);
+  root = await mkdtemp(join(tmpdir(), "shardctl-stage-cli-"));
+  const modelDir = join(root, "model");
+  await makeTestModel(modelDir, { layers: 4, shards: 2, seed: 5 });
+  [sshd, hub] = await Promise.all([startSshdNodes({ count: 2, firstHost: 70 }), startHubServer({ repos: [{ repo, commit, dir: modelDir }] })]);
+  settingsFile = join(root, "shardctl.toml");
+  const nodes = sshd.nodes
+    .map((n) =>
+      [
+        `[nodes.${n.name}]`,
+        `host = "${n.host}"`,
+        `port = ${n.port}`,
+        `user = "${n.user}"`,
+        `identity_file = "${sshd.identityFile}"`,
+        `model_dir = "${n.modelDir}"`,
+        `memory = "2GiB"`,
+        `accelerator = "cpu"`,
+      ].join("\n"),
+    )
+    .join("\n\n");
+  await writeFile(settingsFile, `[hub]\nendpoint = "${hub.endpoint}"\n\n[ssh]\nknown_hosts = "${sshd.knownHostsPath}"\nconfig = "${join(root, "no-ssh-config")}"\n\n${nodes}\n`);
+  await writeFile(
+    join(root, "clusters-tiny.toml"),
+    [`nodes = ["node-1", "node-2"]`, "", "[model]", `id = "${repo}"`, `source = "hub"`, "context_length = 512", "", "[engine]", `kind = "reference"`, ""].join("\n"),
+  );
+});
+
+afterAll(async () => {
+  await hub?.close();
+  await sshd?.close();
+  if (root) await rm(root, { recursive: true, force: true });
+});
+
+describe("shardctl stage", () => {
+  it("stages each node with only its stage's shard, then re-stages with no transfer", async () => {
+    const args = [cli, "stage", join(root, "clusters-tiny.toml"), "--json", "--config", settingsFile];
+    const first = await execa("node", args, { reject: false });
+    expect(first.stderr).toBe("");
+    expect(first.exitCode, first.stdout).toBe(0);
+    const report = JSON.parse(first.stdout) as { commit: string; staged: Array<{ node: string; before: string; bytesTransferred: number }>; failed: unknown[] };
+    expect(report.commit).toBe(commit);
+    expect(report.failed).toEqual([]);
+    expect(report.staged.map((s) => s.before)).toEqual(["needs-download", "needs-download"]);
+    // Stage 0 (layers 0-1) lives in shard 1 only; stage 1 (layers 2-3) spans both shards.
+    const shards = async (i: number): Promise<string[]> => {
+      const snapshot = join(sshd.nodes[i]!.modelDir, "models--test-org--cli-llama", "snapshots", commit);
+      return (await readdir(snapshot)).filter((f) => f.endsWith(".safetensors")).sort();
+    };
+    expect(await shards(0)).toEqual(["model-00001-of-00002.safetensors"]);
+    expect(await shards(1)).toEqual(["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]);
+    expect(await readdir(join(sshd.nodes[0]!.modelDir, "models--test-org--cli-llama", "snapshots", commit))).toContain("tokenizer.json");
+
+    hub.resetStats();
+    const again = await execa("node", args, { reject: false });
+    expect(again.exitCode, again.stdout).toBe(0);
+    const second = JSON.parse(again.stdout) as { staged: Array<{ before: string; bytesTransferred: number }> };
+    expect(second.staged.map((s) => [s.before, s.bytesTransferred])).toEqual([
+      ["present", 0],
+      ["present", 0],
+    ]);
+    // Only the planner's safetensors header reads (HTTP Range) reached the Hub: no file was fetched.
+    const fullFetches = Object.entries(hub.stats().bytesByPath).filter(([, bytes]) => bytes > 64 * 1024);
+    expect(fullFetches).toEqual([]);
+  });
+});
+
+describe("shardctl nodes", () => {
+  it("probes every registered node", async () => {
+    const result = await execa("node", [cli, "nodes", "--json", "--config", settingsFile], { reject: false });
+    expect(result.exitCode).toBe(0);
+    const rows = JSON.parse(result.stdout) as Array<{ name: string; reachable: boolean; accelerator: string; memoryAvailableBytes: number; diskFreeBytes: number }>;
+    expect(rows.map((r) => [r.name, r.reachable, r.accelerator])).toEqual([
+      ["node-1", true, "cpu"],
+      ["node-2", true, "cpu"],
+    ]);
+    expect(rows.every((r) => r.memoryAvailableBytes > 0 && r.diskFreeBytes > 0)).toBe(true);
+    const text = await execa("node", [cli, "nodes", "--config", settingsFile], { reject: false });
+    expect(text.stdout).toMatch(/^NODE\s+HOST\s+CAPABILITY/);
+    expect(text.stdout).toContain("cpu linux/");
+  });
+
+  it("reports an unreachable node and exits 1", async () => {
+    const bad = join(root, "bad.toml");
+    await writeFile(bad, `[ssh]\nknown_hosts = "${sshd.knownHostsPath}"\n\n[nodes.gone]\nhost = "127.0.0.1"\nport = 1\nidentity_file = "${sshd.identityFile}"\nmodel_dir = "/tmp/x"\n`);
+    const result = await execa("node", [cli, "nodes", "--json", "--config", bad], { reject: false });
+    expect(result.exitCode).toBe(1);
+    expect(JSON.parse(result.stdout)).toMatchObject([{ name: "gone", reachable: false }]);
+  });
+});
