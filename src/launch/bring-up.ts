@@ -12,7 +12,7 @@ import type { EngineTopology, ProcessFiles } from "./drivers/index.js";
 import type { LedgerEntry, LedgerProcess } from "./ledger.js";
 import { LaunchError } from "./launch-error.js";
 import { allocatePorts } from "./ports.js";
-import { describeExit, isProcessAlive, processLabel, readLogTail, startEngineProcess } from "./processes.js";
+import { describeExit, isProcessAlive, plannedProcess, processLabel, readLogTail, startEngineProcess } from "./processes.js";
 import { teardownCluster } from "./teardown.js";
 import { isCoordinatorHealthy, probeOneToken } from "./coordinator-probes.js";
 import type { LaunchContext, LaunchRequest, LaunchResult, TimelineEvent } from "./types.js";
@@ -56,10 +56,8 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     for (const [i, stage] of request.stages.entries()) {
       const slot = topology.stages[i]!;
       const argv = request.driver.stageArgv(topology, slot, files.get(stage.runDir)!);
-      const process = await startOrExited(stage.node, stage.nodeName, "stage", stage.index, argv, stage.runDir);
-      entry.processes.push(process);
+      const process = await recordAndStart(entry, context, stage.node, plannedProcess("stage", stage.index, stage.nodeName, stage.runDir), argv);
       stages.push(process);
-      await context.ledger.write(entry);
       event(`stage-${stage.index}-started`, `pid ${process.pid} on ${stage.nodeName}, layers ${slot.layers[0]}-${slot.layers[1]}`);
     }
 
@@ -73,9 +71,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     // Start the coordinator.
     const coordinator = request.coordinator;
     const coordinatorArgv = request.driver.coordinatorArgv(topology, files.get(coordinator.runDir)!);
-    const coordinatorProcess = await startOrExited(coordinator.node, coordinator.nodeName, "coordinator", undefined, coordinatorArgv, coordinator.runDir);
-    entry.processes.push(coordinatorProcess);
-    await context.ledger.write(entry);
+    const coordinatorProcess = await recordAndStart(entry, context, coordinator.node, plannedProcess("coordinator", undefined, coordinator.nodeName, coordinator.runDir), coordinatorArgv);
     event("coordinator-started", `pid ${coordinatorProcess.pid} on ${coordinator.nodeName}`);
 
     // Wait for the coordinator's /health.
@@ -202,31 +198,29 @@ async function writeLaunchFiles(request: LaunchRequest, topology: EngineTopology
 }
 
 /**
- * Start one engine process. A process that ends before its start time could even be read is
- * reported the same way as one that ends later (StageExited / CoordinatorExited, with its log),
- * not as a generic start failure: which of the two happens is only a matter of timing.
+ * Record a process in the ledger (pid 0: planned), start it, and record its pid and start time.
+ * A process that ends before its start time could even be read is reported the same way as one
+ * that ends later (StageExited / CoordinatorExited, with its log), not as a generic start failure:
+ * which of the two happens is only a matter of timing.
  */
-async function startOrExited(
-  node: NodeAccess,
-  nodeName: string,
-  role: "stage" | "coordinator",
-  index: number | undefined,
-  argv: string[],
-  runDir: string,
-): Promise<LedgerProcess> {
+async function recordAndStart(entry: LedgerEntry, context: LaunchContext, node: NodeAccess, planned: LedgerProcess, argv: string[]): Promise<LedgerProcess> {
+  entry.processes.push(planned);
+  await context.ledger.write(entry);
+  let process: LedgerProcess;
   try {
-    return await startEngineProcess(node, nodeName, role, index, argv, runDir);
+    process = await startEngineProcess(node, planned, argv);
   } catch (error) {
     if (!isShardctlError(error, "ProcessStartFailed")) throw error;
-    const label = processLabel(role, index);
-    const logFile = join(runDir, `${label}.log`);
-    const logTail = await node.readFile(logFile).then((b) => b.toString("utf8").split("\n").filter((l) => l.length > 0).slice(-20), () => []);
-    const status = await node.readFile(join(runDir, `${label}.exit`)).then((b) => b.toString("utf8").trim(), () => "");
+    const label = processLabel(planned.role, planned.index);
+    const status = await node.readFile(planned.exitFile).then((b) => b.toString("utf8").trim(), () => "");
     const how = /^\d+$/.test(status) ? `exited with status ${status}` : "exited";
-    const reason = role === "stage" ? "StageExited" : "CoordinatorExited";
-    const step = role === "stage" ? `${label}-start` : "coordinator-start";
-    throw new LaunchError(reason, step, `${label} on ${nodeName} ${how} as soon as it started`, { logTail, cause: error });
+    const reason = planned.role === "stage" ? "StageExited" : "CoordinatorExited";
+    const step = planned.role === "stage" ? `${label}-start` : "coordinator-start";
+    throw new LaunchError(reason, step, `${label} on ${planned.node} ${how} as soon as it started`, { logTail: await readLogTail(node, planned), cause: error });
   }
+  entry.processes[entry.processes.indexOf(planned)] = process;
+  await context.ledger.write(entry);
+  return process;
 }
 
 async function waitListening(

@@ -12,26 +12,52 @@ export function processLabel(role: ProcessRole, index?: number): string {
   return role === "stage" ? `stage-${index ?? 0}` : "coordinator";
 }
 
-/** Start one engine process detached and describe it for the ledger. */
-export async function startEngineProcess(
-  node: NodeAccess,
-  nodeName: string,
-  role: ProcessRole,
-  index: number | undefined,
-  argv: string[],
-  runDir: string,
-): Promise<LedgerProcess> {
+/**
+ * The ledger record of a process about to start: its files, and pid 0 until it runs. It is
+ * written before the start, so a daemon killed between the start and the next ledger write still
+ * finds the process (by its exit-status file path, see findUnrecordedProcess) and stops it.
+ */
+export function plannedProcess(role: ProcessRole, index: number | undefined, nodeName: string, runDir: string): LedgerProcess {
   const label = processLabel(role, index);
-  const logFile = join(runDir, `${label}.log`);
-  const exitFile = join(runDir, `${label}.exit`);
+  return {
+    role,
+    ...(index === undefined ? {} : { index }),
+    node: nodeName,
+    pid: 0,
+    startTime: "",
+    runDir,
+    logFile: join(runDir, `${label}.log`),
+    exitFile: join(runDir, `${label}.exit`),
+  };
+}
+
+/** Start a planned process detached and return its record with pid and start time. */
+export async function startEngineProcess(node: NodeAccess, planned: LedgerProcess, argv: string[]): Promise<LedgerProcess> {
   // A previous launch's files would be taken for this one's: an old exit status means "exited".
-  await Promise.all([node.remove(logFile), node.remove(exitFile)]);
-  const { pid, startTime } = await node.startDetached(argv, { logFile, cwd: runDir, exitStatusFile: exitFile });
-  return { role, ...(index === undefined ? {} : { index }), node: nodeName, pid, startTime, runDir, logFile, exitFile };
+  await Promise.all([node.remove(planned.logFile), node.remove(planned.exitFile)]);
+  const { pid, startTime } = await node.startDetached(argv, { logFile: planned.logFile, cwd: planned.runDir, exitStatusFile: planned.exitFile });
+  return { ...planned, pid, startTime };
+}
+
+/**
+ * A process of a planned record (pid 0) that may have started before its pid was recorded: the
+ * wrapper's argv holds the exit-status file path, unique to this cluster, node and process.
+ */
+export async function findUnrecordedProcess(node: NodeAccess, planned: LedgerProcess): Promise<LedgerProcess | undefined> {
+  const listing = await node.run(["ps", "-A", "-ww", "-o", "pid=", "-o", "args="]);
+  for (const line of listing.stdout.split("\n")) {
+    const match = /^\s*(\d+)\s+(.*)$/.exec(line);
+    if (match === null || !match[2]!.includes(` ${planned.exitFile} `) || !match[2]!.startsWith("sh -c")) continue;
+    const pid = Number(match[1]);
+    const startTime = await node.processStartTime(pid);
+    if (startTime !== undefined) return { ...planned, pid, startTime };
+  }
+  return undefined;
 }
 
 /** True while the recorded process (same pid and start time) still runs. */
 export async function isProcessAlive(node: NodeAccess, process: LedgerProcess): Promise<boolean> {
+  if (process.pid === 0) return false;
   return (await node.processStartTime(process.pid)) === process.startTime;
 }
 
@@ -51,7 +77,7 @@ export async function readLogTail(node: NodeAccess, process: LedgerProcess, coun
 }
 
 /** How stopping went: already gone, pid recycled (refused), stopped by SIGTERM or SIGKILL, or not stopped. */
-export type StopOutcome = "gone" | "recycled" | "terminated" | "killed" | "survived";
+export type StopOutcome = "gone" | "recycled" | "terminated" | "killed" | "survived" | "orphans-stopped";
 
 /**
  * Stop a process: SIGTERM, wait up to `graceMs`, then SIGKILL, and verify it is gone. A pid whose
@@ -62,8 +88,12 @@ export async function stopEngineProcess(
   process: LedgerProcess,
   graceMs: number,
 ): Promise<StopOutcome> {
+  if (process.pid === 0) {
+    const found = await findUnrecordedProcess(node, process);
+    return found === undefined ? "gone" : stopEngineProcess(node, found, graceMs);
+  }
   const startTime = await node.processStartTime(process.pid);
-  if (startTime === undefined) return "gone";
+  if (startTime === undefined) return stopOrphanedGroup(node, process.pid, graceMs);
   // The pid now belongs to another process: ours is gone, and the other one is not ours to stop.
   if (startTime !== process.startTime) return "recycled";
   if (!(await node.signal(process.pid, "SIGTERM", process.startTime))) return "recycled";
@@ -79,6 +109,27 @@ async function waitGone(node: NodeAccess, process: LedgerProcess, deadlineMs: nu
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
   return !(await isProcessAlive(node, process));
+}
+
+/**
+ * The wrapper (the group leader) is gone, but its engine may live on in the process group it led
+ * (someone killed the wrapper rather than the engine). A pid is never reused while it still names
+ * a process group, so members of group `pgid` are ours: stop them, TERM then KILL.
+ */
+async function stopOrphanedGroup(node: NodeAccess, pgid: number, graceMs: number): Promise<StopOutcome> {
+  const members = async (): Promise<number> => {
+    const listing = await node.run(["ps", "-A", "-o", "pgid=", "-o", "pid="]);
+    return listing.stdout.split("\n").filter((line) => line.trim().split(/\s+/)[0] === String(pgid)).length;
+  };
+  if ((await members()) === 0) return "gone";
+  await node.run(["kill", "-s", "TERM", "--", `-${pgid}`]);
+  const deadline = Date.now() + graceMs;
+  while (Date.now() < deadline) {
+    if ((await members()) === 0) return "orphans-stopped";
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  await node.run(["kill", "-s", "KILL", "--", `-${pgid}`]);
+  return (await members()) === 0 ? "orphans-stopped" : "survived";
 }
 
 const signalNames: Record<number, string> = { 1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM" };

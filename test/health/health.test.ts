@@ -135,7 +135,8 @@ describe("monitorCluster", () => {
     const killedAt = Date.now();
     await node.run(["kill", "-9", String(victim.pid)]);
     const event = await death;
-    expect(Date.now() - killedAt).toBeLessThan(500);
+    // Far sooner than the 60 s poll: the exit watch reported it (a generous bound, the machine is shared).
+    expect(Date.now() - killedAt).toBeLessThan(15_000);
     expect(event).toMatchObject({ cluster: "c", label: "stage-1", node: "local", reason: "StageDied" });
     await new Promise((r) => setTimeout(r, 200));
     expect(deaths).toHaveLength(1);

@@ -67,10 +67,10 @@ describe.each(["local", "ssh"])("%s node", (kind) => {
   });
 
   it("kills a command at its deadline", async () => {
-    const result = await node().run(["sleep", "5"], { deadlineMs: 300 });
+    const result = await node().run(["sleep", "60"], { deadlineMs: 300 });
     expect(result.timedOut).toBe(true);
     expect(result.exitCode).toBeUndefined();
-    expect(result.durationMs).toBeLessThan(3_000);
+    expect(result.durationMs).toBeLessThan(30_000);
   });
 
   it("passes stdin and cwd", async () => {
@@ -95,7 +95,7 @@ describe.each(["local", "ssh"])("%s node", (kind) => {
     const t0 = Date.now();
     expect(await node().signal(started.pid, "SIGTERM", started.startTime)).toBe(true);
     await exited;
-    expect(Date.now() - t0).toBeLessThan(2_000);
+    expect(Date.now() - t0).toBeLessThan(15_000);
     expect(await node().processStartTime(started.pid)).toBeUndefined();
     // The wrapper shell may add its own "Terminated" line after the command's output.
     expect((await node().readFile(log)).toString()).toMatch(/^hi there it's\n/);

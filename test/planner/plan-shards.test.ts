@@ -238,12 +238,11 @@ describe("gates", () => {
     expect(reasons(bad.errors)).toEqual(["InvalidPlanOptions", "InvalidPlanOptions"]);
   });
 
-  it("is fast: 126 layers over 30 nodes with the memory split", () => {
+  // Its speed is measured by `npm run bench -- planner`, not asserted in a test.
+  it("plans 126 layers over 30 nodes with the memory split", () => {
     const big = syntheticProfile({ layerBytes: uniform(126, 6 * GiB) });
     const many = Array.from({ length: 30 }, (_, i) => ({ name: `n${i}`, memoryBytes: (64 + (i % 4) * 64) * GiB }));
-    const started = performance.now();
     const plan = planShards(big, many, memory);
-    expect(performance.now() - started).toBeLessThan(500);
     expect(plan.stages).toHaveLength(30);
   });
 });

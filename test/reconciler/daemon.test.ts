@@ -209,7 +209,6 @@ describe("daemon", () => {
       await writeDefinition(world, "delta", base.replace("context_length = 256", `context_length = ${256 * (i + 2)}`));
       await sleep(Math.max(0, started + (i + 1) * 9 - Date.now()));
     }
-    expect(Date.now() - started).toBeLessThan(1500);
     const revision = await revisionOf(world, "delta");
     const status = await waitForStatus(world, "delta", (s) => isReadyAt(s, revision), 60_000);
     // The last definition's context length (256 × 101) is what is planned: 2 layers × K,V × 2 kv heads × 16 × ctx × 2 bytes.

@@ -1,4 +1,4 @@
-import { describe, expect, test } from "vitest";
+import { describe, expect, test, vi } from "vitest";
 import { WorkQueue, type PassOutcome } from "../../src/reconciler/index.js";
 
 /** A pass that takes `ms` and records start/end, with a per-key outcome. */
@@ -57,51 +57,58 @@ describe("WorkQueue", () => {
     await queue.stop();
   });
 
+  // Back-off is about timer delays: fake timers make it exact instead of racing a loaded machine.
+  // Math.random pinned near 1 puts each jittered delay at the top of its range [d/2, d).
   test("backs off exponentially on retry and resets after a success", async () => {
-    // Fail three times, then succeed; base 40 ms: delays in [20,40), [40,80), [80,160).
-    const r = recorder(1, (_key, n) => (n < 3 ? { kind: "retry" } : { kind: "done" }));
-    const queue = new WorkQueue(r.pass, { baseDelayMs: 40, maxDelayMs: 1000 });
-    queue.add("k");
-    const deadline = Date.now() + 2000;
-    while ((r.starts.get("k")?.length ?? 0) < 4 && Date.now() < deadline) await sleep(5);
-    const t = r.starts.get("k")!;
-    expect(t).toHaveLength(4);
-    const gaps = [t[1]! - t[0]!, t[2]! - t[1]!, t[3]! - t[2]!];
-    expect(gaps[0]).toBeGreaterThanOrEqual(19);
-    expect(gaps[0]).toBeLessThan(40 + 30);
-    expect(gaps[1]).toBeGreaterThanOrEqual(39);
-    expect(gaps[2]).toBeGreaterThanOrEqual(79);
-    expect(gaps[2]).toBeLessThan(160 + 60);
-    // After the success the back-off is reset: a new failure waits the base delay again.
-    const r2 = recorder(1, (_key, n) => (n === 0 ? { kind: "retry" } : { kind: "done" }));
-    const q2 = new WorkQueue(r2.pass, { baseDelayMs: 40 });
-    q2.add("x");
-    await sleep(150);
-    expect(r2.starts.get("x")).toHaveLength(2);
-    const g = r2.starts.get("x")![1]! - r2.starts.get("x")![0]!;
-    expect(g).toBeLessThan(40 + 30);
-    await queue.stop();
-    await q2.stop();
+    vi.useFakeTimers();
+    vi.spyOn(Math, "random").mockReturnValue(0.999);
+    try {
+      // Fail three times, then succeed; base 40 ms: delays just under 40, 80 and 160 ms.
+      const r = recorder(0, (_key, n) => (n < 3 ? { kind: "retry" } : { kind: "done" }));
+      const queue = new WorkQueue(r.pass, { baseDelayMs: 40, maxDelayMs: 1000 });
+      queue.add("k");
+      await vi.advanceTimersByTimeAsync(1);
+      expect(r.starts.get("k")).toHaveLength(1);
+      await vi.advanceTimersByTimeAsync(40);
+      expect(r.starts.get("k")).toHaveLength(2);
+      await vi.advanceTimersByTimeAsync(75);
+      expect(r.starts.get("k")).toHaveLength(2); // the second delay is ~80 ms, not the base again
+      await vi.advanceTimersByTimeAsync(5);
+      expect(r.starts.get("k")).toHaveLength(3);
+      await vi.advanceTimersByTimeAsync(155);
+      expect(r.starts.get("k")).toHaveLength(3);
+      await vi.advanceTimersByTimeAsync(5);
+      expect(r.starts.get("k")).toHaveLength(4);
+      await vi.advanceTimersByTimeAsync(10_000);
+      expect(r.starts.get("k")).toHaveLength(4); // succeeded: no more passes
+      await queue.stop();
+    } finally {
+      vi.restoreAllMocks();
+      vi.useRealTimers();
+    }
   });
 
   test("a success resets the key's failure count (the next failure backs off from the base again)", async () => {
-    // fail, fail, succeed, then (after an add) fail: the last retry waits ~base, not 4×base.
-    const outcomes: PassOutcome["kind"][] = ["retry", "retry", "done", "retry", "done"];
-    const r = recorder(1, (_key, n) => ({ kind: outcomes[n] ?? "done" }) as PassOutcome);
-    const queue = new WorkQueue(r.pass, { baseDelayMs: 60, maxDelayMs: 10_000 });
-    queue.add("k");
-    const wait = async (n: number) => {
-      const deadline = Date.now() + 3000;
-      while ((r.starts.get("k")?.length ?? 0) < n && Date.now() < deadline) await sleep(2);
-    };
-    await wait(3);
-    await queue.whenIdle();
-    queue.add("k");
-    await wait(5);
-    const t = r.starts.get("k")!;
-    expect(t).toHaveLength(5);
-    expect(t[4]! - t[3]!).toBeLessThan(60 + 40);
-    await queue.stop();
+    vi.useFakeTimers();
+    vi.spyOn(Math, "random").mockReturnValue(0.999);
+    try {
+      // fail, fail, succeed, then (after an add) fail: the last retry waits ~base, not 4×base.
+      const outcomes: PassOutcome["kind"][] = ["retry", "retry", "done", "retry", "done"];
+      const r = recorder(0, (_key, n) => ({ kind: outcomes[n] ?? "done" }) as PassOutcome);
+      const queue = new WorkQueue(r.pass, { baseDelayMs: 60, maxDelayMs: 10_000 });
+      queue.add("k");
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(r.starts.get("k")).toHaveLength(3);
+      queue.add("k");
+      await vi.advanceTimersByTimeAsync(1);
+      expect(r.starts.get("k")).toHaveLength(4);
+      await vi.advanceTimersByTimeAsync(61);
+      expect(r.starts.get("k")).toHaveLength(5);
+      await queue.stop();
+    } finally {
+      vi.restoreAllMocks();
+      vi.useRealTimers();
+    }
   });
 
   test("forgetFailures resets the back-off; add cancels a pending delayed retry", async () => {
