@@ -50,7 +50,7 @@ export interface ReconcilerOptions {
   /** Health monitor tuning. Defaults: poll every 1000 ms, 3 strikes. */
   monitor?: { pollIntervalMs?: number; strikes?: number };
   /** Called after every pass, for metrics. */
-  onPass?: (name: string, report: PassReport, durationMs: number) => void;
+  onPass?: (name: string, report: PassReport, durationMs: number, stagesAlive: number) => void;
 }
 
 /** What one pass concluded, before it is turned into a status and a queue outcome. */
@@ -141,7 +141,7 @@ export class Reconciler {
       memory.history = [...memory.history, { at: new Date(started).toISOString(), action: verdict.action, result: verdict.result, ...(verdict.reason ? { reason: verdict.reason } : {}), durationMs }].slice(-5);
     }
     if (verdict.pruned !== true) await this.writeStatus(name, file, memory, verdict, settings);
-    this.o.onPass?.(name, verdict, durationMs);
+    this.o.onPass?.(name, verdict, durationMs, memory.observation?.stages.filter((s) => s.alive).length ?? 0);
     return verdict.outcome;
   }
 
