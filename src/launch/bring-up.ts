@@ -92,12 +92,16 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     // Register with the router.
     if (request.router !== undefined) {
       const backend = { name: request.router.backend, url, models: [request.modelName], ...(request.router.weight === undefined ? {} : { weight: request.router.weight }) };
+      // Recorded before it is made: a daemon killed right after registering still deregisters it
+      // (deregistering an entry that never made it into the router is harmless).
+      entry.routerBackend = backend.name;
+      await context.ledger.write(entry);
       try {
         await context.registrar.register(backend);
       } catch (error) {
+        delete entry.routerBackend;
         throw new LaunchError("RouterRegistrationFailed", "router-registration", `could not register backend "${backend.name}" with the router: ${messageOf(error)}`, { cause: error });
       }
-      entry.routerBackend = backend.name;
       event("router-registered", backend.name);
     }
 
@@ -108,16 +112,22 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
   } catch (error) {
     const failure = asLaunchError(error);
     event("launch-failed", `${failure.reason} at ${failure.step}: ${failure.message}`);
-    await teardownCluster(entry, {
-      ledger: context.ledger,
-      registrar: context.registrar,
-      nodeFor: (name) => nodes.get(name)!,
-      graceMs: request.deadlines.stopGraceMs,
-      onEvent: (e) => {
-        timeline.push(e);
-        context.onEvent?.(e);
-      },
-    });
+    try {
+      await teardownCluster(entry, {
+        ledger: context.ledger,
+        registrar: context.registrar,
+        nodeFor: (name) => nodes.get(name)!,
+        graceMs: request.deadlines.stopGraceMs,
+        onEvent: (e) => {
+          timeline.push(e);
+          context.onEvent?.(e);
+        },
+      });
+    } catch (teardownError) {
+      // What could not be stopped stays in the ledger for the next pass; the launch failure is
+      // still what the caller must hear about.
+      event("teardown-incomplete", messageOf(teardownError));
+    }
     throw failure;
   }
 }

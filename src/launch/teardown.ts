@@ -30,22 +30,23 @@ export async function teardownCluster(entry: LedgerEntry, context: TeardownConte
   const current: LedgerEntry = { ...entry, phase: "tearing-down" };
   await context.ledger.write(current);
 
-  // Deregister from the router first.
+  // Deregister from the router first. A router that cannot be reached does not keep a broken
+  // pipeline running: the processes are stopped regardless and the deregistration is retried.
+  const failures: string[] = [];
   if (current.routerBackend !== undefined) {
     try {
       await context.registrar.deregister(current.routerBackend);
+      event("router-deregistered", current.routerBackend);
+      delete current.routerBackend;
+      await context.ledger.write(current);
     } catch (error) {
-      throw new ShardctlError("RouterDeregistrationFailed", `could not remove backend "${current.routerBackend}" from the router: ${messageOf(error)}`, { cause: error });
+      failures.push(`could not remove backend "${current.routerBackend}" from the router: ${messageOf(error)}`);
     }
-    event("router-deregistered", current.routerBackend);
-    delete current.routerBackend;
-    await context.ledger.write(current);
   }
 
   // Stop the coordinator, then the stages in reverse order.
   const result: TeardownResult = { stopped: [] };
   const remaining: LedgerProcess[] = [];
-  const failures: string[] = [];
   for (const process of stopOrder(current.processes)) {
     const label = processLabel(process.role, process.index);
     try {
@@ -62,7 +63,7 @@ export async function teardownCluster(entry: LedgerEntry, context: TeardownConte
     }
   }
 
-  if (remaining.length > 0) {
+  if (remaining.length > 0 || current.routerBackend !== undefined) {
     await context.ledger.write({ ...current, processes: remaining });
     throw new ShardctlError("TeardownIncomplete", `teardown of cluster "${entry.cluster}" is incomplete, will retry: ${failures.join("; ")}`);
   }
