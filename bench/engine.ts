@@ -13,10 +13,10 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { createServer } from "node:net";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { makeTestModel } from "../src/planner/test-model/index.js";
+import { freePort } from "../test/support/free-ports.js";
 
 const engineBin = resolve("dist/src/cli/shard-engine.js");
 
@@ -28,17 +28,6 @@ interface Proc {
 function spawnEngine(args: string[]): Proc {
   const child = spawn(process.execPath, [engineBin, ...args], { stdio: ["ignore", "ignore", "ignore"] });
   return { child, exited: new Promise((r) => child.on("exit", r)) };
-}
-
-function freePort(host: string): Promise<number> {
-  return new Promise((done, fail) => {
-    const s = createServer();
-    s.once("error", fail);
-    s.listen(0, host, () => {
-      const a = s.address();
-      s.close(() => done(typeof a === "object" && a !== null ? a.port : 0));
-    });
-  });
 }
 
 async function waitHealthy(url: string, timeoutMs = 60_000): Promise<void> {

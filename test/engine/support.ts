@@ -5,7 +5,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
-import { createServer } from "node:net";
 import { join, resolve } from "node:path";
 
 export const engineBin = resolve("dist/src/cli/shard-engine.js");
@@ -14,18 +13,8 @@ export function requireBuild(): void {
   if (!existsSync(engineBin)) throw new Error(`${engineBin} is missing: run \`npm run build\` before the engine tests`);
 }
 
-/** A port free on `host` right now (the kernel picks it). */
-export function freePort(host: string): Promise<number> {
-  return new Promise((done, fail) => {
-    const server = createServer();
-    server.once("error", fail);
-    server.listen(0, host, () => {
-      const address = server.address();
-      const port = typeof address === "object" && address !== null ? address.port : 0;
-      server.close(() => done(port));
-    });
-  });
-}
+import { freePort } from "../support/free-ports.js";
+export { freePort };
 
 export interface EngineProcess {
   child: ChildProcess;

@@ -8,7 +8,6 @@
  */
 import { existsSync } from "node:fs";
 import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
-import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
@@ -177,38 +176,8 @@ export async function enginePidOf(node: NodeAccess, wrapperPid: number): Promise
   return pid;
 }
 
-/** A port free on `host` right now. */
-export function freePort(host: string): Promise<number> {
-  return new Promise((done, fail) => {
-    const server = createServer();
-    server.once("error", fail);
-    server.listen(0, host, () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => done(port));
-    });
-  });
-}
-
-/** The first port of `width` consecutive ports free on every host, from a random region (others test at once). */
-export async function freePortRange(hosts: readonly string[], width: number): Promise<number> {
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const first = 20_000 + Math.floor(Math.random() * 30_000);
-    let free = true;
-    for (let port = first; port < first + width && free; port++) {
-      for (const host of hosts) if (!(await canBind(host, port))) free = false;
-    }
-    if (free) return first;
-  }
-  throw new Error("no free port range found");
-}
-
-function canBind(host: string, port: number): Promise<boolean> {
-  return new Promise((done) => {
-    const server = createServer();
-    server.once("error", () => done(false));
-    server.listen(port, host, () => server.close(() => done(true)));
-  });
-}
+import { freePort, freePortRun as freePortRange } from "../support/free-ports.js";
+export { freePort, freePortRange };
 
 /** Stand-in engine binaries: each is `[engine] binary` for one injected failure. */
 async function writeStandIns(dir: string): Promise<Record<StandIn, string>> {

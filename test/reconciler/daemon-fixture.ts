@@ -9,7 +9,6 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync, watch, type FSWatcher } from "node:fs";
 import { mkdir, mkdtemp, open, readFile, rename, rm, writeFile } from "node:fs/promises";
-import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
@@ -19,6 +18,7 @@ import { bundledShardEngine } from "../../src/launch/index.js";
 import { makeTestModel } from "../../src/planner/test-model/index.js";
 import { startDaemon, type Daemon, type ClusterStatus } from "../../src/reconciler/index.js";
 import { computeRevision, formatIssue, loadCluster, loadSettings } from "../../src/spec/index.js";
+import { freePortRun } from "../support/free-ports.js";
 import { startSshdNodes, type SshdSet } from "../support/sshd.js";
 
 const run = promisify(execFile);
@@ -389,36 +389,12 @@ export async function enginePidOf(wrapperPid: number): Promise<number> {
   return Number.isInteger(pid) && pid > 0 ? pid : wrapperPid;
 }
 
-export function freePort(host = "127.0.0.1"): Promise<number> {
-  return new Promise((done, fail) => {
-    const server = createServer();
-    server.once("error", fail);
-    server.listen(0, host, () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => done(port));
-    });
-  });
-}
+export { freePort } from "../support/free-ports.js";
 
 /** "a-b": `width` consecutive ports free on every host, from a random region (others test at once). */
 export async function freePortRange(hosts: readonly string[], width = 8): Promise<string> {
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const first = 20_000 + Math.floor(Math.random() * 30_000);
-    let free = true;
-    for (let port = first; port < first + width && free; port++) {
-      for (const host of hosts) if (!(await canBind(host, port))) free = false;
-    }
-    if (free) return `${first}-${first + width - 1}`;
-  }
-  throw new Error("no free port range found");
-}
-
-function canBind(host: string, port: number): Promise<boolean> {
-  return new Promise((done) => {
-    const server = createServer();
-    server.once("error", () => done(false));
-    server.listen(port, host, () => server.close(() => done(true)));
-  });
+  const first = await freePortRun(hosts, width);
+  return `${first}-${first + width - 1}`;
 }
 
 /** One chat completion through an OpenAI-compatible base URL; the reply text. */

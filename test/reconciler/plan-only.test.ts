@@ -3,7 +3,7 @@
  * launches nothing, and says why; `*.status.json` never triggers a pass; the committed status schema
  * is the one generated from the zod schema.
  */
-import { readFile, writeFile } from "node:fs/promises";
+import { readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
 import { Ledger } from "../../src/launch/index.js";
@@ -65,8 +65,10 @@ test("the status file is written only when its content changes, and writing it t
   const log = join(world.root, "daemon.log");
   const passes = async () => (await readFile(log, "utf8")).split("\n").filter((l) => l.includes('"cluster":"plain"') && l.includes('"msg":"pass"')).length;
   const n = await passes();
-  // A foreign write to the status file is not an event.
-  await writeFile(file, before);
+  // A foreign write to the status file is not an event. (Written by rename, as the daemon does, so
+  // the status audit never reads it half-written.)
+  await writeFile(`${file}.foreign`, before);
+  await rename(`${file}.foreign`, file);
   await sleep(400);
   expect(await passes()).toBe(n);
   // A comment-only edit of the definition is a pass, but the same revision: the file is untouched.

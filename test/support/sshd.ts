@@ -8,10 +8,11 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { connect, createServer, type AddressInfo } from "node:net";
+import { connect } from "node:net";
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { freePort } from "./free-ports.js";
 
 const run = promisify(execFile);
 const sshdPath = "/usr/sbin/sshd";
@@ -214,16 +215,7 @@ async function startOne(root: string, name: string, host: string, user: string, 
   return node;
 }
 
-async function pickPort(host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, host, () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
+const pickPort = freePort;
 
 async function waitListening(host: string, port: number, deadlineMs: number): Promise<boolean> {
   const until = Date.now() + deadlineMs;
