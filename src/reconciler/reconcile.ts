@@ -29,14 +29,27 @@ import { isShardctlError, ShardctlError } from "../spec/errors.js";
 import { createMemory, type ClusterMemory } from "./cluster-memory.js";
 import { ParseCache } from "./parse-cache.js";
 import { lastCommitOf } from "./git-commit.js";
-import { buildLaunchRequest } from "./launch-request.js";
+import { buildLaunchRequest, type LaunchNodes } from "./launch-request.js";
 import { nodeConfigNamed, nodeConfigOf, controlNodeConfig, controlNodeName } from "./node-configs.js";
 import type { PassOutcome } from "./queue/work-queue.js";
 import { launchIdentity } from "./launch-identity.js";
 import { probeFacts } from "./probe-facts.js";
-import { stageModel } from "./stage-model.js";
+import { stageModel, type StagedModel } from "./stage-model.js";
 import { composeStatus, type PassReport } from "./compose-status.js";
-import { readStatus, setCondition, statusFileFor, writeStatus, type ConditionType, type ConditionUpdate, type Health } from "./status/index.js";
+import {
+  clearRuntime,
+  failed,
+  markRunning,
+  messageOf,
+  onRevision,
+  recordEvent,
+  setConditions,
+  settle,
+  stall,
+  stallOnInvalid,
+  type Verdict,
+} from "./verdicts.js";
+import { readStatus, statusFileFor, writeStatus } from "./status/index.js";
 
 export interface ReconcilerOptions {
   /** The watched directory of definitions (absolute). */
@@ -53,10 +66,19 @@ export interface ReconcilerOptions {
   onPass?: (name: string, report: PassReport, durationMs: number, stagesAlive: number) => void;
 }
 
-/** What one pass concluded, before it is turned into a status and a queue outcome. */
-interface Verdict extends PassReport {
-  outcome: PassOutcome;
+
+/** What every step of one pass works on. */
+interface Pass {
+  name: string;
+  file: string;
+  settings: Settings;
+  ledger: Ledger;
+  memory: ClusterMemory;
+  spec: ClusterSpec;
+  revision: string;
 }
+
+type Planned = NonNullable<ClusterMemory["planned"]>;
 
 export class Reconciler {
   private readonly memories = new Map<string, ClusterMemory>();
@@ -132,7 +154,8 @@ export class Reconciler {
       settings = await this.parsed.loadSettings(this.o.settingsFile);
       verdict = await this.converge(name, file, settings, memory);
     } catch (error) {
-      verdict = this.failed(memory, error, "none");
+      if (!isShardctlError(error)) this.o.log.error({ cluster: name, err: error }, "reconcile pass failed unexpectedly");
+      verdict = failed(memory, error, "none");
     }
     const durationMs = Date.now() - started;
     memory.fileStamp = await stampOf(file);
@@ -153,12 +176,12 @@ export class Reconciler {
 
     // Load the definition; an invalid edit leaves whatever runs alone.
     const loaded = await this.parsed.loadCluster(file, settings);
-    if (!loaded.ok) return this.stallOnInvalid(memory, loaded.issues.map(formatIssue), await ledger.read(name));
+    if (!loaded.ok) return stallOnInvalid(memory, loaded.issues.map(formatIssue), await ledger.read(name));
     const spec = loaded.value;
     const revision = computeRevision(spec, settings);
     const fileChanged = memory.lastGood?.revision !== revision;
     memory.lastGood = { spec, revision };
-    if (fileChanged) this.onRevision(memory, revision);
+    if (fileChanged) onRevision(memory, revision);
     if (memory.retryRequested === true) {
       // `shardctl reconcile <name>`: a fresh restart budget and a fresh look at the model.
       memory.retryRequested = false;
@@ -168,7 +191,7 @@ export class Reconciler {
     if (memory.gitCommit?.revision !== revision) memory.gitCommit = { revision, commit: await lastCommitOf(file) };
 
     // Suspend: no action at all.
-    if (spec.suspend) return this.settle(memory, "none", "Suspended", "Suspended", "reconciliation is suspended (suspend = true)");
+    if (spec.suspend) return settle(memory, "none", "Suspended", "Suspended", "reconciliation is suspended (suspend = true)");
 
     // Observe what runs.
     const entry = await ledger.read(name);
@@ -177,22 +200,22 @@ export class Reconciler {
     // Stop: tear down, keep the status.
     if (spec.desired === "stopped") {
       if (entry !== undefined) await this.teardown(entry, settings, ledger, memory);
-      this.clearRuntime(memory, revision);
-      return this.settle(memory, entry === undefined ? "none" : "stop", "Stopped", "Stopped", 'desired = "stopped"');
+      clearRuntime(memory, revision);
+      return settle(memory, entry === undefined ? "none" : "stop", "Stopped", "Stopped", 'desired = "stopped"');
     }
 
     // Plan (once per revision).
     const planned = await this.plan(spec, settings, revision, memory);
     if (!planned.plan.feasible) {
       const message = planned.plan.errors.map((e) => `${e.reason}: ${e.message}`).join("; ");
-      return this.stall(memory, "plan", planned.plan.errors[0]?.reason ?? "PlanInfeasible", `the plan is infeasible: ${message}`, entry);
+      return stall(memory, "plan", planned.plan.errors[0]?.reason ?? "PlanInfeasible", `the plan is infeasible: ${message}`, entry);
     }
 
     // Distributed serving off: plan and report only.
     if (!settings.distributed.enabled) {
       if (entry !== undefined) await this.teardown(entry, settings, ledger, memory);
-      this.clearRuntime(memory, revision);
-      return this.settle(memory, entry === undefined ? "plan" : "stop", "Disabled", "DistributedDisabled", `[distributed] enabled = false in ${settings.file}: planned, nothing staged or launched`);
+      clearRuntime(memory, revision);
+      return settle(memory, entry === undefined ? "plan" : "stop", "Disabled", "DistributedDisabled", `[distributed] enabled = false in ${settings.file}: planned, nothing staged or launched`);
     }
 
     // Adopt what already runs from the same launch identity; watch it.
@@ -201,8 +224,9 @@ export class Reconciler {
     if (entry !== undefined && entry.phase === "running" && sameLaunch && observation?.health !== "Unhealthy") {
       if (entry.revision !== revision) await this.applyInPlace(entry, spec, settings, ledger, revision);
       this.supervise(entry, settings, ledger, memory);
-      this.markRunning(memory, revision, entry, observation?.health === "Degraded" ? "Degraded" : "Healthy");
-      return { action: "none", result: "success", health: observation?.health === "Degraded" ? "Degraded" : "Healthy", outcome: { kind: "done" } };
+      const health = observation?.health === "Degraded" ? "Degraded" : "Healthy";
+      markRunning(memory, revision, entry, health);
+      return { action: "none", result: "success", health, outcome: { kind: "done" } };
     }
 
     // Replace what runs at another revision, is broken, or was left half-launched or half-torn-down.
@@ -211,38 +235,56 @@ export class Reconciler {
     // Respect the restart budget of this revision.
     const restarts = memory.restarts!;
     if (restarts.count >= settings.daemon.restartBudget) {
-      return this.stall(memory, "launch", "RestartBudgetExhausted", `launched ${restarts.count} times at this revision (budget ${settings.daemon.restartBudget}); fix the cause and edit the definition, or run \`shardctl reconcile ${name}\``, undefined);
+      return stall(memory, "launch", "RestartBudgetExhausted", `launched ${restarts.count} times at this revision (budget ${settings.daemon.restartBudget}); fix the cause and edit the definition, or run \`shardctl reconcile ${name}\``, undefined);
     }
 
     // Stage the model on every node.
+    const pass: Pass = { name, file, settings, ledger, memory, spec, revision };
     const nodes = this.nodesOf(spec, settings);
-    this.setConditions(memory, revision, { Reconciling: { status: "True", reason: "Staging", message: "staging the model on every node" } });
-    await this.writeProgress(name, file, memory, "stage", settings);
-    let staged;
+    const staged = await this.stage(pass, planned, nodes);
+
+    // Launch: stages in order, coordinator, readiness, router; then watch it.
+    const running = await this.launch(pass, planned, nodes, staged, identity);
+    this.supervise(running, settings, ledger, memory);
+    memory.observation = await this.observe(running, settings, memory);
+    markRunning(memory, revision, running, "Healthy");
+    return { action: "launch", result: "success", health: "Healthy", outcome: { kind: "done" } };
+  }
+
+  // --- steps -------------------------------------------------------------------------------
+
+  private async stage(pass: Pass, planned: Planned, nodes: LaunchNodes): Promise<StagedModel> {
+    const { memory, revision } = pass;
+    setConditions(memory, revision, { Reconciling: { status: "True", reason: "Staging", message: "staging the model on every node" } });
+    await this.writeProgress(pass.name, pass.file, memory, "stage", pass.settings);
     try {
-      staged = await stageModel(spec, settings, planned.plan, planned.profile, nodes, (event) => {
-        const row = memory.staging.find((s) => s.node === event.node);
+      const staged = await stageModel(pass.spec, pass.settings, planned.plan, planned.profile, nodes, (event) => {
         const next = { node: event.node, state: event.phase === "done" ? ("present" as const) : ("staging" as const), bytesDone: event.bytesDone, bytesTotal: event.bytesTotal };
-        memory.staging = row === undefined ? [...memory.staging, next] : memory.staging.map((s) => (s.node === event.node ? next : s));
+        memory.staging = [...memory.staging.filter((s) => s.node !== event.node), next].sort((a, b) => a.node.localeCompare(b.node));
       });
+      setConditions(memory, revision, { Staged: { status: "True", reason: "AllNodesPresent", message: `model present on ${staged.modelPaths.size} nodes (${staged.bytesTransferred} bytes transferred this pass)` } });
+      return staged;
     } catch (error) {
-      this.setConditions(memory, revision, { Staged: { status: "False", reason: isShardctlError(error) ? error.reason : "StagingFailed", message: messageOf(error) } });
+      setConditions(memory, revision, { Staged: { status: "False", reason: isShardctlError(error) ? error.reason : "StagingFailed", message: messageOf(error) } });
       throw error;
     }
-    this.setConditions(memory, revision, { Staged: { status: "True", reason: "AllNodesPresent", message: `model present on ${staged.modelPaths.size} nodes (${staged.bytesTransferred} bytes transferred this pass)` } });
+  }
 
-    // Launch: stages in order, coordinator, readiness, router.
+  /** One launch, counted against the revision's restart budget; failures keep their evidence. */
+  private async launch(pass: Pass, planned: Planned, nodes: LaunchNodes, staged: StagedModel, identity: string): Promise<LedgerEntry> {
+    const { memory, revision, settings, ledger, name } = pass;
+    const restarts = memory.restarts!;
     restarts.count += 1;
-    this.setConditions(memory, revision, { Reconciling: { status: "True", reason: "Launching", message: `launch ${restarts.count} of ${settings.daemon.restartBudget} at this revision` } });
-    await this.writeProgress(name, file, memory, "launch", settings);
-    const request = { ...(await buildLaunchRequest(spec, settings, revision, planned.plan, nodes, staged.modelPaths, this.o.launchDeadlines)), identity };
+    setConditions(memory, revision, { Reconciling: { status: "True", reason: "Launching", message: `launch ${restarts.count} of ${settings.daemon.restartBudget} at this revision` } });
+    await this.writeProgress(name, pass.file, memory, "launch", settings);
+    const request = { ...(await buildLaunchRequest(pass.spec, settings, revision, planned.plan, nodes, staged.modelPaths, this.o.launchDeadlines)), identity };
     memory.timeline = [];
     try {
       await launchCluster(request, {
         ledger,
         registrar: this.registrarFor(settings),
         heldPorts: async () => (await ledger.list()).filter((e) => e.cluster !== name).flatMap((e) => e.ports.map((p) => ({ host: p.host, port: p.port, holder: `cluster ${e.cluster}` }))),
-        onEvent: (event) => this.recordEvent(memory, event),
+        onEvent: (event) => recordEvent(memory, event),
       });
     } catch (error) {
       if (error instanceof LaunchError) {
@@ -252,21 +294,16 @@ export class Reconciler {
     }
     const running = await ledger.read(name);
     if (running === undefined) throw new ShardctlError("LedgerMissing", "the launch succeeded but left no ledger entry");
-    this.supervise(running, settings, ledger, memory);
-    memory.observation = await this.observe(running, settings, memory);
-    this.markRunning(memory, revision, running, "Healthy");
-    return { action: "launch", result: "success", health: "Healthy", outcome: { kind: "done" } };
+    return running;
   }
 
-  // --- steps -------------------------------------------------------------------------------
-
-  private async plan(spec: ClusterSpec, settings: Settings, revision: string, memory: ClusterMemory): Promise<NonNullable<ClusterMemory["planned"]>> {
+  private async plan(spec: ClusterSpec, settings: Settings, revision: string, memory: ClusterMemory): Promise<Planned> {
     if (memory.planned?.revision === revision) return memory.planned;
     // Probes only matter where something will run: with distributed serving off, plan from the registry.
     const facts = settings.distributed.enabled ? await probeFacts(spec, this.nodesOf(spec, settings).stages) : {};
     const { profile, plan } = await planCluster(spec, settings, facts);
     memory.planned = { revision, profile, plan };
-    this.setConditions(memory, revision, {
+    setConditions(memory, revision, {
       Planned: plan.feasible
         ? { status: "True", reason: "PlanFeasible", message: `${plan.stages.length} stages over ${plan.model.layers} layers (${plan.splitUsed} split)` }
         : { status: "False", reason: plan.errors[0]?.reason ?? "PlanInfeasible", message: plan.errors.map((e) => e.message).join("; ") },
@@ -321,7 +358,7 @@ export class Reconciler {
       if (definitions.length === 0 && running.length > 1 && !settings.daemon.allowMassPrune) {
         const message = `${this.o.dir} holds no cluster definitions while ${running.length} clusters run; refusing to tear them all down (set [daemon] allow_mass_prune = true to allow it)`;
         this.o.log.warn({ cluster: name }, message);
-        return this.stall(memory, "prune", "MassPruneRefused", message, entry);
+        return stall(memory, "prune", "MassPruneRefused", message, entry);
       }
       await this.teardown(entry, settings, ledger, memory);
     }
@@ -358,96 +395,7 @@ export class Reconciler {
     });
   }
 
-  // --- outcomes ----------------------------------------------------------------------------
-
-  /** A converged state with nothing running for it to watch. */
-  private settle(memory: ClusterMemory, action: string, health: Health, reason: string, message: string): Verdict {
-    const revision = memory.lastGood?.revision ?? "";
-    this.setConditions(memory, revision, {
-      Ready: { status: "False", reason, message },
-      Reconciling: { status: "False", reason, message },
-      Stalled: { status: "False", reason, message },
-    });
-    delete memory.lastError;
-    return { action, result: "success", health, outcome: { kind: "done" } };
-  }
-
-  /** Terminal: wait for the definition to change. Whatever runs keeps running. */
-  private stall(memory: ClusterMemory, action: string, reason: string, message: string, running: LedgerEntry | undefined): Verdict {
-    const revision = memory.lastGood?.revision ?? "";
-    const serving = running !== undefined && running.phase === "running";
-    this.setConditions(memory, revision, {
-      Stalled: { status: "True", reason, message },
-      Reconciling: { status: "False", reason, message },
-      ...(serving ? {} : { Ready: { status: "False", reason, message } }),
-    });
-    memory.lastError = { reason, message, at: new Date().toISOString() };
-    return { action, result: "stalled", reason, health: serving ? "Degraded" : "Stalled", outcome: { kind: "stall" } };
-  }
-
-  private stallOnInvalid(memory: ClusterMemory, issues: string[], running: LedgerEntry | undefined): Verdict {
-    const serving = running?.phase === "running" ? ` (revision ${running.revision.slice(0, 12)} keeps serving)` : "";
-    this.setConditions(memory, memory.lastGood?.revision ?? "", { Planned: { status: "False", reason: "InvalidDefinition", message: issues.join("\n") } });
-    return this.stall(memory, "none", "InvalidDefinition", `the definition is invalid${serving}:\n${issues.join("\n")}`, running);
-  }
-
-  private failed(memory: ClusterMemory, error: unknown, action: string): Verdict {
-    const reason = isShardctlError(error) ? error.reason : "InternalError";
-    const message = messageOf(error);
-    if (!isShardctlError(error)) this.o.log.error({ cluster: memory.name, err: error }, "reconcile pass failed unexpectedly");
-    if (isShardctlError(error) && error.terminal) return this.stall(memory, action, reason, message, undefined);
-    memory.lastError = { reason, message, at: new Date().toISOString() };
-    this.setConditions(memory, memory.lastGood?.revision ?? "", {
-      Ready: { status: "False", reason, message },
-      Reconciling: { status: "True", reason: "RetryingAfterError", message: `${reason}: ${message}` },
-    });
-    return { action, result: "failed", reason, health: "Progressing", outcome: { kind: "retry" } };
-  }
-
-  // --- memory and status -------------------------------------------------------------------
-
-  private onRevision(memory: ClusterMemory, revision: string): void {
-    delete memory.planned;
-    if (memory.restarts?.revision !== revision) memory.restarts = { revision, count: 0, evidence: [] };
-    delete memory.lastError;
-  }
-
-  private markRunning(memory: ClusterMemory, revision: string, entry: LedgerEntry, health: "Healthy" | "Degraded"): void {
-    const url = entry.coordinatorUrl ?? "";
-    this.setConditions(memory, revision, {
-      Ready: { status: "True", reason: "ClusterReady", message: `serving at ${url}` },
-      Reconciling: { status: "False", reason: "Converged", message: "running at the desired revision" },
-      Stalled: { status: "False", reason: "Converged", message: "running at the desired revision" },
-      Staged: { status: "True", reason: "AllNodesPresent", message: "the model is present on every node" },
-      StagesListening: { status: "True", reason: "AllStagesListening", message: `${entry.processes.filter((p) => p.role === "stage").length} stages listening` },
-      CoordinatorHealthy: { status: "True", reason: "HealthOk", message: `${url}/health answers 200` },
-      Registered: entry.routerBackend === undefined
-        ? { status: "False", reason: "NotRegistered", message: "router registration is off" }
-        : { status: "True", reason: "BackendRegistered", message: `backend "${entry.routerBackend}"` },
-    });
-    if (health === "Healthy") delete memory.lastError;
-  }
-
-  /** Nothing runs: the runtime conditions say so. */
-  private clearRuntime(memory: ClusterMemory, revision: string): void {
-    this.setConditions(memory, revision, {
-      StagesListening: { status: "False", reason: "NotRunning", message: "no stage runs" },
-      CoordinatorHealthy: { status: "False", reason: "NotRunning", message: "no coordinator runs" },
-      Registered: { status: "False", reason: "NotRunning", message: "not registered" },
-    });
-    delete memory.observation;
-  }
-
-  private setConditions(memory: ClusterMemory, revision: string, updates: Partial<Record<ConditionType, ConditionUpdate>>): void {
-    const now = new Date();
-    for (const [type, update] of Object.entries(updates) as Array<[ConditionType, ConditionUpdate]>) {
-      memory.conditions = setCondition(memory.conditions, type, update, revision, now);
-    }
-  }
-
-  private recordEvent(memory: ClusterMemory, event: TimelineEvent): void {
-    memory.timeline = [...memory.timeline, event].slice(-50);
-  }
+  // --- status -----------------------------------------------------------------------------
 
   private async writeProgress(name: string, file: string, memory: ClusterMemory, action: string, settings: Settings): Promise<void> {
     await this.writeStatus(name, file, memory, { action, result: "waiting", health: "Progressing" }, settings);
@@ -520,7 +468,7 @@ export class Reconciler {
       registrar: this.registrarFor(settings),
       nodeFor: (n: string) => this.nodeFor(n, settings),
       graceMs: this.o.launchDeadlines?.stopGraceMs ?? 5_000,
-      onEvent: (event: TimelineEvent) => this.recordEvent(memory, event),
+      onEvent: (event: TimelineEvent) => recordEvent(memory, event),
     };
   }
 
@@ -551,6 +499,3 @@ async function exists(path: string): Promise<boolean> {
   return access(path).then(() => true, () => false);
 }
 
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}

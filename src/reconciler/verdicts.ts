@@ -1,0 +1,112 @@
+/**
+ * How a pass ends, and the condition bookkeeping each ending implies. Pure functions of a
+ * cluster's memory: the pass story in reconcile.ts says what happened, these say what that means
+ * for the status (health, conditions, last error) and for the work queue (done, stall, retry).
+ */
+import type { LedgerEntry, TimelineEvent } from "../launch/index.js";
+import { isShardctlError } from "../spec/errors.js";
+import type { ClusterMemory } from "./cluster-memory.js";
+import type { PassReport } from "./compose-status.js";
+import type { PassOutcome } from "./queue/work-queue.js";
+import { setCondition, type ConditionType, type ConditionUpdate, type Health } from "./status/index.js";
+
+/** What one pass concluded, before it is turned into a status and a queue outcome. */
+export interface Verdict extends PassReport {
+  outcome: PassOutcome;
+}
+
+/** A converged state with nothing running for it to watch. */
+export function settle(memory: ClusterMemory, action: string, health: Health, reason: string, message: string): Verdict {
+  const revision = memory.lastGood?.revision ?? "";
+  setConditions(memory, revision, {
+    Ready: { status: "False", reason, message },
+    Reconciling: { status: "False", reason, message },
+    Stalled: { status: "False", reason, message },
+  });
+  delete memory.lastError;
+  return { action, result: "success", health, outcome: { kind: "done" } };
+}
+
+/** Terminal: wait for the definition to change. Whatever runs keeps running. */
+export function stall(memory: ClusterMemory, action: string, reason: string, message: string, running: LedgerEntry | undefined): Verdict {
+  const revision = memory.lastGood?.revision ?? "";
+  const serving = running !== undefined && running.phase === "running";
+  setConditions(memory, revision, {
+    Stalled: { status: "True", reason, message },
+    Reconciling: { status: "False", reason, message },
+    ...(serving ? {} : { Ready: { status: "False", reason, message } }),
+  });
+  memory.lastError = { reason, message, at: new Date().toISOString() };
+  return { action, result: "stalled", reason, health: serving ? "Degraded" : "Stalled", outcome: { kind: "stall" } };
+}
+
+/** The definition does not parse: stall, leaving what runs (the last good revision) serving. */
+export function stallOnInvalid(memory: ClusterMemory, issues: string[], running: LedgerEntry | undefined): Verdict {
+  const serving = running?.phase === "running" ? ` (revision ${running.revision.slice(0, 12)} keeps serving)` : "";
+  setConditions(memory, memory.lastGood?.revision ?? "", { Planned: { status: "False", reason: "InvalidDefinition", message: issues.join("\n") } });
+  return stall(memory, "none", "InvalidDefinition", `the definition is invalid${serving}:\n${issues.join("\n")}`, running);
+}
+
+/** A failed pass: terminal errors stall, the others retry with back-off. */
+export function failed(memory: ClusterMemory, error: unknown, action: string): Verdict {
+  const reason = isShardctlError(error) ? error.reason : "InternalError";
+  const message = messageOf(error);
+  if (isShardctlError(error) && error.terminal) return stall(memory, action, reason, message, undefined);
+  memory.lastError = { reason, message, at: new Date().toISOString() };
+  setConditions(memory, memory.lastGood?.revision ?? "", {
+    Ready: { status: "False", reason, message },
+    Reconciling: { status: "True", reason: "RetryingAfterError", message: `${reason}: ${message}` },
+  });
+  return { action, result: "failed", reason, health: "Progressing", outcome: { kind: "retry" } };
+}
+
+/** A new revision: plan again, with a fresh restart budget. */
+export function onRevision(memory: ClusterMemory, revision: string): void {
+  delete memory.planned;
+  if (memory.restarts?.revision !== revision) memory.restarts = { revision, count: 0, evidence: [] };
+  delete memory.lastError;
+}
+
+/** Running at the desired revision: every condition says so. */
+export function markRunning(memory: ClusterMemory, revision: string, entry: LedgerEntry, health: "Healthy" | "Degraded"): void {
+  const url = entry.coordinatorUrl ?? "";
+  setConditions(memory, revision, {
+    Ready: { status: "True", reason: "ClusterReady", message: `serving at ${url}` },
+    Reconciling: { status: "False", reason: "Converged", message: "running at the desired revision" },
+    Stalled: { status: "False", reason: "Converged", message: "running at the desired revision" },
+    Staged: { status: "True", reason: "AllNodesPresent", message: "the model is present on every node" },
+    StagesListening: { status: "True", reason: "AllStagesListening", message: `${entry.processes.filter((p) => p.role === "stage").length} stages listening` },
+    CoordinatorHealthy: { status: "True", reason: "HealthOk", message: `${url}/health answers 200` },
+    Registered: entry.routerBackend === undefined
+      ? { status: "False", reason: "NotRegistered", message: "router registration is off" }
+      : { status: "True", reason: "BackendRegistered", message: `backend "${entry.routerBackend}"` },
+  });
+  if (health === "Healthy") delete memory.lastError;
+}
+
+/** Nothing runs: the runtime conditions say so. */
+export function clearRuntime(memory: ClusterMemory, revision: string): void {
+  setConditions(memory, revision, {
+    StagesListening: { status: "False", reason: "NotRunning", message: "no stage runs" },
+    CoordinatorHealthy: { status: "False", reason: "NotRunning", message: "no coordinator runs" },
+    Registered: { status: "False", reason: "NotRunning", message: "not registered" },
+  });
+  delete memory.observation;
+}
+
+/** Set several conditions at once, at `revision`. */
+export function setConditions(memory: ClusterMemory, revision: string, updates: Partial<Record<ConditionType, ConditionUpdate>>): void {
+  const now = new Date();
+  for (const [type, update] of Object.entries(updates) as Array<[ConditionType, ConditionUpdate]>) {
+    memory.conditions = setCondition(memory.conditions, type, update, revision, now);
+  }
+}
+
+/** One more launch timeline event (the last 50 are kept). */
+export function recordEvent(memory: ClusterMemory, event: TimelineEvent): void {
+  memory.timeline = [...memory.timeline, event].slice(-50);
+}
+
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
