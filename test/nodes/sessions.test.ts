@@ -20,9 +20,10 @@ afterAll(async () => {
   await sshd?.close();
 });
 
-it("keeps running commands next to long-lived exit watchers within MaxSessions 10", async () => {
+it("keeps running commands next to more long-lived exit watchers than MaxSessions 10 allows on one connection", async () => {
+  // 20 watches: they ride connections of their own (9 each), so commands and SFTP never starve.
   const started = await Promise.all(
-    Array.from({ length: 6 }, (_, i) => node.startDetached(["sleep", "30"], { logFile: join(sshd.nodes[0]!.modelDir, `sleep-${i}.log`) })),
+    Array.from({ length: 20 }, (_, i) => node.startDetached(["sleep", "30"], { logFile: join(sshd.nodes[0]!.modelDir, `sleep-${i}.log`) })),
   );
   const watchers = started.map((p) => node.watchExit(p.pid, p.startTime));
   await node.stat(sshd.nodes[0]!.modelDir); // SFTP-free path; make sure watchers have their sessions

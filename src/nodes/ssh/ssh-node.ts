@@ -11,14 +11,23 @@ import { SshConnection, type SshOptions } from "./ssh-connection.js";
 /** Default per-command deadline, ms. */
 const defaultDeadlineMs = 30_000;
 
+/** Exit watches per watch connection: below OpenSSH's default MaxSessions (10). */
+const watchesPerConnection = 9;
+
 export class SshNode extends ShellNode implements NodeAccess {
   readonly kind = "ssh" as const;
   readonly connection: SshConnection;
+  /**
+   * Exit watches hold a session each for as long as their process lives, so they ride connections
+   * of their own (up to 9 watches each): commands on the main connection never wait behind them,
+   * however many processes a node runs.
+   */
+  private readonly watchLanes: Array<{ connection: SshConnection; watches: number }> = [];
 
   /** `connection` lets several configs of one machine (say, two model dirs) share its connection. */
   constructor(
     readonly config: NodeConfig,
-    options: SshOptions = {},
+    private readonly options: SshOptions = {},
     connection?: SshConnection,
   ) {
     super();
@@ -29,13 +38,28 @@ export class SshNode extends ShellNode implements NodeAccess {
     return this.exec(argv, { ...options, deadlineMs: options.deadlineMs ?? defaultDeadlineMs });
   }
 
-  protected runWatch(argv: string[], signal: AbortSignal | undefined): Promise<CommandResult> {
-    return this.exec(argv, { deadlineMs: Number.POSITIVE_INFINITY, abort: signal, uncapped: true });
+  protected async runWatch(argv: string[], signal: AbortSignal | undefined): Promise<CommandResult> {
+    let lane = this.watchLanes.find((l) => l.watches < watchesPerConnection);
+    if (lane === undefined) {
+      lane = { connection: new SshConnection(this.config, this.options), watches: 0 };
+      this.watchLanes.push(lane);
+    }
+    lane.watches++;
+    try {
+      return await this.exec(argv, { deadlineMs: Number.POSITIVE_INFINITY, abort: signal, uncapped: true }, lane.connection);
+    } finally {
+      lane.watches--;
+      if (lane.watches === 0) {
+        this.watchLanes.splice(this.watchLanes.indexOf(lane), 1);
+        void lane.connection.close();
+      }
+    }
   }
 
   private async exec(
     argv: string[],
     options: RunOptions & { abort?: AbortSignal; uncapped?: boolean },
+    connection: SshConnection = this.connection,
   ): Promise<CommandResult> {
     if (argv.length === 0) throw new TypeError("run needs a command");
     // The shell prints its pid first and then execs the command, so a deadline can kill it for sure
@@ -71,8 +95,8 @@ export class SshNode extends ShellNode implements NodeAccess {
     };
     try {
       // Long-lived watchers do not hold one of the capped slots (they would starve commands).
-      if (options.uncapped) return await retrying(await this.connection.get());
-      return await this.connection.withChannel(retrying);
+      if (options.uncapped) return await retrying(await connection.get());
+      return await connection.withChannel(retrying);
     } catch (error) {
       if (error instanceof ShardctlError) throw error;
       throw new ShardctlError("NodeUnreachable", `node ${this.config.name}: ${argv[0]}: ${(error as Error).message}`, { cause: error });
@@ -164,8 +188,9 @@ export class SshNode extends ShellNode implements NodeAccess {
     });
   }
 
-  close(): Promise<void> {
-    return this.connection.close();
+  async close(): Promise<void> {
+    const lanes = this.watchLanes.splice(0);
+    await Promise.all([this.connection.close(), ...lanes.map((l) => l.connection.close())]);
   }
 }
 
