@@ -18,6 +18,7 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
   const timeoutMs = options.probeTimeoutMs ?? defaultProbeTimeoutMs;
   const proberName = proberNodeName(cluster);
   const problems: string[] = [];
+  const gone: string[] = [];
   const unknownLiveness = new Set<number>();
 
   // Probe every stage at once: liveness on its node, transport from the coordinator's node.
@@ -37,6 +38,7 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
         unknownLiveness.add(index);
         problems.push(`${label} on ${process.node}: liveness unknown: ${probe.error ?? "no answer"}`);
       } else if (liveness === "gone") {
+        gone.push(label);
         problems.push(`${label} (pid ${process.pid}) on ${process.node} is gone`);
       }
       if (transport !== "listening" && port !== undefined) problems.push(`${label} transport ${addressOf(port)} is ${transport}`);
@@ -70,7 +72,10 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
     const liveness = probe.state;
     coordinatorLiveness = liveness;
     coordinator = { node: process.node, url, pid: process.pid, health };
-    if (liveness === "gone") problems.push(`coordinator (pid ${process.pid}) on ${process.node} is gone`);
+    if (liveness === "gone") {
+      gone.push("coordinator");
+      problems.push(`coordinator (pid ${process.pid}) on ${process.node} is gone`);
+    }
     if (liveness === "unknown") problems.push(`coordinator on ${process.node}: liveness unknown: ${probe.error ?? "no answer"}`);
     if (health !== "ok") problems.push(`coordinator ${url}/health is ${health}`);
   } else {
@@ -79,5 +84,5 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
   if (stages.length === 0) problems.push("no stage is recorded");
 
   const health = aggregateHealth(stages, coordinator, unknownLiveness, coordinatorLiveness);
-  return { cluster: cluster.cluster, at, health, stages, ...(coordinator === undefined ? {} : { coordinator }), problems };
+  return { cluster: cluster.cluster, at, health, stages, ...(coordinator === undefined ? {} : { coordinator }), problems, gone };
 }

@@ -53,8 +53,9 @@ export async function probeCoordinatorHealth(url: string, timeoutMs = defaultPro
   }
 }
 
-// fetch wraps the socket error: ECONNREFUSED is a definite "nothing listens", a timeout is not.
+// fetch wraps the socket error: ECONNREFUSED is a definite "nothing listens"; a timeout or a reset
+// (common under load) is not.
 function isRefused(error: unknown): boolean {
   const cause = (error as { cause?: { code?: unknown } } | undefined)?.cause;
-  return cause?.code === "ECONNREFUSED" || cause?.code === "ECONNRESET";
+  return cause?.code === "ECONNREFUSED";
 }

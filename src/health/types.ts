@@ -71,6 +71,8 @@ export interface ClusterObservation {
   coordinator?: CoordinatorCard;
   /** One line per thing that is not healthy, for the status message. Empty when Healthy. */
   problems: string[];
+  /** Processes definitely gone (start time no longer matches): not a doubtful probe. */
+  gone: string[];
 }
 
 export interface HealthDeps {

@@ -99,6 +99,10 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
       try {
         await context.registrar.register(backend);
       } catch (error) {
+        // The router may have applied it anyway (an admin API that timed out after the add): take it
+        // back once, best effort. A router that cannot be written at all must not keep the ledger
+        // entry alive for ever, so the backend is forgotten either way.
+        await context.registrar.deregister(backend.name).catch(() => undefined);
         delete entry.routerBackend;
         throw new LaunchError("RouterRegistrationFailed", "router-registration", `could not register backend "${backend.name}" with the router: ${messageOf(error)}`, { cause: error });
       }

@@ -93,7 +93,7 @@ export async function stopEngineProcess(
     return found === undefined ? "gone" : stopEngineProcess(node, found, graceMs);
   }
   const startTime = await node.processStartTime(process.pid);
-  if (startTime === undefined) return stopOrphanedGroup(node, process.pid, graceMs);
+  if (startTime === undefined) return stopOrphanedGroup(node, process, graceMs);
   // The pid now belongs to another process: ours is gone, and the other one is not ours to stop.
   if (startTime !== process.startTime) return "recycled";
   if (!(await node.signal(process.pid, "SIGTERM", process.startTime))) return "recycled";
@@ -113,23 +113,33 @@ async function waitGone(node: NodeAccess, process: LedgerProcess, deadlineMs: nu
 
 /**
  * The wrapper (the group leader) is gone, but its engine may live on in the process group it led
- * (someone killed the wrapper rather than the engine). A pid is never reused while it still names
- * a process group, so members of group `pgid` are ours: stop them, TERM then KILL.
+ * (someone killed the wrapper rather than the engine). Only members that are provably ours are
+ * stopped: live (not zombie) processes of that group whose command line names this launch's run
+ * directory — a recycled group id belongs to someone else's processes, which never do.
  */
-async function stopOrphanedGroup(node: NodeAccess, pgid: number, graceMs: number): Promise<StopOutcome> {
-  const members = async (): Promise<number> => {
-    const listing = await node.run(["ps", "-A", "-o", "pgid=", "-o", "pid="]);
-    return listing.stdout.split("\n").filter((line) => line.trim().split(/\s+/)[0] === String(pgid)).length;
+async function stopOrphanedGroup(node: NodeAccess, process: LedgerProcess, graceMs: number): Promise<StopOutcome> {
+  const ours = async (): Promise<number[]> => {
+    const listing = await node.run(["ps", "-A", "-ww", "-o", "pgid=", "-o", "stat=", "-o", "pid=", "-o", "args="]);
+    return listing.stdout
+      .split("\n")
+      .map((line) => /^\s*(\d+)\s+(\S+)\s+(\d+)\s+(.*)$/.exec(line))
+      .filter((m): m is RegExpExecArray => m !== null && m[1] === String(process.pid) && !m[2]!.startsWith("Z") && m[4]!.includes(process.runDir))
+      .map((m) => Number(m[3]));
   };
-  if ((await members()) === 0) return "gone";
-  await node.run(["kill", "-s", "TERM", "--", `-${pgid}`]);
+  const signalAll = async (signal: "TERM" | "KILL", pids: number[]): Promise<void> => {
+    if (pids.length > 0) await node.run(["kill", "-s", signal, ...pids.map(String)]);
+  };
+  let pids = await ours();
+  if (pids.length === 0) return "gone";
+  await signalAll("TERM", pids);
   const deadline = Date.now() + graceMs;
   while (Date.now() < deadline) {
-    if ((await members()) === 0) return "orphans-stopped";
+    if ((await ours()).length === 0) return "orphans-stopped";
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  await node.run(["kill", "-s", "KILL", "--", `-${pgid}`]);
-  return (await members()) === 0 ? "orphans-stopped" : "survived";
+  pids = await ours();
+  await signalAll("KILL", pids);
+  return (await ours()).length === 0 ? "orphans-stopped" : "survived";
 }
 
 const signalNames: Record<number, string> = { 1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM" };

@@ -140,7 +140,15 @@ export class Reconciler {
     const ledger = new Ledger(settings.daemon.stateDir);
     await this.detachAll();
     for (const entry of await ledger.list()) {
-      await teardownCluster(entry, this.teardownContext(settings, ledger, this.memoryOfSync(entry.cluster)));
+      const memory = this.memoryOfSync(entry.cluster);
+      await teardownCluster(entry, this.teardownContext(settings, ledger, memory));
+      // Say so in the status file: a stale Ready must not outlive the processes.
+      const file = join(this.o.dir, `${entry.cluster}.toml`);
+      if (await exists(file)) {
+        const verdict = settle(memory, "stop", "Stopped", "TornDownOnExit", "the daemon tore the cluster down as it exited (--teardown-on-exit)");
+        clearRuntime(memory, memory.lastGood?.revision ?? entry.revision);
+        await this.writeStatus(entry.cluster, file, memory, verdict, settings);
+      }
     }
   }
 
@@ -221,7 +229,11 @@ export class Reconciler {
     // Adopt what already runs from the same launch identity; watch it.
     const identity = launchIdentity(spec, settings, planned.plan);
     const sameLaunch = entry !== undefined && (entry.revision === revision || entry.identity === identity);
-    if (entry !== undefined && entry.phase === "running" && sameLaunch && observation?.health !== "Unhealthy") {
+    // Only a process that is definitely gone breaks it here: doubtful probes (a closed port, a
+    // refused /health) are the supervision's to judge, with strikes, so one lost packet on a
+    // resync never tears a healthy cluster down.
+    const broken = (observation?.gone.length ?? 0) > 0;
+    if (entry !== undefined && entry.phase === "running" && sameLaunch && !broken) {
       if (entry.revision !== revision) await this.applyInPlace(entry, spec, settings, ledger, revision);
       this.supervise(entry, settings, ledger, memory);
       const health = observation?.health === "Degraded" ? "Degraded" : "Healthy";
@@ -230,7 +242,11 @@ export class Reconciler {
     }
 
     // Replace what runs at another revision, is broken, or was left half-launched or half-torn-down.
-    if (entry !== undefined) await this.teardown(entry, settings, ledger, memory);
+    if (entry !== undefined) {
+      setConditions(memory, revision, { Ready: { status: "False", reason: "Replacing", message: `tearing down revision ${entry.revision.slice(0, 12)} (${entry.phase}${broken ? `; ${observation!.gone.join(", ")} gone` : ""})` } });
+      await this.teardown(entry, settings, ledger, memory);
+      clearRuntime(memory, revision);
+    }
 
     // Respect the restart budget of this revision.
     const restarts = memory.restarts!;
@@ -255,7 +271,10 @@ export class Reconciler {
 
   private async stage(pass: Pass, planned: Planned, nodes: LaunchNodes): Promise<StagedModel> {
     const { memory, revision } = pass;
-    setConditions(memory, revision, { Reconciling: { status: "True", reason: "Staging", message: "staging the model on every node" } });
+    setConditions(memory, revision, {
+      Ready: { status: "False", reason: "Staging", message: "nothing serves this revision yet" },
+      Reconciling: { status: "True", reason: "Staging", message: "staging the model on every node" },
+    });
     await this.writeProgress(pass.name, pass.file, memory, "stage", pass.settings);
     try {
       const staged = await stageModel(pass.spec, pass.settings, planned.plan, planned.profile, nodes, (event) => {
@@ -389,6 +408,10 @@ export class Reconciler {
         restarts.evidence = [...restarts.evidence, { at: death.at, reason: death.reason, message: `${death.label} on ${death.node}: ${death.detail}`, logTail }].slice(-5);
       }
       memory.lastError = { reason: death.reason, message: `${death.label} on ${death.node}: ${death.detail}`, at: death.at };
+      // Ready is withdrawn at once; the pass this requeues writes it down.
+      const revision = memory.lastGood?.revision ?? entry.revision;
+      setConditions(memory, revision, { Ready: { status: "False", reason: death.reason, message: `${death.label} on ${death.node}: ${death.detail}` } });
+      clearRuntime(memory, revision);
       if (!teardown.ok) this.o.log.error({ cluster: entry.cluster, err: teardown.error }, "teardown after a death is incomplete; the next pass retries it");
       this.o.log.warn({ cluster: entry.cluster, reason: death.reason, detail: death.detail }, "cluster lost a process: deregistered and torn down");
       this.o.requeue(entry.cluster);

@@ -57,7 +57,11 @@ export function createContinuumAdminRegistrar(options: AdminRegistrarOptions): R
         signal: AbortSignal.timeout(timeoutMs),
       });
     } catch (error) {
-      throw new ShardctlError(reason, `router admin API ${method} ${url.href}: ${(error as Error).message}`, { cause: error });
+      // Messages reach status files: never the credentials an admin URL may carry.
+      const shown = new URL(url.href);
+      shown.username = "";
+      shown.password = "";
+      throw new ShardctlError(reason, `router admin API ${method} ${shown.href}: ${(error as Error).message}`, { cause: error });
     }
   };
 

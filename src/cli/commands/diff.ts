@@ -5,8 +5,19 @@
 import { basename, relative } from "node:path";
 import { parseArgs } from "node:util";
 import { Ledger } from "../../launch/index.js";
-import { computeRevision, findClusterFiles, formatIssue, loadCluster } from "../../spec/index.js";
+import { planCluster } from "../../planner/index.js";
+import { launchIdentity } from "../../reconciler/launch-identity.js";
+import { computeRevision, findClusterFiles, formatIssue, loadCluster, type ClusterSpec, type Settings } from "../../spec/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
+
+/** The launch identity the daemon would compute (undefined when the model cannot be planned now). */
+async function identityOf(spec: ClusterSpec, settings: Settings): Promise<string | undefined> {
+  try {
+    return launchIdentity(spec, settings, (await planCluster(spec, settings)).plan);
+  } catch {
+    return undefined;
+  }
+}
 
 export const summary = "show what differs between the definitions and what runs (exit 2 when something does)";
 
@@ -35,7 +46,13 @@ export async function run(args: string[]): Promise<number> {
     if (spec.suspend) continue;
     if (wantsRunning && running === undefined) changes.push(`+ ${name}: launch revision ${revision}`);
     else if (wantsRunning && running !== undefined && running.revision.slice(0, 12) !== revision) {
-      changes.push(`~ ${name}: replace revision ${running.revision.slice(0, 12)} with ${revision}`);
+      // As the daemon decides: the same launch identity is applied in place, anything else replaces.
+      const inPlace = running.identity !== undefined && running.identity === (await identityOf(spec, context.settings));
+      changes.push(
+        inPlace
+          ? `~ ${name}: apply revision ${revision} in place (router registration only, no restart)`
+          : `~ ${name}: replace revision ${running.revision.slice(0, 12)} with ${revision}`,
+      );
     } else if (wantsRunning && running?.phase !== "running" && running !== undefined) {
       changes.push(`~ ${name}: finish ${running.phase === "launching" ? "an interrupted launch" : "an interrupted teardown"}, then launch`);
     } else if (!wantsRunning && running !== undefined) {

@@ -37,6 +37,9 @@ export async function run(args: string[]): Promise<number> {
   const file = await resolveClusterFile(positionals[0]!, context.clustersDir);
 
   let revision = values.revision ?? "HEAD";
+  if (revision !== "HEAD" && !/^[0-9a-f]{7,64}$/.test(revision)) {
+    throw new UsageError(`expected --revision to be HEAD or a revision (at least 7 hex digits, as status prints them), got "${revision}"`);
+  }
   if (revision === "HEAD") {
     const loaded = await loadCluster(file, context.settings);
     if (!loaded.ok) {
@@ -72,11 +75,13 @@ export async function run(args: string[]): Promise<number> {
 
 /** "met", a failure message (Stalled at this revision), or undefined to keep waiting. */
 function judge(status: ClusterStatus | undefined, type: ConditionType, revision: string): "met" | string | undefined {
-  if (status === undefined || status.observedRevision !== revision) return undefined;
+  // A full revision or the prefix status prints: both name exactly one revision here.
+  const at = (observed: string): boolean => observed.length > 0 && observed.startsWith(revision);
+  if (status === undefined || !at(status.observedRevision)) return undefined;
   const condition = status.conditions.find((c) => c.type === type);
-  if (condition?.status === "True" && condition.observedRevision === revision) return "met";
+  if (condition?.status === "True" && at(condition.observedRevision)) return "met";
   const stalled = status.conditions.find((c) => c.type === "Stalled");
-  if (stalled?.status === "True" && stalled.observedRevision === revision) {
+  if (stalled?.status === "True" && at(stalled.observedRevision)) {
     return `${status.cluster} is Stalled at revision ${short(revision)}: ${stalled.reason}: ${stalled.message}`;
   }
   return undefined;

@@ -1,6 +1,8 @@
 import { readFile, rename, rm, writeFile } from "node:fs/promises";
 import { type ClusterStatus, statusSchema } from "./schema.js";
 
+let writeCounter = 0;
+
 /** `clusters/llama.toml` → `clusters/llama.status.json`. */
 export function statusFileFor(definitionFile: string): string {
   return definitionFile.replace(/\.toml$/, "") + ".status.json";
@@ -20,7 +22,8 @@ export async function writeStatus(file: string, status: ClusterStatus): Promise<
   const text = renderStatus(status);
   const current = await readFile(file, "utf8").catch(() => undefined);
   if (current === text) return false;
-  const temp = `${file}.${process.pid}.tmp`;
+  // Unique per write: two writers of one file must never share a temp file.
+  const temp = `${file}.${process.pid}.${(writeCounter += 1)}.tmp`;
   try {
     await writeFile(temp, text);
     await rename(temp, file);

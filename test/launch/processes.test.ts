@@ -1,0 +1,82 @@
+/**
+ * Stopping processes a launch may have lost track of, for real on this machine: a process started
+ * but never recorded (the daemon died in between), an engine whose wrapper was killed, and a
+ * recycled process group that is not ours and must survive.
+ */
+import { execFile } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import { plannedProcess, startEngineProcess, stopEngineProcess } from "../../src/launch/processes.js";
+import { LocalNode } from "../../src/nodes/index.js";
+
+const run = promisify(execFile);
+let root: string;
+let node: LocalNode;
+const strays: number[] = [];
+
+beforeAll(async () => {
+  root = await mkdtemp(join(tmpdir(), "shardctl-processes-"));
+  node = new LocalNode({ name: "local", host: "local", modelDir: root });
+});
+
+afterAll(async () => {
+  for (const pid of strays) await run("kill", ["-9", String(pid)]).catch(() => undefined);
+  await rm(root, { recursive: true, force: true });
+});
+
+/** A long-running stand-in engine whose command line names its run directory, as real ones do. */
+function engineArgv(runDir: string): string[] {
+  return [process.execPath, "-e", "setInterval(() => {}, 1000)", "--", join(runDir, "cluster.toml")];
+}
+
+async function isAlive(pid: number): Promise<boolean> {
+  const { stdout } = await run("ps", ["-o", "stat=", "-p", String(pid)]).catch(() => ({ stdout: "" }));
+  return stdout.trim() !== "" && !stdout.trim().startsWith("Z");
+}
+
+async function childOf(pid: number): Promise<number> {
+  for (let i = 0; i < 50; i++) {
+    const { stdout } = await run("ps", ["-o", "pid=", "--ppid", String(pid)]).catch(() => ({ stdout: "" }));
+    const child = Number(stdout.trim().split(/\s+/)[0]);
+    if (child > 0) return child;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`no child of ${pid}`);
+}
+
+test("a process started but never recorded (pid 0 in the ledger) is found by its exit file and stopped", async () => {
+  const planned = plannedProcess("stage", 0, "local", join(root, "unrecorded"));
+  await node.mkdir(planned.runDir);
+  // Started exactly as a launch starts it, then "the daemon dies" before writing the pid down.
+  const started = await startEngineProcess(node, planned, engineArgv(planned.runDir));
+  expect(await isAlive(started.pid)).toBe(true);
+  expect(await stopEngineProcess(node, planned, 2_000)).toBe("terminated");
+  expect(await isAlive(started.pid)).toBe(false);
+  expect(await stopEngineProcess(node, planned, 2_000)).toBe("gone");
+});
+
+test("an engine whose wrapper was killed is stopped through the process group it was left in", async () => {
+  const planned = plannedProcess("stage", 1, "local", join(root, "orphan"));
+  await node.mkdir(planned.runDir);
+  const started = await startEngineProcess(node, planned, engineArgv(planned.runDir));
+  const engine = await childOf(started.pid);
+  await run("kill", ["-9", String(started.pid)]);
+  expect(await isAlive(engine)).toBe(true);
+  expect(await stopEngineProcess(node, started, 2_000)).toBe("orphans-stopped");
+  expect(await isAlive(engine)).toBe(false);
+});
+
+test("a recycled process group that is not ours is never signalled", async () => {
+  // A leader that exits at once, leaving a member in its group: as a daemonising program does.
+  const { stdout } = await run("setsid", ["sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $$ $!; exit 0"]);
+  const [group, member] = stdout.trim().split(/\s+/).map(Number) as [number, number];
+  strays.push(member);
+  expect(await isAlive(member)).toBe(true);
+  // The ledger remembers a process of ours with that pid, long gone.
+  const recorded = { ...plannedProcess("stage", 2, "local", join(root, "recycled")), pid: group, startTime: "linux:1" };
+  expect(await stopEngineProcess(node, recorded, 1_000)).toBe("gone");
+  expect(await isAlive(member)).toBe(true);
+});
