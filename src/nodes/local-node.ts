@@ -1,5 +1,5 @@
 /** The control node itself: commands through execa, files through node:fs, ports through node:net. */
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { createReadStream, createWriteStream } from "node:fs";
 import { mkdir, readFile, readlink, rename, rm, symlink, writeFile } from "node:fs/promises";
 import { connect } from "node:net";
@@ -53,7 +53,7 @@ export class LocalNode extends ShellNode implements NodeAccess {
   }
 
   async writeFile(path: string, data: string | Buffer, options: { mode?: number } = {}): Promise<void> {
-    const temp = join(dirname(path), `.${basename(path)}.${process.pid}.${Date.now()}.tmp`);
+    const temp = join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`);
     await writeFile(temp, data, { mode: options.mode ?? 0o644 });
     await rename(temp, path);
   }

@@ -4,7 +4,9 @@
  */
 export function quoteArg(value: string): string {
   if (value.includes("\0")) throw new TypeError("a shell argument cannot contain a NUL byte");
-  if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(value)) return value;
+  // Bare only when no shell can read anything into it: zsh (macOS login shells) expands a leading
+  // `=` to a command path, so the first character is held to a stricter set.
+  if (/^[A-Za-z0-9_./-][A-Za-z0-9_@%+=:,./-]*$/.test(value)) return value;
   return `'${value.replaceAll("'", `'\\''`)}'`;
 }
 

@@ -90,5 +90,6 @@ d=$1
 while [ ! -e "$d" ]; do d=$(dirname "$d"); done
 df -Pk "$d" | awk 'NR==2{print "diskFreeKb=" $4}'
 if [ -n "$2" ]; then
-  v=$("$2" --version 2>&1 | head -n 1) && echo "engine=$v" || echo "engineError=$v"
+  if v=$("$2" --version 2>&1); then echo "engine=$(printf '%s\\n' "$v" | head -n 1)"
+  else echo "engineError=$(printf '%s\\n' "$v" | head -n 1)"; fi
 fi`;

@@ -17,6 +17,14 @@ export async function probeFacts(spec: ClusterSpec, nodes: NodeAccess[]): Promis
   if (unreachable.length > 0) {
     throw new ShardctlError("NodeUnreachable", `cannot probe ${unreachable.map((p) => `${p.name} (${p.error ?? "no answer"})`).join(", ")}`);
   }
+  // A node without the engine would only fail at launch, as a stage that exits at once: say it now.
+  const engineless = engineBinary === undefined ? [] : probes.filter((p) => p.engineVersion === undefined);
+  if (engineless.length > 0) {
+    throw new ShardctlError(
+      "EngineNotFound",
+      `\`${engineBinary} --version\` fails on ${engineless.map((p) => `${p.name} (${p.error ?? "no output"})`).join(", ")}: install the engine there or set [engine] binary`,
+    );
+  }
   const facts: Record<string, NodeFacts> = {};
   for (const probe of probes) {
     facts[probe.name] = {

@@ -62,6 +62,27 @@ describe("host key verification", () => {
     }
   });
 
+  it("asks the server for the key type known_hosts holds (a server with ed25519 and ECDSA keys, only ECDSA known)", async () => {
+    const n = sshd.nodes[0]!;
+    const path = await knownHosts("ecdsa-only", `[${n.host}]:${n.port} ${n.ecdsaHostKey}\n`);
+    expect((await pool(path).get(config(0)).run(["echo", "ok"])).stdout).toBe("ok\n");
+    // A key type ssh2 cannot verify, listed beside a usable one, is skipped rather than fatal.
+    const mixed = await knownHosts("with-sk", `[${n.host}]:${n.port} sk-ssh-ed25519@openssh.com AAAAGnNrLXNzaC1lZDI1NTE5QG9wZW5zc2guY29t\n[${n.host}]:${n.port} ${n.hostKey}\n`);
+    expect((await pool(mixed).get(config(0)).run(["echo", "ok"])).stdout).toBe("ok\n");
+  });
+
+  it("a host known only under other key types is not a new host: accept-new does not record a key for it", async () => {
+    const n = sshd.nodes[0]!;
+    // Known with an RSA key only (one the server does not have): whatever it offers is refused.
+    const rsa = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAAAgQC7";
+    const path = await knownHosts("rsa-only", `[${n.host}]:${n.port} ${rsa}\n`);
+    const error = await pool(path).get(config(0, { hostKeyPolicy: "accept-new" })).run(["true"]).catch((e: unknown) => e);
+    expect(error).toMatchObject({ reason: "HostKeyUnknown", terminal: true });
+    expect((error as Error).message).toContain("with ssh-rsa keys only");
+    expect((error as Error).message).toContain("accept-new\" does not apply");
+    expect(await readFile(path, "utf8")).toBe(`[${n.host}]:${n.port} ${rsa}\n`);
+  });
+
   it("accept-new records an unknown key, which strict mode then accepts", async () => {
     const n = sshd.nodes[0]!;
     const path = join(dir, "accept-new", "known_hosts");

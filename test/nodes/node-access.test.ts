@@ -156,6 +156,13 @@ describe.each(["local", "ssh"])("%s node", (kind) => {
     expect(probe.memoryTotalBytes).toBeGreaterThan(probe.memoryAvailableBytes ?? Infinity);
     expect(probe.diskFreeBytes).toBeGreaterThan(0);
   });
+
+  it("reports a missing engine binary as an error, never as its version", async () => {
+    const probe = await probeNode(node(), { engineBinary: "/nonexistent/mlxcel-server" });
+    expect(probe.reachable).toBe(true);
+    expect(probe.engineVersion).toBeUndefined();
+    expect(probe.error).toMatch(/^engine --version failed: .*not found/);
+  });
 });
 
 async function shaOf(text: string | Buffer): Promise<string> {

@@ -9,6 +9,9 @@ describe("quoteArg", () => {
     expect(quoteArg("it's")).toBe(`'it'\\''s'`);
     expect(quoteArg("")).toBe("''");
     expect(quoteArg("$(x)")).toBe("'$(x)'");
+    // zsh expands a leading `=` (=ls → /bin/ls): never bare.
+    expect(quoteArg("=ls")).toBe("'=ls'");
+    expect(quoteArg("a=b")).toBe("a=b");
   });
 
   it("refuses NUL, which no shell argument can carry", () => {
@@ -42,8 +45,11 @@ describe("known_hosts parsing", () => {
   it("gives known, changed, unknown and revoked verdicts", () => {
     expect(verifyHostKey(entries, "host-a", "ssh-ed25519", "KEYA")).toEqual({ kind: "known" });
     expect(verifyHostKey(entries, "host-a", "ssh-ed25519", "OTHER")).toMatchObject({ kind: "changed", line: 4 });
-    expect(verifyHostKey(entries, "[10.0.0.5]:2222", "ssh-ed25519", "KEYA")).toEqual({ kind: "unknown" });
-    expect(verifyHostKey(entries, "10.0.0.5", "ssh-rsa", "KEYRSA")).toEqual({ kind: "unknown" });
+    expect(verifyHostKey(entries, "[10.0.0.5]:2222", "ssh-ed25519", "KEYA")).toEqual({ kind: "other-types", knownTypes: ["ssh-rsa"] });
+    // 10.0.0.5 (port 22) is known through 10.0.0.* with an ed25519 key: an RSA key offered for it
+    // is not a new host's key, so accept-new must not record it.
+    expect(verifyHostKey(entries, "10.0.0.5", "ssh-rsa", "KEYRSA")).toEqual({ kind: "other-types", knownTypes: ["ssh-ed25519"] });
+    expect(verifyHostKey(entries, "192.0.2.1", "ssh-rsa", "KEYRSA")).toEqual({ kind: "unknown" });
     expect(verifyHostKey(entries, "anything", "ssh-ed25519", "REVOKED")).toMatchObject({ kind: "revoked", line: 3 });
   });
 });

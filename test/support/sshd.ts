@@ -29,6 +29,8 @@ export interface SshdNode {
   modelDir: string;
   /** The server's public host key line ("ssh-ed25519 AAAA…"). */
   hostKey: string;
+  /** Its second host key, ECDSA ("ecdsa-sha2-nistp256 AAAA…"): servers usually have several. */
+  ecdsaHostKey: string;
   /** The known_hosts line for this server, plain `[host]:port` form. */
   knownHostsLine: string;
   /** Restart the server with a fresh host key (to test a changed key). */
@@ -112,6 +114,7 @@ async function startOne(root: string, name: string, host: string, user: string, 
   const modelDir = join(dir, "models");
   await mkdir(modelDir, { recursive: true });
   const hostKeyPath = join(dir, "host_ed25519");
+  const ecdsaKeyPath = join(dir, "host_ecdsa");
   let child: ChildProcess | undefined;
   let port = 0;
   let hostKey = "";
@@ -133,6 +136,7 @@ async function startOne(root: string, name: string, host: string, user: string, 
         [
           `ListenAddress ${host}:${port}`,
           `HostKey ${hostKeyPath}`,
+          `HostKey ${ecdsaKeyPath}`,
           `AuthorizedKeysFile ${authorizedKeys}`,
           "PubkeyAuthentication yes",
           "PasswordAuthentication no",
@@ -176,6 +180,8 @@ async function startOne(root: string, name: string, host: string, user: string, 
   }
 
   await makeHostKey();
+  await run("ssh-keygen", ["-q", "-t", "ecdsa", "-b", "256", "-N", "", "-C", name, "-f", ecdsaKeyPath]);
+  const ecdsaHostKey = (await readFile(`${ecdsaKeyPath}.pub`, "utf8")).trim().split(/\s+/).slice(0, 2).join(" ");
   await launch();
   const node: SshdNode = {
     name,
@@ -188,6 +194,7 @@ async function startOne(root: string, name: string, host: string, user: string, 
     get hostKey() {
       return hostKey;
     },
+    ecdsaHostKey,
     get knownHostsLine() {
       return `[${host}]:${port} ${hostKey}`;
     },

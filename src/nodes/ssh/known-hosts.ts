@@ -20,6 +20,8 @@ export type HostKeyVerdict =
   | { kind: "known" }
   | { kind: "unknown" }
   | { kind: "changed"; line: number; knownFingerprint: string }
+  /** Known, but only under other key types: not a new host, so accept-new does not apply. */
+  | { kind: "other-types"; knownTypes: string[] }
   | { kind: "revoked"; line: number };
 
 /** The name a host is recorded under in known_hosts. */
@@ -99,6 +101,7 @@ export function verifyHostKey(entries: KnownHostEntry[], name: string, keyType: 
   if (plain.some((e) => e.keyType === keyType && e.key === key)) return { kind: "known" };
   const other = plain.find((e) => e.keyType === keyType);
   if (other !== undefined) return { kind: "changed", line: other.line, knownFingerprint: fingerprint(other.key) };
+  if (plain.length > 0) return { kind: "other-types", knownTypes: [...new Set(plain.map((e) => e.keyType))] };
   return { kind: "unknown" };
 }
 

@@ -3,6 +3,7 @@
  * the host key against known_hosts, sends keepalives, reconnects with exponential back-off after a
  * drop, and caps concurrent channels (OpenSSH's MaxSessions defaults to 10 per connection).
  */
+import { createRequire } from "node:module";
 import { readFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
@@ -86,13 +87,16 @@ export class SshConnection {
   /** Run `use` on a fresh channel slot; at most maxChannels at once. */
   async withChannel<T>(use: (client: Client) => Promise<T>): Promise<T> {
     const max = this.options.maxChannels ?? 8;
+    // A released slot is handed straight to the next waiter (the count never dips), so no caller
+    // arriving in between can take it and push the channels past the cap.
     if (this.active >= max) await new Promise<void>((resolve) => this.waiters.push(resolve));
-    this.active++;
+    else this.active++;
     try {
       return await use(await this.get());
     } finally {
-      this.active--;
-      this.waiters.shift()?.();
+      const next = this.waiters.shift();
+      if (next !== undefined) next();
+      else this.active--;
     }
   }
 
@@ -170,7 +174,13 @@ export class SshConnection {
     if (privateKey === undefined && agent === undefined) {
       throw new ShardctlError("SshAuthFailed", `node ${this.node.name}: no identity file (tried ${target.identityFiles.join(", ")}) and no ssh-agent (SSH_AUTH_SOCK)`, { terminal: true });
     }
-    const preferred = knownKeyTypes(entries, name).flatMap((t) => (t === "ssh-rsa" ? ["rsa-sha2-512", "rsa-sha2-256", "ssh-rsa"] : [t]));
+    // As OpenSSH does: ask first for the key types known_hosts holds for this host, so a server with
+    // several host keys presents the one we can check. (ssh2's `prepend` ignores names already in its
+    // defaults, so the whole list is given; types ssh2 cannot verify are left out.)
+    const known = knownKeyTypes(entries, name)
+      .flatMap((t) => (t === "ssh-rsa" ? ["rsa-sha2-512", "rsa-sha2-256", "ssh-rsa"] : [t]))
+      .filter((t) => supportedHostKeyTypes.includes(t));
+    const hostKeyOrder = [...new Set([...known, ...defaultHostKeyTypes])];
     const config: ConnectConfig = {
       host: target.host,
       port: target.port,
@@ -181,7 +191,7 @@ export class SshConnection {
       keepaliveInterval: this.options.keepaliveIntervalMs ?? 10_000,
       keepaliveCountMax: 3,
       readyTimeout: this.options.connectDeadlineMs ?? 10_000,
-      ...(preferred.length > 0 ? { algorithms: { serverHostKey: { prepend: preferred } as never } } : {}),
+      ...(known.length > 0 ? { algorithms: { serverHostKey: hostKeyOrder as never } } : {}),
     };
     const client = new Client();
     await new Promise<void>((resolve, reject) => {
@@ -230,6 +240,15 @@ function hostKeyRefusal(
       { terminal: true },
     );
   }
+  if (verdict.kind === "other-types") {
+    return new ShardctlError(
+      "HostKeyUnknown",
+      `node ${node}: ${where} is in ${knownHostsPath} with ${verdict.knownTypes.join(", ")} keys only, but offered ${got}. ` +
+        `Check the fingerprint out of band, then record it with \`ssh-keyscan -t ${keyType} ${portFlag}${target.host} >> ${knownHostsPath}\` ` +
+        "(host_key_policy = \"accept-new\" does not apply to a host that is already known)",
+      { terminal: true },
+    );
+  }
   if (verdict.kind === "revoked") {
     return new ShardctlError("HostKeyChanged", `node ${node}: host key of ${where} (${got}) is marked @revoked in ${knownHostsPath}:${verdict.line}`, { terminal: true });
   }
@@ -251,3 +270,11 @@ async function readFirstKey(paths: string[]): Promise<Buffer | undefined> {
 }
 
 export type { ClientChannel };
+
+// ssh2's own lists (lib/protocol/constants.js), read once: what it offers by default and can verify.
+const ssh2Constants = createRequire(import.meta.url)("ssh2/lib/protocol/constants.js") as {
+  DEFAULT_SERVER_HOST_KEY: string[];
+  SUPPORTED_SERVER_HOST_KEY: string[];
+};
+const defaultHostKeyTypes: readonly string[] = ssh2Constants.DEFAULT_SERVER_HOST_KEY;
+const supportedHostKeyTypes: readonly string[] = ssh2Constants.SUPPORTED_SERVER_HOST_KEY;

@@ -1,4 +1,5 @@
 /** A node reached over SSH: commands on channels of the pooled connection, files over SFTP. */
+import { randomBytes } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { pipeline } from "node:stream/promises";
 import type { Client, ClientChannel, SFTPWrapper } from "ssh2";
@@ -115,7 +116,7 @@ export class SshNode extends ShellNode implements NodeAccess {
   async writeFile(path: string, data: string | Buffer, options: { mode?: number } = {}): Promise<void> {
     const sftp = await this.sftp();
     const slash = path.lastIndexOf("/");
-    const temp = `${path.slice(0, slash + 1)}.${path.slice(slash + 1)}.${process.pid}.${Date.now()}.tmp`;
+    const temp = `${path.slice(0, slash + 1)}.${path.slice(slash + 1)}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`;
     await new Promise<void>((resolve, reject) =>
       sftp.writeFile(temp, data, { mode: options.mode ?? 0o644 }, (error) => (error ? reject(fileError(this.config.name, "write", path, error)) : resolve())),
     );
