@@ -97,6 +97,14 @@ describe("makeTestModel", () => {
     expect(toBfloat16Bits(3.140625)).toBe(0x4049);
   });
 
+  it("rewriting a directory leaves no weights of the earlier model behind", async () => {
+    const dir = join(root, "again");
+    await makeTestModel(dir, { shards: 3 });
+    const model = await makeTestModel(dir, { shards: 1 });
+    const { readdir } = await import("node:fs/promises");
+    expect((await readdir(dir)).sort()).toEqual([...model.files].sort());
+  });
+
   it("refuses impossible shapes with a clear message", async () => {
     await expect(makeTestModel(join(root, "bad"), { hidden: 60, heads: 8 })).rejects.toThrow(
       "hidden (60) must be a multiple of heads (8)",

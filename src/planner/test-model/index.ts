@@ -4,7 +4,7 @@
  * tokenizer_config.json with a chat template). No model can be downloaded here, so tests, the demo
  * and the benchmarks use these.
  */
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdir, readdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { createRandom } from "./random.js";
 import { type FloatDtype, dtypeBytes, encodeFloats, safetensorsDtype, torchDtype } from "./dtype.js";
@@ -61,6 +61,11 @@ export async function makeTestModel(dir: string, options: TestModelOptions = {})
   const random = createRandom(o.seed);
   const tensors = buildTensors(o, random);
   await mkdir(dir, { recursive: true });
+  // Weights of an earlier model in the same directory (another shard count, say) would be read as
+  // part of this one: they go first.
+  for (const name of await readdir(dir)) {
+    if (name.endsWith(".safetensors") || name === "model.safetensors.index.json") await rm(join(dir, name));
+  }
 
   const files: string[] = [];
   let totalBytes = 0;
