@@ -1,10 +1,14 @@
 /**
- * One daemon per watched directory. The lock is a file in the state directory named after the
- * directory, created exclusively and holding the owner's pid; a lock whose pid no longer runs is
- * stale (the owner was killed) and is taken over.
+ * One daemon per watched directory, whatever settings file or state directory each was started
+ * with: the lock is keyed by the directory's real path and lives in the user's cache directory
+ * (`$XDG_CACHE_HOME/shardctl/daemons`, default `~/.cache/shardctl/daemons`). It is created
+ * exclusively and holds the owner's pid and kernel start time; a lock whose owner no longer runs
+ * (killed, or its pid now names another process) is stale and is taken over — by rename, so two
+ * daemons starting at once cannot both take it.
  */
 import { createHash } from "node:crypto";
-import { mkdir, open, readFile, rm } from "node:fs/promises";
+import { mkdir, open, readFile, realpath, rename, rm } from "node:fs/promises";
+import { homedir } from "node:os";
 import { join } from "node:path";
 import { ShardctlError } from "../spec/errors.js";
 
@@ -13,48 +17,81 @@ export interface DaemonLock {
   release(): Promise<void>;
 }
 
-export async function acquireDaemonLock(stateDir: string, watchedDir: string): Promise<DaemonLock> {
-  await mkdir(stateDir, { recursive: true });
-  const id = createHash("sha256").update(watchedDir).digest("hex").slice(0, 16);
-  const file = join(stateDir, `daemon-${id}.lock`);
-  for (let attempt = 0; attempt < 2; attempt++) {
+interface Owner {
+  pid: number;
+  /** Kernel start time of the owner (Linux); empty where it cannot be read. */
+  startTime: string;
+}
+
+/** The directory the locks live in. */
+export function daemonLockDir(env: NodeJS.ProcessEnv = process.env): string {
+  return join(env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "shardctl", "daemons");
+}
+
+export async function acquireDaemonLock(watchedDir: string, lockDir = daemonLockDir()): Promise<DaemonLock> {
+  await mkdir(lockDir, { recursive: true });
+  const real = await realpath(watchedDir).catch(() => watchedDir);
+  const file = join(lockDir, `${createHash("sha256").update(real).digest("hex").slice(0, 16)}.lock`);
+  const me: Owner = { pid: process.pid, startTime: await startTimeOf(process.pid) };
+  for (let attempt = 0; attempt < 5; attempt++) {
     try {
       const handle = await open(file, "wx");
-      await handle.writeFile(`${process.pid}\n${watchedDir}\n`);
+      await handle.writeFile(`${me.pid}\n${me.startTime}\n${real}\n`);
       await handle.close();
-      return { file, release: () => releaseIfOurs(file) };
+      return { file, release: () => releaseIfOurs(file, me) };
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
-      const owner = await readOwner(file);
-      if (owner !== undefined && isRunning(owner)) {
-        throw new ShardctlError(
-          "DaemonAlreadyRunning",
-          `another shardctl daemon (pid ${owner}) already watches ${watchedDir}; stop it first (kill ${owner}) or watch another directory`,
-          { terminal: true },
-        );
+    }
+    const owner = await readOwner(file);
+    if (owner !== undefined && (await isRunning(owner))) {
+      throw new ShardctlError(
+        "DaemonAlreadyRunning",
+        `another shardctl daemon (pid ${owner.pid}) already watches ${real}; stop it first (kill ${owner.pid}) or watch another directory`,
+        { terminal: true },
+      );
+    }
+    // Stale. Move it aside atomically: of two daemons doing this at once only one moves the stale
+    // lock; the other moves nothing (ENOENT) or a fresh lock it must put back.
+    const aside = `${file}.${process.pid}.stale`;
+    const moved = await rename(file, aside).then(() => true, () => false);
+    if (moved) {
+      const movedOwner = await readOwner(aside);
+      if (movedOwner !== undefined && owner !== undefined && movedOwner.pid !== owner.pid) {
+        // Someone took it over between our read and our rename: give it back.
+        await rename(aside, file).catch(() => undefined);
+      } else {
+        await rm(aside, { force: true });
       }
-      // Stale: its owner is gone.
-      await rm(file, { force: true });
     }
   }
-  throw new ShardctlError("DaemonLockFailed", `could not take the daemon lock ${file}`);
+  throw new ShardctlError("DaemonLockFailed", `could not take the daemon lock ${file} for ${real}`);
 }
 
-async function readOwner(file: string): Promise<number | undefined> {
-  const text = await readFile(file, "utf8").catch(() => "");
-  const pid = Number(text.split("\n")[0]);
-  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+async function readOwner(file: string): Promise<Owner | undefined> {
+  const [pidLine, startTime = ""] = (await readFile(file, "utf8").catch(() => "")).split("\n");
+  const pid = Number(pidLine);
+  return Number.isInteger(pid) && pid > 0 ? { pid, startTime } : undefined;
 }
 
-function isRunning(pid: number): boolean {
+/** Alive and the same process: a pid recycled by another program after a reboot is not the owner. */
+async function isRunning(owner: Owner): Promise<boolean> {
   try {
-    process.kill(pid, 0);
-    return true;
+    process.kill(owner.pid, 0);
   } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
+    if ((error as NodeJS.ErrnoException).code !== "EPERM") return false;
   }
+  const now = await startTimeOf(owner.pid);
+  return owner.startTime === "" || now === "" || now === owner.startTime;
 }
 
-async function releaseIfOurs(file: string): Promise<void> {
-  if ((await readOwner(file)) === process.pid) await rm(file, { force: true });
+/** Field 22 of /proc/<pid>/stat (clock ticks after boot); empty where there is no /proc. */
+async function startTimeOf(pid: number): Promise<string> {
+  const stat = await readFile(`/proc/${pid}/stat`, "utf8").catch(() => "");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return fields[19] ?? "";
+}
+
+async function releaseIfOurs(file: string, me: Owner): Promise<void> {
+  const owner = await readOwner(file);
+  if (owner?.pid === me.pid && owner.startTime === me.startTime) await rm(file, { force: true });
 }

@@ -51,7 +51,7 @@ export function requestsDirOf(settings: Settings): string {
 export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const dir = resolve(options.dir);
   const settings = await loadSettings(options.settingsFile);
-  const lock = await acquireDaemonLock(settings.daemon.stateDir, dir);
+  const lock = await acquireDaemonLock(dir);
   const log = options.log;
   const pool = new NodePool({
     ...(settings.ssh.knownHosts === undefined ? {} : { knownHostsPath: settings.ssh.knownHosts }),

@@ -1,0 +1,58 @@
+/** One daemon per watched directory, keyed by the directory itself (not by settings or state dir). */
+import { spawn } from "node:child_process";
+import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import { acquireDaemonLock } from "../../src/reconciler/daemon-lock.js";
+import { isShardctlError } from "../../src/spec/errors.js";
+
+let root: string;
+let locks: string;
+let watched: string;
+
+beforeAll(async () => {
+  root = await mkdtemp(join(tmpdir(), "shardctl-lock-"));
+  locks = join(root, "locks");
+  watched = join(root, "clusters");
+  await mkdir(watched);
+});
+
+afterAll(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+test("a second daemon on the same directory — even through a symlink — is refused, naming the first one's pid", async () => {
+  const first = await acquireDaemonLock(watched, locks);
+  await symlink(watched, join(root, "alias"));
+  for (const dir of [watched, join(root, "alias")]) {
+    const error = await acquireDaemonLock(dir, locks).catch((e: unknown) => e);
+    expect(isShardctlError(error, "DaemonAlreadyRunning")).toBe(true);
+    expect((error as Error).message).toContain(`pid ${process.pid}`);
+  }
+  await first.release();
+  const again = await acquireDaemonLock(watched, locks);
+  await again.release();
+  expect(await readdir(locks)).toEqual([]);
+});
+
+test("a lock left by a killed daemon, or naming a pid now used by another process, is taken over", async () => {
+  // A process that has exited: its pid is free.
+  const child = spawn(process.execPath, ["-e", ""]);
+  const deadPid = await new Promise<number>((resolve) => child.once("exit", () => resolve(child.pid!)));
+  const file = await lockFileOf();
+  await writeFile(file, `${deadPid}\n123\n${watched}\n`);
+  const taken = await acquireDaemonLock(watched, locks);
+  await taken.release();
+  // This very process, but with another start time: the pid was recycled.
+  await writeFile(file, `${process.pid}\n1\n${watched}\n`);
+  const retaken = await acquireDaemonLock(watched, locks);
+  await retaken.release();
+});
+
+/** The lock file path for `watched`, learnt by taking and releasing the lock once. */
+async function lockFileOf(): Promise<string> {
+  const lock = await acquireDaemonLock(watched, locks);
+  await lock.release();
+  return lock.file;
+}
