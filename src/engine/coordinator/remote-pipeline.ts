@@ -23,7 +23,8 @@ interface Pending {
 
 export class RemotePipeline implements Pipeline {
   private readonly pending = new Map<number, Pending>();
-  private statsWaiters: Array<(v: object) => void> = [];
+  /** Per stage, the callers waiting for its stats answer, oldest first (answers come in order). */
+  private statsWaiters: Array<Array<(v: object) => void>> = [];
   private broken: string | undefined;
 
   private constructor(private readonly links: Link[], private readonly log: Logger, private readonly onBroken: (reason: string) => void) {
@@ -77,6 +78,8 @@ export class RemotePipeline implements Pipeline {
   }
 
   prepare(seq: number, params: SamplingParams): void {
+    // A broken pipeline takes no new sequence; the run() that follows is rejected with the reason.
+    if (this.broken !== undefined) return;
     this.first().send(Kind.Prepare, encodePrepare({ seq, params }));
   }
 
@@ -99,8 +102,12 @@ export class RemotePipeline implements Pipeline {
     if (this.broken !== undefined) throw new Error(this.broken);
     const answers = this.links.map(
       (_, i) =>
-        new Promise<object>((resolve) => {
-          this.statsWaiters[i] = resolve;
+        new Promise<object>((resolve, reject) => {
+          const timer = setTimeout(() => reject(new Error(`stage ${i} did not answer a stats request within 5 s`)), 5_000);
+          (this.statsWaiters[i] ??= []).push((value) => {
+            clearTimeout(timer);
+            resolve(value);
+          });
         }),
     );
     for (const link of this.links) link.send(Kind.StatsRequest, Buffer.alloc(0));
@@ -133,7 +140,7 @@ export class RemotePipeline implements Pipeline {
         return;
       }
       case Kind.Stats: {
-        const waiter = this.statsWaiters[stage];
+        const waiter = this.statsWaiters[stage]?.shift();
         if (waiter !== undefined) waiter(JSON.parse(payload.toString("utf8")) as object);
         return;
       }
