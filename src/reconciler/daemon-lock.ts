@@ -28,10 +28,21 @@ export function daemonLockDir(env: NodeJS.ProcessEnv = process.env): string {
   return join(env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "shardctl", "daemons");
 }
 
+/** The pid of the daemon watching `watchedDir`, if one runs. */
+export async function daemonWatching(watchedDir: string, lockDir = daemonLockDir()): Promise<number | undefined> {
+  const owner = await readOwner(await lockFileFor(watchedDir, lockDir));
+  return owner !== undefined && (await isRunning(owner)) ? owner.pid : undefined;
+}
+
+async function lockFileFor(watchedDir: string, lockDir: string): Promise<string> {
+  const real = await realpath(watchedDir).catch(() => watchedDir);
+  return join(lockDir, `${createHash("sha256").update(real).digest("hex").slice(0, 16)}.lock`);
+}
+
 export async function acquireDaemonLock(watchedDir: string, lockDir = daemonLockDir()): Promise<DaemonLock> {
   await mkdir(lockDir, { recursive: true });
   const real = await realpath(watchedDir).catch(() => watchedDir);
-  const file = join(lockDir, `${createHash("sha256").update(real).digest("hex").slice(0, 16)}.lock`);
+  const file = await lockFileFor(watchedDir, lockDir);
   const me: Owner = { pid: process.pid, startTime: await startTimeOf(process.pid) };
   for (let attempt = 0; attempt < 5; attempt++) {
     try {

@@ -2,4 +2,5 @@
 export { startDaemon, requestsDirOf, type Daemon, type DaemonOptions } from "./daemon.js";
 export { Reconciler, type ReconcilerOptions } from "./reconcile.js";
 export { WorkQueue, type PassOutcome } from "./queue/work-queue.js";
+export { daemonWatching } from "./daemon-lock.js";
 export * from "./status/index.js";

@@ -46,6 +46,8 @@ afterAll(async () => {
 test("list: one line per cluster with badge, health, model, stages, endpoint, age", async () => {
   const r = await runShardctl(world, ["status"]);
   expect(r.code).toBe(0);
+  // The daemon (in this process) holds the directory's lock: no "nobody is watching" note.
+  expect(r.stderr).not.toContain("no shardctl daemon is watching");
   const lines = r.stdout.trim().split("\n");
   expect(lines[0]).toMatch(/^NAME\s+HEALTH\s+MODEL\s+STAGES\s+ENDPOINT\s+AGE$/);
   const idle = lines.find((l) => l.startsWith("idle"))!;
@@ -71,4 +73,16 @@ test("--json: the status files as JSON (a list, or one object for one cluster)",
   const one = JSON.parse((await runShardctl(world, ["status", "live", "--json"])).stdout) as { cluster: string; stages: unknown[] };
   expect(one.cluster).toBe("live");
   expect(one.stages).toHaveLength(2);
+});
+
+test("says when no daemon watches the directory (the files are then only what it last wrote)", async () => {
+  const other = await startWorld();
+  try {
+    await writeSettings(other, { enabled: false });
+    const r = await runShardctl(other, ["status"]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toContain(`note: no shardctl daemon is watching ${other.clustersDir}`);
+  } finally {
+    await other.close();
+  }
 });

@@ -5,7 +5,7 @@
 import { basename } from "node:path";
 import { parseArgs } from "node:util";
 import { findClusterFiles } from "../../spec/index.js";
-import { readStatus, statusFileFor, type ClusterStatus } from "../../reconciler/index.js";
+import { daemonWatching, readStatus, statusFileFor, type ClusterStatus } from "../../reconciler/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { waitForSignal } from "./daemon.js";
 
@@ -29,6 +29,10 @@ export async function run(args: string[]): Promise<number> {
     return detailed ? statuses.map((s) => renderDetail(s.name, s.status)).join("\n\n") : renderList(statuses);
   };
 
+  // Status files are what the daemon last wrote: say so when no daemon keeps them current.
+  if ((await daemonWatching(context.clustersDir)) === undefined) {
+    console.error(`note: no shardctl daemon is watching ${context.clustersDir}; this is the status it last wrote`);
+  }
   if (!values.watch) {
     console.log(await render());
     return 0;
