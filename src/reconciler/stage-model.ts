@@ -8,7 +8,7 @@ import type { NodeAccess } from "../nodes/index.js";
 import { filesForStage, type ModelProfile, type ShardPlan } from "../planner/index.js";
 import type { ClusterSpec, Settings } from "../spec/index.js";
 import { ShardctlError } from "../spec/errors.js";
-import { resolveHome, resolveManifest, stageCluster, type NodeStageRequest, type StageProgress, type StagingSource } from "../staging/index.js";
+import { isModelMetadataFile, resolveHome, resolveManifest, stageCluster, type NodeStageRequest, type StageProgress, type StagingSource } from "../staging/index.js";
 
 export interface StagedModel {
   /** Model directory per node name (stage nodes and the coordinator's node). */
@@ -42,7 +42,7 @@ export async function stageModel(
 
   const manifest = await resolveManifest(source);
   // Every node gets the small files (config, tokenizer, index); weights only where a stage needs them.
-  const metadata = manifest.files.filter((f) => !f.path.endsWith(".safetensors")).map((f) => f.path);
+  const metadata = manifest.files.filter((f) => isModelMetadataFile(f.path)).map((f) => f.path);
   const coordinatorFiles = metadata;
   const requests: NodeStageRequest[] = plan.stages.map((stage, i) => ({
     node: nodes.stages[i]!,

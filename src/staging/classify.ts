@@ -6,7 +6,7 @@
 import type { NodeAccess } from "../nodes/index.js";
 import { blobPath, incompletePath, snapshotPath, statCachePath } from "./cache-layout.js";
 import { gitBlobSha1 } from "./manifest.js";
-import { cacheHit, readStatCache, writeStatCache, type StatCache } from "./stat-cache.js";
+import { cacheHit, readStatCache, updateStatCache, type StatCache } from "./stat-cache.js";
 import type { FileCheck, Manifest, ManifestFile, NodeClassification } from "./types.js";
 
 export interface ClassifyOptions {
@@ -27,7 +27,7 @@ export async function classifyNode(node: NodeAccess, manifest: Manifest, layout:
   const cachePath = layout.kind === "cache" ? statCachePath(layout.modelDir, manifest.repo) : undefined;
   const cache: StatCache = cachePath === undefined ? {} : await readStatCache(node, cachePath);
   let hashedFiles = 0;
-  let cacheChanged = false;
+  const verified: StatCache = {};
 
   const checks: FileCheck[] = [];
   for (const [i, file] of files.entries()) {
@@ -51,12 +51,11 @@ export async function classifyNode(node: NodeAccess, manifest: Manifest, layout:
     hashedFiles++;
     const good = (await hashOnNode(node, path, file)) === file.hash;
     if (good && cachePath !== undefined) {
-      cache[path] = { size: stat.size, mtimeSec: stat.mtimeSec, ctimeSec: stat.ctimeSec, ino: stat.ino, hash: file.hash };
-      cacheChanged = true;
+      verified[path] = { size: stat.size, mtimeSec: stat.mtimeSec, ctimeSec: stat.ctimeSec, ino: stat.ino, hash: file.hash };
     }
     checks.push({ file, state: good ? "present" : "mismatched", haveBytes: good ? file.size : 0, linkMissing });
   }
-  if (cacheChanged && cachePath !== undefined) await writeStatCache(node, cachePath, cache);
+  if (Object.keys(verified).length > 0 && cachePath !== undefined) await updateStatCache(node, cachePath, verified);
   const state = checks.some((c) => c.state === "mismatched")
     ? "mismatched"
     : checks.some((c) => c.state !== "present" || c.linkMissing)

@@ -17,5 +17,6 @@ export { stageNode, resolveHome } from "./stage-node.js";
 export { stageCluster, resolveManifest, type NodeStageRequest, type ClusterStageResult } from "./stage-cluster.js";
 export { transferFile, type TransferRequest } from "./transfer.js";
 export { stageFileList } from "./stage-files.js";
+export { isModelMetadataFile } from "./metadata-files.js";
 export { assertSafePath } from "./safe-path.js";
 export { repoFolder, blobPath, snapshotDir, snapshotPath, refPath, incompletePath } from "./cache-layout.js";

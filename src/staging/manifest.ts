@@ -4,7 +4,7 @@
  */
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { readdir } from "node:fs/promises";
+import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { ShardctlError } from "../spec/errors.js";
 import { assertSafePath } from "./safe-path.js";
@@ -68,6 +68,7 @@ async function hubFetch(url: string, init: RequestInit, repo: string): Promise<R
 /** Hash every file under `dir` (sha256); the commit is a digest of the file list, so it pins content. */
 export async function hashLocalManifest(dir: string, repo: string, revision = "main"): Promise<Manifest> {
   const paths = await listFiles(dir);
+  if (paths.length === 0) throw new ShardctlError("PushSourceEmpty", `the push source ${dir} holds no files; point it at the model's folder (config.json, *.safetensors, tokenizer)`, { terminal: true });
   const files: ManifestFile[] = [];
   for (const path of paths) {
     assertSafePath(path, `the push source ${dir}`);
@@ -86,12 +87,25 @@ export async function hashLocalManifest(dir: string, repo: string, revision = "m
   return { repo, revision, commit, files };
 }
 
+/**
+ * Regular files under `dir`, relative. Symlinks are followed to regular files (an HF cache snapshot
+ * is all links into ../../blobs); a link to anything else (a folder, a device, nothing) is refused
+ * rather than silently left out of the model.
+ */
 async function listFiles(dir: string, prefix = ""): Promise<string[]> {
   const out: string[] = [];
   for (const entry of await readdir(join(dir, prefix), { withFileTypes: true })) {
     const rel = prefix === "" ? entry.name : `${prefix}/${entry.name}`;
     if (entry.isDirectory()) out.push(...(await listFiles(dir, rel)));
     else if (entry.isFile()) out.push(rel);
+    else if (entry.isSymbolicLink()) {
+      const target = await stat(join(dir, rel)).catch(() => undefined);
+      if (target?.isFile() !== true) {
+        const what = target === undefined ? "a missing file" : target.isDirectory() ? "a folder" : "not a regular file";
+        throw new ShardctlError("PushSourceInvalid", `the push source ${dir}: ${rel} is a symlink to ${what}; only links to regular files are followed`, { terminal: true });
+      }
+      out.push(rel);
+    }
   }
   return out.sort();
 }

@@ -11,7 +11,8 @@ import { blobPath, incompletePath, linkTarget, refPath, snapshotDir, snapshotPat
 import { classifyNode, hashOnNode, type Layout } from "./classify.js";
 import { selectFiles } from "./manifest.js";
 import { createProgress } from "./progress.js";
-import { readStatCache, writeStatCache, type StatCacheEntry } from "./stat-cache.js";
+import { machineKey, withKeyedLock } from "./keyed-lock.js";
+import { updateStatCache, type StatCacheEntry } from "./stat-cache.js";
 import { transferFile } from "./transfer.js";
 import type { FileCheck, Manifest, NodeStageResult, StageOptions, StagingSource } from "./types.js";
 
@@ -47,7 +48,12 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
   // Refuse before transferring anything when the disk is short.
   if (needed > 0) {
     const probe = await probeNode(node);
-    if (probe.diskFreeBytes !== undefined && probe.diskFreeBytes < needed) {
+    // An unknown figure is a refusal, not a pass: filling a node's disk breaks more than staging.
+    if (probe.diskFreeBytes === undefined) {
+      const why = probe.error ?? (probe.reachable ? "the probe printed no free-space figure (is df missing or its output unusual?)" : "the node did not answer");
+      throw new ShardctlError("DiskSpaceUnknown", `node ${name}: cannot tell the free space at ${modelDir} before transferring ${needed} bytes: ${why}`);
+    }
+    if (probe.diskFreeBytes < needed) {
       throw new ShardctlError(
         "InsufficientDisk",
         `node ${name} needs ${needed} bytes at ${modelDir} but only ${probe.diskFreeBytes} bytes are free`,
@@ -63,14 +69,31 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
   await node.mkdir(blobsDir);
   const hashed = new Map<string, StatCacheEntry>();
   for (const check of todo) {
-    await fetchOne(node, source, manifest, modelDir, check, options, progress, hashed);
+    // One transfer per blob per machine at a time (blobs/<hash>.incomplete is a fixed name). Under
+    // the lock the file is re-checked (two stats): another pass may have verified it since classify.
+    const key = `blob ${machineKey(node)} ${modelDir} ${manifest.repo} ${check.file.hash}`;
+    const fetched = await withKeyedLock(key, async () => {
+      const current = await recheck(node, manifest, modelDir, check);
+      if (current.state === "present") return false;
+      await fetchOne(node, source, manifest, modelDir, current, options, progress, hashed);
+      return true;
+    });
+    if (!fetched) continue;
     result.filesTransferred++;
     result.hashedFiles++;
   }
   result.bytesTransferred = progress.bytesDone;
 
-  // Link snapshots/<commit>/<path> and record the ref.
-  for (const check of classification.files) {
+  // Link snapshots/<commit>/<path> and record the ref, one pass per repository folder at a time
+  // (a local re-link is remove-then-create, which two passes at once would trip over).
+  await withKeyedLock(`links ${machineKey(node)} ${modelDir} ${manifest.repo}`, () => linkSnapshot(node, manifest, modelDir, classification.files));
+  if (hashed.size > 0) await updateStatCache(node, statCachePath(modelDir, manifest.repo), Object.fromEntries(hashed));
+  progress.update("done", 0, undefined, true);
+  return result;
+}
+
+async function linkSnapshot(node: NodeAccess, manifest: Manifest, modelDir: string, checks: FileCheck[]): Promise<void> {
+  for (const check of checks) {
     if (!check.linkMissing && check.state === "present") continue;
     const link = snapshotPath(modelDir, manifest.repo, manifest.commit, check.file.path);
     await node.mkdir(posix.dirname(link));
@@ -84,14 +107,21 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
       await node.writeFile(ref, manifest.commit);
     }
   }
-  if (hashed.size > 0) {
-    const cachePath = statCachePath(modelDir, manifest.repo);
-    const cache = await readStatCache(node, cachePath);
-    for (const [path, entry] of hashed) cache[path] = entry;
-    await writeStatCache(node, cachePath, cache);
+}
+
+/**
+ * A file's state after waiting for another pass that held its blob: present when that pass left a
+ * verified blob (its verification is trusted: same process, just now), else whatever partial is there.
+ */
+async function recheck(node: NodeAccess, manifest: Manifest, modelDir: string, check: FileCheck): Promise<FileCheck> {
+  const { file } = check;
+  const blob = await node.stat(blobPath(modelDir, manifest.repo, file.hash));
+  if (blob?.type === "file" && blob.size === file.size && check.state !== "mismatched") return { ...check, state: "present", haveBytes: file.size };
+  if (blob?.type === "file" && blob.size === file.size && (await hashOnNode(node, blobPath(modelDir, manifest.repo, file.hash), file)) === file.hash) {
+    return { ...check, state: "present", haveBytes: file.size };
   }
-  progress.update("done", 0, undefined, true);
-  return result;
+  const partial = await node.stat(incompletePath(modelDir, manifest.repo, file.hash));
+  return partial === undefined ? { ...check, state: check.state === "mismatched" ? "mismatched" : "missing", haveBytes: 0 } : { ...check, state: "partial", haveBytes: partial.size };
 }
 
 async function fetchOne(

@@ -3,6 +3,7 @@
  * still matches is trusted without re-hashing, so re-staging a present model hashes nothing.
  */
 import type { FileStat, NodeAccess } from "../nodes/index.js";
+import { machineKey, withKeyedLock } from "./keyed-lock.js";
 
 export interface StatCacheEntry {
   size: number;
@@ -23,8 +24,16 @@ export async function readStatCache(node: NodeAccess, path: string): Promise<Sta
   }
 }
 
-export function writeStatCache(node: NodeAccess, path: string, cache: StatCache): Promise<void> {
-  return node.writeFile(path, JSON.stringify(cache));
+/**
+ * Merge `entries` into the cache file: read, merge, write, under an in-process lock per (machine,
+ * path), so two passes staging on one node never drop each other's entries or race on the write.
+ */
+export function updateStatCache(node: NodeAccess, path: string, entries: StatCache): Promise<void> {
+  return withKeyedLock(`stat-cache ${machineKey(node)} ${path}`, async () => {
+    const cache = await readStatCache(node, path);
+    Object.assign(cache, entries);
+    await node.writeFile(path, JSON.stringify(cache));
+  });
 }
 
 export function cacheHit(entry: StatCacheEntry | undefined, stat: FileStat, hash: string): boolean {

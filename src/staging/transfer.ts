@@ -56,7 +56,16 @@ async function fetchLocally(request: TransferRequest, source: Extract<StagingSou
   } catch (error) {
     throw new ShardctlError("DownloadFailed", `${url}: ${(error as Error).message}`, { cause: error });
   }
-  const response = await openDownload(url, headers, request.deadlineMs);
+  const response = await openDownload(url, headers, request.deadlineMs).catch((error: unknown) => error as Error);
+  // A Range the server refuses (416: the partial file is not a prefix it recognises) cannot resume on
+  // any pass: start the file over, once. A server ignoring Range (200) is handled below by rewriting.
+  if (response instanceof Error) {
+    if (request.haveBytes > 0 && response instanceof ShardctlError && / HTTP 416$/.test(response.message)) {
+      await request.node.remove(target);
+      return fetchLocally({ ...request, haveBytes: 0 }, source);
+    }
+    throw response;
+  }
   // A server ignoring Range sends everything again: start the partial file over.
   const append = response.statusCode === 206;
   let done = append ? request.haveBytes : 0;
@@ -156,7 +165,8 @@ async function fetchOnNode(request: TransferRequest, source: Extract<StagingSour
   const url = fileUrl(source, request.commit, file.path);
   // curl config on stdin: the URL and token never appear in the node's process list.
   const config = [`url = ${curlQuote(url)}`, ...(source.token === undefined ? [] : [`header = ${curlQuote(`Authorization: Bearer ${source.token}`)}`])].join("\n");
-  const argv = ["curl", "--fail", "--silent", "--show-error", "--location", "--continue-at", "-", "--output", target, "--config", "-"];
+  const resume = request.haveBytes > 0 ? ["--continue-at", "-"] : [];
+  const argv = ["curl", "--fail", "--silent", "--show-error", "--location", ...resume, "--output", target, "--config", "-"];
   // Progress = the partial file's size, polled every 500 ms while curl runs.
   let timer: NodeJS.Timeout | undefined;
   let polling = true;
@@ -174,6 +184,13 @@ async function fetchOnNode(request: TransferRequest, source: Extract<StagingSour
     polling = false;
     clearTimeout(timer);
   });
+  // The server cannot resume this file: it ignored the Range (curl exit 33) or refused it (HTTP 416,
+  // exit 22). Resuming would fail the same way on every pass, so start the file over, once.
+  if (request.haveBytes > 0 && !result.timedOut && (result.exitCode === 33 || (result.exitCode === 22 && /\b416\b/.test(result.stderr)))) {
+    await node.remove(target);
+    request.onBytes(0);
+    return fetchOnNode({ ...request, haveBytes: 0 }, source);
+  }
   if (result.exitCode !== 0) {
     const why = result.timedOut ? `timed out after ${result.durationMs} ms` : `curl exited with ${result.exitCode}: ${result.stderr.trim()}`;
     throw new ShardctlError("DownloadFailed", `node ${node.config.name}: ${url}: ${why}`);

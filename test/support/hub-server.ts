@@ -38,6 +38,8 @@ export interface HubServerOptions {
   repos: HubRepo[];
   /** When set, every request must carry `Authorization: Bearer <token>` (else 401). */
   token?: string;
+  /** Ignore `Range` headers: answer 200 with the whole file, as some mirrors and proxies do. Default false. */
+  ignoreRange?: boolean;
 }
 
 export interface HubFault {
@@ -210,14 +212,14 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
     const headers: Record<string, string | number> = {
       "X-Repo-Commit": commit,
       ETag: `"${lfs ? info.sha256 : info.gitOid}"`,
-      "Accept-Ranges": "bytes",
+      "Accept-Ranges": options.ignoreRange === true ? "none" : "bytes",
       "Content-Type": "application/octet-stream",
       ...(lfs ? { "X-Linked-Etag": `"${info.sha256}"`, "X-Linked-Size": info.size } : {}),
     };
     let start = 0;
     let end = info.size - 1;
     let status = 200;
-    const range = req.headers.range;
+    const range = options.ignoreRange === true ? undefined : req.headers.range;
     if (range !== undefined) {
       const parsed = parseRange(range, info.size);
       if (parsed === undefined) {
