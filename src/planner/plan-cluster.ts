@@ -73,8 +73,11 @@ export async function planCluster(
   spec: ClusterSpec,
   settings: Settings,
   facts: Readonly<Record<string, NodeFacts>> = {},
+  /** Inspect this Hub revision (a commit the caller pinned) instead of the definition's branch. */
+  pinnedRevision?: string,
 ): Promise<ClusterPlan> {
-  const profile = await inspectModel(modelSourceOf(spec, settings));
+  const source = modelSourceOf(spec, settings);
+  const profile = await inspectModel(source.kind === "hub" && pinnedRevision !== undefined ? { ...source, revision: pinnedRevision } : source);
   const plan = planShards(profile, planNodesOf(spec, settings, facts), {
     strategy: spec.plan.strategy,
     headroom: spec.plan.headroom,

@@ -32,9 +32,10 @@ import { lastCommitOf } from "./git-commit.js";
 import { buildLaunchRequest, type LaunchNodes } from "./launch-request.js";
 import { nodeConfigNamed, nodeConfigOf, controlNodeConfig, controlNodeName } from "./node-configs.js";
 import type { PassOutcome } from "./queue/work-queue.js";
+import { resolveManifest } from "../staging/index.js";
 import { launchIdentity } from "./launch-identity.js";
 import { probeFacts } from "./probe-facts.js";
-import { stageModel, type StagedModel } from "./stage-model.js";
+import { stageModel, stagingSourceOf, type StagedModel } from "./stage-model.js";
 import { composeStatus, type PassReport } from "./compose-status.js";
 import {
   clearRuntime,
@@ -280,7 +281,7 @@ export class Reconciler {
       const staged = await stageModel(pass.spec, pass.settings, planned.plan, planned.profile, nodes, (event) => {
         const next = { node: event.node, state: event.phase === "done" ? ("present" as const) : ("staging" as const), bytesDone: event.bytesDone, bytesTotal: event.bytesTotal };
         memory.staging = [...memory.staging.filter((s) => s.node !== event.node), next].sort((a, b) => a.node.localeCompare(b.node));
-      });
+      }, planned.pinned);
       setConditions(memory, revision, { Staged: { status: "True", reason: "AllNodesPresent", message: `model present on ${staged.modelPaths.size} nodes (${staged.bytesTransferred} bytes transferred this pass)` } });
       return staged;
     } catch (error) {
@@ -320,8 +321,11 @@ export class Reconciler {
     if (memory.planned?.revision === revision) return memory.planned;
     // Probes only matter where something will run: with distributed serving off, plan from the registry.
     const facts = settings.distributed.enabled ? await probeFacts(spec, this.nodesOf(spec, settings).stages) : {};
-    const { profile, plan } = await planCluster(spec, settings, facts);
-    memory.planned = { revision, profile, plan };
+    // A Hub branch is resolved to its commit once, here: the plan and every node's files then come
+    // from that one commit, however the branch moves meanwhile.
+    const pinned = spec.model.source === "hub" && settings.distributed.enabled ? await resolveManifest(stagingSourceOf(spec, settings)) : undefined;
+    const { profile, plan } = await planCluster(spec, settings, facts, pinned?.commit);
+    memory.planned = { revision, profile, plan, ...(pinned === undefined ? {} : { pinned }) };
     setConditions(memory, revision, {
       Planned: plan.feasible
         ? { status: "True", reason: "PlanFeasible", message: `${plan.stages.length} stages over ${plan.model.layers} layers (${plan.splitUsed} split)` }

@@ -8,7 +8,7 @@ import type { NodeAccess } from "../nodes/index.js";
 import { filesForStage, type ModelProfile, type ShardPlan } from "../planner/index.js";
 import type { ClusterSpec, Settings } from "../spec/index.js";
 import { ShardctlError } from "../spec/errors.js";
-import { isModelMetadataFile, resolveHome, resolveManifest, stageCluster, type NodeStageRequest, type StageProgress, type StagingSource } from "../staging/index.js";
+import { isModelMetadataFile, resolveHome, resolveManifest, stageCluster, type Manifest, type NodeStageRequest, type StageProgress, type StagingSource } from "../staging/index.js";
 
 export interface StagedModel {
   /** Model directory per node name (stage nodes and the coordinator's node). */
@@ -24,7 +24,7 @@ export function stagingSourceOf(spec: ClusterSpec, settings: Settings, env: Node
   }
   if (spec.model.source === "push") {
     // Pushed models are cached under a repository name of their own: local/<directory name>.
-    return { kind: "push", dir: spec.model.path ?? spec.model.id, repo: `local/${basename(spec.model.path ?? spec.model.id)}` };
+    return { kind: "push", dir: spec.model.path ?? spec.model.id, repo: `local/${basename(spec.model.path ?? spec.model.id)}`, revision: spec.model.revision };
   }
   return { kind: "path", path: spec.model.path ?? spec.model.id };
 }
@@ -36,11 +36,13 @@ export async function stageModel(
   profile: ModelProfile,
   nodes: { stages: NodeAccess[]; coordinator: NodeAccess },
   onProgress: (event: StageProgress) => void,
+  /** The file list the plan was made from (a Hub branch pinned to its commit at planning). */
+  pinned?: Manifest,
 ): Promise<StagedModel> {
-  const source = stagingSourceOf(spec, settings);
-  if (source.kind === "path") return verifyPathModel(source.path, [...nodes.stages, nodes.coordinator]);
-
-  const manifest = await resolveManifest(source);
+  const unpinned = stagingSourceOf(spec, settings);
+  if (unpinned.kind === "path") return verifyPathModel(unpinned.path, [...nodes.stages, nodes.coordinator]);
+  const source = unpinned.kind === "hub" && pinned !== undefined ? { ...unpinned, revision: pinned.commit } : unpinned;
+  const manifest = pinned ?? (await resolveManifest(source));
   // Every node gets the small files (config, tokenizer, index); weights only where a stage needs them.
   const metadata = manifest.files.filter((f) => isModelMetadataFile(f.path)).map((f) => f.path);
   const coordinatorFiles = metadata;

@@ -92,13 +92,14 @@ test("kill -9 of the daemon during a launch → the next start leaves no orphan 
   const deadline = Date.now() + 30_000;
   while (Date.now() < deadline) {
     entry = await ledger.read("kappa").catch(() => undefined);
-    if (entry?.phase === "launching" && entry.processes.length >= 1) break;
+    // A started process (pid > 0): a record with pid 0 is one planned but not started yet.
+    if (entry?.phase === "launching" && entry.processes.some((p) => p.pid > 0)) break;
     await sleep(20);
   }
   expect(entry?.phase).toBe("launching");
   first.child.kill("SIGKILL");
   await first.exited;
-  const orphanPids = entry!.processes.map((p) => p.pid);
+  const orphanPids = entry!.processes.map((p) => p.pid).filter((pid) => pid > 0);
   await sleep(300);
   // They are orphans now (their daemon is gone).
   const running = await enginesOf(world);

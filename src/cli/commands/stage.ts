@@ -9,7 +9,7 @@ import { basename } from "node:path";
 import { parseArgs } from "node:util";
 import { NodePool } from "../../nodes/index.js";
 import { filesForStage, formatBytes, planCluster } from "../../planner/index.js";
-import { loadCluster, formatIssue, type ClusterSpec, type Settings } from "../../spec/index.js";
+import { loadCluster, formatIssue, type ClusterSpec } from "../../spec/index.js";
 import { ShardctlError } from "../../spec/errors.js";
 import {
   fetchHubManifest,
@@ -22,6 +22,7 @@ import {
 } from "../../staging/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { UsageError } from "../usage-error.js";
+import { stagingSourceOf } from "../../reconciler/stage-model.js";
 
 export const summary = "stage a cluster's model files onto its nodes (download or push, verify)";
 
@@ -50,14 +51,16 @@ export async function run(args: string[]): Promise<number> {
   const spec = loaded.value;
   const settings = context.settings;
 
-  // Plan: which layers, hence which files, each node needs.
-  const { profile, plan } = await planCluster(spec, settings);
+  // The file list first (a Hub branch resolved to its commit once), then the plan from that same
+  // commit: which layers, hence which files, each node needs.
+  const unpinned = stagingSourceOf(spec, settings);
+  const manifest = await manifestOf(unpinned, spec);
+  const source = unpinned.kind === "hub" ? { ...unpinned, revision: manifest.commit } : unpinned;
+  const { profile, plan } = await planCluster(spec, settings, {}, source.kind === "hub" ? manifest.commit : undefined);
   if (!plan.feasible) {
     for (const e of plan.errors) console.error(`${spec.name}: ${e.reason}: ${e.message}`);
     return 1;
   }
-  const source = sourceOf(spec, settings);
-  const manifest = await manifestOf(source, spec);
 
   const pool = new NodePool({ knownHostsPath: settings.ssh.knownHosts, sshConfigPath: settings.ssh.config });
   const bars = createBars(plan.stages.map((s) => s.node), !values.json && process.stdout.isTTY === true);
@@ -84,17 +87,6 @@ export async function run(args: string[]): Promise<number> {
   } finally {
     await pool.close();
   }
-}
-
-function sourceOf(spec: ClusterSpec, settings: Settings): StagingSource {
-  const { model } = spec;
-  if (model.source === "hub") {
-    const token = process.env[settings.hub.tokenEnv];
-    return { kind: "hub", endpoint: settings.hub.endpoint, repo: model.id, revision: model.revision, ...(token ? { token } : {}) };
-  }
-  const path = model.path ?? model.id;
-  if (model.source === "push") return { kind: "push", dir: path, repo: `local/${basename(path)}`, revision: model.revision };
-  return { kind: "path", path };
 }
 
 async function manifestOf(source: StagingSource, spec: ClusterSpec): Promise<Manifest> {
