@@ -72,7 +72,7 @@ export interface HubServer {
   resetStats(): void;
   injectFault(fault: HubFault): void;
   clearFaults(): void;
-  /** Replace or add a repository (e.g. move a branch to a new commit). */
+  /** Replace or add a repository (e.g. move a branch to a new commit). Earlier commits stay downloadable by id, as on the Hub. */
   setRepo(repo: HubRepo): void;
   /** sha256 (hex) of a repository file, as the server advertises it. */
   sha256Of(repo: string, path: string): Promise<string>;
@@ -92,6 +92,8 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
   const host = options.host ?? "127.0.0.1";
   const repos = new Map<string, HubRepo>();
   for (const r of options.repos) repos.set(r.repo, r);
+  // Commits a branch has moved away from: still served by commit id, like the Hub's history.
+  const history = new Map<string, HubRepo>();
   const hashCache = new Map<string, { key: string; info: FileInfo }>();
   let faults: Array<Required<Pick<HubFault, "times">> & HubFault> = [];
   let stats = emptyStats();
@@ -131,9 +133,11 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
     return out;
   }
 
-  function resolveRevision(repo: HubRepo, revision: string): string | undefined {
-    if (revision === repo.commit) return repo.commit;
-    return (repo.branches ?? ["main"]).includes(revision) ? repo.commit : undefined;
+  /** The repository state a revision names (the current one, or an earlier commit) and its commit. */
+  function resolveRevision(repo: HubRepo, revision: string): { at: HubRepo; commit: string } | undefined {
+    if (revision === repo.commit || (repo.branches ?? ["main"]).includes(revision)) return { at: repo, commit: repo.commit };
+    const earlier = history.get(`${repo.repo}@${revision}`);
+    return earlier === undefined ? undefined : { at: earlier, commit: earlier.commit };
   }
 
   // Split "<repo>/<rest>" at the longest known repository id.
@@ -172,11 +176,12 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
       const found = findRepo(path.slice("api/models/".length), "tree");
       if (found === undefined) return sendJson(res, 404, { error: "Repository not found" });
       const [revision = "", ...sub] = found.rest.split("/");
-      const commit = resolveRevision(found.repo, revision);
-      if (commit === undefined) return sendJson(res, 404, { error: `Invalid rev id: ${revision}` });
+      const resolved = resolveRevision(found.repo, revision);
+      if (resolved === undefined) return sendJson(res, 404, { error: `Invalid rev id: ${revision}` });
+      const { at, commit } = resolved;
       const recursive = url.searchParams.get("recursive") === "true";
       const under = sub.filter((s) => s !== "").join("/");
-      const all = await listFiles(found.repo.dir);
+      const all = await listFiles(at.dir);
       const entries: unknown[] = [];
       for (const f of all) {
         const parent = f.path.includes("/") ? f.path.slice(0, f.path.lastIndexOf("/")) : "";
@@ -186,7 +191,7 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
           entries.push({ type: "directory", oid: createHash("sha1").update(f.path).digest("hex"), size: 0, path: f.path });
           continue;
         }
-        const info = await describeFile(found.repo, f.path);
+        const info = await describeFile(at, f.path);
         if (info === undefined) continue;
         entries.push({
           type: "file",
@@ -203,9 +208,10 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
     const slash = found.rest.indexOf("/");
     const revision = slash < 0 ? found.rest : found.rest.slice(0, slash);
     const filePath = slash < 0 ? "" : found.rest.slice(slash + 1);
-    const commit = resolveRevision(found.repo, revision);
-    if (commit === undefined) return sendJson(res, 404, { error: "Revision not found" }, { "X-Error-Code": "RevisionNotFound" });
-    const info = filePath === "" ? undefined : await describeFile(found.repo, filePath);
+    const resolved = resolveRevision(found.repo, revision);
+    if (resolved === undefined) return sendJson(res, 404, { error: "Revision not found" }, { "X-Error-Code": "RevisionNotFound" });
+    const commit = resolved.commit;
+    const info = filePath === "" ? undefined : await describeFile(resolved.at, filePath);
     if (info === undefined) return sendJson(res, 404, { error: "Entry not found" }, { "X-Error-Code": "EntryNotFound", "X-Repo-Commit": commit });
 
     const lfs = lfsPattern.test(info.path);
@@ -238,7 +244,7 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
       return;
     }
     const fault = takeFault(info.path);
-    await streamBody(res, join(found.repo.dir, info.path), start, end, fault, rawPath);
+    await streamBody(res, join(resolved.at.dir, info.path), start, end, fault, rawPath);
   }
 
   function takeFault(path: string): HubFault | undefined {
@@ -326,6 +332,8 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
       faults = [];
     },
     setRepo: (repo) => {
+      const previous = repos.get(repo.repo);
+      if (previous !== undefined && previous.commit !== repo.commit) history.set(`${previous.repo}@${previous.commit}`, previous);
       repos.set(repo.repo, repo);
     },
     sha256Of: async (repoId, path) => {
