@@ -8,7 +8,7 @@ import type { NodeAccess } from "../nodes/index.js";
 import { filesForStage, type ModelProfile, type ShardPlan } from "../planner/index.js";
 import type { ClusterSpec, Settings } from "../spec/index.js";
 import { ShardctlError } from "../spec/errors.js";
-import { isModelMetadataFile, resolveHome, resolveManifest, stageCluster, type Manifest, type NodeStageRequest, type StageProgress, type StagingSource } from "../staging/index.js";
+import { resolveHome, resolveManifest, stageCluster, stageFileList, type Manifest, type NodeStageRequest, type StageProgress, type StagingSource } from "../staging/index.js";
 
 export interface StagedModel {
   /** Model directory per node name (stage nodes and the coordinator's node). */
@@ -44,17 +44,12 @@ export async function stageModel(
   const source = unpinned.kind === "hub" && pinned !== undefined ? { ...unpinned, revision: pinned.commit } : unpinned;
   const manifest = pinned ?? (await resolveManifest(source));
   // Every node gets the small files (config, tokenizer, index); weights only where a stage needs them.
-  const metadata = manifest.files.filter((f) => isModelMetadataFile(f.path)).map((f) => f.path);
-  const coordinatorFiles = metadata;
   const requests: NodeStageRequest[] = plan.stages.map((stage, i) => ({
     node: nodes.stages[i]!,
-    files:
-      spec.model.files === "all"
-        ? "all"
-        : [...metadata, ...filesForStage(profile, { layers: stage.layers, first: stage.first, last: stage.last })],
+    files: spec.model.files === "all" ? "all" : stageFileList(manifest, filesForStage(profile, stage)),
   }));
   // The coordinator's node, unless it also holds a stage (and so already gets the small files).
-  if (!nodes.stages.includes(nodes.coordinator)) requests.push({ node: nodes.coordinator, files: coordinatorFiles });
+  if (!nodes.stages.includes(nodes.coordinator)) requests.push({ node: nodes.coordinator, files: stageFileList(manifest, []) });
 
   const result = await stageCluster(requests, source, { verify: spec.model.verify, onProgress, manifest });
   if (result.failed.length > 0) {
