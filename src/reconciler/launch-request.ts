@@ -3,7 +3,7 @@ import { lookup } from "node:dns/promises";
 import { isIP } from "node:net";
 import { join, posix } from "node:path";
 import { createDriver, defaultDeadlines, type LaunchDeadlines, type LaunchRequest } from "../launch/index.js";
-import type { NodeAccess } from "../nodes/index.js";
+import { SshNode, type NodeAccess } from "../nodes/index.js";
 import type { ShardPlan } from "../planner/index.js";
 import type { ClusterSpec, Settings } from "../spec/index.js";
 import { ShardctlError } from "../spec/errors.js";
@@ -75,11 +75,13 @@ export async function buildLaunchRequest(
  */
 async function bindHostOf(node: NodeAccess): Promise<string> {
   if (node.config.host === "local") return "127.0.0.1";
-  if (isIP(node.config.host) !== 0) return node.config.host;
+  // An ssh config alias names its machine by HostName: resolve that, not the alias.
+  const host = node instanceof SshNode ? await node.targetHost() : node.config.host;
+  if (isIP(host) !== 0) return host;
   try {
-    return (await lookup(node.config.host)).address;
+    return (await lookup(host)).address;
   } catch (error) {
-    throw new ShardctlError("NodeAddressUnresolved", `node ${node.config.name}: cannot resolve "${node.config.host}" to an IP address: ${(error as Error).message}`, { cause: error });
+    throw new ShardctlError("NodeAddressUnresolved", `node ${node.config.name}: cannot resolve "${host}" to an IP address (engines need one): ${(error as Error).message}`, { cause: error });
   }
 }
 

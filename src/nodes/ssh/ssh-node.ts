@@ -7,7 +7,7 @@ import { ShardctlError } from "../../spec/errors.js";
 import { quoteArg, quoteArgv } from "../quote.js";
 import { ShellNode } from "../shell-node.js";
 import type { CommandResult, NodeAccess, NodeConfig, PutOptions, RunOptions } from "../types.js";
-import { SshConnection, type SshOptions } from "./ssh-connection.js";
+import { resolveTarget, SshConnection, type SshOptions } from "./ssh-connection.js";
 
 /** Default per-command deadline, ms. */
 const defaultDeadlineMs = 30_000;
@@ -33,6 +33,11 @@ export class SshNode extends ShellNode implements NodeAccess {
   ) {
     super();
     this.connection = connection ?? new SshConnection(config, options);
+  }
+
+  /** The host name or address this node is really reached at (an ssh config alias's HostName applied). */
+  async targetHost(): Promise<string> {
+    return (await resolveTarget(this.config, this.options)).host;
   }
 
   run(argv: string[], options: RunOptions = {}): Promise<CommandResult> {

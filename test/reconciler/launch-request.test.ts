@@ -1,0 +1,61 @@
+/** What a launch binds: engines want IP addresses, so an ssh config alias is resolved to its HostName. */
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import { LocalNode, NodePool } from "../../src/nodes/index.js";
+import { makeTestModel, planCluster } from "../../src/planner/index.js";
+import { buildLaunchRequest } from "../../src/reconciler/launch-request.js";
+import { nodeConfigOf } from "../../src/reconciler/node-configs.js";
+import { parseCluster, parseSettings } from "../../src/spec/index.js";
+
+let root: string;
+let pool: NodePool;
+
+beforeAll(async () => {
+  root = await mkdtemp(join(tmpdir(), "shardctl-launch-request-"));
+  await makeTestModel(join(root, "model"), { layers: 4 });
+  await writeFile(join(root, "ssh_config"), "Host studio-a\n  HostName 127.0.0.7\n  User ops\n");
+  pool = new NodePool({ sshConfigPath: join(root, "ssh_config"), knownHostsPath: join(root, "known_hosts") });
+});
+
+afterAll(async () => {
+  await pool?.close();
+  await rm(root, { recursive: true, force: true });
+});
+
+test("stages bind their node's address: an alias's HostName, an IP as written, loopback for local nodes", async () => {
+  const settingsText = [
+    "[nodes.a]",
+    'host = "studio-a"',
+    `model_dir = "${join(root, "a")}"`,
+    'memory = "4GiB"',
+    "[nodes.b]",
+    'host = "127.0.0.8"',
+    `model_dir = "${join(root, "b")}"`,
+    'memory = "4GiB"',
+    "[nodes.c]",
+    'host = "local"',
+    'model_dir = "c"',
+    'memory = "4GiB"',
+  ].join("\n");
+  const settings = parseSettings(settingsText, join(root, "shardctl.toml"));
+  if (!settings.ok) throw new Error(JSON.stringify(settings.issues));
+  const cluster = parseCluster(`nodes = ["a", "b", "c"]\n[model]\nid = "${join(root, "model")}"\nsource = "push"\n[engine]\nkind = "reference"\n`, join(root, "clusters", "x.toml"), settings.value);
+  if (!cluster.ok) throw new Error(JSON.stringify(cluster.issues));
+  const spec = cluster.value;
+  const { plan } = await planCluster(spec, settings.value);
+  const stages = spec.nodes.map((n) => {
+    const config = nodeConfigOf(settings.value.nodes[n]!);
+    return config.host === "local" ? new LocalNode(config) : pool.get(config);
+  });
+  const coordinator = new LocalNode({ name: "local", host: "local", modelDir: join(root, "state") });
+  const modelPaths = new Map([...spec.nodes, "local"].map((n) => [n, join(root, "model")]));
+  const request = await buildLaunchRequest(spec, settings.value, "rev", plan, { stages, coordinator }, modelPaths);
+  expect(request.stages.map((s) => [s.nodeName, s.bindHost])).toEqual([
+    ["a", "127.0.0.7"],
+    ["b", "127.0.0.8"],
+    ["c", "127.0.0.1"],
+  ]);
+  expect(request.stages.map((s) => s.runDir)).toEqual([join(root, "a", ".shardctl/run/x"), join(root, "b", ".shardctl/run/x"), join(root, "c", ".shardctl/run/x")]);
+});
