@@ -39,7 +39,21 @@ async function main(argv: string[]): Promise<number> {
   const load = commands[name];
   if (load === undefined) throw new UsageError(`unknown command "${name}"; run \`shardctl --help\` for the list`);
   const command = await load();
-  return command.run(args);
+  try {
+    return await command.run(args);
+  } catch (error) {
+    // node:util parseArgs refusing an option is a usage error, not a crash: say which, and how to
+    // get the command's options. `--help` on a command that has none gets its summary.
+    const code = (error as { code?: unknown }).code;
+    if (typeof code === "string" && code.startsWith("ERR_PARSE_ARGS")) {
+      if (args.includes("--help") || args.includes("-h")) {
+        console.log(`shardctl ${name}: ${command.summary}`);
+        return 0;
+      }
+      throw new UsageError(`${name}: ${(error as Error).message.split(". ")[0]}; run \`shardctl ${name} --help\``);
+    }
+    throw error;
+  }
 }
 
 main(process.argv.slice(2)).then(

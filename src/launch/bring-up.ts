@@ -31,6 +31,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     cluster: request.cluster,
     revision: request.revision,
     ...(request.identity === undefined ? {} : { identity: request.identity }),
+    ...(request.owner === undefined ? {} : { owner: request.owner }),
     phase: "launching",
     startedAt: new Date().toISOString(),
     processes: [],

@@ -41,6 +41,11 @@ export interface LedgerEntry {
   cluster: string;
   revision: string;
   /**
+   * The definitions directory of the daemon that launched it. Daemons that share a state directory
+   * but watch different directories never adopt, replace or prune each other's clusters.
+   */
+  owner?: string;
+  /**
    * Hash of what the processes were started from (plan, model, engine, transport, coordinator,
    * nodes). A new revision with the same identity (e.g. a router weight edit) needs no restart.
    */

@@ -55,6 +55,8 @@ export interface LaunchRequest {
   revision: string;
   /** Recorded in the ledger: see LedgerEntry.identity. */
   identity?: string;
+  /** Recorded in the ledger: see LedgerEntry.owner. */
+  owner?: string;
   driver: EngineDriver;
   transport: TransportBackend;
   portRange: PortRange;

@@ -4,7 +4,7 @@
  * its back), and on start rebuilds what runs from the ledger (adopt, finish a teardown, or clean
  * up). SIGINT/SIGTERM stop watching and leave clusters running, unless told to tear down.
  */
-import { mkdir, readdir, rm } from "node:fs/promises";
+import { mkdir, readdir, rm, stat } from "node:fs/promises";
 import type { Server } from "node:http";
 import { join, resolve } from "node:path";
 import { watch } from "chokidar";
@@ -13,6 +13,7 @@ import type { LaunchDeadlines } from "../launch/index.js";
 import { NodePool } from "../nodes/index.js";
 import { startRouter, type RunningRouter } from "../router/index.js";
 import { loadSettings, type Settings } from "../spec/index.js";
+import { ShardctlError } from "../spec/errors.js";
 import { acquireDaemonLock } from "./daemon-lock.js";
 import { DaemonMetrics } from "./metrics.js";
 import { Reconciler } from "./reconcile.js";
@@ -50,6 +51,9 @@ export function requestsDirOf(settings: Settings): string {
 
 export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const dir = resolve(options.dir);
+  if ((await stat(dir).catch(() => undefined))?.isDirectory() !== true) {
+    throw new ShardctlError("DefinitionsDirMissing", `${dir} is not a directory of cluster definitions; create it or pass --dir <directory>`, { terminal: true });
+  }
   const settings = await loadSettings(options.settingsFile);
   const lock = await acquireDaemonLock(dir);
   const log = options.log;
@@ -105,8 +109,9 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const takeRequests = async (): Promise<void> => {
     for (const name of await readdir(requestsDir).catch(() => [] as string[])) {
       if (name.endsWith(".tmp")) continue;
+      // Acknowledged (the request file removed) only once the status says so.
+      await reconciler.requestRetry(name).catch((error: unknown) => log.error({ cluster: name, err: error }, "could not record a reconcile request"));
       await rm(join(requestsDir, name), { force: true });
-      reconciler.requestRetry(name);
       queue.forgetFailures(name);
       queue.add(name);
     }

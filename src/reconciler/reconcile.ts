@@ -40,6 +40,7 @@ import { composeStatus, type PassReport } from "./compose-status.js";
 import {
   clearRuntime,
   failed,
+  isServing,
   markRunning,
   messageOf,
   onRevision,
@@ -97,7 +98,7 @@ export class Reconciler {
     const names = new Set(files.map((f) => basename(f, ".toml")));
     for (const name of this.memories.keys()) names.add(name);
     const settings = await this.parsed.loadSettings(this.o.settingsFile).catch(() => undefined);
-    if (settings !== undefined) for (const entry of await new Ledger(settings.daemon.stateDir).list()) names.add(entry.cluster);
+    if (settings !== undefined) for (const entry of await this.ownEntries(settings)) names.add(entry.cluster);
     return [...names].sort();
   }
 
@@ -113,7 +114,7 @@ export class Reconciler {
     const settingsStamp = await stampOf(this.o.settingsFile);
     if (settings === undefined || settingsStamp !== this.settingsStamp) return this.knownClusters();
     const files = await findClusterFiles(this.o.dir).catch(() => [] as string[]);
-    const running = new Set((await new Ledger(settings.daemon.stateDir).list()).map((e) => e.cluster));
+    const running = new Set((await this.ownEntries(settings)).map((e) => e.cluster));
     const names = new Set<string>([...running, ...[...this.memories.keys()].filter((n) => !files.some((f) => basename(f, ".toml") === n))]);
     await Promise.all(
       files.map(async (file) => {
@@ -126,8 +127,21 @@ export class Reconciler {
   }
 
   /** Ask the next pass of `name` to forget its restart budget (`shardctl reconcile`). */
-  requestRetry(name: string): void {
-    this.memoryOfSync(name).retryRequested = true;
+  async requestRetry(name: string): Promise<void> {
+    const memory = await this.memoryOf(name);
+    memory.retryRequested = true;
+    // Said in the status file before the request is acknowledged, so `shardctl reconcile && shardctl
+    // wait` never reads the Stalled that the request just lifted.
+    const file = join(this.o.dir, `${name}.toml`);
+    if (!(await exists(file))) return;
+    const revision = memory.lastGood?.revision ?? "";
+    const message = "`shardctl reconcile` asked for a pass with a fresh restart budget";
+    setConditions(memory, revision, {
+      Stalled: { status: "False", reason: "RetryRequested", message },
+      Reconciling: { status: "True", reason: "RetryRequested", message },
+    });
+    const settings = await this.parsed.loadSettings(this.o.settingsFile).catch(() => undefined);
+    await this.writeStatus(name, file, memory, { action: "none", result: "waiting", health: isServing(memory) ? "Healthy" : "Progressing" }, settings);
   }
 
   /** Stop supervising every cluster, leaving them running (they are desired state). */
@@ -140,7 +154,7 @@ export class Reconciler {
     const settings = await this.parsed.loadSettings(this.o.settingsFile);
     const ledger = new Ledger(settings.daemon.stateDir);
     await this.detachAll();
-    for (const entry of await ledger.list()) {
+    for (const entry of await this.ownEntries(settings)) {
       const memory = this.memoryOfSync(entry.cluster);
       await teardownCluster(entry, this.teardownContext(settings, ledger, memory));
       // Say so in the status file: a stale Ready must not outlive the processes.
@@ -202,8 +216,10 @@ export class Reconciler {
     // Suspend: no action at all.
     if (spec.suspend) return settle(memory, "none", "Suspended", "Suspended", "reconciliation is suspended (suspend = true)");
 
-    // Observe what runs.
-    const entry = await ledger.read(name);
+    // Observe what runs (only what this daemon's directory launched is ours to touch).
+    const recorded = await ledger.read(name);
+    if (recorded !== undefined && !this.owns(recorded)) return this.foreign(memory, recorded);
+    const entry = recorded;
     const observation = entry === undefined ? undefined : await this.observe(entry, settings, memory);
 
     // Stop: tear down, keep the status.
@@ -217,7 +233,7 @@ export class Reconciler {
     const planned = await this.plan(spec, settings, revision, memory);
     if (!planned.plan.feasible) {
       const message = planned.plan.errors.map((e) => `${e.reason}: ${e.message}`).join("; ");
-      return stall(memory, "plan", planned.plan.errors[0]?.reason ?? "PlanInfeasible", `the plan is infeasible: ${message}`, entry);
+      return stall(memory, "plan", planned.plan.errors[0]?.reason ?? "PlanInfeasible", `the plan is infeasible: ${message}`, entry?.phase === "running");
     }
 
     // Distributed serving off: plan and report only.
@@ -252,7 +268,7 @@ export class Reconciler {
     // Respect the restart budget of this revision.
     const restarts = memory.restarts!;
     if (restarts.count >= settings.daemon.restartBudget) {
-      return stall(memory, "launch", "RestartBudgetExhausted", `launched ${restarts.count} times at this revision (budget ${settings.daemon.restartBudget}); fix the cause and edit the definition, or run \`shardctl reconcile ${name}\``, undefined);
+      return stall(memory, "launch", "RestartBudgetExhausted", `launched ${restarts.count} times at this revision (budget ${settings.daemon.restartBudget}); fix the cause and edit the definition, or run \`shardctl reconcile ${name}\``, false);
     }
 
     // Stage the model on every node.
@@ -297,7 +313,7 @@ export class Reconciler {
     restarts.count += 1;
     setConditions(memory, revision, { Reconciling: { status: "True", reason: "Launching", message: `launch ${restarts.count} of ${settings.daemon.restartBudget} at this revision` } });
     await this.writeProgress(name, pass.file, memory, "launch", settings);
-    const request = { ...(await buildLaunchRequest(pass.spec, settings, revision, planned.plan, nodes, staged.modelPaths, this.o.launchDeadlines)), identity };
+    const request = { ...(await buildLaunchRequest(pass.spec, settings, revision, planned.plan, nodes, staged.modelPaths, this.o.launchDeadlines)), identity, owner: this.o.dir };
     memory.timeline = [];
     try {
       await launchCluster(request, {
@@ -372,16 +388,24 @@ export class Reconciler {
   }
 
   private async prune(name: string, settings: Settings, ledger: Ledger, memory: ClusterMemory): Promise<Verdict> {
-    const entry = await ledger.read(name);
+    const recorded = await ledger.read(name);
+    // Another directory's cluster of the same name is not ours to prune.
+    const entry = recorded !== undefined && this.owns(recorded) ? recorded : undefined;
+    if (entry !== undefined && !(await exists(this.o.dir))) {
+      // The directory itself is gone (a broken checkout, a wrong mount): that is no decision to stop anything.
+      const message = `${this.o.dir} does not exist; refusing to tear down what it defined until it is back`;
+      this.o.log.warn({ cluster: name }, message);
+      return stall(memory, "prune", "DefinitionsDirMissing", message, true);
+    }
     if (entry !== undefined) {
       // Prune guard: a directory that suddenly holds no definitions while several clusters run is
       // more likely a broken checkout than a decision to stop everything.
       const definitions = await findClusterFiles(this.o.dir).catch(() => [] as string[]);
-      const running = await ledger.list();
+      const running = await this.ownEntries(settings);
       if (definitions.length === 0 && running.length > 1 && !settings.daemon.allowMassPrune) {
         const message = `${this.o.dir} holds no cluster definitions while ${running.length} clusters run; refusing to tear them all down (set [daemon] allow_mass_prune = true to allow it)`;
         this.o.log.warn({ cluster: name }, message);
-        return stall(memory, "prune", "MassPruneRefused", message, entry);
+        return stall(memory, "prune", "MassPruneRefused", message, entry.phase === "running");
       }
       await this.teardown(entry, settings, ledger, memory);
     }
@@ -420,6 +444,26 @@ export class Reconciler {
       this.o.log.warn({ cluster: entry.cluster, reason: death.reason, detail: death.detail }, "cluster lost a process: deregistered and torn down");
       this.o.requeue(entry.cluster);
     });
+  }
+
+  /** Ledger entries launched from this daemon's directory (entries from before owners were recorded count as ours). */
+  private async ownEntries(settings: Settings): Promise<LedgerEntry[]> {
+    return (await new Ledger(settings.daemon.stateDir).list()).filter((e) => this.owns(e));
+  }
+
+  private owns(entry: LedgerEntry): boolean {
+    return entry.owner === undefined || entry.owner === this.o.dir;
+  }
+
+  /** A cluster of this name runs, launched from another directory sharing the state directory. */
+  private foreign(memory: ClusterMemory, entry: LedgerEntry): Verdict {
+    return stall(
+      memory,
+      "none",
+      "ClusterOwnedElsewhere",
+      `a cluster named "${entry.cluster}" runs from ${entry.owner} with the same state_dir; rename this one or give the daemons separate state_dir settings`,
+      false,
+    );
   }
 
   // --- status -----------------------------------------------------------------------------

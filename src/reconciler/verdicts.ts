@@ -28,9 +28,8 @@ export function settle(memory: ClusterMemory, action: string, health: Health, re
 }
 
 /** Terminal: wait for the definition to change. Whatever runs keeps running. */
-export function stall(memory: ClusterMemory, action: string, reason: string, message: string, running: LedgerEntry | undefined): Verdict {
+export function stall(memory: ClusterMemory, action: string, reason: string, message: string, serving: boolean): Verdict {
   const revision = memory.lastGood?.revision ?? "";
-  const serving = running !== undefined && running.phase === "running";
   setConditions(memory, revision, {
     Stalled: { status: "True", reason, message },
     Reconciling: { status: "False", reason, message },
@@ -44,14 +43,15 @@ export function stall(memory: ClusterMemory, action: string, reason: string, mes
 export function stallOnInvalid(memory: ClusterMemory, issues: string[], running: LedgerEntry | undefined): Verdict {
   const serving = running?.phase === "running" ? ` (revision ${running.revision.slice(0, 12)} keeps serving)` : "";
   setConditions(memory, memory.lastGood?.revision ?? "", { Planned: { status: "False", reason: "InvalidDefinition", message: issues.join("\n") } });
-  return stall(memory, "none", "InvalidDefinition", `the definition is invalid${serving}:\n${issues.join("\n")}`, running);
+  return stall(memory, "none", "InvalidDefinition", `the definition is invalid${serving}:\n${issues.join("\n")}`, running?.phase === "running");
 }
 
 /** A failed pass: terminal errors stall, the others retry with back-off. */
 export function failed(memory: ClusterMemory, error: unknown, action: string): Verdict {
   const reason = isShardctlError(error) ? error.reason : "InternalError";
   const message = messageOf(error);
-  if (isShardctlError(error) && error.terminal) return stall(memory, action, reason, message, undefined);
+  // Terminal: stall. Whatever this daemon last saw serving keeps serving (and stays Ready).
+  if (isShardctlError(error) && error.terminal) return stall(memory, action, reason, message, isServing(memory));
   memory.lastError = { reason, message, at: new Date().toISOString() };
   setConditions(memory, memory.lastGood?.revision ?? "", {
     Ready: { status: "False", reason, message },
@@ -100,6 +100,11 @@ export function setConditions(memory: ClusterMemory, revision: string, updates: 
   for (const [type, update] of Object.entries(updates) as Array<[ConditionType, ConditionUpdate]>) {
     memory.conditions = setCondition(memory.conditions, type, update, revision, now);
   }
+}
+
+/** Ready at the last revision this daemon saw: something serves, whatever this pass could not do. */
+export function isServing(memory: ClusterMemory): boolean {
+  return memory.conditions.some((c) => c.type === "Ready" && c.status === "True");
 }
 
 /** One more launch timeline event (the last 50 are kept). */

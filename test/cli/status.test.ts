@@ -3,6 +3,7 @@ import { afterAll, beforeAll, expect, test } from "vitest";
 import type { Daemon } from "../../src/reconciler/index.js";
 import {
   definitionText,
+  readStatusFile,
   enginesOf,
   freePort,
   freePortRange,
@@ -75,6 +76,44 @@ test("--json: the status files as JSON (a list, or one object for one cluster)",
   expect(one.stages).toHaveLength(2);
 });
 
+test("an invalid settings edit leaves the serving cluster Ready; status still prints, with a warning", async () => {
+  const { readFile, writeFile } = await import("node:fs/promises");
+  const good = await readFile(world.settingsFile, "utf8");
+  const before = (await readStatusFile(world, "live"))!.stages.map((s) => s.pid);
+  try {
+    await writeFile(world.settingsFile, good.replace(/restart_budget = \d+/, 'restart_budget = "three"'));
+    const status = await waitForStatus(world, "live", (s) => s.conditions.some((c) => c.type === "Stalled" && c.status === "True" && c.reason === "InvalidSettings"));
+    expect(status.conditions.find((c) => c.type === "Ready")?.status).toBe("True");
+    expect(status.health).toBe("Degraded");
+    const r = await runShardctl(world, ["status"]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/^warning: .*shardctl\.toml:\d+:\d+: daemon\.restart_budget/m);
+    expect(r.stdout).toMatch(/^live\s/m);
+  } finally {
+    await writeFile(world.settingsFile, good);
+  }
+  const healed = await waitForStatus(world, "live", (s) => s.health === "Healthy" && s.conditions.some((c) => c.type === "Stalled" && c.status === "False"));
+  expect(healed.stages.map((s) => s.pid)).toEqual(before);
+});
+
+test("a daemon watching another (empty) directory with the same state_dir never prunes this one's cluster", async () => {
+  const { mkdir } = await import("node:fs/promises");
+  const { join } = await import("node:path");
+  const { pino } = await import("pino");
+  const { startDaemon } = await import("../../src/reconciler/index.js");
+  const before = (await readStatusFile(world, "live"))!.stages.map((s) => s.pid);
+  const empty = join(world.root, "elsewhere");
+  await mkdir(empty);
+  const other = await startDaemon({ dir: empty, settingsFile: world.settingsFile, log: pino({ level: "silent" }), resyncMs: 60_000 });
+  await other.whenIdle();
+  await sleep(500);
+  await other.stop();
+  const after = await readStatusFile(world, "live");
+  expect(after!.health).toBe("Healthy");
+  expect(after!.stages.map((s) => s.pid)).toEqual(before);
+  expect((await enginesOf(world)).length).toBe(6);
+});
+
 test("says when no daemon watches the directory (the files are then only what it last wrote)", async () => {
   const other = await startWorld();
   try {
@@ -82,6 +121,11 @@ test("says when no daemon watches the directory (the files are then only what it
     const r = await runShardctl(other, ["status"]);
     expect(r.code).toBe(0);
     expect(r.stderr).toContain(`note: no shardctl daemon is watching ${other.clustersDir}`);
+    // A reconcile request with nobody to take it fails, rather than pretending.
+    await writeDefinition(other, "lonely", definitionText(other, { nodes: ["l1", "l2"] }));
+    const asked = await runShardctl(other, ["reconcile", "lonely"]);
+    expect(asked.code).toBe(1);
+    expect(asked.stderr).toContain(`no shardctl daemon is watching ${other.clustersDir}`);
   } finally {
     await other.close();
   }

@@ -105,9 +105,15 @@ test("kill -9 of a stage → torn down and relaunched within the budget, then St
   expect(waited.code).toBe(1);
   expect(waited.stderr).toMatch(/Stalled at revision .*RestartBudgetExhausted/);
 
-  // `shardctl reconcile` gives a fresh budget: Ready again.
+  // `shardctl reconcile` gives a fresh budget; `wait` right after it (what CI runs) sees Ready, not
+  // the Stalled the request lifted.
   const asked = await runShardctl(world, ["reconcile", "crashy"]);
   expect(asked.code).toBe(0);
+  expect(asked.stdout).toContain("the daemon took the request");
+  expect(conditionOf((await readStatusFile(world, "crashy"))!, "Stalled")).toMatchObject({ status: "False", reason: "RetryRequested" });
+  const waitedAgain = await runShardctl(world, ["wait", "crashy", "--timeout", "60s"]);
+  expect(waitedAgain.stderr).toBe("");
+  expect(waitedAgain.code).toBe(0);
   const again = await waitForStatus(world, "crashy", (s) => isReadyAt(s, revision) && s.health === "Healthy");
   expect(again.restarts!.count).toBe(1);
   expect(conditionOf(again, "Stalled")?.status).toBe("False");

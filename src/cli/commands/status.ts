@@ -2,10 +2,11 @@
  * `shardctl status [name] [--json] [--watch]`: read the status files. Without a name, one line
  * per cluster; with a name, the per-stage cards. `--watch` redraws in place every second.
  */
-import { basename } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { findClusterFiles } from "../../spec/index.js";
 import { daemonWatching, readStatus, statusFileFor, type ClusterStatus } from "../../reconciler/index.js";
+import { isShardctlError } from "../../spec/errors.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { waitForSignal } from "./daemon.js";
 
@@ -17,7 +18,13 @@ export async function run(args: string[]): Promise<number> {
     allowPositionals: true,
     options: { ...contextOptions, json: { type: "boolean" }, watch: { type: "boolean", short: "w" } },
   });
-  const context = await loadContext(values);
+  // Status files are readable whatever state the settings are in: an invalid shardctl.toml is a
+  // warning here (the daemon reports it in every status), not a reason to show nothing.
+  const context = await loadContext(values).catch((error: unknown) => {
+    if (!isShardctlError(error, "InvalidSettings")) throw error;
+    console.error(`warning: ${error.message}`);
+    return { clustersDir: resolve(values.dir ?? join(dirname(resolve(values.config ?? "shardctl.toml")), "clusters")) };
+  });
   const files = positionals.length > 0
     ? await Promise.all(positionals.map((p) => resolveClusterFile(p, context.clustersDir)))
     : await findClusterFiles(context.clustersDir);
