@@ -86,7 +86,16 @@ export async function planCluster(
     engine: spec.engine.kind,
     allowUnvalidatedFamily: spec.plan.allowUnvalidatedFamily,
   });
-  return { profile, plan: gateEngineVersion(plan, spec, facts) };
+  return { profile, plan: gateEngineAccelerator(gateEngineVersion(plan, spec, facts), spec, facts) };
+}
+
+/** mlxcel runs on Apple silicon only: a node probed as anything else cannot take a stage. */
+function gateEngineAccelerator(plan: ShardPlan, spec: ClusterSpec, facts: Readonly<Record<string, NodeFacts>>): ShardPlan {
+  if (spec.engine.kind !== "mlxcel") return plan;
+  const other = spec.nodes.filter((n) => facts[n]?.accelerator !== undefined && facts[n]!.accelerator !== "apple-silicon");
+  if (other.length === 0) return plan;
+  const message = `mlxcel runs on Apple silicon only; ${other.map((n) => `${n} reports ${facts[n]!.accelerator}`).join(", ")}: use [engine] kind = "reference" or other nodes`;
+  return { ...plan, feasible: false, errors: [...plan.errors, { reason: "EngineUnsupportedOnNode", message }] };
 }
 
 /** `[engine] version`: every node whose engine reports a version must report that one. */

@@ -17,12 +17,23 @@ export async function probeFacts(spec: ClusterSpec, nodes: NodeAccess[]): Promis
   if (unreachable.length > 0) {
     throw new ShardctlError("NodeUnreachable", `cannot probe ${unreachable.map((p) => `${p.name} (${p.error ?? "no answer"})`).join(", ")}`);
   }
+  // mlxcel on a machine that is not Apple silicon: the real problem, before "engine not found".
+  const unfit = spec.engine.kind === "mlxcel" ? probes.filter((p) => p.accelerator !== undefined && p.accelerator !== "apple-silicon") : [];
+  if (unfit.length > 0) {
+    throw new ShardctlError(
+      "EngineUnsupportedOnNode",
+      `mlxcel runs on Apple silicon only; ${unfit.map((p) => `${p.name} is ${p.accelerator} ${p.os ?? ""}/${p.arch ?? ""}`.trim()).join(", ")}: use [engine] kind = "reference" or other nodes`,
+      { terminal: true },
+    );
+  }
   // A node without the engine would only fail at launch, as a stage that exits at once: say it now.
   const engineless = engineBinary === undefined ? [] : probes.filter((p) => p.engineVersion === undefined);
   if (engineless.length > 0) {
     throw new ShardctlError(
       "EngineNotFound",
-      `\`${engineBinary} --version\` fails on ${engineless.map((p) => `${p.name} (${p.error ?? "no output"})`).join(", ")}: install the engine there or set [engine] binary`,
+      `\`${engineBinary} --version\` fails on ${engineless.map((p) => `${p.name} (${p.error ?? "no output"})`).join(", ")}: install the engine there or set [engine] binary, then run \`shardctl reconcile\``,
+      // Nothing this daemon does will install it: stall (and say so) rather than retry for ever.
+      { terminal: true },
     );
   }
   const facts: Record<string, NodeFacts> = {};

@@ -104,6 +104,24 @@ function checkCluster(data: unknown, file: string, settings: Settings, locator: 
       add(["coordinator", "port"], `${port} lies inside the transport port range ${rangeText}; choose an HTTP port outside it`);
     }
   }
+
+  // mlxcel computes its own split and runs on Apple silicon only: say so before anything is planned.
+  const engine = getRaw(data, ["engine", "kind"]) ?? "mlxcel";
+  if (engine === "mlxcel") {
+    if (getRaw(data, ["plan", "strategy"]) === "memory") {
+      add(["plan", "strategy"], 'the "memory" strategy needs the reference engine: mlxcel cannot be told a split (use "equal", or [engine] kind = "reference")');
+    }
+    const names = getRaw(data, ["nodes"]);
+    if (Array.isArray(names)) {
+      const other = [...new Set(names.filter((n): n is string => typeof n === "string"))].filter((n) => {
+        const accelerator = settings.nodes[n]?.accelerator;
+        return accelerator !== undefined && accelerator !== "apple-silicon";
+      });
+      if (other.length > 0) {
+        add(["engine", "kind"], `mlxcel runs on Apple silicon only; ${other.map((n) => `${n} (${settings.nodes[n]!.accelerator})`).join(", ")} ${other.length === 1 ? "is" : "are"} declared otherwise: use kind = "reference" or Apple-silicon nodes`);
+      }
+    }
+  }
   return issues;
 }
 

@@ -222,3 +222,14 @@ describe("loadCluster and findClusterFiles", () => {
     expect(missing.issues.map(formatIssue)).toEqual([`${join(dir, "gone.toml")}:1:1: file not found`]);
   });
 });
+
+describe("parseCluster: engine fit", () => {
+  it("refuses mlxcel on nodes declared as something other than Apple silicon, naming them once", () => {
+    const settings = settingsFrom('[nodes.box-1]\nhost = "10.0.0.3"\nmodel_dir = "/models"\nmemory = "32GiB"\naccelerator = "cpu"\n[nodes.mac]\nhost = "10.0.0.4"\nmodel_dir = "/models"\naccelerator = "apple-silicon"\n');
+    const result = parseCluster('nodes = ["box-1", "mac"]\n[model]\nid = "org/name"\n', "clusters/x.toml", settings);
+    expect(result.issues.map(formatIssue)).toEqual([
+      'clusters/x.toml:1:1: engine.kind: mlxcel runs on Apple silicon only; box-1 (cpu) is declared otherwise: use kind = "reference" or Apple-silicon nodes',
+    ]);
+    expect(parseCluster('nodes = ["box-1", "mac"]\n[model]\nid = "org/name"\n[engine]\nkind = "reference"\n', "clusters/x.toml", settings).ok).toBe(true);
+  });
+});
