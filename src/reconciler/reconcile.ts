@@ -13,6 +13,7 @@ import {
   launchCluster,
   Ledger,
   LaunchError,
+  describeExit,
   processLabel,
   readLogTail,
   superviseCluster,
@@ -268,7 +269,9 @@ export class Reconciler {
     // Respect the restart budget of this revision.
     const restarts = memory.restarts!;
     if (restarts.count >= settings.daemon.restartBudget) {
-      return stall(memory, "launch", "RestartBudgetExhausted", `launched ${restarts.count} times at this revision (budget ${settings.daemon.restartBudget}); fix the cause and edit the definition, or run \`shardctl reconcile ${name}\``, false);
+      const last = restarts.evidence.at(-1);
+      const cause = last === undefined ? "" : `; the last failure: ${last.reason}: ${last.message}`;
+      return stall(memory, "launch", "RestartBudgetExhausted", `launched ${restarts.count} times at this revision (budget ${settings.daemon.restartBudget})${cause}. Fix the cause and edit the definition, or run \`shardctl reconcile ${name}\``, false);
     }
 
     // Stage the model on every node.
@@ -430,10 +433,11 @@ export class Reconciler {
       if (memory.supervision?.supervision !== supervision) return;
       delete memory.supervision;
       delete memory.observation;
-      const logTail = await this.deathLogTail(entry, death.label, settings);
+      const { logTail, exit } = await this.deathEvidence(entry, death.label, settings);
       const restarts = memory.restarts;
       if (restarts !== undefined) {
-        restarts.evidence = [...restarts.evidence, { at: death.at, reason: death.reason, message: `${death.label} on ${death.node}: ${death.detail}`, logTail }].slice(-5);
+        const message = `${death.label} on ${death.node}: ${death.detail}${exit === undefined ? "" : ` (${exit})`}`;
+        restarts.evidence = [...restarts.evidence, { at: death.at, reason: death.reason, message, logTail }].slice(-5);
       }
       memory.lastError = { reason: death.reason, message: `${death.label} on ${death.node}: ${death.detail}`, at: death.at };
       // Ready is withdrawn at once; the pass this requeues writes it down.
@@ -543,9 +547,13 @@ export class Reconciler {
     };
   }
 
-  private async deathLogTail(entry: LedgerEntry, label: string, settings: Settings): Promise<string[]> {
+  /** The dead process's last log lines and how it ended (exit status or signal, from its wrapper). */
+  private async deathEvidence(entry: LedgerEntry, label: string, settings: Settings): Promise<{ logTail: string[]; exit?: string }> {
     const process = entry.processes.find((p) => processLabel(p.role, p.index) === label);
-    return process === undefined ? [] : readLogTail(this.nodeFor(process.node, settings), process).catch(() => []);
+    if (process === undefined) return { logTail: [] };
+    const node = this.nodeFor(process.node, settings);
+    const [logTail, exit] = await Promise.all([readLogTail(node, process).catch(() => []), describeExit(node, process).catch(() => undefined)]);
+    return { logTail, ...(exit === undefined ? {} : { exit }) };
   }
 }
 

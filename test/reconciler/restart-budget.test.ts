@@ -76,6 +76,8 @@ test("kill -9 of a stage → torn down and relaunched within the budget, then St
   const evidence = second.restarts!.evidence[0]!;
   // The first death noticed: the killed stage, or a peer that exits because its pipeline broke.
   expect(evidence.message).toMatch(/(stage-[01]|coordinator) on (n1|n2|local): /);
+  // How it ended, from its wrapper: an exit status or a signal.
+  expect(evidence.message).toMatch(/\((exited with status \d+|killed by SIG[A-Z]+ \(status \d+\))\)$/);
   expect(evidence.reason).toMatch(/^[A-Z][A-Za-z]+$/);
   expect(evidence.logTail.length).toBeGreaterThan(0);
   // Nothing of the first launch is left.
@@ -89,6 +91,8 @@ test("kill -9 of a stage → torn down and relaunched within the budget, then St
   expect(conditionOf(stalled, "Stalled")).toMatchObject({ status: "True", reason: "RestartBudgetExhausted", observedRevision: revision });
   expect(conditionOf(stalled, "Ready")?.status).toBe("False");
   expect(stalled.lastError?.reason).toBe("RestartBudgetExhausted");
+  // The stall says why the last launch died, not only that the budget is spent.
+  expect(conditionOf(stalled, "Stalled")?.message).toMatch(/the last failure: [A-Z][A-Za-z]+: (stage-[01]|coordinator) on /);
   expect(stalled.restarts!.count).toBe(2);
   expect(stalled.restarts!.evidence).toHaveLength(2);
   expect(stalled.restarts!.evidence[1]!.message).toMatch(/(stage-[01]|coordinator) on (n1|n2|local): /);
