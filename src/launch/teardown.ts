@@ -3,6 +3,7 @@
  * then the stages in reverse order. Idempotent: running it twice, or on a half-launched cluster,
  * is safe. What could not be stopped stays in the ledger so the next pass retries it.
  */
+import { posix } from "node:path";
 import type { NodeAccess } from "../nodes/index.js";
 import type { Registrar } from "../router/index.js";
 import { ShardctlError } from "../spec/errors.js";
@@ -63,6 +64,10 @@ export async function teardownCluster(entry: LedgerEntry, context: TeardownConte
     }
   }
 
+  // The launch's token dies with it: no stale secret is left in a run directory.
+  const runDirs = new Map(current.processes.map((p) => [`${p.node}\0${p.runDir}`, p]));
+  await Promise.all([...runDirs.values()].map((p) => removeToken(context, p)));
+
   if (remaining.length > 0 || current.routerBackend !== undefined) {
     await context.ledger.write({ ...current, processes: remaining });
     throw new ShardctlError("TeardownIncomplete", `teardown of cluster "${entry.cluster}" is incomplete, will retry: ${failures.join("; ")}`);
@@ -81,6 +86,14 @@ async function stopWithRetry(node: NodeAccess, process: LedgerProcess, graceMs: 
     return await stopEngineProcess(node, process, graceMs);
   } catch {
     return stopEngineProcess(node, process, graceMs);
+  }
+}
+
+async function removeToken(context: TeardownContext, process: LedgerProcess): Promise<void> {
+  try {
+    await context.nodeFor(process.node).remove(posix.join(process.runDir, "transport.token"));
+  } catch {
+    // Best effort: an unreachable node keeps its (now useless) token until the next launch rewrites it.
   }
 }
 

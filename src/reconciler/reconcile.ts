@@ -301,7 +301,7 @@ export class Reconciler {
         const next = { node: event.node, state: event.phase === "done" ? ("present" as const) : ("staging" as const), bytesDone: event.bytesDone, bytesTotal: event.bytesTotal };
         memory.staging = [...memory.staging.filter((s) => s.node !== event.node), next].sort((a, b) => a.node.localeCompare(b.node));
       }, planned.pinned);
-      setConditions(memory, revision, { Staged: { status: "True", reason: "AllNodesPresent", message: `model present on ${staged.modelPaths.size} nodes (${staged.bytesTransferred} bytes transferred this pass)` } });
+      setConditions(memory, revision, { Staged: { status: "True", reason: "AllNodesPresent", message: `model present on ${pass.spec.nodes.length} stage nodes and the coordinator's (${staged.bytesTransferred} bytes transferred this pass)` } });
       return staged;
     } catch (error) {
       setConditions(memory, revision, { Staged: { status: "False", reason: isShardctlError(error) ? error.reason : "StagingFailed", message: messageOf(error) } });

@@ -112,6 +112,8 @@ describe("a 2-stage reference cluster on loopback SSH nodes", () => {
     expect(await world.registrar.lookup("alpha")).toBeUndefined();
     expect(await world.ledger.read("alpha")).toBeUndefined();
     expect(await processesMentioning(world)).toEqual([]);
+    // The launch's transport token went with it, on every node.
+    for (const p of entry.processes) expect(await world.nodeFor(p.node).stat(`${p.runDir}/transport.token`)).toBeUndefined();
   });
 
   it("the router stops offering the model", async () => {
