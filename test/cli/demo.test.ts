@@ -42,12 +42,14 @@ test("npm start's demo: ready, answers through the router, Ctrl-C leaves nothing
   const demo = spawn(process.execPath, [join(repoRoot, "dist/src/cli/demo.js")], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   demo.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString("utf8")));
-  demo.stderr.resume();
+  let stderr = "";
+  demo.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")));
   const exited = new Promise<number | null>((resolve) => demo.once("exit", (code) => resolve(code)));
   try {
     const deadline = Date.now() + 90_000;
     while (!/ready/.test(stdout) && Date.now() < deadline && demo.exitCode === null) await new Promise((r) => setTimeout(r, 100));
-    expect(stdout).toMatch(/cluster "demo" is ready/);
+    // On failure, say why (the demo's own output and logs), not only that "ready" never came.
+    expect(stdout, `demo output:\n${stdout}\n${stderr.slice(-3000)}`).toMatch(/cluster "demo" is ready/);
     const routerUrl = `http://127.0.0.1:${routerPort}`;
     expect(stdout).toContain(`curl -s ${routerUrl}/v1/chat/completions`);
     expect(stdout).toContain("status --watch");

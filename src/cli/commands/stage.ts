@@ -50,6 +50,9 @@ export async function run(args: string[]): Promise<number> {
   }
   const spec = loaded.value;
   const settings = context.settings;
+  if (!settings.distributed.enabled) {
+    console.error(`note: [distributed] enabled = false in ${settings.file}: the daemon stages nothing; staging anyway because you asked`);
+  }
 
   // The file list first (a Hub branch resolved to its commit once), then the plan from that same
   // commit: which layers, hence which files, each node needs.

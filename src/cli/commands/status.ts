@@ -102,7 +102,7 @@ function renderDetail(name: string, status: ClusterStatus | undefined): string {
   lines.push("", formatTable(cards));
   if (status.coordinator) lines.push("", `coordinator on ${status.coordinator.node}: ${status.coordinator.url} health ${status.coordinator.health}`);
   if (status.router) lines.push(`router backend "${status.router.backend}": ${status.router.registered ? "registered" : "not registered"}`);
-  lines.push("", formatTable([["CONDITION", "STATUS", "REASON", "MESSAGE"], ...status.conditions.map((c) => [c.type, c.status, c.reason, c.message.split("\n")[0] ?? ""])]));
+  lines.push("", formatTable([["CONDITION", "STATUS", "REASON", "MESSAGE"], ...status.conditions.map((c) => [c.type, c.status, c.reason, c.message.split("\n").filter((l) => l.trim() !== "").join(" | ")])]));
   if (status.lastError) lines.push("", `last error ${status.lastError.reason} at ${status.lastError.at}:`, status.lastError.message);
   return lines.join("\n");
 }
