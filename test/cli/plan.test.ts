@@ -22,6 +22,17 @@ test("human output: the stages, layers and fit; exit 0", async () => {
   expect(r.stdout).toMatch(/l2/);
 });
 
+test("--probe: budgets from what the nodes report (as the daemon plans), not the declared memory", async () => {
+  const declared = JSON.parse((await runShardctl(world, ["plan", "p1", "--json"])).stdout) as { plan: { stages: Array<{ budgetBytes: number }> } };
+  const probed = JSON.parse((await runShardctl(world, ["plan", "p1", "--json", "--probe"])).stdout) as { plan: { stages: Array<{ budgetBytes: number }> } };
+  // l1 and l2 declare 4 GiB; this machine's free memory is something else.
+  expect(declared.plan.stages[0]!.budgetBytes).toBe(Math.floor((4 * 2 ** 30) / 1.2));
+  expect(probed.plan.stages[0]!.budgetBytes).not.toBe(declared.plan.stages[0]!.budgetBytes);
+  const human = await runShardctl(world, ["plan", "p1", "--probe"]);
+  expect(human.code).toBe(0);
+  expect(human.stdout).toContain("budgets: probed free memory of each node");
+});
+
 test("--json: the plan as data", async () => {
   const r = await runShardctl(world, ["plan", "p1", "--json"]);
   expect(r.code).toBe(0);

@@ -5,17 +5,22 @@
  */
 import { relative } from "node:path";
 import { parseArgs } from "node:util";
-import { planCluster, renderPlanMarkdown, renderPlanText, type ShardPlan } from "../../planner/index.js";
+import { NodePool } from "../../nodes/index.js";
+import { planCluster, renderPlanMarkdown, renderPlanText, type NodeFacts, type ShardPlan } from "../../planner/index.js";
+import { nodeConfigOf } from "../../reconciler/node-configs.js";
+import { probeFacts } from "../../reconciler/probe-facts.js";
 import { readStatus, statusFileFor } from "../../reconciler/status/index.js";
-import { formatIssue, loadCluster } from "../../spec/index.js";
+import { formatIssue, loadCluster, type ClusterSpec, type Settings } from "../../spec/index.js";
 import { isShardctlError } from "../../spec/errors.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { UsageError } from "../usage-error.js";
 
 export const summary = "preview the shard plan of cluster definitions (read-only)";
 
-const usage = `usage: shardctl plan <cluster|file>... [--json | --markdown] [--detailed-exitcode]
+const usage = `usage: shardctl plan <cluster|file>... [--json | --markdown] [--detailed-exitcode] [--probe]
        [--config shardctl.toml] [--dir clusters]
+  Budgets come from the registry's declared memory; --probe asks the nodes (free memory, accelerator,
+  engine version) as the daemon does when distributed serving is on.
   Exit 0 when every plan is feasible, 1 when a definition is invalid or a plan is infeasible,
   2 (with --detailed-exitcode) when a plan differs from the one its status file records.`;
 
@@ -28,6 +33,7 @@ export async function run(args: string[]): Promise<number> {
       json: { type: "boolean" },
       markdown: { type: "boolean" },
       "detailed-exitcode": { type: "boolean" },
+      probe: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -53,7 +59,9 @@ export async function run(args: string[]): Promise<number> {
     }
     const spec = loaded.value;
     try {
-      const { plan } = await planCluster(spec, context.settings);
+      // --probe: the budgets the daemon plans with (probed free memory), not the declared ones.
+      const facts = values.probe ? await probeNodes(spec, context.settings) : {};
+      const { plan } = await planCluster(spec, context.settings, facts);
       if (!plan.feasible) invalid = true;
       if (plan.feasible && (await differsFromStatus(file, plan))) changed = true;
       results.push({ cluster: spec.name, file: shown, plan });
@@ -72,6 +80,7 @@ export async function run(args: string[]): Promise<number> {
       else console.log(`cluster ${result.cluster} (${result.file})`);
       if (result.plan !== undefined) {
         console.log(values.markdown ? renderPlanMarkdown(result.plan) : renderPlanText(result.plan, { color: process.stdout.isTTY }));
+        console.log(`budgets: ${values.probe ? "probed free memory of each node" : "declared memory in the settings (--probe for what the nodes report, as the daemon plans)"}`);
       }
       for (const line of result.errors ?? []) console.log(values.markdown ? `- ${line}` : line);
       console.log("");
@@ -79,6 +88,19 @@ export async function run(args: string[]): Promise<number> {
   }
   if (invalid) return 1;
   return values["detailed-exitcode"] && changed ? 2 : 0;
+}
+
+/** Probe the cluster's stage nodes once, over a pool closed afterwards. */
+async function probeNodes(spec: ClusterSpec, settings: Settings): Promise<Record<string, NodeFacts>> {
+  const pool = new NodePool({
+    ...(settings.ssh.knownHosts === undefined ? {} : { knownHostsPath: settings.ssh.knownHosts }),
+    ...(settings.ssh.config === undefined ? {} : { sshConfigPath: settings.ssh.config }),
+  });
+  try {
+    return await probeFacts(spec, spec.nodes.map((n) => pool.get(nodeConfigOf(settings.nodes[n]!))));
+  } finally {
+    await pool.close();
+  }
 }
 
 /** True when the status file records a plan whose nodes or layer ranges differ from `plan`. */
