@@ -39,7 +39,7 @@ beforeAll(async () => {
       ].join("\n"),
     )
     .join("\n\n");
-  await writeFile(settingsFile, `[hub]\nendpoint = "${hub.endpoint}"\n\n[ssh]\nknown_hosts = "${sshd.knownHostsPath}"\nconfig = "${join(root, "no-ssh-config")}"\n\n${nodes}\n`);
+  await writeFile(settingsFile, `[distributed]\nenabled = true\n\n[hub]\nendpoint = "${hub.endpoint}"\n\n[ssh]\nknown_hosts = "${sshd.knownHostsPath}"\nconfig = "${join(root, "no-ssh-config")}"\n\n${nodes}\n`);
   await writeFile(
     join(root, "clusters-tiny.toml"),
     [`nodes = ["node-1", "node-2"]`, "", "[model]", `id = "${repo}"`, `source = "hub"`, "context_length = 512", "", "[engine]", `kind = "reference"`, ""].join("\n"),
