@@ -64,7 +64,9 @@ test("npm start's demo: ready, answers through the router, Ctrl-C leaves nothing
     expect(body.usage.completion_tokens).toBeGreaterThan(0);
     expect((await processesMentioning(root)).length).toBeGreaterThan(0);
   } finally {
+    // Whatever happened above, the demo tears down before its directory goes (afterAll).
     demo.kill("SIGINT");
+    await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 60_000))]);
   }
   expect(await exited).toBe(0);
   expect(stdout).toMatch(/demo stopped: no process of it is left/);
