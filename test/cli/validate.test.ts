@@ -43,7 +43,10 @@ describe("shardctl validate", () => {
     await mkdir(join(dir, "clusters"));
     await writeFile(join(dir, "shardctl.toml"), settings);
     await writeFile(join(dir, "clusters", "llama.toml"), 'nodes = ["studio-1", "studio-2"]\n\n[model]\nid = "org/llama"\n');
-    await writeFile(join(dir, "clusters", "qwen.toml"), 'nodes = ["studio-2", "studio-1"]\n\n[model]\nid = "org/qwen"\n');
+    await writeFile(join(dir, "clusters", "qwen.toml"), 'nodes = ["studio-2", "studio-1"]\n\n[model]\nid = "org/qwen"\n\n[coordinator]\nport = 8081\n');
+    await mkdir(join(dir, "clash"));
+    await writeFile(join(dir, "clash", "a.toml"), 'nodes = ["studio-1", "studio-2"]\n\n[model]\nid = "org/a"\n\n[coordinator]\nhost = "127.0.0.1"\n  port = 8080\n');
+    await writeFile(join(dir, "clash", "b.toml"), 'nodes = ["studio-2", "studio-1"]\n\n[model]\nid = "org/b"\n');
     await writeFile(join(dir, "clusters", "qwen.status.json"), "{}");
     await mkdir(join(dir, "bad"));
     await writeFile(join(dir, "bad", "llama.toml"), 'nodes = ["studio-1", "studio-3"]\nextra = true\n\n[model]\nid = "x; rm -rf ~"\n');
@@ -57,6 +60,17 @@ describe("shardctl validate", () => {
   it("exits 0 on a valid directory and says how many files it checked", async () => {
     const run = await validate(dir, "clusters");
     expect(run).toEqual({ code: 0, stdout: "ok: 3 files\n", stderr: "" });
+  });
+
+  it("refuses two definitions whose coordinators share an address, at the port key of each", async () => {
+    const run = await validate(dir, "clash");
+    expect(run.code).toBe(1);
+    expect(run.stderr.split("\n")).toEqual([
+      "clash/a.toml:8:3: coordinator.port: 127.0.0.1:8080 on local is also the coordinator address of clash/b.toml; give each cluster its own [coordinator] port",
+      "clash/b.toml:1:1: coordinator.port: 127.0.0.1:8080 on local is also the coordinator address of clash/a.toml; give each cluster its own [coordinator] port",
+      "2 problems in 2 of 3 files",
+      "",
+    ]);
   });
 
   it("exits 1 and prints every problem as file:line:col: path: message", async () => {

@@ -2,7 +2,7 @@
 import { readFile, stat } from "node:fs/promises";
 import { relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { findClusterFiles, formatIssue, loadCluster, parseSettings, type SpecIssue } from "../../spec/index.js";
+import { findClusterFiles, formatIssue, loadCluster, parseSettings, type ClusterSpec, type SpecIssue } from "../../spec/index.js";
 import { UsageError } from "../usage-error.js";
 
 export const summary = "check cluster definitions and settings; print every problem as file:line:col";
@@ -34,10 +34,13 @@ export async function run(args: string[]): Promise<number> {
   // The settings file itself, when named (or found in a named directory), is not a cluster definition.
   const definitions = (await expandPaths(positionals)).filter((file) => resolve(file) !== resolve(configFile));
   if (settings.ok) {
+    const specs: ClusterSpec[] = [];
     for (const file of definitions) {
       const result = await loadCluster(file, settings.value);
       if (!result.ok) issues.push(...result.issues);
+      else specs.push(result.value);
     }
+    issues.push(...(await sharedCoordinatorAddresses(specs)));
   }
 
   for (const issue of issues) console.error(formatIssue({ ...issue, file: displayPath(issue.file) }));
@@ -50,6 +53,48 @@ export async function run(args: string[]): Promise<number> {
   const note = settings.ok ? "" : "; cluster definitions were not checked because the settings are invalid";
   console.error(`${issues.length} problem${issues.length === 1 ? "" : "s"} in ${failed} of ${fileCount} files${note}`);
   return 1;
+}
+
+/**
+ * Two definitions whose coordinators listen on the same node, host and port cannot both run: the
+ * second launch would only fail at its port check. Said here, at the `port` key (or the file's top
+ * when the default port is used).
+ */
+async function sharedCoordinatorAddresses(specs: readonly ClusterSpec[]): Promise<SpecIssue[]> {
+  const byAddress = new Map<string, ClusterSpec[]>();
+  for (const spec of specs) {
+    const key = `${spec.coordinator.node} ${spec.coordinator.host}:${spec.coordinator.port}`;
+    byAddress.set(key, [...(byAddress.get(key) ?? []), spec]);
+  }
+  const issues: SpecIssue[] = [];
+  for (const group of byAddress.values()) {
+    if (group.length < 2) continue;
+    for (const spec of group) {
+      const others = group.filter((s) => s !== spec).map((s) => displayPath(s.file)).join(", ");
+      const text = await readFile(spec.file, "utf8");
+      const at = locateCoordinatorPort(text);
+      issues.push({
+        file: spec.file,
+        ...at,
+        path: "coordinator.port",
+        message: `${spec.coordinator.host}:${spec.coordinator.port} on ${spec.coordinator.node} is also the coordinator address of ${others}; give each cluster its own [coordinator] port`,
+      });
+    }
+  }
+  return issues;
+}
+
+/** line:col of `port = …` inside `[coordinator]`, or 1:1 when the default is used. */
+function locateCoordinatorPort(text: string): { line: number; col: number } {
+  const lines = text.split("\n");
+  let inCoordinator = false;
+  for (const [i, line] of lines.entries()) {
+    const header = /^\s*\[([^\]]+)\]/.exec(line);
+    if (header !== null) inCoordinator = header[1]!.trim() === "coordinator";
+    const key = /^(\s*)port\s*=/.exec(line);
+    if (inCoordinator && key !== null) return { line: i + 1, col: key[1]!.length + 1 };
+  }
+  return { line: 1, col: 1 };
 }
 
 /** Files as given; directories replaced by their *.toml files. */
