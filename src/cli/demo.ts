@@ -8,7 +8,7 @@
 import { access, mkdir, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { makeTestModel } from "../planner/index.js";
-import { readStatus, startDaemon, statusFileFor } from "../reconciler/index.js";
+import { readStatus, requestsDirOf, startDaemon, statusFileFor } from "../reconciler/index.js";
 import { computeRevision, loadCluster, loadSettings } from "../spec/index.js";
 import { waitForSignal } from "./commands/daemon.js";
 import { createLogger } from "./logger.js";
@@ -38,6 +38,11 @@ async function main(): Promise<number> {
     await mkdir(dirname(routerConfig), { recursive: true });
     await writeFile(routerConfig, '# The embedded router of the shardctl demo; shardctl adds and removes backends.\nserver:\n  bind_address: "127.0.0.1:8088"\nbackends: []\n');
   }
+
+  // A fresh start for the demo cluster: whatever an earlier run left in its status (a spent restart
+  // budget, a Ready of processes long gone) is looked at again, as `shardctl reconcile demo` would.
+  await mkdir(requestsDirOf(settings), { recursive: true });
+  await writeFile(join(requestsDirOf(settings), clusterName), new Date().toISOString());
 
   const log = createLogger("shardctl-demo");
   const daemon = await startDaemon({ dir: clustersDir, settingsFile, log, teardownOnExit: true });
@@ -76,8 +81,10 @@ async function waitReady(statusFile: string, revision: string): Promise<"ready" 
         lastHealth = status.health;
         console.log(`  ${status.health}${status.lastError ? ` (${status.lastError.reason}: ${status.lastError.message})` : ""}`);
       }
+      // Ready, and converged by this daemon (an earlier run's Ready does not count).
       const ready = status.conditions.find((c) => c.type === "Ready");
-      if (ready?.status === "True" && ready.observedRevision === revision) return "ready";
+      const reconciling = status.conditions.find((c) => c.type === "Reconciling");
+      if (ready?.status === "True" && ready.observedRevision === revision && reconciling?.status === "False") return "ready";
       const stalled = status.conditions.find((c) => c.type === "Stalled");
       if (stalled?.status === "True") return `the demo cluster is Stalled: ${stalled.reason}: ${stalled.message}`;
     }
