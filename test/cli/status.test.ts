@@ -76,6 +76,26 @@ test("--json: the status files as JSON (a list, or one object for one cluster)",
   expect(one.stages).toHaveLength(2);
 });
 
+test("--watch redraws the cluster's cards in place until Ctrl-C, then exits 0", async () => {
+  const { spawn } = await import("node:child_process");
+  const { shardctlJs } = await import("../reconciler/daemon-fixture.js");
+  const child = spawn(process.execPath, [shardctlJs, "status", "live", "--watch", "--config", world.settingsFile, "--dir", world.clustersDir], { stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+  const closed = new Promise<number | null>((resolve) => child.once("close", (code) => resolve(code)));
+  const deadline = Date.now() + 10_000;
+  // Two frames: it redraws (clear screen + home) rather than printing once.
+  const clear = "\x1b[H\x1b[2J";
+  while (out.split(clear).length - 1 < 2 && Date.now() < deadline) await sleep(100);
+  child.kill("SIGINT");
+  expect(await closed).toBe(0);
+  const frames = out.split(clear).filter((f) => f.trim() !== "");
+  expect(frames.length).toBeGreaterThanOrEqual(2);
+  expect(frames[0]).toMatch(/^live \[cluster\]\s+Healthy/);
+  expect(frames[0]).toMatch(/^0\s+l1\s+\[0, 2\)\s+\d+\s+yes\s+listening/m);
+  expect(frames[0]).toContain("Ctrl-C to quit");
+});
+
 test("an invalid settings edit leaves the serving cluster Ready; status still prints, with a warning", async () => {
   const { readFile, writeFile } = await import("node:fs/promises");
   const good = await readFile(world.settingsFile, "utf8");
