@@ -30,14 +30,15 @@ test("npm start's demo: ready, answers through the router, Ctrl-C leaves nothing
   const definition = await readFile(join(repoRoot, "clusters/demo.toml"), "utf8");
   const range = await freePortRange(["127.0.0.1"], 4);
   const coordinatorPort = await freePort();
-  const routerPort = await freePort();
   expect(settings).toMatch(/port_range = "39600-39629"/);
   expect(definition).toMatch(/port = 8090/);
   await mkdir(join(root, "clusters"));
   await writeFile(join(root, "shardctl.toml"), settings.replace(/port_range = "39600-39629"/, `port_range = "${range}"`));
   await writeFile(join(root, "clusters/demo.toml"), definition.replace(/port = 8090/, `port = ${coordinatorPort}`));
   await mkdir(join(root, ".demo"));
-  await writeFile(join(root, ".demo/router.yaml"), `server:\n  bind_address: "127.0.0.1:${routerPort}"\nbackends: []\n`);
+  // Port 0: the router takes a free port as it binds (no window for a parallel test to take it first)
+  // and the demo prints where it listens.
+  await writeFile(join(root, ".demo/router.yaml"), `server:\n  bind_address: "127.0.0.1:0"\nbackends: []\n`);
 
   const demo = spawn(process.execPath, [join(repoRoot, "dist/src/cli/demo.js")], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
@@ -50,7 +51,8 @@ test("npm start's demo: ready, answers through the router, Ctrl-C leaves nothing
     while (!/ready/.test(stdout) && Date.now() < deadline && demo.exitCode === null) await new Promise((r) => setTimeout(r, 100));
     // On failure, say why (the demo's own output and logs), not only that "ready" never came.
     expect(stdout, `demo output:\n${stdout}\n${stderr.slice(-3000)}`).toMatch(/cluster "demo" is ready/);
-    const routerUrl = `http://127.0.0.1:${routerPort}`;
+    const routerUrl = /through the embedded router at (http:\/\/127\.0\.0\.1:\d+)/.exec(stdout)?.[1] ?? "(no router URL printed)";
+    expect(routerUrl).not.toMatch(/:0$/);
     expect(stdout).toContain(`curl -s ${routerUrl}/v1/chat/completions`);
     expect(stdout).toContain("status --watch");
 
