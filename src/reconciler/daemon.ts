@@ -10,11 +10,11 @@ import { join, resolve } from "node:path";
 import { watch } from "chokidar";
 import type { Logger } from "pino";
 import type { LaunchDeadlines } from "../launch/index.js";
-import { NodePool } from "../nodes/index.js";
 import { startRouter, type RunningRouter } from "../router/index.js";
 import { loadSettings, type Settings } from "../spec/index.js";
 import { ShardctlError } from "../spec/errors.js";
 import { acquireDaemonLock } from "./daemon-lock.js";
+import { createNodePool } from "./node-configs.js";
 import { DaemonMetrics } from "./metrics.js";
 import { Reconciler } from "./reconcile.js";
 import { WorkQueue } from "./queue/work-queue.js";
@@ -57,10 +57,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const settings = await loadSettings(options.settingsFile);
   const lock = await acquireDaemonLock(dir);
   const log = options.log;
-  const pool = new NodePool({
-    ...(settings.ssh.knownHosts === undefined ? {} : { knownHostsPath: settings.ssh.knownHosts }),
-    ...(settings.ssh.config === undefined ? {} : { sshConfigPath: settings.ssh.config }),
-  });
+  const pool = createNodePool(settings);
   const metrics = new DaemonMetrics();
 
   // The embedded router serves the same config the registrar edits.

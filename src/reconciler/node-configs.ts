@@ -1,6 +1,6 @@
 /** From the registry's NodeEntry to what node access needs; the control machine as a node. */
 import { join } from "node:path";
-import type { NodeConfig } from "../nodes/index.js";
+import { NodePool, type NodeConfig } from "../nodes/index.js";
 import type { NodeEntry, Settings } from "../spec/index.js";
 
 /** The name the control machine goes by in ledgers and status files. */
@@ -32,4 +32,12 @@ export function nodeConfigNamed(name: string, settings: Settings): NodeConfig | 
   if (name === controlNodeName) return controlNodeConfig(settings);
   const entry = settings.nodes[name];
   return entry === undefined ? undefined : nodeConfigOf(entry);
+}
+
+/** The node pool every command and the daemon share: SSH checked against the settings' known_hosts and config. */
+export function createNodePool(settings: Settings): NodePool {
+  return new NodePool({
+    ...(settings.ssh.knownHosts === undefined ? {} : { knownHostsPath: settings.ssh.knownHosts }),
+    ...(settings.ssh.config === undefined ? {} : { sshConfigPath: settings.ssh.config }),
+  });
 }

@@ -4,7 +4,8 @@
  * Exit 0 when every node answered, 1 otherwise.
  */
 import { parseArgs } from "node:util";
-import { createProbeCache, formatBadge, NodePool, type NodeProbe } from "../../nodes/index.js";
+import { createProbeCache, formatBadge, type NodeProbe } from "../../nodes/index.js";
+import { createNodePool } from "../../reconciler/node-configs.js";
 import { formatBytes } from "../../planner/index.js";
 import { contextOptions, loadContext } from "../context.js";
 
@@ -24,7 +25,7 @@ export async function run(args: string[]): Promise<number> {
     return 0;
   }
   const { settings } = await loadContext(values);
-  const pool = new NodePool({ knownHostsPath: settings.ssh.knownHosts, sshConfigPath: settings.ssh.config });
+  const pool = createNodePool(settings);
   const probe = createProbeCache({ engineBinary: values["engine-binary"] });
   try {
     const entries = Object.values(settings.nodes);

@@ -5,9 +5,8 @@
  */
 import { relative } from "node:path";
 import { parseArgs } from "node:util";
-import { NodePool } from "../../nodes/index.js";
 import { planCluster, renderPlanMarkdown, renderPlanText, type NodeFacts, type ShardPlan } from "../../planner/index.js";
-import { nodeConfigOf } from "../../reconciler/node-configs.js";
+import { createNodePool, nodeConfigOf } from "../../reconciler/node-configs.js";
 import { probeFacts } from "../../reconciler/probe-facts.js";
 import { readStatus, statusFileFor } from "../../reconciler/status/index.js";
 import { formatIssue, loadCluster, type ClusterSpec, type Settings } from "../../spec/index.js";
@@ -92,10 +91,7 @@ export async function run(args: string[]): Promise<number> {
 
 /** Probe the cluster's stage nodes once, over a pool closed afterwards. */
 async function probeNodes(spec: ClusterSpec, settings: Settings): Promise<Record<string, NodeFacts>> {
-  const pool = new NodePool({
-    ...(settings.ssh.knownHosts === undefined ? {} : { knownHostsPath: settings.ssh.knownHosts }),
-    ...(settings.ssh.config === undefined ? {} : { sshConfigPath: settings.ssh.config }),
-  });
+  const pool = createNodePool(settings);
   try {
     return await probeFacts(spec, spec.nodes.map((n) => pool.get(nodeConfigOf(settings.nodes[n]!))));
   } finally {

@@ -7,7 +7,6 @@
 import { access } from "node:fs/promises";
 import { basename } from "node:path";
 import { parseArgs } from "node:util";
-import { NodePool } from "../../nodes/index.js";
 import { filesForStage, formatBytes, planCluster } from "../../planner/index.js";
 import { loadCluster, formatIssue, type ClusterSpec } from "../../spec/index.js";
 import { ShardctlError } from "../../spec/errors.js";
@@ -23,6 +22,7 @@ import {
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { UsageError } from "../usage-error.js";
 import { stagingSourceOf } from "../../reconciler/stage-model.js";
+import { createNodePool } from "../../reconciler/node-configs.js";
 
 export const summary = "stage a cluster's model files onto its nodes (download or push, verify)";
 
@@ -65,7 +65,7 @@ export async function run(args: string[]): Promise<number> {
     return 1;
   }
 
-  const pool = new NodePool({ knownHostsPath: settings.ssh.knownHosts, sshConfigPath: settings.ssh.config });
+  const pool = createNodePool(settings);
   const bars = createBars(plan.stages.map((s) => s.node), !values.json && process.stdout.isTTY === true);
   try {
     const requests = plan.stages.map((stage) => {
