@@ -10,7 +10,7 @@ import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import type { EngineTopology, ProcessFiles } from "./drivers/index.js";
 import type { LedgerEntry, LedgerProcess } from "./ledger.js";
-import { LaunchError } from "./launch-error.js";
+import { LaunchError, messageOf } from "./launch-error.js";
 import { allocatePorts } from "./ports.js";
 import { describeExit, isProcessAlive, plannedProcess, processLabel, readLogTail, startEngineProcess } from "./processes.js";
 import { teardownCluster } from "./teardown.js";
@@ -299,8 +299,4 @@ function asLaunchError(error: unknown, step = "launch"): LaunchError {
 
 function hostForUrl(host: string): string {
   return host.includes(":") ? `[${host}]` : host;
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

@@ -27,3 +27,8 @@ export class LaunchError extends ShardctlError {
     this.logTail = options.logTail ?? [];
   }
 }
+
+/** The message of anything thrown, for the messages launch and teardown compose. */
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

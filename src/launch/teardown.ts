@@ -8,6 +8,7 @@ import type { NodeAccess } from "../nodes/index.js";
 import type { Registrar } from "../router/index.js";
 import { ShardctlError } from "../spec/errors.js";
 import type { Ledger, LedgerEntry, LedgerProcess } from "./ledger.js";
+import { messageOf } from "./launch-error.js";
 import { processLabel, stopEngineProcess, type StopOutcome } from "./processes.js";
 import type { TimelineEvent } from "./types.js";
 
@@ -101,8 +102,4 @@ async function removeToken(context: TeardownContext, process: LedgerProcess): Pr
 function stopOrder(processes: readonly LedgerProcess[]): LedgerProcess[] {
   const rank = (p: LedgerProcess): number => (p.role === "coordinator" ? Number.MAX_SAFE_INTEGER : (p.index ?? 0));
   return [...processes].sort((a, b) => rank(b) - rank(a));
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
