@@ -8,8 +8,9 @@
  * enough behind to clean up. No secrets are stored here: the transport token lives only in its
  * 0600 files on the nodes.
  */
-import { mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
+import { writeFileAtomic } from "../router/index.js";
 
 export type ProcessRole = "stage" | "coordinator";
 
@@ -105,9 +106,7 @@ export class Ledger {
     const previous = this.pending.get(entry.cluster) ?? Promise.resolve();
     const next = previous.then(async () => {
       await mkdir(this.dir, { recursive: true });
-      const temp = `${this.file(entry.cluster)}.${process.pid}.tmp`;
-      await writeFile(temp, JSON.stringify(entry, null, 2) + "\n");
-      await rename(temp, this.file(entry.cluster));
+      await writeFileAtomic(this.file(entry.cluster), JSON.stringify(entry, null, 2) + "\n");
     });
     this.pending.set(entry.cluster, next.catch(() => undefined));
     return next;

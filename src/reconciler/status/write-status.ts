@@ -1,7 +1,6 @@
-import { readFile, rename, rm, writeFile } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
+import { writeFileAtomic } from "../../router/index.js";
 import { type ClusterStatus, statusSchema } from "./schema.js";
-
-let writeCounter = 0;
 
 /** `clusters/llama.toml` → `clusters/llama.status.json`. */
 export function statusFileFor(definitionFile: string): string {
@@ -22,15 +21,7 @@ export async function writeStatus(file: string, status: ClusterStatus): Promise<
   const text = renderStatus(status);
   const current = await readFile(file, "utf8").catch(() => undefined);
   if (current === text) return false;
-  // Unique per write: two writers of one file must never share a temp file.
-  const temp = `${file}.${process.pid}.${(writeCounter += 1)}.tmp`;
-  try {
-    await writeFile(temp, text);
-    await rename(temp, file);
-  } catch (error) {
-    await rm(temp, { force: true });
-    throw error;
-  }
+  await writeFileAtomic(file, text);
   return true;
 }
 
