@@ -5,7 +5,7 @@
  * message and exit 1; anything else is a bug and is rethrown with its stack.
  */
 import { UsageError } from "./usage-error.js";
-import { isShardctlError } from "../spec/errors.js";
+import { isShardctlError } from "../errors/index.js";
 
 type Command = { run: (args: string[]) => Promise<number>; summary: string };
 

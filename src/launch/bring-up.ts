@@ -10,7 +10,7 @@ import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import type { EngineTopology, ProcessFiles } from "./drivers/index.js";
 import type { LedgerEntry, LedgerProcess } from "./ledger.js";
-import { LaunchError, messageOf } from "./launch-error.js";
+import { LaunchError } from "./launch-error.js";
 import { allocatePorts } from "./ports.js";
 import { describeExit, isProcessAlive, plannedProcess, processLabel, readLogTail, startEngineProcess } from "./processes.js";
 import { teardownCluster } from "./teardown.js";
@@ -18,7 +18,7 @@ import { isCoordinatorHealthy, probeOneToken } from "./coordinator-probes.js";
 import type { LaunchContext, LaunchRequest, LaunchResult, TimelineEvent } from "./types.js";
 import { waitUntil } from "./wait-until.js";
 import type { NodeAccess } from "../nodes/index.js";
-import { isShardctlError } from "../spec/errors.js";
+import { isShardctlError, messageOf } from "../errors/index.js";
 
 export async function launchCluster(request: LaunchRequest, context: LaunchContext): Promise<LaunchResult> {
   const timeline: TimelineEvent[] = [];

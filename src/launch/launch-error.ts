@@ -1,4 +1,4 @@
-import { ShardctlError } from "../spec/errors.js";
+import { ShardctlError } from "../errors/index.js";
 
 /** Reasons a launch fails, one per step (issue 5). */
 export type LaunchFailure =
@@ -28,7 +28,3 @@ export class LaunchError extends ShardctlError {
   }
 }
 
-/** The message of anything thrown, for the messages launch and teardown compose. */
-export function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}

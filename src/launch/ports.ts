@@ -3,7 +3,7 @@
  * binds (two registry nodes on one machine share its ports), skip ports held by other clusters
  * (the ledger) and ports something already listens on (probed on that node).
  */
-import { ShardctlError } from "../spec/errors.js";
+import { ShardctlError } from "../errors/index.js";
 
 export interface PortRange {
   first: number;

@@ -6,9 +6,9 @@
 import { posix } from "node:path";
 import type { NodeAccess } from "../nodes/index.js";
 import type { Registrar } from "../router/index.js";
-import { ShardctlError } from "../spec/errors.js";
+import { messageOf, ShardctlError } from "../errors/index.js";
 import type { Ledger, LedgerEntry, LedgerProcess } from "./ledger.js";
-import { messageOf } from "./launch-error.js";
+
 import { processLabel, stopEngineProcess, type StopOutcome } from "./processes.js";
 import type { TimelineEvent } from "./types.js";
 

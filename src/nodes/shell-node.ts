@@ -2,7 +2,7 @@
  * What local and SSH nodes share: process control and stat built on `run` and the sh programs in
  * shell-scripts.ts, so both implementations take the very same path for pids and start times.
  */
-import { ShardctlError } from "../spec/errors.js";
+import { ShardctlError } from "../errors/index.js";
 import {
   exitStatusWrapper,
   sha256Script,

@@ -1,6 +1,6 @@
 import { open, readdir, readFile, stat } from "node:fs/promises";
 import { join, relative } from "node:path";
-import { ShardctlError } from "../spec/errors.js";
+import { ShardctlError } from "../errors/index.js";
 import { readHeaderLength } from "./safetensors-header.js";
 import type { RawHeader, SourceReader } from "./model-source.js";
 

@@ -1,4 +1,4 @@
-import { ShardctlError } from "../spec/errors.js";
+import { ShardctlError } from "../errors/index.js";
 import { readHeaderLength } from "./safetensors-header.js";
 import type { ModelSource, RawHeader, SourceReader } from "./model-source.js";
 

@@ -1,4 +1,4 @@
-import { ShardctlError } from "../spec/errors.js";
+import { ShardctlError } from "../errors/index.js";
 import { createDirReader } from "./dir-source.js";
 import { createHubReader } from "./hub-source.js";
 import { parseModelConfig } from "./model-config.js";

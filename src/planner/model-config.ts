@@ -1,4 +1,4 @@
-import { ShardctlError } from "../spec/errors.js";
+import { ShardctlError } from "../errors/index.js";
 
 /** The fields of config.json the planner needs, normalised (defaults applied). */
 export interface ModelConfig {

@@ -1,4 +1,4 @@
-import { ShardctlError } from "../spec/errors.js";
+import { ShardctlError } from "../errors/index.js";
 import type { ModelConfig } from "./model-config.js";
 import type { SafetensorsHeader } from "./safetensors-header.js";
 

@@ -4,7 +4,7 @@
  * Node memory comes from probes when the caller has them, else from the registry.
  */
 import type { ClusterSpec, Settings } from "../spec/index.js";
-import { ShardctlError } from "../spec/errors.js";
+import { ShardctlError } from "../errors/index.js";
 import { inspectModel } from "./inspect-model.js";
 import type { ModelProfile } from "./model-profile.js";
 import type { ModelSource } from "./model-source.js";

@@ -1,4 +1,4 @@
-import { ShardctlError } from "../spec/errors.js";
+import { ShardctlError } from "../errors/index.js";
 
 /** The safetensors format caps the JSON header at 100 MB (bytes). */
 export const maxHeaderBytes = 100_000_000;

@@ -10,7 +10,7 @@ import { createHash } from "node:crypto";
 import { mkdir, open, readFile, realpath, rename, rm } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
-import { ShardctlError } from "../spec/errors.js";
+import { ShardctlError } from "../errors/index.js";
 
 export interface DaemonLock {
   file: string;

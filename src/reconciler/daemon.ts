@@ -12,7 +12,7 @@ import type { Logger } from "pino";
 import type { LaunchDeadlines } from "../launch/index.js";
 import { startRouter, type RunningRouter } from "../router/index.js";
 import { loadSettings, type Settings } from "../spec/index.js";
-import { ShardctlError } from "../spec/errors.js";
+import { ShardctlError } from "../errors/index.js";
 import { acquireDaemonLock } from "./daemon-lock.js";
 import { createNodePool } from "./node-configs.js";
 import { DaemonMetrics } from "./metrics.js";

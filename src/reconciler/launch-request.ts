@@ -6,7 +6,7 @@ import { createDriver, defaultDeadlines, type LaunchDeadlines, type LaunchReques
 import { SshNode, type NodeAccess } from "../nodes/index.js";
 import type { ShardPlan } from "../planner/index.js";
 import type { ClusterSpec, Settings } from "../spec/index.js";
-import { ShardctlError } from "../spec/errors.js";
+import { ShardctlError } from "../errors/index.js";
 import { resolveHome } from "../staging/index.js";
 import { controlNodeName } from "./node-configs.js";
 

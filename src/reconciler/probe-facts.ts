@@ -7,7 +7,7 @@
 import { probeNode, type NodeAccess } from "../nodes/index.js";
 import type { NodeFacts } from "../planner/index.js";
 import type { ClusterSpec } from "../spec/index.js";
-import { ShardctlError } from "../spec/errors.js";
+import { ShardctlError } from "../errors/index.js";
 
 export async function probeFacts(spec: ClusterSpec, nodes: NodeAccess[]): Promise<Record<string, NodeFacts>> {
   // The bundled reference engine is this installation's own: only an explicit binary is asked its version.

@@ -26,7 +26,7 @@ import type { NodeAccess, NodePool } from "../nodes/index.js";
 import { planCluster } from "../planner/index.js";
 import { createRegistrar, type Registrar } from "../router/index.js";
 import { computeRevision, findClusterFiles, formatIssue, type ClusterSpec, type Settings } from "../spec/index.js";
-import { isShardctlError, ShardctlError } from "../spec/errors.js";
+import { isShardctlError, ShardctlError } from "../errors/index.js";
 import { createMemory, type ClusterMemory } from "./cluster-memory.js";
 import { ParseCache } from "./parse-cache.js";
 import { lastCommitOf } from "./git-commit.js";

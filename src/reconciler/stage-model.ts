@@ -7,7 +7,7 @@ import { basename } from "node:path";
 import type { NodeAccess } from "../nodes/index.js";
 import { filesForStage, type ModelProfile, type ShardPlan } from "../planner/index.js";
 import type { ClusterSpec, Settings } from "../spec/index.js";
-import { ShardctlError } from "../spec/errors.js";
+import { ShardctlError } from "../errors/index.js";
 import { resolveHome, resolveManifest, stageCluster, stageFileList, type Manifest, type NodeStageRequest, type StageProgress, type StagingSource } from "../staging/index.js";
 
 export interface StagedModel {

@@ -4,7 +4,7 @@
  * for the status (health, conditions, last error) and for the work queue (done, stall, retry).
  */
 import type { LedgerEntry, TimelineEvent } from "../launch/index.js";
-import { isShardctlError } from "../spec/errors.js";
+import { isShardctlError } from "../errors/index.js";
 import type { ClusterMemory } from "./cluster-memory.js";
 import type { PassReport } from "./compose-status.js";
 import type { PassOutcome } from "./queue/work-queue.js";

@@ -3,7 +3,7 @@
  * file. continuum-router documents that the API exists (bearer-token auth) but not its paths, so the
  * paths are settings; the defaults below are a guess to be checked against the deployed version.
  */
-import { ShardctlError } from "../spec/errors.js";
+import { ShardctlError } from "../errors/index.js";
 import { parseRouterConfig } from "./read-router-config.js";
 import type { BackendEntry, Registrar } from "./types.js";
 import { validateBackendEntry } from "./validate-backend-entry.js";

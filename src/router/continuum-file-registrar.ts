@@ -4,7 +4,7 @@
  */
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
-import { ShardctlError } from "../spec/errors.js";
+import { ShardctlError } from "../errors/index.js";
 import { editBackendsText, NEW_CONFIG_TEXT, parseConfigDocument, removeBackend, upsertBackend } from "./edit-backends.js";
 import type { Document } from "yaml";
 import { parseRouterConfig } from "./read-router-config.js";

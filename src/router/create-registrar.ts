@@ -1,5 +1,5 @@
 /** Picks the registrar that `[router]` settings describe. */
-import { ShardctlError } from "../spec/errors.js";
+import { ShardctlError } from "../errors/index.js";
 import { createContinuumAdminRegistrar, type AdminPaths } from "./continuum-admin-registrar.js";
 import { createContinuumFileRegistrar } from "./continuum-file-registrar.js";
 import { createNoneRegistrar } from "./none-registrar.js";

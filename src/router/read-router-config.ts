@@ -5,7 +5,7 @@
 import { readFile } from "node:fs/promises";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { ShardctlError } from "../spec/errors.js";
+import { ShardctlError } from "../errors/index.js";
 import type { BackendEntry, RouterConfig } from "./types.js";
 
 const backendSchema = z.looseObject({

@@ -8,7 +8,7 @@ import { Agent as HttpsAgent } from "node:https";
 import type { AddressInfo } from "node:net";
 import { resolve } from "node:path";
 import { pino, type Logger } from "pino";
-import { ShardctlError } from "../spec/errors.js";
+import { ShardctlError } from "../errors/index.js";
 import { sendJson, sendOpenAIError } from "./openai-error.js";
 import { proxyRequest, type ProxyContext } from "./proxy-request.js";
 import { readRouterConfig } from "./read-router-config.js";

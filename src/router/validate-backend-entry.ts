@@ -1,5 +1,5 @@
 /** Refuses a backend entry the router could not use, before anything is written. */
-import { ShardctlError } from "../spec/errors.js";
+import { ShardctlError } from "../errors/index.js";
 import type { BackendEntry } from "./types.js";
 
 export function validateBackendEntry(entry: BackendEntry): BackendEntry {

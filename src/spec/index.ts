@@ -2,7 +2,6 @@
  * src/spec: cluster definitions and settings. TOML → zod → frozen, fully defaulted camelCase values,
  * every problem reported with file:line:col and path; revision identities; the generated JSON Schemas.
  */
-export { ShardctlError, isShardctlError } from "./errors.js";
 export { SpecError } from "./spec-error.js";
 export type { Accelerator, ClusterSpec, NodeEntry, ParseResult, Settings, SpecIssue, TransportBackend } from "./types.js";
 export { parseSettings, loadSettings } from "./parse-settings.js";

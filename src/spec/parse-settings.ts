@@ -1,7 +1,7 @@
 /** `shardctl.toml` → `Settings`: TOML, then the schema, then the checks that span fields. */
 import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
-import { ShardctlError } from "./errors.js";
+import { ShardctlError } from "../errors/index.js";
 import { describeZodIssue, fromZodIssues, makeIssue, sortIssues } from "./issues.js";
 import { type Locator, locateKeys } from "./locate.js";
 import { isPortablePath, resolveLocalPath } from "./local-path.js";

@@ -1,5 +1,5 @@
 /** Transport port ranges ("39600-39629"), inclusive at both ends. */
-import { ShardctlError } from "./errors.js";
+import { ShardctlError } from "../errors/index.js";
 import { allowed, quote } from "./patterns.js";
 
 export interface PortRange {

@@ -1,5 +1,5 @@
 /** Sizes in definitions ("64GiB", "512MB", 1073741824) parsed to byte counts. */
-import { ShardctlError } from "./errors.js";
+import { ShardctlError } from "../errors/index.js";
 import { allowed, patterns, quote } from "./patterns.js";
 
 // SI units are powers of 1000, binary units powers of 1024, as in `ls -h --si` vs `ls -h`.

@@ -1,5 +1,5 @@
 /** The error thrown by the `load*` functions: every issue of the file, formatted, plus the issues themselves. */
-import { ShardctlError } from "./errors.js";
+import { ShardctlError } from "../errors/index.js";
 import { formatIssue } from "./issues.js";
 import type { SpecIssue } from "./types.js";
 

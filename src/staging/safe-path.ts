@@ -1,5 +1,5 @@
 /** File names from any source are refused when they could escape the model folder. */
-import { ShardctlError } from "../spec/errors.js";
+import { ShardctlError } from "../errors/index.js";
 
 export function assertSafePath(path: string, from: string): void {
   const problem =

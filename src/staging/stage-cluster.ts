@@ -3,7 +3,7 @@
  * "present" and which failed (and why), so the next pass retries only those.
  */
 import type { NodeAccess } from "../nodes/index.js";
-import { isShardctlError, ShardctlError } from "../spec/errors.js";
+import { isShardctlError, ShardctlError } from "../errors/index.js";
 import { fetchHubManifest, hashLocalManifest } from "./manifest.js";
 import { stageNode } from "./stage-node.js";
 import type { Manifest, NodeStageResult, StageOptions, StagingSource } from "./types.js";

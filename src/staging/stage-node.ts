@@ -6,7 +6,7 @@
  */
 import { posix } from "node:path";
 import { probeNode, type NodeAccess } from "../nodes/index.js";
-import { ShardctlError } from "../spec/errors.js";
+import { ShardctlError } from "../errors/index.js";
 import { blobPath, incompletePath, linkTarget, refPath, snapshotDir, snapshotPath, statCachePath } from "./cache-layout.js";
 import { classifyNode, hashOnNode, type Layout } from "./classify.js";
 import { selectFiles } from "./manifest.js";

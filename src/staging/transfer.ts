@@ -16,7 +16,7 @@ import { get as httpGet, type IncomingMessage } from "node:http";
 import { get as httpsGet } from "node:https";
 import type { NodeAccess } from "../nodes/index.js";
 import { rawDownload } from "./raw-http.js";
-import { ShardctlError } from "../spec/errors.js";
+import { ShardctlError } from "../errors/index.js";
 import type { ManifestFile, StagingSource } from "./types.js";
 
 export interface TransferRequest {

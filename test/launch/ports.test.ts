@@ -1,7 +1,7 @@
 import { createServer, type Server } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { allocatePorts } from "../../src/launch/ports.js";
-import { isShardctlError } from "../../src/spec/errors.js";
+import { isShardctlError } from "../../src/errors/index.js";
 import { connect } from "node:net";
 
 // A real TCP connect, as the node probe does it.

@@ -4,7 +4,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { isShardctlError } from "../../src/spec/errors.js";
+import { isShardctlError } from "../../src/errors/index.js";
 import { inspectModel, makeTestModel, type ModelProfile } from "../../src/planner/index.js";
 import { startHubServer, type HubServer } from "../support/hub-server.js";
 import { layoutHeader, llamaConfig, tempDir, writeConfig, writeRawSafetensors } from "./fixtures.js";

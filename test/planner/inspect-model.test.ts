@@ -1,7 +1,7 @@
 import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { isShardctlError } from "../../src/spec/errors.js";
+import { isShardctlError } from "../../src/errors/index.js";
 import { filesForStage, inspectModel, makeTestModel, type ModelProfile } from "../../src/planner/index.js";
 import { layoutHeader, llamaConfig, readTensorSizes, tempDir, writeConfig, writeRawSafetensors } from "./fixtures.js";
 

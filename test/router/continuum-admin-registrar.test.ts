@@ -6,7 +6,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createRegistrar, type BackendEntry } from "../../src/router/index.js";
-import { isShardctlError } from "../../src/spec/errors.js";
+import { isShardctlError } from "../../src/errors/index.js";
 
 let server: Server;
 let adminUrl: string;

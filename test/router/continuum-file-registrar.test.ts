@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { createRegistrar, readRouterConfig } from "../../src/router/index.js";
-import { isShardctlError } from "../../src/spec/errors.js";
+import { isShardctlError } from "../../src/errors/index.js";
 
 const ORIGINAL = `# Router for the lab. Owned by ops; shardctl only touches backends.
 server:

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseRouterConfig } from "../../src/router/index.js";
-import { isShardctlError } from "../../src/spec/errors.js";
+import { isShardctlError } from "../../src/errors/index.js";
 
 function reasonOf(text: string): string | undefined {
   try {

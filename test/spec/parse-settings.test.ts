@@ -2,7 +2,8 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { formatIssue, isShardctlError, loadSettings, parseSettings, SpecError } from "../../src/spec/index.js";
+import { isShardctlError } from "../../src/errors/index.js";
+import { formatIssue, loadSettings, parseSettings, SpecError } from "../../src/spec/index.js";
 import { repoRoot } from "./support.js";
 
 describe("parseSettings", () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { isShardctlError, parsePortRange, parseSize } from "../../src/spec/index.js";
+import { isShardctlError } from "../../src/errors/index.js";
+import { parsePortRange, parseSize } from "../../src/spec/index.js";
 
 describe("parseSize", () => {
   it.each([

@@ -10,7 +10,7 @@ import { createNodePool, nodeConfigOf } from "../../reconciler/node-configs.js";
 import { probeFacts } from "../../reconciler/probe-facts.js";
 import { readStatus, statusFileFor } from "../../reconciler/status/index.js";
 import { formatIssue, loadCluster, type ClusterSpec, type Settings } from "../../spec/index.js";
-import { isShardctlError } from "../../spec/errors.js";
+import { isShardctlError } from "../../errors/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { UsageError } from "../usage-error.js";
 

@@ -9,7 +9,7 @@ import { basename } from "node:path";
 import { parseArgs } from "node:util";
 import { filesForStage, formatBytes, planCluster } from "../../planner/index.js";
 import { loadCluster, formatIssue, type ClusterSpec } from "../../spec/index.js";
-import { ShardctlError } from "../../spec/errors.js";
+import { ShardctlError } from "../../errors/index.js";
 import {
   fetchHubManifest,
   hashLocalManifest,

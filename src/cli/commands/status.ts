@@ -6,7 +6,7 @@ import { basename, dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { findClusterFiles } from "../../spec/index.js";
 import { daemonWatching, readStatus, statusFileFor, type ClusterStatus } from "../../reconciler/index.js";
-import { isShardctlError } from "../../spec/errors.js";
+import { isShardctlError } from "../../errors/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { waitForSignal } from "./daemon.js";
 

@@ -8,7 +8,7 @@ import { readFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { Client, type ClientChannel, type ConnectConfig, type SFTPWrapper } from "ssh2";
-import { ShardctlError } from "../../spec/errors.js";
+import { ShardctlError } from "../../errors/index.js";
 import type { NodeConfig } from "../types.js";
 import {
   appendKnownHost,

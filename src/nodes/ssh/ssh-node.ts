@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { pipeline } from "node:stream/promises";
 import type { Client, ClientChannel, SFTPWrapper } from "ssh2";
-import { ShardctlError } from "../../spec/errors.js";
+import { ShardctlError } from "../../errors/index.js";
 import { quoteArg, quoteArgv } from "../quote.js";
 import { ShellNode } from "../shell-node.js";
 import type { CommandResult, NodeAccess, NodeConfig, PutOptions, RunOptions } from "../types.js";

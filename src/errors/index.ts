@@ -1,0 +1,6 @@
+/**
+ * src/errors: the one error shape of the control plane (a stable `reason`, a message for people,
+ * terminal or transient), the reason catalogues of each concern, and the message of anything thrown.
+ */
+export { ShardctlError, isShardctlError } from "./shardctl-error.js";
+export { messageOf } from "./message-of.js";
