@@ -76,8 +76,15 @@ async function startSplit(modelDir: string, dir: string, stages: number): Promis
   const ports = await Promise.all(hosts.map((h) => freePort(h)));
   const controlPort = await freePort("127.0.0.3");
   const toml = [
-    "[cluster]", 'name = "bench"', `pipeline_parallel_size = ${stages}`, "",
-    "[[nodes]]", 'id = "coordinator"', `address = "127.0.0.3:${controlPort}"`, 'role = "hybrid"', "",
+    "[cluster]",
+    'name = "bench"',
+    `pipeline_parallel_size = ${stages}`,
+    "",
+    "[[nodes]]",
+    'id = "coordinator"',
+    `address = "127.0.0.3:${controlPort}"`,
+    'role = "hybrid"',
+    "",
     ...hosts.flatMap((h, i) => ["[[nodes]]", `id = "stage-${i}"`, `address = "${h}:${ports[i]}"`, 'role = "pipeline_stage"', `stage = ${i}`, ""]),
   ].join("\n");
   const file = join(dir, `cluster-${stages}.toml`);
@@ -200,7 +207,11 @@ export async function run(args: string[]): Promise<object> {
 
     const rates = { single: [] as number[], stages2: [] as number[], stages3: [] as number[] };
     for (let r = 0; r < rounds; r++) {
-      for (const [key, d] of [["single", single], ["stages2", two], ["stages3", three]] as const) {
+      for (const [key, d] of [
+        ["single", single],
+        ["stages2", two],
+        ["stages3", three],
+      ] as const) {
         const c = await complete(d.url, tokens, prompt);
         rates[key].push(c.tokens / c.seconds);
       }

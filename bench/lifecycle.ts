@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- lifecycle [--rounds N] [--requests N]`: issue 5's lifecycle figures on loopback
+ * `npm run bench -- lifecycle [--rounds N] [--requests N]`: cluster lifecycle figures on loopback
  * SSH nodes (real sshd, the reference engine, the embedded router):
  *   - launch start → ready, per phase, from the launch timeline (median over N rounds, default 10);
  *   - `kill -9` of a stage engine → router entry removed (YAML), → the router no longer routing the

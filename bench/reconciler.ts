@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- reconciler [--edits N] [--idle-seconds S] [--definitions N] [--skip-checkout]`:
- * issue 6's daemon figures.
+ * the daemon's figures.
  *   - edit → status latency of a plan-only change (distributed disabled), median of N edits
  *     (default 20); goal ≤ 200 ms. The daemon's default 100 ms debounce is part of it.
  *   - daemon CPU over S seconds idle (default 60) with N stopped definitions (default 1000), from
@@ -144,7 +144,10 @@ async function measureCheckoutToReady(): Promise<object> {
     await git(["add", "-A", ".gitignore", "shardctl.toml", "clusters/.gitkeep"]);
     await git(["commit", "-q", "-m", "base"]);
     await git(["branch", "-q", "base"]);
-    const text = definitionText(world, { nodes: ["l1", "l2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]) }).replace(JSON.stringify(world.modelDir), JSON.stringify(demoModel));
+    const text = definitionText(world, { nodes: ["l1", "l2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]) }).replace(
+      JSON.stringify(world.modelDir),
+      JSON.stringify(demoModel),
+    );
     await writeDefinition(world, "demo", text);
     await git(["add", "clusters/demo.toml"]);
     await git(["commit", "-q", "-m", "add demo"]);
@@ -159,13 +162,23 @@ async function measureCheckoutToReady(): Promise<object> {
     const waited = await runShardctl(world, ["wait", "demo", "--for", "condition=Ready", "--timeout", "60s"]);
     const totalMs = performance.now() - started;
     if (waited.code !== 0) throw new Error(`wait failed: ${waited.stderr}`);
-    const status = JSON.parse(await readFile(join(world.clustersDir, "demo.status.json"), "utf8")) as { timeline: Array<{ at: string; step: string }>; history: Array<{ action: string; durationMs: number }> };
+    const status = JSON.parse(await readFile(join(world.clustersDir, "demo.status.json"), "utf8")) as {
+      timeline: Array<{ at: string; step: string }>;
+      history: Array<{ action: string; durationMs: number }>;
+    };
     const launchPass = status.history.find((h) => h.action === "launch");
 
     // Back to the base commit: the cluster is pruned.
     await git(["checkout", "-q", "base"]);
     const gone = Date.now() + 30_000;
-    while (Date.now() < gone && (await readFile(join(world.clustersDir, "demo.status.json"), "utf8").then(() => true, () => false))) await sleep(100);
+    while (
+      Date.now() < gone &&
+      (await readFile(join(world.clustersDir, "demo.status.json"), "utf8").then(
+        () => true,
+        () => false,
+      ))
+    )
+      await sleep(100);
     daemon.child.kill("SIGTERM");
     await daemon.exited;
     return {

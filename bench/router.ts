@@ -118,7 +118,10 @@ export async function run(args: string[]): Promise<object> {
 
   // A backend answering a fixed small chat completion, like a coordinator generating one token.
   const answer = JSON.stringify({
-    id: "chatcmpl-bench", object: "chat.completion", created: 1, model: "bench-model",
+    id: "chatcmpl-bench",
+    object: "chat.completion",
+    created: 1,
+    model: "bench-model",
     choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "length" }],
     usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
   });

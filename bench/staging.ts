@@ -73,12 +73,23 @@ export async function run(args: string[]): Promise<object> {
 
     // The SSH-node path: the node runs curl itself (resume with -C -), driven over the pooled connection.
     const n = sshd.nodes[0]!;
-    const node = pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile: sshd.identityFile, hostKeyPolicy: "strict", modelDir: join(n.modelDir, "hf") });
+    const node = pool.get({
+      name: n.name,
+      host: n.host,
+      port: n.port,
+      user: n.user,
+      identityFile: sshd.identityFile,
+      hostKeyPolicy: "strict",
+      modelDir: join(n.modelDir, "hf"),
+    });
     const remoteTarget = join(n.modelDir, "remote.incomplete");
     let viaNode = Number.POSITIVE_INFINITY;
     for (let i = 0; i < 2; i++) {
       await node.remove(remoteTarget);
-      viaNode = Math.min(viaNode, await time(() => transferFile({ node, source, commit, file, target: remoteTarget, haveBytes: 0, deadlineMs: 600_000, onBytes: () => {} })));
+      viaNode = Math.min(
+        viaNode,
+        await time(() => transferFile({ node, source, commit, file, target: remoteTarget, haveBytes: 0, deadlineMs: 600_000, onBytes: () => {} })),
+      );
     }
     await node.remove(remoteTarget);
     const downloadOnSshNode = { oursMBps: mbps(bytes, viaNode), ratioToCurl: round(curlDl / viaNode) };
@@ -90,7 +101,20 @@ export async function run(args: string[]): Promise<object> {
       for (let i = 0; i < pooledCount; i++) await node.run(["true"]);
     });
     const sshCount = 20;
-    const sshArgs = ["-i", sshd.identityFile, "-o", `UserKnownHostsFile=${sshd.knownHostsPath}`, "-o", "BatchMode=yes", "-F", "/dev/null", "-p", String(n.port), `${n.user}@${n.host}`, "true"];
+    const sshArgs = [
+      "-i",
+      sshd.identityFile,
+      "-o",
+      `UserKnownHostsFile=${sshd.knownHostsPath}`,
+      "-o",
+      "BatchMode=yes",
+      "-F",
+      "/dev/null",
+      "-p",
+      String(n.port),
+      `${n.user}@${n.host}`,
+      "true",
+    ];
     const perProcess = await time(async () => {
       for (let i = 0; i < sshCount; i++) await exec("ssh", sshArgs);
     });
@@ -102,7 +126,8 @@ export async function run(args: string[]): Promise<object> {
     const firstStage = await time(() => stageNode(node, source, manifest));
     const again = await bestOf(3, async () => {
       const result = await stageNode(node, source, manifest);
-      if (result.bytesTransferred !== 0 || result.hashedFiles !== 0) throw new Error(`re-stage moved ${result.bytesTransferred} bytes, hashed ${result.hashedFiles} files`);
+      if (result.bytesTransferred !== 0 || result.hashedFiles !== 0)
+        throw new Error(`re-stage moved ${result.bytesTransferred} bytes, hashed ${result.hashedFiles} files`);
     });
     const restage = { modelBytes: 2 * bytes, firstStageMs: Math.round(firstStage), restageMs: round(again), goalMs: 1000 };
 

@@ -3,7 +3,7 @@
  * directory of cluster definitions (`--dir`, default clusters/ beside the settings file). A cluster
  * is named by its name (`llama`) or its file (`clusters/llama.toml`).
  */
-import { access } from "node:fs/promises";
+import { pathExists } from "../files/index.js";
 import { dirname, join, resolve } from "node:path";
 import { loadSettings, type Settings } from "../spec/index.js";
 import { UsageError } from "./usage-error.js";
@@ -22,7 +22,7 @@ export const contextOptions = {
 
 export async function loadContext(options: { config?: string; dir?: string }): Promise<CommandContext> {
   const configFile = options.config ?? "shardctl.toml";
-  if (!(await exists(configFile))) {
+  if (!(await pathExists(configFile))) {
     throw new UsageError(`${configFile}: no settings file here; pass --config <file> or run where shardctl.toml is`);
   }
   const settings = await loadSettings(configFile);
@@ -34,17 +34,8 @@ export async function loadContext(options: { config?: string; dir?: string }): P
 export async function resolveClusterFile(ref: string, clustersDir: string): Promise<string> {
   const looksLikeFile = ref.endsWith(".toml") || ref.includes("/");
   const file = looksLikeFile ? ref : join(clustersDir, `${ref}.toml`);
-  if (!(await exists(file))) {
-    throw new UsageError(
-      looksLikeFile ? `${ref}: no such definition file` : `no cluster "${ref}": ${file} does not exist`,
-    );
+  if (!(await pathExists(file))) {
+    throw new UsageError(looksLikeFile ? `${ref}: no such definition file` : `no cluster "${ref}": ${file} does not exist`);
   }
   return file;
-}
-
-async function exists(path: string): Promise<boolean> {
-  return access(path).then(
-    () => true,
-    () => false,
-  );
 }

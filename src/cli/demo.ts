@@ -5,7 +5,9 @@
  * router), print "ready" and how to talk to it once the demo cluster is Ready, and tear it all
  * down on Ctrl-C. Everything it writes stays under .demo/ in the working directory.
  */
-import { access, mkdir, writeFile } from "node:fs/promises";
+import { mkdir, writeFile } from "node:fs/promises";
+import { messageOf } from "../errors/index.js";
+import { pathExists } from "../files/index.js";
 import { dirname, join, resolve } from "node:path";
 import { makeTestModel } from "../planner/index.js";
 import { readStatus, requestsDirOf, startDaemon, statusFileFor } from "../reconciler/index.js";
@@ -27,16 +29,19 @@ async function main(): Promise<number> {
 
   // Make the demo model once: no model can be downloaded here.
   const modelDir = spec.model.path!;
-  if (!(await exists(join(modelDir, "config.json")))) {
+  if (!(await pathExists(join(modelDir, "config.json")))) {
     console.log(`making the demo model in ${modelDir} …`);
     await makeTestModel(modelDir, { layers: 8, hidden: 128, heads: 4, kvHeads: 2, vocab: 512, seed: 42 });
   }
 
   // The embedded router's config: where it listens, and the backends list clusters join.
   const routerConfig = settings.router.config!;
-  if (!(await exists(routerConfig))) {
+  if (!(await pathExists(routerConfig))) {
     await mkdir(dirname(routerConfig), { recursive: true });
-    await writeFile(routerConfig, '# The embedded router of the shardctl demo; shardctl adds and removes backends.\nserver:\n  bind_address: "127.0.0.1:8088"\nbackends: []\n');
+    await writeFile(
+      routerConfig,
+      '# The embedded router of the shardctl demo; shardctl adds and removes backends.\nserver:\n  bind_address: "127.0.0.1:8088"\nbackends: []\n',
+    );
   }
 
   // A fresh start for the demo cluster: whatever an earlier run left in its status (a spent restart
@@ -93,14 +98,10 @@ async function waitReady(statusFile: string, revision: string): Promise<"ready" 
   return `the demo cluster was not ready within ${readyTimeoutMs / 1000} s; see ${statusFile}`;
 }
 
-async function exists(path: string): Promise<boolean> {
-  return access(path).then(() => true, () => false);
-}
-
 main().then(
   (code) => process.exit(code),
   (error: unknown) => {
-    console.error(`shardctl demo: ${error instanceof Error ? error.message : String(error)}`);
+    console.error(`shardctl demo: ${messageOf(error)}`);
     process.exit(1);
   },
 );

@@ -5,4 +5,4 @@
 export { runEngine, type EngineHandle } from "./run-engine.js";
 export { parseEngineArgs, EngineUsageError, engineVersion, usage, type EngineOptions, type ParsedArgs } from "./args.js";
 export { readClusterConfig, computeStageRanges, ClusterConfigError, type ClusterConfig, type ClusterNode } from "./config/index.js";
-export { readModelConfig, StageModel, Sampler, type ModelConfig, type SamplingParams, type SampledToken } from "./model/index.js";
+export { readModelConfig, ModelShard, Sampler, type ModelConfig, type SamplingParams, type SampledToken } from "./model/index.js";

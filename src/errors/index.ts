@@ -4,3 +4,16 @@
  */
 export { ShardctlError, isShardctlError } from "./shardctl-error.js";
 export { messageOf } from "./message-of.js";
+export type {
+  Reason,
+  SpecReason,
+  PlannerReason,
+  NodeReason,
+  StagingReason,
+  LaunchReason,
+  LaunchStepReason,
+  RouterReason,
+  HealthReason,
+  ClusterReason,
+  ReconcilerReason,
+} from "./reasons/index.js";

@@ -1,3 +1,5 @@
+import type { Reason } from "./reasons/index.js";
+
 /**
  * The one error shape of the control plane. `reason` is a stable CamelCase word that status
  * conditions and tests match on; `message` is for people. `terminal` errors (an invalid
@@ -5,10 +7,10 @@
  * are retried with back-off.
  */
 export class ShardctlError extends Error {
-  readonly reason: string;
+  readonly reason: Reason;
   readonly terminal: boolean;
 
-  constructor(reason: string, message: string, options: { terminal?: boolean; cause?: unknown } = {}) {
+  constructor(reason: Reason, message: string, options: { terminal?: boolean; cause?: unknown } = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = "ShardctlError";
     this.reason = reason;
@@ -17,6 +19,6 @@ export class ShardctlError extends Error {
 }
 
 /** True when `error` is a ShardctlError with the given reason (or any reason when omitted). */
-export function isShardctlError(error: unknown, reason?: string): error is ShardctlError {
+export function isShardctlError(error: unknown, reason?: Reason): error is ShardctlError {
   return error instanceof ShardctlError && (reason === undefined || error.reason === reason);
 }

@@ -17,10 +17,6 @@ export function aggregateHealth(
   const stageGone = stages.some((s) => !s.alive && !unknownLiveness.has(s.index));
   if (stageGone || coordinatorLiveness === "gone") return "Unhealthy";
   if (stages.some((s) => s.transport === "closed") || coordinator.health === "down") return "Unhealthy";
-  const doubtful =
-    unknownLiveness.size > 0 ||
-    coordinatorLiveness === "unknown" ||
-    stages.some((s) => s.transport === "unknown") ||
-    coordinator.health !== "ok";
+  const doubtful = unknownLiveness.size > 0 || coordinatorLiveness === "unknown" || stages.some((s) => s.transport === "unknown") || coordinator.health !== "ok";
   return doubtful ? "Degraded" : "Healthy";
 }

@@ -1,13 +1,14 @@
 /**
  * Continuous health of a running cluster. Process death is learned from exit watches (a long-lived
  * command on the process's node that returns the moment it exits), with polling as the fallback;
- * a process whose start time no longer matches is a death at once. Doubtful probes (a node that
- * does not answer, a closed transport port, a coordinator /health that is not 200) count strikes
- * and fail the cluster only after `strikes` in a row. `onDeath` is called at most once; after it
+ * a process whose start time no longer matches is a death at once (every engine's pipeline ends
+ * with any of its processes: readiness.processExit). Doubtful probes (a node that does not
+ * answer, a closed transport port, a coordinator health endpoint not answering the engine's ready
+ * status) count strikes and fail the cluster only after `strikes` in a row. `onDeath` is called at most once; after it
  * the monitor stops itself (the pipeline is lost and is being torn down).
  */
 import { coordinatorOf, labelOf, proberNodeName, stagesOf, transportPortOf } from "./labels.js";
-import { defaultProbeTimeoutMs, probeCoordinatorHealth, probeLiveness, probeTransport } from "./probes.js";
+import { defaultProbeTimeoutMs, readinessOf, probeCoordinatorHealth, probeLiveness, probeTransport } from "./probes.js";
 import { StrikeCounter } from "./strike-counter.js";
 import type { DeathEvent, DeathReason, HealthDeps, WatchedCluster, WatchedProcess } from "./types.js";
 
@@ -31,6 +32,7 @@ export interface ClusterMonitor {
 export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions): ClusterMonitor {
   const { pollIntervalMs = 1_000, strikes: limit = 3, exitWatch = true, rewatchDelayMs = 1_000 } = options;
   const timeoutMs = options.probeTimeoutMs ?? defaultProbeTimeoutMs;
+  const readiness = readinessOf(cluster);
   const controller = new AbortController();
   const strikes = new StrikeCounter(limit);
   const pending = new Set<Promise<void>>();
@@ -98,9 +100,9 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     if (coordinator !== undefined && cluster.coordinatorUrl !== undefined) {
       const url = cluster.coordinatorUrl;
       checks.push(
-        probeCoordinatorHealth(url, timeoutMs).then((health) => {
+        probeCoordinatorHealth(url, readiness, timeoutMs).then((health) => {
           if (health === "ok") return strikes.clear("coordinator:health");
-          if (strikes.strike("coordinator:health")) die(coordinator, "CoordinatorUnhealthy", `${url}/health was ${health} for ${limit} probes in a row`);
+          if (strikes.strike("coordinator:health")) die(coordinator, "CoordinatorUnhealthy", `${url}${readiness.healthPath} was ${health} for ${limit} probes in a row`);
         }),
       );
     }

@@ -5,7 +5,7 @@
  */
 import { aggregateHealth } from "./aggregate-health.js";
 import { addressOf, coordinatorOf, labelOf, proberNodeName, stagesOf, transportPortOf } from "./labels.js";
-import { defaultProbeTimeoutMs, probeCoordinatorHealth, probeLiveness, probeTransport } from "./probes.js";
+import { defaultProbeTimeoutMs, readinessOf, probeCoordinatorHealth, probeLiveness, probeTransport } from "./probes.js";
 import type { ClusterObservation, CoordinatorCard, HealthDeps, StageCard, TransportState, WatchedCluster } from "./types.js";
 
 export interface ObserveOptions extends HealthDeps {
@@ -16,6 +16,7 @@ export interface ObserveOptions extends HealthDeps {
 export async function observeCluster(cluster: WatchedCluster, options: ObserveOptions): Promise<ClusterObservation> {
   const at = new Date().toISOString();
   const timeoutMs = options.probeTimeoutMs ?? defaultProbeTimeoutMs;
+  const readiness = readinessOf(cluster);
   const proberName = proberNodeName(cluster);
   const problems: string[] = [];
   const gone: string[] = [];
@@ -67,7 +68,7 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
     const url = cluster.coordinatorUrl ?? "";
     const [probe, health] = await Promise.all([
       probeLiveness(options.nodeFor(process.node), process),
-      url === "" ? Promise.resolve("unknown" as const) : probeCoordinatorHealth(url, timeoutMs),
+      url === "" ? Promise.resolve("unknown" as const) : probeCoordinatorHealth(url, readiness, timeoutMs),
     ]);
     const liveness = probe.state;
     coordinatorLiveness = liveness;
@@ -77,7 +78,7 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
       problems.push(`coordinator (pid ${process.pid}) on ${process.node} is gone`);
     }
     if (liveness === "unknown") problems.push(`coordinator on ${process.node}: liveness unknown: ${probe.error ?? "no answer"}`);
-    if (health !== "ok") problems.push(`coordinator ${url}/health is ${health}`);
+    if (health !== "ok") problems.push(`coordinator ${url}${readiness.healthPath} is ${health}`);
   } else {
     problems.push("no coordinator is recorded");
   }

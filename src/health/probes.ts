@@ -2,11 +2,21 @@
  * The three probes health is made of. Each answers "yes", "no" or "could not tell", so callers can
  * treat a definite answer at once and count strikes for the doubtful ones.
  */
+import { messageOf } from "../errors/index.js";
+import { defaultEngineKind, engineOf, type EngineReadiness } from "../engines/index.js";
 import type { NodeAccess } from "../nodes/index.js";
-import type { CoordinatorHealth, TransportState, WatchedProcess } from "./types.js";
+import type { CoordinatorHealth, TransportState, WatchedCluster, WatchedProcess } from "./types.js";
 
 /** Default per-probe deadline, ms. */
 export const defaultProbeTimeoutMs = 1_000;
+
+/**
+ * The readiness facts of the engine a cluster runs, as its ledger entry records it (entries from
+ * before the kind was recorded ran the default kind).
+ */
+export function readinessOf(cluster: Pick<WatchedCluster, "engine">): EngineReadiness {
+  return engineOf(cluster.engine ?? defaultEngineKind).readiness;
+}
 
 /** A liveness answer; `error` says why it is "unknown". */
 export interface LivenessProbe {
@@ -28,7 +38,7 @@ export async function probeLiveness(node: NodeAccess, process: WatchedProcess, a
       error = e;
     }
   }
-  return { state: "unknown", error: error instanceof Error ? error.message : String(error) };
+  return { state: "unknown", error: messageOf(error) };
 }
 
 /** Whether host:port accepts TCP connections from `prober`. */
@@ -40,13 +50,13 @@ export async function probeTransport(prober: NodeAccess, host: string, port: num
   }
 }
 
-/** GET {url}/health from the control machine. */
-export async function probeCoordinatorHealth(url: string, timeoutMs = defaultProbeTimeoutMs): Promise<CoordinatorHealth> {
+/** GET {url}{healthPath} from the control machine; the engine's statuses say ready or loading. */
+export async function probeCoordinatorHealth(url: string, readiness: EngineReadiness, timeoutMs = defaultProbeTimeoutMs): Promise<CoordinatorHealth> {
   try {
-    const response = await fetch(`${url}/health`, { signal: AbortSignal.timeout(timeoutMs) });
+    const response = await fetch(`${url}${readiness.healthPath}`, { signal: AbortSignal.timeout(timeoutMs) });
     await response.body?.cancel();
-    if (response.status === 200) return "ok";
-    if (response.status === 503) return "loading";
+    if (response.status === readiness.readyStatus) return "ok";
+    if (response.status === readiness.loadingStatus) return "loading";
     return "down";
   } catch (error) {
     return isRefused(error) ? "down" : "unknown";

@@ -3,6 +3,8 @@
  * entry fits them as is (health does not depend on launch); the cards match the status file's
  * `stageCardSchema` and `coordinatorStatusSchema` (src/reconciler/status/schema.ts).
  */
+import type { HealthReason } from "../errors/index.js";
+import type { EngineKind } from "../engines/index.js";
 import type { NodeAccess } from "../nodes/index.js";
 
 /** A process to watch: a ledger process. */
@@ -30,12 +32,17 @@ export interface WatchedCluster {
   processes: readonly WatchedProcess[];
   ports: readonly WatchedPort[];
   coordinatorUrl?: string;
+  /** The engine kind the processes run: its readiness facts say what /health means. Default: the default kind. */
+  engine?: EngineKind;
 }
 
 /** Transport port state, probed from the coordinator's node. */
 export type TransportState = "listening" | "closed" | "unknown";
 
-/** Coordinator `/health`: 200 → ok, 503 → loading, refused or other status → down, no answer → unknown. */
+/**
+ * The coordinator's health endpoint, by the engine's readiness facts: the ready status → ok, the
+ * loading status → loading, refused or any other status → down, no answer → unknown.
+ */
 export type CoordinatorHealth = "ok" | "loading" | "down" | "unknown";
 
 export type AggregateHealth = "Healthy" | "Degraded" | "Unhealthy";
@@ -84,8 +91,8 @@ export interface HealthDeps {
   probeTimeoutMs?: number;
 }
 
-/** Why a cluster must come down. */
-export type DeathReason = "StageDied" | "CoordinatorDied" | "StagePortClosed" | "CoordinatorUnhealthy";
+/** Why a cluster must come down: the health catalogue of src/errors. */
+export type DeathReason = HealthReason;
 
 export interface DeathEvent {
   cluster: string;

@@ -1,14 +1,15 @@
 /**
- * Ordered, all-or-nothing launch (issue 5):
+ * Ordered, all-or-nothing launch:
  *   ports → engine config and token on every node → stages in ascending order (each recorded in the
  *   ledger before anything waits on it) → every stage listening, probed from the coordinator's node →
- *   coordinator → /health → one-token readiness probe → router registration.
+ *   coordinator → its health endpoint → one-token readiness probe → router registration. What
+ *   "listening", "healthy" and "ready" mean is the engine's (`driver.facts.readiness`).
  * Any failure tears down everything already started, in reverse order, and throws a LaunchError
  * naming the step. Every step is a timestamped timeline event.
  */
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
-import type { EngineTopology, ProcessFiles } from "./drivers/index.js";
+import type { EngineReadiness, EngineTopology, ProcessFiles } from "../engines/index.js";
 import type { LedgerEntry, LedgerProcess } from "./ledger.js";
 import { LaunchError } from "./launch-error.js";
 import { allocatePorts } from "./ports.js";
@@ -32,6 +33,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     revision: request.revision,
     ...(request.identity === undefined ? {} : { identity: request.identity }),
     ...(request.owner === undefined ? {} : { owner: request.owner }),
+    engine: request.driver.facts.kind,
     phase: "launching",
     startedAt: new Date().toISOString(),
     processes: [],
@@ -62,7 +64,8 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
       event(`stage-${stage.index}-started`, `pid ${process.pid} on ${stage.nodeName}, layers ${slot.layers[0]}-${slot.layers[1]}`);
     }
 
-    // Wait until each stage's transport port accepts connections, probed from the coordinator's node.
+    // Wait until each stage's transport port accepts connections, probed from the coordinator's node
+    // (every engine's stages show they are up this way: readiness.stageUp "transport-listening").
     for (const [i, stage] of request.stages.entries()) {
       const slot = topology.stages[i]!;
       await waitListening(stage.node, stages[i]!, request.coordinator.node, slot.address, request.deadlines.stageListenMs);
@@ -72,16 +75,23 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     // Start the coordinator.
     const coordinator = request.coordinator;
     const coordinatorArgv = request.driver.coordinatorArgv(topology, files.get(coordinator.runDir)!);
-    const coordinatorProcess = await recordAndStart(entry, context, coordinator.node, plannedProcess("coordinator", undefined, coordinator.nodeName, coordinator.runDir), coordinatorArgv);
+    const coordinatorProcess = await recordAndStart(
+      entry,
+      context,
+      coordinator.node,
+      plannedProcess("coordinator", undefined, coordinator.nodeName, coordinator.runDir),
+      coordinatorArgv,
+    );
     event("coordinator-started", `pid ${coordinatorProcess.pid} on ${coordinator.nodeName}`);
 
-    // Wait for the coordinator's /health.
-    await waitHealthy(coordinator.node, coordinatorProcess, url, request.deadlines.coordinatorHealthMs);
+    // Wait for the coordinator's health endpoint.
+    const readiness = request.driver.facts.readiness;
+    await waitHealthy(coordinator.node, coordinatorProcess, url, readiness, request.deadlines.coordinatorHealthMs);
     event("coordinator-healthy", url);
 
     // Generate one token through the whole pipeline.
     try {
-      await probeOneToken(url, request.deadlines.readinessMs);
+      await probeOneToken(url, readiness, request.deadlines.readinessMs);
     } catch (error) {
       throw new LaunchError("ReadinessProbeFailed", "readiness-probe", `the one-token readiness probe against ${url} failed: ${messageOf(error)}`, {
         logTail: await readLogTail(coordinator.node, coordinatorProcess),
@@ -92,7 +102,12 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
 
     // Register with the router.
     if (request.router !== undefined) {
-      const backend = { name: request.router.backend, url, models: [request.modelName], ...(request.router.weight === undefined ? {} : { weight: request.router.weight }) };
+      const backend = {
+        name: request.router.backend,
+        url,
+        models: [request.modelName],
+        ...(request.router.weight === undefined ? {} : { weight: request.router.weight }),
+      };
       // Recorded before it is made: a daemon killed right after registering still deregisters it
       // (deregistering an entry that never made it into the router is harmless).
       entry.routerBackend = backend.name;
@@ -105,7 +120,9 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
         // entry alive for ever, so the backend is forgotten either way.
         await context.registrar.deregister(backend.name).catch(() => undefined);
         delete entry.routerBackend;
-        throw new LaunchError("RouterRegistrationFailed", "router-registration", `could not register backend "${backend.name}" with the router: ${messageOf(error)}`, { cause: error });
+        throw new LaunchError("RouterRegistrationFailed", "router-registration", `could not register backend "${backend.name}" with the router: ${messageOf(error)}`, {
+          cause: error,
+        });
       }
       event("router-registered", backend.name);
     }
@@ -149,7 +166,11 @@ async function allocateTopology(request: LaunchRequest, context: LaunchContext, 
   const coordinator = request.coordinator;
   // The HTTP port is the definition's own: refuse it when taken rather than picking another.
   if (await coordinator.node.isPortOpen(coordinator.bindHost, coordinator.httpPort, 1_000)) {
-    throw new LaunchError("PortInUse", "ports", `the coordinator's HTTP port ${coordinator.bindHost}:${coordinator.httpPort} is already in use on ${coordinator.nodeName}; choose another [coordinator] port or stop what holds it`);
+    throw new LaunchError(
+      "PortInUse",
+      "ports",
+      `the coordinator's HTTP port ${coordinator.bindHost}:${coordinator.httpPort} is already in use on ${coordinator.nodeName}; choose another [coordinator] port or stop what holds it`,
+    );
   }
   const requests = [
     ...request.stages.map((s) => ({ label: `stage-${s.index} on ${s.nodeName}`, host: s.bindHost, node: s.node })),
@@ -189,7 +210,7 @@ async function allocateTopology(request: LaunchRequest, context: LaunchContext, 
 async function writeLaunchFiles(request: LaunchRequest, topology: EngineTopology): Promise<Map<string, ProcessFiles>> {
   const config = request.driver.renderClusterConfig(topology);
   // One token per launch; it is written only to 0600 files on the nodes, never logged or recorded.
-  const token = request.driver.authenticatesTransport ? randomBytes(32).toString("hex") : undefined;
+  const token = request.driver.facts.authenticatesTransport ? randomBytes(32).toString("hex") : undefined;
   const targets = [...request.stages, request.coordinator];
   const files = new Map<string, ProcessFiles>();
   try {
@@ -227,7 +248,10 @@ async function recordAndStart(entry: LedgerEntry, context: LaunchContext, node: 
   } catch (error) {
     if (!isShardctlError(error, "ProcessStartFailed")) throw error;
     const label = processLabel(planned.role, planned.index);
-    const status = await node.readFile(planned.exitFile).then((b) => b.toString("utf8").trim(), () => "");
+    const status = await node.readFile(planned.exitFile).then(
+      (b) => b.toString("utf8").trim(),
+      () => "",
+    );
     const how = /^\d+$/.test(status) ? `exited with status ${status}` : "exited";
     const reason = planned.role === "stage" ? "StageExited" : "CoordinatorExited";
     const step = planned.role === "stage" ? `${label}-start` : "coordinator-start";
@@ -238,13 +262,7 @@ async function recordAndStart(entry: LedgerEntry, context: LaunchContext, node: 
   return process;
 }
 
-async function waitListening(
-  node: NodeAccess,
-  process: LedgerProcess,
-  prober: NodeAccess,
-  address: { host: string; port: number },
-  deadlineMs: number,
-): Promise<void> {
+async function waitListening(node: NodeAccess, process: LedgerProcess, prober: NodeAccess, address: { host: string; port: number }, deadlineMs: number): Promise<void> {
   const label = processLabel("stage", process.index);
   const state = await waitUntil(
     async () => {
@@ -257,15 +275,26 @@ async function waitListening(
   if (state === "listening") return;
   const logTail = await readLogTail(node, process);
   if (state === "exited") {
-    throw new LaunchError("StageExited", `${label}-listen`, `${label} on ${process.node} ${await describeExit(node, process)} before listening on ${address.host}:${address.port}`, { logTail });
+    throw new LaunchError(
+      "StageExited",
+      `${label}-listen`,
+      `${label} on ${process.node} ${await describeExit(node, process)} before listening on ${address.host}:${address.port}`,
+      { logTail },
+    );
   }
-  throw new LaunchError("StageListenTimeout", `${label}-listen`, `${label} on ${process.node} did not listen on ${address.host}:${address.port} within ${deadlineMs} ms`, { logTail });
+  throw new LaunchError(
+    "StageListenTimeout",
+    `${label}-listen`,
+    `${label} on ${process.node} did not listen on ${address.host}:${address.port} within ${deadlineMs} ms`,
+    { logTail },
+  );
 }
 
-async function waitHealthy(node: NodeAccess, process: LedgerProcess, url: string, deadlineMs: number): Promise<void> {
+async function waitHealthy(node: NodeAccess, process: LedgerProcess, url: string, readiness: EngineReadiness, deadlineMs: number): Promise<void> {
+  const health = `${url}${readiness.healthPath}`;
   const state = await waitUntil(
     async () => {
-      if (await isCoordinatorHealthy(url)) return "healthy";
+      if (await isCoordinatorHealthy(url, readiness)) return "healthy";
       if (!(await isAliveOrUnknown(node, process))) return "exited";
       return undefined;
     },
@@ -274,9 +303,14 @@ async function waitHealthy(node: NodeAccess, process: LedgerProcess, url: string
   if (state === "healthy") return;
   const logTail = await readLogTail(node, process);
   if (state === "exited") {
-    throw new LaunchError("CoordinatorExited", "coordinator-health", `the coordinator on ${process.node} ${await describeExit(node, process)} before ${url}/health answered 200`, { logTail });
+    throw new LaunchError(
+      "CoordinatorExited",
+      "coordinator-health",
+      `the coordinator on ${process.node} ${await describeExit(node, process)} before ${health} answered ${readiness.readyStatus}`,
+      { logTail },
+    );
   }
-  throw new LaunchError("CoordinatorHealthTimeout", "coordinator-health", `${url}/health did not answer 200 within ${deadlineMs} ms`, { logTail });
+  throw new LaunchError("CoordinatorHealthTimeout", "coordinator-health", `${health} did not answer ${readiness.readyStatus} within ${deadlineMs} ms`, { logTail });
 }
 
 /**

@@ -1,14 +1,27 @@
 /**
- * Launch: engine drivers, port allocation, the ledger, the ordered all-or-nothing bring-up,
+ * Launch: port allocation, the ledger, the ordered all-or-nothing bring-up,
  * teardown, and supervision of a running cluster (any death → deregister and tear down).
  */
-export * from "./drivers/index.js";
+// Engine drivers live in src/engines; re-exported here for the callers that launch with them.
+export {
+  createDriver,
+  bundledShardEngine,
+  type EngineKind,
+  type EngineDriver,
+  type DriverOptions,
+  type EngineTopology,
+  type ProcessFiles,
+  type StageSlot,
+  type CoordinatorSlot,
+  type Endpoint,
+  type TransportBackend,
+} from "../engines/index.js";
 export { launchCluster } from "./bring-up.js";
 export { teardownCluster, type TeardownContext, type TeardownResult } from "./teardown.js";
 export { superviseCluster, type SuperviseOptions, type SupervisionOutcome, type Supervision } from "./supervise.js";
 export { Ledger, type LedgerEntry, type LedgerProcess, type LedgerPort, type ProcessRole } from "./ledger.js";
 export { allocatePorts, type PortRange, type PortRequest, type PortHolder } from "./ports.js";
-export { LaunchError, type LaunchFailure } from "./launch-error.js";
+export { LaunchError } from "./launch-error.js";
 export { processLabel, isProcessAlive, describeExit, readLogTail, stopEngineProcess, type StopOutcome } from "./processes.js";
 export { isCoordinatorHealthy, probeOneToken } from "./coordinator-probes.js";
 export {

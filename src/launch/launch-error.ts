@@ -1,16 +1,4 @@
-import { ShardctlError } from "../errors/index.js";
-
-/** Reasons a launch fails, one per step (issue 5). */
-export type LaunchFailure =
-  | "StageExited"
-  | "StageListenTimeout"
-  | "PortInUse"
-  | "PortRangeExhausted"
-  | "CoordinatorExited"
-  | "CoordinatorHealthTimeout"
-  | "ReadinessProbeFailed"
-  | "RouterRegistrationFailed"
-  | "LaunchFilesFailed";
+import { ShardctlError, type LaunchStepReason } from "../errors/index.js";
 
 /**
  * A failed launch step. `logTail` holds the last log lines of the process that failed, the
@@ -20,11 +8,10 @@ export class LaunchError extends ShardctlError {
   readonly step: string;
   readonly logTail: string[];
 
-  constructor(reason: LaunchFailure, step: string, message: string, options: { logTail?: string[]; cause?: unknown } = {}) {
+  constructor(reason: LaunchStepReason, step: string, message: string, options: { logTail?: string[]; cause?: unknown } = {}) {
     super(reason, message, { cause: options.cause });
     this.name = "LaunchError";
     this.step = step;
     this.logTail = options.logTail ?? [];
   }
 }
-

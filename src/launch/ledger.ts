@@ -8,9 +8,10 @@
  * enough behind to clean up. No secrets are stored here: the transport token lives only in its
  * 0600 files on the nodes.
  */
+import type { EngineKind } from "../engines/index.js";
 import { mkdir, readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { writeFileAtomic } from "../router/index.js";
+import { writeFileAtomic } from "../files/index.js";
 
 export type ProcessRole = "stage" | "coordinator";
 
@@ -51,6 +52,8 @@ export interface LedgerEntry {
    * nodes). A new revision with the same identity (e.g. a router weight edit) needs no restart.
    */
   identity?: string;
+  /** The engine kind the processes run (entries from before it was recorded ran the default kind). */
+  engine?: EngineKind;
   /** `launching` until every step succeeded, `running` after, `tearing-down` once teardown began. */
   phase: "launching" | "running" | "tearing-down";
   startedAt: string;
@@ -95,9 +98,7 @@ export class Ledger {
       if (isNotFound(error)) return [];
       throw error;
     }
-    const entries = await Promise.all(
-      names.filter((n) => n.endsWith(".json")).map((n) => this.read(n.slice(0, -".json".length))),
-    );
+    const entries = await Promise.all(names.filter((n) => n.endsWith(".json")).map((n) => this.read(n.slice(0, -".json".length))));
     return entries.filter((e): e is LedgerEntry => e !== undefined);
   }
 
@@ -108,7 +109,10 @@ export class Ledger {
       await mkdir(this.dir, { recursive: true });
       await writeFileAtomic(this.file(entry.cluster), JSON.stringify(entry, null, 2) + "\n");
     });
-    this.pending.set(entry.cluster, next.catch(() => undefined));
+    this.pending.set(
+      entry.cluster,
+      next.catch(() => undefined),
+    );
     return next;
   }
 

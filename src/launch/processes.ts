@@ -63,7 +63,10 @@ export async function isProcessAlive(node: NodeAccess, process: LedgerProcess): 
 
 /** How a process ended, e.g. `exited with status 1` or `killed by SIGKILL (status 137)`. */
 export async function describeExit(node: NodeAccess, process: LedgerProcess): Promise<string> {
-  const text = await node.readFile(process.exitFile).then((b) => b.toString("utf8").trim(), () => "");
+  const text = await node.readFile(process.exitFile).then(
+    (b) => b.toString("utf8").trim(),
+    () => "",
+  );
   if (!/^\d+$/.test(text)) return "ended without recording an exit status";
   const status = Number(text);
   if (status > 128) return `killed by ${signalName(status - 128)} (status ${status})`;
@@ -72,8 +75,14 @@ export async function describeExit(node: NodeAccess, process: LedgerProcess): Pr
 
 /** The last `count` lines of a process's log (default 20): the evidence kept in the status. */
 export async function readLogTail(node: NodeAccess, process: LedgerProcess, count = 20): Promise<string[]> {
-  const text = await node.readFile(process.logFile).then((b) => b.toString("utf8"), () => "");
-  return text.split("\n").filter((line) => line.length > 0).slice(-count);
+  const text = await node.readFile(process.logFile).then(
+    (b) => b.toString("utf8"),
+    () => "",
+  );
+  return text
+    .split("\n")
+    .filter((line) => line.length > 0)
+    .slice(-count);
 }
 
 /** How stopping went: already gone, pid recycled (refused), stopped by SIGTERM or SIGKILL, or not stopped. */
@@ -83,11 +92,7 @@ export type StopOutcome = "gone" | "recycled" | "terminated" | "killed" | "survi
  * Stop a process: SIGTERM, wait up to `graceMs`, then SIGKILL, and verify it is gone. A pid whose
  * start time does not match the ledger is never signalled. Returns how it went, for the timeline.
  */
-export async function stopEngineProcess(
-  node: NodeAccess,
-  process: LedgerProcess,
-  graceMs: number,
-): Promise<StopOutcome> {
+export async function stopEngineProcess(node: NodeAccess, process: LedgerProcess, graceMs: number): Promise<StopOutcome> {
   if (process.pid === 0) {
     const found = await findUnrecordedProcess(node, process);
     return found === undefined ? "gone" : stopEngineProcess(node, found, graceMs);

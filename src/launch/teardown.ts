@@ -27,8 +27,7 @@ export interface TeardownResult {
 }
 
 export async function teardownCluster(entry: LedgerEntry, context: TeardownContext): Promise<TeardownResult> {
-  const event = (step: string, detail?: string): void =>
-    context.onEvent?.({ at: new Date().toISOString(), step, ...(detail === undefined ? {} : { detail }) });
+  const event = (step: string, detail?: string): void => context.onEvent?.({ at: new Date().toISOString(), step, ...(detail === undefined ? {} : { detail }) });
   const current: LedgerEntry = { ...entry, phase: "tearing-down" };
   await context.ledger.write(current);
 

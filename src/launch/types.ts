@@ -1,6 +1,6 @@
 import type { NodeAccess } from "../nodes/index.js";
 import type { Registrar } from "../router/index.js";
-import type { EngineDriver, TransportBackend } from "./drivers/index.js";
+import type { EngineDriver, TransportBackend } from "../engines/index.js";
 import type { Ledger } from "./ledger.js";
 import type { PortHolder, PortRange } from "./ports.js";
 
@@ -10,7 +10,7 @@ export interface StageTarget {
   /** Registry node name. */
   nodeName: string;
   node: NodeAccess;
-  /** The IP address the stage binds and its peers dial (mlxcel wants IPs, not names). */
+  /** The IP address the stage binds and its peers dial (engines are given IPs, not names). */
   bindHost: string;
   /** Half-open layer range. */
   layers: [number, number];

@@ -2,10 +2,7 @@
  * Poll `check` until it returns a value other than undefined, or the deadline passes (then
  * undefined). Every wait in launch has a deadline; the caller names the phase in its error.
  */
-export async function waitUntil<T>(
-  check: () => Promise<T | undefined>,
-  options: { deadlineMs: number; intervalMs?: number },
-): Promise<T | undefined> {
+export async function waitUntil<T>(check: () => Promise<T | undefined>, options: { deadlineMs: number; intervalMs?: number }): Promise<T | undefined> {
   const interval = options.intervalMs ?? 50;
   const deadline = Date.now() + options.deadlineMs;
   for (;;) {

@@ -2,16 +2,8 @@
  * What local and SSH nodes share: process control and stat built on `run` and the sh programs in
  * shell-scripts.ts, so both implementations take the very same path for pids and start times.
  */
-import { ShardctlError } from "../errors/index.js";
-import {
-  exitStatusWrapper,
-  sha256Script,
-  signalScript,
-  startDetachedScript,
-  startTimeScript,
-  statScript,
-  watchExitScript,
-} from "./shell-scripts.js";
+import { ShardctlError, type NodeReason } from "../errors/index.js";
+import { exitStatusWrapper, sha256Script, signalScript, startDetachedScript, startTimeScript, statScript, watchExitScript } from "./shell-scripts.js";
 import type { CommandResult, DetachedOptions, DetachedProcess, FileStat, NodeConfig, RunOptions } from "./types.js";
 
 export abstract class ShellNode {
@@ -19,7 +11,7 @@ export abstract class ShellNode {
   abstract run(argv: string[], options?: RunOptions): Promise<CommandResult>;
 
   /** Run an sh program with positional arguments; throws a ShardctlError on a non-zero exit. */
-  protected async runScript(script: string, args: string[], reason: string, what: string, options: RunOptions = {}): Promise<CommandResult> {
+  protected async runScript(script: string, args: string[], reason: NodeReason, what: string, options: RunOptions = {}): Promise<CommandResult> {
     const result = await this.run(["sh", "-c", script, "sh", ...args], options);
     if (result.exitCode !== 0) throw commandFailed(this.config.name, reason, what, result);
     return result;
@@ -111,7 +103,7 @@ function parseStatLine(line: string): FileStat | undefined {
   };
 }
 
-export function commandFailed(node: string, reason: string, what: string, result: CommandResult): ShardctlError {
+export function commandFailed(node: string, reason: NodeReason, what: string, result: CommandResult): ShardctlError {
   const how = result.timedOut
     ? `timed out after ${result.durationMs} ms`
     : result.signal !== undefined

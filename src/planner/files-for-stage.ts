@@ -17,10 +17,7 @@ export function filesForStage(profile: ModelProfile, stage: StageShape): string[
   const [start, end] = stage.layers;
   const tied = profile.config.tieWordEmbeddings || profile.lmHeadBytes === 0;
   const needed = profile.files.filter(
-    (f) =>
-      f.layers.some((l) => l >= start && l < end) ||
-      (f.embedding && (stage.first || (stage.last && tied))) ||
-      (stage.last && (f.norm || f.lmHead)),
+    (f) => f.layers.some((l) => l >= start && l < end) || (f.embedding && (stage.first || (stage.last && tied))) || (stage.last && (f.norm || f.lmHead)),
   );
   return needed.map((f) => f.path).sort();
 }

@@ -91,9 +91,7 @@ async function explainMissing(reader: SourceReader, path: string, indexed: boole
   const files = (await reader.listFiles()) ?? [];
   const foreign = files.filter((f) => /\.(bin|gguf|pt|pth|ckpt|safetensors)$/.test(f));
   const found = foreign.length > 0 ? `; found ${foreign.slice(0, 5).join(", ")}${foreign.length > 5 ? ", …" : ""}` : "";
-  return new ShardctlError(
-    "ModelNotMlx",
-    `${where}: neither ${singleFile} nor ${indexFile} exists — not an MLX-format model (config.json + safetensors)${found}`,
-    { terminal: true },
-  );
+  return new ShardctlError("ModelNotMlx", `${where}: neither ${singleFile} nor ${indexFile} exists — not an MLX-format model (config.json + safetensors)${found}`, {
+    terminal: true,
+  });
 }

@@ -1,4 +1,4 @@
-import { ShardctlError } from "../errors/index.js";
+import { ShardctlError, type PlannerReason } from "../errors/index.js";
 import type { ModelConfig } from "./model-config.js";
 import type { SafetensorsHeader } from "./safetensors-header.js";
 
@@ -72,7 +72,7 @@ const foreignLayerPattern = /(?:^|\.)(?:h|blocks|blk|layer|layers)\.\d+\./;
 const floatBytes: Record<string, number> = { F16: 2, BF16: 2, F32: 4, F64: 8 };
 const torchDtypes: Record<string, string> = { float16: "F16", bfloat16: "BF16", float32: "F32" };
 
-function fail(reason: string, message: string): ShardctlError {
+function fail(reason: PlannerReason, message: string): ShardctlError {
   return new ShardctlError(reason, message, { terminal: true });
 }
 
@@ -80,12 +80,7 @@ function fail(reason: string, message: string): ShardctlError {
  * Build the profile from config.json and the headers of every safetensors file. `weightMap` is the
  * index's tensor → file map when the model is sharded; it must agree with the headers.
  */
-export function buildModelProfile(
-  source: string,
-  config: ModelConfig,
-  headers: readonly HeaderFile[],
-  weightMap?: Readonly<Record<string, string>>,
-): ModelProfile {
+export function buildModelProfile(source: string, config: ModelConfig, headers: readonly HeaderFile[], weightMap?: Readonly<Record<string, string>>): ModelProfile {
   const layerBytes = new Array<number>(config.layers).fill(0);
   const found = new Set<number>();
   const prefixes = new Set<string>();

@@ -1,3 +1,5 @@
+import { defaultEngineKind, engineOf } from "../engines/index.js";
+
 /** A node the plan may place a stage on. Memory figures are bytes. */
 export interface PlanNode {
   name: string;
@@ -13,12 +15,13 @@ export interface PlanNode {
   engineVersion?: string;
 }
 
-/** The headroom factor mlxcel applies to its memory budget. */
-export const defaultHeadroom = 1.2;
+/** The budget divisor when a caller names none: the default engine's memoryHeadroom. */
+export const defaultHeadroom = engineOf(defaultEngineKind).memoryHeadroom;
 
 /**
  * A node's budget (bytes): its free memory when probed, else its declared memory, capped by its
- * memory limit, divided by `headroom` (default 1.2). Undefined when no memory figure is known.
+ * memory limit, divided by `headroom` (default `defaultHeadroom`). Undefined when no memory
+ * figure is known.
  */
 export function nodeBudget(node: PlanNode, headroom = defaultHeadroom): number | undefined {
   const known = node.availableBytes ?? node.memoryBytes;

@@ -3,6 +3,7 @@
  * reads, or a local directory), read the profile, and plan the stages over its registry nodes.
  * Node memory comes from probes when the caller has them, else from the registry.
  */
+import { canRunOn, engineOf, quoteKinds, selectKindsRunningOn } from "../engines/index.js";
 import type { ClusterSpec, Settings } from "../spec/index.js";
 import { ShardctlError } from "../errors/index.js";
 import { inspectModel } from "./inspect-model.js";
@@ -41,8 +42,7 @@ export function modelSourceOf(spec: ClusterSpec, settings: Settings, env: NodeJS
   if (path === undefined || path.startsWith("~/")) {
     throw new ShardctlError(
       "ModelNotInspectable",
-      `${spec.file}: model.id "${spec.model.id}" is a path on the nodes that the control machine cannot read; ` +
-        "plan from a local copy (source = \"push\") or a Hub id",
+      `${spec.file}: model.id "${spec.model.id}" is a path on the nodes that the control machine cannot read; ` + 'plan from a local copy (source = "push") or a Hub id',
       { terminal: true },
     );
   }
@@ -89,12 +89,18 @@ export async function planCluster(
   return { profile, plan: gateEngineAccelerator(gateEngineVersion(plan, spec, facts), spec, facts) };
 }
 
-/** mlxcel runs on Apple silicon only: a node probed as anything else cannot take a stage. */
+/** An engine that runs on some accelerators only: a node probed as another cannot take a stage. */
 function gateEngineAccelerator(plan: ShardPlan, spec: ClusterSpec, facts: Readonly<Record<string, NodeFacts>>): ShardPlan {
-  if (spec.engine.kind !== "mlxcel") return plan;
-  const other = spec.nodes.filter((n) => facts[n]?.accelerator !== undefined && facts[n]!.accelerator !== "apple-silicon");
+  const engine = engineOf(spec.engine.kind);
+  if (engine.runsOn === undefined) return plan;
+  const other = spec.nodes.flatMap((node) => {
+    const accelerator = facts[node]?.accelerator;
+    return accelerator === undefined || canRunOn(engine, accelerator) ? [] : [{ node, accelerator }];
+  });
   if (other.length === 0) return plan;
-  const message = `mlxcel runs on Apple silicon only; ${other.map((n) => `${n} reports ${facts[n]!.accelerator}`).join(", ")}: use [engine] kind = "reference" or other nodes`;
+  const instead = selectKindsRunningOn(other.map((o) => o.accelerator));
+  const hint = instead.length === 0 ? "use other nodes" : `use [engine] kind = ${quoteKinds(instead)} or other nodes`;
+  const message = `${engine.name} runs on ${engine.runsOn.name} only; ${other.map((o) => `${o.node} reports ${o.accelerator}`).join(", ")}: ${hint}`;
   return { ...plan, feasible: false, errors: [...plan.errors, { reason: "EngineUnsupportedOnNode", message }] };
 }
 

@@ -1,18 +1,11 @@
+import { engineOf, selectKinds } from "../engines/index.js";
+import type { PlannerReason } from "../errors/index.js";
 import { formatBytes } from "./format-bytes.js";
 import { layerKvBytes } from "./kv-cache.js";
 import { memorySplit } from "./memory-split.js";
-import { mlxcelSplit } from "./mlxcel-split.js";
 import type { ModelProfile } from "./model-profile.js";
-import { defaultHeadroom, nodeBudget, type PlanNode } from "./node-budget.js";
+import { nodeBudget, type PlanNode } from "./node-budget.js";
 import type { PlanMessage, PlanOptions, ShardPlan, StagePlan } from "./plan-types.js";
-
-/**
- * Model families the engines are validated on. Mistral is the Llama architecture (RMSNorm, RoPE,
- * grouped-query attention, SwiGLU MLP, same tensor names) plus a sliding window the KV estimate
- * accounts for. Qwen2 is left out: its attention projections carry biases the Llama path does not
- * load, so it must be opted into with allowUnvalidatedFamily.
- */
-export const validatedFamilies: readonly string[] = ["llama", "mistral"];
 
 /**
  * The shard plan: a pure function of the model profile, the nodes in stage order and the options.
@@ -23,37 +16,40 @@ export function planShards(profile: ModelProfile, nodes: readonly PlanNode[], op
   const o = resolveOptions(options);
   const errors: PlanMessage[] = [];
   const warnings: PlanMessage[] = [];
-  const error = (reason: string, message: string): void => void errors.push({ reason, message });
-  const warn = (reason: string, message: string): void => void warnings.push({ reason, message });
+  const error = (reason: PlannerReason, message: string): void => void errors.push({ reason, message });
+  const warn = (reason: PlannerReason, message: string): void => void warnings.push({ reason, message });
   const n = nodes.length;
   const L = profile.layers;
+  const engine = engineOf(o.engine);
 
   // Check the options and the topology.
   if (!Number.isSafeInteger(o.contextLength) || o.contextLength < 1) error("InvalidPlanOptions", `context length must be a positive integer, got ${o.contextLength}`);
   if (!Number.isSafeInteger(o.maxSequences) || o.maxSequences < 1) error("InvalidPlanOptions", `max sequences must be a positive integer, got ${o.maxSequences}`);
   if (!Number.isFinite(o.headroom) || o.headroom < 1) error("InvalidPlanOptions", `headroom must be a number ≥ 1, got ${o.headroom}`);
   if (n < 2) error("TooFewNodes", `pipeline parallelism needs at least 2 nodes, got ${n}${n === 1 ? ` (${nodes[0]?.name})` : ""}`);
-  if (n > 2) warn("MoreThanTwoStages", `${n} stages: mlxcel is validated best on two-stage topologies; each extra stage adds a network hop per token`);
+  if (n > engine.stageCount.validatedUpTo) warn("MoreThanTwoStages", `${n} stages: ${engine.stageCount.advice}`);
   const duplicates = nodes.map((x) => x.name).filter((name, i, all) => all.indexOf(name) !== i);
-  if (duplicates.length > 0) error("DuplicateNode", `node ${[...new Set(duplicates)].map((d) => `"${d}"`).join(", ")} appears more than once; each stage needs its own node`);
+  if (duplicates.length > 0)
+    error("DuplicateNode", `node ${[...new Set(duplicates)].map((d) => `"${d}"`).join(", ")} appears more than once; each stage needs its own node`);
   if (n > L) error("TooManyStages", `${n} stages for ${L} layers: every stage needs at least one layer`);
 
   // Check the cluster is homogeneous (where the figures are known).
-  checkUniform(nodes, "accelerator", (values) =>
-    error("MixedAccelerators", `nodes mix accelerator families (${values}); a cluster must be homogeneous`),
-  );
-  checkUniform(nodes, "engineVersion", (values) =>
-    error("MixedEngineVersions", `nodes run different engine versions (${values}); a cluster must run one version`),
-  );
+  checkUniform(nodes, "accelerator", (values) => error("MixedAccelerators", `nodes mix accelerator families (${values}); a cluster must be homogeneous`));
+  checkUniform(nodes, "engineVersion", (values) => error("MixedEngineVersions", `nodes run different engine versions (${values}); a cluster must run one version`));
 
   // Check the model family and the strategy against the engine.
-  if (!validatedFamilies.includes(profile.family)) {
-    const message = `model family "${profile.family}" is outside the validated Llama family (${validatedFamilies.join(", ")})`;
+  const validated = engine.modelFamilies;
+  if (!validated.families.includes(profile.family)) {
+    const message = `model family "${profile.family}" is outside the validated ${validated.name} (${validated.families.join(", ")})`;
     if (o.allowUnvalidatedFamily) warn("UnvalidatedModelFamily", `${message}; planned because the definition opts in`);
     else error("UnvalidatedModelFamily", `${message}; set allow_unvalidated_family to plan it anyway`);
   }
-  if (o.strategy === "memory" && o.engine === "mlxcel") {
-    error("StrategyUnsupportedByEngine", `strategy "memory" needs the reference engine: mlxcel computes its own equal split and cannot be told another (use strategy "equal")`);
+  if (o.strategy === "memory" && !engine.acceptsExplicitLayers) {
+    const able = selectKinds((e) => e.acceptsExplicitLayers).join(" or ");
+    error(
+      "StrategyUnsupportedByEngine",
+      `strategy "memory" needs the ${able} engine: ${engine.name} computes its own equal split and cannot be told another (use strategy "equal")`,
+    );
   }
 
   // Budgets.
@@ -72,16 +68,19 @@ export function planShards(profile: ModelProfile, nodes: readonly PlanNode[], op
   let counts: number[] = [];
   let splitUsed: PlanOptions["strategy"] = "equal";
   if (n >= 1 && n <= L) {
-    if (o.strategy === "memory" && o.engine === "reference" && knownBudgets !== undefined) {
+    if (o.strategy === "memory" && engine.acceptsExplicitLayers && knownBudgets !== undefined) {
       const layerCost = profile.layerBytes.map((w, i) => w + (kv[i] ?? 0));
       counts = memorySplit({ layerCost, budgets: knownBudgets, firstExtra: profile.embeddingBytes, lastExtra });
       splitUsed = "memory";
     } else {
-      counts = mlxcelSplit(L, n);
+      counts = engine.ownSplit.countLayers(L, n);
     }
     const empty = counts.flatMap((c, i) => (c <= 0 ? [i] : []));
     if (empty.length > 0) {
-      error("EmptyStage", `mlxcel's split of ${L} layers over ${n} stages (${counts.join(", ")}) leaves stage ${empty.join(", ")} without layers; use fewer nodes`);
+      error(
+        "EmptyStage",
+        `${engine.ownSplit.name} of ${L} layers over ${n} stages (${counts.join(", ")}) leaves stage ${empty.join(", ")} without layers; use fewer nodes`,
+      );
     }
   }
 
@@ -128,7 +127,10 @@ export function planShards(profile: ModelProfile, nodes: readonly PlanNode[], op
   const wholeBytes = modelBytes + kv.reduce((a, b) => a + b, 0);
   const roomy = nodes.find((_, i) => budgets[i] !== undefined && wholeBytes <= budgets[i]!);
   if (roomy !== undefined && n >= 2) {
-    warn("PipelineNotNeeded", `node "${roomy.name}" alone fits the whole model (${formatBytes(wholeBytes)} with KV, budget ${formatBytes(nodeBudget(roomy, o.headroom) ?? 0)}): pipeline parallelism is not needed`);
+    warn(
+      "PipelineNotNeeded",
+      `node "${roomy.name}" alone fits the whole model (${formatBytes(wholeBytes)} with KV, budget ${formatBytes(nodeBudget(roomy, o.headroom) ?? 0)}): pipeline parallelism is not needed`,
+    );
   }
 
   const fits = stages.map((s) => s.fit);
@@ -161,7 +163,7 @@ export function planShards(profile: ModelProfile, nodes: readonly PlanNode[], op
 }
 
 function resolveOptions(options: PlanOptions): Required<PlanOptions> {
-  const { strategy, contextLength, engine, headroom = defaultHeadroom, maxSequences = 1, allowUnvalidatedFamily = false } = options;
+  const { strategy, contextLength, engine, headroom = engineOf(engine).memoryHeadroom, maxSequences = 1, allowUnvalidatedFamily = false } = options;
   return { strategy, headroom, contextLength, maxSequences, engine, allowUnvalidatedFamily };
 }
 

@@ -1,21 +1,25 @@
+import type { EngineKind } from "../engines/index.js";
+import type { PlannerReason } from "../errors/index.js";
+
 /** Options of one plan; defaults are filled in by planShards. */
 export interface PlanOptions {
-  /** "equal" reproduces mlxcel's own split; "memory" weights by budget (reference engine only). */
+  /** "equal" reproduces the engine's own split; "memory" weights by budget (engines that accept explicit layers). */
   strategy: "equal" | "memory";
-  /** Budget divisor (≥ 1). Default 1.2, mlxcel's factor. */
+  /** Budget divisor (≥ 1). Default: the engine's memoryHeadroom. */
   headroom?: number;
   /** Tokens per sequence the KV cache is sized for. */
   contextLength: number;
   /** Concurrent sequences. Default 1. */
   maxSequences?: number;
-  engine: "mlxcel" | "reference";
+  /** The engine kind whose facts (split, families, advice) the plan follows. */
+  engine: EngineKind;
   /** Plan a model family outside the validated Llama family (warning instead of error). Default false. */
   allowUnvalidatedFamily?: boolean;
 }
 
 /** A warning or error of the plan; `reason` is stable (CamelCase), `message` is for people. */
 export interface PlanMessage {
-  reason: string;
+  reason: PlannerReason;
   message: string;
 }
 
@@ -53,7 +57,7 @@ export interface ShardPlan {
   /** True when there is no error. */
   feasible: boolean;
   strategy: PlanOptions["strategy"];
-  /** The split the stages actually follow (mlxcel's when the memory split cannot be used). */
+  /** The split the stages actually follow (the engine's own when the memory split cannot be used). */
   splitUsed: PlanOptions["strategy"];
   engine: PlanOptions["engine"];
   model: { source: string; family: string; layers: number; dtype: string; quantizationBits: number | null };

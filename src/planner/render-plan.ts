@@ -46,7 +46,10 @@ export function renderPlanText(plan: ShardPlan, options: { color?: boolean } = {
   ]);
   const widths = header.map((h, c) => Math.max(h.length, ...rows.map((r) => (r[c] ?? "").length)));
   const format = (cells: string[]): string =>
-    cells.map((cell, c) => (c === cells.length - 1 ? cell : c >= 3 && c <= 6 ? cell.padStart(widths[c]!) : cell.padEnd(widths[c]!))).join("  ").trimEnd();
+    cells
+      .map((cell, c) => (c === cells.length - 1 ? cell : c >= 3 && c <= 6 ? cell.padStart(widths[c]!) : cell.padEnd(widths[c]!)))
+      .join("  ")
+      .trimEnd();
   lines.push(paint(ansi.bold, format(header)));
   for (const [i, row] of rows.entries()) {
     const fit = plan.stages[i]?.fit ?? null;
@@ -61,7 +64,9 @@ export function renderPlanText(plan: ShardPlan, options: { color?: boolean } = {
   );
   for (const w of plan.warnings) lines.push(paint(ansi.yellow, `warning ${w.reason}: ${w.message}`));
   for (const e of plan.errors) lines.push(paint(ansi.red, `error ${e.reason}: ${e.message}`));
-  lines.push(plan.feasible ? paint(ansi.green, "plan: feasible") : paint(ansi.red, `plan: infeasible (${plan.errors.length} error${plan.errors.length === 1 ? "" : "s"})`));
+  lines.push(
+    plan.feasible ? paint(ansi.green, "plan: feasible") : paint(ansi.red, `plan: infeasible (${plan.errors.length} error${plan.errors.length === 1 ? "" : "s"})`),
+  );
   return lines.join("\n") + "\n";
 }
 

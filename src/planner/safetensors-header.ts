@@ -1,4 +1,4 @@
-import { ShardctlError } from "../errors/index.js";
+import { messageOf, ShardctlError } from "../errors/index.js";
 
 /** The safetensors format caps the JSON header at 100 MB (bytes). */
 export const maxHeaderBytes = 100_000_000;
@@ -24,10 +24,21 @@ export interface SafetensorsHeader {
 
 /** Element sizes (bytes) of the safetensors dtypes; unknown dtypes skip the shape × size check. */
 const elementBytes: Record<string, number> = {
-  BOOL: 1, U8: 1, I8: 1, F8_E4M3: 1, F8_E5M2: 1,
-  U16: 2, I16: 2, F16: 2, BF16: 2,
-  U32: 4, I32: 4, F32: 4,
-  U64: 8, I64: 8, F64: 8,
+  BOOL: 1,
+  U8: 1,
+  I8: 1,
+  F8_E4M3: 1,
+  F8_E5M2: 1,
+  U16: 2,
+  I16: 2,
+  F16: 2,
+  BF16: 2,
+  U32: 4,
+  I32: 4,
+  F32: 4,
+  U64: 8,
+  I64: 8,
+  F64: 8,
 };
 
 /** Bytes per element of a safetensors dtype name, or undefined when unknown. */
@@ -66,7 +77,7 @@ export function parseSafetensorsHeader(bytes: Uint8Array, file: string, fileSize
   try {
     parsed = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
   } catch (error) {
-    throw invalid(file, `header is not valid JSON (${error instanceof Error ? error.message : String(error)})`);
+    throw invalid(file, `header is not valid JSON (${messageOf(error)})`);
   }
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
     throw invalid(file, "header is not a JSON object");

@@ -7,9 +7,8 @@
  */
 import type { ClusterObservation } from "../health/index.js";
 import type { Supervision } from "../launch/index.js";
-import type { ModelProfile, ShardPlan } from "../planner/index.js";
+import type { PlannedCluster } from "../cluster/index.js";
 import type { ClusterSpec } from "../spec/index.js";
-import type { Manifest } from "../staging/index.js";
 import type { ClusterStatus, Condition } from "./status/index.js";
 
 export interface RestartRecord {
@@ -23,8 +22,8 @@ export interface ClusterMemory {
   name: string;
   /** The last definition that parsed, with its revision: what keeps serving through an invalid edit. */
   lastGood?: { spec: ClusterSpec; revision: string };
-  /** Plan of a revision; recomputed only when the revision changes. */
-  planned?: { revision: string; profile: ModelProfile; plan: ShardPlan; pinned?: Manifest };
+  /** Plan of a revision and the launch identity it implies; recomputed only when the revision changes. */
+  planned?: PlannedCluster & { revision: string; identity: string };
   restarts?: RestartRecord;
   /** The supervision (health monitor + teardown on death) of the running launch, if any. */
   supervision?: { startedAt: string; supervision: Supervision };

@@ -55,9 +55,7 @@ export function composeStatus(name: string, file: string, memory: ClusterMemory,
     staging: memory.staging,
     stages: observation?.stages ?? [],
     ...(observation?.coordinator === undefined ? {} : { coordinator: observation.coordinator }),
-    ...(routerBackend === undefined || settings?.router.kind === "none"
-      ? {}
-      : { router: { backend: routerBackend, url: entryUrl ?? "", registered } }),
+    ...(routerBackend === undefined || settings?.router.kind === "none" ? {} : { router: { backend: routerBackend, url: entryUrl ?? "", registered } }),
     timeline: memory.timeline,
     ...(memory.restarts === undefined || settings === undefined
       ? {}

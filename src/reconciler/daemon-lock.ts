@@ -64,7 +64,10 @@ export async function acquireDaemonLock(watchedDir: string, lockDir = daemonLock
     // Stale. Move it aside atomically: of two daemons doing this at once only one moves the stale
     // lock; the other moves nothing (ENOENT) or a fresh lock it must put back.
     const aside = `${file}.${process.pid}.stale`;
-    const moved = await rename(file, aside).then(() => true, () => false);
+    const moved = await rename(file, aside).then(
+      () => true,
+      () => false,
+    );
     if (moved) {
       const movedOwner = await readOwner(aside);
       if (movedOwner !== undefined && owner !== undefined && movedOwner.pid !== owner.pid) {

@@ -14,9 +14,9 @@ import { startRouter, type RunningRouter } from "../router/index.js";
 import { loadSettings, type Settings } from "../spec/index.js";
 import { ShardctlError } from "../errors/index.js";
 import { acquireDaemonLock } from "./daemon-lock.js";
-import { createNodePool } from "./node-configs.js";
+import { createNodePool } from "../cluster/index.js";
 import { DaemonMetrics } from "./metrics.js";
-import { Reconciler } from "./reconcile.js";
+import { Reconciler } from "./reconciler.js";
 import { WorkQueue } from "./queue/work-queue.js";
 import { watchDefinitions } from "./watch-definitions.js";
 
@@ -124,12 +124,15 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const resyncMs = options.resyncMs ?? settings.daemon.resyncSeconds * 1000;
   let resyncTimer: NodeJS.Timeout | undefined;
   const scheduleResync = (): void => {
-    resyncTimer = setTimeout(() => {
-      void reconciler
-        .resyncCandidates()
-        .then((names) => names.forEach((name) => queue.add(name)))
-        .finally(scheduleResync);
-    }, resyncMs * (0.9 + Math.random() * 0.2));
+    resyncTimer = setTimeout(
+      () => {
+        void reconciler
+          .resyncCandidates()
+          .then((names) => names.forEach((name) => queue.add(name)))
+          .finally(scheduleResync);
+      },
+      resyncMs * (0.9 + Math.random() * 0.2),
+    );
     resyncTimer.unref();
   };
   scheduleResync();

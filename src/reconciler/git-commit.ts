@@ -7,11 +7,8 @@ import { basename, dirname } from "node:path";
  */
 export function lastCommitOf(file: string): Promise<string | undefined> {
   return new Promise((resolve) => {
-    execFile(
-      "git",
-      ["log", "-1", "--format=%H", "--", basename(file)],
-      { cwd: dirname(file), timeout: 5_000 },
-      (error, stdout) => resolve(error === null && /^[0-9a-f]{40}$/.test(stdout.trim()) ? stdout.trim() : undefined),
+    execFile("git", ["log", "-1", "--format=%H", "--", basename(file)], { cwd: dirname(file), timeout: 5_000 }, (error, stdout) =>
+      resolve(error === null && /^[0-9a-f]{40}$/.test(stdout.trim()) ? stdout.trim() : undefined),
     );
   });
 }

@@ -1,6 +1,7 @@
 /** The reconciler: the daemon, one pass per cluster, and the status files CI reads. */
 export { startDaemon, requestsDirOf, type Daemon, type DaemonOptions } from "./daemon.js";
-export { Reconciler, type ReconcilerOptions } from "./reconcile.js";
+export { Reconciler, type ReconcilerOptions } from "./reconciler.js";
+export { nextAction, type NextAction, type DesiredState, type ObservedState, type DecisionMemory, type StallReason } from "./next-action.js";
 export { WorkQueue, type PassOutcome } from "./queue/work-queue.js";
 export { daemonWatching } from "./daemon-lock.js";
 export * from "./status/index.js";

@@ -9,7 +9,12 @@ import { healthValues, type Health } from "./status/index.js";
 
 export class DaemonMetrics {
   readonly registry = new Registry();
-  private readonly passes = new Counter({ name: "shardctl_reconcile_passes_total", help: "Reconcile passes by result", labelNames: ["result"], registers: [this.registry] });
+  private readonly passes = new Counter({
+    name: "shardctl_reconcile_passes_total",
+    help: "Reconcile passes by result",
+    labelNames: ["result"],
+    registers: [this.registry],
+  });
   private readonly duration = new Histogram({
     name: "shardctl_reconcile_pass_duration_seconds",
     help: "Duration of reconcile passes",

@@ -1,10 +1,10 @@
 /**
  * How a pass ends, and the condition bookkeeping each ending implies. Pure functions of a
- * cluster's memory: the pass story in reconcile.ts says what happened, these say what that means
+ * cluster's memory: the pass story in converge.ts says what happened, these say what that means
  * for the status (health, conditions, last error) and for the work queue (done, stall, retry).
  */
 import type { LedgerEntry, TimelineEvent } from "../launch/index.js";
-import { isShardctlError } from "../errors/index.js";
+import { isShardctlError, messageOf } from "../errors/index.js";
 import type { ClusterMemory } from "./cluster-memory.js";
 import type { PassReport } from "./compose-status.js";
 import type { PassOutcome } from "./queue/work-queue.js";
@@ -39,13 +39,6 @@ export function stall(memory: ClusterMemory, action: string, reason: string, mes
   return { action, result: "stalled", reason, health: serving ? "Degraded" : "Stalled", outcome: { kind: "stall" } };
 }
 
-/** The definition does not parse: stall, leaving what runs (the last good revision) serving. */
-export function stallOnInvalid(memory: ClusterMemory, issues: string[], running: LedgerEntry | undefined): Verdict {
-  const serving = running?.phase === "running" ? ` (revision ${running.revision.slice(0, 12)} keeps serving)` : "";
-  setConditions(memory, memory.lastGood?.revision ?? "", { Planned: { status: "False", reason: "InvalidDefinition", message: issues.join("\n") } });
-  return stall(memory, "none", "InvalidDefinition", `the definition is invalid${serving}:\n${issues.join("\n")}`, running?.phase === "running");
-}
-
 /** A failed pass: terminal errors stall, the others retry with back-off. */
 export function failed(memory: ClusterMemory, error: unknown, action: string): Verdict {
   const reason = isShardctlError(error) ? error.reason : "InternalError";
@@ -77,9 +70,10 @@ export function markRunning(memory: ClusterMemory, revision: string, entry: Ledg
     Staged: { status: "True", reason: "AllNodesPresent", message: "the model is present on every node" },
     StagesListening: { status: "True", reason: "AllStagesListening", message: `${entry.processes.filter((p) => p.role === "stage").length} stages listening` },
     CoordinatorHealthy: { status: "True", reason: "HealthOk", message: `${url}/health answers 200` },
-    Registered: entry.routerBackend === undefined
-      ? { status: "False", reason: "NotRegistered", message: "router registration is off" }
-      : { status: "True", reason: "BackendRegistered", message: `backend "${entry.routerBackend}"` },
+    Registered:
+      entry.routerBackend === undefined
+        ? { status: "False", reason: "NotRegistered", message: "router registration is off" }
+        : { status: "True", reason: "BackendRegistered", message: `backend "${entry.routerBackend}"` },
   });
   if (health === "Healthy") delete memory.lastError;
 }
@@ -110,8 +104,4 @@ export function isServing(memory: ClusterMemory): boolean {
 /** One more launch timeline event (the last 50 are kept). */
 export function recordEvent(memory: ClusterMemory, event: TimelineEvent): void {
   memory.timeline = [...memory.timeline, event].slice(-50);
-}
-
-export function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

@@ -3,7 +3,7 @@
  * file. continuum-router documents that the API exists (bearer-token auth) but not its paths, so the
  * paths are settings; the defaults below are a guess to be checked against the deployed version.
  */
-import { ShardctlError } from "../errors/index.js";
+import { ShardctlError, type RouterReason } from "../errors/index.js";
 import { parseRouterConfig } from "./read-router-config.js";
 import type { BackendEntry, Registrar } from "./types.js";
 import { validateBackendEntry } from "./validate-backend-entry.js";
@@ -37,7 +37,7 @@ export function createContinuumAdminRegistrar(options: AdminRegistrarOptions): R
   const { adminUrl, adminTokenEnv, timeoutMs = 5000 } = options;
   const paths: AdminPaths = { ...DEFAULT_ADMIN_PATHS, ...options.adminPaths };
 
-  const call = async (reason: string, method: string, path: string, body?: unknown): Promise<Response> => {
+  const call = async (reason: RouterReason, method: string, path: string, body?: unknown): Promise<Response> => {
     const headers: Record<string, string> = { accept: "application/json" };
     if (adminTokenEnv !== undefined) {
       const token = process.env[adminTokenEnv];
@@ -65,7 +65,7 @@ export function createContinuumAdminRegistrar(options: AdminRegistrarOptions): R
     }
   };
 
-  const expectOk = async (reason: string, response: Response, what: string, allow404 = false): Promise<void> => {
+  const expectOk = async (reason: RouterReason, response: Response, what: string, allow404 = false): Promise<void> => {
     if (response.ok || (allow404 && response.status === 404)) return;
     const text = (await response.text().catch(() => "")).slice(0, 300);
     throw new ShardctlError(reason, `router admin API ${what}: HTTP ${response.status} ${text}`);

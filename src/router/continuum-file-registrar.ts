@@ -4,14 +4,14 @@
  */
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
-import { ShardctlError } from "../errors/index.js";
+import { messageOf, ShardctlError, type RouterReason } from "../errors/index.js";
 import { editBackendsText, NEW_CONFIG_TEXT, parseConfigDocument, removeBackend, upsertBackend } from "./edit-backends.js";
 import type { Document } from "yaml";
 import { parseRouterConfig } from "./read-router-config.js";
 import { serialise } from "./serialise.js";
 import type { BackendEntry, Registrar } from "./types.js";
 import { validateBackendEntry } from "./validate-backend-entry.js";
-import { writeFileAtomic } from "./write-file-atomic.js";
+import { writeFileAtomic } from "../files/index.js";
 
 export function createContinuumFileRegistrar(configFile: string): Registrar {
   const file = resolve(configFile);
@@ -26,15 +26,14 @@ export function createContinuumFileRegistrar(configFile: string): Registrar {
   };
 
   // Apply one edit and write only when the text changes, so the router does not reload for nothing.
-  const edit = (reason: string, change: (doc: Document) => void): Promise<void> =>
+  const edit = (reason: RouterReason, change: (doc: Document) => void): Promise<void> =>
     serialise(file, async () => {
       try {
         const { text, exists } = await load();
         const next = editBackendsText(text, change);
         if (next !== text || !exists) await writeFileAtomic(file, next);
       } catch (error) {
-        const detail = error instanceof Error ? error.message : String(error);
-        throw new ShardctlError(reason, `cannot update router config ${file}: ${detail}`, { cause: error });
+        throw new ShardctlError(reason, `cannot update router config ${file}: ${messageOf(error)}`, { cause: error });
       }
     });
 

@@ -179,7 +179,8 @@ function editEntryFields(text: string, before: YAMLMap, after: YAMLMap): Edit[] 
     const pair = pairs.find((item) => isScalar(item.key) && item.key.value === field);
     const wanted: unknown = after.toJSON()[field];
     if (pair === undefined) {
-      if (wanted !== undefined) edits.push({ from: lineEndAt(text, lastContent), to: lineEndAt(text, lastContent), insert: `\n${" ".repeat(column)}${field}: ${renderFlow(wanted)}` });
+      if (wanted !== undefined)
+        edits.push({ from: lineEndAt(text, lastContent), to: lineEndAt(text, lastContent), insert: `\n${" ".repeat(column)}${field}: ${renderFlow(wanted)}` });
       continue;
     }
     const value = pair.value as Node | null;

@@ -7,5 +7,4 @@ export type { BackendEntry, Registrar, RouterConfig } from "./types.js";
 export { createRegistrar, type RegistrarSettings } from "./create-registrar.js";
 export { DEFAULT_ADMIN_PATHS, type AdminPaths } from "./continuum-admin-registrar.js";
 export { readRouterConfig, parseRouterConfig } from "./read-router-config.js";
-export { writeFileAtomic } from "./write-file-atomic.js";
 export { startRouter, type RouterOptions, type RunningRouter } from "./start-router.js";

@@ -3,14 +3,7 @@ import type { ServerResponse } from "node:http";
 
 export type OpenAIErrorType = "invalid_request_error" | "not_found_error" | "api_error" | "server_error";
 
-export function sendOpenAIError(
-  res: ServerResponse,
-  status: number,
-  message: string,
-  type: OpenAIErrorType,
-  code: string,
-  param: string | null = null,
-): void {
+export function sendOpenAIError(res: ServerResponse, status: number, message: string, type: OpenAIErrorType, code: string, param: string | null = null): void {
   if (res.headersSent) {
     res.destroy();
     return;

@@ -21,13 +21,7 @@ const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "tra
 
 const CONNECT_ERRORS = new Set(["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "ENOTFOUND", "ConnectTimeout"]);
 
-export function proxyRequest(
-  context: ProxyContext,
-  backend: BackendEntry,
-  req: IncomingMessage,
-  body: Buffer,
-  res: ServerResponse,
-): Promise<ProxyOutcome> {
+export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: IncomingMessage, body: Buffer, res: ServerResponse): Promise<ProxyOutcome> {
   return new Promise((resolve) => {
     const target = joinUrl(backend.url, req.url ?? "/");
     const headers = copyHeaders(req.headers);

@@ -59,9 +59,7 @@ export function createRouteTable(backends: BackendEntry[], now: () => number = D
   return {
     candidates,
     models: () =>
-      [...byModel.entries()]
-        .map(([id, list]) => ({ id, backends: list.map((backend) => backend.name) }))
-        .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)),
+      [...byModel.entries()].map(([id, list]) => ({ id, backends: list.map((backend) => backend.name) })).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)),
     markDown: (name, cooldownMs) => void downUntil.set(name, now() + cooldownMs),
     markUp: (name) => void downUntil.delete(name),
   };

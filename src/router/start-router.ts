@@ -45,13 +45,7 @@ export type RunningRouter = {
 };
 
 export async function startRouter(options: RouterOptions): Promise<RunningRouter> {
-  const {
-    watch = true,
-    reloadDebounceMs = 50,
-    connectTimeoutMs = 5000,
-    cooldownMs = 2000,
-    maxBodyBytes = 32 * 1024 * 1024,
-  } = options;
+  const { watch = true, reloadDebounceMs = 50, connectTimeoutMs = 5000, cooldownMs = 2000, maxBodyBytes = 32 * 1024 * 1024 } = options;
   const configFile = resolve(options.configFile);
   const log = options.logger ?? pino({ name: "router" }, pino.destination(2));
 
@@ -166,7 +160,12 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
   const url = `http://${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}`;
 
   const stopWatching = watch
-    ? watchConfig(configFile, () => void reload(), (error) => log.error({ err: error }, "config watch failed"), reloadDebounceMs)
+    ? watchConfig(
+        configFile,
+        () => void reload(),
+        (error) => log.error({ err: error }, "config watch failed"),
+        reloadDebounceMs,
+      )
     : () => undefined;
   log.info({ url, config: configFile, backends: config.backends.map((backend) => backend.name) }, "router listening");
 

@@ -4,41 +4,28 @@
  * are left optional here and resolved by `normaliseCluster`, so the JSON Schema stays honest.
  */
 import { z } from "zod";
-import { patternString, quote } from "./patterns.js";
+import { defaultEngineKind, engineKinds, engineOf } from "../engines/index.js";
+import { patternString } from "./patterns.js";
 import { portRangeSchema, transportBackends } from "./settings-schema.js";
 
-/** Flags mlxcel refuses together with distributed mode. */
-const distributedConflicts: Record<string, string> = {
-  "--pp-layers": "mlxcel computes the pipeline split itself and rejects --pp-layers in distributed mode",
-  "--tp-size": "mlxcel rejects tensor parallelism in distributed mode",
-  "--no-batch": "mlxcel rejects --no-batch in distributed mode",
-  "--adapter-path": "mlxcel rejects LoRA adapters in distributed mode",
-  "--draft-model": "mlxcel rejects speculative decoding in distributed mode",
-  "--num-draft-tokens": "mlxcel rejects speculative decoding in distributed mode",
-};
+/** The most `[engine] extra_args` a definition may hold. */
+export const maxExtraArgs = 64;
 
-/** Flags the launcher sets per process; a second copy would contradict it. */
-const launcherFlags = ["-m", "--model", "--distributed-config", "--node-id", "--host", "--port"];
+// Which arguments an engine refuses depends on its kind, so they are checked beside the schema
+// (checkEngine), not by it.
+const extraArgSchema = patternString("arg", 4096);
 
-/** Why an extra engine argument is refused, or undefined when it is acceptable. */
-export function checkExtraArg(arg: string): string | undefined {
-  const flag = arg.split("=", 1)[0] ?? arg;
-  const conflict = distributedConflicts[flag];
-  if (conflict !== undefined) return `${quote(arg)} is refused: ${conflict}`;
-  if (launcherFlags.includes(flag)) return `${quote(arg)} is refused: the launcher sets ${flag} itself`;
-  return undefined;
-}
-
-const extraArgSchema = patternString("arg", 4096).superRefine((value, ctx) => {
-  const problem = checkExtraArg(value);
-  if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem, input: value });
-});
+/** "mlxcel (mlxcel-server) or reference (shard-engine)": each kind with its program. */
+const kindChoices = engineKinds.map((kind) => `${kind} (${engineOf(kind).programName})`).join(" or ");
 
 const modelSchema = z
   .object({
     id: patternString("modelId").describe("Hub repository id 'org/name' (source hub) or a model directory path (source path or push)."),
     revision: patternString("revision", 255).default("main").describe("Hub branch, tag or 40-hex commit. Default main."),
-    source: z.enum(["hub", "path", "push"]).default("hub").describe("hub: nodes download from the Hub; path: already on each node; push: copied from this machine. Default hub."),
+    source: z
+      .enum(["hub", "path", "push"])
+      .default("hub")
+      .describe("hub: nodes download from the Hub; path: already on each node; push: copied from this machine. Default hub."),
     context_length: z.number().int().min(1).max(16_777_216).default(4096).describe("Context length in tokens the KV cache is sized for. Default 4096."),
     max_sequences: z.number().int().min(1).max(4096).default(1).describe("Concurrent sequences the KV cache is sized for. Default 1."),
     files: z.enum(["stage", "all"]).default("stage").describe("stage: each node gets only the files its layers need; all: every file. Default stage."),
@@ -48,10 +35,10 @@ const modelSchema = z
 
 const engineSchema = z
   .object({
-    kind: z.enum(["mlxcel", "reference"]).default("mlxcel").describe("mlxcel (mlxcel-server) or reference (shard-engine). Default mlxcel."),
+    kind: z.enum(engineKinds).default(defaultEngineKind).describe(`${kindChoices}. Default ${defaultEngineKind}.`),
     binary: patternString("binary").optional().describe("Engine executable on the nodes. Default: the kind's command on PATH."),
     version: patternString("version", 64).optional().describe("Expected engine version; nodes reporting another are refused."),
-    extra_args: z.array(extraArgSchema).max(64).default([]).describe("Extra engine arguments, one per element. Default none."),
+    extra_args: z.array(extraArgSchema).max(maxExtraArgs).default([]).describe("Extra engine arguments, one per element. Default none."),
   })
   .strict();
 

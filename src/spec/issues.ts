@@ -4,6 +4,7 @@
  */
 import type { z } from "zod";
 import { TomlError } from "smol-toml";
+import { messageOf } from "../errors/index.js";
 import type { KeyPath, Locator } from "./locate.js";
 import { quote } from "./patterns.js";
 import type { SpecIssue } from "./types.js";
@@ -39,7 +40,7 @@ export function fromTomlError(file: string, error: unknown): SpecIssue {
     const detail = error.message.replace(/^Invalid TOML document: /, "").split("\n", 1)[0] ?? "";
     return { file, line: error.line, col: error.column, path: "", message: `invalid TOML: ${detail}` };
   }
-  return { file, line: 1, col: 1, path: "", message: `invalid TOML: ${error instanceof Error ? error.message : String(error)}` };
+  return { file, line: 1, col: 1, path: "", message: `invalid TOML: ${messageOf(error)}` };
 }
 
 /**
@@ -47,12 +48,7 @@ export function fromTomlError(file: string, error: unknown): SpecIssue {
  * the enclosing table; everything else at the offending value. `allowedKeys` lists the keys a table
  * accepts, for the "unknown key" message.
  */
-export function fromZodIssues(
-  file: string,
-  locator: Locator,
-  issues: readonly z.core.$ZodIssue[],
-  allowedKeys: (path: KeyPath) => readonly string[],
-): SpecIssue[] {
+export function fromZodIssues(file: string, locator: Locator, issues: readonly z.core.$ZodIssue[], allowedKeys: (path: KeyPath) => readonly string[]): SpecIssue[] {
   const out: SpecIssue[] = [];
   for (const issue of issues) {
     const path = issue.path as KeyPath;

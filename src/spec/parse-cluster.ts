@@ -2,6 +2,7 @@
 import { readFile } from "node:fs/promises";
 import { basename } from "node:path";
 import { type ClusterOutput, clusterSchema } from "./cluster-schema.js";
+import { checkEngine } from "./check-engine.js";
 import { describeZodIssue, fromZodIssues, makeIssue, sortIssues } from "./issues.js";
 import { type Locator, locateKeys } from "./locate.js";
 import { resolveLocalPath } from "./local-path.js";
@@ -19,9 +20,7 @@ export function parseCluster(text: string, file: string, settings: Settings): Pa
   if (!toml.ok) return { ok: false, issues: [toml.issue] };
   const locator = locateKeys(text);
   const parsed = clusterSchema.safeParse(toml.data, { error: describeZodIssue });
-  const issues = parsed.success
-    ? []
-    : fromZodIssues(file, locator, parsed.error.issues, (path) => listAllowedKeys(clusterSchema, path));
+  const issues = parsed.success ? [] : fromZodIssues(file, locator, parsed.error.issues, (path) => listAllowedKeys(clusterSchema, path));
   issues.push(...checkCluster(toml.data, file, settings, locator));
   if (issues.length > 0 || !parsed.success) return { ok: false, issues: sortIssues(issues) };
   return { ok: true, value: deepFreeze(normaliseCluster(parsed.data, file, settings)), issues: [] };
@@ -105,23 +104,8 @@ function checkCluster(data: unknown, file: string, settings: Settings, locator: 
     }
   }
 
-  // mlxcel computes its own split and runs on Apple silicon only: say so before anything is planned.
-  const engine = getRaw(data, ["engine", "kind"]) ?? "mlxcel";
-  if (engine === "mlxcel") {
-    if (getRaw(data, ["plan", "strategy"]) === "memory") {
-      add(["plan", "strategy"], 'the "memory" strategy needs the reference engine: mlxcel cannot be told a split (use "equal", or [engine] kind = "reference")');
-    }
-    const names = getRaw(data, ["nodes"]);
-    if (Array.isArray(names)) {
-      const other = [...new Set(names.filter((n): n is string => typeof n === "string"))].filter((n) => {
-        const accelerator = settings.nodes[n]?.accelerator;
-        return accelerator !== undefined && accelerator !== "apple-silicon";
-      });
-      if (other.length > 0) {
-        add(["engine", "kind"], `mlxcel runs on Apple silicon only; ${other.map((n) => `${n} (${settings.nodes[n]!.accelerator})`).join(", ")} ${other.length === 1 ? "is" : "are"} declared otherwise: use kind = "reference" or Apple-silicon nodes`);
-      }
-    }
-  }
+  // What the engine kind refuses (arguments, a strategy, accelerators): say so before planning.
+  checkEngine(data, settings, add);
   return issues;
 }
 
@@ -130,8 +114,7 @@ function normaliseCluster(raw: ClusterOutput, file: string, settings: Settings):
   const name = raw.name ?? stemOf(file);
   const id = raw.model.id;
   // A pushed model is read on this machine; a "path" model sits at the same path on every node, so `~/` stays for the node to expand.
-  const path =
-    raw.model.source === "hub" ? undefined : raw.model.source === "path" && id.startsWith("~/") ? id : resolveLocalPath(settings.dir, id);
+  const path = raw.model.source === "hub" ? undefined : raw.model.source === "path" && id.startsWith("~/") ? id : resolveLocalPath(settings.dir, id);
   return {
     file,
     name,

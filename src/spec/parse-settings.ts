@@ -21,9 +21,7 @@ export function parseSettings(text: string, file: string): ParseResult<Settings>
   if (!toml.ok) return { ok: false, issues: [toml.issue] };
   const locator = locateKeys(text);
   const parsed = settingsSchema.safeParse(toml.data, { error: describeZodIssue });
-  const issues = parsed.success
-    ? []
-    : fromZodIssues(file, locator, parsed.error.issues, (path) => listAllowedKeys(settingsSchema, path));
+  const issues = parsed.success ? [] : fromZodIssues(file, locator, parsed.error.issues, (path) => listAllowedKeys(settingsSchema, path));
   issues.push(...checkSettings(toml.data, file, locator));
   if (issues.length > 0 || !parsed.success) return { ok: false, issues: sortIssues(issues) };
   return { ok: true, value: deepFreeze(normaliseSettings(parsed.data, file)), issues: [] };
@@ -65,9 +63,7 @@ function checkSettings(data: unknown, file: string, locator: Locator): SpecIssue
     const host = getString(nodes, [name, "host"], patterns.host);
     const modelDir = getString(nodes, [name, "model_dir"], patterns.path);
     if (host !== undefined && host !== "local" && modelDir !== undefined && !isPortablePath(modelDir)) {
-      issues.push(
-        makeIssue(file, locator, ["nodes", name, "model_dir"], `${JSON.stringify(modelDir)} is relative: on a remote node use an absolute or "~/" path`),
-      );
+      issues.push(makeIssue(file, locator, ["nodes", name, "model_dir"], `${JSON.stringify(modelDir)} is relative: on a remote node use an absolute or "~/" path`));
     }
     const memory = getRaw(nodes, [name, "memory"]);
     const limit = getRaw(nodes, [name, "memory_limit"]);

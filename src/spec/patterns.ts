@@ -61,7 +61,7 @@ export const allowed: Record<PatternName, string> = {
   httpUrl: "an http:// or https:// URL",
   hostPort: "host:port, e.g. 127.0.0.1:9464",
   portRange: "a port range 'first-last', e.g. \"39600-39629\"",
-  size: "a size like \"64GiB\", \"512MB\" or a byte count (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)",
+  size: 'a size like "64GiB", "512MB" or a byte count (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)',
   version: "a version of letters, digits and '. _ + -'",
 };
 

@@ -17,7 +17,9 @@ export function computeRevision(spec: ClusterSpec, settings: Settings): string {
     const entry = settings.nodes[name];
     return entry === undefined ? [] : [portableEntry(entry, settings.dir)];
   });
-  return createHash("sha256").update(stableStringify({ definition: { ...definition, model }, nodes })).digest("hex");
+  return createHash("sha256")
+    .update(stableStringify({ definition: { ...definition, model }, nodes }))
+    .digest("hex");
 }
 
 function portableEntry(entry: NodeEntry, dir: string): NodeEntry {

@@ -100,10 +100,7 @@ export const settingsSchema = z
     router: routerSchema.prefault({}),
     daemon: daemonSchema.prefault({}),
     ssh: sshSchema.prefault({}),
-    nodes: z
-      .record(patternString("name", 63), nodeSchema)
-      .prefault({})
-      .describe("The node registry: [nodes.<name>] tables."),
+    nodes: z.record(patternString("name", 63), nodeSchema).prefault({}).describe("The node registry: [nodes.<name>] tables."),
   })
   .strict()
   .describe("shardctl settings and node registry (shardctl.toml)");

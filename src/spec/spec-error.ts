@@ -1,12 +1,12 @@
 /** The error thrown by the `load*` functions: every issue of the file, formatted, plus the issues themselves. */
-import { ShardctlError } from "../errors/index.js";
+import { ShardctlError, type SpecReason } from "../errors/index.js";
 import { formatIssue } from "./issues.js";
 import type { SpecIssue } from "./types.js";
 
 export class SpecError extends ShardctlError {
   readonly issues: readonly SpecIssue[];
 
-  constructor(reason: string, issues: readonly SpecIssue[]) {
+  constructor(reason: SpecReason, issues: readonly SpecIssue[]) {
     super(reason, issues.map(formatIssue).join("\n"), { terminal: true });
     this.name = "SpecError";
     this.issues = issues;

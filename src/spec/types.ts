@@ -1,4 +1,5 @@
 /** The parsed, fully defaulted, camelCase values the rest of shardctl reads. All frozen. */
+import type { EngineKind } from "../engines/index.js";
 import type { PortRange } from "./port-range.js";
 
 export type TransportBackend = "tcp" | "thunderbolt" | "rdma";
@@ -111,8 +112,8 @@ export interface ClusterSpec {
     verify: "fast" | "full";
   };
   engine: {
-    /** Default "mlxcel". */
-    kind: "mlxcel" | "reference";
+    /** Default: src/engines' defaultEngineKind ("mlxcel"). */
+    kind: EngineKind;
     binary?: string;
     version?: string;
     /** Default []. */

@@ -56,11 +56,7 @@ export async function classifyNode(node: NodeAccess, manifest: Manifest, layout:
     checks.push({ file, state: good ? "present" : "mismatched", haveBytes: good ? file.size : 0, linkMissing });
   }
   if (Object.keys(verified).length > 0 && cachePath !== undefined) await updateStatCache(node, cachePath, verified);
-  const state = checks.some((c) => c.state === "mismatched")
-    ? "mismatched"
-    : checks.some((c) => c.state !== "present" || c.linkMissing)
-      ? "needs-download"
-      : "present";
+  const state = checks.some((c) => c.state === "mismatched") ? "mismatched" : checks.some((c) => c.state !== "present" || c.linkMissing) ? "needs-download" : "present";
   return { node: node.config.name, state, files: checks, hashedFiles };
 }
 

@@ -7,14 +7,14 @@ export type {
   NodeState,
   FileCheck,
   NodeClassification,
-  StageProgress,
-  StageOptions,
-  NodeStageResult,
+  StagingProgress,
+  StagingOptions,
+  NodeStagingResult,
 } from "./types.js";
 export { fetchHubManifest, hashLocalManifest, selectFiles, gitBlobSha1, type HubManifestOptions } from "./manifest.js";
 export { classifyNode, type Layout, type ClassifyOptions } from "./classify.js";
 export { stageNode, resolveHome } from "./stage-node.js";
-export { stageCluster, resolveManifest, type NodeStageRequest, type ClusterStageResult } from "./stage-cluster.js";
+export { stageCluster, resolveManifest, type NodeStagingRequest, type NodeStagingFailure, type ClusterStagingResult } from "./stage-cluster.js";
 export { transferFile, type TransferRequest } from "./transfer.js";
 export { stageFileList } from "./stage-files.js";
 export { isModelMetadataFile } from "./metadata-files.js";

@@ -28,7 +28,11 @@ export async function fetchHubManifest(options: HubManifestOptions): Promise<Man
   // Resolve the revision once; everything after uses the commit, so a moving branch cannot mix files.
   let commit = revision;
   if (!/^[0-9a-f]{40}$/.test(revision)) {
-    const head = await hubFetch(`${base}/${encodedRepo}/resolve/${encodeURIComponent(revision)}/config.json`, { method: "HEAD", headers, signal, redirect: "manual" }, repo);
+    const head = await hubFetch(
+      `${base}/${encodedRepo}/resolve/${encodeURIComponent(revision)}/config.json`,
+      { method: "HEAD", headers, signal, redirect: "manual" },
+      repo,
+    );
     const resolved = head.headers.get("x-repo-commit");
     if (resolved === null || !/^[0-9a-zA-Z]+$/.test(resolved)) throw new ShardctlError("HubError", `${base}: no X-Repo-Commit for ${repo}@${revision}`);
     commit = resolved;
@@ -59,7 +63,8 @@ async function hubFetch(url: string, init: RequestInit, repo: string): Promise<R
   } catch (error) {
     throw new ShardctlError("HubUnreachable", `cannot reach ${url}: ${(error as Error).message}`, { cause: error });
   }
-  if (response.status === 401 || response.status === 403) throw new ShardctlError("HubUnauthorized", `${url}: ${response.status}; check the Hub token for ${repo}`, { terminal: true });
+  if (response.status === 401 || response.status === 403)
+    throw new ShardctlError("HubUnauthorized", `${url}: ${response.status}; check the Hub token for ${repo}`, { terminal: true });
   if (response.status === 404) throw new ShardctlError("HubNotFound", `${url}: not found (repository ${repo} or its revision)`, { terminal: true });
   if (!response.ok) throw new ShardctlError("HubError", `${url}: HTTP ${response.status}`);
   return response;
@@ -68,7 +73,10 @@ async function hubFetch(url: string, init: RequestInit, repo: string): Promise<R
 /** Hash every file under `dir` (sha256); the commit is a digest of the file list, so it pins content. */
 export async function hashLocalManifest(dir: string, repo: string, revision = "main"): Promise<Manifest> {
   const paths = await listFiles(dir);
-  if (paths.length === 0) throw new ShardctlError("PushSourceEmpty", `the push source ${dir} holds no files; point it at the model's folder (config.json, *.safetensors, tokenizer)`, { terminal: true });
+  if (paths.length === 0)
+    throw new ShardctlError("PushSourceEmpty", `the push source ${dir} holds no files; point it at the model's folder (config.json, *.safetensors, tokenizer)`, {
+      terminal: true,
+    });
   const files: ManifestFile[] = [];
   for (const path of paths) {
     assertSafePath(path, `the push source ${dir}`);
@@ -102,7 +110,9 @@ async function listFiles(dir: string, prefix = ""): Promise<string[]> {
       const target = await stat(join(dir, rel)).catch(() => undefined);
       if (target?.isFile() !== true) {
         const what = target === undefined ? "a missing file" : target.isDirectory() ? "a folder" : "not a regular file";
-        throw new ShardctlError("PushSourceInvalid", `the push source ${dir}: ${rel} is a symlink to ${what}; only links to regular files are followed`, { terminal: true });
+        throw new ShardctlError("PushSourceInvalid", `the push source ${dir}: ${rel} is a symlink to ${what}; only links to regular files are followed`, {
+          terminal: true,
+        });
       }
       out.push(rel);
     }

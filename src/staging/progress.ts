@@ -1,13 +1,13 @@
 /** Per-node progress: bytes done/total, rate over the transfer so far, ETA at that rate. */
-import type { StageProgress } from "./types.js";
+import type { StagingProgress } from "./types.js";
 
-export function createProgress(node: string, bytesTotal: number, emit: ((event: StageProgress) => void) | undefined) {
+export function createProgress(node: string, bytesTotal: number, emit: ((event: StagingProgress) => void) | undefined) {
   const started = performance.now();
   let bytesDone = 0;
   let lastEmit = 0;
   return {
     /** Record `bytes` more done; events at most every 200 ms unless forced. */
-    update(phase: StageProgress["phase"], delta: number, file?: string, force = false): void {
+    update(phase: StagingProgress["phase"], delta: number, file?: string, force = false): void {
       bytesDone += delta;
       const now = performance.now();
       if (emit === undefined || (!force && now - lastEmit < 200)) return;

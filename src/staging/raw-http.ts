@@ -93,7 +93,13 @@ export function rawDownload(request: RawRequest): Promise<RawOutcome> {
     let statusCode = 0;
     const timer = setTimeout(() => finish(new Error(`deadline of ${request.deadlineMs} ms passed`)), request.deadlineMs);
     socket.once("connect", () => {
-      const lines = [`GET ${url.pathname}${url.search} HTTP/1.1`, `Host: ${url.host}`, "Connection: close", "User-Agent: shardctl", ...Object.entries(request.headers).map(([k, v]) => `${k}: ${v}`)];
+      const lines = [
+        `GET ${url.pathname}${url.search} HTTP/1.1`,
+        `Host: ${url.host}`,
+        "Connection: close",
+        "User-Agent: shardctl",
+        ...Object.entries(request.headers).map(([k, v]) => `${k}: ${v}`),
+      ];
       socket.write(`${lines.join("\r\n")}\r\n\r\n`);
     });
     socket.once("error", (error) => finish(error));

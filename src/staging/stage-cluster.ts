@@ -1,23 +1,34 @@
 /**
  * Stage a model on many nodes at once. Every node is attempted; the result says which reached
- * "present" and which failed (and why), so the next pass retries only those.
+ * "present" and which failed, why, and whether retrying can help, so the next pass retries only
+ * those and a caller can stall on a failure that would only repeat (a full disk).
  */
 import type { NodeAccess } from "../nodes/index.js";
-import { isShardctlError, ShardctlError } from "../errors/index.js";
+import { isShardctlError, messageOf, ShardctlError, type Reason } from "../errors/index.js";
 import { fetchHubManifest, hashLocalManifest } from "./manifest.js";
 import { stageNode } from "./stage-node.js";
-import type { Manifest, NodeStageResult, StageOptions, StagingSource } from "./types.js";
+import type { Manifest, NodeStagingResult, StagingOptions, StagingSource } from "./types.js";
 
-export interface NodeStageRequest {
+export interface NodeStagingRequest {
   node: NodeAccess;
   /** Files this node's stage needs, or "all". */
   files: string[] | "all";
 }
 
-export interface ClusterStageResult {
+export interface ClusterStagingResult {
   manifest: Manifest;
-  staged: NodeStageResult[];
-  failed: Array<{ node: string; reason: string; message: string }>;
+  staged: NodeStagingResult[];
+  failed: NodeStagingFailure[];
+}
+
+/** A node that did not reach "present". */
+export interface NodeStagingFailure {
+  node: string;
+  /** The ShardctlError's reason; "StagingFailed" for any other error. */
+  reason: Reason;
+  message: string;
+  /** True when retrying would only repeat the failure (the ShardctlError's `terminal`; false for any other error). */
+  terminal: boolean;
 }
 
 /** The pinned file list of a source ("path" sources need one given by the caller). */
@@ -28,13 +39,13 @@ export async function resolveManifest(source: StagingSource): Promise<Manifest> 
 }
 
 export async function stageCluster(
-  requests: NodeStageRequest[],
+  requests: NodeStagingRequest[],
   source: StagingSource,
-  options: Omit<StageOptions, "files"> & { manifest?: Manifest } = {},
-): Promise<ClusterStageResult> {
+  options: Omit<StagingOptions, "files"> & { manifest?: Manifest } = {},
+): Promise<ClusterStagingResult> {
   const manifest = options.manifest ?? (await resolveManifest(source));
   const outcomes = await Promise.allSettled(requests.map((r) => stageNode(r.node, source, manifest, { ...options, files: r.files })));
-  const result: ClusterStageResult = { manifest, staged: [], failed: [] };
+  const result: ClusterStagingResult = { manifest, staged: [], failed: [] };
   for (const [i, outcome] of outcomes.entries()) {
     if (outcome.status === "fulfilled") result.staged.push(outcome.value);
     else {
@@ -42,7 +53,8 @@ export async function stageCluster(
       result.failed.push({
         node: requests[i]!.node.config.name,
         reason: isShardctlError(error) ? error.reason : "StagingFailed",
-        message: error instanceof Error ? error.message : String(error),
+        message: messageOf(error),
+        terminal: isShardctlError(error) && error.terminal,
       });
     }
   }

@@ -14,9 +14,9 @@ import { createProgress } from "./progress.js";
 import { machineKey, withKeyedLock } from "./keyed-lock.js";
 import { updateStatCache, type StatCacheEntry } from "./stat-cache.js";
 import { transferFile } from "./transfer.js";
-import type { FileCheck, Manifest, NodeStageResult, StageOptions, StagingSource } from "./types.js";
+import type { FileCheck, Manifest, NodeStagingResult, StagingOptions, StagingSource } from "./types.js";
 
-export async function stageNode(node: NodeAccess, source: StagingSource, fullManifest: Manifest, options: StageOptions = {}): Promise<NodeStageResult> {
+export async function stageNode(node: NodeAccess, source: StagingSource, fullManifest: Manifest, options: StagingOptions = {}): Promise<NodeStagingResult> {
   const name = node.config.name;
   const manifest = selectFiles(fullManifest, options.files ?? "all");
   const modelDir = await resolveHome(node, node.config.modelDir);
@@ -27,7 +27,9 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
     const result = await classifyNode(node, manifest, { kind: "plain", dir }, { verify: options.verify });
     if (result.state !== "present") {
       const bad = result.files.filter((f) => f.state !== "present").map((f) => `${f.file.path} (${f.state})`);
-      throw new ShardctlError("ModelNotPresent", `node ${name}: source "path" ${dir} is not a verified copy: ${bad.join(", ")}; staging never writes there`, { terminal: true });
+      throw new ShardctlError("ModelNotPresent", `node ${name}: source "path" ${dir} is not a verified copy: ${bad.join(", ")}; staging never writes there`, {
+        terminal: true,
+      });
     }
     options.onProgress?.({ node: name, phase: "done", bytesDone: 0, bytesTotal: 0, rateBytesPerSec: 0, etaSec: 0 });
     return { node: name, before: "present", bytesTransferred: 0, filesTransferred: 0, hashedFiles: result.hashedFiles, modelPath: dir };
@@ -36,7 +38,7 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
   const classification = await classifyNode(node, manifest, layout, { verify: options.verify });
   const todo = classification.files.filter((f) => f.state !== "present");
   const needed = todo.reduce((sum, f) => sum + f.file.size - (f.state === "partial" ? Math.min(f.haveBytes, f.file.size) : 0), 0);
-  const result: NodeStageResult = {
+  const result: NodeStagingResult = {
     node: name,
     before: classification.state,
     bytesTransferred: 0,
@@ -54,11 +56,7 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
       throw new ShardctlError("DiskSpaceUnknown", `node ${name}: cannot tell the free space at ${modelDir} before transferring ${needed} bytes: ${why}`);
     }
     if (probe.diskFreeBytes < needed) {
-      throw new ShardctlError(
-        "InsufficientDisk",
-        `node ${name} needs ${needed} bytes at ${modelDir} but only ${probe.diskFreeBytes} bytes are free`,
-        { terminal: true },
-      );
+      throw new ShardctlError("InsufficientDisk", `node ${name} needs ${needed} bytes at ${modelDir} but only ${probe.diskFreeBytes} bytes are free`, { terminal: true });
     }
   }
 
@@ -121,7 +119,9 @@ async function recheck(node: NodeAccess, manifest: Manifest, modelDir: string, c
     return { ...check, state: "present", haveBytes: file.size };
   }
   const partial = await node.stat(incompletePath(modelDir, manifest.repo, file.hash));
-  return partial === undefined ? { ...check, state: check.state === "mismatched" ? "mismatched" : "missing", haveBytes: 0 } : { ...check, state: "partial", haveBytes: partial.size };
+  return partial === undefined
+    ? { ...check, state: check.state === "mismatched" ? "mismatched" : "missing", haveBytes: 0 }
+    : { ...check, state: "partial", haveBytes: partial.size };
 }
 
 async function fetchOne(
@@ -130,7 +130,7 @@ async function fetchOne(
   manifest: Manifest,
   modelDir: string,
   check: FileCheck,
-  options: StageOptions,
+  options: StagingOptions,
   progress: ReturnType<typeof createProgress>,
   hashed: Map<string, StatCacheEntry>,
 ): Promise<void> {
@@ -143,6 +143,8 @@ async function fetchOne(
     await node.remove(target);
     have = 0;
   }
+  // Whether the file is spliced onto bytes of an earlier attempt (decides how final a bad hash is).
+  let resumed = have > 0;
   const attempts = options.attempts ?? 3;
   for (let attempt = 1; have < file.size || file.size === 0; attempt++) {
     let counted = have;
@@ -165,6 +167,7 @@ async function fetchOne(
       const st = await node.stat(target).catch(() => undefined);
       if (st !== undefined && st.size > counted) progress.update("transfer", st.size - counted, file.path);
       have = st?.size ?? 0;
+      resumed ||= have > 0;
       if (attempt >= attempts) throw error;
       await new Promise((r) => setTimeout(r, 200 * attempt));
       continue;
@@ -178,9 +181,13 @@ async function fetchOne(
   const hash = st?.size === file.size ? await hashOnNode(node, target, file) : undefined;
   if (hash !== file.hash) {
     await node.remove(target);
+    // A Hub commit's files never change: a whole file fetched in one go that does not match is what
+    // the source serves, and fetching it again brings the same bytes. A file spliced onto a partial of
+    // an earlier attempt starts clean next time, and a push folder is hashed afresh every pass.
     throw new ShardctlError(
       "ChecksumMismatch",
       `node ${node.config.name}: ${file.path} arrived as ${st?.size ?? 0} bytes with ${file.hashAlgo} ${hash ?? "(not hashed)"}, expected ${file.size} bytes ${file.hash}; the partial file was removed`,
+      { terminal: source.kind === "hub" && !resumed },
     );
   }
   await node.rename(target, blob);

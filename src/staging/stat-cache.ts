@@ -37,5 +37,12 @@ export function updateStatCache(node: NodeAccess, path: string, entries: StatCac
 }
 
 export function cacheHit(entry: StatCacheEntry | undefined, stat: FileStat, hash: string): boolean {
-  return entry !== undefined && entry.hash === hash && entry.size === stat.size && entry.mtimeSec === stat.mtimeSec && entry.ctimeSec === stat.ctimeSec && entry.ino === stat.ino;
+  return (
+    entry !== undefined &&
+    entry.hash === hash &&
+    entry.size === stat.size &&
+    entry.mtimeSec === stat.mtimeSec &&
+    entry.ctimeSec === stat.ctimeSec &&
+    entry.ino === stat.ino
+  );
 }

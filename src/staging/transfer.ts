@@ -91,12 +91,17 @@ async function fetchLocally(request: TransferRequest, source: Extract<StagingSou
         // Corked: the chunks go down as one writev, without copying them into one buffer first.
         out.cork();
         for (const [i, chunk] of pending.entries()) {
-          out.write(chunk, i < pending.length - 1 ? undefined : () => {
-            if (paused && out.writableLength < 32 << 20) {
-              paused = false;
-              response.resume();
-            }
-          });
+          out.write(
+            chunk,
+            i < pending.length - 1
+              ? undefined
+              : () => {
+                  if (paused && out.writableLength < 32 << 20) {
+                    paused = false;
+                    response.resume();
+                  }
+                },
+          );
         }
         out.uncork();
         pending = [];

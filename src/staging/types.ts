@@ -49,7 +49,7 @@ export interface NodeClassification {
   hashedFiles: number;
 }
 
-export interface StageProgress {
+export interface StagingProgress {
   node: string;
   phase: "classify" | "transfer" | "verify" | "link" | "done";
   file?: string;
@@ -61,19 +61,19 @@ export interface StageProgress {
   etaSec: number | undefined;
 }
 
-export interface StageOptions {
+export interface StagingOptions {
   /** Files the node needs (repository-relative), or "all". Default "all". */
   files?: string[] | "all";
   /** "fast" trusts the stat cache; "full" re-hashes every file. Default "fast". */
   verify?: "fast" | "full";
-  onProgress?: (event: StageProgress) => void;
+  onProgress?: (event: StagingProgress) => void;
   /** Attempts per file for a download or push before giving up (each resumes). Default 3. */
   attempts?: number;
   /** Per-file transfer deadline, ms. Default 3600000. */
   transferDeadlineMs?: number;
 }
 
-export interface NodeStageResult {
+export interface NodeStagingResult {
   node: string;
   before: NodeState;
   /** Bytes moved onto the node by this run. */

@@ -2,7 +2,16 @@
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
-import { definitionText, readStatusFile, runShardctl, startInProcessDaemon, startWorld, waitForStatus, writeDefinition, type DaemonWorld } from "../reconciler/daemon-fixture.js";
+import {
+  definitionText,
+  readStatusFile,
+  runShardctl,
+  startInProcessDaemon,
+  startWorld,
+  waitForStatus,
+  writeDefinition,
+  type DaemonWorld,
+} from "../reconciler/daemon-fixture.js";
 
 let world: DaemonWorld;
 beforeAll(async () => {
@@ -39,7 +48,10 @@ test("--json: the plan as data", async () => {
   const out = JSON.parse(r.stdout) as { cluster: string; plan: { feasible: boolean; stages: Array<{ node: string; layers: [number, number] }> } };
   expect(out.cluster).toBe("p1");
   expect(out.plan.feasible).toBe(true);
-  expect(out.plan.stages.map((s) => [s.node, s.layers])).toEqual([["l1", [0, 2]], ["l2", [2, 4]]]);
+  expect(out.plan.stages.map((s) => [s.node, s.layers])).toEqual([
+    ["l1", [0, 2]],
+    ["l2", [2, 4]],
+  ]);
 });
 
 test("--markdown: a section per cluster (for PR comments)", async () => {

@@ -70,7 +70,10 @@ test("detail: the per-stage cards, the coordinator and the conditions", async ()
 
 test("--json: the status files as JSON (a list, or one object for one cluster)", async () => {
   const list = JSON.parse((await runShardctl(world, ["status", "--json"])).stdout) as Array<{ cluster: string; health: string }>;
-  expect(list.map((s) => [s.cluster, s.health])).toEqual([["idle", "Stopped"], ["live", "Healthy"]]);
+  expect(list.map((s) => [s.cluster, s.health])).toEqual([
+    ["idle", "Stopped"],
+    ["live", "Healthy"],
+  ]);
   const one = JSON.parse((await runShardctl(world, ["status", "live", "--json"])).stdout) as { cluster: string; stages: unknown[] };
   expect(one.cluster).toBe("live");
   expect(one.stages).toHaveLength(2);
@@ -79,7 +82,9 @@ test("--json: the status files as JSON (a list, or one object for one cluster)",
 test("--watch redraws the cluster's cards in place until Ctrl-C, then exits 0", async () => {
   const { spawn } = await import("node:child_process");
   const { shardctlJs } = await import("../reconciler/daemon-fixture.js");
-  const child = spawn(process.execPath, [shardctlJs, "status", "live", "--watch", "--config", world.settingsFile, "--dir", world.clustersDir], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [shardctlJs, "status", "live", "--watch", "--config", world.settingsFile, "--dir", world.clustersDir], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let out = "";
   child.stdout.on("data", (d: Buffer) => (out += d.toString()));
   const closed = new Promise<number | null>((resolve) => child.once("close", (code) => resolve(code)));

@@ -3,7 +3,16 @@ import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import type { Daemon } from "../../src/reconciler/index.js";
-import { definitionText, revisionOf, runShardctl, startInProcessDaemon, startWorld, waitForStatus, writeDefinition, type DaemonWorld } from "../reconciler/daemon-fixture.js";
+import {
+  definitionText,
+  revisionOf,
+  runShardctl,
+  startInProcessDaemon,
+  startWorld,
+  waitForStatus,
+  writeDefinition,
+  type DaemonWorld,
+} from "../reconciler/daemon-fixture.js";
 
 let world: DaemonWorld;
 let daemon: Daemon;
@@ -30,7 +39,9 @@ test("Ready never comes while distributed serving is disabled: exit 1 on timeout
   const r = await runShardctl(world, ["wait", "w1", "--for", "condition=Ready", "--timeout", "1s"]);
   expect(r.code).toBe(1);
   expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
-  expect(r.stderr).toMatch(/timed out after 1s waiting for condition Ready at revision [0-9a-f]{12}: observed revision [0-9a-f]{12}, health Disabled, Ready=False \(DistributedDisabled/);
+  expect(r.stderr).toMatch(
+    /timed out after 1s waiting for condition Ready at revision [0-9a-f]{12}: observed revision [0-9a-f]{12}, health Disabled, Ready=False \(DistributedDisabled/,
+  );
 });
 
 test("a revision the daemon has not reconciled yet is waited for, never satisfied by the older one", async () => {

@@ -43,7 +43,10 @@ describe("shard-engine command line", () => {
 
   it("a node id missing from the cluster file is named with the file", async () => {
     const file = join(dir, "c.toml");
-    await writeFile(file, `[cluster]\npipeline_parallel_size = 1\n[[nodes]]\nid = "c"\naddress = "127.0.0.1:1"\nrole = "hybrid"\n[[nodes]]\nid = "s"\naddress = "127.0.0.1:2"\nrole = "pipeline_stage"\nstage = 0\n`);
+    await writeFile(
+      file,
+      `[cluster]\npipeline_parallel_size = 1\n[[nodes]]\nid = "c"\naddress = "127.0.0.1:1"\nrole = "hybrid"\n[[nodes]]\nid = "s"\naddress = "127.0.0.1:2"\nrole = "pipeline_stage"\nstage = 0\n`,
+    );
     const r = await run(["-m", join(dir, "m"), "--distributed-config", file, "--node-id", "ghost"]);
     expect(r.code).toBe(1);
     expect(r.err).toContain(`${file}: node id "ghost" is not defined`);

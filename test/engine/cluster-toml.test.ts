@@ -79,8 +79,7 @@ describe("cluster TOML", () => {
   });
 
   it("splits like mlxcel by default: ceil(L/N) per stage, the rest on the last", () => {
-    const split = (layers: number, stages: number): number[] =>
-      computeStageRanges(validateCluster("x.toml", nodes(stages)), layers).map(([a, b]) => b - a);
+    const split = (layers: number, stages: number): number[] => computeStageRanges(validateCluster("x.toml", nodes(stages)), layers).map(([a, b]) => b - a);
     expect(split(16, 2)).toEqual([8, 8]);
     expect(split(27, 2)).toEqual([14, 13]);
     expect(split(32, 3)).toEqual([11, 11, 10]);
@@ -90,8 +89,14 @@ describe("cluster TOML", () => {
   });
 
   it("uses explicit ranges, which must cover the model", () => {
-    const c: ClusterConfig = validateCluster("x.toml", nodes(2, (i) => ({ layers: i === 0 ? [0, 1] : [1, 6] })));
-    expect(computeStageRanges(c, 6)).toEqual([[0, 1], [1, 6]]);
+    const c: ClusterConfig = validateCluster(
+      "x.toml",
+      nodes(2, (i) => ({ layers: i === 0 ? [0, 1] : [1, 6] })),
+    );
+    expect(computeStageRanges(c, 6)).toEqual([
+      [0, 1],
+      [1, 6],
+    ]);
     expect(() => computeStageRanges(c, 8)).toThrow(/end at 6, but the model has 8 layers/);
   });
 });

@@ -83,8 +83,22 @@ describe("engine failures", () => {
     const r = await postJson(`${cluster.baseUrl}/v1/completions`, { prompt: "still", max_tokens: 2 });
     expect(r.status).toBe(200);
     // A coordinator without the token cannot join.
-    const port = await freePort("127.0.0.1");
-    const rogue = spawnEngine(["-m", modelDir, "--distributed-config", cluster.file, "--node-id", "coordinator", "--host", "127.0.0.1", "--port", String(port), "--connect-timeout-ms", "2000"]);
+    const rogueHost = await nextHost();
+    const port = await freePort(rogueHost);
+    const rogue = spawnEngine([
+      "-m",
+      modelDir,
+      "--distributed-config",
+      cluster.file,
+      "--node-id",
+      "coordinator",
+      "--host",
+      rogueHost,
+      "--port",
+      String(port),
+      "--connect-timeout-ms",
+      "2000",
+    ]);
     expect(await rogue.exited).toBe(1);
     expect(rogue.stderr()).toMatch(/requires a transport token/);
     await cluster.stop();
@@ -92,14 +106,34 @@ describe("engine failures", () => {
 
   it("a coordinator that cannot reach a stage fails, naming the address", async () => {
     const layout = await writeClusterToml({ stages: 1, dir });
-    const host = nextHost();
-    const coordinator = spawnEngine(["-m", modelDir, "--distributed-config", layout.file, "--node-id", "coordinator", "--host", host, "--port", String(await freePort(host)), "--connect-timeout-ms", "800"]);
+    const host = await nextHost();
+    const coordinator = spawnEngine([
+      "-m",
+      modelDir,
+      "--distributed-config",
+      layout.file,
+      "--node-id",
+      "coordinator",
+      "--host",
+      host,
+      "--port",
+      String(await freePort(host)),
+      "--connect-timeout-ms",
+      "800",
+    ]);
     expect(await coordinator.exited).toBe(1);
     expect(coordinator.stderr()).toContain(`${layout.stages[0]!.host}:${layout.stages[0]!.port} did not answer`);
   });
 
   it("a client disconnect cancels the sequence and frees its KV cache on every stage", async () => {
-    const cluster = await startCluster(modelDir, { stages: [[0, 2], [2, 3], [3, 4]], dir });
+    const cluster = await startCluster(modelDir, {
+      stages: [
+        [0, 2],
+        [2, 3],
+        [3, 4],
+      ],
+      dir,
+    });
     const controller = new AbortController();
     const response = await fetch(`${cluster.baseUrl}/v1/chat/completions`, {
       method: "POST",

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { makeTestModel } from "../../src/planner/test-model/index.js";
-import { readModelConfig, StageModel } from "../../src/engine/model/index.js";
+import { readModelConfig, ModelShard } from "../../src/engine/model/index.js";
 
 const dirs: string[] = [];
 afterAll(async () => {
@@ -85,8 +85,11 @@ const norm = (x: number[], w: number[], eps: number): number[] => {
 function referenceLogits(ts: Tensors, config: Record<string, unknown>, tokens: number[]): number[][] {
   const bits = (config.quantization as { bits: number } | undefined)?.bits;
   const L = config.num_hidden_layers as number;
-  const nh = config.num_attention_heads as number, nkv = config.num_key_value_heads as number;
-  const d = config.head_dim as number, eps = config.rms_norm_eps as number, theta = config.rope_theta as number;
+  const nh = config.num_attention_heads as number,
+    nkv = config.num_key_value_heads as number;
+  const d = config.head_dim as number,
+    eps = config.rms_norm_eps as number,
+    theta = config.rope_theta as number;
   const inv: number[] = [];
   for (let i = 0; i < d / 2; i++) {
     let f = 1 / Math.pow(theta, (2 * i) / d);
@@ -106,7 +109,8 @@ function referenceLogits(ts: Tensors, config: Record<string, unknown>, tokens: n
   const rope = (v: number[], pos: number): number[] => {
     const out = v.slice();
     for (let i = 0; i < d / 2; i++) {
-      const c = Math.cos(pos * inv[i]!), s = Math.sin(pos * inv[i]!);
+      const c = Math.cos(pos * inv[i]!),
+        s = Math.sin(pos * inv[i]!);
       out[i] = v[i]! * c - v[i + d / 2]! * s;
       out[i + d / 2] = v[i + d / 2]! * c + v[i]! * s;
     }
@@ -117,12 +121,25 @@ function referenceLogits(ts: Tensors, config: Record<string, unknown>, tokens: n
   for (let l = 0; l < L; l++) {
     const p = `model.layers.${l}`;
     const get = (n: string): number[][] => matrix(ts, `${p}.${n}`, bits);
-    const [wq, wk, wv, wo, wg, wu, wd] = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"].map(get);
-    const n1 = decode(ts.get(`${p}.input_layernorm.weight`)!), n2 = decode(ts.get(`${p}.post_attention_layernorm.weight`)!);
-    const qs: number[][][] = [], ks: number[][][] = [], vs: number[][][] = [];
+    const [wq, wk, wv, wo, wg, wu, wd] = [
+      "self_attn.q_proj",
+      "self_attn.k_proj",
+      "self_attn.v_proj",
+      "self_attn.o_proj",
+      "mlp.gate_proj",
+      "mlp.up_proj",
+      "mlp.down_proj",
+    ].map(get);
+    const n1 = decode(ts.get(`${p}.input_layernorm.weight`)!),
+      n2 = decode(ts.get(`${p}.post_attention_layernorm.weight`)!);
+    const qs: number[][][] = [],
+      ks: number[][][] = [],
+      vs: number[][][] = [];
     xs.forEach((x, pos) => {
       const h = norm(x, n1, eps);
-      const q = mv(wq!, h), k = mv(wk!, h), v = mv(wv!, h);
+      const q = mv(wq!, h),
+        k = mv(wk!, h),
+        v = mv(wv!, h);
       qs.push(Array.from({ length: nh }, (_, i) => rope(q.slice(i * d, (i + 1) * d), pos)));
       ks.push(Array.from({ length: nkv }, (_, i) => rope(k.slice(i * d, (i + 1) * d), pos)));
       vs.push(Array.from({ length: nkv }, (_, i) => v.slice(i * d, (i + 1) * d)));
@@ -139,7 +156,8 @@ function referenceLogits(ts: Tensors, config: Record<string, unknown>, tokens: n
       }
       const x1 = x.map((v, i) => v + mv(wo!, att)[i]!);
       const h2 = norm(x1, n2, eps);
-      const g = mv(wg!, h2), u = mv(wu!, h2);
+      const g = mv(wg!, h2),
+        u = mv(wu!, h2);
       const act = g.map((gv, i) => (gv / (1 + Math.exp(-gv))) * u[i]!);
       const down = mv(wd!, act);
       return x1.map((v, i) => v + down[i]!);
@@ -158,15 +176,18 @@ async function compare(options: Parameters<typeof makeTestModel>[1]): Promise<nu
   const tokens = [5, 17, 260, 42, 99];
   const expected = referenceLogits(ts, model.config, tokens);
   const config = readModelConfig(dir);
-  const stage = StageModel.load(dir, config, { start: 0, end: config.layers });
+  const shard = ModelShard.load(dir, config, { start: 0, end: config.layers });
   // Prompt in one batch, then the last token alone: both paths must agree with the reference.
-  const cache = stage.createCache();
-  const hidden = stage.embed(tokens.slice(0, 4));
-  stage.forward(cache, hidden, 4);
-  const one = stage.embed([tokens[4]!]);
-  stage.forward(cache, one, 1);
+  const cache = shard.createCache();
+  const hidden = shard.embed(tokens.slice(0, 4));
+  shard.forward(cache, hidden, 4);
+  const one = shard.embed([tokens[4]!]);
+  shard.forward(cache, one, 1);
   let worst = 0;
-  for (const [row, logits] of [[2, stage.logits(hidden, 2)], [4, stage.logits(one, 0)]] as const) {
+  for (const [row, logits] of [
+    [2, shard.logits(hidden, 2)],
+    [4, shard.logits(one, 0)],
+  ] as const) {
     for (let i = 0; i < logits.length; i++) worst = Math.max(worst, Math.abs(logits[i]! - expected[row]![i]!));
   }
   return worst;

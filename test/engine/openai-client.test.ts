@@ -60,7 +60,14 @@ describe("openai client against the coordinator", () => {
   });
 
   it("chat log probabilities with top_logprobs", async () => {
-    const r = await client.chat.completions.create({ model, messages: [{ role: "user", content: "hi" }], max_tokens: 4, temperature: 0, logprobs: true, top_logprobs: 3 });
+    const r = await client.chat.completions.create({
+      model,
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 4,
+      temperature: 0,
+      logprobs: true,
+      top_logprobs: 3,
+    });
     const content = r.choices[0]!.logprobs!.content!;
     expect(content).toHaveLength(4);
     for (const entry of content) {

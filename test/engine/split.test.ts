@@ -61,7 +61,19 @@ for (const variant of [
       expect(logprobs.content[0]!.top_logprobs).toHaveLength(20);
     });
 
-    for (const stages of [2, 3, [[0, 1], [1, 6]], [[0, 4], [4, 5], [5, 6]]] as Array<number | Array<[number, number]>>) {
+    for (const stages of [
+      2,
+      3,
+      [
+        [0, 1],
+        [1, 6],
+      ],
+      [
+        [0, 4],
+        [4, 5],
+        [5, 6],
+      ],
+    ] as Array<number | Array<[number, number]>>) {
       it(`${typeof stages === "number" ? `${stages} stages, default split` : `explicit ranges ${JSON.stringify(stages)}`}`, async () => {
         const cluster = await startCluster(modelDir, { stages, dir });
         try {

@@ -14,6 +14,7 @@ export function requireBuild(): void {
 }
 
 import { freePort } from "../support/free-ports.js";
+import { allocateHost } from "../support/test-world.js";
 export { freePort };
 
 export interface EngineProcess {
@@ -43,10 +44,13 @@ export function spawnEngine(args: string[]): EngineProcess {
 
 /** Kill every engine process this test file started that is still running. */
 export async function killAll(): Promise<void> {
-  const waits = [...running].map((c) => new Promise<void>((done) => {
-    c.once("exit", () => done());
-    c.kill("SIGKILL");
-  }));
+  const waits = [...running].map(
+    (c) =>
+      new Promise<void>((done) => {
+        c.once("exit", () => done());
+        c.kill("SIGKILL");
+      }),
+  );
   await Promise.all(waits);
 }
 
@@ -86,23 +90,23 @@ export interface ClusterOptions {
   dir: string;
 }
 
-// Random start so parallel test files rarely share a loopback address.
-let hostCounter = 2 + Math.floor(Math.random() * 2000);
-
-/** A loopback address not used yet by this test file (127.0.0.2, .3, …). */
-export function nextHost(): string {
-  const host = `127.0.${Math.floor(hostCounter / 250)}.${(hostCounter % 250) + 2}`;
-  hostCounter++;
-  return host;
+/**
+ * A loopback address not used yet by this test file, and by no other test file or process either:
+ * leased with allocateHost (test/support/test-world.ts), a fresh one per call as before.
+ */
+export function nextHost(): Promise<string> {
+  return allocateHost();
 }
 
-export async function writeClusterToml(o: ClusterOptions): Promise<{ file: string; coordinator: { host: string; port: number }; stages: Array<{ host: string; port: number }> }> {
+export async function writeClusterToml(
+  o: ClusterOptions,
+): Promise<{ file: string; coordinator: { host: string; port: number }; stages: Array<{ host: string; port: number }> }> {
   const count = typeof o.stages === "number" ? o.stages : o.stages.length;
-  const coordHost = nextHost();
+  const coordHost = await nextHost();
   const coordinator = { host: coordHost, port: await freePort(coordHost) };
   const stages: Array<{ host: string; port: number }> = [];
   for (let i = 0; i < count; i++) {
-    const host = nextHost();
+    const host = await nextHost();
     stages.push({ host, port: await freePort(host) });
   }
   const lines = ["[cluster]", 'name = "test"', "tensor_parallel_size = 1", `pipeline_parallel_size = ${count}`, 'transport_backend = "tcp"', ""];
@@ -123,14 +127,38 @@ export async function startCluster(modelDir: string, o: ClusterOptions): Promise
   const token = o.tokenFile === undefined ? [] : ["--transport-token-file", o.tokenFile];
   const stages: EngineProcess[] = [];
   for (let i = 0; i < layout.stages.length; i++) {
-    const p = spawnEngine(["-m", modelDir, "--distributed-config", layout.file, "--node-id", `stage-${i}`, "--host", "127.0.0.1", "--port", "1", "--no-warmup", ...token]);
+    const p = spawnEngine([
+      "-m",
+      modelDir,
+      "--distributed-config",
+      layout.file,
+      "--node-id",
+      `stage-${i}`,
+      "--host",
+      "127.0.0.1",
+      "--port",
+      "1",
+      "--no-warmup",
+      ...token,
+    ]);
     stages.push(p);
     await waitListening(layout.stages[i]!, p);
   }
   const httpHost = layout.coordinator.host;
   const httpPort = await freePort(httpHost);
   const coordinator = spawnEngine([
-    "-m", modelDir, "--distributed-config", layout.file, "--node-id", "coordinator", "--host", httpHost, "--port", String(httpPort), ...token, ...(o.coordinatorArgs ?? []),
+    "-m",
+    modelDir,
+    "--distributed-config",
+    layout.file,
+    "--node-id",
+    "coordinator",
+    "--host",
+    httpHost,
+    "--port",
+    String(httpPort),
+    ...token,
+    ...(o.coordinatorArgs ?? []),
   ]);
   const baseUrl = `http://${httpHost}:${httpPort}`;
   await waitHealthy(baseUrl, [coordinator, ...stages]);
@@ -168,7 +196,7 @@ export async function waitListening(address: { host: string; port: number }, p: 
 }
 
 export async function startSingle(modelDir: string, extra: string[] = []): Promise<{ baseUrl: string; proc: EngineProcess; stop: () => Promise<void> }> {
-  const host = nextHost();
+  const host = await nextHost();
   const port = await freePort(host);
   const proc = spawnEngine(["-m", modelDir, "--host", host, "--port", String(port), ...extra]);
   const baseUrl = `http://${host}:${port}`;

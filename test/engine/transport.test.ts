@@ -11,7 +11,11 @@ describe("frames", () => {
       const reader = new FrameReader(1 << 20);
       const frames = [];
       for (let i = 0; i < stream.length; i += step) frames.push(...reader.push(stream.subarray(i, i + step)));
-      expect(frames.map((f) => [f.kind, f.payload.length])).toEqual([[Kind.Run, 5], [Kind.Release, 0], [Kind.Result, 70000]]);
+      expect(frames.map((f) => [f.kind, f.payload.length])).toEqual([
+        [Kind.Run, 5],
+        [Kind.Release, 0],
+        [Kind.Result, 70000],
+      ]);
       expect(frames[0]!.payload.toString()).toBe("hello");
     }
   });
@@ -28,7 +32,14 @@ describe("frames", () => {
     const back = decodeActivations(payload);
     expect(back).toMatchObject({ seq: 7, rows: 2, hiddenSize: 3 });
     expect([...back.hidden]).toEqual([...hidden]);
-    const result = { token: 42, logprob: -0.123456789, top: [{ token: 42, logprob: -0.123456789 }, { token: 3, logprob: -2 }] };
+    const result = {
+      token: 42,
+      logprob: -0.123456789,
+      top: [
+        { token: 42, logprob: -0.123456789 },
+        { token: 3, logprob: -2 },
+      ],
+    };
     expect(decodeResult(encodeResult(9, result))).toEqual({ seq: 9, result });
   });
 });

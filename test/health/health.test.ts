@@ -2,6 +2,7 @@
  * src/health against real local processes and real sockets: observation cards and aggregate,
  * exit-watch deaths, polling fallback, strike counting, recycled pids.
  */
+import { EventEmitter } from "node:events";
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
 import { createServer, type AddressInfo, type Server } from "node:net";
@@ -11,14 +12,18 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { monitorCluster, observeCluster, type DeathEvent, type WatchedCluster, type WatchedProcess } from "../../src/health/index.js";
 import { LocalNode, type NodeAccess } from "../../src/nodes/index.js";
 import { coordinatorStatusSchema, stageCardSchema } from "../../src/reconciler/status/schema.js";
+import { allocateHost } from "../support/test-world.js";
 
 let dir: string;
 let node: NodeAccess;
+/** The loopback address of this file's servers (leased: a port closed here stays closed). */
+let host: string;
 const started: WatchedProcess[] = [];
 const closers: Array<() => Promise<void>> = [];
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "shardctl-health-"));
+  host = await allocateHost();
   node = new LocalNode({ name: "local", host: "local", modelDir: dir });
 });
 afterEach(async () => {
@@ -38,18 +43,48 @@ async function startSleeper(role: "stage" | "coordinator", index?: number): Prom
 
 async function listen(): Promise<Server & { port: number }> {
   const server = createServer((socket) => socket.destroy());
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
   closers.push(() => new Promise((resolve) => server.close(() => resolve())));
   return Object.assign(server, { port: (server.address() as AddressInfo).port });
 }
 
-/** A coordinator /health whose status the test sets. */
-async function healthEndpoint(): Promise<{ url: string; status: { code: number }; server: HttpServer }> {
+/**
+ * A coordinator /health whose status the test sets: `status.code`, or the codes queued with
+ * `queue(...)`, one per request, first. `served` lists every code answered, in order, and
+ * `untilServed(n)` resolves once `n` requests have been answered (an event, not a timer).
+ */
+async function healthEndpoint(): Promise<{
+  url: string;
+  status: { code: number };
+  server: HttpServer;
+  queue: (...codes: number[]) => void;
+  served: number[];
+  untilServed: (count: number) => Promise<void>;
+}> {
   const status = { code: 200 };
-  const server = createHttpServer((req, res) => res.writeHead(req.url === "/health" ? status.code : 404).end());
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const queued: number[] = [];
+  const served: number[] = [];
+  const answered = new EventEmitter();
+  const server = createHttpServer((req, res) => {
+    if (req.url !== "/health") return void res.writeHead(404).end();
+    const code = queued.shift() ?? status.code;
+    served.push(code);
+    res.writeHead(code).end();
+    answered.emit("served");
+  });
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
   closers.push(() => new Promise((resolve) => server.close(() => resolve())));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, status, server };
+  const untilServed = (count: number): Promise<void> =>
+    new Promise((resolve) => {
+      const check = (): void => {
+        if (served.length < count) return;
+        answered.off("served", check);
+        resolve();
+      };
+      answered.on("served", check);
+      check();
+    });
+  return { url: `http://${host}:${(server.address() as AddressInfo).port}`, status, server, queue: (...codes) => queued.push(...codes), served, untilServed };
 }
 
 async function cluster(): Promise<{ entry: WatchedCluster; ports: Array<Server & { port: number }>; health: Awaited<ReturnType<typeof healthEndpoint>> }> {
@@ -61,9 +96,9 @@ async function cluster(): Promise<{ entry: WatchedCluster; ports: Array<Server &
     cluster: "c",
     processes: [...stages, coordinator],
     ports: [
-      { node: "local", host: "127.0.0.1", port: ports[0]!.port, purpose: "transport" },
-      { node: "local", host: "127.0.0.1", port: ports[1]!.port, purpose: "transport" },
-      { node: "local", host: "127.0.0.1", port: 1, purpose: "control" },
+      { node: "local", host, port: ports[0]!.port, purpose: "transport" },
+      { node: "local", host, port: ports[1]!.port, purpose: "transport" },
+      { node: "local", host, port: 1, purpose: "control" },
     ],
     coordinatorUrl: health.url,
   };
@@ -72,11 +107,16 @@ async function cluster(): Promise<{ entry: WatchedCluster; ports: Array<Server &
 
 const nodeFor = (): NodeAccess => node;
 
-
 describe("observeCluster", () => {
   it("is Healthy with schema-valid cards, and keeps `since` while nothing changes", async () => {
     const { entry } = await cluster();
-    const first = await observeCluster(entry, { nodeFor, layers: [[0, 3], [3, 5]] });
+    const first = await observeCluster(entry, {
+      nodeFor,
+      layers: [
+        [0, 3],
+        [3, 5],
+      ],
+    });
     expect(first.health).toBe("Healthy");
     expect(first.problems).toEqual([]);
     expect(first.stages.map((s) => [s.index, s.layers, s.alive, s.transport])).toEqual([
@@ -156,20 +196,40 @@ describe("monitorCluster", () => {
   it("counts strikes: a single bad /health is forgiven, three in a row are not", async () => {
     const { entry, health } = await cluster();
     const deaths: DeathEvent[] = [];
-    const monitor = monitorCluster(entry, { nodeFor, pollIntervalMs: 40, strikes: 3, onDeath: (e) => deaths.push(e) });
+    let resolveDeath!: (e: DeathEvent) => void;
+    const death = new Promise<DeathEvent>((r) => (resolveDeath = r));
+    // Each poll asks /health exactly once and polls never overlap, so answer k+1 being served means
+    // answer k has been counted. The script is per request, not per time window: no race with the poll.
+    // One bad answer, good, two bad in a row, good: each streak stays under 3 only if the count
+    // resets on success; with strikes = 1 the first 500 kills it, with strikes = 2 the second streak does.
+    health.queue(500, 200, 500, 500, 200);
+    const monitor = monitorCluster(entry, {
+      nodeFor,
+      pollIntervalMs: 40,
+      strikes: 3,
+      // A slow answer on a loaded machine must not turn a good answer into a strike.
+      probeTimeoutMs: 10_000,
+      onDeath: (e) => (deaths.push(e), resolveDeath(e)),
+    });
     closers.push(() => monitor.stop());
-    // One bad answer, then good again: the count resets.
-    health.status.code = 500;
-    await new Promise((r) => setTimeout(r, 60));
-    health.status.code = 200;
-    await new Promise((r) => setTimeout(r, 300));
+    // Served: the 5 scripted answers and 2 good ones after them, so the script's last answer has been
+    // judged — unless the monitor declares the coordinator dead first (it then polls no more).
+    const forgiven = await Promise.race([death.then(() => "declared dead" as const), health.untilServed(7).then(() => "still watching" as const)]);
     expect(deaths).toEqual([]);
+    expect(forgiven).toBe("still watching");
+    expect(health.served.slice(0, 5)).toEqual([500, 200, 500, 500, 200]);
+
+    // Now every answer is bad: the monitor gives up at the third in a row, not before, not never.
     health.status.code = 503;
-    const deadline = Date.now() + 3_000;
-    while (deaths.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    const before = health.served.length;
+    const verdict = await Promise.race([death.then(() => "declared dead" as const), health.untilServed(before + 10).then(() => "10 bad answers tolerated" as const)]);
+    expect(verdict).toBe("declared dead");
     expect(deaths).toHaveLength(1);
     expect(deaths[0]).toMatchObject({ label: "coordinator", reason: "CoordinatorUnhealthy" });
     expect(deaths[0]!.detail).toMatch(/loading for 3 probes in a row/);
+    // No poll follows a death, so the run of 503s at the end is exactly the one that ended it.
+    const lastGood = health.served.lastIndexOf(200);
+    expect(health.served.slice(lastGood + 1)).toEqual([503, 503, 503]);
   });
 
   it("a closed transport port fails the cluster after the strikes run out", async () => {

@@ -2,10 +2,11 @@ import { readFile, writeFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { parse } from "smol-toml";
 import { describe, expect, it } from "vitest";
-import { bundledShardEngine, createDriver, type EngineTopology, type ProcessFiles } from "../../src/launch/drivers/index.js";
+import { bundledShardEngine, createDriver, type EngineTopology, type ProcessFiles } from "../../src/engines/index.js";
 
 // mlxcel cannot run here, so the TOML and argv it is given are pinned by golden files.
-// Regenerate deliberately with UPDATE_GOLDEN=1 after checking the diff against REFERENCE.md.
+// Regenerate deliberately with UPDATE_GOLDEN=1 after checking the diff against what mlxcel-server
+// accepts: the cluster TOML's [cluster] and [[nodes]] keys and the flags of its command line.
 async function expectGolden(name: string, actual: string): Promise<void> {
   const file = fileURLToPath(new URL(`./golden/${name}`, import.meta.url));
   if (process.env.UPDATE_GOLDEN === "1") await writeFile(file, actual);
@@ -62,13 +63,13 @@ describe("reference driver", () => {
   it("runs this installation's shard-engine with a token and explicit layers", () => {
     const driver = createDriver("reference", { extraArgs: [] });
     const toml = parse(driver.renderClusterConfig({ ...topology, explicitLayers: true })) as { nodes: Array<Record<string, unknown>> };
-    expect(toml.nodes.filter((n) => n.role === "pipeline_stage").map((n) => n.layers)).toEqual([[0, 40], [40, 80]]);
+    expect(toml.nodes.filter((n) => n.role === "pipeline_stage").map((n) => n.layers)).toEqual([
+      [0, 40],
+      [40, 80],
+    ]);
     const argv = driver.stageArgv(topology, topology.stages[0]!, files);
     expect(argv.slice(0, 2)).toEqual([process.execPath, bundledShardEngine]);
-    expect(argv.slice(argv.indexOf("--transport-token-file"), argv.indexOf("--transport-token-file") + 2)).toEqual([
-      "--transport-token-file",
-      files.tokenFile,
-    ]);
+    expect(argv.slice(argv.indexOf("--transport-token-file"), argv.indexOf("--transport-token-file") + 2)).toEqual(["--transport-token-file", files.tokenFile]);
     expect(bundledShardEngine).toMatch(/dist\/src\/cli\/shard-engine\.js$|src\/cli\/shard-engine\.js$/);
   });
 });

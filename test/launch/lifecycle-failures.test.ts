@@ -1,5 +1,5 @@
 /**
- * Issue 5's all-or-nothing rule: a failure injected at each launch step leaves nothing running on
+ * A launch is all or nothing: a failure injected at each launch step leaves nothing running on
  * any node (ps), nothing in the ledger or the router, and names the step. Failures come from
  * stand-in engine binaries (`[engine] binary`), an occupied port and an unwritable router config.
  * Also: two clusters on the same nodes get disjoint ports; teardown never signals a pid whose start
@@ -16,7 +16,7 @@ import { makeContext, makeRequest, processesMentioning, startLifecycleWorld, typ
 let world: LifecycleWorld;
 
 beforeAll(async () => {
-  world = await startLifecycleWorld({ firstHost: 63 });
+  world = await startLifecycleWorld();
 });
 afterAll(async () => {
   await world?.close();
@@ -166,7 +166,9 @@ describe("ports and teardown safety", () => {
           revision: "r",
           phase: "running",
           startedAt: new Date().toISOString(),
-          processes: [{ role: "stage", index: 0, node: "node-2", pid: innocent.pid, startTime: "linux:1", runDir: dir, logFile: join(dir, "log"), exitFile: join(dir, "exit") }],
+          processes: [
+            { role: "stage", index: 0, node: "node-2", pid: innocent.pid, startTime: "linux:1", runDir: dir, logFile: join(dir, "log"), exitFile: join(dir, "exit") },
+          ],
           ports: [],
         },
         { ledger: world.ledger, registrar: world.registrar, nodeFor: world.nodeFor, graceMs: 500 },

@@ -1,6 +1,6 @@
 /**
  * The world of the lifecycle tests and bench/lifecycle.ts: real sshd nodes on loopback addresses
- * (test/support/sshd.ts), a small test model on the shared file system, a ledger, a continuum
+ * leased for this world alone (test/support/sshd.ts, test/support/test-world.ts), a small test model on the shared file system, a ledger, a continuum
  * router YAML with its registrar and the embedded router serving it, and launch requests for a
  * 2-stage reference cluster (stage-0 and the coordinator on node-1, stage-1 on node-2). Stand-in
  * engine binaries (shell scripts given as `[engine] binary`) inject launch failures. No vitest
@@ -49,7 +49,10 @@ export interface LifecycleWorld {
 export type StandIn = "exit3" | "sleep" | "coordinatorExits" | "coordinatorNeverHealthy" | "coordinatorFailsCompletions";
 
 export interface WorldOptions {
-  /** First loopback host octet of the sshd nodes (127.0.0.N). Default 60. */
+  /**
+   * @deprecated Ignored: the sshd nodes' addresses are leased with allocateHosts (test/support/test-world.ts)
+   * so parallel test files never share one; accepted so older callers (bench/lifecycle.ts) still compile.
+   */
   firstHost?: number;
   /** Number of nodes. Default 2. */
   count?: number;
@@ -58,12 +61,15 @@ export interface WorldOptions {
 export async function startLifecycleWorld(options: WorldOptions = {}): Promise<LifecycleWorld> {
   if (!existsSync(bundledShardEngine)) throw new Error(`${bundledShardEngine} is missing: run \`npm run build\` first`);
   const root = await mkdtemp(join(tmpdir(), "shardctl-lifecycle-"));
-  const sshd = await startSshdNodes({ count: options.count ?? 2, firstHost: options.firstHost ?? 60 });
+  const sshd = await startSshdNodes({ count: options.count ?? 2 });
   const pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(root, "no-ssh-config") });
   const nodes = new Map<string, NodeAccess>();
   const hosts = new Map<string, string>();
   for (const n of sshd.nodes) {
-    nodes.set(n.name, pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile: sshd.identityFile, hostKeyPolicy: "strict", modelDir: n.modelDir }));
+    nodes.set(
+      n.name,
+      pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile: sshd.identityFile, hostKeyPolicy: "strict", modelDir: n.modelDir }),
+    );
     hosts.set(n.name, n.host);
   }
   const modelName = "tiny-llama";
@@ -126,14 +132,24 @@ export async function makeRequest(world: LifecycleWorld, options: RequestOptions
   return {
     cluster: options.cluster,
     revision: "0123456789abcdef0123456789abcdef",
-    driver: createDriver("reference", { ...(options.binary === undefined ? {} : { binary: options.binary }), extraArgs: ["--connect-timeout-ms", "5000", "--broken-exit-delay-ms", "200"] }),
+    driver: createDriver("reference", {
+      ...(options.binary === undefined ? {} : { binary: options.binary }),
+      extraArgs: ["--connect-timeout-ms", "5000", "--broken-exit-delay-ms", "200"],
+    }),
     transport: "tcp",
     portRange: { first, last: first + 7 },
     stages: [
       { index: 0, nodeName: "node-1", node: world.nodeFor("node-1"), bindHost: host1, layers: [0, 2], modelDir: world.modelDir, runDir: await runDir("stage-0") },
       { index: 1, nodeName: "node-2", node: world.nodeFor("node-2"), bindHost: host2, layers: [2, 4], modelDir: world.modelDir, runDir: await runDir("stage-1") },
     ],
-    coordinator: { nodeName: "node-1", node: world.nodeFor("node-1"), bindHost: host1, httpPort: options.httpPort ?? (await freePort(host1)), modelDir: world.modelDir, runDir: await runDir("coordinator") },
+    coordinator: {
+      nodeName: "node-1",
+      node: world.nodeFor("node-1"),
+      bindHost: host1,
+      httpPort: options.httpPort ?? (await freePort(host1)),
+      modelDir: world.modelDir,
+      runDir: await runDir("coordinator"),
+    },
     explicitLayers: true,
     modelName: world.modelName,
     ...(options.register === false ? {} : { router: { backend: options.cluster } }),
@@ -149,7 +165,9 @@ export function makeContext(world: LifecycleWorld, registrar: Registrar = world.
     registrar,
     events,
     heldPorts: async () =>
-      (await world.ledger.list()).flatMap((entry: LedgerEntry) => entry.ports.map((p) => ({ host: p.host, port: p.port, holder: `cluster ${entry.cluster} (${p.purpose})` }))),
+      (await world.ledger.list()).flatMap((entry: LedgerEntry) =>
+        entry.ports.map((p) => ({ host: p.host, port: p.port, holder: `cluster ${entry.cluster} (${p.purpose})` })),
+      ),
     onEvent: (event) => events.push(event),
   };
 }
@@ -187,8 +205,7 @@ async function writeStandIns(dir: string): Promise<Record<StandIn, string>> {
   const server = join(dir, "coordinator-stand-in.mjs");
   await writeFile(server, coordinatorStandIn);
   // Real stages, and a coordinator that does `$1` instead of the real thing.
-  const coordinatorDoes = (action: string): string =>
-    `#!/bin/sh\ncase " $* " in\n  *" --node-id coordinator "*) ${action} ;;\nesac\nexec ${node} ${engine} "$@"\n`;
+  const coordinatorDoes = (action: string): string => `#!/bin/sh\ncase " $* " in\n  *" --node-id coordinator "*) ${action} ;;\nesac\nexec ${node} ${engine} "$@"\n`;
   const scripts: Record<StandIn, string> = {
     exit3: `#!/bin/sh\necho "stand-in engine: cannot open the model" >&2\nexit 3\n`,
     sleep: `#!/bin/sh\necho "stand-in engine: sleeping without listening"\nexec sleep 60\n`,

@@ -1,8 +1,8 @@
 /**
- * Issue 5 end to end on loopback SSH nodes: a 2-stage reference cluster launches in order, answers
- * chat completions through the embedded router (official openai client, streaming and not), and a
- * `kill -9` of a stage deregisters it and tears everything down, checked with ps on every node.
- * Needs `npm run build` (the engine runs from dist/).
+ * Launch, serving and teardown end to end on loopback SSH nodes: a 2-stage reference cluster
+ * launches in order, answers chat completions through the embedded router (official openai client,
+ * streaming and not), and a `kill -9` of a stage deregisters it and tears everything down, checked
+ * with ps on every node. Needs `npm run build` (the engine runs from dist/).
  */
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -14,7 +14,7 @@ import { enginePidOf, makeContext, makeRequest, processesMentioning, startLifecy
 let world: LifecycleWorld;
 
 beforeAll(async () => {
-  world = await startLifecycleWorld({ firstHost: 61 });
+  world = await startLifecycleWorld();
 });
 afterAll(async () => {
   await world?.close();
@@ -56,7 +56,13 @@ describe("a 2-stage reference cluster on loopback SSH nodes", () => {
   });
 
   it("is Healthy, with stage cards that fit the status schema", async () => {
-    const observation = await observeCluster(entry, { nodeFor: world.nodeFor, layers: [[0, 2], [2, 4]] });
+    const observation = await observeCluster(entry, {
+      nodeFor: world.nodeFor,
+      layers: [
+        [0, 2],
+        [2, 4],
+      ],
+    });
     expect(observation.problems).toEqual([]);
     expect(observation.health).toBe("Healthy");
     expect(observation.stages.map((s) => [s.index, s.node, s.layers, s.alive, s.transport])).toEqual([
@@ -80,7 +86,13 @@ describe("a 2-stage reference cluster on loopback SSH nodes", () => {
     expect(completion.choices[0]?.message.role).toBe("assistant");
     expect(completion.usage?.completion_tokens).toBeGreaterThan(0);
 
-    const stream = await client.chat.completions.create({ model: world.modelName, messages: [{ role: "user", content: "Hello" }], max_tokens: 4, temperature: 0, stream: true });
+    const stream = await client.chat.completions.create({
+      model: world.modelName,
+      messages: [{ role: "user", content: "Hello" }],
+      max_tokens: 4,
+      temperature: 0,
+      stream: true,
+    });
     let chunks = 0;
     let text = "";
     let finish: string | null | undefined;
@@ -98,7 +110,13 @@ describe("a 2-stage reference cluster on loopback SSH nodes", () => {
   // How fast this happens is measured by `npm run bench -- lifecycle` (goal ≤ 1 s), not asserted here:
   // a timed test on a shared machine is noise.
   it("kill -9 of a stage: deregistered and torn down, no process left on any node", async () => {
-    const supervision = superviseCluster(entry, { ledger: world.ledger, registrar: world.registrar, nodeFor: world.nodeFor, graceMs: 2_000, monitor: { pollIntervalMs: 200 } });
+    const supervision = superviseCluster(entry, {
+      ledger: world.ledger,
+      registrar: world.registrar,
+      nodeFor: world.nodeFor,
+      graceMs: 2_000,
+      monitor: { pollIntervalMs: 200 },
+    });
     const stage1 = entry.processes.find((p) => p.role === "stage" && p.index === 1)!;
     const node2 = world.nodeFor("node-2");
     const engine = await enginePidOf(node2, stage1.pid);

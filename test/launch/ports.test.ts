@@ -1,8 +1,16 @@
 import { createServer, type Server } from "node:net";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { allocatePorts } from "../../src/launch/ports.js";
 import { isShardctlError } from "../../src/errors/index.js";
 import { connect } from "node:net";
+import { allocateHosts } from "../support/test-world.js";
+
+// Two loopback addresses no other test file uses: the ports next to `busy` must stay free meanwhile.
+let hostA: string;
+let hostB: string;
+beforeAll(async () => {
+  [hostA, hostB] = (await allocateHosts(2)) as [string, string];
+});
 
 // A real TCP connect, as the node probe does it.
 function accepts(host: string, port: number): Promise<boolean> {
@@ -32,28 +40,32 @@ async function listenAnywhere(host: string): Promise<number> {
 
 describe("allocatePorts", () => {
   it("skips a port something listens on, and ports other clusters hold", async () => {
-    const busy = await listenAnywhere("127.0.0.2");
+    const busy = await listenAnywhere(hostA);
     const range = { first: busy, last: busy + 5 };
     const ports = await allocatePorts(
       range,
-      [{ label: "stage-0", host: "127.0.0.2" }, { label: "stage-1", host: "127.0.0.3" }, { label: "coordinator", host: "127.0.0.2" }],
-      [{ host: "127.0.0.2", port: busy + 1, holder: "cluster other (stage-0)" }],
+      [
+        { label: "stage-0", host: hostA },
+        { label: "stage-1", host: hostB },
+        { label: "coordinator", host: hostA },
+      ],
+      [{ host: hostA, port: busy + 1, holder: "cluster other (stage-0)" }],
       accepts,
     );
     expect(ports).toEqual([busy + 2, busy, busy + 3]);
   });
 
   it("names the range and who holds it when exhausted", async () => {
-    const busy = await listenAnywhere("127.0.0.2");
+    const busy = await listenAnywhere(hostA);
     const error = await allocatePorts(
       { first: busy, last: busy + 1 },
-      [{ label: "stage-0 on n1", host: "127.0.0.2" }],
-      [{ host: "127.0.0.2", port: busy + 1, holder: "cluster llama (stage-1)" }],
+      [{ label: "stage-0 on n1", host: hostA }],
+      [{ host: hostA, port: busy + 1, holder: "cluster llama (stage-1)" }],
       accepts,
     ).catch((e: unknown) => e);
     expect(isShardctlError(error, "PortRangeExhausted")).toBe(true);
     expect((error as Error).message).toBe(
-      `no free port for stage-0 on n1 in ${busy}-${busy + 1} on 127.0.0.2: held by ${busy} (in use on 127.0.0.2), ` +
+      `no free port for stage-0 on n1 in ${busy}-${busy + 1} on ${hostA}: held by ${busy} (in use on ${hostA}), ` +
         `${busy + 1} (cluster llama (stage-1)); widen [transport] port_range or stop a cluster that holds them`,
     );
   });

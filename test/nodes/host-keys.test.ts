@@ -11,7 +11,7 @@ let dir: string;
 const pools: NodePool[] = [];
 
 beforeAll(async () => {
-  sshd = await startSshdNodes({ count: 2, firstHost: 24 });
+  sshd = await startSshdNodes({ count: 2 });
   dir = await mkdtemp(join(tmpdir(), "shardctl-hostkeys-"));
 });
 
@@ -42,7 +42,10 @@ describe("host key verification", () => {
   it("refuses an unknown host key and says how to record it", async () => {
     const path = await knownHosts("empty", "");
     const n = sshd.nodes[0]!;
-    const error = await pool(path).get(config(0)).run(["true"]).catch((e: unknown) => e);
+    const error = await pool(path)
+      .get(config(0))
+      .run(["true"])
+      .catch((e: unknown) => e);
     expect(error).toMatchObject({ reason: "HostKeyUnknown", terminal: true });
     expect((error as Error).message).toContain(`ssh-keyscan -p ${n.port} ${n.host} >> ${path}`);
     expect((error as Error).message).toContain('host_key_policy = "accept-new"');
@@ -55,7 +58,10 @@ describe("host key verification", () => {
     expect((await pool(path).get(config(1)).run(["true"])).exitCode).toBe(0);
     await n.rotateHostKey();
     for (const policy of ["strict", "accept-new"] as const) {
-      const error = await pool(path).get(config(1, { hostKeyPolicy: policy })).run(["true"]).catch((e: unknown) => e);
+      const error = await pool(path)
+        .get(config(1, { hostKeyPolicy: policy }))
+        .run(["true"])
+        .catch((e: unknown) => e);
       expect(error).toMatchObject({ reason: "HostKeyChanged", terminal: true });
       expect((error as Error).message).toContain(`ssh-keygen -R '[${n.host}]:${n.port}' -f ${path}`);
       expect((error as Error).message).toContain(`${path}:1`);
@@ -67,7 +73,10 @@ describe("host key verification", () => {
     const path = await knownHosts("ecdsa-only", `[${n.host}]:${n.port} ${n.ecdsaHostKey}\n`);
     expect((await pool(path).get(config(0)).run(["echo", "ok"])).stdout).toBe("ok\n");
     // A key type ssh2 cannot verify, listed beside a usable one, is skipped rather than fatal.
-    const mixed = await knownHosts("with-sk", `[${n.host}]:${n.port} sk-ssh-ed25519@openssh.com AAAAGnNrLXNzaC1lZDI1NTE5QG9wZW5zc2guY29t\n[${n.host}]:${n.port} ${n.hostKey}\n`);
+    const mixed = await knownHosts(
+      "with-sk",
+      `[${n.host}]:${n.port} sk-ssh-ed25519@openssh.com AAAAGnNrLXNzaC1lZDI1NTE5QG9wZW5zc2guY29t\n[${n.host}]:${n.port} ${n.hostKey}\n`,
+    );
     expect((await pool(mixed).get(config(0)).run(["echo", "ok"])).stdout).toBe("ok\n");
   });
 
@@ -76,17 +85,26 @@ describe("host key verification", () => {
     // Known with an RSA key only (one the server does not have): whatever it offers is refused.
     const rsa = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAAAgQC7";
     const path = await knownHosts("rsa-only", `[${n.host}]:${n.port} ${rsa}\n`);
-    const error = await pool(path).get(config(0, { hostKeyPolicy: "accept-new" })).run(["true"]).catch((e: unknown) => e);
+    const error = await pool(path)
+      .get(config(0, { hostKeyPolicy: "accept-new" }))
+      .run(["true"])
+      .catch((e: unknown) => e);
     expect(error).toMatchObject({ reason: "HostKeyUnknown", terminal: true });
     expect((error as Error).message).toContain("with ssh-rsa keys only");
-    expect((error as Error).message).toContain("accept-new\" does not apply");
+    expect((error as Error).message).toContain('accept-new" does not apply');
     expect(await readFile(path, "utf8")).toBe(`[${n.host}]:${n.port} ${rsa}\n`);
   });
 
   it("accept-new records an unknown key, which strict mode then accepts", async () => {
     const n = sshd.nodes[0]!;
     const path = join(dir, "accept-new", "known_hosts");
-    expect((await pool(path).get(config(0, { hostKeyPolicy: "accept-new" })).run(["echo", "ok"])).stdout).toBe("ok\n");
+    expect(
+      (
+        await pool(path)
+          .get(config(0, { hostKeyPolicy: "accept-new" }))
+          .run(["echo", "ok"])
+      ).stdout,
+    ).toBe("ok\n");
     expect(await readFile(path, "utf8")).toBe(`${n.knownHostsLine}\n`);
     expect((await pool(path).get(config(0)).run(["echo", "ok"])).stdout).toBe("ok\n");
   });

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalNode, NodePool, type NodeAccess, probeNode } from "../../src/nodes/index.js";
 import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { allocateHost } from "../support/test-world.js";
 
 let sshd: SshdSet;
 let pool: NodePool;
@@ -12,12 +13,11 @@ let localDir: string;
 const nodes: Record<string, () => NodeAccess> = {};
 
 beforeAll(async () => {
-  sshd = await startSshdNodes({ count: 1, firstHost: 20 });
+  sshd = await startSshdNodes({ count: 1 });
   pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "no-config") });
   localDir = await mkdtemp(join(tmpdir(), "shardctl-local-node-"));
   const n = sshd.nodes[0]!;
-  nodes.ssh = () =>
-    pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile: sshd.identityFile, hostKeyPolicy: "strict", modelDir: n.modelDir });
+  nodes.ssh = () => pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile: sshd.identityFile, hostKeyPolicy: "strict", modelDir: n.modelDir });
   nodes.local = () => new LocalNode({ name: "local", host: "local", modelDir: localDir });
 });
 
@@ -141,12 +141,14 @@ describe.each(["local", "ssh"])("%s node", (kind) => {
   });
 
   it("tests TCP ports from the node", async () => {
+    // A leased address: once closed, nothing else can be listening on that port there.
+    const host = await allocateHost();
     const server: Server = createServer((s) => s.destroy());
-    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+    await new Promise<void>((r) => server.listen(0, host, () => r()));
     const { port } = server.address() as AddressInfo;
-    expect(await node().isPortOpen("127.0.0.1", port, 2_000)).toBe(true);
+    expect(await node().isPortOpen(host, port, 2_000)).toBe(true);
     await new Promise<void>((r) => server.close(() => r()));
-    expect(await node().isPortOpen("127.0.0.1", port, 2_000)).toBe(false);
+    expect(await node().isPortOpen(host, port, 2_000)).toBe(false);
   });
 
   it("probes OS, memory and disk", async () => {

@@ -57,7 +57,9 @@ describe("known_hosts parsing", () => {
 describe("ssh config", () => {
   it("takes the first value per keyword from matching Host blocks, skipping Match", () => {
     const config = resolveSshConfig(
-      ["Host box", "  HostName 10.1.1.1", "  Port=2200", "Match user x", "  User wrong", "Host *", "  User fallback", "  Port 22", '  IdentityFile "~/.ssh/k"'].join("\n"),
+      ["Host box", "  HostName 10.1.1.1", "  Port=2200", "Match user x", "  User wrong", "Host *", "  User fallback", "  Port 22", '  IdentityFile "~/.ssh/k"'].join(
+        "\n",
+      ),
       "box",
     );
     expect(config).toMatchObject({ hostName: "10.1.1.1", port: 2200, user: "fallback" });

@@ -9,7 +9,7 @@ let node: NodeAccess;
 
 beforeAll(async () => {
   // OpenSSH's default MaxSessions: what a real node allows per connection.
-  sshd = await startSshdNodes({ count: 1, firstHost: 28, maxSessions: 10 });
+  sshd = await startSshdNodes({ count: 1, maxSessions: 10 });
   pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "none") });
   const n = sshd.nodes[0]!;
   node = pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile: sshd.identityFile, hostKeyPolicy: "strict", modelDir: n.modelDir });

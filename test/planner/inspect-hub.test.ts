@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isShardctlError } from "../../src/errors/index.js";
 import { inspectModel, makeTestModel, type ModelProfile } from "../../src/planner/index.js";
 import { startHubServer, type HubServer } from "../support/hub-server.js";
+import { allocateHosts } from "../support/test-world.js";
 import { layoutHeader, llamaConfig, tempDir, writeConfig, writeRawSafetensors } from "./fixtures.js";
 
 const commit = "0123456789abcdef0123456789abcdef01234567";
@@ -16,8 +17,12 @@ let shardedDir: string;
 let singleDir: string;
 let brokenDir: string;
 let binDir: string;
+/** Loopback addresses leased to this file: the open Hub (and the test's own servers), the guarded one. */
+let host: string;
+let guardedHost: string;
 
 beforeAll(async () => {
+  [host, guardedHost] = (await allocateHosts(2)) as [string, string];
   shardedDir = await tempDir();
   await makeTestModel(shardedDir, { layers: 6, quantize: 4, shards: 3 });
   singleDir = await tempDir();
@@ -30,7 +35,7 @@ beforeAll(async () => {
   await writeConfig(binDir, llamaConfig());
   await writeRawSafetensors(join(binDir, "pytorch_model.bin"), "{}", 0);
   hub = await startHubServer({
-    host: "127.0.0.2",
+    host,
     repos: [
       { repo: "test-org/sharded", commit, dir: shardedDir },
       { repo: "test-org/single", commit, dir: singleDir },
@@ -38,7 +43,7 @@ beforeAll(async () => {
       { repo: "test-org/bin-only", commit, dir: binDir },
     ],
   });
-  guarded = await startHubServer({ host: "127.0.0.3", token: "s3cret", repos: [{ repo: "org/private", commit, dir: singleDir }] });
+  guarded = await startHubServer({ host: guardedHost, token: "s3cret", repos: [{ repo: "org/private", commit, dir: singleDir }] });
 });
 
 afterAll(async () => {
@@ -108,10 +113,10 @@ describe("inspectModel over the Hub protocol (HTTP Range)", () => {
 
   it("ModelSourceUnreachable (transient) when nothing listens", async () => {
     const server = createServer();
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.2", resolve));
+    await new Promise<void>((resolve) => server.listen(0, host, resolve));
     const { port } = server.address() as AddressInfo;
     await new Promise<void>((resolve) => server.close(() => resolve()));
-    const error = await inspectModel({ kind: "hub", endpoint: `http://127.0.0.2:${port}`, repo: "a/b", revision: "main" }).catch((e: unknown) => e);
+    const error = await inspectModel({ kind: "hub", endpoint: `http://${host}:${port}`, repo: "a/b", revision: "main" }).catch((e: unknown) => e);
     expect(isShardctlError(error, "ModelSourceUnreachable")).toBe(true);
     expect((error as { terminal: boolean }).terminal).toBe(false);
   });
@@ -133,10 +138,10 @@ describe("inspectModel over the Hub protocol (HTTP Range)", () => {
         },
       );
     });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.2", resolve));
+    await new Promise<void>((resolve) => server.listen(0, host, resolve));
     try {
       const { port } = server.address() as AddressInfo;
-      const profile = await inspectModel({ kind: "hub", endpoint: `http://127.0.0.2:${port}`, repo: "org/norange", revision: "main" });
+      const profile = await inspectModel({ kind: "hub", endpoint: `http://${host}:${port}`, repo: "org/norange", revision: "main" });
       expect(withoutSource(profile)).toEqual(withoutSource(await inspectModel({ kind: "dir", path: shardedDir })));
     } finally {
       server.closeAllConnections();

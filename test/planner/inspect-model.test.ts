@@ -178,7 +178,11 @@ describe("inspectModel refuses broken and non-MLX models with a clear reason", (
   it("SafetensorsHeaderInvalid: header length beyond the file size", async () => {
     const { header, dataBytes } = good();
     const dir = await modelWith(header, dataBytes, llamaConfig(), 1_000_000n);
-    await expectFailure(inspectModel({ kind: "dir", path: dir }), "SafetensorsHeaderInvalid", /model\.safetensors: header length 1000000 bytes exceeds the file size \(\d+ bytes\)/);
+    await expectFailure(
+      inspectModel({ kind: "dir", path: dir }),
+      "SafetensorsHeaderInvalid",
+      /model\.safetensors: header length 1000000 bytes exceeds the file size \(\d+ bytes\)/,
+    );
   });
 
   it("SafetensorsHeaderInvalid: header larger than 100 MB", async () => {
@@ -203,13 +207,21 @@ describe("inspectModel refuses broken and non-MLX models with a clear reason", (
     const { header, dataBytes } = good();
     (header["model.layers.1.mlp.up_proj.weight"] as { data_offsets: number[] }).data_offsets = [300, 428];
     const dir = await modelWith(header, dataBytes);
-    await expectFailure(inspectModel({ kind: "dir", path: dir }), "SafetensorsHeaderInvalid", /"model\.layers\.1\.mlp\.up_proj\.weight" data_offsets \[300, 428\] overlap "model\.layers\.0\.mlp\.up_proj\.weight" \[256, 384\]/);
+    await expectFailure(
+      inspectModel({ kind: "dir", path: dir }),
+      "SafetensorsHeaderInvalid",
+      /"model\.layers\.1\.mlp\.up_proj\.weight" data_offsets \[300, 428\] overlap "model\.layers\.0\.mlp\.up_proj\.weight" \[256, 384\]/,
+    );
   });
 
   it("SafetensorsHeaderInvalid: data offsets beyond the data buffer", async () => {
     const { header, dataBytes } = good();
     const dir = await modelWith(header, dataBytes - 10);
-    await expectFailure(inspectModel({ kind: "dir", path: dir }), "SafetensorsHeaderInvalid", `tensor "model.norm.weight" data_offsets [512, 528] are out of range (data buffer is ${dataBytes - 10} bytes)`);
+    await expectFailure(
+      inspectModel({ kind: "dir", path: dir }),
+      "SafetensorsHeaderInvalid",
+      `tensor "model.norm.weight" data_offsets [512, 528] are out of range (data buffer is ${dataBytes - 10} bytes)`,
+    );
   });
 
   it("SafetensorsHeaderInvalid: byte length disagrees with dtype × shape", async () => {
@@ -226,13 +238,21 @@ describe("inspectModel refuses broken and non-MLX models with a clear reason", (
       ["model.layers.mlp.up_proj.weight", "F16", [8, 8]],
     ]);
     const dir = await modelWith(header, dataBytes);
-    await expectFailure(inspectModel({ kind: "dir", path: dir }), "ModelLayerIndexMissing", `model.safetensors: tensor "model.layers.mlp.up_proj.weight" has no layer index`);
+    await expectFailure(
+      inspectModel({ kind: "dir", path: dir }),
+      "ModelLayerIndexMissing",
+      `model.safetensors: tensor "model.layers.mlp.up_proj.weight" has no layer index`,
+    );
   });
 
   it("ModelLayerCountMismatch: config says 3 layers, the headers hold 2", async () => {
     const { header, dataBytes } = good();
     const dir = await modelWith(header, dataBytes, llamaConfig({ num_hidden_layers: 3 }));
-    await expectFailure(inspectModel({ kind: "dir", path: dir }), "ModelLayerCountMismatch", "config.json says num_hidden_layers = 3 but the safetensors hold 2 layer indices (missing 2)");
+    await expectFailure(
+      inspectModel({ kind: "dir", path: dir }),
+      "ModelLayerCountMismatch",
+      "config.json says num_hidden_layers = 3 but the safetensors hold 2 layer indices (missing 2)",
+    );
   });
 
   it("ModelLayerCountMismatch: layer indices beyond the configured count", async () => {
@@ -248,14 +268,22 @@ describe("inspectModel refuses broken and non-MLX models with a clear reason", (
       ["transformer.h.1.attn.c_attn.weight", "F16", [8, 8]],
     ]);
     const dir = await modelWith(header, dataBytes, llamaConfig({ model_type: "gpt2" }));
-    await expectFailure(inspectModel({ kind: "dir", path: dir }), "ModelNotMlx", `found PyTorch/GGUF-style names such as "model.safetensors: transformer.h.0.attn.c_attn.weight"`);
+    await expectFailure(
+      inspectModel({ kind: "dir", path: dir }),
+      "ModelNotMlx",
+      `found PyTorch/GGUF-style names such as "model.safetensors: transformer.h.0.attn.c_attn.weight"`,
+    );
   });
 
   it("ModelNotMlx: only pytorch_model.bin", async () => {
     const dir = await tempDir();
     await writeConfig(dir, llamaConfig());
     await writeFile(join(dir, "pytorch_model.bin"), Buffer.alloc(16));
-    await expectFailure(inspectModel({ kind: "dir", path: dir }), "ModelNotMlx", "neither model.safetensors nor model.safetensors.index.json exists — not an MLX-format model (config.json + safetensors); found pytorch_model.bin");
+    await expectFailure(
+      inspectModel({ kind: "dir", path: dir }),
+      "ModelNotMlx",
+      "neither model.safetensors nor model.safetensors.index.json exists — not an MLX-format model (config.json + safetensors); found pytorch_model.bin",
+    );
   });
 
   it("ModelNotMlx: only a .gguf file", async () => {
@@ -284,14 +312,22 @@ describe("inspectModel refuses broken and non-MLX models with a clear reason", (
     const files = [...new Set(Object.values(index.weight_map))].sort();
     index.weight_map["model.norm.weight"] = files[0]!;
     await writeFile(indexPath, JSON.stringify(index));
-    await expectFailure(inspectModel({ kind: "dir", path: dir }), "ModelIndexInvalid", `tensor "model.norm.weight" is in ${files[1]} but the weight_map says ${files[0]}`);
+    await expectFailure(
+      inspectModel({ kind: "dir", path: dir }),
+      "ModelIndexInvalid",
+      `tensor "model.norm.weight" is in ${files[1]} but the weight_map says ${files[0]}`,
+    );
   });
 
   it("ModelIndexInvalid: a weight_map path that escapes the model directory", async () => {
     const dir = await tempDir();
     await writeConfig(dir, llamaConfig());
     await writeFile(join(dir, "model.safetensors.index.json"), JSON.stringify({ weight_map: { "model.norm.weight": "../x.safetensors" } }));
-    await expectFailure(inspectModel({ kind: "dir", path: dir }), "ModelIndexInvalid", `weight_map["model.norm.weight"] = "../x.safetensors" is not a safetensors file name`);
+    await expectFailure(
+      inspectModel({ kind: "dir", path: dir }),
+      "ModelIndexInvalid",
+      `weight_map["model.norm.weight"] = "../x.safetensors" is not a safetensors file name`,
+    );
   });
 
   it("errors are terminal except an unreachable source", async () => {

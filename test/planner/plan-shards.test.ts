@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createRandom } from "../../src/planner/test-model/random.js";
-import { kvCacheBytes, mlxcelSplit, nodeBudget, planShards, type PlanNode, type PlanOptions, type ShardPlan } from "../../src/planner/index.js";
+import { mlxcelSplit } from "../../src/engines/mlxcel/index.js";
+import { kvCacheBytes, nodeBudget, planShards, type PlanNode, type PlanOptions, type ShardPlan } from "../../src/planner/index.js";
 import { syntheticProfile } from "./synthetic-profile.js";
 
 const GiB = 1024 ** 3;
@@ -27,7 +28,10 @@ describe("mlxcelSplit reproduces mlxcel's dense split", () => {
 
   it("the equal plan uses those counts as half-open ranges", () => {
     const plan = planShards(syntheticProfile({ layerBytes: uniform(27) }), nodes(64, 64), equal);
-    expect(plan.stages.map((s) => s.layers)).toEqual([[0, 14], [14, 27]]);
+    expect(plan.stages.map((s) => s.layers)).toEqual([
+      [0, 14],
+      [14, 27],
+    ]);
     expect(plan.stages.map((s) => s.layerCount)).toEqual([14, 13]);
   });
 });
@@ -166,17 +170,28 @@ describe("gates", () => {
   });
 
   it("MixedEngineVersions", () => {
-    const plan = planShards(profile, [
-      { name: "a", memoryBytes: 64 * GiB, engineVersion: "0.9.1" },
-      { name: "b", memoryBytes: 64 * GiB, engineVersion: "0.9.2" },
-    ], equal);
+    const plan = planShards(
+      profile,
+      [
+        { name: "a", memoryBytes: 64 * GiB, engineVersion: "0.9.1" },
+        { name: "b", memoryBytes: 64 * GiB, engineVersion: "0.9.2" },
+      ],
+      equal,
+    );
     expect(reasons(plan.errors)).toEqual(["MixedEngineVersions"]);
     expect(plan.errors[0]!.message).toContain("0.9.1 on a; 0.9.2 on b");
   });
 
   it("StageDoesNotFit says by how much and on which node", () => {
     // Stage 1: 8 GiB of layers + norm/lm_head + KV against 12 GiB / 1.2 = 10 GiB: fits. Stage 0 on 8 GiB: 6.67 GiB budget, short.
-    const plan = planShards(profile, [{ name: "big", memoryBytes: 12 * GiB }, { name: "tiny", memoryBytes: 8 * GiB }], equal);
+    const plan = planShards(
+      profile,
+      [
+        { name: "big", memoryBytes: 12 * GiB },
+        { name: "tiny", memoryBytes: 8 * GiB },
+      ],
+      equal,
+    );
     expect(reasons(plan.errors)).toEqual(["StageDoesNotFit"]);
     const stage = plan.stages[1]!;
     const short = stage.totalBytes - stage.budgetBytes!;
@@ -191,7 +206,9 @@ describe("gates", () => {
     const qwen = syntheticProfile({ layerBytes: uniform(16, GiB), config: { model_type: "qwen2" } });
     const refused = planShards(qwen, nodes(16, 16), equal);
     expect(reasons(refused.errors)).toEqual(["UnvalidatedModelFamily"]);
-    expect(refused.errors[0]!.message).toBe(`model family "qwen2" is outside the validated Llama family (llama, mistral); set allow_unvalidated_family to plan it anyway`);
+    expect(refused.errors[0]!.message).toBe(
+      `model family "qwen2" is outside the validated Llama family (llama, mistral); set allow_unvalidated_family to plan it anyway`,
+    );
     const allowed = planShards(qwen, nodes(16, 16), { ...equal, allowUnvalidatedFamily: true });
     expect(allowed.errors).toEqual([]);
     expect(reasons(allowed.warnings)).toEqual(["UnvalidatedModelFamily"]);
@@ -232,7 +249,14 @@ describe("gates", () => {
   });
 
   it("DuplicateNode and InvalidPlanOptions", () => {
-    const dup = planShards(profile, [{ name: "a", memoryBytes: 64 * GiB }, { name: "a", memoryBytes: 64 * GiB }], equal);
+    const dup = planShards(
+      profile,
+      [
+        { name: "a", memoryBytes: 64 * GiB },
+        { name: "a", memoryBytes: 64 * GiB },
+      ],
+      equal,
+    );
     expect(reasons(dup.errors)).toEqual(["DuplicateNode"]);
     const bad = planShards(profile, nodes(16, 16), { ...equal, contextLength: 0, headroom: 0.5 });
     expect(reasons(bad.errors)).toEqual(["InvalidPlanOptions", "InvalidPlanOptions"]);

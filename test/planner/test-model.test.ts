@@ -106,9 +106,7 @@ describe("makeTestModel", () => {
   });
 
   it("refuses impossible shapes with a clear message", async () => {
-    await expect(makeTestModel(join(root, "bad"), { hidden: 60, heads: 8 })).rejects.toThrow(
-      "hidden (60) must be a multiple of heads (8)",
-    );
+    await expect(makeTestModel(join(root, "bad"), { hidden: 60, heads: 8 })).rejects.toThrow("hidden (60) must be a multiple of heads (8)");
     await expect(makeTestModel(join(root, "bad2"), { quantize: 4, hidden: 96, heads: 4 })).rejects.toThrow(
       "quantized models need hidden and intermediate sizes that are multiples of 64",
     );

@@ -1,7 +1,8 @@
 /**
  * The world of the reconciler tests and bench/reconciler.ts: a temp root holding a git repository
  * with clusters/, a settings file, a state dir and a tiny test model (source = "path": the loopback
- * SSH nodes share this file system); optionally real sshd nodes on 127.0.0.N. The daemon runs
+ * SSH nodes share this file system); optionally real sshd nodes on loopback addresses leased for this
+ * world alone (test/support/test-world.ts), which the settings file names as the nodes' hosts. The daemon runs
  * in-process (`startDaemon`) or as a real process (`node dist/src/cli/shardctl.js daemon`). Every
  * status file the daemon writes is checked against schemas/status.schema.json as it appears
  * (`StatusAudit`). No vitest imports: the bench uses it too. Run `npm run build` first.
@@ -37,7 +38,7 @@ export interface DaemonWorld {
   routerConfig: string;
   /** Loopback SSH nodes (n1, n2, …), when asked for. */
   sshd?: SshdSet;
-  /** Node name → bind address (127.0.0.N), for SSH nodes. */
+  /** Node name → bind address (a leased loopback address), for SSH nodes. */
   hosts: Map<string, string>;
   audit: StatusAudit;
   close(): Promise<void>;
@@ -46,7 +47,10 @@ export interface DaemonWorld {
 export interface WorldOptions {
   /** Number of SSH nodes n1..nN. Default 0 (plan-only worlds use local nodes l1, l2). */
   sshNodes?: number;
-  /** First loopback octet of the SSH nodes. Default 2. */
+  /**
+   * @deprecated Ignored: the SSH nodes' addresses are leased with allocateHosts (test/support/test-world.ts)
+   * so parallel test files never share one; accepted so older callers still compile.
+   */
   firstHost?: number;
   /** Model layers. Default 4. */
   layers?: number;
@@ -64,7 +68,7 @@ export async function startWorld(options: WorldOptions = {}): Promise<DaemonWorl
   await makeTestModel(modelDir, { layers: options.layers ?? 4, hidden: 64, heads: 4, kvHeads: 2, vocab: 320, seed: 11 });
   const routerConfig = join(root, "router.yaml");
   await writeFile(routerConfig, `# reconciler test router\nserver:\n  bind_address: "127.0.0.1:0"\nbackends: []\n`);
-  const sshd = (options.sshNodes ?? 0) > 0 ? await startSshdNodes({ count: options.sshNodes!, firstHost: options.firstHost ?? 2 }) : undefined;
+  const sshd = (options.sshNodes ?? 0) > 0 ? await startSshdNodes({ count: options.sshNodes! }) : undefined;
   const hosts = new Map<string, string>();
   sshd?.nodes.forEach((n, i) => hosts.set(`n${i + 1}`, n.host));
   const world: DaemonWorld = {
@@ -279,12 +283,7 @@ export async function readStatusFile(world: DaemonWorld, name: string): Promise<
 }
 
 /** Poll the status file until `predicate` holds; throws with the last status on timeout. */
-export async function waitForStatus(
-  world: DaemonWorld,
-  name: string,
-  predicate: (status: ClusterStatus) => boolean,
-  timeoutMs = 45_000,
-): Promise<ClusterStatus> {
+export async function waitForStatus(world: DaemonWorld, name: string, predicate: (status: ClusterStatus) => boolean, timeoutMs = 45_000): Promise<ClusterStatus> {
   const deadline = Date.now() + timeoutMs;
   let last: ClusterStatus | undefined;
   for (;;) {
@@ -309,7 +308,7 @@ export function isReadyAt(status: ClusterStatus, revision?: string): boolean {
 
 // --- the JSON Schema -------------------------------------------------------------------------
 
-let validator: ((value: unknown) => boolean) & { errors?: unknown } | undefined;
+let validator: (((value: unknown) => boolean) & { errors?: unknown }) | undefined;
 
 export function assertValidStatus(value: unknown, what: string): void {
   if (validator === undefined) {
@@ -371,7 +370,13 @@ export async function processesOf(world: DaemonWorld, needles: string[] = [world
     .filter((line) => {
       const [, stat] = line.trim().split(/\s+/);
       const args = line.trim().split(/\s+/).slice(2).join(" ");
-      return !stat?.startsWith("Z") && needles.some((n) => line.includes(n)) && !args.includes(" daemon --config ") && !args.startsWith("/usr/sbin/sshd") && !args.startsWith("sshd");
+      return (
+        !stat?.startsWith("Z") &&
+        needles.some((n) => line.includes(n)) &&
+        !args.includes(" daemon --config ") &&
+        !args.startsWith("/usr/sbin/sshd") &&
+        !args.startsWith("sshd")
+      );
     })
     .map((l) => l.trim());
 }

@@ -31,7 +31,7 @@ let world: DaemonWorld;
 const daemons: SpawnedDaemon[] = [];
 
 beforeAll(async () => {
-  world = await startWorld({ sshNodes: 2, firstHost: 66 });
+  world = await startWorld({ sshNodes: 2 });
   await writeSettings(world, { restartBudget: 3 });
 });
 

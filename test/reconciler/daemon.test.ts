@@ -38,7 +38,7 @@ let ledger: Ledger;
 const resyncMs = 2_000;
 
 beforeAll(async () => {
-  world = await startWorld({ sshNodes: 3, firstHost: 50 });
+  world = await startWorld({ sshNodes: 3 });
   await writeSettings(world, { restartBudget: 3 });
   ledger = new Ledger(world.stateDir);
   daemon = await startInProcessDaemon(world, resyncMs);
@@ -81,9 +81,7 @@ async function waitUntil(check: () => Promise<boolean>, timeoutMs = 20_000): Pro
 
 /** pids of the engine processes whose run dir is this cluster's. */
 async function enginePidsOf(name: string): Promise<number[]> {
-  return (await enginesOf(world))
-    .filter((line) => line.includes(`/run/${name}/`) && !line.includes("sh -c"))
-    .map((line) => Number(line.split(/\s+/)[0]));
+  return (await enginesOf(world)).filter((line) => line.includes(`/run/${name}/`) && !line.includes("sh -c")).map((line) => Number(line.split(/\s+/)[0]));
 }
 
 describe("daemon", () => {
@@ -97,9 +95,15 @@ describe("daemon", () => {
     const status = await waitForStatus(world, "alpha", (s) => s.health === "Healthy" && s.stages.every((c) => c.alive));
     expect(isReadyAt(status, revision)).toBe(true);
     expect(status.gitCommit).toBe(commit);
-    expect(status.stages.map((s) => [s.node, s.alive, s.transport])).toEqual([["n1", true, "listening"], ["n2", true, "listening"]]);
+    expect(status.stages.map((s) => [s.node, s.alive, s.transport])).toEqual([
+      ["n1", true, "listening"],
+      ["n2", true, "listening"],
+    ]);
     expect(status.coordinator?.health).toBe("ok");
-    expect(status.plan?.stages.map((s) => s.layers)).toEqual([[0, 2], [2, 4]]);
+    expect(status.plan?.stages.map((s) => s.layers)).toEqual([
+      [0, 2],
+      [2, 4],
+    ]);
     expect(status.restarts?.count).toBe(1);
     expect(conditionOf(status, "StagesListening")?.status).toBe("True");
     expect(conditionOf(status, "CoordinatorHealthy")?.status).toBe("True");
@@ -158,7 +162,8 @@ describe("daemon", () => {
     const newPids = await enginePidsOf("alpha");
     expect(newPids).toHaveLength(3);
     for (const pid of oldPids) expect(newPids).not.toContain(pid);
-    expect(after.stages[1]!.address).toMatch(/^127\.0\.0\.52:/);
+    // Stage 1 now binds n3's address (leased for this file; the settings name it as n3's host).
+    expect(after.stages[1]!.address).toMatch(new RegExp(`^${world.hosts.get("n3")!.replaceAll(".", "\\.")}:`));
     expect(after.timeline.some((e) => e.step === "ready")).toBe(true);
     expect((await ledger.read("alpha"))?.revision).toBe(revision);
   });

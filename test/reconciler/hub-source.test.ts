@@ -81,7 +81,10 @@ test("plans and stages the commit the branch pointed at, on every node, though t
   await waitForStatus(world, "hubbed", (s) => s.conditions.some((c) => c.type === "Planned" && c.status === "True"), 30_000);
   hub.setRepo({ repo: "test-org/tiny", commit: second, dir: movedTo });
   const status = await waitForStatus(world, "hubbed", (s) => isReadyAt(s, revision), 60_000);
-  expect(status.plan!.stages.map((s) => s.layers)).toEqual([[0, 2], [2, 4]]);
+  expect(status.plan!.stages.map((s) => s.layers)).toEqual([
+    [0, 2],
+    [2, 4],
+  ]);
   for (const node of ["l1", "l2"]) {
     expect(await readdir(join(world.root, "nodes", node, "models--test-org--tiny", "snapshots"))).toEqual([first]);
   }

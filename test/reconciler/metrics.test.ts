@@ -2,7 +2,18 @@
 import { readFile, writeFile } from "node:fs/promises";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import type { Daemon } from "../../src/reconciler/index.js";
-import { definitionText, freePort, revisionOf, startInProcessDaemon, startWorld, waitForStatus, writeDefinition, writeSettings, type DaemonWorld } from "./daemon-fixture.js";
+import { allocateHost } from "../support/test-world.js";
+import {
+  definitionText,
+  freePort,
+  revisionOf,
+  startInProcessDaemon,
+  startWorld,
+  waitForStatus,
+  writeDefinition,
+  writeSettings,
+  type DaemonWorld,
+} from "./daemon-fixture.js";
 
 let world: DaemonWorld;
 let daemon: Daemon;
@@ -11,10 +22,12 @@ let url: string;
 beforeAll(async () => {
   world = await startWorld();
   await writeSettings(world, { enabled: false });
-  const port = await freePort();
+  // A leased address: the port found free stays free until the daemon binds it (nobody else uses the host).
+  const host = await allocateHost();
+  const port = await freePort(host);
   const settings = await readFile(world.settingsFile, "utf8");
-  await writeFile(world.settingsFile, settings.replace("[daemon]\n", `[daemon]\nmetrics_address = "127.0.0.1:${port}"\n`));
-  url = `http://127.0.0.1:${port}/metrics`;
+  await writeFile(world.settingsFile, settings.replace("[daemon]\n", `[daemon]\nmetrics_address = "${host}:${port}"\n`));
+  url = `http://${host}:${port}/metrics`;
   daemon = await startInProcessDaemon(world);
 });
 

@@ -3,7 +3,8 @@
  * launches nothing, and says why; `*.status.json` never triggers a pass; the committed status schema
  * is the one generated from the zod schema.
  */
-import { readFile, rename, writeFile } from "node:fs/promises";
+import { watch } from "node:fs";
+import { readFile, rename, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
 import { Ledger } from "../../src/launch/index.js";
@@ -51,7 +52,10 @@ test("distributed disabled → planned, nothing launched, health Disabled, statu
   expect(conditionOf(status, "Planned")).toMatchObject({ status: "True", reason: "PlanFeasible", observedRevision: revision });
   expect(conditionOf(status, "Ready")).toMatchObject({ status: "False", reason: "DistributedDisabled" });
   expect(conditionOf(status, "Ready")?.message).toContain("enabled = false");
-  expect(status.plan?.stages.map((s) => [s.node, s.layers])).toEqual([["l1", [0, 2]], ["l2", [2, 4]]]);
+  expect(status.plan?.stages.map((s) => [s.node, s.layers])).toEqual([
+    ["l1", [0, 2]],
+    ["l2", [2, 4]],
+  ]);
   expect(status.stages).toEqual([]);
   expect(status.history.at(-1)).toMatchObject({ action: "plan", result: "success" });
   await sleep(300);
@@ -72,13 +76,29 @@ test("the status file is written only when its content changes, and writing it t
   await sleep(400);
   expect(await passes()).toBe(n);
   // A comment-only edit of the definition is a pass, but the same revision: the file is untouched.
-  const definition = join(world.clustersDir, "plain.toml");
-  await writeFile(definition, `# a comment\n${await readFile(definition, "utf8")}`);
-  const deadline = Date.now() + 5_000;
-  while ((await passes()) === n && Date.now() < deadline) await sleep(50);
-  expect(await passes()).toBe(n + 1);
-  await daemon.whenIdle();
-  expect(await readFile(file, "utf8")).toBe(before);
+  // Same text is not enough (a rewrite of the same text keeps it): the daemon writes by temp file and
+  // rename, so any write gives the file a new inode and new times, and the directory watch sees it.
+  const untouched = await stat(file);
+  const events: string[] = [];
+  const watcher = watch(world.clustersDir, (event, name) => {
+    if (name === "plain.status.json") events.push(event);
+  });
+  try {
+    const definition = join(world.clustersDir, "plain.toml");
+    await writeFile(definition, `# a comment\n${await readFile(definition, "utf8")}`);
+    const deadline = Date.now() + 5_000;
+    while ((await passes()) === n && Date.now() < deadline) await sleep(50);
+    expect(await passes()).toBe(n + 1);
+    await daemon.whenIdle();
+    expect(await readFile(file, "utf8")).toBe(before);
+    const after = await stat(file);
+    expect({ ino: after.ino, mtimeMs: after.mtimeMs, ctimeMs: after.ctimeMs }).toEqual({ ino: untouched.ino, mtimeMs: untouched.mtimeMs, ctimeMs: untouched.ctimeMs });
+    // Let the watch deliver anything pending before judging it.
+    await sleep(200);
+    expect(events).toEqual([]);
+  } finally {
+    watcher.close();
+  }
 });
 
 test("an infeasible plan stalls with the planner's reason", async () => {

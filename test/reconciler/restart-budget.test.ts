@@ -32,7 +32,7 @@ let world: DaemonWorld;
 let daemon: Daemon;
 
 beforeAll(async () => {
-  world = await startWorld({ sshNodes: 2, firstHost: 62 });
+  world = await startWorld({ sshNodes: 2 });
   await writeSettings(world, { restartBudget: 2 });
   daemon = await startInProcessDaemon(world, 2_000);
 });
@@ -70,7 +70,11 @@ test("kill -9 of a stage → torn down and relaunched within the budget, then St
 
   // Launch 2 of 2: the daemon notices the death, tears down and relaunches.
   const killed = await killStage(first, 1);
-  const second = await waitForStatus(world, "crashy", (s) => s.restarts?.count === 2 && isReadyAt(s, revision) && s.stages.length === 2 && s.stages.every((c) => c.alive));
+  const second = await waitForStatus(
+    world,
+    "crashy",
+    (s) => s.restarts?.count === 2 && isReadyAt(s, revision) && s.stages.length === 2 && s.stages.every((c) => c.alive),
+  );
   expect(second.stages.map((s) => s.pid)).not.toEqual(firstPids);
   expect(second.restarts!.evidence).toHaveLength(1);
   const evidence = second.restarts!.evidence[0]!;

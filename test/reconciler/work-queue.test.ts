@@ -138,12 +138,15 @@ describe("WorkQueue", () => {
 
   test("a pass that throws is retried with back-off; stop waits for the pass in flight and takes no more work", async () => {
     let calls = 0;
-    const queue = new WorkQueue(async () => {
-      calls++;
-      if (calls === 1) throw new Error("boom");
-      await sleep(80);
-      return { kind: "done" };
-    }, { baseDelayMs: 20 });
+    const queue = new WorkQueue(
+      async () => {
+        calls++;
+        if (calls === 1) throw new Error("boom");
+        await sleep(80);
+        return { kind: "done" };
+      },
+      { baseDelayMs: 20 },
+    );
     queue.add("k");
     await sleep(60);
     expect(calls).toBe(2);

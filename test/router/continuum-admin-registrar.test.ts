@@ -7,6 +7,7 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createRegistrar, type BackendEntry } from "../../src/router/index.js";
 import { isShardctlError } from "../../src/errors/index.js";
+import { allocateHost } from "../support/test-world.js";
 
 let server: Server;
 let adminUrl: string;
@@ -36,8 +37,9 @@ beforeAll(async () => {
       res.writeHead(405).end();
     });
   });
-  await new Promise<void>((done) => server.listen(0, "127.0.0.2", done));
-  adminUrl = `http://127.0.0.2:${(server.address() as AddressInfo).port}/api`;
+  const host = await allocateHost();
+  await new Promise<void>((done) => server.listen(0, host, done));
+  adminUrl = `http://${host}:${(server.address() as AddressInfo).port}/api`;
   process.env.SHARDCTL_TEST_ROUTER_TOKEN = "s3cret";
 });
 afterAll(async () => {

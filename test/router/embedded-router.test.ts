@@ -10,15 +10,22 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import type { BackendEntry } from "../../src/router/index.js";
+import { allocateHosts } from "../support/test-world.js";
 import { startOpenAIBackend, type OpenAIBackend } from "./support/openai-backend.js";
 import { spawnRouter, type RouterProcess } from "./support/router-process.js";
 
 let dir: string;
 const backends: OpenAIBackend[] = [];
 const routers: RouterProcess[] = [];
+/** Loopback addresses leased to this file: the backends', the routers', backend c's, the taken one. */
+let backendHost: string;
+let routerHost: string;
+let cHost: string;
+let takenHost: string;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "shardctl-router-"));
+  [backendHost, routerHost, cHost, takenHost] = (await allocateHosts(4)) as [string, string, string, string];
 });
 afterAll(async () => {
   await Promise.all(routers.map((router) => router.stop()));
@@ -26,14 +33,17 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-async function backend(name: string, host = "127.0.0.2"): Promise<OpenAIBackend> {
+/** `text` as a literal inside a RegExp (addresses are leased, so assertions build their patterns). */
+const escaped = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
+async function backend(name: string, host = backendHost): Promise<OpenAIBackend> {
   const started = await startOpenAIBackend(name, host);
   backends.push(started);
   return started;
 }
 
 // Writes a config the way our registrar does (temp + rename), so the router sees one whole file.
-async function writeConfig(file: string, entries: BackendEntry[], bind = "127.0.0.3:0"): Promise<void> {
+async function writeConfig(file: string, entries: BackendEntry[], bind = `${routerHost}:0`): Promise<void> {
   const temp = `${file}.tmp`;
   await writeFile(temp, `# test router\nserver:\n  bind_address: "${bind}"\n${stringify({ backends: entries })}`);
   await rename(temp, file);
@@ -82,19 +92,19 @@ describe("shardctl router", () => {
   beforeAll(async () => {
     a = await backend("a");
     b = await backend("b");
-    c = await backend("c", "127.0.0.4");
+    c = await backend("c", cHost);
     const file = join(dir, "router.yaml");
     await writeConfig(file, [
       { name: "a", url: a.url, models: ["shared", "only-a"] },
       { name: "b", url: b.url, models: ["shared"] },
       { name: "c", url: c.url, models: ["weighted", "streamy"], weight: 3 },
-      { name: "dead", url: "http://127.0.0.2:1", models: ["weighted", "nowhere"] },
+      { name: "dead", url: `http://${backendHost}:1`, models: ["weighted", "nowhere"] },
     ]);
     url = (await router(file)).url;
   });
 
   it("listens where server.bind_address says", () => {
-    expect(url).toMatch(/^http:\/\/127\.0\.0\.3:\d+$/);
+    expect(url).toMatch(new RegExp(`^http://${escaped(routerHost)}:\\d+$`));
   });
 
   it("answers /health and /healthz with 200", async () => {
@@ -232,10 +242,10 @@ describe("shardctl router reloads", () => {
   });
 
   it("exits 1 naming the address when bind_address is taken", async () => {
-    const taken = await backend("taken", "127.0.0.5");
+    const taken = await backend("taken", takenHost);
     const file = join(dir, "taken.yaml");
     await writeConfig(file, [], taken.url.slice("http://".length));
-    await expect(spawnRouter(file)).rejects.toThrow(/exited with 1[\s\S]*cannot listen on 127\.0\.0\.5/);
+    await expect(spawnRouter(file)).rejects.toThrow(new RegExp(`exited with 1[\\s\\S]*cannot listen on ${escaped(takenHost)}`));
   });
 
   it("exits 1 with a message when the config is broken at start", async () => {

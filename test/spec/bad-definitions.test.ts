@@ -11,8 +11,12 @@ function expectations(text: string): string[] {
   return [...text.matchAll(/^# expect: (.*)$/gm)].map((match) => match[1] as string);
 }
 
-const clusterFiles = readdirSync(`${fixtures}bad`).filter((f) => f.endsWith(".toml")).sort();
-const settingsFiles = readdirSync(`${fixtures}bad-settings`).filter((f) => f.endsWith(".toml")).sort();
+const clusterFiles = readdirSync(`${fixtures}bad`)
+  .filter((f) => f.endsWith(".toml"))
+  .sort();
+const settingsFiles = readdirSync(`${fixtures}bad-settings`)
+  .filter((f) => f.endsWith(".toml"))
+  .sort();
 
 describe("bad cluster definitions", () => {
   const settings = fixtureSettings();

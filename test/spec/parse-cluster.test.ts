@@ -135,16 +135,14 @@ describe("parseCluster: documentation example", () => {
 
 describe("parseCluster: messages", () => {
   it("names an unregistered node with file, line, column and the registered names (the issue's example)", () => {
-    const text = ["# llama", "", "desired = \"running\"", "", "[model]", 'id = "org/name"', "", ""].join("\n");
+    const text = ["# llama", "", 'desired = "running"', "", "[model]", 'id = "org/name"', "", ""].join("\n");
     expect(messages(`nodes = ["studio-1",\n         "studio-3"]\n${text}`)).toEqual([
       'clusters/llama.toml:2:10: nodes[1]: unknown node "studio-3" (registered: studio-1, studio-2)',
     ]);
   });
 
   it("reports every problem of a file at once, in file order", () => {
-    expect(
-      messages('nodes = ["studio-1", "nope"]\nbogus = 1\n[model]\nid = "org/name"\nsource = "ftp"\n[plan]\nheadroom = 0\n'),
-    ).toEqual([
+    expect(messages('nodes = ["studio-1", "nope"]\nbogus = 1\n[model]\nid = "org/name"\nsource = "ftp"\n[plan]\nheadroom = 0\n')).toEqual([
       'clusters/llama.toml:1:22: nodes[1]: unknown node "nope" (registered: studio-1, studio-2)',
       "clusters/llama.toml:2:1: bogus: unknown key (allowed: name, desired, suspend, nodes, model, engine, transport, coordinator, plan, router)",
       'clusters/llama.toml:5:10: model.source: expected one of "hub", "path", "push", got "ftp"',
@@ -161,7 +159,10 @@ describe("parseCluster: messages", () => {
   });
 
   it("counts the settings' port range when the definition has none", () => {
-    const settings = settingsFrom('[distributed]\nport_range = "40000-40001"\n[nodes.a]\nhost="local"\nmodel_dir="m/a"\n[nodes.b]\nhost="local"\nmodel_dir="m/b"\n', "/x/shardctl.toml");
+    const settings = settingsFrom(
+      '[distributed]\nport_range = "40000-40001"\n[nodes.a]\nhost="local"\nmodel_dir="m/a"\n[nodes.b]\nhost="local"\nmodel_dir="m/b"\n',
+      "/x/shardctl.toml",
+    );
     const result = parseCluster('nodes = ["a", "b"]\n[model]\nid = "o/m"\n', "c.toml", settings);
     expect(result.issues.map(formatIssue)).toEqual([
       "c.toml:1:9: nodes: port range 40000-40001 (the default from /x/shardctl.toml) holds 2 ports; 2 stages and the coordinator need 3",
@@ -225,7 +226,9 @@ describe("loadCluster and findClusterFiles", () => {
 
 describe("parseCluster: engine fit", () => {
   it("refuses mlxcel on nodes declared as something other than Apple silicon, naming them once", () => {
-    const settings = settingsFrom('[nodes.box-1]\nhost = "10.0.0.3"\nmodel_dir = "/models"\nmemory = "32GiB"\naccelerator = "cpu"\n[nodes.mac]\nhost = "10.0.0.4"\nmodel_dir = "/models"\naccelerator = "apple-silicon"\n');
+    const settings = settingsFrom(
+      '[nodes.box-1]\nhost = "10.0.0.3"\nmodel_dir = "/models"\nmemory = "32GiB"\naccelerator = "cpu"\n[nodes.mac]\nhost = "10.0.0.4"\nmodel_dir = "/models"\naccelerator = "apple-silicon"\n',
+    );
     const result = parseCluster('nodes = ["box-1", "mac"]\n[model]\nid = "org/name"\n', "clusters/x.toml", settings);
     expect(result.issues.map(formatIssue)).toEqual([
       'clusters/x.toml:1:1: engine.kind: mlxcel runs on Apple silicon only; box-1 (cpu) is declared otherwise: use kind = "reference" or Apple-silicon nodes',

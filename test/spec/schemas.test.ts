@@ -20,8 +20,12 @@ describe("examples validate against the committed schemas", () => {
   const validateCluster = ajv.compile(committed("cluster.schema.json") as object);
   const validateSettings = ajv.compile(committed("settings.schema.json") as object);
   const clusterExamples = [
-    ...readdirSync(join(repoRoot, "clusters")).filter((f) => f.endsWith(".toml")).map((f) => join("clusters", f)),
-    ...readdirSync(join(repoRoot, "docs/examples")).filter((f) => f.endsWith(".toml")).map((f) => join("docs/examples", f)),
+    ...readdirSync(join(repoRoot, "clusters"))
+      .filter((f) => f.endsWith(".toml"))
+      .map((f) => join("clusters", f)),
+    ...readdirSync(join(repoRoot, "docs/examples"))
+      .filter((f) => f.endsWith(".toml"))
+      .map((f) => join("docs/examples", f)),
   ];
 
   it("has examples to check", () => {

@@ -43,7 +43,7 @@ beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), "shardctl-staging-review-"));
   modelDir = join(root, "model");
   await makeTestModel(modelDir, { layers: 4, hidden: 256, intermediate: 1024, vocab: 1024, shards: 2, seed: 5 });
-  [sshd, hub] = await Promise.all([startSshdNodes({ count: 1, firstHost: 44 }), startHubServer({ repos: [{ repo, commit, dir: modelDir }] })]);
+  [sshd, hub] = await Promise.all([startSshdNodes({ count: 1 }), startHubServer({ repos: [{ repo, commit, dir: modelDir }] })]);
   pools = [0, 1].map(() => new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(root, "no-ssh-config") }));
   hubSource = { kind: "hub", endpoint: hub.endpoint, repo, revision: "main" };
   manifest = await fetchHubManifest({ endpoint: hub.endpoint, repo, revision: "main" });
@@ -150,10 +150,34 @@ describe("push sources", () => {
 
 describe("which small files every node gets", () => {
   it("classifies config, tokenizer, index and template files as metadata, and nothing else", () => {
-    for (const yes of ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors.index.json", "tokenizer.model", "vocab.txt", "merges.txt", "chat_template.jinja", "cl100k.tiktoken", "sub/config.json"]) {
+    for (const yes of [
+      "config.json",
+      "generation_config.json",
+      "tokenizer.json",
+      "tokenizer_config.json",
+      "model.safetensors.index.json",
+      "tokenizer.model",
+      "vocab.txt",
+      "merges.txt",
+      "chat_template.jinja",
+      "cl100k.tiktoken",
+      "sub/config.json",
+    ]) {
       expect(isModelMetadataFile(yes), yes).toBe(true);
     }
-    for (const no of ["README.md", ".gitattributes", "LICENSE", "README.txt", "consolidated.00.pth", "pytorch_model.bin", "model.gguf", "figure.png", "original/params.json", "original/tokenizer.model", shard1]) {
+    for (const no of [
+      "README.md",
+      ".gitattributes",
+      "LICENSE",
+      "README.txt",
+      "consolidated.00.pth",
+      "pytorch_model.bin",
+      "model.gguf",
+      "figure.png",
+      "original/params.json",
+      "original/tokenizer.model",
+      shard1,
+    ]) {
       expect(isModelMetadataFile(no), no).toBe(false);
     }
   });

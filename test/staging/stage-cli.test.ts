@@ -23,7 +23,7 @@ beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), "shardctl-stage-cli-"));
   const modelDir = join(root, "model");
   await makeTestModel(modelDir, { layers: 4, shards: 2, seed: 5 });
-  [sshd, hub] = await Promise.all([startSshdNodes({ count: 2, firstHost: 70 }), startHubServer({ repos: [{ repo, commit, dir: modelDir }] })]);
+  [sshd, hub] = await Promise.all([startSshdNodes({ count: 2 }), startHubServer({ repos: [{ repo, commit, dir: modelDir }] })]);
   settingsFile = join(root, "shardctl.toml");
   const nodes = sshd.nodes
     .map((n) =>
@@ -39,7 +39,10 @@ beforeAll(async () => {
       ].join("\n"),
     )
     .join("\n\n");
-  await writeFile(settingsFile, `[distributed]\nenabled = true\n\n[hub]\nendpoint = "${hub.endpoint}"\n\n[ssh]\nknown_hosts = "${sshd.knownHostsPath}"\nconfig = "${join(root, "no-ssh-config")}"\n\n${nodes}\n`);
+  await writeFile(
+    settingsFile,
+    `[distributed]\nenabled = true\n\n[hub]\nendpoint = "${hub.endpoint}"\n\n[ssh]\nknown_hosts = "${sshd.knownHostsPath}"\nconfig = "${join(root, "no-ssh-config")}"\n\n${nodes}\n`,
+  );
   await writeFile(
     join(root, "clusters-tiny.toml"),
     [`nodes = ["node-1", "node-2"]`, "", "[model]", `id = "${repo}"`, `source = "hub"`, "context_length = 512", "", "[engine]", `kind = "reference"`, ""].join("\n"),
@@ -61,7 +64,12 @@ describe("shardctl stage", () => {
     const report = JSON.parse(first.stdout) as { commit: string; staged: Array<{ node: string; before: string; bytesTransferred: number }>; failed: unknown[] };
     expect(report.commit).toBe(commit);
     expect(report.failed).toEqual([]);
-    expect(report.staged.map((s) => s.before)).toEqual(["needs-download", "needs-download"]);
+    // The two stage nodes, then the coordinator's node (the control machine), as the daemon stages them.
+    expect(report.staged.map((s) => [s.node, s.before])).toEqual([
+      ["node-1", "needs-download"],
+      ["node-2", "needs-download"],
+      ["local", "needs-download"],
+    ]);
     // Stage 0 (layers 0-1) lives in shard 1 only; stage 1 (layers 2-3) spans both shards.
     const shards = async (i: number): Promise<string[]> => {
       const snapshot = join(sshd.nodes[i]!.modelDir, "models--test-org--cli-llama", "snapshots", commit);
@@ -70,12 +78,17 @@ describe("shardctl stage", () => {
     expect(await shards(0)).toEqual(["model-00001-of-00002.safetensors"]);
     expect(await shards(1)).toEqual(["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]);
     expect(await readdir(join(sshd.nodes[0]!.modelDir, "models--test-org--cli-llama", "snapshots", commit))).toContain("tokenizer.json");
+    // The coordinator's node (the state directory beside the settings file) gets the config and tokenizer, no weights.
+    const coordinatorFiles = await readdir(join(root, ".shardctl", "models", "models--test-org--cli-llama", "snapshots", commit));
+    expect(coordinatorFiles).toContain("tokenizer.json");
+    expect(coordinatorFiles.filter((f) => f.endsWith(".safetensors"))).toEqual([]);
 
     hub.resetStats();
     const again = await execa("node", args, { reject: false });
     expect(again.exitCode, again.stdout).toBe(0);
     const second = JSON.parse(again.stdout) as { staged: Array<{ before: string; bytesTransferred: number }> };
     expect(second.staged.map((s) => [s.before, s.bytesTransferred])).toEqual([
+      ["present", 0],
       ["present", 0],
       ["present", 0],
     ]);
@@ -102,7 +115,10 @@ describe("shardctl nodes", () => {
 
   it("reports an unreachable node and exits 1", async () => {
     const bad = join(root, "bad.toml");
-    await writeFile(bad, `[ssh]\nknown_hosts = "${sshd.knownHostsPath}"\n\n[nodes.gone]\nhost = "127.0.0.1"\nport = 1\nidentity_file = "${sshd.identityFile}"\nmodel_dir = "/tmp/x"\n`);
+    await writeFile(
+      bad,
+      `[ssh]\nknown_hosts = "${sshd.knownHostsPath}"\n\n[nodes.gone]\nhost = "127.0.0.1"\nport = 1\nidentity_file = "${sshd.identityFile}"\nmodel_dir = "/tmp/x"\n`,
+    );
     const result = await execa("node", [cli, "nodes", "--json", "--config", bad], { reject: false });
     expect(result.exitCode).toBe(1);
     expect(JSON.parse(result.stdout)).toMatchObject([{ name: "gone", reachable: false }]);

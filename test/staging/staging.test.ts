@@ -18,11 +18,12 @@ import {
   stageCluster,
   stageNode,
   type Manifest,
-  type StageProgress,
+  type StagingProgress,
   type StagingSource,
 } from "../../src/staging/index.js";
 import { startHubServer, type HubServer } from "../support/hub-server.js";
 import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { allocateHost } from "../support/test-world.js";
 
 const repo = "test-org/tiny-llama";
 const commit = "0123456789abcdef0123456789abcdef01234567";
@@ -43,10 +44,7 @@ beforeAll(async () => {
   modelDir = join(root, "model");
   // Big enough that a cut connection leaves a real partial file (≈ 2 × 1.5 MB shards).
   await makeTestModel(modelDir, { layers: 4, hidden: 256, intermediate: 1024, vocab: 1024, shards: 2, seed: 3 });
-  [sshd, hub] = await Promise.all([
-    startSshdNodes({ count: 2, firstHost: 40 }),
-    startHubServer({ repos: [{ repo, commit, dir: modelDir }] }),
-  ]);
+  [sshd, hub] = await Promise.all([startSshdNodes({ count: 2 }), startHubServer({ repos: [{ repo, commit, dir: modelDir }] })]);
   pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(root, "no-ssh-config") });
   hubSource = { kind: "hub", endpoint: hub.endpoint, repo, revision: "main" };
   manifest = await fetchHubManifest({ endpoint: hub.endpoint, repo, revision: "main" });
@@ -108,8 +106,9 @@ describe("manifests", () => {
       res.setHeader("X-Repo-Commit", commit);
       res.end(JSON.stringify([{ type: "file", path: "../../outside", size: 1, oid: "a".repeat(40) }]));
     });
-    await new Promise<void>((r) => evil.listen(0, "127.0.0.1", () => r()));
-    const endpoint = `http://127.0.0.1:${(evil.address() as AddressInfo).port}`;
+    const evilHost = await allocateHost();
+    await new Promise<void>((r) => evil.listen(0, evilHost, () => r()));
+    const endpoint = `http://${evilHost}:${(evil.address() as AddressInfo).port}`;
     try {
       await expect(fetchHubManifest({ endpoint, repo, revision: "main" })).rejects.toMatchObject({ reason: "UnsafeFileName" });
     } finally {
@@ -125,7 +124,7 @@ describe("staging over ssh from the hub", () => {
     const layout = { kind: "cache" as const, modelDir: node.config.modelDir };
     expect((await classifyNode(node, manifest, layout)).state).toBe("needs-download");
 
-    const events: StageProgress[] = [];
+    const events: StagingProgress[] = [];
     const first = await stageNode(node, hubSource, manifest, { onProgress: (e) => events.push(e) });
     const total = manifest.files.reduce((s, f) => s + f.size, 0);
     expect(first).toMatchObject({ before: "needs-download", bytesTransferred: total, filesTransferred: manifest.files.length });
@@ -230,9 +229,10 @@ describe("downloads on the control node", () => {
       res.writeHead(302, { Location: `${hub.endpoint}${req.url ?? "/"}`, "X-Repo-Commit": commit });
       res.end();
     });
-    await new Promise<void>((r) => redirector.listen(0, "127.0.0.1", () => r()));
+    const redirectorHost = await allocateHost();
+    await new Promise<void>((r) => redirector.listen(0, redirectorHost, () => r()));
     try {
-      const endpoint = `http://127.0.0.1:${(redirector.address() as AddressInfo).port}`;
+      const endpoint = `http://${redirectorHost}:${(redirector.address() as AddressInfo).port}`;
       const node = await localNode();
       hub.resetStats();
       const result = await stageNode(node, { kind: "hub", endpoint, repo, revision: "main", token: "secret-token" }, manifest, { files: [shard1] });
@@ -295,7 +295,11 @@ describe("refusals and other sources", () => {
       const snap = snapshotDir(node.config.modelDir, repo, result.manifest.commit);
       await expectSameBytes(join(snap, shard2), join(modelDir, shard2));
     }
-    const again = await stageCluster(nodes.map((node) => ({ node, files: "all" as const })), source, { manifest: result.manifest });
+    const again = await stageCluster(
+      nodes.map((node) => ({ node, files: "all" as const })),
+      source,
+      { manifest: result.manifest },
+    );
     expect(again.staged.map((s) => s.bytesTransferred)).toEqual([0, 0]);
   });
 

@@ -164,7 +164,10 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
     if (req.method !== "GET" && req.method !== "HEAD") return sendJson(res, 405, { error: "method not allowed" });
     let segments: string[];
     try {
-      segments = rawPath.split("/").slice(1).map((s) => decodeURIComponent(s));
+      segments = rawPath
+        .split("/")
+        .slice(1)
+        .map((s) => decodeURIComponent(s));
     } catch {
       return sendJson(res, 400, { error: "bad path encoding" });
     }

@@ -1,6 +1,7 @@
 /**
  * Real OpenSSH servers for tests and benchmarks: one `sshd` per test node on its own loopback address
- * (127.0.0.2, 127.0.0.3, …), each with its own port, host key and model directory, and one client key
+ * (leased with allocateHost from ./test-world.ts, so no other test file or process binds it), each
+ * with its own port, host key and model directory, and one client key
  * authorised on all of them. Keys are generated per run with ssh-keygen in a temp dir. When
  * /usr/sbin/sshd is missing and we are root, Debian's openssh-server is installed with apt-get;
  * otherwise setup fails naming the package. It never skips. No vitest imports (bench uses it too).
@@ -13,6 +14,7 @@ import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { freePort } from "./free-ports.js";
+import { allocateHosts } from "./test-world.js";
 
 const run = promisify(execFile);
 const sshdPath = "/usr/sbin/sshd";
@@ -55,7 +57,12 @@ export interface SshdSet {
 export interface SshdOptions {
   /** Number of servers. Default 2. */
   count?: number;
-  /** First loopback host octet. Default 2 (127.0.0.2). */
+  /** Listen addresses, one per server. Default: `count` hosts leased with allocateHosts (test-world.ts). */
+  hosts?: readonly string[];
+  /**
+   * @deprecated Ignored: hand-picked addresses collided between test files run in parallel. Hosts
+   * are leased with allocateHosts (test-world.ts); accepted so older callers still compile.
+   */
   firstHost?: number;
   /** sshd MaxSessions (sessions per connection). Default 200; OpenSSH's own default is 10. */
   maxSessions?: number;
@@ -75,8 +82,11 @@ export async function startSshdNodes(options: SshdOptions = {}): Promise<SshdSet
   await ensureSshd();
   // sshd insists on its privilege separation directory.
   await mkdir("/run/sshd", { recursive: true, mode: 0o755 });
-  const count = options.count ?? 2;
-  const first = options.firstHost ?? 2;
+  const count = options.hosts?.length ?? options.count ?? 2;
+  if (options.hosts !== undefined && options.count !== undefined && options.count !== options.hosts.length) {
+    throw new Error(`startSshdNodes: count ${options.count} but ${options.hosts.length} hosts`);
+  }
+  const hosts = options.hosts ?? (await allocateHosts(count));
   const root = await mkdtemp(join(tmpdir(), "shardctl-sshd-"));
   const identityFile = join(root, "client_ed25519");
   await run("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "shardctl-test", "-f", identityFile]);
@@ -88,7 +98,7 @@ export async function startSshdNodes(options: SshdOptions = {}): Promise<SshdSet
   const nodes: SshdNode[] = [];
   try {
     for (let i = 0; i < count; i++) {
-      nodes.push(await startOne(root, `node-${i + 1}`, `127.0.0.${first + i}`, user, authorizedKeys, options.maxSessions ?? 200));
+      nodes.push(await startOne(root, `node-${i + 1}`, hosts[i]!, user, authorizedKeys, options.maxSessions ?? 200));
     }
   } catch (error) {
     await Promise.all(nodes.map((n) => n.stop()));

@@ -47,8 +47,7 @@ export function waitForSignal(): Promise<NodeJS.Signals> {
       if (received === 1) {
         first = Date.now();
         resolve(signal);
-      }
-      else if (received >= 3) process.exit(130);
+      } else if (received >= 3) process.exit(130);
       else console.error("shardctl: stopping; send the signal again to force");
     };
     process.on("SIGINT", on);

@@ -1,6 +1,6 @@
 /** `shardctl make-test-model <dir> [options]`: write a deterministic Llama-family MLX model. */
 import { parseArgs } from "node:util";
-import { makeTestModel, type FloatDtype } from "../../planner/test-model/index.js";
+import { makeTestModel, type FloatDtype } from "../../planner/index.js";
 import { UsageError } from "../usage-error.js";
 
 export const summary = "write a deterministic Llama-family test model in MLX format";

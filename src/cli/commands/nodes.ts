@@ -5,7 +5,7 @@
  */
 import { parseArgs } from "node:util";
 import { createProbeCache, formatBadge, type NodeProbe } from "../../nodes/index.js";
-import { createNodePool } from "../../reconciler/node-configs.js";
+import { createNodePool } from "../../cluster/index.js";
 import { formatBytes } from "../../planner/index.js";
 import { contextOptions, loadContext } from "../context.js";
 
@@ -47,5 +47,11 @@ function printTable(rows: Array<NodeProbe & { host: string; declaredEngineVersio
     table.push([r.name, r.host, badge, memory, r.diskFreeBytes === undefined ? "-" : formatBytes(r.diskFreeBytes), r.error ?? ""]);
   }
   const widths = table[0]!.map((_, c) => Math.max(...table.map((row) => row[c]!.length)));
-  for (const row of table) console.log(row.map((cell, c) => cell.padEnd(widths[c]!)).join("  ").trimEnd());
+  for (const row of table)
+    console.log(
+      row
+        .map((cell, c) => cell.padEnd(widths[c]!))
+        .join("  ")
+        .trimEnd(),
+    );
 }

@@ -5,12 +5,11 @@
  */
 import { relative } from "node:path";
 import { parseArgs } from "node:util";
-import { planCluster, renderPlanMarkdown, renderPlanText, type NodeFacts, type ShardPlan } from "../../planner/index.js";
-import { createNodePool, nodeConfigOf } from "../../reconciler/node-configs.js";
-import { probeFacts } from "../../reconciler/probe-facts.js";
-import { readStatus, statusFileFor } from "../../reconciler/status/index.js";
-import { formatIssue, loadCluster, type ClusterSpec, type Settings } from "../../spec/index.js";
+import { createNodePool, describeBudgets, nodesOfCluster, planForCluster, type PlannedCluster } from "../../cluster/index.js";
 import { isShardctlError } from "../../errors/index.js";
+import { renderPlanMarkdown, renderPlanText, type ShardPlan } from "../../planner/index.js";
+import { readStatus, statusFileFor } from "../../reconciler/index.js";
+import { formatIssue, loadCluster, type ClusterSpec, type Settings } from "../../spec/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { UsageError } from "../usage-error.js";
 
@@ -59,8 +58,7 @@ export async function run(args: string[]): Promise<number> {
     const spec = loaded.value;
     try {
       // --probe: the budgets the daemon plans with (probed free memory), not the declared ones.
-      const facts = values.probe ? await probeNodes(spec, context.settings) : {};
-      const { plan } = await planCluster(spec, context.settings, facts);
+      const { plan } = await planWith(spec, context.settings, values.probe === true);
       if (!plan.feasible) invalid = true;
       if (plan.feasible && (await differsFromStatus(file, plan))) changed = true;
       results.push({ cluster: spec.name, file: shown, plan });
@@ -79,7 +77,7 @@ export async function run(args: string[]): Promise<number> {
       else console.log(`cluster ${result.cluster} (${result.file})`);
       if (result.plan !== undefined) {
         console.log(values.markdown ? renderPlanMarkdown(result.plan) : renderPlanText(result.plan, { color: process.stdout.isTTY }));
-        console.log(`budgets: ${values.probe ? "probed free memory of each node" : "declared memory in the settings (--probe for what the nodes report, as the daemon plans)"}`);
+        console.log(`budgets: ${describeBudgets({ budgets: values.probe ? "probed" : "declared" })}`);
       }
       for (const line of result.errors ?? []) console.log(values.markdown ? `- ${line}` : line);
       console.log("");
@@ -89,11 +87,12 @@ export async function run(args: string[]): Promise<number> {
   return values["detailed-exitcode"] && changed ? 2 : 0;
 }
 
-/** Probe the cluster's stage nodes once, over a pool closed afterwards. */
-async function probeNodes(spec: ClusterSpec, settings: Settings): Promise<Record<string, NodeFacts>> {
+/** The plan the daemon would make; with `probe`, over a node pool closed afterwards. */
+async function planWith(spec: ClusterSpec, settings: Settings, probe: boolean): Promise<PlannedCluster> {
+  if (!probe) return planForCluster(spec, settings);
   const pool = createNodePool(settings);
   try {
-    return await probeFacts(spec, spec.nodes.map((n) => pool.get(nodeConfigOf(settings.nodes[n]!))));
+    return await planForCluster(spec, settings, { probe: nodesOfCluster(spec, settings, pool).stages });
   } finally {
     await pool.close();
   }
@@ -104,7 +103,6 @@ async function differsFromStatus(definitionFile: string, plan: ShardPlan): Promi
   const status = await readStatus(statusFileFor(definitionFile)).catch(() => undefined);
   const recorded = status?.plan?.stages;
   if (recorded === undefined) return true;
-  const shape = (stages: ReadonlyArray<{ node: string; layers: readonly number[] }>): string =>
-    JSON.stringify(stages.map((s) => [s.node, s.layers[0], s.layers[1]]));
+  const shape = (stages: ReadonlyArray<{ node: string; layers: readonly number[] }>): string => JSON.stringify(stages.map((s) => [s.node, s.layers[0], s.layers[1]]));
   return shape(recorded) !== shape(plan.stages);
 }

@@ -32,7 +32,12 @@ export async function run(args: string[]): Promise<number> {
   }
   const deadline = Date.now() + acknowledgeDeadlineMs;
   while (Date.now() < deadline) {
-    if (!(await access(request).then(() => true, () => false))) {
+    if (
+      !(await access(request).then(
+        () => true,
+        () => false,
+      ))
+    ) {
       console.log(`the daemon took the request: ${name} gets a pass now, with a fresh restart budget`);
       return 0;
     }

@@ -2,7 +2,7 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { renderStatusSchema } from "../../reconciler/status/index.js";
+import { renderStatusSchema } from "../../reconciler/index.js";
 import { renderSchemas } from "../../spec/index.js";
 
 export const summary = "print or write schemas/*.schema.json (cluster, settings, status)";

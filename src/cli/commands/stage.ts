@@ -1,34 +1,26 @@
 /**
  * `shardctl stage <cluster> [--json] [--config shardctl.toml] [--dir clusters]`: run staging on its
- * own. Plans the cluster, then brings every stage's node to "present" for the files its stage needs
- * (or all files with `files = "all"`), with progress bars on a TTY. Exit 0 when every node is
- * present, 1 otherwise.
+ * own, exactly as the daemon stages before a launch: plan the cluster as the daemon does (the nodes
+ * probed, a Hub branch pinned to its commit), then bring every stage's node to "present" for the
+ * files its stage needs (or all files with `files = "all"`) and the coordinator's node to "present"
+ * for the config and tokenizer, with progress bars on a TTY. Exit 0 when every node is present, 1
+ * otherwise.
  */
-import { access } from "node:fs/promises";
-import { basename } from "node:path";
 import { parseArgs } from "node:util";
-import { filesForStage, formatBytes, planCluster } from "../../planner/index.js";
-import { loadCluster, formatIssue, type ClusterSpec } from "../../spec/index.js";
-import { ShardctlError } from "../../errors/index.js";
-import {
-  fetchHubManifest,
-  hashLocalManifest,
-  stageCluster,
-  stageFileList,
-  type Manifest,
-  type StageProgress,
-  type StagingSource,
-} from "../../staging/index.js";
+import { createNodePool, nodesOfCluster, planForCluster, stageForCluster } from "../../cluster/index.js";
+import { formatBytes } from "../../planner/index.js";
+import { loadCluster, formatIssue } from "../../spec/index.js";
+import type { StagingProgress } from "../../staging/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { UsageError } from "../usage-error.js";
-import { stagingSourceOf } from "../../reconciler/stage-model.js";
-import { createNodePool } from "../../reconciler/node-configs.js";
 
 export const summary = "stage a cluster's model files onto its nodes (download or push, verify)";
 
 const usage = `usage: shardctl stage <cluster|file> [--json] [--config shardctl.toml] [--dir clusters]
-  Brings every node of the cluster to "present": the files its stage needs, verified by sha256,
-  in the Hugging Face cache layout under the node's model_dir.`;
+  Brings every node of the cluster to "present", as the daemon does before a launch: the files its
+  stage needs (the coordinator's node: config and tokenizer), verified by sha256, in the Hugging Face
+  cache layout under the node's model_dir. With source = "path" it only checks that every node has
+  the model there.`;
 
 export async function run(args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -54,32 +46,22 @@ export async function run(args: string[]): Promise<number> {
     console.error(`note: [distributed] enabled = false in ${settings.file}: the daemon stages nothing; staging anyway because you asked`);
   }
 
-  // The file list first (a Hub branch resolved to its commit once), then the plan from that same
-  // commit: which layers, hence which files, each node needs.
-  const unpinned = stagingSourceOf(spec, settings);
-  const manifest = await manifestOf(unpinned, spec);
-  const source = unpinned.kind === "hub" ? { ...unpinned, revision: manifest.commit } : unpinned;
-  const { profile, plan } = await planCluster(spec, settings, {}, source.kind === "hub" ? manifest.commit : undefined);
-  if (!plan.feasible) {
-    for (const e of plan.errors) console.error(`${spec.name}: ${e.reason}: ${e.message}`);
-    return 1;
-  }
-
   const pool = createNodePool(settings);
-  const bars = createBars(plan.stages.map((s) => s.node), !values.json && process.stdout.isTTY === true);
   try {
-    const requests = plan.stages.map((stage) => {
-      const entry = settings.nodes[stage.node];
-      if (entry === undefined) throw new ShardctlError("UnknownNode", `${spec.name}: node ${stage.node} is not in the registry`, { terminal: true });
-      return {
-        node: pool.get(entry),
-        files: spec.model.files === "all" ? ("all" as const) : stageFileList(manifest, filesForStage(profile, stage)),
-      };
-    });
-    const result = await stageCluster(requests, source, { manifest, verify: spec.model.verify, onProgress: bars.update });
+    const nodes = nodesOfCluster(spec, settings, pool);
+    // The plan the daemon stages from: budgets probed, a Hub branch resolved to its commit once,
+    // so the plan and every node's files come from that same commit.
+    const planned = await planForCluster(spec, settings, { probe: nodes.stages, pin: true });
+    if (!planned.plan.feasible) {
+      for (const e of planned.plan.errors) console.error(`${spec.name}: ${e.reason}: ${e.message}`);
+      return 1;
+    }
+    const names = [...new Set([...nodes.stages, nodes.coordinator].map((n) => n.config.name))];
+    const bars = createBars(names, !values.json && process.stdout.isTTY === true);
+    const result = await stageForCluster(spec, settings, planned, nodes, bars.update);
     bars.finish();
     if (values.json) {
-      console.log(JSON.stringify({ cluster: spec.name, commit: manifest.commit, staged: result.staged, failed: result.failed }, null, 2));
+      console.log(JSON.stringify({ cluster: spec.name, commit: result.commit, staged: result.staged, failed: result.failed }, null, 2));
     } else {
       for (const s of result.staged) {
         console.log(`${s.node}: present (was ${s.before}; ${formatBytes(s.bytesTransferred)} in ${s.filesTransferred} files, ${s.hashedFiles} hashed) at ${s.modelPath}`);
@@ -92,25 +74,9 @@ export async function run(args: string[]): Promise<number> {
   }
 }
 
-async function manifestOf(source: StagingSource, spec: ClusterSpec): Promise<Manifest> {
-  if (source.kind === "hub") return fetchHubManifest(source);
-  if (source.kind === "push") return hashLocalManifest(source.dir, source.repo, source.revision);
-  // "path": the expected hashes come from a copy the control machine can read (the same path).
-  const readable = await access(source.path).then(
-    () => true,
-    () => false,
-  );
-  if (!readable) {
-    throw new ShardctlError("ModelNotInspectable", `${spec.file}: source "path" ${source.path} is not readable here, so there is nothing to verify the nodes' copies against`, {
-      terminal: true,
-    });
-  }
-  return hashLocalManifest(source.path, `local/${basename(source.path)}`, spec.model.revision);
-}
-
 /** One progress bar per node, redrawn in place on a TTY; otherwise nothing until the summary. */
-function createBars(nodes: string[], tty: boolean): { update: (e: StageProgress) => void; finish: () => void } {
-  const latest = new Map<string, StageProgress>();
+function createBars(nodes: string[], tty: boolean): { update: (e: StagingProgress) => void; finish: () => void } {
+  const latest = new Map<string, StagingProgress>();
   let drawn = 0;
   const width = Math.max(...nodes.map((n) => n.length));
   const draw = (): void => {

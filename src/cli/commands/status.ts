@@ -25,14 +25,14 @@ export async function run(args: string[]): Promise<number> {
     console.error(`warning: ${error.message}`);
     return { clustersDir: resolve(values.dir ?? join(dirname(resolve(values.config ?? "shardctl.toml")), "clusters")) };
   });
-  const files = positionals.length > 0
-    ? await Promise.all(positionals.map((p) => resolveClusterFile(p, context.clustersDir)))
-    : await findClusterFiles(context.clustersDir);
+  const files =
+    positionals.length > 0 ? await Promise.all(positionals.map((p) => resolveClusterFile(p, context.clustersDir))) : await findClusterFiles(context.clustersDir);
   const detailed = positionals.length > 0;
 
   const render = async (): Promise<string> => {
     const statuses = await Promise.all(files.map(async (f) => ({ name: basename(f, ".toml"), status: await readStatus(statusFileFor(f)).catch(() => undefined) })));
-    if (values.json) return JSON.stringify(detailed && statuses.length === 1 ? statuses[0]!.status ?? null : statuses.map((s) => s.status ?? { cluster: s.name }), null, 2);
+    if (values.json)
+      return JSON.stringify(detailed && statuses.length === 1 ? (statuses[0]!.status ?? null) : statuses.map((s) => s.status ?? { cluster: s.name }), null, 2);
     return detailed ? statuses.map((s) => renderDetail(s.name, s.status)).join("\n\n") : renderList(statuses);
   };
 
@@ -102,14 +102,35 @@ function renderDetail(name: string, status: ClusterStatus | undefined): string {
   lines.push("", formatTable(cards));
   if (status.coordinator) lines.push("", `coordinator on ${status.coordinator.node}: ${status.coordinator.url} health ${status.coordinator.health}`);
   if (status.router) lines.push(`router backend "${status.router.backend}": ${status.router.registered ? "registered" : "not registered"}`);
-  lines.push("", formatTable([["CONDITION", "STATUS", "REASON", "MESSAGE"], ...status.conditions.map((c) => [c.type, c.status, c.reason, c.message.split("\n").filter((l) => l.trim() !== "").join(" | ")])]));
+  lines.push(
+    "",
+    formatTable([
+      ["CONDITION", "STATUS", "REASON", "MESSAGE"],
+      ...status.conditions.map((c) => [
+        c.type,
+        c.status,
+        c.reason,
+        c.message
+          .split("\n")
+          .filter((l) => l.trim() !== "")
+          .join(" | "),
+      ]),
+    ]),
+  );
   if (status.lastError) lines.push("", `last error ${status.lastError.reason} at ${status.lastError.at}:`, status.lastError.message);
   return lines.join("\n");
 }
 
 function formatTable(rows: string[][]): string {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
-  return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd()).join("\n");
+  return rows
+    .map((r) =>
+      r
+        .map((cell, i) => cell.padEnd(widths[i]!))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n");
 }
 
 function age(since: string): string {

@@ -70,7 +70,10 @@ async function sharedCoordinatorAddresses(specs: readonly ClusterSpec[]): Promis
   for (const group of byAddress.values()) {
     if (group.length < 2) continue;
     for (const spec of group) {
-      const others = group.filter((s) => s !== spec).map((s) => displayPath(s.file)).join(", ");
+      const others = group
+        .filter((s) => s !== spec)
+        .map((s) => displayPath(s.file))
+        .join(", ");
       const text = await readFile(spec.file, "utf8");
       const at = locateCoordinatorPort(text);
       issues.push({

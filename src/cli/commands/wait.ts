@@ -65,7 +65,10 @@ export async function run(args: string[]): Promise<number> {
     }
     if (Date.now() >= deadline) {
       const condition = last?.conditions.find((c) => c.type === type);
-      const now = last === undefined ? "no status file yet" : `observed revision ${short(last.observedRevision)}, health ${last.health}${condition ? `, ${type}=${condition.status} (${condition.reason}: ${condition.message})` : ""}`;
+      const now =
+        last === undefined
+          ? "no status file yet"
+          : `observed revision ${short(last.observedRevision)}, health ${last.health}${condition ? `, ${type}=${condition.status} (${condition.reason}: ${condition.message})` : ""}`;
       console.error(`timed out after ${values.timeout ?? "10m"} waiting for condition ${type} at revision ${short(revision)}: ${now}`);
       return 1;
     }

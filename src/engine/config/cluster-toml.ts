@@ -1,6 +1,10 @@
 /**
- * The mlxcel cluster TOML (REFERENCE.md), read and validated for the reference engine, which also
- * accepts an explicit half-open `layers = [start, end]` on stage nodes (all stage nodes or none).
+ * The mlxcel cluster TOML (the `--distributed-config` file: a `[cluster]` table with `name`,
+ * `pipeline_parallel_size`, `tensor_parallel_size` (only 1) and `transport_backend` (tcp,
+ * thunderbolt or rdma), and `[[nodes]]` with `id`, `address` ("IP:port"), `role` ("hybrid" for the
+ * one coordinator, "pipeline_stage" for each stage) and `stage` (0..N-1)), read and validated for
+ * the reference engine, which also accepts an explicit half-open `layers = [start, end]` on stage
+ * nodes (all stage nodes or none).
  */
 import { readFileSync } from "node:fs";
 import { parse } from "smol-toml";

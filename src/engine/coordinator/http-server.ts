@@ -141,7 +141,13 @@ async function complete(
   if (promptIds.length === 0) throw new ApiError(400, "The prompt is empty", request.kind === "chat" ? "messages" : "prompt");
   if (promptIds.some((t) => t >= ctx.config.vocabSize)) throw new ApiError(400, "The prompt has token ids outside the vocabulary", "prompt");
   const room = ctx.config.maxPositions - promptIds.length;
-  if (room < 1) throw new ApiError(400, `The prompt (${promptIds.length} tokens) leaves no room in the context of ${ctx.config.maxPositions} tokens`, "messages", "context_length_exceeded");
+  if (room < 1)
+    throw new ApiError(
+      400,
+      `The prompt (${promptIds.length} tokens) leaves no room in the context of ${ctx.config.maxPositions} tokens`,
+      "messages",
+      "context_length_exceeded",
+    );
   const maxTokens = Math.min(request.maxTokens ?? defaultMaxTokens, room);
   const topLogprobs = request.kind === "chat" ? (request.logprobs ? request.topLogprobs : 0) : (request.logprobs ?? 0);
   const wantLogprobs = request.kind === "chat" ? request.logprobs : request.logprobs !== undefined;
@@ -169,7 +175,10 @@ async function complete(
 
   const startedAt = performance.now();
   const logDone = (completionTokens: number, finishReason: string): void =>
-    ctx.log.info({ id, promptTokens: promptIds.length, completionTokens, finishReason, stream: request.stream, ms: Math.round(performance.now() - startedAt) }, "request done");
+    ctx.log.info(
+      { id, promptTokens: promptIds.length, completionTokens, finishReason, stream: request.stream, ms: Math.round(performance.now() - startedAt) },
+      "request done",
+    );
 
   if (!request.stream) {
     const infos: TokenInfo[] = [];

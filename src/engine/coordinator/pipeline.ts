@@ -4,7 +4,7 @@
  * stages over TCP. Both run the same layer code, so their tokens and log probabilities are equal.
  */
 import { memoryFigures } from "../stage/worker.js";
-import { Sampler, type SampledToken, type SamplingParams, type SequenceCache, StageModel, type ModelConfig } from "../model/index.js";
+import { Sampler, type SampledToken, type SamplingParams, type SequenceCache, ModelShard, type ModelConfig } from "../model/index.js";
 
 export interface Pipeline {
   prepare(seq: number, params: SamplingParams): void;
@@ -24,13 +24,16 @@ export class LocalPipeline implements Pipeline {
 
   private readonly rssAfterLoad = process.memoryUsage().rss;
 
-  constructor(private readonly model: StageModel, private readonly rssBeforeLoad: number) {
+  constructor(
+    private readonly model: ModelShard,
+    private readonly rssBeforeLoad: number,
+  ) {
     this.logits = new Float32Array(model.config.vocabSize);
   }
 
   static load(dir: string, config: ModelConfig): LocalPipeline {
     const rssBeforeLoad = process.memoryUsage().rss;
-    return new LocalPipeline(StageModel.load(dir, config, { start: 0, end: config.layers }), rssBeforeLoad);
+    return new LocalPipeline(ModelShard.load(dir, config, { start: 0, end: config.layers }), rssBeforeLoad);
   }
 
   get weightBytes(): number {
@@ -72,7 +75,16 @@ export class LocalPipeline implements Pipeline {
   stats(): Promise<object[]> {
     const kvBytes = [...this.sequences.values()].reduce((s, q) => s + q.cache.bytes(), 0);
     return Promise.resolve([
-      { nodeId: "single", stage: 0, weightBytes: this.model.weightBytes, ...memoryFigures(), rssBeforeLoad: this.rssBeforeLoad, rssAfterLoad: this.rssAfterLoad, sequences: this.sequences.size, kvBytes },
+      {
+        nodeId: "single",
+        stage: 0,
+        weightBytes: this.model.weightBytes,
+        ...memoryFigures(),
+        rssBeforeLoad: this.rssBeforeLoad,
+        rssAfterLoad: this.rssAfterLoad,
+        sequences: this.sequences.size,
+        kvBytes,
+      },
     ]);
   }
 }

@@ -5,9 +5,7 @@
  */
 import type { Logger } from "../log.js";
 import type { SampledToken, SamplingParams } from "../model/index.js";
-import {
-  decodeError, decodeResult, dialLinkUntil, encodePrepare, encodeRun, encodeSeq, Kind, type Link,
-} from "../transport/index.js";
+import { decodeError, decodeResult, dialLinkUntil, encodePrepare, encodeRun, encodeSeq, Kind, type Link } from "../transport/index.js";
 import type { Pipeline } from "./pipeline.js";
 
 export interface StageAddress {
@@ -27,7 +25,11 @@ export class RemotePipeline implements Pipeline {
   private statsWaiters: Array<Array<(v: object) => void>> = [];
   private broken: string | undefined;
 
-  private constructor(private readonly links: Link[], private readonly log: Logger, private readonly onBroken: (reason: string) => void) {
+  private constructor(
+    private readonly links: Link[],
+    private readonly log: Logger,
+    private readonly onBroken: (reason: string) => void,
+  ) {
     links.forEach((link, i) => {
       link.onClose((reason) => this.fail(`link to stage ${i} (${link.peer}) broke: ${reason}`));
       link.onFrame((kind, payload) => this.handle(i, kind, payload));
@@ -55,7 +57,10 @@ export class RemotePipeline implements Pipeline {
         links.push(link);
         readies.push(
           new Promise<void>((resolve, reject) => {
-            const timer = setTimeout(() => reject(new Error(`stage ${s.nodeId} (${s.host}:${s.port}) did not report ready before the deadline`)), Math.max(0, deadline - Date.now()));
+            const timer = setTimeout(
+              () => reject(new Error(`stage ${s.nodeId} (${s.host}:${s.port}) did not report ready before the deadline`)),
+              Math.max(0, deadline - Date.now()),
+            );
             link.onFrame((kind) => {
               if (kind === Kind.Ready) {
                 clearTimeout(timer);

@@ -104,7 +104,8 @@ export function parseChatRequest(raw: unknown): ChatRequest {
       content = msg.content
         .map((part: unknown, j: number) => {
           const p = part as { type?: unknown; text?: unknown } | null;
-          if (p === null || p.type !== "text" || typeof p.text !== "string") throw bad(`Only text parts are supported (messages[${i}].content[${j}])`, `messages[${i}].content`);
+          if (p === null || p.type !== "text" || typeof p.text !== "string")
+            throw bad(`Only text parts are supported (messages[${i}].content[${j}])`, `messages[${i}].content`);
           return p.text;
         })
         .join("");

@@ -27,7 +27,10 @@ export function applyLinear(linear: Linear, x: Float32Array, rows: number, y: Fl
 function matvecHalf(w: Uint16Array, table: Float32Array, out: number, inDim: number, x: Float32Array, xOff: number, y: Float32Array, yOff: number): void {
   for (let o = 0; o < out; o++) {
     let base = o * inDim;
-    let a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    let a0 = 0,
+      a1 = 0,
+      a2 = 0,
+      a3 = 0;
     let i = 0;
     for (; i + 3 < inDim; i += 4, base += 4) {
       a0 += (table[w[base] as number] as number) * (x[xOff + i] as number);
@@ -65,14 +68,25 @@ function sumGroups(x: Float32Array, xOff: number, inDim: number, groupSize: numb
 // MLX affine quantization: value = scale × q + bias, q unpacked lowest bits first from each word,
 // so Σ value·x over a group = scale × Σ q·x + bias × Σ x.
 function matvecQ4(
-  packed: Uint32Array, scales: FloatData, biases: FloatData, groupSize: number,
-  out: number, inDim: number, x: Float32Array, xOff: number, y: Float32Array, yOff: number, sums: Float32Array,
+  packed: Uint32Array,
+  scales: FloatData,
+  biases: FloatData,
+  groupSize: number,
+  out: number,
+  inDim: number,
+  x: Float32Array,
+  xOff: number,
+  y: Float32Array,
+  yOff: number,
+  sums: Float32Array,
 ): void {
   sumGroups(x, xOff, inDim, groupSize, sums);
   const groups = inDim / groupSize;
   const wordsPerGroup = groupSize / 8;
-  const sTab = floatTable(scales), bTab = floatTable(biases);
-  const sData = scales.data, bData = biases.data;
+  const sTab = floatTable(scales),
+    bTab = floatTable(biases);
+  const sData = scales.data,
+    bData = biases.data;
   for (let o = 0; o < out; o++) {
     let acc = 0;
     let word = o * groups * wordsPerGroup;
@@ -84,10 +98,15 @@ function matvecQ4(
       let i = xOff + g * groupSize;
       for (let wI = 0; wI < wordsPerGroup; wI++, word++, i += 8) {
         const v = packed[word] as number;
-        dot += (v & 15) * (x[i] as number) + ((v >>> 4) & 15) * (x[i + 1] as number)
-          + ((v >>> 8) & 15) * (x[i + 2] as number) + ((v >>> 12) & 15) * (x[i + 3] as number)
-          + ((v >>> 16) & 15) * (x[i + 4] as number) + ((v >>> 20) & 15) * (x[i + 5] as number)
-          + ((v >>> 24) & 15) * (x[i + 6] as number) + (v >>> 28) * (x[i + 7] as number);
+        dot +=
+          (v & 15) * (x[i] as number) +
+          ((v >>> 4) & 15) * (x[i + 1] as number) +
+          ((v >>> 8) & 15) * (x[i + 2] as number) +
+          ((v >>> 12) & 15) * (x[i + 3] as number) +
+          ((v >>> 16) & 15) * (x[i + 4] as number) +
+          ((v >>> 20) & 15) * (x[i + 5] as number) +
+          ((v >>> 24) & 15) * (x[i + 6] as number) +
+          (v >>> 28) * (x[i + 7] as number);
       }
       acc += s * dot + b * (sums[g] as number);
     }
@@ -96,14 +115,25 @@ function matvecQ4(
 }
 
 function matvecQ8(
-  packed: Uint32Array, scales: FloatData, biases: FloatData, groupSize: number,
-  out: number, inDim: number, x: Float32Array, xOff: number, y: Float32Array, yOff: number, sums: Float32Array,
+  packed: Uint32Array,
+  scales: FloatData,
+  biases: FloatData,
+  groupSize: number,
+  out: number,
+  inDim: number,
+  x: Float32Array,
+  xOff: number,
+  y: Float32Array,
+  yOff: number,
+  sums: Float32Array,
 ): void {
   sumGroups(x, xOff, inDim, groupSize, sums);
   const groups = inDim / groupSize;
   const wordsPerGroup = groupSize / 4;
-  const sTab = floatTable(scales), bTab = floatTable(biases);
-  const sData = scales.data, bData = biases.data;
+  const sTab = floatTable(scales),
+    bTab = floatTable(biases);
+  const sData = scales.data,
+    bData = biases.data;
   for (let o = 0; o < out; o++) {
     let acc = 0;
     let word = o * groups * wordsPerGroup;
@@ -115,8 +145,7 @@ function matvecQ8(
       let i = xOff + g * groupSize;
       for (let wI = 0; wI < wordsPerGroup; wI++, word++, i += 4) {
         const v = packed[word] as number;
-        dot += (v & 255) * (x[i] as number) + ((v >>> 8) & 255) * (x[i + 1] as number)
-          + ((v >>> 16) & 255) * (x[i + 2] as number) + (v >>> 24) * (x[i + 3] as number);
+        dot += (v & 255) * (x[i] as number) + ((v >>> 8) & 255) * (x[i + 1] as number) + ((v >>> 16) & 255) * (x[i + 2] as number) + (v >>> 24) * (x[i + 3] as number);
       }
       acc += s * dot + b * (sums[g] as number);
     }
@@ -138,9 +167,10 @@ export function readRow(linear: Linear, row: number, dst: Float32Array, dstOff: 
   const perWord = 32 / linear.bits;
   const mask = (1 << linear.bits) - 1;
   const groups = inDim / linear.groupSize;
-  const sTab = floatTable(linear.scales), bTab = floatTable(linear.biases);
+  const sTab = floatTable(linear.scales),
+    bTab = floatTable(linear.biases);
   for (let i = 0; i < inDim; i++) {
-    const word = linear.packed[(row * inDim + i) / perWord | 0] as number;
+    const word = linear.packed[((row * inDim + i) / perWord) | 0] as number;
     const q = (word >>> ((i % perWord) * linear.bits)) & mask;
     const gi = row * groups + ((i / linear.groupSize) | 0);
     const s = sTab === null ? (linear.scales.data[gi] as number) : (sTab[linear.scales.data[gi] as number] as number);

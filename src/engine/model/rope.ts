@@ -37,7 +37,8 @@ export function applyRope(v: Float32Array, off: number, heads: number, headDim: 
     for (let i = 0; i < half; i++) {
       const x1 = v[base + i] as number;
       const x2 = v[base + i + half] as number;
-      const c = cos[i] as number, s = sin[i] as number;
+      const c = cos[i] as number,
+        s = sin[i] as number;
       v[base + i] = x1 * c - x2 * s;
       v[base + i + half] = x2 * c + x1 * s;
     }

@@ -21,23 +21,55 @@ export interface TensorEntry {
 // A header larger than this is refused (the format's own limit is 100 MB).
 const maxHeaderBytes = 100 * 1024 * 1024;
 
-/** Index every tensor of the model in `dir` by name. */
-export function indexSafetensors(dir: string): Map<string, TensorEntry> {
-  const indexFile = join(dir, "model.safetensors.index.json");
-  const files = existsSync(indexFile) ? listIndexedFiles(indexFile) : ["model.safetensors"];
-  const entries = new Map<string, TensorEntry>();
-  for (const name of files) {
-    for (const entry of readHeader(join(dir, name))) entries.set(entry.name, entry);
-  }
-  return entries;
+/** The tensors of a model by name; a tensor's file header is read only when a tensor of that file is asked for. */
+export interface TensorIndex {
+  get(name: string): TensorEntry | undefined;
+  /** Every tensor name of the model (from the index's weight map, or the single file's header). */
+  keys(): Iterable<string>;
 }
 
-function listIndexedFiles(indexFile: string): string[] {
-  const parsed = JSON.parse(readFileSync(indexFile, "utf8")) as { weight_map?: Record<string, string> };
-  if (parsed.weight_map === undefined || typeof parsed.weight_map !== "object") {
+/**
+ * Index the tensors of the model in `dir`. A sharded model's headers are read lazily, file by file,
+ * so a stage whose node holds only the shards its layers need (as staging places them) never opens
+ * the others.
+ */
+export function indexSafetensors(dir: string): TensorIndex {
+  const indexFile = join(dir, "model.safetensors.index.json");
+  if (!existsSync(indexFile)) {
+    const entries = new Map(readHeader(join(dir, "model.safetensors")).map((e) => [e.name, e]));
+    return { get: (name) => entries.get(name), keys: () => entries.keys() };
+  }
+  const weightMap = readWeightMap(indexFile);
+  const headers = new Map<string, Map<string, TensorEntry>>();
+  return {
+    get(name) {
+      const file = weightMap.get(name);
+      if (file === undefined) return undefined;
+      let entries = headers.get(file);
+      if (entries === undefined) {
+        entries = new Map(readHeader(join(dir, file)).map((e) => [e.name, e]));
+        headers.set(file, entries);
+      }
+      return entries.get(name);
+    },
+    keys: () => weightMap.keys(),
+  };
+}
+
+/** Tensor name → file, from model.safetensors.index.json; file names must stay inside the model directory. */
+function readWeightMap(indexFile: string): Map<string, string> {
+  const parsed = JSON.parse(readFileSync(indexFile, "utf8")) as { weight_map?: Record<string, unknown> };
+  if (parsed.weight_map === undefined || parsed.weight_map === null || typeof parsed.weight_map !== "object") {
     throw new Error(`${indexFile}: no weight_map`);
   }
-  return [...new Set(Object.values(parsed.weight_map))].sort();
+  const map = new Map<string, string>();
+  for (const [name, file] of Object.entries(parsed.weight_map)) {
+    if (typeof file !== "string" || file.includes("/") || file.includes("\\") || file === ".." || file.includes("\0")) {
+      throw new Error(`${indexFile}: weight_map entry ${name} names ${JSON.stringify(file)}, not a file of the model directory`);
+    }
+    map.set(name, file);
+  }
+  return map;
 }
 
 /** Parse one file's header into tensor entries with absolute offsets. */

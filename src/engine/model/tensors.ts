@@ -4,12 +4,10 @@
  * their per-group scales and biases.
  */
 import { bf16Table, f16Table } from "./float-tables.js";
-import { readTensorBytes, type TensorEntry } from "./safetensors.js";
+import { readTensorBytes, type TensorEntry, type TensorIndex } from "./safetensors.js";
 
 /** A float vector or matrix in its stored dtype. */
-export type FloatData =
-  | { kind: "f32"; data: Float32Array }
-  | { kind: "half"; data: Uint16Array; table: Float32Array };
+export type FloatData = { kind: "f32"; data: Float32Array } | { kind: "half"; data: Uint16Array; table: Float32Array };
 
 /** A linear map `[out, in]` (also used for embeddings, row = token). */
 export type Linear =
@@ -57,7 +55,7 @@ export function floatAt(data: FloatData, i: number): number {
  * Load the linear module `prefix` (`prefix.weight`, plus `.scales`/`.biases` when quantized).
  * `groupSize` is the configured quantization group size (MLX default 64).
  */
-export function loadLinear(tensors: Map<string, TensorEntry>, prefix: string, groupSize: number | undefined): Linear {
+export function loadLinear(tensors: TensorIndex, prefix: string, groupSize: number | undefined): Linear {
   const weight = requireEntry(tensors, `${prefix}.weight`);
   const scalesEntry = tensors.get(`${prefix}.scales`);
   const [out, cols] = weight.shape;
@@ -81,7 +79,7 @@ export function loadLinear(tensors: Map<string, TensorEntry>, prefix: string, gr
   };
 }
 
-export function requireEntry(tensors: Map<string, TensorEntry>, name: string): TensorEntry {
+export function requireEntry(tensors: TensorIndex, name: string): TensorEntry {
   const entry = tensors.get(name);
   if (entry === undefined) throw new Error(`tensor ${name} is missing from the model`);
   return entry;

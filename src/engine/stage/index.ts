@@ -1,2 +1,2 @@
 /** Pipeline stage worker. */
-export { startStage, type StageOptions, type RunningStage } from "./worker.js";
+export { startStage, type StageWorkerOptions, type RunningStage } from "./worker.js";

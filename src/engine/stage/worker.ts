@@ -7,13 +7,25 @@
  */
 import { createServer, type Server, type Socket } from "node:net";
 import type { Logger } from "../log.js";
-import { Sampler, type SequenceCache, StageModel, type ModelConfig } from "../model/index.js";
+import { Sampler, type SequenceCache, ModelShard, type ModelConfig } from "../model/index.js";
 import {
-  acceptLink, decodeActivations, decodePrepare, decodeRun, decodeSeq, dialLinkUntil, encodeActivations,
-  encodeError, encodePrepare, encodeResult, encodeSeq, Kind, type Link,
+  acceptLink,
+  decodeActivations,
+  decodePrepare,
+  decodeRun,
+  decodeSeq,
+  dialLinkUntil,
+  encodeActivations,
+  encodeError,
+  encodePrepare,
+  encodeResult,
+  encodeSeq,
+  Kind,
+  type Link,
 } from "../transport/index.js";
 
-export interface StageOptions {
+/** What one pipeline stage worker needs to start: its layer range of the model, its address and its next stage. */
+export interface StageWorkerOptions {
   modelDir: string;
   config: ModelConfig;
   nodeId: string;
@@ -44,9 +56,9 @@ export interface RunningStage {
 }
 
 /** Load the stage's weights, then listen. Resolves once listening. */
-export async function startStage(o: StageOptions): Promise<RunningStage> {
+export async function startStage(o: StageWorkerOptions): Promise<RunningStage> {
   const rssBeforeLoad = process.memoryUsage().rss;
-  const model = StageModel.load(o.modelDir, o.config, o.range);
+  const model = ModelShard.load(o.modelDir, o.config, o.range);
   const rssAfterLoad = process.memoryUsage().rss;
   o.log.info({ range: [o.range.start, o.range.end], weightBytes: model.weightBytes, rssBeforeLoad, rssAfterLoad }, "stage weights loaded");
   const stage = new StageRuntime(o, model, rssBeforeLoad, rssAfterLoad);
@@ -79,23 +91,23 @@ class StageRuntime {
   private rowsSent = 0;
 
   constructor(
-    private readonly o: StageOptions,
-    private readonly model: StageModel,
+    private readonly options: StageWorkerOptions,
+    private readonly model: ModelShard,
     private readonly rssBeforeLoad: number,
     private readonly rssAfterLoad: number,
   ) {
-    this.logits = new Float32Array(o.config.vocabSize);
+    this.logits = new Float32Array(options.config.vocabSize);
   }
 
   accept(socket: Socket): void {
     const remote = `${socket.remoteAddress}:${socket.remotePort}`;
-    acceptLink(socket, this.o.nodeId, this.o.token).then(
+    acceptLink(socket, this.options.nodeId, this.options.token).then(
       ({ link, hello }) => this.attach(link, hello.role, remote),
       (error: unknown) => {
         const message = (error as Error).message;
         // A readiness probe (connect, then close) is not an intruder.
-        if (message.includes("closed during the handshake")) this.o.log.debug({ remote }, "connection closed before the handshake");
-        else this.o.log.warn({ remote, err: message }, "peer refused");
+        if (message.includes("closed during the handshake")) this.options.log.debug({ remote }, "connection closed before the handshake");
+        else this.options.log.warn({ remote, err: message }, "peer refused");
       },
     );
   }
@@ -108,12 +120,12 @@ class StageRuntime {
 
   private attach(link: Link, role: "coordinator" | "upstream", remote: string): void {
     const taken = role === "coordinator" ? this.coordinator : this.upstream;
-    if (taken !== undefined || (role === "upstream" && this.o.stage === 0)) {
-      this.o.log.warn({ remote, role }, "peer refused: role already connected or not expected here");
+    if (taken !== undefined || (role === "upstream" && this.options.stage === 0)) {
+      this.options.log.warn({ remote, role }, "peer refused: role already connected or not expected here");
       link.close();
       return;
     }
-    this.o.log.info({ remote, peer: link.peer }, "peer connected");
+    this.options.log.info({ remote, peer: link.peer }, "peer connected");
     link.onClose((reason) => this.lost(`${role} link (${link.peer})`, reason));
     link.onFrame((kind, payload) => this.handle(kind, payload));
     if (role === "upstream") {
@@ -122,35 +134,36 @@ class StageRuntime {
     }
     this.coordinator = link;
     this.connectDownstream(link).catch((error: unknown) => {
-      this.o.log.error({ err: (error as Error).message, next: this.o.next }, "cannot reach the next stage");
-      this.o.exit(1);
+      this.options.log.error({ err: (error as Error).message, next: this.options.next }, "cannot reach the next stage");
+      this.options.exit(1);
     });
   }
 
   /** Dial the next stage (retrying until the deadline), then tell the coordinator we are ready. */
   private async connectDownstream(coordinator: Link): Promise<void> {
-    const next = this.o.next;
+    const next = this.options.next;
     if (next !== undefined && this.downstream === undefined) {
-      const deadline = Date.now() + this.o.connectTimeoutMs;
-      const link = await dialLinkUntil(next.host, next.port, { role: "upstream", nodeId: this.o.nodeId }, this.o.token, deadline);
+      const deadline = Date.now() + this.options.connectTimeoutMs;
+      const link = await dialLinkUntil(next.host, next.port, { role: "upstream", nodeId: this.options.nodeId }, this.options.token, deadline);
       this.downstream = link;
       link.onClose((reason) => this.lost(`downstream link (${link.peer})`, reason));
-      link.onFrame((kind) => this.o.log.warn({ kind }, "unexpected frame from the next stage"));
-      this.o.log.info({ peer: link.peer }, "connected to the next stage");
+      link.onFrame((kind) => this.options.log.warn({ kind }, "unexpected frame from the next stage"));
+      this.options.log.info({ peer: link.peer }, "connected to the next stage");
     }
-    coordinator.sendJson(Kind.Ready, { stage: this.o.stage, range: [this.o.range.start, this.o.range.end], weightBytes: this.model.weightBytes });
+    coordinator.sendJson(Kind.Ready, { stage: this.options.stage, range: [this.options.range.start, this.options.range.end], weightBytes: this.model.weightBytes });
   }
 
   private lost(which: string, reason: string): void {
     if (this.closing) return;
-    this.o.log.error({ link: which, reason }, `stage ${this.o.stage}: ${which} broke (${reason}); a pipeline cannot survive the loss of a peer, exiting`);
+    this.options.log.error({ link: which, reason }, `stage ${this.options.stage}: ${which} broke (${reason}); a pipeline cannot survive the loss of a peer, exiting`);
     this.closing = true;
-    this.o.exit(1);
+    this.options.exit(1);
   }
 
   private handle(kind: number, payload: Buffer): void {
     let seq = -1;
-    if (this.o.log.isLevelEnabled("trace")) this.o.log.trace({ kind, seq: payload.length >= 4 ? payload.readUInt32LE(0) : -1, t: performance.now() }, "frame");
+    if (this.options.log.isLevelEnabled("trace"))
+      this.options.log.trace({ kind, seq: payload.length >= 4 ? payload.readUInt32LE(0) : -1, t: performance.now() }, "frame");
     try {
       switch (kind) {
         case Kind.Prepare: {
@@ -170,7 +183,7 @@ class StageRuntime {
         case Kind.Activations: {
           const m = decodeActivations(payload);
           seq = m.seq;
-          if (m.hiddenSize !== this.o.config.hiddenSize) throw new Error(`activations of width ${m.hiddenSize}, expected ${this.o.config.hiddenSize}`);
+          if (m.hiddenSize !== this.options.config.hiddenSize) throw new Error(`activations of width ${m.hiddenSize}, expected ${this.options.config.hiddenSize}`);
           this.step(m.seq, m.hidden, m.rows);
           return;
         }
@@ -183,9 +196,9 @@ class StageRuntime {
         case Kind.StatsRequest: {
           const kvBytes = [...this.sequences.values()].reduce((s, q) => s + q.cache.bytes(), 0);
           this.coordinator?.sendJson(Kind.Stats, {
-            nodeId: this.o.nodeId,
-            stage: this.o.stage,
-            range: [this.o.range.start, this.o.range.end],
+            nodeId: this.options.nodeId,
+            stage: this.options.stage,
+            range: [this.options.range.start, this.options.range.end],
             weightBytes: this.model.weightBytes,
             ...memoryFigures(),
             rssBeforeLoad: this.rssBeforeLoad,
@@ -198,11 +211,11 @@ class StageRuntime {
           return;
         }
         default:
-          this.o.log.warn({ kind }, "unexpected frame kind");
+          this.options.log.warn({ kind }, "unexpected frame kind");
       }
     } catch (error) {
       const message = (error as Error).message;
-      this.o.log.warn({ seq, err: message }, "sequence failed");
+      this.options.log.warn({ seq, err: message }, "sequence failed");
       if (seq >= 0) {
         this.dropSequence(seq);
         this.coordinator?.send(Kind.Error, encodeError(seq, message));
@@ -220,11 +233,11 @@ class StageRuntime {
   /** Run this stage's layers for one message, then pass on activations or the sampled token. */
   private step(seq: number, hidden: Float32Array, rows: number): void {
     const state = this.sequences.get(seq);
-    if (state === undefined) throw new Error(`sequence ${seq} is not prepared on stage ${this.o.stage}`);
+    if (state === undefined) throw new Error(`sequence ${seq} is not prepared on stage ${this.options.stage}`);
     this.model.forward(state.cache, hidden, rows);
     if (!this.model.last) {
       this.rowsSent += rows;
-      this.downstream?.send(Kind.Activations, encodeActivations(seq, rows, hidden, this.o.config.hiddenSize));
+      this.downstream?.send(Kind.Activations, encodeActivations(seq, rows, hidden, this.options.config.hiddenSize));
       return;
     }
     const logits = this.model.logits(hidden, rows - 1, this.logits);

@@ -10,15 +10,7 @@ import { join } from "node:path";
 import { Client, type ClientChannel, type ConnectConfig, type SFTPWrapper } from "ssh2";
 import { ShardctlError } from "../../errors/index.js";
 import type { NodeConfig } from "../types.js";
-import {
-  appendKnownHost,
-  fingerprint,
-  keyTypeOf,
-  knownHostsName,
-  knownKeyTypes,
-  readKnownHosts,
-  verifyHostKey,
-} from "./known-hosts.js";
+import { appendKnownHost, fingerprint, keyTypeOf, knownHostsName, knownKeyTypes, readKnownHosts, verifyHostKey } from "./known-hosts.js";
 import { expandHome, readSshConfig } from "./ssh-config.js";
 
 export interface SshOptions {
@@ -172,7 +164,9 @@ export class SshConnection {
     const privateKey = await readFirstKey(target.identityFiles);
     const agent = this.options.agentSocket ?? process.env.SSH_AUTH_SOCK;
     if (privateKey === undefined && agent === undefined) {
-      throw new ShardctlError("SshAuthFailed", `node ${this.node.name}: no identity file (tried ${target.identityFiles.join(", ")}) and no ssh-agent (SSH_AUTH_SOCK)`, { terminal: true });
+      throw new ShardctlError("SshAuthFailed", `node ${this.node.name}: no identity file (tried ${target.identityFiles.join(", ")}) and no ssh-agent (SSH_AUTH_SOCK)`, {
+        terminal: true,
+      });
     }
     // As OpenSSH does: ask first for the key types known_hosts holds for this host, so a server with
     // several host keys presents the one we can check. (ssh2's `prepend` ignores names already in its
@@ -245,7 +239,7 @@ function hostKeyRefusal(
       "HostKeyUnknown",
       `node ${node}: ${where} is in ${knownHostsPath} with ${verdict.knownTypes.join(", ")} keys only, but offered ${got}. ` +
         `Check the fingerprint out of band, then record it with \`ssh-keyscan -t ${keyType} ${portFlag}${target.host} >> ${knownHostsPath}\` ` +
-        "(host_key_policy = \"accept-new\" does not apply to a host that is already known)",
+        '(host_key_policy = "accept-new" does not apply to a host that is already known)',
       { terminal: true },
     );
   }

@@ -13,11 +13,7 @@ export interface TensorData {
  * spaces to a multiple of 8 bytes, as the reference implementation does), then the data buffer
  * with the tensors laid out in the given order.
  */
-export async function writeSafetensors(
-  file: string,
-  tensors: readonly TensorData[],
-  metadata: Record<string, string> = { format: "mlx" },
-): Promise<number> {
+export async function writeSafetensors(file: string, tensors: readonly TensorData[], metadata: Record<string, string> = { format: "mlx" }): Promise<number> {
   const header: Record<string, unknown> = { __metadata__: metadata };
   let offset = 0;
   for (const tensor of tensors) {

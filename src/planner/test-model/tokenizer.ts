@@ -5,13 +5,7 @@
  */
 
 /** Special tokens, in id order after the byte and merge tokens. */
-export const specialTokens = [
-  "<|begin_of_text|>",
-  "<|end_of_text|>",
-  "<|start_header_id|>",
-  "<|end_header_id|>",
-  "<|eot_id|>",
-] as const;
+export const specialTokens = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"] as const;
 
 /** Llama-3's chat template. */
 export const chatTemplate =
@@ -19,9 +13,30 @@ export const chatTemplate =
 
 // Candidate merges, most useful first; as many are used as the vocabulary leaves room for.
 const mergeCandidates: Array<[string, string]> = [
-  ["Ġ", "t"], ["h", "e"], ["i", "n"], ["e", "r"], ["a", "n"], ["Ġ", "a"], ["o", "n"], ["r", "e"],
-  ["Ġt", "he"], ["e", "n"], ["o", "r"], ["Ġ", "s"], ["e", "s"], ["Ġ", "w"], ["a", "t"], ["Ġ", "o"],
-  ["i", "s"], ["Ġ", "c"], ["e", "d"], ["i", "t"], ["a", "r"], ["Ġ", "b"], ["Ġ", "h"], ["a", "l"],
+  ["Ġ", "t"],
+  ["h", "e"],
+  ["i", "n"],
+  ["e", "r"],
+  ["a", "n"],
+  ["Ġ", "a"],
+  ["o", "n"],
+  ["r", "e"],
+  ["Ġt", "he"],
+  ["e", "n"],
+  ["o", "r"],
+  ["Ġ", "s"],
+  ["e", "s"],
+  ["Ġ", "w"],
+  ["a", "t"],
+  ["Ġ", "o"],
+  ["i", "s"],
+  ["Ġ", "c"],
+  ["e", "d"],
+  ["i", "t"],
+  ["a", "r"],
+  ["Ġ", "b"],
+  ["Ġ", "h"],
+  ["a", "l"],
 ];
 
 /** GPT-2's reversible map from bytes to printable unicode characters. */

@@ -10,16 +10,9 @@ export interface ConditionUpdate {
  * Set one condition, keeping `lastTransitionTime` unless the status flips (as Kubernetes does),
  * and return the list in the fixed order of `conditionTypes` so files diff cleanly.
  */
-export function setCondition(
-  conditions: readonly Condition[],
-  type: ConditionType,
-  update: ConditionUpdate,
-  revision: string,
-  now: Date,
-): Condition[] {
+export function setCondition(conditions: readonly Condition[], type: ConditionType, update: ConditionUpdate, revision: string, now: Date): Condition[] {
   const previous = conditions.find((c) => c.type === type);
-  const lastTransitionTime =
-    previous !== undefined && previous.status === update.status ? previous.lastTransitionTime : now.toISOString();
+  const lastTransitionTime = previous !== undefined && previous.status === update.status ? previous.lastTransitionTime : now.toISOString();
   const next: Condition = { type, ...update, lastTransitionTime, observedRevision: revision };
   return orderConditions([...conditions.filter((c) => c.type !== type), next]);
 }

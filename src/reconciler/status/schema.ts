@@ -5,32 +5,17 @@
  */
 import { z } from "zod";
 
-export const healthValues = [
-  "Healthy",
-  "Progressing",
-  "Degraded",
-  "Unhealthy",
-  "Stopped",
-  "Suspended",
-  "Disabled",
-  "Stalled",
-] as const;
+export const healthValues = ["Healthy", "Progressing", "Degraded", "Unhealthy", "Stopped", "Suspended", "Disabled", "Stalled"] as const;
 export type Health = (typeof healthValues)[number];
 
-export const conditionTypes = [
-  "Ready",
-  "Reconciling",
-  "Stalled",
-  "Planned",
-  "Staged",
-  "StagesListening",
-  "CoordinatorHealthy",
-  "Registered",
-] as const;
+export const conditionTypes = ["Ready", "Reconciling", "Stalled", "Planned", "Staged", "StagesListening", "CoordinatorHealthy", "Registered"] as const;
 export type ConditionType = (typeof conditionTypes)[number];
 
 const timestamp = z.iso.datetime().describe("RFC 3339 UTC timestamp");
-const reason = z.string().regex(/^[A-Z][A-Za-z0-9]*$/).describe("stable CamelCase reason");
+const reason = z
+  .string()
+  .regex(/^[A-Z][A-Za-z0-9]*$/)
+  .describe("stable CamelCase reason");
 
 export const conditionSchema = z.strictObject({
   type: z.enum(conditionTypes),
@@ -104,9 +89,7 @@ export const restartsSchema = z.strictObject({
   count: z.int().nonnegative(),
   budget: z.int().nonnegative(),
   /** Exit codes and last log lines of the launches that died, oldest first. */
-  evidence: z.array(
-    z.strictObject({ at: timestamp, reason, message: z.string(), logTail: z.array(z.string()) }),
-  ),
+  evidence: z.array(z.strictObject({ at: timestamp, reason, message: z.string(), logTail: z.array(z.string()) })),
 });
 
 export const passSchema = z.strictObject({

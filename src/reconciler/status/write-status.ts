@@ -1,5 +1,5 @@
 import { readFile } from "node:fs/promises";
-import { writeFileAtomic } from "../../router/index.js";
+import { writeFileAtomic } from "../../files/index.js";
 import { type ClusterStatus, statusSchema } from "./schema.js";
 
 /** `clusters/llama.toml` → `clusters/llama.status.json`. */

@@ -31,11 +31,12 @@ export async function startOpenAIBackend(name: string, host = "127.0.0.1"): Prom
       for (const release of releases) release();
       releases = [];
     },
-    close: () => new Promise((done) => {
-      backend.release();
-      server.closeAllConnections();
-      server.close(() => done());
-    }),
+    close: () =>
+      new Promise((done) => {
+        backend.release();
+        server.closeAllConnections();
+        server.close(() => done());
+      }),
   };
 
   const server: Server = createServer((req, res) => {
@@ -52,7 +53,14 @@ export async function startOpenAIBackend(name: string, host = "127.0.0.1"): Prom
       const id = `chatcmpl-${backend.requests.length}`;
       if (!stream) {
         const answer = path.endsWith("/chat/completions")
-          ? { id, object: "chat.completion", created: 1, model, choices: [{ index: 0, message: { role: "assistant", content: text }, finish_reason: "stop" }], usage: { prompt_tokens: 1, completion_tokens: 3, total_tokens: 4 } }
+          ? {
+              id,
+              object: "chat.completion",
+              created: 1,
+              model,
+              choices: [{ index: 0, message: { role: "assistant", content: text }, finish_reason: "stop" }],
+              usage: { prompt_tokens: 1, completion_tokens: 3, total_tokens: 4 },
+            }
           : { id, object: "text_completion", created: 1, model, choices: [{ index: 0, text, finish_reason: "stop", logprobs: null }] };
         const json = JSON.stringify(answer);
         res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(json) }).end(json);
@@ -65,7 +73,13 @@ export async function startOpenAIBackend(name: string, host = "127.0.0.1"): Prom
       });
       const words = text.split(" ");
       for (const [index, word] of words.entries()) {
-        const chunk = { id, object: "chat.completion.chunk", created: 1, model, choices: [{ index: 0, delta: index === 0 ? { role: "assistant", content: word } : { content: ` ${word}` }, finish_reason: null }] };
+        const chunk = {
+          id,
+          object: "chat.completion.chunk",
+          created: 1,
+          model,
+          choices: [{ index: 0, delta: index === 0 ? { role: "assistant", content: word } : { content: ` ${word}` }, finish_reason: null }],
+        };
         res.write(`data: ${JSON.stringify(chunk)}\n\n`);
         if (index === 0 && backend.holdStream) await new Promise<void>((done) => releases.push(done));
         if (res.destroyed) return;

@@ -1,7 +1,17 @@
-/** From the registry's NodeEntry to what node access needs; the control machine as a node. */
+/**
+ * The nodes of a cluster: from the registry's NodeEntry to what node access needs, the control
+ * machine as a node (the coordinator's default), and one pool every command and the daemon share.
+ */
 import { join } from "node:path";
-import { NodePool, type NodeConfig } from "../nodes/index.js";
-import type { NodeEntry, Settings } from "../spec/index.js";
+import { NodePool, type NodeAccess, type NodeConfig } from "../nodes/index.js";
+import type { ClusterSpec, NodeEntry, Settings } from "../spec/index.js";
+import { ShardctlError } from "../errors/index.js";
+
+/** Where one launch runs: a node per stage, in stage order, and the coordinator's node. */
+export interface ClusterNodes {
+  stages: NodeAccess[];
+  coordinator: NodeAccess;
+}
 
 /** The name the control machine goes by in ledgers and status files. */
 export const controlNodeName = "local";
@@ -40,4 +50,14 @@ export function createNodePool(settings: Settings): NodePool {
     ...(settings.ssh.knownHosts === undefined ? {} : { knownHostsPath: settings.ssh.knownHosts }),
     ...(settings.ssh.config === undefined ? {} : { sshConfigPath: settings.ssh.config }),
   });
+}
+
+/** The nodes of a definition, from `pool` (validation guarantees every name is in the registry). */
+export function nodesOfCluster(spec: ClusterSpec, settings: Settings, pool: NodePool): ClusterNodes {
+  const configOf = (name: string): NodeConfig => {
+    const config = nodeConfigNamed(name, settings);
+    if (config === undefined) throw new ShardctlError("UnknownNode", `${spec.file}: node "${name}" is not in the registry of ${settings.file}`, { terminal: true });
+    return config;
+  };
+  return { stages: spec.nodes.map((n) => pool.get(configOf(n))), coordinator: pool.get(configOf(spec.coordinator.node)) };
 }

@@ -1,13 +1,15 @@
 /**
- * The layers one stage holds (a half-open range [start, end)), plus the embedding on the first
- * stage and the final norm + lm_head on the last. The same code runs the whole model in one
- * process (range [0, L), first and last), so split and single-process results are bit-identical.
+ * ModelShard: the slice of the model one pipeline stage holds in memory: its layers (a half-open
+ * range [start, end)), plus the embedding on the first stage and the final norm + lm_head on the
+ * last. The same code runs the whole model in one process (range [0, L), first and last), so
+ * split and single-process results are bit-identical. (Not to be confused with staging, the
+ * control plane's placing of model files on nodes.)
  */
 import { SequenceCache } from "./kv-cache.js";
 import { applyLinear, readRow } from "./matmul.js";
 import type { ModelConfig } from "./model-config.js";
 import { applyRope, computeInverseFrequencies } from "./rope.js";
-import { indexSafetensors, type TensorEntry } from "./safetensors.js";
+import { indexSafetensors, type TensorIndex } from "./safetensors.js";
 import { type Linear, linearBytes, loadFloat, loadLinear, requireEntry, toFloat32 } from "./tensors.js";
 
 export interface StageRange {
@@ -29,7 +31,7 @@ interface Layer {
   down: Linear;
 }
 
-export class StageModel {
+export class ModelShard {
   readonly first: boolean;
   readonly last: boolean;
   /** Bytes of weights held in memory. */
@@ -60,7 +62,7 @@ export class StageModel {
   }
 
   /** Load the tensors of `range` from the model in `dir` (only those, read by offset). */
-  static load(dir: string, config: ModelConfig, range: StageRange): StageModel {
+  static load(dir: string, config: ModelConfig, range: StageRange): ModelShard {
     if (!(range.start >= 0 && range.start < range.end && range.end <= config.layers)) {
       throw new Error(`layer range [${range.start}, ${range.end}) is not within the model's ${config.layers} layers`);
     }
@@ -88,7 +90,7 @@ export class StageModel {
     const embedding = first || (last && tied) ? loadLinear(tensors, "model.embed_tokens", groupSize) : undefined;
     const finalNorm = last ? norm("model.norm.weight") : undefined;
     const lmHead = last ? (tied ? embedding : loadLinear(tensors, "lm_head", groupSize)) : undefined;
-    return new StageModel(config, range, layers, embedding, finalNorm, lmHead);
+    return new ModelShard(config, range, layers, embedding, finalNorm, lmHead);
   }
 
   // Released caches kept for reuse, so sequences do not churn large typed arrays (which the
@@ -106,7 +108,7 @@ export class StageModel {
   /** Hand a finished sequence's cache back for reuse. */
   releaseCache(cache: SequenceCache): void {
     cache.reset();
-    if (this.idleCaches.length < StageModel.maxIdleCaches) this.idleCaches.push(cache);
+    if (this.idleCaches.length < ModelShard.maxIdleCaches) this.idleCaches.push(cache);
   }
 
   /** Embedding rows of `tokens` (first stage only): `tokens.length × hidden` floats. */
@@ -177,7 +179,7 @@ export class StageModel {
   }
 }
 
-function hasPrefix(tensors: Map<string, TensorEntry>, prefix: string): boolean {
+function hasPrefix(tensors: TensorIndex, prefix: string): boolean {
   for (const name of tensors.keys()) if (name.startsWith(prefix)) return true;
   return false;
 }
@@ -196,7 +198,10 @@ class Scratch {
   cos: Float64Array;
   sin: Float64Array;
 
-  constructor(c: ModelConfig, readonly rows: number) {
+  constructor(
+    c: ModelConfig,
+    readonly rows: number,
+  ) {
     const width = Math.max(c.hiddenSize, c.heads * c.headDim);
     this.normed = new Float32Array(rows * width);
     this.q = new Float32Array(rows * c.heads * c.headDim);

@@ -1,10 +1,11 @@
 import { stringify } from "smol-toml";
-import type { EngineTopology } from "./types.js";
+import type { EngineTopology } from "../types.js";
 
 /**
- * The mlxcel cluster TOML (REFERENCE.md): `[cluster]` then one `[[nodes]]` per node, the
- * coordinator first as `hybrid`, then the stages as `pipeline_stage` with their index. Stages get
- * an explicit `layers = [start, end]` only when asked (the reference engine's extension).
+ * mlxcel's cluster TOML: `[cluster]` (name, tensor_parallel_size 1, pipeline_parallel_size, the
+ * transport backend) then one `[[nodes]]` per node, the coordinator first as `hybrid`, then the
+ * stages as `pipeline_stage` with their index. Stages get an explicit `layers = [start, end]` only
+ * when asked: an extension mlxcel does not read, for engines that accept explicit layers.
  */
 export function renderMlxcelClusterToml(topology: EngineTopology): string {
   const address = (e: { host: string; port: number }): string => `${e.host}:${e.port}`;

@@ -4,25 +4,29 @@
  * launch there would fail anyway, and planning on stale figures could put a stage where it no
  * longer fits.
  */
+import { canRunOn, engineOf, quoteKinds, selectKindsRunningOn } from "../engines/index.js";
 import { probeNode, type NodeAccess } from "../nodes/index.js";
 import type { NodeFacts } from "../planner/index.js";
 import type { ClusterSpec } from "../spec/index.js";
 import { ShardctlError } from "../errors/index.js";
 
-export async function probeFacts(spec: ClusterSpec, nodes: NodeAccess[]): Promise<Record<string, NodeFacts>> {
-  // The bundled reference engine is this installation's own: only an explicit binary is asked its version.
-  const engineBinary = spec.engine.binary ?? (spec.engine.kind === "mlxcel" ? "mlxcel-server" : undefined);
+export async function probeClusterNodes(spec: ClusterSpec, nodes: NodeAccess[]): Promise<Record<string, NodeFacts>> {
+  const engine = engineOf(spec.engine.kind);
+  // The engine says which binary is asked `--version` (none for a copy bundled with this installation).
+  const engineBinary = engine.versionProbeBinary(spec.engine.binary);
   const probes = await Promise.all(nodes.map((node) => probeNode(node, engineBinary === undefined ? {} : { engineBinary })));
   const unreachable = probes.filter((p) => !p.reachable);
   if (unreachable.length > 0) {
     throw new ShardctlError("NodeUnreachable", `cannot probe ${unreachable.map((p) => `${p.name} (${p.error ?? "no answer"})`).join(", ")}`);
   }
-  // mlxcel on a machine that is not Apple silicon: the real problem, before "engine not found".
-  const unfit = spec.engine.kind === "mlxcel" ? probes.filter((p) => p.accelerator !== undefined && p.accelerator !== "apple-silicon") : [];
-  if (unfit.length > 0) {
+  // An engine on a machine it does not run on: the real problem, before "engine not found".
+  const unfit = probes.filter((p) => p.accelerator !== undefined && !canRunOn(engine, p.accelerator));
+  if (engine.runsOn !== undefined && unfit.length > 0) {
+    const instead = selectKindsRunningOn(unfit.flatMap((p) => (p.accelerator === undefined ? [] : [p.accelerator])));
+    const hint = instead.length === 0 ? "use other nodes" : `use [engine] kind = ${quoteKinds(instead)} or other nodes`;
     throw new ShardctlError(
       "EngineUnsupportedOnNode",
-      `mlxcel runs on Apple silicon only; ${unfit.map((p) => `${p.name} is ${p.accelerator} ${p.os ?? ""}/${p.arch ?? ""}`.trim()).join(", ")}: use [engine] kind = "reference" or other nodes`,
+      `${engine.name} runs on ${engine.runsOn.name} only; ${unfit.map((p) => `${p.name} is ${p.accelerator} ${p.os ?? ""}/${p.arch ?? ""}`.trim()).join(", ")}: ${hint}`,
       { terminal: true },
     );
   }

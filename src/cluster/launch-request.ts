@@ -2,25 +2,21 @@
 import { lookup } from "node:dns/promises";
 import { isIP } from "node:net";
 import { join, posix } from "node:path";
-import { createDriver, defaultDeadlines, type LaunchDeadlines, type LaunchRequest } from "../launch/index.js";
+import { createDriver } from "../engines/index.js";
+import { defaultDeadlines, type LaunchDeadlines, type LaunchRequest } from "../launch/index.js";
 import { SshNode, type NodeAccess } from "../nodes/index.js";
 import type { ShardPlan } from "../planner/index.js";
 import type { ClusterSpec, Settings } from "../spec/index.js";
 import { ShardctlError } from "../errors/index.js";
 import { resolveHome } from "../staging/index.js";
-import { controlNodeName } from "./node-configs.js";
-
-export interface LaunchNodes {
-  stages: NodeAccess[];
-  coordinator: NodeAccess;
-}
+import { controlNodeName, type ClusterNodes } from "./cluster-nodes.js";
 
 export async function buildLaunchRequest(
   spec: ClusterSpec,
   settings: Settings,
   revision: string,
   plan: ShardPlan,
-  nodes: LaunchNodes,
+  nodes: ClusterNodes,
   modelPaths: ReadonlyMap<string, string>,
   deadlines: Partial<LaunchDeadlines> = {},
 ): Promise<LaunchRequest> {
@@ -81,7 +77,11 @@ async function bindHostOf(node: NodeAccess): Promise<string> {
   try {
     return (await lookup(host)).address;
   } catch (error) {
-    throw new ShardctlError("NodeAddressUnresolved", `node ${node.config.name}: cannot resolve "${host}" to an IP address (engines need one): ${(error as Error).message}`, { cause: error });
+    throw new ShardctlError(
+      "NodeAddressUnresolved",
+      `node ${node.config.name}: cannot resolve "${host}" to an IP address (engines need one): ${(error as Error).message}`,
+      { cause: error },
+    );
   }
 }
 

@@ -5,8 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { LocalNode, NodePool } from "../../src/nodes/index.js";
 import { makeTestModel, planCluster } from "../../src/planner/index.js";
-import { buildLaunchRequest } from "../../src/reconciler/launch-request.js";
-import { nodeConfigOf } from "../../src/reconciler/node-configs.js";
+import { buildLaunchRequest, nodeConfigOf } from "../../src/cluster/index.js";
 import { parseCluster, parseSettings } from "../../src/spec/index.js";
 
 let root: string;
@@ -41,7 +40,11 @@ test("stages bind their node's address: an alias's HostName, an IP as written, l
   ].join("\n");
   const settings = parseSettings(settingsText, join(root, "shardctl.toml"));
   if (!settings.ok) throw new Error(JSON.stringify(settings.issues));
-  const cluster = parseCluster(`nodes = ["a", "b", "c"]\n[model]\nid = "${join(root, "model")}"\nsource = "push"\n[engine]\nkind = "reference"\n`, join(root, "clusters", "x.toml"), settings.value);
+  const cluster = parseCluster(
+    `nodes = ["a", "b", "c"]\n[model]\nid = "${join(root, "model")}"\nsource = "push"\n[engine]\nkind = "reference"\n`,
+    join(root, "clusters", "x.toml"),
+    settings.value,
+  );
   if (!cluster.ok) throw new Error(JSON.stringify(cluster.issues));
   const spec = cluster.value;
   const { plan } = await planCluster(spec, settings.value);

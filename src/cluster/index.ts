@@ -1,0 +1,12 @@
+/**
+ * src/cluster: what one cluster definition means to the step folders, in one place that the
+ * daemon and every command share, so `shardctl plan/stage/diff` and the daemon cannot diverge:
+ * its nodes, the probes and plan, the staging, the launch request and its launch identity.
+ */
+export { controlNodeName, controlNodeConfig, nodeConfigOf, nodeConfigNamed, nodesOfCluster, createNodePool, type ClusterNodes } from "./cluster-nodes.js";
+export { probeClusterNodes } from "./probe-cluster-nodes.js";
+export { planForCluster, describeBudgets, type PlannedCluster, type PlanForClusterOptions } from "./plan-for-cluster.js";
+export { stagingSourceOf } from "./staging-source.js";
+export { stageForCluster, stagingFailureOf, type StagedCluster } from "./stage-for-cluster.js";
+export { buildLaunchRequest } from "./launch-request.js";
+export { launchIdentity } from "./launch-identity.js";

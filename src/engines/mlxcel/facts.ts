@@ -1,0 +1,41 @@
+import type { EngineFacts } from "../types.js";
+import { mlxcelExtraArgs } from "./extra-args.js";
+import { mlxcelSplit } from "./split-layers.js";
+
+/** mlxcel (`mlxcel-server`), the production engine: MLX on Apple silicon. */
+export const mlxcelFacts = {
+  kind: "mlxcel",
+  name: "mlxcel",
+  programName: "mlxcel-server",
+  // Installed on each node, found on its PATH unless `[engine] binary` names it.
+  defaultBinary: "mlxcel-server",
+  // The binary that will run is the one asked: a node where it fails cannot take a stage.
+  versionProbeBinary: (configured) => configured ?? "mlxcel-server",
+  // MLX runs on Apple silicon's GPU only.
+  runsOn: { accelerators: ["apple-silicon"], name: "Apple silicon" },
+  // mlxcel computes its own split and cannot be told another one.
+  acceptsExplicitLayers: false,
+  ownSplit: { name: "mlxcel's split", countLayers: mlxcelSplit },
+  // Mistral is the Llama architecture (RMSNorm, RoPE, grouped-query attention, SwiGLU MLP, same
+  // tensor names) plus a sliding window the KV estimate accounts for. Qwen2 is left out: its
+  // attention projections carry biases the Llama path does not load, so it must be opted into
+  // with allow_unvalidated_family.
+  modelFamilies: { families: ["llama", "mistral"], name: "Llama family" },
+  // mlxcel has no transport authentication: trusted network segments only.
+  authenticatesTransport: false,
+  extraArgs: mlxcelExtraArgs,
+  stageCount: {
+    validatedUpTo: 2,
+    advice: "mlxcel is validated best on two-stage topologies; each extra stage adds a network hop per token",
+  },
+  // The factor mlxcel itself applies to its memory budget.
+  memoryHeadroom: 1.2,
+  readiness: {
+    healthPath: "/health",
+    readyStatus: 200,
+    loadingStatus: 503,
+    completionsPath: "/v1/completions",
+    stageUp: "transport-listening",
+    processExit: "ends-pipeline",
+  },
+} as const satisfies EngineFacts;

@@ -1,0 +1,57 @@
+import { renderMlxcelClusterToml } from "../mlxcel/index.js";
+import type { DriverOptions, EngineDriver, EngineTopology, ProcessFiles, StageSlot } from "../types.js";
+import { bundledShardEngine } from "./bundled-binary.js";
+import { referenceFacts } from "./facts.js";
+
+/**
+ * The reference engine, `shard-engine`: mlxcel's flags and cluster TOML, plus a transport token
+ * and explicit layers. Without `[engine] binary` it runs this installation's copy under this Node.js.
+ */
+export function createReferenceDriver(options: DriverOptions): EngineDriver {
+  const program = options.binary === undefined ? [process.execPath, bundledShardEngine] : [options.binary];
+  return {
+    facts: referenceFacts,
+    renderClusterConfig: renderMlxcelClusterToml,
+    stageArgv(_topology: EngineTopology, stage: StageSlot, files: ProcessFiles): string[] {
+      return [
+        ...program,
+        "-m",
+        files.modelDir,
+        "--distributed-config",
+        files.clusterConfig,
+        "--node-id",
+        stage.id,
+        "--host",
+        stage.address.host,
+        "--port",
+        String(stage.address.port),
+        "--no-warmup",
+        "--transport-token-file",
+        files.tokenFile,
+        ...options.extraArgs,
+      ];
+    },
+    coordinatorArgv(topology: EngineTopology, files: ProcessFiles): string[] {
+      const { http, id } = topology.coordinator;
+      return [
+        ...program,
+        "-m",
+        files.modelDir,
+        "--distributed-config",
+        files.clusterConfig,
+        "--node-id",
+        id,
+        "--host",
+        http.host,
+        "--port",
+        String(http.port),
+        "--transport-token-file",
+        files.tokenFile,
+        "--model-name",
+        topology.modelName,
+        ...options.extraArgs,
+      ];
+    },
+    versionArgv: () => [...program, "--version"],
+  };
+}

@@ -1,0 +1,42 @@
+import { mlxcelFacts } from "../mlxcel/index.js";
+import type { EngineFacts } from "../types.js";
+
+/**
+ * The reference engine (`shard-engine`), shipped with shardctl: a CPU pipeline-parallel Llama
+ * engine, command-line compatible with mlxcel-server, so everything runs and is tested for real
+ * on ordinary machines. It stands in for mlxcel: where a fact shapes what a plan or a definition
+ * says, it is mlxcel's, so a definition tried with it behaves the same when switched to mlxcel.
+ */
+export const referenceFacts = {
+  kind: "reference",
+  name: "shard-engine",
+  programName: "shard-engine",
+  // The driver runs this installation's bundled copy unless `[engine] binary` names another.
+  defaultBinary: undefined,
+  // The bundled copy is this installation's own: only a binary the definition names is asked.
+  versionProbeBinary: (configured) => configured,
+  // Plain TypeScript on Node.js: any node.
+  runsOn: undefined,
+  // Its cluster TOML takes per-stage `layers = [start, end]`, which the "memory" strategy needs.
+  acceptsExplicitLayers: true,
+  // Given no layers it computes mlxcel's split, so an "equal" plan holds for either engine.
+  ownSplit: mlxcelFacts.ownSplit,
+  // Its model code is the Llama path: Mistral loads through it, Qwen2's attention biases do not.
+  modelFamilies: mlxcelFacts.modelFamilies,
+  // Peers prove they hold the per-launch token (challenge-response over HMAC-SHA256).
+  authenticatesTransport: true,
+  // Its command line is mlxcel's, and so are the flags a definition may not pass.
+  extraArgs: mlxcelFacts.extraArgs,
+  stageCount: mlxcelFacts.stageCount,
+  memoryHeadroom: mlxcelFacts.memoryHeadroom,
+  // Its /health answers 503 while loading (and while a broken pipeline winds down) and 200 once
+  // every stage is connected and warmed up; a lost stage link makes the coordinator exit.
+  readiness: {
+    healthPath: "/health",
+    readyStatus: 200,
+    loadingStatus: 503,
+    completionsPath: "/v1/completions",
+    stageUp: "transport-listening",
+    processExit: "ends-pipeline",
+  },
+} as const satisfies EngineFacts;

@@ -1,0 +1,207 @@
+/**
+ * What shardctl knows about an engine: its facts (what the planner, the spec checks, the node
+ * probes, launch and health ask about it) and its driver (what one launch writes and runs).
+ */
+import type { EngineKind } from "./kinds.js";
+
+export type TransportBackend = "tcp" | "thunderbolt" | "rdma";
+
+/** An `IP:port` endpoint. Engines are given IP addresses, not host names (mlxcel's cluster TOML needs them). */
+export interface Endpoint {
+  host: string;
+  port: number;
+}
+
+export interface StageSlot {
+  /** Stage index, 0..N-1 in pipeline order. */
+  index: number;
+  /** Node id in the engine's cluster TOML, e.g. `stage-0`. */
+  id: string;
+  /** The transport address this stage binds and its peers connect to. */
+  address: Endpoint;
+  /** Half-open layer range [start, end). */
+  layers: [number, number];
+}
+
+export interface CoordinatorSlot {
+  id: string;
+  /** Control address written to the cluster TOML; must differ from the HTTP listener. */
+  address: Endpoint;
+  /** The OpenAI-compatible HTTP listener. */
+  http: Endpoint;
+}
+
+/** The whole engine topology of one launch. */
+export interface EngineTopology {
+  cluster: string;
+  /** The model name clients send and the router routes by. */
+  modelName: string;
+  transport: TransportBackend;
+  stages: StageSlot[];
+  coordinator: CoordinatorSlot;
+  /** Write explicit per-stage `layers` (the `memory` strategy; only engines that accept them). */
+  explicitLayers: boolean;
+}
+
+/** Paths of the per-launch files on the node where a process runs. */
+export interface ProcessFiles {
+  /** The model snapshot directory on that node. */
+  modelDir: string;
+  /** The engine cluster TOML written on that node. */
+  clusterConfig: string;
+  /** The per-launch transport token (mode 0600) on that node, for engines that authenticate. */
+  tokenFile: string;
+}
+
+export interface EngineDriver {
+  /** The facts of the engine this driver starts. */
+  readonly facts: EngineFacts;
+  /** The engine cluster TOML for this topology (written on every node of the launch). */
+  renderClusterConfig(topology: EngineTopology): string;
+  /** argv of one stage worker. */
+  stageArgv(topology: EngineTopology, stage: StageSlot, files: ProcessFiles): string[];
+  /** argv of the coordinator. */
+  coordinatorArgv(topology: EngineTopology, files: ProcessFiles): string[];
+  /** argv that prints the engine version (the probe's `<binary> --version`). */
+  versionArgv(): string[];
+}
+
+/** Driver options from the cluster definition's `[engine]` table. */
+export interface DriverOptions {
+  /** `[engine] binary`: overrides the driver's default program. */
+  binary?: string;
+  /** `[engine] extra_args`, appended to every process's argv. */
+  extraArgs: readonly string[];
+}
+
+/** An engine kind: its facts, and how to make a driver for one launch. */
+export interface Engine {
+  readonly facts: EngineFacts;
+  createDriver(options: DriverOptions): EngineDriver;
+}
+
+/**
+ * Everything shardctl must know about an engine kind outside its driver. Each field is asked by
+ * the code that used to compare kind strings; a new engine kind answers all of them.
+ */
+export interface EngineFacts {
+  /** The `[engine] kind` that selects this engine. */
+  readonly kind: EngineKind;
+  /** The engine's name in messages, e.g. "mlxcel". */
+  readonly name: string;
+  /** The engine's program name, for documentation: "mlxcel-server". */
+  readonly programName: string;
+  /**
+   * The program the driver runs when `[engine] binary` is unset, looked up on each node's PATH;
+   * undefined when the engine ships with shardctl and the driver runs the bundled copy.
+   */
+  readonly defaultBinary: string | undefined;
+  /**
+   * The binary the node probe asks `--version`, given `[engine] binary` (undefined when unset);
+   * undefined skips the question. A bundled engine is this installation's own, so its version
+   * is known and a node without it is no sign of a missing install.
+   */
+  versionProbeBinary(configured: string | undefined): string | undefined;
+  /** The accelerators the engine runs on; undefined when it runs on any node. */
+  readonly runsOn: AcceleratorSupport | undefined;
+  /**
+   * Whether the engine takes explicit per-stage layer ranges from its cluster config. The
+   * planner's "memory" strategy needs them; without them only `ownSplit` can be planned.
+   */
+  readonly acceptsExplicitLayers: boolean;
+  /** The split the engine computes when it is given no layer ranges (the "equal" strategy). */
+  readonly ownSplit: LayerSplit;
+  /** The model families the engine is validated on; others are planned only on request. */
+  readonly modelFamilies: ValidatedFamilies;
+  /**
+   * Whether the engine authenticates transport peers with a per-launch token. When true, launch
+   * writes a fresh token (mode 0600) beside the cluster config on every node; when false the
+   * transport must run on a trusted network segment.
+   */
+  readonly authenticatesTransport: boolean;
+  /** What `[engine] extra_args` may not contain. */
+  readonly extraArgs: ExtraArgRules;
+  /** Advice on how many stages to use. */
+  readonly stageCount: StageCountAdvice;
+  /**
+   * The divisor a node's memory is divided by to get the budget a plan may fill (≥ 1; 1.2 keeps
+   * a sixth of it free). The planner's default when a plan names no headroom.
+   */
+  readonly memoryHeadroom: number;
+  /** How launch and health tell the engine's processes are up, loading or dead. */
+  readonly readiness: EngineReadiness;
+}
+
+export interface AcceleratorSupport {
+  /** Accelerator families, as node probes and the registry name them ("apple-silicon", "cuda", "cpu"). */
+  readonly accelerators: readonly string[];
+  /** How messages name them: "Apple silicon". */
+  readonly name: string;
+}
+
+export interface LayerSplit {
+  /** How messages name the split: "mlxcel's split". */
+  readonly name: string;
+  /**
+   * Layer counts per stage, in stage order, for `layers` layers over `stages` stages. A count ≤ 0
+   * means the split leaves that stage without layers (the plan reports it).
+   */
+  countLayers(layers: number, stages: number): number[];
+}
+
+export interface ValidatedFamilies {
+  /** `model_type` values of config.json the engine is validated on, e.g. "llama". */
+  readonly families: readonly string[];
+  /** How messages name the group: "Llama family". */
+  readonly name: string;
+}
+
+export interface ExtraArgRules {
+  /**
+   * Flags the engine rejects in distributed mode, each with why (the text a refusal gives). A
+   * flag matches `--flag` and `--flag=value`.
+   */
+  readonly refused: Readonly<Record<string, string>>;
+  /** Flags the driver sets on every process itself; a second copy would contradict it. */
+  readonly setByDriver: readonly string[];
+}
+
+export interface StageCountAdvice {
+  /** The most stages the engine is validated best on; a plan with more warns (MoreThanTwoStages). */
+  readonly validatedUpTo: number;
+  /** Why more stages are discouraged, as the warning says it after "<n> stages: ". */
+  readonly advice: string;
+}
+
+/**
+ * How launch waits for the engine and how health watches it. The coordinator serves an
+ * OpenAI-compatible HTTP API; stage workers have no HTTP listener.
+ */
+export interface EngineReadiness {
+  /** GET path on the coordinator's HTTP listener that says whether it can serve. */
+  readonly healthPath: string;
+  /** The status `healthPath` answers once the model is loaded and every stage connected. */
+  readonly readyStatus: number;
+  /**
+   * The status `healthPath` answers while the coordinator is still loading: not ready, yet not
+   * dead (health reports "loading"; any other status is "down").
+   */
+  readonly loadingStatus: number;
+  /**
+   * POST path of the OpenAI-compatible completions endpoint. Launch generates one token through
+   * it before it calls a cluster ready: a healthy listener is not yet a working pipeline.
+   */
+  readonly completionsPath: string;
+  /**
+   * How a stage shows it is up. "transport-listening": its transport port accepts TCP
+   * connections from the coordinator's node; launch waits for every stage's port before it
+   * starts the coordinator, and health probes the ports while the cluster runs.
+   */
+  readonly stageUp: "transport-listening";
+  /**
+   * What the exit of one process means. "ends-pipeline": the engine cannot re-form a pipeline
+   * around a lost stage or coordinator, so health treats any exit as the cluster's death and
+   * supervision tears the whole cluster down (the next pass relaunches it).
+   */
+  readonly processExit: "ends-pipeline";
+}

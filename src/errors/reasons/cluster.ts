@@ -1,0 +1,12 @@
+/** Reasons of putting one cluster's definition onto its nodes (src/cluster). */
+export type ClusterReason =
+  /** The definition names a node the settings' registry does not hold (terminal). */
+  | "UnknownNode"
+  /** The engine binary does not answer `--version` on a node; nothing the daemon does installs it (terminal). */
+  | "EngineNotFound"
+  /** Source "path": a node has no config.json at the model path, and "path" never copies files (terminal). */
+  | "ModelPathMissing"
+  /** A launch was asked of a node that has no staged model (transient). */
+  | "ModelNotStaged"
+  /** A node's host name does not resolve to the IP address the engines need (transient). */
+  | "NodeAddressUnresolved";

@@ -1,0 +1,13 @@
+/**
+ * Why a running cluster must come down (src/health). Not thrown: a death tears the cluster down,
+ * and the reconciler relaunches it within the restart budget.
+ */
+export type HealthReason =
+  /** A stage process is gone. */
+  | "StageDied"
+  /** The coordinator process is gone. */
+  | "CoordinatorDied"
+  /** A stage's transport port stopped accepting connections. */
+  | "StagePortClosed"
+  /** The coordinator's /health stopped answering 200. */
+  | "CoordinatorUnhealthy";

@@ -1,0 +1,31 @@
+import type { RouterReason } from "./router.js";
+
+/**
+ * Reasons a launch step fails (src/launch), each carried by a LaunchError with the log tail of the
+ * process that failed. All transient: the reconciler relaunches within the restart budget.
+ */
+export type LaunchStepReason =
+  /** A stage process exited before listening, or right after it started (transient). */
+  | "StageExited"
+  /** A stage did not listen on its port within the deadline (transient). */
+  | "StageListenTimeout"
+  /** The coordinator's HTTP port is already taken on its node (transient). */
+  | "PortInUse"
+  /** Every port of `[transport] port_range` is held on a node (transient). */
+  | "PortRangeExhausted"
+  /** The coordinator exited before /health answered 200, or right after it started (transient). */
+  | "CoordinatorExited"
+  /** The coordinator's /health did not answer 200 within the deadline (transient). */
+  | "CoordinatorHealthTimeout"
+  /** The one-token request against the coordinator failed (transient). */
+  | "ReadinessProbeFailed"
+  /** The router would not take the backend (see the router reasons). */
+  | Extract<RouterReason, "RouterRegistrationFailed">
+  /** The launch files (cluster config, transport token) could not be written, or a step failed without a reason of its own (transient). */
+  | "LaunchFilesFailed";
+
+/** Every reason of src/launch: the failed steps, and a teardown that left something behind. */
+export type LaunchReason =
+  | LaunchStepReason
+  /** A process of the cluster survived, or its backend is still registered; teardown is retried (transient). */
+  | "TeardownIncomplete";

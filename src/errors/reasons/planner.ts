@@ -1,0 +1,60 @@
+/**
+ * Reasons of inspecting a model and planning its shards (src/planner). Inspection failures are
+ * thrown; plan errors make the plan infeasible, which stalls until the definition or the nodes
+ * change; plan warnings are only reported.
+ */
+export type PlannerReason =
+  /** The model source did not answer, answered 5xx, or a read came back short (transient). */
+  | "ModelSourceUnreachable"
+  /** The Hub has no such repository or revision (terminal). */
+  | "ModelNotFound"
+  /** The Hub refused the token, or wants one (terminal). */
+  | "ModelSourceUnauthorized"
+  /** A JSON file of the model does not parse (terminal). */
+  | "ModelFileInvalid"
+  /** A safetensors header is malformed: not JSON, offsets outside the data, overlapping tensors (terminal). */
+  | "SafetensorsHeaderInvalid"
+  /** The model is a path on the nodes, which the control machine cannot read to plan from (terminal). */
+  | "ModelNotInspectable"
+  /** config.json lacks or misstates a field the plan needs (terminal). */
+  | "ModelConfigInvalid"
+  /** There is no config.json: not an MLX-format model (terminal). */
+  | "ModelConfigMissing"
+  /** Not an MLX-format model: foreign quantization, no safetensors, foreign tensor names (terminal). */
+  | "ModelNotMlx"
+  /** model.safetensors.index.json is malformed or disagrees with the files it maps (terminal). */
+  | "ModelIndexInvalid"
+  /** A per-layer tensor name carries no layer index (terminal). */
+  | "ModelLayerIndexMissing"
+  /** config.json's layer count differs from the layers the weights hold (terminal). */
+  | "ModelLayerCountMismatch"
+  /** Plan error: context length, max sequences or headroom out of range. */
+  | "InvalidPlanOptions"
+  /** Plan error: pipeline parallelism needs at least two nodes. */
+  | "TooFewNodes"
+  /** Plan error: a node is listed more than once. */
+  | "DuplicateNode"
+  /** Plan error: more stages than the model has layers. */
+  | "TooManyStages"
+  /** Plan error: the nodes mix accelerator families. */
+  | "MixedAccelerators"
+  /** Plan error: the nodes report different engine versions. */
+  | "MixedEngineVersions"
+  /** Plan error, or a warning when the definition opts in: the model family is not validated. */
+  | "UnvalidatedModelFamily"
+  /** Plan error: strategy "memory" needs the reference engine (mlxcel splits equally). */
+  | "StrategyUnsupportedByEngine"
+  /** Plan error: a node has neither a declared nor a probed memory budget. */
+  | "NodeMemoryUnknown"
+  /** Plan error: mlxcel's equal split leaves a stage without layers. */
+  | "EmptyStage"
+  /** Plan error: a stage's weights and KV cache exceed its node's budget. */
+  | "StageDoesNotFit"
+  /** Plan error (and a terminal error of the node probe): mlxcel on a node that is not Apple silicon. */
+  | "EngineUnsupportedOnNode"
+  /** Plan error: a node reports another engine version than `[engine] version`. */
+  | "EngineVersionMismatch"
+  /** Plan warning: more than two stages, each adding a network hop per token. */
+  | "MoreThanTwoStages"
+  /** Plan warning: one node alone fits the whole model. */
+  | "PipelineNotNeeded";

@@ -1,0 +1,16 @@
+/** Reasons of registering a cluster's backend with the router, and of the embedded router (src/router). */
+export type RouterReason =
+  /** `[router]` settings cannot make a registrar, e.g. continuum without config or admin_url (terminal). */
+  | "RouterSettingsInvalid"
+  /** The router's config file cannot be read (transient). */
+  | "RouterConfigUnreadable"
+  /** The router's config file is malformed; it is never overwritten (terminal). */
+  | "RouterConfigInvalid"
+  /** Registering the backend failed; terminal when the entry is invalid or the admin token variable is unset. */
+  | "RouterRegistrationFailed"
+  /** Removing the backend failed; terminal when the admin token variable is unset. */
+  | "RouterDeregistrationFailed"
+  /** The router's admin API failed to list backends; terminal when the admin token variable is unset. */
+  | "RouterAdminFailed"
+  /** The embedded router cannot listen on its address (transient). */
+  | "RouterListenFailed";

@@ -1,0 +1,39 @@
+/**
+ * Reasons of staging a model on the nodes (src/staging). Terminal ones are those a retry repeats
+ * exactly: a bad listing or file name, a full disk, a source whose bytes are not what it lists.
+ */
+export type StagingReason =
+  /** The Hub did not answer a listing request (transient). */
+  | "HubUnreachable"
+  /** The Hub refused the token, or wants one (terminal). */
+  | "HubUnauthorized"
+  /** The Hub has no such repository or revision (terminal). */
+  | "HubNotFound"
+  /** The Hub answered an error status or an unusable listing (transient). */
+  | "HubError"
+  /** The push source folder holds no files (terminal). */
+  | "PushSourceEmpty"
+  /** The push source holds a symlink to something other than a regular file (terminal). */
+  | "PushSourceInvalid"
+  /** A push source file changed size since it was hashed; the next pass hashes it again (transient). */
+  | "PushSourceChanged"
+  /** Pushing a file to the node over SFTP failed (transient). */
+  | "PushFailed"
+  /** A listed file name could escape the model folder (terminal). */
+  | "UnsafeFileName"
+  /** A stage asks for a file the source does not list (terminal). */
+  | "FileNotInSource"
+  /** Source "path" has no file list of its own and none was given (terminal). */
+  | "ManifestRequired"
+  /** Source "path": the node's copy is missing files or differs from the list (terminal). */
+  | "ModelNotPresent"
+  /** The node's free space could not be read, so nothing is transferred (transient). */
+  | "DiskSpaceUnknown"
+  /** The node has less free space than the missing files need (terminal). */
+  | "InsufficientDisk"
+  /** Downloading a file failed: network, HTTP status, curl on the node (transient). */
+  | "DownloadFailed"
+  /** A file arrived with the wrong hash; terminal when fetched whole from a pinned Hub commit, transient otherwise. */
+  | "ChecksumMismatch"
+  /** A node failed with an error that has no reason of its own (transient). */
+  | "StagingFailed";

@@ -1,0 +1,90 @@
+/**
+ * The story of a pass: read the definition, observe what runs, decide the next action (planning
+ * first when the decision needs the plan), then carry the action out, step by step. Every step
+ * runs through `runStep`, so each says it is under way, is timed, and fails with its own reason.
+ */
+import type { ParseCache } from "./parse-cache.js";
+import { nextAction, type NextAction } from "./next-action.js";
+import type { Pass } from "./pass.js";
+import { runStep, type Step } from "./run-step.js";
+import type { Verdict } from "./verdicts.js";
+import { adopt } from "./steps/adopt.js";
+import { budget } from "./steps/budget.js";
+import { launch } from "./steps/launch.js";
+import { observe } from "./steps/observe.js";
+import { plan } from "./steps/plan.js";
+import { prune } from "./steps/prune.js";
+import { readDefinition } from "./steps/read-definition.js";
+import { replace } from "./steps/replace.js";
+import { stage } from "./steps/stage.js";
+import { stall } from "./steps/stall.js";
+import { stop } from "./steps/stop.js";
+import { supervise } from "./steps/supervise.js";
+import { suspend } from "./steps/suspend.js";
+
+export interface StoryParts {
+  parsed: ParseCache;
+  /** Drop what the daemon remembers of a pruned cluster. */
+  forget: (name: string) => void;
+}
+
+export type Converge = (pass: Pass) => Promise<Verdict>;
+
+export function createConverge(parts: StoryParts): Converge {
+  const read = readDefinition(parts.parsed);
+  const pruneOrForget = prune(parts.forget);
+
+  /** The steps that carry out each decision, in order. */
+  const stepsFor = (action: Exclude<NextAction, { kind: "plan" }>): Step[] => {
+    switch (action.kind) {
+      case "forget":
+      case "prune":
+        return [pruneOrForget];
+      case "stall":
+        return action.teardownFirst === true ? [replace, stall] : [stall];
+      case "suspend":
+        return [suspend];
+      case "stop":
+        return [stop];
+      case "adopt":
+        return [adopt];
+      case "launch":
+        return [replace, stage, budget, launch, supervise];
+    }
+  };
+
+  return async function converge(pass) {
+    await runStep(pass, read);
+    await runStep(pass, observe);
+    let action = decide(pass);
+    if (action.kind === "plan") {
+      await runStep(pass, plan);
+      action = decide(pass);
+    }
+    if (action.kind === "plan") throw new Error(`${pass.name}: still no plan after planning`);
+    pass.action = action;
+    for (const step of stepsFor(action)) {
+      const verdict = await runStep(pass, step);
+      if (verdict !== undefined) return verdict;
+    }
+    throw new Error(`${pass.name}: the steps of "${action.kind}" ended without a verdict`);
+  };
+}
+
+/** The decision table, fed from this pass and the daemon's memory. */
+function decide(pass: Pass): NextAction {
+  const { memory, revision } = pass;
+  const planned = memory.planned;
+  const launches = memory.restarts !== undefined && memory.restarts.revision === revision ? memory.restarts.count : 0;
+  return nextAction(
+    pass.desired ?? { kind: "absent" },
+    pass.observed ?? { ours: false, gone: [], dirExists: true, definitions: 0, ownEntries: 0 },
+    {
+      launches,
+      ...(planned === undefined
+        ? {}
+        : { planned: { revision: planned.revision, feasible: planned.plan.feasible, errors: planned.plan.errors, identity: planned.identity } }),
+    },
+    pass.settings,
+  );
+}

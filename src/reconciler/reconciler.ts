@@ -1,0 +1,200 @@
+/**
+ * The reconciler: one pass of one cluster at a time (the work queue guarantees it), level-triggered.
+ * The key is all a pass is given; it re-reads the settings and the definition, re-observes what
+ * runs and takes the next action (converge.ts tells the story). Status is written after every
+ * pass, whatever happened. Three outcomes are kept apart: terminal (stall until the file changes),
+ * expected wait (requeue), transient (back off).
+ */
+import { pathExists } from "../files/index.js";
+import { stat } from "node:fs/promises";
+import { basename } from "node:path";
+import type { Logger } from "pino";
+import { isShardctlError } from "../errors/index.js";
+import { Ledger, teardownCluster, type LaunchDeadlines } from "../launch/index.js";
+import type { NodePool } from "../nodes/index.js";
+import { findClusterFiles, type Settings } from "../spec/index.js";
+import { createMemory, type ClusterMemory } from "./cluster-memory.js";
+import type { PassReport } from "./compose-status.js";
+import { createConverge, type Converge } from "./converge.js";
+import { ParseCache } from "./parse-cache.js";
+import type { Pass } from "./pass.js";
+import type { PassOutcome } from "./queue/work-queue.js";
+import { StepFailure } from "./run-step.js";
+import { readStatus, statusFileFor } from "./status/index.js";
+import { summarizePass } from "./summarize-pass.js";
+import { clearRuntime, failed, isServing, setConditions, settle, type Verdict } from "./verdicts.js";
+import { ReconcilerWorld } from "./world.js";
+
+export interface ReconcilerOptions {
+  /** The watched directory of definitions (absolute). */
+  dir: string;
+  settingsFile: string;
+  pool: NodePool;
+  log: Logger;
+  /** Ask for another pass of a cluster (the daemon's work queue). */
+  requeue: (name: string) => void;
+  launchDeadlines?: Partial<LaunchDeadlines>;
+  /** Health monitor tuning. Defaults: poll every 1000 ms, 3 strikes. */
+  monitor?: { pollIntervalMs?: number; strikes?: number };
+  /** Called after every pass, for metrics. */
+  onPass?: (name: string, report: PassReport, durationMs: number, stagesAlive: number) => void;
+}
+
+export class Reconciler {
+  private readonly memories = new Map<string, ClusterMemory>();
+  private readonly parsed = new ParseCache();
+  private readonly world: ReconcilerWorld;
+  private readonly converge: Converge;
+  private settingsStamp: string | undefined;
+
+  constructor(private readonly options: ReconcilerOptions) {
+    this.world = new ReconcilerWorld(options);
+    this.converge = createConverge({ parsed: this.parsed, forget: (name) => this.memories.delete(name) });
+  }
+
+  /** One pass of `name`; the queue's outcome says whether and when to come back. */
+  async reconcile(name: string): Promise<PassOutcome> {
+    const startedAt = Date.now();
+    const memory = await this.memoryOf(name);
+    const file = this.world.definitionFile(name);
+    let verdict: Verdict;
+    let settings: Settings | undefined;
+    let pass: Pass | undefined;
+    try {
+      settings = await this.parsed.loadSettings(this.options.settingsFile);
+      pass = { name, file, settings, ledger: new Ledger(settings.daemon.stateDir), memory, world: this.world, startedAt, steps: [] };
+      verdict = await this.converge(pass);
+    } catch (error) {
+      const cause = error instanceof StepFailure ? error.cause : error;
+      if (!isShardctlError(cause)) this.options.log.error({ cluster: name, err: cause }, "reconcile pass failed unexpectedly");
+      verdict = failed(memory, error, error instanceof StepFailure ? error.step.action : "none");
+    }
+    const durationMs = Date.now() - startedAt;
+    memory.fileStamp = await stampOf(file);
+    memory.settled = (verdict.outcome.kind === "done" || verdict.outcome.kind === "stall") && memory.supervision === undefined;
+    const repeated = repeatsLastPass(memory.history, verdict);
+    if (!repeated) {
+      memory.history = [
+        ...memory.history,
+        { at: new Date(startedAt).toISOString(), action: verdict.action, result: verdict.result, ...(verdict.reason ? { reason: verdict.reason } : {}), durationMs },
+      ].slice(-5);
+    }
+    if (verdict.pruned !== true) await this.world.writeStatus(name, memory, verdict, settings);
+    summarizePass(this.options.log, name, memory, verdict, durationMs, pass?.steps ?? [], repeated);
+    this.options.onPass?.(name, verdict, durationMs, memory.observation?.stages.filter((s) => s.alive).length ?? 0);
+    return verdict.outcome;
+  }
+
+  /** Names of clusters the daemon knows of: definitions plus anything remembered or in the ledger. */
+  async knownClusters(): Promise<string[]> {
+    // Everything is looked at now: a resync only needs to notice settings changes after this.
+    this.settingsStamp = await stampOf(this.options.settingsFile);
+    const files = await findClusterFiles(this.options.dir).catch(() => []);
+    const names = new Set(files.map((f) => basename(f, ".toml")));
+    for (const name of this.memories.keys()) names.add(name);
+    const settings = await this.parsed.loadSettings(this.options.settingsFile).catch(() => undefined);
+    if (settings !== undefined) for (const entry of await this.world.ownEntries(settings)) names.add(entry.cluster);
+    return [...names].sort();
+  }
+
+  /**
+   * The clusters a periodic resync looks at again: whatever has something in the ledger (processes
+   * can die or drift behind our back), whatever has not settled, and definitions whose file changed
+   * without an event reaching us (or appeared or disappeared). A settled cluster with nothing
+   * running and an unchanged file cannot drift, so an idle daemon with many stopped definitions
+   * stays idle.
+   */
+  async resyncCandidates(): Promise<string[]> {
+    const settings = await this.parsed.loadSettings(this.options.settingsFile).catch(() => undefined);
+    const settingsStamp = await stampOf(this.options.settingsFile);
+    if (settings === undefined || settingsStamp !== this.settingsStamp) return this.knownClusters();
+    const files = await findClusterFiles(this.options.dir).catch(() => [] as string[]);
+    const running = new Set((await this.world.ownEntries(settings)).map((e) => e.cluster));
+    const names = new Set<string>([...running, ...[...this.memories.keys()].filter((n) => !files.some((f) => basename(f, ".toml") === n))]);
+    await Promise.all(
+      files.map(async (file) => {
+        const name = basename(file, ".toml");
+        const memory = this.memories.get(name);
+        if (memory === undefined || memory.settled !== true || memory.fileStamp !== (await stampOf(file))) names.add(name);
+      }),
+    );
+    return [...names].sort();
+  }
+
+  /** Ask the next pass of `name` to forget its restart budget (`shardctl reconcile`). */
+  async requestRetry(name: string): Promise<void> {
+    const memory = await this.memoryOf(name);
+    memory.retryRequested = true;
+    // Said in the status file before the request is acknowledged, so `shardctl reconcile && shardctl
+    // wait` never reads the Stalled that the request just lifted.
+    if (!(await pathExists(this.world.definitionFile(name)))) return;
+    const revision = memory.lastGood?.revision ?? "";
+    const message = "`shardctl reconcile` asked for a pass with a fresh restart budget";
+    setConditions(memory, revision, {
+      Stalled: { status: "False", reason: "RetryRequested", message },
+      Reconciling: { status: "True", reason: "RetryRequested", message },
+    });
+    const settings = await this.parsed.loadSettings(this.options.settingsFile).catch(() => undefined);
+    await this.world.writeStatus(name, memory, { action: "none", result: "waiting", health: isServing(memory) ? "Healthy" : "Progressing" }, settings);
+  }
+
+  /** Stop supervising every cluster, leaving them running (they are desired state). */
+  async detachAll(): Promise<void> {
+    await Promise.all([...this.memories.values()].map((m) => m.supervision?.supervision.stop()));
+  }
+
+  /** Tear down everything this daemon started (the demo's --teardown-on-exit). */
+  async teardownAll(): Promise<void> {
+    const settings = await this.parsed.loadSettings(this.options.settingsFile);
+    const ledger = new Ledger(settings.daemon.stateDir);
+    await this.detachAll();
+    for (const entry of await this.world.ownEntries(settings)) {
+      const memory = this.memoryOfSync(entry.cluster);
+      await teardownCluster(entry, this.world.teardownContext(settings, ledger, memory));
+      // Say so in the status file: a stale Ready must not outlive the processes.
+      if (await pathExists(this.world.definitionFile(entry.cluster))) {
+        const verdict = settle(memory, "stop", "Stopped", "TornDownOnExit", "the daemon tore the cluster down as it exited (--teardown-on-exit)");
+        clearRuntime(memory, memory.lastGood?.revision ?? entry.revision);
+        await this.world.writeStatus(entry.cluster, memory, verdict, settings);
+      }
+    }
+  }
+
+  private async memoryOf(name: string): Promise<ClusterMemory> {
+    const existing = this.memories.get(name);
+    if (existing !== undefined) return existing;
+    const previous = await readStatus(statusFileFor(this.world.definitionFile(name))).catch(() => undefined);
+    const memory = createMemory(name, previous);
+    this.memories.set(name, memory);
+    return memory;
+  }
+
+  private memoryOfSync(name: string): ClusterMemory {
+    let memory = this.memories.get(name);
+    if (memory === undefined) {
+      memory = createMemory(name);
+      this.memories.set(name, memory);
+    }
+    return memory;
+  }
+}
+
+/**
+ * A pass that changed nothing (action none or plan, or a stall) and ended like the last recorded
+ * one is not recorded again: otherwise every resync would rewrite every status file (its history
+ * entry's time and duration), and an idle daemon would never be idle nor its files quiet in git.
+ * Passes that act (launch, stop, prune) are always recorded.
+ */
+function repeatsLastPass(history: ReadonlyArray<{ action: string; result: string; reason?: string }>, verdict: PassReport): boolean {
+  const last = history.at(-1);
+  if (last === undefined || last.action !== verdict.action || last.result !== verdict.result || last.reason !== verdict.reason) return false;
+  return verdict.action === "none" || verdict.action === "plan" || verdict.result === "stalled";
+}
+
+/** mtime and size of a file, or "absent": enough to notice a change that no event reported. */
+async function stampOf(file: string): Promise<string> {
+  return stat(file).then(
+    (s) => `${s.mtimeMs}:${s.size}`,
+    () => "absent",
+  );
+}

@@ -1,0 +1,45 @@
+/**
+ * What runs is this launch (the same revision, or a revision with the same launch identity):
+ * keep it, bring a router-only change in line without a restart, and watch it.
+ */
+import type { LedgerEntry } from "../../launch/index.js";
+import type { ClusterSpec } from "../../spec/index.js";
+import { definitionOf, type Pass } from "../pass.js";
+import type { Step } from "../run-step.js";
+import { markRunning } from "../verdicts.js";
+import { watch } from "./supervise.js";
+
+export const adopt: Step = {
+  name: "adopt",
+  action: "none",
+  failure: "RouterRegistrationFailed",
+  async run(pass) {
+    const { spec, revision } = definitionOf(pass);
+    const entry = pass.entry;
+    if (entry === undefined) throw new Error("adopt step without a ledger entry");
+    if (entry.revision !== revision) await applyInPlace(pass, entry, spec, revision);
+    watch(pass, entry);
+    const health = pass.observation?.health === "Degraded" ? "Degraded" : "Healthy";
+    markRunning(pass.memory, revision, entry, health);
+    return { action: "none", result: "success", health, outcome: { kind: "done" } };
+  },
+};
+
+/**
+ * A new revision that does not change what the processes run from: record it, and bring the
+ * router registration in line (backend name or weight may have changed). No restart.
+ */
+async function applyInPlace(pass: Pass, entry: LedgerEntry, spec: ClusterSpec, revision: string): Promise<void> {
+  const registrar = pass.world.registrarFor(pass.settings);
+  const url = entry.coordinatorUrl;
+  if (entry.routerBackend !== undefined && (!spec.router.register || entry.routerBackend !== spec.router.backend)) {
+    await registrar.deregister(entry.routerBackend);
+    delete entry.routerBackend;
+  }
+  if (spec.router.register && url !== undefined) {
+    await registrar.register({ name: spec.router.backend, url, models: [spec.model.id], weight: spec.router.weight });
+    entry.routerBackend = spec.router.backend;
+  }
+  entry.revision = revision;
+  await pass.ledger.write(entry);
+}

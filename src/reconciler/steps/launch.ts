@@ -1,0 +1,54 @@
+/**
+ * Launch: stages in order, then the coordinator,
+ * /health, one token, the router. All or nothing: a failed step has torn down what it started and
+ * its evidence (reason, message, log tail) is kept for the status file.
+ */
+import { buildLaunchRequest } from "../../cluster/index.js";
+import { ShardctlError } from "../../errors/index.js";
+import { launchCluster, LaunchError } from "../../launch/index.js";
+import { definitionOf } from "../pass.js";
+import type { Step } from "../run-step.js";
+import { recordEvent } from "../verdicts.js";
+
+export const launch: Step = {
+  name: "launch",
+  action: "launch",
+  failure: "LaunchFailed",
+  progress: (pass) => ({
+    reason: "Launching",
+    message: `launch ${pass.memory.restarts?.count ?? 0} of ${pass.settings.daemon.restartBudget} at this revision`,
+    announce: true,
+  }),
+  async run(pass) {
+    const { spec, revision } = definitionOf(pass);
+    const { memory, settings, ledger, name, world } = pass;
+    const planned = memory.planned;
+    const staged = pass.staged;
+    if (planned === undefined || staged === undefined) throw new Error("launch step before plan and stage");
+    const restarts = memory.restarts;
+    if (restarts === undefined) throw new Error("launch step before the budget step");
+    const request = {
+      ...(await buildLaunchRequest(spec, settings, revision, planned.plan, world.nodesOf(spec, settings), staged.modelPaths, world.options.launchDeadlines)),
+      identity: planned.identity,
+      owner: world.dir,
+    };
+    memory.timeline = [];
+    try {
+      await launchCluster(request, {
+        ledger,
+        registrar: world.registrarFor(settings),
+        heldPorts: async () =>
+          (await ledger.list()).filter((e) => e.cluster !== name).flatMap((e) => e.ports.map((p) => ({ host: p.host, port: p.port, holder: `cluster ${e.cluster}` }))),
+        onEvent: (event) => recordEvent(memory, event),
+      });
+    } catch (error) {
+      if (error instanceof LaunchError) {
+        restarts.evidence = [...restarts.evidence, { at: new Date().toISOString(), reason: error.reason, message: error.message, logTail: error.logTail }].slice(-5);
+      }
+      throw error;
+    }
+    const running = await ledger.read(name);
+    if (running === undefined) throw new ShardctlError("LedgerMissing", "the launch succeeded but left no ledger entry");
+    pass.launched = running;
+  },
+};

@@ -1,0 +1,28 @@
+/**
+ * Plan the revision (once: the plan is remembered until the revision changes). With distributed
+ * serving on, the daemon budgets with what the nodes report and pins a Hub branch to its commit,
+ * since it is about to stage; off, it plans from the registry alone and touches no node.
+ */
+import { launchIdentity, planForCluster } from "../../cluster/index.js";
+import { definitionOf } from "../pass.js";
+import type { Step } from "../run-step.js";
+import { setConditions } from "../verdicts.js";
+
+export const plan: Step = {
+  name: "plan",
+  action: "plan",
+  failure: "PlanFailed",
+  async run(pass) {
+    const { spec, revision } = definitionOf(pass);
+    const { settings, memory } = pass;
+    const enabled = settings.distributed.enabled;
+    const planned = await planForCluster(spec, settings, enabled ? { probe: pass.world.nodesOf(spec, settings).stages, pin: true } : {});
+    memory.planned = { revision, ...planned, identity: launchIdentity(spec, settings, planned.plan) };
+    const shard = planned.plan;
+    setConditions(memory, revision, {
+      Planned: shard.feasible
+        ? { status: "True", reason: "PlanFeasible", message: `${shard.stages.length} stages over ${shard.model.layers} layers (${shard.splitUsed} split)` }
+        : { status: "False", reason: shard.errors[0]?.reason ?? "PlanInfeasible", message: shard.errors.map((e) => e.message).join("; ") },
+    });
+  },
+};

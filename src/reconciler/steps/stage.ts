@@ -1,0 +1,48 @@
+/**
+ * Stage the model on every node: the files each stage needs, the coordinator's config and
+ * tokenizer, verified. Progress goes to the status file's staging cards as it happens. A node that
+ * failed is named; a failure retrying cannot fix (a full disk) stalls instead of retrying for ever.
+ */
+import { stageForCluster, stagingFailureOf } from "../../cluster/index.js";
+import { isShardctlError, messageOf } from "../../errors/index.js";
+import { definitionOf } from "../pass.js";
+import type { Step } from "../run-step.js";
+import { setConditions } from "../verdicts.js";
+
+export const stage: Step = {
+  name: "stage",
+  action: "stage",
+  failure: "StagingFailed",
+  progress: () => ({ reason: "Staging", message: "staging the model on every node", announce: true }),
+  async run(pass) {
+    const { spec, revision } = definitionOf(pass);
+    const { memory, settings } = pass;
+    const planned = memory.planned;
+    if (planned === undefined) throw new Error("stage step without a plan");
+    setConditions(memory, revision, { Ready: { status: "False", reason: "Staging", message: "nothing serves this revision yet" } });
+    try {
+      const staged = await stageForCluster(spec, settings, planned, pass.world.nodesOf(spec, settings), (event) => {
+        const next = {
+          node: event.node,
+          state: event.phase === "done" ? ("present" as const) : ("staging" as const),
+          bytesDone: event.bytesDone,
+          bytesTotal: event.bytesTotal,
+        };
+        memory.staging = [...memory.staging.filter((s) => s.node !== event.node), next].sort((a, b) => a.node.localeCompare(b.node));
+      });
+      const failure = stagingFailureOf(staged);
+      if (failure !== undefined) throw failure;
+      pass.staged = staged;
+      setConditions(memory, revision, {
+        Staged: {
+          status: "True",
+          reason: "AllNodesPresent",
+          message: `model present on ${spec.nodes.length} stage nodes and the coordinator's (${staged.bytesTransferred} bytes transferred this pass)`,
+        },
+      });
+    } catch (error) {
+      setConditions(memory, revision, { Staged: { status: "False", reason: isShardctlError(error) ? error.reason : "StagingFailed", message: messageOf(error) } });
+      throw error;
+    }
+  },
+};

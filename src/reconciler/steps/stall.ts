@@ -1,0 +1,66 @@
+/**
+ * Stall: the decision is to do nothing until something changes; the message says what to change.
+ * Whatever runs keeps running unless the decision says it no longer serves.
+ */
+import type { Pass } from "../pass.js";
+import type { StallReason } from "../next-action.js";
+import type { Step } from "../run-step.js";
+import { setConditions, stall as stallVerdict, type Verdict } from "../verdicts.js";
+
+export const stall: Step = {
+  name: "stall",
+  action: "none",
+  failure: "InternalError",
+  async run(pass) {
+    const action = pass.action;
+    if (action?.kind !== "stall") throw new Error(`stall step without a stall decision (${action?.kind})`);
+    return stallFor(pass, action.reason, action.serving);
+  },
+};
+
+function stallFor(pass: Pass, reason: StallReason, serving: boolean): Verdict {
+  const { memory, world, name, settings } = pass;
+  switch (reason) {
+    case "DefinitionsDirMissing": {
+      const message = `${world.dir} does not exist; refusing to tear down what it defined until it is back`;
+      world.log.warn({ cluster: name }, message);
+      return stallVerdict(memory, "prune", reason, message, serving);
+    }
+    case "MassPruneRefused": {
+      const message = `${world.dir} holds no cluster definitions while ${pass.observed?.ownEntries ?? 0} clusters run; refusing to tear them all down (set [daemon] allow_mass_prune = true to allow it)`;
+      world.log.warn({ cluster: name }, message);
+      return stallVerdict(memory, "prune", reason, message, serving);
+    }
+    case "InvalidDefinition": {
+      const issues = pass.desired?.kind === "invalid" ? pass.desired.issues : [];
+      const running = pass.entry?.phase === "running" ? ` (revision ${pass.entry.revision.slice(0, 12)} keeps serving)` : "";
+      setConditions(memory, memory.lastGood?.revision ?? "", { Planned: { status: "False", reason, message: issues.join("\n") } });
+      return stallVerdict(memory, "none", reason, `the definition is invalid${running}:\n${issues.join("\n")}`, serving);
+    }
+    case "ClusterOwnedElsewhere":
+      return stallVerdict(
+        memory,
+        "none",
+        reason,
+        `a cluster named "${name}" runs from ${pass.entry?.owner} with the same state_dir; rename this one or give the daemons separate state_dir settings`,
+        serving,
+      );
+    case "PlanInfeasible": {
+      const errors = memory.planned?.plan.errors ?? [];
+      const message = errors.map((e) => `${e.reason}: ${e.message}`).join("; ");
+      return stallVerdict(memory, "plan", errors[0]?.reason ?? reason, `the plan is infeasible: ${message}`, serving);
+    }
+    case "RestartBudgetExhausted": {
+      const restarts = memory.restarts;
+      const last = restarts?.evidence.at(-1);
+      const cause = last === undefined ? "" : `; the last failure: ${last.reason}: ${last.message}`;
+      return stallVerdict(
+        memory,
+        "launch",
+        reason,
+        `launched ${restarts?.count ?? 0} times at this revision (budget ${settings.daemon.restartBudget})${cause}. Fix the cause and edit the definition, or run \`shardctl reconcile ${name}\``,
+        serving,
+      );
+    }
+  }
+}

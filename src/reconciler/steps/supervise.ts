@@ -1,0 +1,69 @@
+/**
+ * Watch what runs: the health monitor tears the whole cluster down and deregisters it on the first
+ * death (a pipeline cannot survive the loss of a stage), keeps the evidence, withdraws Ready at
+ * once and asks for a pass, which relaunches within the restart budget.
+ */
+import { describeExit, processLabel, readLogTail, superviseCluster, type LedgerEntry } from "../../launch/index.js";
+import { definitionOf, type Pass } from "../pass.js";
+import type { Step } from "../run-step.js";
+import { clearRuntime, markRunning, setConditions } from "../verdicts.js";
+import { observeEntry } from "./observe.js";
+
+/** The last step of a launch: watch the new processes and say the cluster is Ready. */
+export const supervise: Step = {
+  name: "supervise",
+  action: "launch",
+  failure: "ObserveFailed",
+  async run(pass) {
+    const { revision } = definitionOf(pass);
+    const running = pass.launched;
+    if (running === undefined) throw new Error("supervise step without a launch");
+    watch(pass, running);
+    await observeEntry(pass, running);
+    markRunning(pass.memory, revision, running, "Healthy");
+    return { action: "launch", result: "success", health: "Healthy", outcome: { kind: "done" } };
+  },
+};
+
+/** Start supervising `entry`, unless this launch is already watched. */
+export function watch(pass: Pass, entry: LedgerEntry): void {
+  const { memory, world, settings, ledger } = pass;
+  if (memory.supervision !== undefined && memory.supervision.startedAt === entry.startedAt) return;
+  void memory.supervision?.supervision.stop();
+  const supervision = superviseCluster(entry, {
+    ...world.teardownContext(settings, ledger, memory),
+    monitor: {
+      ...(world.options.monitor ?? {}),
+      ...(memory.planned === undefined ? {} : { layers: memory.planned.plan.stages.map((s) => s.layers) }),
+    },
+  });
+  memory.supervision = { startedAt: entry.startedAt, supervision };
+  void supervision.ended.then(async ({ death, teardown }) => {
+    if (memory.supervision?.supervision !== supervision) return;
+    delete memory.supervision;
+    delete memory.observation;
+    const { logTail, exit } = await deathEvidence(pass, entry, death.label);
+    const restarts = memory.restarts;
+    if (restarts !== undefined) {
+      const message = `${death.label} on ${death.node}: ${death.detail}${exit === undefined ? "" : ` (${exit})`}`;
+      restarts.evidence = [...restarts.evidence, { at: death.at, reason: death.reason, message, logTail }].slice(-5);
+    }
+    memory.lastError = { reason: death.reason, message: `${death.label} on ${death.node}: ${death.detail}`, at: death.at };
+    // Ready is withdrawn at once; the pass this requeues writes it down.
+    const revision = memory.lastGood?.revision ?? entry.revision;
+    setConditions(memory, revision, { Ready: { status: "False", reason: death.reason, message: `${death.label} on ${death.node}: ${death.detail}` } });
+    clearRuntime(memory, revision);
+    if (!teardown.ok) world.log.error({ cluster: entry.cluster, err: teardown.error }, "teardown after a death is incomplete; the next pass retries it");
+    world.log.warn({ cluster: entry.cluster, reason: death.reason, detail: death.detail }, "cluster lost a process: deregistered and torn down");
+    world.options.requeue(entry.cluster);
+  });
+}
+
+/** The dead process's last log lines and how it ended (exit status or signal, from its wrapper). */
+async function deathEvidence(pass: Pass, entry: LedgerEntry, label: string): Promise<{ logTail: string[]; exit?: string }> {
+  const process = entry.processes.find((p) => processLabel(p.role, p.index) === label);
+  if (process === undefined) return { logTail: [] };
+  const node = pass.world.nodeFor(process.node, pass.settings);
+  const [logTail, exit] = await Promise.all([readLogTail(node, process).catch(() => []), describeExit(node, process).catch(() => undefined)]);
+  return { logTail, ...(exit === undefined ? {} : { exit }) };
+}

@@ -1,0 +1,107 @@
+/**
+ * What the steps of a pass work with besides the cluster itself: the node pool, the router
+ * registrar, the definitions directory this daemon owns, the log, and the status writer. One per
+ * daemon; the registrar is rebuilt only when the router settings change.
+ */
+import { join } from "node:path";
+import type { Logger } from "pino";
+import { nodeConfigNamed, nodesOfCluster, type ClusterNodes } from "../cluster/index.js";
+import { ShardctlError } from "../errors/index.js";
+import { Ledger, type LaunchDeadlines, type LedgerEntry, type TeardownContext } from "../launch/index.js";
+import type { NodeAccess, NodePool } from "../nodes/index.js";
+import { createRegistrar, type Registrar } from "../router/index.js";
+import type { ClusterSpec, Settings } from "../spec/index.js";
+import type { ClusterMemory } from "./cluster-memory.js";
+import { composeStatus, type PassReport } from "./compose-status.js";
+import { statusFileFor, writeStatus } from "./status/index.js";
+import { recordEvent } from "./verdicts.js";
+
+export interface WorldOptions {
+  /** The watched directory of definitions (absolute). */
+  dir: string;
+  pool: NodePool;
+  log: Logger;
+  /** Ask for another pass of a cluster (the daemon's work queue). */
+  requeue: (name: string) => void;
+  launchDeadlines?: Partial<LaunchDeadlines>;
+  /** Health monitor tuning. Defaults: poll every 1000 ms, 3 strikes. */
+  monitor?: { pollIntervalMs?: number; strikes?: number };
+}
+
+export class ReconcilerWorld {
+  private registrarCache: { key: string; registrar: Registrar } | undefined;
+
+  constructor(readonly options: WorldOptions) {}
+
+  get dir(): string {
+    return this.options.dir;
+  }
+
+  get log(): Logger {
+    return this.options.log;
+  }
+
+  definitionFile(name: string): string {
+    return join(this.options.dir, `${name}.toml`);
+  }
+
+  /** Launched from this daemon's directory (entries from before owners were recorded count as ours). */
+  owns(entry: Pick<LedgerEntry, "owner">): boolean {
+    return entry.owner === undefined || entry.owner === this.options.dir;
+  }
+
+  async ownEntries(settings: Settings): Promise<LedgerEntry[]> {
+    return (await new Ledger(settings.daemon.stateDir).list()).filter((e) => this.owns(e));
+  }
+
+  nodesOf(spec: ClusterSpec, settings: Settings): ClusterNodes {
+    return nodesOfCluster(spec, settings, this.options.pool);
+  }
+
+  /** A node named in the ledger: a registry node or the control machine. */
+  nodeFor(name: string, settings: Settings): NodeAccess {
+    const config = nodeConfigNamed(name, settings);
+    if (config === undefined)
+      throw new ShardctlError("NodeUnregistered", `node "${name}" recorded in the ledger is no longer in ${settings.file}; add it back to clean up what runs there`);
+    return this.options.pool.get(config);
+  }
+
+  registrarFor(settings: Settings): Registrar {
+    const key = JSON.stringify(settings.router);
+    if (this.registrarCache?.key !== key) {
+      this.registrarCache = {
+        key,
+        registrar: createRegistrar({
+          kind: settings.router.kind,
+          ...(settings.router.config === undefined ? {} : { config: settings.router.config }),
+          ...(settings.router.adminUrl === undefined ? {} : { adminUrl: settings.router.adminUrl }),
+          ...(settings.router.adminTokenEnv === undefined ? {} : { adminTokenEnv: settings.router.adminTokenEnv }),
+        }),
+      };
+    }
+    return this.registrarCache.registrar;
+  }
+
+  /** How teardown reaches the nodes and the router; its events go to the cluster's timeline. */
+  teardownContext(settings: Settings, ledger: Ledger, memory: ClusterMemory): TeardownContext {
+    return {
+      ledger,
+      registrar: this.registrarFor(settings),
+      nodeFor: (n: string) => this.nodeFor(n, settings),
+      graceMs: this.options.launchDeadlines?.stopGraceMs ?? 5_000,
+      onEvent: (event) => recordEvent(memory, event),
+    };
+  }
+
+  /** Compose and write the status file (only when its content changed); a failed write is logged, never thrown. */
+  async writeStatus(name: string, memory: ClusterMemory, report: PassReport, settings: Settings | undefined): Promise<void> {
+    const file = this.definitionFile(name);
+    const status = composeStatus(name, file, memory, report, settings);
+    memory.status = status;
+    try {
+      await writeStatus(statusFileFor(file), status);
+    } catch (error) {
+      this.options.log.error({ cluster: name, err: error }, "could not write the status file");
+    }
+  }
+}

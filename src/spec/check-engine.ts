@@ -1,0 +1,72 @@
+/**
+ * The checks of a definition that depend on its engine kind: what the engine's facts refuse,
+ * reported at the offending key before anything is planned or launched. They read the raw TOML
+ * data, beside the schema, so they report alongside its issues.
+ */
+import { canRunOn, defaultEngineKind, engineOf, isEngineKind, quoteKinds, selectKinds, selectKindsRunningOn, type EngineFacts } from "../engines/index.js";
+import { maxExtraArgs } from "./cluster-schema.js";
+import { quote } from "./patterns.js";
+import { getRaw } from "./raw.js";
+import type { Settings } from "./types.js";
+
+/** Records one issue at the value of `path`. */
+export type AddIssue = (path: (string | number)[], message: string) => void;
+
+export function checkEngine(data: unknown, settings: Settings, add: AddIssue): void {
+  const kind = getRaw(data, ["engine", "kind"]) ?? defaultEngineKind;
+  const engine = isEngineKind(kind) ? engineOf(kind) : undefined;
+  // An unknown kind is the schema's to report; its arguments are still checked (by the default
+  // kind's rules) so that every other problem shows in the same run.
+  checkExtraArgs(data, engine ?? engineOf(defaultEngineKind), add);
+  if (engine === undefined) return;
+  checkStrategy(data, engine, add);
+  checkDeclaredAccelerators(data, settings, engine, add);
+}
+
+/** Why an extra engine argument is refused, or undefined when it is acceptable. */
+export function checkExtraArg(arg: string, engine: EngineFacts): string | undefined {
+  const flag = arg.split("=", 1)[0] ?? arg;
+  const { refused, setByDriver } = engine.extraArgs;
+  if (Object.hasOwn(refused, flag)) return `${quote(arg)} is refused: ${refused[flag]}`;
+  if (setByDriver.includes(flag)) return `${quote(arg)} is refused: the launcher sets ${flag} itself`;
+  return undefined;
+}
+
+function checkExtraArgs(data: unknown, engine: EngineFacts, add: AddIssue): void {
+  const args = getRaw(data, ["engine", "extra_args"]);
+  // Over the schema's maximum, zod reports the length alone and none of the elements.
+  if (!Array.isArray(args) || args.length > maxExtraArgs) return;
+  args.forEach((arg: unknown, index) => {
+    if (typeof arg !== "string") return;
+    const problem = checkExtraArg(arg, engine);
+    if (problem !== undefined) add(["engine", "extra_args", index], problem);
+  });
+}
+
+/** The "memory" strategy writes explicit layer ranges: an engine that cannot take them cannot run it. */
+function checkStrategy(data: unknown, engine: EngineFacts, add: AddIssue): void {
+  if (engine.acceptsExplicitLayers || getRaw(data, ["plan", "strategy"]) !== "memory") return;
+  const able = selectKinds((e) => e.acceptsExplicitLayers);
+  add(
+    ["plan", "strategy"],
+    `the "memory" strategy needs the ${able.join(" or ")} engine: ${engine.name} cannot be told a split (use "equal", or [engine] kind = ${quoteKinds(able)})`,
+  );
+}
+
+/** Nodes the registry declares with an accelerator the engine does not run on. */
+function checkDeclaredAccelerators(data: unknown, settings: Settings, engine: EngineFacts, add: AddIssue): void {
+  const runsOn = engine.runsOn;
+  const names = getRaw(data, ["nodes"]);
+  if (runsOn === undefined || !Array.isArray(names)) return;
+  const other = [...new Set(names.filter((n): n is string => typeof n === "string"))].flatMap((node) => {
+    const accelerator = settings.nodes[node]?.accelerator;
+    return accelerator === undefined || canRunOn(engine, accelerator) ? [] : [{ node, accelerator }];
+  });
+  if (other.length === 0) return;
+  const instead = selectKindsRunningOn(other.map((o) => o.accelerator));
+  // The accelerators' name as a modifier: "Apple-silicon nodes".
+  const nodes = `${runsOn.name.replaceAll(" ", "-")} nodes`;
+  const hint = instead.length === 0 ? `use ${nodes}` : `use kind = ${quoteKinds(instead)} or ${nodes}`;
+  const listed = other.map((o) => `${o.node} (${o.accelerator})`).join(", ");
+  add(["engine", "kind"], `${engine.name} runs on ${runsOn.name} only; ${listed} ${other.length === 1 ? "is" : "are"} declared otherwise: ${hint}`);
+}

@@ -1,0 +1,113 @@
+/**
+ * `shardctl plan --probe` and `shardctl stage` make the same plan and put the same files on the
+ * same nodes as the daemon does before a launch, on the same inputs: a sharded model from the Hub
+ * stand-in, two local nodes and the coordinator on the control machine. Run `npm run build` first.
+ */
+import { readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import { makeTestModel } from "../../src/planner/index.js";
+import type { Daemon } from "../../src/reconciler/index.js";
+import { startHubServer, type HubServer } from "../support/hub-server.js";
+import {
+  enginesOf,
+  freePort,
+  freePortRange,
+  isReadyAt,
+  readStatusFile,
+  revisionOf,
+  runShardctl,
+  sleep,
+  startInProcessDaemon,
+  startWorld,
+  waitForStatus,
+  writeDefinition,
+  writeSettings,
+  type DaemonWorld,
+} from "../reconciler/daemon-fixture.js";
+
+const repo = "test-org/sharded";
+const commit = "5".repeat(40);
+let world: DaemonWorld;
+let hub: HubServer;
+let daemon: Daemon | undefined;
+
+beforeAll(async () => {
+  world = await startWorld();
+  const modelDir = join(world.root, "models", "sharded");
+  await makeTestModel(modelDir, { layers: 4, shards: 2, hidden: 64, heads: 4, kvHeads: 2, vocab: 320, seed: 21 });
+  hub = await startHubServer({ repos: [{ repo, commit, dir: modelDir }] });
+  await writeSettings(world, { enabled: true });
+  await writeFile(world.settingsFile, `[hub]\nendpoint = "${hub.endpoint}"\n\n${await readFile(world.settingsFile, "utf8")}`);
+  const definition = [
+    'nodes = ["l1", "l2"]',
+    "[model]",
+    `id = "${repo}"`,
+    'source = "hub"',
+    "context_length = 256",
+    "[plan]",
+    'strategy = "memory"',
+    "[engine]",
+    'kind = "reference"',
+    'extra_args = ["--connect-timeout-ms", "5000", "--broken-exit-delay-ms", "200"]',
+    "[transport]",
+    `port_range = "${await freePortRange(["127.0.0.1"])}"`,
+    "[coordinator]",
+    `port = ${await freePort()}`,
+    "[router]",
+    "register = false",
+    "",
+  ].join("\n");
+  await writeDefinition(world, "parity", definition);
+});
+
+afterAll(async () => {
+  if (daemon !== undefined) {
+    await rm(join(world.clustersDir, "parity.toml"), { force: true });
+    const deadline = Date.now() + 20_000;
+    while ((await readStatusFile(world, "parity")) !== undefined && Date.now() < deadline) await sleep(100);
+    await daemon.stop();
+  }
+  await hub?.close();
+  const left = world === undefined ? [] : await enginesOf(world);
+  await world?.close();
+  expect(left).toEqual([]);
+});
+
+/** The model files each node holds (stage nodes, and the control machine for the coordinator). */
+async function filesOnNodes(): Promise<Record<string, string[]>> {
+  const dirs = { l1: join(world.root, "nodes", "l1"), l2: join(world.root, "nodes", "l2"), local: join(world.stateDir, "models") };
+  const files: Record<string, string[]> = {};
+  for (const [node, dir] of Object.entries(dirs)) {
+    files[node] = (await readdir(join(dir, "models--test-org--sharded", "snapshots", commit)).catch(() => [] as string[])).sort();
+  }
+  return files;
+}
+
+async function forgetStagedFiles(): Promise<void> {
+  for (const dir of [join(world.root, "nodes", "l1"), join(world.root, "nodes", "l2"), join(world.stateDir, "models")]) await rm(dir, { recursive: true, force: true });
+}
+
+test("the commands and the daemon make the same plan and stage the same files", async () => {
+  const planned = await runShardctl(world, ["plan", "parity", "--probe", "--json"]);
+  expect(planned.code, planned.stderr).toBe(0);
+  const cliPlan = (JSON.parse(planned.stdout) as { plan: { stages: Array<{ node: string; layers: number[] }> } }).plan.stages.map((s) => [s.node, s.layers]);
+
+  const staged = await runShardctl(world, ["stage", "parity", "--json"]);
+  expect(staged.code, staged.stdout + staged.stderr).toBe(0);
+  const report = JSON.parse(staged.stdout) as { commit: string; staged: Array<{ node: string }>; failed: unknown[] };
+  expect(report.commit).toBe(commit);
+  expect(report.staged.map((s) => s.node).sort()).toEqual(["l1", "l2", "local"]);
+  const cliFiles = await filesOnNodes();
+  // Stage 0 (layers 0-1) needs the first shard only, stage 1 both; the coordinator no weights.
+  expect(cliFiles.l1!.filter((f) => f.endsWith(".safetensors"))).toEqual(["model-00001-of-00002.safetensors"]);
+  expect(cliFiles.local!.filter((f) => f.endsWith(".safetensors"))).toEqual([]);
+  expect(cliFiles.local).toContain("tokenizer.json");
+
+  await forgetStagedFiles();
+  const revision = await revisionOf(world, "parity");
+  daemon = await startInProcessDaemon(world);
+  const status = await waitForStatus(world, "parity", (s) => isReadyAt(s, revision), 40_000);
+  expect(status.plan!.stages.map((s) => [s.node, s.layers])).toEqual(cliPlan);
+  expect(await filesOnNodes()).toEqual(cliFiles);
+});

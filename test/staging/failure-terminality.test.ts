@@ -1,0 +1,103 @@
+/**
+ * A failed node keeps its reason and whether retrying can help: a disk too small for the model is
+ * terminal (the next pass would refuse the same way), a cut connection is not, and a bad hash is
+ * terminal only when the Hub served the whole file that way.
+ */
+import { execFileSync } from "node:child_process";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LocalNode, type NodeAccess } from "../../src/nodes/index.js";
+import { makeTestModel } from "../../src/planner/index.js";
+import { fetchHubManifest, incompletePath, stageCluster, type Manifest, type StagingSource } from "../../src/staging/index.js";
+import { startHubServer, type HubServer } from "../support/hub-server.js";
+
+const repo = "test-org/terminality-llama";
+const commit = "1111111111222222222233333333334444444444";
+const shard1 = "model-00001-of-00002.safetensors";
+
+let hub: HubServer;
+let root: string;
+let hubSource: StagingSource;
+let manifest: Manifest;
+let counter = 0;
+
+beforeAll(async () => {
+  root = await mkdtemp(join(tmpdir(), "shardctl-staging-terminality-"));
+  const modelDir = join(root, "model");
+  // About 3 MB of weights: far more than the tiny disk below holds.
+  await makeTestModel(modelDir, { layers: 4, hidden: 256, intermediate: 1024, vocab: 1024, shards: 2, seed: 7 });
+  hub = await startHubServer({ repos: [{ repo, commit, dir: modelDir }] });
+  hubSource = { kind: "hub", endpoint: hub.endpoint, repo, revision: "main" };
+  manifest = await fetchHubManifest({ endpoint: hub.endpoint, repo, revision: "main" });
+});
+
+afterAll(async () => {
+  await hub?.close();
+  if (root) await rm(root, { recursive: true, force: true });
+});
+
+function localNode(name: string, modelDir = join(root, `node-${++counter}`)): NodeAccess {
+  return new LocalNode({ name, host: "local", modelDir });
+}
+
+describe("stageCluster keeps each failed node's reason and terminality", () => {
+  it("a node whose disk is too small fails terminally with InsufficientDisk; the other node is staged", async () => {
+    const small = join(root, `tiny-fs-${++counter}`);
+    await mkdir(small);
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=256k", "tmpfs", small]);
+    try {
+      hub.resetStats();
+      const result = await stageCluster(
+        [
+          { node: localNode("tiny", small), files: "all" },
+          { node: localNode("roomy"), files: "all" },
+        ],
+        hubSource,
+        { manifest },
+      );
+      expect(result.staged.map((s) => s.node)).toEqual(["roomy"]);
+      expect(result.failed).toEqual([
+        { node: "tiny", reason: "InsufficientDisk", terminal: true, message: expect.stringMatching(/^node tiny needs \d+ bytes at .* but only \d+ bytes are free$/) },
+      ]);
+      // Refused before a byte moved: everything the Hub served went to the roomy node.
+      expect(hub.stats().bytesServed).toBe(manifest.files.reduce((sum, f) => sum + f.size, 0));
+    } finally {
+      execFileSync("umount", [small]);
+    }
+  });
+
+  it("a connection cut on every attempt fails with DownloadFailed, not terminal", async () => {
+    hub.injectFault({ path: shard1, cutAfterBytes: 1000, times: 100 });
+    try {
+      const result = await stageCluster([{ node: localNode("flaky"), files: [shard1] }], hubSource, { manifest });
+      expect(result.failed).toEqual([{ node: "flaky", reason: "DownloadFailed", terminal: false, message: expect.stringContaining(shard1) }]);
+    } finally {
+      hub.clearFaults();
+    }
+  });
+
+  it("a whole file the Hub serves with other bytes than it lists is terminal; one spliced onto a bad partial is not", async () => {
+    hub.injectFault({ path: shard1, corruptAtOffset: 1234, times: 1 });
+    try {
+      const whole = await stageCluster([{ node: localNode("served-bad"), files: [shard1] }], hubSource, { manifest });
+      expect(whole.failed).toMatchObject([{ node: "served-bad", reason: "ChecksumMismatch", terminal: true }]);
+    } finally {
+      hub.clearFaults();
+    }
+
+    // A partial left by an earlier attempt that is not a prefix of the file: the resumed file is
+    // wrong, but it was removed, so the next attempt starts clean and succeeds.
+    const node = localNode("bad-partial");
+    const sha = manifest.files.find((f) => f.path === shard1)!.hash;
+    const partial = incompletePath(node.config.modelDir, repo, sha);
+    await mkdir(join(partial, ".."), { recursive: true });
+    await writeFile(partial, Buffer.alloc(1000, 0xff));
+    const spliced = await stageCluster([{ node, files: [shard1] }], hubSource, { manifest });
+    expect(spliced.failed).toMatchObject([{ node: "bad-partial", reason: "ChecksumMismatch", terminal: false }]);
+    const again = await stageCluster([{ node, files: [shard1] }], hubSource, { manifest });
+    expect(again.failed).toEqual([]);
+    expect(again.staged.map((s) => s.filesTransferred)).toEqual([1]);
+  });
+});
