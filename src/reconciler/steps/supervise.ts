@@ -4,6 +4,8 @@
  * once and asks for a pass, which relaunches within the restart budget.
  */
 import { describeExit, processLabel, readLogTail, superviseCluster, type LedgerEntry } from "../../launch/index.js";
+import type { DeathEvent } from "../../health/index.js";
+import type { ClusterMemory } from "../cluster-memory.js";
 import { definitionOf, type Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
 import { clearRuntime, markRunning, setConditions } from "../verdicts.js";
@@ -25,38 +27,61 @@ export const supervise: Step = {
   },
 };
 
-/** Start supervising `entry`, unless this launch is already watched. */
+/**
+ * Start supervising `entry`, unless this launch is already watched. A death is recorded the moment
+ * it is detected — Ready withdrawn, the cause (the first process that died) kept as evidence, the
+ * status file written — before the teardown runs, so neither a reader of the file nor a pass that
+ * races the teardown ever misses it. The log tail and exit status are added once the teardown ended.
+ */
 export function watch(pass: Pass, entry: LedgerEntry): void {
   const { memory, world, settings, ledger } = pass;
   if (memory.supervision !== undefined && memory.supervision.startedAt === entry.startedAt) return;
   void memory.supervision?.supervision.stop();
+  let evidence: RestartEvidence | undefined;
   const supervision = superviseCluster(entry, {
     ...world.teardownContext(settings, ledger, memory),
     monitor: {
       ...(world.options.monitor ?? {}),
       ...(memory.planned === undefined ? {} : { layers: memory.planned.plan.stages.map((s) => s.layers) }),
     },
+    onDeath: (death) => {
+      evidence = recordDeath(pass, entry, death);
+    },
   });
   memory.supervision = { startedAt: entry.startedAt, supervision };
   void supervision.ended.then(async ({ death, teardown }) => {
-    if (memory.supervision?.supervision !== supervision) return;
+    const { logTail, exit } = await deathEvidence(pass, entry, death.label);
+    if (evidence !== undefined) {
+      evidence.logTail = logTail;
+      if (exit !== undefined) evidence.message = `${evidence.message} (${exit})`;
+    }
+    // A pass that raced the teardown may have moved on already; one more pass writes the evidence down.
+    if (memory.supervision?.supervision !== supervision) return world.options.requeue(entry.cluster);
     delete memory.supervision;
     delete memory.observation;
-    const { logTail, exit } = await deathEvidence(pass, entry, death.label);
-    const restarts = memory.restarts;
-    if (restarts !== undefined) {
-      const message = `${death.label} on ${death.node}: ${death.detail}${exit === undefined ? "" : ` (${exit})`}`;
-      restarts.evidence = [...restarts.evidence, { at: death.at, reason: death.reason, message, logTail }].slice(-5);
-    }
-    memory.lastError = { reason: death.reason, message: `${death.label} on ${death.node}: ${death.detail}`, at: death.at };
-    // Ready is withdrawn at once; the pass this requeues writes it down.
-    const revision = memory.lastGood?.revision ?? entry.revision;
-    setConditions(memory, revision, { Ready: { status: "False", reason: death.reason, message: `${death.label} on ${death.node}: ${death.detail}` } });
-    clearRuntime(memory, revision);
     if (!teardown.ok) world.log.error({ cluster: entry.cluster, err: teardown.error }, "teardown after a death is incomplete; the next pass retries it");
     world.log.warn({ cluster: entry.cluster, reason: death.reason, detail: death.detail }, "cluster lost a process: deregistered and torn down");
     world.options.requeue(entry.cluster);
   });
+}
+
+type RestartEvidence = NonNullable<ClusterMemory["restarts"]>["evidence"][number];
+
+/** Say at once what died: Ready=False with the cause, the evidence, the status file. Returns the evidence to complete later. */
+function recordDeath(pass: Pass, entry: LedgerEntry, death: DeathEvent): RestartEvidence | undefined {
+  const { memory, world, settings } = pass;
+  const message = `${death.label} on ${death.node}: ${death.detail}`;
+  const evidence: RestartEvidence = { at: death.at, reason: death.reason, message, logTail: [] };
+  if (memory.restarts !== undefined) memory.restarts.evidence = [...memory.restarts.evidence, evidence].slice(-5);
+  memory.lastError = { reason: death.reason, message, at: death.at };
+  const revision = memory.lastGood?.revision ?? entry.revision;
+  setConditions(memory, revision, {
+    Ready: { status: "False", reason: death.reason, message },
+    Reconciling: { status: "True", reason: "TearingDown", message: `tearing the cluster down after ${message}` },
+  });
+  clearRuntime(memory, revision);
+  void world.writeStatus(entry.cluster, memory, { action: "none", result: "waiting", reason: death.reason, health: "Unhealthy" }, settings);
+  return memory.restarts === undefined ? undefined : evidence;
 }
 
 /** The dead process's last log lines and how it ended (exit status or signal, from its wrapper). */
