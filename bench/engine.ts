@@ -1,20 +1,29 @@
 /**
- * `npm run bench -- engine [--hidden 384] [--layers 8] [--tokens 48]`: the reference engine on a
- * test model of a few million parameters, all processes on loopback.
+ * `npm run bench -- engine [--hidden 512] [--layers 8] [--tokens 32] [--rounds 5]`: the reference
+ * engine on a test model of a few tens of millions of parameters, all processes on loopback.
  *
- * Figures: single-process decode tokens/s (the baseline), 2- and 3-stage tokens/s as ratios to it,
- * bytes per token per boundary, resident memory per stage vs its weight share, and aggregate
- * tokens/s with 1, 2 and 4 concurrent streams on 2 stages.
+ * Pipeline figures (every process on one thread, as two stages sharing this machine's cores
+ * would be given): single-process decode tokens/s (the baseline), 2- and 3-stage tokens/s as
+ * ratios to it, bytes per token per boundary, resident memory per stage vs its weight share, and
+ * aggregate tokens/s with 1, 2 and 4 concurrent streams on 2 stages.
+ *
+ * Speed figures, for the f16 model and the same model quantized to 4 bits, single process with
+ * 1 thread and with every core: decode tokens/s against the bound — a same-run SIMD f32
+ * matrix-vector product (one thread) over a buffer of as many bytes as the model's weights, i.e.
+ * what streaming those bytes once per token allows — time to first token for a 512-token prompt,
+ * and the gain of all cores over one for decode and prefill.
  *
  * Memory: each process reports its RSS just before loading weights (the idle runtime: node,
- * modules, tokenizer) and now; "memory" = RSS now − RSS before load, read from /debug/stats after
- * the decode runs (so KV caches and scratch buffers are included). Goal: ≤ weight share × 1.15.
+ * modules, tokenizer, kernel threads) and now; "memory" = RSS now − RSS before load, read from
+ * /debug/stats after the decode runs (so KV caches and scratch buffers are included). Goal: ≤
+ * weight share × 1.15.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { cpus, loadavg, tmpdir } from "node:os";
+import { availableParallelism, cpus, loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { KernelRuntime, runLinears } from "../src/engine/kernels/index.js";
 import { makeTestModel } from "../src/planner/test-model/index.js";
 import { freePort } from "../test/support/free-ports.js";
 
@@ -63,9 +72,9 @@ interface Deployment {
   stop(): Promise<void>;
 }
 
-async function startSingle(modelDir: string): Promise<Deployment> {
+async function startSingle(modelDir: string, threads: number): Promise<Deployment> {
   const port = await freePort("127.0.0.2");
-  const p = spawnEngine(["-m", modelDir, "--host", "127.0.0.2", "--port", String(port)]);
+  const p = spawnEngine(["-m", modelDir, "--host", "127.0.0.2", "--port", String(port), "--threads", String(threads)]);
   const url = `http://127.0.0.2:${port}`;
   await waitHealthy(url);
   return { url, procs: [p], stop: () => stopAll([p]) };
@@ -94,7 +103,24 @@ async function startSplit(modelDir: string, dir: string, stages: number): Promis
   const auth = ["--transport-token-file", tokenFile];
   const procs: Proc[] = [];
   for (let i = 0; i < stages; i++) {
-    procs.push(spawnEngine(["-m", modelDir, "--distributed-config", file, "--node-id", `stage-${i}`, "--host", hosts[i]!, "--port", "1", "--no-warmup", ...auth]));
+    procs.push(
+      spawnEngine([
+        "-m",
+        modelDir,
+        "--distributed-config",
+        file,
+        "--node-id",
+        `stage-${i}`,
+        "--host",
+        hosts[i]!,
+        "--port",
+        "1",
+        "--no-warmup",
+        "--threads",
+        "1",
+        ...auth,
+      ]),
+    );
     await waitListening(hosts[i]!, ports[i]!);
   }
   const httpPort = await freePort("127.0.0.3");
@@ -119,6 +145,89 @@ async function complete(url: string, tokens: number, prompt: string): Promise<{ 
   const body = (await r.json()) as { usage?: { completion_tokens: number }; error?: unknown };
   if (body.usage === undefined) throw new Error(`completion failed: ${JSON.stringify(body)}`);
   return { tokens: body.usage.completion_tokens, seconds: (performance.now() - start) / 1000 };
+}
+
+/**
+ * Decode rate of one streamed completion: tokens after the first event ÷ time from the first
+ * event to the last, tokens/s (prompt processing excluded). Tokens are counted from the streamed
+ * log probabilities, one entry per token.
+ */
+async function decodeRate(url: string, tokens: number, prompt: string): Promise<number> {
+  const r = await fetch(`${url}/v1/completions`, {
+    method: "POST",
+    body: JSON.stringify({ prompt, max_tokens: tokens, temperature: 0, stream: true, logprobs: 0 }),
+  });
+  if (r.body === null) throw new Error("no stream");
+  const decoder = new TextDecoder();
+  let buffered = "";
+  let first: { at: number; tokens: number } | undefined;
+  let last = { at: 0, tokens: 0 };
+  for await (const chunk of r.body as unknown as AsyncIterable<Uint8Array>) {
+    const at = performance.now();
+    buffered += decoder.decode(chunk, { stream: true });
+    const events = buffered.split("\n\n");
+    buffered = events.pop() ?? "";
+    for (const event of events) {
+      const data = event.replace(/^data: /, "");
+      if (data === "[DONE]" || data === "") continue;
+      const parsed = JSON.parse(data) as { choices: Array<{ logprobs: { tokens: string[] } | null }> };
+      const count = parsed.choices[0]?.logprobs?.tokens.length ?? 0;
+      if (count === 0) continue;
+      last = { at, tokens: last.tokens + count };
+      first ??= { ...last };
+    }
+  }
+  if (first === undefined || last.tokens - first.tokens < 4) throw new Error(`decode produced only ${last.tokens} tokens`);
+  return (last.tokens - first.tokens) / ((last.at - first.at) / 1000);
+}
+
+/** Time to first token for a prompt of `length` token ids, ms. */
+async function timeToFirstToken(url: string, length: number, vocab: number): Promise<number> {
+  const prompt = Array.from({ length }, (_, i) => 1 + ((i * 7919) % (vocab - 1)));
+  const start = performance.now();
+  const r = await fetch(`${url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt, max_tokens: 1, temperature: 0 }) });
+  const body = (await r.json()) as { usage?: unknown };
+  if (body.usage === undefined) throw new Error(`prompt failed: ${JSON.stringify(body)}`);
+  return performance.now() - start;
+}
+
+/**
+ * The bound: one pass of a SIMD f32 matrix-vector product (one thread, the engine's own kernel)
+ * over a buffer of `bytes` — what reading the model's weight bytes once costs — as passes/s.
+ */
+class StreamingBound {
+  private readonly runtime = new KernelRuntime({ threads: 1 });
+  private readonly call: Parameters<typeof runLinears>[1];
+
+  constructor(bytes: number) {
+    const inN = 4096;
+    const out = Math.max(1, Math.round(bytes / 4 / inN));
+    const home = this.runtime.home;
+    const { arena, ptr } = this.runtime.placeWeights(out * inN * 4);
+    // Touch every page with non-zero values, as loaded weights are.
+    const w = arena.f32(ptr, out * inN);
+    for (let i = 0; i < w.length; i++) w[i] = ((i % 97) - 48) / 64;
+    const x = this.runtime.buffer(home, "x", inN * 4);
+    home.f32(x, inN).fill(0.5);
+    const y = this.runtime.buffer(home, "y", out * 4);
+    this.call = [{ weights: { format: "float", kind: "f32", out, in: inN, arena, weight: ptr, specials: undefined }, x, y }];
+  }
+
+  /** Passes per second over ~200 ms. */
+  rate(): number {
+    runLinears(this.runtime, this.call, 1);
+    const start = performance.now();
+    let passes = 0;
+    while (performance.now() - start < 200) {
+      runLinears(this.runtime, this.call, 1);
+      passes++;
+    }
+    return passes / ((performance.now() - start) / 1000);
+  }
+
+  close(): Promise<void> {
+    return this.runtime.close();
+  }
 }
 
 /** CPU time (user + system) a process has used so far, ms (Linux /proc). */
@@ -159,6 +268,9 @@ async function stats(url: string): Promise<StageStats[]> {
 const mib = (b: number): number => Math.round((b / 1048576) * 100) / 100;
 const round = (x: number, d = 3): number => Math.round(x * 10 ** d) / 10 ** d;
 
+/** Σ weight bytes of the stages in a deployment's stats. */
+const weightBytesOf = (s: StageStats[]): number => s.reduce((sum, x) => sum + x.weightBytes, 0);
+
 function memory(s: StageStats[]): object[] {
   return s.map((x) => ({
     node: x.nodeId,
@@ -197,7 +309,7 @@ export async function run(args: string[]): Promise<object> {
     const prompt = "the";
     // All three deployments run side by side (idle when not measured) and are measured in
     // interleaved rounds, so each ratio compares runs made moments apart on this shared machine.
-    const single = await startSingle(modelDir);
+    const single = await startSingle(modelDir, 1);
     deployments.push(single);
     const two = await startSplit(modelDir, dir, 2);
     deployments.push(two);
@@ -244,6 +356,14 @@ export async function run(args: string[]): Promise<object> {
 
     const twoAfterStreams = await stats(two.url);
     const worstMemory = Math.max(...[...twoStats, ...threeStats].map((s) => (s.rss - s.rssBeforeLoad) / s.weightBytes));
+    await Promise.all(deployments.splice(0).map((d) => d.stop()));
+
+    const speed = await measureSpeed(
+      dir,
+      modelDir,
+      { layers, hidden, vocab: 2048, tokens: Math.max(tokens, 48), rounds: Math.max(3, Math.ceil(rounds / 2)) },
+      deployments,
+    );
     return {
       model: { layers, hidden, intermediate: hidden * 3, vocab: 2048, dtype: "f16", parameters: model.totalBytes / 2, weightMiB: mib(model.totalBytes) },
       tokensPerRequest: tokens,
@@ -273,10 +393,96 @@ export async function run(args: string[]): Promise<object> {
         method: "median of per-round ratios; coresUsedByStages = Σ stage CPU time / wall time (2 would be both cores)",
         goal: 1.6,
       },
-      goalsMet: { splitRatio: ratio2 >= 0.9 && ratio3 >= 0.9, memory: worstMemory <= 1.15, concurrency: gain2 >= 1.6 },
+      threadsPerProcess: 1,
+      speed: speed.figures,
+      mlxLm: "not measured: mlx-lm is not installed on this machine",
+      goalsMet: { splitRatio: ratio2 >= 0.9 && ratio3 >= 0.9, memory: worstMemory <= 1.15, concurrency: gain2 >= 1.6, ...speed.goalsMet },
     };
   } finally {
     await Promise.all(deployments.map((d) => d.stop()));
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+interface SpeedOptions {
+  layers: number;
+  hidden: number;
+  vocab: number;
+  /** Tokens per decode measurement. */
+  tokens: number;
+  rounds: number;
+}
+
+/** Tokens of the prompt whose time to first token is reported. */
+const promptTokens = 512;
+
+/**
+ * Decode and prefill of the f16 model and its 4-bit twin, single process on 1 thread and on every
+ * core, against the streaming bound measured in the same rounds.
+ */
+async function measureSpeed(dir: string, f16Dir: string, o: SpeedOptions, deployments: Deployment[]): Promise<{ figures: object; goalsMet: object }> {
+  const cores = availableParallelism();
+  const q4Dir = join(dir, "model-4bit");
+  await makeTestModel(q4Dir, {
+    layers: o.layers,
+    hidden: o.hidden,
+    heads: o.hidden / 64,
+    kvHeads: o.hidden / 128,
+    intermediate: o.hidden * 3,
+    vocab: o.vocab,
+    seed: 7,
+    quantize: 4,
+  });
+  const figures: Record<string, object> = {};
+  const goals: Record<string, boolean> = {};
+  for (const [name, modelDir] of [
+    ["f16", f16Dir],
+    ["4-bit", q4Dir],
+  ] as const) {
+    const one = await startSingle(modelDir, 1);
+    deployments.push(one);
+    const all = await startSingle(modelDir, cores);
+    deployments.push(all);
+    const weightBytes = weightBytesOf(await stats(one.url));
+    const bound = new StreamingBound(weightBytes);
+    const m = { bound: [] as number[], decode1: [] as number[], decodeAll: [] as number[], ttft1: [] as number[], ttftAll: [] as number[] };
+    try {
+      for (const d of [one, all]) await complete(d.url, 8, "the");
+      for (let r = 0; r < o.rounds; r++) {
+        m.bound.push(bound.rate());
+        m.decode1.push(await decodeRate(one.url, o.tokens, "the"));
+        m.decodeAll.push(await decodeRate(all.url, o.tokens, "the"));
+        m.ttft1.push(await timeToFirstToken(one.url, promptTokens, o.vocab));
+        m.ttftAll.push(await timeToFirstToken(all.url, promptTokens, o.vocab));
+      }
+    } finally {
+      await bound.close();
+      await Promise.all([one, all].map((d) => d.stop()));
+      deployments.splice(deployments.indexOf(one), 2);
+    }
+    const perRound = (a: number[], b: number[]): number => median(a.map((v, i) => v / (b[i] as number)));
+    const overBound1 = perRound(m.decode1, m.bound);
+    const overBoundAll = perRound(m.decodeAll, m.bound);
+    const prefillGain = perRound(m.ttft1, m.ttftAll);
+    figures[name] = {
+      weightMiB: mib(weightBytes),
+      boundTokensPerSecond: round(median(m.bound), 1),
+      boundGBPerSecond: round((median(m.bound) * weightBytes) / 1e9, 2),
+      decodeTokensPerSecond: { threads1: round(median(m.decode1), 1), [`threads${cores}`]: round(median(m.decodeAll), 1) },
+      decodeOverBound: { threads1: round(overBound1), [`threads${cores}`]: round(overBoundAll), goal: 0.5 },
+      timeToFirstTokenMs: { promptTokens, threads1: Math.round(median(m.ttft1)), [`threads${cores}`]: Math.round(median(m.ttftAll)) },
+      prefillTokensPerSecond: { threads1: round(promptTokens / (median(m.ttft1) / 1000), 1), [`threads${cores}`]: round(promptTokens / (median(m.ttftAll) / 1000), 1) },
+      allCoresOverOne: { decode: round(perRound(m.decodeAll, m.decode1)), prefill: round(prefillGain), cores, prefillGoal: 1.6 },
+    };
+    goals[`${name}DecodeOverBound`] = Math.max(overBound1, overBoundAll) >= 0.5;
+    goals[`${name}PrefillThreads`] = prefillGain >= 1.6;
+  }
+  return {
+    figures: {
+      method:
+        "median of per-round ratios; bound = one thread's SIMD f32 matrix-vector product over as many bytes as the weights; decode = tokens after the first streamed token ÷ their time; time to first token = a 512-token prompt, max_tokens 1",
+      ...figures,
+    },
+    goalsMet: goals,
+  };
 }

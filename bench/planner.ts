@@ -21,6 +21,7 @@ import {
   type PlanNode,
 } from "../src/planner/index.js";
 import { startHubServer } from "../test/support/hub-server.js";
+import { allocateHost } from "../test/support/test-world.js";
 
 const GiB = 1024 ** 3;
 
@@ -114,7 +115,7 @@ function build405bProfile(): ModelProfile {
 
 async function benchHttp(runs: number): Promise<object> {
   const dir = await mkdtemp(join(tmpdir(), "shardctl-bench-planner-"));
-  const hub = await startHubServer({ host: "127.0.0.2", repos: [{ repo: "bench/tiny-20", commit: "c".repeat(40), dir }] });
+  const hub = await startHubServer({ host: await allocateHost(), repos: [{ repo: "bench/tiny-20", commit: "c".repeat(40), dir }] });
   try {
     await makeTestModel(dir, { layers: 20, shards: 20, quantize: 4 });
     const source = { kind: "hub", endpoint: hub.endpoint, repo: "bench/tiny-20", revision: "main" } as const;

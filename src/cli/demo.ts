@@ -3,23 +3,40 @@
  * The embedded demo (`npm start`): make the demo model if missing, run the daemon on this
  * repository's clusters/ with shardctl.toml (two local nodes, the reference engine, the embedded
  * router), print "ready" and how to talk to it once the demo cluster is Ready, and tear it all
- * down on Ctrl-C. Everything it writes stays under .demo/ in the working directory.
+ * down on Ctrl-C. Everything it writes stays under .demo/ in the working directory. It prints only
+ * lines for people, and when it cannot succeed (a port it needs is taken) it says which setting to
+ * change and exits 1 at once rather than waiting for a Ctrl-C.
  */
 import { mkdir, writeFile } from "node:fs/promises";
-import { messageOf } from "../errors/index.js";
+import { parseArgs } from "node:util";
+import { isShardctlError, messageOf } from "../errors/index.js";
 import { pathExists } from "../files/index.js";
-import { dirname, join, resolve } from "node:path";
+import { dirname, join, relative, resolve } from "node:path";
 import { makeTestModel } from "../planner/index.js";
-import { readStatus, requestsDirOf, startDaemon, statusFileFor } from "../reconciler/index.js";
-import { computeRevision, loadCluster, loadSettings } from "../spec/index.js";
+import { readStatus, requestsDirOf, startDaemon, statusFileFor, type ClusterStatus } from "../reconciler/index.js";
+import { computeRevision, loadCluster, loadSettings, type ClusterSpec } from "../spec/index.js";
 import { waitForSignal } from "./commands/daemon.js";
-import { createLogger } from "./logger.js";
+import { createLogger, logFormatOption, parseLogFormat } from "./logger.js";
 
 const settingsFile = resolve("shardctl.toml");
 const clusterName = "demo";
 const readyTimeoutMs = 5 * 60_000;
 
-async function main(): Promise<number> {
+const usage = `usage: npm start [-- --log-format json|pretty]
+  Runs the demo cluster (clusters/demo.toml, shardctl.toml) until Ctrl-C. The daemon's log goes to
+  .demo/daemon.log as JSON lines; its warnings and errors also reach the terminal, as human lines
+  unless --log-format json.`;
+
+/** A reason the demo cannot go on, said to the person running it: printed without a stack, exit 1. */
+class DemoFailure extends Error {}
+
+async function main(args: string[]): Promise<number> {
+  const { values } = parseArgs({ args, options: { ...logFormatOption, help: { type: "boolean", short: "h" } } });
+  if (values.help) {
+    console.log(usage);
+    return 0;
+  }
+  const format = parseLogFormat(values["log-format"]) ?? "pretty";
   const settings = await loadSettings(settingsFile);
   const clustersDir = join(dirname(settingsFile), "clusters");
   const definition = join(clustersDir, `${clusterName}.toml`);
@@ -30,7 +47,7 @@ async function main(): Promise<number> {
   // Make the demo model once: no model can be downloaded here.
   const modelDir = spec.model.path!;
   if (!(await pathExists(join(modelDir, "config.json")))) {
-    console.log(`making the demo model in ${modelDir} …`);
+    console.log(`making the demo model in ${shown(modelDir)} …`);
     await makeTestModel(modelDir, { layers: 8, hidden: 128, heads: 4, kvHeads: 2, vocab: 512, seed: 42 });
   }
 
@@ -49,34 +66,51 @@ async function main(): Promise<number> {
   await mkdir(requestsDirOf(settings), { recursive: true });
   await writeFile(join(requestsDirOf(settings), clusterName), new Date().toISOString());
 
-  const log = createLogger("shardctl-demo");
-  const daemon = await startDaemon({ dir: clustersDir, settingsFile, log, teardownOnExit: true });
-  console.log(`daemon watching ${clustersDir}; launching cluster "${clusterName}" (2 stages on this machine) …`);
+  // The daemon's log goes to a file, not between the demo's lines: the terminal is for a person
+  // following the demo, who needs its warnings and errors only, and as human lines (pretty even
+  // through a pipe); the file keeps everything, as JSON lines, for when something goes wrong.
+  const logFile = join(dirname(settingsFile), ".demo", "daemon.log");
+  const log = createLogger("shardctl-demo", { format, file: logFile, stderrLevel: "warn" });
+  const startedAt = Date.now();
+  const daemon = await startDaemon({ dir: clustersDir, settingsFile, log, teardownOnExit: true }).catch((error: unknown) => {
+    if (!isShardctlError(error, "RouterListenFailed")) throw error;
+    // Nothing serves yet: say which file holds the router's address; the demo writes that file only when it is missing.
+    throw new DemoFailure(
+      `${error.message}\n  ${shown(routerConfig)} is the router config that [router] config in ${shown(settingsFile)} names: edit its server.bind_address (the demo never overwrites it)`,
+    );
+  });
+  console.log(`daemon watching ${shown(clustersDir)}; launching cluster "${clusterName}" (2 stages on this machine) …`);
+  console.log(`daemon log: ${shown(logFile)} (warnings and errors are shown here too)`);
 
   const revision = computeRevision(spec, settings);
   const stop = waitForSignal();
-  const outcome = await Promise.race([waitReady(statusFileFor(definition), revision), stop.then(() => "interrupted" as const)]);
+  const outcome = await Promise.race([waitReady(statusFileFor(definition), revision, spec, startedAt), stop.then(() => "interrupted" as const)]);
   if (outcome === "ready") {
     const url = daemon.routerUrl ?? "http://127.0.0.1:8088";
     console.log(`\ncluster "${clusterName}" is ready — serving ${spec.model.id} through the embedded router at ${url}\n`);
+    // Said before anyone tries it: the reply to the curl below is nonsense by construction.
+    console.log("the demo model has random weights: its replies are meaningless bytes, not language.");
+    console.log(`to serve a real model, edit [model] in ${shown(definition)}: id = "<org>/<name>" (a Hugging Face Hub id) with`);
+    console.log('  source = "hub", or id = "<directory>" (a local MLX model directory) with source = "push".\n');
     console.log("talk to it:");
     console.log(`  curl -s ${url}/v1/chat/completions -H 'content-type: application/json' \\`);
     console.log(`    -d '{"model": "${spec.model.id}", "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 16}'`);
     console.log("watch it:");
-    console.log("  node dist/src/cli/shardctl.js status --watch demo");
+    console.log("  npx shardctl status --watch demo");
+    if (daemon.uiUrl !== undefined) console.log(`  ${daemon.uiUrl}  (the dashboard: open it in a browser)`);
     console.log("\nCtrl-C tears the demo down.");
-  } else if (outcome !== "interrupted") {
-    console.error(outcome);
   }
-  if (outcome !== "interrupted") await stop;
+  // Waiting on a demo that cannot become ready helps no one: tear down and exit 1 at once.
+  if (outcome === "ready") await stop;
   console.log("tearing the demo down …");
   await daemon.stop();
   console.log("demo stopped: no process of it is left");
-  return outcome === "ready" || outcome === "interrupted" ? 0 : 1;
+  if (outcome !== "ready" && outcome !== "interrupted") throw new DemoFailure(outcome.failure);
+  return 0;
 }
 
-/** "ready", or a message saying why it will not be. */
-async function waitReady(statusFile: string, revision: string): Promise<"ready" | string> {
+/** "ready", or why it will not be. */
+async function waitReady(statusFile: string, revision: string, spec: ClusterSpec, startedAt: number): Promise<"ready" | { failure: string }> {
   const deadline = Date.now() + readyTimeoutMs;
   let lastHealth = "";
   while (Date.now() < deadline) {
@@ -90,15 +124,52 @@ async function waitReady(statusFile: string, revision: string): Promise<"ready" 
       const ready = status.conditions.find((c) => c.type === "Ready");
       const reconciling = status.conditions.find((c) => c.type === "Reconciling");
       if (ready?.status === "True" && ready.observedRevision === revision && reconciling?.status === "False") return "ready";
+      const portTaken = portTakenFailure(status, spec, startedAt);
+      if (portTaken !== undefined) return { failure: portTaken };
       const stalled = status.conditions.find((c) => c.type === "Stalled");
-      if (stalled?.status === "True") return `the demo cluster is Stalled: ${stalled.reason}: ${stalled.message}`;
+      if (stalled?.status === "True" && since(stalled.lastTransitionTime, startedAt)) {
+        return { failure: `the demo cluster is Stalled: ${stalled.reason}: ${stalled.message}` };
+      }
     }
     await new Promise((r) => setTimeout(r, 200));
   }
-  return `the demo cluster was not ready within ${readyTimeoutMs / 1000} s; see ${statusFile}`;
+  return {
+    failure: `the demo cluster was not ready within ${readyTimeoutMs / 1000} s; see ${shown(statusFile)} and ${shown(join(dirname(settingsFile), ".demo", "daemon.log"))}`,
+  };
 }
 
-main().then(
+/**
+ * A port the demo needs is taken, and which setting moves it. The daemon would retry the launch
+ * (the port may be freed), but a person running the demo wants to hear it now, not after the
+ * restart budget is spent.
+ */
+function portTakenFailure(status: ClusterStatus, spec: ClusterSpec, startedAt: number): string | undefined {
+  const error = status.lastError;
+  // Only this run's errors: the status file may still hold an earlier run's.
+  if (error === undefined || !since(error.at, startedAt)) return undefined;
+  const definition = shown(join(dirname(settingsFile), "clusters", `${clusterName}.toml`));
+  if (error.reason === "PortInUse") {
+    const { host, port } = spec.coordinator;
+    return `the coordinator's port ${host}:${port} is already in use.\n  set a free port in ${definition}: [coordinator] port = ${port}, or stop what holds it`;
+  }
+  if (error.reason === "PortRangeExhausted") {
+    return `${error.message}\n  widen or move the range in ${shown(settingsFile)}: [distributed] port_range, or stop what holds those ports`;
+  }
+  return undefined;
+}
+
+/** Whether an RFC 3339 time is at or after `startedAt` (to the second: statuses may drop the milliseconds). */
+function since(time: string, startedAt: number): boolean {
+  return Date.parse(time) >= Math.floor(startedAt / 1000) * 1000;
+}
+
+/** A path as the person typed it from here: relative to the working directory when under it. */
+function shown(file: string): string {
+  const path = relative(process.cwd(), file);
+  return path === "" || path.startsWith("..") ? file : path;
+}
+
+main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
     console.error(`shardctl demo: ${messageOf(error)}`);

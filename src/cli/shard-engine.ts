@@ -11,6 +11,15 @@ import { ClusterConfigError, EngineUsageError, engineVersion, parseEngineArgs, r
 // (default up to 16 MiB) — per-token garbage is small, and the default would add megabytes of
 // resident memory to every stage.
 setFlagsFromString("--max-semi-space-size=1");
+// And collect the old generation early: the weights live in WebAssembly memory, which V8 does
+// not count as heap pressure, so without this a stage's transport garbage piles up for megabytes
+// before a full collection. The hot loops are WebAssembly, which this flag does not slow.
+setFlagsFromString("--optimize-for-size");
+// Compile the WebAssembly kernels optimised, whole, when their module is compiled (before the
+// weights load) instead of baseline first and optimised once hot: no slow first tokens, and the
+// optimising compiler's memory belongs to the idle runtime instead of growing a loaded stage.
+setFlagsFromString("--no-wasm-dynamic-tiering");
+setFlagsFromString("--no-wasm-lazy-compilation");
 
 async function main(argv: string[]): Promise<void> {
   const parsed = parseEngineArgs(argv);

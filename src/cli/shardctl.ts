@@ -1,55 +1,51 @@
 #!/usr/bin/env node
 /**
- * `shardctl`: parses the command name and hands the rest to that command's module. Commands live in
- * ./commands/<name>.ts and export `run(args): Promise<number>` (the exit code). Usage errors print a
- * message and exit 1; anything else is a bug and is rethrown with its stack.
+ * `shardctl`: parses the command name and hands the rest to that command's module. The command
+ * table (./help) is the one list of commands: `--help` on any of them is answered here from it.
+ * Commands live in ./commands/<name>.ts and export `run(args): Promise<number>` (the exit code).
+ * Usage errors print a message and exit 1; anything else is a bug and is rethrown with its stack.
  */
 import { UsageError } from "./usage-error.js";
 import { isShardctlError } from "../errors/index.js";
+import { commandNames, findCommand, packageVersion, renderCommandHelp, renderOverview, type CommandName } from "./help/index.js";
 
-type Command = { run: (args: string[]) => Promise<number>; summary: string };
+type Command = { run: (args: string[]) => Promise<number> };
 
-const commands: Record<string, () => Promise<Command>> = {
-  plan: () => import("./commands/plan.js"),
-  "make-test-model": () => import("./commands/make-test-model.js"),
-  schemas: () => import("./commands/schemas.js"),
-  daemon: () => import("./commands/daemon.js"),
-  status: () => import("./commands/status.js"),
-  wait: () => import("./commands/wait.js"),
-  reconcile: () => import("./commands/reconcile.js"),
-  diff: () => import("./commands/diff.js"),
-  validate: () => import("./commands/validate.js"),
-  router: () => import("./commands/router.js"),
-  nodes: () => import("./commands/nodes.js"),
-  stage: () => import("./commands/stage.js"),
-};
-
-function printUsage(): void {
-  console.log("usage: shardctl <command> [options]\n\ncommands:");
-  for (const name of Object.keys(commands)) console.log(`  ${name}`);
-  console.log("\nRun `shardctl <command> --help` for a command's options.");
+/**
+ * The module of a command of the table: ./commands/<name>.js, loaded on demand so that `--version`
+ * or `status` never pays for the daemon's imports. The table is the registry: a command is added by
+ * its row there and its file in ./commands (a test holds the two together).
+ */
+async function loadCommand(name: CommandName): Promise<Command> {
+  return (await import(`./commands/${name}.js`)) as Command;
 }
 
 async function main(argv: string[]): Promise<number> {
   const [name, ...args] = argv;
-  if (name === undefined || name === "--help" || name === "-h" || name === "help") {
-    printUsage();
+  if (name === "--version" || name === "-V") {
+    console.log(`shardctl ${packageVersion()}`);
+    return 0;
+  }
+  if (name === undefined || name === "--help" || name === "-h") {
+    console.log(renderOverview(packageVersion()));
+    // A bare `shardctl` asked for nothing: say how to use it, but as a failure for scripts.
     return name === undefined ? 1 : 0;
   }
-  const load = commands[name];
-  if (load === undefined) throw new UsageError(`unknown command "${name}"; run \`shardctl --help\` for the list`);
-  const command = await load();
+  const spec = findCommand(name);
+  if (spec === undefined) throw new UsageError(`unknown command "${name}"; the commands are ${commandNames.join(", ")} (\`shardctl help <command>\` for one)`);
+  // No shardctl flag takes "--help" or "-h" as its value, so either one anywhere asks for help.
+  if (args.includes("--help") || args.includes("-h")) {
+    console.log(renderCommandHelp(spec));
+    return 0;
+  }
+  const command = await loadCommand(spec.name);
   try {
     return await command.run(args);
   } catch (error) {
     // node:util parseArgs refusing an option is a usage error, not a crash: say which, and how to
-    // get the command's options. `--help` on a command that has none gets its summary.
+    // get the command's options.
     const code = (error as { code?: unknown }).code;
     if (typeof code === "string" && code.startsWith("ERR_PARSE_ARGS")) {
-      if (args.includes("--help") || args.includes("-h")) {
-        console.log(`shardctl ${name}: ${command.summary}`);
-        return 0;
-      }
       throw new UsageError(`${name}: ${(error as Error).message.split(". ")[0]}; run \`shardctl ${name} --help\``);
     }
     throw error;

@@ -25,6 +25,7 @@ export async function buildLaunchRequest(
     if (path === undefined) throw new ShardctlError("ModelNotStaged", `node ${node.config.name} has no staged model`);
     return path;
   };
+  const threads = await threadsPerStage(nodes.stages);
   const stages = await Promise.all(
     plan.stages.map(async (stage, i) => {
       const node = nodes.stages[i]!;
@@ -36,6 +37,7 @@ export async function buildLaunchRequest(
         layers: stage.layers,
         modelDir: modelPathOf(node),
         runDir: await runDirOf(node, spec.name, settings),
+        ...(threads[i] === undefined ? {} : { threads: threads[i] }),
       };
     }),
   );
@@ -63,6 +65,36 @@ export async function buildLaunchRequest(
     ...(spec.router.register ? { router: { backend: spec.router.backend, weight: spec.router.weight } } : {}),
     deadlines: { ...defaultDeadlines, ...deadlines },
   };
+}
+
+/**
+ * Threads per stage when stages share a machine (nodes with the same registry `host`): each of k
+ * stages gets ⌊cores ÷ k⌋, at least 1, the cores asked of the machine itself. A stage alone on
+ * its machine gets undefined (the engine's default: every core), as does one whose machine does
+ * not say.
+ */
+export async function threadsPerStage(stages: readonly NodeAccess[]): Promise<Array<number | undefined>> {
+  const byMachine = new Map<string, number[]>();
+  stages.forEach((node, i) => byMachine.set(node.config.host, [...(byMachine.get(node.config.host) ?? []), i]));
+  const threads: Array<number | undefined> = stages.map(() => undefined);
+  for (const indices of byMachine.values()) {
+    if (indices.length < 2) continue;
+    const cores = await coresOf(stages[indices[0]!]!);
+    if (cores === undefined) continue;
+    for (const i of indices) threads[i] = Math.max(1, Math.floor(cores / indices.length));
+  }
+  return threads;
+}
+
+/** The machine's online cores (POSIX getconf), or undefined when it does not answer. */
+async function coresOf(node: NodeAccess): Promise<number | undefined> {
+  try {
+    const result = await node.run(["getconf", "_NPROCESSORS_ONLN"], { deadlineMs: 10_000 });
+    const cores = Number(result.stdout.trim());
+    return result.exitCode === 0 && Number.isInteger(cores) && cores > 0 ? cores : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

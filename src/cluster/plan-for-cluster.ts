@@ -1,8 +1,9 @@
 /**
  * The plan of one cluster definition, made the same way for the daemon and for every command:
- * probe the stage nodes when asked (free memory, accelerator, engine version: the daemon's
- * budgets), pin a Hub branch to its commit when the files will be staged (so the plan and every
- * node's files come from that one commit, however the branch moves), inspect the model and plan.
+ * probe the stage nodes when asked (free memory, accelerator, engine version: the daemon's budgets
+ * are what the nodes report, capped by their declared memory), pin a Hub branch to its commit when
+ * the files will be staged (so the plan and every node's files come from that one commit, however
+ * the branch moves), inspect the model and plan.
  */
 import type { NodeFacts, ModelProfile, ShardPlan } from "../planner/index.js";
 import { planCluster } from "../planner/index.js";
@@ -15,7 +16,10 @@ import { stagingSourceOf } from "./staging-source.js";
 export interface PlannedCluster {
   profile: ModelProfile;
   plan: ShardPlan;
-  /** Where the stage budgets came from: the registry's declared memory, or what the nodes reported. */
+  /**
+   * Whether the nodes were probed: "declared", the registry's memory alone; "probed", what the nodes
+   * reported capped by the registry's memory. Each stage's `budgetSource` says which figure decided.
+   */
   budgets: "declared" | "probed";
   /** What the nodes reported (empty when not probed). */
   facts: Record<string, NodeFacts>;
@@ -24,7 +28,7 @@ export interface PlannedCluster {
 }
 
 export interface PlanForClusterOptions {
-  /** Probe these stage nodes (in stage order) and budget with what they report. Default: declared memory. */
+  /** Probe these stage nodes (in stage order) and budget with what they report, capped by what they declare. Default: declared memory. */
   probe?: readonly NodeAccess[];
   /** Pin a Hub branch to its commit first (set when the plan's files are going to be staged). Default false. */
   pin?: boolean;
@@ -37,7 +41,14 @@ export async function planForCluster(spec: ClusterSpec, settings: Settings, opti
   return { profile, plan, budgets: options.probe === undefined ? "declared" : "probed", facts, ...(pinned === undefined ? {} : { pinned }) };
 }
 
-/** How a plan's budgets are described to people. */
-export function describeBudgets(planned: Pick<PlannedCluster, "budgets">): string {
-  return planned.budgets === "probed" ? "probed free memory of each node" : "declared memory in the settings (--probe for what the nodes report, as the daemon plans)";
+/**
+ * How a plan's budgets are described to people: where they came from, and — for a plan of the
+ * declared figures only — how the daemon's own plan differs (with distributed serving on it probes
+ * the nodes, capping what they report by what they declare; off, it probes nothing either).
+ */
+export function describeBudgets(planned: Pick<PlannedCluster, "budgets">, settings: Pick<Settings, "distributed">): string {
+  if (planned.budgets === "probed") return "what each node reports (free memory), capped by its declared memory: the rule the daemon plans with";
+  return settings.distributed.enabled
+    ? "declared memory only (nothing probed); the daemon plans with what each node reports (free memory), capped by its declared memory: run with --probe for that plan"
+    : "declared memory only (nothing probed), as the daemon plans while [distributed] enabled = false";
 }

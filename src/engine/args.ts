@@ -1,4 +1,5 @@
 /** Command line of shard-engine, compatible with mlxcel-server for the flags the launcher uses. */
+import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
 
 export const engineVersion = "0.1.0";
@@ -20,6 +21,11 @@ export interface EngineOptions {
   connectTimeoutMs: number;
   /** How long a coordinator with a broken pipeline keeps answering 503 before exiting, ms. Default 2000. */
   brokenExitDelayMs: number;
+  /**
+   * Threads computing each product of this process's layers. Default: the machine's cores
+   * (os.availableParallelism()); with two stages on one machine, give each its share.
+   */
+  threads: number;
 }
 
 export type ParsedArgs = { kind: "run"; options: EngineOptions } | { kind: "help" } | { kind: "version" };
@@ -32,11 +38,13 @@ export class EngineUsageError extends Error {
 export const usage = `usage: shard-engine -m <model-dir> [--distributed-config <cluster.toml> --node-id <id>]
                     [--host <ip>] [--port <port>] [--no-warmup] [--transport-token-file <file>]
                     [--model-name <name>] [--connect-timeout-ms <ms>] [--broken-exit-delay-ms <ms>]
+                    [--threads <n>]
        shard-engine --version | --help
 
 Without --distributed-config one process serves the whole model. With it, the node named by
 --node-id becomes a pipeline stage (binds its TOML address) or, for the hybrid node, the
-coordinator (HTTP on --host:--port).`;
+coordinator (HTTP on --host:--port). --threads (default: this machine's cores) is how many threads
+compute each matrix product of the layers this process holds.`;
 
 function integer(name: string, value: string | undefined, fallback: number, min: number, max: number): number {
   if (value === undefined) return fallback;
@@ -63,6 +71,7 @@ export function parseEngineArgs(argv: string[]): ParsedArgs {
         "model-name": { type: "string" },
         "connect-timeout-ms": { type: "string" },
         "broken-exit-delay-ms": { type: "string" },
+        threads: { type: "string" },
         version: { type: "boolean", short: "V" },
         help: { type: "boolean", short: "h" },
       },
@@ -89,6 +98,7 @@ export function parseEngineArgs(argv: string[]): ParsedArgs {
       modelName: values["model-name"],
       connectTimeoutMs: integer("connect-timeout-ms", values["connect-timeout-ms"], 60_000, 1, 24 * 3600_000),
       brokenExitDelayMs: integer("broken-exit-delay-ms", values["broken-exit-delay-ms"], 2000, 0, 600_000),
+      threads: integer("threads", values.threads, availableParallelism(), 1, 1024),
     },
   };
 }

@@ -37,8 +37,9 @@ export async function runEngine(o: EngineOptions, exit: (code: number) => void =
 
   if (o.distributedConfig === undefined) {
     return startHttp(o, log, config, modelDir, "single", async (ctx) => {
-      ctx.pipeline = LocalPipeline.load(modelDir, config);
-      log.info({ weightBytes: (ctx.pipeline as LocalPipeline).weightBytes }, "model loaded (single process)");
+      const pipeline = await LocalPipeline.load(modelDir, config, o.threads);
+      ctx.pipeline = pipeline;
+      log.info({ weightBytes: pipeline.weightBytes, threads: o.threads }, "model loaded (single process)");
     });
   }
 
@@ -56,6 +57,7 @@ export async function runEngine(o: EngineOptions, exit: (code: number) => void =
       stage: stageIndex,
       stageCount: cluster.stages.length,
       range: { start, end },
+      threads: o.threads,
       host: node.host,
       port: node.port,
       next: next === undefined ? undefined : { host: next.host, port: next.port, nodeId: next.id },

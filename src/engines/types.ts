@@ -21,6 +21,11 @@ export interface StageSlot {
   address: Endpoint;
   /** Half-open layer range [start, end). */
   layers: [number, number];
+  /**
+   * Threads the stage computes with (the reference engine's `--threads`), set when several stages
+   * share one machine's cores; undefined: the engine's default (all of its machine's cores).
+   */
+  threads?: number;
 }
 
 export interface CoordinatorSlot {
@@ -29,6 +34,8 @@ export interface CoordinatorSlot {
   address: Endpoint;
   /** The OpenAI-compatible HTTP listener. */
   http: Endpoint;
+  /** Threads the coordinator computes with (`--threads`): it holds no layers, so 1. Undefined: the engine's default. */
+  threads?: number;
 }
 
 /** The whole engine topology of one launch. */
@@ -123,6 +130,12 @@ export interface EngineFacts {
   readonly extraArgs: ExtraArgRules;
   /** Advice on how many stages to use. */
   readonly stageCount: StageCountAdvice;
+  /**
+   * How the engine's stages share the cores of one machine that runs several of them (nodes with
+   * the same registry `host`), as the plan's StagesShareMachine note says it; undefined when the
+   * engine has no say in it.
+   */
+  readonly sharedMachineCores: string | undefined;
   /**
    * The divisor a node's memory is divided by to get the budget a plan may fill (≥ 1; 1.2 keeps
    * a sixth of it free). The planner's default when a plan names no headroom.

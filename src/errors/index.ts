@@ -16,4 +16,7 @@ export type {
   HealthReason,
   ClusterReason,
   ReconcilerReason,
+  ServiceReason,
+  DashboardReason,
+  FileReason,
 } from "./reasons/index.js";

@@ -1,3 +1,7 @@
-/** src/files: the few local-file helpers every concern shares (atomic writes, existence checks). */
+/**
+ * src/files: the few local-file helpers every concern shares (atomic writes, existence checks, and
+ * reading files others control: regular files only, within a stated size cap, never blocking).
+ */
 export { writeFileAtomic } from "./write-file-atomic.js";
 export { pathExists } from "./path-exists.js";
+export { openRegularFile, readRegularFile, readRegularText, formatCap, FileRefusedError, type OpenedRegularFile, type RegularFileOptions } from "./read-regular-file.js";

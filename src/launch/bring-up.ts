@@ -197,11 +197,19 @@ async function allocateTopology(request: LaunchRequest, context: LaunchContext, 
     modelName: request.modelName,
     transport: request.transport,
     explicitLayers: request.explicitLayers,
-    stages: request.stages.map((s, i) => ({ index: s.index, id: `stage-${s.index}`, address: { host: s.bindHost, port: ports[i]! }, layers: s.layers })),
+    stages: request.stages.map((s, i) => ({
+      index: s.index,
+      id: `stage-${s.index}`,
+      address: { host: s.bindHost, port: ports[i]! },
+      layers: s.layers,
+      ...(s.threads === undefined ? {} : { threads: s.threads }),
+    })),
     coordinator: {
       id: "coordinator",
       address: { host: coordinator.bindHost, port: ports[request.stages.length]! },
       http: { host: coordinator.bindHost, port: coordinator.httpPort },
+      // It holds no layers: one thread, whatever runs beside it.
+      threads: 1,
     },
   };
 }

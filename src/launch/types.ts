@@ -18,6 +18,8 @@ export interface StageTarget {
   modelDir: string;
   /** Per-launch directory on that node: cluster TOML, token, log, exit status. */
   runDir: string;
+  /** Threads the stage computes with, set when stages share its machine (see EngineFacts.sharedMachineCores). */
+  threads?: number;
 }
 
 export interface CoordinatorTarget {

@@ -1,6 +1,7 @@
-import { open, readdir, readFile, stat } from "node:fs/promises";
+import { readdir, stat } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { ShardctlError } from "../errors/index.js";
+import { FileRefusedError, openRegularFile, readRegularText } from "../files/index.js";
 import { readHeaderLength } from "./safetensors-header.js";
 import type { RawHeader, SourceReader } from "./model-source.js";
 
@@ -8,16 +9,18 @@ import type { RawHeader, SourceReader } from "./model-source.js";
 export function createDirReader(root: string): SourceReader {
   return {
     describe: () => root,
-    readJson: async (path) => {
+    readJson: async (path, maxBytes) => {
       const file = join(root, path);
       let text: string;
       try {
-        text = await readFile(file, "utf8");
+        text = await readRegularText(file, { maxBytes, what: path });
       } catch (error) {
         if (isMissing(error)) {
           await assertRootExists(root);
           return undefined;
         }
+        // A FIFO or an oversized file stays what it is: terminal, with its own reason.
+        if (error instanceof FileRefusedError) throw error;
         throw unreadable(file, error);
       }
       try {
@@ -38,16 +41,23 @@ export function createDirReader(root: string): SourceReader {
   };
 }
 
+/**
+ * The 8-byte length and the JSON header of a local safetensors file, never its data. The file is
+ * checked to be regular on the opened descriptor (a FIFO named model.safetensors would block the
+ * read for ever); its size is not capped, since only the header is read and the format caps that
+ * at 100 MB.
+ */
 async function readLocalHeader(file: string): Promise<RawHeader | undefined> {
-  let handle;
+  let opened;
   try {
-    handle = await open(file, "r");
+    opened = await openRegularFile(file, { what: "safetensors file" });
   } catch (error) {
     if (isMissing(error)) return undefined;
+    if (error instanceof FileRefusedError) throw error;
     throw unreadable(file, error);
   }
+  const { handle, size } = opened;
   try {
-    const { size } = await handle.stat();
     const prefix = Buffer.alloc(Math.min(8, size));
     await handle.read(prefix, 0, prefix.length, 0);
     const length = readHeaderLength(prefix, file, size);

@@ -1,4 +1,5 @@
 import { ShardctlError } from "../errors/index.js";
+import { FileRefusedError, formatCap } from "../files/index.js";
 import { readHeaderLength } from "./safetensors-header.js";
 import type { ModelSource, RawHeader, SourceReader } from "./model-source.js";
 
@@ -63,10 +64,25 @@ export function createHubReader(source: HubSource): SourceReader {
 
   return {
     describe: () => where,
-    readJson: async (path) => {
+    readJson: async (path, maxBytes) => {
       const response = await request(path);
       if (response === undefined) return undefined;
-      const text = await response.text();
+      // Never buffer more than the cap: a declared length past it is refused unread, and a body
+      // without one is read only to one byte past it.
+      const refuse = (size: string): FileRefusedError =>
+        new FileRefusedError(
+          "FileTooLarge",
+          `${where}/${path}`,
+          `${path} is ${size} bytes, over the cap of ${maxBytes} bytes (${formatCap(maxBytes)}); a real one is far smaller`,
+        );
+      const declared = Number(response.headers.get("content-length") ?? Number.NaN);
+      if (declared > maxBytes) {
+        await response.body?.cancel();
+        throw refuse(String(declared));
+      }
+      const body = await readPrefix(response, maxBytes + 1);
+      if (body.length > maxBytes) throw refuse(`more than ${maxBytes}`);
+      const text = new TextDecoder().decode(body);
       try {
         return JSON.parse(text) as unknown;
       } catch (error) {
@@ -103,23 +119,24 @@ export function createHubReader(source: HubSource): SourceReader {
   };
 }
 
+/** At most the first `count` bytes of a body; the rest is cancelled. Memory grows with what arrives, not with `count`. */
 async function readPrefix(response: Response, count: number): Promise<Uint8Array> {
-  const out = new Uint8Array(count);
+  const chunks: Uint8Array[] = [];
   let filled = 0;
   const reader = response.body?.getReader();
-  if (reader === undefined) return out.subarray(0, 0);
+  if (reader === undefined) return new Uint8Array(0);
   try {
     while (filled < count) {
       const { done, value } = await reader.read();
       if (done) break;
-      const take = Math.min(value.length, count - filled);
-      out.set(value.subarray(0, take), filled);
-      filled += take;
+      const take = value.subarray(0, Math.min(value.length, count - filled));
+      chunks.push(take);
+      filled += take.length;
     }
   } finally {
     await reader.cancel().catch(() => undefined);
   }
-  return out.subarray(0, filled);
+  return Buffer.concat(chunks, filled);
 }
 
 function describeError(error: unknown): string {

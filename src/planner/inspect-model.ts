@@ -1,6 +1,8 @@
 import { ShardctlError } from "../errors/index.js";
+import { checkModelTensors } from "./check-tensors.js";
 import { createDirReader } from "./dir-source.js";
 import { createHubReader } from "./hub-source.js";
+import { maxConfigBytes, maxIndexBytes, maxSafetensorsFiles } from "./model-bounds.js";
 import { parseModelConfig } from "./model-config.js";
 import { buildModelProfile, type HeaderFile, type ModelProfile } from "./model-profile.js";
 import type { ModelSource, SourceReader } from "./model-source.js";
@@ -23,19 +25,24 @@ export async function inspectModel(source: ModelSource): Promise<ModelProfile> {
 export async function inspectWithReader(reader: SourceReader): Promise<ModelProfile> {
   const where = reader.describe();
   // Read config.json.
-  const rawConfig = await reader.readJson("config.json");
+  const rawConfig = await reader.readJson("config.json", maxConfigBytes);
   if (rawConfig === undefined) {
     throw new ShardctlError("ModelConfigMissing", `${where}: config.json not found — not an MLX-format model`, { terminal: true });
   }
   const config = parseModelConfig(rawConfig, `${where}/config.json`);
 
   // Find the safetensors files: the index's weight_map, else the single model.safetensors.
-  const rawIndex = await reader.readJson(indexFile);
+  const rawIndex = await reader.readJson(indexFile, maxIndexBytes);
   let weightMap: Record<string, string> | undefined;
   let paths: string[];
   if (rawIndex !== undefined) {
     weightMap = readWeightMap(rawIndex, `${where}/${indexFile}`);
     paths = [...new Set(Object.values(weightMap))].sort();
+    if (paths.length > maxSafetensorsFiles) {
+      throw new ShardctlError("ModelIndexInvalid", `${where}/${indexFile}: names ${paths.length} safetensors files; at most ${maxSafetensorsFiles} are read`, {
+        terminal: true,
+      });
+    }
   } else {
     paths = [singleFile];
   }
@@ -47,7 +54,10 @@ export async function inspectWithReader(reader: SourceReader): Promise<ModelProf
     if (raw === undefined) throw await explainMissing(reader, path, rawIndex !== undefined);
     return { path, header: parseSafetensorsHeader(raw.bytes, `${where}/${path}`, raw.fileSize), fileSize: raw.fileSize };
   });
-  return buildModelProfile(where, config, headers, weightMap);
+  const profile = buildModelProfile(where, config, headers, weightMap);
+  // The weights must be the model config.json describes: names, shapes, quantized packing.
+  checkModelTensors(profile, headers);
+  return profile;
 }
 
 /** Header reads in flight at once. */

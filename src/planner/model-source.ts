@@ -27,8 +27,12 @@ export interface RawHeader {
 export interface SourceReader {
   /** For messages: "/models/llama" or "hub:org/name@main". */
   describe(): string;
-  /** Parsed JSON of a small file, or undefined when the file does not exist. */
-  readJson(path: string): Promise<unknown>;
+  /**
+   * Parsed JSON of a small file, or undefined when the file does not exist. A file larger than
+   * `maxBytes` (bytes) is refused with `FileTooLarge` before it is read whole; a local one that is
+   * not a regular file (a FIFO, a directory) with `NotRegularFile`.
+   */
+  readJson(path: string, maxBytes: number): Promise<unknown>;
   /** The header of a safetensors file (never its data), or undefined when it does not exist. */
   readHeader(path: string): Promise<RawHeader | undefined>;
   /** Every file path of the model (only consulted to explain a missing model), undefined if unknown. */

@@ -1,7 +1,8 @@
 /**
  * Plan one cluster definition: resolve where its model can be inspected (the Hub by HTTP Range
  * reads, or a local directory), read the profile, and plan the stages over its registry nodes.
- * Node memory comes from probes when the caller has them, else from the registry.
+ * Budgets: what the nodes report when the caller probed them, capped by the registry's declared
+ * memory; the declared memory alone otherwise.
  */
 import { canRunOn, engineOf, quoteKinds, selectKindsRunningOn } from "../engines/index.js";
 import type { ClusterSpec, Settings } from "../spec/index.js";
@@ -49,21 +50,28 @@ export function modelSourceOf(spec: ClusterSpec, settings: Settings, env: NodeJS
   return { kind: "dir", path };
 }
 
-/** The plan nodes of a cluster, in stage order, from the registry and any probe facts. */
+/**
+ * The plan nodes of a cluster, in stage order, from the registry and any probe facts. Both memory
+ * figures go to the plan, which budgets with the smaller (`budgetOf`): what a node reports (its
+ * free memory, or its total when it reports no free figure) capped by what the registry declares.
+ * Every caller — `shardctl plan`, `plan --probe` and the daemon — goes through here, so all three
+ * apply that one rule.
+ */
 export function planNodesOf(spec: ClusterSpec, settings: Settings, facts: Readonly<Record<string, NodeFacts>> = {}): PlanNode[] {
   return spec.nodes.map((name) => {
     const entry = settings.nodes[name];
     const fact = facts[name] ?? {};
-    const memoryBytes = fact.totalBytes ?? entry?.memory;
+    const probedBytes = fact.availableBytes ?? fact.totalBytes;
     const accelerator = fact.accelerator ?? entry?.accelerator;
     const engineVersion = fact.engineVersion ?? entry?.engineVersion;
     return {
       name,
-      ...(memoryBytes === undefined ? {} : { memoryBytes }),
-      ...(fact.availableBytes === undefined ? {} : { availableBytes: fact.availableBytes }),
+      ...(entry?.memory === undefined ? {} : { memoryBytes: entry.memory }),
+      ...(probedBytes === undefined ? {} : { availableBytes: probedBytes }),
       ...(entry?.memoryLimit === undefined ? {} : { memoryLimitBytes: entry.memoryLimit }),
       ...(accelerator === undefined ? {} : { accelerator }),
       ...(engineVersion === undefined ? {} : { engineVersion }),
+      ...(entry === undefined ? {} : { machine: entry.host }),
     };
   });
 }

@@ -4,7 +4,7 @@ import { formatBytes } from "./format-bytes.js";
 import { layerKvBytes } from "./kv-cache.js";
 import { memorySplit } from "./memory-split.js";
 import type { ModelProfile } from "./model-profile.js";
-import { nodeBudget, type PlanNode } from "./node-budget.js";
+import { budgetOf, nodeBudget, type PlanNode } from "./node-budget.js";
 import type { PlanMessage, PlanOptions, ShardPlan, StagePlan } from "./plan-types.js";
 
 /**
@@ -32,6 +32,7 @@ export function planShards(profile: ModelProfile, nodes: readonly PlanNode[], op
   if (duplicates.length > 0)
     error("DuplicateNode", `node ${[...new Set(duplicates)].map((d) => `"${d}"`).join(", ")} appears more than once; each stage needs its own node`);
   if (n > L) error("TooManyStages", `${n} stages for ${L} layers: every stage needs at least one layer`);
+  noteSharedMachines(nodes, engine.sharedMachineCores, (message) => warn("StagesShareMachine", message));
 
   // Check the cluster is homogeneous (where the figures are known).
   checkUniform(nodes, "accelerator", (values) => error("MixedAccelerators", `nodes mix accelerator families (${values}); a cluster must be homogeneous`));
@@ -53,7 +54,8 @@ export function planShards(profile: ModelProfile, nodes: readonly PlanNode[], op
   }
 
   // Budgets.
-  const budgets = nodes.map((node) => nodeBudget(node, o.headroom));
+  const sourced = nodes.map((node) => budgetOf(node, o.headroom));
+  const budgets = sourced.map((b) => b?.bytes);
   for (const [i, node] of nodes.entries()) {
     if (budgets[i] === undefined) {
       error("NodeMemoryUnknown", `node "${node.name}" has no known memory: set memory_limit (or a declared memory) in its registry entry, or let it be probed`);
@@ -109,6 +111,7 @@ export function planShards(profile: ModelProfile, nodes: readonly PlanNode[], op
       kvBytes,
       totalBytes,
       budgetBytes: budget ?? null,
+      budgetSource: sourced[i]?.source ?? null,
       fit: budget === undefined ? null : budget > 0 ? totalBytes / budget : Number.POSITIVE_INFINITY,
     });
     if (budget !== undefined && totalBytes > budget) {
@@ -165,6 +168,20 @@ export function planShards(profile: ModelProfile, nodes: readonly PlanNode[], op
 function resolveOptions(options: PlanOptions): Required<PlanOptions> {
   const { strategy, contextLength, engine, headroom = engineOf(engine).memoryHeadroom, maxSequences = 1, allowUnvalidatedFamily = false } = options;
   return { strategy, headroom, contextLength, maxSequences, engine, allowUnvalidatedFamily };
+}
+
+/** Note each machine that runs several stages: they share its cores (how, the engine says). */
+function noteSharedMachines(nodes: readonly PlanNode[], how: string | undefined, note: (message: string) => void): void {
+  const stagesOn = new Map<string, number[]>();
+  nodes.forEach((node, i) => {
+    if (node.machine !== undefined) stagesOn.set(node.machine, [...(stagesOn.get(node.machine) ?? []), i]);
+  });
+  for (const [machine, stages] of stagesOn) {
+    if (stages.length < 2) continue;
+    const which = stages.map((i) => `${i} (${nodes[i]?.name})`).join(", ");
+    const where = machine === "local" ? "this machine" : `one machine (${machine})`;
+    note(`stages ${which} run on ${where} and share its cores${how === undefined ? "" : `: ${how}`}`);
+  }
 }
 
 function checkUniform(nodes: readonly PlanNode[], key: "accelerator" | "engineVersion", report: (values: string) => void): void {

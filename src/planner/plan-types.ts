@@ -1,5 +1,6 @@
 import type { EngineKind } from "../engines/index.js";
 import type { PlannerReason } from "../errors/index.js";
+import type { BudgetSource } from "./node-budget.js";
 
 /** Options of one plan; defaults are filled in by planShards. */
 export interface PlanOptions {
@@ -37,6 +38,8 @@ export interface StagePlan {
   totalBytes: number;
   /** The node's budget after headroom; null when no memory figure is known. */
   budgetBytes: number | null;
+  /** The figure the budget came from (see `budgetOf`); null when no memory figure is known. */
+  budgetSource: BudgetSource | null;
   /** totalBytes / budgetBytes (> 1 does not fit); null without a budget. */
   fit: number | null;
 }

@@ -1,4 +1,5 @@
 import { formatBytes } from "./format-bytes.js";
+import { budgetSourceLabels } from "./node-budget.js";
 import type { ShardPlan, StagePlan } from "./plan-types.js";
 
 /** Width of the memory-fit bar (cells). */
@@ -18,9 +19,14 @@ function layerRange(stage: StagePlan): string {
   return `[${stage.layers[0]}, ${stage.layers[1]})`;
 }
 
+/** Where a stage's budget came from, as the plan shows it. */
+function budgetFrom(stage: StagePlan): string {
+  return stage.budgetSource === null ? "-" : budgetSourceLabels[stage.budgetSource];
+}
+
 /**
  * The plan for a terminal: a header line, one row per stage (node, half-open layer range,
- * weights, KV, budget, fit bar), totals, then warnings and errors. `color` (default false) adds
+ * weights, KV, budget and where it came from, fit bar), totals, then warnings and errors. `color` (default false) adds
  * ANSI colours: green fit < 85 %, yellow up to 100 %, red beyond.
  */
 export function renderPlanText(plan: ShardPlan, options: { color?: boolean } = {}): string {
@@ -33,7 +39,7 @@ export function renderPlanText(plan: ShardPlan, options: { color?: boolean } = {
       (plan.splitUsed !== plan.strategy ? ` (showing the ${plan.splitUsed} split)` : "") +
       `, context ${plan.options.contextLength} × ${plan.options.maxSequences}, headroom ${plan.options.headroom}`,
   );
-  const header = ["STAGE", "NODE", "LAYERS", "WEIGHTS", "KV", "TOTAL", "BUDGET", "FIT"];
+  const header = ["STAGE", "NODE", "LAYERS", "WEIGHTS", "KV", "TOTAL", "BUDGET", "SOURCE", "FIT"];
   const rows = plan.stages.map((s) => [
     String(s.index),
     s.node,
@@ -42,6 +48,7 @@ export function renderPlanText(plan: ShardPlan, options: { color?: boolean } = {
     formatBytes(s.kvBytes),
     formatBytes(s.totalBytes),
     s.budgetBytes === null ? "unknown" : formatBytes(s.budgetBytes),
+    budgetFrom(s),
     renderFitBar(s.fit),
   ]);
   const widths = header.map((h, c) => Math.max(h.length, ...rows.map((r) => (r[c] ?? "").length)));
@@ -81,17 +88,17 @@ export function renderPlanMarkdown(plan: ShardPlan): string {
       `context ${plan.options.contextLength} × ${plan.options.maxSequences}, headroom ${plan.options.headroom}`,
     "",
   );
-  lines.push("| Stage | Node | Layers | Weights | KV cache | Total | Budget | Fit |", "|---:|---|---|---:|---:|---:|---:|---|");
+  lines.push("| Stage | Node | Layers | Weights | KV cache | Total | Budget | Budget from | Fit |", "|---:|---|---|---:|---:|---:|---:|---|---|");
   for (const s of plan.stages) {
     lines.push(
       `| ${s.index} | ${esc(s.node)} | ${layerRange(s)} | ${formatBytes(s.weightBytes)} | ${formatBytes(s.kvBytes)} | ` +
-        `${formatBytes(s.totalBytes)} | ${s.budgetBytes === null ? "unknown" : formatBytes(s.budgetBytes)} | \`${renderFitBar(s.fit)}\` |`,
+        `${formatBytes(s.totalBytes)} | ${s.budgetBytes === null ? "unknown" : formatBytes(s.budgetBytes)} | ${budgetFrom(s)} | \`${renderFitBar(s.fit)}\` |`,
     );
   }
   const t = plan.totals;
   lines.push(
     `| | **total** | ${t.layers} layers | ${formatBytes(t.weightBytes)} | ${formatBytes(t.kvBytes)} | ${formatBytes(t.totalBytes)} | ` +
-      `${t.budgetBytes === null ? "unknown" : formatBytes(t.budgetBytes)} | |`,
+      `${t.budgetBytes === null ? "unknown" : formatBytes(t.budgetBytes)} | | |`,
   );
   if (plan.errors.length > 0) {
     lines.push("", "**Errors**", "");

@@ -22,28 +22,41 @@ export interface SafetensorsHeader {
   metadata: Record<string, string>;
 }
 
-/** Element sizes (bytes) of the safetensors dtypes; unknown dtypes skip the shape × size check. */
-const elementBytes: Record<string, number> = {
-  BOOL: 1,
-  U8: 1,
-  I8: 1,
-  F8_E4M3: 1,
-  F8_E5M2: 1,
-  U16: 2,
-  I16: 2,
-  F16: 2,
-  BF16: 2,
-  U32: 4,
-  I32: 4,
-  F32: 4,
-  U64: 8,
-  I64: 8,
-  F64: 8,
+/**
+ * Every dtype the safetensors format defines, with its element size in bits (the sub-byte float
+ * formats F4 and F6_* pack elements, so a tensor's bytes are elements × bits / 8). A name outside
+ * this set is not a safetensors file any loader reads: it is refused, not skipped.
+ */
+const elementBits: Record<string, number> = {
+  BOOL: 8,
+  F4: 4,
+  F6_E2M3: 6,
+  F6_E3M2: 6,
+  U8: 8,
+  I8: 8,
+  F8_E5M2: 8,
+  F8_E4M3: 8,
+  F8_E8M0: 8,
+  I16: 16,
+  U16: 16,
+  F16: 16,
+  BF16: 16,
+  I32: 32,
+  U32: 32,
+  F32: 32,
+  C64: 64,
+  F64: 64,
+  I64: 64,
+  U64: 64,
 };
 
-/** Bytes per element of a safetensors dtype name, or undefined when unknown. */
+/** The safetensors dtype names, for messages. */
+export const safetensorsDtypes: readonly string[] = Object.keys(elementBits);
+
+/** Bytes per element of a safetensors dtype name, or undefined when unknown or smaller than a byte. */
 export function dtypeElementBytes(dtype: string): number | undefined {
-  return elementBytes[dtype];
+  const bits = elementBits[dtype];
+  return bits === undefined || bits % 8 !== 0 ? undefined : bits / 8;
 }
 
 function invalid(file: string, message: string): ShardctlError {
@@ -129,12 +142,16 @@ function readEntry(name: string, value: unknown, file: string, dataLimit: number
   if (dataLimit !== undefined && end > dataLimit) {
     throw invalid(file, `tensor "${name}" data_offsets [${begin}, ${end}] are out of range (data buffer is ${dataLimit} bytes)`);
   }
-  const size = elementBytes[dtype];
-  if (size !== undefined) {
-    const expected = (shape as number[]).reduce((p, d) => p * d, 1) * size;
-    if (expected !== end - begin) {
-      throw invalid(file, `tensor "${name}" holds ${end - begin} bytes but ${dtype} shape [${(shape as number[]).join(", ")}] needs ${expected}`);
-    }
+  const bits = elementBits[dtype];
+  if (bits === undefined) {
+    throw invalid(file, `tensor "${name}" has dtype ${JSON.stringify(dtype)}, which is not a safetensors dtype (${safetensorsDtypes.join(", ")})`);
+  }
+  // Exact arithmetic: a product of safe integers can pass 2^53, where doubles would round it.
+  const elementCount = (shape as number[]).reduce((p, d) => p * BigInt(d), 1n);
+  const expectedBits = elementCount * BigInt(bits);
+  if (expectedBits % 8n !== 0n || expectedBits / 8n !== BigInt(end - begin)) {
+    const needs = expectedBits % 8n === 0n ? `${expectedBits / 8n}` : `${expectedBits} bits, not a whole number of bytes`;
+    throw invalid(file, `tensor "${name}" holds ${end - begin} bytes but ${dtype} shape [${(shape as number[]).join(", ")}] needs ${needs}`);
   }
   return { name, dtype, shape: shape as number[], begin, end };
 }

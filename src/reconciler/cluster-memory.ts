@@ -9,6 +9,7 @@ import type { ClusterObservation } from "../health/index.js";
 import type { Supervision } from "../launch/index.js";
 import type { PlannedCluster } from "../cluster/index.js";
 import type { ClusterSpec } from "../spec/index.js";
+import type { CheckoutHead } from "./git-commit.js";
 import type { ClusterStatus, Condition } from "./status/index.js";
 
 export interface RestartRecord {
@@ -27,8 +28,10 @@ export interface ClusterMemory {
   restarts?: RestartRecord;
   /** The supervision (health monitor + teardown on death) of the running launch, if any. */
   supervision?: { startedAt: string; supervision: Supervision };
-  /** The git commit of the definition, looked up once per revision. */
+  /** The last commit that touched the definition, looked up once per revision. */
   gitCommit?: { revision: string; commit: string | undefined };
+  /** The commit the checkout holding the definitions is at: looked up per revision and when HEAD moves. */
+  gitHead?: CheckoutHead;
   observation?: ClusterObservation;
   conditions: Condition[];
   timeline: ClusterStatus["timeline"];
@@ -43,6 +46,11 @@ export interface ClusterMemory {
   retryRequested?: boolean;
   /** The previous status written, to keep fields a pass did not recompute. */
   status?: ClusterStatus;
+  /**
+   * The stage cards the previous daemon wrote, until this daemon first observes the cluster: a card
+   * of the process still running keeps its `since` through a daemon restart (observe.ts decides).
+   */
+  inheritedCards?: ClusterStatus["stages"];
 }
 
 export function createMemory(name: string, previous?: ClusterStatus): ClusterMemory {
@@ -54,7 +62,10 @@ export function createMemory(name: string, previous?: ClusterStatus): ClusterMem
     history: previous?.history ?? [],
     ...(previous?.lastError === undefined ? {} : { lastError: previous.lastError }),
     // The budget survives a daemon restart through the status file.
-    ...(previous?.restarts === undefined ? {} : { restarts: { ...previous.restarts } }),
+    ...(previous?.restarts === undefined
+      ? {}
+      : { restarts: { revision: previous.restarts.revision, count: previous.restarts.count, evidence: previous.restarts.evidence } }),
+    ...(previous === undefined || previous.stages.length === 0 ? {} : { inheritedCards: previous.stages }),
     ...(previous === undefined ? {} : { status: previous }),
   };
 }

@@ -5,7 +5,10 @@
 import { basename } from "node:path";
 import type { Settings } from "../spec/index.js";
 import type { ClusterMemory } from "./cluster-memory.js";
+import type { PlannedCluster } from "../cluster/index.js";
 import type { ClusterStatus, Health } from "./status/index.js";
+
+type PlanStatus = NonNullable<ClusterStatus["plan"]>;
 
 /** What a pass concluded. */
 export interface PassReport {
@@ -19,7 +22,6 @@ export interface PassReport {
 
 export function composeStatus(name: string, file: string, memory: ClusterMemory, report: PassReport, settings: Settings | undefined): ClusterStatus {
   const spec = memory.lastGood?.spec;
-  const plan = memory.planned?.plan;
   const observation = memory.observation;
   const entryUrl = observation?.coordinator?.url;
   const routerBackend = spec?.router.register === true ? spec.router.backend : undefined;
@@ -29,29 +31,12 @@ export function composeStatus(name: string, file: string, memory: ClusterMemory,
     file: basename(file),
     observedRevision: memory.lastGood?.revision ?? "",
     ...(memory.gitCommit?.commit === undefined ? {} : { gitCommit: memory.gitCommit.commit }),
+    ...(memory.gitHead?.commit === undefined ? {} : { gitHead: memory.gitHead.commit }),
     desired: spec?.desired ?? "running",
-    ...(spec === undefined ? {} : { model: spec.model.id }),
+    ...(spec === undefined ? {} : { model: spec.model.id, nodes: [...spec.nodes] }),
     health: report.health,
     conditions: memory.conditions,
-    ...(plan === undefined
-      ? {}
-      : {
-          plan: {
-            strategy: plan.strategy,
-            feasible: plan.feasible,
-            stages: plan.stages.map((s) => ({
-              index: s.index,
-              node: s.node,
-              layers: s.layers,
-              weightBytes: s.weightBytes,
-              kvBytes: s.kvBytes,
-              totalBytes: s.totalBytes,
-              budgetBytes: s.budgetBytes === null ? null : Math.floor(s.budgetBytes),
-              fit: s.fit === null ? null : Math.round(s.fit * 10_000) / 10_000,
-            })),
-            warnings: plan.warnings.map((w) => ({ reason: w.reason, message: w.message })),
-          },
-        }),
+    ...(memory.planned === undefined ? {} : { plan: planStatusOf(memory.planned) }),
     staging: memory.staging,
     stages: observation?.stages ?? [],
     ...(observation?.coordinator === undefined ? {} : { coordinator: observation.coordinator }),
@@ -62,5 +47,26 @@ export function composeStatus(name: string, file: string, memory: ClusterMemory,
       : { restarts: { revision: memory.restarts.revision, count: memory.restarts.count, budget: settings.daemon.restartBudget, evidence: memory.restarts.evidence } }),
     ...(memory.lastError === undefined ? {} : { lastError: memory.lastError }),
     history: memory.history,
+  };
+}
+
+/** A plan as the status file (and the dashboard's plan preview) shows it. */
+export function planStatusOf(planned: Pick<PlannedCluster, "plan">): PlanStatus {
+  const { plan } = planned;
+  return {
+    strategy: plan.strategy,
+    feasible: plan.feasible,
+    stages: plan.stages.map((s) => ({
+      index: s.index,
+      node: s.node,
+      layers: s.layers,
+      weightBytes: s.weightBytes,
+      kvBytes: s.kvBytes,
+      totalBytes: s.totalBytes,
+      budgetBytes: s.budgetBytes === null ? null : Math.floor(s.budgetBytes),
+      budgetSource: s.budgetSource,
+      fit: s.fit === null ? null : Math.round(s.fit * 10_000) / 10_000,
+    })),
+    warnings: plan.warnings.map((w) => ({ reason: w.reason, message: w.message })),
   };
 }

@@ -15,6 +15,8 @@ import { loadSettings, type Settings } from "../spec/index.js";
 import { ShardctlError } from "../errors/index.js";
 import { acquireDaemonLock } from "./daemon-lock.js";
 import { createNodePool } from "../cluster/index.js";
+import { dashboardTokenOf, startDashboard, type Dashboard } from "../dashboard/index.js";
+import { dashboardSource } from "./dashboard-source.js";
 import { DaemonMetrics } from "./metrics.js";
 import { Reconciler } from "./reconciler.js";
 import { WorkQueue } from "./queue/work-queue.js";
@@ -39,6 +41,8 @@ export interface Daemon {
   settings: Settings;
   /** The embedded router's URL, when it runs. */
   routerUrl?: string;
+  /** The dashboard's URL, when `[daemon] ui_address` is set. */
+  uiUrl?: string;
   /** Resolves when no pass is queued or running. */
   whenIdle(): Promise<void>;
   stop(): Promise<void>;
@@ -55,6 +59,8 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     throw new ShardctlError("DefinitionsDirMissing", `${dir} is not a directory of cluster definitions; create it or pass --dir <directory>`, { terminal: true });
   }
   const settings = await loadSettings(options.settingsFile);
+  // Refused before anything starts: a dashboard off loopback without its token.
+  const uiToken = dashboardTokenOf(settings);
   const lock = await acquireDaemonLock(dir);
   const log = options.log;
   const pool = createNodePool(settings);
@@ -143,15 +149,24 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     log.info({ address: settings.daemon.metricsAddress }, "metrics listening");
   }
 
+  let dashboard: Dashboard | undefined;
+  if (settings.daemon.uiAddress !== undefined) {
+    const source = dashboardSource({ dir, settingsFile: options.settingsFile, reconciler, pool });
+    dashboard = await startDashboard({ address: settings.daemon.uiAddress, token: uiToken, source, log: log.child({ component: "dashboard" }) });
+    log.info({ url: dashboard.url, token: uiToken !== undefined }, "dashboard listening");
+  }
+
   log.info({ dir, pid: process.pid }, "daemon watching");
   let stopping: Promise<void> | undefined;
   return {
     settings,
     ...(router === undefined ? {} : { routerUrl: router.url }),
+    ...(dashboard === undefined ? {} : { uiUrl: dashboard.url }),
     whenIdle: () => queue.whenIdle(),
     stop: () =>
       (stopping ??= (async () => {
         clearTimeout(resyncTimer);
+        await dashboard?.close();
         await watcher.close();
         await requestWatcher.close();
         await queue.stop();

@@ -4,4 +4,6 @@ export { Reconciler, type ReconcilerOptions } from "./reconciler.js";
 export { nextAction, type NextAction, type DesiredState, type ObservedState, type DecisionMemory, type StallReason } from "./next-action.js";
 export { WorkQueue, type PassOutcome } from "./queue/work-queue.js";
 export { daemonWatching } from "./daemon-lock.js";
+export { dropReconcileRequest, requestTaken } from "./reconcile-request.js";
+export { StatusFeed, type StatusFeedEvents } from "./status-feed.js";
 export * from "./status/index.js";

@@ -3,8 +3,18 @@
  * re-reads the files (level-triggered: the disk is the truth), but an idle daemon resyncing 1000
  * unchanged definitions every 30 s should not re-run TOML parsing and zod validation 1000 times.
  */
-import { readFile } from "node:fs/promises";
-import { loadCluster, loadSettings, parseCluster, parseSettings, SpecError, type ClusterSpec, type ParseResult, type Settings } from "../spec/index.js";
+import {
+  loadCluster,
+  loadSettings,
+  readClusterText,
+  readSettingsText,
+  parseCluster,
+  parseSettings,
+  SpecError,
+  type ClusterSpec,
+  type ParseResult,
+  type Settings,
+} from "../spec/index.js";
 
 export class ParseCache {
   private settings: { file: string; text: string; value: Settings } | undefined;
@@ -12,7 +22,7 @@ export class ParseCache {
 
   /** Like `loadSettings`; the same object while the file's text is unchanged. */
   async loadSettings(file: string): Promise<Settings> {
-    const text = await readFile(file, "utf8").catch(() => undefined);
+    const text = await readSettingsText(file).catch(() => undefined);
     // Unreadable: let loadSettings say why, with its reasons.
     if (text === undefined) return loadSettings(file);
     if (this.settings?.file === file && this.settings.text === text) return this.settings.value;
@@ -25,7 +35,7 @@ export class ParseCache {
 
   /** Like `loadCluster`; reused while the file's text and the settings object are unchanged. */
   async loadCluster(file: string, settings: Settings): Promise<ParseResult<ClusterSpec>> {
-    const text = await readFile(file, "utf8").catch(() => undefined);
+    const text = await readClusterText(file).catch(() => undefined);
     if (text === undefined) {
       this.clusters.delete(file);
       return loadCluster(file, settings);

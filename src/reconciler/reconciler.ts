@@ -24,6 +24,7 @@ import { readStatus, statusFileFor } from "./status/index.js";
 import { summarizePass } from "./summarize-pass.js";
 import { clearRuntime, failed, isServing, setConditions, settle, type Verdict } from "./verdicts.js";
 import { ReconcilerWorld } from "./world.js";
+import { StatusFeed } from "./status-feed.js";
 
 export interface ReconcilerOptions {
   /** The watched directory of definitions (absolute). */
@@ -46,9 +47,11 @@ export class Reconciler {
   private readonly world: ReconcilerWorld;
   private readonly converge: Converge;
   private settingsStamp: string | undefined;
+  /** Every status this reconciler composes, as it is composed (the dashboard's live stream). */
+  readonly feed = new StatusFeed();
 
   constructor(private readonly options: ReconcilerOptions) {
-    this.world = new ReconcilerWorld(options);
+    this.world = new ReconcilerWorld({ ...options, feed: this.feed });
     this.converge = createConverge({ parsed: this.parsed, forget: (name) => this.memories.delete(name) });
   }
 
@@ -80,6 +83,7 @@ export class Reconciler {
       ].slice(-5);
     }
     if (verdict.pruned !== true) await this.world.writeStatus(name, memory, verdict, settings);
+    else this.feed.remove(name);
     summarizePass(this.options.log, name, memory, verdict, durationMs, pass?.steps ?? [], repeated);
     this.options.onPass?.(name, verdict, durationMs, memory.observation?.stages.filter((s) => s.alive).length ?? 0);
     return verdict.outcome;

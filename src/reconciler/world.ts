@@ -14,6 +14,7 @@ import type { ClusterSpec, Settings } from "../spec/index.js";
 import type { ClusterMemory } from "./cluster-memory.js";
 import { composeStatus, type PassReport } from "./compose-status.js";
 import { statusFileFor, writeStatus } from "./status/index.js";
+import type { StatusFeed } from "./status-feed.js";
 import { recordEvent } from "./verdicts.js";
 
 export interface WorldOptions {
@@ -26,10 +27,18 @@ export interface WorldOptions {
   launchDeadlines?: Partial<LaunchDeadlines>;
   /** Health monitor tuning. Defaults: poll every 1000 ms, 3 strikes. */
   monitor?: { pollIntervalMs?: number; strikes?: number };
+  /** Where every composed status is also published (the dashboard's live stream). */
+  feed?: StatusFeed;
 }
+
+/** Least time between two progress writes of one cluster's status (staging bytes), ms. */
+const progressIntervalMs = 500;
 
 export class ReconcilerWorld {
   private registrarCache: { key: string; registrar: Registrar } | undefined;
+  /** The write in flight per cluster: writes land in the order they were composed. */
+  private readonly writes = new Map<string, Promise<void>>();
+  private readonly lastProgress = new Map<string, number>();
 
   constructor(readonly options: WorldOptions) {}
 
@@ -93,15 +102,33 @@ export class ReconcilerWorld {
     };
   }
 
-  /** Compose and write the status file (only when its content changed); a failed write is logged, never thrown. */
+  /**
+   * Compose and write the status file (only when its content changed); a failed write is logged,
+   * never thrown. The status is published to the feed at once; writes of one cluster are queued
+   * so that an older status (a death seen mid-pass, staging progress) never lands after a newer one.
+   */
   async writeStatus(name: string, memory: ClusterMemory, report: PassReport, settings: Settings | undefined): Promise<void> {
     const file = this.definitionFile(name);
     const status = composeStatus(name, file, memory, report, settings);
     memory.status = status;
-    try {
-      await writeStatus(statusFileFor(file), status);
-    } catch (error) {
-      this.options.log.error({ cluster: name, err: error }, "could not write the status file");
-    }
+    this.options.feed?.publish(status);
+    const write = (this.writes.get(name) ?? Promise.resolve()).then(async () => {
+      try {
+        await writeStatus(statusFileFor(file), status);
+      } catch (error) {
+        this.options.log.error({ cluster: name, err: error }, "could not write the status file");
+      }
+    });
+    this.writes.set(name, write);
+    await write;
+    if (this.writes.get(name) === write) this.writes.delete(name);
+  }
+
+  /** Progress of a long step (staging bytes): written like any status, at most every 500 ms per cluster. */
+  writeProgress(name: string, memory: ClusterMemory, report: PassReport, settings: Settings | undefined): void {
+    const now = Date.now();
+    if (now - (this.lastProgress.get(name) ?? 0) < progressIntervalMs) return;
+    this.lastProgress.set(name, now);
+    void this.writeStatus(name, memory, report, settings);
   }
 }

@@ -91,6 +91,9 @@ export function createContinuumAdminRegistrar(options: AdminRegistrarOptions): R
     },
     lookup: async (name) => (await list()).find((entry) => entry.name === name),
     list,
+    // continuum-router documents no notion of a model that is coming back: it answers 404 meanwhile.
+    markRelaunching: async () => undefined,
+    clearRelaunching: async () => undefined,
   };
 }
 

@@ -1,24 +1,28 @@
 /**
  * The default continuum registrar: keeps the cluster's backend in the `backends:` list of the
- * router's YAML config file, which continuum-router (and the embedded router) hot-reload.
+ * router's YAML config file, which continuum-router (and the embedded router) hot-reload, and the
+ * relaunch marks in the file beside it that the embedded router reads (relaunch-marks.ts).
  */
-import { readFile } from "node:fs/promises";
+import { unlink } from "node:fs/promises";
 import { resolve } from "node:path";
 import { messageOf, ShardctlError, type RouterReason } from "../errors/index.js";
 import { editBackendsText, NEW_CONFIG_TEXT, parseConfigDocument, removeBackend, upsertBackend } from "./edit-backends.js";
 import type { Document } from "yaml";
-import { parseRouterConfig } from "./read-router-config.js";
+import { maxRouterConfigBytes, parseRouterConfig } from "./read-router-config.js";
+import { maxRelaunchFileBytes, parseRelaunchMarks, relaunchFileOf, renderRelaunchMarks } from "./relaunch-marks.js";
 import { serialise } from "./serialise.js";
 import type { BackendEntry, Registrar } from "./types.js";
 import { validateBackendEntry } from "./validate-backend-entry.js";
-import { writeFileAtomic } from "../files/index.js";
+import { readRegularText, writeFileAtomic } from "../files/index.js";
 
 export function createContinuumFileRegistrar(configFile: string): Registrar {
   const file = resolve(configFile);
+  const marksFile = relaunchFileOf(file);
 
-  // A missing file reads as a fresh one; a broken one is refused, never overwritten.
+  // A missing file reads as a fresh one; a broken one is refused, never overwritten; a FIFO or a
+  // file over the cap is refused before it is read (the registrar must never block on it).
   const load = async (): Promise<{ text: string; exists: boolean }> => {
-    const text = await readFile(file, "utf8").catch((error: NodeJS.ErrnoException) => {
+    const text = await readRegularText(file, { maxBytes: maxRouterConfigBytes, what: "router config" }).catch((error: NodeJS.ErrnoException) => {
       if (error.code === "ENOENT") return undefined;
       throw error;
     });
@@ -48,13 +52,48 @@ export function createContinuumFileRegistrar(configFile: string): Registrar {
       return parseRouterConfig(text, file).backends;
     });
 
+  // Edit the relaunch marks, serialised with the YAML edits under the same key: a mark made before
+  // a deregistration is on disk before the backend leaves the YAML, so the router never sees the
+  // model unknown in between. Expired marks are dropped; the file goes when the last mark does.
+  const editMarks = (change: (marks: Map<string, number>) => void): Promise<void> =>
+    serialise(file, async () => {
+      try {
+        const text = await readRegularText(marksFile, { maxBytes: maxRelaunchFileBytes, what: "relaunch marks file" }).catch((error: NodeJS.ErrnoException) => {
+          if (error.code === "ENOENT") return undefined;
+          throw error;
+        });
+        const marks = text === undefined ? new Map<string, number>() : parseOwnMarks(text);
+        const now = Date.now();
+        for (const [model, until] of marks) if (until <= now) marks.delete(model);
+        change(marks);
+        const next = marks.size === 0 ? undefined : renderRelaunchMarks(marks);
+        if (next === text) return;
+        if (next !== undefined) await writeFileAtomic(marksFile, next);
+        else await unlink(marksFile);
+      } catch (error) {
+        throw new ShardctlError("RouterRelaunchMarkFailed", `cannot update ${marksFile}: ${messageOf(error)}`, { cause: error });
+      }
+    });
+  // Our own file: one that does not parse (a crash mid-write cannot do that, a hand edit can) is replaced.
+  const parseOwnMarks = (text: string): Map<string, number> => {
+    try {
+      return parseRelaunchMarks(text, marksFile);
+    } catch {
+      return new Map();
+    }
+  };
+
   return {
     register: async (backend) => {
       const entry = validateBackendEntry(backend);
       await edit("RouterRegistrationFailed", (doc) => upsertBackend(doc, entry));
+      // A backend serves these models again: they are no longer "coming back".
+      await editMarks((marks) => entry.models.forEach((model) => marks.delete(model)));
     },
     deregister: (name) => edit("RouterDeregistrationFailed", (doc) => void removeBackend(doc, name)),
     lookup: async (name) => (await list()).find((entry) => entry.name === name),
     list,
+    markRelaunching: (model, untilMs) => editMarks((marks) => void marks.set(model, untilMs)),
+    clearRelaunching: (model) => editMarks((marks) => void marks.delete(model)),
   };
 }

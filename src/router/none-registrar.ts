@@ -7,5 +7,7 @@ export function createNoneRegistrar(): Registrar {
     deregister: async () => undefined,
     lookup: async () => undefined,
     list: async () => [],
+    markRelaunching: async () => undefined,
+    clearRelaunching: async () => undefined,
   };
 }

@@ -21,9 +21,19 @@ const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "tra
 
 const CONNECT_ERRORS = new Set(["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "ENOTFOUND", "ConnectTimeout"]);
 
-export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: IncomingMessage, body: Buffer, res: ServerResponse): Promise<ProxyOutcome> {
+/**
+ * Forwards `req` to `backend` at `path` (the normalised request path and query, normalise-path.ts:
+ * never `req.url` as received, whose dot segments would resolve above the backend's prefix).
+ */
+export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: IncomingMessage, path: string, body: Buffer, res: ServerResponse): Promise<ProxyOutcome> {
   return new Promise((resolve) => {
-    const target = joinUrl(backend.url, req.url ?? "/");
+    let target: URL;
+    try {
+      target = joinUrl(backend.url, path);
+    } catch (error) {
+      resolve({ kind: "failed", error: error as Error });
+      return;
+    }
     const headers = copyHeaders(req.headers);
     headers["content-length"] = String(body.length);
     const forwardedFor = req.socket.remoteAddress;
@@ -105,12 +115,15 @@ function copyHeaders(headers: IncomingHttpHeaders): Record<string, string | stri
 }
 
 // A backend URL may carry a path prefix (http://host:8000/api); the request path goes after it.
+// The path is normalised already; the check after joining holds even if a caller forgot that.
 function joinUrl(base: string, path: string): URL {
   const url = new URL(base);
   const prefix = url.pathname.replace(/\/+$/, "");
   const [pathname, query] = splitQuery(path);
   url.pathname = `${prefix}${pathname}`;
   url.search = query;
+  if (!url.pathname.startsWith(`${prefix}/`))
+    throw new Error(`request path ${JSON.stringify(pathname)} would leave the backend's prefix ${JSON.stringify(prefix || "/")}`);
   return url;
 }
 

@@ -2,10 +2,10 @@
  * Reads the parts of a continuum-router YAML config that shardctl uses: `server.bind_address` and the
  * `backends:` list. Every other key is allowed and ignored, since the file belongs to the router.
  */
-import { readFile } from "node:fs/promises";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { ShardctlError } from "../errors/index.js";
+import { FileRefusedError, readRegularText } from "../files/index.js";
 import type { BackendEntry, RouterConfig } from "./types.js";
 
 const backendSchema = z.looseObject({
@@ -22,12 +22,24 @@ const configSchema = z.looseObject({
   backends: z.array(backendSchema).nullish(),
 });
 
-/** Reads and validates `file`; throws ShardctlError `RouterConfigInvalid` naming the file. */
+/**
+ * Largest router config read, bytes (4 MiB). A backend entry is about 150 bytes; thousands of
+ * backends and the router's other settings fit many times over. The yaml parser itself refuses
+ * alias bombs and turns deep nesting into a parse error, so the size is the one bound it needs.
+ */
+export const maxRouterConfigBytes = 4 * 1024 * 1024;
+
+/**
+ * Reads and validates `file`; throws ShardctlError `RouterConfigInvalid` naming the file, or
+ * `NotRegularFile` / `FileTooLarge` at once for a FIFO, a directory, a device or a file over the
+ * cap (a reload that blocked on a FIFO would never finish).
+ */
 export async function readRouterConfig(file: string): Promise<RouterConfig> {
   let text: string;
   try {
-    text = await readFile(file, "utf8");
+    text = await readRegularText(file, { maxBytes: maxRouterConfigBytes, what: "router config" });
   } catch (error) {
+    if (error instanceof FileRefusedError) throw error;
     throw new ShardctlError("RouterConfigUnreadable", `cannot read router config ${file}: ${(error as Error).message}`, { cause: error });
   }
   return parseRouterConfig(text, file);

@@ -11,7 +11,9 @@ import { pino, type Logger } from "pino";
 import { ShardctlError } from "../errors/index.js";
 import { sendJson, sendOpenAIError } from "./openai-error.js";
 import { proxyRequest, type ProxyContext } from "./proxy-request.js";
+import { normaliseRequestPath } from "./normalise-path.js";
 import { readRouterConfig } from "./read-router-config.js";
+import { readRelaunchMarks, relaunchFileOf, relaunchMsLeft, type RelaunchMarks } from "./relaunch-marks.js";
 import { createRouteTable, type RouteTable } from "./route-table.js";
 import type { RouterConfig } from "./types.js";
 import { watchConfig } from "./watch-config.js";
@@ -22,6 +24,8 @@ export type RouterOptions = {
   host?: string;
   /** Overrides `server.bind_address`'s port; 0 picks a free port. Default from the file, else 8080. */
   port?: number;
+  /** Names `host`/`port` in the error when the router cannot listen, e.g. "--host/--port". Default "the host/port options". */
+  overrideSource?: string;
   /** Default: pino JSON on stderr at level `info`. */
   logger?: Logger;
   /** Reload when the file changes. Default true. */
@@ -34,6 +38,12 @@ export type RouterOptions = {
   cooldownMs?: number;
   /** Largest request body accepted, bytes. Default 32 MiB. */
   maxBodyBytes?: number;
+  /**
+   * Retry-After (seconds) of the 503 for a model being relaunched; never past the mark's expiry.
+   * Default 2: the official OpenAI clients retry a 503 twice, honouring Retry-After, so a client
+   * waits about 4 s in all — a relaunch of a small model — before it sees the 503 itself.
+   */
+  relaunchRetryAfterSeconds?: number;
 };
 
 export type RunningRouter = {
@@ -45,13 +55,21 @@ export type RunningRouter = {
 };
 
 export async function startRouter(options: RouterOptions): Promise<RunningRouter> {
-  const { watch = true, reloadDebounceMs = 50, connectTimeoutMs = 5000, cooldownMs = 2000, maxBodyBytes = 32 * 1024 * 1024 } = options;
+  const { watch = true, reloadDebounceMs = 50, connectTimeoutMs = 5000, cooldownMs = 2000, maxBodyBytes = 32 * 1024 * 1024, relaunchRetryAfterSeconds = 2 } = options;
   const configFile = resolve(options.configFile);
+  const marksFile = relaunchFileOf(configFile);
   const log = options.logger ?? pino({ name: "router" }, pino.destination(2));
 
   // Read the config: a broken file at start-up is an error; later ones only keep the last good config.
   let config: RouterConfig = await readRouterConfig(configFile);
   let table: RouteTable = createRouteTable(config.backends);
+  // Models being relaunched (the marks file beside the config); advisory, so a broken file is logged and read as none.
+  const readMarks = (): Promise<RelaunchMarks> =>
+    readRelaunchMarks(marksFile).catch((error: unknown) => {
+      log.error({ err: error, file: marksFile }, "relaunch marks not read; no model is treated as relaunching");
+      return new Map<string, number>();
+    });
+  let marks: RelaunchMarks = await readMarks();
   const host = options.host ?? config.bind?.host ?? "127.0.0.1";
   const port = options.port ?? config.bind?.port ?? 8080;
 
@@ -60,6 +78,7 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
   const context: ProxyContext = { agents, connectTimeoutMs };
 
   const reload = async (): Promise<boolean> => {
+    marks = await readMarks();
     try {
       const next = await readRouterConfig(configFile);
       if (JSON.stringify(next) === JSON.stringify(config)) return true;
@@ -76,8 +95,25 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
     }
   };
 
+  // 503 + Retry-After for a model whose cluster is being relaunched: OpenAI clients retry it, not a 404.
+  const answerRelaunching = (res: ServerResponse, model: string): boolean => {
+    const left = relaunchMsLeft(marks, model, Date.now());
+    if (left === undefined) return false;
+    const seconds = Math.max(1, Math.min(relaunchRetryAfterSeconds, Math.ceil(left / 1000)));
+    sendOpenAIError(res, 503, `The model \`${model}\` is being relaunched; retry in ${seconds} s`, "server_error", "model_relaunching", "model", {
+      "retry-after": String(seconds),
+    });
+    return true;
+  };
+
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const path = (req.url ?? "/").split("?")[0] ?? "/";
+    // Route on the normalised path, and forward that: dot segments never reach a backend.
+    const target = normaliseRequestPath(req.url ?? "/");
+    if (!target.ok) {
+      sendOpenAIError(res, 400, target.message, "invalid_request_error", "invalid_path");
+      return;
+    }
+    const { path } = target;
     if (req.method === "GET" && (path === "/health" || path === "/healthz")) {
       sendJson(res, 200, { status: "ok" });
       return;
@@ -87,20 +123,31 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
       return;
     }
     if (req.method === "GET" && path.startsWith("/v1/models/")) {
+      // The path is validated UTF-8, so decoding cannot throw; model ids may hold "/" (org/name).
       const id = decodeURIComponent(path.slice("/v1/models/".length));
       const found = table.models().find((model) => model.id === id);
-      if (found === undefined) sendOpenAIError(res, 404, `The model \`${id}\` does not exist`, "invalid_request_error", "model_not_found", "model");
-      else sendJson(res, 200, toModelObject(found));
+      if (found !== undefined) sendJson(res, 200, toModelObject(found));
+      else if (!answerRelaunching(res, id)) sendOpenAIError(res, 404, `The model \`${id}\` does not exist`, "invalid_request_error", "model_not_found", "model");
       return;
     }
     if (req.method !== "POST" || !path.startsWith("/v1/")) {
       sendOpenAIError(res, 404, `no route for ${req.method} ${path}`, "invalid_request_error", "not_found");
       return;
     }
-    await routeByModel(req, res);
+    if (target.encodedSeparator) {
+      sendOpenAIError(
+        res,
+        400,
+        "an encoded '/' or '\\' (%2F, %5C) in the request path is refused: a backend could decode it into a separator",
+        "invalid_request_error",
+        "invalid_path",
+      );
+      return;
+    }
+    await routeByModel(req, res, `${path}${target.query}`);
   };
 
-  const routeByModel = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+  const routeByModel = async (req: IncomingMessage, res: ServerResponse, forwardPath: string): Promise<void> => {
     // Read the body: the model name is inside it. Request bodies are small; responses are streamed.
     const body = await readBody(req, maxBodyBytes);
     if (body === "too-large") {
@@ -115,13 +162,13 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
     }
     const candidates = table.candidates(model);
     if (candidates.length === 0) {
-      sendOpenAIError(res, 404, `The model \`${model}\` does not exist`, "invalid_request_error", "model_not_found", "model");
+      if (!answerRelaunching(res, model)) sendOpenAIError(res, 404, `The model \`${model}\` does not exist`, "invalid_request_error", "model_not_found", "model");
       return;
     }
     // Try backends in order until one is reached; only connection failures move on to the next.
     const routes = table;
     for (const backend of candidates) {
-      const outcome = await proxyRequest(context, backend, req, body, res);
+      const outcome = await proxyRequest(context, backend, req, forwardPath, body, res);
       if (outcome.kind === "done") {
         routes.markUp(backend.name);
         log.debug({ model, backend: backend.name, status: outcome.status }, "routed");
@@ -135,7 +182,8 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
       routes.markDown(backend.name, cooldownMs);
       log.warn({ model, backend: backend.name, err: outcome.error }, "backend unreachable; trying the next");
     }
-    sendOpenAIError(res, 502, `no backend serving \`${model}\` is reachable`, "api_error", "backend_unreachable", "model");
+    // Still listed but refusing connections: the death was seen, the deregistration not yet made.
+    if (!answerRelaunching(res, model)) sendOpenAIError(res, 502, `no backend serving \`${model}\` is reachable`, "api_error", "backend_unreachable", "model");
   };
 
   const server = createServer({ keepAlive: true }, (req, res) => {
@@ -148,7 +196,18 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
     server.once("error", (error) => {
       agents.http.destroy();
       agents.https.destroy();
-      fail(new ShardctlError("RouterListenFailed", `router cannot listen on ${host}:${port}: ${error.message}`, { cause: error }));
+      // Say where the address comes from, so the person whose port is taken knows what to edit.
+      const origin =
+        options.host !== undefined || options.port !== undefined
+          ? `the address is set by ${options.overrideSource ?? "the host/port options"}`
+          : config.bind === undefined
+            ? `${configFile} has no server.bind_address, so the default 127.0.0.1:8080 applies; set server.bind_address there`
+            : `the address is set by server.bind_address in ${configFile}`;
+      fail(
+        new ShardctlError("RouterListenFailed", `router cannot listen on ${host}:${port}: ${error.message}; ${origin}: choose a free port, or stop what holds it`, {
+          cause: error,
+        }),
+      );
     });
     server.listen(port, host, () => {
       server.removeAllListeners("error");
@@ -165,6 +224,7 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
         () => void reload(),
         (error) => log.error({ err: error }, "config watch failed"),
         reloadDebounceMs,
+        [marksFile],
       )
     : () => undefined;
   log.info({ url, config: configFile, backends: config.backends.map((backend) => backend.name) }, "router listening");

@@ -13,10 +13,20 @@ export type BackendEntry = {
  * replaced); `deregister` of a name that is not there succeeds.
  */
 export interface Registrar {
+  /** Also clears the relaunch marks of the entry's models: a backend serves them again. */
   register(backend: BackendEntry): Promise<void>;
   deregister(name: string): Promise<void>;
   lookup(name: string): Promise<BackendEntry | undefined>;
   list(): Promise<BackendEntry[]>;
+  /**
+   * Says that `model` is coming back: its cluster died and is being relaunched. Until `untilMs` (ms
+   * since the epoch) or a `register` of a backend listing it, the embedded router answers 503 with
+   * Retry-After for it instead of 404. Call it before the deregistration, so there is no window in
+   * which the model is unknown. A no-op for routers that have no such notion (the admin API, none).
+   */
+  markRelaunching(model: string, untilMs: number): Promise<void>;
+  /** Withdraws `model`'s relaunch mark (the cluster stalled or was stopped: it is not coming back). */
+  clearRelaunching(model: string): Promise<void>;
 }
 
 /** What the embedded router needs from a continuum-router YAML config. */

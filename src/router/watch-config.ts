@@ -5,13 +5,17 @@
 import { watch } from "node:fs";
 import { basename, dirname } from "node:path";
 
-/** Debounce defaults to 50 ms: one reload per burst of events (write + rename). Returns a stop function. */
-export function watchConfig(file: string, onChange: () => void, onError: (error: Error) => void, debounceMs = 50): () => void {
-  const name = basename(file);
+/**
+ * Debounce defaults to 50 ms: one reload per burst of events (write + rename). `companions` are
+ * other files in the same directory whose changes also call `onChange` (the relaunch marks beside
+ * the YAML). Returns a stop function.
+ */
+export function watchConfig(file: string, onChange: () => void, onError: (error: Error) => void, debounceMs = 50, companions: readonly string[] = []): () => void {
+  const names = new Set([basename(file), ...companions.map((companion) => basename(companion))]);
   let timer: NodeJS.Timeout | undefined;
   const watcher = watch(dirname(file), { persistent: false }, (_event, filename) => {
     // filename can be null on some platforms; reload then, since it may be ours.
-    if (filename !== null && filename.toString() !== name) return;
+    if (filename !== null && !names.has(filename.toString())) return;
     clearTimeout(timer);
     timer = setTimeout(onChange, debounceMs);
   });

@@ -7,6 +7,7 @@ import { TomlError } from "smol-toml";
 import { messageOf } from "../errors/index.js";
 import type { KeyPath, Locator } from "./locate.js";
 import { quote } from "./patterns.js";
+import { locateSyntaxError } from "./syntax-error.js";
 import type { SpecIssue } from "./types.js";
 
 /** `clusters/llama.toml:7:9: nodes[1]: unknown node "studio-3" (registered: studio-1, studio-2)`. */
@@ -34,11 +35,12 @@ export function makeIssue(file: string, locator: Locator, path: KeyPath, message
   return { file, line, col, path: formatPath(path), message };
 }
 
-/** A TOML syntax error, at the position smol-toml reports. */
-export function fromTomlError(file: string, error: unknown): SpecIssue {
+/** A TOML syntax error, at the construct that is wrong (smol-toml's position, corrected by `locateSyntaxError`). */
+export function fromTomlError(file: string, error: unknown, text: string): SpecIssue {
   if (error instanceof TomlError) {
     const detail = error.message.replace(/^Invalid TOML document: /, "").split("\n", 1)[0] ?? "";
-    return { file, line: error.line, col: error.column, path: "", message: `invalid TOML: ${detail}` };
+    const at = locateSyntaxError(text, { line: error.line, col: error.column }, detail);
+    return { file, line: at.line, col: at.col, path: "", message: `invalid TOML: ${at.message}` };
   }
   return { file, line: 1, col: 1, path: "", message: `invalid TOML: ${messageOf(error)}` };
 }

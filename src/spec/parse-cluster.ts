@@ -1,6 +1,6 @@
 /** `clusters/<name>.toml` → `ClusterSpec`: TOML, then the schema, then the checks against the settings. */
-import { readFile } from "node:fs/promises";
 import { basename } from "node:path";
+import { FileRefusedError } from "../files/index.js";
 import { type ClusterOutput, clusterSchema } from "./cluster-schema.js";
 import { checkEngine } from "./check-engine.js";
 import { describeZodIssue, fromZodIssues, makeIssue, sortIssues } from "./issues.js";
@@ -10,14 +10,21 @@ import { allowed, patterns } from "./patterns.js";
 import { checkPortRange, countPorts, parsePortRange } from "./port-range.js";
 import { dropUndefined } from "./parse-settings.js";
 import { deepFreeze, getRaw, getString } from "./raw.js";
+import { maxDefinitionBytes, readClusterText } from "./read-spec-file.js";
 import { readToml } from "./read-toml.js";
 import { listAllowedKeys } from "./schema-keys.js";
+import { checkTextSize, checkTomlBounds } from "./toml-bounds.js";
 import type { ClusterSpec, ParseResult, Settings, SpecIssue } from "./types.js";
 
 /** Parse a cluster definition. `file` names it in issues and gives the default name (its stem). */
 export function parseCluster(text: string, file: string, settings: Settings): ParseResult<ClusterSpec> {
+  const oversized = checkTextSize(text, file, maxDefinitionBytes, "cluster definition");
+  if (oversized !== undefined) return { ok: false, issues: [oversized] };
   const toml = readToml(text, file);
   if (!toml.ok) return { ok: false, issues: [toml.issue] };
+  // Bounded before anything walks the data recursively (zod, the locator, the checks below).
+  const unbounded = checkTomlBounds(toml.data, text, file);
+  if (unbounded !== undefined) return { ok: false, issues: [unbounded] };
   const locator = locateKeys(text);
   const parsed = clusterSchema.safeParse(toml.data, { error: describeZodIssue });
   const issues = parsed.success ? [] : fromZodIssues(file, locator, parsed.error.issues, (path) => listAllowedKeys(clusterSchema, path));
@@ -26,13 +33,17 @@ export function parseCluster(text: string, file: string, settings: Settings): Pa
   return { ok: true, value: deepFreeze(normaliseCluster(parsed.data, file, settings)), issues: [] };
 }
 
-/** Read and parse a cluster definition; an unreadable file is one issue at 1:1. */
+/**
+ * Read and parse a cluster definition; an unreadable file is one issue at 1:1, and so is one that is
+ * not a regular file (a FIFO would otherwise block the read for ever) or is over the 1 MiB cap.
+ */
 export async function loadCluster(file: string, settings: Settings): Promise<ParseResult<ClusterSpec>> {
   let text: string;
   try {
-    text = await readFile(file, "utf8");
+    text = await readClusterText(file);
   } catch (error) {
-    const detail = (error as NodeJS.ErrnoException).code === "ENOENT" ? "file not found" : `cannot read: ${String(error)}`;
+    const detail =
+      error instanceof FileRefusedError ? error.detail : (error as NodeJS.ErrnoException).code === "ENOENT" ? "file not found" : `cannot read: ${String(error)}`;
     return { ok: false, issues: [{ file, line: 1, col: 1, path: "", message: detail }] };
   }
   return parseCluster(text, file, settings);

@@ -1,24 +1,32 @@
 /** `shardctl.toml` → `Settings`: TOML, then the schema, then the checks that span fields. */
-import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { ShardctlError } from "../errors/index.js";
+import { FileRefusedError } from "../files/index.js";
 import { describeZodIssue, fromZodIssues, makeIssue, sortIssues } from "./issues.js";
 import { type Locator, locateKeys } from "./locate.js";
 import { isPortablePath, resolveLocalPath } from "./local-path.js";
 import { parsePortRange } from "./port-range.js";
 import { deepFreeze, getRaw, getString, isTable } from "./raw.js";
+import { maxSettingsBytes, readSettingsText } from "./read-spec-file.js";
 import { readToml } from "./read-toml.js";
 import { listAllowedKeys } from "./schema-keys.js";
+import { checkTextSize, checkTomlBounds } from "./toml-bounds.js";
 import { nodeSchema, type SettingsOutput, settingsSchema } from "./settings-schema.js";
 import { SpecError } from "./spec-error.js";
 import { patterns } from "./patterns.js";
+import { isLoopbackAddress } from "./loopback.js";
 import { parseSize } from "./size.js";
 import type { NodeEntry, ParseResult, Settings, SpecIssue } from "./types.js";
 
 /** Parse settings text. `file` names the source in issues and anchors relative paths. */
 export function parseSettings(text: string, file: string): ParseResult<Settings> {
+  const oversized = checkTextSize(text, file, maxSettingsBytes, "settings file");
+  if (oversized !== undefined) return { ok: false, issues: [oversized] };
   const toml = readToml(text, file);
   if (!toml.ok) return { ok: false, issues: [toml.issue] };
+  // Bounded before anything walks the data recursively (zod, the locator, the checks below).
+  const unbounded = checkTomlBounds(toml.data, text, file);
+  if (unbounded !== undefined) return { ok: false, issues: [unbounded] };
   const locator = locateKeys(text);
   const parsed = settingsSchema.safeParse(toml.data, { error: describeZodIssue });
   const issues = parsed.success ? [] : fromZodIssues(file, locator, parsed.error.issues, (path) => listAllowedKeys(settingsSchema, path));
@@ -27,12 +35,17 @@ export function parseSettings(text: string, file: string): ParseResult<Settings>
   return { ok: true, value: deepFreeze(normaliseSettings(parsed.data, file)), issues: [] };
 }
 
-/** Read and parse a settings file. Throws ShardctlError `SettingsNotFound`, or SpecError `InvalidSettings` carrying `issues`. */
+/**
+ * Read and parse a settings file. Throws ShardctlError `SettingsNotFound`, or SpecError
+ * `InvalidSettings` carrying `issues`, or SpecError `NotRegularFile` / `FileTooLarge` (one issue at
+ * 1:1) for a FIFO, directory or device, or a file over the 4 MiB cap — never a read that blocks.
+ */
 export async function loadSettings(file: string): Promise<Settings> {
   let text: string;
   try {
-    text = await readFile(file, "utf8");
+    text = await readSettingsText(file);
   } catch (error) {
+    if (error instanceof FileRefusedError) throw new SpecError(error.reason, [{ file, line: 1, col: 1, path: "", message: error.detail }]);
     const code = (error as NodeJS.ErrnoException).code;
     const reason = code === "ENOENT" ? "SettingsNotFound" : "SettingsUnreadable";
     const detail = code === "ENOENT" ? "not found (pass --config <file> or create shardctl.toml)" : String(error);
@@ -48,6 +61,13 @@ function checkSettings(data: unknown, file: string, locator: Locator): SpecIssue
   const issues: SpecIssue[] = [];
   if (getRaw(data, ["router", "kind"]) === "continuum" && getRaw(data, ["router", "config"]) === undefined) {
     issues.push(makeIssue(file, locator, ["router", "config"], 'is required when router.kind is "continuum"', "key"));
+  }
+  // The dashboard's one action must not be open to a network: off loopback it needs a token.
+  const uiAddress = getString(data, ["daemon", "ui_address"], patterns.hostPort);
+  if (uiAddress !== undefined && !isLoopbackAddress(uiAddress) && getRaw(data, ["daemon", "ui_token_env"]) === undefined) {
+    issues.push(
+      makeIssue(file, locator, ["daemon", "ui_token_env"], `is required when daemon.ui_address (${JSON.stringify(uiAddress)}) is not a loopback address`, "key"),
+    );
   }
   const nodes = getRaw(data, ["nodes"]);
   if (!isTable(nodes)) return issues;
@@ -129,6 +149,8 @@ function normaliseSettings(raw: SettingsOutput, file: string): Settings {
       allowMassPrune: raw.daemon.allow_mass_prune,
       stateDir: resolveLocalPath(dir, raw.daemon.state_dir),
       metricsAddress: raw.daemon.metrics_address,
+      uiAddress: raw.daemon.ui_address,
+      uiTokenEnv: raw.daemon.ui_token_env,
     }),
     ssh: dropUndefined({
       knownHosts: raw.ssh.known_hosts === undefined ? undefined : resolveLocalPath(dir, raw.ssh.known_hosts),

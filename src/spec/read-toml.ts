@@ -9,6 +9,6 @@ export function readToml(text: string, file: string): TomlResult {
   try {
     return { ok: true, data: parse(text) as Record<string, unknown> };
   } catch (error) {
-    return { ok: false, issue: fromTomlError(file, error) };
+    return { ok: false, issue: fromTomlError(file, error, text) };
   }
 }

@@ -68,6 +68,12 @@ const daemonSchema = z
     allow_mass_prune: z.boolean().default(false).describe("Allow tearing down every running cluster when no definition is valid. Default false."),
     state_dir: patternString("path").default(".shardctl").describe("Directory of the ledger and other daemon state (relative to this file). Default .shardctl."),
     metrics_address: patternString("hostPort", 300).optional().describe("host:port of the Prometheus /metrics listener. Default off."),
+    ui_address: patternString("hostPort", 300)
+      .optional()
+      .describe('host:port of the dashboard (browser view and its JSON/SSE endpoints), e.g. "127.0.0.1:8089"; port 0 picks a free one. Default off.'),
+    ui_token_env: patternString("envName", 128)
+      .optional()
+      .describe('Environment variable holding the dashboard\'s bearer token (needed for "Reconcile now"). Required when ui_address is not a loopback address.'),
   })
   .strict();
 

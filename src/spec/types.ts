@@ -71,6 +71,10 @@ export interface Settings {
     stateDir: string;
     /** "host:port", default off. */
     metricsAddress?: string;
+    /** The dashboard's "host:port" (port 0: any free port), default off. */
+    uiAddress?: string;
+    /** Environment variable holding the dashboard's bearer token; required when uiAddress is not loopback. */
+    uiTokenEnv?: string;
   };
   ssh: {
     /** Absolute path of the known_hosts file. Default: ~/.ssh/known_hosts. */

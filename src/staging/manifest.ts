@@ -3,10 +3,10 @@
  * a branch is resolved once through X-Repo-Commit) or hashing a local directory (push).
  */
 import { createHash } from "node:crypto";
-import { createReadStream } from "node:fs";
 import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { ShardctlError } from "../errors/index.js";
+import { FileRefusedError, openRegularFile, type OpenedRegularFile } from "../files/index.js";
 import { assertSafePath } from "./safe-path.js";
 import type { Manifest, ManifestFile } from "./types.js";
 
@@ -82,7 +82,10 @@ export async function hashLocalManifest(dir: string, repo: string, revision = "m
     assertSafePath(path, `the push source ${dir}`);
     const hash = createHash("sha256");
     let size = 0;
-    for await (const chunk of createReadStream(join(dir, path), { highWaterMark: 4 << 20 })) {
+    // Opened once and checked on the descriptor: an entry swapped for a FIFO after the listing is
+    // refused, not read for ever. No size cap: weights are streamed through the hash, never held.
+    const { handle } = await openPushFile(dir, path);
+    for await (const chunk of handle.createReadStream({ highWaterMark: 4 << 20 })) {
       hash.update(chunk as Buffer);
       size += (chunk as Buffer).length;
     }
@@ -95,10 +98,23 @@ export async function hashLocalManifest(dir: string, repo: string, revision = "m
   return { repo, revision, commit, files };
 }
 
+/** A push source file opened for hashing; a non-regular one is `PushSourceInvalid`, naming it. */
+async function openPushFile(dir: string, path: string): Promise<OpenedRegularFile> {
+  try {
+    return await openRegularFile(join(dir, path), { what: "push source file" });
+  } catch (error) {
+    if (error instanceof FileRefusedError) {
+      throw new ShardctlError("PushSourceInvalid", `the push source ${dir}: ${path}: ${error.detail}`, { terminal: true, cause: error });
+    }
+    throw error;
+  }
+}
+
 /**
  * Regular files under `dir`, relative. Symlinks are followed to regular files (an HF cache snapshot
  * is all links into ../../blobs); a link to anything else (a folder, a device, nothing) is refused
- * rather than silently left out of the model.
+ * rather than silently left out of the model, and so is an entry that is itself a FIFO, a socket
+ * or a device (a model staged without its tokenizer would only fail on the nodes).
  */
 async function listFiles(dir: string, prefix = ""): Promise<string[]> {
   const out: string[] = [];
@@ -106,7 +122,12 @@ async function listFiles(dir: string, prefix = ""): Promise<string[]> {
     const rel = prefix === "" ? entry.name : `${prefix}/${entry.name}`;
     if (entry.isDirectory()) out.push(...(await listFiles(dir, rel)));
     else if (entry.isFile()) out.push(rel);
-    else if (entry.isSymbolicLink()) {
+    else if (!entry.isSymbolicLink()) {
+      const kind = entry.isFIFO() ? "a FIFO (named pipe)" : entry.isSocket() ? "a socket" : "a device";
+      throw new ShardctlError("PushSourceInvalid", `the push source ${dir}: ${rel} is ${kind}, not a regular file; replace it with the file itself or remove it`, {
+        terminal: true,
+      });
+    } else {
       const target = await stat(join(dir, rel)).catch(() => undefined);
       if (target?.isFile() !== true) {
         const what = target === undefined ? "a missing file" : target.isDirectory() ? "a folder" : "not a regular file";

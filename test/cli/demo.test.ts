@@ -1,11 +1,13 @@
 /**
  * `npm start`'s demo, run for real from a copy of this repository's shardctl.toml and
  * clusters/demo.toml (only its ports moved to free ones, so it cannot collide with a demo a
- * developer is running): it must print "ready", answer through the embedded router, and leave no
- * process behind after Ctrl-C (SIGINT).
+ * developer is running): it must print "ready" in lines for people only, say its model is random,
+ * answer through the embedded router, and leave no process behind after Ctrl-C (SIGINT). When a
+ * port it needs is taken it must exit 1 on its own, naming the setting that moves that port.
  */
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { createServer, type AddressInfo, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, expect, test } from "vitest";
@@ -19,42 +21,106 @@ async function processesMentioning(needle: string): Promise<string[]> {
   return stdout.split("\n").filter((line) => line.includes(needle) && !line.trim().startsWith("Z"));
 }
 
-let root: string | undefined;
+const roots: string[] = [];
+const holders: Server[] = [];
 afterAll(async () => {
-  if (root !== undefined) await rm(root, { recursive: true, force: true });
+  for (const holder of holders) holder.close();
+  for (const root of roots) await rm(root, { recursive: true, force: true });
 });
 
-test("npm start's demo: ready, answers through the router, Ctrl-C leaves nothing running", async () => {
-  root = await mkdtemp(join(tmpdir(), "shardctl-demo-"));
+/**
+ * A temp copy of the demo's files with its ports moved: the coordinator to `coordinatorPort` (default
+ * a free one), the router to `routerPort` (default 0, so the router takes a free port as it binds, no
+ * window for a parallel test to take it first, and the demo prints where it listens).
+ */
+async function demoRoot(ports: { coordinatorPort?: number; routerPort?: number } = {}): Promise<string> {
+  const root = await mkdtemp(join(tmpdir(), "shardctl-demo-"));
+  roots.push(root);
   const settings = await readFile(join(repoRoot, "shardctl.toml"), "utf8");
   const definition = await readFile(join(repoRoot, "clusters/demo.toml"), "utf8");
   const range = await freePortRange(["127.0.0.1"], 4);
-  const coordinatorPort = await freePort();
+  const coordinatorPort = ports.coordinatorPort ?? (await freePort());
   expect(settings).toMatch(/port_range = "39600-39629"/);
   expect(definition).toMatch(/port = 8090/);
   await mkdir(join(root, "clusters"));
-  await writeFile(join(root, "shardctl.toml"), settings.replace(/port_range = "39600-39629"/, `port_range = "${range}"`));
+  await writeFile(
+    join(root, "shardctl.toml"),
+    settings.replace(/port_range = "39600-39629"/, `port_range = "${range}"`).replace(/ui_address = "127\.0\.0\.1:\d+"/, 'ui_address = "127.0.0.1:0"'),
+  );
   await writeFile(join(root, "clusters/demo.toml"), definition.replace(/port = 8090/, `port = ${coordinatorPort}`));
   await mkdir(join(root, ".demo"));
-  // Port 0: the router takes a free port as it binds (no window for a parallel test to take it first)
-  // and the demo prints where it listens.
-  await writeFile(join(root, ".demo/router.yaml"), `server:\n  bind_address: "127.0.0.1:0"\nbackends: []\n`);
+  await writeFile(join(root, ".demo/router.yaml"), `server:\n  bind_address: "127.0.0.1:${ports.routerPort ?? 0}"\nbackends: []\n`);
+  return root;
+}
 
-  const demo = spawn(process.execPath, [join(repoRoot, "dist/src/cli/demo.js")], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
+type DemoRun = { child: ChildProcess; stdout: () => string; stderr: () => string; exited: Promise<number | null> };
+
+function runDemo(root: string): DemoRun {
+  const child = spawn(process.execPath, [join(repoRoot, "dist/src/cli/demo.js")], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
-  demo.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString("utf8")));
+  child.stdout!.on("data", (chunk: Buffer) => (stdout += chunk.toString("utf8")));
   let stderr = "";
-  demo.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")));
-  const exited = new Promise<number | null>((resolve) => demo.once("exit", (code) => resolve(code)));
+  child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return { child, stdout: () => stdout, stderr: () => stderr, exited };
+}
+
+/** A real listener holding a port the kernel picked on 127.0.0.1, as another program would. */
+async function holdPort(): Promise<number> {
+  const holder = createServer();
+  holders.push(holder);
+  await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", resolve));
+  return (holder.address() as AddressInfo).port;
+}
+
+/** Lines of the output that are JSON objects: log lines meant for machines. */
+function jsonLines(output: string): string[] {
+  return output.split("\n").filter((line) => {
+    try {
+      const parsed: unknown = JSON.parse(line);
+      return typeof parsed === "object" && parsed !== null;
+    } catch {
+      return false;
+    }
+  });
+}
+
+/** The demo's exit code, once it exits on its own; a demo still running after `deadlineMs` is interrupted and fails the test. */
+async function exitOnItsOwn(run: DemoRun, deadlineMs: number): Promise<number | null> {
+  const timedOut = Symbol("timed out");
+  const outcome = await Promise.race([run.exited, new Promise<typeof timedOut>((resolve) => setTimeout(() => resolve(timedOut), deadlineMs))]);
+  if (outcome !== timedOut) return outcome;
+  run.child.kill("SIGINT");
+  await Promise.race([run.exited, new Promise((resolve) => setTimeout(resolve, 60_000))]);
+  throw new Error(`the demo was still running ${deadlineMs} ms after it started, waiting instead of failing:\n${run.stdout()}\n${run.stderr()}`);
+}
+
+test("npm start's demo: ready, human lines only, says its model is random, answers through the router, Ctrl-C leaves nothing running", async () => {
+  const root = await demoRoot();
+  const run = runDemo(root);
+  const demo = run.child;
+  const exited = run.exited;
+  let stdout = "";
+  let stderr = "";
+  const collect = (): void => {
+    stdout = run.stdout();
+    stderr = run.stderr();
+  };
   try {
     const deadline = Date.now() + 90_000;
-    while (!/ready/.test(stdout) && Date.now() < deadline && demo.exitCode === null) await new Promise((r) => setTimeout(r, 100));
+    // Until the ready block's last line, so every line of it has arrived.
+    while (!/Ctrl-C tears the demo down/.test(run.stdout()) && Date.now() < deadline && demo.exitCode === null) await new Promise((r) => setTimeout(r, 100));
+    collect();
     // On failure, say why (the demo's own output and logs), not only that "ready" never came.
     expect(stdout, `demo output:\n${stdout}\n${stderr.slice(-3000)}`).toMatch(/cluster "demo" is ready/);
     const routerUrl = /through the embedded router at (http:\/\/127\.0\.0\.1:\d+)/.exec(stdout)?.[1] ?? "(no router URL printed)";
     expect(routerUrl).not.toMatch(/:0$/);
     expect(stdout).toContain(`curl -s ${routerUrl}/v1/chat/completions`);
     expect(stdout).toContain("status --watch");
+    // Said plainly, with what to change for a real model.
+    expect(stdout).toMatch(/the demo model has random weights: its replies are meaningless bytes/);
+    expect(stdout).toMatch(/edit \[model\] in clusters\/demo\.toml: id = "<org>\/<name>" \(a Hugging Face Hub id\)/);
+    expect(stdout).toMatch(/a local MLX model directory/);
 
     const response = await fetch(`${routerUrl}/v1/chat/completions`, {
       method: "POST",
@@ -71,8 +137,46 @@ test("npm start's demo: ready, answers through the router, Ctrl-C leaves nothing
     await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 60_000))]);
   }
   expect(await exited).toBe(0);
+  collect();
   expect(stdout).toMatch(/demo stopped: no process of it is left/);
   expect(await processesMentioning(root)).toEqual([]);
+  // Only lines for people on the terminal; the daemon's JSON log lines went to the file it names.
+  expect(jsonLines(stdout), stdout).toEqual([]);
+  expect(jsonLines(stderr), stderr).toEqual([]);
+  expect(stdout).toContain("daemon log: .demo/daemon.log");
+  const log = (await readFile(join(root, ".demo/daemon.log"), "utf8")).trim().split("\n");
+  expect(jsonLines(log.join("\n"))).toEqual(log);
+  expect(log.some((line) => (JSON.parse(line) as { msg?: string }).msg === "daemon watching")).toBe(true);
   // Its data stayed under the working directory.
   expect(await readFile(join(root, ".demo/models/demo-llama/config.json"), "utf8")).toContain('"llama"');
 }, 180_000);
+
+test("the demo's coordinator port is taken: exit 1 on its own, naming clusters/demo.toml and [coordinator] port", async () => {
+  const taken = await holdPort();
+  const root = await demoRoot({ coordinatorPort: taken });
+  const run = runDemo(root);
+  // Without the fast failure the demo would wait for a Ctrl-C; 30 s is far more than it needs.
+  const code = await exitOnItsOwn(run, 30_000);
+  const output = `${run.stdout()}\n${run.stderr()}`;
+  expect(code, output).toBe(1);
+  expect(run.stderr()).toContain(`the coordinator's port 127.0.0.1:${taken} is already in use`);
+  expect(run.stderr()).toContain(`set a free port in clusters/demo.toml: [coordinator] port = ${taken}`);
+  expect(jsonLines(run.stdout())).toEqual([]);
+  expect(jsonLines(run.stderr())).toEqual([]);
+  expect(run.stdout()).toMatch(/demo stopped: no process of it is left/);
+  expect(await processesMentioning(root)).toEqual([]);
+}, 120_000);
+
+test("the demo's router port is taken: exit 1 on its own, naming .demo/router.yaml and server.bind_address", async () => {
+  const taken = await holdPort();
+  const root = await demoRoot({ routerPort: taken });
+  const run = runDemo(root);
+  const code = await exitOnItsOwn(run, 30_000);
+  const output = `${run.stdout()}\n${run.stderr()}`;
+  expect(code, output).toBe(1);
+  expect(run.stderr()).toContain(`router cannot listen on 127.0.0.1:${taken}`);
+  expect(run.stderr()).toContain(`the address is set by server.bind_address in ${join(root, ".demo/router.yaml")}`);
+  expect(run.stderr()).toContain(".demo/router.yaml is the router config that [router] config in shardctl.toml names: edit its server.bind_address");
+  expect(jsonLines(output)).toEqual([]);
+  expect(await processesMentioning(root)).toEqual([]);
+}, 60_000);

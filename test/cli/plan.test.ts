@@ -31,15 +31,22 @@ test("human output: the stages, layers and fit; exit 0", async () => {
   expect(r.stdout).toMatch(/l2/);
 });
 
-test("--probe: budgets from what the nodes report (as the daemon plans), not the declared memory", async () => {
-  const declared = JSON.parse((await runShardctl(world, ["plan", "p1", "--json"])).stdout) as { plan: { stages: Array<{ budgetBytes: number }> } };
-  const probed = JSON.parse((await runShardctl(world, ["plan", "p1", "--json", "--probe"])).stdout) as { plan: { stages: Array<{ budgetBytes: number }> } };
-  // l1 and l2 declare 4 GiB; this machine's free memory is something else.
-  expect(declared.plan.stages[0]!.budgetBytes).toBe(Math.floor((4 * 2 ** 30) / 1.2));
-  expect(probed.plan.stages[0]!.budgetBytes).not.toBe(declared.plan.stages[0]!.budgetBytes);
+test("--probe: budgets from what the nodes report, capped by what they declare (as the daemon plans)", async () => {
+  type Out = { plan: { stages: Array<{ budgetBytes: number; budgetSource: string }> }; budgets: { from: string; rule: string } };
+  const declared = JSON.parse((await runShardctl(world, ["plan", "p1", "--json"])).stdout) as Out;
+  const probed = JSON.parse((await runShardctl(world, ["plan", "p1", "--json", "--probe"])).stdout) as Out;
+  // l1 and l2 declare 4 GiB; this machine reports other free memory, which the declared 4 GiB caps.
+  expect(declared.plan.stages[0]).toMatchObject({ budgetBytes: Math.floor((4 * 2 ** 30) / 1.2), budgetSource: "declared" });
+  expect(declared.budgets.from).toBe("declared");
+  expect(probed.budgets.from).toBe("probed");
+  expect(probed.plan.stages[0]!.budgetBytes).toBeLessThanOrEqual(declared.plan.stages[0]!.budgetBytes);
+  expect(["probed", "probed-capped-by-declared"]).toContain(probed.plan.stages[0]!.budgetSource);
   const human = await runShardctl(world, ["plan", "p1", "--probe"]);
   expect(human.code).toBe(0);
-  expect(human.stdout).toContain("budgets: probed free memory of each node");
+  expect(human.stdout).toContain("budgets: what each node reports (free memory), capped by its declared memory: the rule the daemon plans with");
+  // Without --probe, and distributed serving off: the daemon plans from the declared figures too.
+  const plain = await runShardctl(world, ["plan", "p1"]);
+  expect(plain.stdout).toContain("budgets: declared memory only (nothing probed), as the daemon plans while [distributed] enabled = false");
 });
 
 test("--json: the plan as data", async () => {

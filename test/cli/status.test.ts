@@ -54,7 +54,7 @@ test("list: one line per cluster with badge, health, model, stages, endpoint, ag
   const idle = lines.find((l) => l.startsWith("idle"))!;
   const live = lines.find((l) => l.startsWith("live"))!;
   expect(live).toMatch(/^live\s+\[cluster\]\s+Healthy\s+\S*tiny-llama\s+2\/2\s+http:\/\/127\.0\.0\.1:\d+\s+\d+s$/);
-  expect(idle).toMatch(/^idle\s+\[cluster\]\s+Stopped\s+\S*tiny-llama\s+0\/\d\s+-\s+-$/);
+  expect(idle).toMatch(/^idle\s+\[cluster\]\s+Stopped\s+\S*tiny-llama\s+0\/2\s+-\s+-$/);
 });
 
 test("detail: the per-stage cards, the coordinator and the conditions", async () => {
@@ -153,5 +153,29 @@ test("says when no daemon watches the directory (the files are then only what it
     expect(asked.stderr).toContain(`no shardctl daemon is watching ${other.clustersDir}`);
   } finally {
     await other.close();
+  }
+});
+
+// Regression: a cluster stopped before it ever ran showed 0/0, one stopped while running 0/0 or 0/2
+// depending on whether the daemon still held a plan for it.
+test("a stopped cluster shows 0/N stages however it stopped, and its nodes in the detail", async () => {
+  const { rm } = await import("node:fs/promises");
+  const { join } = await import("node:path");
+  await writeDefinition(world, "halt", definitionText(world, { nodes: ["l2", "l1"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]) }));
+  const revision = await revisionOf(world, "halt");
+  await waitForStatus(world, "halt", (s) => isReadyAt(s, revision));
+  await writeDefinition(world, "halt", definitionText(world, { nodes: ["l2", "l1"], desired: "stopped" }));
+  await waitForStatus(world, "halt", (s) => s.health === "Stopped");
+  try {
+    const lines = (await runShardctl(world, ["status"])).stdout.trim().split("\n");
+    expect(lines.find((l) => l.startsWith("halt"))).toMatch(/^halt\s+\[cluster\]\s+Stopped\s+\S*tiny-llama\s+0\/2\s+-\s+-$/);
+    expect(lines.find((l) => l.startsWith("idle"))).toMatch(/^idle\s+\[cluster\]\s+Stopped\s+\S*tiny-llama\s+0\/2\s+-\s+-$/);
+    const detail = (await runShardctl(world, ["status", "halt"])).stdout;
+    expect(detail).toMatch(/^0\s+l2\s+-\s+-\s+-\s+-\s+-\s+-$/m);
+    expect(detail).toMatch(/^1\s+l1\s+-\s+-\s+-\s+-\s+-\s+-$/m);
+  } finally {
+    await rm(join(world.clustersDir, "halt.toml"));
+    const deadline = Date.now() + 20_000;
+    while ((await readStatusFile(world, "halt")) !== undefined && Date.now() < deadline) await sleep(100);
   }
 });

@@ -52,14 +52,41 @@ describe("shardctl validate", () => {
     await writeFile(join(dir, "bad", "llama.toml"), 'nodes = ["studio-1", "studio-3"]\nextra = true\n\n[model]\nid = "x; rm -rf ~"\n');
     await writeFile(join(dir, "bad", "broken.toml"), 'nodes = ["studio-1"\n');
     await writeFile(join(dir, "bad-settings.toml"), '[nodes.studio-1]\nhost = "10.0.0.1"\n');
+    // A directory that holds its settings file beside the definitions.
+    await mkdir(join(dir, "together"));
+    await writeFile(join(dir, "together", "shardctl.toml"), settings);
+    await writeFile(join(dir, "together", "llama.toml"), 'nodes = ["studio-1", "studio-2"]\n\n[model]\nid = "org/llama"\n');
+    await mkdir(join(dir, "together-bad"));
+    await writeFile(join(dir, "together-bad", "shardctl.toml"), '[nodes.studio-1]\nhost = "10.0.0.1"\n');
+    await writeFile(join(dir, "together-bad", "llama.toml"), 'nodes = ["studio-1", "studio-2"]\n\n[model]\nid = "org/llama"\n');
   });
   afterAll(async () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it("exits 0 on a valid directory and says how many files it checked", async () => {
+  it("exits 0 on a valid directory and says how many files it checked, settings and definitions apart", async () => {
     const run = await validate(dir, "clusters");
-    expect(run).toEqual({ code: 0, stdout: "ok: 3 files\n", stderr: "" });
+    expect(run).toEqual({ code: 0, stdout: "ok: 1 settings file, 2 definitions\n", stderr: "" });
+    expect(await validate(dir, "clusters/llama.toml")).toEqual({ code: 0, stdout: "ok: 1 settings file, 1 definition\n", stderr: "" });
+  });
+
+  // Regression: a shardctl.toml inside the directory (or named in the list) was counted, and
+  // checked, as a cluster definition.
+  it("validates a settings file found in a directory or named in the list as settings, counted apart", async () => {
+    expect(await validate(dir, "together")).toEqual({ code: 0, stdout: "ok: 2 settings files, 1 definition\n", stderr: "" });
+    expect(await validate(dir, "--config", "together/shardctl.toml", "together")).toEqual({ code: 0, stdout: "ok: 1 settings file, 1 definition\n", stderr: "" });
+    expect(await validate(dir, "shardctl.toml", "together/shardctl.toml", "clusters/qwen.toml")).toEqual({
+      code: 0,
+      stdout: "ok: 2 settings files, 1 definition\n",
+      stderr: "",
+    });
+    const bad = await validate(dir, "together-bad");
+    expect(bad.code).toBe(1);
+    expect(bad.stderr.split("\n")).toEqual([
+      "together-bad/shardctl.toml:1:1: nodes.studio-1.model_dir: is required",
+      "1 problem in 1 file (checked 2 settings files, 1 definition)",
+      "",
+    ]);
   });
 
   it("refuses two definitions whose coordinators share an address, at the port key of each", async () => {
@@ -68,7 +95,7 @@ describe("shardctl validate", () => {
     expect(run.stderr.split("\n")).toEqual([
       "clash/a.toml:8:3: coordinator.port: 127.0.0.1:8080 on local is also the coordinator address of clash/b.toml; give each cluster its own [coordinator] port",
       "clash/b.toml:1:1: coordinator.port: 127.0.0.1:8080 on local is also the coordinator address of clash/a.toml; give each cluster its own [coordinator] port",
-      "2 problems in 2 of 3 files",
+      "2 problems in 2 files (checked 1 settings file, 2 definitions)",
       "",
     ]);
   });
@@ -77,11 +104,11 @@ describe("shardctl validate", () => {
     const run = await validate(dir, "bad", "clusters/llama.toml");
     expect(run.code).toBe(1);
     expect(run.stderr.split("\n")).toEqual([
-      "bad/broken.toml:2:1: invalid TOML: expected comma or end of structure",
+      'bad/broken.toml:1:9: invalid TOML: unclosed array: this "[" has no matching "]"',
       'bad/llama.toml:1:22: nodes[1]: unknown node "studio-3" (registered: studio-1, studio-2)',
       "bad/llama.toml:2:1: extra: unknown key (allowed: name, desired, suspend, nodes, model, engine, transport, coordinator, plan, router)",
       `bad/llama.toml:5:6: model.id: "x; rm -rf ~" is not allowed: expected a Hub repository id 'org/name' or a path of letters, digits and '. _ - + @ /' (absolute, '~/' or relative), without '..' segments`,
-      "4 problems in 2 of 4 files",
+      "4 problems in 2 files (checked 1 settings file, 3 definitions)",
       "",
     ]);
     expect(run.stdout).toBe("");
@@ -92,7 +119,7 @@ describe("shardctl validate", () => {
     expect(run.code).toBe(1);
     expect(run.stderr.split("\n")).toEqual([
       "bad-settings.toml:1:1: nodes.studio-1.model_dir: is required",
-      "1 problem in 1 of 3 files; cluster definitions were not checked because the settings are invalid",
+      "1 problem in 1 file (checked 1 settings file, 2 definitions); cluster definitions were not checked because the settings are invalid",
       "",
     ]);
   });
@@ -104,7 +131,7 @@ describe("shardctl validate", () => {
     await cp(join(repoRoot, "clusters"), join(copy, "clusters"), { recursive: true, filter: (src) => !src.endsWith(".status.json") });
     const run = await validate(copy, "shardctl.toml", "clusters");
     expect(run.code).toBe(0);
-    expect(run.stdout).toMatch(/^ok: \d+ files\n$/);
+    expect(run.stdout).toMatch(/^ok: 1 settings file, \d+ definitions?\n$/);
   });
 
   it("exits 1 with a usage message for a missing path or no path", async () => {

@@ -34,14 +34,32 @@ test("condition=Planned holds at HEAD once the daemon has planned it: exit 0 (by
   expect((await runShardctl(world, ["wait", file, "--for", "condition=Planned", "--revision", revision, "--timeout", "5s"])).code).toBe(0);
 });
 
-test("Ready never comes while distributed serving is disabled: exit 1 on timeout, saying what it saw", async () => {
+// Regression: each of these waited out its whole timeout (10 minutes by default) before failing.
+test("Ready can never come while distributed serving is disabled: exit 1 at once, saying why", async () => {
   const started = Date.now();
-  const r = await runShardctl(world, ["wait", "w1", "--for", "condition=Ready", "--timeout", "1s"]);
+  const r = await runShardctl(world, ["wait", "w1", "--for", "condition=Ready", "--timeout", "30s"]);
   expect(r.code).toBe(1);
-  expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
+  expect(Date.now() - started).toBeLessThan(10_000);
   expect(r.stderr).toMatch(
-    /timed out after 1s waiting for condition Ready at revision [0-9a-f]{12}: observed revision [0-9a-f]{12}, health Disabled, Ready=False \(DistributedDisabled/,
+    /^w1: condition Ready will never hold at revision [0-9a-f]{12}: \[distributed\] enabled = false in \S*shardctl\.toml: the daemon plans clusters but stages and launches none \(set enabled = true\)\n$/,
   );
+});
+
+test('a definition that says desired = "stopped" or suspend = true: exit 1 at once for Ready, and for Planned', async () => {
+  await writeDefinition(world, "w4", definitionText(world, { nodes: ["l1", "l2"], desired: "stopped" }));
+  await writeDefinition(world, "w5", definitionText(world, { nodes: ["l1", "l2"], suspend: true }));
+  for (const [name, why] of [
+    ["w4", /\S*w4\.toml says desired = "stopped": nothing is planned or launched \(set desired = "running"\)/],
+    ["w5", /\S*w5\.toml says suspend = true: the daemon takes no action on it \(set suspend = false\)/],
+  ] as const) {
+    for (const condition of ["Ready", "Planned"]) {
+      const started = Date.now();
+      const r = await runShardctl(world, ["wait", name, "--for", `condition=${condition}`, "--timeout", "30s"]);
+      expect(r.code).toBe(1);
+      expect(Date.now() - started).toBeLessThan(10_000);
+      expect(r.stderr).toMatch(new RegExp(`^${name}: condition ${condition} will never hold at revision [0-9a-f]{12}: ${why.source}\n$`));
+    }
+  }
 });
 
 test("a revision the daemon has not reconciled yet is waited for, never satisfied by the older one", async () => {

@@ -1,4 +1,5 @@
 /** What a launch binds: engines want IP addresses, so an ssh config alias is resolved to its HostName. */
+import { execFileSync } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -61,4 +62,34 @@ test("stages bind their node's address: an alias's HostName, an IP as written, l
     ["c", "127.0.0.1"],
   ]);
   expect(request.stages.map((s) => s.runDir)).toEqual([join(root, "a", ".shardctl/run/x"), join(root, "b", ".shardctl/run/x"), join(root, "c", ".shardctl/run/x")]);
+});
+
+test("stages sharing a machine divide its cores: each of k gets ⌊cores ÷ k⌋ threads; a stage alone keeps the engine's default", async () => {
+  const settingsText = ["a", "b"]
+    .map((n) => `[nodes.${n}]\nhost = "local"\nmodel_dir = "${join(root, n)}"\nmemory = "4GiB"`)
+    .concat([`[nodes.c]\nhost = "127.0.0.8"\nmodel_dir = "${join(root, "c")}"\nmemory = "4GiB"`])
+    .join("\n");
+  const settings = parseSettings(settingsText, join(root, "shardctl.toml"));
+  if (!settings.ok) throw new Error(JSON.stringify(settings.issues));
+  const cluster = parseCluster(
+    `nodes = ["a", "b", "c"]\n[model]\nid = "${join(root, "model")}"\nsource = "push"\n[engine]\nkind = "reference"\n`,
+    join(root, "clusters", "y.toml"),
+    settings.value,
+  );
+  if (!cluster.ok) throw new Error(JSON.stringify(cluster.issues));
+  const spec = cluster.value;
+  const { plan } = await planCluster(spec, settings.value);
+  expect(plan.warnings.filter((w) => w.reason === "StagesShareMachine").map((w) => w.message)).toEqual([
+    expect.stringContaining("stages 0 (a), 1 (b) run on this machine and share its cores"),
+  ]);
+  const stages = spec.nodes.map((n) => {
+    const config = nodeConfigOf(settings.value.nodes[n]!);
+    return config.host === "local" ? new LocalNode(config) : pool.get(config);
+  });
+  const coordinator = new LocalNode({ name: "local", host: "local", modelDir: join(root, "state") });
+  const modelPaths = new Map([...spec.nodes, "local"].map((n) => [n, join(root, "model")]));
+  const request = await buildLaunchRequest(spec, settings.value, "rev", plan, { stages, coordinator }, modelPaths);
+  const cores = Number(execFileSync("getconf", ["_NPROCESSORS_ONLN"], { encoding: "utf8" }).trim());
+  const share = Math.max(1, Math.floor(cores / 2));
+  expect(request.stages.map((s) => s.threads)).toEqual([share, share, undefined]);
 });

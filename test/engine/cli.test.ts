@@ -39,6 +39,7 @@ describe("shard-engine command line", () => {
     expect(bad.code).toBe(1);
     expect(bad.err).toMatch(/bogus/);
     expect((await run(["-m", join(dir, "m"), "--node-id", "x"])).err).toMatch(/go together/);
+    expect((await run(["-m", join(dir, "m"), "--threads", "0"])).err).toContain("Expected `--threads` to be an integer between 1 and 1024, got `0`");
   });
 
   it("a node id missing from the cluster file is named with the file", async () => {

@@ -72,4 +72,18 @@ describe("reference driver", () => {
     expect(argv.slice(argv.indexOf("--transport-token-file"), argv.indexOf("--transport-token-file") + 2)).toEqual(["--transport-token-file", files.tokenFile]);
     expect(bundledShardEngine).toMatch(/dist\/src\/cli\/shard-engine\.js$|src\/cli\/shard-engine\.js$/);
   });
+
+  it("passes --threads where the topology sets it (stages sharing a machine; the coordinator), and leaves shard-engine's default otherwise", () => {
+    const driver = createDriver("reference", { extraArgs: ["--connect-timeout-ms", "5000"] });
+    expect(driver.stageArgv(topology, topology.stages[0]!, files)).not.toContain("--threads");
+    expect(driver.coordinatorArgv(topology, files)).not.toContain("--threads");
+    const shared: EngineTopology = {
+      ...topology,
+      stages: topology.stages.map((s) => ({ ...s, threads: 4 })),
+      coordinator: { ...topology.coordinator, threads: 1 },
+    };
+    const stage = driver.stageArgv(shared, shared.stages[1]!, files);
+    expect(stage.slice(-4)).toEqual(["--threads", "4", "--connect-timeout-ms", "5000"]);
+    expect(driver.coordinatorArgv(shared, files).slice(-4)).toEqual(["--threads", "1", "--connect-timeout-ms", "5000"]);
+  });
 });

@@ -41,6 +41,25 @@ export function llamaConfig(overrides: Record<string, unknown> = {}): Record<str
   };
 }
 
+/**
+ * Every tensor of one layer of `llamaConfig()` (hidden 8, 2 heads, 1 key/value head, head_dim 4,
+ * MLP inner size 8), float16, named as a Llama checkpoint names them.
+ */
+export function llamaLayer(layer: number, prefix = ""): Array<[name: string, dtype: "F16", shape: number[]]> {
+  const p = `${prefix}model.layers.${layer}`;
+  return [
+    [`${p}.input_layernorm.weight`, "F16", [8]],
+    [`${p}.self_attn.q_proj.weight`, "F16", [8, 8]],
+    [`${p}.self_attn.k_proj.weight`, "F16", [4, 8]],
+    [`${p}.self_attn.v_proj.weight`, "F16", [4, 8]],
+    [`${p}.self_attn.o_proj.weight`, "F16", [8, 8]],
+    [`${p}.post_attention_layernorm.weight`, "F16", [8]],
+    [`${p}.mlp.gate_proj.weight`, "F16", [8, 8]],
+    [`${p}.mlp.up_proj.weight`, "F16", [8, 8]],
+    [`${p}.mlp.down_proj.weight`, "F16", [8, 8]],
+  ];
+}
+
 export async function writeConfig(dir: string, config: Record<string, unknown>): Promise<void> {
   await writeFile(join(dir, "config.json"), JSON.stringify(config));
 }

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { isShardctlError } from "../../src/errors/index.js";
 import { filesForStage, inspectModel, makeTestModel, type ModelProfile } from "../../src/planner/index.js";
-import { layoutHeader, llamaConfig, readTensorSizes, tempDir, writeConfig, writeRawSafetensors } from "./fixtures.js";
+import { layoutHeader, llamaConfig, llamaLayer, readTensorSizes, tempDir, writeConfig, writeRawSafetensors } from "./fixtures.js";
 
 /** Sum the tensor bytes of every safetensors file in `dir`, per layer, read independently. */
 async function independentSums(dir: string): Promise<{ layers: Map<number, number>; embed: number; norm: number; lmHead: number; total: number }> {
@@ -67,7 +67,7 @@ describe("inspectModel on a local directory", () => {
     const profile = await inspectModel({ kind: "dir", path: dir });
     expectSums(profile, await independentSums(dir));
     expect(profile.files).toHaveLength(4);
-    expect(profile.config.quantization).toEqual({ groupSize: 64, bits: 4 });
+    expect(profile.config.quantization).toEqual({ groupSize: 64, bits: 4, mode: "affine", overrides: {} });
     expect(profile.dtype).toBe("BF16");
     // Every layer appears in some file, and each file's size matches the file on disk.
     const covered = new Set(profile.files.flatMap((f) => f.layers));
@@ -126,8 +126,8 @@ describe("inspectModel on a local directory", () => {
     await writeConfig(dir, { model_type: "llava", text_config: llamaConfig({ model_type: "llama" }) });
     const { header, dataBytes } = layoutHeader([
       ["language_model.model.embed_tokens.weight", "F16", [16, 8]],
-      ["language_model.model.layers.0.mlp.up_proj.weight", "F16", [8, 8]],
-      ["language_model.model.layers.1.mlp.up_proj.weight", "F16", [8, 8]],
+      ...llamaLayer(0, "language_model."),
+      ...llamaLayer(1, "language_model."),
       ["language_model.model.norm.weight", "F16", [8]],
       ["language_model.lm_head.weight", "F16", [16, 8]],
       ["vision_tower.encoder.layers.0.weight", "F16", [4]],
@@ -136,7 +136,8 @@ describe("inspectModel on a local directory", () => {
     const profile = await inspectModel({ kind: "dir", path: dir });
     expect(profile.family).toBe("llama");
     expect(profile.tensorPrefix).toBe("language_model.");
-    expect(profile.layerBytes).toEqual([128, 128]);
+    // 2 norms of 8, q and o 8×8, k and v 4×8, gate, up and down 8×8; 2 bytes each.
+    expect(profile.layerBytes).toEqual([800, 800]);
     expect(profile.otherBytes).toBe(8);
   });
 });
@@ -340,7 +341,8 @@ describe("inspectModel refuses broken and non-MLX models with a clear reason", (
 describe("config.json details", () => {
   it("null fields fall back to defaults; head_dim defaults to hidden / heads, kv heads to heads", async () => {
     const dir = await tempDir();
-    await makeTestModel(dir, { layers: 2 });
+    // As many key/value heads as heads, so the defaults describe the same tensors.
+    await makeTestModel(dir, { layers: 2, kvHeads: 4 });
     const config = JSON.parse(await readFile(join(dir, "config.json"), "utf8")) as Record<string, unknown>;
     await writeConfig(dir, { ...config, head_dim: null, num_key_value_heads: null, sliding_window: null });
     const profile = await inspectModel({ kind: "dir", path: dir });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createRandom } from "../../src/planner/test-model/random.js";
 import { mlxcelSplit } from "../../src/engines/mlxcel/index.js";
-import { kvCacheBytes, nodeBudget, planShards, type PlanNode, type PlanOptions, type ShardPlan } from "../../src/planner/index.js";
+import { budgetOf, kvCacheBytes, nodeBudget, planShards, type PlanNode, type PlanOptions, type ShardPlan } from "../../src/planner/index.js";
 import { syntheticProfile } from "./synthetic-profile.js";
 
 const GiB = 1024 ** 3;
@@ -272,12 +272,23 @@ describe("gates", () => {
 });
 
 describe("nodeBudget", () => {
-  it("prefers probed free memory, caps by the limit, divides by headroom", () => {
+  it("takes the smallest known figure (probed free memory, declared memory, limit), divides by headroom", () => {
     expect(nodeBudget({ name: "a", memoryBytes: 120, availableBytes: 60 }, 1.2)).toBe(50);
     expect(nodeBudget({ name: "a", memoryBytes: 120, memoryLimitBytes: 96 }, 1.2)).toBe(80);
     expect(nodeBudget({ name: "a", availableBytes: 60, memoryLimitBytes: 120 })).toBe(50);
     expect(nodeBudget({ name: "a", memoryLimitBytes: 12 }, 1)).toBe(12);
     expect(nodeBudget({ name: "a" })).toBeUndefined();
+  });
+
+  // The one rule: declared memory caps what is probed, never the reverse.
+  it("says which figure decided: declared, probed, probed capped by declared, or the memory limit", () => {
+    expect(budgetOf({ name: "a", memoryBytes: 120 }, 1.2)).toEqual({ bytes: 100, source: "declared" });
+    expect(budgetOf({ name: "a", availableBytes: 60 }, 1.2)).toEqual({ bytes: 50, source: "probed" });
+    expect(budgetOf({ name: "a", memoryBytes: 120, availableBytes: 60 }, 1.2)).toEqual({ bytes: 50, source: "probed" });
+    expect(budgetOf({ name: "a", memoryBytes: 60, availableBytes: 120 }, 1.2)).toEqual({ bytes: 50, source: "probed-capped-by-declared" });
+    expect(budgetOf({ name: "a", memoryBytes: 60, availableBytes: 60 }, 1.2)).toEqual({ bytes: 50, source: "probed" });
+    expect(budgetOf({ name: "a", memoryBytes: 120, availableBytes: 120, memoryLimitBytes: 60 }, 1.2)).toEqual({ bytes: 50, source: "memory-limit" });
+    expect(budgetOf({ name: "a" })).toBeUndefined();
   });
 });
 
@@ -291,7 +302,7 @@ describe("kvCacheBytes", () => {
   });
 
   it("uses head_dim from config and f32 elements", () => {
-    const profile = syntheticProfile({ layerBytes: uniform(2), config: { head_dim: 128, num_key_value_heads: 8, torch_dtype: "float32" } });
+    const profile = syntheticProfile({ layerBytes: uniform(2), config: { head_dim: 128, num_attention_heads: 8, num_key_value_heads: 8, torch_dtype: "float32" } });
     // U8 synthetic tensors carry no float dtype: torch_dtype decides (4 bytes).
     expect(profile.kvBytesPerElement).toBe(4);
     expect(kvCacheBytes(profile, { contextLength: 4096 })).toBe(2 * (2 * 8 * 128 * 4096 * 4));
@@ -305,5 +316,25 @@ describe("kvCacheBytes", () => {
     expect(kvCacheBytes(mixed, { contextLength: 8192 })).toBe(kvPerToken * 512 + kvPerToken * 8192);
     const off = syntheticProfile({ layerBytes: uniform(2), config: { sliding_window: 512, use_sliding_window: false } });
     expect(kvCacheBytes(off, { contextLength: 8192 })).toBe(2 * kvPerToken * 8192);
+  });
+});
+
+describe("stages that share a machine", () => {
+  const shared = syntheticProfile({ layerBytes: uniform(8, GiB) });
+  const on = (...machines: string[]): PlanNode[] => machines.map((machine, i) => ({ name: `n${i}`, memoryBytes: 64 * GiB, machine }));
+
+  it("StagesShareMachine notes each machine running several stages, and how the reference engine divides its cores", () => {
+    const plan = planShards(shared, on("local", "local", "10.0.0.2"), { ...equal, engine: "reference" });
+    expect(plan.feasible).toBe(true);
+    const notes = plan.warnings.filter((w) => w.reason === "StagesShareMachine");
+    expect(notes.map((n) => n.message)).toEqual([
+      "stages 0 (n0), 1 (n1) run on this machine and share its cores: shard-engine gives each of them its machine's cores ÷ the stages it runs (--threads, at least 1), so together they use every core once",
+    ]);
+  });
+
+  it("no note for stages on machines of their own; mlxcel's note names no thread rule", () => {
+    expect(reasons(planShards(shared, on("10.0.0.1", "10.0.0.2"), equal).warnings)).not.toContain("StagesShareMachine");
+    const mlxcel = planShards(shared, on("studio", "studio"), equal).warnings.filter((w) => w.reason === "StagesShareMachine");
+    expect(mlxcel.map((n) => n.message)).toEqual(["stages 0 (n0), 1 (n1) run on one machine (studio) and share its cores"]);
   });
 });

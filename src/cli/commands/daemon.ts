@@ -2,28 +2,19 @@
 import { parseArgs } from "node:util";
 import { startDaemon } from "../../reconciler/index.js";
 import { contextOptions, loadContext } from "../context.js";
-import { createLogger } from "../logger.js";
-
-export const summary = "watch cluster definitions and converge what runs to them";
-
-const usage = `usage: shardctl daemon [--dir clusters] [--config shardctl.toml] [--teardown-on-exit]
-  Watches *.toml in the directory and the settings file; writes <name>.status.json beside each.
-  SIGINT/SIGTERM stop watching and leave clusters running, unless --teardown-on-exit.`;
+import { createLogger, logFormatOption, parseLogFormat } from "../logger.js";
 
 export async function run(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { ...contextOptions, "teardown-on-exit": { type: "boolean" }, help: { type: "boolean", short: "h" } },
+    options: { ...contextOptions, ...logFormatOption, "teardown-on-exit": { type: "boolean" } },
   });
-  if (values.help) {
-    console.log(usage);
-    return 0;
-  }
+  const format = parseLogFormat(values["log-format"]);
   const context = await loadContext(values);
   const daemon = await startDaemon({
     dir: context.clustersDir,
     settingsFile: context.settings.file,
-    log: createLogger("shardctl-daemon"),
+    log: createLogger("shardctl-daemon", { format }),
     teardownOnExit: values["teardown-on-exit"] ?? false,
   });
   await waitForSignal();

@@ -14,8 +14,6 @@ import { nextAction, readStatus, statusFileFor, type DecisionMemory, type Desire
 import { computeRevision, findClusterFiles, formatIssue, loadCluster, type ClusterSpec, type Settings } from "../../spec/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 
-export const summary = "show what differs between the definitions and what runs (exit 2 when something does)";
-
 export async function run(args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { ...contextOptions } });
   const context = await loadContext(values);

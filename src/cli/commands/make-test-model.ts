@@ -1,13 +1,10 @@
 /** `shardctl make-test-model <dir> [options]`: write a deterministic Llama-family MLX model. */
 import { parseArgs } from "node:util";
 import { makeTestModel, type FloatDtype } from "../../planner/index.js";
+import { usageOf } from "../help/index.js";
 import { UsageError } from "../usage-error.js";
 
-export const summary = "write a deterministic Llama-family test model in MLX format";
-
-const usage = `usage: shardctl make-test-model <dir> [--layers N] [--hidden H] [--heads A] [--kv-heads K]
-       [--intermediate I] [--vocab V] [--dtype f16|bf16|f32] [--quantize 4|8] [--shards S]
-       [--seed X] [--tie]`;
+const usage = usageOf("make-test-model");
 
 export async function run(args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -25,13 +22,8 @@ export async function run(args: string[]): Promise<number> {
       shards: { type: "string" },
       seed: { type: "string" },
       tie: { type: "boolean" },
-      help: { type: "boolean", short: "h" },
     },
   });
-  if (values.help) {
-    console.log(usage);
-    return 0;
-  }
   const [dir] = positionals;
   if (dir === undefined || positionals.length > 1) throw new UsageError(`expected one output directory\n${usage}`);
   const int = (flag: string, value: string | undefined): number | undefined => {

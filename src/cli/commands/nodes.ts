@@ -9,21 +9,11 @@ import { createNodePool } from "../../cluster/index.js";
 import { formatBytes } from "../../planner/index.js";
 import { contextOptions, loadContext } from "../context.js";
 
-export const summary = "probe the registered nodes: OS, accelerator, engine, memory, disk";
-
-const usage = `usage: shardctl nodes [--json] [--config shardctl.toml] [--engine-binary <path>]
-  Probes every node of the registry and prints its capability badge, free memory and free disk.
-  --engine-binary   report \`<path> --version\` on each node (default: the node's engine_version, unprobed)`;
-
 export async function run(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { ...contextOptions, json: { type: "boolean" }, "engine-binary": { type: "string" }, help: { type: "boolean", short: "h" } },
+    options: { ...contextOptions, json: { type: "boolean" }, "engine-binary": { type: "string" } },
   });
-  if (values.help) {
-    console.log(usage);
-    return 0;
-  }
   const { settings } = await loadContext(values);
   const pool = createNodePool(settings);
   const probe = createProbeCache({ engineBinary: values["engine-binary"] });

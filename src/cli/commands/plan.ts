@@ -7,20 +7,14 @@ import { relative } from "node:path";
 import { parseArgs } from "node:util";
 import { createNodePool, describeBudgets, nodesOfCluster, planForCluster, type PlannedCluster } from "../../cluster/index.js";
 import { isShardctlError } from "../../errors/index.js";
-import { renderPlanMarkdown, renderPlanText, type ShardPlan } from "../../planner/index.js";
-import { readStatus, statusFileFor } from "../../reconciler/index.js";
+import { budgetSourceLabels, formatBytes, renderPlanMarkdown, renderPlanText, type BudgetSource, type ShardPlan } from "../../planner/index.js";
+import { readStatus, statusFileFor, type ClusterStatus } from "../../reconciler/index.js";
 import { formatIssue, loadCluster, type ClusterSpec, type Settings } from "../../spec/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
+import { usageOf } from "../help/index.js";
 import { UsageError } from "../usage-error.js";
 
-export const summary = "preview the shard plan of cluster definitions (read-only)";
-
-const usage = `usage: shardctl plan <cluster|file>... [--json | --markdown] [--detailed-exitcode] [--probe]
-       [--config shardctl.toml] [--dir clusters]
-  Budgets come from the registry's declared memory; --probe asks the nodes (free memory, accelerator,
-  engine version) as the daemon does when distributed serving is on.
-  Exit 0 when every plan is feasible, 1 when a definition is invalid or a plan is infeasible,
-  2 (with --detailed-exitcode) when a plan differs from the one its status file records.`;
+const usage = usageOf("plan");
 
 export async function run(args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -32,20 +26,15 @@ export async function run(args: string[]): Promise<number> {
       markdown: { type: "boolean" },
       "detailed-exitcode": { type: "boolean" },
       probe: { type: "boolean" },
-      help: { type: "boolean", short: "h" },
     },
   });
-  if (values.help) {
-    console.log(usage);
-    return 0;
-  }
   if (values.json && values.markdown) throw new UsageError("choose one of --json and --markdown");
   if (positionals.length === 0) throw new UsageError(`expected at least one cluster\n${usage}`);
   const context = await loadContext(values);
 
   let invalid = false;
   let changed = false;
-  const results: Array<{ cluster: string; file: string; plan?: ShardPlan; errors?: string[] }> = [];
+  const results: Array<{ cluster: string; file: string; plan?: ShardPlan; budgets?: BudgetsNote; errors?: string[] }> = [];
   for (const ref of positionals) {
     const file = await resolveClusterFile(ref, context.clustersDir);
     const shown = relative(process.cwd(), file) || file;
@@ -57,11 +46,13 @@ export async function run(args: string[]): Promise<number> {
     }
     const spec = loaded.value;
     try {
-      // --probe: the budgets the daemon plans with (probed free memory), not the declared ones.
-      const { plan } = await planWith(spec, context.settings, values.probe === true);
+      // --probe: the budgets the daemon plans with (what the nodes report, capped by what they declare).
+      const planned = await planWith(spec, context.settings, values.probe === true);
+      const { plan } = planned;
+      const status = await readStatus(statusFileFor(file)).catch(() => undefined);
       if (!plan.feasible) invalid = true;
-      if (plan.feasible && (await differsFromStatus(file, plan))) changed = true;
-      results.push({ cluster: spec.name, file: shown, plan });
+      if (plan.feasible && differsFromStatus(status, plan)) changed = true;
+      results.push({ cluster: spec.name, file: shown, plan, budgets: budgetsNote(planned, context.settings, status) });
     } catch (error) {
       if (!isShardctlError(error)) throw error;
       invalid = true;
@@ -77,7 +68,7 @@ export async function run(args: string[]): Promise<number> {
       else console.log(`cluster ${result.cluster} (${result.file})`);
       if (result.plan !== undefined) {
         console.log(values.markdown ? renderPlanMarkdown(result.plan) : renderPlanText(result.plan, { color: process.stdout.isTTY }));
-        console.log(`budgets: ${describeBudgets({ budgets: values.probe ? "probed" : "declared" })}`);
+        if (result.budgets !== undefined) for (const line of renderBudgetsNote(result.budgets)) console.log(values.markdown ? `${line}\n` : line);
       }
       for (const line of result.errors ?? []) console.log(values.markdown ? `- ${line}` : line);
       console.log("");
@@ -98,9 +89,41 @@ async function planWith(spec: ClusterSpec, settings: Settings, probe: boolean): 
   }
 }
 
+/**
+ * Where a plan's budgets came from, and — for a plan of the declared figures only — the budgets of
+ * the daemon's own plan as its status file records them (the daemon probes; this did not).
+ */
+interface BudgetsNote {
+  from: PlannedCluster["budgets"];
+  rule: string;
+  daemon?: { revision: string; stages: Array<{ index: number; node: string; budgetBytes: number | null; budgetSource: BudgetSource | null }> };
+}
+
+function budgetsNote(planned: PlannedCluster, settings: Settings, status: ClusterStatus | undefined): BudgetsNote {
+  const daemon =
+    planned.budgets === "declared" && status?.plan !== undefined
+      ? {
+          revision: status.observedRevision,
+          stages: status.plan.stages.map((s) => ({ index: s.index, node: s.node, budgetBytes: s.budgetBytes, budgetSource: s.budgetSource ?? null })),
+        }
+      : undefined;
+  return { from: planned.budgets, rule: describeBudgets(planned, settings), ...(daemon === undefined ? {} : { daemon }) };
+}
+
+function renderBudgetsNote(note: BudgetsNote): string[] {
+  const lines = [`budgets: ${note.rule}`];
+  if (note.daemon !== undefined) {
+    const stages = note.daemon.stages.map(
+      (s) =>
+        `stage ${s.index} on ${s.node} ${s.budgetBytes === null ? "unknown" : formatBytes(s.budgetBytes)} (${s.budgetSource === null ? "no figure" : budgetSourceLabels[s.budgetSource]})`,
+    );
+    lines.push(`the daemon's plan of revision ${note.daemon.revision.slice(0, 12)} budgeted: ${stages.join(", ")}`);
+  }
+  return lines;
+}
+
 /** True when the status file records a plan whose nodes or layer ranges differ from `plan`. */
-async function differsFromStatus(definitionFile: string, plan: ShardPlan): Promise<boolean> {
-  const status = await readStatus(statusFileFor(definitionFile)).catch(() => undefined);
+function differsFromStatus(status: ClusterStatus | undefined, plan: ShardPlan): boolean {
   const recorded = status?.plan?.stages;
   if (recorded === undefined) return true;
   const shape = (stages: ReadonlyArray<{ node: string; layers: readonly number[] }>): string => JSON.stringify(stages.map((s) => [s.node, s.layers[0], s.layers[1]]));

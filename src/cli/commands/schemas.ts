@@ -5,8 +5,6 @@ import { parseArgs } from "node:util";
 import { renderStatusSchema } from "../../reconciler/index.js";
 import { renderSchemas } from "../../spec/index.js";
 
-export const summary = "print or write schemas/*.schema.json (cluster, settings, status)";
-
 /** Every generated schema: file name → JSON text. */
 export function renderAllSchemas(): Record<string, string> {
   return { ...renderSchemas(), "status.schema.json": renderStatusSchema() };

@@ -12,26 +12,17 @@ import { formatBytes } from "../../planner/index.js";
 import { loadCluster, formatIssue } from "../../spec/index.js";
 import type { StagingProgress } from "../../staging/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
+import { usageOf } from "../help/index.js";
 import { UsageError } from "../usage-error.js";
 
-export const summary = "stage a cluster's model files onto its nodes (download or push, verify)";
-
-const usage = `usage: shardctl stage <cluster|file> [--json] [--config shardctl.toml] [--dir clusters]
-  Brings every node of the cluster to "present", as the daemon does before a launch: the files its
-  stage needs (the coordinator's node: config and tokenizer), verified by sha256, in the Hugging Face
-  cache layout under the node's model_dir. With source = "path" it only checks that every node has
-  the model there.`;
+const usage = usageOf("stage");
 
 export async function run(args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args,
     allowPositionals: true,
-    options: { ...contextOptions, json: { type: "boolean" }, help: { type: "boolean", short: "h" } },
+    options: { ...contextOptions, json: { type: "boolean" } },
   });
-  if (values.help) {
-    console.log(usage);
-    return 0;
-  }
   if (positionals.length !== 1) throw new UsageError(`expected one cluster\n${usage}`);
   const context = await loadContext(values);
   const file = await resolveClusterFile(positionals[0]!, context.clustersDir);

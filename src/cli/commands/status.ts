@@ -10,8 +10,6 @@ import { isShardctlError } from "../../errors/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { waitForSignal } from "./daemon.js";
 
-export const summary = "show cluster health from the status files (one line each, or one cluster's stages)";
-
 export async function run(args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args,
@@ -63,7 +61,9 @@ function renderList(rows: Array<{ name: string; status: ClusterStatus | undefine
       continue;
     }
     const alive = status.stages.filter((s) => s.alive).length;
-    const planned = status.plan?.stages.length ?? status.stages.length;
+    // The definition's stage count, however the cluster stopped (planned or not, torn down or never
+    // launched); a status without it (an older daemon's) falls back to the plan, then the cards.
+    const planned = status.nodes?.length ?? status.plan?.stages.length ?? status.stages.length;
     const ready = status.conditions.find((c) => c.type === "Ready");
     table.push([
       name,
@@ -80,18 +80,16 @@ function renderList(rows: Array<{ name: string; status: ClusterStatus | undefine
 
 function renderDetail(name: string, status: ClusterStatus | undefined): string {
   if (status === undefined) return `${name}: no status file yet (is the daemon running?)`;
-  const lines = [
-    `${name} [cluster]  ${status.health}  revision ${status.observedRevision.slice(0, 12)}${status.gitCommit ? ` (commit ${status.gitCommit.slice(0, 12)})` : ""}`,
-    `model ${status.model ?? "-"}`,
-  ];
+  const lines = [`${name} [cluster]  ${status.health}  revision ${status.observedRevision.slice(0, 12)}${describeCommits(status)}`, `model ${status.model ?? "-"}`];
+  if (status.restarts !== undefined) lines.push(`launches ${status.restarts.count} of ${status.restarts.budget} at this revision`);
   const cards = [["STAGE", "NODE", "LAYERS", "PID", "ALIVE", "TRANSPORT", "ADDRESS", "SINCE"]];
   const byIndex = new Map(status.stages.map((s) => [s.index, s]));
-  for (const planned of status.plan?.stages ?? status.stages) {
+  for (const planned of status.plan?.stages ?? (status.stages.length > 0 ? status.stages : unplannedStages(status))) {
     const card = byIndex.get(planned.index);
     cards.push([
       String(planned.index),
       planned.node,
-      `[${planned.layers[0]}, ${planned.layers[1]})`,
+      planned.layers === undefined ? "-" : `[${planned.layers[0]}, ${planned.layers[1]})`,
       card?.pid === undefined ? "-" : String(card.pid),
       card === undefined ? "-" : card.alive ? "yes" : "NO",
       card?.transport ?? "-",
@@ -119,6 +117,23 @@ function renderDetail(name: string, status: ClusterStatus | undefined): string {
   );
   if (status.lastError) lines.push("", `last error ${status.lastError.reason} at ${status.lastError.at}:`, status.lastError.message);
   return lines.join("\n");
+}
+
+/**
+ * The two commits a status names: the last one that changed the definition file, and the one the
+ * daemon's checkout was at (they differ once other files are committed after it).
+ */
+function describeCommits(status: ClusterStatus): string {
+  const parts = [
+    ...(status.gitCommit === undefined ? [] : [`definition commit ${status.gitCommit.slice(0, 12)}`]),
+    ...(status.gitHead === undefined ? [] : [`checkout at ${status.gitHead.slice(0, 12)}`]),
+  ];
+  return parts.length === 0 ? "" : ` (${parts.join(", ")})`;
+}
+
+/** Rows for the stages of a cluster that is neither planned nor running: its nodes, nothing else known. */
+function unplannedStages(status: ClusterStatus): Array<{ index: number; node: string; layers?: readonly [number, number] }> {
+  return (status.nodes ?? []).map((node, index) => ({ index, node }));
 }
 
 function formatTable(rows: string[][]): string {

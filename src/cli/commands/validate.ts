@@ -1,38 +1,47 @@
 /** `shardctl validate [--config shardctl.toml] <paths…>`: schema and semantic validation of definitions. */
-import { readFile, stat } from "node:fs/promises";
-import { relative, resolve } from "node:path";
+import { realpath, stat } from "node:fs/promises";
+import { basename, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { findClusterFiles, formatIssue, loadCluster, parseSettings, type ClusterSpec, type SpecIssue } from "../../spec/index.js";
+import { isShardctlError } from "../../errors/index.js";
+import { findClusterFiles, formatIssue, loadCluster, parseSettings, readClusterText, readSettingsText, type ClusterSpec, type SpecIssue } from "../../spec/index.js";
+import { usageOf } from "../help/index.js";
 import { UsageError } from "../usage-error.js";
 
-export const summary = "check cluster definitions and settings; print every problem as file:line:col";
-
-const usage = `usage: shardctl validate [--config shardctl.toml] <file|dir>...
-  Directories contribute their *.toml files (not recursive). Definitions are checked against the
-  node registry of the settings file, which is validated too. Exit 0 when all valid, 1 otherwise.`;
+const usage = usageOf("validate");
 
 export async function run(args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args,
     allowPositionals: true,
-    options: { config: { type: "string" }, help: { type: "boolean", short: "h" } },
+    options: { config: { type: "string" } },
   });
-  if (values.help) {
-    console.log(usage);
-    return 0;
-  }
   if (positionals.length === 0) throw new UsageError(`expected at least one file or directory\n${usage}`);
   const configFile = values.config ?? "shardctl.toml";
 
   // The settings come first: every definition is checked against their node registry.
-  const settingsText = await readFile(configFile, "utf8").catch(() => {
+  // A FIFO or an oversized file is refused at once with its located reason; anything else unreadable is a usage error.
+  const settingsText = await readSettingsText(configFile).catch((error: unknown) => {
+    if (isShardctlError(error)) throw error;
     throw new UsageError(`${configFile}: cannot read the settings file (pass --config <file> or create shardctl.toml)`);
   });
   const settings = parseSettings(settingsText, configFile);
   const issues: SpecIssue[] = settings.ok ? [] : [...settings.issues];
 
-  // The settings file itself, when named (or found in a named directory), is not a cluster definition.
-  const definitions = (await expandPaths(positionals)).filter((file) => resolve(file) !== resolve(configFile));
+  // A settings file named (or found in a named directory) is validated as settings, never as a
+  // definition: the --config file itself, or any other file called shardctl.toml.
+  const named = await expandPaths(positionals);
+  const configPath = await realPathOf(configFile);
+  const isSettingsFile = async (file: string): Promise<boolean> => basename(file) === settingsFileName || (await realPathOf(file)) === configPath;
+  const definitions: string[] = [];
+  const otherSettings = new Set<string>();
+  for (const file of named) {
+    if (!(await isSettingsFile(file))) definitions.push(file);
+    else if ((await realPathOf(file)) !== configPath) otherSettings.add(file);
+  }
+  for (const file of otherSettings) {
+    const other = parseSettings(await readSettingsText(file), file);
+    if (!other.ok) issues.push(...other.issues);
+  }
   if (settings.ok) {
     const specs: ClusterSpec[] = [];
     for (const file of definitions) {
@@ -44,15 +53,27 @@ export async function run(args: string[]): Promise<number> {
   }
 
   for (const issue of issues) console.error(formatIssue({ ...issue, file: displayPath(issue.file) }));
-  const fileCount = definitions.length + 1;
+  const checked = `${plural(1 + otherSettings.size, "settings file")}, ${plural(definitions.length, "definition")}`;
   if (issues.length === 0) {
-    console.log(`ok: ${fileCount} files`);
+    console.log(`ok: ${checked}`);
     return 0;
   }
   const failed = new Set(issues.map((issue) => issue.file)).size;
   const note = settings.ok ? "" : "; cluster definitions were not checked because the settings are invalid";
-  console.error(`${issues.length} problem${issues.length === 1 ? "" : "s"} in ${failed} of ${fileCount} files${note}`);
+  console.error(`${plural(issues.length, "problem")} in ${plural(failed, "file")} (checked ${checked})${note}`);
   return 1;
+}
+
+/** The name every command looks for settings under. */
+const settingsFileName = "shardctl.toml";
+
+function plural(count: number, noun: string): string {
+  return `${count} ${noun}${count === 1 ? "" : "s"}`;
+}
+
+/** The real path of a file (symlinks resolved), or its absolute path when it cannot be resolved. */
+async function realPathOf(file: string): Promise<string> {
+  return realpath(file).catch(() => resolve(file));
 }
 
 /**
@@ -74,7 +95,7 @@ async function sharedCoordinatorAddresses(specs: readonly ClusterSpec[]): Promis
         .filter((s) => s !== spec)
         .map((s) => displayPath(s.file))
         .join(", ");
-      const text = await readFile(spec.file, "utf8");
+      const text = await readClusterText(spec.file);
       const at = locateCoordinatorPort(text);
       issues.push({
         file: spec.file,

@@ -5,27 +5,21 @@
  * cluster is Stalled at that revision, printing the reason.
  */
 import { parseArgs } from "node:util";
-import { computeRevision, formatIssue, loadCluster } from "../../spec/index.js";
+import { computeRevision, formatIssue, loadCluster, type ClusterSpec, type Settings } from "../../spec/index.js";
 import { conditionTypes, readStatus, statusFileFor, type ClusterStatus, type ConditionType } from "../../reconciler/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { parseDuration } from "../duration.js";
+import { usageOf } from "../help/index.js";
 import { UsageError } from "../usage-error.js";
 
-export const summary = "wait until a cluster's condition holds at a revision (for CI)";
-
-const usage = `usage: shardctl wait <name|file> --for condition=Ready [--revision <rev|HEAD>] [--timeout 10m]
-  --revision HEAD (the default) is the revision of the definition as it is now on disk.`;
+const usage = usageOf("wait");
 
 export async function run(args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args,
     allowPositionals: true,
-    options: { ...contextOptions, for: { type: "string" }, revision: { type: "string" }, timeout: { type: "string" }, help: { type: "boolean", short: "h" } },
+    options: { ...contextOptions, for: { type: "string" }, revision: { type: "string" }, timeout: { type: "string" } },
   });
-  if (values.help) {
-    console.log(usage);
-    return 0;
-  }
   if (positionals.length !== 1) throw new UsageError(usage);
   const match = /^condition=([A-Za-z]+)$/.exec(values.for ?? "condition=Ready");
   const type = match?.[1] as ConditionType | undefined;
@@ -40,8 +34,8 @@ export async function run(args: string[]): Promise<number> {
   if (revision !== "HEAD" && !/^[0-9a-f]{7,64}$/.test(revision)) {
     throw new UsageError(`expected --revision to be HEAD or a revision (at least 7 hex digits, as status prints them), got "${revision}"`);
   }
+  const loaded = await loadCluster(file, context.settings);
   if (revision === "HEAD") {
-    const loaded = await loadCluster(file, context.settings);
     if (!loaded.ok) {
       for (const issue of loaded.issues) console.error(formatIssue(issue));
       console.error(`${file} is invalid: it has no revision to wait for`);
@@ -49,6 +43,10 @@ export async function run(args: string[]): Promise<number> {
     }
     revision = computeRevision(loaded.value, context.settings);
   }
+  // A definition that, as it stands, never gets the condition at this revision fails at the first
+  // look rather than at the end of the timeout (CI would otherwise wait 10 minutes to learn it).
+  const why = loaded.ok && computeRevision(loaded.value, context.settings).startsWith(revision) ? whyNeverHolds(type, loaded.value, context.settings) : undefined;
+  const never = why === undefined ? undefined : `${loaded.ok ? loaded.value.name : file}: condition ${type} will never hold at revision ${short(revision)}: ${why}`;
 
   const deadline = Date.now() + timeoutMs;
   let last: ClusterStatus | undefined;
@@ -63,6 +61,11 @@ export async function run(args: string[]): Promise<number> {
       console.error(verdict);
       return 1;
     }
+    // What the status says comes first (a Stalled names the more precise reason).
+    if (never !== undefined) {
+      console.error(never);
+      return 1;
+    }
     if (Date.now() >= deadline) {
       const condition = last?.conditions.find((c) => c.type === type);
       const now =
@@ -74,6 +77,24 @@ export async function run(args: string[]): Promise<number> {
     }
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
+}
+
+/** The conditions only a staged, launched cluster reaches. */
+const runtimeConditions: readonly ConditionType[] = ["Ready", "Staged", "StagesListening", "CoordinatorHealthy", "Registered"];
+
+/**
+ * Why the daemon will never set `type` True for this definition, or undefined when it may. In the
+ * order the daemon decides: a suspended definition gets no action at all; a stopped one is neither
+ * planned nor launched; with distributed serving off a definition is planned, never launched.
+ */
+function whyNeverHolds(type: ConditionType, spec: ClusterSpec, settings: Settings): string | undefined {
+  const unplanned = type === "Planned" || runtimeConditions.includes(type);
+  if (spec.suspend && unplanned) return `${spec.file} says suspend = true: the daemon takes no action on it (set suspend = false)`;
+  if (spec.desired === "stopped" && unplanned) return `${spec.file} says desired = "stopped": nothing is planned or launched (set desired = "running")`;
+  if (!settings.distributed.enabled && runtimeConditions.includes(type)) {
+    return `[distributed] enabled = false in ${settings.file}: the daemon plans clusters but stages and launches none (set enabled = true)`;
+  }
+  return undefined;
 }
 
 /** "met", a failure message (Stalled at this revision), or undefined to keep waiting. */

@@ -3,7 +3,8 @@
  * release it. Two implementations: the whole model in this process (the baseline), and remote
  * stages over TCP. Both run the same layer code, so their tokens and log probabilities are equal.
  */
-import { memoryFigures } from "../stage/worker.js";
+import { residentMemory } from "../memory.js";
+import { KernelRuntime } from "../kernels/index.js";
 import { Sampler, type SampledToken, type SamplingParams, type SequenceCache, ModelShard, type ModelConfig } from "../model/index.js";
 
 export interface Pipeline {
@@ -22,7 +23,7 @@ export class LocalPipeline implements Pipeline {
   private readonly logits: Float32Array;
   private queue: Promise<unknown> = Promise.resolve();
 
-  private readonly rssAfterLoad = process.memoryUsage().rss;
+  private readonly rssAfterLoad = residentMemory().rss;
 
   constructor(
     private readonly model: ModelShard,
@@ -31,9 +32,13 @@ export class LocalPipeline implements Pipeline {
     this.logits = new Float32Array(model.config.vocabSize);
   }
 
-  static load(dir: string, config: ModelConfig): LocalPipeline {
-    const rssBeforeLoad = process.memoryUsage().rss;
-    return new LocalPipeline(ModelShard.load(dir, config, { start: 0, end: config.layers }), rssBeforeLoad);
+  /** Start `threads` kernel threads, then load the whole model. */
+  static async load(dir: string, config: ModelConfig, threads: number): Promise<LocalPipeline> {
+    // The kernel threads are part of the idle runtime: started (and measured) before the weights.
+    const runtime = new KernelRuntime({ threads });
+    await runtime.ready();
+    const rssBeforeLoad = residentMemory().rss;
+    return new LocalPipeline(ModelShard.load(dir, config, { start: 0, end: config.layers }, { runtime }), rssBeforeLoad);
   }
 
   get weightBytes(): number {
@@ -78,8 +83,9 @@ export class LocalPipeline implements Pipeline {
       {
         nodeId: "single",
         stage: 0,
+        threads: this.model.threads,
         weightBytes: this.model.weightBytes,
-        ...memoryFigures(),
+        ...residentMemory(),
         rssBeforeLoad: this.rssBeforeLoad,
         rssAfterLoad: this.rssAfterLoad,
         sequences: this.sequences.size,

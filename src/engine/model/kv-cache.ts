@@ -1,14 +1,19 @@
-/** One sequence's key/value cache on one stage: f32 per layer, grown by doubling up to the context limit. */
+/**
+ * One sequence's key/value cache on one stage: f32, in the home arena (where the attention kernel
+ * reads it), one block laid out [layer][keys | values][position][kv_heads × head_dim], grown by
+ * doubling up to the context limit.
+ */
+import type { Arena } from "../kernels/index.js";
 
 export class SequenceCache {
   /** Positions already stored. */
   length = 0;
-  keys: Float32Array[];
-  values: Float32Array[];
   private capacity: number;
+  private ptr: number;
 
   constructor(
-    layers: number,
+    private readonly arena: Arena,
+    readonly layers: number,
     /** kv_heads × head_dim, floats per position. */
     private readonly width: number,
     /** Context limit, positions. */
@@ -17,8 +22,30 @@ export class SequenceCache {
     initialCapacity = 16,
   ) {
     this.capacity = Math.min(initialCapacity, maxPositions);
-    this.keys = Array.from({ length: layers }, () => new Float32Array(this.capacity * width));
-    this.values = Array.from({ length: layers }, () => new Float32Array(this.capacity * width));
+    this.ptr = arena.alloc(this.blockBytes(this.capacity));
+  }
+
+  private blockBytes(capacity: number): number {
+    return 2 * this.layers * capacity * this.width * 4;
+  }
+
+  /** Address of layer `layer`'s keys (`capacity × width` f32). */
+  keysAt(layer: number): number {
+    return this.ptr + 2 * layer * this.capacity * this.width * 4;
+  }
+
+  /** Address of layer `layer`'s values. */
+  valuesAt(layer: number): number {
+    return this.keysAt(layer) + this.capacity * this.width * 4;
+  }
+
+  /** Layer `layer`'s keys as f32 (valid until the next reserve). */
+  keys(layer: number): Float32Array {
+    return this.arena.f32(this.keysAt(layer), this.capacity * this.width);
+  }
+
+  values(layer: number): Float32Array {
+    return this.arena.f32(this.valuesAt(layer), this.capacity * this.width);
   }
 
   /** Make room for `positions` positions in total. */
@@ -28,13 +55,14 @@ export class SequenceCache {
     let next = this.capacity;
     while (next < positions) next *= 2;
     next = Math.min(next, this.maxPositions);
-    const grow = (old: Float32Array): Float32Array => {
-      const bigger = new Float32Array(next * this.width);
-      bigger.set(old.subarray(0, this.length * this.width));
-      return bigger;
-    };
-    this.keys = this.keys.map(grow);
-    this.values = this.values.map(grow);
+    const old = { ptr: this.ptr, capacity: this.capacity };
+    const stored = this.length * this.width * 4;
+    const ptr = this.arena.alloc(this.blockBytes(next));
+    for (let part = 0; part < 2 * this.layers; part++) {
+      this.arena.copyFrom(this.arena, old.ptr + part * old.capacity * this.width * 4, ptr + part * next * this.width * 4, stored);
+    }
+    this.arena.release(old.ptr, this.blockBytes(old.capacity));
+    this.ptr = ptr;
     this.capacity = next;
   }
 
@@ -43,8 +71,15 @@ export class SequenceCache {
     this.length = 0;
   }
 
+  /** Give the memory back to the arena; the cache is unusable afterwards. */
+  free(): void {
+    this.arena.release(this.ptr, this.blockBytes(this.capacity));
+    this.capacity = 0;
+    this.length = 0;
+  }
+
   /** Bytes held. */
   bytes(): number {
-    return 2 * this.keys.length * this.capacity * this.width * 4;
+    return this.blockBytes(this.capacity);
   }
 }

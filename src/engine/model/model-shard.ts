@@ -4,13 +4,18 @@
  * last. The same code runs the whole model in one process (range [0, L), first and last), so
  * split and single-process results are bit-identical. (Not to be confused with staging, the
  * control plane's placing of model files on nodes.)
+ *
+ * Weights live in kernel arenas in their stored format; the products and attention run in the
+ * WebAssembly kernels on `threads` threads, the element-wise steps (norms, RoPE, SwiGLU, residuals)
+ * here. Every row's arithmetic is independent of the other rows, of the thread count and of how
+ * a prompt is chunked, which is what makes the bit-identity hold.
  */
+import { KernelRuntime, type LinearWeights, linearBytes, readRow, runAttention, runLinears } from "../kernels/index.js";
 import { SequenceCache } from "./kv-cache.js";
-import { applyLinear, readRow } from "./matmul.js";
 import type { ModelConfig } from "./model-config.js";
 import { applyRope, computeInverseFrequencies } from "./rope.js";
 import { indexSafetensors, type TensorIndex } from "./safetensors.js";
-import { type Linear, linearBytes, loadFloat, loadLinear, requireEntry, toFloat32 } from "./tensors.js";
+import { loadLinear, loadVector, requireEntry } from "./tensors.js";
 
 export interface StageRange {
   /** First layer, inclusive. */
@@ -19,16 +24,28 @@ export interface StageRange {
   end: number;
 }
 
+export interface ShardOptions {
+  /** The kernel runtime to load into (its threads are then the shard's). Default: a new one. */
+  runtime?: KernelRuntime;
+  /** Threads computing each product, the caller's included, for a new runtime. Default 1. */
+  threads?: number;
+  /** Weight bytes per kernel arena, for a new runtime (see KernelRuntime). Default 3 GiB. */
+  arenaWeightBytes?: number;
+}
+
+/** Prompt rows computed together: a longer prompt runs in chunks of this many, bounding scratch memory. */
+const chunkRows = 32;
+
 interface Layer {
   inputNorm: Float32Array;
-  q: Linear;
-  k: Linear;
-  v: Linear;
-  o: Linear;
+  q: LinearWeights;
+  k: LinearWeights;
+  v: LinearWeights;
+  o: LinearWeights;
   postNorm: Float32Array;
-  gate: Linear;
-  up: Linear;
-  down: Linear;
+  gate: LinearWeights;
+  up: LinearWeights;
+  down: LinearWeights;
 }
 
 export class ModelShard {
@@ -38,19 +55,24 @@ export class ModelShard {
   readonly weightBytes: number;
   private readonly inv: Float64Array;
   private scratch: Scratch;
+  private readonly cos: Float64Array;
+  private readonly sin: Float64Array;
 
   private constructor(
     readonly config: ModelConfig,
     readonly range: StageRange,
+    private readonly runtime: KernelRuntime,
     private readonly layers: Layer[],
-    private readonly embedding: Linear | undefined,
+    private readonly embedding: LinearWeights | undefined,
     private readonly finalNorm: Float32Array | undefined,
-    private readonly lmHead: Linear | undefined,
+    private readonly lmHead: LinearWeights | undefined,
   ) {
     this.first = range.start === 0;
     this.last = range.end === config.layers;
     this.inv = computeInverseFrequencies(config);
-    this.scratch = new Scratch(config, 1);
+    this.cos = new Float64Array(config.headDim / 2);
+    this.sin = new Float64Array(config.headDim / 2);
+    this.scratch = new Scratch(runtime, config, 1);
     let bytes = 0;
     for (const l of layers) {
       bytes += (l.inputNorm.length + l.postNorm.length) * 4;
@@ -58,43 +80,65 @@ export class ModelShard {
     }
     if (embedding !== undefined) bytes += linearBytes(embedding);
     if (lmHead !== undefined && lmHead !== embedding) bytes += linearBytes(lmHead);
+    if (finalNorm !== undefined) bytes += finalNorm.length * 4;
     this.weightBytes = bytes;
   }
 
   /** Load the tensors of `range` from the model in `dir` (only those, read by offset). */
-  static load(dir: string, config: ModelConfig, range: StageRange): ModelShard {
+  static load(dir: string, config: ModelConfig, range: StageRange, options: ShardOptions = {}): ModelShard {
     if (!(range.start >= 0 && range.start < range.end && range.end <= config.layers)) {
       throw new Error(`layer range [${range.start}, ${range.end}) is not within the model's ${config.layers} layers`);
     }
-    const tensors = indexSafetensors(dir);
-    const groupSize = config.quantization?.groupSize;
-    const norm = (name: string): Float32Array => toFloat32(loadFloat(requireEntry(tensors, name)));
-    const layers: Layer[] = [];
-    for (let l = range.start; l < range.end; l++) {
-      const p = `model.layers.${l}`;
-      layers.push({
-        inputNorm: norm(`${p}.input_layernorm.weight`),
-        q: loadLinear(tensors, `${p}.self_attn.q_proj`, groupSize),
-        k: loadLinear(tensors, `${p}.self_attn.k_proj`, groupSize),
-        v: loadLinear(tensors, `${p}.self_attn.v_proj`, groupSize),
-        o: loadLinear(tensors, `${p}.self_attn.o_proj`, groupSize),
-        postNorm: norm(`${p}.post_attention_layernorm.weight`),
-        gate: loadLinear(tensors, `${p}.mlp.gate_proj`, groupSize),
-        up: loadLinear(tensors, `${p}.mlp.up_proj`, groupSize),
-        down: loadLinear(tensors, `${p}.mlp.down_proj`, groupSize),
-      });
+    const runtime = options.runtime ?? new KernelRuntime(options);
+    try {
+      const tensors = indexSafetensors(dir);
+      const groupSize = config.quantization?.groupSize;
+      const norm = (name: string): Float32Array => loadVector(requireEntry(tensors, name));
+      const linear = (prefix: string): LinearWeights => loadLinear(runtime, tensors, prefix, groupSize);
+      const layers: Layer[] = [];
+      for (let l = range.start; l < range.end; l++) {
+        const p = `model.layers.${l}`;
+        layers.push({
+          inputNorm: norm(`${p}.input_layernorm.weight`),
+          q: linear(`${p}.self_attn.q_proj`),
+          k: linear(`${p}.self_attn.k_proj`),
+          v: linear(`${p}.self_attn.v_proj`),
+          o: linear(`${p}.self_attn.o_proj`),
+          postNorm: norm(`${p}.post_attention_layernorm.weight`),
+          gate: linear(`${p}.mlp.gate_proj`),
+          up: linear(`${p}.mlp.up_proj`),
+          down: linear(`${p}.mlp.down_proj`),
+        });
+      }
+      const first = range.start === 0;
+      const last = range.end === config.layers;
+      const tied = config.tieWordEmbeddings || !hasPrefix(tensors, "lm_head.");
+      const embedding = first || (last && tied) ? linear("model.embed_tokens") : undefined;
+      const finalNorm = last ? norm("model.norm.weight") : undefined;
+      const lmHead = last ? (tied ? embedding : linear("lm_head")) : undefined;
+      return new ModelShard(config, range, runtime, layers, embedding, finalNorm, lmHead);
+    } catch (error) {
+      void runtime.close();
+      throw error;
     }
-    const first = range.start === 0;
-    const last = range.end === config.layers;
-    const tied = config.tieWordEmbeddings || !hasPrefix(tensors, "lm_head.");
-    const embedding = first || (last && tied) ? loadLinear(tensors, "model.embed_tokens", groupSize) : undefined;
-    const finalNorm = last ? norm("model.norm.weight") : undefined;
-    const lmHead = last ? (tied ? embedding : loadLinear(tensors, "lm_head", groupSize)) : undefined;
-    return new ModelShard(config, range, layers, embedding, finalNorm, lmHead);
   }
 
-  // Released caches kept for reuse, so sequences do not churn large typed arrays (which the
-  // garbage collector returns late, inflating resident memory). At most `maxIdleCaches`.
+  /** Threads computing each product. */
+  get threads(): number {
+    return this.runtime.threads;
+  }
+
+  /** Resolves once every kernel thread has started (products are correct before, on fewer threads). */
+  ready(): Promise<void> {
+    return this.runtime.ready();
+  }
+
+  /** Stop the kernel threads; the shard is unusable afterwards. */
+  close(): Promise<void> {
+    return this.runtime.close();
+  }
+
+  // Released caches kept for reuse, so sequences do not churn arena memory. At most `maxIdleCaches`.
   private readonly idleCaches: SequenceCache[] = [];
   private static readonly maxIdleCaches = 8;
 
@@ -102,13 +146,20 @@ export class ModelShard {
   createCache(): SequenceCache {
     const reused = this.idleCaches.pop();
     if (reused !== undefined) return reused;
-    return new SequenceCache(this.layers.length, this.config.kvHeads * this.config.headDim, this.config.maxPositions);
+    const width = this.config.kvHeads * this.config.headDim;
+    // Arena pages cost memory only once written, so a roomy first block costs address space, not
+    // resident memory, and spares typical sequences the copies (and the abandoned smaller blocks)
+    // of growing: up to 256 positions, within 16 MiB.
+    const bytesPerPosition = 2 * this.layers.length * width * 4;
+    const initial = Math.max(16, Math.min(256, Math.floor((16 * 1024 * 1024) / bytesPerPosition)));
+    return new SequenceCache(this.runtime.home, this.layers.length, width, this.config.maxPositions, initial);
   }
 
   /** Hand a finished sequence's cache back for reuse. */
   releaseCache(cache: SequenceCache): void {
     cache.reset();
     if (this.idleCaches.length < ModelShard.maxIdleCaches) this.idleCaches.push(cache);
+    else cache.free();
   }
 
   /** Embedding rows of `tokens` (first stage only): `tokens.length × hidden` floats. */
@@ -119,7 +170,7 @@ export class ModelShard {
     for (let t = 0; t < tokens.length; t++) {
       const id = tokens[t] as number;
       if (!(id >= 0 && id < this.embedding.out)) throw new Error(`token id ${id} is outside the vocabulary`);
-      readRow(this.embedding, id, out, t * h);
+      readRow(this.runtime, this.embedding, id, out, t * h);
     }
     return out;
   }
@@ -129,42 +180,79 @@ export class ModelShard {
    * cache.length .. cache.length + rows - 1, appending their keys and values to `cache`.
    */
   forward(cache: SequenceCache, hidden: Float32Array, rows: number): void {
+    const h = this.config.hiddenSize;
+    cache.reserve(cache.length + rows);
+    for (let done = 0; done < rows;) {
+      const n = Math.min(chunkRows, rows - done);
+      const chunk = hidden.subarray(done * h, (done + n) * h);
+      this.forwardChunk(cache, chunk, n);
+      done += n;
+    }
+  }
+
+  private forwardChunk(cache: SequenceCache, hidden: Float32Array, rows: number): void {
     const c = this.config;
     const start = cache.length;
-    cache.reserve(start + rows);
-    if (this.scratch.rows < rows) this.scratch = new Scratch(c, rows);
+    if (this.scratch.rows < rows) this.scratch = new Scratch(this.runtime, c, Math.min(chunkRows, Math.max(rows, this.scratch.rows * 2)));
     const s = this.scratch;
     const h = c.hiddenSize;
     const qWidth = c.heads * c.headDim;
     const kvWidth = c.kvHeads * c.headDim;
+    const x = s.view.hidden;
+    x.set(hidden);
     for (let li = 0; li < this.layers.length; li++) {
       const layer = this.layers[li] as Layer;
-      rmsNorm(hidden, layer.inputNorm, rows, h, c.rmsNormEps, s.normed);
-      applyLinear(layer.q, s.normed, rows, s.q, s.groupSums);
-      applyLinear(layer.k, s.normed, rows, s.k, s.groupSums);
-      applyLinear(layer.v, s.normed, rows, s.v, s.groupSums);
-      const keys = cache.keys[li] as Float32Array;
-      const values = cache.values[li] as Float32Array;
+      rmsNorm(x, layer.inputNorm, rows, h, c.rmsNormEps, s.view.normed);
+      runLinears(
+        this.runtime,
+        [
+          { weights: layer.q, x: s.at.normed, y: s.at.q },
+          { weights: layer.k, x: s.at.normed, y: s.at.k },
+          { weights: layer.v, x: s.at.normed, y: s.at.v },
+        ],
+        rows,
+      );
+      const keys = cache.keys(li);
+      const values = cache.values(li);
       for (let r = 0; r < rows; r++) {
         const pos = start + r;
-        applyRope(s.q, r * qWidth, c.heads, c.headDim, pos, this.inv, s.cos, s.sin);
-        applyRope(s.k, r * kvWidth, c.kvHeads, c.headDim, pos, this.inv, s.cos, s.sin);
-        keys.set(s.k.subarray(r * kvWidth, (r + 1) * kvWidth), pos * kvWidth);
-        values.set(s.v.subarray(r * kvWidth, (r + 1) * kvWidth), pos * kvWidth);
+        applyRope(s.view.q, r * qWidth, c.heads, c.headDim, pos, this.inv, this.cos, this.sin);
+        applyRope(s.view.k, r * kvWidth, c.kvHeads, c.headDim, pos, this.inv, this.cos, this.sin);
+        keys.set(s.view.k.subarray(r * kvWidth, (r + 1) * kvWidth), pos * kvWidth);
+        values.set(s.view.v.subarray(r * kvWidth, (r + 1) * kvWidth), pos * kvWidth);
       }
-      for (let r = 0; r < rows; r++) attend(c, s, keys, values, r, start + r);
-      applyLinear(layer.o, s.attn, rows, s.normed, s.groupSums);
-      for (let i = 0; i < rows * h; i++) hidden[i] = (hidden[i] as number) + (s.normed[i] as number);
-      rmsNorm(hidden, layer.postNorm, rows, h, c.rmsNormEps, s.normed);
-      applyLinear(layer.gate, s.normed, rows, s.gate, s.groupSums);
-      applyLinear(layer.up, s.normed, rows, s.up, s.groupSums);
+      runAttention(this.runtime, {
+        q: s.at.q,
+        keys: cache.keysAt(li),
+        values: cache.valuesAt(li),
+        out: s.at.attn,
+        rows,
+        start,
+        heads: c.heads,
+        kvHeads: c.kvHeads,
+        headDim: c.headDim,
+      });
+      runLinears(this.runtime, [{ weights: layer.o, x: s.at.attn, y: s.at.proj }], rows);
+      addInPlace(x, s.view.proj, rows * h);
+      rmsNorm(x, layer.postNorm, rows, h, c.rmsNormEps, s.view.normed);
+      runLinears(
+        this.runtime,
+        [
+          { weights: layer.gate, x: s.at.normed, y: s.at.gate },
+          { weights: layer.up, x: s.at.normed, y: s.at.up },
+        ],
+        rows,
+      );
+      const gate = s.view.gate;
+      const up = s.view.up;
       for (let i = 0; i < rows * c.intermediateSize; i++) {
-        const g = s.gate[i] as number;
-        s.gate[i] = (g / (1 + Math.exp(-g))) * (s.up[i] as number);
+        const g = gate[i] as number;
+        gate[i] = (g / (1 + Math.exp(-g))) * (up[i] as number);
       }
-      applyLinear(layer.down, s.gate, rows, s.normed, s.groupSums);
-      for (let i = 0; i < rows * h; i++) hidden[i] = (hidden[i] as number) + (s.normed[i] as number);
+      runLinears(this.runtime, [{ weights: layer.down, x: s.at.gate, y: s.at.proj }], rows);
+      addInPlace(x, s.view.proj, rows * h);
     }
+    hidden.set(x.subarray(0, rows * h));
     cache.length = start + rows;
   }
 
@@ -172,9 +260,11 @@ export class ModelShard {
   logits(hidden: Float32Array, row: number, out: Float32Array = new Float32Array(this.config.vocabSize)): Float32Array {
     if (this.lmHead === undefined || this.finalNorm === undefined) throw new Error("logits() called on a stage without lm_head");
     const h = this.config.hiddenSize;
-    const normed = new Float32Array(h);
-    rmsNorm(hidden.subarray(row * h, (row + 1) * h), this.finalNorm, 1, h, this.config.rmsNormEps, normed);
-    applyLinear(this.lmHead, normed, 1, out, this.scratch.groupSums);
+    const s = this.scratch;
+    rmsNorm(hidden.subarray(row * h, (row + 1) * h), this.finalNorm, 1, h, this.config.rmsNormEps, s.view.normed);
+    const logits = this.runtime.buffer(this.runtime.home, "logits", this.lmHead.out * 4);
+    runLinears(this.runtime, [{ weights: this.lmHead, x: s.at.normed, y: logits }], 1);
+    out.set(this.runtime.home.f32(logits, this.lmHead.out));
     return out;
   }
 }
@@ -184,37 +274,44 @@ function hasPrefix(tensors: TensorIndex, prefix: string): boolean {
   return false;
 }
 
-/** Working buffers for a batch of `rows` positions, reused across calls. */
+type ScratchName = "hidden" | "normed" | "q" | "k" | "v" | "attn" | "proj" | "gate" | "up";
+
+/** Working buffers for a batch of `rows` positions in the home arena: addresses and f32 views. */
 class Scratch {
-  normed: Float32Array;
-  q: Float32Array;
-  k: Float32Array;
-  v: Float32Array;
-  attn: Float32Array;
-  gate: Float32Array;
-  up: Float32Array;
-  scores: Float32Array;
-  groupSums: Float32Array;
-  cos: Float64Array;
-  sin: Float64Array;
+  readonly at: Record<ScratchName, number>;
+  readonly view: Record<ScratchName, Float32Array>;
 
   constructor(
+    runtime: KernelRuntime,
     c: ModelConfig,
     readonly rows: number,
   ) {
-    const width = Math.max(c.hiddenSize, c.heads * c.headDim);
-    this.normed = new Float32Array(rows * width);
-    this.q = new Float32Array(rows * c.heads * c.headDim);
-    this.k = new Float32Array(rows * c.kvHeads * c.headDim);
-    this.v = new Float32Array(rows * c.kvHeads * c.headDim);
-    this.attn = new Float32Array(rows * c.heads * c.headDim);
-    this.gate = new Float32Array(rows * c.intermediateSize);
-    this.up = new Float32Array(rows * c.intermediateSize);
-    this.scores = new Float32Array(c.maxPositions);
-    this.groupSums = new Float32Array(Math.max(c.hiddenSize, c.intermediateSize, c.heads * c.headDim));
-    this.cos = new Float64Array(c.headDim / 2);
-    this.sin = new Float64Array(c.headDim / 2);
+    const qWidth = c.heads * c.headDim;
+    const kvWidth = c.kvHeads * c.headDim;
+    const widths: Record<ScratchName, number> = {
+      hidden: c.hiddenSize,
+      normed: Math.max(c.hiddenSize, qWidth),
+      q: qWidth,
+      k: kvWidth,
+      v: kvWidth,
+      attn: qWidth,
+      proj: c.hiddenSize,
+      gate: c.intermediateSize,
+      up: c.intermediateSize,
+    };
+    const at = {} as Record<ScratchName, number>;
+    const view = {} as Record<ScratchName, Float32Array>;
+    for (const [name, width] of Object.entries(widths) as Array<[ScratchName, number]>) {
+      at[name] = runtime.buffer(runtime.home, name, rows * width * 4);
+      view[name] = runtime.home.f32(at[name], rows * width);
+    }
+    this.at = at;
+    this.view = view;
   }
+}
+
+function addInPlace(x: Float32Array, y: Float32Array, n: number): void {
+  for (let i = 0; i < n; i++) x[i] = (x[i] as number) + (y[i] as number);
 }
 
 function rmsNorm(x: Float32Array, weight: Float32Array, rows: number, h: number, eps: number, out: Float32Array): void {
@@ -227,40 +324,5 @@ function rmsNorm(x: Float32Array, weight: Float32Array, rows: number, h: number,
     }
     const scale = 1 / Math.sqrt(ss / h + eps);
     for (let i = 0; i < h; i++) out[off + i] = (x[off + i] as number) * scale * (weight[i] as number);
-  }
-}
-
-/** Causal grouped-query attention of query row `r` (at position `pos`) over cached positions 0..pos. */
-function attend(c: ModelConfig, s: Scratch, keys: Float32Array, values: Float32Array, r: number, pos: number): void {
-  const d = c.headDim;
-  const kvWidth = c.kvHeads * d;
-  const group = c.heads / c.kvHeads;
-  const scale = 1 / Math.sqrt(d);
-  const scores = s.scores;
-  for (let head = 0; head < c.heads; head++) {
-    const qOff = r * c.heads * d + head * d;
-    const kvOff = Math.floor(head / group) * d;
-    let max = -Infinity;
-    for (let j = 0; j <= pos; j++) {
-      let dot = 0;
-      const kOff = j * kvWidth + kvOff;
-      for (let i = 0; i < d; i++) dot += (s.q[qOff + i] as number) * (keys[kOff + i] as number);
-      const score = dot * scale;
-      scores[j] = score;
-      if (score > max) max = score;
-    }
-    let sum = 0;
-    for (let j = 0; j <= pos; j++) {
-      const e = Math.exp((scores[j] as number) - max);
-      scores[j] = e;
-      sum += e;
-    }
-    const outOff = qOff;
-    for (let i = 0; i < d; i++) s.attn[outOff + i] = 0;
-    for (let j = 0; j <= pos; j++) {
-      const w = (scores[j] as number) / sum;
-      const vOff = j * kvWidth + kvOff;
-      for (let i = 0; i < d; i++) s.attn[outOff + i] = (s.attn[outOff + i] as number) + w * (values[vOff + i] as number);
-    }
   }
 }

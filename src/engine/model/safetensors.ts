@@ -106,7 +106,13 @@ export function readHeader(file: string): TensorEntry[] {
  */
 export function readTensorBytes(entry: TensorEntry): ArrayBuffer {
   const buffer = new ArrayBuffer(entry.length);
-  const view = new Uint8Array(buffer);
+  readTensorInto(entry, new Uint8Array(buffer));
+  return buffer;
+}
+
+/** Read one tensor's bytes into `view` (exactly `entry.length` bytes, e.g. a kernel arena's memory). */
+export function readTensorInto(entry: TensorEntry, view: Uint8Array): void {
+  if (view.length !== entry.length) throw new Error(`${entry.name}: ${entry.length} bytes do not fit a view of ${view.length}`);
   const fd = openSync(entry.file, "r");
   try {
     let done = 0;
@@ -118,5 +124,4 @@ export function readTensorBytes(entry: TensorEntry): ArrayBuffer {
   } finally {
     closeSync(fd);
   }
-  return buffer;
 }

@@ -6,7 +6,9 @@
  * from. Losing any link after it was established ends the process with exit code 1.
  */
 import { createServer, type Server, type Socket } from "node:net";
+import { KernelRuntime } from "../kernels/index.js";
 import type { Logger } from "../log.js";
+import { residentMemory } from "../memory.js";
 import { Sampler, type SequenceCache, ModelShard, type ModelConfig } from "../model/index.js";
 import {
   acceptLink,
@@ -32,6 +34,8 @@ export interface StageWorkerOptions {
   stage: number;
   stageCount: number;
   range: { start: number; end: number };
+  /** Threads computing each product of the stage's layers. */
+  threads: number;
   /** Transport address to bind. */
   host: string;
   port: number;
@@ -57,10 +61,13 @@ export interface RunningStage {
 
 /** Load the stage's weights, then listen. Resolves once listening. */
 export async function startStage(o: StageWorkerOptions): Promise<RunningStage> {
-  const rssBeforeLoad = process.memoryUsage().rss;
-  const model = ModelShard.load(o.modelDir, o.config, o.range);
-  const rssAfterLoad = process.memoryUsage().rss;
-  o.log.info({ range: [o.range.start, o.range.end], weightBytes: model.weightBytes, rssBeforeLoad, rssAfterLoad }, "stage weights loaded");
+  // The kernel threads are part of the idle runtime: started (and measured) before the weights.
+  const runtime = new KernelRuntime({ threads: o.threads });
+  await runtime.ready();
+  const rssBeforeLoad = residentMemory().rss;
+  const model = ModelShard.load(o.modelDir, o.config, o.range, { runtime });
+  const rssAfterLoad = residentMemory().rss;
+  o.log.info({ range: [o.range.start, o.range.end], threads: o.threads, weightBytes: model.weightBytes, rssBeforeLoad, rssAfterLoad }, "stage weights loaded");
   const stage = new StageRuntime(o, model, rssBeforeLoad, rssAfterLoad);
   const server = createServer((socket) => stage.accept(socket));
   await new Promise<void>((resolve, reject) => {
@@ -71,13 +78,13 @@ export async function startStage(o: StageWorkerOptions): Promise<RunningStage> {
     });
   });
   o.log.info({ address: `${o.host}:${o.port}`, stage: o.stage, of: o.stageCount }, "stage listening");
-  return { server, close: () => stage.close(server) };
-}
-
-/** Resident set and its main parts, bytes. */
-export function memoryFigures(): { rss: number; heapTotal: number; arrayBuffers: number } {
-  const m = process.memoryUsage();
-  return { rss: m.rss, heapTotal: m.heapTotal, arrayBuffers: m.arrayBuffers };
+  return {
+    server,
+    close: () => {
+      stage.close(server);
+      void model.close();
+    },
+  };
 }
 
 class StageRuntime {
@@ -199,8 +206,9 @@ class StageRuntime {
             nodeId: this.options.nodeId,
             stage: this.options.stage,
             range: [this.options.range.start, this.options.range.end],
+            threads: this.options.threads,
             weightBytes: this.model.weightBytes,
-            ...memoryFigures(),
+            ...residentMemory(),
             rssBeforeLoad: this.rssBeforeLoad,
             rssAfterLoad: this.rssAfterLoad,
             sequences: this.sequences.size,

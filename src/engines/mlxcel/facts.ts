@@ -30,6 +30,8 @@ export const mlxcelFacts = {
   },
   // The factor mlxcel itself applies to its memory budget.
   memoryHeadroom: 1.2,
+  // mlxcel-server takes no thread count.
+  sharedMachineCores: undefined,
   readiness: {
     healthPath: "/health",
     readyStatus: 200,

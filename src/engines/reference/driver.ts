@@ -28,6 +28,7 @@ export function createReferenceDriver(options: DriverOptions): EngineDriver {
         "--no-warmup",
         "--transport-token-file",
         files.tokenFile,
+        ...threadsArgs(stage.threads),
         ...options.extraArgs,
       ];
     },
@@ -49,9 +50,15 @@ export function createReferenceDriver(options: DriverOptions): EngineDriver {
         files.tokenFile,
         "--model-name",
         topology.modelName,
+        ...threadsArgs(topology.coordinator.threads),
         ...options.extraArgs,
       ];
     },
     versionArgv: () => [...program, "--version"],
   };
+}
+
+/** `--threads n` when the topology sets a thread count; shard-engine's default (every core) otherwise. */
+function threadsArgs(threads: number | undefined): string[] {
+  return threads === undefined ? [] : ["--threads", String(threads)];
 }

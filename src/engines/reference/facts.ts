@@ -29,6 +29,9 @@ export const referenceFacts = {
   extraArgs: mlxcelFacts.extraArgs,
   stageCount: mlxcelFacts.stageCount,
   memoryHeadroom: mlxcelFacts.memoryHeadroom,
+  // Launch gives each of k stages on one machine ⌊cores ÷ k⌋ threads (shard-engine --threads;
+  // alone, a stage takes every core).
+  sharedMachineCores: "shard-engine gives each of them its machine's cores ÷ the stages it runs (--threads, at least 1), so together they use every core once",
   // Its /health answers 503 while loading (and while a broken pipeline winds down) and 200 once
   // every stage is connected and warmed up; a lost stage link makes the coordinator exit.
   readiness: {

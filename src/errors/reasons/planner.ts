@@ -28,6 +28,12 @@ export type PlannerReason =
   | "ModelLayerIndexMissing"
   /** config.json's layer count differs from the layers the weights hold (terminal). */
   | "ModelLayerCountMismatch"
+  /** A tensor's shape (or quantized packing) disagrees with config.json, e.g. k_proj rows ≠ kv heads × head_dim (terminal). */
+  | "ModelTensorShapeMismatch"
+  /** A tensor the declared family does not have, e.g. mixture-of-experts tensors in a model declared llama (terminal). */
+  | "ModelTensorUnexpected"
+  /** A tensor the declared family needs is absent, e.g. a layer without o_proj (terminal). */
+  | "ModelTensorMissing"
   /** Plan error: context length, max sequences or headroom out of range. */
   | "InvalidPlanOptions"
   /** Plan error: pipeline parallelism needs at least two nodes. */
@@ -57,4 +63,6 @@ export type PlannerReason =
   /** Plan warning: more than two stages, each adding a network hop per token. */
   | "MoreThanTwoStages"
   /** Plan warning: one node alone fits the whole model. */
-  | "PipelineNotNeeded";
+  | "PipelineNotNeeded"
+  /** Plan note (a warning): several stages run on one machine and share its cores. */
+  | "StagesShareMachine";

@@ -13,4 +13,6 @@ export type RouterReason =
   /** The router's admin API failed to list backends; terminal when the admin token variable is unset. */
   | "RouterAdminFailed"
   /** The embedded router cannot listen on its address (transient). */
-  | "RouterListenFailed";
+  | "RouterListenFailed"
+  /** The file of models being relaunched (beside the router's YAML) could not be read or written (transient). */
+  | "RouterRelaunchMarkFailed";

@@ -4,6 +4,7 @@
  * written file follows the order here, so files diff cleanly in git. No secrets, ever.
  */
 import { z } from "zod";
+import { budgetSources } from "../../planner/index.js";
 
 export const healthValues = ["Healthy", "Progressing", "Degraded", "Unhealthy", "Stopped", "Suspended", "Disabled", "Stalled"] as const;
 export type Health = (typeof healthValues)[number];
@@ -37,6 +38,13 @@ export const stagePlanSchema = z.strictObject({
   kvBytes: z.int().nonnegative(),
   totalBytes: z.int().nonnegative(),
   budgetBytes: z.int().nonnegative().nullable().describe("null when the node's memory is unknown"),
+  budgetSource: z
+    .enum(budgetSources)
+    .nullable()
+    .optional()
+    .describe(
+      "the figure budgetBytes came from (before headroom): declared (the registry's memory; nothing probed), probed (the free memory the node reported), probed-capped-by-declared (the node reported more than its declared memory, which caps it), memory-limit (the registry's memory_limit was smallest); null when no figure is known",
+    ),
   fit: z.number().nonnegative().nullable().describe("totalBytes / budgetBytes; null without a budget"),
 });
 
@@ -104,9 +112,22 @@ export const statusSchema = z.strictObject({
   cluster: z.string(),
   file: z.string().describe("the definition file, relative to the watched directory"),
   observedRevision: z.string(),
-  gitCommit: z.string().optional().describe("commit of the definition when inside a git repository"),
+  gitCommit: z
+    .string()
+    .optional()
+    .describe("the last commit that touched the definition file: what changed this cluster (absent outside a git repository or before the file is committed)"),
+  gitHead: z
+    .string()
+    .optional()
+    .describe(
+      "the commit the daemon's checkout is at: HEAD of the repository holding the definitions directory when the daemon last read this definition (absent outside a git repository)",
+    ),
   desired: z.enum(["running", "stopped"]),
   model: z.string().optional().describe("the definition's model id"),
+  nodes: z
+    .array(z.string())
+    .optional()
+    .describe("the definition's stage nodes in stage order, one pipeline stage each: how many stages the cluster has, whether or not it is planned or running"),
   health: z.enum(healthValues),
   conditions: z.array(conditionSchema),
   plan: planStatusSchema.optional(),

@@ -18,12 +18,25 @@ export const adopt: Step = {
     const entry = pass.entry;
     if (entry === undefined) throw new Error("adopt step without a ledger entry");
     if (entry.revision !== revision) await applyInPlace(pass, entry, spec, revision);
+    countAdoptedLaunch(pass, revision);
     watch(pass, entry);
     const health = pass.observation?.health === "Degraded" ? "Degraded" : "Healthy";
     markRunning(pass.memory, revision, entry, health);
     return { action: "none", result: "success", health, outcome: { kind: "done" } };
   },
 };
+
+/**
+ * What runs is a launch at this revision, whoever started it: the revision's launch count is at
+ * least 1. A revision applied in place (a router-only edit, perhaps made while no daemon ran) and a
+ * memory without the previous status file both start from 0, yet the status must not say that
+ * nothing was launched at the revision of a cluster that serves.
+ */
+function countAdoptedLaunch(pass: Pass, revision: string): void {
+  const restarts = pass.memory.restarts;
+  if (restarts === undefined || restarts.revision !== revision) pass.memory.restarts = { revision, count: 1, evidence: [] };
+  else restarts.count = Math.max(restarts.count, 1);
+}
 
 /**
  * A new revision that does not change what the processes run from: record it, and bring the

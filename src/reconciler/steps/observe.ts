@@ -4,7 +4,7 @@
  * rest of the directory looked at: the prune guard needs it.
  */
 import { pathExists } from "../../files/index.js";
-import { observeCluster } from "../../health/index.js";
+import { observeCluster, type ClusterObservation } from "../../health/index.js";
 import type { LedgerEntry } from "../../launch/index.js";
 import { findClusterFiles } from "../../spec/index.js";
 import type { Pass } from "../pass.js";
@@ -37,11 +37,31 @@ export const observe: Step = {
 export async function observeEntry(pass: Pass, entry: LedgerEntry) {
   const { memory } = pass;
   const layers = memory.planned?.plan.stages.map((s) => s.layers);
+  const previous = memory.observation ?? inheritedObservation(memory.inheritedCards, entry);
   const observation = await observeCluster(entry, {
     nodeFor: (n) => pass.world.nodeFor(n, pass.settings),
     ...(layers === undefined ? {} : { layers }),
-    ...(memory.observation === undefined ? {} : { previous: memory.observation }),
+    ...(previous === undefined ? {} : { previous }),
   });
   memory.observation = observation;
+  delete memory.inheritedCards;
   return observation;
+}
+
+/**
+ * The previous daemon's stage cards as this daemon's previous observation, so a card whose process
+ * still runs unchanged keeps its `since` across a daemon restart instead of starting again at the
+ * adoption. Only cards of this launch's processes qualify: same pid as the ledger records (whose
+ * kernel start time the liveness probe checks against the running process), and observed since this
+ * launch began — a card from an earlier launch whose pid the kernel has since recycled is dropped.
+ */
+function inheritedObservation(cards: Pass["memory"]["inheritedCards"], entry: LedgerEntry): ClusterObservation | undefined {
+  if (cards === undefined) return undefined;
+  const launchedAt = Date.parse(entry.startedAt);
+  const stages = cards.filter((card) => {
+    const process = entry.processes.find((p) => p.role === "stage" && (p.index ?? 0) === card.index);
+    return process !== undefined && process.pid === card.pid && card.since !== undefined && Date.parse(card.since) >= launchedAt;
+  });
+  if (stages.length === 0) return undefined;
+  return { cluster: entry.cluster, at: entry.startedAt, health: "Healthy", stages, problems: [], gone: [] };
 }

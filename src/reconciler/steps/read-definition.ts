@@ -4,7 +4,7 @@
  */
 import { pathExists } from "../../files/index.js";
 import { computeRevision, formatIssue } from "../../spec/index.js";
-import { lastCommitOf } from "../git-commit.js";
+import { checkoutHeadOf, lastCommitOf } from "../git-commit.js";
 import type { Step } from "../run-step.js";
 import { onRevision } from "../verdicts.js";
 import type { ParseCache } from "../parse-cache.js";
@@ -35,7 +35,12 @@ export function readDefinition(parsed: ParseCache): Step {
         memory.restarts = { revision, count: 0, evidence: memory.restarts?.evidence ?? [] };
         delete memory.planned;
       }
-      if (memory.gitCommit?.revision !== revision) memory.gitCommit = { revision, commit: await lastCommitOf(pass.file) };
+      // The checkout's HEAD, once per revision and again whenever HEAD moves; the commit that last
+      // changed the file, once per revision and again when HEAD moved (the file may have been
+      // committed as it already was on disk, which changes no revision).
+      const head = await checkoutHeadOf(pass.world.dir, revision, memory.gitHead);
+      if (memory.gitCommit?.revision !== revision || head.commit !== memory.gitHead?.commit) memory.gitCommit = { revision, commit: await lastCommitOf(pass.file) };
+      memory.gitHead = head;
       pass.spec = spec;
       pass.revision = revision;
       pass.desired = { kind: "defined", revision, desired: spec.desired, suspend: spec.suspend };

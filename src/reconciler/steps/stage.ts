@@ -29,6 +29,7 @@ export const stage: Step = {
           bytesTotal: event.bytesTotal,
         };
         memory.staging = [...memory.staging.filter((s) => s.node !== event.node), next].sort((a, b) => a.node.localeCompare(b.node));
+        pass.world.writeProgress(pass.name, memory, { action: "stage", result: "waiting", health: "Progressing" }, settings);
       });
       const failure = stagingFailureOf(staged);
       if (failure !== undefined) throw failure;

@@ -18,7 +18,7 @@ export const stall: Step = {
   },
 };
 
-function stallFor(pass: Pass, reason: StallReason, serving: boolean): Verdict {
+async function stallFor(pass: Pass, reason: StallReason, serving: boolean): Promise<Verdict> {
   const { memory, world, name, settings } = pass;
   switch (reason) {
     case "DefinitionsDirMissing": {
@@ -51,6 +51,13 @@ function stallFor(pass: Pass, reason: StallReason, serving: boolean): Verdict {
       return stallVerdict(memory, "plan", errors[0]?.reason ?? reason, `the plan is infeasible: ${message}`, serving);
     }
     case "RestartBudgetExhausted": {
+      // The cluster will not come back by itself: the router stops promising it (503) and says 404.
+      const model = memory.lastGood?.spec.model.id;
+      if (model !== undefined)
+        await world
+          .registrarFor(settings)
+          .clearRelaunching(model)
+          .catch(() => undefined);
       const restarts = memory.restarts;
       const last = restarts?.evidence.at(-1);
       const cause = last === undefined ? "" : `; the last failure: ${last.reason}: ${last.message}`;

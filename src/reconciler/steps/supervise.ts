@@ -6,6 +6,7 @@
 import { describeExit, processLabel, readLogTail, superviseCluster, type LedgerEntry } from "../../launch/index.js";
 import type { DeathEvent } from "../../health/index.js";
 import type { ClusterMemory } from "../cluster-memory.js";
+import { defaultRelaunchMarkMs } from "../../router/index.js";
 import { definitionOf, type Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
 import { clearRuntime, markRunning, setConditions } from "../verdicts.js";
@@ -45,6 +46,7 @@ export function watch(pass: Pass, entry: LedgerEntry): void {
       ...(memory.planned === undefined ? {} : { layers: memory.planned.plan.stages.map((s) => s.layers) }),
     },
     onDeath: (death) => {
+      markRelaunching(pass, entry);
       evidence = recordDeath(pass, entry, death);
     },
   });
@@ -63,6 +65,22 @@ export function watch(pass: Pass, entry: LedgerEntry): void {
     world.log.warn({ cluster: entry.cluster, reason: death.reason, detail: death.detail }, "cluster lost a process: deregistered and torn down");
     world.options.requeue(entry.cluster);
   });
+}
+
+/**
+ * While a registered cluster is torn down and relaunched, the router answers its model with 503 and
+ * Retry-After (clients retry) instead of 404 (they give up). Marked synchronously, before the
+ * teardown deregisters the backend, and only when the restart budget has a launch left.
+ */
+function markRelaunching(pass: Pass, entry: LedgerEntry): void {
+  const { memory, world, settings } = pass;
+  const model = memory.lastGood?.spec.model.id;
+  const relaunches = memory.restarts === undefined || memory.restarts.count < settings.daemon.restartBudget;
+  if (entry.routerBackend === undefined || model === undefined || !relaunches) return;
+  void world
+    .registrarFor(settings)
+    .markRelaunching(model, Date.now() + defaultRelaunchMarkMs)
+    .catch((error: unknown) => world.log.warn({ cluster: entry.cluster, err: error }, "could not mark the model as relaunching"));
 }
 
 type RestartEvidence = NonNullable<ClusterMemory["restarts"]>["evidence"][number];

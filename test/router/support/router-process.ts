@@ -17,7 +17,11 @@ export async function spawnRouter(configFile: string, extraArgs: string[] = [], 
   let buffered = "";
   let stderr = "";
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`router did not log "router listening" within ${deadlineMs} ms:\n${stderr}`)), deadlineMs);
+    // A router that never listens (blocked on its config, say) is killed, not left behind.
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`router did not log "router listening" within ${deadlineMs} ms:\n${stderr}`));
+    }, deadlineMs);
     child.stderr.on("data", (chunk: Buffer) => {
       stderr += chunk.toString();
       buffered += chunk.toString();

@@ -1,0 +1,72 @@
+/**
+ * Server-Sent Events to the page: one frame text per event, written to every connected client. A
+ * client that stops reading (its socket buffer past 1 MiB) is dropped rather than buffered for
+ * ever; a comment line every 15 s keeps idle connections from being cut by proxies and shows a
+ * dead peer. The browser reconnects by itself after `retryMs` (1000 ms) when the stream ends.
+ */
+import type { ServerResponse } from "node:http";
+
+export interface EventStreamOptions {
+  /** Keep-alive comment interval, ms. Default 15 000. */
+  heartbeatMs?: number;
+  /** Bytes a client may leave unread before it is dropped. Default 1 MiB. */
+  maxBufferedBytes?: number;
+  /** Reconnect delay the browser is told, ms. Default 1000. */
+  retryMs?: number;
+}
+
+/** One SSE frame: `event:` and a one-line JSON `data:`. */
+export function frame(event: string, data: unknown): string {
+  return `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+}
+
+export class EventStream {
+  private readonly clients = new Set<ServerResponse>();
+  private readonly heartbeat: NodeJS.Timeout;
+  private readonly maxBufferedBytes: number;
+  private readonly retryMs: number;
+
+  constructor(options: EventStreamOptions = {}) {
+    this.maxBufferedBytes = options.maxBufferedBytes ?? 1 << 20;
+    this.retryMs = options.retryMs ?? 1000;
+    this.heartbeat = setInterval(() => this.send(": keep-alive\n\n"), options.heartbeatMs ?? 15_000);
+    this.heartbeat.unref();
+  }
+
+  get size(): number {
+    return this.clients.size;
+  }
+
+  /** Start a client's stream with `first` (the frames that bring it up to date), then every broadcast. */
+  attach(response: ServerResponse, first: string): void {
+    response.writeHead(200, {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-store",
+      connection: "keep-alive",
+      "x-accel-buffering": "no",
+    });
+    response.socket?.setNoDelay(true);
+    response.write(`retry: ${this.retryMs}\n\n${first}`);
+    this.clients.add(response);
+    response.once("close", () => this.clients.delete(response));
+  }
+
+  /** Write `text` (whole frames) to every client. */
+  send(text: string): void {
+    for (const client of this.clients) {
+      if (client.writableLength > this.maxBufferedBytes) {
+        this.clients.delete(client);
+        client.destroy();
+        continue;
+      }
+      client.write(text);
+    }
+  }
+
+  /** End every stream (the daemon is stopping: the pages learn it at once and start reconnecting). */
+  close(): void {
+    clearInterval(this.heartbeat);
+    for (const client of this.clients) client.end();
+    this.clients.clear();
+  }
+}

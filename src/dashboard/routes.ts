@@ -1,0 +1,144 @@
+/**
+ * The dashboard's endpoints. Reads carry the status schema's shapes (schemas/status.schema.json);
+ * the one write is "Reconcile now", the same request `shardctl reconcile` makes, behind the bearer
+ * token when one is configured. The page never edits a definition and nothing here writes one.
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Logger } from "pino";
+import { isShardctlError, messageOf } from "../errors/index.js";
+import { patterns } from "../spec/index.js";
+import type { ClusterStatus } from "../reconciler/index.js";
+import type { Asset } from "./assets.js";
+import { frame, type EventStream } from "./event-stream.js";
+import { readBody, replyError, replyJson } from "./http-replies.js";
+import { bearerTokenOf, tokenMatches } from "./token.js";
+import type { DashboardSource } from "./types.js";
+
+/** Largest definition `POST /api/plan` accepts, bytes. */
+const planBodyLimitBytes = 256 * 1024;
+
+export interface RouteContext {
+  source: DashboardSource;
+  token: string | undefined;
+  stream: EventStream;
+  assets: Map<string, Asset>;
+  /** When the dashboard started (RFC 3339): the page tells a daemon restart by its change. */
+  startedAt: string;
+  log: Logger;
+}
+
+export async function route(context: RouteContext, request: IncomingMessage, response: ServerResponse): Promise<void> {
+  const url = new URL(request.url ?? "/", "http://dashboard.invalid");
+  const path = url.pathname;
+  const method = request.method ?? "GET";
+  const read = method === "GET" || method === "HEAD";
+
+  if (path === "/api/clusters" && read) return replyJson(response, 200, await allStatuses(context.source));
+  const cluster = /^\/api\/clusters\/([^/]+)$/.exec(path);
+  if (cluster !== null && read) {
+    const name = decodeName(cluster[1]!);
+    const status = (await allStatuses(context.source)).find((s) => s.cluster === name);
+    return status === undefined
+      ? replyError(response, 404, "DashboardClusterNotFound", `no status of a cluster named ${JSON.stringify(name)}`)
+      : replyJson(response, 200, status);
+  }
+  const reconcile = /^\/api\/clusters\/([^/]+)\/reconcile$/.exec(path);
+  if (reconcile !== null && method === "POST") return reconcileNow(context, request, response, decodeName(reconcile[1]!));
+  if (path === "/api/plan" && method === "POST") return previewPlan(context, request, response, url);
+  if (path === "/api/events" && method === "GET") return openStream(context, response);
+  if (path.startsWith("/api/")) return replyError(response, 404, "DashboardNotFound", `no endpoint ${method} ${path}`);
+  if (read) return serveAsset(context, request, response, path);
+  return replyError(response, 405, "DashboardNotFound", `${method} is not allowed on ${path}`);
+}
+
+/** A path segment as a name; a malformed escape is no name at all (never a cluster). */
+function decodeName(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return "";
+  }
+}
+
+/** Every status the daemon knows: the files on disk, each replaced by what the feed published since (fresher). */
+async function allStatuses(source: DashboardSource): Promise<ClusterStatus[]> {
+  const byName = new Map((await source.readStatuses()).map((s) => [s.cluster, s]));
+  for (const status of source.feed.snapshot()) byName.set(status.cluster, status);
+  return [...byName.values()].sort((a, b) => a.cluster.localeCompare(b.cluster));
+}
+
+/** True when no token is configured or the request carries it; otherwise answers 401 and returns false. */
+function authorised(context: RouteContext, request: IncomingMessage, response: ServerResponse, what: string): boolean {
+  if (context.token === undefined) return true;
+  const presented = bearerTokenOf(request.headers.authorization);
+  if (presented !== undefined && tokenMatches(context.token, presented)) return true;
+  context.log.warn({ request: what, presented: presented !== undefined }, "dashboard request refused: missing or wrong token");
+  replyError(response, 401, "DashboardUnauthorized", "this dashboard needs its token: send Authorization: Bearer <token>", {
+    "www-authenticate": 'Bearer realm="shardctl"',
+  });
+  return false;
+}
+
+async function reconcileNow(context: RouteContext, request: IncomingMessage, response: ServerResponse, name: string): Promise<void> {
+  if (!authorised(context, request, response, `reconcile ${name}`)) return;
+  if (!patterns.name.test(name) || !(await context.source.hasCluster(name))) {
+    return replyError(response, 404, "DashboardClusterNotFound", `no cluster definition named ${JSON.stringify(name)} in the watched directory`);
+  }
+  context.log.info({ cluster: name }, "reconcile requested from the dashboard");
+  if (!(await context.source.requestReconcile(name))) {
+    return replyError(response, 504, "ReconcileRequestTimeout", `the daemon did not take the request for ${name} in time; it is still queued`);
+  }
+  replyJson(response, 202, { cluster: name, taken: true });
+}
+
+async function previewPlan(context: RouteContext, request: IncomingMessage, response: ServerResponse, url: URL): Promise<void> {
+  // Planning reads model files and may probe nodes: with a token configured, only its holders may ask.
+  if (!authorised(context, request, response, "plan preview")) return;
+  const name = url.searchParams.get("name") ?? "preview";
+  if (!patterns.name.test(name)) return replyError(response, 400, "DashboardBadRequest", `?name=${JSON.stringify(name)} is not a cluster name`);
+  let text: string;
+  try {
+    text = await readBody(request, planBodyLimitBytes);
+  } catch (error) {
+    return replyError(response, 413, "DashboardBadRequest", messageOf(error));
+  }
+  if (text.trim() === "") return replyError(response, 400, "DashboardBadRequest", "the body must be a cluster definition (TOML)");
+  const probe = url.searchParams.get("probe") === "true";
+  try {
+    const preview = await context.source.previewPlan(text, name, { probe });
+    replyJson(response, preview.plan === undefined ? 422 : 200, preview);
+  } catch (error) {
+    if (!isShardctlError(error)) context.log.error({ err: error }, "plan preview failed unexpectedly");
+    replyJson(response, 422, {
+      cluster: name,
+      feasible: false,
+      errors: [{ reason: isShardctlError(error) ? error.reason : "PlanFailed", message: messageOf(error) }],
+      issues: [],
+    });
+  }
+}
+
+/** The live stream: `hello` (the token question and the cluster names), a `status` per cluster, then every change. */
+async function openStream(context: RouteContext, response: ServerResponse): Promise<void> {
+  const statuses = await allStatuses(context.source);
+  const hello = { tokenRequired: context.token !== undefined, startedAt: context.startedAt, clusters: statuses.map((s) => s.cluster) };
+  context.stream.attach(response, frame("hello", hello) + statuses.map((s) => frame("status", s)).join(""));
+}
+
+function serveAsset(context: RouteContext, request: IncomingMessage, response: ServerResponse, path: string): void {
+  const asset = context.assets.get(path === "/" ? "/index.html" : path);
+  if (asset === undefined) {
+    if (context.assets.size === 0) return replyError(response, 503, "DashboardAssetsMissing", "the dashboard page is not built: run `npm run build`");
+    return replyError(response, 404, "DashboardNotFound", `no file ${path}`);
+  }
+  const gzip = /\bgzip\b/.test(request.headers["accept-encoding"] ?? "");
+  const body = gzip ? asset.gzip : asset.body;
+  response.writeHead(200, {
+    "content-type": asset.type,
+    "content-length": body.length,
+    "cache-control": asset.immutable ? "public, max-age=31536000, immutable" : "no-cache",
+    vary: "accept-encoding",
+    ...(gzip ? { "content-encoding": "gzip" } : {}),
+  });
+  response.end(request.method === "HEAD" ? undefined : body);
+}

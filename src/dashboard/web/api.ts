@@ -1,0 +1,33 @@
+/**
+ * The page's two requests besides the event stream: "Reconcile now" and the plan preview. The token
+ * is asked of the person when the daemon says one is configured, kept in memory only for this page
+ * (never stored), and sent as a bearer header.
+ */
+import type { PlanPreviewView } from "./status-types.js";
+
+export type Answer<T> = { ok: true; status: number; body: T } | { ok: false; status: number; reason: string; message: string };
+
+async function send<T>(path: string, init: RequestInit, token: string | undefined): Promise<Answer<T>> {
+  const headers = new Headers(init.headers);
+  if (token !== undefined) headers.set("authorization", `Bearer ${token}`);
+  let response: Response;
+  try {
+    response = await fetch(path, { ...init, headers });
+  } catch {
+    return { ok: false, status: 0, reason: "DaemonUnreachable", message: "the daemon does not answer" };
+  }
+  const body = (await response.json().catch(() => undefined)) as (T & { error?: { reason: string; message: string } }) | undefined;
+  if (response.ok || (response.status === 422 && body !== undefined && body.error === undefined)) return { ok: true, status: response.status, body: body as T };
+  return { ok: false, status: response.status, reason: body?.error?.reason ?? `HTTP${response.status}`, message: body?.error?.message ?? response.statusText };
+}
+
+/** `POST /api/clusters/<name>/reconcile`: resolves once the daemon took the request. */
+export function requestReconcile(cluster: string, token: string | undefined): Promise<Answer<{ cluster: string; taken: boolean }>> {
+  return send(`api/clusters/${encodeURIComponent(cluster)}/reconcile`, { method: "POST" }, token);
+}
+
+/** `POST /api/plan?name=<name>[&probe=true]` with the definition's TOML. */
+export function previewPlan(toml: string, name: string, probe: boolean, token: string | undefined): Promise<Answer<PlanPreviewView>> {
+  const query = new URLSearchParams({ name, ...(probe ? { probe: "true" } : {}) });
+  return send(`api/plan?${query.toString()}`, { method: "POST", headers: { "content-type": "application/toml" }, body: toml }, token);
+}

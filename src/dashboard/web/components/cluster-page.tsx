@@ -1,0 +1,214 @@
+/** One cluster: what the daemon knows of it, section by section, live. */
+import { formatAge, formatBytes, formatClock, formatDuration, short } from "../format.js";
+import type { StatusView } from "../status-types.js";
+import { ClusterBadge, HealthBadge } from "./badges.js";
+import { LayerBar, MemoryFit, PlanWarnings } from "./plan.js";
+import { StageCards } from "./stage-cards.js";
+import { Timeline } from "./timeline.js";
+
+export interface ClusterPageProps {
+  status: StatusView | undefined;
+  name: string;
+  now: number;
+  rates: ReadonlyMap<string, number> | undefined;
+  stale: boolean;
+  onReconcile: (name: string) => void;
+  reconcileNote: string | undefined;
+  reconciling: boolean;
+}
+
+export function ClusterPage({ status, name, now, rates, stale, onReconcile, reconcileNote, reconciling }: ClusterPageProps) {
+  if (status === undefined) {
+    return (
+      <section>
+        <h1>{name}</h1>
+        <p class="muted">
+          The daemon has no status of a cluster named “{name}”. <a href="#/">All clusters</a>
+        </p>
+      </section>
+    );
+  }
+  const ready = status.conditions.find((c) => c.type === "Ready");
+  return (
+    <article class={stale ? "stale" : undefined} aria-labelledby="cluster-title">
+      <header class="page-head">
+        <div>
+          <h1 id="cluster-title">
+            {status.cluster} <ClusterBadge stages={status.plan?.stages.length ?? status.stages.length} /> <HealthBadge health={status.health} />
+          </h1>
+          <p class="muted">
+            {status.model ?? "no model"} · revision <code>{short(status.observedRevision)}</code>
+            {status.gitCommit === undefined ? null : (
+              <>
+                {" "}
+                · commit <code>{short(status.gitCommit)}</code>
+              </>
+            )}{" "}
+            · {status.file} · desired {status.desired}
+          </p>
+          {ready === undefined ? null : (
+            <p class={ready.status === "True" ? "ready-line good" : "ready-line"} data-testid="ready-line">
+              {ready.status === "True" ? "Ready" : "Not ready"}: <code>{ready.reason}</code> {ready.message}
+            </p>
+          )}
+        </div>
+        <div class="actions">
+          <button type="button" onClick={() => onReconcile(status.cluster)} disabled={reconciling || stale} data-testid="reconcile">
+            {reconciling ? "Asking…" : "Reconcile now"}
+          </button>
+          <p class="small muted" role="status" aria-live="polite" data-testid="reconcile-note">
+            {reconcileNote ?? ""}
+          </p>
+        </div>
+      </header>
+
+      <section aria-labelledby="h-stages">
+        <h2 id="h-stages">Stages</h2>
+        <StageCards status={status} now={now} />
+      </section>
+
+      <section aria-labelledby="h-plan">
+        <h2 id="h-plan">Shard plan</h2>
+        {status.plan === undefined ? (
+          <p class="muted">Not planned yet.</p>
+        ) : (
+          <>
+            <p class="small muted">
+              {status.plan.strategy} split · {status.plan.feasible ? "feasible" : "infeasible"}
+            </p>
+            <LayerBar plan={status.plan} />
+            <h3>Memory fit per node</h3>
+            <MemoryFit plan={status.plan} />
+            <PlanWarnings plan={status.plan} />
+          </>
+        )}
+      </section>
+
+      <section aria-labelledby="h-staging">
+        <h2 id="h-staging">Staging</h2>
+        {status.staging.length === 0 ? (
+          <p class="muted">Nothing staged yet.</p>
+        ) : (
+          <ul class="staging">
+            {status.staging.map((s) => {
+              const rate = rates?.get(s.node);
+              return (
+                <li key={s.node}>
+                  <label>
+                    <span>
+                      <strong>{s.node}</strong> {s.state} · {formatBytes(s.bytesDone)} of {formatBytes(s.bytesTotal)}
+                      {rate === undefined || s.state !== "staging" ? "" : ` · ${formatBytes(rate)}/s`}
+                    </span>
+                    <progress max={Math.max(1, s.bytesTotal)} value={s.state === "present" ? Math.max(1, s.bytesTotal) : s.bytesDone} />
+                  </label>
+                </li>
+              );
+            })}
+          </ul>
+        )}
+      </section>
+
+      <section aria-labelledby="h-timeline">
+        <h2 id="h-timeline">Launch timeline</h2>
+        <Timeline events={status.timeline} />
+      </section>
+
+      <section aria-labelledby="h-conditions">
+        <h2 id="h-conditions">Conditions</h2>
+        <div class="scroll">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">type</th>
+                <th scope="col">status</th>
+                <th scope="col">reason</th>
+                <th scope="col">message</th>
+                <th scope="col">revision</th>
+                <th scope="col">since</th>
+              </tr>
+            </thead>
+            <tbody>
+              {status.conditions.map((c) => (
+                <tr key={c.type}>
+                  <th scope="row">{c.type}</th>
+                  <td class={`cond-${c.status}`}>{c.status}</td>
+                  <td>
+                    <code>{c.reason}</code>
+                  </td>
+                  <td class="message">{c.message}</td>
+                  <td>
+                    <code>{short(c.observedRevision)}</code>
+                  </td>
+                  <td>{formatAge(c.lastTransitionTime, now)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      </section>
+
+      <section aria-labelledby="h-restarts">
+        <h2 id="h-restarts">Restarts</h2>
+        {status.restarts === undefined ? (
+          <p class="muted">No launch at this revision yet.</p>
+        ) : (
+          <>
+            <p>
+              {status.restarts.count} of {status.restarts.budget} launches used at revision <code>{short(status.restarts.revision)}</code>
+            </p>
+            {status.restarts.evidence.length === 0 ? null : (
+              <ol class="evidence">
+                {status.restarts.evidence.map((e) => (
+                  <li key={e.at + e.reason}>
+                    <time dateTime={e.at}>{formatClock(e.at)}</time> <code>{e.reason}</code> {e.message}
+                    {e.logTail.length === 0 ? null : (
+                      <details>
+                        <summary>last {e.logTail.length} log lines</summary>
+                        <pre>{e.logTail.join("\n")}</pre>
+                      </details>
+                    )}
+                  </li>
+                ))}
+              </ol>
+            )}
+          </>
+        )}
+        {status.lastError === undefined ? null : (
+          <p class="error-line">
+            Last error at {formatClock(status.lastError.at)}: <code>{status.lastError.reason}</code> {status.lastError.message}
+          </p>
+        )}
+      </section>
+
+      <section aria-labelledby="h-passes">
+        <h2 id="h-passes">Last passes</h2>
+        <div class="scroll">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">at</th>
+                <th scope="col">action</th>
+                <th scope="col">result</th>
+                <th scope="col">reason</th>
+                <th scope="col">took</th>
+              </tr>
+            </thead>
+            <tbody>
+              {[...status.history].reverse().map((p) => (
+                <tr key={p.at + p.action}>
+                  <td>
+                    <time dateTime={p.at}>{formatClock(p.at)}</time>
+                  </td>
+                  <td>{p.action}</td>
+                  <td>{p.result}</td>
+                  <td>{p.reason === undefined ? "–" : <code>{p.reason}</code>}</td>
+                  <td>{formatDuration(p.durationMs)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      </section>
+    </article>
+  );
+}

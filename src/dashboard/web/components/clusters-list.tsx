@@ -1,0 +1,91 @@
+/** Every cluster as one row, like a session list, filtered by health. */
+import { formatAge, short } from "../format.js";
+import type { Health, StatusView } from "../status-types.js";
+import { ClusterBadge, HealthBadge } from "./badges.js";
+
+const healths: Health[] = ["Healthy", "Progressing", "Degraded", "Unhealthy", "Stalled", "Stopped", "Suspended", "Disabled"];
+
+export interface ClustersListProps {
+  clusters: StatusView[];
+  filter: Health | "all";
+  onFilter: (filter: Health | "all") => void;
+  now: number;
+  stale: boolean;
+}
+
+export function ClustersList({ clusters, filter, onFilter, now, stale }: ClustersListProps) {
+  const shown = filter === "all" ? clusters : clusters.filter((c) => c.health === filter);
+  return (
+    <section aria-labelledby="h-clusters" class={stale ? "stale" : undefined}>
+      <div class="page-head">
+        <h1 id="h-clusters">Clusters</h1>
+        <label class="filter">
+          Health{" "}
+          <select value={filter} onChange={(e) => onFilter((e.currentTarget as HTMLSelectElement).value as Health | "all")} data-testid="health-filter">
+            <option value="all">all ({clusters.length})</option>
+            {healths.map((h) => (
+              <option value={h} key={h}>
+                {h} ({clusters.filter((c) => c.health === h).length})
+              </option>
+            ))}
+          </select>
+        </label>
+      </div>
+      {shown.length === 0 ? (
+        <p class="muted">{clusters.length === 0 ? "The daemon has no cluster status yet." : `No cluster is ${filter}.`}</p>
+      ) : (
+        <div class="scroll">
+          <table class="clusters" data-testid="clusters-table">
+            <thead>
+              <tr>
+                <th scope="col">name</th>
+                <th scope="col">kind</th>
+                <th scope="col">health</th>
+                <th scope="col">model</th>
+                <th scope="col">stages</th>
+                <th scope="col">endpoint</th>
+                <th scope="col">revision</th>
+                <th scope="col">age</th>
+              </tr>
+            </thead>
+            <tbody>
+              {shown.map((c) => {
+                const planned = c.plan?.stages.length ?? c.stages.length;
+                const up = c.stages.filter((s) => s.alive).length;
+                const ready = c.conditions.find((x) => x.type === "Ready");
+                return (
+                  <tr key={c.cluster} data-cluster={c.cluster}>
+                    <th scope="row">
+                      <a href={`#/clusters/${encodeURIComponent(c.cluster)}`}>{c.cluster}</a>
+                    </th>
+                    <td>
+                      <ClusterBadge stages={planned} />
+                    </td>
+                    <td>
+                      <HealthBadge health={c.health} />
+                    </td>
+                    <td class="model">{c.model ?? "–"}</td>
+                    <td>
+                      {up}/{planned}
+                    </td>
+                    <td>{c.coordinator?.url ?? c.router?.url ?? "–"}</td>
+                    <td>
+                      <code>{short(c.observedRevision)}</code>
+                      {c.gitCommit === undefined ? null : (
+                        <span class="muted small">
+                          {" "}
+                          @ <code>{c.gitCommit.slice(0, 7)}</code>
+                        </span>
+                      )}
+                    </td>
+                    <td>{ready?.status === "True" ? formatAge(ready.lastTransitionTime, now) : "–"}</td>
+                  </tr>
+                );
+              })}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,91 @@
+/**
+ * One card per planned stage (and the coordinator's): node, layer range, process liveness and the
+ * transport port's state, from the status's stage cards. A stage with no card is not running; the
+ * one the last death names (Ready's reason, then the last error) is marked dead until the relaunch
+ * brings its card back.
+ */
+import { formatAge } from "../format.js";
+import type { StageCardView, StatusView } from "../status-types.js";
+
+export type CardState = "healthy" | "degraded" | "dead" | "down";
+
+export interface StageCardModel {
+  index: number;
+  node: string;
+  layers: [number, number];
+  card?: StageCardView;
+  state: CardState;
+  note: string;
+}
+
+export function stageCardsOf(status: StatusView): StageCardModel[] {
+  const live = new Map(status.stages.map((s) => [s.index, s]));
+  const ready = status.conditions.find((c) => c.type === "Ready");
+  const planned = status.plan?.stages ?? status.stages;
+  return planned.map(({ index, node, layers }) => {
+    const card = live.get(index);
+    if (card !== undefined) {
+      if (!card.alive) return { index, node, layers, card, state: "dead", note: "process gone" };
+      if (card.transport !== "listening") return { index, node, layers, card, state: "degraded", note: `transport ${card.transport}` };
+      return { index, node, layers, card, state: "healthy", note: "alive, transport listening" };
+    }
+    // The death that took the cluster down stays on its card until a relaunch brings the stage back:
+    // first as Ready's reason, then (while staging and launching again) as the last error.
+    const death = [ready?.status === "False" ? ready : undefined, ready?.status === "True" ? undefined : status.lastError].find(
+      (d) => d !== undefined && d.reason.endsWith("Died") && d.message.startsWith(`stage-${index} `),
+    );
+    if (death !== undefined) return { index, node, layers, state: "dead", note: `${death.reason}: ${death.message}` };
+    return { index, node, layers, state: "down", note: status.desired === "stopped" ? "stopped" : "not running" };
+  });
+}
+
+const stateWords: Record<CardState, string> = { healthy: "Healthy", degraded: "Degraded", dead: "Dead", down: "Not running" };
+
+export function StageCards({ status, now }: { status: StatusView; now: number }) {
+  const cards = stageCardsOf(status);
+  if (cards.length === 0) return <p class="muted">No stages planned.</p>;
+  const coordinator = status.coordinator;
+  return (
+    <ul class="cards" aria-label="stage cards">
+      {cards.map((c) => (
+        <li class={`card state-${c.state}`} data-testid="stage-card" data-stage={c.index} data-state={c.state} key={c.index}>
+          <div class="card-head">
+            <strong>stage {c.index}</strong>
+            <span class={`pill state-${c.state}`}>{stateWords[c.state]}</span>
+          </div>
+          <dl class="facts">
+            <dt>node</dt>
+            <dd>{c.node}</dd>
+            <dt>layers</dt>
+            <dd>
+              [{c.layers[0]}, {c.layers[1]})
+            </dd>
+            <dt>process</dt>
+            <dd>{c.card?.pid === undefined ? "–" : `pid ${c.card.pid}${c.card.alive ? "" : " (gone)"}`}</dd>
+            <dt>transport</dt>
+            <dd>{c.card === undefined ? "–" : `${c.card.transport}${c.card.address === undefined ? "" : ` on ${c.card.address}`}`}</dd>
+            <dt>since</dt>
+            <dd>{c.card?.since === undefined ? "–" : formatAge(c.card.since, now)}</dd>
+          </dl>
+          <p class="small muted">{c.note}</p>
+        </li>
+      ))}
+      {coordinator === undefined ? null : (
+        <li class={`card state-${coordinator.health === "ok" ? "healthy" : coordinator.health === "loading" ? "degraded" : "dead"}`} data-testid="coordinator-card">
+          <div class="card-head">
+            <strong>coordinator</strong>
+            <span class="pill">{coordinator.health}</span>
+          </div>
+          <dl class="facts">
+            <dt>node</dt>
+            <dd>{coordinator.node}</dd>
+            <dt>endpoint</dt>
+            <dd>{coordinator.url}</dd>
+            <dt>process</dt>
+            <dd>{coordinator.pid === undefined ? "–" : `pid ${coordinator.pid}`}</dd>
+          </dl>
+        </li>
+      )}
+    </ul>
+  );
+}

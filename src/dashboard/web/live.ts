@@ -1,0 +1,92 @@
+/**
+ * The page's live view of the daemon: one EventSource on api/events (no polling). The stream opens
+ * with `hello` (whether a token is configured, when the daemon started, which clusters exist) and a
+ * `status` per cluster, then carries every status the daemon composes and every cluster it forgets.
+ * When the daemon goes away the browser retries every second (the server's `retry:`); the page says
+ * the daemon is gone meanwhile, keeps the last statuses greyed out, and says so when a restarted
+ * daemon answers again.
+ */
+import type { HelloView, StatusView } from "./status-types.js";
+
+export type ConnectionState = "connecting" | "live" | "gone";
+
+export interface LiveState {
+  connection: ConnectionState;
+  /** When the connection last changed state (ms since the epoch). */
+  since: number;
+  /** Set when the daemon answering now started after the one the page first saw. */
+  restartedAt?: string;
+  tokenRequired: boolean;
+  clusters: ReadonlyMap<string, StatusView>;
+  /** Staging rate per cluster and node, bytes/s, from the last two progress updates. */
+  rates: ReadonlyMap<string, ReadonlyMap<string, number>>;
+}
+
+/** Re-create the EventSource when the browser gave up on it (a non-stream answer), ms. */
+const reopenDelayMs = 2000;
+
+export function connectLive(onChange: (state: LiveState) => void): () => void {
+  let state: LiveState = { connection: "connecting", since: Date.now(), tokenRequired: false, clusters: new Map(), rates: new Map() };
+  let firstStart: string | undefined;
+  let source: EventSource | undefined;
+  let reopen: number | undefined;
+  const samples = new Map<string, { at: number; done: number }>();
+  const update = (next: Partial<LiveState>): void => {
+    state = { ...state, ...next };
+    onChange(state);
+  };
+
+  const open = (): void => {
+    source = new EventSource("api/events");
+    source.addEventListener("hello", (event) => {
+      const hello = JSON.parse((event as MessageEvent<string>).data) as HelloView;
+      firstStart ??= hello.startedAt;
+      const clusters = new Map([...state.clusters].filter(([name]) => hello.clusters.includes(name)));
+      update({
+        connection: "live",
+        since: Date.now(),
+        tokenRequired: hello.tokenRequired,
+        clusters,
+        ...(hello.startedAt !== firstStart ? { restartedAt: hello.startedAt } : {}),
+      });
+    });
+    source.addEventListener("status", (event) => {
+      const status = JSON.parse((event as MessageEvent<string>).data) as StatusView;
+      const clusters = new Map(state.clusters);
+      clusters.set(status.cluster, status);
+      update({ clusters, rates: new Map(state.rates).set(status.cluster, ratesOf(status)) });
+    });
+    source.addEventListener("removed", (event) => {
+      const { cluster } = JSON.parse((event as MessageEvent<string>).data) as { cluster: string };
+      const clusters = new Map(state.clusters);
+      clusters.delete(cluster);
+      update({ clusters });
+    });
+    source.onerror = () => {
+      if (state.connection !== "gone") update({ connection: "gone", since: Date.now() });
+      if (source?.readyState === EventSource.CLOSED) {
+        source.close();
+        reopen = window.setTimeout(open, reopenDelayMs);
+      }
+    };
+  };
+
+  /** bytes/s per node since the previous update of that node's staging. */
+  const ratesOf = (status: StatusView): Map<string, number> => {
+    const rates = new Map<string, number>();
+    const now = Date.now();
+    for (const s of status.staging) {
+      const key = `${status.cluster}/${s.node}`;
+      const previous = samples.get(key);
+      if (previous !== undefined && s.bytesDone > previous.done && now > previous.at) rates.set(s.node, ((s.bytesDone - previous.done) * 1000) / (now - previous.at));
+      if (previous?.done !== s.bytesDone) samples.set(key, { at: now, done: s.bytesDone });
+    }
+    return rates;
+  };
+
+  open();
+  return () => {
+    window.clearTimeout(reopen);
+    source?.close();
+  };
+}

@@ -1,0 +1,186 @@
+/**
+ * The shardctl dashboard: what the daemon sees, live. Routes live in the URL's hash (#/, #/clusters/
+ * <name>, #/plan) so the daemon serves one page; state comes only from the event stream (live.ts).
+ */
+import { render } from "preact";
+import { useCallback, useEffect, useState } from "preact/hooks";
+import { previewPlan, requestReconcile, type Answer } from "./api.js";
+import { ClusterPage } from "./components/cluster-page.js";
+import { ClustersList } from "./components/clusters-list.js";
+import { PlanPreviewPage } from "./components/plan-preview.js";
+import { TokenDialog } from "./components/token-dialog.js";
+import { formatClock } from "./format.js";
+import { connectLive, type LiveState } from "./live.js";
+import type { Health, PlanPreviewView } from "./status-types.js";
+import "./styles.css";
+
+type Route = { page: "clusters" } | { page: "cluster"; name: string } | { page: "plan" };
+
+function routeOf(hash: string): Route {
+  const cluster = /^#\/clusters\/(.+)$/.exec(hash);
+  if (cluster !== null) return { page: "cluster", name: decodeURIComponent(cluster[1]!) };
+  if (hash === "#/plan") return { page: "plan" };
+  return { page: "clusters" };
+}
+
+/**
+ * The stream opens as soon as this script runs, not after the first render: effects run only after
+ * a frame is painted, which would delay the first statuses by a frame or more.
+ */
+let latest: LiveState | undefined;
+const listeners = new Set<(state: LiveState) => void>();
+connectLive((state) => {
+  latest = state;
+  for (const listener of listeners) listener(state);
+});
+
+/** Re-render ages every second: a clock, not a poll (nothing is fetched). */
+const clockMs = 1000;
+
+function App() {
+  const [live, setLive] = useState<LiveState | undefined>(latest);
+  const [route, setRoute] = useState<Route>(routeOf(location.hash));
+  const [now, setNow] = useState(Date.now());
+  const [filter, setFilter] = useState<Health | "all">("all");
+  const [token, setToken] = useState<string | undefined>(undefined);
+  const [asking, setAsking] = useState<{ problem?: string; run: (token: string) => void } | undefined>(undefined);
+  const [reconcile, setReconcile] = useState<{ name: string; busy: boolean; note?: string } | undefined>(undefined);
+
+  useEffect(() => {
+    if (latest !== undefined) setLive(latest);
+    listeners.add(setLive);
+    return () => void listeners.delete(setLive);
+  }, []);
+  useEffect(() => {
+    const onHash = (): void => setRoute(routeOf(location.hash));
+    window.addEventListener("hashchange", onHash);
+    const timer = window.setInterval(() => setNow(Date.now()), clockMs);
+    return () => {
+      window.removeEventListener("hashchange", onHash);
+      window.clearInterval(timer);
+    };
+  }, []);
+  useEffect(() => {
+    document.title = route.page === "cluster" ? `${route.name} · shardctl` : route.page === "plan" ? "plan preview · shardctl" : "clusters · shardctl";
+    document.getElementById("main")?.focus();
+  }, [route]);
+
+  /** Run `action` with the token when the daemon wants one: ask for it first, and again when refused. */
+  const withToken = useCallback(
+    <T,>(action: (token: string | undefined) => Promise<Answer<T>>, done: (answer: Answer<T>) => void): void => {
+      const attempt = (candidate: string | undefined): void => {
+        void action(candidate).then((answer) => {
+          if (!answer.ok && answer.status === 401) {
+            setToken(undefined);
+            setAsking({ problem: candidate === undefined ? undefined : "The daemon refused that token.", run: attempt });
+            return;
+          }
+          if (candidate !== undefined) setToken(candidate);
+          done(answer);
+        });
+      };
+      if (live?.tokenRequired === true && token === undefined) setAsking({ run: attempt });
+      else attempt(token);
+    },
+    [live?.tokenRequired, token],
+  );
+
+  const onReconcile = (name: string): void => {
+    setReconcile({ name, busy: true });
+    withToken(
+      (t) => requestReconcile(name, t),
+      (answer) =>
+        setReconcile({
+          name,
+          busy: false,
+          note: answer.ok
+            ? `The daemon took the request at ${formatClock(Date.now())}: a pass now, with a fresh restart budget.`
+            : `Refused: ${answer.reason}: ${answer.message}`,
+        }),
+    );
+  };
+
+  const onPreview = (toml: string, name: string, probe: boolean): Promise<{ preview?: PlanPreviewView; problem?: string }> =>
+    new Promise((resolve) =>
+      withToken(
+        (t) => previewPlan(toml, name, probe, t),
+        (answer) => resolve(answer.ok ? { preview: answer.body } : { problem: `${answer.reason}: ${answer.message}` }),
+      ),
+    );
+
+  const clusters = [...(live?.clusters.values() ?? [])].sort((a, b) => a.cluster.localeCompare(b.cluster));
+  const stale = live?.connection === "gone";
+  return (
+    <>
+      <a class="skip" href="#main" onClick={(e) => (e.preventDefault(), document.getElementById("main")?.focus())}>
+        Skip to content
+      </a>
+      <header class="top">
+        <nav aria-label="dashboard">
+          <a class="brand" href="#/">
+            shardctl
+          </a>
+          <a href="#/" aria-current={route.page !== "plan" ? "page" : undefined}>
+            Clusters
+          </a>
+          <a href="#/plan" aria-current={route.page === "plan" ? "page" : undefined}>
+            Plan preview
+          </a>
+        </nav>
+        <Connection live={live} />
+      </header>
+      <main id="main" tabIndex={-1}>
+        {route.page === "clusters" ? <ClustersList clusters={clusters} filter={filter} onFilter={setFilter} now={now} stale={stale} /> : null}
+        {route.page === "cluster" ? (
+          <ClusterPage
+            name={route.name}
+            status={live?.clusters.get(route.name)}
+            now={now}
+            rates={live?.rates.get(route.name)}
+            stale={stale}
+            onReconcile={onReconcile}
+            reconciling={reconcile?.name === route.name && reconcile.busy}
+            reconcileNote={reconcile?.name === route.name ? reconcile.note : undefined}
+          />
+        ) : null}
+        {route.page === "plan" ? <PlanPreviewPage onPreview={onPreview} /> : null}
+      </main>
+      <TokenDialog
+        open={asking !== undefined}
+        problem={asking?.problem}
+        onSubmit={(value) => {
+          const run = asking?.run;
+          setAsking(undefined);
+          run?.(value);
+        }}
+        onCancel={() => {
+          setAsking(undefined);
+          setReconcile((r) => (r === undefined ? r : { ...r, busy: false, note: "Cancelled: no token given." }));
+        }}
+      />
+    </>
+  );
+}
+
+/** Whether the page is live: connecting, live (and whether the daemon restarted), or the daemon is gone. */
+function Connection({ live }: { live: LiveState | undefined }) {
+  const state = live?.connection ?? "connecting";
+  const text =
+    state === "live"
+      ? live?.restartedAt === undefined
+        ? "Live"
+        : `Live — the daemon restarted at ${formatClock(live.restartedAt)}`
+      : state === "gone"
+        ? `The daemon is gone since ${formatClock(live?.since ?? Date.now())}: showing its last word, reconnecting…`
+        : "Connecting to the daemon…";
+  return (
+    <p class={`connection conn-${state}`} role={state === "gone" ? "alert" : "status"} aria-live="polite" data-testid="connection" data-state={state}>
+      <span class="dot" aria-hidden="true" /> {text}
+    </p>
+  );
+}
+
+const root = document.getElementById("app")!;
+// The "Loading…" line is for the moment before this script runs; render() would keep it.
+root.textContent = "";
+render(<App />, root);

@@ -1,0 +1,90 @@
+/**
+ * The shapes the page reads: the status schema (schemas/status.schema.json) as the endpoints serve
+ * it, and the plan preview. Kept to what the page uses; src/dashboard/types.ts checks at compile
+ * time that the daemon's ClusterStatus fits them, so the page cannot read a field the schema lacks.
+ */
+export type Health = "Healthy" | "Progressing" | "Degraded" | "Unhealthy" | "Stopped" | "Suspended" | "Disabled" | "Stalled";
+
+export interface ConditionView {
+  type: string;
+  status: "True" | "False" | "Unknown";
+  reason: string;
+  message: string;
+  lastTransitionTime: string;
+  observedRevision: string;
+}
+
+export interface StagePlanView {
+  index: number;
+  node: string;
+  layers: [number, number];
+  weightBytes: number;
+  kvBytes: number;
+  totalBytes: number;
+  budgetBytes: number | null;
+  /** Where budgetBytes came from; absent in status files written before it was recorded. */
+  budgetSource?: "declared" | "probed" | "probed-capped-by-declared" | "memory-limit" | null;
+  fit: number | null;
+}
+
+export interface PlanView {
+  strategy: "equal" | "memory";
+  feasible: boolean;
+  stages: StagePlanView[];
+  warnings: Array<{ reason: string; message: string }>;
+}
+
+export interface StagingView {
+  node: string;
+  state: "present" | "needs-download" | "mismatched" | "staging" | "failed" | "unknown";
+  bytesDone: number;
+  bytesTotal: number;
+}
+
+export interface StageCardView {
+  index: number;
+  node: string;
+  layers: [number, number];
+  address?: string;
+  pid?: number;
+  alive: boolean;
+  transport: "listening" | "closed" | "unknown";
+  since?: string;
+}
+
+export interface StatusView {
+  cluster: string;
+  file: string;
+  observedRevision: string;
+  gitCommit?: string;
+  desired: "running" | "stopped";
+  model?: string;
+  health: Health;
+  conditions: ConditionView[];
+  plan?: PlanView;
+  staging: StagingView[];
+  stages: StageCardView[];
+  coordinator?: { node: string; url: string; pid?: number; health: "ok" | "loading" | "down" | "unknown" };
+  router?: { backend: string; url: string; registered: boolean };
+  timeline: Array<{ at: string; step: string; detail?: string }>;
+  restarts?: { revision: string; count: number; budget: number; evidence: Array<{ at: string; reason: string; message: string; logTail: string[] }> };
+  lastError?: { reason: string; message: string; at: string };
+  history: Array<{ at: string; action: string; result: "success" | "waiting" | "failed" | "stalled"; reason?: string; durationMs: number }>;
+}
+
+/** `POST /api/plan`'s answer. */
+export interface PlanPreviewView {
+  cluster: string;
+  feasible: boolean;
+  plan?: PlanView;
+  model?: { source: string; family: string; layers: number; dtype: string };
+  errors: Array<{ reason: string; message: string }>;
+  issues: string[];
+}
+
+/** The stream's first event. */
+export interface HelloView {
+  tokenRequired: boolean;
+  startedAt: string;
+  clusters: string[];
+}

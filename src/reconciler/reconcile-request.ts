@@ -1,0 +1,33 @@
+/**
+ * A request for a pass now, with a fresh restart budget (`shardctl reconcile <name>`, the
+ * dashboard's "Reconcile now"): a file named after the cluster, dropped atomically into the
+ * daemon's requests directory. The daemon removes it once its status says the request was taken.
+ */
+import { access, mkdir, rename, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { Settings } from "../spec/index.js";
+import { requestsDirOf } from "./daemon.js";
+
+/** Drop the request for `name`; returns the request file. */
+export async function dropReconcileRequest(settings: Settings, name: string): Promise<string> {
+  const dir = requestsDirOf(settings);
+  const request = join(dir, name);
+  await mkdir(dir, { recursive: true });
+  await writeFile(`${request}.tmp`, new Date().toISOString());
+  await rename(`${request}.tmp`, request);
+  return request;
+}
+
+/** True once the daemon took the request (removed its file), false when `deadlineMs` passed first; checks every 50 ms. */
+export async function requestTaken(request: string, deadlineMs: number): Promise<boolean> {
+  const deadline = Date.now() + deadlineMs;
+  while (Date.now() < deadline) {
+    const present = await access(request).then(
+      () => true,
+      () => false,
+    );
+    if (!present) return true;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return false;
+}

@@ -1,0 +1,238 @@
+/**
+ * The dashboard end to end in real headless Chromium (Debian's chromium, driven by playwright-core):
+ * a daemon in this process launches the demo-shaped cluster (two stages, the reference engine) on
+ * two real sshd nodes; the page shows the plan bars, the launch timeline and two healthy stage
+ * cards; a kill -9 of a stage's engine turns its card and the badge unhealthy and back to healthy
+ * after the relaunch, without a reload; "Reconcile now" is refused with a wrong token and taken
+ * with the right one; the page says so when the daemon stops and comes back live when it restarts.
+ * Screenshots go to test-artifacts/dashboard/ (gitignored); with UPDATE_DOCS_SCREENSHOT=1 the light
+ * cluster page also to docs/dashboard.png, the README's picture.
+ */
+import { copyFile, mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import { pino } from "pino";
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { startDaemon, type ClusterStatus, type Daemon } from "../../src/reconciler/index.js";
+import { launchChromium } from "../support/chromium.js";
+import { allocateHost } from "../support/test-world.js";
+import {
+  definitionText,
+  enginePidOf,
+  enginesOf,
+  fastLaunch,
+  fastMonitor,
+  freePort,
+  freePortRange,
+  repoRoot,
+  startWorld,
+  waitForStatus,
+  writeDefinition,
+  writeSettings,
+  type DaemonWorld,
+} from "../reconciler/daemon-fixture.js";
+import { enableDashboard } from "./support.js";
+
+const tokenEnv = "SHARDCTL_TEST_BROWSER_TOKEN";
+const token = "browser-test-token-7f3a9c";
+const artefacts = join(repoRoot, "test-artifacts/dashboard");
+
+let world: DaemonWorld;
+let daemon: Daemon;
+let browser: Browser;
+let page: Page;
+let url: string;
+
+/** The daemon in this process; `teardownOnExit` for the last one, so the test leaves nothing running. */
+function runDaemon(teardownOnExit = false): Promise<Daemon> {
+  const log = pino({ level: "debug" }, pino.destination({ dest: join(world.root, "daemon.log"), sync: true }));
+  return startDaemon({
+    dir: world.clustersDir,
+    settingsFile: world.settingsFile,
+    log,
+    resyncMs: 2_000,
+    debounceMs: 50,
+    launchDeadlines: fastLaunch,
+    monitor: fastMonitor,
+    teardownOnExit,
+  });
+}
+
+async function shot(name: string): Promise<string> {
+  const path = join(artefacts, `${name}.png`);
+  await page.screenshot({ path, fullPage: true });
+  return path;
+}
+
+/** Wait until `condition` (browser-side JavaScript) holds in the page. */
+async function until(condition: string, timeoutMs = 45_000): Promise<void> {
+  try {
+    await page.waitForFunction(condition, undefined, { timeout: timeoutMs, polling: 100 });
+  } catch (error) {
+    const seen = await page.evaluate("window.__seen").catch(() => undefined);
+    const status = await fetch(new URL("api/clusters/demo", url)).then((r) => r.text(), String);
+    throw new Error(`${String(error)}\npage states seen: ${JSON.stringify(seen)}\nstatus: ${status.slice(0, 3000)}`, { cause: error });
+  }
+}
+
+const cardStates = `[...document.querySelectorAll('[data-testid=stage-card]')].map((c) => c.dataset.state).join(",")`;
+const badge = `document.querySelector('h1 [data-testid=health-badge]')?.dataset.health`;
+
+beforeAll(async () => {
+  await mkdir(artefacts, { recursive: true });
+  process.env[tokenEnv] = token;
+  world = await startWorld({ sshNodes: 2 });
+  await writeSettings(world, { restartBudget: 5 });
+  // A fixed address (a leased loopback host and a free port on it): the page finds a restarted daemon there.
+  const host = await allocateHost();
+  await enableDashboard(world, { address: `${host}:${await freePort(host)}`, tokenEnv });
+  const hosts = ["127.0.0.1", ...world.hosts.values()];
+  // The coordinator outlives a broken pipeline by 2 s: the first death the daemon sees is a stage's.
+  const extraArgs = ["--connect-timeout-ms", "5000", "--broken-exit-delay-ms", "2000"];
+  await writeDefinition(world, "demo", definitionText(world, { nodes: ["n1", "n2"], port: await freePort(), portRange: await freePortRange(hosts), extraArgs }));
+  daemon = await runDaemon();
+  url = daemon.uiUrl!;
+  browser = await launchChromium();
+  // bypassCSP: the test evaluates its probes as strings, which the page's policy (no eval) refuses.
+  page = await browser.newPage({ viewport: { width: 1280, height: 900 }, colorScheme: "light", bypassCSP: true });
+}, 600_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await daemon?.stop();
+  // Tear the cluster down: a daemon that tears down on exit, once it has adopted what runs.
+  if (world !== undefined) {
+    const last = await runDaemon(true).catch(() => undefined);
+    await last?.whenIdle();
+    await last?.stop();
+    expect(await enginesOf(world)).toEqual([]);
+    await world.close();
+  }
+  delete process.env[tokenEnv];
+}, 120_000);
+
+describe("the dashboard in Chromium", () => {
+  test("the cluster page: plan bars, launch timeline, two healthy stage cards", async () => {
+    await page.goto(`${url}#/clusters/demo`);
+    await until(`${badge} === "Healthy" && ${cardStates} === "healthy,healthy"`, 90_000);
+    expect(await page.locator("[data-testid=layer-bar] .layer-segment").count()).toBe(2);
+    expect(await page.locator("[data-testid=fit-row]").count()).toBe(2);
+    expect(await page.locator("[data-testid=layer-bar]").getAttribute("aria-label")).toMatch(
+      /^4 layers over 2 stages: stage 0 on n1: layers 0 to 1 \(2\); stage 1 on n2: layers 2 to 3 \(2\)$/,
+    );
+    expect(await page.locator("[data-testid=timeline] .timeline-segment").count()).toBeGreaterThanOrEqual(4);
+    const steps = await page.locator("[data-testid=timeline] .timeline-list strong").allTextContents();
+    expect(steps[0]).toBe("launch-started");
+    expect(steps).toContain("coordinator-healthy");
+    expect(steps.at(-1)).toBe("ready");
+    expect(await page.locator("[data-testid=connection]").getAttribute("data-state")).toBe("live");
+    const light = await shot("cluster-light");
+    // The README's picture: refreshed on demand only, so an ordinary test run leaves the tree clean.
+    if (process.env.UPDATE_DOCS_SCREENSHOT === "1") await copyFile(light, join(repoRoot, "docs/dashboard.png"));
+    await page.emulateMedia({ colorScheme: "dark" });
+    await shot("cluster-dark");
+    await page.emulateMedia({ colorScheme: "light" });
+  }, 120_000);
+
+  test("the clusters list: one row with the Cluster badge, its health, stages up/total; the health filter", async () => {
+    await page.goto(`${url}#/`);
+    const row = page.locator("tr[data-cluster=demo]");
+    await row.waitFor();
+    expect(await row.locator("[data-testid=health-badge]").getAttribute("data-health")).toBe("Healthy");
+    expect(await row.textContent()).toMatch(/Cluster.*Healthy.*2\/2.*http:\/\/127\.0\.0\.1:\d+/);
+    await shot("clusters");
+    await page.locator("[data-testid=health-filter]").selectOption("Unhealthy");
+    expect(await row.count()).toBe(0);
+    await page.locator("[data-testid=health-filter]").selectOption("Healthy");
+    expect(await row.count()).toBe(1);
+    // Keyboard: the row's link is reachable and opens the cluster page.
+    await row.locator("a").focus();
+    await page.keyboard.press("Enter");
+    await page.locator("#cluster-title").waitFor();
+  });
+
+  test("kill -9 of a stage: its card and the badge turn unhealthy, then healthy after the relaunch, without a reload", async () => {
+    await page.goto(`${url}#/clusters/demo`);
+    await until(`${cardStates} === "healthy,healthy"`);
+    // Every state the page shows from now on, in order, and a marker a reload would lose.
+    await page.evaluate(`(() => {
+      window.__marker = "no reload";
+      window.__seen = [];
+      const record = () => {
+        const entry = ${badge} + "|" + ${cardStates};
+        if (window.__seen.at(-1) !== entry) window.__seen.push(entry);
+      };
+      new MutationObserver(record).observe(document.body, { subtree: true, childList: true, attributes: true, characterData: true });
+      record();
+    })()`);
+    const before = (await (await fetch(new URL("api/clusters/demo", url))).json()) as ClusterStatus;
+    const killed = await enginePidOf(before.stages[1]!.pid!);
+    process.kill(killed, "SIGKILL");
+    // The card the daemon marks dead is the first death it sees: the killed stage, or a peer stage that
+    // exited as its pipeline broke (a race between two exit watches); the killed stage's card is down
+    // either way. The badge says what the status says: Unhealthy at the death, then Progressing while
+    // the relaunch runs (a relaunch may follow within milliseconds, before a frame shows Unhealthy).
+    const deathShown = (s: string): boolean => {
+      const [health, cards] = s.split("|") as [string, string];
+      const states = cards.split(",");
+      return health !== "Healthy" && states.includes("dead") && states[1] !== "healthy";
+    };
+    await until(`window.__seen.some(${deathShown.toString()})`);
+    await shot("cluster-after-kill");
+    await until(`${badge} === "Healthy" && ${cardStates} === "healthy,healthy"`, 90_000);
+    const seen = (await page.evaluate("window.__seen")) as string[];
+    const dead = seen.findIndex(deathShown);
+    expect(seen[0]).toBe("Healthy|healthy,healthy");
+    expect(dead).toBeGreaterThan(0);
+    expect(seen.at(-1)).toBe("Healthy|healthy,healthy");
+    expect(await page.evaluate("window.__marker")).toBe("no reload");
+    const after = await waitForStatus(world, "demo", (s) => s.health === "Healthy" && s.stages.every((x) => x.alive));
+    expect(after.stages[1]!.pid).not.toBe(before.stages[1]!.pid);
+    expect(after.restarts?.evidence.at(-1)?.reason).toMatch(/Died$/);
+    await page.locator("text=Restarts").scrollIntoViewIfNeeded();
+    await shot("cluster-relaunched");
+  }, 150_000);
+
+  test('"Reconcile now" asks for the token, is refused with a wrong one and taken with the right one', async () => {
+    await page.locator("[data-testid=reconcile]").click();
+    const dialog = page.locator("[data-testid=token-dialog]");
+    await dialog.waitFor({ state: "visible" });
+    await page.locator("[data-testid=token-input]").fill("not-the-token");
+    await page.keyboard.press("Enter");
+    await page.locator("[data-testid=token-dialog] [role=alert]").waitFor();
+    expect(await page.locator("[data-testid=token-dialog] [role=alert]").textContent()).toContain("refused");
+    await shot("reconcile-token-refused");
+    await page.locator("[data-testid=token-input]").fill(token);
+    await page.keyboard.press("Enter");
+    await until(`document.querySelector("[data-testid=reconcile-note]").textContent.includes("took the request")`, 30_000);
+    expect(await dialog.isVisible()).toBe(false);
+    // The daemon took it: its status says a pass was asked with a fresh budget, then converges again.
+    await waitForStatus(world, "demo", (s) => s.restarts?.count === 1 || s.conditions.some((c) => c.reason === "RetryRequested"));
+    await until(`${badge} === "Healthy"`, 60_000);
+  }, 120_000);
+
+  test("the plan preview plans a pasted definition read-only", async () => {
+    await page.goto(`${url}#/plan`);
+    const text = definitionText(world, { nodes: ["n2", "n1"], port: 8080 });
+    await page.locator("[data-testid=preview-toml]").fill(text);
+    await page.locator("[data-testid=preview-submit]").click();
+    await page.locator("[data-testid=preview-result] [data-testid=layer-bar]").waitFor();
+    expect(await page.locator("[data-testid=preview-result] [data-testid=layer-bar]").getAttribute("aria-label")).toContain("stage 0 on n2");
+    expect(await page.locator("[data-testid=preview-result] h2").textContent()).toContain("feasible");
+    await shot("plan-preview");
+  });
+
+  test("the page says when the daemon is gone, and comes back live when it restarts", async () => {
+    await page.goto(`${url}#/clusters/demo`);
+    await until(`${badge} === "Healthy"`);
+    await daemon.stop();
+    await until(`document.querySelector("[data-testid=connection]").dataset.state === "gone"`, 15_000);
+    expect(await page.locator("[data-testid=connection]").textContent()).toContain("The daemon is gone");
+    expect(await page.locator("[data-testid=reconcile]").isDisabled()).toBe(true);
+    await shot("daemon-gone");
+    daemon = await runDaemon();
+    await until(`document.querySelector("[data-testid=connection]").dataset.state === "live"`, 30_000);
+    expect(await page.locator("[data-testid=connection]").textContent()).toContain("restarted");
+    await until(`${badge} === "Healthy" && ${cardStates} === "healthy,healthy"`, 60_000);
+  }, 120_000);
+});

@@ -1,0 +1,435 @@
+/**
+ * The WebAssembly kernels against plain loops written here: every weight format (f32, f16, bf16,
+ * MLX 4- and 8-bit with f32/f16/bf16 scales), odd sizes (tails of every SIMD block, outputs and
+ * rows not multiples of 4), several quantization groups per row, half-precision subnormals and
+ * infinities; and the determinism the engine's exactness rests on — a row computed alone equals
+ * the same row inside a batch, and 1, 2 or 3 threads and one or two arenas give the same bits.
+ */
+import { afterAll, describe, expect, it } from "vitest";
+import { Arena, KernelRuntime, type FloatKind, type LinearWeights, moveHalfSpecials, readRow, runAttention, runLinears } from "../../src/engine/kernels/index.js";
+import { ModelShard, readModelConfig } from "../../src/engine/model/index.js";
+import { makeTestModel } from "../../src/planner/test-model/index.js";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const runtimes: KernelRuntime[] = [];
+const dirs: string[] = [];
+afterAll(async () => {
+  await Promise.all(runtimes.map((r) => r.close()));
+  for (const d of dirs) await rm(d, { recursive: true, force: true });
+});
+
+/** A runtime whose workers (if any) have started, so its products really run on `threads` threads. */
+async function runtime(threads: number, arenaWeightBytes?: number): Promise<KernelRuntime> {
+  const r = new KernelRuntime({ threads, ...(arenaWeightBytes === undefined ? {} : { arenaWeightBytes }) });
+  runtimes.push(r);
+  await r.ready();
+  expect(r.pool.workersReady()).toBe(true);
+  return r;
+}
+
+/** mulberry32, so every run draws the same weights. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(a ^ (a >>> 15), a | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+// Independent decoders.
+function halfValue(bits: number): number {
+  const sign = bits & 0x8000 ? -1 : 1;
+  const e = (bits >> 10) & 31;
+  const m = bits & 1023;
+  if (e === 0) return sign * m * 2 ** -24;
+  if (e === 31) return m === 0 ? sign * Infinity : NaN;
+  return sign * 2 ** (e - 15) * (1 + m / 1024);
+}
+function bf16Value(bits: number): number {
+  const view = new DataView(new ArrayBuffer(4));
+  view.setUint32(0, bits << 16);
+  return view.getFloat32(0);
+}
+
+/** Random half bits: mostly normal values of moderate size, some zeros and subnormals. */
+function randomHalf(random: () => number): number {
+  const sign = random() < 0.5 ? 0x8000 : 0;
+  const roll = random();
+  if (roll < 0.03) return sign;
+  if (roll < 0.1) return sign | (1 + Math.floor(random() * 1023));
+  return sign | ((8 + Math.floor(random() * 10)) << 10) | Math.floor(random() * 1024);
+}
+function randomBf16(random: () => number): number {
+  return (random() < 0.5 ? 0x8000 : 0) | ((120 + Math.floor(random() * 10)) << 7) | Math.floor(random() * 128);
+}
+
+interface FloatMatrix {
+  kind: FloatKind;
+  out: number;
+  in: number;
+  bytes: Uint8Array;
+  /** Decoded values, row-major. */
+  values: number[];
+}
+
+function floatMatrix(kind: FloatKind, out: number, inN: number, random: () => number): FloatMatrix {
+  const n = out * inN;
+  if (kind === "f32") {
+    const data = new Float32Array(n).map(() => (random() - 0.5) * 2);
+    return { kind, out, in: inN, bytes: new Uint8Array(data.buffer), values: [...data] };
+  }
+  const data = new Uint16Array(n).map(() => (kind === "f16" ? randomHalf(random) : randomBf16(random)));
+  return { kind, out, in: inN, bytes: new Uint8Array(data.buffer), values: [...data].map(kind === "f16" ? halfValue : bf16Value) };
+}
+
+function place(r: KernelRuntime, bytes: Uint8Array): { arena: KernelRuntime["home"]; ptr: number } {
+  const spot = r.placeWeights(bytes.length);
+  spot.arena.u8(spot.ptr, bytes.length).set(bytes);
+  return spot;
+}
+
+function floatWeights(r: KernelRuntime, m: FloatMatrix): LinearWeights {
+  const { arena, ptr } = place(r, m.bytes);
+  const specials = m.kind === "f16" ? moveHalfSpecials(arena, ptr, m.out, m.in) : undefined;
+  return { format: "float", kind: m.kind, out: m.out, in: m.in, arena, weight: ptr, specials };
+}
+
+interface QuantMatrix {
+  bits: 4 | 8;
+  groupSize: number;
+  scaleKind: FloatKind;
+  out: number;
+  in: number;
+  packed: Uint8Array;
+  scales: Uint8Array;
+  biases: Uint8Array;
+  values: number[];
+}
+
+function quantMatrix(bits: 4 | 8, groupSize: number, scaleKind: FloatKind, out: number, inN: number, random: () => number): QuantMatrix {
+  const perWord = 32 / bits;
+  const words = new Uint32Array((out * inN) / perWord).map(() => Math.floor(random() * 2 ** 32));
+  const groups = out * (inN / groupSize);
+  const params = (): { bytes: Uint8Array; values: number[] } => {
+    if (scaleKind === "f32") {
+      const data = new Float32Array(groups).map(() => (random() - 0.5) * 0.1);
+      return { bytes: new Uint8Array(data.buffer), values: [...data] };
+    }
+    const data = new Uint16Array(groups).map(() => (scaleKind === "f16" ? randomHalf(random) : randomBf16(random)));
+    return { bytes: new Uint8Array(data.buffer), values: [...data].map(scaleKind === "f16" ? halfValue : bf16Value) };
+  };
+  const scales = params();
+  const biases = params();
+  const values: number[] = [];
+  for (let o = 0; o < out; o++) {
+    for (let i = 0; i < inN; i++) {
+      const word = words[(o * inN + i - ((o * inN + i) % perWord)) / perWord] as number;
+      const q = Math.floor(word / 2 ** (((o * inN + i) % perWord) * bits)) % 2 ** bits;
+      const g = o * (inN / groupSize) + Math.floor(i / groupSize);
+      values.push((scales.values[g] as number) * q + (biases.values[g] as number));
+    }
+  }
+  return { bits, groupSize, scaleKind, out, in: inN, packed: new Uint8Array(words.buffer), scales: scales.bytes, biases: biases.bytes, values };
+}
+
+/** Packed words, scales and biases side by side in one arena (as the loader places them). */
+function quantWeights(r: KernelRuntime, m: QuantMatrix): LinearWeights {
+  const offsets = [0, Arena.footprint(m.packed.length), Arena.footprint(m.packed.length) + Arena.footprint(m.scales.length)];
+  const { arena, ptr } = r.placeWeights((offsets[2] as number) + m.biases.length);
+  [m.packed, m.scales, m.biases].forEach((bytes, i) => arena.u8(ptr + (offsets[i] as number), bytes.length).set(bytes));
+  return {
+    format: "quantized",
+    bits: m.bits,
+    groupSize: m.groupSize,
+    out: m.out,
+    in: m.in,
+    arena,
+    packed: ptr,
+    scaleKind: m.scaleKind,
+    scales: ptr + (offsets[1] as number),
+    biases: ptr + (offsets[2] as number),
+  };
+}
+
+/** y = W·x through the kernels, for `rows` rows of x; returns y. */
+function product(r: KernelRuntime, w: LinearWeights, x: Float32Array, rows: number): Float32Array {
+  const home = r.home;
+  const xAt = r.buffer(home, "test-x", x.length * 4);
+  home.f32(xAt, x.length).set(x);
+  const yAt = r.buffer(home, "test-y", rows * w.out * 4);
+  runLinears(r, [{ weights: w, x: xAt, y: yAt }], rows);
+  return home.f32(yAt, rows * w.out).slice();
+}
+
+function randomInput(rows: number, inN: number, random: () => number): Float32Array {
+  return new Float32Array(rows * inN).map(() => (random() - 0.5) * 4);
+}
+
+/** Plain loops in double precision; the tolerance scales with Σ|w·x| (f32 accumulation). */
+function expectClose(y: Float32Array, values: number[], x: Float32Array, rows: number, out: number, inN: number): void {
+  for (let r = 0; r < rows; r++) {
+    for (let o = 0; o < out; o++) {
+      let exact = 0;
+      let magnitude = 0;
+      for (let i = 0; i < inN; i++) {
+        const p = (values[o * inN + i] as number) * (x[r * inN + i] as number);
+        exact += p;
+        magnitude += Math.abs(p);
+      }
+      const got = y[r * out + o] as number;
+      if (Math.abs(got - exact) > 1e-5 * magnitude + 1e-30) expect.fail(`row ${r} output ${o}: ${got} vs ${exact} (Σ|w·x| ${magnitude})`);
+    }
+  }
+}
+
+const floatShapes: Array<[number, number]> = [
+  [1, 1],
+  [5, 3],
+  [7, 8],
+  [9, 13],
+  [33, 67],
+  [4, 130],
+];
+const rowCounts = [1, 2, 5, 9];
+
+describe("float products against plain loops", () => {
+  for (const kind of ["f32", "f16", "bf16"] as const) {
+    it(`${kind}: every tail of outputs, inputs and rows`, async () => {
+      const r = await runtime(1);
+      const random = rng(kind.length * 7);
+      for (const [out, inN] of floatShapes) {
+        const m = floatMatrix(kind, out, inN, random);
+        const w = floatWeights(r, m);
+        for (const rows of rowCounts) {
+          const x = randomInput(rows, inN, random);
+          expectClose(product(r, w, x, rows), m.values, x, rows, out, inN);
+        }
+      }
+    });
+  }
+
+  it("f16: subnormals are moved out and added back exactly; infinities propagate", async () => {
+    const r = await runtime(1);
+    const inN = 21;
+    const bits = new Uint16Array(3 * inN);
+    bits[0] = 0x3c00; // 1.0
+    bits[5] = 0x0001; // the smallest subnormal, 2^-24
+    bits[inN + 1] = 0x3c00;
+    bits[inN + 20] = 0x83ff; // the largest negative subnormal, -1023 × 2^-24, in the tail
+    bits.fill(0x3c00, 2 * inN, 3 * inN);
+    bits[2 * inN + 9] = 0x7c00; // +Infinity
+    const values = [...bits].map(halfValue);
+    const w = floatWeights(r, { kind: "f16", out: 3, in: inN, bytes: new Uint8Array(bits.buffer), values });
+    expect(w.format === "float" && w.specials?.count).toBe(3);
+    const row = new Float32Array(inN).fill(1);
+    row[5] = 2 ** 20;
+    row[20] = 2 ** 20;
+    // The matrix-vector form (1 row) and the matrix-matrix form (2 rows) alike.
+    for (const rows of [1, 2]) {
+      const x = new Float32Array(rows * inN);
+      for (let k = 0; k < rows; k++) x.set(row, k * inN);
+      const y = product(r, w, x, rows);
+      for (let k = 0; k < rows; k++) {
+        expect(y[k * 3]).toBe(1 + 2 ** -4);
+        expect(y[k * 3 + 1]).toBe(1 - 1023 * 2 ** -4);
+        expect(y[k * 3 + 2]).toBe(Infinity);
+      }
+    }
+  });
+});
+
+describe("quantized products against plain loops", () => {
+  const cases: Array<{ bits: 4 | 8; groupSize: number }> = [
+    { bits: 4, groupSize: 32 },
+    { bits: 4, groupSize: 64 },
+    { bits: 4, groupSize: 128 },
+    { bits: 8, groupSize: 16 },
+    { bits: 8, groupSize: 32 },
+    { bits: 8, groupSize: 64 },
+  ];
+  for (const { bits, groupSize } of cases) {
+    for (const scaleKind of ["f16", "bf16", "f32"] as const) {
+      it(`${bits}-bit, group size ${groupSize}, ${scaleKind} scales: 1 and 3 groups per row, every output and row tail`, async () => {
+        const r = await runtime(1);
+        const random = rng(bits * 1000 + groupSize + scaleKind.length);
+        for (const groups of [1, 3]) {
+          for (const out of [1, 6, 9]) {
+            const m = quantMatrix(bits, groupSize, scaleKind, out, groups * groupSize, random);
+            const w = quantWeights(r, m);
+            for (const rows of rowCounts) {
+              const x = randomInput(rows, m.in, random);
+              expectClose(product(r, w, x, rows), m.values, x, rows, out, m.in);
+            }
+          }
+        }
+      });
+    }
+  }
+});
+
+describe("embedding rows are the stored values", () => {
+  it("f16 (with specials), bf16, f32 and quantized rows", async () => {
+    const r = await runtime(1);
+    const random = rng(99);
+    const check = (w: LinearWeights, values: number[]): void => {
+      for (const row of [0, w.out - 1]) {
+        const dst = new Float32Array(w.in + 2);
+        readRow(r, w, row, dst, 1);
+        expect([...dst.subarray(1, 1 + w.in)]).toEqual(values.slice(row * w.in, (row + 1) * w.in).map((v) => Math.fround(v)));
+      }
+    };
+    for (const kind of ["f16", "bf16", "f32"] as const) {
+      const m = floatMatrix(kind, 5, 37, random);
+      check(floatWeights(r, m), m.values);
+    }
+    for (const bits of [4, 8] as const) {
+      const m = quantMatrix(bits, 32, "f16", 3, 96, random);
+      check(quantWeights(r, m), m.values);
+    }
+  });
+});
+
+describe("attention against plain loops", () => {
+  it("grouped-query causal attention over a cache: head sizes with and without a whole 32-wide pass, not a multiple of 4", async () => {
+    const random = rng(5);
+    const heads = 6;
+    const kvHeads = 2;
+    for (const headDim of [8, 10, 32, 40]) {
+      const r = await runtime(1);
+      const start = 4;
+      const rows = 3;
+      const positions = start + rows;
+      const q = new Float32Array(rows * heads * headDim).map(() => random() - 0.5);
+      const keys = new Float32Array(positions * kvHeads * headDim).map(() => random() - 0.5);
+      const values = new Float32Array(positions * kvHeads * headDim).map(() => random() - 0.5);
+      const out = attend(r, q, keys, values, rows, start, heads, kvHeads, headDim);
+      for (let row = 0; row < rows; row++) {
+        for (let h = 0; h < heads; h++) {
+          const kv = Math.floor(h / (heads / kvHeads));
+          const scores: number[] = [];
+          for (let j = 0; j <= start + row; j++) {
+            let dot = 0;
+            for (let i = 0; i < headDim; i++) dot += (q[(row * heads + h) * headDim + i] as number) * (keys[(j * kvHeads + kv) * headDim + i] as number);
+            scores.push(dot / Math.sqrt(headDim));
+          }
+          const max = Math.max(...scores);
+          const e = scores.map((s) => Math.exp(s - max));
+          const z = e.reduce((a, b) => a + b, 0);
+          for (let i = 0; i < headDim; i++) {
+            const expected = e.reduce((s, w, j) => s + (w / z) * (values[(j * kvHeads + kv) * headDim + i] as number), 0);
+            expect(Math.abs((out[(row * heads + h) * headDim + i] as number) - expected)).toBeLessThan(1e-6);
+          }
+        }
+      }
+    }
+  });
+});
+
+function attend(
+  r: KernelRuntime,
+  q: Float32Array,
+  keys: Float32Array,
+  values: Float32Array,
+  rows: number,
+  start: number,
+  heads: number,
+  kvHeads: number,
+  headDim: number,
+): Float32Array {
+  const home = r.home;
+  const at = (name: string, data: Float32Array): number => {
+    const ptr = r.buffer(home, name, data.length * 4);
+    home.f32(ptr, data.length).set(data);
+    return ptr;
+  };
+  const out = r.buffer(home, "test-attn", q.length * 4);
+  runAttention(r, { q: at("test-q", q), keys: at("test-k", keys), values: at("test-v", values), out, rows, start, heads, kvHeads, headDim });
+  return home.f32(out, q.length).slice();
+}
+
+describe("results do not depend on batch, threads or arenas", () => {
+  const formats: Array<{ name: string; make: (random: () => number) => FloatMatrix | QuantMatrix }> = [
+    { name: "f32", make: (random) => floatMatrix("f32", 37, 45, random) },
+    { name: "f16", make: (random) => floatMatrix("f16", 37, 45, random) },
+    { name: "bf16", make: (random) => floatMatrix("bf16", 37, 45, random) },
+    { name: "4-bit", make: (random) => quantMatrix(4, 64, "f16", 37, 128, random) },
+    { name: "8-bit", make: (random) => quantMatrix(8, 32, "bf16", 37, 96, random) },
+  ];
+  const weightsOf = (r: KernelRuntime, m: FloatMatrix | QuantMatrix): LinearWeights => ("kind" in m ? floatWeights(r, m) : quantWeights(r, m));
+
+  for (const f of formats) {
+    it(`${f.name}: a row alone == that row in a batch of 7; 1 == 2 == 3 threads; one arena == weights in a second arena`, async () => {
+      const m = f.make(rng(f.name.length));
+      const x = randomInput(7, m.in, rng(3));
+      const one = await runtime(1);
+      const batch = product(one, weightsOf(one, m), x, 7);
+      const w = weightsOf(one, m);
+      for (let row = 0; row < 7; row++) {
+        const alone = product(one, w, x.subarray(row * m.in, (row + 1) * m.in), 1);
+        expect(alone).toEqual(batch.subarray(row * m.out, (row + 1) * m.out));
+      }
+      for (const threads of [2, 3]) {
+        const many = await runtime(threads);
+        const wm = weightsOf(many, m);
+        expect(product(many, wm, x, 7)).toEqual(batch);
+        expect(product(many, wm, x.subarray(0, m.in), 1)).toEqual(batch.subarray(0, m.out));
+      }
+      // A budget of one byte per arena: the first weights open arena 0, the next ones arena 1.
+      const split = await runtime(2, 1);
+      weightsOf(split, m);
+      const far = weightsOf(split, m);
+      expect(far.arena.index).toBeGreaterThan(0);
+      expect(product(split, far, x, 7)).toEqual(batch);
+    });
+  }
+
+  it("attention: 1 == 3 threads", async () => {
+    const random = rng(11);
+    const q = new Float32Array(5 * 4 * 16).map(() => random() - 0.5);
+    const kv = new Float32Array(9 * 2 * 16).map(() => random() - 0.5);
+    const vv = new Float32Array(9 * 2 * 16).map(() => random() - 0.5);
+    expect(attend(await runtime(3), q, kv, vv, 5, 4, 4, 2, 16)).toEqual(attend(await runtime(1), q, kv, vv, 5, 4, 4, 2, 16));
+  });
+
+  for (const variant of [
+    { name: "f16", options: { dtype: "f16" as const, seed: 21 } },
+    { name: "4-bit", options: { quantize: 4 as const, seed: 22 } },
+  ]) {
+    it(`${variant.name} model: a 40-token prompt in one call (two chunks) == token by token, on 1 and 3 threads, weights in one arena or many`, async () => {
+      const dir = await mkdtemp(join(tmpdir(), "engine-kernels-"));
+      dirs.push(dir);
+      await makeTestModel(dir, { layers: 2, hidden: 64, heads: 4, kvHeads: 2, vocab: 300, ...variant.options });
+      const config = readModelConfig(dir);
+      const tokens = Array.from({ length: 40 }, (_, i) => (i * 37) % 300);
+      const run = async (threads: number, stepwise: boolean, arenaWeightBytes?: number): Promise<Float32Array[]> => {
+        const shard = ModelShard.load(dir, config, { start: 0, end: config.layers }, { threads, ...(arenaWeightBytes === undefined ? {} : { arenaWeightBytes }) });
+        await shard.ready();
+        const cache = shard.createCache();
+        const out: Float32Array[] = [];
+        if (stepwise) {
+          for (const t of tokens) {
+            const hidden = shard.embed([t]);
+            shard.forward(cache, hidden, 1);
+            out.push(shard.logits(hidden, 0));
+          }
+        } else {
+          const hidden = shard.embed(tokens);
+          shard.forward(cache, hidden, tokens.length);
+          for (let row = 0; row < tokens.length; row++) out.push(shard.logits(hidden, row));
+        }
+        await shard.close();
+        return out;
+      };
+      const reference = await run(1, false);
+      expect(await run(1, true)).toEqual(reference);
+      expect(await run(3, false)).toEqual(reference);
+      expect(await run(3, true)).toEqual(reference);
+      // 16 KiB of weights per arena: every linear after the first in an arena of its own, away from the activations and caches.
+      expect(await run(2, false, 16 * 1024)).toEqual(reference);
+    });
+  }
+});
