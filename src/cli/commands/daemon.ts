@@ -11,13 +11,16 @@ export async function run(args: string[]): Promise<number> {
   });
   const format = parseLogFormat(values["log-format"]);
   const context = await loadContext(values);
+  // Listen before starting: a SIGTERM that arrives while the daemon starts (a service manager
+  // stopping it at once) must stop it cleanly, not kill it with its start half done.
+  const signalled = waitForSignal();
   const daemon = await startDaemon({
     dir: context.clustersDir,
     settingsFile: context.settings.file,
     log: createLogger("shardctl-daemon", { format }),
     teardownOnExit: values["teardown-on-exit"] ?? false,
   });
-  await waitForSignal();
+  await signalled;
   await daemon.stop();
   return 0;
 }
