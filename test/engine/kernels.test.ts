@@ -9,8 +9,9 @@ import { afterAll, describe, expect, it } from "vitest";
 import { Arena, KernelRuntime, type FloatKind, type LinearWeights, moveHalfSpecials, readRow, runAttention, runLinears } from "../../src/engine/kernels/index.js";
 import { ModelShard, readModelConfig } from "../../src/engine/model/index.js";
 import { makeTestModel } from "../../src/planner/test-model/index.js";
+import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 
 const runtimes: KernelRuntime[] = [];
@@ -351,6 +352,28 @@ function attend(
   return home.f32(out, q.length).slice();
 }
 
+describe("arena allocation", () => {
+  it("reuses released blocks, first fit, merging neighbours, and grows the memory only past its end", async () => {
+    const arena = (await runtime(1)).home;
+    const a = arena.alloc(1000);
+    const b = arena.alloc(64);
+    const c = arena.alloc(5000);
+    const top = arena.usedBytes;
+    expect([b - a, c - b]).toEqual([1024, 64]);
+    arena.release(a, 1000);
+    arena.release(b, 64);
+    // a and b merged: 1088 bytes from a's address.
+    expect(arena.alloc(1088)).toBe(a);
+    arena.release(a, 1088);
+    expect(arena.alloc(100)).toBe(a);
+    expect(arena.alloc(900)).toBe(a + 128);
+    expect(arena.usedBytes).toBe(top);
+    expect(arena.alloc(64)).toBe(top);
+    arena.u8(c, 5000).fill(7);
+    expect(arena.f32(c, 1)[0]).not.toBe(0);
+  });
+});
+
 describe("results do not depend on batch, threads or arenas", () => {
   const formats: Array<{ name: string; make: (random: () => number) => FloatMatrix | QuantMatrix }> = [
     { name: "f32", make: (random) => floatMatrix("f32", 37, 45, random) },
@@ -399,12 +422,12 @@ describe("results do not depend on batch, threads or arenas", () => {
     { name: "f16", options: { dtype: "f16" as const, seed: 21 } },
     { name: "4-bit", options: { quantize: 4 as const, seed: 22 } },
   ]) {
-    it(`${variant.name} model: a 40-token prompt in one call (two chunks) == token by token, on 1 and 3 threads, weights in one arena or many`, async () => {
+    it(`${variant.name} model: a 300-token prompt in one call (ten chunks; the KV cache grows past its first 256 positions) == token by token, on 1 and 3 threads, weights in one arena or many`, async () => {
       const dir = await mkdtemp(join(tmpdir(), "engine-kernels-"));
       dirs.push(dir);
       await makeTestModel(dir, { layers: 2, hidden: 64, heads: 4, kvHeads: 2, vocab: 300, ...variant.options });
       const config = readModelConfig(dir);
-      const tokens = Array.from({ length: 40 }, (_, i) => (i * 37) % 300);
+      const tokens = Array.from({ length: 300 }, (_, i) => (i * 37) % 300);
       const run = async (threads: number, stepwise: boolean, arenaWeightBytes?: number): Promise<Float32Array[]> => {
         const shard = ModelShard.load(dir, config, { start: 0, end: config.layers }, { threads, ...(arenaWeightBytes === undefined ? {} : { arenaWeightBytes }) });
         await shard.ready();
@@ -432,4 +455,38 @@ describe("results do not depend on batch, threads or arenas", () => {
       expect(await run(2, false, 16 * 1024)).toEqual(reference);
     });
   }
+});
+
+describe("a busy machine", () => {
+  it("chunks a descheduled kernel thread still holds are taken over, and the logits stay the same bits", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "engine-kernels-busy-"));
+    dirs.push(dir);
+    await makeTestModel(dir, { layers: 2, hidden: 256, heads: 4, kvHeads: 2, intermediate: 768, vocab: 300, dtype: "f16", seed: 23 });
+    const config = readModelConfig(dir);
+    const range = { start: 0, end: config.layers };
+    const alone = ModelShard.load(dir, config, range, { threads: 1 });
+    const shared = ModelShard.load(dir, config, range, { threads: 2 });
+    await shared.ready();
+    // Twice as many busy processes as cores: the machine deschedules the kernel thread mid-chunk.
+    const hogs: ChildProcess[] = Array.from({ length: 2 * availableParallelism() }, () =>
+      spawn(process.execPath, ["-e", "const end = Date.now() + 60000; while (Date.now() < end);"], { stdio: "ignore" }),
+    );
+    try {
+      for (let round = 0; round < 8 && shared.stolenChunks === 0; round++) {
+        const [a, b] = [alone.createCache(), shared.createCache()];
+        for (let t = 0; t < 60; t++) {
+          const [ha, hb] = [alone.embed([(t * 7) % 300]), shared.embed([(t * 7) % 300])];
+          alone.forward(a, ha, 1);
+          shared.forward(b, hb, 1);
+          expect(shared.logits(hb, 0)).toEqual(alone.logits(ha, 0));
+        }
+        alone.releaseCache(a);
+        shared.releaseCache(b);
+      }
+      expect(shared.stolenChunks).toBeGreaterThan(0);
+    } finally {
+      for (const hog of hogs) hog.kill();
+      await Promise.all([alone.close(), shared.close()]);
+    }
+  });
 });

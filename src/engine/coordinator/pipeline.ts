@@ -84,6 +84,7 @@ export class LocalPipeline implements Pipeline {
         nodeId: "single",
         stage: 0,
         threads: this.model.threads,
+        stolenChunks: this.model.stolenChunks,
         weightBytes: this.model.weightBytes,
         ...residentMemory(),
         rssBeforeLoad: this.rssBeforeLoad,

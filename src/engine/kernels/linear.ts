@@ -128,13 +128,13 @@ function runJob(runtime: KernelRuntime, calls: readonly LinearCall[], rows: numb
   // its scales and biases.
   const groups = first.format === "quantized" ? inN / first.groupSize : 0;
   const panelStride = Math.ceil(((2 * inN + 16 + 2 * groups) * 4) / 64) * 64;
-  const panel = rows > 1 ? runtime.buffer(arena, "panel", panelStride * runtime.threads) : 0;
+  const panel = rows > 1 ? runtime.threadBuffer(arena, "panel", panelStride * runtime.threads) : 0;
 
   calls.forEach((c, k) => {
     const l = c.weights;
-    const y = outputs[k] as number;
+    const output = { out: outputs[k] as number, rows, rowBytes: l.out * 4, unitBytes: 4 };
     if (l.format === "quantized") {
-      runtime.pool.add(l.bits === 4 ? TaskKind.linearQ4 : TaskKind.linearQ8, arena.index, l.out, [
+      runtime.pool.add(l.bits === 4 ? TaskKind.linearQ4 : TaskKind.linearQ8, arena, l.out, output, [
         l.packed,
         floatKindCode[l.scaleKind],
         l.scales,
@@ -142,7 +142,6 @@ function runJob(runtime: KernelRuntime, calls: readonly LinearCall[], rows: numb
         l.groupSize,
         prepared,
         sums,
-        y,
         rows,
         l.in,
         l.out,
@@ -150,13 +149,12 @@ function runJob(runtime: KernelRuntime, calls: readonly LinearCall[], rows: numb
         panelStride,
       ]);
     } else if (l.kind === "f32") {
-      runtime.pool.add(TaskKind.linearF32, arena.index, l.out, [l.weight, x, y, rows, l.in, l.out]);
+      runtime.pool.add(TaskKind.linearF32, arena, l.out, output, [l.weight, x, rows, l.in, l.out]);
     } else {
-      runtime.pool.add(l.kind === "f16" ? TaskKind.linearF16 : TaskKind.linearBf16, arena.index, l.out, [
+      runtime.pool.add(l.kind === "f16" ? TaskKind.linearF16 : TaskKind.linearBf16, arena, l.out, output, [
         l.weight,
         prepared,
         x,
-        y,
         rows,
         l.in,
         l.out,
@@ -207,13 +205,15 @@ export function runAttention(
 ): void {
   const positions = a.start + a.rows;
   const scoresStride = Math.ceil((positions * 4) / 64) * 64;
-  const scores = runtime.buffer(runtime.home, "scores", scoresStride * runtime.threads);
+  const scores = runtime.threadBuffer(runtime.home, "scores", scoresStride * runtime.threads);
+  const units = a.rows * a.heads;
   runtime.pool.add(
     TaskKind.attention,
-    0,
-    a.rows * a.heads,
-    [a.q, a.keys, a.values, a.out, a.start, a.heads, a.kvHeads, a.headDim, 0, scores, scoresStride],
-    [[8, 1 / Math.sqrt(a.headDim)]],
+    runtime.home,
+    units,
+    { out: a.out, rows: 1, rowBytes: units * a.headDim * 4, unitBytes: a.headDim * 4 },
+    [a.q, a.keys, a.values, a.start, a.heads, a.kvHeads, a.headDim, 0, scores, scoresStride],
+    [[7, 1 / Math.sqrt(a.headDim)]],
   );
   runtime.pool.run();
 }

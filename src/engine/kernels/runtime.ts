@@ -27,11 +27,12 @@ export class KernelRuntime {
   /** Weight bytes placed in each arena. */
   private readonly placed: number[] = [];
   private readonly buffers = new Map<string, { ptr: number; bytes: number }>();
+  private readonly threadBuffers = new Map<string, { ptr: number; bytes: number }>();
 
   constructor(options: RuntimeOptions = {}) {
     this.module = kernelModule();
     this.arenaWeightBytes = options.arenaWeightBytes ?? defaultArenaWeightBytes;
-    this.pool = new ThreadPool(options.threads ?? 1, this.module);
+    this.pool = new ThreadPool(options.threads ?? 1, this.module, (arena, bytes) => this.threadBuffer(arena, "worker-outputs", bytes));
     this.addArena();
   }
 
@@ -65,6 +66,22 @@ export class KernelRuntime {
     const arena = this.arenas[index] as Arena;
     this.placed[index] = (this.placed[index] as number) + footprint;
     return { arena, ptr: arena.alloc(bytes) };
+  }
+
+  /**
+   * Per-thread scratch `name` of at least `bytes` in `arena` (panels, attention scores, workers'
+   * private outputs). Unlike `buffer`, a block it outgrows is never reused: a worker descheduled
+   * mid-chunk, whose chunk the caller took over, may still write into its part of an old block.
+   * Blocks grow by doubling, so what is left behind stays under the size of the newest.
+   */
+  threadBuffer(arena: Arena, name: string, bytes: number): number {
+    const key = `${arena.index}:${name}`;
+    const have = this.threadBuffers.get(key);
+    if (have !== undefined && have.bytes >= bytes) return have.ptr;
+    const size = Math.max(bytes, 2 * (have?.bytes ?? 0));
+    const ptr = arena.alloc(size);
+    this.threadBuffers.set(key, { ptr, bytes: size });
+    return ptr;
   }
 
   /** Scratch buffer `name` of at least `bytes` in `arena` (its contents are lost when it grows). */

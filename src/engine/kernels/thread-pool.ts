@@ -1,14 +1,17 @@
 /**
  * The threads of one stage: the calling thread plus `threads - 1` workers, sharing the arenas'
- * memories. A job is published in the control block and the calling thread claims and runs its
- * chunks alongside the workers, then waits for the chunks still running elsewhere — so a product
- * over all threads is one synchronous call, like a product on one.
+ * memories. A job is published in the control block; the calling thread claims and runs its
+ * chunks alongside the workers, waits a moment for theirs, and takes over any a worker still
+ * holds (see tasks.ts) — so a product over all threads is one synchronous call, like a product on
+ * one, and a worker the machine deschedules costs its chunk's time, not its time slice.
  *
  * Every chunk gives the same bits whichever thread computes it, so when the workers cannot take
  * part — still starting (a worker boots only once the caller's event loop turns: await ready()),
- * late because the machine is busier than its cores (a descheduled worker holds its chunk for a
- * whole time slice, milliseconds, and every product waits for it), or stopped — the caller
- * computes the chunks itself.
+ * or late, the machine being busier than its cores — the caller computes the chunks itself. A job
+ * whose chunks had to be taken over keeps the next jobs on the caller for a pause (doubling with
+ * each such job, from minPauseMs to maxPauseMs; halving with each job the workers kept up with):
+ * on a machine that cannot give the stage its cores, one thread computing each chunk once beats
+ * two computing some twice.
  */
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -17,45 +20,49 @@ import type { Arena } from "./arena.js";
 import type { KernelExports } from "./kernel-module.js";
 import {
   argWord,
-  chunkDone,
+  ChunkState,
+  chunkStateIndex,
   chunksOf,
   claimChunk,
-  claimWord,
-  completeChunk,
+  claimedChunk,
   controlBytes,
   controlViews,
   type ControlViews,
+  isBefore,
+  jobMask,
   maxChunks,
   maxTasks,
-  runChunk,
-  runUnits,
+  openJob,
+  runAll,
+  readChunk,
+  runWork,
   Slot,
+  stateWord,
+  type TaskOutput,
   TaskKind,
   taskBase,
   taskWords,
   writeTaskHeader,
 } from "./tasks.js";
 
-/** How long an idle worker spins for the next job before sleeping, ms. */
-const spinMs = 2;
 /**
- * How long the caller spins for chunks running on other threads before sleeping, ms: short,
- * since a chunk takes microseconds and a long wait means the machine descheduled its thread —
- * which then needs a core, perhaps this one.
+ * How long an idle worker spins for the next job before sleeping, ms: long enough to bridge the
+ * element-wise steps between the products of a forward pass (tens of microseconds), short enough
+ * not to take a busy machine's cores from others between tokens.
  */
-const waitSpinMs = 0.2;
-/** How long the caller waits for chunks claimed elsewhere before computing them itself, ms. */
-const unresponsiveMs = 30_000;
+const spinMs = 0.2;
 /** Chunks per thread a task is cut into: more balance the load, fewer cost less claiming. */
 const chunksPerThread = 4;
 /**
- * A job whose caller waited longer than this for other threads' chunks found a worker
- * descheduled, ms (a chunk itself takes microseconds). Jobs then stay on the caller for a pause
- * that doubles with each late job (from minPauseMs to maxPauseMs) and halves with each prompt one.
+ * Once out of chunks to claim, the caller waits this many of its own average chunk times (plus
+ * `graceSlackMs`) for the workers' chunks before taking over those still running.
  */
-const lateWaitMs = 1;
+const graceChunks = 1.5;
+const graceSlackMs = 0.02;
 const minPauseMs = 50;
 const maxPauseMs = 2000;
+/** A worker copying out a published chunk for longer than this has stopped, ms. */
+const publishDeadlineMs = 30_000;
 
 /**
  * kernel-worker.js beside this module in the build. Run from source (vitest, tsx) there is only
@@ -69,11 +76,18 @@ function workerPath(): string {
 
 interface PendingTask {
   kind: number;
-  arena: number;
   units: number;
+  output: TaskOutput;
   words: readonly number[];
   floats: ReadonlyArray<[number, number]>;
 }
+
+/**
+ * Room for the workers' private output blocks: `bytes` in `arena`, at an address never handed to
+ * anything else afterwards (a descheduled worker may still write there after its chunk was taken
+ * over). See KernelRuntime.threadBuffer.
+ */
+export type PrivateSpace = (arena: Arena, bytes: number) => number;
 
 export class ThreadPool {
   private readonly views: ControlViews;
@@ -81,10 +95,11 @@ export class ThreadPool {
   private readonly ports: MessagePort[] = [];
   private readonly kernels: KernelExports[] = [];
   private pending: PendingTask[] = [];
+  private pendingArena: Arena | undefined;
   private job = 0;
   private closed = false;
-  /** Set when a worker stopped answering: the caller computes every chunk from then on. */
-  private degraded = false;
+  /** Chunks the caller took over from a worker that was too late with them, since start. */
+  stolenChunks = 0;
   /** Jobs stay on the caller until this time (performance.now(), ms), after late workers. */
   private pausedUntil = 0;
   private pauseMs = 0;
@@ -93,6 +108,7 @@ export class ThreadPool {
     /** Threads computing each job, the caller's included (≥ 1). */
     readonly threads: number,
     module: WebAssembly.Module,
+    private readonly privateSpace: PrivateSpace,
   ) {
     if (!Number.isInteger(threads) || threads < 1) throw new RangeError(`Expected threads to be a positive integer, got ${threads}`);
     this.views = controlViews(new SharedArrayBuffer(controlBytes));
@@ -116,9 +132,9 @@ export class ThreadPool {
     while (!this.workersReady() && !this.closed) await new Promise((resolve) => setTimeout(resolve, 1));
   }
 
-  /** Whether jobs are shared with the workers (false while they start, or after one stopped answering). */
+  /** Whether jobs are shared with the workers (false while they start). */
   workersReady(): boolean {
-    return !this.degraded && Atomics.load(this.views.i32, Slot.ready) === this.workers.length;
+    return Atomics.load(this.views.i32, Slot.ready) === this.workers.length;
   }
 
   /** Make `arena` usable by tasks (arenas are numbered in the order they are added). */
@@ -131,56 +147,88 @@ export class ThreadPool {
 
   /**
    * Add a task of `kind` to the next job: `units` outputs (or rows × heads for attention)
-   * computed in arena `arena`; `words` are its u32 arguments and `floats` [index, value] pairs of
-   * f32 arguments (see tasks.ts).
+   * computed in `arena` (one arena per job) and written as `output` says; `words` are its u32
+   * arguments and `floats` [index, value] pairs of f32 arguments (see tasks.ts).
    */
-  add(kind: number, arena: number, units: number, words: readonly number[], floats: ReadonlyArray<[number, number]> = []): void {
+  add(kind: number, arena: Arena, units: number, output: TaskOutput, words: readonly number[], floats: ReadonlyArray<[number, number]> = []): void {
     if (this.pending.length === maxTasks) throw new Error(`a job holds at most ${maxTasks} tasks`);
-    if (words.length > taskWords - 5) throw new Error("task arguments overflow the task slot");
-    this.pending.push({ kind, arena, units, words, floats });
+    if (words.length > taskWords - 9) throw new Error("task arguments overflow the task slot");
+    if (this.pendingArena !== undefined && this.pendingArena !== arena) throw new Error("the tasks of one job compute in one arena");
+    this.pendingArena = arena;
+    this.pending.push({ kind, units, output, words, floats });
   }
 
   /** Run the tasks added since the last run on every thread; returns when all are done. */
   run(): void {
     const tasks = this.pending;
+    const arena = this.pendingArena;
     this.pending = [];
-    if (tasks.length === 0) return;
+    this.pendingArena = undefined;
+    if (tasks.length === 0 || arena === undefined) return;
     if (this.closed) throw new Error("the thread pool is closed");
-    const share = this.workers.length > 0 && this.workersReady() && performance.now() >= this.pausedUntil;
-    const chunks = this.publish(tasks, share);
-    if (!share) {
-      // One chunk per task, all on this thread.
-      for (let t = 0; t < tasks.length; t++) runUnits(this.kernels, this.views, taskBase(t), 0, (tasks[t] as PendingTask).units, 0);
+    if (this.workers.length === 0 || !this.workersReady() || performance.now() < this.pausedUntil) {
+      this.write(tasks, arena, false);
+      runAll(this.kernels, this.views);
       return;
     }
+    const chunks = this.write(tasks, arena, true);
     const i32 = this.views.i32;
-    for (let chunk = claimChunk(i32); chunk >= 0; chunk = claimChunk(i32)) {
-      runChunk(this.kernels, this.views, chunk, 0);
-      completeChunk(i32, chunk, this.job);
+    const job = this.job;
+    // Claim and run chunks; then give the workers' last chunks a moment; then take over the rest.
+    const start = performance.now();
+    let own = 0;
+    for (let claim = claimChunk(this.views); claim >= 0; claim = claimChunk(this.views)) {
+      this.runHere(claimedChunk(claim), job);
+      own++;
     }
-    const waitStart = performance.now();
-    const finished = this.waitForChunks(chunks);
-    const waited = performance.now() - waitStart;
-    if (waited > lateWaitMs) {
+    const graceUntil = performance.now() + graceSlackMs + (graceChunks * (performance.now() - start)) / Math.max(1, own);
+    while (Atomics.load(i32, Slot.completed) < chunks && performance.now() < graceUntil) {
+      // Spin: a worker's last chunk is microseconds from done.
+    }
+    const stolenBefore = this.stolenChunks;
+    if (Atomics.load(i32, Slot.completed) < chunks) {
+      for (let chunk = 0; chunk < chunks; chunk++) {
+        const state = chunkStateIndex(chunk);
+        const before = Atomics.load(i32, state);
+        if (isBefore(before, job) && Atomics.compareExchange(i32, state, before, stateWord(job, ChunkState.stolen)) === before) {
+          this.runHere(chunk, job);
+          this.stolenChunks++;
+        }
+      }
+      this.waitForPublishing(chunks);
+    }
+    if (this.stolenChunks > stolenBefore) {
       this.pauseMs = Math.min(maxPauseMs, Math.max(minPauseMs, this.pauseMs * 2));
       this.pausedUntil = performance.now() + this.pauseMs;
     } else this.pauseMs /= 2;
-    if (!finished) {
-      // A worker stopped answering mid-chunk: stop the workers (one that resumed later would
-      // write into buffers the next jobs reuse), compute what is not done here, and keep every
-      // later job on this thread.
-      this.degraded = true;
-      for (const worker of this.workers) void worker.terminate();
-      for (let chunk = 0; chunk < chunks; chunk++) if (!chunkDone(i32, chunk, this.job)) runChunk(this.kernels, this.views, chunk, 0);
+    if (Atomics.load(i32, Slot.failed) !== 0) {
+      Atomics.store(i32, Slot.failed, 0);
+      throw new Error(`a kernel thread failed: ${this.workerError()}`);
     }
-    if (Atomics.load(i32, Slot.failed) !== 0) throw new Error(`a kernel thread failed: ${this.workerError()}`);
   }
 
-  /** Write the job into the control block; with `share`, cut it into chunks and wake the workers. Returns the chunk count. */
-  private publish(tasks: PendingTask[], share: boolean): number {
+  /** Compute chunk `chunk` on this thread, straight into the outputs, and mark it complete. */
+  private runHere(chunk: number, job: number): void {
+    const work = readChunk(this.views, chunk, 0);
+    runWork(this.kernels, work, 0, work.out);
+    Atomics.store(this.views.i32, chunkStateIndex(chunk), stateWord(job, ChunkState.complete));
+    Atomics.add(this.views.i32, Slot.completed, 1);
+  }
+
+  /**
+   * Write the job into the control block; with `share`, cut it into chunks, give the workers room
+   * for private copies of the outputs and open it. Returns the chunk count.
+   */
+  private write(tasks: PendingTask[], arena: Arena, share: boolean): number {
     const v = this.views;
+    // Every job gets a new number, shared or not: a worker descheduled since an earlier job reads
+    // nothing half-written (the version is odd while rewriting) and no other job's tasks as its own.
+    const job = (this.job + 1) & jobMask;
+    this.job = job;
+    Atomics.store(v.i32, Slot.tableVersion, job * 2 + 1);
     const perTaskLimit = Math.floor(maxChunks / tasks.length);
     let chunks = 0;
+    let privateBytes = 0;
     tasks.forEach((task, t) => {
       let perChunk = task.units;
       if (share) {
@@ -190,43 +238,43 @@ export class ThreadPool {
         const pieces = Math.min(blocks, this.threads * chunksPerThread, perTaskLimit);
         perChunk = Math.max(1, Math.ceil(blocks / pieces)) * unit;
       }
-      writeTaskHeader(v, t, task.kind, task.arena, task.units, perChunk, chunks);
+      writeTaskHeader(v, t, task.kind, task.units, perChunk, chunks, task.output, privateBytes);
       const base = taskBase(t);
       task.words.forEach((word, i) => (v.u32[argWord(base, i)] = word));
       for (const [i, value] of task.floats) v.f32[argWord(base, i)] = value;
       chunks += chunksOf(task.units, perChunk);
+      privateBytes += Math.ceil((task.output.rows * task.output.rowBytes) / 64) * 64;
     });
     const i32 = v.i32;
     i32[Slot.taskCount] = tasks.length;
+    i32[Slot.arena] = arena.index;
+    if (share) {
+      v.u32[Slot.privateBase] = this.privateSpace(arena, privateBytes * (this.threads - 1));
+      v.u32[Slot.privateStride] = privateBytes;
+    }
+    Atomics.store(i32, Slot.tableVersion, job * 2);
+    Atomics.store(i32, Slot.job, job);
     if (!share) return chunks;
-    this.job = (this.job + 1) | 0;
-    Atomics.store(i32, Slot.job, this.job);
     Atomics.store(i32, Slot.completed, 0);
-    Atomics.store(i32, Slot.failed, 0);
-    Atomics.store(i32, Slot.claim, claimWord(this.job, chunks, 0));
+    openJob(v, this.job, chunks);
     Atomics.add(i32, Slot.generation, 1);
     if (Atomics.load(i32, Slot.sleeping) > 0) Atomics.notify(i32, Slot.generation);
     return chunks;
   }
 
-  /** Wait until every chunk is complete; false if one claimed elsewhere stays running for unresponsiveMs. */
-  private waitForChunks(chunks: number): boolean {
+  /** Wait for the chunks workers are copying out of their private blocks (microseconds, unless one was descheduled). */
+  private waitForPublishing(chunks: number): void {
     const i32 = this.views.i32;
-    const spinUntil = performance.now() + waitSpinMs;
-    let spins = 0;
-    while (Atomics.load(i32, Slot.completed) < chunks) {
-      if ((++spins & 255) !== 0 || performance.now() < spinUntil) continue;
-      // A worker was descheduled mid-chunk: sleep until it reports, yielding the core to it.
-      const deadline = performance.now() + unresponsiveMs;
-      Atomics.store(i32, Slot.mainWaiting, 1);
+    const deadline = performance.now() + publishDeadlineMs;
+    Atomics.store(i32, Slot.mainWaiting, 1);
+    try {
       for (let done = Atomics.load(i32, Slot.completed); done < chunks; done = Atomics.load(i32, Slot.completed)) {
-        if (performance.now() > deadline) break;
-        Atomics.wait(i32, Slot.completed, done, 10);
+        if (performance.now() > deadline) throw new Error("a kernel thread stopped while publishing its results");
+        Atomics.wait(i32, Slot.completed, done, 1);
       }
+    } finally {
       Atomics.store(i32, Slot.mainWaiting, 0);
-      return Atomics.load(i32, Slot.completed) >= chunks;
     }
-    return true;
   }
 
   private workerError(): string {

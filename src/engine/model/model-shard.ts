@@ -128,6 +128,11 @@ export class ModelShard {
     return this.runtime.threads;
   }
 
+  /** Product chunks the calling thread took over from a late kernel thread, since load (a busy machine's sign). */
+  get stolenChunks(): number {
+    return this.runtime.pool.stolenChunks;
+  }
+
   /** Resolves once every kernel thread has started (products are correct before, on fewer threads). */
   ready(): Promise<void> {
     return this.runtime.ready();

@@ -207,6 +207,7 @@ class StageRuntime {
             stage: this.options.stage,
             range: [this.options.range.start, this.options.range.end],
             threads: this.options.threads,
+            stolenChunks: this.model.stolenChunks,
             weightBytes: this.model.weightBytes,
             ...residentMemory(),
             rssBeforeLoad: this.rssBeforeLoad,
