@@ -39,7 +39,7 @@ export async function runEngine(o: EngineOptions, exit: (code: number) => void =
     return startHttp(o, log, config, modelDir, "single", async (ctx) => {
       const pipeline = await LocalPipeline.load(modelDir, config, o.threads);
       ctx.pipeline = pipeline;
-      log.info({ weightBytes: pipeline.weightBytes, threads: o.threads }, "model loaded (single process)");
+      log.info({ weightBytes: pipeline.weightBytes, threads: pipeline.threads }, "model loaded (single process)");
     });
   }
 

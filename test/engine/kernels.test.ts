@@ -7,7 +7,7 @@
  */
 import { afterAll, describe, expect, it } from "vitest";
 import { Arena, KernelRuntime, type FloatKind, type LinearWeights, moveHalfSpecials, readRow, runAttention, runLinears } from "../../src/engine/kernels/index.js";
-import { ModelShard, readModelConfig } from "../../src/engine/model/index.js";
+import { ModelShard, readModelConfig, usefulThreads, type ModelConfig } from "../../src/engine/model/index.js";
 import { makeTestModel } from "../../src/planner/test-model/index.js";
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -21,9 +21,12 @@ afterAll(async () => {
   for (const d of dirs) await rm(d, { recursive: true, force: true });
 });
 
-/** A runtime whose workers (if any) have started, so its products really run on `threads` threads. */
+/**
+ * A runtime whose workers (if any) have started and share every product, however small, so its
+ * products really run on `threads` threads.
+ */
 async function runtime(threads: number, arenaWeightBytes?: number): Promise<KernelRuntime> {
-  const r = new KernelRuntime({ threads, ...(arenaWeightBytes === undefined ? {} : { arenaWeightBytes }) });
+  const r = new KernelRuntime({ threads, minSharedWork: 0, ...(arenaWeightBytes === undefined ? {} : { arenaWeightBytes }) });
   runtimes.push(r);
   await r.ready();
   expect(r.pool.workersReady()).toBe(true);
@@ -352,6 +355,20 @@ function attend(
   return home.f32(out, q.length).slice();
 }
 
+describe("kernel threads a model can use", () => {
+  it("none for a model whose largest product is under 512 × 512 multiply-adds; as asked otherwise", () => {
+    const config = (hiddenSize: number, intermediateSize: number, vocabSize: number): ModelConfig => ({
+      ...({} as ModelConfig),
+      hiddenSize,
+      intermediateSize,
+      vocabSize,
+    });
+    expect(usefulThreads(config(64, 128, 320), 8)).toBe(1);
+    expect(usefulThreads(config(256, 512, 512), 8)).toBe(8);
+    expect(usefulThreads(config(64, 128, 4096), 8)).toBe(8);
+  });
+});
+
 describe("arena allocation", () => {
   it("reuses released blocks, first fit, merging neighbours, and grows the memory only past its end", async () => {
     const arena = (await runtime(1)).home;
@@ -429,7 +446,12 @@ describe("results do not depend on batch, threads or arenas", () => {
       const config = readModelConfig(dir);
       const tokens = Array.from({ length: 300 }, (_, i) => (i * 37) % 300);
       const run = async (threads: number, stepwise: boolean, arenaWeightBytes?: number): Promise<Float32Array[]> => {
-        const shard = ModelShard.load(dir, config, { start: 0, end: config.layers }, { threads, ...(arenaWeightBytes === undefined ? {} : { arenaWeightBytes }) });
+        const shard = ModelShard.load(
+          dir,
+          config,
+          { start: 0, end: config.layers },
+          { threads, minSharedWork: 0, ...(arenaWeightBytes === undefined ? {} : { arenaWeightBytes }) },
+        );
         await shard.ready();
         const cache = shard.createCache();
         const out: Float32Array[] = [];
@@ -465,7 +487,7 @@ describe("a busy machine", () => {
     const config = readModelConfig(dir);
     const range = { start: 0, end: config.layers };
     const alone = ModelShard.load(dir, config, range, { threads: 1 });
-    const shared = ModelShard.load(dir, config, range, { threads: 2 });
+    const shared = ModelShard.load(dir, config, range, { threads: 2, minSharedWork: 0 });
     await shared.ready();
     // Twice as many busy processes as cores: the machine deschedules the kernel thread mid-chunk.
     const hogs: ChildProcess[] = Array.from({ length: 2 * availableParallelism() }, () =>

@@ -5,7 +5,7 @@
  */
 import { residentMemory } from "../memory.js";
 import { KernelRuntime } from "../kernels/index.js";
-import { Sampler, type SampledToken, type SamplingParams, type SequenceCache, ModelShard, type ModelConfig } from "../model/index.js";
+import { Sampler, type SampledToken, type SamplingParams, type SequenceCache, ModelShard, type ModelConfig, usefulThreads } from "../model/index.js";
 
 export interface Pipeline {
   prepare(seq: number, params: SamplingParams): void;
@@ -35,7 +35,7 @@ export class LocalPipeline implements Pipeline {
   /** Start `threads` kernel threads, then load the whole model. */
   static async load(dir: string, config: ModelConfig, threads: number): Promise<LocalPipeline> {
     // The kernel threads are part of the idle runtime: started (and measured) before the weights.
-    const runtime = new KernelRuntime({ threads });
+    const runtime = new KernelRuntime({ threads: usefulThreads(config, threads) });
     await runtime.ready();
     const rssBeforeLoad = residentMemory().rss;
     return new LocalPipeline(ModelShard.load(dir, config, { start: 0, end: config.layers }, { runtime }), rssBeforeLoad);
@@ -43,6 +43,11 @@ export class LocalPipeline implements Pipeline {
 
   get weightBytes(): number {
     return this.model.weightBytes;
+  }
+
+  /** Threads computing each product. */
+  get threads(): number {
+    return this.model.threads;
   }
 
   prepare(seq: number, params: SamplingParams): void {

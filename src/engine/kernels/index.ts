@@ -13,6 +13,7 @@
  * which arenas get around.
  */
 export { KernelRuntime, type RuntimeOptions } from "./runtime.js";
+export { minSharedWork } from "./thread-pool.js";
 export { Arena } from "./arena.js";
 export {
   floatKindBytes,

@@ -81,7 +81,7 @@ for (;;) {
       attachArenas();
       runClaimed(claimedChunk(claim), claimedJob(claim));
     } catch (error) {
-      // Publish nothing: the main thread takes the chunk over and the job still completes.
+      // Publish nothing: the main thread takes the chunk over, then fails the job with this message.
       Atomics.store(i32, Slot.failed, 1);
       port.postMessage({ error: (error as Error).message });
     }

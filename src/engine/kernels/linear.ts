@@ -134,7 +134,7 @@ function runJob(runtime: KernelRuntime, calls: readonly LinearCall[], rows: numb
     const l = c.weights;
     const output = { out: outputs[k] as number, rows, rowBytes: l.out * 4, unitBytes: 4 };
     if (l.format === "quantized") {
-      runtime.pool.add(l.bits === 4 ? TaskKind.linearQ4 : TaskKind.linearQ8, arena, l.out, output, [
+      runtime.pool.add(l.bits === 4 ? TaskKind.linearQ4 : TaskKind.linearQ8, arena, l.out, rows * l.in * l.out, output, [
         l.packed,
         floatKindCode[l.scaleKind],
         l.scales,
@@ -149,9 +149,9 @@ function runJob(runtime: KernelRuntime, calls: readonly LinearCall[], rows: numb
         panelStride,
       ]);
     } else if (l.kind === "f32") {
-      runtime.pool.add(TaskKind.linearF32, arena, l.out, output, [l.weight, x, rows, l.in, l.out]);
+      runtime.pool.add(TaskKind.linearF32, arena, l.out, rows * l.in * l.out, output, [l.weight, x, rows, l.in, l.out]);
     } else {
-      runtime.pool.add(l.kind === "f16" ? TaskKind.linearF16 : TaskKind.linearBf16, arena, l.out, output, [
+      runtime.pool.add(l.kind === "f16" ? TaskKind.linearF16 : TaskKind.linearBf16, arena, l.out, rows * l.in * l.out, output, [
         l.weight,
         prepared,
         x,
@@ -211,6 +211,8 @@ export function runAttention(
     TaskKind.attention,
     runtime.home,
     units,
+    // Scores and weighted values: 2 × headDim multiply-adds per position attended to.
+    units * positions * 2 * a.headDim,
     { out: a.out, rows: 1, rowBytes: units * a.headDim * 4, unitBytes: a.headDim * 4 },
     [a.q, a.keys, a.values, a.start, a.heads, a.kvHeads, a.headDim, 0, scores, scoresStride],
     [[7, 1 / Math.sqrt(a.headDim)]],

@@ -4,7 +4,7 @@
  */
 import { Arena } from "./arena.js";
 import { kernelModule } from "./kernel-module.js";
-import { ThreadPool } from "./thread-pool.js";
+import { minSharedWork, ThreadPool } from "./thread-pool.js";
 
 export interface RuntimeOptions {
   /** Threads computing each product, the caller's included. Default 1. */
@@ -14,6 +14,8 @@ export interface RuntimeOptions {
    * 4 GiB address space is left to the home arena's caches and scratch.
    */
   arenaWeightBytes?: number;
+  /** Multiply-adds below which a job stays on the calling thread. Default 512 × 512. */
+  minSharedWork?: number;
 }
 
 /** Bytes of weights an arena takes by default. */
@@ -32,7 +34,12 @@ export class KernelRuntime {
   constructor(options: RuntimeOptions = {}) {
     this.module = kernelModule();
     this.arenaWeightBytes = options.arenaWeightBytes ?? defaultArenaWeightBytes;
-    this.pool = new ThreadPool(options.threads ?? 1, this.module, (arena, bytes) => this.threadBuffer(arena, "worker-outputs", bytes));
+    this.pool = new ThreadPool(
+      options.threads ?? 1,
+      this.module,
+      (arena, bytes) => this.threadBuffer(arena, "worker-outputs", bytes),
+      options.minSharedWork ?? minSharedWork,
+    );
     this.addArena();
   }
 

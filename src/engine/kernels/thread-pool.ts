@@ -7,11 +7,12 @@
  *
  * Every chunk gives the same bits whichever thread computes it, so when the workers cannot take
  * part — still starting (a worker boots only once the caller's event loop turns: await ready()),
- * or late, the machine being busier than its cores — the caller computes the chunks itself. A job
- * whose chunks had to be taken over keeps the next jobs on the caller for a pause (doubling with
- * each such job, from minPauseMs to maxPauseMs; halving with each job the workers kept up with):
- * on a machine that cannot give the stage its cores, one thread computing each chunk once beats
- * two computing some twice.
+ * or late, the machine being busier than its cores — the caller computes the chunks itself. When
+ * more than `stealingShare` of recent jobs needed chunks taken over, the next jobs stay on the
+ * caller for a pause (doubling each time, from minPauseMs to maxPauseMs; halving with each job
+ * the workers kept up with): on a machine that cannot give the stage its cores, one thread
+ * computing each chunk once beats two computing some twice. (Now and then a late chunk is just a
+ * worker waking up; that costs one chunk twice and no pause.)
  */
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -54,11 +55,21 @@ const spinMs = 0.2;
 /** Chunks per thread a task is cut into: more balance the load, fewer cost less claiming. */
 const chunksPerThread = 4;
 /**
+ * Multiply-adds below which a job runs on the calling thread alone, by default: waking and
+ * joining the workers costs microseconds, which a product of 512 × 512 (tens of microseconds)
+ * repays and a smaller one does not.
+ */
+export const minSharedWork = 512 * 512;
+/**
  * Once out of chunks to claim, the caller waits this many of its own average chunk times (plus
  * `graceSlackMs`) for the workers' chunks before taking over those still running.
  */
 const graceChunks = 1.5;
-const graceSlackMs = 0.02;
+/** Covers a sleeping worker's wake-up (tens of microseconds). */
+const graceSlackMs = 0.1;
+/** Share of recent jobs (an exponential average over about 20) that may need chunks taken over. */
+const stealingShare = 0.1;
+const stealingDecay = 0.95;
 const minPauseMs = 50;
 const maxPauseMs = 2000;
 /** A worker copying out a published chunk for longer than this has stopped, ms. */
@@ -77,6 +88,8 @@ function workerPath(): string {
 interface PendingTask {
   kind: number;
   units: number;
+  /** Multiply-adds, about. */
+  work: number;
   output: TaskOutput;
   words: readonly number[];
   floats: ReadonlyArray<[number, number]>;
@@ -103,12 +116,16 @@ export class ThreadPool {
   /** Jobs stay on the caller until this time (performance.now(), ms), after late workers. */
   private pausedUntil = 0;
   private pauseMs = 0;
+  /** Exponential average of "this job needed chunks taken over" (0 or 1) over recent jobs. */
+  private stealing = 0;
 
   constructor(
     /** Threads computing each job, the caller's included (≥ 1). */
     readonly threads: number,
     module: WebAssembly.Module,
     private readonly privateSpace: PrivateSpace,
+    /** Multiply-adds below which a job stays on the calling thread. */
+    private readonly minWork = minSharedWork,
   ) {
     if (!Number.isInteger(threads) || threads < 1) throw new RangeError(`Expected threads to be a positive integer, got ${threads}`);
     this.views = controlViews(new SharedArrayBuffer(controlBytes));
@@ -146,16 +163,16 @@ export class ThreadPool {
   }
 
   /**
-   * Add a task of `kind` to the next job: `units` outputs (or rows × heads for attention)
-   * computed in `arena` (one arena per job) and written as `output` says; `words` are its u32
-   * arguments and `floats` [index, value] pairs of f32 arguments (see tasks.ts).
+   * Add a task of `kind` to the next job: `units` outputs (or rows × heads for attention), about
+   * `work` multiply-adds, computed in `arena` (one arena per job) and written as `output` says;
+   * `words` are its u32 arguments and `floats` [index, value] pairs of f32 arguments (see tasks.ts).
    */
-  add(kind: number, arena: Arena, units: number, output: TaskOutput, words: readonly number[], floats: ReadonlyArray<[number, number]> = []): void {
+  add(kind: number, arena: Arena, units: number, work: number, output: TaskOutput, words: readonly number[], floats: ReadonlyArray<[number, number]> = []): void {
     if (this.pending.length === maxTasks) throw new Error(`a job holds at most ${maxTasks} tasks`);
     if (words.length > taskWords - 9) throw new Error("task arguments overflow the task slot");
     if (this.pendingArena !== undefined && this.pendingArena !== arena) throw new Error("the tasks of one job compute in one arena");
     this.pendingArena = arena;
-    this.pending.push({ kind, units, output, words, floats });
+    this.pending.push({ kind, units, work, output, words, floats });
   }
 
   /** Run the tasks added since the last run on every thread; returns when all are done. */
@@ -166,7 +183,8 @@ export class ThreadPool {
     this.pendingArena = undefined;
     if (tasks.length === 0 || arena === undefined) return;
     if (this.closed) throw new Error("the thread pool is closed");
-    if (this.workers.length === 0 || !this.workersReady() || performance.now() < this.pausedUntil) {
+    const work = tasks.reduce((sum, task) => sum + task.work, 0);
+    if (this.workers.length === 0 || work < this.minWork || !this.workersReady() || performance.now() < this.pausedUntil) {
       this.write(tasks, arena, false);
       runAll(this.kernels, this.views);
       return;
@@ -197,7 +215,8 @@ export class ThreadPool {
       }
       this.waitForPublishing(chunks);
     }
-    if (this.stolenChunks > stolenBefore) {
+    this.stealing = this.stealing * stealingDecay + (this.stolenChunks > stolenBefore ? 1 - stealingDecay : 0);
+    if (this.stealing > stealingShare) {
       this.pauseMs = Math.min(maxPauseMs, Math.max(minPauseMs, this.pauseMs * 2));
       this.pausedUntil = performance.now() + this.pauseMs;
     } else this.pauseMs /= 2;

@@ -10,7 +10,7 @@
  * here. Every row's arithmetic is independent of the other rows, of the thread count and of how
  * a prompt is chunked, which is what makes the bit-identity hold.
  */
-import { KernelRuntime, type LinearWeights, linearBytes, readRow, runAttention, runLinears } from "../kernels/index.js";
+import { KernelRuntime, type LinearWeights, linearBytes, minSharedWork, readRow, runAttention, runLinears } from "../kernels/index.js";
 import { SequenceCache } from "./kv-cache.js";
 import type { ModelConfig } from "./model-config.js";
 import { applyRope, computeInverseFrequencies } from "./rope.js";
@@ -31,10 +31,23 @@ export interface ShardOptions {
   threads?: number;
   /** Weight bytes per kernel arena, for a new runtime (see KernelRuntime). Default 3 GiB. */
   arenaWeightBytes?: number;
+  /** Multiply-adds below which a product stays on the calling thread, for a new runtime. Default 512 × 512. */
+  minSharedWork?: number;
 }
 
 /** Prompt rows computed together: a longer prompt runs in chunks of this many, bounding scratch memory. */
 const chunkRows = 32;
+
+/**
+ * The threads worth starting for `config` when `requested` are asked for: 1 when even its largest
+ * per-token product (the fused gate and up projections, or lm_head) is too small to share
+ * (minSharedWork), as with the few-thousand-parameter test models — kernel threads would only add
+ * their start-up time.
+ */
+export function usefulThreads(config: ModelConfig, requested: number): number {
+  const largest = Math.max(2 * config.hiddenSize * config.intermediateSize, config.hiddenSize * config.vocabSize);
+  return largest < minSharedWork ? 1 : requested;
+}
 
 interface Layer {
   inputNorm: Float32Array;

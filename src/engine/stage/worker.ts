@@ -9,7 +9,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import { KernelRuntime } from "../kernels/index.js";
 import type { Logger } from "../log.js";
 import { residentMemory } from "../memory.js";
-import { Sampler, type SequenceCache, ModelShard, type ModelConfig } from "../model/index.js";
+import { Sampler, type SequenceCache, ModelShard, type ModelConfig, usefulThreads } from "../model/index.js";
 import {
   acceptLink,
   decodeActivations,
@@ -62,12 +62,13 @@ export interface RunningStage {
 /** Load the stage's weights, then listen. Resolves once listening. */
 export async function startStage(o: StageWorkerOptions): Promise<RunningStage> {
   // The kernel threads are part of the idle runtime: started (and measured) before the weights.
-  const runtime = new KernelRuntime({ threads: o.threads });
+  const threads = usefulThreads(o.config, o.threads);
+  const runtime = new KernelRuntime({ threads });
   await runtime.ready();
   const rssBeforeLoad = residentMemory().rss;
   const model = ModelShard.load(o.modelDir, o.config, o.range, { runtime });
   const rssAfterLoad = residentMemory().rss;
-  o.log.info({ range: [o.range.start, o.range.end], threads: o.threads, weightBytes: model.weightBytes, rssBeforeLoad, rssAfterLoad }, "stage weights loaded");
+  o.log.info({ range: [o.range.start, o.range.end], threads, weightBytes: model.weightBytes, rssBeforeLoad, rssAfterLoad }, "stage weights loaded");
   const stage = new StageRuntime(o, model, rssBeforeLoad, rssAfterLoad);
   const server = createServer((socket) => stage.accept(socket));
   await new Promise<void>((resolve, reject) => {
@@ -206,7 +207,7 @@ class StageRuntime {
             nodeId: this.options.nodeId,
             stage: this.options.stage,
             range: [this.options.range.start, this.options.range.end],
-            threads: this.options.threads,
+            threads: this.model.threads,
             stolenChunks: this.model.stolenChunks,
             weightBytes: this.model.weightBytes,
             ...residentMemory(),
