@@ -6,5 +6,6 @@ import { mlxcelFacts } from "./facts.js";
 export { mlxcelFacts } from "./facts.js";
 export { mlxcelSplit } from "./split-layers.js";
 export { renderMlxcelClusterToml } from "./cluster-toml.js";
+export { mlxcelServerArgv } from "./server-argv.js";
 
 export const mlxcelEngine: Engine = { facts: mlxcelFacts, createDriver: createMlxcelDriver };

@@ -1,4 +1,4 @@
-import { renderMlxcelClusterToml } from "../mlxcel/index.js";
+import { mlxcelServerArgv, renderMlxcelClusterToml } from "../mlxcel/index.js";
 import type { DriverOptions, EngineDriver, EngineTopology, ProcessFiles, StageSlot } from "../types.js";
 import { bundledShardEngine } from "./bundled-binary.js";
 import { referenceFacts } from "./facts.js";
@@ -14,17 +14,7 @@ export function createReferenceDriver(options: DriverOptions): EngineDriver {
     renderClusterConfig: renderMlxcelClusterToml,
     stageArgv(_topology: EngineTopology, stage: StageSlot, files: ProcessFiles): string[] {
       return [
-        ...program,
-        "-m",
-        files.modelDir,
-        "--distributed-config",
-        files.clusterConfig,
-        "--node-id",
-        stage.id,
-        "--host",
-        stage.address.host,
-        "--port",
-        String(stage.address.port),
+        ...mlxcelServerArgv(program, files, stage.id, stage.address),
         "--no-warmup",
         "--transport-token-file",
         files.tokenFile,
@@ -35,17 +25,7 @@ export function createReferenceDriver(options: DriverOptions): EngineDriver {
     coordinatorArgv(topology: EngineTopology, files: ProcessFiles): string[] {
       const { http, id } = topology.coordinator;
       return [
-        ...program,
-        "-m",
-        files.modelDir,
-        "--distributed-config",
-        files.clusterConfig,
-        "--node-id",
-        id,
-        "--host",
-        http.host,
-        "--port",
-        String(http.port),
+        ...mlxcelServerArgv(program, files, id, http),
         "--transport-token-file",
         files.tokenFile,
         "--model-name",
