@@ -28,6 +28,8 @@ export interface ClusterMemory {
   restarts?: RestartRecord;
   /** The supervision (health monitor + teardown on death) of the running launch, if any. */
   supervision?: { startedAt: string; supervision: Supervision };
+  /** The launch (its `startedAt`) whose death is already recorded: the monitor and a pass may both find it. */
+  deathRecordedFor?: string;
   /** The last commit that touched the definition, looked up once per revision. */
   gitCommit?: { revision: string; commit: string | undefined };
   /** The commit the checkout holding the definitions is at: looked up per revision and when HEAD moves. */

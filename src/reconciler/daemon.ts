@@ -34,7 +34,7 @@ export interface DaemonOptions {
   /** Debounce of file events, ms. Default 100. */
   debounceMs?: number;
   launchDeadlines?: Partial<LaunchDeadlines>;
-  monitor?: { pollIntervalMs?: number; strikes?: number };
+  monitor?: { pollIntervalMs?: number; strikes?: number; exitWatch?: boolean };
 }
 
 export interface Daemon {

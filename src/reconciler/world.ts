@@ -25,8 +25,8 @@ export interface WorldOptions {
   /** Ask for another pass of a cluster (the daemon's work queue). */
   requeue: (name: string) => void;
   launchDeadlines?: Partial<LaunchDeadlines>;
-  /** Health monitor tuning. Defaults: poll every 1000 ms, 3 strikes. */
-  monitor?: { pollIntervalMs?: number; strikes?: number };
+  /** Health monitor tuning. Defaults: poll every 1000 ms, 3 strikes, exit watches on. */
+  monitor?: { pollIntervalMs?: number; strikes?: number; exitWatch?: boolean };
   /** Where every composed status is also published (the dashboard's live stream). */
   feed?: StatusFeed;
 }

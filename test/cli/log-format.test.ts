@@ -34,10 +34,15 @@ async function daemonRoot(): Promise<string> {
   return root;
 }
 
-/** This process's environment without the variables under test, plus `extra`. */
+/**
+ * This process's environment without the variables under test, plus `extra`. Node's colour rule also
+ * reads `CI` (a CI runner counts as a 2-colour terminal), `TMUX`, `COLORTERM` and `TEAMCITY_VERSION`:
+ * they are dropped too, so the test sees the same rule on a CI runner as on a desk.
+ */
 function environment(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env = { ...process.env };
-  for (const name of ["FORCE_COLOR", "NO_COLOR", "NODE_DISABLE_COLORS", "SHARDCTL_LOG_LEVEL", "TERM"]) delete env[name];
+  const colourHints = ["CI", "TMUX", "COLORTERM", "TEAMCITY_VERSION", "TF_BUILD"];
+  for (const name of ["FORCE_COLOR", "NO_COLOR", "NODE_DISABLE_COLORS", "SHARDCTL_LOG_LEVEL", "TERM", ...colourHints]) delete env[name];
   return { ...env, ...extra };
 }
 

@@ -209,11 +209,12 @@ export async function commitAll(world: DaemonWorld, message: string): Promise<st
 /** Timings that keep a test in seconds. */
 export const fastLaunch = { stageListenMs: 15_000, coordinatorHealthMs: 15_000, readinessMs: 15_000, stopGraceMs: 2_000 };
 export const fastMonitor = { pollIntervalMs: 200, strikes: 2 };
+export type MonitorTimings = { pollIntervalMs?: number; strikes?: number; exitWatch?: boolean };
 
-/** The daemon in this process, logging to <root>/daemon.log. */
-export async function startInProcessDaemon(world: DaemonWorld, resyncMs = 60_000): Promise<Daemon> {
+/** The daemon in this process, logging to <root>/daemon.log; `monitor` replaces the fast health monitor's timings. */
+export async function startInProcessDaemon(world: DaemonWorld, resyncMs = 60_000, monitor: MonitorTimings = fastMonitor): Promise<Daemon> {
   const log = pino({ level: "debug" }, pino.destination({ dest: join(world.root, "daemon.log"), sync: true }));
-  return startDaemon({ dir: world.clustersDir, settingsFile: world.settingsFile, log, resyncMs, debounceMs: 50, launchDeadlines: fastLaunch, monitor: fastMonitor });
+  return startDaemon({ dir: world.clustersDir, settingsFile: world.settingsFile, log, resyncMs, debounceMs: 50, launchDeadlines: fastLaunch, monitor });
 }
 
 export interface SpawnedDaemon {

@@ -1,8 +1,10 @@
 /**
  * Tear down what runs at another launch identity, broken, or left half-launched or half-torn-down,
- * before launching (or before stalling on an exhausted restart budget). Ready is withdrawn first.
+ * before launching (or before stalling on an exhausted restart budget). Ready is withdrawn first; a
+ * death this pass found before the health monitor did is recorded as the monitor would have.
  */
 import { definitionOf } from "../pass.js";
+import { completeEvidence, deathFoundByPass, recordDeath } from "../record-death.js";
 import type { Step } from "../run-step.js";
 import { clearRuntime, setConditions } from "../verdicts.js";
 import { tearDown } from "./stop.js";
@@ -16,6 +18,9 @@ export const replace: Step = {
     const entry = pass.entry;
     if (entry === undefined) return;
     const gone = pass.observed?.gone ?? [];
+    // A pass that finds a process of the running launch gone before the monitor did records the death itself.
+    const death = entry.phase === "running" && gone.length > 0 ? await deathFoundByPass(pass, entry, gone) : undefined;
+    const evidence = death === undefined ? undefined : recordDeath(pass, entry, death);
     setConditions(pass.memory, revision, {
       Ready: {
         status: "False",
@@ -24,6 +29,7 @@ export const replace: Step = {
       },
     });
     await tearDown(pass);
+    if (death !== undefined) await completeEvidence(pass, entry, death.label, evidence);
     clearRuntime(pass.memory, revision);
   },
 };
