@@ -2,7 +2,7 @@
 import { lookup } from "node:dns/promises";
 import { isIP } from "node:net";
 import { join, posix } from "node:path";
-import { createDriver } from "../engines/index.js";
+import { createDriver, engineOf } from "../engines/index.js";
 import { defaultDeadlines, type LaunchDeadlines, type LaunchRequest } from "../launch/index.js";
 import { SshNode, type NodeAccess } from "../nodes/index.js";
 import type { ShardPlan } from "../planner/index.js";
@@ -42,12 +42,15 @@ export async function buildLaunchRequest(
     }),
   );
   const coordinatorNode = nodes.coordinator;
+  // An engine whose last stage serves HTTP listens at that stage's address.
+  const httpHost = engineOf(spec.engine.kind).readiness.httpServer === "last-stage" ? stages.at(-1)!.bindHost : spec.coordinator.host;
   return {
     cluster: spec.name,
     revision,
     driver: createDriver(spec.engine.kind, {
       extraArgs: spec.engine.extraArgs,
       ...(spec.engine.binary === undefined ? {} : { binary: spec.engine.binary }),
+      ...(spec.engine.python === undefined ? {} : { python: spec.engine.python }),
     }),
     transport: spec.transport.backend,
     portRange: spec.transport.portRange,
@@ -55,7 +58,7 @@ export async function buildLaunchRequest(
     coordinator: {
       nodeName: coordinatorNode.config.name,
       node: coordinatorNode,
-      bindHost: spec.coordinator.host,
+      bindHost: httpHost,
       httpPort: spec.coordinator.port,
       modelDir: modelPathOf(coordinatorNode),
       runDir: await runDirOf(coordinatorNode, spec.name, settings),

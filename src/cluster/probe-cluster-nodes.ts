@@ -12,9 +12,15 @@ import { ShardctlError } from "../errors/index.js";
 
 export async function probeClusterNodes(spec: ClusterSpec, nodes: NodeAccess[]): Promise<Record<string, NodeFacts>> {
   const engine = engineOf(spec.engine.kind);
-  // The engine says which binary is asked `--version` (none for a copy bundled with this installation).
-  const engineBinary = engine.versionProbeBinary(spec.engine.binary);
-  const probes = await Promise.all(nodes.map((node) => probeNode(node, engineBinary === undefined ? {} : { engineBinary })));
+  // The engine says which command prints its version (none for a copy bundled with this installation).
+  const versionCommand = engine.versionCommand(spec.engine);
+  const probes = await Promise.all(
+    nodes.map(async (node) => {
+      const [probe, version] = await Promise.all([probeNode(node), versionCommand === undefined ? undefined : askEngineVersion(node, versionCommand)]);
+      if (version === undefined) return probe;
+      return { ...probe, ...version };
+    }),
+  );
   const unreachable = probes.filter((p) => !p.reachable);
   if (unreachable.length > 0) {
     throw new ShardctlError("NodeUnreachable", `cannot probe ${unreachable.map((p) => `${p.name} (${p.error ?? "no answer"})`).join(", ")}`);
@@ -31,11 +37,11 @@ export async function probeClusterNodes(spec: ClusterSpec, nodes: NodeAccess[]):
     );
   }
   // A node without the engine would only fail at launch, as a stage that exits at once: say it now.
-  const engineless = engineBinary === undefined ? [] : probes.filter((p) => p.engineVersion === undefined);
+  const engineless = versionCommand === undefined ? [] : probes.filter((p) => p.engineVersion === undefined);
   if (engineless.length > 0) {
     throw new ShardctlError(
       "EngineNotFound",
-      `\`${engineBinary} --version\` fails on ${engineless.map((p) => `${p.name} (${p.error ?? "no output"})`).join(", ")}: install the engine there or set [engine] binary, then run \`shardctl reconcile\``,
+      `\`${versionCommand?.join(" ")}\` fails on ${engineless.map((p) => `${p.name} (${p.error ?? "no output"})`).join(", ")}: install the engine there or point [engine] binary (python, for mlx-lm) at it, then run \`shardctl reconcile\``,
       // Nothing this daemon does will install it: stall (and say so) rather than retry for ever.
       { terminal: true },
     );
@@ -50,4 +56,16 @@ export async function probeClusterNodes(spec: ClusterSpec, nodes: NodeAccess[]):
     };
   }
   return facts;
+}
+
+/** The first line the engine's version command prints on `node`, or why it failed. */
+async function askEngineVersion(node: NodeAccess, command: string[]): Promise<{ engineVersion: string } | { error: string }> {
+  try {
+    const result = await node.run(command, { deadlineMs: 30_000 });
+    const line = `${result.stdout}\n${result.stderr}`.trim().split("\n")[0]?.trim() ?? "";
+    if (result.exitCode === 0 && line !== "") return { engineVersion: line };
+    return { error: `exit ${result.exitCode}: ${line.slice(0, 200)}` };
+  } catch (error) {
+    return { error: (error as Error).message };
+  }
 }

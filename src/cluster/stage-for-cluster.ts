@@ -4,6 +4,7 @@
  * tokenizer, all verified. Every node is attempted; the result keeps each node's outcome, its
  * reason and whether retrying can help (a full disk cannot), so the caller can stall or retry.
  */
+import { engineOf } from "../engines/index.js";
 import { filesForStage } from "../planner/index.js";
 import type { ClusterSpec, Settings } from "../spec/index.js";
 import { ShardctlError } from "../errors/index.js";
@@ -47,7 +48,7 @@ export async function stageForCluster(
   // Every node gets the small files (config, tokenizer, index); weights only where a stage needs them.
   const requests: NodeStagingRequest[] = planned.plan.stages.map((stage, i) => ({
     node: nodes.stages[i]!,
-    files: spec.model.files === "all" ? "all" : stageFileList(manifest, filesForStage(planned.profile, stage)),
+    files: spec.model.files === "all" ? "all" : stageFileList(manifest, filesForStage(planned.profile, { ...stage, keepsEnds: keepsEnds(spec) })),
   }));
   // The coordinator's node, unless it also holds a stage (and so already gets the small files).
   if (!nodes.stages.includes(nodes.coordinator)) requests.push({ node: nodes.coordinator, files: stageFileList(manifest, []) });
@@ -98,4 +99,9 @@ async function checkPathModel(path: string, revision: string, nodes: NodeAccess[
     }
   }
   return { commit: revision, staged, failed, modelPaths: new Map(staged.map((s) => [s.node, s.modelPath])), bytesTransferred: 0 };
+}
+
+/** Whether every stage of the definition's engine keeps the embedding, final norm and lm_head. */
+function keepsEnds(spec: ClusterSpec): boolean {
+  return engineOf(spec.engine.kind).nonLayerTensors === "every-stage";
 }

@@ -87,6 +87,8 @@ export async function runEngine(o: EngineOptions, exit: (code: number) => void =
       log.error({ reason, exitInMs: o.brokenExitDelayMs }, "pipeline broken: a stage link was lost; health is 503 and the coordinator exits");
       setTimeout(() => exit(1), o.brokenExitDelayMs).unref();
     });
+    const connected = remote;
+    ctx.links = () => connected.linkStates();
     ctx.pipeline = remote;
   });
   return {

@@ -2,7 +2,7 @@
  * The engine kinds a cluster definition may name in `[engine] kind`. The spec's zod enum is built
  * from this tuple, so its order is the order the JSON Schema and messages list them in.
  */
-export const engineKinds = ["mlxcel", "reference"] as const;
+export const engineKinds = ["mlxcel", "reference", "mlx-lm"] as const;
 
 export type EngineKind = (typeof engineKinds)[number];
 

@@ -4,6 +4,7 @@
  */
 import type { EngineKind } from "./kinds.js";
 import { engineKinds } from "./kinds.js";
+import { mlxLmEngine } from "./mlx-lm/index.js";
 import { mlxcelEngine } from "./mlxcel/index.js";
 import { referenceEngine } from "./reference/index.js";
 import type { DriverOptions, Engine, EngineDriver, EngineFacts } from "./types.js";
@@ -11,6 +12,7 @@ import type { DriverOptions, Engine, EngineDriver, EngineFacts } from "./types.j
 const engines: Readonly<Record<EngineKind, Engine>> = {
   mlxcel: mlxcelEngine,
   reference: referenceEngine,
+  "mlx-lm": mlxLmEngine,
 };
 
 /** The facts of an engine kind. */

@@ -58,16 +58,25 @@ export interface ProcessFiles {
   clusterConfig: string;
   /** The per-launch transport token (mode 0600) on that node, for engines that authenticate. */
   tokenFile: string;
+  /** An empty per-launch directory on that node, for an engine's caches (mlx-lm's Hugging Face cache). */
+  cacheDir: string;
 }
 
 export interface EngineDriver {
   /** The facts of the engine this driver starts. */
   readonly facts: EngineFacts;
-  /** The engine cluster TOML for this topology (written on every node of the launch). */
+  /** The file name of the engine's cluster config in each run directory, e.g. "cluster.toml". */
+  readonly clusterConfigName: string;
+  /** The engine's cluster config for this topology (written on every node of the launch). */
   renderClusterConfig(topology: EngineTopology): string;
+  /**
+   * The order stages are started in, as waves of stage indices: every stage of a wave is started,
+   * then each is waited on until it is up (`readiness.stageUp`), before the next wave starts.
+   */
+  startOrder(topology: EngineTopology): number[][];
   /** argv of one stage worker. */
   stageArgv(topology: EngineTopology, stage: StageSlot, files: ProcessFiles): string[];
-  /** argv of the coordinator. */
+  /** argv of the coordinator; only asked of engines whose `readiness.httpServer` is "coordinator". */
   coordinatorArgv(topology: EngineTopology, files: ProcessFiles): string[];
   /** argv that prints the engine version (the probe's `<binary> --version`). */
   versionArgv(): string[];
@@ -79,6 +88,8 @@ export interface DriverOptions {
   binary?: string;
   /** `[engine] extra_args`, appended to every process's argv. */
   extraArgs: readonly string[];
+  /** `[engine] python`: the interpreter of engines run as a Python module. */
+  python?: string;
 }
 
 /** An engine kind: its facts, and how to make a driver for one launch. */
@@ -104,11 +115,11 @@ export interface EngineFacts {
    */
   readonly defaultBinary: string | undefined;
   /**
-   * The binary the node probe asks `--version`, given `[engine] binary` (undefined when unset);
-   * undefined skips the question. A bundled engine is this installation's own, so its version
-   * is known and a node without it is no sign of a missing install.
+   * The command the node probe runs to learn the engine's version (its first output line), given
+   * the definition's `[engine]` table; undefined skips the question. A bundled engine is this
+   * installation's own, so its version is known and a node without it is no sign of a missing install.
    */
-  versionProbeBinary(configured: string | undefined): string | undefined;
+  versionCommand(options: Pick<DriverOptions, "binary" | "python">): string[] | undefined;
   /** The accelerators the engine runs on; undefined when it runs on any node. */
   readonly runsOn: AcceleratorSupport | undefined;
   /**
@@ -118,6 +129,16 @@ export interface EngineFacts {
   readonly acceptsExplicitLayers: boolean;
   /** The split the engine computes when it is given no layer ranges (the "equal" strategy). */
   readonly ownSplit: LayerSplit;
+  /**
+   * The engine's own number for the stage at `stage` (layer order) of `stages`, when it numbers
+   * them otherwise (mlx-lm's ring ranks run in reverse); undefined: the stage index.
+   */
+  readonly rankOfStage?: (stage: number, stages: number) => number;
+  /**
+   * Where the embedding, final norm and lm_head live. "ends": the embedding on the first stage,
+   * norm and head on the last (the embedding too when tied). "every-stage": every stage keeps all.
+   */
+  readonly nonLayerTensors: "ends" | "every-stage";
   /** The model families the engine is validated on; others are planned only on request. */
   readonly modelFamilies: ValidatedFamilies;
   /**
@@ -141,6 +162,11 @@ export interface EngineFacts {
    * a sixth of it free). The planner's default when a plan names no headroom.
    */
   readonly memoryHeadroom: number;
+  /**
+   * The name a request's `model` must carry for the engine to serve it, whatever clients ask for
+   * (the router rewrites it); undefined: the engine serves the name clients use.
+   */
+  readonly servedModelName?: string;
   /** How launch and health tell the engine's processes are up, loading or dead. */
   readonly readiness: EngineReadiness;
 }
@@ -167,6 +193,8 @@ export interface ValidatedFamilies {
   readonly families: readonly string[];
   /** How messages name the group: "Llama family". */
   readonly name: string;
+  /** True when the engine cannot run other families at all (no `allow_unvalidated_family`). */
+  readonly only?: boolean;
 }
 
 export interface ExtraArgRules {
@@ -197,9 +225,9 @@ export interface EngineReadiness {
   readonly readyStatus: number;
   /**
    * The status `healthPath` answers while the coordinator is still loading: not ready, yet not
-   * dead (health reports "loading"; any other status is "down").
+   * dead (health reports "loading"; any other status is "down"). Undefined: no status means loading.
    */
-  readonly loadingStatus: number;
+  readonly loadingStatus: number | undefined;
   /**
    * POST path of the OpenAI-compatible completions endpoint. Launch generates one token through
    * it before it calls a cluster ready: a healthy listener is not yet a working pipeline.
@@ -209,12 +237,36 @@ export interface EngineReadiness {
    * How a stage shows it is up. "transport-listening": its transport port accepts TCP
    * connections from the coordinator's node; launch waits for every stage's port before it
    * starts the coordinator, and health probes the ports while the cluster runs.
+   * "ring-log-line": the stage joins a ring whose ports must never be probed (the first connection
+   * a ring port accepts becomes its neighbour): launch waits for `ringLog.ready` in its log, and
+   * health never connects to the ports.
    */
-  readonly stageUp: "transport-listening";
+  readonly stageUp: "transport-listening" | "ring-log-line";
+  /**
+   * Which process serves the OpenAI-compatible HTTP API. "coordinator": a process of its own that
+   * holds no layers. "last-stage": the stage holding the last layers serves it (no coordinator
+   * process; its node is the one `[coordinator]` names).
+   */
+  readonly httpServer: "coordinator" | "last-stage";
+  /** Log lines of a ring engine: when a stage is up, and when the pipeline broke while it kept running. */
+  readonly ringLog?: RingLog;
+  /**
+   * A generation watchdog for engines whose health endpoint answers 200 whatever the pipeline's
+   * state: health sends a one-token completion every `intervalMs` and declares the cluster dead
+   * when one takes longer than `timeoutMs` (a hung ring). Undefined: the health endpoint suffices.
+   */
+  readonly generationWatchdog?: { readonly intervalMs: number; readonly timeoutMs: number };
   /**
    * What the exit of one process means. "ends-pipeline": the engine cannot re-form a pipeline
    * around a lost stage or coordinator, so health treats any exit as the cluster's death and
    * supervision tears the whole cluster down (the next pass relaunches it).
    */
   readonly processExit: "ends-pipeline";
+}
+
+export interface RingLog {
+  /** The line a stage of `rank` prints once it listens for its neighbour (a regular expression's source). */
+  ready(rank: number): string;
+  /** Lines meaning the pipeline broke though the process runs on (regular expressions' sources). */
+  readonly broken: readonly string[];
 }

@@ -11,6 +11,7 @@ export type {
   DeathEvent,
   DeathReason,
   HealthDeps,
+  ObservabilityEvent,
   StageCard,
   TransportState,
   WatchedCluster,
@@ -20,5 +21,14 @@ export type {
 export { observeCluster, type ObserveOptions } from "./observe-cluster.js";
 export { monitorCluster, type ClusterMonitor, type MonitorOptions } from "./monitor-cluster.js";
 export { aggregateHealth } from "./aggregate-health.js";
-export { probeCoordinatorHealth, probeLiveness, probeTransport, type LivenessProbe } from "./probes.js";
+export {
+  probeCoordinatorHealth,
+  probeLiveness,
+  probeTransport,
+  probeTransportPort,
+  shouldProbeTransport,
+  transportStateOf,
+  type LivenessProbe,
+  type TransportAnswer,
+} from "./probes.js";
 export { StrikeCounter } from "./strike-counter.js";

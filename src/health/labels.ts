@@ -15,6 +15,14 @@ export function coordinatorOf(cluster: WatchedCluster): WatchedProcess | undefin
 }
 
 /**
+ * The process that serves the cluster's HTTP API: the coordinator, or — for an engine whose last
+ * stage serves it (mlx-lm's rank 0) — the stage of the last layers.
+ */
+export function httpServerOf(cluster: WatchedCluster, httpServer: "coordinator" | "last-stage"): WatchedProcess | undefined {
+  return httpServer === "coordinator" ? coordinatorOf(cluster) : stagesOf(cluster).at(-1);
+}
+
+/**
  * The transport port of a stage: launch records one transport port per stage, in stage order, so
  * the n-th transport port belongs to the stage of index n.
  */

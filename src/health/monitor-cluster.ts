@@ -1,42 +1,71 @@
 /**
  * Continuous health of a running cluster. Process death is learned from exit watches (a long-lived
- * command on the process's node that returns the moment it exits), with polling as the fallback;
- * a process whose start time no longer matches is a death at once (every engine's pipeline ends
- * with any of its processes: readiness.processExit). Doubtful probes (a node that does not
- * answer, a closed transport port, a coordinator health endpoint not answering the engine's ready
- * status) count strikes and fail the cluster only after `strikes` in a row. `onDeath` is called at most once; after it
- * the monitor stops itself (the pipeline is lost and is being torn down).
+ * command on the process's node that returns the moment it exits), with polling as the fallback.
+ *
+ * Every check runs on its own loop — one per node for the liveness of the processes it runs, one
+ * per stage for its transport port, one for the coordinator's /health — each probe with its own
+ * deadline (`probeTimeoutMs`, 1000 ms), so a silent node never holds up the judgement of another.
+ *
+ * Only evidence of a broken pipeline ends the cluster (`onDeath`, at most once; the monitor then
+ * stops itself):
+ * - a process seen gone (its start time no longer matches): at once;
+ * - the coordinator's /health answering anything but ready, or refusing, `strikes` (2) times in a
+ *   row; silence (no answer within the deadline) `strikes + 1` times, since a busy coordinator may
+ *   answer late;
+ * - a stage's transport port refused, or silent from the coordinator's node while that node itself
+ *   answers, `strikes` times in a row (each probe tries several staggered connects, so packet loss
+ *   alone does not read as silence).
+ * Losing the control channel to a node is not such evidence: when its liveness probes go unanswered
+ * `strikes` times in a row the node is reported unobservable (`onUnobservable`), the cluster keeps
+ * serving, the probes keep trying (the SSH pool reconnects), and `onObservable` follows once it
+ * answers again.
+ *
+ * Bound with the defaults (poll 1000 ms, deadline 1000 ms, 2 strikes): a partitioned stage node is
+ * judged within 1 s (until the next probe) + 2 × 1 s (two silent probes) = 3 s of the partition.
  */
-import { coordinatorOf, labelOf, proberNodeName, stagesOf, transportPortOf } from "./labels.js";
-import { defaultProbeTimeoutMs, readinessOf, probeCoordinatorHealth, probeLiveness, probeTransport } from "./probes.js";
+import { setMaxListeners } from "node:events";
+import { httpServerOf, labelOf, proberNodeName, stagesOf, transportPortOf } from "./labels.js";
+import { defaultProbeTimeoutMs, probeCoordinatorHealth, probeGeneration, probeLiveness, probeTransportPort, readinessOf, shouldProbeTransport } from "./probes.js";
 import { StrikeCounter } from "./strike-counter.js";
-import type { DeathEvent, DeathReason, HealthDeps, WatchedCluster, WatchedProcess } from "./types.js";
+import type { DeathEvent, DeathReason, HealthDeps, ObservabilityEvent, WatchedCluster, WatchedProcess } from "./types.js";
 
 export interface MonitorOptions extends HealthDeps {
   onDeath: (event: DeathEvent) => void;
-  /** Time between polls, ms. Default 1000. */
+  /** A node stopped answering its liveness probes (the control channel is lost); the pipeline may still serve. */
+  onUnobservable?: (event: ObservabilityEvent) => void;
+  /** A node reported unobservable answers again. */
+  onObservable?: (event: ObservabilityEvent) => void;
+  /** Time from the start of one probe of a check to the start of its next, ms. Default 1000. */
   pollIntervalMs?: number;
-  /** Consecutive doubtful probes before the cluster is declared dead. Default 3. */
+  /** Consecutive failed probes of a check before it is judged. Default 2. */
   strikes?: number;
   /** Start exit watches (polling alone when false). Default true. */
   exitWatch?: boolean;
   /** Pause before restarting an exit watch that ended without the process ending, ms. Default 1000. */
   rewatchDelayMs?: number;
+  /** Replaces the engine's generation watchdog timings (tests shorten them). Default: the engine's. */
+  generationWatchdog?: { intervalMs: number; timeoutMs: number };
 }
 
 export interface ClusterMonitor {
   /** Stop watching and polling; resolves once every watcher and probe in flight has ended. */
   stop(): Promise<void>;
+  /** Nodes currently reported unobservable, with why. */
+  unobservable(): ReadonlyMap<string, string>;
 }
 
 export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions): ClusterMonitor {
-  const { pollIntervalMs = 1_000, strikes: limit = 3, exitWatch = true, rewatchDelayMs = 1_000 } = options;
+  const { pollIntervalMs = 1_000, strikes: limit = 2, exitWatch = true, rewatchDelayMs = 1_000 } = options;
   const timeoutMs = options.probeTimeoutMs ?? defaultProbeTimeoutMs;
   const readiness = readinessOf(cluster);
   const controller = new AbortController();
+  // One listener per exit watch and per check loop's pause: more than the default 10 on a large cluster.
+  setMaxListeners(0, controller.signal);
   const strikes = new StrikeCounter(limit);
   const pending = new Set<Promise<void>>();
-  let timer: NodeJS.Timeout | undefined;
+  /** Per node: consecutive unanswered liveness rounds. */
+  const unanswered = new Map<string, number>();
+  const unobservable = new Map<string, string>();
   let done = false;
 
   const track = (work: Promise<void>): void => {
@@ -48,10 +77,27 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     if (done) return;
     done = true;
     controller.abort();
-    if (timer !== undefined) clearTimeout(timer);
     options.onDeath({ cluster: cluster.cluster, label: labelOf(process), node: process.node, reason, detail, at: new Date().toISOString() });
   };
   const diedReason = (process: WatchedProcess): DeathReason => (process.role === "stage" ? "StageDied" : "CoordinatorDied");
+  const labelsOn = (node: string): string[] => cluster.processes.filter((p) => p.node === node).map(labelOf);
+
+  // A node answered (or did not): track whether the control channel to it works.
+  const answered = (node: string): void => {
+    unanswered.set(node, 0);
+    if (!unobservable.delete(node) || done) return;
+    options.onObservable?.({ cluster: cluster.cluster, node, labels: labelsOn(node), detail: "answers again", at: new Date().toISOString() });
+  };
+  const silent = (node: string, error: string): void => {
+    const count = (unanswered.get(node) ?? 0) + 1;
+    unanswered.set(node, count);
+    if (count < limit || unobservable.has(node) || done) return;
+    const detail = `${count} liveness probes in a row got no answer: ${error}`;
+    unobservable.set(node, detail);
+    options.onUnobservable?.({ cluster: cluster.cluster, node, labels: labelsOn(node), detail, at: new Date().toISOString() });
+  };
+  // The node that probes transport ports is trusted to report silence only while it answers itself.
+  const proberAnswers = (node: string): boolean => options.nodeFor(node).kind === "local" || (unanswered.get(node) ?? 0) === 0;
 
   // Watch every process's exit.
   const watch = async (process: WatchedProcess): Promise<void> => {
@@ -64,72 +110,105 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
       }
       if (controller.signal.aborted) return;
       // A watch also ends when its channel drops: confirm before declaring a death.
-      const { state } = await probeLiveness(node, process);
+      const { state } = await probeLiveness(node, process, { deadlineMs: timeoutMs });
       if (state === "gone") return die(process, diedReason(process), `pid ${process.pid} exited`);
       await sleep(rewatchDelayMs, controller.signal);
     }
   };
   if (exitWatch) for (const process of cluster.processes) track(watch(process));
 
-  // Poll: liveness of each process, each stage's transport port, the coordinator's /health.
-  const poll = async (): Promise<void> => {
-    const proberName = proberNodeName(cluster);
-    const coordinator = coordinatorOf(cluster);
-    const checks: Array<Promise<void>> = [];
-    for (const process of cluster.processes) {
-      checks.push(
-        probeLiveness(options.nodeFor(process.node), process).then(({ state, error }) => {
-          const key = `${labelOf(process)}:liveness`;
-          if (state === "gone") return die(process, diedReason(process), `pid ${process.pid} is no longer running`);
-          if (state === "alive") return strikes.clear(key);
-          if (strikes.strike(key)) die(process, diedReason(process), `${limit} liveness probes in a row failed on ${process.node}: ${error ?? "no answer"}`);
-        }),
-      );
+  // Liveness, per node: every process it runs, at once.
+  const checkNode = async (name: string): Promise<void> => {
+    const node = options.nodeFor(name);
+    const processes = cluster.processes.filter((p) => p.node === name);
+    const probes = await Promise.all(processes.map(async (process) => ({ process, probe: await probeLiveness(node, process, { deadlineMs: timeoutMs }) })));
+    if (done) return;
+    const gone = probes.find((p) => p.probe.state === "gone");
+    if (gone !== undefined) return die(gone.process, diedReason(gone.process), `pid ${gone.process.pid} is no longer running`);
+    if (probes.some((p) => p.probe.state === "alive")) return answered(name);
+    silent(name, probes.find((p) => p.probe.error !== undefined)?.probe.error ?? "no answer");
+  };
+
+  // A stage's transport port, from the coordinator's node: the path the pipeline itself uses.
+  const checkTransport = async (process: WatchedProcess, proberName: string, host: string, port: number): Promise<void> => {
+    const key = `${labelOf(process)}:transport`;
+    const answer = await probeTransportPort(options.nodeFor(proberName), host, port, timeoutMs);
+    if (done) return;
+    if (answer === "open") return strikes.clear(key);
+    if (answer === "unknown" || (answer === "no-answer" && !proberAnswers(proberName))) return;
+    const how = answer === "refused" ? "refused" : `silent from ${proberName} (no answer, not a refusal: the path to ${process.node} is cut)`;
+    if (strikes.strike(key)) die(process, "StagePortClosed", `transport ${host}:${port} was ${how} for ${limit} probes in a row`);
+  };
+
+  // The coordinator's /health, from the control machine.
+  const checkCoordinator = async (coordinator: WatchedProcess, url: string): Promise<void> => {
+    const health = await probeCoordinatorHealth(url, readiness, timeoutMs);
+    if (done) return;
+    if (health === "ok") return strikes.clear("coordinator:health");
+    // Any answer but "ready" counts; a run ends the cluster at `strikes` when its last answer is a
+    // definite one, and at `strikes + 1` when it is silence.
+    strikes.strike("coordinator:health");
+    const count = strikes.count("coordinator:health");
+    if (count >= limit + 1 || (count >= limit && health !== "unknown")) {
+      die(coordinator, "CoordinatorUnhealthy", `${url}${readiness.healthPath} was ${health === "unknown" ? "silent" : health} for ${count} probes in a row`);
     }
+  };
+
+  // Each check on its own loop: a probe starts `pollIntervalMs` after the previous one started, or
+  // as soon as it ended when it took longer (never two of one check at once).
+  const loop = (check: () => Promise<void>): void => {
+    track(
+      (async () => {
+        await sleep(pollIntervalMs, controller.signal);
+        while (!controller.signal.aborted && !done) {
+          const started = performance.now();
+          await check().catch(() => undefined);
+          await sleep(Math.max(0, pollIntervalMs - (performance.now() - started)), controller.signal);
+        }
+      })(),
+    );
+  };
+  for (const name of new Set(cluster.processes.map((p) => p.node))) loop(() => checkNode(name));
+  const proberName = proberNodeName(cluster);
+  if (proberName !== undefined && shouldProbeTransport(cluster)) {
     for (const process of stagesOf(cluster)) {
       const port = transportPortOf(cluster, process.index ?? 0);
-      if (port === undefined || proberName === undefined) continue;
-      checks.push(
-        probeTransport(options.nodeFor(proberName), port.host, port.port, timeoutMs).then((state) => {
-          const key = `${labelOf(process)}:transport`;
-          if (state === "listening") return strikes.clear(key);
-          if (strikes.strike(key)) die(process, "StagePortClosed", `transport ${port.host}:${port.port} was ${state} for ${limit} probes in a row`);
-        }),
-      );
+      if (port !== undefined) loop(() => checkTransport(process, proberName, port.host, port.port));
     }
-    if (coordinator !== undefined && cluster.coordinatorUrl !== undefined) {
-      const url = cluster.coordinatorUrl;
-      checks.push(
-        probeCoordinatorHealth(url, readiness, timeoutMs).then((health) => {
-          if (health === "ok") return strikes.clear("coordinator:health");
-          if (strikes.strike("coordinator:health")) die(coordinator, "CoordinatorUnhealthy", `${url}${readiness.healthPath} was ${health} for ${limit} probes in a row`);
-        }),
-      );
-    }
-    await Promise.all(checks);
-  };
-  const schedule = (): void => {
-    if (done) return;
-    timer = setTimeout(() => {
-      timer = undefined;
-      const tick = poll().finally(schedule);
-      track(tick);
-    }, pollIntervalMs);
-  };
-  schedule();
+  }
+  const server = httpServerOf(cluster, readiness.httpServer);
+  const url = cluster.coordinatorUrl;
+  if (server !== undefined && url !== undefined) loop(() => checkCoordinator(server, url));
+
+  // A pipeline that hangs while its /health answers 200 (mlx-lm's ring): one token, in time, or dead.
+  const watchdog = options.generationWatchdog ?? readiness.generationWatchdog;
+  if (server !== undefined && url !== undefined && watchdog !== undefined) {
+    track(
+      (async () => {
+        while (!controller.signal.aborted && !done) {
+          await sleep(watchdog.intervalMs, controller.signal);
+          if (controller.signal.aborted || done) return;
+          const answer = await probeGeneration(url, readiness, watchdog.timeoutMs, controller.signal);
+          if (done || controller.signal.aborted) return;
+          if (answer === "timeout") die(server, "GenerationHung", `a one-token completion through ${url} took over ${watchdog.timeoutMs} ms`);
+        }
+      })(),
+    );
+  }
 
   return {
     stop: async () => {
       done = true;
       controller.abort();
-      if (timer !== undefined) clearTimeout(timer);
       while (pending.size > 0) await Promise.allSettled([...pending]);
     },
+    unobservable: () => unobservable,
   };
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
     const timer = setTimeout(done, ms);
     function done(): void {
       clearTimeout(timer);

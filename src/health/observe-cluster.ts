@@ -3,9 +3,10 @@
  * the coordinator's node); the coordinator's liveness and `/health`; an aggregate health. Level-
  * triggered: it trusts nothing but the ledger's pids and start times and what the probes say now.
  */
+import { defaultEngineKind, engineOf } from "../engines/index.js";
 import { aggregateHealth } from "./aggregate-health.js";
-import { addressOf, coordinatorOf, labelOf, proberNodeName, stagesOf, transportPortOf } from "./labels.js";
-import { defaultProbeTimeoutMs, readinessOf, probeCoordinatorHealth, probeLiveness, probeTransport } from "./probes.js";
+import { addressOf, coordinatorOf, httpServerOf, labelOf, proberNodeName, stagesOf, transportPortOf } from "./labels.js";
+import { defaultProbeTimeoutMs, readinessOf, probeCoordinatorHealth, probeLiveness, probeTransport, shouldProbeTransport } from "./probes.js";
 import type { ClusterObservation, CoordinatorCard, HealthDeps, StageCard, TransportState, WatchedCluster } from "./types.js";
 
 export interface ObserveOptions extends HealthDeps {
@@ -22,6 +23,8 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
   const gone: string[] = [];
   const unknownLiveness = new Set<number>();
 
+  const rankOf = engineOf(cluster.engine ?? defaultEngineKind).rankOfStage;
+  const stageCount = stagesOf(cluster).length;
   // Probe every stage at once: liveness on its node, transport from the coordinator's node.
   const stages = await Promise.all(
     stagesOf(cluster).map(async (process): Promise<StageCard> => {
@@ -29,10 +32,12 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
       const label = labelOf(process);
       const port = transportPortOf(cluster, index);
       const [probe, transport] = await Promise.all([
-        probeLiveness(options.nodeFor(process.node), process),
-        port === undefined || proberName === undefined
-          ? Promise.resolve<TransportState>("unknown")
-          : probeTransport(options.nodeFor(proberName), port.host, port.port, timeoutMs),
+        probeLiveness(options.nodeFor(process.node), process, { deadlineMs: timeoutMs }),
+        !shouldProbeTransport(cluster)
+          ? Promise.resolve<TransportState>("not-probed")
+          : port === undefined || proberName === undefined
+            ? Promise.resolve<TransportState>("unknown")
+            : probeTransport(options.nodeFor(proberName), port.host, port.port, timeoutMs),
       ]);
       const liveness = probe.state;
       if (liveness === "unknown") {
@@ -42,7 +47,7 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
         gone.push(label);
         problems.push(`${label} (pid ${process.pid}) on ${process.node} is gone`);
       }
-      if (transport !== "listening" && port !== undefined) problems.push(`${label} transport ${addressOf(port)} is ${transport}`);
+      if (transport !== "listening" && transport !== "not-probed" && port !== undefined) problems.push(`${label} transport ${addressOf(port)} is ${transport}`);
       const layers = options.layers?.[index];
       const card: StageCard = {
         index,
@@ -50,6 +55,7 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
         layers: layers === undefined ? [0, 0] : [layers[0], layers[1]],
         ...(port === undefined ? {} : { address: addressOf(port) }),
         pid: process.pid,
+        ...(rankOf === undefined ? {} : { rank: rankOf(index, stageCount) }),
         alive: liveness === "alive",
         transport,
       };
@@ -67,7 +73,7 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
   if (process !== undefined) {
     const url = cluster.coordinatorUrl ?? "";
     const [probe, health] = await Promise.all([
-      probeLiveness(options.nodeFor(process.node), process),
+      probeLiveness(options.nodeFor(process.node), process, { deadlineMs: timeoutMs }),
       url === "" ? Promise.resolve("unknown" as const) : probeCoordinatorHealth(url, readiness, timeoutMs),
     ]);
     const liveness = probe.state;
@@ -79,6 +85,17 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
     }
     if (liveness === "unknown") problems.push(`coordinator on ${process.node}: liveness unknown: ${probe.error ?? "no answer"}`);
     if (health !== "ok") problems.push(`coordinator ${url}${readiness.healthPath} is ${health}`);
+  } else if (readiness.httpServer === "last-stage") {
+    // The stage of the last layers serves HTTP (its liveness is its stage card's): its /health alone.
+    const server = httpServerOf(cluster, readiness.httpServer);
+    const url = cluster.coordinatorUrl ?? "";
+    if (server !== undefined) {
+      const health = url === "" ? ("unknown" as const) : await probeCoordinatorHealth(url, readiness, timeoutMs);
+      coordinator = { node: server.node, url, pid: server.pid, health };
+      const card = stages.find((s) => s.index === server.index);
+      coordinatorLiveness = card?.alive === true ? "alive" : unknownLiveness.has(server.index ?? 0) ? "unknown" : "gone";
+      if (health !== "ok") problems.push(`${labelOf(server)} ${url}${readiness.healthPath} is ${health}`);
+    }
   } else {
     problems.push("no coordinator is recorded");
   }

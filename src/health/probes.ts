@@ -1,10 +1,11 @@
 /**
- * The three probes health is made of. Each answers "yes", "no" or "could not tell", so callers can
- * treat a definite answer at once and count strikes for the doubtful ones.
+ * The probes health is made of. Each answers "yes", "no" or "could not tell" within its own
+ * deadline, so callers can treat a definite answer at once, count strikes for the doubtful ones,
+ * and never wait on one silent node to judge the others.
  */
 import { messageOf } from "../errors/index.js";
 import { defaultEngineKind, engineOf, type EngineReadiness } from "../engines/index.js";
-import type { NodeAccess } from "../nodes/index.js";
+import type { NodeAccess, PortAnswer } from "../nodes/index.js";
 import type { CoordinatorHealth, TransportState, WatchedCluster, WatchedProcess } from "./types.js";
 
 /** Default per-probe deadline, ms. */
@@ -18,35 +19,93 @@ export function readinessOf(cluster: Pick<WatchedCluster, "engine">): EngineRead
   return engineOf(cluster.engine ?? defaultEngineKind).readiness;
 }
 
+/**
+ * Whether health may open TCP connections to a cluster's stage transport ports. The one place that
+ * decides it: an engine whose transport takes any accepted connection for a peer (a ring that a
+ * stray connect would break) must answer false here, and its stages are then judged by process
+ * liveness and the coordinator's /health alone.
+ */
+export function shouldProbeTransport(cluster: Pick<WatchedCluster, "engine">): boolean {
+  return readinessOf(cluster).stageUp === "transport-listening";
+}
+
 /** A liveness answer; `error` says why it is "unknown". */
 export interface LivenessProbe {
   state: "alive" | "gone" | "unknown";
   error?: string;
 }
 
+export interface LivenessOptions {
+  /** Tries within the deadline. Default 2. */
+  attempts?: number;
+  /** Deadline for all tries together, ms. Default 1000. */
+  deadlineMs?: number;
+}
+
 /**
  * "alive" when pid and start time match, "gone" when not (exited or recycled), "unknown" when the
- * node did not answer. A failed command is retried once (`attempts`, default 2): an SSH channel can
- * close without its exit status now and then, and one lost answer is not worth a strike.
+ * node did not answer within the deadline. A failed command is retried once within it: an SSH
+ * channel can close without its exit status now and then, and one lost answer is not worth a strike.
  */
-export async function probeLiveness(node: NodeAccess, process: WatchedProcess, attempts = 2): Promise<LivenessProbe> {
+export async function probeLiveness(node: NodeAccess, process: WatchedProcess, options: LivenessOptions = {}): Promise<LivenessProbe> {
+  const { attempts = 2, deadlineMs = defaultProbeTimeoutMs } = options;
+  const deadline = performance.now() + deadlineMs;
   let error: unknown;
   for (let attempt = 0; attempt < attempts; attempt++) {
+    const left = Math.round(deadline - performance.now());
+    if (left <= 0) break;
     try {
-      return { state: (await node.processStartTime(process.pid)) === process.startTime ? "alive" : "gone" };
+      return { state: (await node.processStartTime(process.pid, { deadlineMs: left })) === process.startTime ? "alive" : "gone" };
     } catch (e) {
       error = e;
     }
   }
-  return { state: "unknown", error: messageOf(error) };
+  return { state: "unknown", error: error === undefined ? `no answer within ${deadlineMs} ms` : messageOf(error) };
 }
 
-/** Whether host:port accepts TCP connections from `prober`. */
-export async function probeTransport(prober: NodeAccess, host: string, port: number, timeoutMs = defaultProbeTimeoutMs): Promise<TransportState> {
+/**
+ * What a stage's transport port answered from `prober`: "open", "refused" (its host answered: nothing
+ * listens), "no-answer" (silence: the path from the prober to the stage is cut), or "unknown" (the
+ * prober itself could not be asked, which says nothing about the stage).
+ */
+export type TransportAnswer = PortAnswer | "unknown";
+
+export async function probeTransportPort(prober: NodeAccess, host: string, port: number, timeoutMs = defaultProbeTimeoutMs): Promise<TransportAnswer> {
   try {
-    return (await prober.isPortOpen(host, port, timeoutMs)) ? "listening" : "closed";
+    return await prober.probePort(host, port, timeoutMs);
   } catch {
     return "unknown";
+  }
+}
+
+/** The card's word for an answer: a refusal is "closed"; silence cannot tell what listens: "unknown". */
+export function transportStateOf(answer: TransportAnswer): TransportState {
+  return answer === "open" ? "listening" : answer === "refused" ? "closed" : "unknown";
+}
+
+/** Whether host:port accepts TCP connections from `prober`, as a status card says it. */
+export async function probeTransport(prober: NodeAccess, host: string, port: number, timeoutMs = defaultProbeTimeoutMs): Promise<TransportState> {
+  return transportStateOf(await probeTransportPort(prober, host, port, timeoutMs));
+}
+
+/**
+ * One token through the pipeline, for the generation watchdog: "answered" (any HTTP answer: a
+ * broken pipeline's error is /health's to judge), "timeout" when nothing came within `timeoutMs`,
+ * "unknown" when the request could not be made (the watchdog judges only silence).
+ */
+export async function probeGeneration(url: string, readiness: EngineReadiness, timeoutMs: number, signal?: AbortSignal): Promise<"answered" | "timeout" | "unknown"> {
+  const timeout = AbortSignal.timeout(timeoutMs);
+  try {
+    const response = await fetch(`${url}${readiness.completionsPath}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ prompt: "ping", max_tokens: 1, temperature: 0 }),
+      signal: signal === undefined ? timeout : AbortSignal.any([timeout, signal]),
+    });
+    await response.text();
+    return "answered";
+  } catch {
+    return timeout.aborted ? "timeout" : "unknown";
   }
 }
 

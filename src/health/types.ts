@@ -37,7 +37,8 @@ export interface WatchedCluster {
 }
 
 /** Transport port state, probed from the coordinator's node. */
-export type TransportState = "listening" | "closed" | "unknown";
+/** "not-probed": the engine's transport must never be probed (a ring would take the probe for its neighbour). */
+export type TransportState = "listening" | "closed" | "unknown" | "not-probed";
 
 /**
  * The coordinator's health endpoint, by the engine's readiness facts: the ready status → ok, the
@@ -56,6 +57,8 @@ export interface StageCard {
   /** `host:port` of the transport listener. */
   address?: string;
   pid?: number;
+  /** The engine's own number for the stage when it is not the index (mlx-lm's ring rank: reversed). */
+  rank?: number;
   alive: boolean;
   transport: TransportState;
   /** Since when `alive` and `transport` have had their current values (RFC 3339). */
@@ -93,6 +96,16 @@ export interface HealthDeps {
 
 /** Why a cluster must come down: the health catalogue of src/errors. */
 export type DeathReason = HealthReason;
+
+/** A node whose control channel (SSH) stopped or resumed answering. */
+export interface ObservabilityEvent {
+  cluster: string;
+  node: string;
+  /** The processes it runs: `stage-1`, `coordinator`. */
+  labels: string[];
+  detail: string;
+  at: string;
+}
 
 export interface DeathEvent {
   cluster: string;

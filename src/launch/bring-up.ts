@@ -1,9 +1,11 @@
 /**
  * Ordered, all-or-nothing launch:
- *   ports → engine config and token on every node → stages in ascending order (each recorded in the
- *   ledger before anything waits on it) → every stage listening, probed from the coordinator's node →
- *   coordinator → its health endpoint → one-token readiness probe → router registration. What
- *   "listening", "healthy" and "ready" mean is the engine's (`driver.facts.readiness`).
+ *   ports → engine config and token on every node → stages wave by wave in the engine's start order
+ *   (each recorded in the ledger before anything waits on it; each wave up before the next starts) →
+ *   the coordinator, for engines that have one → the HTTP server's health endpoint → one-token
+ *   readiness probe → router registration. What "up", "healthy" and "ready" mean is the engine's
+ *   (`driver.facts.readiness`): a transport port that accepts connections, probed from the
+ *   coordinator's node, or a ring's log line (a ring port is never probed).
  * Any failure tears down everything already started, in reverse order, and throws a LaunchError
  * naming the step. Every step is a timestamped timeline event.
  */
@@ -54,39 +56,36 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     const files = await writeLaunchFiles(request, topology);
     event("launch-files-written");
 
-    // Start every stage in ascending order, recording each before waiting on anything.
-    const stages: LedgerProcess[] = [];
-    for (const [i, stage] of request.stages.entries()) {
-      const slot = topology.stages[i]!;
-      const argv = request.driver.stageArgv(topology, slot, files.get(stage.runDir)!);
-      const process = await recordAndStart(entry, context, stage.node, plannedProcess("stage", stage.index, stage.nodeName, stage.runDir), argv);
-      stages.push(process);
-      event(`stage-${stage.index}-started`, `pid ${process.pid} on ${stage.nodeName}, layers ${slot.layers[0]}-${slot.layers[1]}`);
-    }
-
-    // Wait until each stage's transport port accepts connections, probed from the coordinator's node
-    // (every engine's stages show they are up this way: readiness.stageUp "transport-listening").
-    for (const [i, stage] of request.stages.entries()) {
-      const slot = topology.stages[i]!;
-      await waitListening(stage.node, stages[i]!, request.coordinator.node, slot.address, request.deadlines.stageListenMs);
-      event(`stage-${stage.index}-listening`, `${slot.address.host}:${slot.address.port}`);
-    }
-
-    // Start the coordinator.
-    const coordinator = request.coordinator;
-    const coordinatorArgv = request.driver.coordinatorArgv(topology, files.get(coordinator.runDir)!);
-    const coordinatorProcess = await recordAndStart(
-      entry,
-      context,
-      coordinator.node,
-      plannedProcess("coordinator", undefined, coordinator.nodeName, coordinator.runDir),
-      coordinatorArgv,
-    );
-    event("coordinator-started", `pid ${coordinatorProcess.pid} on ${coordinator.nodeName}`);
-
-    // Wait for the coordinator's health endpoint.
+    // Start the stages wave by wave, recording each before waiting on anything.
     const readiness = request.driver.facts.readiness;
-    await waitHealthy(coordinator.node, coordinatorProcess, url, readiness, request.deadlines.coordinatorHealthMs);
+    const stages: LedgerProcess[] = [];
+    for (const wave of request.driver.startOrder(topology)) {
+      for (const i of wave) {
+        const stage = request.stages[i]!;
+        const slot = topology.stages[i]!;
+        const argv = request.driver.stageArgv(topology, slot, files.get(stage.runDir)!);
+        const process = await recordAndStart(entry, context, stage.node, plannedProcess("stage", stage.index, stage.nodeName, stage.runDir), argv);
+        stages[i] = process;
+        event(`stage-${stage.index}-started`, `pid ${process.pid} on ${stage.nodeName}, layers ${slot.layers[0]}-${slot.layers[1]}${rankNote(request, stage.index)}`);
+      }
+      for (const i of wave) {
+        const stage = request.stages[i]!;
+        const slot = topology.stages[i]!;
+        if (readiness.stageUp === "transport-listening") {
+          await waitListening(stage.node, stages[i]!, request.coordinator.node, slot.address, request.deadlines.stageListenMs);
+        } else {
+          await waitRingLine(stage.node, stages[i]!, ringReadyLine(request, stage.index), request.deadlines.stageListenMs);
+        }
+        event(`stage-${stage.index}-listening`, `${slot.address.host}:${slot.address.port}`);
+      }
+    }
+
+    // The HTTP server: the coordinator, started now, or the stage of the last layers.
+    const server = readiness.httpServer === "coordinator" ? await startCoordinator(request, topology, files, entry, context, event) : stages.at(-1)!;
+    const serverNode = readiness.httpServer === "coordinator" ? request.coordinator.node : request.stages.at(-1)!.node;
+
+    // Wait for its health endpoint.
+    await waitHealthy(serverNode, server, url, readiness, request.deadlines.coordinatorHealthMs);
     event("coordinator-healthy", url);
 
     // Generate one token through the whole pipeline.
@@ -94,7 +93,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
       await probeOneToken(url, readiness, request.deadlines.readinessMs);
     } catch (error) {
       throw new LaunchError("ReadinessProbeFailed", "readiness-probe", `the one-token readiness probe against ${url} failed: ${messageOf(error)}`, {
-        logTail: await readLogTail(coordinator.node, coordinatorProcess),
+        logTail: await readLogTail(serverNode, server),
         cause: error,
       });
     }
@@ -107,6 +106,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
         url,
         models: [request.modelName],
         ...(request.router.weight === undefined ? {} : { weight: request.router.weight }),
+        ...(request.driver.facts.servedModelName === undefined ? {} : { upstream_model: request.driver.facts.servedModelName }),
       };
       // Recorded before it is made: a daemon killed right after registering still deregisters it
       // (deregistering an entry that never made it into the router is harmless).
@@ -154,6 +154,36 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
   }
 }
 
+/** Start the coordinator process (engines whose `readiness.httpServer` is "coordinator"). */
+async function startCoordinator(
+  request: LaunchRequest,
+  topology: EngineTopology,
+  files: Map<string, ProcessFiles>,
+  entry: LedgerEntry,
+  context: LaunchContext,
+  event: (step: string, detail?: string) => void,
+): Promise<LedgerProcess> {
+  const coordinator = request.coordinator;
+  const argv = request.driver.coordinatorArgv(topology, files.get(coordinator.runDir)!);
+  const process = await recordAndStart(entry, context, coordinator.node, plannedProcess("coordinator", undefined, coordinator.nodeName, coordinator.runDir), argv);
+  event("coordinator-started", `pid ${process.pid} on ${coordinator.nodeName}`);
+  return process;
+}
+
+/** ", rank r" for engines that number their stages otherwise than in layer order. */
+function rankNote(request: LaunchRequest, stage: number): string {
+  const rankOf = request.driver.facts.rankOfStage;
+  return rankOf === undefined ? "" : `, rank ${rankOf(stage, request.stages.length)}`;
+}
+
+/** The log line a ring stage prints once it is up, as a regular expression. */
+function ringReadyLine(request: LaunchRequest, stage: number): RegExp {
+  const facts = request.driver.facts;
+  const ringLog = facts.readiness.ringLog;
+  if (ringLog === undefined) throw new Error(`${facts.name} waits for a ring log line but names none`);
+  return new RegExp(ringLog.ready(facts.rankOfStage?.(stage, request.stages.length) ?? stage));
+}
+
 /** The processes' nodes by name, for teardown. */
 function nodesOf(request: LaunchRequest): Map<string, NodeAccess> {
   const nodes = new Map<string, NodeAccess>();
@@ -172,9 +202,11 @@ async function allocateTopology(request: LaunchRequest, context: LaunchContext, 
       `the coordinator's HTTP port ${coordinator.bindHost}:${coordinator.httpPort} is already in use on ${coordinator.nodeName}; choose another [coordinator] port or stop what holds it`,
     );
   }
+  // A coordinator process needs a control port; an engine whose last stage serves HTTP has none.
+  const hasCoordinator = request.driver.facts.readiness.httpServer === "coordinator";
   const requests = [
     ...request.stages.map((s) => ({ label: `stage-${s.index} on ${s.nodeName}`, host: s.bindHost, node: s.node })),
-    { label: `coordinator on ${coordinator.nodeName}`, host: coordinator.bindHost, node: coordinator.node },
+    ...(hasCoordinator ? [{ label: `coordinator on ${coordinator.nodeName}`, host: coordinator.bindHost, node: coordinator.node }] : []),
   ];
   const held = await context.heldPorts();
   held.push({ host: coordinator.bindHost, port: coordinator.httpPort, holder: `this cluster's HTTP listener` });
@@ -189,7 +221,7 @@ async function allocateTopology(request: LaunchRequest, context: LaunchContext, 
   }
   entry.ports = [
     ...request.stages.map((s, i) => ({ node: s.nodeName, host: s.bindHost, port: ports[i]!, purpose: "transport" as const })),
-    { node: coordinator.nodeName, host: coordinator.bindHost, port: ports[request.stages.length]!, purpose: "control" as const },
+    ...(hasCoordinator ? [{ node: coordinator.nodeName, host: coordinator.bindHost, port: ports[request.stages.length]!, purpose: "control" as const }] : []),
     { node: coordinator.nodeName, host: coordinator.bindHost, port: coordinator.httpPort, purpose: "http" as const },
   ];
   return {
@@ -206,7 +238,8 @@ async function allocateTopology(request: LaunchRequest, context: LaunchContext, 
     })),
     coordinator: {
       id: "coordinator",
-      address: { host: coordinator.bindHost, port: ports[request.stages.length]! },
+      // Without a coordinator process the control address is never used: the HTTP one stands in.
+      address: { host: coordinator.bindHost, port: hasCoordinator ? ports[request.stages.length]! : coordinator.httpPort },
       http: { host: coordinator.bindHost, port: coordinator.httpPort },
       // It holds no layers: one thread, whatever runs beside it.
       threads: 1,
@@ -225,11 +258,12 @@ async function writeLaunchFiles(request: LaunchRequest, topology: EngineTopology
     for (const target of targets) {
       const paths: ProcessFiles = {
         modelDir: target.modelDir,
-        clusterConfig: join(target.runDir, "cluster.toml"),
+        clusterConfig: join(target.runDir, request.driver.clusterConfigName),
         tokenFile: join(target.runDir, "transport.token"),
+        cacheDir: join(target.runDir, "cache"),
       };
       if (!files.has(target.runDir)) {
-        await target.node.mkdir(target.runDir);
+        await target.node.mkdir(paths.cacheDir);
         await target.node.writeFile(paths.clusterConfig, config);
         if (token !== undefined) await target.node.writeFile(paths.tokenFile, token + "\n", { mode: 0o600 });
       }
@@ -296,6 +330,29 @@ async function waitListening(node: NodeAccess, process: LedgerProcess, prober: N
     `${label} on ${process.node} did not listen on ${address.host}:${address.port} within ${deadlineMs} ms`,
     { logTail },
   );
+}
+
+/** Until the stage's log shows `line` (a ring stage that is up); its ports are never probed. */
+async function waitRingLine(node: NodeAccess, process: LedgerProcess, line: RegExp, deadlineMs: number): Promise<void> {
+  const label = processLabel("stage", process.index);
+  const state = await waitUntil(
+    async () => {
+      const log = await node.readFile(process.logFile).then(
+        (b) => b.toString("utf8"),
+        () => "",
+      );
+      if (line.test(log)) return "up";
+      if (!(await isAliveOrUnknown(node, process))) return "exited";
+      return undefined;
+    },
+    { deadlineMs, intervalMs: 200 },
+  );
+  if (state === "up") return;
+  const logTail = await readLogTail(node, process);
+  if (state === "exited") {
+    throw new LaunchError("StageExited", `${label}-listen`, `${label} on ${process.node} ${await describeExit(node, process)} before it joined the ring`, { logTail });
+  }
+  throw new LaunchError("StageListenTimeout", `${label}-listen`, `${label} on ${process.node} did not print /${line.source}/ within ${deadlineMs} ms`, { logTail });
 }
 
 async function waitHealthy(node: NodeAccess, process: LedgerProcess, url: string, readiness: EngineReadiness, deadlineMs: number): Promise<void> {

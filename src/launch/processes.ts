@@ -4,7 +4,8 @@
  * directory, and is only ever signalled after its kernel start time matches the ledger.
  */
 import { join } from "node:path";
-import type { NodeAccess } from "../nodes/index.js";
+import { ShardctlError } from "../errors/index.js";
+import type { CommandResult, NodeAccess } from "../nodes/index.js";
 import type { LedgerProcess, ProcessRole } from "./ledger.js";
 
 /** Label of a process in file names and messages: `stage-0`, `coordinator`. */
@@ -45,6 +46,7 @@ export async function startEngineProcess(node: NodeAccess, planned: LedgerProces
  */
 export async function findUnrecordedProcess(node: NodeAccess, planned: LedgerProcess): Promise<LedgerProcess | undefined> {
   const listing = await node.run(["ps", "-A", "-ww", "-o", "pid=", "-o", "args="]);
+  if (listing.exitCode !== 0) throw commandFailed(node.config.name, "NodeCommandFailed", "list processes", listing);
   for (const line of listing.stdout.split("\n")) {
     const match = /^\s*(\d+)\s+(.*)$/.exec(line);
     if (match === null || !match[2]!.includes(` ${planned.exitFile} `) || !match[2]!.startsWith("sh -c")) continue;
@@ -88,32 +90,66 @@ export async function readLogTail(node: NodeAccess, process: LedgerProcess, coun
 /** How stopping went: already gone, pid recycled (refused), stopped by SIGTERM or SIGKILL, or not stopped. */
 export type StopOutcome = "gone" | "recycled" | "terminated" | "killed" | "survived" | "orphans-stopped";
 
-/**
- * Stop a process: SIGTERM, wait up to `graceMs`, then SIGKILL, and verify it is gone. A pid whose
- * start time does not match the ledger is never signalled. Returns how it went, for the timeline.
- */
-export async function stopEngineProcess(node: NodeAccess, process: LedgerProcess, graceMs: number): Promise<StopOutcome> {
-  if (process.pid === 0) {
-    const found = await findUnrecordedProcess(node, process);
-    return found === undefined ? "gone" : stopEngineProcess(node, found, graceMs);
-  }
-  const startTime = await node.processStartTime(process.pid);
-  if (startTime === undefined) return stopOrphanedGroup(node, process, graceMs);
-  // The pid now belongs to another process: ours is gone, and the other one is not ours to stop.
-  if (startTime !== process.startTime) return "recycled";
-  if (!(await node.signal(process.pid, "SIGTERM", process.startTime))) return "recycled";
-  if (await waitGone(node, process, graceMs)) return "terminated";
-  await node.signal(process.pid, "SIGKILL", process.startTime);
-  return (await waitGone(node, process, 5_000)) ? "killed" : "survived";
+/** How stopping asks a node. */
+export interface StopOptions {
+  /** SIGTERM → SIGKILL grace period, ms. */
+  graceMs: number;
+  /**
+   * Deadline of every question to the node, ms. Default 2000: a node that does not answer within it
+   * is not waited for (the process is left for a later pass), whatever the grace period.
+   */
+  reachMs?: number;
+  /**
+   * The process was already seen exiting (its exit watch or a liveness probe said so): its start time
+   * is not asked again, and only its process group is checked for an engine that outlived it.
+   */
+  seenGone?: boolean;
 }
 
-async function waitGone(node: NodeAccess, process: LedgerProcess, deadlineMs: number): Promise<boolean> {
+/** Default deadline of one question to a node while stopping, ms. */
+export const defaultReachMs = 2_000;
+
+/** Wait for a SIGKILLed process to be reaped, ms. */
+const killWaitMs = 5_000;
+
+/**
+ * Stop a process: SIGTERM (followed by SIGCONT, so a stopped process acts on it), wait up to
+ * `graceMs`, then SIGKILL, and verify it is gone. A pid whose start time does not match the ledger
+ * is never signalled. Every question to the node has the `reachMs` deadline, so an unreachable node
+ * fails this within it (throwing) instead of holding the caller. Returns how it went, for the timeline.
+ */
+export async function stopEngineProcess(node: NodeAccess, process: LedgerProcess, graceMsOrOptions: number | StopOptions): Promise<StopOutcome> {
+  const options: StopOptions = typeof graceMsOrOptions === "number" ? { graceMs: graceMsOrOptions } : graceMsOrOptions;
+  const ask = { deadlineMs: options.reachMs ?? defaultReachMs };
+  if (process.pid === 0) {
+    const found = await findUnrecordedProcess(node, process);
+    return found === undefined ? "gone" : stopEngineProcess(node, found, options);
+  }
+  if (options.seenGone === true) return stopOrphanedGroup(node, process, options.graceMs, ask);
+  const startTime = await node.processStartTime(process.pid, ask);
+  if (startTime === undefined) return stopOrphanedGroup(node, process, options.graceMs, ask);
+  // The pid now belongs to another process: ours is gone, and the other one is not ours to stop.
+  if (startTime !== process.startTime) return "recycled";
+  if (!(await node.signal(process.pid, "SIGTERM", process.startTime, ask))) return "recycled";
+  if (await waitGone(node, process, options.graceMs, ask)) return "terminated";
+  await node.signal(process.pid, "SIGKILL", process.startTime, ask);
+  return (await waitGone(node, process, killWaitMs, ask)) ? "killed" : "survived";
+}
+
+/** Longest a reachable node may take to stop a process with these options, ms. */
+export function stopBoundMs(options: StopOptions): number {
+  const reach = options.reachMs ?? defaultReachMs;
+  return options.graceMs + killWaitMs + 4 * reach;
+}
+
+async function waitGone(node: NodeAccess, process: LedgerProcess, deadlineMs: number, ask: { deadlineMs: number }): Promise<boolean> {
+  const alive = async (): Promise<boolean> => (await node.processStartTime(process.pid, ask)) === process.startTime;
   const deadline = Date.now() + deadlineMs;
   while (Date.now() < deadline) {
-    if (!(await isProcessAlive(node, process))) return true;
+    if (!(await alive())) return true;
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
-  return !(await isProcessAlive(node, process));
+  return !(await alive());
 }
 
 /**
@@ -122,9 +158,11 @@ async function waitGone(node: NodeAccess, process: LedgerProcess, deadlineMs: nu
  * stopped: live (not zombie) processes of that group whose command line names this launch's run
  * directory — a recycled group id belongs to someone else's processes, which never do.
  */
-async function stopOrphanedGroup(node: NodeAccess, process: LedgerProcess, graceMs: number): Promise<StopOutcome> {
+async function stopOrphanedGroup(node: NodeAccess, process: LedgerProcess, graceMs: number, ask: { deadlineMs: number }): Promise<StopOutcome> {
   const ours = async (): Promise<number[]> => {
-    const listing = await node.run(["ps", "-A", "-ww", "-o", "pgid=", "-o", "stat=", "-o", "pid=", "-o", "args="]);
+    const listing = await node.run(["ps", "-A", "-ww", "-o", "pgid=", "-o", "stat=", "-o", "pid=", "-o", "args="], ask);
+    // An empty listing from a command that failed or timed out is not "nothing of ours runs".
+    if (listing.exitCode !== 0) throw commandFailed(node.config.name, "NodeCommandFailed", "list processes", listing);
     return listing.stdout
       .split("\n")
       .map((line) => /^\s*(\d+)\s+(\S+)\s+(\d+)\s+(.*)$/.exec(line))
@@ -132,7 +170,9 @@ async function stopOrphanedGroup(node: NodeAccess, process: LedgerProcess, grace
       .map((m) => Number(m[3]));
   };
   const signalAll = async (signal: "TERM" | "KILL", pids: number[]): Promise<void> => {
-    if (pids.length > 0) await node.run(["kill", "-s", signal, ...pids.map(String)]);
+    if (pids.length === 0) return;
+    await node.run(["kill", "-s", signal, ...pids.map(String)], ask);
+    if (signal === "TERM") await node.run(["kill", "-s", "CONT", ...pids.map(String)], ask);
   };
   let pids = await ours();
   if (pids.length === 0) return "gone";
@@ -145,6 +185,11 @@ async function stopOrphanedGroup(node: NodeAccess, process: LedgerProcess, grace
   pids = await ours();
   await signalAll("KILL", pids);
   return (await ours()).length === 0 ? "orphans-stopped" : "survived";
+}
+
+function commandFailed(nodeName: string, reason: "NodeCommandFailed", what: string, result: CommandResult): ShardctlError {
+  const how = result.timedOut ? `got no answer within ${result.durationMs} ms` : `exited with ${result.exitCode ?? result.signal}`;
+  return new ShardctlError(result.timedOut ? "NodeUnreachable" : reason, `node ${nodeName}: ${what} ${how}: ${result.stderr.trim().split("\n").slice(-3).join("\n")}`);
 }
 
 const signalNames: Record<number, string> = { 1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM" };

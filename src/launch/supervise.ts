@@ -1,14 +1,18 @@
 /**
- * Supervision of a running cluster: monitor its health and, on the first stage or coordinator
- * death, deregister it from the router and tear it down (a pipeline cannot survive the loss of a
- * stage). The reconciler calls this once a launch is ready and stops it before its own teardown.
+ * Supervision of a running cluster: monitor its health and, on the first evidence of a broken
+ * pipeline (a process gone, the coordinator unhealthy, a transport port refused or cut off),
+ * deregister it from the router and tear it down (a pipeline cannot survive the loss of a stage). A
+ * node that merely stops answering over SSH is reported through the monitor's `onUnobservable`, and
+ * the cluster keeps serving. The reconciler calls this once a launch is ready and stops it before
+ * its own teardown.
  */
 import { monitorCluster, type DeathEvent, type MonitorOptions } from "../health/index.js";
-import type { LedgerEntry } from "./ledger.js";
-import { teardownCluster, type TeardownContext, type TeardownResult } from "./teardown.js";
+import type { LedgerEntry, LedgerProcess } from "./ledger.js";
+import { processLabel } from "./processes.js";
+import { processKey, teardownCluster, type TeardownContext, type TeardownResult } from "./teardown.js";
 
 export interface SuperviseOptions extends TeardownContext {
-  /** Health monitor tuning: poll interval (default 1000 ms), strikes (default 3), layers, probe deadline. */
+  /** Health monitor tuning and callbacks: poll interval (default 1000 ms), strikes (default 2), layers, probe deadline, onUnobservable/onObservable. */
   monitor?: Omit<MonitorOptions, "onDeath" | "nodeFor">;
   /** Called the moment a death is detected, before teardown begins. */
   onDeath?: (event: DeathEvent) => void;
@@ -27,6 +31,10 @@ export interface Supervision {
   stop(): Promise<void>;
 }
 
+function labelOf(process: LedgerProcess): string {
+  return processLabel(process.role, process.index);
+}
+
 export function superviseCluster(entry: LedgerEntry, options: SuperviseOptions): Supervision {
   let resolveEnded!: (outcome: SupervisionOutcome) => void;
   const ended = new Promise<SupervisionOutcome>((resolve) => (resolveEnded = resolve));
@@ -37,7 +45,10 @@ export function superviseCluster(entry: LedgerEntry, options: SuperviseOptions):
     try {
       // The ledger is the freshest record of what runs (and of what an earlier pass left behind).
       const current = (await options.ledger.read(entry.cluster)) ?? entry;
-      const result = await teardownCluster(current, options);
+      // The process the monitor saw exit is not asked about again (only its group, for an engine that outlived its wrapper).
+      const dead = death.reason === "StageDied" || death.reason === "CoordinatorDied" ? entry.processes.find((p) => labelOf(p) === death.label) : undefined;
+      const seenGone = new Set([...(options.seenGone ?? []), ...(dead === undefined ? [] : [processKey(dead)])]);
+      const result = await teardownCluster(current, { ...options, seenGone });
       resolveEnded({ death, teardown: { ok: true, result } });
     } catch (error) {
       resolveEnded({ death, teardown: { ok: false, error } });

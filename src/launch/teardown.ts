@@ -1,7 +1,13 @@
 /**
- * Teardown: deregister from the router first (clients stop arriving), then stop the coordinator,
- * then the stages in reverse order. Idempotent: running it twice, or on a half-launched cluster,
- * is safe. What could not be stopped stays in the ledger so the next pass retries it.
+ * Teardown: deregister from the router first (clients stop arriving), then stop every process at
+ * once, each node within its own deadline, so one unreachable node never holds up the others.
+ * Idempotent: running it twice, or on a half-launched cluster, is safe.
+ *
+ * What could not be stopped (its node did not answer within `reachMs`, or it survived SIGKILL) stays
+ * in the ledger as the entry's processes, with the entry's ports and phase `tearing-down`: the
+ * leftovers. The next pass tears that entry down again before it launches anything (the decision
+ * table replaces an entry that is not running), so when the node comes back its leftovers are
+ * stopped, and their ports freed, before any new process starts: no duplicate engine ever runs.
  */
 import { posix } from "node:path";
 import type { NodeAccess } from "../nodes/index.js";
@@ -9,7 +15,7 @@ import type { Registrar } from "../router/index.js";
 import { messageOf, ShardctlError } from "../errors/index.js";
 import type { Ledger, LedgerEntry, LedgerProcess } from "./ledger.js";
 
-import { processLabel, stopEngineProcess, type StopOutcome } from "./processes.js";
+import { defaultReachMs, processLabel, stopBoundMs, stopEngineProcess, type StopOptions, type StopOutcome } from "./processes.js";
 import type { TimelineEvent } from "./types.js";
 
 export interface TeardownContext {
@@ -19,11 +25,20 @@ export interface TeardownContext {
   nodeFor: (name: string) => NodeAccess;
   /** SIGTERM → SIGKILL grace period, ms. */
   graceMs: number;
+  /** Deadline of each question to a node, ms. Default 2000 (see processes.ts). */
+  reachMs?: number;
+  /** Processes already seen exiting, as `node:pid`: their start time is not asked again. */
+  seenGone?: ReadonlySet<string>;
   onEvent?: (event: TimelineEvent) => void;
 }
 
 export interface TeardownResult {
   stopped: Array<{ label: string; node: string; outcome: StopOutcome }>;
+}
+
+/** The key of a process in `seenGone`. */
+export function processKey(process: Pick<LedgerProcess, "node" | "pid">): string {
+  return `${process.node}:${process.pid}`;
 }
 
 export async function teardownCluster(entry: LedgerEntry, context: TeardownContext): Promise<TeardownResult> {
@@ -45,31 +60,30 @@ export async function teardownCluster(entry: LedgerEntry, context: TeardownConte
     }
   }
 
-  // Stop the coordinator, then the stages in reverse order.
+  // Stop every node's processes at once, each node within its deadline.
   const result: TeardownResult = { stopped: [] };
   const remaining: LedgerProcess[] = [];
-  for (const process of stopOrder(current.processes)) {
+  const byNode = new Map<string, LedgerProcess[]>();
+  const order = stopOrder(current.processes);
+  for (const process of order) byNode.set(process.node, [...(byNode.get(process.node) ?? []), process]);
+  const outcomes = (await Promise.all([...byNode].map(([nodeName, processes]) => stopOnNode(context, nodeName, processes)))).flat();
+  // The timeline tells them in stop order (coordinator, then stages from the last), whichever ended first.
+  outcomes.sort((a, b) => order.indexOf(a.process) - order.indexOf(b.process));
+  for (const { process, outcome, error } of outcomes) {
     const label = processLabel(process.role, process.index);
-    try {
-      const outcome = await stopWithRetry(context.nodeFor(process.node), process, context.graceMs);
+    if (outcome !== undefined) {
       result.stopped.push({ label, node: process.node, outcome });
       event(`${label}-stopped`, `${outcome} (pid ${process.pid} on ${process.node})`);
-      if (outcome === "survived") {
-        remaining.push(process);
-        failures.push(`${label} (pid ${process.pid} on ${process.node}) survived SIGKILL`);
-      }
-    } catch (error) {
-      remaining.push(process);
-      failures.push(`${label} on ${process.node}: ${messageOf(error)}`);
     }
+    if (outcome === "survived") failures.push(`${label} (pid ${process.pid} on ${process.node}) survived SIGKILL`);
+    if (outcome === undefined) failures.push(`${label} on ${process.node}: ${error}`);
+    if (outcome === undefined || outcome === "survived") remaining.push(process);
   }
 
-  // The launch's token dies with it: no stale secret is left in a run directory.
-  const runDirs = new Map(current.processes.map((p) => [`${p.node}\0${p.runDir}`, p]));
-  await Promise.all([...runDirs.values()].map((p) => removeToken(context, p)));
-
   if (remaining.length > 0 || current.routerBackend !== undefined) {
-    await context.ledger.write({ ...current, processes: remaining });
+    const leftovers = remaining.map((p) => `${processLabel(p.role, p.index)} (pid ${p.pid} on ${p.node})`);
+    if (leftovers.length > 0) event("leftovers", `${leftovers.join(", ")}: stopped before anything is launched there again`);
+    await context.ledger.write({ ...current, processes: stopOrder(remaining) });
     throw new ShardctlError("TeardownIncomplete", `teardown of cluster "${entry.cluster}" is incomplete, will retry: ${failures.join("; ")}`);
   }
   await context.ledger.remove(entry.cluster);
@@ -77,21 +91,59 @@ export async function teardownCluster(entry: LedgerEntry, context: TeardownConte
   return result;
 }
 
+type NodeOutcome = { process: LedgerProcess; outcome?: StopOutcome; error?: string };
+
 /**
- * One retry when a node command fails (an SSH channel can close without its exit status): the
- * outcome is checked against the start time again, so retrying never signals a recycled pid.
+ * Stop one node's processes (at once), then remove the launch's token there (the token dies with its
+ * launch: no stale secret is left in a run directory). Whatever has not ended within the node's
+ * deadline is reported unstopped; its questions end on their own within `reachMs`.
  */
-async function stopWithRetry(node: NodeAccess, process: LedgerProcess, graceMs: number): Promise<StopOutcome> {
+async function stopOnNode(context: TeardownContext, nodeName: string, processes: LedgerProcess[]): Promise<NodeOutcome[]> {
+  const stop: StopOptions = { graceMs: context.graceMs, reachMs: context.reachMs ?? defaultReachMs };
+  const outcomes: NodeOutcome[] = processes.map((process) => ({ process, error: `no answer within ${stopBoundMs(stop)} ms` }));
+  let node: NodeAccess;
   try {
-    return await stopEngineProcess(node, process, graceMs);
-  } catch {
-    return stopEngineProcess(node, process, graceMs);
+    node = context.nodeFor(nodeName);
+  } catch (error) {
+    return processes.map((process) => ({ process, error: messageOf(error) }));
+  }
+  const work = (async () => {
+    await Promise.all(
+      processes.map(async (process, i) => {
+        try {
+          outcomes[i] = { process, outcome: await stopWithRetry(node, process, { ...stop, seenGone: context.seenGone?.has(processKey(process)) === true }) };
+        } catch (error) {
+          outcomes[i] = { process, error: messageOf(error) };
+        }
+      }),
+    );
+    // A node that did not answer is not asked again in this teardown: its token goes with its leftovers.
+    if (outcomes.some((o) => o.outcome === undefined)) return;
+    const runDirs = new Set(processes.map((p) => p.runDir));
+    await Promise.all([...runDirs].map((dir) => removeToken(node, dir, stop.reachMs!)));
+  })();
+  await Promise.race([work, new Promise((resolve) => setTimeout(resolve, stopBoundMs(stop)).unref())]);
+  return outcomes.map((o) => ({ ...o }));
+}
+
+/**
+ * One retry when a node command fails fast (an SSH channel can close without its exit status): the
+ * outcome is checked against the start time again, so retrying never signals a recycled pid. A node
+ * that did not answer in time is not asked again here: the next pass does.
+ */
+async function stopWithRetry(node: NodeAccess, process: LedgerProcess, options: StopOptions): Promise<StopOutcome> {
+  const started = Date.now();
+  try {
+    return await stopEngineProcess(node, process, options);
+  } catch (error) {
+    if (Date.now() - started >= (options.reachMs ?? defaultReachMs)) throw error;
+    return stopEngineProcess(node, process, options);
   }
 }
 
-async function removeToken(context: TeardownContext, process: LedgerProcess): Promise<void> {
+async function removeToken(node: NodeAccess, runDir: string, reachMs: number): Promise<void> {
   try {
-    await context.nodeFor(process.node).remove(posix.join(process.runDir, "transport.token"));
+    await node.run(["rm", "-f", "--", posix.join(runDir, "transport.token")], { deadlineMs: reachMs });
   } catch {
     // Best effort: an unreachable node keeps its (now useless) token until the next launch rewrites it.
   }

@@ -1,9 +1,10 @@
 /** Node access: run commands, control processes and move files on the control node or over SSH. */
-export type { NodeConfig, CommandResult, RunOptions, DetachedOptions, DetachedProcess, FileStat, NodeAccess, PutOptions } from "./types.js";
+export type { AskOptions, PortAnswer, NodeConfig, CommandResult, RunOptions, DetachedOptions, DetachedProcess, FileStat, NodeAccess, PutOptions } from "./types.js";
 export { quoteArg, quoteArgv } from "./quote.js";
 export { LocalNode } from "./local-node.js";
 export { SshNode } from "./ssh/ssh-node.js";
 export type { SshOptions } from "./ssh/ssh-connection.js";
+export { openSshKeepaliveOptions, silentPeerBoundMs, sshKeepalive } from "./ssh/keepalive.js";
 export { NodePool, createNodeAccess } from "./pool.js";
 export { probeNode, createProbeCache, formatBadge, type NodeProbe, type ProbeOptions } from "./probe.js";
 export { hashHostName, knownHostsName, fingerprint } from "./ssh/known-hosts.js";

@@ -6,8 +6,9 @@ import { connect } from "node:net";
 import { dirname, basename, join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import { execa } from "execa";
+import { askPort } from "./port-answer.js";
 import { ShellNode } from "./shell-node.js";
-import type { CommandResult, NodeAccess, NodeConfig, PutOptions, RunOptions } from "./types.js";
+import type { CommandResult, NodeAccess, NodeConfig, PortAnswer, PutOptions, RunOptions } from "./types.js";
 
 /** Default per-command deadline, ms. */
 export const defaultDeadlineMs = 30_000;
@@ -109,6 +110,19 @@ export class LocalNode extends ShellNode implements NodeAccess {
       socket.once("connect", () => finish(true));
       socket.once("error", () => finish(false));
     });
+  }
+
+  probePort(host: string, port: number, deadlineMs = 1_000): Promise<PortAnswer> {
+    return askPort(() => {
+      const socket = connect({ host, port });
+      const answer = new Promise<PortAnswer>((resolve) => {
+        socket.once("connect", () => resolve("open"));
+        // ECONNREFUSED is the host's own RST; EHOSTUNREACH, ENETUNREACH and the like are silence.
+        socket.once("error", (error: NodeJS.ErrnoException) => resolve(error.code === "ECONNREFUSED" ? "refused" : "no-answer"));
+      });
+      void answer.then(() => socket.destroy());
+      return { answer, cancel: () => socket.destroy() };
+    }, deadlineMs);
   }
 
   async close(): Promise<void> {}

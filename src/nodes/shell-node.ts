@@ -4,7 +4,7 @@
  */
 import { ShardctlError, type NodeReason } from "../errors/index.js";
 import { exitStatusWrapper, sha256Script, signalScript, startDetachedScript, startTimeScript, statScript, watchExitScript } from "./shell-scripts.js";
-import type { CommandResult, DetachedOptions, DetachedProcess, FileStat, NodeConfig, RunOptions } from "./types.js";
+import type { AskOptions, CommandResult, DetachedOptions, DetachedProcess, FileStat, NodeConfig, RunOptions } from "./types.js";
 
 export abstract class ShellNode {
   abstract readonly config: NodeConfig;
@@ -38,16 +38,18 @@ export abstract class ShellNode {
     return { pid, startTime };
   }
 
-  async processStartTime(pid: number): Promise<string | undefined> {
-    const result = await this.runScript(startTimeScript, [String(pid)], "NodeCommandFailed", "read a process start time");
+  async processStartTime(pid: number, options: AskOptions = {}): Promise<string | undefined> {
+    const result = await this.runScript(startTimeScript, [String(pid)], "NodeCommandFailed", "read a process start time", options);
     const value = result.stdout.trim();
     return value === "" ? undefined : value;
   }
 
-  async signal(pid: number, signal: NodeJS.Signals, expectedStartTime: string): Promise<boolean> {
+  async signal(pid: number, signal: NodeJS.Signals, expectedStartTime: string, options: AskOptions = {}): Promise<boolean> {
     const name = signal.replace(/^SIG/, "");
-    const result = await this.run(["sh", "-c", signalScript, "sh", String(pid), expectedStartTime, name]);
+    const result = await this.run(["sh", "-c", signalScript, "sh", String(pid), expectedStartTime, name], options);
     if (result.exitCode === 3) return false;
+    // No answer: whether the signal arrived cannot be told, and a caller must not take it as sent.
+    if (result.timedOut) throw commandFailed(this.config.name, "NodeUnreachable", `signal pid ${pid}`, result);
     if (result.exitCode !== 0) {
       // The process may have exited between the check and kill: that is not a failure to signal.
       return false;

@@ -42,10 +42,16 @@ echo "$pid $(st "$pid")"`;
  */
 export const exitStatusWrapper = `trap : TERM INT HUP; "$@"; echo $? > "$0"`;
 
-/** $1 = pid, $2 = expected start time, $3 = signal name. Exit 3 when the start time differs. */
+/**
+ * $1 = pid, $2 = expected start time, $3 = signal name. Exit 3 when the start time differs. A
+ * stopped process (SIGSTOP, a debugger) acts on TERM, INT or HUP only once continued, so those are
+ * followed by CONT: a stopped stage then stops within the grace period instead of waiting for KILL.
+ */
 export const signalScript = `${startTimeFunction}
 [ "$(st "$1")" = "$2" ] || exit 3
-kill -s "$3" -- "-$1" 2>/dev/null || kill -s "$3" "$1"`;
+kill -s "$3" -- "-$1" 2>/dev/null || kill -s "$3" "$1" || exit
+case "$3" in TERM|INT|HUP) kill -s CONT -- "-$1" 2>/dev/null || kill -s CONT "$1" 2>/dev/null ;; esac
+exit 0`;
 
 /**
  * $1 = pid, $2 = start time. Returns when the process is gone. Writes a byte each second so that when

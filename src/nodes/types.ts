@@ -73,18 +73,31 @@ export interface PutOptions {
   startOffset?: number;
 }
 
+/**
+ * What a TCP connection attempt from a node got: "open" (connected), "refused" (the host answered
+ * RST: it is reachable and nothing listens), or "no-answer" (no reply within the deadline, or the
+ * network said the host is unreachable: a partition looks like this, a stopped process does not).
+ */
+export type PortAnswer = "open" | "refused" | "no-answer";
+
+/** A deadline for one question to a node, ms. */
+export interface AskOptions {
+  /** Give up after this many ms (the connection and channel set-up included). Default 30000. */
+  deadlineMs?: number;
+}
+
 export interface NodeAccess {
   readonly config: NodeConfig;
   readonly kind: "local" | "ssh";
   run(argv: string[], options?: RunOptions): Promise<CommandResult>;
   startDetached(argv: string[], options: DetachedOptions): Promise<DetachedProcess>;
   /** Undefined when no such process exists. */
-  processStartTime(pid: number): Promise<string | undefined>;
+  processStartTime(pid: number, options?: AskOptions): Promise<string | undefined>;
   /**
    * Signal the process group of `pid` (detached processes lead their own group) only when the
    * process's start time equals `expectedStartTime`; false (nothing signalled) otherwise.
    */
-  signal(pid: number, signal: NodeJS.Signals, expectedStartTime: string): Promise<boolean>;
+  signal(pid: number, signal: NodeJS.Signals, expectedStartTime: string, options?: AskOptions): Promise<boolean>;
   /** Resolves once the process is gone (or the pid now belongs to another process). */
   watchExit(pid: number, startTime: string, options?: { signal?: AbortSignal }): Promise<void>;
   readFile(path: string): Promise<Buffer>;
@@ -110,5 +123,10 @@ export interface NodeAccess {
   sha256(path: string): Promise<string>;
   /** True when a TCP connection from this node to host:port succeeds within the deadline. */
   isPortOpen(host: string, port: number, deadlineMs?: number): Promise<boolean>;
+  /**
+   * Ask whether host:port accepts TCP connections from this node, telling a refusal from silence.
+   * Throws NodeUnreachable when the node itself could not be asked within the deadline (default 1000 ms).
+   */
+  probePort(host: string, port: number, deadlineMs?: number): Promise<PortAnswer>;
   close(): Promise<void>;
 }

@@ -40,7 +40,12 @@ export function planShards(profile: ModelProfile, nodes: readonly PlanNode[], op
 
   // Check the model family and the strategy against the engine.
   const validated = engine.modelFamilies;
-  if (!validated.families.includes(profile.family)) {
+  if (!validated.families.includes(profile.family) && validated.only === true) {
+    error(
+      "ModelFamilyUnsupported",
+      `${engine.name} cannot serve model family "${profile.family}" in pipeline mode; the ${validated.name}: ${validated.families.join(", ")}`,
+    );
+  } else if (!validated.families.includes(profile.family)) {
     const message = `model family "${profile.family}" is outside the validated ${validated.name} (${validated.families.join(", ")})`;
     if (o.allowUnvalidatedFamily) warn("UnvalidatedModelFamily", `${message}; planned because the definition opts in`);
     else error("UnvalidatedModelFamily", `${message}; set allow_unvalidated_family to plan it anyway`);
@@ -94,8 +99,11 @@ export function planShards(profile: ModelProfile, nodes: readonly PlanNode[], op
     const first = i === 0;
     const last = i === counts.length - 1;
     let weightBytes = sum(profile.layerBytes, start, end);
-    if (first) weightBytes += profile.embeddingBytes;
-    if (last) weightBytes += lastExtra;
+    if (engine.nonLayerTensors === "every-stage") weightBytes += profile.embeddingBytes + profile.normBytes + profile.lmHeadBytes;
+    else {
+      if (first) weightBytes += profile.embeddingBytes;
+      if (last) weightBytes += lastExtra;
+    }
     const kvBytes = sum(kv, start, end);
     const totalBytes = weightBytes + kvBytes;
     const budget = budgets[i];
@@ -105,6 +113,7 @@ export function planShards(profile: ModelProfile, nodes: readonly PlanNode[], op
       node: node.name,
       layers: [start, end],
       layerCount: end - start,
+      ...(engine.rankOfStage === undefined ? {} : { rank: engine.rankOfStage(i, counts.length) }),
       first,
       last,
       weightBytes,

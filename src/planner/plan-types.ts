@@ -30,6 +30,8 @@ export interface StagePlan {
   node: string;
   layers: [start: number, end: number];
   layerCount: number;
+  /** The engine's own number for this stage when it is not the index (mlx-lm's ring rank: reversed). */
+  rank?: number;
   first: boolean;
   last: boolean;
   /** Layer weights plus embedding (first; last when tied), final norm and lm_head (last). */

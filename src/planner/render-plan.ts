@@ -15,6 +15,11 @@ export function renderFitBar(fit: number | null): string {
 
 const ansi = { red: "\u001b[31m", yellow: "\u001b[33m", green: "\u001b[32m", bold: "\u001b[1m", reset: "\u001b[0m" };
 
+/** "0", or "0 (rank 1)" for an engine that numbers its stages otherwise. */
+function stageLabel(stage: StagePlan): string {
+  return stage.rank === undefined ? String(stage.index) : `${stage.index} (rank ${stage.rank})`;
+}
+
 function layerRange(stage: StagePlan): string {
   return `[${stage.layers[0]}, ${stage.layers[1]})`;
 }
@@ -41,7 +46,7 @@ export function renderPlanText(plan: ShardPlan, options: { color?: boolean } = {
   );
   const header = ["STAGE", "NODE", "LAYERS", "WEIGHTS", "KV", "TOTAL", "BUDGET", "SOURCE", "FIT"];
   const rows = plan.stages.map((s) => [
-    String(s.index),
+    stageLabel(s),
     s.node,
     layerRange(s),
     formatBytes(s.weightBytes),
@@ -91,7 +96,7 @@ export function renderPlanMarkdown(plan: ShardPlan): string {
   lines.push("| Stage | Node | Layers | Weights | KV cache | Total | Budget | Budget from | Fit |", "|---:|---|---|---:|---:|---:|---:|---|---|");
   for (const s of plan.stages) {
     lines.push(
-      `| ${s.index} | ${esc(s.node)} | ${layerRange(s)} | ${formatBytes(s.weightBytes)} | ${formatBytes(s.kvBytes)} | ` +
+      `| ${stageLabel(s)} | ${esc(s.node)} | ${layerRange(s)} | ${formatBytes(s.weightBytes)} | ${formatBytes(s.kvBytes)} | ` +
         `${formatBytes(s.totalBytes)} | ${s.budgetBytes === null ? "unknown" : formatBytes(s.budgetBytes)} | ${budgetFrom(s)} | \`${renderFitBar(s.fit)}\` |`,
     );
   }

@@ -5,7 +5,7 @@
  * staging progress, the pass history, and the plan of a revision (so an idle daemon does not
  * re-inspect the model every resync).
  */
-import type { ClusterObservation } from "../health/index.js";
+import type { ClusterObservation, ObservabilityEvent } from "../health/index.js";
 import type { Supervision } from "../launch/index.js";
 import type { PlannedCluster } from "../cluster/index.js";
 import type { ClusterSpec } from "../spec/index.js";
@@ -27,7 +27,9 @@ export interface ClusterMemory {
   planned?: PlannedCluster & { revision: string; identity: string };
   restarts?: RestartRecord;
   /** The supervision (health monitor + teardown on death) of the running launch, if any. */
-  supervision?: { startedAt: string; supervision: Supervision };
+  supervision?: { startedAt: string; supervision: Supervision; unobservable?: ReadonlyMap<string, ObservabilityEvent> };
+  /** A launch (its `startedAt`) cut short by a previous daemon's end and given back to the budget. */
+  refundedLaunch?: string;
   /** The launch (its `startedAt`) whose death is already recorded: the monitor and a pass may both find it. */
   deathRecordedFor?: string;
   /** The last commit that touched the definition, looked up once per revision. */

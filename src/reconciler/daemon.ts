@@ -21,6 +21,7 @@ import { DaemonMetrics } from "./metrics.js";
 import { Reconciler } from "./reconciler.js";
 import { WorkQueue } from "./queue/work-queue.js";
 import { watchDefinitions } from "./watch-definitions.js";
+import type { MonitorTuning } from "./world.js";
 
 export interface DaemonOptions {
   /** Watched directory of definitions. */
@@ -34,7 +35,7 @@ export interface DaemonOptions {
   /** Debounce of file events, ms. Default 100. */
   debounceMs?: number;
   launchDeadlines?: Partial<LaunchDeadlines>;
-  monitor?: { pollIntervalMs?: number; strikes?: number; exitWatch?: boolean };
+  monitor?: MonitorTuning;
 }
 
 export interface Daemon {

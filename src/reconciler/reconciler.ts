@@ -23,7 +23,7 @@ import { StepFailure } from "./run-step.js";
 import { readStatus, statusFileFor } from "./status/index.js";
 import { summarizePass } from "./summarize-pass.js";
 import { clearRuntime, failed, isServing, setConditions, settle, type Verdict } from "./verdicts.js";
-import { ReconcilerWorld } from "./world.js";
+import { ReconcilerWorld, type MonitorTuning } from "./world.js";
 import { StatusFeed } from "./status-feed.js";
 
 export interface ReconcilerOptions {
@@ -35,8 +35,7 @@ export interface ReconcilerOptions {
   /** Ask for another pass of a cluster (the daemon's work queue). */
   requeue: (name: string) => void;
   launchDeadlines?: Partial<LaunchDeadlines>;
-  /** Health monitor tuning. Defaults: poll every 1000 ms, 3 strikes. */
-  monitor?: { pollIntervalMs?: number; strikes?: number };
+  monitor?: MonitorTuning;
   /** Called after every pass, for metrics. */
   onPass?: (name: string, report: PassReport, durationMs: number, stagesAlive: number) => void;
 }

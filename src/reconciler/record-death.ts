@@ -45,7 +45,7 @@ export function recordDeath(pass: Pass, entry: LedgerEntry, death: DeathEvent): 
 export async function deathFoundByPass(pass: Pass, entry: LedgerEntry, gone: readonly string[]): Promise<DeathEvent | undefined> {
   const candidates = entry.processes.filter((p) => gone.includes(processLabel(p.role, p.index)));
   if (candidates.length === 0) return undefined;
-  const exits = await Promise.all(candidates.map((p) => describeExit(pass.world.nodeFor(p.node, pass.settings), p).catch(() => "")));
+  const exits = await Promise.all(candidates.map((p) => within(evidenceDeadlineMs, describeExit(pass.world.nodeFor(p.node, pass.settings), p), "")));
   const blamed =
     candidates[
       Math.max(
@@ -69,9 +69,26 @@ export async function completeEvidence(pass: Pass, entry: LedgerEntry, label: st
   const process = entry.processes.find((p) => processLabel(p.role, p.index) === label);
   if (process === undefined) return;
   const node = pass.world.nodeFor(process.node, pass.settings);
-  const [logTail, exit] = await Promise.all([readLogTail(node, process).catch(() => [] as string[]), describeExit(node, process).catch(() => undefined)]);
+  // The dead process's node may be the unreachable one: its evidence is not worth waiting for.
+  const [logTail, exit] = await Promise.all([
+    within(evidenceDeadlineMs, readLogTail(node, process), [] as string[]),
+    within(evidenceDeadlineMs, describeExit(node, process), undefined),
+  ]);
   evidence.logTail = logTail;
   if (exit !== undefined) evidence.message = `${evidence.message} (${exit})`;
+}
+
+/** How long the evidence of a death (log tail, exit status) is waited for, ms. */
+const evidenceDeadlineMs = 2_000;
+
+/** `work`'s value, or `fallback` when it fails or takes longer than `ms`. */
+async function within<T, F>(ms: number, work: Promise<T>, fallback: F): Promise<T | F> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([work.catch(() => fallback), new Promise<F>((resolve) => (timer = setTimeout(() => resolve(fallback), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**

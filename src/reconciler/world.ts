@@ -17,6 +17,18 @@ import { statusFileFor, writeStatus } from "./status/index.js";
 import type { StatusFeed } from "./status-feed.js";
 import { recordEvent } from "./verdicts.js";
 
+/**
+ * Health monitor tuning. Defaults: poll every 1000 ms, 2 strikes, probe deadline 1000 ms, exit
+ * watches on, the engine's own generation watchdog (tests shorten them).
+ */
+export type MonitorTuning = {
+  pollIntervalMs?: number;
+  strikes?: number;
+  exitWatch?: boolean;
+  probeTimeoutMs?: number;
+  generationWatchdog?: { intervalMs: number; timeoutMs: number };
+};
+
 export interface WorldOptions {
   /** The watched directory of definitions (absolute). */
   dir: string;
@@ -25,8 +37,7 @@ export interface WorldOptions {
   /** Ask for another pass of a cluster (the daemon's work queue). */
   requeue: (name: string) => void;
   launchDeadlines?: Partial<LaunchDeadlines>;
-  /** Health monitor tuning. Defaults: poll every 1000 ms, 3 strikes, exit watches on. */
-  monitor?: { pollIntervalMs?: number; strikes?: number; exitWatch?: boolean };
+  monitor?: MonitorTuning;
   /** Where every composed status is also published (the dashboard's live stream). */
   feed?: StatusFeed;
 }

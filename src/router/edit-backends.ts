@@ -83,7 +83,7 @@ function ensureBackendsSeq(doc: Document): YAMLSeq {
   return seq;
 }
 
-// Keys in continuum-router's documented order: name, url, weight, models.
+// Keys in continuum-router's documented order: name, url, weight, models; then shardctl's upstream_model.
 function setEntryFields(doc: Document, map: YAMLMap<unknown, unknown>, entry: BackendEntry): void {
   map.set("name", entry.name);
   map.set("url", entry.url);
@@ -92,6 +92,8 @@ function setEntryFields(doc: Document, map: YAMLMap<unknown, unknown>, entry: Ba
   const models = doc.createNode([...entry.models]) as Node;
   if (isSeq(models)) models.flow = true;
   map.set("models", models);
+  if (entry.upstream_model === undefined) map.delete("upstream_model");
+  else map.set("upstream_model", entry.upstream_model);
 }
 
 type Edit = { from: number; to: number; insert: string };
@@ -175,7 +177,7 @@ function editEntryFields(text: string, before: YAMLMap, after: YAMLMap): Edit[] 
     const value = pair.value as Node | null;
     if (value?.range) lastContent = Math.max(lastContent, contentEnd(text, value.range[0], value.range[1]));
   }
-  for (const field of ["name", "url", "weight", "models"]) {
+  for (const field of ["name", "url", "weight", "models", "upstream_model"]) {
     const pair = pairs.find((item) => isScalar(item.key) && item.key.value === field);
     const wanted: unknown = after.toJSON()[field];
     if (pair === undefined) {

@@ -15,6 +15,7 @@ const backendSchema = z.looseObject({
   // discover them; we do not), so it defaults to an empty list.
   models: z.array(z.string().min(1)).default([]),
   weight: z.number().positive().optional(),
+  upstream_model: z.string().min(1).optional(),
 });
 
 const configSchema = z.looseObject({
@@ -85,6 +86,7 @@ export function parseBindAddress(value: string, source: string): { host: string;
 function toBackendEntry(backend: z.infer<typeof backendSchema>): BackendEntry {
   const entry: BackendEntry = { name: backend.name, url: backend.url, models: backend.models };
   if (backend.weight !== undefined) entry.weight = backend.weight;
+  if (backend.upstream_model !== undefined) entry.upstream_model = backend.upstream_model;
   return entry;
 }
 

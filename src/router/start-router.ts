@@ -168,7 +168,7 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
     // Try backends in order until one is reached; only connection failures move on to the next.
     const routes = table;
     for (const backend of candidates) {
-      const outcome = await proxyRequest(context, backend, req, forwardPath, body, res);
+      const outcome = await proxyRequest(context, backend, req, forwardPath, withUpstreamModel(body, backend.upstream_model), res);
       if (outcome.kind === "done") {
         routes.markUp(backend.name);
         log.debug({ model, backend: backend.name, status: outcome.status }, "routed");
@@ -245,6 +245,13 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
 
 function toModelObject(model: { id: string; backends: string[] }): object {
   return { id: model.id, object: "model", created: 0, owned_by: model.backends.join(",") };
+}
+
+/** The body with its `model` replaced by the backend's upstream name, when it has one (the body is JSON: modelOf parsed it). */
+function withUpstreamModel(body: Buffer, upstream: string | undefined): Buffer {
+  if (upstream === undefined) return body;
+  const json = JSON.parse(body.toString("utf8")) as Record<string, unknown>;
+  return Buffer.from(JSON.stringify({ ...json, model: upstream }), "utf8");
 }
 
 function modelOf(body: Buffer): string | undefined {

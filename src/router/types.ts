@@ -6,6 +6,12 @@ export type BackendEntry = {
   url: string;
   models: string[];
   weight?: number;
+  /**
+   * The model name the backend is sent in place of the one the client asked for (the embedded
+   * router rewrites the request's `model`): for engines that serve one model under a fixed name,
+   * such as mlx-lm, which answers only its `--model` path or "default_model".
+   */
+  upstream_model?: string;
 };
 
 /**

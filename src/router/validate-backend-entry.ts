@@ -20,7 +20,11 @@ export function validateBackendEntry(entry: BackendEntry): BackendEntry {
   if (entry.weight !== undefined && !(Number.isFinite(entry.weight) && entry.weight > 0)) {
     fail(`expected \`weight\` to be a positive number, got ${entry.weight}`);
   }
+  if (entry.upstream_model !== undefined && (typeof entry.upstream_model !== "string" || entry.upstream_model.length === 0)) {
+    fail("expected `upstream_model` to be a non-empty string");
+  }
   const result: BackendEntry = { name: entry.name, url: entry.url, models: [...entry.models] };
   if (entry.weight !== undefined) result.weight = entry.weight;
+  if (entry.upstream_model !== undefined) result.upstream_model = entry.upstream_model;
   return result;
 }

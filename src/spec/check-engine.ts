@@ -21,6 +21,7 @@ export function checkEngine(data: unknown, settings: Settings, add: AddIssue): v
   if (engine === undefined) return;
   checkStrategy(data, engine, add);
   checkDeclaredAccelerators(data, settings, engine, add);
+  checkHttpServer(data, engine, add);
 }
 
 /** Why an extra engine argument is refused, or undefined when it is acceptable. */
@@ -64,9 +65,25 @@ function checkDeclaredAccelerators(data: unknown, settings: Settings, engine: En
   });
   if (other.length === 0) return;
   const instead = selectKindsRunningOn(other.map((o) => o.accelerator));
-  // The accelerators' name as a modifier: "Apple-silicon nodes".
-  const nodes = `${runsOn.name.replaceAll(" ", "-")} nodes`;
+  const nodes = `nodes with ${runsOn.name}`;
   const hint = instead.length === 0 ? `use ${nodes}` : `use kind = ${quoteKinds(instead)} or ${nodes}`;
   const listed = other.map((o) => `${o.node} (${o.accelerator})`).join(", ");
   add(["engine", "kind"], `${engine.name} runs on ${runsOn.name} only; ${listed} ${other.length === 1 ? "is" : "are"} declared otherwise: ${hint}`);
+}
+
+/**
+ * An engine whose last stage serves HTTP (mlx-lm's rank 0) listens on that stage's node, at the
+ * address its peers dial: `[coordinator] node` may only name that node, and `host` is not asked.
+ */
+function checkHttpServer(data: unknown, engine: EngineFacts, add: AddIssue): void {
+  if (engine.readiness.httpServer !== "last-stage") return;
+  const nodes = getRaw(data, ["nodes"]);
+  const last = Array.isArray(nodes) ? nodes.at(-1) : undefined;
+  const node = getRaw(data, ["coordinator", "node"]);
+  if (node !== undefined && typeof last === "string" && node !== last) {
+    add(["coordinator", "node"], `${engine.name} serves HTTP from the stage of the last layers, on node "${last}": set node = "${last}" or leave it out`);
+  }
+  if (getRaw(data, ["coordinator", "host"]) !== undefined) {
+    add(["coordinator", "host"], `${engine.name} serves HTTP on the address of the last node (the one its ring peers dial): leave host out`);
+  }
 }

@@ -37,6 +37,7 @@ const engineSchema = z
   .object({
     kind: z.enum(engineKinds).default(defaultEngineKind).describe(`${kindChoices}. Default ${defaultEngineKind}.`),
     binary: patternString("binary").optional().describe("Engine executable on the nodes. Default: the kind's command on PATH."),
+    python: patternString("binary").optional().describe("mlx-lm: the Python interpreter on each node that has mlx-lm installed. Default python3."),
     version: patternString("version", 64).optional().describe("Expected engine version; nodes reporting another are refused."),
     extra_args: z.array(extraArgSchema).max(maxExtraArgs).default([]).describe("Extra engine arguments, one per element. Default none."),
   })

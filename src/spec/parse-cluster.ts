@@ -1,5 +1,6 @@
 /** `clusters/<name>.toml` → `ClusterSpec`: TOML, then the schema, then the checks against the settings. */
 import { basename } from "node:path";
+import { engineOf } from "../engines/index.js";
 import { FileRefusedError } from "../files/index.js";
 import { type ClusterOutput, clusterSchema } from "./cluster-schema.js";
 import { checkEngine } from "./check-engine.js";
@@ -124,6 +125,7 @@ function checkCluster(data: unknown, file: string, settings: Settings, locator: 
 function normaliseCluster(raw: ClusterOutput, file: string, settings: Settings): ClusterSpec {
   const name = raw.name ?? stemOf(file);
   const id = raw.model.id;
+  const lastStageServes = engineOf(raw.engine.kind).readiness.httpServer === "last-stage";
   // A pushed model is read on this machine; a "path" model sits at the same path on every node, so `~/` stays for the node to expand.
   const path = raw.model.source === "hub" ? undefined : raw.model.source === "path" && id.startsWith("~/") ? id : resolveLocalPath(settings.dir, id);
   return {
@@ -142,12 +144,13 @@ function normaliseCluster(raw: ClusterOutput, file: string, settings: Settings):
       files: raw.model.files,
       verify: raw.model.verify,
     }),
-    engine: dropUndefined({ kind: raw.engine.kind, binary: raw.engine.binary, version: raw.engine.version, extraArgs: raw.engine.extra_args }),
+    engine: dropUndefined({ kind: raw.engine.kind, binary: raw.engine.binary, python: raw.engine.python, version: raw.engine.version, extraArgs: raw.engine.extra_args }),
     transport: {
       backend: raw.transport.backend ?? settings.distributed.transportBackend,
       portRange: raw.transport.port_range === undefined ? { ...settings.distributed.portRange } : parsePortRange(raw.transport.port_range),
     },
-    coordinator: { node: raw.coordinator.node, host: raw.coordinator.host, port: raw.coordinator.port },
+    // An engine whose last stage serves HTTP (mlx-lm's rank 0) serves it from the last node.
+    coordinator: { node: lastStageServes ? raw.nodes.at(-1)! : raw.coordinator.node, host: raw.coordinator.host, port: raw.coordinator.port },
     plan: { strategy: raw.plan.strategy, headroom: raw.plan.headroom, allowUnvalidatedFamily: raw.plan.allow_unvalidated_family },
     router: {
       register: raw.router.register,

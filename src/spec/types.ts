@@ -119,6 +119,8 @@ export interface ClusterSpec {
     /** Default: src/engines' defaultEngineKind ("mlxcel"). */
     kind: EngineKind;
     binary?: string;
+    /** mlx-lm's interpreter on each node. Default: python3. */
+    python?: string;
     version?: string;
     /** Default []. */
     extraArgs: readonly string[];

@@ -28,6 +28,7 @@ const files: ProcessFiles = {
   modelDir: "/Users/admin/models/models--mlx-community--Llama-3.3-70B-Instruct-4bit/snapshots/abc",
   clusterConfig: "/Users/admin/models/.shardctl/run/llama-70b/cluster.toml",
   tokenFile: "/Users/admin/models/.shardctl/run/llama-70b/transport.token",
+  cacheDir: "/Users/admin/models/.shardctl/run/llama-70b/cache",
 };
 
 describe("mlxcel driver", () => {

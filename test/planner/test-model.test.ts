@@ -6,7 +6,9 @@ import { promisify } from "node:util";
 import { Template } from "@huggingface/jinja";
 import { Tokenizer } from "@huggingface/tokenizers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { inspectModel } from "../../src/planner/index.js";
 import { makeTestModel, toBfloat16Bits, toFloat16Bits } from "../../src/planner/test-model/index.js";
+import { runMlxSnippet } from "../support/mlx-lm.js";
 
 let root: string;
 beforeAll(async () => {
@@ -113,6 +115,45 @@ describe("makeTestModel", () => {
   });
 });
 
+describe("makeTestModel --family qwen2", () => {
+  it("writes Qwen2's q/k/v biases, config and ChatML tokens, always with an index", async () => {
+    const dir = join(root, "qwen2");
+    const model = await makeTestModel(dir, { family: "qwen2", layers: 2 });
+    expect(model.files.sort()).toEqual(["config.json", "model.safetensors", "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json"]);
+    const header = await readHeader(join(dir, "model.safetensors"));
+    expect(header["model.layers.1.self_attn.q_proj.bias"]).toMatchObject({ dtype: "F16", shape: [64] });
+    expect(header["model.layers.1.self_attn.k_proj.bias"]).toMatchObject({ dtype: "F16", shape: [32] });
+    expect(header["model.layers.1.self_attn.o_proj.bias"]).toBeUndefined();
+    const index = JSON.parse(await readFile(join(dir, "model.safetensors.index.json"), "utf8")) as { weight_map: Record<string, string> };
+    expect(Object.keys(index.weight_map).sort()).toEqual(Object.keys(header).sort());
+    expect(model.config).toMatchObject({ model_type: "qwen2", rope_theta: 1_000_000, tie_word_embeddings: false, eos_token_id: [282, 280] });
+    expect(model.config.head_dim).toBeUndefined();
+    const tokenizerConfig = JSON.parse(await readFile(join(dir, "tokenizer_config.json"), "utf8")) as { chat_template: string; eos_token: string };
+    expect(tokenizerConfig.eos_token).toBe("<|im_end|>");
+    const text = new Template(tokenizerConfig.chat_template).render({ messages: [{ role: "user", content: "hi" }], add_generation_prompt: true });
+    expect(text).toBe("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+    expect(await inspectModel({ kind: "dir", path: dir })).toMatchObject({ family: "qwen2", layers: 2 });
+  });
+
+  it("loads and generates in mlx-lm, a Llama model too, quantized and tied", async () => {
+    const models = {
+      qwen2: await makeTestModel(join(root, "mlx-qwen2"), { family: "qwen2", tieWordEmbeddings: true }),
+      qwen2q4: await makeTestModel(join(root, "mlx-qwen2-q4"), { family: "qwen2", quantize: 4, shards: 2 }),
+      llama: await makeTestModel(join(root, "mlx-llama"), {}),
+    };
+    const code = [
+      "import json",
+      "from mlx_lm import load, generate",
+      `for name, path in json.loads(${JSON.stringify(JSON.stringify(Object.fromEntries(Object.entries(models).map(([k, m]) => [k, m.dir]))))}).items():`,
+      "    model, tokenizer = load(path)",
+      "    generate(model, tokenizer, prompt=tokenizer.apply_chat_template([{'role': 'user', 'content': 'hi'}], add_generation_prompt=True), max_tokens=3)",
+      "    print(name, type(model).__module__, hasattr(model.model, 'pipeline'))",
+    ].join("\n");
+    const out = await runMlxSnippet(code);
+    expect(out.trim().split("\n")).toEqual(["qwen2 mlx_lm.models.qwen2 True", "qwen2q4 mlx_lm.models.qwen2 True", "llama mlx_lm.models.llama False"]);
+  }, 600_000);
+});
+
 describe("shardctl make-test-model", () => {
   it("writes a model from the command line and rejects bad flags", async () => {
     const cli = join(process.cwd(), "dist/src/cli/shardctl.js");
@@ -123,5 +164,12 @@ describe("shardctl make-test-model", () => {
       (e: unknown) => e as { code: number; stderr: string },
     );
     expect(failure).toMatchObject({ code: 1, stderr: 'shardctl: expected --dtype to be f16, bf16 or f32, got "f8"\n' });
+    const qwen = await run(process.execPath, [cli, "make-test-model", join(root, "cli-qwen"), "--family", "qwen2"]);
+    expect(qwen.stdout).toMatch(/^wrote 5 files/);
+    expect(JSON.parse(await readFile(join(root, "cli-qwen", "config.json"), "utf8"))).toMatchObject({ model_type: "qwen2" });
+    const badFamily = await run(process.execPath, [cli, "make-test-model", join(root, "cli3"), "--family", "gpt2"]).catch(
+      (e: unknown) => e as { code: number; stderr: string },
+    );
+    expect(badFamily).toMatchObject({ code: 1, stderr: 'shardctl: expected --family to be llama or qwen2, got "gpt2"\n' });
   });
 });

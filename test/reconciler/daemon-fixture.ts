@@ -17,7 +17,7 @@ import { Ajv2020 } from "ajv/dist/2020.js";
 import { pino } from "pino";
 import { bundledShardEngine } from "../../src/launch/index.js";
 import { makeTestModel } from "../../src/planner/test-model/index.js";
-import { startDaemon, type Daemon, type ClusterStatus } from "../../src/reconciler/index.js";
+import { startDaemon, type Daemon, type DaemonOptions, type ClusterStatus } from "../../src/reconciler/index.js";
 import { computeRevision, formatIssue, loadCluster, loadSettings } from "../../src/spec/index.js";
 import { freePortRun } from "../support/free-ports.js";
 import { startSshdNodes, type SshdSet } from "../support/sshd.js";
@@ -209,7 +209,7 @@ export async function commitAll(world: DaemonWorld, message: string): Promise<st
 /** Timings that keep a test in seconds. */
 export const fastLaunch = { stageListenMs: 15_000, coordinatorHealthMs: 15_000, readinessMs: 15_000, stopGraceMs: 2_000 };
 export const fastMonitor = { pollIntervalMs: 200, strikes: 2 };
-export type MonitorTimings = { pollIntervalMs?: number; strikes?: number; exitWatch?: boolean };
+export type MonitorTimings = NonNullable<DaemonOptions["monitor"]>;
 
 /** The daemon in this process, logging to <root>/daemon.log; `monitor` replaces the fast health monitor's timings. */
 export async function startInProcessDaemon(world: DaemonWorld, resyncMs = 60_000, monitor: MonitorTimings = fastMonitor): Promise<Daemon> {

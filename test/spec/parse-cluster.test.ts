@@ -231,7 +231,7 @@ describe("parseCluster: engine fit", () => {
     );
     const result = parseCluster('nodes = ["box-1", "mac"]\n[model]\nid = "org/name"\n', "clusters/x.toml", settings);
     expect(result.issues.map(formatIssue)).toEqual([
-      'clusters/x.toml:1:1: engine.kind: mlxcel runs on Apple silicon only; box-1 (cpu) is declared otherwise: use kind = "reference" or Apple-silicon nodes',
+      'clusters/x.toml:1:1: engine.kind: mlxcel runs on Apple silicon or Linux CUDA only; box-1 (cpu) is declared otherwise: use kind = "reference" or "mlx-lm" or nodes with Apple silicon or Linux CUDA',
     ]);
     expect(parseCluster('nodes = ["box-1", "mac"]\n[model]\nid = "org/name"\n[engine]\nkind = "reference"\n', "clusters/x.toml", settings).ok).toBe(true);
   });

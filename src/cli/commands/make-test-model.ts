@@ -1,6 +1,6 @@
-/** `shardctl make-test-model <dir> [options]`: write a deterministic Llama-family MLX model. */
+/** `shardctl make-test-model <dir> [options]`: write a deterministic Llama- or Qwen2-family MLX model. */
 import { parseArgs } from "node:util";
-import { makeTestModel, type FloatDtype } from "../../planner/index.js";
+import { makeTestModel, type FloatDtype, type TestModelOptions } from "../../planner/index.js";
 import { usageOf } from "../help/index.js";
 import { UsageError } from "../usage-error.js";
 
@@ -11,6 +11,7 @@ export async function run(args: string[]): Promise<number> {
     args,
     allowPositionals: true,
     options: {
+      family: { type: "string" },
       layers: { type: "string" },
       hidden: { type: "string" },
       heads: { type: "string" },
@@ -33,10 +34,13 @@ export async function run(args: string[]): Promise<number> {
   };
   const dtype = values.dtype ?? "f16";
   if (!["f16", "bf16", "f32"].includes(dtype)) throw new UsageError(`expected --dtype to be f16, bf16 or f32, got "${dtype}"`);
+  const family = values.family ?? "llama";
+  if (family !== "llama" && family !== "qwen2") throw new UsageError(`expected --family to be llama or qwen2, got "${family}"`);
   const quantize = int("quantize", values.quantize);
   if (quantize !== undefined && quantize !== 4 && quantize !== 8) throw new UsageError(`expected --quantize to be 4 or 8, got "${quantize}"`);
   try {
     const model = await makeTestModel(dir, {
+      family: family satisfies TestModelOptions["family"],
       layers: int("layers", values.layers),
       hidden: int("hidden", values.hidden),
       heads: int("heads", values.heads),

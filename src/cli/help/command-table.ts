@@ -303,11 +303,18 @@ export const commandTable = [
   },
   {
     name: "make-test-model",
-    purpose: "write a deterministic Llama-family MLX model with random weights, for tests and demos",
+    purpose: "write a deterministic Llama- or Qwen2-family MLX model with random weights, for tests and demos",
     usage:
-      "shardctl make-test-model <dir> [--layers N] [--hidden H] [--heads A] [--kv-heads K] [--intermediate I] [--vocab V] [--dtype f16|bf16|f32] [--quantize 4|8] [--shards S] [--seed X] [--tie]",
+      "shardctl make-test-model <dir> [--family llama|qwen2] [--layers N] [--hidden H] [--heads A] [--kv-heads K] [--intermediate I] [--vocab V] [--dtype f16|bf16|f32] [--quantize 4|8] [--shards S] [--seed X] [--tie]",
     operands: { kind: "dir" },
     flags: [
+      {
+        name: "--family",
+        value: "<llama|qwen2>",
+        description: "model architecture (qwen2 is one mlx-lm can pipeline)",
+        default: "llama",
+        complete: { kind: "words", words: ["llama", "qwen2"] },
+      },
       { name: "--layers", value: "<N>", description: "transformer layers", default: "4", complete: { kind: "none" } },
       { name: "--hidden", value: "<H>", description: "hidden size", default: "64", complete: { kind: "none" } },
       { name: "--heads", value: "<A>", description: "attention heads", default: "4", complete: { kind: "none" } },

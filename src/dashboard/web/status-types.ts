@@ -48,7 +48,8 @@ export interface StageCardView {
   address?: string;
   pid?: number;
   alive: boolean;
-  transport: "listening" | "closed" | "unknown";
+  transport: "listening" | "closed" | "unknown" | "not-probed";
+  rank?: number;
   since?: string;
 }
 

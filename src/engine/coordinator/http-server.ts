@@ -9,6 +9,7 @@ import type { Logger } from "../log.js";
 import type { ModelConfig } from "../model/index.js";
 import { generate, type TokenInfo } from "./generate.js";
 import type { Pipeline } from "./pipeline.js";
+import { type LinkState, PipelineBroken } from "./remote-pipeline.js";
 import { ApiError, type ChatRequest, type CompletionRequest, parseChatRequest, parseCompletionRequest } from "./requests.js";
 import type { TextCodec } from "./text.js";
 
@@ -27,6 +28,8 @@ export interface HttpContext {
   codec: TextCodec | undefined;
   pipeline: Pipeline | undefined;
   health: HealthState;
+  /** The stage links' states (remote pipelines only); /health is 200 only while every one is up. */
+  links?: () => LinkState[];
   log: Logger;
 }
 
@@ -41,7 +44,7 @@ const routes: Record<string, string> = {
 export function createHttpServer(ctx: HttpContext): Server {
   const server = createServer((req, res) => {
     handle(ctx, req, res).catch((error: unknown) => {
-      const e = error instanceof ApiError ? error : new ApiError(500, (error as Error).message, null, null, "server_error");
+      const e = toApiError(error);
       if (!(error instanceof ApiError)) ctx.log.error({ err: (error as Error).message, url: req.url }, "request failed");
       if (!res.headersSent) sendJson(res, e.status, e.body());
       else if (!res.writableEnded) {
@@ -60,6 +63,13 @@ function sendJson(res: ServerResponse, status: number, body: unknown, headers: R
   res.end(text);
 }
 
+/** A lost stage link is the service being unavailable (503), anything else a server error. */
+function toApiError(error: unknown): ApiError {
+  if (error instanceof ApiError) return error;
+  if (error instanceof PipelineBroken) return new ApiError(503, `Pipeline broken: ${error.message}`, null, "pipeline_broken", "unavailable");
+  return new ApiError(500, (error as Error).message, null, null, "server_error");
+}
+
 function unavailable(ctx: HttpContext): ApiError {
   const message = ctx.health.state === "broken" ? `Pipeline broken: ${ctx.health.reason}` : "Loading model";
   return new ApiError(503, message, null, null, "unavailable");
@@ -74,8 +84,13 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
     throw new ApiError(405, `Method ${req.method} is not allowed on ${path}; use ${method}`, null, "method_not_allowed");
   }
   if (path === "/health") {
-    if (ctx.health.state === "ok") sendJson(res, 200, { status: "ok" });
-    else sendJson(res, 503, { error: { code: 503, message: unavailable(ctx).message, type: "unavailable" } });
+    const links = ctx.links?.();
+    const dead = (links ?? []).filter((l) => l.state !== "up");
+    if (ctx.health.state === "ok" && dead.length === 0) sendJson(res, 200, { status: "ok" });
+    else {
+      const message = dead.length > 0 && ctx.health.state !== "broken" ? `Stage link(s) dead: ${dead.map((l) => l.nodeId).join(", ")}` : unavailable(ctx).message;
+      sendJson(res, 503, { error: { code: 503, message, type: "unavailable" }, ...(links === undefined ? {} : { links, deadLinks: dead.map((l) => l.nodeId) }) });
+    }
     return;
   }
   if (path === "/v1/models") {
@@ -219,7 +234,7 @@ async function complete(
       ctx.log.info({ id }, "client disconnected; sequence cancelled");
       return;
     }
-    throw new ApiError(500, (error as Error).message, null, null, "server_error");
+    throw toApiError(error);
   }
 }
 

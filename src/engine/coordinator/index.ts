@@ -1,6 +1,6 @@
 /** Coordinator: HTTP/OpenAI surface, generation loop, local and remote pipelines. */
 export { createHttpServer, maxBodyBytes, type HttpContext, type HealthState } from "./http-server.js";
 export { LocalPipeline, type Pipeline } from "./pipeline.js";
-export { RemotePipeline, type StageAddress } from "./remote-pipeline.js";
+export { RemotePipeline, PipelineBroken, type LinkState, type StageAddress } from "./remote-pipeline.js";
 export { TextCodec, type ChatMessage } from "./text.js";
 export { generate, type GenerateOptions, type GenerateResult } from "./generate.js";

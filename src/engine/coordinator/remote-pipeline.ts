@@ -1,7 +1,9 @@
 /**
  * Remote stages over TCP. The coordinator holds one control link per stage: tokens go into stage 0,
  * prepare/release travel down the pipeline in order behind them, sampled tokens come back from the
- * last stage, errors from any stage. Losing any link is fatal for the whole pipeline.
+ * last stage, errors from any stage. Losing any link — closed, reset, or silent for longer than the
+ * liveness bound (transport/liveness.ts) — is fatal for the whole pipeline: requests in flight fail
+ * at once with PipelineBroken and every link's state is reported by `linkStates`.
  */
 import type { Logger } from "../log.js";
 import type { SampledToken, SamplingParams } from "../model/index.js";
@@ -14,6 +16,23 @@ export interface StageAddress {
   port: number;
 }
 
+/** One control link as /health reports it. */
+export interface LinkState {
+  stage: number;
+  nodeId: string;
+  address: string;
+  state: "up" | "dead";
+  /** Why it died. */
+  reason?: string;
+  /** Time the stage was silent before it was declared dead, ms. */
+  silentMs?: number;
+}
+
+/** A request failed because the pipeline lost a stage link. */
+export class PipelineBroken extends Error {
+  override readonly name = "PipelineBroken";
+}
+
 interface Pending {
   resolve: (r: SampledToken) => void;
   reject: (e: Error) => void;
@@ -24,16 +43,24 @@ export class RemotePipeline implements Pipeline {
   /** Per stage, the callers waiting for its stats answer, oldest first (answers come in order). */
   private statsWaiters: Array<Array<(v: object) => void>> = [];
   private broken: string | undefined;
+  private readonly states: LinkState[];
 
   private constructor(
     private readonly links: Link[],
+    stages: StageAddress[],
     private readonly log: Logger,
     private readonly onBroken: (reason: string) => void,
   ) {
+    this.states = stages.map((s, stage) => ({ stage, nodeId: s.nodeId, address: `${s.host}:${s.port}`, state: "up" }));
     links.forEach((link, i) => {
-      link.onClose((reason) => this.fail(`link to stage ${i} (${link.peer}) broke: ${reason}`));
+      link.onClose((reason) => this.lose(i, link, reason));
       link.onFrame((kind, payload) => this.handle(i, kind, payload));
     });
+  }
+
+  /** Every stage link's state, in stage order. */
+  linkStates(): LinkState[] {
+    return this.states.map((s) => ({ ...s }));
   }
 
   /**
@@ -79,7 +106,7 @@ export class RemotePipeline implements Pipeline {
       for (const l of links) l.close();
       throw error;
     }
-    return new RemotePipeline(links, log, onBroken);
+    return new RemotePipeline(links, stages, log, onBroken);
   }
 
   prepare(seq: number, params: SamplingParams): void {
@@ -89,7 +116,7 @@ export class RemotePipeline implements Pipeline {
   }
 
   run(seq: number, tokens: readonly number[]): Promise<SampledToken> {
-    if (this.broken !== undefined) return Promise.reject(new Error(this.broken));
+    if (this.broken !== undefined) return Promise.reject(new PipelineBroken(this.broken));
     return new Promise<SampledToken>((resolve, reject) => {
       this.pending.set(seq, { resolve, reject });
       this.first().send(Kind.Run, encodeRun(seq, tokens));
@@ -104,7 +131,7 @@ export class RemotePipeline implements Pipeline {
   }
 
   async stats(): Promise<object[]> {
-    if (this.broken !== undefined) throw new Error(this.broken);
+    if (this.broken !== undefined) throw new PipelineBroken(this.broken);
     const answers = this.links.map(
       (_, i) =>
         new Promise<object>((resolve, reject) => {
@@ -154,10 +181,22 @@ export class RemotePipeline implements Pipeline {
     }
   }
 
+  private lose(stage: number, link: Link, reason: string): void {
+    const state = this.states[stage] as LinkState;
+    if (this.broken === "closed") return;
+    state.state = "dead";
+    state.reason = reason;
+    if (link.silence !== undefined) {
+      state.silentMs = link.silence.silentMs;
+      this.log.error({ stage, peer: link.peer, ...link.silence }, `link dead: ${reason}`);
+    }
+    this.fail(`link to stage ${stage} (${link.peer}) broke: ${reason}`);
+  }
+
   private fail(reason: string): void {
     if (this.broken !== undefined) return;
     this.broken = reason;
-    for (const p of this.pending.values()) p.reject(new Error(reason));
+    for (const p of this.pending.values()) p.reject(new PipelineBroken(reason));
     this.pending.clear();
     this.onBroken(reason);
   }

@@ -3,7 +3,9 @@
  * (after stage 0) the previous stage, dials the next stage once the coordinator is connected, and
  * runs sequences as their messages arrive. Messages are handled in arrival order, one at a time;
  * different stages work on different sequences at once, which is where pipeline throughput comes
- * from. Losing any link after it was established ends the process with exit code 1.
+ * from. Losing any link after it was established — closed, reset, or silent for longer than the
+ * liveness bound (transport/liveness.ts) — ends the process with exit code 1. While the stage
+ * computes (synchronously, on this thread) a helper thread keeps its links heartbeating.
  */
 import { createServer, type Server, type Socket } from "node:net";
 import { KernelRuntime } from "../kernels/index.js";
@@ -12,7 +14,9 @@ import { residentMemory } from "../memory.js";
 import { Sampler, type SequenceCache, ModelShard, type ModelConfig, usefulThreads } from "../model/index.js";
 import {
   acceptLink,
+  ComputeHeartbeat,
   decodeActivations,
+  defaultLiveness,
   decodePrepare,
   decodeRun,
   decodeSeq,
@@ -22,6 +26,7 @@ import {
   encodePrepare,
   encodeResult,
   encodeSeq,
+  HandshakeAbandoned,
   Kind,
   type Link,
 } from "../transport/index.js";
@@ -94,6 +99,7 @@ class StageRuntime {
   private downstream: Link | undefined;
   private readonly sequences = new Map<number, SequenceState>();
   private readonly logits: Float32Array;
+  private readonly heartbeat = new ComputeHeartbeat();
   private closing = false;
   /** Hidden-state rows sent to the next stage (one per token). */
   private rowsSent = 0;
@@ -113,8 +119,8 @@ class StageRuntime {
       ({ link, hello }) => this.attach(link, hello.role, remote),
       (error: unknown) => {
         const message = (error as Error).message;
-        // A readiness probe (connect, then close) is not an intruder.
-        if (message.includes("closed during the handshake")) this.options.log.debug({ remote }, "connection closed before the handshake");
+        // A readiness probe (connect, then close before sending a byte) is not an intruder.
+        if (error instanceof HandshakeAbandoned) this.options.log.debug({ remote, err: message }, "connection closed before the handshake");
         else this.options.log.warn({ remote, err: message }, "peer refused");
       },
     );
@@ -123,6 +129,7 @@ class StageRuntime {
   close(server: Server): void {
     this.closing = true;
     server.close();
+    this.heartbeat.stop();
     for (const link of [this.coordinator, this.upstream, this.downstream]) link?.close();
   }
 
@@ -134,7 +141,7 @@ class StageRuntime {
       return;
     }
     this.options.log.info({ remote, peer: link.peer }, "peer connected");
-    link.onClose((reason) => this.lost(`${role} link (${link.peer})`, reason));
+    link.onClose((reason) => this.lost(`${role} link (${link.peer})`, reason, link));
     link.onFrame((kind, payload) => this.handle(kind, payload));
     if (role === "upstream") {
       this.upstream = link;
@@ -154,15 +161,16 @@ class StageRuntime {
       const deadline = Date.now() + this.options.connectTimeoutMs;
       const link = await dialLinkUntil(next.host, next.port, { role: "upstream", nodeId: this.options.nodeId }, this.options.token, deadline);
       this.downstream = link;
-      link.onClose((reason) => this.lost(`downstream link (${link.peer})`, reason));
+      link.onClose((reason) => this.lost(`downstream link (${link.peer})`, reason, link));
       link.onFrame((kind) => this.options.log.warn({ kind }, "unexpected frame from the next stage"));
       this.options.log.info({ peer: link.peer }, "connected to the next stage");
     }
     coordinator.sendJson(Kind.Ready, { stage: this.options.stage, range: [this.options.range.start, this.options.range.end], weightBytes: this.model.weightBytes });
   }
 
-  private lost(which: string, reason: string): void {
+  private lost(which: string, reason: string, link: Link): void {
     if (this.closing) return;
+    if (link.silence !== undefined) this.options.log.error({ link: which, peer: link.peer, ...link.silence }, `link dead: ${reason}`);
     this.options.log.error({ link: which, reason }, `stage ${this.options.stage}: ${which} broke (${reason}); a pipeline cannot survive the loss of a peer, exiting`);
     this.closing = true;
     this.options.exit(1);
@@ -185,7 +193,11 @@ class StageRuntime {
           const m = decodeRun(payload);
           seq = m.seq;
           if (!this.model.first) throw new Error("run sent to a stage that is not the first");
-          this.step(m.seq, this.model.embed(m.tokens), m.tokens.length);
+          this.step(
+            m.seq,
+            this.compute(() => this.model.embed(m.tokens)),
+            m.tokens.length,
+          );
           return;
         }
         case Kind.Activations: {
@@ -244,14 +256,22 @@ class StageRuntime {
   private step(seq: number, hidden: Float32Array, rows: number): void {
     const state = this.sequences.get(seq);
     if (state === undefined) throw new Error(`sequence ${seq} is not prepared on stage ${this.options.stage}`);
-    this.model.forward(state.cache, hidden, rows);
+    this.compute(() => this.model.forward(state.cache, hidden, rows));
     if (!this.model.last) {
       this.rowsSent += rows;
       this.downstream?.send(Kind.Activations, encodeActivations(seq, rows, hidden, this.options.config.hiddenSize));
       return;
     }
-    const logits = this.model.logits(hidden, rows - 1, this.logits);
-    const sampled = (state.sampler as Sampler).sample(logits);
+    const sampled = this.compute(() => (state.sampler as Sampler).sample(this.model.logits(hidden, rows - 1, this.logits)));
     this.coordinator?.send(Kind.Result, encodeResult(seq, sampled));
+  }
+
+  /** Run synchronous compute (it blocks this thread's event loop) with every link heartbeating meanwhile. */
+  private compute<T>(work: () => T): T {
+    const started = performance.now();
+    const result = this.heartbeat.run([this.coordinator, this.upstream, this.downstream], work);
+    const ms = Math.round(performance.now() - started);
+    if (ms >= defaultLiveness.heartbeatMs) this.options.log.debug({ ms }, "long compute: the helper thread kept the links heartbeating");
+    return result;
   }
 }

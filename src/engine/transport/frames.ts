@@ -28,6 +28,12 @@ export const Kind = {
   StatsRequest: 17,
   /** Stage → coordinator: JSON memory figures. */
   Stats: 18,
+  /**
+   * Either direction, empty payload: "I am alive". Sent on a link that has been idle for the
+   * heartbeat interval (and by a helper thread while the main thread computes); only accepted on
+   * an established link, like every message after the handshake. See liveness.ts.
+   */
+  Heartbeat: 19,
 } as const;
 
 export function encodeFrame(kind: number, payload: Uint8Array): Buffer {

@@ -6,6 +6,7 @@
 import { connect, type Socket } from "node:net";
 import { clientMac, createNonce, macEquals, serverMac } from "./auth.js";
 import { encodeFrame, FrameReader, frameHeaderBytes, Kind } from "./frames.js";
+import { defaultLiveness, type LivenessBounds, unwatch, watch } from "./liveness.js";
 
 /** Largest frame accepted before the handshake completes, bytes. */
 const handshakeMaxBytes = 4096;
@@ -21,10 +22,30 @@ export interface Hello {
   nodeId: string;
 }
 
+/** How a link ended when its peer went silent. */
+export interface Silence {
+  /** Time without a byte from the peer when it was declared dead, ms (this process's blocked time excluded). */
+  silentMs: number;
+  /** The bound, ms. */
+  deadAfterMs: number;
+}
+
+/** Why a handshake ended: the peer closed before sending one byte (a port probe), or anything else. */
+export class HandshakeAbandoned extends Error {
+  override readonly name = "HandshakeAbandoned";
+}
+
 export class Link {
   private handler: (kind: number, payload: Buffer) => void = () => {};
   private closeHandler: (reason: string) => void = () => {};
   private closed = false;
+  private closeReason = "connection closed";
+  /** When a byte was last received / a frame last sent (performance.now(), ms). */
+  private lastHeard = performance.now();
+  private lastSent = performance.now();
+  private readonly liveness: LivenessBounds;
+  /** Set when the link was declared dead for silence. */
+  silence: Silence | undefined;
   /** Bytes sent (frame headers included), for the bytes-per-token figure. */
   bytesSent = 0;
 
@@ -34,11 +55,15 @@ export class Link {
     /** Who is at the other end, for log lines. */
     readonly peer: string,
     pending: Array<{ kind: number; payload: Buffer }>,
+    liveness: LivenessBounds = defaultLiveness,
   ) {
+    this.liveness = liveness;
     socket.setNoDelay(true);
     reader.maxPayloadBytes = linkMaxBytes;
     socket.removeAllListeners("data");
     socket.on("data", (chunk: Buffer) => {
+      // Any byte counts, so a peer busy sending one large frame is alive.
+      this.lastHeard = performance.now();
       let frames;
       try {
         frames = reader.push(chunk);
@@ -46,13 +71,15 @@ export class Link {
         this.fail(`protocol error: ${(error as Error).message}`);
         return;
       }
-      for (const f of frames) this.handler(f.kind, f.payload);
+      for (const f of frames) if (f.kind !== Kind.Heartbeat) this.handler(f.kind, f.payload);
     });
     socket.on("error", (error) => this.fail(error.message));
     socket.on("close", () => this.fail("connection closed"));
     socket.resume();
     // Frames that arrived in the same chunk as the handshake's last one.
-    if (pending.length > 0) setImmediate(() => pending.forEach((f) => this.handler(f.kind, f.payload)));
+    const early = pending.filter((f) => f.kind !== Kind.Heartbeat);
+    if (early.length > 0) setImmediate(() => early.forEach((f) => this.handler(f.kind, f.payload)));
+    watch(this);
   }
 
   onFrame(handler: (kind: number, payload: Buffer) => void): void {
@@ -61,13 +88,46 @@ export class Link {
 
   onClose(handler: (reason: string) => void): void {
     this.closeHandler = handler;
-    if (this.closed) handler("connection closed");
+    if (this.closed) handler(this.closeReason);
   }
 
   send(kind: number, payload: Uint8Array): void {
     if (this.closed) return;
     this.bytesSent += payload.length + frameHeaderBytes;
+    this.lastSent = performance.now();
     this.socket.write(encodeFrame(kind, payload));
+  }
+
+  /** Liveness tick (liveness.ts): declare the link dead after too long a silence, else keep it warm. */
+  tick(now: number): void {
+    if (this.closed) return;
+    const silentMs = Math.round(now - this.lastHeard);
+    if (silentMs > this.liveness.deadAfterMs) {
+      this.silence = { silentMs, deadAfterMs: this.liveness.deadAfterMs };
+      this.fail(`no frame from ${this.peer} for ${silentMs} ms (dead after ${this.liveness.deadAfterMs} ms of silence)`);
+      return;
+    }
+    if (now - this.lastSent >= this.liveness.heartbeatMs) this.send(Kind.Heartbeat, Buffer.alloc(0));
+  }
+
+  /** This process could not read for `ms`: that time is not the peer's silence. */
+  creditBlocked(ms: number): void {
+    this.lastHeard = Math.min(performance.now(), this.lastHeard + ms);
+  }
+
+  /**
+   * The socket's descriptor when another thread may write whole frames to it now (nothing of this
+   * link is queued in user space), else -1. See compute-heartbeat.ts.
+   */
+  shareableFd(): number {
+    if (this.closed || this.socket.writableLength !== 0) return -1;
+    const fd = (this.socket as unknown as { _handle?: { fd?: number } })._handle?.fd;
+    return typeof fd === "number" && fd >= 0 ? fd : -1;
+  }
+
+  /** Write bytes that are not a frame of their own (the tail of a frame another thread began). */
+  writeRaw(bytes: Uint8Array): void {
+    if (!this.closed) this.socket.write(bytes);
   }
 
   sendJson(kind: number, value: unknown): void {
@@ -76,12 +136,15 @@ export class Link {
 
   close(): void {
     this.closed = true;
+    unwatch(this);
     this.socket.destroy();
   }
 
   private fail(reason: string): void {
     if (this.closed) return;
     this.closed = true;
+    this.closeReason = reason;
+    unwatch(this);
     this.socket.destroy();
     this.closeHandler(reason);
   }
@@ -148,6 +211,12 @@ export async function acceptLink(socket: Socket, nodeId: string, token: Buffer |
     return { link: new Link(socket, reader, `${role} ${peerId}`, rest), hello: { role, nodeId: peerId } };
   } catch (error) {
     socket.destroy();
+    // A port probe connects and closes (often with a reset, our challenge being unread) before
+    // sending anything: not a peer that failed to authenticate.
+    const message = (error as Error).message;
+    if (socket.bytesRead === 0 && /closed during the handshake|ECONNRESET|EPIPE/.test(message)) {
+      throw new HandshakeAbandoned(`connection closed before sending a frame (${message})`, { cause: error });
+    }
     throw error;
   }
 }

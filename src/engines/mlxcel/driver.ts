@@ -11,7 +11,10 @@ export function createMlxcelDriver(options: DriverOptions): EngineDriver {
   const binary = options.binary ?? mlxcelFacts.defaultBinary;
   return {
     facts: mlxcelFacts,
+    clusterConfigName: "cluster.toml",
     renderClusterConfig: renderMlxcelClusterToml,
+    // Every stage at once: each loads its layers while the others do, then listens.
+    startOrder: (topology) => [topology.stages.map((s) => s.index)],
     stageArgv(_topology: EngineTopology, stage: StageSlot, files: ProcessFiles): string[] {
       return [...mlxcelServerArgv([binary], files, stage.id, stage.address), "--no-warmup", ...options.extraArgs];
     },

@@ -2,7 +2,7 @@ import type { EngineFacts } from "../types.js";
 import { mlxcelExtraArgs } from "./extra-args.js";
 import { mlxcelSplit } from "./split-layers.js";
 
-/** mlxcel (`mlxcel-server`), the production engine: MLX on Apple silicon. */
+/** mlxcel (`mlxcel-server`), the production engine: MLX on Apple silicon or on Linux with CUDA. */
 export const mlxcelFacts = {
   kind: "mlxcel",
   name: "mlxcel",
@@ -10,12 +10,14 @@ export const mlxcelFacts = {
   // Installed on each node, found on its PATH unless `[engine] binary` names it.
   defaultBinary: "mlxcel-server",
   // The binary that will run is the one asked: a node where it fails cannot take a stage.
-  versionProbeBinary: (configured) => configured ?? "mlxcel-server",
-  // MLX runs on Apple silicon's GPU only.
-  runsOn: { accelerators: ["apple-silicon"], name: "Apple silicon" },
+  versionCommand: (options) => [options.binary ?? "mlxcel-server", "--version"],
+  // MLX on Apple silicon's GPU or on CUDA GPUs, never a CPU-only node; a cluster is all one or all
+  // the other (the planner refuses mixed accelerator families), with one mlxcel version.
+  runsOn: { accelerators: ["apple-silicon", "cuda"], name: "Apple silicon or Linux CUDA" },
   // mlxcel computes its own split and cannot be told another one.
   acceptsExplicitLayers: false,
   ownSplit: { name: "mlxcel's split", countLayers: mlxcelSplit },
+  nonLayerTensors: "ends",
   // Mistral is the Llama architecture (RMSNorm, RoPE, grouped-query attention, SwiGLU MLP, same
   // tensor names) plus a sliding window the KV estimate accounts for. Qwen2 is left out: its
   // attention projections carry biases the Llama path does not load, so it must be opted into
@@ -38,6 +40,7 @@ export const mlxcelFacts = {
     loadingStatus: 503,
     completionsPath: "/v1/completions",
     stageUp: "transport-listening",
+    httpServer: "coordinator",
     processExit: "ends-pipeline",
   },
 } as const satisfies EngineFacts;

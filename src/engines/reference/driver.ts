@@ -11,7 +11,10 @@ export function createReferenceDriver(options: DriverOptions): EngineDriver {
   const program = options.binary === undefined ? [process.execPath, bundledShardEngine] : [options.binary];
   return {
     facts: referenceFacts,
+    clusterConfigName: "cluster.toml",
     renderClusterConfig: renderMlxcelClusterToml,
+    // Every stage at once: each loads its layers while the others do, then listens.
+    startOrder: (topology) => [topology.stages.map((s) => s.index)],
     stageArgv(_topology: EngineTopology, stage: StageSlot, files: ProcessFiles): string[] {
       return [
         ...mlxcelServerArgv(program, files, stage.id, stage.address),

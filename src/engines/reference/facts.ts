@@ -14,13 +14,14 @@ export const referenceFacts = {
   // The driver runs this installation's bundled copy unless `[engine] binary` names another.
   defaultBinary: undefined,
   // The bundled copy is this installation's own: only a binary the definition names is asked.
-  versionProbeBinary: (configured) => configured,
+  versionCommand: (options) => (options.binary === undefined ? undefined : [options.binary, "--version"]),
   // Plain TypeScript on Node.js: any node.
   runsOn: undefined,
   // Its cluster TOML takes per-stage `layers = [start, end]`, which the "memory" strategy needs.
   acceptsExplicitLayers: true,
   // Given no layers it computes mlxcel's split, so an "equal" plan holds for either engine.
   ownSplit: mlxcelFacts.ownSplit,
+  nonLayerTensors: "ends",
   // Its model code is the Llama path: Mistral loads through it, Qwen2's attention biases do not.
   modelFamilies: mlxcelFacts.modelFamilies,
   // Peers prove they hold the per-launch token (challenge-response over HMAC-SHA256).
@@ -40,6 +41,7 @@ export const referenceFacts = {
     loadingStatus: 503,
     completionsPath: "/v1/completions",
     stageUp: "transport-listening",
+    httpServer: "coordinator",
     processExit: "ends-pipeline",
   },
 } as const satisfies EngineFacts;

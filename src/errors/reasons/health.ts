@@ -10,4 +10,6 @@ export type HealthReason =
   /** A stage's transport port stopped accepting connections. */
   | "StagePortClosed"
   /** The coordinator's /health stopped answering 200. */
-  | "CoordinatorUnhealthy";
+  | "CoordinatorUnhealthy"
+  /** A one-token completion took longer than the engine's generation watchdog allows: the pipeline hangs. */
+  | "GenerationHung";

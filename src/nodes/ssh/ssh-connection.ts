@@ -11,6 +11,7 @@ import { Client, type ClientChannel, type ConnectConfig, type SFTPWrapper } from
 import { ShardctlError } from "../../errors/index.js";
 import type { NodeConfig } from "../types.js";
 import { appendKnownHost, fingerprint, keyTypeOf, knownHostsName, knownKeyTypes, readKnownHosts, verifyHostKey } from "./known-hosts.js";
+import { sshKeepalive } from "./keepalive.js";
 import { expandHome, readSshConfig } from "./ssh-config.js";
 
 export interface SshOptions {
@@ -20,9 +21,11 @@ export interface SshOptions {
   sshConfigPath?: string;
   /** ssh-agent socket. Default $SSH_AUTH_SOCK. */
   agentSocket?: string;
-  /** Keepalive interval, ms. Default 10000 (3 unanswered → connection dropped). */
+  /** Keepalive interval, ms. Default 1000 (3 unanswered → connection dropped, see keepalive.ts). */
   keepaliveIntervalMs?: number;
-  /** Handshake deadline, ms. Default 10000. */
+  /** Unanswered keepalives before the connection is dropped. Default 3. */
+  keepaliveCountMax?: number;
+  /** Handshake deadline, ms. Default 4000. */
   connectDeadlineMs?: number;
   /** Concurrent channels per connection. Default 8 (below OpenSSH's MaxSessions 10). */
   maxChannels?: number;
@@ -35,6 +38,9 @@ export interface SshTarget {
   user: string;
   identityFiles: string[];
 }
+
+/** Longest wait between reconnection attempts, ms. */
+const reconnectCapMs = 2_000;
 
 const defaultIdentityFiles = ["id_ed25519", "id_ecdsa", "id_rsa"].map((f) => join(homedir(), ".ssh", f));
 
@@ -124,9 +130,10 @@ export class SshConnection {
   }
 
   private async connect(): Promise<Client> {
-    // Back-off: 250 ms doubling per consecutive failure, capped at 10 s.
+    // Back-off: 250 ms doubling per consecutive failure, capped at 2 s, so a node whose sshd comes
+    // back (or whose partition heals) is observed again within 2 s plus one handshake.
     if (this.failures > 0) {
-      const wait = Math.min(250 * 2 ** (this.failures - 1), 10_000) - (Date.now() - this.lastFailureAt);
+      const wait = Math.min(250 * 2 ** (this.failures - 1), reconnectCapMs) - (Date.now() - this.lastFailureAt);
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     }
     try {
@@ -182,9 +189,9 @@ export class SshConnection {
       privateKey,
       agent,
       hostVerifier,
-      keepaliveInterval: this.options.keepaliveIntervalMs ?? 10_000,
-      keepaliveCountMax: 3,
-      readyTimeout: this.options.connectDeadlineMs ?? 10_000,
+      keepaliveInterval: this.options.keepaliveIntervalMs ?? sshKeepalive.intervalMs,
+      keepaliveCountMax: this.options.keepaliveCountMax ?? sshKeepalive.countMax,
+      readyTimeout: this.options.connectDeadlineMs ?? sshKeepalive.connectDeadlineMs,
       ...(known.length > 0 ? { algorithms: { serverHostKey: hostKeyOrder as never } } : {}),
     };
     const client = new Client();

@@ -4,9 +4,10 @@ import { createReadStream } from "node:fs";
 import { pipeline } from "node:stream/promises";
 import type { Client, ClientChannel, SFTPWrapper } from "ssh2";
 import { ShardctlError } from "../../errors/index.js";
+import { askPort } from "../port-answer.js";
 import { quoteArg, quoteArgv } from "../quote.js";
 import { ShellNode } from "../shell-node.js";
-import type { CommandResult, NodeAccess, NodeConfig, PutOptions, RunOptions } from "../types.js";
+import type { CommandResult, NodeAccess, NodeConfig, PortAnswer, PutOptions, RunOptions } from "../types.js";
 import { resolveTarget, SshConnection, type SshOptions } from "./ssh-connection.js";
 
 /** Default per-command deadline, ms. */
@@ -99,13 +100,39 @@ export class SshNode extends ShellNode implements NodeAccess {
         }
       }
     };
+    // The deadline covers the whole question, not only the command: connecting, waiting for a
+    // channel slot and opening the channel hang for as long as a silent (partitioned) node stays
+    // silent, and a caller with a deadline must get its answer in time all the same.
+    let expired = false;
+    const guarded = async (client: Client): Promise<CommandResult> => {
+      if (expired) throw new Error(`no answer within ${options.deadlineMs} ms`);
+      return retrying(client);
+    };
+    const work = (async () => {
+      try {
+        // Long-lived watchers do not hold one of the capped slots (they would starve commands).
+        if (options.uncapped) return await guarded(await connection.get());
+        return await connection.withChannel(guarded);
+      } catch (error) {
+        if (error instanceof ShardctlError) throw error;
+        throw new ShardctlError("NodeUnreachable", `node ${this.config.name}: ${argv[0]}: ${(error as Error).message}`, { cause: error });
+      }
+    })();
+    const deadlineMs = options.deadlineMs ?? defaultDeadlineMs;
+    if (!Number.isFinite(deadlineMs)) return work;
+    let timer: NodeJS.Timeout | undefined;
+    const silence = new Promise<CommandResult>((resolve) => {
+      timer = setTimeout(() => {
+        expired = true;
+        resolve({ argv, exitCode: undefined, signal: "SIGKILL", stdout: "", stderr: "", timedOut: true, durationMs: Math.round(performance.now() - started) });
+      }, deadlineMs);
+    });
+    // A question given up on still settles later (the connection drops within the keepalive bound).
+    work.catch(() => undefined);
     try {
-      // Long-lived watchers do not hold one of the capped slots (they would starve commands).
-      if (options.uncapped) return await retrying(await connection.get());
-      return await connection.withChannel(retrying);
-    } catch (error) {
-      if (error instanceof ShardctlError) throw error;
-      throw new ShardctlError("NodeUnreachable", `node ${this.config.name}: ${argv[0]}: ${(error as Error).message}`, { cause: error });
+      return await Promise.race([work, silence]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -175,6 +202,52 @@ export class SshNode extends ShellNode implements NodeAccess {
       options.onProgress?.(done);
     });
     await pipeline(source, sftp.createWriteStream(remotePath, { flags: "a" }));
+  }
+
+  async probePort(host: string, port: number, deadlineMs = 1_000): Promise<PortAnswer> {
+    const started = performance.now();
+    const client = await bounded(
+      this.connection.get(),
+      deadlineMs,
+      () => new ShardctlError("NodeUnreachable", `node ${this.config.name}: no connection within ${deadlineMs} ms`),
+    );
+    if (!isUsable(client)) throw new ShardctlError("NodeUnreachable", `node ${this.config.name}: the connection closed`);
+    const left = Math.max(1, deadlineMs - (performance.now() - started));
+    // A direct-tcpip channel makes sshd itself connect from the node. sshd answers the channel open
+    // only once its connect ended: "Connection refused" is the target's RST; a failure for any other
+    // reason (the network's unreachable, say) reads as silence, as does no reply in time. A channel
+    // that cannot even be asked for (the connection dropped meanwhile) is this node's own silence.
+    let connectionLost = false;
+    const answer = await askPort(() => {
+      let channel: ClientChannel | undefined;
+      let cancelled = false;
+      const result = new Promise<PortAnswer>((resolve) => {
+        try {
+          client.forwardOut("127.0.0.1", 0, host, port, (error, ch) => {
+            channel = ch;
+            if (cancelled) ch?.destroy();
+            if (!error) return resolve("open");
+            if (/refused/i.test(error.message)) return resolve("refused");
+            if (/not connected|no response|closed/i.test(error.message)) connectionLost = true;
+            resolve("no-answer");
+          });
+        } catch {
+          connectionLost = true;
+          resolve("no-answer");
+        }
+      });
+      void result.then(() => channel?.destroy());
+      return {
+        answer: result,
+        cancel: () => {
+          cancelled = true;
+          channel?.destroy();
+        },
+      };
+    }, left);
+    if (connectionLost && answer === "no-answer")
+      throw new ShardctlError("NodeUnreachable", `node ${this.config.name}: the connection dropped while probing ${host}:${port}`);
+    return answer;
   }
 
   async isPortOpen(host: string, port: number, deadlineMs = 1_000): Promise<boolean> {
@@ -253,6 +326,23 @@ function collect(
     if (options.stdin !== undefined) channel.end(options.stdin);
     else channel.end();
   });
+}
+
+/** `work`, or `failure()` once `ms` passed first. */
+async function bounded<T>(work: Promise<T>, ms: number, failure: () => Error): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  work.catch(() => undefined);
+  try {
+    return await Promise.race([work, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(failure()), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** ssh2 keeps a closed client object around; asking it for a channel then throws or hangs. */
+function isUsable(client: Client): boolean {
+  const socket = (client as unknown as { _sock?: { writable?: boolean } })._sock;
+  return socket?.writable !== false;
 }
 
 function fileError(node: string, verb: string, path: string, error: Error): ShardctlError {

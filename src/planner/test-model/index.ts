@@ -1,20 +1,31 @@
 /**
- * make-test-model: a deterministic Llama-family model in MLX format with random weights and a
- * real file layout (config.json, safetensors — sharded with an index when asked —, tokenizer.json,
+ * make-test-model: a deterministic Llama- or Qwen2-family model in MLX format with random weights and
+ * a real file layout (config.json, safetensors — sharded with an index when asked —, tokenizer.json,
  * tokenizer_config.json with a chat template). No model can be downloaded here, so tests, the demo
- * and the benchmarks use these.
+ * and the benchmarks use these. Both load in mlx-lm (`mlx_lm.load`); Qwen2 is the family whose
+ * mlx-lm implementation can be split into a pipeline (`mlx_lm.server --pipeline`).
  */
 import { mkdir, readdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { createRandom } from "./random.js";
 import { type FloatDtype, dtypeBytes, encodeFloats, safetensorsDtype, torchDtype } from "./dtype.js";
 import { type TensorData, writeSafetensors } from "./safetensors-writer.js";
-import { buildTokenizer } from "./tokenizer.js";
+import { type TestModelFamily, buildTokenizer, minimumVocab } from "./tokenizer.js";
 
 export { writeSafetensors, type TensorData } from "./safetensors-writer.js";
 export { encodeFloats, toFloat16Bits, toBfloat16Bits, type FloatDtype } from "./dtype.js";
+export { type TestModelFamily } from "./tokenizer.js";
+
+/** The families make-test-model writes. */
+export const testModelFamilies: readonly TestModelFamily[] = ["llama", "qwen2"];
 
 export interface TestModelOptions {
+  /**
+   * Architecture. Default "llama" (Llama 3: no attention biases, BOS token). "qwen2": biases on the
+   * q/k/v projections, ChatML tokens and template, no BOS, and always a model.safetensors.index.json
+   * (mlx-lm's pipeline loader reads it to pick each rank's files).
+   */
+  family?: TestModelFamily;
   /** Transformer layers. Default 4. */
   layers?: number;
   /** Hidden size. Default 64 (a multiple of the quantization group size 64 when quantized). */
@@ -25,7 +36,7 @@ export interface TestModelOptions {
   kvHeads?: number;
   /** MLP intermediate size. Default 2 × hidden, rounded up to a multiple of 64. */
   intermediate?: number;
-  /** Vocabulary size, at least 261. Default 320. */
+  /** Vocabulary size, at least 261 (Llama) or 259 (Qwen2). Default 320. */
   vocab?: number;
   /** Weight dtype. Default f16. */
   dtype?: FloatDtype;
@@ -37,9 +48,9 @@ export interface TestModelOptions {
   seed?: number;
   /** Tie lm_head to the embedding. Default false. */
   tieWordEmbeddings?: boolean;
-  /** RoPE base. Default 500000 (Llama 3). */
+  /** RoPE base. Default 500000 (Llama 3), 1000000 for Qwen2. */
   ropeTheta?: number;
-  /** Add Llama-3.1 style rope_scaling. Default false. */
+  /** Add Llama-3.1 style rope_scaling (Llama only). Default false. */
   llama3RopeScaling?: boolean;
 }
 
@@ -69,14 +80,14 @@ export async function makeTestModel(dir: string, options: TestModelOptions = {})
 
   const files: string[] = [];
   let totalBytes = 0;
-  if (o.shards === 1) {
+  if (o.shards === 1 && o.family !== "qwen2") {
     totalBytes = await writeSafetensors(join(dir, "model.safetensors"), tensors);
     files.push("model.safetensors");
   } else {
     const weightMap: Record<string, string> = {};
     const groups = splitIntoShards(tensors, o.shards);
     for (const [i, group] of groups.entries()) {
-      const name = `model-${String(i + 1).padStart(5, "0")}-of-${String(groups.length).padStart(5, "0")}.safetensors`;
+      const name = groups.length === 1 ? "model.safetensors" : `model-${String(i + 1).padStart(5, "0")}-of-${String(groups.length).padStart(5, "0")}.safetensors`;
       totalBytes += await writeSafetensors(join(dir, name), group);
       for (const t of group) weightMap[t.name] = name;
       files.push(name);
@@ -86,25 +97,8 @@ export async function makeTestModel(dir: string, options: TestModelOptions = {})
     files.push("model.safetensors.index.json");
   }
 
-  const tokenizer = buildTokenizer(o.vocab);
-  const config: Record<string, unknown> = {
-    architectures: ["LlamaForCausalLM"],
-    model_type: "llama",
-    hidden_size: o.hidden,
-    intermediate_size: o.intermediate,
-    num_hidden_layers: o.layers,
-    num_attention_heads: o.heads,
-    num_key_value_heads: o.kvHeads,
-    head_dim: o.hidden / o.heads,
-    vocab_size: o.vocab,
-    rms_norm_eps: 1e-5,
-    rope_theta: o.ropeTheta,
-    max_position_embeddings: 8192,
-    tie_word_embeddings: o.tieWordEmbeddings,
-    torch_dtype: torchDtype[o.dtype],
-    bos_token_id: tokenizer.bosTokenId,
-    eos_token_id: tokenizer.eosTokenIds,
-  };
+  const tokenizer = buildTokenizer(o.vocab, o.family);
+  const config = o.family === "qwen2" ? qwen2Config(o, tokenizer) : llamaConfig(o, tokenizer);
   if (o.llama3RopeScaling) {
     config.rope_scaling = {
       rope_type: "llama3",
@@ -124,9 +118,69 @@ export async function makeTestModel(dir: string, options: TestModelOptions = {})
 
 type Options = Required<Omit<TestModelOptions, "quantize">> & { quantize: 4 | 8 | undefined };
 
+interface TokenIds {
+  bosTokenId: number;
+  eosTokenIds: number[];
+}
+
+/** Llama 3's config.json fields, as mlx-lm's llama module and Hugging Face's LlamaConfig read them. */
+function llamaConfig(o: Options, tokenizer: TokenIds): Record<string, unknown> {
+  return {
+    architectures: ["LlamaForCausalLM"],
+    model_type: "llama",
+    hidden_size: o.hidden,
+    intermediate_size: o.intermediate,
+    num_hidden_layers: o.layers,
+    num_attention_heads: o.heads,
+    num_key_value_heads: o.kvHeads,
+    head_dim: o.hidden / o.heads,
+    vocab_size: o.vocab,
+    rms_norm_eps: 1e-5,
+    rope_theta: o.ropeTheta,
+    max_position_embeddings: 8192,
+    tie_word_embeddings: o.tieWordEmbeddings,
+    torch_dtype: torchDtype[o.dtype],
+    bos_token_id: tokenizer.bosTokenId,
+    eos_token_id: tokenizer.eosTokenIds,
+  };
+}
+
+/**
+ * Qwen2's config.json fields, as Hugging Face's Qwen2Config writes them. mlx-lm's qwen2 module
+ * derives the head dimension from hidden_size / num_attention_heads (there is no head_dim field) and
+ * defaults tie_word_embeddings to true, so it is always written.
+ */
+function qwen2Config(o: Options, tokenizer: TokenIds): Record<string, unknown> {
+  return {
+    architectures: ["Qwen2ForCausalLM"],
+    model_type: "qwen2",
+    hidden_size: o.hidden,
+    intermediate_size: o.intermediate,
+    num_hidden_layers: o.layers,
+    num_attention_heads: o.heads,
+    num_key_value_heads: o.kvHeads,
+    vocab_size: o.vocab,
+    hidden_act: "silu",
+    rms_norm_eps: 1e-6,
+    rope_theta: o.ropeTheta,
+    max_position_embeddings: 32768,
+    use_sliding_window: false,
+    sliding_window: 32768,
+    max_window_layers: o.layers,
+    attention_dropout: 0.0,
+    tie_word_embeddings: o.tieWordEmbeddings,
+    torch_dtype: torchDtype[o.dtype],
+    bos_token_id: tokenizer.bosTokenId,
+    eos_token_id: tokenizer.eosTokenIds,
+  };
+}
+
 function normaliseOptions(options: TestModelOptions): Options {
   const hidden = options.hidden ?? 64;
+  const family = options.family ?? "llama";
+  if (!testModelFamilies.includes(family)) throw new RangeError(`family must be one of ${testModelFamilies.join(", ")}, got ${String(family)}`);
   const o: Options = {
+    family,
     layers: options.layers ?? 4,
     hidden,
     heads: options.heads ?? 4,
@@ -138,7 +192,7 @@ function normaliseOptions(options: TestModelOptions): Options {
     shards: options.shards ?? 1,
     seed: options.seed ?? 0,
     tieWordEmbeddings: options.tieWordEmbeddings ?? false,
-    ropeTheta: options.ropeTheta ?? 500000,
+    ropeTheta: options.ropeTheta ?? (family === "qwen2" ? 1_000_000 : 500_000),
     llama3RopeScaling: options.llama3RopeScaling ?? false,
   };
   const positive = ["layers", "hidden", "heads", "kvHeads", "intermediate", "vocab", "shards"] as const;
@@ -147,6 +201,8 @@ function normaliseOptions(options: TestModelOptions): Options {
   }
   if (o.hidden % o.heads !== 0) throw new RangeError(`hidden (${o.hidden}) must be a multiple of heads (${o.heads})`);
   if (o.heads % o.kvHeads !== 0) throw new RangeError(`heads (${o.heads}) must be a multiple of kv-heads (${o.kvHeads})`);
+  if (o.vocab < minimumVocab(o.family)) throw new RangeError(`vocab must be at least ${minimumVocab(o.family)}, got ${o.vocab}`);
+  if (o.family !== "llama" && o.llama3RopeScaling) throw new RangeError(`Llama 3 rope scaling is for the llama family, not ${o.family}`);
   if ((o.hidden / o.heads) % 2 !== 0) throw new RangeError(`head dimension (${o.hidden / o.heads}) must be even for rotary embeddings`);
   if (o.quantize !== undefined && (o.hidden % groupSize !== 0 || o.intermediate % groupSize !== 0)) {
     throw new RangeError(`quantized models need hidden and intermediate sizes that are multiples of ${groupSize}`);
@@ -161,6 +217,12 @@ function buildTensors(o: Options, random: () => number): TensorData[] {
   const linear = (name: string, out: number, inDim: number): void => {
     tensors.push(...makeLinear(name, out, inDim, o, random));
   };
+  // Qwen2's q/k/v projections carry a bias: a float vector even in a quantized model.
+  const bias = (name: string, size: number): void => {
+    const values = new Float32Array(size);
+    for (let i = 0; i < values.length; i++) values[i] = (random() - 0.5) * 0.2;
+    tensors.push({ name, dtype: safetensorsDtype[o.dtype], shape: [size], data: encodeFloats(values, o.dtype) });
+  };
   const norm = (name: string): void => {
     const values = new Float32Array(o.hidden);
     for (let i = 0; i < values.length; i++) values[i] = 1 + (random() - 0.5) * 0.2;
@@ -172,8 +234,11 @@ function buildTensors(o: Options, random: () => number): TensorData[] {
     const p = `model.layers.${l}`;
     norm(`${p}.input_layernorm.weight`);
     linear(`${p}.self_attn.q_proj`, o.heads * headDim, o.hidden);
+    if (o.family === "qwen2") bias(`${p}.self_attn.q_proj.bias`, o.heads * headDim);
     linear(`${p}.self_attn.k_proj`, o.kvHeads * headDim, o.hidden);
+    if (o.family === "qwen2") bias(`${p}.self_attn.k_proj.bias`, o.kvHeads * headDim);
     linear(`${p}.self_attn.v_proj`, o.kvHeads * headDim, o.hidden);
+    if (o.family === "qwen2") bias(`${p}.self_attn.v_proj.bias`, o.kvHeads * headDim);
     linear(`${p}.self_attn.o_proj`, o.hidden, o.heads * headDim);
     norm(`${p}.post_attention_layernorm.weight`);
     linear(`${p}.mlp.gate_proj`, o.intermediate, o.hidden);

@@ -68,8 +68,11 @@ export const stageCardSchema = z.strictObject({
   layers: z.tuple([z.int().nonnegative(), z.int().nonnegative()]),
   address: z.string().optional(),
   pid: z.int().positive().optional(),
+  // The engine's own number for the stage when it is not the index (mlx-lm's ring rank: reversed).
+  rank: z.int().nonnegative().optional(),
   alive: z.boolean(),
-  transport: z.enum(["listening", "closed", "unknown"]),
+  // "not-probed": a ring transport (mlx-lm) that a probe would break; /health and the generation watchdog judge it.
+  transport: z.enum(["listening", "closed", "unknown", "not-probed"]),
   since: timestamp.optional(),
 });
 

@@ -7,7 +7,7 @@ import type { ClusterSpec } from "../../spec/index.js";
 import { definitionOf, type Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
 import { markRunning } from "../verdicts.js";
-import { watch } from "./supervise.js";
+import { markUnobservable, watch } from "./supervise.js";
 
 export const adopt: Step = {
   name: "adopt",
@@ -20,8 +20,10 @@ export const adopt: Step = {
     if (entry.revision !== revision) await applyInPlace(pass, entry, spec, revision);
     countAdoptedLaunch(pass, revision);
     watch(pass, entry);
-    const health = pass.observation?.health === "Degraded" ? "Degraded" : "Healthy";
+    let health: "Healthy" | "Degraded" = pass.observation?.health === "Degraded" ? "Degraded" : "Healthy";
     markRunning(pass.memory, revision, entry, health);
+    // A node the supervision cannot observe keeps its condition across a resync.
+    if (markUnobservable(pass.memory, revision, pass.memory.supervision?.unobservable ?? new Map())) health = "Degraded";
     return { action: "none", result: "success", health, outcome: { kind: "done" } };
   },
 };

@@ -17,6 +17,7 @@ export const observe: Step = {
   async run(pass) {
     const entry = await pass.ledger.read(pass.name);
     const ours = entry !== undefined && pass.world.owns(entry);
+    if (entry !== undefined && ours) refundInterruptedLaunch(pass, entry);
     // A suspended or invalid definition takes no action: its processes need no probing.
     const acting = pass.desired?.kind === "defined" && !pass.desired.suspend;
     if (entry !== undefined && ours && acting) pass.observation = await observeEntry(pass, entry);
@@ -64,4 +65,20 @@ function inheritedObservation(cards: Pass["memory"]["inheritedCards"], entry: Le
   });
   if (stages.length === 0) return undefined;
   return { cluster: entry.cluster, at: entry.startedAt, health: "Healthy", stages, problems: [], gone: [] };
+}
+
+/**
+ * A launch is carried out within one pass, which leaves its entry running, torn down or tearing
+ * down: an entry still "launching" when a pass begins was cut short by the end of the daemon that
+ * started it (a kill -9, a reboot). That launch says nothing about the cluster, so it is given back
+ * to the revision's restart budget, once.
+ */
+function refundInterruptedLaunch(pass: Pass, entry: LedgerEntry): void {
+  const { memory } = pass;
+  const restarts = memory.restarts;
+  if (entry.phase !== "launching" || restarts === undefined || restarts.revision !== entry.revision || restarts.count === 0) return;
+  if (memory.refundedLaunch === entry.startedAt) return;
+  memory.refundedLaunch = entry.startedAt;
+  restarts.count -= 1;
+  pass.world.log.info({ cluster: pass.name, startedAt: entry.startedAt }, "a launch cut short by the daemon's own end does not count against the restart budget");
 }

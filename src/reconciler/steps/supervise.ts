@@ -1,13 +1,16 @@
 /**
  * Watch what runs: the health monitor tears the whole cluster down and deregisters it on the first
  * death (a pipeline cannot survive the loss of a stage), keeps the evidence, withdraws Ready at
- * once and asks for a pass, which relaunches within the restart budget.
+ * once and asks for a pass, which relaunches within the restart budget. A node the daemon cannot
+ * reach over SSH while the pipeline serves is no death: the status says Degraded and names it until
+ * it answers again.
  */
+import type { ObservabilityEvent } from "../../health/index.js";
 import { superviseCluster, type LedgerEntry } from "../../launch/index.js";
 import { definitionOf, type Pass } from "../pass.js";
 import { completeEvidence, recordDeath, type RestartEvidence } from "../record-death.js";
 import type { Step } from "../run-step.js";
-import { markRunning } from "../verdicts.js";
+import { isServing, markRunning, setConditions } from "../verdicts.js";
 import { observeEntry } from "./observe.js";
 
 /** The last step of a launch: watch the new processes and say the cluster is Ready. */
@@ -37,17 +40,28 @@ export function watch(pass: Pass, entry: LedgerEntry): void {
   if (memory.supervision !== undefined && memory.supervision.startedAt === entry.startedAt) return;
   void memory.supervision?.supervision.stop();
   let evidence: RestartEvidence | undefined;
+  const unobservable = new Map<string, ObservabilityEvent>();
+  const observability = (event: ObservabilityEvent, lost: boolean): void => {
+    if (lost) unobservable.set(event.node, event);
+    else unobservable.delete(event.node);
+    if (memory.supervision?.supervision !== supervision) return;
+    if (lost) world.log.warn({ cluster: entry.cluster, node: event.node, detail: event.detail }, "node unobservable over SSH; the cluster keeps serving");
+    else world.log.info({ cluster: entry.cluster, node: event.node }, "node observable again");
+    showObservability(pass, entry, unobservable);
+  };
   const supervision = superviseCluster(entry, {
     ...world.teardownContext(settings, ledger, memory),
     monitor: {
       ...(world.options.monitor ?? {}),
       ...(memory.planned === undefined ? {} : { layers: memory.planned.plan.stages.map((s) => s.layers) }),
+      onUnobservable: (event) => observability(event, true),
+      onObservable: (event) => observability(event, false),
     },
     onDeath: (death) => {
       evidence = recordDeath(pass, entry, death);
     },
   });
-  memory.supervision = { startedAt: entry.startedAt, supervision };
+  memory.supervision = { startedAt: entry.startedAt, supervision, unobservable };
   void supervision.ended.then(async ({ death, teardown }) => {
     await completeEvidence(pass, entry, death.label, evidence);
     // A pass that raced the teardown may have moved on already; one more pass writes the evidence down.
@@ -58,4 +72,43 @@ export function watch(pass: Pass, entry: LedgerEntry): void {
     world.log.warn({ cluster: entry.cluster, reason: death.reason, detail: death.detail }, "cluster lost a process: deregistered and torn down");
     world.options.requeue(entry.cluster);
   });
+}
+
+/**
+ * Say at once (the status file written, nothing network-bound waited for) which nodes the daemon
+ * cannot observe while the cluster serves: health Degraded, and the condition of what runs there
+ * (StagesListening, or CoordinatorHealthy for a node running only the coordinator) Unknown, naming
+ * the nodes; back to Healthy once every node answers. Only while the cluster is Ready: a death or a
+ * pass that withdrew Ready says more than this.
+ */
+export function showObservability(pass: Pass, entry: LedgerEntry, unobservable: ReadonlyMap<string, ObservabilityEvent>): void {
+  const { memory, world, settings } = pass;
+  if (!isServing(memory)) return;
+  const revision = memory.lastGood?.revision ?? entry.revision;
+  if (unobservable.size === 0) {
+    markRunning(memory, revision, entry, "Healthy");
+    void world.writeStatus(entry.cluster, memory, { action: "none", result: "success", health: "Healthy" }, settings);
+    return;
+  }
+  markUnobservable(memory, revision, unobservable);
+  void world.writeStatus(entry.cluster, memory, { action: "none", result: "success", reason: "NodeUnobservable", health: "Degraded" }, settings);
+}
+
+/**
+ * The condition of what runs on unobservable nodes (StagesListening, or CoordinatorHealthy for a
+ * node running only the coordinator) Unknown, naming them. Returns whether any node is unobservable.
+ */
+export function markUnobservable(memory: Pass["memory"], revision: string, unobservable: ReadonlyMap<string, ObservabilityEvent>): boolean {
+  if (unobservable.size === 0) return false;
+  const events = [...unobservable.values()];
+  const message = `${events.map((e) => `node ${e.node} (${e.labels.join(", ")}) is unobservable over SSH: ${e.detail}`).join("; ")}; the pipeline still serves, reconnecting`;
+  const stages = events.some((e) => e.labels.some((l) => l.startsWith("stage-")));
+  setConditions(
+    memory,
+    revision,
+    stages
+      ? { StagesListening: { status: "Unknown", reason: "NodeUnobservable", message } }
+      : { CoordinatorHealthy: { status: "Unknown", reason: "NodeUnobservable", message } },
+  );
+  return true;
 }

@@ -26,8 +26,15 @@ export function stageCardsOf(status: StatusView): StageCardModel[] {
     const card = live.get(index);
     if (card !== undefined) {
       if (!card.alive) return { index, node, layers, card, state: "dead", note: "process gone" };
-      if (card.transport !== "listening") return { index, node, layers, card, state: "degraded", note: `transport ${card.transport}` };
-      return { index, node, layers, card, state: "healthy", note: "alive, transport listening" };
+      if (card.transport !== "listening" && card.transport !== "not-probed") return { index, node, layers, card, state: "degraded", note: `transport ${card.transport}` };
+      return {
+        index,
+        node,
+        layers,
+        card,
+        state: "healthy",
+        note: card.transport === "not-probed" ? "alive (a ring port is never probed)" : "alive, transport listening",
+      };
     }
     // The death that took the cluster down stays on its card until a relaunch brings the stage back:
     // first as Ready's reason, then (while staging and launching again) as the last error.
@@ -50,7 +57,10 @@ export function StageCards({ status, now }: { status: StatusView; now: number })
       {cards.map((c) => (
         <li class={`card state-${c.state}`} data-testid="stage-card" data-stage={c.index} data-state={c.state} key={c.index}>
           <div class="card-head">
-            <strong>stage {c.index}</strong>
+            <strong>
+              stage {c.index}
+              {c.card?.rank === undefined ? "" : ` (rank ${c.card.rank})`}
+            </strong>
             <span class={`pill state-${c.state}`}>{stateWords[c.state]}</span>
           </div>
           <dl class="facts">

@@ -1,0 +1,123 @@
+/**
+ * Heartbeats while the main thread computes. A stage runs its kernels synchronously on the main
+ * thread (the kernel workers share the work, the caller waits for them), so during a long prefill
+ * its event loop — and the link timers — stop; without help its peers would hear nothing and
+ * declare it dead. `run` opens a window around such a computation: a helper thread writes complete
+ * heartbeat frames straight to the links' sockets every `heartbeatMs` until the window closes.
+ *
+ * Safety of writing to a socket the main thread owns: a link takes part only when nothing of its
+ * own is queued (every byte the main thread wrote is already in the kernel), so the helper's frames
+ * land between whole frames; the main thread cannot write or close anything while it computes; and
+ * closing the window waits for a helper write in progress. A short write (the kernel's send buffer
+ * had less than a frame of room) is recorded and its tail written by the main thread first thing
+ * after the window, so the byte stream stays framed.
+ */
+import { Worker } from "node:worker_threads";
+import { encodeFrame, Kind } from "./frames.js";
+import { defaultLiveness } from "./liveness.js";
+import type { Link } from "./link.js";
+
+/** Links a window can carry (a stage has at most three). */
+const maxLinks = 8;
+
+/** Control words (Int32Array indices). */
+const Slot = { state: 0, generation: 1, count: 2, fds: 3, owed: 3 + maxLinks } as const;
+/** Values of Slot.state. */
+const State = { idle: 0, open: 1, writing: 2, stop: 3 } as const;
+
+const heartbeatFrame = encodeFrame(Kind.Heartbeat, Buffer.alloc(0));
+
+/** The helper thread (CommonJS, evaluated): sleeps while no window is open, else writes every heartbeatMs. */
+const helperSource = `
+const { workerData } = require("node:worker_threads");
+const { writeSync } = require("node:fs");
+const c = new Int32Array(workerData.control);
+const frame = Buffer.from(workerData.frame);
+for (;;) {
+  Atomics.wait(c, ${Slot.state}, ${State.idle});
+  if (Atomics.load(c, ${Slot.state}) === ${State.stop}) break;
+  const generation = Atomics.load(c, ${Slot.generation});
+  if (Atomics.wait(c, ${Slot.generation}, generation, workerData.heartbeatMs) !== "timed-out") continue;
+  if (Atomics.compareExchange(c, ${Slot.state}, ${State.open}, ${State.writing}) !== ${State.open}) continue;
+  const count = Atomics.load(c, ${Slot.count});
+  for (let i = 0; i < count; i++) {
+    if (Atomics.load(c, ${Slot.owed} + i) !== 0) continue;
+    let written = 0;
+    try {
+      written = writeSync(Atomics.load(c, ${Slot.fds} + i), frame);
+    } catch {
+      // EAGAIN (send buffer full) or a peer reset: nothing written, the main thread sees the rest.
+    }
+    if (written > 0 && written < frame.length) Atomics.store(c, ${Slot.owed} + i, frame.length - written);
+  }
+  Atomics.store(c, ${Slot.state}, ${State.open});
+}
+`;
+
+export class ComputeHeartbeat {
+  private readonly control = new Int32Array(new SharedArrayBuffer(4 * (Slot.owed + maxLinks)));
+  private worker: Worker | undefined;
+  private window: Link[] = [];
+
+  constructor(private readonly heartbeatMs = defaultLiveness.heartbeatMs) {}
+
+  /** Run `work` (synchronous, possibly long) while the helper thread keeps `links` heartbeating. */
+  run<T>(links: ReadonlyArray<Link | undefined>, work: () => T): T {
+    const shared = this.open(links);
+    if (shared === 0) return work();
+    try {
+      return work();
+    } finally {
+      this.close();
+    }
+  }
+
+  /** Stop the helper thread. */
+  stop(): void {
+    Atomics.store(this.control, Slot.state, State.stop);
+    Atomics.notify(this.control, Slot.state);
+    this.worker = undefined;
+  }
+
+  private open(links: ReadonlyArray<Link | undefined>): number {
+    const c = this.control;
+    this.window = [];
+    for (const link of links) {
+      const fd = link?.shareableFd() ?? -1;
+      if (link === undefined || fd < 0 || this.window.length >= maxLinks) continue;
+      Atomics.store(c, Slot.fds + this.window.length, fd);
+      Atomics.store(c, Slot.owed + this.window.length, 0);
+      this.window.push(link);
+    }
+    if (this.window.length === 0) return 0;
+    this.worker ??= this.startHelper();
+    Atomics.store(c, Slot.count, this.window.length);
+    Atomics.add(c, Slot.generation, 1);
+    Atomics.store(c, Slot.state, State.open);
+    Atomics.notify(c, Slot.state);
+    return this.window.length;
+  }
+
+  private close(): void {
+    const c = this.control;
+    // A helper write in progress lasts microseconds: wait for it.
+    while (Atomics.compareExchange(c, Slot.state, State.open, State.idle) === State.writing);
+    Atomics.add(c, Slot.generation, 1);
+    Atomics.notify(c, Slot.generation);
+    this.window.forEach((link, i) => {
+      const owed = Atomics.load(c, Slot.owed + i);
+      if (owed > 0) link.writeRaw(heartbeatFrame.subarray(heartbeatFrame.length - owed));
+    });
+    this.window = [];
+  }
+
+  private startHelper(): Worker {
+    const worker = new Worker(helperSource, {
+      eval: true,
+      workerData: { control: this.control.buffer, frame: heartbeatFrame, heartbeatMs: this.heartbeatMs },
+      resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: 16 },
+    });
+    worker.unref();
+    return worker;
+  }
+}

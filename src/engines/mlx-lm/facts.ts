@@ -1,0 +1,88 @@
+import type { EngineFacts } from "../types.js";
+import { mlxLmSplit, rankOfStage } from "./split-layers.js";
+
+/**
+ * Model families (config.json `model_type`) whose model class has `pipeline` in mlx-lm 0.32.2:
+ * the only ones its `--pipeline` mode can serve. Llama and Mistral are tensor-parallel only there.
+ */
+export const mlxLmPipelineFamilies = [
+  "bailing_hybrid",
+  "deepseek_v2",
+  "deepseek_v3",
+  "deepseek_v32",
+  "deepseek_v41",
+  "glm4_moe",
+  "glm4_moe_lite",
+  "kimi_k3",
+  "minimax_m3_vl",
+  "ministral3",
+  "mistral4",
+  "muse_spark",
+  "qwen2",
+  "qwen3_5",
+  "qwen3_moe",
+  "qwen3_next",
+] as const;
+
+/**
+ * mlx-lm's distributed server (`python -m mlx_lm.server --pipeline`), Apple's MLX: shardctl starts
+ * every rank itself (never `mlx.launch`, which would ssh on its own and hide the processes) with
+ * the ring backend's environment, rank 0 on the node of the last layers.
+ */
+export const mlxLmFacts = {
+  kind: "mlx-lm",
+  name: "mlx-lm",
+  programName: "mlx_lm.server",
+  // Run as a module of `[engine] python` (default python3) on each node.
+  defaultBinary: "python3",
+  versionCommand: (options) => [options.python ?? "python3", "-c", "import mlx_lm, mlx.core; print('mlx-lm', mlx_lm.__version__, 'mlx', mlx.core.__version__)"],
+  // MLX runs on Apple silicon, CUDA and (the mlx-cpu wheel) plain CPUs.
+  runsOn: undefined,
+  // The server computes its own split (no option names another one).
+  acceptsExplicitLayers: false,
+  ownSplit: { name: "mlx-lm's split", countLayers: mlxLmSplit },
+  rankOfStage,
+  // Every rank keeps the embeddings, the final norm and lm_head, and computes full logits.
+  nonLayerTensors: "every-stage",
+  modelFamilies: { families: mlxLmPipelineFamilies, name: "families mlx-lm 0.32.2 can pipeline", only: true },
+  // The ring backend has no authentication: trusted network segments only.
+  authenticatesTransport: false,
+  extraArgs: {
+    refused: {
+      "--adapter-path": "mlx-lm refuses adapters in distributed mode",
+      "--draft-model": "mlx-lm refuses draft models in distributed mode",
+      "--num-draft-tokens": "mlx-lm refuses draft models in distributed mode",
+    },
+    setByDriver: ["--model", "--pipeline", "--host", "--port"],
+  },
+  stageCount: {
+    validatedUpTo: 2,
+    advice: "each rank of mlx-lm's ring adds a network hop per token, and every rank runs the generation loop in lockstep",
+  },
+  memoryHeadroom: 1.2,
+  // It answers only its `--model` path or "default_model" (another name is a 404): the router
+  // sends "default_model" whatever name clients use.
+  servedModelName: "default_model",
+  sharedMachineCores: undefined,
+  // /health answers 200 from the moment the server listens (the model loads before it does), and
+  // 503 once the generation thread died (a lost peer); it answers 200 through a hung ring, which
+  // only a generated token shows. When the ring breaks, rank 0 stays up answering completions 404
+  // "generation thread died" and the other ranks exit (status 0, or 134 when rank 0 died).
+  readiness: {
+    healthPath: "/health",
+    readyStatus: 200,
+    // Never "loading": 503 means the generation thread died.
+    loadingStatus: undefined,
+    completionsPath: "/v1/completions",
+    stageUp: "ring-log-line",
+    httpServer: "last-stage",
+    ringLog: {
+      ready: (rank) => `\\[ring\\] Rank ${rank} (accepting|connecting)`,
+      broken: ["connection to a peer was lost", "generation thread died"],
+    },
+    // A hung ring (a rank stopped, a partition, a collective deadlock) blocks every rank with no
+    // timeout: a one-token completion every 10 s that takes over 20 s declares it dead (≤ 30 s).
+    generationWatchdog: { intervalMs: 10_000, timeoutMs: 20_000 },
+    processExit: "ends-pipeline",
+  },
+} as const satisfies EngineFacts;

@@ -1,0 +1,234 @@
+/**
+ * Link liveness on real sockets and real engine processes: an established link heartbeats when
+ * idle and declares a silent peer dead within the bound (500 ms heartbeats, dead after 2500 ms of
+ * silence); a stopped stage (SIGSTOP: its sockets stay open, nothing answers) turns the
+ * coordinator's /health to 503 naming the link within 3 s, fails the request in flight at once and
+ * every process exits 1; an idle pipeline sees no link death; port probes are not logged as refused peers.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { connect, createServer, type Server, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { makeTestModel } from "../../src/planner/test-model/index.js";
+import { acceptLink, dialLink, encodeFrame, FrameReader, HandshakeAbandoned, Kind } from "../../src/engine/transport/index.js";
+import { freePort, killAll, nextHost, requireBuild, startCluster } from "./support.js";
+
+let dir: string;
+let modelDir: string;
+
+beforeAll(async () => {
+  requireBuild();
+  dir = await mkdtemp(join(tmpdir(), "engine-heartbeat-"));
+  modelDir = join(dir, "m");
+  await makeTestModel(modelDir, { layers: 4, hidden: 64, seed: 5 });
+});
+afterAll(async () => {
+  await killAll();
+  await rm(dir, { recursive: true, force: true });
+});
+
+/**
+ * A hand-written peer that answers the handshake (no token) and then only records the frames it
+ * receives: it never sends another byte, like a partitioned host.
+ */
+async function silentServer(host: string): Promise<{ server: Server; port: number; frames: number[]; sockets: Socket[] }> {
+  const frames: number[] = [];
+  const sockets: Socket[] = [];
+  const server = createServer((socket) => {
+    sockets.push(socket);
+    const reader = new FrameReader(1 << 20);
+    socket.write(encodeFrame(Kind.Challenge, Buffer.from(JSON.stringify({ nonce: "00", auth: false }))));
+    socket.on("data", (chunk: Buffer) => {
+      for (const f of reader.push(chunk)) {
+        frames.push(f.kind);
+        if (f.kind === Kind.Hello) socket.write(encodeFrame(Kind.Welcome, Buffer.from(JSON.stringify({ nodeId: "silent" }))));
+      }
+    });
+    socket.on("error", () => undefined);
+  });
+  const port = await freePort(host);
+  await new Promise<void>((resolve) => server.listen(port, host, resolve));
+  return { server, port, frames, sockets };
+}
+
+async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`${what}: not met in ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+describe("link liveness (transport)", () => {
+  it("an idle link sends heartbeats, and a peer that goes silent is declared dead within the bound", async () => {
+    const host = await nextHost();
+    const peer = await silentServer(host);
+    const link = await dialLink(host, peer.port, { role: "coordinator", nodeId: "c" }, undefined, 2000);
+    const started = performance.now();
+    const closed = new Promise<{ reason: string; ms: number }>((resolve) => link.onClose((reason) => resolve({ reason, ms: performance.now() - started })));
+    const { reason, ms } = await closed;
+    // The silent peer never sent a heartbeat back: dead after 2500 ms of silence, found by a 100 ms tick.
+    expect(ms).toBeGreaterThanOrEqual(2400);
+    expect(ms).toBeLessThan(3000);
+    expect(reason).toMatch(/no frame from silent at .* for \d+ ms \(dead after 2500 ms of silence\)/);
+    expect(link.silence?.deadAfterMs).toBe(2500);
+    expect(link.silence!.silentMs).toBeGreaterThan(2500);
+    // Meanwhile our side kept the idle link warm: a heartbeat about every 500 ms.
+    const heartbeats = peer.frames.filter((k) => k === Kind.Heartbeat).length;
+    expect(heartbeats).toBeGreaterThanOrEqual(4);
+    expect(heartbeats).toBeLessThanOrEqual(6);
+    peer.server.close();
+  });
+
+  it("a connection that closes before sending a byte is a probe, not a refused peer", async () => {
+    const host = await nextHost();
+    const port = await freePort(host);
+    const outcomes: Array<Promise<unknown>> = [];
+    const server = createServer((socket) => outcomes.push(acceptLink(socket, "stage", Buffer.from("t")).catch((e: unknown) => e)));
+    await new Promise<void>((resolve) => server.listen(port, host, resolve));
+    // A probe like the daemon's (connect, then destroy) and a peer that speaks garbage.
+    await new Promise<void>((resolve) => {
+      const s = connect(port, host, () => {
+        s.destroy();
+        resolve();
+      });
+    });
+    await new Promise<void>((resolve) => {
+      const s = connect(port, host, () => s.write(encodeFrame(Kind.Run, Buffer.alloc(4))));
+      s.resume();
+      s.on("error", () => undefined);
+      s.on("close", () => resolve());
+    });
+    await waitFor(() => outcomes.length === 2, 2000, "both connections handled");
+    const [probe, garbage] = await Promise.all(outcomes);
+    expect(probe).toBeInstanceOf(HandshakeAbandoned);
+    expect(garbage).not.toBeInstanceOf(HandshakeAbandoned);
+    expect((garbage as Error).message).toMatch(/expected a hello frame/);
+    server.close();
+  });
+});
+
+describe("link liveness (engine processes)", () => {
+  it("a stopped stage: health 503 naming the link within 3 s, the request in flight fails at once, every process exits 1", async () => {
+    const cluster = await startCluster(modelDir, { stages: 2, dir });
+    const response = await fetch(`${cluster.baseUrl}/v1/completions`, {
+      method: "POST",
+      body: JSON.stringify({ prompt: "go", max_tokens: 5000, stream: true, temperature: 0 }),
+    });
+    const reader = response.body!.getReader();
+    let text = "";
+    while (text.split("\n\n").filter((e) => e.startsWith("data: ")).length < 3) text += Buffer.from((await reader.read()).value!).toString("utf8");
+    const stopped = cluster.stages[1]!;
+    stopped.child.kill("SIGSTOP");
+    const stoppedAt = performance.now();
+    // The stream ends with an error event as soon as the link is declared dead.
+    const streamDone = (async () => {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return performance.now() - stoppedAt;
+        text += Buffer.from(value).toString("utf8");
+      }
+    })();
+    // Stage 0 finds its silent downstream dead at the same moment and exits, so the coordinator may
+    // see stage 0's link close first; either way, within 3 s /health is 503 and names stage 1.
+    let healthMs = 0;
+    let health = { error: { code: 0 }, deadLinks: [] as string[], links: [] as Array<{ nodeId: string; state: string; reason?: string; silentMs?: number }> };
+    await waitFor(
+      async () => {
+        const r = await fetch(`${cluster.baseUrl}/health`);
+        healthMs = performance.now() - stoppedAt;
+        if (r.status !== 503) return false;
+        health = (await r.json()) as typeof health;
+        return health.deadLinks.includes("stage-1");
+      },
+      4000,
+      "health 503 naming stage-1",
+    );
+    expect(healthMs).toBeLessThan(3200);
+    expect(healthMs).toBeGreaterThan(2000);
+    expect(health.error.code).toBe(503);
+    const silent = health.links.find((l) => l.nodeId === "stage-1")!;
+    expect(silent.state).toBe("dead");
+    expect(silent.silentMs).toBeGreaterThan(2500);
+    expect(silent.reason).toMatch(/no frame from stage-1 at .* for \d+ ms \(dead after 2500 ms of silence\)/);
+    expect(await streamDone).toBeLessThan(3200);
+    expect(text).toMatch(/"code":"pipeline_broken"/);
+    expect(text).toMatch(/Pipeline broken: link to stage \d/);
+    // A new request is refused with 503 while the coordinator drains.
+    const late = await fetch(`${cluster.baseUrl}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: "x", max_tokens: 1 }) });
+    expect(late.status).toBe(503);
+    expect(await cluster.coordinator.exited).toBe(1);
+    expect(cluster.coordinator.stderr()).toMatch(/"stage":1,.*"silentMs":\d+,"deadAfterMs":2500,"msg":"link dead: no frame from stage-1/);
+    // Stage 0 lost its silent downstream the same way.
+    expect(await cluster.stages[0]!.exited).toBe(1);
+    expect(cluster.stages[0]!.stderr()).toMatch(/"msg":"link dead: no frame from stage-1 at [^"]* for \d+ ms/);
+    // Woken up, the stopped stage finds its links gone and exits 1 too (its own stop is not counted as silence).
+    stopped.child.kill("SIGCONT");
+    expect(await stopped.exited).toBe(1);
+    // However the closed links show first: an end of stream, a reset on read, or a broken pipe on write.
+    expect(stopped.stderr()).toMatch(/broke \((connection closed|read ECONNRESET|write EPIPE)\)/);
+    expect(stopped.stderr()).not.toMatch(/link dead/);
+  });
+
+  it("an idle two-stage pipeline probed like the daemon does: no link death, no refused-peer warning", async () => {
+    const cluster = await startCluster(modelDir, { stages: 2, dir });
+    const until = Date.now() + 10_000;
+    let probes = 0;
+    while (Date.now() < until) {
+      const r = await fetch(`${cluster.baseUrl}/health`);
+      expect(r.status).toBe(200);
+      for (const a of cluster.stageAddresses) {
+        await new Promise<void>((resolve) => {
+          const s = connect(a.port, a.host, () => {
+            s.destroy();
+            probes++;
+            resolve();
+          });
+          s.on("error", () => resolve());
+        });
+      }
+      await new Promise((r) => setTimeout(r, 400));
+    }
+    expect(probes).toBeGreaterThan(30);
+    const completion = await fetch(`${cluster.baseUrl}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: "still", max_tokens: 2 }) });
+    expect(completion.status).toBe(200);
+    for (const p of [cluster.coordinator, ...cluster.stages]) {
+      expect(p.stderr()).not.toMatch(/link dead|broke|pipeline broken/);
+      expect(p.stderr()).not.toMatch(/peer refused/);
+    }
+    await cluster.stop();
+  }, 20_000);
+});
+
+describe("link liveness during a long compute", () => {
+  it("a stage busy for seconds on a prefill (event loop blocked) is not declared dead", async () => {
+    const bigDir = join(dir, "big");
+    await makeTestModel(bigDir, { layers: 4, hidden: 512, heads: 8, kvHeads: 8, intermediate: 2048, seed: 3 });
+    const level = process.env.SHARD_ENGINE_LOG_LEVEL;
+    process.env.SHARD_ENGINE_LOG_LEVEL = "debug";
+    let cluster;
+    try {
+      cluster = await startCluster(bigDir, {
+        stages: [
+          [0, 1],
+          [1, 4],
+        ],
+        dir,
+      });
+    } finally {
+      if (level === undefined) delete process.env.SHARD_ENGINE_LOG_LEVEL;
+      else process.env.SHARD_ENGINE_LOG_LEVEL = level;
+    }
+    // Stage 1 runs three of the four layers over the whole prompt in one synchronous pass.
+    const prompt = Array.from({ length: 1500 }, (_, i) => 5 + (i % 250));
+    const r = await fetch(`${cluster.baseUrl}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt, max_tokens: 2, temperature: 0 }) });
+    expect(r.status).toBe(200);
+    const computes = [...cluster.stages[1]!.stderr().matchAll(/"ms":(\d+),"msg":"long compute/g)].map((m) => Number(m[1]));
+    // The test only means something if the stage really was blocked longer than the bound.
+    expect(Math.max(...computes)).toBeGreaterThan(2600);
+    expect((await fetch(`${cluster.baseUrl}/health`)).status).toBe(200);
+    for (const p of [cluster.coordinator, ...cluster.stages]) expect(p.stderr()).not.toMatch(/link dead|broke|pipeline broken/);
+    await cluster.stop();
+  }, 40_000);
+});

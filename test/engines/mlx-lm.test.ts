@@ -1,0 +1,178 @@
+/**
+ * The mlx-lm engine kind's own rules, without running it (test/mlx-lm runs it for real): its
+ * reversed split, ring hostfile and start order, the command line of a rank, the plan (every rank
+ * keeps the non-layer tensors; only pipelined families), and what a definition may not say.
+ */
+import { describe, expect, it } from "vitest";
+import { createDriver, engineOf, type EngineTopology } from "../../src/engines/index.js";
+import { mlxLmSplit, renderRingHostfile, ringStartOrder } from "../../src/engines/mlx-lm/index.js";
+import { planShards, type PlanNode } from "../../src/planner/index.js";
+import { formatIssue, parseCluster, parseSettings } from "../../src/spec/index.js";
+import { syntheticProfile } from "../planner/synthetic-profile.js";
+
+const GiB = 1024 ** 3;
+
+describe("mlx-lm's split, read in layer order", () => {
+  // Rank r takes ⌊L/N⌋, one more when r < L mod N; stage s is rank N-1-s, so the extras sit at the end.
+  it.each([
+    [4, 2, [2, 2]],
+    [61, 2, [30, 31]],
+    [10, 3, [3, 3, 4]],
+    [11, 3, [3, 4, 4]],
+    [2, 3, [0, 1, 1]],
+  ])("%i layers over %i ranks → %j", (layers, stages, counts) => {
+    expect(mlxLmSplit(layers, stages)).toEqual(counts);
+    expect(counts.reduce((a, b) => a + b, 0)).toBe(layers);
+  });
+});
+
+const topology: EngineTopology = {
+  cluster: "ring",
+  modelName: "qwen",
+  transport: "tcp",
+  coordinator: { id: "coordinator", address: { host: "10.0.0.3", port: 8080 }, http: { host: "10.0.0.3", port: 8080 } },
+  stages: [
+    { index: 0, id: "stage-0", address: { host: "10.0.0.1", port: 40000 }, layers: [0, 10] },
+    { index: 1, id: "stage-1", address: { host: "10.0.0.2", port: 40001 }, layers: [10, 20] },
+    { index: 2, id: "stage-2", address: { host: "10.0.0.3", port: 40002 }, layers: [20, 30] },
+  ],
+  explicitLayers: false,
+};
+
+describe("the ring", () => {
+  it("hostfile: one entry per rank in rank order, the last stage first", () => {
+    expect(JSON.parse(renderRingHostfile(topology))).toEqual([["10.0.0.3:40002"], ["10.0.0.2:40001"], ["10.0.0.1:40000"]]);
+  });
+
+  it("start order: every accepting rank (0..N-2, the later stages) first, then rank N-1 (stage 0)", () => {
+    expect(ringStartOrder(topology)).toEqual([[2, 1], [0]]);
+  });
+
+  it("a rank's command line: the ring's environment, the absolute model path, rank 0's HTTP address", () => {
+    const driver = createDriver("mlx-lm", { extraArgs: ["--max-tokens", "64"], python: "/opt/mlx/bin/python" });
+    const files = { modelDir: "/models/qwen", clusterConfig: "/run/ring/hostfile.json", tokenFile: "/run/ring/transport.token", cacheDir: "/run/ring/cache" };
+    expect(driver.clusterConfigName).toBe("hostfile.json");
+    expect(driver.stageArgv(topology, topology.stages[0]!, files)).toEqual([
+      "env",
+      "MLX_RANK=2",
+      "MLX_HOSTFILE=/run/ring/hostfile.json",
+      "MLX_RING_VERBOSE=1",
+      "HF_HUB_OFFLINE=1",
+      "HF_HUB_CACHE=/run/ring/cache",
+      "PYTHONUNBUFFERED=1",
+      "/opt/mlx/bin/python",
+      "-m",
+      "mlx_lm.server",
+      "--model",
+      "/models/qwen",
+      "--pipeline",
+      "--host",
+      "10.0.0.3",
+      "--port",
+      "8080",
+      "--max-tokens",
+      "64",
+    ]);
+    expect(() => driver.coordinatorArgv(topology, files)).toThrow(/no coordinator process/);
+    expect(driver.versionArgv()).toEqual(["/opt/mlx/bin/python", "-c", expect.stringContaining("mlx_lm.__version__")]);
+  });
+});
+
+describe("planning for mlx-lm", () => {
+  const nodes: PlanNode[] = [
+    { name: "a", memoryBytes: 64 * GiB },
+    { name: "b", memoryBytes: 64 * GiB },
+  ];
+  const options = { strategy: "equal", engine: "mlx-lm", contextLength: 256, maxSequences: 1 } as const;
+
+  it("every rank counts the embedding, final norm and lm_head; stages say their rank", () => {
+    const profile = syntheticProfile({
+      layerBytes: new Array<number>(5).fill(1000),
+      embeddingBytes: 5000,
+      normBytes: 10,
+      lmHeadBytes: 7000,
+      config: { model_type: "qwen2" },
+    });
+    const plan = planShards(profile, nodes, options);
+    expect(plan.errors).toEqual([]);
+    expect(plan.stages.map((s) => [s.layers, s.rank, s.weightBytes])).toEqual([
+      [[0, 2], 1, 2 * 1000 + 5000 + 10 + 7000],
+      [[2, 5], 0, 3 * 1000 + 5000 + 10 + 7000],
+    ]);
+  });
+
+  it("a family mlx-lm cannot pipeline is an error that opting in does not lift, listing the families", () => {
+    const profile = syntheticProfile({ layerBytes: new Array<number>(4).fill(1000) });
+    const plan = planShards(profile, nodes, { ...options, allowUnvalidatedFamily: true });
+    expect(plan.errors.map((e) => e.reason)).toEqual(["ModelFamilyUnsupported"]);
+    expect(plan.errors[0]!.message).toMatch(/^mlx-lm cannot serve model family "llama" in pipeline mode; .*qwen2, qwen3_5/);
+  });
+
+  it("runs on any accelerator; the version command asks python for mlx-lm and mlx", () => {
+    const facts = engineOf("mlx-lm");
+    expect(facts.runsOn).toBeUndefined();
+    expect(facts.versionCommand({})?.[0]).toBe("python3");
+    expect(facts.versionCommand({ python: "/venv/bin/python" })?.[0]).toBe("/venv/bin/python");
+  });
+});
+
+describe("an mlx-lm definition", () => {
+  const settings = parseSettings('[nodes.a]\nhost = "10.0.0.1"\nmodel_dir = "/m"\n[nodes.b]\nhost = "10.0.0.2"\nmodel_dir = "/m"\n', "shardctl.toml");
+  if (!settings.ok) throw new Error("settings");
+  const parse = (extra: string) =>
+    parseCluster(`nodes = ["a", "b"]\n[model]\nid = "/m"\nsource = "path"\n[engine]\nkind = "mlx-lm"\n${extra}`, "clusters/x.toml", settings.value);
+
+  it("serves HTTP from the last node: [coordinator] node defaults to it", () => {
+    const result = parse("");
+    expect(result.ok && result.value.coordinator.node).toBe("b");
+  });
+
+  it("refuses another [coordinator] node and any [coordinator] host, at their keys", () => {
+    const result = parse('[coordinator]\nnode = "a"\nhost = "0.0.0.0"\n');
+    expect(result.ok).toBe(false);
+    expect(result.ok ? [] : result.issues.map(formatIssue)).toEqual([
+      'clusters/x.toml:8:8: coordinator.node: mlx-lm serves HTTP from the stage of the last layers, on node "b": set node = "b" or leave it out',
+      "clusters/x.toml:9:8: coordinator.host: mlx-lm serves HTTP on the address of the last node (the one its ring peers dial): leave host out",
+    ]);
+  });
+
+  it("refuses the flags mlx-lm rejects in distributed mode and the ones the driver sets", () => {
+    const result = parse('extra_args = ["--draft-model=x", "--port", "1"]\n');
+    expect(result.ok ? [] : result.issues.map(formatIssue).map((m) => m.replace(/^.*?: engine/, "engine"))).toEqual([
+      'engine.extra_args[0]: "--draft-model=x" is refused: mlx-lm refuses draft models in distributed mode',
+      'engine.extra_args[1]: "--port" is refused: the launcher sets --port itself',
+    ]);
+  });
+});
+
+describe("mlxcel, per the seed: all Apple silicon or all Linux CUDA", () => {
+  const settingsWith = (a: string, b: string) => {
+    const text = `[nodes.a]\nhost = "10.0.0.1"\nmodel_dir = "/m"\naccelerator = "${a}"\n[nodes.b]\nhost = "10.0.0.2"\nmodel_dir = "/m"\naccelerator = "${b}"\n`;
+    const result = parseSettings(text, "shardctl.toml");
+    if (!result.ok) throw new Error(result.issues.map(formatIssue).join("\n"));
+    return result.value;
+  };
+  const parse = (a: string, b: string) =>
+    parseCluster('nodes = ["a", "b"]\n[model]\nid = "/m"\nsource = "path"\n[engine]\nkind = "mlxcel"\n', "clusters/x.toml", settingsWith(a, b));
+
+  it("accepts a homogeneous CUDA cluster and keeps refusing CPU-only nodes", () => {
+    expect(parse("cuda", "cuda").ok).toBe(true);
+    const cpu = parse("cuda", "cpu");
+    expect(cpu.ok ? [] : cpu.issues.map(formatIssue)).toEqual([
+      'clusters/x.toml:6:8: engine.kind: mlxcel runs on Apple silicon or Linux CUDA only; b (cpu) is declared otherwise: use kind = "reference" or "mlx-lm" or nodes with Apple silicon or Linux CUDA',
+    ]);
+  });
+
+  it("refuses a cluster that mixes Apple silicon and CUDA", () => {
+    const profile = syntheticProfile({ layerBytes: new Array<number>(4).fill(1000) });
+    const plan = planShards(
+      profile,
+      [
+        { name: "a", memoryBytes: 64 * GiB, accelerator: "apple-silicon" },
+        { name: "b", memoryBytes: 64 * GiB, accelerator: "cuda" },
+      ],
+      { strategy: "equal", engine: "mlxcel", contextLength: 256, maxSequences: 1 },
+    );
+    expect(plan.errors.map((e) => e.reason)).toEqual(["MixedAccelerators"]);
+  });
+});

@@ -1,0 +1,260 @@
+/**
+ * A real engine nobody here wrote: MLX's own `mlx_lm.server --pipeline`, installed by the test
+ * set-up into the project's `.venv-mlx`, launched by the daemon on two real sshd nodes as a
+ * two-rank ring (rank 0, the last layers, serves HTTP), registered with the embedded router and
+ * supervised: kill -9 of either rank and SIGSTOP of a rank end in a teardown and a relaunch.
+ */
+import { execFile } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { Ledger } from "../../src/launch/index.js";
+import { makeTestModel } from "../../src/planner/index.js";
+import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
+import { ensureMlxVenv } from "../support/mlx-venv.js";
+import { mlxGreedy } from "../support/mlx-lm.js";
+import {
+  freePort,
+  freePortRange,
+  isReadyAt,
+  processesOf,
+  readStatusFile,
+  revisionOf,
+  runShardctl,
+  sleep,
+  startWorld,
+  waitForStatus,
+  writeDefinition,
+  writeSettings,
+  type DaemonWorld,
+} from "../reconciler/daemon-fixture.js";
+import pino from "pino";
+import { startDaemon } from "../../src/reconciler/index.js";
+
+const run = promisify(execFile);
+let world: DaemonWorld;
+let daemon: Daemon;
+let python: string;
+let qwenDir: string;
+
+beforeAll(async () => {
+  python = (await ensureMlxVenv()).python;
+  world = await startWorld({ sshNodes: 2 });
+  await writeSettings(world, { router: true, restartBudget: 5 });
+  qwenDir = await mkdtemp(join(tmpdir(), "shardctl-mlx-model-"));
+  await makeTestModel(qwenDir, { family: "qwen2", layers: 4, hidden: 64, heads: 4, kvHeads: 2, seed: 7 });
+  const log = pino({ level: "debug" }, pino.destination({ dest: join(world.root, "daemon.log"), sync: true }));
+  daemon = await startDaemon({
+    dir: world.clustersDir,
+    settingsFile: world.settingsFile,
+    log,
+    resyncMs: 60_000,
+    debounceMs: 50,
+    launchDeadlines: { stageListenMs: 60_000, coordinatorHealthMs: 60_000, readinessMs: 60_000, stopGraceMs: 2_000 },
+    // The generation watchdog shortened from its 10 s / 20 s so a stopped rank is found in seconds.
+    monitor: { pollIntervalMs: 200, strikes: 2, generationWatchdog: { intervalMs: 1_000, timeoutMs: 3_000 } },
+  });
+}, 300_000);
+
+afterAll(async () => {
+  for (const name of ["ring", "llama"]) await rm(join(world?.clustersDir ?? "/nonexistent", `${name}.toml`), { force: true });
+  const deadline = Date.now() + 30_000;
+  while (world !== undefined && (await readStatusFile(world, "ring")) !== undefined && Date.now() < deadline) await sleep(200);
+  await daemon?.stop();
+  const left = world === undefined ? [] : await ranksOf();
+  await world?.close();
+  if (qwenDir !== undefined) await rm(qwenDir, { recursive: true, force: true });
+  expect(left).toEqual([]);
+}, 120_000);
+
+function ringDefinition(model: string, port: number, portRange: string): string {
+  return [
+    'nodes = ["n1", "n2"]',
+    "",
+    "[model]",
+    `id = ${JSON.stringify(model)}`,
+    'source = "path"',
+    "context_length = 256",
+    "",
+    "[engine]",
+    'kind = "mlx-lm"',
+    `python = ${JSON.stringify(python)}`,
+    'version = "0.32.2"',
+    "",
+    "[transport]",
+    `port_range = "${portRange}"`,
+    "",
+    "[coordinator]",
+    `port = ${port}`,
+    "",
+    "[router]",
+    `backend = "ring"`,
+    "",
+  ].join("\n");
+}
+
+/** mlx_lm.server processes of this world (both ranks run from the sshd nodes' login). */
+async function ranksOf(): Promise<string[]> {
+  return (await processesOf(world, [qwenDir])).filter((line) => line.includes("mlx_lm.server"));
+}
+
+/** The python pid under a recorded wrapper pid (what a crash kills). */
+async function rankPidOf(status: ClusterStatus, stage: number): Promise<number> {
+  const wrapper = status.stages[stage]!.pid!;
+  const { stdout } = await run("ps", ["-o", "pid=,args=", "--ppid", String(wrapper)]).catch(() => ({ stdout: "" }));
+  const pid = Number(
+    stdout
+      .split("\n")
+      .find((l) => l.includes("mlx_lm.server"))
+      ?.trim()
+      .split(/\s+/)[0],
+  );
+  if (!Number.isInteger(pid) || pid <= 0) throw new Error(`no mlx_lm.server under wrapper ${wrapper}`);
+  return pid;
+}
+
+async function routerModels(): Promise<string[]> {
+  const response = await fetch(`${daemon.routerUrl}/v1/models`);
+  const body = (await response.json()) as { data: Array<{ id: string }> };
+  return body.data.map((m) => m.id);
+}
+
+let revision: string;
+let ready: ClusterStatus;
+
+describe("mlx-lm, a two-rank ring on two sshd nodes", () => {
+  test("plan refuses a Llama model before anything starts: mlx-lm cannot pipeline it", async () => {
+    await writeDefinition(world, "llama", ringDefinition(world.modelDir, await freePort(), await freePortRange(["127.0.0.1", ...world.hosts.values()])));
+    const plan = await runShardctl(world, ["plan", "llama", "--config", world.settingsFile, "--dir", world.clustersDir]);
+    expect(plan.code, plan.stdout + plan.stderr).toBe(1);
+    expect(plan.stdout + plan.stderr).toMatch(/ModelFamilyUnsupported: mlx-lm cannot serve model family "llama" in pipeline mode; .*qwen2/);
+    const stalled = await waitForStatus(world, "llama", (s) => s.health === "Stalled");
+    expect(stalled.lastError?.message).toMatch(/model family "llama"/);
+    expect(await ranksOf()).toEqual([]);
+    await rm(join(world.clustersDir, "llama.toml"));
+  });
+
+  test("Ready: ranks in reverse layer order, the router sends the name mlx-lm serves, chat and streaming answer", async () => {
+    const port = await freePort();
+    await writeDefinition(world, "ring", ringDefinition(qwenDir, port, await freePortRange(["127.0.0.1", ...world.hosts.values()])));
+    revision = await revisionOf(world, "ring");
+    ready = await waitForStatus(world, "ring", (s) => isReadyAt(s, revision) && s.stages.length === 2 && s.stages.every((c) => c.alive), 180_000);
+    // Stage 0 (the first layers) is rank 1, on n1; stage 1 (the last layers) is rank 0 and serves HTTP on n2.
+    const started = ready.timeline.filter((e) => /^stage-\d-started$/.test(e.step));
+    expect(started.map((e) => e.step)).toEqual(["stage-1-started", "stage-0-started"]);
+    expect(started[0]!.detail).toMatch(/on n2, layers 2-4, rank 0$/);
+    expect(started[1]!.detail).toMatch(/on n1, layers 0-2, rank 1$/);
+    expect(ready.coordinator?.url).toBe(`http://${world.hosts.get("n2")}:${port}`);
+    const entry = await new Ledger(world.stateDir).read("ring");
+    expect(entry?.processes.map((p) => p.role)).toEqual(["stage", "stage"]);
+
+    expect(await routerModels()).toContain(qwenDir);
+    const chat = await fetch(`${daemon.routerUrl}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: qwenDir, messages: [{ role: "user", content: "hello" }], max_tokens: 8, temperature: 0, logprobs: true }),
+    });
+    expect(chat.status).toBe(200);
+    const answer = (await chat.json()) as { choices: Array<{ logprobs: { content: Array<{ id: number; logprob: number }> } }> };
+    const tokens = answer.choices[0]!.logprobs.content;
+
+    // The two-rank pipeline's greedy tokens equal mlx-lm single-process on the same model; the
+    // server reports log-probabilities in the model's f16, the single-process script in float32.
+    const single = await mlxGreedy(qwenDir, [{ role: "user", content: "hello" }], 8);
+    expect(tokens.map((t) => t.id)).toEqual(single.tokens.map((t) => t.id));
+    tokens.forEach((t, i) => expect(Math.abs(t.logprob - single.tokens[i]!.logprob)).toBeLessThan(2e-3));
+
+    const stream = await fetch(`${daemon.routerUrl}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: qwenDir, messages: [{ role: "user", content: "hello" }], max_tokens: 4, stream: true }),
+    });
+    expect(stream.status).toBe(200);
+    const events = await stream.text();
+    expect(events).toContain("data: [DONE]");
+  }, 240_000);
+
+  test.each([
+    ["rank 1 (stage 0, the first layers)", 0],
+    ["rank 0 (stage 1, the HTTP server)", 1],
+  ])(
+    "kill -9 of %s → deregistered, every rank gone, relaunched",
+    async (_what, stage) => {
+      const before = (await readStatusFile(world, "ring"))!;
+      expect(isReadyAt(before, revision)).toBe(true);
+      const count = before.restarts!.count;
+      const killedAt = Date.now();
+      process.kill(await rankPidOf(before, stage), "SIGKILL");
+      let deregisteredMs: number | undefined;
+      while (Date.now() - killedAt < 10_000) {
+        if (!(await routerModels()).includes(qwenDir)) {
+          deregisteredMs = Date.now() - killedAt;
+          break;
+        }
+        await sleep(20);
+      }
+      expect(deregisteredMs).toBeDefined();
+      expect(deregisteredMs!).toBeLessThan(1_000);
+      // Every process of the launch (both wrappers, both ranks) gone.
+      const old = new Set([...before.stages.map((c) => String(c.pid)), String(await rankPidOf(before, 1 - stage).catch(() => 0))]);
+      let goneMs: number | undefined;
+      while (Date.now() - killedAt < 10_000) {
+        const alive = (await ranksOf()).filter((l) => old.has(l.split(/\s+/)[0]!));
+        if (alive.length === 0) {
+          goneMs = Date.now() - killedAt;
+          break;
+        }
+        await sleep(20);
+      }
+      expect(goneMs).toBeDefined();
+      const down = await waitForStatus(world, "ring", (s) => conditionStatus(s, "Ready") === "False", 10_000);
+      expect(down.restarts!.evidence.at(-1)?.message).toMatch(/stage-[01] on n[12]: /);
+      const again = await waitForStatus(world, "ring", (s) => (s.restarts?.count ?? 0) > count && isReadyAt(s, revision) && s.stages.every((c) => c.alive), 180_000);
+      expect(again.stages.map((s) => s.pid)).not.toEqual(before.stages.map((s) => s.pid));
+      expect(await ranksOf()).toHaveLength(4); // two wrappers, two pythons
+      console.log(JSON.stringify({ fault: `kill -9 stage ${stage}`, deregisteredMs, goneMs }));
+    },
+    240_000,
+  );
+
+  test("a second ring cluster on the same hosts and port range never shares a ring port", async () => {
+    const first = await new Ledger(world.stateDir).read("ring");
+    const range = (await readFile(join(world.clustersDir, "ring.toml"), "utf8")).match(/port_range = "([^"]+)"/)![1]!;
+    await writeDefinition(world, "ring2", ringDefinition(qwenDir, await freePort(), range).replace('backend = "ring"', 'backend = "ring2"'));
+    const revision2 = await revisionOf(world, "ring2");
+    await waitForStatus(world, "ring2", (s) => isReadyAt(s, revision2) && s.stages.every((c) => c.alive), 180_000);
+    const second = await new Ledger(world.stateDir).read("ring2");
+    const ringPorts = (entry: typeof first) => entry!.ports.filter((p) => p.purpose === "transport").map((p) => `${p.host}:${p.port}`);
+    expect(ringPorts(second).filter((p) => ringPorts(first).includes(p))).toEqual([]);
+    await rm(join(world.clustersDir, "ring2.toml"));
+    const deadline = Date.now() + 30_000;
+    while ((await readStatusFile(world, "ring2")) !== undefined && Date.now() < deadline) await sleep(200);
+    expect(await readStatusFile(world, "ring")).toSatisfy((s: ClusterStatus | undefined) => s !== undefined && isReadyAt(s, revision));
+  }, 240_000);
+
+  test("SIGSTOP of a rank: /health still answers 200, the generation watchdog finds the hung ring", async () => {
+    const before = (await readStatusFile(world, "ring"))!;
+    const count = before.restarts!.count;
+    const pid = await rankPidOf(before, 0);
+    const stoppedAt = Date.now();
+    process.kill(pid, "SIGSTOP");
+    try {
+      const down = await waitForStatus(world, "ring", (s) => conditionStatus(s, "Ready") === "False", 30_000);
+      expect(down.restarts!.evidence.at(-1)?.reason).toBe("GenerationHung");
+      console.log(JSON.stringify({ fault: "SIGSTOP stage 0", detectedMs: Date.now() - stoppedAt }));
+    } finally {
+      try {
+        process.kill(pid, "SIGCONT");
+      } catch {
+        // Gone already: the teardown killed it.
+      }
+    }
+    await waitForStatus(world, "ring", (s) => (s.restarts?.count ?? 0) > count && isReadyAt(s, revision), 180_000);
+  }, 240_000);
+});
+
+function conditionStatus(status: ClusterStatus, type: string): string | undefined {
+  return status.conditions.find((c) => c.type === type)?.status;
+}
