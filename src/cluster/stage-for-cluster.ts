@@ -42,7 +42,13 @@ export async function stageForCluster(
   onProgress: (event: StagingProgress) => void = () => {},
 ): Promise<StagedCluster> {
   const unpinned = stagingSourceOf(spec, settings);
-  if (unpinned.kind === "path") return checkPathModel(unpinned.path, spec.model.revision, allNodesOf(nodes));
+  if (unpinned.kind === "path") {
+    // Each stage node must hold every weight file its stage loads: an engine may leave a tensor whose
+    // file is missing at random values without a word (mlx-lm does).
+    const needs = new Map(planned.plan.stages.map((stage, i) => [nodes.stages[i]!, filesForStage(planned.profile, { ...stage, keepsEnds: keepsEnds(spec) })]));
+    const sizes = new Map(planned.profile.files.map((f) => [f.path, f.sizeBytes]));
+    return checkPathModel(unpinned.path, spec.model.revision, allNodesOf(nodes), needs, sizes);
+  }
   const source = unpinned.kind === "hub" && planned.pinned !== undefined ? { ...unpinned, revision: planned.pinned.commit } : unpinned;
   const manifest = planned.pinned ?? (await resolveManifest(source));
   // Every node gets the small files (config, tokenizer, index); weights only where a stage needs them.
@@ -82,12 +88,27 @@ function allNodesOf(nodes: ClusterNodes): NodeAccess[] {
 }
 
 /** source = "path": the nodes already hold the model there; check each has it, never write. */
-async function checkPathModel(path: string, revision: string, nodes: NodeAccess[]): Promise<StagedCluster> {
+async function checkPathModel(
+  path: string,
+  revision: string,
+  nodes: NodeAccess[],
+  needs: ReadonlyMap<NodeAccess, readonly string[]>,
+  sizes: ReadonlyMap<string, number>,
+): Promise<StagedCluster> {
   const staged: NodeStagingResult[] = [];
   const failed: ClusterStagingResult["failed"] = [];
   for (const node of nodes) {
     const resolved = await resolveHome(node, path);
-    if ((await node.stat(`${resolved}/config.json`))?.type === "file") {
+    const wrong = await findWrongFiles(node, resolved, needs.get(node) ?? [], sizes);
+    if (wrong.length > 0) {
+      const listed = wrong.slice(0, 5).join(", ") + (wrong.length > 5 ? ` and ${wrong.length - 5} more` : "");
+      failed.push({
+        node: node.config.name,
+        reason: "ModelFilesMissing",
+        message: `the model at ${resolved} lacks what this node's stage loads: ${listed}; source = "path" never copies files`,
+        terminal: true,
+      });
+    } else if ((await node.stat(`${resolved}/config.json`))?.type === "file") {
       staged.push({ node: node.config.name, before: "present", bytesTransferred: 0, filesTransferred: 0, hashedFiles: 0, modelPath: resolved });
     } else {
       failed.push({
@@ -104,4 +125,14 @@ async function checkPathModel(path: string, revision: string, nodes: NodeAccess[
 /** Whether every stage of the definition's engine keeps the embedding, final norm and lm_head. */
 function keepsEnds(spec: ClusterSpec): boolean {
   return engineOf(spec.engine.kind).nonLayerTensors === "every-stage";
+}
+
+/** The weight files of `files` missing under `dir` on `node`, or of another size than the model's (as "<file> (n bytes, expected m)"). */
+async function findWrongFiles(node: NodeAccess, dir: string, files: readonly string[], sizes: ReadonlyMap<string, number>): Promise<string[]> {
+  const found = await Promise.all(files.map(async (file) => ({ file, stat: await node.stat(`${dir}/${file}`) })));
+  return found.flatMap(({ file, stat }) => {
+    if (stat?.type !== "file") return [`${file} (missing)`];
+    const expected = sizes.get(file);
+    return expected === undefined || stat.size === expected ? [] : [`${file} (${stat.size} bytes, expected ${expected})`];
+  });
 }

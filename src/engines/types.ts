@@ -130,6 +130,12 @@ export interface EngineFacts {
   /** The split the engine computes when it is given no layer ranges (the "equal" strategy). */
   readonly ownSplit: LayerSplit;
   /**
+   * Why the engine at `version` (as the node probe reports it, or as `[engine] version` declares
+   * it) would run its own split of `layers` over `stages` wrongly, naming the layers; undefined when
+   * it would not. Undefined for engines without such a defect.
+   */
+  readonly splitDefect?: (version: string, layers: number, stages: number) => string | undefined;
+  /**
    * The engine's own number for the stage at `stage` (layer order) of `stages`, when it numbers
    * them otherwise (mlx-lm's ring ranks run in reverse); undefined: the stage index.
    */

@@ -94,7 +94,23 @@ export async function planCluster(
     engine: spec.engine.kind,
     allowUnvalidatedFamily: spec.plan.allowUnvalidatedFamily,
   });
-  return { profile, plan: gateEngineAccelerator(gateEngineVersion(plan, spec, facts), spec, facts) };
+  return { profile, plan: gateSplitDefect(gateEngineAccelerator(gateEngineVersion(plan, spec, facts), spec, facts), spec, facts) };
+}
+
+/**
+ * An engine version whose own split runs some layers twice or never (mlx-lm before 0.32.0 on an
+ * uneven split): refused, naming the version and the layers, for the probed or declared version.
+ */
+function gateSplitDefect(plan: ShardPlan, spec: ClusterSpec, facts: Readonly<Record<string, NodeFacts>>): ShardPlan {
+  const defect = engineOf(spec.engine.kind).splitDefect;
+  if (defect === undefined || plan.splitUsed === "memory") return plan;
+  const versions = new Set([
+    ...spec.nodes.flatMap((n) => (facts[n]?.engineVersion === undefined ? [] : [facts[n]!.engineVersion!])),
+    ...(spec.engine.version === undefined ? [] : [spec.engine.version]),
+  ]);
+  const message = [...versions].map((v) => defect(v, plan.model.layers, plan.stages.length)).find((m) => m !== undefined);
+  if (message === undefined) return plan;
+  return { ...plan, feasible: false, errors: [...plan.errors, { reason: "EngineSplitDefect", message }] };
 }
 
 /** An engine that runs on some accelerators only: a node probed as another cannot take a stage. */

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { createDriver, engineOf, type EngineTopology } from "../../src/engines/index.js";
-import { mlxLmSplit, renderRingHostfile, ringStartOrder } from "../../src/engines/mlx-lm/index.js";
+import { describeSplitDefect, mlxLmSplit, renderRingHostfile, ringStartOrder } from "../../src/engines/mlx-lm/index.js";
 import { planShards, type PlanNode } from "../../src/planner/index.js";
 import { formatIssue, parseCluster, parseSettings } from "../../src/spec/index.js";
 import { syntheticProfile } from "../planner/synthetic-profile.js";
@@ -174,5 +174,21 @@ describe("mlxcel, per the seed: all Apple silicon or all Linux CUDA", () => {
       { strategy: "equal", engine: "mlxcel", contextLength: 256, maxSequences: 1 },
     );
     expect(plan.errors.map((e) => e.reason)).toEqual(["MixedAccelerators"]);
+  });
+});
+
+describe("mlx-lm versions before 0.32.0 split uneven layer counts wrongly", () => {
+  it("names the layers that never run, and the version that fixed it", () => {
+    expect(describeSplitDefect("mlx-lm 0.31.3 mlx 0.31.1", 61, 2)).toBe(
+      "mlx-lm 0.31.3 splits 61 layers over 2 ranks wrongly (it never runs layer 30); fixed in mlx-lm 0.32.0: upgrade it, or use a number of nodes that divides 61",
+    );
+    expect(describeSplitDefect("0.30.7", 10, 3)).toMatch(/^mlx-lm 0.30.7 splits 10 layers over 3 ranks wrongly \(it never runs layer 6, 7\);/);
+  });
+
+  it("an even split, or 0.32.0 and later, is fine", () => {
+    expect(describeSplitDefect("mlx-lm 0.31.3 mlx 0.31.1", 60, 2)).toBeUndefined();
+    expect(describeSplitDefect("mlx-lm 0.32.0 mlx 0.32.0", 61, 2)).toBeUndefined();
+    expect(describeSplitDefect("mlx-lm 0.32.2 mlx 0.32.4", 61, 2)).toBeUndefined();
+    expect(describeSplitDefect("1.0.0", 61, 2)).toBeUndefined();
   });
 });

@@ -1,4 +1,5 @@
 import type { EngineFacts } from "../types.js";
+import { describeSplitDefect } from "./split-defect.js";
 import { mlxLmSplit, rankOfStage } from "./split-layers.js";
 
 /**
@@ -42,6 +43,8 @@ export const mlxLmFacts = {
   acceptsExplicitLayers: false,
   ownSplit: { name: "mlx-lm's split", countLayers: mlxLmSplit },
   rankOfStage,
+  // Before 0.32.0 an uneven split silently skipped layers.
+  splitDefect: describeSplitDefect,
   // Every rank keeps the embeddings, the final norm and lm_head, and computes full logits.
   nonLayerTensors: "every-stage",
   modelFamilies: { families: mlxLmPipelineFamilies, name: "families mlx-lm 0.32.2 can pipeline", only: true },

@@ -6,6 +6,8 @@ export type ClusterReason =
   | "EngineNotFound"
   /** Source "path": a node has no config.json at the model path, and "path" never copies files (terminal). */
   | "ModelPathMissing"
+  /** `source = "path"`: a node lacks (or has a wrong-sized) weight file its stage loads. */
+  | "ModelFilesMissing"
   /** A launch was asked of a node that has no staged model (transient). */
   | "ModelNotStaged"
   /** A node's host name does not resolve to the IP address the engines need (transient). */

@@ -48,6 +48,8 @@ export type PlannerReason =
   | "MixedEngineVersions"
   /** Plan error, or a warning when the definition opts in: the model family is not validated. */
   | "UnvalidatedModelFamily"
+  /** Plan error: the engine version's own split would run some layers twice or never (mlx-lm before 0.32.0). */
+  | "EngineSplitDefect"
   /** Plan error: the engine cannot serve the model family at all (mlx-lm pipelines only some families). */
   | "ModelFamilyUnsupported"
   /** Plan error: strategy "memory" needs the reference engine (mlxcel splits equally). */
