@@ -78,9 +78,12 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
   const context: ProxyContext = { agents, connectTimeoutMs };
 
   const reload = async (): Promise<boolean> => {
-    marks = await readMarks();
+    // Both files are read before either is applied: a request served between the two reads would
+    // otherwise see a registration's cleared mark without its backend, and answer 404.
+    const nextMarks = await readMarks();
     try {
       const next = await readRouterConfig(configFile);
+      marks = nextMarks;
       if (JSON.stringify(next) === JSON.stringify(config)) return true;
       if (JSON.stringify(next.bind) !== JSON.stringify(config.bind)) {
         log.warn({ bind: next.bind }, "server.bind_address changed; restart the router to apply it");
@@ -90,6 +93,7 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
       log.info({ backends: next.backends.map((backend) => backend.name) }, "router config reloaded");
       return true;
     } catch (error) {
+      marks = nextMarks;
       log.error({ err: error, file: configFile }, "router config not reloaded; keeping the last good config");
       return false;
     }

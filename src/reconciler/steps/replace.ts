@@ -1,9 +1,12 @@
 /**
  * Tear down what runs at another launch identity, broken, or left half-launched or half-torn-down,
  * before launching (or before stalling on an exhausted restart budget). Ready is withdrawn first; a
- * death this pass found before the health monitor did is recorded as the monitor would have.
+ * death this pass found before the health monitor did is recorded as the monitor would have. A
+ * registered model that comes back with the new launch is marked as coming back first, so clients
+ * are told 503 with Retry-After while it is replaced, not 404.
  */
-import { definitionOf } from "../pass.js";
+import { defaultRelaunchMarkMs } from "../../router/index.js";
+import { definitionOf, type Pass } from "../pass.js";
 import { completeEvidence, deathFoundByPass, recordDeath } from "../record-death.js";
 import type { Step } from "../run-step.js";
 import { clearRuntime, setConditions } from "../verdicts.js";
@@ -21,6 +24,7 @@ export const replace: Step = {
     // A pass that finds a process of the running launch gone before the monitor did records the death itself.
     const death = entry.phase === "running" && gone.length > 0 ? await deathFoundByPass(pass, entry, gone) : undefined;
     const evidence = death === undefined ? undefined : recordDeath(pass, entry, death);
+    if (death === undefined && pass.action?.kind === "launch") await markComingBack(pass);
     setConditions(pass.memory, revision, {
       Ready: {
         status: "False",
@@ -33,3 +37,13 @@ export const replace: Step = {
     clearRuntime(pass.memory, revision);
   },
 };
+
+/** Say the served model is coming back (the router answers it 503 + Retry-After) when the new launch registers it again. */
+async function markComingBack(pass: Pass): Promise<void> {
+  const { spec } = definitionOf(pass);
+  if (pass.entry?.routerBackend === undefined || !spec.router.register) return;
+  await pass.world
+    .registrarFor(pass.settings)
+    .markRelaunching(spec.model.id, Date.now() + defaultRelaunchMarkMs)
+    .catch((error: unknown) => pass.world.log.warn({ cluster: pass.name, err: error }, "could not mark the model as coming back"));
+}
