@@ -55,8 +55,14 @@ export class LocalNode extends ShellNode implements NodeAccess {
 
   async writeFile(path: string, data: string | Buffer, options: { mode?: number } = {}): Promise<void> {
     const temp = join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`);
-    await writeFile(temp, data, { mode: options.mode ?? 0o644 });
-    await rename(temp, path);
+    try {
+      await writeFile(temp, data, { mode: options.mode ?? 0o644 });
+      await rename(temp, path);
+    } catch (error) {
+      // A full disk must not leave a partial temp file behind.
+      await rm(temp, { force: true }).catch(() => undefined);
+      throw error;
+    }
   }
 
   rename(from: string, to: string): Promise<void> {

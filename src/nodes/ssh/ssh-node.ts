@@ -149,12 +149,18 @@ export class SshNode extends ShellNode implements NodeAccess {
     const sftp = await this.sftp();
     const slash = path.lastIndexOf("/");
     const temp = `${path.slice(0, slash + 1)}.${path.slice(slash + 1)}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`;
-    await new Promise<void>((resolve, reject) =>
-      sftp.writeFile(temp, data, { mode: options.mode ?? 0o644 }, (error) => (error ? reject(fileError(this.config.name, "write", path, error)) : resolve())),
-    );
-    // The open() mode is filtered by the server's umask; a secret's 0600 must be exact.
-    await new Promise<void>((resolve, reject) => sftp.chmod(temp, options.mode ?? 0o644, (error) => (error ? reject(error) : resolve())));
-    await this.rename(temp, path);
+    try {
+      await new Promise<void>((resolve, reject) =>
+        sftp.writeFile(temp, data, { mode: options.mode ?? 0o644 }, (error) => (error ? reject(fileError(this.config.name, "write", path, error)) : resolve())),
+      );
+      // The open() mode is filtered by the server's umask; a secret's 0600 must be exact.
+      await new Promise<void>((resolve, reject) => sftp.chmod(temp, options.mode ?? 0o644, (error) => (error ? reject(error) : resolve())));
+      await this.rename(temp, path);
+    } catch (error) {
+      // A full disk must not leave a partial temp file behind.
+      await new Promise<void>((resolve) => sftp.unlink(temp, () => resolve()));
+      throw error;
+    }
   }
 
   async rename(from: string, to: string): Promise<void> {
