@@ -23,12 +23,14 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { availableParallelism, cpus, loadavg, tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { KernelRuntime, runLinears } from "../src/engine/kernels/index.js";
 import { makeTestModel } from "../src/planner/test-model/index.js";
 import { freePort } from "../test/support/free-ports.js";
 
-const engineBin = resolve("dist/src/cli/shard-engine.js");
+// Beside this module in the build (dist/bench → dist/src/cli), whatever the working directory.
+const engineBin = fileURLToPath(new URL("../src/cli/shard-engine.js", import.meta.url));
 
 interface Proc {
   child: ChildProcess;
@@ -396,7 +398,7 @@ export async function run(args: string[]): Promise<object> {
       },
       threadsPerProcess: 1,
       speed: speed.figures,
-      mlxLm: "not measured: mlx-lm is not installed on this machine",
+      mlxLm: "measured against mlx-lm on the same Llama model by `npm run bench -- engines`",
       goalsMet: { splitRatio: ratio2 >= 0.9 && ratio3 >= 0.9, memory: worstMemory <= 1.15, concurrency: gain2 >= 1.6, ...speed.goalsMet },
     };
   } finally {

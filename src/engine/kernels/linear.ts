@@ -125,10 +125,10 @@ function runJob(runtime: KernelRuntime, calls: readonly LinearCall[], rows: numb
   } else for (const c of calls) outputs.push(c.y);
 
   // Per-thread panels, bytes: two widened 16-bit weight rows, or one quantized row widened with
-  // its scales and biases.
+  // its scales and biases (a matrix-vector product widens only the scales and biases).
   const groups = first.format === "quantized" ? inN / first.groupSize : 0;
   const panelStride = Math.ceil(((2 * inN + 16 + 2 * groups) * 4) / 64) * 64;
-  const panel = rows > 1 ? runtime.threadBuffer(arena, "panel", panelStride * runtime.threads) : 0;
+  const panel = rows > 1 || groups > 0 ? runtime.threadBuffer(arena, "panel", panelStride * runtime.threads) : 0;
 
   calls.forEach((c, k) => {
     const l = c.weights;

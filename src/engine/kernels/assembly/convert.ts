@@ -84,3 +84,26 @@ export const HALF_INPUT_SCALE: f32 = 72057594037927936.0;
 export function lanesSum(v: v128): f32 {
   return f32x4.extract_lane(v, 0) + f32x4.extract_lane(v, 1) + (f32x4.extract_lane(v, 2) + f32x4.extract_lane(v, 3));
 }
+
+/** 2^112: undoes the scale of widened half-precision bits. */
+const HALF_UNSCALE: f32 = 5.192296858534828e33;
+
+/**
+ * Elements 0–3 of a float tensor of `kind` at `ptr`, as the four lanes of an f32x4: exactly
+ * floatAt of each, without its branches per element.
+ */
+// @ts-ignore: decorator
+@inline
+export function fourFloats(kind: i32, ptr: usize): v128 {
+  if (kind == KIND_F32) return v128.load(ptr);
+  // The 16 bits of each element in the low half of its 32-bit lane.
+  const h = v128.load16x4_u(ptr);
+  if (kind != KIND_F16) return i32x4.shl(h, 16);
+  // Finite halves: the widened bits are the value × 2^-112 (subnormals included, see above), and
+  // × 2^112 is exact. Infinities and NaN (exponent 31) get f32's all-ones exponent instead.
+  const finite = f32x4.mul(evenHalves(h), f32x4.splat(HALF_UNSCALE));
+  const special = i32x4.eq(v128.and(h, i32x4.splat(0x7c00)), i32x4.splat(0x7c00));
+  const sign = i32x4.shl(v128.and(h, i32x4.splat(0x8000)), 16);
+  const wide = v128.or(sign, v128.or(i32x4.splat(0x7f800000), i32x4.shl(v128.and(h, i32x4.splat(0x3ff)), 13)));
+  return v128.bitselect(wide, finite, special);
+}

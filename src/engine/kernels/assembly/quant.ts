@@ -3,7 +3,7 @@
 // bias × Σx, so each output keeps a four-lane accumulator of scale × (the group's four-lane Σ q·x)
 // and a scalar Σ bias × Σx; the result is the lanes' sum (l0 + l1) + (l2 + l3) plus that scalar.
 // The matrix-vector and matrix-matrix forms perform the same operations in the same order.
-import { floatAt, lanesSum } from "./convert";
+import { floatAt, fourFloats, KIND_F32, lanesSum } from "./convert";
 
 // One 16-byte block (4 words) of 4-bit values against its prepared inputs: value j of every word
 // is masked in place (q × 16^j as an integer, exact in f32), the inputs carry 16^-j.
@@ -59,6 +59,22 @@ function widen(four: bool, v: v128, q: usize): void {
   }
 }
 
+// Bytes before element `index` of a float tensor of `kind`.
+// @ts-ignore: decorator
+@inline
+function paramBytes(kind: i32, index: usize): usize {
+  return kind == KIND_F32 ? index << 2 : index << 1;
+}
+
+// `n` consecutive scales or biases of `kind` at `src`, as f32 at `dst` (exactly floatAt of each).
+// @ts-ignore: decorator
+@inline
+function widenParams(kind: i32, src: usize, n: i32, dst: usize): void {
+  let i = 0;
+  for (; i + 4 <= n; i += 4) v128.store(dst + (<usize>i << 2), fourFloats(kind, src + paramBytes(kind, <usize>i)));
+  for (; i < n; i++) store<f32>(dst + (<usize>i << 2), floatAt(kind, src, <usize>i));
+}
+
 // @ts-ignore: decorator
 @inline
 function matvec(
@@ -74,72 +90,43 @@ function matvec(
   inN: i32,
   oStart: i32,
   oEnd: i32,
+  panel: usize,
 ): void {
   const rowBytes: usize = four ? <usize>inN >> 1 : <usize>inN;
   const groups = inN / groupSize;
   const blocksPerGroup = four ? groupSize >> 5 : groupSize >> 4;
   // Prepared inputs per block, bytes: 32 (4-bit) or 16 (8-bit) floats.
   const xBlock: usize = four ? 128 : 64;
-  // Rows from the four quarters of the range: four long sequential streams (see half.ts).
-  const quarter = (oEnd - oStart) >> 2;
-  const skip = <usize>quarter * rowBytes;
-  const step = <usize>quarter * <usize>groups;
-  for (let g4 = 0; g4 < quarter; g4++) {
-    const o = oStart + g4;
-    let acc0 = f32x4.splat(0);
-    let acc1 = f32x4.splat(0);
-    let acc2 = f32x4.splat(0);
-    let acc3 = f32x4.splat(0);
-    let bias0: f32 = 0;
-    let bias1: f32 = 0;
-    let bias2: f32 = 0;
-    let bias3: f32 = 0;
-    let p = w + <usize>o * rowBytes;
-    let xq = xp;
-    for (let g = 0; g < groups; g++) {
-      let d0 = f32x4.splat(0);
-      let d1 = f32x4.splat(0);
-      let d2 = f32x4.splat(0);
-      let d3 = f32x4.splat(0);
-      for (let k = 0; k < blocksPerGroup; k++) {
-        d0 = dot(four, d0, v128.load(p), xq);
-        d1 = dot(four, d1, v128.load(p + skip), xq);
-        d2 = dot(four, d2, v128.load(p + skip * 2), xq);
-        d3 = dot(four, d3, v128.load(p + skip * 3), xq);
-        p += 16;
-        xq += xBlock;
-      }
-      const gi = <usize>o * <usize>groups + <usize>g;
-      acc0 = f32x4.add(acc0, f32x4.mul(d0, f32x4.splat(floatAt(scaleKind, scales, gi))));
-      acc1 = f32x4.add(acc1, f32x4.mul(d1, f32x4.splat(floatAt(scaleKind, scales, gi + step))));
-      acc2 = f32x4.add(acc2, f32x4.mul(d2, f32x4.splat(floatAt(scaleKind, scales, gi + step * 2))));
-      acc3 = f32x4.add(acc3, f32x4.mul(d3, f32x4.splat(floatAt(scaleKind, scales, gi + step * 3))));
-      const sum = load<f32>(sums + (<usize>g << 2));
-      bias0 += floatAt(scaleKind, biases, gi) * sum;
-      bias1 += floatAt(scaleKind, biases, gi + step) * sum;
-      bias2 += floatAt(scaleKind, biases, gi + step * 2) * sum;
-      bias3 += floatAt(scaleKind, biases, gi + step * 3) * sum;
-    }
-    store<f32>(y + (<usize>o << 2), lanesSum(acc0) + bias0);
-    store<f32>(y + (<usize>(o + quarter) << 2), lanesSum(acc1) + bias1);
-    store<f32>(y + (<usize>(o + quarter * 2) << 2), lanesSum(acc2) + bias2);
-    store<f32>(y + (<usize>(o + quarter * 3) << 2), lanesSum(acc3) + bias3);
-  }
-  for (let o = oStart + quarter * 4; o < oEnd; o++) {
+  const rowScales = panel;
+  const rowBiases = panel + (<usize>groups << 2);
+  // One row at a time, rows in order: the weights are one sequential stream, and one sum, one
+  // weight block, the masks and a product fit in registers, so the inputs are read straight from
+  // memory (L1) and nothing spills. The row's scales and biases are widened to f32 first.
+  for (let o = oStart; o < oEnd; o++) {
+    const gi = <usize>o * <usize>groups;
+    widenParams(scaleKind, scales + paramBytes(scaleKind, gi), groups, rowScales);
+    widenParams(scaleKind, biases + paramBytes(scaleKind, gi), groups, rowBiases);
     let acc = f32x4.splat(0);
     let bias: f32 = 0;
     let p = w + <usize>o * rowBytes;
     let xq = xp;
     for (let g = 0; g < groups; g++) {
       let d = f32x4.splat(0);
-      for (let k = 0; k < blocksPerGroup; k++) {
+      let k = 0;
+      for (; k + 2 <= blocksPerGroup; k += 2) {
+        d = dot(four, d, v128.load(p), xq);
+        d = dot(four, d, v128.load(p, 16), xq + xBlock);
+        p += 32;
+        xq += xBlock * 2;
+      }
+      if (k < blocksPerGroup) {
         d = dot(four, d, v128.load(p), xq);
         p += 16;
         xq += xBlock;
       }
-      const gi = <usize>o * <usize>groups + <usize>g;
-      acc = f32x4.add(acc, f32x4.mul(d, f32x4.splat(floatAt(scaleKind, scales, gi))));
-      bias += floatAt(scaleKind, biases, gi) * load<f32>(sums + (<usize>g << 2));
+      const gOff = <usize>g << 2;
+      acc = f32x4.add(acc, f32x4.mul(d, v128.load32_splat(rowScales + gOff)));
+      bias += load<f32>(rowBiases + gOff) * load<f32>(sums + gOff);
     }
     store<f32>(y + (<usize>o << 2), lanesSum(acc) + bias);
   }
@@ -183,11 +170,9 @@ function matmul(
       p += 16;
       q += xBlock;
     }
-    for (let g = 0; g < groups; g++) {
-      const gi = <usize>o * <usize>groups + <usize>g;
-      store<f32>(panelScales + (<usize>g << 2), floatAt(scaleKind, scales, gi));
-      store<f32>(panelBiases + (<usize>g << 2), floatAt(scaleKind, biases, gi));
-    }
+    const gi = <usize>o * <usize>groups;
+    widenParams(scaleKind, scales + paramBytes(scaleKind, gi), groups, panelScales);
+    widenParams(scaleKind, biases + paramBytes(scaleKind, gi), groups, panelBiases);
     const vectorsPerBlock = four ? 8 : 4;
     let r = 0;
     for (; r + 4 <= rows; r += 4) {
@@ -261,7 +246,8 @@ function matmul(
 /**
  * 4-bit weights: `w` the packed words `[out, in / 8]`, `scales`/`biases` `[out, in / groupSize]`
  * of float kind `scaleKind`; `xp`/`sums` from prepareQuant; `y` `rows × out`. `panel` is
- * per-thread scratch of (in + 2 × in / groupSize) × 4 bytes. `groupSize` is a multiple of 32.
+ * per-thread scratch of (in + 2 × in / groupSize) × 4 bytes, for one row too (its scales and
+ * biases in f32). `groupSize` is a multiple of 32.
  */
 export function linearQ4(
   w: usize,
@@ -279,7 +265,7 @@ export function linearQ4(
   oEnd: i32,
   panel: usize,
 ): void {
-  if (rows == 1) matvec(true, w, scaleKind, scales, biases, groupSize, xp, sums, y, inN, oStart, oEnd);
+  if (rows == 1) matvec(true, w, scaleKind, scales, biases, groupSize, xp, sums, y, inN, oStart, oEnd, panel);
   else matmul(true, w, scaleKind, scales, biases, groupSize, xp, sums, y, rows, inN, outN, oStart, oEnd, panel);
 }
 
@@ -300,6 +286,6 @@ export function linearQ8(
   oEnd: i32,
   panel: usize,
 ): void {
-  if (rows == 1) matvec(false, w, scaleKind, scales, biases, groupSize, xp, sums, y, inN, oStart, oEnd);
+  if (rows == 1) matvec(false, w, scaleKind, scales, biases, groupSize, xp, sums, y, inN, oStart, oEnd, panel);
   else matmul(false, w, scaleKind, scales, biases, groupSize, xp, sums, y, rows, inN, outN, oStart, oEnd, panel);
 }
