@@ -254,7 +254,7 @@ export interface EngineReadiness {
    * process; its node is the one `[coordinator]` names).
    */
   readonly httpServer: "coordinator" | "last-stage";
-  /** Log lines of a ring engine: when a stage is up, and when the pipeline broke while it kept running. */
+  /** The log line of a ring engine that says a stage is up. */
   readonly ringLog?: RingLog;
   /**
    * A generation watchdog for engines whose health endpoint answers 200 whatever the pipeline's
@@ -273,6 +273,4 @@ export interface EngineReadiness {
 export interface RingLog {
   /** The line a stage of `rank` prints once it listens for its neighbour (a regular expression's source). */
   ready(rank: number): string;
-  /** Lines meaning the pipeline broke though the process runs on (regular expressions' sources). */
-  readonly broken: readonly string[];
 }

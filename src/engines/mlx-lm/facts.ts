@@ -81,7 +81,6 @@ export const mlxLmFacts = {
     httpServer: "last-stage",
     ringLog: {
       ready: (rank) => `\\[ring\\] Rank ${rank} (accepting|connecting)`,
-      broken: ["connection to a peer was lost", "generation thread died"],
     },
     // A hung ring (a rank stopped, a partition, a collective deadlock) blocks every rank with no
     // timeout: a one-token completion every 10 s that takes over 20 s declares it dead (≤ 30 s).
