@@ -190,6 +190,13 @@ export function definitionText(world: DaemonWorld, o: DefinitionOptions): string
   ].join("\n");
 }
 
+/** Delete a cluster's definition and wait (up to `timeoutMs`) until the daemon has pruned it and dropped its status file. */
+export async function removeDefinition(world: DaemonWorld, name: string, timeoutMs = 20_000): Promise<void> {
+  await rm(join(world.clustersDir, `${name}.toml`), { force: true });
+  const deadline = Date.now() + timeoutMs;
+  while ((await readStatusFile(world, name)) !== undefined && Date.now() < deadline) await sleep(100);
+}
+
 /** Write a definition the way an editor or git does: temp file, then rename into place. */
 export async function writeDefinition(world: DaemonWorld, name: string, text: string): Promise<string> {
   const file = join(world.clustersDir, `${name}.toml`);

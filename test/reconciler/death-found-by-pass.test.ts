@@ -4,8 +4,6 @@
  * how it ended and its log tail, and the stall on a spent budget says why. The monitor here neither
  * watches exits nor polls within the test, so only the daemon's resync pass can find the death.
  */
-import { rm } from "node:fs/promises";
-import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
 import type { Daemon } from "../../src/reconciler/index.js";
 import {
@@ -16,9 +14,8 @@ import {
   freePort,
   freePortRange,
   isReadyAt,
-  readStatusFile,
+  removeDefinition,
   revisionOf,
-  sleep,
   startInProcessDaemon,
   startWorld,
   waitForStatus,
@@ -38,11 +35,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  if (world !== undefined) {
-    await rm(join(world.clustersDir, "found.toml"), { force: true });
-    const deadline = Date.now() + 20_000;
-    while ((await readStatusFile(world, "found")) !== undefined && Date.now() < deadline) await sleep(100);
-  }
+  if (world !== undefined) await removeDefinition(world, "found");
   await daemon?.stop();
   const left = world === undefined ? [] : await enginesOf(world);
   await world?.close();

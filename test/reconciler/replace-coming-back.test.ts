@@ -3,8 +3,6 @@
  * to the router: while the old launch is torn down and the new one comes up, the embedded router
  * answers 503 with Retry-After (clients retry) — never 404 (they give up) — then 200 again.
  */
-import { rm } from "node:fs/promises";
-import { join } from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import type { Daemon } from "../../src/reconciler/index.js";
 import {
@@ -12,7 +10,7 @@ import {
   freePort,
   freePortRange,
   isReadyAt,
-  readStatusFile,
+  removeDefinition,
   revisionOf,
   sleep,
   startInProcessDaemon,
@@ -33,11 +31,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  if (world !== undefined) {
-    await rm(join(world.clustersDir, "edited.toml"), { force: true });
-    const deadline = Date.now() + 20_000;
-    while ((await readStatusFile(world, "edited")) !== undefined && Date.now() < deadline) await sleep(100);
-  }
+  if (world !== undefined) await removeDefinition(world, "edited");
   await daemon?.stop();
   await world?.close();
 });

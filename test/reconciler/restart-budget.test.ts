@@ -3,8 +3,6 @@
  * within the restart budget of its revision, then Stalled once the budget is spent, keeping the
  * evidence (exit status, last log lines) in its status; `shardctl reconcile` asks again.
  */
-import { rm } from "node:fs/promises";
-import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
 import { Ledger } from "../../src/launch/index.js";
 import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
@@ -17,6 +15,7 @@ import {
   freePortRange,
   isReadyAt,
   readStatusFile,
+  removeDefinition,
   revisionOf,
   runShardctl,
   sleep,
@@ -38,11 +37,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  if (world !== undefined) {
-    await rm(join(world.clustersDir, "crashy.toml"), { force: true });
-    const deadline = Date.now() + 20_000;
-    while ((await readStatusFile(world, "crashy")) !== undefined && Date.now() < deadline) await sleep(100);
-  }
+  if (world !== undefined) await removeDefinition(world, "crashy");
   await daemon?.stop();
   const left = world === undefined ? [] : await enginesOf(world);
   await world?.close();
