@@ -58,11 +58,11 @@ export async function run(args: string[]): Promise<object> {
       return text.slice(text.indexOf("backends:")).includes("url:");
     };
     const status = async () => (await readStatusFile(world, name))!;
-    const evidenceCount = async (): Promise<number> => (await status()).restarts?.evidence.length ?? 0;
+    // The status keeps the last 5 deaths' evidence: deaths are counted by time, not by the list's length.
+    const deathsSince = async (since: number): Promise<number> => ((await status()).restarts?.evidence ?? []).filter((e) => Date.parse(e.at) >= since).length;
 
     const measure = async (fault: { inject(): Promise<void>; heal(): Promise<void>; death: boolean }): Promise<Record<string, number | null>> => {
       await healthy();
-      const deaths = await evidenceCount();
       const at = Date.now();
       await fault.inject();
       const seen: { detectedMs: number | null; deregisteredMs: number | null; truthfulStatusMs: number | null } = {
@@ -76,8 +76,8 @@ export async function run(args: string[]): Promise<object> {
         if (seen.deregisteredMs === null && !(await registered())) seen.deregisteredMs = Date.now() - at;
         const truthful = fault.death ? conditionOf(s!, "Ready")?.status === "False" : s?.health === "Degraded";
         if (s !== undefined && seen.truthfulStatusMs === null && truthful) seen.truthfulStatusMs = Date.now() - at;
-        if (fault.death && s !== undefined && seen.detectedMs === null && (s.restarts?.evidence.length ?? 0) > deaths)
-          seen.detectedMs = Date.parse(s.restarts!.evidence.at(-1)!.at) - at;
+        const death = s?.restarts?.evidence.find((e) => Date.parse(e.at) >= at);
+        if (fault.death && death !== undefined && seen.detectedMs === null) seen.detectedMs = Date.parse(death.at) - at;
         if (!fault.death && seen.truthfulStatusMs !== null) seen.detectedMs = seen.truthfulStatusMs ?? null;
         if (seen.truthfulStatusMs !== null && (fault.death ? seen.deregisteredMs !== null && seen.detectedMs !== null : Date.now() - at > 5_000)) break;
         await sleep(25);
@@ -85,7 +85,7 @@ export async function run(args: string[]): Promise<object> {
       const healAt = Date.now();
       await fault.heal();
       await healthy();
-      return { ...seen, readyAfterHealMs: Date.now() - healAt, deaths: (await evidenceCount()) - deaths };
+      return { ...seen, readyAfterHealMs: Date.now() - healAt, deaths: await deathsSince(at) };
     };
 
     const faults: Record<string, () => { inject(): Promise<void>; heal(): Promise<void>; death: boolean }> = {
@@ -119,7 +119,7 @@ export async function run(args: string[]): Promise<object> {
 
     // False positives over an idle, lossy cluster.
     await healthy();
-    const deathsBefore = await evidenceCount();
+    const idleFrom = Date.now();
     for (const host of lab.hosts) await host.loss(loss);
     let degraded = 0;
     let last = "Healthy";
@@ -131,7 +131,7 @@ export async function run(args: string[]): Promise<object> {
       await sleep(100);
     }
     for (const host of lab.hosts) await host.heal();
-    const falsePositives = { idleSeconds, lossEachWay: loss, deaths: (await evidenceCount()) - deathsBefore, degradedReports: degraded };
+    const falsePositives = { idleSeconds, lossEachWay: loss, deaths: await deathsSince(idleFrom), degradedReports: degraded };
 
     return { runs, timings: "production: poll 1000 ms, probe deadline 1000 ms, 2 strikes; stop grace 2000 ms (test fixture)", faults: figures, falsePositives };
   } finally {
