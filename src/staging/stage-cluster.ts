@@ -50,8 +50,20 @@ export async function stageCluster(
     if (outcome.status === "fulfilled") result.staged.push(outcome.value);
     else {
       const error = outcome.reason as unknown;
+      const node = requests[i]!.node.config.name;
+      // A disk that filled during the transfer (the free-space check passed: another node or process
+      // shares the disk) is as terminal as one found too small: retrying only fills it again.
+      if (isDiskFull(error)) {
+        result.failed.push({
+          node,
+          reason: "InsufficientDisk",
+          message: `node ${node}: the disk at its model_dir filled up while staging: ${messageOf(error)}`,
+          terminal: true,
+        });
+        continue;
+      }
       result.failed.push({
-        node: requests[i]!.node.config.name,
+        node,
         reason: isShardctlError(error) ? error.reason : "StagingFailed",
         message: messageOf(error),
         terminal: isShardctlError(error) && error.terminal,
@@ -59,4 +71,12 @@ export async function stageCluster(
     }
   }
   return result;
+}
+
+/** Whether `error`, or an error it was caused by, is a full disk (ENOSPC locally, "No space left on device" from a node). */
+function isDiskFull(error: unknown): boolean {
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
+    if ((e as NodeJS.ErrnoException).code === "ENOSPC" || /ENOSPC|No space left on device/i.test(e.message)) return true;
+  }
+  return false;
 }

@@ -146,8 +146,9 @@ async function fetchOne(
   // Whether the file is spliced onto bytes of an earlier attempt (decides how final a bad hash is).
   let resumed = have > 0;
   const attempts = options.attempts ?? 3;
+  // The file's high-water mark: bytes a retry fetches again (after a partial write was lost) are not counted twice.
+  let counted = have;
   for (let attempt = 1; have < file.size || file.size === 0; attempt++) {
-    let counted = have;
     try {
       await transferFile({
         node,
@@ -166,6 +167,7 @@ async function fetchOne(
       // Resume from whatever reached the node; give up after `attempts`.
       const st = await node.stat(target).catch(() => undefined);
       if (st !== undefined && st.size > counted) progress.update("transfer", st.size - counted, file.path);
+      counted = Math.max(counted, st?.size ?? 0);
       have = st?.size ?? 0;
       resumed ||= have > 0;
       if (attempt >= attempts) throw error;

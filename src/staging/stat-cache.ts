@@ -27,12 +27,14 @@ export async function readStatCache(node: NodeAccess, path: string): Promise<Sta
 /**
  * Merge `entries` into the cache file: read, merge, write, under an in-process lock per (machine,
  * path), so two passes staging on one node never drop each other's entries or race on the write.
+ * Best effort: the cache only saves re-hashing, so a write that fails (a full disk) is dropped and
+ * the files are hashed again next time.
  */
 export function updateStatCache(node: NodeAccess, path: string, entries: StatCache): Promise<void> {
   return withKeyedLock(`stat-cache ${machineKey(node)} ${path}`, async () => {
     const cache = await readStatCache(node, path);
     Object.assign(cache, entries);
-    await node.writeFile(path, JSON.stringify(cache));
+    await node.writeFile(path, JSON.stringify(cache)).catch(() => undefined);
   });
 }
 

@@ -3,9 +3,9 @@
  * and keep the status file, which says why.
  */
 import { teardownCluster } from "../../launch/index.js";
-import { definitionOf, type Pass } from "../pass.js";
+import { definitionOf, revisionOf, type Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
-import { clearRuntime, settle } from "../verdicts.js";
+import { clearRuntime, isServing, setConditions, settle } from "../verdicts.js";
 
 export const stop: Step = {
   name: "stop",
@@ -28,10 +28,25 @@ export const stop: Step = {
   },
 };
 
-/** Stop watching the cluster, then tear it down (router first, then coordinator, then stages in reverse). */
+/**
+ * Stop watching the cluster, then tear it down (router first, then coordinator, then stages in
+ * reverse). A cluster still said to be Ready is said not to be, in its status file, before anything
+ * is stopped: a teardown can wait out grace periods or an unreachable host, and a reader of the file
+ * (a CI gate, `shardctl wait`) must not see Ready for a cluster that no longer serves.
+ */
 export async function tearDown(pass: Pass): Promise<void> {
   const { memory, entry } = pass;
   if (entry === undefined) return;
+  if (isServing(memory)) {
+    const revision = revisionOf(pass);
+    const message = `tearing down revision ${entry.revision.slice(0, 12)}`;
+    setConditions(memory, revision, {
+      Ready: { status: "False", reason: "TearingDown", message },
+      Reconciling: { status: "True", reason: "TearingDown", message },
+    });
+    clearRuntime(memory, revision);
+    await pass.world.writeStatus(pass.name, memory, { action: "stop", result: "waiting", reason: "TearingDown", health: "Progressing" }, pass.settings);
+  }
   await memory.supervision?.supervision.stop();
   delete memory.supervision;
   await teardownCluster(entry, pass.world.teardownContext(pass.settings, pass.ledger, memory));

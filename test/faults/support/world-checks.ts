@@ -1,0 +1,59 @@
+/**
+ * What the fault tests count after a fault: engine processes (ps), ledger entries, the router's
+ * backends (the embedded router's YAML) and listening ports (ss). No vitest imports.
+ */
+import { execFile } from "node:child_process";
+import { readdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { enginesOf, sleep, type DaemonWorld } from "../../reconciler/daemon-fixture.js";
+
+const run = promisify(execFile);
+
+/** Pids of the world's engine processes (wrappers and engines), from ps. */
+export async function enginePids(world: DaemonWorld): Promise<number[]> {
+  return (await enginesOf(world)).map((l) => Number(l.split(/\s+/)[0])).sort((a, b) => a - b);
+}
+
+/** Cluster names with a ledger entry in the world's state dir. */
+export async function ledgerNames(world: DaemonWorld): Promise<string[]> {
+  const files = await readdir(join(world.stateDir, "ledger")).catch(() => [] as string[]);
+  return files.filter((f) => f.endsWith(".json")).map((f) => f.slice(0, -".json".length));
+}
+
+/** The backends section of the router's YAML (what the embedded router serves). */
+export async function routerBackends(world: DaemonWorld): Promise<string> {
+  const text = await readFile(world.routerConfig, "utf8");
+  return text.slice(text.indexOf("backends:"));
+}
+
+/** TCP sockets in LISTEN state in this machine's root namespace, as "address:port" (ss). */
+export async function listeningSockets(): Promise<Array<{ address: string; port: number }>> {
+  const { stdout } = await run("ss", ["-Htln"]);
+  return stdout
+    .split("\n")
+    .map((l) => /^(.*):(\d+)$/.exec(l.trim().split(/\s+/)[3] ?? ""))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => ({ address: m[1]!.replace(/^\[|\]$/g, ""), port: Number(m[2]) }));
+}
+
+/** Poll `check` every 50 ms until it holds; the time it first held (ms since the epoch). */
+export async function until(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<number> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check().catch(() => false)) return Date.now();
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await sleep(50);
+  }
+}
+
+/** SIGKILL the given pids, ignoring those already gone (a failed test's leftovers, by pid only). */
+export function killPids(pids: readonly number[]): void {
+  for (const pid of pids) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // Already gone.
+    }
+  }
+}
