@@ -120,6 +120,8 @@ export interface EngineFacts {
    * installation's own, so its version is known and a node without it is no sign of a missing install.
    */
   versionCommand(options: Pick<DriverOptions, "binary" | "python">): string[] | undefined;
+  /** The interpreter that runs the engine as a module, named by `[engine] python`; undefined for a program of its own. */
+  readonly interpreter?: "python";
   /** The accelerators the engine runs on; undefined when it runs on any node. */
   readonly runsOn: AcceleratorSupport | undefined;
   /**

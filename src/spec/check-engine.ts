@@ -22,6 +22,14 @@ export function checkEngine(data: unknown, settings: Settings, add: AddIssue): v
   checkStrategy(data, engine, add);
   checkDeclaredAccelerators(data, settings, engine, add);
   checkHttpServer(data, engine, add);
+  checkInterpreter(data, engine, add);
+}
+
+/** `[engine] python` names the interpreter of an engine run as a Python module; another engine would ignore it. */
+function checkInterpreter(data: unknown, engine: EngineFacts, add: AddIssue): void {
+  if (getRaw(data, ["engine", "python"]) === undefined || engine.interpreter === "python") return;
+  const able = selectKinds((e) => e.interpreter === "python");
+  add(["engine", "python"], `${engine.name} runs its own program (${engine.programName}), not a Python module: remove python, or use kind = ${quoteKinds(able)}`);
 }
 
 /** Why an extra engine argument is refused, or undefined when it is acceptable. */

@@ -192,3 +192,18 @@ describe("mlx-lm versions before 0.32.0 split uneven layer counts wrongly", () =
     expect(describeSplitDefect("1.0.0", 61, 2)).toBeUndefined();
   });
 });
+
+describe("[engine] python", () => {
+  const settings = parseSettings('[nodes.a]\nhost = "10.0.0.1"\nmodel_dir = "/m"\n[nodes.b]\nhost = "10.0.0.2"\nmodel_dir = "/m"\n', "shardctl.toml");
+  if (!settings.ok) throw new Error("settings");
+  const parse = (kind: string) =>
+    parseCluster(`nodes = ["a", "b"]\n[model]\nid = "/m"\nsource = "path"\n[engine]\nkind = "${kind}"\npython = "/venv/bin/python"\n`, "clusters/x.toml", settings.value);
+
+  it("is taken by mlx-lm and refused, at its key, by an engine that is a program of its own", () => {
+    expect(parse("mlx-lm").ok).toBe(true);
+    const reference = parse("reference");
+    expect(reference.ok ? [] : reference.issues.map(formatIssue)).toEqual([
+      'clusters/x.toml:7:10: engine.python: shard-engine runs its own program (shard-engine), not a Python module: remove python, or use kind = "mlx-lm"',
+    ]);
+  });
+});

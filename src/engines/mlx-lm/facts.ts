@@ -37,6 +37,7 @@ export const mlxLmFacts = {
   // Run as a module of `[engine] python` (default python3) on each node.
   defaultBinary: "python3",
   versionCommand: (options) => [options.python ?? "python3", "-c", "import mlx_lm, mlx.core; print('mlx-lm', mlx_lm.__version__, 'mlx', mlx.core.__version__)"],
+  interpreter: "python",
   // MLX runs on Apple silicon, CUDA and (the mlx-cpu wheel) plain CPUs.
   runsOn: undefined,
   // The server computes its own split (no option names another one).
