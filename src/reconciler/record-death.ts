@@ -97,12 +97,18 @@ async function within<T, F>(ms: number, work: Promise<T>, fallback: F): Promise<
  * teardown deregisters the backend, and only when the restart budget has a launch left.
  */
 function markRelaunching(pass: Pass, entry: LedgerEntry): void {
-  const { memory, world, settings } = pass;
+  const { memory, settings } = pass;
   const model = memory.lastGood?.spec.model.id;
   const relaunches = memory.restarts === undefined || memory.restarts.count < settings.daemon.restartBudget;
   if (entry.routerBackend === undefined || model === undefined || !relaunches) return;
-  void world
+  void markComingBack(pass, model);
+}
+
+/** Mark `model` as coming back in the router (503 + Retry-After until it is registered again or the mark expires); best effort. */
+export async function markComingBack(pass: Pass, model: string): Promise<void> {
+  const { world, settings } = pass;
+  await world
     .registrarFor(settings)
     .markRelaunching(model, Date.now() + defaultRelaunchMarkMs)
-    .catch((error: unknown) => world.log.warn({ cluster: entry.cluster, err: error }, "could not mark the model as relaunching"));
+    .catch((error: unknown) => world.log.warn({ cluster: pass.name, err: error }, "could not mark the model as coming back"));
 }

@@ -21,6 +21,7 @@ import {
   isReadyAt,
   processesOf,
   readStatusFile,
+  removeDefinition,
   revisionOf,
   runShardctl,
   sleep,
@@ -59,9 +60,7 @@ beforeAll(async () => {
 }, 300_000);
 
 afterAll(async () => {
-  for (const name of ["ring", "llama"]) await rm(join(world?.clustersDir ?? "/nonexistent", `${name}.toml`), { force: true });
-  const deadline = Date.now() + 30_000;
-  while (world !== undefined && (await readStatusFile(world, "ring")) !== undefined && Date.now() < deadline) await sleep(200);
+  if (world !== undefined) for (const name of ["ring", "llama"]) await removeDefinition(world, name, 30_000);
   await daemon?.stop();
   const left = world === undefined ? [] : await ranksOf();
   await world?.close();
@@ -228,9 +227,7 @@ describe("mlx-lm, a two-rank ring on two sshd nodes", () => {
     const second = await new Ledger(world.stateDir).read("ring2");
     const ringPorts = (entry: typeof first) => entry!.ports.filter((p) => p.purpose === "transport").map((p) => `${p.host}:${p.port}`);
     expect(ringPorts(second).filter((p) => ringPorts(first).includes(p))).toEqual([]);
-    await rm(join(world.clustersDir, "ring2.toml"));
-    const deadline = Date.now() + 30_000;
-    while ((await readStatusFile(world, "ring2")) !== undefined && Date.now() < deadline) await sleep(200);
+    await removeDefinition(world, "ring2", 30_000);
     expect(await readStatusFile(world, "ring")).toSatisfy((s: ClusterStatus | undefined) => s !== undefined && isReadyAt(s, revision));
   }, 240_000);
 

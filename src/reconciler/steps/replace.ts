@@ -5,9 +5,8 @@
  * registered model that comes back with the new launch is marked as coming back first, so clients
  * are told 503 with Retry-After while it is replaced, not 404.
  */
-import { defaultRelaunchMarkMs } from "../../router/index.js";
 import { definitionOf, type Pass } from "../pass.js";
-import { completeEvidence, deathFoundByPass, recordDeath } from "../record-death.js";
+import { completeEvidence, deathFoundByPass, markComingBack, recordDeath } from "../record-death.js";
 import type { Step } from "../run-step.js";
 import { clearRuntime, setConditions } from "../verdicts.js";
 import { tearDown } from "./stop.js";
@@ -24,7 +23,7 @@ export const replace: Step = {
     // A pass that finds a process of the running launch gone before the monitor did records the death itself.
     const death = entry.phase === "running" && gone.length > 0 ? await deathFoundByPass(pass, entry, gone) : undefined;
     const evidence = death === undefined ? undefined : recordDeath(pass, entry, death);
-    if (death === undefined && pass.action?.kind === "launch") await markComingBack(pass);
+    if (death === undefined && pass.action?.kind === "launch") await markReplacedComingBack(pass);
     setConditions(pass.memory, revision, {
       Ready: {
         status: "False",
@@ -39,11 +38,8 @@ export const replace: Step = {
 };
 
 /** Say the served model is coming back (the router answers it 503 + Retry-After) when the new launch registers it again. */
-async function markComingBack(pass: Pass): Promise<void> {
+async function markReplacedComingBack(pass: Pass): Promise<void> {
   const { spec } = definitionOf(pass);
   if (pass.entry?.routerBackend === undefined || !spec.router.register) return;
-  await pass.world
-    .registrarFor(pass.settings)
-    .markRelaunching(spec.model.id, Date.now() + defaultRelaunchMarkMs)
-    .catch((error: unknown) => pass.world.log.warn({ cluster: pass.name, err: error }, "could not mark the model as coming back"));
+  await markComingBack(pass, spec.model.id);
 }
