@@ -10,8 +10,7 @@
  *     Ready (Healthy) again after the heal (for SIGSTOP the relaunch heals it). Goal: deregistered
  *     within 5000 ms of a partition; sshd loss never deregisters.
  *   - false positives: deaths and Degraded reports on an idle cluster whose three stage hosts drop a
- *     fraction P (default 0.05) of packets each way, over S seconds (default 60: short; a real
- *     soak wants hours).
+ *     fraction P (default 0.05) of packets each way, over S seconds (default 600: ten minutes).
  */
 import { readFile } from "node:fs/promises";
 import {
@@ -36,7 +35,7 @@ const name = "bench";
 
 export async function run(args: string[]): Promise<object> {
   const runs = numberArg(args, "--runs", 3);
-  const idleSeconds = numberArg(args, "--idle-seconds", 60);
+  const idleSeconds = numberArg(args, "--idle-seconds", 600);
   const loss = numberArg(args, "--loss", 0.05);
   const lab = await startLab(3);
   const world = await startWorld({ layers: 6 });

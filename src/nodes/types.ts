@@ -115,8 +115,8 @@ export interface NodeAccess {
   readlink(path: string): Promise<string | undefined>;
   /**
    * Stream a local file to the node (written to `remotePath`, not atomically). With `startOffset`, the
-   * local bytes from that offset are appended to the existing remote file (resume). `onProgress`
-   * gets the bytes sent by this call.
+   * existing remote file is completed from that offset (resume; a node whose writes run in parallel
+   * writes a window below it again, in place). `onProgress` gets the bytes past `startOffset` sent so far.
    */
   putFile(localPath: string, remotePath: string, options?: PutOptions): Promise<void>;
   /** sha256 (hex) of a file on the node. */

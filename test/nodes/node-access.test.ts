@@ -198,3 +198,26 @@ describe("known_hosts file", () => {
     expect(await readFile(sshd.knownHostsPath, "utf8")).toBe(sshd.nodes.map((n) => n.knownHostsLine).join("\n") + "\n");
   });
 });
+
+describe("ssh node: resuming a push", () => {
+  it("rewrites the window of writes that were in flight, so a hole a failed write left below the size is filled", async () => {
+    const node = nodes.ssh!();
+    const local = join(localDir, "put-source-holes");
+    const payload = Buffer.from(Array.from({ length: 3 * 1024 * 1024 + 17 }, (_, i) => (i * 2654435761) >>> 24));
+    await writeFile(local, payload);
+    // What fastPut leaves when one 32 KiB write failed (a full disk) while later ones in flight
+    // succeeded (space freed meanwhile): the size says 2.5 MiB arrived, 32 KiB below it are zeros.
+    const size = 2.5 * 1024 * 1024;
+    const partial = Buffer.from(payload.subarray(0, size));
+    partial.fill(0, size - 1024 * 1024, size - 1024 * 1024 + 32 * 1024);
+    const staged = join(localDir, "put-partial-holes");
+    await writeFile(staged, partial);
+    const target = join(sshd.nodes[0]!.modelDir, "put-target-holes");
+    await node.putFile(staged, target);
+    let progress = 0;
+    await node.putFile(local, target, { startOffset: size, onProgress: (n) => (progress = n) });
+    expect(await node.sha256(target)).toBe(await shaOf(payload));
+    // Progress counts the bytes past the offset asked for, not the window written again.
+    expect(progress).toBe(payload.length - size);
+  });
+});

@@ -43,7 +43,8 @@ function App() {
   const [now, setNow] = useState(Date.now());
   const [filter, setFilter] = useState<Health | "all">("all");
   const [token, setToken] = useState<string | undefined>(undefined);
-  const [asking, setAsking] = useState<{ problem?: string; run: (token: string) => void } | undefined>(undefined);
+  // The token dialog: what to run with the token given, and what to answer when the person cancels.
+  const [asking, setAsking] = useState<{ problem?: string; run: (token: string) => void; cancel: () => void } | undefined>(undefined);
   const [reconcile, setReconcile] = useState<{ name: string; busy: boolean; note?: string } | undefined>(undefined);
 
   useEffect(() => {
@@ -68,18 +69,20 @@ function App() {
   /** Run `action` with the token when the daemon wants one: ask for it first, and again when refused. */
   const withToken = useCallback(
     <T,>(action: (token: string | undefined) => Promise<Answer<T>>, done: (answer: Answer<T>) => void): void => {
+      // Cancelling the dialog ends the action too, so nothing waits for a token that never comes.
+      const cancel = (): void => done({ ok: false, status: 401, reason: "Cancelled", message: "no token given" });
       const attempt = (candidate: string | undefined): void => {
         void action(candidate).then((answer) => {
           if (!answer.ok && answer.status === 401) {
             setToken(undefined);
-            setAsking({ problem: candidate === undefined ? undefined : "The daemon refused that token.", run: attempt });
+            setAsking({ problem: candidate === undefined ? undefined : "The daemon refused that token.", run: attempt, cancel });
             return;
           }
           if (candidate !== undefined) setToken(candidate);
           done(answer);
         });
       };
-      if (live?.tokenRequired === true && token === undefined) setAsking({ run: attempt });
+      if (live?.tokenRequired === true && token === undefined) setAsking({ run: attempt, cancel });
       else attempt(token);
     },
     [live?.tokenRequired, token],
@@ -95,7 +98,9 @@ function App() {
           busy: false,
           note: answer.ok
             ? `The daemon took the request at ${formatClock(Date.now())}: a pass now, with a fresh restart budget.`
-            : `Refused: ${answer.reason}: ${answer.message}`,
+            : answer.reason === "Cancelled"
+              ? "Cancelled: no token given."
+              : `Refused: ${answer.reason}: ${answer.message}`,
         }),
     );
   };
@@ -154,8 +159,9 @@ function App() {
           run?.(value);
         }}
         onCancel={() => {
+          const cancel = asking?.cancel;
           setAsking(undefined);
-          setReconcile((r) => (r === undefined ? r : { ...r, busy: false, note: "Cancelled: no token given." }));
+          cancel?.();
         }}
       />
     </>

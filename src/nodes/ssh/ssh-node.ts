@@ -10,6 +10,10 @@ import { ShellNode } from "../shell-node.js";
 import type { CommandResult, NodeAccess, NodeConfig, PortAnswer, PutOptions, RunOptions } from "../types.js";
 import { resolveTarget, SshConnection, type SshOptions } from "./ssh-connection.js";
 
+/** SFTP writes fastPut keeps in flight, and their size in bytes (sftp-server refuses messages over 256 KiB). */
+const fastPutWrites = 64;
+const fastPutChunkBytes = 32 * 1024;
+
 /** Default per-command deadline, ms. */
 const defaultDeadlineMs = 30_000;
 
@@ -195,19 +199,25 @@ export class SshNode extends ShellNode implements NodeAccess {
       // fastPut keeps many SFTP writes in flight: much faster than a stream on any real link. Chunks
       // stay at 32 KiB: OpenSSH's sftp-server drops the connection on messages over 256 KiB.
       await new Promise<void>((resolve, reject) =>
-        sftp.fastPut(localPath, remotePath, { concurrency: 64, chunkSize: 32 * 1024, step: (done) => options.onProgress?.(done) }, (error) =>
+        sftp.fastPut(localPath, remotePath, { concurrency: fastPutWrites, chunkSize: fastPutChunkBytes, step: (done) => options.onProgress?.(done) }, (error) =>
           error ? reject(fileError(this.config.name, "push", remotePath, error)) : resolve(),
         ),
       );
       return;
     }
-    const source = createReadStream(localPath, { highWaterMark: 32 * 1024, start: offset });
+    // A partial file fastPut left behind may have holes below its size: a write that failed (a full
+    // disk) while later ones in flight succeeded (space freed meanwhile), or writes lost with the
+    // connection. fastPut stops issuing writes at its first failure, so every hole lies within one
+    // window of writes in flight below the size: that window is written again, in place.
+    const from = Math.max(0, offset - fastPutWrites * fastPutChunkBytes);
+    const source = createReadStream(localPath, { highWaterMark: fastPutChunkBytes, start: from });
     let done = 0;
     source.on("data", (chunk) => {
       done += chunk.length;
-      options.onProgress?.(done);
+      // Progress counts from `startOffset`, as the caller asked; the rewritten window is not new bytes.
+      if (from + done > offset) options.onProgress?.(from + done - offset);
     });
-    await pipeline(source, sftp.createWriteStream(remotePath, { flags: "a" }));
+    await pipeline(source, sftp.createWriteStream(remotePath, { flags: "r+", start: from }));
   }
 
   async probePort(host: string, port: number, deadlineMs = 1_000): Promise<PortAnswer> {

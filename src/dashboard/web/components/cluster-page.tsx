@@ -29,6 +29,7 @@ export function ClusterPage({ status, name, now, rates, stale, onReconcile, reco
     );
   }
   const ready = status.conditions.find((c) => c.type === "Ready");
+  const staged = status.conditions.find((c) => c.type === "Staged");
   return (
     <article class={stale ? "stale" : undefined} aria-labelledby="cluster-title">
       <header class="page-head">
@@ -87,7 +88,8 @@ export function ClusterPage({ status, name, now, rates, stale, onReconcile, reco
       <section aria-labelledby="h-staging">
         <h2 id="h-staging">Staging</h2>
         {status.staging.length === 0 ? (
-          <p class="muted">Nothing staged yet.</p>
+          // A model verified where it lies (source "path") is staged without a byte copied.
+          <p class="muted">{staged?.status === "True" ? `Nothing to copy: ${staged.message}.` : "Nothing staged yet."}</p>
         ) : (
           <ul class="staging">
             {status.staging.map((s) => {
