@@ -28,6 +28,7 @@ import { fileURLToPath } from "node:url";
 import { KernelRuntime, runLinears } from "../src/engine/kernels/index.js";
 import { makeTestModel } from "../src/planner/test-model/index.js";
 import { freePort } from "../test/support/free-ports.js";
+import { allocateHost, allocateHosts } from "../test/support/test-world.js";
 
 // Beside this module in the build (dist/bench → dist/src/cli), whatever the working directory.
 const engineBin = fileURLToPath(new URL("../src/cli/shard-engine.js", import.meta.url));
@@ -76,17 +77,20 @@ interface Deployment {
 }
 
 async function startSingle(modelDir: string, threads: number): Promise<Deployment> {
-  const port = await freePort("127.0.0.2");
-  const p = spawnEngine(["-m", modelDir, "--host", "127.0.0.2", "--port", String(port), "--threads", String(threads)]);
-  const url = `http://127.0.0.2:${port}`;
+  // Leased loopback addresses: no test or other bench running meanwhile listens there.
+  const host = await allocateHost();
+  const port = await freePort(host);
+  const p = spawnEngine(["-m", modelDir, "--host", host, "--port", String(port), "--threads", String(threads)]);
+  const url = `http://${host}:${port}`;
   await waitHealthy(url);
   return { url, procs: [p], stop: () => stopAll([p]) };
 }
 
 async function startSplit(modelDir: string, dir: string, stages: number): Promise<Deployment> {
-  const hosts = Array.from({ length: stages }, (_, i) => `127.0.${stages}.${10 + i}`);
+  const hosts = await allocateHosts(stages);
   const ports = await Promise.all(hosts.map((h) => freePort(h)));
-  const controlPort = await freePort("127.0.0.3");
+  const controlHost = await allocateHost();
+  const controlPort = await freePort(controlHost);
   const toml = [
     "[cluster]",
     'name = "bench"',
@@ -94,7 +98,7 @@ async function startSplit(modelDir: string, dir: string, stages: number): Promis
     "",
     "[[nodes]]",
     'id = "coordinator"',
-    `address = "127.0.0.3:${controlPort}"`,
+    `address = "${controlHost}:${controlPort}"`,
     'role = "hybrid"',
     "",
     ...hosts.flatMap((h, i) => ["[[nodes]]", `id = "stage-${i}"`, `address = "${h}:${ports[i]}"`, 'role = "pipeline_stage"', `stage = ${i}`, ""]),
@@ -126,9 +130,9 @@ async function startSplit(modelDir: string, dir: string, stages: number): Promis
     );
     await waitListening(hosts[i]!, ports[i]!);
   }
-  const httpPort = await freePort("127.0.0.3");
-  procs.push(spawnEngine(["-m", modelDir, "--distributed-config", file, "--node-id", "coordinator", "--host", "127.0.0.3", "--port", String(httpPort), ...auth]));
-  const url = `http://127.0.0.3:${httpPort}`;
+  const httpPort = await freePort(controlHost);
+  procs.push(spawnEngine(["-m", modelDir, "--distributed-config", file, "--node-id", "coordinator", "--host", controlHost, "--port", String(httpPort), ...auth]));
+  const url = `http://${controlHost}:${httpPort}`;
   await waitHealthy(url);
   return { url, procs, stop: () => stopAll(procs) };
 }

@@ -7,9 +7,9 @@
 //
 //   (a) engine-outward: a file in `src/engine` importing anything outside `src/engine`.
 //       shard-engine is a separate program and must stay independent of the control plane.
-//   (b) engine-inward: a file outside `src/engine` and outside `src/cli` importing anything
-//       in `src/engine`. Only the CLI entry files (`src/cli/shard-engine.ts`, commands) may
-//       use the engine.
+//   (b) engine-inward: any file outside `src/engine` but the engine's program entry
+//       (`src/cli/shard-engine.ts`) importing anything in `src/engine`. The control plane
+//       (commands included) drives the engine through its binary and HTTP API only.
 //   (c) deep import: a file of concern `src/<a>/...` importing a file of another concern
 //       `src/<b>/...` other than its face `src/<b>/index.js`. Imports within one concern,
 //       its subfolders included, are free; `src/cli` goes through the faces too.
@@ -20,8 +20,8 @@
 // `import x = require("...")`. The rule only looks at files under the source root, so
 // tests and benches may import internals.
 //
-// Options (all optional): { srcDir: "src", engine: "engine", entry: "cli" }; srcDir is
-// resolved against ESLint's working directory.
+// Options (all optional): { srcDir: "src", engine: "engine", entry: "cli/shard-engine.ts" }
+// (entry relative to srcDir); srcDir is resolved against ESLint's working directory.
 import path from "node:path";
 
 /** The concern folder ("spec", "engine", ...) of a path relative to the source root, or null. */
@@ -90,7 +90,7 @@ export const boundaries = {
     const options = context.options[0] ?? {};
     const srcRoot = path.resolve(context.cwd, options.srcDir ?? "src");
     const engine = options.engine ?? "engine";
-    const entry = options.entry ?? "cli";
+    const entry = options.entry ?? "cli/shard-engine.ts";
     const rootName = path.relative(context.cwd, srcRoot).split(path.sep).join("/") || ".";
 
     const filename = path.resolve(context.cwd, context.physicalFilename ?? context.filename);
@@ -116,7 +116,7 @@ export const boundaries = {
         if (targetConcern !== engine) context.report({ node: source, messageId: "engineOutward", data });
         return;
       }
-      if (targetConcern === engine && fromConcern !== entry) {
+      if (targetConcern === engine && fromRelative.split(path.sep).join("/") !== entry) {
         context.report({ node: source, messageId: "engineInward", data });
         return;
       }

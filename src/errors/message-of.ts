@@ -2,3 +2,12 @@
 export function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
+
+/**
+ * The message and, when the error has one, its cause's: fetch's "fetch failed" says nothing
+ * without the cause ("connect ECONNREFUSED 127.0.0.1:9", "getaddrinfo ENOTFOUND …").
+ */
+export function messageWithCauseOf(error: unknown): string {
+  const cause = error instanceof Error ? error.cause : undefined;
+  return cause instanceof Error ? `${messageOf(error)}: ${cause.message}` : messageOf(error);
+}

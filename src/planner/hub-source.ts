@@ -1,4 +1,4 @@
-import { ShardctlError } from "../errors/index.js";
+import { messageWithCauseOf, ShardctlError } from "../errors/index.js";
 import { FileRefusedError, formatCap } from "../files/index.js";
 import { readHeaderLength } from "./safetensors-header.js";
 import type { ModelSource, RawHeader, SourceReader } from "./model-source.js";
@@ -26,7 +26,7 @@ export function createHubReader(source: HubSource): SourceReader {
     try {
       response = await fetch(urlOf(path), { headers, signal: AbortSignal.timeout(source.timeoutMs ?? defaultTimeoutMs) });
     } catch (error) {
-      throw new ShardctlError("ModelSourceUnreachable", `${where}: GET ${path} failed (${describeError(error)})`, { terminal: false, cause: error });
+      throw new ShardctlError("ModelSourceUnreachable", `${where}: GET ${path} failed (${messageWithCauseOf(error)})`, { terminal: false, cause: error });
     }
     if (response.ok) return response;
     await response.body?.cancel();
@@ -137,12 +137,4 @@ async function readPrefix(response: Response, count: number): Promise<Uint8Array
     await reader.cancel().catch(() => undefined);
   }
   return Buffer.concat(chunks, filled);
-}
-
-function describeError(error: unknown): string {
-  if (error instanceof Error) {
-    const cause = (error as { cause?: unknown }).cause;
-    return cause instanceof Error ? `${error.message}: ${cause.message}` : error.message;
-  }
-  return String(error);
 }

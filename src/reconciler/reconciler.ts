@@ -2,8 +2,9 @@
  * The reconciler: one pass of one cluster at a time (the work queue guarantees it), level-triggered.
  * The key is all a pass is given; it re-reads the settings and the definition, re-observes what
  * runs and takes the next action (converge.ts tells the story). Status is written after every
- * pass, whatever happened. Three outcomes are kept apart: terminal (stall until the file changes),
- * expected wait (requeue), transient (back off).
+ * pass, whatever happened. Failures come in two kinds, kept apart: terminal (stall until the file
+ * changes) and transient (retry with back-off). An expected wait — a launch coming up, a relaunch —
+ * needs no timer: the health monitor watching it asks for the next pass when something changes.
  */
 import { pathExists } from "../files/index.js";
 import { stat } from "node:fs/promises";

@@ -2,8 +2,8 @@
  * Every step of a pass runs through `runStep`: it says the step is under way (the Reconciling
  * condition, and the status file for steps people wait on), times it for the pass summary, and
  * turns a failure into that step's outcome: a ShardctlError keeps its reason and terminality, any
- * other failure becomes the step's own reason (transient), and the pass history records the step
- * that failed rather than "none".
+ * other failure becomes the step's own reason (transient), and the pass history records the action
+ * of the step that failed (steps that only read or decide record "none").
  */
 import { isShardctlError, messageOf, ShardctlError, type Reason } from "../errors/index.js";
 import { revisionOf, type Pass } from "./pass.js";

@@ -12,7 +12,8 @@
  * The blocks marked `sh doctest world` in first-cluster.md then build the rest for every other page
  * (the test model, the settings with two local nodes, the router's config, the definition of
  * cluster `tiny`, its commit, the daemon started with `tiny` Ready), so the world is written down
- * once, in the page that teaches it. A page stops the daemon in its last block; whatever a `*.pid`
+ * once, in the page that teaches it (service.md, which needs no cluster, rehearses without it). A
+ * page stops the daemon in its last block; whatever a `*.pid`
  * file in the checkout still names when the page ends is stopped here, the daemon first (SIGTERM,
  * which tears its clusters down), then any process still running from the world's directory.
  * The pages run side by side, each page's blocks in order. DOCTEST_SHOW=1 prints every block's
@@ -33,9 +34,11 @@ import { assertValidStatus, repoRoot, shardctlJs, sleep } from "../reconciler/da
 import { freePort, freePortRun } from "../support/test-world.js";
 
 const docsDir = join(repoRoot, "docs");
-const pages = ["first-cluster.md", "ci-with-wait.md", "upgrading-a-model.md", "reading-a-status-file.md", "troubleshooting.md"];
+const pages = ["first-cluster.md", "ci-with-wait.md", "upgrading-a-model.md", "reading-a-status-file.md", "troubleshooting.md", "service.md"];
 /** The page whose `world` blocks build every page's world. */
 const worldPage = "first-cluster.md";
+/** Pages that rehearse in the bare checkout, without the world's model, settings and running daemon. */
+const worldless = new Set(["service.md"]);
 /** Deadline of one block, ms (a block that waits passes `--timeout` well below it). */
 const blockDeadlineMs = 90_000;
 /** Deadline of one page, its world included, ms. */
@@ -222,7 +225,7 @@ describe.concurrent("the runnable blocks of docs/", () => {
       async ({ expect }) => {
         const world = await createWorld(page);
         try {
-          if (page !== worldPage) for (const block of worldBlocks) await runBlock(world, block, expect);
+          if (page !== worldPage && !worldless.has(page)) for (const block of worldBlocks) await runBlock(world, block, expect);
           for (const block of own) await runBlock(world, block, expect);
         } finally {
           await stopLeftovers(world);

@@ -50,8 +50,10 @@ describe("boundaries lint rule", () => {
     await expectOne("src/engine/x.ts", `import { run } from "../cli/shardctl.js";\nrun();`, "src/cli/shardctl.js");
   });
 
-  it("(b) reports a control-plane file importing src/engine, even through its face", async () => {
-    await expectOne("src/router/x.ts", `import { runEngine } from "../engine/index.js";\nrunEngine();`, "Only src/cli", "src/engine/index.js");
+  it("(b) reports a control-plane file (a command too) importing src/engine, even through its face", async () => {
+    await expectOne("src/router/x.ts", `import { runEngine } from "../engine/index.js";\nrunEngine();`, "Only src/cli/shard-engine.ts", "src/engine/index.js");
+    // Commands too: only the engine's own program entry may import it.
+    await expectOne("src/cli/commands/x.ts", `import { runEngine } from "../../engine/index.js";\nrunEngine();`, "Only src/cli/shard-engine.ts");
     await expectOne(
       "src/launch/drivers/x.ts",
       `import type { ClusterConfig } from "../../engine/config/index.js";\nexport type C = ClusterConfig;`,
@@ -71,7 +73,7 @@ describe("boundaries lint rule", () => {
     await expectOne("src/nodes/x.ts", `export * from "../errors/shardctl-error.js";`, "Import ../errors/index.js", "export what you need there");
   });
 
-  it("allows imports within a concern, through faces, from src/cli into the engine's face, and of packages", async () => {
+  it("allows imports within a concern, through faces, from the engine's program entry into its face, and of packages", async () => {
     await expectNone(
       "src/engine/coordinator/x.ts",
       `import { memoryFigures } from "../stage/worker.js";\nimport type { Logger } from "../log.js";\nimport { readFileSync } from "node:fs";\nexport const a = [memoryFigures, readFileSync] as const;\nexport type L = Logger;`,
