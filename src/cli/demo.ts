@@ -2,10 +2,11 @@
 /**
  * The embedded demo (`npm start`): make the demo model if missing, run the daemon on this
  * repository's clusters/ with shardctl.toml (two local nodes, the reference engine, the embedded
- * router), print "ready" and how to talk to it once the demo cluster is Ready, and tear it all
- * down on Ctrl-C. Everything it writes stays under .demo/ in the working directory. It prints only
- * lines for people, and when it cannot succeed (a port it needs is taken) it says which setting to
- * change and exits 1 at once rather than waiting for a Ctrl-C.
+ * router), print the dashboard's URL as soon as it serves, "ready" and how to talk to it once the
+ * demo cluster is Ready, and tear it all down on Ctrl-C. Everything it writes stays under .demo/ in
+ * the working directory. It prints only lines for people, and when it cannot succeed (a port it
+ * needs is taken) it says which setting to change and exits 1 at once rather than waiting for a
+ * Ctrl-C.
  */
 import { mkdir, writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
@@ -16,6 +17,7 @@ import { makeTestModel } from "../planner/index.js";
 import { readStatus, requestsDirOf, startDaemon, statusFileFor, type ClusterStatus } from "../reconciler/index.js";
 import { computeRevision, loadCluster, loadSettings, type ClusterSpec } from "../spec/index.js";
 import { waitForSignal } from "./commands/daemon.js";
+import { addressTaken } from "./demo-ports.js";
 import { createLogger, logFormatOption, parseLogFormat } from "./logger.js";
 
 const settingsFile = resolve("shardctl.toml");
@@ -43,6 +45,14 @@ async function main(args: string[]): Promise<number> {
   const loaded = await loadCluster(definition, settings);
   if (!loaded.ok) throw new Error(`${definition} is invalid: ${loaded.issues.map((i) => i.message).join("; ")}`);
   const spec = loaded.value;
+
+  // The dashboard's port, checked before anything starts (the router's and the coordinator's are
+  // refused by what binds them, the router at once and the coordinator at launch).
+  const uiAddress = settings.daemon.uiAddress;
+  if (uiAddress !== undefined && (await addressTaken(uiAddress))) {
+    console.log("demo stopped: no process of it is left");
+    throw new DemoFailure(`the dashboard's address ${uiAddress} is already in use.\n  ${moveDashboard(uiAddress)}`);
+  }
 
   // Make the demo model once: no model can be downloaded here.
   const modelDir = spec.model.path!;
@@ -73,6 +83,8 @@ async function main(args: string[]): Promise<number> {
   const log = createLogger("shardctl-demo", { format, file: logFile, stderrLevel: "warn" });
   const startedAt = Date.now();
   const daemon = await startDaemon({ dir: clustersDir, settingsFile, log, teardownOnExit: true }).catch((error: unknown) => {
+    // Taken between the check above and the daemon's listen, or an address this machine lacks.
+    if (isShardctlError(error, "DashboardListenFailed")) throw new DemoFailure(`${error.message}\n  ${moveDashboard(uiAddress ?? "")}`);
     if (!isShardctlError(error, "RouterListenFailed")) throw error;
     // Nothing serves yet: say which file holds the router's address; the demo writes that file only when it is missing.
     throw new DemoFailure(
@@ -81,6 +93,8 @@ async function main(args: string[]): Promise<number> {
   });
   console.log(`daemon watching ${shown(clustersDir)}; launching cluster "${clusterName}" (2 stages on this machine) …`);
   console.log(`daemon log: ${shown(logFile)} (warnings and errors are shown here too)`);
+  // Now, not once Ready: a slow or failing launch is when the page helps most.
+  if (daemon.uiUrl !== undefined) console.log(`dashboard: ${daemon.uiUrl} (open it in a browser to follow the launch)`);
 
   const revision = computeRevision(spec, settings);
   const stop = waitForSignal();
@@ -156,6 +170,11 @@ function portTakenFailure(status: ClusterStatus, spec: ClusterSpec, startedAt: n
     return `${error.message}\n  widen or move the range in ${shown(settingsFile)}: [distributed] port_range, or stop what holds those ports`;
   }
   return undefined;
+}
+
+/** The setting that moves the dashboard, and where it is. */
+function moveDashboard(address: string): string {
+  return `set a free address in ${shown(settingsFile)}: [daemon] ui_address = "${address}", or stop what holds it`;
 }
 
 /** Whether an RFC 3339 time is at or after `startedAt` (to the second: statuses may drop the milliseconds). */

@@ -6,6 +6,7 @@
 export { controlNodeName, controlNodeConfig, nodeConfigOf, nodeConfigNamed, nodesOfCluster, createNodePool, type ClusterNodes } from "./cluster-nodes.js";
 export { probeClusterNodes } from "./probe-cluster-nodes.js";
 export { planForCluster, describeBudgets, type PlannedCluster, type PlanForClusterOptions } from "./plan-for-cluster.js";
+export { daemonPlanOptions, type DaemonPlanChoices } from "./daemon-plan-options.js";
 export { stagingSourceOf } from "./staging-source.js";
 export { stageForCluster, stagingFailureOf, type StagedCluster } from "./stage-for-cluster.js";
 export { buildLaunchRequest } from "./launch-request.js";

@@ -3,6 +3,7 @@
  * first when the decision needs the plan), then carry the action out, step by step. Every step
  * runs through `runStep`, so each says it is under way, is timed, and fails with its own reason.
  */
+import { decisionMemoryOf } from "./decision-inputs.js";
 import type { ParseCache } from "./parse-cache.js";
 import { nextAction, type NextAction } from "./next-action.js";
 import type { Pass } from "./pass.js";
@@ -74,17 +75,10 @@ export function createConverge(parts: StoryParts): Converge {
 /** The decision table, fed from this pass and the daemon's memory. */
 function decide(pass: Pass): NextAction {
   const { memory, revision } = pass;
-  const planned = memory.planned;
-  const launches = memory.restarts !== undefined && memory.restarts.revision === revision ? memory.restarts.count : 0;
   return nextAction(
     pass.desired ?? { kind: "absent" },
     pass.observed ?? { ours: false, gone: [], dirExists: true, definitions: 0, ownEntries: 0 },
-    {
-      launches,
-      ...(planned === undefined
-        ? {}
-        : { planned: { revision: planned.revision, feasible: planned.plan.feasible, errors: planned.plan.errors, identity: planned.identity } }),
-    },
+    decisionMemoryOf(memory.restarts, revision, memory.planned),
     pass.settings,
   );
 }

@@ -67,13 +67,6 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const pool = createNodePool(settings);
   const metrics = new DaemonMetrics();
 
-  // The embedded router serves the same config the registrar edits.
-  let router: RunningRouter | undefined;
-  if (settings.router.embedded && settings.router.kind === "continuum" && settings.router.config !== undefined) {
-    router = await startRouter({ configFile: settings.router.config, logger: log.child({ component: "router" }) });
-    log.info({ url: router.url }, "embedded router listening");
-  }
-
   // The queue and the reconciler refer to each other: passes requeue, the queue runs passes.
   const queue: WorkQueue = new WorkQueue((name) => reconciler.reconcile(name));
   const reconciler: Reconciler = new Reconciler({
@@ -94,6 +87,38 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const enqueueAll = async (): Promise<void> => {
     for (const name of await reconciler.knownClusters()) queue.add(name);
   };
+
+  // Every listener first, before any work is queued: a port that is taken stops the start with
+  // nothing half-running (no pass launched, no watcher left), and the lock given back.
+  let router: RunningRouter | undefined;
+  let metricsServer: Server | undefined;
+  let dashboard: Dashboard | undefined;
+  const closeListeners = async (): Promise<void> => {
+    await dashboard?.close();
+    await router?.close();
+    await new Promise<void>((r) => (metricsServer === undefined ? r() : metricsServer.close(() => r())));
+  };
+  try {
+    // The embedded router serves the same config the registrar edits.
+    if (settings.router.embedded && settings.router.kind === "continuum" && settings.router.config !== undefined) {
+      router = await startRouter({ configFile: settings.router.config, logger: log.child({ component: "router" }) });
+      log.info({ url: router.url }, "embedded router listening");
+    }
+    if (settings.daemon.metricsAddress !== undefined) {
+      metricsServer = await metrics.serve(settings.daemon.metricsAddress);
+      log.info({ address: settings.daemon.metricsAddress }, "metrics listening");
+    }
+    if (settings.daemon.uiAddress !== undefined) {
+      const source = dashboardSource({ dir, settingsFile: options.settingsFile, reconciler, pool });
+      dashboard = await startDashboard({ address: settings.daemon.uiAddress, token: uiToken, source, log: log.child({ component: "dashboard" }) });
+      log.info({ url: dashboard.url, token: uiToken !== undefined }, "dashboard listening");
+    }
+  } catch (error) {
+    await closeListeners();
+    await pool.close();
+    await lock.release();
+    throw error;
+  }
 
   // Watch the definitions and the settings.
   const watcher = await watchDefinitions({
@@ -144,19 +169,6 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   };
   scheduleResync();
 
-  let metricsServer: Server | undefined;
-  if (settings.daemon.metricsAddress !== undefined) {
-    metricsServer = await metrics.serve(settings.daemon.metricsAddress);
-    log.info({ address: settings.daemon.metricsAddress }, "metrics listening");
-  }
-
-  let dashboard: Dashboard | undefined;
-  if (settings.daemon.uiAddress !== undefined) {
-    const source = dashboardSource({ dir, settingsFile: options.settingsFile, reconciler, pool });
-    dashboard = await startDashboard({ address: settings.daemon.uiAddress, token: uiToken, source, log: log.child({ component: "dashboard" }) });
-    log.info({ url: dashboard.url, token: uiToken !== undefined }, "dashboard listening");
-  }
-
   log.info({ dir, pid: process.pid }, "daemon watching");
   let stopping: Promise<void> | undefined;
   return {
@@ -167,14 +179,12 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     stop: () =>
       (stopping ??= (async () => {
         clearTimeout(resyncTimer);
-        await dashboard?.close();
         await watcher.close();
         await requestWatcher.close();
         await queue.stop();
         if (options.teardownOnExit === true) await reconciler.teardownAll();
         else await reconciler.detachAll();
-        await router?.close();
-        await new Promise<void>((r) => (metricsServer === undefined ? r() : metricsServer.close(() => r())));
+        await closeListeners();
         await pool.close();
         await lock.release();
         log.info("daemon stopped");

@@ -2,6 +2,20 @@
 export { startDaemon, requestsDirOf, type Daemon, type DaemonOptions } from "./daemon.js";
 export { Reconciler, type ReconcilerOptions } from "./reconciler.js";
 export { nextAction, type NextAction, type DesiredState, type ObservedState, type DecisionMemory, type StallReason } from "./next-action.js";
+export {
+  isOwnedBy,
+  desiredStateOf,
+  observedStateOf,
+  readDirectoryView,
+  identifyPlan,
+  launchCountOf,
+  planSummaryOf,
+  decisionMemoryOf,
+  type DirectoryView,
+  type Sightings,
+  type IdentifiedPlan,
+  type RestartCount,
+} from "./decision-inputs.js";
 export { WorkQueue, type PassOutcome } from "./queue/work-queue.js";
 export { daemonWatching } from "./daemon-lock.js";
 export { dropReconcileRequest, requestTaken } from "./reconcile-request.js";

@@ -13,6 +13,7 @@ import { createRegistrar, type Registrar } from "../router/index.js";
 import type { ClusterSpec, Settings } from "../spec/index.js";
 import type { ClusterMemory } from "./cluster-memory.js";
 import { composeStatus, type PassReport } from "./compose-status.js";
+import { isOwnedBy } from "./decision-inputs.js";
 import { statusFileFor, writeStatus } from "./status/index.js";
 import type { StatusFeed } from "./status-feed.js";
 import { recordEvent } from "./verdicts.js";
@@ -67,7 +68,7 @@ export class ReconcilerWorld {
 
   /** Launched from this daemon's directory (entries from before owners were recorded count as ours). */
   owns(entry: Pick<LedgerEntry, "owner">): boolean {
-    return entry.owner === undefined || entry.owner === this.options.dir;
+    return isOwnedBy(entry, this.options.dir);
   }
 
   async ownEntries(settings: Settings): Promise<LedgerEntry[]> {

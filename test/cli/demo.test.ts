@@ -1,9 +1,10 @@
 /**
  * `npm start`'s demo, run for real from a copy of this repository's shardctl.toml and
  * clusters/demo.toml (only its ports moved to free ones, so it cannot collide with a demo a
- * developer is running): it must print "ready" in lines for people only, say its model is random,
- * answer through the embedded router, and leave no process behind after Ctrl-C (SIGINT). When a
- * port it needs is taken it must exit 1 on its own, naming the setting that moves that port.
+ * developer is running): it must print the dashboard's URL as soon as it serves, "ready" in lines
+ * for people only, say its model is random, answer through the embedded router, and leave no
+ * process behind after Ctrl-C (SIGINT). When a port it needs is taken it must exit 1 on its own,
+ * naming the setting that moves that port.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
@@ -30,10 +31,11 @@ afterAll(async () => {
 
 /**
  * A temp copy of the demo's files with its ports moved: the coordinator to `coordinatorPort` (default
- * a free one), the router to `routerPort` (default 0, so the router takes a free port as it binds, no
- * window for a parallel test to take it first, and the demo prints where it listens).
+ * a free one), the router to `routerPort` and the dashboard to `uiPort` (default 0 both, so each takes
+ * a free port as it binds, no window for a parallel test to take it first, and the demo prints where
+ * it listens).
  */
-async function demoRoot(ports: { coordinatorPort?: number; routerPort?: number } = {}): Promise<string> {
+async function demoRoot(ports: { coordinatorPort?: number; routerPort?: number; uiPort?: number } = {}): Promise<string> {
   const root = await mkdtemp(join(tmpdir(), "shardctl-demo-"));
   roots.push(root);
   const settings = await readFile(join(repoRoot, "shardctl.toml"), "utf8");
@@ -45,7 +47,7 @@ async function demoRoot(ports: { coordinatorPort?: number; routerPort?: number }
   await mkdir(join(root, "clusters"));
   await writeFile(
     join(root, "shardctl.toml"),
-    settings.replace(/port_range = "39600-39629"/, `port_range = "${range}"`).replace(/ui_address = "127\.0\.0\.1:\d+"/, 'ui_address = "127.0.0.1:0"'),
+    settings.replace(/port_range = "39600-39629"/, `port_range = "${range}"`).replace(/ui_address = "127\.0\.0\.1:\d+"/, `ui_address = "127.0.0.1:${ports.uiPort ?? 0}"`),
   );
   await writeFile(join(root, "clusters/demo.toml"), definition.replace(/port = 8090/, `port = ${coordinatorPort}`));
   await mkdir(join(root, ".demo"));
@@ -113,6 +115,11 @@ test("npm start's demo: ready, human lines only, says its model is random, answe
     collect();
     // On failure, say why (the demo's own output and logs), not only that "ready" never came.
     expect(stdout, `demo output:\n${stdout}\n${stderr.slice(-3000)}`).toMatch(/cluster "demo" is ready/);
+    // The dashboard's URL comes as soon as it serves, before the launch ends: a slow or failing launch is when it helps.
+    const dashboard = /^dashboard: (http:\/\/127\.0\.0\.1:\d+\/) \(open it in a browser/m.exec(stdout);
+    expect(dashboard?.[1], stdout).toMatch(/:\d+\/$/);
+    expect(dashboard!.index).toBeLessThan(stdout.indexOf('cluster "demo" is ready'));
+    expect((await fetch(dashboard![1]!)).status).toBe(200);
     const routerUrl = /through the embedded router at (http:\/\/127\.0\.0\.1:\d+)/.exec(stdout)?.[1] ?? "(no router URL printed)";
     expect(routerUrl).not.toMatch(/:0$/);
     expect(stdout).toContain(`curl -s ${routerUrl}/v1/chat/completions`);
@@ -178,5 +185,19 @@ test("the demo's router port is taken: exit 1 on its own, naming .demo/router.ya
   expect(run.stderr()).toContain(`the address is set by server.bind_address in ${join(root, ".demo/router.yaml")}`);
   expect(run.stderr()).toContain(".demo/router.yaml is the router config that [router] config in shardctl.toml names: edit its server.bind_address");
   expect(jsonLines(output)).toEqual([]);
+  expect(await processesMentioning(root)).toEqual([]);
+}, 60_000);
+
+test("the demo's dashboard port is taken: exit 1 at once, naming shardctl.toml and [daemon] ui_address", async () => {
+  const taken = await holdPort();
+  const root = await demoRoot({ uiPort: taken });
+  const run = runDemo(root);
+  const code = await exitOnItsOwn(run, 30_000);
+  const output = `${run.stdout()}\n${run.stderr()}`;
+  expect(code, output).toBe(1);
+  expect(run.stderr()).toContain(`the dashboard's address 127.0.0.1:${taken} is already in use`);
+  expect(run.stderr()).toContain(`set a free address in shardctl.toml: [daemon] ui_address = "127.0.0.1:${taken}"`);
+  expect(jsonLines(output)).toEqual([]);
+  expect(run.stdout()).toMatch(/demo stopped: no process of it is left/);
   expect(await processesMentioning(root)).toEqual([]);
 }, 60_000);

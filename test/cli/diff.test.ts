@@ -3,7 +3,18 @@ import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Ledger } from "../../src/launch/index.js";
-import { definitionText, revisionOf, runShardctl, startWorld, writeDefinition, writeSettings, type DaemonWorld } from "../reconciler/daemon-fixture.js";
+import {
+  conditionOf,
+  definitionText,
+  revisionOf,
+  runShardctl,
+  startInProcessDaemon,
+  startWorld,
+  waitForStatus,
+  writeDefinition,
+  writeSettings,
+  type DaemonWorld,
+} from "../reconciler/daemon-fixture.js";
 
 let world: DaemonWorld;
 beforeAll(async () => {
@@ -65,4 +76,72 @@ test("exit 1 on an invalid definition, with file:line:col", async () => {
   expect(r.code).toBe(1);
   expect(r.stderr).toMatch(/broken\.toml:1:11: /);
   await rm(join(world.clustersDir, "broken.toml"));
+});
+
+// Each of these would show a diff that builds the decision's inputs its own way: the ownership
+// rule (no owner recorded, this directory, another one) and a suspended definition, which the
+// table leaves alone before it asks who owns what runs.
+test("diff answers as the daemon then decides: another directory's cluster, a suspended one, two of this directory", async () => {
+  await writeSettings(world, { enabled: false });
+  const ledger = new Ledger(world.stateDir);
+  const names = ["elsewhere", "suspended", "unowned", "owned"];
+  for (const name of names) await writeDefinition(world, name, definitionText(world, { nodes: ["l1", "l2"], suspend: name === "suspended" }));
+  const at = async (name: string, owner?: string) => ({ ...entry(name, await revisionOf(world, name)), ...(owner === undefined ? {} : { owner }) });
+  await ledger.write(await at("elsewhere", "/elsewhere"));
+  await ledger.write(await at("suspended", "/elsewhere"));
+  await ledger.write(await at("unowned"));
+  await ledger.write(await at("owned", world.clustersDir));
+
+  const diff = await runShardctl(world, ["diff", ...names]);
+  expect(diff.stderr).toBe("");
+  expect(diff.code).toBe(2);
+  expect(diff.stdout).toMatch(/^! elsewhere: the daemon will not act: ClusterOwnedElsewhere \(it runs from \/elsewhere\)$/m);
+  expect(diff.stdout).not.toMatch(/suspended/);
+  expect(diff.stdout).toMatch(/^- unowned: stop \(distributed serving is disabled\)$/m);
+  expect(diff.stdout).toMatch(/^- owned: stop \(distributed serving is disabled\)$/m);
+
+  const daemon = await startInProcessDaemon(world);
+  try {
+    const elsewhere = await waitForStatus(world, "elsewhere", (s) => s.health === "Stalled");
+    expect(conditionOf(elsewhere, "Stalled")?.reason).toBe("ClusterOwnedElsewhere");
+    await waitForStatus(world, "suspended", (s) => s.health === "Suspended");
+    for (const name of ["unowned", "owned"]) await waitForStatus(world, name, (s) => s.health === "Disabled");
+    // Torn down: the daemon took both for its own, as diff did.
+    expect(await ledger.read("unowned")).toBeUndefined();
+    expect(await ledger.read("owned")).toBeUndefined();
+    expect(await ledger.read("elsewhere")).toBeDefined();
+  } finally {
+    await daemon.stop();
+  }
+  for (const name of names) {
+    await ledger.remove(name);
+    await rm(join(world.clustersDir, `${name}.toml`));
+    await rm(join(world.clustersDir, `${name}.status.json`), { force: true });
+  }
+});
+
+test("--probe budgets the plans as the daemon does, probing only when it would; a line says which budgets were used", async () => {
+  // An engine program missing on the nodes: only probing finds it, as the daemon's plan would (and stall).
+  await writeDefinition(world, "p1", definitionText(world, { nodes: ["l1", "l2"], binary: join(world.root, "no-such-engine") }));
+  await writeDefinition(world, "p2", definitionText(world, { nodes: ["l1", "l2"] }));
+  await writeSettings(world, { enabled: true });
+  const declared = await runShardctl(world, ["diff", "p1"]);
+  expect(declared.code).toBe(2);
+  expect(declared.stdout).toMatch(/^\+ p1: launch revision [0-9a-f]{12}$/m);
+  expect(declared.stdout).toContain(
+    "budgets: declared memory only (nothing probed); the daemon plans with what each node reports (free memory), capped by its declared memory: run with --probe for that plan",
+  );
+  const probed = await runShardctl(world, ["diff", "p1", "p2", "--probe"]);
+  expect(probed.code).toBe(2);
+  expect(probed.stdout).toMatch(/^! p1: the daemon will not act: EngineNotFound: /m);
+  expect(probed.stdout).toMatch(/^\+ p2: launch revision [0-9a-f]{12}$/m);
+  expect(probed.stdout).toContain("budgets: what each node reports (free memory), capped by its declared memory: the rule the daemon plans with");
+
+  // With distributed serving off the daemon probes nothing: neither does --probe.
+  await writeSettings(world, { enabled: false });
+  const off = await runShardctl(world, ["diff", "p1", "--probe"]);
+  expect(off.code).toBe(0);
+  expect(off.stdout).toContain("budgets: declared memory only (nothing probed), as the daemon plans while [distributed] enabled = false");
+  expect(off.stdout).toContain("no differences");
+  for (const name of ["p1", "p2"]) await rm(join(world.clustersDir, `${name}.toml`));
 });

@@ -90,3 +90,13 @@ test("bad input: an unknown condition, an unknown cluster, an invalid definition
   expect(invalid.code).toBe(1);
   expect(invalid.stderr).toMatch(/w3\.toml:1:9: /);
 });
+
+test("never holding is the decision table's answer: suspended and stopped says suspended, as the daemon decides", async () => {
+  await writeDefinition(world, "w6", definitionText(world, { nodes: ["l1", "l2"], desired: "stopped", suspend: true }));
+  await waitForStatus(world, "w6", (s) => s.health === "Suspended");
+  for (const condition of ["Ready", "Planned"]) {
+    const r = await runShardctl(world, ["wait", "w6", "--for", `condition=${condition}`, "--timeout", "30s"]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(new RegExp(`^w6: condition ${condition} will never hold at revision [0-9a-f]{12}: \\S*w6\\.toml says suspend = true: `));
+  }
+});

@@ -1,15 +1,16 @@
 /**
  * The dashboard end to end in real headless Chromium (Debian's chromium, driven by playwright-core):
  * a daemon in this process launches the demo-shaped cluster (two stages, the reference engine) on
- * two real sshd nodes; the page shows the plan bars, the launch timeline and two healthy stage
- * cards; a kill -9 of a stage's engine turns its card and the badge unhealthy and back to healthy
+ * two real sshd nodes, its model pushed to them and its definition committed; the page shows the
+ * plan and memory-fit bars, the staging bytes, both commits, the launch timeline and two healthy
+ * stage cards; a kill -9 of a stage's engine turns its card and the badge unhealthy and back to healthy
  * after the relaunch, without a reload; "Reconcile now" is refused with a wrong token and taken
  * with the right one; the page says so when the daemon stops and comes back live when it restarts.
  * Screenshots go to test-artifacts/dashboard/ (gitignored); with UPDATE_DOCS_SCREENSHOT=1 the light
  * cluster page also to docs/dashboard.png, the README's picture.
  */
 import { copyFile, mkdir } from "node:fs/promises";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import { pino } from "pino";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
@@ -17,6 +18,7 @@ import { startDaemon, type ClusterStatus, type Daemon } from "../../src/reconcil
 import { launchChromium } from "../support/chromium.js";
 import { allocateHost } from "../support/test-world.js";
 import {
+  commitDefinition,
   definitionText,
   enginePidOf,
   enginesOf,
@@ -27,7 +29,6 @@ import {
   repoRoot,
   startWorld,
   waitForStatus,
-  writeDefinition,
   writeSettings,
   type DaemonWorld,
 } from "../reconciler/daemon-fixture.js";
@@ -42,6 +43,8 @@ let daemon: Daemon;
 let browser: Browser;
 let page: Page;
 let url: string;
+/** The commit that holds the demo definition: the status's definition commit and checkout alike. */
+let commit: string;
 
 /** The daemon in this process; `teardownOnExit` for the last one, so the test leaves nothing running. */
 function runDaemon(teardownOnExit = false): Promise<Daemon> {
@@ -82,14 +85,25 @@ beforeAll(async () => {
   await mkdir(artefacts, { recursive: true });
   process.env[tokenEnv] = token;
   world = await startWorld({ sshNodes: 2 });
-  await writeSettings(world, { restartBudget: 5 });
+  // Budgets of 512 KiB / 1.2 headroom: the tiny model's weights and KV cache show in the memory-fit bars (a real node's GiB would dwarf them).
+  await writeSettings(world, { restartBudget: 5, nodeMemory: "512KiB" });
   // A fixed address (a leased loopback host and a free port on it): the page finds a restarted daemon there.
   const host = await allocateHost();
   await enableDashboard(world, { address: `${host}:${await freePort(host)}`, tokenEnv });
   const hosts = ["127.0.0.1", ...world.hosts.values()];
   // The coordinator outlives a broken pipeline by 2 s: the first death the daemon sees is a stage's.
   const extraArgs = ["--connect-timeout-ms", "5000", "--broken-exit-delay-ms", "2000"];
-  await writeDefinition(world, "demo", definitionText(world, { nodes: ["n1", "n2"], port: await freePort(), portRange: await freePortRange(hosts), extraArgs }));
+  // Source "push": the daemon copies the model to each node (staging bars with bytes), named by its
+  // path relative to the settings file as a person would write it. Committed, so the commits show.
+  const text = definitionText(world, {
+    nodes: ["n1", "n2"],
+    port: await freePort(),
+    portRange: await freePortRange(hosts),
+    extraArgs,
+    modelId: relative(world.root, world.modelDir),
+    modelSource: "push",
+  });
+  commit = await commitDefinition(world, "demo", text);
   daemon = await runDaemon();
   url = daemon.uiUrl!;
   browser = await launchChromium();
@@ -126,6 +140,14 @@ describe("the dashboard in Chromium", () => {
     expect(steps).toContain("coordinator-healthy");
     expect(steps.at(-1)).toBe("ready");
     expect(await page.locator("[data-testid=connection]").getAttribute("data-state")).toBe("live");
+    // The model was pushed to both nodes (and the coordinator's, for the files it reads): each
+    // staging row says how many bytes the node holds.
+    const staging = await page.locator("[data-testid=staging-row]").allTextContents();
+    expect(staging.map((row) => row.split(" ")[0]).sort()).toEqual(["local", "n1", "n2"]);
+    for (const row of staging) expect(row).toMatch(/^\S+ present · ([\d.]+ (?:[KMG]i)?B) of \1$/);
+    // Both commits, labelled as `shardctl status` labels them.
+    const short = commit.slice(0, 12);
+    expect(await page.locator("[data-testid=cluster-facts]").textContent()).toContain(`definition commit ${short} · checkout at ${short}`);
     const light = await shot("cluster-light");
     // The README's picture: refreshed on demand only, so an ordinary test run leaves the tree clean.
     if (process.env.UPDATE_DOCS_SCREENSHOT === "1") await copyFile(light, join(repoRoot, "docs/dashboard.png"));
@@ -140,6 +162,13 @@ describe("the dashboard in Chromium", () => {
     await row.waitFor();
     expect(await row.locator("[data-testid=health-badge]").getAttribute("data-health")).toBe("Healthy");
     expect(await row.textContent()).toMatch(/Cluster.*Healthy.*2\/2.*http:\/\/127\.0\.0\.1:\d+/);
+    // The commits in short, each explained by its title.
+    const commits = row.locator("[data-testid=commits]");
+    expect(await commits.textContent()).toBe(`commit ${commit.slice(0, 7)} · checkout ${commit.slice(0, 7)}`);
+    expect(await commits.locator("[title]").evaluateAll((spans) => spans.map((s) => s.getAttribute("title")))).toEqual([
+      `definition commit ${commit}: the last commit that touched demo.toml`,
+      `checkout at ${commit}: the commit the daemon's checkout of the definitions is at (HEAD)`,
+    ]);
     await shot("clusters");
     await page.locator("[data-testid=health-filter]").selectOption("Unhealthy");
     expect(await row.count()).toBe(0);

@@ -101,6 +101,8 @@ export interface SettingsOptions {
   router?: boolean;
   /** Extra lines appended verbatim. */
   extra?: string;
+  /** Every node's declared `memory` (it caps the probed budget), e.g. "512KiB". Default "4GiB". */
+  nodeMemory?: string;
 }
 
 /** Write shardctl.toml: the SSH nodes n1.. (or local nodes l1, l2) and the daemon's state dir. */
@@ -128,14 +130,21 @@ export async function writeSettings(world: DaemonWorld, options: SettingsOptions
         `user = ${JSON.stringify(n.user)}`,
         `identity_file = ${JSON.stringify(world.sshd!.identityFile)}`,
         `model_dir = ${JSON.stringify(n.modelDir)}`,
-        'memory = "4GiB"',
+        `memory = ${JSON.stringify(options.nodeMemory ?? "4GiB")}`,
         'accelerator = "cpu"',
         "",
       );
     });
   } else {
     for (const name of ["l1", "l2"]) {
-      lines.push(`[nodes.${name}]`, 'host = "local"', `model_dir = ${JSON.stringify(join(world.root, "nodes", name))}`, 'memory = "4GiB"', 'accelerator = "cpu"', "");
+      lines.push(
+        `[nodes.${name}]`,
+        'host = "local"',
+        `model_dir = ${JSON.stringify(join(world.root, "nodes", name))}`,
+        `memory = ${JSON.stringify(options.nodeMemory ?? "4GiB")}`,
+        'accelerator = "cpu"',
+        "",
+      );
     }
   }
   if (options.extra !== undefined) lines.push(options.extra);
@@ -159,6 +168,10 @@ export interface DefinitionOptions {
   extraArgs?: string[];
   /** `[engine] binary` (a stand-in script); default the bundled shard-engine. */
   binary?: string;
+  /** `[model] id`. Default the world's model directory (an absolute path); a relative path resolves against the settings file's directory. */
+  modelId?: string;
+  /** `[model] source`: "push" copies the model to each node's model_dir. Default "path" (used where it lies). */
+  modelSource?: "path" | "push";
 }
 
 export function definitionText(world: DaemonWorld, o: DefinitionOptions): string {
@@ -169,8 +182,8 @@ export function definitionText(world: DaemonWorld, o: DefinitionOptions): string
     `nodes = ${JSON.stringify(o.nodes)}`,
     "",
     "[model]",
-    `id = ${JSON.stringify(world.modelDir)}`,
-    'source = "path"',
+    `id = ${JSON.stringify(o.modelId ?? world.modelDir)}`,
+    `source = "${o.modelSource ?? "path"}"`,
     `context_length = ${o.contextLength ?? 256}`,
     "",
     "[engine]",

@@ -1,82 +1,98 @@
 /**
- * `shardctl diff [file…]`: what the daemon would do, decided by the daemon's own decision table
- * (ownership, the plan, the restart budget and the prune guard included) from the definitions, the
- * ledger of what runs and the status files. It probes nothing: processes that died since the last
- * pass are the daemon's to notice. Exit 0 when the daemon would change nothing, 2 when it would,
- * 1 on an error.
+ * `shardctl diff [file…] [--probe]`: what the daemon would do, decided by the daemon's own decision
+ * table (ownership, the plan, the restart budget and the prune guard included) from the definitions,
+ * the ledger of what runs and the status files, each input made by the function the daemon makes it
+ * with. It probes no process: those that died since the last pass are the daemon's to notice. The
+ * plan's budgets are the declared memory unless --probe asks the nodes as the daemon would; the
+ * output says which. Exit 0 when the daemon would change nothing, 2 when it would, 1 on an error.
  */
 import { basename, relative } from "node:path";
 import { parseArgs } from "node:util";
-import { launchIdentity, planForCluster } from "../../cluster/index.js";
+import { createNodePool, daemonPlanOptions, describeBudgets, nodesOfCluster, planForCluster, type PlannedCluster } from "../../cluster/index.js";
 import { isShardctlError, messageOf } from "../../errors/index.js";
 import { Ledger, type LedgerEntry } from "../../launch/index.js";
-import { nextAction, readStatus, statusFileFor, type DecisionMemory, type DesiredState, type NextAction, type ObservedState } from "../../reconciler/index.js";
-import { computeRevision, findClusterFiles, formatIssue, loadCluster, type ClusterSpec, type Settings } from "../../spec/index.js";
+import type { NodePool } from "../../nodes/index.js";
+import {
+  decisionMemoryOf,
+  desiredStateOf,
+  identifyPlan,
+  nextAction,
+  observedStateOf,
+  readDirectoryView,
+  readStatus,
+  statusFileFor,
+  type IdentifiedPlan,
+  type NextAction,
+} from "../../reconciler/index.js";
+import { findClusterFiles, formatIssue, loadCluster, type ClusterSpec, type Settings } from "../../spec/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 
 export async function run(args: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { ...contextOptions } });
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { ...contextOptions, probe: { type: "boolean" } } });
   const context = await loadContext(values);
   const { settings, clustersDir } = context;
   const ledger = new Ledger(settings.daemon.stateDir);
   const files = positionals.length > 0 ? await Promise.all(positionals.map((p) => resolveClusterFile(p, clustersDir))) : await findClusterFiles(clustersDir);
-  const entries = await ledger.list();
-  const ours = (entry: Pick<LedgerEntry, "owner">): boolean => entry.owner === undefined || entry.owner === clustersDir;
-  const observedOf = (entry: LedgerEntry | undefined): ObservedState => ({
-    ...(entry === undefined ? {} : { entry }),
-    ours: entry !== undefined && ours(entry),
-    gone: [],
-    dirExists: true,
-    definitions: files.length,
-    ownEntries: entries.filter(ours).length,
-  });
+  const planner = new Planner(settings, values.probe === true);
 
   let errors = 0;
   const changes: string[] = [];
   const notes: string[] = [];
-  for (const file of files) {
-    const name = basename(file, ".toml");
-    const loaded = await loadCluster(file, settings);
-    if (!loaded.ok) {
-      for (const issue of loaded.issues) console.error(formatIssue({ ...issue, file: relative(process.cwd(), issue.file) || issue.file }));
-      errors++;
-      continue;
-    }
-    const spec = loaded.value;
-    const revision = computeRevision(spec, settings);
-    const entry = await ledger.read(name);
-    const desired: DesiredState = { kind: "defined", revision, desired: spec.desired, suspend: spec.suspend };
-    const memory: DecisionMemory = { launches: await launchesAt(file, revision) };
-    let action = nextAction(desired, observedOf(entry), memory, settings);
-    if (action.kind === "plan") {
-      try {
-        memory.planned = await planOf(spec, settings, revision);
-      } catch (error) {
-        // As the daemon: a terminal failure stalls, a transient one is retried (and is an error here).
-        if (isShardctlError(error) && error.terminal) notes.push(`! ${name}: the daemon will not act: ${error.reason}: ${error.message}`);
-        else {
-          console.error(`${name}: cannot plan: ${messageOf(error)}`);
-          errors++;
-        }
+  try {
+    for (const file of files) {
+      const name = basename(file, ".toml");
+      const loaded = await loadCluster(file, settings);
+      if (!loaded.ok) {
+        for (const issue of loaded.issues) console.error(formatIssue({ ...issue, file: relative(process.cwd(), issue.file) || issue.file }));
+        errors++;
         continue;
       }
-      action = nextAction(desired, observedOf(entry), memory, settings);
-    }
-    const line = describe(name, revision, action, entry, spec);
-    if (line?.startsWith("!") === true) notes.push(line);
-    else if (line !== undefined) changes.push(line);
-  }
-  // What runs without a definition is pruned (only when looking at the whole directory).
-  if (positionals.length === 0) {
-    const defined = new Set(files.map((f) => basename(f, ".toml")));
-    for (const entry of entries) {
-      if (defined.has(entry.cluster)) continue;
-      const line = describe(entry.cluster, entry.revision, nextAction({ kind: "absent" }, observedOf(entry), { launches: 0 }, settings), entry);
+      const spec = loaded.value;
+      const desired = desiredStateOf(spec, settings);
+      const { revision } = desired;
+      const entry = await ledger.read(name);
+      // Nothing is probed: no process counts as gone, and a defined cluster never consults the prune guard.
+      const observed = observedStateOf(entry, clustersDir);
+      // The restart record the daemon keeps in its memory survives in the status file.
+      const restarts = (await readStatus(statusFileFor(file)).catch(() => undefined))?.restarts;
+      let action = nextAction(desired, observed, decisionMemoryOf(restarts, revision, undefined), settings);
+      if (action.kind === "plan") {
+        let planned: IdentifiedPlan;
+        try {
+          planned = await planner.plan(spec, revision);
+        } catch (error) {
+          // As the daemon: a terminal failure stalls, a transient one is retried (and is an error here).
+          if (isShardctlError(error) && error.terminal) notes.push(`! ${name}: the daemon will not act: ${error.reason}: ${error.message}`);
+          else {
+            console.error(`${name}: cannot plan: ${messageOf(error)}`);
+            errors++;
+          }
+          continue;
+        }
+        action = nextAction(desired, observed, decisionMemoryOf(restarts, revision, planned), settings);
+      }
+      const line = describe(name, revision, action, entry, spec);
       if (line?.startsWith("!") === true) notes.push(line);
       else if (line !== undefined) changes.push(line);
     }
+    // What runs without a definition is pruned (only when looking at the whole directory).
+    if (positionals.length === 0) {
+      const defined = new Set(files.map((f) => basename(f, ".toml")));
+      const directory = await readDirectoryView(clustersDir, ledger);
+      for (const entry of await ledger.list()) {
+        if (defined.has(entry.cluster)) continue;
+        const action = nextAction({ kind: "absent" }, observedStateOf(entry, clustersDir, { directory }), decisionMemoryOf(undefined, undefined, undefined), settings);
+        const line = describe(entry.cluster, entry.revision, action, entry);
+        if (line?.startsWith("!") === true) notes.push(line);
+        else if (line !== undefined) changes.push(line);
+      }
+    }
+  } finally {
+    await planner.close();
   }
   for (const line of [...changes, ...notes]) console.log(line);
+  // Feasibility depends on the budgets: say which ones the plans above were made with.
+  if (planner.budgets !== undefined) console.log(`budgets: ${describeBudgets({ budgets: planner.budgets }, settings)}`);
   if (errors > 0) return 1;
   if (changes.length === 0) console.log("no differences");
   return changes.length > 0 ? 2 : 0;
@@ -113,14 +129,31 @@ function stallDetail(reason: string, entry: LedgerEntry | undefined, spec: Clust
   return "";
 }
 
-/** The plan the decision needs, as the daemon makes it when nothing is probed. */
-async function planOf(spec: ClusterSpec, settings: Settings, revision: string): Promise<NonNullable<DecisionMemory["planned"]>> {
-  const { plan } = await planForCluster(spec, settings);
-  return { revision, feasible: plan.feasible, errors: plan.errors, identity: launchIdentity(spec, settings, plan) };
-}
+/**
+ * The plans the decisions need, made as the daemon makes them: from the declared memory, or with
+ * `probe` by the daemon's own rule (what the stage nodes report, capped by what they declare, when
+ * distributed serving is on; nothing probed when it is off, as the daemon probes nothing then).
+ */
+class Planner {
+  /** Where the budgets of the plans made so far came from; undefined before the first. */
+  budgets: PlannedCluster["budgets"] | undefined;
+  private pool: NodePool | undefined;
 
-/** Launches at `revision` so far, as the status file records them. */
-async function launchesAt(file: string, revision: string): Promise<number> {
-  const restarts = (await readStatus(statusFileFor(file)).catch(() => undefined))?.restarts;
-  return restarts !== undefined && restarts.revision === revision ? restarts.count : 0;
+  constructor(
+    private readonly settings: Settings,
+    private readonly probe: boolean,
+  ) {}
+
+  async plan(spec: ClusterSpec, revision: string): Promise<IdentifiedPlan> {
+    const { settings } = this;
+    // No Hub branch is pinned: pinning is for staging, and planning reads the commit it is at now anyway.
+    const options = this.probe ? daemonPlanOptions(settings, () => nodesOfCluster(spec, settings, (this.pool ??= createNodePool(settings))).stages, { pin: false }) : {};
+    const planned = await planForCluster(spec, settings, options);
+    this.budgets = planned.budgets;
+    return identifyPlan(spec, settings, revision, planned);
+  }
+
+  async close(): Promise<void> {
+    await this.pool?.close();
+  }
 }

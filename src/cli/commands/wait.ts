@@ -5,8 +5,18 @@
  * cluster is Stalled at that revision, printing the reason.
  */
 import { parseArgs } from "node:util";
-import { computeRevision, formatIssue, loadCluster, type ClusterSpec, type Settings } from "../../spec/index.js";
-import { conditionTypes, readStatus, statusFileFor, type ClusterStatus, type ConditionType } from "../../reconciler/index.js";
+import { formatIssue, loadCluster, type ClusterSpec, type Settings } from "../../spec/index.js";
+import {
+  conditionTypes,
+  desiredStateOf,
+  nextAction,
+  observedStateOf,
+  readStatus,
+  statusFileFor,
+  type ClusterStatus,
+  type ConditionType,
+  type DecisionMemory,
+} from "../../reconciler/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { parseDuration } from "../duration.js";
 import { usageOf } from "../help/index.js";
@@ -41,11 +51,11 @@ export async function run(args: string[]): Promise<number> {
       console.error(`${file} is invalid: it has no revision to wait for`);
       return 1;
     }
-    revision = computeRevision(loaded.value, context.settings);
+    revision = desiredStateOf(loaded.value, context.settings).revision;
   }
   // A definition that, as it stands, never gets the condition at this revision fails at the first
   // look rather than at the end of the timeout (CI would otherwise wait 10 minutes to learn it).
-  const why = loaded.ok && computeRevision(loaded.value, context.settings).startsWith(revision) ? whyNeverHolds(type, loaded.value, context.settings) : undefined;
+  const why = loaded.ok ? whyNeverHolds(type, revision, loaded.value, context.settings, context.clustersDir) : undefined;
   const never = why === undefined ? undefined : `${loaded.ok ? loaded.value.name : file}: condition ${type} will never hold at revision ${short(revision)}: ${why}`;
 
   const deadline = Date.now() + timeoutMs;
@@ -83,17 +93,28 @@ export async function run(args: string[]): Promise<number> {
 const runtimeConditions: readonly ConditionType[] = ["Ready", "Staged", "StagesListening", "CoordinatorHealthy", "Registered"];
 
 /**
- * Why the daemon will never set `type` True for this definition, or undefined when it may. In the
- * order the daemon decides: a suspended definition gets no action at all; a stopped one is neither
- * planned nor launched; with distributed serving off a definition is planned, never launched.
+ * Why the daemon will never set `type` True at `revision` (a prefix, as status prints it) for this
+ * definition, or undefined when it may (always for another revision than the file's). The
+ * decision table is asked, with nothing running: whether it would plan the revision (Planned),
+ * and whether it would launch a feasible plan of it (the runtime conditions: an infeasible plan is
+ * the daemon's to report, as Stalled). An answer that stops short of that says why, in the table's
+ * order: a suspended definition gets no action at all; a stopped one is neither planned nor
+ * launched; with distributed serving off a definition is planned, never launched.
  */
-function whyNeverHolds(type: ConditionType, spec: ClusterSpec, settings: Settings): string | undefined {
-  const unplanned = type === "Planned" || runtimeConditions.includes(type);
-  if (spec.suspend && unplanned) return `${spec.file} says suspend = true: the daemon takes no action on it (set suspend = false)`;
-  if (spec.desired === "stopped" && unplanned) return `${spec.file} says desired = "stopped": nothing is planned or launched (set desired = "running")`;
-  if (!settings.distributed.enabled && runtimeConditions.includes(type)) {
+function whyNeverHolds(type: ConditionType, revision: string, spec: ClusterSpec, settings: Settings, dir: string): string | undefined {
+  const needed = type === "Planned" ? "plan" : runtimeConditions.includes(type) ? "launch" : undefined;
+  const desired = desiredStateOf(spec, settings);
+  if (needed === undefined || !desired.revision.startsWith(revision)) return undefined;
+  const feasible = { revision: desired.revision, feasible: true, errors: [], identity: "" };
+  const memory: DecisionMemory = needed === "plan" ? { launches: 0 } : { launches: 0, planned: feasible };
+  const action = nextAction(desired, observedStateOf(undefined, dir), memory, settings);
+  if (action.kind === needed) return undefined;
+  if (action.kind === "suspend") return `${spec.file} says suspend = true: the daemon takes no action on it (set suspend = false)`;
+  if (action.kind === "stop" && action.why === "Stopped") return `${spec.file} says desired = "stopped": nothing is planned or launched (set desired = "running")`;
+  if (action.kind === "stop" && action.why === "DistributedDisabled") {
     return `[distributed] enabled = false in ${settings.file}: the daemon plans clusters but stages and launches none (set enabled = true)`;
   }
+  // Anything else (a restart budget of 0) is for the status to tell.
   return undefined;
 }
 

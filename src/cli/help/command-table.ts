@@ -127,12 +127,13 @@ export const commandTable = [
   {
     name: "diff",
     purpose: "show what the daemon would change: desired vs running",
-    usage: "shardctl diff [file…]",
+    usage: "shardctl diff [file…] [--probe]",
     details: [
-      "Decided by the daemon's own decision table from the definitions, the ledger of what runs and the status files; it probes nothing. Without files, the whole directory (what runs without a definition is pruned).",
+      "Decided by the daemon's own decision table from the definitions, the ledger of what runs and the status files; it probes no process. Without files, the whole directory (what runs without a definition is pruned).",
+      "Plans are budgeted from the registry's declared memory; --probe budgets them as the daemon does (with distributed serving on, what each node reports, capped by its declared memory). A line (budgets: …) says which budgets its plans were made with.",
     ],
     operands: { kind: "cluster" },
-    flags: [...contextFlags],
+    flags: [{ name: "--probe", description: "budget plans as the daemon does: probe the nodes when distributed serving is on" }, ...contextFlags],
     exitCodes: [
       { code: 0, meaning: "the daemon would change nothing" },
       { code: 1, meaning: "an error (an invalid definition, a plan that cannot be made)" },

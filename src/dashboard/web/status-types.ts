@@ -57,9 +57,14 @@ export interface StatusView {
   cluster: string;
   file: string;
   observedRevision: string;
+  /** The last commit that touched the definition file (absent outside a git repository). */
   gitCommit?: string;
+  /** The commit the daemon's checkout is at: HEAD of the repository holding the definitions. */
+  gitHead?: string;
   desired: "running" | "stopped";
   model?: string;
+  /** The definition's stage nodes in stage order; absent in status files of older daemons. */
+  nodes?: string[];
   health: Health;
   conditions: ConditionView[];
   plan?: PlanView;

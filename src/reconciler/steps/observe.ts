@@ -3,10 +3,9 @@
  * (liveness, transport ports, the coordinator's /health). Only for a missing definition is the
  * rest of the directory looked at: the prune guard needs it.
  */
-import { pathExists } from "../../files/index.js";
 import { observeCluster, type ClusterObservation } from "../../health/index.js";
 import type { LedgerEntry } from "../../launch/index.js";
-import { findClusterFiles } from "../../spec/index.js";
+import { observedStateOf, readDirectoryView } from "../decision-inputs.js";
 import type { Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
 
@@ -23,14 +22,10 @@ export const observe: Step = {
     if (entry !== undefined && ours && acting) pass.observation = await observeEntry(pass, entry);
     const absent = pass.desired?.kind === "absent" && entry !== undefined && ours;
     pass.entry = entry;
-    pass.observed = {
-      ...(entry === undefined ? {} : { entry }),
-      ours,
-      gone: pass.observation?.gone ?? [],
-      dirExists: absent ? await pathExists(pass.world.dir) : true,
-      definitions: absent ? (await findClusterFiles(pass.world.dir).catch(() => [] as string[])).length : 0,
-      ownEntries: absent ? (await pass.world.ownEntries(pass.settings)).length : 0,
-    };
+    pass.observed = observedStateOf(entry, pass.world.dir, {
+      ...(pass.observation === undefined ? {} : { gone: pass.observation.gone }),
+      ...(absent ? { directory: await readDirectoryView(pass.world.dir, pass.ledger) } : {}),
+    });
   },
 };
 

@@ -3,7 +3,8 @@
  * serving on, the daemon budgets with what the nodes report and pins a Hub branch to its commit,
  * since it is about to stage; off, it plans from the registry alone and touches no node.
  */
-import { launchIdentity, planForCluster } from "../../cluster/index.js";
+import { daemonPlanOptions, planForCluster } from "../../cluster/index.js";
+import { identifyPlan } from "../decision-inputs.js";
 import { definitionOf } from "../pass.js";
 import type { Step } from "../run-step.js";
 import { setConditions } from "../verdicts.js";
@@ -15,9 +16,12 @@ export const plan: Step = {
   async run(pass) {
     const { spec, revision } = definitionOf(pass);
     const { settings, memory } = pass;
-    const enabled = settings.distributed.enabled;
-    const planned = await planForCluster(spec, settings, enabled ? { probe: pass.world.nodesOf(spec, settings).stages, pin: true } : {});
-    memory.planned = { revision, ...planned, identity: launchIdentity(spec, settings, planned.plan) };
+    const planned = await planForCluster(
+      spec,
+      settings,
+      daemonPlanOptions(settings, () => pass.world.nodesOf(spec, settings).stages, { pin: true }),
+    );
+    memory.planned = identifyPlan(spec, settings, revision, planned);
     const shard = planned.plan;
     setConditions(memory, revision, {
       Planned: shard.feasible

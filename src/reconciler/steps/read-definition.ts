@@ -3,7 +3,8 @@
  * revision. A new revision gets a fresh plan and restart budget; `shardctl reconcile` asks for both.
  */
 import { pathExists } from "../../files/index.js";
-import { computeRevision, formatIssue } from "../../spec/index.js";
+import { formatIssue } from "../../spec/index.js";
+import { desiredStateOf } from "../decision-inputs.js";
 import { checkoutHeadOf, lastCommitOf } from "../git-commit.js";
 import type { Step } from "../run-step.js";
 import { onRevision } from "../verdicts.js";
@@ -26,7 +27,8 @@ export function readDefinition(parsed: ParseCache): Step {
         return;
       }
       const spec = loaded.value;
-      const revision = computeRevision(spec, pass.settings);
+      const desired = desiredStateOf(spec, pass.settings);
+      const revision = desired.revision;
       if (memory.lastGood?.revision !== revision) onRevision(memory, revision);
       memory.lastGood = { spec, revision };
       if (memory.retryRequested === true) {
@@ -43,7 +45,7 @@ export function readDefinition(parsed: ParseCache): Step {
       memory.gitHead = head;
       pass.spec = spec;
       pass.revision = revision;
-      pass.desired = { kind: "defined", revision, desired: spec.desired, suspend: spec.suspend };
+      pass.desired = desired;
     },
   };
 }

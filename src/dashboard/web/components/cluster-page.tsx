@@ -1,5 +1,7 @@
 /** One cluster: what the daemon knows of it, section by section, live. */
+import { commitsOf } from "../commits.js";
 import { formatAge, formatBytes, formatClock, formatDuration, short } from "../format.js";
+import { stageCountOf } from "../stage-count.js";
 import type { StatusView } from "../status-types.js";
 import { ClusterBadge, HealthBadge } from "./badges.js";
 import { LayerBar, MemoryFit, PlanWarnings } from "./plan.js";
@@ -35,16 +37,16 @@ export function ClusterPage({ status, name, now, rates, stale, onReconcile, reco
       <header class="page-head">
         <div>
           <h1 id="cluster-title">
-            {status.cluster} <ClusterBadge stages={status.plan?.stages.length ?? status.stages.length} /> <HealthBadge health={status.health} />
+            {status.cluster} <ClusterBadge stages={stageCountOf(status)} /> <HealthBadge health={status.health} />
           </h1>
-          <p class="muted">
+          <p class="muted" data-testid="cluster-facts">
             {status.model ?? "no model"} · revision <code>{short(status.observedRevision)}</code>
-            {status.gitCommit === undefined ? null : (
-              <>
+            {commitsOf(status).map((c) => (
+              <span key={c.label} title={c.title}>
                 {" "}
-                · commit <code>{short(status.gitCommit)}</code>
-              </>
-            )}{" "}
+                · {c.label} <code>{short(c.commit)}</code>
+              </span>
+            ))}{" "}
             · {status.file} · desired {status.desired}
           </p>
           {ready === undefined ? null : (
@@ -95,7 +97,7 @@ export function ClusterPage({ status, name, now, rates, stale, onReconcile, reco
             {status.staging.map((s) => {
               const rate = rates?.get(s.node);
               return (
-                <li key={s.node}>
+                <li key={s.node} data-testid="staging-row">
                   <label>
                     <span>
                       <strong>{s.node}</strong> {s.state} · {formatBytes(s.bytesDone)} of {formatBytes(s.bytesTotal)}

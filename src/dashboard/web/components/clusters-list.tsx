@@ -1,5 +1,7 @@
 /** Every cluster as one row, like a session list, filtered by health. */
+import { commitsOf } from "../commits.js";
 import { formatAge, short } from "../format.js";
+import { stageCountOf } from "../stage-count.js";
 import type { Health, StatusView } from "../status-types.js";
 import { ClusterBadge, HealthBadge } from "./badges.js";
 
@@ -50,9 +52,10 @@ export function ClustersList({ clusters, filter, onFilter, now, stale }: Cluster
             </thead>
             <tbody>
               {shown.map((c) => {
-                const planned = c.plan?.stages.length ?? c.stages.length;
+                const planned = stageCountOf(c);
                 const up = c.stages.filter((s) => s.alive).length;
                 const ready = c.conditions.find((x) => x.type === "Ready");
+                const commits = commitsOf(c);
                 return (
                   <tr key={c.cluster} data-cluster={c.cluster}>
                     <th scope="row">
@@ -71,10 +74,14 @@ export function ClustersList({ clusters, filter, onFilter, now, stale }: Cluster
                     <td>{c.coordinator?.url ?? c.router?.url ?? "–"}</td>
                     <td>
                       <code>{short(c.observedRevision)}</code>
-                      {c.gitCommit === undefined ? null : (
-                        <span class="muted small">
-                          {" "}
-                          @ <code>{c.gitCommit.slice(0, 7)}</code>
+                      {commits.length === 0 ? null : (
+                        <span class="commits muted small" data-testid="commits">
+                          {commits.map((x, i) => (
+                            <span key={x.label} title={x.title}>
+                              {i === 0 ? "" : " · "}
+                              {x.shortLabel} <code>{x.commit.slice(0, 7)}</code>
+                            </span>
+                          ))}
                         </span>
                       )}
                     </td>

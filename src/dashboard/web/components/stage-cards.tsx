@@ -6,6 +6,7 @@
  */
 import { formatAge } from "../format.js";
 import type { StageCardView, StatusView } from "../status-types.js";
+import { UrlText } from "./url-text.js";
 
 export type CardState = "healthy" | "degraded" | "dead" | "down";
 
@@ -90,7 +91,9 @@ export function StageCards({ status, now }: { status: StatusView; now: number })
             <dt>node</dt>
             <dd>{coordinator.node}</dd>
             <dt>endpoint</dt>
-            <dd>{coordinator.url}</dd>
+            <dd>
+              <UrlText url={coordinator.url} />
+            </dd>
             <dt>process</dt>
             <dd>{coordinator.pid === undefined ? "–" : `pid ${coordinator.pid}`}</dd>
           </dl>

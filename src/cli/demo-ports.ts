@@ -1,0 +1,24 @@
+/**
+ * Whether an address the demo's daemon will listen on is already held by another program, asked
+ * before the daemon starts: the daemon finds out only once its reconciler is already working, and a
+ * person running the demo wants to hear it at once, with the setting that moves it.
+ */
+import { createServer } from "node:net";
+import { hostOf } from "../spec/index.js";
+
+/**
+ * True when something already listens on `address` ("host:port"; port 0, any free port, is never
+ * taken). Only EADDRINUSE counts: any other refusal (an address this machine lacks) is left for the
+ * daemon to report with its own words.
+ */
+export async function addressTaken(address: string): Promise<boolean> {
+  const port = Number(address.slice(address.lastIndexOf(":") + 1));
+  if (port === 0) return false;
+  const probe = createServer();
+  const taken = await new Promise<boolean>((resolve) => {
+    probe.once("error", (error: NodeJS.ErrnoException) => resolve(error.code === "EADDRINUSE"));
+    probe.listen({ host: hostOf(address), port, exclusive: true }, () => resolve(false));
+  });
+  await new Promise<void>((resolve) => (probe.listening ? probe.close(() => resolve()) : resolve()));
+  return taken;
+}

@@ -1,0 +1,87 @@
+/**
+ * The inputs of the decision table, each made one way for the daemon's pass and for the commands
+ * that ask the table (`shardctl diff`, `shardctl wait`): who owns a ledger entry, what a definition
+ * wants, what runs, the launches at a revision and the plan of it. A command that built any of
+ * them by hand could announce a decision the daemon never makes.
+ */
+import { launchIdentity, type PlannedCluster } from "../cluster/index.js";
+import { pathExists } from "../files/index.js";
+import type { Ledger, LedgerEntry } from "../launch/index.js";
+import { computeRevision, findClusterFiles, type ClusterSpec, type Settings } from "../spec/index.js";
+import type { DecisionMemory, DesiredState, ObservedState } from "./next-action.js";
+
+/** Launched from the definitions directory `dir` (absolute); an entry from before owners were recorded counts as its own. */
+export function isOwnedBy(entry: Pick<LedgerEntry, "owner">, dir: string): boolean {
+  return entry.owner === undefined || entry.owner === dir;
+}
+
+/** What a definition that parsed wants, at its revision. */
+export function desiredStateOf(spec: ClusterSpec, settings: Settings): Extract<DesiredState, { kind: "defined" }> {
+  return { kind: "defined", revision: computeRevision(spec, settings), desired: spec.desired, suspend: spec.suspend };
+}
+
+/** What the prune guard looks at: whether the definitions directory exists, its definitions and the ledger entries it owns. */
+export interface DirectoryView {
+  exists: boolean;
+  definitions: number;
+  ownEntries: number;
+}
+
+/** Read the prune guard's view of `dir` (absolute); a directory that cannot be listed has no definitions. */
+export async function readDirectoryView(dir: string, ledger: Pick<Ledger, "list">): Promise<DirectoryView> {
+  const [exists, files, entries] = await Promise.all([pathExists(dir), findClusterFiles(dir).catch(() => [] as string[]), ledger.list()]);
+  return { exists, definitions: files.length, ownEntries: entries.filter((e) => isOwnedBy(e, dir)).length };
+}
+
+/** What was seen besides the ledger's entry: processes definitely gone, and the directory when the definition is missing. */
+export interface Sightings {
+  /** Processes of the entry that are definitely gone. Default none (nothing probed). */
+  gone?: readonly string[];
+  /** Only a missing definition consults the prune guard: without it, the directory counts as present and empty. */
+  directory?: DirectoryView;
+}
+
+/** What runs under this cluster's name, as the decision sees it, for the daemon of `dir` (absolute). */
+export function observedStateOf(entry: NonNullable<ObservedState["entry"]> | undefined, dir: string, seen: Sightings = {}): ObservedState {
+  return {
+    ...(entry === undefined ? {} : { entry }),
+    ours: entry !== undefined && isOwnedBy(entry, dir),
+    gone: seen.gone ?? [],
+    dirExists: seen.directory?.exists ?? true,
+    definitions: seen.directory?.definitions ?? 0,
+    ownEntries: seen.directory?.ownEntries ?? 0,
+  };
+}
+
+/** A plan of a revision as the daemon keeps it: with the launch identity it implies. */
+export type IdentifiedPlan = PlannedCluster & { revision: string; identity: string };
+
+/** Give a plan of `revision` the launch identity it implies. */
+export function identifyPlan(spec: ClusterSpec, settings: Settings, revision: string, planned: PlannedCluster): IdentifiedPlan {
+  return { revision, ...planned, identity: launchIdentity(spec, settings, planned.plan) };
+}
+
+/** The daemon's restart record of a revision: in its memory, and in the status file that carries it across restarts. */
+export interface RestartCount {
+  revision: string;
+  count: number;
+}
+
+/** Launches at `revision` so far: a record of another revision (or none) counts 0. */
+export function launchCountOf(restarts: RestartCount | undefined, revision: string | undefined): number {
+  return restarts !== undefined && restarts.revision === revision ? restarts.count : 0;
+}
+
+/** What the decision needs of a plan: its revision, whether it fits, why not, and its launch identity. */
+export function planSummaryOf(planned: Pick<IdentifiedPlan, "revision" | "plan" | "identity">): NonNullable<DecisionMemory["planned"]> {
+  return { revision: planned.revision, feasible: planned.plan.feasible, errors: planned.plan.errors, identity: planned.identity };
+}
+
+/** What the daemon remembers that decides, at `revision`: its launches there and the plan made so far (if any). */
+export function decisionMemoryOf(
+  restarts: RestartCount | undefined,
+  revision: string | undefined,
+  planned: Pick<IdentifiedPlan, "revision" | "plan" | "identity"> | undefined,
+): DecisionMemory {
+  return { launches: launchCountOf(restarts, revision), ...(planned === undefined ? {} : { planned: planSummaryOf(planned) }) };
+}
