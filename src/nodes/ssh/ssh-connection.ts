@@ -66,6 +66,8 @@ export class SshConnection {
   private active = 0;
   private readonly waiters: Array<() => void> = [];
   private closed = false;
+  /** Clients still shaking hands: a close ends them too, so none outlives the pool. */
+  private readonly handshaking = new Set<Client>();
 
   constructor(
     readonly node: NodeConfig,
@@ -119,6 +121,8 @@ export class SshConnection {
 
   async close(): Promise<void> {
     this.closed = true;
+    for (const pending of this.handshaking) pending.destroy();
+    this.handshaking.clear();
     const client = this.client;
     this.client = undefined;
     if (client === undefined) return;
@@ -195,8 +199,11 @@ export class SshConnection {
       ...(known.length > 0 ? { algorithms: { serverHostKey: hostKeyOrder as never } } : {}),
     };
     const client = new Client();
+    this.handshaking.add(client);
     await new Promise<void>((resolve, reject) => {
       client.once("ready", () => resolve());
+      // Destroyed by close() while shaking hands: no "error" comes, only "close".
+      client.once("close", () => reject(new ShardctlError("NodeClosed", `node ${this.node.name}: connection pool is closed`)));
       client.once("error", (error: Error & { level?: string }) => {
         if (refusal !== undefined) return reject(refusal);
         const auth = error.level === "client-authentication";
@@ -209,7 +216,11 @@ export class SshConnection {
         );
       });
       client.connect(config);
-    });
+    }).finally(() => this.handshaking.delete(client));
+    if (this.closed) {
+      client.end();
+      throw new ShardctlError("NodeClosed", `node ${this.node.name}: connection pool is closed`);
+    }
     if (pendingRecord !== undefined) await appendKnownHost(knownHostsPath, name, pendingRecord.keyType, pendingRecord.key);
     client.on("error", () => {});
     client.once("close", () => {

@@ -123,7 +123,11 @@ export class SshNode extends ShellNode implements NodeAccess {
       }
     })();
     const deadlineMs = options.deadlineMs ?? defaultDeadlineMs;
-    if (!Number.isFinite(deadlineMs)) return work;
+    // A watch (no deadline) ends when it is aborted, even while it still waits for its connection or
+    // channel (a lossy or silent node): whoever stops the watch must not wait for that node. A
+    // channel that opens later sees the abort and kills its command (collect); a connection still
+    // being made is ended by the pool's close.
+    if (!Number.isFinite(deadlineMs)) return options.abort === undefined ? work : untilAborted(work, options.abort, argv, started);
     let timer: NodeJS.Timeout | undefined;
     const silence = new Promise<CommandResult>((resolve) => {
       timer = setTimeout(() => {
@@ -342,6 +346,24 @@ function collect(
     if (options.stdin !== undefined) channel.end(options.stdin);
     else channel.end();
   });
+}
+
+/** `work`, or an empty result as soon as `signal` aborts. */
+function untilAborted(work: Promise<CommandResult>, signal: AbortSignal, argv: string[], started: number): Promise<CommandResult> {
+  work.catch(() => undefined);
+  const aborted = (): CommandResult => ({
+    argv,
+    exitCode: undefined,
+    signal: "SIGKILL",
+    stdout: "",
+    stderr: "",
+    timedOut: false,
+    durationMs: Math.round(performance.now() - started),
+  });
+  if (signal.aborted) return Promise.resolve(aborted());
+  let onAbort: (() => void) | undefined;
+  const whenAborted = new Promise<CommandResult>((resolve) => signal.addEventListener("abort", (onAbort = () => resolve(aborted())), { once: true }));
+  return Promise.race([work, whenAborted]).finally(() => signal.removeEventListener("abort", onAbort!));
 }
 
 /** `work`, or `failure()` once `ms` passed first. */

@@ -1,0 +1,130 @@
+/**
+ * An exit watch has no deadline: it lives as long as the process it watches. It must still end
+ * when nobody wants it any more, or when its connection is gone, or whoever stops it (the daemon's
+ * stop, a monitor) waits for ever on a node that does not answer:
+ *   - aborted while its connection is still being made (a peer that accepts TCP and says nothing),
+ *     the watch ends at once, and closing the pool ends that connection;
+ *   - when the connection drops before the server answered the channel open (the node's sshd
+ *     stopped: SIGSTOP), the watch fails within the keepalive bound instead of waiting for ever
+ *     (ssh2 fails a channel open still unanswered when its connection closes; the keepalive
+ *     closes a connection whose peer stopped answering).
+ */
+import { execFileSync } from "node:child_process";
+import { readFileSync, readdirSync } from "node:fs";
+import { createServer, type Socket } from "node:net";
+import { join } from "node:path";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { NodePool } from "../../src/nodes/index.js";
+import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { allocateHost } from "../support/test-world.js";
+
+let sshd: SshdSet;
+const stopped: number[] = [];
+
+beforeAll(async () => {
+  sshd = await startSshdNodes({ count: 1 });
+});
+
+afterAll(async () => {
+  for (const pid of stopped) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // gone already
+    }
+  }
+  await sshd?.close();
+});
+
+it("aborted while its connection is being made: the watch ends at once, and the pool's close ends the connection", async () => {
+  const host = await allocateHost();
+  const sockets: Socket[] = [];
+  let closes = 0;
+  const silent = createServer((socket) => {
+    sockets.push(socket);
+    // Read and drop what the client says (its SSH banner), answer nothing; reading lets the end be seen.
+    socket.resume();
+    socket.once("close", () => closes++);
+  });
+  await new Promise<void>((resolve) => silent.listen(0, host, resolve));
+  const port = (silent.address() as { port: number }).port;
+  const pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "none") });
+  try {
+    const node = pool.get({ name: "silent", host, port, user: "root", identityFile: sshd.identityFile, hostKeyPolicy: "strict", modelDir: "/tmp" });
+    const controller = new AbortController();
+    const watch = node.watchExit(4_000_000, "0", { signal: controller.signal });
+    while (sockets.length === 0) await new Promise((r) => setTimeout(r, 20));
+    controller.abort();
+    const abortedAt = performance.now();
+    await watch;
+    // The handshake alone would have waited for its 4 s deadline.
+    expect(performance.now() - abortedAt).toBeLessThan(1_000);
+    // The watch was the connection's only user: ending it closes the connection, handshake and all
+    // (before, it lived on until its handshake deadline, and a daemon that stopped stayed alive).
+    await pool.close();
+    const deadline = performance.now() + 1_000;
+    while (closes < sockets.length && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(closes).toBe(sockets.length);
+  } finally {
+    await pool.close();
+    for (const s of sockets) s.destroy();
+    await new Promise<void>((resolve) => silent.close(() => resolve()));
+  }
+});
+
+it("its connection drops before the channel opens (sshd stopped): the watch fails within the keepalive bound", async () => {
+  const n = sshd.nodes[0]!;
+  const pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "none") });
+  try {
+    const node = pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile: sshd.identityFile, hostKeyPolicy: "strict", modelDir: n.modelDir });
+    // A first watch opens the watch connection and keeps it.
+    const sleeper = await node.startDetached(["sleep", "60"], { logFile: join(n.modelDir, "sleep.log") });
+    const first = node.watchExit(sleeper.pid, sleeper.startTime).catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 500));
+    // Stop every sshd process serving a connection (not the listener): nothing is answered any more.
+    const listener = listenerPid(n.host, n.port);
+    for (const pid of descendantsOf(listener)) {
+      process.kill(pid, "SIGSTOP");
+      stopped.push(pid);
+    }
+    const startedAt = performance.now();
+    const second = node.watchExit(sleeper.pid, sleeper.startTime);
+    await expect(second).rejects.toMatchObject({ reason: "NodeUnreachable" });
+    // Keepalive: 1 s × 3 unanswered, then the connection is given up.
+    expect(performance.now() - startedAt).toBeLessThan(10_000);
+    await first;
+  } finally {
+    await pool.close();
+  }
+}, 30_000);
+
+/** The pid of the process listening on host:port. */
+function listenerPid(host: string, port: number): number {
+  const out = execFileSync("ss", ["-Hltnp", `src ${host}:${port}`], { encoding: "utf8" });
+  const pid = /pid=(\d+)/.exec(out)?.[1];
+  if (pid === undefined) throw new Error(`nothing listens on ${host}:${port}: ${out}`);
+  return Number(pid);
+}
+
+/** Every process below `root` (children, their children, …). */
+function descendantsOf(root: number): number[] {
+  const parents = new Map<number, number>();
+  for (const entry of readdirSync("/proc").filter((e) => /^\d+$/.test(e))) {
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      parents.set(Number(entry), Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  const found: number[] = [];
+  const visit = (pid: number): void => {
+    for (const [child, parent] of parents) {
+      if (parent !== pid) continue;
+      found.push(child);
+      visit(child);
+    }
+  };
+  visit(root);
+  return found;
+}
