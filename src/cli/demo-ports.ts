@@ -1,7 +1,8 @@
 /**
  * Whether an address the demo's daemon will listen on is already held by another program, asked
- * before the daemon starts: the daemon finds out only once its reconciler is already working, and a
- * person running the demo wants to hear it at once, with the setting that moves it.
+ * before the demo prepares anything (its model, the router's config): a person running the demo
+ * wants to hear it at once, with the setting that moves it. (The daemon refuses to start on a taken
+ * address too, before it does any work; this only says so sooner.)
  */
 import { createServer } from "node:net";
 import { hostOf } from "../spec/index.js";
