@@ -8,6 +8,7 @@
 import { isShardctlError, messageOf, ShardctlError, type Reason } from "../errors/index.js";
 import { revisionOf, type Pass } from "./pass.js";
 import { setConditions, type Verdict } from "./verdicts.js";
+import type { ProgressReason } from "./status/index.js";
 
 /** A step of the pass story: a function of the pass that hands over to the next step or ends the pass. */
 export interface Step {
@@ -17,7 +18,7 @@ export interface Step {
   /** The reason of a failure that is not a ShardctlError (transient: retried with back-off). */
   failure: Reason;
   /** Said while the step runs: Reconciling=True with this reason and message; `announce` also writes the status file. */
-  progress?: (pass: Pass) => { reason: string; message: string; announce?: boolean };
+  progress?: (pass: Pass) => { reason: ProgressReason; message: string; announce?: boolean };
   /** Ends the pass with a verdict, or returns nothing to hand over to the next step. */
   run(pass: Pass): Promise<Verdict | void>;
 }

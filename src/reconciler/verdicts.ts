@@ -8,7 +8,7 @@ import { isShardctlError, messageOf } from "../errors/index.js";
 import type { ClusterMemory } from "./cluster-memory.js";
 import type { PassReport } from "./compose-status.js";
 import type { PassOutcome } from "./queue/work-queue.js";
-import { setCondition, type ConditionType, type ConditionUpdate, type Health } from "./status/index.js";
+import { setCondition, type ConditionReason, type ConditionType, type ConditionUpdate, type Health } from "./status/index.js";
 
 /** What one pass concluded, before it is turned into a status and a queue outcome. */
 export interface Verdict extends PassReport {
@@ -16,7 +16,7 @@ export interface Verdict extends PassReport {
 }
 
 /** A converged state with nothing running for it to watch. */
-export function settle(memory: ClusterMemory, action: string, health: Health, reason: string, message: string): Verdict {
+export function settle(memory: ClusterMemory, action: string, health: Health, reason: ConditionReason, message: string): Verdict {
   const revision = memory.lastGood?.revision ?? "";
   setConditions(memory, revision, {
     Ready: { status: "False", reason, message },
@@ -28,7 +28,7 @@ export function settle(memory: ClusterMemory, action: string, health: Health, re
 }
 
 /** Terminal: wait for the definition to change. Whatever runs keeps running. */
-export function stall(memory: ClusterMemory, action: string, reason: string, message: string, serving: boolean): Verdict {
+export function stall(memory: ClusterMemory, action: string, reason: ConditionReason, message: string, serving: boolean): Verdict {
   const revision = memory.lastGood?.revision ?? "";
   setConditions(memory, revision, {
     Stalled: { status: "True", reason, message },

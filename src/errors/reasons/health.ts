@@ -12,4 +12,9 @@ export type HealthReason =
   /** The coordinator's /health stopped answering 200. */
   | "CoordinatorUnhealthy"
   /** A one-token completion took longer than the engine's generation watchdog allows: the pipeline hangs. */
-  | "GenerationHung";
+  | "GenerationHung"
+  /**
+   * Not a death: the daemon cannot reach a node over SSH while the pipeline's own checks pass. The
+   * cluster keeps serving, Degraded, with this reason on the condition that node's checks feed.
+   */
+  | "NodeUnobservable";

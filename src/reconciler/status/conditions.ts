@@ -1,8 +1,41 @@
+import type { Reason } from "../../errors/index.js";
 import { type Condition, type ConditionType, conditionTypes } from "./schema.js";
+
+/**
+ * The reasons a condition says what is going on with, besides the reasons of failures (every
+ * `Reason` of the error catalogues: a stall's, a death's, a step's failure).
+ */
+export type ProgressReason =
+  /** Ready=True: serving at its revision. */
+  | "ClusterReady"
+  /** Reconciling/Stalled=False: running at the desired revision. */
+  | "Converged"
+  | "PlanFeasible"
+  | "AllNodesPresent"
+  | "AllStagesListening"
+  | "HealthOk"
+  | "BackendRegistered"
+  /** Registered=False: the definition does not ask for the router. */
+  | "NotRegistered"
+  /** While the step runs. */
+  | "Staging"
+  | "Launching"
+  | "Replacing"
+  | "TearingDown"
+  /** Nothing runs for this cluster (stopped, suspended, not launched yet). */
+  | "NotRunning"
+  | "RetryingAfterError"
+  | "RetryRequested"
+  | "Stopped"
+  | "Suspended"
+  | "DistributedDisabled"
+  | "TornDownOnExit";
+
+export type ConditionReason = Reason | ProgressReason;
 
 export interface ConditionUpdate {
   status: Condition["status"];
-  reason: string;
+  reason: ConditionReason;
   message: string;
 }
 
