@@ -3,7 +3,15 @@
  * thread (the kernel workers share the work, the caller waits for them), so during a long prefill
  * its event loop — and the link timers — stop; without help its peers would hear nothing and
  * declare it dead. `run` opens a window around such a computation: a helper thread writes complete
- * heartbeat frames straight to the links' sockets every `heartbeatMs` until the window closes.
+ * heartbeat frames straight to the links' sockets while the window stays open.
+ *
+ * Opening and closing a window only sets shared words: a decode step computes hundreds of times a
+ * second, and waking another thread each time would cost every token two futex wake-ups and
+ * context switches. The helper wakes by itself every half `heartbeatMs` instead, and writes when
+ * it finds the same window open as at its last wake: the first frame goes out at most one
+ * `heartbeatMs` after a window opened (the links' own timers sent one at most `heartbeatMs` before
+ * it), then one every half `heartbeatMs`; silence stays under 2 × `heartbeatMs`, far below the dead
+ * bound.
  *
  * Safety of writing to a socket the main thread owns: a link takes part only when nothing of its
  * own is queued (every byte the main thread wrote is already in the kernel), so the helper's frames
@@ -20,24 +28,31 @@ import type { Link } from "./link.js";
 /** Links a window can carry (a stage has at most three). */
 const maxLinks = 8;
 
-/** Control words (Int32Array indices). */
-const Slot = { state: 0, generation: 1, count: 2, fds: 3, owed: 3 + maxLinks } as const;
+/** Control words (Int32Array indices): `wake` only changes to stop the helper. */
+const Slot = { state: 0, generation: 1, count: 2, wake: 3, fds: 4, owed: 4 + maxLinks } as const;
 /** Values of Slot.state. */
-const State = { idle: 0, open: 1, writing: 2, stop: 3 } as const;
+const State = { idle: 0, open: 1, writing: 2 } as const;
 
 const heartbeatFrame = encodeFrame(Kind.Heartbeat, Buffer.alloc(0));
 
-/** The helper thread (CommonJS, evaluated): sleeps while no window is open, else writes every heartbeatMs. */
+/**
+ * The helper thread (CommonJS, evaluated): wakes every half heartbeatMs and writes a frame to every
+ * link of a window it finds open since its last wake (the same generation, still open).
+ */
 const helperSource = `
 const { workerData } = require("node:worker_threads");
 const { writeSync } = require("node:fs");
 const c = new Int32Array(workerData.control);
 const frame = Buffer.from(workerData.frame);
+const periodMs = Math.max(1, Math.floor(workerData.heartbeatMs / 2));
+let seen = -1;
 for (;;) {
-  Atomics.wait(c, ${Slot.state}, ${State.idle});
-  if (Atomics.load(c, ${Slot.state}) === ${State.stop}) break;
+  Atomics.wait(c, ${Slot.wake}, 0, periodMs);
+  if (Atomics.load(c, ${Slot.wake}) !== 0) break;
   const generation = Atomics.load(c, ${Slot.generation});
-  if (Atomics.wait(c, ${Slot.generation}, generation, workerData.heartbeatMs) !== "timed-out") continue;
+  const longOpen = generation === seen;
+  seen = generation;
+  if (!longOpen) continue;
   if (Atomics.compareExchange(c, ${Slot.state}, ${State.open}, ${State.writing}) !== ${State.open}) continue;
   const count = Atomics.load(c, ${Slot.count});
   for (let i = 0; i < count; i++) {
@@ -74,8 +89,8 @@ export class ComputeHeartbeat {
 
   /** Stop the helper thread. */
   stop(): void {
-    Atomics.store(this.control, Slot.state, State.stop);
-    Atomics.notify(this.control, Slot.state);
+    Atomics.store(this.control, Slot.wake, 1);
+    Atomics.notify(this.control, Slot.wake);
     this.worker = undefined;
   }
 
@@ -92,9 +107,9 @@ export class ComputeHeartbeat {
     if (this.window.length === 0) return 0;
     this.worker ??= this.startHelper();
     Atomics.store(c, Slot.count, this.window.length);
+    // A new generation: a helper that saw the last window open does not take this one for it.
     Atomics.add(c, Slot.generation, 1);
     Atomics.store(c, Slot.state, State.open);
-    Atomics.notify(c, Slot.state);
     return this.window.length;
   }
 
@@ -102,8 +117,6 @@ export class ComputeHeartbeat {
     const c = this.control;
     // A helper write in progress lasts microseconds: wait for it.
     while (Atomics.compareExchange(c, Slot.state, State.open, State.idle) === State.writing);
-    Atomics.add(c, Slot.generation, 1);
-    Atomics.notify(c, Slot.generation);
     this.window.forEach((link, i) => {
       const owed = Atomics.load(c, Slot.owed + i);
       if (owed > 0) link.writeRaw(heartbeatFrame.subarray(heartbeatFrame.length - owed));
