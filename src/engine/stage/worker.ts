@@ -66,15 +66,18 @@ export interface RunningStage {
 
 /** Load the stage's weights, then listen. Resolves once listening. */
 export async function startStage(o: StageWorkerOptions): Promise<RunningStage> {
-  // The kernel threads are part of the idle runtime: started (and measured) before the weights.
+  // The kernel threads and the heartbeat helper are part of the idle runtime: started (and
+  // measured) before the weights.
   const threads = usefulThreads(o.config, o.threads);
   const runtime = new KernelRuntime({ threads });
   await runtime.ready();
+  const heartbeat = new ComputeHeartbeat();
+  await heartbeat.start();
   const rssBeforeLoad = residentMemory().rss;
   const model = ModelShard.load(o.modelDir, o.config, o.range, { runtime });
   const rssAfterLoad = residentMemory().rss;
   o.log.info({ range: [o.range.start, o.range.end], threads, weightBytes: model.weightBytes, rssBeforeLoad, rssAfterLoad }, "stage weights loaded");
-  const stage = new StageRuntime(o, model, rssBeforeLoad, rssAfterLoad);
+  const stage = new StageRuntime(o, model, heartbeat, rssBeforeLoad, rssAfterLoad);
   const server = createServer((socket) => stage.accept(socket));
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -99,7 +102,6 @@ class StageRuntime {
   private downstream: Link | undefined;
   private readonly sequences = new Map<number, SequenceState>();
   private readonly logits: Float32Array;
-  private readonly heartbeat = new ComputeHeartbeat();
   private closing = false;
   /** Hidden-state rows sent to the next stage (one per token). */
   private rowsSent = 0;
@@ -107,6 +109,7 @@ class StageRuntime {
   constructor(
     private readonly options: StageWorkerOptions,
     private readonly model: ModelShard,
+    private readonly heartbeat: ComputeHeartbeat,
     private readonly rssBeforeLoad: number,
     private readonly rssAfterLoad: number,
   ) {

@@ -20,6 +20,7 @@
  * had less than a frame of room) is recorded and its tail written by the main thread first thing
  * after the window, so the byte stream stays framed.
  */
+import { once } from "node:events";
 import { Worker } from "node:worker_threads";
 import { encodeFrame, Kind } from "./frames.js";
 import { defaultLiveness } from "./liveness.js";
@@ -75,6 +76,19 @@ export class ComputeHeartbeat {
   private window: Link[] = [];
 
   constructor(private readonly heartbeatMs = defaultLiveness.heartbeatMs) {}
+
+  /**
+   * Start the helper thread now rather than at the first long compute: it is part of the idle
+   * runtime (a small isolate), like the kernel threads, and a stage starts it before its weights.
+   */
+  async start(): Promise<void> {
+    if (this.worker !== undefined) return;
+    const worker = (this.worker = this.startHelper());
+    // Held while it comes up: nothing else may keep the process alive yet.
+    worker.ref();
+    await once(worker, "online");
+    worker.unref();
+  }
 
   /** Run `work` (synchronous, possibly long) while the helper thread keeps `links` heartbeating. */
   run<T>(links: ReadonlyArray<Link | undefined>, work: () => T): T {
