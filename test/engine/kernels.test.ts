@@ -6,7 +6,17 @@
  * the same row inside a batch, and 1, 2 or 3 threads and one or two arenas give the same bits.
  */
 import { afterAll, describe, expect, it } from "vitest";
-import { Arena, KernelRuntime, type FloatKind, type LinearWeights, moveHalfSpecials, readRow, runAttention, runLinears } from "../../src/engine/kernels/index.js";
+import {
+  Arena,
+  KernelRuntime,
+  type FloatKind,
+  type LinearWeights,
+  moveHalfSpecials,
+  readRow,
+  runAttention,
+  runLinears,
+  runSwiglu,
+} from "../../src/engine/kernels/index.js";
 import { ModelShard, readModelConfig, usefulThreads, type ModelConfig } from "../../src/engine/model/index.js";
 import { makeTestModel } from "../../src/planner/test-model/index.js";
 import { spawn, type ChildProcess } from "node:child_process";
@@ -332,6 +342,36 @@ describe("attention against plain loops", () => {
     }
   });
 });
+
+describe("SwiGLU against a plain loop", () => {
+  it("silu(gate) × up, in place, for counts that are and are not a multiple of 4, on 1 and 3 threads", async () => {
+    const random = rng(9);
+    for (const count of [1, 7, 64, 1001, 3 * 1536 + 3]) {
+      // Wide inputs: saturated and vanishing exponentials both.
+      const gate = new Float32Array(count).map(() => (random() - 0.5) * 40);
+      const up = new Float32Array(count).map(() => random() - 0.5);
+      const expected = Float32Array.from(gate, (g, i) => (g / (1 + Math.exp(-g))) * (up[i] as number));
+      const one = activate(await runtime(1), gate, up);
+      const three = activate(await runtime(3), gate, up);
+      expect(three).toEqual(one);
+      for (let i = 0; i < count; i++) {
+        // The kernel's exponential is not V8's: within one f32 step of the plain loop.
+        const e = expected[i] as number;
+        expect(Math.abs((one[i] as number) - e), `${count}: element ${i}`).toBeLessThanOrEqual(Math.abs(e) * 2 ** -23);
+      }
+    }
+  });
+});
+
+function activate(r: KernelRuntime, gate: Float32Array, up: Float32Array): Float32Array {
+  const home = r.home;
+  const g = r.buffer(home, "test-gate", gate.length * 4);
+  const u = r.buffer(home, "test-up", up.length * 4);
+  home.f32(g, gate.length).set(gate);
+  home.f32(u, up.length).set(up);
+  runSwiglu(r, { gate: g, up: u, count: gate.length });
+  return home.f32(g, gate.length).slice();
+}
 
 function attend(
   r: KernelRuntime,

@@ -21,6 +21,7 @@ export {
   moveHalfSpecials,
   readRow,
   runAttention,
+  runSwiglu,
   runLinears,
   type FloatKind,
   type LinearCall,

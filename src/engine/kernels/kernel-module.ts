@@ -85,6 +85,7 @@ export interface KernelExports {
     tStart: number,
     tEnd: number,
   ): void;
+  swiglu(gate: number, up: number, out: number, start: number, end: number): void;
   countHalfSpecials(w: number, rows: number, cols: number, rowPtr: number): number;
   extractHalfSpecials(w: number, rows: number, cols: number, entries: number): void;
   readRowFloat(kind: number, w: number, inN: number, row: number, dst: number, rowPtr: number, entries: number): void;

@@ -199,6 +199,23 @@ export function moveHalfSpecials(arena: Arena, weight: number, out: number, inN:
 }
 
 /** Causal attention of `rows` query rows at positions start.. over a cache (addresses in the home arena). */
+/**
+ * SwiGLU in place over `count` f32 elements at `gate` (and `up`) in the home arena: gate[i] =
+ * silu(gate[i]) × up[i], split across the threads for a prefill's many rows.
+ */
+export function runSwiglu(runtime: KernelRuntime, a: { gate: number; up: number; count: number }): void {
+  runtime.pool.add(
+    TaskKind.swiglu,
+    runtime.home,
+    a.count,
+    // An exponential and a division per element: worth about 16 multiply-adds.
+    a.count * 16,
+    { out: a.gate, rows: 1, rowBytes: a.count * 4, unitBytes: 4 },
+    [a.gate, a.up],
+  );
+  runtime.pool.run();
+}
+
 export function runAttention(
   runtime: KernelRuntime,
   a: { q: number; keys: number; values: number; out: number; rows: number; start: number; heads: number; kvHeads: number; headDim: number },

@@ -72,7 +72,7 @@ const stateBase = headerWords + maxTasks * taskWords;
 /** Bytes of a control block: header, tasks, and one state word per chunk (a whole number of 64-bit words). */
 export const controlBytes = Math.ceil((stateBase + maxChunks) / 2) * 8;
 
-export const TaskKind = { linearF32: 1, linearF16: 2, linearBf16: 3, linearQ4: 4, linearQ8: 5, attention: 6 } as const;
+export const TaskKind = { linearF32: 1, linearF16: 2, linearBf16: 3, linearQ4: 4, linearQ8: 5, attention: 6, swiglu: 7 } as const;
 
 /** Chunk states (the low 2 bits of a state word; the rest is the job number). */
 export const ChunkState = {
@@ -238,6 +238,7 @@ export function copyUnits(work: ChunkWork, memory: Uint8Array, from: number): vo
 //   linearF16/Bf16:   w xp x rows in out panel panelStride rowPtr entries
 //   linearQ4/Q8:      w scaleKind scales biases groupSize xp sums rows in out panel panelStride
 //   attention:        q keys values start heads kvHeads headDim scale(f32) scores scoresStride
+//   swiglu:           gate up (units are elements; the output is gate's address)
 
 /** Run a chunk's work on thread `thread` (its scratch: panel, scores), writing its outputs at `out`. */
 export function runWork(kernels: readonly KernelExports[], work: ChunkWork, thread: number, out: number): void {
@@ -262,6 +263,10 @@ export function runWork(kernels: readonly KernelExports[], work: ChunkWork, thre
     }
     case TaskKind.attention:
       k.attention(a(0), a(1), a(2), out, a(3), a(4), a(5), a(6), work.scale, a(8) + thread * a(9), s, e);
+      return;
+    case TaskKind.swiglu:
+      // `out` is the task's output base (gate's address, or this worker's private copy of it).
+      k.swiglu(a(0), a(1), out, s, e);
       return;
     default:
       throw new Error(`unknown kernel task kind ${work.kind}`);

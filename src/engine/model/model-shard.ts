@@ -10,7 +10,7 @@
  * here. Every row's arithmetic is independent of the other rows, of the thread count and of how
  * a prompt is chunked, which is what makes the bit-identity hold.
  */
-import { KernelRuntime, type LinearWeights, linearBytes, minSharedWork, readRow, runAttention, runLinears } from "../kernels/index.js";
+import { KernelRuntime, type LinearWeights, linearBytes, minSharedWork, readRow, runAttention, runLinears, runSwiglu } from "../kernels/index.js";
 import { SequenceCache } from "./kv-cache.js";
 import type { ModelConfig } from "./model-config.js";
 import { applyRope, computeInverseFrequencies } from "./rope.js";
@@ -261,12 +261,7 @@ export class ModelShard {
         ],
         rows,
       );
-      const gate = s.view.gate;
-      const up = s.view.up;
-      for (let i = 0; i < rows * c.intermediateSize; i++) {
-        const g = gate[i] as number;
-        gate[i] = (g / (1 + Math.exp(-g))) * (up[i] as number);
-      }
+      runSwiglu(this.runtime, { gate: s.at.gate, up: s.at.up, count: rows * c.intermediateSize });
       runLinears(this.runtime, [{ weights: layer.down, x: s.at.gate, y: s.at.proj }], rows);
       addInPlace(x, s.view.proj, rows * h);
     }

@@ -7,5 +7,6 @@ export { linearF32 } from "./single";
 export { linearBf16, linearF16 } from "./half";
 export { linearQ4, linearQ8 } from "./quant";
 export { attention } from "./attention";
+export { swiglu } from "./activation";
 export { countHalfSpecials, extractHalfSpecials } from "./specials";
 export { readRowFloat, readRowQuant } from "./rows";
