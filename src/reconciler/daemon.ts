@@ -88,69 +88,76 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     for (const name of await reconciler.knownClusters()) queue.add(name);
   };
 
-  // Every listener first, before any work is queued: a port that is taken stops the start with
-  // nothing half-running (no pass launched, no watcher left), and the lock given back.
+  // What has started so far, undone in reverse when a later part of the start fails: the start
+  // is all or nothing (a taken port leaves no pass running, no watcher and no lock behind).
+  const started: Array<() => Promise<unknown>> = [() => lock.release(), () => pool.close()];
+  const undoStart = async (): Promise<void> => {
+    for (const undo of started.reverse()) await undo().catch(() => undefined);
+  };
   let router: RunningRouter | undefined;
   let metricsServer: Server | undefined;
   let dashboard: Dashboard | undefined;
-  const closeListeners = async (): Promise<void> => {
-    await dashboard?.close();
-    await router?.close();
-    await new Promise<void>((r) => (metricsServer === undefined ? r() : metricsServer.close(() => r())));
-  };
+  let watcher: Awaited<ReturnType<typeof watchDefinitions>>;
+  let requestWatcher: ReturnType<typeof watch>;
+  const closeMetrics = (): Promise<void> => new Promise<void>((r) => (metricsServer === undefined ? r() : metricsServer.close(() => r())));
   try {
-    // The embedded router serves the same config the registrar edits.
+    // Every listener first, before any work is queued. The embedded router serves the same config
+    // the registrar edits.
     if (settings.router.embedded && settings.router.kind === "continuum" && settings.router.config !== undefined) {
-      router = await startRouter({ configFile: settings.router.config, logger: log.child({ component: "router" }) });
+      const running = (router = await startRouter({ configFile: settings.router.config, logger: log.child({ component: "router" }) }));
+      started.push(() => running.close());
       log.info({ url: router.url }, "embedded router listening");
     }
     if (settings.daemon.metricsAddress !== undefined) {
       metricsServer = await metrics.serve(settings.daemon.metricsAddress);
+      started.push(closeMetrics);
       log.info({ address: settings.daemon.metricsAddress }, "metrics listening");
     }
     if (settings.daemon.uiAddress !== undefined) {
       const source = dashboardSource({ dir, settingsFile: options.settingsFile, reconciler, pool });
-      dashboard = await startDashboard({ address: settings.daemon.uiAddress, token: uiToken, source, log: log.child({ component: "dashboard" }) });
+      const serving = (dashboard = await startDashboard({ address: settings.daemon.uiAddress, token: uiToken, source, log: log.child({ component: "dashboard" }) }));
+      started.push(() => serving.close());
       log.info({ url: dashboard.url, token: uiToken !== undefined }, "dashboard listening");
     }
+
+    // Watch the definitions and the settings.
+    started.push(() => queue.stop());
+    watcher = await watchDefinitions({
+      dir,
+      settingsFile: options.settingsFile,
+      debounceMs: options.debounceMs ?? 100,
+      onDefinition: (name) => {
+        queue.forgetFailures(name);
+        queue.add(name);
+      },
+      onSettings: () => void enqueueAll(),
+    });
+    started.push(() => watcher.close());
+
+    // `shardctl reconcile <name>` requests.
+    const requestsDir = requestsDirOf(settings);
+    await mkdir(requestsDir, { recursive: true });
+    const takeRequests = async (): Promise<void> => {
+      for (const name of await readdir(requestsDir).catch(() => [] as string[])) {
+        if (name.endsWith(".tmp")) continue;
+        // Acknowledged (the request file removed) only once the status says so.
+        await reconciler.requestRetry(name).catch((error: unknown) => log.error({ cluster: name, err: error }, "could not record a reconcile request"));
+        await rm(join(requestsDir, name), { force: true });
+        queue.forgetFailures(name);
+        queue.add(name);
+      }
+    };
+    const requests = (requestWatcher = watch(requestsDir, { ignoreInitial: true, depth: 0 }));
+    started.push(() => requests.close());
+    requestWatcher.on("add", () => void takeRequests());
+    await takeRequests();
+
+    // Rebuild from the ledger and the definitions: every known cluster gets a pass now.
+    await enqueueAll();
   } catch (error) {
-    await closeListeners();
-    await pool.close();
-    await lock.release();
+    await undoStart();
     throw error;
   }
-
-  // Watch the definitions and the settings.
-  const watcher = await watchDefinitions({
-    dir,
-    settingsFile: options.settingsFile,
-    debounceMs: options.debounceMs ?? 100,
-    onDefinition: (name) => {
-      queue.forgetFailures(name);
-      queue.add(name);
-    },
-    onSettings: () => void enqueueAll(),
-  });
-
-  // `shardctl reconcile <name>` requests.
-  const requestsDir = requestsDirOf(settings);
-  await mkdir(requestsDir, { recursive: true });
-  const takeRequests = async (): Promise<void> => {
-    for (const name of await readdir(requestsDir).catch(() => [] as string[])) {
-      if (name.endsWith(".tmp")) continue;
-      // Acknowledged (the request file removed) only once the status says so.
-      await reconciler.requestRetry(name).catch((error: unknown) => log.error({ cluster: name, err: error }, "could not record a reconcile request"));
-      await rm(join(requestsDir, name), { force: true });
-      queue.forgetFailures(name);
-      queue.add(name);
-    }
-  };
-  const requestWatcher = watch(requestsDir, { ignoreInitial: true, depth: 0 });
-  requestWatcher.on("add", () => void takeRequests());
-  await takeRequests();
-
-  // Rebuild from the ledger and the definitions: every known cluster gets a pass now.
-  await enqueueAll();
 
   // Periodic resync, jittered so many daemons (or clusters) do not pulse together.
   const resyncMs = options.resyncMs ?? settings.daemon.resyncSeconds * 1000;
@@ -179,12 +186,15 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     stop: () =>
       (stopping ??= (async () => {
         clearTimeout(resyncTimer);
+        // The dashboard first: nobody asks for a pass (or a plan) of a daemon that is stopping.
+        await dashboard?.close();
         await watcher.close();
         await requestWatcher.close();
         await queue.stop();
         if (options.teardownOnExit === true) await reconciler.teardownAll();
         else await reconciler.detachAll();
-        await closeListeners();
+        await router?.close();
+        await closeMetrics();
         await pool.close();
         await lock.release();
         log.info("daemon stopped");

@@ -4,7 +4,7 @@
  * the plan step makes them (planForCluster with the daemon's current settings), writing nothing.
  */
 import { basename, join } from "node:path";
-import { nodesOfCluster, planForCluster } from "../cluster/index.js";
+import { daemonPlanOptions, nodesOfCluster, planForCluster } from "../cluster/index.js";
 import type { DashboardSource, PlanPreview } from "../dashboard/index.js";
 import { isShardctlError, messageOf } from "../errors/index.js";
 import { pathExists } from "../files/index.js";
@@ -43,7 +43,8 @@ export function dashboardSource(options: DashboardSourceOptions): DashboardSourc
       if (!parsed.ok) return { cluster: name, feasible: false, errors: [], issues: parsed.issues.map((i) => formatIssue({ ...i, file: basename(file) })) };
       const spec = parsed.value;
       try {
-        const planned = await planForCluster(spec, settings, probe ? { probe: nodesOfCluster(spec, settings, pool).stages } : {});
+        // "Probe" asks for the daemon's own budgets: what it would plan with (probed only while distributed serving is on).
+        const planned = await planForCluster(spec, settings, probe ? daemonPlanOptions(settings, () => nodesOfCluster(spec, settings, pool).stages, { pin: false }) : {});
         const { plan } = planned;
         return {
           cluster: spec.name,

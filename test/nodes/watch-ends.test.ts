@@ -77,19 +77,24 @@ it("its connection drops before the channel opens (sshd stopped): the watch fail
   const pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "none") });
   try {
     const node = pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile: sshd.identityFile, hostKeyPolicy: "strict", modelDir: n.modelDir });
-    // A first watch opens the watch connection and keeps it.
+    // A first watch opens the watch connection and keeps it: its script runs under that
+    // connection's sshd session.
     const sleeper = await node.startDetached(["sleep", "60"], { logFile: join(n.modelDir, "sleep.log") });
     const first = node.watchExit(sleeper.pid, sleeper.startTime).catch(() => undefined);
-    await new Promise((r) => setTimeout(r, 500));
-    // Stop every sshd process serving a connection (not the listener): nothing is answered any more.
     const listener = listenerPid(n.host, n.port);
+    const until = Date.now() + 10_000;
+    while (!descendantsOf(listener).some((pid) => commandOf(pid).includes(String(sleeper.pid))) && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    // Stop every sshd process serving a connection (not the listener): nothing is answered any more.
     for (const pid of descendantsOf(listener)) {
       process.kill(pid, "SIGSTOP");
       stopped.push(pid);
     }
     const startedAt = performance.now();
-    const second = node.watchExit(sleeper.pid, sleeper.startTime);
-    await expect(second).rejects.toMatchObject({ reason: "NodeUnreachable" });
+    const outcome = await node.watchExit(sleeper.pid, sleeper.startTime).then(
+      () => "ended without an error",
+      (error: unknown) => (error as { reason?: string }).reason ?? String(error),
+    );
+    expect(outcome).toBe("NodeUnreachable");
     // Keepalive: 1 s × 3 unanswered, then the connection is given up.
     expect(performance.now() - startedAt).toBeLessThan(10_000);
     await first;
@@ -104,6 +109,15 @@ function listenerPid(host: string, port: number): number {
   const pid = /pid=(\d+)/.exec(out)?.[1];
   if (pid === undefined) throw new Error(`nothing listens on ${host}:${port}: ${out}`);
   return Number(pid);
+}
+
+/** A process's command line, spaces between its arguments ("" once it is gone). */
+function commandOf(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
+  } catch {
+    return "";
+  }
 }
 
 /** Every process below `root` (children, their children, …). */

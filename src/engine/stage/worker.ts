@@ -73,27 +73,33 @@ export async function startStage(o: StageWorkerOptions): Promise<RunningStage> {
   await runtime.ready();
   const heartbeat = new ComputeHeartbeat();
   await heartbeat.start();
-  const rssBeforeLoad = residentMemory().rss;
-  const model = ModelShard.load(o.modelDir, o.config, o.range, { runtime });
-  const rssAfterLoad = residentMemory().rss;
-  o.log.info({ range: [o.range.start, o.range.end], threads, weightBytes: model.weightBytes, rssBeforeLoad, rssAfterLoad }, "stage weights loaded");
-  const stage = new StageRuntime(o, model, heartbeat, rssBeforeLoad, rssAfterLoad);
-  const server = createServer((socket) => stage.accept(socket));
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(o.port, o.host, () => {
-      server.off("error", reject);
-      resolve();
+  try {
+    const rssBeforeLoad = residentMemory().rss;
+    const model = ModelShard.load(o.modelDir, o.config, o.range, { runtime });
+    const rssAfterLoad = residentMemory().rss;
+    o.log.info({ range: [o.range.start, o.range.end], threads, weightBytes: model.weightBytes, rssBeforeLoad, rssAfterLoad }, "stage weights loaded");
+    const stage = new StageRuntime(o, model, heartbeat, rssBeforeLoad, rssAfterLoad);
+    const server = createServer((socket) => stage.accept(socket));
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(o.port, o.host, () => {
+        server.off("error", reject);
+        resolve();
+      });
     });
-  });
-  o.log.info({ address: `${o.host}:${o.port}`, stage: o.stage, of: o.stageCount }, "stage listening");
-  return {
-    server,
-    close: () => {
-      stage.close(server);
-      void model.close();
-    },
-  };
+    o.log.info({ address: `${o.host}:${o.port}`, stage: o.stage, of: o.stageCount }, "stage listening");
+    return {
+      server,
+      close: () => {
+        stage.close(server);
+        void model.close();
+      },
+    };
+  } catch (error) {
+    // A stage that cannot load or listen exits; its helper thread must not keep running meanwhile.
+    heartbeat.stop();
+    throw error;
+  }
 }
 
 class StageRuntime {

@@ -7,11 +7,13 @@
  *
  * Opening and closing a window only sets shared words: a decode step computes hundreds of times a
  * second, and waking another thread each time would cost every token two futex wake-ups and
- * context switches. The helper wakes by itself every half `heartbeatMs` instead, and writes when
- * it finds the same window open as at its last wake: the first frame goes out at most one
- * `heartbeatMs` after a window opened (the links' own timers sent one at most `heartbeatMs` before
- * it), then one every half `heartbeatMs`; silence stays under 2 × `heartbeatMs`, far below the dead
- * bound.
+ * context switches. The helper wakes by itself every half `heartbeatMs` and writes when it finds a
+ * window open of the same generation as at its last wake; windows opened within one turn of the
+ * event loop (many frames handled from one socket read) share a generation, as they are one
+ * silence for the links. So the first frame goes out at most one `heartbeatMs` after the loop
+ * stopped turning (the links' own timers sent one at most `heartbeatMs` before), then one every
+ * half `heartbeatMs` that finds a window open: silence stays under about 2 × `heartbeatMs`, far
+ * below the dead bound.
  *
  * Safety of writing to a socket the main thread owns: a link takes part only when nothing of its
  * own is queued (every byte the main thread wrote is already in the kernel), so the helper's frames
@@ -74,6 +76,8 @@ export class ComputeHeartbeat {
   private readonly control = new Int32Array(new SharedArrayBuffer(4 * (Slot.owed + maxLinks)));
   private worker: Worker | undefined;
   private window: Link[] = [];
+  /** Whether this turn of the event loop already began a generation of windows. */
+  private generationThisTurn = false;
 
   constructor(private readonly heartbeatMs = defaultLiveness.heartbeatMs) {}
 
@@ -121,8 +125,14 @@ export class ComputeHeartbeat {
     if (this.window.length === 0) return 0;
     this.worker ??= this.startHelper();
     Atomics.store(c, Slot.count, this.window.length);
-    // A new generation: a helper that saw the last window open does not take this one for it.
-    Atomics.add(c, Slot.generation, 1);
+    // A new generation once per turn of the event loop: windows opened back to back without one
+    // (many frames handled from one socket read) are one long silence for the links, and the
+    // helper must see them as one window.
+    if (!this.generationThisTurn) {
+      Atomics.add(c, Slot.generation, 1);
+      this.generationThisTurn = true;
+      setImmediate(() => (this.generationThisTurn = false));
+    }
     Atomics.store(c, Slot.state, State.open);
     return this.window.length;
   }

@@ -76,7 +76,7 @@ export class SshConnection {
 
   /** A connected client, connecting (after the back-off delay of earlier failures) when needed. */
   async get(): Promise<Client> {
-    if (this.closed) throw new ShardctlError("NodeClosed", `node ${this.node.name}: connection pool is closed`);
+    this.throwIfClosed();
     if (this.client !== undefined) return this.client;
     this.connecting ??= this.connect().finally(() => {
       this.connecting = undefined;
@@ -131,6 +131,10 @@ export class SshConnection {
       client.end();
       setTimeout(resolve, 1_000).unref();
     });
+  }
+
+  private throwIfClosed(): void {
+    if (this.closed) throw new ShardctlError("NodeClosed", `node ${this.node.name}: connection pool is closed`);
   }
 
   private async connect(): Promise<Client> {
@@ -198,6 +202,8 @@ export class SshConnection {
       readyTimeout: this.options.connectDeadlineMs ?? sshKeepalive.connectDeadlineMs,
       ...(known.length > 0 ? { algorithms: { serverHostKey: hostKeyOrder as never } } : {}),
     };
+    // Closed while the back-off or the reads above went on: no connection is begun.
+    this.throwIfClosed();
     const client = new Client();
     this.handshaking.add(client);
     await new Promise<void>((resolve, reject) => {
@@ -217,12 +223,13 @@ export class SshConnection {
       });
       client.connect(config);
     }).finally(() => this.handshaking.delete(client));
+    client.on("error", () => {});
+    if (pendingRecord !== undefined) await appendKnownHost(knownHostsPath, name, pendingRecord.keyType, pendingRecord.key);
+    // Closed while the handshake or the known_hosts write went on: this connection is not kept.
     if (this.closed) {
       client.end();
-      throw new ShardctlError("NodeClosed", `node ${this.node.name}: connection pool is closed`);
+      this.throwIfClosed();
     }
-    if (pendingRecord !== undefined) await appendKnownHost(knownHostsPath, name, pendingRecord.keyType, pendingRecord.key);
-    client.on("error", () => {});
     client.once("close", () => {
       if (this.client === client) this.client = undefined;
       this.sftpSession = undefined;

@@ -211,9 +211,11 @@ export class SshNode extends ShellNode implements NodeAccess {
     }
     // A partial file fastPut left behind may have holes below its size: a write that failed (a full
     // disk) while later ones in flight succeeded (space freed meanwhile), or writes lost with the
-    // connection. fastPut stops issuing writes at its first failure, so every hole lies within one
-    // window of writes in flight below the size: that window is written again, in place.
-    const from = Math.max(0, offset - fastPutWrites * fastPutChunkBytes);
+    // connection. fastPut keeps at most `fastPutWrites` chunks in flight (each read locally, then
+    // written, in whatever order the reads finish) and starts no new one after a failure, so every
+    // hole lies within one such window below the size. Two windows are written again, in place (a
+    // margin that costs 4 MiB at most); the checksum after the transfer is the final word anyway.
+    const from = Math.max(0, offset - 2 * fastPutWrites * fastPutChunkBytes);
     const source = createReadStream(localPath, { highWaterMark: fastPutChunkBytes, start: from });
     let done = 0;
     source.on("data", (chunk) => {
