@@ -121,6 +121,8 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     }
 
     // Watch the definitions and the settings.
+    // Undone in reverse: the passes end first, then what they left watching is detached.
+    started.push(() => reconciler.detachAll());
     started.push(() => queue.stop());
     watcher = await watchDefinitions({
       dir,
