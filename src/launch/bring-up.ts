@@ -305,54 +305,54 @@ async function recordAndStart(entry: LedgerEntry, context: LaunchContext, node: 
 }
 
 async function waitListening(node: NodeAccess, process: LedgerProcess, prober: NodeAccess, address: { host: string; port: number }, deadlineMs: number): Promise<void> {
-  const label = processLabel("stage", process.index);
-  const state = await waitUntil(
-    async () => {
-      if (await prober.isPortOpen(address.host, address.port, 1_000)) return "listening";
-      if (!(await isAliveOrUnknown(node, process))) return "exited";
-      return undefined;
+  const where = `${address.host}:${address.port}`;
+  await waitStageUp(
+    node,
+    process,
+    () => prober.isPortOpen(address.host, address.port, 1_000),
+    { before: `listening on ${where}`, notDone: `listen on ${where}` },
+    {
+      deadlineMs,
+      intervalMs: 50,
     },
-    { deadlineMs, intervalMs: 50 },
-  );
-  if (state === "listening") return;
-  const logTail = await readLogTail(node, process);
-  if (state === "exited") {
-    throw new LaunchError(
-      "StageExited",
-      `${label}-listen`,
-      `${label} on ${process.node} ${await describeExit(node, process)} before listening on ${address.host}:${address.port}`,
-      { logTail },
-    );
-  }
-  throw new LaunchError(
-    "StageListenTimeout",
-    `${label}-listen`,
-    `${label} on ${process.node} did not listen on ${address.host}:${address.port} within ${deadlineMs} ms`,
-    { logTail },
   );
 }
 
 /** Until the stage's log shows `line` (a ring stage that is up); its ports are never probed. */
 async function waitRingLine(node: NodeAccess, process: LedgerProcess, line: RegExp, deadlineMs: number): Promise<void> {
-  const label = processLabel("stage", process.index);
-  const state = await waitUntil(
-    async () => {
-      const log = await node.readFile(process.logFile).then(
+  const printed = async (): Promise<boolean> =>
+    line.test(
+      await node.readFile(process.logFile).then(
         (b) => b.toString("utf8"),
         () => "",
-      );
-      if (line.test(log)) return "up";
-      if (!(await isAliveOrUnknown(node, process))) return "exited";
-      return undefined;
-    },
-    { deadlineMs, intervalMs: 200 },
-  );
+      ),
+    );
+  await waitStageUp(node, process, printed, { before: "it joined the ring", notDone: `print /${line.source}/` }, { deadlineMs, intervalMs: 200 });
+}
+
+/**
+ * Until `isUp` holds for a stage: StageExited if its process exits first ("… before <before>"),
+ * StageListenTimeout once the deadline passes ("… did not <notDone> within …"), with its log tail.
+ */
+async function waitStageUp(
+  node: NodeAccess,
+  process: LedgerProcess,
+  isUp: () => Promise<boolean>,
+  words: { before: string; notDone: string },
+  timing: { deadlineMs: number; intervalMs: number },
+): Promise<void> {
+  const label = processLabel("stage", process.index);
+  const state = await waitUntil(async () => {
+    if (await isUp()) return "up";
+    if (!(await isAliveOrUnknown(node, process))) return "exited";
+    return undefined;
+  }, timing);
   if (state === "up") return;
   const logTail = await readLogTail(node, process);
   if (state === "exited") {
-    throw new LaunchError("StageExited", `${label}-listen`, `${label} on ${process.node} ${await describeExit(node, process)} before it joined the ring`, { logTail });
+    throw new LaunchError("StageExited", `${label}-listen`, `${label} on ${process.node} ${await describeExit(node, process)} before ${words.before}`, { logTail });
   }
-  throw new LaunchError("StageListenTimeout", `${label}-listen`, `${label} on ${process.node} did not print /${line.source}/ within ${deadlineMs} ms`, { logTail });
+  throw new LaunchError("StageListenTimeout", `${label}-listen`, `${label} on ${process.node} did not ${words.notDone} within ${timing.deadlineMs} ms`, { logTail });
 }
 
 async function waitHealthy(node: NodeAccess, process: LedgerProcess, url: string, readiness: EngineReadiness, deadlineMs: number): Promise<void> {

@@ -7,8 +7,8 @@
  */
 import type { ClusterObservation, ObservabilityEvent } from "../health/index.js";
 import type { Supervision } from "../launch/index.js";
-import type { PlannedCluster } from "../cluster/index.js";
 import type { ClusterSpec } from "../spec/index.js";
+import type { IdentifiedPlan } from "./decision-inputs.js";
 import type { CheckoutHead } from "./git-commit.js";
 import type { ClusterStatus, Condition } from "./status/index.js";
 
@@ -24,7 +24,7 @@ export interface ClusterMemory {
   /** The last definition that parsed, with its revision: what keeps serving through an invalid edit. */
   lastGood?: { spec: ClusterSpec; revision: string };
   /** Plan of a revision and the launch identity it implies; recomputed only when the revision changes. */
-  planned?: PlannedCluster & { revision: string; identity: string };
+  planned?: IdentifiedPlan;
   restarts?: RestartRecord;
   /** The supervision (health monitor + teardown on death) of the running launch, if any. */
   supervision?: { startedAt: string; supervision: Supervision; unobservable?: ReadonlyMap<string, ObservabilityEvent> };
