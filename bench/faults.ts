@@ -23,13 +23,10 @@ import {
   readStatusFile,
   revisionOf,
   sleep,
-  startInProcessDaemon,
-  startWorld,
   waitForStatus,
   writeDefinition,
-  writeSettings,
 } from "../test/reconciler/daemon-fixture.js";
-import { startLab } from "../test/faults/support/netns.js";
+import { startLabWorld } from "../test/faults/support/lab-world.js";
 
 const name = "bench";
 
@@ -37,13 +34,8 @@ export async function run(args: string[]): Promise<object> {
   const runs = numberArg(args, "--runs", 3);
   const idleSeconds = numberArg(args, "--idle-seconds", 600);
   const loss = numberArg(args, "--loss", 0.05);
-  const lab = await startLab(3);
-  const world = await startWorld({ layers: 6 });
-  world.sshd = lab.sshd;
-  await writeSettings(world, { router: true, restartBudget: 100 });
-  let daemon: Awaited<ReturnType<typeof startInProcessDaemon>> | undefined;
+  const { lab, world, daemon } = await startLabWorld(3, { layers: 6, restartBudget: 100 });
   try {
-    daemon = await startInProcessDaemon(world, 60_000, {});
     await writeDefinition(
       world,
       name,
@@ -135,7 +127,7 @@ export async function run(args: string[]): Promise<object> {
     return { runs, timings: "production: poll 1000 ms, probe deadline 1000 ms, 2 strikes; stop grace 2000 ms (test fixture)", faults: figures, falsePositives };
   } finally {
     // The figures are taken: a clean-up that hangs is reported, not allowed to swallow them.
-    const stopped = await Promise.race([daemon?.stop().then(() => true), sleep(30_000).then(() => false)]);
+    const stopped = await Promise.race([daemon.stop().then(() => true), sleep(30_000).then(() => false)]);
     if (stopped === false) console.error("faults bench: the daemon did not stop within 30 s; its clusters are left to the lab's clean-up");
     await lab.close();
     await world.close();

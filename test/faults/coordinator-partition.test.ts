@@ -31,20 +31,16 @@ import {
   removeDefinition,
   revisionOf,
   sleep,
-  startInProcessDaemon,
-  startWorld,
   waitForStatus,
   writeDefinition,
-  writeSettings,
   type DaemonWorld,
 } from "../reconciler/daemon-fixture.js";
-import { startLab, type Lab, type LabHost } from "./support/netns.js";
+import { startLabWorld } from "./support/lab-world.js";
+import type { Lab, LabHost } from "./support/netns.js";
 import { enginePids, killPids, routerBackends, until } from "./support/world-checks.js";
 
 const run = promisify(execFile);
 const name = "coordcut";
-/** Production health timings: nothing here is sped up. */
-const productionMonitor = {};
 
 let lab: Lab;
 let world: DaemonWorld;
@@ -58,13 +54,8 @@ interface LedgerView {
 }
 
 beforeAll(async () => {
-  lab = await startLab(3);
-  // Four layers over two stages: two each.
-  world = await startWorld({ layers: 4 });
-  world.sshd = lab.sshd;
-  lab.sshd.nodes.forEach((n, i) => world.hosts.set(`n${i + 1}`, n.host));
-  await writeSettings(world, { router: true, restartBudget: 10 });
-  daemon = await startInProcessDaemon(world, 60_000, productionMonitor);
+  // Four layers over two stages: two each. The daemon runs at the production health timings.
+  ({ lab, world, daemon } = await startLabWorld(3, { layers: 4, restartBudget: 10 }));
   // The lab hosts are fresh namespaces: every port there is free; the range only has to avoid the root namespace's.
   coordinatorPort = await freePort();
   portRange = await freePortRange(["127.0.0.1"]);

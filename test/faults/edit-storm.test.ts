@@ -7,8 +7,6 @@
  * and the router serving the final weight.
  */
 import { execFile } from "node:child_process";
-import { rm } from "node:fs/promises";
-import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Ledger } from "../../src/launch/index.js";
@@ -19,7 +17,7 @@ import {
   freePort,
   freePortRange,
   isReadyAt,
-  readStatusFile,
+  removeDefinition,
   revisionOf,
   sleep,
   startInProcessDaemon,
@@ -59,11 +57,7 @@ beforeAll(async () => {
 }, 90_000);
 
 afterAll(async () => {
-  if (world !== undefined) {
-    await rm(join(world.clustersDir, `${name}.toml`), { force: true });
-    const deadline = Date.now() + 20_000;
-    while ((await readStatusFile(world, name).catch(() => undefined)) !== undefined && Date.now() < deadline) await sleep(100);
-  }
+  if (world !== undefined) await removeDefinition(world, name, 20_000).catch(() => undefined);
   await daemon?.stop();
   const left = world === undefined ? [] : await enginePids(world);
   const ledger = world === undefined ? [] : await ledgerNames(world);

@@ -13,7 +13,7 @@
  * - A stage engine stopped with SIGSTOP: the coordinator's /health stops answering 200 (in-band
  *   heartbeats), and the daemon tears the cluster down within the heartbeat bound.
  */
-import { readFile, rm } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Daemon } from "../../src/reconciler/index.js";
@@ -27,16 +27,16 @@ import {
   freePortRange,
   isReadyAt,
   readStatusFile,
+  removeDefinition,
   revisionOf,
   sleep,
-  startInProcessDaemon,
-  startWorld,
   waitForStatus,
   writeDefinition,
-  writeSettings,
   type DaemonWorld,
 } from "../reconciler/daemon-fixture.js";
-import { startLab, type Lab } from "./support/netns.js";
+import { startLabWorld } from "./support/lab-world.js";
+import type { Lab } from "./support/netns.js";
+import { killPids, routerBackends, until as untilHeld } from "./support/world-checks.js";
 
 let lab: Lab;
 let world: DaemonWorld;
@@ -44,17 +44,9 @@ let daemon: Daemon;
 let revision: string;
 const name = "faulty";
 
-/** Production health timings: nothing here is sped up. */
-const productionMonitor = {};
-
 beforeAll(async () => {
-  lab = await startLab(3);
   // Six layers: two per stage (the engine splits ⌈L ÷ N⌉ per stage, so four would leave one empty).
-  world = await startWorld({ layers: 6 });
-  world.sshd = lab.sshd;
-  lab.sshd.nodes.forEach((n, i) => world.hosts.set(`n${i + 1}`, n.host));
-  await writeSettings(world, { router: true, restartBudget: 10 });
-  daemon = await startInProcessDaemon(world, 60_000, productionMonitor);
+  ({ lab, world, daemon } = await startLabWorld(3, { layers: 6, restartBudget: 10 }));
   const port = await freePort();
   // The stage hosts are fresh namespaces: every port there is free; only the root namespace is shared.
   const portRange = await freePortRange(["127.0.0.1"]);
@@ -65,34 +57,24 @@ beforeAll(async () => {
 
 afterAll(async () => {
   // Prune the cluster the daemon's way (definition removed), then take the lab down.
-  if (world !== undefined) {
-    await rm(join(world.clustersDir, `${name}.toml`), { force: true });
-    const deadline = Date.now() + 30_000;
-    while ((await readStatusFile(world, name).catch(() => undefined)) !== undefined && Date.now() < deadline) await sleep(100);
-  }
+  if (world !== undefined) await removeDefinition(world, name, 30_000).catch(() => undefined);
   await daemon?.stop();
   const left = world === undefined ? [] : await enginesOf(world);
   // Whatever a failed test left dies with its namespace, or by pid here.
   await lab?.close();
-  for (const line of left) process.kill(Number(line.split(/\s+/)[0]), "SIGKILL");
+  killPids(left.map((line) => Number(line.split(/\s+/)[0])));
   await world?.close();
   expect(left).toEqual([]);
 }, 60_000);
 
 /** The backends the router's YAML lists. */
-async function backends(): Promise<string> {
-  const text = await readFile(world.routerConfig, "utf8");
-  return text.slice(text.indexOf("backends:"));
+function backends(): Promise<string> {
+  return routerBackends(world);
 }
 
-/** Poll `check` every 25 ms until it holds; the time it first held (ms since the epoch). */
-async function until(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<number> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check().catch(() => false)) return Date.now();
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await sleep(25);
-  }
+/** Poll `check` every 25 ms (these tests time what they wait for) until it holds; the time it first held. */
+function until(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<number> {
+  return untilHeld(check, timeoutMs, what, 25);
 }
 
 /** Engine processes (shard-engine) per namespace host, and the coordinator's in the root namespace. */

@@ -8,8 +8,6 @@
  * process, never reports Degraded, stays registered, and a completion through the link answers.
  * The daemon runs with the production health timings.
  */
-import { rm } from "node:fs/promises";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Ledger } from "../../src/launch/index.js";
 import type { Daemon } from "../../src/reconciler/index.js";
@@ -21,17 +19,16 @@ import {
   freePortRange,
   isReadyAt,
   readStatusFile,
+  removeDefinition,
   revisionOf,
   sleep,
-  startInProcessDaemon,
-  startWorld,
   waitForStatus,
   writeDefinition,
-  writeSettings,
   type DaemonWorld,
 } from "../reconciler/daemon-fixture.js";
 import { droppedPackets, shapeLink, shapedBytes } from "./support/link-shaping.js";
-import { startLab, type Lab } from "./support/netns.js";
+import { startLabWorld } from "./support/lab-world.js";
+import type { Lab } from "./support/netns.js";
 import { enginePids, killPids, ledgerNames, routerBackends } from "./support/world-checks.js";
 
 let lab: Lab;
@@ -41,13 +38,7 @@ let revision: string;
 const name = "lossy";
 
 beforeAll(async () => {
-  lab = await startLab(2);
-  world = await startWorld({ layers: 4 });
-  world.sshd = lab.sshd;
-  lab.sshd.nodes.forEach((n, i) => world.hosts.set(`n${i + 1}`, n.host));
-  await writeSettings(world, { router: true, restartBudget: 10 });
-  // Production health timings ({}): nothing here is sped up.
-  daemon = await startInProcessDaemon(world, 60_000, {});
+  ({ lab, world, daemon } = await startLabWorld(2, { layers: 4, restartBudget: 10 }));
   const port = await freePort();
   const portRange = await freePortRange(["127.0.0.1"]);
   await writeDefinition(world, name, definitionText(world, { nodes: ["n1", "n2"], port, portRange, register: true }));
@@ -56,11 +47,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  if (world !== undefined) {
-    await rm(join(world.clustersDir, `${name}.toml`), { force: true });
-    const deadline = Date.now() + 20_000;
-    while ((await readStatusFile(world, name).catch(() => undefined)) !== undefined && Date.now() < deadline) await sleep(100);
-  }
+  if (world !== undefined) await removeDefinition(world, name, 20_000).catch(() => undefined);
   await daemon?.stop();
   const left = world === undefined ? [] : await enginePids(world);
   const ledger = world === undefined ? [] : await ledgerNames(world);

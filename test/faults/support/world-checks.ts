@@ -37,13 +37,13 @@ export async function listeningSockets(): Promise<Array<{ address: string; port:
     .map((m) => ({ address: m[1]!.replace(/^\[|\]$/g, ""), port: Number(m[2]) }));
 }
 
-/** Poll `check` every 50 ms until it holds; the time it first held (ms since the epoch). */
-export async function until(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<number> {
+/** Poll `check` every `pollMs` (default 50) until it holds; the time it first held (ms since the epoch). */
+export async function until(check: () => Promise<boolean>, timeoutMs: number, what: string, pollMs = 50): Promise<number> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (await check().catch(() => false)) return Date.now();
     if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await sleep(50);
+    await sleep(pollMs);
   }
 }
 
