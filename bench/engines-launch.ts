@@ -5,17 +5,14 @@
  * Rounds alternate the kinds so both see the same machine load. Each round's cluster is removed
  * (definition deleted, status file gone) before the next one is written.
  */
-import { rm } from "node:fs/promises";
-import { join } from "node:path";
 import { pino } from "pino";
 import { startDaemon, type ClusterStatus } from "../src/reconciler/index.js";
 import {
   freePort,
   freePortRange,
   isReadyAt,
-  readStatusFile,
+  removeDefinition,
   revisionOf,
-  sleep,
   startWorld,
   writeDefinition,
   waitForStatus,
@@ -27,69 +24,46 @@ export interface LaunchKind {
   /** Short name used in cluster names and the figures. */
   name: string;
   /** The definition's text for a cluster on nodes n1, n2. */
-  definition(world: DaemonWorld, ports: { coordinator: number; range: string }): string;
+  definition(ports: { coordinator: number; range: string }): string;
 }
 
 /** `[engine] kind = "mlx-lm"`: rank 0 (the last layers, on n2) serves HTTP at the coordinator port. */
 export function mlxLmKind(python: string, modelDir: string, version: string): LaunchKind {
-  return {
-    name: "mlx-lm",
-    definition: (_world, ports) =>
-      [
-        'nodes = ["n1", "n2"]',
-        "",
-        "[model]",
-        `id = ${JSON.stringify(modelDir)}`,
-        'source = "path"',
-        "context_length = 256",
-        "",
-        "[engine]",
-        'kind = "mlx-lm"',
-        `python = ${JSON.stringify(python)}`,
-        `version = ${JSON.stringify(version)}`,
-        "",
-        "[transport]",
-        `port_range = "${ports.range}"`,
-        "",
-        "[coordinator]",
-        `port = ${ports.coordinator}`,
-        "",
-        "[router]",
-        "register = false",
-        "",
-      ].join("\n"),
-  };
+  const engine = ['kind = "mlx-lm"', `python = ${JSON.stringify(python)}`, `version = ${JSON.stringify(version)}`];
+  return { name: "mlx-lm", definition: (ports) => twoStageDefinition(modelDir, engine, [`port = ${ports.coordinator}`], ports.range) };
 }
 
 /** `[engine] kind = "reference"` (the bundled shard-engine): two stages on n1, n2 and a coordinator on this machine. */
 export function shardEngineKind(modelDir: string): LaunchKind {
   return {
     name: "shard-engine",
-    definition: (_world, ports) =>
-      [
-        'nodes = ["n1", "n2"]',
-        "",
-        "[model]",
-        `id = ${JSON.stringify(modelDir)}`,
-        'source = "path"',
-        "context_length = 256",
-        "",
-        "[engine]",
-        'kind = "reference"',
-        "",
-        "[transport]",
-        `port_range = "${ports.range}"`,
-        "",
-        "[coordinator]",
-        'node = "local"',
-        'host = "127.0.0.1"',
-        `port = ${ports.coordinator}`,
-        "",
-        "[router]",
-        "register = false",
-        "",
-      ].join("\n"),
+    definition: (ports) => twoStageDefinition(modelDir, ['kind = "reference"'], ['node = "local"', 'host = "127.0.0.1"', `port = ${ports.coordinator}`], ports.range),
   };
+}
+
+/** Two stages on n1 and n2 serving `modelDir` where it lies; `engine` and `coordinator` are those tables' lines. */
+function twoStageDefinition(modelDir: string, engine: string[], coordinator: string[], portRange: string): string {
+  return [
+    'nodes = ["n1", "n2"]',
+    "",
+    "[model]",
+    `id = ${JSON.stringify(modelDir)}`,
+    'source = "path"',
+    "context_length = 256",
+    "",
+    "[engine]",
+    ...engine,
+    "",
+    "[transport]",
+    `port_range = "${portRange}"`,
+    "",
+    "[coordinator]",
+    ...coordinator,
+    "",
+    "[router]",
+    "register = false",
+    "",
+  ].join("\n");
 }
 
 /** ms of the launch in each timeline step (from the step before it), plus `total` = launch-started → ready. */
@@ -124,7 +98,7 @@ export async function measureLaunchToReady(kinds: LaunchKind[], rounds: number):
       for (const kind of kinds) {
         const name = `${kind.name}-${r}`;
         const range = await freePortRange(["127.0.0.1", ...world.hosts.values()]);
-        await writeDefinition(world, name, kind.definition(world, { coordinator: await freePort(), range }));
+        await writeDefinition(world, name, kind.definition({ coordinator: await freePort(), range }));
         written.push(name);
         const revision = await revisionOf(world, name);
         const ready = await waitForStatus(world, name, (s) => isReadyAt(s, revision), 120_000);
@@ -154,10 +128,5 @@ export async function measureLaunchToReady(kinds: LaunchKind[], rounds: number):
 
 /** Delete a definition and wait for the daemon to tear the cluster down (its status file gone). */
 async function removeCluster(world: DaemonWorld, name: string): Promise<void> {
-  await rm(join(world.clustersDir, `${name}.toml`), { force: true });
-  const deadline = Date.now() + 60_000;
-  while ((await readStatusFile(world, name)) !== undefined) {
-    if (Date.now() > deadline) throw new Error(`${name}: status file still there 60 s after its definition was deleted`);
-    await sleep(100);
-  }
+  if (!(await removeDefinition(world, name, 60_000))) throw new Error(`${name}: status file still there 60 s after its definition was deleted`);
 }

@@ -203,11 +203,18 @@ export function definitionText(world: DaemonWorld, o: DefinitionOptions): string
   ].join("\n");
 }
 
-/** Delete a cluster's definition and wait (up to `timeoutMs`) until the daemon has pruned it and dropped its status file. */
-export async function removeDefinition(world: DaemonWorld, name: string, timeoutMs = 20_000): Promise<void> {
+/**
+ * Delete a cluster's definition and wait (up to `timeoutMs`) until the daemon has pruned it and
+ * dropped its status file; whether it did in time.
+ */
+export async function removeDefinition(world: DaemonWorld, name: string, timeoutMs = 20_000): Promise<boolean> {
   await rm(join(world.clustersDir, `${name}.toml`), { force: true });
   const deadline = Date.now() + timeoutMs;
-  while ((await readStatusFile(world, name)) !== undefined && Date.now() < deadline) await sleep(100);
+  while ((await readStatusFile(world, name)) !== undefined) {
+    if (Date.now() >= deadline) return false;
+    await sleep(100);
+  }
+  return true;
 }
 
 /** Write a definition the way an editor or git does: temp file, then rename into place. */
