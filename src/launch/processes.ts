@@ -5,7 +5,7 @@
  */
 import { join } from "node:path";
 import { ShardctlError } from "../errors/index.js";
-import type { CommandResult, NodeAccess } from "../nodes/index.js";
+import { commandFailed, type CommandResult, type NodeAccess } from "../nodes/index.js";
 import type { LedgerProcess, ProcessRole } from "./ledger.js";
 
 /** Label of a process in file names and messages: `stage-0`, `coordinator`. */
@@ -46,7 +46,7 @@ export async function startEngineProcess(node: NodeAccess, planned: LedgerProces
  */
 export async function findUnrecordedProcess(node: NodeAccess, planned: LedgerProcess): Promise<LedgerProcess | undefined> {
   const listing = await node.run(["ps", "-A", "-ww", "-o", "pid=", "-o", "args="]);
-  if (listing.exitCode !== 0) throw commandFailed(node.config.name, "NodeCommandFailed", "list processes", listing);
+  if (listing.exitCode !== 0) throw listingFailed(node.config.name, listing);
   for (const line of listing.stdout.split("\n")) {
     const match = /^\s*(\d+)\s+(.*)$/.exec(line);
     if (match === null || !match[2]!.includes(` ${planned.exitFile} `) || !match[2]!.startsWith("sh -c")) continue;
@@ -58,9 +58,9 @@ export async function findUnrecordedProcess(node: NodeAccess, planned: LedgerPro
 }
 
 /** True while the recorded process (same pid and start time) still runs. */
-export async function isProcessAlive(node: NodeAccess, process: LedgerProcess): Promise<boolean> {
+export async function isProcessAlive(node: NodeAccess, process: LedgerProcess, ask?: { deadlineMs: number }): Promise<boolean> {
   if (process.pid === 0) return false;
-  return (await node.processStartTime(process.pid)) === process.startTime;
+  return (await node.processStartTime(process.pid, ask)) === process.startTime;
 }
 
 /** How a process ended, e.g. `exited with status 1` or `killed by SIGKILL (status 137)`. */
@@ -143,13 +143,12 @@ export function stopBoundMs(options: StopOptions): number {
 }
 
 async function waitGone(node: NodeAccess, process: LedgerProcess, deadlineMs: number, ask: { deadlineMs: number }): Promise<boolean> {
-  const alive = async (): Promise<boolean> => (await node.processStartTime(process.pid, ask)) === process.startTime;
   const deadline = Date.now() + deadlineMs;
   while (Date.now() < deadline) {
-    if (!(await alive())) return true;
+    if (!(await isProcessAlive(node, process, ask))) return true;
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
-  return !(await alive());
+  return !(await isProcessAlive(node, process, ask));
 }
 
 /**
@@ -162,7 +161,7 @@ async function stopOrphanedGroup(node: NodeAccess, process: LedgerProcess, grace
   const ours = async (): Promise<number[]> => {
     const listing = await node.run(["ps", "-A", "-ww", "-o", "pgid=", "-o", "stat=", "-o", "pid=", "-o", "args="], ask);
     // An empty listing from a command that failed or timed out is not "nothing of ours runs".
-    if (listing.exitCode !== 0) throw commandFailed(node.config.name, "NodeCommandFailed", "list processes", listing);
+    if (listing.exitCode !== 0) throw listingFailed(node.config.name, listing);
     return listing.stdout
       .split("\n")
       .map((line) => /^\s*(\d+)\s+(\S+)\s+(\d+)\s+(.*)$/.exec(line))
@@ -187,9 +186,9 @@ async function stopOrphanedGroup(node: NodeAccess, process: LedgerProcess, grace
   return (await ours()).length === 0 ? "orphans-stopped" : "survived";
 }
 
-function commandFailed(nodeName: string, reason: "NodeCommandFailed", what: string, result: CommandResult): ShardctlError {
-  const how = result.timedOut ? `got no answer within ${result.durationMs} ms` : `exited with ${result.exitCode ?? result.signal}`;
-  return new ShardctlError(result.timedOut ? "NodeUnreachable" : reason, `node ${nodeName}: ${what} ${how}: ${result.stderr.trim().split("\n").slice(-3).join("\n")}`);
+/** A listing that failed, or got no answer in time (an empty listing then is not "nothing of ours runs"). */
+function listingFailed(nodeName: string, result: CommandResult): ShardctlError {
+  return commandFailed(nodeName, result.timedOut ? "NodeUnreachable" : "NodeCommandFailed", "list processes", result);
 }
 
 const signalNames: Record<number, string> = { 1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM" };

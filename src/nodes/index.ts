@@ -1,6 +1,7 @@
 /** Node access: run commands, control processes and move files on the control node or over SSH. */
 export type { AskOptions, PortAnswer, NodeConfig, CommandResult, RunOptions, DetachedOptions, DetachedProcess, FileStat, NodeAccess, PutOptions } from "./types.js";
 export { quoteArg, quoteArgv } from "./quote.js";
+export { commandFailed } from "./shell-node.js";
 export { LocalNode } from "./local-node.js";
 export { SshNode } from "./ssh/ssh-node.js";
 export type { SshOptions } from "./ssh/ssh-connection.js";
