@@ -125,14 +125,16 @@ test("kill -9 of the daemon during a launch → the next start leaves no orphan 
 
   // SIGTERM: the daemon exits, the cluster keeps running (it is desired state).
   expect(await stopGracefully(second)).toBe(0);
-  const before = (await enginesOf(world)).sort();
+  // The same processes: pid and command line (the ps state column, S or R, is the moment's, not theirs).
+  const identities = async (): Promise<string[]> => (await enginesOf(world)).map((line) => line.replace(/^(\s*\d+)\s+\S+/, "$1")).sort();
+  const before = await identities();
   expect(before).toHaveLength(6);
   expect(second.stderr()).toContain("daemon stopped");
 
   // The next daemon adopts it: same processes, no new launch.
   const third = await start();
   await waitForStatus(world, "kappa", (s) => s.history.length > 0 && s.history.at(-1)!.action === "none" && isReadyAt(s, revision), 20_000);
-  expect((await enginesOf(world)).sort()).toEqual(before);
+  expect(await identities()).toEqual(before);
   expect((await ledger.read("kappa"))!.startedAt).toBe(now.startedAt);
 
   // Delete → pruned: nothing left in ps.
