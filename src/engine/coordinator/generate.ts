@@ -51,10 +51,20 @@ export async function generate(
   let text = "";
   let finishReason: "stop" | "length" = "length";
   const longestStop = o.stop.reduce((m, s) => Math.max(m, s.length), 0);
+  // The next token's run starts before the last token's text goes to the client: on a pipeline
+  // the stages compute while the client is written to (a socket write that wakes an idle reader
+  // costs a few hundred µs on a virtual machine). A run left in flight when the loop ends early is
+  // released in `finally`; its rejection is expected and not an error.
+  const startRun = (input: readonly number[]): Promise<SampledToken> => {
+    const run = pipeline.run(seq, input);
+    run.catch(() => undefined);
+    return run;
+  };
   try {
-    let input = o.promptIds;
-    while (ids.length < o.maxTokens) {
-      const sampled = await pipeline.run(seq, input);
+    let next = o.maxTokens > 0 ? startRun(o.promptIds) : undefined;
+    while (next !== undefined) {
+      const sampled = await next;
+      next = undefined;
       if (cancelled()) throw new Error("client disconnected");
       if (o.eosIds.has(sampled.token)) {
         finishReason = "stop";
@@ -70,13 +80,13 @@ export async function generate(
         finishReason = "stop";
         break;
       }
+      if (ids.length < o.maxTokens) next = startRun([sampled.token]);
       const safe = text.length - holdBack(text, o.stop);
       if (safe > emitted) {
         onDelta(text.slice(emitted, safe), pending);
         pending = [];
         emitted = safe;
       }
-      input = [sampled.token];
     }
     if (text.length > emitted || pending.length > 0) onDelta(text.slice(emitted), pending);
     return { text, finishReason, completionTokens: ids.length };
