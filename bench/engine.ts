@@ -5,13 +5,17 @@
  * Pipeline figures (every process on one thread, as two stages sharing this machine's cores
  * would be given): single-process decode tokens/s (the baseline), 2- and 3-stage tokens/s as
  * ratios to it, bytes per token per boundary, resident memory per stage vs its weight share, and
- * aggregate tokens/s with 1, 2 and 4 concurrent streams on 2 stages.
+ * aggregate tokens/s with 1, 2 and 4 concurrent streams on 2 stages. What a split adds per token
+ * is also given in units of the machine's own hop cost, measured in the same rounds (a frame to
+ * an idle peer process over loopback): a pipeline of k stages makes k + 1 such hops per token.
  *
  * Speed figures, for the f16 model and the same model quantized to 4 bits, single process with
  * 1 thread and with every core: decode tokens/s against the bound — a same-run SIMD f32
  * matrix-vector product (one thread) over a buffer of as many bytes as the model's weights, i.e.
  * what streaming those bytes once per token allows — time to first token for a 512-token prompt,
- * and the gain of all cores over one for decode and prefill.
+ * and the gain of all cores over one for decode and prefill. Because a 4-bit weight is an eighth
+ * of an f32 one, a 4-bit token needs several times the bound pass's multiply-adds; "arithmetic"
+ * prints that factor and decode's multiply-add rate against the bound's.
  *
  * Memory: each process reports its RSS just before loading weights (the idle runtime: node,
  * modules, tokenizer, kernel threads) and now, each after a full garbage collection; "memory" =
@@ -22,6 +26,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { connect as connectSocket, type Socket } from "node:net";
 import { availableParallelism, cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -57,10 +62,9 @@ async function waitHealthy(url: string, timeoutMs = 60_000): Promise<void> {
 }
 
 async function waitListening(host: string, port: number): Promise<void> {
-  const { connect } = await import("node:net");
   for (let i = 0; i < 600; i++) {
     const ok = await new Promise<boolean>((done) => {
-      const s = connect(port, host);
+      const s = connectSocket(port, host);
       s.once("connect", () => (s.destroy(), done(true)));
       s.once("error", () => done(false));
     });
@@ -205,10 +209,13 @@ async function timeToFirstToken(url: string, length: number, vocab: number): Pro
 class StreamingBound {
   private readonly runtime = new KernelRuntime({ threads: 1 });
   private readonly call: Parameters<typeof runLinears>[1];
+  /** Multiply-adds of one pass (one per f32 weight). */
+  readonly multiplyAdds: number;
 
   constructor(bytes: number) {
     const inN = 4096;
     const out = Math.max(1, Math.round(bytes / 4 / inN));
+    this.multiplyAdds = out * inN;
     const home = this.runtime.home;
     const { arena, ptr } = this.runtime.placeWeights(out * inN * 4);
     // Touch every page with non-zero values, as loaded weights are.
@@ -234,6 +241,63 @@ class StreamingBound {
 
   close(): Promise<void> {
     return this.runtime.close();
+  }
+}
+
+/**
+ * The machine's cost of one pipeline hop: a frame of `bytes` sent over loopback TCP to a peer
+ * process that has been idle for `idleMs` (as a stage is between its tokens), echoed back, and
+ * half the round trip taken. On a virtual machine most of it is waking the idle peer's CPU.
+ */
+class IdlePeerHop {
+  private constructor(
+    private readonly peer: ChildProcess,
+    private readonly socket: Socket,
+  ) {}
+
+  static async start(host: string, bytes: number): Promise<IdlePeerHop> {
+    const echo = `const s = require("node:net").createServer((c) => { c.setNoDelay(true); c.on("data", (d) => c.write(d)); }); s.listen(0, ${JSON.stringify(host)}, () => process.stdout.write(String(s.address().port) + "\\n"));`;
+    const peer = spawn(process.execPath, ["-e", echo], { stdio: ["ignore", "pipe", "ignore"] });
+    const port = await new Promise<number>((resolve, reject) => {
+      peer.stdout?.once("data", (d: Buffer) => resolve(Number(d.toString().trim())));
+      peer.once("exit", (code) => reject(new Error(`the echo peer exited (${code})`)));
+    });
+    const socket = connectSocket(port, host);
+    socket.setNoDelay(true);
+    await new Promise((resolve) => socket.once("connect", resolve));
+    const hop = new IdlePeerHop(peer, socket);
+    hop.frame = Buffer.alloc(bytes, 7);
+    return hop;
+  }
+
+  private frame = Buffer.alloc(0);
+
+  /** Median one-way time over `samples` round trips, each after `idleMs` of silence, ms. */
+  async oneWayMs(samples = 20, idleMs = 5): Promise<number> {
+    const times: number[] = [];
+    for (let i = 0; i < samples; i++) {
+      await new Promise((resolve) => setTimeout(resolve, idleMs));
+      const start = performance.now();
+      const back = new Promise<void>((resolve) => {
+        let got = 0;
+        const onData = (d: Buffer): void => {
+          got += d.length;
+          if (got < this.frame.length) return;
+          this.socket.off("data", onData);
+          resolve();
+        };
+        this.socket.on("data", onData);
+      });
+      this.socket.write(this.frame);
+      await back;
+      times.push((performance.now() - start) / 2);
+    }
+    return median(times);
+  }
+
+  close(): void {
+    this.socket.destroy();
+    this.peer.kill();
   }
 }
 
@@ -325,7 +389,12 @@ export async function run(args: string[]): Promise<object> {
     for (const d of deployments) await complete(d.url, 4, prompt);
 
     const rates = { single: [] as number[], stages2: [] as number[], stages3: [] as number[] };
+    // The machine's hop cost, measured in the same rounds: a pipeline of k stages makes k + 1
+    // hops per token (coordinator → stage 0 → … → coordinator), each to an idle process.
+    const hop = await IdlePeerHop.start(await allocateHost(), 9 + 12 + hidden * 4);
+    const hopMs: number[] = [];
     for (let r = 0; r < rounds; r++) {
+      hopMs.push(await hop.oneWayMs());
       for (const [key, d] of [
         ["single", single],
         ["stages2", two],
@@ -335,8 +404,14 @@ export async function run(args: string[]): Promise<object> {
         rates[key].push(c.tokens / c.seconds);
       }
     }
+    hop.close();
     const ratio2 = median(rates.stages2.map((v, i) => v / (rates.single[i] as number)));
     const ratio3 = median(rates.stages3.map((v, i) => v / (rates.single[i] as number)));
+    // Time a split adds per token, ms, and that time in units of the machine's idle-peer hops.
+    const splitCost = (split: number[], hops: number): object => {
+      const added = median(split.map((v, i) => 1000 / v - 1000 / (rates.single[i] as number)));
+      return { addedMsPerToken: round(added), hopsPerToken: hops, addedOverHops: round(added / (hops * median(hopMs)), 2) };
+    };
 
     const before = (await stats(two.url))[0]!;
     await complete(two.url, tokens, prompt);
@@ -382,6 +457,13 @@ export async function run(args: string[]): Promise<object> {
         stages3: { median: round(median(rates.stages3), 2), best: round(Math.max(...rates.stages3), 2) },
       },
       splitOverSingle: { stages2: round(ratio2), stages3: round(ratio3), method: "median of per-round ratios", goal: 0.9 },
+      splitCost: {
+        idlePeerHopMs: round(median(hopMs)),
+        stages2: splitCost(rates.stages2, 3),
+        stages3: splitCost(rates.stages3, 4),
+        method:
+          "addedMsPerToken = median per round of 1000/split − 1000/single tokens/s; idlePeerHopMs = half the loopback round trip of one activation frame to a process idle for 5 ms (median of 20 per round, in the same rounds); addedOverHops = addedMsPerToken ÷ (hops × idlePeerHopMs)",
+      },
       bytesPerTokenPerBoundary: { measured: round(bytesPerToken, 1), expected: 9 + 12 + hidden * 4, note: "frame header 9 + activation header 12 + hidden × 4 (f32)" },
       memory: {
         method: "RSS now − RSS just before loading weights (same process), after the single-stream rounds",
@@ -418,6 +500,16 @@ interface SpeedOptions {
   /** Tokens per decode measurement. */
   tokens: number;
   rounds: number;
+}
+
+/**
+ * Multiply-adds of one decoded token of the bench's test model: per layer q and o (hidden ×
+ * hidden), k and v (hidden × hidden / 2: half as many key-value heads), gate, up and down
+ * (hidden × 3 hidden each); then the lm_head (vocab × hidden). The embedding is a row read.
+ */
+function multiplyAddsPerToken(o: { layers: number; hidden: number; vocab: number }): number {
+  const h = o.hidden;
+  return o.layers * (h * (h + h / 2 + h / 2 + h) + 3 * h * 3 * h) + o.vocab * h;
 }
 
 /** Tokens of the prompt whose time to first token is reported. */
@@ -471,12 +563,26 @@ async function measureSpeed(dir: string, f16Dir: string, o: SpeedOptions, deploy
     const overBound1 = perRound(m.decode1, m.bound);
     const overBoundAll = perRound(m.decodeAll, m.bound);
     const prefillGain = perRound(m.ttft1, m.ttftAll);
+    // Decode's multiply-adds per second against the bound's own (its f32 product does one per
+    // weight): how close the kernels come to this core's arithmetic on weights, whatever their width.
+    const perToken = multiplyAddsPerToken(o);
+    const overArithmetic = (decode: number[]): number =>
+      perRound(
+        decode.map((v) => v * perToken),
+        m.bound.map((v) => v * bound.multiplyAdds),
+      );
     figures[name] = {
       weightMiB: mib(weightBytes),
       boundTokensPerSecond: round(median(m.bound), 1),
       boundGBPerSecond: round((median(m.bound) * weightBytes) / 1e9, 2),
       decodeTokensPerSecond: { threads1: round(median(m.decode1), 1), [`threads${cores}`]: round(median(m.decodeAll), 1) },
       decodeOverBound: { threads1: round(overBound1), [`threads${cores}`]: round(overBoundAll), goal: 0.5 },
+      arithmetic: {
+        multiplyAddsPerToken: perToken,
+        multiplyAddsPerBoundPass: bound.multiplyAdds,
+        tokenOverPass: round(perToken / bound.multiplyAdds, 2),
+        decodeMultiplyAddRateOverBound: { threads1: round(overArithmetic(m.decode1)), [`threads${cores}`]: round(overArithmetic(m.decodeAll)) },
+      },
       timeToFirstTokenMs: { promptTokens, threads1: Math.round(median(m.ttft1)), [`threads${cores}`]: Math.round(median(m.ttftAll)) },
       prefillTokensPerSecond: { threads1: round(promptTokens / (median(m.ttft1) / 1000), 1), [`threads${cores}`]: round(promptTokens / (median(m.ttftAll) / 1000), 1) },
       allCoresOverOne: { decode: round(perRound(m.decodeAll, m.decode1)), prefill: round(prefillGain), cores, prefillGoal: 1.6 },
@@ -487,7 +593,7 @@ async function measureSpeed(dir: string, f16Dir: string, o: SpeedOptions, deploy
   return {
     figures: {
       method:
-        "median of per-round ratios; bound = one thread's SIMD f32 matrix-vector product over as many bytes as the weights; decode = tokens after the first streamed token ÷ their time; time to first token = a 512-token prompt, max_tokens 1",
+        "median of per-round ratios; bound = one thread's SIMD f32 matrix-vector product over as many bytes as the weights; decode = tokens after the first streamed token ÷ their time; time to first token = a 512-token prompt, max_tokens 1; arithmetic: a token needs tokenOverPass times the bound pass's multiply-adds, so decodeOverBound ≤ 1 ÷ tokenOverPass unless the kernels multiply-add faster than the bound's f32 product does (decodeMultiplyAddRateOverBound)",
       ...figures,
     },
     goalsMet: goals,
