@@ -29,14 +29,14 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { connect as connectSocket, type Socket } from "node:net";
 import { availableParallelism, cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { KernelRuntime, runLinears } from "../src/engine/kernels/index.js";
+import { bundledShardEngineCommand } from "../src/engines/index.js";
 import { makeTestModel } from "../src/planner/test-model/index.js";
 import { freePort } from "../test/support/free-ports.js";
 import { allocateHost, allocateHosts } from "../test/support/test-world.js";
 
-// Beside this module in the build (dist/bench → dist/src/cli), whatever the working directory.
-const engineBin = fileURLToPath(new URL("../src/cli/shard-engine.js", import.meta.url));
+// This installation's shard-engine, run as the launch drivers run it.
+const [node, ...engineArgs] = bundledShardEngineCommand as [string, ...string[]];
 
 interface Proc {
   child: ChildProcess;
@@ -44,7 +44,7 @@ interface Proc {
 }
 
 function spawnEngine(args: string[]): Proc {
-  const child = spawn(process.execPath, [engineBin, ...args], { stdio: ["ignore", "ignore", "ignore"] });
+  const child = spawn(node, [...engineArgs, ...args], { stdio: ["ignore", "ignore", "ignore"] });
   return { child, exited: new Promise((r) => child.on("exit", r)) };
 }
 

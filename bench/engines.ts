@@ -21,7 +21,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { availableParallelism, cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { bundledShardEngine } from "../src/launch/index.js";
+import { bundledShardEngineCommand } from "../src/launch/index.js";
 import { makeTestModel } from "../src/planner/test-model/index.js";
 import { freePort } from "../test/support/free-ports.js";
 import { ensureMlxVenv } from "../test/support/mlx-venv.js";
@@ -41,7 +41,8 @@ interface Server {
 async function startShardEngine(modelDir: string, threads: number): Promise<Server> {
   const host = await allocateHost();
   const port = await freePort(host);
-  const child: ChildProcess = spawn(process.execPath, [bundledShardEngine, "-m", modelDir, "--host", host, "--port", String(port), "--threads", String(threads)], {
+  const [node, ...engineArgs] = bundledShardEngineCommand as [string, ...string[]];
+  const child: ChildProcess = spawn(node, [...engineArgs, "-m", modelDir, "--host", host, "--port", String(port), "--threads", String(threads)], {
     stdio: ["ignore", "ignore", "ignore"],
   });
   const exited = new Promise((r) => child.once("exit", r));

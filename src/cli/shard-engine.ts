@@ -1,4 +1,4 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --max-semi-space-size=1
 /**
  * `shard-engine`: parse the command line and start the engine. Any failure to start (usage,
  * cluster file, model, unreachable stage) prints one line and exits 1; SHARD_ENGINE_DEBUG=1 adds
@@ -7,13 +7,12 @@
 import { setFlagsFromString } from "node:v8";
 import { ClusterConfigError, EngineUsageError, engineVersion, parseEngineArgs, runEngine, usage } from "../engine/index.js";
 
-// A stage's memory should be its weights: cap V8's young generation at 1 MiB per semi-space
-// (default up to 16 MiB) — per-token garbage is small, and the default would add megabytes of
-// resident memory to every stage.
-setFlagsFromString("--max-semi-space-size=1");
-// And collect the old generation early: the weights live in WebAssembly memory, which V8 does
-// not count as heap pressure, so without this a stage's transport garbage piles up for megabytes
-// before a full collection. The hot loops are WebAssembly, which this flag does not slow.
+// A stage's memory should be its weights. The first line caps V8's young generation at 1 MiB per
+// semi-space (the launch drivers pass the same flag when they run this file under node): V8 sizes
+// it at start-up, so it cannot be set from here. Collect the old generation early: the weights
+// live in WebAssembly memory, which V8 does not count as heap pressure, so without this a stage's
+// transport garbage piles up for megabytes before a full collection. The hot loops are
+// WebAssembly, which this flag does not slow.
 setFlagsFromString("--optimize-for-size");
 // Compile the WebAssembly kernels optimised, whole, when their module is compiled (before the
 // weights load) instead of baseline first and optimised once hot: no slow first tokens, and the

@@ -6,5 +6,5 @@
 export { engineKinds, defaultEngineKind, isEngineKind, type EngineKind } from "./kinds.js";
 export { engineOf, createDriver, selectKinds } from "./registry.js";
 export { canRunOn, selectKindsRunningOn, quoteKinds } from "./runs-on.js";
-export { bundledShardEngine } from "./reference/index.js";
+export { bundledShardEngine, bundledShardEngineCommand, shardEngineNodeFlags } from "./reference/index.js";
 export type * from "./types.js";

@@ -6,6 +6,7 @@
 export {
   createDriver,
   bundledShardEngine,
+  bundledShardEngineCommand,
   type EngineKind,
   type EngineDriver,
   type DriverOptions,

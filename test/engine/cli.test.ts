@@ -1,10 +1,11 @@
 /** The shard-engine command line: --version, --help, and start-up errors that name their cause. */
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { delimiter, dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { makeTestModel } from "../../src/planner/test-model/index.js";
-import { killAll, requireBuild, spawnEngine } from "./support.js";
+import { bundledShardEngine, bundledShardEngineCommand, shardEngineNodeFlags } from "../../src/engines/index.js";
+import { freePort, killAll, nextHost, postJson, requireBuild, spawnEngine, waitHealthy } from "./support.js";
 
 let dir: string;
 beforeAll(async () => {
@@ -51,5 +52,33 @@ describe("shard-engine command line", () => {
     const r = await run(["-m", join(dir, "m"), "--distributed-config", file, "--node-id", "ghost"]);
     expect(r.code).toBe(1);
     expect(r.err).toContain(`${file}: node id "ghost" is not defined`);
+  });
+
+  it("runs with V8's young generation capped at 1 MiB per semi-space, whether launched under node or started as a program", async () => {
+    // The cap only works on node's command line: the first line of the program carries the same
+    // flags the launch drivers pass.
+    const firstLine = (await readFile(bundledShardEngine, "utf8")).split("\n")[0];
+    expect(firstLine).toBe(`#!/usr/bin/env -S node ${shardEngineNodeFlags.join(" ")}`);
+    expect(bundledShardEngineCommand).toEqual([process.execPath, ...shardEngineNodeFlags, bundledShardEngine]);
+    // Started as a program, `env` finds node on the PATH: this Node.js first.
+    const asProgram = { ...process.env, PATH: `${dirname(process.execPath)}${delimiter}${process.env.PATH ?? ""}` };
+    for (const [how, command] of [
+      ["launched", bundledShardEngineCommand],
+      ["as a program", [bundledShardEngine]],
+    ] as const) {
+      const host = await nextHost();
+      const port = await freePort(host);
+      const engine = spawnEngine(["-m", join(dir, "m"), "--host", host, "--port", String(port)], command, asProgram);
+      const url = `http://${host}:${port}`;
+      await waitHealthy(url, [engine]);
+      // Enough requests to make megabytes of garbage: without the cap V8 grows its young
+      // generation to several MiB after a few of them.
+      for (let i = 0; i < 12; i++) expect((await postJson(`${url}/v1/completions`, { prompt: `request ${i}`, max_tokens: 24, temperature: 0 })).status).toBe(200);
+      const stats = (await (await fetch(`${url}/debug/stats`)).json()) as { stages: Array<{ youngGeneration: number }> };
+      expect(stats.stages[0]!.youngGeneration, how).toBeGreaterThan(0);
+      expect(stats.stages[0]!.youngGeneration, how).toBeLessThanOrEqual(2 * 1024 * 1024);
+      engine.child.kill("SIGTERM");
+      await engine.exited;
+    }
   });
 });

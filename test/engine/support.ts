@@ -5,12 +5,11 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
-import { join, resolve } from "node:path";
-
-export const engineBin = resolve("dist/src/cli/shard-engine.js");
+import { join } from "node:path";
+import { bundledShardEngine, bundledShardEngineCommand } from "../../src/engines/index.js";
 
 export function requireBuild(): void {
-  if (!existsSync(engineBin)) throw new Error(`${engineBin} is missing: run \`npm run build\` before the engine tests`);
+  if (!existsSync(bundledShardEngine)) throw new Error(`${bundledShardEngine} is missing: run \`npm run build\` before the engine tests`);
 }
 
 import { freePort } from "../support/free-ports.js";
@@ -27,8 +26,13 @@ export interface EngineProcess {
 
 const running = new Set<ChildProcess>();
 
-export function spawnEngine(args: string[]): EngineProcess {
-  const child = spawn(process.execPath, [engineBin, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+/**
+ * Start the built shard-engine with `args`. By default it runs as the launch drivers run it
+ * (under this Node.js with shard-engine's node flags); `command` runs it another way.
+ */
+export function spawnEngine(args: string[], command: readonly string[] = bundledShardEngineCommand, env: NodeJS.ProcessEnv = process.env): EngineProcess {
+  const [program, ...programArgs] = command as [string, ...string[]];
+  const child = spawn(program, [...programArgs, ...args], { stdio: ["ignore", "pipe", "pipe"], env });
   running.add(child);
   let err = "";
   child.stderr?.on("data", (c: Buffer) => (err += c.toString("utf8")));

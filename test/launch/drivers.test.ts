@@ -2,7 +2,7 @@ import { readFile, writeFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { parse } from "smol-toml";
 import { describe, expect, it } from "vitest";
-import { bundledShardEngine, createDriver, type EngineTopology, type ProcessFiles } from "../../src/engines/index.js";
+import { bundledShardEngine, createDriver, shardEngineNodeFlags, type EngineTopology, type ProcessFiles } from "../../src/engines/index.js";
 
 // mlxcel cannot run here, so the TOML and argv it is given are pinned by golden files.
 // Regenerate deliberately with UPDATE_GOLDEN=1 after checking the diff against what mlxcel-server
@@ -69,7 +69,7 @@ describe("reference driver", () => {
       [40, 80],
     ]);
     const argv = driver.stageArgv(topology, topology.stages[0]!, files);
-    expect(argv.slice(0, 2)).toEqual([process.execPath, bundledShardEngine]);
+    expect(argv.slice(0, 2 + shardEngineNodeFlags.length)).toEqual([process.execPath, ...shardEngineNodeFlags, bundledShardEngine]);
     expect(argv.slice(argv.indexOf("--transport-token-file"), argv.indexOf("--transport-token-file") + 2)).toEqual(["--transport-token-file", files.tokenFile]);
     expect(bundledShardEngine).toMatch(/dist\/src\/cli\/shard-engine\.js$|src\/cli\/shard-engine\.js$/);
   });

@@ -9,6 +9,19 @@ import { fileURLToPath } from "node:url";
  */
 export const bundledShardEngine = locateShardEngine();
 
+/**
+ * Node.js flags shard-engine runs under. `--max-semi-space-size=1` caps V8's young generation at
+ * 1 MiB per semi-space (by default it grows to 8 MiB and more, all resident): a stage's memory
+ * should be its weights, and its per-token garbage is small. V8 sizes the young generation when
+ * it starts, so the flag must be on node's command line — set from inside the program it has no
+ * effect. shard-engine's own first line (`#!/usr/bin/env -S node …`) carries the same flags for
+ * an engine started as a program.
+ */
+export const shardEngineNodeFlags: readonly string[] = ["--max-semi-space-size=1"];
+
+/** The command that runs this installation's shard-engine under this Node.js, flags included. */
+export const bundledShardEngineCommand: readonly string[] = [process.execPath, ...shardEngineNodeFlags, bundledShardEngine];
+
 function locateShardEngine(): string {
   const beside = fileURLToPath(new URL("../../cli/shard-engine.js", import.meta.url));
   if (existsSync(beside) || !import.meta.url.endsWith(".ts")) return beside;

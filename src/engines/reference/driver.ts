@@ -1,6 +1,6 @@
 import { mlxcelServerArgv, renderMlxcelClusterToml } from "../mlxcel/index.js";
 import type { DriverOptions, EngineDriver, EngineTopology, ProcessFiles, StageSlot } from "../types.js";
-import { bundledShardEngine } from "./bundled-binary.js";
+import { bundledShardEngineCommand } from "./bundled-binary.js";
 import { referenceFacts } from "./facts.js";
 
 /**
@@ -8,7 +8,7 @@ import { referenceFacts } from "./facts.js";
  * and explicit layers. Without `[engine] binary` it runs this installation's copy under this Node.js.
  */
 export function createReferenceDriver(options: DriverOptions): EngineDriver {
-  const program = options.binary === undefined ? [process.execPath, bundledShardEngine] : [options.binary];
+  const program = options.binary === undefined ? [...bundledShardEngineCommand] : [options.binary];
   return {
     facts: referenceFacts,
     clusterConfigName: "cluster.toml",

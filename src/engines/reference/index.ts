@@ -4,6 +4,6 @@ import { createReferenceDriver } from "./driver.js";
 import { referenceFacts } from "./facts.js";
 
 export { referenceFacts } from "./facts.js";
-export { bundledShardEngine } from "./bundled-binary.js";
+export { bundledShardEngine, bundledShardEngineCommand, shardEngineNodeFlags } from "./bundled-binary.js";
 
 export const referenceEngine: Engine = { facts: referenceFacts, createDriver: createReferenceDriver };
