@@ -55,10 +55,11 @@ describe("shard-engine command line", () => {
   });
 
   it("runs with V8's young generation capped at 1 MiB per semi-space, whether launched under node or started as a program", async () => {
-    // The cap only works on node's command line: the first line of the program carries the same
+    // The cap only works on node's command line: the program's first lines exec node with the
     // flags the launch drivers pass.
-    const firstLine = (await readFile(bundledShardEngine, "utf8")).split("\n")[0];
-    expect(firstLine).toBe(`#!/usr/bin/env -S node ${shardEngineNodeFlags.join(" ")}`);
+    const [shebang, execLine] = (await readFile(bundledShardEngine, "utf8")).split("\n");
+    expect(shebang).toBe("#!/bin/sh");
+    expect(execLine).toBe(`//usr/bin/env true; exec /usr/bin/env node ${shardEngineNodeFlags.join(" ")} "$0" "$@"`);
     expect(bundledShardEngineCommand).toEqual([process.execPath, ...shardEngineNodeFlags, bundledShardEngine]);
     // Started as a program, `env` finds node on the PATH: this Node.js first.
     const asProgram = { ...process.env, PATH: `${dirname(process.execPath)}${delimiter}${process.env.PATH ?? ""}` };

@@ -95,9 +95,10 @@ async function enginesPerHost(): Promise<number[][]> {
   return (await engineLinesPerHost()).map((lines) => lines.map((l) => Number(l.split(/\s+/)[0])));
 }
 
-/** A ps line ("pid stat args") of the engine itself: node running shard-engine, not a shell or wrapper naming it. */
+/** A ps line ("pid stat args") of the engine itself: node (with its flags) running shard-engine, not a shell or wrapper naming it. */
 function isEngineProper(line: string): boolean {
-  const [, , program, script] = line.split(/\s+/);
+  const [, , program, ...args] = line.split(/\s+/);
+  const script = args.find((arg) => !arg.startsWith("--"));
   return /(^|\/)node$/.test(program ?? "") && /shard-engine/.test(script ?? "");
 }
 

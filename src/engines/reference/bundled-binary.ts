@@ -14,8 +14,8 @@ export const bundledShardEngine = locateShardEngine();
  * 1 MiB per semi-space (by default it grows to 8 MiB and more, all resident): a stage's memory
  * should be its weights, and its per-token garbage is small. V8 sizes the young generation when
  * it starts, so the flag must be on node's command line — set from inside the program it has no
- * effect. shard-engine's own first line (`#!/usr/bin/env -S node …`) carries the same flags for
- * an engine started as a program.
+ * effect. shard-engine's own first lines (a shell line that execs node) carry the same flags for an
+ * engine started as a program.
  */
 export const shardEngineNodeFlags: readonly string[] = ["--max-semi-space-size=1"];
 
