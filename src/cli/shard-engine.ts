@@ -12,10 +12,10 @@ import { ClusterConfigError, EngineUsageError, engineVersion, parseEngineArgs, r
 // line to sh, a comment to JavaScript) exec node with V8's young generation capped at 1 MiB per
 // semi-space; the launch drivers pass the same flag when they run this file under node. V8 sizes
 // the young generation at start-up, so it cannot be set from here (nor through `env -S`, which
-// BusyBox and older coreutils lack). Collect the old generation early: the weights
-// live in WebAssembly memory, which V8 does not count as heap pressure, so without this a stage's
-// transport garbage piles up for megabytes before a full collection. The hot loops are
-// WebAssembly, which this flag does not slow.
+// BusyBox and older coreutils lack).
+// Collect the old generation early: the weights live in WebAssembly memory, which V8 does not
+// count as heap pressure, so without this a stage's transport garbage piles up for megabytes
+// before a full collection. The hot loops are WebAssembly, which this flag does not slow.
 setFlagsFromString("--optimize-for-size");
 // Compile the WebAssembly kernels optimised, whole, when their module is compiled (before the
 // weights load) instead of baseline first and optimised once hot: no slow first tokens, and the

@@ -6,10 +6,10 @@ import { hasControlCharacter } from "./check-value.js";
 const fallbackPath = ["/usr/local/bin", "/usr/bin", "/bin"];
 
 /**
- * The daemon's PATH: node's own directory first (an engine started through its `#!/usr/bin/env` line
- * finds the node that runs the daemon), then the installing shell's entries, so the service finds
- * the ssh, git and engine binaries the operator tried by hand. Relative entries are dropped: they
- * would resolve against the service's working directory.
+ * The daemon's PATH: node's own directory first (an engine that finds node through `/usr/bin/env`,
+ * as shard-engine run as a program does, finds the node that runs the daemon), then the installing
+ * shell's entries, so the service finds the ssh, git and engine binaries the operator tried by
+ * hand. Relative entries are dropped: they would resolve against the service's working directory.
  */
 export function servicePathEnv(nodePath: string, installerPath: string | undefined): string {
   const entries = (installerPath ?? "").split(delimiter).filter((entry) => isAbsolute(entry) && !hasControlCharacter(entry));

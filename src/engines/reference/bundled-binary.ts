@@ -11,7 +11,7 @@ export const bundledShardEngine = locateShardEngine();
 
 /**
  * Node.js flags shard-engine runs under. `--max-semi-space-size=1` caps V8's young generation at
- * 1 MiB per semi-space (by default it grows to 8 MiB and more, all resident): a stage's memory
+ * 1 MiB per semi-space (by default it grew to 6–8 MiB per stage, all resident): a stage's memory
  * should be its weights, and its per-token garbage is small. V8 sizes the young generation when
  * it starts, so the flag must be on node's command line — set from inside the program it has no
  * effect. shard-engine's own first lines (a shell line that execs node) carry the same flags for an
