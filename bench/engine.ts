@@ -253,6 +253,7 @@ class IdlePeerHop {
   private constructor(
     private readonly peer: ChildProcess,
     private readonly socket: Socket,
+    private readonly frame: Buffer,
   ) {}
 
   static async start(host: string, bytes: number): Promise<IdlePeerHop> {
@@ -265,12 +266,8 @@ class IdlePeerHop {
     const socket = connectSocket(port, host);
     socket.setNoDelay(true);
     await new Promise((resolve) => socket.once("connect", resolve));
-    const hop = new IdlePeerHop(peer, socket);
-    hop.frame = Buffer.alloc(bytes, 7);
-    return hop;
+    return new IdlePeerHop(peer, socket, Buffer.alloc(bytes, 7));
   }
-
-  private frame = Buffer.alloc(0);
 
   /** Median one-way time over `samples` round trips, each after `idleMs` of silence, ms. */
   async oneWayMs(samples = 20, idleMs = 5): Promise<number> {
@@ -393,18 +390,21 @@ export async function run(args: string[]): Promise<object> {
     // hops per token (coordinator → stage 0 → … → coordinator), each to an idle process.
     const hop = await IdlePeerHop.start(await allocateHost(), 9 + 12 + hidden * 4);
     const hopMs: number[] = [];
-    for (let r = 0; r < rounds; r++) {
-      hopMs.push(await hop.oneWayMs());
-      for (const [key, d] of [
-        ["single", single],
-        ["stages2", two],
-        ["stages3", three],
-      ] as const) {
-        const c = await complete(d.url, tokens, prompt);
-        rates[key].push(c.tokens / c.seconds);
+    try {
+      for (let r = 0; r < rounds; r++) {
+        hopMs.push(await hop.oneWayMs());
+        for (const [key, d] of [
+          ["single", single],
+          ["stages2", two],
+          ["stages3", three],
+        ] as const) {
+          const c = await complete(d.url, tokens, prompt);
+          rates[key].push(c.tokens / c.seconds);
+        }
       }
+    } finally {
+      hop.close();
     }
-    hop.close();
     const ratio2 = median(rates.stages2.map((v, i) => v / (rates.single[i] as number)));
     const ratio3 = median(rates.stages3.map((v, i) => v / (rates.single[i] as number)));
     // Time a split adds per token, ms, and that time in units of the machine's idle-peer hops.
