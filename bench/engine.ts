@@ -31,7 +31,7 @@ import { availableParallelism, cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { KernelRuntime, runLinears } from "../src/engine/kernels/index.js";
 import { bundledShardEngineCommand } from "../src/engines/index.js";
-import { makeTestModel } from "../src/planner/test-model/index.js";
+import { makeTestModel, type TestModelOptions } from "../src/planner/test-model/index.js";
 import { freePort } from "../test/support/free-ports.js";
 import { allocateHost, allocateHosts } from "../test/support/test-world.js";
 
@@ -259,14 +259,22 @@ class IdlePeerHop {
   static async start(host: string, bytes: number): Promise<IdlePeerHop> {
     const echo = `const s = require("node:net").createServer((c) => { c.setNoDelay(true); c.on("data", (d) => c.write(d)); }); s.listen(0, ${JSON.stringify(host)}, () => process.stdout.write(String(s.address().port) + "\\n"));`;
     const peer = spawn(process.execPath, ["-e", echo], { stdio: ["ignore", "pipe", "ignore"] });
-    const port = await new Promise<number>((resolve, reject) => {
-      peer.stdout?.once("data", (d: Buffer) => resolve(Number(d.toString().trim())));
-      peer.once("exit", (code) => reject(new Error(`the echo peer exited (${code})`)));
-    });
-    const socket = connectSocket(port, host);
-    socket.setNoDelay(true);
-    await new Promise((resolve) => socket.once("connect", resolve));
-    return new IdlePeerHop(peer, socket, Buffer.alloc(bytes, 7));
+    try {
+      const port = await new Promise<number>((resolve, reject) => {
+        peer.stdout?.once("data", (d: Buffer) => resolve(Number(d.toString().trim())));
+        peer.once("exit", (code) => reject(new Error(`the echo peer exited (${code})`)));
+      });
+      const socket = connectSocket(port, host);
+      socket.setNoDelay(true);
+      await new Promise((resolve, reject) => {
+        socket.once("connect", resolve);
+        socket.once("error", reject);
+      });
+      return new IdlePeerHop(peer, socket, Buffer.alloc(bytes, 7));
+    } catch (error) {
+      peer.kill();
+      throw error;
+    }
   }
 
   /** Median one-way time over `samples` round trips, each after `idleMs` of silence, ms. */
@@ -275,15 +283,23 @@ class IdlePeerHop {
     for (let i = 0; i < samples; i++) {
       await new Promise((resolve) => setTimeout(resolve, idleMs));
       const start = performance.now();
-      const back = new Promise<void>((resolve) => {
+      const back = new Promise<void>((resolve, reject) => {
         let got = 0;
+        const timer = setTimeout(() => done(new Error("the echo peer did not answer within 2 s")), 2000);
+        const done = (error?: Error): void => {
+          clearTimeout(timer);
+          this.socket.off("data", onData);
+          this.socket.off("close", onClose);
+          if (error === undefined) resolve();
+          else reject(error);
+        };
         const onData = (d: Buffer): void => {
           got += d.length;
-          if (got < this.frame.length) return;
-          this.socket.off("data", onData);
-          resolve();
+          if (got >= this.frame.length) done();
         };
+        const onClose = (): void => done(new Error("the echo peer closed the connection"));
         this.socket.on("data", onData);
+        this.socket.once("close", onClose);
       });
       this.socket.write(this.frame);
       await back;
@@ -373,7 +389,8 @@ export async function run(args: string[]): Promise<object> {
   const loadBefore = loadavg();
   try {
     const modelDir = join(dir, "model");
-    const model = await makeTestModel(modelDir, { layers, hidden, heads: hidden / 64, kvHeads: hidden / 128, intermediate: hidden * 3, vocab: 2048, seed: 7 });
+    const shape = benchModel({ layers, hidden, vocab: 2048 });
+    const model = await makeTestModel(modelDir, shape);
     const prompt = "the";
     // All three deployments run side by side (idle when not measured) and are measured in
     // interleaved rounds, so each ratio compares runs made moments apart on this shared machine.
@@ -447,7 +464,7 @@ export async function run(args: string[]): Promise<object> {
       deployments,
     );
     return {
-      model: { layers, hidden, intermediate: hidden * 3, vocab: 2048, dtype: "f16", parameters: model.totalBytes / 2, weightMiB: mib(model.totalBytes) },
+      model: { layers, hidden, intermediate: shape.intermediate, vocab: shape.vocab, dtype: "f16", parameters: model.totalBytes / 2, weightMiB: mib(model.totalBytes) },
       tokensPerRequest: tokens,
       rounds,
       loadAverage: { before: loadBefore.map((x) => round(x, 2)), after: loadavg().map((x) => round(x, 2)), cores: cpus().length },
@@ -502,14 +519,25 @@ interface SpeedOptions {
   rounds: number;
 }
 
+/** The bench's test model: heads of 64, half as many key-value heads, an MLP 3 × hidden wide. */
+function benchModel(o: {
+  layers: number;
+  hidden: number;
+  vocab: number;
+}): Required<Pick<TestModelOptions, "layers" | "hidden" | "heads" | "kvHeads" | "intermediate" | "vocab" | "seed">> {
+  return { layers: o.layers, hidden: o.hidden, heads: o.hidden / 64, kvHeads: o.hidden / 128, intermediate: o.hidden * 3, vocab: o.vocab, seed: 7 };
+}
+
 /**
- * Multiply-adds of one decoded token of the bench's test model: per layer q and o (hidden ×
- * hidden), k and v (hidden × hidden / 2: half as many key-value heads), gate, up and down
- * (hidden × 3 hidden each); then the lm_head (vocab × hidden). The embedding is a row read.
+ * Multiply-adds of one decoded token of a model of this shape: per layer the q, k, v and o
+ * projections and gate, up and down; then the lm_head. The embedding is a row read, and attention
+ * over a short context is left out (under 1 % at the bench's lengths).
  */
-function multiplyAddsPerToken(o: { layers: number; hidden: number; vocab: number }): number {
-  const h = o.hidden;
-  return o.layers * (h * (h + h / 2 + h / 2 + h) + 3 * h * 3 * h) + o.vocab * h;
+function multiplyAddsPerToken(m: ReturnType<typeof benchModel>): number {
+  const headDim = m.hidden / m.heads;
+  const q = m.heads * headDim;
+  const kv = m.kvHeads * headDim;
+  return m.layers * (m.hidden * (q + 2 * kv) + q * m.hidden + 3 * m.hidden * m.intermediate) + m.vocab * m.hidden;
 }
 
 /** Tokens of the prompt whose time to first token is reported. */
@@ -522,16 +550,7 @@ const promptTokens = 512;
 async function measureSpeed(dir: string, f16Dir: string, o: SpeedOptions, deployments: Deployment[]): Promise<{ figures: object; goalsMet: object }> {
   const cores = availableParallelism();
   const q4Dir = join(dir, "model-4bit");
-  await makeTestModel(q4Dir, {
-    layers: o.layers,
-    hidden: o.hidden,
-    heads: o.hidden / 64,
-    kvHeads: o.hidden / 128,
-    intermediate: o.hidden * 3,
-    vocab: o.vocab,
-    seed: 7,
-    quantize: 4,
-  });
+  await makeTestModel(q4Dir, { ...benchModel(o), quantize: 4 });
   const figures: Record<string, object> = {};
   const goals: Record<string, boolean> = {};
   for (const [name, modelDir] of [
@@ -565,7 +584,7 @@ async function measureSpeed(dir: string, f16Dir: string, o: SpeedOptions, deploy
     const prefillGain = perRound(m.ttft1, m.ttftAll);
     // Decode's multiply-adds per second against the bound's own (its f32 product does one per
     // weight): how close the kernels come to this core's arithmetic on weights, whatever their width.
-    const perToken = multiplyAddsPerToken(o);
+    const perToken = multiplyAddsPerToken(benchModel(o));
     const overArithmetic = (decode: number[]): number =>
       perRound(
         decode.map((v) => v * perToken),

@@ -1,5 +1,5 @@
 #!/bin/sh
-//usr/bin/env true; exec /usr/bin/env node --max-semi-space-size=1 "$0" "$@"
+//usr/bin/env true; exec node --max-semi-space-size=1 --optimize-for-size "$0" "$@"
 /**
  * `shard-engine`: parse the command line and start the engine. Any failure to start (usage,
  * cluster file, model, unreachable stage) prints one line and exits 1; SHARD_ENGINE_DEBUG=1 adds
@@ -9,14 +9,10 @@ import { setFlagsFromString } from "node:v8";
 import { ClusterConfigError, EngineUsageError, engineVersion, parseEngineArgs, runEngine, usage } from "../engine/index.js";
 
 // A stage's memory should be its weights. Run as a program, the first two lines (a POSIX shell
-// line to sh, a comment to JavaScript) exec node with V8's young generation capped at 1 MiB per
-// semi-space; the launch drivers pass the same flag when they run this file under node. V8 sizes
-// the young generation at start-up, so it cannot be set from here (nor through `env -S`, which
-// BusyBox and older coreutils lack).
-// Collect the old generation early: the weights live in WebAssembly memory, which V8 does not
-// count as heap pressure, so without this a stage's transport garbage piles up for megabytes
-// before a full collection. The hot loops are WebAssembly, which this flag does not slow.
-setFlagsFromString("--optimize-for-size");
+// line to sh, a comment to JavaScript) exec node with the heap flags shard-engine needs (see
+// shardEngineNodeFlags in src/engines/reference); the launch drivers pass the same flags when they
+// run this file under node. V8 reads them at start-up, so they cannot be set from here (nor
+// through `env -S`, which BusyBox and older coreutils lack).
 // Compile the WebAssembly kernels optimised, whole, when their module is compiled (before the
 // weights load) instead of baseline first and optimised once hot: no slow first tokens, and the
 // optimising compiler's memory belongs to the idle runtime instead of growing a loaded stage.

@@ -6,8 +6,8 @@ import { hasControlCharacter } from "./check-value.js";
 const fallbackPath = ["/usr/local/bin", "/usr/bin", "/bin"];
 
 /**
- * The daemon's PATH: node's own directory first (an engine that finds node through `/usr/bin/env`,
- * as shard-engine run as a program does, finds the node that runs the daemon), then the installing
+ * The daemon's PATH: node's own directory first (an engine that finds node on the PATH, as
+ * shard-engine run as a program does, finds the node that runs the daemon), then the installing
  * shell's entries, so the service finds the ssh, git and engine binaries the operator tried by
  * hand. Relative entries are dropped: they would resolve against the service's working directory.
  */

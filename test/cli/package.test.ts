@@ -15,7 +15,8 @@ import { allocateHost, freePort } from "../support/test-world.js";
 import { repoRoot, requireBuild, runFile, type Run } from "./support/run-shardctl.js";
 
 const manifest = JSON.parse(await readFile(join(repoRoot, "package.json"), "utf8")) as { version: string; bin: Record<string, string>; files: string[] };
-// The installed bins start with `#!/usr/bin/env node`: this node first on the PATH.
+// The installed bins find node on the PATH (`#!/usr/bin/env node`; shard-engine's shell line execs
+// `node`): this node first.
 const env = { ...process.env, PATH: `${dirname(process.execPath)}${delimiter}${process.env.PATH ?? ""}`, npm_config_update_notifier: "false", npm_config_fund: "false" };
 
 let root: string;

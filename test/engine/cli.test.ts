@@ -59,7 +59,7 @@ describe("shard-engine command line", () => {
     // flags the launch drivers pass.
     const [shebang, execLine] = (await readFile(bundledShardEngine, "utf8")).split("\n");
     expect(shebang).toBe("#!/bin/sh");
-    expect(execLine).toBe(`//usr/bin/env true; exec /usr/bin/env node ${shardEngineNodeFlags.join(" ")} "$0" "$@"`);
+    expect(execLine).toBe(`//usr/bin/env true; exec node ${shardEngineNodeFlags.join(" ")} "$0" "$@"`);
     expect(bundledShardEngineCommand).toEqual([process.execPath, ...shardEngineNodeFlags, bundledShardEngine]);
     // Started as a program, `env` finds node on the PATH: this Node.js first.
     const asProgram = { ...process.env, PATH: `${dirname(process.execPath)}${delimiter}${process.env.PATH ?? ""}` };

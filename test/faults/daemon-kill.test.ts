@@ -9,7 +9,7 @@
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { bundledShardEngine, Ledger } from "../../src/launch/index.js";
+import { bundledShardEngineCommand, Ledger } from "../../src/launch/index.js";
 import {
   definitionText,
   freePort,
@@ -58,7 +58,7 @@ async function writeSlowStopEngine(seconds: number): Promise<string> {
       "#!/bin/sh",
       `linger() { i=0; while [ $i -lt ${ticks} ]; do sleep 0.1; i=$((i + 1)); done; exit 0; }`,
       "trap linger TERM",
-      `${JSON.stringify(process.execPath)} ${JSON.stringify(bundledShardEngine)} "$@" &`,
+      `${bundledShardEngineCommand.map((arg) => JSON.stringify(arg)).join(" ")} "$@" &`,
       "wait $!",
       "code=$?",
       // Only a serving engine lingers: a version query (`--version`) answers at once.

@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { pino } from "pino";
 import {
   bundledShardEngine,
+  bundledShardEngineCommand,
   createDriver,
   defaultDeadlines,
   Ledger,
@@ -201,11 +202,11 @@ export { freePort, freePortRange };
 async function writeStandIns(dir: string): Promise<Record<StandIn, string>> {
   await mkdir(dir, { recursive: true });
   const node = JSON.stringify(process.execPath);
-  const engine = JSON.stringify(bundledShardEngine);
+  const engine = bundledShardEngineCommand.map((arg) => JSON.stringify(arg)).join(" ");
   const server = join(dir, "coordinator-stand-in.mjs");
   await writeFile(server, coordinatorStandIn);
   // Real stages, and a coordinator that does `$1` instead of the real thing.
-  const coordinatorDoes = (action: string): string => `#!/bin/sh\ncase " $* " in\n  *" --node-id coordinator "*) ${action} ;;\nesac\nexec ${node} ${engine} "$@"\n`;
+  const coordinatorDoes = (action: string): string => `#!/bin/sh\ncase " $* " in\n  *" --node-id coordinator "*) ${action} ;;\nesac\nexec ${engine} "$@"\n`;
   const scripts: Record<StandIn, string> = {
     exit3: `#!/bin/sh\necho "stand-in engine: cannot open the model" >&2\nexit 3\n`,
     sleep: `#!/bin/sh\necho "stand-in engine: sleeping without listening"\nexec sleep 60\n`,

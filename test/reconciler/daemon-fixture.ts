@@ -15,7 +15,7 @@ import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { pino } from "pino";
-import { bundledShardEngine } from "../../src/launch/index.js";
+import { bundledShardEngine, bundledShardEngineCommand } from "../../src/launch/index.js";
 import { makeTestModel } from "../../src/planner/test-model/index.js";
 import { startDaemon, type Daemon, type DaemonOptions, type ClusterStatus } from "../../src/reconciler/index.js";
 import { computeRevision, formatIssue, loadCluster, loadSettings } from "../../src/spec/index.js";
@@ -447,7 +447,7 @@ export async function chat(baseUrl: string, model: string): Promise<string> {
 export async function writeSlowEngine(world: DaemonWorld, delaySeconds: number): Promise<string> {
   const path = join(world.root, "bin", "slow-engine.sh");
   await mkdir(join(world.root, "bin"), { recursive: true });
-  await writeFile(path, `#!/bin/sh\nsleep ${delaySeconds}\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(bundledShardEngine)} "$@"\n`, { mode: 0o755 });
+  await writeFile(path, `#!/bin/sh\nsleep ${delaySeconds}\nexec ${bundledShardEngineCommand.map((arg) => JSON.stringify(arg)).join(" ")} "$@"\n`, { mode: 0o755 });
   return path;
 }
 
