@@ -110,6 +110,36 @@ describe("openai client against the coordinator", () => {
     expect(r.choices[0]!.text).toBe(text.slice(0, text.indexOf(stop)));
   });
 
+  it("runs no token past a request's end: stage 0 sends prompt + completion − 1 rows, and no sequence is left", async () => {
+    // The coordinator starts each next token's run before it writes the last one out; a run
+    // started after the last token would send one row too many.
+    const stats = async (): Promise<Array<{ rowsSentDownstream: number; sequences: number; kvBytes: number }>> =>
+      ((await (await fetch(`${cluster.baseUrl}/debug/stats`)).json()) as { stages: Array<{ rowsSentDownstream: number; sequences: number; kvBytes: number }> }).stages;
+    const greedy = (await client.completions.create({ model, prompt: "x", max_tokens: 12, temperature: 0 })).choices[0]!.text;
+    const stop = greedy.slice(3, 5);
+    const requests = [
+      { model, prompt: "x", max_tokens: 1, temperature: 0 },
+      { model, prompt: "x", max_tokens: 7, temperature: 0 },
+      { model, prompt: "x", max_tokens: 12, temperature: 0, stop: [stop] },
+    ];
+    for (const request of requests) {
+      for (const stream of [false, true]) {
+        const before = (await stats())[0]!.rowsSentDownstream;
+        let usage: { prompt_tokens: number; completion_tokens: number } | undefined;
+        if (stream) {
+          for await (const chunk of await client.completions.create({ ...request, stream: true, stream_options: { include_usage: true } })) usage = chunk.usage ?? usage;
+        } else usage = (await client.completions.create(request)).usage;
+        const after = await stats();
+        expect(usage, JSON.stringify(request)).toBeDefined();
+        expect(after[0]!.rowsSentDownstream - before, `${JSON.stringify(request)} stream=${stream}`).toBe(usage!.prompt_tokens + usage!.completion_tokens - 1);
+        expect(after.map((s) => [s.sequences, s.kvBytes])).toEqual([
+          [0, 0],
+          [0, 0],
+        ]);
+      }
+    }
+  });
+
   it("refuses an unknown model with 404", async () => {
     await expect(client.chat.completions.create({ model: "nope", messages: [{ role: "user", content: "x" }] })).rejects.toMatchObject({ status: 404 });
   });
