@@ -14,6 +14,7 @@ import {
   removeDefinition,
   revisionOf,
   startWorld,
+  twoStageDefinition,
   writeDefinition,
   waitForStatus,
   type DaemonWorld,
@@ -27,43 +28,30 @@ export interface LaunchKind {
   definition(ports: { coordinator: number; range: string }): string;
 }
 
+/** The launch is measured on its own: no router registration. */
+const unregistered = ["register = false"];
+
 /** `[engine] kind = "mlx-lm"`: rank 0 (the last layers, on n2) serves HTTP at the coordinator port. */
 export function mlxLmKind(python: string, modelDir: string, version: string): LaunchKind {
   const engine = ['kind = "mlx-lm"', `python = ${JSON.stringify(python)}`, `version = ${JSON.stringify(version)}`];
-  return { name: "mlx-lm", definition: (ports) => twoStageDefinition(modelDir, engine, [`port = ${ports.coordinator}`], ports.range) };
+  return {
+    name: "mlx-lm",
+    definition: (ports) => twoStageDefinition(modelDir, { engine, coordinator: [`port = ${ports.coordinator}`], router: unregistered, portRange: ports.range }),
+  };
 }
 
 /** `[engine] kind = "reference"` (the bundled shard-engine): two stages on n1, n2 and a coordinator on this machine. */
 export function shardEngineKind(modelDir: string): LaunchKind {
   return {
     name: "shard-engine",
-    definition: (ports) => twoStageDefinition(modelDir, ['kind = "reference"'], ['node = "local"', 'host = "127.0.0.1"', `port = ${ports.coordinator}`], ports.range),
+    definition: (ports) =>
+      twoStageDefinition(modelDir, {
+        engine: ['kind = "reference"'],
+        coordinator: ['node = "local"', 'host = "127.0.0.1"', `port = ${ports.coordinator}`],
+        router: unregistered,
+        portRange: ports.range,
+      }),
   };
-}
-
-/** Two stages on n1 and n2 serving `modelDir` where it lies; `engine` and `coordinator` are those tables' lines. */
-function twoStageDefinition(modelDir: string, engine: string[], coordinator: string[], portRange: string): string {
-  return [
-    'nodes = ["n1", "n2"]',
-    "",
-    "[model]",
-    `id = ${JSON.stringify(modelDir)}`,
-    'source = "path"',
-    "context_length = 256",
-    "",
-    "[engine]",
-    ...engine,
-    "",
-    "[transport]",
-    `port_range = "${portRange}"`,
-    "",
-    "[coordinator]",
-    ...coordinator,
-    "",
-    "[router]",
-    "register = false",
-    "",
-  ].join("\n");
 }
 
 /** ms of the launch in each timeline step (from the step before it), plus `total` = launch-started → ready. */

@@ -26,6 +26,7 @@ import {
   runShardctl,
   sleep,
   startWorld,
+  twoStageDefinition,
   waitForStatus,
   writeDefinition,
   writeSettings,
@@ -69,29 +70,12 @@ afterAll(async () => {
 }, 120_000);
 
 function ringDefinition(model: string, port: number, portRange: string): string {
-  return [
-    'nodes = ["n1", "n2"]',
-    "",
-    "[model]",
-    `id = ${JSON.stringify(model)}`,
-    'source = "path"',
-    "context_length = 256",
-    "",
-    "[engine]",
-    'kind = "mlx-lm"',
-    `python = ${JSON.stringify(python)}`,
-    'version = "0.32.2"',
-    "",
-    "[transport]",
-    `port_range = "${portRange}"`,
-    "",
-    "[coordinator]",
-    `port = ${port}`,
-    "",
-    "[router]",
-    `backend = "ring"`,
-    "",
-  ].join("\n");
+  return twoStageDefinition(model, {
+    engine: ['kind = "mlx-lm"', `python = ${JSON.stringify(python)}`, 'version = "0.32.2"'],
+    coordinator: [`port = ${port}`],
+    router: ['backend = "ring"'],
+    portRange,
+  });
 }
 
 /** mlx_lm.server processes of this world (both ranks run from the sshd nodes' login). */

@@ -204,6 +204,34 @@ export function definitionText(world: DaemonWorld, o: DefinitionOptions): string
 }
 
 /**
+ * A definition of two stages on n1 and n2 serving `modelDir` where it lies (context 256), for any
+ * engine: the `[engine]`, `[coordinator]` and `[router]` tables are the lines given.
+ */
+export function twoStageDefinition(modelDir: string, tables: { engine: string[]; coordinator: string[]; router: string[]; portRange: string }): string {
+  return [
+    'nodes = ["n1", "n2"]',
+    "",
+    "[model]",
+    `id = ${JSON.stringify(modelDir)}`,
+    'source = "path"',
+    "context_length = 256",
+    "",
+    "[engine]",
+    ...tables.engine,
+    "",
+    "[transport]",
+    `port_range = "${tables.portRange}"`,
+    "",
+    "[coordinator]",
+    ...tables.coordinator,
+    "",
+    "[router]",
+    ...tables.router,
+    "",
+  ].join("\n");
+}
+
+/**
  * Delete a cluster's definition and wait (up to `timeoutMs`) until the daemon has pruned it and
  * dropped its status file; whether it did in time.
  */
