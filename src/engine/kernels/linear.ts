@@ -198,7 +198,6 @@ export function moveHalfSpecials(arena: Arena, weight: number, out: number, inN:
   return { rowPtr, entries, count };
 }
 
-/** Causal attention of `rows` query rows at positions start.. over a cache (addresses in the home arena). */
 /**
  * SwiGLU in place over `count` f32 elements at `gate` (and `up`) in the home arena: gate[i] =
  * silu(gate[i]) × up[i], split across the threads for a prefill's many rows.
@@ -216,6 +215,7 @@ export function runSwiglu(runtime: KernelRuntime, a: { gate: number; up: number;
   runtime.pool.run();
 }
 
+/** Causal attention of `rows` query rows at positions start.. over a cache (addresses in the home arena). */
 export function runAttention(
   runtime: KernelRuntime,
   a: { q: number; keys: number; values: number; out: number; rows: number; start: number; heads: number; kvHeads: number; headDim: number },
