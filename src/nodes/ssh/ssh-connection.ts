@@ -134,7 +134,11 @@ export class SshConnection {
   }
 
   private throwIfClosed(): void {
-    if (this.closed) throw new ShardctlError("NodeClosed", `node ${this.node.name}: connection pool is closed`);
+    if (this.closed) throw this.closedError();
+  }
+
+  private closedError(): ShardctlError {
+    return new ShardctlError("NodeClosed", `node ${this.node.name}: connection pool is closed`);
   }
 
   private async connect(): Promise<Client> {
@@ -209,7 +213,7 @@ export class SshConnection {
     await new Promise<void>((resolve, reject) => {
       client.once("ready", () => resolve());
       // Destroyed by close() while shaking hands: no "error" comes, only "close".
-      client.once("close", () => reject(new ShardctlError("NodeClosed", `node ${this.node.name}: connection pool is closed`)));
+      client.once("close", () => reject(this.closedError()));
       client.once("error", (error: Error & { level?: string }) => {
         if (refusal !== undefined) return reject(refusal);
         const auth = error.level === "client-authentication";
