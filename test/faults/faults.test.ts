@@ -67,11 +67,6 @@ afterAll(async () => {
   expect(left).toEqual([]);
 }, 60_000);
 
-/** The backends the router's YAML lists. */
-function backends(): Promise<string> {
-  return routerBackends(world);
-}
-
 /** Poll `check` every 25 ms (these tests time what they wait for) until it holds; the time it first held. */
 function until(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<number> {
   return untilHeld(check, timeoutMs, what, 25);
@@ -88,7 +83,7 @@ describe("faults on namespaced hosts", () => {
   it("a partitioned stage host: Ready=False within 1 s of detection, deregistered and the reachable part down within 5 s; after heal one engine per stage", async () => {
     const before = await enginePids();
     expect(before.hosts.every((pids) => pids.length >= 1)).toBe(true);
-    expect(await backends()).toContain("url:");
+    expect(await routerBackends(world)).toContain("url:");
     const host = lab.hosts[1]!;
     const reachable = [...before.hosts[0]!, ...before.hosts[2]!];
     const coordinator = before.all.filter((p) => !before.hosts.flat().includes(p));
@@ -96,7 +91,7 @@ describe("faults on namespaced hosts", () => {
     const partitionedAt = Date.now();
     await host.partition();
     try {
-      const deregisteredAt = await until(async () => !(await backends()).includes("url:"), 10_000, "router deregistration");
+      const deregisteredAt = await until(async () => !(await routerBackends(world)).includes("url:"), 10_000, "router deregistration");
       const notReadyAt = await until(async () => conditionOf((await readStatusFile(world, name))!, "Ready")?.status === "False", 10_000, "Ready=False");
       const downAt = await until(async () => [...reachable, ...coordinator].every((pid) => !isRunning(pid)), 10_000, "the reachable part torn down");
       const status = (await readStatusFile(world, name))!;
@@ -127,7 +122,7 @@ describe("faults on namespaced hosts", () => {
     expect(after.hosts.map((pids) => pids.length)).toEqual(before.hosts.map((pids) => pids.length));
     expect(after.all.length).toBe(before.all.length);
     expect(before.all.some((pid) => isRunning(pid))).toBe(false);
-    expect(await backends()).toContain("url:");
+    expect(await routerBackends(world)).toContain("url:");
     // The ports the ledger holds are the new launch's, and every one of them is in use by it.
     expect(ready.stages.map((c) => c.address)).toHaveLength(3);
     expect(await chat(`http://127.0.0.1:${new URL(ready.coordinator!.url).port}`, world.modelDir)).toBeTypeOf("string");
