@@ -1,11 +1,18 @@
+import { availableParallelism } from "node:os";
 import { defineConfig } from "vitest/config";
 
 // Tests spawn real processes (engines, sshd, servers): generous per-test deadlines, and
 // files run in forks so a crashed child never takes the runner with it.
+//
+// Test files run two at a time even on a 2-core machine, where vitest's default (cores − 1) would
+// run them one by one: most of a file's time is spent waiting on processes, sockets and deadlines,
+// not computing (a sequential run keeps about one core busy). Files that run side by side never
+// share an address, a port, a namespace or an install (see test/support/test-world.ts).
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     pool: "forks",
+    maxWorkers: Math.max(2, availableParallelism() - 1),
     testTimeout: 60_000,
     hookTimeout: 120_000,
   },
