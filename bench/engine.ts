@@ -29,6 +29,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { connect as connectSocket, type Socket } from "node:net";
 import { availableParallelism, cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
+import { IncrementalText, TextCodec } from "../src/engine/coordinator/index.js";
 import { KernelRuntime, runLinears } from "../src/engine/kernels/index.js";
 import { bundledShardEngineCommand } from "../src/engines/index.js";
 import { makeTestModel, type TestModelOptions } from "../src/planner/test-model/index.js";
@@ -501,6 +502,7 @@ export async function run(args: string[]): Promise<object> {
       },
       threadsPerProcess: 1,
       speed: speed.figures,
+      textPerToken: textCost(modelDir),
       mlxLm: "measured against mlx-lm on the same Llama model by `npm run bench -- engines`",
       goalsMet: { splitRatio: ratio2 >= 0.9 && ratio3 >= 0.9, memory: worstMemory <= 1.15, concurrency: gain2 >= 1.6, ...speed.goalsMet },
     };
@@ -508,6 +510,39 @@ export async function run(args: string[]): Promise<object> {
     await Promise.all(deployments.map((d) => d.stop()));
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * What turning sampled tokens into text costs the coordinator for one token, at token n of a
+ * completion: decoding all n tokens again (how it was done, the baseline) against a window of the
+ * last few (IncrementalText, with the clean-up of tokenization spaces over the whole text), µs.
+ */
+function textCost(modelDir: string): object {
+  const codec = new TextCodec(modelDir);
+  const words = ["the", " cat", " sat", " on", " a", " mat", ",", " don't", " you", " see", "?", " é", " €", "\n"];
+  let source = "";
+  for (let i = 0; source.length < 20_000; i++) source += words[(i * 7 + (i >> 3)) % words.length];
+  const ids = codec.encode(source);
+  const timeUs = (f: () => void, times: number): number => {
+    const start = performance.now();
+    for (let i = 0; i < times; i++) f();
+    return ((performance.now() - start) * 1000) / times;
+  };
+  const at: Record<string, object> = {};
+  for (const n of [32, 1024, 4096]) {
+    const wholeUs = median([0, 1, 2, 3, 4].map(() => timeUs(() => codec.decode(ids.slice(0, n)), 1)));
+    const text = new IncrementalText((window) => codec.decodeRaw(window));
+    for (let i = 0; i < n - 16; i++) text.push(ids[i] as number);
+    let next = n - 16;
+    const windowUs = timeUs(() => codec.cleanUp(text.push(ids[next++] as number)), 16);
+    if (codec.cleanUp(text.text) !== codec.decode(ids.slice(0, n))) throw new Error(`incremental text differs from the full decode at ${n} tokens`);
+    at[`token${n}`] = { wholeListUs: round(wholeUs, 1), windowUs: round(windowUs, 1), wholeOverWindow: round(wholeUs / windowUs, 1) };
+  }
+  return {
+    ...at,
+    method:
+      "one token's text at token n: the whole list decoded again (median of 5) vs IncrementalText's window plus the clean-up of spaces (mean of 16 tokens up to n); the two texts are checked equal",
+  };
 }
 
 interface SpeedOptions {

@@ -4,6 +4,7 @@
  * partial stop string or a partial UTF-8 character.
  */
 import type { SampledToken, SamplingParams } from "../model/index.js";
+import { IncrementalText } from "./incremental-text.js";
 import type { Pipeline } from "./pipeline.js";
 import type { TextCodec } from "./text.js";
 
@@ -45,7 +46,8 @@ export async function generate(
 ): Promise<GenerateResult> {
   const seq = allocateSeq();
   pipeline.prepare(seq, o.params);
-  const ids: number[] = [];
+  const completion = new IncrementalText((ids) => codec.decodeRaw(ids));
+  let tokens = 0;
   let pending: TokenInfo[] = [];
   let emitted = 0;
   let text = "";
@@ -70,17 +72,16 @@ export async function generate(
         finishReason = "stop";
         break;
       }
-      const offset = text.length;
-      ids.push(sampled.token);
-      pending.push({ sampled, offset });
-      text = codec.decode(ids);
+      tokens++;
+      pending.push({ sampled, offset: text.length });
+      text = codec.cleanUp(completion.push(sampled.token));
       const stopAt = findStop(text, o.stop, Math.max(0, emitted - longestStop));
       if (stopAt >= 0) {
         text = text.slice(0, stopAt);
         finishReason = "stop";
         break;
       }
-      if (ids.length < o.maxTokens) next = startRun([sampled.token]);
+      if (tokens < o.maxTokens) next = startRun([sampled.token]);
       const safe = text.length - holdBack(text, o.stop);
       if (safe > emitted) {
         onDelta(text.slice(emitted, safe), pending);
@@ -89,7 +90,7 @@ export async function generate(
       }
     }
     if (text.length > emitted || pending.length > 0) onDelta(text.slice(emitted), pending);
-    return { text, finishReason, completionTokens: ids.length };
+    return { text, finishReason, completionTokens: tokens };
   } finally {
     pipeline.release(seq);
   }

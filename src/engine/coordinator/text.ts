@@ -14,6 +14,8 @@ export class TextCodec {
   private readonly template: Template | undefined;
   private readonly bosToken: string;
   private readonly eosToken: string;
+  /** tokenizer_config.json's clean_up_tokenization_spaces (true when absent, as transformers has it). */
+  private readonly cleanUpSpaces: boolean;
 
   constructor(modelDir: string) {
     const tokenizerJson = JSON.parse(readFileSync(join(modelDir, "tokenizer.json"), "utf8")) as object;
@@ -24,6 +26,7 @@ export class TextCodec {
     this.template = source === undefined ? undefined : new Template(source);
     this.bosToken = tokenText(config.bos_token);
     this.eosToken = tokenText(config.eos_token);
+    this.cleanUpSpaces = config.clean_up_tokenization_spaces !== false;
   }
 
   /** Render the chat template with the generation prompt and tokenize it (special tokens recognised). */
@@ -41,6 +44,16 @@ export class TextCodec {
     return this.tokenizer.decode([...ids], { skip_special_tokens: true });
   }
 
+  /** decode() without the clean-up of tokenization spaces: text that concatenates token by token. */
+  decodeRaw(ids: readonly number[]): string {
+    return this.tokenizer.decode([...ids], { skip_special_tokens: true, clean_up_tokenization_spaces: false });
+  }
+
+  /** What decode() adds to decodeRaw()'s text: the clean-up of tokenization spaces, when the model's tokenizer asks for it. */
+  cleanUp(raw: string): string {
+    return this.cleanUpSpaces ? cleanUpTokenizationSpaces(raw) : raw;
+  }
+
   /** One token's text, special tokens included (for log probabilities). */
   tokenString(id: number): string {
     return this.tokenizer.decode([id], { skip_special_tokens: false });
@@ -53,4 +66,23 @@ function tokenText(value: unknown): string {
     return (value as { content: string }).content;
   }
   return "";
+}
+
+/**
+ * transformers' clean-up of tokenization spaces (the space before punctuation and English
+ * contractions that word-level tokenizers left), in its order: the same text the tokenizer
+ * library's decode gives with clean_up_tokenization_spaces.
+ */
+function cleanUpTokenizationSpaces(text: string): string {
+  return text
+    .replace(/ \./g, ".")
+    .replace(/ \?/g, "?")
+    .replace(/ !/g, "!")
+    .replace(/ ,/g, ",")
+    .replace(/ ' /g, "'")
+    .replace(/ n't/g, "n't")
+    .replace(/ 'm/g, "'m")
+    .replace(/ 's/g, "'s")
+    .replace(/ 've/g, "'ve")
+    .replace(/ 're/g, "'re");
 }

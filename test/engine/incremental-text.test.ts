@@ -1,0 +1,185 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { IncrementalText, TextCodec } from "../../src/engine/coordinator/index.js";
+import { makeTestModel, type TestModelOptions } from "../../src/planner/index.js";
+
+// Pieces of text whose tokens exercise what a window must get right: characters split across
+// byte tokens, spaces the clean-up of tokenization spaces removes, newlines and runs of spaces.
+const pieces = ["the", " cat", " sat", " .", " ,", " ?", " !", " n't", " 's", " 're", " 've", " 'm", "é", " €", "😀", "漢字", "\n", " ", "  ", "x", " '", "don", "'t"];
+
+/** A pseudo-random generator (mulberry32), so a failure names a seed that reproduces it. */
+function random(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** Token ids of random text, with some tokens of any kind (special tokens, stray bytes) mixed in. */
+function randomIds(codec: TextCodec, vocab: number, seed: number, length: number): number[] {
+  const next = random(seed);
+  const ids: number[] = [];
+  while (ids.length < length) {
+    if (next() < 0.1) ids.push(Math.floor(next() * vocab));
+    else ids.push(...codec.encode(pieces[Math.floor(next() * pieces.length)] as string));
+  }
+  return ids.slice(0, length);
+}
+
+/**
+ * Feeds `ids` one at a time and checks that the text is, after every token (or every `every`
+ * tokens), exactly what decoding all of them gives, with and without the clean-up of
+ * tokenization spaces. Returns the most token ids one window decode was given.
+ */
+function checkAgainstFullDecode(codec: TextCodec, ids: number[], label: string, every = 1): number {
+  let widest = 0;
+  const text = new IncrementalText((window) => {
+    widest = Math.max(widest, window.length);
+    return codec.decodeRaw(window);
+  });
+  ids.forEach((id, i) => {
+    const raw = text.push(id);
+    if ((i + 1) % every !== 0 && i + 1 !== ids.length) return;
+    const upTo = ids.slice(0, i + 1);
+    expect(raw, `${label}, after ${i + 1} tokens`).toBe(codec.decodeRaw(upTo));
+    expect(codec.cleanUp(raw), `${label}, after ${i + 1} tokens`).toBe(codec.decode(upTo));
+  });
+  return widest;
+}
+
+describe("incremental text: the same text as decoding the whole completion, a window at a time", () => {
+  const dirs: string[] = [];
+  const codecs = new Map<string, { codec: TextCodec; vocab: number }>();
+
+  beforeAll(async () => {
+    for (const family of ["llama", "qwen2"] as Array<NonNullable<TestModelOptions["family"]>>) {
+      const dir = await mkdtemp(join(tmpdir(), "shardctl-incremental-"));
+      dirs.push(dir);
+      await makeTestModel(dir, { family, layers: 1, hidden: 32, heads: 2, kvHeads: 1, vocab: 320 });
+      codecs.set(family, { codec: new TextCodec(dir), vocab: 320 });
+    }
+    // A SentencePiece-style tokenizer (Llama 2, Mistral): "▁" for spaces, byte fallback for
+    // characters outside the vocabulary, and a decoder that drops the text's leading space.
+    const dir = await mkdtemp(join(tmpdir(), "shardctl-incremental-sp-"));
+    dirs.push(dir);
+    const vocab: Record<string, number> = { "<unk>": 0, "<s>": 1, "</s>": 2 };
+    for (let b = 0; b < 256; b++) vocab[`<0x${b.toString(16).toUpperCase().padStart(2, "0")}>`] = 3 + b;
+    for (const piece of [
+      "▁",
+      "▁the",
+      "▁cat",
+      "▁sat",
+      "t",
+      "h",
+      "e",
+      "c",
+      "a",
+      "s",
+      "x",
+      "d",
+      "o",
+      "n",
+      "'",
+      ".",
+      ",",
+      "?",
+      "!",
+      "▁.",
+      "▁,",
+      "▁n",
+      "'t",
+      "▁'",
+      "é",
+      "▁don",
+    ])
+      vocab[piece] = Object.keys(vocab).length;
+    const tokenizer = {
+      version: "1.0",
+      truncation: null,
+      padding: null,
+      added_tokens: [0, 1, 2].map((id) => ({
+        id,
+        content: ["<unk>", "<s>", "</s>"][id],
+        single_word: false,
+        lstrip: false,
+        rstrip: false,
+        normalized: false,
+        special: true,
+      })),
+      normalizer: {
+        type: "Sequence",
+        normalizers: [
+          { type: "Prepend", prepend: "▁" },
+          { type: "Replace", pattern: { String: " " }, content: "▁" },
+        ],
+      },
+      pre_tokenizer: null,
+      post_processor: null,
+      decoder: {
+        type: "Sequence",
+        decoders: [
+          { type: "Replace", pattern: { String: "▁" }, content: " " },
+          { type: "ByteFallback" },
+          { type: "Fuse" },
+          { type: "Strip", content: " ", start: 1, stop: 0 },
+        ],
+      },
+      model: {
+        type: "BPE",
+        dropout: null,
+        unk_token: "<unk>",
+        continuing_subword_prefix: null,
+        end_of_word_suffix: null,
+        fuse_unk: true,
+        byte_fallback: true,
+        ignore_merges: false,
+        vocab,
+        merges: [],
+      },
+    };
+    await writeFile(join(dir, "tokenizer.json"), JSON.stringify(tokenizer));
+    await writeFile(join(dir, "tokenizer_config.json"), JSON.stringify({ bos_token: "<s>", eos_token: "</s>", clean_up_tokenization_spaces: false }));
+    codecs.set("sentencepiece", { codec: new TextCodec(dir), vocab: Object.keys(vocab).length });
+  });
+
+  afterAll(async () => {
+    for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+  });
+
+  for (const kind of ["llama", "qwen2", "sentencepiece"]) {
+    it(`${kind} tokenizer: 300 random completions of up to 60 tokens`, () => {
+      const { codec, vocab } = codecs.get(kind)!;
+      for (let seed = 1; seed <= 300; seed++) {
+        const ids = randomIds(codec, vocab, seed, 1 + (seed % 60));
+        checkAgainstFullDecode(codec, ids, `${kind}, seed ${seed}`);
+      }
+    });
+  }
+
+  it("decodes a bounded window per token, however long the completion", () => {
+    const { codec, vocab } = codecs.get("llama")!;
+    const ids = randomIds(codec, vocab, 7, 3000);
+    // The window: up to 2 × 4 tokens of context, the new token, and the tokens of one split
+    // character or clean-up pattern still held (a few).
+    expect(checkAgainstFullDecode(codec, ids, "3000 tokens", 500)).toBeLessThanOrEqual(16);
+  });
+
+  it("a model emitting bytes that never form a character: U+FFFD, with a bounded window", () => {
+    const { codec } = codecs.get("llama")!;
+    // "€" is the byte tokens e2 82 ac: e2 followed by e2 never completes, a lone 82 never starts.
+    const [lead, continuation] = codec.encode("€") as [number, number];
+    for (const ids of [
+      Array.from({ length: 500 }, () => lead),
+      Array.from({ length: 500 }, () => continuation),
+      Array.from({ length: 500 }, (_, i) => (i % 7 === 6 ? lead : continuation)),
+    ]) {
+      expect(checkAgainstFullDecode(codec, ids, "garbage", 50)).toBeLessThanOrEqual(34);
+    }
+  });
+});
