@@ -6,8 +6,9 @@ import { defineConfig } from "vitest/config";
 //
 // Test files run two at a time even on a 2-core machine, where vitest's default (cores − 1) would
 // run them one by one: most of a file's time is spent waiting on processes, sockets and deadlines,
-// not computing (a sequential run keeps about one core busy). Files that run side by side never
-// share an address, a port, a namespace or an install (see test/support/test-world.ts).
+// not computing (a sequential run keeps about one core busy). Files that run side by side lease
+// their own loopback addresses (test/support/test-world.ts), name namespaces by pid, and queue
+// package installs (test/support/apt.ts); ports on 127.0.0.1 are picked free just before use.
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],

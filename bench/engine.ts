@@ -531,7 +531,10 @@ function textCost(modelDir: string): object {
   const at: Record<string, object> = {};
   for (const n of [32, 1024, 4096]) {
     const wholeUs = median([0, 1, 2, 3, 4].map(() => timeUs(() => codec.decode(ids.slice(0, n)), 1)));
-    const text = new IncrementalText((window) => codec.decodeRaw(window));
+    const text = new IncrementalText(
+      (window) => codec.decodeRaw(window),
+      (id) => codec.isSkipped(id),
+    );
     for (let i = 0; i < n - 16; i++) text.push(ids[i] as number);
     let next = n - 16;
     const windowUs = timeUs(() => codec.cleanUp(text.push(ids[next++] as number)), 16);

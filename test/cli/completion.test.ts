@@ -4,16 +4,15 @@
  * with apt-get when missing, as root) completes for real on a pseudo-terminal: compinit, the script
  * sourced, a line typed and Tab pressed, and the list it shows read back.
  */
-import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { commandTable } from "../../src/cli/help/index.js";
 import { conditionTypes } from "../../src/reconciler/index.js";
 import { requireBuild, runFile, shardctl } from "./support/run-shardctl.js";
+import { aptInstall } from "../support/apt.js";
 
 let dir: string;
 let bashScript: string;
@@ -194,12 +193,5 @@ async function ensureZsh(): Promise<void> {
   const found = ["/usr/bin/zsh", "/bin/zsh", "/usr/local/bin/zsh"].some((path) => existsSync(path));
   if (found) return;
   if (process.getuid?.() !== 0) throw new Error('zsh is missing: install the "zsh" package (apt-get install -y zsh)');
-  // Another test file or person may be running apt-get: wait for its lock rather than fail.
-  await promisify(execFile)(
-    "sh",
-    ["-c", "apt-get -o DPkg::Lock::Timeout=240 update && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=240 install -y zsh"],
-    {
-      maxBuffer: 64 << 20,
-    },
-  );
+  await aptInstall(["zsh"]);
 }

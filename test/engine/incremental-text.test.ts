@@ -21,15 +21,27 @@ function random(seed: number): () => number {
   };
 }
 
-/** Token ids of random text, with some tokens of any kind (special tokens, stray bytes) mixed in. */
-function randomIds(codec: TextCodec, vocab: number, seed: number, length: number): number[] {
+/**
+ * Token ids of random text, with some tokens of any kind (stray bytes, special tokens) mixed in,
+ * and now and then a run of up to 12 special tokens (which decode to nothing).
+ */
+function randomIds(codec: TextCodec, vocab: number, seed: number, length: number, specials: number[]): number[] {
   const next = random(seed);
   const ids: number[] = [];
   while (ids.length < length) {
-    if (next() < 0.1) ids.push(Math.floor(next() * vocab));
+    const roll = next();
+    if (roll < 0.1) ids.push(Math.floor(next() * vocab));
+    else if (roll < 0.15) for (let n = 1 + Math.floor(next() * 12); n > 0; n--) ids.push(specials[Math.floor(next() * specials.length)] as number);
     else ids.push(...codec.encode(pieces[Math.floor(next() * pieces.length)] as string));
   }
   return ids.slice(0, length);
+}
+
+/** The ids decode() leaves out, among the first `vocab`. */
+function specialIds(codec: TextCodec, vocab: number): number[] {
+  const ids = Array.from({ length: vocab }, (_, id) => id).filter((id) => codec.isSkipped(id));
+  if (ids.length === 0) throw new Error("the tokenizer has no special tokens to test with");
+  return ids;
 }
 
 /**
@@ -39,10 +51,13 @@ function randomIds(codec: TextCodec, vocab: number, seed: number, length: number
  */
 function checkAgainstFullDecode(codec: TextCodec, ids: number[], label: string, every = 1): number {
   let widest = 0;
-  const text = new IncrementalText((window) => {
-    widest = Math.max(widest, window.length);
-    return codec.decodeRaw(window);
-  });
+  const text = new IncrementalText(
+    (window) => {
+      widest = Math.max(widest, window.length);
+      return codec.decodeRaw(window);
+    },
+    (id) => codec.isSkipped(id),
+  );
   ids.forEach((id, i) => {
     const raw = text.push(id);
     if ((i + 1) % every !== 0 && i + 1 !== ids.length) return;
@@ -156,15 +171,36 @@ describe("incremental text: the same text as decoding the whole completion, a wi
     it(`${kind} tokenizer: 300 random completions of up to 60 tokens`, () => {
       const { codec, vocab } = codecs.get(kind)!;
       for (let seed = 1; seed <= 300; seed++) {
-        const ids = randomIds(codec, vocab, seed, 1 + (seed % 60));
+        const ids = randomIds(codec, vocab, seed, 1 + (seed % 60), specialIds(codec, vocab));
         checkAgainstFullDecode(codec, ids, `${kind}, seed ${seed}`);
+      }
+    });
+  }
+
+  for (const kind of ["llama", "qwen2", "sentencepiece"]) {
+    it(`${kind} tokenizer: a stream sends only settled text, which the final text begins with`, () => {
+      const { codec, vocab } = codecs.get(kind)!;
+      for (let seed = 1000; seed < 1300; seed++) {
+        const ids = randomIds(codec, vocab, seed, 1 + (seed % 60), specialIds(codec, vocab));
+        const text = new IncrementalText(
+          (window) => codec.decodeRaw(window),
+          (id) => codec.isSkipped(id),
+        );
+        let sent = "";
+        for (const [i, id] of ids.entries()) {
+          const raw = text.push(id);
+          const clean = codec.cleanUp(raw);
+          if (!clean.startsWith(sent)) throw new Error(`${kind}, seed ${seed}, token ${i + 1}: sent ${JSON.stringify(sent)}, now the text is ${JSON.stringify(clean)}`);
+          sent += clean.slice(sent.length, Math.max(sent.length, codec.settledLength(raw)));
+        }
+        expect(codec.decode(ids).startsWith(sent), `${kind}, seed ${seed}`).toBe(true);
       }
     });
   }
 
   it("decodes a bounded window per token, however long the completion", () => {
     const { codec, vocab } = codecs.get("llama")!;
-    const ids = randomIds(codec, vocab, 7, 3000);
+    const ids = randomIds(codec, vocab, 7, 3000, specialIds(codec, vocab));
     // The window: up to 2 × 4 tokens of context, the new token, and the tokens of one split
     // character or clean-up pattern still held (a few).
     expect(checkAgainstFullDecode(codec, ids, "3000 tokens", 500)).toBeLessThanOrEqual(16);
@@ -180,6 +216,22 @@ describe("incremental text: the same text as decoding the whole completion, a wi
       Array.from({ length: 500 }, (_, i) => (i % 7 === 6 ? lead : continuation)),
     ]) {
       expect(checkAgainstFullDecode(codec, ids, "garbage", 50)).toBeLessThanOrEqual(34);
+    }
+  });
+
+  it("a character that completes after a long run of such bytes: the text stays well-formed and goes on", () => {
+    const { codec } = codecs.get("llama")!;
+    const [lead] = codec.encode("€") as [number];
+    for (const character of ["😀", "€"]) {
+      const ids = [...codec.encode("hi"), ...Array.from({ length: 29 + (character === "😀" ? 0 : 1) }, () => lead), ...codec.encode(`${character} ok`)];
+      const text = new IncrementalText(
+        (window) => codec.decodeRaw(window),
+        (id) => codec.isSkipped(id),
+      );
+      // A lone UTF-16 surrogate (half of a character split by the window) matches \p{Cs}.
+      for (const id of ids) expect(text.push(id), character).not.toMatch(/\p{Cs}/u);
+      expect(text.text.startsWith("hi\ufffd"), character).toBe(true);
+      expect(text.text.endsWith(" ok"), character).toBe(true);
     }
   });
 });

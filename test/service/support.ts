@@ -9,6 +9,7 @@ import { chmod, chown, mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { aptInstall } from "../support/apt.js";
 
 export const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
 export const shardctlScript = join(repoRoot, "dist/src/cli/shardctl.js");
@@ -61,11 +62,10 @@ const systemdBinary = ["/lib/systemd/systemd", "/usr/lib/systemd/systemd"];
 export async function ensureSystemdTools(): Promise<void> {
   if (existsSync(systemdAnalyze) && systemdBinary.some((path) => existsSync(path))) return;
   if (process.getuid?.() !== 0) throw new Error(`${systemdAnalyze} is missing: install Debian's "systemd" package (apt-get install -y systemd)`);
-  const install = await runFile("sh", [
-    "-c",
-    "apt-get -o DPkg::Lock::Timeout=600 update && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends systemd",
-  ]);
-  if (install.code !== 0 || !existsSync(systemdAnalyze)) throw new Error(`installing Debian's "systemd" package failed:\n${install.stderr}`);
+  await aptInstall(["systemd"], ["--no-install-recommends"]).catch((error: unknown) => {
+    throw new Error(`installing Debian's "systemd" package failed:\n${error instanceof Error ? error.message : String(error)}`);
+  });
+  if (!existsSync(systemdAnalyze)) throw new Error(`installing Debian's "systemd" package did not provide ${systemdAnalyze}`);
 }
 
 /** `systemd-analyze [--user] verify <unit>`: exit code and what it printed. */

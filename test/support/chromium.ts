@@ -1,16 +1,14 @@
 /**
  * Real headless Chromium for the dashboard's tests and bench: Debian's `chromium` package, driven
  * by playwright-core through its executablePath (no browser download). When the binary is missing
- * and we are root, the package is installed with apt-get, under flock /tmp/apt.lock so parallel
- * set-ups do not fight over dpkg; otherwise set-up fails naming the package. It never skips.
+ * and we are root, the package is installed with apt-get (see apt.ts); otherwise set-up fails
+ * naming the package. It never skips.
  * No vitest imports (bench uses it too).
  */
-import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
-import { promisify } from "node:util";
 import { chromium, type Browser } from "playwright-core";
+import { aptInstall } from "./apt.js";
 
-const run = promisify(execFile);
 /** The browser binary itself; /usr/bin/chromium is Debian's wrapper script around it. */
 const candidates = ["/usr/lib/chromium/chromium", "/usr/bin/chromium"];
 
@@ -19,10 +17,7 @@ export async function ensureChromium(): Promise<string> {
   const found = candidates.find((c) => existsSync(c));
   if (found !== undefined) return found;
   if (process.getuid?.() !== 0) throw new Error(`chromium is missing: install Debian's "chromium" package (apt-get install -y chromium)`);
-  await run("flock", ["/tmp/apt.lock", "sh", "-c", "apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium"], {
-    maxBuffer: 64 << 20,
-    timeout: 15 * 60_000,
-  });
+  await aptInstall(["chromium"]);
   const installed = candidates.find((c) => existsSync(c));
   if (installed === undefined) throw new Error(`installing "chromium" provided none of ${candidates.join(", ")}`);
   return installed;

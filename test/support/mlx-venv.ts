@@ -13,6 +13,7 @@ import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
+import { aptInstall } from "./apt.js";
 
 const run = promisify(execFile);
 
@@ -95,7 +96,7 @@ async function ensureVenvModule(): Promise<void> {
   if (process.getuid?.() !== 0) {
     throw new Error(`python3 with its venv module is missing: install Debian's "python3-venv" package (apt-get install -y python3-venv)`);
   }
-  await run("sh", ["-c", "apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-venv"], { maxBuffer: 64 << 20 });
+  await aptInstall(["python3-venv"]);
   if (!(await probe())) throw new Error(`installing "python3-venv" did not give python3 a working venv module`);
 }
 

@@ -15,6 +15,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { freePort } from "./free-ports.js";
 import { allocateHosts } from "./test-world.js";
+import { aptInstall } from "./apt.js";
 
 const run = promisify(execFile);
 const sshdPath = "/usr/sbin/sshd";
@@ -74,7 +75,7 @@ export async function ensureSshd(): Promise<void> {
   if (process.getuid?.() !== 0) {
     throw new Error(`${sshdPath} is missing: install Debian's "openssh-server" package (apt-get install -y openssh-server)`);
   }
-  await run("sh", ["-c", "apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y openssh-server"], { maxBuffer: 64 << 20 });
+  await aptInstall(["openssh-server"]);
   if (!existsSync(sshdPath)) throw new Error(`installing "openssh-server" did not provide ${sshdPath}`);
 }
 

@@ -1,7 +1,8 @@
 /**
  * The autoregressive loop of one request: prompt in one pass, then one token at a time until EOS,
- * a stop string, max_tokens or the context limit. Text is released in deltas that never expose a
- * partial stop string or a partial UTF-8 character.
+ * a stop string, max_tokens or the context limit. Text is released in deltas that never change
+ * once sent: never a partial stop string, a partial UTF-8 character, or a space the tokenizer's
+ * clean-up may still remove.
  */
 import type { SampledToken, SamplingParams } from "../model/index.js";
 import { IncrementalText } from "./incremental-text.js";
@@ -46,7 +47,10 @@ export async function generate(
 ): Promise<GenerateResult> {
   const seq = allocateSeq();
   pipeline.prepare(seq, o.params);
-  const completion = new IncrementalText((ids) => codec.decodeRaw(ids));
+  const completion = new IncrementalText(
+    (ids) => codec.decodeRaw(ids),
+    (id) => codec.isSkipped(id),
+  );
   let tokens = 0;
   let pending: TokenInfo[] = [];
   let emitted = 0;
@@ -74,7 +78,8 @@ export async function generate(
       }
       tokens++;
       pending.push({ sampled, offset: text.length });
-      text = codec.cleanUp(completion.push(sampled.token));
+      const raw = completion.push(sampled.token);
+      text = codec.cleanUp(raw);
       const stopAt = findStop(text, o.stop, Math.max(0, emitted - longestStop));
       if (stopAt >= 0) {
         text = text.slice(0, stopAt);
@@ -82,7 +87,9 @@ export async function generate(
         break;
       }
       if (tokens < o.maxTokens) next = startRun([sampled.token]);
-      const safe = text.length - holdBack(text, o.stop);
+      // Sent text never changes: nothing the next token may still rewrite goes out (see
+      // settledLength), nor the start of a stop string.
+      const safe = Math.min(codec.settledLength(raw), text.length - holdBack(text, o.stop));
       if (safe > emitted) {
         onDelta(text.slice(emitted, safe), pending);
         pending = [];
@@ -105,9 +112,9 @@ function findStop(text: string, stops: string[], from: number): number {
   return best;
 }
 
-/** Characters at the end that could still become a stop string or are an incomplete character. */
+/** Characters at the end that could still become a stop string. */
 function holdBack(text: string, stops: string[]): number {
-  let hold = text.endsWith("\ufffd") ? 1 : 0;
+  let hold = 0;
   for (const s of stops) {
     for (let k = Math.min(s.length - 1, text.length); k > hold; k--) {
       if (text.endsWith(s.slice(0, k))) {

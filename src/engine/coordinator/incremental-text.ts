@@ -25,30 +25,50 @@ export class IncrementalText {
 
   constructor(
     private readonly decode: (ids: readonly number[]) => string,
+    /**
+     * Tokens the decode leaves out (special tokens): they are left out of the windows too, so a
+     * run of them cannot leave a window without text to start from.
+     */
+    private readonly skipped: (id: number) => boolean = () => false,
     /** Tokens of context a window keeps before the new ones. */
     private readonly context = 4,
   ) {}
 
   /** Add a token; returns the text of every token so far. */
   push(id: number): string {
+    if (this.skipped(id)) return this.text;
     this.ids.push(id);
     const decoded = this.decode(this.ids.slice(this.windowStart));
+    const size = this.ids.length - this.windowStart;
+    if (size > maxWindow && decoded.endsWith("\ufffd")) {
+      // Open for `maxWindow` tokens: bytes that form no character (a model emitting invalid
+      // UTF-8). They settle as the U+FFFD they are, and the next window starts empty, so garbage
+      // cannot make every token decode a longer window. Only here can the text differ from a full
+      // decode: a character begun in the last of those bytes shows as U+FFFD (and, with a
+      // leading-space-stripping decoder, a space right after them is lost).
+      this.settled += decoded.slice(this.windowDone);
+      this.open = "";
+      this.windowStart = this.ids.length;
+      this.windowDone = 0;
+      return this.text;
+    }
     let end = decoded.length;
     while (end > this.windowDone && decoded[end - 1] === "\ufffd") end--;
-    // A window still open after `maxWindow` tokens holds bytes that form no character (a model
-    // emitting invalid UTF-8): they settle as the U+FFFD they are, so that garbage cannot make
-    // every token decode a longer window. (A character begun in the last three of them would
-    // then show as U+FFFD too.)
-    if (this.ids.length - this.windowStart > maxWindow) end = decoded.length;
     if (end > this.windowDone) {
       this.settled += decoded.slice(this.windowDone, end);
       this.windowDone = end;
     }
     this.open = decoded.slice(this.windowDone);
-    // Nothing open: start a shorter window, `context` tokens back, all of whose text is settled.
-    if (this.open === "" && this.ids.length - this.windowStart > 2 * this.context) {
-      this.windowStart = this.ids.length - this.context;
-      this.windowDone = this.decode(this.ids.slice(this.windowStart)).length;
+    // Nothing open: start a shorter window, `context` tokens back, all of whose text is settled —
+    // unless those tokens decode to nothing: then the new tokens would be the window's first
+    // text, and decoders treat a text's start differently (a leading space stripped).
+    if (this.open === "" && size > 2 * this.context) {
+      const start = this.ids.length - this.context;
+      const settledText = this.decode(this.ids.slice(start));
+      if (settledText !== "" || size > maxWindow) {
+        this.windowStart = start;
+        this.windowDone = settledText.length;
+      }
     }
     return this.text;
   }
@@ -59,5 +79,5 @@ export class IncrementalText {
   }
 }
 
-/** Tokens after which a window settles what it still holds open (see push). */
+/** Tokens after which a window settles what it still holds open, or restarts on empty context (see push). */
 const maxWindow = 32;

@@ -16,6 +16,10 @@ export class TextCodec {
   private readonly eosToken: string;
   /** tokenizer_config.json's clean_up_tokenization_spaces (true when absent, as transformers has it). */
   private readonly cleanUpSpaces: boolean;
+  /** Token strings decode() leaves out, and the strings of ids (see isSkipped). */
+  private readonly specialTokens: ReadonlySet<string>;
+  private readonly vocab: ArrayLike<string | undefined>;
+  private readonly unknownToken: string | undefined;
 
   constructor(modelDir: string) {
     const tokenizerJson = JSON.parse(readFileSync(join(modelDir, "tokenizer.json"), "utf8")) as object;
@@ -26,7 +30,13 @@ export class TextCodec {
     this.template = source === undefined ? undefined : new Template(source);
     this.bosToken = tokenText(config.bos_token);
     this.eosToken = tokenText(config.eos_token);
-    this.cleanUpSpaces = config.clean_up_tokenization_spaces !== false;
+    this.cleanUpSpaces = Boolean(config.clean_up_tokenization_spaces ?? true);
+    // The library skips a token when its string is one of the special tokens' (added tokens marked
+    // special and the config's additional_special_tokens); it keeps both lists on the tokenizer.
+    const internals = this.tokenizer as unknown as { special_tokens?: string[]; model?: { vocab?: ArrayLike<string | undefined>; unk_token?: string } };
+    this.specialTokens = new Set(internals.special_tokens ?? []);
+    this.vocab = internals.model?.vocab ?? [];
+    this.unknownToken = internals.model?.unk_token;
   }
 
   /** Render the chat template with the generation prompt and tokenize it (special tokens recognised). */
@@ -49,6 +59,27 @@ export class TextCodec {
     return this.tokenizer.decode([...ids], { skip_special_tokens: true, clean_up_tokenization_spaces: false });
   }
 
+  /** Whether decode() leaves token `id` out of its text (a special token). */
+  isSkipped(id: number): boolean {
+    const token = this.vocab[id] ?? this.unknownToken;
+    return token !== undefined && this.specialTokens.has(token);
+  }
+
+  /**
+   * How much of cleanUp(raw) stays whatever text is appended to raw: what a stream can send. Not
+   * a trailing U+FFFD (the start of a character whose last bytes are still to come), and with the
+   * clean-up of spaces, not a trailing space that could still start one of its patterns (" n" may
+   * become "n't", a space goes before "."). Cut before such a space, the clean-up of the text is
+   * a prefix of the clean-up of any longer text: none of its patterns can reach across the cut.
+   */
+  settledLength(raw: string): number {
+    let end = raw.length;
+    while (end > 0 && raw[end - 1] === "\ufffd") end--;
+    if (!this.cleanUpSpaces) return end;
+    for (let cut = patternStart(raw, end); cut < end; cut = patternStart(raw, end)) end = cut;
+    return cleanUpTokenizationSpaces(raw.slice(0, end)).length;
+  }
+
   /** What decode() adds to decodeRaw()'s text: the clean-up of tokenization spaces, when the model's tokenizer asks for it. */
   cleanUp(raw: string): string {
     return this.cleanUpSpaces ? cleanUpTokenizationSpaces(raw) : raw;
@@ -66,6 +97,16 @@ function tokenText(value: unknown): string {
     return (value as { content: string }).content;
   }
   return "";
+}
+
+/** Beginnings of the clean-up's patterns, longest first. */
+const patternPrefixes = [" 'v", " 'r", " n'", " n", " '", " "];
+
+/** Where a beginning of a clean-up pattern ends raw[0, end), or `end` when none does. */
+function patternStart(raw: string, end: number): number {
+  const text = raw.slice(Math.max(0, end - 3), end);
+  const prefix = patternPrefixes.find((p) => text.endsWith(p));
+  return prefix === undefined ? end : end - prefix.length;
 }
 
 /**

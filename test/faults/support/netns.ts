@@ -20,6 +20,7 @@ import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { ensureSshd, type SshdNode, type SshdSet } from "../../support/sshd.js";
+import { aptInstall } from "../../support/apt.js";
 
 const run = promisify(execFile);
 const sshdPath = "/usr/sbin/sshd";
@@ -66,7 +67,7 @@ async function ensureTools(): Promise<void> {
     ["/usr/sbin/iptables", "iptables"],
   ] as const) {
     if (existsSync(tool)) continue;
-    await run("sh", ["-c", `apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y ${pkg}`], { maxBuffer: 64 << 20 }).catch(() => undefined);
+    await aptInstall([pkg]).catch(() => undefined);
     if (!existsSync(tool)) throw new Error(`${tool} is missing: install Debian's "${pkg}" package (apt-get install -y ${pkg})`);
   }
 }
