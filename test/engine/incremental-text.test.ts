@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { IncrementalText, TextCodec } from "../../src/engine/coordinator/index.js";
+import { findStop, IncrementalText, sendableLength, TextCodec } from "../../src/engine/coordinator/index.js";
 import { makeTestModel, type TestModelOptions } from "../../src/planner/index.js";
 
 // Pieces of text whose tokens exercise what a window must get right: characters split across
@@ -197,6 +197,70 @@ describe("incremental text: the same text as decoding the whole completion, a wi
       }
     });
   }
+
+  it("a stream with stop strings sends only text the final text begins with (the generation loop's rules)", () => {
+    const { codec } = codecs.get("llama")!;
+    // Pieces (each encoded alone, so tokens split where they split) and a stop string that the
+    // clean-up of spaces forms across them: sent text must never need taking back.
+    const cases: Array<[string[], string]> = [
+      [["I", " do", " n", "'t", " know"], "don't"],
+      [["the", " end", " ", ".", " more"], "end."],
+      [["Hi", " there", " ", "!"], "there!"],
+      [["a", " b", " ,", " c"], "b,"],
+      [["it", " '", "s"], "it's"],
+      [["x", " '", " ,", " y"], "',"],
+      [["say", " é", "é", " ok"], "éé"],
+    ];
+    const next = random(99);
+    for (let seed = 0; seed < 300; seed++) {
+      const words = Array.from({ length: 3 + Math.floor(next() * 20) }, () => pieces[Math.floor(next() * pieces.length)] as string);
+      const stop =
+        words
+          .slice(1 + Math.floor(next() * 2), 3 + Math.floor(next() * 2))
+          .join("")
+          .trim() || "x";
+      cases.push([words, stop]);
+    }
+    for (const [words, stop] of cases) {
+      const ids = words.flatMap((w) => codec.encode(w));
+      const label = `${JSON.stringify(words)} stop ${JSON.stringify(stop)}`;
+      const text = new IncrementalText(
+        (window) => codec.decodeRaw(window),
+        (id) => codec.isSkipped(id),
+      );
+      let sent = "";
+      let final: string | undefined;
+      for (const id of ids) {
+        const raw = text.push(id);
+        const clean = codec.cleanUp(raw);
+        const at = findStop(clean, [stop], Math.max(0, sent.length - stop.length));
+        if (at >= 0) {
+          final = clean.slice(0, at);
+          break;
+        }
+        sent += clean.slice(sent.length, Math.max(sent.length, sendableLength(clean, codec.settledLength(raw), [stop])));
+        expect(sent.includes(stop), label).toBe(false);
+      }
+      final ??= codec.cleanUp(text.text);
+      expect(final.startsWith(sent), `${label}: sent ${JSON.stringify(sent)}, final ${JSON.stringify(final)}`).toBe(true);
+    }
+  });
+
+  it("runs of literal U+FFFD characters and of ids past the tokenizer's vocabulary: exact, with bounded windows", () => {
+    for (const kind of ["llama", "qwen2", "sentencepiece"]) {
+      const { codec, vocab } = codecs.get(kind)!;
+      for (const k of [5, 10, 11, 20, 40]) {
+        const ids = codec.encode(`Encoding error: ${"\ufffd".repeat(k)} done € ok`);
+        expect(checkAgainstFullDecode(codec, ids, `${kind}, ${k} × U+FFFD`), kind).toBeLessThanOrEqual(34);
+      }
+      for (const k of [3, 28, 29, 57, 58, 100]) {
+        // Ids a model's embedding may have beyond the tokenizer (padded vocabularies) decode to nothing.
+        const ids = [...codec.encode("the €"), ...Array.from({ length: k }, (_, i) => vocab + 50 + i), ...codec.encode(" é ok")];
+        // They never enter a window (the decode skips them), so windows stay short.
+        expect(checkAgainstFullDecode(codec, ids, `${kind}, ${k} ids past the vocabulary`), kind).toBeLessThanOrEqual(12);
+      }
+    }
+  });
 
   it("decodes a bounded window per token, however long the completion", () => {
     const { codec, vocab } = codecs.get("llama")!;

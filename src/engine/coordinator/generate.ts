@@ -87,9 +87,7 @@ export async function generate(
         break;
       }
       if (tokens < o.maxTokens) next = startRun([sampled.token]);
-      // Sent text never changes: nothing the next token may still rewrite goes out (see
-      // settledLength), nor the start of a stop string.
-      const safe = Math.min(codec.settledLength(raw), text.length - holdBack(text, o.stop));
+      const safe = sendableLength(text, codec.settledLength(raw), o.stop);
       if (safe > emitted) {
         onDelta(text.slice(emitted, safe), pending);
         pending = [];
@@ -103,7 +101,17 @@ export async function generate(
   }
 }
 
-function findStop(text: string, stops: string[], from: number): number {
+/**
+ * How much of `text` a stream can send: its first `settled` characters (what no later token can
+ * change, see TextCodec.settledLength), less any end of them that could begin a stop string.
+ * Sent text then never changes and never holds a stop string.
+ */
+export function sendableLength(text: string, settled: number, stops: string[]): number {
+  return settled - holdBack(text.slice(0, settled), stops);
+}
+
+/** Where the first of `stops` begins in `text` at or after `from`, or -1. */
+export function findStop(text: string, stops: string[], from: number): number {
   let best = -1;
   for (const s of stops) {
     const at = text.indexOf(s, from);

@@ -39,38 +39,61 @@ export class IncrementalText {
     if (this.skipped(id)) return this.text;
     this.ids.push(id);
     const decoded = this.decode(this.ids.slice(this.windowStart));
-    const size = this.ids.length - this.windowStart;
-    if (size > maxWindow && decoded.endsWith("\ufffd")) {
-      // Open for `maxWindow` tokens: bytes that form no character (a model emitting invalid
-      // UTF-8). They settle as the U+FFFD they are, and the next window starts empty, so garbage
-      // cannot make every token decode a longer window. Only here can the text differ from a full
-      // decode: a character begun in the last of those bytes shows as U+FFFD (and, with a
-      // leading-space-stripping decoder, a space right after them is lost).
-      this.settled += decoded.slice(this.windowDone);
-      this.open = "";
-      this.windowStart = this.ids.length;
-      this.windowDone = 0;
-      return this.text;
-    }
     let end = decoded.length;
     while (end > this.windowDone && decoded[end - 1] === "\ufffd") end--;
-    if (end > this.windowDone) {
-      this.settled += decoded.slice(this.windowDone, end);
-      this.windowDone = end;
-    }
-    this.open = decoded.slice(this.windowDone);
+    this.settle(decoded, end);
+    const size = this.ids.length - this.windowStart;
     // Nothing open: start a shorter window, `context` tokens back, all of whose text is settled —
     // unless those tokens decode to nothing: then the new tokens would be the window's first
     // text, and decoders treat a text's start differently (a leading space stripped).
     if (this.open === "" && size > 2 * this.context) {
       const start = this.ids.length - this.context;
       const settledText = this.decode(this.ids.slice(start));
-      if (settledText !== "" || size > maxWindow) {
+      if (settledText !== "") {
         this.windowStart = start;
         this.windowDone = settledText.length;
       }
     }
+    if (this.ids.length - this.windowStart > maxWindow) this.split(decoded);
     return this.text;
+  }
+
+  /** Move the window's text up to `end` into `settled`; the rest is open. */
+  private settle(decoded: string, end: number): void {
+    if (end > this.windowDone) {
+      this.settled += decoded.slice(this.windowDone, end);
+      this.windowDone = end;
+    }
+    this.open = decoded.slice(this.windowDone);
+  }
+
+  /**
+   * A window past `maxWindow` tokens (text ending in U+FFFD for that long — literal U+FFFD
+   * characters, or bytes that form none — or tokens that decode to nothing): settle its head at
+   * the last token boundary of the last few where decoding the two parts apart gives the same
+   * text (no character cut, the tail's start not treated as a text's start), and keep the tail as
+   * the window, so no window grows without bound.
+   */
+  private split(decoded: string): void {
+    const length = this.ids.length;
+    for (let k = length - 1; k > this.windowStart && k >= length - splitSearch; k--) {
+      const tail = this.decode(this.ids.slice(k));
+      if (tail === "" || !decoded.endsWith(tail)) continue;
+      const head = decoded.slice(0, decoded.length - tail.length);
+      if (this.decode(this.ids.slice(this.windowStart, k)) !== head) continue;
+      this.settle(decoded, Math.max(this.windowDone, head.length));
+      this.windowStart = k;
+      this.windowDone -= head.length;
+      return;
+    }
+    // No such boundary (only bytes that never form a character, or tokens that decode to
+    // nothing): settle everything and start an empty window. Only here can the text differ from
+    // a full decode: a character begun in the last of those bytes shows as U+FFFD, or a
+    // leading-space-stripping decoder drops a space after them.
+    this.settle(decoded, decoded.length);
+    this.windowStart = length;
+    this.windowDone = 0;
+    this.open = "";
   }
 
   /** The text of every token so far. */
@@ -79,5 +102,7 @@ export class IncrementalText {
   }
 }
 
-/** Tokens after which a window settles what it still holds open, or restarts on empty context (see push). */
+/** Tokens after which a window is split (see split). */
 const maxWindow = 32;
+/** Token boundaries split() tries, from the last one back. */
+const splitSearch = 8;

@@ -4,4 +4,4 @@ export { LocalPipeline, type Pipeline } from "./pipeline.js";
 export { RemotePipeline, PipelineBroken, type LinkState, type StageAddress } from "./remote-pipeline.js";
 export { TextCodec, type ChatMessage } from "./text.js";
 export { IncrementalText } from "./incremental-text.js";
-export { generate, type GenerateOptions, type GenerateResult } from "./generate.js";
+export { generate, findStop, sendableLength, type GenerateOptions, type GenerateResult } from "./generate.js";

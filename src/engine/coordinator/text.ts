@@ -59,10 +59,14 @@ export class TextCodec {
     return this.tokenizer.decode([...ids], { skip_special_tokens: true, clean_up_tokenization_spaces: false });
   }
 
-  /** Whether decode() leaves token `id` out of its text (a special token). */
+  /**
+   * Whether decode() leaves token `id` out of its text: a special token, or an id with no string
+   * and no unknown token to stand for it (a model's embedding rows past the tokenizer's
+   * vocabulary, which decode to nothing).
+   */
   isSkipped(id: number): boolean {
     const token = this.vocab[id] ?? this.unknownToken;
-    return token !== undefined && this.specialTokens.has(token);
+    return token === undefined || token === null || this.specialTokens.has(token);
   }
 
   /**

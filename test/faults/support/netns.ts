@@ -67,8 +67,11 @@ async function ensureTools(): Promise<void> {
     ["/usr/sbin/iptables", "iptables"],
   ] as const) {
     if (existsSync(tool)) continue;
-    await aptInstall([pkg]).catch(() => undefined);
-    if (!existsSync(tool)) throw new Error(`${tool} is missing: install Debian's "${pkg}" package (apt-get install -y ${pkg})`);
+    const failure = await aptInstall([pkg]).then(
+      () => "",
+      (error: unknown) => ` (installing it failed: ${error instanceof Error ? error.message : String(error)})`,
+    );
+    if (!existsSync(tool)) throw new Error(`${tool} is missing: install Debian's "${pkg}" package (apt-get install -y ${pkg})${failure}`);
   }
 }
 
