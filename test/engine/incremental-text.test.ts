@@ -79,6 +79,50 @@ describe("incremental text: the same text as decoding the whole completion, a wi
       await makeTestModel(dir, { family, layers: 1, hidden: 32, heads: 2, kvHeads: 1, vocab: 320 });
       codecs.set(family, { codec: new TextCodec(dir), vocab: 320 });
     }
+    // A byte-level tokenizer whose tokens span characters, as real byte-level vocabularies' do
+    // (CJK text): "€" is e2 82 ac, and one token is ac e2 82, so a run of "€" has every token
+    // boundary inside a character.
+    {
+      const dir = await mkdtemp(join(tmpdir(), "shardctl-incremental-cross-"));
+      dirs.push(dir);
+      const printable = [
+        ...Array.from({ length: 94 }, (_, i) => 33 + i),
+        ...Array.from({ length: 12 }, (_, i) => 161 + i),
+        ...Array.from({ length: 82 }, (_, i) => 174 + i),
+      ];
+      const byteChar: string[] = [];
+      let extra = 0;
+      for (let b = 0; b < 256; b++) byteChar[b] = String.fromCodePoint(printable.includes(b) ? b : 256 + extra++);
+      const vocab: Record<string, number> = {};
+      for (let b = 0; b < 256; b++) vocab[byteChar[b] as string] = b;
+      vocab[[0xac, 0xe2, 0x82].map((b) => byteChar[b]).join("")] = 256;
+      const byteLevel = { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: true };
+      const tokenizer = {
+        version: "1.0",
+        truncation: null,
+        padding: null,
+        added_tokens: [{ id: 257, content: "<|end|>", single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }],
+        normalizer: null,
+        pre_tokenizer: byteLevel,
+        post_processor: null,
+        decoder: byteLevel,
+        model: {
+          type: "BPE",
+          dropout: null,
+          unk_token: null,
+          continuing_subword_prefix: null,
+          end_of_word_suffix: null,
+          fuse_unk: false,
+          byte_fallback: false,
+          ignore_merges: false,
+          vocab,
+          merges: [],
+        },
+      };
+      await writeFile(join(dir, "tokenizer.json"), JSON.stringify(tokenizer));
+      await writeFile(join(dir, "tokenizer_config.json"), JSON.stringify({ clean_up_tokenization_spaces: false }));
+      codecs.set("spanning", { codec: new TextCodec(dir), vocab: 258 });
+    }
     // A SentencePiece-style tokenizer (Llama 2, Mistral): "▁" for spaces, byte fallback for
     // characters outside the vocabulary, and a decoder that drops the text's leading space.
     const dir = await mkdtemp(join(tmpdir(), "shardctl-incremental-sp-"));
@@ -87,6 +131,7 @@ describe("incremental text: the same text as decoding the whole completion, a wi
     for (let b = 0; b < 256; b++) vocab[`<0x${b.toString(16).toUpperCase().padStart(2, "0")}>`] = 3 + b;
     for (const piece of [
       "▁",
+      "▁\ufffd",
       "▁the",
       "▁cat",
       "▁sat",
@@ -259,6 +304,21 @@ describe("incremental text: the same text as decoding the whole completion, a wi
         // They never enter a window (the decode skips them), so windows stay short.
         expect(checkAgainstFullDecode(codec, ids, `${kind}, ${k} ids past the vocabulary`), kind).toBeLessThanOrEqual(12);
       }
+    }
+  });
+
+  it("text whose every token boundary cuts a character, and runs of word-initial U+FFFD: exact, with bounded windows", () => {
+    const spanning = codecs.get("spanning")!.codec;
+    // e2 82, then (ac e2 82) × n, then ac: n + 1 "€", each token but the last ending inside one.
+    for (const n of [10, 31, 32, 33, 70]) {
+      const ids = [0xe2, 0x82, ...Array.from({ length: n }, () => 256), 0xac];
+      expect(spanning.decode(ids)).toBe("€".repeat(n + 1));
+      expect(checkAgainstFullDecode(spanning, ids, `${n + 1} × € across tokens`)).toBeLessThanOrEqual(34);
+    }
+    const sentencepiece = codecs.get("sentencepiece")!.codec;
+    for (const n of [10, 32, 33, 70]) {
+      const ids = sentencepiece.encode(`the${" \ufffd".repeat(n)} cat`);
+      expect(checkAgainstFullDecode(sentencepiece, ids, `${n} × "▁\ufffd"`)).toBeLessThanOrEqual(34);
     }
   });
 

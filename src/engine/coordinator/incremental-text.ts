@@ -68,22 +68,35 @@ export class IncrementalText {
   }
 
   /**
-   * A window past `maxWindow` tokens (text ending in U+FFFD for that long — literal U+FFFD
-   * characters, or bytes that form none — or tokens that decode to nothing): settle its head at
-   * the last token boundary of the last few where decoding the two parts apart gives the same
-   * text (no character cut, the tail's start not treated as a text's start), and keep the tail as
-   * the window, so no window grows without bound.
+   * A window past `maxWindow` tokens — its text has kept ending in U+FFFD that long: literal
+   * U+FFFD characters, characters that every token boundary cuts (byte-level tokens that span
+   * characters), bytes that form none — or holding tokens that decode to nothing. It restarts at
+   * one of its last few token boundaries, the last that either
+   * - reproduces the window's text from its last settled character on (the new window's own
+   *   start — a cut character's stray bytes, a stripped leading space — is settled text it need
+   *   not reproduce, as when a window restarts with context), or
+   * - splits it cleanly: the two parts decoded apart give the same text.
+   * Everything before the new window's start is settled, so no window grows without bound.
    */
   private split(decoded: string): void {
     const length = this.ids.length;
+    // The window's last settled character that is not U+FFFD and the text after it, which a new
+    // window must reproduce (none when the window's text is all U+FFFD).
+    const anchor = lastCharacterStart(decoded, this.windowDone);
+    const kept = anchor < 0 ? undefined : decoded.slice(anchor);
     for (let k = length - 1; k > this.windowStart && k >= length - splitSearch; k--) {
       const tail = this.decode(this.ids.slice(k));
-      if (tail === "" || !decoded.endsWith(tail)) continue;
-      const head = decoded.slice(0, decoded.length - tail.length);
-      if (this.decode(this.ids.slice(this.windowStart, k)) !== head) continue;
-      this.settle(decoded, Math.max(this.windowDone, head.length));
+      if (tail === "") continue;
+      const reproduces = kept !== undefined && tail.endsWith(kept);
+      const clean = !reproduces && decoded.endsWith(tail) && this.decode(this.ids.slice(this.windowStart, k)) === decoded.slice(0, decoded.length - tail.length);
+      if (!reproduces && !clean) continue;
+      // Settled: all of the old window's text but what the tail decodes to from the open text
+      // on (for a clean split, the head's text is settled whole).
+      const open = decoded.length - this.windowDone;
+      const settledUpTo = clean ? Math.max(this.windowDone, decoded.length - tail.length) : this.windowDone;
+      this.settle(decoded, settledUpTo);
       this.windowStart = k;
-      this.windowDone -= head.length;
+      this.windowDone = clean ? settledUpTo - (decoded.length - tail.length) : tail.length - open;
       return;
     }
     // No such boundary (only bytes that never form a character, or tokens that decode to
@@ -100,6 +113,15 @@ export class IncrementalText {
   get text(): string {
     return this.settled + this.open;
   }
+}
+
+/** Where the last character of text[0, end) that is not U+FFFD starts, or -1. */
+function lastCharacterStart(text: string, end: number): number {
+  let i = end;
+  while (i > 0 && text[i - 1] === "\ufffd") i--;
+  if (i === 0) return -1;
+  const code = text.charCodeAt(i - 1);
+  return code >= 0xdc00 && code <= 0xdfff && i >= 2 ? i - 2 : i - 1;
 }
 
 /** Tokens after which a window is split (see split). */

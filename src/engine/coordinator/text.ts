@@ -91,6 +91,9 @@ export class TextCodec {
 
   /** One token's text, special tokens included (for log probabilities). */
   tokenString(id: number): string {
+    // An id with no string (past the tokenizer's vocabulary, no unknown token) has no text; some
+    // decoders would throw on it.
+    if ((this.vocab[id] ?? this.unknownToken ?? undefined) === undefined) return "";
     return this.tokenizer.decode([id], { skip_special_tokens: false });
   }
 }
