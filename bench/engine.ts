@@ -29,7 +29,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { connect as connectSocket, type Socket } from "node:net";
 import { availableParallelism, cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { IncrementalText, TextCodec } from "../src/engine/coordinator/index.js";
+import { TextCodec } from "../src/engine/coordinator/index.js";
 import { KernelRuntime, runLinears } from "../src/engine/kernels/index.js";
 import { bundledShardEngineCommand } from "../src/engines/index.js";
 import { makeTestModel, type TestModelOptions } from "../src/planner/test-model/index.js";
@@ -531,10 +531,7 @@ function textCost(modelDir: string): object {
   const at: Record<string, object> = {};
   for (const n of [32, 1024, 4096]) {
     const wholeUs = median([0, 1, 2, 3, 4].map(() => timeUs(() => codec.decode(ids.slice(0, n)), 1)));
-    const text = new IncrementalText(
-      (window) => codec.decodeRaw(window),
-      (id) => codec.isSkipped(id),
-    );
+    const text = codec.incrementalText();
     for (let i = 0; i < n - 16; i++) text.push(ids[i] as number);
     let next = n - 16;
     const windowUs = timeUs(() => codec.cleanUp(text.push(ids[next++] as number)), 16);

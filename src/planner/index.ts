@@ -27,5 +27,5 @@ export { planShards } from "./plan-shards.js";
 export type { PlanOptions, PlanMessage, StagePlan, ShardPlan, PlanTotals } from "./plan-types.js";
 export { renderPlanText, renderPlanMarkdown, renderFitBar } from "./render-plan.js";
 export { formatBytes } from "./format-bytes.js";
-export { makeTestModel, type TestModelOptions, type TestModel, type FloatDtype } from "./test-model/index.js";
+export { makeTestModel, byteToUnicode, byteLevelTokenizerJson, specialToken, type TestModelOptions, type TestModel, type FloatDtype } from "./test-model/index.js";
 export { planCluster, modelSourceOf, planNodesOf, type ClusterPlan, type NodeFacts } from "./plan-cluster.js";

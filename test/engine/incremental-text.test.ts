@@ -3,30 +3,19 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { findStop, IncrementalText, sendableLength, TextCodec } from "../../src/engine/coordinator/index.js";
-import { makeTestModel, type TestModelOptions } from "../../src/planner/index.js";
+import { createRng } from "../../src/engine/model/index.js";
+import { byteLevelTokenizerJson, byteToUnicode, makeTestModel, specialToken, type TestModelOptions } from "../../src/planner/index.js";
 
 // Pieces of text whose tokens exercise what a window must get right: characters split across
 // byte tokens, spaces the clean-up of tokenization spaces removes, newlines and runs of spaces.
 const pieces = ["the", " cat", " sat", " .", " ,", " ?", " !", " n't", " 's", " 're", " 've", " 'm", "é", " €", "😀", "漢字", "\n", " ", "  ", "x", " '", "don", "'t"];
-
-/** A pseudo-random generator (mulberry32), so a failure names a seed that reproduces it. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * Token ids of random text, with some tokens of any kind (stray bytes, special tokens) mixed in,
  * and now and then a run of up to 12 special tokens (which decode to nothing).
  */
 function randomIds(codec: TextCodec, vocab: number, seed: number, length: number, specials: number[]): number[] {
-  const next = random(seed);
+  const next = createRng(seed);
   const ids: number[] = [];
   while (ids.length < length) {
     const roll = next();
@@ -85,40 +74,11 @@ describe("incremental text: the same text as decoding the whole completion, a wi
     {
       const dir = await mkdtemp(join(tmpdir(), "shardctl-incremental-cross-"));
       dirs.push(dir);
-      const printable = [
-        ...Array.from({ length: 94 }, (_, i) => 33 + i),
-        ...Array.from({ length: 12 }, (_, i) => 161 + i),
-        ...Array.from({ length: 82 }, (_, i) => 174 + i),
-      ];
-      const byteChar: string[] = [];
-      let extra = 0;
-      for (let b = 0; b < 256; b++) byteChar[b] = String.fromCodePoint(printable.includes(b) ? b : 256 + extra++);
+      const byteChar = byteToUnicode();
       const vocab: Record<string, number> = {};
       for (let b = 0; b < 256; b++) vocab[byteChar[b] as string] = b;
       vocab[[0xac, 0xe2, 0x82].map((b) => byteChar[b]).join("")] = 256;
-      const byteLevel = { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: true };
-      const tokenizer = {
-        version: "1.0",
-        truncation: null,
-        padding: null,
-        added_tokens: [{ id: 257, content: "<|end|>", single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }],
-        normalizer: null,
-        pre_tokenizer: byteLevel,
-        post_processor: null,
-        decoder: byteLevel,
-        model: {
-          type: "BPE",
-          dropout: null,
-          unk_token: null,
-          continuing_subword_prefix: null,
-          end_of_word_suffix: null,
-          fuse_unk: false,
-          byte_fallback: false,
-          ignore_merges: false,
-          vocab,
-          merges: [],
-        },
-      };
+      const tokenizer = byteLevelTokenizerJson(vocab, [], [specialToken(257, "<|end|>")]);
       await writeFile(join(dir, "tokenizer.json"), JSON.stringify(tokenizer));
       await writeFile(join(dir, "tokenizer_config.json"), JSON.stringify({ clean_up_tokenization_spaces: false }));
       codecs.set("spanning", { codec: new TextCodec(dir), vocab: 258 });
@@ -163,15 +123,7 @@ describe("incremental text: the same text as decoding the whole completion, a wi
       version: "1.0",
       truncation: null,
       padding: null,
-      added_tokens: [0, 1, 2].map((id) => ({
-        id,
-        content: ["<unk>", "<s>", "</s>"][id],
-        single_word: false,
-        lstrip: false,
-        rstrip: false,
-        normalized: false,
-        special: true,
-      })),
+      added_tokens: ["<unk>", "<s>", "</s>"].map((content, id) => specialToken(id, content)),
       normalizer: {
         type: "Sequence",
         normalizers: [
@@ -227,16 +179,13 @@ describe("incremental text: the same text as decoding the whole completion, a wi
       const { codec, vocab } = codecs.get(kind)!;
       for (let seed = 1000; seed < 1300; seed++) {
         const ids = randomIds(codec, vocab, seed, 1 + (seed % 60), specialIds(codec, vocab));
-        const text = new IncrementalText(
-          (window) => codec.decodeRaw(window),
-          (id) => codec.isSkipped(id),
-        );
+        const text = codec.incrementalText();
         let sent = "";
         for (const [i, id] of ids.entries()) {
           const raw = text.push(id);
           const clean = codec.cleanUp(raw);
           if (!clean.startsWith(sent)) throw new Error(`${kind}, seed ${seed}, token ${i + 1}: sent ${JSON.stringify(sent)}, now the text is ${JSON.stringify(clean)}`);
-          sent += clean.slice(sent.length, Math.max(sent.length, codec.settledLength(raw)));
+          sent += clean.slice(sent.length, Math.max(sent.length, codec.settledLength(raw, clean)));
         }
         expect(codec.decode(ids).startsWith(sent), `${kind}, seed ${seed}`).toBe(true);
       }
@@ -256,7 +205,7 @@ describe("incremental text: the same text as decoding the whole completion, a wi
       [["x", " '", " ,", " y"], "',"],
       [["say", " é", "é", " ok"], "éé"],
     ];
-    const next = random(99);
+    const next = createRng(99);
     for (let seed = 0; seed < 300; seed++) {
       const words = Array.from({ length: 3 + Math.floor(next() * 20) }, () => pieces[Math.floor(next() * pieces.length)] as string);
       const stop =
@@ -269,10 +218,7 @@ describe("incremental text: the same text as decoding the whole completion, a wi
     for (const [words, stop] of cases) {
       const ids = words.flatMap((w) => codec.encode(w));
       const label = `${JSON.stringify(words)} stop ${JSON.stringify(stop)}`;
-      const text = new IncrementalText(
-        (window) => codec.decodeRaw(window),
-        (id) => codec.isSkipped(id),
-      );
+      const text = codec.incrementalText();
       let sent = "";
       let final: string | undefined;
       for (const id of ids) {
@@ -283,7 +229,7 @@ describe("incremental text: the same text as decoding the whole completion, a wi
           final = clean.slice(0, at);
           break;
         }
-        sent += clean.slice(sent.length, Math.max(sent.length, sendableLength(clean, codec.settledLength(raw), [stop])));
+        sent += clean.slice(sent.length, Math.max(sent.length, sendableLength(clean, codec.settledLength(raw, clean), [stop])));
         expect(sent.includes(stop), label).toBe(false);
       }
       final ??= codec.cleanUp(text.text);
@@ -348,10 +294,7 @@ describe("incremental text: the same text as decoding the whole completion, a wi
     const [lead] = codec.encode("€") as [number];
     for (const character of ["😀", "€"]) {
       const ids = [...codec.encode("hi"), ...Array.from({ length: 29 + (character === "😀" ? 0 : 1) }, () => lead), ...codec.encode(`${character} ok`)];
-      const text = new IncrementalText(
-        (window) => codec.decodeRaw(window),
-        (id) => codec.isSkipped(id),
-      );
+      const text = codec.incrementalText();
       // A lone UTF-16 surrogate (half of a character split by the window) matches \p{Cs}.
       for (const id of ids) expect(text.push(id), character).not.toMatch(/\p{Cs}/u);
       expect(text.text.startsWith("hi\ufffd"), character).toBe(true);

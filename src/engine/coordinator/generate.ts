@@ -5,7 +5,6 @@
  * clean-up may still remove.
  */
 import type { SampledToken, SamplingParams } from "../model/index.js";
-import { IncrementalText } from "./incremental-text.js";
 import type { Pipeline } from "./pipeline.js";
 import type { TextCodec } from "./text.js";
 
@@ -47,10 +46,7 @@ export async function generate(
 ): Promise<GenerateResult> {
   const seq = allocateSeq();
   pipeline.prepare(seq, o.params);
-  const completion = new IncrementalText(
-    (ids) => codec.decodeRaw(ids),
-    (id) => codec.isSkipped(id),
-  );
+  const completion = codec.incrementalText();
   let tokens = 0;
   let pending: TokenInfo[] = [];
   let emitted = 0;
@@ -87,7 +83,7 @@ export async function generate(
         break;
       }
       if (tokens < o.maxTokens) next = startRun([sampled.token]);
-      const safe = sendableLength(text, codec.settledLength(raw), o.stop);
+      const safe = sendableLength(text, codec.settledLength(raw, text), o.stop);
       if (safe > emitted) {
         onDelta(text.slice(emitted, safe), pending);
         pending = [];

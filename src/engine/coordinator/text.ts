@@ -3,6 +3,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Template } from "@huggingface/jinja";
 import { Tokenizer } from "@huggingface/tokenizers";
+import { IncrementalText } from "./incremental-text.js";
 
 export interface ChatMessage {
   role: string;
@@ -54,6 +55,14 @@ export class TextCodec {
     return this.tokenizer.decode([...ids], { skip_special_tokens: true });
   }
 
+  /** A completion's text, token by token, as decodeRaw() of all its tokens (see IncrementalText). */
+  incrementalText(): IncrementalText {
+    return new IncrementalText(
+      (ids) => this.decodeRaw(ids),
+      (id) => this.isSkipped(id),
+    );
+  }
+
   /** decode() without the clean-up of tokenization spaces: text that concatenates token by token. */
   decodeRaw(ids: readonly number[]): string {
     return this.tokenizer.decode([...ids], { skip_special_tokens: true, clean_up_tokenization_spaces: false });
@@ -70,18 +79,21 @@ export class TextCodec {
   }
 
   /**
-   * How much of cleanUp(raw) stays whatever text is appended to raw: what a stream can send. Not
-   * a trailing U+FFFD (the start of a character whose last bytes are still to come), and with the
-   * clean-up of spaces, not a trailing space that could still start one of its patterns (" n" may
-   * become "n't", a space goes before "."). Cut before such a space, the clean-up of the text is
-   * a prefix of the clean-up of any longer text: none of its patterns can reach across the cut.
+   * How much of `clean` (cleanUp(raw), which the caller has) stays whatever text is appended to
+   * raw: what a stream can send. Not a trailing U+FFFD (the start of a character whose last bytes
+   * are still to come), and with the clean-up of spaces, not a trailing space that could still
+   * start one of its patterns (" n" may become "n't", a space goes before "."). Cut before such a
+   * space, none of the patterns reaches across the cut, so the clean-up of the text before it is a
+   * prefix of the clean-up of any longer text, and the clean-up of the whole is that of the two
+   * parts joined: the settled length is the whole's less the short rest's, without cleaning the
+   * whole text a second time.
    */
-  settledLength(raw: string): number {
+  settledLength(raw: string, clean: string): number {
     let end = raw.length;
     while (end > 0 && raw[end - 1] === "\ufffd") end--;
     if (!this.cleanUpSpaces) return end;
     for (let cut = patternStart(raw, end); cut < end; cut = patternStart(raw, end)) end = cut;
-    return cleanUpTokenizationSpaces(raw.slice(0, end)).length;
+    return clean.length - cleanUpTokenizationSpaces(raw.slice(end)).length;
   }
 
   /** What decode() adds to decodeRaw()'s text: the clean-up of tokenization spaces, when the model's tokenizer asks for it. */

@@ -14,7 +14,7 @@ import { type TestModelFamily, buildTokenizer, minimumVocab } from "./tokenizer.
 
 export { writeSafetensors, type TensorData } from "./safetensors-writer.js";
 export { encodeFloats, toFloat16Bits, toBfloat16Bits, type FloatDtype } from "./dtype.js";
-export { type TestModelFamily } from "./tokenizer.js";
+export { type TestModelFamily, byteToUnicode, byteLevelTokenizerJson, specialToken } from "./tokenizer.js";
 
 /** The families make-test-model writes. */
 export const testModelFamilies: readonly TestModelFamily[] = ["llama", "qwen2"];

@@ -50,7 +50,7 @@ const mergeCandidates: Array<[string, string]> = [
 ];
 
 /** GPT-2's reversible map from bytes to printable unicode characters. */
-function byteToUnicode(): string[] {
+export function byteToUnicode(): string[] {
   const printable: number[] = [];
   for (let b = 0x21; b <= 0x7e; b++) printable.push(b);
   for (let b = 0xa1; b <= 0xac; b++) printable.push(b);
@@ -61,6 +61,44 @@ function byteToUnicode(): string[] {
     table[b] = String.fromCodePoint(printable.includes(b) ? b : 256 + extra++);
   }
   return table;
+}
+
+/** tokenizer.json's entry for special token `content` with id `id`. */
+export function specialToken(
+  id: number,
+  content: string,
+): { id: number; content: string; single_word: false; lstrip: false; rstrip: false; normalized: false; special: true } {
+  return { id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true };
+}
+
+/**
+ * tokenizer.json of a byte-level BPE tokenizer (GPT-2's scheme: tokens are strings of
+ * byteToUnicode characters) with this vocabulary, these merges and these added tokens.
+ */
+export function byteLevelTokenizerJson(vocab: Record<string, number>, merges: string[], addedTokens: object[]): object {
+  const byteLevel = { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: true };
+  return {
+    version: "1.0",
+    truncation: null,
+    padding: null,
+    added_tokens: addedTokens,
+    normalizer: null,
+    pre_tokenizer: byteLevel,
+    post_processor: null,
+    decoder: byteLevel,
+    model: {
+      type: "BPE",
+      dropout: null,
+      unk_token: null,
+      continuing_subword_prefix: null,
+      end_of_word_suffix: null,
+      fuse_unk: false,
+      byte_fallback: false,
+      ignore_merges: false,
+      vocab,
+      merges,
+    },
+  };
 }
 
 export interface TokenizerFiles {
@@ -95,38 +133,8 @@ export function buildTokenizer(vocabSize: number, family: TestModelFamily = "lla
   const added: string[] = [...specials];
   const reserved = family === "qwen2" ? "<|extra_" : "<|reserved_special_token_";
   for (let i = firstSpecial + specials.length; i < vocabSize; i++) added.push(`${reserved}${i - firstSpecial - specials.length}|>`);
-  const addedTokens = added.map((content, i) => ({
-    id: firstSpecial + i,
-    content,
-    single_word: false,
-    lstrip: false,
-    rstrip: false,
-    normalized: false,
-    special: true,
-  }));
-  const byteLevel = { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: true };
-  const tokenizerJson = {
-    version: "1.0",
-    truncation: null,
-    padding: null,
-    added_tokens: addedTokens,
-    normalizer: null,
-    pre_tokenizer: byteLevel,
-    post_processor: null,
-    decoder: byteLevel,
-    model: {
-      type: "BPE",
-      dropout: null,
-      unk_token: null,
-      continuing_subword_prefix: null,
-      end_of_word_suffix: null,
-      fuse_unk: false,
-      byte_fallback: false,
-      ignore_merges: false,
-      vocab,
-      merges,
-    },
-  };
+  const addedTokens = added.map((content, i) => specialToken(firstSpecial + i, content));
+  const tokenizerJson = byteLevelTokenizerJson(vocab, merges, addedTokens);
   const addedTokensDecoder = Object.fromEntries(addedTokens.map(({ id, ...token }) => [String(id), token]));
   if (family === "qwen2") {
     // Qwen2 has no BOS token; <|endoftext|> pads and ends raw text, <|im_end|> ends a chat turn.
