@@ -520,6 +520,20 @@ describe("results do not depend on batch, threads or arenas", () => {
 });
 
 describe("a busy machine", () => {
+  it("per-thread scratch keeps each thread's slot in place across jobs of other sizes, so a late worker writes only its own", async () => {
+    // A worker descheduled mid-chunk still writes into its slot, laid out for its old job, while
+    // later jobs run: with a stride taken from each job, a smaller job's slots would overlap it.
+    const r = await runtime(3);
+    const first = r.threadSlots(r.home, "test-slots", 1000);
+    expect(first.stride).toBeGreaterThanOrEqual(1000);
+    expect(r.threadSlots(r.home, "test-slots", 200)).toEqual(first);
+    // A larger need gets a new block, clear of the old one (which a late worker may still use).
+    const grown = r.threadSlots(r.home, "test-slots", 5000);
+    expect(grown.stride).toBeGreaterThanOrEqual(5000);
+    expect(grown.base >= first.base + 3 * first.stride || grown.base + 3 * grown.stride <= first.base).toBe(true);
+    expect(r.threadSlots(r.home, "test-slots", 1000)).toEqual(grown);
+  });
+
   it("chunks a descheduled kernel thread still holds are taken over, and the logits stay the same bits", async () => {
     const dir = await mkdtemp(join(tmpdir(), "engine-kernels-busy-"));
     dirs.push(dir);

@@ -127,8 +127,7 @@ function runJob(runtime: KernelRuntime, calls: readonly LinearCall[], rows: numb
   // Per-thread panels, bytes: two widened 16-bit weight rows, or one quantized row widened with
   // its scales and biases (a matrix-vector product widens only the scales and biases).
   const groups = first.format === "quantized" ? inN / first.groupSize : 0;
-  const panelStride = Math.ceil(((2 * inN + 16 + 2 * groups) * 4) / 64) * 64;
-  const panel = rows > 1 || groups > 0 ? runtime.threadBuffer(arena, "panel", panelStride * runtime.threads) : 0;
+  const { base: panel, stride: panelStride } = rows > 1 || groups > 0 ? runtime.threadSlots(arena, "panel", (2 * inN + 16 + 2 * groups) * 4) : { base: 0, stride: 0 };
 
   calls.forEach((c, k) => {
     const l = c.weights;
@@ -221,8 +220,7 @@ export function runAttention(
   a: { q: number; keys: number; values: number; out: number; rows: number; start: number; heads: number; kvHeads: number; headDim: number },
 ): void {
   const positions = a.start + a.rows;
-  const scoresStride = Math.ceil((positions * 4) / 64) * 64;
-  const scores = runtime.threadBuffer(runtime.home, "scores", scoresStride * runtime.threads);
+  const { base: scores, stride: scoresStride } = runtime.threadSlots(runtime.home, "scores", positions * 4);
   const units = a.rows * a.heads;
   runtime.pool.add(
     TaskKind.attention,

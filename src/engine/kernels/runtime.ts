@@ -29,7 +29,7 @@ export class KernelRuntime {
   /** Weight bytes placed in each arena. */
   private readonly placed: number[] = [];
   private readonly buffers = new Map<string, { ptr: number; bytes: number }>();
-  private readonly threadBuffers = new Map<string, { ptr: number; bytes: number }>();
+  private readonly threadSlotBlocks = new Map<string, ThreadSlots>();
 
   constructor(options: RuntimeOptions = {}) {
     this.module = kernelModule();
@@ -37,7 +37,7 @@ export class KernelRuntime {
     this.pool = new ThreadPool(
       options.threads ?? 1,
       this.module,
-      (arena, bytes) => this.threadBuffer(arena, "worker-outputs", bytes),
+      (arena, bytes) => this.threadSlots(arena, "worker-outputs", bytes),
       options.minSharedWork ?? minSharedWork,
     );
     this.addArena();
@@ -76,19 +76,22 @@ export class KernelRuntime {
   }
 
   /**
-   * Per-thread scratch `name` of at least `bytes` in `arena` (panels, attention scores, workers'
-   * private outputs). Unlike `buffer`, a block it outgrows is never reused: a worker descheduled
-   * mid-chunk, whose chunk the caller took over, may still write into its part of an old block.
-   * Blocks grow by doubling, so what is left behind stays under the size of the newest.
+   * Per-thread scratch `name` in `arena` (panels, attention scores, workers' private outputs):
+   * one slot of at least `bytesPerThread` for each thread, thread t's at base + t × stride. A
+   * worker descheduled mid-chunk, whose chunk the caller took over, may still be writing into its
+   * slot while later jobs run, laid out for its old job. So a block's stride never changes — a
+   * late write stays inside the late thread's own slot, which no other thread uses — and a block
+   * outgrown is never reused: the next has a new address and twice the stride, so what is left
+   * behind stays under the size of the newest.
    */
-  threadBuffer(arena: Arena, name: string, bytes: number): number {
+  threadSlots(arena: Arena, name: string, bytesPerThread: number): ThreadSlots {
     const key = `${arena.index}:${name}`;
-    const have = this.threadBuffers.get(key);
-    if (have !== undefined && have.bytes >= bytes) return have.ptr;
-    const size = Math.max(bytes, 2 * (have?.bytes ?? 0));
-    const ptr = arena.alloc(size);
-    this.threadBuffers.set(key, { ptr, bytes: size });
-    return ptr;
+    const have = this.threadSlotBlocks.get(key);
+    if (have !== undefined && have.stride >= bytesPerThread) return have;
+    const stride = Math.max(Math.ceil(bytesPerThread / 64) * 64, 2 * (have?.stride ?? 0));
+    const slots = { base: arena.alloc(stride * this.threads), stride };
+    this.threadSlotBlocks.set(key, slots);
+    return slots;
   }
 
   /** Scratch buffer `name` of at least `bytes` in `arena` (its contents are lost when it grows). */
@@ -105,4 +108,10 @@ export class KernelRuntime {
   async close(): Promise<void> {
     await this.pool.close();
   }
+}
+
+/** A block of per-thread scratch: thread t's slot is at base + t × stride (bytes). */
+export interface ThreadSlots {
+  base: number;
+  stride: number;
 }

@@ -19,6 +19,7 @@ import { fileURLToPath } from "node:url";
 import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from "node:worker_threads";
 import type { Arena } from "./arena.js";
 import type { KernelExports } from "./kernel-module.js";
+import type { ThreadSlots } from "./runtime.js";
 import {
   argWord,
   ChunkState,
@@ -96,11 +97,11 @@ interface PendingTask {
 }
 
 /**
- * Room for the workers' private output blocks: `bytes` in `arena`, at an address never handed to
- * anything else afterwards (a descheduled worker may still write there after its chunk was taken
- * over). See KernelRuntime.threadBuffer.
+ * Room for the workers' private output blocks: a slot of at least `bytes` per thread in `arena`
+ * (worker t uses slot t), whose layout a descheduled worker still writing into its slot after its
+ * chunk was taken over cannot break. See KernelRuntime.threadSlots.
  */
-export type PrivateSpace = (arena: Arena, bytes: number) => number;
+export type PrivateSpace = (arena: Arena, bytes: number) => ThreadSlots;
 
 export class ThreadPool {
   private readonly views: ControlViews;
@@ -268,8 +269,10 @@ export class ThreadPool {
     i32[Slot.taskCount] = tasks.length;
     i32[Slot.arena] = arena.index;
     if (share) {
-      v.u32[Slot.privateBase] = this.privateSpace(arena, privateBytes * (this.threads - 1));
-      v.u32[Slot.privateStride] = privateBytes;
+      const space = this.privateSpace(arena, privateBytes);
+      // Worker t's block is slot t; the table counts from worker 1's.
+      v.u32[Slot.privateBase] = space.base + space.stride;
+      v.u32[Slot.privateStride] = space.stride;
     }
     Atomics.store(i32, Slot.tableVersion, job * 2);
     Atomics.store(i32, Slot.job, job);
