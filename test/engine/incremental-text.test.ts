@@ -174,7 +174,7 @@ describe("incremental text: the same text as decoding the whole completion, a wi
     });
   }
 
-  for (const kind of ["llama", "qwen2", "sentencepiece"]) {
+  for (const kind of ["llama", "qwen2", "sentencepiece", "spanning"]) {
     it(`${kind} tokenizer: a stream sends only settled text, which the final text begins with`, () => {
       const { codec, vocab } = codecs.get(kind)!;
       for (let seed = 1000; seed < 1300; seed++) {
@@ -286,6 +286,27 @@ describe("incremental text: the same text as decoding the whole completion, a wi
       Array.from({ length: 500 }, (_, i) => (i % 7 === 6 ? lead : continuation)),
     ]) {
       expect(checkAgainstFullDecode(codec, ids, "garbage", 50)).toBeLessThanOrEqual(34);
+    }
+  });
+
+  it("a stream of bytes that never form a character still streams, one character behind", () => {
+    const { codec } = codecs.get("llama")!;
+    const [lead, continuation] = codec.encode("€") as [number, number];
+    for (const ids of [
+      Array.from({ length: 200 }, () => continuation),
+      Array.from({ length: 200 }, (_, i) => (i % 7 === 6 ? lead : continuation)),
+      [...codec.encode("hi"), ...Array.from({ length: 60 }, () => lead), ...codec.encode("€ ok")],
+    ]) {
+      const text = codec.incrementalText();
+      let sent = "";
+      for (const [i, id] of ids.entries()) {
+        const raw = text.push(id);
+        const clean = codec.cleanUp(raw);
+        expect(clean.startsWith(sent), `token ${i + 1}`).toBe(true);
+        sent += clean.slice(sent.length, Math.max(sent.length, codec.settledLength(raw, clean)));
+        // Held back: only the last U+FFFD, which the next byte may complete into a character.
+        expect(clean.length - sent.length, `token ${i + 1} of ${JSON.stringify(clean.slice(-8))}`).toBeLessThanOrEqual(1);
+      }
     }
   });
 

@@ -80,8 +80,11 @@ export class TextCodec {
 
   /**
    * How much of `clean` (cleanUp(raw), which the caller has) stays whatever text is appended to
-   * raw: what a stream can send. Not a trailing U+FFFD (the start of a character whose last bytes
-   * are still to come), and with the clean-up of spaces, not a trailing space that could still
+   * raw: what a stream can send. Not a trailing U+FFFD: it may be the start of a character whose
+   * last bytes are still to come. Only the last one: the decoders turn bytes into text as UTF-8
+   * decoders do (WHATWG), which replace bytes that can no longer form a character at once, so an
+   * earlier U+FFFD stays one (a model emitting bytes that form nothing still streams, one
+   * character behind). With the clean-up of spaces, not a trailing space that could still
    * start one of its patterns (" n" may become "n't", a space goes before "."). Cut before such a
    * space, none of the patterns reaches across the cut, so the clean-up of the text before it is a
    * prefix of the clean-up of any longer text, and the clean-up of the whole is that of the two
@@ -89,11 +92,11 @@ export class TextCodec {
    * whole text a second time.
    */
   settledLength(raw: string, clean: string): number {
-    let end = raw.length;
-    while (end > 0 && raw[end - 1] === "\ufffd") end--;
+    const end = raw.endsWith("\ufffd") ? raw.length - 1 : raw.length;
     if (!this.cleanUpSpaces) return end;
-    for (let cut = patternStart(raw, end); cut < end; cut = patternStart(raw, end)) end = cut;
-    return clean.length - cleanUpTokenizationSpaces(raw.slice(end)).length;
+    let cut = end;
+    for (let before = patternStart(raw, cut); before < cut; before = patternStart(raw, cut)) cut = before;
+    return clean.length - cleanUpTokenizationSpaces(raw.slice(cut)).length;
   }
 
   /** What decode() adds to decodeRaw()'s text: the clean-up of tokenization spaces, when the model's tokenizer asks for it. */
