@@ -193,12 +193,16 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
         await watcher.close();
         await requestWatcher.close();
         await queue.stop();
-        if (options.teardownOnExit === true) await reconciler.teardownAll();
-        else await reconciler.detachAll();
-        await router?.close();
-        await closeMetrics();
-        await pool.close();
-        await lock.release();
+        try {
+          if (options.teardownOnExit === true) await reconciler.teardownAll();
+          else await reconciler.detachAll();
+        } finally {
+          // Released whatever the teardown did: the next daemon needs the lock and the ports.
+          await router?.close();
+          await closeMetrics();
+          await pool.close();
+          await lock.release();
+        }
         log.info("daemon stopped");
       })()),
   };

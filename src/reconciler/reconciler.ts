@@ -10,7 +10,7 @@ import { pathExists } from "../files/index.js";
 import { stat } from "node:fs/promises";
 import { basename } from "node:path";
 import type { Logger } from "pino";
-import { isShardctlError } from "../errors/index.js";
+import { isShardctlError, messageOf } from "../errors/index.js";
 import { Ledger, teardownCluster, type LaunchDeadlines } from "../launch/index.js";
 import type { NodePool } from "../nodes/index.js";
 import { findClusterFiles, type Settings } from "../spec/index.js";
@@ -147,21 +147,54 @@ export class Reconciler {
     await Promise.all([...this.memories.values()].map((m) => m.supervision?.supervision.stop()));
   }
 
-  /** Tear down everything this daemon started (the demo's --teardown-on-exit). */
+  /**
+   * Tear down everything this daemon started (the demo's --teardown-on-exit), every cluster at
+   * once: each status file withdraws Ready before its teardown begins (a teardown can wait out an
+   * unreachable node) and says how it ended. A teardown that fails does not keep the others from
+   * theirs; the first failure is thrown once all have ended.
+   */
   async teardownAll(): Promise<void> {
     const settings = await this.parsed.loadSettings(this.options.settingsFile);
     const ledger = new Ledger(settings.daemon.stateDir);
     await this.detachAll();
-    for (const entry of await this.world.ownEntries(settings)) {
-      const memory = this.memoryOfSync(entry.cluster);
-      await teardownCluster(entry, this.world.teardownContext(settings, ledger, memory));
-      // Say so in the status file: a stale Ready must not outlive the processes.
-      if (await pathExists(this.world.definitionFile(entry.cluster))) {
-        const verdict = settle(memory, "stop", "Stopped", "TornDownOnExit", "the daemon tore the cluster down as it exited (--teardown-on-exit)");
-        clearRuntime(memory, memory.lastGood?.revision ?? entry.revision);
-        await this.world.writeStatus(entry.cluster, memory, verdict, settings);
-      }
-    }
+    const results = await Promise.allSettled(
+      (await this.world.ownEntries(settings)).map(async (entry) => {
+        const memory = this.memoryOfSync(entry.cluster);
+        const revision = memory.lastGood?.revision ?? entry.revision;
+        const described = await pathExists(this.world.definitionFile(entry.cluster));
+        if (described) {
+          const message = "the daemon is tearing the cluster down as it exits (--teardown-on-exit)";
+          setConditions(memory, revision, {
+            Ready: { status: "False", reason: "TearingDown", message },
+            Reconciling: { status: "True", reason: "TearingDown", message },
+          });
+          await this.world.writeStatus(entry.cluster, memory, { action: "stop", result: "waiting", reason: "TearingDown", health: "Progressing" }, settings);
+        }
+        try {
+          await teardownCluster(entry, this.world.teardownContext(settings, ledger, memory));
+        } catch (error) {
+          if (described) {
+            const reason = isShardctlError(error) ? error.reason : "TeardownFailed";
+            const message = `${messageOf(error)}; the daemon exited with the teardown unfinished: the next daemon started on this directory finishes it`;
+            memory.lastError = { reason, message, at: new Date().toISOString() };
+            setConditions(memory, revision, {
+              Ready: { status: "False", reason, message },
+              Reconciling: { status: "False", reason, message },
+            });
+            await this.world.writeStatus(entry.cluster, memory, { action: "stop", result: "failed", reason, health: "Unhealthy" }, settings);
+          }
+          throw error;
+        }
+        // Say so in the status file: a stale Ready must not outlive the processes.
+        if (described) {
+          const verdict = settle(memory, "stop", "Stopped", "TornDownOnExit", "the daemon tore the cluster down as it exited (--teardown-on-exit)");
+          clearRuntime(memory, revision);
+          await this.world.writeStatus(entry.cluster, memory, verdict, settings);
+        }
+      }),
+    );
+    const failure = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
+    if (failure !== undefined) throw failure.reason;
   }
 
   private async memoryOf(name: string): Promise<ClusterMemory> {

@@ -3,6 +3,7 @@
  * cluster's memory: the pass story in converge.ts says what happened, these say what that means
  * for the status (health, conditions, last error) and for the work queue (done, stall, retry).
  */
+import type { ClusterObservation } from "../health/index.js";
 import type { LedgerEntry, TimelineEvent } from "../launch/index.js";
 import { isShardctlError, messageOf } from "../errors/index.js";
 import type { ClusterMemory } from "./cluster-memory.js";
@@ -60,22 +61,90 @@ export function onRevision(memory: ClusterMemory, revision: string): void {
   delete memory.lastError;
 }
 
-/** Running at the desired revision: every condition says so. */
-export function markRunning(memory: ClusterMemory, revision: string, entry: LedgerEntry, health: "Healthy" | "Degraded"): void {
+/**
+ * Running at the desired revision, as `observation` (this pass's probes) saw it: the runtime
+ * conditions say what the probes found, and Ready is withdrawn when they found it not serving (a
+ * stage's port refused, the coordinator's /health answering anything but ready) — the health
+ * monitor, which judges such findings over several probes, tears it down if they last. Without an
+ * observation every condition is True. Returns the health to report, or undefined when a death of
+ * this launch was recorded meanwhile (the monitor saw it while the pass probed): that status was
+ * written and stands, and nothing is changed.
+ */
+export function markRunning(memory: ClusterMemory, revision: string, entry: LedgerEntry, observation?: ClusterObservation): Health | undefined {
+  if (memory.deathRecordedFor === entry.startedAt) return undefined;
   const url = entry.coordinatorUrl ?? "";
+  const stages = stagesListening(entry, observation);
+  const coordinator = coordinatorHealthy(url, observation);
+  const notServing = [stages, coordinator].filter((c) => c.status === "False");
   setConditions(memory, revision, {
-    Ready: { status: "True", reason: "ClusterReady", message: `serving at ${url}` },
+    Ready:
+      notServing.length === 0
+        ? { status: "True", reason: "ClusterReady", message: `serving at ${url}` }
+        : {
+            status: "False",
+            reason: notServing[0]!.reason,
+            message: `${notServing.map((c) => c.message).join("; ")}: torn down and relaunched if it lasts`,
+          },
     Reconciling: { status: "False", reason: "Converged", message: "running at the desired revision" },
     Stalled: { status: "False", reason: "Converged", message: "running at the desired revision" },
     Staged: { status: "True", reason: "AllNodesPresent", message: "the model is present on every node" },
-    StagesListening: { status: "True", reason: "AllStagesListening", message: `${entry.processes.filter((p) => p.role === "stage").length} stages listening` },
-    CoordinatorHealthy: { status: "True", reason: "HealthOk", message: `${url}/health answers 200` },
+    StagesListening: stages,
+    CoordinatorHealthy: coordinator,
     Registered:
       entry.routerBackend === undefined
         ? { status: "False", reason: "NotRegistered", message: "router registration is off" }
         : { status: "True", reason: "BackendRegistered", message: `backend "${entry.routerBackend}"` },
   });
+  const health: Health = notServing.length > 0 ? "Unhealthy" : (observation?.health ?? "Healthy");
   if (health === "Healthy") delete memory.lastError;
+  return health;
+}
+
+/**
+ * A pass that found the launch it adopted or started already dying: the death's status (written
+ * when the monitor saw it) stands, and the end of its teardown asks for the next pass.
+ */
+export function dying(memory: ClusterMemory): Verdict {
+  const reason = memory.lastError?.reason;
+  return { action: "none", result: "waiting", ...(reason === undefined ? {} : { reason }), health: "Unhealthy", outcome: { kind: "done" } };
+}
+
+/**
+ * Look again soon at a cluster that runs but did not look Healthy: the status follows within
+ * `recheckMs` when a doubtful probe clears, rather than at the next resync.
+ */
+export function recheckUnlessHealthy(health: Health): PassOutcome {
+  return health === "Healthy" ? { kind: "done" } : { kind: "requeue", afterMs: recheckMs };
+}
+
+/** How soon a running cluster that did not look Healthy is looked at again, ms. */
+const recheckMs = 5_000;
+
+/** StagesListening from the stage cards: False for a refused port or a process gone, Unknown for a probe without an answer. */
+function stagesListening(entry: LedgerEntry, observation: ClusterObservation | undefined): ConditionUpdate {
+  const cards = observation?.stages ?? [];
+  const label = (s: (typeof cards)[number]): string => `stage-${s.index} on ${s.node}`;
+  const closed = cards.filter((s) => s.transport === "closed");
+  if (closed.length > 0) {
+    return { status: "False", reason: "StagePortClosed", message: closed.map((s) => `${label(s)}: transport ${s.address ?? "port"} refused`).join("; ") };
+  }
+  const unanswered = cards.filter((s) => s.transport === "unknown");
+  if (unanswered.length > 0) {
+    return {
+      status: "Unknown",
+      reason: "ProbeUnanswered",
+      message: unanswered.map((s) => `${label(s)}: transport ${s.address ?? "port"} did not answer within the probe's deadline`).join("; "),
+    };
+  }
+  return { status: "True", reason: "AllStagesListening", message: `${entry.processes.filter((p) => p.role === "stage").length} stages listening` };
+}
+
+/** CoordinatorHealthy from the coordinator's card: False unless /health answers ready, Unknown without an answer. */
+function coordinatorHealthy(url: string, observation: ClusterObservation | undefined): ConditionUpdate {
+  const health = observation?.coordinator?.health ?? "ok";
+  if (health === "ok") return { status: "True", reason: "HealthOk", message: `${url}/health answers 200` };
+  if (health === "unknown") return { status: "Unknown", reason: "ProbeUnanswered", message: `${url}/health did not answer within the probe's deadline` };
+  return { status: "False", reason: "CoordinatorUnhealthy", message: `${url}/health is ${health}` };
 }
 
 /** Nothing runs: the runtime conditions say so. */

@@ -17,4 +17,9 @@ export type HealthReason =
    * Not a death: the daemon cannot reach a node over SSH while the pipeline's own checks pass. The
    * cluster keeps serving, Degraded, with this reason on the condition that node's checks feed.
    */
-  | "NodeUnobservable";
+  | "NodeUnobservable"
+  /**
+   * Not a death: a pass's probe of a stage's transport port or of the coordinator's /health got no
+   * answer within its deadline; the condition it feeds is Unknown, the monitor's strikes judge it.
+   */
+  | "ProbeUnanswered";

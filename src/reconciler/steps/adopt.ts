@@ -6,7 +6,7 @@ import type { LedgerEntry } from "../../launch/index.js";
 import type { ClusterSpec } from "../../spec/index.js";
 import { definitionOf, type Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
-import { markRunning } from "../verdicts.js";
+import { dying, markRunning, recheckUnlessHealthy } from "../verdicts.js";
 import { markUnobservable, watch } from "./supervise.js";
 
 export const adopt: Step = {
@@ -20,11 +20,11 @@ export const adopt: Step = {
     if (entry.revision !== revision) await applyInPlace(pass, entry, spec, revision);
     countAdoptedLaunch(pass, revision);
     watch(pass, entry);
-    let health: "Healthy" | "Degraded" = pass.observation?.health === "Degraded" ? "Degraded" : "Healthy";
-    markRunning(pass.memory, revision, entry, health);
+    let health = markRunning(pass.memory, revision, entry, pass.observation);
+    if (health === undefined) return dying(pass.memory);
     // A node the supervision cannot observe keeps its condition across a resync.
-    if (markUnobservable(pass.memory, revision, pass.memory.supervision?.unobservable ?? new Map())) health = "Degraded";
-    return { action: "none", result: "success", health, outcome: { kind: "done" } };
+    if (markUnobservable(pass.memory, revision, pass.memory.supervision?.unobservable ?? new Map()) && health === "Healthy") health = "Degraded";
+    return { action: "none", result: "success", health, outcome: recheckUnlessHealthy(health) };
   },
 };
 

@@ -23,14 +23,17 @@ export const replace: Step = {
     // A pass that finds a process of the running launch gone before the monitor did records the death itself.
     const death = entry.phase === "running" && gone.length > 0 ? await deathFoundByPass(pass, entry, gone) : undefined;
     const evidence = death === undefined ? undefined : recordDeath(pass, entry, death);
-    if (death === undefined && pass.action?.kind === "launch") await markReplacedComingBack(pass);
+    const message = `tearing down revision ${entry.revision.slice(0, 12)} (${entry.phase}${gone.length > 0 ? `; ${gone.join(", ")} gone` : ""})`;
     setConditions(pass.memory, revision, {
-      Ready: {
-        status: "False",
-        reason: "Replacing",
-        message: `tearing down revision ${entry.revision.slice(0, 12)} (${entry.phase}${gone.length > 0 ? `; ${gone.join(", ")} gone` : ""})`,
-      },
+      Ready: { status: "False", reason: "Replacing", message },
+      Reconciling: { status: "True", reason: "Replacing", message },
     });
+    // Said in the status file before anything is stopped or the router is told: the teardown can
+    // wait out grace periods or an unreachable node, and Ready must not stand meanwhile.
+    if (death === undefined) {
+      await pass.world.writeStatus(pass.name, pass.memory, { action: "stop", result: "waiting", reason: "Replacing", health: "Progressing" }, pass.settings);
+    }
+    if (death === undefined && pass.action?.kind === "launch") await markReplacedComingBack(pass);
     await tearDown(pass);
     if (death !== undefined) await completeEvidence(pass, entry, death.label, evidence);
     clearRuntime(pass.memory, revision);

@@ -10,7 +10,7 @@ import { superviseCluster, type LedgerEntry } from "../../launch/index.js";
 import { definitionOf, type Pass } from "../pass.js";
 import { completeEvidence, recordDeath, type RestartEvidence } from "../record-death.js";
 import type { Step } from "../run-step.js";
-import { isServing, markRunning, setConditions } from "../verdicts.js";
+import { dying, isServing, markRunning, recheckUnlessHealthy, setConditions } from "../verdicts.js";
 import { observeEntry } from "./observe.js";
 
 /** The last step of a launch: watch the new processes and say the cluster is Ready. */
@@ -23,9 +23,9 @@ export const supervise: Step = {
     const running = pass.launched;
     if (running === undefined) throw new Error("supervise step without a launch");
     watch(pass, running);
-    await observeEntry(pass, running);
-    markRunning(pass.memory, revision, running, "Healthy");
-    return { action: "launch", result: "success", health: "Healthy", outcome: { kind: "done" } };
+    const health = markRunning(pass.memory, revision, running, await observeEntry(pass, running));
+    if (health === undefined) return { ...dying(pass.memory), action: "launch" };
+    return { action: "launch", result: "success", health, outcome: recheckUnlessHealthy(health) };
   },
 };
 
@@ -38,6 +38,9 @@ export const supervise: Step = {
 export function watch(pass: Pass, entry: LedgerEntry): void {
   const { memory, world, settings, ledger } = pass;
   if (memory.supervision !== undefined && memory.supervision.startedAt === entry.startedAt) return;
+  // A launch whose death is recorded is being torn down (a pass that read the ledger before the
+  // death got here after it): nothing of it is left to watch.
+  if (memory.deathRecordedFor === entry.startedAt) return;
   void memory.supervision?.supervision.stop();
   let evidence: RestartEvidence | undefined;
   const unobservable = new Map<string, ObservabilityEvent>();
@@ -86,7 +89,7 @@ export function showObservability(pass: Pass, entry: LedgerEntry, unobservable: 
   if (!isServing(memory)) return;
   const revision = memory.lastGood?.revision ?? entry.revision;
   if (unobservable.size === 0) {
-    markRunning(memory, revision, entry, "Healthy");
+    markRunning(memory, revision, entry);
     void world.writeStatus(entry.cluster, memory, { action: "none", result: "success", health: "Healthy" }, settings);
     return;
   }

@@ -1,0 +1,147 @@
+/**
+ * What a pass that keeps a running cluster (adopting it on a resync, or at the end of its launch)
+ * says, from what its probes saw: a table, as the decision's. Ready stands only while nothing the
+ * probes found says the cluster cannot serve; the runtime conditions say what was found; and a
+ * death the health monitor recorded while the pass probed is never written over.
+ */
+import { describe, expect, it } from "vitest";
+import type { ClusterObservation, CoordinatorHealth, TransportState } from "../../src/health/index.js";
+import type { LedgerEntry } from "../../src/launch/index.js";
+import { createMemory } from "../../src/reconciler/cluster-memory.js";
+import { markRunning, setConditions } from "../../src/reconciler/verdicts.js";
+
+const revision = "a".repeat(64);
+const url = "http://127.0.0.1:8090";
+
+const entry: LedgerEntry = {
+  cluster: "tiny",
+  revision,
+  phase: "running",
+  startedAt: "2026-12-01T10:00:00.000Z",
+  processes: [0, 1].map((index) => ({
+    role: "stage" as const,
+    index,
+    node: `n${index + 1}`,
+    pid: 100 + index,
+    startTime: "1",
+    runDir: "/run",
+    logFile: "/run/log",
+    exitFile: "/run/exit",
+  })),
+  ports: [],
+  coordinatorUrl: url,
+};
+
+function observation(transports: [TransportState, TransportState], coordinator: CoordinatorHealth, health: ClusterObservation["health"]): ClusterObservation {
+  return {
+    cluster: "tiny",
+    at: "2026-12-01T10:00:05.000Z",
+    health,
+    stages: transports.map((transport, index) => ({
+      index,
+      node: `n${index + 1}`,
+      layers: [index * 2, index * 2 + 2],
+      address: `127.0.0.${index + 2}:5000`,
+      pid: 100 + index,
+      alive: true,
+      transport,
+    })),
+    coordinator: { node: "local", url, health: coordinator },
+    problems: [],
+    gone: [],
+  };
+}
+
+const conditions = (memory: ReturnType<typeof createMemory>): Record<string, [string, string]> =>
+  Object.fromEntries(memory.conditions.map((c) => [c.type, [c.status, c.reason]]));
+
+describe("markRunning: the conditions of a running cluster, from what the pass probed", () => {
+  const rows: Array<{
+    name: string;
+    seen: ClusterObservation | undefined;
+    health: string;
+    ready: [string, string];
+    stages: [string, string];
+    coordinator: [string, string];
+  }> = [
+    {
+      name: "no observation",
+      seen: undefined,
+      health: "Healthy",
+      ready: ["True", "ClusterReady"],
+      stages: ["True", "AllStagesListening"],
+      coordinator: ["True", "HealthOk"],
+    },
+    {
+      name: "everything answers",
+      seen: observation(["listening", "listening"], "ok", "Healthy"),
+      health: "Healthy",
+      ready: ["True", "ClusterReady"],
+      stages: ["True", "AllStagesListening"],
+      coordinator: ["True", "HealthOk"],
+    },
+    {
+      name: "a transport probe without an answer (doubtful)",
+      seen: observation(["listening", "unknown"], "ok", "Degraded"),
+      health: "Degraded",
+      ready: ["True", "ClusterReady"],
+      stages: ["Unknown", "ProbeUnanswered"],
+      coordinator: ["True", "HealthOk"],
+    },
+    {
+      name: "/health without an answer (doubtful)",
+      seen: observation(["listening", "listening"], "unknown", "Degraded"),
+      health: "Degraded",
+      ready: ["True", "ClusterReady"],
+      stages: ["True", "AllStagesListening"],
+      coordinator: ["Unknown", "ProbeUnanswered"],
+    },
+    {
+      name: "/health answering 503 (a broken pipeline, a stopped stage)",
+      seen: observation(["listening", "listening"], "loading", "Degraded"),
+      health: "Unhealthy",
+      ready: ["False", "CoordinatorUnhealthy"],
+      stages: ["True", "AllStagesListening"],
+      coordinator: ["False", "CoordinatorUnhealthy"],
+    },
+    {
+      name: "a stage's port refused",
+      seen: observation(["closed", "listening"], "ok", "Unhealthy"),
+      health: "Unhealthy",
+      ready: ["False", "StagePortClosed"],
+      stages: ["False", "StagePortClosed"],
+      coordinator: ["True", "HealthOk"],
+    },
+  ];
+  for (const row of rows) {
+    it(row.name, () => {
+      const memory = createMemory("tiny");
+      expect(markRunning(memory, revision, entry, row.seen)).toBe(row.health);
+      const c = conditions(memory);
+      expect(c.Ready).toEqual(row.ready);
+      expect(c.StagesListening).toEqual(row.stages);
+      expect(c.CoordinatorHealthy).toEqual(row.coordinator);
+      expect(c.Reconciling).toEqual(["False", "Converged"]);
+    });
+  }
+
+  it("says what was found, and that the monitor ends it if it lasts", () => {
+    const memory = createMemory("tiny");
+    markRunning(memory, revision, entry, observation(["closed", "listening"], "down", "Unhealthy"));
+    const ready = memory.conditions.find((c) => c.type === "Ready")!;
+    expect(ready.message).toBe(`stage-0 on n1: transport 127.0.0.2:5000 refused; ${url}/health is down: torn down and relaunched if it lasts`);
+  });
+
+  it("a death recorded while the pass probed stands: nothing is written over it", () => {
+    const memory = createMemory("tiny");
+    markRunning(memory, revision, entry, observation(["listening", "listening"], "ok", "Healthy"));
+    // What recording a death leaves (record-death.ts): this launch marked, Ready withdrawn.
+    memory.deathRecordedFor = entry.startedAt;
+    setConditions(memory, revision, { Ready: { status: "False", reason: "StageDied", message: "stage-1 on n2: pid 101 is no longer running" } });
+    const before = JSON.stringify(memory.conditions);
+    expect(markRunning(memory, revision, entry, observation(["listening", "listening"], "ok", "Healthy"))).toBeUndefined();
+    expect(JSON.stringify(memory.conditions)).toBe(before);
+    // Another launch of the cluster is not this death's.
+    expect(markRunning(memory, revision, { ...entry, startedAt: "2026-12-01T10:01:00.000Z" })).toBe("Healthy");
+  });
+});
