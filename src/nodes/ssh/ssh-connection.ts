@@ -209,6 +209,10 @@ export class SshConnection {
     // Closed while the back-off or the reads above went on: no connection is begun.
     this.throwIfClosed();
     const client = new Client();
+    // ssh2 can report more than one error for one connection (a handshake timeout, then the lost
+    // socket): the first decides the handshake below, the others must not reach the process as
+    // uncaught exceptions, which would end the daemon.
+    client.on("error", () => {});
     this.handshaking.add(client);
     await new Promise<void>((resolve, reject) => {
       client.once("ready", () => resolve());
@@ -226,8 +230,13 @@ export class SshConnection {
         );
       });
       client.connect(config);
-    }).finally(() => this.handshaking.delete(client));
-    client.on("error", () => {});
+    })
+      .catch((error: unknown) => {
+        // A failed handshake leaves nothing to keep: its socket is closed now, not when it times out.
+        client.destroy();
+        throw error;
+      })
+      .finally(() => this.handshaking.delete(client));
     if (pendingRecord !== undefined) await appendKnownHost(knownHostsPath, name, pendingRecord.keyType, pendingRecord.key);
     // Closed while the handshake or the known_hosts write went on: this connection is not kept.
     if (this.closed) {
