@@ -8,6 +8,7 @@ import type { EngineOptions } from "./args.js";
 import { computeStageRanges, readClusterConfig } from "./config/index.js";
 import { createHttpServer, type HttpContext } from "./coordinator/http-server.js";
 import { LocalPipeline, type Pipeline } from "./coordinator/pipeline.js";
+import { PromptEncoder } from "./coordinator/prompt-encoder.js";
 import { RemotePipeline } from "./coordinator/remote-pipeline.js";
 import { TextCodec } from "./coordinator/text.js";
 import { generate } from "./coordinator/generate.js";
@@ -116,6 +117,7 @@ async function startHttp(
     modelName: o.modelName ?? basename(modelDir),
     config,
     codec: undefined,
+    prompts: undefined,
     pipeline: undefined,
     health: { state: "loading" },
     log,
@@ -125,6 +127,7 @@ async function startHttp(
   log.info({ address: `${o.host}:${o.port}`, role, model: ctx.modelName }, "http listening");
   const ready = (async () => {
     ctx.codec = new TextCodec(modelDir);
+    ctx.prompts = new PromptEncoder(ctx.codec, modelDir);
     await load(ctx);
     if (!o.noWarmup) await warmUp(ctx.pipeline as Pipeline, ctx.codec, config);
     ctx.health = { state: "ok" };
@@ -133,11 +136,13 @@ async function startHttp(
   return {
     role,
     ready,
-    close: () =>
-      new Promise<void>((done) => {
+    close: async () => {
+      await ctx.prompts?.close();
+      await new Promise<void>((done) => {
         server.closeAllConnections();
         server.close(() => done());
-      }),
+      });
+    },
   };
 }
 

@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TextCodec } from "../../src/engine/coordinator/index.js";
 import { makeTestModel } from "../../src/planner/test-model/index.js";
 import { type Cluster, killAll, requireBuild, startCluster } from "./support.js";
 
@@ -144,6 +145,31 @@ describe("openai client against the coordinator", () => {
         ]);
       }
     }
+  });
+
+  it("long prompts: one that cannot fit is refused before it is tokenized, a long one is tokenized off the event loop; the pipeline keeps serving", async () => {
+    const post = async (prompt: string): Promise<{ status: number; error: { message: string; param: string; code: string } }> => {
+      const r = await fetch(`${cluster.baseUrl}/v1/completions`, { method: "POST", body: JSON.stringify({ model, prompt, max_tokens: 1 }) });
+      return { status: r.status, error: ((await r.json()) as { error: { message: string; param: string; code: string } }).error };
+    };
+    // Four million characters: tokenized on the event loop (about 1 µs a character) they would
+    // hold it past the stage links' liveness bound (2.5 s) and break the pipeline.
+    const huge = await post("the cat sat. ".repeat(300_000));
+    expect(huge.status).toBe(400);
+    expect(huge.error).toMatchObject({ param: "prompt", code: "context_length_exceeded" });
+    expect(huge.error.message).toMatch(/^The prompt \(3900000 characters\) cannot fit the context of \d+ tokens/);
+    // Long enough for the tokenizer thread, short enough to pass the character bound: refused
+    // only once tokenized, with the count the model's own tokenizer gives.
+    const codec = new TextCodec(join(dir, model));
+    const long = "é ".repeat(12_000);
+    expect(long.length).toBeLessThanOrEqual(8192 * codec.longestTokenChars);
+    const counted = await post(long);
+    expect(counted.status).toBe(400);
+    expect(counted.error.message).toBe(`The prompt (${codec.encode(long).length} tokens) leaves no room in the context of 8192 tokens`);
+    expect(counted.error.param).toBe("prompt");
+    const after = await client.completions.create({ model, prompt: "hello", max_tokens: 4, temperature: 0 });
+    expect(after.choices[0]?.text.length).toBeGreaterThan(0);
+    expect([cluster.coordinator, ...cluster.stages].every((p) => p.child.exitCode === null && p.child.signalCode === null)).toBe(true);
   });
 
   it("refuses an unknown model with 404", async () => {

@@ -9,6 +9,7 @@ import type { Logger } from "../log.js";
 import type { ModelConfig } from "../model/index.js";
 import { generate, type TokenInfo } from "./generate.js";
 import type { Pipeline } from "./pipeline.js";
+import type { PromptEncoder } from "./prompt-encoder.js";
 import { type LinkState, PipelineBroken } from "./remote-pipeline.js";
 import { ApiError, type ChatRequest, type CompletionRequest, parseChatRequest, parseCompletionRequest } from "./requests.js";
 import type { TextCodec } from "./text.js";
@@ -26,6 +27,8 @@ export interface HttpContext {
   modelName: string;
   config: ModelConfig;
   codec: TextCodec | undefined;
+  /** Tokenizes long prompts off the event loop (set with `codec`). */
+  prompts: PromptEncoder | undefined;
   pipeline: Pipeline | undefined;
   health: HealthState;
   /** The stage links' states (remote pipelines only); /health is 200 only while every one is up. */
@@ -97,7 +100,7 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
     sendJson(res, 200, { object: "list", data: [{ id: ctx.modelName, object: "model", created: 0, owned_by: "shard-engine" }] });
     return;
   }
-  if (ctx.health.state !== "ok" || ctx.pipeline === undefined || ctx.codec === undefined) throw unavailable(ctx);
+  if (ctx.health.state !== "ok" || ctx.pipeline === undefined || ctx.codec === undefined || ctx.prompts === undefined) throw unavailable(ctx);
   if (path === "/debug/stats") {
     sendJson(res, 200, { stages: await ctx.pipeline.stats() });
     return;
@@ -107,7 +110,7 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   if (request.model !== undefined && request.model !== ctx.modelName) {
     throw new ApiError(404, `The model \`${request.model}\` does not exist; this server serves \`${ctx.modelName}\``, "model", "model_not_found");
   }
-  await complete(ctx, ctx.pipeline, ctx.codec, request, req, res);
+  await complete(ctx, ctx.pipeline, ctx.codec, ctx.prompts, request, req, res);
 }
 
 /** Read the body (at most maxBodyBytes) and parse it as JSON. */
@@ -137,30 +140,43 @@ async function complete(
   ctx: HttpContext,
   pipeline: Pipeline,
   codec: TextCodec,
+  prompts: PromptEncoder,
   request: ChatRequest | CompletionRequest,
   req: IncomingMessage,
   res: ServerResponse,
 ): Promise<void> {
+  const promptParam = request.kind === "chat" ? "messages" : "prompt";
+  // Text that cannot fit the context whatever it tokenizes to is refused before it is tokenized.
+  const chars = request.kind === "chat" ? request.messages.reduce((sum, m) => sum + m.content.length, 0) : typeof request.prompt === "string" ? request.prompt.length : 0;
+  const fits = ctx.config.maxPositions * codec.longestTokenChars;
+  if (chars > fits) {
+    throw new ApiError(
+      400,
+      `The prompt (${chars} characters) cannot fit the context of ${ctx.config.maxPositions} tokens: a token of this model covers at most ${codec.longestTokenChars} characters`,
+      promptParam,
+      "context_length_exceeded",
+    );
+  }
   // Tokenize.
   let promptIds: number[];
   let promptText = "";
   try {
-    if (request.kind === "chat") promptIds = codec.encodeChat(request.messages);
+    if (request.kind === "chat") promptIds = await prompts.encodeChat(request.messages);
     else if (typeof request.prompt === "string") {
       promptText = request.prompt;
-      promptIds = codec.encode(request.prompt);
+      promptIds = await prompts.encode(request.prompt);
     } else promptIds = request.prompt;
   } catch (error) {
-    throw new ApiError(400, `Cannot build the prompt: ${(error as Error).message}`, request.kind === "chat" ? "messages" : "prompt");
+    throw new ApiError(400, `Cannot build the prompt: ${(error as Error).message}`, promptParam);
   }
-  if (promptIds.length === 0) throw new ApiError(400, "The prompt is empty", request.kind === "chat" ? "messages" : "prompt");
+  if (promptIds.length === 0) throw new ApiError(400, "The prompt is empty", promptParam);
   if (promptIds.some((t) => t >= ctx.config.vocabSize)) throw new ApiError(400, "The prompt has token ids outside the vocabulary", "prompt");
   const room = ctx.config.maxPositions - promptIds.length;
   if (room < 1)
     throw new ApiError(
       400,
       `The prompt (${promptIds.length} tokens) leaves no room in the context of ${ctx.config.maxPositions} tokens`,
-      "messages",
+      promptParam,
       "context_length_exceeded",
     );
   const maxTokens = Math.min(request.maxTokens ?? defaultMaxTokens, room);

@@ -21,6 +21,15 @@ export class TextCodec {
   private readonly specialTokens: ReadonlySet<string>;
   private readonly vocab: ArrayLike<string | undefined>;
   private readonly unknownToken: string | undefined;
+  /**
+   * The most characters of text one token can stand for: the longest token string (a byte-level
+   * token's string has a character per byte, a text character is one byte or more; SentencePiece's
+   * "▁" stands for one space), or an added token's. A text longer than the context × this cannot
+   * fit the context, whatever it tokenizes to — unless the tokenizer's normalizer shortens text
+   * before the model sees it (none of the Llama, Qwen or Mistral normalizers do; one that stripped
+   * runs of spaces could have such a prompt refused).
+   */
+  readonly longestTokenChars: number;
 
   constructor(modelDir: string) {
     const tokenizerJson = JSON.parse(readFileSync(join(modelDir, "tokenizer.json"), "utf8")) as object;
@@ -38,6 +47,12 @@ export class TextCodec {
     this.specialTokens = new Set(internals.special_tokens ?? []);
     this.vocab = internals.model?.vocab ?? [];
     this.unknownToken = internals.model?.unk_token;
+    let longest = 1;
+    for (let id = 0; id < this.vocab.length; id++) longest = Math.max(longest, this.vocab[id]?.length ?? 0);
+    for (const token of (tokenizerJson as { added_tokens?: Array<{ content?: unknown }> }).added_tokens ?? []) {
+      if (typeof token.content === "string") longest = Math.max(longest, token.content.length);
+    }
+    this.longestTokenChars = longest;
   }
 
   /** Render the chat template with the generation prompt and tokenize it (special tokens recognised). */

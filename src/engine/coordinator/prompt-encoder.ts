@@ -1,0 +1,86 @@
+/**
+ * Prompts to token ids without holding the coordinator's event loop. Tokenizing costs about 1 µs
+ * per character here, so a prompt of a few megabytes tokenized in place would hold the loop for
+ * seconds: /health unanswered (the daemon's monitor takes three silent probes for a death) and
+ * the stage links silent past their liveness bound (2.5 s), which breaks the pipeline for every
+ * request. Prompts of at least `threadedChars` characters are tokenized on a thread of their own,
+ * started at the first such prompt and loading its own copy of the tokenizer; shorter ones in
+ * place, where a thread hop would cost more than they do.
+ */
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { Worker } from "node:worker_threads";
+import type { ChatMessage, TextCodec } from "./text.js";
+import type { EncodeAnswer, EncodeRequest } from "./tokenizer-worker.js";
+
+/** Characters from which a prompt is tokenized on the thread: about 20 ms of tokenizing. */
+const threadedChars = 20_000;
+
+export class PromptEncoder {
+  private worker: Worker | undefined;
+  private nextId = 1;
+  private readonly waiting = new Map<number, { resolve: (ids: number[]) => void; reject: (error: Error) => void }>();
+
+  constructor(
+    private readonly codec: TextCodec,
+    private readonly modelDir: string,
+  ) {}
+
+  /** Token ids of a completion prompt (no special tokens added). */
+  encode(text: string): Promise<number[]> {
+    if (text.length < threadedChars) return Promise.resolve(this.codec.encode(text));
+    return this.ask({ id: this.nextId++, text });
+  }
+
+  /** Token ids of the chat template rendered over `messages` with the generation prompt. */
+  encodeChat(messages: ChatMessage[]): Promise<number[]> {
+    const chars = messages.reduce((sum, m) => sum + m.content.length, 0);
+    if (chars < threadedChars) return Promise.resolve(this.codec.encodeChat(messages));
+    return this.ask({ id: this.nextId++, messages });
+  }
+
+  /** Stop the thread, if it was started; prompts it was tokenizing fail. */
+  async close(): Promise<void> {
+    const worker = this.worker;
+    this.worker = undefined;
+    await worker?.terminate();
+  }
+
+  private ask(request: EncodeRequest): Promise<number[]> {
+    const worker = (this.worker ??= this.start());
+    return new Promise((resolve, reject) => {
+      this.waiting.set(request.id, { resolve, reject });
+      worker.postMessage(request);
+    });
+  }
+
+  private start(): Worker {
+    const worker = new Worker(workerPath(), { workerData: { modelDir: this.modelDir } });
+    // Never what keeps the process alive.
+    worker.unref();
+    worker.on("message", (answer: EncodeAnswer) => {
+      const waiter = this.waiting.get(answer.id);
+      this.waiting.delete(answer.id);
+      if ("ids" in answer) waiter?.resolve(answer.ids);
+      else waiter?.reject(new Error(answer.error));
+    });
+    const fail = (error: Error): void => {
+      if (this.worker === worker) this.worker = undefined;
+      for (const waiter of this.waiting.values()) waiter.reject(error);
+      this.waiting.clear();
+    };
+    worker.on("error", fail);
+    worker.on("exit", (code) => fail(new Error(`the tokenizer thread exited (code ${code})`)));
+    return worker;
+  }
+}
+
+/**
+ * tokenizer-worker.js beside this module in the build. Run from source (vitest, tsx) there is only
+ * the .ts file, which a worker cannot load, so the build's copy is used.
+ */
+function workerPath(): string {
+  const beside = fileURLToPath(new URL("./tokenizer-worker.js", import.meta.url));
+  if (existsSync(beside) || !import.meta.url.endsWith(".ts")) return beside;
+  return fileURLToPath(new URL("../../../dist/src/engine/coordinator/tokenizer-worker.js", import.meta.url));
+}
