@@ -32,13 +32,37 @@ function checkInterpreter(data: unknown, engine: EngineFacts, add: AddIssue): vo
   add(["engine", "python"], `${engine.name} runs its own program (${engine.programName}), not a Python module: remove python, or use kind = ${quoteKinds(able)}`);
 }
 
-/** Why an extra engine argument is refused, or undefined when it is acceptable. */
+/**
+ * Why an extra engine argument is refused, or undefined when it is acceptable. The engine's
+ * argument parser has the last word, so every spelling it reads as a protected flag counts: a
+ * long flag with its value after "=", a short flag with its value glued on ("-m/other/model"),
+ * and a long flag's prefix ("--mod", which Python's argparse expands to --model).
+ */
 export function checkExtraArg(arg: string, engine: EngineFacts): string | undefined {
-  const flag = arg.split("=", 1)[0] ?? arg;
   const { refused, setByDriver } = engine.extraArgs;
-  if (Object.hasOwn(refused, flag)) return `${quote(arg)} is refused: ${refused[flag]}`;
-  if (setByDriver.includes(flag)) return `${quote(arg)} is refused: the launcher sets ${flag} itself`;
+  for (const flag of flagsNamedBy(arg)) {
+    const full = Object.keys(refused).find((f) => namedBy(f, flag)) ?? setByDriver.find((f) => namedBy(f, flag));
+    if (full === undefined) continue;
+    if (Object.hasOwn(refused, full)) return `${quote(arg)} is refused: ${refused[full]}`;
+    return `${quote(arg)} is refused: the launcher sets ${full} itself`;
+  }
   return undefined;
+}
+
+/**
+ * The flag an argument can stand for: none for a value, "--name" for a long flag, "-x" for a short
+ * one, whatever follows its letter (a glued value, or more letters, which only a boolean first
+ * letter would group: -h and -V end the engine at once).
+ */
+function flagsNamedBy(arg: string): string[] {
+  if (arg.startsWith("--")) return arg.length > 2 ? [arg.split("=", 1)[0]!] : [];
+  return arg.startsWith("-") && arg.length >= 2 ? [arg.slice(0, 2)] : [];
+}
+
+/** Whether `given` names the protected flag `flag`: the same short flag, or the long flag or a prefix of it. */
+function namedBy(flag: string, given: string): boolean {
+  if (!given.startsWith("--")) return flag === given;
+  return flag.startsWith("--") && flag.startsWith(given);
 }
 
 function checkExtraArgs(data: unknown, engine: EngineFacts, add: AddIssue): void {

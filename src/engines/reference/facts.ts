@@ -27,7 +27,13 @@ export const referenceFacts = {
   // Peers prove they hold the per-launch token (challenge-response over HMAC-SHA256).
   authenticatesTransport: true,
   // Its command line is mlxcel's, and so are the flags a definition may not pass.
-  extraArgs: mlxcelFacts.extraArgs,
+  // mlxcel's rules, and the flags its driver adds for shard-engine: the per-launch transport
+  // token (a definition must not point a stage at another file), the served name and the threads
+  // each stage gets of its machine's cores.
+  extraArgs: {
+    refused: mlxcelFacts.extraArgs.refused,
+    setByDriver: [...mlxcelFacts.extraArgs.setByDriver, "--transport-token-file", "--model-name", "--threads"],
+  },
   stageCount: mlxcelFacts.stageCount,
   memoryHeadroom: mlxcelFacts.memoryHeadroom,
   // Launch gives each of k stages on one machine ⌊cores ÷ k⌋ threads (shard-engine --threads;
