@@ -8,7 +8,7 @@
  * needs is taken) it says which setting to change and exits 1 at once rather than waiting for a
  * Ctrl-C.
  */
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdir, readdir, writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { isShardctlError, messageOf } from "../errors/index.js";
 import { pathExists } from "../files/index.js";
@@ -54,12 +54,9 @@ async function main(args: string[]): Promise<number> {
     throw new DemoFailure(`the dashboard's address ${uiAddress} is already in use.\n  ${moveDashboard(uiAddress)}`);
   }
 
-  // Make the demo model once: no model can be downloaded here.
-  const modelDir = spec.model.path!;
-  if (!(await pathExists(join(modelDir, "config.json")))) {
-    console.log(`making the demo model in ${shown(modelDir)} …`);
-    await makeTestModel(modelDir, { layers: 8, hidden: 128, heads: 4, kvHeads: 2, vocab: 512, seed: 42 });
-  }
+  // A model on this machine: the demo's own is made once (random weights; a Hub model is staged by
+  // the daemon like any other).
+  if (spec.model.path !== undefined) await ensureModel(spec.model.path, definition);
 
   // The embedded router's config: where it listens, and the backends list clusters join.
   const routerConfig = settings.router.config!;
@@ -103,9 +100,11 @@ async function main(args: string[]): Promise<number> {
     const url = daemon.routerUrl ?? "http://127.0.0.1:8088";
     console.log(`\ncluster "${clusterName}" is ready — serving ${spec.model.id} through the embedded router at ${url}\n`);
     // Said before anyone tries it: the reply to the curl below is nonsense by construction.
-    console.log("the demo model has random weights: its replies are meaningless bytes, not language.");
-    console.log(`to serve a real model, edit [model] in ${shown(definition)}: id = "<org>/<name>" (a Hugging Face Hub id) with`);
-    console.log('  source = "hub", or id = "<directory>" (a local MLX model directory) with source = "push".\n');
+    if (isDemoModel(spec, settingsFile)) {
+      console.log("the demo model has random weights: its replies are meaningless bytes, not language.");
+      console.log(`to serve a real model, edit [model] in ${shown(definition)}: id = "<org>/<name>" (a Hugging Face Hub id) with`);
+      console.log('  source = "hub", or id = "<directory>" (a local MLX model directory) with source = "push".\n');
+    }
     console.log("talk to it:");
     console.log(`  curl -s ${url}/v1/chat/completions -H 'content-type: application/json' \\`);
     console.log(`    -d '{"model": "${spec.model.id}", "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 16}'`);
@@ -195,3 +194,29 @@ main(process.argv.slice(2)).then(
     process.exit(1);
   },
 );
+
+/**
+ * The directory `[model] id` names holds a model (config.json), or the demo makes its model there —
+ * only where nothing is yet: a directory with other files in it is somebody's, never written to.
+ */
+async function ensureModel(modelDir: string, definition: string): Promise<void> {
+  if (await pathExists(join(modelDir, "config.json"))) return;
+  const entries = await readdir(modelDir).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === "ENOENT") return [];
+    throw new DemoFailure(`[model] id in ${shown(definition)} names ${shown(modelDir)}, which cannot be read: ${error.message}`);
+  });
+  if (entries.length > 0) {
+    throw new DemoFailure(
+      `[model] id in ${shown(definition)} names ${shown(modelDir)}, which holds files but no config.json: it is not an MLX model directory.\n` +
+        `  Point id at the directory with config.json and the *.safetensors files (the demo makes its random-weights model only in an empty or missing directory).`,
+    );
+  }
+  console.log(`making the demo model in ${shown(modelDir)} …`);
+  await makeTestModel(modelDir, { layers: 8, hidden: 128, heads: 4, kvHeads: 2, vocab: 512, seed: 42 });
+}
+
+/** The model is the demo's own (made under .demo/, random weights), not one the person chose. */
+function isDemoModel(spec: ClusterSpec, settings: string): boolean {
+  const path = spec.model.path;
+  return path !== undefined && !relative(join(dirname(settings), ".demo"), path).startsWith("..");
+}

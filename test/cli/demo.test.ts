@@ -7,14 +7,17 @@
  * naming the setting that moves that port.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer, type AddressInfo, type Server } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { afterAll, expect, test } from "vitest";
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
+import { pathExists } from "../../src/files/index.js";
+import { makeTestModel } from "../../src/planner/test-model/index.js";
 import { freePort, freePortRange, repoRoot } from "../reconciler/daemon-fixture.js";
+import { startHubServer } from "../support/hub-server.js";
 
 /** Live (non-zombie) processes whose command line mentions `needle`. */
 async function processesMentioning(needle: string): Promise<string[]> {
@@ -201,3 +204,46 @@ test("the demo's dashboard port is taken: exit 1 at once, naming shardctl.toml a
   expect(run.stdout()).toMatch(/demo stopped: no process of it is left/);
   expect(await processesMentioning(root)).toEqual([]);
 }, 60_000);
+
+test("[model] id names a directory of somebody's files without config.json: exit 1 naming it, and nothing is written there", async () => {
+  const root = await demoRoot();
+  const mine = join(root, "my-models");
+  await mkdir(mine);
+  await writeFile(join(mine, "notes.txt"), "mine\n");
+  const definition = join(root, "clusters/demo.toml");
+  await writeFile(definition, (await readFile(definition, "utf8")).replace('id = ".demo/models/demo-llama"', 'id = "my-models"'));
+  const run = runDemo(root);
+  const code = await exitOnItsOwn(run, 30_000);
+  expect(code, `${run.stdout()}\n${run.stderr()}`).toBe(1);
+  expect(run.stderr()).toContain("[model] id in clusters/demo.toml names my-models, which holds files but no config.json: it is not an MLX model directory");
+  expect(await readdir(mine)).toEqual(["notes.txt"]);
+  expect(await processesMentioning(root)).toEqual([]);
+}, 60_000);
+
+test("a Hub model, as the demo's own output suggests: staged from the Hub and served, not called random", async () => {
+  const modelDir = join(await mkdtemp(join(tmpdir(), "shardctl-demo-hub-")), "tiny");
+  roots.push(dirname(modelDir));
+  await makeTestModel(modelDir, { layers: 4, hidden: 64, vocab: 320, seed: 5 });
+  const hub = await startHubServer({ repos: [{ repo: "test-org/tiny-llama", commit: "c".repeat(40), dir: modelDir }] });
+  const root = await demoRoot();
+  const settingsFile = join(root, "shardctl.toml");
+  await writeFile(settingsFile, (await readFile(settingsFile, "utf8")).replace('endpoint = "https://huggingface.co"', `endpoint = "${hub.endpoint}"`));
+  const definition = join(root, "clusters/demo.toml");
+  const text = (await readFile(definition, "utf8")).replace('id = ".demo/models/demo-llama"', 'id = "test-org/tiny-llama"').replace('source = "push"', 'source = "hub"');
+  await writeFile(definition, text);
+  const run = runDemo(root);
+  try {
+    const deadline = Date.now() + 90_000;
+    while (!/Ctrl-C tears the demo down/.test(run.stdout()) && Date.now() < deadline && run.child.exitCode === null) await new Promise((r) => setTimeout(r, 100));
+    expect(run.stdout(), `${run.stdout()}\n${run.stderr().slice(-3000)}`).toMatch(/cluster "demo" is ready — serving test-org\/tiny-llama/);
+    expect(run.stdout()).not.toMatch(/random weights/);
+    expect(hub.stats().requests).toBeGreaterThan(0);
+    expect(await pathExists(join(root, ".demo/models/demo-llama"))).toBe(false);
+  } finally {
+    run.child.kill("SIGINT");
+    await Promise.race([run.exited, new Promise((resolve) => setTimeout(resolve, 60_000))]);
+    await hub.close();
+  }
+  expect(await run.exited).toBe(0);
+  expect(await processesMentioning(root)).toEqual([]);
+}, 180_000);
