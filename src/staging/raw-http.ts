@@ -7,12 +7,17 @@
  *
  * Only the simple case is handled: http:, a 200/206 with Content-Length. Anything else (https,
  * redirects, chunked bodies, errors) returns "unsupported" before a byte is written, and the caller
- * falls back to node:http.
+ * falls back to node:http. A Content-Length that would leave more than `maxBytes` in the file returns
+ * "too-large", also before a byte is written.
  */
 import { closeSync, openSync, writeSync } from "node:fs";
 import { connect } from "node:net";
 
-export type RawOutcome = { kind: "done"; status: number } | { kind: "unsupported" };
+export type RawOutcome =
+  | { kind: "done"; status: number }
+  | { kind: "unsupported" }
+  /** `bytes`: what the file would have held with the whole body (the bytes kept plus Content-Length). */
+  | { kind: "too-large"; bytes: number };
 
 export interface RawRequest {
   url: URL;
@@ -20,6 +25,8 @@ export interface RawRequest {
   target: string;
   /** Bytes already in target (sent as a Range by the caller's headers). */
   haveBytes: number;
+  /** The most bytes the file may hold; a longer body is refused before it is written. */
+  maxBytes: number;
   deadlineMs: number;
   /** Called with the bytes now in the file. */
   onBytes: (bytes: number) => void;
@@ -74,6 +81,11 @@ export function rawDownload(request: RawRequest): Promise<RawOutcome> {
                 return false;
               }
               const append = parsed.status === 206;
+              const total = (append ? request.haveBytes : 0) + parsed.contentLength;
+              if (total > request.maxBytes) {
+                finish(undefined, { kind: "too-large", bytes: total });
+                return false;
+              }
               fd = openSync(request.target, append ? "a" : "w");
               written = append ? request.haveBytes : 0;
               remaining = parsed.contentLength;

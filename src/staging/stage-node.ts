@@ -6,7 +6,7 @@
  */
 import { posix } from "node:path";
 import { probeNode, type NodeAccess } from "../nodes/index.js";
-import { ShardctlError } from "../errors/index.js";
+import { isShardctlError, ShardctlError } from "../errors/index.js";
 import { blobPath, incompletePath, linkTarget, refPath, snapshotDir, snapshotPath, statCachePath } from "./cache-layout.js";
 import { classifyNode, hashOnNode, type Layout } from "./classify.js";
 import { selectFiles } from "./manifest.js";
@@ -47,7 +47,8 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
     modelPath: snapshotDir(modelDir, manifest.repo, manifest.commit),
   };
 
-  // Refuse before transferring anything when the disk is short.
+  // Refuse before transferring anything when the disk is short. Listed sizes are what a transfer may
+  // write: a download whose body passes its file's listed size is stopped there (transfer.ts).
   if (needed > 0) {
     const probe = await probeNode(node);
     // An unknown figure is a refusal, not a pass: filling a node's disk breaks more than staging.
@@ -164,6 +165,8 @@ async function fetchOne(
         },
       });
     } catch (error) {
+      // A terminal failure (a body past the listed size) repeats on every attempt.
+      if (isShardctlError(error) && error.terminal) throw error;
       // Resume from whatever reached the node; give up after `attempts`.
       const st = await node.stat(target).catch(() => undefined);
       if (st !== undefined && st.size > counted) progress.update("transfer", st.size - counted, file.path);

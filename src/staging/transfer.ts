@@ -3,11 +3,17 @@
  *
  * - hub, local node: fetched in-process with `Range: bytes=<have>-`, appended to the partial file
  *   (raw-http.ts for plain http, node:http for https, redirects and anything unusual).
- * - hub, SSH node: the node fetches it itself with curl (`-C -` resumes from the partial file's size).
- *   curl is on every Linux and macOS machine, needs no runtime of ours on the node, and keeps the model
- *   bytes off the control node's link. The token travels on curl's stdin (`-K -`), never in argv.
- *   Progress is the partial file's size, polled over the pooled connection.
+ * - hub, SSH node: the node fetches it itself with curl (`-C <have>` resumes from the partial file's
+ *   size), its body piped through `head -c` into the file (capped-curl.ts). curl is on every Linux and
+ *   macOS machine, needs no runtime of ours on the node, and keeps the model bytes off the control
+ *   node's link. The token travels on curl's stdin (`-K -`), never in argv. Progress is the partial
+ *   file's size, polled over the pooled connection.
  * - push: SFTP from the control node, appending from the remote partial size.
+ *
+ * A hub download never leaves more than the file's listed size plus one byte in the file: each path
+ * stops when the body would pass that size (up front when Content-Length says so), the partial file
+ * is removed, and the failure is DownloadTooLarge (terminal: a commit's file keeps its size). The
+ * free-disk check before the transfer relies on this: it counts listed sizes.
  */
 import { createWriteStream } from "node:fs";
 import { stat } from "node:fs/promises";
@@ -15,8 +21,9 @@ import { join } from "node:path";
 import { get as httpGet, type IncomingMessage } from "node:http";
 import { get as httpsGet } from "node:https";
 import type { NodeAccess } from "../nodes/index.js";
+import { cappedCurlScript } from "./capped-curl.js";
 import { rawDownload } from "./raw-http.js";
-import { ShardctlError } from "../errors/index.js";
+import { isShardctlError, ShardctlError } from "../errors/index.js";
 import type { ManifestFile, StagingSource } from "./types.js";
 
 export interface TransferRequest {
@@ -34,9 +41,25 @@ export interface TransferRequest {
 }
 
 export async function transferFile(request: TransferRequest): Promise<void> {
-  if (request.source.kind === "push") return pushFile(request, request.source);
-  if (request.node.kind === "local") return fetchLocally(request, request.source);
-  return fetchOnNode(request, request.source);
+  try {
+    if (request.source.kind === "push") return await pushFile(request, request.source);
+    if (request.node.kind === "local") return await fetchLocally(request, request.source);
+    return await fetchOnNode(request, request.source);
+  } catch (error) {
+    // Bytes past the listed size are never kept, nor the bytes before them: the file is not the listed one.
+    if (isShardctlError(error, "DownloadTooLarge")) await request.node.remove(request.target);
+    throw error;
+  }
+}
+
+/** The failure of a download whose body passes the file's listed size; `served` says what is known of its size. */
+function tooLarge(request: TransferRequest, url: string, served: string): ShardctlError {
+  const { node, file } = request;
+  return new ShardctlError(
+    "DownloadTooLarge",
+    `node ${node.config.name}: ${file.path} is listed as ${file.size} bytes but is served as ${served} (${url}); the download was stopped and its partial file ${request.target} removed. The Hub's file list and its file disagree: check the endpoint (a mirror or proxy serving other content) or the repository at that revision`,
+    { terminal: true },
+  );
 }
 
 function fileUrl(source: Extract<StagingSource, { kind: "hub" }>, commit: string, path: string): string {
@@ -51,9 +74,19 @@ async function fetchLocally(request: TransferRequest, source: Extract<StagingSou
   if (source.token !== undefined) headers.Authorization = `Bearer ${source.token}`;
   if (request.haveBytes > 0) headers.Range = `bytes=${request.haveBytes}-`;
   try {
-    const raw = await rawDownload({ url: new URL(url), headers, target, haveBytes: request.haveBytes, deadlineMs: request.deadlineMs, onBytes: request.onBytes });
+    const raw = await rawDownload({
+      url: new URL(url),
+      headers,
+      target,
+      haveBytes: request.haveBytes,
+      maxBytes: file.size,
+      deadlineMs: request.deadlineMs,
+      onBytes: request.onBytes,
+    });
     if (raw.kind === "done") return;
+    if (raw.kind === "too-large") throw tooLarge(request, url, `${raw.bytes} bytes`);
   } catch (error) {
+    if (isShardctlError(error, "DownloadTooLarge")) throw error;
     throw new ShardctlError("DownloadFailed", `${url}: ${(error as Error).message}`, { cause: error });
   }
   const response = await openDownload(url, headers, request.deadlineMs).catch((error: unknown) => error as Error);
@@ -69,6 +102,11 @@ async function fetchLocally(request: TransferRequest, source: Extract<StagingSou
   // A server ignoring Range sends everything again: start the partial file over.
   const append = response.statusCode === 206;
   let done = append ? request.haveBytes : 0;
+  const length = response.headers["content-length"];
+  if (length !== undefined && /^\d+$/.test(length) && done + Number(length) > file.size) {
+    response.destroy();
+    throw tooLarge(request, url, `${done + Number(length)} bytes`);
+  }
   const out = createWriteStream(target, { flags: append ? "a" : "w" });
   // A failed write (disk full, permissions) ends the download with that error.
   out.once("error", (error) => response.destroy(error));
@@ -112,6 +150,12 @@ async function fetchLocally(request: TransferRequest, source: Extract<StagingSou
         }
       };
       response.on("data", (chunk: Buffer) => {
+        if (response.destroyed) return;
+        // A body longer than the listed size (none was announced): stop before writing the chunk that passes it.
+        if (done + chunk.length > file.size) {
+          response.destroy(tooLarge(request, url, `more than ${file.size} bytes`));
+          return;
+        }
         done += chunk.length;
         pending.push(chunk);
         pendingBytes += chunk.length;
@@ -132,6 +176,7 @@ async function fetchLocally(request: TransferRequest, source: Extract<StagingSou
       });
     });
   } catch (error) {
+    if (isShardctlError(error, "DownloadTooLarge")) throw error;
     throw new ShardctlError("DownloadFailed", `${url}: interrupted after ${done} of ${file.size} bytes: ${(error as Error).message}`, { cause: error });
   } finally {
     await new Promise<void>((resolve) => out.end(() => resolve()));
@@ -170,8 +215,11 @@ async function fetchOnNode(request: TransferRequest, source: Extract<StagingSour
   const url = fileUrl(source, request.commit, file.path);
   // curl config on stdin: the URL and token never appear in the node's process list.
   const config = [`url = ${curlQuote(url)}`, ...(source.token === undefined ? [] : [`header = ${curlQuote(`Authorization: Bearer ${source.token}`)}`])].join("\n");
-  const resume = request.haveBytes > 0 ? ["--continue-at", "-"] : [];
-  const argv = ["curl", "--fail", "--silent", "--show-error", "--location", ...resume, "--output", target, "--config", "-"];
+  const resume = request.haveBytes > 0 ? ["--continue-at", String(request.haveBytes)] : [];
+  const curl = ["curl", "--fail", "--silent", "--show-error", "--location", ...resume, "--config", "-"];
+  // The body is capped one byte past the listed size: a longer one shows as a file past that size.
+  const cap = String(file.size - request.haveBytes + 1);
+  const argv = ["sh", "-c", cappedCurlScript, "sh", cap, target, request.haveBytes > 0 ? "append" : "new", ...curl];
   // Progress = the partial file's size, polled every 500 ms while curl runs.
   let timer: NodeJS.Timeout | undefined;
   let polling = true;
@@ -179,7 +227,7 @@ async function fetchOnNode(request: TransferRequest, source: Extract<StagingSour
     timer = setTimeout(() => {
       void node
         .stat(target)
-        .then((st) => st !== undefined && polling && request.onBytes(st.size))
+        .then((st) => st !== undefined && polling && request.onBytes(Math.min(st.size, file.size)))
         .catch(() => undefined)
         .finally(() => polling && poll());
     }, 500);
@@ -189,6 +237,8 @@ async function fetchOnNode(request: TransferRequest, source: Extract<StagingSour
     polling = false;
     clearTimeout(timer);
   });
+  const after = await node.stat(target);
+  if (after !== undefined && after.size > file.size) throw tooLarge(request, url, `more than ${file.size} bytes`);
   // The server cannot resume this file: it ignored the Range (curl exit 33) or refused it (HTTP 416,
   // exit 22). Resuming would fail the same way on every pass, so start the file over, once.
   if (request.haveBytes > 0 && !result.timedOut && (result.exitCode === 33 || (result.exitCode === 22 && /\b416\b/.test(result.stderr)))) {
@@ -200,8 +250,7 @@ async function fetchOnNode(request: TransferRequest, source: Extract<StagingSour
     const why = result.timedOut ? `timed out after ${result.durationMs} ms` : `curl exited with ${result.exitCode}: ${result.stderr.trim()}`;
     throw new ShardctlError("DownloadFailed", `node ${node.config.name}: ${url}: ${why}`);
   }
-  const st = await node.stat(target);
-  request.onBytes(st?.size ?? 0);
+  request.onBytes(after?.size ?? 0);
 }
 
 function curlQuote(value: string): string {

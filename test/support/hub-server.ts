@@ -9,7 +9,8 @@
  *   lfs?: {oid, size, pointerSize}}` like the Hub's (no pagination: test repos are small).
  *
  * Fault injection (`injectFault`) cuts a file's response after N body bytes or flips a byte in it,
- * which is how tests interrupt downloads and feed corrupt data. Importable from bench/ as well, so it
+ * which is how tests interrupt downloads and feed corrupt data; a repository's `tree` rewrites its
+ * listing (a Hub whose listing disagrees with its files). Importable from bench/ as well, so it
  * has no vitest imports.
  */
 import { createHash } from "node:crypto";
@@ -28,6 +29,17 @@ export interface HubRepo {
   dir: string;
   /** Branch names resolving to `commit`. Default ["main"]. */
   branches?: string[];
+  /** Rewrites the tree listing before it is sent; the files are served as they are. Default: sent as listed. */
+  tree?: (entries: HubTreeEntry[]) => unknown[];
+}
+
+/** One entry of a tree listing, as the Hub sends it. */
+export interface HubTreeEntry {
+  type: "file" | "directory";
+  oid: string;
+  size: number;
+  path: string;
+  lfs?: { oid: string; size: number; pointerSize: number };
 }
 
 export interface HubServerOptions {
@@ -40,6 +52,8 @@ export interface HubServerOptions {
   token?: string;
   /** Ignore `Range` headers: answer 200 with the whole file, as some mirrors and proxies do. Default false. */
   ignoreRange?: boolean;
+  /** Send file bodies chunked, without Content-Length, as a proxy compressing on the fly does. Default false. */
+  chunked?: boolean;
 }
 
 export interface HubFault {
@@ -185,7 +199,7 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
       const recursive = url.searchParams.get("recursive") === "true";
       const under = sub.filter((s) => s !== "").join("/");
       const all = await listFiles(at.dir);
-      const entries: unknown[] = [];
+      const entries: HubTreeEntry[] = [];
       for (const f of all) {
         const parent = f.path.includes("/") ? f.path.slice(0, f.path.lastIndexOf("/")) : "";
         const inScope = recursive ? under === "" || f.path.startsWith(`${under}/`) : parent === under;
@@ -204,7 +218,7 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
           ...(lfsPattern.test(info.path) ? { lfs: { oid: info.sha256, size: info.size, pointerSize: 134 } } : {}),
         });
       }
-      return sendJson(res, 200, entries, { "X-Repo-Commit": commit });
+      return sendJson(res, 200, at.tree === undefined ? entries : at.tree(entries), { "X-Repo-Commit": commit });
     }
     const found = findRepo(path, "resolve");
     if (found === undefined) return sendJson(res, 404, { error: "Repository not found" }, { "X-Error-Code": "RepoNotFound" });
@@ -241,7 +255,7 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
       headers["Content-Range"] = `bytes ${start}-${end}/${info.size}`;
     }
     const length = Math.max(0, end - start + 1);
-    res.writeHead(status, { ...headers, "Content-Length": length });
+    res.writeHead(status, options.chunked === true && req.method === "GET" ? headers : { ...headers, "Content-Length": length });
     if (req.method === "HEAD" || length === 0) {
       res.end();
       return;

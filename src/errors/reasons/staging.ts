@@ -33,6 +33,8 @@ export type StagingReason =
   | "InsufficientDisk"
   /** Downloading a file failed: network, HTTP status, curl on the node (transient). */
   | "DownloadFailed"
+  /** A file's download passed the size its source lists; stopped there and its partial file removed (terminal). */
+  | "DownloadTooLarge"
   /** A file arrived with the wrong hash; terminal when fetched whole from a pinned Hub commit, transient otherwise. */
   | "ChecksumMismatch"
   /** A node failed with an error that has no reason of its own (transient). */

@@ -1,0 +1,110 @@
+/**
+ * A Hub whose listing disagrees with what it serves. A file served larger than its listed size is
+ * stopped at the listed size on every download path (plain HTTP and node:http on the control node,
+ * curl on an SSH node), its partial file removed, and the failure is terminal: the node's disk never
+ * holds more than the listing promised.
+ */
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LocalNode, NodePool, type NodeAccess } from "../../src/nodes/index.js";
+import { makeTestModel } from "../../src/planner/index.js";
+import { fetchHubManifest, incompletePath, stageNode, type Manifest, type StagingSource } from "../../src/staging/index.js";
+import { startHubServer, type HubServer, type HubTreeEntry } from "../support/hub-server.js";
+import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+
+const repo = "test-org/hostile-hub";
+const commit = "5555555555666666666677777777778888888888";
+const big = "big.safetensors";
+/** What the Hub serves of `big`, bytes; its listing says 10. */
+const servedSize = 64 << 20;
+const listedSize = 10;
+
+let sshd: SshdSet;
+let hub: HubServer;
+/** The same repository, its bodies sent chunked (no Content-Length): the node:http download path. */
+let chunkedHub: HubServer;
+let pool: NodePool;
+let root: string;
+let modelDir: string;
+let counter = 0;
+
+/** The listing with `big` said to be `listedSize` bytes (its LFS size as well). */
+function shrinkBig(entries: HubTreeEntry[]): HubTreeEntry[] {
+  return entries.map((e) => (e.path !== big ? e : { ...e, size: listedSize, ...(e.lfs === undefined ? {} : { lfs: { ...e.lfs, size: listedSize } }) }));
+}
+
+beforeAll(async () => {
+  root = await mkdtemp(join(tmpdir(), "shardctl-hostile-hub-"));
+  modelDir = join(root, "model");
+  await makeTestModel(modelDir, { layers: 2, hidden: 64, intermediate: 128, vocab: 512, shards: 1, seed: 11 });
+  const bytes = Buffer.alloc(servedSize);
+  for (let i = 0; i < bytes.length; i += 4) bytes.writeUInt32LE(i, i);
+  await writeFile(join(modelDir, big), bytes);
+  const repos = [{ repo, commit, dir: modelDir, tree: shrinkBig }];
+  [sshd, hub, chunkedHub] = await Promise.all([startSshdNodes({ count: 1 }), startHubServer({ repos }), startHubServer({ repos, chunked: true })]);
+  pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(root, "no-ssh-config") });
+});
+
+afterAll(async () => {
+  await pool?.close();
+  await hub?.close();
+  await chunkedHub?.close();
+  await sshd?.close();
+  if (root) await rm(root, { recursive: true, force: true });
+});
+
+function sshNode(): NodeAccess {
+  const n = sshd.nodes[0]!;
+  return pool.get({
+    name: n.name,
+    host: n.host,
+    port: n.port,
+    user: n.user,
+    identityFile: sshd.identityFile,
+    hostKeyPolicy: "strict",
+    modelDir: join(n.modelDir, `h${++counter}`),
+  });
+}
+
+function localNode(): NodeAccess {
+  return new LocalNode({ name: "local", host: "local", modelDir: join(root, `local-${++counter}`) });
+}
+
+describe("a file the Hub serves larger than its listing says", () => {
+  const paths = [
+    // The plain-HTTP path reads Content-Length first; node:http is reached after it gives up on a chunked body.
+    { path: "plain HTTP on the control node", node: localNode, server: () => hub, knowsLength: true, requests: 1 },
+    { path: "node:http on the control node (no Content-Length)", node: localNode, server: () => chunkedHub, knowsLength: false, requests: 2 },
+    { path: "curl on an SSH node", node: sshNode, server: () => hub, knowsLength: false, requests: 1 },
+  ];
+  for (const { path, node: makeNode, server, knowsLength, requests } of paths) {
+    for (const resumed of [false, true]) {
+      it(`is stopped at the listed size, removed, and fails terminally: ${path}${resumed ? ", resuming a partial file" : ""}`, async () => {
+        const source: StagingSource = { kind: "hub", endpoint: server().endpoint, repo, revision: "main" };
+        const manifest: Manifest = await fetchHubManifest(source);
+        expect(manifest.files.find((f) => f.path === big)?.size).toBe(listedSize);
+        const node = makeNode();
+        const partial = incompletePath(node.config.modelDir, repo, await server().sha256Of(repo, big));
+        if (resumed) {
+          await mkdir(join(partial, ".."), { recursive: true });
+          await writeFile(partial, (await readFile(join(modelDir, big))).subarray(0, 4));
+        }
+        server().resetStats();
+        const error = await stageNode(node, source, manifest, { files: [big], attempts: 3 }).catch((e: unknown) => e);
+        expect(error).toMatchObject({ reason: "DownloadTooLarge", terminal: true });
+        const message = (error as Error).message;
+        expect(message).toContain(`node ${node.config.name}: `);
+        expect(message).toContain(`${big} is listed as ${listedSize} bytes`);
+        expect(message).toMatch(knowsLength ? new RegExp(`served as ${servedSize} bytes`) : new RegExp(`served as more than ${listedSize} bytes`));
+        expect(await node.stat(partial)).toBeUndefined();
+        // Stopped, not read to the end, and not retried: a commit's file stays that size.
+        const stats = server().stats();
+        const resolvePath = `/${repo}/resolve/${commit}/${big}`;
+        expect(stats.requestsByPath[resolvePath]).toBe(requests);
+        expect(stats.bytesByPath[resolvePath] ?? 0).toBeLessThan(servedSize / 2);
+      });
+    }
+  }
+});
