@@ -7,6 +7,7 @@ import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { ShardctlError } from "../errors/index.js";
 import { FileRefusedError, openRegularFile, type OpenedRegularFile } from "../files/index.js";
+import { readHubTree } from "./hub-tree.js";
 import { assertSafePath } from "./safe-path.js";
 import type { Manifest, ManifestFile } from "./types.js";
 
@@ -40,19 +41,7 @@ export async function fetchHubManifest(options: HubManifestOptions): Promise<Man
   const tree = await hubFetch(`${base}/api/models/${encodedRepo}/tree/${encodeURIComponent(commit)}?recursive=true`, { headers, signal }, repo);
   const entries: unknown = await tree.json();
   if (!Array.isArray(entries)) throw new ShardctlError("HubError", `${base}: the tree of ${repo}@${commit} is not a list`);
-  const files: ManifestFile[] = [];
-  for (const raw of entries as Array<Record<string, unknown>>) {
-    if (raw.type !== "file") continue;
-    const path = String(raw.path);
-    assertSafePath(path, `the Hub tree of ${repo}@${commit}`);
-    const lfs = raw.lfs as { oid?: unknown; size?: unknown } | undefined;
-    const size = Number(lfs?.size ?? raw.size);
-    const hash = String(lfs?.oid ?? raw.oid);
-    if (!Number.isSafeInteger(size) || size < 0 || !/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(hash)) {
-      throw new ShardctlError("HubError", `${base}: bad size or hash for ${path} in ${repo}@${commit}`);
-    }
-    files.push({ path, size, hash, hashAlgo: lfs === undefined ? "git-sha1" : "sha256" });
-  }
+  const files = readHubTree(entries, base, repo, commit);
   return { repo, revision, commit, files };
 }
 

@@ -2,7 +2,8 @@
  * A Hub whose listing disagrees with what it serves. A file served larger than its listed size is
  * stopped at the listed size on every download path (plain HTTP and node:http on the control node,
  * curl on an SSH node), its partial file removed, and the failure is terminal: the node's disk never
- * holds more than the listing promised.
+ * holds more than the listing promised. A listing with a path twice, a path that is not a string or
+ * a file name with a control character is refused, naming the entry, before anything is downloaded.
  */
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -107,4 +108,50 @@ describe("a file the Hub serves larger than its listing says", () => {
       });
     }
   }
+});
+
+describe("a listing staging cannot use is refused before anything is downloaded", () => {
+  /** Serve a copy of the repository under another id with its listing rewritten; its pinned manifest, or the error. */
+  async function manifestOf(tree: (entries: HubTreeEntry[]) => unknown[]): Promise<unknown> {
+    const id = `test-org/odd-listing-${++counter}`;
+    hub.setRepo({ repo: id, commit, dir: modelDir, tree });
+    hub.resetStats();
+    const result = await fetchHubManifest({ endpoint: hub.endpoint, repo: id, revision: commit }).catch((e: unknown) => e);
+    // The tree request only: no file was asked for.
+    expect(Object.keys(hub.stats().requestsByPath)).toEqual([`/api/models/${id}/tree/${commit}`]);
+    return result;
+  }
+
+  it("a path listed twice (with different hashes) is HubListingInvalid, naming the path and both entries", async () => {
+    const error = await manifestOf((entries) => {
+      const other = entries.find((e) => e.type === "file" && e.path !== "config.json")!;
+      return [...entries, { ...other, path: "config.json" }];
+    });
+    expect(error).toMatchObject({ reason: "HubListingInvalid", terminal: true });
+    expect((error as Error).message).toMatch(/lists "config\.json" twice \(entries \d+ and \d+\)/);
+  });
+
+  it("a path that is not a string, or an entry that is not an object, is HubListingInvalid, naming the entry", async () => {
+    const objectPath = await manifestOf((entries) => entries.map((e) => (e.path === "config.json" ? { ...e, path: { toString: "config.json" } } : e)));
+    expect(objectPath).toMatchObject({ reason: "HubListingInvalid", terminal: true });
+    expect((objectPath as Error).message).toMatch(/entry \d+ .*has a path that is an object, not a string: \{"type":"file",.*"path":\{"toString":"config\.json"\}/);
+
+    const nullEntry = await manifestOf((entries) => [...entries, null]);
+    expect(nullEntry).toMatchObject({ reason: "HubListingInvalid", terminal: true });
+    expect((nullEntry as Error).message).toMatch(/entry \d+ .*is null, not an object/);
+  });
+
+  // How the message shows each name (every control character escaped), and the name.
+  it.each([
+    [String.raw`"new\nline.json"`, "new\nline.json"],
+    [String.raw`"tab\there.json"`, "tab\there.json"],
+    [String.raw`"cr\r.json"`, "cr\r.json"],
+    [String.raw`"bell\u0007.json"`, "bell\u0007.json"],
+    [String.raw`"del\u007f.json"`, "del\u007f.json"],
+    [String.raw`"next-line\u0085.json"`, "next-line\u0085.json"],
+  ])("a file name with a control character is UnsafeFileName: %s", async (shown, name) => {
+    const error = await manifestOf((entries) => entries.map((e) => (e.path === "config.json" ? { ...e, path: name } : e)));
+    expect(error).toMatchObject({ reason: "UnsafeFileName", terminal: true });
+    expect((error as Error).message).toContain(`lists the file name ${shown}, which contains a control character`);
+  });
 });

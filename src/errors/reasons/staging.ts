@@ -11,6 +11,8 @@ export type StagingReason =
   | "HubNotFound"
   /** The Hub answered an error status or an unusable listing (transient). */
   | "HubError"
+  /** The Hub's file list has an entry staging cannot use: not an object, a path that is not a string, a path listed twice (terminal). */
+  | "HubListingInvalid"
   /** The push source folder holds no files (terminal). */
   | "PushSourceEmpty"
   /** The push source holds a symlink to something other than a regular file (terminal). */

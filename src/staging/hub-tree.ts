@@ -1,0 +1,60 @@
+/**
+ * The files of a Hub tree listing, checked whole before anything is downloaded: each entry an
+ * object, each file's path a string that is safe (safe-path.ts) and printable, listed once, with a
+ * whole size and a sha1 or sha256 hash. Directory entries are skipped.
+ */
+import { ShardctlError } from "../errors/index.js";
+import { assertPrintableName, assertSafePath } from "./safe-path.js";
+import type { ManifestFile } from "./types.js";
+
+/** `base` is the Hub endpoint; `repo` and `commit` name the listing in messages. */
+export function readHubTree(entries: unknown[], base: string, repo: string, commit: string): ManifestFile[] {
+  const where = `the Hub tree of ${repo}@${commit}`;
+  const files: ManifestFile[] = [];
+  // Path → index of the entry that listed it first.
+  const seen = new Map<string, number>();
+  for (const [i, raw] of entries.entries()) {
+    if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw listingInvalid(`${base}: entry ${i} of ${where} is ${kindOf(raw)}, not an object`);
+    const entry = raw as Record<string, unknown>;
+    if (entry.type !== "file") continue;
+    const path = entry.path;
+    if (typeof path !== "string") {
+      const what = path === undefined ? "has no path" : `has a path that is ${kindOf(path)}, not a string`;
+      throw listingInvalid(`${base}: entry ${i} of ${where} ${what}: ${excerpt(entry)}`);
+    }
+    assertSafePath(path, where);
+    assertPrintableName(path, where);
+    const first = seen.get(path);
+    if (first !== undefined) throw listingInvalid(`${base}: ${where} lists ${JSON.stringify(path)} twice (entries ${first} and ${i})`);
+    seen.set(path, i);
+    const lfs = entry.lfs as { oid?: unknown; size?: unknown } | undefined;
+    const size = Number(lfs?.size ?? entry.size);
+    const hash = String(lfs?.oid ?? entry.oid);
+    if (!Number.isSafeInteger(size) || size < 0 || !/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(hash)) {
+      throw new ShardctlError("HubError", `${base}: bad size or hash for ${path} in ${repo}@${commit}`);
+    }
+    files.push({ path, size, hash, hashAlgo: lfs === undefined ? "git-sha1" : "sha256" });
+  }
+  return files;
+}
+
+function listingInvalid(what: string): ShardctlError {
+  return new ShardctlError(
+    "HubListingInvalid",
+    `${what}; a commit's listing names each file once, by its path as a string, so nothing is staged from it: check the endpoint (a mirror or proxy that rewrites listings)`,
+    { terminal: true },
+  );
+}
+
+function kindOf(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "a list";
+  if (typeof value === "object") return "an object";
+  return `a ${typeof value}`;
+}
+
+/** The entry as JSON, cut to 200 characters. */
+function excerpt(entry: Record<string, unknown>): string {
+  const text = JSON.stringify(entry);
+  return text.length <= 200 ? text : `${text.slice(0, 200)}…`;
+}
