@@ -11,6 +11,7 @@
 import type { EngineKind } from "../engines/index.js";
 import { mkdir, readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
+import { isShardctlError, ShardctlError } from "../errors/index.js";
 import { writeFileAtomic } from "../files/index.js";
 
 export type ProcessRole = "stage" | "coordinator";
@@ -78,18 +79,32 @@ export class Ledger {
     return join(this.dir, `${cluster}.json`);
   }
 
-  /** The entry of a cluster, or undefined when nothing is recorded. */
+  /**
+   * The entry of a cluster, or undefined when nothing is recorded. A file that holds no entry
+   * (damaged, edited by hand) is a terminal LedgerEntryUnreadable naming it: what runs for the
+   * cluster is then unknown, so nothing may be launched or torn down on a guess.
+   */
   async read(cluster: string): Promise<LedgerEntry | undefined> {
     await this.pending.get(cluster);
+    const file = this.file(cluster);
+    let text: string;
     try {
-      return JSON.parse(await readFile(this.file(cluster), "utf8")) as LedgerEntry;
+      text = await readFile(file, "utf8");
     } catch (error) {
       if (isNotFound(error)) return undefined;
       throw error;
     }
+    let entry: unknown;
+    try {
+      entry = JSON.parse(text);
+    } catch (error) {
+      throw unreadable(file, cluster, `it is not JSON (${(error as Error).message})`);
+    }
+    if (!isEntry(entry, cluster)) throw unreadable(file, cluster, "it is not a ledger entry of this cluster");
+    return entry;
   }
 
-  /** Every recorded entry. */
+  /** Every recorded entry; unreadable ones are left out (each cluster's own read says why). */
   async list(): Promise<LedgerEntry[]> {
     let names: string[];
     try {
@@ -98,7 +113,13 @@ export class Ledger {
       if (isNotFound(error)) return [];
       throw error;
     }
-    const entries = await Promise.all(names.filter((n) => n.endsWith(".json")).map((n) => this.read(n.slice(0, -".json".length))));
+    const entries = await Promise.all(
+      names
+        .filter((n) => n.endsWith(".json"))
+        .map((n) =>
+          this.read(n.slice(0, -".json".length)).catch((error: unknown) => (isShardctlError(error, "LedgerEntryUnreadable") ? undefined : Promise.reject(error))),
+        ),
+    );
     return entries.filter((e): e is LedgerEntry => e !== undefined);
   }
 
@@ -125,4 +146,27 @@ export class Ledger {
 
 function isNotFound(error: unknown): boolean {
   return (error as NodeJS.ErrnoException | undefined)?.code === "ENOENT";
+}
+
+/** The shape every reader of an entry relies on. */
+function isEntry(value: unknown, cluster: string): value is LedgerEntry {
+  if (typeof value !== "object" || value === null) return false;
+  const e = value as Partial<LedgerEntry>;
+  return (
+    e.cluster === cluster &&
+    typeof e.revision === "string" &&
+    typeof e.startedAt === "string" &&
+    (e.phase === "launching" || e.phase === "running" || e.phase === "tearing-down") &&
+    Array.isArray(e.processes) &&
+    Array.isArray(e.ports)
+  );
+}
+
+function unreadable(file: string, cluster: string, why: string): ShardctlError {
+  return new ShardctlError(
+    "LedgerEntryUnreadable",
+    `${file} cannot be read: ${why}. What runs for cluster "${cluster}" is unknown, so the daemon neither launches nor tears it down: ` +
+      `check its nodes for its processes (shard-engine, mlxcel, mlx_lm) and stop any by hand, then delete the file and run \`shardctl reconcile ${cluster}\``,
+    { terminal: true },
+  );
 }

@@ -28,4 +28,6 @@ export type LaunchStepReason =
 export type LaunchReason =
   | LaunchStepReason
   /** A process of the cluster survived, or its backend is still registered; teardown is retried (transient). */
-  | "TeardownIncomplete";
+  | "TeardownIncomplete"
+  /** The cluster's ledger entry is not an entry (damaged, edited by hand): what runs is unknown (terminal). */
+  | "LedgerEntryUnreadable";

@@ -17,9 +17,11 @@ export const adopt: Step = {
     const { spec, revision } = definitionOf(pass);
     const entry = pass.entry;
     if (entry === undefined) throw new Error("adopt step without a ledger entry");
+    // Watched first: a router that hangs or refuses the in-place change below fails this pass,
+    // and what runs must still be watched meanwhile.
+    watch(pass, entry);
     if (entry.revision !== revision) await applyInPlace(pass, entry, spec, revision);
     countAdoptedLaunch(pass, revision);
-    watch(pass, entry);
     let health = markRunning(pass.memory, revision, entry, pass.observation);
     if (health === undefined) return dying(pass.memory);
     // A node the supervision cannot observe keeps its condition across a resync.
