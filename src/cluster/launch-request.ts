@@ -65,6 +65,7 @@ export async function buildLaunchRequest(
     },
     explicitLayers: plan.splitUsed === "memory",
     modelName: spec.model.id,
+    maxSequences: spec.model.maxSequences,
     ...(spec.router.register ? { router: { backend: spec.router.backend, weight: spec.router.weight } } : {}),
     deadlines: { ...defaultDeadlines, ...deadlines },
   };

@@ -26,6 +26,8 @@ export interface EngineOptions {
    * (os.availableParallelism()); with two stages on one machine, give each its share.
    */
   threads: number;
+  /** Sequences the coordinator generates at once; later requests wait for a slot. Default 16. */
+  maxSequences: number;
 }
 
 export type ParsedArgs = { kind: "run"; options: EngineOptions } | { kind: "help" } | { kind: "version" };
@@ -38,13 +40,15 @@ export class EngineUsageError extends Error {
 export const usage = `usage: shard-engine -m <model-dir> [--distributed-config <cluster.toml> --node-id <id>]
                     [--host <ip>] [--port <port>] [--no-warmup] [--transport-token-file <file>]
                     [--model-name <name>] [--connect-timeout-ms <ms>] [--broken-exit-delay-ms <ms>]
-                    [--threads <n>]
+                    [--threads <n>] [--max-sequences <n>]
        shard-engine --version | --help
 
 Without --distributed-config one process serves the whole model. With it, the node named by
 --node-id becomes a pipeline stage (binds its TOML address) or, for the hybrid node, the
 coordinator (HTTP on --host:--port). --threads (default: this machine's cores) is how many threads
-compute each matrix product of the layers this process holds.`;
+compute each matrix product of the layers this process holds. --max-sequences (default 16) is how
+many requests the coordinator generates at once; later ones wait their turn (--host defaults to
+127.0.0.1, --port to 8080).`;
 
 function integer(name: string, value: string | undefined, fallback: number, min: number, max: number): number {
   if (value === undefined) return fallback;
@@ -72,6 +76,7 @@ export function parseEngineArgs(argv: string[]): ParsedArgs {
         "connect-timeout-ms": { type: "string" },
         "broken-exit-delay-ms": { type: "string" },
         threads: { type: "string" },
+        "max-sequences": { type: "string" },
         version: { type: "boolean", short: "V" },
         help: { type: "boolean", short: "h" },
       },
@@ -99,6 +104,7 @@ export function parseEngineArgs(argv: string[]): ParsedArgs {
       connectTimeoutMs: integer("connect-timeout-ms", values["connect-timeout-ms"], 60_000, 1, 24 * 3600_000),
       brokenExitDelayMs: integer("broken-exit-delay-ms", values["broken-exit-delay-ms"], 2000, 0, 600_000),
       threads: integer("threads", values.threads, availableParallelism(), 1, 1024),
+      maxSequences: integer("max-sequences", values["max-sequences"], 16, 1, 4096),
     },
   };
 }

@@ -10,6 +10,7 @@ import { createHttpServer, type HttpContext } from "./coordinator/http-server.js
 import { LocalPipeline, type Pipeline } from "./coordinator/pipeline.js";
 import { PromptEncoder } from "./coordinator/prompt-encoder.js";
 import { RemotePipeline } from "./coordinator/remote-pipeline.js";
+import { SequenceSlots } from "./coordinator/sequence-slots.js";
 import { TextCodec } from "./coordinator/text.js";
 import { generate } from "./coordinator/generate.js";
 import { createLogger, type Logger } from "./log.js";
@@ -118,6 +119,7 @@ async function startHttp(
     config,
     codec: undefined,
     prompts: undefined,
+    slots: new SequenceSlots(o.maxSequences),
     pipeline: undefined,
     health: { state: "loading" },
     log,

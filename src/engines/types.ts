@@ -43,6 +43,8 @@ export interface EngineTopology {
   cluster: string;
   /** The model name clients send and the router routes by. */
   modelName: string;
+  /** Sequences the KV caches are planned for (`max_sequences`): an engine that can be told so caps its concurrent requests there. */
+  maxSequences: number;
   transport: TransportBackend;
   stages: StageSlot[];
   coordinator: CoordinatorSlot;

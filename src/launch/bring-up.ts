@@ -227,6 +227,7 @@ async function allocateTopology(request: LaunchRequest, context: LaunchContext, 
   return {
     cluster: request.cluster,
     modelName: request.modelName,
+    maxSequences: request.maxSequences,
     transport: request.transport,
     explicitLayers: request.explicitLayers,
     stages: request.stages.map((s, i) => ({

@@ -68,6 +68,8 @@ export interface LaunchRequest {
   explicitLayers: boolean;
   /** The model name clients and the router use. */
   modelName: string;
+  /** Sequences the KV caches are planned for (`max_sequences`): what the engine may generate at once. */
+  maxSequences: number;
   /** Router backend to register; undefined to skip registration. */
   router?: { backend: string; weight?: number };
   deadlines: LaunchDeadlines;

@@ -27,7 +27,13 @@ const modelSchema = z
       .default("hub")
       .describe("hub: nodes download from the Hub; path: already on each node; push: copied from this machine. Default hub."),
     context_length: z.number().int().min(1).max(16_777_216).default(4096).describe("Context length in tokens the KV cache is sized for. Default 4096."),
-    max_sequences: z.number().int().min(1).max(4096).default(1).describe("Concurrent sequences the KV cache is sized for. Default 1."),
+    max_sequences: z
+      .number()
+      .int()
+      .min(1)
+      .max(4096)
+      .default(1)
+      .describe("Concurrent sequences the KV cache is sized for; shard-engine generates at most this many at once, later requests wait their turn. Default 1."),
     files: z.enum(["stage", "all"]).default("stage").describe("stage: each node gets only the files its layers need; all: every file. Default stage."),
     verify: z.enum(["fast", "full"]).default("fast").describe("fast: sizes and headers; full: sha256 of every file. Default fast."),
   })

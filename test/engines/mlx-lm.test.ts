@@ -29,6 +29,7 @@ describe("mlx-lm's split, read in layer order", () => {
 const topology: EngineTopology = {
   cluster: "ring",
   modelName: "qwen",
+  maxSequences: 1,
   transport: "tcp",
   coordinator: { id: "coordinator", address: { host: "10.0.0.3", port: 8080 }, http: { host: "10.0.0.3", port: 8080 } },
   stages: [

@@ -16,6 +16,7 @@ async function expectGolden(name: string, actual: string): Promise<void> {
 const topology: EngineTopology = {
   cluster: "llama-70b",
   modelName: "mlx-community/Llama-3.3-70B-Instruct-4bit",
+  maxSequences: 1,
   transport: "tcp",
   coordinator: { id: "coordinator", address: { host: "10.0.0.1", port: 39600 }, http: { host: "10.0.0.1", port: 8080 } },
   stages: [

@@ -153,6 +153,7 @@ export async function makeRequest(world: LifecycleWorld, options: RequestOptions
     },
     explicitLayers: true,
     modelName: world.modelName,
+    maxSequences: 4,
     ...(options.register === false ? {} : { router: { backend: options.cluster } }),
     deadlines: { ...defaultDeadlines, stageListenMs: 15_000, coordinatorHealthMs: 15_000, readinessMs: 15_000, stopGraceMs: 2_000, ...options.deadlines },
   };

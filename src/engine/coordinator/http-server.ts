@@ -10,6 +10,7 @@ import type { ModelConfig } from "../model/index.js";
 import { generate, type TokenInfo } from "./generate.js";
 import type { Pipeline } from "./pipeline.js";
 import type { PromptEncoder } from "./prompt-encoder.js";
+import type { SequenceSlots } from "./sequence-slots.js";
 import { type LinkState, PipelineBroken } from "./remote-pipeline.js";
 import { ApiError, type ChatRequest, type CompletionRequest, parseChatRequest, parseCompletionRequest } from "./requests.js";
 import type { TextCodec } from "./text.js";
@@ -29,6 +30,8 @@ export interface HttpContext {
   codec: TextCodec | undefined;
   /** Tokenizes long prompts off the event loop (set with `codec`). */
   prompts: PromptEncoder | undefined;
+  /** Admission: the sequences generated at once. */
+  slots: SequenceSlots;
   pipeline: Pipeline | undefined;
   health: HealthState;
   /** The stage links' states (remote pipelines only); /health is 200 only while every one is up. */
@@ -193,64 +196,90 @@ async function complete(
   const created = Math.floor(Date.now() / 1000);
   const object = request.kind === "chat" ? "chat.completion" : "text_completion";
   let closed = false;
+  const gone = new AbortController();
   res.on("close", () => {
-    if (!res.writableFinished) closed = true;
+    if (res.writableFinished) return;
+    closed = true;
+    gone.abort(new Error("client disconnected"));
   });
   const cancelled = (): boolean => closed;
-  const options = { promptIds, maxTokens, params, stop: request.stop, eosIds: new Set(ctx.config.eosTokenIds) };
-  const usage = (completion: number): object => ({ prompt_tokens: promptIds.length, completion_tokens: completion, total_tokens: promptIds.length + completion });
-  const logprobsOf = (tokens: TokenInfo[]): object | null => {
-    if (!wantLogprobs) return null;
-    return request.kind === "chat" ? chatLogprobs(codec, tokens) : completionLogprobs(codec, tokens, promptText.length);
-  };
-
-  const startedAt = performance.now();
-  const logDone = (completionTokens: number, finishReason: string): void =>
-    ctx.log.info(
-      { id, promptTokens: promptIds.length, completionTokens, finishReason, stream: request.stream, ms: Math.round(performance.now() - startedAt) },
-      "request done",
-    );
-
-  if (!request.stream) {
-    const infos: TokenInfo[] = [];
-    const result = await generate(pipeline, codec, options, (_text, tokens) => infos.push(...tokens), cancelled);
-    logDone(result.completionTokens, result.finishReason);
-    const choice =
-      request.kind === "chat"
-        ? { index: 0, message: { role: "assistant", content: result.text }, logprobs: logprobsOf(infos), finish_reason: result.finishReason }
-        : { index: 0, text: result.text, logprobs: logprobsOf(infos), finish_reason: result.finishReason };
-    sendJson(res, 200, { id, object, created, model: ctx.modelName, choices: [choice], usage: usage(result.completionTokens) });
+  // Wait for a slot: a client that leaves meanwhile is never computed for.
+  let release: () => void;
+  try {
+    release = await ctx.slots.acquire(gone.signal);
+  } catch {
+    ctx.log.info({ id, queued: ctx.slots.queued }, "client disconnected while waiting for a slot");
     return;
   }
-
-  res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
-  const chunkObject = request.kind === "chat" ? "chat.completion.chunk" : "text_completion";
-  const send = (choices: object[], extra: object = {}): void => {
-    if (!closed) res.write(`data: ${JSON.stringify({ id, object: chunkObject, created, model: ctx.modelName, choices, ...extra })}\n\n`);
-  };
-  if (request.kind === "chat") send([{ index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }]);
   try {
-    const result = await generate(
-      pipeline,
-      codec,
-      options,
-      (text, tokens) => {
-        if (request.kind === "chat") send([{ index: 0, delta: { content: text }, logprobs: logprobsOf(tokens), finish_reason: null }]);
-        else send([{ index: 0, text, logprobs: logprobsOf(tokens), finish_reason: null }]);
-      },
-      cancelled,
-    );
-    if (request.kind === "chat") send([{ index: 0, delta: {}, logprobs: null, finish_reason: result.finishReason }]);
-    else send([{ index: 0, text: "", logprobs: null, finish_reason: result.finishReason }]);
-    if (request.includeUsage) send([], { usage: usage(result.completionTokens) });
-    logDone(result.completionTokens, result.finishReason);
-    if (!closed) res.end("data: [DONE]\n\n");
-  } catch (error) {
-    if (closed) {
-      ctx.log.info({ id }, "client disconnected; sequence cancelled");
+    await respond();
+  } finally {
+    release();
+  }
+
+  async function respond(): Promise<void> {
+    const options = { promptIds, maxTokens, params, stop: request.stop, eosIds: new Set(ctx.config.eosTokenIds) };
+    const usage = (completion: number): object => ({ prompt_tokens: promptIds.length, completion_tokens: completion, total_tokens: promptIds.length + completion });
+    const logprobsOf = (tokens: TokenInfo[]): object | null => {
+      if (!wantLogprobs) return null;
+      return request.kind === "chat" ? chatLogprobs(codec, tokens) : completionLogprobs(codec, tokens, promptText.length);
+    };
+
+    const startedAt = performance.now();
+    const logDone = (completionTokens: number, finishReason: string): void =>
+      ctx.log.info(
+        { id, promptTokens: promptIds.length, completionTokens, finishReason, stream: request.stream, ms: Math.round(performance.now() - startedAt) },
+        "request done",
+      );
+
+    if (!request.stream) {
+      const infos: TokenInfo[] = [];
+      let result: Awaited<ReturnType<typeof generate>>;
+      try {
+        result = await generate(pipeline, codec, options, (_text, tokens) => infos.push(...tokens), cancelled);
+      } catch (error) {
+        if (!closed) throw error;
+        ctx.log.info({ id }, "client disconnected; sequence cancelled");
+        return;
+      }
+      logDone(result.completionTokens, result.finishReason);
+      const choice =
+        request.kind === "chat"
+          ? { index: 0, message: { role: "assistant", content: result.text }, logprobs: logprobsOf(infos), finish_reason: result.finishReason }
+          : { index: 0, text: result.text, logprobs: logprobsOf(infos), finish_reason: result.finishReason };
+      sendJson(res, 200, { id, object, created, model: ctx.modelName, choices: [choice], usage: usage(result.completionTokens) });
       return;
     }
-    throw toApiError(error);
+
+    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
+    const chunkObject = request.kind === "chat" ? "chat.completion.chunk" : "text_completion";
+    const send = (choices: object[], extra: object = {}): void => {
+      if (!closed) res.write(`data: ${JSON.stringify({ id, object: chunkObject, created, model: ctx.modelName, choices, ...extra })}\n\n`);
+    };
+    if (request.kind === "chat") send([{ index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }]);
+    try {
+      const result = await generate(
+        pipeline,
+        codec,
+        options,
+        (text, tokens) => {
+          if (request.kind === "chat") send([{ index: 0, delta: { content: text }, logprobs: logprobsOf(tokens), finish_reason: null }]);
+          else send([{ index: 0, text, logprobs: logprobsOf(tokens), finish_reason: null }]);
+        },
+        cancelled,
+      );
+      if (request.kind === "chat") send([{ index: 0, delta: {}, logprobs: null, finish_reason: result.finishReason }]);
+      else send([{ index: 0, text: "", logprobs: null, finish_reason: result.finishReason }]);
+      if (request.includeUsage) send([], { usage: usage(result.completionTokens) });
+      logDone(result.completionTokens, result.finishReason);
+      if (!closed) res.end("data: [DONE]\n\n");
+    } catch (error) {
+      if (closed) {
+        ctx.log.info({ id }, "client disconnected; sequence cancelled");
+        return;
+      }
+      throw toApiError(error);
+    }
   }
 }
 

@@ -33,6 +33,8 @@ export function createReferenceDriver(options: DriverOptions): EngineDriver {
         files.tokenFile,
         "--model-name",
         topology.modelName,
+        "--max-sequences",
+        String(topology.maxSequences),
         ...threadsArgs(topology.coordinator.threads),
         ...options.extraArgs,
       ];
