@@ -6,6 +6,7 @@
  */
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
+import { connect } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { makeTestModel } from "../../src/planner/test-model/index.js";
@@ -101,6 +102,19 @@ describe("engine failures", () => {
     ]);
     expect(await rogue.exited).toBe(1);
     expect(rogue.stderr()).toMatch(/requires a transport token/);
+    // A flood of refused connections: the stage's log gets a line per kind of refusal per 10 s,
+    // not one per connection, and the stage keeps serving.
+    const refusedBefore = cluster.stages[0]!.stderr().split("peer refused").length;
+    const flood = Array.from({ length: 300 }, () => {
+      const socket = connect(stage.port, stage.host, () => socket.write(Buffer.alloc(64, 0xff)));
+      socket.on("error", () => undefined);
+      return socket;
+    });
+    await new Promise((r) => setTimeout(r, 1000));
+    for (const socket of flood) socket.destroy();
+    await new Promise((r) => setTimeout(r, 300));
+    expect(cluster.stages[0]!.stderr().split("peer refused").length - refusedBefore).toBeLessThanOrEqual(2);
+    expect((await postJson(`${cluster.baseUrl}/v1/completions`, { prompt: "still", max_tokens: 2 })).status).toBe(200);
     await cluster.stop();
   });
 

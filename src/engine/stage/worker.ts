@@ -10,6 +10,7 @@
 import { createServer, type Server, type Socket } from "node:net";
 import { KernelRuntime } from "../kernels/index.js";
 import type { Logger } from "../log.js";
+import { LogThrottle } from "../log-throttle.js";
 import { residentMemory } from "../memory.js";
 import { Sampler, type SequenceCache, ModelShard, type ModelConfig, usefulThreads } from "../model/index.js";
 import {
@@ -122,6 +123,9 @@ class StageRuntime {
     this.logits = new Float32Array(options.config.vocabSize);
   }
 
+  /** Refused peers are logged at most every 10 s (anyone who reaches the port can cause them). */
+  private readonly refusals = new LogThrottle();
+
   accept(socket: Socket): void {
     const remote = `${socket.remoteAddress}:${socket.remotePort}`;
     acceptLink(socket, this.options.nodeId, this.options.token).then(
@@ -130,7 +134,10 @@ class StageRuntime {
         const message = (error as Error).message;
         // A readiness probe (connect, then close before sending a byte) is not an intruder.
         if (error instanceof HandshakeAbandoned) this.options.log.debug({ remote, err: message }, "connection closed before the handshake");
-        else this.options.log.warn({ remote, err: message }, "peer refused");
+        else {
+          const { log, suppressed } = this.refusals.take(message);
+          if (log) this.options.log.warn({ remote, err: message, ...(suppressed > 0 ? { refusedSinceLastLogged: suppressed } : {}) }, "peer refused");
+        }
       },
     );
   }
