@@ -144,6 +144,8 @@ describe("daemon", () => {
     await writeFile(file, good);
     const healed = await waitForStatus(world, "alpha", (s) => conditionOf(s, "Stalled")?.status === "False" && s.health === "Healthy");
     expect(healed.lastError).toBeUndefined();
+    // Planned says the plan of the revision again, not the invalid edit's error.
+    expect(conditionOf(healed, "Planned")).toMatchObject({ status: "True", reason: "PlanFeasible" });
     expect(await enginePidsOf("alpha")).toEqual(pids);
   });
 

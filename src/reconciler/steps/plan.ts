@@ -3,9 +3,9 @@
  * serving on, the daemon budgets with what the nodes report and pins a Hub branch to its commit,
  * since it is about to stage; off, it plans from the registry alone and touches no node.
  */
-import { daemonPlanOptions, planForCluster } from "../../cluster/index.js";
+import { daemonPlanOptions, planForCluster, type PlannedCluster } from "../../cluster/index.js";
 import { identifyPlan } from "../decision-inputs.js";
-import { definitionOf } from "../pass.js";
+import { definitionOf, type Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
 import { setConditions } from "../verdicts.js";
 
@@ -22,11 +22,15 @@ export const plan: Step = {
       daemonPlanOptions(settings, () => pass.world.nodesOf(spec, settings).stages, { pin: true }),
     );
     memory.planned = identifyPlan(spec, settings, revision, planned);
-    const shard = planned.plan;
-    setConditions(memory, revision, {
-      Planned: shard.feasible
-        ? { status: "True", reason: "PlanFeasible", message: `${shard.stages.length} stages over ${shard.model.layers} layers (${shard.splitUsed} split)` }
-        : { status: "False", reason: shard.errors[0]?.reason ?? "PlanInfeasible", message: shard.errors.map((e) => e.message).join("; ") },
-    });
+    markPlanned(memory, revision, planned.plan);
   },
 };
+
+/** The Planned condition of a revision's plan (set again when the definition returns to a planned revision). */
+export function markPlanned(memory: Pass["memory"], revision: string, shard: PlannedCluster["plan"]): void {
+  setConditions(memory, revision, {
+    Planned: shard.feasible
+      ? { status: "True", reason: "PlanFeasible", message: `${shard.stages.length} stages over ${shard.model.layers} layers (${shard.splitUsed} split)` }
+      : { status: "False", reason: shard.errors[0]?.reason ?? "PlanInfeasible", message: shard.errors.map((e) => e.message).join("; ") },
+  });
+}

@@ -9,6 +9,7 @@ import { checkoutHeadOf, lastCommitOf } from "../git-commit.js";
 import type { Step } from "../run-step.js";
 import { onRevision } from "../verdicts.js";
 import type { ParseCache } from "../parse-cache.js";
+import { markPlanned } from "./plan.js";
 
 export function readDefinition(parsed: ParseCache): Step {
   return {
@@ -31,6 +32,8 @@ export function readDefinition(parsed: ParseCache): Step {
       const revision = desired.revision;
       if (memory.lastGood?.revision !== revision) onRevision(memory, revision);
       memory.lastGood = { spec, revision };
+      // Back to a revision already planned (an invalid edit reverted): Planned says its plan again.
+      if (memory.planned?.revision === revision) markPlanned(memory, revision, memory.planned.plan);
       if (memory.retryRequested === true) {
         // `shardctl reconcile <name>`: a fresh restart budget and a fresh look at the model.
         memory.retryRequested = false;
