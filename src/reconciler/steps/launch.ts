@@ -5,7 +5,7 @@
  */
 import { buildLaunchRequest } from "../../cluster/index.js";
 import { ShardctlError } from "../../errors/index.js";
-import { launchCluster, LaunchError } from "../../launch/index.js";
+import { launchCluster, LaunchError, type LedgerEntry } from "../../launch/index.js";
 import { definitionOf } from "../pass.js";
 import type { Step } from "../run-step.js";
 import { recordEvent } from "../verdicts.js";
@@ -32,13 +32,14 @@ export const launch: Step = {
       identity: planned.identity,
       owner: world.dir,
     };
+    const others = (await ledger.list()).filter((e) => e.cluster !== name);
+    refuseHeldHttpPort(name, request.coordinator, others);
     memory.timeline = [];
     try {
       await launchCluster(request, {
         ledger,
         registrar: world.registrarFor(settings),
-        heldPorts: async () =>
-          (await ledger.list()).filter((e) => e.cluster !== name).flatMap((e) => e.ports.map((p) => ({ host: p.host, port: p.port, holder: `cluster ${e.cluster}` }))),
+        heldPorts: async () => others.flatMap((e) => e.ports.map((p) => ({ host: p.host, port: p.port, holder: `cluster ${e.cluster}` }))),
         onEvent: (event) => recordEvent(memory, event),
       });
     } catch (error) {
@@ -52,3 +53,25 @@ export const launch: Step = {
     pass.launched = running;
   },
 };
+
+/**
+ * Another cluster of this state directory serves HTTP on the port this definition asks for, on the
+ * same node: a launch would fail on it every time, so the definition stalls at once, saying which
+ * cluster holds it, instead of spending its restart budget on PortInUse.
+ */
+function refuseHeldHttpPort(name: string, coordinator: { nodeName: string; bindHost: string; httpPort: number }, others: readonly LedgerEntry[]): void {
+  for (const entry of others) {
+    const held = entry.ports.find(
+      (p) =>
+        p.node === coordinator.nodeName &&
+        p.port === coordinator.httpPort &&
+        (p.host === coordinator.bindHost || p.host === "0.0.0.0" || coordinator.bindHost === "0.0.0.0"),
+    );
+    if (held === undefined) continue;
+    throw new ShardctlError(
+      "PortInUse",
+      `[coordinator] port ${coordinator.httpPort} on ${coordinator.nodeName} is held by cluster "${entry.cluster}" (its ${held.purpose} port): give one of the two definitions another port (after changing "${entry.cluster}", run \`shardctl reconcile ${name}\`)`,
+      { terminal: true },
+    );
+  }
+}
