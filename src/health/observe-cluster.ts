@@ -57,6 +57,7 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
         pid: process.pid,
         ...(rankOf === undefined ? {} : { rank: rankOf(index, stageCount) }),
         alive: liveness === "alive",
+        liveness,
         transport,
       };
       const before = options.previous?.stages.find((s) => s.index === index && s.pid === process.pid);

@@ -60,6 +60,11 @@ export interface StageCard {
   /** The engine's own number for the stage when it is not the index (mlx-lm's ring rank: reversed). */
   rank?: number;
   alive: boolean;
+  /**
+   * What the liveness probe found: "unknown" when the process's node could not be asked (its SSH
+   * lost), where `alive` is false without the process being known gone.
+   */
+  liveness?: "alive" | "gone" | "unknown";
   transport: TransportState;
   /** Since when `alive` and `transport` have had their current values (RFC 3339). */
   since?: string;

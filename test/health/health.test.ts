@@ -3,14 +3,15 @@
  * exit-watch deaths, polling fallback, strike counting, recycled pids.
  */
 import { EventEmitter } from "node:events";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
 import { createServer, type AddressInfo, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { utils } from "ssh2";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { monitorCluster, observeCluster, type DeathEvent, type WatchedCluster, type WatchedProcess } from "../../src/health/index.js";
-import { LocalNode, type NodeAccess } from "../../src/nodes/index.js";
+import { LocalNode, NodePool, type NodeAccess } from "../../src/nodes/index.js";
 import { coordinatorStatusSchema, stageCardSchema } from "../../src/reconciler/status/schema.js";
 import { allocateHost } from "../support/test-world.js";
 
@@ -153,6 +154,24 @@ describe("observeCluster", () => {
     const observation = await observeCluster(stale, { nodeFor });
     expect(observation.health).toBe("Unhealthy");
     expect(observation.stages[0]!.alive).toBe(false);
+  });
+
+  it("a stage whose node cannot be asked: liveness unknown (alive false, not gone), Degraded", async () => {
+    const { entry } = await cluster();
+    const dir = await mkdtemp(join(tmpdir(), "shardctl-health-lost-"));
+    closers.push(() => rm(dir, { recursive: true, force: true }));
+    await writeFile(join(dir, "id_ed25519"), utils.generateKeyPairSync("ed25519").private, { mode: 0o600 });
+    // An SSH node whose port refuses: every question to it fails.
+    const pool = new NodePool({ knownHostsPath: join(dir, "known_hosts"), sshConfigPath: join(dir, "none"), connectDeadlineMs: 500 });
+    closers.push(() => pool.close());
+    const lost = pool.get({ name: "lost", host, port: 1, user: "nobody", identityFile: join(dir, "id_ed25519"), hostKeyPolicy: "accept-new", modelDir: dir });
+    const moved = { ...entry, processes: entry.processes.map((p, i) => (i === 0 ? { ...p, node: "lost" } : p)) };
+    const observation = await observeCluster(moved, { nodeFor: (name) => (name === "lost" ? lost : node) });
+    expect(observation.stages[0]).toMatchObject({ alive: false, liveness: "unknown" });
+    expect(observation.stages[1]).toMatchObject({ alive: true, liveness: "alive" });
+    expect(observation.gone).toEqual([]);
+    expect(observation.health).toBe("Degraded");
+    expect(stageCardSchema.parse(observation.stages[0])).toMatchObject({ liveness: "unknown" });
   });
 
   it("nothing recorded is Unhealthy", async () => {

@@ -48,6 +48,7 @@ export interface StageCardView {
   address?: string;
   pid?: number;
   alive: boolean;
+  liveness?: "alive" | "gone" | "unknown";
   transport: "listening" | "closed" | "unknown" | "not-probed";
   rank?: number;
   since?: string;

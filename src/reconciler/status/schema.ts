@@ -71,6 +71,8 @@ export const stageCardSchema = z.strictObject({
   // The engine's own number for the stage when it is not the index (mlx-lm's ring rank: reversed).
   rank: z.int().nonnegative().optional(),
   alive: z.boolean(),
+  // "unknown": the node could not be asked (alive is then false without the process being known gone).
+  liveness: z.enum(["alive", "gone", "unknown"]).optional(),
   // "not-probed": a ring transport (mlx-lm) that a probe would break; /health and the generation watchdog judge it.
   transport: z.enum(["listening", "closed", "unknown", "not-probed"]),
   since: timestamp.optional(),

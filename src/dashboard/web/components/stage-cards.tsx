@@ -26,6 +26,7 @@ export function stageCardsOf(status: StatusView): StageCardModel[] {
   return planned.map(({ index, node, layers }) => {
     const card = live.get(index);
     if (card !== undefined) {
+      if (card.liveness === "unknown") return { index, node, layers, card, state: "degraded", note: "liveness unknown: its node does not answer" };
       if (!card.alive) return { index, node, layers, card, state: "dead", note: "process gone" };
       if (card.transport !== "listening" && card.transport !== "not-probed") return { index, node, layers, card, state: "degraded", note: `transport ${card.transport}` };
       return {
