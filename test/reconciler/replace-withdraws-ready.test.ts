@@ -1,6 +1,6 @@
 // A replacement (an edit that needs a new launch) withdraws Ready in the status file before it
 // tears anything down: the teardown can wait out grace periods or an unreachable node, and a reader
-// of the file must not see Ready meanwhile. A real daemon (in this process, its dashboard's event
+// of the file must not see Ready meanwhile. The new launch's steps reach the file as they happen. A real daemon (in this process, its dashboard's event
 // stream recording every status it publishes) runs a two-stage cluster on two local nodes with the
 // reference engine.
 import { afterAll, beforeAll, expect, test } from "vitest";
@@ -75,4 +75,8 @@ test("a replacement withdraws Ready in the status file before it stops anything"
   expect(conditionOf(withdrawn!, "Reconciling")).toMatchObject({ status: "True", reason: "Replacing" });
   // Written while the old launch still ran: its stage cards are still the old processes'.
   expect(withdrawn!.stages.map((c) => c.pid)).toEqual(oldPids);
+  // The new launch's steps reached the file as they happened, not only once it was ready.
+  const launching = statuses(from).filter((s) => s.timeline.some((e) => e.step === "launch-started") && !s.timeline.some((e) => e.step === "ready"));
+  expect(launching.some((s) => s.timeline.some((e) => e.step === "stage-0-listening"))).toBe(true);
+  expect(launching.some((s) => s.timeline.some((e) => e.step === "coordinator-healthy"))).toBe(true);
 }, 200_000);

@@ -40,7 +40,12 @@ export const launch: Step = {
         ledger,
         registrar: world.registrarFor(settings),
         heldPorts: async () => others.flatMap((e) => e.ports.map((p) => ({ host: p.host, port: p.port, holder: `cluster ${e.cluster}` }))),
-        onEvent: (event) => recordEvent(memory, event),
+        // Each step of the launch reaches the status file (and the dashboard) as it happens: a
+        // launch that hangs on a partitioned node shows where, not the previous launch's timeline.
+        onEvent: (event) => {
+          recordEvent(memory, event);
+          void world.writeStatus(name, memory, { action: "launch", result: "waiting", health: "Progressing" }, settings);
+        },
       });
     } catch (error) {
       if (error instanceof LaunchError) {
