@@ -3,10 +3,12 @@
  * keep it, bring a router-only change in line without a restart, and watch it.
  */
 import type { LedgerEntry } from "../../launch/index.js";
+import { messageOf } from "../../errors/index.js";
 import type { ClusterSpec } from "../../spec/index.js";
 import { definitionOf, type Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
-import { dying, markRunning, recheckUnlessHealthy } from "../verdicts.js";
+import { dying, markRunning, recheckUnlessHealthy, setConditions } from "../verdicts.js";
+import type { ConditionUpdate } from "../status/index.js";
 import { markUnobservable, watch } from "./supervise.js";
 
 export const adopt: Step = {
@@ -22,8 +24,13 @@ export const adopt: Step = {
     watch(pass, entry);
     if (entry.revision !== revision) await applyInPlace(pass, entry, spec, revision);
     countAdoptedLaunch(pass, revision);
+    const registration = await confirmRegistration(pass, entry, spec);
     let health = markRunning(pass.memory, revision, entry, pass.observation);
     if (health === undefined) return dying(pass.memory);
+    if (registration !== undefined) {
+      setConditions(pass.memory, revision, { Registered: registration });
+      if (health === "Healthy") health = "Degraded";
+    }
     // A node the supervision cannot observe keeps its condition across a resync.
     if (markUnobservable(pass.memory, revision, pass.memory.supervision?.unobservable ?? new Map()) && health === "Healthy") health = "Degraded";
     return { action: "none", result: "success", health, outcome: recheckUnlessHealthy(health) };
@@ -59,4 +66,25 @@ async function applyInPlace(pass: Pass, entry: LedgerEntry, spec: ClusterSpec, r
   }
   entry.revision = revision;
   await pass.ledger.write(entry);
+}
+
+/**
+ * The router still has the backend the ledger says was registered: a router restarted without its
+ * admin-API registrations (or a config file edited by hand) is given it again, and the pass says
+ * so in the log. Returns the Registered condition to show when the router cannot be asked (Unknown,
+ * the cluster Degraded), undefined when the registration stands.
+ */
+async function confirmRegistration(pass: Pass, entry: LedgerEntry, spec: ClusterSpec): Promise<ConditionUpdate | undefined> {
+  const backend = entry.routerBackend;
+  const url = entry.coordinatorUrl;
+  if (backend === undefined || url === undefined || !spec.router.register) return undefined;
+  const registrar = pass.world.registrarFor(pass.settings);
+  try {
+    if ((await registrar.lookup(backend)) !== undefined) return undefined;
+    pass.world.log.warn({ cluster: pass.name, backend }, "the router no longer has the backend: registering it again");
+    await registrar.register({ name: backend, url, models: [spec.model.id], weight: spec.router.weight });
+    return undefined;
+  } catch (error) {
+    return { status: "Unknown", reason: "RouterRegistrationFailed", message: `the router cannot confirm backend "${backend}": ${messageOf(error)}` };
+  }
 }
