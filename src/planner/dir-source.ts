@@ -72,8 +72,20 @@ async function readLocalHeader(file: string): Promise<RawHeader | undefined> {
 
 async function assertRootExists(root: string): Promise<void> {
   const st = await stat(root).catch(() => undefined);
-  if (st === undefined || !st.isDirectory()) {
-    throw new ShardctlError("ModelSourceUnreachable", `model directory ${root} does not exist`, { terminal: false });
+  // Where it comes from ([model] id, resolved against the definition) is for the caller to add.
+  if (st === undefined) {
+    throw new ShardctlError(
+      "ModelSourceUnreachable",
+      `model directory ${root} does not exist: [model] id must name a directory holding config.json and the *.safetensors files`,
+      { terminal: false },
+    );
+  }
+  if (!st.isDirectory()) {
+    throw new ShardctlError(
+      "ModelSourceUnreachable",
+      `${root} is a file, not a model directory: [model] id must name the directory that holds config.json and the *.safetensors files`,
+      { terminal: false },
+    );
   }
 }
 

@@ -41,6 +41,15 @@ export async function readRouterConfig(file: string): Promise<RouterConfig> {
     text = await readRegularText(file, { maxBytes: maxRouterConfigBytes, what: "router config" });
   } catch (error) {
     if (error instanceof FileRefusedError) throw error;
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") {
+      throw new ShardctlError(
+        "RouterConfigUnreadable",
+        `router config ${file} does not exist (named by [router] config in shardctl.toml, or --config): create it with at least\n` +
+          `  server:\n    bind_address: "127.0.0.1:8088"\n  backends: []\n` +
+          `or point [router] config at continuum-router's config file`,
+        { cause: error },
+      );
+    }
     throw new ShardctlError("RouterConfigUnreadable", `cannot read router config ${file}: ${(error as Error).message}`, { cause: error });
   }
   return parseRouterConfig(text, file);

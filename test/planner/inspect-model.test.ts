@@ -168,6 +168,12 @@ describe("inspectModel refuses broken and non-MLX models with a clear reason", (
     await expectFailure(inspectModel({ kind: "dir", path: dir }), "ModelSourceUnreachable", `model directory ${dir} does not exist`);
   });
 
+  it('ModelSourceUnreachable naming a file given for the directory (id = ".../config.json")', async () => {
+    const file = join(await tempDir(), "config.json");
+    await writeFile(file, "{}");
+    await expectFailure(inspectModel({ kind: "dir", path: file }), "ModelSourceUnreachable", `${file} is a file, not a model directory`);
+  });
+
   it("ModelConfigInvalid when a required field is missing", async () => {
     const { header, dataBytes } = good();
     const config = llamaConfig();

@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { parseRouterConfig } from "../../src/router/index.js";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseRouterConfig, readRouterConfig } from "../../src/router/index.js";
 import { isShardctlError } from "../../src/errors/index.js";
 
 function reasonOf(text: string): string | undefined {
@@ -39,5 +41,18 @@ describe("readRouterConfig / parseRouterConfig", () => {
     expect(reasonOf("backends:\n  - {name: a, url: 'http://h:1'}\n  - {name: a, url: 'http://h:2'}\n")).toMatch(/duplicate backend name "a"/);
     expect(reasonOf("server:\n  bind_address: localhost\n")).toMatch(/server\.bind_address: expected "host:port"/);
     expect(reasonOf("server:\n  bind_address: 1.2.3.4:70000\n")).toMatch(/server\.bind_address/);
+  });
+});
+
+describe("readRouterConfig of a file that does not exist", () => {
+  it("says which setting names it and what to write in it", async () => {
+    const missing = join(tmpdir(), `shardctl-no-router-${process.pid}.yaml`);
+    const error = await readRouterConfig(missing).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isShardctlError(error, "RouterConfigUnreadable")).toBe(true);
+    expect((error as Error).message).toContain(`router config ${missing} does not exist (named by [router] config in shardctl.toml, or --config)`);
+    expect((error as Error).message).toContain("backends: []");
   });
 });
