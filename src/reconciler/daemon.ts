@@ -11,8 +11,7 @@ import { watch } from "chokidar";
 import type { Logger } from "pino";
 import type { LaunchDeadlines } from "../launch/index.js";
 import { startRouter, type RunningRouter } from "../router/index.js";
-import { loadSettings, type Settings } from "../spec/index.js";
-import { ShardctlError } from "../errors/index.js";
+import { definitionsDirMissing, loadSettings, type Settings } from "../spec/index.js";
 import { acquireDaemonLock } from "./daemon-lock.js";
 import { createNodePool } from "../cluster/index.js";
 import { dashboardTokenOf, startDashboard, type Dashboard } from "../dashboard/index.js";
@@ -57,7 +56,7 @@ export function requestsDirOf(settings: Settings): string {
 export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const dir = resolve(options.dir);
   if ((await stat(dir).catch(() => undefined))?.isDirectory() !== true) {
-    throw new ShardctlError("DefinitionsDirMissing", `${dir} is not a directory of cluster definitions; create it or pass --dir <directory>`, { terminal: true });
+    throw definitionsDirMissing(dir);
   }
   const settings = await loadSettings(options.settingsFile);
   // Refused before anything starts: a dashboard off loopback without its token.

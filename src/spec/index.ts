@@ -11,7 +11,7 @@ export { computeRevision, stableStringify } from "./revision.js";
 export { parseSize } from "./size.js";
 export { parsePortRange, countPorts, type PortRange } from "./port-range.js";
 export { renderSchemas, writeSchemas } from "./render-schemas.js";
-export { findClusterFiles } from "./find-cluster-files.js";
+export { definitionsDirMissing, findClusterFiles } from "./find-cluster-files.js";
 export { readClusterText, readSettingsText, maxDefinitionBytes, maxSettingsBytes } from "./read-spec-file.js";
 export { tomlBounds } from "./toml-bounds.js";
 export { resolveLocalPath } from "./local-path.js";
