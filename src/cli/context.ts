@@ -3,7 +3,7 @@
  * directory of cluster definitions (`--dir`, default clusters/ beside the settings file). A cluster
  * is named by its name (`llama`) or its file (`clusters/llama.toml`).
  */
-import { pathExists } from "../files/index.js";
+import { entryExists, pathExists } from "../files/index.js";
 import { dirname, join, resolve } from "node:path";
 import { loadSettings, type Settings } from "../spec/index.js";
 import { UsageError } from "./usage-error.js";
@@ -34,7 +34,8 @@ export async function loadContext(options: { config?: string; dir?: string }): P
 export async function resolveClusterFile(ref: string, clustersDir: string): Promise<string> {
   const looksLikeFile = ref.endsWith(".toml") || ref.includes("/");
   const file = looksLikeFile ? ref : join(clustersDir, `${ref}.toml`);
-  if (!(await pathExists(file))) {
+  // A symbolic link to nothing is named on: reading it says where the link points.
+  if (!(await entryExists(file))) {
     throw new UsageError(looksLikeFile ? `${ref}: no such definition file` : `no cluster "${ref}": ${file} does not exist`);
   }
   return file;

@@ -3,5 +3,5 @@
  * reading files others control: regular files only, within a stated size cap, never blocking).
  */
 export { writeFileAtomic } from "./write-file-atomic.js";
-export { pathExists } from "./path-exists.js";
+export { entryExists, pathExists } from "./path-exists.js";
 export { openRegularFile, readRegularFile, readRegularText, formatCap, FileRefusedError, type OpenedRegularFile, type RegularFileOptions } from "./read-regular-file.js";

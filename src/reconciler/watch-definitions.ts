@@ -54,6 +54,9 @@ export async function watchDefinitions(options: WatchOptions): Promise<Definitio
   const watcher: FSWatcher = watch([parent, settingsFile], {
     ignoreInitial: true,
     depth: 1,
+    // A definition that is a symbolic link is watched through it: an edit of its target, in place
+    // or renamed over it, is an event of the link's name. The resync still catches any event missed.
+    followSymlinks: true,
     ignored: (path, stats) => {
       const absolute = resolve(path);
       if (absolute === parent || absolute === dir || absolute === settingsFile) return false;

@@ -4,6 +4,7 @@ import { engineOf } from "../engines/index.js";
 import { FileRefusedError } from "../files/index.js";
 import { type ClusterOutput, clusterSchema } from "./cluster-schema.js";
 import { checkEngine } from "./check-engine.js";
+import { describeOpenFailure } from "./describe-open-failure.js";
 import { describeZodIssue, fromZodIssues, makeIssue, sortIssues } from "./issues.js";
 import { type Locator, locateKeys } from "./locate.js";
 import { resolveLocalPath } from "./local-path.js";
@@ -43,8 +44,7 @@ export async function loadCluster(file: string, settings: Settings): Promise<Par
   try {
     text = await readClusterText(file);
   } catch (error) {
-    const detail =
-      error instanceof FileRefusedError ? error.detail : (error as NodeJS.ErrnoException).code === "ENOENT" ? "file not found" : `cannot read: ${String(error)}`;
+    const detail = error instanceof FileRefusedError ? error.detail : await describeOpenFailure(file, error);
     return { ok: false, issues: [{ file, line: 1, col: 1, path: "", message: detail }] };
   }
   return parseCluster(text, file, settings);

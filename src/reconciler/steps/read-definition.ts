@@ -2,7 +2,7 @@
  * Read the definition: absent (prune), invalid (keep what runs, say what is wrong), or a spec at a
  * revision. A new revision gets a fresh plan and restart budget; `shardctl reconcile` asks for both.
  */
-import { pathExists } from "../../files/index.js";
+import { entryExists } from "../../files/index.js";
 import { formatIssue } from "../../spec/index.js";
 import { desiredStateOf } from "../decision-inputs.js";
 import { checkoutHeadOf, lastCommitOf } from "../git-commit.js";
@@ -18,7 +18,8 @@ export function readDefinition(parsed: ParseCache): Step {
     failure: "DefinitionUnreadable",
     async run(pass) {
       const { memory } = pass;
-      if (!(await pathExists(pass.file))) {
+      // A symbolic link to nothing is a broken definition (kept running, reported), not a removed one.
+      if (!(await entryExists(pass.file))) {
         pass.desired = { kind: "absent" };
         return;
       }

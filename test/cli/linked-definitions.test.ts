@@ -1,0 +1,91 @@
+/**
+ * Definitions that are symbolic links (`clusters/b.toml` -> elsewhere): every command and the daemon
+ * follow a link to a regular file; a link to nothing is reported as a broken definition; a link to a
+ * directory is not a definition.
+ */
+import { mkdir, symlink, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import type { Daemon } from "../../src/reconciler/index.js";
+import {
+  conditionOf,
+  definitionText,
+  revisionOf,
+  runShardctl,
+  startInProcessDaemon,
+  startWorld,
+  waitForStatus,
+  writeDefinition,
+  writeSettings,
+  type DaemonWorld,
+} from "../reconciler/daemon-fixture.js";
+import { shardctl } from "./support/run-shardctl.js";
+
+let world: DaemonWorld;
+let daemon: Daemon | undefined;
+let target: string;
+const broken = "dangling.toml:1:1: symbolic link to ../elsewhere/gone.toml, which does not exist; point the link at the definition or remove it";
+
+beforeAll(async () => {
+  world = await startWorld();
+  const elsewhere = join(world.root, "elsewhere");
+  await mkdir(elsewhere);
+  target = join(elsewhere, "linked.toml");
+  await writeFile(target, definitionText(world, { nodes: ["l1", "l2"] }));
+  await writeDefinition(world, "plain", definitionText(world, { nodes: ["l2", "l1"], port: 8081 }));
+  await symlink("../elsewhere/linked.toml", join(world.clustersDir, "linked.toml"));
+  await symlink("../elsewhere/gone.toml", join(world.clustersDir, "dangling.toml"));
+  await symlink("../elsewhere", join(world.clustersDir, "folder.toml"));
+});
+afterAll(async () => {
+  await daemon?.stop();
+  await world?.close();
+});
+
+test("validate <dir>: the linked definition is checked, the dangling link reported with where it points", async () => {
+  const run = await shardctl(["validate", "--config", "shardctl.toml", "clusters"], { cwd: world.root });
+  expect(run.code).toBe(1);
+  expect(run.stderr.split("\n")).toEqual([`clusters/${broken}`, "1 problem in 1 file (checked 1 settings file, 3 definitions)", ""]);
+});
+
+test("plan names the dangling link's target rather than calling the cluster undefined", async () => {
+  const plan = await runShardctl(world, ["plan", "dangling"]);
+  expect(plan.code).toBe(1);
+  expect(plan.stdout + plan.stderr).toContain(broken);
+});
+
+test("the daemon, started with the links in place, plans the linked definition, reports the dangling one, and sees edits of the target", async () => {
+  daemon = await startInProcessDaemon(world);
+  const revision = await revisionOf(world, "linked");
+  const linked = await waitForStatus(world, "linked", (s) => conditionOf(s, "Planned")?.status === "True", 20_000);
+  expect(linked.observedRevision).toBe(revision);
+  const dangling = await waitForStatus(world, "dangling", (s) => conditionOf(s, "Stalled")?.reason === "InvalidDefinition", 20_000);
+  expect(conditionOf(dangling, "Stalled")?.message).toContain(broken);
+  // An edit of the link's target is an edit of the definition.
+  await writeFile(target, definitionText(world, { nodes: ["l1", "l2"], contextLength: 128 }));
+  const edited = await revisionOf(world, "linked");
+  expect(edited).not.toBe(revision);
+  await waitForStatus(world, "linked", (s) => s.observedRevision === edited && conditionOf(s, "Planned")?.status === "True", 20_000);
+  await daemon.stop();
+  daemon = undefined;
+});
+
+test("status lists the linked and the dangling definitions, never the link to a directory", async () => {
+  const run = await runShardctl(world, ["status"]);
+  expect(run.code).toBe(0);
+  const names = run.stdout
+    .trim()
+    .split("\n")
+    .slice(1)
+    .map((line) => line.split(/\s+/)[0]);
+  expect(names).toEqual(["dangling", "linked", "plain"]);
+});
+
+test("diff decides for the linked definition and reports the dangling one", async () => {
+  await writeSettings(world, { enabled: true });
+  const run = await runShardctl(world, ["diff"]);
+  expect(run.code).toBe(1);
+  expect(run.stdout).toMatch(/^\+ linked: launch revision [0-9a-f]{12}$/m);
+  expect(run.stdout).toMatch(/^\+ plain: launch revision [0-9a-f]{12}$/m);
+  expect(run.stderr).toContain(broken);
+});
