@@ -27,11 +27,12 @@ export async function run(args: string[]): Promise<number> {
     positionals.length > 0 ? await Promise.all(positionals.map((p) => resolveClusterFile(p, context.clustersDir))) : await findClusterFiles(context.clustersDir);
   const detailed = positionals.length > 0;
 
-  const render = async (): Promise<string> => {
-    const statuses = await Promise.all(files.map(async (f) => ({ name: basename(f, ".toml"), status: await readStatus(statusFileFor(f)).catch(() => undefined) })));
+  // What each status file says, and why the ones that exist but cannot be read cannot.
+  const read = async (): Promise<Row[]> => Promise.all(files.map(async (f) => ({ name: basename(f, ".toml"), ...(await readRow(statusFileFor(f))) })));
+  const render = (statuses: Row[]): string => {
     if (values.json)
       return JSON.stringify(detailed && statuses.length === 1 ? (statuses[0]!.status ?? null) : statuses.map((s) => s.status ?? { cluster: s.name }), null, 2);
-    return detailed ? statuses.map((s) => renderDetail(s.name, s.status)).join("\n\n") : renderList(statuses);
+    return detailed ? statuses.map((s) => renderDetail(s.name, s.status, s.unreadable)).join("\n\n") : renderList(statuses);
   };
 
   // Status files are what the daemon last wrote: say so when no daemon keeps them current.
@@ -39,12 +40,19 @@ export async function run(args: string[]): Promise<number> {
     console.error(`note: no shardctl daemon is watching ${context.clustersDir}; this is the status it last wrote`);
   }
   if (!values.watch) {
-    console.log(await render());
-    return 0;
+    const statuses = await read();
+    console.log(render(statuses));
+    const problems = statuses.flatMap((s) => (s.unreadable === undefined ? [] : [s.unreadable]));
+    // The detail view says it in place; the list and JSON only mark the row.
+    if (!detailed || values.json === true) for (const problem of problems) console.error(problem);
+    return problems.length > 0 ? 1 : 0;
   }
   // Live monitor: redraw in place until Ctrl-C.
   const draw = async (): Promise<void> => {
-    process.stdout.write(`\x1b[H\x1b[2J${await render()}\n\n(refreshing every second; Ctrl-C to quit)\n`);
+    const statuses = await read();
+    const problems = detailed ? [] : statuses.flatMap((s) => (s.unreadable === undefined ? [] : [s.unreadable]));
+    const below = problems.length === 0 ? "" : `\n\n${problems.join("\n")}`;
+    process.stdout.write(`\x1b[H\x1b[2J${render(statuses)}${below}\n\n(refreshing every second; Ctrl-C to quit)\n`);
   };
   await draw();
   const timer = setInterval(() => void draw(), 1000);
@@ -53,11 +61,28 @@ export async function run(args: string[]): Promise<number> {
   return 0;
 }
 
-function renderList(rows: Array<{ name: string; status: ClusterStatus | undefined }>): string {
+/** One cluster's status file: what it says, or why it cannot be read (it exists); neither when absent. */
+interface Row {
+  name: string;
+  status?: ClusterStatus;
+  unreadable?: string;
+}
+
+async function readRow(file: string): Promise<Omit<Row, "name">> {
+  try {
+    const status = await readStatus(file);
+    return status === undefined ? {} : { status };
+  } catch (error) {
+    if (!isShardctlError(error, "StatusFileUnreadable")) throw error;
+    return { unreadable: error.message };
+  }
+}
+
+function renderList(rows: Row[]): string {
   const table = [["NAME", "", "HEALTH", "MODEL", "STAGES", "ENDPOINT", "AGE"]];
-  for (const { name, status } of rows) {
+  for (const { name, status, unreadable } of rows) {
     if (status === undefined) {
-      table.push([name, "[cluster]", "-", "-", "-", "-", "(no status yet)"]);
+      table.push([name, "[cluster]", "-", "-", "-", "-", unreadable === undefined ? "(no status yet)" : "(status file unreadable)"]);
       continue;
     }
     const alive = status.stages.filter((s) => s.alive).length;
@@ -78,7 +103,8 @@ function renderList(rows: Array<{ name: string; status: ClusterStatus | undefine
   return formatTable(table);
 }
 
-function renderDetail(name: string, status: ClusterStatus | undefined): string {
+function renderDetail(name: string, status: ClusterStatus | undefined, unreadable: string | undefined): string {
+  if (unreadable !== undefined) return `${name}: ${unreadable}`;
   if (status === undefined) return `${name}: no status file yet (is the daemon running?)`;
   const lines = [`${name} [cluster]  ${status.health}  revision ${status.observedRevision.slice(0, 12)}${describeCommits(status)}`, `model ${status.model ?? "-"}`];
   if (status.restarts !== undefined) lines.push(`launches ${status.restarts.count} of ${status.restarts.budget} at this revision`);

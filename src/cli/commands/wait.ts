@@ -17,6 +17,7 @@ import {
   type ConditionType,
   type DecisionMemory,
 } from "../../reconciler/index.js";
+import { isShardctlError } from "../../errors/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { parseDuration } from "../duration.js";
 import { usageOf } from "../help/index.js";
@@ -60,8 +61,10 @@ export async function run(args: string[]): Promise<number> {
 
   const deadline = Date.now() + timeoutMs;
   let last: ClusterStatus | undefined;
+  // Why the status file, which exists, could not be read at the last look: the daemon rewrites it, so waiting goes on.
+  let unreadable: string | undefined;
   for (;;) {
-    last = await readStatus(statusFileFor(file)).catch(() => undefined);
+    [last, unreadable] = await readStatusOf(file);
     const verdict = judge(last, type, revision);
     if (verdict === "met") {
       console.log(`${last!.cluster}: condition ${type} holds at revision ${short(revision)} (${last!.health})`);
@@ -79,13 +82,25 @@ export async function run(args: string[]): Promise<number> {
     if (Date.now() >= deadline) {
       const condition = last?.conditions.find((c) => c.type === type);
       const now =
-        last === undefined
-          ? "no status file yet"
-          : `observed revision ${short(last.observedRevision)}, health ${last.health}${condition ? `, ${type}=${condition.status} (${condition.reason}: ${condition.message})` : ""}`;
+        unreadable !== undefined
+          ? unreadable
+          : last === undefined
+            ? "no status file yet"
+            : `observed revision ${short(last.observedRevision)}, health ${last.health}${condition ? `, ${type}=${condition.status} (${condition.reason}: ${condition.message})` : ""}`;
       console.error(`timed out after ${values.timeout ?? "10m"} waiting for condition ${type} at revision ${short(revision)}: ${now}`);
       return 1;
     }
     await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+/** The status of a definition file, or why its status file exists but cannot be read. */
+async function readStatusOf(file: string): Promise<[ClusterStatus | undefined, string | undefined]> {
+  try {
+    return [await readStatus(statusFileFor(file)), undefined];
+  } catch (error) {
+    if (!isShardctlError(error, "StatusFileUnreadable")) throw error;
+    return [undefined, error.message];
   }
 }
 

@@ -165,7 +165,7 @@ export const commandTable = [
     flags: [jsonFlag, { name: "--watch", short: "-w", description: "redraw in place every second until Ctrl-C" }, ...contextFlags],
     exitCodes: [
       { code: 0, meaning: "the status was shown" },
-      { code: 1, meaning: "no such cluster, or a usage error" },
+      { code: 1, meaning: "no such cluster, a status file that exists but cannot be read (it is named), or a usage error" },
     ],
     example: "shardctl status llama --watch",
   },

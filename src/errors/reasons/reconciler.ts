@@ -20,6 +20,8 @@ export type ReconcilerReason =
   | "NodeUnregistered"
   /** A launch succeeded but left no ledger entry (transient). */
   | "LedgerMissing"
+  /** A status file exists but is not a regular file or not a status; the daemon's next pass rewrites it (transient). */
+  | "StatusFileUnreadable"
   /** Reading the definition failed with an error that has no reason of its own (transient). */
   | "DefinitionUnreadable"
   /** Observing what runs failed with an error that has no reason of its own (transient). */

@@ -1,5 +1,4 @@
-import { readFile } from "node:fs/promises";
-import { writeFileAtomic } from "../../files/index.js";
+import { readRegularText, writeFileAtomic } from "../../files/index.js";
 import { type ClusterStatus, statusSchema } from "./schema.js";
 
 /** `clusters/llama.toml` → `clusters/llama.status.json`. */
@@ -19,20 +18,9 @@ export function renderStatus(status: ClusterStatus): string {
  */
 export async function writeStatus(file: string, status: ClusterStatus): Promise<boolean> {
   const text = renderStatus(status);
-  const current = await readFile(file, "utf8").catch(() => undefined);
+  // Whatever is there and is not a status file of ours (a FIFO, a huge file) is replaced, never read.
+  const current = await readRegularText(file, { maxBytes: Buffer.byteLength(text), what: "status file" }).catch(() => undefined);
   if (current === text) return false;
   await writeFileAtomic(file, text);
   return true;
-}
-
-/** Read and validate a status file; undefined when absent. */
-export async function readStatus(file: string): Promise<ClusterStatus | undefined> {
-  let text: string;
-  try {
-    text = await readFile(file, "utf8");
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw error;
-  }
-  return statusSchema.parse(JSON.parse(text));
 }

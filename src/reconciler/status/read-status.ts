@@ -1,0 +1,55 @@
+/**
+ * Reading a status file back (commands, the dashboard, a restarted daemon's memory). The file is
+ * the daemon's, but the directory is a git checkout anyone can write to: a bad merge, an edit by
+ * hand or a FIFO in its place is said as such, never taken for a missing file or read for ever.
+ */
+import { FileRefusedError, readRegularText } from "../../files/index.js";
+import { ShardctlError } from "../../errors/index.js";
+import { type ClusterStatus, statusSchema } from "./schema.js";
+
+/** Largest status file read, bytes (16 MiB). A status holds a few KB: five passes, log tails of a few lines. */
+const maxStatusBytes = 16 * 1024 * 1024;
+
+/**
+ * Read and validate a status file; undefined when absent. Throws ShardctlError `StatusFileUnreadable`
+ * when it exists but cannot be read, is not a regular file, or is not a status (JSON or schema).
+ */
+export async function readStatus(file: string): Promise<ClusterStatus | undefined> {
+  let text: string;
+  try {
+    text = await readRegularText(file, { maxBytes: maxStatusBytes, what: "status file" });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw unreadable(file, error instanceof FileRefusedError ? error.detail : String(error), error);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw unreadable(file, `not JSON: ${oneLine((error as Error).message)}`, error);
+  }
+  const parsed = statusSchema.safeParse(value);
+  if (!parsed.success) {
+    const [first, ...rest] = parsed.error.issues;
+    const more = rest.length === 0 ? "" : ` (and ${rest.length} more)`;
+    throw unreadable(file, `not a status: ${first?.path.join(".") || "the top level"}: ${first?.message}${more}`, parsed.error);
+  }
+  return parsed.data;
+}
+
+/** Longest parser message quoted, characters: it quotes the file's text, which can be anything. */
+const maxQuoted = 200;
+
+/** A parser message on one line, control characters as spaces, cut at `maxQuoted`. */
+function oneLine(message: string): string {
+  const flat = Array.from(message, (c) => (c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f ? " " : c)).join("");
+  return flat.length <= maxQuoted ? flat : `${flat.slice(0, maxQuoted)}…`;
+}
+
+function unreadable(file: string, detail: string, cause: unknown): ShardctlError {
+  return new ShardctlError(
+    "StatusFileUnreadable",
+    `${file} exists but cannot be read: ${detail}. A running daemon rewrites it at its next pass of the cluster (\`shardctl reconcile <name>\` asks for one now); with no daemon, delete it`,
+    { cause },
+  );
+}
