@@ -9,6 +9,7 @@ import { allowed, patternString, patterns, quote } from "./patterns.js";
 import { checkPortRange } from "./port-range.js";
 import { parseSize } from "./size.js";
 import { describeValue } from "./issues.js";
+import { messageOf } from "../errors/index.js";
 
 export const transportBackends = ["tcp", "thunderbolt", "rdma"] as const;
 export const accelerators = ["apple-silicon", "cuda", "cpu"] as const;
@@ -28,7 +29,16 @@ export const sizeSchema = z
   .union([patternString("size", 64), z.number().int().nonnegative()], {
     error: (issue) => (issue.code === "invalid_union" ? `expected ${allowed.size}, got ${describeValue(issue.input)}` : undefined),
   })
-  .transform((value) => (typeof value === "number" ? value : parseSize(value)));
+  .transform((value, ctx) => {
+    if (typeof value === "number") return value;
+    // A string of the size pattern can still be out of range ("9999…9GiB"): an issue at the value, like any other.
+    try {
+      return parseSize(value);
+    } catch (error) {
+      ctx.addIssue({ code: "custom", message: messageOf(error), input: value });
+      return z.NEVER;
+    }
+  });
 
 /** An http(s) URL. */
 export const httpUrlSchema = patternString("httpUrl", 2048).refine((value) => URL.canParse(value), {

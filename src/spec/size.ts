@@ -21,6 +21,9 @@ export function parseSize(text: string): number {
   const match = patterns.size.test(text) ? /^([0-9.]+) ?([A-Za-z]*)$/.exec(text) : null;
   const unit = match?.[2] ?? "";
   const bytes = match === null ? Number.NaN : Math.floor(Number(match[1]) * (unitBytes[unit] ?? Number.NaN));
+  if (Number.isFinite(bytes) && bytes > Number.MAX_SAFE_INTEGER) {
+    throw new ShardctlError("InvalidSize", `${quote(text)} is too large: a size is at most ${Number.MAX_SAFE_INTEGER} bytes (just under 8 PiB)`, { terminal: true });
+  }
   if (!Number.isSafeInteger(bytes)) {
     throw new ShardctlError("InvalidSize", `${quote(text)} is not a size: expected ${allowed.size}`, { terminal: true });
   }

@@ -124,6 +124,21 @@ describe("shardctl validate", () => {
     ]);
   });
 
+  it("reports an out-of-range size in the settings at its key, alongside every other problem", async () => {
+    await writeFile(
+      join(dir, "huge-size.toml"),
+      '[distributed]\nenabled = "maybe"\n\n[nodes.x]\nhost = "10.0.0.1"\nmodel_dir = "/m"\nmemory_limit = "9999999999999999999999999999"\n',
+    );
+    const run = await validate(dir, "--config", "huge-size.toml", "huge-size.toml");
+    expect(run.code).toBe(1);
+    expect(run.stderr.split("\n")).toEqual([
+      'huge-size.toml:2:11: distributed.enabled: expected a boolean (true or false), got "maybe"',
+      'huge-size.toml:7:16: nodes.x.memory_limit: "9999999999999999999999999999" is too large: a size is at most 9007199254740991 bytes (just under 8 PiB)',
+      "2 problems in 1 file (checked 1 settings file, 0 definitions); cluster definitions were not checked because the settings are invalid",
+      "",
+    ]);
+  });
+
   it("accepts the repository's own example settings and clusters", async () => {
     const copy = join(dir, "repo");
     await mkdir(copy);
