@@ -4,7 +4,7 @@
  */
 import { join } from "node:path";
 import { NodePool, type NodeAccess, type NodeConfig } from "../nodes/index.js";
-import type { ClusterSpec, NodeEntry, Settings } from "../spec/index.js";
+import { controlNodeName, type ClusterSpec, type NodeEntry, type Settings } from "../spec/index.js";
 import { ShardctlError } from "../errors/index.js";
 
 /** Where one launch runs: a node per stage, in stage order, and the coordinator's node. */
@@ -13,8 +13,7 @@ export interface ClusterNodes {
   coordinator: NodeAccess;
 }
 
-/** The name the control machine goes by in ledgers and status files. */
-export const controlNodeName = "local";
+export { controlNodeName };
 
 export function nodeConfigOf(entry: NodeEntry): NodeConfig {
   return {

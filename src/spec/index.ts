@@ -16,6 +16,7 @@ export { readClusterText, readSettingsText, maxDefinitionBytes, maxSettingsBytes
 export { tomlBounds } from "./toml-bounds.js";
 export { resolveLocalPath } from "./local-path.js";
 export { patterns } from "./patterns.js";
+export { controlNodeName } from "./control-node.js";
 export { isLoopbackAddress, hostOf } from "./loopback.js";
 export { clusterSchema } from "./cluster-schema.js";
 export { settingsSchema } from "./settings-schema.js";

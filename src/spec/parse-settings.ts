@@ -14,6 +14,7 @@ import { checkTextSize, checkTomlBounds } from "./toml-bounds.js";
 import { nodeSchema, type SettingsOutput, settingsSchema } from "./settings-schema.js";
 import { SpecError } from "./spec-error.js";
 import { patterns } from "./patterns.js";
+import { controlNodeName } from "./control-node.js";
 import { isLoopbackAddress } from "./loopback.js";
 import { parseSize } from "./size.js";
 import type { NodeEntry, ParseResult, Settings, SpecIssue } from "./types.js";
@@ -72,6 +73,10 @@ function checkSettings(data: unknown, file: string, locator: Locator): SpecIssue
   const nodes = getRaw(data, ["nodes"]);
   if (!isTable(nodes)) return issues;
   for (const name of Object.keys(nodes)) {
+    if (name === controlNodeName) {
+      const message = `"${controlNodeName}" is reserved for the control machine (the coordinator's default node, its models in [daemon] state_dir); rename this node`;
+      issues.push(makeIssue(file, locator, ["nodes", name], message, "key"));
+    }
     // zod skips the entry of a key it refused; check the entry anyway so every problem shows at once.
     if (!patterns.name.test(name)) {
       const entry = nodeSchema.safeParse(nodes[name], { error: describeZodIssue });

@@ -139,6 +139,20 @@ describe("shardctl validate", () => {
     ]);
   });
 
+  it("refuses a registry node named local, which is the control machine's name, at its key", async () => {
+    await writeFile(
+      join(dir, "local-node.toml"),
+      '[nodes.studio-1]\nhost = "10.0.0.1"\nmodel_dir = "/models"\n\n[nodes.local]\nhost = "10.9.9.9"\nmodel_dir = "/models"\nmemory = "64GiB"\n',
+    );
+    const run = await validate(dir, "--config", "local-node.toml", "clusters/llama.toml");
+    expect(run.code).toBe(1);
+    expect(run.stderr.split("\n")).toEqual([
+      `local-node.toml:5:1: nodes.local: "local" is reserved for the control machine (the coordinator's default node, its models in [daemon] state_dir); rename this node`,
+      "1 problem in 1 file (checked 1 settings file, 1 definition); cluster definitions were not checked because the settings are invalid",
+      "",
+    ]);
+  });
+
   it("accepts the repository's own example settings and clusters", async () => {
     const copy = join(dir, "repo");
     await mkdir(copy);
