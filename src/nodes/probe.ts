@@ -32,10 +32,11 @@ export interface ProbeOptions {
 export async function probeNode(node: NodeAccess, options: ProbeOptions = {}): Promise<NodeProbe> {
   const probedAt = new Date().toISOString();
   const name = node.config.name;
+  const deadlineMs = options.deadlineMs ?? 15_000;
   try {
-    const result = await node.run(["sh", "-c", probeScript, "sh", node.config.modelDir, options.engineBinary ?? ""], {
-      deadlineMs: options.deadlineMs ?? 15_000,
-    });
+    const result = await node.run(["sh", "-c", probeScript, "sh", node.config.modelDir, options.engineBinary ?? ""], { deadlineMs });
+    if (result.timedOut) return { name, reachable: true, error: `the probe got no answer within ${deadlineMs} ms`, probedAt };
+    if (result.exitCode === undefined) return { name, reachable: true, error: `the probe was killed by ${result.signal ?? "a signal"}`, probedAt };
     if (result.exitCode !== 0) return { name, reachable: true, error: `probe exited with ${result.exitCode}: ${result.stderr.trim()}`, probedAt };
     const kv = new Map<string, string>();
     for (const line of result.stdout.split("\n")) {

@@ -4,11 +4,11 @@
  * drop, and caps concurrent channels (OpenSSH's MaxSessions defaults to 10 per connection).
  */
 import { createRequire } from "node:module";
-import { readFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { Client, type ClientChannel, type ConnectConfig, type SFTPWrapper } from "ssh2";
 import { ShardctlError } from "../../errors/index.js";
+import { FileRefusedError, readRegularFile } from "../../files/index.js";
 import type { NodeConfig } from "../types.js";
 import { appendKnownHost, fingerprint, keyTypeOf, knownHostsName, knownKeyTypes, readKnownHosts, verifyHostKey } from "./known-hosts.js";
 import { sshKeepalive } from "./keepalive.js";
@@ -37,6 +37,8 @@ export interface SshTarget {
   port: number;
   user: string;
   identityFiles: string[];
+  /** Where `identityFiles` come from, for messages: "identity_file", "IdentityFile in ~/.ssh/config", "the default identity file". */
+  identitySetting: string;
 }
 
 /** Longest wait between reconnection attempts, ms. */
@@ -45,15 +47,22 @@ const reconnectCapMs = 2_000;
 const defaultIdentityFiles = ["id_ed25519", "id_ecdsa", "id_rsa"].map((f) => join(homedir(), ".ssh", f));
 
 export async function resolveTarget(node: NodeConfig, options: SshOptions): Promise<SshTarget> {
-  const alias = await readSshConfig(options.sshConfigPath ?? join(homedir(), ".ssh", "config"), node.host);
+  const sshConfigPath = options.sshConfigPath ?? join(homedir(), ".ssh", "config");
+  const alias = await readSshConfig(sshConfigPath, node.host);
   // A node's explicit settings win; its port only when it is not the default 22 (the spec fills 22 in).
   const port = node.port !== undefined && node.port !== 22 ? node.port : (alias.port ?? node.port ?? 22);
-  const identityFiles = node.identityFile !== undefined ? [expandHome(node.identityFile)] : alias.identityFiles.length > 0 ? alias.identityFiles : defaultIdentityFiles;
+  const [identityFiles, identitySetting] =
+    node.identityFile !== undefined
+      ? [[expandHome(node.identityFile)], "identity_file"]
+      : alias.identityFiles.length > 0
+        ? [alias.identityFiles, `IdentityFile in ${sshConfigPath}`]
+        : [defaultIdentityFiles, "the default identity file"];
   return {
     host: alias.hostName ?? node.host,
     port,
     user: node.user ?? alias.user ?? process.env.USER ?? "root",
     identityFiles,
+    identitySetting,
   };
 }
 
@@ -180,7 +189,7 @@ export class SshConnection {
       return false;
     };
 
-    const privateKey = await readFirstKey(target.identityFiles);
+    const privateKey = await readFirstKey(this.node.name, target);
     const agent = this.options.agentSocket ?? process.env.SSH_AUTH_SOCK;
     if (privateKey === undefined && agent === undefined) {
       throw new ShardctlError("SshAuthFailed", `node ${this.node.name}: no identity file (tried ${target.identityFiles.join(", ")}) and no ssh-agent (SSH_AUTH_SOCK)`, {
@@ -293,10 +302,23 @@ function hostKeyRefusal(
   );
 }
 
-async function readFirstKey(paths: string[]): Promise<Buffer | undefined> {
-  for (const path of paths) {
-    const key = await readFile(path).catch(() => undefined);
-    if (key !== undefined) return key;
+/** Largest private key read, bytes (1 MiB): a key file is a few KB. */
+const maxKeyBytes = 1024 * 1024;
+
+/**
+ * The first of the target's identity files that can be read; undefined when none can (the agent may
+ * still authenticate). One that is not a regular file (a FIFO would block the read for ever) or is
+ * over the cap is an error naming the setting and the path: the key it names is not a key.
+ */
+async function readFirstKey(node: string, target: SshTarget): Promise<Buffer | undefined> {
+  for (const path of target.identityFiles) {
+    try {
+      return await readRegularFile(path, { maxBytes: maxKeyBytes, what: "SSH private key" });
+    } catch (error) {
+      if (error instanceof FileRefusedError) {
+        throw new ShardctlError(error.reason, `node ${node}: ${target.identitySetting} ${path}: ${error.detail}`, { terminal: true, cause: error });
+      }
+    }
   }
   return undefined;
 }

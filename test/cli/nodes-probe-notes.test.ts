@@ -1,0 +1,55 @@
+/**
+ * What `shardctl nodes` says of a node it could not probe: an identity_file that is not a regular
+ * file (a FIFO used to hang it for ever) is refused at once, naming the setting and the path; a probe
+ * that got no answer says so, not "exited with undefined".
+ */
+import { execFileSync } from "node:child_process";
+import { mkdir, mkdtemp, realpath, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import { LocalNode, probeNode } from "../../src/nodes/index.js";
+import { freePort } from "../support/free-ports.js";
+import { requireBuild, shardctl } from "./support/run-shardctl.js";
+
+let root: string;
+beforeAll(async () => {
+  requireBuild();
+  root = await realpath(await mkdtemp(join(tmpdir(), "shardctl-nodes-notes-")));
+});
+afterAll(async () => {
+  if (root !== undefined) await rm(root, { recursive: true, force: true });
+});
+
+test("an identity_file that is a FIFO or a directory: refused at once, the setting and the path named; exit 1", async () => {
+  execFileSync("mkfifo", [join(root, "key.fifo")]);
+  await mkdir(join(root, "keydir"));
+  const port = await freePort();
+  const node = (name: string, key: string): string => `[nodes.${name}]\nhost = "127.0.0.1"\nport = ${port}\nidentity_file = "${key}"\nmodel_dir = "/tmp/m"\n`;
+  await writeFile(
+    join(root, "shardctl.toml"),
+    `[ssh]\nknown_hosts = "known_hosts"\nconfig = "no-ssh-config"\n\n${node("fifo", "key.fifo")}\n${node("folder", "keydir")}`,
+  );
+  const started = Date.now();
+  const run = await shardctl(["nodes", "--json"], { cwd: root });
+  expect(Date.now() - started).toBeLessThan(10_000);
+  expect(run.code).toBe(1);
+  const rows = JSON.parse(run.stdout) as Array<{ name: string; reachable: boolean; error?: string }>;
+  expect(rows.map((r) => [r.name, r.reachable, r.error])).toEqual([
+    [
+      "fifo",
+      false,
+      `node fifo: identity_file ${join(root, "key.fifo")}: the SSH private key is a FIFO (named pipe), not a regular file; only regular files are read — replace it with the file itself`,
+    ],
+    [
+      "folder",
+      false,
+      `node folder: identity_file ${join(root, "keydir")}: the SSH private key is a directory, not a regular file; only regular files are read — replace it with the file itself`,
+    ],
+  ]);
+});
+
+test("a probe that got no answer within its deadline says so", async () => {
+  const probe = await probeNode(new LocalNode({ name: "here", host: "local", modelDir: root }), { deadlineMs: 1 });
+  expect(probe.error).toBe("the probe got no answer within 1 ms");
+});
