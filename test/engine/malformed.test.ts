@@ -69,6 +69,44 @@ describe("malformed requests", () => {
     expect(r.headers.get("allow")).toBe("POST");
   });
 
+  it("parameters that would change the output and are not implemented → 400 naming them; their neutral values pass", async () => {
+    const refused: Array<[string, unknown]> = [
+      ["logit_bias", { "5": 10 }],
+      ["presence_penalty", 0.5],
+      ["frequency_penalty", -1],
+      ["response_format", { type: "json_object" }],
+      ["best_of", 3],
+      ["suffix", "end"],
+    ];
+    for (const [key, value] of refused) {
+      const r = await postJson(`${baseUrl}/v1/completions`, { prompt: "x", max_tokens: 1, [key]: value });
+      expect(r.status, key).toBe(400);
+      expect(r.json.error, key).toMatchObject({ param: key, code: "unsupported_parameter", message: `\`${key}\` is not supported by shard-engine` });
+    }
+    const tools = await postJson(`${baseUrl}/v1/chat/completions`, {
+      messages: [{ role: "user", content: "x" }],
+      tools: [{ type: "function", function: { name: "f" } }],
+    });
+    expect(tools.status).toBe(400);
+    const neutral = await postJson(`${baseUrl}/v1/chat/completions`, {
+      messages: [{ role: "user", content: "x" }],
+      max_tokens: 1,
+      logit_bias: {},
+      presence_penalty: 0,
+      frequency_penalty: 0,
+      tools: [],
+      response_format: { type: "text" },
+    });
+    expect(neutral.status).toBe(200);
+  });
+
+  it("a number past f64's range is named as such; stream_options must be an object", async () => {
+    const r = await raw("/v1/completions", { method: "POST", body: '{"prompt": "x", "temperature": 1e999}' });
+    expect(r.status).toBe(400);
+    expect(r.body.error?.message).toBe("Expected `temperature` to be a number between 0 and 2, got Infinity");
+    expect((await postJson(`${baseUrl}/v1/completions`, { prompt: "x", stream: true, stream_options: "x" })).status).toBe(400);
+  });
+
   it("keeps serving afterwards", async () => {
     expect((await fetch(`${baseUrl}/health`)).status).toBe(200);
     const r = await postJson(`${baseUrl}/v1/completions`, { model: "served", prompt: "hello", max_tokens: 3 });

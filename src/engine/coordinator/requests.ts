@@ -54,7 +54,11 @@ function optionalNumber(body: Record<string, unknown>, key: string, min: number,
   const v = body[key];
   if (v === undefined || v === null) return undefined;
   if (typeof v !== "number" || !Number.isFinite(v) || (integer && !Number.isInteger(v)) || v < min || v > max) {
-    throw bad(`Expected \`${key}\` to be ${integer ? "an integer" : "a number"} between ${min} and ${max}, got ${JSON.stringify(v)}`, key);
+    // String(): JSON.stringify would show a number past f64's range (1e999, read as Infinity) as null.
+    throw bad(
+      `Expected \`${key}\` to be ${integer ? "an integer" : "a number"} between ${min} and ${max}, got ${typeof v === "number" ? String(v) : JSON.stringify(v)}`,
+      key,
+    );
   }
   return v;
 }
@@ -72,6 +76,10 @@ function parseCommon(body: Record<string, unknown>, maxTokensKeys: string[]): Co
   } else if (body.stop !== undefined && body.stop !== null) throw bad("Expected `stop` to be a string or an array of strings", "stop");
   stop = stop.filter((s) => s.length > 0);
   if (body.stream !== undefined && body.stream !== null && typeof body.stream !== "boolean") throw bad("Expected `stream` to be a boolean", "stream");
+  if (body.stream_options !== undefined && body.stream_options !== null && (typeof body.stream_options !== "object" || Array.isArray(body.stream_options))) {
+    throw bad("Expected `stream_options` to be an object", "stream_options");
+  }
+  refuseUnsupported(body);
   const streamOptions = body.stream_options as { include_usage?: unknown } | undefined | null;
   return {
     model: body.model as string | undefined,
@@ -83,6 +91,25 @@ function parseCommon(body: Record<string, unknown>, maxTokensKeys: string[]): Co
     stream: body.stream === true,
     includeUsage: streamOptions?.include_usage === true,
   };
+}
+
+/**
+ * Parameters shard-engine does not implement, refused when their value would change the output
+ * (a client relying on them must not get a 200 that ignored them); their neutral values — a zero
+ * penalty, an empty logit_bias, no tools, a text response format — pass, as clients send them by
+ * default.
+ */
+function refuseUnsupported(body: Record<string, unknown>): void {
+  const unsupported = (key: string): ApiError => new ApiError(400, `\`${key}\` is not supported by shard-engine`, key, "unsupported_parameter");
+  const set = (v: unknown): boolean => v !== undefined && v !== null;
+  if (set(body.logit_bias) && (typeof body.logit_bias !== "object" || Object.keys(body.logit_bias as object).length > 0)) throw unsupported("logit_bias");
+  for (const key of ["presence_penalty", "frequency_penalty"]) if (set(body[key]) && body[key] !== 0) throw unsupported(key);
+  if (set(body.tools) && (!Array.isArray(body.tools) || body.tools.length > 0)) throw unsupported("tools");
+  if (set(body.tool_choice) && body.tool_choice !== "none" && body.tool_choice !== "auto") throw unsupported("tool_choice");
+  const format = body.response_format as { type?: unknown } | null | undefined;
+  if (set(format) && (typeof format !== "object" || format?.type !== "text")) throw unsupported("response_format");
+  if (set(body.best_of) && body.best_of !== 1) throw unsupported("best_of");
+  if (set(body.suffix) && body.suffix !== "") throw unsupported("suffix");
 }
 
 function asObject(body: unknown): Record<string, unknown> {
