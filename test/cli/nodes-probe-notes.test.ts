@@ -7,6 +7,7 @@ import { execFileSync } from "node:child_process";
 import { mkdir, mkdtemp, realpath, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { utils } from "ssh2";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { LocalNode, probeNode } from "../../src/nodes/index.js";
 import { freePort } from "../support/free-ports.js";
@@ -50,6 +51,30 @@ test("an identity_file that is a FIFO or a directory: refused at once, the setti
 });
 
 test("a probe that got no answer within its deadline says so", async () => {
-  const probe = await probeNode(new LocalNode({ name: "here", host: "local", modelDir: root }), { deadlineMs: 1 });
-  expect(probe.error).toBe("the probe got no answer within 1 ms");
+  // The probe asks the engine binary for its version: one that never answers holds it past 300 ms.
+  const silent = join(root, "silent-engine");
+  await writeFile(silent, "#!/bin/sh\nsleep 30\n", { mode: 0o755 });
+  const probe = await probeNode(new LocalNode({ name: "here", host: "local", modelDir: root }), { deadlineMs: 300, engineBinary: silent });
+  expect(probe.error).toBe("the probe got no answer within 300 ms");
 });
+
+test("[ssh] known_hosts or config that is a FIFO: refused at once, not read for ever", async () => {
+  for (const setting of ["known_hosts", "config"] as const) {
+    const dir = join(root, `fifo-${setting}`);
+    await mkdir(dir);
+    execFileSync("mkfifo", [join(dir, "the.fifo")]);
+    await writeFile(join(dir, "key"), utils.generateKeyPairSync("ed25519").private, { mode: 0o600 });
+    const ssh = setting === "known_hosts" ? `known_hosts = "the.fifo"\nconfig = "no-ssh-config"` : `known_hosts = "known_hosts"\nconfig = "the.fifo"`;
+    await writeFile(
+      join(dir, "shardctl.toml"),
+      `[ssh]\n${ssh}\n\n[nodes.n]\nhost = "127.0.0.1"\nport = ${await freePort()}\nidentity_file = "key"\nmodel_dir = "/tmp/m"\n`,
+    );
+    const started = Date.now();
+    const run = await shardctl(["nodes", "--json"], { cwd: dir });
+    expect(Date.now() - started, setting).toBeLessThan(10_000);
+    expect(run.code, setting).toBe(1);
+    const rows = JSON.parse(run.stdout) as Array<{ reachable: boolean; error?: string }>;
+    expect(rows[0]?.reachable, setting).toBe(false);
+    expect(rows[0]?.error, setting).toContain("a FIFO (named pipe), not a regular file");
+  }
+}, 60_000);

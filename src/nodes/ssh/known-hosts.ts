@@ -4,7 +4,8 @@
  * by the name OpenSSH uses: `host` on port 22, `[host]:port` otherwise.
  */
 import { createHash, createHmac } from "node:crypto";
-import { appendFile, mkdir, readFile } from "node:fs/promises";
+import { appendFile, mkdir } from "node:fs/promises";
+import { readRegularText } from "../../files/index.js";
 import { dirname } from "node:path";
 
 export interface KnownHostEntry {
@@ -30,12 +31,16 @@ export function knownHostsName(host: string, port: number): string {
 }
 
 export async function readKnownHosts(path: string): Promise<KnownHostEntry[]> {
-  const text = await readFile(path, "utf8").catch((error: NodeJS.ErrnoException) => {
+  // A FIFO or a device in its place is refused at once (NotRegularFile) rather than read for ever.
+  const text = await readRegularText(path, { maxBytes: maxSshFileBytes, what: "known_hosts file ([ssh] known_hosts)" }).catch((error: NodeJS.ErrnoException) => {
     if (error.code === "ENOENT") return "";
     throw error;
   });
   return parseKnownHosts(text);
 }
+
+/** known_hosts and ssh config files are read up to this size, bytes (16 MiB: hundreds of thousands of hosts). */
+export const maxSshFileBytes = 16 * 1024 * 1024;
 
 export function parseKnownHosts(text: string): KnownHostEntry[] {
   const entries: KnownHostEntry[] = [];
@@ -124,7 +129,10 @@ export function hashHostName(name: string, salt: Buffer): string {
 /** Record a key (accept-new). The file and its directory are created when missing (0600 / 0700). */
 export async function appendKnownHost(path: string, name: string, keyType: string, key: string): Promise<void> {
   await mkdir(dirname(path), { recursive: true, mode: 0o700 });
-  const existing = await readFile(path, "utf8").catch(() => "");
+  const existing = await readRegularText(path, { maxBytes: maxSshFileBytes, what: "known_hosts file ([ssh] known_hosts)" }).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === "ENOENT") return "";
+    throw error;
+  });
   const prefix = existing === "" || existing.endsWith("\n") ? "" : "\n";
   await appendFile(path, `${prefix}${name} ${keyType} ${key}\n`, { mode: 0o600 });
 }

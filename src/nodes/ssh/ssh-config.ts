@@ -3,7 +3,8 @@
  * `Host` blocks whose patterns match (first value wins, as in ssh). `Match` blocks are not evaluated
  * (their options are ignored) and `Include` is not followed.
  */
-import { readFile } from "node:fs/promises";
+import { readRegularText } from "../../files/index.js";
+import { maxSshFileBytes } from "./known-hosts.js";
 import { homedir } from "node:os";
 import { globMatch } from "./known-hosts.js";
 
@@ -15,7 +16,7 @@ export interface SshHostConfig {
 }
 
 export async function readSshConfig(path: string, alias: string): Promise<SshHostConfig> {
-  const text = await readFile(path, "utf8").catch((error: NodeJS.ErrnoException) => {
+  const text = await readRegularText(path, { maxBytes: maxSshFileBytes, what: "ssh client config ([ssh] config)" }).catch((error: NodeJS.ErrnoException) => {
     if (error.code === "ENOENT") return "";
     throw error;
   });
