@@ -30,21 +30,37 @@ export class LocalNode extends ShellNode implements NodeAccess {
   private async exec(argv: string[], extra: { timeout?: number; input?: string | Buffer; cwd?: string; cancelSignal?: AbortSignal }): Promise<CommandResult> {
     const [file, ...args] = argv;
     if (file === undefined) throw new TypeError("run needs a command");
-    const r = await execa(file, args, {
+    // A command with a deadline runs in a process group of its own, and the deadline ends the whole
+    // group: a shell's children (a probe's `engine --version` that never answers) must not outlive it.
+    const grouped = extra.timeout !== undefined;
+    const subprocess = execa(file, args, {
       reject: false,
       stripFinalNewline: false,
-      timeout: extra.timeout,
+      detached: grouped,
       cwd: extra.cwd,
       cancelSignal: extra.cancelSignal,
       ...(extra.input === undefined ? { stdin: "ignore" as const } : { input: extra.input }),
     });
+    let timedOut = false;
+    const pid = subprocess.pid;
+    if (grouped && pid !== undefined) runningGroups.add(pid);
+    const timer = grouped
+      ? setTimeout(() => {
+          timedOut = true;
+          if (pid !== undefined) killGroup(pid);
+        }, extra.timeout)
+      : undefined;
+    const r = await subprocess.finally(() => {
+      clearTimeout(timer);
+      if (pid !== undefined) runningGroups.delete(pid);
+    });
     return {
       argv,
-      exitCode: r.exitCode,
+      exitCode: timedOut ? undefined : r.exitCode,
       signal: r.signal,
       stdout: String(r.stdout ?? ""),
       stderr: String(r.stderr ?? ""),
-      timedOut: r.timedOut,
+      timedOut: timedOut || r.timedOut,
       durationMs: Math.round(r.durationMs),
     };
   }
@@ -132,4 +148,22 @@ export class LocalNode extends ShellNode implements NodeAccess {
   }
 
   async close(): Promise<void> {}
+}
+
+/**
+ * Process groups of commands still running. A detached group is not ended with this process the
+ * way other subprocesses are, so it is ended here when this process exits.
+ */
+const runningGroups = new Set<number>();
+process.on("exit", () => {
+  for (const pid of runningGroups) killGroup(pid);
+});
+
+/** SIGKILL to every process of the group `pid` leads (already gone: nothing to do). */
+function killGroup(pid: number): void {
+  try {
+    process.kill(-pid, "SIGKILL");
+  } catch {
+    // The group ended on its own.
+  }
 }

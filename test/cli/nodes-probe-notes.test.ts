@@ -56,6 +56,11 @@ test("a probe that got no answer within its deadline says so", async () => {
   await writeFile(silent, "#!/bin/sh\nsleep 30\n", { mode: 0o755 });
   const probe = await probeNode(new LocalNode({ name: "here", host: "local", modelDir: root }), { deadlineMs: 300, engineBinary: silent });
   expect(probe.error).toBe("the probe got no answer within 300 ms");
+  // The deadline ended the probe's shell and what it ran: no `sleep 30` is left behind.
+  const left = execFileSync("ps", ["-eo", "args="], { encoding: "utf8" })
+    .split("\n")
+    .filter((line) => line.includes(silent));
+  expect(left).toEqual([]);
 });
 
 test("[ssh] known_hosts or config that is a FIFO: refused at once, not read for ever", async () => {
