@@ -213,7 +213,7 @@ export const commandTable = [
   {
     name: "nodes",
     purpose: "probe the registered nodes: OS, accelerator, engine version, memory, disk",
-    usage: "shardctl nodes [--json]",
+    usage: "shardctl nodes [--json] [--engine-binary <path>]",
     operands: { kind: "none" },
     flags: [
       jsonFlag,
@@ -235,7 +235,7 @@ export const commandTable = [
   {
     name: "stage",
     purpose: "stage a cluster's model files onto its nodes without launching (download or push, verify)",
-    usage: "shardctl stage <cluster>",
+    usage: "shardctl stage <cluster> [--json]",
     details: [
       'Brings every node of the cluster to "present" as the daemon does before a launch: the files its stage needs (the coordinator\'s node: config and tokenizer), verified by sha256, in the Hugging Face cache layout under the node\'s model_dir. With source = "path" it only checks that every node has the model there.',
     ],
