@@ -14,7 +14,7 @@ import { isShardctlError, messageOf } from "../errors/index.js";
 import { pathExists } from "../files/index.js";
 import { dirname, join, relative, resolve } from "node:path";
 import { makeTestModel } from "../planner/index.js";
-import { readStatus, requestsDirOf, startDaemon, statusFileFor, type ClusterStatus } from "../reconciler/index.js";
+import { daemonWatching, readStatus, requestsDirOf, startDaemon, statusFileFor, type ClusterStatus } from "../reconciler/index.js";
 import { computeRevision, loadCluster, loadSettings, type ClusterSpec } from "../spec/index.js";
 import { waitForSignal } from "./commands/daemon.js";
 import { addressTaken } from "./demo-ports.js";
@@ -45,6 +45,12 @@ async function main(args: string[]): Promise<number> {
   const loaded = await loadCluster(definition, settings);
   if (!loaded.ok) throw new Error(`${definition} is invalid: ${loaded.issues.map((i) => i.message).join("; ")}`);
   const spec = loaded.value;
+
+  // Another demo (or a daemon) on this directory: say so, rather than that its ports are taken.
+  const running = await daemonWatching(clustersDir);
+  if (running !== undefined) {
+    throw new DemoFailure(`another demo or daemon (pid ${running}) already watches ${shown(clustersDir)}: stop it first (Ctrl-C in its terminal, or kill ${running})`);
+  }
 
   // The dashboard's port, checked before anything starts (the router's and the coordinator's are
   // refused by what binds them, the router at once and the coordinator at launch).

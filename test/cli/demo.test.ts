@@ -132,6 +132,11 @@ test("npm start's demo: ready, human lines only, says its model is random, answe
     expect(stdout).toMatch(/edit \[model\] in clusters\/demo\.toml: id = "<org>\/<name>" \(a Hugging Face Hub id\)/);
     expect(stdout).toMatch(/a local MLX model directory/);
 
+    // A second demo in the same directory says that one runs, and leaves it alone.
+    const second = runDemo(root);
+    expect(await exitOnItsOwn(second, 30_000), second.stderr()).toBe(1);
+    expect(second.stderr()).toMatch(/another demo or daemon \(pid \d+\) already watches clusters: stop it first/);
+
     const response = await fetch(`${routerUrl}/v1/chat/completions`, {
       method: "POST",
       headers: { "content-type": "application/json" },
