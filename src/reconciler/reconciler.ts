@@ -157,8 +157,9 @@ export class Reconciler {
     const settings = await this.parsed.loadSettings(this.options.settingsFile);
     const ledger = new Ledger(settings.daemon.stateDir);
     await this.detachAll();
+    const entries = await this.world.ownEntries(settings);
     const results = await Promise.allSettled(
-      (await this.world.ownEntries(settings)).map(async (entry) => {
+      entries.map(async (entry) => {
         const memory = this.memoryOfSync(entry.cluster);
         const revision = memory.lastGood?.revision ?? entry.revision;
         const described = await pathExists(this.world.definitionFile(entry.cluster));
@@ -193,6 +194,20 @@ export class Reconciler {
         }
       }),
     );
+    // Clusters with nothing running (a launch that failed, waiting for its retry): their files
+    // must not go on saying the daemon is at work on them.
+    const torn = new Set(entries.map((e) => e.cluster));
+    for (const [name, memory] of this.memories) {
+      if (torn.has(name) || !(await pathExists(this.world.definitionFile(name)))) continue;
+      if (memory.status?.health === "Stopped" || memory.status?.health === "Suspended" || memory.status?.health === "Disabled") continue;
+      const message = "the daemon exited (--teardown-on-exit); nothing of the cluster runs";
+      setConditions(memory, memory.lastGood?.revision ?? "", {
+        Ready: { status: "False", reason: "TornDownOnExit", message },
+        Reconciling: { status: "False", reason: "TornDownOnExit", message },
+      });
+      clearRuntime(memory, memory.lastGood?.revision ?? "");
+      await this.world.writeStatus(name, memory, { action: "none", result: "success", reason: "TornDownOnExit", health: "Stopped" }, settings);
+    }
     const failure = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
     if (failure !== undefined) throw failure.reason;
   }

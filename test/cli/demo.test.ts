@@ -180,6 +180,13 @@ test("the demo's coordinator port is taken: exit 1 on its own, naming clusters/d
   expect(jsonLines(run.stderr())).toEqual([]);
   expect(run.stdout()).toMatch(/demo stopped: no process of it is left/);
   expect(await processesMentioning(root)).toEqual([]);
+  // The status file says nothing runs, not that the daemon is still retrying.
+  const status = JSON.parse(await readFile(join(root, "clusters/demo.status.json"), "utf8")) as {
+    health: string;
+    conditions: Array<{ type: string; status: string; reason: string }>;
+  };
+  expect(status.health).toBe("Stopped");
+  expect(status.conditions.find((c) => c.type === "Reconciling")).toMatchObject({ status: "False", reason: "TornDownOnExit" });
 }, 120_000);
 
 test("the demo's router port is taken: exit 1 on its own, naming .demo/router.yaml and server.bind_address", async () => {
