@@ -296,9 +296,11 @@ async function recordAndStart(entry: LedgerEntry, context: LaunchContext, node: 
       () => "",
     );
     const how = /^\d+$/.test(status) ? `exited with status ${status}` : "exited";
-    const reason = planned.role === "stage" ? "StageExited" : "CoordinatorExited";
     const step = planned.role === "stage" ? `${label}-start` : "coordinator-start";
-    throw new LaunchError(reason, step, `${label} on ${planned.node} ${how} as soon as it started`, { logTail: await readLogTail(node, planned), cause: error });
+    const logTail = await readLogTail(node, planned);
+    const exited = `${label} on ${planned.node} ${how} as soon as it started`;
+    if (planned.role === "stage" && portTakenIn(logTail)) throw new LaunchError("PortInUse", step, `${exited}: ${portTakenAdvice}`, { logTail, cause: error });
+    throw new LaunchError(planned.role === "stage" ? "StageExited" : "CoordinatorExited", step, exited, { logTail, cause: error });
   }
   entry.processes[entry.processes.indexOf(planned)] = process;
   await context.ledger.write(entry);
@@ -351,7 +353,9 @@ async function waitStageUp(
   if (state === "up") return;
   const logTail = await readLogTail(node, process);
   if (state === "exited") {
-    throw new LaunchError("StageExited", `${label}-listen`, `${label} on ${process.node} ${await describeExit(node, process)} before ${words.before}`, { logTail });
+    const exited = `${label} on ${process.node} ${await describeExit(node, process)} before ${words.before}`;
+    if (portTakenIn(logTail)) throw new LaunchError("PortInUse", `${label}-listen`, `${exited}: ${portTakenAdvice}`, { logTail });
+    throw new LaunchError("StageExited", `${label}-listen`, exited, { logTail });
   }
   throw new LaunchError("StageListenTimeout", `${label}-listen`, `${label} on ${process.node} did not ${words.notDone} within ${timing.deadlineMs} ms`, { logTail });
 }
@@ -400,3 +404,15 @@ function asLaunchError(error: unknown, step = "launch"): LaunchError {
 function hostForUrl(host: string): string {
   return host.includes(":") ? `[${host}]` : host;
 }
+
+/**
+ * A stage's port, free when allocated, taken before it could listen. On Linux the default
+ * port_range (39600-39629) lies in the ephemeral range (net.ipv4.ip_local_port_range, 32768-60999
+ * by default), which the node gives to outgoing connections and to servers listening on port 0.
+ */
+function portTakenIn(logTail: readonly string[]): boolean {
+  return logTail.some((line) => line.includes("EADDRINUSE"));
+}
+
+const portTakenAdvice =
+  "its transport port was taken after it was found free (EADDRINUSE). If [transport] port_range lies in the node's ephemeral port range, reserve it there: sysctl -w net.ipv4.ip_local_reserved_ports=<the range>";

@@ -53,6 +53,15 @@ describe("a launch failure at each step leaves nothing running and names the ste
     expect(failure.events).not.toContain("coordinator-started");
   });
 
+  it("PortInUse: a stage's transport port taken between the check and its listen (EADDRINUSE), with what to reserve", async () => {
+    const failure = await expectCleanFailure(await makeRequest(world, { cluster: "taken", binary: world.standIns.listenRefused }));
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("PortInUse");
+    expect(failure.step).toMatch(/^stage-[01]-(start|listen)$/);
+    expect(failure.message).toContain("its transport port was taken after it was found free (EADDRINUSE)");
+    expect(failure.message).toContain("net.ipv4.ip_local_reserved_ports");
+    expect(failure.logTail.join("\n")).toContain("EADDRINUSE");
+  });
+
   it("StageExited: a bad model directory", async () => {
     const request = await makeRequest(world, { cluster: "badmodel" });
     request.stages[1]!.modelDir = join(world.root, "no-such-model");

@@ -47,7 +47,7 @@ export interface LifecycleWorld {
   close(): Promise<void>;
 }
 
-export type StandIn = "exit3" | "sleep" | "coordinatorExits" | "coordinatorNeverHealthy" | "coordinatorFailsCompletions";
+export type StandIn = "exit3" | "sleep" | "coordinatorExits" | "coordinatorNeverHealthy" | "coordinatorFailsCompletions" | "listenRefused";
 
 export interface WorldOptions {
   /**
@@ -210,6 +210,8 @@ async function writeStandIns(dir: string): Promise<Record<StandIn, string>> {
   const coordinatorDoes = (action: string): string => `#!/bin/sh\ncase " $* " in\n  *" --node-id coordinator "*) ${action} ;;\nesac\nexec ${engine} "$@"\n`;
   const scripts: Record<StandIn, string> = {
     exit3: `#!/bin/sh\necho "stand-in engine: cannot open the model" >&2\nexit 3\n`,
+    // What Node.js reports when a listen finds its port taken (here as shard-engine logs it).
+    listenRefused: `#!/bin/sh\necho '{"level":50,"msg":"stage failed to start","err":"listen EADDRINUSE: address already in use 127.0.0.1:39600"}' >&2\nexit 1\n`,
     sleep: `#!/bin/sh\necho "stand-in engine: sleeping without listening"\nexec sleep 60\n`,
     coordinatorExits: coordinatorDoes(`echo "stand-in coordinator: exiting" >&2; sleep 0.2; exit 4`),
     coordinatorNeverHealthy: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} loading "$@"`),
