@@ -12,7 +12,7 @@ import { mkdir, readdir, writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { isShardctlError, messageOf } from "../errors/index.js";
 import { pathExists } from "../files/index.js";
-import { dirname, join, relative, resolve } from "node:path";
+import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { makeTestModel } from "../planner/index.js";
 import { daemonWatching, readStatus, requestsDirOf, startDaemon, statusFileFor, type ClusterStatus } from "../reconciler/index.js";
 import { computeRevision, loadCluster, loadSettings, type ClusterSpec } from "../spec/index.js";
@@ -62,7 +62,7 @@ async function main(args: string[]): Promise<number> {
 
   // A model on this machine: the demo's own is made once (random weights; a Hub model is staged by
   // the daemon like any other).
-  if (spec.model.path !== undefined) await ensureModel(spec.model.path, definition);
+  if (spec.model.path !== undefined) await ensureModel(spec.model.path, definition, settingsFile);
 
   // The embedded router's config: where it listens, and the backends list clusters join.
   const routerConfig = settings.router.config!;
@@ -202,11 +202,18 @@ main(process.argv.slice(2)).then(
 );
 
 /**
- * The directory `[model] id` names holds a model (config.json), or the demo makes its model there —
- * only where nothing is yet: a directory with other files in it is somebody's, never written to.
+ * The directory `[model] id` names holds a model (config.json), or the demo makes its own model
+ * there — only under .demo/ (a path elsewhere is somebody's model, perhaps mistyped: it gets no
+ * random weights) and only where nothing is yet (a directory with other files is never written to).
  */
-async function ensureModel(modelDir: string, definition: string): Promise<void> {
+async function ensureModel(modelDir: string, definition: string, settings: string): Promise<void> {
   if (await pathExists(join(modelDir, "config.json"))) return;
+  if (!isUnderDemo(modelDir, settings)) {
+    throw new DemoFailure(
+      `[model] id in ${shown(definition)} names ${shown(modelDir)}, which holds no model (no config.json there).\n` +
+        `  Point id at the directory with config.json and the *.safetensors files; the demo makes its random-weights model only under .demo/.`,
+    );
+  }
   const entries = await readdir(modelDir).catch((error: NodeJS.ErrnoException) => {
     if (error.code === "ENOENT") return [];
     throw new DemoFailure(`[model] id in ${shown(definition)} names ${shown(modelDir)}, which cannot be read: ${error.message}`);
@@ -223,6 +230,11 @@ async function ensureModel(modelDir: string, definition: string): Promise<void> 
 
 /** The model is the demo's own (made under .demo/, random weights), not one the person chose. */
 function isDemoModel(spec: ClusterSpec, settings: string): boolean {
-  const path = spec.model.path;
-  return path !== undefined && !relative(join(dirname(settings), ".demo"), path).startsWith("..");
+  return spec.model.path !== undefined && isUnderDemo(spec.model.path, settings);
+}
+
+/** `path` lies in the demo's own directory, .demo/ beside shardctl.toml. */
+function isUnderDemo(path: string, settings: string): boolean {
+  const inside = relative(join(dirname(settings), ".demo"), path);
+  return !inside.startsWith("..") && !isAbsolute(inside);
 }

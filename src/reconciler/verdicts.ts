@@ -120,10 +120,12 @@ export function recheckUnlessHealthy(health: Health): PassOutcome {
 /** How soon a running cluster that did not look Healthy is looked at again, ms. */
 const recheckMs = 5_000;
 
-/** StagesListening from the stage cards: False for a refused port or a process gone, Unknown for a probe without an answer. */
+/** StagesListening from the stage cards: False for a process gone or a refused port, Unknown for a probe without an answer. */
 function stagesListening(entry: LedgerEntry, observation: ClusterObservation | undefined): ConditionUpdate {
   const cards = observation?.stages ?? [];
   const label = (s: (typeof cards)[number]): string => `stage-${s.index} on ${s.node}`;
+  const gone = cards.filter((s) => s.liveness === "gone");
+  if (gone.length > 0) return { status: "False", reason: "StageDied", message: gone.map((s) => `${label(s)}: pid ${s.pid ?? "?"} is no longer running`).join("; ") };
   const closed = cards.filter((s) => s.transport === "closed");
   if (closed.length > 0) {
     return { status: "False", reason: "StagePortClosed", message: closed.map((s) => `${label(s)}: transport ${s.address ?? "port"} refused`).join("; ") };

@@ -8,7 +8,7 @@
  * parameters only. Runs under dash, bash and macOS sh.
  */
 export const cappedCurlScript = `cap=$1 out=$2
-if [ "$3" = new ]; then : >"$out" || exit 97; fi
+if [ "$3" = new ]; then true >"$out" || exit 97; fi
 shift 3
 rc=$({ { "$@"; echo "$?" >&3; } | head -c "$cap" >>"$out"; } 3>&1)
 exit "\${rc:-98}"`;

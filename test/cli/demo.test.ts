@@ -217,7 +217,7 @@ test("the demo's dashboard port is taken: exit 1 at once, naming shardctl.toml a
   expect(await processesMentioning(root)).toEqual([]);
 }, 60_000);
 
-test("[model] id names a directory of somebody's files without config.json: exit 1 naming it, and nothing is written there", async () => {
+test("[model] id names somebody's directory without config.json, or a path that does not exist: exit 1 naming it, and nothing is written there", async () => {
   const root = await demoRoot();
   const mine = join(root, "my-models");
   await mkdir(mine);
@@ -227,9 +227,15 @@ test("[model] id names a directory of somebody's files without config.json: exit
   const run = runDemo(root);
   const code = await exitOnItsOwn(run, 30_000);
   expect(code, `${run.stdout()}\n${run.stderr()}`).toBe(1);
-  expect(run.stderr()).toContain("[model] id in clusters/demo.toml names my-models, which holds files but no config.json: it is not an MLX model directory");
+  expect(run.stderr()).toContain("[model] id in clusters/demo.toml names my-models, which holds no model (no config.json there)");
   expect(await readdir(mine)).toEqual(["notes.txt"]);
   expect(await processesMentioning(root)).toEqual([]);
+  // A mistyped path (nothing there) gets no random weights either.
+  await writeFile(definition, (await readFile(definition, "utf8")).replace('id = "my-models"', 'id = "my-modles"'));
+  const typo = runDemo(root);
+  expect(await exitOnItsOwn(typo, 30_000), typo.stderr()).toBe(1);
+  expect(typo.stderr()).toContain("names my-modles, which holds no model");
+  expect(await pathExists(join(root, "my-modles"))).toBe(false);
 }, 60_000);
 
 test("a Hub model, as the demo's own output suggests: staged from the Hub and served, not called random", async () => {

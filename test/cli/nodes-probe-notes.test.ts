@@ -83,3 +83,18 @@ test("[ssh] known_hosts or config that is a FIFO: refused at once, not read for 
     expect(rows[0]?.error, setting).toContain("a FIFO (named pipe), not a regular file");
   }
 }, 60_000);
+
+test("/dev/null as [ssh] known_hosts and config (OpenSSH's way to say none) is read as empty, not refused", async () => {
+  const dir = join(root, "dev-null");
+  await mkdir(dir);
+  await writeFile(join(dir, "key"), utils.generateKeyPairSync("ed25519").private, { mode: 0o600 });
+  await writeFile(
+    join(dir, "shardctl.toml"),
+    `[ssh]\nknown_hosts = "/dev/null"\nconfig = "/dev/null"\n\n[nodes.n]\nhost = "127.0.0.1"\nport = ${await freePort()}\nidentity_file = "key"\nmodel_dir = "/tmp/m"\n`,
+  );
+  const run = await shardctl(["nodes", "--json"], { cwd: dir });
+  const rows = JSON.parse(run.stdout) as Array<{ reachable: boolean; error?: string }>;
+  // Nothing listens on that port: the probe gets as far as connecting.
+  expect(rows[0]?.error).not.toMatch(/not a regular file/);
+  expect(rows[0]?.error).toMatch(/cannot connect to 127\.0\.0\.1/);
+});

@@ -125,6 +125,15 @@ describe("markRunning: the conditions of a running cluster, from what the pass p
     });
   }
 
+  it("a stage process seen gone: StagesListening False StageDied, Ready withdrawn", () => {
+    const memory = createMemory("tiny");
+    const seen = observation(["listening", "listening"], "ok", "Unhealthy");
+    seen.stages[1] = { ...seen.stages[1]!, alive: false, liveness: "gone" };
+    expect(markRunning(memory, revision, entry, seen)).toBe("Unhealthy");
+    expect(conditions(memory).StagesListening).toEqual(["False", "StageDied"]);
+    expect(conditions(memory).Ready).toEqual(["False", "StageDied"]);
+  });
+
   it("says what was found, and that the monitor ends it if it lasts", () => {
     const memory = createMemory("tiny");
     markRunning(memory, revision, entry, observation(["closed", "listening"], "down", "Unhealthy"));

@@ -1,8 +1,8 @@
 /**
- * Two definitions asking for the same coordinator port on the same node: the second stalls at
- * once with PortInUse naming the cluster that holds the port, its restart budget untouched,
- * instead of failing every launch until the budget is spent. The first keeps serving. The
- * daemon runs in this process on two local nodes.
+ * Two definitions asking for the same coordinator port on the same node: the second says at once
+ * that the first holds it (PortInUse naming it), without spending its restart budget on launches
+ * that would fail, and launches on its own once the first moves off the port. The daemon runs in
+ * this process on two local nodes.
  */
 import { afterAll, beforeAll, expect, test } from "vitest";
 import type { Daemon } from "../../src/reconciler/index.js";
@@ -43,15 +43,19 @@ afterAll(async () => {
   }
 }, 120_000);
 
-test("a coordinator port another cluster holds: Stalled PortInUse at once, naming it; the other keeps serving", async () => {
+test("a coordinator port another cluster holds: PortInUse naming it, no launch counted; launched once the port is free", async () => {
   const port = await freePort();
   const range = await freePortRange(["127.0.0.1"], 8);
   await writeDefinition(world, "first", definitionText(world, { nodes: ["l1", "l2"], port, portRange: range }));
   await waitForStatus(world, "first", (s) => isReadyAt(s), 90_000);
   await writeDefinition(world, "second", definitionText(world, { nodes: ["l1", "l2"], port, portRange: range, contextLength: 128 }));
-  const stalled = await waitForStatus(world, "second", (s) => s.health === "Stalled", 60_000);
-  expect(conditionOf(stalled, "Stalled")).toMatchObject({ status: "True", reason: "PortInUse" });
-  expect(conditionOf(stalled, "Stalled")?.message).toContain(`[coordinator] port ${port} on local is held by cluster "first"`);
-  expect(stalled.restarts?.evidence).toEqual([]);
+  const refused = await waitForStatus(world, "second", (s) => s.lastError?.reason === "PortInUse", 60_000);
+  expect(refused.lastError?.message).toContain(`[coordinator] port ${port} on local is held by cluster "first"`);
+  expect(conditionOf(refused, "Ready")?.status).toBe("False");
+  expect(refused.restarts).toMatchObject({ count: 0, evidence: [] });
   expect(isReadyAt((await waitForStatus(world, "first", () => true))!)).toBe(true);
-}, 180_000);
+  // The first moves to another port (a new launch): the second's retries find the port free.
+  await writeDefinition(world, "first", definitionText(world, { nodes: ["l1", "l2"], port: await freePort(), portRange: range }));
+  await waitForStatus(world, "second", (s) => isReadyAt(s), 120_000);
+  await waitForStatus(world, "first", (s) => isReadyAt(s), 60_000);
+}, 240_000);

@@ -9,7 +9,7 @@ import type { Logger } from "../log.js";
 import type { ModelConfig } from "../model/index.js";
 import { generate, type TokenInfo } from "./generate.js";
 import type { Pipeline } from "./pipeline.js";
-import type { PromptEncoder } from "./prompt-encoder.js";
+import { type PromptEncoder, TokenizerThreadFailed } from "./prompt-encoder.js";
 import type { SequenceSlots } from "./sequence-slots.js";
 import { type LinkState, PipelineBroken } from "./remote-pipeline.js";
 import { ApiError, type ChatRequest, type CompletionRequest, parseChatRequest, parseCompletionRequest } from "./requests.js";
@@ -148,6 +148,15 @@ async function complete(
   req: IncomingMessage,
   res: ServerResponse,
 ): Promise<void> {
+  // Watched from the start: a client that leaves while its prompt is tokenized (on the tokenizer
+  // thread, for long ones) or while it waits for a slot is never generated for.
+  let closed = false;
+  const gone = new AbortController();
+  res.on("close", () => {
+    if (res.writableFinished) return;
+    closed = true;
+    gone.abort(new Error("client disconnected"));
+  });
   const promptParam = request.kind === "chat" ? "messages" : "prompt";
   // Text that cannot fit the context whatever it tokenizes to is refused before it is tokenized.
   const chars = request.kind === "chat" ? request.messages.reduce((sum, m) => sum + m.content.length, 0) : typeof request.prompt === "string" ? request.prompt.length : 0;
@@ -170,6 +179,7 @@ async function complete(
       promptIds = await prompts.encode(request.prompt);
     } else promptIds = request.prompt;
   } catch (error) {
+    if (error instanceof TokenizerThreadFailed) throw new ApiError(500, `Cannot tokenize the prompt: ${error.message}`, null, "tokenizer_failed", "server_error");
     throw new ApiError(400, `Cannot build the prompt: ${(error as Error).message}`, promptParam);
   }
   if (promptIds.length === 0) throw new ApiError(400, "The prompt is empty", promptParam);
@@ -195,13 +205,6 @@ async function complete(
   const id = `${request.kind === "chat" ? "chatcmpl" : "cmpl"}-${randomBytes(12).toString("hex")}`;
   const created = Math.floor(Date.now() / 1000);
   const object = request.kind === "chat" ? "chat.completion" : "text_completion";
-  let closed = false;
-  const gone = new AbortController();
-  res.on("close", () => {
-    if (res.writableFinished) return;
-    closed = true;
-    gone.abort(new Error("client disconnected"));
-  });
   const cancelled = (): boolean => closed;
   // Wait for a slot: a client that leaves meanwhile is never computed for.
   let release: () => void;

@@ -16,6 +16,11 @@ import type { EncodeAnswer, EncodeRequest } from "./tokenizer-worker.js";
 /** Characters from which a prompt is tokenized on the thread: about 20 ms of tokenizing. */
 const threadedChars = 20_000;
 
+/** The tokenizer thread itself failed (not the prompt): a server error, the next long prompt starts a new thread. */
+export class TokenizerThreadFailed extends Error {
+  override readonly name = "TokenizerThreadFailed";
+}
+
 export class PromptEncoder {
   private worker: Worker | undefined;
   private nextId = 1;
@@ -66,7 +71,7 @@ export class PromptEncoder {
     });
     const fail = (error: Error): void => {
       if (this.worker === worker) this.worker = undefined;
-      for (const waiter of this.waiting.values()) waiter.reject(error);
+      for (const waiter of this.waiting.values()) waiter.reject(new TokenizerThreadFailed(error.message));
       this.waiting.clear();
     };
     worker.on("error", fail);

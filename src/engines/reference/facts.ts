@@ -28,11 +28,12 @@ export const referenceFacts = {
   authenticatesTransport: true,
   // Its command line is mlxcel's, and so are the flags a definition may not pass.
   // mlxcel's rules, and the flags its driver adds for shard-engine: the per-launch transport
-  // token (a definition must not point a stage at another file), the served name and the threads
-  // each stage gets of its machine's cores.
+  // token (a definition must not point a stage at another file), the served name, the threads
+  // each stage gets of its machine's cores, and the sequences its KV caches are planned for
+  // (`max_sequences`: more at once would outgrow the plan).
   extraArgs: {
     refused: mlxcelFacts.extraArgs.refused,
-    setByDriver: [...mlxcelFacts.extraArgs.setByDriver, "--transport-token-file", "--model-name", "--threads"],
+    setByDriver: [...mlxcelFacts.extraArgs.setByDriver, "--transport-token-file", "--model-name", "--threads", "--max-sequences"],
   },
   stageCount: mlxcelFacts.stageCount,
   memoryHeadroom: mlxcelFacts.memoryHeadroom,

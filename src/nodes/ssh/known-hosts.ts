@@ -31,7 +31,9 @@ export function knownHostsName(host: string, port: number): string {
 }
 
 export async function readKnownHosts(path: string): Promise<KnownHostEntry[]> {
-  // A FIFO or a device in its place is refused at once (NotRegularFile) rather than read for ever.
+  // /dev/null is OpenSSH's way to say "none" (UserKnownHostsFile=/dev/null). Any other FIFO or
+  // device in its place is refused at once (NotRegularFile) rather than read for ever.
+  if (path === "/dev/null") return [];
   const text = await readRegularText(path, { maxBytes: maxSshFileBytes, what: "known_hosts file ([ssh] known_hosts)" }).catch((error: NodeJS.ErrnoException) => {
     if (error.code === "ENOENT") return "";
     throw error;
@@ -128,6 +130,7 @@ export function hashHostName(name: string, salt: Buffer): string {
 
 /** Record a key (accept-new). The file and its directory are created when missing (0600 / 0700). */
 export async function appendKnownHost(path: string, name: string, keyType: string, key: string): Promise<void> {
+  if (path === "/dev/null") return;
   await mkdir(dirname(path), { recursive: true, mode: 0o700 });
   const existing = await readRegularText(path, { maxBytes: maxSshFileBytes, what: "known_hosts file ([ssh] known_hosts)" }).catch((error: NodeJS.ErrnoException) => {
     if (error.code === "ENOENT") return "";

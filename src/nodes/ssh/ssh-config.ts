@@ -16,6 +16,8 @@ export interface SshHostConfig {
 }
 
 export async function readSshConfig(path: string, alias: string): Promise<SshHostConfig> {
+  // /dev/null is OpenSSH's way to say "no config" (ssh -F /dev/null).
+  if (path === "/dev/null") return resolveSshConfig("", alias);
   const text = await readRegularText(path, { maxBytes: maxSshFileBytes, what: "ssh client config ([ssh] config)" }).catch((error: NodeJS.ErrnoException) => {
     if (error.code === "ENOENT") return "";
     throw error;

@@ -3,7 +3,9 @@
  * keep it, bring a router-only change in line without a restart, and watch it.
  */
 import type { LedgerEntry } from "../../launch/index.js";
+import { engineOf } from "../../engines/index.js";
 import { messageOf } from "../../errors/index.js";
+import type { BackendEntry } from "../../router/index.js";
 import type { ClusterSpec } from "../../spec/index.js";
 import { definitionOf, type Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
@@ -24,9 +26,10 @@ export const adopt: Step = {
     watch(pass, entry);
     if (entry.revision !== revision) await applyInPlace(pass, entry, spec, revision);
     countAdoptedLaunch(pass, revision);
-    const registration = await confirmRegistration(pass, entry, spec);
     let health = markRunning(pass.memory, revision, entry, pass.observation);
     if (health === undefined) return dying(pass.memory);
+    const registration = await confirmRegistration(pass, entry, spec);
+    if (pass.memory.deathRecordedFor === entry.startedAt) return dying(pass.memory);
     if (registration !== undefined) {
       setConditions(pass.memory, revision, { Registered: registration });
       if (health === "Healthy") health = "Degraded";
@@ -61,7 +64,7 @@ async function applyInPlace(pass: Pass, entry: LedgerEntry, spec: ClusterSpec, r
     delete entry.routerBackend;
   }
   if (spec.router.register && url !== undefined) {
-    await registrar.register({ name: spec.router.backend, url, models: [spec.model.id], weight: spec.router.weight });
+    await registrar.register(backendOf(spec, url));
     entry.routerBackend = spec.router.backend;
   }
   entry.revision = revision;
@@ -77,14 +80,23 @@ async function applyInPlace(pass: Pass, entry: LedgerEntry, spec: ClusterSpec, r
 async function confirmRegistration(pass: Pass, entry: LedgerEntry, spec: ClusterSpec): Promise<ConditionUpdate | undefined> {
   const backend = entry.routerBackend;
   const url = entry.coordinatorUrl;
-  if (backend === undefined || url === undefined || !spec.router.register) return undefined;
+  // Without a router (kind "none") there is nothing to ask: its registrar knows no backend.
+  if (backend === undefined || url === undefined || !spec.router.register || pass.settings.router.kind === "none") return undefined;
   const registrar = pass.world.registrarFor(pass.settings);
   try {
     if ((await registrar.lookup(backend)) !== undefined) return undefined;
+    // A death seen while the router was asked deregistered it on purpose: not registered again.
+    if (pass.memory.deathRecordedFor === entry.startedAt) return undefined;
     pass.world.log.warn({ cluster: pass.name, backend }, "the router no longer has the backend: registering it again");
-    await registrar.register({ name: backend, url, models: [spec.model.id], weight: spec.router.weight });
+    await registrar.register(backendOf(spec, url));
     return undefined;
   } catch (error) {
     return { status: "Unknown", reason: "RouterRegistrationFailed", message: `the router cannot confirm backend "${backend}": ${messageOf(error)}` };
   }
+}
+
+/** The router entry of this definition's coordinator, as the launch registers it. */
+function backendOf(spec: ClusterSpec, url: string): BackendEntry {
+  const served = engineOf(spec.engine.kind).servedModelName;
+  return { name: spec.router.backend, url, models: [spec.model.id], weight: spec.router.weight, ...(served === undefined ? {} : { upstream_model: served }) };
 }

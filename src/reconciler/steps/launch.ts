@@ -33,7 +33,12 @@ export const launch: Step = {
       owner: world.dir,
     };
     const others = (await ledger.list()).filter((e) => e.cluster !== name);
-    refuseHeldHttpPort(name, request.coordinator, others);
+    const holder = heldHttpPort(request.coordinator, others);
+    if (holder !== undefined) {
+      // Refused before anything started: not a launch the restart budget counts.
+      restarts.count = Math.max(0, restarts.count - 1);
+      throw holder;
+    }
     memory.timeline = [];
     try {
       await launchCluster(request, {
@@ -60,11 +65,12 @@ export const launch: Step = {
 };
 
 /**
- * Another cluster of this state directory serves HTTP on the port this definition asks for, on the
- * same node: a launch would fail on it every time, so the definition stalls at once, saying which
- * cluster holds it, instead of spending its restart budget on PortInUse.
+ * Another cluster of this state directory holds the port this definition's coordinator asks for,
+ * on the same node: the launch would fail on it. Said as a PortInUse naming that cluster, retried
+ * with back-off (not terminal: the other cluster may be on its way off that port, as when one
+ * commit moves a port from one cluster to another), and not counted against the restart budget.
  */
-function refuseHeldHttpPort(name: string, coordinator: { nodeName: string; bindHost: string; httpPort: number }, others: readonly LedgerEntry[]): void {
+function heldHttpPort(coordinator: { nodeName: string; bindHost: string; httpPort: number }, others: readonly LedgerEntry[]): ShardctlError | undefined {
   for (const entry of others) {
     const held = entry.ports.find(
       (p) =>
@@ -73,10 +79,11 @@ function refuseHeldHttpPort(name: string, coordinator: { nodeName: string; bindH
         (p.host === coordinator.bindHost || p.host === "0.0.0.0" || coordinator.bindHost === "0.0.0.0"),
     );
     if (held === undefined) continue;
-    throw new ShardctlError(
+    return new ShardctlError(
       "PortInUse",
-      `[coordinator] port ${coordinator.httpPort} on ${coordinator.nodeName} is held by cluster "${entry.cluster}" (its ${held.purpose} port): give one of the two definitions another port (after changing "${entry.cluster}", run \`shardctl reconcile ${name}\`)`,
-      { terminal: true },
+      `[coordinator] port ${coordinator.httpPort} on ${coordinator.nodeName} is held by cluster "${entry.cluster}" (its ${held.purpose} port${entry.phase === "tearing-down" ? ", being torn down" : ""}): give one of the two definitions another port; retried with back-off meanwhile`,
+      { terminal: false },
     );
   }
+  return undefined;
 }
