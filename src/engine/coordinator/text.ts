@@ -25,9 +25,10 @@ export class TextCodec {
    * The most characters of text one token can stand for: the longest token string (a byte-level
    * token's string has a character per byte, a text character is one byte or more; SentencePiece's
    * "▁" stands for one space), or an added token's. A text longer than the context × this cannot
-   * fit the context, whatever it tokenizes to — unless the tokenizer's normalizer shortens text
-   * before the model sees it (none of the Llama, Qwen or Mistral normalizers do; one that stripped
-   * runs of spaces could have such a prompt refused).
+   * fit the context, whatever it tokenizes to — unless the tokenizer's normalizer removes
+   * characters (a strip, collapsed spaces) and the byte count no longer bounds it: Unicode NFC
+   * (Qwen's) composes characters into others of at least as many UTF-8 bytes as characters
+   * composed, which a byte-level token counts, so it keeps the bound.
    */
   readonly longestTokenChars: number;
 
