@@ -74,6 +74,12 @@ export class Reconciler {
     }
     const durationMs = Date.now() - startedAt;
     memory.fileStamp = await stampOf(file);
+    // A death the monitor recorded after the pass's last step (this await, the step's own) is the
+    // last word on the launch the pass kept: its health is not written over with the pass's.
+    const kept = pass?.launched ?? pass?.entry;
+    if (kept !== undefined && memory.deathRecordedFor === kept.startedAt && (verdict.health === "Healthy" || verdict.health === "Degraded")) {
+      verdict = { ...verdict, result: "waiting", health: "Unhealthy", ...(memory.lastError === undefined ? {} : { reason: memory.lastError.reason }) };
+    }
     memory.settled = (verdict.outcome.kind === "done" || verdict.outcome.kind === "stall") && memory.supervision === undefined;
     const repeated = repeatsLastPass(memory.history, verdict);
     if (!repeated) {
