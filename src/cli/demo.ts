@@ -62,7 +62,8 @@ async function main(args: string[]): Promise<number> {
 
   // A model on this machine: the demo's own is made once (random weights; a Hub model is staged by
   // the daemon like any other).
-  if (spec.model.path !== undefined) await ensureModel(spec.model.path, definition, settingsFile);
+  // ("path": the model is used where it lies on each node; nothing is made or checked here.)
+  if (spec.model.path !== undefined && spec.model.source === "push") await ensureModel(spec.model.path, definition, settingsFile);
 
   // The embedded router's config: where it listens, and the backends list clusters join.
   const routerConfig = settings.router.config!;

@@ -11,6 +11,7 @@ import { runStep, type Step } from "./run-step.js";
 import type { Verdict } from "./verdicts.js";
 import { adopt } from "./steps/adopt.js";
 import { budget } from "./steps/budget.js";
+import { claimPort } from "./steps/claim-port.js";
 import { launch } from "./steps/launch.js";
 import { observe } from "./steps/observe.js";
 import { plan } from "./steps/plan.js";
@@ -50,7 +51,7 @@ export function createConverge(parts: StoryParts): Converge {
       case "adopt":
         return [adopt];
       case "launch":
-        return [replace, stage, budget, launch, supervise];
+        return [claimPort, replace, stage, budget, launch, supervise];
     }
   };
 

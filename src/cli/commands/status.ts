@@ -117,7 +117,7 @@ function renderDetail(name: string, status: ClusterStatus | undefined, unreadabl
       planned.node,
       planned.layers === undefined ? "-" : `[${planned.layers[0]}, ${planned.layers[1]})`,
       card?.pid === undefined ? "-" : String(card.pid),
-      card === undefined ? "-" : card.alive ? "yes" : "NO",
+      card === undefined ? "-" : card.alive ? "yes" : card.liveness === "unknown" ? "unknown" : "NO",
       card?.transport ?? "-",
       card?.address ?? "-",
       card?.since === undefined ? "-" : age(card.since),

@@ -179,7 +179,10 @@ async function complete(
       promptIds = await prompts.encode(request.prompt);
     } else promptIds = request.prompt;
   } catch (error) {
-    if (error instanceof TokenizerThreadFailed) throw new ApiError(500, `Cannot tokenize the prompt: ${error.message}`, null, "tokenizer_failed", "server_error");
+    if (error instanceof TokenizerThreadFailed) {
+      ctx.log.error({ err: error.message }, "the tokenizer thread failed; the next long prompt starts a new one");
+      throw new ApiError(500, `Cannot tokenize the prompt: ${error.message}`, null, "tokenizer_failed", "server_error");
+    }
     throw new ApiError(400, `Cannot build the prompt: ${(error as Error).message}`, promptParam);
   }
   if (promptIds.length === 0) throw new ApiError(400, "The prompt is empty", promptParam);

@@ -5,7 +5,7 @@
  */
 import { buildLaunchRequest } from "../../cluster/index.js";
 import { ShardctlError } from "../../errors/index.js";
-import { launchCluster, LaunchError, type LedgerEntry } from "../../launch/index.js";
+import { launchCluster, LaunchError } from "../../launch/index.js";
 import { definitionOf } from "../pass.js";
 import type { Step } from "../run-step.js";
 import { recordEvent } from "../verdicts.js";
@@ -33,12 +33,6 @@ export const launch: Step = {
       owner: world.dir,
     };
     const others = (await ledger.list()).filter((e) => e.cluster !== name);
-    const holder = heldHttpPort(request.coordinator, others);
-    if (holder !== undefined) {
-      // Refused before anything started: not a launch the restart budget counts.
-      restarts.count = Math.max(0, restarts.count - 1);
-      throw holder;
-    }
     memory.timeline = [];
     try {
       await launchCluster(request, {
@@ -63,27 +57,3 @@ export const launch: Step = {
     pass.launched = running;
   },
 };
-
-/**
- * Another cluster of this state directory holds the port this definition's coordinator asks for,
- * on the same node: the launch would fail on it. Said as a PortInUse naming that cluster, retried
- * with back-off (not terminal: the other cluster may be on its way off that port, as when one
- * commit moves a port from one cluster to another), and not counted against the restart budget.
- */
-function heldHttpPort(coordinator: { nodeName: string; bindHost: string; httpPort: number }, others: readonly LedgerEntry[]): ShardctlError | undefined {
-  for (const entry of others) {
-    const held = entry.ports.find(
-      (p) =>
-        p.node === coordinator.nodeName &&
-        p.port === coordinator.httpPort &&
-        (p.host === coordinator.bindHost || p.host === "0.0.0.0" || coordinator.bindHost === "0.0.0.0"),
-    );
-    if (held === undefined) continue;
-    return new ShardctlError(
-      "PortInUse",
-      `[coordinator] port ${coordinator.httpPort} on ${coordinator.nodeName} is held by cluster "${entry.cluster}" (its ${held.purpose} port${entry.phase === "tearing-down" ? ", being torn down" : ""}): give one of the two definitions another port; retried with back-off meanwhile`,
-      { terminal: false },
-    );
-  }
-  return undefined;
-}

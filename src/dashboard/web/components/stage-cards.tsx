@@ -73,7 +73,7 @@ export function StageCards({ status, now }: { status: StatusView; now: number })
               [{c.layers[0]}, {c.layers[1]})
             </dd>
             <dt>process</dt>
-            <dd>{c.card?.pid === undefined ? "–" : `pid ${c.card.pid}${c.card.alive ? "" : " (gone)"}`}</dd>
+            <dd>{c.card?.pid === undefined ? "–" : `pid ${c.card.pid}${c.card.alive ? "" : c.card.liveness === "unknown" ? " (liveness unknown)" : " (gone)"}`}</dd>
             <dt>transport</dt>
             <dd>{c.card === undefined ? "–" : `${c.card.transport}${c.card.address === undefined ? "" : ` on ${c.card.address}`}`}</dd>
             <dt>since</dt>
