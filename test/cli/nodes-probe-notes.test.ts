@@ -7,11 +7,11 @@ import { execFileSync } from "node:child_process";
 import { mkdir, mkdtemp, realpath, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { utils } from "ssh2";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { LocalNode, probeNode } from "../../src/nodes/index.js";
 import { freePort } from "../support/free-ports.js";
 import { requireBuild, shardctl } from "./support/run-shardctl.js";
+import { generatePrivateKey } from "../support/ssh-key.js";
 
 let root: string;
 beforeAll(async () => {
@@ -68,7 +68,7 @@ test("[ssh] known_hosts or config that is a FIFO: refused at once, not read for 
     const dir = join(root, `fifo-${setting}`);
     await mkdir(dir);
     execFileSync("mkfifo", [join(dir, "the.fifo")]);
-    await writeFile(join(dir, "key"), utils.generateKeyPairSync("ed25519").private, { mode: 0o600 });
+    await writeFile(join(dir, "key"), generatePrivateKey(), { mode: 0o600 });
     const ssh = setting === "known_hosts" ? `known_hosts = "the.fifo"\nconfig = "no-ssh-config"` : `known_hosts = "known_hosts"\nconfig = "the.fifo"`;
     await writeFile(
       join(dir, "shardctl.toml"),
@@ -87,7 +87,7 @@ test("[ssh] known_hosts or config that is a FIFO: refused at once, not read for 
 test("/dev/null as [ssh] known_hosts and config (OpenSSH's way to say none) is read as empty, not refused", async () => {
   const dir = join(root, "dev-null");
   await mkdir(dir);
-  await writeFile(join(dir, "key"), utils.generateKeyPairSync("ed25519").private, { mode: 0o600 });
+  await writeFile(join(dir, "key"), generatePrivateKey(), { mode: 0o600 });
   await writeFile(
     join(dir, "shardctl.toml"),
     `[ssh]\nknown_hosts = "/dev/null"\nconfig = "/dev/null"\n\n[nodes.n]\nhost = "127.0.0.1"\nport = ${await freePort()}\nidentity_file = "key"\nmodel_dir = "/tmp/m"\n`,

@@ -8,12 +8,12 @@ import { createServer as createHttpServer, type Server as HttpServer } from "nod
 import { createServer, type AddressInfo, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { utils } from "ssh2";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { monitorCluster, observeCluster, type DeathEvent, type WatchedCluster, type WatchedProcess } from "../../src/health/index.js";
 import { LocalNode, NodePool, type NodeAccess } from "../../src/nodes/index.js";
 import { coordinatorStatusSchema, stageCardSchema } from "../../src/reconciler/status/schema.js";
 import { allocateHost } from "../support/test-world.js";
+import { generatePrivateKey } from "../support/ssh-key.js";
 
 let dir: string;
 let node: NodeAccess;
@@ -160,7 +160,7 @@ describe("observeCluster", () => {
     const { entry } = await cluster();
     const dir = await mkdtemp(join(tmpdir(), "shardctl-health-lost-"));
     closers.push(() => rm(dir, { recursive: true, force: true }));
-    await writeFile(join(dir, "id_ed25519"), utils.generateKeyPairSync("ed25519").private, { mode: 0o600 });
+    await writeFile(join(dir, "id_ed25519"), generatePrivateKey(), { mode: 0o600 });
     // An SSH node whose port refuses: every question to it fails.
     const pool = new NodePool({ knownHostsPath: join(dir, "known_hosts"), sshConfigPath: join(dir, "none"), connectDeadlineMs: 500 });
     closers.push(() => pool.close());

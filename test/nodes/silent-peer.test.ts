@@ -8,9 +8,9 @@ import { createServer, type Server, type Socket } from "node:net";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { utils } from "ssh2";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { NodePool } from "../../src/nodes/index.js";
+import { generatePrivateKey } from "../support/ssh-key.js";
 
 let server: Server;
 let dir: string;
@@ -18,7 +18,7 @@ const open = new Set<Socket>();
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "shardctl-silent-peer-"));
-  await writeFile(join(dir, "id_ed25519"), utils.generateKeyPairSync("ed25519").private, { mode: 0o600 });
+  await writeFile(join(dir, "id_ed25519"), generatePrivateKey(), { mode: 0o600 });
   // Accepts, says nothing, and drops the connection after 600 ms (past the 300 ms handshake deadline).
   server = createServer((socket) => {
     open.add(socket);
