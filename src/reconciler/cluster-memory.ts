@@ -30,6 +30,8 @@ export interface ClusterMemory {
   supervision?: { startedAt: string; supervision: Supervision; unobservable?: ReadonlyMap<string, ObservabilityEvent> };
   /** A launch (its `startedAt`) cut short by a previous daemon's end and given back to the budget. */
   refundedLaunch?: string;
+  /** The next look at a running cluster that did not look Healthy, ms after its pass (see recheckUnlessHealthy). */
+  recheckMs?: number;
   /** The launch (its `startedAt`) whose death is already recorded: the monitor and a pass may both find it. */
   deathRecordedFor?: string;
   /** The last commit that touched the definition, looked up once per revision. */

@@ -110,15 +110,24 @@ export function dying(memory: ClusterMemory): Verdict {
 }
 
 /**
- * Look again soon at a cluster that runs but did not look Healthy: the status follows within
- * `recheckMs` when a doubtful probe clears, rather than at the next resync.
+ * Look again soon at a cluster that runs but did not look Healthy: the status follows within 5 s
+ * when a doubtful probe clears, rather than at the next resync. A cluster that stays so (a node
+ * whose SSH is lost, a router that does not answer) is looked at less and less often — 5, 10,
+ * 20 … s, at most a minute — since each look probes its nodes and asks the router.
  */
-export function recheckUnlessHealthy(health: Health): PassOutcome {
-  return health === "Healthy" ? { kind: "done" } : { kind: "requeue", afterMs: recheckMs };
+export function recheckUnlessHealthy(memory: ClusterMemory, health: Health): PassOutcome {
+  if (health === "Healthy") {
+    delete memory.recheckMs;
+    return { kind: "done" };
+  }
+  const afterMs = memory.recheckMs ?? firstRecheckMs;
+  memory.recheckMs = Math.min(lastRecheckMs, afterMs * 2);
+  return { kind: "requeue", afterMs };
 }
 
-/** How soon a running cluster that did not look Healthy is looked at again, ms. */
-const recheckMs = 5_000;
+/** The first and the longest wait before a running cluster that did not look Healthy is looked at again, ms. */
+const firstRecheckMs = 5_000;
+const lastRecheckMs = 60_000;
 
 /** StagesListening from the stage cards: False for a process gone or a refused port, Unknown for a probe without an answer. */
 function stagesListening(entry: LedgerEntry, observation: ClusterObservation | undefined): ConditionUpdate {

@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import type { ClusterObservation, CoordinatorHealth, TransportState } from "../../src/health/index.js";
 import type { LedgerEntry } from "../../src/launch/index.js";
 import { createMemory } from "../../src/reconciler/cluster-memory.js";
-import { markRunning, setConditions } from "../../src/reconciler/verdicts.js";
+import { markRunning, recheckUnlessHealthy, setConditions } from "../../src/reconciler/verdicts.js";
 
 const revision = "a".repeat(64);
 const url = "http://127.0.0.1:8090";
@@ -152,5 +152,15 @@ describe("markRunning: the conditions of a running cluster, from what the pass p
     expect(JSON.stringify(memory.conditions)).toBe(before);
     // Another launch of the cluster is not this death's.
     expect(markRunning(memory, revision, { ...entry, startedAt: "2026-12-01T10:01:00.000Z" })).toBe("Healthy");
+  });
+});
+
+describe("recheckUnlessHealthy: how soon a running cluster that did not look Healthy is looked at again", () => {
+  it("5 s, then twice as long each time it still does not, at most a minute; from 5 s again once Healthy", () => {
+    const memory = createMemory("tiny");
+    const waits = ["Degraded", "Degraded", "Unhealthy", "Degraded", "Degraded", "Degraded"].map((h) => recheckUnlessHealthy(memory, h as "Degraded"));
+    expect(waits).toEqual([5_000, 10_000, 20_000, 40_000, 60_000, 60_000].map((afterMs) => ({ kind: "requeue", afterMs })));
+    expect(recheckUnlessHealthy(memory, "Healthy")).toEqual({ kind: "done" });
+    expect(recheckUnlessHealthy(memory, "Degraded")).toEqual({ kind: "requeue", afterMs: 5_000 });
   });
 });

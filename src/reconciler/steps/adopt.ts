@@ -36,7 +36,7 @@ export const adopt: Step = {
     }
     // A node the supervision cannot observe keeps its condition across a resync.
     if (markUnobservable(pass.memory, revision, pass.memory.supervision?.unobservable ?? new Map()) && health === "Healthy") health = "Degraded";
-    return { action: "none", result: "success", health, outcome: recheckUnlessHealthy(health) };
+    return { action: "none", result: "success", health, outcome: recheckUnlessHealthy(pass.memory, health) };
   },
 };
 

@@ -25,7 +25,7 @@ export const supervise: Step = {
     watch(pass, running);
     const health = markRunning(pass.memory, revision, running, await observeEntry(pass, running));
     if (health === undefined) return { ...dying(pass.memory), action: "launch" };
-    return { action: "launch", result: "success", health, outcome: recheckUnlessHealthy(health) };
+    return { action: "launch", result: "success", health, outcome: recheckUnlessHealthy(pass.memory, health) };
   },
 };
 
