@@ -11,6 +11,7 @@ import { definitionOf, type Pass } from "../pass.js";
 import { completeEvidence, recordDeath, type RestartEvidence } from "../record-death.js";
 import type { Step } from "../run-step.js";
 import { dying, isServing, markRunning, recheckUnlessHealthy, setConditions } from "../verdicts.js";
+import type { ConditionReason } from "../status/index.js";
 import { observeEntry } from "./observe.js";
 
 /** The last step of a launch: watch the new processes and say the cluster is Ready. */
@@ -89,8 +90,12 @@ export function showObservability(pass: Pass, entry: LedgerEntry, unobservable: 
   if (!isServing(memory)) return;
   const revision = memory.lastGood?.revision ?? entry.revision;
   if (unobservable.size === 0) {
+    // The router's answer is not the node's: a Registered the last pass could not confirm stays so.
+    const registered = memory.conditions.find((c) => c.type === "Registered");
     markRunning(memory, revision, entry);
-    void world.writeStatus(entry.cluster, memory, { action: "none", result: "success", health: "Healthy" }, settings);
+    const unconfirmed = registered?.status === "Unknown";
+    if (unconfirmed) setConditions(memory, revision, { Registered: { status: "Unknown", reason: registered.reason as ConditionReason, message: registered.message } });
+    void world.writeStatus(entry.cluster, memory, { action: "none", result: "success", health: unconfirmed ? "Degraded" : "Healthy" }, settings);
     return;
   }
   markUnobservable(memory, revision, unobservable);
