@@ -105,7 +105,7 @@ async function coresOf(node: NodeAccess): Promise<number | undefined> {
  * The address a process on `node` binds and its peers dial: loopback for the control machine's
  * own nodes, the registry address otherwise (names resolved here: engines want IP addresses).
  */
-async function bindHostOf(node: NodeAccess): Promise<string> {
+export async function bindHostOf(node: NodeAccess): Promise<string> {
   if (node.config.host === "local") return "127.0.0.1";
   // An ssh config alias names its machine by HostName: resolve that, not the alias.
   const host = node instanceof SshNode ? await node.targetHost() : node.config.host;

@@ -51,7 +51,7 @@ export function createConverge(parts: StoryParts): Converge {
       case "adopt":
         return [adopt];
       case "launch":
-        return [claimPort, replace, stage, budget, launch, supervise];
+        return [claimPort("before-replace"), replace, claimPort("after-replace"), stage, budget, launch, supervise];
     }
   };
 

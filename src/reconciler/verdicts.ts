@@ -57,6 +57,7 @@ export function failed(memory: ClusterMemory, error: unknown, action: string): V
 /** A new revision: plan again, with a fresh restart budget. */
 export function onRevision(memory: ClusterMemory, revision: string): void {
   delete memory.planned;
+  delete memory.recheckMs;
   if (memory.restarts?.revision !== revision) memory.restarts = { revision, count: 0, evidence: [] };
   delete memory.lastError;
 }
@@ -166,6 +167,8 @@ export function clearRuntime(memory: ClusterMemory, revision: string): void {
     Registered: { status: "False", reason: "NotRunning", message: "not registered" },
   });
   delete memory.observation;
+  // The next launch's looks start again at the shortest wait.
+  delete memory.recheckMs;
 }
 
 /** Set several conditions at once, at `revision`. */

@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import type { ClusterObservation, CoordinatorHealth, TransportState } from "../../src/health/index.js";
 import type { LedgerEntry } from "../../src/launch/index.js";
 import { createMemory } from "../../src/reconciler/cluster-memory.js";
-import { markRunning, recheckUnlessHealthy, setConditions } from "../../src/reconciler/verdicts.js";
+import { clearRuntime, markRunning, onRevision, recheckUnlessHealthy, setConditions } from "../../src/reconciler/verdicts.js";
 
 const revision = "a".repeat(64);
 const url = "http://127.0.0.1:8090";
@@ -161,6 +161,16 @@ describe("recheckUnlessHealthy: how soon a running cluster that did not look Hea
     const waits = ["Degraded", "Degraded", "Unhealthy", "Degraded", "Degraded", "Degraded"].map((h) => recheckUnlessHealthy(memory, h as "Degraded"));
     expect(waits).toEqual([5_000, 10_000, 20_000, 40_000, 60_000, 60_000].map((afterMs) => ({ kind: "requeue", afterMs })));
     expect(recheckUnlessHealthy(memory, "Healthy")).toEqual({ kind: "done" });
+    expect(recheckUnlessHealthy(memory, "Degraded")).toEqual({ kind: "requeue", afterMs: 5_000 });
+  });
+
+  it("from 5 s again for a new launch or a new revision, whatever the old one had reached", () => {
+    const memory = createMemory("tiny");
+    for (let i = 0; i < 5; i++) recheckUnlessHealthy(memory, "Degraded");
+    clearRuntime(memory, revision);
+    expect(recheckUnlessHealthy(memory, "Degraded")).toEqual({ kind: "requeue", afterMs: 5_000 });
+    for (let i = 0; i < 5; i++) recheckUnlessHealthy(memory, "Degraded");
+    onRevision(memory, "b".repeat(64));
     expect(recheckUnlessHealthy(memory, "Degraded")).toEqual({ kind: "requeue", afterMs: 5_000 });
   });
 });

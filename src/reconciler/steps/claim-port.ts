@@ -1,49 +1,69 @@
 /**
- * Before a launch touches anything (the running launch is not replaced yet, nothing is staged or
- * counted against the restart budget): the HTTP port the definition asks for is not one another
- * cluster of this daemon holds on that node. If it is, the pass fails with PortInUse naming that
- * cluster and is retried with back-off — not stalled, since the other cluster may be on its way
- * off the port (one commit can move a port from one cluster to another).
+ * The HTTP port the definition asks for is not one another cluster of this daemon holds on that
+ * node. If it is, the pass fails with PortInUse naming that cluster and is retried with back-off —
+ * not stalled, since the other cluster may be on its way off the port (one commit can move a port
+ * from one cluster to another) — and nothing of this launch is staged or counted against the
+ * restart budget.
+ *
+ * It runs before the running launch is replaced, so a serving cluster edited onto a held port
+ * keeps serving; but when what runs is broken (a process gone, a launch or a teardown left
+ * half-done), after the replacement, so that is torn down whatever the port's fate.
  */
+import { bindHostOf } from "../../cluster/index.js";
 import { engineOf } from "../../engines/index.js";
 import { ShardctlError } from "../../errors/index.js";
 import type { LedgerEntry } from "../../launch/index.js";
-import { definitionOf } from "../pass.js";
+import { definitionOf, type Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
 
-export const claimPort: Step = {
-  name: "claim-port",
-  action: "launch",
-  failure: "PortInUse",
-  async run(pass) {
-    const { spec } = definitionOf(pass);
-    // Where the HTTP server listens: the coordinator's node, or the stage of the last layers for an
-    // engine whose last stage serves it (its host is that stage's, not [coordinator] host).
-    const lastStage = engineOf(spec.engine.kind).readiness.httpServer === "last-stage";
-    const wanted = {
-      node: lastStage ? (spec.nodes.at(-1) ?? "") : spec.coordinator.node,
-      host: lastStage ? undefined : spec.coordinator.host,
-      port: spec.coordinator.port,
-    };
-    const others = (await pass.ledger.list()).filter((e) => e.cluster !== pass.name);
-    for (const entry of others) {
-      const held = heldPort(entry, wanted);
-      if (held === undefined) continue;
-      throw new ShardctlError(
-        "PortInUse",
-        `[coordinator] port ${wanted.port} on ${wanted.node} is held by cluster "${entry.cluster}" (its ${held.purpose} port${entry.phase === "tearing-down" ? ", being torn down" : ""}): give one of the two definitions another port; retried with back-off meanwhile`,
-        { terminal: false },
-      );
-    }
-  },
-};
+export function claimPort(when: "before-replace" | "after-replace"): Step {
+  return {
+    name: "claim-port",
+    action: "launch",
+    failure: "PortInUse",
+    async run(pass) {
+      if (checksAfterReplace(pass) !== (when === "after-replace")) return;
+      const wanted = await httpAddressOf(pass);
+      const others = (await pass.ledger.list()).filter((e) => e.cluster !== pass.name);
+      for (const entry of others) {
+        const held = heldPort(entry, wanted);
+        if (held === undefined) continue;
+        throw new ShardctlError(
+          "PortInUse",
+          `[coordinator] port ${wanted.port} on ${wanted.node} is held by cluster "${entry.cluster}" (its ${held.purpose} port${entry.phase === "running" ? "" : `, ${entry.phase}`}): give one of the two definitions another port; retried with back-off meanwhile`,
+          { terminal: false },
+        );
+      }
+    },
+  };
+}
+
+/** What runs for this cluster is broken or half-done: it is replaced before the port is looked at. */
+function checksAfterReplace(pass: Pass): boolean {
+  const replace = pass.action?.kind === "launch" ? pass.action.replace : undefined;
+  return replace !== undefined && (replace.gone.length > 0 || replace.phase !== "running");
+}
 
 /**
- * The port of `entry` that is `wanted`, while something of that cluster still runs on the node (a
- * teardown that could not finish elsewhere leaves an entry whose processes there are gone).
+ * Where the HTTP server will listen: the coordinator's node and host, or for an engine whose last
+ * stage serves HTTP, that stage's node at the address it binds (unknown when it cannot be
+ * resolved now: then any port of that number on the node counts).
+ */
+async function httpAddressOf(pass: Pass): Promise<{ node: string; host: string | undefined; port: number }> {
+  const { spec } = definitionOf(pass);
+  const port = spec.coordinator.port;
+  if (engineOf(spec.engine.kind).readiness.httpServer !== "last-stage") return { node: spec.coordinator.node, host: spec.coordinator.host, port };
+  const last = pass.world.nodesOf(spec, pass.settings).stages.at(-1);
+  const host = last === undefined ? undefined : await bindHostOf(last).catch(() => undefined);
+  return { node: last?.config.name ?? spec.nodes.at(-1) ?? "", host, port };
+}
+
+/**
+ * The port of `entry` that is `wanted`, while that cluster launches or still runs something on the
+ * node (a teardown that could not finish elsewhere leaves an entry whose processes there are gone).
  */
 function heldPort(entry: LedgerEntry, wanted: { node: string; host: string | undefined; port: number }): LedgerEntry["ports"][number] | undefined {
-  if (!entry.processes.some((p) => p.node === wanted.node)) return undefined;
+  if (entry.phase !== "launching" && !entry.processes.some((p) => p.node === wanted.node)) return undefined;
   return entry.ports.find(
     (p) => p.node === wanted.node && p.port === wanted.port && (wanted.host === undefined || p.host === wanted.host || p.host === "0.0.0.0" || wanted.host === "0.0.0.0"),
   );

@@ -11,7 +11,6 @@ import { definitionOf, type Pass } from "../pass.js";
 import { completeEvidence, recordDeath, type RestartEvidence } from "../record-death.js";
 import type { Step } from "../run-step.js";
 import { dying, isServing, markRunning, recheckUnlessHealthy, setConditions } from "../verdicts.js";
-import type { ConditionReason } from "../status/index.js";
 import { observeEntry } from "./observe.js";
 
 /** The last step of a launch: watch the new processes and say the cluster is Ready. */
@@ -24,6 +23,7 @@ export const supervise: Step = {
     const running = pass.launched;
     if (running === undefined) throw new Error("supervise step without a launch");
     watch(pass, running);
+    delete pass.memory.recheckMs;
     const health = markRunning(pass.memory, revision, running, await observeEntry(pass, running));
     if (health === undefined) return { ...dying(pass.memory), action: "launch" };
     return { action: "launch", result: "success", health, outcome: recheckUnlessHealthy(pass.memory, health) };
@@ -90,12 +90,13 @@ export function showObservability(pass: Pass, entry: LedgerEntry, unobservable: 
   if (!isServing(memory)) return;
   const revision = memory.lastGood?.revision ?? entry.revision;
   if (unobservable.size === 0) {
-    // The router's answer is not the node's: a Registered the last pass could not confirm stays so.
-    const registered = memory.conditions.find((c) => c.type === "Registered");
+    // The node answering again says nothing of what the last pass could not confirm otherwise (a
+    // probe without an answer, the router): those conditions stay as they were, transition time
+    // and all, until a pass looks again.
+    const unconfirmed = memory.conditions.filter((c) => c.status === "Unknown" && c.reason !== "NodeUnobservable");
     markRunning(memory, revision, entry);
-    const unconfirmed = registered?.status === "Unknown";
-    if (unconfirmed) setConditions(memory, revision, { Registered: { status: "Unknown", reason: registered.reason as ConditionReason, message: registered.message } });
-    void world.writeStatus(entry.cluster, memory, { action: "none", result: "success", health: unconfirmed ? "Degraded" : "Healthy" }, settings);
+    memory.conditions = memory.conditions.map((c) => unconfirmed.find((u) => u.type === c.type) ?? c);
+    void world.writeStatus(entry.cluster, memory, { action: "none", result: "success", health: unconfirmed.length > 0 ? "Degraded" : "Healthy" }, settings);
     return;
   }
   markUnobservable(memory, revision, unobservable);
