@@ -16,6 +16,7 @@ import type { LedgerEntry, LedgerProcess } from "./ledger.js";
 import { LaunchError } from "./launch-error.js";
 import { allocatePorts } from "./ports.js";
 import { describeExit, isProcessAlive, plannedProcess, processLabel, readLogTail, startEngineProcess } from "./processes.js";
+import { routerBackendOf } from "./router-backend.js";
 import { teardownCluster } from "./teardown.js";
 import { isCoordinatorHealthy, probeOneToken } from "./coordinator-probes.js";
 import type { LaunchContext, LaunchRequest, LaunchResult, TimelineEvent } from "./types.js";
@@ -101,13 +102,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
 
     // Register with the router.
     if (request.router !== undefined) {
-      const backend = {
-        name: request.router.backend,
-        url,
-        models: [request.modelName],
-        ...(request.router.weight === undefined ? {} : { weight: request.router.weight }),
-        ...(request.driver.facts.servedModelName === undefined ? {} : { upstream_model: request.driver.facts.servedModelName }),
-      };
+      const backend = routerBackendOf(request.router, url, request.modelName, request.driver.facts);
       // Recorded before it is made: a daemon killed right after registering still deregisters it
       // (deregistering an entry that never made it into the router is harmless).
       entry.routerBackend = backend.name;

@@ -18,6 +18,7 @@ export {
   type TransportBackend,
 } from "../engines/index.js";
 export { launchCluster } from "./bring-up.js";
+export { routerBackendOf } from "./router-backend.js";
 export { teardownCluster, type TeardownContext, type TeardownResult } from "./teardown.js";
 export { superviseCluster, type SuperviseOptions, type SupervisionOutcome, type Supervision } from "./supervise.js";
 export { Ledger, type LedgerEntry, type LedgerProcess, type LedgerPort, type ProcessRole } from "./ledger.js";

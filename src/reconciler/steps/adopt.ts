@@ -2,10 +2,9 @@
  * What runs is this launch (the same revision, or a revision with the same launch identity):
  * keep it, bring a router-only change in line without a restart, and watch it.
  */
-import type { LedgerEntry } from "../../launch/index.js";
+import { routerBackendOf, type LedgerEntry } from "../../launch/index.js";
 import { engineOf } from "../../engines/index.js";
 import { messageOf } from "../../errors/index.js";
-import type { BackendEntry } from "../../router/index.js";
 import type { ClusterSpec } from "../../spec/index.js";
 import { definitionOf, type Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
@@ -64,7 +63,7 @@ async function applyInPlace(pass: Pass, entry: LedgerEntry, spec: ClusterSpec, r
     delete entry.routerBackend;
   }
   if (spec.router.register && url !== undefined) {
-    await registrar.register(backendOf(spec, url));
+    await registrar.register(routerBackendOf(spec.router, url, spec.model.id, engineOf(spec.engine.kind)));
     entry.routerBackend = spec.router.backend;
   }
   entry.revision = revision;
@@ -88,15 +87,9 @@ async function confirmRegistration(pass: Pass, entry: LedgerEntry, spec: Cluster
     // A death seen while the router was asked deregistered it on purpose: not registered again.
     if (pass.memory.deathRecordedFor === entry.startedAt) return undefined;
     pass.world.log.warn({ cluster: pass.name, backend }, "the router no longer has the backend: registering it again");
-    await registrar.register(backendOf(spec, url));
+    await registrar.register(routerBackendOf(spec.router, url, spec.model.id, engineOf(spec.engine.kind)));
     return undefined;
   } catch (error) {
     return { status: "Unknown", reason: "RouterRegistrationFailed", message: `the router cannot confirm backend "${backend}": ${messageOf(error)}` };
   }
-}
-
-/** The router entry of this definition's coordinator, as the launch registers it. */
-function backendOf(spec: ClusterSpec, url: string): BackendEntry {
-  const served = engineOf(spec.engine.kind).servedModelName;
-  return { name: spec.router.backend, url, models: [spec.model.id], weight: spec.router.weight, ...(served === undefined ? {} : { upstream_model: served }) };
 }
