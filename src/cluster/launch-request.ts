@@ -42,8 +42,7 @@ export async function buildLaunchRequest(
     }),
   );
   const coordinatorNode = nodes.coordinator;
-  // An engine whose last stage serves HTTP listens at that stage's address.
-  const httpHost = engineOf(spec.engine.kind).readiness.httpServer === "last-stage" ? stages.at(-1)!.bindHost : spec.coordinator.host;
+  const httpHost = await httpBindHostOf(spec, nodes);
   return {
     cluster: spec.name,
     revision,
@@ -105,7 +104,16 @@ async function coresOf(node: NodeAccess): Promise<number | undefined> {
  * The address a process on `node` binds and its peers dial: loopback for the control machine's
  * own nodes, the registry address otherwise (names resolved here: engines want IP addresses).
  */
-export async function bindHostOf(node: NodeAccess): Promise<string> {
+/**
+ * The address the cluster's HTTP server binds on its node (`nodes.coordinator`): `[coordinator]
+ * host`, or for an engine whose last stage serves HTTP, the address that stage binds.
+ */
+export async function httpBindHostOf(spec: ClusterSpec, nodes: ClusterNodes): Promise<string> {
+  const lastStage = nodes.stages.at(-1);
+  return engineOf(spec.engine.kind).readiness.httpServer === "last-stage" && lastStage !== undefined ? bindHostOf(lastStage) : spec.coordinator.host;
+}
+
+async function bindHostOf(node: NodeAccess): Promise<string> {
   if (node.config.host === "local") return "127.0.0.1";
   // An ssh config alias names its machine by HostName: resolve that, not the alias.
   const host = node instanceof SshNode ? await node.targetHost() : node.config.host;

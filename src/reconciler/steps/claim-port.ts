@@ -9,8 +9,7 @@
  * keeps serving; but when what runs is broken (a process gone, a launch or a teardown left
  * half-done), after the replacement, so that is torn down whatever the port's fate.
  */
-import { bindHostOf } from "../../cluster/index.js";
-import { engineOf } from "../../engines/index.js";
+import { httpBindHostOf } from "../../cluster/index.js";
 import { ShardctlError } from "../../errors/index.js";
 import type { LedgerEntry } from "../../launch/index.js";
 import { definitionOf, type Pass } from "../pass.js";
@@ -45,17 +44,13 @@ function checksAfterReplace(pass: Pass): boolean {
 }
 
 /**
- * Where the HTTP server will listen: the coordinator's node and host, or for an engine whose last
- * stage serves HTTP, that stage's node at the address it binds (unknown when it cannot be
- * resolved now: then any port of that number on the node counts).
+ * Where the HTTP server will listen: its node, at the address it binds (unknown when that cannot
+ * be resolved now: then any port of that number on the node counts).
  */
 async function httpAddressOf(pass: Pass): Promise<{ node: string; host: string | undefined; port: number }> {
   const { spec } = definitionOf(pass);
-  const port = spec.coordinator.port;
-  if (engineOf(spec.engine.kind).readiness.httpServer !== "last-stage") return { node: spec.coordinator.node, host: spec.coordinator.host, port };
-  const last = pass.world.nodesOf(spec, pass.settings).stages.at(-1);
-  const host = last === undefined ? undefined : await bindHostOf(last).catch(() => undefined);
-  return { node: last?.config.name ?? spec.nodes.at(-1) ?? "", host, port };
+  const nodes = pass.world.nodesOf(spec, pass.settings);
+  return { node: nodes.coordinator.config.name, host: await httpBindHostOf(spec, nodes).catch(() => undefined), port: spec.coordinator.port };
 }
 
 /**
