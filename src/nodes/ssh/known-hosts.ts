@@ -31,18 +31,24 @@ export function knownHostsName(host: string, port: number): string {
 }
 
 export async function readKnownHosts(path: string): Promise<KnownHostEntry[]> {
-  // /dev/null is OpenSSH's way to say "none" (UserKnownHostsFile=/dev/null). Any other FIFO or
-  // device in its place is refused at once (NotRegularFile) rather than read for ever.
-  if (path === "/dev/null") return [];
-  const text = await readRegularText(path, { maxBytes: maxSshFileBytes, what: "known_hosts file ([ssh] known_hosts)" }).catch((error: NodeJS.ErrnoException) => {
+  return parseKnownHosts(await readSshFile(path, knownHostsWhat));
+}
+
+const knownHostsWhat = "known_hosts file ([ssh] known_hosts)";
+
+/**
+ * The text of an OpenSSH client file (known_hosts, ssh config): empty when it is missing or is
+ * /dev/null (OpenSSH's way to say "none": UserKnownHostsFile=/dev/null, ssh -F /dev/null). Any
+ * other FIFO or device in its place is refused at once (NotRegularFile) rather than read for ever,
+ * and a file is read up to 16 MiB (hundreds of thousands of hosts).
+ */
+export async function readSshFile(path: string, what: string): Promise<string> {
+  if (path === "/dev/null") return "";
+  return readRegularText(path, { maxBytes: 16 * 1024 * 1024, what }).catch((error: NodeJS.ErrnoException) => {
     if (error.code === "ENOENT") return "";
     throw error;
   });
-  return parseKnownHosts(text);
 }
-
-/** known_hosts and ssh config files are read up to this size, bytes (16 MiB: hundreds of thousands of hosts). */
-export const maxSshFileBytes = 16 * 1024 * 1024;
 
 export function parseKnownHosts(text: string): KnownHostEntry[] {
   const entries: KnownHostEntry[] = [];
@@ -132,10 +138,7 @@ export function hashHostName(name: string, salt: Buffer): string {
 export async function appendKnownHost(path: string, name: string, keyType: string, key: string): Promise<void> {
   if (path === "/dev/null") return;
   await mkdir(dirname(path), { recursive: true, mode: 0o700 });
-  const existing = await readRegularText(path, { maxBytes: maxSshFileBytes, what: "known_hosts file ([ssh] known_hosts)" }).catch((error: NodeJS.ErrnoException) => {
-    if (error.code === "ENOENT") return "";
-    throw error;
-  });
+  const existing = await readSshFile(path, knownHostsWhat);
   const prefix = existing === "" || existing.endsWith("\n") ? "" : "\n";
   await appendFile(path, `${prefix}${name} ${keyType} ${key}\n`, { mode: 0o600 });
 }

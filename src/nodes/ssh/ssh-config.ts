@@ -3,8 +3,7 @@
  * `Host` blocks whose patterns match (first value wins, as in ssh). `Match` blocks are not evaluated
  * (their options are ignored) and `Include` is not followed.
  */
-import { readRegularText } from "../../files/index.js";
-import { maxSshFileBytes } from "./known-hosts.js";
+import { readSshFile } from "./known-hosts.js";
 import { homedir } from "node:os";
 import { globMatch } from "./known-hosts.js";
 
@@ -16,13 +15,7 @@ export interface SshHostConfig {
 }
 
 export async function readSshConfig(path: string, alias: string): Promise<SshHostConfig> {
-  // /dev/null is OpenSSH's way to say "no config" (ssh -F /dev/null).
-  if (path === "/dev/null") return resolveSshConfig("", alias);
-  const text = await readRegularText(path, { maxBytes: maxSshFileBytes, what: "ssh client config ([ssh] config)" }).catch((error: NodeJS.ErrnoException) => {
-    if (error.code === "ENOENT") return "";
-    throw error;
-  });
-  return resolveSshConfig(text, alias);
+  return resolveSshConfig(await readSshFile(path, "ssh client config ([ssh] config)"), alias);
 }
 
 export function resolveSshConfig(text: string, alias: string): SshHostConfig {
