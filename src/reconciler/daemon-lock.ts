@@ -5,9 +5,14 @@
  * exclusively and holds the owner's pid and kernel start time; a lock whose owner no longer runs
  * (killed, or its pid now names another process) is stale and is taken over — by rename, so two
  * daemons starting at once cannot both take it.
+ *
+ * While it runs, the daemon touches the lock every `heartbeatMs` (its modification time is the
+ * heartbeat; the interval is the lock's fourth line). A daemon stopped (SIGSTOP, a frozen VM) or
+ * hung in its event loop keeps its pid but stops touching it: after `missedBeats` intervals of
+ * silence readers call it silent, because the status files it wrote no longer follow what runs.
  */
 import { createHash } from "node:crypto";
-import { mkdir, open, readFile, realpath, rename, rm } from "node:fs/promises";
+import { mkdir, open, readFile, realpath, rename, rm, stat, utimes } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { ShardctlError } from "../errors/index.js";
@@ -21,6 +26,22 @@ interface Owner {
   pid: number;
   /** Kernel start time of the owner (Linux); empty where it cannot be read. */
   startTime: string;
+  /** The owner's heartbeat interval, ms; undefined in a lock that predates heartbeats. */
+  heartbeatMs?: number;
+}
+
+/** Default heartbeat interval of a daemon, ms. */
+export const defaultHeartbeatMs = 5000;
+/** Intervals without a heartbeat after which a running daemon is silent (stopped or hung). */
+export const missedBeats = 4;
+
+/** The daemon that holds a directory's lock, as readers see it. */
+export interface DaemonSighting {
+  pid: number;
+  /** Time since its last heartbeat, ms. */
+  silentMs: number;
+  /** Missed `missedBeats` heartbeats: its process exists but does not run its event loop. */
+  silent: boolean;
 }
 
 /** The directory the locks live in. */
@@ -28,10 +49,24 @@ export function daemonLockDir(env: NodeJS.ProcessEnv = process.env): string {
   return join(env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "shardctl", "daemons");
 }
 
-/** The pid of the daemon watching `watchedDir`, if one runs. */
+/** The pid of the daemon watching `watchedDir`, if one runs (answering or silent). */
 export async function daemonWatching(watchedDir: string, lockDir = daemonLockDir()): Promise<number | undefined> {
-  const owner = await readOwner(await lockFileFor(watchedDir, lockDir));
-  return owner !== undefined && (await isRunning(owner)) ? owner.pid : undefined;
+  return (await findDaemon(watchedDir, lockDir))?.pid;
+}
+
+/** The daemon watching `watchedDir` and how long it has been silent, if one runs. */
+export async function findDaemon(watchedDir: string, lockDir = daemonLockDir()): Promise<DaemonSighting | undefined> {
+  const file = await lockFileFor(watchedDir, lockDir);
+  const owner = await readOwner(file);
+  if (owner === undefined || !(await isRunning(owner))) return undefined;
+  const touched = (await stat(file).catch(() => undefined))?.mtimeMs;
+  const silentMs = touched === undefined ? 0 : Math.max(0, Date.now() - touched);
+  return { pid: owner.pid, silentMs, silent: owner.heartbeatMs !== undefined && silentMs > missedBeats * owner.heartbeatMs };
+}
+
+/** "pid N, silent for 42 s (stopped or hung?)": how a silent daemon is named to a person. */
+export function describeSilence(daemon: DaemonSighting): string {
+  return `pid ${daemon.pid}, not heard from for ${Math.round(daemon.silentMs / 1000)} s: stopped or hung?`;
 }
 
 async function lockFileFor(watchedDir: string, lockDir: string): Promise<string> {
@@ -39,17 +74,18 @@ async function lockFileFor(watchedDir: string, lockDir: string): Promise<string>
   return join(lockDir, `${createHash("sha256").update(real).digest("hex").slice(0, 16)}.lock`);
 }
 
-export async function acquireDaemonLock(watchedDir: string, lockDir = daemonLockDir()): Promise<DaemonLock> {
+/** Take the lock of `watchedDir` and touch it every `heartbeatMs` until released. */
+export async function acquireDaemonLock(watchedDir: string, lockDir = daemonLockDir(), heartbeatMs = defaultHeartbeatMs): Promise<DaemonLock> {
   await mkdir(lockDir, { recursive: true });
   const real = await realpath(watchedDir).catch(() => watchedDir);
   const file = await lockFileFor(watchedDir, lockDir);
-  const me: Owner = { pid: process.pid, startTime: await startTimeOf(process.pid) };
+  const me: Owner = { pid: process.pid, startTime: await startTimeOf(process.pid), heartbeatMs };
   for (let attempt = 0; attempt < 5; attempt++) {
     try {
       const handle = await open(file, "wx");
-      await handle.writeFile(`${me.pid}\n${me.startTime}\n${real}\n`);
+      await handle.writeFile(`${me.pid}\n${me.startTime}\n${real}\n${heartbeatMs}\n`);
       await handle.close();
-      return { file, release: () => releaseIfOurs(file, me) };
+      return holdLock(file, me, heartbeatMs);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
     }
@@ -81,10 +117,29 @@ export async function acquireDaemonLock(watchedDir: string, lockDir = daemonLock
   throw new ShardctlError("DaemonLockFailed", `could not take the daemon lock ${file} for ${real}`);
 }
 
+/** The taken lock: touched every `heartbeatMs` (a timer that keeps no process alive) until released. */
+function holdLock(file: string, me: Owner, heartbeatMs: number): DaemonLock {
+  const beat = setInterval(() => {
+    const now = new Date();
+    // A lock removed by hand is not recreated here; the next daemon's start decides.
+    void utimes(file, now, now).catch(() => undefined);
+  }, heartbeatMs);
+  beat.unref();
+  return {
+    file,
+    release: async () => {
+      clearInterval(beat);
+      await releaseIfOurs(file, me);
+    },
+  };
+}
+
 async function readOwner(file: string): Promise<Owner | undefined> {
-  const [pidLine, startTime = ""] = (await readFile(file, "utf8").catch(() => "")).split("\n");
+  const [pidLine, startTime = "", , heartbeatLine = ""] = (await readFile(file, "utf8").catch(() => "")).split("\n");
   const pid = Number(pidLine);
-  return Number.isInteger(pid) && pid > 0 ? { pid, startTime } : undefined;
+  if (!Number.isInteger(pid) || pid <= 0) return undefined;
+  const heartbeatMs = Number(heartbeatLine);
+  return heartbeatLine !== "" && Number.isFinite(heartbeatMs) && heartbeatMs > 0 ? { pid, startTime, heartbeatMs } : { pid, startTime };
 }
 
 /** Alive and the same process: a pid recycled by another program after a reboot is not the owner. */

@@ -61,7 +61,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const settings = await loadSettings(options.settingsFile);
   // Refused before anything starts: a dashboard off loopback without its token.
   const uiToken = dashboardTokenOf(settings);
-  const lock = await acquireDaemonLock(dir);
+  const lock = await acquireDaemonLock(dir, undefined, settings.daemon.heartbeatSeconds * 1000);
   const log = options.log;
   const pool = createNodePool(settings);
   const metrics = new DaemonMetrics();

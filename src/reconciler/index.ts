@@ -17,7 +17,7 @@ export {
   type RestartCount,
 } from "./decision-inputs.js";
 export { WorkQueue, type PassOutcome } from "./queue/work-queue.js";
-export { daemonWatching } from "./daemon-lock.js";
+export { daemonWatching, describeSilence, findDaemon, type DaemonSighting } from "./daemon-lock.js";
 export { dropReconcileRequest, requestTaken } from "./reconcile-request.js";
 export { StatusFeed, type StatusFeedEvents } from "./status-feed.js";
 export * from "./status/index.js";

@@ -150,6 +150,7 @@ function normaliseSettings(raw: SettingsOutput, file: string): Settings {
     }),
     daemon: dropUndefined({
       resyncSeconds: raw.daemon.resync_seconds,
+      heartbeatSeconds: raw.daemon.heartbeat_seconds,
       restartBudget: raw.daemon.restart_budget,
       allowMassPrune: raw.daemon.allow_mass_prune,
       stateDir: resolveLocalPath(dir, raw.daemon.state_dir),

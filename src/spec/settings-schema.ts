@@ -74,6 +74,12 @@ const routerSchema = z
 const daemonSchema = z
   .object({
     resync_seconds: z.number().int().min(1).max(86400).default(30).describe("Periodic resync interval in seconds (jittered). Default 30."),
+    heartbeat_seconds: z
+      .number()
+      .min(0.1)
+      .max(600)
+      .default(5)
+      .describe("How often the daemon touches its lock to show it runs, seconds; status and wait call it silent after 4 missed beats. Default 5."),
     restart_budget: z.number().int().min(0).max(100).default(3).describe("Launches per revision before a dying cluster is Stalled. Default 3."),
     allow_mass_prune: z.boolean().default(false).describe("Allow tearing down every running cluster when no definition is valid. Default false."),
     state_dir: patternString("path").default(".shardctl").describe("Directory of the ledger and other daemon state (relative to this file). Default .shardctl."),

@@ -63,6 +63,8 @@ export interface Settings {
   daemon: {
     /** Default 30 s. */
     resyncSeconds: number;
+    /** Interval of the daemon's heartbeat on its lock. Default 5 s. */
+    heartbeatSeconds: number;
     /** Launches per revision. Default 3. */
     restartBudget: number;
     /** Default false. */

@@ -103,6 +103,8 @@ export interface SettingsOptions {
   extra?: string;
   /** Every node's declared `memory` (it caps the probed budget), e.g. "512KiB". Default "4GiB". */
   nodeMemory?: string;
+  /** `[daemon] heartbeat_seconds`. Default: the settings' default. */
+  heartbeatSeconds?: number;
 }
 
 /** Write shardctl.toml: the SSH nodes n1.. (or local nodes l1, l2) and the daemon's state dir. */
@@ -115,6 +117,7 @@ export async function writeSettings(world: DaemonWorld, options: SettingsOptions
     `state_dir = ${JSON.stringify(world.stateDir)}`,
     `restart_budget = ${options.restartBudget ?? 3}`,
     `allow_mass_prune = ${options.allowMassPrune ?? false}`,
+    ...(options.heartbeatSeconds === undefined ? [] : [`heartbeat_seconds = ${options.heartbeatSeconds}`]),
     "",
   ];
   if (options.router === true) {

@@ -1,10 +1,10 @@
 /** One daemon per watched directory, keyed by the directory itself (not by settings or state dir). */
 import { spawn } from "node:child_process";
-import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, utimes, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
-import { acquireDaemonLock } from "../../src/reconciler/daemon-lock.js";
+import { acquireDaemonLock, describeSilence, findDaemon } from "../../src/reconciler/daemon-lock.js";
 import { isShardctlError } from "../../src/errors/index.js";
 
 let root: string;
@@ -56,3 +56,41 @@ async function lockFileOf(): Promise<string> {
   await lock.release();
   return lock.file;
 }
+
+test("a running owner whose lock has not been touched for four heartbeats is silent; a lock without a heartbeat never is", async () => {
+  const lock = await acquireDaemonLock(watched, locks, 10_000);
+  try {
+    const fresh = await findDaemon(watched, locks);
+    expect(fresh).toMatchObject({ pid: process.pid, silent: false });
+    // 41 s without a beat at 10 s intervals: more than four missed.
+    const then = new Date(Date.now() - 41_000);
+    await utimes(lock.file, then, then);
+    const quiet = await findDaemon(watched, locks);
+    expect(quiet?.silent).toBe(true);
+    expect(quiet!.silentMs).toBeGreaterThanOrEqual(41_000);
+    expect(describeSilence(quiet!)).toMatch(/^pid \d+, not heard from for 4[1-9] s: stopped or hung\?$/);
+    // 39 s: not yet.
+    const recent = new Date(Date.now() - 39_000);
+    await utimes(lock.file, recent, recent);
+    expect((await findDaemon(watched, locks))?.silent).toBe(false);
+    // A lock written before heartbeats (three lines) tells nothing about silence.
+    await writeFile(lock.file, `${process.pid}\n${(await readFile(lock.file, "utf8")).split("\n")[1]}\n${watched}\n`);
+    await utimes(lock.file, then, then);
+    expect((await findDaemon(watched, locks))?.silent).toBe(false);
+  } finally {
+    await lock.release();
+  }
+  expect(await findDaemon(watched, locks)).toBeUndefined();
+});
+
+test("the owner touches its lock every heartbeat", async () => {
+  const lock = await acquireDaemonLock(watched, locks, 100);
+  try {
+    const then = new Date(Date.now() - 60_000);
+    await utimes(lock.file, then, then);
+    await new Promise((r) => setTimeout(r, 400));
+    expect((await stat(lock.file)).mtimeMs).toBeGreaterThan(Date.now() - 5_000);
+  } finally {
+    await lock.release();
+  }
+});

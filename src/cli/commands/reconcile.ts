@@ -5,7 +5,7 @@
  */
 import { basename } from "node:path";
 import { parseArgs } from "node:util";
-import { daemonWatching, dropReconcileRequest, requestTaken } from "../../reconciler/index.js";
+import { describeSilence, dropReconcileRequest, findDaemon, requestTaken } from "../../reconciler/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { usageOf } from "../help/index.js";
 import { UsageError } from "../usage-error.js";
@@ -20,8 +20,13 @@ export async function run(args: string[]): Promise<number> {
   const name = basename(await resolveClusterFile(positionals[0]!, context.clustersDir), ".toml");
   // The same request the dashboard's "Reconcile now" makes.
   const request = await dropReconcileRequest(context.settings, name);
-  if ((await daemonWatching(context.clustersDir)) === undefined) {
+  const daemon = await findDaemon(context.clustersDir);
+  if (daemon === undefined) {
     console.error(`no shardctl daemon is watching ${context.clustersDir}: the request for ${name} waits for the next daemon to start`);
+    return 1;
+  }
+  if (daemon.silent) {
+    console.error(`the shardctl daemon watching ${context.clustersDir} is silent (${describeSilence(daemon)}): the request for ${name} waits until it runs again`);
     return 1;
   }
   if (await requestTaken(request, acknowledgeDeadlineMs)) {

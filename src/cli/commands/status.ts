@@ -5,7 +5,7 @@
 import { basename, dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { findClusterFiles } from "../../spec/index.js";
-import { daemonWatching, readStatus, statusFileFor, type ClusterStatus } from "../../reconciler/index.js";
+import { describeSilence, findDaemon, readStatus, statusFileFor, type ClusterStatus } from "../../reconciler/index.js";
 import { isShardctlError } from "../../errors/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { waitForSignal } from "./daemon.js";
@@ -35,11 +35,9 @@ export async function run(args: string[]): Promise<number> {
     return detailed ? statuses.map((s) => renderDetail(s.name, s.status, s.unreadable)).join("\n\n") : renderList(statuses);
   };
 
-  // Status files are what the daemon last wrote: say so when no daemon keeps them current.
-  if ((await daemonWatching(context.clustersDir)) === undefined) {
-    console.error(`note: no shardctl daemon is watching ${context.clustersDir}; this is the status it last wrote`);
-  }
   if (!values.watch) {
+    const keeper = await describeKeeper(context.clustersDir);
+    if (keeper !== undefined) console.error(keeper);
     const statuses = await read();
     console.log(render(statuses));
     const problems = statuses.flatMap((s) => (s.unreadable === undefined ? [] : [s.unreadable]));
@@ -50,7 +48,9 @@ export async function run(args: string[]): Promise<number> {
   // Live monitor: redraw in place until Ctrl-C.
   const draw = async (): Promise<void> => {
     const statuses = await read();
-    const problems = detailed ? [] : statuses.flatMap((s) => (s.unreadable === undefined ? [] : [s.unreadable]));
+    // Asked at every redraw: the daemon can stop or hang while the monitor runs.
+    const keeper = await describeKeeper(context.clustersDir);
+    const problems = [...(detailed ? [] : statuses.flatMap((s) => (s.unreadable === undefined ? [] : [s.unreadable]))), ...(keeper === undefined ? [] : [keeper])];
     const below = problems.length === 0 ? "" : `\n\n${problems.join("\n")}`;
     process.stdout.write(`\x1b[H\x1b[2J${render(statuses)}${below}\n\n(refreshing every second; Ctrl-C to quit)\n`);
   };
@@ -59,6 +59,18 @@ export async function run(args: string[]): Promise<number> {
   await waitForSignal();
   clearInterval(timer);
   return 0;
+}
+
+/**
+ * Status files are what the daemon last wrote: a line saying so when no daemon keeps them current
+ * — none runs, or the one that holds the directory is silent (stopped or hung) — else undefined.
+ */
+async function describeKeeper(dir: string): Promise<string | undefined> {
+  const daemon = await findDaemon(dir);
+  if (daemon === undefined) return `note: no shardctl daemon is watching ${dir}; this is the status it last wrote`;
+  if (daemon.silent)
+    return `warning: the shardctl daemon watching ${dir} (${describeSilence(daemon)}) keeps no status current; this is what it last wrote, not what runs now`;
+  return undefined;
 }
 
 /** One cluster's status file: what it says, or why it cannot be read (it exists); neither when absent. */

@@ -8,13 +8,16 @@ import { parseArgs } from "node:util";
 import { formatIssue, loadCluster, type ClusterSpec, type Settings } from "../../spec/index.js";
 import {
   conditionTypes,
+  describeSilence,
   desiredStateOf,
+  findDaemon,
   nextAction,
   observedStateOf,
   readStatus,
   statusFileFor,
   type ClusterStatus,
   type ConditionType,
+  type DaemonSighting,
   type DecisionMemory,
 } from "../../reconciler/index.js";
 import { isShardctlError } from "../../errors/index.js";
@@ -63,14 +66,20 @@ export async function run(args: string[]): Promise<number> {
   let last: ClusterStatus | undefined;
   // Why the status file, which exists, could not be read at the last look: the daemon rewrites it, so waiting goes on.
   let unreadable: string | undefined;
+  // The silent daemon that wrote the condition, when it was met at the last look.
+  let silent: DaemonSighting | undefined;
   for (;;) {
     [last, unreadable] = await readStatusOf(file);
     const verdict = judge(last, type, revision);
-    if (verdict === "met") {
+    const daemon = verdict === "met" ? await findDaemon(context.clustersDir) : undefined;
+    silent = daemon?.silent === true ? daemon : undefined;
+    if (verdict === "met" && silent === undefined) {
+      // No daemon at all may mean another user's (its lock is in that user's cache): said, not refused.
+      if (daemon === undefined) console.error(`note: no shardctl daemon is watching ${context.clustersDir}; this is the status it last wrote`);
       console.log(`${last!.cluster}: condition ${type} holds at revision ${short(revision)} (${last!.health})`);
       return 0;
     }
-    if (verdict !== undefined) {
+    if (verdict !== undefined && verdict !== "met") {
       console.error(verdict);
       return 1;
     }
@@ -82,11 +91,13 @@ export async function run(args: string[]): Promise<number> {
     if (Date.now() >= deadline) {
       const condition = last?.conditions.find((c) => c.type === type);
       const now =
-        unreadable !== undefined
-          ? unreadable
-          : last === undefined
-            ? "no status file yet"
-            : `observed revision ${short(last.observedRevision)}, health ${last.health}${condition ? `, ${type}=${condition.status} (${condition.reason}: ${condition.message})` : ""}`;
+        silent !== undefined
+          ? `the status says ${type}=True, but the daemon that wrote it is silent (${describeSilence(silent)}): nothing keeps it current`
+          : unreadable !== undefined
+            ? unreadable
+            : last === undefined
+              ? "no status file yet"
+              : `observed revision ${short(last.observedRevision)}, health ${last.health}${condition ? `, ${type}=${condition.status} (${condition.reason}: ${condition.message})` : ""}`;
       console.error(`timed out after ${values.timeout ?? "10m"} waiting for condition ${type} at revision ${short(revision)}: ${now}`);
       return 1;
     }
