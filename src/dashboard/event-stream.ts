@@ -1,13 +1,15 @@
 /**
  * Server-Sent Events to the page: one frame text per event, written to every connected client. A
  * client that stops reading (its socket buffer past 1 MiB) is dropped rather than buffered for
- * ever; a comment line every 15 s keeps idle connections from being cut by proxies and shows a
- * dead peer. The browser reconnects by itself after `retryMs` (1000 ms) when the stream ends.
+ * ever. A `beat` event every `heartbeatMs` keeps idle connections from being cut by proxies, shows
+ * a dead peer, and tells the page the daemon still runs: a stopped or hung daemon keeps its
+ * connections open and sends nothing, which only the missing beats reveal. The browser reconnects
+ * by itself after `retryMs` (1000 ms) when the stream ends.
  */
 import type { ServerResponse } from "node:http";
 
 export interface EventStreamOptions {
-  /** Keep-alive comment interval, ms. Default 15 000. */
+  /** Interval of the `beat` event, ms. Default 5000 (the daemon passes `[daemon] heartbeat_seconds`). */
   heartbeatMs?: number;
   /** Bytes a client may leave unread before it is dropped. Default 1 MiB. */
   maxBufferedBytes?: number;
@@ -25,11 +27,14 @@ export class EventStream {
   private readonly heartbeat: NodeJS.Timeout;
   private readonly maxBufferedBytes: number;
   private readonly retryMs: number;
+  /** Interval of the `beat` event, ms: the page calls the daemon silent after four without one. */
+  readonly heartbeatMs: number;
 
   constructor(options: EventStreamOptions = {}) {
     this.maxBufferedBytes = options.maxBufferedBytes ?? 1 << 20;
     this.retryMs = options.retryMs ?? 1000;
-    this.heartbeat = setInterval(() => this.send(": keep-alive\n\n"), options.heartbeatMs ?? 15_000);
+    this.heartbeatMs = options.heartbeatMs ?? 5000;
+    this.heartbeat = setInterval(() => this.send(frame("beat", {})), this.heartbeatMs);
     this.heartbeat.unref();
   }
 

@@ -118,10 +118,15 @@ async function previewPlan(context: RouteContext, request: IncomingMessage, resp
   }
 }
 
-/** The live stream: `hello` (the token question and the cluster names), a `status` per cluster, then every change. */
+/** The live stream: `hello` (the token question, the beat interval and the cluster names), a `status` per cluster, then every change and a `beat` every heartbeatMs. */
 async function openStream(context: RouteContext, response: ServerResponse): Promise<void> {
   const statuses = await allStatuses(context.source);
-  const hello = { tokenRequired: context.token !== undefined, startedAt: context.startedAt, clusters: statuses.map((s) => s.cluster) };
+  const hello = {
+    tokenRequired: context.token !== undefined,
+    startedAt: context.startedAt,
+    heartbeatMs: context.stream.heartbeatMs,
+    clusters: statuses.map((s) => s.cluster),
+  };
   context.stream.attach(response, frame("hello", hello) + statuses.map((s) => frame("status", s)).join(""));
 }
 

@@ -114,7 +114,14 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     }
     if (settings.daemon.uiAddress !== undefined) {
       const source = dashboardSource({ dir, settingsFile: options.settingsFile, reconciler, pool });
-      const serving = (dashboard = await startDashboard({ address: settings.daemon.uiAddress, token: uiToken, source, log: log.child({ component: "dashboard" }) }));
+      const serving = (dashboard = await startDashboard({
+        address: settings.daemon.uiAddress,
+        token: uiToken,
+        source,
+        log: log.child({ component: "dashboard" }),
+        // The page's sign of life, at the lock's rhythm.
+        stream: { heartbeatMs: settings.daemon.heartbeatSeconds * 1000 },
+      }));
       started.push(() => serving.close());
       log.info({ url: dashboard.url, token: uiToken !== undefined }, "dashboard listening");
     }

@@ -72,7 +72,7 @@ describe("the dashboard's endpoints", () => {
     const stream = new SseReader(new URL("api/events", base).href);
     try {
       const hello = await stream.waitFor((e) => e.event === "hello");
-      expect(hello.data).toMatchObject({ tokenRequired: false, clusters: ["alpha", "beta"], startedAt: expect.any(String) });
+      expect(hello.data).toMatchObject({ tokenRequired: false, clusters: ["alpha", "beta"], startedAt: expect.any(String), heartbeatMs: 5000 });
       await stream.waitFor((e) => e.event === "status" && (e.data as { cluster: string }).cluster === "beta");
       const seen = stream.events.length;
       // An edit: a new revision reaches the stream.

@@ -4,11 +4,14 @@
  * `status` per cluster, then carries every status the daemon composes and every cluster it forgets.
  * When the daemon goes away the browser retries every second (the server's `retry:`); the page says
  * the daemon is gone meanwhile, keeps the last statuses greyed out, and says so when a restarted
- * daemon answers again.
+ * daemon answers again. A daemon that is stopped or hung keeps the connection open and sends
+ * nothing: the daemon sends a `beat` every `heartbeatMs` (said in `hello`), and after four missed
+ * beats the page calls it silent, greys the statuses the same way, and goes live again at its next
+ * event.
  */
 import type { HelloView, StatusView } from "./status-types.js";
 
-export type ConnectionState = "connecting" | "live" | "gone";
+export type ConnectionState = "connecting" | "live" | "silent" | "gone";
 
 export interface LiveState {
   connection: ConnectionState;
@@ -24,22 +27,36 @@ export interface LiveState {
 
 /** Re-create the EventSource when the browser gave up on it (a non-stream answer), ms. */
 const reopenDelayMs = 2000;
+/** Beats missed before a connected daemon is silent (the rule `shardctl status` applies to the lock). */
+const missedBeats = 4;
 
 export function connectLive(onChange: (state: LiveState) => void): () => void {
   let state: LiveState = { connection: "connecting", since: Date.now(), tokenRequired: false, clusters: new Map(), rates: new Map() };
   let firstStart: string | undefined;
   let source: EventSource | undefined;
   let reopen: number | undefined;
+  /** When the stream last carried anything, and how often the daemon promised to beat (ms). */
+  let heardAt = Date.now();
+  let heartbeatMs: number | undefined;
   const samples = new Map<string, { at: number; done: number }>();
   const update = (next: Partial<LiveState>): void => {
     state = { ...state, ...next };
     onChange(state);
   };
 
+  /** Anything from the daemon: it runs. */
+  const heard = (): void => {
+    heardAt = Date.now();
+    if (state.connection === "silent") update({ connection: "live", since: heardAt });
+  };
+
   const open = (): void => {
     source = new EventSource("api/events");
+    source.addEventListener("beat", heard);
     source.addEventListener("hello", (event) => {
       const hello = JSON.parse((event as MessageEvent<string>).data) as HelloView;
+      heardAt = Date.now();
+      heartbeatMs = hello.heartbeatMs;
       firstStart ??= hello.startedAt;
       const clusters = new Map([...state.clusters].filter(([name]) => hello.clusters.includes(name)));
       update({
@@ -51,12 +68,14 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
       });
     });
     source.addEventListener("status", (event) => {
+      heard();
       const status = JSON.parse((event as MessageEvent<string>).data) as StatusView;
       const clusters = new Map(state.clusters);
       clusters.set(status.cluster, status);
       update({ clusters, rates: new Map(state.rates).set(status.cluster, ratesOf(status)) });
     });
     source.addEventListener("removed", (event) => {
+      heard();
       const { cluster } = JSON.parse((event as MessageEvent<string>).data) as { cluster: string };
       const clusters = new Map(state.clusters);
       clusters.delete(cluster);
@@ -84,9 +103,17 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
     return rates;
   };
 
+  // Silence: a live connection over which four beats have not come. Checked every second.
+  const listen = window.setInterval(() => {
+    if (state.connection === "live" && heartbeatMs !== undefined && Date.now() - heardAt > missedBeats * heartbeatMs) {
+      update({ connection: "silent", since: heardAt });
+    }
+  }, 1000);
+
   open();
   return () => {
     window.clearTimeout(reopen);
+    window.clearInterval(listen);
     source?.close();
   };
 }

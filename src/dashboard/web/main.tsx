@@ -114,7 +114,8 @@ function App() {
     );
 
   const clusters = [...(live?.clusters.values() ?? [])].sort((a, b) => a.cluster.localeCompare(b.cluster));
-  const stale = live?.connection === "gone";
+  // Neither a gone nor a silent daemon keeps what the page shows current.
+  const stale = live?.connection === "gone" || live?.connection === "silent";
   return (
     <>
       <a class="skip" href="#main" onClick={(e) => (e.preventDefault(), document.getElementById("main")?.focus())}>
@@ -168,7 +169,7 @@ function App() {
   );
 }
 
-/** Whether the page is live: connecting, live (and whether the daemon restarted), or the daemon is gone. */
+/** Whether the page is live: connecting, live (and whether the daemon restarted), or the daemon is silent or gone. */
 function Connection({ live }: { live: LiveState | undefined }) {
   const state = live?.connection ?? "connecting";
   const text =
@@ -178,9 +179,17 @@ function Connection({ live }: { live: LiveState | undefined }) {
         : `Live — the daemon restarted at ${formatClock(live.restartedAt)}`
       : state === "gone"
         ? `The daemon is gone since ${formatClock(live?.since ?? Date.now())}: showing its last word, reconnecting…`
-        : "Connecting to the daemon…";
+        : state === "silent"
+          ? `The daemon has been silent since ${formatClock(live?.since ?? Date.now())} (stopped or hung?): showing its last word, which may no longer hold`
+          : "Connecting to the daemon…";
   return (
-    <p class={`connection conn-${state}`} role={state === "gone" ? "alert" : "status"} aria-live="polite" data-testid="connection" data-state={state}>
+    <p
+      class={`connection conn-${state}`}
+      role={state === "gone" || state === "silent" ? "alert" : "status"}
+      aria-live="polite"
+      data-testid="connection"
+      data-state={state}
+    >
       <span class="dot" aria-hidden="true" /> {text}
     </p>
   );

@@ -93,5 +93,7 @@ export interface PlanPreviewView {
 export interface HelloView {
   tokenRequired: boolean;
   startedAt: string;
+  /** The daemon sends a `beat` event this often, ms. */
+  heartbeatMs: number;
   clusters: string[];
 }
