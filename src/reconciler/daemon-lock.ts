@@ -64,7 +64,7 @@ export async function findDaemon(watchedDir: string, lockDir = daemonLockDir()):
   return { pid: owner.pid, silentMs, silent: owner.heartbeatMs !== undefined && silentMs > missedBeats * owner.heartbeatMs };
 }
 
-/** "pid N, silent for 42 s (stopped or hung?)": how a silent daemon is named to a person. */
+/** "pid N, not heard from for 42 s: stopped or hung?": how a silent daemon is named to a person. */
 export function describeSilence(daemon: DaemonSighting): string {
   return `pid ${daemon.pid}, not heard from for ${Math.round(daemon.silentMs / 1000)} s: stopped or hung?`;
 }
