@@ -22,6 +22,11 @@ export interface EngineOptions {
   /** How long a coordinator with a broken pipeline keeps answering 503 before exiting, ms. Default 2000. */
   brokenExitDelayMs: number;
   /**
+   * How long a stage's computation may go without finishing a layer before the stage stops
+   * heartbeating its links (its peers then declare it dead), ms. Default 30000.
+   */
+  computeStallMs: number;
+  /**
    * Threads computing each product of this process's layers. Default: the machine's cores
    * (os.availableParallelism()); with two stages on one machine, give each its share.
    */
@@ -40,7 +45,7 @@ export class EngineUsageError extends Error {
 export const usage = `usage: shard-engine -m <model-dir> [--distributed-config <cluster.toml> --node-id <id>]
                     [--host <ip>] [--port <port>] [--no-warmup] [--transport-token-file <file>]
                     [--model-name <name>] [--connect-timeout-ms <ms>] [--broken-exit-delay-ms <ms>]
-                    [--threads <n>] [--max-sequences <n>]
+                    [--threads <n>] [--max-sequences <n>] [--compute-stall-ms <ms>]
        shard-engine --version | --help
 
 Without --distributed-config one process serves the whole model. With it, the node named by
@@ -48,7 +53,8 @@ Without --distributed-config one process serves the whole model. With it, the no
 coordinator (HTTP on --host:--port). --threads (default: this machine's cores) is how many threads
 compute each matrix product of the layers this process holds. --max-sequences (default 16) is how
 many requests the coordinator generates at once; later ones wait their turn (--host defaults to
-127.0.0.1, --port to 8080).`;
+127.0.0.1, --port to 8080). A stage whose computation finishes no layer for --compute-stall-ms
+(default 30000) stops heartbeating its links, so its peers declare it dead as a stopped one.`;
 
 function integer(name: string, value: string | undefined, fallback: number, min: number, max: number): number {
   if (value === undefined) return fallback;
@@ -75,6 +81,7 @@ export function parseEngineArgs(argv: string[]): ParsedArgs {
         "model-name": { type: "string" },
         "connect-timeout-ms": { type: "string" },
         "broken-exit-delay-ms": { type: "string" },
+        "compute-stall-ms": { type: "string" },
         threads: { type: "string" },
         "max-sequences": { type: "string" },
         version: { type: "boolean", short: "V" },
@@ -103,6 +110,7 @@ export function parseEngineArgs(argv: string[]): ParsedArgs {
       modelName: values["model-name"],
       connectTimeoutMs: integer("connect-timeout-ms", values["connect-timeout-ms"], 60_000, 1, 24 * 3600_000),
       brokenExitDelayMs: integer("broken-exit-delay-ms", values["broken-exit-delay-ms"], 2000, 0, 600_000),
+      computeStallMs: integer("compute-stall-ms", values["compute-stall-ms"], 30_000, 100, 24 * 3600_000),
       threads: integer("threads", values.threads, availableParallelism(), 1, 1024),
       maxSequences: integer("max-sequences", values["max-sequences"], 16, 1, 4096),
     },

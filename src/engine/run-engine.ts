@@ -65,6 +65,7 @@ export async function runEngine(o: EngineOptions, exit: (code: number) => void =
       next: next === undefined ? undefined : { host: next.host, port: next.port, nodeId: next.id },
       token,
       connectTimeoutMs: o.connectTimeoutMs,
+      computeStallMs: o.computeStallMs,
       log,
       exit,
     });

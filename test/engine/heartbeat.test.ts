@@ -4,7 +4,12 @@
  * silence); a stopped stage (SIGSTOP: its sockets stay open, nothing answers) turns the
  * coordinator's /health to 503 naming the link within 3 s, fails the request in flight at once and
  * every process exits 1; an idle pipeline sees no link death; port probes are not logged as refused peers.
+ * A stage busy for seconds on a prefill is not declared dead, but one whose computation stops moving
+ * (its main thread stopped mid-prefill while its heartbeat helper thread runs on, as in a deadlock)
+ * is, once it has finished no layer for --compute-stall-ms.
  */
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
@@ -13,6 +18,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { makeTestModel } from "../../src/planner/test-model/index.js";
 import { acceptLink, dialLink, encodeFrame, FrameReader, HandshakeAbandoned, Kind } from "../../src/engine/transport/index.js";
 import { freePort, killAll, nextHost, requireBuild, startCluster } from "./support.js";
+
+const freezeThread = join(import.meta.dirname, "../support/freeze-thread.py");
 
 let dir: string;
 let modelDir: string;
@@ -202,7 +209,7 @@ describe("link liveness (engine processes)", () => {
 });
 
 describe("link liveness during a long compute", () => {
-  it("a stage busy for seconds on a prefill (event loop blocked) is not declared dead", async () => {
+  it("a stage busy for seconds on a prefill (event loop blocked) is not declared dead, even with a stall bound shorter than the prefill", async () => {
     const bigDir = join(dir, "big");
     await makeTestModel(bigDir, { layers: 4, hidden: 512, heads: 8, kvHeads: 8, intermediate: 2048, seed: 3 });
     const level = process.env.SHARD_ENGINE_LOG_LEVEL;
@@ -215,6 +222,9 @@ describe("link liveness during a long compute", () => {
           [1, 4],
         ],
         dir,
+        // The bound is on a computation that stops moving, not on a long one: every layer of every
+        // chunk of rows counts as progress.
+        stageArgs: ["--compute-stall-ms", "1000"],
       });
     } finally {
       if (level === undefined) delete process.env.SHARD_ENGINE_LOG_LEVEL;
@@ -241,3 +251,81 @@ describe("link liveness during a long compute", () => {
     await cluster.stop();
   }, 120_000);
 });
+
+describe("a stage stuck inside a computation", () => {
+  it("a stage whose computation stops moving while its heartbeat helper runs on is declared dead once it has finished no layer for --compute-stall-ms", async () => {
+    const bigDir = join(dir, "big-stuck");
+    await makeTestModel(bigDir, { layers: 4, hidden: 512, heads: 8, kvHeads: 8, intermediate: 2048, seed: 3 });
+    const stallMs = 1500;
+    const cluster = await startCluster(bigDir, {
+      stages: [
+        [0, 1],
+        [1, 4],
+      ],
+      dir,
+      stageArgs: ["--compute-stall-ms", String(stallMs)],
+    });
+    const pid = cluster.stages[1]!.child.pid!;
+    // A prompt that keeps stage 1 computing (three layers over it, in one synchronous pass) for
+    // seconds: its helper thread heartbeats the links meanwhile.
+    const prompt = Array.from({ length: 3000 }, (_, i) => 5 + (i % 250));
+    const answer = fetch(`${cluster.baseUrl}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt, max_tokens: 2, temperature: 0 }) }).then(
+      async (r) => ({ status: r.status, text: await r.text() }),
+      (error: unknown) => ({ status: 0, text: String(error) }),
+    );
+    // Once stage 1's main thread has computed for 100 ms of the last 200, stop that thread alone: a
+    // computation that never returns, as a deadlock leaves it. SIGSTOP would stop the helper too.
+    const cpu: number[] = [];
+    await waitFor(
+      () => {
+        cpu.push(mainThreadCpuMs(pid));
+        return cpu.length > 8 && cpu.at(-1)! - cpu.at(-9)! >= 100;
+      },
+      30_000,
+      "stage 1 computing the prompt",
+    );
+    const tracer = spawn("python3", [freezeThread, String(pid)], { stdio: ["ignore", "pipe", "inherit"] });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        tracer.stdout.on("data", (d: Buffer) => d.toString().includes("frozen") && resolve());
+        tracer.once("exit", (code) => reject(new Error(`freeze-thread.py exited ${code}`)));
+      });
+      const frozenAt = performance.now();
+      // The helper vouches for the computation until it has gone stallMs without finishing a
+      // layer, then the links fall silent and are declared dead 2.5 s later.
+      let healthMs = 0;
+      let health = { deadLinks: [] as string[] };
+      await waitFor(
+        async () => {
+          const r = await fetch(`${cluster.baseUrl}/health`);
+          healthMs = performance.now() - frozenAt;
+          if (r.status !== 503) return false;
+          health = (await r.json()) as typeof health;
+          return health.deadLinks.includes("stage-1");
+        },
+        stallMs + 6000,
+        "health 503 naming stage-1",
+      );
+      expect(healthMs).toBeGreaterThan(3000);
+      expect(healthMs).toBeLessThan(stallMs + 4500);
+      const failed = await answer;
+      expect(failed.status).toBe(503);
+      // Stage 0 finds its silent downstream dead at the same moment and exits: the request may
+      // fail on either link.
+      expect(failed.text).toMatch(/"code":"pipeline_broken"/);
+      expect(await cluster.coordinator.exited).toBe(1);
+      expect(cluster.coordinator.stderr()).toMatch(/"msg":"link dead: no frame from stage-1/);
+      expect(await cluster.stages[0]!.exited).toBe(1);
+    } finally {
+      tracer.kill();
+    }
+    await killAll();
+  }, 120_000);
+});
+
+/** CPU time a process's main thread has used, ms (Linux: utime + stime in clock ticks of 10 ms). */
+function mainThreadCpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/task/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}

@@ -90,6 +90,8 @@ export interface ClusterOptions {
   tokenFile?: string;
   /** Extra arguments for the coordinator. */
   coordinatorArgs?: string[];
+  /** Extra arguments for every stage. */
+  stageArgs?: string[];
   /** Directory for the TOML file. */
   dir: string;
 }
@@ -144,6 +146,7 @@ export async function startCluster(modelDir: string, o: ClusterOptions): Promise
       "1",
       "--no-warmup",
       ...token,
+      ...(o.stageArgs ?? []),
     ]);
     stages.push(p);
     await waitListening(layout.stages[i]!, p);

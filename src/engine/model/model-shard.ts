@@ -196,19 +196,21 @@ export class ModelShard {
   /**
    * Run this stage's layers over `rows` hidden vectors in place, at positions
    * cache.length .. cache.length + rows - 1, appending their keys and values to `cache`.
+   * `progress` is called after each layer of each chunk of rows (a stage's compute heartbeat
+   * vouches only for a computation that moves).
    */
-  forward(cache: SequenceCache, hidden: Float32Array, rows: number): void {
+  forward(cache: SequenceCache, hidden: Float32Array, rows: number, progress?: () => void): void {
     const h = this.config.hiddenSize;
     cache.reserve(cache.length + rows);
     for (let done = 0; done < rows;) {
       const n = Math.min(chunkRows, rows - done);
       const chunk = hidden.subarray(done * h, (done + n) * h);
-      this.forwardChunk(cache, chunk, n);
+      this.forwardChunk(cache, chunk, n, progress);
       done += n;
     }
   }
 
-  private forwardChunk(cache: SequenceCache, hidden: Float32Array, rows: number): void {
+  private forwardChunk(cache: SequenceCache, hidden: Float32Array, rows: number, progress: (() => void) | undefined): void {
     const c = this.config;
     const start = cache.length;
     if (this.scratch.rows < rows) this.scratch = new Scratch(this.runtime, c, Math.min(chunkRows, Math.max(rows, this.scratch.rows * 2)));
@@ -264,6 +266,7 @@ export class ModelShard {
       runSwiglu(this.runtime, { gate: s.at.gate, up: s.at.up, count: rows * c.intermediateSize });
       runLinears(this.runtime, [{ weights: layer.down, x: s.at.gate, y: s.at.proj }], rows);
       addInPlace(x, s.view.proj, rows * h);
+      progress?.();
     }
     hidden.set(x.subarray(0, rows * h));
     cache.length = start + rows;

@@ -50,6 +50,8 @@ export interface StageWorkerOptions {
   token: Buffer | undefined;
   /** How long to keep dialing the next stage, ms. */
   connectTimeoutMs: number;
+  /** How long a computation may go without progress before its links are heartbeated no more, ms. */
+  computeStallMs: number;
   log: Logger;
   /** Called when the stage must end (link lost): exit code. */
   exit: (code: number) => void;
@@ -72,7 +74,7 @@ export async function startStage(o: StageWorkerOptions): Promise<RunningStage> {
   const threads = usefulThreads(o.config, o.threads);
   const runtime = new KernelRuntime({ threads });
   await runtime.ready();
-  const heartbeat = new ComputeHeartbeat();
+  const heartbeat = new ComputeHeartbeat(undefined, o.computeStallMs);
   await heartbeat.start();
   try {
     const rssBeforeLoad = residentMemory().rss;
@@ -272,7 +274,7 @@ class StageRuntime {
   private step(seq: number, hidden: Float32Array, rows: number): void {
     const state = this.sequences.get(seq);
     if (state === undefined) throw new Error(`sequence ${seq} is not prepared on stage ${this.options.stage}`);
-    this.compute(() => this.model.forward(state.cache, hidden, rows));
+    this.compute((progress) => this.model.forward(state.cache, hidden, rows, progress));
     if (!this.model.last) {
       this.rowsSent += rows;
       this.downstream?.send(Kind.Activations, encodeActivations(seq, rows, hidden, this.options.config.hiddenSize));
@@ -283,7 +285,7 @@ class StageRuntime {
   }
 
   /** Run synchronous compute (it blocks this thread's event loop) with every link heartbeating meanwhile. */
-  private compute<T>(work: () => T): T {
+  private compute<T>(work: (progress: () => void) => T): T {
     const started = performance.now();
     const result = this.heartbeat.run([this.coordinator, this.upstream, this.downstream], work);
     const ms = Math.round(performance.now() - started);

@@ -15,6 +15,12 @@
  * half `heartbeatMs` that finds a window open: silence stays under about 2 × `heartbeatMs`, far
  * below the dead bound.
  *
+ * The helper vouches for a computation that moves, not for one that hangs: the work reports
+ * progress (the model after each layer of each chunk of rows), and once a window has gone
+ * `stallMs` without any, the helper stops writing, so a stage stuck inside a computation (a
+ * deadlock, a kernel that never returns) falls silent and its peers declare it dead as they would
+ * a stopped process. Any progress, or the next window, lets it write again.
+ *
  * Safety of writing to a socket the main thread owns: a link takes part only when nothing of its
  * own is queued (every byte the main thread wrote is already in the kernel), so the helper's frames
  * land between whole frames; the main thread cannot write or close anything while it computes; and
@@ -32,15 +38,19 @@ import type { Link } from "./link.js";
 const maxLinks = 8;
 
 /** Control words (Int32Array indices): `wake` only changes to stop the helper. */
-const Slot = { state: 0, generation: 1, count: 2, wake: 3, fds: 4, owed: 4 + maxLinks } as const;
+const Slot = { state: 0, generation: 1, count: 2, wake: 3, fds: 4, owed: 4 + maxLinks, progress: 4 + 2 * maxLinks } as const;
 /** Values of Slot.state. */
 const State = { idle: 0, open: 1, writing: 2 } as const;
 
 const heartbeatFrame = encodeFrame(Kind.Heartbeat, Buffer.alloc(0));
 
+/** Longest a window may go without progress before the helper stops heartbeating for it, ms. */
+export const defaultComputeStallMs = 30_000;
+
 /**
  * The helper thread (CommonJS, evaluated): wakes every half heartbeatMs and writes a frame to every
- * link of a window it finds open since its last wake (the same generation, still open).
+ * link of a window it finds open since its last wake (the same generation, still open), unless the
+ * computation made no progress for stallMs.
  */
 const helperSource = `
 const { workerData } = require("node:worker_threads");
@@ -48,14 +58,23 @@ const { writeSync } = require("node:fs");
 const c = new Int32Array(workerData.control);
 const frame = Buffer.from(workerData.frame);
 const periodMs = Math.max(1, Math.floor(workerData.heartbeatMs / 2));
+const stallMs = workerData.stallMs;
 let seen = -1;
+let seenProgress = -1;
+let movedAt = 0;
 for (;;) {
   Atomics.wait(c, ${Slot.wake}, 0, periodMs);
   if (Atomics.load(c, ${Slot.wake}) !== 0) break;
   const generation = Atomics.load(c, ${Slot.generation});
+  const progress = Atomics.load(c, ${Slot.progress});
+  const now = performance.now();
+  if (generation !== seen || progress !== seenProgress) movedAt = now;
   const longOpen = generation === seen;
   seen = generation;
+  seenProgress = progress;
   if (!longOpen) continue;
+  // A computation that stopped moving is not vouched for: the links fall silent.
+  if (now - movedAt > stallMs) continue;
   if (Atomics.compareExchange(c, ${Slot.state}, ${State.open}, ${State.writing}) !== ${State.open}) continue;
   const count = Atomics.load(c, ${Slot.count});
   for (let i = 0; i < count; i++) {
@@ -73,13 +92,17 @@ for (;;) {
 `;
 
 export class ComputeHeartbeat {
-  private readonly control = new Int32Array(new SharedArrayBuffer(4 * (Slot.owed + maxLinks)));
+  private readonly control = new Int32Array(new SharedArrayBuffer(4 * (Slot.progress + 1)));
   private worker: Worker | undefined;
   private window: Link[] = [];
   /** Whether this turn of the event loop already began a generation of windows. */
   private generationThisTurn = false;
 
-  constructor(private readonly heartbeatMs = defaultLiveness.heartbeatMs) {}
+  /** `stallMs`: how long a window may go without progress before the helper stops heartbeating for it. */
+  constructor(
+    private readonly heartbeatMs = defaultLiveness.heartbeatMs,
+    private readonly stallMs = defaultComputeStallMs,
+  ) {}
 
   /**
    * Start the helper thread now rather than at the first long compute: it is part of the idle
@@ -94,12 +117,16 @@ export class ComputeHeartbeat {
     worker.unref();
   }
 
-  /** Run `work` (synchronous, possibly long) while the helper thread keeps `links` heartbeating. */
-  run<T>(links: ReadonlyArray<Link | undefined>, work: () => T): T {
+  /**
+   * Run `work` (synchronous, possibly long) while the helper thread keeps `links` heartbeating.
+   * `work` calls `progress` as it moves (cheap: one atomic add); a window that goes `stallMs`
+   * without it is heartbeated no more.
+   */
+  run<T>(links: ReadonlyArray<Link | undefined>, work: (progress: () => void) => T): T {
     const shared = this.open(links);
-    if (shared === 0) return work();
+    if (shared === 0) return work(noProgress);
     try {
-      return work();
+      return work(this.progress);
     } finally {
       this.close();
     }
@@ -111,6 +138,10 @@ export class ComputeHeartbeat {
     Atomics.notify(this.control, Slot.wake);
     this.worker = undefined;
   }
+
+  private readonly progress = (): void => {
+    Atomics.add(this.control, Slot.progress, 1);
+  };
 
   private open(links: ReadonlyArray<Link | undefined>): number {
     const c = this.control;
@@ -151,10 +182,12 @@ export class ComputeHeartbeat {
   private startHelper(): Worker {
     const worker = new Worker(helperSource, {
       eval: true,
-      workerData: { control: this.control.buffer, frame: heartbeatFrame, heartbeatMs: this.heartbeatMs },
+      workerData: { control: this.control.buffer, frame: heartbeatFrame, heartbeatMs: this.heartbeatMs, stallMs: this.stallMs },
       resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: 16 },
     });
     worker.unref();
     return worker;
   }
 }
+
+function noProgress(): void {}
