@@ -123,6 +123,16 @@ describe("a launch failure at each step leaves nothing running and names the ste
     expect(failure.events).toContain("coordinator-healthy");
   });
 
+  it("ReadinessProbeFailed: /health says 200 but a completion never answers, named with the deadline", async () => {
+    const failure = await expectCleanFailure(
+      await makeRequest(world, { cluster: "hung", binary: world.standIns.coordinatorNeverCompletes, deadlines: { readinessMs: 1_000 } }),
+    );
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("ReadinessProbeFailed");
+    expect(failure.step).toBe("readiness-probe");
+    expect(failure.message).toMatch(/POST \/v1\/completions did not answer within 1000 ms/);
+    expect(failure.events).toContain("coordinator-healthy");
+  });
+
   it("RouterRegistrationFailed: the router config path is a directory", async () => {
     const dir = join(world.root, "router-config-is-a-dir.yaml");
     await mkdir(dir, { recursive: true });

@@ -47,7 +47,7 @@ export interface LifecycleWorld {
   close(): Promise<void>;
 }
 
-export type StandIn = "exit3" | "sleep" | "coordinatorExits" | "coordinatorNeverHealthy" | "coordinatorFailsCompletions" | "listenRefused";
+export type StandIn = "exit3" | "sleep" | "coordinatorExits" | "coordinatorNeverHealthy" | "coordinatorFailsCompletions" | "coordinatorNeverCompletes" | "listenRefused";
 
 export interface WorldOptions {
   /**
@@ -216,6 +216,7 @@ async function writeStandIns(dir: string): Promise<Record<StandIn, string>> {
     coordinatorExits: coordinatorDoes(`echo "stand-in coordinator: exiting" >&2; sleep 0.2; exit 4`),
     coordinatorNeverHealthy: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} loading "$@"`),
     coordinatorFailsCompletions: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} broken "$@"`),
+    coordinatorNeverCompletes: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} hung "$@"`),
   };
   const paths = {} as Record<StandIn, string>;
   for (const [name, text] of Object.entries(scripts) as Array<[StandIn, string]>) {
@@ -228,7 +229,8 @@ async function writeStandIns(dir: string): Promise<Record<StandIn, string>> {
 }
 
 // A coordinator stand-in: "loading" answers /health 503 for ever; "broken" answers /health 200 but
-// fails every completion (a listening server that is not a working pipeline).
+// fails every completion (a listening server that is not a working pipeline); "hung" answers
+// /health 200 and never answers a completion (a pipeline that hangs).
 const coordinatorStandIn = `import { createServer } from "node:http";
 const [mode, ...args] = process.argv.slice(2);
 const value = (flag) => args[args.indexOf(flag) + 1];
@@ -239,6 +241,7 @@ const server = createServer((req, res) => {
     res.end(mode === "loading" ? '{"error":{"code":503,"message":"Loading model"}}' : '{"status":"ok"}');
     return;
   }
+  if (mode === "hung") return;
   res.writeHead(500, { "content-type": "application/json" });
   res.end('{"error":{"message":"stand-in: pipeline broken","type":"server_error"}}');
 });
