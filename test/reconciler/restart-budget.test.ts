@@ -95,6 +95,13 @@ test("kill -9 of a stage → torn down and relaunched within the budget, then St
   expect(stalled.restarts!.count).toBe(2);
   expect(stalled.restarts!.evidence).toHaveLength(2);
   expect(stalled.restarts!.evidence[1]!.message).toMatch(/(stage-[01]|coordinator) on (n1|n2|local): /);
+  // `shardctl status <name>` prints the last lost launch with its process's last log lines.
+  const withTail = await waitForStatus(world, "crashy", (s) => (s.restarts?.evidence[1]?.logTail.length ?? 0) > 0);
+  const shown = await runShardctl(world, ["status", "crashy"]);
+  const last = withTail.restarts!.evidence[1]!;
+  expect(shown.stdout).toContain(`last lost launch, ${last.reason} at ${last.at}: ${last.message}`);
+  expect(shown.stdout).toMatch(/\nits last (log line|\d+ log lines):\n {2}/);
+  expect(shown.stdout).toContain(`\n  ${last.logTail.at(-1)!}`);
   await sleep(1_000);
   expect(await enginesOf(world)).toEqual([]);
   expect(await new Ledger(world.stateDir).read("crashy")).toBeUndefined();

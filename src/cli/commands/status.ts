@@ -73,6 +73,9 @@ async function describeKeeper(dir: string): Promise<string | undefined> {
   return undefined;
 }
 
+/** Log lines of the last lost launch the detail view prints (the status file keeps a few more). */
+const evidenceLines = 8;
+
 /** One cluster's status file: what it says, or why it cannot be read (it exists); neither when absent. */
 interface Row {
   name: string;
@@ -154,6 +157,14 @@ function renderDetail(name: string, status: ClusterStatus | undefined, unreadabl
     ]),
   );
   if (status.lastError) lines.push("", `last error ${status.lastError.reason} at ${status.lastError.at}:`, status.lastError.message);
+  // The last lost launch's own words: a pipeline's peers exit when one member hangs, and the dead
+  // process's log often names the member that stopped answering.
+  const evidence = status.restarts?.evidence.at(-1);
+  if (evidence !== undefined) {
+    lines.push("", `last lost launch, ${evidence.reason} at ${evidence.at}: ${evidence.message}`);
+    const tail = evidence.logTail.slice(-evidenceLines);
+    if (tail.length > 0) lines.push(`its last ${tail.length === 1 ? "log line" : `${tail.length} log lines`}:`, ...tail.map((line) => `  ${line}`));
+  }
   return lines.join("\n");
 }
 
