@@ -144,17 +144,47 @@ export class SshNode extends ShellNode implements NodeAccess {
     }
   }
 
-  private sftp(): Promise<SFTPWrapper> {
-    return this.connection.sftp();
+  /**
+   * `use` on the connection's SFTP session, failing as NodeUnreachable as soon as the session closes
+   * (the connection dropped: a partitioned node is given up on by the keepalive). ssh2 fails the
+   * requests pending at the drop, but an operation that then closes its remote handle (fastPut,
+   * writeFile, readFile, a write stream) waits for that close on the dead channel for ever: without
+   * this, a push cut off by a partition would hang its staging past every deadline, and after the
+   * heal too.
+   */
+  private async withSftp<T>(what: string, use: (sftp: SFTPWrapper) => Promise<T>, onLost?: (error: Error) => void): Promise<T> {
+    const sftp = await this.connection.sftp();
+    let onClose: (() => void) | undefined;
+    const lost = new Promise<never>((_, reject) => {
+      onClose = () => {
+        const error = new ShardctlError("NodeUnreachable", `node ${this.config.name}: the connection closed while ${what}`);
+        onLost?.(error);
+        reject(error);
+      };
+      sftp.once("close", onClose);
+    });
+    const work = use(sftp);
+    work.catch(() => undefined);
+    try {
+      return await Promise.race([work, lost]);
+    } finally {
+      sftp.off("close", onClose!);
+    }
   }
 
   async readFile(path: string): Promise<Buffer> {
-    const sftp = await this.sftp();
-    return new Promise((resolve, reject) => sftp.readFile(path, (error, data) => (error ? reject(fileError(this.config.name, "read", path, error)) : resolve(data))));
+    return this.withSftp(
+      `reading ${path}`,
+      (sftp) =>
+        new Promise((resolve, reject) => sftp.readFile(path, (error, data) => (error ? reject(fileError(this.config.name, "read", path, error)) : resolve(data)))),
+    );
   }
 
   async writeFile(path: string, data: string | Buffer, options: { mode?: number } = {}): Promise<void> {
-    const sftp = await this.sftp();
+    return this.withSftp(`writing ${path}`, (sftp) => this.writeFileOver(sftp, path, data, options));
+  }
+
+  private async writeFileOver(sftp: SFTPWrapper, path: string, data: string | Buffer, options: { mode?: number }): Promise<void> {
     const slash = path.lastIndexOf("/");
     const temp = `${path.slice(0, slash + 1)}.${path.slice(slash + 1)}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`;
     try {
@@ -172,10 +202,13 @@ export class SshNode extends ShellNode implements NodeAccess {
   }
 
   async rename(from: string, to: string): Promise<void> {
-    const sftp = await this.sftp();
     // SFTP v3 rename refuses an existing target; OpenSSH's posix-rename replaces it atomically.
-    await new Promise<void>((resolve, reject) =>
-      sftp.ext_openssh_rename(from, to, (error) => (error ? reject(fileError(this.config.name, "rename", from, error)) : resolve())),
+    await this.withSftp(
+      `renaming ${from}`,
+      (sftp) =>
+        new Promise<void>((resolve, reject) =>
+          sftp.ext_openssh_rename(from, to, (error) => (error ? reject(fileError(this.config.name, "rename", from, error)) : resolve())),
+        ),
     );
   }
 
@@ -192,12 +225,26 @@ export class SshNode extends ShellNode implements NodeAccess {
   }
 
   async readlink(path: string): Promise<string | undefined> {
-    const sftp = await this.sftp();
-    return new Promise((resolve) => sftp.readlink(path, (error, target) => resolve(error ? undefined : target)));
+    return this.withSftp(`reading the link ${path}`, (sftp) => new Promise((resolve) => sftp.readlink(path, (error, target) => resolve(error ? undefined : target))));
   }
 
   async putFile(localPath: string, remotePath: string, options: PutOptions = {}): Promise<void> {
-    const sftp = await this.sftp();
+    // The local file a resumed push reads is closed when the connection drops under it.
+    let source: ReturnType<typeof createReadStream> | undefined;
+    await this.withSftp(
+      `pushing ${remotePath}`,
+      (sftp) => this.putFileOver(sftp, localPath, remotePath, options, (s) => (source = s)),
+      () => source?.destroy(),
+    );
+  }
+
+  private async putFileOver(
+    sftp: SFTPWrapper,
+    localPath: string,
+    remotePath: string,
+    options: PutOptions,
+    opened: (source: ReturnType<typeof createReadStream>) => void,
+  ): Promise<void> {
     const offset = options.startOffset ?? 0;
     if (offset === 0) {
       // fastPut keeps many SFTP writes in flight: much faster than a stream on any real link. Chunks
@@ -217,6 +264,7 @@ export class SshNode extends ShellNode implements NodeAccess {
     // margin that costs 4 MiB at most); the checksum after the transfer is the final word anyway.
     const from = Math.max(0, offset - 2 * fastPutWrites * fastPutChunkBytes);
     const source = createReadStream(localPath, { highWaterMark: fastPutChunkBytes, start: from });
+    opened(source);
     let done = 0;
     source.on("data", (chunk) => {
       done += chunk.length;
