@@ -167,8 +167,13 @@ async function fetchOne(
     } catch (error) {
       // A terminal failure (a body past the listed size) repeats on every attempt.
       if (isShardctlError(error) && error.terminal) throw error;
-      // Resume from whatever reached the node; give up after `attempts`.
-      const st = await node.stat(target).catch(() => undefined);
+      // A node that stopped answering (a partition) is not asked again here: each question would wait
+      // out a handshake deadline while the status still says "staging". The pass fails naming the
+      // node, and a later one resumes from whatever reached it.
+      if (isShardctlError(error, "NodeUnreachable")) throw error;
+      // Resume from whatever reached the node; give up after `attempts`. A node that cannot say what
+      // reached it fails the pass, its partial file kept: starting over would throw those bytes away.
+      const st = await node.stat(target);
       if (st !== undefined && st.size > counted) progress.update("transfer", st.size - counted, file.path);
       counted = Math.max(counted, st?.size ?? 0);
       have = st?.size ?? 0;

@@ -32,7 +32,16 @@ export const stage: Step = {
         pass.world.writeProgress(pass.name, memory, { action: "stage", result: "waiting", health: "Progressing" }, settings);
       });
       const failure = stagingFailureOf(staged);
-      if (failure !== undefined) throw failure;
+      if (failure !== undefined) {
+        // A node that failed is not left saying "staging" (with the bytes of the moment it failed) while the pass waits to retry.
+        const failed = new Set(staged.failed.map((f) => f.node));
+        memory.staging = memory.staging.map((card) => (failed.has(card.node) ? { ...card, state: "failed" as const } : card));
+        for (const node of failed) {
+          if (!memory.staging.some((card) => card.node === node)) memory.staging.push({ node, state: "failed", bytesDone: 0, bytesTotal: 0 });
+        }
+        memory.staging.sort((a, b) => a.node.localeCompare(b.node));
+        throw failure;
+      }
       pass.staged = staged;
       setConditions(memory, revision, {
         Staged: {
