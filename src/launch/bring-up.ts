@@ -15,7 +15,7 @@ import type { EngineReadiness, EngineTopology, ProcessFiles } from "../engines/i
 import type { LedgerEntry, LedgerProcess } from "./ledger.js";
 import { LaunchError } from "./launch-error.js";
 import { allocatePorts } from "./ports.js";
-import { describeExit, isProcessAlive, plannedProcess, processLabel, readLogTail, startEngineProcess } from "./processes.js";
+import { defaultReachMs, describeExit, isProcessAlive, plannedProcess, processLabel, readLogTail, startEngineProcess } from "./processes.js";
 import { routerBackendOf } from "./router-backend.js";
 import { teardownCluster } from "./teardown.js";
 import { isCoordinatorHealthy, probeOneToken } from "./coordinator-probes.js";
@@ -340,9 +340,10 @@ async function waitStageUp(
   timing: { deadlineMs: number; intervalMs: number },
 ): Promise<void> {
   const label = processLabel("stage", process.index);
+  const liveness = livenessOf(node, process);
   const state = await waitUntil(async () => {
     if (await isUp()) return "up";
-    if (!(await isAliveOrUnknown(node, process))) return "exited";
+    if (!(await liveness.isAliveOrUnknown())) return "exited";
     return undefined;
   }, timing);
   if (state === "up") return;
@@ -352,15 +353,23 @@ async function waitStageUp(
     if (portTakenIn(logTail)) throw new LaunchError("PortInUse", `${label}-listen`, `${exited}: ${portTakenAdvice}`, { logTail });
     throw new LaunchError("StageExited", `${label}-listen`, exited, { logTail });
   }
-  throw new LaunchError("StageListenTimeout", `${label}-listen`, `${label} on ${process.node} did not ${words.notDone} within ${timing.deadlineMs} ms`, { logTail });
+  throw new LaunchError(
+    "StageListenTimeout",
+    `${label}-listen`,
+    `${label} on ${process.node} did not ${words.notDone} within ${timing.deadlineMs} ms${liveness.silence()}`,
+    {
+      logTail,
+    },
+  );
 }
 
 async function waitHealthy(node: NodeAccess, process: LedgerProcess, url: string, readiness: EngineReadiness, deadlineMs: number): Promise<void> {
   const health = `${url}${readiness.healthPath}`;
+  const liveness = livenessOf(node, process);
   const state = await waitUntil(
     async () => {
       if (await isCoordinatorHealthy(url, readiness)) return "healthy";
-      if (!(await isAliveOrUnknown(node, process))) return "exited";
+      if (!(await liveness.isAliveOrUnknown())) return "exited";
       return undefined;
     },
     { deadlineMs, intervalMs: 100 },
@@ -375,19 +384,42 @@ async function waitHealthy(node: NodeAccess, process: LedgerProcess, url: string
       { logTail },
     );
   }
-  throw new LaunchError("CoordinatorHealthTimeout", "coordinator-health", `${health} did not answer ${readiness.readyStatus} within ${deadlineMs} ms`, { logTail });
+  throw new LaunchError(
+    "CoordinatorHealthTimeout",
+    "coordinator-health",
+    `${health} did not answer ${readiness.readyStatus} within ${deadlineMs} ms${liveness.silence()}`,
+    {
+      logTail,
+    },
+  );
 }
 
 /**
  * Liveness during a wait: a probe that fails (the node's answer got lost) counts as "still alive"
- * so the wait goes on; the phase's deadline still bounds it.
+ * so the wait goes on; the phase's deadline still bounds it. Each probe is bounded as a teardown's
+ * questions are (2 s): a node partitioned during the wait must not hold it past its deadline for as
+ * long as its connection takes to drop. `silence()` is what a timeout's message adds when the node
+ * did not answer the last probe: a stage that "did not listen" because its node went silent is told
+ * apart from one that is slow.
  */
-async function isAliveOrUnknown(node: NodeAccess, process: LedgerProcess): Promise<boolean> {
-  try {
-    return await isProcessAlive(node, process);
-  } catch {
-    return true;
-  }
+function livenessOf(node: NodeAccess, process: LedgerProcess): { isAliveOrUnknown(): Promise<boolean>; silence(): string } {
+  let unanswered: { since: number; why: string } | undefined;
+  return {
+    async isAliveOrUnknown() {
+      try {
+        const alive = await isProcessAlive(node, process, { deadlineMs: defaultReachMs });
+        unanswered = undefined;
+        return alive;
+      } catch (error) {
+        unanswered ??= { since: Date.now(), why: messageOf(error) };
+        return true;
+      }
+    },
+    silence() {
+      if (unanswered === undefined) return "";
+      return `; node ${process.node} has not answered its liveness probes for the last ${Date.now() - unanswered.since} ms (${unanswered.why}): it may be unreachable`;
+    },
+  };
 }
 
 function asLaunchError(error: unknown, step = "launch"): LaunchError {

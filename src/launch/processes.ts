@@ -75,12 +75,18 @@ export async function describeExit(node: NodeAccess, process: LedgerProcess): Pr
   return `exited with status ${status}`;
 }
 
-/** The last `count` lines of a process's log (default 20): the evidence kept in the status. */
+/**
+ * The last `count` lines of a process's log (default 20): the evidence kept in the status. None when
+ * the node does not give the file within `defaultReachMs`: a failure on a silent (partitioned) node
+ * is reported at once, not after its connection has dropped and a reconnection timed out.
+ */
 export async function readLogTail(node: NodeAccess, process: LedgerProcess, count = 20): Promise<string[]> {
-  const text = await node.readFile(process.logFile).then(
+  let timer: NodeJS.Timeout | undefined;
+  const read = node.readFile(process.logFile).then(
     (b) => b.toString("utf8"),
     () => "",
   );
+  const text = await Promise.race([read, new Promise<string>((resolve) => (timer = setTimeout(() => resolve(""), defaultReachMs)))]).finally(() => clearTimeout(timer));
   return text
     .split("\n")
     .filter((line) => line.length > 0)

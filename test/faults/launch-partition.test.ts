@@ -1,0 +1,133 @@
+/**
+ * A stage host partitioned during a launch, between its stage's start and its listening, on a lab
+ * of network namespaces (test/faults/support/netns.ts): the daemon and the coordinator in the root
+ * namespace, stage hosts n1 and n2 each in its own namespace with its own sshd (iptables DROP both
+ * ways: no FIN, no RST). The engine waits 3 s before it becomes shard-engine, so the cut lands while
+ * the launch waits on n2's stage (the fixture's listen deadline: 15 s).
+ *
+ * The launch fails as StageListenTimeout within its deadline (each liveness probe of the silent
+ * node is bounded), and its message says the node did not answer rather than only that the stage
+ * did not listen; it is all or nothing: n1's stage is stopped, nothing is registered, Ready is never
+ * True, and n2's stage stays in the ledger as the one leftover (phase `tearing-down`) while n2 is
+ * cut off, without using up the restart budget. After the heal the leftover is stopped before
+ * anything is launched again, and the cluster converges with new processes.
+ */
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
+import {
+  chat,
+  conditionOf,
+  definitionText,
+  freePort,
+  freePortRange,
+  isReadyAt,
+  readStatusFile,
+  removeDefinition,
+  revisionOf,
+  sleep,
+  waitForStatus,
+  writeDefinition,
+  writeSlowEngine,
+  type DaemonWorld,
+} from "../reconciler/daemon-fixture.js";
+import { startLabWorld } from "./support/lab-world.js";
+import type { Lab } from "./support/netns.js";
+import { enginePids, killPids, ledgerNames, routerBackends, until } from "./support/world-checks.js";
+
+let lab: Lab;
+let world: DaemonWorld;
+let daemon: Daemon;
+const name = "launchcut";
+/** The fixture's stage listen deadline (fastLaunch in daemon-fixture.ts). */
+const listenDeadlineMs = 15_000;
+
+interface LedgerView {
+  phase: string;
+  processes: Array<{ node: string; pid: number; role: string }>;
+}
+
+beforeAll(async () => {
+  ({ lab, world, daemon } = await startLabWorld(2, { layers: 4, restartBudget: 3 }));
+}, 120_000);
+
+afterAll(async () => {
+  await lab?.hosts[1]?.heal().catch(() => undefined);
+  if (world !== undefined) await removeDefinition(world, name, 30_000).catch(() => undefined);
+  await daemon?.stop();
+  const left = world === undefined ? [] : await enginePids(world);
+  const ledger = world === undefined ? [] : await ledgerNames(world);
+  await lab?.close();
+  killPids(left);
+  await world?.close();
+  expect(left).toEqual([]);
+  expect(ledger).toEqual([]);
+}, 60_000);
+
+async function readLedger(): Promise<LedgerView | undefined> {
+  return readFile(join(world.stateDir, "ledger", `${name}.json`), "utf8").then(
+    (text) => JSON.parse(text) as LedgerView,
+    () => undefined,
+  );
+}
+
+function eventAt(status: ClusterStatus, step: string): number | undefined {
+  const found = status.timeline.find((e) => e.step === step);
+  return found === undefined ? undefined : Date.parse(found.at);
+}
+
+it("a stage host partitioned while its stage starts: the launch fails within its deadline naming the silent node, all or nothing; its leftover is stopped after the heal", async () => {
+  const n2 = lab.hosts[1]!;
+  const slow = await writeSlowEngine(world, 3);
+  const text = definitionText(world, { nodes: ["n1", "n2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]), register: true, binary: slow });
+  await writeDefinition(world, name, text);
+  const revision = await revisionOf(world, name);
+
+  // n2's stage started (its pid in the ledger): cut n2 off while the launch waits for it.
+  await until(async () => (await readLedger())?.processes.some((p) => p.node === "n2" && p.pid > 0) === true, 30_000, "n2's stage started", 25);
+  const first = (await readLedger())!;
+  const n1Stage = first.processes.find((p) => p.node === "n1")!.pid;
+  const n2Stage = first.processes.find((p) => p.node === "n2")!.pid;
+  await n2.partition();
+  try {
+    const failed = await waitForStatus(world, name, (s) => s.timeline.some((e) => e.step === "launch-failed"), 40_000);
+    const lastListening = Math.max(...failed.timeline.filter((e) => /^stage-\d+-(started|listening)$/.test(e.step)).map((e) => Date.parse(e.at)));
+    const failedAt = eventAt(failed, "launch-failed")!;
+    // The wait for n2's stage began at the last start or listening event before it; the failure comes at its deadline.
+    expect(failedAt - lastListening).toBeLessThan(listenDeadlineMs + 3_000);
+    const detail = failed.timeline.find((e) => e.step === "launch-failed")!.detail ?? "";
+    expect(detail).toMatch(/^StageListenTimeout at stage-1-listen: stage-1 on n2 did not listen/);
+    expect(detail).toContain("node n2 has not answered its liveness probes");
+    console.log(`launch partition: failed ${failedAt - lastListening} ms after the wait on n2 began (deadline ${listenDeadlineMs} ms): ${detail}`);
+
+    // All or nothing: n1's stage stopped, nothing registered, n2's stage the one leftover.
+    await until(async () => (await readLedger())?.processes.every((p) => p.node === "n2") === true, 15_000, "only n2's stage left in the ledger");
+    expect(await enginePids(world)).not.toContain(n1Stage);
+    expect(await routerBackends(world)).not.toContain("url:");
+    const ledger = (await readLedger())!;
+    expect(ledger.phase).toBe("tearing-down");
+    expect(ledger.processes.map((p) => p.pid)).toEqual([n2Stage]);
+    const cutOff = await waitForStatus(world, name, (s) => s.lastError !== undefined, 10_000);
+    expect(conditionOf(cutOff, "Ready")?.status).toBe("False");
+    // Passes keep retrying the leftover while n2 is cut off: never Ready, no new launch counted.
+    const end = Date.now() + 8_000;
+    while (Date.now() < end) {
+      const s = (await readStatusFile(world, name))!;
+      expect(conditionOf(s, "Ready")?.status).not.toBe("True");
+      expect(s.restarts?.count).toBe(1);
+      expect((await readLedger())?.processes.map((p) => p.pid)).toEqual([n2Stage]);
+      await sleep(200);
+    }
+  } finally {
+    await n2.heal();
+  }
+
+  const ready = await waitForStatus(world, name, (s) => isReadyAt(s, revision) && s.health === "Healthy" && s.stages.every((c) => c.alive), 90_000);
+  const pids = await enginePids(world);
+  expect(pids).not.toContain(n2Stage);
+  expect(pids).not.toContain(n1Stage);
+  expect((await readLedger())?.processes.map((p) => p.pid)).not.toContain(n2Stage);
+  expect(await chat(`http://127.0.0.1:${new URL(ready.coordinator!.url).port}`, world.modelDir)).toBeTypeOf("string");
+  expect(world.audit.problems).toEqual([]);
+}, 180_000);
