@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
 import { Ledger, type LedgerEntry } from "../../src/launch/index.js";
 import {
+  conditionOf,
   definitionText,
   enginesOf,
   freePort,
@@ -87,6 +88,9 @@ test("kill -9 of the daemon during a launch → the next start leaves no orphan 
   const revision = await revisionOf(world, "kappa");
   const first = await start();
 
+  // While it launches, Ready says so (not the staging that came before).
+  const launching = await waitForStatus(world, "kappa", (s) => conditionOf(s, "Ready")?.reason === "Launching", 20_000);
+  expect(conditionOf(launching, "Ready")).toMatchObject({ status: "False", message: "nothing serves this revision yet: its processes are starting" });
   // Wait until the launch has started processes but is not finished, then kill -9 the daemon.
   let entry: LedgerEntry | undefined;
   const deadline = Date.now() + 30_000;

@@ -8,7 +8,7 @@ import { ShardctlError } from "../../errors/index.js";
 import { launchCluster, LaunchError } from "../../launch/index.js";
 import { definitionOf } from "../pass.js";
 import type { Step } from "../run-step.js";
-import { recordEvent } from "../verdicts.js";
+import { recordEvent, setConditions } from "../verdicts.js";
 
 export const launch: Step = {
   name: "launch",
@@ -34,6 +34,8 @@ export const launch: Step = {
     };
     const others = (await ledger.list()).filter((e) => e.cluster !== name);
     memory.timeline = [];
+    // Ready says what the pass does now: staging is over, the processes start.
+    setConditions(memory, revision, { Ready: { status: "False", reason: "Launching", message: "nothing serves this revision yet: its processes are starting" } });
     try {
       await launchCluster(request, {
         ledger,
