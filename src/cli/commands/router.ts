@@ -1,6 +1,7 @@
 /** `shardctl router --config <router.yaml>`: serve the embedded OpenAI-compatible router until a signal. */
 import { parseArgs } from "node:util";
 import { startRouter } from "../../router/index.js";
+import { waitForSignal } from "./daemon.js";
 import { createLogger, logFormatOption, parseLogFormat } from "../logger.js";
 import { usageOf } from "../help/index.js";
 import { UsageError } from "../usage-error.js";
@@ -29,6 +30,9 @@ export async function run(args: string[]): Promise<number> {
     port = Number(values.port);
   }
 
+  // Listen for signals before starting: a SIGTERM right after the "listening" line (a service
+  // manager stopping it at once) must close the router, not kill it by the default action.
+  const signalled = waitForSignal();
   const router = await startRouter({
     configFile: values.config,
     host: values.host,
@@ -37,10 +41,7 @@ export async function run(args: string[]): Promise<number> {
     logger: createLogger("shardctl-router", { format }),
   });
   // Serve until SIGINT/SIGTERM, then close listeners and backend connections.
-  await new Promise<void>((done) => {
-    process.once("SIGINT", () => done());
-    process.once("SIGTERM", () => done());
-  });
+  await signalled;
   await router.close();
   return 0;
 }
