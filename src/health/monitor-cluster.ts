@@ -45,6 +45,12 @@ export interface MonitorOptions extends HealthDeps {
   rewatchDelayMs?: number;
   /** Replaces the engine's generation watchdog timings (tests shorten them). Default: the engine's. */
   generationWatchdog?: { intervalMs: number; timeoutMs: number };
+  /**
+   * Nodes already known not to answer (a teardown just failed to reach them): taken as unobservable
+   * from the start, without an `onUnobservable`, so their very first answer is an `onObservable`.
+   * Default none.
+   */
+  silentAtStart?: readonly string[];
 }
 
 export interface ClusterMonitor {
@@ -66,6 +72,10 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   /** Per node: consecutive unanswered liveness rounds. */
   const unanswered = new Map<string, number>();
   const unobservable = new Map<string, string>();
+  for (const node of options.silentAtStart ?? []) {
+    unanswered.set(node, limit);
+    unobservable.set(node, "did not answer before the watch began");
+  }
   let done = false;
 
   const track = (work: Promise<void>): void => {

@@ -30,6 +30,12 @@ export interface LedgerProcess {
   logFile: string;
   /** Written by the wrapper with the engine's exit status when it ends. */
   exitFile: string;
+  /**
+   * Set on a leftover whose node did not answer the teardown that left it (not on one that survived
+   * SIGKILL on a node that answered): the daemon watches that node and tears the entry down again
+   * the moment it answers.
+   */
+  unreachable?: boolean;
 }
 
 export interface LedgerPort {

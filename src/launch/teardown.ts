@@ -8,6 +8,8 @@
  * leftovers. The next pass tears that entry down again before it launches anything (the decision
  * table replaces an entry that is not running), so when the node comes back its leftovers are
  * stopped, and their ports freed, before any new process starts: no duplicate engine ever runs.
+ * A leftover whose node did not answer is marked `unreachable`, so the daemon can watch that node
+ * and ask for that pass as soon as it answers (src/reconciler/leftovers).
  */
 import { posix } from "node:path";
 import type { NodeAccess } from "../nodes/index.js";
@@ -77,7 +79,8 @@ export async function teardownCluster(entry: LedgerEntry, context: TeardownConte
     }
     if (outcome === "survived") failures.push(`${label} (pid ${process.pid} on ${process.node}) survived SIGKILL`);
     if (outcome === undefined) failures.push(`${label} on ${process.node}: ${error}`);
-    if (outcome === undefined || outcome === "survived") remaining.push(process);
+    if (outcome === undefined) remaining.push({ ...process, unreachable: true });
+    if (outcome === "survived") remaining.push(answered(process));
   }
 
   if (remaining.length > 0 || current.routerBackend !== undefined) {
@@ -147,6 +150,12 @@ async function removeToken(node: NodeAccess, runDir: string, reachMs: number): P
   } catch {
     // Best effort: an unreachable node keeps its (now useless) token until the next launch rewrites it.
   }
+}
+
+/** A process whose node answered this teardown: no longer marked unreachable. */
+function answered(process: LedgerProcess): LedgerProcess {
+  const { unreachable: _, ...rest } = process;
+  return rest;
 }
 
 /** Coordinator first, then stages from the last to the first. */

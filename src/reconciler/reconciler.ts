@@ -17,6 +17,7 @@ import { findClusterFiles, type Settings } from "../spec/index.js";
 import { createMemory, type ClusterMemory } from "./cluster-memory.js";
 import type { PassReport } from "./compose-status.js";
 import { createConverge, type Converge } from "./converge.js";
+import { LeftoverWatches } from "./leftovers/watch-leftovers.js";
 import { ParseCache } from "./parse-cache.js";
 import type { Pass } from "./pass.js";
 import type { PassOutcome } from "./queue/work-queue.js";
@@ -46,6 +47,7 @@ export class Reconciler {
   private readonly parsed = new ParseCache();
   private readonly world: ReconcilerWorld;
   private readonly converge: Converge;
+  private readonly leftovers: LeftoverWatches;
   private settingsStamp: string | undefined;
   /** Every status this reconciler composes, as it is composed (the dashboard's live stream). */
   readonly feed = new StatusFeed();
@@ -53,6 +55,7 @@ export class Reconciler {
   constructor(private readonly options: ReconcilerOptions) {
     this.world = new ReconcilerWorld({ ...options, feed: this.feed });
     this.converge = createConverge({ parsed: this.parsed, forget: (name) => this.memories.delete(name) });
+    this.leftovers = new LeftoverWatches({ requeue: options.requeue, ...(options.monitor === undefined ? {} : { monitor: options.monitor }) });
   }
 
   /** One pass of `name`; the queue's outcome says whether and when to come back. */
@@ -90,6 +93,7 @@ export class Reconciler {
     }
     if (verdict.pruned !== true) await this.world.writeStatus(name, memory, verdict, settings);
     else this.feed.remove(name);
+    if (pass !== undefined) await this.watchLeftovers(pass);
     summarizePass(this.options.log, name, memory, verdict, durationMs, pass?.steps ?? [], repeated);
     this.options.onPass?.(name, verdict, durationMs, memory.observation?.stages.filter((s) => s.alive).length ?? 0);
     return verdict.outcome;
@@ -148,9 +152,22 @@ export class Reconciler {
     await this.world.writeStatus(name, memory, { action: "none", result: "waiting", health: isServing(memory) ? "Healthy" : "Progressing" }, settings);
   }
 
-  /** Stop supervising every cluster, leaving them running (they are desired state). */
+  /** Stop supervising every cluster, leaving them running (they are desired state), and stop watching leftovers. */
   async detachAll(): Promise<void> {
     await Promise.all([...this.memories.values()].map((m) => m.supervision?.supervision.stop()));
+    await this.leftovers.stopAll();
+  }
+
+  /**
+   * What a teardown could not reach (a partitioned node) stays in the ledger until a pass reaches it:
+   * its node is watched, so that pass comes as soon as the node answers rather than at the next
+   * retry (backed off up to 60 s). Read after every pass, which may have left leftovers, stopped
+   * them, or forgotten the cluster.
+   */
+  private async watchLeftovers(pass: Pass): Promise<void> {
+    const entry = await pass.ledger.read(pass.name).catch(() => undefined);
+    const ours = entry !== undefined && this.world.owns(entry) ? entry : undefined;
+    await this.leftovers.follow(pass.name, ours, (node) => this.world.nodeFor(node, pass.settings));
   }
 
   /**

@@ -1,0 +1,172 @@
+/**
+ * A leftover stopped as soon as its host heals, after a partition long enough for the failed passes
+ * to back off, on a lab of network namespaces (test/faults/support/netns.ts): stage hosts n1, n2
+ * and the coordinator's host n3, each in its own namespace with its own sshd; the daemon in the root
+ * namespace at the production health timings, its periodic resync 60 s away.
+ *
+ * n3 is cut off (iptables DROP both ways): the cluster is torn down but for its coordinator, which
+ * stays in the ledger as a leftover (phase `tearing-down`) and keeps running on n3. Every pass that
+ * retries the teardown fails, and the queue backs off. n3 is healed right after a failed pass whose
+ * back-off was already long (≥ 9 s since the previous one, so the next retry is ≥ 8 s away): the
+ * leftover must be stopped, and the cluster Ready again, within a few seconds of the heal all the
+ * same. While cut off, the status file is written only by the failed passes, no more often than
+ * the back-off allows.
+ */
+import { readFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
+import {
+  conditionOf,
+  definitionText,
+  freePort,
+  freePortRange,
+  isReadyAt,
+  readStatusFile,
+  removeDefinition,
+  revisionOf,
+  sleep,
+  waitForStatus,
+  writeDefinition,
+  type DaemonWorld,
+} from "../reconciler/daemon-fixture.js";
+import { startLabWorld } from "./support/lab-world.js";
+import type { Lab } from "./support/netns.js";
+import { enginePids, killPids, ledgerNames, until } from "./support/world-checks.js";
+
+const name = "healcut";
+
+let lab: Lab;
+let world: DaemonWorld;
+let daemon: Daemon;
+
+interface LedgerView {
+  phase: string;
+  processes: Array<{ node: string; pid: number; role: string; unreachable?: boolean }>;
+}
+
+beforeAll(async () => {
+  ({ lab, world, daemon } = await startLabWorld(3, { layers: 4, restartBudget: 10 }));
+}, 120_000);
+
+afterAll(async () => {
+  await lab?.hosts[2]?.heal().catch(() => undefined);
+  if (world !== undefined) await removeDefinition(world, name, 30_000).catch(() => undefined);
+  await daemon?.stop();
+  const left = world === undefined ? [] : await enginePids(world);
+  const ledger = world === undefined ? [] : await ledgerNames(world);
+  await lab?.close();
+  killPids(left);
+  await world?.close();
+  expect(left).toEqual([]);
+  expect(ledger).toEqual([]);
+}, 60_000);
+
+async function readLedger(): Promise<LedgerView | undefined> {
+  return readFile(join(world.stateDir, "ledger", `${name}.json`), "utf8").then(
+    (text) => JSON.parse(text) as LedgerView,
+    () => undefined,
+  );
+}
+
+/** A live process (a zombie does not count), from /proc/<pid>/stat. */
+function isRunning(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+/** Every distinct content of the status file while `watching()`, with when it was first read (ms since the epoch). */
+function recordStatusWrites(watching: () => boolean): { writes: Array<{ at: number; status: ClusterStatus }>; done: Promise<void> } {
+  const writes: Array<{ at: number; status: ClusterStatus }> = [];
+  const file = join(world.clustersDir, `${name}.status.json`);
+  let last = "";
+  const done = (async () => {
+    while (watching()) {
+      const text = await readFile(file, "utf8").catch(() => "");
+      if (text !== "" && text !== last) {
+        last = text;
+        writes.push({ at: Date.now(), status: JSON.parse(text) as ClusterStatus });
+      }
+      await sleep(25);
+    }
+  })();
+  return { writes, done };
+}
+
+it("a leftover on a host healed after a long partition is stopped, and the cluster Ready again, within seconds of the heal, with no extra status writes while cut off", async () => {
+  const n3 = lab.hosts[2]!;
+  // The coordinator, cut off from its stages, keeps running (answering 503) for 3 minutes: still there at the heal.
+  const extraArgs = ["--connect-timeout-ms", "5000", "--broken-exit-delay-ms", "180000"];
+  const text = definitionText(world, { nodes: ["n1", "n2"], coordinatorNode: "n3", port: await freePort(), portRange: await freePortRange(["127.0.0.1"]), extraArgs });
+  if (!text.includes('host = "127.0.0.1"')) throw new Error("the fixture's definition no longer writes the coordinator's host as 127.0.0.1");
+  await writeDefinition(world, name, text.replace('host = "127.0.0.1"', `host = "${n3.address}"`));
+  const revision = await revisionOf(world, name);
+  await waitForStatus(world, name, (s) => isReadyAt(s, revision) && s.health === "Healthy" && s.stages.every((c) => c.alive), 60_000);
+  const coordinator = (await readLedger())!.processes.find((p) => p.role === "coordinator")!;
+  expect(coordinator.node).toBe("n3");
+
+  const partitionedAt = Date.now();
+  await n3.partition();
+  let cutOff = true;
+  const recording = recordStatusWrites(() => cutOff);
+  let healedAt!: number;
+  let failedPasses: number[] = [];
+  try {
+    // Torn down but for n3's coordinator, the one leftover, marked as on a node that did not answer.
+    await until(async () => (await readLedger())?.processes.every((p) => p.node === "n3") === true, 15_000, "only n3's coordinator left in the ledger");
+    const ledger = (await readLedger())!;
+    expect(ledger.phase).toBe("tearing-down");
+    expect(ledger.processes.map((p) => [p.pid, p.unreachable])).toEqual([[coordinator.pid, true]]);
+
+    // Failed passes, one per `lastError.at`, until one came ≥ 9 s after the previous: the queue's
+    // back-off then puts the next retry ≥ 8 s away (a delay of at least 6.5 s was at most 8 s, so the
+    // next is drawn from [8, 16) s). Healed right then.
+    await until(
+      async () => {
+        failedPasses = [...new Set(recording.writes.flatMap((w) => (w.status.lastError === undefined ? [] : [Date.parse(w.status.lastError.at)])))];
+        return failedPasses.length >= 2 && failedPasses.at(-1)! - failedPasses.at(-2)! >= 9_000;
+      },
+      90_000,
+      "a failed pass 9 s after the previous one",
+      25,
+    );
+    expect(conditionOf((await readStatusFile(world, name))!, "Ready")?.status).toBe("False");
+    expect(isRunning(coordinator.pid)).toBe(true);
+  } finally {
+    await n3.heal();
+    healedAt = Date.now();
+    cutOff = false;
+    await recording.done;
+  }
+
+  // Stopped within seconds of the heal, then relaunched: one pass, not the backed-off retry.
+  const stoppedAt = await until(
+    async () => !isRunning(coordinator.pid) && (await readLedger())?.processes.some((p) => p.pid === coordinator.pid) !== true,
+    30_000,
+    "the leftover stopped",
+  );
+  const ready = await waitForStatus(world, name, (s) => isReadyAt(s, revision) && s.health === "Healthy" && s.stages.every((c) => c.alive), 30_000);
+  const readyAt = Date.now();
+  const timings = { partitionMs: healedAt - partitionedAt, failedPasses: failedPasses.length, healToStoppedMs: stoppedAt - healedAt, healToReadyMs: readyAt - healedAt };
+  console.log(`leftover heal timings: ${JSON.stringify(timings)}`);
+  expect(timings.healToStoppedMs).toBeLessThan(4_000);
+  expect(timings.healToReadyMs).toBeLessThan(7_000);
+  expect(ready.coordinator?.url).toContain(n3.address);
+
+  // While cut off: the status file is written by the failed passes only (each pass writes it as it
+  // begins its teardown, and again with its failure, its own `lastError.at`; nothing in between),
+  // and the failed passes come no faster than the queue's back-off allows (the delay after the
+  // k-th failure in a row is at least 250 × 2^(k-1) ms; one failure of slack, for a pass the
+  // death's own teardown asked for).
+  const firstFailure = failedPasses[0]!;
+  const strays = recording.writes.filter((w) => w.at > firstFailure + 500 && !failedPasses.some((f) => w.at >= f - 3_500 && w.at <= f + 500));
+  const gaps = failedPasses.slice(1).map((at, i) => at - failedPasses[i]!);
+  console.log(`status writes while cut off: ${recording.writes.length}; gaps between failed passes, ms: ${JSON.stringify(gaps)}`);
+  expect(strays.map((w) => `+${w.at - partitionedAt} ms: ${w.status.history.at(-1)?.action ?? ""} ${w.status.history.at(-1)?.result ?? ""}`)).toEqual([]);
+  gaps.forEach((gap, i) => expect(gap).toBeGreaterThanOrEqual(250 * 2 ** (i - 1)));
+}, 240_000);
