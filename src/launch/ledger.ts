@@ -31,9 +31,10 @@ export interface LedgerProcess {
   /** Written by the wrapper with the engine's exit status when it ends. */
   exitFile: string;
   /**
-   * Set on a leftover whose node did not answer the teardown that left it (not on one that survived
-   * SIGKILL on a node that answered): the daemon watches that node and tears the entry down again
-   * the moment it answers.
+   * Set on a leftover the teardown that left it could not stop for want of an answer: its node was
+   * silent, no longer registered, or a command there failed (not on one that survived SIGKILL on a
+   * node that answered). The daemon watches that node and tears the entry down again the moment it
+   * answers; a node that answered all along costs one extra pass.
    */
   unreachable?: boolean;
 }

@@ -173,7 +173,10 @@ async function fetchOne(
       if (isShardctlError(error, "NodeUnreachable")) throw error;
       // Resume from whatever reached the node; give up after `attempts`. A node that cannot say what
       // reached it fails the pass, its partial file kept: starting over would throw those bytes away.
-      const st = await node.stat(target);
+      const st = await node.stat(target).catch(() => {
+        // The transfer's own failure is the one to report (curl's words, the SFTP error).
+        throw error;
+      });
       if (st !== undefined && st.size > counted) progress.update("transfer", st.size - counted, file.path);
       counted = Math.max(counted, st?.size ?? 0);
       have = st?.size ?? 0;

@@ -3,7 +3,8 @@
  * its own network namespace with a real sshd, iptables DROP both ways, no FIN, no RST). The keepalive
  * drops the connection within its 4 s bound; every transfer on it must then fail as NodeUnreachable
  * at once, not wait for ever for the close of its remote handle on the dead channel: a push (the
- * first attempt's fastPut and a resumed write stream) and a file write. After the heal the same node
+ * first attempt's fastPut and a resumed write stream), a file write, and a rename (one request, which
+ * ssh2 fails just before the session closes). After the heal the same node
  * access works again, and a push resumed from the partial file completes it byte for byte.
  *
  * The link is rate-limited during each transfer (tbf, 800 kbit/s: 20 s for the 2 MB file) so it is
@@ -115,5 +116,22 @@ describe("a partition in the middle of an SFTP transfer", () => {
     expect(error).toMatchObject({ reason: "NodeUnreachable" });
     expect(afterCutMs).toBeLessThan(failureBoundMs);
     expect(await stat(target).catch(() => undefined)).toBeUndefined();
+  }, 60_000);
+
+  it("an operation of one request (a rename) on a connection that drops fails as NodeUnreachable, not as a file error", async () => {
+    const from = join(lab.sshd.nodes[0]!.modelDir, "renamed-from");
+    await writeFile(from, "x");
+    // The SFTP session open, then cut: the rename's request gets no answer, and ssh2 fails it ("No
+    // response from server") just before the session closes.
+    expect(await node.stat(from)).toMatchObject({ size: 1 });
+    await host.partition();
+    const cutAt = Date.now();
+    try {
+      const error = await node.rename(from, `${from}-to`).catch((e: unknown) => e);
+      expect(error).toMatchObject({ reason: "NodeUnreachable" });
+      expect(Date.now() - cutAt).toBeLessThan(failureBoundMs);
+    } finally {
+      await host.heal();
+    }
   }, 60_000);
 });

@@ -116,7 +116,12 @@ export class SshConnection {
       client.sftp((error, sftp) => {
         if (error) {
           this.sftpSession = undefined;
-          reject(new ShardctlError("NodeCommandFailed", `node ${this.node.name}: SFTP unavailable: ${error.message}`));
+          // A connection that dropped (a partition the keepalive gave up on) fails its channel
+          // requests just before it closes, in the same turn: told apart once that turn is over.
+          setImmediate(() => {
+            const lost = this.client !== client;
+            reject(new ShardctlError(lost ? "NodeUnreachable" : "NodeCommandFailed", `node ${this.node.name}: SFTP unavailable: ${error.message}`));
+          });
           return;
         }
         sftp.on("close", () => {

@@ -154,16 +154,23 @@ export class SshNode extends ShellNode implements NodeAccess {
    */
   private async withSftp<T>(what: string, use: (sftp: SFTPWrapper) => Promise<T>, onLost?: (error: Error) => void): Promise<T> {
     const sftp = await this.connection.sftp();
+    const unreachable = new ShardctlError("NodeUnreachable", `node ${this.config.name}: the connection closed while ${what}`);
+    let closed = false;
     let onClose: (() => void) | undefined;
     const lost = new Promise<never>((_, reject) => {
       onClose = () => {
-        const error = new ShardctlError("NodeUnreachable", `node ${this.config.name}: the connection closed while ${what}`);
-        onLost?.(error);
-        reject(error);
+        closed = true;
+        onLost?.(unreachable);
+        reject(unreachable);
       };
       sftp.once("close", onClose);
     });
-    const work = use(sftp);
+    // ssh2 fails the requests pending at a drop ("No response from server") just before the session
+    // closes, in the same turn: an operation of one request (a rename, a read still opening its file)
+    // fails that way, and is the same lost connection.
+    const work = use(sftp).catch((error: unknown) => {
+      throw closed ? unreachable : error;
+    });
     work.catch(() => undefined);
     try {
       return await Promise.race([work, lost]);
