@@ -9,13 +9,16 @@
 import type { ServerResponse } from "node:http";
 
 export interface EventStreamOptions {
-  /** Interval of the `beat` event, ms. Default 5000 (the daemon passes `[daemon] heartbeat_seconds`). */
+  /** Interval of the `beat` event, ms. Default 5000 (the daemon passes `[daemon] heartbeat_seconds`); at most 15 000. */
   heartbeatMs?: number;
   /** Bytes a client may leave unread before it is dropped. Default 1 MiB. */
   maxBufferedBytes?: number;
   /** Reconnect delay the browser is told, ms. Default 1000. */
   retryMs?: number;
 }
+
+/** Longest interval between two beats, ms (nginx cuts a proxied stream idle for 60 s by default). */
+const maxBeatMs = 15_000;
 
 /** One SSE frame: `event:` and a one-line JSON `data:`. */
 export function frame(event: string, data: unknown): string {
@@ -33,7 +36,8 @@ export class EventStream {
   constructor(options: EventStreamOptions = {}) {
     this.maxBufferedBytes = options.maxBufferedBytes ?? 1 << 20;
     this.retryMs = options.retryMs ?? 1000;
-    this.heartbeatMs = options.heartbeatMs ?? 5000;
+    // At least every 15 s whatever the daemon's heartbeat: proxies cut streams idle for a minute.
+    this.heartbeatMs = Math.min(options.heartbeatMs ?? 5000, maxBeatMs);
     this.heartbeat = setInterval(() => this.send(frame("beat", {})), this.heartbeatMs);
     this.heartbeat.unref();
   }

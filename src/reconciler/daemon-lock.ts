@@ -9,7 +9,8 @@
  * While it runs, the daemon touches the lock every `heartbeatMs` (its modification time is the
  * heartbeat; the interval is the lock's fourth line). A daemon stopped (SIGSTOP, a frozen VM) or
  * hung in its event loop keeps its pid but stops touching it: after `missedBeats` intervals of
- * silence readers call it silent, because the status files it wrote no longer follow what runs.
+ * silence (and at least `minSilenceMs`) readers call it silent, because the status files it wrote
+ * no longer follow what runs.
  */
 import { createHash } from "node:crypto";
 import { mkdir, open, readFile, realpath, rename, rm, stat, utimes } from "node:fs/promises";
@@ -34,13 +35,23 @@ interface Owner {
 export const defaultHeartbeatMs = 5000;
 /** Intervals without a heartbeat after which a running daemon is silent (stopped or hung). */
 export const missedBeats = 4;
+/**
+ * Least silence that counts, ms: a short heartbeat must not turn a garbage-collection pause, a busy
+ * thread pool or a file system that keeps modification times to the second into "silent".
+ */
+export const minSilenceMs = 3000;
+
+/** How long a daemon beating every `heartbeatMs` may go unheard before it is silent, ms. */
+export function silenceAfterMs(heartbeatMs: number): number {
+  return Math.max(missedBeats * heartbeatMs, minSilenceMs);
+}
 
 /** The daemon that holds a directory's lock, as readers see it. */
 export interface DaemonSighting {
   pid: number;
   /** Time since its last heartbeat, ms. */
   silentMs: number;
-  /** Missed `missedBeats` heartbeats: its process exists but does not run its event loop. */
+  /** Missed `missedBeats` heartbeats (see silenceAfterMs): its process exists but does not run its event loop. */
   silent: boolean;
 }
 
@@ -61,7 +72,7 @@ export async function findDaemon(watchedDir: string, lockDir = daemonLockDir()):
   if (owner === undefined || !(await isRunning(owner))) return undefined;
   const touched = (await stat(file).catch(() => undefined))?.mtimeMs;
   const silentMs = touched === undefined ? 0 : Math.max(0, Date.now() - touched);
-  return { pid: owner.pid, silentMs, silent: owner.heartbeatMs !== undefined && silentMs > missedBeats * owner.heartbeatMs };
+  return { pid: owner.pid, silentMs, silent: owner.heartbeatMs !== undefined && silentMs > silenceAfterMs(owner.heartbeatMs) };
 }
 
 /** "pid N, not heard from for 42 s: stopped or hung?": how a silent daemon is named to a person. */

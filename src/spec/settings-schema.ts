@@ -80,7 +80,7 @@ const daemonSchema = z
       .max(600)
       .default(5)
       .describe(
-        "How often the daemon touches its lock and beats on the dashboard's stream to show it runs, seconds (read at start); status, wait and the page call it silent after 4 missed beats. Default 5.",
+        "How often the daemon touches its lock and beats on the dashboard's stream to show it runs, seconds (read at start); status, wait and the page call it silent after 4 missed beats (at least 3 s). Default 5.",
       ),
     restart_budget: z.number().int().min(0).max(100).default(3).describe("Launches per revision before a dying cluster is Stalled. Default 3."),
     allow_mass_prune: z.boolean().default(false).describe("Allow tearing down every running cluster when no definition is valid. Default false."),

@@ -26,9 +26,9 @@ import {
 } from "../reconciler/daemon-fixture.js";
 import { enableDashboard } from "../dashboard/support.js";
 
-/** The settings' heartbeat here, s: silent after 4 missed beats, 2 s. */
+/** The settings' heartbeat here, s: silent after 4 missed beats, and at least 3 s. */
 const heartbeatSeconds = 0.5;
-const silentAfterMs = 4 * heartbeatSeconds * 1000;
+const silentAfterMs = Math.max(4 * heartbeatSeconds * 1000, 3000);
 
 let world: DaemonWorld;
 let daemon: SpawnedDaemon;

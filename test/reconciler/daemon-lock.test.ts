@@ -94,3 +94,19 @@ test("the owner touches its lock every heartbeat", async () => {
     await lock.release();
   }
 });
+
+test("a short heartbeat still needs 3 s of silence: a pause of a second or two is not a silent daemon", async () => {
+  // Taken with a beat that never comes during the test, then the lock says 100 ms.
+  const lock = await acquireDaemonLock(watched, locks, 3_600_000);
+  try {
+    const [pid, startTime, dir] = (await readFile(lock.file, "utf8")).split("\n");
+    await writeFile(lock.file, `${pid}\n${startTime}\n${dir}\n100\n`);
+    const at = (ms: number): Date => new Date(Date.now() - ms);
+    await utimes(lock.file, at(2_000), at(2_000));
+    expect((await findDaemon(watched, locks))?.silent).toBe(false);
+    await utimes(lock.file, at(3_500), at(3_500));
+    expect((await findDaemon(watched, locks))?.silent).toBe(true);
+  } finally {
+    await lock.release();
+  }
+});

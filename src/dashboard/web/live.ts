@@ -27,8 +27,12 @@ export interface LiveState {
 
 /** Re-create the EventSource when the browser gave up on it (a non-stream answer), ms. */
 const reopenDelayMs = 2000;
-/** Beats missed before a connected daemon is silent (the rule `shardctl status` applies to the lock). */
+/**
+ * Beats missed before a connected daemon is silent, and the least silence that counts, ms: the rule
+ * `shardctl status` applies to the daemon's lock.
+ */
 const missedBeats = 4;
+const minSilenceMs = 3000;
 
 export function connectLive(onChange: (state: LiveState) => void): () => void {
   let state: LiveState = { connection: "connecting", since: Date.now(), tokenRequired: false, clusters: new Map(), rates: new Map() };
@@ -105,7 +109,7 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
 
   // Silence: a live connection over which four beats have not come. Checked every second.
   const listen = window.setInterval(() => {
-    if (state.connection === "live" && heartbeatMs !== undefined && Date.now() - heardAt > missedBeats * heartbeatMs) {
+    if (state.connection === "live" && heartbeatMs !== undefined && Date.now() - heardAt > Math.max(missedBeats * heartbeatMs, minSilenceMs)) {
       update({ connection: "silent", since: heardAt });
     }
   }, 1000);
