@@ -167,7 +167,12 @@ export class Reconciler {
   private async watchLeftovers(pass: Pass): Promise<void> {
     const entry = await pass.ledger.read(pass.name).catch(() => undefined);
     const ours = entry !== undefined && this.world.owns(entry) ? entry : undefined;
-    await this.leftovers.follow(pass.name, ours, (node) => this.world.nodeFor(node, pass.settings));
+    await this.leftovers.follow(
+      pass.name,
+      ours,
+      (node) => this.world.nodeFor(node, pass.settings),
+      (node) => pass.settings.nodes[node],
+    );
   }
 
   /**

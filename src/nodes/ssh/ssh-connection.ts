@@ -127,6 +127,9 @@ export class SshConnection {
         sftp.on("close", () => {
           this.sftpSession = undefined;
         });
+        // Every operation in flight on the one session listens for its close (an abandoned read
+        // keeps its listener until it settles): many at once are expected, not a leak.
+        sftp.setMaxListeners(0);
         resolve(sftp);
       });
     });

@@ -23,7 +23,7 @@ export interface LeftoverWatchOptions {
 }
 
 interface Watch {
-  /** The leftovers watched, as `node:pid:startTime`, in ledger order. */
+  /** The leftovers watched, as `node:pid:startTime:settings`, in ledger order. */
   leftovers: string;
   monitor: ClusterMonitor;
   /** A node answered (or a leftover was seen gone) and the pass was asked for. */
@@ -43,9 +43,11 @@ export class LeftoverWatches {
    * could not stop them must be seen silent again first, so a node that answers but fails its
    * teardown costs one extra pass, never a pass a second.
    */
-  async follow(name: string, entry: LedgerEntry | undefined, nodeFor: (node: string) => NodeAccess): Promise<void> {
+  async follow(name: string, entry: LedgerEntry | undefined, nodeFor: (node: string) => NodeAccess, nodeSettings: (node: string) => unknown): Promise<void> {
     const leftovers = unreachableLeftovers(entry, nodeFor);
-    const key = leftovers.map((p) => `${p.node}:${p.pid}:${p.startTime}`).join(",");
+    // The nodes' settings are part of the key: a node whose address was corrected gets a watch over
+    // the new node access (the pool closes the old one).
+    const key = leftovers.map((p) => `${p.node}:${p.pid}:${p.startTime}:${JSON.stringify(nodeSettings(p.node) ?? null)}`).join(",");
     const previous = this.watches.get(name);
     if (previous !== undefined && previous.leftovers === key && !previous.answered) return;
     await this.stop(name);
