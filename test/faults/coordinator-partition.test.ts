@@ -28,16 +28,15 @@ import {
   freePortRange,
   isReadyAt,
   readStatusFile,
-  removeDefinition,
   revisionOf,
   sleep,
   waitForStatus,
   writeDefinition,
   type DaemonWorld,
 } from "../reconciler/daemon-fixture.js";
-import { startLabWorld } from "./support/lab-world.js";
+import { closeLabWorld, startLabWorld } from "./support/lab-world.js";
 import type { Lab, LabHost } from "./support/netns.js";
-import { enginePids, killPids, routerBackends, until } from "./support/world-checks.js";
+import { routerBackends, until } from "./support/world-checks.js";
 
 const run = promisify(execFile);
 const name = "coordcut";
@@ -79,15 +78,8 @@ async function defineCluster(extraArgs: string[]): Promise<void> {
 }
 
 afterAll(async () => {
-  // Whatever is cut off must be reachable for the daemon's own prune.
-  await lab?.hosts[2]?.heal().catch(() => undefined);
-  if (world !== undefined) await removeDefinition(world, name, 30_000).catch(() => undefined);
-  await daemon?.stop();
-  const left = world === undefined ? [] : await enginePids(world);
-  await lab?.close();
-  killPids(left);
-  await world?.close();
-  expect(left).toEqual([]);
+  const left = await closeLabWorld({ lab, world, daemon }, name, { cutOff: lab?.hosts[2] });
+  expect(left.engines).toEqual([]);
 }, 60_000);
 
 /** Engine pids (wrappers and engines) per lab host, from ps matched against each namespace's pids. */

@@ -12,9 +12,8 @@
  * cut off, without using up the restart budget. After the heal the leftover is stopped before
  * anything is launched again, and the cluster converges with new processes.
  */
-import { readFile } from "node:fs/promises";
-import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { Ledger, type LedgerEntry } from "../../src/launch/index.js";
 import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
 import {
   chat,
@@ -24,7 +23,6 @@ import {
   freePortRange,
   isReadyAt,
   readStatusFile,
-  removeDefinition,
   revisionOf,
   sleep,
   waitForStatus,
@@ -32,9 +30,9 @@ import {
   writeSlowEngine,
   type DaemonWorld,
 } from "../reconciler/daemon-fixture.js";
-import { startLabWorld } from "./support/lab-world.js";
+import { closeLabWorld, startLabWorld } from "./support/lab-world.js";
 import type { Lab } from "./support/netns.js";
-import { enginePids, killPids, ledgerNames, routerBackends, until } from "./support/world-checks.js";
+import { enginePids, routerBackends, until } from "./support/world-checks.js";
 
 let lab: Lab;
 let world: DaemonWorld;
@@ -43,33 +41,19 @@ const name = "launchcut";
 /** The fixture's stage listen deadline (fastLaunch in daemon-fixture.ts). */
 const listenDeadlineMs = 15_000;
 
-interface LedgerView {
-  phase: string;
-  processes: Array<{ node: string; pid: number; role: string }>;
-}
-
 beforeAll(async () => {
   ({ lab, world, daemon } = await startLabWorld(2, { layers: 4, restartBudget: 3 }));
 }, 120_000);
 
 afterAll(async () => {
-  await lab?.hosts[1]?.heal().catch(() => undefined);
-  if (world !== undefined) await removeDefinition(world, name, 30_000).catch(() => undefined);
-  await daemon?.stop();
-  const left = world === undefined ? [] : await enginePids(world);
-  const ledger = world === undefined ? [] : await ledgerNames(world);
-  await lab?.close();
-  killPids(left);
-  await world?.close();
-  expect(left).toEqual([]);
-  expect(ledger).toEqual([]);
+  const left = await closeLabWorld({ lab, world, daemon }, name, { cutOff: lab?.hosts[1] });
+  expect(left.engines).toEqual([]);
+  expect(left.ledger).toEqual([]);
 }, 60_000);
 
-async function readLedger(): Promise<LedgerView | undefined> {
-  return readFile(join(world.stateDir, "ledger", `${name}.json`), "utf8").then(
-    (text) => JSON.parse(text) as LedgerView,
-    () => undefined,
-  );
+/** The cluster's ledger entry, as the daemon's own ledger reads it. */
+function readLedger(): Promise<LedgerEntry | undefined> {
+  return new Ledger(world.stateDir).read(name);
 }
 
 function eventAt(status: ClusterStatus, step: string): number | undefined {

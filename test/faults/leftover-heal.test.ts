@@ -16,6 +16,7 @@ import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { Ledger, type LedgerEntry } from "../../src/launch/index.js";
 import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
 import {
   conditionOf,
@@ -24,16 +25,15 @@ import {
   freePortRange,
   isReadyAt,
   readStatusFile,
-  removeDefinition,
   revisionOf,
   sleep,
   waitForStatus,
   writeDefinition,
   type DaemonWorld,
 } from "../reconciler/daemon-fixture.js";
-import { startLabWorld } from "./support/lab-world.js";
+import { closeLabWorld, startLabWorld } from "./support/lab-world.js";
 import type { Lab } from "./support/netns.js";
-import { enginePids, killPids, ledgerNames, until } from "./support/world-checks.js";
+import { until } from "./support/world-checks.js";
 
 const name = "healcut";
 
@@ -41,33 +41,19 @@ let lab: Lab;
 let world: DaemonWorld;
 let daemon: Daemon;
 
-interface LedgerView {
-  phase: string;
-  processes: Array<{ node: string; pid: number; role: string; unreachable?: boolean }>;
-}
-
 beforeAll(async () => {
   ({ lab, world, daemon } = await startLabWorld(3, { layers: 4, restartBudget: 10 }));
 }, 120_000);
 
 afterAll(async () => {
-  await lab?.hosts[2]?.heal().catch(() => undefined);
-  if (world !== undefined) await removeDefinition(world, name, 30_000).catch(() => undefined);
-  await daemon?.stop();
-  const left = world === undefined ? [] : await enginePids(world);
-  const ledger = world === undefined ? [] : await ledgerNames(world);
-  await lab?.close();
-  killPids(left);
-  await world?.close();
-  expect(left).toEqual([]);
-  expect(ledger).toEqual([]);
+  const left = await closeLabWorld({ lab, world, daemon }, name, { cutOff: lab?.hosts[2] });
+  expect(left.engines).toEqual([]);
+  expect(left.ledger).toEqual([]);
 }, 60_000);
 
-async function readLedger(): Promise<LedgerView | undefined> {
-  return readFile(join(world.stateDir, "ledger", `${name}.json`), "utf8").then(
-    (text) => JSON.parse(text) as LedgerView,
-    () => undefined,
-  );
+/** The cluster's ledger entry, as the daemon's own ledger reads it. */
+function readLedger(): Promise<LedgerEntry | undefined> {
+  return new Ledger(world.stateDir).read(name);
 }
 
 /** A live process (a zombie does not count), from /proc/<pid>/stat. */

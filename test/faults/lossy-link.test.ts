@@ -19,7 +19,6 @@ import {
   freePortRange,
   isReadyAt,
   readStatusFile,
-  removeDefinition,
   revisionOf,
   sleep,
   waitForStatus,
@@ -27,9 +26,9 @@ import {
   type DaemonWorld,
 } from "../reconciler/daemon-fixture.js";
 import { droppedPackets, shapeLink, shapedBytes } from "./support/link-shaping.js";
-import { startLabWorld } from "./support/lab-world.js";
+import { closeLabWorld, startLabWorld } from "./support/lab-world.js";
 import type { Lab } from "./support/netns.js";
-import { enginePids, killPids, ledgerNames, routerBackends } from "./support/world-checks.js";
+import { enginePids, ledgerNames, routerBackends } from "./support/world-checks.js";
 
 let lab: Lab;
 let world: DaemonWorld;
@@ -47,15 +46,9 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  if (world !== undefined) await removeDefinition(world, name, 20_000).catch(() => undefined);
-  await daemon?.stop();
-  const left = world === undefined ? [] : await enginePids(world);
-  const ledger = world === undefined ? [] : await ledgerNames(world);
-  await lab?.close();
-  killPids(left);
-  await world?.close();
-  expect(left).toEqual([]);
-  expect(ledger).toEqual([]);
+  const left = await closeLabWorld({ lab, world, daemon }, name, { pruneMs: 20000 });
+  expect(left.engines).toEqual([]);
+  expect(left.ledger).toEqual([]);
 }, 60_000);
 
 describe("a lossy, rate-limited link to a stage host", () => {

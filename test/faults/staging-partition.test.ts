@@ -23,17 +23,16 @@ import {
   freePortRange,
   isReadyAt,
   readStatusFile,
-  removeDefinition,
   revisionOf,
   sleep,
   waitForStatus,
   writeDefinition,
   type DaemonWorld,
 } from "../reconciler/daemon-fixture.js";
-import { startLabWorld } from "./support/lab-world.js";
+import { closeLabWorld, startLabWorld } from "./support/lab-world.js";
 import { shapeLink } from "./support/link-shaping.js";
 import type { Lab } from "./support/netns.js";
-import { enginePids, killPids, ledgerNames } from "./support/world-checks.js";
+import { enginePids, ledgerNames } from "./support/world-checks.js";
 
 let lab: Lab;
 let world: DaemonWorld;
@@ -46,16 +45,9 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  await lab?.hosts[1]?.heal().catch(() => undefined);
-  if (world !== undefined) await removeDefinition(world, name, 30_000).catch(() => undefined);
-  await daemon?.stop();
-  const left = world === undefined ? [] : await enginePids(world);
-  const ledger = world === undefined ? [] : await ledgerNames(world);
-  await lab?.close();
-  killPids(left);
-  await world?.close();
-  expect(left).toEqual([]);
-  expect(ledger).toEqual([]);
+  const left = await closeLabWorld({ lab, world, daemon }, name, { cutOff: lab?.hosts[1] });
+  expect(left.engines).toEqual([]);
+  expect(left.ledger).toEqual([]);
 }, 60_000);
 
 /** Every file under `dir` (relative paths). */

@@ -5,8 +5,9 @@
  * takes down what it began. No vitest imports.
  */
 import type { Daemon } from "../../../src/reconciler/index.js";
-import { startInProcessDaemon, startWorld, writeSettings, type DaemonWorld } from "../../reconciler/daemon-fixture.js";
-import { startLab, type Lab } from "./netns.js";
+import { removeDefinition, startInProcessDaemon, startWorld, writeSettings, type DaemonWorld } from "../../reconciler/daemon-fixture.js";
+import { startLab, type Lab, type LabHost } from "./netns.js";
+import { enginePids, killPids, ledgerNames } from "./world-checks.js";
 
 export interface LabWorld {
   lab: Lab;
@@ -30,4 +31,28 @@ export async function startLabWorld(hosts: number, options: { layers: number; re
     await lab.close();
     throw error;
   }
+}
+
+/**
+ * Take down what startLabWorld began (any part may be missing after a failed start): heal `cutOff`
+ * (what is cut off must be reachable for the daemon's own prune), prune `cluster` the daemon's way
+ * (its definition removed, waited for up to `pruneMs`), stop the daemon, then the lab and the world.
+ * Returns what was still there before the lab went down — engine pids (killed here) and ledger
+ * entries — for the test to find empty.
+ */
+export async function closeLabWorld(
+  { lab, world, daemon }: Partial<LabWorld>,
+  cluster: string,
+  options: { cutOff?: LabHost | undefined; pruneMs?: number } = {},
+): Promise<{ engines: number[]; ledger: string[] }> {
+  await options.cutOff?.heal().catch(() => undefined);
+  if (world !== undefined) await removeDefinition(world, cluster, options.pruneMs ?? 30_000).catch(() => undefined);
+  await daemon?.stop();
+  const engines = world === undefined ? [] : await enginePids(world);
+  const ledger = world === undefined ? [] : await ledgerNames(world);
+  // Whatever a failed test left dies with its namespace, or by pid here.
+  await lab?.close();
+  killPids(engines);
+  await world?.close();
+  return { engines, ledger };
 }
