@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { ShardctlError } from "../errors/index.js";
 import { commandFailed, type CommandResult, type NodeAccess } from "../nodes/index.js";
 import type { LedgerProcess, ProcessRole } from "./ledger.js";
+import { within } from "./within.js";
 
 /** Label of a process in file names and messages: `stage-0`, `coordinator`. */
 export function processLabel(role: ProcessRole, index?: number): string {
@@ -81,12 +82,11 @@ export async function describeExit(node: NodeAccess, process: LedgerProcess): Pr
  * is reported at once, not after its connection has dropped and a reconnection timed out.
  */
 export async function readLogTail(node: NodeAccess, process: LedgerProcess, count = 20): Promise<string[]> {
-  let timer: NodeJS.Timeout | undefined;
-  const read = node.readFile(process.logFile).then(
-    (b) => b.toString("utf8"),
-    () => "",
+  const text = await within(
+    defaultReachMs,
+    node.readFile(process.logFile).then((b) => b.toString("utf8")),
+    "",
   );
-  const text = await Promise.race([read, new Promise<string>((resolve) => (timer = setTimeout(() => resolve(""), defaultReachMs)))]).finally(() => clearTimeout(timer));
   return text
     .split("\n")
     .filter((line) => line.length > 0)

@@ -5,7 +5,7 @@
  * the status file written, all before the teardown runs. The dead process's log tail and exit
  * status are added once the teardown has ended.
  */
-import { describeExit, processLabel, readLogTail, type LedgerEntry } from "../launch/index.js";
+import { describeExit, processLabel, readLogTail, within, type LedgerEntry } from "../launch/index.js";
 import type { DeathEvent } from "../health/index.js";
 import { defaultRelaunchMarkMs } from "../router/index.js";
 import type { ClusterMemory } from "./cluster-memory.js";
@@ -69,27 +69,15 @@ export async function completeEvidence(pass: Pass, entry: LedgerEntry, label: st
   const process = entry.processes.find((p) => processLabel(p.role, p.index) === label);
   if (process === undefined) return;
   const node = pass.world.nodeFor(process.node, pass.settings);
-  // The dead process's node may be the unreachable one: its evidence is not worth waiting for.
-  const [logTail, exit] = await Promise.all([
-    within(evidenceDeadlineMs, readLogTail(node, process), [] as string[]),
-    within(evidenceDeadlineMs, describeExit(node, process), undefined),
-  ]);
+  // The dead process's node may be the unreachable one: its evidence is not worth waiting for (the
+  // log tail bounds its own read, as a launch's failure does).
+  const [logTail, exit] = await Promise.all([readLogTail(node, process), within(evidenceDeadlineMs, describeExit(node, process), undefined)]);
   evidence.logTail = logTail;
   if (exit !== undefined) evidence.message = `${evidence.message} (${exit})`;
 }
 
-/** How long the evidence of a death (log tail, exit status) is waited for, ms. */
+/** How long the evidence of a death is waited for, ms (readLogTail bounds its read at the same 2 s). */
 const evidenceDeadlineMs = 2_000;
-
-/** `work`'s value, or `fallback` when it fails or takes longer than `ms`. */
-async function within<T, F>(ms: number, work: Promise<T>, fallback: F): Promise<T | F> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([work.catch(() => fallback), new Promise<F>((resolve) => (timer = setTimeout(() => resolve(fallback), ms)))]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /**
  * While a registered cluster is torn down and relaunched, the router answers its model with 503 and
