@@ -5,7 +5,8 @@
 import { basename, dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { findClusterFiles } from "../../spec/index.js";
-import { describeSilence, findDaemon, readStatus, statusFileFor, type ClusterStatus } from "../../reconciler/index.js";
+import { findDaemon, readStatus, statusFileFor, type ClusterStatus } from "../../reconciler/index.js";
+import { describeKeeper } from "../daemon-keeper.js";
 import { isShardctlError } from "../../errors/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { waitForSignal } from "./daemon.js";
@@ -36,7 +37,7 @@ export async function run(args: string[]): Promise<number> {
   };
 
   if (!values.watch) {
-    const keeper = await describeKeeper(context.clustersDir);
+    const keeper = describeKeeper(context.clustersDir, await findDaemon(context.clustersDir));
     if (keeper !== undefined) console.error(keeper);
     const statuses = await read();
     console.log(render(statuses));
@@ -49,7 +50,7 @@ export async function run(args: string[]): Promise<number> {
   const draw = async (): Promise<void> => {
     const statuses = await read();
     // Asked at every redraw: the daemon can stop or hang while the monitor runs.
-    const keeper = await describeKeeper(context.clustersDir);
+    const keeper = describeKeeper(context.clustersDir, await findDaemon(context.clustersDir));
     const problems = [...(detailed ? [] : statuses.flatMap((s) => (s.unreadable === undefined ? [] : [s.unreadable]))), ...(keeper === undefined ? [] : [keeper])];
     const below = problems.length === 0 ? "" : `\n\n${problems.join("\n")}`;
     process.stdout.write(`\x1b[H\x1b[2J${render(statuses)}${below}\n\n(refreshing every second; Ctrl-C to quit)\n`);
@@ -59,18 +60,6 @@ export async function run(args: string[]): Promise<number> {
   await waitForSignal();
   clearInterval(timer);
   return 0;
-}
-
-/**
- * Status files are what the daemon last wrote: a line saying so when no daemon keeps them current
- * — none runs, or the one that holds the directory is silent (stopped or hung) — else undefined.
- */
-async function describeKeeper(dir: string): Promise<string | undefined> {
-  const daemon = await findDaemon(dir);
-  if (daemon === undefined) return `note: no shardctl daemon is watching ${dir}; this is the status it last wrote`;
-  if (daemon.silent)
-    return `warning: the shardctl daemon watching ${dir} (${describeSilence(daemon)}) keeps no status current; this is what it last wrote, not what runs now`;
-  return undefined;
 }
 
 /** Log lines of the last lost launch the detail view prints (the status file keeps a few more). */

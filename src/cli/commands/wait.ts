@@ -22,6 +22,7 @@ import {
 } from "../../reconciler/index.js";
 import { isShardctlError } from "../../errors/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
+import { describeKeeper } from "../daemon-keeper.js";
 import { parseDuration } from "../duration.js";
 import { usageOf } from "../help/index.js";
 import { UsageError } from "../usage-error.js";
@@ -75,7 +76,7 @@ export async function run(args: string[]): Promise<number> {
     silent = daemon?.silent === true ? daemon : undefined;
     if (verdict === "met" && silent === undefined) {
       // No daemon at all may mean another user's (its lock is in that user's cache): said, not refused.
-      if (daemon === undefined) console.error(`note: no shardctl daemon is watching ${context.clustersDir}; this is the status it last wrote`);
+      if (daemon === undefined) console.error(describeKeeper(context.clustersDir, daemon));
       console.log(`${last!.cluster}: condition ${type} holds at revision ${short(revision)} (${last!.health})`);
       return 0;
     }
