@@ -2,6 +2,7 @@
 export type { AskOptions, PortAnswer, NodeConfig, CommandResult, RunOptions, DetachedOptions, DetachedProcess, FileStat, NodeAccess, PutOptions } from "./types.js";
 export { quoteArg, quoteArgv } from "./quote.js";
 export { commandFailed } from "./shell-node.js";
+export { startTimeFunction } from "./shell-scripts.js";
 export { LocalNode } from "./local-node.js";
 export { SshNode } from "./ssh/ssh-node.js";
 export type { SshOptions } from "./ssh/ssh-connection.js";

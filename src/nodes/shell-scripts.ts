@@ -6,7 +6,7 @@
 
 // Kernel start time of pid $1: Linux /proc/<pid>/stat field 22 (clock ticks since boot; zombies count
 // as gone), elsewhere the `ps -o lstart=` text. Prints nothing when there is no such process.
-const startTimeFunction = `st() {
+export const startTimeFunction = `st() {
   if [ -r "/proc/$1/stat" ]; then
     s=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
     s=\${s##*") "}

@@ -13,7 +13,7 @@ import { selectFiles } from "./manifest.js";
 import { createProgress } from "./progress.js";
 import { machineKey, withKeyedLock } from "./keyed-lock.js";
 import { updateStatCache, type StatCacheEntry } from "./stat-cache.js";
-import { transferFile } from "./transfer.js";
+import { forgetWriter, removePartial, transferFile } from "./transfer.js";
 import type { FileCheck, Manifest, NodeStagingResult, StagingOptions, StagingSource } from "./types.js";
 
 export async function stageNode(node: NodeAccess, source: StagingSource, fullManifest: Manifest, options: StagingOptions = {}): Promise<NodeStagingResult> {
@@ -193,7 +193,7 @@ async function fetchOne(
   const st = await node.stat(target);
   const hash = st?.size === file.size ? await hashOnNode(node, target, file) : undefined;
   if (hash !== file.hash) {
-    await node.remove(target);
+    await removePartial({ node, source, target });
     // A Hub commit's files never change: a whole file fetched in one go that does not match is what
     // the source serves, and fetching it again brings the same bytes. A file spliced onto a partial of
     // an earlier attempt starts clean next time, and a push folder is hashed afresh every pass.
@@ -204,6 +204,7 @@ async function fetchOne(
     );
   }
   await node.rename(target, blob);
+  await forgetWriter({ node, source, target });
   const final = await node.stat(blob);
   if (final !== undefined) hashed.set(blob, { size: final.size, mtimeSec: final.mtimeSec, ctimeSec: final.ctimeSec, ino: final.ino, hash: file.hash });
 }

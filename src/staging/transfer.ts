@@ -3,10 +3,10 @@
  *
  * - hub, local node: fetched in-process with `Range: bytes=<have>-`, appended to the partial file
  *   (raw-http.ts for plain http, node:http for https, redirects and anything unusual).
- * - hub, SSH node: the node fetches it itself with curl (`-C <have>` resumes from the partial file's
- *   size), its body piped through `head -c` into the file (capped-curl.ts). curl is on every Linux and
- *   macOS machine, needs no runtime of ours on the node, and keeps the model bytes off the control
- *   node's link. The token travels on curl's stdin (`-K -`), never in argv. Progress is the partial
+ * - hub, SSH node: the node fetches it itself with curl (`--continue-at` resumes from the partial
+ *   file's size), its body piped through `head -c` into the file, one writer per file
+ *   (capped-curl.ts). curl is on every Linux and macOS machine, needs no runtime of ours on the
+ *   node, and keeps the model bytes off the control node's link. The token travels on curl's stdin (`-K -`), never in argv. Progress is the partial
  *   file's size, polled over the pooled connection.
  * - push: SFTP from the control node, appending from the remote partial size.
  *
@@ -21,7 +21,7 @@ import { join } from "node:path";
 import { get as httpGet, type IncomingMessage } from "node:http";
 import { get as httpsGet } from "node:https";
 import type { NodeAccess } from "../nodes/index.js";
-import { cappedCurlScript } from "./capped-curl.js";
+import { cappedCurlScript, writerRecordOf } from "./capped-curl.js";
 import { rawDownload } from "./raw-http.js";
 import { isShardctlError, ShardctlError } from "../errors/index.js";
 import type { ManifestFile, StagingSource } from "./types.js";
@@ -47,9 +47,22 @@ export async function transferFile(request: TransferRequest): Promise<void> {
     return await fetchOnNode(request, request.source);
   } catch (error) {
     // Bytes past the listed size are never kept, nor the bytes before them: the file is not the listed one.
-    if (isShardctlError(error, "DownloadTooLarge")) await request.node.remove(request.target);
+    if (isShardctlError(error, "DownloadTooLarge")) await removePartial(request);
     throw error;
   }
+}
+
+type PartialFile = Pick<TransferRequest, "node" | "source" | "target">;
+
+/** Remove the partial file and the record of its writer. */
+export async function removePartial(partial: PartialFile): Promise<void> {
+  await partial.node.remove(partial.target);
+  await forgetWriter(partial);
+}
+
+/** Remove the record of the process that wrote a partial file on its node (only downloads run on an SSH node keep one). */
+export async function forgetWriter({ node, source, target }: PartialFile): Promise<void> {
+  if (source.kind === "hub" && node.kind !== "local") await node.remove(writerRecordOf(target));
 }
 
 /** The failure of a download whose body passes the file's listed size; `served` says what is known of its size. */
@@ -215,11 +228,11 @@ async function fetchOnNode(request: TransferRequest, source: Extract<StagingSour
   const url = fileUrl(source, request.commit, file.path);
   // curl config on stdin: the URL and token never appear in the node's process list.
   const config = [`url = ${curlQuote(url)}`, ...(source.token === undefined ? [] : [`header = ${curlQuote(`Authorization: Bearer ${source.token}`)}`])].join("\n");
-  const resume = request.haveBytes > 0 ? ["--continue-at", String(request.haveBytes)] : [];
-  const curl = ["curl", "--fail", "--silent", "--show-error", "--location", ...resume, "--config", "-"];
-  // The body is capped one byte past the listed size: a longer one shows as a file past that size.
-  const cap = String(file.size - request.haveBytes + 1);
-  const argv = ["sh", "-c", cappedCurlScript, "sh", cap, target, request.haveBytes > 0 ? "append" : "new", ...curl];
+  const curl = ["curl", "--fail", "--silent", "--show-error", "--location", "--config", "-"];
+  // The program stops an earlier download still writing the file (its connection dropped), resumes
+  // from the file's size then, and caps the body one byte past the listed size: a longer one shows
+  // as a file past that size.
+  const argv = ["sh", "-c", cappedCurlScript, "sh", String(file.size), target, request.haveBytes > 0 ? "append" : "new", ...curl];
   // Progress = the partial file's size, polled every 500 ms while curl runs.
   let timer: NodeJS.Timeout | undefined;
   let polling = true;
@@ -247,7 +260,8 @@ async function fetchOnNode(request: TransferRequest, source: Extract<StagingSour
     return fetchOnNode({ ...request, haveBytes: 0 }, source);
   }
   if (result.exitCode !== 0) {
-    const why = result.timedOut ? `timed out after ${result.durationMs} ms` : `curl exited with ${result.exitCode}: ${result.stderr.trim()}`;
+    const program = result.exitCode === 96 || result.exitCode === 97 ? "the download program" : "curl";
+    const why = result.timedOut ? `timed out after ${result.durationMs} ms` : `${program} exited with ${result.exitCode}: ${result.stderr.trim()}`;
     throw new ShardctlError("DownloadFailed", `node ${node.config.name}: ${url}: ${why}`);
   }
   request.onBytes(after?.size ?? 0);

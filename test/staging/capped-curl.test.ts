@@ -1,10 +1,12 @@
 /**
  * The program that runs curl on a node with its body capped, run by the node's own sh (dash on
- * Debian): it passes curl's exit status out, keeps at most the cap, and says 97 when it cannot
- * truncate the file it is to write. A stand-in "curl" (a shell command writing to stdout) feeds it.
+ * Debian): it passes curl's exit status out, keeps at most the listed size plus one byte, resumes
+ * from the file's own size, stops an earlier writer of the file before touching it, and says 97 when
+ * it cannot truncate the file it is to write. A stand-in "curl" (a shell command writing to stdout)
+ * feeds it; the program appends `--continue-at <bytes>` to its arguments when it resumes.
  */
-import { execFile } from "node:child_process";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { execFile, spawn } from "node:child_process";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -21,9 +23,9 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-async function capped(cap: number, out: string, mode: "new" | "append", ...command: string[]): Promise<number> {
+async function capped(size: number, out: string, mode: "new" | "append", ...command: string[]): Promise<number> {
   try {
-    await run("sh", ["-c", cappedCurlScript, "sh", String(cap), out, mode, ...command]);
+    await run("sh", ["-c", cappedCurlScript, "sh", String(size), out, mode, ...command]);
     return 0;
   } catch (error) {
     return (error as { code: number }).code;
@@ -38,10 +40,49 @@ it("passes the command's exit status out and keeps the body when it fits", async
   expect(await readFile(out, "utf8")).toBe("hello world");
 });
 
-it("keeps at most the cap of a longer body", async () => {
+it("keeps at most one byte past the listed size of a longer body", async () => {
   const out = join(dir, "long");
   await capped(10, out, "new", "sh", "-c", "head -c 100000 /dev/zero");
-  expect((await readFile(out)).length).toBe(10);
+  expect((await readFile(out)).length).toBe(11);
+});
+
+it("resumes from the file's own size, and leaves a file already at its listed size alone", async () => {
+  const out = join(dir, "resume");
+  await writeFile(out, "abc");
+  // The stand-in prints the offset it was asked to resume from ($2 after --continue-at).
+  expect(await capped(100, out, "append", "sh", "-c", 'printf "[%s %s]" "$1" "$2"', "sh")).toBe(0);
+  expect(await readFile(out, "utf8")).toBe("abc[--continue-at 3]");
+  await writeFile(out, "0123456789");
+  expect(await capped(10, out, "append", "sh", "-c", "printf more")).toBe(0);
+  expect(await readFile(out, "utf8")).toBe("0123456789");
+});
+
+it("stops an earlier download still writing the file before it appends", async () => {
+  const out = join(dir, "orphan");
+  // The earlier download: a body that never ends, 64 KiB of zeros every 20 ms, ending at a failed
+  // write as curl does (exit 23); its program is left running.
+  const endless = "while :; do head -c 65536 /dev/zero || exit 23; sleep 0.02; done";
+  const earlier = spawn("sh", ["-c", cappedCurlScript, "sh", String(1 << 30), out, "new", "sh", "-c", endless], { stdio: "ignore" });
+  const exited = new Promise((resolve) => earlier.once("exit", resolve));
+  try {
+    while ((await readFile(out).catch(() => Buffer.alloc(0))).length < 200_000) await new Promise((r) => setTimeout(r, 20));
+    const record = (await readFile(`${out}.writer`, "utf8")).split("\n");
+    const writer = Number(record[0]);
+    expect(record[1]).not.toBe("");
+    expect(await capped(1 << 30, out, "append", "sh", "-c", 'printf "[%s]" "$2"', "sh")).toBe(0);
+    // The earlier download ends (its curl at its next write), its writer gone, and the resume offset is the size it left.
+    await exited;
+    expect(() => process.kill(writer, 0)).toThrow();
+    const bytes = await readFile(out);
+    const have = bytes.indexOf("[");
+    expect(have).toBeGreaterThanOrEqual(200_000);
+    expect(bytes.subarray(0, have).every((b) => b === 0)).toBe(true);
+    expect(bytes.subarray(have).toString()).toBe(`[${have}]`);
+    await new Promise((r) => setTimeout(r, 100));
+    expect((await readFile(out)).length).toBe(bytes.length);
+  } finally {
+    earlier.kill("SIGKILL");
+  }
 });
 
 it("exits 97 when the file cannot be truncated (its directory is missing)", async () => {

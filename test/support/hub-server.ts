@@ -86,6 +86,8 @@ export interface HubServer {
   resetStats(): void;
   injectFault(fault: HubFault): void;
   clearFaults(): void;
+  /** Send file bodies at most this fast (bytes per second) from now on, or as fast as they go (undefined, the default). */
+  pace(bytesPerSecond: number | undefined): void;
   /** Replace or add a repository (e.g. move a branch to a new commit). Earlier commits stay downloadable by id, as on the Hub. */
   setRepo(repo: HubRepo): void;
   /** sha256 (hex) of a repository file, as the server advertises it. */
@@ -111,6 +113,7 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
   const hashCache = new Map<string, { key: string; info: FileInfo }>();
   let faults: Array<Required<Pick<HubFault, "times">> & HubFault> = [];
   let stats = emptyStats();
+  let bytesPerSecond: number | undefined;
   const sockets = new Set<Socket>();
 
   // Hash lazily and remember by (size, mtime): repositories can be gigabytes (bench).
@@ -274,7 +277,10 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
 
   async function streamBody(res: ServerResponse, file: string, start: number, end: number, fault: HubFault | undefined, key: string): Promise<void> {
     let sent = 0;
-    const stream = createReadStream(file, { start, end, highWaterMark: 1 << 20 });
+    // Paced bodies go out in 16 KiB pieces, each when the rate allows it.
+    const rate = bytesPerSecond;
+    const startedAt = performance.now();
+    const stream = createReadStream(file, { start, end, highWaterMark: rate === undefined ? 1 << 20 : 16 << 10 });
     try {
       for await (const raw of stream) {
         let chunk = raw as Buffer;
@@ -290,6 +296,11 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
           res.write(part, () => res.destroy());
           stream.destroy();
           return;
+        }
+        if (rate !== undefined) {
+          const due = startedAt + (sent / rate) * 1000 - performance.now();
+          if (due > 0) await new Promise((resolve) => setTimeout(resolve, due));
+          if (res.destroyed) return;
         }
         count(key, chunk.length);
         sent += chunk.length;
@@ -347,6 +358,9 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
     },
     clearFaults: () => {
       faults = [];
+    },
+    pace: (rate) => {
+      bytesPerSecond = rate;
     },
     setRepo: (repo) => {
       const previous = repos.get(repo.repo);

@@ -74,7 +74,9 @@ export class SshNode extends ShellNode implements NodeAccess {
   ): Promise<CommandResult> {
     if (argv.length === 0) throw new TypeError("run needs a command");
     // The shell prints its pid first and then execs the command, so a deadline can kill it for sure
-    // (OpenSSH ignores channel signal requests for sessions without a pty).
+    // (OpenSSH ignores channel signal requests for sessions without a pty). sshd starts each session
+    // with setsid, so that pid leads a process group holding the command's children too (curl and
+    // head under a download): the deadline kills the group, and nothing of the command is left.
     const line = `echo $$; ${options.cwd === undefined ? "" : `cd ${quoteArg(options.cwd)} && `}exec ${quoteArgv(argv)}`;
     const started = performance.now();
     const once = (client: Client): Promise<CommandResult> =>
@@ -85,7 +87,7 @@ export class SshNode extends ShellNode implements NodeAccess {
           // status from the same TCP read, and an 'exit' event missed is an exit code lost.
           resolve(
             collect(channel, argv, started, options, (pid) => {
-              client.exec(`kill -9 ${pid}`, (killError, ch) => {
+              client.exec(`kill -9 -- -${pid} 2>/dev/null || kill -9 ${pid}`, (killError, ch) => {
                 if (!killError) ch.on("close", () => {}).resume();
               });
             }),
