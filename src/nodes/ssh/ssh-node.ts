@@ -87,7 +87,7 @@ export class SshNode extends ShellNode implements NodeAccess {
           // status from the same TCP read, and an 'exit' event missed is an exit code lost.
           resolve(
             collect(channel, argv, started, options, (pid) => {
-              client.exec(`kill -9 -- -${pid} 2>/dev/null || kill -9 ${pid}`, (killError, ch) => {
+              client.exec(quoteArgv(["sh", "-c", `kill -s KILL -- -${pid} 2>/dev/null || kill -s KILL ${pid}`]), (killError, ch) => {
                 if (!killError) ch.on("close", () => {}).resume();
               });
             }),
