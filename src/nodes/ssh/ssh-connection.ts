@@ -6,7 +6,7 @@
 import { createRequire } from "node:module";
 import { homedir } from "node:os";
 import { join } from "node:path";
-import { Client, type ClientChannel, type ConnectConfig, type SFTPWrapper } from "ssh2";
+import { Client, utils as sshUtils, type ClientChannel, type ConnectConfig, type SFTPWrapper } from "ssh2";
 import { ShardctlError } from "../../errors/index.js";
 import { FileRefusedError, readRegularFile } from "../../files/index.js";
 import type { NodeConfig } from "../types.js";
@@ -197,12 +197,16 @@ export class SshConnection {
       return false;
     };
 
-    const privateKey = await readFirstKey(this.node.name, target);
+    const { privateKey, encrypted } = await readFirstKey(this.node.name, target);
     const agent = this.options.agentSocket ?? process.env.SSH_AUTH_SOCK;
+    // What to say of a key we could not use, after an authentication failure or when no agent runs.
+    const unlockHint =
+      encrypted.length === 0
+        ? ""
+        : `; ${encrypted.join(", ")} ${encrypted.length === 1 ? "is" : "are"} protected by a passphrase, which shardctl never asks for: load it into ssh-agent (\`ssh-add ${encrypted[0]}\`) and run shardctl with SSH_AUTH_SOCK set, or name a key without a passphrase in identity_file`;
     if (privateKey === undefined && agent === undefined) {
-      throw new ShardctlError("SshAuthFailed", `node ${this.node.name}: no identity file (tried ${target.identityFiles.join(", ")}) and no ssh-agent (SSH_AUTH_SOCK)`, {
-        terminal: true,
-      });
+      const tried = encrypted.length > 0 ? "no usable identity file" : `no identity file (tried ${target.identityFiles.join(", ")})`;
+      throw new ShardctlError("SshAuthFailed", `node ${this.node.name}: ${tried} and no ssh-agent (SSH_AUTH_SOCK)${unlockHint}`, { terminal: true });
     }
     // As OpenSSH does: ask first for the key types known_hosts holds for this host, so a server with
     // several host keys presents the one we can check. (ssh2's `prepend` ignores names already in its
@@ -241,7 +245,7 @@ export class SshConnection {
         reject(
           new ShardctlError(
             auth ? "SshAuthFailed" : "NodeUnreachable",
-            `node ${this.node.name}: ${auth ? `authentication as ${target.user} failed` : `cannot connect to ${target.host}:${target.port}`}: ${error.message}`,
+            `node ${this.node.name}: ${auth ? `authentication as ${target.user} failed` : `cannot connect to ${target.host}:${target.port}`}: ${error.message}${auth ? unlockHint : ""}`,
             { terminal: auth, cause: error },
           ),
         );
@@ -314,21 +318,35 @@ function hostKeyRefusal(
 const maxKeyBytes = 1024 * 1024;
 
 /**
- * The first of the target's identity files that can be read; undefined when none can (the agent may
- * still authenticate). One that is not a regular file (a FIFO would block the read for ever) or is
- * over the cap is an error naming the setting and the path: the key it names is not a key.
+ * The first of the target's identity files that can be read and used; no key when none can (the
+ * agent may still authenticate). A passphrase-protected key is passed over, as OpenSSH does when
+ * ssh-agent holds it unlocked, and listed in `encrypted` for the messages. One that is not a regular
+ * file (a FIFO would block the read for ever), is over the cap, or is no private key at all is an
+ * error naming the setting and the path: the key it names is not a key.
  */
-async function readFirstKey(node: string, target: SshTarget): Promise<Buffer | undefined> {
+async function readFirstKey(node: string, target: SshTarget): Promise<{ privateKey?: Buffer; encrypted: string[] }> {
+  const encrypted: string[] = [];
   for (const path of target.identityFiles) {
+    let key: Buffer;
     try {
-      return await readRegularFile(path, { maxBytes: maxKeyBytes, what: "SSH private key" });
+      key = await readRegularFile(path, { maxBytes: maxKeyBytes, what: "SSH private key" });
     } catch (error) {
       if (error instanceof FileRefusedError) {
         throw new ShardctlError(error.reason, `node ${node}: ${target.identitySetting} ${path}: ${error.detail}`, { terminal: true, cause: error });
       }
+      continue;
     }
+    const parsed = sshUtils.parseKey(key);
+    if (!(parsed instanceof Error)) return { privateKey: key, encrypted };
+    if (/encrypted|passphrase/i.test(parsed.message)) {
+      encrypted.push(path);
+      continue;
+    }
+    throw new ShardctlError("SshAuthFailed", `node ${node}: ${target.identitySetting} ${path} is not a private key shardctl can read: ${parsed.message}`, {
+      terminal: true,
+    });
   }
-  return undefined;
+  return { encrypted };
 }
 
 export type { ClientChannel };

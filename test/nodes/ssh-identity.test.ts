@@ -1,0 +1,107 @@
+/**
+ * A passphrase-protected identity file, the usual set-up of a person's own key: OpenSSH then asks
+ * ssh-agent, which holds the unlocked key. Against a real sshd and a real ssh-agent: with the agent
+ * the node answers; without one, or with one lacking the key, the failure says the key is locked and
+ * how to load it. A file that is no key at all fails for good, naming it.
+ */
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { appendFile, chmod, readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { NodePool } from "../../src/nodes/index.js";
+import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+
+const run = promisify(execFile);
+let sshd: SshdSet;
+let key: string;
+let agent: ChildProcess | undefined;
+const pools: NodePool[] = [];
+
+beforeAll(async () => {
+  sshd = await startSshdNodes({ count: 1 });
+  key = join(sshd.root, "encrypted_ed25519");
+  await run("ssh-keygen", ["-q", "-t", "ed25519", "-N", "a passphrase", "-C", "encrypted", "-f", key]);
+  // sshd reads its AuthorizedKeysFile at each login.
+  await appendFile(join(sshd.root, "authorized_keys"), await readFile(`${key}.pub`, "utf8"));
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.all(pools.map((p) => p.close()));
+  agent?.kill();
+  await sshd?.close();
+});
+
+function nodeThrough(agentSocket: string | undefined) {
+  const pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "none"), ...(agentSocket === undefined ? {} : { agentSocket }) });
+  pools.push(pool);
+  const n = sshd.nodes[0]!;
+  return pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile: key, hostKeyPolicy: "strict", modelDir: n.modelDir });
+}
+
+it("without an agent, an encrypted identity file fails naming the file and what to do", async () => {
+  const saved = process.env.SSH_AUTH_SOCK;
+  delete process.env.SSH_AUTH_SOCK;
+  try {
+    const error = await nodeThrough(undefined)
+      .run(["true"])
+      .then(
+        () => undefined,
+        (e: Error & { reason?: string; terminal?: boolean }) => e,
+      );
+    expect(error?.reason).toBe("SshAuthFailed");
+    expect(error?.terminal).toBe(true);
+    expect(error?.message).toContain(key);
+    expect(error?.message).toMatch(/passphrase/);
+    expect(error?.message).toMatch(/ssh-add/);
+  } finally {
+    if (saved !== undefined) process.env.SSH_AUTH_SOCK = saved;
+  }
+});
+
+it("with the key unlocked in ssh-agent the node answers; with an agent that lacks it the failure names the key", async () => {
+  const socket = join(sshd.root, "agent.sock");
+  agent = spawn("ssh-agent", ["-D", "-a", socket], { stdio: "ignore" });
+  for (
+    let i = 0;
+    i < 50 &&
+    !(await run("test", ["-S", socket]).then(
+      () => true,
+      () => false,
+    ));
+    i++
+  )
+    await new Promise((r) => setTimeout(r, 100));
+  // ssh-add reads the passphrase from SSH_ASKPASS when told to (no terminal here).
+  const askpass = join(sshd.root, "askpass");
+  await writeFile(askpass, "#!/bin/sh\necho 'a passphrase'\n");
+  await chmod(askpass, 0o700);
+  // An agent without the key: the failure says which key is locked and how to add it.
+  const refused = await nodeThrough(socket)
+    .run(["true"])
+    .then(
+      () => undefined,
+      (e: Error & { reason?: string }) => e,
+    );
+  expect(refused?.reason).toBe("SshAuthFailed");
+  expect(refused?.message).toContain(`ssh-add ${key}`);
+  await run("ssh-add", [key], { env: { ...process.env, SSH_AUTH_SOCK: socket, SSH_ASKPASS: askpass, SSH_ASKPASS_REQUIRE: "force", DISPLAY: "none" } });
+  const result = await nodeThrough(socket).run(["echo", "answered"]);
+  expect(result.stdout.trim()).toBe("answered");
+});
+
+it("an identity file that is no private key fails naming it, at once and for good", async () => {
+  const notAKey = join(sshd.root, "not-a-key");
+  await writeFile(notAKey, "-----BEGIN NOTHING-----\nxyz\n");
+  const pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "none") });
+  pools.push(pool);
+  const n = sshd.nodes[0]!;
+  const node = pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile: notAKey, hostKeyPolicy: "strict", modelDir: n.modelDir });
+  const error = await node.run(["true"]).then(
+    () => undefined,
+    (e: Error & { reason?: string; terminal?: boolean }) => e,
+  );
+  expect(error?.reason).toBe("SshAuthFailed");
+  expect(error?.terminal).toBe(true);
+  expect(error?.message).toContain(`identity_file ${notAKey} is not a private key`);
+});
