@@ -1,5 +1,8 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { quoteArg, quoteArgv } from "../../src/nodes/index.js";
+import { NodePool, quoteArg, quoteArgv } from "../../src/nodes/index.js";
 import { globMatch, matchesHost, parseKnownHosts, verifyHostKey } from "../../src/nodes/ssh/known-hosts.js";
 import { resolveSshConfig } from "../../src/nodes/ssh/ssh-config.js";
 
@@ -65,5 +68,33 @@ describe("ssh config", () => {
     expect(config).toMatchObject({ hostName: "10.1.1.1", port: 2200, user: "fallback" });
     expect(config.identityFiles[0]).toMatch(/\/\.ssh\/k$/);
     expect(resolveSshConfig("Host other\n  HostName x\n", "box")).toEqual({ identityFiles: [] });
+  });
+
+  it("reports a ProxyJump or ProxyCommand that applies, and none that is 'none'", () => {
+    expect(resolveSshConfig("Host box\n  ProxyJump bastion\n  ProxyCommand nc %h %p\n", "box").proxy).toEqual({ keyword: "ProxyJump", value: "bastion" });
+    expect(resolveSshConfig("Host *\n  ProxyCommand ssh -W %h:%p gate\n", "box").proxy).toEqual({ keyword: "ProxyCommand", value: "ssh -W %h:%p gate" });
+    expect(resolveSshConfig("Host box\n  ProxyJump none\nHost *\n  ProxyJump bastion\n", "box").proxy).toBeUndefined();
+    expect(resolveSshConfig("Host other\n  ProxyJump bastion\n", "box").proxy).toBeUndefined();
+  });
+
+  it("a node whose alias goes through a proxy fails naming the config, the proxy and what to do, before connecting", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "shardctl-ssh-config-"));
+    try {
+      const config = join(dir, "config");
+      await writeFile(config, "Host gpu-box\n  HostName 127.0.0.9\n  ProxyJump me@bastion.example\n");
+      const pool = new NodePool({ knownHostsPath: join(dir, "known_hosts"), sshConfigPath: config });
+      const node = pool.get({ name: "gpu", host: "gpu-box", modelDir: "/models" });
+      const error = await node.run(["true"]).then(
+        () => undefined,
+        (e: Error & { reason?: string; terminal?: boolean }) => e,
+      );
+      await pool.close();
+      expect(error?.reason).toBe("SshConfigUnsupported");
+      expect(error?.terminal).toBe(true);
+      expect(error?.message).toContain(`${config} reaches gpu-box through ProxyJump me@bastion.example`);
+      expect(error?.message).toContain("[nodes.gpu]");
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -4,6 +4,8 @@ export type NodeReason =
   | "NodeUnreachable"
   /** SSH authentication was refused, or there is no key to offer (terminal). */
   | "SshAuthFailed"
+  /** The ssh client config routes the node through a proxy (ProxyJump, ProxyCommand), which is not followed (terminal). */
+  | "SshConfigUnsupported"
   /** The node's host key is not in known_hosts and the policy does not accept new keys (terminal). */
   | "HostKeyUnknown"
   /** The node's host key differs from, or is revoked in, known_hosts: possibly an attack (terminal). */

@@ -1,7 +1,9 @@
 /**
  * The parts of OpenSSH's client config a node alias needs: HostName, User, Port, IdentityFile, from
  * `Host` blocks whose patterns match (first value wins, as in ssh). `Match` blocks are not evaluated
- * (their options are ignored) and `Include` is not followed.
+ * (their options are ignored) and `Include` is not followed. A ProxyJump or ProxyCommand is reported
+ * (`proxy`) rather than dropped: connecting straight to the host instead would fail as a timeout, or
+ * reach a different machine, with nothing saying why.
  */
 import { readSshFile } from "./known-hosts.js";
 import { homedir } from "node:os";
@@ -12,6 +14,8 @@ export interface SshHostConfig {
   user?: string;
   port?: number;
   identityFiles: string[];
+  /** The first ProxyJump or ProxyCommand that applies (not "none"), as written. */
+  proxy?: { keyword: "ProxyJump" | "ProxyCommand"; value: string };
 }
 
 export async function readSshConfig(path: string, alias: string): Promise<SshHostConfig> {
@@ -21,6 +25,7 @@ export async function readSshConfig(path: string, alias: string): Promise<SshHos
 export function resolveSshConfig(text: string, alias: string): SshHostConfig {
   const out: SshHostConfig = { identityFiles: [] };
   let active = true;
+  let proxySet = false;
   for (const raw of text.split("\n")) {
     const line = raw.trim();
     if (line === "" || line.startsWith("#")) continue;
@@ -41,6 +46,11 @@ export function resolveSshConfig(text: string, alias: string): SshHostConfig {
     else if (keyword === "user" && out.user === undefined) out.user = value;
     else if (keyword === "port" && out.port === undefined && /^\d+$/.test(value)) out.port = Number(value);
     else if (keyword === "identityfile") out.identityFiles.push(expandHome(value));
+    else if ((keyword === "proxyjump" || keyword === "proxycommand") && !proxySet) {
+      // The first of either wins, "none" included (it switches off a later Host * proxy).
+      proxySet = true;
+      if (value.toLowerCase() !== "none") out.proxy = { keyword: keyword === "proxyjump" ? "ProxyJump" : "ProxyCommand", value };
+    }
   }
   return out;
 }

@@ -49,6 +49,14 @@ const defaultIdentityFiles = ["id_ed25519", "id_ecdsa", "id_rsa"].map((f) => joi
 export async function resolveTarget(node: NodeConfig, options: SshOptions): Promise<SshTarget> {
   const sshConfigPath = options.sshConfigPath ?? join(homedir(), ".ssh", "config");
   const alias = await readSshConfig(sshConfigPath, node.host);
+  if (alias.proxy !== undefined) {
+    throw new ShardctlError(
+      "SshConfigUnsupported",
+      `node ${node.name}: ${sshConfigPath} reaches ${node.host} through ${alias.proxy.keyword} ${alias.proxy.value}, which shardctl does not follow (it connects straight to the host). ` +
+        `Give [nodes.${node.name}] a host this machine reaches directly (its address on the same network or VPN), or run the daemon on a machine that does`,
+      { terminal: true },
+    );
+  }
   // A node's explicit settings win; its port only when it is not the default 22 (the spec fills 22 in).
   const port = node.port !== undefined && node.port !== 22 ? node.port : (alias.port ?? node.port ?? 22);
   const [identityFiles, identitySetting] =
