@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -58,8 +58,8 @@ describe("known_hosts parsing", () => {
 });
 
 describe("ssh config", () => {
-  it("takes the first value per keyword from matching Host blocks, skipping Match", () => {
-    const config = resolveSshConfig(
+  it("takes the first value per keyword from matching Host blocks, skipping Match", async () => {
+    const config = await resolveSshConfig(
       ["Host box", "  HostName 10.1.1.1", "  Port=2200", "Match user x", "  User wrong", "Host *", "  User fallback", "  Port 22", '  IdentityFile "~/.ssh/k"'].join(
         "\n",
       ),
@@ -67,14 +67,39 @@ describe("ssh config", () => {
     );
     expect(config).toMatchObject({ hostName: "10.1.1.1", port: 2200, user: "fallback" });
     expect(config.identityFiles[0]).toMatch(/\/\.ssh\/k$/);
-    expect(resolveSshConfig("Host other\n  HostName x\n", "box")).toEqual({ identityFiles: [] });
+    expect(await resolveSshConfig("Host other\n  HostName x\n", "box")).toEqual({ identityFiles: [] });
   });
 
-  it("reports a ProxyJump or ProxyCommand that applies, and none that is 'none'", () => {
-    expect(resolveSshConfig("Host box\n  ProxyJump bastion\n  ProxyCommand nc %h %p\n", "box").proxy).toEqual({ keyword: "ProxyJump", value: "bastion" });
-    expect(resolveSshConfig("Host *\n  ProxyCommand ssh -W %h:%p gate\n", "box").proxy).toEqual({ keyword: "ProxyCommand", value: "ssh -W %h:%p gate" });
-    expect(resolveSshConfig("Host box\n  ProxyJump none\nHost *\n  ProxyJump bastion\n", "box").proxy).toBeUndefined();
-    expect(resolveSshConfig("Host other\n  ProxyJump bastion\n", "box").proxy).toBeUndefined();
+  it("reports a ProxyJump or ProxyCommand that applies, and none that is 'none'", async () => {
+    expect((await resolveSshConfig("Host box\n  ProxyJump bastion\n  ProxyCommand nc %h %p\n", "box")).proxy).toEqual({ keyword: "ProxyJump", value: "bastion" });
+    expect((await resolveSshConfig("Host *\n  ProxyCommand ssh -W %h:%p gate\n", "box")).proxy).toEqual({ keyword: "ProxyCommand", value: "ssh -W %h:%p gate" });
+    expect((await resolveSshConfig("Host box\n  ProxyJump none\nHost *\n  ProxyJump bastion\n", "box")).proxy).toBeUndefined();
+    expect((await resolveSshConfig("Host other\n  ProxyJump bastion\n", "box")).proxy).toBeUndefined();
+  });
+
+  it("follows Include: wildcards in sorted order, conditional inside a Host block, a Host line of the included file not closing the includer's block", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "shardctl-ssh-include-"));
+    try {
+      await mkdir(join(dir, "conf.d"));
+      await writeFile(join(dir, "conf.d", "10-box.conf"), "Host box\n  HostName 10.0.0.5\nHost elsewhere\n  User nobody\n");
+      await writeFile(join(dir, "conf.d", "20-more.conf"), "Host box\n  HostName 10.9.9.9\n  Port 2222\n");
+      await writeFile(join(dir, "only-other"), "User other-user\n");
+      await writeFile(join(dir, "closes"), "Host elsewhere\n  User wrong\n");
+      const text = [
+        `Include ${dir}/conf.d/*.conf`,
+        "Host other",
+        `  Include ${dir}/only-other`,
+        "Host box",
+        `  Include ${dir}/missing-file ${dir}/closes`,
+        "  User ops",
+      ].join("\n");
+      expect(await resolveSshConfig(text, "box")).toMatchObject({ hostName: "10.0.0.5", port: 2222, user: "ops" });
+      expect((await resolveSshConfig(text, "other")).user).toBe("other-user");
+      await writeFile(join(dir, "loop"), `Include ${dir}/loop\n`);
+      await expect(resolveSshConfig(`Include ${dir}/loop`, "box")).rejects.toThrow(/nested more than 16 levels/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it("a node whose alias goes through a proxy fails naming the config, the proxy and what to do, before connecting", async () => {

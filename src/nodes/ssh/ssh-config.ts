@@ -1,13 +1,15 @@
 /**
  * The parts of OpenSSH's client config a node alias needs: HostName, User, Port, IdentityFile, from
- * `Host` blocks whose patterns match (first value wins, as in ssh). `Match` blocks are not evaluated
- * (their options are ignored) and `Include` is not followed. A ProxyJump or ProxyCommand is reported
- * (`proxy`) rather than dropped: connecting straight to the host instead would fail as a timeout, or
- * reach a different machine, with nothing saying why.
+ * `Host` blocks whose patterns match (first value wins, as in ssh). `Include` is followed as ssh
+ * does (relative paths under ~/.ssh, `*` and `?` in the file name, conditional inside a Host block,
+ * 16 levels at most); `Match` blocks are not evaluated (their options are ignored). A ProxyJump or
+ * ProxyCommand is reported (`proxy`) rather than dropped: connecting straight to the host instead
+ * would fail as a timeout, or reach a different machine, with nothing saying why.
  */
-import { readSshFile } from "./known-hosts.js";
+import { readdir } from "node:fs/promises";
 import { homedir } from "node:os";
-import { globMatch } from "./known-hosts.js";
+import { basename, dirname, isAbsolute, join } from "node:path";
+import { globMatch, readSshFile } from "./known-hosts.js";
 
 export interface SshHostConfig {
   hostName?: string;
@@ -18,14 +20,23 @@ export interface SshHostConfig {
   proxy?: { keyword: "ProxyJump" | "ProxyCommand"; value: string };
 }
 
+/** How deep Include may nest, as in OpenSSH. */
+const maxIncludeDepth = 16;
+
 export async function readSshConfig(path: string, alias: string): Promise<SshHostConfig> {
   return resolveSshConfig(await readSshFile(path, "ssh client config ([ssh] config)"), alias);
 }
 
-export function resolveSshConfig(text: string, alias: string): SshHostConfig {
+/** The settings `text` gives `alias`; `Include`d files are read from disk. */
+export async function resolveSshConfig(text: string, alias: string): Promise<SshHostConfig> {
   const out: SshHostConfig = { identityFiles: [] };
+  await applyConfig(text, alias, out, { proxySet: false }, 0);
+  return out;
+}
+
+async function applyConfig(text: string, alias: string, out: SshHostConfig, state: { proxySet: boolean }, depth: number): Promise<void> {
+  // Each file starts active; a Host line inside it does not change the including file's block.
   let active = true;
-  let proxySet = false;
   for (const raw of text.split("\n")) {
     const line = raw.trim();
     if (line === "" || line.startsWith("#")) continue;
@@ -42,17 +53,41 @@ export function resolveSshConfig(text: string, alias: string): SshHostConfig {
       continue;
     }
     if (!active) continue;
-    if (keyword === "hostname" && out.hostName === undefined) out.hostName = value.replaceAll("%h", alias);
+    if (keyword === "include") {
+      if (depth >= maxIncludeDepth) throw new Error(`ssh client config: Include nested more than ${maxIncludeDepth} levels deep (a file including itself?)`);
+      for (const file of await includedFiles(value)) await applyConfig(await readSshFile(file, `ssh client config included as ${file}`), alias, out, state, depth + 1);
+    } else if (keyword === "hostname" && out.hostName === undefined) out.hostName = value.replaceAll("%h", alias);
     else if (keyword === "user" && out.user === undefined) out.user = value;
     else if (keyword === "port" && out.port === undefined && /^\d+$/.test(value)) out.port = Number(value);
     else if (keyword === "identityfile") out.identityFiles.push(expandHome(value));
-    else if ((keyword === "proxyjump" || keyword === "proxycommand") && !proxySet) {
+    else if ((keyword === "proxyjump" || keyword === "proxycommand") && !state.proxySet) {
       // The first of either wins, "none" included (it switches off a later Host * proxy).
-      proxySet = true;
+      state.proxySet = true;
       if (value.toLowerCase() !== "none") out.proxy = { keyword: keyword === "proxyjump" ? "ProxyJump" : "ProxyCommand", value };
     }
   }
-  return out;
+}
+
+/** The files one Include line names, in order: each path, its wildcards matched in sorted file names. */
+async function includedFiles(value: string): Promise<string[]> {
+  const files: string[] = [];
+  for (const word of value.split(/\s+/).filter((w) => w !== "")) {
+    const expanded = expandHome(word);
+    const path = isAbsolute(expanded) ? expanded : join(homedir(), ".ssh", expanded);
+    const name = basename(path);
+    if (!/[*?]/.test(name)) {
+      files.push(path);
+      continue;
+    }
+    const entries = await readdir(dirname(path)).catch(() => [] as string[]);
+    files.push(
+      ...entries
+        .filter((e) => globMatch(name, e))
+        .sort()
+        .map((e) => join(dirname(path), e)),
+    );
+  }
+  return files;
 }
 
 function hostMatches(patterns: string, alias: string): boolean {
