@@ -121,9 +121,24 @@ function refuse(request: IncomingMessage, loopback: boolean): string | undefined
   if (loopback && !isLoopbackAddress(host.includes(":") && !host.endsWith("]") ? host : `${host}:80`)) {
     return `this dashboard listens on loopback and serves loopback names only, not ${JSON.stringify(host)}`;
   }
+  if (request.method === "POST") return refuseCrossSite(request, host);
+  return undefined;
+}
+
+/**
+ * A POST is refused unless it comes from this dashboard's own page or from no page at all (curl,
+ * scripts: no Origin, no Sec-Fetch-Site). "Origin: null" is what a sandboxed iframe, a data: URL or
+ * a file:// page sends: any web page can make one, so it is another origin, not a missing one. A
+ * form POST is a simple request (no preflight), so this is the only guard when no token is set.
+ */
+function refuseCrossSite(request: IncomingMessage, host: string): string | undefined {
   const origin = request.headers.origin;
-  if (request.method === "POST" && origin !== undefined && origin !== "null" && URL.canParse(origin) && new URL(origin).host !== host) {
-    return `a request from ${origin} is not from this dashboard's page`;
+  if (origin !== undefined && (!URL.canParse(origin) || new URL(origin).host !== host)) {
+    return `a request from ${JSON.stringify(origin)} is not from this dashboard's page`;
+  }
+  const site = request.headers["sec-fetch-site"];
+  if (site !== undefined && site !== "same-origin" && site !== "none") {
+    return `a ${JSON.stringify(site)} request is not from this dashboard's page`;
   }
   return undefined;
 }
