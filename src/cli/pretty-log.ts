@@ -8,6 +8,7 @@
  * never lost.
  */
 import { pino } from "pino";
+import { hasUnsafeChar, quoteText, showText } from "../errors/index.js";
 
 /** A pino destination: pino hands it one serialised JSON line per call. */
 export type LineStream = { write(line: string): void };
@@ -42,27 +43,32 @@ export function wantsColour(env: NodeJS.ProcessEnv, stream: { isTTY?: boolean; h
   return stream.hasColors?.(env) ?? env.TERM !== "dumb";
 }
 
-/** One JSON line as one human line (a trailing newline included); a line that is not JSON passes through. */
+/**
+ * One JSON line as one human line (a trailing newline included); a line that is not JSON passes
+ * through. What a line quotes (an engine's output, a node's error, a file's name) is shown with its
+ * control characters escaped: pino's JSON escapes them, and parsing it back would let them reach
+ * the terminal raw.
+ */
 export function formatLogLine(line: string, colour: boolean): string {
   let entry: Record<string, unknown>;
   try {
     const parsed: unknown = JSON.parse(line);
-    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return ensureNewline(line);
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return ensureNewline(showText(line, { keepLines: true }));
     entry = parsed as Record<string, unknown>;
   } catch {
-    return ensureNewline(line);
+    return ensureNewline(showText(line, { keepLines: true }));
   }
   const paint = (code: string | undefined, text: string): string => (colour && code !== undefined ? `${code}${text}${ansi.reset}` : text);
 
   const label = typeof entry.level === "number" ? (pino.levels.labels[entry.level] ?? String(entry.level)) : String(entry.level ?? "info");
   const parts = [paint(ansi.dim, clock(entry.time)), paint(levelColours[label], label.toUpperCase().padEnd(5))];
-  if (typeof entry.component === "string") parts.push(paint(ansi.dim, `[${entry.component}]`));
-  if (typeof entry.msg === "string" && entry.msg !== "") parts.push(paint(ansi.bold, entry.msg));
+  if (typeof entry.component === "string") parts.push(paint(ansi.dim, `[${showText(entry.component)}]`));
+  if (typeof entry.msg === "string" && entry.msg !== "") parts.push(paint(ansi.bold, showText(entry.msg, { keepLines: true })));
   for (const [key, value] of Object.entries(entry)) {
     if (shownElsewhere.has(key) || value === undefined) continue;
     // The process's own pid is on every line pino writes; another process's pid is news.
     if (key === "pid" && value === process.pid) continue;
-    parts.push(`${paint(ansi.dim, `${key}=`)}${formatValue(key, value)}`);
+    parts.push(`${paint(ansi.dim, `${showText(key)}=`)}${formatValue(key, value)}`);
   }
   // A multi-line message or field stays under its line, indented, so the next line is not mistaken for it.
   return `${parts.join(" ").replace(/\n/g, "\n    ")}\n`;
@@ -87,11 +93,11 @@ function formatValue(key: string, value: unknown): string {
   // person acts on; the stack stays in the JSON format.
   if (key === "err" && typeof value === "object" && value !== null && typeof (value as { message?: unknown }).message === "string") {
     const error = value as { message: string; reason?: unknown };
-    return JSON.stringify(typeof error.reason === "string" ? `${error.reason}: ${error.message}` : error.message);
+    return quoteText(typeof error.reason === "string" ? `${error.reason}: ${error.message}` : error.message);
   }
-  if (typeof value === "string") return /^[^\s"'=]+$/.test(value) ? value : JSON.stringify(value);
+  if (typeof value === "string") return /^[^\s"'=]+$/.test(value) && !hasUnsafeChar(value) ? value : quoteText(value);
   if (typeof value === "number" || typeof value === "boolean" || value === null) return String(value);
-  return JSON.stringify(value);
+  return showText(JSON.stringify(value));
 }
 
 function ensureNewline(line: string): string {

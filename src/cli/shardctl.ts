@@ -6,7 +6,7 @@
  * Usage errors print a message and exit 1; anything else is a bug and is rethrown with its stack.
  */
 import { UsageError } from "./usage-error.js";
-import { isShardctlError } from "../errors/index.js";
+import { isShardctlError, showText } from "../errors/index.js";
 import { commandNames, findCommand, packageVersion, renderCommandHelp, renderOverview, type CommandName } from "./help/index.js";
 
 type Command = { run: (args: string[]) => Promise<number> };
@@ -58,7 +58,8 @@ main(process.argv.slice(2)).then(
   },
   (error: unknown) => {
     if (error instanceof UsageError || isShardctlError(error)) {
-      console.error(`shardctl: ${error.message}`);
+      // A message can echo a remote command's output or a file's name: shown, never obeyed by the terminal.
+      console.error(`shardctl: ${showText(error.message, { keepLines: true })}`);
       process.exitCode = 1;
       return;
     }

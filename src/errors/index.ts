@@ -4,6 +4,7 @@
  */
 export { ShardctlError, isShardctlError } from "./shardctl-error.js";
 export { messageOf, messageWithCauseOf } from "./message-of.js";
+export { showText, quoteText, hasUnsafeChar, firstUnsafeChar } from "./show-text.js";
 export type {
   Reason,
   SpecReason,

@@ -1,5 +1,6 @@
 /** Why a definition file could not be opened, said for its issue at 1:1. */
 import { readlink } from "node:fs/promises";
+import { showText } from "../errors/index.js";
 
 /** A broken symbolic link says where it points; a missing file says so; anything else gives Node's error. */
 export async function describeOpenFailure(file: string, error: unknown): Promise<string> {
@@ -8,7 +9,7 @@ export async function describeOpenFailure(file: string, error: unknown): Promise
     const target = await readlink(file).catch(() => undefined);
     if (target !== undefined) {
       const why = code === "ELOOP" ? "which loops back on itself" : "which does not exist";
-      return `symbolic link to ${target}, ${why}; point the link at the definition or remove it`;
+      return `symbolic link to ${showText(target)}, ${why}; point the link at the definition or remove it`;
     }
   }
   if (code === "ENOENT") return "file not found";

@@ -4,7 +4,7 @@
  */
 import type { z } from "zod";
 import { TomlError } from "smol-toml";
-import { messageOf } from "../errors/index.js";
+import { messageOf, quoteText, showText } from "../errors/index.js";
 import type { KeyPath, Locator } from "./locate.js";
 import { quote } from "./patterns.js";
 import { locateSyntaxError } from "./syntax-error.js";
@@ -13,7 +13,10 @@ import type { SpecIssue } from "./types.js";
 /** `clusters/llama.toml:7:9: nodes[1]: unknown node "studio-3" (registered: studio-1, studio-2)`. */
 export function formatIssue(issue: SpecIssue): string {
   const where = `${issue.file}:${issue.line}:${issue.col}`;
-  return issue.path === "" ? `${where}: ${issue.message}` : `${where}: ${issue.path}: ${issue.message}`;
+  const line = issue.path === "" ? `${where}: ${issue.message}` : `${where}: ${issue.path}: ${issue.message}`;
+  // A file's name and what it holds are anyone's (a definitions directory is a git checkout): the
+  // line is shown, never obeyed, and stays one line.
+  return showText(line);
 }
 
 /** `nodes[1]`, `model.id`, `nodes."Studio 1".host`. */
@@ -22,7 +25,7 @@ export function formatPath(path: KeyPath): string {
   for (const part of path) {
     if (typeof part === "number") out += `[${part}]`;
     else {
-      const key = /^[A-Za-z0-9_-]+$/.test(part) ? part : JSON.stringify(part);
+      const key = /^[A-Za-z0-9_-]+$/.test(part) ? part : quoteText(part);
       out += out === "" ? key : `.${key}`;
     }
   }

@@ -1,6 +1,7 @@
 /** `clusters/<name>.toml` → `ClusterSpec`: TOML, then the schema, then the checks against the settings. */
 import { basename } from "node:path";
 import { engineOf } from "../engines/index.js";
+import { quoteText } from "../errors/index.js";
 import { FileRefusedError } from "../files/index.js";
 import { type ClusterOutput, clusterSchema } from "./cluster-schema.js";
 import { checkEngine } from "./check-engine.js";
@@ -68,9 +69,9 @@ function checkCluster(data: unknown, file: string, settings: Settings, locator: 
   const stem = stemOf(file);
   const name = getString(data, ["name"], patterns.name);
   if (name !== undefined && name !== stem) {
-    add(["name"], `${JSON.stringify(name)} differs from the file name ${JSON.stringify(basename(file))}; rename the file or drop the key`);
+    add(["name"], `${JSON.stringify(name)} differs from the file name ${quoteText(basename(file))}; rename the file or drop the key`);
   } else if (getRaw(data, ["name"]) === undefined && (!patterns.name.test(stem) || stem.length > 63)) {
-    issues.push({ file, line: 1, col: 1, path: "", message: `file name ${JSON.stringify(basename(file))} is not a valid cluster name: expected ${allowed.name}` });
+    issues.push({ file, line: 1, col: 1, path: "", message: `file name ${quoteText(basename(file))} is not a valid cluster name: expected ${allowed.name}` });
   }
 
   const nodes = getRaw(data, ["nodes"]);

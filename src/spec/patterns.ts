@@ -4,6 +4,7 @@
  * message saying what is allowed, because "invalid" alone does not help anyone fix a file.
  */
 import { z } from "zod";
+import { showText } from "../errors/index.js";
 
 /** Refuses `..` as a path segment anywhere (`../x`, `a/../b`, `a/..`). */
 const noParentSegment = String.raw`(?!(?:.*/)?\.\.(?:/|$))`;
@@ -73,8 +74,12 @@ export function patternString(name: PatternName, maxLength = 1024): z.ZodString 
     .regex(patterns[name], { error: (issue) => `${quote(issue.input)} is not allowed: expected ${allowed[name]}` });
 }
 
-/** JSON-quote a value for a message, shortened so a pasted blob does not flood the terminal. */
+/**
+ * JSON-quote a value for a message, shortened so a pasted blob does not flood the terminal, with
+ * the control and bidi characters JSON leaves raw escaped too (messages reach terminals).
+ */
 export function quote(value: unknown): string {
-  const text = JSON.stringify(value) ?? String(value);
-  return text.length > 80 ? `${text.slice(0, 77)}..."` : text;
+  const text = showText(JSON.stringify(value) ?? String(value));
+  // Not cut inside an escape: a dangling "\u00" would make the rest of the line unreadable.
+  return text.length > 80 ? `${text.slice(0, 77).replace(/\\u?[0-9a-f]{0,3}$/, "")}..."` : text;
 }

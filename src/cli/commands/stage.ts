@@ -8,6 +8,7 @@
  */
 import { parseArgs } from "node:util";
 import { createNodePool, nodesOfCluster, planForCluster, stageForCluster } from "../../cluster/index.js";
+import { showText } from "../../errors/index.js";
 import { formatBytes } from "../../planner/index.js";
 import { loadCluster, formatIssue } from "../../spec/index.js";
 import type { StagingProgress } from "../../staging/index.js";
@@ -44,7 +45,7 @@ export async function run(args: string[]): Promise<number> {
     // so the plan and every node's files come from that same commit.
     const planned = await planForCluster(spec, settings, { probe: nodes.stages, pin: true });
     if (!planned.plan.feasible) {
-      for (const e of planned.plan.errors) console.error(`${spec.name}: ${e.reason}: ${e.message}`);
+      for (const e of planned.plan.errors) console.error(showText(`${spec.name}: ${e.reason}: ${e.message}`, { keepLines: true }));
       return 1;
     }
     const names = [...new Set([...nodes.stages, nodes.coordinator].map((n) => n.config.name))];
@@ -55,9 +56,12 @@ export async function run(args: string[]): Promise<number> {
       console.log(JSON.stringify({ cluster: spec.name, commit: result.commit, staged: result.staged, failed: result.failed }, null, 2));
     } else {
       for (const s of result.staged) {
-        console.log(`${s.node}: present (was ${s.before}; ${formatBytes(s.bytesTransferred)} in ${s.filesTransferred} files, ${s.hashedFiles} hashed) at ${s.modelPath}`);
+        console.log(
+          showText(`${s.node}: present (was ${s.before}; ${formatBytes(s.bytesTransferred)} in ${s.filesTransferred} files, ${s.hashedFiles} hashed) at ${s.modelPath}`),
+        );
       }
-      for (const f of result.failed) console.log(`${f.node}: FAILED ${f.reason}: ${f.message}`);
+      // A failure's message may carry a node's own output (curl, the shell): printed, never obeyed.
+      for (const f of result.failed) console.log(showText(`${f.node}: FAILED ${f.reason}: ${f.message}`, { keepLines: true }));
     }
     return result.failed.length === 0 ? 0 : 1;
   } finally {

@@ -7,7 +7,7 @@ import { parseArgs } from "node:util";
 import { findClusterFiles } from "../../spec/index.js";
 import { findDaemon, readStatus, statusFileFor, type ClusterStatus } from "../../reconciler/index.js";
 import { describeKeeper } from "../daemon-keeper.js";
-import { isShardctlError } from "../../errors/index.js";
+import { isShardctlError, showText } from "../../errors/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { waitForSignal } from "./daemon.js";
 
@@ -33,7 +33,8 @@ export async function run(args: string[]): Promise<number> {
   const render = (statuses: Row[]): string => {
     if (values.json)
       return JSON.stringify(detailed && statuses.length === 1 ? (statuses[0]!.status ?? null) : statuses.map((s) => s.status ?? { cluster: s.name }), null, 2);
-    return detailed ? statuses.map((s) => renderDetail(s.name, s.status, s.unreadable)).join("\n\n") : renderList(statuses);
+    // Statuses quote engines' log lines, nodes' errors and file names: shown, never obeyed by the terminal.
+    return showText(detailed ? statuses.map((s) => renderDetail(s.name, s.status, s.unreadable)).join("\n\n") : renderList(statuses), { keepLines: true });
   };
 
   if (!values.watch) {
@@ -43,7 +44,7 @@ export async function run(args: string[]): Promise<number> {
     console.log(render(statuses));
     const problems = statuses.flatMap((s) => (s.unreadable === undefined ? [] : [s.unreadable]));
     // The detail view says it in place; the list and JSON only mark the row.
-    if (!detailed || values.json === true) for (const problem of problems) console.error(problem);
+    if (!detailed || values.json === true) for (const problem of problems) console.error(showText(problem, { keepLines: true }));
     return problems.length > 0 ? 1 : 0;
   }
   // Live monitor: redraw in place until Ctrl-C.
@@ -52,7 +53,7 @@ export async function run(args: string[]): Promise<number> {
     // Asked at every redraw: the daemon can stop or hang while the monitor runs.
     const keeper = describeKeeper(context.clustersDir, await findDaemon(context.clustersDir));
     const problems = [...(detailed ? [] : statuses.flatMap((s) => (s.unreadable === undefined ? [] : [s.unreadable]))), ...(keeper === undefined ? [] : [keeper])];
-    const below = problems.length === 0 ? "" : `\n\n${problems.join("\n")}`;
+    const below = problems.length === 0 ? "" : `\n\n${showText(problems.join("\n"), { keepLines: true })}`;
     process.stdout.write(`\x1b[H\x1b[2J${render(statuses)}${below}\n\n(refreshing every second; Ctrl-C to quit)\n`);
   };
   await draw();

@@ -1,0 +1,38 @@
+/**
+ * Text someone else wrote (a file name, a TOML key, a remote command's output, an engine's log
+ * line), made safe to print: a terminal acts on control characters (ESC starts a sequence that can
+ * recolour, retitle, move the cursor or rewrite what was printed before; C1's CSI does the same on
+ * some terminals) and bidirectional overrides reorder what is shown, so each is printed as its
+ * `\u` escape instead. Everything else, every other script included, stays as written.
+ */
+
+/** C0 and C1 controls and DEL, the bidirectional embeddings, overrides, isolates and marks, and the Unicode line separators. */
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const unsafe = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+
+const unsafeOne = new RegExp(unsafe.source);
+
+/** `text` with every unsafe character as `\uXXXX`; with `keepLines`, newlines and tabs stay (multi-line output). */
+export function showText(text: string, options: { keepLines?: boolean } = {}): string {
+  return text.replace(unsafe, (c) => (options.keepLines === true && (c === "\n" || c === "\t") ? c : escapeChar(c)));
+}
+
+/** `value` as a JSON string, every unsafe character escaped (JSON itself leaves DEL, C1 and the bidi controls raw). */
+export function quoteText(value: string): string {
+  return showText(JSON.stringify(value));
+}
+
+/** Whether `text` holds a character `showText` would escape (newlines and tabs included). */
+export function hasUnsafeChar(text: string): boolean {
+  return unsafeOne.test(text);
+}
+
+/** The first unsafe character of `text` as `U+XXXX`, or undefined. */
+export function firstUnsafeChar(text: string): string | undefined {
+  const found = unsafeOne.exec(text)?.[0];
+  return found === undefined ? undefined : `U+${found.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}`;
+}
+
+function escapeChar(c: string): string {
+  return `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
+}

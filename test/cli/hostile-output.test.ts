@@ -1,0 +1,103 @@
+/**
+ * Text someone else wrote reaches people's terminals: definition file names and keys (a git
+ * checkout is anyone's), an engine's own output quoted in a status, a daemon log line. None of it
+ * may carry a raw control character (ESC starts terminal sequences: retitle, clear, rewrite) or a
+ * bidi override to the terminal: `shardctl validate` and `shardctl status` as real processes, and
+ * the daemon's human log line.
+ */
+import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { formatLogLine } from "../../src/cli/pretty-log.js";
+import type { Daemon } from "../../src/reconciler/index.js";
+import {
+  definitionText,
+  freePort,
+  freePortRange,
+  runShardctl,
+  startInProcessDaemon,
+  startWorld,
+  waitForStatus,
+  writeDefinition,
+  writeSettings,
+  type DaemonWorld,
+} from "../reconciler/daemon-fixture.js";
+import { requireBuild, shardctl } from "./support/run-shardctl.js";
+
+/** Every character a terminal acts on or reorders by, but the newline and the tab. */
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const raw = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
+/** What a hostile string holds: a window title, a screen clear, C1's CSI, a right-to-left override. */
+const hostile = "\u001b]0;pwned\u0007\u001b[2J\u009b31m\u202eevil";
+
+describe("shardctl validate", () => {
+  let dir: string;
+  beforeAll(async () => {
+    requireBuild();
+    dir = await mkdtemp(join(tmpdir(), "shardctl-hostile-output-"));
+    await writeFile(join(dir, "shardctl.toml"), '[nodes.n1]\nhost = "10.0.0.1"\nmodel_dir = "/models"\n');
+    await mkdir(join(dir, "clusters"));
+    // A file name that is a terminal sequence, and a definition whose key and value are (TOML \u escapes).
+    await writeFile(join(dir, "clusters", `${hostile}.toml`), 'nodes = ["n1"]\n[model]\nid = "org/name"\n');
+    await writeFile(join(dir, "clusters", "keys.toml"), 'nodes = ["n1"]\n"\\u001b[31mkey\\u202e" = 1\n[model]\nid = "\\u009b31m\\u202eorg/name"\n');
+  });
+  afterAll(async () => {
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  test("names the file, the place and the problem with every control character escaped", async () => {
+    const r = await shardctl(["validate", "--config", join(dir, "shardctl.toml"), join(dir, "clusters")], { cwd: dir });
+    expect(r.code).toBe(1);
+    expect(r.stdout + r.stderr).not.toMatch(raw);
+    expect(r.stderr).toContain("\\u001b]0;pwned\\u0007\\u001b[2J\\u009b31m\\u202eevil.toml:1:1: file name");
+    expect(r.stderr).toMatch(/keys\.toml:2:1: "\\u001b\[31mkey\\u202e": unknown key/);
+    expect(r.stderr).toMatch(/keys\.toml:4:6: model\.id: "\\u009b31m\\u202eorg\/name" is not allowed/);
+  });
+});
+
+describe("shardctl status", () => {
+  let world: DaemonWorld;
+  let daemon: Daemon;
+  beforeAll(async () => {
+    world = await startWorld();
+    await writeSettings(world, { enabled: true });
+    // An engine whose own output is terminal sequences: the daemon quotes it in the status.
+    const engine = join(world.root, "hostile-engine.sh");
+    await writeFile(engine, `#!/bin/sh\nprintf '%s\\n' '${hostile}' >&2\nexit 3\n`);
+    await chmod(engine, 0o755);
+    daemon = await startInProcessDaemon(world);
+    const port = await freePort();
+    await writeDefinition(world, "noisy", definitionText(world, { nodes: ["l1"], port, portRange: await freePortRange(["127.0.0.1"]), binary: engine }));
+    await waitForStatus(world, "noisy", (s) => s.lastError?.message.includes("pwned") === true, 60_000);
+  }, 120_000);
+  afterAll(async () => {
+    if (daemon !== undefined) {
+      await writeDefinition(world, "noisy", definitionText(world, { nodes: ["l1"], desired: "stopped" }));
+      await daemon.stop();
+    }
+    await world?.close();
+  });
+
+  test("quotes an engine's output without letting its sequences reach the terminal", async () => {
+    const detail = await runShardctl(world, ["status", "noisy"]);
+    expect(detail.stdout).toContain("pwned");
+    expect(detail.stdout).toContain("\\u001b]0;pwned\\u0007");
+    expect(detail.stdout + detail.stderr).not.toMatch(raw);
+    const list = await runShardctl(world, ["status"]);
+    expect(list.stdout + list.stderr).not.toMatch(raw);
+  });
+});
+
+describe("the daemon's human log line", () => {
+  test("escapes what a message or a field quotes, and colours only with its own codes", () => {
+    const line = JSON.stringify({ level: 50, time: Date.now(), msg: `stage exited: ${hostile}`, component: hostile, file: `a${hostile}`, err: { message: hostile } });
+    const plain = formatLogLine(line, false);
+    expect(plain).not.toMatch(raw);
+    expect(plain).toContain("\\u001b]0;pwned");
+    // With colour, the only escapes are the line's own SGR codes.
+    // eslint-disable-next-line no-control-regex -- matching terminal escape codes is the point
+    expect(formatLogLine(line, true).replace(/\u001b\[[0-9;]*m/g, "")).not.toMatch(raw);
+    expect(formatLogLine(`not json ${hostile}`, false)).not.toMatch(raw);
+  });
+});
