@@ -3,7 +3,7 @@
  * object, each file's path a string that is safe (safe-path.ts) and printable, listed once, with a
  * whole size and a sha1 or sha256 hash. Directory entries are skipped.
  */
-import { ShardctlError } from "../errors/index.js";
+import { ShardctlError, showText } from "../errors/index.js";
 import { assertPrintableName, assertSafePath } from "./safe-path.js";
 import type { ManifestFile } from "./types.js";
 
@@ -53,8 +53,8 @@ function kindOf(value: unknown): string {
   return `a ${typeof value}`;
 }
 
-/** The entry as JSON, cut to 200 characters. */
+/** The entry as JSON, cut to 200 characters, its control and bidi characters escaped (it is the server's text). */
 function excerpt(entry: Record<string, unknown>): string {
-  const text = JSON.stringify(entry);
+  const text = showText(JSON.stringify(entry));
   return text.length <= 200 ? text : `${text.slice(0, 200)}…`;
 }

@@ -1,5 +1,8 @@
-/** File names from any source are refused when they could escape the model folder; a Hub's also when they hold a control character. */
-import { ShardctlError } from "../errors/index.js";
+/**
+ * File names from any source are refused when they could escape the model folder, and when they
+ * hold a control character or a bidi override (a Hub's listing, a pushed folder alike).
+ */
+import { ShardctlError, firstUnsafeChar, quoteText } from "../errors/index.js";
 
 export function assertSafePath(path: string, from: string): void {
   const problem =
@@ -20,24 +23,19 @@ export function assertSafePath(path: string, from: string): void {
 }
 
 /**
- * Hub file names are refused when they hold a control character (C0, DEL, C1): no model file has
- * one, and a newline in a name splits the lines of logs and listings that show it.
+ * File names are refused when they hold a control character (C0, DEL, C1) or a bidi control: no
+ * model file has one, a newline in a name splits the lines of logs and listings that show it (and
+ * the file list a pushed folder's commit digests), and an override makes a name read as another.
  */
 export function assertPrintableName(path: string, from: string): void {
-  const control = /\p{Cc}/u.exec(path)?.[0];
-  if (control === undefined) return;
-  throw new ShardctlError(
-    "UnsafeFileName",
-    `${from} lists the file name ${showName(path)}, which contains a control character (${codePoint(control)}); refusing to stage it`,
-    { terminal: true },
-  );
+  const unsafe = firstUnsafeChar(path);
+  if (unsafe === undefined) return;
+  throw new ShardctlError("UnsafeFileName", `${from} lists the file name ${showName(path)}, which contains a control character (${unsafe}); refusing to stage it`, {
+    terminal: true,
+  });
 }
 
-/** The name as a JSON string with every control character escaped (JSON leaves DEL and C1 raw). */
-function showName(path: string): string {
-  return JSON.stringify(path).replace(/[\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
-}
-
-function codePoint(c: string): string {
-  return `U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}`;
+/** The name as a JSON string with every control and bidi character escaped (JSON leaves DEL, C1 and bidi raw). */
+export function showName(path: string): string {
+  return quoteText(path);
 }
