@@ -6,7 +6,7 @@
 import { createRequire } from "node:module";
 import { homedir } from "node:os";
 import { join } from "node:path";
-import { Client, utils as sshUtils, type ClientChannel, type ConnectConfig, type SFTPWrapper } from "ssh2";
+import ssh2, { Client, type ClientChannel, type ConnectConfig, type SFTPWrapper } from "ssh2";
 import { ShardctlError } from "../../errors/index.js";
 import { FileRefusedError, readRegularFile } from "../../files/index.js";
 import type { NodeConfig } from "../types.js";
@@ -344,7 +344,8 @@ async function readFirstKey(node: string, target: SshTarget): Promise<{ privateK
       }
       continue;
     }
-    const parsed = sshUtils.parseKey(key);
+    // ssh2's `utils` is not a named export Node's ESM loader can see in this CommonJS package.
+    const parsed = ssh2.utils.parseKey(key);
     if (!(parsed instanceof Error)) return { privateKey: key, encrypted };
     if (/encrypted|passphrase/i.test(parsed.message)) {
       encrypted.push(path);
