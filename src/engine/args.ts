@@ -54,7 +54,11 @@ coordinator (HTTP on --host:--port). --threads (default: this machine's cores) i
 compute each matrix product of the layers this process holds. --max-sequences (default 16) is how
 many requests the coordinator generates at once; later ones wait their turn (--host defaults to
 127.0.0.1, --port to 8080). A stage whose computation finishes no layer for --compute-stall-ms
-(default 30000) stops heartbeating its links, so its peers declare it dead as a stopped one.`;
+(default 30000) stops heartbeating its links, so its peers declare it dead as a stopped one.
+
+Exit status: 69 when a pipeline peer stopped answering (nothing on its link for 2500 ms; the last
+log line, "peer silent", names it by node id: the peer itself may still run), 1 on any other
+failure (a lost link, a bad command line or file).`;
 
 function integer(name: string, value: string | undefined, fallback: number, min: number, max: number): number {
   if (value === undefined) return fallback;

@@ -3,7 +3,7 @@
  * idle and declares a silent peer dead within the bound (500 ms heartbeats, dead after 2500 ms of
  * silence); a stopped stage (SIGSTOP: its sockets stay open, nothing answers) turns the
  * coordinator's /health to 503 naming the link within 3 s, fails the request in flight at once and
- * every process exits 1; an idle pipeline sees no link death; port probes are not logged as refused peers.
+ * its peers exit 69 naming it (it exits 1 once continued); an idle pipeline sees no link death; port probes are not logged as refused peers.
  * A stage busy for seconds on a prefill is not declared dead, but one whose computation stops moving
  * (its main thread stopped mid-prefill while its heartbeat helper thread runs on, as in a deadlock)
  * is, once it has finished no layer for --compute-stall-ms.
@@ -117,7 +117,7 @@ describe("link liveness (transport)", () => {
 });
 
 describe("link liveness (engine processes)", () => {
-  it("a stopped stage: health 503 naming the link within 3 s, the request in flight fails at once, every process exits 1", async () => {
+  it("a stopped stage: health 503 naming the link within 3 s, the request in flight fails at once, its peers exit 69 naming it", async () => {
     const cluster = await startCluster(modelDir, { stages: 2, dir });
     const response = await fetch(`${cluster.baseUrl}/v1/completions`, {
       method: "POST",
@@ -165,14 +165,19 @@ describe("link liveness (engine processes)", () => {
     // A new request is refused with 503 while the coordinator drains.
     const late = await fetch(`${cluster.baseUrl}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: "x", max_tokens: 1 }) });
     expect(late.status).toBe(503);
-    expect(await cluster.coordinator.exited).toBe(1);
+    // Every peer of the silent stage exits with 69 and names it last (the supervisor's evidence of who hung).
+    expect(await cluster.coordinator.exited).toBe(69);
     expect(cluster.coordinator.stderr()).toMatch(/"stage":1,.*"silentMs":\d+,"deadAfterMs":2500,"msg":"link dead: no frame from stage-1/);
+    expect(lastLine(cluster.coordinator.stderr())).toMatch(/"peer":"stage-1","link":"stage","silentMs":\d+,"deadAfterMs":2500,"msg":"peer silent"/);
     // Stage 0 lost its silent downstream the same way.
-    expect(await cluster.stages[0]!.exited).toBe(1);
+    expect(await cluster.stages[0]!.exited).toBe(69);
     expect(cluster.stages[0]!.stderr()).toMatch(/"msg":"link dead: no frame from stage-1 at [^"]* for \d+ ms/);
-    // Woken up, the stopped stage finds its links gone and exits 1 too (its own stop is not counted as silence).
+    expect(lastLine(cluster.stages[0]!.stderr())).toMatch(/"peer":"stage-1","link":"downstream","silentMs":\d+,"deadAfterMs":2500,"msg":"peer silent"/);
+    // Woken up, the stopped stage finds its links gone and exits 1 (its own stop is not counted as
+    // silence, so it names nobody).
     stopped.child.kill("SIGCONT");
     expect(await stopped.exited).toBe(1);
+    expect(stopped.stderr()).not.toMatch(/peer silent/);
     // However the closed links show first: an end of stream, a reset on read, or a broken pipe on write.
     expect(stopped.stderr()).toMatch(/broke \((connection closed|read ECONNRESET|write EPIPE)\)/);
     expect(stopped.stderr()).not.toMatch(/link dead/);
@@ -313,15 +318,21 @@ describe("a stage stuck inside a computation", () => {
       // Stage 0 finds its silent downstream dead at the same moment and exits: the request may
       // fail on either link.
       expect(failed.text).toMatch(/"code":"pipeline_broken"/);
-      expect(await cluster.coordinator.exited).toBe(1);
+      expect(await cluster.coordinator.exited).toBe(69);
       expect(cluster.coordinator.stderr()).toMatch(/"msg":"link dead: no frame from stage-1/);
-      expect(await cluster.stages[0]!.exited).toBe(1);
+      expect(await cluster.stages[0]!.exited).toBe(69);
+      expect(lastLine(cluster.stages[0]!.stderr())).toMatch(/"peer":"stage-1","link":"downstream",.*"msg":"peer silent"/);
     } finally {
       tracer.kill();
     }
     await killAll();
   }, 120_000);
 });
+
+/** The last line a process wrote. */
+function lastLine(text: string): string {
+  return text.trimEnd().split("\n").at(-1) ?? "";
+}
 
 /** CPU time a process's main thread has used, ms (Linux: utime + stime in clock ticks of 10 ms). */
 function mainThreadCpuMs(pid: number): number {

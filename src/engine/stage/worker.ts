@@ -4,10 +4,12 @@
  * runs sequences as their messages arrive. Messages are handled in arrival order, one at a time;
  * different stages work on different sequences at once, which is where pipeline throughput comes
  * from. Losing any link after it was established — closed, reset, or silent for longer than the
- * liveness bound (transport/liveness.ts) — ends the process with exit code 1. While the stage
+ * liveness bound (transport/liveness.ts) — ends the process: with exit status 69 and a line naming
+ * the peer when it went silent, 1 otherwise (exit-status.ts). While the stage
  * computes (synchronously, on this thread) a helper thread keeps its links heartbeating.
  */
 import { createServer, type Server, type Socket } from "node:net";
+import { failureExitStatus, reportSilentPeer, type SilentPeer } from "../exit-status.js";
 import { KernelRuntime } from "../kernels/index.js";
 import type { Logger } from "../log.js";
 import { LogThrottle } from "../log-throttle.js";
@@ -131,7 +133,7 @@ class StageRuntime {
   accept(socket: Socket): void {
     const remote = `${socket.remoteAddress}:${socket.remotePort}`;
     acceptLink(socket, this.options.nodeId, this.options.token).then(
-      ({ link, hello }) => this.attach(link, hello.role, remote),
+      ({ link, hello }) => this.attach(link, hello.role, hello.nodeId, remote),
       (error: unknown) => {
         const message = (error as Error).message;
         // A readiness probe (connect, then close before sending a byte) is not an intruder.
@@ -151,7 +153,7 @@ class StageRuntime {
     for (const link of [this.coordinator, this.upstream, this.downstream]) link?.close();
   }
 
-  private attach(link: Link, role: "coordinator" | "upstream", remote: string): void {
+  private attach(link: Link, role: "coordinator" | "upstream", peerId: string, remote: string): void {
     const taken = role === "coordinator" ? this.coordinator : this.upstream;
     if (taken !== undefined || (role === "upstream" && this.options.stage === 0)) {
       this.options.log.warn({ remote, role }, "peer refused: role already connected or not expected here");
@@ -159,7 +161,7 @@ class StageRuntime {
       return;
     }
     this.options.log.info({ remote, peer: link.peer }, "peer connected");
-    link.onClose((reason) => this.lost(`${role} link (${link.peer})`, reason, link));
+    link.onClose((reason) => this.lost(`${role} link (${link.peer})`, reason, link, { peer: peerId, link: role }));
     link.onFrame((kind, payload) => this.handle(kind, payload));
     if (role === "upstream") {
       this.upstream = link;
@@ -168,7 +170,7 @@ class StageRuntime {
     this.coordinator = link;
     this.connectDownstream(link).catch((error: unknown) => {
       this.options.log.error({ err: (error as Error).message, next: this.options.next }, "cannot reach the next stage");
-      this.options.exit(1);
+      this.options.exit(failureExitStatus);
     });
   }
 
@@ -179,19 +181,20 @@ class StageRuntime {
       const deadline = Date.now() + this.options.connectTimeoutMs;
       const link = await dialLinkUntil(next.host, next.port, { role: "upstream", nodeId: this.options.nodeId }, this.options.token, deadline);
       this.downstream = link;
-      link.onClose((reason) => this.lost(`downstream link (${link.peer})`, reason, link));
+      link.onClose((reason) => this.lost(`downstream link (${link.peer})`, reason, link, { peer: next.nodeId, link: "downstream" }));
       link.onFrame((kind) => this.options.log.warn({ kind }, "unexpected frame from the next stage"));
       this.options.log.info({ peer: link.peer }, "connected to the next stage");
     }
     coordinator.sendJson(Kind.Ready, { stage: this.options.stage, range: [this.options.range.start, this.options.range.end], weightBytes: this.model.weightBytes });
   }
 
-  private lost(which: string, reason: string, link: Link): void {
+  private lost(which: string, reason: string, link: Link, peer: Pick<SilentPeer, "peer" | "link">): void {
     if (this.closing) return;
     if (link.silence !== undefined) this.options.log.error({ link: which, peer: link.peer, ...link.silence }, `link dead: ${reason}`);
     this.options.log.error({ link: which, reason }, `stage ${this.options.stage}: ${which} broke (${reason}); a pipeline cannot survive the loss of a peer, exiting`);
     this.closing = true;
-    this.options.exit(1);
+    // A silent peer is named for the supervisor: this process exits because of it, it may live on.
+    this.options.exit(link.silence === undefined ? failureExitStatus : reportSilentPeer(this.options.log, { ...peer, ...link.silence }));
   }
 
   private handle(kind: number, payload: Buffer): void {

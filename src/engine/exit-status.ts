@@ -1,0 +1,41 @@
+/**
+ * How shard-engine tells whoever supervises it why it exits. A pipeline member that loses a peer
+ * exits (a pipeline cannot survive the loss of one), so the member that exits first is often not the
+ * one that failed: when a peer merely stops answering (stopped, a frozen VM, cut off), its own
+ * process lives on while its peers exit. Those peers say which member went silent, so a supervisor
+ * can name it instead of the one that exited because of it.
+ */
+import type { Logger } from "./log.js";
+
+/** Every failure that is not a silent peer: a usage error, an unreadable file, a link closed or reset. */
+export const failureExitStatus = 1;
+
+/**
+ * A peer stopped answering: nothing came over its link for the liveness bound (2500 ms, see
+ * transport/liveness.ts). The process logs `peerSilentLog` just before, naming the peer by its node
+ * id. 69 is sysexits' EX_UNAVAILABLE: Node.js itself exits with 1 to 14, a shell with 126 and 127, a
+ * signal with 128 + its number, so none of them reads as this.
+ */
+export const peerSilentExitStatus = 69;
+
+/**
+ * The `msg` of the log line that names the silent peer, one JSON line with `peer` (its node id),
+ * `link` (what the peer is to this process), `silentMs` (how long nothing came from it, ms) and `deadAfterMs` (the bound, ms).
+ */
+export const peerSilentLog = "peer silent";
+
+/** A peer declared dead for silence: who, which link, and for how long nothing came from it (ms). */
+export interface SilentPeer {
+  /** The peer's node id, as the cluster file names it (`stage-0`, `coordinator`). */
+  peer: string;
+  /** What the peer is to the process that reports it: `upstream`, `downstream`, `coordinator` or `stage`. */
+  link: "upstream" | "downstream" | "coordinator" | "stage";
+  silentMs: number;
+  deadAfterMs: number;
+}
+
+/** Log the line naming the silent peer and give the exit status that goes with it. */
+export function reportSilentPeer(log: Logger, silent: SilentPeer): number {
+  log.error({ peer: silent.peer, link: silent.link, silentMs: silent.silentMs, deadAfterMs: silent.deadAfterMs }, peerSilentLog);
+  return peerSilentExitStatus;
+}
