@@ -12,15 +12,17 @@ export const failureExitStatus = 1;
 
 /**
  * A peer stopped answering: nothing came over its link for the liveness bound (2500 ms, see
- * transport/liveness.ts). The process logs `peerSilentLog` just before, naming the peer by its node
- * id. 69 is sysexits' EX_UNAVAILABLE: Node.js itself exits with 1 to 14, a shell with 126 and 127, a
- * signal with 128 + its number, so none of them reads as this.
+ * transport/liveness.ts). The process has logged `peerSilentLog` naming the peer by its node id (a
+ * stage just before it exits; the coordinator when the link died, as it answers /health 503 for a
+ * while before it exits). 69 is sysexits' EX_UNAVAILABLE: Node.js itself exits with 1 to 14, a
+ * shell with 126 and 127, a signal with 128 + its number, so none of them reads as this.
  */
 export const peerSilentExitStatus = 69;
 
 /**
  * The `msg` of the log line that names the silent peer, one JSON line with `peer` (its node id),
- * `link` (what the peer is to this process), `silentMs` (how long nothing came from it, ms) and `deadAfterMs` (the bound, ms).
+ * `link` (what the peer is to this process), `silentMs` (how long nothing came from it, ms) and
+ * `deadAfterMs` (the bound, ms). src/engines/reference reads it by this text: keep them equal.
  */
 export const peerSilentLog = "peer silent";
 
@@ -34,8 +36,7 @@ export interface SilentPeer {
   deadAfterMs: number;
 }
 
-/** Log the line naming the silent peer and give the exit status that goes with it. */
-export function reportSilentPeer(log: Logger, silent: SilentPeer): number {
+/** Log the line naming the silent peer. */
+export function logSilentPeer(log: Logger, silent: SilentPeer): void {
   log.error({ peer: silent.peer, link: silent.link, silentMs: silent.silentMs, deadAfterMs: silent.deadAfterMs }, peerSilentLog);
-  return peerSilentExitStatus;
 }

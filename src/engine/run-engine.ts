@@ -13,11 +13,11 @@ import { RemotePipeline } from "./coordinator/remote-pipeline.js";
 import { SequenceSlots } from "./coordinator/sequence-slots.js";
 import { TextCodec } from "./coordinator/text.js";
 import { generate } from "./coordinator/generate.js";
-import { failureExitStatus, reportSilentPeer } from "./exit-status.js";
+import { failureExitStatus, peerSilentExitStatus } from "./exit-status.js";
 import { createLogger, type Logger } from "./log.js";
 import { readModelConfig } from "./model/index.js";
 import { startStage } from "./stage/worker.js";
-import { defaultLiveness, readTokenFile } from "./transport/index.js";
+import { readTokenFile } from "./transport/index.js";
 
 export interface EngineHandle {
   role: "single" | "stage" | "coordinator";
@@ -89,7 +89,7 @@ export async function runEngine(o: EngineOptions, exit: (code: number) => void =
     remote = await RemotePipeline.connect(stages, nodeId, token, deadline, log, (reason) => {
       ctx.health = { state: "broken", reason };
       log.error({ reason, exitInMs: o.brokenExitDelayMs }, "pipeline broken: a stage link was lost; health is 503 and the coordinator exits");
-      setTimeout(() => exit(brokenExitStatus(log, remote)), o.brokenExitDelayMs).unref();
+      setTimeout(() => exit(brokenExitStatus(remote)), o.brokenExitDelayMs).unref();
     });
     const connected = remote;
     ctx.links = () => connected.linkStates();
@@ -151,13 +151,11 @@ async function startHttp(
 }
 
 /**
- * The coordinator's exit status once its pipeline broke: a stage that went silent is named (the
- * stages next to it exit too, and their closed links may have been seen first), else a failure.
+ * The coordinator's exit status once its pipeline broke: 69 when a stage link went silent (the
+ * stages next to it exit too, and their closed links may have been seen first), else 1.
  */
-function brokenExitStatus(log: Logger, remote: RemotePipeline | undefined): number {
-  const silent = remote?.linkStates().find((l) => l.silentMs !== undefined);
-  if (silent?.silentMs === undefined) return failureExitStatus;
-  return reportSilentPeer(log, { peer: silent.nodeId, link: "stage", silentMs: silent.silentMs, deadAfterMs: defaultLiveness.deadAfterMs });
+function brokenExitStatus(remote: RemotePipeline | undefined): number {
+  return remote?.linkStates().some((l) => l.silentMs !== undefined) === true ? peerSilentExitStatus : failureExitStatus;
 }
 
 /** Generate one token end to end, so "healthy" means the whole pipeline really computes. */

@@ -179,6 +179,24 @@ export interface EngineFacts {
   readonly servedModelName?: string;
   /** How launch and health tell the engine's processes are up, loading or dead. */
   readonly readiness: EngineReadiness;
+  /**
+   * The peer a process of this engine named, in the last lines of its log, as having gone silent
+   * (nothing on their link for the engine's liveness bound: stopped, frozen, cut off) — the reason it
+   * exits or reports its pipeline broken; undefined when the lines name none. Undefined for an
+   * engine that never says: a process's death then names that process alone, as nothing tells
+   * whether a peer hung first.
+   */
+  readonly silentPeerIn?: (logTail: readonly string[]) => SilentPeerReport | undefined;
+}
+
+/** A pipeline member another one reported silent. */
+export interface SilentPeerReport {
+  /** The peer's node id in the engine's cluster config (`stage-0`, `coordinator`). */
+  peer: string;
+  /** What the peer is to the reporter: `upstream`, `downstream`, `coordinator`, `stage`. */
+  link: string;
+  /** How long nothing came from it before it was declared dead, ms. */
+  silentMs: number;
 }
 
 export interface AcceleratorSupport {

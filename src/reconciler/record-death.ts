@@ -2,9 +2,14 @@
  * A launch that lost a process is recorded once, the moment it is known — whether the health
  * monitor saw the exit or a pass found the process gone first (the two race when a pass is under
  * way at the kill): Ready withdrawn with the cause, the evidence kept against the restart budget,
- * the status file written, all before the teardown runs. The dead process's log tail and exit
- * status are added once the teardown has ended.
+ * the status file written, all before the teardown runs. Then, alongside the teardown, the dead
+ * process's own evidence is read (its exit status and last log lines, bounded at 2 s): when it
+ * names a peer that went silent (an engine that says so, as shard-engine does), the record names
+ * that peer first — the member that stopped answering, not the one that exited because of it — and
+ * the status file is written again. Once the teardown has ended the evidence is read once more
+ * (a process killed by the teardown has its exit status only then).
  */
+import { engineOf, defaultEngineKind } from "../engines/index.js";
 import { describeExit, processLabel, readLogTail, within, type LedgerEntry } from "../launch/index.js";
 import type { DeathEvent } from "../health/index.js";
 import { defaultRelaunchMarkMs } from "../router/index.js";
@@ -14,12 +19,20 @@ import { clearRuntime, setConditions } from "./verdicts.js";
 
 export type RestartEvidence = NonNullable<ClusterMemory["restarts"]>["evidence"][number];
 
+/** A death as recorded: the message it was written with, and the evidence kept against the budget. */
+export interface RecordedDeath {
+  death: DeathEvent;
+  /** The message Ready, lastError and the evidence carry until the evidence is read. */
+  message: string;
+  /** Undefined when no restart budget is counted (a launch adopted without one). */
+  evidence: RestartEvidence | undefined;
+}
+
 /**
  * Say at once what died: Ready=False with the cause, the evidence, the status file. Returns the
- * evidence to complete later, or undefined when this launch's death is already recorded (or no
- * restart budget is being counted, as for a launch adopted without one).
+ * record to explain later, or undefined when this launch's death is already recorded.
  */
-export function recordDeath(pass: Pass, entry: LedgerEntry, death: DeathEvent): RestartEvidence | undefined {
+export function recordDeath(pass: Pass, entry: LedgerEntry, death: DeathEvent): RecordedDeath | undefined {
   const { memory, world, settings } = pass;
   if (memory.deathRecordedFor === entry.startedAt) return undefined;
   memory.deathRecordedFor = entry.startedAt;
@@ -31,11 +44,15 @@ export function recordDeath(pass: Pass, entry: LedgerEntry, death: DeathEvent): 
   const revision = memory.lastGood?.revision ?? entry.revision;
   setConditions(memory, revision, {
     Ready: { status: "False", reason: death.reason, message },
-    Reconciling: { status: "True", reason: "TearingDown", message: `tearing the cluster down after ${message}` },
+    Reconciling: { status: "True", reason: "TearingDown", message: tearingDownAfter(message) },
   });
   clearRuntime(memory, revision);
   void world.writeStatus(entry.cluster, memory, { action: "none", result: "waiting", reason: death.reason, health: "Unhealthy" }, settings);
-  return memory.restarts === undefined ? undefined : evidence;
+  return { death, message, evidence: memory.restarts === undefined ? undefined : evidence };
+}
+
+function tearingDownAfter(message: string): string {
+  return `tearing the cluster down after ${message}`;
 }
 
 /**
@@ -63,17 +80,92 @@ export async function deathFoundByPass(pass: Pass, entry: LedgerEntry, gone: rea
   };
 }
 
-/** Add the dead process's last log lines and how it ended (exit status or signal, from its wrapper). */
-export async function completeEvidence(pass: Pass, entry: LedgerEntry, label: string, evidence: RestartEvidence | undefined): Promise<void> {
-  if (evidence === undefined) return;
-  const process = entry.processes.find((p) => processLabel(p.role, p.index) === label);
+/**
+ * Read what the dead process left (its last log lines, and how it ended once it has ended) and say
+ * it: in the evidence, and — while nothing newer has replaced them — in Ready, Reconciling and
+ * lastError. `phase` "at-death" runs alongside the teardown and writes the status file when the
+ * record changed; "after-teardown" completes the evidence for the pass that follows to write.
+ */
+export async function explainDeath(pass: Pass, entry: LedgerEntry, recorded: RecordedDeath | undefined, phase: "at-death" | "after-teardown"): Promise<void> {
+  if (recorded === undefined) return;
+  const { death } = recorded;
+  const process = entry.processes.find((p) => processLabel(p.role, p.index) === death.label);
   if (process === undefined) return;
   const node = pass.world.nodeFor(process.node, pass.settings);
+  // A process not seen exiting (an unhealthy coordinator, a closed port) still ran at the death: its
+  // exit status, if any, is the teardown's doing and is read only after it.
+  const ended = phase === "after-teardown" || death.reason === "StageDied" || death.reason === "CoordinatorDied";
   // The dead process's node may be the unreachable one: its evidence is not worth waiting for (the
   // log tail bounds its own read, as a launch's failure does).
-  const [logTail, exit] = await Promise.all([readLogTail(node, process), within(evidenceDeadlineMs, describeExit(node, process), undefined)]);
-  evidence.logTail = logTail;
-  if (exit !== undefined) evidence.message = `${evidence.message} (${exit})`;
+  // Every member's log is read, not the dead one's alone: the peer that went silent may have been
+  // reported by another (an unhealthy coordinator is judged before it has seen the silence itself,
+  // the stage that exited because of it has). Each read is bounded at 2 s, all at once.
+  const tails = await Promise.all(
+    entry.processes.map(async (p) => ({
+      label: processLabel(p.role, p.index),
+      tail: p === process ? [] : await readLogTail(pass.world.nodeFor(p.node, pass.settings), p),
+    })),
+  );
+  const [logTail, exit] = await Promise.all([
+    readLogTail(node, process),
+    ended ? within(evidenceDeadlineMs, describeExit(node, process), undefined) : Promise.resolve(undefined),
+  ]);
+  const reports = tails.map((t) => (t.label === death.label ? { label: t.label, tail: logTail } : t));
+  const message = explanation(entry, death, reports, exit);
+  const { evidence } = recorded;
+  if (evidence !== undefined) {
+    if (logTail.length > 0) evidence.logTail = logTail;
+    evidence.message = message;
+  }
+  const { memory } = pass;
+  // Only the words of this death's record are replaced: a pass that moved on (relaunching, stalled)
+  // wrote its own, which quote the record's message as it was then.
+  let changed = evidence !== undefined;
+  if (memory.lastError?.message === recorded.message) {
+    memory.lastError = { ...memory.lastError, message };
+    changed = true;
+  }
+  const ready = memory.conditions.find((c) => c.type === "Ready");
+  if (memory.deathRecordedFor === entry.startedAt && ready?.status === "False" && ready.message === recorded.message) {
+    const revision = memory.lastGood?.revision ?? entry.revision;
+    setConditions(memory, revision, {
+      Ready: { status: "False", reason: death.reason, message },
+      Reconciling: { status: "True", reason: "TearingDown", message: tearingDownAfter(message) },
+    });
+    changed = true;
+  }
+  recorded.message = message;
+  if (phase === "at-death" && changed) {
+    await pass.world.writeStatus(entry.cluster, memory, { action: "none", result: "waiting", reason: death.reason, health: "Unhealthy" }, pass.settings);
+  }
+}
+
+/**
+ * The death in words. When the members' logs name one peer that went silent (an engine that says
+ * so), that peer comes first: it stopped answering, and the dead process exited (or its pipeline
+ * broke) because of it. A member that reported a silent peer was not silent itself, so two members
+ * that each report the other (a cut between their nodes) name nobody; nor does an engine that never
+ * says: what the dead process did is then all that is known.
+ */
+function explanation(entry: LedgerEntry, death: DeathEvent, logs: ReadonlyArray<{ label: string; tail: readonly string[] }>, exit: string | undefined): string {
+  const how = exit === undefined ? "" : ` (${exit})`;
+  const own = `${death.label} on ${death.node}: ${death.detail}`;
+  const silentPeerIn = engineOf(entry.engine ?? defaultEngineKind).silentPeerIn;
+  const reports = logs.flatMap(({ label, tail }) => {
+    const report = silentPeerIn?.(tail);
+    return report === undefined ? [] : [{ reporter: label, ...report }];
+  });
+  const reporters = new Set(reports.map((r) => r.reporter));
+  const silent = new Set(reports.map((r) => r.peer).filter((peer) => !reporters.has(peer)));
+  if (silent.size !== 1) return `${own}${how}`;
+  const [name] = silent;
+  // The dead process's own report first, else the first member that made one.
+  const report = reports.find((r) => r.peer === name && r.reporter === death.label) ?? reports.find((r) => r.peer === name)!;
+  const peer = entry.processes.find((p) => processLabel(p.role, p.index) === name);
+  const who = peer === undefined ? name : `${name} on ${peer.node}`;
+  const link = report.link === "stage" ? `link to ${name}` : report.link;
+  const because = report.reporter === death.label ? ` because its ${link} went silent` : "";
+  return `${who} stopped answering (${report.reporter} heard nothing from it for ${report.silentMs} ms); ${own}${because}${how}`;
 }
 
 /** How long the evidence of a death is waited for, ms (readLogTail bounds its read at the same 2 s). */

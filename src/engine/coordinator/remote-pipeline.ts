@@ -5,6 +5,7 @@
  * liveness bound (transport/liveness.ts) — is fatal for the whole pipeline: requests in flight fail
  * at once with PipelineBroken and every link's state is reported by `linkStates`.
  */
+import { logSilentPeer } from "../exit-status.js";
 import type { Logger } from "../log.js";
 import type { SampledToken, SamplingParams } from "../model/index.js";
 import { decodeError, decodeResult, dialLinkUntil, encodePrepare, encodeRun, encodeSeq, Kind, type Link } from "../transport/index.js";
@@ -189,6 +190,7 @@ export class RemotePipeline implements Pipeline {
     if (link.silence !== undefined) {
       state.silentMs = link.silence.silentMs;
       this.log.error({ stage, peer: link.peer, ...link.silence }, `link dead: ${reason}`);
+      logSilentPeer(this.log, { peer: state.nodeId, link: "stage", ...link.silence });
     }
     this.fail(`link to stage ${stage} (${link.peer}) broke: ${reason}`);
   }

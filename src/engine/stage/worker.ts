@@ -9,7 +9,7 @@
  * computes (synchronously, on this thread) a helper thread keeps its links heartbeating.
  */
 import { createServer, type Server, type Socket } from "node:net";
-import { failureExitStatus, reportSilentPeer, type SilentPeer } from "../exit-status.js";
+import { failureExitStatus, logSilentPeer, peerSilentExitStatus, type SilentPeer } from "../exit-status.js";
 import { KernelRuntime } from "../kernels/index.js";
 import type { Logger } from "../log.js";
 import { LogThrottle } from "../log-throttle.js";
@@ -194,7 +194,9 @@ class StageRuntime {
     this.options.log.error({ link: which, reason }, `stage ${this.options.stage}: ${which} broke (${reason}); a pipeline cannot survive the loss of a peer, exiting`);
     this.closing = true;
     // A silent peer is named for the supervisor: this process exits because of it, it may live on.
-    this.options.exit(link.silence === undefined ? failureExitStatus : reportSilentPeer(this.options.log, { ...peer, ...link.silence }));
+    if (link.silence === undefined) return this.options.exit(failureExitStatus);
+    logSilentPeer(this.options.log, { ...peer, ...link.silence });
+    this.options.exit(peerSilentExitStatus);
   }
 
   private handle(kind: number, payload: Buffer): void {

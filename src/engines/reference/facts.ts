@@ -1,5 +1,5 @@
 import { mlxcelFacts } from "../mlxcel/index.js";
-import type { EngineFacts } from "../types.js";
+import type { EngineFacts, SilentPeerReport } from "../types.js";
 
 /**
  * The reference engine (`shard-engine`), shipped with shardctl: a CPU pipeline-parallel Llama
@@ -51,4 +51,28 @@ export const referenceFacts = {
     httpServer: "coordinator",
     processExit: "ends-pipeline",
   },
+  silentPeerIn,
 } as const satisfies EngineFacts;
+
+/**
+ * shard-engine's "peer silent" line (src/engine/exit-status.ts): a process that declares a peer dead
+ * for silence logs it, with the peer's node id, just before it exits with status 69 (a stage) or as
+ * the link dies (the coordinator, which answers /health 503 a while before it exits). The last such
+ * line of the tail counts; any other line, or one that is not JSON, names nobody.
+ */
+function silentPeerIn(logTail: readonly string[]): SilentPeerReport | undefined {
+  for (const line of [...logTail].reverse()) {
+    if (!line.includes(peerSilentLog)) continue;
+    try {
+      const entry = JSON.parse(line) as Record<string, unknown>;
+      if (entry.msg !== peerSilentLog || typeof entry.peer !== "string" || typeof entry.silentMs !== "number") continue;
+      return { peer: entry.peer, link: typeof entry.link === "string" ? entry.link : "peer", silentMs: entry.silentMs };
+    } catch {
+      // A line cut short (the tail's first) or not the engine's own.
+    }
+  }
+  return undefined;
+}
+
+/** The `msg` of shard-engine's line naming a silent peer (src/engine/exit-status.ts, which cannot be imported from here). */
+const peerSilentLog = "peer silent";

@@ -6,7 +6,7 @@
  * are told 503 with Retry-After while it is replaced, not 404.
  */
 import { definitionOf, type Pass } from "../pass.js";
-import { completeEvidence, deathFoundByPass, markComingBack, recordDeath } from "../record-death.js";
+import { deathFoundByPass, explainDeath, markComingBack, recordDeath } from "../record-death.js";
 import type { Step } from "../run-step.js";
 import { clearRuntime, setConditions } from "../verdicts.js";
 import { tearDown } from "./stop.js";
@@ -22,7 +22,9 @@ export const replace: Step = {
     const gone = pass.observed?.gone ?? [];
     // A pass that finds a process of the running launch gone before the monitor did records the death itself.
     const death = entry.phase === "running" && gone.length > 0 ? await deathFoundByPass(pass, entry, gone) : undefined;
-    const evidence = death === undefined ? undefined : recordDeath(pass, entry, death);
+    const recorded = death === undefined ? undefined : recordDeath(pass, entry, death);
+    // Alongside the teardown: the record names a silent peer before the teardown has ended.
+    const explained = explainDeath(pass, entry, recorded, "at-death").catch(() => undefined);
     const message = `tearing down revision ${entry.revision.slice(0, 12)} (${entry.phase}${gone.length > 0 ? `; ${gone.join(", ")} gone` : ""})`;
     setConditions(pass.memory, revision, {
       Ready: { status: "False", reason: "Replacing", message },
@@ -35,7 +37,8 @@ export const replace: Step = {
     }
     if (death === undefined && pass.action?.kind === "launch") await markReplacedComingBack(pass);
     await tearDown(pass);
-    if (death !== undefined) await completeEvidence(pass, entry, death.label, evidence);
+    await explained;
+    await explainDeath(pass, entry, recorded, "after-teardown");
     clearRuntime(pass.memory, revision);
   },
 };

@@ -8,7 +8,7 @@
 import type { ObservabilityEvent } from "../../health/index.js";
 import { superviseCluster, type LedgerEntry } from "../../launch/index.js";
 import { definitionOf, type Pass } from "../pass.js";
-import { completeEvidence, recordDeath, type RestartEvidence } from "../record-death.js";
+import { explainDeath, recordDeath, type RecordedDeath } from "../record-death.js";
 import type { Step } from "../run-step.js";
 import { dying, isServing, markRunning, recheckUnlessHealthy, setConditions } from "../verdicts.js";
 import { observeEntry } from "./observe.js";
@@ -43,7 +43,8 @@ export function watch(pass: Pass, entry: LedgerEntry): void {
   // death got here after it): nothing of it is left to watch.
   if (memory.deathRecordedFor === entry.startedAt) return;
   void memory.supervision?.supervision.stop();
-  let evidence: RestartEvidence | undefined;
+  let recorded: RecordedDeath | undefined;
+  let explained: Promise<void> = Promise.resolve();
   const unobservable = new Map<string, ObservabilityEvent>();
   const observability = (event: ObservabilityEvent, lost: boolean): void => {
     if (lost) unobservable.set(event.node, event);
@@ -62,18 +63,23 @@ export function watch(pass: Pass, entry: LedgerEntry): void {
       onObservable: (event) => observability(event, false),
     },
     onDeath: (death) => {
-      evidence = recordDeath(pass, entry, death);
+      recorded = recordDeath(pass, entry, death);
+      // Alongside the teardown, not after it: the record names a silent peer while the fault lasts.
+      explained = explainDeath(pass, entry, recorded, "at-death").catch((error: unknown) =>
+        world.log.warn({ cluster: entry.cluster, err: error }, "could not read the evidence of a death"),
+      );
     },
   });
   memory.supervision = { startedAt: entry.startedAt, supervision, unobservable };
   void supervision.ended.then(async ({ death, teardown }) => {
-    await completeEvidence(pass, entry, death.label, evidence);
+    await explained;
+    await explainDeath(pass, entry, recorded, "after-teardown");
     // A pass that raced the teardown may have moved on already; one more pass writes the evidence down.
     if (memory.supervision?.supervision !== supervision) return world.options.requeue(entry.cluster);
     delete memory.supervision;
     delete memory.observation;
     if (!teardown.ok) world.log.error({ cluster: entry.cluster, err: teardown.error }, "teardown after a death is incomplete; the next pass retries it");
-    world.log.warn({ cluster: entry.cluster, reason: death.reason, detail: death.detail }, "cluster lost a process: deregistered and torn down");
+    world.log.warn({ cluster: entry.cluster, reason: death.reason, detail: recorded?.message ?? death.detail }, "cluster lost a process: deregistered and torn down");
     world.options.requeue(entry.cluster);
   });
 }

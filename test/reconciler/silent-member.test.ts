@@ -1,0 +1,105 @@
+/**
+ * One member of a shard-engine pipeline stops answering (SIGSTOP: its sockets stay open, nothing
+ * answers, its process lives on): its peers notice first and exit, each naming it (status 69, a
+ * "peer silent" log line). The status names the member that went silent — in Ready, lastError and
+ * the restart evidence — within moments of the first death record, while the teardown runs, not the
+ * peer that exited because of it.
+ */
+import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
+import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
+import {
+  conditionOf,
+  definitionText,
+  enginePidOf,
+  enginesOf,
+  freePort,
+  freePortRange,
+  isReadyAt,
+  readStatusFile,
+  removeDefinition,
+  revisionOf,
+  sleep,
+  startInProcessDaemon,
+  startWorld,
+  waitForStatus,
+  writeDefinition,
+  writeSettings,
+  type DaemonWorld,
+} from "./daemon-fixture.js";
+
+let world: DaemonWorld;
+let daemon: Daemon;
+const name = "silent";
+
+beforeAll(async () => {
+  world = await startWorld({ sshNodes: 2 });
+  await writeSettings(world, { restartBudget: 1 });
+  daemon = await startInProcessDaemon(world);
+});
+
+afterAll(async () => {
+  if (world !== undefined) await removeDefinition(world, name);
+  await daemon?.stop();
+  const left = world === undefined ? [] : await enginesOf(world);
+  await world?.close();
+  expect(left).toEqual([]);
+});
+
+afterEach(() => {
+  expect(world.audit.problems).toEqual([]);
+});
+
+test("a stopped stage-0: the status names it, not stage-1 that exited because of it, from the death record on", async () => {
+  const hosts = ["127.0.0.1", ...world.hosts.values()];
+  // The coordinator waits 2 s with a broken pipeline before it exits (the engine's default): stage-1 exits first.
+  const extraArgs = ["--connect-timeout-ms", "5000", "--broken-exit-delay-ms", "2000"];
+  await writeDefinition(world, name, definitionText(world, { nodes: ["n1", "n2"], port: await freePort(), portRange: await freePortRange(hosts), extraArgs }));
+  const revision = await revisionOf(world, name);
+  const ready = await waitForStatus(world, name, (s) => isReadyAt(s, revision) && s.stages.length === 2 && s.stages.every((c) => c.alive));
+  const engine = await enginePidOf(ready.stages[0]!.pid!);
+  const stoppedAt = Date.now();
+  process.kill(engine, "SIGSTOP");
+  // Its peers find it silent at about the same moment: stage-1 exits at once, the coordinator
+  // answers /health 503 (and exits 2 s later); the monitor may judge either first. Both name stage-0.
+  const silentLine =
+    /^stage-0 on n1 stopped answering \((stage-1|coordinator) heard nothing from it for \d+ ms\); (stage-1 on n2: pid \d+ (exited|is no longer running) because its upstream went silent \(exited with status 69\)|coordinator on local: \S+ was \w+ for \d+ probes in a row)/;
+  // The status file as it changes, read every 20 ms (a spent budget stalls the cluster at once, so
+  // the death record stands for a moment only).
+  const seen: Array<{ at: number; status: ClusterStatus }> = [];
+  try {
+    const deadline = Date.now() + 15_000;
+    while (Date.now() < deadline) {
+      const status = await readStatusFile(world, name).catch(() => undefined);
+      if (status !== undefined) seen.push({ at: Date.now(), status });
+      if (status?.health === "Stalled") break;
+      await sleep(20);
+    }
+  } finally {
+    try {
+      process.kill(engine, "SIGCONT");
+    } catch {
+      // Already stopped by the teardown.
+    }
+  }
+  const down = seen.find((s) => conditionOf(s.status, "Ready")?.status === "False");
+  const named = seen.find((s) => silentLine.test(conditionOf(s.status, "Ready")?.message ?? ""));
+  expect(down, "Ready=False").toBeDefined();
+  expect(named, `a status naming stage-0; Ready said: ${[...new Set(seen.map((s) => conditionOf(s.status, "Ready")?.message))].join(" | ")}`).toBeDefined();
+  // The peers declare it dead after 2.5 s of silence; the record names it within a second of that.
+  expect(named!.at - stoppedAt).toBeLessThan(4_500);
+  expect(named!.at - down!.at).toBeLessThan(1_000);
+  expect(conditionOf(named!.status, "Ready")?.reason).toBe(conditionOf(down!.status, "Ready")?.reason);
+  expect(conditionOf(named!.status, "Ready")?.reason).toMatch(/^(StageDied|CoordinatorUnhealthy|CoordinatorDied)$/);
+  expect(named!.status.lastError?.message).toMatch(silentLine);
+  expect(conditionOf(named!.status, "Reconciling")?.message).toContain("tearing the cluster down after stage-0 on n1 stopped answering");
+  expect(named!.status.restarts!.evidence.at(-1)!.message).toMatch(silentLine);
+  // No status in between blamed anyone else but the one that was seen to go first.
+  for (const { status } of seen.filter((s) => s.at > named!.at && conditionOf(s.status, "Ready")?.reason === conditionOf(named!.status, "Ready")?.reason)) {
+    expect(conditionOf(status, "Ready")?.message).toMatch(silentLine);
+  }
+  const stalled = await waitForStatus(world, name, (s) => s.health === "Stalled");
+  const evidence = stalled.restarts!.evidence.at(-1)!;
+  expect(evidence.message).toMatch(silentLine);
+  expect(evidence.logTail.join("\n")).toMatch(/"peer":"stage-0","link":"(upstream|stage)",.*"msg":"peer silent"/);
+  expect(conditionOf(stalled, "Stalled")?.message).toContain(`the last failure: ${evidence.reason}: stage-0 on n1 stopped answering`);
+});
