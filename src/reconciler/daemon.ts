@@ -157,7 +157,10 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     };
     const requests = (requestWatcher = watch(requestsDir, { ignoreInitial: true, depth: 0 }));
     started.push(() => requests.close());
-    requestWatcher.on("add", () => void takeRequests());
+    // A request dropped within 100 ms of the one just taken (a second click, two `reconcile`s) comes
+    // as "change": the watcher reads an unlink and an add of one name that close together as an
+    // atomic rewrite. Listening for "add" alone left that request untaken until the next one.
+    requestWatcher.on("add", () => void takeRequests()).on("change", () => void takeRequests());
     await takeRequests();
 
     // Rebuild from the ledger and the definitions: every known cluster gets a pass now.
