@@ -70,7 +70,10 @@ test("--markdown: a section per cluster (for PR comments)", async () => {
 });
 
 test("--detailed-exitcode: 2 while the status file records no or another plan, 0 once it records this one", async () => {
-  expect((await runShardctl(world, ["plan", "p1", "--detailed-exitcode"])).code).toBe(2);
+  const first = await runShardctl(world, ["plan", "p1", "--detailed-exitcode"]);
+  expect(first.code).toBe(2);
+  // Exit 2 says why: here, nothing to compare with.
+  expect(first.stderr).toMatch(/^plan of p1: there is no status file to compare with \(.*p1\.status\.json\): no daemon has planned this cluster yet$/m);
   const daemon = await startInProcessDaemon(world);
   try {
     await waitForStatus(world, "p1", (s) => s.plan !== undefined);
@@ -83,6 +86,7 @@ test("--detailed-exitcode: 2 while the status file records no or another plan, 0
   expect((await runShardctl(world, ["plan", "p1"])).code).toBe(0);
   const changed = await runShardctl(world, ["plan", "p1", "--detailed-exitcode"]);
   expect(changed.code).toBe(2);
+  expect(changed.stderr).toMatch(/^plan of p1: the split differs from the one .*p1\.status\.json records: l1 0-\d+, l2 \d+-\d+ → l2 0-\d+, l1 \d+-\d+$/m);
   expect((await readStatusFile(world, "p1"))?.plan?.stages[0]?.node).toBe("l1");
 });
 

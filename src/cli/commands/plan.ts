@@ -6,7 +6,7 @@
 import { relative } from "node:path";
 import { parseArgs } from "node:util";
 import { createNodePool, describeBudgets, nodesOfCluster, planForCluster, type PlannedCluster } from "../../cluster/index.js";
-import { isShardctlError } from "../../errors/index.js";
+import { isShardctlError, messageOf } from "../../errors/index.js";
 import { budgetSourceLabels, formatBytes, renderPlanMarkdown, renderPlanText, type BudgetSource, type ShardPlan } from "../../planner/index.js";
 import { readStatus, statusFileFor, type ClusterStatus } from "../../reconciler/index.js";
 import { formatIssue, loadCluster, type ClusterSpec, type Settings } from "../../spec/index.js";
@@ -49,9 +49,19 @@ export async function run(args: string[]): Promise<number> {
       // --probe: the budgets the daemon plans with (what the nodes report, capped by what they declare).
       const planned = await planWith(spec, context.settings, values.probe === true);
       const { plan } = planned;
-      const status = await readStatus(statusFileFor(file)).catch(() => undefined);
+      const statusFile = statusFileFor(file);
+      const read = await readStatus(statusFile).then(
+        (status) => ({ status, error: undefined }),
+        (error: unknown) => ({ status: undefined, error }),
+      );
+      const { status } = read;
       if (!plan.feasible) invalid = true;
-      if (plan.feasible && differsFromStatus(status, plan)) changed = true;
+      const difference = plan.feasible ? differenceFromStatus(status, plan, relative(process.cwd(), statusFile) || statusFile, read.error) : undefined;
+      if (difference !== undefined) {
+        changed = true;
+        // Exit 2 alone does not say whether the split moved or there was nothing to compare with.
+        if (values["detailed-exitcode"]) console.error(`plan of ${spec.name}: ${difference}`);
+      }
       results.push({ cluster: spec.name, file: shown, plan, budgets: budgetsNote(planned, context.settings, status) });
     } catch (error) {
       if (!isShardctlError(error)) throw error;
@@ -122,10 +132,17 @@ function renderBudgetsNote(note: BudgetsNote): string[] {
   return lines;
 }
 
-/** True when the status file records a plan whose nodes or layer ranges differ from `plan`. */
-function differsFromStatus(status: ClusterStatus | undefined, plan: ShardPlan): boolean {
-  const recorded = status?.plan?.stages;
-  if (recorded === undefined) return true;
-  const shape = (stages: ReadonlyArray<{ node: string; layers: readonly number[] }>): string => JSON.stringify(stages.map((s) => [s.node, s.layers[0], s.layers[1]]));
-  return shape(recorded) !== shape(plan.stages);
+/**
+ * How `plan` differs from the plan the status file records (its nodes or layer ranges), in words;
+ * undefined when it does not. No status file, an unreadable one and one without a plan all count
+ * as different: there is nothing the plan is known to match.
+ */
+function differenceFromStatus(status: ClusterStatus | undefined, plan: ShardPlan, statusFile: string, readError: unknown): string | undefined {
+  if (readError !== undefined) return `there is no plan to compare with: ${messageOf(readError)}`;
+  if (status === undefined) return `there is no status file to compare with (${statusFile}): no daemon has planned this cluster yet`;
+  const recorded = status.plan?.stages;
+  if (recorded === undefined) return `${statusFile} records no plan to compare with`;
+  const shape = (stages: ReadonlyArray<{ node: string; layers: readonly number[] }>): string => stages.map((s) => `${s.node} ${s.layers[0]}-${s.layers[1]}`).join(", ");
+  const [before, after] = [shape(recorded), shape(plan.stages)];
+  return before === after ? undefined : `the split differs from the one ${statusFile} records: ${before} → ${after}`;
 }
