@@ -32,6 +32,8 @@ export interface ClusterMemory {
   refundedLaunch?: string;
   /** The next look at a running cluster that did not look Healthy, ms after its pass (see recheckUnlessHealthy). */
   recheckMs?: number;
+  /** The launch (its `startedAt`) this daemon has seen serving: a launch, or a pass whose probes all answered. */
+  servingSeenFor?: string;
   /** The launch (its `startedAt`) whose death is already recorded: the monitor and a pass may both find it. */
   deathRecordedFor?: string;
   /** The last commit that touched the definition, looked up once per revision. */

@@ -77,15 +77,27 @@ export function markRunning(memory: ClusterMemory, revision: string, entry: Ledg
   const stages = stagesListening(entry, observation);
   const coordinator = coordinatorHealthy(url, observation);
   const notServing = [stages, coordinator].filter((c) => c.status === "False");
+  // A probe without an answer does not withdraw Ready from a launch this daemon has seen serve (a
+  // busy moment is no fault; the monitor judges silences over several probes). A launch it found
+  // running (a daemon restarted beside a frozen coordinator) has not shown it serving yet: Ready is
+  // Unknown until every probe answers once.
+  const unconfirmed = memory.servingSeenFor === entry.startedAt ? [] : [stages, coordinator].filter((c) => c.status === "Unknown");
+  if (observation !== undefined && notServing.length === 0 && unconfirmed.length === 0) memory.servingSeenFor = entry.startedAt;
   setConditions(memory, revision, {
     Ready:
-      notServing.length === 0
-        ? { status: "True", reason: "ClusterReady", message: `serving at ${url}` }
-        : {
+      notServing.length > 0
+        ? {
             status: "False",
             reason: notServing[0]!.reason,
             message: `${notServing.map((c) => c.message).join("; ")}: torn down and relaunched if it lasts`,
-          },
+          }
+        : unconfirmed.length > 0
+          ? {
+              status: "Unknown",
+              reason: unconfirmed[0]!.reason,
+              message: `found running, not yet seen serving: ${unconfirmed.map((c) => c.message).join("; ")}`,
+            }
+          : { status: "True", reason: "ClusterReady", message: `serving at ${url}` },
     Reconciling: { status: "False", reason: "Converged", message: "running at the desired revision" },
     Stalled: { status: "False", reason: "Converged", message: "running at the desired revision" },
     Staged: { status: "True", reason: "AllNodesPresent", message: "the model is present on every node" },

@@ -58,6 +58,8 @@ const conditions = (memory: ReturnType<typeof createMemory>): Record<string, [st
 describe("markRunning: the conditions of a running cluster, from what the pass probed", () => {
   const rows: Array<{
     name: string;
+    /** This daemon has seen the launch serve (its own launch, or an earlier pass whose probes all answered). */
+    servingSeen?: boolean;
     seen: ClusterObservation | undefined;
     health: string;
     ready: [string, string];
@@ -81,7 +83,8 @@ describe("markRunning: the conditions of a running cluster, from what the pass p
       coordinator: ["True", "HealthOk"],
     },
     {
-      name: "a transport probe without an answer (doubtful)",
+      name: "a transport probe without an answer, on a launch seen serving (doubtful: Ready stands)",
+      servingSeen: true,
       seen: observation(["listening", "unknown"], "ok", "Degraded"),
       health: "Degraded",
       ready: ["True", "ClusterReady"],
@@ -89,12 +92,29 @@ describe("markRunning: the conditions of a running cluster, from what the pass p
       coordinator: ["True", "HealthOk"],
     },
     {
-      name: "/health without an answer (doubtful)",
+      name: "/health without an answer, on a launch seen serving (doubtful: Ready stands)",
+      servingSeen: true,
       seen: observation(["listening", "listening"], "unknown", "Degraded"),
       health: "Degraded",
       ready: ["True", "ClusterReady"],
       stages: ["True", "AllStagesListening"],
       coordinator: ["Unknown", "ProbeUnanswered"],
+    },
+    {
+      name: "/health without an answer, on a launch found running and not yet seen serving (a frozen coordinator at a restart)",
+      seen: observation(["listening", "listening"], "unknown", "Degraded"),
+      health: "Degraded",
+      ready: ["Unknown", "ProbeUnanswered"],
+      stages: ["True", "AllStagesListening"],
+      coordinator: ["Unknown", "ProbeUnanswered"],
+    },
+    {
+      name: "a transport probe without an answer, on a launch not yet seen serving",
+      seen: observation(["unknown", "listening"], "ok", "Degraded"),
+      health: "Degraded",
+      ready: ["Unknown", "ProbeUnanswered"],
+      stages: ["Unknown", "ProbeUnanswered"],
+      coordinator: ["True", "HealthOk"],
     },
     {
       name: "/health answering 503 (a broken pipeline, a stopped stage)",
@@ -116,6 +136,7 @@ describe("markRunning: the conditions of a running cluster, from what the pass p
   for (const row of rows) {
     it(row.name, () => {
       const memory = createMemory("tiny");
+      if (row.servingSeen === true) memory.servingSeenFor = entry.startedAt;
       expect(markRunning(memory, revision, entry, row.seen)).toBe(row.health);
       const c = conditions(memory);
       expect(c.Ready).toEqual(row.ready);
@@ -124,6 +145,24 @@ describe("markRunning: the conditions of a running cluster, from what the pass p
       expect(c.Reconciling).toEqual(["False", "Converged"]);
     });
   }
+
+  it("a launch found running is Ready once every probe has answered, and stays Ready through a later unanswered probe", () => {
+    const memory = createMemory("tiny");
+    markRunning(memory, revision, entry, observation(["listening", "listening"], "unknown", "Degraded"));
+    expect(conditions(memory).Ready).toEqual(["Unknown", "ProbeUnanswered"]);
+    expect(memory.conditions.find((c) => c.type === "Ready")!.message).toBe(
+      `found running, not yet seen serving: ${url}/health did not answer within the probe's deadline`,
+    );
+    markRunning(memory, revision, entry, observation(["listening", "listening"], "unknown", "Degraded"));
+    expect(conditions(memory).Ready).toEqual(["Unknown", "ProbeUnanswered"]);
+    markRunning(memory, revision, entry, observation(["listening", "listening"], "ok", "Healthy"));
+    expect(conditions(memory).Ready).toEqual(["True", "ClusterReady"]);
+    markRunning(memory, revision, entry, observation(["listening", "listening"], "unknown", "Degraded"));
+    expect(conditions(memory).Ready).toEqual(["True", "ClusterReady"]);
+    // Another launch of the cluster has to show it serves again.
+    markRunning(memory, revision, { ...entry, startedAt: "2026-12-01T10:01:00.000Z" }, observation(["listening", "listening"], "unknown", "Degraded"));
+    expect(conditions(memory).Ready).toEqual(["Unknown", "ProbeUnanswered"]);
+  });
 
   it("a stage process seen gone: StagesListening False StageDied, Ready withdrawn", () => {
     const memory = createMemory("tiny");

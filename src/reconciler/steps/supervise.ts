@@ -24,6 +24,8 @@ export const supervise: Step = {
     if (running === undefined) throw new Error("supervise step without a launch");
     watch(pass, running);
     delete pass.memory.recheckMs;
+    // The launch itself saw it serve: /health ready and a one-token request answered.
+    pass.memory.servingSeenFor = running.startedAt;
     const health = markRunning(pass.memory, revision, running, await observeEntry(pass, running));
     if (health === undefined) return { ...dying(pass.memory), action: "launch" };
     return { action: "launch", result: "success", health, outcome: recheckUnlessHealthy(pass.memory, health) };
