@@ -98,6 +98,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   let dashboard: Dashboard | undefined;
   let watcher: Awaited<ReturnType<typeof watchDefinitions>>;
   let requestWatcher: ReturnType<typeof watch>;
+  let requestSweep: NodeJS.Timeout | undefined;
   const closeMetrics = (): Promise<void> => new Promise<void>((r) => (metricsServer === undefined ? r() : metricsServer.close(() => r())));
   try {
     // Every listener first, before any work is queued. The embedded router serves the same config
@@ -145,7 +146,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     // `shardctl reconcile <name>` requests.
     const requestsDir = requestsDirOf(settings);
     await mkdir(requestsDir, { recursive: true });
-    const takeRequests = async (): Promise<void> => {
+    const takeEachRequest = async (): Promise<void> => {
       for (const name of await readdir(requestsDir).catch(() => [] as string[])) {
         if (name.endsWith(".tmp")) continue;
         // Acknowledged (the request file removed) only once the status says so.
@@ -155,12 +156,32 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
         queue.add(name);
       }
     };
+    // One look at the directory at a time, and one more after it when asked meanwhile.
+    let taking: Promise<void> | undefined;
+    let again = false;
+    const takeRequests = (): Promise<void> => {
+      if (taking !== undefined) {
+        again = true;
+        return taking;
+      }
+      taking = (async () => {
+        do {
+          again = false;
+          await takeEachRequest();
+        } while (again);
+      })().finally(() => (taking = undefined));
+      return taking;
+    };
     const requests = (requestWatcher = watch(requestsDir, { ignoreInitial: true, depth: 0 }));
     started.push(() => requests.close());
     // A request dropped within 100 ms of the one just taken (a second click, two `reconcile`s) comes
     // as "change": the watcher reads an unlink and an add of one name that close together as an
-    // atomic rewrite. Listening for "add" alone left that request untaken until the next one.
+    // atomic rewrite. Under load even that can be missed, so the directory is also looked at every
+    // second: a request is taken within about a second whatever the watcher reports.
     requestWatcher.on("add", () => void takeRequests()).on("change", () => void takeRequests());
+    requestSweep = setInterval(() => void takeRequests(), 1_000);
+    requestSweep.unref();
+    started.push(async () => clearInterval(requestSweep));
     await takeRequests();
 
     // Rebuild from the ledger and the definitions: every known cluster gets a pass now.
@@ -201,6 +222,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
         await dashboard?.close();
         await watcher.close();
         await requestWatcher.close();
+        clearInterval(requestSweep);
         await queue.stop();
         try {
           if (options.teardownOnExit === true) await reconciler.teardownAll();

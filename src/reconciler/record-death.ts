@@ -113,20 +113,24 @@ export async function explainDeath(pass: Pass, entry: LedgerEntry, recorded: Rec
   const reports = tails.map((t) => (t.label === death.label ? { label: t.label, tail: logTail } : t));
   const message = explanation(entry, death, reports, exit);
   const { evidence } = recorded;
+  // The status file is written again at the death only when the words changed (a silent peer
+  // named, an exit status learnt): the log tail alone waits for the pass that follows the teardown.
+  const reworded = message !== recorded.message;
+  let changed = false;
   if (evidence !== undefined) {
     if (logTail.length > 0) evidence.logTail = logTail;
+    if (evidence.message !== message) changed = true;
     evidence.message = message;
   }
   const { memory } = pass;
   // Only the words of this death's record are replaced: a pass that moved on (relaunching, stalled)
   // wrote its own, which quote the record's message as it was then.
-  let changed = evidence !== undefined;
-  if (memory.lastError?.message === recorded.message) {
+  if (reworded && memory.lastError?.message === recorded.message) {
     memory.lastError = { ...memory.lastError, message };
     changed = true;
   }
   const ready = memory.conditions.find((c) => c.type === "Ready");
-  if (memory.deathRecordedFor === entry.startedAt && ready?.status === "False" && ready.message === recorded.message) {
+  if (reworded && memory.deathRecordedFor === entry.startedAt && ready?.status === "False" && ready.message === recorded.message) {
     const revision = memory.lastGood?.revision ?? entry.revision;
     setConditions(memory, revision, {
       Ready: { status: "False", reason: death.reason, message },

@@ -33,7 +33,10 @@ const name = "silent";
 
 beforeAll(async () => {
   world = await startWorld({ sshNodes: 2 });
-  await writeSettings(world, { restartBudget: 1 });
+  // A budget left after the death: the relaunch (seconds of engine start) follows the death record,
+  // so the status naming the silent member stands long enough to be read. With none left the stall
+  // could overwrite it within milliseconds, between two reads of the file.
+  await writeSettings(world, { restartBudget: 2 });
   daemon = await startInProcessDaemon(world);
 });
 
@@ -63,15 +66,14 @@ test("a stopped stage-0: the status names it, not stage-1 that exited because of
   // answers /health 503 (and exits 2 s later); the monitor may judge either first. Both name stage-0.
   const silentLine =
     /^stage-0 on n1 stopped answering \((stage-1|coordinator) heard nothing from it for \d+ ms\); (stage-1 on n2: pid \d+ (exited|is no longer running) because its upstream went silent \(exited with status 69\)|coordinator on local: \S+ was \w+ for \d+ probes in a row)/;
-  // The status file as it changes, read every 20 ms (a spent budget stalls the cluster at once, so
-  // the death record stands for a moment only).
+  // The status file as it changes, read every 20 ms, until the relaunch begins.
   const seen: Array<{ at: number; status: ClusterStatus }> = [];
   try {
     const deadline = Date.now() + 15_000;
     while (Date.now() < deadline) {
       const status = await readStatusFile(world, name).catch(() => undefined);
       if (status !== undefined) seen.push({ at: Date.now(), status });
-      if (status?.health === "Stalled") break;
+      if (status !== undefined && conditionOf(status, "Reconciling")?.reason === "Launching") break;
       await sleep(20);
     }
   } finally {
@@ -85,9 +87,10 @@ test("a stopped stage-0: the status names it, not stage-1 that exited because of
   const named = seen.find((s) => silentLine.test(conditionOf(s.status, "Ready")?.message ?? ""));
   expect(down, "Ready=False").toBeDefined();
   expect(named, `a status naming stage-0; Ready said: ${[...new Set(seen.map((s) => conditionOf(s.status, "Ready")?.message))].join(" | ")}`).toBeDefined();
-  // The peers declare it dead after 2.5 s of silence; the record names it within a second of that.
-  expect(named!.at - stoppedAt).toBeLessThan(4_500);
-  expect(named!.at - down!.at).toBeLessThan(1_000);
+  // The peers declare it dead after 2.5 s of silence; the record names it within moments of that
+  // (each member's log is read over SSH, at most 2 s each, all at once).
+  expect(named!.at - stoppedAt).toBeLessThan(6_000);
+  expect(named!.at - down!.at).toBeLessThan(2_500);
   expect(conditionOf(named!.status, "Ready")?.reason).toBe(conditionOf(down!.status, "Ready")?.reason);
   expect(conditionOf(named!.status, "Ready")?.reason).toMatch(/^(StageDied|CoordinatorUnhealthy|CoordinatorDied)$/);
   expect(named!.status.lastError?.message).toMatch(silentLine);
@@ -97,9 +100,9 @@ test("a stopped stage-0: the status names it, not stage-1 that exited because of
   for (const { status } of seen.filter((s) => s.at > named!.at && conditionOf(s.status, "Ready")?.reason === conditionOf(named!.status, "Ready")?.reason)) {
     expect(conditionOf(status, "Ready")?.message).toMatch(silentLine);
   }
-  const stalled = await waitForStatus(world, name, (s) => s.health === "Stalled");
-  const evidence = stalled.restarts!.evidence.at(-1)!;
+  // The relaunch keeps the death's evidence, named and with the log line that named it.
+  const relaunched = await waitForStatus(world, name, (s) => isReadyAt(s, revision) && (s.restarts?.count ?? 0) === 2 && s.stages.every((c) => c.alive));
+  const evidence = relaunched.restarts!.evidence.at(-1)!;
   expect(evidence.message).toMatch(silentLine);
   expect(evidence.logTail.join("\n")).toMatch(/"peer":"stage-0","link":"(upstream|stage)",.*"msg":"peer silent"/);
-  expect(conditionOf(stalled, "Stalled")?.message).toContain(`the last failure: ${evidence.reason}: stage-0 on n1 stopped answering`);
 });
