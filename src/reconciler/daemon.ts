@@ -149,11 +149,17 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     const takeEachRequest = async (): Promise<void> => {
       for (const name of await readdir(requestsDir).catch(() => [] as string[])) {
         if (name.endsWith(".tmp")) continue;
-        // Acknowledged (the request file removed) only once the status says so.
-        await reconciler.requestRetry(name).catch((error: unknown) => log.error({ cluster: name, err: error }, "could not record a reconcile request"));
-        await rm(join(requestsDir, name), { force: true });
-        queue.forgetFailures(name);
-        queue.add(name);
+        try {
+          // Acknowledged (the request file removed) only once the status says so.
+          await reconciler.requestRetry(name).catch((error: unknown) => log.error({ cluster: name, err: error }, "could not record a reconcile request"));
+          await rm(join(requestsDir, name), { force: true });
+          queue.forgetFailures(name);
+          queue.add(name);
+        } catch (error) {
+          // Something in the directory that is not a request (a directory, a file we may not
+          // remove): said once a look, never the end of the daemon.
+          log.warn({ entry: join(requestsDir, name), err: error }, "cannot take this entry of the requests directory as a reconcile request");
+        }
       }
     };
     // One look at the directory at a time, and one more after it when asked meanwhile.

@@ -80,6 +80,9 @@ export async function deathFoundByPass(pass: Pass, entry: LedgerEntry, gone: rea
   };
 }
 
+/** How long after a death a member named silent is asked again, ms: the two ends of a cut link report each other up to about two heartbeats (500 ms each) apart. */
+const linkSkewMs = 1_200;
+
 /**
  * Read what the dead process left (its last log lines, and how it ended once it has ended) and say
  * it: in the evidence, and — while nothing newer has replaced them — in Ready, Reconciling and
@@ -88,6 +91,9 @@ export async function deathFoundByPass(pass: Pass, entry: LedgerEntry, gone: rea
  */
 export async function explainDeath(pass: Pass, entry: LedgerEntry, recorded: RecordedDeath | undefined, phase: "at-death" | "after-teardown"): Promise<void> {
   if (recorded === undefined) return;
+  // A newer launch of the cluster is watched already (a pass relaunched while this one's evidence
+  // was read): its processes write the same log and exit files, which say nothing of this death.
+  if (phase === "after-teardown" && pass.memory.supervision !== undefined && pass.memory.supervision.startedAt !== entry.startedAt) return;
   const { death } = recorded;
   const process = entry.processes.find((p) => processLabel(p.role, p.index) === death.label);
   if (process === undefined) return;
@@ -100,17 +106,26 @@ export async function explainDeath(pass: Pass, entry: LedgerEntry, recorded: Rec
   // Every member's log is read, not the dead one's alone: the peer that went silent may have been
   // reported by another (an unhealthy coordinator is judged before it has seen the silence itself,
   // the stage that exited because of it has). Each read is bounded at 2 s, all at once.
-  const tails = await Promise.all(
-    entry.processes.map(async (p) => ({
-      label: processLabel(p.role, p.index),
-      tail: p === process ? [] : await readLogTail(pass.world.nodeFor(p.node, pass.settings), p),
-    })),
-  );
-  const [logTail, exit] = await Promise.all([
+  const [tails, logTail, exit] = await Promise.all([
+    Promise.all(
+      entry.processes
+        .filter((p) => p !== process)
+        .map(async (p) => ({ label: processLabel(p.role, p.index), tail: await readLogTail(pass.world.nodeFor(p.node, pass.settings), p) })),
+    ),
     readLogTail(node, process),
     ended ? within(evidenceDeadlineMs, describeExit(node, process), undefined) : Promise.resolve(undefined),
   ]);
-  const reports = tails.map((t) => (t.label === death.label ? { label: t.label, tail: logTail } : t));
+  let reports = [{ label: death.label, tail: logTail }, ...tails];
+  // Both ends of a cut link report each other, up to a heartbeat or two apart (500 ms each): a
+  // member named silent at the death is asked again once that skew has passed, and one that has
+  // reported a silent peer meanwhile was not silent itself (nobody is named then).
+  const named = phase === "at-death" ? silentPeerReport(entry, death, reports) : undefined;
+  const namedProcess = named === undefined ? undefined : entry.processes.find((p) => processLabel(p.role, p.index) === named.peer);
+  if (namedProcess !== undefined && namedProcess !== process) {
+    await new Promise((resolve) => setTimeout(resolve, linkSkewMs));
+    const again = await readLogTail(pass.world.nodeFor(namedProcess.node, pass.settings), namedProcess);
+    reports = reports.map((r) => (r.label === named!.peer ? { label: r.label, tail: again } : r));
+  }
   const message = explanation(entry, death, reports, exit);
   const { evidence } = recorded;
   // The status file is written again at the death only when the words changed (a silent peer
@@ -132,10 +147,12 @@ export async function explainDeath(pass: Pass, entry: LedgerEntry, recorded: Rec
   const ready = memory.conditions.find((c) => c.type === "Ready");
   if (reworded && memory.deathRecordedFor === entry.startedAt && ready?.status === "False" && ready.message === recorded.message) {
     const revision = memory.lastGood?.revision ?? entry.revision;
-    setConditions(memory, revision, {
-      Ready: { status: "False", reason: death.reason, message },
-      Reconciling: { status: "True", reason: "TearingDown", message: tearingDownAfter(message) },
-    });
+    setConditions(memory, revision, { Ready: { status: "False", reason: death.reason, message } });
+    // Reconciling too, but only while it still says this teardown: a pass may be relaunching already.
+    const reconciling = memory.conditions.find((c) => c.type === "Reconciling");
+    if (reconciling?.message === tearingDownAfter(recorded.message)) {
+      setConditions(memory, revision, { Reconciling: { status: "True", reason: "TearingDown", message: tearingDownAfter(message) } });
+    }
     changed = true;
   }
   recorded.message = message;
@@ -154,6 +171,18 @@ export async function explainDeath(pass: Pass, entry: LedgerEntry, recorded: Rec
 function explanation(entry: LedgerEntry, death: DeathEvent, logs: ReadonlyArray<{ label: string; tail: readonly string[] }>, exit: string | undefined): string {
   const how = exit === undefined ? "" : ` (${exit})`;
   const own = `${death.label} on ${death.node}: ${death.detail}`;
+  const report = silentPeerReport(entry, death, logs);
+  if (report === undefined) return `${own}${how}`;
+  const name = report.peer;
+  const peer = entry.processes.find((p) => processLabel(p.role, p.index) === name);
+  const who = peer === undefined ? name : `${name} on ${peer.node}`;
+  const link = report.link === "stage" ? `link to ${name}` : report.link;
+  const because = report.reporter === death.label ? ` because its ${link} went silent` : "";
+  return `${who} stopped answering (${report.reporter} heard nothing from it for ${report.silentMs} ms); ${own}${because}${how}`;
+}
+
+/** The report naming the one member that went silent, if the logs name exactly one that reported nothing itself. */
+function silentPeerReport(entry: LedgerEntry, death: DeathEvent, logs: ReadonlyArray<{ label: string; tail: readonly string[] }>) {
   const silentPeerIn = engineOf(entry.engine ?? defaultEngineKind).silentPeerIn;
   const reports = logs.flatMap(({ label, tail }) => {
     const report = silentPeerIn?.(tail);
@@ -161,15 +190,10 @@ function explanation(entry: LedgerEntry, death: DeathEvent, logs: ReadonlyArray<
   });
   const reporters = new Set(reports.map((r) => r.reporter));
   const silent = new Set(reports.map((r) => r.peer).filter((peer) => !reporters.has(peer)));
-  if (silent.size !== 1) return `${own}${how}`;
+  if (silent.size !== 1) return undefined;
   const [name] = silent;
   // The dead process's own report first, else the first member that made one.
-  const report = reports.find((r) => r.peer === name && r.reporter === death.label) ?? reports.find((r) => r.peer === name)!;
-  const peer = entry.processes.find((p) => processLabel(p.role, p.index) === name);
-  const who = peer === undefined ? name : `${name} on ${peer.node}`;
-  const link = report.link === "stage" ? `link to ${name}` : report.link;
-  const because = report.reporter === death.label ? ` because its ${link} went silent` : "";
-  return `${who} stopped answering (${report.reporter} heard nothing from it for ${report.silentMs} ms); ${own}${because}${how}`;
+  return reports.find((r) => r.peer === name && r.reporter === death.label) ?? reports.find((r) => r.peer === name)!;
 }
 
 /** How long the evidence of a death is waited for, ms (readLogTail bounds its read at the same 2 s). */

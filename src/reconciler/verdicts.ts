@@ -45,7 +45,7 @@ export function failed(memory: ClusterMemory, error: unknown, action: string): V
   const reason = isShardctlError(error) ? error.reason : "InternalError";
   const message = messageOf(error);
   // Terminal: stall. Whatever this daemon last saw serving keeps serving (and stays Ready).
-  if (isShardctlError(error) && error.terminal) return stall(memory, action, reason, message, isServing(memory));
+  if (isShardctlError(error) && error.terminal) return stall(memory, action, reason, message, mayBeServing(memory));
   memory.lastError = { reason, message, at: new Date().toISOString() };
   setConditions(memory, memory.lastGood?.revision ?? "", {
     Ready: { status: "False", reason, message },
@@ -194,6 +194,11 @@ export function setConditions(memory: ClusterMemory, revision: string, updates: 
 /** Ready at the last revision this daemon saw: something serves, whatever this pass could not do. */
 export function isServing(memory: ClusterMemory): boolean {
   return memory.conditions.some((c) => c.type === "Ready" && c.status === "True");
+}
+
+/** Ready, or found running and not yet seen serving (Ready Unknown): something may serve. */
+export function mayBeServing(memory: ClusterMemory): boolean {
+  return memory.conditions.some((c) => c.type === "Ready" && c.status !== "False");
 }
 
 /** One more launch timeline event (the last 50 are kept). */

@@ -32,7 +32,7 @@ exec head -c "$1"'
 if [ -r "$out.writer" ]; then
   pid=$(sed -n 1p "$out.writer") start=$(sed -n 2p "$out.writer")
   i=0
-  while [ -n "$pid" ] && [ "$(st "$pid")" = "$start" ]; do
+  while [ -n "$pid" ] && [ -n "$start" ] && [ "$(st "$pid")" = "$start" ]; do
     case $i in 0) kill "$pid" 2>/dev/null ;; 50) kill -s KILL "$pid" 2>/dev/null ;; 100) echo "an earlier download writing $out (pid $pid) did not stop" >&2; exit 96 ;; esac
     i=$((i + 1))
     sleep 0.1

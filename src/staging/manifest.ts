@@ -3,8 +3,8 @@
  * a branch is resolved once through X-Repo-Commit) or hashing a local directory (push).
  */
 import { createHash } from "node:crypto";
-import { readdir, realpath, stat } from "node:fs/promises";
-import { basename, dirname, join, sep } from "node:path";
+import { readdir, stat } from "node:fs/promises";
+import { join } from "node:path";
 import { ShardctlError } from "../errors/index.js";
 import { FileRefusedError, openRegularFile, type OpenedRegularFile } from "../files/index.js";
 import { readHubTree } from "./hub-tree.js";
@@ -61,8 +61,7 @@ async function hubFetch(url: string, init: RequestInit, repo: string): Promise<R
 
 /** Hash every file under `dir` (sha256); the commit is a digest of the file list, so it pins content. */
 export async function hashLocalManifest(dir: string, repo: string, revision = "main"): Promise<Manifest> {
-  const roots = await linkRootsOf(dir);
-  const paths = await listFiles(dir, roots);
+  const paths = await listFiles(dir);
   if (paths.length === 0)
     throw new ShardctlError("PushSourceEmpty", `the push source ${dir} holds no files; point it at the model's folder (config.json, *.safetensors, tokenizer)`, {
       terminal: true,
@@ -74,7 +73,7 @@ export async function hashLocalManifest(dir: string, repo: string, revision = "m
     let size = 0;
     // Opened once and checked on the descriptor: an entry swapped for a FIFO after the listing is
     // refused, not read for ever. No size cap: weights are streamed through the hash, never held.
-    const { handle } = await openPushFile(dir, path, roots);
+    const { handle } = await openPushFile(dir, path);
     for await (const chunk of handle.createReadStream({ highWaterMark: 4 << 20 })) {
       hash.update(chunk as Buffer);
       size += (chunk as Buffer).length;
@@ -89,9 +88,7 @@ export async function hashLocalManifest(dir: string, repo: string, revision = "m
 }
 
 /** A push source file opened for hashing; a non-regular one is `PushSourceInvalid`, naming it. */
-async function openPushFile(dir: string, path: string, roots: readonly string[]): Promise<OpenedRegularFile> {
-  // Checked again here: a link retargeted between the listing and the hash must not be followed out.
-  await assertInside(dir, path, roots);
+async function openPushFile(dir: string, path: string): Promise<OpenedRegularFile> {
   try {
     return await openRegularFile(join(dir, path), { what: "push source file" });
   } catch (error) {
@@ -103,20 +100,19 @@ async function openPushFile(dir: string, path: string, roots: readonly string[])
 }
 
 /**
- * Regular files under `dir`, relative. Symlinks are followed to regular files inside `dir` or, for
- * an HF cache snapshot (all links into ../../blobs), inside its repository's blobs; a link out of
- * them is refused, since whatever is pushed is copied to every node (a stray link to a key or a
- * password file would be). A link to anything else (a folder, a device, nothing) is refused rather
- * than silently left out of the model, and so is an entry that is itself a FIFO, a socket or a
- * device (a model staged without its tokenizer would only fail on the nodes), and a name with a
- * control character (as a Hub's would be).
+ * Regular files under `dir`, relative. Symlinks are followed to regular files wherever they lead:
+ * the folder is the operator's own, and common layouts link out of it (`hf download --local-dir`
+ * links into the HF cache, weights kept on another disk). A link to anything else (a folder, a
+ * device, nothing) is refused rather than silently left out of the model, and so is an entry that
+ * is itself a FIFO, a socket or a device (a model staged without its tokenizer would only fail on
+ * the nodes), and a name with a control character (as a Hub's would be).
  */
-async function listFiles(dir: string, roots: readonly string[], prefix = ""): Promise<string[]> {
+async function listFiles(dir: string, prefix = ""): Promise<string[]> {
   const out: string[] = [];
   for (const entry of await readdir(join(dir, prefix), { withFileTypes: true })) {
     const rel = prefix === "" ? entry.name : `${prefix}/${entry.name}`;
     assertPrintableName(rel, `the push source ${dir}`);
-    if (entry.isDirectory()) out.push(...(await listFiles(dir, roots, rel)));
+    if (entry.isDirectory()) out.push(...(await listFiles(dir, rel)));
     else if (entry.isFile()) out.push(rel);
     else if (!entry.isSymbolicLink()) {
       const kind = entry.isFIFO() ? "a FIFO (named pipe)" : entry.isSocket() ? "a socket" : "a device";
@@ -131,30 +127,10 @@ async function listFiles(dir: string, roots: readonly string[], prefix = ""): Pr
           terminal: true,
         });
       }
-      await assertInside(dir, rel, roots);
       out.push(rel);
     }
   }
   return out.sort();
-}
-
-/** Where links of push source `dir` may lead: `dir` itself, and an HF cache snapshot's `../../blobs`. */
-async function linkRootsOf(dir: string): Promise<string[]> {
-  const real = await realpath(dir);
-  const repo = dirname(dirname(real));
-  const snapshot = basename(dirname(real)) === "snapshots" && basename(repo).startsWith("models--");
-  return snapshot ? [real, join(repo, "blobs")] : [real];
-}
-
-/** Refuses `path` of the push source when what it resolves to lies outside every root. */
-async function assertInside(dir: string, path: string, roots: readonly string[]): Promise<void> {
-  const target = await realpath(join(dir, path));
-  if (roots.some((root) => target === root || target.startsWith(root.endsWith(sep) ? root : root + sep))) return;
-  throw new ShardctlError(
-    "PushSourceInvalid",
-    `the push source ${dir}: ${showName(path)} is a symlink to ${showName(target)}, outside the source; copy the file into it (links are followed only within it, and from an HF cache snapshot into its blobs)`,
-    { terminal: true },
-  );
 }
 
 /** The git blob id of content (what the Hub lists as `oid` for non-LFS files). */

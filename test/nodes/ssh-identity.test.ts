@@ -32,11 +32,11 @@ afterAll(async () => {
   await sshd?.close();
 });
 
-function nodeThrough(agentSocket: string | undefined) {
+function nodeThrough(agentSocket: string | undefined, identityFile = key) {
   const pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "none"), ...(agentSocket === undefined ? {} : { agentSocket }) });
   pools.push(pool);
   const n = sshd.nodes[0]!;
-  return pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile: key, hostKeyPolicy: "strict", modelDir: n.modelDir });
+  return pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile, hostKeyPolicy: "strict", modelDir: n.modelDir });
 }
 
 it("without an agent, an encrypted identity file fails naming the file and what to do", async () => {
@@ -88,6 +88,27 @@ it("with the key unlocked in ssh-agent the node answers; with an agent that lack
   await run("ssh-add", [key], { env: { ...process.env, SSH_AUTH_SOCK: socket, SSH_ASKPASS: askpass, SSH_ASKPASS_REQUIRE: "force", DISPLAY: "none" } });
   const result = await nodeThrough(socket).run(["echo", "answered"]);
   expect(result.stdout.trim()).toBe("answered");
+  // identity_file naming the public half (how a key kept in an agent is often named) goes to the agent too.
+  const publicHalf = await nodeThrough(socket, `${key}.pub`).run(["echo", "answered"]);
+  expect(publicHalf.stdout.trim()).toBe("answered");
+});
+
+it("a public key as identity_file, without an agent, fails naming it", async () => {
+  const saved = process.env.SSH_AUTH_SOCK;
+  delete process.env.SSH_AUTH_SOCK;
+  try {
+    const error = await nodeThrough(undefined, `${key}.pub`)
+      .run(["true"])
+      .then(
+        () => undefined,
+        (e: Error & { reason?: string; terminal?: boolean }) => e,
+      );
+    expect(error?.reason).toBe("SshAuthFailed");
+    expect(error?.terminal).toBe(true);
+    expect(error?.message).toContain(`identity_file ${key}.pub is not a private key shardctl can use (it is a public key)`);
+  } finally {
+    if (saved !== undefined) process.env.SSH_AUTH_SOCK = saved;
+  }
 });
 
 it("an identity file that is no private key fails naming it, at once and for good", async () => {

@@ -1,6 +1,6 @@
 /**
- * A push source is copied to every node, so what it may hold is narrow: nothing outside the folder
- * (a stray symlink to a key or a password file), and no name that a terminal, a log or the push's
+ * A push source is copied to every node, so what it may hold is narrow: regular files (links are
+ * followed to regular files, wherever they lead), and no name that a terminal, a log or the push's
  * own file-list digest would misread (control characters, newlines, bidi overrides). Real files,
  * links and FIFOs; the refusals name the file and say what to do.
  */
@@ -45,46 +45,33 @@ async function refusalOf(dir: string): Promise<{ reason: string; message: string
   return { reason: error.reason, message: error.message };
 }
 
-describe("links out of a push source", () => {
-  it("refuses a link to a file outside the folder, naming the link and its target", async () => {
-    const secret = join(root, "id_ed25519");
-    await writeFile(secret, "-----BEGIN OPENSSH PRIVATE KEY-----\n");
-    const dir = await pushDir((d) => symlink(secret, join(d, "tokenizer.json")));
-    const refusal = await refusalOf(dir);
-    expect(refusal.reason).toBe("PushSourceInvalid");
-    expect(refusal.message).toContain('"tokenizer.json" is a symlink to ' + JSON.stringify(secret) + ", outside the source; copy the file into it");
-  });
-
-  it("refuses a relative link that climbs out, and one in a subfolder", async () => {
-    await writeFile(join(root, "outside.json"), "{}");
-    const climbing = await pushDir((d) => symlink("../outside.json", join(d, "extra.json")));
-    expect(await refusalOf(climbing)).toMatchObject({ reason: "PushSourceInvalid", message: expect.stringContaining("outside the source") });
-    const nested = await pushDir(async (d) => {
-      await mkdir(join(d, "sub"));
-      await symlink("../../outside.json", join(d, "sub", "x.json"));
-    });
-    expect(await refusalOf(nested)).toMatchObject({ reason: "PushSourceInvalid", message: expect.stringContaining('"sub/x.json"') });
-  });
-
-  it("follows links within the folder, and an HF cache snapshot's links into its own blobs only", async () => {
-    const inside = await pushDir(async (d) => {
+describe("links in a push source", () => {
+  it("follows a link to a regular file wherever it leads (weights on another disk, an HF cache's blobs)", async () => {
+    const elsewhere = join(root, "other-disk");
+    await mkdir(elsewhere, { recursive: true });
+    await writeFile(join(elsewhere, "model.safetensors"), "weights");
+    const dir = await pushDir(async (d) => {
+      await symlink(join(elsewhere, "model.safetensors"), join(d, "model.safetensors"));
       await writeFile(join(d, "real.json"), "{}");
       await symlink("real.json", join(d, "alias.json"));
     });
-    expect((await hashLocalManifest(inside, "org/model")).files.map((f) => f.path)).toEqual(["alias.json", "config.json", "real.json"]);
+    const manifest = await hashLocalManifest(dir, "org/model");
+    expect(manifest.files.map((f) => [f.path, f.size])).toEqual([
+      ["alias.json", 2],
+      ["config.json", 2],
+      ["model.safetensors", 7],
+      ["real.json", 2],
+    ]);
+  });
 
-    const repo = join(root, "hf", "models--org--model");
-    const snap = join(repo, "snapshots", "0123456789abcdef0123456789abcdef01234567");
-    await mkdir(join(repo, "blobs"), { recursive: true });
-    await mkdir(snap, { recursive: true });
-    await writeFile(join(repo, "blobs", "abc"), "{}");
-    await symlink("../../blobs/abc", join(snap, "config.json"));
-    expect((await hashLocalManifest(snap, "org/model")).files.map((f) => f.path)).toEqual(["config.json"]);
-    // Another repository's blobs are not this snapshot's.
-    await mkdir(join(root, "hf", "models--other--model", "blobs"), { recursive: true });
-    await writeFile(join(root, "hf", "models--other--model", "blobs", "def"), "{}");
-    await symlink("../../../models--other--model/blobs/def", join(snap, "tokenizer.json"));
-    expect(await refusalOf(snap)).toMatchObject({ reason: "PushSourceInvalid", message: expect.stringContaining("outside the source") });
+  it("refuses a link to a folder or to nothing, naming it", async () => {
+    const toFolder = await pushDir(async (d) => {
+      await mkdir(join(d, "..", `folder-${counter}`), { recursive: true });
+      await symlink(join(d, "..", `folder-${counter}`), join(d, "weights"));
+    });
+    expect(await refusalOf(toFolder)).toMatchObject({ reason: "PushSourceInvalid", message: expect.stringContaining("weights is a symlink to a folder") });
+    const dangling = await pushDir((d) => symlink(join(root, "no-such-file"), join(d, "tokenizer.json")));
+    expect(await refusalOf(dangling)).toMatchObject({ reason: "PushSourceInvalid", message: expect.stringContaining("tokenizer.json is a symlink to a missing file") });
   });
 });
 

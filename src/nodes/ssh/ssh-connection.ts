@@ -205,15 +205,12 @@ export class SshConnection {
       return false;
     };
 
-    const { privateKey, encrypted } = await readFirstKey(this.node.name, target);
+    const { privateKey, passedOver } = await readFirstKey(this.node.name, target);
     const agent = this.options.agentSocket ?? process.env.SSH_AUTH_SOCK;
-    // What to say of a key we could not use, after an authentication failure or when no agent runs.
-    const unlockHint =
-      encrypted.length === 0
-        ? ""
-        : `; ${encrypted.join(", ")} ${encrypted.length === 1 ? "is" : "are"} protected by a passphrase, which shardctl never asks for: load it into ssh-agent (\`ssh-add ${encrypted[0]}\`) and run shardctl with SSH_AUTH_SOCK set, or name a key without a passphrase in identity_file`;
+    // What to say of the keys we could not use, after an authentication failure or when no agent runs.
+    const unlockHint = passedOver.length === 0 ? "" : `; ${passedOver.map(describePassedOver).join("; ")}`;
     if (privateKey === undefined && agent === undefined) {
-      const tried = encrypted.length > 0 ? "no usable identity file" : `no identity file (tried ${target.identityFiles.join(", ")})`;
+      const tried = passedOver.length > 0 ? "no usable identity file" : `no identity file (tried ${target.identityFiles.join(", ")})`;
       throw new ShardctlError("SshAuthFailed", `node ${this.node.name}: ${tried} and no ssh-agent (SSH_AUTH_SOCK)${unlockHint}`, { terminal: true });
     }
     // As OpenSSH does: ask first for the key types known_hosts holds for this host, so a server with
@@ -325,15 +322,29 @@ function hostKeyRefusal(
 /** Largest private key read, bytes (1 MiB): a key file is a few KB. */
 const maxKeyBytes = 1024 * 1024;
 
+/** An identity file that was read but not used: protected by a passphrase, or no private key ssh2 can use. */
+interface PassedOverKey {
+  path: string;
+  setting: string;
+  /** Undefined for a key protected by a passphrase. */
+  problem?: string;
+}
+
+function describePassedOver(key: PassedOverKey): string {
+  if (key.problem !== undefined) return `${key.setting} ${key.path} is not a private key shardctl can use (${key.problem})`;
+  return `${key.path} is protected by a passphrase, which shardctl never asks for: load it into ssh-agent (\`ssh-add ${key.path}\`) and run shardctl with SSH_AUTH_SOCK set, or name a key without a passphrase in identity_file`;
+}
+
 /**
  * The first of the target's identity files that can be read and used; no key when none can (the
- * agent may still authenticate). A passphrase-protected key is passed over, as OpenSSH does when
- * ssh-agent holds it unlocked, and listed in `encrypted` for the messages. One that is not a regular
- * file (a FIFO would block the read for ever), is over the cap, or is no private key at all is an
- * error naming the setting and the path: the key it names is not a key.
+ * agent may still authenticate). As OpenSSH does, a key that cannot be used here is passed over for
+ * the agent, which may hold it: one protected by a passphrase (the agent holds it unlocked), a public
+ * key (`IdentityFile ~/.ssh/key.pub` names an agent's key), a format ssh2 does not read. Each is
+ * listed in `passedOver` for the messages. One that is not a regular file (a FIFO would block the
+ * read for ever) or is over the cap is an error naming the setting and the path.
  */
-async function readFirstKey(node: string, target: SshTarget): Promise<{ privateKey?: Buffer; encrypted: string[] }> {
-  const encrypted: string[] = [];
+async function readFirstKey(node: string, target: SshTarget): Promise<{ privateKey?: Buffer; passedOver: PassedOverKey[] }> {
+  const passedOver: PassedOverKey[] = [];
   for (const path of target.identityFiles) {
     let key: Buffer;
     try {
@@ -346,16 +357,15 @@ async function readFirstKey(node: string, target: SshTarget): Promise<{ privateK
     }
     // ssh2's `utils` is not a named export Node's ESM loader can see in this CommonJS package.
     const parsed = ssh2.utils.parseKey(key);
-    if (!(parsed instanceof Error)) return { privateKey: key, encrypted };
-    if (/encrypted|passphrase/i.test(parsed.message)) {
-      encrypted.push(path);
-      continue;
+    if (parsed instanceof Error) {
+      passedOver.push({ path, setting: target.identitySetting, ...(/encrypted|passphrase/i.test(parsed.message) ? {} : { problem: parsed.message }) });
+    } else if (!parsed.isPrivateKey()) {
+      passedOver.push({ path, setting: target.identitySetting, problem: "it is a public key" });
+    } else {
+      return { privateKey: key, passedOver };
     }
-    throw new ShardctlError("SshAuthFailed", `node ${node}: ${target.identitySetting} ${path} is not a private key shardctl can read: ${parsed.message}`, {
-      terminal: true,
-    });
   }
-  return { encrypted };
+  return { passedOver };
 }
 
 export type { ClientChannel };

@@ -38,7 +38,7 @@ export const replace: Step = {
     if (death === undefined && pass.action?.kind === "launch") await markReplacedComingBack(pass);
     await tearDown(pass);
     await explained;
-    await explainDeath(pass, entry, recorded, "after-teardown");
+    await explainDeath(pass, entry, recorded, "after-teardown").catch(() => undefined);
     clearRuntime(pass.memory, revision);
   },
 };

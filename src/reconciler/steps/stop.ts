@@ -5,7 +5,7 @@
 import { teardownCluster } from "../../launch/index.js";
 import { definitionOf, revisionOf, type Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
-import { clearRuntime, isServing, setConditions, settle } from "../verdicts.js";
+import { clearRuntime, mayBeServing, setConditions, settle } from "../verdicts.js";
 
 export const stop: Step = {
   name: "stop",
@@ -30,14 +30,14 @@ export const stop: Step = {
 
 /**
  * Stop watching the cluster, then tear it down (router first, then coordinator, then stages in
- * reverse). A cluster still said to be Ready is said not to be, in its status file, before anything
+ * reverse). A cluster still said to be Ready (or found running, Ready Unknown) is said not to be, in its status file, before anything
  * is stopped: a teardown can wait out grace periods or an unreachable host, and a reader of the file
  * (a CI gate, `shardctl wait`) must not see Ready for a cluster that no longer serves.
  */
 export async function tearDown(pass: Pass): Promise<void> {
   const { memory, entry } = pass;
   if (entry === undefined) return;
-  if (isServing(memory)) {
+  if (mayBeServing(memory)) {
     const revision = revisionOf(pass);
     const message = `tearing down revision ${entry.revision.slice(0, 12)}`;
     setConditions(memory, revision, {

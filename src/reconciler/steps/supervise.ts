@@ -75,7 +75,9 @@ export function watch(pass: Pass, entry: LedgerEntry): void {
   memory.supervision = { startedAt: entry.startedAt, supervision, unobservable };
   void supervision.ended.then(async ({ death, teardown }) => {
     await explained;
-    await explainDeath(pass, entry, recorded, "after-teardown");
+    await explainDeath(pass, entry, recorded, "after-teardown").catch((error: unknown) =>
+      world.log.warn({ cluster: entry.cluster, err: error }, "could not read the evidence of a death"),
+    );
     // A pass that raced the teardown may have moved on already; one more pass writes the evidence down.
     if (memory.supervision?.supervision !== supervision) return world.options.requeue(entry.cluster);
     delete memory.supervision;
