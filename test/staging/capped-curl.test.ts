@@ -62,16 +62,19 @@ it("stops an earlier download still writing the file before it appends", async (
   // The earlier download: a body that never ends, 64 KiB of zeros every 20 ms, ending at a failed
   // write as curl does (exit 23); its program is left running.
   const endless = "while :; do head -c 65536 /dev/zero || exit 23; sleep 0.02; done";
-  const earlier = spawn("sh", ["-c", cappedCurlScript, "sh", String(1 << 30), out, "new", "sh", "-c", endless], { stdio: "ignore" });
+  // In a group of its own, so that whatever happens below, all of it is killed at the end.
+  const earlier = spawn("sh", ["-c", cappedCurlScript, "sh", String(64 << 20), out, "new", "sh", "-c", endless], { stdio: "ignore", detached: true });
   const exited = new Promise((resolve) => earlier.once("exit", resolve));
+  const within = <T>(promise: Promise<T>, ms: number, what: string): Promise<T> =>
+    Promise.race([promise, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`${what} within ${ms} ms`)), ms))]);
   try {
     while ((await readFile(out).catch(() => Buffer.alloc(0))).length < 200_000) await new Promise((r) => setTimeout(r, 20));
     const record = (await readFile(`${out}.writer`, "utf8")).split("\n");
     const writer = Number(record[0]);
     expect(record[1]).not.toBe("");
-    expect(await capped(1 << 30, out, "append", "sh", "-c", 'printf "[%s]" "$2"', "sh")).toBe(0);
+    expect(await capped(64 << 20, out, "append", "sh", "-c", 'printf "[%s]" "$2"', "sh")).toBe(0);
     // The earlier download ends (its curl at its next write), its writer gone, and the resume offset is the size it left.
-    await exited;
+    await within(exited, 10_000, "the earlier download did not end");
     expect(() => process.kill(writer, 0)).toThrow();
     const bytes = await readFile(out);
     const have = bytes.indexOf("[");
@@ -81,7 +84,11 @@ it("stops an earlier download still writing the file before it appends", async (
     await new Promise((r) => setTimeout(r, 100));
     expect((await readFile(out)).length).toBe(bytes.length);
   } finally {
-    earlier.kill("SIGKILL");
+    try {
+      process.kill(-earlier.pid!, "SIGKILL");
+    } catch {
+      // The group is gone already.
+    }
   }
 });
 

@@ -117,10 +117,19 @@ it("a download past its deadline is killed whole: curl stops fetching and the pa
     (e: Error) => e,
   );
   expect(error?.message).toMatch(/timed out after \d+ ms/);
-  // The kill goes out as the deadline passes; give it a moment to land, then nothing may move.
-  await new Promise((r) => setTimeout(r, 500));
-  const size = await sizeOf(partial);
-  const served = bytesServed();
+  // The kill goes out as the deadline passes, over a fresh SSH exec: wait (up to 10 s) until nothing
+  // moved for a second, then nothing may move for 1.5 s more. Without the kill the body keeps coming
+  // at 200 kB/s and the first wait runs out.
+  let size = await sizeOf(partial);
+  let served = bytesServed();
+  const settleBy = Date.now() + 10_000;
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 1_000));
+    const [nowSize, nowServed] = [await sizeOf(partial), bytesServed()];
+    if (nowSize === size && nowServed === served) break;
+    [size, served] = [nowSize, nowServed];
+    if (Date.now() > settleBy) throw new Error(`the download past its deadline still runs: ${size} bytes in the partial file, ${served} served`);
+  }
   expect(size).toBeGreaterThan(0);
   await new Promise((r) => setTimeout(r, 1_500));
   expect(await sizeOf(partial)).toBe(size);
