@@ -95,6 +95,14 @@ describe("ssh config", () => {
       ].join("\n");
       expect(await resolveSshConfig(text, "box")).toMatchObject({ hostName: "10.0.0.5", port: 2222, user: "ops" });
       expect((await resolveSshConfig(text, "other")).user).toBe("other-user");
+      // A wildcard in a folder's name too, and names matched case by case, as glob(3) does.
+      await mkdir(join(dir, "hosts", "lab"), { recursive: true });
+      await mkdir(join(dir, "hosts", "Other"), { recursive: true });
+      await writeFile(join(dir, "hosts", "lab", "config"), "Host gpu\n  HostName 10.1.2.3\n");
+      await writeFile(join(dir, "hosts", "Other", "config"), "Host gpu\n  HostName 10.9.9.9\n  User other\n");
+      expect(await resolveSshConfig(`Include ${dir}/hosts/*/config`, "gpu")).toMatchObject({ hostName: "10.9.9.9", user: "other" });
+      expect(await resolveSshConfig(`Include ${dir}/hosts/l*/config`, "gpu")).toEqual({ identityFiles: [], hostName: "10.1.2.3" });
+      expect(await resolveSshConfig(`Include ${dir}/hosts/L*/config`, "gpu")).toEqual({ identityFiles: [] });
       await writeFile(join(dir, "loop"), `Include ${dir}/loop\n`);
       await expect(resolveSshConfig(`Include ${dir}/loop`, "box")).rejects.toThrow(/nested more than 16 levels/);
     } finally {

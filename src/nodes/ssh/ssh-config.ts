@@ -8,7 +8,7 @@
  */
 import { readdir } from "node:fs/promises";
 import { homedir } from "node:os";
-import { basename, dirname, isAbsolute, join } from "node:path";
+import { isAbsolute, join, sep } from "node:path";
 import { globMatch, readSshFile } from "./known-hosts.js";
 
 export interface SshHostConfig {
@@ -68,26 +68,46 @@ async function applyConfig(text: string, alias: string, out: SshHostConfig, stat
   }
 }
 
-/** The files one Include line names, in order: each path, its wildcards matched in sorted file names. */
+/** The files one Include line names, in order: each path with its wildcards (`*`, `?`, in any component) matched in sorted names. */
 async function includedFiles(value: string): Promise<string[]> {
   const files: string[] = [];
   for (const word of value.split(/\s+/).filter((w) => w !== "")) {
     const expanded = expandHome(word);
-    const path = isAbsolute(expanded) ? expanded : join(homedir(), ".ssh", expanded);
-    const name = basename(path);
-    if (!/[*?]/.test(name)) {
-      files.push(path);
-      continue;
-    }
-    const entries = await readdir(dirname(path)).catch(() => [] as string[]);
-    files.push(
-      ...entries
-        .filter((e) => globMatch(name, e))
-        .sort()
-        .map((e) => join(dirname(path), e)),
-    );
+    files.push(...(await expandWildcards(isAbsolute(expanded) ? expanded : join(homedir(), ".ssh", expanded))));
   }
   return files;
+}
+
+/** The existing paths `pattern` matches, component by component, as glob(3) does (names sorted, case-sensitive, no hidden names for a leading wildcard). */
+async function expandWildcards(pattern: string): Promise<string[]> {
+  if (!/[*?]/.test(pattern)) return [pattern];
+  const parts = pattern.split(sep);
+  let paths = [parts[0] === "" ? sep : parts[0]!];
+  for (const part of parts.slice(1)) {
+    if (part === "") continue;
+    if (!/[*?]/.test(part)) {
+      paths = paths.map((p) => join(p, part));
+      continue;
+    }
+    const matcher = new RegExp(
+      `^${part
+        .replace(/[.+^${}()|[\]\\]/g, "\\$&")
+        .replaceAll("*", ".*")
+        .replaceAll("?", ".")}$`,
+    );
+    const next: string[] = [];
+    for (const dir of paths) {
+      const names = await readdir(dir).catch(() => [] as string[]);
+      next.push(
+        ...names
+          .filter((n) => matcher.test(n) && !(n.startsWith(".") && !part.startsWith(".")))
+          .sort()
+          .map((n) => join(dir, n)),
+      );
+    }
+    paths = next;
+  }
+  return paths;
 }
 
 function hostMatches(patterns: string, alias: string): boolean {
