@@ -2,7 +2,7 @@
 import { commitsOf } from "../commits.js";
 import { formatAge, formatBytes, formatClock, formatDuration, short } from "../format.js";
 import { stageCountOf } from "../stage-count.js";
-import type { StatusView } from "../status-types.js";
+import type { ConditionView, StatusView } from "../status-types.js";
 import { ClusterBadge, HealthBadge } from "./badges.js";
 import { LayerBar, MemoryFit, PlanWarnings } from "./plan.js";
 import { StageCards } from "./stage-cards.js";
@@ -18,6 +18,16 @@ export interface ClusterPageProps {
   reconcileNote: string | undefined;
   reconciling: boolean;
 }
+
+/**
+ * Ready's three answers in words and tone. Unknown is not "Not ready": a restarted daemon that found
+ * the cluster running has not seen it serve yet (it may well serve), and it is not Ready either.
+ */
+const readyLook: Record<ConditionView["status"], { words: string; tone: string }> = {
+  True: { words: "Ready", tone: "good" },
+  False: { words: "Not ready", tone: "bad" },
+  Unknown: { words: "Ready unknown", tone: "warn" },
+};
 
 export function ClusterPage({ status, name, now, rates, stale, onReconcile, reconcileNote, reconciling }: ClusterPageProps) {
   if (status === undefined) {
@@ -50,8 +60,8 @@ export function ClusterPage({ status, name, now, rates, stale, onReconcile, reco
             · {status.file} · desired {status.desired}
           </p>
           {ready === undefined ? null : (
-            <p class={ready.status === "True" ? "ready-line good" : "ready-line"} data-testid="ready-line">
-              {ready.status === "True" ? "Ready" : "Not ready"}: <code>{ready.reason}</code> {ready.message}
+            <p class={`ready-line ${readyLook[ready.status].tone}`} data-status={ready.status} data-testid="ready-line">
+              {readyLook[ready.status].words}: <code>{ready.reason}</code> {ready.message}
             </p>
           )}
         </div>

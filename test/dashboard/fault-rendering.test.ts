@@ -1,0 +1,105 @@
+/**
+ * What the page shows during a fault, in real headless Chromium, from real statuses: the ones a
+ * daemon composed on the two-stage test world while stage-0 was frozen (its peer names it), while a
+ * restarted daemon adopted a cluster beside a frozen coordinator (Ready Unknown, then the death
+ * naming the coordinator and the relaunch), and while node n2 was unobservable over SSH (its sshd
+ * frozen). They were captured from the daemon's event stream, in order, into
+ * fixtures/fault-statuses.json; here the dashboard's own server streams them to the page through
+ * a status feed, so each state is shown exactly, for as long as the test looks at it.
+ */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { pino } from "pino";
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { startDashboard, type Dashboard } from "../../src/dashboard/index.js";
+import { StatusFeed, type ClusterStatus } from "../../src/reconciler/index.js";
+import { launchChromium } from "../support/chromium.js";
+
+interface Fixtures {
+  healthy: ClusterStatus;
+  stageSilentFirstRecord: ClusterStatus;
+  stageSilentNamed: ClusterStatus;
+  adoptedUnknown: ClusterStatus;
+  unobservable: ClusterStatus;
+  frozenCoordinatorSequence: ClusterStatus[];
+}
+const fixtures = JSON.parse(readFileSync(join(import.meta.dirname, "fixtures/fault-statuses.json"), "utf8")) as Fixtures;
+const name = fixtures.healthy.cluster;
+
+let feed: StatusFeed;
+let dashboard: Dashboard;
+let browser: Browser;
+let page: Page;
+
+beforeAll(async () => {
+  feed = new StatusFeed();
+  dashboard = await startDashboard({
+    address: "127.0.0.1:0",
+    token: undefined,
+    log: pino({ level: "silent" }),
+    source: {
+      feed,
+      readStatuses: () => Promise.resolve([]),
+      hasCluster: (cluster) => Promise.resolve(cluster === name),
+      requestReconcile: () => Promise.resolve(true),
+      previewPlan: () => Promise.reject(new Error("not in this test")),
+    },
+  });
+  feed.publish(fixtures.healthy);
+  browser = await launchChromium();
+  // bypassCSP: the test evaluates its probes as strings, which the page's policy (no eval) refuses.
+  page = await browser.newPage({ viewport: { width: 1280, height: 900 }, colorScheme: "light", bypassCSP: true });
+  await page.goto(`${dashboard.url}#/clusters/${name}`);
+  await page.locator("#cluster-title").waitFor();
+}, 120_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await dashboard?.close();
+});
+
+/** Evaluate browser-side JavaScript (a string: this project's tests compile without the DOM's types). */
+function inPage<T>(script: string): Promise<T> {
+  return page.evaluate(script) as Promise<T>;
+}
+
+/** Publish `status` and wait until the page shows it (its health, its Ready message). */
+async function show(status: ClusterStatus): Promise<void> {
+  feed.publish(status);
+  const ready = status.conditions.find((c) => c.type === "Ready")!;
+  await page.waitForFunction(
+    `document.querySelector("h1 [data-testid=health-badge]")?.dataset.health === ${JSON.stringify(status.health)} &&
+      (document.querySelector("[data-testid=ready-line]")?.textContent ?? "").includes(${JSON.stringify(ready.message)})`,
+    undefined,
+    { timeout: 10_000, polling: 50 },
+  );
+}
+
+/** The colour a CSS custom property (e.g. "--bad") resolves to, as getComputedStyle spells colours. */
+function colourOf(variable: string): Promise<string> {
+  return inPage(`(() => {
+    const probe = document.createElement("span");
+    probe.style.color = "var(${variable})";
+    document.body.append(probe);
+    const colour = getComputedStyle(probe).color;
+    probe.remove();
+    return colour;
+  })()`);
+}
+
+/** The computed colour of the first element `selector` finds. */
+function colourAt(selector: string): Promise<string> {
+  return inPage(`getComputedStyle(document.querySelector(${JSON.stringify(selector)})).color`);
+}
+
+describe("the cluster page during a fault", () => {
+  test("Ready Unknown (a restarted daemon found it running, not yet seen serving) reads as unknown, neither Ready nor Not ready", async () => {
+    await show(fixtures.adoptedUnknown);
+    const line = page.locator("[data-testid=ready-line]");
+    const text = (await line.textContent())!;
+    expect(text).toMatch(/^Ready unknown: ProbeUnanswered found running, not yet seen serving: http:\/\/\S+\/health did not answer/);
+    expect(await line.getAttribute("data-status")).toBe("Unknown");
+    expect(await colourAt("[data-testid=ready-line]")).toBe(await colourOf("--warn"));
+  });
+});
