@@ -102,4 +102,16 @@ describe("the cluster page during a fault", () => {
     expect(await line.getAttribute("data-status")).toBe("Unknown");
     expect(await colourAt("[data-testid=ready-line]")).toBe(await colourOf("--warn"));
   });
+
+  test("a coordinator whose /health did not answer is unknown, not dead: amber, and its card says so in words", async () => {
+    await show(fixtures.adoptedUnknown);
+    const card = page.locator("[data-testid=coordinator-card]");
+    expect(await card.getAttribute("data-state")).toBe("unknown");
+    expect(await card.locator(".pill").textContent()).toBe("Unknown");
+    expect(await card.textContent()).toContain("health unknown: /health did not answer");
+    expect(await colourAt("[data-testid=coordinator-card] .pill")).toBe(await colourOf("--warn"));
+    // Its process is there: the cards of both stages say they are alive.
+    await show(fixtures.healthy);
+    expect(await card.getAttribute("data-state")).toBe("healthy");
+  });
 });

@@ -50,6 +50,17 @@ export function stageCardsOf(status: StatusView): StageCardModel[] {
 
 const stateWords: Record<CardState, string> = { healthy: "Healthy", degraded: "Degraded", dead: "Dead", down: "Not running" };
 
+/**
+ * The coordinator's card by its health. "unknown" (the probe got no answer: a busy moment, a frozen
+ * process, a restarted daemon that has not heard it yet) is not "down": amber, not the red of a death.
+ */
+const coordinatorLook: Record<NonNullable<StatusView["coordinator"]>["health"], { state: string; word: string; note: string }> = {
+  ok: { state: "healthy", word: "Healthy", note: "/health answers 200" },
+  loading: { state: "degraded", word: "Loading", note: "/health answers 503: loading, or its pipeline is broken" },
+  down: { state: "dead", word: "Down", note: "/health refused the connection, or answered an error" },
+  unknown: { state: "unknown", word: "Unknown", note: "health unknown: /health did not answer the last probe in time" },
+};
+
 export function StageCards({ status, now }: { status: StatusView; now: number }) {
   const cards = stageCardsOf(status);
   if (cards.length === 0) return <p class="muted">No stages planned.</p>;
@@ -83,10 +94,10 @@ export function StageCards({ status, now }: { status: StatusView; now: number })
         </li>
       ))}
       {coordinator === undefined ? null : (
-        <li class={`card state-${coordinator.health === "ok" ? "healthy" : coordinator.health === "loading" ? "degraded" : "dead"}`} data-testid="coordinator-card">
+        <li class={`card state-${coordinatorLook[coordinator.health].state}`} data-testid="coordinator-card" data-state={coordinatorLook[coordinator.health].state}>
           <div class="card-head">
             <strong>coordinator</strong>
-            <span class="pill">{coordinator.health}</span>
+            <span class={`pill state-${coordinatorLook[coordinator.health].state}`}>{coordinatorLook[coordinator.health].word}</span>
           </div>
           <dl class="facts">
             <dt>node</dt>
@@ -98,6 +109,7 @@ export function StageCards({ status, now }: { status: StatusView; now: number })
             <dt>process</dt>
             <dd>{coordinator.pid === undefined ? "–" : `pid ${coordinator.pid}`}</dd>
           </dl>
+          <p class="small muted">{coordinatorLook[coordinator.health].note}</p>
         </li>
       )}
     </ul>
