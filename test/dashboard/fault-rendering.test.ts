@@ -8,6 +8,7 @@
  * a status feed, so each state is shown exactly, for as long as the test looks at it.
  */
 import { readFileSync } from "node:fs";
+import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { pino } from "pino";
 import type { Browser, Page } from "playwright-core";
@@ -15,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { startDashboard, type Dashboard } from "../../src/dashboard/index.js";
 import { StatusFeed, type ClusterStatus } from "../../src/reconciler/index.js";
 import { launchChromium } from "../support/chromium.js";
+import { repoRoot } from "../reconciler/daemon-fixture.js";
 
 interface Fixtures {
   healthy: ClusterStatus;
@@ -26,6 +28,8 @@ interface Fixtures {
 }
 const fixtures = JSON.parse(readFileSync(join(import.meta.dirname, "fixtures/fault-statuses.json"), "utf8")) as Fixtures;
 const name = fixtures.healthy.cluster;
+/** Screenshots of each state, for a person to look at (gitignored). */
+const artefacts = join(repoRoot, "test-artifacts/dashboard");
 
 let feed: StatusFeed;
 let dashboard: Dashboard;
@@ -33,6 +37,7 @@ let browser: Browser;
 let page: Page;
 
 beforeAll(async () => {
+  await mkdir(artefacts, { recursive: true });
   feed = new StatusFeed();
   dashboard = await startDashboard({
     address: "127.0.0.1:0",
@@ -58,6 +63,10 @@ afterAll(async () => {
   await browser?.close();
   await dashboard?.close();
 });
+
+async function shot(name: string): Promise<void> {
+  await page.screenshot({ path: join(artefacts, `fault-${name}.png`), fullPage: true });
+}
 
 /** Evaluate browser-side JavaScript (a string: this project's tests compile without the DOM's types). */
 function inPage<T>(script: string): Promise<T> {
@@ -101,6 +110,7 @@ describe("the cluster page during a fault", () => {
     expect(text).toMatch(/^Ready unknown: ProbeUnanswered found running, not yet seen serving: http:\/\/\S+\/health did not answer/);
     expect(await line.getAttribute("data-status")).toBe("Unknown");
     expect(await colourAt("[data-testid=ready-line]")).toBe(await colourOf("--warn"));
+    await shot("ready-unknown");
   });
 
   test("a coordinator whose /health did not answer is unknown, not dead: amber, and its card says so in words", async () => {
@@ -113,5 +123,23 @@ describe("the cluster page during a fault", () => {
     // Its process is there: the cards of both stages say they are alive.
     await show(fixtures.healthy);
     expect(await card.getAttribute("data-state")).toBe("healthy");
+  });
+
+  test("a Degraded cluster says why at the top: the node it cannot observe, while the headline still says Ready", async () => {
+    await show(fixtures.unobservable);
+    const why = page.locator("[data-testid=why]");
+    expect(await why.getAttribute("aria-label")).toBe("Why Degraded");
+    const text = (await why.textContent())!;
+    expect(text).toMatch(/StagesListening Unknown: NodeUnobservable node n2 \(stage-1\) is unobservable over SSH: .*; the pipeline still serves, reconnecting/);
+    // Above the stages, where the eye lands first.
+    expect(
+      await inPage(`document.querySelector("[data-testid=why]").compareDocumentPosition(document.querySelector("#h-stages")) & Node.DOCUMENT_POSITION_FOLLOWING`),
+    ).toBeTruthy();
+    await shot("degraded-unobservable");
+    await show(fixtures.adoptedUnknown);
+    expect(await why.textContent()).toMatch(/CoordinatorHealthy Unknown: ProbeUnanswered http:\/\/\S+\/health did not answer/);
+    // A Healthy cluster has nothing to explain.
+    await show(fixtures.healthy);
+    expect(await why.count()).toBe(0);
   });
 });

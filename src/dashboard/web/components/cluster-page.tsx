@@ -64,6 +64,7 @@ export function ClusterPage({ status, name, now, rates, stale, onReconcile, reco
               {readyLook[ready.status].words}: <code>{ready.reason}</code> {ready.message}
             </p>
           )}
+          <Why status={status} />
         </div>
         <div class="actions">
           <button type="button" onClick={() => onReconcile(status.cluster)} disabled={reconciling || stale} data-testid="reconcile">
@@ -224,5 +225,46 @@ export function ClusterPage({ status, name, now, rates, stale, onReconcile, reco
         </div>
       </section>
     </article>
+  );
+}
+
+/** Reasons of a False that is no fault: nothing runs (yet, or as wanted), registration is off. */
+const quietReasons = new Set(["NotRunning", "NotRegistered"]);
+
+/** A condition other than Ready that explains an unhealthy cluster: Unknown, Stalled True, or a False that is a fault. */
+function isConcern(c: ConditionView): boolean {
+  if (c.type === "Ready") return false;
+  if (c.status === "Unknown") return true;
+  // Reconciling True is work under way (health says Progressing); False is done.
+  if (c.type === "Reconciling") return false;
+  if (c.type === "Stalled") return c.status === "True";
+  return c.status === "False" && !quietReasons.has(c.reason);
+}
+
+/**
+ * Why a cluster is not Healthy, at the top of its page: the conditions other than Ready that are not
+ * in their quiet state (Unknown, a False that is a fault, Stalled True), and a Ready that holds only
+ * for an earlier revision. Without it a Degraded cluster that still serves showed a green "Ready"
+ * and two healthy cards, its reason only in the conditions table further down.
+ */
+function Why({ status }: { status: StatusView }) {
+  if (status.health === "Healthy") return null;
+  const ready = status.conditions.find((c) => c.type === "Ready");
+  const concerns = status.conditions.filter(isConcern);
+  const olderReady = ready?.status === "True" && ready.observedRevision !== status.observedRevision && status.observedRevision !== "";
+  if (concerns.length === 0 && !olderReady) return null;
+  return (
+    <ul class="why" aria-label={`Why ${status.health}`} data-testid="why">
+      {olderReady ? (
+        <li>
+          Ready holds for revision <code>{short(ready.observedRevision)}</code>, which still serves, not for <code>{short(status.observedRevision)}</code>
+        </li>
+      ) : null}
+      {concerns.map((c) => (
+        <li key={c.type}>
+          <strong>{c.type}</strong> <span class={`cond-${c.status}`}>{c.status}</span>: <code>{c.reason}</code> {c.message}
+        </li>
+      ))}
+    </ul>
   );
 }
