@@ -102,6 +102,15 @@ function colourAt(selector: string): Promise<string> {
   return inPage(`getComputedStyle(document.querySelector(${JSON.stringify(selector)})).color`);
 }
 
+/** The status cell of condition `type` in the conditions table: its text and colour. */
+function conditionCell(type: string): Promise<{ text: string; colour: string }> {
+  return inPage(`(() => {
+    const row = [...document.querySelectorAll("section[aria-labelledby=h-conditions] tbody tr")].find((r) => r.querySelector("th")?.textContent === ${JSON.stringify(type)});
+    const cell = row.querySelectorAll("td")[0];
+    return { text: cell.textContent, colour: getComputedStyle(cell).color };
+  })()`);
+}
+
 describe("the cluster page during a fault", () => {
   test("Ready Unknown (a restarted daemon found it running, not yet seen serving) reads as unknown, neither Ready nor Not ready", async () => {
     await show(fixtures.adoptedUnknown);
@@ -141,5 +150,21 @@ describe("the cluster page during a fault", () => {
     // A Healthy cluster has nothing to explain.
     await show(fixtures.healthy);
     expect(await why.count()).toBe(0);
+  });
+
+  test("conditions: Unknown has a tone of its own, and Stalled or Reconciling False is not painted as a fault", async () => {
+    await show(fixtures.unobservable);
+    const [good, bad, warn, text] = [await colourOf("--good"), await colourOf("--bad"), await colourOf("--warn"), await colourOf("--text")];
+    expect(await conditionCell("StagesListening")).toEqual({ text: "Unknown", colour: warn });
+    expect(await conditionCell("Ready")).toEqual({ text: "True", colour: good });
+    // False is these conditions' quiet state: the text colour, not the red of a fault.
+    expect(await conditionCell("Stalled")).toEqual({ text: "False", colour: text });
+    expect(await conditionCell("Reconciling")).toEqual({ text: "False", colour: text });
+    // Registration off (register = false) is no fault either.
+    expect(await conditionCell("Registered")).toEqual({ text: "False", colour: text });
+    // A death: Ready False is.
+    await show(fixtures.stageSilentNamed);
+    expect(await conditionCell("Ready")).toEqual({ text: "False", colour: bad });
+    expect(await conditionCell("Reconciling")).toMatchObject({ text: "True" });
   });
 });

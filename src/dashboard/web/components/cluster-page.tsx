@@ -1,5 +1,6 @@
 /** One cluster: what the daemon knows of it, section by section, live. */
 import { commitsOf } from "../commits.js";
+import { conditionTone } from "../condition-tone.js";
 import { formatAge, formatBytes, formatClock, formatDuration, short } from "../format.js";
 import { stageCountOf } from "../stage-count.js";
 import type { ConditionView, StatusView } from "../status-types.js";
@@ -146,7 +147,7 @@ export function ClusterPage({ status, name, now, rates, stale, onReconcile, reco
               {status.conditions.map((c) => (
                 <tr key={c.type}>
                   <th scope="row">{c.type}</th>
-                  <td class={`cond-${c.status}`}>{c.status}</td>
+                  <td class={`cond cond-${conditionTone(c)}`}>{c.status}</td>
                   <td>
                     <code>{c.reason}</code>
                   </td>
@@ -228,17 +229,11 @@ export function ClusterPage({ status, name, now, rates, stale, onReconcile, reco
   );
 }
 
-/** Reasons of a False that is no fault: nothing runs (yet, or as wanted), registration is off. */
-const quietReasons = new Set(["NotRunning", "NotRegistered"]);
-
 /** A condition other than Ready that explains an unhealthy cluster: Unknown, Stalled True, or a False that is a fault. */
 function isConcern(c: ConditionView): boolean {
-  if (c.type === "Ready") return false;
-  if (c.status === "Unknown") return true;
-  // Reconciling True is work under way (health says Progressing); False is done.
-  if (c.type === "Reconciling") return false;
-  if (c.type === "Stalled") return c.status === "True";
-  return c.status === "False" && !quietReasons.has(c.reason);
+  // Reconciling True is work under way: health says Progressing already.
+  const tone = conditionTone(c);
+  return c.type !== "Ready" && (tone === "bad" || tone === "warn");
 }
 
 /**
@@ -262,7 +257,7 @@ function Why({ status }: { status: StatusView }) {
       ) : null}
       {concerns.map((c) => (
         <li key={c.type}>
-          <strong>{c.type}</strong> <span class={`cond-${c.status}`}>{c.status}</span>: <code>{c.reason}</code> {c.message}
+          <strong>{c.type}</strong> <span class={`cond cond-${conditionTone(c)}`}>{c.status}</span>: <code>{c.reason}</code> {c.message}
         </li>
       ))}
     </ul>
