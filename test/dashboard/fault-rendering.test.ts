@@ -167,4 +167,53 @@ describe("the cluster page during a fault", () => {
     expect(await conditionCell("Ready")).toEqual({ text: "False", colour: bad });
     expect(await conditionCell("Reconciling")).toMatchObject({ text: "True" });
   });
+
+  test("a death marks every member its message names: the one that went silent, and the peer that exited because of it", async () => {
+    const cards = page.locator("[data-testid=stage-card]");
+    await show(fixtures.stageSilentNamed);
+    expect(await cards.evaluateAll((els) => els.map((e) => e.getAttribute("data-state")))).toEqual(["dead", "dead"]);
+    expect(await cards.nth(0).textContent()).toMatch(/StageDied: stage-0 on n1 stopped answering \(stage-1 heard nothing from it for \d+ ms\)$/);
+    expect(await cards.nth(1).textContent()).toMatch(/StageDied: stage-1 on n2: pid \d+ exited because its upstream went silent \(exited with status 69\)$/);
+    // The whole message, wrapped, not cut: the culprit is its first words.
+    const line = page.locator("[data-testid=ready-line]");
+    expect(await line.evaluate((e) => e.scrollWidth <= e.clientWidth)).toBe(true);
+    await shot("death-named");
+    // The coordinator went silent: no coordinator runs any more, but its card says it was the culprit.
+    const coordinatorDeath = fixtures.frozenCoordinatorSequence[3]!;
+    expect(coordinatorDeath.conditions.find((c) => c.type === "Ready")!.message).toMatch(/^coordinator on local stopped answering/);
+    await show(coordinatorDeath);
+    expect(await cards.evaluateAll((els) => els.map((e) => e.getAttribute("data-state")))).toEqual(["dead", "down"]);
+    expect(await cards.nth(0).textContent()).toMatch(/StageDied: stage-0 on n1: pid \d+ is no longer running \(exited with status 1\)$/);
+    const coordinator = page.locator("[data-testid=coordinator-card]");
+    expect(await coordinator.getAttribute("data-state")).toBe("dead");
+    expect(await coordinator.textContent()).toMatch(/StageDied: coordinator on local stopped answering \(stage-1 heard nothing from it for \d+ ms\)$/);
+  });
+
+  test("statuses 20 ms apart through a death and a relaunch: no card forgets the death before the relaunch brings it back, and the last status is shown whole", async () => {
+    const [first, ...rest] = fixtures.frozenCoordinatorSequence;
+    await show(first!);
+    await inPage(`(() => {
+      window.__seen = [];
+      const record = () => {
+        const cards = [...document.querySelectorAll("[data-testid=stage-card]")].map((c) => c.dataset.state).join(",");
+        const coordinator = document.querySelector("[data-testid=coordinator-card]")?.dataset.state ?? "none";
+        const entry = document.querySelector("h1 [data-testid=health-badge]").dataset.health + "|" + cards + "|" + coordinator;
+        if (window.__seen.at(-1) !== entry) window.__seen.push(entry);
+      };
+      new MutationObserver(record).observe(document.body, { subtree: true, childList: true, attributes: true, characterData: true });
+      record();
+    })()`);
+    for (const status of rest) {
+      feed.publish(status);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await show(rest.at(-1)!);
+    const seen = await inPage<string[]>("window.__seen");
+    expect(seen[0]).toBe("Healthy|healthy,healthy|healthy");
+    expect(seen.at(-1)).toBe("Healthy|healthy,healthy|healthy");
+    const dead = seen.findIndex((s) => s.split("|")[1]!.startsWith("dead"));
+    expect(dead, seen.join(" → ")).toBeGreaterThan(0);
+    // From the death on, stage-0 is dead until the relaunch brings its card back healthy.
+    for (const s of seen.slice(dead, -1)) expect(s.split("|")[1], seen.join(" → ")).toMatch(/^dead,/);
+  });
 });

@@ -1,8 +1,8 @@
 /**
  * One card per planned stage (and the coordinator's): node, layer range, process liveness and the
- * transport port's state, from the status's stage cards. A stage with no card is not running; the
- * one the last death names (Ready's reason, then the last error) is marked dead until the relaunch
- * brings its card back.
+ * transport port's state, from the status's stage cards. A stage with no card is not running; each
+ * member the last death names (Ready's reason, then the last error), the coordinator included, is
+ * marked dead with its part of the message until the relaunch brings its card back.
  */
 import { formatAge } from "../format.js";
 import type { StageCardView, StatusView } from "../status-types.js";
@@ -19,9 +19,41 @@ export interface StageCardModel {
   note: string;
 }
 
+/** Why a running cluster is torn down (the health monitor's reasons). */
+const deathReasons = new Set(["StageDied", "CoordinatorDied", "StagePortClosed", "CoordinatorUnhealthy", "GenerationHung"]);
+
+export interface Death {
+  reason: string;
+  /** "stage-0" or "coordinator" → its part of the message, first the one that went first. */
+  members: Map<string, string>;
+}
+
+/**
+ * The death that took the cluster down, as Ready says it, then (while staging and launching again)
+ * as the last error; with the members its message names. A death names each member in a part of
+ * its own, the one that went silent first: "stage-0 on n1 stopped answering (…); stage-1 on n2: pid
+ * … exited because its upstream went silent (…)", or "coordinator on local stopped answering (…);
+ * stage-0 on n1: …". Matching only the first words marked one card, and none once the rewording
+ * named the coordinator, while the stage that exited lost its mark.
+ */
+export function deathOf(status: StatusView): Death | undefined {
+  const ready = status.conditions.find((c) => c.type === "Ready");
+  const candidates = [ready?.status === "False" ? ready : undefined, ready?.status === "True" ? undefined : status.lastError];
+  for (const d of candidates) {
+    if (d === undefined || !deathReasons.has(d.reason)) continue;
+    const members = new Map<string, string>();
+    for (const part of d.message.split("; ")) {
+      const named = /^(stage-\d+|coordinator) on \S/.exec(part);
+      if (named !== null && !members.has(named[1]!)) members.set(named[1]!, part);
+    }
+    if (members.size > 0) return { reason: d.reason, members };
+  }
+  return undefined;
+}
+
 export function stageCardsOf(status: StatusView): StageCardModel[] {
   const live = new Map(status.stages.map((s) => [s.index, s]));
-  const ready = status.conditions.find((c) => c.type === "Ready");
+  const death = deathOf(status);
   const planned = status.plan?.stages ?? status.stages;
   return planned.map(({ index, node, layers }) => {
     const card = live.get(index);
@@ -38,12 +70,10 @@ export function stageCardsOf(status: StatusView): StageCardModel[] {
         note: card.transport === "not-probed" ? "alive (a ring port is never probed)" : "alive, transport listening",
       };
     }
-    // The death that took the cluster down stays on its card until a relaunch brings the stage back:
-    // first as Ready's reason, then (while staging and launching again) as the last error.
-    const death = [ready?.status === "False" ? ready : undefined, ready?.status === "True" ? undefined : status.lastError].find(
-      (d) => d !== undefined && d.reason.endsWith("Died") && d.message.startsWith(`stage-${index} `),
-    );
-    if (death !== undefined) return { index, node, layers, state: "dead", note: `${death.reason}: ${death.message}` };
+    // The death that took the cluster down stays on the card of every member it names until a
+    // relaunch brings the stage back.
+    const part = death?.members.get(`stage-${index}`);
+    if (death !== undefined && part !== undefined) return { index, node, layers, state: "dead", note: `${death.reason}: ${part}` };
     return { index, node, layers, state: "down", note: status.desired === "stopped" ? "stopped" : "not running" };
   });
 }
@@ -65,6 +95,9 @@ export function StageCards({ status, now }: { status: StatusView; now: number })
   const cards = stageCardsOf(status);
   if (cards.length === 0) return <p class="muted">No stages planned.</p>;
   const coordinator = status.coordinator;
+  const death = deathOf(status);
+  const coordinatorPart = death?.members.get("coordinator");
+  const coordinatorDeath = coordinatorPart === undefined ? undefined : `${death!.reason}: ${coordinatorPart}`;
   return (
     <ul class="cards" aria-label="stage cards">
       {cards.map((c) => (
@@ -93,6 +126,16 @@ export function StageCards({ status, now }: { status: StatusView; now: number })
           <p class="small muted">{c.note}</p>
         </li>
       ))}
+      {coordinator === undefined && coordinatorDeath !== undefined ? (
+        // Nothing runs any more, but the death names the coordinator: say so where its card was.
+        <li class="card state-dead" data-testid="coordinator-card" data-state="dead">
+          <div class="card-head">
+            <strong>coordinator</strong>
+            <span class="pill state-dead">{stateWords.dead}</span>
+          </div>
+          <p class="small muted">{coordinatorDeath}</p>
+        </li>
+      ) : null}
       {coordinator === undefined ? null : (
         <li class={`card state-${coordinatorLook[coordinator.health].state}`} data-testid="coordinator-card" data-state={coordinatorLook[coordinator.health].state}>
           <div class="card-head">
