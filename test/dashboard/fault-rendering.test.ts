@@ -216,4 +216,17 @@ describe("the cluster page during a fault", () => {
     // From the death on, stage-0 is dead until the relaunch brings its card back healthy.
     for (const s of seen.slice(dead, -1)) expect(s.split("|")[1], seen.join(" → ")).toMatch(/^dead,/);
   });
+
+  test("a restart's log tail wraps in its box: the engine's JSON lines are read whole, the silent peer's name included, without scrolling sideways", async () => {
+    await show(fixtures.stageSilentNamed);
+    const evidence = page.locator(".evidence li").last();
+    await evidence.locator("summary").click();
+    const tail = evidence.locator("pre");
+    expect(await tail.textContent()).toContain('"peer":"stage-0","link":"upstream"');
+    expect(await tail.evaluate((e) => [e.scrollWidth, e.clientWidth])).toSatisfy(([scroll, client]: number[]) => scroll! <= client!);
+    // Keyboard: the summary is a control that opens and closes it.
+    await evidence.locator("summary").focus();
+    await page.keyboard.press("Enter");
+    expect(await evidence.locator("details").getAttribute("open")).toBeNull();
+  });
 });
