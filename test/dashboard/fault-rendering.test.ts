@@ -229,4 +229,17 @@ describe("the cluster page during a fault", () => {
     await page.keyboard.press("Enter");
     expect(await evidence.locator("details").getAttribute("open")).toBeNull();
   });
+
+  test("a stage on a node the daemon cannot observe is not shown Healthy: its card says its node is unobservable", async () => {
+    await show(fixtures.unobservable);
+    const cards = page.locator("[data-testid=stage-card]");
+    // The status's stage cards still hold the last sight of stage-1 (alive, listening); its condition says n2 is unobservable.
+    expect(fixtures.unobservable.stages[1]!.liveness).toBe("alive");
+    expect(await cards.evaluateAll((els) => els.map((e) => e.getAttribute("data-state")))).toEqual(["healthy", "degraded"]);
+    expect(await cards.nth(1).locator(".pill").textContent()).toBe("Unobservable");
+    expect(await cards.nth(1).textContent()).toContain("node n2 does not answer over SSH: last seen alive, transport listening");
+    expect(await page.locator("[data-testid=coordinator-card]").getAttribute("data-state")).toBe("healthy");
+    await show(fixtures.healthy);
+    expect(await cards.evaluateAll((els) => els.map((e) => e.getAttribute("data-state")))).toEqual(["healthy", "healthy"]);
+  });
 });

@@ -16,6 +16,8 @@ export interface StageCardModel {
   layers: [number, number];
   card?: StageCardView;
   state: CardState;
+  /** The pill's word when the state's own does not say it (a stage on an unobservable node). */
+  word?: string;
   note: string;
 }
 
@@ -51,24 +53,48 @@ export function deathOf(status: StatusView): Death | undefined {
   return undefined;
 }
 
+/** A running stage's card as the status's probe saw it. */
+function cardOf(index: number, node: string, layers: [number, number], card: StageCardView): StageCardModel {
+  if (card.liveness === "unknown") return { index, node, layers, card, state: "degraded", note: "liveness unknown: its node does not answer" };
+  if (!card.alive) return { index, node, layers, card, state: "dead", note: "process gone" };
+  if (card.transport !== "listening" && card.transport !== "not-probed") return { index, node, layers, card, state: "degraded", note: `transport ${card.transport}` };
+  return {
+    index,
+    node,
+    layers,
+    card,
+    state: "healthy",
+    note: card.transport === "not-probed" ? "alive (a ring port is never probed)" : "alive, transport listening",
+  };
+}
+
+/**
+ * The nodes an Unknown NodeUnobservable condition names ("node n2 (stage-1) is unobservable over
+ * SSH: …"): the daemon cannot ask them, so the stage cards it last wrote for them are old news.
+ */
+function unobservableNodesOf(status: StatusView): Set<string> {
+  const nodes = new Set<string>();
+  for (const c of status.conditions) {
+    if (c.status !== "Unknown" || c.reason !== "NodeUnobservable") continue;
+    for (const named of c.message.matchAll(/node (\S+) \([^)]*\) is unobservable/g)) nodes.add(named[1]!);
+  }
+  return nodes;
+}
+
 export function stageCardsOf(status: StatusView): StageCardModel[] {
   const live = new Map(status.stages.map((s) => [s.index, s]));
   const death = deathOf(status);
+  const unobservable = unobservableNodesOf(status);
   const planned = status.plan?.stages ?? status.stages;
   return planned.map(({ index, node, layers }) => {
     const card = live.get(index);
     if (card !== undefined) {
-      if (card.liveness === "unknown") return { index, node, layers, card, state: "degraded", note: "liveness unknown: its node does not answer" };
-      if (!card.alive) return { index, node, layers, card, state: "dead", note: "process gone" };
-      if (card.transport !== "listening" && card.transport !== "not-probed") return { index, node, layers, card, state: "degraded", note: `transport ${card.transport}` };
-      return {
-        index,
-        node,
-        layers,
-        card,
-        state: "healthy",
-        note: card.transport === "not-probed" ? "alive (a ring port is never probed)" : "alive, transport listening",
-      };
+      const seen = cardOf(index, node, layers, card);
+      // The status's card is the last sight of a stage on a node the daemon cannot reach: not a Healthy stage now.
+      if (seen.state === "healthy" && unobservable.has(node)) {
+        return { ...seen, state: "degraded", word: "Unobservable", note: `node ${node} does not answer over SSH: last seen ${seen.note}` };
+      }
+      return seen;
     }
     // The death that took the cluster down stays on the card of every member it names until a
     // relaunch brings the stage back.
@@ -107,7 +133,7 @@ export function StageCards({ status, now }: { status: StatusView; now: number })
               stage {c.index}
               {c.card?.rank === undefined ? "" : ` (rank ${c.card.rank})`}
             </strong>
-            <span class={`pill state-${c.state}`}>{stateWords[c.state]}</span>
+            <span class={`pill state-${c.state}`}>{c.word ?? stateWords[c.state]}</span>
           </div>
           <dl class="facts">
             <dt>node</dt>
