@@ -242,4 +242,21 @@ describe("the cluster page during a fault", () => {
     await show(fixtures.healthy);
     expect(await cards.evaluateAll((els) => els.map((e) => e.getAttribute("data-state")))).toEqual(["healthy", "healthy"]);
   });
+
+  test("the clusters list says why a cluster is not Healthy, in its health cell", async () => {
+    await show(fixtures.unobservable);
+    await page.goto(`${dashboard.url}#/`);
+    const health = page.locator(`tr[data-cluster=${name}] td`).nth(1);
+    await health.locator("[data-testid=health-badge]").waitFor();
+    expect(await health.textContent()).toBe("Degraded StagesListening Unknown: NodeUnobservable");
+    expect(await health.locator("[data-testid=health-why]").getAttribute("title")).toMatch(/^node n2 \(stage-1\) is unobservable over SSH/);
+    feed.publish(fixtures.adoptedUnknown);
+    await page.waitForFunction(`document.querySelector("[data-testid=health-why]")?.textContent === "Ready Unknown: ProbeUnanswered"`, undefined, { timeout: 10_000 });
+    feed.publish(fixtures.stageSilentNamed);
+    await page.waitForFunction(`document.querySelector("[data-testid=health-why]")?.textContent === "Ready False: StageDied"`, undefined, { timeout: 10_000 });
+    feed.publish(fixtures.healthy);
+    await page.waitForFunction(`document.querySelector("[data-testid=health-why]") === null`, undefined, { timeout: 10_000 });
+    await page.goto(`${dashboard.url}#/clusters/${name}`);
+    await page.locator("#cluster-title").waitFor();
+  });
 });

@@ -1,6 +1,6 @@
 /** One cluster: what the daemon knows of it, section by section, live. */
 import { commitsOf } from "../commits.js";
-import { conditionTone } from "../condition-tone.js";
+import { conditionTone, isConcern } from "../condition-tone.js";
 import { formatAge, formatBytes, formatClock, formatDuration, short } from "../format.js";
 import { stageCountOf } from "../stage-count.js";
 import type { ConditionView, StatusView } from "../status-types.js";
@@ -227,13 +227,6 @@ export function ClusterPage({ status, name, now, rates, stale, onReconcile, reco
       </section>
     </article>
   );
-}
-
-/** A condition other than Ready that explains an unhealthy cluster: Unknown, Stalled True, or a False that is a fault. */
-function isConcern(c: ConditionView): boolean {
-  // Reconciling True is work under way: health says Progressing already.
-  const tone = conditionTone(c);
-  return c.type !== "Ready" && (tone === "bad" || tone === "warn");
 }
 
 /**

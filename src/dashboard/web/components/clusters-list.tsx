@@ -1,5 +1,6 @@
 /** Every cluster as one row, like a session list, filtered by health. */
 import { commitsOf } from "../commits.js";
+import { mainReasonOf } from "../condition-tone.js";
 import { formatAge, short } from "../format.js";
 import { stageCountOf } from "../stage-count.js";
 import type { Health, StatusView } from "../status-types.js";
@@ -56,6 +57,7 @@ export function ClustersList({ clusters, filter, onFilter, now, stale }: Cluster
                 const up = c.stages.filter((s) => s.alive).length;
                 const ready = c.conditions.find((x) => x.type === "Ready");
                 const commits = commitsOf(c);
+                const why = mainReasonOf(c);
                 return (
                   <tr key={c.cluster} data-cluster={c.cluster}>
                     <th scope="row">
@@ -66,6 +68,13 @@ export function ClustersList({ clusters, filter, onFilter, now, stale }: Cluster
                     </td>
                     <td>
                       <HealthBadge health={c.health} />
+                      {why === undefined ? null : " "}
+                      {why === undefined ? null : (
+                        // Why it is not Healthy, in a word or three; the whole message on hover and on its page.
+                        <span class="health-why muted small" title={why.message} data-testid="health-why">
+                          {why.type} {why.status}: {why.reason}
+                        </span>
+                      )}
                     </td>
                     <td class="model">{c.model ?? "–"}</td>
                     <td>
