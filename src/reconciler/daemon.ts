@@ -146,9 +146,17 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     // `shardctl reconcile <name>` requests.
     const requestsDir = requestsDirOf(settings);
     await mkdir(requestsDir, { recursive: true });
+    // Entries that are not requests, said once each (the directory is looked at every second).
+    const notRequests = new Set<string>();
     const takeEachRequest = async (): Promise<void> => {
-      for (const name of await readdir(requestsDir).catch(() => [] as string[])) {
-        if (name.endsWith(".tmp")) continue;
+      for (const entry of await readdir(requestsDir, { withFileTypes: true }).catch(() => [])) {
+        const name = entry.name;
+        if (name.endsWith(".tmp") || notRequests.has(name)) continue;
+        if (!entry.isFile()) {
+          notRequests.add(name);
+          log.warn({ entry: join(requestsDir, name) }, "ignoring this entry of the requests directory: a reconcile request is a file named after its cluster");
+          continue;
+        }
         try {
           // Acknowledged (the request file removed) only once the status says so.
           await reconciler.requestRetry(name).catch((error: unknown) => log.error({ cluster: name, err: error }, "could not record a reconcile request"));
@@ -156,8 +164,8 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
           queue.forgetFailures(name);
           queue.add(name);
         } catch (error) {
-          // Something in the directory that is not a request (a directory, a file we may not
-          // remove): said once a look, never the end of the daemon.
+          // A request that cannot be removed (permissions): said once, never the end of the daemon.
+          notRequests.add(name);
           log.warn({ entry: join(requestsDir, name), err: error }, "cannot take this entry of the requests directory as a reconcile request");
         }
       }

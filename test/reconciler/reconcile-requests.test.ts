@@ -3,11 +3,13 @@
  * reconcile`s): each is taken. A request file dropped right after the daemon removed the one
  * before it comes to the daemon's directory watcher as a rewrite of that file, not a new one.
  */
+import { mkdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import type { Daemon } from "../../src/reconciler/index.js";
+import { requestsDirOf, type Daemon } from "../../src/reconciler/index.js";
 import { dropReconcileRequest, requestTaken } from "../../src/reconciler/reconcile-request.js";
 import { loadSettings } from "../../src/spec/index.js";
-import { definitionText, startInProcessDaemon, startWorld, waitForStatus, writeDefinition, type DaemonWorld } from "./daemon-fixture.js";
+import { definitionText, sleep, startInProcessDaemon, startWorld, waitForStatus, writeDefinition, type DaemonWorld } from "./daemon-fixture.js";
 
 let world: DaemonWorld;
 let daemon: Daemon;
@@ -31,4 +33,15 @@ it("takes each of five requests dropped one right after the other was taken", as
     const request = await dropReconcileRequest(settings, "alpha");
     expect(await requestTaken(request, 5_000), `request ${i + 1} was not taken within 5 s`).toBe(true);
   }
+});
+
+it("a folder in the requests directory is said once and left alone; requests beside it are still taken", async () => {
+  const settings = await loadSettings(world.settingsFile);
+  await mkdir(join(requestsDirOf(settings), "not-a-request"));
+  // Three looks of the directory (one a second).
+  await sleep(3_500);
+  const request = await dropReconcileRequest(settings, "alpha");
+  expect(await requestTaken(request, 5_000)).toBe(true);
+  const log = await readFile(join(world.root, "daemon.log"), "utf8");
+  expect(log.split("\n").filter((line) => line.includes("ignoring this entry of the requests directory"))).toHaveLength(1);
 });
