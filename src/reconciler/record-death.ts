@@ -144,6 +144,14 @@ export async function explainDeath(pass: Pass, entry: LedgerEntry, recorded: Rec
     memory.lastError = { ...memory.lastError, message };
     changed = true;
   }
+  // The launch timeline's record of this death too, so that it names the same member.
+  const first = `${death.reason}: ${recorded.message}`;
+  if (reworded && memory.timeline.some((e) => e.step === "cluster-unhealthy" && e.at === death.at && e.detail === first)) {
+    memory.timeline = memory.timeline.map((e) =>
+      e.step === "cluster-unhealthy" && e.at === death.at && e.detail === first ? { ...e, detail: `${death.reason}: ${message}` } : e,
+    );
+    changed = true;
+  }
   const ready = memory.conditions.find((c) => c.type === "Ready");
   if (reworded && memory.deathRecordedFor === entry.startedAt && ready?.status === "False" && ready.message === recorded.message) {
     const revision = memory.lastGood?.revision ?? entry.revision;

@@ -94,6 +94,9 @@ test("a stopped stage-0: the status names it, not stage-1 that exited because of
   expect(conditionOf(named!.status, "Ready")?.reason).toBe(conditionOf(down!.status, "Ready")?.reason);
   expect(conditionOf(named!.status, "Ready")?.reason).toMatch(/^(StageDied|CoordinatorUnhealthy|CoordinatorDied)$/);
   expect(named!.status.lastError?.message).toMatch(silentLine);
+  // The launch timeline's record of the death says the same.
+  const unhealthy = named!.status.timeline.filter((e) => e.step === "cluster-unhealthy").at(-1);
+  expect(unhealthy?.detail?.replace(/^\w+: /, "")).toMatch(silentLine);
   // Reconciling names it too while the teardown runs; a relaunch that began meanwhile says its own.
   const reconciling = conditionOf(named!.status, "Reconciling")!;
   if (reconciling.reason === "TearingDown") expect(reconciling.message).toContain("tearing the cluster down after stage-0 on n1 stopped answering");
