@@ -88,13 +88,16 @@ export function matchesHost(patterns: string, name: string): boolean {
   return matched;
 }
 
-/** OpenSSH-style glob: `*` any run, `?` one character, case-insensitive. */
-export function globMatch(pattern: string, text: string): boolean {
+/**
+ * OpenSSH-style glob: `*` any run, `?` one character. Case-insensitive, as host names are; file
+ * names (an `Include`'s wildcards) pass `caseSensitive`, as glob(3) matches them.
+ */
+export function globMatch(pattern: string, text: string, options: { caseSensitive?: boolean } = {}): boolean {
   const source = pattern
     .split("")
     .map((c) => (c === "*" ? ".*" : c === "?" ? "." : c.replace(/[\\^$.|+()[\]{}]/g, "\\$&")))
     .join("");
-  return new RegExp(`^${source}$`, "i").test(text);
+  return new RegExp(`^${source}$`, options.caseSensitive === true ? "" : "i").test(text);
 }
 
 /** Key types recorded for a host, in file order (used to prefer those algorithms). */

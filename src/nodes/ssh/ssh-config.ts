@@ -89,18 +89,12 @@ async function expandWildcards(pattern: string): Promise<string[]> {
       paths = paths.map((p) => join(p, part));
       continue;
     }
-    const matcher = new RegExp(
-      `^${part
-        .replace(/[.+^${}()|[\]\\]/g, "\\$&")
-        .replaceAll("*", ".*")
-        .replaceAll("?", ".")}$`,
-    );
     const next: string[] = [];
     for (const dir of paths) {
       const names = await readdir(dir).catch(() => [] as string[]);
       next.push(
         ...names
-          .filter((n) => matcher.test(n) && !(n.startsWith(".") && !part.startsWith(".")))
+          .filter((n) => globMatch(part, n, { caseSensitive: true }) && !(n.startsWith(".") && !part.startsWith(".")))
           .sort()
           .map((n) => join(dir, n)),
       );
