@@ -146,10 +146,9 @@ export async function explainDeath(pass: Pass, entry: LedgerEntry, recorded: Rec
   }
   // The launch timeline's record of this death too, so that it names the same member.
   const first = `${death.reason}: ${recorded.message}`;
-  if (reworded && memory.timeline.some((e) => e.step === "cluster-unhealthy" && e.at === death.at && e.detail === first)) {
-    memory.timeline = memory.timeline.map((e) =>
-      e.step === "cluster-unhealthy" && e.at === death.at && e.detail === first ? { ...e, detail: `${death.reason}: ${message}` } : e,
-    );
+  const isFirstWording = (e: (typeof memory.timeline)[number]): boolean => e.step === "cluster-unhealthy" && e.at === death.at && e.detail === first;
+  if (reworded && memory.timeline.some(isFirstWording)) {
+    memory.timeline = memory.timeline.map((e) => (isFirstWording(e) ? { ...e, detail: `${death.reason}: ${message}` } : e));
     changed = true;
   }
   const ready = memory.conditions.find((c) => c.type === "Ready");

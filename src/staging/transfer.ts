@@ -6,8 +6,8 @@
  * - hub, SSH node: the node fetches it itself with curl (`--continue-at` resumes from the partial
  *   file's size), its body piped through `head -c` into the file, one writer per file
  *   (capped-curl.ts). curl is on every Linux and macOS machine, needs no runtime of ours on the
- *   node, and keeps the model bytes off the control node's link. The token travels on curl's stdin (`-K -`), never in argv. Progress is the partial
- *   file's size, polled over the pooled connection.
+ *   node, and keeps the model bytes off the control node's link. The token travels on curl's stdin
+ *   (`-K -`), never in argv. Progress is the partial file's size, polled over the pooled connection.
  * - push: SFTP from the control node, appending from the remote partial size.
  *
  * A hub download never leaves more than the file's listed size plus one byte in the file: each path
