@@ -168,6 +168,35 @@ describe("the cluster page during a fault", () => {
     expect(await conditionCell("Reconciling")).toMatchObject({ text: "True" });
   });
 
+  test("a node whose staging failed says why on its own row, in the colour of a failure; a node that staged does not", async () => {
+    const message = "n2 (127.0.0.3:22): connect timed out after 10000 ms";
+    const failed: ClusterStatus = {
+      ...fixtures.healthy,
+      health: "Progressing",
+      conditions: fixtures.healthy.conditions.map((c) =>
+        c.type === "Ready"
+          ? { ...c, status: "False", reason: "Staging", message: "nothing serves this revision yet" }
+          : c.type === "Staged"
+            ? { ...c, status: "False", reason: "NodeUnreachable", message: `staging failed on n2: ${message}` }
+            : c,
+      ),
+      staging: [
+        { node: "n1", state: "present", bytesDone: 4096, bytesTotal: 4096 },
+        { node: "n2", state: "failed", bytesDone: 1024, bytesTotal: 4096, reason: "NodeUnreachable", message },
+      ],
+    };
+    await show(failed);
+    const rows = page.locator("[data-testid=staging-row]");
+    expect(await rows.evaluateAll((els) => els.map((e) => e.getAttribute("data-state")))).toEqual(["present", "failed"]);
+    expect(await rows.nth(1).locator("[data-testid=staging-why]").textContent()).toBe(`NodeUnreachable ${message}`);
+    expect(await rows.nth(0).locator("[data-testid=staging-why]").count()).toBe(0);
+    const bad = await colourOf("--bad");
+    expect(await colourAt("[data-testid=staging-row][data-state=failed] [data-testid=staging-why]")).toBe(bad);
+    expect(await colourAt("[data-testid=staging-row][data-state=failed] .staging-state")).toBe(bad);
+    expect(await colourAt("[data-testid=staging-row][data-state=present] .staging-state")).not.toBe(bad);
+    await shot("staging-failed");
+  });
+
   test("a death marks every member its message names: the one that went silent, and the peer that exited because of it", async () => {
     const cards = page.locator("[data-testid=stage-card]");
     await show(fixtures.stageSilentNamed);

@@ -85,8 +85,10 @@ it("a stage host partitioned mid-push: staging fails naming it within 8 s, nothi
         expect(staged.reason).toBe("NodeUnreachable");
         expect(staged.message).toContain("n2");
         expect(s.lastError?.message).toMatch(/staging failed on n2\b/);
-        expect(cardOf(s, "n2")?.state).toBe("failed");
+        expect(cardOf(s, "n2")).toMatchObject({ state: "failed", reason: "NodeUnreachable" });
+        expect(cardOf(s, "n2")?.message).toBeTruthy();
         expect(cardOf(s, "n1")?.state).toBe("present");
+        expect(cardOf(s, "n1")?.reason).toBeUndefined();
       }
       expect(await enginePids(world)).toEqual([]);
       expect(await ledgerNames(world)).toEqual([]);

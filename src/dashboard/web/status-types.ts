@@ -39,6 +39,9 @@ export interface StagingView {
   state: "present" | "needs-download" | "mismatched" | "staging" | "failed" | "unknown";
   bytesDone: number;
   bytesTotal: number;
+  /** Why the node failed, while its state is "failed". */
+  reason?: string;
+  message?: string;
 }
 
 export interface StageCardView {

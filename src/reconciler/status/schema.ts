@@ -60,6 +60,9 @@ export const stagingStatusSchema = z.strictObject({
   state: z.enum(["present", "needs-download", "mismatched", "staging", "failed", "unknown"]),
   bytesDone: z.int().nonnegative(),
   bytesTotal: z.int().nonnegative(),
+  /** Why the node failed, while its state is "failed". */
+  reason: reason.optional(),
+  message: z.string().optional(),
 });
 
 export const stageCardSchema = z.strictObject({

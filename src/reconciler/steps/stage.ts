@@ -33,11 +33,12 @@ export const stage: Step = {
       });
       const failure = stagingFailureOf(staged);
       if (failure !== undefined) {
-        // A node that failed is not left saying "staging" (with the bytes of the moment it failed) while the pass waits to retry.
-        const failed = new Set(staged.failed.map((f) => f.node));
-        memory.staging = memory.staging.map((card) => (failed.has(card.node) ? { ...card, state: "failed" as const } : card));
-        for (const node of failed) {
-          if (!memory.staging.some((card) => card.node === node)) memory.staging.push({ node, state: "failed", bytesDone: 0, bytesTotal: 0 });
+        // A node that failed is not left saying "staging" (with the bytes of the moment it failed)
+        // while the pass waits to retry; its card says why, so the node's row can.
+        const failed = new Map(staged.failed.map((f) => [f.node, { state: "failed" as const, reason: f.reason, message: f.message }]));
+        memory.staging = memory.staging.map((card) => ({ ...card, ...failed.get(card.node) }));
+        for (const [node, why] of failed) {
+          if (!memory.staging.some((card) => card.node === node)) memory.staging.push({ node, bytesDone: 0, bytesTotal: 0, ...why });
         }
         memory.staging.sort((a, b) => a.node.localeCompare(b.node));
         throw failure;

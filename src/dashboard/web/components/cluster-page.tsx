@@ -109,14 +109,19 @@ export function ClusterPage({ status, name, now, rates, stale, onReconcile, reco
             {status.staging.map((s) => {
               const rate = rates?.get(s.node);
               return (
-                <li key={s.node} data-testid="staging-row">
+                <li key={s.node} data-testid="staging-row" data-state={s.state}>
                   <label>
                     <span>
-                      <strong>{s.node}</strong> {s.state} · {formatBytes(s.bytesDone)} of {formatBytes(s.bytesTotal)}
+                      <strong>{s.node}</strong> <span class="staging-state">{s.state}</span> · {formatBytes(s.bytesDone)} of {formatBytes(s.bytesTotal)}
                       {rate === undefined || s.state !== "staging" ? "" : ` · ${formatBytes(rate)}/s`}
                     </span>
                     <progress max={Math.max(1, s.bytesTotal)} value={s.state === "present" ? Math.max(1, s.bytesTotal) : s.bytesDone} />
                   </label>
+                  {s.state === "failed" && s.reason !== undefined && (
+                    <p class="staging-why" data-testid="staging-why">
+                      <strong>{s.reason}</strong> {s.message}
+                    </p>
+                  )}
                 </li>
               );
             })}
