@@ -197,6 +197,24 @@ describe("the cluster page during a fault", () => {
     await shot("staging-failed");
   });
 
+  test("on a narrow screen the conditions table scrolls sideways from the keyboard, and Ready is a live region", async () => {
+    await show(fixtures.stageSilentNamed);
+    await page.setViewportSize({ width: 420, height: 900 });
+    try {
+      const region = page.getByRole("region", { name: "Conditions table" });
+      const wide = await region.evaluate((el) => el.scrollWidth > el.clientWidth);
+      expect(wide).toBe(true);
+      await region.focus();
+      expect(await region.evaluate((el) => el === el.ownerDocument.activeElement)).toBe(true);
+      for (let i = 0; i < 5; i++) await page.keyboard.press("ArrowRight");
+      await page.waitForFunction(`document.querySelector("[role=region][aria-label='Conditions table']").scrollLeft > 0`, undefined, { timeout: 5_000 });
+      for (const name of ["Last passes table"]) expect(await page.getByRole("region", { name }).getAttribute("tabindex")).toBe("0");
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 900 });
+    }
+    expect(await page.locator("[data-testid=ready-line]").getAttribute("role")).toBe("status");
+  });
+
   test("a death marks every member its message names: the one that went silent, and the peer that exited because of it", async () => {
     const cards = page.locator("[data-testid=stage-card]");
     await show(fixtures.stageSilentNamed);

@@ -6,6 +6,7 @@ import { stageCountOf } from "../stage-count.js";
 import type { ConditionView, StatusView } from "../status-types.js";
 import { ClusterBadge, HealthBadge } from "./badges.js";
 import { LayerBar, MemoryFit, PlanWarnings } from "./plan.js";
+import { ScrollBox } from "./scroll-box.js";
 import { StageCards } from "./stage-cards.js";
 import { Timeline } from "./timeline.js";
 
@@ -61,7 +62,8 @@ export function ClusterPage({ status, name, now, rates, stale, onReconcile, reco
             · {status.file} · desired {status.desired}
           </p>
           {ready === undefined ? null : (
-            <p class={`ready-line ${readyLook[ready.status].tone}`} data-status={ready.status} data-testid="ready-line">
+            // A live region: a reader is told when readiness changes, not only when it looks.
+            <p class={`ready-line ${readyLook[ready.status].tone}`} data-status={ready.status} data-testid="ready-line" role="status" aria-live="polite">
               {readyLook[ready.status].words}: <code>{ready.reason}</code> {ready.message}
             </p>
           )}
@@ -136,7 +138,7 @@ export function ClusterPage({ status, name, now, rates, stale, onReconcile, reco
 
       <section aria-labelledby="h-conditions">
         <h2 id="h-conditions">Conditions</h2>
-        <div class="scroll">
+        <ScrollBox label="Conditions table">
           <table>
             <thead>
               <tr>
@@ -165,7 +167,7 @@ export function ClusterPage({ status, name, now, rates, stale, onReconcile, reco
               ))}
             </tbody>
           </table>
-        </div>
+        </ScrollBox>
       </section>
 
       <section aria-labelledby="h-restarts">
@@ -203,7 +205,7 @@ export function ClusterPage({ status, name, now, rates, stale, onReconcile, reco
 
       <section aria-labelledby="h-passes">
         <h2 id="h-passes">Last passes</h2>
-        <div class="scroll">
+        <ScrollBox label="Last passes table">
           <table>
             <thead>
               <tr>
@@ -228,7 +230,7 @@ export function ClusterPage({ status, name, now, rates, stale, onReconcile, reco
               ))}
             </tbody>
           </table>
-        </div>
+        </ScrollBox>
       </section>
     </article>
   );

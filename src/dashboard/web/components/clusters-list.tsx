@@ -5,6 +5,7 @@ import { formatAge, short } from "../format.js";
 import { stageCountOf } from "../stage-count.js";
 import type { Health, StatusView } from "../status-types.js";
 import { ClusterBadge, HealthBadge } from "./badges.js";
+import { ScrollBox } from "./scroll-box.js";
 
 const healths: Health[] = ["Healthy", "Progressing", "Degraded", "Unhealthy", "Stalled", "Stopped", "Suspended", "Disabled"];
 
@@ -37,7 +38,7 @@ export function ClustersList({ clusters, filter, onFilter, now, stale }: Cluster
       {shown.length === 0 ? (
         <p class="muted">{clusters.length === 0 ? "The daemon has no cluster status yet." : `No cluster is ${filter}.`}</p>
       ) : (
-        <div class="scroll">
+        <ScrollBox label="Clusters table">
           <table class="clusters" data-testid="clusters-table">
             <thead>
               <tr>
@@ -100,7 +101,7 @@ export function ClustersList({ clusters, filter, onFilter, now, stale }: Cluster
               })}
             </tbody>
           </table>
-        </div>
+        </ScrollBox>
       )}
     </section>
   );
