@@ -36,6 +36,19 @@ export interface SilentPeer {
   deadAfterMs: number;
 }
 
+/**
+ * The `msg` of the line a coordinator logs, as its pipeline breaks, for each stage it still heard
+ * from within half the liveness bound: `peer` (its node id) and `heardMsAgo`. Such a stage was
+ * answering then, whatever another member says of the link between them (a cut between two stages
+ * leaves both answering the coordinator). src/engines/reference reads it by this text: keep them equal.
+ */
+export const peerAnsweringLog = "peer answering";
+
+/** Log the line saying `peer` was heard `heardMsAgo` ms ago, as the pipeline broke. */
+export function logAnsweringPeer(log: Logger, answering: { peer: string; heardMsAgo: number }): void {
+  log.info({ peer: answering.peer, heardMsAgo: answering.heardMsAgo }, peerAnsweringLog);
+}
+
 /** Log the line naming the silent peer. */
 export function logSilentPeer(log: Logger, silent: SilentPeer): void {
   log.error({ peer: silent.peer, link: silent.link, silentMs: silent.silentMs, deadAfterMs: silent.deadAfterMs }, peerSilentLog);

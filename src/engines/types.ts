@@ -187,6 +187,13 @@ export interface EngineFacts {
    * whether a peer hung first.
    */
   readonly silentPeerIn?: (logTail: readonly string[]) => SilentPeerReport | undefined;
+  /**
+   * The peers a process of this engine said, in the last lines of its log, it still heard from when
+   * its pipeline broke: they were answering then, whatever another member says of the link between
+   * them (a cut between two members leaves both answering a third). Undefined for an engine that
+   * never says.
+   */
+  readonly answeringPeersIn?: (logTail: readonly string[]) => readonly string[];
 }
 
 /** A pipeline member another one reported silent. */

@@ -171,9 +171,9 @@ export async function explainDeath(pass: Pass, entry: LedgerEntry, recorded: Rec
 /**
  * The death in words. When the members' logs name one peer that went silent (an engine that says
  * so), that peer comes first: it stopped answering, and the dead process exited (or its pipeline
- * broke) because of it. A member that reported a silent peer was not silent itself, so two members
- * that each report the other (a cut between their nodes) name nobody; nor does an engine that never
- * says: what the dead process did is then all that is known.
+ * broke) because of it. A member that reported a silent peer was not silent itself, nor was one
+ * another member still heard as its pipeline broke, so the two ends of a cut between their nodes
+ * name nobody; nor does an engine that never says: what the dead process did is then all that is known.
  */
 function explanation(entry: LedgerEntry, death: DeathEvent, logs: ReadonlyArray<{ label: string; tail: readonly string[] }>, exit: string | undefined): string {
   const how = exit === undefined ? "" : ` (${exit})`;
@@ -188,15 +188,23 @@ function explanation(entry: LedgerEntry, death: DeathEvent, logs: ReadonlyArray<
   return `${who} stopped answering (${report.reporter} heard nothing from it for ${report.silentMs} ms); ${own}${because}${how}`;
 }
 
-/** The report naming the one member that went silent, if the logs name exactly one that reported nothing itself. */
+/**
+ * The report naming the one member that went silent, if the logs name exactly one that reported
+ * nothing itself and that no member heard from as its pipeline broke.
+ */
 function silentPeerReport(entry: LedgerEntry, death: DeathEvent, logs: ReadonlyArray<{ label: string; tail: readonly string[] }>) {
-  const silentPeerIn = engineOf(entry.engine ?? defaultEngineKind).silentPeerIn;
+  const { silentPeerIn, answeringPeersIn } = engineOf(entry.engine ?? defaultEngineKind);
   const reports = logs.flatMap(({ label, tail }) => {
     const report = silentPeerIn?.(tail);
     return report === undefined ? [] : [{ reporter: label, ...report }];
   });
   const reporters = new Set(reports.map((r) => r.reporter));
-  const silent = new Set(reports.map((r) => r.peer).filter((peer) => !reporters.has(peer)));
+  // Of the two ends of a cut between two stages, the second seldom reaches its own liveness bound:
+  // the pipeline's collapse after the first one's exit (the coordinator exiting, the teardown) ends
+  // it first, and it never says the first went silent. The coordinator, which still heard it as the
+  // pipeline broke, says so: a member heard then did not stop answering.
+  const answering = new Set(logs.flatMap(({ tail }) => answeringPeersIn?.(tail) ?? []));
+  const silent = new Set(reports.map((r) => r.peer).filter((peer) => !reporters.has(peer) && !answering.has(peer)));
   if (silent.size !== 1) return undefined;
   const [name] = silent;
   // The dead process's own report first, else the first member that made one.

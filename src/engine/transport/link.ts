@@ -110,6 +110,16 @@ export class Link {
     if (now - this.lastSent >= this.liveness.heartbeatMs) this.send(Kind.Heartbeat, Buffer.alloc(0));
   }
 
+  /** Time since a byte last came from the peer, ms (this process's blocked time excluded). */
+  heardMsAgo(now = performance.now()): number {
+    return Math.round(now - this.lastHeard);
+  }
+
+  /** The silence after which this link is declared dead, ms. */
+  get deadAfterMs(): number {
+    return this.liveness.deadAfterMs;
+  }
+
   /** This process could not read for `ms`: that time is not the peer's silence. */
   creditBlocked(ms: number): void {
     this.lastHeard = Math.min(performance.now(), this.lastHeard + ms);

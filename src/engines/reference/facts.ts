@@ -52,6 +52,7 @@ export const referenceFacts = {
     processExit: "ends-pipeline",
   },
   silentPeerIn,
+  answeringPeersIn,
 } as const satisfies EngineFacts;
 
 /**
@@ -76,3 +77,22 @@ function silentPeerIn(logTail: readonly string[]): SilentPeerReport | undefined 
 
 /** The `msg` of shard-engine's line naming a silent peer (src/engine/exit-status.ts, which cannot be imported from here). */
 const peerSilentLog = "peer silent";
+
+/**
+ * shard-engine's "peer answering" lines (src/engine/exit-status.ts): the stages its coordinator still
+ * heard from, within half the liveness bound, as its pipeline broke. Any other line names nobody.
+ */
+function answeringPeersIn(logTail: readonly string[]): string[] {
+  return logTail.flatMap((line) => {
+    if (!line.includes(peerAnsweringLog)) return [];
+    try {
+      const entry = JSON.parse(line) as Record<string, unknown>;
+      return entry.msg === peerAnsweringLog && typeof entry.peer === "string" ? [entry.peer] : [];
+    } catch {
+      return [];
+    }
+  });
+}
+
+/** The `msg` of shard-engine's line naming a peer still heard from as the pipeline broke (src/engine/exit-status.ts). */
+const peerAnsweringLog = "peer answering";

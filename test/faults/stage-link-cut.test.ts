@@ -1,0 +1,250 @@
+/**
+ * The link between two pipeline stages cut while the cluster serves, on a lab of network
+ * namespaces (test/faults/support/netns.ts): the daemon, the embedded router and the coordinator in
+ * the root namespace, stage-0 on n1 and stage-1 on n2, each host in its own namespace. The cut is
+ * iptables DROP in n1's namespace for n2's address only, both ways (no FIN, no RST): the daemon and
+ * the coordinator still reach both hosts; only the stage-to-stage link goes silent.
+ *
+ * Neither stage stopped answering: each is cut off from one peer only. The first end to reach its
+ * liveness bound (transport/liveness.ts) exits with status 69 naming the other as silent. The other
+ * names it back when it reaches its own bound in time (up to two heartbeats later: the daemon asks
+ * the named member again after that skew, `linkSkewMs`), but is more often ended first by the
+ * pipeline's collapse (the coordinator exiting, the teardown) and never says so; the coordinator,
+ * which still heard it as the pipeline broke, does ("peer answering"). Either way the daemon's
+ * record of the death (src/reconciler/record-death.ts) must not name a stage as "the member that
+ * stopped answering". Which end reports first, and how far apart, depends on the heartbeats' phase
+ * at the cut, so the link is cut three times.
+ *
+ * Shown, each time: Ready=False within the liveness bound plus the daemon's detection; no status
+ * written from the cut until the cluster is back names a silent member (Ready, Reconciling,
+ * lastError, the restart evidence, the timeline); after the heal, Ready=True with one engine set and
+ * a completion.
+ */
+import { execFile } from "node:child_process";
+import { readFile } from "node:fs/promises";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { Ledger } from "../../src/launch/index.js";
+import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
+import {
+  chat,
+  conditionOf,
+  definitionText,
+  enginesOf,
+  freePort,
+  freePortRange,
+  isReadyAt,
+  readStatusFile,
+  revisionOf,
+  sleep,
+  waitForStatus,
+  writeDefinition,
+  type DaemonWorld,
+} from "../reconciler/daemon-fixture.js";
+import { closeLabWorld, startLabWorld } from "./support/lab-world.js";
+import type { Lab, LabHost } from "./support/netns.js";
+import { until } from "./support/world-checks.js";
+
+const run = promisify(execFile);
+const name = "stagecut";
+const cuts = 3;
+
+/**
+ * How soon after the cut the status must say Ready=False, ms. Each end heard its peer at most one
+ * heartbeat (500 ms) plus one liveness tick (100 ms) before the cut, and declares it dead on the
+ * first tick after 2500 ms of silence: within 2600 ms of the cut. The daemon learns the exit from
+ * its exit watch at once, or at worst from its next liveness poll (1000 ms) bounded by the probe
+ * deadline (1000 ms) — 4600 ms — and writes Ready=False as it records the death.
+ */
+const notReadyBoundMs = 5_000;
+/** The earliest either end can declare the other dead: 2500 ms of silence, less the heartbeat and tick it may have been waiting for. */
+const earliestDetectionMs = 1_900;
+/**
+ * How long the cut is held after Ready=False, ms: the death's words are final by then — the named
+ * member asked again after `linkSkewMs` (1200 ms), each log read bounded at 2000 ms — with a margin.
+ * Shorter than the relaunch's dial of the next stage (--connect-timeout-ms 5000), so the relaunch
+ * begun meanwhile is still waiting on the link when it heals.
+ */
+const holdAfterNotReadyMs = 3_500;
+
+let lab: Lab;
+let world: DaemonWorld;
+let daemon: Daemon;
+let revision: string;
+let cut: StageLinkCut | undefined;
+
+beforeAll(async () => {
+  // Four layers over two stages; the daemon runs at the production health timings. Every cut costs
+  // a launch of the restart budget.
+  ({ lab, world, daemon } = await startLabWorld(2, { layers: 4, restartBudget: cuts + 5 }));
+  const text = definitionText(world, { nodes: ["n1", "n2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]), register: true });
+  await writeDefinition(world, name, text);
+  revision = await revisionOf(world, name);
+  await waitForReady(60_000);
+}, 120_000);
+
+afterAll(async () => {
+  await cut?.heal().catch(() => undefined);
+  const left = await closeLabWorld({ lab, world, daemon }, name);
+  expect(left.engines).toEqual([]);
+}, 60_000);
+
+function waitForReady(timeoutMs: number): Promise<ClusterStatus> {
+  return waitForStatus(world, name, (s) => isReadyAt(s, revision) && s.health === "Healthy" && s.stages.every((c) => c.alive), timeoutMs);
+}
+
+interface StageLinkCut {
+  heal(): Promise<void>;
+}
+
+/** Drop every packet between `a` and `b` (iptables in `a`'s namespace, both directions); each keeps reaching everyone else. */
+async function cutBetween(a: LabHost, b: LabHost): Promise<StageLinkCut> {
+  const rules = [
+    ["INPUT", "-s", b.address, "-j", "DROP"],
+    ["OUTPUT", "-d", b.address, "-j", "DROP"],
+  ];
+  const iptables = (args: string[]) => run("ip", ["netns", "exec", a.netns, "iptables", "-w", ...args]);
+  for (const rule of rules) await iptables(["-I", ...rule]);
+  let healed = false;
+  return {
+    heal: async () => {
+      if (healed) return;
+      healed = true;
+      for (const rule of rules) await iptables(["-D", ...rule]);
+    },
+  };
+}
+
+/** Engine processes proper (node running shard-engine, not the wrappers naming it): per lab host, then the root namespace's. */
+async function enginesPerPlace(): Promise<number[]> {
+  const lines = (await enginesOf(world)).filter((line) => {
+    const [, , program, ...args] = line.split(/\s+/);
+    return /(^|\/)node$/.test(program ?? "") && /shard-engine/.test(args.find((arg) => !arg.startsWith("--")) ?? "");
+  });
+  const perHost = await Promise.all(lab.hosts.map(async (h) => new Set(await h.pids())));
+  const counts = perHost.map((pids) => lines.filter((l) => pids.has(Number(l.split(/\s+/)[0]))).length);
+  return [...counts, lines.length - counts.reduce((a, b) => a + b, 0)];
+}
+
+/** record-death.ts's words when it names one member as the one that went silent: "<member> on <node> stopped answering (<reporter> heard …". */
+const namesSilentMember = /\S+ on \S+ stopped answering \(/;
+
+/** Every text of a status that says what a death was: Ready's and Reconciling's messages, lastError, the restart evidence, the timeline. */
+function deathWordings(status: ClusterStatus): Array<{ where: string; text: string }> {
+  return [
+    ...status.conditions.filter((c) => c.type === "Ready" || c.type === "Reconciling").map((c) => ({ where: c.type, text: c.message ?? "" })),
+    { where: "lastError", text: status.lastError?.message ?? "" },
+    ...(status.restarts?.evidence ?? []).map((e, i) => ({ where: `restarts.evidence[${i}]`, text: e.message })),
+    ...status.timeline.map((e) => ({ where: `timeline ${e.step}`, text: e.detail ?? "" })),
+  ];
+}
+
+/**
+ * Watch the status file (every 20 ms) and the members' logs until stopped: the wordings that name a
+ * silent member, Ready as it changed, and each member's log as it last was before a relaunch
+ * replaced it (what each said of its links), all timed from `since`.
+ */
+async function watch(since: number): Promise<{ stop(): Promise<{ namings: string[]; readyLines: string[]; lastWords: string[] }> }> {
+  const namings: string[] = [];
+  const readyLines: string[] = [];
+  const logs = new Map<string, string>();
+  const replaced = new Set<string>();
+  const logFiles = ((await new Ledger(world.stateDir).read(name))?.processes ?? []).map(
+    (p) => [p.index === undefined ? p.role : `${p.role}-${p.index}`, p.logFile] as const,
+  );
+  let watching = true;
+  const loop = (async () => {
+    let last = "";
+    while (watching) {
+      for (const [label, file] of logFiles) {
+        const text = await readFile(file, "utf8").catch(() => "");
+        if (replaced.has(label) || text.length < (logs.get(label)?.length ?? 0)) replaced.add(label);
+        else logs.set(label, text);
+      }
+      const status = await readStatusFile(world, name).catch(() => undefined);
+      const text = status === undefined ? "" : JSON.stringify(status);
+      if (status !== undefined && text !== last) {
+        last = text;
+        const at = `+${Date.now() - since} ms`;
+        const ready = conditionOf(status, "Ready");
+        const line = `Ready=${ready?.status} ${ready?.reason}: ${ready?.message ?? ""}`;
+        if (!readyLines.at(-1)?.endsWith(line)) readyLines.push(`${at} ${line}`);
+        for (const { where, text: wording } of deathWordings(status)) {
+          if (namesSilentMember.test(wording) && namings.length < 10) namings.push(`${at} ${where}: ${wording}`);
+        }
+      }
+      await sleep(20);
+    }
+  })();
+  return {
+    stop: async () => {
+      watching = false;
+      await loop;
+      const said = /"msg":"(peer silent|peer answering|stage \d+: .* broke \(|pipeline broken)/;
+      const lastWords = [...logs].map(
+        ([label, text]) =>
+          `${label}: ${
+            text
+              .split("\n")
+              .filter((l) => said.test(l))
+              .join("\n    ") || "(nothing of its links)"
+          }`,
+      );
+      return { namings, readyLines, lastWords };
+    },
+  };
+}
+
+/** Cut n1↔n2, check the cluster down and its words, heal, check it back. */
+async function cutOnce(round: number): Promise<void> {
+  const [n1, n2] = [lab.hosts[0]!, lab.hosts[1]!];
+  const before = (await readStatusFile(world, name))!;
+  expect(await chat(before.coordinator!.url, world.modelDir)).toBeTypeOf("string");
+  expect(await enginesPerPlace()).toEqual([1, 1, 1]);
+  const deathsBefore = before.restarts?.evidence.length ?? 0;
+
+  const cutAt = Date.now();
+  const watcher = await watch(cutAt);
+  const timings: Record<string, number> = {};
+  let death: string | undefined;
+  try {
+    cut = await cutBetween(n1, n2);
+    const notReadyAt = await until(
+      async () => conditionOf((await readStatusFile(world, name))!, "Ready")?.status === "False",
+      notReadyBoundMs + 5_000,
+      `cut ${round}: Ready=False`,
+      20,
+    );
+    timings.notReady = notReadyAt - cutAt;
+    const evidence = (await readStatusFile(world, name))!.restarts?.evidence;
+    expect(evidence?.length, `cut ${round}: one more death in the restart evidence`).toBe(deathsBefore + 1);
+    const recorded = evidence!.at(-1)!;
+    death = recorded.reason;
+    timings.detection = Date.parse(recorded.at) - cutAt;
+    expect(timings.notReady, `cut ${round}: Ready=False ${timings.notReady} ms after the cut (bound ${notReadyBoundMs} ms)`).toBeLessThan(notReadyBoundMs);
+    expect(timings.detection, `cut ${round}: a death before the liveness bound could run out was not the cut's`).toBeGreaterThanOrEqual(earliestDetectionMs);
+    await sleep(holdAfterNotReadyMs);
+  } finally {
+    timings.healedAfter = Date.now() - cutAt;
+    await cut?.heal();
+  }
+
+  const healedAt = Date.now();
+  const ready = await waitForReady(60_000);
+  timings.readyAfterHeal = Date.now() - healedAt;
+  const { namings, readyLines, lastWords } = await watcher.stop();
+  console.log(
+    `stage link cut ${round}: ${death ?? "no death recorded"}, timings ms ${JSON.stringify(timings)}\n  Ready as written:\n    ${readyLines.join("\n    ")}\n  the members' words:\n    ${lastWords.join("\n    ")}`,
+  );
+  expect(namings, `cut ${round}: a status named a member as the one that stopped answering, though only the link between the two stages was cut`).toEqual([]);
+  expect(ready.restarts?.evidence.at(-1)?.message, `cut ${round}: the death's evidence names a member of the cluster`).toMatch(
+    /^(stage-[01] on n[12]|coordinator on local): /,
+  );
+  expect(await enginesPerPlace(), `cut ${round}: one engine set after the heal (n1, n2, the root namespace)`).toEqual([1, 1, 1]);
+  expect(await chat(ready.coordinator!.url, world.modelDir)).toBeTypeOf("string");
+}
+
+it(`the link between two stages cut ${cuts} times: Ready=False within the liveness bound, no member named as the one that stopped answering, one engine set after each heal`, async () => {
+  for (let round = 1; round <= cuts; round++) await cutOnce(round);
+  expect(world.audit.problems).toEqual([]);
+}, 120_000);
