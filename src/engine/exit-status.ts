@@ -6,6 +6,7 @@
  * can name it instead of the one that exited because of it.
  */
 import type { Logger } from "./log.js";
+import type { Link } from "./transport/index.js";
 
 /** Every failure that is not a silent peer: a usage error, an unreadable file, a link closed or reset. */
 export const failureExitStatus = 1;
@@ -37,16 +38,26 @@ export interface SilentPeer {
 }
 
 /**
- * The `msg` of the line a coordinator logs, as its pipeline breaks, for each stage it still heard
- * from within half the liveness bound: `peer` (its node id) and `heardMsAgo`. Such a stage was
- * answering then, whatever another member says of the link between them (a cut between two stages
- * leaves both answering the coordinator). src/engines/reference reads it by this text: keep them equal.
+ * The `msg` of the line a pipeline member logs, as its pipeline breaks, for each peer it still heard
+ * from within half the liveness bound: `peer` (its node id) and `heardMsAgo`. Such a peer was
+ * answering then, whatever another member says of the link between them: a cut between two members
+ * leaves both answering a third. src/engines/reference reads it by this text: keep them equal.
  */
 export const peerAnsweringLog = "peer answering";
 
-/** Log the line saying `peer` was heard `heardMsAgo` ms ago, as the pipeline broke. */
-export function logAnsweringPeer(log: Logger, answering: { peer: string; heardMsAgo: number }): void {
-  log.info({ peer: answering.peer, heardMsAgo: answering.heardMsAgo }, peerAnsweringLog);
+/**
+ * Say which of `links` were still heard from as the pipeline broke: those heard within half the
+ * liveness bound. A live link is heard at least every heartbeat and tick (600 ms). A member that
+ * went silent is declared dead by a peer only after the whole bound less that (2500 − 600 ms), so
+ * when that peer's exit breaks the pipeline it has not been heard for longer than half the bound
+ * by anyone.
+ */
+export function logAnsweringPeers(log: Logger, links: ReadonlyArray<{ peer: string; link: Pick<Link, "heardMsAgo" | "deadAfterMs"> }>): void {
+  const now = performance.now();
+  for (const { peer, link } of links) {
+    const heardMsAgo = link.heardMsAgo(now);
+    if (heardMsAgo < link.deadAfterMs / 2) log.info({ peer, heardMsAgo }, peerAnsweringLog);
+  }
 }
 
 /** Log the line naming the silent peer. */

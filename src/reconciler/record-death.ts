@@ -199,9 +199,9 @@ function silentPeerReport(entry: LedgerEntry, death: DeathEvent, logs: ReadonlyA
     return report === undefined ? [] : [{ reporter: label, ...report }];
   });
   const reporters = new Set(reports.map((r) => r.reporter));
-  // Of the two ends of a cut between two stages, the second seldom reaches its own liveness bound:
+  // Of the two ends of a cut between two members, the second seldom reaches its own liveness bound:
   // the pipeline's collapse after the first one's exit (the coordinator exiting, the teardown) ends
-  // it first, and it never says the first went silent. The coordinator, which still heard it as the
+  // it first, and it never says the first went silent. A third member, which still heard it as the
   // pipeline broke, says so: a member heard then did not stop answering.
   const answering = new Set(logs.flatMap(({ tail }) => answeringPeersIn?.(tail) ?? []));
   const silent = new Set(reports.map((r) => r.peer).filter((peer) => !reporters.has(peer) && !answering.has(peer)));

@@ -173,6 +173,10 @@ describe("link liveness (engine processes)", () => {
     expect(await cluster.stages[0]!.exited).toBe(69);
     expect(cluster.stages[0]!.stderr()).toMatch(/"msg":"link dead: no frame from stage-1 at [^"]* for \d+ ms/);
     expect(lastLine(cluster.stages[0]!.stderr())).toMatch(/"peer":"stage-1","link":"downstream","silentMs":\d+,"deadAfterMs":2500,"msg":"peer silent"/);
+    // Each says which peers it still heard as its pipeline broke, never the stopped stage (the
+    // coordinator may see stage 0's link close first, and then has no peer left to name).
+    expect(cluster.stages[0]!.stderr()).toMatch(/"peer":"coordinator","heardMsAgo":\d+,"msg":"peer answering"/);
+    for (const p of [cluster.coordinator, cluster.stages[0]!]) expect(p.stderr()).not.toMatch(/"peer":"stage-1","heardMsAgo":\d+,"msg":"peer answering"/);
     // Woken up, the stopped stage finds its links gone and exits 1 (its own stop is not counted as
     // silence, so it names nobody).
     stopped.child.kill("SIGCONT");

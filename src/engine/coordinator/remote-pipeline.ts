@@ -5,7 +5,7 @@
  * liveness bound (transport/liveness.ts) — is fatal for the whole pipeline: requests in flight fail
  * at once with PipelineBroken and every link's state is reported by `linkStates`.
  */
-import { logAnsweringPeer, logSilentPeer } from "../exit-status.js";
+import { logAnsweringPeers, logSilentPeer } from "../exit-status.js";
 import type { Logger } from "../log.js";
 import type { SampledToken, SamplingParams } from "../model/index.js";
 import { decodeError, decodeResult, dialLinkUntil, encodePrepare, encodeRun, encodeSeq, Kind, type Link } from "../transport/index.js";
@@ -204,18 +204,12 @@ export class RemotePipeline implements Pipeline {
     this.onBroken(reason);
   }
 
-  /**
-   * Name the stages still heard from as the pipeline breaks: those heard within half the liveness
-   * bound. A live link is heard at least every heartbeat and tick (600 ms). A stage that went silent
-   * is declared dead by a peer only after the whole bound less that (2500 − 600 ms), so when that
-   * peer's exit breaks the pipeline it has not been heard here for longer than half the bound.
-   */
+  /** Name the stages still heard from as the pipeline breaks (the links up, heard lately). */
   private logAnswering(): void {
-    const now = performance.now();
-    this.links.forEach((link, i) => {
+    const up = this.links.flatMap((link, i) => {
       const state = this.states[i] as LinkState;
-      const heardMsAgo = link.heardMsAgo(now);
-      if (state.state === "up" && heardMsAgo < link.deadAfterMs / 2) logAnsweringPeer(this.log, { peer: state.nodeId, heardMsAgo });
+      return state.state === "up" ? [{ peer: state.nodeId, link }] : [];
     });
+    logAnsweringPeers(this.log, up);
   }
 }

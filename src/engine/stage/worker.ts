@@ -9,7 +9,7 @@
  * computes (synchronously, on this thread) a helper thread keeps its links heartbeating.
  */
 import { createServer, type Server, type Socket } from "node:net";
-import { failureExitStatus, logSilentPeer, peerSilentExitStatus, type SilentPeer } from "../exit-status.js";
+import { failureExitStatus, logAnsweringPeers, logSilentPeer, peerSilentExitStatus, type SilentPeer } from "../exit-status.js";
 import { KernelRuntime } from "../kernels/index.js";
 import type { Logger } from "../log.js";
 import { LogThrottle } from "../log-throttle.js";
@@ -114,6 +114,8 @@ class StageRuntime {
   private readonly sequences = new Map<number, SequenceState>();
   private readonly logits: Float32Array;
   private closing = false;
+  /** The node id of the peer at the other end of each link. */
+  private readonly peerIds = new Map<Link, string>();
   /** Hidden-state rows sent to the next stage (one per token). */
   private rowsSent = 0;
 
@@ -161,6 +163,7 @@ class StageRuntime {
       return;
     }
     this.options.log.info({ remote, peer: link.peer }, "peer connected");
+    this.peerIds.set(link, peerId);
     link.onClose((reason) => this.lost(`${role} link (${link.peer})`, reason, link, { peer: peerId, link: role }));
     link.onFrame((kind, payload) => this.handle(kind, payload));
     if (role === "upstream") {
@@ -181,6 +184,7 @@ class StageRuntime {
       const deadline = Date.now() + this.options.connectTimeoutMs;
       const link = await dialLinkUntil(next.host, next.port, { role: "upstream", nodeId: this.options.nodeId }, this.options.token, deadline);
       this.downstream = link;
+      this.peerIds.set(link, next.nodeId);
       link.onClose((reason) => this.lost(`downstream link (${link.peer})`, reason, link, { peer: next.nodeId, link: "downstream" }));
       link.onFrame((kind) => this.options.log.warn({ kind }, "unexpected frame from the next stage"));
       this.options.log.info({ peer: link.peer }, "connected to the next stage");
@@ -192,6 +196,12 @@ class StageRuntime {
     if (this.closing) return;
     if (link.silence !== undefined) this.options.log.error({ link: which, peer: link.peer, ...link.silence }, `link dead: ${reason}`);
     this.options.log.error({ link: which, reason }, `stage ${this.options.stage}: ${which} broke (${reason}); a pipeline cannot survive the loss of a peer, exiting`);
+    // The peers still heard from, for a supervisor weighing another member's word that one of them
+    // went silent (a cut between that member and this peer); before the silent line, which is last.
+    logAnsweringPeers(
+      this.options.log,
+      [...this.peerIds].filter(([other]) => other !== link).map(([other, id]) => ({ peer: id, link: other })),
+    );
     this.closing = true;
     // A silent peer is named for the supervisor: this process exits because of it, it may live on.
     if (link.silence === undefined) return this.options.exit(failureExitStatus);

@@ -79,8 +79,8 @@ function silentPeerIn(logTail: readonly string[]): SilentPeerReport | undefined 
 const peerSilentLog = "peer silent";
 
 /**
- * shard-engine's "peer answering" lines (src/engine/exit-status.ts): the stages its coordinator still
- * heard from, within half the liveness bound, as its pipeline broke. Any other line names nobody.
+ * shard-engine's "peer answering" lines (src/engine/exit-status.ts): the peers a process still heard
+ * from, within half the liveness bound, as its pipeline broke. Any other line names nobody.
  */
 function answeringPeersIn(logTail: readonly string[]): string[] {
   return logTail.flatMap((line) => {
