@@ -21,16 +21,13 @@
  * a completion.
  */
 import { execFile } from "node:child_process";
-import { readFile } from "node:fs/promises";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { Ledger } from "../../src/launch/index.js";
 import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
 import {
   chat,
   conditionOf,
   definitionText,
-  enginesOf,
   freePort,
   freePortRange,
   isReadyAt,
@@ -41,6 +38,7 @@ import {
   writeDefinition,
   type DaemonWorld,
 } from "../reconciler/daemon-fixture.js";
+import { enginesPerPlace as enginesIn, watchDeathWords } from "./support/death-words.js";
 import { closeLabWorld, startLabWorld } from "./support/lab-world.js";
 import type { Lab, LabHost } from "./support/netns.js";
 import { until } from "./support/world-checks.js";
@@ -115,84 +113,9 @@ async function cutBetween(a: LabHost, b: LabHost): Promise<StageLinkCut> {
   };
 }
 
-/** Engine processes proper (node running shard-engine, not the wrappers naming it): per lab host, then the root namespace's. */
-async function enginesPerPlace(): Promise<number[]> {
-  const lines = (await enginesOf(world)).filter((line) => {
-    const [, , program, ...args] = line.split(/\s+/);
-    return /(^|\/)node$/.test(program ?? "") && /shard-engine/.test(args.find((arg) => !arg.startsWith("--")) ?? "");
-  });
-  const perHost = await Promise.all(lab.hosts.map(async (h) => new Set(await h.pids())));
-  const counts = perHost.map((pids) => lines.filter((l) => pids.has(Number(l.split(/\s+/)[0]))).length);
-  return [...counts, lines.length - counts.reduce((a, b) => a + b, 0)];
-}
-
-/** record-death.ts's words when it names one member as the one that went silent: "<member> on <node> stopped answering (<reporter> heard …". */
-const namesSilentMember = /\S+ on \S+ stopped answering \(/;
-
-/** Every text of a status that says what a death was: Ready's and Reconciling's messages, lastError, the restart evidence, the timeline. */
-function deathWordings(status: ClusterStatus): Array<{ where: string; text: string }> {
-  return [
-    ...status.conditions.filter((c) => c.type === "Ready" || c.type === "Reconciling").map((c) => ({ where: c.type, text: c.message ?? "" })),
-    { where: "lastError", text: status.lastError?.message ?? "" },
-    ...(status.restarts?.evidence ?? []).map((e, i) => ({ where: `restarts.evidence[${i}]`, text: e.message })),
-    ...status.timeline.map((e) => ({ where: `timeline ${e.step}`, text: e.detail ?? "" })),
-  ];
-}
-
-/**
- * Watch the status file (every 20 ms) and the members' logs until stopped: the wordings that name a
- * silent member, Ready as it changed, and each member's log as it last was before a relaunch
- * replaced it (what each said of its links), all timed from `since`.
- */
-async function watch(since: number): Promise<{ stop(): Promise<{ namings: string[]; readyLines: string[]; lastWords: string[] }> }> {
-  const namings: string[] = [];
-  const readyLines: string[] = [];
-  const logs = new Map<string, string>();
-  const replaced = new Set<string>();
-  const logFiles = ((await new Ledger(world.stateDir).read(name))?.processes ?? []).map(
-    (p) => [p.index === undefined ? p.role : `${p.role}-${p.index}`, p.logFile] as const,
-  );
-  let watching = true;
-  const loop = (async () => {
-    let last = "";
-    while (watching) {
-      for (const [label, file] of logFiles) {
-        const text = await readFile(file, "utf8").catch(() => "");
-        if (replaced.has(label) || text.length < (logs.get(label)?.length ?? 0)) replaced.add(label);
-        else logs.set(label, text);
-      }
-      const status = await readStatusFile(world, name).catch(() => undefined);
-      const text = status === undefined ? "" : JSON.stringify(status);
-      if (status !== undefined && text !== last) {
-        last = text;
-        const at = `+${Date.now() - since} ms`;
-        const ready = conditionOf(status, "Ready");
-        const line = `Ready=${ready?.status} ${ready?.reason}: ${ready?.message ?? ""}`;
-        if (!readyLines.at(-1)?.endsWith(line)) readyLines.push(`${at} ${line}`);
-        for (const { where, text: wording } of deathWordings(status)) {
-          if (namesSilentMember.test(wording) && namings.length < 10) namings.push(`${at} ${where}: ${wording}`);
-        }
-      }
-      await sleep(20);
-    }
-  })();
-  return {
-    stop: async () => {
-      watching = false;
-      await loop;
-      const said = /"msg":"(peer silent|peer answering|stage \d+: .* broke \(|pipeline broken)/;
-      const lastWords = [...logs].map(
-        ([label, text]) =>
-          `${label}: ${
-            text
-              .split("\n")
-              .filter((l) => said.test(l))
-              .join("\n    ") || "(nothing of its links)"
-          }`,
-      );
-      return { namings, readyLines, lastWords };
-    },
-  };
+/** Engine processes proper: on n1, on n2, in the root namespace. */
+function enginesPerPlace(): Promise<number[]> {
+  return enginesIn(world, lab);
 }
 
 /** Cut n1↔n2, check the cluster down and its words, heal, check it back. */
@@ -204,7 +127,7 @@ async function cutOnce(round: number): Promise<void> {
   const deathsBefore = before.restarts?.evidence.length ?? 0;
 
   const cutAt = Date.now();
-  const watcher = await watch(cutAt);
+  const watcher = await watchDeathWords(world, name, cutAt);
   const timings: Record<string, number> = {};
   let death: string | undefined;
   try {
