@@ -194,6 +194,23 @@ export interface EngineFacts {
    * never says.
    */
   readonly answeringPeersIn?: (logTail: readonly string[]) => readonly string[];
+  /**
+   * Whether a stage of this engine said, in the last lines of its log, that it could not reach the
+   * next stage: which one, at what address, and the error. A launch that failed at a later step
+   * (the coordinator exits when its pipeline cannot form) failed because of that link. Undefined
+   * for an engine that never says.
+   */
+  readonly nextStageUnreachableIn?: (logTail: readonly string[]) => UnreachableNextStage | undefined;
+}
+
+/** A stage that could not reach the next stage of its pipeline. */
+export interface UnreachableNextStage {
+  /** The next stage's node id in the engine's cluster config (`stage-1`). */
+  peer: string;
+  /** Its transport address, `host:port`. */
+  address: string;
+  /** What the connection attempts ended with. */
+  error: string;
 }
 
 /** A pipeline member another one reported silent. */

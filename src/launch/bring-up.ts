@@ -127,7 +127,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     event("ready", url);
     return { coordinatorUrl: url, timeline };
   } catch (error) {
-    const failure = asLaunchError(error);
+    const failure = await causeInStageLogs(request, nodes, entry, asLaunchError(error));
     event("launch-failed", `${failure.reason} at ${failure.step}: ${failure.message}`);
     try {
       await teardownCluster(entry, {
@@ -147,6 +147,31 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     }
     throw failure;
   }
+}
+
+/**
+ * A launch that failed after its stages started may have failed because one of them could not reach
+ * the next: the pipeline never forms, and what notices first is another step (the coordinator
+ * exits, /health never answers). When a stage's log says so (an engine that says), that is the
+ * failure: named by its link, with the step's own words after it. Each log read is bounded.
+ */
+async function causeInStageLogs(request: LaunchRequest, nodes: Map<string, NodeAccess>, entry: LedgerEntry, failure: LaunchError): Promise<LaunchError> {
+  const unreachableIn = request.driver.facts.nextStageUnreachableIn;
+  const stages = entry.processes.filter((p) => p.role === "stage" && p.pid > 0);
+  if (unreachableIn === undefined || stages.length === 0 || failure.reason === "StageLinkUnreachable") return failure;
+  const tails = await Promise.all(stages.map(async (p) => ({ p, tail: await readLogTail(nodes.get(p.node)!, p) })));
+  for (const { p, tail } of tails) {
+    const found = unreachableIn(tail);
+    if (found === undefined) continue;
+    const label = processLabel(p.role, p.index);
+    return new LaunchError(
+      "StageLinkUnreachable",
+      failure.step,
+      `${label} on ${p.node} could not reach the next stage, ${found.peer} at ${found.address} (${found.error}): the link between their nodes is down or blocked; ${failure.message}`,
+      { logTail: tail, cause: failure },
+    );
+  }
+  return failure;
 }
 
 /** Start the coordinator process (engines whose `readiness.httpServer` is "coordinator"). */

@@ -74,7 +74,7 @@ let cut: StageLinkCut | undefined;
 beforeAll(async () => {
   // Four layers over two stages; the daemon runs at the production health timings. Every cut costs
   // a launch of the restart budget.
-  ({ lab, world, daemon } = await startLabWorld(2, { layers: 4, restartBudget: cuts + 5 }));
+  ({ lab, world, daemon } = await startLabWorld(2, { layers: 4, restartBudget: cuts + 8 }));
   const text = definitionText(world, { nodes: ["n1", "n2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]), register: true });
   await writeDefinition(world, name, text);
   revision = await revisionOf(world, name);
@@ -167,7 +167,47 @@ async function cutOnce(round: number): Promise<void> {
   expect(await chat(ready.coordinator!.url, world.modelDir)).toBeTypeOf("string");
 }
 
+/**
+ * A cut that outlasts the relaunch's dial of the next stage (--connect-timeout-ms 5000): the relaunch
+ * fails because stage-0 cannot reach stage-1, and the status must say that, whichever step noticed
+ * first (the coordinator exiting, its /health never answering), not blame the coordinator.
+ */
+async function cutThroughRelaunch(): Promise<void> {
+  const [n1, n2] = [lab.hosts[0]!, lab.hosts[1]!];
+  const before = (await readStatusFile(world, name))!;
+  const evidenceBefore = before.restarts?.evidence.length ?? 0;
+  const cutAt = Date.now();
+  let failed: { reason: string; message: string } | undefined;
+  try {
+    cut = await cutBetween(n1, n2);
+    // The death (about 2.5 s), then a relaunch whose stage-0 dials stage-1 for 5 s and gives up.
+    await until(
+      async () => {
+        const evidence = (await readStatusFile(world, name))!.restarts?.evidence ?? [];
+        failed = evidence.slice(evidenceBefore).find((e) => e.reason !== "StageDied" && e.reason !== "CoordinatorDied");
+        return failed !== undefined;
+      },
+      30_000,
+      "a relaunch failing while the link is cut",
+      50,
+    );
+  } finally {
+    await cut?.heal();
+  }
+  console.log(`stage link cut through a relaunch: ${Date.now() - cutAt} ms; the launch failed with ${JSON.stringify(failed)}`);
+  expect(failed!.reason).toBe("StageLinkUnreachable");
+  expect(failed!.message).toMatch(/^stage-0 on n1 could not reach the next stage, stage-1 at \S+:\d+ \(.+\): the link between their nodes is down or blocked; /);
+  const ready = await waitForReady(60_000);
+  expect(await enginesPerPlace()).toEqual([1, 1, 1]);
+  expect(await chat(ready.coordinator!.url, world.modelDir)).toBeTypeOf("string");
+}
+
 it(`the link between two stages cut ${cuts} times: Ready=False within the liveness bound, no member named as the one that stopped answering, one engine set after each heal`, async () => {
   for (let round = 1; round <= cuts; round++) await cutOnce(round);
+  expect(world.audit.problems).toEqual([]);
+}, 120_000);
+
+it("a cut that outlasts the relaunch: the launch fails naming the link between the stages, and the cluster serves again after the heal", async () => {
+  await cutThroughRelaunch();
   expect(world.audit.problems).toEqual([]);
 }, 120_000);

@@ -114,6 +114,8 @@ class StageRuntime {
   private readonly sequences = new Map<number, SequenceState>();
   private readonly logits: Float32Array;
   private closing = false;
+  /** When the dial of the next stage began (performance.now() ms), while it goes on. */
+  private dialingSince: number | undefined;
   /** The node id of the peer at the other end of each link. */
   private readonly peerIds = new Map<Link, string>();
   /** Hidden-state rows sent to the next stage (one per token). */
@@ -172,9 +174,17 @@ class StageRuntime {
     }
     this.coordinator = link;
     this.connectDownstream(link).catch((error: unknown) => {
-      this.options.log.error({ err: (error as Error).message, next: this.options.next }, "cannot reach the next stage");
+      this.sayNextUnreachable((error as Error).message);
       this.options.exit(failureExitStatus);
     });
+  }
+
+  /**
+   * Say the next stage could not be reached: src/engines/reference reads this line (its msg, next,
+   * err), since a launch that fails at a later step (the coordinator giving up) failed because of it.
+   */
+  private sayNextUnreachable(err: string): void {
+    this.options.log.error({ err, next: this.options.next }, "cannot reach the next stage");
   }
 
   /** Dial the next stage (retrying until the deadline), then tell the coordinator we are ready. */
@@ -182,7 +192,10 @@ class StageRuntime {
     const next = this.options.next;
     if (next !== undefined && this.downstream === undefined) {
       const deadline = Date.now() + this.options.connectTimeoutMs;
-      const link = await dialLinkUntil(next.host, next.port, { role: "upstream", nodeId: this.options.nodeId }, this.options.token, deadline);
+      this.dialingSince = performance.now();
+      const link = await dialLinkUntil(next.host, next.port, { role: "upstream", nodeId: this.options.nodeId }, this.options.token, deadline).finally(() => {
+        this.dialingSince = undefined;
+      });
       this.downstream = link;
       this.peerIds.set(link, next.nodeId);
       link.onClose((reason) => this.lost(`downstream link (${link.peer})`, reason, link, { peer: next.nodeId, link: "downstream" }));
@@ -194,6 +207,10 @@ class StageRuntime {
 
   private lost(which: string, reason: string, link: Link, peer: Pick<SilentPeer, "peer" | "link">): void {
     if (this.closing) return;
+    // Still dialing the next stage after a second (a dial that is answered takes milliseconds): the
+    // coordinator gave up waiting for this stage's Ready, and the reason it never came is that dial.
+    const dialingMs = this.dialingSince === undefined ? 0 : Math.round(performance.now() - this.dialingSince);
+    if (dialingMs >= 1_000) this.sayNextUnreachable(`no connection after ${dialingMs} ms of trying`);
     if (link.silence !== undefined) this.options.log.error({ link: which, peer: link.peer, ...link.silence }, `link dead: ${reason}`);
     this.options.log.error({ link: which, reason }, `stage ${this.options.stage}: ${which} broke (${reason}); a pipeline cannot survive the loss of a peer, exiting`);
     // The peers still heard from, for a supervisor weighing another member's word that one of them

@@ -1,5 +1,5 @@
 import { mlxcelFacts } from "../mlxcel/index.js";
-import type { EngineFacts, SilentPeerReport } from "../types.js";
+import type { EngineFacts, SilentPeerReport, UnreachableNextStage } from "../types.js";
 
 /**
  * The reference engine (`shard-engine`), shipped with shardctl: a CPU pipeline-parallel Llama
@@ -53,6 +53,7 @@ export const referenceFacts = {
   },
   silentPeerIn,
   answeringPeersIn,
+  nextStageUnreachableIn,
 } as const satisfies EngineFacts;
 
 /**
@@ -96,3 +97,25 @@ function answeringPeersIn(logTail: readonly string[]): string[] {
 
 /** The `msg` of shard-engine's line naming a peer still heard from as the pipeline broke (src/engine/exit-status.ts). */
 const peerAnsweringLog = "peer answering";
+
+/**
+ * shard-engine's line when a stage could not dial its next stage within its connect timeout
+ * (src/engine/stage/worker.ts): `next` (host, port, node id) and `err`. The last such line counts.
+ */
+function nextStageUnreachableIn(logTail: readonly string[]): UnreachableNextStage | undefined {
+  for (const line of [...logTail].reverse()) {
+    if (!line.includes(nextStageUnreachableLog)) continue;
+    try {
+      const entry = JSON.parse(line) as { msg?: unknown; err?: unknown; next?: { host?: unknown; port?: unknown; nodeId?: unknown } };
+      const next = entry.next;
+      if (entry.msg !== nextStageUnreachableLog || typeof next?.nodeId !== "string" || typeof next.host !== "string" || typeof next.port !== "number") continue;
+      return { peer: next.nodeId, address: `${next.host}:${next.port}`, error: typeof entry.err === "string" ? entry.err : "no reason given" };
+    } catch {
+      // A line cut short or not the engine's own.
+    }
+  }
+  return undefined;
+}
+
+/** The `msg` of shard-engine's line when a stage cannot reach the next one (src/engine/stage/worker.ts). */
+const nextStageUnreachableLog = "cannot reach the next stage";

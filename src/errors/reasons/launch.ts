@@ -13,6 +13,11 @@ export type LaunchStepReason =
   | "PortInUse"
   /** Every port of `[transport] port_range` is held on a node (transient). */
   | "PortRangeExhausted"
+  /**
+   * A stage could not reach the next stage's transport address (the link between their nodes is
+   * down or blocked), so the pipeline never formed, whichever step noticed (transient).
+   */
+  | "StageLinkUnreachable"
   /** The coordinator exited before /health answered 200, or right after it started (transient). */
   | "CoordinatorExited"
   /** The coordinator's /health did not answer 200 within the deadline (transient). */
