@@ -150,15 +150,18 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
 }
 
 /**
- * A launch that failed after its stages started may have failed because one of them could not reach
- * the next: the pipeline never forms, and what notices first is another step (the coordinator
- * exits, /health never answers). When a stage's log says so (an engine that says), that is the
- * failure: named by its link, with the step's own words after it. Each log read is bounded.
+ * A launch that failed once its stages listened may have failed because one of them could not reach
+ * the next: the pipeline never forms, and what notices is a later step (the coordinator exits,
+ * /health never answers, the first token does not come). When a stage's log says so (an engine
+ * that says), that is the failure: named by its link, with the step's own words after it. The stage
+ * logs are read only for those steps' failures, each read bounded (2 s, all at once): a launch
+ * that failed on a silent node is not held up asking it.
  */
 async function causeInStageLogs(request: LaunchRequest, nodes: Map<string, NodeAccess>, entry: LedgerEntry, failure: LaunchError): Promise<LaunchError> {
   const unreachableIn = request.driver.facts.nextStageUnreachableIn;
   const stages = entry.processes.filter((p) => p.role === "stage" && p.pid > 0);
-  if (unreachableIn === undefined || stages.length === 0 || failure.reason === "StageLinkUnreachable") return failure;
+  const afterListening = failure.reason === "CoordinatorExited" || failure.reason === "CoordinatorHealthTimeout" || failure.reason === "ReadinessProbeFailed";
+  if (unreachableIn === undefined || stages.length === 0 || !afterListening) return failure;
   const tails = await Promise.all(stages.map(async (p) => ({ p, tail: await readLogTail(nodes.get(p.node)!, p) })));
   for (const { p, tail } of tails) {
     const found = unreachableIn(tail);
