@@ -375,7 +375,9 @@ async function waitStageUp(
     return undefined;
   }, timing);
   if (state === "up") return;
-  const logTail = await readLogTail(node, process);
+  // A node that stopped answering its liveness probes would only hold the failure up for the log
+  // read's bound (2 s): its log is not asked for.
+  const logTail = liveness.silence() === "" ? await readLogTail(node, process) : [];
   if (state === "exited") {
     const exited = `${label} on ${process.node} ${await describeExit(node, process)} before ${words.before}`;
     if (portTakenIn(logTail)) throw new LaunchError("PortInUse", `${label}-listen`, `${exited}: ${portTakenAdvice}`, { logTail });
@@ -403,7 +405,7 @@ async function waitHealthy(node: NodeAccess, process: LedgerProcess, url: string
     { deadlineMs, intervalMs: 100 },
   );
   if (state === "healthy") return;
-  const logTail = await readLogTail(node, process);
+  const logTail = liveness.silence() === "" ? await readLogTail(node, process) : [];
   if (state === "exited") {
     throw new LaunchError(
       "CoordinatorExited",
