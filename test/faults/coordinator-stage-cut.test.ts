@@ -43,10 +43,10 @@ import {
   writeDefinition,
   type DaemonWorld,
 } from "../reconciler/daemon-fixture.js";
+import { expectBackWhole, expectCutDeath, holdAfterNotReadyMs } from "./support/cut-checks.js";
 import { enginesPerPlace, watchDeathWords } from "./support/death-words.js";
 import { closeLabWorld, startLabWorld } from "./support/lab-world.js";
 import type { Lab, LabHost } from "./support/netns.js";
-import { until } from "./support/world-checks.js";
 
 const run = promisify(execFile);
 const name = "coordcut";
@@ -61,30 +61,12 @@ type CutOrder = (typeof cuts)[number];
 
 /**
  * How long the second direction is dropped after the first, ms. The end deaf from the first rule
- * declares the other dead 1900–2600 ms after it (below), the other end 3100–3800 ms after it: at
+ * declares the other dead 1900–2600 ms after it (support/cut-checks.ts), the other end 3100–3800 ms after it: at
  * least 500 ms later, more than the coordinator's exit delay (--broken-exit-delay-ms 200, the
  * fixture's) and the closes that follow it over the intact links, so the pipeline's collapse after
  * the first end's report always reaches the other end before its own bound does.
  */
 const staggerMs = 1_200;
-/**
- * How soon after the cut the status must say Ready=False, ms. The end deaf from the first rule heard
- * its peer at most one heartbeat (500 ms) plus one liveness tick (100 ms) before it, and declares it
- * dead on the first tick after 2500 ms of silence: within 2600 ms. A stage exits at once; the
- * coordinator 200 ms later. The daemon learns the exit from its exit watch at once, or at worst from
- * its next liveness poll (1000 ms) bounded by the probe deadline (1000 ms) — 4800 ms — and writes
- * Ready=False as it records the death.
- */
-const notReadyBoundMs = 5_000;
-/** The earliest either end can declare the other dead: 2500 ms of silence, less the heartbeat and tick it may have been waiting for. */
-const earliestDetectionMs = 1_900;
-/**
- * How long the cut is held after Ready=False, ms: the death's words are final by then — the named
- * member asked again after `linkSkewMs` (1200 ms), each log read bounded at 2000 ms — with a margin.
- * The relaunch does not wait for the heal: its coordinator dials from another source port.
- */
-const holdAfterNotReadyMs = 3_500;
-
 let lab: Lab;
 let world: DaemonWorld;
 let daemon: Daemon;
@@ -216,22 +198,13 @@ async function cutOnce(round: number, order: CutOrder): Promise<void> {
     expect(await peerPortsOf(n1, flow.port, flow.peer), `cut ${round}: the coordinator's connection is still established on n1 (cut silently, not closed)`).toContain(
       flow.peerPort,
     );
-    const notReadyAt = await until(
-      async () => conditionOf((await readStatusFile(world, name))!, "Ready")?.status === "False",
-      notReadyBoundMs + 5_000,
-      `cut ${round}: Ready=False`,
-      20,
-    );
-    timings.notReady = notReadyAt - cutAt;
-    const evidence = (await readStatusFile(world, name))!.restarts?.evidence;
-    expect(evidence?.length, `cut ${round}: one more death in the restart evidence`).toBe(deathsBefore + 1);
-    const recorded = evidence!.at(-1)!;
-    death = recorded.reason;
-    timings.detection = Date.parse(recorded.at) - cutAt;
-    expect(timings.notReady, `cut ${round}: Ready=False ${timings.notReady} ms after the cut (bound ${notReadyBoundMs} ms)`).toBeLessThan(notReadyBoundMs);
-    expect(timings.detection, `cut ${round}: a death before the liveness bound could run out was not the cut's`).toBeGreaterThanOrEqual(earliestDetectionMs);
+    const found = await expectCutDeath(world, name, round, cutAt, deathsBefore);
+    death = found.death;
+    timings.notReady = found.notReady;
+    timings.detection = found.detection;
     // The daemon's own probes of the stages' ports kept connecting: the death is an exit, not a closed port.
     expect(death, `cut ${round}: the death as the daemon found it`).not.toBe("StagePortClosed");
+    // The relaunch does not wait for the heal: its coordinator dials from another source port.
     await sleep(holdAfterNotReadyMs);
   } finally {
     timings.healedAfter = Date.now() - cutAt;
@@ -250,12 +223,7 @@ async function cutOnce(round: number, order: CutOrder): Promise<void> {
   for (const report of reports) expect(["coordinator → stage-0", "stage-0 → coordinator"], `cut ${round}: only the cut flow went silent`).toContain(report);
   if (order === "stage-0 to coordinator first") expect(reports, `cut ${round}: the coordinator went deaf first`).toContain("coordinator → stage-0");
   if (order === "coordinator to stage-0 first") expect(reports, `cut ${round}: stage-0 went deaf first`).toContain("stage-0 → coordinator");
-  expect(namings, `cut ${round}: a status named a member as the one that stopped answering, though only the coordinator's link to stage-0 was cut`).toEqual([]);
-  expect(ready.restarts?.evidence.at(-1)?.message, `cut ${round}: the death's evidence names a member of the cluster`).toMatch(
-    /^(stage-[01] on n[12]|coordinator on local): /,
-  );
-  expect(await enginesPerPlace(world, lab), `cut ${round}: one engine set after the heal (n1, n2, the root namespace)`).toEqual([1, 1, 1]);
-  expect(await chat(ready.coordinator!.url, world.modelDir)).toBeTypeOf("string");
+  await expectBackWhole(world, lab, round, ready, namings, "the coordinator's link to stage-0");
 }
 
 it(`the coordinator's link to stage-0 cut ${cuts.length} times, alone: Ready=False within the liveness bound, no member named as the one that stopped answering, one engine set after each heal`, async () => {

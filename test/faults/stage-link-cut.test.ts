@@ -26,7 +26,6 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
 import {
   chat,
-  conditionOf,
   definitionText,
   freePort,
   freePortRange,
@@ -38,7 +37,8 @@ import {
   writeDefinition,
   type DaemonWorld,
 } from "../reconciler/daemon-fixture.js";
-import { enginesPerPlace as enginesIn, watchDeathWords } from "./support/death-words.js";
+import { expectBackWhole, expectCutDeath, holdAfterNotReadyMs } from "./support/cut-checks.js";
+import { enginesPerPlace, watchDeathWords } from "./support/death-words.js";
 import { closeLabWorld, startLabWorld } from "./support/lab-world.js";
 import type { Lab, LabHost } from "./support/netns.js";
 import { until } from "./support/world-checks.js";
@@ -46,24 +46,6 @@ import { until } from "./support/world-checks.js";
 const run = promisify(execFile);
 const name = "stagecut";
 const cuts = 3;
-
-/**
- * How soon after the cut the status must say Ready=False, ms. Each end heard its peer at most one
- * heartbeat (500 ms) plus one liveness tick (100 ms) before the cut, and declares it dead on the
- * first tick after 2500 ms of silence: within 2600 ms of the cut. The daemon learns the exit from
- * its exit watch at once, or at worst from its next liveness poll (1000 ms) bounded by the probe
- * deadline (1000 ms) — 4600 ms — and writes Ready=False as it records the death.
- */
-const notReadyBoundMs = 5_000;
-/** The earliest either end can declare the other dead: 2500 ms of silence, less the heartbeat and tick it may have been waiting for. */
-const earliestDetectionMs = 1_900;
-/**
- * How long the cut is held after Ready=False, ms: the death's words are final by then — the named
- * member asked again after `linkSkewMs` (1200 ms), each log read bounded at 2000 ms — with a margin.
- * Shorter than the relaunch's dial of the next stage (--connect-timeout-ms 5000), so the relaunch
- * begun meanwhile is still waiting on the link when it heals.
- */
-const holdAfterNotReadyMs = 3_500;
 
 let lab: Lab;
 let world: DaemonWorld;
@@ -113,17 +95,12 @@ async function cutBetween(a: LabHost, b: LabHost): Promise<StageLinkCut> {
   };
 }
 
-/** Engine processes proper: on n1, on n2, in the root namespace. */
-function enginesPerPlace(): Promise<number[]> {
-  return enginesIn(world, lab);
-}
-
 /** Cut n1↔n2, check the cluster down and its words, heal, check it back. */
 async function cutOnce(round: number): Promise<void> {
   const [n1, n2] = [lab.hosts[0]!, lab.hosts[1]!];
   const before = (await readStatusFile(world, name))!;
   expect(await chat(before.coordinator!.url, world.modelDir)).toBeTypeOf("string");
-  expect(await enginesPerPlace()).toEqual([1, 1, 1]);
+  expect(await enginesPerPlace(world, lab)).toEqual([1, 1, 1]);
   const deathsBefore = before.restarts?.evidence.length ?? 0;
 
   const cutAt = Date.now();
@@ -132,20 +109,12 @@ async function cutOnce(round: number): Promise<void> {
   let death: string | undefined;
   try {
     cut = await cutBetween(n1, n2);
-    const notReadyAt = await until(
-      async () => conditionOf((await readStatusFile(world, name))!, "Ready")?.status === "False",
-      notReadyBoundMs + 5_000,
-      `cut ${round}: Ready=False`,
-      20,
-    );
-    timings.notReady = notReadyAt - cutAt;
-    const evidence = (await readStatusFile(world, name))!.restarts?.evidence;
-    expect(evidence?.length, `cut ${round}: one more death in the restart evidence`).toBe(deathsBefore + 1);
-    const recorded = evidence!.at(-1)!;
-    death = recorded.reason;
-    timings.detection = Date.parse(recorded.at) - cutAt;
-    expect(timings.notReady, `cut ${round}: Ready=False ${timings.notReady} ms after the cut (bound ${notReadyBoundMs} ms)`).toBeLessThan(notReadyBoundMs);
-    expect(timings.detection, `cut ${round}: a death before the liveness bound could run out was not the cut's`).toBeGreaterThanOrEqual(earliestDetectionMs);
+    const found = await expectCutDeath(world, name, round, cutAt, deathsBefore);
+    death = found.death;
+    timings.notReady = found.notReady;
+    timings.detection = found.detection;
+    // Shorter than the relaunch's dial of the next stage (--connect-timeout-ms 5000): the relaunch
+    // begun meanwhile is still waiting on the link when it heals.
     await sleep(holdAfterNotReadyMs);
   } finally {
     timings.healedAfter = Date.now() - cutAt;
@@ -159,12 +128,7 @@ async function cutOnce(round: number): Promise<void> {
   console.log(
     `stage link cut ${round}: ${death ?? "no death recorded"}, timings ms ${JSON.stringify(timings)}\n  Ready as written:\n    ${readyLines.join("\n    ")}\n  the members' words:\n    ${lastWords.join("\n    ")}`,
   );
-  expect(namings, `cut ${round}: a status named a member as the one that stopped answering, though only the link between the two stages was cut`).toEqual([]);
-  expect(ready.restarts?.evidence.at(-1)?.message, `cut ${round}: the death's evidence names a member of the cluster`).toMatch(
-    /^(stage-[01] on n[12]|coordinator on local): /,
-  );
-  expect(await enginesPerPlace(), `cut ${round}: one engine set after the heal (n1, n2, the root namespace)`).toEqual([1, 1, 1]);
-  expect(await chat(ready.coordinator!.url, world.modelDir)).toBeTypeOf("string");
+  await expectBackWhole(world, lab, round, ready, namings, "the link between the two stages");
 }
 
 /**
@@ -206,7 +170,7 @@ async function cutThroughRelaunch(): Promise<void> {
   const ready = await waitForReady(60_000);
   // The launches that failed on the link were given back to the budget: only the one that serves counts.
   expect(ready.restarts?.count, "launches counted at this revision").toBe(launchesBefore + 1);
-  expect(await enginesPerPlace()).toEqual([1, 1, 1]);
+  expect(await enginesPerPlace(world, lab)).toEqual([1, 1, 1]);
   expect(await chat(ready.coordinator!.url, world.modelDir)).toBeTypeOf("string");
 }
 
