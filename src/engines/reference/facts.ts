@@ -57,21 +57,31 @@ export const referenceFacts = {
 } as const satisfies EngineFacts;
 
 /**
+ * The lines of `logTail` that are shard-engine's JSON log entries with `msg`, parsed, last first.
+ * A line cut short (the tail's first), not JSON or not the engine's own is passed over.
+ */
+function entriesWith(logTail: readonly string[], msg: string): Array<Record<string, unknown>> {
+  return [...logTail].reverse().flatMap((line) => {
+    if (!line.includes(msg)) return [];
+    try {
+      const entry = JSON.parse(line) as Record<string, unknown>;
+      return entry.msg === msg ? [entry] : [];
+    } catch {
+      return [];
+    }
+  });
+}
+
+/**
  * shard-engine's "peer silent" line (src/engine/exit-status.ts): a process that declares a peer dead
  * for silence logs it, with the peer's node id, just before it exits with status 69 (a stage) or as
  * the link dies (the coordinator, which answers /health 503 a while before it exits). The last such
  * line of the tail counts; any other line, or one that is not JSON, names nobody.
  */
 function silentPeerIn(logTail: readonly string[]): SilentPeerReport | undefined {
-  for (const line of [...logTail].reverse()) {
-    if (!line.includes(peerSilentLog)) continue;
-    try {
-      const entry = JSON.parse(line) as Record<string, unknown>;
-      if (entry.msg !== peerSilentLog || typeof entry.peer !== "string" || typeof entry.silentMs !== "number") continue;
-      return { peer: entry.peer, link: typeof entry.link === "string" ? entry.link : "peer", silentMs: entry.silentMs };
-    } catch {
-      // A line cut short (the tail's first) or not the engine's own.
-    }
+  for (const entry of entriesWith(logTail, peerSilentLog)) {
+    if (typeof entry.peer !== "string" || typeof entry.silentMs !== "number") continue;
+    return { peer: entry.peer, link: typeof entry.link === "string" ? entry.link : "peer", silentMs: entry.silentMs };
   }
   return undefined;
 }
@@ -84,15 +94,7 @@ const peerSilentLog = "peer silent";
  * from, within half the liveness bound, as its pipeline broke. Any other line names nobody.
  */
 function answeringPeersIn(logTail: readonly string[]): string[] {
-  return logTail.flatMap((line) => {
-    if (!line.includes(peerAnsweringLog)) return [];
-    try {
-      const entry = JSON.parse(line) as Record<string, unknown>;
-      return entry.msg === peerAnsweringLog && typeof entry.peer === "string" ? [entry.peer] : [];
-    } catch {
-      return [];
-    }
-  });
+  return entriesWith(logTail, peerAnsweringLog).flatMap((entry) => (typeof entry.peer === "string" ? [entry.peer] : []));
 }
 
 /** The `msg` of shard-engine's line naming a peer still heard from as the pipeline broke (src/engine/exit-status.ts). */
@@ -103,16 +105,10 @@ const peerAnsweringLog = "peer answering";
  * (src/engine/stage/worker.ts): `next` (host, port, node id) and `err`. The last such line counts.
  */
 function nextStageUnreachableIn(logTail: readonly string[]): UnreachableNextStage | undefined {
-  for (const line of [...logTail].reverse()) {
-    if (!line.includes(nextStageUnreachableLog)) continue;
-    try {
-      const entry = JSON.parse(line) as { msg?: unknown; err?: unknown; next?: { host?: unknown; port?: unknown; nodeId?: unknown } };
-      const next = entry.next;
-      if (entry.msg !== nextStageUnreachableLog || typeof next?.nodeId !== "string" || typeof next.host !== "string" || typeof next.port !== "number") continue;
-      return { peer: next.nodeId, address: `${next.host}:${next.port}`, error: typeof entry.err === "string" ? entry.err : "no reason given" };
-    } catch {
-      // A line cut short or not the engine's own.
-    }
+  for (const entry of entriesWith(logTail, nextStageUnreachableLog)) {
+    const next = entry.next as { host?: unknown; port?: unknown; nodeId?: unknown } | undefined;
+    if (typeof next?.nodeId !== "string" || typeof next.host !== "string" || typeof next.port !== "number") continue;
+    return { peer: next.nodeId, address: `${next.host}:${next.port}`, error: typeof entry.err === "string" ? entry.err : "no reason given" };
   }
   return undefined;
 }
