@@ -375,9 +375,7 @@ async function waitStageUp(
     return undefined;
   }, timing);
   if (state === "up") return;
-  // A node that stopped answering its liveness probes would only hold the failure up for the log
-  // read's bound (2 s): its log is not asked for.
-  const logTail = liveness.silence() === "" ? await readLogTail(node, process) : [];
+  const logTail = await tailUnlessSilent(node, process, liveness);
   if (state === "exited") {
     const exited = `${label} on ${process.node} ${await describeExit(node, process)} before ${words.before}`;
     if (portTakenIn(logTail)) throw new LaunchError("PortInUse", `${label}-listen`, `${exited}: ${portTakenAdvice}`, { logTail });
@@ -405,7 +403,7 @@ async function waitHealthy(node: NodeAccess, process: LedgerProcess, url: string
     { deadlineMs, intervalMs: 100 },
   );
   if (state === "healthy") return;
-  const logTail = liveness.silence() === "" ? await readLogTail(node, process) : [];
+  const logTail = await tailUnlessSilent(node, process, liveness);
   if (state === "exited") {
     throw new LaunchError(
       "CoordinatorExited",
@@ -450,6 +448,14 @@ function livenessOf(node: NodeAccess, process: LedgerProcess): { isAliveOrUnknow
       return `; node ${process.node} has not answered its liveness probes for the last ${Date.now() - unanswered.since} ms (${unanswered.why}): it may be unreachable`;
     },
   };
+}
+
+/**
+ * The log tail of a process whose wait failed, unless its node stopped answering its liveness
+ * probes: that read would only hold the failure up for its bound (2 s).
+ */
+function tailUnlessSilent(node: NodeAccess, process: LedgerProcess, liveness: { silence(): string }): Promise<string[]> {
+  return liveness.silence() === "" ? readLogTail(node, process) : Promise.resolve([]);
 }
 
 function asLaunchError(error: unknown, step = "launch"): LaunchError {
