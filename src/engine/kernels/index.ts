@@ -14,6 +14,7 @@
  */
 export { KernelRuntime, type RuntimeOptions } from "./runtime.js";
 export { minSharedWork } from "./thread-pool.js";
+export { kernelModule } from "./kernel-module.js";
 export { Arena } from "./arena.js";
 export {
   floatKindBytes,
