@@ -24,8 +24,10 @@
  * judged within 1 s (until the next probe) + 2 × 1 s (two silent probes) = 3 s of the partition.
  */
 import { setMaxListeners } from "node:events";
+import { defaultEngineKind, engineOf } from "../engines/index.js";
 import { httpServerOf, labelOf, proberNodeName, stagesOf, transportPortOf } from "./labels.js";
 import { defaultProbeTimeoutMs, probeCoordinatorHealth, probeGeneration, probeLiveness, probeTransportPort, readinessOf, shouldProbeTransport } from "./probes.js";
+import { alsoStopped, describeStopped, findStoppedMembers } from "./stopped-members.js";
 import { StrikeCounter } from "./strike-counter.js";
 import type { DeathEvent, DeathReason, HealthDeps, ObservabilityEvent, WatchedCluster, WatchedProcess } from "./types.js";
 
@@ -64,6 +66,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   const { pollIntervalMs = 1_000, strikes: limit = 2, exitWatch = true, rewatchDelayMs = 1_000 } = options;
   const timeoutMs = options.probeTimeoutMs ?? defaultProbeTimeoutMs;
   const readiness = readinessOf(cluster);
+  const engineName = engineOf(cluster.engine ?? defaultEngineKind).name;
   const controller = new AbortController();
   // One listener per exit watch and per check loop's pause: more than the default 10 on a large cluster.
   setMaxListeners(0, controller.signal);
@@ -190,6 +193,17 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   const url = cluster.coordinatorUrl;
   if (server !== undefined && url !== undefined) loop(() => checkCoordinator(server, url));
 
+  // A hung generation says that the pipeline is stuck, not where: any member may hold it up. One seen
+  // stopped is named (the first in pipeline order, the others after it); otherwise the server it was
+  // seen through is, with word that the engine does not say which member hangs.
+  const judgeHang = async (server: WatchedProcess, took: string): Promise<void> => {
+    const [first, ...others] = await findStoppedMembers(cluster, options.nodeFor, timeoutMs);
+    if (done || controller.signal.aborted) return;
+    if (first === undefined)
+      return die(server, "GenerationHung", `${took}; the pipeline hangs and ${engineName} does not say which member holds it (none was seen stopped)`);
+    die(first.process, "GenerationHung", [`stopped (${describeStopped(first)}) while ${took}`, ...others.map(alsoStopped)].join("; "));
+  };
+
   // A pipeline that hangs while its /health answers 200 (mlx-lm's ring): one token, in time, or dead.
   const watchdog = options.generationWatchdog ?? readiness.generationWatchdog;
   if (server !== undefined && url !== undefined && watchdog !== undefined) {
@@ -200,7 +214,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
           if (controller.signal.aborted || done) return;
           const answer = await probeGeneration(url, readiness, watchdog.timeoutMs, controller.signal);
           if (done || controller.signal.aborted) return;
-          if (answer === "timeout") die(server, "GenerationHung", `a one-token completion through ${url} took over ${watchdog.timeoutMs} ms`);
+          if (answer === "timeout") await judgeHang(server, `a one-token completion through ${url} took over ${watchdog.timeoutMs} ms`);
         }
       })(),
     );

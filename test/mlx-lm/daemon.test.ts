@@ -2,10 +2,11 @@
  * A real engine nobody here wrote: MLX's own `mlx_lm.server --pipeline`, installed by the test
  * set-up into the project's `.venv-mlx`, launched by the daemon on two real sshd nodes as a
  * two-rank ring (rank 0, the last layers, serves HTTP), registered with the embedded router and
- * supervised: kill -9 of either rank and SIGSTOP of a rank end in a teardown and a relaunch.
+ * supervised: kill -9 of either rank, SIGSTOP of a rank and a generation thread that never returns
+ * end in a teardown and a relaunch, the status naming the member seen stopped and nobody else.
  */
-import { execFile } from "node:child_process";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -36,6 +37,7 @@ import pino from "pino";
 import { startDaemon } from "../../src/reconciler/index.js";
 
 const run = promisify(execFile);
+const freezeThreadScript = join(import.meta.dirname, "../support/freeze-thread.py");
 let world: DaemonWorld;
 let daemon: Daemon;
 let python: string;
@@ -215,7 +217,7 @@ describe("mlx-lm, a two-rank ring on two sshd nodes", () => {
     expect(await readStatusFile(world, "ring")).toSatisfy((s: ClusterStatus | undefined) => s !== undefined && isReadyAt(s, revision));
   }, 240_000);
 
-  test("SIGSTOP of a rank: /health still answers 200, the generation watchdog finds the hung ring", async () => {
+  test("SIGSTOP of rank 1: /health still answers 200, the generation watchdog finds the hung ring and names the stopped rank, not the server", async () => {
     const before = (await readStatusFile(world, "ring"))!;
     const count = before.restarts!.count;
     const pid = await rankPidOf(before, 0);
@@ -223,7 +225,17 @@ describe("mlx-lm, a two-rank ring on two sshd nodes", () => {
     process.kill(pid, "SIGSTOP");
     try {
       const down = await waitForStatus(world, "ring", (s) => conditionStatus(s, "Ready") === "False", 30_000);
-      expect(down.restarts!.evidence.at(-1)?.reason).toBe("GenerationHung");
+      // The first word of the death, written before the teardown: rank 1 (stage 0, on n1) is the one
+      // stopped; rank 0 (stage 1, on n2) only served the completion that never came back.
+      const ready = down.conditions.find((c) => c.type === "Ready")!;
+      expect(ready.reason).toBe("GenerationHung");
+      expect(ready.message).toMatch(
+        new RegExp(
+          `^stage-0 on n1: stopped \\(pid ${pid} in state T, a stop signal such as SIGSTOP\\) while a one-token completion through http://\\S+ took over 3000 ms`,
+        ),
+      );
+      expect(ready.message).not.toMatch(/stage-1/);
+      expect(down.restarts!.evidence.at(-1)).toMatchObject({ reason: "GenerationHung", message: expect.stringMatching(/^stage-0 on n1: stopped /) });
       console.log(JSON.stringify({ fault: "SIGSTOP stage 0", detectedMs: Date.now() - stoppedAt }));
     } finally {
       try {
@@ -234,7 +246,44 @@ describe("mlx-lm, a two-rank ring on two sshd nodes", () => {
     }
     await waitForStatus(world, "ring", (s) => (s.restarts?.count ?? 0) > count && isReadyAt(s, revision), 180_000);
   }, 240_000);
+
+  test("rank 0's generation hung, its HTTP server answering: /health 200, the watchdog names the server and nobody as stopped; relaunched", async () => {
+    const before = await waitForStatus(world, "ring", (s) => isReadyAt(s, revision) && s.stages.every((c) => c.alive), 180_000);
+    const count = before.restarts!.count;
+    const pid = await rankPidOf(before, 1);
+    // Every thread of rank 0 but its main one (the HTTP server's accept loop, which starts a thread
+    // per request): the generation thread among them, held as a deadlock would hold it. SIGSTOP
+    // would stop the server too. A thread that ends before it is seized (a request's) is skipped.
+    const tids = (await readdir(`/proc/${pid}/task`)).map(Number).filter((tid) => tid !== pid);
+    const tracers = (await Promise.allSettled(tids.map(freezeThread))).flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+    try {
+      const frozenAt = Date.now();
+      const health = await fetch(`${before.coordinator!.url}/health`, { signal: AbortSignal.timeout(10_000) });
+      expect(health.status).toBe(200);
+      const down = await waitForStatus(world, "ring", (s) => conditionStatus(s, "Ready") === "False", 30_000);
+      const ready = down.conditions.find((c) => c.type === "Ready")!;
+      expect(ready.reason).toBe("GenerationHung");
+      expect(ready.message).toMatch(
+        /^stage-1 on n2: a one-token completion through http:\/\/\S+ took over 3000 ms; the pipeline hangs and mlx-lm does not say which member holds it \(none was seen stopped\)/,
+      );
+      expect(ready.message).not.toMatch(/stage-0/);
+      console.log(JSON.stringify({ fault: "generation thread of stage 1 frozen", detectedMs: Date.now() - frozenAt }));
+    } finally {
+      for (const tracer of tracers) tracer.kill();
+    }
+    await waitForStatus(world, "ring", (s) => (s.restarts?.count ?? 0) > count && isReadyAt(s, revision) && s.stages.every((c) => c.alive), 180_000);
+    expect(await routerModels()).toContain(qwenDir);
+  }, 240_000);
 });
+
+/** Hold thread `tid` stopped (test/support/freeze-thread.py) until the returned process is killed. */
+function freezeThread(tid: number): Promise<ChildProcess> {
+  return new Promise((resolve, reject) => {
+    const tracer = spawn("python3", [freezeThreadScript, String(tid)], { stdio: ["ignore", "pipe", "inherit"] });
+    tracer.stdout.on("data", (d: Buffer) => d.toString().includes("frozen") && resolve(tracer));
+    tracer.once("exit", (code) => reject(new Error(`freeze-thread.py ${tid} exited ${code}`)));
+  });
+}
 
 function conditionStatus(status: ClusterStatus, type: string): string | undefined {
   return status.conditions.find((c) => c.type === type)?.status;
