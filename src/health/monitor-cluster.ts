@@ -14,7 +14,10 @@
  *   answer late;
  * - a stage's transport port refused, or silent from the coordinator's node while that node itself
  *   answers, `strikes` times in a row (each probe tries several staggered connects, so packet loss
- *   alone does not read as silence).
+ *   alone does not read as silence);
+ * - in an engine whose /health answers 200 through a hung pipeline (it has a generation watchdog):
+ *   a member's process seen stopped (SIGSTOP, a tracer) `strikes` times in a row, or a one-token
+ *   completion that outlives the watchdog's deadline.
  * Losing the control channel to a node is not such evidence: when its liveness probes go unanswered
  * `strikes` times in a row the node is reported unobservable (`onUnobservable`), the cluster keeps
  * serving, the probes keep trying (the SSH pool reconnects), and `onObservable` follows once it
@@ -193,6 +196,19 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   const url = cluster.coordinatorUrl;
   if (server !== undefined && url !== undefined) loop(() => checkCoordinator(server, url));
 
+  // Stopped members of one node, from its process listing.
+  const checkStopped = async (name: string): Promise<void> => {
+    const stopped = await findStoppedMembers(cluster, options.nodeFor, timeoutMs, name);
+    if (done) return;
+    for (const process of cluster.processes.filter((p) => p.node === name)) {
+      const member = stopped.find((s) => s.process === process);
+      const key = `${labelOf(process)}:stopped`;
+      if (member === undefined) strikes.clear(key);
+      else if (strikes.strike(key))
+        return die(process, "ProcessStopped", `stopped (${describeStopped(member)}) for ${limit} probes in a row: the ${engineName} pipeline cannot move while it is`);
+    }
+  };
+
   // A hung generation says that the pipeline is stuck, not where: any member may hold it up. One seen
   // stopped is named (the first in pipeline order, the others after it); otherwise the server it was
   // seen through is, with word that the engine does not say which member hangs.
@@ -206,6 +222,10 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
 
   // A pipeline that hangs while its /health answers 200 (mlx-lm's ring): one token, in time, or dead.
   const watchdog = options.generationWatchdog ?? readiness.generationWatchdog;
+  // In such an engine a stopped member is otherwise found by the watchdog alone (up to its interval
+  // plus its deadline, 30 s): per node, a member seen stopped `strikes` probes in a row is a death.
+  // Engines whose /health sees the hang (shard-engine's heartbeats) are left to it.
+  if (watchdog !== undefined) for (const name of new Set(cluster.processes.map((p) => p.node))) loop(() => checkStopped(name));
   if (server !== undefined && url !== undefined && watchdog !== undefined) {
     track(
       (async () => {

@@ -17,13 +17,15 @@ export interface StoppedMember {
 }
 
 /**
- * Ask every node of the cluster once, all at once, each within `deadlineMs`; a node that does not
- * answer (or a `ps` that fails) says nothing. Members come back in the cluster's process order.
+ * Ask every node of the cluster (or the node `only`) once, all at once, each within `deadlineMs`; a
+ * node that does not answer (or a `ps` that fails) says nothing. Members come back in the cluster's
+ * process order.
  */
-export async function findStoppedMembers(cluster: WatchedCluster, nodeFor: HealthDeps["nodeFor"], deadlineMs: number): Promise<StoppedMember[]> {
-  const nodes = [...new Set(cluster.processes.map((p) => p.node))];
+export async function findStoppedMembers(cluster: WatchedCluster, nodeFor: HealthDeps["nodeFor"], deadlineMs: number, only?: string): Promise<StoppedMember[]> {
+  const nodes = [...new Set(cluster.processes.map((p) => p.node))].filter((name) => only === undefined || name === only);
   const listings = new Map(await Promise.all(nodes.map(async (name) => [name, await listStopped(nodeFor, name, deadlineMs)] as const)));
   return cluster.processes.flatMap((process) => {
+    if (!listings.has(process.node)) return [];
     const found = listings.get(process.node)?.find((row) => row.pgid === process.pid);
     return found === undefined ? [] : [{ process, pid: found.pid, state: found.state }];
   });

@@ -14,6 +14,11 @@ export type HealthReason =
   /** A one-token completion took longer than the engine's generation watchdog allows: the pipeline hangs. */
   | "GenerationHung"
   /**
+   * A member's process stayed stopped (SIGSTOP, held by a tracer) for consecutive probes, in an
+   * engine whose /health answers 200 through such a hang (judged only for those).
+   */
+  | "ProcessStopped"
+  /**
    * Not a death: the daemon cannot reach a node over SSH while the pipeline's own checks pass. The
    * cluster keeps serving, Degraded, with this reason on the condition that node's checks feed.
    */

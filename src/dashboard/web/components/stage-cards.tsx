@@ -22,7 +22,7 @@ export interface StageCardModel {
 }
 
 /** Why a running cluster is torn down (the health monitor's reasons). */
-const deathReasons = new Set(["StageDied", "CoordinatorDied", "StagePortClosed", "CoordinatorUnhealthy", "GenerationHung"]);
+const deathReasons = new Set(["StageDied", "CoordinatorDied", "StagePortClosed", "CoordinatorUnhealthy", "GenerationHung", "ProcessStopped"]);
 
 export interface Death {
   reason: string;

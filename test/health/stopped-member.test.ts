@@ -1,0 +1,117 @@
+/**
+ * A member that hangs without dying, in an engine whose /health answers 200 through the hang
+ * (mlx-lm's ring): real local processes stopped with SIGSTOP, and a real HTTP server that answers
+ * /health and never answers a completion. The monitor names the stopped member, whether its own
+ * probes or the generation watchdog find the hang first, and names nobody as stopped when nobody is.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { monitorCluster, type DeathEvent, type MonitorOptions, type WatchedCluster, type WatchedProcess } from "../../src/health/index.js";
+import { LocalNode, type NodeAccess } from "../../src/nodes/index.js";
+import { allocateHost } from "../support/test-world.js";
+
+let dir: string;
+let node: NodeAccess;
+let host: string;
+const started: WatchedProcess[] = [];
+const closers: Array<() => Promise<void>> = [];
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "shardctl-stopped-"));
+  host = await allocateHost();
+  node = new LocalNode({ name: "local", host: "local", modelDir: dir });
+});
+afterEach(async () => {
+  for (const close of closers.splice(0)) await close();
+  for (const p of started.splice(0)) await node.signal(p.pid, "SIGKILL", p.startTime);
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** A stage process leading its own group, as launch starts engines. */
+async function startStage(index: number): Promise<WatchedProcess> {
+  const { pid, startTime } = await node.startDetached(["sleep", "120"], { logFile: join(dir, `stage-${index}.log`), cwd: dir });
+  const process: WatchedProcess = { role: "stage", index, node: "local", pid, startTime };
+  started.push(process);
+  return process;
+}
+
+/** An HTTP server that answers /health 200 and holds every other request forever. */
+async function hungServer(): Promise<string> {
+  const server: Server = createServer((request, response) => {
+    if (request.url === "/health") response.end("ok");
+  });
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
+  closers.push(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  return `http://${host}:${(server.address() as AddressInfo).port}`;
+}
+
+/** A two-rank mlx-lm cluster: stage 1 (rank 0) serves HTTP. */
+async function mlxCluster(): Promise<WatchedCluster> {
+  return { cluster: "c", engine: "mlx-lm", processes: [await startStage(0), await startStage(1)], ports: [], coordinatorUrl: await hungServer() };
+}
+
+function watch(entry: WatchedCluster, options: Omit<MonitorOptions, "nodeFor" | "onDeath">): { death: Promise<DeathEvent>; deaths: DeathEvent[] } {
+  const deaths: DeathEvent[] = [];
+  let resolve!: (e: DeathEvent) => void;
+  const death = new Promise<DeathEvent>((r) => (resolve = r));
+  const monitor = monitorCluster(entry, { nodeFor: () => node, exitWatch: false, ...options, onDeath: (e) => (deaths.push(e), resolve(e)) });
+  closers.unshift(() => monitor.stop());
+  return { death, deaths };
+}
+
+describe("a member stopped while /health answers 200", () => {
+  it("its probes name it after two sightings, long before the generation watchdog would", async () => {
+    const entry = await mlxCluster();
+    // The watchdog is kept out of the way (60 s): the per-node look at process states finds it.
+    const { death } = watch(entry, { pollIntervalMs: 100, strikes: 2, generationWatchdog: { intervalMs: 60_000, timeoutMs: 60_000 } });
+    const victim = entry.processes[0]!;
+    const stoppedAt = Date.now();
+    await node.run(["kill", "-STOP", String(victim.pid)]);
+    const event = await death;
+    // Two probes 100 ms apart; a generous bound, the machine is shared.
+    expect(Date.now() - stoppedAt).toBeLessThan(15_000);
+    expect(event).toMatchObject({ label: "stage-0", node: "local", reason: "ProcessStopped" });
+    expect(event.detail).toBe(`stopped (pid ${victim.pid} in state T, a stop signal such as SIGSTOP) for 2 probes in a row: the mlx-lm pipeline cannot move while it is`);
+  });
+
+  it("the generation watchdog, when it times out first, names the stopped member rather than the server it asked", async () => {
+    const entry = await mlxCluster();
+    // The per-node probes are kept out of the way (60 s between them): the watchdog judges.
+    const { death } = watch(entry, { pollIntervalMs: 60_000, generationWatchdog: { intervalMs: 100, timeoutMs: 500 } });
+    const victim = entry.processes[0]!;
+    await node.run(["kill", "-STOP", String(victim.pid)]);
+    const event = await death;
+    expect(event).toMatchObject({ label: "stage-0", reason: "GenerationHung" });
+    expect(event.detail).toBe(
+      `stopped (pid ${victim.pid} in state T, a stop signal such as SIGSTOP) while a one-token completion through ${entry.coordinatorUrl} took over 500 ms`,
+    );
+  });
+
+  it("a hang with nobody stopped names the server it was seen through, and says nobody was seen stopped", async () => {
+    const entry = await mlxCluster();
+    const { death } = watch(entry, { pollIntervalMs: 100, generationWatchdog: { intervalMs: 100, timeoutMs: 500 } });
+    const event = await death;
+    expect(event).toMatchObject({ label: "stage-1", reason: "GenerationHung" });
+    expect(event.detail).toBe(
+      `a one-token completion through ${entry.coordinatorUrl} took over 500 ms; the pipeline hangs and mlx-lm does not say which member holds it (none was seen stopped)`,
+    );
+  });
+
+  it("an engine whose /health sees a hang itself (shard-engine) is left to it: a stopped stage is not judged by its state", async () => {
+    const entry: WatchedCluster = { cluster: "c", engine: "reference", processes: [await startStage(0), await startStage(1)], ports: [] };
+    const { deaths } = watch(entry, { pollIntervalMs: 50, strikes: 2 });
+    await node.run(["kill", "-STOP", String(entry.processes[0]!.pid)]);
+    // Twenty polls: ten times what a watchdog engine would need.
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect(deaths).toEqual([]);
+  });
+});
