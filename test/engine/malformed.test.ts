@@ -107,6 +107,24 @@ describe("malformed requests", () => {
     expect((await postJson(`${baseUrl}/v1/completions`, { prompt: "x", stream: true, stream_options: "x" })).status).toBe(400);
   });
 
+  it("a value nested 200,000 deep → 400 naming the field (not a 500 from a stack overflow)", async () => {
+    const deep = "[".repeat(200_000) + "]".repeat(200_000);
+    const r = await raw("/v1/completions", { method: "POST", body: `{"prompt": "x", "temperature": ${deep}}` });
+    expect(r.status).toBe(400);
+    expect(r.body.error?.param).toBe("temperature");
+    expect(r.body.error?.message).toBe("Expected `temperature` to be a number between 0 and 2, got an array of 1");
+  });
+
+  it("a 3 MB string where a number belongs → 400 quoting only its beginning, not the whole value", async () => {
+    const r = await fetch(`${baseUrl}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: "x", top_p: "A".repeat(3_000_000) }) });
+    const text = await r.text();
+    expect(r.status).toBe(400);
+    expect(text.length).toBeLessThan(1000);
+    expect((JSON.parse(text) as { error: { message: string } }).error.message).toBe(
+      `Expected \`top_p\` to be a number between 5e-324 and 1, got "${"A".repeat(80)}"… (3000000 characters)`,
+    );
+  });
+
   it("keeps serving afterwards", async () => {
     expect((await fetch(`${baseUrl}/health`)).status).toBe(200);
     // Greedy: a sampled end-of-text first token (random weights) would make the count 0 now and then.

@@ -54,13 +54,26 @@ function optionalNumber(body: Record<string, unknown>, key: string, min: number,
   const v = body[key];
   if (v === undefined || v === null) return undefined;
   if (typeof v !== "number" || !Number.isFinite(v) || (integer && !Number.isInteger(v)) || v < min || v > max) {
-    // String(): JSON.stringify would show a number past f64's range (1e999, read as Infinity) as null.
-    throw bad(
-      `Expected \`${key}\` to be ${integer ? "an integer" : "a number"} between ${min} and ${max}, got ${typeof v === "number" ? String(v) : JSON.stringify(v)}`,
-      key,
-    );
+    throw bad(`Expected \`${key}\` to be ${integer ? "an integer" : "a number"} between ${min} and ${max}, got ${showValue(v)}`, key);
   }
   return v;
+}
+
+/** Characters of a string value quoted back in an error message; longer ones are cut. */
+const shownChars = 80;
+
+/**
+ * A request value, briefly, for an error message: the reply must not echo a 4 MiB string back, and
+ * an array or object is named by its kind only, as it may be nested deeper than JSON.stringify can
+ * recurse (the stack overflow would answer a 500 instead of a 400 naming the field).
+ */
+function showValue(v: unknown): string {
+  // String(): JSON.stringify would show a number past f64's range (1e999, read as Infinity) as null.
+  if (typeof v === "number") return String(v);
+  if (typeof v === "string") return v.length > shownChars ? `${JSON.stringify(v.slice(0, shownChars))}… (${v.length} characters)` : JSON.stringify(v);
+  if (Array.isArray(v)) return `an array of ${v.length}`;
+  if (v !== null && typeof v === "object") return "an object";
+  return JSON.stringify(v);
 }
 
 function parseCommon(body: Record<string, unknown>, maxTokensKeys: string[]): CommonRequest {
