@@ -7,6 +7,8 @@ type HubSource = Extract<ModelSource, { kind: "hub" }>;
 
 /** Default deadline of each Hub request (ms). */
 const defaultTimeoutMs = 30_000;
+/** Bytes of a tree listing read at most (64 MiB, some 250,000 entries); a longer one is not read. */
+const maxListingBytes = 64 * 1024 * 1024;
 
 /**
  * Reads a model from a Hugging Face Hub-compatible endpoint with `GET {endpoint}/{repo}/resolve/
@@ -54,11 +56,12 @@ export function createHubReader(source: HubSource): SourceReader {
     }
     if (response.status === 206) {
       const total = /\/(\d+)$/.exec(response.headers.get("content-range") ?? "");
-      const bytes = new Uint8Array(await response.arrayBuffer());
+      // Only the range asked for is read: a server may send more (without end, even) under a 206.
+      const bytes = await readPrefix(response, end - start + 1, `${where}/${path}`);
       return { bytes, fileSize: total === null ? start + bytes.length : Number(total[1]) };
     }
     const fileSize = Number(response.headers.get("content-length") ?? Number.NaN);
-    const bytes = await readPrefix(response, end + 1);
+    const bytes = await readPrefix(response, end + 1, `${where}/${path}`);
     return { bytes: bytes.subarray(start), fileSize: Number.isFinite(fileSize) ? fileSize : bytes.length };
   }
 
@@ -80,7 +83,7 @@ export function createHubReader(source: HubSource): SourceReader {
         await response.body?.cancel();
         throw refuse(String(declared));
       }
-      const body = await readPrefix(response, maxBytes + 1);
+      const body = await readPrefix(response, maxBytes + 1, `${where}/${path}`);
       if (body.length > maxBytes) throw refuse(`more than ${maxBytes}`);
       const text = new TextDecoder().decode(body);
       try {
@@ -106,7 +109,10 @@ export function createHubReader(source: HubSource): SourceReader {
         const headers: Record<string, string> = source.token === undefined ? {} : { authorization: `Bearer ${source.token}` };
         const response = await fetch(url, { headers, signal: AbortSignal.timeout(source.timeoutMs ?? defaultTimeoutMs) });
         if (!response.ok) return undefined;
-        const entries = (await response.json()) as unknown;
+        // The listing only names files in a message: one past the cap is not worth reading.
+        const body = await readPrefix(response, maxListingBytes + 1, url);
+        if (body.length > maxListingBytes) return undefined;
+        const entries = JSON.parse(new TextDecoder().decode(body)) as unknown;
         if (!Array.isArray(entries)) return undefined;
         return entries.flatMap((e: unknown) => {
           const rec = e as { type?: unknown; path?: unknown };
@@ -119,8 +125,12 @@ export function createHubReader(source: HubSource): SourceReader {
   };
 }
 
-/** At most the first `count` bytes of a body; the rest is cancelled. Memory grows with what arrives, not with `count`. */
-async function readPrefix(response: Response, count: number): Promise<Uint8Array> {
+/**
+ * At most the first `count` bytes of a body; the rest is cancelled. Memory grows with what arrives,
+ * not with `count`. A body that stops or drips past the request's deadline is ModelSourceUnreachable
+ * naming `label` (the file), not the bare abort.
+ */
+async function readPrefix(response: Response, count: number, label: string): Promise<Uint8Array> {
   const chunks: Uint8Array[] = [];
   let filled = 0;
   const reader = response.body?.getReader();
@@ -133,6 +143,11 @@ async function readPrefix(response: Response, count: number): Promise<Uint8Array
       chunks.push(take);
       filled += take.length;
     }
+  } catch (error) {
+    throw new ShardctlError("ModelSourceUnreachable", `${label}: reading the body failed after ${filled} bytes (${messageWithCauseOf(error)})`, {
+      terminal: false,
+      cause: error,
+    });
   } finally {
     await reader.cancel().catch(() => undefined);
   }

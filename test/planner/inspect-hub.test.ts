@@ -1,5 +1,5 @@
 import { createReadStream } from "node:fs";
-import { stat } from "node:fs/promises";
+import { readFile, stat } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
@@ -119,6 +119,66 @@ describe("inspectModel over the Hub protocol (HTTP Range)", () => {
     const error = await inspectModel({ kind: "hub", endpoint: `http://${host}:${port}`, repo: "a/b", revision: "main" }).catch((e: unknown) => e);
     expect(isShardctlError(error, "ModelSourceUnreachable")).toBe(true);
     expect((error as { terminal: boolean }).terminal).toBe(false);
+  });
+
+  it("a server that answers a Range with 206 and then sends without end is read only to the range's length", async () => {
+    // What the server sent past each range asked for, bytes; and whether every response was closed.
+    let extraBytes = 0;
+    let open = 0;
+    const server = createServer((req, res) => {
+      const path = decodeURIComponent(new URL(req.url ?? "/", "http://x").pathname).replace("/org/endless/resolve/main/", "");
+      const range = /^bytes=(\d+)-(\d+)$/.exec(req.headers.range ?? "");
+      readFile(join(singleDir, path)).then(
+        (bytes) => {
+          if (range === null) return void res.writeHead(200, { "Content-Length": bytes.length }).end(bytes);
+          const [start, end] = [Number(range[1]), Number(range[2])];
+          res.writeHead(206, { "Content-Range": `bytes ${start}-${end}/${bytes.length}` });
+          res.write(bytes.subarray(start, end + 1));
+          open++;
+          res.on("close", () => open--);
+          const zeros = Buffer.alloc(1 << 20);
+          const pump = (): void => {
+            while (!res.destroyed && res.write(zeros)) extraBytes += zeros.length;
+            if (!res.destroyed) res.once("drain", pump);
+          };
+          pump();
+        },
+        () => void res.writeHead(404).end(),
+      );
+    });
+    await new Promise<void>((resolve) => server.listen(0, host, resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const started = Date.now();
+      const profile = await inspectModel({ kind: "hub", endpoint: `http://${host}:${port}`, repo: "org/endless", revision: "main", timeoutMs: 20_000 });
+      expect(Date.now() - started).toBeLessThan(10_000);
+      expect(withoutSource(profile)).toEqual(withoutSource(await inspectModel({ kind: "dir", path: singleDir })));
+      await expect.poll(() => open, { timeout: 5000 }).toBe(0);
+      expect(extraBytes).toBeLessThan(64 << 20);
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+
+  it("a config.json that drips a byte at a time past the deadline: ModelSourceUnreachable naming the file, at the deadline", async () => {
+    const server = createServer((_req, res) => {
+      res.writeHead(200, { "Content-Length": 1000 });
+      const timer = setInterval(() => res.write("{"), 100);
+      res.on("close", () => clearInterval(timer));
+    });
+    await new Promise<void>((resolve) => server.listen(0, host, resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const started = Date.now();
+      const error = await inspectModel({ kind: "hub", endpoint: `http://${host}:${port}`, repo: "org/drip", revision: "main", timeoutMs: 1500 }).catch((e: unknown) => e);
+      expect(Date.now() - started).toBeLessThan(5000);
+      expect(error).toMatchObject({ reason: "ModelSourceUnreachable", terminal: false });
+      expect((error as Error).message).toMatch(/^hub:org\/drip@main\/config\.json: reading the body failed after \d+ bytes \(.*timeout/);
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 
   it("a server that ignores Range (200, whole file) still yields the same profile", async () => {
