@@ -11,7 +11,7 @@ export type {
   StagingOptions,
   NodeStagingResult,
 } from "./types.js";
-export { fetchHubManifest, hashLocalManifest, selectFiles, gitBlobSha1, type HubManifestOptions } from "./manifest.js";
+export { fetchHubManifest, hashLocalManifest, maxListingBytes, selectFiles, gitBlobSha1, type HubManifestOptions } from "./manifest.js";
 export { classifyNode, type Layout, type ClassifyOptions } from "./classify.js";
 export { stageNode, resolveHome } from "./stage-node.js";
 export { stageCluster, resolveManifest, type NodeStagingRequest, type NodeStagingFailure, type ClusterStagingResult } from "./stage-cluster.js";

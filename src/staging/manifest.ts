@@ -5,7 +5,7 @@
 import { createHash } from "node:crypto";
 import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { ShardctlError } from "../errors/index.js";
+import { quoteText, ShardctlError, showText } from "../errors/index.js";
 import { FileRefusedError, openRegularFile, type OpenedRegularFile } from "../files/index.js";
 import { readHubTree } from "./hub-tree.js";
 import { assertPrintableName, assertSafePath, showName } from "./safe-path.js";
@@ -38,8 +38,8 @@ export async function fetchHubManifest(options: HubManifestOptions): Promise<Man
     if (resolved === null || !/^[0-9a-zA-Z]+$/.test(resolved)) throw new ShardctlError("HubError", `${base}: no X-Repo-Commit for ${repo}@${revision}`);
     commit = resolved;
   }
-  const tree = await hubFetch(`${base}/api/models/${encodedRepo}/tree/${encodeURIComponent(commit)}?recursive=true`, { headers, signal }, repo);
-  const entries: unknown = await tree.json();
+  const treeUrl = `${base}/api/models/${encodedRepo}/tree/${encodeURIComponent(commit)}?recursive=true`;
+  const entries = await readListing(await hubFetch(treeUrl, { headers, signal }, repo), treeUrl, repo);
   if (!Array.isArray(entries)) throw new ShardctlError("HubError", `${base}: the tree of ${repo}@${commit} is not a list`);
   const files = readHubTree(entries, base, repo, commit);
   return { repo, revision, commit, files };
@@ -57,6 +57,44 @@ async function hubFetch(url: string, init: RequestInit, repo: string): Promise<R
   if (response.status === 404) throw new ShardctlError("HubNotFound", `${url}: not found (repository ${repo} or its revision)`, { terminal: true });
   if (!response.ok) throw new ShardctlError("HubError", `${url}: HTTP ${response.status}`);
   return response;
+}
+
+/**
+ * The most bytes of a tree listing read (64 MiB). An entry is about 250 bytes, so this is some
+ * 250,000 files, far past any model's; a listing beyond it (a server sending without end) is
+ * refused once that much arrived, not held in memory until the deadline.
+ */
+export const maxListingBytes = 64 * 1024 * 1024;
+
+/** The listing's JSON, read to at most maxListingBytes; every failure names the URL. */
+async function readListing(response: Response, url: string, repo: string): Promise<unknown> {
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    // Leaving the loop (the throw past the cap) cancels the body.
+    for await (const chunk of response.body ?? []) {
+      size += chunk.length;
+      if (size > maxListingBytes) {
+        throw new ShardctlError(
+          "HubListingInvalid",
+          `${url}: the listing of ${repo} is over ${maxListingBytes} bytes (64 MiB), far more than a model repository's; nothing is staged from it: check the endpoint`,
+          { terminal: true },
+        );
+      }
+      chunks.push(chunk);
+    }
+  } catch (error) {
+    if (error instanceof ShardctlError) throw error;
+    throw new ShardctlError("HubUnreachable", `cannot read ${url}: ${(error as Error).message} (after ${size} bytes)`, { cause: error });
+  }
+  const text = Buffer.concat(chunks, size).toString("utf8");
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (error) {
+    // Often a proxy's error page answered with 200: the beginning says what it is.
+    const parseError = showText((error as Error).message);
+    throw new ShardctlError("HubError", `${url}: the listing of ${repo} is not JSON (${parseError}); it begins ${quoteText(text.slice(0, 80))}`, { cause: error });
+  }
 }
 
 /** Hash every file under `dir` (sha256); the commit is a digest of the file list, so it pins content. */

@@ -3,7 +3,7 @@
  * exactly: a bad listing or file name, a full disk, a source whose bytes are not what it lists.
  */
 export type StagingReason =
-  /** The Hub did not answer a listing request (transient). */
+  /** The Hub did not answer a listing request, or its body stopped before the deadline (transient). */
   | "HubUnreachable"
   /** The Hub refused the token, or wants one (terminal). */
   | "HubUnauthorized"
@@ -11,7 +11,7 @@ export type StagingReason =
   | "HubNotFound"
   /** The Hub answered an error status or an unusable listing (transient). */
   | "HubError"
-  /** The Hub's file list has an entry staging cannot use: not an object, a path that is not a string, a path listed twice (terminal). */
+  /** The Hub's file list has an entry staging cannot use: not an object, a path that is not a string, a path listed twice; or it is over 64 MiB (terminal). */
   | "HubListingInvalid"
   /** The push source folder holds no files (terminal). */
   | "PushSourceEmpty"
