@@ -1,6 +1,16 @@
 /** Framing (`[kind u8][len u64 BE][payload]`) and message encodings. */
 import { describe, expect, it } from "vitest";
-import { decodeActivations, decodeResult, encodeActivations, encodeFrame, encodeResult, FrameReader, Kind } from "../../src/engine/transport/index.js";
+import {
+  decodeActivations,
+  decodeResult,
+  decodeSeq,
+  encodeActivations,
+  encodeFrame,
+  encodeResult,
+  FrameReader,
+  Kind,
+  MalformedMessage,
+} from "../../src/engine/transport/index.js";
 
 describe("frames", () => {
   it("writes the mlxcel header and parses frames split at any byte", () => {
@@ -41,5 +51,17 @@ describe("frames", () => {
       ],
     };
     expect(decodeResult(encodeResult(9, result))).toEqual({ seq: 9, result });
+  });
+
+  it("a payload whose length disagrees with its header is MalformedMessage, naming both lengths", () => {
+    const result = encodeResult(9, { token: 1, logprob: -1, top: [{ token: 1, logprob: -1 }] });
+    expect(() => decodeResult(result.subarray(0, result.length - 1))).toThrow(
+      new MalformedMessage("malformed result with 1 alternatives message: 28 bytes, expected 29"),
+    );
+    expect(() => decodeResult(Buffer.alloc(3))).toThrow(/malformed result message: 3 bytes, shorter than its 17-byte header/);
+    expect(() => decodeSeq(Buffer.alloc(5))).toThrow(/malformed sequence id message: 5 bytes, expected 4/);
+    expect(() => decodeActivations(Buffer.concat([encodeActivations(1, 1, new Float32Array(3), 3), Buffer.alloc(4)]))).toThrow(
+      /malformed activations of 1 × 3 message: 28 bytes, expected 24/,
+    );
   });
 });

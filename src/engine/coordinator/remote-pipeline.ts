@@ -8,7 +8,7 @@
 import { logAnsweringPeers, logSilentPeer } from "../exit-status.js";
 import type { Logger } from "../log.js";
 import type { SampledToken, SamplingParams } from "../model/index.js";
-import { decodeError, decodeResult, dialLinkUntil, encodePrepare, encodeRun, encodeSeq, Kind, type Link } from "../transport/index.js";
+import { decodeError, decodeResult, dialLinkUntil, encodePrepare, encodeRun, encodeSeq, Kind, type Link, seqOf } from "../transport/index.js";
 import type { Pipeline } from "./pipeline.js";
 
 export interface StageAddress {
@@ -157,6 +157,21 @@ export class RemotePipeline implements Pipeline {
   }
 
   private handle(stage: number, kind: number, payload: Buffer): void {
+    try {
+      this.route(stage, kind, payload);
+    } catch (error) {
+      // A payload the decoders refuse fails its sequence (when it names one), not this process:
+      // the throw would otherwise leave the socket's data handler uncaught.
+      const message = (error as Error).message;
+      this.log.error({ stage, kind, err: message }, "malformed frame from a stage");
+      const seq = seqOf(payload);
+      const p = this.pending.get(seq);
+      this.pending.delete(seq);
+      p?.reject(new Error(`stage ${stage}: ${message}`));
+    }
+  }
+
+  private route(stage: number, kind: number, payload: Buffer): void {
     switch (kind) {
       case Kind.Result: {
         const { seq, result } = decodeResult(payload);

@@ -32,6 +32,7 @@ import {
   HandshakeAbandoned,
   Kind,
   type Link,
+  seqOf,
 } from "../transport/index.js";
 
 /** What one pipeline stage worker needs to start: its layer range of the model, its address and its next stage. */
@@ -227,21 +228,21 @@ class StageRuntime {
   }
 
   private handle(kind: number, payload: Buffer): void {
-    let seq = -1;
-    if (this.options.log.isLevelEnabled("trace"))
-      this.options.log.trace({ kind, seq: payload.length >= 4 ? payload.readUInt32LE(0) : -1, t: performance.now() }, "frame");
+    // Read before the payload is decoded: one the decoder refuses is still answered for its sequence.
+    const seq = kind === Kind.StatsRequest ? -1 : seqOf(payload);
+    if (this.options.log.isLevelEnabled("trace")) this.options.log.trace({ kind, seq, t: performance.now() }, "frame");
     try {
       switch (kind) {
         case Kind.Prepare: {
           const m = decodePrepare(payload);
-          seq = m.seq;
+          // A sequence prepared again starts over; its first cache goes back to the arena.
+          this.dropSequence(m.seq);
           this.sequences.set(m.seq, { cache: this.model.createCache(), sampler: this.model.last ? new Sampler(m.params) : undefined });
           this.downstream?.send(Kind.Prepare, encodePrepare(m));
           return;
         }
         case Kind.Run: {
           const m = decodeRun(payload);
-          seq = m.seq;
           if (!this.model.first) throw new Error("run sent to a stage that is not the first");
           this.step(
             m.seq,
@@ -252,13 +253,12 @@ class StageRuntime {
         }
         case Kind.Activations: {
           const m = decodeActivations(payload);
-          seq = m.seq;
           if (m.hiddenSize !== this.options.config.hiddenSize) throw new Error(`activations of width ${m.hiddenSize}, expected ${this.options.config.hiddenSize}`);
           this.step(m.seq, m.hidden, m.rows);
           return;
         }
         case Kind.Release: {
-          seq = decodeSeq(payload);
+          decodeSeq(payload);
           this.dropSequence(seq);
           this.downstream?.send(Kind.Release, encodeSeq(seq));
           return;

@@ -11,7 +11,7 @@ export interface PrepareMessage {
 }
 
 export function encodePrepare(m: PrepareMessage): Buffer {
-  const b = Buffer.alloc(4 + 8 + 8 + 4 + 1);
+  const b = Buffer.alloc(prepareBytes);
   b.writeUInt32LE(m.seq, 0);
   b.writeDoubleLE(m.params.temperature, 4);
   b.writeDoubleLE(m.params.topP, 12);
@@ -20,7 +20,11 @@ export function encodePrepare(m: PrepareMessage): Buffer {
   return b;
 }
 
+/** Bytes of a Prepare payload. */
+const prepareBytes = 25;
+
 export function decodePrepare(b: Buffer): PrepareMessage {
+  expectLength("prepare", b, prepareBytes);
   return {
     seq: b.readUInt32LE(0),
     params: { temperature: b.readDoubleLE(4), topP: b.readDoubleLE(12), seed: b.readUInt32LE(20), topLogprobs: b.readUInt8(24) },
@@ -37,7 +41,9 @@ export function encodeRun(seq: number, tokens: readonly number[]): Buffer {
 }
 
 export function decodeRun(b: Buffer): { seq: number; tokens: number[] } {
+  atLeast("run", b, 8);
   const count = b.readUInt32LE(4);
+  expectLength(`run of ${count} tokens`, b, 8 + 4 * count);
   const tokens: number[] = new Array<number>(count);
   for (let i = 0; i < count; i++) tokens[i] = b.readUInt32LE(8 + 4 * i);
   return { seq: b.readUInt32LE(0), tokens };
@@ -57,8 +63,11 @@ export function encodeActivations(seq: number, rows: number, hidden: Float32Arra
 }
 
 export function decodeActivations(b: Buffer): { seq: number; rows: number; hiddenSize: number; hidden: Float32Array } {
+  atLeast("activations", b, activationHeaderBytes);
   const rows = b.readUInt32LE(4);
   const hiddenSize = b.readUInt32LE(8);
+  // Checked before the floats are allocated: the header alone could ask for gigabytes.
+  expectLength(`activations of ${rows} × ${hiddenSize}`, b, activationHeaderBytes + rows * hiddenSize * 4);
   const hidden = new Float32Array(rows * hiddenSize);
   new Uint8Array(hidden.buffer).set(b.subarray(activationHeaderBytes, activationHeaderBytes + rows * hiddenSize * 4));
   return { seq: b.readUInt32LE(0), rows, hiddenSize, hidden };
@@ -71,6 +80,7 @@ export function encodeSeq(seq: number): Buffer {
 }
 
 export function decodeSeq(b: Buffer): number {
+  expectLength("sequence id", b, 4);
   return b.readUInt32LE(0);
 }
 
@@ -88,7 +98,9 @@ export function encodeResult(seq: number, r: SampledToken): Buffer {
 }
 
 export function decodeResult(b: Buffer): { seq: number; result: SampledToken } {
+  atLeast("result", b, 17);
   const n = b.readUInt8(16);
+  expectLength(`result with ${n} alternatives`, b, 17 + 12 * n);
   const top: SampledToken["top"] = [];
   for (let i = 0; i < n; i++) top.push({ token: b.readUInt32LE(17 + 12 * i), logprob: b.readDoubleLE(21 + 12 * i) });
   return { seq: b.readUInt32LE(0), result: { token: b.readUInt32LE(4), logprob: b.readDoubleLE(8), top } };
@@ -99,5 +111,27 @@ export function encodeError(seq: number, message: string): Buffer {
 }
 
 export function decodeError(b: Buffer): { seq: number; message: string } {
+  atLeast("error", b, 4);
   return { seq: b.readUInt32LE(0), message: b.subarray(4).toString("utf8") };
+}
+
+/**
+ * The sequence a payload names (its first 4 bytes), or -1 when it is too short to name one: a
+ * payload the decoders refuse is still answered for its sequence.
+ */
+export function seqOf(b: Buffer): number {
+  return b.length >= 4 ? b.readUInt32LE(0) : -1;
+}
+
+/** A payload whose length is not what its kind (and its own header) says: the peer does not speak this protocol. */
+export class MalformedMessage extends Error {
+  override readonly name = "MalformedMessage";
+}
+
+function expectLength(what: string, b: Buffer, bytes: number): void {
+  if (b.length !== bytes) throw new MalformedMessage(`malformed ${what} message: ${b.length} bytes, expected ${bytes}`);
+}
+
+function atLeast(what: string, b: Buffer, bytes: number): void {
+  if (b.length < bytes) throw new MalformedMessage(`malformed ${what} message: ${b.length} bytes, shorter than its ${bytes}-byte header`);
 }
