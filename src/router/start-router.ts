@@ -131,7 +131,8 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
       const id = decodeURIComponent(path.slice("/v1/models/".length));
       const found = table.models().find((model) => model.id === id);
       if (found !== undefined) sendJson(res, 200, toModelObject(found));
-      else if (!answerRelaunching(res, id)) sendOpenAIError(res, 404, `The model \`${id}\` does not exist`, "invalid_request_error", "model_not_found", "model");
+      else if (!answerRelaunching(res, id))
+        sendOpenAIError(res, 404, `The model \`${showModel(id)}\` does not exist`, "invalid_request_error", "model_not_found", "model");
       return;
     }
     if (req.method !== "POST" || !path.startsWith("/v1/")) {
@@ -166,13 +167,25 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
     }
     const candidates = table.candidates(model);
     if (candidates.length === 0) {
-      if (!answerRelaunching(res, model)) sendOpenAIError(res, 404, `The model \`${model}\` does not exist`, "invalid_request_error", "model_not_found", "model");
+      if (!answerRelaunching(res, model))
+        sendOpenAIError(res, 404, `The model \`${showModel(model)}\` does not exist`, "invalid_request_error", "model_not_found", "model");
       return;
     }
     // Try backends in order until one is reached; only connection failures move on to the next.
     const routes = table;
     for (const backend of candidates) {
-      const outcome = await proxyRequest(context, backend, req, forwardPath, withUpstreamModel(body, backend.upstream_model), res);
+      const forwarded = withUpstreamModel(body, backend.upstream_model);
+      if (forwarded === undefined) {
+        sendOpenAIError(
+          res,
+          400,
+          `the request body is nested too deep for its \`model\` to be rewritten for backend ${backend.name}; send JSON nested at most a few thousand levels`,
+          "invalid_request_error",
+          "body_too_deep",
+        );
+        return;
+      }
+      const outcome = await proxyRequest(context, backend, req, forwardPath, forwarded, res);
       if (outcome.kind === "done") {
         routes.markUp(backend.name);
         log.debug({ model, backend: backend.name, status: outcome.status }, "routed");
@@ -251,11 +264,28 @@ function toModelObject(model: { id: string; backends: string[] }): object {
   return { id: model.id, object: "model", created: 0, owned_by: model.backends.join(",") };
 }
 
-/** The body with its `model` replaced by the backend's upstream name, when it has one (the body is JSON: modelOf parsed it). */
-function withUpstreamModel(body: Buffer, upstream: string | undefined): Buffer {
+/**
+ * The body with its `model` replaced by the backend's upstream name, when it has one (the body is
+ * JSON: modelOf parsed it). Undefined when the body is nested deeper than JSON.stringify can recurse
+ * (JSON.parse takes any depth): a client's error, not the router's.
+ */
+function withUpstreamModel(body: Buffer, upstream: string | undefined): Buffer | undefined {
   if (upstream === undefined) return body;
   const json = JSON.parse(body.toString("utf8")) as Record<string, unknown>;
-  return Buffer.from(JSON.stringify({ ...json, model: upstream }), "utf8");
+  try {
+    return Buffer.from(JSON.stringify({ ...json, model: upstream }), "utf8");
+  } catch (error) {
+    if (error instanceof RangeError) return undefined;
+    throw error;
+  }
+}
+
+/** Characters of a requested model name shown in an error; a longer one (the body may be 32 MiB) is cut. */
+const shownModelChars = 200;
+
+/** `model` for an error message, cut to shownModelChars with its length said. */
+function showModel(model: string): string {
+  return model.length <= shownModelChars ? model : `${model.slice(0, shownModelChars)}… (${model.length} characters)`;
 }
 
 function modelOf(body: Buffer): string | undefined {
