@@ -9,7 +9,7 @@ import { describeOpenFailure } from "./describe-open-failure.js";
 import { describeZodIssue, fromZodIssues, makeIssue, sortIssues } from "./issues.js";
 import { type Locator, locateKeys } from "./locate.js";
 import { resolveLocalPath } from "./local-path.js";
-import { allowed, patterns } from "./patterns.js";
+import { allowed, patterns, quote } from "./patterns.js";
 import { checkPortRange, countPorts, parsePortRange } from "./port-range.js";
 import { dropUndefined } from "./parse-settings.js";
 import { deepFreeze, getRaw, getString } from "./raw.js";
@@ -81,15 +81,15 @@ function checkCluster(data: unknown, file: string, settings: Settings, locator: 
     nodes.forEach((node: unknown, index) => {
       if (typeof node !== "string" || !patterns.name.test(node)) return;
       const first = seen.get(node);
-      if (first !== undefined) add(["nodes", index], `duplicate node ${JSON.stringify(node)} (also nodes[${first}]): a node holds one stage`);
-      else if (settings.nodes[node] === undefined) add(["nodes", index], `unknown node ${JSON.stringify(node)} (${registeredList})`);
+      if (first !== undefined) add(["nodes", index], `duplicate node ${quote(node)} (also nodes[${first}]): a node holds one stage`);
+      else if (settings.nodes[node] === undefined) add(["nodes", index], `unknown node ${quote(node)} (${registeredList})`);
       if (first === undefined) seen.set(node, index);
     });
   }
 
   const coordinator = getString(data, ["coordinator", "node"], patterns.name);
   if (coordinator !== undefined && coordinator !== "local" && settings.nodes[coordinator] === undefined) {
-    add(["coordinator", "node"], `unknown node ${JSON.stringify(coordinator)} (${registeredList}; or "local" for this machine)`);
+    add(["coordinator", "node"], `unknown node ${quote(coordinator)} (${registeredList}; or "local" for this machine)`);
   }
 
   const source = getRaw(data, ["model", "source"]) ?? "hub";
