@@ -54,6 +54,24 @@ describe("shard-engine command line", () => {
     expect(r.err).toContain(`${file}: node id "ghost" is not defined`);
   });
 
+  // The control plane checks a config against its tensors before a launch; run by hand, the engine
+  // must too: it sized its products from config.json and computed on misread weights, and a vocab
+  // of 2^31 had it allocate 8 GiB of logits before it answered.
+  it.each([
+    ["hidden_size", 72, "tensor model.layers.0.self_attn.q_proj is [64, 64] but config.json says [64, 72] (num_attention_heads × head_dim, hidden_size)"],
+    ["num_key_value_heads", 3, "tensor model.layers.0.self_attn.k_proj is [32, 64] but config.json says [48, 64] (num_key_value_heads × head_dim, hidden_size)"],
+    ["vocab_size", 2 ** 31, "tensor model.embed_tokens is [320, 64] but config.json says [2147483648, 64] (vocab_size, hidden_size)"],
+  ])("a config.json whose %s (%d) disagrees with the tensors: exit 1 naming the tensor and the fields, before serving", async (key, value, message) => {
+    const model = join(dir, `config-${key}`);
+    await makeTestModel(model, { layers: 2, hidden: 64 });
+    const config = JSON.parse(await readFile(join(model, "config.json"), "utf8")) as Record<string, unknown>;
+    await writeFile(join(model, "config.json"), JSON.stringify({ ...config, [key]: value, head_dim: 16 }));
+    const host = await nextHost();
+    const r = await run(["-m", model, "--host", host, "--port", String(await freePort(host))]);
+    expect(r.code).toBe(1);
+    expect(r.err).toContain(`${message}: the config is not this model's`);
+  });
+
   it("runs with V8's young generation capped at 1 MiB per semi-space, whether launched under node or started as a program", async () => {
     // The cap only works on node's command line: the program's first lines exec node with the
     // flags the launch drivers pass.

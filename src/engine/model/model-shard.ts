@@ -107,28 +107,45 @@ export class ModelShard {
       const tensors = indexSafetensors(dir);
       const groupSize = config.quantization?.groupSize;
       const norm = (name: string): Float32Array => loadVector(requireEntry(tensors, name));
-      const linear = (prefix: string): LinearWeights => loadLinear(runtime, tensors, prefix, groupSize);
+      const c = config;
+      // Each product's [out, in] as config.json gives it, with the fields named: the kernels index
+      // the weights by these sizes, so a config that disagrees with the tensors (run by hand, not
+      // checked by a plan) must stop the load rather than compute on misread weights.
+      const linear = (prefix: string, out: [number, string], inner: [number, string]): LinearWeights => {
+        const w = loadLinear(runtime, tensors, prefix, groupSize);
+        if (w.out !== out[0] || w.in !== inner[0]) {
+          throw new Error(
+            `tensor ${prefix} is [${w.out}, ${w.in}] but config.json says [${out[0]}, ${inner[0]}] (${out[1]}, ${inner[1]}): the config is not this model's`,
+          );
+        }
+        return w;
+      };
+      const hidden: [number, string] = [c.hiddenSize, "hidden_size"];
+      const attention: [number, string] = [c.heads * c.headDim, "num_attention_heads × head_dim"];
+      const kv: [number, string] = [c.kvHeads * c.headDim, "num_key_value_heads × head_dim"];
+      const mlp: [number, string] = [c.intermediateSize, "intermediate_size"];
+      const vocab: [number, string] = [c.vocabSize, "vocab_size"];
       const layers: Layer[] = [];
       for (let l = range.start; l < range.end; l++) {
         const p = `model.layers.${l}`;
         layers.push({
           inputNorm: norm(`${p}.input_layernorm.weight`),
-          q: linear(`${p}.self_attn.q_proj`),
-          k: linear(`${p}.self_attn.k_proj`),
-          v: linear(`${p}.self_attn.v_proj`),
-          o: linear(`${p}.self_attn.o_proj`),
+          q: linear(`${p}.self_attn.q_proj`, attention, hidden),
+          k: linear(`${p}.self_attn.k_proj`, kv, hidden),
+          v: linear(`${p}.self_attn.v_proj`, kv, hidden),
+          o: linear(`${p}.self_attn.o_proj`, hidden, attention),
           postNorm: norm(`${p}.post_attention_layernorm.weight`),
-          gate: linear(`${p}.mlp.gate_proj`),
-          up: linear(`${p}.mlp.up_proj`),
-          down: linear(`${p}.mlp.down_proj`),
+          gate: linear(`${p}.mlp.gate_proj`, mlp, hidden),
+          up: linear(`${p}.mlp.up_proj`, mlp, hidden),
+          down: linear(`${p}.mlp.down_proj`, hidden, mlp),
         });
       }
       const first = range.start === 0;
       const last = range.end === config.layers;
       const tied = config.tieWordEmbeddings || !hasPrefix(tensors, "lm_head.");
-      const embedding = first || (last && tied) ? linear("model.embed_tokens") : undefined;
+      const embedding = first || (last && tied) ? linear("model.embed_tokens", vocab, hidden) : undefined;
       const finalNorm = last ? norm("model.norm.weight") : undefined;
-      const lmHead = last ? (tied ? embedding : linear("lm_head")) : undefined;
+      const lmHead = last ? (tied ? embedding : linear("lm_head", vocab, hidden)) : undefined;
       return new ModelShard(config, range, runtime, layers, embedding, finalNorm, lmHead);
     } catch (error) {
       void runtime.close();
