@@ -89,11 +89,19 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     void work.finally(() => pending.delete(work));
   };
 
-  const die = (process: WatchedProcess, reason: DeathReason, detail: string): void => {
+  const die = (process: WatchedProcess, reason: DeathReason, detail: string, unheard = false): void => {
     if (done) return;
     done = true;
     controller.abort();
-    options.onDeath({ cluster: cluster.cluster, label: labelOf(process), node: process.node, reason, detail, at: new Date().toISOString() });
+    options.onDeath({
+      cluster: cluster.cluster,
+      label: labelOf(process),
+      node: process.node,
+      reason,
+      detail,
+      at: new Date().toISOString(),
+      ...(unheard ? { unheard: true as const } : {}),
+    });
   };
   const diedReason = (process: WatchedProcess): DeathReason => (process.role === "stage" ? "StageDied" : "CoordinatorDied");
   const labelsOn = (node: string): string[] => cluster.processes.filter((p) => p.node === node).map(labelOf);
@@ -153,7 +161,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     if (answer === "open") return strikes.clear(key);
     if (answer === "unknown" || (answer === "no-answer" && !proberAnswers(proberName))) return;
     const how = answer === "refused" ? "refused" : `silent from ${proberName} (no answer, not a refusal: the path to ${process.node} is cut)`;
-    if (strikes.strike(key)) die(process, "StagePortClosed", `transport ${host}:${port} was ${how} for ${limit} probes in a row`);
+    if (strikes.strike(key)) die(process, "StagePortClosed", `transport ${host}:${port} was ${how} for ${limit} probes in a row`, answer === "no-answer");
   };
 
   // The coordinator's /health, from the control machine.

@@ -120,4 +120,11 @@ export interface DeathEvent {
   reason: DeathReason;
   detail: string;
   at: string;
+  /**
+   * Nothing was heard from the member: its transport port was silent (no answer, not a refusal)
+   * from the coordinator's node while that node answered, so the path to the member's node is cut.
+   * What the member itself says of peers it stopped hearing then says only that nothing reached it.
+   * Absent for every other death.
+   */
+  unheard?: true;
 }

@@ -190,11 +190,15 @@ function explanation(entry: LedgerEntry, death: DeathEvent, logs: ReadonlyArray<
 
 /**
  * The report naming the one member that went silent, if the logs name exactly one that reported
- * nothing itself and that no member heard from as its pipeline broke.
+ * nothing itself and that no member heard from as its pipeline broke. A member the daemon itself
+ * heard nothing from (`death.unheard`: the path to its node is cut) is not heard as a witness: cut
+ * off, it stops hearing every peer, healthy or not, and reports the first whose silence outlasts its
+ * bound — after the teardown has stopped the others before they could say anything of their own.
  */
 function silentPeerReport(entry: LedgerEntry, death: DeathEvent, logs: ReadonlyArray<{ label: string; tail: readonly string[] }>) {
   const { silentPeerIn, answeringPeersIn } = engineOf(entry.engine ?? defaultEngineKind);
-  const reports = logs.flatMap(({ label, tail }) => {
+  const witnesses = death.unheard === true ? logs.filter(({ label }) => label !== death.label) : logs;
+  const reports = witnesses.flatMap(({ label, tail }) => {
     const report = silentPeerIn?.(tail);
     return report === undefined ? [] : [{ reporter: label, ...report }];
   });

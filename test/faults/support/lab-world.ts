@@ -1,11 +1,11 @@
 /**
  * The world of the fault tests and the fault bench: a lab of namespaced stage hosts (n1…nN, see
  * netns.ts), a daemon world whose nodes are those hosts, with the embedded router, and its daemon in
- * this process at the production health timings (nothing sped up). A start that fails midway
- * takes down what it began. No vitest imports.
+ * this process at the production health timings (nothing sped up) unless a test asks for others. A
+ * start that fails midway takes down what it began. No vitest imports.
  */
 import type { Daemon } from "../../../src/reconciler/index.js";
-import { removeDefinition, startInProcessDaemon, startWorld, writeSettings, type DaemonWorld } from "../../reconciler/daemon-fixture.js";
+import { removeDefinition, startInProcessDaemon, startWorld, writeSettings, type DaemonWorld, type MonitorTimings } from "../../reconciler/daemon-fixture.js";
 import { startLab, type Lab, type LabHost } from "./netns.js";
 import { enginePids, killPids, ledgerNames } from "./world-checks.js";
 
@@ -15,8 +15,12 @@ export interface LabWorld {
   daemon: Daemon;
 }
 
-/** `hosts` stage hosts; a test model of `layers` layers; the daemon's restart budget per revision. */
-export async function startLabWorld(hosts: number, options: { layers: number; restartBudget: number }): Promise<LabWorld> {
+/**
+ * `hosts` stage hosts; a test model of `layers` layers; the daemon's restart budget per revision;
+ * the health monitor's timings (default the production ones: poll 1000 ms, probe deadline 1000 ms,
+ * 2 strikes).
+ */
+export async function startLabWorld(hosts: number, options: { layers: number; restartBudget: number; monitor?: MonitorTimings }): Promise<LabWorld> {
   const lab = await startLab(hosts);
   let world: DaemonWorld | undefined;
   try {
@@ -24,7 +28,7 @@ export async function startLabWorld(hosts: number, options: { layers: number; re
     world.sshd = lab.sshd;
     for (const [i, node] of lab.sshd.nodes.entries()) world.hosts.set(`n${i + 1}`, node.host);
     await writeSettings(world, { router: true, restartBudget: options.restartBudget });
-    const daemon = await startInProcessDaemon(world, 60_000, {});
+    const daemon = await startInProcessDaemon(world, 60_000, options.monitor ?? {});
     return { lab, world, daemon };
   } catch (error) {
     await world?.close();
