@@ -36,7 +36,7 @@ export function composeStatus(name: string, file: string, memory: ClusterMemory,
     ...(spec === undefined ? {} : { model: spec.model.id, nodes: [...spec.nodes] }),
     health: report.health,
     conditions: memory.conditions,
-    ...(memory.planned === undefined ? {} : { plan: planStatusOf(memory.planned) }),
+    ...planOf(memory),
     staging: memory.staging,
     stages: observation?.stages ?? [],
     ...(observation?.coordinator === undefined ? {} : { coordinator: observation.coordinator }),
@@ -48,6 +48,16 @@ export function composeStatus(name: string, file: string, memory: ClusterMemory,
     ...(memory.lastError === undefined ? {} : { lastError: memory.lastError }),
     history: memory.history,
   };
+}
+
+/**
+ * The plan of the revision: the daemon's, else the one the last status showed at the same revision
+ * (a daemon restarted while a node cannot be probed watches what runs before it can plan again).
+ */
+function planOf(memory: ClusterMemory): { plan?: PlanStatus } {
+  if (memory.planned !== undefined) return { plan: planStatusOf(memory.planned) };
+  const previous = memory.status;
+  return previous?.plan !== undefined && previous.observedRevision === memory.lastGood?.revision ? { plan: previous.plan } : {};
 }
 
 /** A plan as the status file (and the dashboard's plan preview) shows it. */

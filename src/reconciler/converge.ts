@@ -3,6 +3,7 @@
  * first when the decision needs the plan), then carry the action out, step by step. Every step
  * runs through `runStep`, so each says it is under way, is timed, and fails with its own reason.
  */
+import { isShardctlError, messageOf } from "../errors/index.js";
 import { decisionMemoryOf } from "./decision-inputs.js";
 import type { ParseCache } from "./parse-cache.js";
 import { nextAction, type NextAction } from "./next-action.js";
@@ -60,8 +61,13 @@ export function createConverge(parts: StoryParts): Converge {
     await runStep(pass, observe);
     let action = decide(pass);
     if (action.kind === "plan") {
-      await runStep(pass, plan);
-      action = decide(pass);
+      const failure = await runStep(pass, plan).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      action = decide(pass, failure !== undefined);
+      if (failure !== undefined && action.kind === "plan") throw failure;
+      if (failure !== undefined) adoptUnplanned(pass, failure);
     }
     if (action.kind === "plan") throw new Error(`${pass.name}: still no plan after planning`);
     pass.action = action;
@@ -73,13 +79,24 @@ export function createConverge(parts: StoryParts): Converge {
   };
 }
 
-/** The decision table, fed from this pass and the daemon's memory. */
-function decide(pass: Pass): NextAction {
+/** The decision table, fed from this pass and the daemon's memory; `planFailed` when this pass could not plan. */
+function decide(pass: Pass, planFailed = false): NextAction {
   const { memory, revision } = pass;
   return nextAction(
     pass.desired ?? { kind: "absent" },
     pass.observed ?? { ours: false, gone: [], dirExists: true, definitions: 0, ownEntries: 0 },
-    decisionMemoryOf(memory.restarts, revision, memory.planned),
+    decisionMemoryOf(memory.restarts, revision, memory.planned, planFailed),
     pass.settings,
   );
+}
+
+/**
+ * What runs is adopted although its revision could not be planned: the failure is the last error
+ * (kept until the cluster is Healthy again) and said in the log, and the pass after it plans again.
+ */
+function adoptUnplanned(pass: Pass, failure: unknown): void {
+  const reason = isShardctlError(failure) ? failure.reason : "PlanFailed";
+  const message = messageOf(failure);
+  pass.memory.lastError = { reason, message, at: new Date().toISOString() };
+  pass.world.log.warn({ cluster: pass.name, reason, err: message }, "could not plan the revision that runs: watching it without a plan");
 }

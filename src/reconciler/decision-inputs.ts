@@ -77,11 +77,19 @@ export function planSummaryOf(planned: Pick<IdentifiedPlan, "revision" | "plan" 
   return { revision: planned.revision, feasible: planned.plan.feasible, errors: planned.plan.errors, identity: planned.identity };
 }
 
-/** What the daemon remembers that decides, at `revision`: its launches there and the plan made so far (if any). */
+/**
+ * What the daemon remembers that decides, at `revision`: its launches there, the plan made so far (if
+ * any), and whether this pass failed to make it.
+ */
 export function decisionMemoryOf(
   restarts: RestartCount | undefined,
   revision: string | undefined,
   planned: Pick<IdentifiedPlan, "revision" | "plan" | "identity"> | undefined,
+  planFailed = false,
 ): DecisionMemory {
-  return { launches: launchCountOf(restarts, revision), ...(planned === undefined ? {} : { planned: planSummaryOf(planned) }) };
+  return {
+    launches: launchCountOf(restarts, revision),
+    ...(planned === undefined ? {} : { planned: planSummaryOf(planned) }),
+    ...(planFailed ? { planFailed } : {}),
+  };
 }

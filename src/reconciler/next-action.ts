@@ -35,6 +35,8 @@ export interface DecisionMemory {
   planned?: { revision: string; feasible: boolean; errors: ReadonlyArray<{ reason: string; message: string }>; identity: string };
   /** Launches at the desired revision so far. */
   launches: number;
+  /** This pass tried to plan the desired revision and could not (a node that cannot be probed). */
+  planFailed?: boolean;
 }
 
 export type DecisionSettings = { daemon: Pick<Settings["daemon"], "restartBudget" | "allowMassPrune">; distributed: Pick<Settings["distributed"], "enabled"> };
@@ -80,7 +82,14 @@ export function nextAction(desired: DesiredState, observed: ObservedState, memor
   if (desired.desired === "stopped") return { kind: "stop", why: "Stopped", teardown: entry !== undefined };
 
   const planned = memory.planned;
-  if (planned?.revision !== desired.revision) return { kind: "plan" };
+  if (planned?.revision !== desired.revision) {
+    // The plan is needed to launch, not to watch what runs: a launch of this very revision found
+    // running when the plan cannot be made (planning probes every node; one is partitioned or its
+    // sshd is down) is adopted without it, so a death is still found — at once for a process
+    // already gone — and torn down and deregistered. The next pass plans again.
+    if (memory.planFailed === true && entry?.phase === "running" && entry.revision === desired.revision) return { kind: "adopt", inPlace: false };
+    return { kind: "plan" };
+  }
   if (!planned.feasible) return { kind: "stall", reason: "PlanInfeasible", serving: entry?.phase === "running" };
   if (!settings.distributed.enabled) return { kind: "stop", why: "DistributedDisabled", teardown: entry !== undefined };
 

@@ -108,6 +108,33 @@ const rows: Row[] = [
   // Plan once per revision, then judge it.
   ["no plan yet", defined(), observed(), { launches: 0 }, settings(), { kind: "plan" }],
   ["a plan of an older revision", defined(), observed(), planned({ revision: other }), settings(), { kind: "plan" }],
+  // The plan could not be made (a node that cannot be probed): what runs at this revision is watched without it.
+  ["plan failed, running at this revision", defined(), observed({ entry: running() }), { launches: 1, planFailed: true }, settings(), { kind: "adopt", inPlace: false }],
+  [
+    "plan failed, running at this revision with a process gone",
+    defined(),
+    observed({ entry: running(), gone: ["stage-0"] }),
+    { launches: 1, planFailed: true },
+    settings(),
+    { kind: "adopt", inPlace: false },
+  ],
+  ["plan failed, nothing runs", defined(), observed(), { launches: 0, planFailed: true }, settings(), { kind: "plan" }],
+  [
+    "plan failed, running at another revision",
+    defined(),
+    observed({ entry: running({ revision: other }) }),
+    { launches: 0, planFailed: true },
+    settings(),
+    { kind: "plan" },
+  ],
+  [
+    "plan failed, leftovers tearing down",
+    defined(),
+    observed({ entry: running({ phase: "tearing-down" }) }),
+    { launches: 1, planFailed: true },
+    settings(),
+    { kind: "plan" },
+  ],
   [
     "infeasible plan while serving",
     defined(),

@@ -32,7 +32,10 @@ export const observe: Step = {
 /** Probe the processes of a ledger entry; the result is also the stage cards of the status file. */
 export async function observeEntry(pass: Pass, entry: LedgerEntry) {
   const { memory } = pass;
-  const layers = memory.planned?.plan.stages.map((s) => s.layers);
+  // Without a plan (one that could not be made: a node that cannot be probed) the last status's plan
+  // of the same revision still says which layers each stage holds.
+  const previousPlan = memory.status?.observedRevision === entry.revision ? memory.status.plan : undefined;
+  const layers = (memory.planned?.plan ?? previousPlan)?.stages.map((s) => s.layers);
   const previous = memory.observation ?? inheritedObservation(memory.inheritedCards, entry);
   const observation = await observeCluster(entry, {
     nodeFor: (n) => pass.world.nodeFor(n, pass.settings),
