@@ -162,3 +162,38 @@ it("a daemon restarted while a stage host is cut off watches what runs without a
   expect(await chat(ready.coordinator!.url, world.modelDir)).toBeTypeOf("string");
   expect(world.audit.problems).toEqual([]);
 }, 90_000);
+
+it("a daemon restarted while a stage host's sshd is down (the pipeline serving) adopts what serves: Ready=True and Degraded naming the node, never Ready=False", async () => {
+  const n2 = lab.hosts[1]!;
+  const pids = await enginePids(world);
+  const serving = await readFile(join(world.clustersDir, `${name}.status.json`), "utf8");
+  const url = (JSON.parse(serving) as ClusterStatus).coordinator!.url;
+  let watching = true;
+  const recording = recordReady(serving, () => watching);
+  const lostAt = Date.now();
+  let degraded: ClusterStatus;
+  try {
+    await n2.killSshd();
+    const first = daemons.at(-1)!;
+    first.child.kill("SIGKILL");
+    await first.exited;
+    await startDaemon();
+    // Planning gives up on n2 (its SSH refused); what serves is adopted and watched, n2 said unobservable.
+    degraded = await waitForStatus(world, name, (s) => s.health === "Degraded" && s.conditions.some((c) => c.reason === "NodeUnobservable"), 30_000);
+    expect(await chat(url, world.modelDir)).toBeTypeOf("string");
+  } finally {
+    await n2.startSshd();
+  }
+  await waitForReady(30_000);
+  watching = false;
+  await recording.done;
+  console.log(
+    `restart while sshd is down: Degraded after ${Date.now() - lostAt} ms\n  Ready as written:\n    ${recording.writes.map((w) => `+${w.at - lostAt} ms ${w.ready}`).join("\n    ")}`,
+  );
+  expect(conditionOf(degraded, "Ready")?.status).toBe("True");
+  expect(conditionOf(degraded, "StagesListening")?.message).toContain("node n2");
+  expect(recording.writes.filter((w) => !w.ready.startsWith("Ready=True")).map((w) => `+${w.at - lostAt} ms ${w.ready}`)).toEqual([]);
+  // The same processes throughout: adopted, never relaunched.
+  expect(await enginePids(world)).toEqual(pids);
+  expect(world.audit.problems).toEqual([]);
+}, 90_000);
