@@ -312,14 +312,24 @@ async function recordAndStart(entry: LedgerEntry, context: LaunchContext, node: 
   try {
     process = await startEngineProcess(node, planned, argv);
   } catch (error) {
-    if (!isShardctlError(error, "ProcessStartFailed")) throw error;
     const label = processLabel(planned.role, planned.index);
+    const step = planned.role === "stage" ? `${label}-start` : "coordinator-start";
+    // The node fell silent while the process was being started: it may run, its pid unknown. The
+    // ledger's planned record (pid 0) lets the teardown find it by its exit-status file and stop it.
+    if (isShardctlError(error, "NodeUnreachable")) {
+      throw new LaunchError(
+        "NodeUnreachable",
+        step,
+        `${label} on ${planned.node} could not be started: ${error.message}; whether it runs is unknown: it is looked for and stopped before anything is launched there again`,
+        { cause: error },
+      );
+    }
+    if (!isShardctlError(error, "ProcessStartFailed")) throw error;
     const status = await node.readFile(planned.exitFile).then(
       (b) => b.toString("utf8").trim(),
       () => "",
     );
     const how = /^\d+$/.test(status) ? `exited with status ${status}` : "exited";
-    const step = planned.role === "stage" ? `${label}-start` : "coordinator-start";
     const logTail = await readLogTail(node, planned);
     const exited = `${label} on ${planned.node} ${how} as soon as it started`;
     if (planned.role === "stage" && portTakenIn(logTail)) throw new LaunchError("PortInUse", step, `${exited}: ${portTakenAdvice}`, { logTail, cause: error });

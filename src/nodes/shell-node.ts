@@ -26,7 +26,12 @@ export abstract class ShellNode {
     if (options.exitStatusFile !== undefined) command = ["sh", "-c", exitStatusWrapper, options.exitStatusFile, ...command];
     const env = Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`);
     if (env.length > 0) command = ["env", ...env, ...command];
-    const result = await this.runScript(startDetachedScript, [options.cwd ?? "/", options.logFile, ...command], "ProcessStartFailed", `start ${argv[0]}`);
+    const result = await this.run(["sh", "-c", startDetachedScript, "sh", options.cwd ?? "/", options.logFile, ...command]);
+    // No answer (its deadline passed, or the connection dropped first): the process may well have
+    // started, and only its pid was lost. That is the node's silence, not a start that failed.
+    const unanswered = result.timedOut || (result.exitCode === undefined && result.signal === undefined);
+    if (unanswered) throw commandFailed(this.config.name, "NodeUnreachable", `start ${argv[0]} (it may have started)`, result);
+    if (result.exitCode !== 0) throw commandFailed(this.config.name, "ProcessStartFailed", `start ${argv[0]}`, result);
     const line = result.stdout.trim();
     const space = line.indexOf(" ");
     const pid = Number(space < 0 ? line : line.slice(0, space));

@@ -1,3 +1,4 @@
+import type { NodeReason } from "./nodes.js";
 import type { RouterReason } from "./router.js";
 
 /**
@@ -7,6 +8,11 @@ import type { RouterReason } from "./router.js";
 export type LaunchStepReason =
   /** A stage process exited before listening, or right after it started (transient). */
   | "StageExited"
+  /**
+   * A node did not answer while a process was being started there (a partition): whether it started
+   * is unknown; it is looked for, and stopped, before anything is launched there again (transient).
+   */
+  | Extract<NodeReason, "NodeUnreachable">
   /** A stage did not listen on its port within the deadline (transient). */
   | "StageListenTimeout"
   /** The coordinator's HTTP port is already taken on its node (transient). */

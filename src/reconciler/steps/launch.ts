@@ -51,13 +51,14 @@ export const launch: Step = {
     } catch (error) {
       if (error instanceof LaunchError) {
         restarts.evidence = [...restarts.evidence, { at: new Date().toISOString(), reason: error.reason, message: error.message, logTail: error.logTail }].slice(-5);
-        // A pipeline that could not form because the network between two of its nodes is down says
-        // nothing of the cluster: it is given back to the restart budget, so the cluster comes back
-        // by itself once the link does (retried with the pass's back-off, at most a minute apart),
-        // rather than stalling after a cut that lasted a few launches.
-        if (error.reason === "StageLinkUnreachable" && restarts.count > 0) {
+        // A pipeline that could not form because the network between two of its nodes is down, or a
+        // process that could not be started because its node fell silent, says nothing of the
+        // cluster: it is given back to the restart budget, so the cluster comes back by itself once
+        // the network does (retried with the pass's back-off, at most a minute apart), rather than
+        // stalling after a cut that lasted a few launches.
+        if ((error.reason === "StageLinkUnreachable" || error.reason === "NodeUnreachable") && restarts.count > 0) {
           restarts.count -= 1;
-          world.log.info({ cluster: name, reason: error.reason }, "a launch that failed on the link between two stages does not count against the restart budget");
+          world.log.info({ cluster: name, reason: error.reason }, "a launch that failed on the network does not count against the restart budget");
         }
       }
       throw error;

@@ -1,0 +1,92 @@
+/**
+ * A stage host partitioned while its stage is being started, on a lab of network namespaces
+ * (test/faults/support/netns.ts): the daemon and the coordinator in the root namespace, stage hosts
+ * n1 and n2 each in its own namespace with its own sshd (iptables DROP both ways: no FIN, no RST).
+ * The cut comes the moment the launch records stage-0 in the ledger (a watch on the ledger
+ * directory): before n2's stage is started, or while its start is under way, so that either the
+ * start itself gets no answer (the process may run, its pid lost) or the files it clears first do.
+ *
+ * The launch must say what happened — the node did not answer while stage-1 was started
+ * (`NodeUnreachable` at `stage-1-start`) — not that the launch files could not be written, nor
+ * that the stage exited as soon as it started; that launch says nothing of the cluster and is given
+ * back to the restart budget. After the heal whatever was started on n2 is found and stopped, and
+ * the cluster serves with one engine set.
+ */
+import { execFile } from "node:child_process";
+import { watch } from "node:fs";
+import { mkdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import type { LedgerEntry } from "../../src/launch/index.js";
+import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
+import { chat, definitionText, freePort, freePortRange, isReadyAt, revisionOf, waitForStatus, writeDefinition, type DaemonWorld } from "../reconciler/daemon-fixture.js";
+import { enginesPerPlace } from "./support/death-words.js";
+import { closeLabWorld, startLabWorld } from "./support/lab-world.js";
+import type { Lab } from "./support/netns.js";
+
+const run = promisify(execFile);
+const name = "startcut";
+
+let lab: Lab;
+let world: DaemonWorld;
+let daemon: Daemon;
+
+beforeAll(async () => {
+  ({ lab, world, daemon } = await startLabWorld(2, { layers: 4, restartBudget: 3 }));
+}, 120_000);
+
+afterAll(async () => {
+  const left = await closeLabWorld({ lab, world, daemon }, name, { cutOff: lab?.hosts[1] });
+  expect(left.engines).toEqual([]);
+  expect(left.ledger).toEqual([]);
+}, 60_000);
+
+it("a stage host cut off as its stage is started: the launch fails naming the silent node at stage-1-start, given back to the budget; after the heal one engine set", async () => {
+  const n2 = lab.hosts[1]!;
+  const ledgerDir = join(world.stateDir, "ledger");
+  await mkdir(ledgerDir, { recursive: true });
+  // Cut n2 off the moment the ledger records stage-0 (its start is next to n2's).
+  let cut: Promise<void> | undefined;
+  const watcher = watch(ledgerDir, () => {
+    if (cut !== undefined) return;
+    void readFile(join(ledgerDir, `${name}.json`), "utf8").then(
+      (text) => {
+        const entry = JSON.parse(text) as LedgerEntry;
+        if (cut !== undefined || !entry.processes.some((p) => p.node === "n1") || entry.processes.some((p) => p.node === "n2")) return;
+        const iptables = (chain: string) => run("ip", ["netns", "exec", n2.netns, "iptables", "-w", "-I", chain, "-j", "DROP"]);
+        cut = iptables("OUTPUT").then(() => iptables("INPUT").then(() => undefined));
+      },
+      () => undefined,
+    );
+  });
+  let failed: ClusterStatus;
+  try {
+    await writeDefinition(
+      world,
+      name,
+      definitionText(world, { nodes: ["n1", "n2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]), register: true }),
+    );
+    // The failed pass's status: the launch's timeline, its evidence and the error.
+    failed = await waitForStatus(world, name, (s) => s.timeline.some((e) => e.step === "launch-failed") && s.lastError !== undefined, 40_000);
+    expect(cut, "n2 was cut off during the launch").toBeDefined();
+  } finally {
+    watcher.close();
+    await cut?.catch(() => undefined);
+    await n2.heal();
+  }
+  const detail = failed.timeline.find((e) => e.step === "launch-failed")!.detail ?? "";
+  console.log(`start partition: ${detail}`);
+  expect(detail).toMatch(/^NodeUnreachable at stage-1-start: stage-1 on n2 could not be started: node n2: /);
+  expect(failed.restarts?.evidence.at(-1)?.reason).toBe("NodeUnreachable");
+  expect(failed.lastError?.reason).toBe("NodeUnreachable");
+  expect(failed.restarts?.count, "the launch cut off was given back to the budget").toBe(0);
+
+  const revision = await revisionOf(world, name);
+  const ready = await waitForStatus(world, name, (s) => isReadyAt(s, revision) && s.health === "Healthy" && s.stages.every((c) => c.alive), 60_000);
+  // The launch cut off by the partition was given back: only the launch that serves counts.
+  expect(ready.restarts?.count, "launches counted at this revision").toBe(1);
+  expect(await enginesPerPlace(world, lab), "one engine set after the heal (n1, n2, the root namespace)").toEqual([1, 1, 1]);
+  expect(await chat(ready.coordinator!.url, world.modelDir)).toBeTypeOf("string");
+  expect(world.audit.problems).toEqual([]);
+}, 120_000);
