@@ -294,7 +294,9 @@ async function writeLaunchFiles(request: LaunchRequest, topology: EngineTopology
       files.set(target.runDir, paths);
     }
   } catch (error) {
-    throw new LaunchError("LaunchFilesFailed", "launch-files", `could not write the launch files: ${messageOf(error)}`, { cause: error });
+    // A node that fell silent (a partition) is no fault of the files, nor of the cluster.
+    const reason = isShardctlError(error, "NodeUnreachable") ? "NodeUnreachable" : "LaunchFilesFailed";
+    throw new LaunchError(reason, "launch-files", `could not write the launch files: ${messageOf(error)}`, { cause: error });
   }
   return files;
 }
@@ -471,6 +473,7 @@ function tailUnlessSilent(node: NodeAccess, process: LedgerProcess, liveness: { 
 function asLaunchError(error: unknown, step = "launch"): LaunchError {
   if (error instanceof LaunchError) return error;
   if (isShardctlError(error, "PortRangeExhausted")) return new LaunchError("PortRangeExhausted", step, error.message, { cause: error });
+  if (isShardctlError(error, "NodeUnreachable")) return new LaunchError("NodeUnreachable", step, error.message, { cause: error });
   return new LaunchError("LaunchFilesFailed", step, messageOf(error), { cause: error });
 }
 

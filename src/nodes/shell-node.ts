@@ -10,10 +10,13 @@ export abstract class ShellNode {
   abstract readonly config: NodeConfig;
   abstract run(argv: string[], options?: RunOptions): Promise<CommandResult>;
 
-  /** Run an sh program with positional arguments; throws a ShardctlError on a non-zero exit. */
+  /**
+   * Run an sh program with positional arguments; throws a ShardctlError on a non-zero exit: with
+   * `reason`, or NodeUnreachable when the node gave no answer (a silent node is not a failed command).
+   */
   protected async runScript(script: string, args: string[], reason: NodeReason, what: string, options: RunOptions = {}): Promise<CommandResult> {
     const result = await this.run(["sh", "-c", script, "sh", ...args], options);
-    if (result.exitCode !== 0) throw commandFailed(this.config.name, reason, what, result);
+    if (result.exitCode !== 0) throw commandFailed(this.config.name, isUnanswered(result) ? "NodeUnreachable" : reason, what, result);
     return result;
   }
 
@@ -26,12 +29,9 @@ export abstract class ShellNode {
     if (options.exitStatusFile !== undefined) command = ["sh", "-c", exitStatusWrapper, options.exitStatusFile, ...command];
     const env = Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`);
     if (env.length > 0) command = ["env", ...env, ...command];
-    const result = await this.run(["sh", "-c", startDetachedScript, "sh", options.cwd ?? "/", options.logFile, ...command]);
-    // No answer (its deadline passed, or the connection dropped first): the process may well have
-    // started, and only its pid was lost. That is the node's silence, not a start that failed.
-    const unanswered = result.timedOut || (result.exitCode === undefined && result.signal === undefined);
-    if (unanswered) throw commandFailed(this.config.name, "NodeUnreachable", `start ${argv[0]} (it may have started)`, result);
-    if (result.exitCode !== 0) throw commandFailed(this.config.name, "ProcessStartFailed", `start ${argv[0]}`, result);
+    // Without an answer (NodeUnreachable) the process may well have started, and only its pid was
+    // lost: that is the node's silence, not a start that failed.
+    const result = await this.runScript(startDetachedScript, [options.cwd ?? "/", options.logFile, ...command], "ProcessStartFailed", `start ${argv[0]}`);
     const line = result.stdout.trim();
     const space = line.indexOf(" ");
     const pid = Number(space < 0 ? line : line.slice(0, space));
@@ -108,6 +108,11 @@ function parseStatLine(line: string): FileStat | undefined {
     ino: Number(ino),
     type: kind.startsWith("regular") ? "file" : kind === "directory" ? "directory" : "other",
   };
+}
+
+/** No answer: the command's deadline passed, or its connection dropped before it said how it ended. */
+function isUnanswered(result: CommandResult): boolean {
+  return result.timedOut || (result.exitCode === undefined && result.signal === undefined);
 }
 
 export function commandFailed(node: string, reason: NodeReason, what: string, result: CommandResult): ShardctlError {

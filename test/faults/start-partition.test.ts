@@ -18,7 +18,7 @@ import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import type { LedgerEntry } from "../../src/launch/index.js";
+import { Ledger, type LedgerEntry } from "../../src/launch/index.js";
 import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
 import { chat, definitionText, freePort, freePortRange, isReadyAt, revisionOf, waitForStatus, writeDefinition, type DaemonWorld } from "../reconciler/daemon-fixture.js";
 import { enginesPerPlace } from "./support/death-words.js";
@@ -32,8 +32,13 @@ let lab: Lab;
 let world: DaemonWorld;
 let daemon: Daemon;
 
+let port: number;
+let portRange: string;
+
 beforeAll(async () => {
   ({ lab, world, daemon } = await startLabWorld(2, { layers: 4, restartBudget: 3 }));
+  port = await freePort();
+  portRange = await freePortRange(["127.0.0.1"]);
 }, 120_000);
 
 afterAll(async () => {
@@ -42,51 +47,77 @@ afterAll(async () => {
   expect(left.ledger).toEqual([]);
 }, 60_000);
 
-it("a stage host cut off as its stage is started: the launch fails naming the silent node at stage-1-start, given back to the budget; after the heal one engine set", async () => {
+/**
+ * Cut n2 off (DROP both ways) the first time the cluster's ledger entry, as the launch rewrites it,
+ * satisfies `when`; resolves with the failed pass's status, n2 healed.
+ */
+async function cutDuringLaunch(start: () => Promise<void>, when: (entry: LedgerEntry) => boolean): Promise<ClusterStatus> {
   const n2 = lab.hosts[1]!;
   const ledgerDir = join(world.stateDir, "ledger");
   await mkdir(ledgerDir, { recursive: true });
-  // Cut n2 off the moment the ledger records stage-0 (its start is next to n2's).
   let cut: Promise<void> | undefined;
   const watcher = watch(ledgerDir, () => {
     if (cut !== undefined) return;
     void readFile(join(ledgerDir, `${name}.json`), "utf8").then(
       (text) => {
-        const entry = JSON.parse(text) as LedgerEntry;
-        if (cut !== undefined || !entry.processes.some((p) => p.node === "n1") || entry.processes.some((p) => p.node === "n2")) return;
+        if (cut !== undefined || !when(JSON.parse(text) as LedgerEntry)) return;
         const iptables = (chain: string) => run("ip", ["netns", "exec", n2.netns, "iptables", "-w", "-I", chain, "-j", "DROP"]);
         cut = iptables("OUTPUT").then(() => iptables("INPUT").then(() => undefined));
       },
       () => undefined,
     );
   });
-  let failed: ClusterStatus;
   try {
-    await writeDefinition(
-      world,
-      name,
-      definitionText(world, { nodes: ["n1", "n2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]), register: true }),
-    );
+    await start();
     // The failed pass's status: the launch's timeline, its evidence and the error.
-    failed = await waitForStatus(world, name, (s) => s.timeline.some((e) => e.step === "launch-failed") && s.lastError !== undefined, 40_000);
+    const failed = await waitForStatus(world, name, (s) => s.timeline.some((e) => e.step === "launch-failed") && s.lastError !== undefined, 40_000);
     expect(cut, "n2 was cut off during the launch").toBeDefined();
+    return failed;
   } finally {
     watcher.close();
     await cut?.catch(() => undefined);
     await n2.heal();
   }
+}
+
+/** The launch failure the timeline tells, checked to be n2's silence at `step`, and given back to the budget; then back whole after the heal. */
+async function expectGivenBackThenWhole(failed: ClusterStatus, step: string, words: RegExp): Promise<void> {
   const detail = failed.timeline.find((e) => e.step === "launch-failed")!.detail ?? "";
-  console.log(`start partition: ${detail}`);
-  expect(detail).toMatch(/^NodeUnreachable at stage-1-start: stage-1 on n2 could not be started: node n2: /);
+  console.log(`cut during the launch: ${detail}`);
+  expect(detail.startsWith(`NodeUnreachable at ${step}: `), detail).toBe(true);
+  expect(detail.slice(`NodeUnreachable at ${step}: `.length)).toMatch(words);
   expect(failed.restarts?.evidence.at(-1)?.reason).toBe("NodeUnreachable");
   expect(failed.lastError?.reason).toBe("NodeUnreachable");
   expect(failed.restarts?.count, "the launch cut off was given back to the budget").toBe(0);
 
   const revision = await revisionOf(world, name);
   const ready = await waitForStatus(world, name, (s) => isReadyAt(s, revision) && s.health === "Healthy" && s.stages.every((c) => c.alive), 60_000);
-  // The launch cut off by the partition was given back: only the launch that serves counts.
+  // Only the launch that serves counts.
   expect(ready.restarts?.count, "launches counted at this revision").toBe(1);
   expect(await enginesPerPlace(world, lab), "one engine set after the heal (n1, n2, the root namespace)").toEqual([1, 1, 1]);
   expect(await chat(ready.coordinator!.url, world.modelDir)).toBeTypeOf("string");
   expect(world.audit.problems).toEqual([]);
+}
+
+it("a stage host cut off as its stage is started: the launch fails naming the silent node at stage-1-start, given back to the budget; after the heal one engine set", async () => {
+  // Cut the moment the ledger records stage-0: n2's stage is started next.
+  const failed = await cutDuringLaunch(
+    async () => {
+      await writeDefinition(world, name, definitionText(world, { nodes: ["n1", "n2"], port, portRange, register: true }));
+    },
+    (entry) => entry.processes.some((p) => p.node === "n1") && !entry.processes.some((p) => p.node === "n2"),
+  );
+  await expectGivenBackThenWhole(failed, "stage-1-start", /^stage-1 on n2 could not be started: node n2: .*; whether it runs is unknown/);
+}, 120_000);
+
+it("a stage host cut off as the launch files are written: the launch fails naming the silent node at launch-files, given back to the budget; after the heal one engine set", async () => {
+  const serving = (await new Ledger(world.stateDir).read(name))!.startedAt;
+  // A new revision (a longer context) replaces the cluster: cut the moment the new launch records its ports.
+  const failed = await cutDuringLaunch(
+    async () => {
+      await writeDefinition(world, name, definitionText(world, { nodes: ["n1", "n2"], port, portRange, register: true, contextLength: 320 }));
+    },
+    (entry) => entry.startedAt !== serving && entry.phase === "launching" && entry.processes.length === 0 && entry.ports.length > 0,
+  );
+  await expectGivenBackThenWhole(failed, "launch-files", /^could not write the launch files: node n2: /);
 }, 120_000);

@@ -9,8 +9,9 @@ export type LaunchStepReason =
   /** A stage process exited before listening, or right after it started (transient). */
   | "StageExited"
   /**
-   * A node did not answer while a process was being started there (a partition): whether it started
-   * is unknown; it is looked for, and stopped, before anything is launched there again (transient).
+   * A node did not answer during the launch (a partition): while its launch files were written, or
+   * while a process was being started there — whether it started is then unknown; it is looked for,
+   * and stopped, before anything is launched there again (transient).
    */
   | Extract<NodeReason, "NodeUnreachable">
   /** A stage did not listen on its port within the deadline (transient). */
