@@ -62,9 +62,21 @@ function decodeName(segment: string): string {
 
 /** Every status the daemon knows: the files on disk, each replaced by what the feed published since (fresher). */
 async function allStatuses(source: DashboardSource): Promise<ClusterStatus[]> {
+  return (await gatherStatuses(source)).statuses;
+}
+
+/**
+ * Every status, and the names of those that are only a file on disk: written by an earlier daemon
+ * (this one has not composed a status of that cluster since it started), so they say what held
+ * then, not what holds now, until this daemon's first pass of the cluster.
+ */
+async function gatherStatuses(source: DashboardSource): Promise<{ statuses: ClusterStatus[]; unchecked: string[] }> {
   const byName = new Map((await source.readStatuses()).map((s) => [s.cluster, s]));
-  for (const status of source.feed.snapshot()) byName.set(status.cluster, status);
-  return [...byName.values()].sort((a, b) => a.cluster.localeCompare(b.cluster));
+  const composed = source.feed.snapshot();
+  for (const status of composed) byName.set(status.cluster, status);
+  const statuses = [...byName.values()].sort((a, b) => a.cluster.localeCompare(b.cluster));
+  const fresh = new Set(composed.map((s) => s.cluster));
+  return { statuses, unchecked: statuses.map((s) => s.cluster).filter((name) => !fresh.has(name)) };
 }
 
 /** True when no token is configured or the request carries it; otherwise answers 401 and returns false. */
@@ -118,14 +130,19 @@ async function previewPlan(context: RouteContext, request: IncomingMessage, resp
   }
 }
 
-/** The live stream: `hello` (the token question, the beat interval and the cluster names), a `status` per cluster, then every change and a `beat` every heartbeatMs. */
+/**
+ * The live stream: `hello` (the token question, the beat interval, the cluster names and which of
+ * them this daemon has not checked yet), a `status` per cluster, then every change and a `beat`
+ * every heartbeatMs.
+ */
 async function openStream(context: RouteContext, response: ServerResponse): Promise<void> {
-  const statuses = await allStatuses(context.source);
+  const { statuses, unchecked } = await gatherStatuses(context.source);
   const hello = {
     tokenRequired: context.token !== undefined,
     startedAt: context.startedAt,
     heartbeatMs: context.stream.heartbeatMs,
     clusters: statuses.map((s) => s.cluster),
+    unchecked,
   };
   context.stream.attach(response, frame("hello", hello) + statuses.map((s) => frame("status", s)).join(""));
 }

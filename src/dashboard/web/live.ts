@@ -7,7 +7,8 @@
  * daemon answers again. A daemon that is stopped or hung keeps the connection open and sends
  * nothing: the daemon sends a `beat` every `heartbeatMs` (said in `hello`), and after four missed
  * beats the page calls it silent, greys the statuses the same way, and goes live again at its next
- * event.
+ * event. A status the daemon only read from its file (written by an earlier daemon, before this one's
+ * first pass of that cluster) is marked unchecked until the daemon's own status of it arrives.
  */
 import type { HelloView, StatusView } from "./status-types.js";
 
@@ -21,6 +22,8 @@ export interface LiveState {
   restartedAt?: string;
   tokenRequired: boolean;
   clusters: ReadonlyMap<string, StatusView>;
+  /** Clusters whose status is still the file an earlier daemon wrote: not checked by the daemon that answers now. */
+  unchecked: ReadonlySet<string>;
   /** Staging rate per cluster and node, bytes/s, from the last two progress updates. */
   rates: ReadonlyMap<string, ReadonlyMap<string, number>>;
 }
@@ -35,7 +38,7 @@ const missedBeats = 4;
 const minSilenceMs = 3000;
 
 export function connectLive(onChange: (state: LiveState) => void): () => void {
-  let state: LiveState = { connection: "connecting", since: Date.now(), tokenRequired: false, clusters: new Map(), rates: new Map() };
+  let state: LiveState = { connection: "connecting", since: Date.now(), tokenRequired: false, clusters: new Map(), unchecked: new Set(), rates: new Map() };
   let firstStart: string | undefined;
   let source: EventSource | undefined;
   let reopen: number | undefined;
@@ -43,6 +46,11 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
   let heardAt = Date.now();
   let heartbeatMs: number | undefined;
   const samples = new Map<string, { at: number; done: number }>();
+  /**
+   * Clusters named in the last `hello` whose first status has not come yet: that status is the one
+   * the daemon read for the hello (from its file when unchecked), not a newly composed one.
+   */
+  let greeting = new Set<string>();
   const update = (next: Partial<LiveState>): void => {
     state = { ...state, ...next };
     onChange(state);
@@ -62,12 +70,14 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
       heardAt = Date.now();
       heartbeatMs = hello.heartbeatMs;
       firstStart ??= hello.startedAt;
+      greeting = new Set(hello.clusters);
       const clusters = new Map([...state.clusters].filter(([name]) => hello.clusters.includes(name)));
       update({
         connection: "live",
         since: Date.now(),
         tokenRequired: hello.tokenRequired,
         clusters,
+        unchecked: new Set(hello.unchecked ?? []),
         ...(hello.startedAt !== firstStart ? { restartedAt: hello.startedAt } : {}),
       });
     });
@@ -76,14 +86,16 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
       const status = JSON.parse((event as MessageEvent<string>).data) as StatusView;
       const clusters = new Map(state.clusters);
       clusters.set(status.cluster, status);
-      update({ clusters, rates: new Map(state.rates).set(status.cluster, ratesOf(status)) });
+      // The status sent with the hello leaves the mark; any later one is the daemon's own.
+      const unchecked = greeting.delete(status.cluster) ? state.unchecked : without(state.unchecked, status.cluster);
+      update({ clusters, unchecked, rates: new Map(state.rates).set(status.cluster, ratesOf(status)) });
     });
     source.addEventListener("removed", (event) => {
       heard();
       const { cluster } = JSON.parse((event as MessageEvent<string>).data) as { cluster: string };
       const clusters = new Map(state.clusters);
       clusters.delete(cluster);
-      update({ clusters });
+      update({ clusters, unchecked: without(state.unchecked, cluster) });
     });
     source.onerror = () => {
       if (state.connection !== "gone") update({ connection: "gone", since: Date.now() });
@@ -105,6 +117,14 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
       if (previous?.done !== s.bytesDone) samples.set(key, { at: now, done: s.bytesDone });
     }
     return rates;
+  };
+
+  /** `names` without `name` (the same set when it was not there: nothing to re-render for). */
+  const without = (names: ReadonlySet<string>, name: string): ReadonlySet<string> => {
+    if (!names.has(name)) return names;
+    const rest = new Set(names);
+    rest.delete(name);
+    return rest;
   };
 
   // Silence: a live connection over which four beats have not come. Checked every second.

@@ -136,7 +136,9 @@ function App() {
         <Connection live={live} />
       </header>
       <main id="main" tabIndex={-1}>
-        {route.page === "clusters" ? <ClustersList clusters={clusters} filter={filter} onFilter={setFilter} now={now} stale={stale} /> : null}
+        {route.page === "clusters" ? (
+          <ClustersList clusters={clusters} unchecked={live?.unchecked ?? new Set()} filter={filter} onFilter={setFilter} now={now} stale={stale} />
+        ) : null}
         {route.page === "cluster" ? (
           <ClusterPage
             name={route.name}
@@ -144,6 +146,7 @@ function App() {
             now={now}
             rates={live?.rates.get(route.name)}
             stale={stale}
+            unchecked={live?.unchecked.has(route.name) === true}
             onReconcile={onReconcile}
             reconciling={reconcile?.name === route.name && reconcile.busy}
             reconcileNote={reconcile?.name === route.name ? reconcile.note : undefined}

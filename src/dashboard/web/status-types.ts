@@ -99,4 +99,9 @@ export interface HelloView {
   /** The daemon sends a `beat` event this often, ms. */
   heartbeatMs: number;
   clusters: string[];
+  /**
+   * Clusters whose status is the file an earlier daemon wrote: this daemon has not composed one yet
+   * (its first pass of each comes after it starts serving). Absent from a daemon that predates it.
+   */
+  unchecked?: string[];
 }

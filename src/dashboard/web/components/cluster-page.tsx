@@ -16,6 +16,8 @@ export interface ClusterPageProps {
   now: number;
   rates: ReadonlyMap<string, number> | undefined;
   stale: boolean;
+  /** The status is the file an earlier daemon wrote: the daemon that runs now has not checked the cluster yet. */
+  unchecked: boolean;
   onReconcile: (name: string) => void;
   reconcileNote: string | undefined;
   reconciling: boolean;
@@ -31,7 +33,7 @@ const readyLook: Record<ConditionView["status"], { words: string; tone: string }
   Unknown: { words: "Ready unknown", tone: "warn" },
 };
 
-export function ClusterPage({ status, name, now, rates, stale, onReconcile, reconcileNote, reconciling }: ClusterPageProps) {
+export function ClusterPage({ status, name, now, rates, stale, unchecked, onReconcile, reconcileNote, reconciling }: ClusterPageProps) {
   if (status === undefined) {
     return (
       <section>
@@ -45,7 +47,47 @@ export function ClusterPage({ status, name, now, rates, stale, onReconcile, reco
   const ready = status.conditions.find((c) => c.type === "Ready");
   const staged = status.conditions.find((c) => c.type === "Staged");
   return (
-    <article class={stale ? "stale" : undefined} aria-labelledby="cluster-title">
+    <>
+      {unchecked ? <UncheckedNote status={status} /> : null}
+      <ClusterArticle {...{ status, now, rates, stale, unchecked, onReconcile, reconcileNote, reconciling, ready, staged }} />
+    </>
+  );
+}
+
+/**
+ * Said above a status the daemon that runs now has not composed: a restarted daemon serves the
+ * files its predecessor wrote until its first pass of each cluster (seconds when its queue is
+ * busy), and a Ready or a Healthy there is what held then. Not greyed itself, so it reads first.
+ */
+function UncheckedNote({ status }: { status: StatusView }) {
+  const lastPass = status.history.at(-1)?.at;
+  return (
+    <p class="unchecked-note" role="status" data-testid="unchecked">
+      Not checked yet by the daemon that runs now: below is the status an earlier daemon wrote
+      {lastPass === undefined ? "" : ` (its last pass at ${formatClock(lastPass)})`}, which may no longer hold. It is replaced at this daemon&apos;s first pass of{" "}
+      {status.cluster}.
+    </p>
+  );
+}
+
+interface ClusterArticleProps {
+  status: StatusView;
+  now: number;
+  rates: ReadonlyMap<string, number> | undefined;
+  /** The daemon is gone or silent: greyed, and nothing to ask it. */
+  stale: boolean;
+  /** Greyed too, but the daemon answers: "Reconcile now" asks for the pass that checks it. */
+  unchecked: boolean;
+  onReconcile: (name: string) => void;
+  reconcileNote: string | undefined;
+  reconciling: boolean;
+  ready: ConditionView | undefined;
+  staged: ConditionView | undefined;
+}
+
+function ClusterArticle({ status, now, rates, stale, unchecked, onReconcile, reconcileNote, reconciling, ready, staged }: ClusterArticleProps) {
+  return (
+    <article class={stale || unchecked ? "stale" : undefined} aria-labelledby="cluster-title">
       <header class="page-head">
         <div>
           <h1 id="cluster-title">

@@ -11,13 +11,15 @@ const healths: Health[] = ["Healthy", "Progressing", "Degraded", "Unhealthy", "S
 
 export interface ClustersListProps {
   clusters: StatusView[];
+  /** Clusters whose status is the file an earlier daemon wrote, not yet checked by the daemon that runs now. */
+  unchecked: ReadonlySet<string>;
   filter: Health | "all";
   onFilter: (filter: Health | "all") => void;
   now: number;
   stale: boolean;
 }
 
-export function ClustersList({ clusters, filter, onFilter, now, stale }: ClustersListProps) {
+export function ClustersList({ clusters, unchecked, filter, onFilter, now, stale }: ClustersListProps) {
   const shown = filter === "all" ? clusters : clusters.filter((c) => c.health === filter);
   return (
     <section aria-labelledby="h-clusters" class={stale ? "stale" : undefined}>
@@ -60,7 +62,7 @@ export function ClustersList({ clusters, filter, onFilter, now, stale }: Cluster
                 const commits = commitsOf(c);
                 const why = mainReasonOf(c);
                 return (
-                  <tr key={c.cluster} data-cluster={c.cluster}>
+                  <tr key={c.cluster} data-cluster={c.cluster} class={unchecked.has(c.cluster) ? "stale" : undefined}>
                     <th scope="row">
                       <a href={`#/clusters/${encodeURIComponent(c.cluster)}`}>{c.cluster}</a>
                     </th>
@@ -69,6 +71,17 @@ export function ClustersList({ clusters, filter, onFilter, now, stale }: Cluster
                     </td>
                     <td>
                       <HealthBadge health={c.health} />
+                      {unchecked.has(c.cluster) ? (
+                        // Said in words, not only greyed: the health is an earlier daemon's word.
+                        <span
+                          class="unchecked-tag small"
+                          title="the status file an earlier daemon wrote; the daemon that runs now has not checked this cluster yet"
+                          data-testid="unchecked-tag"
+                        >
+                          {" "}
+                          not checked yet
+                        </span>
+                      ) : null}
                       {why === undefined ? null : " "}
                       {why === undefined ? null : (
                         // Why it is not Healthy, in a word or three; the whole message on hover and on its page.

@@ -1,0 +1,130 @@
+/**
+ * A restarted daemon serves the status files an earlier daemon wrote until its own first pass of
+ * each cluster composes a fresh one; with the queue busy that takes seconds, and meanwhile the page
+ * must not show the old word as current. A real daemon (in this process) brings "zz" to Healthy on
+ * two local nodes and stops without tearing it down; its stage engines are killed while no daemon
+ * runs and four definitions whose engine takes 6 s to fail are added ahead of it in the queue; a
+ * second daemon on the same address starts. The page, open all along in real Chromium, shows the
+ * file's Healthy only marked as not yet checked by the daemon that now runs, then the truth.
+ */
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { pino } from "pino";
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import { startDaemon, type Daemon } from "../../src/reconciler/index.js";
+import { launchChromium } from "../support/chromium.js";
+import {
+  definitionText,
+  enginePidOf,
+  enginesOf,
+  fastLaunch,
+  fastMonitor,
+  freePort,
+  freePortRange,
+  readStatusFile,
+  startWorld,
+  waitForStatus,
+  writeDefinition,
+  writeSettings,
+  type DaemonWorld,
+} from "../reconciler/daemon-fixture.js";
+import { enableDashboard } from "./support.js";
+
+let world: DaemonWorld;
+let daemon: Daemon | undefined;
+let browser: Browser;
+let page: Page;
+
+function runDaemon(teardownOnExit = false): Promise<Daemon> {
+  const log = pino({ level: "debug" }, pino.destination({ dest: join(world.root, "daemon.log"), sync: true }));
+  return startDaemon({
+    dir: world.clustersDir,
+    settingsFile: world.settingsFile,
+    log,
+    resyncMs: 60_000,
+    debounceMs: 50,
+    launchDeadlines: fastLaunch,
+    monitor: fastMonitor,
+    teardownOnExit,
+  });
+}
+
+beforeAll(async () => {
+  world = await startWorld();
+  await writeSettings(world, { enabled: true, restartBudget: 1 });
+  // A fixed address: the page finds the second daemon where the first one was.
+  await enableDashboard(world, { address: `127.0.0.1:${await freePort()}` });
+  browser = await launchChromium();
+  // bypassCSP: the test evaluates its probes as strings, which the page's policy (no eval) refuses.
+  page = await browser.newPage({ viewport: { width: 1280, height: 900 }, bypassCSP: true });
+}, 120_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await daemon?.stop();
+  if (world !== undefined) {
+    const last = await runDaemon(true).catch(() => undefined);
+    await last?.whenIdle();
+    await last?.stop();
+    expect(await enginesOf(world)).toEqual([]);
+    await world.close();
+  }
+}, 120_000);
+
+test("after a daemon restart the page marks a status file not yet checked by the new daemon, until its pass says the truth", async () => {
+  await writeDefinition(world, "zz", definitionText(world, { nodes: ["l1", "l2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]) }));
+  daemon = await runDaemon();
+  const url = daemon.uiUrl!;
+  await waitForStatus(world, "zz", (s) => s.health === "Healthy");
+  await page.goto(`${url}#/clusters/zz`);
+  await page.waitForFunction(`document.querySelector('h1 [data-testid=health-badge]')?.dataset.health === "Healthy"`, undefined, { timeout: 30_000 });
+  // Every state the page shows from now on: connection, badge, and the "not checked yet" mark.
+  await page.evaluate(`(() => {
+    window.__seen = [];
+    const record = () => {
+      const entry = [
+        document.querySelector("[data-testid=connection]")?.dataset.state,
+        document.querySelector("h1 [data-testid=health-badge]")?.dataset.health,
+        document.querySelector("[data-testid=unchecked]") === null ? "checked" : "unchecked",
+      ].join("|");
+      if (window.__seen.at(-1) !== entry) window.__seen.push(entry);
+    };
+    new MutationObserver(record).observe(document.body, { subtree: true, childList: true, attributes: true, characterData: true });
+    record();
+  })()`);
+
+  // The daemon stops and leaves zz running (no teardown); then zz's engines die behind its back.
+  await daemon.stop();
+  daemon = undefined;
+  const healthy = (await readStatusFile(world, "zz"))!;
+  expect(healthy.health).toBe("Healthy");
+  for (const stage of healthy.stages) process.kill(await enginePidOf(stage.pid!), "SIGKILL");
+  // Four clusters ahead of zz in the queue (sorted names, four passes at a time), each launch an
+  // engine that fails after 6 s: zz's first pass waits for them.
+  const failing = join(world.root, "failing-engine.sh");
+  await writeFile(failing, "#!/bin/sh\nsleep 6\nexit 1\n", { mode: 0o755 });
+  for (const name of ["a1", "a2", "a3", "a4"]) {
+    await writeDefinition(
+      world,
+      name,
+      definitionText(world, { nodes: ["l1", "l2"], binary: failing, port: await freePort(), portRange: await freePortRange(["127.0.0.1"]) }),
+    );
+  }
+  daemon = await runDaemon();
+  await page.waitForFunction(`document.querySelector("[data-testid=connection]")?.dataset.state === "live"`, undefined, { timeout: 30_000 });
+  // The new daemon's own word: zz is not Healthy (its engines are gone).
+  await waitForStatus(world, "zz", (s) => s.health !== "Healthy" && s.history.length > healthy.history.length, 45_000);
+  await page.waitForFunction(`document.querySelector('h1 [data-testid=health-badge]')?.dataset.health !== "Healthy"`, undefined, { timeout: 30_000 });
+  const seen = (await page.evaluate("window.__seen")) as string[];
+  const afterRestart = seen.slice(seen.findIndex((s) => s.startsWith("gone")));
+  // The file's Healthy was on the page while the new daemon was live (the window this is about)…
+  const staleLive = afterRestart.filter((s) => s.startsWith("live|Healthy"));
+  expect(staleLive.length, seen.join(" → ")).toBeGreaterThan(0);
+  // …and never without the mark; the daemon's own status clears it.
+  expect(
+    staleLive.every((s) => s.endsWith("|unchecked")),
+    seen.join(" → "),
+  ).toBe(true);
+  expect(seen.at(-1), seen.join(" → ")).toMatch(/^live\|\w+\|checked$/);
+}, 120_000);
