@@ -66,17 +66,20 @@ async function allStatuses(source: DashboardSource): Promise<ClusterStatus[]> {
 }
 
 /**
- * Every status, and the names of those that are only a file on disk: written by an earlier daemon
- * (this one has not composed a status of that cluster since it started), so they say what held
- * then, not what holds now, until this daemon's first pass of the cluster.
+ * Every status, and the clusters this daemon has not composed a status of since it started (its
+ * first pass of each comes after it starts serving): those whose status is only the file an
+ * earlier daemon wrote, which says what held then, and definitions whose file it cannot read (a
+ * page keeps what it last had of them rather than dropping the cluster).
  */
 async function gatherStatuses(source: DashboardSource): Promise<{ statuses: ClusterStatus[]; unchecked: string[] }> {
-  const byName = new Map((await source.readStatuses()).map((s) => [s.cluster, s]));
+  const [read, names] = await Promise.all([source.readStatuses(), source.clusterNames()]);
+  const byName = new Map(read.map((s) => [s.cluster, s]));
   const composed = source.feed.snapshot();
   for (const status of composed) byName.set(status.cluster, status);
   const statuses = [...byName.values()].sort((a, b) => a.cluster.localeCompare(b.cluster));
   const fresh = new Set(composed.map((s) => s.cluster));
-  return { statuses, unchecked: statuses.map((s) => s.cluster).filter((name) => !fresh.has(name)) };
+  const unchecked = new Set([...byName.keys(), ...names].filter((name) => !fresh.has(name)));
+  return { statuses, unchecked: [...unchecked].sort() };
 }
 
 /** True when no token is configured or the request carries it; otherwise answers 401 and returns false. */

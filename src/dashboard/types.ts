@@ -30,6 +30,8 @@ export interface DashboardSource {
   feed: Pick<StatusFeed, "on" | "off" | "snapshot">;
   /** The status files on disk, for clusters the daemon has not composed a status of since it started. */
   readStatuses(): Promise<ClusterStatus[]>;
+  /** The definitions in the watched directory, by name (whether or not their status file reads). */
+  clusterNames(): Promise<string[]>;
   /** Whether `name` is a definition in the watched directory. */
   hasCluster(name: string): Promise<boolean>;
   /** The request `shardctl reconcile <name>` makes; true once the daemon took it, false on its deadline. */

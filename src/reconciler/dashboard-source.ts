@@ -33,6 +33,7 @@ export function dashboardSource(options: DashboardSourceOptions): DashboardSourc
       const statuses = await Promise.all((await findClusterFiles(dir).catch(() => [])).map((f) => readStatus(statusFileFor(f)).catch(() => undefined)));
       return statuses.filter((s): s is ClusterStatus => s !== undefined);
     },
+    clusterNames: async () => (await findClusterFiles(dir).catch(() => [])).map((f) => basename(f, ".toml")),
     hasCluster: (name) => pathExists(join(dir, `${name}.toml`)),
     requestReconcile: async (name) => requestTaken(await dropReconcileRequest(await loadSettings(settingsFile), name), options.requestDeadlineMs ?? 15_000),
     previewPlan: async (text, name, { probe }) => {

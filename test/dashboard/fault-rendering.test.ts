@@ -46,6 +46,7 @@ beforeAll(async () => {
     source: {
       feed,
       readStatuses: () => Promise.resolve([]),
+      clusterNames: () => Promise.resolve([]),
       hasCluster: (cluster) => Promise.resolve(cluster === name),
       requestReconcile: () => Promise.resolve(true),
       previewPlan: () => Promise.reject(new Error("not in this test")),

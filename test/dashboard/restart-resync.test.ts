@@ -5,7 +5,9 @@
  * two local nodes and stops without tearing it down; its stage engines are killed while no daemon
  * runs and four definitions whose engine takes 6 s to fail are added ahead of it in the queue; a
  * second daemon on the same address starts. The page, open all along in real Chromium, shows the
- * file's Healthy only marked as not yet checked by the daemon that now runs, then the truth.
+ * file's Healthy only marked as not yet checked by the daemon that now runs, then the truth. A
+ * status file that cannot be read when the daemon restarts does not take its cluster off the list:
+ * the row stays, marked the same way, until the daemon's first pass of it.
  */
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -127,4 +129,59 @@ test("after a daemon restart the page marks a status file not yet checked by the
     seen.join(" → "),
   ).toBe(true);
   expect(seen.at(-1), seen.join(" → ")).toMatch(/^live\|\w+\|checked$/);
+}, 120_000);
+
+/** Four definitions whose engine fails after 6 s, sorted before the others: the queue's four slots are busy that long. */
+async function fillQueue(names: string[]): Promise<void> {
+  const failing = join(world.root, "failing-engine.sh");
+  await writeFile(failing, "#!/bin/sh\nsleep 6\nexit 1\n", { mode: 0o755 });
+  for (const name of names) {
+    await writeDefinition(
+      world,
+      name,
+      definitionText(world, { nodes: ["l1", "l2"], binary: failing, port: await freePort(), portRange: await freePortRange(["127.0.0.1"]) }),
+    );
+  }
+}
+
+test("a status file unreadable at a daemon restart keeps its cluster's row, marked not checked, until the daemon's pass", async () => {
+  await writeDefinition(world, "zy", definitionText(world, { nodes: ["l1", "l2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]) }));
+  await waitForStatus(world, "zy", (s) => s.health === "Healthy");
+  const url = daemon!.uiUrl!;
+  await page.goto(url);
+  await page.locator("tr[data-cluster=zy]").waitFor({ timeout: 30_000 });
+  // Every state of the list from now on: connection, and zy's row (absent, or its health and mark).
+  await page.evaluate(`(() => {
+    window.__rows = [];
+    const record = () => {
+      const row = document.querySelector("tr[data-cluster=zy]");
+      const entry = [
+        document.querySelector("[data-testid=connection]")?.dataset.state,
+        row === null ? "absent" : row.querySelector("[data-testid=health-badge]")?.dataset.health,
+        row?.querySelector("[data-testid=unchecked-tag]") == null ? "checked" : "unchecked",
+      ].join("|");
+      if (window.__rows.at(-1) !== entry) window.__rows.push(entry);
+    };
+    new MutationObserver(record).observe(document.body, { subtree: true, childList: true, attributes: true, characterData: true });
+    record();
+  })()`);
+  await daemon!.stop();
+  daemon = undefined;
+  // Cut short (as a full disk or a hand edit leaves it): the next daemon cannot read it.
+  await writeFile(join(world.clustersDir, "zy.status.json"), '{"cluster": "zy", "heal');
+  await fillQueue(["a5", "a6", "a7", "a8"]);
+  daemon = await runDaemon();
+  // Any status that reads is the new daemon's (it wrote over the cut one).
+  await waitForStatus(world, "zy", () => true, 45_000);
+  await page.waitForFunction(`window.__rows.at(-1)?.endsWith("|checked") && window.__rows.at(-1)?.startsWith("live|")`, undefined, { timeout: 30_000 });
+  const rows = (await page.evaluate("window.__rows")) as string[];
+  const afterRestart = rows.slice(rows.findIndex((s) => s.startsWith("gone")));
+  // The row never left the list, and while live it was marked until the daemon's own status came.
+  expect(
+    afterRestart.filter((s) => s.includes("|absent|")),
+    rows.join(" → "),
+  ).toEqual([]);
+  const live = afterRestart.filter((s) => s.startsWith("live|"));
+  expect(live[0], rows.join(" → ")).toMatch(/\|unchecked$/);
+  expect(live.at(-1), rows.join(" → ")).toMatch(/\|checked$/);
 }, 120_000);

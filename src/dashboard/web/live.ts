@@ -71,7 +71,9 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
       heartbeatMs = hello.heartbeatMs;
       firstStart ??= hello.startedAt;
       greeting = new Set(hello.clusters);
-      const clusters = new Map([...state.clusters].filter(([name]) => hello.clusters.includes(name)));
+      // An unchecked cluster without a status (its file did not read) keeps the one the page had, marked.
+      const kept = new Set([...hello.clusters, ...(hello.unchecked ?? [])]);
+      const clusters = new Map([...state.clusters].filter(([name]) => kept.has(name)));
       update({
         connection: "live",
         since: Date.now(),

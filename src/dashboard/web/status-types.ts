@@ -100,8 +100,9 @@ export interface HelloView {
   heartbeatMs: number;
   clusters: string[];
   /**
-   * Clusters whose status is the file an earlier daemon wrote: this daemon has not composed one yet
-   * (its first pass of each comes after it starts serving). Absent from a daemon that predates it.
+   * Clusters this daemon has not composed a status of yet (its first pass of each comes after it
+   * starts serving): their status is the file an earlier daemon wrote, or a file it cannot read
+   * (not in `clusters`; the page keeps what it had). Absent from a daemon that predates it.
    */
   unchecked?: string[];
 }

@@ -39,7 +39,10 @@ export function ClusterPage({ status, name, now, rates, stale, unchecked, onReco
       <section>
         <h1>{name}</h1>
         <p class="muted">
-          The daemon has no status of a cluster named “{name}”. <a href="#/">All clusters</a>
+          {unchecked
+            ? `The daemon cannot read the status file of “${name}” and has not checked it yet: its first pass of ${name} writes a new one.`
+            : `The daemon has no status of a cluster named “${name}”.`}{" "}
+          <a href="#/">All clusters</a>
         </p>
       </section>
     );
