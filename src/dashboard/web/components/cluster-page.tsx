@@ -281,6 +281,19 @@ function ClusterArticle({ status, now, rates, stale, unchecked, onReconcile, rec
   );
 }
 
+/** Longest message the why list repeats after the Ready line has said it, characters (a line or two). */
+const repeatedMessageMax = 160;
+
+/**
+ * Whether a concern's message is a long one the Ready line, just above, already says: an invalid
+ * definition's Stalled and Planned carry its issues too, up to a thousand characters each, and
+ * repeating them pushed the page's facts and "Reconcile now" screens down. A short one reads better
+ * repeated beside its condition. Each stays whole in the conditions table below.
+ */
+function saysReady(concern: ConditionView, ready: ConditionView | undefined): boolean {
+  return ready !== undefined && concern.message.length > repeatedMessageMax && ready.message.includes(concern.message);
+}
+
 /**
  * Why a cluster is not Healthy, at the top of its page: the conditions other than Ready that are not
  * in their quiet state (Unknown, a False that is a fault, Stalled True), and a Ready that holds only
@@ -302,7 +315,8 @@ function Why({ status }: { status: StatusView }) {
       ) : null}
       {concerns.map((c) => (
         <li key={c.type}>
-          <strong>{c.type}</strong> <span class={`cond cond-${conditionTone(c)}`}>{c.status}</span>: <code>{c.reason}</code> {c.message}
+          <strong>{c.type}</strong> <span class={`cond cond-${conditionTone(c)}`}>{c.status}</span>: <code>{c.reason}</code>{" "}
+          {saysReady(c, ready) ? <span class="muted">(the message Ready says above)</span> : c.message}
         </li>
       ))}
     </ul>
