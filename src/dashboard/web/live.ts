@@ -7,7 +7,9 @@
  * daemon answers again. A daemon that is stopped or hung keeps the connection open and sends
  * nothing: the daemon sends a `beat` every `heartbeatMs` (said in `hello`), and after four missed
  * beats the page calls it silent, greys the statuses the same way, and goes live again at its next
- * event. A status the daemon only read from its file (written by an earlier daemon, before this one's
+ * event. A stream cut without a word (a proxy or a NAT that dropped it, a laptop that slept while the
+ * daemon gave up on it) looks the same and never speaks again, so a silent page also opens a new
+ * stream, then again each time as long passes: a running daemon answers it, a stopped one does not. A status the daemon only read from its file (written by an earlier daemon, before this one's
  * first pass of that cluster) is marked unchecked until the daemon's own status of it arrives.
  */
 import type { HelloView, StatusView } from "./status-types.js";
@@ -45,6 +47,8 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
   /** When the stream last carried anything, and how often the daemon promised to beat (ms). */
   let heardAt = Date.now();
   let heartbeatMs: number | undefined;
+  /** When the current stream was opened, ms since the epoch. */
+  let openedAt = Date.now();
   const samples = new Map<string, { at: number; done: number }>();
   /**
    * Clusters named in the last `hello` whose first status has not come yet: that status is the one
@@ -63,6 +67,7 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
   };
 
   const open = (): void => {
+    openedAt = Date.now();
     source = new EventSource("api/events");
     source.addEventListener("beat", heard);
     source.addEventListener("hello", (event) => {
@@ -129,10 +134,23 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
     return rest;
   };
 
+  /** Leave the stream that says nothing for a new one; the state stays what it is until the new one speaks. */
+  const reopenNow = (): void => {
+    window.clearTimeout(reopen);
+    source?.close();
+    open();
+  };
+
   // Silence: a live connection over which four beats have not come. Checked every second.
   const listen = window.setInterval(() => {
-    if (state.connection === "live" && heartbeatMs !== undefined && Date.now() - heardAt > Math.max(missedBeats * heartbeatMs, minSilenceMs)) {
+    if (heartbeatMs === undefined) return;
+    const silenceMs = Math.max(missedBeats * heartbeatMs, minSilenceMs);
+    if (state.connection === "live" && Date.now() - heardAt > silenceMs) {
       update({ connection: "silent", since: heardAt });
+      reopenNow();
+    } else if (state.connection === "silent" && Date.now() - openedAt > silenceMs) {
+      // The new stream has not spoken either: the daemon is stopped or hung (or that stream was cut too).
+      reopenNow();
     }
   }, 1000);
 
