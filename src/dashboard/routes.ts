@@ -135,8 +135,8 @@ async function previewPlan(context: RouteContext, request: IncomingMessage, resp
 
 /**
  * The live stream: `hello` (the token question, the beat interval, the cluster names and which of
- * them this daemon has not checked yet), a `status` per cluster, then every change and a `beat`
- * every heartbeatMs.
+ * them this daemon has not checked yet), a `status` per cluster, a `statusFile` per status file the
+ * daemon could not write, then every change and a `beat` every heartbeatMs.
  */
 async function openStream(context: RouteContext, response: ServerResponse): Promise<void> {
   const { statuses, unchecked } = await gatherStatuses(context.source);
@@ -147,7 +147,8 @@ async function openStream(context: RouteContext, response: ServerResponse): Prom
     clusters: statuses.map((s) => s.cluster),
     unchecked,
   };
-  context.stream.attach(response, frame("hello", hello) + statuses.map((s) => frame("status", s)).join(""));
+  const files = [...context.source.feed.failedFiles()].map(([cluster, failure]) => frame("statusFile", { cluster, failure }));
+  context.stream.attach(response, frame("hello", hello) + statuses.map((s) => frame("status", s)).join("") + files.join(""));
 }
 
 function serveAsset(context: RouteContext, request: IncomingMessage, response: ServerResponse, path: string): void {

@@ -13,7 +13,7 @@ import type { AddressInfo } from "node:net";
 import type { Logger } from "pino";
 import { ShardctlError, messageOf } from "../errors/index.js";
 import { hostOf, isLoopbackAddress } from "../spec/index.js";
-import type { ClusterStatus } from "../reconciler/index.js";
+import type { ClusterStatus, StatusFileFailure } from "../reconciler/index.js";
 import { defaultAssetsDir, loadAssets } from "./assets.js";
 import { EventStream, frame, type EventStreamOptions } from "./event-stream.js";
 import { replyError, securityHeaders } from "./http-replies.js";
@@ -76,8 +76,11 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     lastSent.delete(cluster);
     stream.send(frame("removed", { cluster }));
   };
+  // A status file behind the status shown (or written again): the page says so beside the status.
+  const onFile = (cluster: string, failure: StatusFileFailure | undefined): void => stream.send(frame("statusFile", { cluster, failure: failure ?? null }));
   source.feed.on("status", onStatus);
   source.feed.on("removed", onRemoved);
+  source.feed.on("file", onFile);
 
   const server = createServer((request, response) => {
     for (const [name, value] of Object.entries(securityHeaders)) response.setHeader(name, value);
@@ -106,6 +109,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     close: async () => {
       source.feed.off("status", onStatus);
       source.feed.off("removed", onRemoved);
+      source.feed.off("file", onFile);
       stream.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());

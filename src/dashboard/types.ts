@@ -27,7 +27,7 @@ export interface PlanPreview {
 /** The daemon's side of the dashboard. */
 export interface DashboardSource {
   /** Every status as it is composed (each write, staging progress, a death as it is seen). */
-  feed: Pick<StatusFeed, "on" | "off" | "snapshot">;
+  feed: Pick<StatusFeed, "on" | "off" | "snapshot" | "failedFiles">;
   /** The status files on disk, for clusters the daemon has not composed a status of since it started. */
   readStatuses(): Promise<ClusterStatus[]>;
   /** The definitions in the watched directory, by name (whether or not their status file reads). */

@@ -19,5 +19,5 @@ export {
 export { WorkQueue, type PassOutcome } from "./queue/work-queue.js";
 export { daemonWatching, describeSilence, findDaemon, type DaemonSighting } from "./daemon-lock.js";
 export { dropReconcileRequest, requestTaken } from "./reconcile-request.js";
-export { StatusFeed, type StatusFeedEvents } from "./status-feed.js";
+export { StatusFeed, type StatusFeedEvents, type StatusFileFailure } from "./status-feed.js";
 export * from "./status/index.js";

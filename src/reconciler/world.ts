@@ -6,7 +6,7 @@
 import { join } from "node:path";
 import type { Logger } from "pino";
 import { nodeConfigNamed, nodesOfCluster, type ClusterNodes } from "../cluster/index.js";
-import { ShardctlError } from "../errors/index.js";
+import { ShardctlError, messageOf } from "../errors/index.js";
 import { Ledger, type LaunchDeadlines, type LedgerEntry, type TeardownContext } from "../launch/index.js";
 import type { NodeAccess, NodePool } from "../nodes/index.js";
 import { createRegistrar, type Registrar } from "../router/index.js";
@@ -127,8 +127,11 @@ export class ReconcilerWorld {
     const write = (this.writes.get(name) ?? Promise.resolve()).then(async () => {
       try {
         await writeStatus(statusFileFor(file), status);
+        this.options.feed?.fileWritten(name, undefined);
       } catch (error) {
         this.options.log.error({ cluster: name, err: error }, "could not write the status file");
+        const message = `could not write ${statusFileFor(file)}: ${messageOf(error)}`;
+        this.options.feed?.fileWritten(name, { reason: "StatusWriteFailed", message, at: new Date().toISOString() });
       }
     });
     this.writes.set(name, write);

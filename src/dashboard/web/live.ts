@@ -12,7 +12,7 @@
  * stream, then again each time as long passes: a running daemon answers it, a stopped one does not. A status the daemon only read from its file (written by an earlier daemon, before this one's
  * first pass of that cluster) is marked unchecked until the daemon's own status of it arrives.
  */
-import type { HelloView, StatusView } from "./status-types.js";
+import type { HelloView, StatusFileView, StatusView } from "./status-types.js";
 
 export type ConnectionState = "connecting" | "live" | "silent" | "gone";
 
@@ -26,6 +26,8 @@ export interface LiveState {
   clusters: ReadonlyMap<string, StatusView>;
   /** Clusters whose status is still the file an earlier daemon wrote: not checked by the daemon that answers now. */
   unchecked: ReadonlySet<string>;
+  /** Clusters whose status file the daemon could not write: the file others read is behind what is shown. */
+  fileFailures: ReadonlyMap<string, NonNullable<StatusFileView["failure"]>>;
   /** Staging rate per cluster and node, bytes/s, from the last two progress updates. */
   rates: ReadonlyMap<string, ReadonlyMap<string, number>>;
 }
@@ -40,7 +42,15 @@ const missedBeats = 4;
 const minSilenceMs = 3000;
 
 export function connectLive(onChange: (state: LiveState) => void): () => void {
-  let state: LiveState = { connection: "connecting", since: Date.now(), tokenRequired: false, clusters: new Map(), unchecked: new Set(), rates: new Map() };
+  let state: LiveState = {
+    connection: "connecting",
+    since: Date.now(),
+    tokenRequired: false,
+    clusters: new Map(),
+    unchecked: new Set(),
+    fileFailures: new Map(),
+    rates: new Map(),
+  };
   let firstStart: string | undefined;
   let source: EventSource | undefined;
   let reopen: number | undefined;
@@ -85,6 +95,8 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
         tokenRequired: hello.tokenRequired,
         clusters,
         unchecked: new Set(hello.unchecked ?? []),
+        // The daemon says again which files it could not write, after the statuses.
+        fileFailures: new Map(),
         ...(hello.startedAt !== firstStart ? { restartedAt: hello.startedAt } : {}),
       });
     });
@@ -97,12 +109,22 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
       const unchecked = greeting.delete(status.cluster) ? state.unchecked : without(state.unchecked, status.cluster);
       update({ clusters, unchecked, rates: new Map(state.rates).set(status.cluster, ratesOf(status)) });
     });
+    source.addEventListener("statusFile", (event) => {
+      heard();
+      const { cluster, failure } = JSON.parse((event as MessageEvent<string>).data) as StatusFileView;
+      const fileFailures = new Map(state.fileFailures);
+      if (failure === null) fileFailures.delete(cluster);
+      else fileFailures.set(cluster, failure);
+      update({ fileFailures });
+    });
     source.addEventListener("removed", (event) => {
       heard();
       const { cluster } = JSON.parse((event as MessageEvent<string>).data) as { cluster: string };
       const clusters = new Map(state.clusters);
       clusters.delete(cluster);
-      update({ clusters, unchecked: without(state.unchecked, cluster) });
+      const fileFailures = new Map(state.fileFailures);
+      fileFailures.delete(cluster);
+      update({ clusters, unchecked: without(state.unchecked, cluster), fileFailures });
     });
     source.onerror = () => {
       if (state.connection !== "gone") update({ connection: "gone", since: Date.now() });

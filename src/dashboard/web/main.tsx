@@ -137,7 +137,15 @@ function App() {
       </header>
       <main id="main" tabIndex={-1}>
         {route.page === "clusters" ? (
-          <ClustersList clusters={clusters} unchecked={live?.unchecked ?? new Set()} filter={filter} onFilter={setFilter} now={now} stale={stale} />
+          <ClustersList
+            clusters={clusters}
+            unchecked={live?.unchecked ?? new Set()}
+            fileFailures={live?.fileFailures ?? new Map()}
+            filter={filter}
+            onFilter={setFilter}
+            now={now}
+            stale={stale}
+          />
         ) : null}
         {route.page === "cluster" ? (
           <ClusterPage
@@ -147,6 +155,7 @@ function App() {
             rates={live?.rates.get(route.name)}
             stale={stale}
             unchecked={live?.unchecked.has(route.name) === true}
+            fileFailure={live?.fileFailures.get(route.name)}
             onReconcile={onReconcile}
             reconciling={reconcile?.name === route.name && reconcile.busy}
             reconcileNote={reconcile?.name === route.name ? reconcile.note : undefined}

@@ -106,3 +106,9 @@ export interface HelloView {
    */
   unchecked?: string[];
 }
+
+/** A `statusFile` event: the cluster's status file could not be written (failure), or is written again (null). */
+export interface StatusFileView {
+  cluster: string;
+  failure: { reason: string; message: string; at: string } | null;
+}

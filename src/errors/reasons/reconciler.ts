@@ -22,6 +22,8 @@ export type ReconcilerReason =
   | "LedgerMissing"
   /** A status file exists but is not a regular file or not a status; the daemon's next pass rewrites it (transient). */
   | "StatusFileUnreadable"
+  /** The status file could not be written (a directory in its place, the disk full, a read-only file system); the next status is written again (transient). */
+  | "StatusWriteFailed"
   /** Reading the definition failed with an error that has no reason of its own (transient). */
   | "DefinitionUnreadable"
   /** Observing what runs failed with an error that has no reason of its own (transient). */

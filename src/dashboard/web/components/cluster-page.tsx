@@ -3,7 +3,7 @@ import { commitsOf } from "../commits.js";
 import { conditionTone, isConcern } from "../condition-tone.js";
 import { formatAge, formatBytes, formatClock, formatDuration, short } from "../format.js";
 import { stageCountOf } from "../stage-count.js";
-import type { ConditionView, StatusView } from "../status-types.js";
+import type { ConditionView, StatusFileView, StatusView } from "../status-types.js";
 import { ClusterBadge, HealthBadge } from "./badges.js";
 import { LayerBar, MemoryFit, PlanWarnings } from "./plan.js";
 import { ScrollBox } from "./scroll-box.js";
@@ -18,10 +18,14 @@ export interface ClusterPageProps {
   stale: boolean;
   /** The status is the file an earlier daemon wrote: the daemon that runs now has not checked the cluster yet. */
   unchecked: boolean;
+  /** The daemon could not write this cluster's status file: what `shardctl status` and CI read is older. */
+  fileFailure: StatusFileFailureView | undefined;
   onReconcile: (name: string) => void;
   reconcileNote: string | undefined;
   reconciling: boolean;
 }
+
+type StatusFileFailureView = NonNullable<StatusFileView["failure"]>;
 
 /**
  * Ready's three answers in words and tone. Unknown is not "Not ready": a restarted daemon that found
@@ -33,7 +37,7 @@ const readyLook: Record<ConditionView["status"], { words: string; tone: string }
   Unknown: { words: "Ready unknown", tone: "warn" },
 };
 
-export function ClusterPage({ status, name, now, rates, stale, unchecked, onReconcile, reconcileNote, reconciling }: ClusterPageProps) {
+export function ClusterPage({ status, name, now, rates, stale, unchecked, fileFailure, onReconcile, reconcileNote, reconciling }: ClusterPageProps) {
   if (status === undefined) {
     return (
       <section>
@@ -52,6 +56,7 @@ export function ClusterPage({ status, name, now, rates, stale, unchecked, onReco
   return (
     <>
       {unchecked ? <UncheckedNote status={status} /> : null}
+      {fileFailure === undefined ? null : <FileFailureNote status={status} failure={fileFailure} />}
       <ClusterArticle {...{ status, now, rates, stale, unchecked, onReconcile, reconcileNote, reconciling, ready, staged }} />
     </>
   );
@@ -69,6 +74,20 @@ function UncheckedNote({ status }: { status: StatusView }) {
       Not checked yet by the daemon that runs now: below is the status an earlier daemon wrote
       {lastPass === undefined ? "" : ` (its last pass at ${formatClock(lastPass)})`}, which may no longer hold. It is replaced at this daemon&apos;s first pass of{" "}
       {status.cluster}.
+    </p>
+  );
+}
+
+/**
+ * Said above a status the daemon could not write to its file: the page shows the daemon's latest
+ * word, and without this it would silently disagree with `shardctl status` and whatever reads the
+ * file (CI), which still see an older one.
+ */
+function FileFailureNote({ status, failure }: { status: StatusView; failure: StatusFileFailureView }) {
+  return (
+    <p class="unchecked-note" role="alert" data-testid="file-failure">
+      The daemon could not write {status.file}&apos;s status at {formatClock(failure.at)}: <code>{failure.reason}</code> {failure.message}. What{" "}
+      <code>shardctl status</code> and anything reading the file see is older than this page.
     </p>
   );
 }

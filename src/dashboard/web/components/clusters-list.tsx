@@ -13,13 +13,15 @@ export interface ClustersListProps {
   clusters: StatusView[];
   /** Clusters whose status is the file an earlier daemon wrote, not yet checked by the daemon that runs now. */
   unchecked: ReadonlySet<string>;
+  /** Clusters whose status file the daemon could not write (its reason and message). */
+  fileFailures: ReadonlyMap<string, { reason: string; message: string }>;
   filter: Health | "all";
   onFilter: (filter: Health | "all") => void;
   now: number;
   stale: boolean;
 }
 
-export function ClustersList({ clusters, unchecked, filter, onFilter, now, stale }: ClustersListProps) {
+export function ClustersList({ clusters, unchecked, fileFailures, filter, onFilter, now, stale }: ClustersListProps) {
   const shown = filter === "all" ? clusters : clusters.filter((c) => c.health === filter);
   return (
     <section aria-labelledby="h-clusters" class={stale ? "stale" : undefined}>
@@ -80,6 +82,12 @@ export function ClustersList({ clusters, unchecked, filter, onFilter, now, stale
                         >
                           {" "}
                           not checked yet
+                        </span>
+                      ) : null}
+                      {fileFailures.has(c.cluster) ? (
+                        <span class="unchecked-tag small" title={fileFailures.get(c.cluster)!.message} data-testid="file-failure-tag">
+                          {" "}
+                          status file not written
                         </span>
                       ) : null}
                       {why === undefined ? null : " "}
