@@ -7,10 +7,12 @@
  * daemon answers again. A daemon that is stopped or hung keeps the connection open and sends
  * nothing: the daemon sends a `beat` every `heartbeatMs` (said in `hello`), and after four missed
  * beats the page calls it silent, greys the statuses the same way, and goes live again at its next
- * event. A stream cut without a word (a proxy or a NAT that dropped it, a laptop that slept while the
- * daemon gave up on it) looks the same and never speaks again, so a silent page also opens a new
- * stream, then again each time as long passes: a running daemon answers it, a stopped one does not. A status the daemon only read from its file (written by an earlier daemon, before this one's
- * first pass of that cluster) is marked unchecked until the daemon's own status of it arrives.
+ * event. A stream cut without a word (a proxy or a NAT that dropped it, a laptop that slept while
+ * the daemon gave up on it) looks the same and never speaks again, so a silent page also opens a
+ * new stream, then again each time as long passes: a running daemon answers it, a stopped one does
+ * not. A status the daemon only read from its file (written by an earlier daemon, before this one's
+ * first pass of that cluster) is marked unchecked until the daemon's own status of it arrives; a
+ * status file the daemon could not write is said beside the status (`statusFile` events).
  */
 import type { HelloView, StatusFileView, StatusView } from "./status-types.js";
 
