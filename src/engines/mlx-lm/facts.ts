@@ -3,8 +3,13 @@ import { describeSplitDefect } from "./split-defect.js";
 import { mlxLmSplit, rankOfStage } from "./split-layers.js";
 
 /**
- * Model families (config.json `model_type`) whose model class has `pipeline` in mlx-lm 0.32.2:
- * the only ones its `--pipeline` mode can serve. Llama and Mistral are tensor-parallel only there.
+ * Model families (config.json `model_type`) mlx-lm 0.32.2 serves with a model class that has
+ * `pipeline`: the only ones its `--pipeline` mode can serve. mlx-lm renames some types before it
+ * picks a class (`kimi_k2`, `joyai_llm_flash` → deepseek_v3; `deepseek_v41_text` → deepseek_v41)
+ * and some classes subclass a pipelined one (`qwen3_5_moe`, `prism_hadamard_qwen35` → qwen3_5;
+ * `glm_moe_dsa` → deepseek_v32; `solar_open` → glm4_moe), so those are listed too; `kimi_k25`
+ * pipelines its deepseek_v3 language model. Llama and Mistral (renamed to llama) are
+ * tensor-parallel only there.
  */
 export const mlxLmPipelineFamilies = [
   "bailing_hybrid",
@@ -12,17 +17,25 @@ export const mlxLmPipelineFamilies = [
   "deepseek_v3",
   "deepseek_v32",
   "deepseek_v41",
+  "deepseek_v41_text",
   "glm4_moe",
   "glm4_moe_lite",
+  "glm_moe_dsa",
+  "joyai_llm_flash",
+  "kimi_k2",
+  "kimi_k25",
   "kimi_k3",
   "minimax_m3_vl",
   "ministral3",
   "mistral4",
   "muse_spark",
+  "prism_hadamard_qwen35",
   "qwen2",
   "qwen3_5",
+  "qwen3_5_moe",
   "qwen3_moe",
   "qwen3_next",
+  "solar_open",
 ] as const;
 
 /**
