@@ -251,8 +251,8 @@ export interface ValidatedFamilies {
 
 export interface ExtraArgRules {
   /**
-   * Flags the engine rejects in distributed mode, each with why (the text a refusal gives). A
-   * flag matches `--flag` and `--flag=value`.
+   * Flags the engine rejects in distributed mode, or that would hide it from launch and health,
+   * each with why (the text a refusal gives). A flag matches `--flag` and `--flag=value`.
    */
   readonly refused: Readonly<Record<string, string>>;
   /** Flags the driver sets on every process itself; a second copy would contradict it. */
