@@ -59,7 +59,7 @@ describe("the ring", () => {
       "MLX_HOSTFILE=/run/ring/hostfile.json",
       "MLX_RING_VERBOSE=1",
       "HF_HUB_OFFLINE=1",
-      "HF_HUB_CACHE=/run/ring/cache",
+      "HF_HUB_CACHE=./cache",
       "PYTHONUNBUFFERED=1",
       "/opt/mlx/bin/python",
       "-m",
@@ -74,6 +74,9 @@ describe("the ring", () => {
       "--max-tokens",
       "64",
     ]);
+    // HF_HUB_CACHE is relative to the run directory the rank starts in (huggingface_hub expands $NAME
+    // in it); a cache directory elsewhere is passed whole.
+    expect(driver.stageArgv(topology, topology.stages[0]!, { ...files, cacheDir: "/var/cache/hf" })).toContain("HF_HUB_CACHE=/var/cache/hf");
     expect(() => driver.coordinatorArgv(topology, files)).toThrow(/no coordinator process/);
     expect(driver.versionArgv()).toEqual(["/opt/mlx/bin/python", "-c", expect.stringContaining("mlx_lm.__version__")]);
   });

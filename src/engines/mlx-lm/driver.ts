@@ -1,5 +1,6 @@
 import type { DriverOptions, EngineDriver, EngineTopology, ProcessFiles, StageSlot } from "../types.js";
 import { mlxLmFacts } from "./facts.js";
+import { selectHubCache } from "./hub-cache.js";
 import { renderRingHostfile, ringStartOrder } from "./ring-hostfile.js";
 import { rankOfStage } from "./split-layers.js";
 
@@ -24,7 +25,7 @@ export function createMlxLmDriver(options: DriverOptions): EngineDriver {
         `MLX_HOSTFILE=${files.clusterConfig}`,
         "MLX_RING_VERBOSE=1",
         "HF_HUB_OFFLINE=1",
-        `HF_HUB_CACHE=${files.cacheDir}`,
+        `HF_HUB_CACHE=${selectHubCache(files)}`,
         "PYTHONUNBUFFERED=1",
         python,
         "-m",
