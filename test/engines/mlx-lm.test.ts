@@ -71,12 +71,24 @@ describe("the ring", () => {
       "10.0.0.3",
       "--port",
       "8080",
+      "--decode-concurrency",
+      "1",
+      "--prompt-concurrency",
+      "1",
       "--max-tokens",
       "64",
     ]);
     // HF_HUB_CACHE is relative to the run directory the rank starts in (huggingface_hub expands $NAME
     // in it); a cache directory elsewhere is passed whole.
     expect(driver.stageArgv(topology, topology.stages[0]!, { ...files, cacheDir: "/var/cache/hf" })).toContain("HF_HUB_CACHE=/var/cache/hf");
+    // Prefill is held to mlx-lm's own 8 when max_sequences is larger.
+    const sixteen = driver.stageArgv({ ...topology, maxSequences: 16 }, topology.stages[0]!, files);
+    expect(sixteen.slice(sixteen.indexOf("--decode-concurrency"), sixteen.indexOf("--decode-concurrency") + 4)).toEqual([
+      "--decode-concurrency",
+      "16",
+      "--prompt-concurrency",
+      "8",
+    ]);
     expect(() => driver.coordinatorArgv(topology, files)).toThrow(/no coordinator process/);
     expect(driver.versionArgv()).toEqual(["/opt/mlx/bin/python", "-c", expect.stringContaining("mlx_lm.__version__")]);
   });

@@ -2,7 +2,9 @@
  * A two-rank mlx-lm ring started exactly as launch starts it: the driver's command lines, run
  * through a real sshd node's `startDetached` (quoted for the remote shell), from a model directory
  * and a run directory whose paths hold a space, a `$` and a `'`: it serves from those paths
- * (huggingface_hub expands `$NAME` in `HF_HUB_CACHE`, which broke mlx-lm's `/v1/models`).
+ * (huggingface_hub expands `$NAME` in `HF_HUB_CACHE`, which broke mlx-lm's `/v1/models`). It
+ * generates no more sequences at once than the definition's `max_sequences` (what the plan sized
+ * its KV caches for): mlx-lm's own default decodes up to 32 requests side by side.
  */
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -113,10 +115,39 @@ async function complete(tokens: number): Promise<{ tokens: number }> {
   return { tokens: body.usage.completion_tokens };
 }
 
+/** A streamed completion: `started` resolves at its first token, `received()` counts the tokens so far. */
+function streamCompletion(tokens: number): { started: Promise<void>; received: () => number; done: Promise<number> } {
+  let start!: () => void;
+  const started = new Promise<void>((resolve) => (start = resolve));
+  let text = "";
+  const received = (): number => text.split("\n").filter((line) => line.startsWith("data: {")).length;
+  const done = (async () => {
+    const response = await requestCompletion(tokens, true);
+    if (response.status !== 200 || response.body === null) throw new Error(`streamed completion answered ${response.status}`);
+    for await (const chunk of response.body) {
+      text += Buffer.from(chunk).toString("utf8");
+      if (received() > 0) start();
+    }
+    return received();
+  })();
+  return { started, received, done };
+}
+
 describe("an mlx-lm ring started by the driver's command lines over ssh", () => {
   it("serves from a model path and a run directory holding a space, a $ and a quote", async () => {
     expect((await complete(3)).tokens).toBe(3);
     const models = (await (await fetch(`${url}/v1/models`)).json()) as { data: Array<{ id: string }> };
     expect(models.data.map((m) => m.id)).toContain(join(root, "models of $USER's", "qwen tiny"));
   });
+
+  it("with max_sequences = 1, a second request waits until the first has finished", async () => {
+    const long = streamCompletion(1000);
+    // The short one is sent once the long one is generating: mlx-lm would add it to the batch.
+    await long.started;
+    await complete(1);
+    // Answered when the long one had all (or, the last few still in flight, nearly all) of its tokens.
+    const receivedByThen = long.received();
+    expect(await long.done).toBeGreaterThanOrEqual(1000);
+    expect(receivedByThen).toBeGreaterThan(900);
+  }, 120_000);
 });

@@ -1,4 +1,5 @@
 import type { DriverOptions, EngineDriver, EngineTopology, ProcessFiles, StageSlot } from "../types.js";
+import { capConcurrency } from "./concurrency.js";
 import { mlxLmFacts } from "./facts.js";
 import { selectHubCache } from "./hub-cache.js";
 import { renderRingHostfile, ringStartOrder } from "./ring-hostfile.js";
@@ -8,7 +9,8 @@ import { rankOfStage } from "./split-layers.js";
  * mlx-lm's server, one process per rank, started by shardctl itself: `env` sets the ring's
  * variables (rank, hostfile, verbose ring log for the launch to wait on), keeps the Hugging Face
  * hub offline with a cache directory of the launch, and unbuffers Python's output so log lines
- * arrive as they are printed. Every rank is given rank 0's HTTP address; only rank 0 binds it.
+ * arrive as they are printed. Every rank is given rank 0's HTTP address; only rank 0 binds it,
+ * and every rank is held to `max_sequences` concurrent requests (each runs the same batches).
  */
 export function createMlxLmDriver(options: DriverOptions): EngineDriver {
   const python = options.python ?? mlxLmFacts.defaultBinary;
@@ -37,6 +39,7 @@ export function createMlxLmDriver(options: DriverOptions): EngineDriver {
         http.host,
         "--port",
         String(http.port),
+        ...capConcurrency(topology.maxSequences),
         ...options.extraArgs,
       ];
     },

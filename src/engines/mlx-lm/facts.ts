@@ -70,7 +70,7 @@ export const mlxLmFacts = {
       "--draft-model": "mlx-lm refuses draft models in distributed mode",
       "--num-draft-tokens": "mlx-lm refuses draft models in distributed mode",
     },
-    setByDriver: ["--model", "--pipeline", "--host", "--port"],
+    setByDriver: ["--model", "--pipeline", "--host", "--port", "--decode-concurrency", "--prompt-concurrency"],
   },
   stageCount: {
     validatedUpTo: 2,
