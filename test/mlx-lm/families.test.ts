@@ -3,6 +3,8 @@
  * installs (not against a copy of its lists): mlx-lm resolves a config.json `model_type` through
  * its own renames (`kimi_k2` is `deepseek_v3`) and some model classes are subclasses of others
  * (`qwen3_5_moe` of `qwen3_5`), so the families it pipelines are more than its pipelined modules.
+ * A family whose model splits its layers its own way would run other layers on each node than the
+ * plan sized and staged, so none may be listed.
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { engineOf } from "../../src/engines/index.js";
@@ -13,11 +15,13 @@ import { ensureMlxVenv } from "../support/mlx-venv.js";
  * Asks the installed mlx-lm, for the families given on stdin: how each `model_type` resolves
  * (MODEL_REMAPPING, then its module), whether that module can pipeline (a class with `pipeline`
  * is defined or imported where its `Model` or one of its bases is), and which other `model_type`s resolve to one of them — renamed
- * to it, or a module whose `Model` subclasses its `Model`.
+ * to it, or a module whose `Model` subclasses its `Model` — and whether one of its classes splits
+ * the layers its own way instead of with PipelineMixin's even split.
  */
 const inspect = String.raw`
-import importlib, inspect, json, pkgutil, sys
+import importlib, inspect, json, pkgutil, re, sys
 import mlx_lm.models as models
+from mlx_lm.models.pipeline import PipelineMixin
 from mlx_lm.utils import MODEL_REMAPPING
 
 families = json.loads(sys.argv[1])
@@ -46,11 +50,30 @@ for name in names:
     model = getattr(module, "Model", None)
     if module is not None and model in classes or inspect.isclass(model) and issubclass(model, classes):
         missing.add(name)
-print(json.dumps({"unknown": unknown, "cannot": cannot, "missing": sorted(missing)}))
+
+def splits_its_own_way(module):
+    # A pipeline method of the family's classes that is not PipelineMixin's even split, nor one that
+    # hands the split it is given to it unchanged (kimi_k3 computes its own, bailing_hybrid splits
+    # whole layer groups), nor one that only hands the call to an inner model.
+    homes = {module} | {sys.modules[c.__module__] for c in getattr(module, "Model", object).__mro__}
+    for home in homes:
+        for cls in vars(home).values():
+            method = inspect.isclass(cls) and cls.__dict__.get("pipeline")
+            if not method or cls is PipelineMixin:
+                continue
+            source = inspect.getsource(method)
+            delegates = re.search(r"self(\.\w+)+\.pipeline\(", source) is not None and "super()" not in source
+            passes_on = "super().pipeline(" in source and re.search(r"^\s*split(\[[^]]*\])?\s*[+]?=", source, re.M) is None
+            if not delegates and not passes_on:
+                return True
+    return False
+
+own = sorted(f for f, m in listed.items() if m is not None and splits_its_own_way(m))
+print(json.dumps({"unknown": unknown, "cannot": cannot, "missing": sorted(missing), "own": own}))
 `;
 
 describe("the families shardctl plans for mlx-lm, against the installed mlx-lm", () => {
-  let found: { unknown: string[]; cannot: string[]; missing: string[] };
+  let found: { unknown: string[]; cannot: string[]; missing: string[]; own: string[] };
 
   beforeAll(async () => {
     await ensureMlxVenv();
@@ -62,6 +85,10 @@ describe("the families shardctl plans for mlx-lm, against the installed mlx-lm",
   it("every listed family is a model_type mlx-lm resolves to a module that can pipeline", () => {
     expect(found.unknown).toEqual([]);
     expect(found.cannot).toEqual([]);
+  });
+
+  it("every listed family splits its layers with mlx-lm's even split, the one shardctl plans and stages for", () => {
+    expect(found.own).toEqual([]);
   });
 
   it("every model_type mlx-lm serves with a listed family's model class is listed too", () => {

@@ -9,10 +9,12 @@ import { mlxLmSplit, rankOfStage } from "./split-layers.js";
  * and some classes subclass a pipelined one (`qwen3_5_moe`, `prism_hadamard_qwen35` → qwen3_5;
  * `glm_moe_dsa` → deepseek_v32; `solar_open` → glm4_moe), so those are listed too; `kimi_k25`
  * pipelines its deepseek_v3 language model. Llama and Mistral (renamed to llama) are
- * tensor-parallel only there.
+ * tensor-parallel only there. kimi_k3 and bailing_hybrid pipeline too, but each splits its layers
+ * its own way (kimi_k3 gives the extra layers to the first ranks in layer order, bailing_hybrid
+ * splits whole layer groups), so a node would run other layers than the plan sized and staged for
+ * it: left out until the planner knows their splits.
  */
 export const mlxLmPipelineFamilies = [
-  "bailing_hybrid",
   "deepseek_v2",
   "deepseek_v3",
   "deepseek_v32",
@@ -24,7 +26,6 @@ export const mlxLmPipelineFamilies = [
   "joyai_llm_flash",
   "kimi_k2",
   "kimi_k25",
-  "kimi_k3",
   "minimax_m3_vl",
   "ministral3",
   "mistral4",
@@ -61,7 +62,7 @@ export const mlxLmFacts = {
   splitDefect: describeSplitDefect,
   // Every rank keeps the embeddings, the final norm and lm_head, and computes full logits.
   nonLayerTensors: "every-stage",
-  modelFamilies: { families: mlxLmPipelineFamilies, name: "families mlx-lm 0.32.2 can pipeline", only: true },
+  modelFamilies: { families: mlxLmPipelineFamilies, name: "families mlx-lm 0.32.2 pipelines with its even split", only: true },
   // The ring backend has no authentication: trusted network segments only.
   authenticatesTransport: false,
   extraArgs: {
