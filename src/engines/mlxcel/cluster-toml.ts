@@ -1,3 +1,4 @@
+import { isIPv6 } from "node:net";
 import { stringify } from "smol-toml";
 import type { EngineTopology } from "../types.js";
 
@@ -6,9 +7,12 @@ import type { EngineTopology } from "../types.js";
  * transport backend) then one `[[nodes]]` per node, the coordinator first as `hybrid`, then the
  * stages as `pipeline_stage` with their index. Stages get an explicit `layers = [start, end]` only
  * when asked: an extension mlxcel does not read, for engines that accept explicit layers.
+ * Addresses are socket addresses as Rust writes and parses them (mlxcel's `SocketAddr`, and
+ * shard-engine's reader): `10.0.0.2:39601`, and an IPv6 address in brackets, `[fd00::2]:39601`;
+ * unbracketed, `fd00::2:39601` reads as neither.
  */
 export function renderMlxcelClusterToml(topology: EngineTopology): string {
-  const address = (e: { host: string; port: number }): string => `${e.host}:${e.port}`;
+  const address = (e: { host: string; port: number }): string => (isIPv6(e.host) ? `[${e.host}]:${e.port}` : `${e.host}:${e.port}`);
   const document = {
     cluster: {
       name: topology.cluster,
