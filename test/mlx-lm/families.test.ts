@@ -12,11 +12,12 @@ import { runMlxSnippet } from "../support/mlx-lm.js";
 import { ensureMlxVenv } from "../support/mlx-venv.js";
 
 /**
- * Asks the installed mlx-lm, for the families given on stdin: how each `model_type` resolves
- * (MODEL_REMAPPING, then its module), whether that module can pipeline (a class with `pipeline`
- * is defined or imported where its `Model` or one of its bases is), and which other `model_type`s resolve to one of them — renamed
- * to it, or a module whose `Model` subclasses its `Model` — and whether one of its classes splits
- * the layers its own way instead of with PipelineMixin's even split.
+ * Asks the installed mlx-lm, for the families given as its argument: how each `model_type`
+ * resolves (MODEL_REMAPPING, then its module), whether that module can pipeline (a class with
+ * `pipeline` is defined or imported where its `Model` or one of its bases is), which other
+ * `model_type`s resolve to one of them (renamed to it, or a module whose `Model` subclasses its
+ * `Model`), and whether one of its classes splits the layers its own way instead of with
+ * PipelineMixin's even split.
  */
 const inspect = String.raw`
 import importlib, inspect, json, pkgutil, re, sys
