@@ -2,7 +2,7 @@
 import { lookup } from "node:dns/promises";
 import { isIP } from "node:net";
 import { join, posix } from "node:path";
-import { createDriver, engineOf } from "../engines/index.js";
+import { createDriver, engineOf, type EngineFacts } from "../engines/index.js";
 import { defaultDeadlines, type LaunchDeadlines, type LaunchRequest } from "../launch/index.js";
 import { SshNode, type NodeAccess } from "../nodes/index.js";
 import type { ShardPlan } from "../planner/index.js";
@@ -33,7 +33,7 @@ export async function buildLaunchRequest(
         index: stage.index,
         nodeName: node.config.name,
         node,
-        bindHost: await bindHostOf(node),
+        bindHost: await bindHostOf(node, engineOf(spec.engine.kind)),
         layers: stage.layers,
         modelDir: modelPathOf(node),
         runDir: await runDirOf(node, spec.name, settings),
@@ -110,16 +110,25 @@ async function coresOf(node: NodeAccess): Promise<number | undefined> {
  */
 export async function httpBindHostOf(spec: ClusterSpec, nodes: ClusterNodes): Promise<string> {
   const lastStage = nodes.stages.at(-1);
-  return engineOf(spec.engine.kind).readiness.httpServer === "last-stage" && lastStage !== undefined ? bindHostOf(lastStage) : spec.coordinator.host;
+  const engine = engineOf(spec.engine.kind);
+  return engine.readiness.httpServer === "last-stage" && lastStage !== undefined ? bindHostOf(lastStage, engine) : spec.coordinator.host;
 }
 
-async function bindHostOf(node: NodeAccess): Promise<string> {
+async function bindHostOf(node: NodeAccess, engine: EngineFacts): Promise<string> {
   if (node.config.host === "local") return "127.0.0.1";
   // An ssh config alias names its machine by HostName: resolve that, not the alias.
   const host = node instanceof SshNode ? await node.targetHost() : node.config.host;
+  if (isIP(host) === 6 && engine.ipv4Only === true) {
+    throw new ShardctlError(
+      "NodeAddressNotIPv4",
+      `node ${node.config.name}: ${engine.name} connects its processes over IPv4 only, and its host is the IPv6 address ${host}: register the node by an IPv4 address or a name that resolves to one`,
+      { terminal: true },
+    );
+  }
   if (isIP(host) !== 0) return host;
   try {
-    return (await lookup(host)).address;
+    // An engine that takes IPv4 only is given the name's IPv4 address, whatever the resolver lists first.
+    return (await lookup(host, engine.ipv4Only === true ? { family: 4 } : {})).address;
   } catch (error) {
     throw new ShardctlError(
       "NodeAddressUnresolved",

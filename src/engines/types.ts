@@ -149,6 +149,12 @@ export interface EngineFacts {
    * norm and head on the last (the embedding too when tied). "every-stage": every stage keeps all.
    */
   readonly nonLayerTensors: "ends" | "every-stage";
+  /**
+   * Whether the engine's transport takes IPv4 addresses only (MLX's ring parses nothing else, and
+   * exits with "Can't parse address" on `[::1]:port` as on `::1:port`): launch resolves node
+   * names to IPv4 addresses and refuses a node given by an IPv6 address. Undefined: any IP.
+   */
+  readonly ipv4Only?: boolean;
   /** The model families the engine is validated on; others are planned only on request. */
   readonly modelFamilies: ValidatedFamilies;
   /**

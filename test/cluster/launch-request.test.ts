@@ -1,4 +1,8 @@
-/** What a launch binds: engines want IP addresses, so an ssh config alias is resolved to its HostName. */
+/**
+ * What a launch binds: engines want IP addresses, so an ssh config alias is resolved to its
+ * HostName; an engine whose transport is IPv4 only (mlx-lm: MLX's ring exits with "Can't parse
+ * address" on an IPv6 one) gets IPv4 addresses or a refusal before anything starts.
+ */
 import { execFileSync } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -15,7 +19,8 @@ let pool: NodePool;
 beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), "shardctl-launch-request-"));
   await makeTestModel(join(root, "model"), { layers: 4 });
-  await writeFile(join(root, "ssh_config"), "Host studio-a\n  HostName 127.0.0.7\n  User ops\n");
+  await makeTestModel(join(root, "qwen"), { family: "qwen2", layers: 4 });
+  await writeFile(join(root, "ssh_config"), "Host studio-a\n  HostName 127.0.0.7\n  User ops\nHost studio-v6\n  HostName ::1\n  User ops\n");
   pool = new NodePool({ sshConfigPath: join(root, "ssh_config"), knownHostsPath: join(root, "known_hosts") });
 });
 
@@ -92,4 +97,48 @@ test("stages sharing a machine divide its cores: each of k gets ⌊cores ÷ k⌋
   const cores = Number(execFileSync("getconf", ["_NPROCESSORS_ONLN"], { encoding: "utf8" }).trim());
   const share = Math.max(1, Math.floor(cores / 2));
   expect(request.stages.map((s) => s.threads)).toEqual([share, share, undefined]);
+});
+
+test("mlx-lm refuses a node whose address is IPv6, before anything starts: MLX's ring parses IPv4 only", async () => {
+  const settingsText = [
+    "[nodes.a]",
+    'host = "studio-v6"',
+    `model_dir = "${join(root, "a")}"`,
+    'memory = "4GiB"',
+    "[nodes.b]",
+    'host = "localhost"',
+    `model_dir = "${join(root, "b")}"`,
+    'memory = "4GiB"',
+  ].join("\n");
+  const settings = parseSettings(settingsText, join(root, "shardctl.toml"));
+  if (!settings.ok) throw new Error(JSON.stringify(settings.issues));
+  const definition = (kind: string) =>
+    parseCluster(
+      `nodes = ["a", "b"]\n[model]\nid = "${join(root, "qwen")}"\nsource = "push"\n[engine]\nkind = "${kind}"\n`,
+      join(root, "clusters", "r.toml"),
+      settings.value,
+    );
+  const stages = ["a", "b"].map((n) => pool.get(nodeConfigOf(settings.value.nodes[n]!)));
+  const coordinator = new LocalNode({ name: "local", host: "local", modelDir: join(root, "state") });
+  const modelPaths = new Map(["a", "b", "local"].map((n) => [n, join(root, "qwen")]));
+
+  const ring = definition("mlx-lm");
+  if (!ring.ok) throw new Error(JSON.stringify(ring.issues));
+  const { plan } = await planCluster(ring.value, settings.value);
+  const refused = buildLaunchRequest(ring.value, settings.value, "rev", plan, { stages, coordinator }, modelPaths);
+  await expect(refused).rejects.toMatchObject({ reason: "NodeAddressNotIPv4", terminal: true });
+  await expect(refused).rejects.toThrow(/^node a: mlx-lm connects its processes over IPv4 only, and its host is the IPv6 address ::1: /);
+
+  // The same nodes for an engine that takes any IP: the IPv6 address as written.
+  const reference = definition("reference");
+  if (!reference.ok) throw new Error(JSON.stringify(reference.issues));
+  const request = await buildLaunchRequest(
+    reference.value,
+    settings.value,
+    "rev",
+    (await planCluster(reference.value, settings.value)).plan,
+    { stages, coordinator },
+    modelPaths,
+  );
+  expect(request.stages.map((s) => s.bindHost)).toEqual(["::1", "127.0.0.1"]);
 });

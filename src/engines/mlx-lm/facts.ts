@@ -65,6 +65,8 @@ export const mlxLmFacts = {
   modelFamilies: { families: mlxLmPipelineFamilies, name: "families mlx-lm 0.32.2 pipelines with its even split", only: true },
   // The ring backend has no authentication: trusted network segments only.
   authenticatesTransport: false,
+  // The ring backend parses IPv4 "ip:port" only.
+  ipv4Only: true,
   extraArgs: {
     refused: {
       "--adapter-path": "mlx-lm refuses adapters in distributed mode",

@@ -11,4 +11,6 @@ export type ClusterReason =
   /** A launch was asked of a node that has no staged model (transient). */
   | "ModelNotStaged"
   /** A node's host name does not resolve to the IP address the engines need (transient). */
-  | "NodeAddressUnresolved";
+  | "NodeAddressUnresolved"
+  /** A node's address is IPv6 and the engine's transport takes IPv4 only (MLX's ring) (terminal). */
+  | "NodeAddressNotIPv4";
