@@ -49,8 +49,12 @@ export class CoreCapacity {
       workers.map(
         (w) =>
           new Promise<number>((resolve, reject) => {
-            w.once("message", resolve);
-            w.once("error", reject);
+            const fail = (error: Error): void => reject(error);
+            w.once("message", (rate: number) => {
+              w.off("error", fail);
+              resolve(rate);
+            });
+            w.once("error", fail);
             w.postMessage(ms);
           }),
       ),
@@ -58,11 +62,22 @@ export class CoreCapacity {
     return rates.reduce((sum, r) => sum + r, 0);
   }
 
-  /** Cores' worth of work the machine gives now: all threads' rate ÷ one thread's, each over `ms` (default 200). */
+  /**
+   * Cores' worth of work the machine gives now: all threads' rate together ÷ one thread's alone,
+   * each over `ms` (default 200). One thread's rate is the mean of every thread alone, before and
+   * after they run together: the cores of a shared machine differ and drift, and one thread timed
+   * once on its slower core would make the machine seem to give more cores than it has.
+   */
   async coresOverOne(ms = 200): Promise<number> {
-    const one = await this.rate(this.workers.slice(0, 1), ms);
+    const alone = async (): Promise<number[]> => {
+      const rates: number[] = [];
+      for (const w of this.workers) rates.push(await this.rate([w], ms));
+      return rates;
+    };
+    const before = await alone();
     const all = await this.rate(this.workers, ms);
-    return all / one;
+    const ones = [...before, ...(await alone())];
+    return all / (ones.reduce((sum, r) => sum + r, 0) / ones.length);
   }
 
   close(): Promise<number[]> {
