@@ -100,7 +100,7 @@ export async function explainDeath(pass: Pass, entry: LedgerEntry, recorded: Rec
   const node = pass.world.nodeFor(process.node, pass.settings);
   // A process not seen exiting (an unhealthy coordinator, a closed port) still ran at the death: its
   // exit status, if any, is the teardown's doing and is read only after it.
-  const ended = phase === "after-teardown" || death.reason === "StageDied" || death.reason === "CoordinatorDied";
+  const ended = phase === "after-teardown" || endedAtDeath(death);
   // The dead process's node may be the unreachable one: its evidence is not worth waiting for (the
   // log tail bounds its own read, as a launch's failure does).
   // Every member's log is read, not the dead one's alone: the peer that went silent may have been
@@ -126,7 +126,8 @@ export async function explainDeath(pass: Pass, entry: LedgerEntry, recorded: Rec
     const again = await readLogTail(pass.world.nodeFor(namedProcess.node, pass.settings), namedProcess);
     reports = reports.map((r) => (r.label === named!.peer ? { label: r.label, tail: again } : r));
   }
-  const message = explanation(entry, death, reports, exit);
+  // The exit of a process that was running at the death is the teardown's doing, not the fault's.
+  const message = explanation(entry, death, reports, exit === undefined || endedAtDeath(death) ? exit : `at the teardown: ${exit}`);
   const { evidence } = recorded;
   // The status file is written again at the death only when the words changed (a silent peer
   // named, an exit status learnt): the log tail alone waits for the pass that follows the teardown.
@@ -166,6 +167,11 @@ export async function explainDeath(pass: Pass, entry: LedgerEntry, recorded: Rec
   if (phase === "at-death" && changed) {
     await pass.world.writeStatus(entry.cluster, memory, { action: "none", result: "waiting", reason: death.reason, health: "Unhealthy" }, pass.settings);
   }
+}
+
+/** Whether the death was the process's own end (seen exiting), so its exit status says how it died. */
+function endedAtDeath(death: DeathEvent): boolean {
+  return death.reason === "StageDied" || death.reason === "CoordinatorDied";
 }
 
 /**
