@@ -106,15 +106,7 @@ test("after a daemon restart the page marks a status file not yet checked by the
   for (const stage of healthy.stages) killUnlessGone(await enginePidOf(stage.pid!));
   // Four clusters ahead of zz in the queue (sorted names, four passes at a time), each launch an
   // engine that fails after 6 s: zz's first pass waits for them.
-  const failing = join(world.root, "failing-engine.sh");
-  await writeFile(failing, "#!/bin/sh\nsleep 6\nexit 1\n", { mode: 0o755 });
-  for (const name of ["a1", "a2", "a3", "a4"]) {
-    await writeDefinition(
-      world,
-      name,
-      definitionText(world, { nodes: ["l1", "l2"], binary: failing, port: await freePort(), portRange: await freePortRange(["127.0.0.1"]) }),
-    );
-  }
+  await fillQueue(["a1", "a2", "a3", "a4"]);
   daemon = await runDaemon();
   await page.waitForFunction(`document.querySelector("[data-testid=connection]")?.dataset.state === "live"`, undefined, { timeout: 30_000 });
   // The new daemon's own word: zz is not Healthy (its engines are gone).
