@@ -34,6 +34,8 @@ export interface ClusterMemory {
   recheckMs?: number;
   /** The launch (its `startedAt`) this daemon has seen serving: a launch, or a pass whose probes all answered. */
   servingSeenFor?: string;
+  /** When this daemon first saw `servingSeenFor` serving (epoch ms): what the restart budget's reset counts from. */
+  servingSeenAt?: number;
   /** The launch (its `startedAt`) whose death is already recorded: the monitor and a pass may both find it. */
   deathRecordedFor?: string;
   /** The last commit that touched the definition, looked up once per revision. */

@@ -14,6 +14,7 @@ import { describeExit, processLabel, readLogTail, within, type LedgerEntry } fro
 import type { DeathEvent } from "../health/index.js";
 import { defaultRelaunchMarkMs } from "../router/index.js";
 import type { ClusterMemory } from "./cluster-memory.js";
+import { giveBudgetBackAfterService } from "./give-budget-back.js";
 import type { Pass } from "./pass.js";
 import { clearRuntime, setConditions } from "./verdicts.js";
 
@@ -36,6 +37,7 @@ export function recordDeath(pass: Pass, entry: LedgerEntry, death: DeathEvent): 
   const { memory, world, settings } = pass;
   if (memory.deathRecordedFor === entry.startedAt) return undefined;
   memory.deathRecordedFor = entry.startedAt;
+  giveBudgetBackAfterService(pass, entry.startedAt, Date.parse(death.at));
   markRelaunching(pass, entry);
   const message = `${death.label} on ${death.node}: ${death.detail}`;
   const evidence: RestartEvidence = { at: death.at, reason: death.reason, message, logTail: [] };

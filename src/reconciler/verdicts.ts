@@ -62,6 +62,13 @@ export function onRevision(memory: ClusterMemory, revision: string): void {
   delete memory.lastError;
 }
 
+/** This daemon has seen `entry` serve: remembered with the moment it was first seen so. */
+export function markSeenServing(memory: ClusterMemory, entry: Pick<LedgerEntry, "startedAt">): void {
+  if (memory.servingSeenFor === entry.startedAt) return;
+  memory.servingSeenFor = entry.startedAt;
+  memory.servingSeenAt = Date.now();
+}
+
 /**
  * Running at the desired revision, as `observation` (this pass's probes) saw it: the runtime
  * conditions say what the probes found, and Ready is withdrawn when they found it not serving (a
@@ -82,7 +89,7 @@ export function markRunning(memory: ClusterMemory, revision: string, entry: Ledg
   // running (a daemon restarted beside a frozen coordinator) has not shown it serving yet: Ready is
   // Unknown until every probe answers once.
   const unconfirmed = memory.servingSeenFor === entry.startedAt ? [] : [stages, coordinator].filter((c) => c.status === "Unknown");
-  if (observation !== undefined && notServing.length === 0 && unconfirmed.length === 0) memory.servingSeenFor = entry.startedAt;
+  if (observation !== undefined && notServing.length === 0 && unconfirmed.length === 0) markSeenServing(memory, entry);
   setConditions(memory, revision, {
     Ready:
       notServing.length > 0

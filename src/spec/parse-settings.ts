@@ -152,6 +152,7 @@ function normaliseSettings(raw: SettingsOutput, file: string): Settings {
       resyncSeconds: raw.daemon.resync_seconds,
       heartbeatSeconds: raw.daemon.heartbeat_seconds,
       restartBudget: raw.daemon.restart_budget,
+      restartBudgetResetSeconds: raw.daemon.restart_budget_reset_seconds,
       allowMassPrune: raw.daemon.allow_mass_prune,
       stateDir: resolveLocalPath(dir, raw.daemon.state_dir),
       metricsAddress: raw.daemon.metrics_address,

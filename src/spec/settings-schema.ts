@@ -83,6 +83,15 @@ const daemonSchema = z
         "How often the daemon touches its lock and beats on the dashboard's stream to show it runs, seconds (read at start); status, wait and the page call it silent after 4 missed beats (at least 3 s). Default 5.",
       ),
     restart_budget: z.number().int().min(0).max(100).default(3).describe("Launches per revision before a dying cluster is Stalled. Default 3."),
+    restart_budget_reset_seconds: z
+      .number()
+      .int()
+      .min(0)
+      .max(31_536_000)
+      .default(600)
+      .describe(
+        "A launch that served this long earns the restart budget back: its death counts as the first of a new series, so a cluster that failed now and then over weeks is relaunched each time, and only one failing again soon after each launch is Stalled. Seconds; 0 never gives it back. Default 600.",
+      ),
     allow_mass_prune: z.boolean().default(false).describe("Allow tearing down every running cluster when no definition is valid. Default false."),
     state_dir: patternString("path").default(".shardctl").describe("Directory of the ledger and other daemon state (relative to this file). Default .shardctl."),
     metrics_address: patternString("hostPort", 300).optional().describe("host:port of the Prometheus /metrics listener. Default off."),

@@ -67,6 +67,8 @@ export interface Settings {
     heartbeatSeconds: number;
     /** Launches per revision. Default 3. */
     restartBudget: number;
+    /** How long a launch serves before its death no longer counts earlier launches against the budget, s (0: never). Default 600. */
+    restartBudgetResetSeconds: number;
     /** Default false. */
     allowMassPrune: boolean;
     /** Absolute path. Default <dir>/.shardctl. */

@@ -96,6 +96,8 @@ export interface SettingsOptions {
   /** `[distributed] enabled`. Default true when the world has SSH nodes. */
   enabled?: boolean;
   restartBudget?: number;
+  /** `[daemon] restart_budget_reset_seconds`. Default: the settings' default. */
+  restartBudgetResetSeconds?: number;
   allowMassPrune?: boolean;
   /** Register clusters with the embedded router. Default false. */
   router?: boolean;
@@ -117,6 +119,7 @@ export async function writeSettings(world: DaemonWorld, options: SettingsOptions
     `state_dir = ${JSON.stringify(world.stateDir)}`,
     `restart_budget = ${options.restartBudget ?? 3}`,
     `allow_mass_prune = ${options.allowMassPrune ?? false}`,
+    ...(options.restartBudgetResetSeconds === undefined ? [] : [`restart_budget_reset_seconds = ${options.restartBudgetResetSeconds}`]),
     ...(options.heartbeatSeconds === undefined ? [] : [`heartbeat_seconds = ${options.heartbeatSeconds}`]),
     "",
   ];

@@ -10,7 +10,7 @@ import { superviseCluster, type LedgerEntry } from "../../launch/index.js";
 import { definitionOf, type Pass } from "../pass.js";
 import { explainDeath, recordDeath, type RecordedDeath } from "../record-death.js";
 import type { Step } from "../run-step.js";
-import { dying, isServing, markRunning, recheckUnlessHealthy, setConditions } from "../verdicts.js";
+import { dying, isServing, markRunning, markSeenServing, recheckUnlessHealthy, setConditions } from "../verdicts.js";
 import { observeEntry } from "./observe.js";
 
 /** The last step of a launch: watch the new processes and say the cluster is Ready. */
@@ -25,7 +25,7 @@ export const supervise: Step = {
     watch(pass, running);
     delete pass.memory.recheckMs;
     // The launch itself saw it serve: /health ready and a one-token request answered.
-    pass.memory.servingSeenFor = running.startedAt;
+    markSeenServing(pass.memory, running);
     const health = markRunning(pass.memory, revision, running, await observeEntry(pass, running));
     if (health === undefined) return { ...dying(pass.memory), action: "launch" };
     return { action: "launch", result: "success", health, outcome: recheckUnlessHealthy(pass.memory, health) };

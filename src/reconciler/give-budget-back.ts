@@ -1,0 +1,27 @@
+/**
+ * A launch that served for `[daemon] restart_budget_reset_seconds` (600 s by default) proved its
+ * revision: when it dies, the launches before it no longer count against the restart budget. A
+ * cluster that fails now and then over weeks (a power cut, a network blip) is relaunched each time,
+ * and only one that keeps failing soon after each launch runs out of launches and is Stalled — as
+ * Kubernetes forgets a crash loop's back-off once a container has run for ten minutes.
+ *
+ * Service counts from when this daemon first saw the launch serving: a daemon restarted beside a
+ * running launch counts from its own first look, never more than the truth.
+ */
+import type { Pass } from "./pass.js";
+
+/** Give the budget back when the launch `startedAt`, dead at `diedAt` (epoch ms), served long enough. */
+export function giveBudgetBackAfterService(pass: Pass, startedAt: string, diedAt: number): void {
+  const { memory, settings, world } = pass;
+  const resetMs = settings.daemon.restartBudgetResetSeconds * 1000;
+  const restarts = memory.restarts;
+  if (resetMs === 0 || restarts === undefined || restarts.count === 0) return;
+  if (memory.servingSeenFor !== startedAt || memory.servingSeenAt === undefined) return;
+  const servedMs = diedAt - memory.servingSeenAt;
+  if (servedMs < resetMs) return;
+  world.log.info(
+    { cluster: pass.name, servedSeconds: Math.round(servedMs / 1000), launchesForgotten: restarts.count, resetSeconds: settings.daemon.restartBudgetResetSeconds },
+    "the launch that died had served long enough to earn the restart budget back",
+  );
+  restarts.count = 0;
+}
