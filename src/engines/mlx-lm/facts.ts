@@ -72,6 +72,11 @@ export const mlxLmFacts = {
       "--adapter-path": "mlx-lm refuses adapters in distributed mode",
       "--draft-model": "mlx-lm refuses draft models in distributed mode",
       "--num-draft-tokens": "mlx-lm refuses draft models in distributed mode",
+      // Every rank looks prompts up in its own prompt cache, and must make the same choice: a byte
+      // cap is compared with each rank's own KV bytes, which differ with its layer count, so ranks
+      // would evict different caches and then compute different lengths of the same prompt.
+      "--prompt-cache-bytes":
+        "each rank compares it with its own caches' bytes, which differ with the layers it holds: ranks would keep different prompt caches and disagree on how much of a prompt to compute; cap the cache with --prompt-cache-size (a count, the same on every rank)",
     },
     setByDriver: ["--model", "--pipeline", "--host", "--port", "--decode-concurrency", "--prompt-concurrency"],
   },
