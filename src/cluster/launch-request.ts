@@ -10,6 +10,7 @@ import type { ClusterSpec, Settings } from "../spec/index.js";
 import { ShardctlError } from "../errors/index.js";
 import { resolveHome } from "../staging/index.js";
 import { controlNodeName, type ClusterNodes } from "./cluster-nodes.js";
+import { controlHostOf } from "./control-host.js";
 
 export async function buildLaunchRequest(
   spec: ClusterSpec,
@@ -42,7 +43,17 @@ export async function buildLaunchRequest(
     }),
   );
   const coordinatorNode = nodes.coordinator;
+  const engine = engineOf(spec.engine.kind);
   const httpHost = await httpBindHostOf(spec, nodes);
+  // Where the last stage serves HTTP there is no coordinator process and no control address.
+  const controlHost =
+    engine.readiness.httpServer === "coordinator"
+      ? await controlHostOf(
+          coordinatorNode,
+          await bindHostOf(coordinatorNode, engine),
+          stages.map((s) => s.bindHost),
+        )
+      : httpHost;
   return {
     cluster: spec.name,
     revision,
@@ -58,6 +69,7 @@ export async function buildLaunchRequest(
       nodeName: coordinatorNode.config.name,
       node: coordinatorNode,
       bindHost: httpHost,
+      controlHost,
       httpPort: spec.coordinator.port,
       modelDir: modelPathOf(coordinatorNode),
       runDir: await runDirOf(coordinatorNode, spec.name, settings),
@@ -101,10 +113,6 @@ async function coresOf(node: NodeAccess): Promise<number | undefined> {
 }
 
 /**
- * The address a process on `node` binds and its peers dial: loopback for the control machine's
- * own nodes, the registry address otherwise (names resolved here: engines want IP addresses).
- */
-/**
  * The address the cluster's HTTP server binds on its node (`nodes.coordinator`): `[coordinator]
  * host`, or for an engine whose last stage serves HTTP, the address that stage binds.
  */
@@ -114,6 +122,10 @@ export async function httpBindHostOf(spec: ClusterSpec, nodes: ClusterNodes): Pr
   return engine.readiness.httpServer === "last-stage" && lastStage !== undefined ? bindHostOf(lastStage, engine) : spec.coordinator.host;
 }
 
+/**
+ * The address a process on `node` binds and its peers dial: loopback for the control machine's
+ * own nodes, the registry address otherwise (names resolved here: engines want IP addresses).
+ */
 async function bindHostOf(node: NodeAccess, engine: EngineFacts): Promise<string> {
   if (node.config.host === "local") return "127.0.0.1";
   // An ssh config alias names its machine by HostName: resolve that, not the alias.

@@ -64,6 +64,7 @@ export async function runEngine(o: EngineOptions, exit: (code: number) => void =
       host: node.host,
       port: node.port,
       next: next === undefined ? undefined : { host: next.host, port: next.port, nodeId: next.id },
+      coordinatorControl: { host: cluster.coordinator.host, port: cluster.coordinator.port, nodeId: cluster.coordinator.id },
       token,
       connectTimeoutMs: o.connectTimeoutMs,
       computeStallMs: o.computeStallMs,
@@ -86,7 +87,8 @@ export async function runEngine(o: EngineOptions, exit: (code: number) => void =
   const handle = await startHttp(o, log, config, modelDir, "coordinator", async (ctx) => {
     const deadline = Date.now() + o.connectTimeoutMs;
     const stages = cluster.stages.map((s) => ({ nodeId: s.id, host: s.host, port: s.port }));
-    remote = await RemotePipeline.connect(stages, nodeId, token, deadline, log, (reason) => {
+    const control = { host: cluster.coordinator.host, port: cluster.coordinator.port };
+    remote = await RemotePipeline.connect(stages, control, nodeId, token, deadline, log, (reason) => {
       ctx.health = { state: "broken", reason };
       log.error({ reason, exitInMs: o.brokenExitDelayMs }, "pipeline broken: a stage link was lost; health is 503 and the coordinator exits");
       setTimeout(() => exit(brokenExitStatus(remote)), o.brokenExitDelayMs).unref();

@@ -211,7 +211,10 @@ export interface EngineFacts {
 
 /** A stage that could not reach the next stage of its pipeline. */
 export interface UnreachableNextStage {
-  /** The next stage's node id in the engine's cluster config (`stage-1`). */
+  /**
+   * The next stage's node id in the engine's cluster config (`stage-1`), or `coordinator` for the
+   * last stage, whose results go to the coordinator's control address.
+   */
   peer: string;
   /** Its transport address, `host:port`. */
   address: string;

@@ -167,10 +167,12 @@ async function causeInStageLogs(request: LaunchRequest, nodes: Map<string, NodeA
     const found = unreachableIn(tail);
     if (found === undefined) continue;
     const label = processLabel(p.role, p.index);
+    // The last stage's next hop is the coordinator's control address, where its results go.
+    const next = found.peer === "coordinator" ? "the coordinator's control address," : "the next stage,";
     return new LaunchError(
       "StageLinkUnreachable",
       failure.step,
-      `${label} on ${p.node} could not reach the next stage, ${found.peer} at ${found.address} (${found.error}): the link between their nodes is down or blocked; ${failure.message}`,
+      `${label} on ${p.node} could not reach ${next} ${found.peer} at ${found.address} (${found.error}): the link between their nodes is down or blocked; ${failure.message}`,
       { logTail: tail, cause: failure },
     );
   }
@@ -229,7 +231,8 @@ async function allocateTopology(request: LaunchRequest, context: LaunchContext, 
   const hasCoordinator = request.driver.facts.readiness.httpServer === "coordinator";
   const requests = [
     ...request.stages.map((s) => ({ label: `stage-${s.index} on ${s.nodeName}`, host: s.bindHost, node: s.node })),
-    ...(hasCoordinator ? [{ label: `coordinator on ${coordinator.nodeName}`, host: coordinator.bindHost, node: coordinator.node }] : []),
+    // The control port is bound on the control host, so it is probed and held there.
+    ...(hasCoordinator ? [{ label: `coordinator on ${coordinator.nodeName}`, host: coordinator.controlHost, node: coordinator.node }] : []),
   ];
   const held = await context.heldPorts();
   held.push({ host: coordinator.bindHost, port: coordinator.httpPort, holder: `this cluster's HTTP listener` });
@@ -244,7 +247,7 @@ async function allocateTopology(request: LaunchRequest, context: LaunchContext, 
   }
   entry.ports = [
     ...request.stages.map((s, i) => ({ node: s.nodeName, host: s.bindHost, port: ports[i]!, purpose: "transport" as const })),
-    ...(hasCoordinator ? [{ node: coordinator.nodeName, host: coordinator.bindHost, port: ports[request.stages.length]!, purpose: "control" as const }] : []),
+    ...(hasCoordinator ? [{ node: coordinator.nodeName, host: coordinator.controlHost, port: ports[request.stages.length]!, purpose: "control" as const }] : []),
     { node: coordinator.nodeName, host: coordinator.bindHost, port: coordinator.httpPort, purpose: "http" as const },
   ];
   return {
@@ -262,8 +265,9 @@ async function allocateTopology(request: LaunchRequest, context: LaunchContext, 
     })),
     coordinator: {
       id: "coordinator",
-      // Without a coordinator process the control address is never used: the HTTP one stands in.
-      address: { host: coordinator.bindHost, port: hasCoordinator ? ports[request.stages.length]! : coordinator.httpPort },
+      // The stages dial this address back (the HTTP host may be loopback or a wildcard). Without a
+      // coordinator process it is never used: the HTTP one stands in.
+      address: hasCoordinator ? { host: coordinator.controlHost, port: ports[request.stages.length]! } : { host: coordinator.bindHost, port: coordinator.httpPort },
       http: { host: coordinator.bindHost, port: coordinator.httpPort },
       // It holds no layers: one thread, whatever runs beside it.
       threads: 1,

@@ -26,8 +26,13 @@ export interface CoordinatorTarget {
   /** Registry node name, or "local" for the control machine. */
   nodeName: string;
   node: NodeAccess;
-  /** Control address host (written to the cluster TOML) and HTTP listener host. */
+  /** The HTTP listener's host (`[coordinator] host`). */
   bindHost: string;
+  /**
+   * The control address's host (the coordinator's node in the cluster TOML): the coordinator binds
+   * it and the stages dial it with results, so it is the node's own address, as for a stage.
+   */
+  controlHost: string;
   httpPort: number;
   modelDir: string;
   runDir: string;

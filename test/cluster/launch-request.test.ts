@@ -5,12 +5,13 @@
  */
 import { execFileSync } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { networkInterfaces, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { LocalNode, NodePool } from "../../src/nodes/index.js";
 import { makeTestModel, planCluster } from "../../src/planner/index.js";
 import { buildLaunchRequest, nodeConfigOf } from "../../src/cluster/index.js";
+import { controlHostOf } from "../../src/cluster/control-host.js";
 import { parseCluster, parseSettings } from "../../src/spec/index.js";
 
 let root: string;
@@ -141,4 +142,60 @@ test("mlx-lm refuses a node whose address is IPv6, before anything starts: MLX's
     modelPaths,
   );
   expect(request.stages.map((s) => s.bindHost)).toEqual(["::1", "127.0.0.1"]);
+});
+
+test("the coordinator's control address is its node's own address, whatever host its HTTP listener binds", async () => {
+  const settingsText = [
+    "[nodes.a]",
+    'host = "studio-a"',
+    `model_dir = "${join(root, "a")}"`,
+    'memory = "4GiB"',
+    "[nodes.b]",
+    'host = "127.0.0.8"',
+    `model_dir = "${join(root, "b")}"`,
+    'memory = "4GiB"',
+  ].join("\n");
+  const settings = parseSettings(settingsText, join(root, "shardctl.toml"));
+  if (!settings.ok) throw new Error(JSON.stringify(settings.issues));
+  const definition = (coordinator: string) =>
+    parseCluster(
+      `nodes = ["a"]\n[model]\nid = "${join(root, "model")}"\nsource = "push"\n[engine]\nkind = "reference"\n${coordinator}`,
+      join(root, "clusters", "z.toml"),
+      settings.value,
+    );
+  const stages = [pool.get(nodeConfigOf(settings.value.nodes.a!))];
+  const modelPaths = new Map(["a", "b", "local"].map((n) => [n, join(root, "model")]));
+
+  // On node b, HTTP on every interface: the stages dial b's address, never the wildcard.
+  const onB = definition('[coordinator]\nnode = "b"\nhost = "0.0.0.0"\nport = 8080\n');
+  if (!onB.ok) throw new Error(JSON.stringify(onB.issues));
+  const { plan } = await planCluster(onB.value, settings.value);
+  const b = pool.get(nodeConfigOf(settings.value.nodes.b!));
+  const request = await buildLaunchRequest(onB.value, settings.value, "rev", plan, { stages, coordinator: b }, modelPaths);
+  expect([request.coordinator.bindHost, request.coordinator.controlHost]).toEqual(["0.0.0.0", "127.0.0.8"]);
+
+  // On this machine with its stages on this machine too: loopback, as for a local stage.
+  const local = definition("");
+  if (!local.ok) throw new Error(JSON.stringify(local.issues));
+  const here = new LocalNode({ name: "local", host: "local", modelDir: join(root, "state") });
+  const localStages = [new LocalNode({ name: "a", host: "local", modelDir: join(root, "a") })];
+  const request2 = await buildLaunchRequest(local.value, settings.value, "rev", plan, { stages: localStages, coordinator: here }, modelPaths);
+  expect([request2.coordinator.bindHost, request2.coordinator.controlHost]).toEqual(["127.0.0.1", "127.0.0.1"]);
+});
+
+test("a coordinator on this machine with a stage elsewhere: the address this machine reaches that stage from, or a refusal", async () => {
+  const here = new LocalNode({ name: "local", host: "local", modelDir: join(root, "state") });
+  // TEST-NET-1: reached by the default route, when this machine has one.
+  const chosen = controlHostOf(here, "127.0.0.1", ["127.0.0.1", "192.0.2.1"]);
+  const own = Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address));
+  await chosen.then(
+    (address) => {
+      expect(own).toContain(address);
+      expect(address.startsWith("127.")).toBe(false);
+    },
+    (error: unknown) => expect(error).toMatchObject({ reason: "NodeAddressUnresolved", message: expect.stringContaining("no route to 192.0.2.1") }),
+  );
+  // A coordinator on a registered node keeps that node's address.
+  const registered = pool.get({ name: "b", host: "127.0.0.8", port: 22, hostKeyPolicy: "strict", modelDir: join(root, "b") });
+  expect(await controlHostOf(registered, "127.0.0.8", ["192.0.2.1"])).toBe("127.0.0.8");
 });

@@ -67,6 +67,18 @@ describe("cluster TOML", () => {
       [nodes(2, () => ({ address: "127.0.0.1:5" })), /address 127.0.0.1:5 is used twice/],
       [nodes(2, () => ({ id: "same" })), /node id "same" is used twice/],
       [nodes(2, () => ({ address: "host.example:5" })), /is not IP:port/],
+      // Every address is dialed by a peer: a wildcard names no machine.
+      [
+        {
+          ...nodes(1),
+          nodes: [
+            { id: "c", address: "0.0.0.0:1000", role: "hybrid" },
+            { id: "s0", address: "127.0.0.1:2000", role: "pipeline_stage", stage: 0 },
+          ],
+        },
+        /"c"\): address "0.0.0.0:1000" is a wildcard/,
+      ],
+      [nodes(1, () => ({ address: "[::]:2000" })), /"s0"\): address "\[::\]:2000" is a wildcard/],
       [{ cluster: { pipeline_parallel_size: 1 }, nodes: [{ id: "s", address: "127.0.0.1:1", role: "pipeline_stage", stage: 0 }] }, /exactly one node with role "hybrid"/],
       [nodes(2, (i) => (i === 0 ? { layers: [0, 2] } : {})), /every stage node or on none/],
       [nodes(2, (i) => ({ layers: i === 0 ? [0, 2] : [3, 4] })), /layers start at 3, expected 2/],

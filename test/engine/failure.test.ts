@@ -4,7 +4,7 @@
  * refused; a coordinator that cannot reach a stage fails naming the address; a client that
  * disconnects has its sequence cancelled and its KV cache freed on every stage.
  */
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { connect } from "node:net";
 import { join } from "node:path";
@@ -83,14 +83,17 @@ describe("engine failures", () => {
     expect(cluster.stages[0]!.stderr()).not.toContain("per-launch-token-abc");
     const r = await postJson(`${cluster.baseUrl}/v1/completions`, { prompt: "still", max_tokens: 2 });
     expect(r.status).toBe(200);
-    // A coordinator without the token cannot join.
+    // A coordinator without the token cannot join (its own control address: the real one holds its own).
     const rogueHost = await nextHost();
     const port = await freePort(rogueHost);
+    const rogueFile = join(dir, "rogue.toml");
+    const text = await readFile(cluster.file, "utf8");
+    await writeFile(rogueFile, text.replace(/^address = "[^"]+"(\nrole = "hybrid")/m, `address = "${rogueHost}:${await freePort(rogueHost)}"$1`));
     const rogue = spawnEngine([
       "-m",
       modelDir,
       "--distributed-config",
-      cluster.file,
+      rogueFile,
       "--node-id",
       "coordinator",
       "--host",

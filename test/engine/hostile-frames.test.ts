@@ -2,14 +2,16 @@
  * Frames whose payload disagrees with its own header, sent by a peer that passed the handshake (it
  * has the token, or none is configured) to a real stage process: each is answered with an Error for
  * the sequence it names, nothing is computed on bytes that never arrived, nothing is allocated from
- * the header alone, and the stage keeps serving.
+ * the header alone, and the stage keeps serving (its token comes back on the link it dials to the
+ * coordinator's control address, which the test plays too).
  */
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { makeTestModel } from "../../src/planner/test-model/index.js";
-import { decodeError, decodeResult, dialLink, encodeActivations, encodePrepare, Kind, type Link } from "../../src/engine/transport/index.js";
+import { acceptLink, decodeError, decodeResult, dialLink, encodeActivations, encodePrepare, Kind, type Link } from "../../src/engine/transport/index.js";
 import { killAll, requireBuild, spawnEngine, waitListening, writeClusterToml, type EngineProcess } from "./support.js";
 
 const hidden = 64;
@@ -17,6 +19,9 @@ const token = "hostile-frames-token";
 let dir: string;
 let stage: EngineProcess;
 let link: Link;
+/** The coordinator's control address, which the stage dials with its results, and that link. */
+let control: Server | undefined;
+let results: Link | undefined;
 /** Frames the stage sent back, in order. */
 const received: Array<{ kind: number; payload: Buffer }> = [];
 
@@ -26,7 +31,8 @@ beforeAll(async () => {
   await makeTestModel(join(dir, "m"), { layers: 2, hidden, seed: 3 });
   const tokenFile = join(dir, "token");
   await writeFile(tokenFile, token);
-  // The last of two stages, alone: it is ready as soon as a coordinator connects (no next stage to dial).
+  // The last of two stages, alone: it is ready as soon as a coordinator connects and it has dialed
+  // the coordinator's control address (no next stage to dial).
   const layout = await writeClusterToml({
     stages: [
       [0, 1],
@@ -34,6 +40,17 @@ beforeAll(async () => {
     ],
     dir,
   });
+  // Played here as the coordinator plays it: the stage dials it before it says ready.
+  control = createServer((socket) => {
+    acceptLink(socket, "coordinator", Buffer.from(token)).then(
+      ({ link: dialed }) => {
+        results = dialed;
+        dialed.onFrame((kind, payload) => received.push({ kind, payload }));
+      },
+      () => undefined,
+    );
+  });
+  await new Promise<void>((resolve) => control!.listen(layout.coordinator.port, layout.coordinator.host, resolve));
   stage = spawnEngine(["-m", join(dir, "m"), "--distributed-config", layout.file, "--node-id", "stage-1", "--no-warmup", "--transport-token-file", tokenFile]);
   const address = layout.stages[1]!;
   await waitListening(address, stage);
@@ -43,6 +60,8 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   link?.close();
+  results?.close();
+  control?.close();
   await killAll();
   await rm(dir, { recursive: true, force: true });
 });

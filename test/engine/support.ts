@@ -94,6 +94,8 @@ export interface ClusterOptions {
   stageArgs?: string[];
   /** Directory for the TOML file. */
   dir: string;
+  /** The coordinator's HTTP host; default its control address's host. */
+  httpHost?: string;
 }
 
 /**
@@ -151,7 +153,7 @@ export async function startCluster(modelDir: string, o: ClusterOptions): Promise
     stages.push(p);
     await waitListening(layout.stages[i]!, p);
   }
-  const httpHost = layout.coordinator.host;
+  const httpHost = o.httpHost ?? layout.coordinator.host;
   const httpPort = await freePort(httpHost);
   const coordinator = spawnEngine([
     "-m",

@@ -147,6 +147,7 @@ export async function makeRequest(world: LifecycleWorld, options: RequestOptions
       nodeName: "node-1",
       node: world.nodeFor("node-1"),
       bindHost: host1,
+      controlHost: host1,
       httpPort: options.httpPort ?? (await freePort(host1)),
       modelDir: world.modelDir,
       runDir: await runDir("coordinator"),

@@ -4,14 +4,15 @@
  * thunderbolt or rdma), and `[[nodes]]` with `id`, `address` ("IP:port"), `role` ("hybrid" for the
  * one coordinator, "pipeline_stage" for each stage) and `stage` (0..N-1)), read and validated for
  * the reference engine, which also accepts an explicit half-open `layers = [start, end]` on stage
- * nodes (all stage nodes or none).
+ * nodes (all stage nodes or none). Each node binds its address and its peers dial it, the
+ * coordinator's included (its control address, where the last stage sends its results).
  */
 import { readFileSync } from "node:fs";
 import { parse } from "smol-toml";
 
 export interface ClusterNode {
   id: string;
-  /** IP address to bind or dial. */
+  /** IP address to bind or dial (never a wildcard). */
   host: string;
   port: number;
   role: "hybrid" | "pipeline_stage";
@@ -110,6 +111,9 @@ function readNode(file: string, raw: unknown, index: number): ClusterNode {
   const port = Number(match?.[2]);
   if (match === null || port < 1 || port > 65535) fail(file, `${where} ("${n.id}"): address ${JSON.stringify(n.address)} is not IP:port`);
   const host = (match[1] as string).replace(/^\[|\]$/g, "");
+  // Every address is dialed by a peer (the coordinator's by the last stage, with its results), and
+  // a wildcard names no machine: a peer elsewhere would dial itself.
+  if (isWildcard(host)) fail(file, `${where} ("${n.id}"): address ${JSON.stringify(n.address)} is a wildcard; give the node's own address, which its peers dial`);
   const role = n.role;
   if (role !== "hybrid" && role !== "pipeline_stage") fail(file, `${where} ("${n.id}"): role must be "hybrid" or "pipeline_stage", got ${JSON.stringify(role)}`);
   let stage: number | undefined;
@@ -126,6 +130,11 @@ function readNode(file: string, raw: unknown, index: number): ClusterNode {
     }
   }
   return { id: n.id, host, port, role, stage, layers };
+}
+
+/** 0.0.0.0 or ::, however written. */
+function isWildcard(host: string): boolean {
+  return host.includes(":") ? host.split(":").every((group) => /^0*$/.test(group)) : host.split(".").every((octet) => Number(octet) === 0);
 }
 
 /**

@@ -1,14 +1,17 @@
 /**
  * Remote stages over TCP. The coordinator holds one control link per stage: tokens go into stage 0,
- * prepare/release travel down the pipeline in order behind them, sampled tokens come back from the
- * last stage, errors from any stage. Losing any link — closed, reset, or silent for longer than the
- * liveness bound (transport/liveness.ts) — is fatal for the whole pipeline: requests in flight fail
- * at once with PipelineBroken and every link's state is reported by `linkStates`.
+ * prepare/release travel down the pipeline in order behind them, errors come back from any stage.
+ * Sampled tokens come back from the last stage on the link it dials to the coordinator's control
+ * address (control-listener.ts), reported as part of the last stage's link. Losing any link —
+ * closed, reset, or silent for longer than the liveness bound (transport/liveness.ts) — is fatal
+ * for the whole pipeline: requests in flight fail at once with PipelineBroken and every link's
+ * state is reported by `linkStates`.
  */
 import { logAnsweringPeers, logSilentPeer } from "../exit-status.js";
 import type { Logger } from "../log.js";
 import type { SampledToken, SamplingParams } from "../model/index.js";
 import { decodeError, decodeResult, dialLinkUntil, encodePrepare, encodeRun, encodeSeq, Kind, type Link, seqOf } from "../transport/index.js";
+import { listenForResults } from "./control-listener.js";
 import type { Pipeline } from "./pipeline.js";
 
 export interface StageAddress {
@@ -48,6 +51,9 @@ export class RemotePipeline implements Pipeline {
 
   private constructor(
     private readonly links: Link[],
+    /** The last stage's link to the control address: its results. */
+    private readonly results: Link,
+    private readonly closeControl: () => void,
     stages: StageAddress[],
     private readonly log: Logger,
     private readonly onBroken: (reason: string) => void,
@@ -57,6 +63,9 @@ export class RemotePipeline implements Pipeline {
       link.onClose((reason) => this.lose(i, link, reason));
       link.onFrame((kind, payload) => this.handle(i, kind, payload));
     });
+    const last = links.length - 1;
+    results.onClose((reason) => this.lose(last, results, reason));
+    results.onFrame((kind, payload) => this.handle(last, kind, payload));
   }
 
   /** Every stage link's state, in stage order. */
@@ -65,19 +74,24 @@ export class RemotePipeline implements Pipeline {
   }
 
   /**
-   * Connect to every stage in order (each retried until `deadline`, epoch ms) and wait until each
-   * reports ready (its downstream link is up).
+   * Bind the control address, connect to every stage in order (each retried until `deadline`,
+   * epoch ms) and wait until each reports ready (its downstream link is up; the last stage's, to
+   * the control address).
    */
   static async connect(
     stages: StageAddress[],
+    control: { host: string; port: number },
     nodeId: string,
     token: Buffer | undefined,
     deadline: number,
     log: Logger,
     onBroken: (reason: string) => void,
   ): Promise<RemotePipeline> {
+    const lastStage = stages[stages.length - 1] as StageAddress;
+    const listener = await listenForResults(control, nodeId, lastStage.nodeId, token, log);
     const links: Link[] = [];
     const readies: Array<Promise<void>> = [];
+    let results: Link;
     try {
       for (const s of stages) {
         const link = await dialLinkUntil(s.host, s.port, { role: "coordinator", nodeId }, token, deadline);
@@ -103,11 +117,23 @@ export class RemotePipeline implements Pipeline {
         );
       }
       await Promise.all(readies);
+      // The last stage dials the control address before it says ready: its link is here or coming.
+      results = await Promise.race([
+        listener.results,
+        new Promise<never>((_, reject) =>
+          setTimeout(
+            () => reject(new Error(`the last stage did not connect to the control address ${control.host}:${control.port} before the deadline`)),
+            Math.max(0, deadline - Date.now()),
+          ).unref(),
+        ),
+      ]);
     } catch (error) {
       for (const l of links) l.close();
+      void listener.results.then((l) => l.close());
+      listener.close();
       throw error;
     }
-    return new RemotePipeline(links, stages, log, onBroken);
+    return new RemotePipeline(links, results, () => listener.close(), stages, log, onBroken);
   }
 
   prepare(seq: number, params: SamplingParams): void {
@@ -149,7 +175,8 @@ export class RemotePipeline implements Pipeline {
 
   close(): void {
     this.broken ??= "closed";
-    for (const l of this.links) l.close();
+    for (const l of [...this.links, this.results]) l.close();
+    this.closeControl();
   }
 
   private first(): Link {

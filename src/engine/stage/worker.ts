@@ -1,12 +1,14 @@
 /**
  * A stage worker: loads only its layers, binds its transport address, accepts the coordinator and
- * (after stage 0) the previous stage, dials the next stage once the coordinator is connected, and
- * runs sequences as their messages arrive. Messages are handled in arrival order, one at a time;
- * different stages work on different sequences at once, which is where pipeline throughput comes
- * from. Losing any link after it was established — closed, reset, or silent for longer than the
- * liveness bound (transport/liveness.ts) — ends the process: with exit status 69 and a line naming
- * the peer when it went silent, 1 otherwise (exit-status.ts). While the stage
- * computes (synchronously, on this thread) a helper thread keeps its links heartbeating.
+ * (after stage 0) the previous stage, dials the next stage once the coordinator is connected (the
+ * last stage dials the coordinator's control address instead: its results go back on that link, as
+ * mlxcel's stages dial the coordinator's cluster-file address with theirs), and runs sequences as
+ * their messages arrive. Messages are handled in arrival order, one at a time; different stages
+ * work on different sequences at once, which is where pipeline throughput comes from. Losing any
+ * link after it was established — closed, reset, or silent for longer than the liveness bound
+ * (transport/liveness.ts) — ends the process: with exit status 69 and a line naming the peer when it
+ * went silent, 1 otherwise (exit-status.ts). While the stage computes (synchronously, on this
+ * thread) a helper thread keeps its links heartbeating.
  */
 import { createServer, type Server, type Socket } from "node:net";
 import { failureExitStatus, logAnsweringPeers, logSilentPeer, peerSilentExitStatus, type SilentPeer } from "../exit-status.js";
@@ -32,6 +34,7 @@ import {
   HandshakeAbandoned,
   Kind,
   type Link,
+  type PeerRole,
   seqOf,
 } from "../transport/index.js";
 
@@ -50,6 +53,8 @@ export interface StageWorkerOptions {
   port: number;
   /** Next stage's address, undefined on the last stage. */
   next: { host: string; port: number; nodeId: string } | undefined;
+  /** The coordinator's control address (its node in the cluster file), which the last stage dials. */
+  coordinatorControl: { host: string; port: number; nodeId: string };
   token: Buffer | undefined;
   /** How long to keep dialing the next stage, ms. */
   connectTimeoutMs: number;
@@ -112,10 +117,12 @@ class StageRuntime {
   private coordinator: Link | undefined;
   private upstream: Link | undefined;
   private downstream: Link | undefined;
+  /** The last stage's link to the coordinator's control address, which carries its results. */
+  private results: Link | undefined;
   private readonly sequences = new Map<number, SequenceState>();
   private readonly logits: Float32Array;
   private closing = false;
-  /** When the dial of the next stage began (performance.now() ms), while it goes on. */
+  /** When the dial of the next hop began (performance.now() ms), while it goes on. */
   private dialingSince: number | undefined;
   /** The node id of the peer at the other end of each link. */
   private readonly peerIds = new Map<Link, string>();
@@ -155,12 +162,13 @@ class StageRuntime {
     this.closing = true;
     server.close();
     this.heartbeat.stop();
-    for (const link of [this.coordinator, this.upstream, this.downstream]) link?.close();
+    for (const link of [this.coordinator, this.upstream, this.downstream, this.results]) link?.close();
   }
 
-  private attach(link: Link, role: "coordinator" | "upstream", peerId: string, remote: string): void {
+  private attach(link: Link, role: PeerRole, peerId: string, remote: string): void {
     const taken = role === "coordinator" ? this.coordinator : this.upstream;
-    if (taken !== undefined || (role === "upstream" && this.options.stage === 0)) {
+    // Only the coordinator's control address takes a "stage" link.
+    if (role === "stage" || taken !== undefined || (role === "upstream" && this.options.stage === 0)) {
       this.options.log.warn({ remote, role }, "peer refused: role already connected or not expected here");
       link.close();
       return;
@@ -183,14 +191,19 @@ class StageRuntime {
   /**
    * Say the next stage could not be reached: src/engines/reference reads this line (its msg, next,
    * err), since a launch that fails at a later step (the coordinator giving up) failed because of it.
+   * The last stage's next hop is the coordinator's control address, named the same way.
    */
   private sayNextUnreachable(err: string): void {
-    this.options.log.error({ err, next: this.options.next }, "cannot reach the next stage");
+    this.options.log.error({ err, next: this.options.next ?? this.options.coordinatorControl }, "cannot reach the next stage");
   }
 
-  /** Dial the next stage (retrying until the deadline), then tell the coordinator we are ready. */
+  /**
+   * Dial the next stage (retrying until the deadline) — or, on the last stage, the coordinator's
+   * control address — then tell the coordinator we are ready.
+   */
   private async connectDownstream(coordinator: Link): Promise<void> {
     const next = this.options.next;
+    if (next === undefined && this.results === undefined) await this.connectResults();
     if (next !== undefined && this.downstream === undefined) {
       const deadline = Date.now() + this.options.connectTimeoutMs;
       this.dialingSince = performance.now();
@@ -204,6 +217,24 @@ class StageRuntime {
       this.options.log.info({ peer: link.peer }, "connected to the next stage");
     }
     coordinator.sendJson(Kind.Ready, { stage: this.options.stage, range: [this.options.range.start, this.options.range.end], weightBytes: this.model.weightBytes });
+  }
+
+  /**
+   * The last stage dials the coordinator's control address from the cluster file: an address the
+   * coordinator binds and this stage can reach, or the pipeline never answers.
+   */
+  private async connectResults(): Promise<void> {
+    const control = this.options.coordinatorControl;
+    const deadline = Date.now() + this.options.connectTimeoutMs;
+    this.dialingSince = performance.now();
+    const link = await dialLinkUntil(control.host, control.port, { role: "stage", nodeId: this.options.nodeId }, this.options.token, deadline).finally(() => {
+      this.dialingSince = undefined;
+    });
+    this.results = link;
+    this.peerIds.set(link, control.nodeId);
+    link.onClose((reason) => this.lost(`results link (${link.peer})`, reason, link, { peer: control.nodeId, link: "coordinator" }));
+    link.onFrame((kind) => this.options.log.warn({ kind }, "unexpected frame on the results link"));
+    this.options.log.info({ peer: link.peer }, "connected to the coordinator's control address");
   }
 
   private lost(which: string, reason: string, link: Link, peer: Pick<SilentPeer, "peer" | "link">): void {
@@ -313,13 +344,13 @@ class StageRuntime {
       return;
     }
     const sampled = this.compute(() => (state.sampler as Sampler).sample(this.model.logits(hidden, rows - 1, this.logits)));
-    this.coordinator?.send(Kind.Result, encodeResult(seq, sampled));
+    this.results?.send(Kind.Result, encodeResult(seq, sampled));
   }
 
   /** Run synchronous compute (it blocks this thread's event loop) with every link heartbeating meanwhile. */
   private compute<T>(work: (progress: () => void) => T): T {
     const started = performance.now();
-    const result = this.heartbeat.run([this.coordinator, this.upstream, this.downstream], work);
+    const result = this.heartbeat.run([this.coordinator, this.upstream, this.downstream, this.results], work);
     const ms = Math.round(performance.now() - started);
     if (ms >= defaultLiveness.heartbeatMs) this.options.log.debug({ ms }, "long compute: the helper thread kept the links heartbeating");
     return result;

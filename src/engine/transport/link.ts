@@ -15,7 +15,11 @@ const linkMaxBytes = 1 << 30;
 /** How long a peer has to complete the handshake, ms. */
 const handshakeTimeoutMs = 10_000;
 
-export type PeerRole = "coordinator" | "upstream";
+/**
+ * Who dials: the coordinator (to each stage), the previous stage (to the next), or the last stage
+ * (to the coordinator's control address, the link its results travel back on).
+ */
+export type PeerRole = "coordinator" | "upstream" | "stage";
 
 export interface Hello {
   role: PeerRole;
@@ -210,7 +214,7 @@ export async function acceptLink(socket: Socket, nodeId: string, token: Buffer |
     if (first === undefined || first.kind !== Kind.Hello) throw new Error(`expected a hello frame, got kind ${first?.kind}`);
     const hello = parseJson(first.payload);
     const role = hello.role;
-    if (role !== "coordinator" && role !== "upstream") throw new Error(`unknown peer role ${JSON.stringify(role)}`);
+    if (role !== "coordinator" && role !== "upstream" && role !== "stage") throw new Error(`unknown peer role ${JSON.stringify(role)}`);
     const peerId = String(hello.nodeId);
     if (token !== undefined && !macEquals(clientMac(token, nonce, role, peerId), hello.mac)) {
       throw new Error("peer did not prove the transport token");

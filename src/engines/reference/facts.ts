@@ -102,7 +102,8 @@ const peerAnsweringLog = "peer answering";
 
 /**
  * shard-engine's line when a stage could not dial its next stage within its connect timeout
- * (src/engine/stage/worker.ts): `next` (host, port, node id) and `err`. The last such line counts.
+ * (src/engine/stage/worker.ts): `next` (host, port, node id) and `err`. The last stage's next hop
+ * is the coordinator's control address, named the same way. The last such line counts.
  */
 function nextStageUnreachableIn(logTail: readonly string[]): UnreachableNextStage | undefined {
   for (const entry of entriesWith(logTail, nextStageUnreachableLog)) {

@@ -1,0 +1,53 @@
+/**
+ * The coordinator's control address in the engine's cluster file is its node's own address, the one
+ * the stages dial with their results, while its HTTP listener binds `[coordinator] host`. Here the
+ * coordinator runs on node-2, away from stage 0, and serves HTTP on every interface (0.0.0.0): a
+ * control address taken from the HTTP host would be that wildcard, which no stage can dial (a stage
+ * on another machine would dial itself, as with 127.0.0.1; shard-engine refuses it outright).
+ * Real sshd nodes on loopback addresses (lifecycle-fixture.ts). Needs `npm run build`.
+ */
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { parse } from "smol-toml";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import { launchCluster, teardownCluster } from "../../src/launch/index.js";
+import { freePort, makeContext, makeRequest, startLifecycleWorld, type LifecycleWorld } from "./lifecycle-fixture.js";
+
+let world: LifecycleWorld;
+
+beforeAll(async () => {
+  world = await startLifecycleWorld();
+});
+afterAll(async () => {
+  await world?.close();
+});
+
+test("a coordinator serving HTTP on 0.0.0.0 on another node than stage 0: its control address is its node's, and the pipeline answers", async () => {
+  const host2 = world.hosts.get("node-2")!;
+  const request = await makeRequest(world, { cluster: "control", register: false });
+  request.coordinator = {
+    ...request.coordinator,
+    nodeName: "node-2",
+    node: world.nodeFor("node-2"),
+    bindHost: "0.0.0.0",
+    controlHost: host2,
+    httpPort: await freePort("0.0.0.0"),
+  };
+  const context = makeContext(world);
+  const result = await launchCluster(request, context);
+  const entry = (await world.ledger.read("control"))!;
+  try {
+    expect(result.timeline.map((e) => e.step)).toContain("readiness-probe-passed");
+    const written = parse(await readFile(join(request.coordinator.runDir, request.driver.clusterConfigName), "utf8")) as {
+      nodes: Array<{ role: string; address: string }>;
+    };
+    const control = entry.ports.find((p) => p.purpose === "control")!;
+    expect(control).toMatchObject({ node: "node-2", host: host2 });
+    expect(written.nodes.find((n) => n.role === "hybrid")!.address).toBe(`${host2}:${control.port}`);
+    expect(entry.ports.find((p) => p.purpose === "http")).toMatchObject({ host: "0.0.0.0", port: request.coordinator.httpPort });
+    const response = await fetch(`${result.coordinatorUrl}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: "hello", max_tokens: 2 }) });
+    expect(response.status).toBe(200);
+  } finally {
+    await teardownCluster(entry, { ledger: world.ledger, registrar: world.registrar, nodeFor: world.nodeFor, graceMs: 2_000 });
+  }
+});
