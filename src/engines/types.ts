@@ -155,6 +155,12 @@ export interface EngineFacts {
    * names to IPv4 addresses and refuses a node given by an IPv6 address. Undefined: any IP.
    */
   readonly ipv4Only?: boolean;
+  /**
+   * Why the coordinator's `--host` must be an IPv4 address, when it must: an engine that reads
+   * `--host:--port` as one socket address exits at start on a host name ("localhost") or an IPv6
+   * address. Undefined: any host its listener accepts.
+   */
+  readonly httpHostIPv4?: string;
   /** The model families the engine is validated on; others are planned only on request. */
   readonly modelFamilies: ValidatedFamilies;
   /**

@@ -3,9 +3,10 @@
  * reported at the offending key before anything is planned or launched. They read the raw TOML
  * data, beside the schema, so they report alongside its issues.
  */
+import { isIPv4 } from "node:net";
 import { canRunOn, defaultEngineKind, engineOf, isEngineKind, quoteKinds, selectKinds, selectKindsRunningOn, type EngineFacts } from "../engines/index.js";
 import { maxExtraArgs } from "./cluster-schema.js";
-import { quote } from "./patterns.js";
+import { patterns, quote } from "./patterns.js";
 import { getRaw } from "./raw.js";
 import type { Settings } from "./types.js";
 
@@ -22,7 +23,16 @@ export function checkEngine(data: unknown, settings: Settings, add: AddIssue): v
   checkStrategy(data, engine, add);
   checkDeclaredAccelerators(data, settings, engine, add);
   checkHttpServer(data, engine, add);
+  checkHttpHost(data, engine, add);
   checkInterpreter(data, engine, add);
+}
+
+/** `[coordinator] host` for an engine that takes an IPv4 address only there. */
+function checkHttpHost(data: unknown, engine: EngineFacts, add: AddIssue): void {
+  const host = getRaw(data, ["coordinator", "host"]);
+  // A value the schema refuses is reported there, once.
+  if (engine.httpHostIPv4 === undefined || typeof host !== "string" || !patterns.host.test(host) || isIPv4(host)) return;
+  add(["coordinator", "host"], `${quote(host)} is not an IPv4 address: ${engine.httpHostIPv4}; give one, such as 127.0.0.1, 0.0.0.0 or the node's own address`);
 }
 
 /** `[engine] python` names the interpreter of an engine run as a Python module; another engine would ignore it. */

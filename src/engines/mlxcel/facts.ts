@@ -25,6 +25,9 @@ export const mlxcelFacts = {
   modelFamilies: { families: ["llama", "mistral"], name: "Llama family" },
   // mlxcel has no transport authentication: trusted network segments only.
   authenticatesTransport: false,
+  // In distributed mode its coordinator parses "--host:--port" as a Rust socket address, to check
+  // it differs from its control address: a host name or a bare IPv6 address fails that parse.
+  httpHostIPv4: "mlxcel's coordinator reads --host:--port as a socket address and exits at start on a host name or an IPv6 address",
   extraArgs: mlxcelExtraArgs,
   stageCount: {
     validatedUpTo: 2,
