@@ -13,74 +13,34 @@
  * cluster converges with exactly one engine set, the old processes and their ports gone.
  */
 import { execFile } from "node:child_process";
-import { readFileSync } from "node:fs";
-import { readFile } from "node:fs/promises";
-import { join } from "node:path";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Daemon } from "../../src/reconciler/index.js";
-import {
-  chat,
-  conditionOf,
-  definitionText,
-  enginesOf,
-  freePort,
-  freePortRange,
-  isReadyAt,
-  readStatusFile,
-  revisionOf,
-  sleep,
-  waitForStatus,
-  writeDefinition,
-  type DaemonWorld,
-} from "../reconciler/daemon-fixture.js";
-import { closeLabWorld, startLabWorld } from "./support/lab-world.js";
-import type { Lab, LabHost } from "./support/netns.js";
-import { routerBackends, until } from "./support/world-checks.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import type { LedgerEntry } from "../../src/launch/index.js";
+import { chat, conditionOf, enginesOf, isReadyAt, readStatusFile, sleep } from "../reconciler/daemon-fixture.js";
+import { useLabCluster } from "./support/lab-cluster.js";
+import type { LabHost } from "./support/netns.js";
+import { isRunning, routerBackends, until } from "./support/world-checks.js";
 
 const run = promisify(execFile);
 const name = "coordcut";
 
-let lab: Lab;
-let world: DaemonWorld;
-let daemon: Daemon;
-let revision: string;
-let coordinatorPort: number;
-
-interface LedgerView {
-  phase: string;
-  processes: Array<{ node: string; pid: number; index?: number }>;
-}
-
-beforeAll(async () => {
-  // Four layers over two stages: two each. The daemon runs at the production health timings.
-  ({ lab, world, daemon } = await startLabWorld(3, { layers: 4, restartBudget: 10 }));
-  // The lab hosts are fresh namespaces: every port there is free; the range only has to avoid the root namespace's.
-  coordinatorPort = await freePort();
-  portRange = await freePortRange(["127.0.0.1"]);
-  await defineCluster(defaultEngineArgs);
-}, 120_000);
-
-let portRange: string;
 /** The fixture's engine arguments: a coordinator whose pipeline broke exits 200 ms later. */
 const defaultEngineArgs = ["--connect-timeout-ms", "5000", "--broken-exit-delay-ms", "200"];
 /** A coordinator whose pipeline broke keeps running (answering 503) for 60 s: still there when its host heals. */
 const lingeringEngineArgs = ["--connect-timeout-ms", "5000", "--broken-exit-delay-ms", "60000"];
 
-/** Write the definition (stages on n1, n2; the coordinator on n3) and wait until it is Ready and Healthy at its revision. */
+// Four layers over two stages: two each. The daemon runs at the production health timings.
+// Stages on n1, n2; the coordinator on n3, bound on n3's veth address: the router and the daemon
+// reach it over the bridge.
+const cluster = useLabCluster(name, { hosts: 3, layers: 4, restartBudget: 10, cutOff: 2 });
+
+/** Write the definition and wait until it is Ready and Healthy at its revision. */
 async function defineCluster(extraArgs: string[]): Promise<void> {
-  const text = definitionText(world, { nodes: ["n1", "n2"], coordinatorNode: "n3", port: coordinatorPort, portRange, register: true, extraArgs });
-  // The coordinator binds n3's veth address: the router and the daemon reach it over the bridge.
-  if (!text.includes('host = "127.0.0.1"')) throw new Error("the fixture's definition no longer writes the coordinator's host as 127.0.0.1");
-  await writeDefinition(world, name, text.replace('host = "127.0.0.1"', `host = "${lab.hosts[2]!.address}"`));
-  revision = await revisionOf(world, name);
-  await waitForStatus(world, name, (s) => isReadyAt(s, revision) && s.stages.every((c) => c.alive) && s.health === "Healthy", 60_000);
+  await cluster.define({ coordinatorNode: "n3", coordinatorHost: cluster.lab.hosts[2]!.address, extraArgs });
+  await cluster.waitFor((s) => isReadyAt(s, cluster.revision) && s.stages.every((c) => c.alive) && s.health === "Healthy", 60_000);
 }
 
-afterAll(async () => {
-  const left = await closeLabWorld({ lab, world, daemon }, name, { cutOff: lab?.hosts[2] });
-  expect(left.engines).toEqual([]);
-}, 60_000);
+beforeAll(() => defineCluster(defaultEngineArgs), 120_000);
 
 /** Engine pids (wrappers and engines) per lab host, from ps matched against each namespace's pids. */
 async function enginesPerHost(): Promise<number[][]> {
@@ -96,9 +56,9 @@ function isEngineProper(line: string): boolean {
 
 /** The ps lines ("pid stat args") of the engine processes per lab host. */
 async function engineLinesPerHost(): Promise<string[][]> {
-  const lines = await enginesOf(world);
+  const lines = await enginesOf(cluster.world);
   return Promise.all(
-    lab.hosts.map(async (h) => {
+    cluster.lab.hosts.map(async (h) => {
       const pids = await h.pids();
       return lines.filter((l) => pids.includes(Number(l.split(/\s+/)[0])));
     }),
@@ -118,18 +78,8 @@ async function listenersOf(host: LabHost): Promise<Map<number, number[]>> {
   return ports;
 }
 
-async function readLedger(): Promise<LedgerView> {
-  return JSON.parse(await readFile(join(world.stateDir, "ledger", `${name}.json`), "utf8")) as LedgerView;
-}
-
-/** A live process (a zombie, dead but not yet reaped by its parent, does not count), from /proc/<pid>/stat. */
-function isRunning(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
-  } catch {
-    return false;
-  }
+async function readLedger(): Promise<LedgerEntry> {
+  return (await cluster.ledger())!;
 }
 
 /**
@@ -137,17 +87,17 @@ function isRunning(pid: number): boolean {
  * `lingering`: the coordinator is expected to still run on n3 when it heals (else it may have exited by itself).
  */
 async function partitionCoordinatorHost(lingering: boolean): Promise<void> {
-  const [n1, n2, n3] = [lab.hosts[0]!, lab.hosts[1]!, lab.hosts[2]!];
+  const [n1, n2, n3] = [cluster.lab.hosts[0]!, cluster.lab.hosts[1]!, cluster.lab.hosts[2]!];
   const beforeLines = await engineLinesPerHost();
   const before = beforeLines.map((lines) => lines.map((l) => Number(l.split(/\s+/)[0])));
   const beforeEngines = beforeLines.map((lines) => lines.filter(isEngineProper).length);
   expect(beforeEngines).toEqual([1, 1, 1]);
   expect(before.every((pids) => pids.length >= 1)).toBe(true);
-  expect(await routerBackends(world)).toContain(n3.address);
-  const ready0 = (await readStatusFile(world, name))!;
+  expect(await routerBackends(cluster.world)).toContain(n3.address);
+  const ready0 = await cluster.status();
   expect(ready0.coordinator?.url).toContain(n3.address);
   const listenersBefore = await Promise.all([n1, n2, n3].map(listenersOf));
-  expect(listenersBefore[2]!.has(coordinatorPort)).toBe(true);
+  expect(listenersBefore[2]!.has(cluster.port)).toBe(true);
   const oldPids = before.flat();
 
   // Watch the status from the partition until Ready again: once it has said Ready=False, it must
@@ -158,7 +108,7 @@ async function partitionCoordinatorHost(lingering: boolean): Promise<void> {
   let watching = true;
   const watcher = (async () => {
     while (watching) {
-      const ready = await readStatusFile(world, name)
+      const ready = await readStatusFile(cluster.world, name)
         .then((s) => (s === undefined ? undefined : conditionOf(s, "Ready")))
         .catch(() => undefined);
       if (ready?.status === "False") sawNotReady = true;
@@ -172,8 +122,8 @@ async function partitionCoordinatorHost(lingering: boolean): Promise<void> {
   const timings: Record<string, number> = {};
   let causes: string | undefined;
   try {
-    const notReady = until(async () => conditionOf((await readStatusFile(world, name))!, "Ready")?.status === "False", 10_000, "Ready=False");
-    const deregistered = until(async () => !(await routerBackends(world)).includes("url:"), 10_000, "router deregistration");
+    const notReady = until(async () => conditionOf(await cluster.status(), "Ready")?.status === "False", 10_000, "Ready=False");
+    const deregistered = until(async () => !(await routerBackends(cluster.world)).includes("url:"), 10_000, "router deregistration");
     const reachableDown = until(
       async () => {
         const now = await enginesPerHost();
@@ -183,7 +133,7 @@ async function partitionCoordinatorHost(lingering: boolean): Promise<void> {
       "no engine on the reachable hosts",
     );
     const [notReadyAt, deregisteredAt, downAt] = await Promise.all([notReady, deregistered, reachableDown]);
-    const status = (await readStatusFile(world, name))!;
+    const status = await cluster.status();
     const ready = conditionOf(status, "Ready")!;
     expect(ready.reason).toMatch(/\S/);
     expect(ready.message ?? "").toMatch(/\S/);
@@ -218,7 +168,7 @@ async function partitionCoordinatorHost(lingering: boolean): Promise<void> {
     timings.leftoverPidsOnN3AtHeal = still[2]!.length;
     if (lingering) expect(still[2]!.length).toBe(before[2]!.length);
     causes = `evidence ${evidence!.reason}; Ready ${ready.reason}: ${ready.message ?? ""}`;
-    const s = (await readStatusFile(world, name))!;
+    const s = await cluster.status();
     expect(conditionOf(s, "Ready")?.status).not.toBe("True");
   } finally {
     const healedAt = Date.now();
@@ -239,13 +189,13 @@ async function partitionCoordinatorHost(lingering: boolean): Promise<void> {
       const now = await engineLinesPerHost().catch(() => undefined);
       now?.forEach((lines, i) => {
         const engines = lines.filter(isEngineProper).length;
-        if (engines > beforeEngines[i]! && excess.length < 5) excess.push(`${lab.hosts[i]!.name} at +${Date.now() - healStart} ms:\n${lines.join("\n")}`);
+        if (engines > beforeEngines[i]! && excess.length < 5) excess.push(`${cluster.lab.hosts[i]!.name} at +${Date.now() - healStart} ms:\n${lines.join("\n")}`);
         perHostMax[i] = Math.max(perHostMax[i]!, engines);
       });
       await sleep(50);
     }
   })();
-  const readyAgain = await waitForStatus(world, name, (st) => isReadyAt(st, revision) && st.stages.every((c) => c.alive) && st.health === "Healthy", 40_000);
+  const readyAgain = await cluster.waitFor((st) => isReadyAt(st, cluster.revision) && st.stages.every((c) => c.alive) && st.health === "Healthy", 40_000);
   timings.readyAfterHeal = Date.now() - healStart;
   sampling = false;
   watching = false;
@@ -266,15 +216,15 @@ async function partitionCoordinatorHost(lingering: boolean): Promise<void> {
   expect(survivors).toEqual([]);
   // The ports: the coordinator's HTTP port on n3 has exactly one owner, one of the new engines.
   const n3Listeners = await listenersOf(n3);
-  const owners = n3Listeners.get(coordinatorPort) ?? [];
+  const owners = n3Listeners.get(cluster.port) ?? [];
   expect(new Set(owners).size).toBe(1);
   expect(after[2]).toContain(owners[0]);
   for (const [i, host] of [n1, n2, n3].entries()) {
     for (const pids of (await listenersOf(host)).values()) expect(pids.every((p) => after[i]!.includes(p))).toBe(true);
   }
   expect((await readLedger()).phase).toBe("running");
-  expect(await routerBackends(world)).toContain(n3.address);
-  expect(await chat(readyAgain.coordinator!.url, world.modelDir)).toBeTypeOf("string");
+  expect(await routerBackends(cluster.world)).toContain(n3.address);
+  expect(await chat(readyAgain.coordinator!.url, cluster.world.modelDir)).toBeTypeOf("string");
   console.log(`coordinator partition (lingering=${lingering}) timings, ms since the partition unless said: ${JSON.stringify(timings)}; ${causes ?? ""}`);
 }
 

@@ -26,27 +26,12 @@
 import { execFile } from "node:child_process";
 import { connect } from "node:net";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { Ledger } from "../../src/launch/index.js";
-import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
-import {
-  chat,
-  conditionOf,
-  definitionText,
-  freePort,
-  freePortRange,
-  isReadyAt,
-  readStatusFile,
-  revisionOf,
-  sleep,
-  waitForStatus,
-  writeDefinition,
-  type DaemonWorld,
-} from "../reconciler/daemon-fixture.js";
+import { expect, it } from "vitest";
+import { chat, conditionOf, sleep } from "../reconciler/daemon-fixture.js";
 import { expectBackWhole, expectCutDeath, holdAfterNotReadyMs } from "./support/cut-checks.js";
 import { enginesPerPlace, watchDeathWords } from "./support/death-words.js";
-import { closeLabWorld, startLabWorld } from "./support/lab-world.js";
-import type { Lab, LabHost } from "./support/netns.js";
+import { useLabCluster } from "./support/lab-cluster.js";
+import type { LabHost } from "./support/netns.js";
 
 const run = promisify(execFile);
 const name = "coordcut";
@@ -67,31 +52,10 @@ type CutOrder = (typeof cuts)[number];
  * the first end's report always reaches the other end before its own bound does.
  */
 const staggerMs = 1_200;
-let lab: Lab;
-let world: DaemonWorld;
-let daemon: Daemon;
-let revision: string;
 let cut: FlowCut | undefined;
-
-beforeAll(async () => {
-  // Four layers over two stages; the daemon runs at the production health timings. Every cut costs
-  // a launch of the restart budget.
-  ({ lab, world, daemon } = await startLabWorld(2, { layers: 4, restartBudget: cuts.length + 5 }));
-  const text = definitionText(world, { nodes: ["n1", "n2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]), register: true });
-  await writeDefinition(world, name, text);
-  revision = await revisionOf(world, name);
-  await waitForReady(60_000);
-}, 120_000);
-
-afterAll(async () => {
-  await cut?.heal().catch(() => undefined);
-  const left = await closeLabWorld({ lab, world, daemon }, name);
-  expect(left.engines).toEqual([]);
-}, 60_000);
-
-function waitForReady(timeoutMs: number): Promise<ClusterStatus> {
-  return waitForStatus(world, name, (s) => isReadyAt(s, revision) && s.health === "Healthy" && s.stages.every((c) => c.alive), timeoutMs);
-}
+// Four layers over two stages; the daemon runs at the production health timings. Every cut costs
+// a launch of the restart budget.
+const cluster = useLabCluster(name, { hosts: 2, layers: 4, restartBudget: cuts.length + 5, define: {}, beforeClose: async () => cut?.heal() });
 
 /** The coordinator's TCP connection to a stage, seen from the stage's host: the coordinator's address and source port, the stage's port. */
 interface Flow {
@@ -102,7 +66,7 @@ interface Flow {
 
 /** stage-0's transport port, from the ledger. */
 async function stage0Port(host: LabHost): Promise<number> {
-  const entry = await new Ledger(world.stateDir).read(name);
+  const entry = await cluster.ledger();
   const port = entry?.ports.find((p) => p.node === host.name && p.purpose === "transport")?.port;
   if (port === undefined) throw new Error(`no transport port of ${host.name} in the ledger: ${JSON.stringify(entry?.ports)}`);
   return port;
@@ -128,13 +92,13 @@ async function coordinatorFlow(host: LabHost): Promise<Flow> {
   const port = await stage0Port(host);
   let stable: number[] | undefined;
   for (let look = 0; look < 5; look++) {
-    const seen = await peerPortsOf(host, port, lab.gateway);
+    const seen = await peerPortsOf(host, port, cluster.lab.gateway);
     stable = stable === undefined ? seen : stable.filter((p) => seen.includes(p));
     await sleep(100);
   }
   if (stable?.length !== 1)
-    throw new Error(`expected one long-lived connection from ${lab.gateway} to ${host.address}:${port}, found source ports ${JSON.stringify(stable)}`);
-  return { peer: lab.gateway, peerPort: stable[0]!, port };
+    throw new Error(`expected one long-lived connection from ${cluster.lab.gateway} to ${host.address}:${port}, found source ports ${JSON.stringify(stable)}`);
+  return { peer: cluster.lab.gateway, peerPort: stable[0]!, port };
 }
 
 interface FlowCut {
@@ -179,16 +143,16 @@ function connects(host: string, port: number): Promise<boolean> {
 
 /** Cut the coordinator↔stage-0 flow, check the cluster down and its words, heal, check it back. */
 async function cutOnce(round: number, order: CutOrder): Promise<void> {
-  const n1 = lab.hosts[0]!;
-  const before = (await readStatusFile(world, name))!;
+  const n1 = cluster.lab.hosts[0]!;
+  const before = await cluster.status();
   expect(conditionOf(before, "Ready")?.status, `cut ${round}: Ready before the cut`).toBe("True");
-  expect(await chat(before.coordinator!.url, world.modelDir)).toBeTypeOf("string");
-  expect(await enginesPerPlace(world, lab)).toEqual([1, 1, 1]);
+  expect(await chat(before.coordinator!.url, cluster.world.modelDir)).toBeTypeOf("string");
+  expect(await enginesPerPlace(cluster.world, cluster.lab)).toEqual([1, 1, 1]);
   const deathsBefore = before.restarts?.evidence.length ?? 0;
   const flow = await coordinatorFlow(n1);
 
   const cutAt = Date.now();
-  const watcher = await watchDeathWords(world, name, cutAt);
+  const watcher = await watchDeathWords(cluster.world, name, cutAt);
   const timings: Record<string, number> = {};
   let death: string | undefined;
   try {
@@ -198,7 +162,7 @@ async function cutOnce(round: number, order: CutOrder): Promise<void> {
     expect(await peerPortsOf(n1, flow.port, flow.peer), `cut ${round}: the coordinator's connection is still established on n1 (cut silently, not closed)`).toContain(
       flow.peerPort,
     );
-    const found = await expectCutDeath(world, name, round, cutAt, deathsBefore);
+    const found = await expectCutDeath(cluster.world, name, round, cutAt, deathsBefore);
     death = found.death;
     timings.notReady = found.notReady;
     timings.detection = found.detection;
@@ -212,7 +176,7 @@ async function cutOnce(round: number, order: CutOrder): Promise<void> {
   }
 
   const healedAt = Date.now();
-  const ready = await waitForReady(60_000);
+  const ready = await cluster.waitForReady(60_000);
   timings.readyAfterHeal = Date.now() - healedAt;
   const { namings, readyLines, lastWords, silentReports } = await watcher.stop();
   console.log(
@@ -223,10 +187,10 @@ async function cutOnce(round: number, order: CutOrder): Promise<void> {
   for (const report of reports) expect(["coordinator → stage-0", "stage-0 → coordinator"], `cut ${round}: only the cut flow went silent`).toContain(report);
   if (order === "stage-0 to coordinator first") expect(reports, `cut ${round}: the coordinator went deaf first`).toContain("coordinator → stage-0");
   if (order === "coordinator to stage-0 first") expect(reports, `cut ${round}: stage-0 went deaf first`).toContain("stage-0 → coordinator");
-  await expectBackWhole(world, lab, round, ready, namings, "the coordinator's link to stage-0");
+  await expectBackWhole(cluster.world, cluster.lab, round, ready, namings, "the coordinator's link to stage-0");
 }
 
 it(`the coordinator's link to stage-0 cut ${cuts.length} times, alone: Ready=False within the liveness bound, no member named as the one that stopped answering, one engine set after each heal`, async () => {
   for (const [i, order] of cuts.entries()) await cutOnce(i + 1, order);
-  expect(world.audit.problems).toEqual([]);
+  expect(cluster.world.audit.problems).toEqual([]);
 }, 120_000);

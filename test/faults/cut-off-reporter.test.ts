@@ -20,69 +20,39 @@
 import { execFile } from "node:child_process";
 import { readFile } from "node:fs/promises";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { Ledger } from "../../src/launch/index.js";
-import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
-import {
-  chat,
-  conditionOf,
-  definitionText,
-  freePort,
-  freePortRange,
-  isReadyAt,
-  readStatusFile,
-  revisionOf,
-  waitForStatus,
-  writeDefinition,
-  type DaemonWorld,
-} from "../reconciler/daemon-fixture.js";
+import { expect, it } from "vitest";
+import { chat, conditionOf } from "../reconciler/daemon-fixture.js";
 import { enginesPerPlace, watchDeathWords } from "./support/death-words.js";
-import { closeLabWorld, startLabWorld } from "./support/lab-world.js";
-import type { Lab } from "./support/netns.js";
+import { useLabCluster } from "./support/lab-cluster.js";
 import { until } from "./support/world-checks.js";
 
 const run = promisify(execFile);
 const name = "cutoff";
-
-let lab: Lab;
-let world: DaemonWorld;
-let daemon: Daemon;
-let revision: string;
-
-beforeAll(async () => {
-  ({ lab, world, daemon } = await startLabWorld(2, { layers: 4, restartBudget: 4, monitor: { pollIntervalMs: 300, probeTimeoutMs: 300, strikes: 2 } }));
-  const text = definitionText(world, { nodes: ["n1", "n2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]), register: true });
-  await writeDefinition(world, name, text);
-  revision = await revisionOf(world, name);
-  await waitForReady(60_000);
-}, 120_000);
-
-afterAll(async () => {
-  const left = await closeLabWorld({ lab, world, daemon }, name, { cutOff: lab?.hosts[1] });
-  expect(left.engines).toEqual([]);
-  expect(left.ledger).toEqual([]);
-}, 60_000);
-
-function waitForReady(timeoutMs: number): Promise<ClusterStatus> {
-  return waitForStatus(world, name, (s) => isReadyAt(s, revision) && s.health === "Healthy" && s.stages.every((c) => c.alive), timeoutMs);
-}
+const cluster = useLabCluster(name, {
+  hosts: 2,
+  layers: 4,
+  restartBudget: 4,
+  monitor: { pollIntervalMs: 300, probeTimeoutMs: 300, strikes: 2 },
+  define: {},
+  cutOff: 1,
+});
 
 it("a stage cut off from everyone that reports its peers silent before the link heals: the death names it, never a healthy peer", async () => {
-  const n2 = lab.hosts[1]!;
-  const entry = (await new Ledger(world.stateDir).read(name))!;
+  const n2 = cluster.lab.hosts[1]!;
+  const entry = (await cluster.ledger())!;
   const stage1 = entry.processes.find((p) => p.role === "stage" && p.index === 1)!;
   const port = entry.ports.find((p) => p.node === "n2" && p.purpose === "transport")!.port;
-  const deathsBefore = (await readStatusFile(world, name))!.restarts?.evidence.length ?? 0;
+  const deathsBefore = (await cluster.status()).restarts?.evidence.length ?? 0;
 
   const cutAt = Date.now();
-  const watcher = await watchDeathWords(world, name, cutAt);
+  const watcher = await watchDeathWords(cluster.world, name, cutAt);
   const timings: Record<string, number> = {};
   try {
     // Whatever comes to stage-1's port or to n2's sshd is dropped (no FIN, no RST); n2's own packets still leave.
     for (const dport of [port, 22]) await run("ip", ["netns", "exec", n2.netns, "iptables", "-w", "-I", "INPUT", "-p", "tcp", "--dport", String(dport), "-j", "DROP"]);
-    const notReadyAt = await until(async () => conditionOf((await readStatusFile(world, name))!, "Ready")?.status === "False", 10_000, "Ready=False", 20);
+    const notReadyAt = await until(async () => conditionOf(await cluster.status(), "Ready")?.status === "False", 10_000, "Ready=False", 20);
     timings.notReady = notReadyAt - cutAt;
-    const death = (await readStatusFile(world, name))!.restarts!.evidence;
+    const death = (await cluster.status()).restarts!.evidence;
     expect(death.length, "one more death in the restart evidence").toBe(deathsBefore + 1);
     // The daemon's own evidence, before the engines' bound (2.5 s) could have ended anything.
     expect(death.at(-1)!.message).toMatch(/^stage-1 on n2: transport \S+ was silent from local/);
@@ -94,7 +64,7 @@ it("a stage cut off from everyone that reports its peers silent before the link 
     timings.healed = Date.now() - cutAt;
   }
 
-  const ready = await waitForReady(60_000);
+  const ready = await cluster.waitForReady(60_000);
   timings.readyAfterHeal = Date.now() - cutAt - timings.healed;
   const { namings, readyLines, lastWords } = await watcher.stop();
   console.log(
@@ -108,7 +78,7 @@ it("a stage cut off from everyone that reports its peers silent before the link 
     evidence.logTail.some((line) => line.includes('"msg":"peer silent"')),
     "stage-1's report of a silent peer read into the evidence",
   ).toBe(true);
-  expect(await enginesPerPlace(world, lab), "one engine set after the heal (n1, n2, the root namespace)").toEqual([1, 1, 1]);
-  expect(await chat(ready.coordinator!.url, world.modelDir)).toBeTypeOf("string");
-  expect(world.audit.problems).toEqual([]);
+  expect(await enginesPerPlace(cluster.world, cluster.lab), "one engine set after the heal (n1, n2, the root namespace)").toEqual([1, 1, 1]);
+  expect(await chat(ready.coordinator!.url, cluster.world.modelDir)).toBeTypeOf("string");
+  expect(cluster.world.audit.problems).toEqual([]);
 }, 90_000);

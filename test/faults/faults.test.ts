@@ -15,57 +15,15 @@
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Daemon } from "../../src/reconciler/index.js";
-import {
-  chat,
-  conditionOf,
-  definitionText,
-  enginePidOf,
-  enginesOf,
-  freePort,
-  freePortRange,
-  isReadyAt,
-  readStatusFile,
-  removeDefinition,
-  revisionOf,
-  sleep,
-  waitForStatus,
-  writeDefinition,
-  type DaemonWorld,
-} from "../reconciler/daemon-fixture.js";
-import { startLabWorld } from "./support/lab-world.js";
-import type { Lab } from "./support/netns.js";
-import { killPids, routerBackends, until as untilHeld } from "./support/world-checks.js";
+import { describe, expect, it } from "vitest";
+import { chat, conditionOf, enginePidOf, enginesOf, isReadyAt, sleep } from "../reconciler/daemon-fixture.js";
+import { useLabCluster } from "./support/lab-cluster.js";
+import { routerBackends, until as untilHeld } from "./support/world-checks.js";
 
-let lab: Lab;
-let world: DaemonWorld;
-let daemon: Daemon;
-let revision: string;
 const name = "faulty";
-
-beforeAll(async () => {
-  // Six layers: two per stage (the engine splits ⌈L ÷ N⌉ per stage, so four would leave one empty).
-  ({ lab, world, daemon } = await startLabWorld(3, { layers: 6, restartBudget: 10 }));
-  const port = await freePort();
-  // The stage hosts are fresh namespaces: every port there is free; only the root namespace is shared.
-  const portRange = await freePortRange(["127.0.0.1"]);
-  await writeDefinition(world, name, definitionText(world, { nodes: ["n1", "n2", "n3"], port, portRange, register: true }));
-  revision = await revisionOf(world, name);
-  await waitForStatus(world, name, (s) => isReadyAt(s, revision) && s.stages.every((c) => c.alive), 60_000);
-}, 120_000);
-
-afterAll(async () => {
-  // Prune the cluster the daemon's way (definition removed), then take the lab down.
-  if (world !== undefined) await removeDefinition(world, name, 30_000).catch(() => undefined);
-  await daemon?.stop();
-  const left = world === undefined ? [] : await enginesOf(world);
-  // Whatever a failed test left dies with its namespace, or by pid here.
-  await lab?.close();
-  killPids(left.map((line) => Number(line.split(/\s+/)[0])));
-  await world?.close();
-  expect(left).toEqual([]);
-}, 60_000);
+// Six layers: two per stage (the engine splits ⌈L ÷ N⌉ per stage, so four would leave one empty).
+// The stage hosts are fresh namespaces: every port there is free; only the root namespace is shared.
+const cluster = useLabCluster(name, { hosts: 3, layers: 6, restartBudget: 10, define: { nodes: ["n1", "n2", "n3"] } });
 
 /** Poll `check` every 25 ms (these tests time what they wait for) until it holds; the time it first held. */
 function until(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<number> {
@@ -74,8 +32,8 @@ function until(check: () => Promise<boolean>, timeoutMs: number, what: string): 
 
 /** Engine processes (shard-engine) per namespace host, and the coordinator's in the root namespace. */
 async function enginePids(): Promise<{ hosts: number[][]; all: number[] }> {
-  const all = (await enginesOf(world)).map((l) => Number(l.split(/\s+/)[0]));
-  const hosts = await Promise.all(lab.hosts.map(async (h) => (await h.pids()).filter((p) => all.includes(p))));
+  const all = (await enginesOf(cluster.world)).map((l) => Number(l.split(/\s+/)[0]));
+  const hosts = await Promise.all(cluster.lab.hosts.map(async (h) => (await h.pids()).filter((p) => all.includes(p))));
   return { hosts, all };
 }
 
@@ -83,18 +41,18 @@ describe("faults on namespaced hosts", () => {
   it("a partitioned stage host: Ready=False within 1 s of detection, deregistered and the reachable part down within 5 s; after heal one engine per stage", async () => {
     const before = await enginePids();
     expect(before.hosts.every((pids) => pids.length >= 1)).toBe(true);
-    expect(await routerBackends(world)).toContain("url:");
-    const host = lab.hosts[1]!;
+    expect(await routerBackends(cluster.world)).toContain("url:");
+    const host = cluster.lab.hosts[1]!;
     const reachable = [...before.hosts[0]!, ...before.hosts[2]!];
     const coordinator = before.all.filter((p) => !before.hosts.flat().includes(p));
 
     const partitionedAt = Date.now();
     await host.partition();
     try {
-      const deregisteredAt = await until(async () => !(await routerBackends(world)).includes("url:"), 10_000, "router deregistration");
-      const notReadyAt = await until(async () => conditionOf((await readStatusFile(world, name))!, "Ready")?.status === "False", 10_000, "Ready=False");
+      const deregisteredAt = await until(async () => !(await routerBackends(cluster.world)).includes("url:"), 10_000, "router deregistration");
+      const notReadyAt = await until(async () => conditionOf(await cluster.status(), "Ready")?.status === "False", 10_000, "Ready=False");
       const downAt = await until(async () => [...reachable, ...coordinator].every((pid) => !isRunning(pid)), 10_000, "the reachable part torn down");
-      const status = (await readStatusFile(world, name))!;
+      const status = await cluster.status();
       const evidence = status.restarts!.evidence.at(-1)!;
       const detectedAt = Date.parse(evidence.at);
       // The first evidence may be the cut-off stage's silence or a peer that gave up on it and exited.
@@ -105,7 +63,7 @@ describe("faults on namespaced hosts", () => {
       expect(downAt - partitionedAt).toBeLessThan(5_000);
 
       // While it is cut off, its engine is the one leftover in the ledger, and nothing is launched anywhere.
-      const ledgerFile = join(world.stateDir, "ledger", `${name}.json`);
+      const ledgerFile = join(cluster.world.stateDir, "ledger", `${name}.json`);
       const leftovers = async (): Promise<{ phase: string; processes: Array<{ node: string }> }> => JSON.parse(await readFile(ledgerFile, "utf8")) as never;
       await until(async () => (await leftovers()).processes.every((p) => p.node === "n2"), 10_000, "only n2's engine left in the ledger");
       expect((await leftovers()).phase).toBe("tearing-down");
@@ -116,26 +74,26 @@ describe("faults on namespaced hosts", () => {
     } finally {
       await host.heal();
     }
-    const ready = await waitForStatus(world, name, (s) => isReadyAt(s, revision) && s.stages.every((c) => c.alive) && s.health === "Healthy", 60_000);
+    const ready = await cluster.waitFor((s) => isReadyAt(s, cluster.revision) && s.stages.every((c) => c.alive) && s.health === "Healthy", 60_000);
     const after = await enginePids();
     // One engine per stage host (the wrapper's engine), one coordinator; the old ones all gone.
     expect(after.hosts.map((pids) => pids.length)).toEqual(before.hosts.map((pids) => pids.length));
     expect(after.all.length).toBe(before.all.length);
     expect(before.all.some((pid) => isRunning(pid))).toBe(false);
-    expect(await routerBackends(world)).toContain("url:");
+    expect(await routerBackends(cluster.world)).toContain("url:");
     // The ports the ledger holds are the new launch's, and every one of them is in use by it.
     expect(ready.stages.map((c) => c.address)).toHaveLength(3);
-    expect(await chat(`http://127.0.0.1:${new URL(ready.coordinator!.url).port}`, world.modelDir)).toBeTypeOf("string");
+    expect(await chat(`http://127.0.0.1:${new URL(ready.coordinator!.url).port}`, cluster.world.modelDir)).toBeTypeOf("string");
   }, 90_000);
 
   it("sshd killed on a stage host while it serves: keeps serving, Degraded naming the node, Healthy again when sshd returns", async () => {
     const before = await enginePids();
-    const host = lab.hosts[2]!;
-    const status0 = (await readStatusFile(world, name))!;
+    const host = cluster.lab.hosts[2]!;
+    const status0 = await cluster.status();
     const evidenceCount = status0.restarts?.evidence.length ?? 0;
     const killedAt = Date.now();
     await host.killSshd();
-    const degraded = await waitForStatus(world, name, (s) => s.health === "Degraded", 10_000);
+    const degraded = await cluster.waitFor((s) => s.health === "Degraded", 10_000);
     expect(Date.now() - killedAt).toBeLessThan(6_000);
     const condition = degraded.conditions.find((c) => c.reason === "NodeUnobservable");
     expect(condition?.status).toBe("Unknown");
@@ -144,18 +102,18 @@ describe("faults on namespaced hosts", () => {
     // Still serving, for longer than any death would take to be judged.
     await sleep(4_000);
     const url = `http://127.0.0.1:${new URL(degraded.coordinator!.url).port}`;
-    expect(await chat(url, world.modelDir)).toBeTypeOf("string");
+    expect(await chat(url, cluster.world.modelDir)).toBeTypeOf("string");
     expect((await enginePids()).all).toEqual(before.all);
-    expect((await readStatusFile(world, name))!.restarts?.evidence.length ?? 0).toBe(evidenceCount);
+    expect((await cluster.status()).restarts?.evidence.length ?? 0).toBe(evidenceCount);
 
     await host.startSshd();
-    const healthy = await waitForStatus(world, name, (s) => s.health === "Healthy", 15_000);
+    const healthy = await cluster.waitFor((s) => s.health === "Healthy", 15_000);
     expect(conditionOf(healthy, "StagesListening")?.status).toBe("True");
     expect((await enginePids()).all).toEqual(before.all);
   }, 60_000);
 
   it("a stage engine stopped with SIGSTOP: coordinator /health stops answering 200, and the cluster is torn down within the heartbeat bound", async () => {
-    const status = (await readStatusFile(world, name))!;
+    const status = await cluster.status();
     const stage = status.stages.find((c) => c.node === "n1")!;
     const engine = await enginePidOf(stage.pid!);
     const url = status.coordinator!.url;
@@ -169,17 +127,17 @@ describe("faults on namespaced hosts", () => {
         8_000,
         "coordinator /health not 200 after a stage's SIGSTOP",
       );
-      const notReadyAt = await until(async () => conditionOf((await readStatusFile(world, name))!, "Ready")?.status === "False", 6_000, "Ready=False");
+      const notReadyAt = await until(async () => conditionOf(await cluster.status(), "Ready")?.status === "False", 6_000, "Ready=False");
       expect(notReadyAt - unhealthyAt).toBeLessThan(3_500);
       expect(notReadyAt - stoppedAt).toBeLessThan(8_000);
       // The coordinator either answers 503 naming the dead link (judged after two answers) or gives up and exits.
-      expect((await readStatusFile(world, name))!.restarts!.evidence.at(-1)!.reason).toMatch(/^(CoordinatorUnhealthy|CoordinatorDied|StageDied)$/);
+      expect((await cluster.status()).restarts!.evidence.at(-1)!.reason).toMatch(/^(CoordinatorUnhealthy|CoordinatorDied|StageDied)$/);
     } finally {
       if (isRunning(engine)) process.kill(engine, "SIGCONT");
     }
     // The stopped engine is stopped for real by the teardown (TERM is followed by CONT), and the cluster comes back.
     await until(async () => !isRunning(engine), 15_000, "the stopped engine stopped");
-    await waitForStatus(world, name, (s) => isReadyAt(s, revision) && s.health === "Healthy", 60_000);
+    await cluster.waitFor((s) => isReadyAt(s, cluster.revision) && s.health === "Healthy", 60_000);
   }, 90_000);
 });
 

@@ -14,25 +14,10 @@
 import { execFile } from "node:child_process";
 import { readFile, readlink } from "node:fs/promises";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { Ledger } from "../../src/launch/index.js";
-import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
-import {
-  chat,
-  definitionText,
-  freePort,
-  freePortRange,
-  isReadyAt,
-  readStatusFile,
-  revisionOf,
-  sleep,
-  waitForStatus,
-  writeDefinition,
-  type DaemonWorld,
-} from "../reconciler/daemon-fixture.js";
+import { expect, it } from "vitest";
+import { chat, sleep } from "../reconciler/daemon-fixture.js";
 import { enginesPerPlace, watchDeathWords } from "./support/death-words.js";
-import { closeLabWorld, startLabWorld } from "./support/lab-world.js";
-import type { Lab } from "./support/netns.js";
+import { useLabCluster } from "./support/lab-cluster.js";
 import { ledgerNames, routerBackends } from "./support/world-checks.js";
 
 const run = promisify(execFile);
@@ -46,30 +31,8 @@ const cuts: Array<[number, number]> = [
   [1_800, 1_000],
   [2_600, 2_000],
 ];
-
-let lab: Lab;
-let world: DaemonWorld;
-let daemon: Daemon;
-let revision: string;
-
-beforeAll(async () => {
-  // Every cut that ends the pipeline spends a launch of the budget: enough for all of them.
-  ({ lab, world, daemon } = await startLabWorld(2, { layers: 4, restartBudget: cuts.length + 4 }));
-  const text = definitionText(world, { nodes: ["n1", "n2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]), register: true });
-  await writeDefinition(world, name, text);
-  revision = await revisionOf(world, name);
-  await waitForReady(60_000);
-}, 120_000);
-
-afterAll(async () => {
-  const left = await closeLabWorld({ lab, world, daemon }, name, { cutOff: lab?.hosts[1] });
-  expect(left.engines).toEqual([]);
-  expect(left.ledger).toEqual([]);
-}, 60_000);
-
-function waitForReady(timeoutMs: number): Promise<ClusterStatus> {
-  return waitForStatus(world, name, (s) => isReadyAt(s, revision) && s.health === "Healthy" && s.stages.every((c) => c.alive), timeoutMs);
-}
+// Every cut that ends the pipeline spends a launch of the budget: enough for all of them.
+const cluster = useLabCluster(name, { hosts: 2, layers: 4, restartBudget: cuts.length + 4, define: {}, cutOff: 1 });
 
 /**
  * The processes of a lab host's namespace other than its sshd and the commands sshd runs for the
@@ -98,10 +61,10 @@ async function isSshdOrUnder(pid: number): Promise<boolean> {
 }
 
 it("a stage host cut off and healed every 1–3 s: no healthy member named as silent, and back exactly once after the last heal", async () => {
-  const n2 = lab.hosts[1]!;
+  const n2 = cluster.lab.hosts[1]!;
   const startedAt = Date.now();
-  const watcher = await watchDeathWords(world, name, startedAt);
-  const launchesBefore = (await readStatusFile(world, name))!.restarts?.count ?? 0;
+  const watcher = await watchDeathWords(cluster.world, name, startedAt);
+  const launchesBefore = (await cluster.status()).restarts?.count ?? 0;
   let healedAt = startedAt;
   try {
     for (const [cutMs, healMs] of cuts) {
@@ -114,7 +77,7 @@ it("a stage host cut off and healed every 1–3 s: no healthy member named as si
   } finally {
     await n2.heal();
   }
-  const ready = await waitForReady(60_000);
+  const ready = await cluster.waitForReady(60_000);
   const readyAfterHealMs = Date.now() - healedAt;
   const { namings, readyLines } = await watcher.stop();
   const launches = ready.restarts!.count - launchesBefore;
@@ -126,9 +89,9 @@ it("a stage host cut off and healed every 1–3 s: no healthy member named as si
   expect(namings.filter((n) => /(\S+ on \S+) stopped answering \(/.exec(n)?.[1] !== "stage-1 on n2")).toEqual([]);
 
   // Back exactly once.
-  expect(await enginesPerPlace(world, lab), "one engine set (n1, n2, the root namespace)").toEqual([1, 1, 1]);
-  const entry = (await new Ledger(world.stateDir).read(name))!;
-  expect(await ledgerNames(world)).toEqual([name]);
+  expect(await enginesPerPlace(cluster.world, cluster.lab), "one engine set (n1, n2, the root namespace)").toEqual([1, 1, 1]);
+  const entry = (await cluster.ledger())!;
+  expect(await ledgerNames(cluster.world)).toEqual([name]);
   expect(entry.phase).toBe("running");
   const stage1 = entry.processes.find((p) => p.node === "n2")!;
   // On n2 the new stage's wrapper and its engine, nothing else of the cluster.
@@ -146,7 +109,7 @@ it("a stage host cut off and healed every 1–3 s: no healthy member named as si
     .map((l) => Number(/:(\d+)\s/.exec(l.trim().split(/\s+/).slice(3).join(" ") + " ")?.[1]))
     .sort((a, b) => a - b);
   expect(ports, "ports listening on n2: sshd's and the new stage's").toEqual([22, entry.ports.find((p) => p.node === "n2")!.port].sort((a, b) => a - b));
-  expect((await routerBackends(world)).match(/url:/g), "one router backend").toHaveLength(1);
-  expect(await chat(ready.coordinator!.url, world.modelDir)).toBeTypeOf("string");
-  expect(world.audit.problems).toEqual([]);
+  expect((await routerBackends(cluster.world)).match(/url:/g), "one router backend").toHaveLength(1);
+  expect(await chat(ready.coordinator!.url, cluster.world.modelDir)).toBeTypeOf("string");
+  expect(cluster.world.audit.problems).toEqual([]);
 }, 120_000);

@@ -12,49 +12,15 @@
  * cut off, without using up the restart budget. After the heal the leftover is stopped before
  * anything is launched again, and the cluster converges with new processes.
  */
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { Ledger, type LedgerEntry } from "../../src/launch/index.js";
-import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
-import {
-  chat,
-  conditionOf,
-  definitionText,
-  freePort,
-  freePortRange,
-  isReadyAt,
-  readStatusFile,
-  revisionOf,
-  sleep,
-  waitForStatus,
-  writeDefinition,
-  writeSlowEngine,
-  type DaemonWorld,
-} from "../reconciler/daemon-fixture.js";
-import { closeLabWorld, startLabWorld } from "./support/lab-world.js";
-import type { Lab } from "./support/netns.js";
+import { expect, it } from "vitest";
+import type { ClusterStatus } from "../../src/reconciler/index.js";
+import { chat, conditionOf, sleep, writeSlowEngine } from "../reconciler/daemon-fixture.js";
+import { useLabCluster } from "./support/lab-cluster.js";
 import { enginePids, routerBackends, until } from "./support/world-checks.js";
 
-let lab: Lab;
-let world: DaemonWorld;
-let daemon: Daemon;
-const name = "launchcut";
+const cluster = useLabCluster("launchcut", { hosts: 2, layers: 4, restartBudget: 3, cutOff: 1 });
 /** The fixture's stage listen deadline (fastLaunch in daemon-fixture.ts). */
 const listenDeadlineMs = 15_000;
-
-beforeAll(async () => {
-  ({ lab, world, daemon } = await startLabWorld(2, { layers: 4, restartBudget: 3 }));
-}, 120_000);
-
-afterAll(async () => {
-  const left = await closeLabWorld({ lab, world, daemon }, name, { cutOff: lab?.hosts[1] });
-  expect(left.engines).toEqual([]);
-  expect(left.ledger).toEqual([]);
-}, 60_000);
-
-/** The cluster's ledger entry, as the daemon's own ledger reads it. */
-function readLedger(): Promise<LedgerEntry | undefined> {
-  return new Ledger(world.stateDir).read(name);
-}
 
 function eventAt(status: ClusterStatus, step: string): number | undefined {
   const found = status.timeline.find((e) => e.step === step);
@@ -62,20 +28,18 @@ function eventAt(status: ClusterStatus, step: string): number | undefined {
 }
 
 it("a stage host partitioned while its stage starts: the launch fails within its deadline naming the silent node, all or nothing; its leftover is stopped after the heal", async () => {
-  const n2 = lab.hosts[1]!;
-  const slow = await writeSlowEngine(world, 3);
-  const text = definitionText(world, { nodes: ["n1", "n2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]), register: true, binary: slow });
-  await writeDefinition(world, name, text);
-  const revision = await revisionOf(world, name);
+  const n2 = cluster.lab.hosts[1]!;
+  const slow = await writeSlowEngine(cluster.world, 3);
+  await cluster.define({ binary: slow });
 
   // n2's stage started (its pid in the ledger): cut n2 off while the launch waits for it.
-  await until(async () => (await readLedger())?.processes.some((p) => p.node === "n2" && p.pid > 0) === true, 30_000, "n2's stage started", 25);
-  const first = (await readLedger())!;
+  await until(async () => (await cluster.ledger())?.processes.some((p) => p.node === "n2" && p.pid > 0) === true, 30_000, "n2's stage started", 25);
+  const first = (await cluster.ledger())!;
   const n1Stage = first.processes.find((p) => p.node === "n1")!.pid;
   const n2Stage = first.processes.find((p) => p.node === "n2")!.pid;
   await n2.partition();
   try {
-    const failed = await waitForStatus(world, name, (s) => s.timeline.some((e) => e.step === "launch-failed"), 40_000);
+    const failed = await cluster.waitFor((s) => s.timeline.some((e) => e.step === "launch-failed"), 40_000);
     const lastListening = Math.max(...failed.timeline.filter((e) => /^stage-\d+-(started|listening)$/.test(e.step)).map((e) => Date.parse(e.at)));
     const failedAt = eventAt(failed, "launch-failed")!;
     // The wait for n2's stage began at the last start or listening event before it; the failure comes at its deadline.
@@ -86,32 +50,32 @@ it("a stage host partitioned while its stage starts: the launch fails within its
     console.log(`launch partition: failed ${failedAt - lastListening} ms after the wait on n2 began (deadline ${listenDeadlineMs} ms): ${detail}`);
 
     // All or nothing: n1's stage stopped, nothing registered, n2's stage the one leftover.
-    await until(async () => (await readLedger())?.processes.every((p) => p.node === "n2") === true, 15_000, "only n2's stage left in the ledger");
-    expect(await enginePids(world)).not.toContain(n1Stage);
-    expect(await routerBackends(world)).not.toContain("url:");
-    const ledger = (await readLedger())!;
+    await until(async () => (await cluster.ledger())?.processes.every((p) => p.node === "n2") === true, 15_000, "only n2's stage left in the ledger");
+    expect(await enginePids(cluster.world)).not.toContain(n1Stage);
+    expect(await routerBackends(cluster.world)).not.toContain("url:");
+    const ledger = (await cluster.ledger())!;
     expect(ledger.phase).toBe("tearing-down");
     expect(ledger.processes.map((p) => p.pid)).toEqual([n2Stage]);
-    const cutOff = await waitForStatus(world, name, (s) => s.lastError !== undefined, 10_000);
+    const cutOff = await cluster.waitFor((s) => s.lastError !== undefined, 10_000);
     expect(conditionOf(cutOff, "Ready")?.status).toBe("False");
     // Passes keep retrying the leftover while n2 is cut off: never Ready, no new launch counted.
     const end = Date.now() + 8_000;
     while (Date.now() < end) {
-      const s = (await readStatusFile(world, name))!;
+      const s = await cluster.status();
       expect(conditionOf(s, "Ready")?.status).not.toBe("True");
       expect(s.restarts?.count).toBe(1);
-      expect((await readLedger())?.processes.map((p) => p.pid)).toEqual([n2Stage]);
+      expect((await cluster.ledger())?.processes.map((p) => p.pid)).toEqual([n2Stage]);
       await sleep(200);
     }
   } finally {
     await n2.heal();
   }
 
-  const ready = await waitForStatus(world, name, (s) => isReadyAt(s, revision) && s.health === "Healthy" && s.stages.every((c) => c.alive), 90_000);
-  const pids = await enginePids(world);
+  const ready = await cluster.waitForReady(90_000);
+  const pids = await enginePids(cluster.world);
   expect(pids).not.toContain(n2Stage);
   expect(pids).not.toContain(n1Stage);
-  expect((await readLedger())?.processes.map((p) => p.pid)).not.toContain(n2Stage);
-  expect(await chat(`http://127.0.0.1:${new URL(ready.coordinator!.url).port}`, world.modelDir)).toBeTypeOf("string");
-  expect(world.audit.problems).toEqual([]);
+  expect((await cluster.ledger())?.processes.map((p) => p.pid)).not.toContain(n2Stage);
+  expect(await chat(`http://127.0.0.1:${new URL(ready.coordinator!.url).port}`, cluster.world.modelDir)).toBeTypeOf("string");
+  expect(cluster.world.audit.problems).toEqual([]);
 }, 180_000);

@@ -12,100 +12,33 @@
  * same. While cut off, the status file is written only by the failed passes, no more often than
  * the back-off allows.
  */
-import { readFileSync } from "node:fs";
-import { readFile } from "node:fs/promises";
-import { join } from "node:path";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { Ledger, type LedgerEntry } from "../../src/launch/index.js";
-import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
-import {
-  conditionOf,
-  definitionText,
-  freePort,
-  freePortRange,
-  isReadyAt,
-  readStatusFile,
-  revisionOf,
-  sleep,
-  waitForStatus,
-  writeDefinition,
-  type DaemonWorld,
-} from "../reconciler/daemon-fixture.js";
-import { closeLabWorld, startLabWorld } from "./support/lab-world.js";
-import type { Lab } from "./support/netns.js";
-import { until } from "./support/world-checks.js";
+import { expect, it } from "vitest";
+import { conditionOf } from "../reconciler/daemon-fixture.js";
+import { useLabCluster } from "./support/lab-cluster.js";
+import { isRunning, recordStatusWrites, until } from "./support/world-checks.js";
 
 const name = "healcut";
-
-let lab: Lab;
-let world: DaemonWorld;
-let daemon: Daemon;
-
-beforeAll(async () => {
-  ({ lab, world, daemon } = await startLabWorld(3, { layers: 4, restartBudget: 10 }));
-}, 120_000);
-
-afterAll(async () => {
-  const left = await closeLabWorld({ lab, world, daemon }, name, { cutOff: lab?.hosts[2] });
-  expect(left.engines).toEqual([]);
-  expect(left.ledger).toEqual([]);
-}, 60_000);
-
-/** The cluster's ledger entry, as the daemon's own ledger reads it. */
-function readLedger(): Promise<LedgerEntry | undefined> {
-  return new Ledger(world.stateDir).read(name);
-}
-
-/** A live process (a zombie does not count), from /proc/<pid>/stat. */
-function isRunning(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
-  } catch {
-    return false;
-  }
-}
-
-/** Every distinct content of the status file while `watching()`, with when it was first read (ms since the epoch). */
-function recordStatusWrites(watching: () => boolean): { writes: Array<{ at: number; status: ClusterStatus }>; done: Promise<void> } {
-  const writes: Array<{ at: number; status: ClusterStatus }> = [];
-  const file = join(world.clustersDir, `${name}.status.json`);
-  let last = "";
-  const done = (async () => {
-    while (watching()) {
-      const text = await readFile(file, "utf8").catch(() => "");
-      if (text !== "" && text !== last) {
-        last = text;
-        writes.push({ at: Date.now(), status: JSON.parse(text) as ClusterStatus });
-      }
-      await sleep(25);
-    }
-  })();
-  return { writes, done };
-}
+const cluster = useLabCluster(name, { hosts: 3, layers: 4, restartBudget: 10, cutOff: 2 });
 
 it("a leftover on a host healed after a long partition is stopped, and the cluster Ready again, within seconds of the heal, with no extra status writes while cut off", async () => {
-  const n3 = lab.hosts[2]!;
+  const n3 = cluster.lab.hosts[2]!;
   // The coordinator, cut off from its stages, keeps running (answering 503) for 3 minutes: still there at the heal.
   const extraArgs = ["--connect-timeout-ms", "5000", "--broken-exit-delay-ms", "180000"];
-  const text = definitionText(world, { nodes: ["n1", "n2"], coordinatorNode: "n3", port: await freePort(), portRange: await freePortRange(["127.0.0.1"]), extraArgs });
-  if (!text.includes('host = "127.0.0.1"')) throw new Error("the fixture's definition no longer writes the coordinator's host as 127.0.0.1");
-  await writeDefinition(world, name, text.replace('host = "127.0.0.1"', `host = "${n3.address}"`));
-  const revision = await revisionOf(world, name);
-  await waitForStatus(world, name, (s) => isReadyAt(s, revision) && s.health === "Healthy" && s.stages.every((c) => c.alive), 60_000);
-  const coordinator = (await readLedger())!.processes.find((p) => p.role === "coordinator")!;
+  await cluster.define({ coordinatorNode: "n3", coordinatorHost: n3.address, register: false, extraArgs });
+  await cluster.waitForReady(60_000);
+  const coordinator = (await cluster.ledger())!.processes.find((p) => p.role === "coordinator")!;
   expect(coordinator.node).toBe("n3");
 
   const partitionedAt = Date.now();
   await n3.partition();
   let cutOff = true;
-  const recording = recordStatusWrites(() => cutOff);
+  const recording = recordStatusWrites(cluster.world, name, () => cutOff, { pollMs: 25 });
   let healedAt!: number;
   let failedPasses: number[] = [];
   try {
     // Torn down but for n3's coordinator, the one leftover, marked as on a node that did not answer.
-    await until(async () => (await readLedger())?.processes.every((p) => p.node === "n3") === true, 15_000, "only n3's coordinator left in the ledger");
-    const ledger = (await readLedger())!;
+    await until(async () => (await cluster.ledger())?.processes.every((p) => p.node === "n3") === true, 15_000, "only n3's coordinator left in the ledger");
+    const ledger = (await cluster.ledger())!;
     expect(ledger.phase).toBe("tearing-down");
     expect(ledger.processes.map((p) => [p.pid, p.unreachable])).toEqual([[coordinator.pid, true]]);
 
@@ -121,7 +54,7 @@ it("a leftover on a host healed after a long partition is stopped, and the clust
       "a failed pass 9 s after the previous one",
       25,
     );
-    expect(conditionOf((await readStatusFile(world, name))!, "Ready")?.status).toBe("False");
+    expect(conditionOf(await cluster.status(), "Ready")?.status).toBe("False");
     expect(isRunning(coordinator.pid)).toBe(true);
   } finally {
     await n3.heal();
@@ -132,11 +65,11 @@ it("a leftover on a host healed after a long partition is stopped, and the clust
 
   // Stopped within seconds of the heal, then relaunched: one pass, not the backed-off retry.
   const stoppedAt = await until(
-    async () => !isRunning(coordinator.pid) && (await readLedger())?.processes.some((p) => p.pid === coordinator.pid) !== true,
+    async () => !isRunning(coordinator.pid) && (await cluster.ledger())?.processes.some((p) => p.pid === coordinator.pid) !== true,
     30_000,
     "the leftover stopped",
   );
-  const ready = await waitForStatus(world, name, (s) => isReadyAt(s, revision) && s.health === "Healthy" && s.stages.every((c) => c.alive), 30_000);
+  const ready = await cluster.waitForReady(30_000);
   const readyAt = Date.now();
   const timings = { partitionMs: healedAt - partitionedAt, failedPasses: failedPasses.length, healToStoppedMs: stoppedAt - healedAt, healToReadyMs: readyAt - healedAt };
   console.log(`leftover heal timings: ${JSON.stringify(timings)}`);

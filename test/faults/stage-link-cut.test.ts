@@ -22,56 +22,22 @@
  */
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
-import {
-  chat,
-  definitionText,
-  freePort,
-  freePortRange,
-  isReadyAt,
-  readStatusFile,
-  revisionOf,
-  sleep,
-  waitForStatus,
-  writeDefinition,
-  type DaemonWorld,
-} from "../reconciler/daemon-fixture.js";
+import { expect, it } from "vitest";
+import { chat, sleep } from "../reconciler/daemon-fixture.js";
 import { expectBackWhole, expectCutDeath, holdAfterNotReadyMs } from "./support/cut-checks.js";
 import { enginesPerPlace, watchDeathWords } from "./support/death-words.js";
-import { closeLabWorld, startLabWorld } from "./support/lab-world.js";
-import type { Lab, LabHost } from "./support/netns.js";
+import { useLabCluster } from "./support/lab-cluster.js";
+import type { LabHost } from "./support/netns.js";
 import { until } from "./support/world-checks.js";
 
 const run = promisify(execFile);
 const name = "stagecut";
 const cuts = 3;
 
-let lab: Lab;
-let world: DaemonWorld;
-let daemon: Daemon;
-let revision: string;
 let cut: StageLinkCut | undefined;
-
-beforeAll(async () => {
-  // Four layers over two stages; the daemon runs at the production health timings. Every cut costs
-  // a launch of the restart budget.
-  ({ lab, world, daemon } = await startLabWorld(2, { layers: 4, restartBudget: cuts + 8 }));
-  const text = definitionText(world, { nodes: ["n1", "n2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]), register: true });
-  await writeDefinition(world, name, text);
-  revision = await revisionOf(world, name);
-  await waitForReady(60_000);
-}, 120_000);
-
-afterAll(async () => {
-  await cut?.heal().catch(() => undefined);
-  const left = await closeLabWorld({ lab, world, daemon }, name);
-  expect(left.engines).toEqual([]);
-}, 60_000);
-
-function waitForReady(timeoutMs: number): Promise<ClusterStatus> {
-  return waitForStatus(world, name, (s) => isReadyAt(s, revision) && s.health === "Healthy" && s.stages.every((c) => c.alive), timeoutMs);
-}
+// Four layers over two stages; the daemon runs at the production health timings. Every cut costs
+// a launch of the restart budget.
+const cluster = useLabCluster(name, { hosts: 2, layers: 4, restartBudget: cuts + 8, define: {}, beforeClose: async () => cut?.heal() });
 
 interface StageLinkCut {
   heal(): Promise<void>;
@@ -97,19 +63,19 @@ async function cutBetween(a: LabHost, b: LabHost): Promise<StageLinkCut> {
 
 /** Cut n1↔n2, check the cluster down and its words, heal, check it back. */
 async function cutOnce(round: number): Promise<void> {
-  const [n1, n2] = [lab.hosts[0]!, lab.hosts[1]!];
-  const before = (await readStatusFile(world, name))!;
-  expect(await chat(before.coordinator!.url, world.modelDir)).toBeTypeOf("string");
-  expect(await enginesPerPlace(world, lab)).toEqual([1, 1, 1]);
+  const [n1, n2] = [cluster.lab.hosts[0]!, cluster.lab.hosts[1]!];
+  const before = await cluster.status();
+  expect(await chat(before.coordinator!.url, cluster.world.modelDir)).toBeTypeOf("string");
+  expect(await enginesPerPlace(cluster.world, cluster.lab)).toEqual([1, 1, 1]);
   const deathsBefore = before.restarts?.evidence.length ?? 0;
 
   const cutAt = Date.now();
-  const watcher = await watchDeathWords(world, name, cutAt);
+  const watcher = await watchDeathWords(cluster.world, name, cutAt);
   const timings: Record<string, number> = {};
   let death: string | undefined;
   try {
     cut = await cutBetween(n1, n2);
-    const found = await expectCutDeath(world, name, round, cutAt, deathsBefore);
+    const found = await expectCutDeath(cluster.world, name, round, cutAt, deathsBefore);
     death = found.death;
     timings.notReady = found.notReady;
     timings.detection = found.detection;
@@ -122,13 +88,13 @@ async function cutOnce(round: number): Promise<void> {
   }
 
   const healedAt = Date.now();
-  const ready = await waitForReady(60_000);
+  const ready = await cluster.waitForReady(60_000);
   timings.readyAfterHeal = Date.now() - healedAt;
   const { namings, readyLines, lastWords } = await watcher.stop();
   console.log(
     `stage link cut ${round}: ${death ?? "no death recorded"}, timings ms ${JSON.stringify(timings)}\n  Ready as written:\n    ${readyLines.join("\n    ")}\n  the members' words:\n    ${lastWords.join("\n    ")}`,
   );
-  await expectBackWhole(world, lab, round, ready, namings, "the link between the two stages");
+  await expectBackWhole(cluster.world, cluster.lab, round, ready, namings, "the link between the two stages");
 }
 
 /**
@@ -139,8 +105,8 @@ async function cutOnce(round: number): Promise<void> {
  * cluster for good.
  */
 async function cutThroughRelaunch(): Promise<void> {
-  const [n1, n2] = [lab.hosts[0]!, lab.hosts[1]!];
-  const before = (await readStatusFile(world, name))!;
+  const [n1, n2] = [cluster.lab.hosts[0]!, cluster.lab.hosts[1]!];
+  const before = await cluster.status();
   const evidenceBefore = before.restarts?.evidence.length ?? 0;
   const launchesBefore = before.restarts?.count ?? 0;
   const cutAt = Date.now();
@@ -151,7 +117,7 @@ async function cutThroughRelaunch(): Promise<void> {
     // held through two of them.
     await until(
       async () => {
-        const evidence = (await readStatusFile(world, name))!.restarts?.evidence ?? [];
+        const evidence = (await cluster.status()).restarts?.evidence ?? [];
         failed = evidence.slice(evidenceBefore).filter((e) => e.reason !== "StageDied" && e.reason !== "CoordinatorDied");
         return failed.length >= 2 || failed.some((e) => e.reason !== "StageLinkUnreachable");
       },
@@ -167,19 +133,19 @@ async function cutThroughRelaunch(): Promise<void> {
     expect(f.reason).toBe("StageLinkUnreachable");
     expect(f.message).toMatch(/^stage-0 on n1 could not reach the next stage, stage-1 at \S+:\d+ \(.+\): the link between their nodes is down or blocked; /);
   }
-  const ready = await waitForReady(60_000);
+  const ready = await cluster.waitForReady(60_000);
   // The launches that failed on the link were given back to the budget: only the one that serves counts.
   expect(ready.restarts?.count, "launches counted at this revision").toBe(launchesBefore + 1);
-  expect(await enginesPerPlace(world, lab)).toEqual([1, 1, 1]);
-  expect(await chat(ready.coordinator!.url, world.modelDir)).toBeTypeOf("string");
+  expect(await enginesPerPlace(cluster.world, cluster.lab)).toEqual([1, 1, 1]);
+  expect(await chat(ready.coordinator!.url, cluster.world.modelDir)).toBeTypeOf("string");
 }
 
 it(`the link between two stages cut ${cuts} times: Ready=False within the liveness bound, no member named as the one that stopped answering, one engine set after each heal`, async () => {
   for (let round = 1; round <= cuts; round++) await cutOnce(round);
-  expect(world.audit.problems).toEqual([]);
+  expect(cluster.world.audit.problems).toEqual([]);
 }, 120_000);
 
 it("a cut that outlasts two relaunches: each fails naming the link between the stages, none counts against the restart budget, and the cluster serves again after the heal", async () => {
   await cutThroughRelaunch();
-  expect(world.audit.problems).toEqual([]);
+  expect(cluster.world.audit.problems).toEqual([]);
 }, 120_000);

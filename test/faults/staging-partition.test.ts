@@ -11,62 +11,25 @@
  * the push resumes from the partial file, the cluster converges, and n2's model dir holds the
  * verified blobs, no `.incomplete` partial and no temp file.
  */
-import { readdir } from "node:fs/promises";
-import { join } from "node:path";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import type { Daemon, ClusterStatus } from "../../src/reconciler/index.js";
-import {
-  chat,
-  conditionOf,
-  definitionText,
-  freePort,
-  freePortRange,
-  isReadyAt,
-  readStatusFile,
-  revisionOf,
-  sleep,
-  waitForStatus,
-  writeDefinition,
-  type DaemonWorld,
-} from "../reconciler/daemon-fixture.js";
-import { closeLabWorld, startLabWorld } from "./support/lab-world.js";
+import { expect, it } from "vitest";
+import type { ClusterStatus } from "../../src/reconciler/index.js";
+import { chat, conditionOf, sleep } from "../reconciler/daemon-fixture.js";
+import { useLabCluster } from "./support/lab-cluster.js";
 import { shapeLink } from "./support/link-shaping.js";
-import type { Lab } from "./support/netns.js";
-import { enginePids, ledgerNames } from "./support/world-checks.js";
+import { enginePids, filesUnder, ledgerNames } from "./support/world-checks.js";
 
-let lab: Lab;
-let world: DaemonWorld;
-let daemon: Daemon;
-const name = "stagecut";
-
-beforeAll(async () => {
-  // Eight layers: a 680 KB weights file, 14 s over n2's shaped link.
-  ({ lab, world, daemon } = await startLabWorld(2, { layers: 8, restartBudget: 3 }));
-}, 120_000);
-
-afterAll(async () => {
-  const left = await closeLabWorld({ lab, world, daemon }, name, { cutOff: lab?.hosts[1] });
-  expect(left.engines).toEqual([]);
-  expect(left.ledger).toEqual([]);
-}, 60_000);
-
-/** Every file under `dir` (relative paths). */
-async function filesUnder(dir: string): Promise<string[]> {
-  const entries = await readdir(dir, { recursive: true, withFileTypes: true }).catch(() => []);
-  return entries.filter((e) => !e.isDirectory()).map((e) => join(e.parentPath, e.name).slice(dir.length + 1));
-}
+// Eight layers: a 680 KB weights file, 14 s over n2's shaped link.
+const cluster = useLabCluster("stagecut", { hosts: 2, layers: 8, restartBudget: 3, cutOff: 1 });
 
 it("a stage host partitioned mid-push: staging fails naming it within 8 s, nothing launched while cut off, converges after the heal with no partial left", async () => {
-  const n2 = lab.hosts[1]!;
-  const n2ModelDir = lab.sshd.nodes[1]!.modelDir;
+  const n2 = cluster.lab.hosts[1]!;
+  const n2ModelDir = cluster.lab.sshd.nodes[1]!.modelDir;
   const unshape = await shapeLink(n2, { rateKbit: 400, burstBytes: 4_000, latencyMs: 2_000 });
-  const text = definitionText(world, { nodes: ["n1", "n2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]), register: true });
-  await writeDefinition(world, name, text.replace('source = "path"', 'source = "push"'));
-  const revision = await revisionOf(world, name);
+  await cluster.define({ modelSource: "push" });
   const cardOf = (s: ClusterStatus, node: string): ClusterStatus["staging"][number] | undefined => s.staging.find((c) => c.node === node);
 
   // n2's push under way: some bytes there, far from all.
-  const pushing = await waitForStatus(world, name, (s) => (cardOf(s, "n2")?.bytesDone ?? 0) > 0, 60_000);
+  const pushing = await cluster.waitFor((s) => (cardOf(s, "n2")?.bytesDone ?? 0) > 0, 60_000);
   expect(cardOf(pushing, "n2")!.bytesDone).toBeLessThan(cardOf(pushing, "n2")!.bytesTotal / 2);
   const cutAt = Date.now();
   await n2.partition();
@@ -75,7 +38,7 @@ it("a stage host partitioned mid-push: staging fails naming it within 8 s, nothi
   try {
     // Every 200 ms for 12 s: what the status says, and what runs.
     while (Date.now() - cutAt < 12_000) {
-      const s = (await readStatusFile(world, name))!;
+      const s = await cluster.status();
       const staged = conditionOf(s, "Staged");
       const line = `${s.health} Ready=${conditionOf(s, "Ready")?.status} Staged=${staged?.status}/${staged?.reason} n2=${cardOf(s, "n2")?.state}`;
       if (seen.at(-1)?.endsWith(line) !== true) seen.push(`+${Date.now() - cutAt} ms ${line}`);
@@ -90,15 +53,15 @@ it("a stage host partitioned mid-push: staging fails naming it within 8 s, nothi
         expect(cardOf(s, "n1")?.state).toBe("present");
         expect(cardOf(s, "n1")?.reason).toBeUndefined();
       }
-      expect(await enginePids(world)).toEqual([]);
-      expect(await ledgerNames(world)).toEqual([]);
+      expect(await enginePids(cluster.world)).toEqual([]);
+      expect(await ledgerNames(cluster.world)).toEqual([]);
       await sleep(200);
     }
     console.log(`staging partition, status since the cut:\n${seen.join("\n")}`);
     expect(failedAt).toBeDefined();
     expect(failedAt! - cutAt).toBeLessThan(8_000);
     // Later passes keep saying so while n2 stays cut off.
-    const still = (await readStatusFile(world, name))!;
+    const still = await cluster.status();
     expect(cardOf(still, "n2")?.state).toBe("failed");
     expect(conditionOf(still, "Staged")?.status).toBe("False");
     expect((await filesUnder(n2ModelDir)).filter((f) => f.endsWith(".incomplete")).length).toBe(1);
@@ -107,12 +70,12 @@ it("a stage host partitioned mid-push: staging fails naming it within 8 s, nothi
     await unshape();
   }
 
-  const ready = await waitForStatus(world, name, (s) => isReadyAt(s, revision) && s.health === "Healthy" && s.stages.every((c) => c.alive), 45_000);
+  const ready = await cluster.waitForReady(45_000);
   expect(conditionOf(ready, "Staged")?.status).toBe("True");
   expect(cardOf(ready, "n2")?.state).toBe("present");
   const files = await filesUnder(n2ModelDir);
   expect(files.filter((f) => /\.(incomplete|tmp)$/.test(f))).toEqual([]);
   expect(files.filter((f) => f.includes("/blobs/")).length).toBeGreaterThan(0);
-  expect(await chat(`http://127.0.0.1:${new URL(ready.coordinator!.url).port}`, world.modelDir)).toBeTypeOf("string");
-  expect(world.audit.problems).toEqual([]);
+  expect(await chat(`http://127.0.0.1:${new URL(ready.coordinator!.url).port}`, cluster.world.modelDir)).toBeTypeOf("string");
+  expect(cluster.world.audit.problems).toEqual([]);
 }, 120_000);

@@ -17,43 +17,24 @@ import { watch } from "node:fs";
 import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { Ledger, type LedgerEntry } from "../../src/launch/index.js";
-import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
-import { chat, definitionText, freePort, freePortRange, isReadyAt, revisionOf, waitForStatus, writeDefinition, type DaemonWorld } from "../reconciler/daemon-fixture.js";
+import { expect, it } from "vitest";
+import type { LedgerEntry } from "../../src/launch/index.js";
+import type { ClusterStatus } from "../../src/reconciler/index.js";
+import { chat } from "../reconciler/daemon-fixture.js";
 import { enginesPerPlace } from "./support/death-words.js";
-import { closeLabWorld, startLabWorld } from "./support/lab-world.js";
-import type { Lab } from "./support/netns.js";
+import { useLabCluster } from "./support/lab-cluster.js";
 
 const run = promisify(execFile);
 const name = "startcut";
-
-let lab: Lab;
-let world: DaemonWorld;
-let daemon: Daemon;
-
-let port: number;
-let portRange: string;
-
-beforeAll(async () => {
-  ({ lab, world, daemon } = await startLabWorld(2, { layers: 4, restartBudget: 3 }));
-  port = await freePort();
-  portRange = await freePortRange(["127.0.0.1"]);
-}, 120_000);
-
-afterAll(async () => {
-  const left = await closeLabWorld({ lab, world, daemon }, name, { cutOff: lab?.hosts[1] });
-  expect(left.engines).toEqual([]);
-  expect(left.ledger).toEqual([]);
-}, 60_000);
+const cluster = useLabCluster(name, { hosts: 2, layers: 4, restartBudget: 3, cutOff: 1 });
 
 /**
  * Cut n2 off (DROP both ways) the first time the cluster's ledger entry, as the launch rewrites it,
  * satisfies `when`; resolves with the failed pass's status, n2 healed.
  */
 async function cutDuringLaunch(start: () => Promise<void>, when: (entry: LedgerEntry) => boolean): Promise<ClusterStatus> {
-  const n2 = lab.hosts[1]!;
-  const ledgerDir = join(world.stateDir, "ledger");
+  const n2 = cluster.lab.hosts[1]!;
+  const ledgerDir = join(cluster.world.stateDir, "ledger");
   await mkdir(ledgerDir, { recursive: true });
   let cut: Promise<void> | undefined;
   const watcher = watch(ledgerDir, () => {
@@ -70,7 +51,7 @@ async function cutDuringLaunch(start: () => Promise<void>, when: (entry: LedgerE
   try {
     await start();
     // The failed pass's status: the launch's timeline, its evidence and the error.
-    const failed = await waitForStatus(world, name, (s) => s.timeline.some((e) => e.step === "launch-failed") && s.lastError !== undefined, 40_000);
+    const failed = await cluster.waitFor((s) => s.timeline.some((e) => e.step === "launch-failed") && s.lastError !== undefined, 40_000);
     expect(cut, "n2 was cut off during the launch").toBeDefined();
     return failed;
   } finally {
@@ -90,20 +71,19 @@ async function expectGivenBackThenWhole(failed: ClusterStatus, step: string, wor
   expect(failed.lastError?.reason).toBe("NodeUnreachable");
   expect(failed.restarts?.count, "the launch cut off was given back to the budget").toBe(0);
 
-  const revision = await revisionOf(world, name);
-  const ready = await waitForStatus(world, name, (s) => isReadyAt(s, revision) && s.health === "Healthy" && s.stages.every((c) => c.alive), 60_000);
+  const ready = await cluster.waitForReady(60_000);
   // Only the launch that serves counts.
   expect(ready.restarts?.count, "launches counted at this revision").toBe(1);
-  expect(await enginesPerPlace(world, lab), "one engine set after the heal (n1, n2, the root namespace)").toEqual([1, 1, 1]);
-  expect(await chat(ready.coordinator!.url, world.modelDir)).toBeTypeOf("string");
-  expect(world.audit.problems).toEqual([]);
+  expect(await enginesPerPlace(cluster.world, cluster.lab), "one engine set after the heal (n1, n2, the root namespace)").toEqual([1, 1, 1]);
+  expect(await chat(ready.coordinator!.url, cluster.world.modelDir)).toBeTypeOf("string");
+  expect(cluster.world.audit.problems).toEqual([]);
 }
 
 it("a stage host cut off as its stage is started: the launch fails naming the silent node at stage-1-start, given back to the budget; after the heal one engine set", async () => {
   // Cut the moment the ledger records stage-0: n2's stage is started next.
   const failed = await cutDuringLaunch(
     async () => {
-      await writeDefinition(world, name, definitionText(world, { nodes: ["n1", "n2"], port, portRange, register: true }));
+      await cluster.define();
     },
     (entry) => entry.processes.some((p) => p.node === "n1") && !entry.processes.some((p) => p.node === "n2"),
   );
@@ -111,11 +91,11 @@ it("a stage host cut off as its stage is started: the launch fails naming the si
 }, 120_000);
 
 it("a stage host cut off as the launch files are written: the launch fails naming the silent node at launch-files, given back to the budget; after the heal one engine set", async () => {
-  const serving = (await new Ledger(world.stateDir).read(name))!.startedAt;
+  const serving = (await cluster.ledger())!.startedAt;
   // A new revision (a longer context) replaces the cluster: cut the moment the new launch records its ports.
   const failed = await cutDuringLaunch(
     async () => {
-      await writeDefinition(world, name, definitionText(world, { nodes: ["n1", "n2"], port, portRange, register: true, contextLength: 320 }));
+      await cluster.define({ contextLength: 320 });
     },
     (entry) => entry.startedAt !== serving && entry.phase === "launching" && entry.processes.length === 0 && entry.ports.length > 0,
   );

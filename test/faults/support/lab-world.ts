@@ -21,6 +21,19 @@ export interface LabWorld {
  * 2 strikes).
  */
 export async function startLabWorld(hosts: number, options: { layers: number; restartBudget: number; monitor?: MonitorTimings }): Promise<LabWorld> {
+  const { lab, world } = await startLabWorldWithoutDaemon(hosts, options);
+  try {
+    const daemon = await startInProcessDaemon(world, 60_000, options.monitor ?? {});
+    return { lab, world, daemon };
+  } catch (error) {
+    await world.close();
+    await lab.close();
+    throw error;
+  }
+}
+
+/** The lab and its daemon world, settings written, no daemon started: for a test that runs `shardctl daemon` processes of its own. */
+export async function startLabWorldWithoutDaemon(hosts: number, options: { layers: number; restartBudget: number }): Promise<Omit<LabWorld, "daemon">> {
   const lab = await startLab(hosts);
   let world: DaemonWorld | undefined;
   try {
@@ -28,8 +41,7 @@ export async function startLabWorld(hosts: number, options: { layers: number; re
     world.sshd = lab.sshd;
     for (const [i, node] of lab.sshd.nodes.entries()) world.hosts.set(`n${i + 1}`, node.host);
     await writeSettings(world, { router: true, restartBudget: options.restartBudget });
-    const daemon = await startInProcessDaemon(world, 60_000, options.monitor ?? {});
-    return { lab, world, daemon };
+    return { lab, world };
   } catch (error) {
     await world?.close();
     await lab.close();
@@ -45,7 +57,7 @@ export async function startLabWorld(hosts: number, options: { layers: number; re
  * entries — for the test to find empty.
  */
 export async function closeLabWorld(
-  { lab, world, daemon }: Partial<LabWorld>,
+  { lab, world, daemon }: { lab?: Lab | undefined; world?: DaemonWorld | undefined; daemon?: Pick<Daemon, "stop"> | undefined },
   cluster: string,
   options: { cutOff?: LabHost | undefined; pruneMs?: number } = {},
 ): Promise<{ engines: number[]; ledger: string[] }> {

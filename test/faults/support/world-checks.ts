@@ -1,11 +1,14 @@
 /**
  * What the fault tests count after a fault: engine processes (ps), ledger entries, the router's
- * backends (the embedded router's YAML) and listening ports (ss). No vitest imports.
+ * backends (the embedded router's YAML), listening ports (ss), live processes, and the status
+ * file's writes as they come. No vitest imports.
  */
 import { execFile } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import type { ClusterStatus } from "../../../src/reconciler/index.js";
 import { enginesOf, sleep, type DaemonWorld } from "../../reconciler/daemon-fixture.js";
 
 const run = promisify(execFile);
@@ -56,4 +59,52 @@ export function killPids(pids: readonly number[]): void {
       // Already gone.
     }
   }
+}
+
+/** A live process (a zombie, dead but not yet reaped by its parent, does not count), from /proc/<pid>/stat. */
+export function isRunning(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+/** One content of a status file as it was read, and when (ms since the epoch). */
+export interface StatusWrite {
+  at: number;
+  status: ClusterStatus;
+}
+
+/**
+ * Every distinct content of `cluster`'s status file while `watching()`, read every `pollMs`, each
+ * with when it was first read; a content equal to `before` (the file's text) is not a write.
+ */
+export function recordStatusWrites(
+  world: DaemonWorld,
+  cluster: string,
+  watching: () => boolean,
+  options: { pollMs: number; before?: string },
+): { writes: StatusWrite[]; done: Promise<void> } {
+  const writes: StatusWrite[] = [];
+  const file = join(world.clustersDir, `${cluster}.status.json`);
+  const done = (async () => {
+    let last = options.before ?? "";
+    while (watching()) {
+      const text = await readFile(file, "utf8").catch(() => "");
+      if (text !== "" && text !== last) {
+        last = text;
+        writes.push({ at: Date.now(), status: JSON.parse(text) as ClusterStatus });
+      }
+      await sleep(options.pollMs);
+    }
+  })();
+  return { writes, done };
+}
+
+/** Every file under `dir` (paths relative to it), none when it cannot be read. */
+export async function filesUnder(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { recursive: true, withFileTypes: true }).catch(() => []);
+  return entries.filter((e) => !e.isDirectory()).map((e) => join(e.parentPath, e.name).slice(dir.length + 1));
 }
