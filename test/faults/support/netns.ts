@@ -3,7 +3,8 @@
  * each with its own veth address on a bridge in the root namespace (where the daemon and the
  * coordinator run) and its own real sshd on port 22 of that address. Faults are made the way they
  * happen: iptables DROP in a host's namespace (a partition: no FIN, no RST), killing its sshd
- * processes (the control channel lost, the data path fine), iptables `statistic` for random loss.
+ * processes or dropping its port 22 alone (the control channel lost, the data path fine), iptables
+ * `statistic` for random loss.
  * (`tc qdisc … netem` needs the sch_netem module, which this kernel does not have and cannot load;
  * `tbf` works for a rate limit.)
  *
@@ -37,6 +38,11 @@ export interface LabHost {
   heal(): Promise<void>;
   /** Drop this fraction (0..1) of packets in each direction at random. */
   loss(fraction: number): Promise<void>;
+  /**
+   * Drop every packet to and from the host's sshd (TCP port 22, both ways, silently): the control
+   * channel goes silent, every other link of the host (the pipeline's) keeps working. `heal` ends it.
+   */
+  cutSsh(): Promise<void>;
   /** Kill every sshd process of the host (listener and sessions): the control channel is lost. */
   killSshd(): Promise<void>;
   startSshd(): Promise<void>;
@@ -240,6 +246,10 @@ export async function startLab(count = 3): Promise<Lab> {
         heal: async () => {
           await iptables(["-F", "INPUT"]);
           await iptables(["-F", "OUTPUT"]);
+        },
+        cutSsh: async () => {
+          await iptables(["-I", "INPUT", "-p", "tcp", "--dport", "22", "-j", "DROP"]);
+          await iptables(["-I", "OUTPUT", "-p", "tcp", "--sport", "22", "-j", "DROP"]);
         },
         loss: async (fraction) => {
           const p = String(fraction);

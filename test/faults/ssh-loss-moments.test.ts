@@ -1,0 +1,210 @@
+/**
+ * The SSH control channel to a stage host lost while the pipeline's own links stay up, at moments
+ * the other lab tests do not cover: while the model is pushed to the host, while the cluster is
+ * relaunched after a death, and while the cluster is torn down because its definition was deleted.
+ * On the lab of network namespaces (test/faults/support/netns.ts): the daemon, the embedded router
+ * and the coordinator in the root namespace, stage-0 on n1, stage-1 on n2, production health
+ * timings. The channel is lost either by dropping n2's port 22 alone (iptables, both ways: silent)
+ * or by stopping n2's sshd (its connections reset, new ones refused).
+ *
+ * Each case logs what the status file said while the fault lasted, then checks that it was true,
+ * that the cluster converges after the heal, and that nothing is left running or lost.
+ */
+import { rm } from "node:fs/promises";
+import { join } from "node:path";
+import { expect, it } from "vitest";
+import type { ClusterStatus } from "../../src/reconciler/index.js";
+import { chat, conditionOf, enginePidOf, readStatusFile, sleep } from "../reconciler/daemon-fixture.js";
+import { enginesPerPlace } from "./support/death-words.js";
+import { useLabCluster } from "./support/lab-cluster.js";
+import { shapeLink } from "./support/link-shaping.js";
+import { enginePids, filesUnder, isRunning, ledgerNames, recordStatusWrites, routerBackends, until, type StatusWrite } from "./support/world-checks.js";
+
+const name = "sshloss";
+// Eight layers: a 680 KB weights file, 14 s over n2's shaped link. Every death spends a launch.
+const cluster = useLabCluster(name, { hosts: 2, layers: 8, restartBudget: 6, cutOff: 1 });
+
+/** One line of what a status write said: health, Ready, Reconciling, the last error. */
+function said(write: StatusWrite, since: number): string {
+  const s = write.status;
+  const ready = conditionOf(s, "Ready");
+  const reconciling = conditionOf(s, "Reconciling");
+  return [
+    `+${write.at - since} ms ${s.health}`,
+    `Ready=${ready?.status}/${ready?.reason}: ${ready?.message ?? ""}`,
+    `Reconciling=${reconciling?.status}/${reconciling?.reason}`,
+    ...(s.lastError === undefined ? [] : [`lastError ${s.lastError.reason}: ${s.lastError.message}`]),
+  ].join(" | ");
+}
+
+/** Record the status file's writes from now until `stop`. */
+function watchStatus(): { writes: StatusWrite[]; stop(): Promise<void> } {
+  let watching = true;
+  const recording = recordStatusWrites(cluster.world, name, () => watching, { pollMs: 20 });
+  return {
+    writes: recording.writes,
+    stop: async () => {
+      watching = false;
+      await recording.done;
+    },
+  };
+}
+
+const cardOf = (s: ClusterStatus, node: string): ClusterStatus["staging"][number] | undefined => s.staging.find((c) => c.node === node);
+
+it("n2's port 22 dropped in the middle of its push: staging fails naming n2, nothing launched; after the heal the push resumes and the cluster serves", async () => {
+  const n2 = cluster.lab.hosts[1]!;
+  const n2ModelDir = cluster.lab.sshd.nodes[1]!.modelDir;
+  const unshape = await shapeLink(n2, { rateKbit: 400, burstBytes: 4_000, latencyMs: 2_000 });
+  await cluster.define({ modelSource: "push" });
+  // The weights' push under way on n2: its partial file there, far from whole.
+  await until(
+    async () => (await filesUnder(n2ModelDir)).some((f) => f.endsWith(".incomplete")) && (cardOf(await cluster.status(), "n2")?.bytesDone ?? 0) > 0,
+    60_000,
+    "a partial file on n2, and the status saying its push is under way",
+    50,
+  );
+  const pushing = await cluster.status();
+  expect(cardOf(pushing, "n2")?.state).toBe("staging");
+  expect(cardOf(pushing, "n2")!.bytesDone).toBeLessThan(cardOf(pushing, "n2")!.bytesTotal / 2);
+  const cutAt = Date.now();
+  const watch = watchStatus();
+  let failedAt: number | undefined;
+  try {
+    await n2.cutSsh();
+    while (Date.now() - cutAt < 12_000) {
+      const s = await cluster.status();
+      expect(conditionOf(s, "Ready")?.status, "Ready while n2's control channel is cut during staging").not.toBe("True");
+      if (failedAt === undefined && conditionOf(s, "Staged")?.status === "False") {
+        failedAt = Date.now();
+        expect(conditionOf(s, "Staged")).toMatchObject({ reason: "NodeUnreachable" });
+        expect(cardOf(s, "n2")).toMatchObject({ state: "failed", reason: "NodeUnreachable" });
+      }
+      expect(await enginePids(cluster.world), "nothing launched while n2 cannot be staged").toEqual([]);
+      await sleep(200);
+    }
+    expect(failedAt, "staging failed while n2's control channel was cut").toBeDefined();
+    expect(failedAt! - cutAt).toBeLessThan(8_000);
+    const partials = (await filesUnder(n2ModelDir)).filter((f) => f.endsWith(".incomplete"));
+    console.log(`staging, port 22 cut: partial files on n2 at the heal: ${JSON.stringify(partials)}`);
+    expect(partials.length, "the partial push kept on n2 for the resume").toBe(1);
+  } finally {
+    await n2.heal();
+    await unshape();
+    await watch.stop();
+  }
+  console.log(`staging, port 22 cut: status as written:\n  ${watch.writes.map((w) => said(w, cutAt)).join("\n  ")}`);
+
+  const ready = await cluster.waitForReady(60_000);
+  expect(cardOf(ready, "n2")?.state).toBe("present");
+  expect((await filesUnder(n2ModelDir)).filter((f) => /\.(incomplete|tmp)$/.test(f))).toEqual([]);
+  expect(await chat(ready.coordinator!.url, cluster.world.modelDir)).toBeTypeOf("string");
+  expect(cluster.world.audit.problems).toEqual([]);
+}, 150_000);
+
+it("stage-0 killed while n2's port 22 is dropped: Ready=False at once, no relaunch while n2's stage cannot be stopped, the status says what waits; after the heal one engine set", async () => {
+  const [n1, n2] = [cluster.lab.hosts[0]!, cluster.lab.hosts[1]!];
+  await cluster.waitForReady(60_000);
+  const entry = (await cluster.ledger())!;
+  const stage0 = entry.processes.find((p) => p.role === "stage" && p.index === 0)!;
+  const stage1 = entry.processes.find((p) => p.role === "stage" && p.index === 1)!;
+  expect(stage0.node).toBe(n1.name);
+  const oldPids = await enginePids(cluster.world);
+  const launchesBefore = (await cluster.status()).restarts?.count ?? 0;
+  const cutAt = Date.now();
+  let killedAt = Number.POSITIVE_INFINITY;
+  const watch = watchStatus();
+  try {
+    await n2.cutSsh();
+    // Only the control channel: Degraded, still Ready and serving.
+    const degraded = await cluster.waitFor((s) => s.health === "Degraded", 15_000);
+    expect(conditionOf(degraded, "Ready")?.status).toBe("True");
+    expect(await chat(degraded.coordinator!.url, cluster.world.modelDir)).toBeTypeOf("string");
+    // A death on the reachable host: the relaunch must first stop stage-1 on n2, which it cannot ask.
+    killedAt = Date.now();
+    process.kill(await enginePidOf(stage0.pid), "SIGKILL");
+    const notReadyAt = await until(async () => conditionOf(await cluster.status(), "Ready")?.status === "False", 10_000, "Ready=False after the death", 20);
+    expect(notReadyAt - killedAt).toBeLessThan(5_000);
+    await until(async () => !(await routerBackends(cluster.world)).includes("url:"), 10_000, "the router's backend removed");
+    // The reachable part stopped; stage-1 stays in the ledger as the one leftover, marked unreachable.
+    await until(async () => (await cluster.ledger())?.processes.every((p) => p.node === "n2") === true, 20_000, "only n2's stage left in the ledger");
+    const ledger = (await cluster.ledger())!;
+    expect(ledger.phase).toBe("tearing-down");
+    expect(ledger.processes.map((p) => [p.pid, p.unreachable])).toEqual([[stage1.pid, true]]);
+    // Held for 10 s: nothing launched anywhere meanwhile, Ready never True.
+    const end = Date.now() + 10_000;
+    while (Date.now() < end) {
+      const s = await cluster.status();
+      expect(conditionOf(s, "Ready")?.status).not.toBe("True");
+      expect(
+        (await enginePids(cluster.world)).filter((pid) => !oldPids.includes(pid)),
+        "nothing new launched while n2 is cut",
+      ).toEqual([]);
+      await sleep(250);
+    }
+    const pending = await cluster.status();
+    console.log(`relaunch, port 22 cut: stage-1 (pid ${stage1.pid}) running on n2 at the heal: ${isRunning(stage1.pid)}`);
+    expect(JSON.stringify(pending), "the status names what waits on n2").toMatch(/stage-1 \(pid \d+ on n2\)|stage-1 on n2/);
+  } finally {
+    await n2.heal();
+    await watch.stop();
+  }
+  const healedAt = Date.now();
+  console.log(`relaunch, port 22 cut: status as written:\n  ${watch.writes.map((w) => said(w, cutAt)).join("\n  ")}`);
+  expect(
+    watch.writes.filter((w) => w.at > killedAt && conditionOf(w.status, "Ready")?.status === "True").map((w) => said(w, cutAt)),
+    "Ready=True written after the death while n2 was cut",
+  ).toEqual([]);
+  const ready = await cluster.waitForReady(60_000);
+  console.log(`relaunch, port 22 cut: Ready ${Date.now() - healedAt} ms after the heal`);
+  // The passes that could not stop stage-1 launched nothing: one launch for the one death.
+  expect(ready.restarts?.count, "launches counted at this revision").toBe(launchesBefore + 1);
+  expect(isRunning(stage1.pid), "the old stage-1 stopped").toBe(false);
+  expect(
+    (await enginePids(cluster.world)).filter((pid) => oldPids.includes(pid)),
+    "none of the old processes left",
+  ).toEqual([]);
+  expect(await enginesPerPlace(cluster.world, cluster.lab), "one engine set after the heal (n1, n2, the root namespace)").toEqual([1, 1, 1]);
+  expect(await chat(ready.coordinator!.url, cluster.world.modelDir)).toBeTypeOf("string");
+  expect(cluster.world.audit.problems).toEqual([]);
+}, 120_000);
+
+it("the definition deleted while n2's sshd is stopped: the reachable part torn down, the status file stays and says what waits on n2; after sshd returns nothing is left", async () => {
+  const n2 = cluster.lab.hosts[1]!;
+  await cluster.waitForReady(60_000);
+  const entry = (await cluster.ledger())!;
+  const stage1 = entry.processes.find((p) => p.role === "stage" && p.index === 1)!;
+  const cutAt = Date.now();
+  const watch = watchStatus();
+  try {
+    await n2.killSshd();
+    await cluster.waitFor((s) => s.health === "Degraded", 15_000);
+    await rm(join(cluster.world.clustersDir, `${name}.toml`));
+    await until(async () => !(await routerBackends(cluster.world)).includes("url:"), 10_000, "the router's backend removed");
+    await until(async () => (await cluster.ledger())?.processes.every((p) => p.node === "n2") === true, 20_000, "only n2's stage left in the ledger");
+    // Held for 8 s: the status file stays while the teardown waits on n2, and says so.
+    const end = Date.now() + 8_000;
+    while (Date.now() < end) {
+      const s = await readStatusFile(cluster.world, name);
+      expect(s, "the status file of a teardown still waiting on n2").toBeDefined();
+      expect(conditionOf(s!, "Ready")?.status).not.toBe("True");
+      await sleep(250);
+    }
+    const pending = (await readStatusFile(cluster.world, name))!;
+    console.log(`prune, sshd stopped: stage-1 (pid ${stage1.pid}) running on n2 at the restart of sshd: ${isRunning(stage1.pid)}`);
+    expect(JSON.stringify(pending), "the status names what waits on n2").toMatch(/stage-1 \(pid \d+ on n2\)|stage-1 on n2/);
+  } finally {
+    await n2.startSshd();
+    await watch.stop();
+  }
+  const sshdBackAt = Date.now();
+  console.log(`prune, sshd stopped: status as written:\n  ${watch.writes.map((w) => said(w, cutAt)).join("\n  ")}`);
+  const prunedAt = await until(async () => (await readStatusFile(cluster.world, name)) === undefined, 30_000, "the status file removed once the teardown ended");
+  console.log(`prune, sshd stopped: the status file removed ${prunedAt - sshdBackAt} ms after sshd came back`);
+  // The leftover's node is watched: the pass comes as soon as n2 answers, not after the back-off.
+  expect(prunedAt - sshdBackAt).toBeLessThan(8_000);
+  expect(await ledgerNames(cluster.world)).toEqual([]);
+  expect(await enginePids(cluster.world)).toEqual([]);
+  expect(isRunning(stage1.pid)).toBe(false);
+  expect(cluster.world.audit.problems).toEqual([]);
+}, 120_000);
