@@ -117,7 +117,7 @@ function isUnanswered(result: CommandResult): boolean {
 
 export function commandFailed(node: string, reason: NodeReason, what: string, result: CommandResult): ShardctlError {
   const how = result.timedOut
-    ? `timed out after ${result.durationMs} ms`
+    ? `timed out after ${result.durationMs} ms${result.unreached === undefined ? "" : `: no connection to the node (${result.unreached})`}`
     : result.signal !== undefined
       ? `was killed by ${result.signal}`
       : `exited with ${result.exitCode}`;

@@ -33,6 +33,12 @@ export interface CommandResult {
   stderr: string;
   timedOut: boolean;
   durationMs: number;
+  /**
+   * Set when the deadline ran out while no connection to the node was up: why none could be made,
+   * from the last failed attempt ("connect ECONNREFUSED …" for a stopped sshd, a handshake timeout
+   * for a silent node), or "still connecting" while the first attempt is under way.
+   */
+  unreached?: string;
 }
 
 export interface RunOptions {

@@ -193,6 +193,8 @@ it("the definition deleted while n2's sshd is stopped: the reachable part torn d
     const pending = (await readStatusFile(cluster.world, name))!;
     console.log(`prune, sshd stopped: stage-1 (pid ${stage1.pid}) running on n2 at the restart of sshd: ${isRunning(stage1.pid)}`);
     expect(JSON.stringify(pending), "the status names what waits on n2").toMatch(/stage-1 \(pid \d+ on n2\)|stage-1 on n2/);
+    // …and why: n2's sshd refuses connections (not a node gone silent).
+    expect(pending.lastError?.message, "the status says n2 refuses connections").toMatch(/stage-1 on n2: .*ECONNREFUSED/);
   } finally {
     await n2.startSshd();
     await watch.stop();

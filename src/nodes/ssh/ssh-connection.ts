@@ -80,6 +80,7 @@ export class SshConnection {
   private sftpSession: Promise<SFTPWrapper> | undefined;
   private failures = 0;
   private lastFailureAt = 0;
+  private lastFailureMessage: string | undefined;
   private active = 0;
   private readonly waiters: Array<() => void> = [];
   private closed = false;
@@ -99,6 +100,16 @@ export class SshConnection {
       this.connecting = undefined;
     });
     return this.connecting;
+  }
+
+  /** A client is connected (a question may still wait for a channel slot). */
+  get connected(): boolean {
+    return this.client !== undefined;
+  }
+
+  /** The error of the last connection attempt when it failed, none once one succeeds. */
+  get lastFailure(): string | undefined {
+    return this.lastFailureMessage;
   }
 
   /** Run `use` on a fresh channel slot; at most maxChannels at once. */
@@ -176,10 +187,12 @@ export class SshConnection {
     try {
       const client = await this.handshake();
       this.failures = 0;
+      this.lastFailureMessage = undefined;
       return client;
     } catch (error) {
       this.failures++;
       this.lastFailureAt = Date.now();
+      this.lastFailureMessage = error instanceof Error ? error.message : String(error);
       throw error;
     }
   }

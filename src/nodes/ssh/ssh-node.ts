@@ -110,7 +110,10 @@ export class SshNode extends ShellNode implements NodeAccess {
     // channel slot and opening the channel hang for as long as a silent (partitioned) node stays
     // silent, and a caller with a deadline must get its answer in time all the same.
     let expired = false;
+    // Whether the question got a connection: one that never did says why (a refused sshd is not a silent node).
+    let reached = false;
     const guarded = async (client: Client): Promise<CommandResult> => {
+      reached = true;
       if (expired) throw new Error(`no answer within ${options.deadlineMs} ms`);
       return retrying(client);
     };
@@ -134,7 +137,19 @@ export class SshNode extends ShellNode implements NodeAccess {
     const silence = new Promise<CommandResult>((resolve) => {
       timer = setTimeout(() => {
         expired = true;
-        resolve({ argv, exitCode: undefined, signal: "SIGKILL", stdout: "", stderr: "", timedOut: true, durationMs: Math.round(performance.now() - started) });
+        // The attempt's error names the node already ("node n2: cannot connect to …"): said once.
+        const last = connection.lastFailure?.replace(`node ${this.config.name}: `, "");
+        const unreached = reached || connection.connected ? {} : { unreached: last === undefined ? "still connecting" : `the last attempt: ${last}` };
+        resolve({
+          argv,
+          exitCode: undefined,
+          signal: "SIGKILL",
+          stdout: "",
+          stderr: "",
+          timedOut: true,
+          durationMs: Math.round(performance.now() - started),
+          ...unreached,
+        });
       }, deadlineMs);
     });
     // A question given up on still settles later (the connection drops within the keepalive bound).

@@ -1,0 +1,43 @@
+/**
+ * A question to a node that gets no answer because no connection could be made says why: a
+ * question whose deadline runs out while its connection waits out the back-off after a refused
+ * attempt (a node whose sshd is stopped) names the refusal, so a status that waits on the node
+ * tells an sshd that is down from a node that is silent, instead of saying only "timed out".
+ */
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { NodePool } from "../../src/nodes/index.js";
+import { freePort } from "../support/free-ports.js";
+import { generatePrivateKey } from "../support/ssh-key.js";
+
+let dir: string;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "shardctl-unanswered-"));
+  await writeFile(join(dir, "id_ed25519"), generatePrivateKey(), { mode: 0o600 });
+});
+
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+it("a question whose deadline runs out before a connection could be made names the last failed attempt (connection refused)", async () => {
+  const pool = new NodePool({ knownHostsPath: join(dir, "known_hosts"), sshConfigPath: join(dir, "none") });
+  try {
+    // Nothing listens on the port: every connection attempt is refused at once.
+    const port = await freePort();
+    const node = pool.get({ name: "down", host: "127.0.0.1", port, user: "nobody", identityFile: join(dir, "id_ed25519"), hostKeyPolicy: "accept-new", modelDir: dir });
+    await expect(node.run(["true"])).rejects.toMatchObject({ reason: "NodeUnreachable", message: expect.stringContaining("ECONNREFUSED") });
+    // The next attempt waits out the back-off (250 ms after one failure): a 100 ms question ends first.
+    const error = await node.processStartTime(1, { deadlineMs: 100 }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ reason: "NodeUnreachable" });
+    expect((error as Error).message).toMatch(
+      /^node down: read a process start time timed out after \d+ ms: no connection to the node \(the last attempt: .*ECONNREFUSED/,
+    );
+    expect((error as Error).message.match(/node down/g), "the node named once").toHaveLength(1);
+  } finally {
+    await pool.close();
+  }
+});
