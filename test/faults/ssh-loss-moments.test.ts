@@ -17,6 +17,7 @@ import type { ClusterStatus } from "../../src/reconciler/index.js";
 import { chat, conditionOf, enginePidOf, readStatusFile, sleep } from "../reconciler/daemon-fixture.js";
 import { enginesPerPlace } from "./support/death-words.js";
 import { useLabCluster } from "./support/lab-cluster.js";
+import type { LabHost } from "./support/netns.js";
 import { shapeLink } from "./support/link-shaping.js";
 import { enginePids, filesUnder, isRunning, ledgerNames, recordStatusWrites, routerBackends, until, type StatusWrite } from "./support/world-checks.js";
 
@@ -169,44 +170,64 @@ it("stage-0 killed while n2's port 22 is dropped: Ready=False at once, no relaun
   expect(cluster.world.audit.problems).toEqual([]);
 }, 120_000);
 
-it("the definition deleted while n2's sshd is stopped: the reachable part torn down, the status file stays and says what waits on n2; after sshd returns nothing is left", async () => {
-  const n2 = cluster.lab.hosts[1]!;
-  await cluster.waitForReady(60_000);
-  const entry = (await cluster.ledger())!;
-  const stage1 = entry.processes.find((p) => p.role === "stage" && p.index === 1)!;
-  const cutAt = Date.now();
-  const watch = watchStatus();
-  try {
-    await n2.killSshd();
-    await cluster.waitFor((s) => s.health === "Degraded", 15_000);
-    await rm(join(cluster.world.clustersDir, `${name}.toml`));
-    await until(async () => !(await routerBackends(cluster.world)).includes("url:"), 10_000, "the router's backend removed");
-    await until(async () => (await cluster.ledger())?.processes.every((p) => p.node === "n2") === true, 20_000, "only n2's stage left in the ledger");
-    // Held for 8 s: the status file stays while the teardown waits on n2, and says so.
-    const end = Date.now() + 8_000;
-    while (Date.now() < end) {
-      const s = await readStatusFile(cluster.world, name);
-      expect(s, "the status file of a teardown still waiting on n2").toBeDefined();
-      expect(conditionOf(s!, "Ready")?.status).not.toBe("True");
-      await sleep(250);
+/** How n2's control channel is lost, how it comes back, and how the status says why n2 cannot be asked. */
+const controlLosses = [
+  {
+    what: "n2's sshd stopped",
+    lose: (n2: LabHost) => n2.killSshd(),
+    restore: (n2: LabHost) => n2.startSshd(),
+    why: /stage-1 on n2: .*ECONNREFUSED/,
+  },
+  {
+    what: "n2's port 22 dropped",
+    lose: (n2: LabHost) => n2.cutSsh(),
+    restore: (n2: LabHost) => n2.heal(),
+    why: /stage-1 on n2: .*(Timed out while waiting for handshake|still connecting|connection closed)/,
+  },
+] as const;
+
+for (const loss of controlLosses) {
+  it(`the definition deleted with ${loss.what}: the reachable part torn down, the status file stays and says what waits on n2 and why; once n2 answers nothing is left`, async () => {
+    const n2 = cluster.lab.hosts[1]!;
+    // Defined again after the case before pruned it (the same definition, the same revision).
+    if ((await readStatusFile(cluster.world, name)) === undefined) await cluster.define({ modelSource: "push" });
+    await cluster.waitForReady(60_000);
+    const entry = (await cluster.ledger())!;
+    const stage1 = entry.processes.find((p) => p.role === "stage" && p.index === 1)!;
+    const cutAt = Date.now();
+    const watch = watchStatus();
+    try {
+      await loss.lose(n2);
+      await cluster.waitFor((s) => s.health === "Degraded", 15_000);
+      await rm(join(cluster.world.clustersDir, `${name}.toml`));
+      await until(async () => !(await routerBackends(cluster.world)).includes("url:"), 10_000, "the router's backend removed");
+      await until(async () => (await cluster.ledger())?.processes.every((p) => p.node === "n2") === true, 20_000, "only n2's stage left in the ledger");
+      // Held for 8 s: the status file stays while the teardown waits on n2, and says so.
+      const end = Date.now() + 8_000;
+      while (Date.now() < end) {
+        const s = await readStatusFile(cluster.world, name);
+        expect(s, "the status file of a teardown still waiting on n2").toBeDefined();
+        expect(conditionOf(s!, "Ready")?.status).not.toBe("True");
+        await sleep(250);
+      }
+      const pending = (await readStatusFile(cluster.world, name))!;
+      console.log(`prune, ${loss.what}: stage-1 (pid ${stage1.pid}) running on n2 when n2 answers again: ${isRunning(stage1.pid)}`);
+      expect(JSON.stringify(pending), "the status names what waits on n2").toMatch(/stage-1 \(pid \d+ on n2\)|stage-1 on n2/);
+      // …and why n2 cannot be asked: its sshd refuses connections, or it is silent.
+      expect(pending.lastError?.message, "the status says why n2 cannot be asked").toMatch(loss.why);
+    } finally {
+      await loss.restore(n2);
+      await watch.stop();
     }
-    const pending = (await readStatusFile(cluster.world, name))!;
-    console.log(`prune, sshd stopped: stage-1 (pid ${stage1.pid}) running on n2 at the restart of sshd: ${isRunning(stage1.pid)}`);
-    expect(JSON.stringify(pending), "the status names what waits on n2").toMatch(/stage-1 \(pid \d+ on n2\)|stage-1 on n2/);
-    // …and why: n2's sshd refuses connections (not a node gone silent).
-    expect(pending.lastError?.message, "the status says n2 refuses connections").toMatch(/stage-1 on n2: .*ECONNREFUSED/);
-  } finally {
-    await n2.startSshd();
-    await watch.stop();
-  }
-  const sshdBackAt = Date.now();
-  console.log(`prune, sshd stopped: status as written:\n  ${watch.writes.map((w) => said(w, cutAt)).join("\n  ")}`);
-  const prunedAt = await until(async () => (await readStatusFile(cluster.world, name)) === undefined, 30_000, "the status file removed once the teardown ended");
-  console.log(`prune, sshd stopped: the status file removed ${prunedAt - sshdBackAt} ms after sshd came back`);
-  // The leftover's node is watched: the pass comes as soon as n2 answers, not after the back-off.
-  expect(prunedAt - sshdBackAt).toBeLessThan(8_000);
-  expect(await ledgerNames(cluster.world)).toEqual([]);
-  expect(await enginePids(cluster.world)).toEqual([]);
-  expect(isRunning(stage1.pid)).toBe(false);
-  expect(cluster.world.audit.problems).toEqual([]);
-}, 120_000);
+    const backAt = Date.now();
+    console.log(`prune, ${loss.what}: status as written:\n  ${watch.writes.map((w) => said(w, cutAt)).join("\n  ")}`);
+    const prunedAt = await until(async () => (await readStatusFile(cluster.world, name)) === undefined, 30_000, "the status file removed once the teardown ended");
+    console.log(`prune, ${loss.what}: the status file removed ${prunedAt - backAt} ms after n2 answered again`);
+    // The leftover's node is watched: the pass comes as soon as n2 answers, not after the back-off.
+    expect(prunedAt - backAt).toBeLessThan(8_000);
+    expect(await ledgerNames(cluster.world)).toEqual([]);
+    expect(await enginePids(cluster.world)).toEqual([]);
+    expect(isRunning(stage1.pid)).toBe(false);
+    expect(cluster.world.audit.problems).toEqual([]);
+  }, 120_000);
+}
