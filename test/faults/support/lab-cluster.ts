@@ -1,9 +1,10 @@
 /**
  * One cluster on the fault lab for a test file: `useLabCluster` registers the file's beforeAll and
  * afterAll, so the file holds its scenario only. Before the tests: a lab of namespaced stage hosts
- * with a daemon world (support/lab-world.ts), a free coordinator port and transport range, and, when
- * asked, the cluster defined and Ready. After them: the cut-off host healed, the cluster pruned the
- * daemon's way, the lab taken down, and no engine and no ledger entry may be left.
+ * with a daemon world (support/lab-world.ts) and, when asked, the cluster defined and Ready (the
+ * coordinator port and transport range are picked free at the first definition, then kept). After
+ * them: the cut-off host healed, the cluster pruned the daemon's way, the lab taken down, and no
+ * engine and no ledger entry may be left.
  */
 import { afterAll, beforeAll, expect } from "vitest";
 import { Ledger, type LedgerEntry } from "../../../src/launch/index.js";
