@@ -16,7 +16,7 @@ import type { ClusterStatus } from "../../src/reconciler/index.js";
 import { chat, conditionOf, sleep } from "../reconciler/daemon-fixture.js";
 import { useLabCluster } from "./support/lab-cluster.js";
 import { shapeLink } from "./support/link-shaping.js";
-import { enginePids, filesUnder, ledgerNames } from "./support/world-checks.js";
+import { enginePids, filesUnder, ledgerNames, until } from "./support/world-checks.js";
 
 // Eight layers: a 680 KB weights file, 14 s over n2's shaped link.
 const cluster = useLabCluster("stagecut", { hosts: 2, layers: 8, restartBudget: 3, cutOff: 1 });
@@ -28,9 +28,14 @@ it("a stage host partitioned mid-push: staging fails naming it within 8 s, nothi
   await cluster.define({ modelSource: "push" });
   const cardOf = (s: ClusterStatus, node: string): ClusterStatus["staging"][number] | undefined => s.staging.find((c) => c.node === node);
 
-  // n2's push under way: some bytes there, far from all.
+  // n2's push under way: some bytes there, far from all, and the weights' partial file on n2. The
+  // status counts bytes from config.json (458 bytes), pushed first: a cut as soon as it shows bytes
+  // can land between two files (config.json verified and renamed, the weights not yet opened), and
+  // then there is no partial file to keep.
   const pushing = await cluster.waitFor((s) => (cardOf(s, "n2")?.bytesDone ?? 0) > 0, 60_000);
+  await until(async () => (await filesUnder(n2ModelDir)).some((f) => f.endsWith(".incomplete")), 30_000, "a partial file on n2", 50);
   expect(cardOf(pushing, "n2")!.bytesDone).toBeLessThan(cardOf(pushing, "n2")!.bytesTotal / 2);
+  expect(cardOf(await cluster.status(), "n2")!.bytesDone).toBeLessThan(cardOf(pushing, "n2")!.bytesTotal / 2);
   const cutAt = Date.now();
   await n2.partition();
   const seen: string[] = [];
