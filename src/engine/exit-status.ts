@@ -60,6 +60,30 @@ export function logAnsweringPeers(log: Logger, links: ReadonlyArray<{ peer: stri
   }
 }
 
+/**
+ * The `msg` of the line that names the peer whose link closed (reset, or closed by the peer's end:
+ * it exited, was killed, or closed the link itself), one JSON line with `peer` (its node id), `link`
+ * (what the peer is to this process) and `reason` (how the link ended). A stage logs it just before
+ * it exits with status 1; the coordinator as its pipeline breaks, for the link that broke it. Its
+ * peers exit milliseconds after a member dies, so a supervisor that sees one of their exits first
+ * can look for the member it names. src/engines/reference reads it by this text: keep them equal.
+ */
+export const peerLostLog = "peer lost";
+
+/** A peer whose link closed: who, which link, and how the link ended. */
+export interface LostPeer {
+  /** The peer's node id, as the cluster file names it (`stage-0`, `coordinator`). */
+  peer: string;
+  /** What the peer is to the process that reports it: `upstream`, `downstream`, `coordinator` or `stage`. */
+  link: SilentPeer["link"];
+  reason: string;
+}
+
+/** Log the line naming the peer whose link closed. */
+export function logLostPeer(log: Logger, lost: LostPeer): void {
+  log.error({ peer: lost.peer, link: lost.link, reason: lost.reason }, peerLostLog);
+}
+
 /** Log the line naming the silent peer. */
 export function logSilentPeer(log: Logger, silent: SilentPeer): void {
   log.error({ peer: silent.peer, link: silent.link, silentMs: silent.silentMs, deadAfterMs: silent.deadAfterMs }, peerSilentLog);

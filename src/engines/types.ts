@@ -207,6 +207,13 @@ export interface EngineFacts {
    */
   readonly answeringPeersIn?: (logTail: readonly string[]) => readonly string[];
   /**
+   * The peer whose link closed (reset, or closed by its end), as a process of this engine named it
+   * in the last lines of its log: the reason it exits (or its pipeline broke). The peer most likely
+   * died a moment before, so an exit seen first may be this consequence of its death. Undefined for
+   * an engine that never says: an exit is then blamed on the process seen exiting.
+   */
+  readonly lostPeerIn?: (logTail: readonly string[]) => LostPeerReport | undefined;
+  /**
    * Whether a stage of this engine said, in the last lines of its log, that it could not reach the
    * next stage: which one, at what address, and the error. A launch that failed at a later step
    * (the coordinator exits when its pipeline cannot form) failed because of that link. Undefined
@@ -236,6 +243,16 @@ export interface SilentPeerReport {
   link: string;
   /** How long nothing came from it before it was declared dead, ms. */
   silentMs: number;
+}
+
+/** A pipeline member whose link another one saw close. */
+export interface LostPeerReport {
+  /** The peer's node id in the engine's cluster config (`stage-1`, `coordinator`). */
+  peer: string;
+  /** What the peer is to the reporter: `upstream`, `downstream`, `coordinator`, `stage`. */
+  link: string;
+  /** How the link ended, in the engine's words. */
+  reason: string;
 }
 
 export interface AcceleratorSupport {

@@ -1,6 +1,6 @@
 /**
  * Failure behaviour: a stage killed mid-stream turns the coordinator's health to 503 and both the
- * coordinator and the surviving stage exit non-zero; peers without the transport token are
+ * coordinator and the surviving stage exit non-zero, each naming it as the peer it lost; peers without the transport token are
  * refused; a coordinator that cannot reach a stage fails naming the address; a client that
  * disconnects has its sequence cancelled and its KV cache freed on every stage.
  */
@@ -71,6 +71,15 @@ describe("engine failures", () => {
     expect(await cluster.stages[0]!.exited).toBe(1);
     expect(cluster.stages[0]!.stderr()).toMatch(/downstream link .* broke/);
     expect(cluster.coordinator.stderr()).toMatch(/pipeline broken/);
+    // Each names the member it lost, by node id, for a supervisor that sees its exit first.
+    const lastLine = (text: string): Record<string, unknown> => JSON.parse(text.trim().split("\n").at(-1)!) as Record<string, unknown>;
+    expect(lastLine(cluster.stages[0]!.stderr())).toMatchObject({ msg: "peer lost", peer: "stage-1", link: "downstream" });
+    const coordinatorLost = cluster.coordinator
+      .stderr()
+      .split("\n")
+      .filter((l) => l.includes('"peer lost"'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(coordinatorLost).toMatchObject([{ peer: "stage-1", link: "stage" }]);
   });
 
   it("refuses peers without or with a wrong token, and keeps serving the real ones", async () => {

@@ -7,7 +7,7 @@
  * for the whole pipeline: requests in flight fail at once with PipelineBroken and every link's
  * state is reported by `linkStates`.
  */
-import { logAnsweringPeers, logSilentPeer } from "../exit-status.js";
+import { logAnsweringPeers, logLostPeer, logSilentPeer } from "../exit-status.js";
 import type { Logger } from "../log.js";
 import type { SampledToken, SamplingParams } from "../model/index.js";
 import { decodeError, decodeResult, dialLinkUntil, encodePrepare, encodeRun, encodeSeq, Kind, type Link, seqOf } from "../transport/index.js";
@@ -233,6 +233,9 @@ export class RemotePipeline implements Pipeline {
       state.silentMs = link.silence.silentMs;
       this.log.error({ stage, peer: link.peer, ...link.silence }, `link dead: ${reason}`);
       logSilentPeer(this.log, { peer: state.nodeId, link: "stage", ...link.silence });
+    } else if (this.broken === undefined) {
+      // Only the link that breaks the pipeline: the others close after it, as their stages exit.
+      logLostPeer(this.log, { peer: state.nodeId, link: "stage", reason });
     }
     this.fail(`link to stage ${stage} (${link.peer}) broke: ${reason}`);
   }

@@ -11,7 +11,7 @@
  * thread) a helper thread keeps its links heartbeating.
  */
 import { createServer, type Server, type Socket } from "node:net";
-import { failureExitStatus, logAnsweringPeers, logSilentPeer, peerSilentExitStatus, type SilentPeer } from "../exit-status.js";
+import { failureExitStatus, logAnsweringPeers, logLostPeer, logSilentPeer, peerSilentExitStatus, type SilentPeer } from "../exit-status.js";
 import { KernelRuntime } from "../kernels/index.js";
 import type { Logger } from "../log.js";
 import { LogThrottle } from "../log-throttle.js";
@@ -252,8 +252,12 @@ class StageRuntime {
       [...this.peerIds].filter(([other]) => other !== link).map(([other, id]) => ({ peer: id, link: other })),
     );
     this.closing = true;
-    // A silent peer is named for the supervisor: this process exits because of it, it may live on.
-    if (link.silence === undefined) return this.options.exit(failureExitStatus);
+    // The peer is named for the supervisor, last: this process exits because of it. One whose link
+    // closed most likely died a moment ago; a silent one may live on.
+    if (link.silence === undefined) {
+      logLostPeer(this.options.log, { ...peer, reason });
+      return this.options.exit(failureExitStatus);
+    }
     logSilentPeer(this.options.log, { ...peer, ...link.silence });
     this.options.exit(peerSilentExitStatus);
   }

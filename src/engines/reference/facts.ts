@@ -1,5 +1,5 @@
 import { mlxcelFacts } from "../mlxcel/index.js";
-import type { EngineFacts, SilentPeerReport, UnreachableNextStage } from "../types.js";
+import type { EngineFacts, LostPeerReport, SilentPeerReport, UnreachableNextStage } from "../types.js";
 
 /**
  * The reference engine (`shard-engine`), shipped with shardctl: a CPU pipeline-parallel Llama
@@ -53,6 +53,7 @@ export const referenceFacts = {
   },
   silentPeerIn,
   answeringPeersIn,
+  lostPeerIn,
   nextStageUnreachableIn,
 } as const satisfies EngineFacts;
 
@@ -99,6 +100,22 @@ function answeringPeersIn(logTail: readonly string[]): string[] {
 
 /** The `msg` of shard-engine's line naming a peer still heard from as the pipeline broke (src/engine/exit-status.ts). */
 const peerAnsweringLog = "peer answering";
+
+/**
+ * shard-engine's "peer lost" line (src/engine/exit-status.ts): a stage whose link closed logs it,
+ * naming the peer by its node id, just before it exits with status 1; the coordinator as its
+ * pipeline breaks. The last such line of the tail counts; any other line names nobody.
+ */
+function lostPeerIn(logTail: readonly string[]): LostPeerReport | undefined {
+  for (const entry of entriesWith(logTail, peerLostLog)) {
+    if (typeof entry.peer !== "string") continue;
+    return { peer: entry.peer, link: typeof entry.link === "string" ? entry.link : "peer", reason: typeof entry.reason === "string" ? entry.reason : "closed" };
+  }
+  return undefined;
+}
+
+/** The `msg` of shard-engine's line naming the peer whose link closed (src/engine/exit-status.ts). */
+const peerLostLog = "peer lost";
 
 /**
  * shard-engine's line when a stage could not dial its next stage within its connect timeout
