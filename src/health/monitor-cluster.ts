@@ -8,7 +8,9 @@
  *
  * Only evidence of a broken pipeline ends the cluster (`onDeath`, at most once; the monitor then
  * stops itself):
- * - a process seen gone (its start time no longer matches): at once;
+ * - a process seen gone (its start time no longer matches): at once, unless its engine says it
+ *   exited because a peer's link closed — then that peer is looked for, up to `lostPeerWindowMs`
+ *   (500 ms), and blamed when it is gone too (judge-exit.ts);
  * - the coordinator's /health answering anything but ready, or refusing, `strikes` (2) times in a
  *   row; silence (no answer within the deadline) `strikes + 1` times, since a busy coordinator may
  *   answer late;
@@ -30,9 +32,10 @@ import { setMaxListeners } from "node:events";
 import { defaultEngineKind, engineOf } from "../engines/index.js";
 import { httpServerOf, labelOf, proberNodeName, stagesOf, transportPortOf } from "./labels.js";
 import { defaultProbeTimeoutMs, probeCoordinatorHealth, probeGeneration, probeLiveness, probeTransportPort, readinessOf, shouldProbeTransport } from "./probes.js";
+import { judgeExit } from "./judge-exit.js";
 import { alsoStopped, describeStopped, findStoppedMembers } from "./stopped-members.js";
 import { StrikeCounter } from "./strike-counter.js";
-import type { DeathEvent, DeathReason, HealthDeps, ObservabilityEvent, WatchedCluster, WatchedProcess } from "./types.js";
+import type { DeathConsequence, DeathEvent, DeathReason, HealthDeps, ObservabilityEvent, WatchedCluster, WatchedProcess } from "./types.js";
 
 export interface MonitorOptions extends HealthDeps {
   onDeath: (event: DeathEvent) => void;
@@ -48,6 +51,11 @@ export interface MonitorOptions extends HealthDeps {
   exitWatch?: boolean;
   /** Pause before restarting an exit watch that ended without the process ending, ms. Default 1000. */
   rewatchDelayMs?: number;
+  /**
+   * How long in all the exit of a process that says it lost a peer's link waits for that peer to be
+   * seen gone, ms. Default 500 (`defaultLostPeerWindowMs`).
+   */
+  lostPeerWindowMs?: number;
   /** Replaces the engine's generation watchdog timings (tests shorten them). Default: the engine's. */
   generationWatchdog?: { intervalMs: number; timeoutMs: number };
   /**
@@ -89,7 +97,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     void work.finally(() => pending.delete(work));
   };
 
-  const die = (process: WatchedProcess, reason: DeathReason, detail: string, unheard = false): void => {
+  const die = (process: WatchedProcess, reason: DeathReason, detail: string, unheard = false, consequences: DeathConsequence[] = []): void => {
     if (done) return;
     done = true;
     controller.abort();
@@ -101,9 +109,41 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
       detail,
       at: new Date().toISOString(),
       ...(unheard ? { unheard: true as const } : {}),
+      ...(consequences.length > 0 ? { consequences } : {}),
     });
   };
   const diedReason = (process: WatchedProcess): DeathReason => (process.role === "stage" ? "StageDied" : "CoordinatorDied");
+
+  // Processes seen gone, with how they were seen (`pid 4242 exited`). The first is judged before it
+  // is declared a death: it may have exited because a peer died a moment before (judge-exit.ts).
+  const gone = new Map<WatchedProcess, string>();
+  const exited = (process: WatchedProcess, detail: string): void => {
+    if (!gone.has(process)) gone.set(process, detail);
+    if (done || gone.size > 1) return;
+    track(
+      (async () => {
+        const { blamed, consequences } = await judgeExit(process, {
+          cluster,
+          nodeFor: options.nodeFor,
+          ...(options.lostPeerWindowMs === undefined ? {} : { windowMs: options.lostPeerWindowMs }),
+          seenGone: (p) => gone.has(p),
+          signal: controller.signal,
+        });
+        const seen = (p: WatchedProcess): string => gone.get(p) ?? `pid ${p.pid} is no longer running`;
+        die(
+          blamed,
+          diedReason(blamed),
+          seen(blamed),
+          false,
+          consequences.map(({ process: p, report }) => ({
+            label: labelOf(p),
+            node: p.node,
+            detail: `${seen(p)} because its link to ${report.peer} broke (${report.reason})`,
+          })),
+        );
+      })(),
+    );
+  };
   const labelsOn = (node: string): string[] => cluster.processes.filter((p) => p.node === node).map(labelOf);
 
   // A node answered (or did not): track whether the control channel to it works.
@@ -135,7 +175,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
       if (controller.signal.aborted) return;
       // A watch also ends when its channel drops: confirm before declaring a death.
       const { state } = await probeLiveness(node, process, { deadlineMs: timeoutMs });
-      if (state === "gone") return die(process, diedReason(process), `pid ${process.pid} exited`);
+      if (state === "gone") return exited(process, `pid ${process.pid} exited`);
       await sleep(rewatchDelayMs, controller.signal);
     }
   };
@@ -147,8 +187,9 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     const processes = cluster.processes.filter((p) => p.node === name);
     const probes = await Promise.all(processes.map(async (process) => ({ process, probe: await probeLiveness(node, process, { deadlineMs: timeoutMs }) })));
     if (done) return;
-    const gone = probes.find((p) => p.probe.state === "gone");
-    if (gone !== undefined) return die(gone.process, diedReason(gone.process), `pid ${gone.process.pid} is no longer running`);
+    const found = probes.filter((p) => p.probe.state === "gone");
+    for (const { process } of found) exited(process, `pid ${process.pid} is no longer running`);
+    if (found.length > 0) return;
     if (probes.some((p) => p.probe.state === "alive")) return answered(name);
     silent(name, probes.find((p) => p.probe.error !== undefined)?.probe.error ?? "no answer");
   };

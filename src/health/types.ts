@@ -17,6 +17,8 @@ export interface WatchedProcess {
   pid: number;
   /** Kernel start time as the node reports it; a pid with another start time is another process. */
   startTime: string;
+  /** Its log on its node: where an engine says why the process exited. Absent: nothing is read. */
+  logFile?: string;
 }
 
 export interface WatchedPort {
@@ -127,4 +129,18 @@ export interface DeathEvent {
    * Absent for every other death.
    */
   unheard?: true;
+  /**
+   * Members seen exiting because of this death before it was judged: each exited as its link to the
+   * member named here (or to the one listed before it) closed, as its engine said in its log. The
+   * first exit seen is often such a consequence (a peer exits milliseconds after the member it lost);
+   * the death names the member that went first. Absent when no exit was judged a consequence.
+   */
+  consequences?: DeathConsequence[];
+}
+
+/** A member that exited because of a death: `stage-0`, and how (`pid 4242 exited because its link to stage-1 broke (connection closed)`). */
+export interface DeathConsequence {
+  label: string;
+  node: string;
+  detail: string;
 }

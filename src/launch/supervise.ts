@@ -6,7 +6,7 @@
  * the cluster keeps serving. The reconciler calls this once a launch is ready and stops it before
  * its own teardown.
  */
-import { monitorCluster, type DeathEvent, type MonitorOptions } from "../health/index.js";
+import { describeDeath, monitorCluster, type DeathEvent, type MonitorOptions } from "../health/index.js";
 import type { LedgerEntry, LedgerProcess } from "./ledger.js";
 import { processLabel } from "./processes.js";
 import { processKey, teardownCluster, type TeardownContext, type TeardownResult } from "./teardown.js";
@@ -41,13 +41,15 @@ export function superviseCluster(entry: LedgerEntry, options: SuperviseOptions):
   let handling: Promise<void> | undefined;
 
   const handleDeath = async (death: DeathEvent): Promise<void> => {
-    options.onEvent?.({ at: death.at, step: "cluster-unhealthy", detail: `${death.reason}: ${death.label} on ${death.node}: ${death.detail}` });
+    options.onEvent?.({ at: death.at, step: "cluster-unhealthy", detail: `${death.reason}: ${describeDeath(death)}` });
     try {
       // The ledger is the freshest record of what runs (and of what an earlier pass left behind).
       const current = (await options.ledger.read(entry.cluster)) ?? entry;
-      // The process the monitor saw exit is not asked about again (only its group, for an engine that outlived its wrapper).
-      const dead = death.reason === "StageDied" || death.reason === "CoordinatorDied" ? entry.processes.find((p) => labelOf(p) === death.label) : undefined;
-      const seenGone = new Set([...(options.seenGone ?? []), ...(dead === undefined ? [] : [processKey(dead)])]);
+      // The processes the monitor saw exit (the one blamed and those that exited because of it) are
+      // not asked about again (only their groups, for an engine that outlived its wrapper).
+      const exited = death.reason === "StageDied" || death.reason === "CoordinatorDied" ? [death.label, ...(death.consequences ?? []).map((c) => c.label)] : [];
+      const dead = entry.processes.filter((p) => exited.includes(labelOf(p)));
+      const seenGone = new Set([...(options.seenGone ?? []), ...dead.map(processKey)]);
       const result = await teardownCluster(current, { ...options, seenGone });
       resolveEnded({ death, teardown: { ok: true, result } });
     } catch (error) {

@@ -2,16 +2,18 @@
  * A launch that lost a process is recorded once, the moment it is known — whether the health
  * monitor saw the exit or a pass found the process gone first (the two race when a pass is under
  * way at the kill): Ready withdrawn with the cause, the evidence kept against the restart budget,
- * the status file written, all before the teardown runs. Then, alongside the teardown, the dead
- * process's own evidence is read (its exit status and last log lines, bounded at 2 s): when it
- * names a peer that went silent (an engine that says so, as shard-engine does), the record names
- * that peer first — the member that stopped answering, not the one that exited because of it — and
- * the status file is written again. Once the teardown has ended the evidence is read once more
+ * the status file written, all before the teardown runs. The cause is the member that went first:
+ * a peer seen exiting before it, because its link to it closed, is named after it as what followed
+ * (the monitor judges that before it reports the death, a pass in death-found-by-pass.ts). Then,
+ * alongside the teardown, the dead process's own evidence is read (its exit status and last log
+ * lines, bounded at 2 s): when it names a peer that went silent (an engine that says so, as
+ * shard-engine does), the record names that peer first — the member that stopped answering, not the
+ * one that exited because of it — and the status file is written again. Once the teardown has ended the evidence is read once more
  * (a process killed by the teardown has its exit status only then).
  */
 import { engineOf, defaultEngineKind } from "../engines/index.js";
 import { describeExit, processLabel, readLogTail, within, type LedgerEntry } from "../launch/index.js";
-import type { DeathEvent } from "../health/index.js";
+import { describeDeath, type DeathEvent } from "../health/index.js";
 import { defaultRelaunchMarkMs } from "../router/index.js";
 import type { ClusterMemory } from "./cluster-memory.js";
 import { giveBudgetBackAfterService } from "./give-budget-back.js";
@@ -39,7 +41,7 @@ export function recordDeath(pass: Pass, entry: LedgerEntry, death: DeathEvent): 
   memory.deathRecordedFor = entry.startedAt;
   giveBudgetBackAfterService(pass, entry.startedAt, Date.parse(death.at));
   markRelaunching(pass, entry);
-  const message = `${death.label} on ${death.node}: ${death.detail}`;
+  const message = describeDeath(death);
   const evidence: RestartEvidence = { at: death.at, reason: death.reason, message, logTail: [] };
   if (memory.restarts !== undefined) memory.restarts.evidence = [...memory.restarts.evidence, evidence].slice(-5);
   memory.lastError = { reason: death.reason, message, at: death.at };
@@ -55,31 +57,6 @@ export function recordDeath(pass: Pass, entry: LedgerEntry, death: DeathEvent): 
 
 function tearingDownAfter(message: string): string {
   return `tearing the cluster down after ${message}`;
-}
-
-/**
- * The death a pass found: of the processes it saw gone, the one that ended by a signal is blamed
- * first (its peers exit with a status when their pipeline breaks), else the first gone.
- */
-export async function deathFoundByPass(pass: Pass, entry: LedgerEntry, gone: readonly string[]): Promise<DeathEvent | undefined> {
-  const candidates = entry.processes.filter((p) => gone.includes(processLabel(p.role, p.index)));
-  if (candidates.length === 0) return undefined;
-  const exits = await Promise.all(candidates.map((p) => within(evidenceDeadlineMs, describeExit(pass.world.nodeFor(p.node, pass.settings), p), "")));
-  const blamed =
-    candidates[
-      Math.max(
-        0,
-        exits.findIndex((e) => e.startsWith("killed by")),
-      )
-    ]!;
-  return {
-    cluster: entry.cluster,
-    label: processLabel(blamed.role, blamed.index),
-    node: blamed.node,
-    reason: blamed.role === "stage" ? "StageDied" : "CoordinatorDied",
-    detail: `pid ${blamed.pid} is no longer running`,
-    at: new Date().toISOString(),
-  };
 }
 
 /** How long after a death a member named silent is asked again, ms: the two ends of a cut link report each other up to about two heartbeats (500 ms each) apart. */
@@ -182,18 +159,18 @@ function endedAtDeath(death: DeathEvent): boolean {
  * broke) because of it. A member that reported a silent peer was not silent itself, nor was one
  * another member still heard as its pipeline broke, so the two ends of a cut between their nodes
  * name nobody; nor does an engine that never says: what the dead process did is then all that is known.
+ * The members seen exiting because of the death (their link to it closed) follow its own words.
  */
 function explanation(entry: LedgerEntry, death: DeathEvent, logs: ReadonlyArray<{ label: string; tail: readonly string[] }>, exit: string | undefined): string {
   const how = exit === undefined ? "" : ` (${exit})`;
-  const own = `${death.label} on ${death.node}: ${death.detail}`;
   const report = silentPeerReport(entry, death, logs);
-  if (report === undefined) return `${own}${how}`;
+  if (report === undefined) return describeDeath(death, how);
   const name = report.peer;
   const peer = entry.processes.find((p) => processLabel(p.role, p.index) === name);
   const who = peer === undefined ? name : `${name} on ${peer.node}`;
   const link = report.link === "stage" ? `link to ${name}` : report.link;
   const because = report.reporter === death.label ? ` because its ${link} went silent` : "";
-  return `${who} stopped answering (${report.reporter} heard nothing from it for ${report.silentMs} ms); ${own}${because}${how}`;
+  return `${who} stopped answering (${report.reporter} heard nothing from it for ${report.silentMs} ms); ${describeDeath({ ...death, detail: `${death.detail}${because}` }, how)}`;
 }
 
 /**
@@ -224,7 +201,7 @@ function silentPeerReport(entry: LedgerEntry, death: DeathEvent, logs: ReadonlyA
 }
 
 /** How long the evidence of a death is waited for, ms (readLogTail bounds its read at the same 2 s). */
-const evidenceDeadlineMs = 2_000;
+export const evidenceDeadlineMs = 2_000;
 
 /**
  * While a registered cluster is torn down and relaunched, the router answers its model with 503 and

@@ -1,8 +1,9 @@
 /**
  * A death that a reconcile pass finds before the health monitor does (the two race when a pass is
  * under way at the kill) is recorded all the same: the evidence names the process that was killed,
- * how it ended and its log tail, and the stall on a spent budget says why. The monitor here neither
- * watches exits nor polls within the test, so only the daemon's resync pass can find the death.
+ * how it ended and its log tail (then the peers that exited because of it), and the stall on a
+ * spent budget says why. The monitor here neither watches exits nor polls within the test, so only
+ * the daemon's resync pass can find the death.
  */
 import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
 import type { Daemon } from "../../src/reconciler/index.js";
@@ -59,8 +60,11 @@ test("a stage killed while only passes look: evidence names it, with its signal 
   expect(stalled.restarts!.evidence).toHaveLength(1);
   const evidence = stalled.restarts!.evidence[0]!;
   expect(evidence.reason).toBe("StageDied");
-  // Its peer may be gone too by the time the pass looks; the one killed by a signal is blamed.
-  expect(evidence.message).toMatch(/^stage-1 on n2: pid \d+ is no longer running \(killed by SIGKILL \(status 137\)\)$/);
+  // Its peers may be gone too by the time the pass looks: the killed one is blamed, and each peer
+  // whose log says it lost its link to it is named after it.
+  expect(evidence.message).toMatch(
+    /^stage-1 on n2: pid \d+ is no longer running \(killed by SIGKILL \(status 137\)\)(; (stage-0 on n1|coordinator on local): pid \d+ is no longer running because its link to stage-1 broke \([^)]+\))*$/,
+  );
   expect(evidence.logTail.length).toBeGreaterThan(0);
   expect(conditionOf(stalled, "Stalled")?.message).toContain(`the last failure: StageDied: stage-1 on n2`);
   expect(await enginesOf(world)).toEqual([]);

@@ -6,7 +6,8 @@
  * are told 503 with Retry-After while it is replaced, not 404.
  */
 import { definitionOf, type Pass } from "../pass.js";
-import { deathFoundByPass, explainDeath, markComingBack, recordDeath } from "../record-death.js";
+import { deathFoundByPass } from "../death-found-by-pass.js";
+import { explainDeath, markComingBack, recordDeath } from "../record-death.js";
 import type { Step } from "../run-step.js";
 import { clearRuntime, setConditions } from "../verdicts.js";
 import { tearDown } from "./stop.js";
