@@ -197,14 +197,13 @@ describe("the dashboard in Chromium", () => {
     const before = (await (await fetch(new URL("api/clusters/demo", url))).json()) as ClusterStatus;
     const killed = await enginePidOf(before.stages[1]!.pid!);
     process.kill(killed, "SIGKILL");
-    // The card the daemon marks dead is the first death it sees: the killed stage, or a peer stage that
-    // exited as its pipeline broke (a race between two exit watches); the killed stage's card is down
-    // either way. The badge says what the status says: Unhealthy at the death, then Progressing while
-    // the relaunch runs (a relaunch may follow within milliseconds, before a frame shows Unhealthy).
+    // The killed stage's card is marked dead: the death names it, whichever exit the daemon saw first
+    // (stage-0 exits as its link to it closes, and is named after it when its exit was seen first).
+    // The badge says what the status says: Unhealthy at the death, then Progressing while the
+    // relaunch runs (a relaunch may follow within milliseconds, before a frame shows Unhealthy).
     const deathShown = (s: string): boolean => {
       const [health, cards] = s.split("|") as [string, string];
-      const states = cards.split(",");
-      return health !== "Healthy" && states.includes("dead") && states[1] !== "healthy";
+      return health !== "Healthy" && cards.split(",")[1] === "dead";
     };
     await until(`window.__seen.some(${deathShown.toString()})`);
     await shot("cluster-after-kill");
@@ -213,11 +212,14 @@ describe("the dashboard in Chromium", () => {
     const dead = seen.findIndex(deathShown);
     expect(seen[0]).toBe("Healthy|healthy,healthy");
     expect(dead).toBeGreaterThan(0);
+    // No frame blamed stage-0 alone: it died only because the killed stage did.
+    expect(seen.filter((s) => /\|dead,(?!dead)/.test(s))).toEqual([]);
     expect(seen.at(-1)).toBe("Healthy|healthy,healthy");
     expect(await page.evaluate("window.__marker")).toBe("no reload");
     const after = await waitForStatus(world, "demo", (s) => s.health === "Healthy" && s.stages.every((x) => x.alive));
     expect(after.stages[1]!.pid).not.toBe(before.stages[1]!.pid);
-    expect(after.restarts?.evidence.at(-1)?.reason).toMatch(/Died$/);
+    expect(after.restarts?.evidence.at(-1)?.reason).toBe("StageDied");
+    expect(after.restarts?.evidence.at(-1)?.message).toMatch(/^stage-1 on \S+: pid \d+ (exited|is no longer running) \(killed by SIGKILL \(status 137\)\)/);
     await page.locator("text=Restarts").scrollIntoViewIfNeeded();
     await shot("cluster-relaunched");
   }, 150_000);
