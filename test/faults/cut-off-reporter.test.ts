@@ -11,9 +11,10 @@
  * read, and the death must still name the member the daemon found silent, not a healthy peer that
  * the cut-off member stopped hearing.
  *
- * Made deterministic, where a flapping link makes it a matter of timing: n2 drops what comes to
- * stage-1's transport port (the pipeline's links to it, and the daemon's probes of it) and to its
- * sshd (so the teardown cannot stop stage-1 before it speaks), and the monitor's probes are quick
+ * Made deterministic, where a flapping link makes it a matter of timing: n2 drops every TCP segment
+ * that comes to it — the pipeline's links to stage-1's transport port, the link stage-1 dialed to
+ * the coordinator's control address (its results), the daemon's probes, and its sshd (so the
+ * teardown cannot stop stage-1 before it speaks) — and the monitor's probes are quick
  * (every 300 ms, deadline 300 ms, 2 strikes: the death is found within about 1 s, well before the
  * engines' 2.5 s bound). The link heals as soon as stage-1 has logged its "peer silent" line.
  */
@@ -41,15 +42,14 @@ it("a stage cut off from everyone that reports its peers silent before the link 
   const n2 = cluster.lab.hosts[1]!;
   const entry = (await cluster.ledger())!;
   const stage1 = entry.processes.find((p) => p.role === "stage" && p.index === 1)!;
-  const port = entry.ports.find((p) => p.node === "n2" && p.purpose === "transport")!.port;
   const deathsBefore = (await cluster.status()).restarts?.evidence.length ?? 0;
 
   const cutAt = Date.now();
   const watcher = await watchDeathWords(cluster.world, name, cutAt);
   const timings: Record<string, number> = {};
   try {
-    // Whatever comes to stage-1's port or to n2's sshd is dropped (no FIN, no RST); n2's own packets still leave.
-    for (const dport of [port, 22]) await run("ip", ["netns", "exec", n2.netns, "iptables", "-w", "-I", "INPUT", "-p", "tcp", "--dport", String(dport), "-j", "DROP"]);
+    // Whatever TCP comes to n2 is dropped (no FIN, no RST); n2's own packets still leave.
+    await run("ip", ["netns", "exec", n2.netns, "iptables", "-w", "-I", "INPUT", "-p", "tcp", "-j", "DROP"]);
     const notReadyAt = await until(async () => conditionOf(await cluster.status(), "Ready")?.status === "False", 10_000, "Ready=False", 20);
     timings.notReady = notReadyAt - cutAt;
     const death = (await cluster.status()).restarts!.evidence;
