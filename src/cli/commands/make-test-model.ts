@@ -1,4 +1,5 @@
 /** `shardctl make-test-model <dir> [options]`: write a deterministic Llama- or Qwen2-family MLX model. */
+import { readdir } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { makeTestModel, type FloatDtype, type TestModelOptions } from "../../planner/index.js";
 import { usageOf } from "../help/index.js";
@@ -23,6 +24,7 @@ export async function run(args: string[]): Promise<number> {
       shards: { type: "string" },
       seed: { type: "string" },
       tie: { type: "boolean" },
+      force: { type: "boolean" },
     },
   });
   const [dir] = positionals;
@@ -38,6 +40,7 @@ export async function run(args: string[]): Promise<number> {
   if (family !== "llama" && family !== "qwen2") throw new UsageError(`expected --family to be llama or qwen2, got "${family}"`);
   const quantize = int("quantize", values.quantize);
   if (quantize !== undefined && quantize !== 4 && quantize !== 8) throw new UsageError(`expected --quantize to be 4 or 8, got "${quantize}"`);
+  if (values.force !== true) await refuseExistingModel(dir);
   try {
     const model = await makeTestModel(dir, {
       family: family satisfies TestModelOptions["family"],
@@ -59,4 +62,25 @@ export async function run(args: string[]): Promise<number> {
     if (error instanceof RangeError) throw new UsageError(error.message);
     throw error;
   }
+}
+
+/** The files of a model in a directory: what writing a test model there deletes or overwrites. */
+const isModelFile = (name: string): boolean => name === "config.json" || name === "model.safetensors.index.json" || name.endsWith(".safetensors");
+
+/**
+ * Refuse a directory that already holds a model: writing a test model deletes every safetensors file
+ * there, so a real model's path given by mistake (a variable set for the real cluster) would lose its
+ * weights to random ones. An empty or missing directory, or one with other files only, is fine.
+ */
+async function refuseExistingModel(dir: string): Promise<void> {
+  const names = await readdir(dir).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === "ENOENT") return [];
+    throw error;
+  });
+  const found = names.filter(isModelFile).sort();
+  if (found.length === 0) return;
+  const shown = found.length > 3 ? `${found.slice(0, 3).join(", ")} and ${found.length - 3} more` : found.join(", ");
+  throw new UsageError(
+    `${dir} already holds a model (${shown}): make-test-model would replace its weights with random ones; give it an empty directory, or pass --force to replace that model`,
+  );
 }

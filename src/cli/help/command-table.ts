@@ -306,7 +306,7 @@ export const commandTable = [
     name: "make-test-model",
     purpose: "write a deterministic Llama- or Qwen2-family MLX model with random weights, for tests and demos",
     usage:
-      "shardctl make-test-model <dir> [--family llama|qwen2] [--layers N] [--hidden H] [--heads A] [--kv-heads K] [--intermediate I] [--vocab V] [--dtype f16|bf16|f32] [--quantize 4|8] [--shards S] [--seed X] [--tie]",
+      "shardctl make-test-model <dir> [--family llama|qwen2] [--layers N] [--hidden H] [--heads A] [--kv-heads K] [--intermediate I] [--vocab V] [--dtype f16|bf16|f32] [--quantize 4|8] [--shards S] [--seed X] [--tie] [--force]",
     operands: { kind: "dir" },
     flags: [
       {
@@ -333,10 +333,11 @@ export const commandTable = [
       { name: "--shards", value: "<S>", description: "safetensors files", default: "1", complete: { kind: "none" } },
       { name: "--seed", value: "<X>", description: "seed of the random weights", default: "0", complete: { kind: "none" } },
       { name: "--tie", description: "tie the output projection to the embeddings" },
+      { name: "--force", description: "replace a model the directory already holds (its safetensors files are deleted)" },
     ],
     exitCodes: [
       { code: 0, meaning: "the model was written" },
-      { code: 1, meaning: "an impossible shape, or a usage error" },
+      { code: 1, meaning: "an impossible shape, a directory that already holds a model (without --force), or a usage error" },
     ],
     example: "shardctl make-test-model .models/tiny --layers 8 --dtype bf16",
   },
