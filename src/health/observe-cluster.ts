@@ -48,7 +48,10 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
         problems.push(`${label} (pid ${process.pid}) on ${process.node} is gone`);
       }
       if (transport !== "listening" && transport !== "not-probed" && port !== undefined) problems.push(`${label} transport ${addressOf(port)} is ${transport}`);
-      const layers = options.layers?.[index];
+      const before = options.previous?.stages.find((s) => s.index === index && s.pid === process.pid);
+      // Without a plan of this launch (a new revision that cannot be planned while it still serves)
+      // the process holds what its card said before: its layers did not change with the definition.
+      const layers = options.layers?.[index] ?? before?.layers;
       const card: StageCard = {
         index,
         node: process.node,
@@ -60,7 +63,6 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
         liveness,
         transport,
       };
-      const before = options.previous?.stages.find((s) => s.index === index && s.pid === process.pid);
       const unchanged = before !== undefined && before.alive === card.alive && before.transport === card.transport;
       card.since = unchanged && before.since !== undefined ? before.since : at;
       return card;
