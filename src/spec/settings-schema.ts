@@ -90,9 +90,12 @@ const daemonSchema = z
       .max(31_536_000)
       .default(600)
       .describe(
-        "A launch that served this long earns the restart budget back: its death counts as the first of a new series, so a cluster that failed now and then over weeks is relaunched each time, and only one failing again soon after each launch is Stalled. Seconds; 0 never gives it back. Default 600.",
+        "A launch that served this long earns the restart budget back: after its death the count of launches starts again, so a cluster that fails now and then over weeks is relaunched each time, and only one failing again soon after each launch is Stalled. Seconds; 0 never gives it back. Default 600.",
       ),
-    allow_mass_prune: z.boolean().default(false).describe("Allow tearing down every running cluster when no definition is valid. Default false."),
+    allow_mass_prune: z
+      .boolean()
+      .default(false)
+      .describe("Allow tearing down every running cluster when the directory holds no definition file while two or more of its clusters run. Default false."),
     state_dir: patternString("path").default(".shardctl").describe("Directory of the ledger and other daemon state (relative to this file). Default .shardctl."),
     metrics_address: patternString("hostPort", 300).optional().describe("host:port of the Prometheus /metrics listener. Default off."),
     ui_address: patternString("hostPort", 300)
