@@ -12,6 +12,7 @@ export { parseSize } from "./size.js";
 export { parsePortRange, countPorts, type PortRange } from "./port-range.js";
 export { renderSchemas, writeSchemas } from "./render-schemas.js";
 export { definitionsDirMissing, findClusterFiles } from "./find-cluster-files.js";
+export { holdsSettings } from "./holds-settings.js";
 export { readClusterText, readSettingsText, maxDefinitionBytes, maxSettingsBytes } from "./read-spec-file.js";
 export { tomlBounds } from "./toml-bounds.js";
 export { resolveLocalPath } from "./local-path.js";

@@ -89,6 +89,27 @@ describe("shardctl validate", () => {
     ]);
   });
 
+  // Regression: settings under another name, named on the command line, were checked as a cluster
+  // definition: "model: is required" and an unknown key for each of its tables, nothing about
+  // the settings themselves.
+  it("validates a named file that holds settings tables as settings, whatever its name", async () => {
+    await writeFile(join(dir, "prod-settings.toml"), settings);
+    expect(await validate(dir, "prod-settings.toml", "clusters/llama.toml")).toEqual({ code: 0, stdout: "ok: 2 settings files, 1 definition\n", stderr: "" });
+    const bad = await validate(dir, "bad-settings.toml");
+    expect(bad.code).toBe(1);
+    expect(bad.stderr.split("\n")).toEqual([
+      "bad-settings.toml:1:1: nodes.studio-1.model_dir: is required",
+      "1 problem in 1 file (checked 2 settings files, 0 definitions)",
+      "",
+    ]);
+    // Found in a directory under another name, it stays a definition: the daemon takes it as one.
+    await mkdir(join(dir, "stray"));
+    await writeFile(join(dir, "stray", "prod-settings.toml"), settings);
+    const stray = await validate(dir, "stray");
+    expect(stray.code).toBe(1);
+    expect(stray.stderr).toContain("stray/prod-settings.toml:1:1: model: is required");
+  });
+
   it("refuses two definitions whose coordinators share an address, at the port key of each", async () => {
     const run = await validate(dir, "clash");
     expect(run.code).toBe(1);

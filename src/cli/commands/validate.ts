@@ -3,7 +3,17 @@ import { realpath, stat } from "node:fs/promises";
 import { basename, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { isShardctlError } from "../../errors/index.js";
-import { findClusterFiles, formatIssue, loadCluster, parseSettings, readClusterText, readSettingsText, type ClusterSpec, type SpecIssue } from "../../spec/index.js";
+import {
+  findClusterFiles,
+  formatIssue,
+  holdsSettings,
+  loadCluster,
+  parseSettings,
+  readClusterText,
+  readSettingsText,
+  type ClusterSpec,
+  type SpecIssue,
+} from "../../spec/index.js";
 import { usageOf } from "../help/index.js";
 import { UsageError } from "../usage-error.js";
 
@@ -28,10 +38,14 @@ export async function run(args: string[]): Promise<number> {
   const issues: SpecIssue[] = settings.ok ? [] : [...settings.issues];
 
   // A settings file named (or found in a named directory) is validated as settings, never as a
-  // definition: the --config file itself, or any other file called shardctl.toml.
-  const named = await expandPaths(positionals);
+  // definition: the --config file itself, any other file called shardctl.toml, and a file named on
+  // the command line that holds settings tables (settings under another name, which as a definition
+  // would only show a list of unknown keys). One found in a directory under another name is left a
+  // definition, as the daemon takes it.
+  const { files: named, given } = await expandPaths(positionals);
   const configPath = await realPathOf(configFile);
-  const isSettingsFile = async (file: string): Promise<boolean> => basename(file) === settingsFileName || (await realPathOf(file)) === configPath;
+  const isSettingsFile = async (file: string): Promise<boolean> =>
+    basename(file) === settingsFileName || (await realPathOf(file)) === configPath || (given.has(file) && holdsSettings(await readSettingsText(file).catch(() => "")));
   const definitions: string[] = [];
   const otherSettings = new Set<string>();
   for (const file of named) {
@@ -121,16 +135,20 @@ function locateCoordinatorPort(text: string): { line: number; col: number } {
   return { line: 1, col: 1 };
 }
 
-/** Files as given; directories replaced by their *.toml files. */
-async function expandPaths(paths: string[]): Promise<string[]> {
-  const out: string[] = [];
+/** Files as given; directories replaced by their *.toml files. `given`: the files named themselves. */
+async function expandPaths(paths: string[]): Promise<{ files: string[]; given: Set<string> }> {
+  const files: string[] = [];
+  const given = new Set<string>();
   for (const path of paths) {
     const info = await stat(path).catch(() => undefined);
     if (info === undefined) throw new UsageError(`${path}: no such file or directory`);
-    if (info.isDirectory()) out.push(...(await findClusterFiles(path)));
-    else out.push(path);
+    if (info.isDirectory()) files.push(...(await findClusterFiles(path)));
+    else {
+      files.push(path);
+      given.add(path);
+    }
   }
-  return out;
+  return { files, given };
 }
 
 /** Relative to the working directory when inside it; as typed otherwise. */

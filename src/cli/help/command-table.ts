@@ -92,7 +92,7 @@ export const commandTable = [
     purpose: "check cluster definitions and settings; print every problem as file:line:col",
     usage: "shardctl validate <paths…>",
     details: [
-      "Directories contribute their *.toml files (not recursive). Definitions are checked against the node registry of the settings file, which is validated too; a shardctl.toml named or found in a directory is validated as settings and counted apart.",
+      "Directories contribute their *.toml files (not recursive). Definitions are checked against the node registry of the settings file, which is validated too; a shardctl.toml named or found in a directory, or a file named under another name that holds settings tables ([nodes.<name>], [daemon], …), is validated as settings and counted apart.",
     ],
     operands: { kind: "file" },
     flags: [configFlag],
