@@ -126,3 +126,30 @@ it("an identity file that is no private key fails naming it, at once and for goo
   expect(error?.terminal).toBe(true);
   expect(error?.message).toContain(`identity_file ${notAKey} is not a private key`);
 });
+
+// Regression: a key the server does not accept failed with ssh2's "All configured authentication
+// methods failed" alone, which names neither the key offered nor where it must be accepted.
+it("a key the server does not accept fails naming the key, the user and how to install it", async () => {
+  const saved = process.env.SSH_AUTH_SOCK;
+  delete process.env.SSH_AUTH_SOCK;
+  try {
+    const stranger = join(sshd.root, "stranger_ed25519");
+    await run("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "stranger", "-f", stranger]);
+    const n = sshd.nodes[0]!;
+    const error = await nodeThrough(undefined, stranger)
+      .run(["true"])
+      .then(
+        () => undefined,
+        (e: Error & { reason?: string; terminal?: boolean }) => e,
+      );
+    expect(error?.reason).toBe("SshAuthFailed");
+    expect(error?.terminal).toBe(true);
+    expect(error?.message).toBe(
+      `node ${n.name}: authentication as ${n.user} failed: All configured authentication methods failed; ` +
+        `${n.host} accepted none of what was offered (identity_file ${stranger}) for ${n.user}: add the public key to ${n.user}'s ~/.ssh/authorized_keys there ` +
+        `(ssh-copy-id -i ${stranger}.pub -p ${n.port} ${n.user}@${n.host}), or correct user or identity_file in [nodes.${n.name}]`,
+    );
+  } finally {
+    if (saved !== undefined) process.env.SSH_AUTH_SOCK = saved;
+  }
+});

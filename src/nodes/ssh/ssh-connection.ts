@@ -218,7 +218,7 @@ export class SshConnection {
       return false;
     };
 
-    const { privateKey, passedOver } = await readFirstKey(this.node.name, target);
+    const { privateKey, keyPath, passedOver } = await readFirstKey(this.node.name, target);
     const agent = this.options.agentSocket ?? process.env.SSH_AUTH_SOCK;
     // What to say of the keys we could not use, after an authentication failure or when no agent runs.
     const unlockHint = passedOver.length === 0 ? "" : `; ${passedOver.map(describePassedOver).join("; ")}`;
@@ -263,7 +263,9 @@ export class SshConnection {
         reject(
           new ShardctlError(
             auth ? "SshAuthFailed" : "NodeUnreachable",
-            `node ${this.node.name}: ${auth ? `authentication as ${target.user} failed` : `cannot connect to ${target.host}:${target.port}`}: ${error.message}${auth ? unlockHint : ""}`,
+            auth
+              ? `node ${this.node.name}: authentication as ${target.user} failed: ${error.message}${unlockHint}; ${authRefusalHint(this.node.name, target, keyPath, agent)}`
+              : `node ${this.node.name}: cannot connect to ${target.host}:${target.port}: ${error.message}`,
             { terminal: auth, cause: error },
           ),
         );
@@ -356,7 +358,18 @@ function describePassedOver(key: PassedOverKey): string {
  * listed in `passedOver` for the messages. One that is not a regular file (a FIFO would block the
  * read for ever) or is over the cap is an error naming the setting and the path.
  */
-async function readFirstKey(node: string, target: SshTarget): Promise<{ privateKey?: Buffer; passedOver: PassedOverKey[] }> {
+/**
+ * What a refused login offered and what to do: the server's "All configured authentication methods
+ * failed" says neither which key was tried nor where it must be accepted.
+ */
+function authRefusalHint(node: string, target: SshTarget, keyPath: string | undefined, agent: string | undefined): string {
+  const offered = [...(keyPath === undefined ? [] : [`${target.identitySetting} ${keyPath}`]), ...(agent === undefined ? [] : ["the keys of ssh-agent"])].join(" and ");
+  const portFlag = target.port === 22 ? "" : ` -p ${target.port}`;
+  const copy = keyPath === undefined ? "" : ` (ssh-copy-id -i ${keyPath}.pub${portFlag} ${target.user}@${target.host})`;
+  return `${target.host} accepted none of what was offered (${offered}) for ${target.user}: add the public key to ${target.user}'s ~/.ssh/authorized_keys there${copy}, or correct user or identity_file in [nodes.${node}]`;
+}
+
+async function readFirstKey(node: string, target: SshTarget): Promise<{ privateKey?: Buffer; keyPath?: string; passedOver: PassedOverKey[] }> {
   const passedOver: PassedOverKey[] = [];
   for (const path of target.identityFiles) {
     let key: Buffer;
@@ -375,7 +388,7 @@ async function readFirstKey(node: string, target: SshTarget): Promise<{ privateK
     } else if (!parsed.isPrivateKey()) {
       passedOver.push({ path, setting: target.identitySetting, problem: "it is a public key" });
     } else {
-      return { privateKey: key, passedOver };
+      return { privateKey: key, keyPath: path, passedOver };
     }
   }
   return { passedOver };
