@@ -102,7 +102,10 @@ async function main(args: string[]): Promise<number> {
 
   const revision = computeRevision(spec, settings);
   const stop = waitForSignal();
-  const outcome = await Promise.race([waitReady(statusFileFor(definition), revision, spec, startedAt), stop.then(() => "interrupted" as const)]);
+  // Ctrl-C ends the wait for Ready too: its health lines would otherwise go on below the teardown's.
+  const interrupted = new AbortController();
+  void stop.then(() => interrupted.abort());
+  const outcome = await Promise.race([waitReady(statusFileFor(definition), revision, spec, startedAt, interrupted.signal), stop.then(() => "interrupted" as const)]);
   if (outcome === "ready") {
     const url = daemon.routerUrl ?? "http://127.0.0.1:8088";
     console.log(`\ncluster "${clusterName}" is ready — serving ${spec.model.id} through the embedded router at ${url}\n`);
@@ -130,11 +133,13 @@ async function main(args: string[]): Promise<number> {
 }
 
 /** "ready", or why it will not be. */
-async function waitReady(statusFile: string, revision: string, spec: ClusterSpec, startedAt: number): Promise<"ready" | { failure: string }> {
+async function waitReady(statusFile: string, revision: string, spec: ClusterSpec, startedAt: number, interrupted: AbortSignal): Promise<"ready" | { failure: string }> {
   const deadline = Date.now() + readyTimeoutMs;
   let lastHealth = "";
   while (Date.now() < deadline) {
     const status = await readStatus(statusFile).catch(() => undefined);
+    // Nobody waits for the answer any more (the caller tears down): say nothing.
+    if (interrupted.aborted) return { failure: "interrupted" };
     if (status !== undefined && status.observedRevision === revision) {
       if (status.health !== lastHealth) {
         lastHealth = status.health;

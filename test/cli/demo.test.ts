@@ -167,6 +167,22 @@ test("npm start's demo: ready, human lines only, says its model is random, answe
   expect(await readFile(join(root, ".demo/models/demo-llama/config.json"), "utf8")).toContain('"llama"');
 }, 180_000);
 
+// Regression: Ctrl-C during the launch left the wait for Ready running, which printed the health
+// the teardown passed through ("  Healthy") below "tearing the demo down …".
+test("Ctrl-C during the launch: the demo tears down and prints no health line after it says so", async () => {
+  const root = await demoRoot();
+  const run = runDemo(root);
+  const deadline = Date.now() + 60_000;
+  // Interrupted as soon as the launch is under way, not once it is ready.
+  while (!/^dashboard: /m.test(run.stdout()) && Date.now() < deadline && run.child.exitCode === null) await new Promise((r) => setTimeout(r, 20));
+  run.child.kill("SIGINT");
+  expect(await exitOnItsOwn(run, 60_000), run.stderr()).toBe(0);
+  const stdout = run.stdout();
+  const after = stdout.slice(stdout.indexOf("tearing the demo down …")).split("\n").slice(1);
+  expect(after, stdout).toEqual(["demo stopped: no process of it is left", ""]);
+  expect(await processesMentioning(root)).toEqual([]);
+}, 120_000);
+
 test("the demo's coordinator port is taken: exit 1 on its own, naming clusters/demo.toml and [coordinator] port", async () => {
   const taken = await holdPort();
   const root = await demoRoot({ coordinatorPort: taken });
