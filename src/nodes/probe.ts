@@ -57,7 +57,7 @@ export async function probeNode(node: NodeAccess, options: ProbeOptions = {}): P
       arch,
       accelerator,
       engineVersion: kv.get("engine"),
-      ...(kv.has("engineError") ? { error: `engine --version failed: ${kv.get("engineError")}` } : {}),
+      ...(kv.has("engineError") ? { error: engineFailure(options.engineBinary ?? "", kv.has("engineMissing"), kv.get("engineError") ?? "") } : {}),
       memoryTotalBytes: num("memTotalKb", 1024) ?? num("memTotalBytes"),
       memoryAvailableBytes: num("memAvailKb", 1024) ?? num("memAvailBytes"),
       diskFreeBytes: num("diskFreeKb", 1024),
@@ -66,6 +66,18 @@ export async function probeNode(node: NodeAccess, options: ProbeOptions = {}): P
   } catch (error) {
     return { name, reachable: false, error: (error as Error).message, probedAt };
   }
+}
+
+/**
+ * Why `<binary> --version` failed on a node, and what to do. The shell's own words ("sh: 14: x: not
+ * found") name neither the node's PATH nor the setting: a command over SSH runs in a non-interactive
+ * shell, whose PATH lacks what a login shell adds (Homebrew's /opt/homebrew/bin on a Mac).
+ */
+function engineFailure(binary: string, missing: boolean, output: string): string {
+  const failed = `engine --version failed: ${output}`;
+  if (!missing) return failed;
+  const where = binary.includes("/") ? `there is no executable ${binary} on the node` : `${binary} is not on the PATH of a non-interactive shell on the node`;
+  return `${failed} (${where}: give the engine's absolute path there, as --engine-binary and as [engine] binary)`;
 }
 
 /** Probe each node at most once per pass; make a new cache for every pass. */

@@ -97,5 +97,5 @@ while [ ! -e "$d" ]; do d=$(dirname "$d"); done
 df -Pk "$d" | awk 'NR==2{print "diskFreeKb=" $4}'
 if [ -n "$2" ]; then
   if v=$("$2" --version 2>&1); then echo "engine=$(printf '%s\\n' "$v" | head -n 1)"
-  else echo "engineError=$(printf '%s\\n' "$v" | head -n 1)"; fi
+  else command -v "$2" >/dev/null 2>&1 || echo "engineMissing=1"; echo "engineError=$(printf '%s\\n' "$v" | head -n 1)"; fi
 fi`;

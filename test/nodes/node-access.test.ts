@@ -165,6 +165,22 @@ describe.each(["local", "ssh"])("%s node", (kind) => {
     expect(probe.reachable).toBe(true);
     expect(probe.engineVersion).toBeUndefined();
     expect(probe.error).toMatch(/^engine --version failed: .*not found/);
+    // What to do, not only the shell's words.
+    expect(probe.error).toContain(
+      "(there is no executable /nonexistent/mlxcel-server on the node: give the engine's absolute path there, as --engine-binary and as [engine] binary)",
+    );
+  });
+
+  it("says an engine named without a path is not on a non-interactive shell's PATH", async () => {
+    const probe = await probeNode(node(), { engineBinary: "no-such-engine-server" });
+    expect(probe.engineVersion).toBeUndefined();
+    expect(probe.error).toMatch(
+      /^engine --version failed: .*not found \(no-such-engine-server is not on the PATH of a non-interactive shell on the node: give the engine's absolute path there/,
+    );
+    // An engine that is there but fails says only how it failed.
+    const failing = await probeNode(node(), { engineBinary: "false" });
+    expect(failing.error).toMatch(/^engine --version failed: /);
+    expect(failing.error).not.toContain("PATH");
   });
 });
 
