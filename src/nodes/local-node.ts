@@ -6,6 +6,7 @@ import { connect } from "node:net";
 import { dirname, basename, join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import { execa } from "execa";
+import { pathExists } from "../files/index.js";
 import { askPort } from "./port-answer.js";
 import { ShellNode } from "./shell-node.js";
 import type { CommandResult, NodeAccess, NodeConfig, PortAnswer, PutOptions, RunOptions } from "./types.js";
@@ -54,12 +55,18 @@ export class LocalNode extends ShellNode implements NodeAccess {
       clearTimeout(timer);
       if (pid !== undefined) runningGroups.delete(pid);
     });
+    // A program that cannot be started answers as a shell would (and as it does on an SSH node,
+    // whose commands run through one): 127 "not found", 126 not executable. execa gives no exit
+    // code then, and callers said "exit undefined".
+    // (A working directory that does not exist fails the spawn with ENOENT too: that is not the program's.)
+    const cwdMissing = extra.cwd !== undefined && !(await pathExists(extra.cwd));
+    const unstarted = r.exitCode === undefined && !timedOut && !cwdMissing ? shellAnswerOf((r as { code?: string }).code) : undefined;
     return {
       argv,
-      exitCode: timedOut ? undefined : r.exitCode,
+      exitCode: timedOut ? undefined : (unstarted?.exitCode ?? r.exitCode),
       signal: r.signal,
       stdout: String(r.stdout ?? ""),
-      stderr: String(r.stderr ?? ""),
+      stderr: unstarted === undefined ? String(r.stderr ?? "") : `${file}: ${unstarted.message}\n`,
       timedOut: timedOut || r.timedOut,
       durationMs: Math.round(r.durationMs),
     };
@@ -166,4 +173,11 @@ function killGroup(pid: number): void {
   } catch {
     // The group ended on its own.
   }
+}
+
+/** The exit code and words of a shell that could not start a program, for the spawn error `code`. */
+function shellAnswerOf(code: string | undefined): { exitCode: number; message: string } | undefined {
+  if (code === "ENOENT") return { exitCode: 127, message: "not found" };
+  if (code === "EACCES") return { exitCode: 126, message: "Permission denied" };
+  return undefined;
 }

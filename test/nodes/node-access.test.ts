@@ -67,6 +67,14 @@ describe.each(["local", "ssh"])("%s node", (kind) => {
     expect(result.stdout.split("\0").slice(0, -1)).toEqual(hostile);
   });
 
+  // Regression: on a local node a program that does not exist gave no exit code and no output,
+  // which the engine check reported as "exit undefined: ".
+  it("a program that does not exist exits 127 saying it is not found, as a shell says", async () => {
+    const result = await node().run(["/nonexistent/shard-engine", "--version"]);
+    expect(result.exitCode).toBe(127);
+    expect(result.stderr).toMatch(/\/nonexistent\/shard-engine: (not found|No such file or directory)\n$/);
+  });
+
   it("kills a command at its deadline", async () => {
     const result = await node().run(["sleep", "60"], { deadlineMs: 300 });
     expect(result.timedOut).toBe(true);
