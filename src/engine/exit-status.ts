@@ -54,10 +54,14 @@ export const peerAnsweringLog = "peer answering";
  */
 export function logAnsweringPeers(log: Logger, links: ReadonlyArray<{ peer: string; link: Pick<Link, "heardMsAgo" | "deadAfterMs"> }>): void {
   const now = performance.now();
+  // A peer may hold two links (the last stage's coordinator: its control link and the results
+  // link): it answers when either was heard lately, said once, with the most recent.
+  const heard = new Map<string, number>();
   for (const { peer, link } of links) {
     const heardMsAgo = link.heardMsAgo(now);
-    if (heardMsAgo < link.deadAfterMs / 2) log.info({ peer, heardMsAgo }, peerAnsweringLog);
+    if (heardMsAgo < link.deadAfterMs / 2) heard.set(peer, Math.min(heardMsAgo, heard.get(peer) ?? Infinity));
   }
+  for (const [peer, heardMsAgo] of heard) log.info({ peer, heardMsAgo }, peerAnsweringLog);
 }
 
 /**

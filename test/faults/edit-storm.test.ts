@@ -117,8 +117,9 @@ describe("100 edits of a definition within 2 s", () => {
     const held = listening.filter((s) => s.port >= low && s.port <= high).map((s) => `${s.address}:${s.port}`);
     const recordedPorts = entry.ports.map((p) => `${p.host}:${p.port}`);
     expect(new Set(recordedPorts).size).toBe(recordedPorts.length);
-    // The stages listen on their transport ports; the coordinator's reserved control port is not a listener.
-    const transport = entry.ports.filter((p) => p.purpose === "transport").map((p) => `${p.host}:${p.port}`);
+    // The stages listen on their transport ports, the coordinator on its control port (the last stage dials it).
+    const transport = entry.ports.filter((p) => p.purpose === "transport" || p.purpose === "control").map((p) => `${p.host}:${p.port}`);
+    expect(transport).toHaveLength(3);
     expect(held.sort()).toEqual(transport.sort());
     expect(listening.some((s) => s.port === port)).toBe(true);
     expect(await chat(`http://127.0.0.1:${port}`, world.modelDir)).toBeTypeOf("string");
