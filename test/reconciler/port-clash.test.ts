@@ -1,9 +1,11 @@
 /**
  * Two definitions asking for the same coordinator port on the same node: the second says at once
  * that the first holds it (PortInUse naming it), without spending its restart budget on launches
- * that would fail, and launches on its own once the first moves off the port. The daemon runs in
- * this process on two local nodes.
+ * that would fail, and launches on its own once the first moves off the port. A port another
+ * program holds is retried the same way, the failed launches given back to the budget. The daemon
+ * runs in this process on two local nodes.
  */
+import { createServer } from "node:net";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import type { Daemon } from "../../src/reconciler/index.js";
 import {
@@ -33,6 +35,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (world !== undefined) {
+    await removeDefinition(world, "third", 60_000);
     await removeDefinition(world, "second", 60_000);
     await removeDefinition(world, "first", 60_000);
   }
@@ -58,4 +61,22 @@ test("a coordinator port another cluster holds: PortInUse naming it, no launch c
   await writeDefinition(world, "first", definitionText(world, { nodes: ["l1", "l2"], port: await freePort(), portRange: range }));
   await waitForStatus(world, "second", (s) => isReadyAt(s), 120_000);
   await waitForStatus(world, "first", (s) => isReadyAt(s), 60_000);
+}, 240_000);
+
+test("a coordinator port another program holds: PortInUse naming it, retried without spending the budget; launched once the port is free", async () => {
+  const port = await freePort();
+  const holder = createServer();
+  await new Promise<void>((resolve) => holder.listen(port, "127.0.0.1", resolve));
+  try {
+    await writeDefinition(world, "third", definitionText(world, { nodes: ["l1", "l2"], port, portRange: await freePortRange(["127.0.0.1"], 8) }));
+    // Two launches failed on the port: neither counted, none stalled the cluster.
+    const refused = await waitForStatus(world, "third", (s) => (s.restarts?.evidence.filter((e) => e.reason === "PortInUse").length ?? 0) >= 2, 90_000);
+    expect(refused.lastError?.message).toContain(`127.0.0.1:${port} is already in use on local`);
+    expect(refused.restarts?.count).toBe(0);
+    expect(refused.health).not.toBe("Stalled");
+  } finally {
+    await new Promise((resolve) => holder.close(resolve));
+  }
+  const ready = await waitForStatus(world, "third", (s) => isReadyAt(s), 120_000);
+  expect(ready.restarts?.count).toBe(1);
 }, 240_000);

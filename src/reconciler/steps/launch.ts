@@ -10,6 +10,9 @@ import { definitionOf } from "../pass.js";
 import type { Step } from "../run-step.js";
 import { recordEvent, setConditions } from "../verdicts.js";
 
+/** Launch failures caused by the cluster's surroundings (the network, a port held by another program), not by it. */
+const givenBack = new Set(["StageLinkUnreachable", "NodeUnreachable", "PortInUse"]);
+
 export const launch: Step = {
   name: "launch",
   action: "launch",
@@ -51,14 +54,14 @@ export const launch: Step = {
     } catch (error) {
       if (error instanceof LaunchError) {
         restarts.evidence = [...restarts.evidence, { at: new Date().toISOString(), reason: error.reason, message: error.message, logTail: error.logTail }].slice(-5);
-        // A pipeline that could not form because the network between two of its nodes is down, or a
-        // process that could not be started because its node fell silent, says nothing of the
-        // cluster: it is given back to the restart budget, so the cluster comes back by itself once
-        // the network does (retried with the pass's back-off, at most a minute apart), rather than
-        // stalling after a cut that lasted a few launches.
-        if ((error.reason === "StageLinkUnreachable" || error.reason === "NodeUnreachable") && restarts.count > 0) {
+        // A pipeline that could not form because the network between two of its nodes is down, a
+        // process that could not be started because its node fell silent, or a port something else
+        // holds, says nothing of the cluster: it is given back to the restart budget, so the cluster
+        // comes back by itself once the network or the port does (retried with the pass's back-off,
+        // at most a minute apart), rather than stalling after a few launches within seconds.
+        if (givenBack.has(error.reason) && restarts.count > 0) {
           restarts.count -= 1;
-          world.log.info({ cluster: name, reason: error.reason }, "a launch that failed on the network does not count against the restart budget");
+          world.log.info({ cluster: name, reason: error.reason }, "a launch that failed on its surroundings does not count against the restart budget");
         }
       }
       throw error;
