@@ -11,7 +11,7 @@
  * each other (a link reset between two live members: neither explains the other's exit).
  */
 import { defaultEngineKind, engineOf, type LostPeerReport } from "../engines/index.js";
-import type { NodeAccess } from "../nodes/index.js";
+import { readTail, type NodeAccess } from "../nodes/index.js";
 import { labelOf } from "./labels.js";
 import { probeLiveness } from "./probes.js";
 import type { WatchedCluster, WatchedProcess } from "./types.js";
@@ -63,7 +63,7 @@ export async function judgeExit(first: WatchedProcess, options: JudgeExitOptions
   const consequences: LostLinkExit[] = [];
   let blamed = first;
   for (;;) {
-    const report = lostPeerIn(await readTail(options.nodeFor(blamed.node), blamed, deadline));
+    const report = lostPeerIn(blamed.logFile === undefined ? [] : await readTail(options.nodeFor(blamed.node), blamed.logFile, tailLines, deadline - performance.now()));
     const peer = report === undefined ? undefined : cluster.processes.find((p) => labelOf(p) === report.peer);
     if (report === undefined || peer === undefined || peer === blamed) break;
     // Two members that name each other: a link between two live members ended, not a death.
@@ -73,23 +73,6 @@ export async function judgeExit(first: WatchedProcess, options: JudgeExitOptions
     blamed = peer;
   }
   return { blamed, consequences };
-}
-
-/** The last lines of `process`'s log, none when it has no log file or its node does not give it before `deadline`. */
-async function readTail(node: NodeAccess, process: WatchedProcess, deadline: number): Promise<string[]> {
-  if (process.logFile === undefined) return [];
-  const text = await beforeDeadline(
-    node.readFile(process.logFile).then(
-      (b) => b.toString("utf8"),
-      () => "",
-    ),
-    deadline,
-    "",
-  );
-  return text
-    .split("\n")
-    .filter((line) => line.length > 0)
-    .slice(-tailLines);
 }
 
 /** Whether `process` is seen gone (by the monitor or a probe of its own) before `deadline`. */
@@ -104,15 +87,4 @@ async function waitUntilGone(process: WatchedProcess, deadline: number, options:
     await new Promise((resolve) => setTimeout(resolve, Math.min(peerProbePauseMs, Math.max(0, deadline - performance.now()))));
   }
   return false;
-}
-
-/** `work`'s value, or `fallback` when it has not settled by `deadline` (performance.now() ms). */
-async function beforeDeadline<T>(work: Promise<T>, deadline: number, fallback: T): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<T>((resolve) => (timer = setTimeout(() => resolve(fallback), Math.max(0, deadline - performance.now()))));
-  try {
-    return await Promise.race([work, late]);
-  } finally {
-    clearTimeout(timer);
-  }
 }

@@ -32,6 +32,7 @@ import { setMaxListeners } from "node:events";
 import { defaultEngineKind, engineOf } from "../engines/index.js";
 import { httpServerOf, labelOf, proberNodeName, stagesOf, transportPortOf } from "./labels.js";
 import { defaultProbeTimeoutMs, probeCoordinatorHealth, probeGeneration, probeLiveness, probeTransportPort, readinessOf, shouldProbeTransport } from "./probes.js";
+import { consequenceOf } from "./describe-death.js";
 import { judgeExit } from "./judge-exit.js";
 import { alsoStopped, describeStopped, findStoppedMembers } from "./stopped-members.js";
 import { StrikeCounter } from "./strike-counter.js";
@@ -135,11 +136,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
           diedReason(blamed),
           seen(blamed),
           false,
-          consequences.map(({ process: p, report }) => ({
-            label: labelOf(p),
-            node: p.node,
-            detail: `${seen(p)} because its link to ${report.peer} broke (${report.reason})`,
-          })),
+          consequences.map(({ process: p, report }) => consequenceOf(labelOf(p), p.node, seen(p), report)),
         );
       })(),
     );

@@ -5,9 +5,8 @@
  */
 import { join } from "node:path";
 import { ShardctlError } from "../errors/index.js";
-import { commandFailed, type CommandResult, type NodeAccess } from "../nodes/index.js";
+import { commandFailed, readTail, type CommandResult, type NodeAccess } from "../nodes/index.js";
 import type { LedgerProcess, ProcessRole } from "./ledger.js";
-import { within } from "./within.js";
 
 /** Label of a process in file names and messages: `stage-0`, `coordinator`. */
 export function processLabel(role: ProcessRole, index?: number): string {
@@ -81,16 +80,8 @@ export async function describeExit(node: NodeAccess, process: LedgerProcess): Pr
  * the node does not give the file within `defaultReachMs`: a failure on a silent (partitioned) node
  * is reported at once, not after its connection has dropped and a reconnection timed out.
  */
-export async function readLogTail(node: NodeAccess, process: LedgerProcess, count = 20): Promise<string[]> {
-  const text = await within(
-    defaultReachMs,
-    node.readFile(process.logFile).then((b) => b.toString("utf8")),
-    "",
-  );
-  return text
-    .split("\n")
-    .filter((line) => line.length > 0)
-    .slice(-count);
+export function readLogTail(node: NodeAccess, process: LedgerProcess, count = 20): Promise<string[]> {
+  return readTail(node, process.logFile, count, defaultReachMs);
 }
 
 /** How stopping went: already gone, pid recycled (refused), stopped by SIGTERM or SIGKILL, or not stopped. */

@@ -8,8 +8,9 @@
  * and so do members that name each other (a link between two live members ended).
  */
 import { defaultEngineKind, engineOf, type LostPeerReport } from "../engines/index.js";
-import type { DeathConsequence, DeathEvent } from "../health/index.js";
-import { describeExit, processLabel, readLogTail, within, type LedgerEntry, type LedgerProcess } from "../launch/index.js";
+import { consequenceOf, type DeathConsequence, type DeathEvent } from "../health/index.js";
+import { describeExit, processLabel, readLogTail, type LedgerEntry, type LedgerProcess } from "../launch/index.js";
+import { within } from "../nodes/index.js";
 import type { Pass } from "./pass.js";
 import { evidenceDeadlineMs } from "./record-death.js";
 
@@ -31,11 +32,7 @@ export async function deathFoundByPass(pass: Pass, entry: LedgerEntry, gone: rea
   const candidates = causes.length > 0 ? causes : found;
   const blamed = candidates.find((f) => f.exit.startsWith("killed by")) ?? candidates[0]!;
   const consequences: DeathConsequence[] =
-    causes.length > 0
-      ? found
-          .filter(isConsequence)
-          .map((f) => ({ label: f.label, node: f.process.node, detail: `${seenGone(f.process)} because its link to ${f.lost!.peer} broke (${f.lost!.reason})` }))
-      : [];
+    causes.length > 0 ? found.filter(isConsequence).map((f) => consequenceOf(f.label, f.process.node, seenGone(f.process), f.lost!)) : [];
   return {
     cluster: entry.cluster,
     label: blamed.label,

@@ -12,7 +12,8 @@
  * (a process killed by the teardown has its exit status only then).
  */
 import { engineOf, defaultEngineKind } from "../engines/index.js";
-import { describeExit, processLabel, readLogTail, within, type LedgerEntry } from "../launch/index.js";
+import { describeExit, processLabel, readLogTail, type LedgerEntry } from "../launch/index.js";
+import { within } from "../nodes/index.js";
 import { describeDeath, type DeathEvent } from "../health/index.js";
 import { defaultRelaunchMarkMs } from "../router/index.js";
 import type { ClusterMemory } from "./cluster-memory.js";
