@@ -9,11 +9,11 @@ import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
 import {
   conditionOf,
   definitionText,
-  enginePidOf,
   enginesOf,
   freePort,
   freePortRange,
   isReadyAt,
+  killStage,
   removeDefinition,
   revisionOf,
   runShardctl,
@@ -49,10 +49,6 @@ afterAll(async () => {
 afterEach(() => {
   expect(world.audit.problems).toEqual([]);
 });
-
-async function killStage(status: ClusterStatus, index: number): Promise<void> {
-  process.kill(await enginePidOf(status.stages[index]!.pid!), "SIGKILL");
-}
 
 const serving = (revision: string) => (s: ClusterStatus) => isReadyAt(s, revision) && s.stages.length === 2 && s.stages.every((c) => c.alive);
 

@@ -456,6 +456,13 @@ export async function enginePidOf(wrapperPid: number): Promise<number> {
   return Number.isInteger(pid) && pid > 0 ? pid : wrapperPid;
 }
 
+/** kill -9 the engine of stage `index` of `status` (the wrapper's child: what a crash kills); returns its pid. */
+export async function killStage(status: ClusterStatus, index: number): Promise<number> {
+  const pid = await enginePidOf(status.stages[index]!.pid!);
+  process.kill(pid, "SIGKILL");
+  return pid;
+}
+
 export { freePort } from "../support/free-ports.js";
 
 /** "a-b": `width` consecutive ports free on every host, from a random region (others test at once). */

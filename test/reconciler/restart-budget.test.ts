@@ -5,15 +5,15 @@
  */
 import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
 import { Ledger } from "../../src/launch/index.js";
-import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
+import type { Daemon } from "../../src/reconciler/index.js";
 import {
   conditionOf,
   definitionText,
-  enginePidOf,
   enginesOf,
   freePort,
   freePortRange,
   isReadyAt,
+  killStage,
   readStatusFile,
   removeDefinition,
   revisionOf,
@@ -47,13 +47,6 @@ afterAll(async () => {
 afterEach(() => {
   expect(world.audit.problems).toEqual([]);
 });
-
-/** kill -9 the engine of stage `index` (the wrapper's child: what a crash kills). */
-async function killStage(status: ClusterStatus, index: number): Promise<number> {
-  const pid = await enginePidOf(status.stages[index]!.pid!);
-  process.kill(pid, "SIGKILL");
-  return pid;
-}
 
 test("kill -9 of a stage → torn down and relaunched within the budget, then Stalled with evidence; reconcile asks again", async () => {
   const hosts = ["127.0.0.1", ...world.hosts.values()];
