@@ -32,10 +32,12 @@ export interface ClusterMemory {
   refundedLaunch?: string;
   /** The next look at a running cluster that did not look Healthy, ms after its pass (see recheckUnlessHealthy). */
   recheckMs?: number;
-  /** The launch (its `startedAt`) this daemon has seen serving: a launch, or a pass whose probes all answered. */
-  servingSeenFor?: string;
-  /** When this daemon first saw `servingSeenFor` serving (epoch ms): what the restart budget's reset counts from. */
-  servingSeenAt?: number;
+  /**
+   * The launch this daemon has seen serving (a launch, or a pass whose probes all answered): its
+   * `startedAt`, and `since`, when this daemon first saw it so (epoch ms) — what the restart
+   * budget's reset counts from.
+   */
+  servingSeen?: { launch: string; since: number };
   /** The launch (its `startedAt`) whose death is already recorded: the monitor and a pass may both find it. */
   deathRecordedFor?: string;
   /** The last commit that touched the definition, looked up once per revision. */

@@ -16,8 +16,8 @@ export function giveBudgetBackAfterService(pass: Pass, startedAt: string, diedAt
   const resetMs = settings.daemon.restartBudgetResetSeconds * 1000;
   const restarts = memory.restarts;
   if (resetMs === 0 || restarts === undefined || restarts.count === 0) return;
-  if (memory.servingSeenFor !== startedAt || memory.servingSeenAt === undefined) return;
-  const servedMs = diedAt - memory.servingSeenAt;
+  if (memory.servingSeen?.launch !== startedAt) return;
+  const servedMs = diedAt - memory.servingSeen.since;
   if (servedMs < resetMs) return;
   world.log.info(
     { cluster: pass.name, servedSeconds: Math.round(servedMs / 1000), launchesForgotten: restarts.count, resetSeconds: settings.daemon.restartBudgetResetSeconds },

@@ -47,8 +47,12 @@ export function failed(memory: ClusterMemory, error: unknown, action: string): V
   // Terminal: stall. Whatever this daemon last saw serving keeps serving (and stays Ready).
   if (isShardctlError(error) && error.terminal) return stall(memory, action, reason, message, mayBeServing(memory));
   memory.lastError = { reason, message, at: new Date().toISOString() };
+  // Ready stands while what it vouches for still serves: every step that touches a running launch
+  // (replace, stop, a death) withdraws Ready first, so a pass that fails with Ready still True (an
+  // edit whose plan could not be made: a node or the model source did not answer) failed before
+  // the old revision was touched, and that revision still serves.
   setConditions(memory, memory.lastGood?.revision ?? "", {
-    Ready: { status: "False", reason, message },
+    ...(isServing(memory) ? {} : { Ready: { status: "False", reason, message } }),
     Reconciling: { status: "True", reason: "RetryingAfterError", message: `${reason}: ${message}` },
   });
   return { action, result: "failed", reason, health: "Progressing", outcome: { kind: "retry" } };
@@ -64,9 +68,8 @@ export function onRevision(memory: ClusterMemory, revision: string): void {
 
 /** This daemon has seen `entry` serve: remembered with the moment it was first seen so. */
 export function markSeenServing(memory: ClusterMemory, entry: Pick<LedgerEntry, "startedAt">): void {
-  if (memory.servingSeenFor === entry.startedAt) return;
-  memory.servingSeenFor = entry.startedAt;
-  memory.servingSeenAt = Date.now();
+  if (memory.servingSeen?.launch === entry.startedAt) return;
+  memory.servingSeen = { launch: entry.startedAt, since: Date.now() };
 }
 
 /**
@@ -88,7 +91,7 @@ export function markRunning(memory: ClusterMemory, revision: string, entry: Ledg
   // busy moment is no fault; the monitor judges silences over several probes). A launch it found
   // running (a daemon restarted beside a frozen coordinator) has not shown it serving yet: Ready is
   // Unknown until every probe answers once.
-  const unconfirmed = memory.servingSeenFor === entry.startedAt ? [] : [stages, coordinator].filter((c) => c.status === "Unknown");
+  const unconfirmed = memory.servingSeen?.launch === entry.startedAt ? [] : [stages, coordinator].filter((c) => c.status === "Unknown");
   if (observation !== undefined && notServing.length === 0 && unconfirmed.length === 0) markSeenServing(memory, entry);
   setConditions(memory, revision, {
     Ready:

@@ -136,7 +136,7 @@ describe("markRunning: the conditions of a running cluster, from what the pass p
   for (const row of rows) {
     it(row.name, () => {
       const memory = createMemory("tiny");
-      if (row.servingSeen === true) memory.servingSeenFor = entry.startedAt;
+      if (row.servingSeen === true) memory.servingSeen = { launch: entry.startedAt, since: Date.now() };
       expect(markRunning(memory, revision, entry, row.seen)).toBe(row.health);
       const c = conditions(memory);
       expect(c.Ready).toEqual(row.ready);

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, expect, test } from "vitest";
 import type { Daemon } from "../../src/reconciler/index.js";
 import {
   definitionText,
+  conditionOf,
   enginesOf,
   freePort,
   freePortRange,
@@ -57,7 +58,10 @@ test("a running cluster's stage cards keep their layers while an edit cannot be 
   const missing = join(world.root, "models", "no-such-model");
   await writeDefinition(world, "keep", definitionText(world, { nodes: ["l1", "l2"], port, portRange, modelId: missing }));
   const second = await revisionOf(world, "keep");
-  await waitForStatus(world, "keep", (s) => s.observedRevision === second && s.lastError?.reason === "ModelSourceUnreachable", 30_000);
+  const failing = await waitForStatus(world, "keep", (s) => s.observedRevision === second && s.lastError?.reason === "ModelSourceUnreachable", 30_000);
+  // The old revision still serves, and Ready says so at that revision while the edit is retried.
+  expect(conditionOf(failing, "Ready")).toMatchObject({ status: "True", observedRevision: first });
+  expect(conditionOf(failing, "Reconciling")).toMatchObject({ status: "True", reason: "RetryingAfterError" });
   // The first pass of the edit observes with the previous observation at hand; its retry, which
   // the status history does not repeat, observes again: wait for its line in the daemon's log (it
   // is written after the pass's status).
@@ -67,6 +71,7 @@ test("a running cluster's stage cards keep their layers while an edit cannot be 
   // The same processes, holding the same layers.
   expect(refused.stages.map((c) => ({ pid: c.pid, layers: c.layers }))).toEqual(cards);
   expect(refused.stages.every((c) => c.alive)).toBe(true);
+  expect(conditionOf(refused, "Ready")).toMatchObject({ status: "True", reason: "ClusterReady", observedRevision: first });
 }, 180_000);
 
 /** Until the daemon's log holds `count` passes of "keep" that failed to plan the missing model. */
