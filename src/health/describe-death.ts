@@ -11,6 +11,17 @@ export function describeDeath(death: Pick<DeathEvent, "label" | "node" | "detail
   return `${death.label} on ${death.node}: ${death.detail}${how}${consequences}`;
 }
 
+/**
+ * The words of a member blamed although it says it exited because it lost its link to a peer, when
+ * that peer was not seen gone: still running (`alive`: a link reset between two live members) or
+ * not answering when asked (`unknown`: a node too busy or cut off to tell). The blame stays, and the
+ * status says what the member said and what was seen of the peer.
+ */
+export function blamedForLostLink(seen: string, lost: { peer: string; reason: string }, peer: "alive" | "unknown"): string {
+  const found = peer === "alive" ? `${lost.peer} still runs` : `${lost.peer} did not answer when asked whether it runs`;
+  return `${seen} because its link to ${lost.peer} broke (${lost.reason}), and ${found}`;
+}
+
 /** A member `seen` gone (`pid 4240 exited`) because its link to the member it `lost` broke, in the words a death carries. */
 export function consequenceOf(label: string, node: string, seen: string, lost: { peer: string; reason: string }): DeathConsequence {
   return { label, node, detail: `${seen} because its link to ${lost.peer} broke (${lost.reason})` };

@@ -22,7 +22,7 @@ export type {
 export { observeCluster, type ObserveOptions } from "./observe-cluster.js";
 export { monitorCluster, type ClusterMonitor, type MonitorOptions } from "./monitor-cluster.js";
 export { aggregateHealth } from "./aggregate-health.js";
-export { consequenceOf, describeDeath } from "./describe-death.js";
+export { blamedForLostLink, consequenceOf, describeDeath } from "./describe-death.js";
 export {
   probeCoordinatorHealth,
   probeLiveness,

@@ -24,6 +24,14 @@ import type { WatchedCluster, WatchedProcess } from "./types.js";
  */
 export const defaultLostPeerWindowMs = 500;
 
+/**
+ * Each question of a judgement (a log read, a liveness probe of the peer) may take at least this
+ * long to be answered, even past the window, ms: on a busy machine one question over SSH can take
+ * longer than the whole window, and a judgement that asked nothing in time would blame the exit seen
+ * first without having looked. The window bounds how long the peer is looked for, not one answer.
+ */
+const oneAnswerMs = 1_000;
+
 /** Pause between two liveness probes of the peer a lost link names, ms. */
 const peerProbePauseMs = 20;
 
@@ -33,7 +41,7 @@ const tailLines = 20;
 export interface JudgeExitOptions {
   cluster: WatchedCluster;
   nodeFor: (name: string) => NodeAccess;
-  /** How long the judgement may take in all, ms. Default `defaultLostPeerWindowMs` (500). */
+  /** How long the peer a lost link names is looked for, ms (each question still gets one answer: see oneAnswerMs). Default `defaultLostPeerWindowMs` (500). */
   windowMs?: number;
   /** Whether the monitor saw `process` gone already (its exit watch or a liveness probe). */
   seenGone: (process: WatchedProcess) => boolean;
@@ -49,6 +57,8 @@ export interface LostLinkExit {
 export interface ExitJudgement {
   /** The member the death is blamed on. */
   blamed: WatchedProcess;
+  /** The peer the blamed member says it lost, when that peer was not seen gone, and what was seen of it. */
+  lostUnseen?: { report: LostPeerReport; peer: "alive" | "unknown" };
   /** The members seen gone because of it, the first seen first; empty when the blame stayed. */
   consequences: LostLinkExit[];
 }
@@ -63,28 +73,35 @@ export async function judgeExit(first: WatchedProcess, options: JudgeExitOptions
   const consequences: LostLinkExit[] = [];
   let blamed = first;
   for (;;) {
-    const report = lostPeerIn(blamed.logFile === undefined ? [] : await readTail(options.nodeFor(blamed.node), blamed.logFile, tailLines, deadline - performance.now()));
+    const logMs = Math.max(oneAnswerMs, deadline - performance.now());
+    const report = lostPeerIn(blamed.logFile === undefined ? [] : await readTail(options.nodeFor(blamed.node), blamed.logFile, tailLines, logMs));
     const peer = report === undefined ? undefined : cluster.processes.find((p) => labelOf(p) === report.peer);
     if (report === undefined || peer === undefined || peer === blamed) break;
     // Two members that name each other: a link between two live members ended, not a death.
     if (peer === first || consequences.some((c) => c.process === peer)) return stays;
-    if (!(await waitUntilGone(peer, deadline, options))) break;
+    const seen = await waitUntilGone(peer, deadline, options);
+    if (seen !== "gone") return { blamed, consequences, lostUnseen: { report, peer: seen } };
     consequences.push({ process: blamed, report });
     blamed = peer;
   }
   return { blamed, consequences };
 }
 
-/** Whether `process` is seen gone (by the monitor or a probe of its own) before `deadline`. */
-async function waitUntilGone(process: WatchedProcess, deadline: number, options: JudgeExitOptions): Promise<boolean> {
+/**
+ * Whether `process` is seen gone (by the monitor or a probe of its own) before `deadline` — it is
+ * asked at least once — else what its last probe found: `alive`, or `unknown` (no answer).
+ */
+async function waitUntilGone(process: WatchedProcess, deadline: number, options: JudgeExitOptions): Promise<"gone" | "alive" | "unknown"> {
   const node = options.nodeFor(process.node);
+  let last: "alive" | "unknown" | undefined;
   while (!options.signal.aborted) {
-    if (options.seenGone(process)) return true;
+    if (options.seenGone(process)) return "gone";
     const left = Math.round(deadline - performance.now());
-    if (left <= 0) return false;
-    const { state } = await probeLiveness(node, process, { deadlineMs: left });
-    if (state === "gone") return true;
+    if (left <= 0 && last !== undefined) return last;
+    const { state } = await probeLiveness(node, process, { deadlineMs: Math.max(oneAnswerMs, left) });
+    if (state === "gone") return "gone";
+    last = state === "alive" ? "alive" : "unknown";
     await new Promise((resolve) => setTimeout(resolve, Math.min(peerProbePauseMs, Math.max(0, deadline - performance.now()))));
   }
-  return false;
+  return last ?? "unknown";
 }

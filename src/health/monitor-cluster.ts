@@ -17,6 +17,9 @@
  * - a stage's transport port refused, or silent from the coordinator's node while that node itself
  *   answers, `strikes` times in a row (each probe tries several staggered connects, so packet loss
  *   alone does not read as silence);
+ * - of these, a refusal or an answer is first checked against every member's liveness: a member
+ *   gone meanwhile (its exit not seen yet) is judged and blamed instead, the finding being its
+ *   consequence;
  * - in an engine whose /health answers 200 through a hung pipeline (it has a generation watchdog):
  *   a member's process seen stopped (SIGSTOP, a tracer) `strikes` times in a row, or a one-token
  *   completion that outlives the watchdog's deadline.
@@ -32,7 +35,7 @@ import { setMaxListeners } from "node:events";
 import { defaultEngineKind, engineOf } from "../engines/index.js";
 import { httpServerOf, labelOf, proberNodeName, stagesOf, transportPortOf } from "./labels.js";
 import { defaultProbeTimeoutMs, probeCoordinatorHealth, probeGeneration, probeLiveness, probeTransportPort, readinessOf, shouldProbeTransport } from "./probes.js";
-import { consequenceOf } from "./describe-death.js";
+import { blamedForLostLink, consequenceOf } from "./describe-death.js";
 import { judgeExit } from "./judge-exit.js";
 import { alsoStopped, describeStopped, findStoppedMembers } from "./stopped-members.js";
 import { StrikeCounter } from "./strike-counter.js";
@@ -123,7 +126,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     if (done || gone.size > 1) return;
     track(
       (async () => {
-        const { blamed, consequences } = await judgeExit(process, {
+        const { blamed, consequences, lostUnseen } = await judgeExit(process, {
           cluster,
           nodeFor: options.nodeFor,
           ...(options.lostPeerWindowMs === undefined ? {} : { windowMs: options.lostPeerWindowMs }),
@@ -134,7 +137,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
         die(
           blamed,
           diedReason(blamed),
-          seen(blamed),
+          lostUnseen === undefined ? seen(blamed) : blamedForLostLink(seen(blamed), lostUnseen.report, lostUnseen.peer),
           false,
           consequences.map(({ process: p, report }) => consequenceOf(labelOf(p), p.node, seen(p), report)),
         );
@@ -191,6 +194,22 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     silent(name, probes.find((p) => p.probe.error !== undefined)?.probe.error ?? "no answer");
   };
 
+  // A refused port or a coordinator answering "not ready" is a symptom as often as a cause: a member
+  // that died a moment ago closes its neighbours' links, and they exit or report a broken pipeline,
+  // while its own exit is not seen yet (an exit watch is a 100 ms poll on its node, late on a busy
+  // one). So before such a finding is declared, every member's liveness is asked (each probe bounded
+  // by the probe deadline): any seen gone is judged as an exit is (judge-exit.ts) and blamed instead.
+  // Silence is declared at once: a cut node's probes would only add their deadline to the bound.
+  const declareUnlessSomeoneDied = async (process: WatchedProcess, reason: DeathReason, detail: string): Promise<void> => {
+    const probes = await Promise.all(
+      cluster.processes.map(async (member) => ({ member, probe: await probeLiveness(options.nodeFor(member.node), member, { deadlineMs: timeoutMs }) })),
+    );
+    if (done) return;
+    const found = probes.filter((p) => p.probe.state === "gone");
+    if (found.length === 0) return die(process, reason, detail);
+    for (const { member } of found) exited(member, `pid ${member.pid} is no longer running`);
+  };
+
   // A stage's transport port, from the coordinator's node: the path the pipeline itself uses.
   const checkTransport = async (process: WatchedProcess, proberName: string, host: string, port: number): Promise<void> => {
     const key = `${labelOf(process)}:transport`;
@@ -199,7 +218,10 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     if (answer === "open") return strikes.clear(key);
     if (answer === "unknown" || (answer === "no-answer" && !proberAnswers(proberName))) return;
     const how = answer === "refused" ? "refused" : `silent from ${proberName} (no answer, not a refusal: the path to ${process.node} is cut)`;
-    if (strikes.strike(key)) die(process, "StagePortClosed", `transport ${host}:${port} was ${how} for ${limit} probes in a row`, answer === "no-answer");
+    if (!strikes.strike(key)) return;
+    const detail = `transport ${host}:${port} was ${how} for ${limit} probes in a row`;
+    if (answer === "refused") return declareUnlessSomeoneDied(process, "StagePortClosed", detail);
+    die(process, "StagePortClosed", detail, true);
   };
 
   // The coordinator's /health, from the control machine.
@@ -211,9 +233,9 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     // definite one, and at `strikes + 1` when it is silence.
     strikes.strike("coordinator:health");
     const count = strikes.count("coordinator:health");
-    if (count >= limit + 1 || (count >= limit && health !== "unknown")) {
-      die(coordinator, "CoordinatorUnhealthy", `${url}${readiness.healthPath} was ${health === "unknown" ? "silent" : health} for ${count} probes in a row`);
-    }
+    const detail = `${url}${readiness.healthPath} was ${health === "unknown" ? "silent" : health} for ${count} probes in a row`;
+    if (count >= limit && health !== "unknown") return declareUnlessSomeoneDied(coordinator, "CoordinatorUnhealthy", detail);
+    if (count >= limit + 1) die(coordinator, "CoordinatorUnhealthy", detail);
   };
 
   // Each check on its own loop: a probe starts `pollIntervalMs` after the previous one started, or
