@@ -3,6 +3,7 @@
  * is asked of the person when the daemon says one is configured, kept in memory only for this page
  * (never stored), and sent as a bearer header.
  */
+import { parseShown } from "./parse-shown.js";
 import type { PlanPreviewView } from "./status-types.js";
 
 export type Answer<T> = { ok: true; status: number; body: T } | { ok: false; status: number; reason: string; message: string };
@@ -16,7 +17,11 @@ async function send<T>(path: string, init: RequestInit, token: string | undefine
   } catch {
     return { ok: false, status: 0, reason: "DaemonUnreachable", message: "the daemon does not answer" };
   }
-  const body = (await response.json().catch(() => undefined)) as (T & { error?: { reason: string; message: string } }) | undefined;
+  type Body = T & { error?: { reason: string; message: string } };
+  const body = await response
+    .text()
+    .then((text) => parseShown<Body>(text))
+    .catch(() => undefined);
   if (response.ok || (response.status === 422 && body !== undefined && body.error === undefined)) return { ok: true, status: response.status, body: body as T };
   return { ok: false, status: response.status, reason: body?.error?.reason ?? `HTTP${response.status}`, message: body?.error?.message ?? response.statusText };
 }

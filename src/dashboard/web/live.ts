@@ -14,6 +14,7 @@
  * first pass of that cluster) is marked unchecked until the daemon's own status of it arrives; a
  * status file the daemon could not write is said beside the status (`statusFile` events).
  */
+import { parseShown } from "./parse-shown.js";
 import type { HelloView, StatusFileView, StatusView } from "./status-types.js";
 
 export type ConnectionState = "connecting" | "live" | "silent" | "gone";
@@ -83,7 +84,7 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
     source = new EventSource("api/events");
     source.addEventListener("beat", heard);
     source.addEventListener("hello", (event) => {
-      const hello = JSON.parse((event as MessageEvent<string>).data) as HelloView;
+      const hello = parseShown<HelloView>((event as MessageEvent<string>).data);
       heardAt = Date.now();
       heartbeatMs = hello.heartbeatMs;
       firstStart ??= hello.startedAt;
@@ -104,7 +105,7 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
     });
     source.addEventListener("status", (event) => {
       heard();
-      const status = JSON.parse((event as MessageEvent<string>).data) as StatusView;
+      const status = parseShown<StatusView>((event as MessageEvent<string>).data);
       const clusters = new Map(state.clusters);
       clusters.set(status.cluster, status);
       // The status sent with the hello leaves the mark; any later one is the daemon's own.
@@ -113,7 +114,7 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
     });
     source.addEventListener("statusFile", (event) => {
       heard();
-      const { cluster, failure } = JSON.parse((event as MessageEvent<string>).data) as StatusFileView;
+      const { cluster, failure } = parseShown<StatusFileView>((event as MessageEvent<string>).data);
       const fileFailures = new Map(state.fileFailures);
       if (failure === null) fileFailures.delete(cluster);
       else fileFailures.set(cluster, failure);
@@ -121,7 +122,7 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
     });
     source.addEventListener("removed", (event) => {
       heard();
-      const { cluster } = JSON.parse((event as MessageEvent<string>).data) as { cluster: string };
+      const { cluster } = parseShown<{ cluster: string }>((event as MessageEvent<string>).data);
       const clusters = new Map(state.clusters);
       clusters.delete(cluster);
       const fileFailures = new Map(state.fileFailures);

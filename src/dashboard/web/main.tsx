@@ -18,9 +18,21 @@ type Route = { page: "clusters" } | { page: "cluster"; name: string } | { page: 
 
 function routeOf(hash: string): Route {
   const cluster = /^#\/clusters\/(.+)$/.exec(hash);
-  if (cluster !== null) return { page: "cluster", name: decodeURIComponent(cluster[1]!) };
+  if (cluster !== null) return { page: "cluster", name: decodeSegment(cluster[1]!) };
   if (hash === "#/plan") return { page: "plan" };
   return { page: "clusters" };
+}
+
+/**
+ * A cluster name from the hash, as written when its percent-encoding is broken: a pasted or cut
+ * link ("#/clusters/%E0%A4") threw URIError on the page's first render and left it blank.
+ */
+function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
 }
 
 /**
