@@ -291,6 +291,16 @@ describe("the cluster page during a fault", () => {
     expect(await cards.evaluateAll((els) => els.map((e) => e.getAttribute("data-state")))).toEqual(["healthy", "healthy"]);
   });
 
+  test("the layer bar writes each stage's layers as its card and `shardctl status` do, half-open: [first, end)", async () => {
+    await show(fixtures.healthy);
+    const bar = await page.locator("[data-testid=layer-bar] .segment-detail").allTextContents();
+    const cards = await page
+      .locator("[data-testid=stage-card] dl")
+      .evaluateAll((lists) => lists.map((dl) => [...dl.querySelectorAll("dt")].find((dt) => dt.textContent === "layers")?.nextElementSibling?.textContent));
+    expect(bar).toEqual(fixtures.healthy.plan!.stages.map((s) => `layers [${s.layers[0]}, ${s.layers[1]})`));
+    expect(bar).toEqual(cards.map((c) => `layers ${c}`));
+  });
+
   test("the clusters list says why a cluster is not Healthy, in its health cell", async () => {
     await show(fixtures.unobservable);
     await page.goto(`${dashboard.url}#/`);

@@ -22,8 +22,9 @@ export function LayerBar({ plan }: { plan: PlanView }) {
             <span class="segment-label">
               stage {s.index} · {s.node}
             </span>
+            {/* Half-open, as the stage cards, `shardctl status` and the status file write a range. */}
             <span class="segment-detail">
-              layers {s.layers[0]}–{s.layers[1] - 1}
+              layers [{s.layers[0]}, {s.layers[1]})
             </span>
           </div>
         ))}
