@@ -29,6 +29,15 @@ export function dashboardTokenOf(settings: Settings, env: NodeJS.ProcessEnv = pr
       { terminal: true },
     );
   }
+  // A bearer header carries one word of visible ASCII (bearerTokenOf reads no more, browsers send no
+  // more): a token with a space, a trailing newline or an accent could never be presented.
+  if (!/^[\x21-\x7e]+$/.test(token)) {
+    throw new ShardctlError(
+      "DashboardTokenMissing",
+      `[daemon] ui_token_env names ${variable}, whose value holds a space, a line break or a character outside visible ASCII, which no request can send: set ${variable} to one word of visible ASCII (e.g. the output of \`openssl rand -hex 32\`)`,
+      { terminal: true },
+    );
+  }
   return token;
 }
 

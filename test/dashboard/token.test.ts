@@ -51,6 +51,17 @@ describe("token comparison", () => {
       expect(isShardctlError(thrown, "DashboardTokenMissing")).toBe(true);
       expect((thrown as Error).message).toContain(`ui_token_env names ${tokenEnv}`);
     }
+    // A token no request can present (the bearer header carries one word of visible ASCII) is refused at start, not 401 for ever.
+    for (const unusable of ["two words", `${token}\n`, "tökén", "curly“quote”"]) {
+      let thrown: unknown;
+      try {
+        dashboardTokenOf(withVariable, { [tokenEnv]: unusable });
+      } catch (error) {
+        thrown = error;
+      }
+      expect(isShardctlError(thrown, "DashboardTokenMissing"), JSON.stringify(unusable)).toBe(true);
+      expect((thrown as Error).message).toContain(`set ${tokenEnv} to one word of visible ASCII`);
+    }
   });
 });
 

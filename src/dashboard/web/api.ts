@@ -8,7 +8,25 @@ import type { PlanPreviewView } from "./status-types.js";
 
 export type Answer<T> = { ok: true; status: number; body: T } | { ok: false; status: number; reason: string; message: string };
 
+/**
+ * What a bearer header can carry: one word of visible ASCII. fetch throws on a character past
+ * Latin-1 (a pasted curly quote), which left "Reconcile now" saying "Asking…" for ever, and the
+ * daemon reads the header's token as one word.
+ */
+const sendableToken = /^[\x21-\x7e]+$/;
+
+/** The reason of an answer the page gives itself for a token it cannot send; main.tsx asks again with its message. */
+export const tokenNotSendable = "TokenNotSendable";
+
 async function send<T>(path: string, init: RequestInit, token: string | undefined): Promise<Answer<T>> {
+  if (token !== undefined && !sendableToken.test(token)) {
+    return {
+      ok: false,
+      status: 401,
+      reason: tokenNotSendable,
+      message: "a dashboard token is one word of visible ASCII characters, without spaces, accents or curly quotes: check what was pasted",
+    };
+  }
   const headers = new Headers(init.headers);
   if (token !== undefined) headers.set("authorization", `Bearer ${token}`);
   let response: Response;

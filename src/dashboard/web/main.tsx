@@ -4,7 +4,7 @@
  */
 import { render } from "preact";
 import { useCallback, useEffect, useState } from "preact/hooks";
-import { previewPlan, requestReconcile, type Answer } from "./api.js";
+import { previewPlan, requestReconcile, tokenNotSendable, type Answer } from "./api.js";
 import { ClusterPage } from "./components/cluster-page.js";
 import { ClustersList } from "./components/clusters-list.js";
 import { PlanPreviewPage } from "./components/plan-preview.js";
@@ -87,7 +87,8 @@ function App() {
         void action(candidate).then((answer) => {
           if (!answer.ok && answer.status === 401) {
             setToken(undefined);
-            setAsking({ problem: candidate === undefined ? undefined : "The daemon refused that token.", run: attempt, cancel });
+            const problem = answer.reason === tokenNotSendable ? `That token cannot be sent: ${answer.message}.` : "The daemon refused that token.";
+            setAsking({ problem: candidate === undefined ? undefined : problem, run: attempt, cancel });
             return;
           }
           if (candidate !== undefined) setToken(candidate);
