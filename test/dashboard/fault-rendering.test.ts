@@ -10,13 +10,13 @@
 import { readFileSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { pino } from "pino";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { startDashboard, type Dashboard } from "../../src/dashboard/index.js";
+import type { Dashboard } from "../../src/dashboard/index.js";
 import { StatusFeed, type ClusterStatus } from "../../src/reconciler/index.js";
 import { launchChromium } from "../support/chromium.js";
 import { repoRoot } from "../reconciler/daemon-fixture.js";
+import { startFeedDashboard } from "./support.js";
 
 interface Fixtures {
   healthy: ClusterStatus;
@@ -39,19 +39,7 @@ let page: Page;
 beforeAll(async () => {
   await mkdir(artefacts, { recursive: true });
   feed = new StatusFeed();
-  dashboard = await startDashboard({
-    address: "127.0.0.1:0",
-    token: undefined,
-    log: pino({ level: "silent" }),
-    source: {
-      feed,
-      readStatuses: () => Promise.resolve([]),
-      clusterNames: () => Promise.resolve([]),
-      hasCluster: (cluster) => Promise.resolve(cluster === name),
-      requestReconcile: () => Promise.resolve(true),
-      previewPlan: () => Promise.reject(new Error("not in this test")),
-    },
-  });
+  dashboard = await startFeedDashboard(feed, name);
   feed.publish(fixtures.healthy);
   browser = await launchChromium();
   // bypassCSP: the test evaluates its probes as strings, which the page's policy (no eval) refuses.

@@ -7,6 +7,9 @@ import { readFileSync } from "node:fs";
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Ajv2020 } from "ajv/dist/2020.js";
+import { pino } from "pino";
+import { startDashboard, type Dashboard } from "../../src/dashboard/index.js";
+import type { StatusFeed } from "../../src/reconciler/index.js";
 import { repoRoot, type DaemonWorld } from "../reconciler/daemon-fixture.js";
 
 /** Put `ui_address` (and `ui_token_env`) into the world's [daemon] table. */
@@ -18,6 +21,27 @@ export async function enableDashboard(world: DaemonWorld, options: { address?: s
   ];
   if (!text.includes("[daemon]\n")) throw new Error(`${world.settingsFile} has no [daemon] table`);
   await writeFile(world.settingsFile, text.replace("[daemon]\n", `[daemon]\n${lines.join("\n")}\n`));
+}
+
+/**
+ * The dashboard's own server on 127.0.0.1 with no daemon behind it: the statuses are what the test
+ * publishes through `feed`, the one definition is `name`, and "Reconcile now" is taken at once
+ * (`onReconcile` hears it). For showing exact states (captured fixtures) to a real browser.
+ */
+export function startFeedDashboard(feed: StatusFeed, name: string, options: { token?: string; onReconcile?: (cluster: string) => void } = {}): Promise<Dashboard> {
+  return startDashboard({
+    address: "127.0.0.1:0",
+    token: options.token,
+    log: pino({ level: "silent" }),
+    source: {
+      feed,
+      readStatuses: () => Promise.resolve([]),
+      clusterNames: () => Promise.resolve([]),
+      hasCluster: (cluster) => Promise.resolve(cluster === name),
+      requestReconcile: (cluster) => (options.onReconcile?.(cluster), Promise.resolve(true)),
+      previewPlan: () => Promise.reject(new Error("no plan preview without a daemon")),
+    },
+  });
 }
 
 export interface SseEvent {

@@ -7,12 +7,12 @@
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { pino } from "pino";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, test } from "vitest";
-import { startDashboard, type Dashboard } from "../../src/dashboard/index.js";
+import type { Dashboard } from "../../src/dashboard/index.js";
 import { StatusFeed, type ClusterStatus } from "../../src/reconciler/index.js";
 import { launchChromium } from "../support/chromium.js";
+import { startFeedDashboard } from "./support.js";
 
 const token = "dialog-test-token-41d8";
 const healthy = (JSON.parse(readFileSync(join(import.meta.dirname, "fixtures/fault-statuses.json"), "utf8")) as { healthy: ClusterStatus }).healthy;
@@ -28,19 +28,7 @@ const pageErrors: string[] = [];
 
 beforeAll(async () => {
   feed = new StatusFeed();
-  dashboard = await startDashboard({
-    address: "127.0.0.1:0",
-    token,
-    log: pino({ level: "silent" }),
-    source: {
-      feed,
-      readStatuses: () => Promise.resolve([]),
-      clusterNames: () => Promise.resolve([]),
-      hasCluster: (cluster) => Promise.resolve(cluster === name),
-      requestReconcile: (cluster) => (taken.push(cluster), Promise.resolve(true)),
-      previewPlan: () => Promise.reject(new Error("not in this test")),
-    },
-  });
+  dashboard = await startFeedDashboard(feed, name, { token, onReconcile: (cluster) => void taken.push(cluster) });
   feed.publish(healthy);
   browser = await launchChromium();
   page = await browser.newPage();
