@@ -34,3 +34,4 @@ export {
   type TransportAnswer,
 } from "./probes.js";
 export { StrikeCounter } from "./strike-counter.js";
+export { describeStopped, lookForStoppedMembers, type StoppedMember } from "./stopped-members.js";

@@ -22,13 +22,26 @@ export interface StoppedMember {
  * process order.
  */
 export async function findStoppedMembers(cluster: WatchedCluster, nodeFor: HealthDeps["nodeFor"], deadlineMs: number, only?: string): Promise<StoppedMember[]> {
+  return (await lookForStoppedMembers(cluster, nodeFor, deadlineMs, only)).stopped;
+}
+
+/**
+ * As findStoppedMembers, and which nodes answered: a member of a node that did not answer is
+ * neither stopped nor running as far as this look can tell.
+ */
+export async function lookForStoppedMembers(
+  cluster: WatchedCluster,
+  nodeFor: HealthDeps["nodeFor"],
+  deadlineMs: number,
+  only?: string,
+): Promise<{ stopped: StoppedMember[]; answered: ReadonlySet<string> }> {
   const nodes = [...new Set(cluster.processes.map((p) => p.node))].filter((name) => only === undefined || name === only);
   const listings = new Map(await Promise.all(nodes.map(async (name) => [name, await listStopped(nodeFor, name, deadlineMs)] as const)));
-  return cluster.processes.flatMap((process) => {
-    if (!listings.has(process.node)) return [];
+  const stopped = cluster.processes.flatMap((process) => {
     const found = listings.get(process.node)?.find((row) => row.pgid === process.pid);
     return found === undefined ? [] : [{ process, pid: found.pid, state: found.state }];
   });
+  return { stopped, answered: new Set([...listings].filter(([, rows]) => rows !== undefined).map(([name]) => name)) };
 }
 
 /** "pid 812 in state T, a stop signal such as SIGSTOP": what was seen of a stopped member. */
@@ -47,12 +60,13 @@ interface StoppedRow {
   state: StoppedMember["state"];
 }
 
-async function listStopped(nodeFor: HealthDeps["nodeFor"], name: string, deadlineMs: number): Promise<StoppedRow[]> {
+/** The stopped processes of a node; undefined when it did not answer (or its `ps` failed). */
+async function listStopped(nodeFor: HealthDeps["nodeFor"], name: string, deadlineMs: number): Promise<StoppedRow[] | undefined> {
   // `-A -o pgid= -o pid= -o stat=` reads the same on Linux (procps) and macOS.
   const listing = await nodeFor(name)
     .run(["ps", "-A", "-o", "pgid=", "-o", "pid=", "-o", "stat="], { deadlineMs })
     .catch(() => undefined);
-  if (listing === undefined || listing.exitCode !== 0) return [];
+  if (listing === undefined || listing.exitCode !== 0) return undefined;
   return listing.stdout.split("\n").flatMap((line) => {
     const match = /^\s*(\d+)\s+(\d+)\s+([Tt])/.exec(line);
     return match === null ? [] : [{ pgid: Number(match[1]), pid: Number(match[2]), state: match[3] === "T" ? ("stopped" as const) : ("traced" as const) }];

@@ -20,6 +20,7 @@ import { routerBackendOf } from "./router-backend.js";
 import { teardownCluster } from "./teardown.js";
 import { isCoordinatorHealthy, probeOneToken } from "./coordinator-probes.js";
 import type { LaunchContext, LaunchRequest, LaunchResult, TimelineEvent } from "./types.js";
+import { watchStopped, type StoppedWatch } from "./stopped-watch.js";
 import { waitUntil } from "./wait-until.js";
 import type { NodeAccess } from "../nodes/index.js";
 import { isShardctlError, messageOf } from "../errors/index.js";
@@ -43,6 +44,8 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     ports: [],
   };
   const nodes = nodesOf(request);
+  // Every wait below also looks for a started process that is stopped, and says so at once.
+  const stopped = watchStopped(entry, (name) => nodes.get(name)!, event);
   event("launch-started", `revision ${request.revision.slice(0, 12)}`);
 
   try {
@@ -73,9 +76,9 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
         const stage = request.stages[i]!;
         const slot = topology.stages[i]!;
         if (readiness.stageUp === "transport-listening") {
-          await waitListening(stage.node, stages[i]!, request.coordinator.node, slot.address, request.deadlines.stageListenMs);
+          await waitListening(stage.node, stages[i]!, request.coordinator.node, slot.address, request.deadlines.stageListenMs, stopped);
         } else {
-          await waitRingLine(stage.node, stages[i]!, ringReadyLine(request, stage.index), request.deadlines.stageListenMs);
+          await waitRingLine(stage.node, stages[i]!, ringReadyLine(request, stage.index), request.deadlines.stageListenMs, stopped);
         }
         event(`stage-${stage.index}-listening`, `${slot.address.host}:${slot.address.port}`);
       }
@@ -86,7 +89,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     const serverNode = readiness.httpServer === "coordinator" ? request.coordinator.node : request.stages.at(-1)!.node;
 
     // Wait for its health endpoint.
-    await waitHealthy(serverNode, server, url, readiness, request.deadlines.coordinatorHealthMs);
+    await waitHealthy(serverNode, server, url, readiness, request.deadlines.coordinatorHealthMs, stopped);
     event("coordinator-healthy", url);
 
     // Generate one token through the whole pipeline.
@@ -346,7 +349,14 @@ async function recordAndStart(entry: LedgerEntry, context: LaunchContext, node: 
   return process;
 }
 
-async function waitListening(node: NodeAccess, process: LedgerProcess, prober: NodeAccess, address: { host: string; port: number }, deadlineMs: number): Promise<void> {
+async function waitListening(
+  node: NodeAccess,
+  process: LedgerProcess,
+  prober: NodeAccess,
+  address: { host: string; port: number },
+  deadlineMs: number,
+  stopped: StoppedWatch,
+): Promise<void> {
   const where = `${address.host}:${address.port}`;
   await waitStageUp(
     node,
@@ -357,11 +367,12 @@ async function waitListening(node: NodeAccess, process: LedgerProcess, prober: N
       deadlineMs,
       intervalMs: 50,
     },
+    stopped,
   );
 }
 
 /** Until the stage's log shows `line` (a ring stage that is up); its ports are never probed. */
-async function waitRingLine(node: NodeAccess, process: LedgerProcess, line: RegExp, deadlineMs: number): Promise<void> {
+async function waitRingLine(node: NodeAccess, process: LedgerProcess, line: RegExp, deadlineMs: number, stopped: StoppedWatch): Promise<void> {
   const printed = async (): Promise<boolean> =>
     line.test(
       await node.readFile(process.logFile).then(
@@ -369,12 +380,13 @@ async function waitRingLine(node: NodeAccess, process: LedgerProcess, line: RegE
         () => "",
       ),
     );
-  await waitStageUp(node, process, printed, { before: "it joined the ring", notDone: `print /${line.source}/` }, { deadlineMs, intervalMs: 200 });
+  await waitStageUp(node, process, printed, { before: "it joined the ring", notDone: `print /${line.source}/` }, { deadlineMs, intervalMs: 200 }, stopped);
 }
 
 /**
  * Until `isUp` holds for a stage: StageExited if its process exits first ("… before <before>"),
- * StageListenTimeout once the deadline passes ("… did not <notDone> within …"), with its log tail.
+ * StageListenTimeout once the deadline passes ("… did not <notDone> within …"), with its log tail
+ * and the launch's processes seen stopped meanwhile.
  */
 async function waitStageUp(
   node: NodeAccess,
@@ -382,12 +394,15 @@ async function waitStageUp(
   isUp: () => Promise<boolean>,
   words: { before: string; notDone: string },
   timing: { deadlineMs: number; intervalMs: number },
+  stopped: StoppedWatch,
 ): Promise<void> {
   const label = processLabel("stage", process.index);
   const liveness = livenessOf(node, process);
+  const awaited = { what: `${label} to ${words.notDone}`, until: new Date(Date.now() + timing.deadlineMs) };
   const state = await waitUntil(async () => {
     if (await isUp()) return "up";
     if (!(await liveness.isAliveOrUnknown())) return "exited";
+    await stopped.look(awaited);
     return undefined;
   }, timing);
   if (state === "up") return;
@@ -400,20 +415,22 @@ async function waitStageUp(
   throw new LaunchError(
     "StageListenTimeout",
     `${label}-listen`,
-    `${label} on ${process.node} did not ${words.notDone} within ${timing.deadlineMs} ms${liveness.silence()}`,
+    `${label} on ${process.node} did not ${words.notDone} within ${timing.deadlineMs} ms${liveness.silence()}${stopped.words()}`,
     {
       logTail,
     },
   );
 }
 
-async function waitHealthy(node: NodeAccess, process: LedgerProcess, url: string, readiness: EngineReadiness, deadlineMs: number): Promise<void> {
+async function waitHealthy(node: NodeAccess, process: LedgerProcess, url: string, readiness: EngineReadiness, deadlineMs: number, stopped: StoppedWatch): Promise<void> {
   const health = `${url}${readiness.healthPath}`;
   const liveness = livenessOf(node, process);
+  const awaited = { what: `${health} to answer ${readiness.readyStatus}`, until: new Date(Date.now() + deadlineMs) };
   const state = await waitUntil(
     async () => {
       if (await isCoordinatorHealthy(url, readiness)) return "healthy";
       if (!(await liveness.isAliveOrUnknown())) return "exited";
+      await stopped.look(awaited);
       return undefined;
     },
     { deadlineMs, intervalMs: 100 },
@@ -431,7 +448,7 @@ async function waitHealthy(node: NodeAccess, process: LedgerProcess, url: string
   throw new LaunchError(
     "CoordinatorHealthTimeout",
     "coordinator-health",
-    `${health} did not answer ${readiness.readyStatus} within ${deadlineMs} ms${liveness.silence()}`,
+    `${health} did not answer ${readiness.readyStatus} within ${deadlineMs} ms${liveness.silence()}${stopped.words()}`,
     {
       logTail,
     },

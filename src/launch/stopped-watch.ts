@@ -1,0 +1,91 @@
+/**
+ * A launch's processes may be stopped while the launch waits on them (SIGSTOP right after spawn, a
+ * job-control stop, a debugger attached): a stopped stage never listens, a stopped ring rank holds
+ * every other rank, a stopped coordinator never answers /health. Only the phase's deadline ends
+ * such a wait (60 s for the stages, 120 s for /health by default), and meanwhile the status said
+ * nothing but "its processes are starting". So while a launch waits, the processes it has started
+ * are looked at (one `ps` per node, each bounded as every question of a wait) at most once per
+ * `intervalMs`; a process seen stopped on `sightings` looks in a row is said at once, as a timeline
+ * event the status file shows while the wait goes on (`stage-N-paused`, `coordinator-paused`; and
+ * `…-resumed` when it runs again), and the phase's timeout names it. The wait itself keeps its
+ * deadline: a process may be continued, and the launch then goes on.
+ */
+import { describeStopped, lookForStoppedMembers, type StoppedMember } from "../health/index.js";
+import type { NodeAccess } from "../nodes/index.js";
+import type { LedgerEntry } from "./ledger.js";
+import { defaultReachMs, processLabel } from "./processes.js";
+
+export interface StoppedWatchOptions {
+  /** Least time between two looks, ms. Default 1000. */
+  intervalMs?: number;
+  /** Looks in a row that must see a process stopped before it is said. Default 2 (as health's strikes). */
+  sightings?: number;
+}
+
+/** What the launch waits for when it looks: said in the event, so a reader knows what is held up and until when. */
+export interface AwaitedPhase {
+  /** "stage-0 to listen on 10.0.0.2:39600", "http://…/health to answer 200". */
+  what: string;
+  /** When the phase's deadline ends the wait (and the launch fails, tearing everything down). */
+  until: Date;
+}
+
+export interface StoppedWatch {
+  /** Look again, unless the last look was less than `intervalMs` ago. */
+  look(phase: AwaitedPhase): Promise<void>;
+  /** What a timeout's message adds: "; stage-0 on n1 is stopped (…) since …", or "" when none is. */
+  words(): string;
+}
+
+interface Sighting {
+  member: StoppedMember;
+  count: number;
+  since: string;
+  said: boolean;
+}
+
+export function watchStopped(
+  entry: LedgerEntry,
+  nodeFor: (name: string) => NodeAccess,
+  event: (step: string, detail?: string) => void,
+  options: StoppedWatchOptions = {},
+): StoppedWatch {
+  const { intervalMs = 1_000, sightings = 2 } = options;
+  const seen = new Map<string, Sighting>();
+  let lastLook = 0;
+  return {
+    async look(phase) {
+      if (Date.now() - lastLook < intervalMs) return;
+      lastLook = Date.now();
+      const started = { cluster: entry.cluster, processes: entry.processes.filter((p) => p.pid > 0), ports: [] };
+      if (started.processes.length === 0) return;
+      const { stopped, answered } = await lookForStoppedMembers(started, nodeFor, defaultReachMs);
+      const now = new Date().toISOString();
+      for (const member of stopped) {
+        const label = processLabel(member.process.role, member.process.index);
+        const sighting = seen.get(label) ?? { member, count: 0, since: now, said: false };
+        sighting.member = member;
+        sighting.count += 1;
+        seen.set(label, sighting);
+        if (sighting.said || sighting.count < sightings) continue;
+        sighting.said = true;
+        event(
+          `${label}-paused`,
+          `stopped (${describeStopped(member)}) on ${member.process.node}, ${sighting.count} looks in a row since ${sighting.since}: ` +
+            `the launch waits for ${phase.what} until ${phase.until.toISOString()}, which cannot happen while it is stopped (kill -CONT ${member.pid} continues it); then everything started is torn down`,
+        );
+      }
+      // A process its node says is no longer stopped runs again (or is gone, which the wait itself
+      // finds); one whose node did not answer this look is neither.
+      for (const [label, sighting] of seen) {
+        if (!answered.has(sighting.member.process.node) || stopped.some((m) => m.process === sighting.member.process)) continue;
+        seen.delete(label);
+        if (sighting.said) event(`${label}-resumed`, `pid ${sighting.member.pid} on ${sighting.member.process.node} is no longer stopped`);
+      }
+    },
+    words() {
+      const said = [...seen.entries()].filter(([, s]) => s.said);
+      return said.map(([label, s]) => `; ${label} on ${s.member.process.node} is stopped (${describeStopped(s.member)}) since ${s.since}`).join("");
+    },
+  };
+}
