@@ -253,6 +253,11 @@ export class SshConnection {
     // uncaught exceptions, which would end the daemon.
     client.on("error", () => {});
     this.handshaking.add(client);
+    // How far the handshake got, for a timeout's words: a host that never took the TCP connection
+    // (down, cut off, a firewall dropping packets) is not an sshd that took it and said nothing.
+    const progress = { connected: false, keysExchanged: false };
+    client.once("connect", () => (progress.connected = true));
+    client.once("handshake", () => (progress.keysExchanged = true));
     await new Promise<void>((resolve, reject) => {
       client.once("ready", () => resolve());
       // Destroyed by close() while shaking hands: no "error" comes, only "close".
@@ -265,7 +270,7 @@ export class SshConnection {
             auth ? "SshAuthFailed" : "NodeUnreachable",
             auth
               ? `node ${this.node.name}: authentication as ${target.user} failed: ${error.message}${unlockHint}; ${authRefusalHint(this.node.name, target, keyPath, agent)}`
-              : `node ${this.node.name}: cannot connect to ${target.host}:${target.port}: ${error.message}`,
+              : `node ${this.node.name}: cannot connect to ${target.host}:${target.port}: ${error.message}${timeoutWords(error, progress, config.readyTimeout ?? 0)}`,
             { terminal: auth, cause: error },
           ),
         );
@@ -292,6 +297,18 @@ export class SshConnection {
     this.client = client;
     return client;
   }
+}
+
+/**
+ * What a handshake that ran out of time (ssh2's "Timed out while waiting for handshake") got to,
+ * in words; "" for any other error.
+ */
+function timeoutWords(error: Error & { level?: string }, progress: { connected: boolean; keysExchanged: boolean }, deadlineMs: number): string {
+  if (error.level !== "client-timeout") return "";
+  if (!progress.connected) return ` (no TCP connection within ${deadlineMs} ms: the host is down or cut off, or a firewall drops its packets)`;
+  if (!progress.keysExchanged)
+    return ` (the TCP connection was accepted, but the SSH server there did not complete its greeting and key exchange within ${deadlineMs} ms: its sshd hangs, being stopped, overloaded or out of resources, or something other than sshd listens on that port)`;
+  return ` (the SSH server there took the connection and exchanged keys, but did not finish authentication within ${deadlineMs} ms: its sshd or what it asks, such as PAM or DNS, hangs)`;
 }
 
 function hostKeyRefusal(
