@@ -101,6 +101,12 @@ export interface StopOptions {
    * is not asked again, and only its process group is checked for an engine that outlived it.
    */
   seenGone?: boolean;
+  /**
+   * Told when the grace period ran out with the process still there, as SIGKILL is sent, what is
+   * waited for next ("pid 4100 still ran 5000 ms after SIGTERM: SIGKILL, …"): the teardown's timeline
+   * says so while it waits. Default none.
+   */
+  onKill?: (detail: string) => void;
 }
 
 /** Default deadline of one question to a node while stopping, ms. */
@@ -122,13 +128,14 @@ export async function stopEngineProcess(node: NodeAccess, process: LedgerProcess
     const found = await findUnrecordedProcess(node, process);
     return found === undefined ? "gone" : stopEngineProcess(node, found, options);
   }
-  if (options.seenGone === true) return stopOrphanedGroup(node, process, options.graceMs, ask);
+  if (options.seenGone === true) return stopOrphanedGroup(node, process, options, ask);
   const startTime = await node.processStartTime(process.pid, ask);
-  if (startTime === undefined) return stopOrphanedGroup(node, process, options.graceMs, ask);
+  if (startTime === undefined) return stopOrphanedGroup(node, process, options, ask);
   // The pid now belongs to another process: ours is gone, and the other one is not ours to stop.
   if (startTime !== process.startTime) return "recycled";
   if (!(await node.signal(process.pid, "SIGTERM", process.startTime, ask))) return "recycled";
   if (await waitGone(node, process, options.graceMs, ask)) return "terminated";
+  options.onKill?.(`pid ${process.pid} still ran ${options.graceMs} ms after SIGTERM: SIGKILL, then up to ${killWaitMs} ms for it to go`);
   await node.signal(process.pid, "SIGKILL", process.startTime, ask);
   return (await waitGone(node, process, killWaitMs, ask)) ? "killed" : "survived";
 }
@@ -154,7 +161,7 @@ async function waitGone(node: NodeAccess, process: LedgerProcess, deadlineMs: nu
  * stopped: live (not zombie) processes of that group whose command line names this launch's run
  * directory — a recycled group id belongs to someone else's processes, which never do.
  */
-async function stopOrphanedGroup(node: NodeAccess, process: LedgerProcess, graceMs: number, ask: { deadlineMs: number }): Promise<StopOutcome> {
+async function stopOrphanedGroup(node: NodeAccess, process: LedgerProcess, options: StopOptions, ask: { deadlineMs: number }): Promise<StopOutcome> {
   const ours = async (): Promise<number[]> => {
     const listing = await node.run(["ps", "-A", "-ww", "-o", "pgid=", "-o", "stat=", "-o", "pid=", "-o", "args="], ask);
     // An empty listing from a command that failed or timed out is not "nothing of ours runs".
@@ -173,12 +180,13 @@ async function stopOrphanedGroup(node: NodeAccess, process: LedgerProcess, grace
   let pids = await ours();
   if (pids.length === 0) return "gone";
   await signalAll("TERM", pids);
-  const deadline = Date.now() + graceMs;
+  const deadline = Date.now() + options.graceMs;
   while (Date.now() < deadline) {
     if ((await ours()).length === 0) return "orphans-stopped";
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   pids = await ours();
+  if (pids.length > 0) options.onKill?.(`pids ${pids.join(", ")} of its process group still ran ${options.graceMs} ms after SIGTERM: SIGKILL`);
   await signalAll("KILL", pids);
   return (await ours()).length === 0 ? "orphans-stopped" : "survived";
 }

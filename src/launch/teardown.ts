@@ -114,7 +114,10 @@ async function stopOnNode(context: TeardownContext, nodeName: string, processes:
     await Promise.all(
       processes.map(async (process, i) => {
         try {
-          outcomes[i] = { process, outcome: await stopWithRetry(node, process, { ...stop, seenGone: context.seenGone?.has(processKey(process)) === true }) };
+          // A process that outlives its grace period is said as it is killed, not only once it is gone.
+          const onKill = (detail: string): void =>
+            context.onEvent?.({ at: new Date().toISOString(), step: `${processLabel(process.role, process.index)}-killing`, detail: `${detail} (on ${nodeName})` });
+          outcomes[i] = { process, outcome: await stopWithRetry(node, process, { ...stop, seenGone: context.seenGone?.has(processKey(process)) === true, onKill }) };
         } catch (error) {
           outcomes[i] = { process, error: messageOf(error) };
         }
