@@ -90,6 +90,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
 
     // Wait for its health endpoint.
     await waitHealthy(serverNode, server, url, readiness, request.deadlines.coordinatorHealthMs, stopped);
+    stopped.close();
     event("coordinator-healthy", url);
 
     // Generate one token through the whole pipeline.
@@ -130,6 +131,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     event("ready", url);
     return { coordinatorUrl: url, timeline };
   } catch (error) {
+    stopped.close();
     const failure = await causeInStageLogs(request, nodes, entry, asLaunchError(error));
     event("launch-failed", `${failure.reason} at ${failure.step}: ${failure.message}`);
     try {
@@ -402,7 +404,7 @@ async function waitStageUp(
   const state = await waitUntil(async () => {
     if (await isUp()) return "up";
     if (!(await liveness.isAliveOrUnknown())) return "exited";
-    await stopped.look(awaited);
+    stopped.look(awaited);
     return undefined;
   }, timing);
   if (state === "up") return;
@@ -430,7 +432,7 @@ async function waitHealthy(node: NodeAccess, process: LedgerProcess, url: string
     async () => {
       if (await isCoordinatorHealthy(url, readiness)) return "healthy";
       if (!(await liveness.isAliveOrUnknown())) return "exited";
-      await stopped.look(awaited);
+      stopped.look(awaited);
       return undefined;
     },
     { deadlineMs, intervalMs: 100 },

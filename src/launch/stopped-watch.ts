@@ -5,7 +5,7 @@
  * such a wait (60 s for the stages, 120 s for /health by default), and meanwhile the status said
  * nothing but "its processes are starting". So while a launch waits, the processes it has started
  * are looked at (one `ps` per node, each bounded as every question of a wait) at most once per
- * `intervalMs`; a process seen stopped on `sightings` looks in a row is said at once, as a timeline
+ * `intervalMs`, beside the wait (a look at a silent node never holds it past its deadline); a process seen stopped on `sightings` looks in a row is said at once, as a timeline
  * event the status file shows while the wait goes on (`stage-N-paused`, `coordinator-paused`; and
  * `…-resumed` when it runs again), and the phase's timeout names it. The wait itself keeps its
  * deadline: a process may be continued, and the launch then goes on.
@@ -31,10 +31,12 @@ export interface AwaitedPhase {
 }
 
 export interface StoppedWatch {
-  /** Look again, unless the last look was less than `intervalMs` ago. */
-  look(phase: AwaitedPhase): Promise<void>;
+  /** Start a look, unless one is under way or the last began less than `intervalMs` ago; returns at once. */
+  look(phase: AwaitedPhase): void;
   /** What a timeout's message adds: "; stage-0 on n1 is stopped (…) since …", or "" when none is. */
   words(): string;
+  /** The launch stopped waiting: a look still under way says nothing more. */
+  close(): void;
 }
 
 interface Sighting {
@@ -53,35 +55,45 @@ export function watchStopped(
   const { intervalMs = 1_000, sightings = 2 } = options;
   const seen = new Map<string, Sighting>();
   let lastLook = 0;
+  let looking = false;
+  let closed = false;
+  const lookOnce = async (phase: AwaitedPhase): Promise<void> => {
+    const started = { cluster: entry.cluster, processes: entry.processes.filter((p) => p.pid > 0), ports: [] };
+    if (started.processes.length === 0) return;
+    const { stopped, answered } = await lookForStoppedMembers(started, nodeFor, defaultReachMs);
+    if (closed) return;
+    const now = new Date().toISOString();
+    for (const member of stopped) {
+      const label = processLabel(member.process.role, member.process.index);
+      const sighting = seen.get(label) ?? { member, count: 0, since: now, said: false };
+      sighting.member = member;
+      sighting.count += 1;
+      seen.set(label, sighting);
+      if (sighting.said || sighting.count < sightings) continue;
+      sighting.said = true;
+      event(
+        `${label}-paused`,
+        `stopped (${describeStopped(member)}) on ${member.process.node}, ${sighting.count} looks in a row since ${sighting.since}: ` +
+          `the launch waits for ${phase.what} until ${phase.until.toISOString()}, which cannot happen while it is stopped (kill -CONT ${member.pid} continues it); then everything started is torn down`,
+      );
+    }
+    // A process its node says is no longer stopped runs again (or is gone, which the wait itself
+    // finds); one whose node did not answer this look is neither.
+    for (const [label, sighting] of seen) {
+      if (!answered.has(sighting.member.process.node) || stopped.some((m) => m.process === sighting.member.process)) continue;
+      seen.delete(label);
+      if (sighting.said) event(`${label}-resumed`, `pid ${sighting.member.pid} on ${sighting.member.process.node} is no longer stopped`);
+    }
+  };
   return {
-    async look(phase) {
-      if (Date.now() - lastLook < intervalMs) return;
+    look(phase) {
+      if (closed || looking || Date.now() - lastLook < intervalMs) return;
       lastLook = Date.now();
-      const started = { cluster: entry.cluster, processes: entry.processes.filter((p) => p.pid > 0), ports: [] };
-      if (started.processes.length === 0) return;
-      const { stopped, answered } = await lookForStoppedMembers(started, nodeFor, defaultReachMs);
-      const now = new Date().toISOString();
-      for (const member of stopped) {
-        const label = processLabel(member.process.role, member.process.index);
-        const sighting = seen.get(label) ?? { member, count: 0, since: now, said: false };
-        sighting.member = member;
-        sighting.count += 1;
-        seen.set(label, sighting);
-        if (sighting.said || sighting.count < sightings) continue;
-        sighting.said = true;
-        event(
-          `${label}-paused`,
-          `stopped (${describeStopped(member)}) on ${member.process.node}, ${sighting.count} looks in a row since ${sighting.since}: ` +
-            `the launch waits for ${phase.what} until ${phase.until.toISOString()}, which cannot happen while it is stopped (kill -CONT ${member.pid} continues it); then everything started is torn down`,
-        );
-      }
-      // A process its node says is no longer stopped runs again (or is gone, which the wait itself
-      // finds); one whose node did not answer this look is neither.
-      for (const [label, sighting] of seen) {
-        if (!answered.has(sighting.member.process.node) || stopped.some((m) => m.process === sighting.member.process)) continue;
-        seen.delete(label);
-        if (sighting.said) event(`${label}-resumed`, `pid ${sighting.member.pid} on ${sighting.member.process.node} is no longer stopped`);
-      }
+      looking = true;
+      void lookOnce(phase).finally(() => (looking = false));
+    },
+    close() {
+      closed = true;
     },
     words() {
       const said = [...seen.entries()].filter(([, s]) => s.said);
