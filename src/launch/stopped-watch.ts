@@ -5,7 +5,8 @@
  * such a wait (60 s for the stages, 120 s for /health by default), and meanwhile the status said
  * nothing but "its processes are starting". So while a launch waits, the processes it has started
  * are looked at (one `ps` per node, each bounded as every question of a wait) at most once per
- * `intervalMs`, beside the wait (a look at a silent node never holds it past its deadline); a process seen stopped on `sightings` looks in a row is said at once, as a timeline
+ * `intervalMs`, beside the wait (a look at a silent node never holds it past its deadline); a
+ * process seen stopped on `sightings` looks in a row is said at once, as a timeline
  * event the status file shows while the wait goes on (`stage-N-paused`, `coordinator-paused`; and
  * `…-resumed` when it runs again), and the phase's timeout names it. The wait itself keeps its
  * deadline: a process may be continued, and the launch then goes on.
@@ -90,7 +91,10 @@ export function watchStopped(
       if (closed || looking || Date.now() - lastLook < intervalMs) return;
       lastLook = Date.now();
       looking = true;
-      void lookOnce(phase).finally(() => (looking = false));
+      // A look is advice beside the wait: one that fails (a node that cannot be asked) says nothing.
+      void lookOnce(phase)
+        .catch(() => undefined)
+        .finally(() => (looking = false));
     },
     close() {
       closed = true;
