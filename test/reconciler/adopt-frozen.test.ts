@@ -5,52 +5,23 @@
  * unanswered /health probes) takes it to False. Before, the adopting pass wrote Ready True.
  */
 import { readFile } from "node:fs/promises";
-import { afterAll, beforeAll, expect, test } from "vitest";
-import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
-import { statusFileFor } from "../../src/reconciler/index.js";
 import { join } from "node:path";
-import {
-  conditionOf,
-  definitionText,
-  enginePidOf,
-  enginesOf,
-  freePort,
-  freePortRange,
-  isReadyAt,
-  removeDefinition,
-  revisionOf,
-  sleep,
-  startInProcessDaemon,
-  startWorld,
-  waitForStatus,
-  writeDefinition,
-  type DaemonWorld,
-} from "./daemon-fixture.js";
+import { expect, test } from "vitest";
+import type { ClusterStatus } from "../../src/reconciler/index.js";
+import { statusFileFor } from "../../src/reconciler/index.js";
+import { conditionOf, enginePidOf, isReadyAt, sleep, waitForStatus } from "./daemon-fixture.js";
+import { useDaemonWorld } from "./use-daemon-world.js";
 
-let world: DaemonWorld;
-let daemon: Daemon | undefined;
+// The daemon is started by the test: the cluster must run before the restart it adopts it at.
+const dw = useDaemonWorld({ sshNodes: 2, daemon: "none" });
 const name = "frozen";
 
-beforeAll(async () => {
-  world = await startWorld({ sshNodes: 2 });
-});
-
-afterAll(async () => {
-  if (world !== undefined && daemon !== undefined) await removeDefinition(world, name);
-  await daemon?.stop();
-  const left = world === undefined ? [] : await enginesOf(world);
-  await world?.close();
-  expect(left).toEqual([]);
-});
-
 test("adopting a frozen coordinator after a restart: Ready is never True until the monitor has judged it", async () => {
-  const hosts = ["127.0.0.1", ...world.hosts.values()];
-  await writeDefinition(world, name, definitionText(world, { nodes: ["n1", "n2"], port: await freePort(), portRange: await freePortRange(hosts) }));
-  const revision = await revisionOf(world, name);
-  daemon = await startInProcessDaemon(world);
+  const { world } = dw;
+  const revision = await dw.define(name, { nodes: ["n1", "n2"] });
+  await dw.startDaemon();
   const ready = await waitForStatus(world, name, (s) => isReadyAt(s, revision) && s.coordinator?.pid !== undefined);
-  await daemon.stop();
-  daemon = undefined;
+  await dw.stopDaemon();
   const coordinator = await enginePidOf(ready.coordinator!.pid!);
   process.kill(coordinator, "SIGSTOP");
   const file = statusFileFor(join(world.clustersDir, `${name}.toml`));
@@ -58,7 +29,7 @@ test("adopting a frozen coordinator after a restart: Ready is never True until t
   // Every status the new daemon writes, until Ready is withdrawn.
   const written: ClusterStatus[] = [];
   try {
-    daemon = await startInProcessDaemon(world);
+    await dw.startDaemon();
     const deadline = Date.now() + 15_000;
     let last = before;
     while (Date.now() < deadline) {

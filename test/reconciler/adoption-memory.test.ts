@@ -4,60 +4,14 @@
  * seconds old) and the restart count of the revision dropped to 0. Real daemon processes, stopped
  * with SIGTERM (clusters keep running) and started again; run `npm run build` first.
  */
-import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
+import { expect, test } from "vitest";
 import { Ledger } from "../../src/launch/index.js";
-import {
-  definitionText,
-  enginesOf,
-  freePort,
-  freePortRange,
-  isReadyAt,
-  revisionOf,
-  runShardctl,
-  sleep,
-  spawnDaemon,
-  startWorld,
-  waitForStatus,
-  waitWatching,
-  writeDefinition,
-  writeSettings,
-  type DaemonWorld,
-  type SpawnedDaemon,
-} from "./daemon-fixture.js";
+import { definitionText, isReadyAt, revisionOf, runShardctl, sleep, waitForStatus, writeDefinition, type SpawnedDaemon } from "./daemon-fixture.js";
+import { useDaemonWorld } from "./use-daemon-world.js";
 
-let world: DaemonWorld;
-const daemons: SpawnedDaemon[] = [];
-
-beforeAll(async () => {
-  world = await startWorld();
-  // Two local nodes of this machine, distributed serving on: a real cluster.
-  await writeSettings(world, { enabled: true });
-});
-
-afterAll(async () => {
-  for (const d of daemons) if (d.child.exitCode === null && d.child.signalCode === null) d.child.kill("SIGKILL");
-  const left = world === undefined ? [] : await enginesOf(world);
-  for (const line of left) {
-    try {
-      process.kill(Number(line.split(/\s+/)[0]), "SIGKILL");
-    } catch {
-      // already gone
-    }
-  }
-  await world?.close();
-  expect(left).toEqual([]);
-});
-
-afterEach(() => {
-  expect(world.audit.problems).toEqual([]);
-});
-
-async function start(): Promise<SpawnedDaemon> {
-  const d = await spawnDaemon(world);
-  daemons.push(d);
-  await waitWatching(d);
-  return d;
-}
+// Two local nodes of this machine, distributed serving on: a real cluster. The tests spawn the daemons.
+const dw = useDaemonWorld({ settings: { enabled: true }, daemon: "none" });
+const start = (): Promise<SpawnedDaemon> => dw.spawnDaemon();
 
 /** SIGTERM: the daemon exits 0 and leaves its clusters running. */
 async function stop(d: SpawnedDaemon): Promise<void> {
@@ -66,7 +20,8 @@ async function stop(d: SpawnedDaemon): Promise<void> {
 }
 
 test("after a daemon restart the adopted cluster keeps its stage cards' since and its launch count", async () => {
-  const text = definitionText(world, { nodes: ["l1", "l2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]) });
+  const { world } = dw;
+  const text = definitionText(world, { nodes: ["l1", "l2"], ...(await dw.freeAddresses()) });
   await writeDefinition(world, "keep", text);
   const revision = await revisionOf(world, "keep");
   let daemon = await start();

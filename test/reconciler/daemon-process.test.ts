@@ -5,62 +5,14 @@
  */
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
+import { expect, test } from "vitest";
 import { Ledger, type LedgerEntry } from "../../src/launch/index.js";
-import {
-  conditionOf,
-  definitionText,
-  enginesOf,
-  freePort,
-  freePortRange,
-  isReadyAt,
-  readStatusFile,
-  revisionOf,
-  sleep,
-  spawnDaemon,
-  startWorld,
-  waitForStatus,
-  waitWatching,
-  writeDefinition,
-  writeSettings,
-  writeSlowEngine,
-  type DaemonWorld,
-  type SpawnedDaemon,
-} from "./daemon-fixture.js";
+import { conditionOf, enginesOf, isReadyAt, readStatusFile, sleep, waitForStatus, writeSlowEngine, type SpawnedDaemon } from "./daemon-fixture.js";
+import { useDaemonWorld } from "./use-daemon-world.js";
 
-let world: DaemonWorld;
-const daemons: SpawnedDaemon[] = [];
-
-beforeAll(async () => {
-  world = await startWorld({ sshNodes: 2 });
-  await writeSettings(world, { restartBudget: 3 });
-});
-
-afterAll(async () => {
-  for (const d of daemons) if (d.child.exitCode === null && d.child.signalCode === null) d.child.kill("SIGKILL");
-  const left = world === undefined ? [] : await enginesOf(world);
-  // Whatever a failed test left: kill it by pid (only processes of this world).
-  for (const line of left) {
-    try {
-      process.kill(Number(line.split(/\s+/)[0]), "SIGKILL");
-    } catch {
-      // already gone
-    }
-  }
-  await world?.close();
-  expect(left).toEqual([]);
-});
-
-afterEach(() => {
-  expect(world.audit.problems).toEqual([]);
-});
-
-async function start(): Promise<SpawnedDaemon> {
-  const d = await spawnDaemon(world);
-  daemons.push(d);
-  await waitWatching(d);
-  return d;
-}
+// The tests spawn the daemons (real processes); any still running afterwards is killed.
+const dw = useDaemonWorld({ sshNodes: 2, settings: { restartBudget: 3 }, daemon: "none" });
+const start = (): Promise<SpawnedDaemon> => dw.spawnDaemon();
 
 async function stopGracefully(d: SpawnedDaemon): Promise<number | null> {
   d.child.kill("SIGTERM");
@@ -69,8 +21,7 @@ async function stopGracefully(d: SpawnedDaemon): Promise<number | null> {
 
 test("a second daemon on the same directory is refused, naming the first one's pid", async () => {
   const first = await start();
-  const second = await spawnDaemon(world);
-  daemons.push(second);
+  const second = await dw.spawnDaemon({ waitWatching: false });
   const code = await second.exited;
   expect(code).toBe(1);
   expect(second.stderr()).toContain(`pid ${first.child.pid}`);
@@ -81,11 +32,10 @@ test("a second daemon on the same directory is refused, naming the first one's p
 });
 
 test("kill -9 of the daemon during a launch → the next start leaves no orphan and converges; SIGTERM leaves it running, the next daemon adopts it", async () => {
+  const { world } = dw;
   const ledger = new Ledger(world.stateDir);
   const slow = await writeSlowEngine(world, 1);
-  const hosts = ["127.0.0.1", ...world.hosts.values()];
-  await writeDefinition(world, "kappa", definitionText(world, { nodes: ["n1", "n2"], binary: slow, port: await freePort(), portRange: await freePortRange(hosts) }));
-  const revision = await revisionOf(world, "kappa");
+  const revision = await dw.define("kappa", { nodes: ["n1", "n2"], binary: slow });
   const first = await start();
 
   // While it launches, Ready says so (not the staging that came before).

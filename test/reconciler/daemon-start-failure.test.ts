@@ -4,23 +4,18 @@
  * started once the address is free runs.
  */
 import { createServer, type AddressInfo } from "node:net";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { isShardctlError } from "../../src/errors/index.js";
 import { enableDashboard } from "../dashboard/support.js";
 import { allocateHost } from "../support/test-world.js";
-import { definitionText, readStatusFile, sleep, startInProcessDaemon, startWorld, waitForStatus, writeDefinition, type DaemonWorld } from "./daemon-fixture.js";
+import { definitionText, readStatusFile, sleep, startInProcessDaemon, waitForStatus, writeDefinition } from "./daemon-fixture.js";
+import { useDaemonWorld } from "./use-daemon-world.js";
 
-let world: DaemonWorld;
-
-beforeAll(async () => {
-  world = await startWorld();
-});
-
-afterAll(async () => {
-  await world?.close();
-});
+// The test starts its daemons itself: the first start is the one that must fail.
+const dw = useDaemonWorld({ daemon: "none" });
 
 it("a taken dashboard address: start fails with DashboardListenFailed, no pass runs, the lock is given back", async () => {
+  const { world } = dw;
   const host = await allocateHost();
   const holder = createServer();
   await new Promise<void>((resolve) => holder.listen(0, host, resolve));

@@ -3,72 +3,43 @@
  * Ready, edit → replaced, stop, prune, invalid edit, suspend, rapid edits, the mass-prune guard,
  * and `wait` against a stale Ready. Every status file version written is checked against the schema.
  */
-import { readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
+import { beforeAll, describe, expect, test } from "vitest";
 import { Ledger } from "../../src/launch/index.js";
-import type { Daemon } from "../../src/reconciler/index.js";
 import {
   chat,
   commitDefinition,
   conditionOf,
   definitionText,
   enginesOf,
-  freePort,
-  freePortRange,
   isReadyAt,
   processesOf,
   readStatusFile,
   revisionOf,
   runShardctl,
   sleep,
-  startInProcessDaemon,
-  startWorld,
   waitForStatus,
   writeDefinition,
   writeSettings,
   type DaemonWorld,
   type DefinitionOptions,
 } from "./daemon-fixture.js";
+import { useDaemonWorld } from "./use-daemon-world.js";
 
-let world: DaemonWorld;
-let daemon: Daemon;
-let ledger: Ledger;
 // A short resync: a probe that could not tell (an SSH hiccup under load) is looked at again soon.
-const resyncMs = 2_000;
+const dw = useDaemonWorld({ sshNodes: 3, settings: { restartBudget: 3 }, resyncMs: 2_000 });
+let world: DaemonWorld;
+let ledger: Ledger;
 
-beforeAll(async () => {
-  world = await startWorld({ sshNodes: 3 });
-  await writeSettings(world, { restartBudget: 3 });
+beforeAll(() => {
+  world = dw.world;
   ledger = new Ledger(world.stateDir);
-  daemon = await startInProcessDaemon(world, resyncMs);
-});
-
-afterAll(async () => {
-  await daemon?.stop();
-  // Leave nothing running: tear down whatever the tests left (clusters are desired state).
-  const d = await startInProcessDaemon(world).catch(() => undefined);
-  if (d !== undefined) {
-    for (const file of await readdir(world.clustersDir)) {
-      if (file.endsWith(".toml")) await rm(join(world.clustersDir, file));
-    }
-    await writeSettings(world, { allowMassPrune: true });
-    await waitUntil(async () => (await ledger.list()).length === 0, 20_000).catch(() => undefined);
-    await d.stop();
-  }
-  const left = world === undefined ? [] : await enginesOf(world);
-  await world?.close();
-  expect(left).toEqual([]);
-});
-
-afterEach(() => {
-  expect(world.audit.problems).toEqual([]);
 });
 
 /** A definition on SSH nodes with a free coordinator port and a free transport port range. */
 async function definition(o: Partial<DefinitionOptions> & { nodes: string[] }): Promise<string> {
-  const hosts = ["127.0.0.1", ...world.hosts.values()];
-  return definitionText(world, { port: await freePort(), portRange: await freePortRange(hosts), ...o });
+  return definitionText(world, { ...(await dw.freeAddresses()), ...o });
 }
 
 async function waitUntil(check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
@@ -269,7 +240,7 @@ describe("daemon", () => {
     const r1 = await revisionOf(world, "eps");
     await waitForStatus(world, "eps", (s) => isReadyAt(s, r1));
     // Stop the daemon, change the definition: the status still says Ready, at the old revision.
-    await daemon.stop();
+    await dw.stopDaemon();
     const text = (await readFile(join(world.clustersDir, "eps.toml"), "utf8")).replace("context_length = 256", "context_length = 300");
     await writeDefinition(world, "eps", text);
     const r2 = await revisionOf(world, "eps");
@@ -285,7 +256,7 @@ describe("daemon", () => {
     expect(old.code).toBe(0);
 
     // A restarted daemon converges to the new revision; wait then returns 0.
-    daemon = await startInProcessDaemon(world, resyncMs);
+    await dw.startDaemon();
     const waited = await runShardctl(world, ["wait", "eps", "--for", "condition=Ready", "--revision", "HEAD", "--timeout", "40s"]);
     expect(waited.code).toBe(0);
     expect(isReadyAt((await readStatusFile(world, "eps"))!, r2)).toBe(true);
@@ -295,9 +266,8 @@ describe("daemon", () => {
     const r = await revisionOf(world, "eps");
     const pids = await enginePidsOf("eps");
     const before = (await ledger.read("eps"))!;
-    await daemon.stop();
-    daemon = await startInProcessDaemon(world, resyncMs);
-    await daemon.whenIdle();
+    await dw.stopDaemon();
+    await (await dw.startDaemon()).whenIdle();
     const status = await waitForStatus(world, "eps", (s) => isReadyAt(s, r) && s.history.length > 0);
     expect(await enginePidsOf("eps")).toEqual(pids);
     expect((await ledger.read("eps"))?.startedAt).toBe(before.startedAt);

@@ -5,53 +5,17 @@
  * spent budget says why. The monitor here neither watches exits nor polls within the test, so only
  * the daemon's resync pass can find the death.
  */
-import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
-import type { Daemon } from "../../src/reconciler/index.js";
-import {
-  conditionOf,
-  definitionText,
-  enginePidOf,
-  enginesOf,
-  freePort,
-  freePortRange,
-  isReadyAt,
-  removeDefinition,
-  revisionOf,
-  startInProcessDaemon,
-  startWorld,
-  waitForStatus,
-  writeDefinition,
-  writeSettings,
-  type DaemonWorld,
-} from "./daemon-fixture.js";
+import { expect, test } from "vitest";
+import { conditionOf, enginePidOf, enginesOf, waitForStatus } from "./daemon-fixture.js";
+import { useDaemonWorld } from "./use-daemon-world.js";
 
-let world: DaemonWorld;
-let daemon: Daemon;
-
-beforeAll(async () => {
-  world = await startWorld({ sshNodes: 2 });
-  await writeSettings(world, { restartBudget: 1 });
-  // Resync every second; the monitor would first poll in ten minutes and watches no exits.
-  daemon = await startInProcessDaemon(world, 1_000, { pollIntervalMs: 600_000, exitWatch: false });
-});
-
-afterAll(async () => {
-  if (world !== undefined) await removeDefinition(world, "found");
-  await daemon?.stop();
-  const left = world === undefined ? [] : await enginesOf(world);
-  await world?.close();
-  expect(left).toEqual([]);
-});
-
-afterEach(() => {
-  expect(world.audit.problems).toEqual([]);
-});
+// Resync every second; the monitor would first poll in ten minutes and watches no exits.
+const dw = useDaemonWorld({ sshNodes: 2, settings: { restartBudget: 1 }, resyncMs: 1_000, monitor: { pollIntervalMs: 600_000, exitWatch: false } });
 
 test("a stage killed while only passes look: evidence names it, with its signal and log tail; the stall says why", async () => {
-  const hosts = ["127.0.0.1", ...world.hosts.values()];
-  await writeDefinition(world, "found", definitionText(world, { nodes: ["n1", "n2"], port: await freePort(), portRange: await freePortRange(hosts) }));
-  const revision = await revisionOf(world, "found");
-  const ready = await waitForStatus(world, "found", (s) => isReadyAt(s, revision) && s.stages.length === 2 && s.stages.every((c) => c.alive));
+  const { world } = dw;
+  const revision = await dw.define("found", { nodes: ["n1", "n2"] });
+  const ready = await dw.waitServing("found", revision);
   expect(ready.restarts).toMatchObject({ count: 1, budget: 1, evidence: [] });
 
   process.kill(await enginePidOf(ready.stages[1]!.pid!), "SIGKILL");

@@ -11,18 +11,8 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { checkoutHeadOf } from "../../src/reconciler/git-commit.js";
-import type { Daemon } from "../../src/reconciler/index.js";
-import {
-  commitDefinition,
-  definitionText,
-  readStatusFile,
-  runShardctl,
-  startInProcessDaemon,
-  startWorld,
-  waitForStatus,
-  writeDefinition,
-  type DaemonWorld,
-} from "./daemon-fixture.js";
+import { commitDefinition, definitionText, readStatusFile, runShardctl, waitForStatus, writeDefinition } from "./daemon-fixture.js";
+import { useDaemonWorld } from "./use-daemon-world.js";
 
 const run = promisify(execFile);
 
@@ -122,18 +112,10 @@ describe("checkoutHeadOf", () => {
 });
 
 describe("the status file and `shardctl status`", () => {
-  let world: DaemonWorld;
-  let daemon: Daemon;
-  beforeAll(async () => {
-    world = await startWorld();
-    daemon = await startInProcessDaemon(world);
-  });
-  afterAll(async () => {
-    await daemon?.stop();
-    await world?.close();
-  });
+  const dw = useDaemonWorld();
 
   test("gitCommit stays the commit that changed the definition; gitHead follows the checkout", async () => {
+    const { world } = dw;
     const text = definitionText(world, { nodes: ["l1", "l2"] });
     const changed = await commitDefinition(world, "g1", text);
     await waitForStatus(world, "g1", (s) => s.gitCommit === changed && s.gitHead === changed);

@@ -3,57 +3,33 @@
  * to its commit once, plans from that commit and stages that commit's files on every node — even
  * when the branch moves on to another model in between.
  */
-import { readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { afterAll, expect, test } from "vitest";
 import { makeTestModel } from "../../src/planner/test-model/index.js";
-import type { Daemon } from "../../src/reconciler/index.js";
 import { startHubServer, type HubServer } from "../support/hub-server.js";
-import {
-  enginesOf,
-  freePort,
-  freePortRange,
-  isReadyAt,
-  readStatusFile,
-  revisionOf,
-  sleep,
-  startInProcessDaemon,
-  startWorld,
-  waitForStatus,
-  writeDefinition,
-  writeSettings,
-  type DaemonWorld,
-} from "./daemon-fixture.js";
+import { freePort, freePortRange, isReadyAt, revisionOf, waitForStatus, writeDefinition } from "./daemon-fixture.js";
+import { useDaemonWorld } from "./use-daemon-world.js";
 
 const first = "1".repeat(40);
 const second = "2".repeat(40);
-let world: DaemonWorld;
 let hub: HubServer;
-let daemon: Daemon;
 let movedTo: string;
 
-beforeAll(async () => {
-  world = await startWorld();
-  movedTo = join(world.root, "models", "six-layers");
-  await makeTestModel(movedTo, { layers: 6, hidden: 64, heads: 4, kvHeads: 2, vocab: 320, seed: 12 });
-  hub = await startHubServer({ repos: [{ repo: "test-org/tiny", commit: first, dir: world.modelDir }] });
-  await writeSettings(world, { enabled: true });
-  await writeFile(world.settingsFile, `[hub]\nendpoint = "${hub.endpoint}"\n\n${await readFile(world.settingsFile, "utf8")}`);
-  daemon = await startInProcessDaemon(world);
+// Registered before the world's take-down, so it runs after it (after hooks run last-registered
+// first): the hub answers while the cluster is pruned.
+afterAll(async () => {
+  await hub?.close();
 });
 
-afterAll(async () => {
-  // The daemon leaves clusters running when it stops (they are desired state): prune first.
-  if (daemon !== undefined) {
-    await rm(join(world.clustersDir, "hubbed.toml"), { force: true });
-    const deadline = Date.now() + 20_000;
-    while ((await readStatusFile(world, "hubbed")) !== undefined && Date.now() < deadline) await sleep(100);
-  }
-  await daemon?.stop();
-  await hub?.close();
-  const left = world === undefined ? [] : await enginesOf(world);
-  await world?.close();
-  expect(left).toEqual([]);
+const dw = useDaemonWorld({
+  settings: { enabled: true },
+  prepare: async (world) => {
+    movedTo = join(world.root, "models", "six-layers");
+    await makeTestModel(movedTo, { layers: 6, hidden: 64, heads: 4, kvHeads: 2, vocab: 320, seed: 12 });
+    hub = await startHubServer({ repos: [{ repo: "test-org/tiny", commit: first, dir: world.modelDir }] });
+    await writeFile(world.settingsFile, `[hub]\nendpoint = "${hub.endpoint}"\n\n${await readFile(world.settingsFile, "utf8")}`);
+  },
 });
 
 test("plans and stages the commit the branch pointed at, on every node, though the branch moves on", async () => {
@@ -75,6 +51,7 @@ test("plans and stages the commit the branch pointed at, on every node, though t
     "register = false",
     "",
   ].join("\n");
+  const { world } = dw;
   await writeDefinition(world, "hubbed", definition);
   const revision = await revisionOf(world, "hubbed");
   // Once planned, "main" moves to a six-layer model; the launch must still be the four-layer commit.

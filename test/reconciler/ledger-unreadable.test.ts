@@ -6,49 +6,22 @@
  */
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, beforeAll, expect, test } from "vitest";
-import type { Daemon } from "../../src/reconciler/index.js";
+import { expect, test } from "vitest";
 import { dropReconcileRequest } from "../../src/reconciler/index.js";
 import { loadSettings } from "../../src/spec/index.js";
-import {
-  conditionOf,
-  definitionText,
-  enginesOf,
-  freePort,
-  freePortRange,
-  isReadyAt,
-  removeDefinition,
-  startInProcessDaemon,
-  startWorld,
-  waitForStatus,
-  writeDefinition,
-  writeSettings,
-  type DaemonWorld,
-} from "./daemon-fixture.js";
+import { conditionOf, enginesOf, isReadyAt, waitForStatus } from "./daemon-fixture.js";
+import { useDaemonWorld } from "./use-daemon-world.js";
 
-let world: DaemonWorld;
-let daemon: Daemon | undefined;
-
-beforeAll(async () => {
-  world = await startWorld();
-  await writeSettings(world, { enabled: true, restartBudget: 2 });
-});
-
-afterAll(async () => {
-  if (world !== undefined && daemon !== undefined) await removeDefinition(world, "damaged", 60_000);
-  await daemon?.stop();
-  if (world !== undefined) {
-    expect(await enginesOf(world)).toEqual([]);
-    await world.close();
-  }
-}, 120_000);
+// The test starts the daemon once the damaged entry is in place.
+const dw = useDaemonWorld({ settings: { enabled: true, restartBudget: 2 }, daemon: "none" });
 
 test("a damaged ledger entry: the daemon starts, the cluster's status names the file and what to do, nothing is launched until it is dealt with", async () => {
+  const { world } = dw;
   const ledgerFile = join(world.stateDir, "ledger", "damaged.json");
   await mkdir(join(world.stateDir, "ledger"), { recursive: true });
   await writeFile(ledgerFile, '{"broken');
-  await writeDefinition(world, "damaged", definitionText(world, { nodes: ["l1", "l2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]) }));
-  daemon = await startInProcessDaemon(world);
+  await dw.define("damaged", { nodes: ["l1", "l2"] });
+  await dw.startDaemon();
   const stalled = await waitForStatus(world, "damaged", (s) => s.health === "Stalled");
   expect(conditionOf(stalled, "Stalled")).toMatchObject({ status: "True", reason: "LedgerEntryUnreadable" });
   expect(conditionOf(stalled, "Stalled")?.message).toContain(`${ledgerFile} cannot be read: it is not JSON`);

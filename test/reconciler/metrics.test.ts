@@ -1,42 +1,26 @@
 /** `/metrics` (Prometheus text format): passes by result, pass duration, clusters by health, stages up. */
 import { readFile, writeFile } from "node:fs/promises";
-import { afterAll, beforeAll, expect, test } from "vitest";
-import type { Daemon } from "../../src/reconciler/index.js";
+import { expect, test } from "vitest";
 import { allocateHost } from "../support/test-world.js";
-import {
-  definitionText,
-  freePort,
-  revisionOf,
-  startInProcessDaemon,
-  startWorld,
-  waitForStatus,
-  writeDefinition,
-  writeSettings,
-  type DaemonWorld,
-} from "./daemon-fixture.js";
+import { definitionText, freePort, revisionOf, waitForStatus, writeDefinition } from "./daemon-fixture.js";
+import { useDaemonWorld } from "./use-daemon-world.js";
 
-let world: DaemonWorld;
-let daemon: Daemon;
 let url: string;
 
-beforeAll(async () => {
-  world = await startWorld();
-  await writeSettings(world, { enabled: false });
-  // A leased address: the port found free stays free until the daemon binds it (nobody else uses the host).
-  const host = await allocateHost();
-  const port = await freePort(host);
-  const settings = await readFile(world.settingsFile, "utf8");
-  await writeFile(world.settingsFile, settings.replace("[daemon]\n", `[daemon]\nmetrics_address = "${host}:${port}"\n`));
-  url = `http://${host}:${port}/metrics`;
-  daemon = await startInProcessDaemon(world);
-});
-
-afterAll(async () => {
-  await daemon?.stop();
-  await world?.close();
+const dw = useDaemonWorld({
+  settings: { enabled: false },
+  prepare: async (world) => {
+    // A leased address: the port found free stays free until the daemon binds it (nobody else uses the host).
+    const host = await allocateHost();
+    const port = await freePort(host);
+    const settings = await readFile(world.settingsFile, "utf8");
+    await writeFile(world.settingsFile, settings.replace("[daemon]\n", `[daemon]\nmetrics_address = "${host}:${port}"\n`));
+    url = `http://${host}:${port}/metrics`;
+  },
 });
 
 test("serves passes by result, pass duration, clusters by health and stages up", async () => {
+  const { world, daemon } = dw;
   await writeDefinition(world, "m1", definitionText(world, { nodes: ["l1", "l2"] }));
   await writeDefinition(world, "m2", definitionText(world, { nodes: ["l2", "l1"], suspend: true }));
   const [r1, r2] = [await revisionOf(world, "m1"), await revisionOf(world, "m2")];

@@ -6,46 +6,20 @@
 import { watch } from "node:fs";
 import { readFile, rename, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
+import { expect, test } from "vitest";
 import { Ledger } from "../../src/launch/index.js";
-import { renderStatusSchema, type Daemon } from "../../src/reconciler/index.js";
-import {
-  conditionOf,
-  definitionText,
-  enginesOf,
-  readStatusFile,
-  repoRoot,
-  revisionOf,
-  sleep,
-  startInProcessDaemon,
-  startWorld,
-  waitForStatus,
-  writeDefinition,
-  type DaemonWorld,
-} from "./daemon-fixture.js";
+import { renderStatusSchema } from "../../src/reconciler/index.js";
+import { conditionOf, definitionText, enginesOf, readStatusFile, repoRoot, revisionOf, sleep, waitForStatus, writeDefinition } from "./daemon-fixture.js";
+import { useDaemonWorld } from "./use-daemon-world.js";
 
-let world: DaemonWorld;
-let daemon: Daemon;
-
-beforeAll(async () => {
-  world = await startWorld();
-  daemon = await startInProcessDaemon(world);
-});
-
-afterAll(async () => {
-  await daemon?.stop();
-  await world?.close();
-});
-
-afterEach(() => {
-  expect(world.audit.problems).toEqual([]);
-});
+const dw = useDaemonWorld();
 
 test("schemas/status.schema.json is not stale: it is what renderStatusSchema() generates (npm run schemas)", async () => {
   expect(await readFile(join(repoRoot, "schemas/status.schema.json"), "utf8")).toBe(renderStatusSchema());
 });
 
 test("distributed disabled → planned, nothing launched, health Disabled, status says why", async () => {
+  const { world } = dw;
   await writeDefinition(world, "plain", definitionText(world, { nodes: ["l1", "l2"] }));
   const revision = await revisionOf(world, "plain");
   const status = await waitForStatus(world, "plain", (s) => s.observedRevision === revision && s.health === "Disabled");
@@ -64,6 +38,7 @@ test("distributed disabled → planned, nothing launched, health Disabled, statu
 });
 
 test("the status file is written only when its content changes, and writing it triggers nothing", async () => {
+  const { world, daemon } = dw;
   const file = join(world.clustersDir, "plain.status.json");
   const before = await readFile(file, "utf8");
   const log = join(world.root, "daemon.log");
@@ -102,6 +77,7 @@ test("the status file is written only when its content changes, and writing it t
 });
 
 test("an infeasible plan stalls with the planner's reason", async () => {
+  const { world } = dw;
   const text = definitionText(world, { nodes: ["l1", "l2"] }).replace("context_length = 256", "context_length = 16000000");
   await writeDefinition(world, "huge", text);
   const status = await waitForStatus(world, "huge", (s) => s.health === "Stalled");

@@ -6,69 +6,36 @@
  * runs in this process on two local nodes.
  */
 import { createServer } from "node:net";
-import { afterAll, beforeAll, expect, test } from "vitest";
-import type { Daemon } from "../../src/reconciler/index.js";
-import {
-  conditionOf,
-  definitionText,
-  enginesOf,
-  freePort,
-  freePortRange,
-  isReadyAt,
-  removeDefinition,
-  startInProcessDaemon,
-  startWorld,
-  waitForStatus,
-  writeDefinition,
-  writeSettings,
-  type DaemonWorld,
-} from "./daemon-fixture.js";
+import { expect, test } from "vitest";
+import { conditionOf, freePort, freePortRange, isReadyAt, waitForStatus } from "./daemon-fixture.js";
+import { useDaemonWorld } from "./use-daemon-world.js";
 
-let world: DaemonWorld;
-let daemon: Daemon;
-
-beforeAll(async () => {
-  world = await startWorld();
-  await writeSettings(world, { enabled: true, restartBudget: 3 });
-  daemon = await startInProcessDaemon(world);
-});
-
-afterAll(async () => {
-  if (world !== undefined) {
-    await removeDefinition(world, "third", 60_000);
-    await removeDefinition(world, "second", 60_000);
-    await removeDefinition(world, "first", 60_000);
-  }
-  await daemon?.stop();
-  if (world !== undefined) {
-    expect(await enginesOf(world)).toEqual([]);
-    await world.close();
-  }
-}, 120_000);
+const dw = useDaemonWorld({ settings: { enabled: true, restartBudget: 3 } });
 
 test("a coordinator port another cluster holds: PortInUse naming it, no launch counted; launched once the port is free", async () => {
-  const port = await freePort();
-  const range = await freePortRange(["127.0.0.1"], 8);
-  await writeDefinition(world, "first", definitionText(world, { nodes: ["l1", "l2"], port, portRange: range }));
+  const { world } = dw;
+  const { port, portRange: range } = await dw.freeAddresses();
+  await dw.define("first", { nodes: ["l1", "l2"], port, portRange: range });
   await waitForStatus(world, "first", (s) => isReadyAt(s), 90_000);
-  await writeDefinition(world, "second", definitionText(world, { nodes: ["l1", "l2"], port, portRange: range, contextLength: 128 }));
+  await dw.define("second", { nodes: ["l1", "l2"], port, portRange: range, contextLength: 128 });
   const refused = await waitForStatus(world, "second", (s) => s.lastError?.reason === "PortInUse", 60_000);
   expect(refused.lastError?.message).toContain(`[coordinator] port ${port} on local is held by cluster "first"`);
   expect(conditionOf(refused, "Ready")?.status).toBe("False");
   expect(refused.restarts).toMatchObject({ count: 0, evidence: [] });
   expect(isReadyAt((await waitForStatus(world, "first", () => true))!)).toBe(true);
   // The first moves to another port (a new launch): the second's retries find the port free.
-  await writeDefinition(world, "first", definitionText(world, { nodes: ["l1", "l2"], port: await freePort(), portRange: range }));
+  await dw.define("first", { nodes: ["l1", "l2"], port: await freePort(), portRange: range });
   await waitForStatus(world, "second", (s) => isReadyAt(s), 120_000);
   await waitForStatus(world, "first", (s) => isReadyAt(s), 60_000);
 }, 240_000);
 
 test("a coordinator port another program holds: PortInUse naming it, retried without spending the budget; launched once the port is free", async () => {
+  const { world } = dw;
   const port = await freePort();
   const holder = createServer();
   await new Promise<void>((resolve) => holder.listen(port, "127.0.0.1", resolve));
   try {
-    await writeDefinition(world, "third", definitionText(world, { nodes: ["l1", "l2"], port, portRange: await freePortRange(["127.0.0.1"], 8) }));
+    await dw.define("third", { nodes: ["l1", "l2"], port, portRange: await freePortRange(["127.0.0.1"], 8) });
     // Two launches failed on the port: neither counted, none stalled the cluster.
     const refused = await waitForStatus(world, "third", (s) => (s.restarts?.evidence.filter((e) => e.reason === "PortInUse").length ?? 0) >= 2, 90_000);
     expect(refused.lastError?.message).toContain(`127.0.0.1:${port} is already in use on local`);

@@ -3,47 +3,17 @@
  * to the router: while the old launch is torn down and the new one comes up, the embedded router
  * answers 503 with Retry-After (clients retry) — never 404 (they give up) — then 200 again.
  */
-import { afterAll, beforeAll, expect, test } from "vitest";
-import type { Daemon } from "../../src/reconciler/index.js";
-import {
-  definitionText,
-  freePort,
-  freePortRange,
-  isReadyAt,
-  removeDefinition,
-  revisionOf,
-  sleep,
-  startInProcessDaemon,
-  startWorld,
-  waitForStatus,
-  writeDefinition,
-  writeSettings,
-  type DaemonWorld,
-} from "./daemon-fixture.js";
+import { expect, test } from "vitest";
+import { sleep } from "./daemon-fixture.js";
+import { useDaemonWorld } from "./use-daemon-world.js";
 
-let world: DaemonWorld;
-let daemon: Daemon;
-
-beforeAll(async () => {
-  world = await startWorld({ sshNodes: 2 });
-  await writeSettings(world, { router: true });
-  daemon = await startInProcessDaemon(world);
-});
-
-afterAll(async () => {
-  if (world !== undefined) await removeDefinition(world, "edited");
-  await daemon?.stop();
-  await world?.close();
-});
+const dw = useDaemonWorld({ sshNodes: 2, settings: { router: true } });
 
 test("a replacing edit: 503 with Retry-After while the model comes back, never 404", async () => {
-  const hosts = ["127.0.0.1", ...world.hosts.values()];
-  const port = await freePort();
-  const range = await freePortRange(hosts);
-  const options = { nodes: ["n1", "n2"], port, portRange: range, register: true };
-  await writeDefinition(world, "edited", definitionText(world, options));
-  const first = await revisionOf(world, "edited");
-  await waitForStatus(world, "edited", (s) => isReadyAt(s, first) && s.stages.every((c) => c.alive));
+  const { world, daemon } = dw;
+  const options = { nodes: ["n1", "n2"], ...(await dw.freeAddresses()), register: true };
+  const first = await dw.define("edited", options);
+  await dw.waitServing("edited", first);
 
   // Ask the router for the model without pause while the edit is applied.
   const statuses = new Map<number, number>();
@@ -66,9 +36,8 @@ test("a replacing edit: 503 with Retry-After while the model comes back, never 4
   })();
 
   // A new context length is a new launch identity: the cluster is replaced.
-  await writeDefinition(world, "edited", definitionText(world, { ...options, contextLength: 512 }));
-  const second = await revisionOf(world, "edited");
-  await waitForStatus(world, "edited", (s) => isReadyAt(s, second) && s.stages.every((c) => c.alive));
+  const second = await dw.define("edited", { ...options, contextLength: 512 });
+  await dw.waitServing("edited", second);
   await sleep(300);
   asking = false;
   await asker;

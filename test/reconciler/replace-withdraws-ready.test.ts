@@ -4,47 +4,22 @@
 // stream recording every status it publishes) runs a two-stage cluster on two local nodes with the
 // reference engine.
 import { afterAll, beforeAll, expect, test } from "vitest";
-import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
+import type { ClusterStatus } from "../../src/reconciler/index.js";
 import { SseReader, enableDashboard } from "../dashboard/support.js";
-import {
-  conditionOf,
-  definitionText,
-  enginesOf,
-  freePort,
-  freePortRange,
-  isReadyAt,
-  removeDefinition,
-  revisionOf,
-  startInProcessDaemon,
-  startWorld,
-  waitForStatus,
-  writeDefinition,
-  writeSettings,
-  type DaemonWorld,
-} from "./daemon-fixture.js";
+import { conditionOf, isReadyAt, waitForStatus } from "./daemon-fixture.js";
+import { useDaemonWorld } from "./use-daemon-world.js";
 
-let world: DaemonWorld;
-let daemon: Daemon;
+const dw = useDaemonWorld({ settings: { enabled: true, restartBudget: 5 }, prepare: (world) => enableDashboard(world) });
 let stream: SseReader;
 
 beforeAll(async () => {
-  world = await startWorld();
-  await writeSettings(world, { enabled: true, restartBudget: 5 });
-  await enableDashboard(world);
-  daemon = await startInProcessDaemon(world);
-  stream = new SseReader(new URL("api/events", daemon.uiUrl).href);
+  stream = new SseReader(new URL("api/events", dw.daemon.uiUrl).href);
   await stream.waitFor((e) => e.event === "hello");
 });
 
-afterAll(async () => {
+afterAll(() => {
   stream?.close();
-  if (world !== undefined) await removeDefinition(world, "truth", 60_000);
-  await daemon?.stop();
-  if (world !== undefined) {
-    expect(await enginesOf(world)).toEqual([]);
-    await world.close();
-  }
-}, 120_000);
+});
 
 const statuses = (from = 0): ClusterStatus[] =>
   stream.events
@@ -53,17 +28,13 @@ const statuses = (from = 0): ClusterStatus[] =>
     .map((e) => e.data as ClusterStatus)
     .filter((s) => s.cluster === "truth");
 
-async function define(contextLength: number, port: number, portRange: string): Promise<string> {
-  const text = definitionText(world, { nodes: ["l1", "l2"], port, portRange, contextLength });
-  await writeDefinition(world, "truth", text);
-  return revisionOf(world, "truth");
-}
+const define = (contextLength: number, port: number, portRange: string): Promise<string> => dw.define("truth", { nodes: ["l1", "l2"], port, portRange, contextLength });
 
 test("a replacement withdraws Ready in the status file before it stops anything", async () => {
-  const port = await freePort();
-  const portRange = await freePortRange(["127.0.0.1"]);
+  const { world } = dw;
+  const { port, portRange } = await dw.freeAddresses();
   const first = await define(256, port, portRange);
-  const ready = await waitForStatus(world, "truth", (s) => isReadyAt(s, first) && s.stages.length === 2 && s.stages.every((c) => c.alive), 90_000);
+  const ready = await dw.waitServing("truth", first, 90_000);
   const oldPids = ready.stages.map((c) => c.pid);
   const from = stream.events.length;
 

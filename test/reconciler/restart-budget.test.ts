@@ -3,66 +3,23 @@
  * within the restart budget of its revision, then Stalled once the budget is spent, keeping the
  * evidence (exit status, last log lines) in its status; `shardctl reconcile` asks again.
  */
-import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
+import { expect, test } from "vitest";
 import { Ledger } from "../../src/launch/index.js";
-import type { Daemon } from "../../src/reconciler/index.js";
-import {
-  conditionOf,
-  definitionText,
-  enginesOf,
-  freePort,
-  freePortRange,
-  isReadyAt,
-  killStage,
-  readStatusFile,
-  removeDefinition,
-  revisionOf,
-  runShardctl,
-  sleep,
-  startInProcessDaemon,
-  startWorld,
-  waitForStatus,
-  writeDefinition,
-  writeSettings,
-  type DaemonWorld,
-} from "./daemon-fixture.js";
+import { conditionOf, enginesOf, isReadyAt, killStage, readStatusFile, runShardctl, sleep, waitForStatus } from "./daemon-fixture.js";
+import { isServingAt, useDaemonWorld } from "./use-daemon-world.js";
 
-let world: DaemonWorld;
-let daemon: Daemon;
-
-beforeAll(async () => {
-  world = await startWorld({ sshNodes: 2 });
-  await writeSettings(world, { restartBudget: 2 });
-  daemon = await startInProcessDaemon(world, 2_000);
-});
-
-afterAll(async () => {
-  if (world !== undefined) await removeDefinition(world, "crashy");
-  await daemon?.stop();
-  const left = world === undefined ? [] : await enginesOf(world);
-  await world?.close();
-  expect(left).toEqual([]);
-});
-
-afterEach(() => {
-  expect(world.audit.problems).toEqual([]);
-});
+const dw = useDaemonWorld({ sshNodes: 2, settings: { restartBudget: 2 }, resyncMs: 2_000 });
 
 test("kill -9 of a stage → torn down and relaunched within the budget, then Stalled with evidence; reconcile asks again", async () => {
-  const hosts = ["127.0.0.1", ...world.hosts.values()];
-  await writeDefinition(world, "crashy", definitionText(world, { nodes: ["n1", "n2"], port: await freePort(), portRange: await freePortRange(hosts) }));
-  const revision = await revisionOf(world, "crashy");
-  const first = await waitForStatus(world, "crashy", (s) => isReadyAt(s, revision) && s.stages.length === 2 && s.stages.every((c) => c.alive));
+  const { world } = dw;
+  const revision = await dw.define("crashy", { nodes: ["n1", "n2"] });
+  const first = await dw.waitServing("crashy", revision);
   expect(first.restarts).toMatchObject({ revision, count: 1, budget: 2, evidence: [] });
   const firstPids = first.stages.map((s) => s.pid);
 
   // Launch 2 of 2: the daemon notices the death, tears down and relaunches.
   const killed = await killStage(first, 1);
-  const second = await waitForStatus(
-    world,
-    "crashy",
-    (s) => s.restarts?.count === 2 && isReadyAt(s, revision) && s.stages.length === 2 && s.stages.every((c) => c.alive),
-  );
+  const second = await waitForStatus(world, "crashy", (s) => s.restarts?.count === 2 && isServingAt(s, revision));
   expect(second.stages.map((s) => s.pid)).not.toEqual(firstPids);
   expect(second.restarts!.evidence).toHaveLength(1);
   const evidence = second.restarts!.evidence[0]!;

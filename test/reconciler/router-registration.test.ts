@@ -5,49 +5,16 @@
  * nodes, with the embedded router on its YAML config.
  */
 import { readFile, writeFile } from "node:fs/promises";
-import { afterAll, beforeAll, expect, test } from "vitest";
-import type { Daemon } from "../../src/reconciler/index.js";
-import {
-  conditionOf,
-  definitionText,
-  enginesOf,
-  freePort,
-  freePortRange,
-  isReadyAt,
-  removeDefinition,
-  startInProcessDaemon,
-  startWorld,
-  waitForStatus,
-  writeDefinition,
-  writeSettings,
-  type DaemonWorld,
-} from "./daemon-fixture.js";
+import { expect, test } from "vitest";
+import { conditionOf, isReadyAt, waitForStatus } from "./daemon-fixture.js";
+import { useDaemonWorld } from "./use-daemon-world.js";
 
-let world: DaemonWorld;
-let daemon: Daemon;
-
-beforeAll(async () => {
-  world = await startWorld();
-  await writeSettings(world, { enabled: true, router: true });
-  // Resync every second.
-  daemon = await startInProcessDaemon(world, 1_000);
-});
-
-afterAll(async () => {
-  if (world !== undefined) await removeDefinition(world, "routed", 60_000);
-  await daemon?.stop();
-  if (world !== undefined) {
-    expect(await enginesOf(world)).toEqual([]);
-    await world.close();
-  }
-}, 120_000);
+// Resync every second.
+const dw = useDaemonWorld({ settings: { enabled: true, router: true }, resyncMs: 1_000 });
 
 test("a backend the router lost is registered again at the next resync", async () => {
-  await writeDefinition(
-    world,
-    "routed",
-    definitionText(world, { nodes: ["l1", "l2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]), register: true }),
-  );
+  const { world } = dw;
+  await dw.define("routed", { nodes: ["l1", "l2"], register: true });
   const ready = await waitForStatus(world, "routed", (s) => isReadyAt(s), 90_000);
   expect(conditionOf(ready, "Registered")).toMatchObject({ status: "True", reason: "BackendRegistered" });
   const registered = await readFile(world.routerConfig, "utf8");

@@ -5,60 +5,23 @@
  * the restart evidence — within moments of the first death record, while the teardown runs, not the
  * peer that exited because of it.
  */
-import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
-import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
-import {
-  conditionOf,
-  definitionText,
-  enginePidOf,
-  enginesOf,
-  freePort,
-  freePortRange,
-  isReadyAt,
-  readStatusFile,
-  removeDefinition,
-  revisionOf,
-  sleep,
-  startInProcessDaemon,
-  startWorld,
-  waitForStatus,
-  writeDefinition,
-  writeSettings,
-  type DaemonWorld,
-} from "./daemon-fixture.js";
+import { expect, test } from "vitest";
+import type { ClusterStatus } from "../../src/reconciler/index.js";
+import { conditionOf, enginePidOf, isReadyAt, readStatusFile, sleep, waitForStatus } from "./daemon-fixture.js";
+import { useDaemonWorld } from "./use-daemon-world.js";
 
-let world: DaemonWorld;
-let daemon: Daemon;
+// A budget left after the death: the relaunch (seconds of engine start) follows the death record,
+// so the status naming the silent member stands long enough to be read. With none left the stall
+// could overwrite it within milliseconds, between two reads of the file.
+const dw = useDaemonWorld({ sshNodes: 2, settings: { restartBudget: 2 } });
 const name = "silent";
 
-beforeAll(async () => {
-  world = await startWorld({ sshNodes: 2 });
-  // A budget left after the death: the relaunch (seconds of engine start) follows the death record,
-  // so the status naming the silent member stands long enough to be read. With none left the stall
-  // could overwrite it within milliseconds, between two reads of the file.
-  await writeSettings(world, { restartBudget: 2 });
-  daemon = await startInProcessDaemon(world);
-});
-
-afterAll(async () => {
-  if (world !== undefined) await removeDefinition(world, name);
-  await daemon?.stop();
-  const left = world === undefined ? [] : await enginesOf(world);
-  await world?.close();
-  expect(left).toEqual([]);
-});
-
-afterEach(() => {
-  expect(world.audit.problems).toEqual([]);
-});
-
 test("a stopped stage-0: the status names it, not stage-1 that exited because of it, from the death record on", async () => {
-  const hosts = ["127.0.0.1", ...world.hosts.values()];
+  const { world } = dw;
   // The coordinator waits 2 s with a broken pipeline before it exits (the engine's default): stage-1 exits first.
   const extraArgs = ["--connect-timeout-ms", "5000", "--broken-exit-delay-ms", "2000"];
-  await writeDefinition(world, name, definitionText(world, { nodes: ["n1", "n2"], port: await freePort(), portRange: await freePortRange(hosts), extraArgs }));
-  const revision = await revisionOf(world, name);
-  const ready = await waitForStatus(world, name, (s) => isReadyAt(s, revision) && s.stages.length === 2 && s.stages.every((c) => c.alive));
+  const revision = await dw.define(name, { nodes: ["n1", "n2"], extraArgs });
+  const ready = await dw.waitServing(name, revision);
   const engine = await enginePidOf(ready.stages[0]!.pid!);
   const stoppedAt = Date.now();
   process.kill(engine, "SIGSTOP");

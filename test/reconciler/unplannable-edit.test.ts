@@ -4,51 +4,17 @@
 // (in this process) runs a two-stage cluster on two local nodes with the reference engine.
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, beforeAll, expect, test } from "vitest";
-import type { Daemon } from "../../src/reconciler/index.js";
-import {
-  definitionText,
-  conditionOf,
-  enginesOf,
-  freePort,
-  freePortRange,
-  isReadyAt,
-  readStatusFile,
-  removeDefinition,
-  revisionOf,
-  sleep,
-  startInProcessDaemon,
-  startWorld,
-  waitForStatus,
-  writeDefinition,
-  writeSettings,
-  type DaemonWorld,
-} from "./daemon-fixture.js";
+import { expect, test } from "vitest";
+import { conditionOf, readStatusFile, sleep, waitForStatus } from "./daemon-fixture.js";
+import { useDaemonWorld } from "./use-daemon-world.js";
 
-let world: DaemonWorld;
-let daemon: Daemon;
-
-beforeAll(async () => {
-  world = await startWorld();
-  await writeSettings(world, { enabled: true });
-  daemon = await startInProcessDaemon(world);
-});
-
-afterAll(async () => {
-  if (world !== undefined) await removeDefinition(world, "keep", 60_000);
-  await daemon?.stop();
-  if (world !== undefined) {
-    expect(await enginesOf(world)).toEqual([]);
-    await world.close();
-  }
-}, 120_000);
+const dw = useDaemonWorld({ settings: { enabled: true } });
 
 test("a running cluster's stage cards keep their layers while an edit cannot be planned", async () => {
-  const port = await freePort();
-  const portRange = await freePortRange(["127.0.0.1"]);
-  await writeDefinition(world, "keep", definitionText(world, { nodes: ["l1", "l2"], port, portRange }));
-  const first = await revisionOf(world, "keep");
-  const ready = await waitForStatus(world, "keep", (s) => isReadyAt(s, first) && s.stages.length === 2 && s.stages.every((c) => c.alive), 90_000);
+  const { world } = dw;
+  const { port, portRange } = await dw.freeAddresses();
+  const first = await dw.define("keep", { nodes: ["l1", "l2"], port, portRange });
+  const ready = await dw.waitServing("keep", first, 90_000);
   const cards = ready.stages.map((c) => ({ pid: c.pid, layers: c.layers }));
   expect(cards.map((c) => c.layers)).toEqual([
     [0, 2],
@@ -56,8 +22,7 @@ test("a running cluster's stage cards keep their layers while an edit cannot be 
   ]);
 
   const missing = join(world.root, "models", "no-such-model");
-  await writeDefinition(world, "keep", definitionText(world, { nodes: ["l1", "l2"], port, portRange, modelId: missing }));
-  const second = await revisionOf(world, "keep");
+  const second = await dw.define("keep", { nodes: ["l1", "l2"], port, portRange, modelId: missing });
   const failing = await waitForStatus(world, "keep", (s) => s.observedRevision === second && s.lastError?.reason === "ModelSourceUnreachable", 30_000);
   // The old revision still serves, and Ready says so at that revision while the edit is retried.
   expect(conditionOf(failing, "Ready")).toMatchObject({ status: "True", observedRevision: first });
@@ -78,7 +43,7 @@ test("a running cluster's stage cards keep their layers while an edit cannot be 
 async function untilFailedPasses(count: number, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const lines = (await readFile(join(world.root, "daemon.log"), "utf8")).split("\n").filter(Boolean);
+    const lines = (await readFile(join(dw.world.root, "daemon.log"), "utf8")).split("\n").filter(Boolean);
     const failed = lines
       .map((l) => JSON.parse(l) as { cluster?: string; reason?: string; steps?: string })
       .filter((l) => l.cluster === "keep" && l.reason === "ModelSourceUnreachable" && l.steps !== undefined);
