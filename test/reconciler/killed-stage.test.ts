@@ -43,10 +43,13 @@ test(`SIGKILL of the middle stage, ${kills} times: every status names stage-1, n
     await sleep(Math.random() * 300);
     const killedAt = Date.now();
     process.kill(engine, "SIGKILL");
-    // Recorded and explained: the evidence of this kill (the last five are kept), with how it ended.
+    // Recorded and explained: the evidence of this kill (the last five are kept), with how it ended —
+    // seen by its exit, or by a probe and then said as the teardown found it ("(at the teardown: …)").
+    // The second form ends the wait too, so a probe that blamed a neighbour fails the checks below
+    // by name instead of the wait timing out on a record that is never rewritten.
     const explained = (s: ClusterStatus): boolean => {
       const last = s.restarts?.evidence.at(-1);
-      return last !== undefined && Date.parse(last.at) >= killedAt && /\((killed by|exited with)/.test(last.message);
+      return last !== undefined && Date.parse(last.at) >= killedAt && /\((at the teardown: )?(killed by|exited with)/.test(last.message);
     };
     const recorded = await waitForStatus(world, name, explained, 30_000);
     const evidence = recorded.restarts!.evidence.at(-1)!;
