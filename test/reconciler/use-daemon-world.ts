@@ -3,8 +3,8 @@
  * afterAll, so the file holds its scenario only. Before the tests: the world (daemon-fixture.ts's
  * startWorld), its settings written when the file gives any, the file's own preparation, then the
  * daemon in this process unless the file starts its daemons itself. After each test: every status
- * version written so far validated against the schema. After the tests: every cluster the ledger
- * holds pruned the daemon's way (by the daemon that runs, or a fresh one when a test stopped it),
+ * version written so far validated against the schema. After the tests: every cluster defined or
+ * in the ledger pruned the daemon's way (by the daemon that runs, or a fresh one when a test stopped it),
  * daemons stopped, the world closed, and no engine process may be left (any found is killed by pid
  * first, so a failed test leaves nothing running on the machine).
  */
@@ -144,30 +144,36 @@ export function useDaemonWorld(options: DaemonWorldOptions = {}): DaemonWorldHan
 
   afterAll(async () => {
     if (world === undefined) return;
-    if (ranInProcess) await pruneLaunched(world, options.pruneMs ?? 60_000, current ?? (await handle.startDaemon().catch(() => undefined)));
+    const pruneMs = options.pruneMs ?? 60_000;
+    const late = ranInProcess ? await pruneAll(world, pruneMs, current ?? (await handle.startDaemon().catch(() => undefined))) : [];
     await handle.stopDaemon();
     for (const d of spawned) if (d.child.exitCode === null && d.child.signalCode === null) d.child.kill("SIGKILL");
     const left = await enginesOf(world);
     killEngines(left);
     await world.close();
-    expect(left, "engine processes left after the tests").toEqual([]);
-  });
+    const why = late.length === 0 ? "" : ` (the prune of ${late.join(", ")} did not finish within ${pruneMs} ms)`;
+    expect(left, `engine processes left after the tests${why}`).toEqual([]);
+    // Each prune may take pruneMs: room for a few beyond the 120 s default.
+  }, 300_000);
 
   return handle;
 }
 
 /**
- * Remove, one at a time, the definition of every cluster the ledger holds and wait (up to `pruneMs`
- * each) until `daemon` has pruned it. One at a time: removing them all at once would meet the
- * mass-prune guard. Without a daemon (none could start) nothing is pruned: the engines left are
- * found and killed after.
+ * Remove, one at a time, every definition there is and the definition of every cluster the ledger
+ * holds, and wait (up to `pruneMs` each) until `daemon` has pruned it; the names whose prune did not
+ * finish in time. Every definition, not only the launched ones: a cluster between two launches (a
+ * launch that failed, retried with back-off) has no ledger entry at this moment but may launch
+ * during the take-down. One at a time: removing them all at once would meet the mass-prune guard.
+ * Without a daemon (none could start) nothing is pruned: the engines left are found and killed after.
  */
-async function pruneLaunched(world: DaemonWorld, pruneMs: number, daemon: Daemon | undefined): Promise<void> {
-  if (daemon === undefined) return;
-  const launched = await new Ledger(world.stateDir).list().catch(() => undefined);
-  // An unreadable ledger: every definition there is.
-  const names = launched?.map((e) => e.cluster) ?? (await readdir(world.clustersDir)).filter((f) => f.endsWith(".toml")).map((f) => f.slice(0, -".toml".length));
-  for (const name of names) await removeDefinition(world, name, pruneMs);
+async function pruneAll(world: DaemonWorld, pruneMs: number, daemon: Daemon | undefined): Promise<string[]> {
+  if (daemon === undefined) return [];
+  const defined = (await readdir(world.clustersDir)).filter((f) => f.endsWith(".toml")).map((f) => f.slice(0, -".toml".length));
+  const launched = (await new Ledger(world.stateDir).list().catch(() => [])).map((e) => e.cluster);
+  const late: string[] = [];
+  for (const name of new Set([...defined, ...launched])) if (!(await removeDefinition(world, name, pruneMs))) late.push(name);
+  return late;
 }
 
 /** SIGKILL each engine process line of `enginesOf` by its pid (one already gone is skipped). */
