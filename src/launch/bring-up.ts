@@ -407,7 +407,7 @@ async function waitStageUp(
     stopped.look(awaited);
     return undefined;
   }, timing);
-  if (state === "up") return;
+  if (state === "up") return stopped.answered(process);
   const logTail = await tailUnlessSilent(node, process, liveness);
   if (state === "exited") {
     const exited = `${label} on ${process.node} ${await describeExit(node, process)} before ${words.before}`;
@@ -437,7 +437,7 @@ async function waitHealthy(node: NodeAccess, process: LedgerProcess, url: string
     },
     { deadlineMs, intervalMs: 100 },
   );
-  if (state === "healthy") return;
+  if (state === "healthy") return stopped.answered(process);
   const logTail = await tailUnlessSilent(node, process, liveness);
   if (state === "exited") {
     throw new LaunchError(

@@ -13,7 +13,7 @@
  */
 import { describeStopped, lookForStoppedMembers, type StoppedMember } from "../health/index.js";
 import type { NodeAccess } from "../nodes/index.js";
-import type { LedgerEntry } from "./ledger.js";
+import type { LedgerEntry, LedgerProcess } from "./ledger.js";
 import { defaultReachMs, processLabel } from "./processes.js";
 
 export interface StoppedWatchOptions {
@@ -36,6 +36,11 @@ export interface StoppedWatch {
   look(phase: AwaitedPhase): void;
   /** What a timeout's message adds: "; stage-0 on n1 is stopped (…) since …", or "" when none is. */
   words(): string;
+  /**
+   * `process` did what the launch waited for (it listens, it answers): if it was said paused, it runs
+   * again, and `…-resumed` is said now — it may answer before the next look would have seen it.
+   */
+  answered(process: LedgerProcess): void;
   /** The launch stopped waiting: a look still under way says nothing more. */
   close(): void;
 }
@@ -82,9 +87,12 @@ export function watchStopped(
     // finds); one whose node did not answer this look is neither.
     for (const [label, sighting] of seen) {
       if (!answered.has(sighting.member.process.node) || stopped.some((m) => m.process === sighting.member.process)) continue;
-      seen.delete(label);
-      if (sighting.said) event(`${label}-resumed`, `pid ${sighting.member.pid} on ${sighting.member.process.node} is no longer stopped`);
+      resume(label, sighting, "is no longer stopped");
     }
+  };
+  const resume = (label: string, sighting: Sighting, how: string): void => {
+    seen.delete(label);
+    if (sighting.said) event(`${label}-resumed`, `pid ${sighting.member.pid} on ${sighting.member.process.node} ${how}`);
   };
   return {
     look(phase) {
@@ -98,6 +106,11 @@ export function watchStopped(
     },
     close() {
       closed = true;
+    },
+    answered(process) {
+      const label = processLabel(process.role, process.index);
+      const sighting = seen.get(label);
+      if (sighting !== undefined && !closed) resume(label, sighting, "is no longer stopped: it did what the launch waited for");
     },
     words() {
       const said = [...seen.entries()].filter(([, s]) => s.said);
