@@ -19,10 +19,15 @@ export function describeDeath(death: Pick<DeathEvent, "label" | "node" | "detail
  */
 export function blamedForLostLink(seen: string, lost: { peer: string; reason: string }, peer: "alive" | "unknown"): string {
   const found = peer === "alive" ? `${lost.peer} still runs` : `${lost.peer} did not answer when asked whether it runs`;
-  return `${seen} because its link to ${lost.peer} broke (${lost.reason}), and ${found}`;
+  return `${lostLinkWords(seen, lost)}, and ${found}`;
 }
 
 /** A member `seen` gone (`pid 4240 exited`) because its link to the member it `lost` broke, in the words a death carries. */
 export function consequenceOf(label: string, node: string, seen: string, lost: { peer: string; reason: string }): DeathConsequence {
-  return { label, node, detail: `${seen} because its link to ${lost.peer} broke (${lost.reason})` };
+  return { label, node, detail: lostLinkWords(seen, lost) };
+}
+
+/** "pid 4240 exited because its link to stage-1 broke (connection closed)". */
+function lostLinkWords(seen: string, lost: { peer: string; reason: string }): string {
+  return `${seen} because its link to ${lost.peer} broke (${lost.reason})`;
 }
