@@ -7,18 +7,16 @@
  *
  * Every chunk gives the same bits whichever thread computes it, so when the workers cannot take
  * part — still starting (a worker boots only once the caller's event loop turns: await ready()),
- * or late, the machine being busier than its cores — the caller computes the chunks itself. When
- * more than `stealingShare` of recent jobs needed chunks taken over, the next jobs stay on the
- * caller for a pause (doubling each time, from minPauseMs to maxPauseMs; halving with each job
- * the workers kept up with): on a machine that cannot give the stage its cores, one thread
- * computing each chunk once beats two computing some twice. (Now and then a late chunk is just a
- * worker waking up; that costs one chunk twice and no pause.)
+ * or late, the machine being busier than its cores — the caller computes the chunks itself.
+ * Whether sharing pays is judged job by job (sharing-judge.ts): on a machine that cannot give the
+ * stage its cores, jobs stay on the caller for a while.
  */
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from "node:worker_threads";
 import type { Arena } from "./arena.js";
 import type { KernelExports } from "./kernel-module.js";
+import { SharingJudge } from "./sharing-judge.js";
 import type { ThreadSlots } from "./runtime.js";
 import {
   argWord,
@@ -68,11 +66,6 @@ export const minSharedWork = 512 * 512;
 const graceChunks = 1.5;
 /** Covers a sleeping worker's wake-up (tens of microseconds). */
 const graceSlackMs = 0.1;
-/** Share of recent jobs (an exponential average over about 20) that may need chunks taken over. */
-const stealingShare = 0.1;
-const stealingDecay = 0.95;
-const minPauseMs = 50;
-const maxPauseMs = 2000;
 /** A worker copying out a published chunk for longer than this has stopped, ms. */
 const publishDeadlineMs = 30_000;
 
@@ -114,11 +107,8 @@ export class ThreadPool {
   private closed = false;
   /** Chunks the caller took over from a worker that was too late with them, since start. */
   stolenChunks = 0;
-  /** Jobs stay on the caller until this time (performance.now(), ms), after late workers. */
-  private pausedUntil = 0;
-  private pauseMs = 0;
-  /** Exponential average of "this job needed chunks taken over" (0 or 1) over recent jobs. */
-  private stealing = 0;
+  /** Whether sharing saves the caller time; jobs stay on the caller while it says not. */
+  readonly judge = new SharingJudge();
 
   constructor(
     /** Threads computing each job, the caller's included (≥ 1). */
@@ -185,7 +175,7 @@ export class ThreadPool {
     if (tasks.length === 0 || arena === undefined) return;
     if (this.closed) throw new Error("the thread pool is closed");
     const work = tasks.reduce((sum, task) => sum + task.work, 0);
-    if (this.workers.length === 0 || work < this.minWork || !this.workersReady() || performance.now() < this.pausedUntil) {
+    if (this.workers.length === 0 || work < this.minWork || !this.workersReady() || this.judge.paused(performance.now())) {
       this.write(tasks, arena, false);
       runAll(this.kernels, this.views);
       return;
@@ -200,11 +190,12 @@ export class ThreadPool {
       this.runHere(claimedChunk(claim), job);
       own++;
     }
-    const graceUntil = performance.now() + graceSlackMs + (graceChunks * (performance.now() - start)) / Math.max(1, own);
+    const ownDone = performance.now();
+    const chunkMs = (ownDone - start) / Math.max(1, own);
+    const graceUntil = ownDone + graceSlackMs + graceChunks * chunkMs;
     while (Atomics.load(i32, Slot.completed) < chunks && performance.now() < graceUntil) {
       // Spin: a worker's last chunk is microseconds from done.
     }
-    const stolenBefore = this.stolenChunks;
     if (Atomics.load(i32, Slot.completed) < chunks) {
       for (let chunk = 0; chunk < chunks; chunk++) {
         const state = chunkStateIndex(chunk);
@@ -216,11 +207,10 @@ export class ThreadPool {
       }
       this.waitForPublishing(chunks);
     }
-    this.stealing = this.stealing * stealingDecay + (this.stolenChunks > stolenBefore ? 1 - stealingDecay : 0);
-    if (this.stealing > stealingShare) {
-      this.pauseMs = Math.min(maxPauseMs, Math.max(minPauseMs, this.pauseMs * 2));
-      this.pausedUntil = performance.now() + this.pauseMs;
-    } else this.pauseMs /= 2;
+    // Alone, the caller would have computed every chunk at its own pace; shared, it computed its
+    // own and then waited for the workers' (and computed those it took over) until now.
+    const now = performance.now();
+    if (own > 0) this.judge.record((chunks - own) * chunkMs - (now - ownDone), now);
     if (Atomics.load(i32, Slot.failed) !== 0) {
       Atomics.store(i32, Slot.failed, 0);
       throw new Error(`a kernel thread failed: ${this.workerError()}`);

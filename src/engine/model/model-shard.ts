@@ -163,6 +163,11 @@ export class ModelShard {
     return this.runtime.pool.stolenChunks;
   }
 
+  /** Times sharing products with the kernel threads was paused because it saved no time, since load. */
+  get sharingPauses(): number {
+    return this.runtime.pool.judge.pauses;
+  }
+
   /** Resolves once every kernel thread has started (products are correct before, on fewer threads). */
   ready(): Promise<void> {
     return this.runtime.ready();

@@ -306,6 +306,7 @@ class StageRuntime {
             range: [this.options.range.start, this.options.range.end],
             threads: this.model.threads,
             stolenChunks: this.model.stolenChunks,
+            sharingPauses: this.model.sharingPauses,
             weightBytes: this.model.weightBytes,
             ...residentMemory(),
             rssBeforeLoad: this.rssBeforeLoad,
