@@ -6,13 +6,16 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "pino";
 import { isShardctlError, messageOf } from "../errors/index.js";
-import { patterns } from "../spec/index.js";
+import { allowed, patterns } from "../spec/index.js";
 import type { ClusterStatus } from "../reconciler/index.js";
 import type { Asset } from "./assets.js";
 import { frame, type EventStream } from "./event-stream.js";
 import { readBody, replyError, replyJson } from "./http-replies.js";
 import { bearerTokenOf, tokenMatches } from "./token.js";
 import type { DashboardSource } from "./types.js";
+
+/** Longest cluster name, characters: a DNS label's. */
+const maxNameLength = 63;
 
 /** Largest definition `POST /api/plan` accepts, bytes. */
 const planBodyLimitBytes = 256 * 1024;
@@ -46,9 +49,21 @@ export async function route(context: RouteContext, request: IncomingMessage, res
   if (reconcile !== null && method === "POST") return reconcileNow(context, request, response, decodeName(reconcile[1]!));
   if (path === "/api/plan" && method === "POST") return previewPlan(context, request, response, url);
   if (path === "/api/events" && method === "GET") return openStream(context, response);
+  const allowed = methodsAllowedOn(path);
+  if (allowed.length > 0) {
+    return replyError(response, 405, "DashboardMethodNotAllowed", `${method} is not allowed on ${path}; it takes ${allowed.join(" or ")}`, { allow: allowed.join(", ") });
+  }
   if (path.startsWith("/api/")) return replyError(response, 404, "DashboardNotFound", `no endpoint ${method} ${path}`);
   if (read) return serveAsset(context, request, response, path);
-  return replyError(response, 405, "DashboardNotFound", `${method} is not allowed on ${path}`);
+  return replyError(response, 405, "DashboardMethodNotAllowed", `${method} is not allowed on ${path}; the page's files take GET or HEAD`, { allow: "GET, HEAD" });
+}
+
+/** The methods an endpoint takes (none: no such endpoint; the page's files take GET and HEAD). */
+function methodsAllowedOn(path: string): string[] {
+  if (path === "/api/clusters" || /^\/api\/clusters\/[^/]+$/.test(path)) return ["GET", "HEAD"];
+  if (/^\/api\/clusters\/[^/]+\/reconcile$/.test(path) || path === "/api/plan") return ["POST"];
+  if (path === "/api/events") return ["GET"];
+  return [];
 }
 
 /** A path segment as a name; a malformed escape is no name at all (never a cluster). */
@@ -110,7 +125,14 @@ async function previewPlan(context: RouteContext, request: IncomingMessage, resp
   // Planning reads model files and may probe nodes: with a token configured, only its holders may ask.
   if (!authorised(context, request, response, "plan preview")) return;
   const name = url.searchParams.get("name") ?? "preview";
-  if (!patterns.name.test(name)) return replyError(response, 400, "DashboardBadRequest", `?name=${JSON.stringify(name)} is not a cluster name`);
+  if (!patterns.name.test(name) || name.length > maxNameLength) {
+    return replyError(
+      response,
+      400,
+      "DashboardBadRequest",
+      `?name=${JSON.stringify(name.slice(0, 80))}${name.length > 80 ? "…" : ""} is not a cluster name: ${allowed.name}`,
+    );
+  }
   let text: string;
   try {
     text = await readBody(request, planBodyLimitBytes);

@@ -16,7 +16,7 @@ export { holdsSettings } from "./holds-settings.js";
 export { readClusterText, readSettingsText, maxDefinitionBytes, maxSettingsBytes } from "./read-spec-file.js";
 export { tomlBounds } from "./toml-bounds.js";
 export { resolveLocalPath } from "./local-path.js";
-export { patterns } from "./patterns.js";
+export { allowed, patterns } from "./patterns.js";
 export { controlNodeName } from "./control-node.js";
 export { isLoopbackAddress, hostOf } from "./loopback.js";
 export { clusterSchema } from "./cluster-schema.js";

@@ -87,6 +87,26 @@ describe("paths", () => {
   });
 });
 
+describe("methods", () => {
+  it("a method an endpoint does not take is 405 with the methods it does take in Allow", async () => {
+    for (const [request, allow] of [
+      ["DELETE /api/clusters/alpha", "GET, HEAD"],
+      ["PUT /api/clusters", "GET, HEAD"],
+      ["GET /api/clusters/alpha/reconcile", "POST"],
+      ["GET /api/plan", "POST"],
+      ["POST /api/events", "GET"],
+      ["DELETE /index.html", "GET, HEAD"],
+    ] as const) {
+      const answer = await raw(`${request} HTTP/1.1\r\nHost: ${base.host}\r\nAuthorization: Bearer ${token}`);
+      expect(answer.status, request).toBe(405);
+      expect(answer.headers, request).toMatch(new RegExp(`^allow: ${allow}\r?$`, "im"));
+      expect(JSON.parse(answer.body), request).toMatchObject({ error: { reason: "DashboardMethodNotAllowed" } });
+    }
+    // No endpoint at all is still 404, whatever the method.
+    expect((await raw(`DELETE /api/nothing HTTP/1.1\r\nHost: ${base.host}`)).status).toBe(404);
+  });
+});
+
 describe("bodies and headers", () => {
   const plan = (body: string, auth = `Bearer ${token}`): Promise<Raw> =>
     raw(`POST /api/plan HTTP/1.1\r\nHost: ${base.host}\r\nAuthorization: ${auth}\r\nContent-Type: application/toml\r\nContent-Length: ${Buffer.byteLength(body)}`, body);
@@ -105,6 +125,19 @@ describe("bodies and headers", () => {
         JSON.stringify(preview.issues),
       ).toBe(true);
     }
+  });
+
+  it("a plan preview named past a DNS label's 63 characters is refused, its name cut short in the message", async () => {
+    const body = definitionText(world, { nodes: ["l1"] });
+    const ask = (name: string): Promise<Raw> =>
+      raw(`POST /api/plan?name=${name} HTTP/1.1\r\nHost: ${base.host}\r\nAuthorization: Bearer ${token}\r\nContent-Length: ${Buffer.byteLength(body)}`, body);
+    const long = await ask("a".repeat(5000));
+    expect(long.status).toBe(400);
+    const error = (JSON.parse(long.body) as { error: { reason: string; message: string } }).error;
+    expect(error.reason).toBe("DashboardBadRequest");
+    expect(error.message.length).toBeLessThan(300);
+    expect((await ask("a".repeat(64))).status).toBe(400);
+    expect((await ask("a".repeat(63))).status).toBe(200);
   });
 
   it("Node refuses what cannot be an HTTP request before the dashboard sees it, and the dashboard answers on", async () => {

@@ -10,8 +10,10 @@ export type DashboardReason =
   | "DashboardBadRequest"
   /** No cluster of that name: no definition in the watched directory, or no status yet. */
   | "DashboardClusterNotFound"
-  /** No endpoint or file at that path, or not with that method. */
+  /** No endpoint or file at that path. */
   | "DashboardNotFound"
+  /** The endpoint or file exists but not with that method; the reply's `Allow` header lists those it takes. */
+  | "DashboardMethodNotAllowed"
   /** A request from another origin, or to a host name the dashboard does not serve (DNS rebinding). */
   | "DashboardForbidden"
   /** A request lacks the bearer token, or carries another one. */
