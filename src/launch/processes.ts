@@ -133,7 +133,12 @@ export async function stopEngineProcess(node: NodeAccess, process: LedgerProcess
   if (startTime === undefined) return stopOrphanedGroup(node, process, options, ask);
   // The pid now belongs to another process: ours is gone, and the other one is not ours to stop.
   if (startTime !== process.startTime) return "recycled";
-  if (!(await node.signal(process.pid, "SIGTERM", process.startTime, ask))) return "recycled";
+  if (!(await node.signal(process.pid, "SIGTERM", process.startTime, ask))) {
+    // Refused: the process exited between the look and the signal (then its group may still hold
+    // an engine), or its pid was taken by another process meanwhile.
+    const now = await node.processStartTime(process.pid, ask);
+    return now === undefined || now === process.startTime ? stopOrphanedGroup(node, process, options, ask) : "recycled";
+  }
   if (await waitGone(node, process, options.graceMs, ask)) return "terminated";
   options.onKill?.(`pid ${process.pid} still ran ${options.graceMs} ms after SIGTERM: SIGKILL, then up to ${killWaitMs} ms for it to go`);
   await node.signal(process.pid, "SIGKILL", process.startTime, ask);

@@ -1,7 +1,8 @@
 /**
  * Stopping processes a launch may have lost track of, for real on this machine: a process started
  * but never recorded (the daemon died in between), an engine whose wrapper was killed, and a
- * recycled process group that is not ours and must survive.
+ * recycled process group that is not ours and must survive, and a process that exits between the
+ * stop's look at it and its signal.
  */
 import { execFile } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -79,4 +80,40 @@ test("a recycled process group that is not ours is never signalled", async () =>
   const recorded = { ...plannedProcess("stage", 2, "local", join(root, "recycled")), pid: group, startTime: "linux:1" };
   expect(await stopEngineProcess(node, recorded, 1_000)).toBe("gone");
   expect(await isAlive(member)).toBe(true);
+});
+
+/** A node on which the process exits between the stop's look at it and its signal (as a dying engine may). */
+class ExitsBeforeSignalNode extends LocalNode {
+  constructor(private readonly killFirst: (pid: number) => Promise<void>) {
+    super({ name: "local", host: "local", modelDir: root });
+  }
+  private raced = false;
+  override async signal(pid: number, signal: NodeJS.Signals, expectedStartTime: string, options?: { deadlineMs?: number }): Promise<boolean> {
+    if (!this.raced) {
+      this.raced = true;
+      await this.killFirst(pid);
+      for (let i = 0; i < 100 && (await isAlive(pid)); i++) await new Promise((r) => setTimeout(r, 20));
+    }
+    return super.signal(pid, signal, expectedStartTime, options);
+  }
+}
+
+test("a wrapper that exits between the look and the signal is not taken for a recycled pid: the engine it leaves is stopped", async () => {
+  const planned = plannedProcess("stage", 3, "local", join(root, "exits-before-signal"));
+  await node.mkdir(planned.runDir);
+  const started = await startEngineProcess(node, planned, engineArgv(planned.runDir));
+  const engine = await childOf(started.pid);
+  const racing = new ExitsBeforeSignalNode(async (pid) => void (await run("kill", ["-9", String(pid)])));
+  expect(await stopEngineProcess(racing, started, 2_000)).toBe("orphans-stopped");
+  expect(await isAlive(engine)).toBe(false);
+});
+
+test("a process group that exits between the look and the signal is gone", async () => {
+  const planned = plannedProcess("stage", 4, "local", join(root, "group-exits-before-signal"));
+  await node.mkdir(planned.runDir);
+  const started = await startEngineProcess(node, planned, engineArgv(planned.runDir));
+  const engine = await childOf(started.pid);
+  const racing = new ExitsBeforeSignalNode(async (pid) => void (await run("kill", ["-9", "--", `-${pid}`])));
+  expect(await stopEngineProcess(racing, started, 2_000)).toBe("gone");
+  expect(await isAlive(engine)).toBe(false);
 });
