@@ -167,11 +167,14 @@ describe("faults as the page shows them, live", () => {
       // The last word stays on screen, greyed and said to be old; nothing can be asked of it.
       expect(await page.locator("article").getAttribute("class")).toContain("stale");
       expect(await page.locator("[data-testid=reconcile]").isDisabled()).toBe(true);
+      // The tab says it too, for a person looking at another tab.
+      expect(await page.title()).toBe("(daemon silent) live · shardctl");
     } finally {
       daemon.child.kill("SIGCONT");
     }
     await until(`${connection} === "live"`, 30_000);
     expect(await page.locator("article").getAttribute("class")).toBeNull();
+    expect(await page.title()).toBe("live · shardctl");
     expect(await page.evaluate("window.__marker")).toBe("no reload");
   }, 90_000);
 
@@ -181,6 +184,7 @@ describe("faults as the page shows them, live", () => {
     await until(`${connection} === "gone"`, 15_000);
     expect(await page.locator("[data-testid=connection]").textContent()).toContain("The daemon is gone");
     expect(await page.locator("article").getAttribute("class")).toContain("stale");
+    expect(await page.title()).toBe("(daemon gone) live · shardctl");
     daemon = await runDaemon();
     await until(`${connection} === "live"`, 30_000);
     expect(await page.locator("[data-testid=connection]").textContent()).toContain("restarted");

@@ -74,9 +74,16 @@ function App() {
     };
   }, []);
   useEffect(() => {
-    document.title = route.page === "cluster" ? `${route.name} · shardctl` : route.page === "plan" ? "plan preview · shardctl" : "clusters · shardctl";
     document.getElementById("main")?.focus();
   }, [route]);
+  // The tab says when what it shows is no longer current: a person with several tabs open sees it
+  // without switching to this one.
+  const connection = live?.connection;
+  useEffect(() => {
+    const page = route.page === "cluster" ? route.name : route.page === "plan" ? "plan preview" : "clusters";
+    const prefix = connection === "silent" ? "(daemon silent) " : connection === "gone" ? "(daemon gone) " : "";
+    document.title = `${prefix}${page} · shardctl`;
+  }, [route, connection]);
 
   /** Run `action` with the token when the daemon wants one: ask for it first, and again when refused. */
   const withToken = useCallback(
