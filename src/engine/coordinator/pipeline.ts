@@ -90,7 +90,7 @@ export class LocalPipeline implements Pipeline {
         stage: 0,
         threads: this.model.threads,
         stolenChunks: this.model.stolenChunks,
-            sharingPauses: this.model.sharingPauses,
+        sharingPauses: this.model.sharingPauses,
         weightBytes: this.model.weightBytes,
         ...residentMemory(),
         rssBeforeLoad: this.rssBeforeLoad,
