@@ -233,7 +233,10 @@ describe("daemon", () => {
     await waitUntil(async () => (await readStatusFile(world, "m1")) === undefined && (await readStatusFile(world, "m2")) === undefined);
     expect([...(await enginePidsOf("m1")), ...(await enginePidsOf("m2"))]).toEqual([]);
     await writeSettings(world, { restartBudget: 3 });
-  });
+    // Two launches over SSH, the refusals and the prune: about 10 s alone, once past 60 s in CI's
+    // three files at once. The test's limit is above its waits' own (each up to 60 s), so a wait that
+    // times out names the step it waited for instead of the whole test timing out.
+  }, 180_000);
 
   test("wait ignores a stale Ready: Ready at the previous revision never satisfies it", async () => {
     await writeDefinition(world, "eps", await definition({ nodes: ["n1", "n2"] }));
