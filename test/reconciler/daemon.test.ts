@@ -234,7 +234,7 @@ describe("daemon", () => {
     expect([...(await enginePidsOf("m1")), ...(await enginePidsOf("m2"))]).toEqual([]);
     await writeSettings(world, { restartBudget: 3 });
     // Two launches over SSH, the refusals and the prune: about 10 s alone, once past 60 s in CI's
-    // three files at once. The test's limit is above its waits' own (each up to 60 s), so a wait that
+    // three files at once. The test's limit is above its waits' own (each up to 45 s), so a wait that
     // times out names the step it waited for instead of the whole test timing out.
   }, 180_000);
 
