@@ -17,6 +17,10 @@ import type { DashboardSource } from "./types.js";
 /** Longest cluster name, characters: a DNS label's. */
 const maxNameLength = 63;
 
+/** One cluster's status, and its "Reconcile now" (the name is the captured segment). */
+const clusterPath = /^\/api\/clusters\/([^/]+)$/;
+const reconcilePath = /^\/api\/clusters\/([^/]+)\/reconcile$/;
+
 /** Largest definition `POST /api/plan` accepts, bytes. */
 const planBodyLimitBytes = 256 * 1024;
 
@@ -37,7 +41,7 @@ export async function route(context: RouteContext, request: IncomingMessage, res
   const read = method === "GET" || method === "HEAD";
 
   if (path === "/api/clusters" && read) return replyJson(response, 200, await allStatuses(context.source));
-  const cluster = /^\/api\/clusters\/([^/]+)$/.exec(path);
+  const cluster = clusterPath.exec(path);
   if (cluster !== null && read) {
     const name = decodeName(cluster[1]!);
     const status = (await allStatuses(context.source)).find((s) => s.cluster === name);
@@ -45,7 +49,7 @@ export async function route(context: RouteContext, request: IncomingMessage, res
       ? replyError(response, 404, "DashboardClusterNotFound", `no status of a cluster named ${JSON.stringify(name)}`)
       : replyJson(response, 200, status);
   }
-  const reconcile = /^\/api\/clusters\/([^/]+)\/reconcile$/.exec(path);
+  const reconcile = reconcilePath.exec(path);
   if (reconcile !== null && method === "POST") return reconcileNow(context, request, response, decodeName(reconcile[1]!));
   if (path === "/api/plan" && method === "POST") return previewPlan(context, request, response, url);
   if (path === "/api/events" && method === "GET") return openStream(context, response);
@@ -60,8 +64,8 @@ export async function route(context: RouteContext, request: IncomingMessage, res
 
 /** The methods an endpoint takes (none: no such endpoint; the page's files take GET and HEAD). */
 function methodsAllowedOn(path: string): string[] {
-  if (path === "/api/clusters" || /^\/api\/clusters\/[^/]+$/.test(path)) return ["GET", "HEAD"];
-  if (/^\/api\/clusters\/[^/]+\/reconcile$/.test(path) || path === "/api/plan") return ["POST"];
+  if (path === "/api/clusters" || clusterPath.test(path)) return ["GET", "HEAD"];
+  if (reconcilePath.test(path) || path === "/api/plan") return ["POST"];
   if (path === "/api/events") return ["GET"];
   return [];
 }
