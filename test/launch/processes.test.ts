@@ -103,6 +103,7 @@ test("a wrapper that exits between the look and the signal is not taken for a re
   await node.mkdir(planned.runDir);
   const started = await startEngineProcess(node, planned, engineArgv(planned.runDir));
   const engine = await childOf(started.pid);
+  strays.push(engine);
   const racing = new ExitsBeforeSignalNode(async (pid) => void (await run("kill", ["-9", String(pid)])));
   expect(await stopEngineProcess(racing, started, 2_000)).toBe("orphans-stopped");
   expect(await isAlive(engine)).toBe(false);
@@ -113,6 +114,7 @@ test("a process group that exits between the look and the signal is gone", async
   await node.mkdir(planned.runDir);
   const started = await startEngineProcess(node, planned, engineArgv(planned.runDir));
   const engine = await childOf(started.pid);
+  strays.push(engine);
   const racing = new ExitsBeforeSignalNode(async (pid) => void (await run("kill", ["-9", "--", `-${pid}`])));
   expect(await stopEngineProcess(racing, started, 2_000)).toBe("gone");
   expect(await isAlive(engine)).toBe(false);
