@@ -71,10 +71,19 @@ it("a leftover on a host healed after a long partition is stopped, and the clust
   );
   const ready = await cluster.waitForReady(30_000);
   const readyAt = Date.now();
-  const timings = { partitionMs: healedAt - partitionedAt, failedPasses: failedPasses.length, healToStoppedMs: stoppedAt - healedAt, healToReadyMs: readyAt - healedAt };
+  const timings = {
+    partitionMs: healedAt - partitionedAt,
+    failedPasses: failedPasses.length,
+    healToStoppedMs: stoppedAt - healedAt,
+    stoppedToReadyMs: readyAt - stoppedAt,
+    healToReadyMs: readyAt - healedAt,
+  };
   console.log(`leftover heal timings: ${JSON.stringify(timings)}`);
+  // The backed-off retry was ≥ 8 s away at the heal: the stop comes well before it, and Ready
+  // before 10 s is the heal's own pass too — after that retry it would still need its launch (the
+  // stop-to-Ready launch took 2–5 s in loaded CI runs, where 7 s from the heal was once too tight).
   expect(timings.healToStoppedMs).toBeLessThan(4_000);
-  expect(timings.healToReadyMs).toBeLessThan(7_000);
+  expect(timings.healToReadyMs).toBeLessThan(10_000);
   expect(ready.coordinator?.url).toContain(n3.address);
 
   // While cut off: the status file is written by the failed passes only (each pass writes it as it
