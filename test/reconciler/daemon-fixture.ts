@@ -396,12 +396,18 @@ export class StatusAudit {
   private readonly watcher: FSWatcher;
 
   constructor(dir: string) {
+    // Read at once, synchronously: the daemon may rename the next version into place a few ms
+    // later, and an asynchronous read (four trips through libuv's thread pool on a loaded machine)
+    // then finds that one instead, and the version in between is never seen.
     this.watcher = watch(dir, (_event, name) => {
       if (name === null || !name.endsWith(".status.json")) return;
-      void readFile(join(dir, name), "utf8").then(
-        (text) => this.check(name, text),
-        () => undefined,
-      );
+      let text: string;
+      try {
+        text = readFileSync(join(dir, name), "utf8");
+      } catch {
+        return;
+      }
+      this.check(name, text);
     });
   }
 

@@ -3,7 +3,7 @@
  * implementation (mlx-lm): `<repo>/.venv-mlx`, with pinned versions of mlx-lm and MLX's CPU backend.
  * It is created when missing or when the pinned versions are not the ones installed (a marker file
  * records them), under an exclusive lock so test files running in parallel install it once. When
- * present it costs one small file read. A fresh install takes about 30 s (pip downloads ~60 MB).
+ * present it costs one small file read. A fresh install takes about 40 s (pip downloads ~60 MB).
  * When python3's venv module is missing and we are root, Debian's python3-venv is installed with
  * apt-get; otherwise it fails naming the package. No vitest imports (bench uses it too).
  */
@@ -55,12 +55,7 @@ export async function ensureMlxVenv(): Promise<MlxVenv> {
     await ensureVenvModule();
     await rm(mlxVenvDir, { recursive: true, force: true });
     await run("python3", ["-m", "venv", mlxVenvDir], { maxBuffer: 16 << 20 });
-    // --no-compile: pip would byte-compile every module of every package (about 40 % of the
-    // install's time); python compiles the few it imports on first use, and caches them.
-    await run(python, ["-m", "pip", "install", "--disable-pip-version-check", "--quiet", "--no-compile", ...requirements], {
-      maxBuffer: 64 << 20,
-      timeout: 15 * 60_000,
-    });
+    await run(python, ["-m", "pip", "install", "--disable-pip-version-check", "--quiet", ...requirements], { maxBuffer: 64 << 20, timeout: 15 * 60_000 });
     const versions = await queryVersions();
     if (versions.mlxLmVersion !== mlxPins.mlxLm || versions.mlxVersion !== mlxPins.mlx) {
       throw new Error(`pip installed mlx-lm ${versions.mlxLmVersion} and mlx ${versions.mlxVersion}, expected ${mlxPins.mlxLm} and ${mlxPins.mlx}`);
