@@ -4,7 +4,7 @@
  * its nodes, the probes and plan, the staging, the launch request and its launch identity.
  */
 export { controlNodeName, controlNodeConfig, nodeConfigOf, nodeConfigNamed, nodesOfCluster, createNodePool, type ClusterNodes } from "./cluster-nodes.js";
-export { probeClusterNodes } from "./probe-cluster-nodes.js";
+export { probeClusterNodes, engineVersionDeadlineMs, type ProbeClusterOptions } from "./probe-cluster-nodes.js";
 export { planForCluster, describeBudgets, type PlannedCluster, type PlanForClusterOptions } from "./plan-for-cluster.js";
 export { daemonPlanOptions, type DaemonPlanChoices } from "./daemon-plan-options.js";
 export { stagingSourceOf } from "./staging-source.js";

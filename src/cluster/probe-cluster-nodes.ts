@@ -10,13 +10,26 @@ import type { NodeFacts } from "../planner/index.js";
 import type { ClusterSpec } from "../spec/index.js";
 import { ShardctlError } from "../errors/index.js";
 
-export async function probeClusterNodes(spec: ClusterSpec, nodes: NodeAccess[]): Promise<Record<string, NodeFacts>> {
+/**
+ * How long the engine's version command may take, ms (default 30 s). A first run can be slow
+ * without anything being wrong: Python compiling mlx-lm's modules on a fresh install, a loaded
+ * node. Past it the probe is retried (EngineNotAnswering, transient), not taken for a missing engine.
+ */
+export const engineVersionDeadlineMs = 30_000;
+
+export interface ProbeClusterOptions {
+  /** The version command's deadline, ms. Default engineVersionDeadlineMs. */
+  versionDeadlineMs?: number;
+}
+
+export async function probeClusterNodes(spec: ClusterSpec, nodes: NodeAccess[], options: ProbeClusterOptions = {}): Promise<Record<string, NodeFacts>> {
   const engine = engineOf(spec.engine.kind);
   // The engine says which command prints its version (none for a copy bundled with this installation).
   const versionCommand = engine.versionCommand(spec.engine);
+  const deadlineMs = options.versionDeadlineMs ?? engineVersionDeadlineMs;
   const probes = await Promise.all(
     nodes.map(async (node) => {
-      const [probe, version] = await Promise.all([probeNode(node), versionCommand === undefined ? undefined : askEngineVersion(node, versionCommand)]);
+      const [probe, version] = await Promise.all([probeNode(node), versionCommand === undefined ? undefined : askEngineVersion(node, versionCommand, deadlineMs)]);
       if (version === undefined) return probe;
       return { ...probe, ...version };
     }),
@@ -37,7 +50,15 @@ export async function probeClusterNodes(spec: ClusterSpec, nodes: NodeAccess[]):
     );
   }
   // A node without the engine would only fail at launch, as a stage that exits at once: say it now.
-  const engineless = versionCommand === undefined ? [] : probes.filter((p) => p.engineVersion === undefined);
+  // One whose version command only ran out of time may have it (slow to load): that is retried.
+  const unanswered = versionCommand === undefined ? [] : probes.filter((p) => p.engineVersion === undefined);
+  const engineless = unanswered.filter((p) => !("versionTimedOut" in p && p.versionTimedOut === true));
+  if (engineless.length === 0 && unanswered.length > 0) {
+    throw new ShardctlError(
+      "EngineNotAnswering",
+      `\`${versionCommand?.join(" ")}\` did not finish within ${deadlineMs / 1000} s on ${unanswered.map((p) => p.name).join(", ")}: the engine may be loading for the first time (Python compiling its modules) or the node is overloaded; will retry`,
+    );
+  }
   if (engineless.length > 0) {
     throw new ShardctlError(
       "EngineNotFound",
@@ -59,12 +80,14 @@ export async function probeClusterNodes(spec: ClusterSpec, nodes: NodeAccess[]):
 }
 
 /** The first line the engine's version command prints on `node`, or why it failed. */
-async function askEngineVersion(node: NodeAccess, command: string[]): Promise<{ engineVersion: string } | { error: string }> {
+async function askEngineVersion(node: NodeAccess, command: string[], deadlineMs: number): Promise<{ engineVersion: string } | { error: string; versionTimedOut?: true }> {
   try {
-    const result = await node.run(command, { deadlineMs: 30_000 });
+    const result = await node.run(command, { deadlineMs });
     const line = `${result.stdout}\n${result.stderr}`.trim().split("\n")[0]?.trim() ?? "";
+    if (result.timedOut) return { error: `no answer within ${deadlineMs / 1000} s`, versionTimedOut: true };
     if (result.exitCode === 0 && line !== "") return { engineVersion: line };
-    return { error: `exit ${result.exitCode}: ${line.slice(0, 200)}` };
+    const ended = result.exitCode === undefined ? `killed by ${result.signal ?? "a signal"}` : `exit ${result.exitCode}`;
+    return { error: line === "" ? ended : `${ended}: ${line.slice(0, 200)}` };
   } catch (error) {
     return { error: (error as Error).message };
   }

@@ -4,6 +4,8 @@ export type ClusterReason =
   | "UnknownNode"
   /** The engine binary does not answer `--version` on a node; nothing the daemon does installs it (terminal). */
   | "EngineNotFound"
+  /** The engine's version command ran out of time on a node (slow to load, or the node overloaded) (transient). */
+  | "EngineNotAnswering"
   /** Source "path": a node has no config.json at the model path, and "path" never copies files (terminal). */
   | "ModelPathMissing"
   /** `source = "path"`: a node lacks (or has a wrong-sized) weight file its stage loads. */
