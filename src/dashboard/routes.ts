@@ -17,10 +17,6 @@ import type { DashboardSource } from "./types.js";
 /** Longest cluster name, characters: a DNS label's. */
 const maxNameLength = 63;
 
-/** One cluster's status, and its "Reconcile now" (the name is the captured segment). */
-const clusterPath = /^\/api\/clusters\/([^/]+)$/;
-const reconcilePath = /^\/api\/clusters\/([^/]+)\/reconcile$/;
-
 /** Largest definition `POST /api/plan` accepts, bytes. */
 const planBodyLimitBytes = 256 * 1024;
 
@@ -34,40 +30,51 @@ export interface RouteContext {
   log: Logger;
 }
 
+/** One endpoint: the paths it answers (a capture, when it has one, is the cluster's name), the methods it takes, what it does. */
+interface Endpoint {
+  path: RegExp;
+  methods: readonly string[];
+  handle(context: RouteContext, request: IncomingMessage, response: ServerResponse, match: RegExpExecArray, url: URL): Promise<void>;
+}
+
+const endpoints: readonly Endpoint[] = [
+  {
+    path: /^\/api\/clusters$/,
+    methods: ["GET", "HEAD"],
+    handle: async (context, _request, response) => replyJson(response, 200, await allStatuses(context.source)),
+  },
+  { path: /^\/api\/clusters\/([^/]+)$/, methods: ["GET", "HEAD"], handle: (context, _request, response, match) => replyStatus(context, response, decodeName(match[1]!)) },
+  {
+    path: /^\/api\/clusters\/([^/]+)\/reconcile$/,
+    methods: ["POST"],
+    handle: (context, request, response, match) => reconcileNow(context, request, response, decodeName(match[1]!)),
+  },
+  { path: /^\/api\/plan$/, methods: ["POST"], handle: (context, request, response, _match, url) => previewPlan(context, request, response, url) },
+  { path: /^\/api\/events$/, methods: ["GET"], handle: async (context, _request, response) => openStream(context, response) },
+];
+
 export async function route(context: RouteContext, request: IncomingMessage, response: ServerResponse): Promise<void> {
   const url = new URL(request.url ?? "/", "http://dashboard.invalid");
   const path = url.pathname;
   const method = request.method ?? "GET";
-  const read = method === "GET" || method === "HEAD";
-
-  if (path === "/api/clusters" && read) return replyJson(response, 200, await allStatuses(context.source));
-  const cluster = clusterPath.exec(path);
-  if (cluster !== null && read) {
-    const name = decodeName(cluster[1]!);
-    const status = (await allStatuses(context.source)).find((s) => s.cluster === name);
-    return status === undefined
-      ? replyError(response, 404, "DashboardClusterNotFound", `no status of a cluster named ${JSON.stringify(name)}`)
-      : replyJson(response, 200, status);
-  }
-  const reconcile = reconcilePath.exec(path);
-  if (reconcile !== null && method === "POST") return reconcileNow(context, request, response, decodeName(reconcile[1]!));
-  if (path === "/api/plan" && method === "POST") return previewPlan(context, request, response, url);
-  if (path === "/api/events" && method === "GET") return openStream(context, response);
-  const allowed = methodsAllowedOn(path);
-  if (allowed.length > 0) {
-    return replyError(response, 405, "DashboardMethodNotAllowed", `${method} is not allowed on ${path}; it takes ${allowed.join(" or ")}`, { allow: allowed.join(", ") });
+  for (const endpoint of endpoints) {
+    const match = endpoint.path.exec(path);
+    if (match === null) continue;
+    if (endpoint.methods.includes(method)) return endpoint.handle(context, request, response, match, url);
+    return replyError(response, 405, "DashboardMethodNotAllowed", `${method} is not allowed on ${path}; it takes ${endpoint.methods.join(" or ")}`, {
+      allow: endpoint.methods.join(", "),
+    });
   }
   if (path.startsWith("/api/")) return replyError(response, 404, "DashboardNotFound", `no endpoint ${method} ${path}`);
-  if (read) return serveAsset(context, request, response, path);
+  if (method === "GET" || method === "HEAD") return serveAsset(context, request, response, path);
   return replyError(response, 405, "DashboardMethodNotAllowed", `${method} is not allowed on ${path}; the page's files take GET or HEAD`, { allow: "GET, HEAD" });
 }
 
-/** The methods an endpoint takes (none: no such endpoint; the page's files take GET and HEAD). */
-function methodsAllowedOn(path: string): string[] {
-  if (path === "/api/clusters" || clusterPath.test(path)) return ["GET", "HEAD"];
-  if (reconcilePath.test(path) || path === "/api/plan") return ["POST"];
-  if (path === "/api/events") return ["GET"];
-  return [];
+async function replyStatus(context: RouteContext, response: ServerResponse, name: string): Promise<void> {
+  const status = (await allStatuses(context.source)).find((s) => s.cluster === name);
+  return status === undefined
+    ? replyError(response, 404, "DashboardClusterNotFound", `no status of a cluster named ${JSON.stringify(name)}`)
+    : replyJson(response, 200, status);
 }
 
 /** A path segment as a name; a malformed escape is no name at all (never a cluster). */
