@@ -8,7 +8,9 @@
  * Only the simple case is handled: http:, a 200/206 with Content-Length. Anything else (https,
  * redirects, chunked bodies, errors) returns "unsupported" before a byte is written, and the caller
  * falls back to node:http. A Content-Length that would leave more than `maxBytes` in the file returns
- * "too-large", also before a byte is written.
+ * "too-large", and a reply that cannot be the rest of the file (see replyMismatch) "not-the-file",
+ * both before a byte is written. No byte for `idleMs` ends the download as a failure (the bytes
+ * that arrived stay in the file).
  */
 import { closeSync, openSync, writeSync } from "node:fs";
 import { connect } from "node:net";
@@ -17,7 +19,9 @@ export type RawOutcome =
   | { kind: "done"; status: number }
   | { kind: "unsupported" }
   /** `bytes`: what the file would have held with the whole body (the bytes kept plus Content-Length). */
-  | { kind: "too-large"; bytes: number };
+  | { kind: "too-large"; bytes: number }
+  /** `why`: how the reply differs from the rest of the listed file. */
+  | { kind: "not-the-file"; why: string };
 
 export interface RawRequest {
   url: URL;
@@ -25,9 +29,11 @@ export interface RawRequest {
   target: string;
   /** Bytes already in target (sent as a Range by the caller's headers). */
   haveBytes: number;
-  /** The most bytes the file may hold; a longer body is refused before it is written. */
+  /** The most bytes the file may hold (its listed size); a longer body is refused before it is written. */
   maxBytes: number;
   deadlineMs: number;
+  /** The longest wait for a byte, ms. */
+  idleMs: number;
   /** Called with the bytes now in the file. */
   onBytes: (bytes: number) => void;
 }
@@ -46,6 +52,7 @@ export function rawDownload(request: RawRequest): Promise<RawOutcome> {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      clearTimeout(idle);
       if (fd !== undefined) closeSync(fd);
       socket.destroy();
       if (error !== undefined) reject(error);
@@ -65,6 +72,7 @@ export function rawDownload(request: RawRequest): Promise<RawOutcome> {
         buffer,
         callback: (nread: number, buf: Uint8Array): boolean => {
           try {
+            idle.refresh();
             const data = Buffer.from(buf.buffer, buf.byteOffset, nread);
             if (head !== undefined) {
               head = Buffer.concat([head, data]);
@@ -86,6 +94,11 @@ export function rawDownload(request: RawRequest): Promise<RawOutcome> {
                 finish(undefined, { kind: "too-large", bytes: total });
                 return false;
               }
+              const why = replyMismatch(parsed.status, parsed.contentLength, parsed.rangeStart, request.haveBytes, request.maxBytes);
+              if (why !== undefined) {
+                finish(undefined, { kind: "not-the-file", why });
+                return false;
+              }
               fd = openSync(request.target, append ? "a" : "w");
               written = append ? request.haveBytes : 0;
               remaining = parsed.contentLength;
@@ -104,6 +117,7 @@ export function rawDownload(request: RawRequest): Promise<RawOutcome> {
     });
     let statusCode = 0;
     const timer = setTimeout(() => finish(new Error(`deadline of ${request.deadlineMs} ms passed`)), request.deadlineMs);
+    const idle = setTimeout(() => finish(new Error(`nothing arrived for ${request.idleMs} ms`)), request.idleMs);
     socket.once("connect", () => {
       const lines = [
         `GET ${url.pathname}${url.search} HTTP/1.1`,
@@ -122,12 +136,30 @@ export function rawDownload(request: RawRequest): Promise<RawOutcome> {
   });
 }
 
-function parseHead(text: string): { status: number; contentLength: number } | undefined {
+function parseHead(text: string): { status: number; contentLength: number; rangeStart: number | undefined } | undefined {
   const [statusLine = "", ...lines] = text.split("\r\n");
   const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(statusLine)?.[1]);
   if (status !== 200 && status !== 206) return undefined;
   const headers = new Map(lines.map((l) => [l.slice(0, l.indexOf(":")).trim().toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]));
   const length = headers.get("content-length");
   if (headers.has("transfer-encoding") || length === undefined || !/^\d+$/.test(length)) return undefined;
-  return { status, contentLength: Number(length) };
+  const range = /^bytes (\d+)-/.exec(headers.get("content-range") ?? "");
+  return { status, contentLength: Number(length), rangeStart: range === null ? undefined : Number(range[1]) };
+}
+
+/**
+ * Why a 200 or 206 reply cannot be the rest of a file listed as `size` bytes of which `have` are
+ * already here, or undefined when it can: a whole body (200) of another length, a range that does
+ * not start where the file ends, or one that ends short of the listed size. Such a reply is
+ * typically a proxy's or a rate limit's page sent with a success status: writing it would spoil the
+ * file (or throw away the bytes already here), and asking again later may well bring the file.
+ * Unknown lengths pass (a longer body is stopped as it arrives).
+ */
+export function replyMismatch(status: number, contentLength: number | undefined, rangeStart: number | undefined, have: number, size: number): string | undefined {
+  if (status === 200) {
+    return contentLength === undefined || contentLength === size ? undefined : `HTTP 200 with a body of ${contentLength} bytes, not the listed ${size}`;
+  }
+  if (rangeStart !== undefined && rangeStart !== have) return `HTTP 206 with bytes from ${rangeStart}, not from ${have} as asked`;
+  if (contentLength !== undefined && have + contentLength < size) return `HTTP 206 with ${contentLength} bytes from ${have}, ending short of the listed ${size}`;
+  return undefined;
 }

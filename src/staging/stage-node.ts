@@ -16,6 +16,9 @@ import { updateStatCache, type StatCacheEntry } from "./stat-cache.js";
 import { forgetWriter, removePartial, transferFile } from "./transfer.js";
 import type { FileCheck, Manifest, NodeStagingResult, StagingOptions, StagingSource } from "./types.js";
 
+/** How long a download may receive nothing before it is cut and resumed, ms: a minute of silence is a stall on any link, not a slow one. */
+export const defaultTransferIdleMs = 60_000;
+
 export async function stageNode(node: NodeAccess, source: StagingSource, fullManifest: Manifest, options: StagingOptions = {}): Promise<NodeStagingResult> {
   const name = node.config.name;
   const manifest = selectFiles(fullManifest, options.files ?? "all");
@@ -159,6 +162,7 @@ async function fetchOne(
         target,
         haveBytes: have,
         deadlineMs: options.transferDeadlineMs ?? 3_600_000,
+        idleMs: options.transferIdleMs ?? defaultTransferIdleMs,
         onBytes: (bytes) => {
           if (bytes > counted) progress.update("transfer", bytes - counted, file.path);
           counted = Math.max(counted, bytes);

@@ -14,6 +14,13 @@
  * stops when the body would pass that size (up front when Content-Length says so), the partial file
  * is removed, and the failure is DownloadTooLarge (terminal: a commit's file keeps its size). The
  * free-disk check before the transfer relies on this: it counts listed sizes.
+ *
+ * A reply with a success status that cannot be the rest of the file (a whole body of another size, a
+ * range from elsewhere or ending short: a proxy's or a rate limit's page) is DownloadFailed, not
+ * terminal, and writes nothing where the reply's headers say so up front; curl's short body on a
+ * node is removed. A download that receives nothing for `idleMs` is cut (DownloadFailed) and the
+ * next attempt resumes: a server that keeps the connection open but stops sending costs a minute,
+ * not the hour of the whole-file deadline.
  */
 import { createWriteStream } from "node:fs";
 import { stat } from "node:fs/promises";
@@ -22,7 +29,7 @@ import { get as httpGet, type IncomingMessage } from "node:http";
 import { get as httpsGet } from "node:https";
 import type { NodeAccess } from "../nodes/index.js";
 import { cappedCurlScript, writerRecordOf } from "./capped-curl.js";
-import { rawDownload } from "./raw-http.js";
+import { rawDownload, replyMismatch } from "./raw-http.js";
 import { isShardctlError, ShardctlError } from "../errors/index.js";
 import type { ManifestFile, StagingSource } from "./types.js";
 
@@ -36,6 +43,8 @@ export interface TransferRequest {
   /** Bytes already in `target`. */
   haveBytes: number;
   deadlineMs: number;
+  /** The longest wait for a byte of a download, ms. */
+  idleMs: number;
   /** Called with the bytes now in `target`. */
   onBytes: (bytes: number) => void;
 }
@@ -75,6 +84,14 @@ function tooLarge(request: TransferRequest, url: string, served: string): Shardc
   );
 }
 
+/** The failure of a reply that cannot be the rest of the listed file; `why` says how it differs. Retried: the next attempt may get the file. */
+function notTheFile(request: TransferRequest, url: string, why: string): ShardctlError {
+  return new ShardctlError(
+    "DownloadFailed",
+    `node ${request.node.config.name}: ${request.file.path}: ${url} answered ${why}: not the listed file (a proxy's or a rate limit's page sent as a success?); nothing of it is kept, and the download is tried again`,
+  );
+}
+
 function fileUrl(source: Extract<StagingSource, { kind: "hub" }>, commit: string, path: string): string {
   const repo = source.repo.split("/").map(encodeURIComponent).join("/");
   return `${source.endpoint.replace(/\/+$/, "")}/${repo}/resolve/${encodeURIComponent(commit)}/${path.split("/").map(encodeURIComponent).join("/")}`;
@@ -94,12 +111,14 @@ async function fetchLocally(request: TransferRequest, source: Extract<StagingSou
       haveBytes: request.haveBytes,
       maxBytes: file.size,
       deadlineMs: request.deadlineMs,
+      idleMs: request.idleMs,
       onBytes: request.onBytes,
     });
     if (raw.kind === "done") return;
     if (raw.kind === "too-large") throw tooLarge(request, url, `${raw.bytes} bytes`);
+    if (raw.kind === "not-the-file") throw notTheFile(request, url, raw.why);
   } catch (error) {
-    if (isShardctlError(error, "DownloadTooLarge")) throw error;
+    if (isShardctlError(error, "DownloadTooLarge") || isShardctlError(error, "DownloadFailed")) throw error;
     throw new ShardctlError("DownloadFailed", `${url}: ${(error as Error).message}`, { cause: error });
   }
   const response = await openDownload(url, headers, request.deadlineMs).catch((error: unknown) => error as Error);
@@ -116,9 +135,16 @@ async function fetchLocally(request: TransferRequest, source: Extract<StagingSou
   const append = response.statusCode === 206;
   let done = append ? request.haveBytes : 0;
   const length = response.headers["content-length"];
-  if (length !== undefined && /^\d+$/.test(length) && done + Number(length) > file.size) {
+  const knownLength = length !== undefined && /^\d+$/.test(length) ? Number(length) : undefined;
+  if (knownLength !== undefined && done + knownLength > file.size) {
     response.destroy();
-    throw tooLarge(request, url, `${done + Number(length)} bytes`);
+    throw tooLarge(request, url, `${done + knownLength} bytes`);
+  }
+  const rangeStart = /^bytes (\d+)-/.exec(response.headers["content-range"] ?? "");
+  const why = replyMismatch(response.statusCode ?? 0, knownLength, rangeStart === null ? undefined : Number(rangeStart[1]), request.haveBytes, file.size);
+  if (why !== undefined) {
+    response.destroy();
+    throw notTheFile(request, url, why);
   }
   const out = createWriteStream(target, { flags: append ? "a" : "w" });
   // A failed write (disk full, permissions) ends the download with that error.
@@ -128,6 +154,7 @@ async function fetchLocally(request: TransferRequest, source: Extract<StagingSou
     // queued chunks when it errors), so a resume never re-fetches bytes that already arrived.
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => response.destroy(new Error(`deadline of ${request.deadlineMs} ms passed`)), request.deadlineMs);
+      const idle = setTimeout(() => response.destroy(new Error(`nothing arrived for ${request.idleMs} ms`)), request.idleMs);
       // Socket reads arrive in 16-64 KiB pieces; one file write per piece costs a thread-pool round
       // trip each, so they are gathered into 8 MiB writevs.
       let pending: Buffer[] = [];
@@ -164,6 +191,7 @@ async function fetchLocally(request: TransferRequest, source: Extract<StagingSou
       };
       response.on("data", (chunk: Buffer) => {
         if (response.destroyed) return;
+        idle.refresh();
         // A body longer than the listed size (none was announced): stop before writing the chunk that passes it.
         if (done + chunk.length > file.size) {
           response.destroy(tooLarge(request, url, `more than ${file.size} bytes`));
@@ -179,11 +207,13 @@ async function fetchLocally(request: TransferRequest, source: Extract<StagingSou
       response.once("error", (error) => {
         flush();
         clearTimeout(timer);
+        clearTimeout(idle);
         reject(error);
       });
       response.once("close", () => {
         flush();
         clearTimeout(timer);
+        clearTimeout(idle);
         if (response.complete) resolve();
         else reject(new Error("connection closed before the end of the body"));
       });
@@ -228,7 +258,9 @@ async function fetchOnNode(request: TransferRequest, source: Extract<StagingSour
   const url = fileUrl(source, request.commit, file.path);
   // curl config on stdin: the URL and token never appear in the node's process list.
   const config = [`url = ${curlQuote(url)}`, ...(source.token === undefined ? [] : [`header = ${curlQuote(`Authorization: Bearer ${source.token}`)}`])].join("\n");
-  const curl = ["curl", "--fail", "--silent", "--show-error", "--location", "--config", "-"];
+  // --speed-limit/--speed-time: under 1 byte/s for idleMs (at least 1 s) ends curl (exit 28).
+  const idleSec = String(Math.max(1, Math.round(request.idleMs / 1000)));
+  const curl = ["curl", "--fail", "--silent", "--show-error", "--location", "--speed-limit", "1", "--speed-time", idleSec, "--config", "-"];
   // The program stops an earlier download still writing the file (its connection dropped), resumes
   // from the file's size then, and caps the body one byte past the listed size: a longer one shows
   // as a file past that size.
@@ -264,7 +296,14 @@ async function fetchOnNode(request: TransferRequest, source: Extract<StagingSour
     const why = result.timedOut ? `timed out after ${result.durationMs} ms` : `${program} exited with ${result.exitCode}: ${result.stderr.trim()}`;
     throw new ShardctlError("DownloadFailed", `node ${node.config.name}: ${url}: ${why}`);
   }
-  request.onBytes(after?.size ?? 0);
+  // curl ended without an error short of the listed size: the reply said it was whole (a page sent
+  // with a success status). What it appended cannot be told from the file's bytes: start over.
+  if (after === undefined || after.size < file.size) {
+    await removePartial(request);
+    request.onBytes(0);
+    throw notTheFile(request, url, `a reply that ended after ${after?.size ?? 0} of the listed ${file.size} bytes without an error; the partial file was removed`);
+  }
+  request.onBytes(after.size);
 }
 
 function curlQuote(value: string): string {

@@ -69,8 +69,10 @@ export interface StagingOptions {
   onProgress?: (event: StagingProgress) => void;
   /** Attempts per file for a download or push before giving up (each resumes). Default 3. */
   attempts?: number;
-  /** Per-file transfer deadline, ms. Default 3600000. */
+  /** Per-file transfer deadline, ms (an attempt cut there resumes in the next). Default 3600000. */
   transferDeadlineMs?: number;
+  /** A download that receives nothing for this long, ms, is cut and resumed in the next attempt. Default 60000. */
+  transferIdleMs?: number;
 }
 
 export interface NodeStagingResult {

@@ -8,7 +8,8 @@
  * - `GET /api/models/{repo}/tree/{revision}[/{dir}]?recursive=true` — entries `{type, oid, size, path,
  *   lfs?: {oid, size, pointerSize}}` like the Hub's (no pagination: test repos are small).
  *
- * Fault injection (`injectFault`) cuts a file's response after N body bytes or flips a byte in it,
+ * Fault injection (`injectFault`) cuts a file's response after N body bytes, stalls it, flips a byte in
+ * it or sends a page in its place (a 200 of other content),
  * which is how tests interrupt downloads and feed corrupt data; a repository's `tree` rewrites its
  * listing (a Hub whose listing disagrees with its files). Importable from bench/ as well, so it
  * has no vitest imports.
@@ -63,6 +64,10 @@ export interface HubFault {
   cutAfterBytes?: number;
   /** Flip the byte at this offset of the file (absolute file offset) in the response. */
   corruptAtOffset?: number;
+  /** Send this page instead of the file, as a 200 with its own Content-Length (a proxy's or a rate limit's page). */
+  page?: string;
+  /** Send this many body bytes, then nothing more while keeping the connection open (a stalled server). */
+  stallAfterBytes?: number;
   /** How many GET responses the fault applies to before it is used up. Default 1. */
   times?: number;
 }
@@ -258,12 +263,17 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
       headers["Content-Range"] = `bytes ${start}-${end}/${info.size}`;
     }
     const length = Math.max(0, end - start + 1);
+    const fault = req.method === "GET" ? takeFault(info.path) : undefined;
+    if (fault?.page !== undefined) {
+      res.writeHead(200, { "Content-Type": "text/html", "Content-Length": Buffer.byteLength(fault.page) });
+      res.end(fault.page);
+      return;
+    }
     res.writeHead(status, options.chunked === true && req.method === "GET" ? headers : { ...headers, "Content-Length": length });
     if (req.method === "HEAD" || length === 0) {
       res.end();
       return;
     }
-    const fault = takeFault(info.path);
     await streamBody(res, join(resolved.at.dir, info.path), start, end, fault, rawPath);
   }
 
@@ -295,6 +305,15 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
           // Flush what was promised, then kill the socket so the client sees a truncated body.
           res.write(part, () => res.destroy());
           stream.destroy();
+          return;
+        }
+        if (fault?.stallAfterBytes !== undefined && sent + chunk.length >= fault.stallAfterBytes) {
+          const part = chunk.subarray(0, fault.stallAfterBytes - sent);
+          count(key, part.length);
+          res.write(part);
+          stream.destroy();
+          // Silent from here on, the connection open until the client gives up (or the server closes).
+          await new Promise<void>((resolve) => res.once("close", resolve));
           return;
         }
         if (rate !== undefined) {
