@@ -56,7 +56,15 @@ function localNode(): NodeAccess {
 
 function sshNode(): NodeAccess {
   const n = sshd.nodes[0]!;
-  return pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile: sshd.identityFile, hostKeyPolicy: "strict", modelDir: join(n.modelDir, `p${++counter}`) });
+  return pool.get({
+    name: n.name,
+    host: n.host,
+    port: n.port,
+    user: n.user,
+    identityFile: sshd.identityFile,
+    hostKeyPolicy: "strict",
+    modelDir: join(n.modelDir, `p${++counter}`),
+  });
 }
 
 async function expectStaged(node: NodeAccess): Promise<void> {
