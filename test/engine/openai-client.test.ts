@@ -172,6 +172,34 @@ describe("openai client against the coordinator", () => {
     expect([cluster.coordinator, ...cluster.stages].every((p) => p.child.exitCode === null && p.child.signalCode === null)).toBe(true);
   });
 
+  it("chats that would be long prompts by their roles or their number of messages: refused at once, or tokenized off the event loop; the pipeline keeps serving", async () => {
+    const post = async (messages: unknown[]): Promise<{ status: number; ms: number; error?: { message: string; param: string; code: string } }> => {
+      const started = Date.now();
+      const r = await fetch(`${cluster.baseUrl}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ model, messages, max_tokens: 1 }) });
+      const body = (await r.json()) as { error?: { message: string; param: string; code: string } };
+      return { status: r.status, ms: Date.now() - started, error: body.error };
+    };
+    // A role of two million characters: rendered into the prompt by the template, it was counted
+    // nowhere and tokenized on the event loop for seconds, past the stage links' liveness bound.
+    const longRole = await post([{ role: "u".repeat(2_000_000), content: "hi" }]);
+    expect(longRole.status).toBe(400);
+    expect(longRole.error).toMatchObject({ param: "messages[0].role" });
+    expect(longRole.error?.message).toMatch(/^Expected messages\[0\]\.role to name a role .* \(at most 64 characters\); it has 2000000$/);
+    // More messages than the context has tokens (8192), each empty.
+    const many = await post(Array.from({ length: 100_000 }, () => ({ role: "user", content: "" })));
+    expect(many.status).toBe(400);
+    expect(many.error).toMatchObject({ param: "messages", code: "context_length_exceeded" });
+    expect(many.error?.message).toBe("The prompt has 100000 messages, more than the context has tokens (8192): the chat template gives each message tokens of its own");
+    // Fewer messages, still a long prompt by their markers alone: tokenized on the tokenizer
+    // thread and refused by its count, while the stage links stay alive.
+    const markers = await post(Array.from({ length: 8_000 }, () => ({ role: "user", content: "" })));
+    expect(markers.status).toBe(400);
+    expect(markers.error?.message).toMatch(/^The prompt \(\d+ tokens\) leaves no room in the context of 8192 tokens$/);
+    const after = await client.chat.completions.create({ model, messages: [{ role: "user", content: "hello" }], max_tokens: 4, temperature: 0 });
+    expect(after.choices[0]?.message.content?.length).toBeGreaterThan(0);
+    expect([cluster.coordinator, ...cluster.stages].every((p) => p.child.exitCode === null && p.child.signalCode === null)).toBe(true);
+  });
+
   it("refuses an unknown model with 404", async () => {
     await expect(client.chat.completions.create({ model: "nope", messages: [{ role: "user", content: "x" }] })).rejects.toMatchObject({ status: 404 });
   });

@@ -161,6 +161,14 @@ async function complete(
   // Text that cannot fit the context whatever it tokenizes to is refused before it is tokenized.
   const chars = request.kind === "chat" ? request.messages.reduce((sum, m) => sum + m.content.length, 0) : typeof request.prompt === "string" ? request.prompt.length : 0;
   const fits = ctx.config.maxPositions * codec.longestTokenChars;
+  if (request.kind === "chat" && request.messages.length > ctx.config.maxPositions) {
+    throw new ApiError(
+      400,
+      `The prompt has ${request.messages.length} messages, more than the context has tokens (${ctx.config.maxPositions}): the chat template gives each message tokens of its own`,
+      promptParam,
+      "context_length_exceeded",
+    );
+  }
   if (chars > fits) {
     throw new ApiError(
       400,

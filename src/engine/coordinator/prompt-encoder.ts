@@ -3,7 +3,8 @@
  * per character here, so a prompt of a few megabytes tokenized in place would hold the loop for
  * seconds: /health unanswered (the daemon's monitor takes three silent probes for a death) and
  * the stage links silent past their liveness bound (2.5 s), which breaks the pipeline for every
- * request. Prompts of at least `threadedChars` characters are tokenized on a thread of their own,
+ * request. Prompts of at least `threadedChars` characters (a chat's counted with its roles and the
+ * template's markers, so that many short messages count too) are tokenized on a thread of their own,
  * started at the first such prompt and loading its own copy of the tokenizer; shorter ones in
  * place, where a thread hop would cost more than they do.
  */
@@ -15,6 +16,14 @@ import type { EncodeAnswer, EncodeRequest } from "./tokenizer-worker.js";
 
 /** Characters from which a prompt is tokenized on the thread: about 20 ms of tokenizing. */
 const threadedChars = 20_000;
+
+/** Characters a chat template adds around each message (its role's markers), about: many empty messages are a long prompt too. */
+const templateCharsPerMessage = 32;
+
+/** About how long the chat template's text over `messages` is, characters: what rendering and tokenizing it cost. */
+function renderedChars(messages: ChatMessage[]): number {
+  return messages.reduce((sum, m) => sum + m.role.length + m.content.length + templateCharsPerMessage, 0);
+}
 
 /** The tokenizer thread itself failed (not the prompt): a server error, the next long prompt starts a new thread. */
 export class TokenizerThreadFailed extends Error {
@@ -39,8 +48,7 @@ export class PromptEncoder {
 
   /** Token ids of the chat template rendered over `messages` with the generation prompt. */
   encodeChat(messages: ChatMessage[]): Promise<number[]> {
-    const chars = messages.reduce((sum, m) => sum + m.content.length, 0);
-    if (chars < threadedChars) return Promise.resolve(this.codec.encodeChat(messages));
+    if (renderedChars(messages) < threadedChars) return Promise.resolve(this.codec.encodeChat(messages));
     return this.ask({ id: this.nextId++, messages });
   }
 

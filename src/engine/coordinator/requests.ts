@@ -130,6 +130,13 @@ function asObject(body: unknown): Record<string, unknown> {
   return body as Record<string, unknown>;
 }
 
+/**
+ * Longest role a message may name, characters. Chat templates render the role into the prompt, and
+ * the checks that keep long prompts off the event loop count content: a role is a word ("system",
+ * "user", "assistant", "tool"), never a place for text.
+ */
+const maxRoleChars = 64;
+
 export function parseChatRequest(raw: unknown): ChatRequest {
   const body = asObject(raw);
   const common = parseCommon(body, ["max_completion_tokens", "max_tokens"]);
@@ -137,6 +144,12 @@ export function parseChatRequest(raw: unknown): ChatRequest {
   const messages = body.messages.map((m: unknown, i: number): ChatMessage => {
     const msg = m as { role?: unknown; content?: unknown } | null;
     if (msg === null || typeof msg !== "object" || typeof msg.role !== "string") throw bad(`Expected messages[${i}].role to be a string`, `messages[${i}].role`);
+    if (msg.role.length > maxRoleChars) {
+      throw bad(
+        `Expected messages[${i}].role to name a role such as "system", "user" or "assistant" (at most ${maxRoleChars} characters); it has ${msg.role.length}`,
+        `messages[${i}].role`,
+      );
+    }
     let content: string;
     if (typeof msg.content === "string") content = msg.content;
     else if (msg.content === null || msg.content === undefined) content = "";
