@@ -14,7 +14,7 @@ import type { ClusterSpec, Settings } from "../spec/index.js";
 import type { ClusterMemory } from "./cluster-memory.js";
 import { composeStatus, type PassReport } from "./compose-status.js";
 import { isOwnedBy } from "./decision-inputs.js";
-import { statusFileFor, writeStatus } from "./status/index.js";
+import { statusFileFor, writeStatus, type ClusterStatus } from "./status/index.js";
 import type { StatusFeed } from "./status-feed.js";
 import { recordEvent } from "./verdicts.js";
 
@@ -51,6 +51,8 @@ export class ReconcilerWorld {
   /** The write in flight per cluster: writes land in the order they were composed. */
   private readonly writes = new Map<string, Promise<void>>();
   private readonly lastProgress = new Map<string, number>();
+  /** The Ready condition each cluster's status file says, as last written (status, reason, message). */
+  private readonly readyWritten = new Map<string, string>();
 
   constructor(readonly options: WorldOptions) {}
 
@@ -128,6 +130,7 @@ export class ReconcilerWorld {
       try {
         await writeStatus(statusFileFor(file), status);
         this.options.feed?.fileWritten(name, undefined);
+        this.logReadyChange(name, status);
       } catch (error) {
         this.options.log.error({ cluster: name, err: error }, "could not write the status file");
         const message = `could not write ${statusFileFor(file)}: ${messageOf(error)}`;
@@ -137,6 +140,20 @@ export class ReconcilerWorld {
     this.writes.set(name, write);
     await write;
     if (this.writes.get(name) === write) this.writes.delete(name);
+  }
+
+  /**
+   * Log each change of the Ready condition the status file says, once written: the file holds only
+   * the latest word, and a fault's words can be replaced within milliseconds (the death, then its
+   * exit status, then the relaunch); the log keeps each, in the order the file said them.
+   */
+  private logReadyChange(name: string, status: ClusterStatus): void {
+    const ready = status.conditions.find((c) => c.type === "Ready");
+    if (ready === undefined) return;
+    const key = `${ready.status}\u0000${ready.reason}\u0000${ready.message}`;
+    if (this.readyWritten.get(name) === key) return;
+    this.readyWritten.set(name, key);
+    this.options.log.info({ cluster: name, ready: { status: ready.status, reason: ready.reason, message: ready.message } }, "the status file's Ready changed");
   }
 
   /** Progress of a long step (staging bytes): written like any status, at most every 500 ms per cluster. */
