@@ -1,7 +1,8 @@
 /**
  * The files of a Hub tree listing, checked whole before anything is downloaded: each entry an
  * object, each file's path a string that is safe (safe-path.ts) and printable, listed once, with a
- * whole size and a sha1 or sha256 hash. Directory entries are skipped.
+ * whole size and the hash its kind has (an LFS file's sha256, another's git sha1). Directory entries
+ * are skipped.
  */
 import { ShardctlError, showText } from "../errors/index.js";
 import { assertPrintableName, assertSafePath } from "./safe-path.js";
@@ -27,13 +28,20 @@ export function readHubTree(entries: unknown[], base: string, repo: string, comm
     const first = seen.get(path);
     if (first !== undefined) throw listingInvalid(`${base}: ${where} lists ${JSON.stringify(path)} twice (entries ${first} and ${i})`);
     seen.set(path, i);
-    const lfs = entry.lfs as { oid?: unknown; size?: unknown } | undefined;
-    const size = Number(lfs?.size ?? entry.size);
-    const hash = String(lfs?.oid ?? entry.oid);
-    if (!Number.isSafeInteger(size) || size < 0 || !/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(hash)) {
-      throw new ShardctlError("HubError", `${base}: bad size or hash for ${path} in ${repo}@${commit}`);
+    // An LFS file is named by its content's sha256 (64 hex digits), any other by its git blob sha1
+    // (40); `"lfs": null`, as servers that write out empty fields send it, is no LFS.
+    const lfs = entry.lfs === null || entry.lfs === undefined ? undefined : (entry.lfs as { oid?: unknown; size?: unknown });
+    const size = lfs?.size ?? entry.size;
+    const hash = lfs?.oid ?? entry.oid;
+    const hashAlgo = lfs === undefined ? "git-sha1" : "sha256";
+    if (typeof size !== "number" || !Number.isSafeInteger(size) || size < 0) {
+      throw listingInvalid(`${base}: ${where} gives ${JSON.stringify(path)} a size that is not a whole number of bytes: ${excerpt(entry)}`);
     }
-    files.push({ path, size, hash, hashAlgo: lfs === undefined ? "git-sha1" : "sha256" });
+    if (typeof hash !== "string" || !(hashAlgo === "sha256" ? /^[0-9a-f]{64}$/ : /^[0-9a-f]{40}$/).test(hash)) {
+      const want = hashAlgo === "sha256" ? "an LFS oid of 64 hex digits (sha256)" : "an oid of 40 hex digits (git sha1)";
+      throw listingInvalid(`${base}: ${where} gives ${JSON.stringify(path)} a hash that is not ${want}: ${excerpt(entry)}`);
+    }
+    files.push({ path, size, hash, hashAlgo });
   }
   return files;
 }
@@ -41,7 +49,7 @@ export function readHubTree(entries: unknown[], base: string, repo: string, comm
 function listingInvalid(what: string): ShardctlError {
   return new ShardctlError(
     "HubListingInvalid",
-    `${what}; a commit's listing names each file once, by its path as a string, so nothing is staged from it: check the endpoint (a mirror or proxy that rewrites listings)`,
+    `${what}; a commit's listing names each file once, by its path as a string, with its size and hash, so nothing is staged from it: check the endpoint (a mirror or proxy that rewrites listings)`,
     { terminal: true },
   );
 }

@@ -141,6 +141,20 @@ describe("a listing staging cannot use is refused before anything is downloaded"
     expect((nullEntry as Error).message).toMatch(/entry \d+ .*is null, not an object/);
   });
 
+  it("a hash that does not fit its kind of file, or a size that is not a number, is HubListingInvalid, naming the file; `lfs: null` is no LFS", async () => {
+    // An LFS oid of 40 digits: a sha256 that can never match, found only after the download.
+    const shortOid = await manifestOf((entries) => entries.map((e) => (e.lfs !== undefined ? { ...e, lfs: { ...e.lfs, oid: e.oid } } : e)));
+    expect(shortOid).toMatchObject({ reason: "HubListingInvalid", terminal: true });
+    expect((shortOid as Error).message).toMatch(/gives "[^"]*\.safetensors" a hash that is not an LFS oid of 64 hex digits \(sha256\)/);
+    // A size of null (it became 0 bytes, then DownloadTooLarge once the file came).
+    const nullSize = await manifestOf((entries) => entries.map((e) => (e.path === "config.json" ? { ...e, size: null } : e)));
+    expect(nullSize).toMatchObject({ reason: "HubListingInvalid", terminal: true });
+    expect((nullSize as Error).message).toMatch(/gives "config\.json" a size that is not a whole number of bytes/);
+    // "lfs": null is a file without LFS, named by its git oid: the listing is usable as it is.
+    const nullLfs = await manifestOf((entries) => entries.map((e) => (e.lfs === undefined ? { ...e, lfs: null } : e)));
+    expect(nullLfs).toMatchObject({ files: expect.arrayContaining([expect.objectContaining({ path: "config.json", hashAlgo: "git-sha1" })]) });
+  });
+
   // How the message shows each name (every control character escaped), and the name.
   it.each([
     [String.raw`"new\nline.json"`, "new\nline.json"],
