@@ -47,22 +47,24 @@ export function createHubReader(source: HubSource): SourceReader {
 
   // Read bytes [start, end] (inclusive). A server that ignores Range answers 200 with the whole
   // file: read only what is needed and cancel the rest rather than download the weights.
-  async function readRange(path: string, start: number, end: number): Promise<{ bytes: Uint8Array; fileSize: number } | undefined> {
+  // The file's size is what the server says: Content-Range's total, or a 200's Content-Length;
+  // undefined when it says neither (the header's own sizes are then checked against each other only).
+  async function readRange(path: string, start: number, end: number): Promise<{ bytes: Uint8Array; fileSize: number | undefined } | undefined> {
     const response = await request(path, [start, end]);
     if (response === undefined) return undefined;
     if (response.status === 416) {
       const total = /\/(\d+)$/.exec(response.headers.get("content-range") ?? "");
-      return { bytes: new Uint8Array(0), fileSize: total === null ? 0 : Number(total[1]) };
+      return { bytes: new Uint8Array(0), fileSize: total === null ? undefined : Number(total[1]) };
     }
     if (response.status === 206) {
       const total = /\/(\d+)$/.exec(response.headers.get("content-range") ?? "");
       // Only the range asked for is read: a server may send more (without end, even) under a 206.
       const bytes = await readPrefix(response, end - start + 1, `${where}/${path}`);
-      return { bytes, fileSize: total === null ? start + bytes.length : Number(total[1]) };
+      return { bytes, fileSize: total === null ? undefined : Number(total[1]) };
     }
     const fileSize = Number(response.headers.get("content-length") ?? Number.NaN);
     const bytes = await readPrefix(response, end + 1, `${where}/${path}`);
-    return { bytes: bytes.subarray(start), fileSize: Number.isFinite(fileSize) ? fileSize : bytes.length };
+    return { bytes: bytes.subarray(start), fileSize: Number.isFinite(fileSize) ? fileSize : undefined };
   }
 
   return {

@@ -19,8 +19,8 @@ export type ModelSource =
 export interface RawHeader {
   /** The N JSON header bytes. */
   bytes: Uint8Array;
-  /** Size of the whole file (bytes). */
-  fileSize: number;
+  /** Size of the whole file (bytes); undefined when the source did not say (a server that ignores Range and sends no length). */
+  fileSize: number | undefined;
 }
 
 /** What inspection needs from a source; every path is relative to the model root. */
