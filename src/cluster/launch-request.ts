@@ -77,6 +77,7 @@ export async function buildLaunchRequest(
     explicitLayers: plan.splitUsed === "memory",
     modelName: spec.model.id,
     maxSequences: spec.model.maxSequences,
+    contextLength: spec.model.contextLength,
     ...(spec.router.register ? { router: { backend: spec.router.backend, weight: spec.router.weight } } : {}),
     deadlines: { ...defaultDeadlines, ...deadlines },
   };

@@ -33,6 +33,11 @@ export interface EngineOptions {
   threads: number;
   /** Sequences the coordinator generates at once; later requests wait for a slot. Default 16. */
   maxSequences: number;
+  /**
+   * The most tokens one request may hold, prompt and completion together: what the KV caches were
+   * planned for. Undefined: the model's max_position_embeddings (a larger value is cut to it).
+   */
+  contextLength: number | undefined;
 }
 
 export type ParsedArgs = { kind: "run"; options: EngineOptions } | { kind: "help" } | { kind: "version" };
@@ -45,15 +50,18 @@ export class EngineUsageError extends Error {
 export const usage = `usage: shard-engine -m <model-dir> [--distributed-config <cluster.toml> --node-id <id>]
                     [--host <ip>] [--port <port>] [--no-warmup] [--transport-token-file <file>]
                     [--model-name <name>] [--connect-timeout-ms <ms>] [--broken-exit-delay-ms <ms>]
-                    [--threads <n>] [--max-sequences <n>] [--compute-stall-ms <ms>]
+                    [--threads <n>] [--max-sequences <n>] [--context-length <tokens>]
+                    [--compute-stall-ms <ms>]
        shard-engine --version | --help
 
 Without --distributed-config one process serves the whole model. With it, the node named by
 --node-id becomes a pipeline stage (binds its TOML address) or, for the hybrid node, the
 coordinator (HTTP on --host:--port). --threads (default: this machine's cores) is how many threads
 compute each matrix product of the layers this process holds. --max-sequences (default 16) is how
-many requests the coordinator generates at once; later ones wait their turn (--host defaults to
-127.0.0.1, --port to 8080). A stage whose computation finishes no layer for --compute-stall-ms
+many requests the coordinator generates at once; later ones wait their turn. --context-length
+(default: the model's max_position_embeddings, never more) is the most tokens one request may hold,
+prompt and completion together; a longer prompt is refused (--host defaults to 127.0.0.1, --port to
+8080). A stage whose computation finishes no layer for --compute-stall-ms
 (default 30000) stops heartbeating its links, so its peers declare it dead as a stopped one.
 
 Exit status: 69 when a pipeline peer stopped answering (nothing on its link for 2500 ms; the last
@@ -88,6 +96,7 @@ export function parseEngineArgs(argv: string[]): ParsedArgs {
         "compute-stall-ms": { type: "string" },
         threads: { type: "string" },
         "max-sequences": { type: "string" },
+        "context-length": { type: "string" },
         version: { type: "boolean", short: "V" },
         help: { type: "boolean", short: "h" },
       },
@@ -117,6 +126,7 @@ export function parseEngineArgs(argv: string[]): ParsedArgs {
       computeStallMs: integer("compute-stall-ms", values["compute-stall-ms"], 30_000, 100, 24 * 3600_000),
       threads: integer("threads", values.threads, availableParallelism(), 1, 1024),
       maxSequences: integer("max-sequences", values["max-sequences"], 16, 1, 4096),
+      contextLength: values["context-length"] === undefined ? undefined : integer("context-length", values["context-length"], 0, 1, 2 ** 31 - 1),
     },
   };
 }

@@ -120,7 +120,8 @@ async function startHttp(
 ): Promise<EngineHandle> {
   const ctx: HttpContext = {
     modelName: o.modelName ?? basename(modelDir),
-    config,
+    // Requests are admitted against the context the caches were planned for, never past the model's.
+    config: { ...config, maxPositions: Math.min(config.maxPositions, o.contextLength ?? config.maxPositions) },
     codec: undefined,
     prompts: undefined,
     slots: new SequenceSlots(o.maxSequences),
@@ -130,7 +131,7 @@ async function startHttp(
   };
   const server = createHttpServer(ctx);
   await listen(server, o.host, o.port);
-  log.info({ address: `${o.host}:${o.port}`, role, model: ctx.modelName }, "http listening");
+  log.info({ address: `${o.host}:${o.port}`, role, model: ctx.modelName, contextLength: ctx.config.maxPositions }, "http listening");
   const ready = (async () => {
     ctx.codec = new TextCodec(modelDir);
     ctx.prompts = new PromptEncoder(ctx.codec, modelDir);

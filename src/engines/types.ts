@@ -45,6 +45,8 @@ export interface EngineTopology {
   modelName: string;
   /** Sequences the KV caches are planned for (`max_sequences`): an engine that can be told so caps its concurrent requests there. */
   maxSequences: number;
+  /** Tokens per sequence the KV caches are planned for (`context_length`): an engine that can be told so refuses longer requests. */
+  contextLength?: number;
   transport: TransportBackend;
   stages: StageSlot[];
   coordinator: CoordinatorSlot;

@@ -259,6 +259,7 @@ async function allocateTopology(request: LaunchRequest, context: LaunchContext, 
     cluster: request.cluster,
     modelName: request.modelName,
     maxSequences: request.maxSequences,
+    ...(request.contextLength === undefined ? {} : { contextLength: request.contextLength }),
     transport: request.transport,
     explicitLayers: request.explicitLayers,
     stages: request.stages.map((s, i) => ({

@@ -75,6 +75,8 @@ export interface LaunchRequest {
   modelName: string;
   /** Sequences the KV caches are planned for (`max_sequences`): what the engine may generate at once. */
   maxSequences: number;
+  /** Tokens per sequence the KV caches are planned for (`context_length`): the most one request may hold. */
+  contextLength?: number;
   /** Router backend to register; undefined to skip registration. */
   router?: { backend: string; weight?: number };
   deadlines: LaunchDeadlines;

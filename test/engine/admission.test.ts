@@ -1,6 +1,7 @@
 /**
- * Admission on a 2-stage pipeline whose coordinator is told `--max-sequences 1` (what the launch
- * passes from the definition's max_sequences): concurrent requests are generated one at a time,
+ * Admission on a 2-stage pipeline whose coordinator is told `--max-sequences 1` and
+ * `--context-length 256` (what the launch passes from the definition's max_sequences and
+ * context_length): a request holds at most 256 tokens; concurrent requests are generated one at a time,
  * each waiting its turn, every stage holding at most one sequence; a request whose client leaves
  * while it waits is never computed.
  */
@@ -14,6 +15,8 @@ import { type Cluster, killAll, requireBuild, startCluster } from "./support.js"
 let dir: string;
 let cluster: Cluster;
 const model = "tiny-llama";
+/** What the launch passes from the definition's context_length: far below the model's 8192. */
+const contextLength = 256;
 
 beforeAll(async () => {
   requireBuild();
@@ -22,7 +25,12 @@ beforeAll(async () => {
   await makeTestModel(modelDir, { layers: 4, hidden: 64, vocab: 320, seed: 3 });
   const tokenFile = join(dir, "token");
   await writeFile(tokenFile, "admission-token\n");
-  cluster = await startCluster(modelDir, { stages: 2, dir, tokenFile, coordinatorArgs: ["--model-name", model, "--max-sequences", "1"] });
+  cluster = await startCluster(modelDir, {
+    stages: 2,
+    dir,
+    tokenFile,
+    coordinatorArgs: ["--model-name", model, "--max-sequences", "1", "--context-length", String(contextLength)],
+  });
 });
 afterAll(async () => {
   await cluster?.stop();
@@ -79,4 +87,25 @@ it("generates one sequence at a time; the others wait their turn, and one abando
   // Stage 0 sends prompt + completion − 1 rows per request: the abandoned one sent none.
   const rows = (await stats())[0]!.rowsSentDownstream - before;
   expect(rows).toBe(usages.reduce((sum, u) => sum + u.prompt_tokens + u.completion_tokens - 1, 0));
+});
+
+it("admits a request only within --context-length: a longer prompt is refused, a completion stops where prompt and completion fill it", async () => {
+  const refused = await fetch(`${cluster.baseUrl}/v1/completions`, {
+    method: "POST",
+    body: JSON.stringify({ model, prompt: Array.from({ length: 300 }, (_, i) => 5 + i), max_tokens: 1 }),
+  });
+  expect(refused.status).toBe(400);
+  expect(((await refused.json()) as { error: { message: string; code: string } }).error).toMatchObject({
+    code: "context_length_exceeded",
+    message: `The prompt (300 tokens) leaves no room in the context of ${contextLength} tokens`,
+  });
+  // 250 prompt tokens leave 6: max_tokens 100 is cut to them, the KV caches never hold more than
+  // planned. (This prompt's greedy completion runs 20 tokens and more without an end of text.)
+  const r = await fetch(`${cluster.baseUrl}/v1/completions`, {
+    method: "POST",
+    body: JSON.stringify({ model, temperature: 0, prompt: Array.from({ length: 250 }, (_, i) => 5 + ((i * 11) % 310)), max_tokens: 100 }),
+  });
+  const json = (await r.json()) as { choices: Array<{ finish_reason: string }>; usage: object };
+  expect(json.usage).toEqual({ prompt_tokens: 250, completion_tokens: contextLength - 250, total_tokens: contextLength });
+  expect(json.choices[0]?.finish_reason).toBe("length");
 });

@@ -75,6 +75,15 @@ describe("reference driver", () => {
     expect(bundledShardEngine).toMatch(/dist\/src\/cli\/shard-engine\.js$|src\/cli\/shard-engine\.js$/);
   });
 
+  it("tells the coordinator the definition's context_length (what the KV caches were planned for), and the stages nothing of it", () => {
+    const driver = createDriver("reference", { extraArgs: [] });
+    const coordinator = driver.coordinatorArgv({ ...topology, contextLength: 4096 }, files);
+    expect(coordinator.slice(coordinator.indexOf("--context-length"), coordinator.indexOf("--context-length") + 2)).toEqual(["--context-length", "4096"]);
+    expect(driver.stageArgv({ ...topology, contextLength: 4096 }, topology.stages[0]!, files)).not.toContain("--context-length");
+    // mlxcel is not told: no flag of its is known to bound a request's context.
+    expect(createDriver("mlxcel", { extraArgs: [] }).coordinatorArgv({ ...topology, contextLength: 4096 }, files)).not.toContain("--context-length");
+  });
+
   it("passes --threads where the topology sets it (stages sharing a machine; the coordinator), and leaves shard-engine's default otherwise", () => {
     const driver = createDriver("reference", { extraArgs: ["--connect-timeout-ms", "5000"] });
     expect(driver.stageArgv(topology, topology.stages[0]!, files)).not.toContain("--threads");

@@ -35,6 +35,7 @@ export function createReferenceDriver(options: DriverOptions): EngineDriver {
         topology.modelName,
         "--max-sequences",
         String(topology.maxSequences),
+        ...(topology.contextLength === undefined ? [] : ["--context-length", String(topology.contextLength)]),
         ...threadsArgs(topology.coordinator.threads),
         ...options.extraArgs,
       ];

@@ -33,7 +33,7 @@ export const referenceFacts = {
   // (`max_sequences`: more at once would outgrow the plan).
   extraArgs: {
     refused: mlxcelFacts.extraArgs.refused,
-    setByDriver: [...mlxcelFacts.extraArgs.setByDriver, "--transport-token-file", "--model-name", "--threads", "--max-sequences"],
+    setByDriver: [...mlxcelFacts.extraArgs.setByDriver, "--transport-token-file", "--model-name", "--threads", "--max-sequences", "--context-length"],
   },
   stageCount: mlxcelFacts.stageCount,
   memoryHeadroom: mlxcelFacts.memoryHeadroom,
