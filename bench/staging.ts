@@ -65,7 +65,10 @@ export async function run(args: string[]): Promise<object> {
     let curlDl = Number.POSITIVE_INFINITY;
     for (let i = 0; i < 3; i++) {
       await rm(target, { force: true });
-      oursDl = Math.min(oursDl, await time(() => transferFile({ node: local, source, commit, file, target, haveBytes: 0, deadlineMs: 600_000, idleMs: 60_000, onBytes: () => {} })));
+      oursDl = Math.min(
+        oursDl,
+        await time(() => transferFile({ node: local, source, commit, file, target, haveBytes: 0, deadlineMs: 600_000, idleMs: 60_000, onBytes: () => {} })),
+      );
       curlDl = Math.min(curlDl, await time(() => exec("curl", ["-sf", "-o", join(root, "dl", "curl.out"), url])));
     }
     await rm(join(root, "dl"), { recursive: true, force: true });

@@ -26,7 +26,15 @@ const modelSchema = z
       .enum(["hub", "path", "push"])
       .default("hub")
       .describe("hub: nodes download from the Hub; path: already on each node; push: copied from this machine. Default hub."),
-    context_length: z.number().int().min(1).max(16_777_216).default(4096).describe("Context length in tokens the KV cache is sized for: the most one request may hold, prompt and completion together (shard-engine refuses a longer prompt and stops a completion there; mlxcel and mlx-lm are not told, having no known flag for it, and bound requests by the model's own limit). Default 4096."),
+    context_length: z
+      .number()
+      .int()
+      .min(1)
+      .max(16_777_216)
+      .default(4096)
+      .describe(
+        "Context length in tokens the KV cache is sized for: the most one request may hold, prompt and completion together (shard-engine refuses a longer prompt and stops a completion there; mlxcel and mlx-lm are not told, having no known flag for it, and bound requests by the model's own limit). Default 4096.",
+      ),
     max_sequences: z
       .number()
       .int()
