@@ -120,6 +120,14 @@ describe("a stage given payloads that disagree with their headers", () => {
     expect(await errorFor(3, Kind.Run, run)).toBe("malformed run of 5 tokens message: 16 bytes, expected 28");
   });
 
+  it("a run of no tokens, or activations of no rows: an Error for the sequence, not a token sampled from row -1", async () => {
+    prepare(7);
+    expect(await errorFor(7, Kind.Activations, activations(7, 0, 0))).toBe("malformed activations message: no rows");
+    const run = Buffer.alloc(8);
+    run.writeUInt32LE(6, 0);
+    expect(await errorFor(6, Kind.Run, run)).toBe("malformed run message: no tokens");
+  });
+
   it("a prepare one byte short: an Error for its sequence", async () => {
     expect(await errorFor(4, Kind.Prepare, encodePrepare({ seq: 4, params: { temperature: 0, topP: 1, seed: 1, topLogprobs: 0 } }).subarray(0, 24))).toBe(
       "malformed prepare message: 24 bytes, expected 25",

@@ -44,6 +44,8 @@ export function decodeRun(b: Buffer): { seq: number; tokens: number[] } {
   atLeast("run", b, 8);
   const count = b.readUInt32LE(4);
   expectLength(`run of ${count} tokens`, b, 8 + 4 * count);
+  // A step computes the logits of its last row: with none, there is none to compute.
+  if (count === 0) throw new MalformedMessage("malformed run message: no tokens");
   const tokens: number[] = new Array<number>(count);
   for (let i = 0; i < count; i++) tokens[i] = b.readUInt32LE(8 + 4 * i);
   return { seq: b.readUInt32LE(0), tokens };
@@ -68,6 +70,7 @@ export function decodeActivations(b: Buffer): { seq: number; rows: number; hidde
   const hiddenSize = b.readUInt32LE(8);
   // Checked before the floats are allocated: the header alone could ask for gigabytes.
   expectLength(`activations of ${rows} × ${hiddenSize}`, b, activationHeaderBytes + rows * hiddenSize * 4);
+  if (rows === 0) throw new MalformedMessage("malformed activations message: no rows");
   const hidden = new Float32Array(rows * hiddenSize);
   new Uint8Array(hidden.buffer).set(b.subarray(activationHeaderBytes, activationHeaderBytes + rows * hiddenSize * 4));
   return { seq: b.readUInt32LE(0), rows, hiddenSize, hidden };
