@@ -8,6 +8,14 @@ import { ShardctlError, showText } from "../errors/index.js";
 import { assertPrintableName, assertSafePath } from "./safe-path.js";
 import type { ManifestFile } from "./types.js";
 
+/**
+ * Largest file listed without LFS that is accepted, bytes (64 MiB). The Hub keeps every file over
+ * 10 MB in LFS; a file without LFS is checked by its git blob hash, computed from the whole file read
+ * into memory, so a weights file listed that way (a mirror that drops LFS data) is refused here
+ * rather than read whole.
+ */
+export const maxGitHashedBytes = 64 * 1024 * 1024;
+
 /** `base` is the Hub endpoint; `repo` and `commit` name the listing in messages. */
 export function readHubTree(entries: unknown[], base: string, repo: string, commit: string): ManifestFile[] {
   const where = `the Hub tree of ${repo}@${commit}`;
@@ -40,6 +48,11 @@ export function readHubTree(entries: unknown[], base: string, repo: string, comm
     if (typeof hash !== "string" || !(hashAlgo === "sha256" ? /^[0-9a-f]{64}$/ : /^[0-9a-f]{40}$/).test(hash)) {
       const want = hashAlgo === "sha256" ? "an LFS oid of 64 hex digits (sha256)" : "an oid of 40 hex digits (git sha1)";
       throw listingInvalid(`${base}: ${where} gives ${JSON.stringify(path)} a hash that is not ${want}: ${excerpt(entry)}`);
+    }
+    if (hashAlgo === "git-sha1" && size > maxGitHashedBytes) {
+      throw listingInvalid(
+        `${base}: ${where} lists ${JSON.stringify(path)} (${size} bytes) without LFS: the Hub keeps every file over 10 MB in LFS, named by its sha256, and a file this large is not checked by reading it whole into memory for its git hash`,
+      );
     }
     files.push({ path, size, hash, hashAlgo });
   }

@@ -150,6 +150,12 @@ describe("a listing staging cannot use is refused before anything is downloaded"
     const nullSize = await manifestOf((entries) => entries.map((e) => (e.path === "config.json" ? { ...e, size: null } : e)));
     expect(nullSize).toMatchObject({ reason: "HubListingInvalid", terminal: true });
     expect((nullSize as Error).message).toMatch(/gives "config\.json" a size that is not a whole number of bytes/);
+    // A weights file listed without LFS (its git hash would need the whole file in memory).
+    const bigWithoutLfs = await manifestOf((entries) =>
+      entries.map((e) => (e.lfs !== undefined ? { type: e.type, oid: e.oid, size: 100 * 1024 * 1024, path: e.path } : e)),
+    );
+    expect(bigWithoutLfs).toMatchObject({ reason: "HubListingInvalid", terminal: true });
+    expect((bigWithoutLfs as Error).message).toMatch(/lists "[^"]*\.safetensors" \(104857600 bytes\) without LFS/);
     // "lfs": null is a file without LFS, named by its git oid: the listing is usable as it is.
     const nullLfs = await manifestOf((entries) => entries.map((e) => (e.lfs === undefined ? { ...e, lfs: null } : e)));
     expect(nullLfs).toMatchObject({ files: expect.arrayContaining([expect.objectContaining({ path: "config.json", hashAlgo: "git-sha1" })]) });
