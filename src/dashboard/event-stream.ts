@@ -15,6 +15,8 @@ export interface EventStreamOptions {
   maxBufferedBytes?: number;
   /** Reconnect delay the browser is told, ms. Default 1000. */
   retryMs?: number;
+  /** Streams served at once; one more is refused (a page retries). Default 256. */
+  maxClients?: number;
 }
 
 /** Longest interval between two beats, ms (nginx cuts a proxied stream idle for 60 s by default). */
@@ -30,12 +32,15 @@ export class EventStream {
   private readonly heartbeat: NodeJS.Timeout;
   private readonly maxBufferedBytes: number;
   private readonly retryMs: number;
+  /** Streams served at once. */
+  readonly maxClients: number;
   /** Interval of the `beat` event, ms: the page calls the daemon silent after four without one. */
   readonly heartbeatMs: number;
 
   constructor(options: EventStreamOptions = {}) {
     this.maxBufferedBytes = options.maxBufferedBytes ?? 1 << 20;
     this.retryMs = options.retryMs ?? 1000;
+    this.maxClients = options.maxClients ?? 256;
     // At least every 15 s whatever the daemon's heartbeat: proxies cut streams idle for a minute.
     this.heartbeatMs = Math.min(options.heartbeatMs ?? 5000, maxBeatMs);
     this.heartbeat = setInterval(() => this.send(frame("beat", {})), this.heartbeatMs);
@@ -46,8 +51,17 @@ export class EventStream {
     return this.clients.size;
   }
 
+  /** As many streams are open as are served at once. */
+  get full(): boolean {
+    return this.clients.size >= this.maxClients;
+  }
+
   /** Start a client's stream with `first` (the frames that bring it up to date), then every broadcast. */
   attach(response: ServerResponse, first: string): void {
+    // A client that left while its first frames were gathered: its "close" has fired already, so
+    // added now it would never be removed (nothing is buffered for a destroyed response either, so
+    // the slow-reader check would not drop it).
+    if (response.destroyed) return;
     response.writeHead(200, {
       "content-type": "text/event-stream; charset=utf-8",
       "cache-control": "no-store",

@@ -172,6 +172,15 @@ async function previewPlan(context: RouteContext, request: IncomingMessage, resp
  * daemon could not write, then every change and a `beat` every heartbeatMs.
  */
 async function openStream(context: RouteContext, response: ServerResponse): Promise<void> {
+  if (context.stream.full) {
+    return replyError(
+      response,
+      503,
+      "DashboardBusy",
+      `${context.stream.maxClients} pages are following this daemon already, the most it serves at once; close one of them (the page retries by itself)`,
+      { "retry-after": "5" },
+    );
+  }
   const { statuses, unchecked } = await gatherStatuses(context.source);
   const hello = {
     tokenRequired: context.token !== undefined,

@@ -8,9 +8,10 @@
  * page elsewhere cannot rebind a name of its own to 127.0.0.1 and read the statuses), and a POST
  * from a page of another origin is refused.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { createServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "pino";
+import { refuseForeignRequest } from "../browser-guard/index.js";
 import { ShardctlError, messageOf } from "../errors/index.js";
 import { hostOf, isLoopbackAddress } from "../spec/index.js";
 import type { ClusterStatus, StatusFileFailure } from "../reconciler/index.js";
@@ -84,7 +85,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
 
   const server = createServer((request, response) => {
     for (const [name, value] of Object.entries(securityHeaders)) response.setHeader(name, value);
-    const refusal = refuse(request, loopback);
+    const refusal = refuseForeignRequest(request, { loopback, what: "this dashboard" });
     if (refusal !== undefined) return replyError(response, 403, "DashboardForbidden", refusal);
     route(context, request, response).catch((error: unknown) => fail(response, error, log));
   });
@@ -117,34 +118,6 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
       });
     },
   };
-}
-
-/** Why a request is refused before it is routed, or undefined. */
-function refuse(request: IncomingMessage, loopback: boolean): string | undefined {
-  const host = request.headers.host ?? "";
-  if (loopback && !isLoopbackAddress(host.includes(":") && !host.endsWith("]") ? host : `${host}:80`)) {
-    return `this dashboard listens on loopback and serves loopback names only, not ${JSON.stringify(host)}`;
-  }
-  if (request.method === "POST") return refuseCrossSite(request, host);
-  return undefined;
-}
-
-/**
- * A POST is refused unless it comes from this dashboard's own page or from no page at all (curl,
- * scripts: no Origin, no Sec-Fetch-Site). "Origin: null" is what a sandboxed iframe, a data: URL or
- * a file:// page sends: any web page can make one, so it is another origin, not a missing one. A
- * form POST is a simple request (no preflight), so this is the only guard when no token is set.
- */
-function refuseCrossSite(request: IncomingMessage, host: string): string | undefined {
-  const origin = request.headers.origin;
-  if (origin !== undefined && (!URL.canParse(origin) || new URL(origin).host !== host)) {
-    return `a request from ${JSON.stringify(origin)} is not from this dashboard's page`;
-  }
-  const site = request.headers["sec-fetch-site"];
-  if (site !== undefined && site !== "same-origin" && site !== "none") {
-    return `a ${JSON.stringify(site)} request is not from this dashboard's page`;
-  }
-  return undefined;
 }
 
 function fail(response: ServerResponse, error: unknown, log: Logger): void {

@@ -74,7 +74,16 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
     });
 
     upstream.on("response", (answer) => {
-      res.writeHead(answer.statusCode ?? 502, copyHeaders(answer.headers));
+      // A status HTTP has no place for (099, 1000) would make writeHead throw inside this listener,
+      // where nothing catches it: the process (the daemon, for the embedded router) would end.
+      const status = answer.statusCode ?? 0;
+      if (!(status >= 200 && status <= 599)) {
+        answer.destroy();
+        upstream.destroy();
+        settle({ kind: "failed", error: new Error(`the backend answered with status ${status}, which HTTP has no place for`) });
+        return;
+      }
+      res.writeHead(status, copyHeaders(answer.headers));
       // Send the head now: a streaming client should see headers before the first token.
       res.flushHeaders();
       answer.on("data", (chunk: Buffer) => {

@@ -8,7 +8,9 @@ import { Agent as HttpsAgent } from "node:https";
 import type { AddressInfo } from "node:net";
 import { resolve } from "node:path";
 import { pino, type Logger } from "pino";
+import { refuseForeignRequest } from "../browser-guard/index.js";
 import { ShardctlError } from "../errors/index.js";
+import { isLoopbackAddress } from "../spec/index.js";
 import { sendJson, sendOpenAIError } from "./openai-error.js";
 import { proxyRequest, type ProxyContext } from "./proxy-request.js";
 import { normaliseRequestPath } from "./normalise-path.js";
@@ -110,7 +112,16 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
     return true;
   };
 
+  // A page in the operator's browser could otherwise run completions here (see browser-guard).
+  const guard = { loopback: isLoopbackAddress(`${host.includes(":") ? `[${host}]` : host}:${port}`), what: "this router" };
+
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const refusal = refuseForeignRequest(req, guard);
+    if (refusal !== undefined) {
+      sendOpenAIError(res, 403, refusal, "invalid_request_error", "forbidden");
+      req.resume();
+      return;
+    }
     // Route on the normalised path, and forward that: dot segments never reach a backend.
     const target = normaliseRequestPath(req.url ?? "/");
     if (!target.ok) {

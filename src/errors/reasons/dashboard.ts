@@ -16,6 +16,8 @@ export type DashboardReason =
   | "DashboardMethodNotAllowed"
   /** A request from another origin, or to a host name the dashboard does not serve (DNS rebinding). */
   | "DashboardForbidden"
+  /** As many event streams are open as the dashboard serves at once (256 by default); the page retries. */
+  | "DashboardBusy"
   /** A request lacks the bearer token, or carries another one. */
   | "DashboardUnauthorized"
   /** The daemon did not take a reconcile request within its deadline (transient). */
