@@ -154,7 +154,10 @@ export async function startCluster(modelDir: string, o: ClusterOptions): Promise
     await waitListening(layout.stages[i]!, p);
   }
   const httpHost = o.httpHost ?? layout.coordinator.host;
-  const httpPort = await freePort(httpHost);
+  // Not the control port on the same host: that one is free until the coordinator binds it, so the
+  // kernel may hand it out again (it did, once in a CI run, and the engine refused the pair).
+  let httpPort = await freePort(httpHost);
+  while (httpHost === layout.coordinator.host && httpPort === layout.coordinator.port) httpPort = await freePort(httpHost);
   const coordinator = spawnEngine([
     "-m",
     modelDir,
