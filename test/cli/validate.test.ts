@@ -47,6 +47,12 @@ describe("shardctl validate", () => {
     await mkdir(join(dir, "clash"));
     await writeFile(join(dir, "clash", "a.toml"), 'nodes = ["studio-1", "studio-2"]\n\n[model]\nid = "org/a"\n\n[coordinator]\nhost = "127.0.0.1"\n  port = 8080\n');
     await writeFile(join(dir, "clash", "b.toml"), 'nodes = ["studio-2", "studio-1"]\n\n[model]\nid = "org/b"\n');
+    await mkdir(join(dir, "backends"));
+    await writeFile(join(dir, "backends", "llama.toml"), 'nodes = ["studio-1", "studio-2"]\n\n[model]\nid = "org/llama"\n');
+    await writeFile(
+      join(dir, "backends", "llama-canary.toml"),
+      'nodes = ["studio-2", "studio-1"]\n\n[model]\nid = "org/llama"\n\n[coordinator]\nport = 8081\n\n[router]\nbackend = "llama"\n',
+    );
     await writeFile(join(dir, "clusters", "qwen.status.json"), "{}");
     await mkdir(join(dir, "bad"));
     await writeFile(join(dir, "bad", "llama.toml"), 'nodes = ["studio-1", "studio-3"]\nextra = true\n\n[model]\nid = "x; rm -rf ~"\n');
@@ -116,6 +122,17 @@ describe("shardctl validate", () => {
     expect(run.stderr.split("\n")).toEqual([
       "clash/a.toml:8:3: coordinator.port: 127.0.0.1:8080 on local is also the coordinator address of clash/b.toml; give each cluster its own [coordinator] port",
       "clash/b.toml:1:1: coordinator.port: 127.0.0.1:8080 on local is also the coordinator address of clash/a.toml; give each cluster its own [coordinator] port",
+      "2 problems in 2 files (checked 1 settings file, 2 definitions)",
+      "",
+    ]);
+  });
+
+  it("refuses two definitions registered under one router backend (a copy that kept the name), at the backend key of each", async () => {
+    const run = await validate(dir, "backends");
+    expect(run.code).toBe(1);
+    expect(run.stderr.split("\n")).toEqual([
+      'backends/llama-canary.toml:10:1: router.backend: router backend "llama" is also the backend of backends/llama.toml: one router entry cannot route to two clusters; give each its own [router] backend',
+      'backends/llama.toml:1:1: router.backend: router backend "llama" is also the backend of backends/llama-canary.toml: one router entry cannot route to two clusters; give each its own [router] backend',
       "2 problems in 2 files (checked 1 settings file, 2 definitions)",
       "",
     ]);

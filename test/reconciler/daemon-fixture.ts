@@ -170,6 +170,8 @@ export interface DefinitionOptions {
   /** Model context length (a knob that changes the revision without changing nodes). */
   contextLength?: number;
   register?: boolean;
+  /** `[router] backend`; default the cluster's name. */
+  backend?: string;
   /** Extra engine arguments. */
   extraArgs?: string[];
   /** `[engine] binary` (a stand-in script); default the bundled shard-engine. */
@@ -205,6 +207,7 @@ export function definitionText(world: DaemonWorld, o: DefinitionOptions): string
     "",
     "[router]",
     `register = ${o.register ?? false}`,
+    ...(o.backend === undefined ? [] : [`backend = ${JSON.stringify(o.backend)}`]),
     "",
   ].join("\n");
 }

@@ -1,8 +1,10 @@
 /**
  * A resync confirms the router still has the backend the ledger says was registered: one removed
  * from the router's config behind the daemon's back (a router restarted without it, a hand edit)
- * is registered again, and the cluster stays Ready. The daemon runs in this process on two local
- * nodes, with the embedded router on its YAML config.
+ * is registered again, and the cluster stays Ready. A second definition registered under the same
+ * backend name (a copy that kept it) is refused at its launch, and the router entry stays the first
+ * cluster's. The daemon runs in this process on two local nodes, with the embedded router on its YAML
+ * config.
  */
 import { readFile, writeFile } from "node:fs/promises";
 import { expect, test } from "vitest";
@@ -24,5 +26,20 @@ test("a backend the router lost is registered again at the next resync", async (
   const deadline = Date.now() + 20_000;
   while (!(await readFile(world.routerConfig, "utf8")).includes(ready.coordinator!.url) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
   expect(await readFile(world.routerConfig, "utf8")).toContain(ready.coordinator!.url);
+  expect(isReadyAt((await waitForStatus(world, "routed", () => true))!)).toBe(true);
+}, 180_000);
+
+test("a second cluster under the backend name a running one holds: RouterBackendTaken (Stalled), the entry stays the first's", async () => {
+  const { world } = dw;
+  const running = await waitForStatus(world, "routed", (s) => isReadyAt(s), 90_000);
+  const { port, portRange } = await dw.freeAddresses();
+  await dw.define("canary", { nodes: ["l1", "l2"], register: true, backend: "routed", port, portRange });
+  const refused = await waitForStatus(world, "canary", (s) => s.lastError?.reason === "RouterBackendTaken", 60_000);
+  expect(refused.health).toBe("Stalled");
+  expect(refused.lastError?.message).toContain('[router] backend "routed" is the router entry of cluster routed, which runs');
+  expect(refused.stages).toEqual([]);
+  const config = await readFile(world.routerConfig, "utf8");
+  expect(config).toContain(running.coordinator!.url);
+  expect(config).not.toContain(`:${port}`);
   expect(isReadyAt((await waitForStatus(world, "routed", () => true))!)).toBe(true);
 }, 180_000);

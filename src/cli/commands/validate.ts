@@ -64,6 +64,7 @@ export async function run(args: string[]): Promise<number> {
       else specs.push(result.value);
     }
     issues.push(...(await sharedCoordinatorAddresses(specs)));
+    issues.push(...(await sharedRouterBackends(specs)));
   }
 
   for (const issue of issues) console.error(formatIssue({ ...issue, file: displayPath(issue.file) }));
@@ -122,15 +123,50 @@ async function sharedCoordinatorAddresses(specs: readonly ClusterSpec[]): Promis
   return issues;
 }
 
+/**
+ * Two definitions registered under one router backend name would share one router entry: the second
+ * launch would replace the first's address, and either teardown would remove it (the daemon refuses
+ * the second launch). Said here, at the `backend` key (or the file's top when the default, the
+ * cluster's name, is used).
+ */
+async function sharedRouterBackends(specs: readonly ClusterSpec[]): Promise<SpecIssue[]> {
+  const byBackend = new Map<string, ClusterSpec[]>();
+  for (const spec of specs.filter((s) => s.router.register)) byBackend.set(spec.router.backend, [...(byBackend.get(spec.router.backend) ?? []), spec]);
+  const issues: SpecIssue[] = [];
+  for (const [backend, group] of byBackend) {
+    if (group.length < 2) continue;
+    for (const spec of group) {
+      const others = group
+        .filter((s) => s !== spec)
+        .map((s) => displayPath(s.file))
+        .join(", ");
+      const text = await readClusterText(spec.file);
+      issues.push({
+        file: spec.file,
+        ...locateKey(text, "router", "backend"),
+        path: "router.backend",
+        message: `router backend "${backend}" is also the backend of ${others}: one router entry cannot route to two clusters; give each its own [router] backend`,
+      });
+    }
+  }
+  return issues;
+}
+
 /** line:col of `port = …` inside `[coordinator]`, or 1:1 when the default is used. */
 function locateCoordinatorPort(text: string): { line: number; col: number } {
+  return locateKey(text, "coordinator", "port");
+}
+
+/** line:col of `key = …` inside `[table]`, or 1:1 when the key is not written (its default is used). */
+function locateKey(text: string, table: string, key: string): { line: number; col: number } {
   const lines = text.split("\n");
-  let inCoordinator = false;
+  const pattern = new RegExp(`^(\\s*)${key}\\s*=`);
+  let inTable = false;
   for (const [i, line] of lines.entries()) {
     const header = /^\s*\[([^\]]+)\]/.exec(line);
-    if (header !== null) inCoordinator = header[1]!.trim() === "coordinator";
-    const key = /^(\s*)port\s*=/.exec(line);
-    if (inCoordinator && key !== null) return { line: i + 1, col: key[1]!.length + 1 };
+    if (header !== null) inTable = header[1]!.trim() === table;
+    const found = pattern.exec(line);
+    if (inTable && found !== null) return { line: i + 1, col: found[1]!.length + 1 };
   }
   return { line: 1, col: 1 };
 }

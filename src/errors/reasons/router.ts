@@ -6,6 +6,8 @@ export type RouterReason =
   | "RouterConfigUnreadable"
   /** The router's config file is malformed; it is never overwritten (terminal). */
   | "RouterConfigInvalid"
+  /** Another running cluster of this daemon is registered under the same `[router] backend` name (terminal: give each its own). */
+  | "RouterBackendTaken"
   /** Registering the backend failed; terminal when the entry is invalid or the admin token variable is unset. */
   | "RouterRegistrationFailed"
   /** Removing the backend failed; terminal when the admin token variable is unset. */

@@ -36,6 +36,17 @@ export const launch: Step = {
       owner: world.dir,
     };
     const others = (await ledger.list()).filter((e) => e.cluster !== name);
+    // A router backend is one entry, found by its name: registering this cluster under a name a
+    // running one holds would replace that one's address (its traffic would come here), and either
+    // teardown would remove the entry both count on. The cluster that holds it keeps it.
+    const holder = request.router === undefined ? undefined : others.find((e) => e.routerBackend === request.router?.backend);
+    if (holder !== undefined) {
+      throw new ShardctlError(
+        "RouterBackendTaken",
+        `[router] backend "${request.router?.backend}" is the router entry of cluster ${holder.cluster}, which runs: registering this cluster under it would send ${holder.cluster}'s traffic here, and either teardown would remove the entry of both; give this cluster its own [router] backend`,
+        { terminal: true },
+      );
+    }
     memory.timeline = [];
     // Ready says what the pass does now: staging is over, the processes start.
     setConditions(memory, revision, { Ready: { status: "False", reason: "Launching", message: "nothing serves this revision yet: its processes are starting" } });
