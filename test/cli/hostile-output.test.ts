@@ -87,6 +87,13 @@ describe("shardctl status", () => {
     const list = await runShardctl(world, ["status"]);
     expect(list.stdout + list.stderr).not.toMatch(raw);
   });
+
+  test("`wait` says the same words, escaped the same way, when it gives up", async () => {
+    const waited = await runShardctl(world, ["wait", "noisy", "--for", "condition=Ready", "--timeout", "2s"]);
+    expect(waited.code).toBe(1);
+    expect(waited.stdout + waited.stderr).toContain("\\u001b]0;pwned\\u0007");
+    expect(waited.stdout + waited.stderr).not.toMatch(raw);
+  });
 });
 
 describe("the daemon's human log line", () => {

@@ -6,7 +6,7 @@
 import { relative } from "node:path";
 import { parseArgs } from "node:util";
 import { createNodePool, describeBudgets, nodesOfCluster, planForCluster, type PlannedCluster } from "../../cluster/index.js";
-import { isShardctlError, messageOf } from "../../errors/index.js";
+import { isShardctlError, messageOf, showText } from "../../errors/index.js";
 import { budgetSourceLabels, formatBytes, renderPlanMarkdown, renderPlanText, type BudgetSource, type ShardPlan } from "../../planner/index.js";
 import { readStatus, statusFileFor, type ClusterStatus } from "../../reconciler/index.js";
 import { formatIssue, loadCluster, type ClusterSpec, type Settings } from "../../spec/index.js";
@@ -125,7 +125,7 @@ function renderBudgetsNote(note: BudgetsNote): string[] {
   if (note.daemon !== undefined) {
     const stages = note.daemon.stages.map(
       (s) =>
-        `stage ${s.index} on ${s.node} ${s.budgetBytes === null ? "unknown" : formatBytes(s.budgetBytes)} (${s.budgetSource === null ? "no figure" : budgetSourceLabels[s.budgetSource]})`,
+        `stage ${s.index} on ${showText(s.node)} ${s.budgetBytes === null ? "unknown" : formatBytes(s.budgetBytes)} (${s.budgetSource === null ? "no figure" : budgetSourceLabels[s.budgetSource]})`,
     );
     lines.push(`the daemon's plan of revision ${note.daemon.revision.slice(0, 12)} budgeted: ${stages.join(", ")}`);
   }

@@ -20,7 +20,7 @@ import {
   type DaemonSighting,
   type DecisionMemory,
 } from "../../reconciler/index.js";
-import { isShardctlError } from "../../errors/index.js";
+import { isShardctlError, showText } from "../../errors/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { describeKeeper } from "../daemon-keeper.js";
 import { parseDuration } from "../duration.js";
@@ -77,16 +77,16 @@ export async function run(args: string[]): Promise<number> {
     if (verdict === "met" && silent === undefined) {
       // No daemon at all may mean another user's (its lock is in that user's cache): said, not refused.
       if (daemon === undefined) console.error(describeKeeper(context.clustersDir, daemon));
-      console.log(`${last!.cluster}: condition ${type} holds at revision ${short(revision)} (${last!.health})`);
+      console.log(showText(`${last!.cluster}: condition ${type} holds at revision ${short(revision)} (${last!.health})`));
       return 0;
     }
     if (verdict !== undefined && verdict !== "met") {
-      console.error(verdict);
+      console.error(showText(verdict));
       return 1;
     }
     // What the status says comes first (a Stalled names the more precise reason).
     if (never !== undefined) {
-      console.error(never);
+      console.error(showText(never));
       return 1;
     }
     if (Date.now() >= deadline) {
@@ -99,7 +99,9 @@ export async function run(args: string[]): Promise<number> {
             : last === undefined
               ? "no status file yet"
               : `observed revision ${short(last.observedRevision)}, health ${last.health}${condition ? `, ${type}=${condition.status} (${condition.reason}: ${condition.message})` : ""}`;
-      console.error(`timed out after ${values.timeout ?? "10m"} waiting for condition ${type} at revision ${short(revision)}: ${now}`);
+      // The status's words are the daemon's and its engines' (log lines, error output): each control
+      // character is shown as its escape, as `status` shows it, never sent to the terminal.
+      console.error(showText(`timed out after ${values.timeout ?? "10m"} waiting for condition ${type} at revision ${short(revision)}: ${now}`));
       return 1;
     }
     await new Promise((resolve) => setTimeout(resolve, 200));
