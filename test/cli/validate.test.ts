@@ -1,7 +1,7 @@
 /** `shardctl validate` as a real process (run `npm run build` first: it spawns dist/src/cli/shardctl.js). */
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
-import { cp, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { cp, mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -123,6 +123,19 @@ describe("shardctl validate", () => {
       "clash/a.toml:8:3: coordinator.port: 127.0.0.1:8080 on local is also the coordinator address of clash/b.toml; give each cluster its own [coordinator] port",
       "clash/b.toml:1:1: coordinator.port: 127.0.0.1:8080 on local is also the coordinator address of clash/a.toml; give each cluster its own [coordinator] port",
       "2 problems in 2 files (checked 1 settings file, 2 definitions)",
+      "",
+    ]);
+  });
+
+  it("a settings file in a directory that cannot be opened (a link to nothing) is a located problem, not a stack trace", async () => {
+    await mkdir(join(dir, "dangling"));
+    await writeFile(join(dir, "dangling", "a.toml"), 'nodes = ["studio-1", "studio-2"]\n\n[model]\nid = "org/a"\n');
+    await symlink(join(dir, "no-such-file"), join(dir, "dangling", "shardctl.toml"));
+    const run = await validate(dir, "dangling");
+    expect(run.code).toBe(1);
+    expect(run.stderr.split("\n")).toEqual([
+      `dangling/shardctl.toml:1:1: cannot read this settings file: ENOENT: no such file or directory, open 'dangling/shardctl.toml'`,
+      "1 problem in 1 file (checked 2 settings files, 1 definition)",
       "",
     ]);
   });

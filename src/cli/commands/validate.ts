@@ -2,7 +2,7 @@
 import { realpath, stat } from "node:fs/promises";
 import { basename, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { isShardctlError } from "../../errors/index.js";
+import { isShardctlError, messageOf } from "../../errors/index.js";
 import {
   findClusterFiles,
   formatIssue,
@@ -53,7 +53,14 @@ export async function run(args: string[]): Promise<number> {
     else if ((await realPathOf(file)) !== configPath) otherSettings.add(file);
   }
   for (const file of otherSettings) {
-    const other = parseSettings(await readSettingsText(file), file);
+    // One that cannot be opened (a link to nothing, no permission) is a problem of that file, said
+    // in its place like any other, not the end of the run.
+    const text = await readSettingsText(file).catch((error: unknown) => error as Error);
+    if (text instanceof Error) {
+      issues.push({ file, line: 1, col: 1, path: "", message: `cannot read this settings file: ${messageOf(text)}` });
+      continue;
+    }
+    const other = parseSettings(text, file);
     if (!other.ok) issues.push(...other.issues);
   }
   if (settings.ok) {
@@ -110,7 +117,8 @@ async function sharedCoordinatorAddresses(specs: readonly ClusterSpec[]): Promis
         .filter((s) => s !== spec)
         .map((s) => displayPath(s.file))
         .join(", ");
-      const text = await readClusterText(spec.file);
+      // A file renamed away since it was loaded is placed at its top.
+      const text = await readClusterText(spec.file).catch(() => "");
       const at = locateCoordinatorPort(text);
       issues.push({
         file: spec.file,
@@ -140,7 +148,8 @@ async function sharedRouterBackends(specs: readonly ClusterSpec[]): Promise<Spec
         .filter((s) => s !== spec)
         .map((s) => displayPath(s.file))
         .join(", ");
-      const text = await readClusterText(spec.file);
+      // A file renamed away since it was loaded is placed at its top.
+      const text = await readClusterText(spec.file).catch(() => "");
       issues.push({
         file: spec.file,
         ...locateKey(text, "router", "backend"),
