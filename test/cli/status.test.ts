@@ -1,4 +1,6 @@
 /** `shardctl status`: the list (one line per cluster) and one cluster's per-stage detail, from real status files. */
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import type { Daemon } from "../../src/reconciler/index.js";
 import {
@@ -151,6 +153,17 @@ test("says when no daemon watches the directory (the files are then only what it
     const asked = await runShardctl(other, ["reconcile", "lonely"]);
     expect(asked.code).toBe(1);
     expect(asked.stderr).toContain(`no shardctl daemon is watching ${other.clustersDir}`);
+    // A file outside the watched directory would name (and reset the budget of) the watched
+    // cluster of that file name; a file name that is no cluster name names nothing the daemon has.
+    const outside = join(other.root, "lonely.toml");
+    await writeFile(outside, definitionText(other, { nodes: ["l1", "l2"] }));
+    const elsewhere = await runShardctl(other, ["reconcile", outside]);
+    expect(elsewhere.code).not.toBe(0);
+    expect(elsewhere.stderr).toContain(`${outside} is not in ${other.clustersDir}, the directory the daemon watches`);
+    await writeFile(join(other.clustersDir, "...toml"), definitionText(other, { nodes: ["l1", "l2"] }));
+    const dots = await runShardctl(other, ["reconcile", join(other.clustersDir, "...toml")]);
+    expect(dots.code).not.toBe(0);
+    expect(dots.stderr).toContain('".." is not a cluster name');
   } finally {
     await other.close();
   }

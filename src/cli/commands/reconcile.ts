@@ -3,9 +3,10 @@
  * once the daemon has taken the request (its status already says so, so a `wait` right after never
  * reads the Stalled the request lifts); exit 1 when no daemon watches the directory.
  */
-import { basename } from "node:path";
+import { basename, dirname, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { describeSilence, dropReconcileRequest, findDaemon, requestTaken } from "../../reconciler/index.js";
+import { allowed, patterns } from "../../spec/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { usageOf } from "../help/index.js";
 import { UsageError } from "../usage-error.js";
@@ -17,7 +18,14 @@ export async function run(args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { ...contextOptions } });
   if (positionals.length !== 1) throw new UsageError(`expected one cluster\n${usageOf("reconcile")}`);
   const context = await loadContext(values);
-  const name = basename(await resolveClusterFile(positionals[0]!, context.clustersDir), ".toml");
+  const file = await resolveClusterFile(positionals[0]!, context.clustersDir);
+  // The daemon reconciles the definitions of the directory it watches, by name: a file elsewhere
+  // would name (and reset the budget of) the watched cluster that has its file name.
+  if (resolve(dirname(file)) !== resolve(context.clustersDir)) {
+    throw new UsageError(`${file} is not in ${context.clustersDir}, the directory the daemon watches: name a cluster there (or pass --dir)`);
+  }
+  const name = basename(file, ".toml");
+  if (!patterns.name.test(name)) throw new UsageError(`${file}: "${name}" is not a cluster name (${allowed.name}): the daemon has no cluster of that name`);
   // The same request the dashboard's "Reconcile now" makes.
   const request = await dropReconcileRequest(context.settings, name);
   const daemon = await findDaemon(context.clustersDir);
