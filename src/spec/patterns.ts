@@ -23,8 +23,12 @@ export const patterns = {
   modelId: new RegExp(String.raw`^${noParentSegment}(?:~/|/)?${pathChars}+$`),
   /** A git revision: branch, tag or 40-hex commit. */
   revision: new RegExp(String.raw`^${noParentSegment}[A-Za-z0-9][A-Za-z0-9._/-]*$`),
-  /** An executable: a bare command name looked up on PATH, or an absolute / `~/` path. */
-  binary: new RegExp(String.raw`^${noParentSegment}(?:~/|/)?[A-Za-z0-9._+@-]${pathChars}*$`),
+  /**
+   * An executable: a bare command name looked up on PATH, or an absolute path. Not `~/`: a program's
+   * path reaches the nodes as a quoted argument, which no shell expands (model_dir's `~/` is
+   * expanded by staging itself).
+   */
+  binary: new RegExp(String.raw`^${noParentSegment}/?[A-Za-z0-9._+@-]${pathChars}*$`),
   /** A host: `local`, a hostname or ssh alias, an IPv4 or an IPv6 address. Never starts with `-`. */
   host: /^(?:[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?|[0-9A-Fa-f:]*:[0-9A-Fa-f:.]+)$/,
   /** A login name. */
@@ -54,7 +58,7 @@ export const allowed: Record<PatternName, string> = {
   path: "a path of letters, digits and '. _ - + @ /' (absolute, '~/' or relative), without '..' segments",
   modelId: "a Hub repository id 'org/name' or a path of letters, digits and '. _ - + @ /' (absolute, '~/' or relative), without '..' segments",
   revision: "a branch, tag or 40-hex commit (letters, digits and '. _ - /'), without '..'",
-  binary: "a command name or an absolute or '~/' path of letters, digits and '. _ - + @ /', without '..'",
+  binary: "a command name or an absolute path of letters, digits and '. _ - + @ /', without '..' (not '~/': write the home directory out)",
   host: "\"local\", a hostname or ssh alias, or an IP address (letters, digits, '.', '-', '_', ':')",
   user: "a login name (letters, digits, '_', '.', '-', starting with a letter or '_')",
   arg: "a single argument of letters, digits and '_ . / : = , @ + % -' (no spaces, shell metacharacters or '..')",

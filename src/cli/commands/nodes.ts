@@ -8,12 +8,17 @@ import { createProbeCache, formatBadge, type NodeProbe } from "../../nodes/index
 import { createNodePool } from "../../cluster/index.js";
 import { formatBytes } from "../../planner/index.js";
 import { contextOptions, loadContext } from "../context.js";
+import { allowed, patterns } from "../../spec/index.js";
+import { UsageError } from "../usage-error.js";
 
 export async function run(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
     options: { ...contextOptions, json: { type: "boolean" }, "engine-binary": { type: "string" } },
   });
+  const binary = values["engine-binary"];
+  // The same rule as [engine] binary: no shell on the node would expand a program's `~/`.
+  if (binary !== undefined && !patterns.binary.test(binary)) throw new UsageError(`--engine-binary ${JSON.stringify(binary)}: expected ${allowed.binary}`);
   const { settings } = await loadContext(values);
   const pool = createNodePool(settings);
   const probe = createProbeCache({ engineBinary: values["engine-binary"] });
