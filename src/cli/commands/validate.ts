@@ -100,48 +100,45 @@ async function realPathOf(file: string): Promise<string> {
 
 /**
  * Two definitions whose coordinators listen on the same node, host and port cannot both run: the
- * second launch would only fail at its port check. Said here, at the `port` key (or the file's top
- * when the default port is used).
+ * second launch would only fail at its port check. Said at the `port` key (or the file's top when
+ * the default port is used).
  */
-async function sharedCoordinatorAddresses(specs: readonly ClusterSpec[]): Promise<SpecIssue[]> {
-  const byAddress = new Map<string, ClusterSpec[]>();
-  for (const spec of specs) {
-    const key = `${spec.coordinator.node} ${spec.coordinator.host}:${spec.coordinator.port}`;
-    byAddress.set(key, [...(byAddress.get(key) ?? []), spec]);
-  }
-  const issues: SpecIssue[] = [];
-  for (const group of byAddress.values()) {
-    if (group.length < 2) continue;
-    for (const spec of group) {
-      const others = group
-        .filter((s) => s !== spec)
-        .map((s) => displayPath(s.file))
-        .join(", ");
-      // A file renamed away since it was loaded is placed at its top.
-      const text = await readClusterText(spec.file).catch(() => "");
-      const at = locateCoordinatorPort(text);
-      issues.push({
-        file: spec.file,
-        ...at,
-        path: "coordinator.port",
-        message: `${spec.coordinator.host}:${spec.coordinator.port} on ${spec.coordinator.node} is also the coordinator address of ${others}; give each cluster its own [coordinator] port`,
-      });
-    }
-  }
-  return issues;
+function sharedCoordinatorAddresses(specs: readonly ClusterSpec[]): Promise<SpecIssue[]> {
+  return sharedSetting(specs, {
+    keyOf: (spec) => `${spec.coordinator.node} ${spec.coordinator.host}:${spec.coordinator.port}`,
+    at: ["coordinator", "port"],
+    message: (spec, others) =>
+      `${spec.coordinator.host}:${spec.coordinator.port} on ${spec.coordinator.node} is also the coordinator address of ${others}; give each cluster its own [coordinator] port`,
+  });
 }
 
 /**
  * Two definitions registered under one router backend name would share one router entry: the second
  * launch would replace the first's address, and either teardown would remove it (the daemon refuses
- * the second launch). Said here, at the `backend` key (or the file's top when the default, the
- * cluster's name, is used).
+ * the second launch). Said at the `backend` key (or the file's top when the default, the cluster's
+ * name, is used).
  */
-async function sharedRouterBackends(specs: readonly ClusterSpec[]): Promise<SpecIssue[]> {
-  const byBackend = new Map<string, ClusterSpec[]>();
-  for (const spec of specs.filter((s) => s.router.register)) byBackend.set(spec.router.backend, [...(byBackend.get(spec.router.backend) ?? []), spec]);
+function sharedRouterBackends(specs: readonly ClusterSpec[]): Promise<SpecIssue[]> {
+  return sharedSetting(
+    specs.filter((spec) => spec.router.register),
+    {
+      keyOf: (spec) => spec.router.backend,
+      at: ["router", "backend"],
+      message: (spec, others) =>
+        `router backend "${spec.router.backend}" is also the backend of ${others}: one router entry cannot route to two clusters; give each its own [router] backend`,
+    },
+  );
+}
+
+/** An issue in each of the definitions that share one value of a setting only one may have, at its key. */
+async function sharedSetting(
+  specs: readonly ClusterSpec[],
+  rule: { keyOf: (spec: ClusterSpec) => string; at: [table: string, key: string]; message: (spec: ClusterSpec, others: string) => string },
+): Promise<SpecIssue[]> {
+  const groups = new Map<string, ClusterSpec[]>();
+  for (const spec of specs) groups.set(rule.keyOf(spec), [...(groups.get(rule.keyOf(spec)) ?? []), spec]);
   const issues: SpecIssue[] = [];
-  for (const [backend, group] of byBackend) {
+  for (const group of groups.values()) {
     if (group.length < 2) continue;
     for (const spec of group) {
       const others = group
@@ -150,20 +147,10 @@ async function sharedRouterBackends(specs: readonly ClusterSpec[]): Promise<Spec
         .join(", ");
       // A file renamed away since it was loaded is placed at its top.
       const text = await readClusterText(spec.file).catch(() => "");
-      issues.push({
-        file: spec.file,
-        ...locateKey(text, "router", "backend"),
-        path: "router.backend",
-        message: `router backend "${backend}" is also the backend of ${others}: one router entry cannot route to two clusters; give each its own [router] backend`,
-      });
+      issues.push({ file: spec.file, ...locateKey(text, ...rule.at), path: rule.at.join("."), message: rule.message(spec, others) });
     }
   }
   return issues;
-}
-
-/** line:col of `port = …` inside `[coordinator]`, or 1:1 when the default is used. */
-function locateCoordinatorPort(text: string): { line: number; col: number } {
-  return locateKey(text, "coordinator", "port");
 }
 
 /** line:col of `key = …` inside `[table]`, or 1:1 when the key is not written (its default is used). */
