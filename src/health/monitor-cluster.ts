@@ -77,6 +77,13 @@ export interface ClusterMonitor {
   unobservable(): ReadonlyMap<string, string>;
 }
 
+/**
+ * How long after its node last missed a liveness round a member's word on silent peers is not
+ * taken, ms (10 s): a link cut and healed every few seconds leaves the member on it hearing nothing
+ * from healthy peers, and its exit, seen after a heal, would name one of them.
+ */
+const flakyPathMs = 10_000;
+
 export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions): ClusterMonitor {
   const { pollIntervalMs = 1_000, strikes: limit = 2, exitWatch = true, rewatchDelayMs = 1_000 } = options;
   const timeoutMs = options.probeTimeoutMs ?? defaultProbeTimeoutMs;
@@ -89,6 +96,11 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   const pending = new Set<Promise<void>>();
   /** Per node: consecutive unanswered liveness rounds. */
   const unanswered = new Map<string, number>();
+  /** Per node: when a liveness round last went unanswered (Date.now() ms). */
+  const lastUnanswered = new Map<string, number>();
+  // A member whose node missed a liveness round this recently sits behind a path that comes and
+  // goes (a flapping link): what it says of peers it stopped hearing says only that nothing reached it.
+  const behindFlakyPath = (node: string): boolean => Date.now() - (lastUnanswered.get(node) ?? Number.NEGATIVE_INFINITY) < flakyPathMs;
   const unobservable = new Map<string, string>();
   for (const node of options.silentAtStart ?? []) {
     unanswered.set(node, limit);
@@ -138,7 +150,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
           blamed,
           diedReason(blamed),
           lostUnseen === undefined ? seen(blamed) : blamedForLostLink(seen(blamed), lostUnseen.report, lostUnseen.peer),
-          false,
+          behindFlakyPath(blamed.node),
           consequences.map(({ process: p, report }) => consequenceOf(labelOf(p), p.node, seen(p), report)),
         );
       })(),
@@ -153,6 +165,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     options.onObservable?.({ cluster: cluster.cluster, node, labels: labelsOn(node), detail: "answers again", at: new Date().toISOString() });
   };
   const silent = (node: string, error: string): void => {
+    lastUnanswered.set(node, Date.now());
     const count = (unanswered.get(node) ?? 0) + 1;
     unanswered.set(node, count);
     if (count < limit || unobservable.has(node) || done) return;

@@ -124,9 +124,10 @@ export interface DeathEvent {
   at: string;
   /**
    * Nothing was heard from the member: its transport port was silent (no answer, not a refusal)
-   * from the coordinator's node while that node answered, so the path to the member's node is cut.
-   * What the member itself says of peers it stopped hearing then says only that nothing reached it.
-   * Absent for every other death.
+   * from the coordinator's node while that node answered, so the path to the member's node is cut;
+   * or it exited while its node had missed a liveness round within the last 10 s (a path that comes
+   * and goes). What the member itself says of peers it stopped hearing then says only that nothing
+   * reached it. Absent for every other death.
    */
   unheard?: true;
   /**
