@@ -74,6 +74,11 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     pool,
     log,
     requeue: (name) => queue.add(name),
+    // The embedded router (started below) serves the config the registrar edits: it reloads it at
+    // once rather than when its file watch fires, so Ready is never said before it routes the model.
+    afterRouterEdit: async () => {
+      await router?.reload();
+    },
     ...(options.launchDeadlines === undefined ? {} : { launchDeadlines: options.launchDeadlines }),
     ...(options.monitor === undefined ? {} : { monitor: options.monitor }),
     onPass: (name, report, durationMs, stagesAlive) => {

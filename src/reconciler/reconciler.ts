@@ -36,6 +36,8 @@ export interface ReconcilerOptions {
   log: Logger;
   /** Ask for another pass of a cluster (the daemon's work queue). */
   requeue: (name: string) => void;
+  /** Awaited after each edit of the router's config: the embedded router reloads it at once. */
+  afterRouterEdit?: () => Promise<unknown>;
   launchDeadlines?: Partial<LaunchDeadlines>;
   monitor?: MonitorTuning;
   /** Called after every pass, for metrics. */

@@ -9,7 +9,7 @@ import { nodeConfigNamed, nodesOfCluster, type ClusterNodes } from "../cluster/i
 import { ShardctlError, messageOf } from "../errors/index.js";
 import { Ledger, type LaunchDeadlines, type LedgerEntry, type TeardownContext } from "../launch/index.js";
 import type { NodeAccess, NodePool } from "../nodes/index.js";
-import { createRegistrar, type Registrar } from "../router/index.js";
+import { createRegistrar, reloadingAfterEdits, type Registrar } from "../router/index.js";
 import type { ClusterSpec, Settings } from "../spec/index.js";
 import type { ClusterMemory } from "./cluster-memory.js";
 import { composeStatus, type PassReport } from "./compose-status.js";
@@ -37,6 +37,8 @@ export interface WorldOptions {
   log: Logger;
   /** Ask for another pass of a cluster (the daemon's work queue). */
   requeue: (name: string) => void;
+  /** Awaited after each edit of the router's config: the embedded router reloads it at once. */
+  afterRouterEdit?: () => Promise<unknown>;
   launchDeadlines?: Partial<LaunchDeadlines>;
   monitor?: MonitorTuning;
   /** Where every composed status is also published (the dashboard's live stream). */
@@ -92,15 +94,14 @@ export class ReconcilerWorld {
   registrarFor(settings: Settings): Registrar {
     const key = JSON.stringify(settings.router);
     if (this.registrarCache?.key !== key) {
-      this.registrarCache = {
-        key,
-        registrar: createRegistrar({
-          kind: settings.router.kind,
-          ...(settings.router.config === undefined ? {} : { config: settings.router.config }),
-          ...(settings.router.adminUrl === undefined ? {} : { adminUrl: settings.router.adminUrl }),
-          ...(settings.router.adminTokenEnv === undefined ? {} : { adminTokenEnv: settings.router.adminTokenEnv }),
-        }),
-      };
+      const registrar = createRegistrar({
+        kind: settings.router.kind,
+        ...(settings.router.config === undefined ? {} : { config: settings.router.config }),
+        ...(settings.router.adminUrl === undefined ? {} : { adminUrl: settings.router.adminUrl }),
+        ...(settings.router.adminTokenEnv === undefined ? {} : { adminTokenEnv: settings.router.adminTokenEnv }),
+      });
+      const reload = this.options.afterRouterEdit;
+      this.registrarCache = { key, registrar: reload === undefined ? registrar : reloadingAfterEdits(registrar, reload) };
     }
     return this.registrarCache.registrar;
   }

@@ -5,6 +5,7 @@
  */
 export type { BackendEntry, Registrar, RouterConfig } from "./types.js";
 export { createRegistrar, type RegistrarSettings } from "./create-registrar.js";
+export { reloadingAfterEdits } from "./reload-after-edits.js";
 export { DEFAULT_ADMIN_PATHS, type AdminPaths } from "./continuum-admin-registrar.js";
 export { readRouterConfig, parseRouterConfig } from "./read-router-config.js";
 export { startRouter, type RouterOptions, type RunningRouter } from "./start-router.js";

@@ -19,6 +19,10 @@ test("a backend the router lost is registered again at the next resync", async (
   await dw.define("routed", { nodes: ["l1", "l2"], register: true });
   const ready = await waitForStatus(world, "routed", (s) => isReadyAt(s), 90_000);
   expect(conditionOf(ready, "Registered")).toMatchObject({ status: "True", reason: "BackendRegistered" });
+  // Ready means routed: the embedded router reloads its config as the registration is made, not
+  // when its file watch fires (a CI run here read an empty model list just after Ready).
+  const models = (await (await fetch(`${dw.daemon.routerUrl}/v1/models`)).json()) as { data: Array<{ id: string }> };
+  expect(models.data.map((m) => m.id)).toContain(world.modelDir);
   const registered = await readFile(world.routerConfig, "utf8");
   expect(registered).toContain(ready.coordinator!.url);
   // The router's backends emptied behind the daemon's back.
