@@ -22,6 +22,7 @@ import {
   freePort,
   freePortRange,
   isReadyAt,
+  killEnginesOf,
   processesOf,
   readStatusFile,
   removeDefinition,
@@ -56,7 +57,10 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await daemon?.stop();
+  // A test that failed before its clusters were removed leaves their engines running: none may outlive the file.
+  const left = world === undefined ? [] : await killEnginesOf(world);
   await world?.close();
+  expect(left, "engine processes left after the tests").toEqual([]);
 });
 
 /** The status file every 100 ms, with the time each version was first seen, until `done` holds for one. */
@@ -77,12 +81,27 @@ async function recordStatus(name: string, done: (s: ClusterStatus) => boolean, t
   throw new Error(`${name}: not done within ${timeoutMs} ms; last status: ${last}`);
 }
 
-/** The pid of the sshd listening on host:port (ss -p). */
-async function sshdListenerPid(host: string, port: number): Promise<number> {
+/**
+ * The pids holding the listening socket on host:port (ss -p): sshd's listener, and any child it
+ * forked that still holds the socket for a moment (stopping only that child, the first `ss` listed
+ * in a CI run here, left the listener accepting and the cluster came up Healthy).
+ */
+async function sshdListenerPids(host: string, port: number): Promise<number[]> {
   const { stdout } = await run("ss", ["-Htlnp", `src ${host}:${port}`]);
-  const pid = /pid=(\d+)/.exec(stdout)?.[1];
-  if (pid === undefined) throw new Error(`no listener on ${host}:${port}: ${stdout}`);
-  return Number(pid);
+  const pids = [...stdout.matchAll(/pid=(\d+)/g)].map((m) => Number(m[1]));
+  if (pids.length === 0) throw new Error(`no listener on ${host}:${port}: ${stdout}`);
+  return pids;
+}
+
+/** Signal every pid, ignoring one gone meanwhile. */
+function signalAll(pids: readonly number[], signal: NodeJS.Signals): void {
+  for (const pid of pids) {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      // Gone (a child that ended): nothing to signal.
+    }
+  }
 }
 
 /** Live processes of the world in stopped state (T), from ps. */
@@ -92,8 +111,8 @@ async function stoppedProcesses(): Promise<string[]> {
 
 it("n2's sshd hung (accepts TCP, sends nothing): Ready=False names n2 and the hung sshd while it lasts; converges once it answers", async () => {
   const n2 = world.sshd!.nodes[1]!;
-  const sshd = await sshdListenerPid(n2.host, n2.port);
-  process.kill(sshd, "SIGSTOP");
+  const sshd = await sshdListenerPids(n2.host, n2.port);
+  signalAll(sshd, "SIGSTOP");
   let continued = false;
   try {
     const port = await freePort();
@@ -105,13 +124,13 @@ it("n2's sshd hung (accepts TCP, sends nothing): Ready=False names n2 and the hu
     expect(ready.message).toContain("the TCP connection was accepted, but the SSH server there did not complete its greeting and key exchange");
     // Nothing was launched while n2 could not be asked.
     expect(seen.every((v) => v.status.timeline.every((e) => e.step !== "launch-started"))).toBe(true);
-    process.kill(sshd, "SIGCONT");
+    signalAll(sshd, "SIGCONT");
     continued = true;
     const revision = await revisionOf(world, "hung");
     const converged = await waitForStatus(world, "hung", (s) => isReadyAt(s, revision) && s.stages.length === 2 && s.stages.every((c) => c.alive), 90_000);
     expect(converged.health).toBe("Healthy");
   } finally {
-    if (!continued) process.kill(sshd, "SIGCONT");
+    if (!continued) signalAll(sshd, "SIGCONT");
   }
   expect(await removeDefinition(world, "hung")).toBe(true);
 }, 180_000);

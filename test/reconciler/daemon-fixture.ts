@@ -457,6 +457,19 @@ export async function enginesOf(world: DaemonWorld): Promise<string[]> {
   return (await processesOf(world)).filter((l) => l.includes("shard-engine") || l.includes("slow-engine.sh"));
 }
 
+/** Kill (SIGKILL) every engine process of the world still running; returns their ps lines (empty: none was left). */
+export async function killEnginesOf(world: DaemonWorld): Promise<string[]> {
+  const left = await enginesOf(world);
+  for (const line of left) {
+    try {
+      process.kill(Number(line.trim().split(/\s+/)[0]), "SIGKILL");
+    } catch {
+      // Already gone.
+    }
+  }
+  return left;
+}
+
 /** The shard-engine pid of a recorded (wrapper) pid: the wrapper's child, or the pid itself. */
 export async function enginePidOf(wrapperPid: number): Promise<number> {
   const { stdout } = await run("ps", ["-o", "pid=,args=", "--ppid", String(wrapperPid)]).catch(() => ({ stdout: "" }));

@@ -14,7 +14,7 @@ import { Ledger } from "../../src/launch/index.js";
 import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
 import {
   definitionText,
-  enginesOf,
+  killEnginesOf,
   freePort,
   freePortRange,
   isReadyAt,
@@ -148,8 +148,7 @@ export function useDaemonWorld(options: DaemonWorldOptions = {}): DaemonWorldHan
     const late = ranInProcess ? await pruneAll(world, pruneMs, current ?? (await handle.startDaemon().catch(() => undefined))) : [];
     await handle.stopDaemon();
     for (const d of spawned) if (d.child.exitCode === null && d.child.signalCode === null) d.child.kill("SIGKILL");
-    const left = await enginesOf(world);
-    killEngines(left);
+    const left = await killEnginesOf(world);
     await world.close();
     const why = late.length === 0 ? "" : ` (the prune of ${late.join(", ")} did not finish within ${pruneMs} ms)`;
     expect(left, `engine processes left after the tests${why}`).toEqual([]);
@@ -174,15 +173,4 @@ async function pruneAll(world: DaemonWorld, pruneMs: number, daemon: Daemon | un
   const late: string[] = [];
   for (const name of new Set([...defined, ...launched])) if (!(await removeDefinition(world, name, pruneMs))) late.push(name);
   return late;
-}
-
-/** SIGKILL each engine process line of `enginesOf` by its pid (one already gone is skipped). */
-function killEngines(lines: readonly string[]): void {
-  for (const line of lines) {
-    try {
-      process.kill(Number(line.split(/\s+/)[0]), "SIGKILL");
-    } catch {
-      // Already gone.
-    }
-  }
 }
