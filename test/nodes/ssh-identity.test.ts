@@ -2,7 +2,8 @@
  * A passphrase-protected identity file, the usual set-up of a person's own key: OpenSSH then asks
  * ssh-agent, which holds the unlocked key. Against a real sshd and a real ssh-agent: with the agent
  * the node answers; without one, or with one lacking the key, the failure says the key is locked and
- * how to load it. A file that is no key at all fails for good, naming it.
+ * how to load it. A file that is no key at all fails for good, naming it; one that cannot be read is
+ * named in the failure.
  */
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { appendFile, chmod, readFile, writeFile } from "node:fs/promises";
@@ -91,6 +92,30 @@ it("with the key unlocked in ssh-agent the node answers; with an agent that lack
   // identity_file naming the public half (how a key kept in an agent is often named) goes to the agent too.
   const publicHalf = await nodeThrough(socket, `${key}.pub`).run(["echo", "answered"]);
   expect(publicHalf.stdout.trim()).toBe("answered");
+});
+
+// Regression: an identity_file that does not exist was passed over in silence, and the failure
+// named only what else was tried (or "no usable identity file") — not the typo in the settings.
+it("an identity_file that cannot be read is named in the failure; an agent holding a key still logs in", async () => {
+  const missing = join(sshd.root, "no-such-key");
+  const saved = process.env.SSH_AUTH_SOCK;
+  delete process.env.SSH_AUTH_SOCK;
+  try {
+    const error = await nodeThrough(undefined, missing)
+      .run(["true"])
+      .then(
+        () => undefined,
+        (e: Error & { reason?: string; terminal?: boolean }) => e,
+      );
+    expect(error?.reason).toBe("SshAuthFailed");
+    expect(error?.terminal).toBe(true);
+    expect(error?.message).toContain(`identity_file ${missing} cannot be read (ENOENT: no such file or directory)`);
+  } finally {
+    if (saved !== undefined) process.env.SSH_AUTH_SOCK = saved;
+  }
+  // The agent of the test before holds the unlocked key: as OpenSSH does, it is asked in place of the file.
+  const result = await nodeThrough(join(sshd.root, "agent.sock"), missing).run(["echo", "answered"]);
+  expect(result.stdout.trim()).toBe("answered");
 });
 
 it("a public key as identity_file, without an agent, fails naming it", async () => {

@@ -45,6 +45,7 @@ export interface SshTarget {
 const reconnectCapMs = 2_000;
 
 const defaultIdentityFiles = ["id_ed25519", "id_ecdsa", "id_rsa"].map((f) => join(homedir(), ".ssh", f));
+const defaultIdentitySetting = "the default identity file";
 
 export async function resolveTarget(node: NodeConfig, options: SshOptions): Promise<SshTarget> {
   const sshConfigPath = options.sshConfigPath ?? join(homedir(), ".ssh", "config");
@@ -64,7 +65,7 @@ export async function resolveTarget(node: NodeConfig, options: SshOptions): Prom
       ? [[expandHome(node.identityFile)], "identity_file"]
       : alias.identityFiles.length > 0
         ? [alias.identityFiles, `IdentityFile in ${sshConfigPath}`]
-        : [defaultIdentityFiles, "the default identity file"];
+        : [defaultIdentityFiles, defaultIdentitySetting];
   return {
     host: alias.hostName ?? node.host,
     port,
@@ -354,27 +355,25 @@ function hostKeyRefusal(
 /** Largest private key read, bytes (1 MiB): a key file is a few KB. */
 const maxKeyBytes = 1024 * 1024;
 
-/** An identity file that was read but not used: protected by a passphrase, or no private key ssh2 can use. */
+/**
+ * An identity file that was not used: one named in the settings that cannot be read (missing, no
+ * permission), one protected by a passphrase, or no private key ssh2 can use.
+ */
 interface PassedOverKey {
   path: string;
   setting: string;
+  /** Why it could not be read (the system's words), for a file that could not be. */
+  unreadable?: string;
   /** Undefined for a key protected by a passphrase. */
   problem?: string;
 }
 
 function describePassedOver(key: PassedOverKey): string {
+  if (key.unreadable !== undefined) return `${key.setting} ${key.path} cannot be read (${key.unreadable})`;
   if (key.problem !== undefined) return `${key.setting} ${key.path} is not a private key shardctl can use (${key.problem})`;
   return `${key.path} is protected by a passphrase, which shardctl never asks for: load it into ssh-agent (\`ssh-add ${key.path}\`) and run shardctl with SSH_AUTH_SOCK set, or name a key without a passphrase in identity_file`;
 }
 
-/**
- * The first of the target's identity files that can be read and used; no key when none can (the
- * agent may still authenticate). As OpenSSH does, a key that cannot be used here is passed over for
- * the agent, which may hold it: one protected by a passphrase (the agent holds it unlocked), a public
- * key (`IdentityFile ~/.ssh/key.pub` names an agent's key), a format ssh2 does not read. Each is
- * listed in `passedOver` for the messages. One that is not a regular file (a FIFO would block the
- * read for ever) or is over the cap is an error naming the setting and the path.
- */
 /**
  * What a refused login offered and what to do: the server's "All configured authentication methods
  * failed" says neither which key was tried nor where it must be accepted.
@@ -386,6 +385,15 @@ function authRefusalHint(node: string, target: SshTarget, keyPath: string | unde
   return `${target.host} accepted none of what was offered (${offered}) for ${target.user}: add the public key to ${target.user}'s ~/.ssh/authorized_keys there${copy}, or correct user or identity_file in [nodes.${node}]`;
 }
 
+/**
+ * The first of the target's identity files that can be read and used; no key when none can (the
+ * agent may still authenticate). As OpenSSH does, a key that cannot be used here is passed over for
+ * the agent, which may hold it: one protected by a passphrase (the agent holds it unlocked), a public
+ * key (`IdentityFile ~/.ssh/key.pub` names an agent's key), a format ssh2 does not read. Each is
+ * listed in `passedOver` for the messages, as is a file the settings name that cannot be read (a
+ * missing default identity file is the usual case and is not). One that is not a regular file (a
+ * FIFO would block the read for ever) or is over the cap is an error naming the setting and the path.
+ */
 async function readFirstKey(node: string, target: SshTarget): Promise<{ privateKey?: Buffer; keyPath?: string; passedOver: PassedOverKey[] }> {
   const passedOver: PassedOverKey[] = [];
   for (const path of target.identityFiles) {
@@ -395,6 +403,9 @@ async function readFirstKey(node: string, target: SshTarget): Promise<{ privateK
     } catch (error) {
       if (error instanceof FileRefusedError) {
         throw new ShardctlError(error.reason, `node ${node}: ${target.identitySetting} ${path}: ${error.detail}`, { terminal: true, cause: error });
+      }
+      if (target.identitySetting !== defaultIdentitySetting) {
+        passedOver.push({ path, setting: target.identitySetting, unreadable: error instanceof Error ? error.message.replace(/, open '.*'$/, "") : String(error) });
       }
       continue;
     }
