@@ -16,7 +16,8 @@ export type ProxyContext = {
   connectTimeoutMs: number;
 };
 
-// Hop-by-hop headers (RFC 9110 §7.6.1) are the connection's, not the message's.
+// Hop-by-hop headers (RFC 9110 §7.6.1) are the connection's, not the message's; so is every
+// header the Connection header names (a client's or backend's own per-connection fields).
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade", "host", "content-length"]);
 
 const CONNECT_ERRORS = new Set(["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "ENOTFOUND", "ConnectTimeout"]);
@@ -116,9 +117,15 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
 }
 
 function copyHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+  const named = new Set(
+    (headers.connection ?? "")
+      .split(",")
+      .map((name) => name.trim().toLowerCase())
+      .filter((name) => name !== ""),
+  );
   const copy: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(headers)) {
-    if (value !== undefined && !HOP_BY_HOP.has(name)) copy[name] = value;
+    if (value !== undefined && !HOP_BY_HOP.has(name) && !named.has(name)) copy[name] = value;
   }
   return copy;
 }

@@ -2,8 +2,10 @@
  * Request bodies a client controls, through the embedded router (`shardctl router` from the build;
  * run `npm run build` first) to a real backend whose entry rewrites `model` (upstream_model): a
  * body nested deeper than the rewrite can serialise is the client's 400, not the router's 500, and
- * an unknown model's name is not echoed back whole when it is megabytes long.
+ * an unknown model's name is not echoed back whole when it is megabytes long. Headers the
+ * `Connection` header names are the connection's and go no further, in either direction.
  */
+import { request } from "node:http";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -67,5 +69,43 @@ describe("hostile request bodies through the router", () => {
     const { status } = await post(JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }] }));
     expect(status).toBe(200);
     expect(backend.requests.at(-1)?.model).toBe("default_model");
+  });
+});
+
+// Regression: the router dropped the fixed hop-by-hop headers but forwarded those a Connection
+// header names (RFC 9110 §7.6.1): a client's per-connection fields reached the backend, and a
+// backend's reached the client.
+describe("headers named by Connection", () => {
+  it("are not forwarded to the backend, nor back to the client; the others are", async () => {
+    backend.answerHeaders = { connection: "x-backend-hop", "x-backend-hop": "backend's own", "x-backend-kept": "kept" };
+    try {
+      const body = JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }] });
+      const answer = await new Promise<{ status: number; headers: Record<string, unknown> }>((resolve, reject) => {
+        const url = new URL(`${router.url}/v1/chat/completions`);
+        const req = request(
+          {
+            host: url.hostname,
+            port: url.port,
+            path: url.pathname,
+            method: "POST",
+            headers: { "content-type": "application/json", connection: "keep-alive, X-Client-Hop", "x-client-hop": "client's own", "x-client-kept": "kept" },
+          },
+          (res) => {
+            res.resume();
+            res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers }));
+          },
+        );
+        req.on("error", reject);
+        req.end(body);
+      });
+      expect(answer.status).toBe(200);
+      const seen = backend.requests.at(-1)!.headers;
+      expect(seen["x-client-kept"]).toBe("kept");
+      expect(seen["x-client-hop"]).toBeUndefined();
+      expect(answer.headers["x-backend-kept"]).toBe("kept");
+      expect(answer.headers["x-backend-hop"]).toBeUndefined();
+    } finally {
+      backend.answerHeaders = {};
+    }
   });
 });

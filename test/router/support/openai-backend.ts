@@ -3,14 +3,16 @@
  * completions, streaming (SSE) or not, and records what it saw. `holdStream` keeps a streamed
  * answer open after its first chunk until `release()`, so tests can tell streaming from buffering.
  */
-import { createServer, type IncomingMessage, type Server } from "node:http";
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 
 export type OpenAIBackend = {
   name: string;
   url: string;
   /** Requests received, in order. */
-  requests: Array<{ path: string; model: string; stream: boolean; authorization?: string }>;
+  requests: Array<{ path: string; model: string; stream: boolean; authorization?: string; headers: IncomingHttpHeaders }>;
+  /** Headers added to every answer (none by default). */
+  answerHeaders: Record<string, string>;
   /** Streams whose client went away before the backend finished. */
   aborted: number;
   holdStream: boolean;
@@ -26,6 +28,7 @@ export async function startOpenAIBackend(name: string, host = "127.0.0.1"): Prom
     url: "",
     requests: [],
     aborted: 0,
+    answerHeaders: {},
     holdStream: false,
     release: () => {
       for (const release of releases) release();
@@ -48,7 +51,8 @@ export async function startOpenAIBackend(name: string, host = "127.0.0.1"): Prom
       }
       const model = typeof body.model === "string" ? body.model : "";
       const stream = body.stream === true;
-      backend.requests.push({ path, model, stream, authorization: req.headers.authorization });
+      backend.requests.push({ path, model, stream, authorization: req.headers.authorization, headers: req.headers });
+      for (const [header, value] of Object.entries(backend.answerHeaders)) res.setHeader(header, value);
       const text = `hello from ${name}`;
       const id = `chatcmpl-${backend.requests.length}`;
       if (!stream) {
