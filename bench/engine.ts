@@ -524,8 +524,9 @@ export async function run(args: string[]): Promise<object> {
 
 /**
  * What turning sampled tokens into text costs the coordinator for one token, at token n of a
- * completion: decoding all n tokens again (how it was done, the baseline) against a window of the
- * last few (IncrementalText, with the clean-up of tokenization spaces over the whole text), µs.
+ * completion: decoding all n tokens again (how it was done first, the baseline), a window of the
+ * last few with the clean-up of tokenization spaces over the whole text (how it was done next),
+ * and CompletionText (the window, and the clean-up of only what is not settled), µs.
  */
 function textCost(modelDir: string): object {
   const codec = new TextCodec(modelDir);
@@ -541,17 +542,30 @@ function textCost(modelDir: string): object {
   const at: Record<string, object> = {};
   for (const n of [32, 1024, 4096]) {
     const wholeUs = median([0, 1, 2, 3, 4].map(() => timeUs(() => codec.decode(ids.slice(0, n)), 1)));
-    const text = codec.incrementalText();
-    for (let i = 0; i < n - 16; i++) text.push(ids[i] as number);
+    const expected = codec.decode(ids.slice(0, n));
+    const raw = codec.incrementalText();
+    for (let i = 0; i < n - 16; i++) raw.push(ids[i] as number);
     let next = n - 16;
-    const windowUs = timeUs(() => codec.cleanUp(text.push(ids[next++] as number)), 16);
-    if (codec.cleanUp(text.text) !== codec.decode(ids.slice(0, n))) throw new Error(`incremental text differs from the full decode at ${n} tokens`);
-    at[`token${n}`] = { wholeListUs: round(wholeUs, 1), windowUs: round(windowUs, 1), wholeOverWindow: round(wholeUs / windowUs, 1) };
+    const wholeCleanUpUs = timeUs(() => codec.cleanUp(raw.push(ids[next++] as number)), 16);
+    if (codec.cleanUp(raw.text) !== expected) throw new Error(`incremental text differs from the full decode at ${n} tokens`);
+    const text = codec.completionText();
+    for (let i = 0; i < n - 16; i++) text.push(ids[i] as number);
+    next = n - 16;
+    let last = "";
+    const windowUs = timeUs(() => (last = text.push(ids[next++] as number).text), 16);
+    if (last !== expected) throw new Error(`completion text differs from the full decode at ${n} tokens`);
+    at[`token${n}`] = {
+      wholeListUs: round(wholeUs, 1),
+      wholeCleanUpUs: round(wholeCleanUpUs, 1),
+      windowUs: round(windowUs, 1),
+      wholeOverWindow: round(wholeUs / windowUs, 1),
+      wholeCleanUpOverWindow: round(wholeCleanUpUs / windowUs, 2),
+    };
   }
   return {
     ...at,
     method:
-      "one token's text at token n: the whole list decoded again (median of 5) vs IncrementalText's window plus the clean-up of spaces (mean of 16 tokens up to n); the two texts are checked equal",
+      "one token's text at token n: the whole list decoded again (median of 5); IncrementalText's window plus the clean-up of spaces over the whole text (wholeCleanUp); CompletionText's window and clean-up of the unsettled rest (window); means of 16 tokens up to n; the texts are checked equal to the full decode",
   };
 }
 

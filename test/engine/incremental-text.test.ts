@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { findStop, IncrementalText, sendableLength, TextCodec } from "../../src/engine/coordinator/index.js";
+import { CompletionText, findStop, IncrementalText, sendableLength, TextCodec } from "../../src/engine/coordinator/index.js";
 import { createRng } from "../../src/engine/model/index.js";
 import { byteLevelTokenizerJson, byteToUnicode, makeTestModel, specialToken, type TestModelOptions } from "../../src/planner/index.js";
 
@@ -40,19 +40,20 @@ function specialIds(codec: TextCodec, vocab: number): number[] {
  */
 function checkAgainstFullDecode(codec: TextCodec, ids: number[], label: string, every = 1): number {
   let widest = 0;
-  const text = new IncrementalText(
+  const raw = new IncrementalText(
     (window) => {
       widest = Math.max(widest, window.length);
       return codec.decodeRaw(window);
     },
     (id) => codec.isSkipped(id),
   );
+  const text = new CompletionText(raw, codec);
   ids.forEach((id, i) => {
-    const raw = text.push(id);
+    const { text: clean } = text.push(id);
     if ((i + 1) % every !== 0 && i + 1 !== ids.length) return;
     const upTo = ids.slice(0, i + 1);
-    expect(raw, `${label}, after ${i + 1} tokens`).toBe(codec.decodeRaw(upTo));
-    expect(codec.cleanUp(raw), `${label}, after ${i + 1} tokens`).toBe(codec.decode(upTo));
+    expect(raw.text, `${label}, after ${i + 1} tokens`).toBe(codec.decodeRaw(upTo));
+    expect(clean, `${label}, after ${i + 1} tokens`).toBe(codec.decode(upTo));
   });
   return widest;
 }
@@ -179,13 +180,12 @@ describe("incremental text: the same text as decoding the whole completion, a wi
       const { codec, vocab } = codecs.get(kind)!;
       for (let seed = 1000; seed < 1300; seed++) {
         const ids = randomIds(codec, vocab, seed, 1 + (seed % 60), specialIds(codec, vocab));
-        const text = codec.incrementalText();
+        const text = codec.completionText();
         let sent = "";
         for (const [i, id] of ids.entries()) {
-          const raw = text.push(id);
-          const clean = codec.cleanUp(raw);
+          const { text: clean, settled } = text.push(id);
           if (!clean.startsWith(sent)) throw new Error(`${kind}, seed ${seed}, token ${i + 1}: sent ${JSON.stringify(sent)}, now the text is ${JSON.stringify(clean)}`);
-          sent += clean.slice(sent.length, Math.max(sent.length, codec.settledLength(raw, clean)));
+          sent += clean.slice(sent.length, Math.max(sent.length, settled));
         }
         expect(codec.decode(ids).startsWith(sent), `${kind}, seed ${seed}`).toBe(true);
       }
@@ -218,21 +218,22 @@ describe("incremental text: the same text as decoding the whole completion, a wi
     for (const [words, stop] of cases) {
       const ids = words.flatMap((w) => codec.encode(w));
       const label = `${JSON.stringify(words)} stop ${JSON.stringify(stop)}`;
-      const text = codec.incrementalText();
+      const text = codec.completionText();
       let sent = "";
+      let clean = "";
       let final: string | undefined;
       for (const id of ids) {
-        const raw = text.push(id);
-        const clean = codec.cleanUp(raw);
+        const now = text.push(id);
+        clean = now.text;
         const at = findStop(clean, [stop], Math.max(0, sent.length - stop.length));
         if (at >= 0) {
           final = clean.slice(0, at);
           break;
         }
-        sent += clean.slice(sent.length, Math.max(sent.length, sendableLength(clean, codec.settledLength(raw, clean), [stop])));
+        sent += clean.slice(sent.length, Math.max(sent.length, sendableLength(clean, now.settled, [stop])));
         expect(sent.includes(stop), label).toBe(false);
       }
-      final ??= codec.cleanUp(text.text);
+      final ??= clean;
       expect(final.startsWith(sent), `${label}: sent ${JSON.stringify(sent)}, final ${JSON.stringify(final)}`).toBe(true);
     }
   });
@@ -276,6 +277,27 @@ describe("incremental text: the same text as decoding the whole completion, a wi
     expect(checkAgainstFullDecode(codec, ids, "3000 tokens", 500)).toBeLessThanOrEqual(16);
   });
 
+  // Regression: the clean-up of tokenization spaces ran over the whole completion at every token,
+  // a cost per token in proportion to the completion's length.
+  it("cleans up a bounded stretch of text per token, however long the completion", () => {
+    const { codec, vocab } = codecs.get("llama")!;
+    const ids = randomIds(codec, vocab, 11, 3000, specialIds(codec, vocab));
+    let longest = 0;
+    const text = new CompletionText(codec.incrementalText(), {
+      cleanUp: (raw) => {
+        longest = Math.max(longest, raw.length);
+        return codec.cleanUp(raw);
+      },
+      cleanCut: (raw, end) => codec.cleanCut(raw, end),
+    });
+    let last = "";
+    for (const id of ids) last = text.push(id).text;
+    expect(last).toBe(codec.decode(ids));
+    expect(last.length).toBeGreaterThan(2000);
+    // The open window's text and the spaces held at a cut: a few dozen characters.
+    expect(longest).toBeLessThan(200);
+  });
+
   it("a model emitting bytes that never form a character: U+FFFD, with a bounded window", () => {
     const { codec } = codecs.get("llama")!;
     // "€" is the byte tokens e2 82 ac: e2 followed by e2 never completes, a lone 82 never starts.
@@ -297,13 +319,12 @@ describe("incremental text: the same text as decoding the whole completion, a wi
       Array.from({ length: 200 }, (_, i) => (i % 7 === 6 ? lead : continuation)),
       [...codec.encode("hi"), ...Array.from({ length: 60 }, () => lead), ...codec.encode("€ ok")],
     ]) {
-      const text = codec.incrementalText();
+      const text = codec.completionText();
       let sent = "";
       for (const [i, id] of ids.entries()) {
-        const raw = text.push(id);
-        const clean = codec.cleanUp(raw);
+        const { text: clean, settled } = text.push(id);
         expect(clean.startsWith(sent), `token ${i + 1}`).toBe(true);
-        sent += clean.slice(sent.length, Math.max(sent.length, codec.settledLength(raw, clean)));
+        sent += clean.slice(sent.length, Math.max(sent.length, settled));
         // Held back: only the last U+FFFD, which the next byte may complete into a character.
         expect(clean.length - sent.length, `token ${i + 1} of ${JSON.stringify(clean.slice(-8))}`).toBeLessThanOrEqual(1);
       }

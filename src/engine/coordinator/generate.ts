@@ -46,7 +46,7 @@ export async function generate(
 ): Promise<GenerateResult> {
   const seq = allocateSeq();
   pipeline.prepare(seq, o.params);
-  const completion = codec.incrementalText();
+  const completion = codec.completionText();
   let tokens = 0;
   let pending: TokenInfo[] = [];
   let emitted = 0;
@@ -74,8 +74,8 @@ export async function generate(
       }
       tokens++;
       pending.push({ sampled, offset: text.length });
-      const raw = completion.push(sampled.token);
-      text = codec.cleanUp(raw);
+      const now = completion.push(sampled.token);
+      text = now.text;
       const stopAt = findStop(text, o.stop, Math.max(0, emitted - longestStop));
       if (stopAt >= 0) {
         text = text.slice(0, stopAt);
@@ -83,7 +83,7 @@ export async function generate(
         break;
       }
       if (tokens < o.maxTokens) next = startRun([sampled.token]);
-      const safe = sendableLength(text, codec.settledLength(raw, text), o.stop);
+      const safe = sendableLength(text, now.settled, o.stop);
       if (safe > emitted) {
         onDelta(text.slice(emitted, safe), pending);
         pending = [];
@@ -99,7 +99,7 @@ export async function generate(
 
 /**
  * How much of `text` a stream can send: its first `settled` characters (what no later token can
- * change, see TextCodec.settledLength), less any end of them that could begin a stop string.
+ * change, see CompletionText), less any end of them that could begin a stop string.
  * Sent text then never changes and never holds a stop string.
  */
 export function sendableLength(text: string, settled: number, stops: string[]): number {

@@ -109,6 +109,11 @@ export class IncrementalText {
     this.open = "";
   }
 
+  /** Characters at the start of the text that no later token changes. */
+  get settledLength(): number {
+    return this.settled.length;
+  }
+
   /** The text of every token so far. */
   get text(): string {
     return this.settled + this.open;

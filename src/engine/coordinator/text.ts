@@ -3,6 +3,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Template } from "@huggingface/jinja";
 import { Tokenizer } from "@huggingface/tokenizers";
+import { CompletionText } from "./completion-text.js";
 import { IncrementalText } from "./incremental-text.js";
 
 export interface ChatMessage {
@@ -71,7 +72,12 @@ export class TextCodec {
     return this.tokenizer.decode([...ids], { skip_special_tokens: true });
   }
 
-  /** A completion's text, token by token, as decodeRaw() of all its tokens (see IncrementalText). */
+  /** A completion's text, token by token, as decode() of all its tokens, and how much is settled (see CompletionText). */
+  completionText(): CompletionText {
+    return new CompletionText(this.incrementalText(), this);
+  }
+
+  /** A completion's raw text, token by token, as decodeRaw() of all its tokens (see IncrementalText). */
   incrementalText(): IncrementalText {
     return new IncrementalText(
       (ids) => this.decodeRaw(ids),
@@ -95,24 +101,17 @@ export class TextCodec {
   }
 
   /**
-   * How much of `clean` (cleanUp(raw), which the caller has) stays whatever text is appended to
-   * raw: what a stream can send. Not a trailing U+FFFD: it may be the start of a character whose
-   * last bytes are still to come. Only the last one: the decoders turn bytes into text as UTF-8
-   * decoders do (WHATWG), which replace bytes that can no longer form a character at once, so an
-   * earlier U+FFFD stays one (a model emitting bytes that form nothing still streams, one
-   * character behind). With the clean-up of spaces, not a trailing space that could still
-   * start one of its patterns (" n" may become "n't", a space goes before "."). Cut before such a
-   * space, none of the patterns reaches across the cut, so the clean-up of the text before it is a
-   * prefix of the clean-up of any longer text, and the clean-up of the whole is that of the two
-   * parts joined: the settled length is the whole's less the short rest's, without cleaning the
-   * whole text a second time.
+   * The last place at or before `end` where the clean-up of tokenization spaces may cut `raw`: not
+   * after a space that could still start one of its patterns (" n" may become "n't", a space goes
+   * before "."). Cut there, none of the patterns reaches across the cut, so the clean-up of the
+   * text before it is a prefix of the clean-up of any longer text, and the clean-up of the whole
+   * is that of the two parts joined. `end` itself when the tokenizer asks for no clean-up.
    */
-  settledLength(raw: string, clean: string): number {
-    const end = raw.endsWith("\ufffd") ? raw.length - 1 : raw.length;
+  cleanCut(raw: string, end: number): number {
     if (!this.cleanUpSpaces) return end;
     let cut = end;
     for (let before = patternStart(raw, cut); before < cut; before = patternStart(raw, cut)) cut = before;
-    return clean.length - cleanUpTokenizationSpaces(raw.slice(cut)).length;
+    return cut;
   }
 
   /** What decode() adds to decodeRaw()'s text: the clean-up of tokenization spaces, when the model's tokenizer asks for it. */
