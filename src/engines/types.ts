@@ -341,7 +341,7 @@ export interface EngineReadiness {
    * state: health sends a one-token completion every `intervalMs` and declares the cluster dead
    * when one takes longer than `timeoutMs` (a hung ring). Undefined: the health endpoint suffices.
    */
-  readonly generationWatchdog?: { readonly intervalMs: number; readonly timeoutMs: number };
+  readonly generationWatchdog?: GenerationWatchdog;
   /**
    * What the exit of one process means. "ends-pipeline": the engine cannot re-form a pipeline
    * around a lost stage or coordinator, so health treats any exit as the cluster's death and
@@ -353,4 +353,20 @@ export interface EngineReadiness {
 export interface RingLog {
   /** The line a stage of `rank` prints once it listens for its neighbour (a regular expression's source). */
   ready(rank: number): string;
+}
+
+/** How the generation watchdog probes an engine (see EngineReadiness.generationWatchdog). */
+export interface GenerationWatchdog {
+  /** Pause between probes, ms. */
+  readonly intervalMs: number;
+  /** Longest a probe may take before the pipeline is judged hung, ms. */
+  readonly timeoutMs: number;
+  /**
+   * Whether the engine sends a streamed completion's response head only once its generation loop
+   * has taken the request in. Then a head without a token in time says the loop turns and the
+   * request waits for a slot that other requests hold (a busy cluster, not a hung one), and the
+   * probe is streamed so that only a missing head is a hang. False: only a whole answer in time
+   * counts.
+   */
+  readonly headMeansTaken: boolean;
 }

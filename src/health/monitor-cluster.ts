@@ -302,7 +302,10 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   };
 
   // A pipeline that hangs while its /health answers 200 (mlx-lm's ring): one token, in time, or dead.
-  const watchdog = options.generationWatchdog ?? readiness.generationWatchdog;
+  const watchdog =
+    options.generationWatchdog === undefined
+      ? readiness.generationWatchdog
+      : { headMeansTaken: readiness.generationWatchdog?.headMeansTaken ?? false, ...options.generationWatchdog };
   // In such an engine a stopped member is otherwise found by the watchdog alone (up to its interval
   // plus its deadline, 30 s): per node, a member seen stopped `strikes` probes in a row is a death.
   // Engines whose /health sees the hang (shard-engine's heartbeats) are left to it.
@@ -313,8 +316,9 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
         while (!controller.signal.aborted && !done) {
           await sleep(watchdog.intervalMs, controller.signal);
           if (controller.signal.aborted || done) return;
-          const answer = await probeGeneration(url, readiness, watchdog.timeoutMs, controller.signal);
+          const answer = await probeGeneration(url, readiness, watchdog, controller.signal);
           if (done || controller.signal.aborted) return;
+          // "taken": the engine has the request and every slot is busy; the next probe judges again.
           if (answer === "timeout") await judgeHang(server, `a one-token completion through ${url} took over ${watchdog.timeoutMs} ms`);
         }
       })(),

@@ -4,7 +4,7 @@
  * and never wait on one silent node to judge the others.
  */
 import { messageOf } from "../errors/index.js";
-import { defaultEngineKind, engineOf, type EngineReadiness } from "../engines/index.js";
+import { defaultEngineKind, engineOf, type EngineReadiness, type GenerationWatchdog } from "../engines/index.js";
 import type { NodeAccess, PortAnswer } from "../nodes/index.js";
 import type { CoordinatorHealth, TransportState, WatchedCluster, WatchedProcess } from "./types.js";
 
@@ -90,24 +90,36 @@ export async function probeTransport(prober: NodeAccess, host: string, port: num
 
 /**
  * One token through the pipeline, for the generation watchdog: "answered" (any HTTP answer: a
- * broken pipeline's error is /health's to judge), "timeout" when nothing came within `timeoutMs`,
- * "unknown" when the request could not be made (the watchdog judges only silence).
+ * broken pipeline's error is /health's to judge), "taken" when the engine sent the head of a
+ * streamed answer, which it does once its generation loop has the request (`headMeansTaken`), but
+ * no token within `timeoutMs` (the request waits for a slot), "timeout" when nothing came within
+ * `timeoutMs`, "unknown" when the request could not be made (the watchdog judges only silence).
  */
-export async function probeGeneration(url: string, readiness: EngineReadiness, timeoutMs: number, signal?: AbortSignal): Promise<"answered" | "timeout" | "unknown"> {
-  const timeout = AbortSignal.timeout(timeoutMs);
+export async function probeGeneration(
+  url: string,
+  readiness: EngineReadiness,
+  watchdog: Pick<GenerationWatchdog, "timeoutMs" | "headMeansTaken">,
+  signal?: AbortSignal,
+): Promise<GenerationAnswer> {
+  const timeout = AbortSignal.timeout(watchdog.timeoutMs);
+  let head = false;
   try {
     const response = await fetch(`${url}${readiness.completionsPath}`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ prompt: "ping", max_tokens: 1, temperature: 0 }),
+      body: JSON.stringify({ prompt: "ping", max_tokens: 1, temperature: 0, ...(watchdog.headMeansTaken ? { stream: true } : {}) }),
       signal: signal === undefined ? timeout : AbortSignal.any([timeout, signal]),
     });
+    head = true;
     await response.text();
     return "answered";
   } catch {
-    return timeout.aborted ? "timeout" : "unknown";
+    if (!timeout.aborted) return "unknown";
+    return head && watchdog.headMeansTaken ? "taken" : "timeout";
   }
 }
+
+export type GenerationAnswer = "answered" | "taken" | "timeout" | "unknown";
 
 /** GET {url}{healthPath} from the control machine; the engine's statuses say ready or loading. */
 export async function probeCoordinatorHealth(url: string, readiness: EngineReadiness, timeoutMs = defaultProbeTimeoutMs): Promise<CoordinatorHealth> {

@@ -3,7 +3,8 @@
  * set-up into the project's `.venv-mlx`, launched by the daemon on two real sshd nodes as a
  * two-rank ring (rank 0, the last layers, serves HTTP), registered with the embedded router and
  * supervised: kill -9 of either rank, SIGSTOP of a rank and a generation thread that never returns
- * end in a teardown and a relaunch, the status naming the member seen stopped and nobody else.
+ * end in a teardown and a relaunch, the status naming the member seen stopped and nobody else; a
+ * ring busy with a client's long completion is not taken for a hung one.
  */
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
@@ -203,6 +204,46 @@ describe("mlx-lm, a two-rank ring on two sshd nodes", () => {
     },
     240_000,
   );
+
+  // Regression: the watchdog's one-token completion queued behind a client's long completion (the
+  // cluster's one decode slot, max_sequences 1) and, past its deadline, a busy ring was declared
+  // hung (GenerationHung), torn down and the client's stream cut.
+  test("a client's completion holding the only decode slot for 10 s (the watchdog's deadline is 3 s): busy, not hung; no restart", async () => {
+    const before = await waitForStatus(world, "ring", (s) => isReadyAt(s, revision) && s.stages.every((c) => c.alive), 180_000);
+    const config = JSON.parse(await readFile(join(qwenDir, "config.json"), "utf8")) as { eos_token_id: number[] };
+    // The end-of-text tokens made impossible: the completion runs until the client leaves.
+    const logitBias = Object.fromEntries(config.eos_token_id.map((id) => [String(id), -1000]));
+    const client = new AbortController();
+    const response = await fetch(`${daemon.routerUrl}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: qwenDir, prompt: "hello", max_tokens: 1_000_000, temperature: 0, stream: true, logit_bias: logitBias }),
+      signal: client.signal,
+    });
+    expect(response.status).toBe(200);
+    const reader = response.body!.getReader();
+    const decoder = new TextDecoder();
+    const startedAt = Date.now();
+    let events = 0;
+    let longestGapMs = 0;
+    let last = Date.now();
+    while (Date.now() - startedAt < 10_000) {
+      const { value, done } = await reader.read();
+      expect(done, `the stream ended after ${events} events, ${Date.now() - startedAt} ms`).toBe(false);
+      events += (decoder.decode(value, { stream: true }).match(/^data: \{/gm) ?? []).length;
+      longestGapMs = Math.max(longestGapMs, Date.now() - last);
+      last = Date.now();
+    }
+    client.abort();
+    const after = (await readStatusFile(world, "ring"))!;
+    expect(after.conditions.find((c) => c.type === "Ready")).toMatchObject({ status: "True" });
+    expect(after.restarts!.count).toBe(before.restarts!.count);
+    expect(after.stages.map((c) => c.pid)).toEqual(before.stages.map((c) => c.pid));
+    // Tokens flowed all along: the ring was busy, never stuck.
+    expect(events).toBeGreaterThan(20);
+    expect(longestGapMs).toBeLessThan(3_000);
+    console.log(JSON.stringify({ busyFor: "10 s", events, longestGapMs }));
+  }, 240_000);
 
   test("a second ring cluster on the same hosts and port range never shares a ring port", async () => {
     const first = await new Ledger(world.stateDir).read("ring");

@@ -106,7 +106,11 @@ export const mlxLmFacts = {
     },
     // A hung ring (a rank stopped, a partition, a collective deadlock) blocks every rank with no
     // timeout: a one-token completion every 10 s that takes over 20 s declares it dead (≤ 30 s).
-    generationWatchdog: { intervalMs: 10_000, timeoutMs: 20_000 },
+    // The server sends a streamed answer's head once its generation loop has taken the request,
+    // which every rank must share (a collective): a hung ring never sends it. A head with no token
+    // yet is a loop that turns while every decode slot (`--decode-concurrency`, the cluster's
+    // max_sequences) is held by clients' completions, which can run for minutes: busy, not hung.
+    generationWatchdog: { intervalMs: 10_000, timeoutMs: 20_000, headMeansTaken: true },
     processExit: "ends-pipeline",
   },
 } as const satisfies EngineFacts;
