@@ -128,21 +128,53 @@ export async function stopEngineProcess(node: NodeAccess, process: LedgerProcess
     const found = await findUnrecordedProcess(node, process);
     return found === undefined ? "gone" : stopEngineProcess(node, found, options);
   }
-  if (options.seenGone === true) return stopOrphanedGroup(node, process, options, ask);
+  if (options.seenGone === true) return stopOrphanedGroup(node, process, options, ask, await endedMomentsAgo(node, process, ask));
   const startTime = await node.processStartTime(process.pid, ask);
-  if (startTime === undefined) return stopOrphanedGroup(node, process, options, ask);
+  if (startTime === undefined) return stopOrphanedGroup(node, process, options, ask, await endedMomentsAgo(node, process, ask));
   // The pid now belongs to another process: ours is gone, and the other one is not ours to stop.
   if (startTime !== process.startTime) return "recycled";
   if (!(await node.signal(process.pid, "SIGTERM", process.startTime, ask))) {
     // Refused: the process exited between the look and the signal (then its group may still hold
     // an engine), or its pid was taken by another process meanwhile.
     const now = await node.processStartTime(process.pid, ask);
-    return now === undefined || now === process.startTime ? stopOrphanedGroup(node, process, options, ask) : "recycled";
+    return now === undefined || now === process.startTime ? stopOrphanedGroup(node, process, options, ask, "whole-group") : "recycled";
   }
-  if (await waitGone(node, process, options.graceMs, ask)) return "terminated";
-  options.onKill?.(`pid ${process.pid} still ran ${options.graceMs} ms after SIGTERM: SIGKILL, then up to ${killWaitMs} ms for it to go`);
-  await node.signal(process.pid, "SIGKILL", process.startTime, ask);
-  return (await waitGone(node, process, killWaitMs, ask)) ? "killed" : "survived";
+  let outcome: StopOutcome = "terminated";
+  if (!(await waitGone(node, process, options.graceMs, ask))) {
+    options.onKill?.(`pid ${process.pid} still ran ${options.graceMs} ms after SIGTERM: SIGKILL, then up to ${killWaitMs} ms for it to go`);
+    await node.signal(process.pid, "SIGKILL", process.startTime, ask);
+    if (!(await waitGone(node, process, killWaitMs, ask))) return "survived";
+    outcome = "killed";
+  }
+  // The wrapper was ours a moment ago, so its group still is: what the engine started and left
+  // there (a helper that ignores SIGTERM, a child the engine never waited for) goes with it.
+  return (await stopOrphanedGroup(node, process, options, ask, "whole-group")) === "survived" ? "survived" : outcome;
+}
+
+/**
+ * Which members of a gone wrapper's process group are provably ours. "whole-group": every one —
+ * the wrapper led it moments ago, and a group id cannot be taken by a new group while any member
+ * of the old one lives. "naming-run-dir": only those whose command line names this launch's run
+ * directory, for a wrapper gone for an unknown time (its group may have emptied and its id been
+ * taken since, by processes that never name our run directory).
+ */
+type GroupMembers = "whole-group" | "naming-run-dir";
+
+/**
+ * How long ago, at most, the wrapper's exit file was written for its whole group to count as ours,
+ * s: a pid cannot come round again within seconds.
+ */
+const momentsS = 10;
+
+/**
+ * "whole-group" when the wrapper recorded its engine's exit at most `momentsS` seconds ago (by the
+ * node's own clock); otherwise, or when it recorded none (killed itself), "naming-run-dir".
+ */
+async function endedMomentsAgo(node: NodeAccess, process: LedgerProcess, ask: { deadlineMs: number }): Promise<GroupMembers> {
+  const script = 'm=$(stat -c %Y -- "$1" 2>/dev/null || stat -f %m -- "$1" 2>/dev/null) || exit 0; echo $(( $(date +%s) - m ))';
+  const result = await node.run(["sh", "-c", script, "sh", process.exitFile], ask);
+  const age = Number(result.stdout.trim());
+  return result.exitCode === 0 && result.stdout.trim() !== "" && age >= -1 && age <= momentsS ? "whole-group" : "naming-run-dir";
 }
 
 /** Longest a reachable node may take to stop a process with these options, ms. */
@@ -161,12 +193,18 @@ async function waitGone(node: NodeAccess, process: LedgerProcess, deadlineMs: nu
 }
 
 /**
- * The wrapper (the group leader) is gone, but its engine may live on in the process group it led
- * (someone killed the wrapper rather than the engine). Only members that are provably ours are
- * stopped: live (not zombie) processes of that group whose command line names this launch's run
- * directory — a recycled group id belongs to someone else's processes, which never do.
+ * The wrapper (the group leader) is gone, but its engine, or what the engine started, may live on
+ * in the process group it led (someone killed the wrapper rather than the engine; a helper ignored
+ * SIGTERM; the engine crashed and left children). Only members that are provably ours are stopped
+ * (see GroupMembers): live (not zombie) processes of that group.
  */
-async function stopOrphanedGroup(node: NodeAccess, process: LedgerProcess, options: StopOptions, ask: { deadlineMs: number }): Promise<StopOutcome> {
+async function stopOrphanedGroup(
+  node: NodeAccess,
+  process: LedgerProcess,
+  options: StopOptions,
+  ask: { deadlineMs: number },
+  members: GroupMembers,
+): Promise<StopOutcome> {
   const ours = async (): Promise<number[]> => {
     const listing = await node.run(["ps", "-A", "-ww", "-o", "pgid=", "-o", "stat=", "-o", "pid=", "-o", "args="], ask);
     // An empty listing from a command that failed or timed out is not "nothing of ours runs".
@@ -174,7 +212,10 @@ async function stopOrphanedGroup(node: NodeAccess, process: LedgerProcess, optio
     return listing.stdout
       .split("\n")
       .map((line) => /^\s*(\d+)\s+(\S+)\s+(\d+)\s+(.*)$/.exec(line))
-      .filter((m): m is RegExpExecArray => m !== null && m[1] === String(process.pid) && !m[2]!.startsWith("Z") && m[4]!.includes(process.runDir))
+      .filter(
+        (m): m is RegExpExecArray =>
+          m !== null && m[1] === String(process.pid) && !m[2]!.startsWith("Z") && (members === "whole-group" || m[4]!.includes(process.runDir)),
+      )
       .map((m) => Number(m[3]));
   };
   const signalAll = async (signal: "TERM" | "KILL", pids: number[]): Promise<void> => {

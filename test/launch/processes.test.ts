@@ -1,11 +1,12 @@
 /**
  * Stopping processes a launch may have lost track of, for real on this machine: a process started
  * but never recorded (the daemon died in between), an engine whose wrapper was killed, and a
- * recycled process group that is not ours and must survive, and a process that exits between the
- * stop's look at it and its signal.
+ * recycled process group that is not ours and must survive, a process that exits between the
+ * stop's look at it and its signal, and what an engine started and left in its process group (a
+ * helper that ignores SIGTERM, the children of an engine that crashed).
  */
 import { execFile } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, utimes } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -118,4 +119,69 @@ test("a process group that exits between the look and the signal is gone", async
   const racing = new ExitsBeforeSignalNode(async (pid) => void (await run("kill", ["-9", "--", `-${pid}`])));
   expect(await stopEngineProcess(racing, started, 2_000)).toBe("gone");
   expect(await isAlive(engine)).toBe(false);
+});
+
+/** An engine (as engineArgv) that first starts `helper`, a sh command left running in its group. */
+function engineWithHelper(runDir: string, helper: string): string[] {
+  const [node, ...rest] = engineArgv(runDir);
+  return ["sh", "-c", `(${helper}) & exec "$0" "$@"`, node!, ...rest];
+}
+
+/** The pid of the process in group `group` whose command line starts with `command`. */
+async function memberOf(group: number, command: string): Promise<number> {
+  for (let i = 0; i < 100; i++) {
+    const { stdout } = await run("ps", ["-A", "-o", "pgid=,pid=,args="]);
+    const line = stdout.split("\n").find((l) => {
+      const [pgid, , ...args] = l.trim().split(/\s+/);
+      return pgid === String(group) && args.join(" ").startsWith(command);
+    });
+    if (line !== undefined) return Number(line.trim().split(/\s+/)[1]);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`no ${command} in group ${group}`);
+}
+
+// Regression: the stop waited for the wrapper alone, and said "terminated" while a helper the engine
+// started, ignoring SIGTERM, ran on in its group for good.
+test("a helper the engine started that ignores SIGTERM is stopped with it: SIGKILL after the grace", async () => {
+  const planned = plannedProcess("stage", 5, "local", join(root, "helper-ignores-term"));
+  await node.mkdir(planned.runDir);
+  const started = await startEngineProcess(node, planned, engineWithHelper(planned.runDir, "trap '' TERM; exec sleep 302"));
+  const helper = await memberOf(started.pid, "sleep 302");
+  strays.push(helper);
+  expect(await stopEngineProcess(node, started, 1_000)).toBe("terminated");
+  expect(await isAlive(helper)).toBe(false);
+});
+
+// Regression: after a crash only group members naming the run directory were stopped; a child of
+// the engine running another program was never signalled.
+test("the children an engine left when it crashed are stopped once its wrapper has recorded the exit", async () => {
+  const planned = plannedProcess("stage", 6, "local", join(root, "crash-leaves-child"));
+  await node.mkdir(planned.runDir);
+  const started = await startEngineProcess(node, planned, engineWithHelper(planned.runDir, "exec sleep 303"));
+  const helper = await memberOf(started.pid, "sleep 303");
+  strays.push(helper);
+  const engine = await childOf(started.pid);
+  await run("kill", ["-SEGV", String(engine)]);
+  for (let i = 0; i < 100 && (await isAlive(started.pid)); i++) await new Promise((r) => setTimeout(r, 20));
+  expect(await isAlive(started.pid)).toBe(false);
+  expect(await isAlive(helper)).toBe(true);
+  expect(await stopEngineProcess(node, started, { graceMs: 1_000, seenGone: true })).toBe("orphans-stopped");
+  expect(await isAlive(helper)).toBe(false);
+});
+
+test("a wrapper that recorded its exit long ago: only members naming the run directory are taken for ours", async () => {
+  const planned = plannedProcess("stage", 7, "local", join(root, "ended-long-ago"));
+  await node.mkdir(planned.runDir);
+  const started = await startEngineProcess(node, planned, engineWithHelper(planned.runDir, "exec sleep 304"));
+  const helper = await memberOf(started.pid, "sleep 304");
+  strays.push(helper);
+  await run("kill", ["-SEGV", String(await childOf(started.pid))]);
+  for (let i = 0; i < 100 && (await isAlive(started.pid)); i++) await new Promise((r) => setTimeout(r, 20));
+  // As if the daemon came back an hour after the crash: the group may since have emptied and its id
+  // been taken by processes that are not ours (here it was not, so the helper is left running).
+  const anHourAgo = new Date(Date.now() - 3_600_000);
+  await utimes(started.exitFile, anHourAgo, anHourAgo);
+  expect(await stopEngineProcess(node, started, { graceMs: 1_000, seenGone: true })).toBe("gone");
+  expect(await isAlive(helper)).toBe(true);
 });
