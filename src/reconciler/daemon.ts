@@ -81,12 +81,8 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     },
     ...(options.launchDeadlines === undefined ? {} : { launchDeadlines: options.launchDeadlines }),
     ...(options.monitor === undefined ? {} : { monitor: options.monitor }),
-    onPass: (name, report, durationMs, stagesAlive) => {
-      metrics.recordPass(name, report, durationMs, stagesAlive);
-      // Passes that changed nothing (most resyncs) at debug: 1000 idle clusters would log 2000 lines a minute.
-      const quiet = (report.action === "none" || report.action === "plan") && report.result === "success";
-      log[quiet ? "debug" : "info"]({ cluster: name, action: report.action, result: report.result, health: report.health, reason: report.reason, durationMs }, "pass");
-    },
+    // The pass's log line is the reconciler's summary (summarize-pass.ts): one line a pass.
+    onPass: (name, report, durationMs, stagesAlive) => metrics.recordPass(name, report, durationMs, stagesAlive),
   });
   const enqueueAll = async (): Promise<void> => {
     for (const name of await reconciler.knownClusters()) queue.add(name);

@@ -196,7 +196,7 @@ describe("daemon", () => {
     expect(restarts.count).toBe(1);
     // Coalesced: far fewer passes than edits.
     const log = await readFile(join(world.root, "daemon.log"), "utf8");
-    const passes = log.split("\n").filter((l) => l.includes('"cluster":"delta"') && l.includes('"msg":"pass"')).length;
+    const passes = log.split("\n").filter((l) => l.includes('"cluster":"delta"') && l.includes('"steps":')).length;
     expect(passes).toBeLessThan(30);
     expect(await enginePidsOf("delta")).toHaveLength(3);
     await rm(join(world.clustersDir, "delta.toml"));
