@@ -374,15 +374,18 @@ async function waitListening(
   );
 }
 
+/**
+ * Bytes of a ring stage's log searched for its ring line, read every 200 ms: the ring forms as the
+ * engine starts, and an engine's later output (a progress bar, a flood of warnings) has no bound.
+ */
+const ringLineWindowBytes = 256 * 1024;
+
 /** Until the stage's log shows `line` (a ring stage that is up); its ports are never probed. */
 async function waitRingLine(node: NodeAccess, process: LedgerProcess, line: RegExp, deadlineMs: number, stopped: StoppedWatch): Promise<void> {
-  const printed = async (): Promise<boolean> =>
-    line.test(
-      await node.readFile(process.logFile).then(
-        (b) => b.toString("utf8"),
-        () => "",
-      ),
-    );
+  const printed = async (): Promise<boolean> => {
+    const head = await node.run(["head", "-c", String(ringLineWindowBytes), "--", process.logFile], { deadlineMs: defaultReachMs }).catch(() => undefined);
+    return head?.exitCode === 0 && line.test(head.stdout);
+  };
   await waitStageUp(node, process, printed, { before: "it joined the ring", notDone: `print /${line.source}/` }, { deadlineMs, intervalMs: 200 }, stopped);
 }
 

@@ -1,7 +1,7 @@
 /** Node access: run commands, control processes and move files on the control node or over SSH. */
 export type { AskOptions, PortAnswer, NodeConfig, CommandResult, RunOptions, DetachedOptions, DetachedProcess, FileStat, NodeAccess, PutOptions } from "./types.js";
 export { quoteArg, quoteArgv } from "./quote.js";
-export { readTail } from "./read-tail.js";
+export { readTail, maxTailLineChars } from "./read-tail.js";
 export { within } from "./within.js";
 export { commandFailed } from "./shell-node.js";
 export { startTimeFunction } from "./shell-scripts.js";
