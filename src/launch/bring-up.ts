@@ -18,7 +18,7 @@ import { allocatePorts } from "./ports.js";
 import { defaultReachMs, describeExit, isProcessAlive, plannedProcess, processLabel, readLogTail, startEngineProcess } from "./processes.js";
 import { routerBackendOf } from "./router-backend.js";
 import { teardownCluster } from "./teardown.js";
-import { isCoordinatorHealthy, probeOneToken } from "./coordinator-probes.js";
+import { askCoordinatorHealth, probeOneToken } from "./coordinator-probes.js";
 import type { LaunchContext, LaunchRequest, LaunchResult, TimelineEvent } from "./types.js";
 import { watchStopped, type StoppedWatch } from "./stopped-watch.js";
 import { waitUntil } from "./wait-until.js";
@@ -432,9 +432,13 @@ async function waitHealthy(node: NodeAccess, process: LedgerProcess, url: string
   const health = `${url}${readiness.healthPath}`;
   const liveness = livenessOf(node, process);
   const awaited = { what: `${health} to answer ${readiness.readyStatus}`, until: new Date(Date.now() + deadlineMs) };
+  // The last answer and how many times in a row it came: a timeout then says what the port said.
+  let last = { said: "", times: 0 };
   const state = await waitUntil(
     async () => {
-      if (await isCoordinatorHealthy(url, readiness)) return "healthy";
+      const answer = await askCoordinatorHealth(url, readiness);
+      if (answer.healthy) return "healthy";
+      last = { said: answer.said, times: answer.said === last.said ? last.times + 1 : 1 };
       if (!(await liveness.isAliveOrUnknown())) return "exited";
       stopped.look(awaited);
       return undefined;
@@ -454,7 +458,7 @@ async function waitHealthy(node: NodeAccess, process: LedgerProcess, url: string
   throw new LaunchError(
     "CoordinatorHealthTimeout",
     "coordinator-health",
-    `${health} did not answer ${readiness.readyStatus} within ${deadlineMs} ms${liveness.silence()}${stopped.words()}`,
+    `${health} did not answer ${readiness.readyStatus} within ${deadlineMs} ms${last.times === 0 ? "" : `; it last ${last.said}${last.times > 1 ? ` (${last.times} times in a row)` : ""}`}${liveness.silence()}${stopped.words()}`,
     {
       logTail,
     },

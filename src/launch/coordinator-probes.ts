@@ -5,15 +5,54 @@
  */
 import type { EngineReadiness } from "../engines/index.js";
 
-/** True once GET {url}{healthPath} answers the ready status. */
-export async function isCoordinatorHealthy(url: string, readiness: EngineReadiness, timeoutMs = 2_000): Promise<boolean> {
+/**
+ * What GET {url}{healthPath} answered: `healthy` once it is the ready status; `said` is the answer
+ * in words for a launch that waits in vain ("answered 404: Not Found", "refused the connection"),
+ * so its timeout tells a server that answers wrongly from one that is slow or not there.
+ */
+export async function askCoordinatorHealth(url: string, readiness: EngineReadiness, timeoutMs = 2_000): Promise<{ healthy: boolean; said: string }> {
   try {
     const response = await fetch(`${url}${readiness.healthPath}`, { signal: AbortSignal.timeout(timeoutMs) });
-    await response.body?.cancel();
-    return response.status === readiness.readyStatus;
-  } catch {
-    return false;
+    if (response.status === readiness.readyStatus) {
+      await response.body?.cancel();
+      return { healthy: true, said: `answered ${response.status}` };
+    }
+    const body = await readStart(response, 200);
+    const loading = response.status === readiness.loadingStatus ? " (loading)" : "";
+    return { healthy: false, said: `answered ${response.status}${loading}${body === "" ? "" : `: ${body}`}` };
+  } catch (error) {
+    const code = (error as { cause?: { code?: unknown } }).cause?.code;
+    if (code === "ECONNREFUSED") return { healthy: false, said: "refused the connection: nothing listens there" };
+    if (error instanceof Error && error.name === "TimeoutError") return { healthy: false, said: `did not answer within ${timeoutMs} ms` };
+    return {
+      healthy: false,
+      said: `could not be asked: ${error instanceof Error ? (error.cause instanceof Error ? error.cause.message : error.message) : String(error)}`,
+    };
   }
+}
+
+/** True once GET {url}{healthPath} answers the ready status. */
+export async function isCoordinatorHealthy(url: string, readiness: EngineReadiness, timeoutMs = 2_000): Promise<boolean> {
+  return (await askCoordinatorHealth(url, readiness, timeoutMs)).healthy;
+}
+
+/** The first `chars` characters of a body, on one line; the rest is not read. */
+async function readStart(response: Response, chars: number): Promise<string> {
+  const reader = response.body?.getReader();
+  if (reader === undefined) return "";
+  const decoder = new TextDecoder();
+  let text = "";
+  try {
+    while (text.length < chars) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+    }
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
+  const line = text.replace(/\s+/g, " ").trim();
+  return line.length > chars ? `${line.slice(0, chars)}…` : line;
 }
 
 /** Generate one token through the pipeline; resolves on success, throws with what went wrong. */
@@ -37,7 +76,14 @@ export async function probeOneToken(url: string, readiness: EngineReadiness, tim
     throw error;
   }
   if (response.status !== 200) throw new Error(`POST ${path} answered ${response.status}: ${text.slice(0, 300)}`);
-  const body = JSON.parse(text) as { choices?: Array<{ text?: unknown }>; usage?: { completion_tokens?: number } };
+  let body: { choices?: Array<{ text?: unknown }>; usage?: { completion_tokens?: number } };
+  try {
+    body = JSON.parse(text) as typeof body;
+  } catch {
+    // A proxy's page, or another server on the port: say what came, not the parser's words.
+    throw new Error(`POST ${path} answered 200 with a body that is not JSON, so not an OpenAI completion: ${text.slice(0, 300)}`);
+  }
+  if (typeof body !== "object" || body === null) throw new Error(`POST ${path} answered without a completion: ${text.slice(0, 300)}`);
   if (!Array.isArray(body.choices) || body.choices.length === 0 || typeof body.choices[0]?.text !== "string") {
     throw new Error(`POST ${path} answered without a completion: ${text.slice(0, 300)}`);
   }

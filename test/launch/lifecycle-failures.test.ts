@@ -113,6 +113,23 @@ describe("a launch failure at each step leaves nothing running and names the ste
     expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("CoordinatorHealthTimeout");
     expect(failure.step).toBe("coordinator-health");
     expect(failure.logTail.join("\n")).toMatch(/stand-in coordinator listening \(loading\)/);
+    expect(failure.message).toMatch(/did not answer 200 within 1500 ms; it last answered 503 \(loading\): \{"error":\{"code":503,"message":"Loading model"\}\}/);
+  });
+
+  // Regression: the timeout said only "did not answer 200", alike for a 404, a 503, silence and a refusal.
+  it("CoordinatorHealthTimeout: a server answering 404 to everything is named by what it answered", async () => {
+    const failure = await expectCleanFailure(
+      await makeRequest(world, { cluster: "elsewhere", binary: world.standIns.coordinatorNotFound, deadlines: { coordinatorHealthMs: 1_500 } }),
+    );
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("CoordinatorHealthTimeout");
+    expect(failure.message).toMatch(/\/health did not answer 200 within 1500 ms; it last answered 404: Not Found \(\d+ times in a row\)$/);
+  });
+
+  // Regression: a body that was not JSON failed with the parser's words ("Unexpected token '<'").
+  it("ReadinessProbeFailed: a completion answered with a web page says so", async () => {
+    const failure = await expectCleanFailure(await makeRequest(world, { cluster: "page", binary: world.standIns.coordinatorAnswersHtml }));
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("ReadinessProbeFailed");
+    expect(failure.message).toMatch(/answered 200 with a body that is not JSON, so not an OpenAI completion: <html><body>proxy login<\/body><\/html>/);
   });
 
   it("ReadinessProbeFailed: /health says 200 but completions fail", async () => {

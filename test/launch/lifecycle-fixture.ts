@@ -47,7 +47,16 @@ export interface LifecycleWorld {
   close(): Promise<void>;
 }
 
-export type StandIn = "exit3" | "sleep" | "coordinatorExits" | "coordinatorNeverHealthy" | "coordinatorFailsCompletions" | "coordinatorNeverCompletes" | "listenRefused";
+export type StandIn =
+  | "exit3"
+  | "sleep"
+  | "coordinatorExits"
+  | "coordinatorNeverHealthy"
+  | "coordinatorNotFound"
+  | "coordinatorFailsCompletions"
+  | "coordinatorNeverCompletes"
+  | "coordinatorAnswersHtml"
+  | "listenRefused";
 
 export interface WorldOptions {
   /**
@@ -216,7 +225,9 @@ async function writeStandIns(dir: string): Promise<Record<StandIn, string>> {
     sleep: `#!/bin/sh\necho "stand-in engine: sleeping without listening"\nexec sleep 60\n`,
     coordinatorExits: coordinatorDoes(`echo "stand-in coordinator: exiting" >&2; sleep 0.2; exit 4`),
     coordinatorNeverHealthy: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} loading "$@"`),
+    coordinatorNotFound: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} elsewhere "$@"`),
     coordinatorFailsCompletions: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} broken "$@"`),
+    coordinatorAnswersHtml: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} html "$@"`),
     coordinatorNeverCompletes: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} hung "$@"`),
   };
   const paths = {} as Record<StandIn, string>;
@@ -229,14 +240,25 @@ async function writeStandIns(dir: string): Promise<Record<StandIn, string>> {
   return paths;
 }
 
-// A coordinator stand-in: "loading" answers /health 503 for ever; "broken" answers /health 200 but
-// fails every completion (a listening server that is not a working pipeline); "hung" answers
-// /health 200 and never answers a completion (a pipeline that hangs).
+// A coordinator stand-in: "loading" answers /health 503 for ever; "elsewhere" answers 404 to
+// everything (a server whose routes are not an engine's); "broken" answers /health 200 but fails
+// every completion (a listening server that is not a working pipeline); "hung" answers /health 200
+// and never answers a completion (a pipeline that hangs); "html" answers completions with a page.
 const coordinatorStandIn = `import { createServer } from "node:http";
 const [mode, ...args] = process.argv.slice(2);
 const value = (flag) => args[args.indexOf(flag) + 1];
 const server = createServer((req, res) => {
   req.resume();
+  if (mode === "elsewhere") {
+    res.writeHead(404, { "content-type": "text/plain" });
+    res.end("Not Found\\n");
+    return;
+  }
+  if (mode === "html" && req.url !== "/health") {
+    res.writeHead(200, { "content-type": "text/html" });
+    res.end("<html><body>proxy login</body></html>");
+    return;
+  }
   if (req.url === "/health") {
     res.writeHead(mode === "loading" ? 503 : 200, { "content-type": "application/json" });
     res.end(mode === "loading" ? '{"error":{"code":503,"message":"Loading model"}}' : '{"status":"ok"}');
