@@ -94,7 +94,10 @@ export class Reconciler {
       ].slice(-5);
     }
     if (verdict.pruned !== true) await this.world.writeStatus(name, memory, verdict, settings);
-    else this.feed.remove(name);
+    else {
+      this.feed.remove(name);
+      this.world.forget(name);
+    }
     if (pass !== undefined) await this.watchLeftovers(pass);
     summarizePass(this.options.log, name, memory, verdict, durationMs, pass?.steps ?? [], repeated);
     this.options.onPass?.(name, verdict, durationMs, memory.observation?.stages.filter((s) => s.alive).length ?? 0);

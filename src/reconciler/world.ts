@@ -157,6 +157,12 @@ export class ReconcilerWorld {
     this.options.log.info({ cluster: name, ready: { status: ready.status, reason: ready.reason, message: ready.message } }, "the status file's Ready changed");
   }
 
+  /** Forget what was kept of a cluster whose definition is gone (its status file with it). */
+  forget(name: string): void {
+    this.readyWritten.delete(name);
+    this.lastProgress.delete(name);
+  }
+
   /** Progress of a long step (staging bytes): written like any status, at most every 500 ms per cluster. */
   writeProgress(name: string, memory: ClusterMemory, report: PassReport, settings: Settings | undefined): void {
     const now = Date.now();
