@@ -178,7 +178,7 @@ export function gitBlobSha1(content: Buffer): string {
 
 /** The manifest restricted to `wanted` ("all" keeps everything); unknown names are an error. */
 export function selectFiles(manifest: Manifest, wanted: string[] | "all"): Manifest {
-  if (wanted === "all") return manifest;
+  if (wanted === "all") return refuseCollidingNames(manifest);
   const byPath = new Map(manifest.files.map((f) => [f.path, f]));
   const files: ManifestFile[] = [];
   for (const path of new Set(wanted)) {
@@ -187,5 +187,27 @@ export function selectFiles(manifest: Manifest, wanted: string[] | "all"): Manif
     if (file === undefined) throw new ShardctlError("FileNotInSource", `${manifest.repo}@${manifest.commit} has no file ${path}`, { terminal: true });
     files.push(file);
   }
-  return { ...manifest, files };
+  return refuseCollidingNames({ ...manifest, files });
+}
+
+/**
+ * Two paths a node is to hold that differ only in letter case or Unicode form (é composed or not)
+ * name one file on macOS, whose file systems ignore both by default: the second written would
+ * replace the first, and the engine would read the wrong file. Refused before anything is written.
+ */
+function refuseCollidingNames(manifest: Manifest): Manifest {
+  const seen = new Map<string, string>();
+  for (const { path } of manifest.files) {
+    const key = path.normalize("NFD").toLowerCase();
+    const other = seen.get(key);
+    if (other !== undefined) {
+      throw new ShardctlError(
+        "FileNamesCollide",
+        `${manifest.repo}@${manifest.commit}: ${showName(other)} and ${showName(path)} differ only in letter case or Unicode form; on a node whose file system ignores those (macOS, by default) one would overwrite the other, so nothing is staged: rename one in the source`,
+        { terminal: true },
+      );
+    }
+    seen.set(key, path);
+  }
+  return manifest;
 }

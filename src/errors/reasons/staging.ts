@@ -25,6 +25,8 @@ export type StagingReason =
   | "UnsafeFileName"
   /** A stage asks for a file the source does not list (terminal). */
   | "FileNotInSource"
+  /** Two files a node needs differ only in case or Unicode form: one would overwrite the other on macOS (terminal). */
+  | "FileNamesCollide"
   /** Source "path" has no file list of its own and none was given (terminal). */
   | "ManifestRequired"
   /** Source "path": the node's copy is missing files or differs from the list (terminal). */
