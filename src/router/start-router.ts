@@ -41,6 +41,13 @@ export type RouterOptions = {
   /** Largest request body accepted, bytes. Default 32 MiB. */
   maxBodyBytes?: number;
   /**
+   * Request bodies held at once, all requests together, bytes. Default 256 MiB. A body is held from
+   * its first byte until its answer is complete (it is sent again to the next backend when one is
+   * unreachable); past this a request is answered 503 with Retry-After. The embedded router runs in
+   * the daemon: clients sending many large bodies, slowly, must not run the daemon out of memory.
+   */
+  maxBufferedBytes?: number;
+  /**
    * Retry-After (seconds) of the 503 for a model being relaunched; never past the mark's expiry.
    * Default 2: the official OpenAI clients retry a 503 twice, honouring Retry-After, so a client
    * waits about 4 s in all — a relaunch of a small model — before it sees the 503 itself.
@@ -57,7 +64,17 @@ export type RunningRouter = {
 };
 
 export async function startRouter(options: RouterOptions): Promise<RunningRouter> {
-  const { watch = true, reloadDebounceMs = 50, connectTimeoutMs = 5000, cooldownMs = 2000, maxBodyBytes = 32 * 1024 * 1024, relaunchRetryAfterSeconds = 2 } = options;
+  const {
+    watch = true,
+    reloadDebounceMs = 50,
+    connectTimeoutMs = 5000,
+    cooldownMs = 2000,
+    maxBodyBytes = 32 * 1024 * 1024,
+    maxBufferedBytes = 256 * 1024 * 1024,
+    relaunchRetryAfterSeconds = 2,
+  } = options;
+  // Bytes of request bodies held now, all requests together (see maxBufferedBytes).
+  const held = { bytes: 0, limit: maxBufferedBytes };
   const configFile = resolve(options.configFile);
   const marksFile = relaunchFileOf(configFile);
   const log = options.logger ?? pino({ name: "router" }, pino.destination(2));
@@ -165,12 +182,27 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
 
   const routeByModel = async (req: IncomingMessage, res: ServerResponse, forwardPath: string): Promise<void> => {
     // Read the body: the model name is inside it. Request bodies are small; responses are streamed.
-    const body = await readBody(req, maxBodyBytes);
+    const body = await readBody(req, maxBodyBytes, held);
     if (body === "too-large") {
       sendOpenAIError(res, 413, `request body exceeds ${maxBodyBytes} bytes`, "invalid_request_error", "request_too_large");
       return;
     }
+    if (body === "busy") {
+      log.warn({ heldBytes: held.bytes, limit: held.limit }, "request refused: the router holds its limit of request bodies");
+      sendOpenAIError(res, 503, `the router holds ${held.limit} bytes of request bodies already; retry shortly`, "server_error", "router_busy", null, {
+        "retry-after": "1",
+      });
+      return;
+    }
     if (body === "aborted") return;
+    try {
+      await routeBody(req, res, forwardPath, body);
+    } finally {
+      held.bytes -= body.length;
+    }
+  };
+
+  const routeBody = async (req: IncomingMessage, res: ServerResponse, forwardPath: string, body: Buffer): Promise<void> => {
     const model = modelOf(body);
     if (model === undefined) {
       sendOpenAIError(res, 400, "expected a JSON body with a string `model`", "invalid_request_error", "missing_model", "model");
@@ -311,24 +343,38 @@ function modelOf(body: Buffer): string | undefined {
   return undefined;
 }
 
-function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer | "too-large" | "aborted"> {
+/**
+ * A request's body, counted into `held` as it arrives; "too-large" past `maxBytes`, "busy" when
+ * `held` would pass its limit, "aborted" when the client left. Only a body returned stays counted:
+ * the caller gives it back when done with it.
+ */
+function readBody(req: IncomingMessage, maxBytes: number, held: { bytes: number; limit: number }): Promise<Buffer | "too-large" | "busy" | "aborted"> {
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    req.on("data", (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > maxBytes) {
+    let settled = false;
+    const settle = (outcome: Buffer | "too-large" | "busy" | "aborted"): void => {
+      if (settled) return;
+      settled = true;
+      if (!Buffer.isBuffer(outcome)) {
+        held.bytes -= size;
+        chunks.length = 0;
         req.removeAllListeners("data");
         req.resume();
-        resolve("too-large");
-        return;
       }
+      resolve(outcome);
+    };
+    req.on("data", (chunk: Buffer) => {
+      if (size + chunk.length > maxBytes) return settle("too-large");
+      if (held.bytes + chunk.length > held.limit) return settle("busy");
+      size += chunk.length;
+      held.bytes += chunk.length;
       chunks.push(chunk);
     });
-    req.on("end", () => resolve(Buffer.concat(chunks)));
-    req.on("error", () => resolve("aborted"));
+    req.on("end", () => settle(Buffer.concat(chunks, size)));
+    req.on("error", () => settle("aborted"));
     req.on("close", () => {
-      if (!req.complete) resolve("aborted");
+      if (!req.complete) settle("aborted");
     });
   });
 }

@@ -6,6 +6,7 @@
  * `Connection` header names are the connection's and go no further, in either direction.
  */
 import { request } from "node:http";
+import { connect, type Socket } from "node:net";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -108,4 +109,43 @@ describe("headers named by Connection", () => {
       backend.answerHeaders = {};
     }
   });
+});
+
+// Regression: each request could hold up to 32 MiB of body with no bound on how many did at once;
+// the embedded router runs in the daemon, so slow clients sending large bodies could run it out of
+// memory.
+describe("request bodies held at once", () => {
+  it("past 256 MiB in all a request is answered 503 router_busy with Retry-After; what the others held is given back when they leave", async () => {
+    const { hostname, port } = new URL(router.url);
+    const pad = "x".repeat(30 * 1024 * 1024);
+    const body = `{"model":"m","messages":[],"pad":"${pad}"}`;
+    // A raw request sending `body`, all of it or all but its last byte (the router then holds it and
+    // waits for the rest); `answer` resolves with what came back once its head has.
+    const send = (complete: boolean): Promise<{ socket: Socket; answer: Promise<string> }> =>
+      new Promise((resolve, reject) => {
+        let text = "";
+        let headDone: (head: string) => void = () => {};
+        const answer = new Promise<string>((done) => (headDone = done));
+        const socket = connect(Number(port), hostname, () => {
+          socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: ${hostname}:${port}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`);
+          socket.write(complete ? body : body.slice(0, -1));
+          resolve({ socket, answer });
+        });
+        socket.on("data", (d: Buffer) => {
+          text += d.toString("latin1");
+          if (text.includes("\r\n\r\n")) headDone(text);
+        });
+        socket.on("error", reject);
+      });
+    const held = await Promise.all(Array.from({ length: 9 }, () => send(false)));
+    const refused = await Promise.race(held.map((h) => h.answer));
+    expect(refused).toMatch(/^HTTP\/1\.1 503 /);
+    expect(refused.toLowerCase()).toContain("retry-after: 1");
+    await new Promise((r) => setTimeout(r, 200));
+    for (const h of held) h.socket.destroy();
+    // Given back: a body as large is taken again, and routed.
+    const later = await send(true);
+    expect(await later.answer).toMatch(/^HTTP\/1\.1 200 /);
+    later.socket.destroy();
+  }, 60_000);
 });
