@@ -18,7 +18,7 @@ import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { LocalNode, NodePool } from "../src/nodes/index.js";
 import { fetchHubManifest, stageNode, transferFile } from "../src/staging/index.js";
-import { startSshdNodes } from "../test/support/sshd.js";
+import { sshNodeConfig, startSshdNodes } from "../test/support/sshd.js";
 
 const exec = promisify(execFile);
 const repo = "bench-org/big";
@@ -76,15 +76,7 @@ export async function run(args: string[]): Promise<object> {
 
     // The SSH-node path: the node runs curl itself (resume with -C -), driven over the pooled connection.
     const n = sshd.nodes[0]!;
-    const node = pool.get({
-      name: n.name,
-      host: n.host,
-      port: n.port,
-      user: n.user,
-      identityFile: sshd.identityFile,
-      hostKeyPolicy: "strict",
-      modelDir: join(n.modelDir, "hf"),
-    });
+    const node = pool.get(sshNodeConfig(sshd, 0, { modelDir: join(n.modelDir, "hf") }));
     const remoteTarget = join(n.modelDir, "remote.incomplete");
     let viaNode = Number.POSITIVE_INFINITY;
     for (let i = 0; i < 2; i++) {

@@ -26,7 +26,7 @@ import {
 import { NodePool, type NodeAccess } from "../../src/nodes/index.js";
 import { makeTestModel } from "../../src/planner/test-model/index.js";
 import { createRegistrar, startRouter, type Registrar, type RunningRouter } from "../../src/router/index.js";
-import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
 
 export interface LifecycleWorld {
   root: string;
@@ -75,11 +75,8 @@ export async function startLifecycleWorld(options: WorldOptions = {}): Promise<L
   const pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(root, "no-ssh-config") });
   const nodes = new Map<string, NodeAccess>();
   const hosts = new Map<string, string>();
-  for (const n of sshd.nodes) {
-    nodes.set(
-      n.name,
-      pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile: sshd.identityFile, hostKeyPolicy: "strict", modelDir: n.modelDir }),
-    );
+  for (const [i, n] of sshd.nodes.entries()) {
+    nodes.set(n.name, pool.get(sshNodeConfig(sshd, i)));
     hosts.set(n.name, n.host);
   }
   const modelName = "tiny-llama";

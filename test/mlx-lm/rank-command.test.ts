@@ -15,7 +15,7 @@ import { NodePool, type DetachedProcess, type NodeAccess } from "../../src/nodes
 import { makeTestModel } from "../../src/planner/index.js";
 import { freePort } from "../support/free-ports.js";
 import { ensureMlxVenv } from "../support/mlx-venv.js";
-import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
 
 let root: string;
 let sshd: SshdSet;
@@ -38,7 +38,7 @@ beforeAll(async () => {
   sshd = await startSshdNodes({ count: 1 });
   const n = sshd.nodes[0]!;
   pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "no-config") });
-  node = pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile: sshd.identityFile, hostKeyPolicy: "strict", modelDir: odd });
+  node = pool.get(sshNodeConfig(sshd, 0, { modelDir: odd }));
 
   const port = await freePort();
   const ringPorts = [await freePort(), await freePort()];

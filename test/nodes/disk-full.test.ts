@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalNode, NodePool, type NodeAccess } from "../../src/nodes/index.js";
-import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
 
 const run = promisify(execFile);
 let sshd: SshdSet;
@@ -25,8 +25,7 @@ beforeAll(async () => {
   await run("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", small]);
   sshd = await startSshdNodes({ count: 1 });
   pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "no-config") });
-  const n = sshd.nodes[0]!;
-  nodes.ssh = () => pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile: sshd.identityFile, hostKeyPolicy: "strict", modelDir: n.modelDir });
+  nodes.ssh = () => pool.get(sshNodeConfig(sshd, 0));
   nodes.local = () => new LocalNode({ name: "local", host: "local", modelDir: small });
 });
 

@@ -3,8 +3,8 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { hashHostName, knownHostsName, NodePool, type NodeConfig } from "../../src/nodes/index.js";
-import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { hashHostName, knownHostsName, NodePool } from "../../src/nodes/index.js";
+import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
 
 let sshd: SshdSet;
 let dir: string;
@@ -27,11 +27,6 @@ function pool(knownHostsPath: string, sshConfigPath = join(dir, "none")): NodePo
   return p;
 }
 
-function config(i: number, extra: Partial<NodeConfig> = {}): NodeConfig {
-  const n = sshd.nodes[i]!;
-  return { name: n.name, host: n.host, port: n.port, user: n.user, identityFile: sshd.identityFile, hostKeyPolicy: "strict", modelDir: n.modelDir, ...extra };
-}
-
 async function knownHosts(name: string, text: string): Promise<string> {
   const path = join(dir, name);
   await writeFile(path, text);
@@ -43,7 +38,7 @@ describe("host key verification", () => {
     const path = await knownHosts("empty", "");
     const n = sshd.nodes[0]!;
     const error = await pool(path)
-      .get(config(0))
+      .get(sshNodeConfig(sshd, 0))
       .run(["true"])
       .catch((e: unknown) => e);
     expect(error).toMatchObject({ reason: "HostKeyUnknown", terminal: true });
@@ -55,11 +50,11 @@ describe("host key verification", () => {
   it("refuses a changed host key, even with accept-new", async () => {
     const n = sshd.nodes[1]!;
     const path = await knownHosts("stale", `${n.knownHostsLine}\n`);
-    expect((await pool(path).get(config(1)).run(["true"])).exitCode).toBe(0);
+    expect((await pool(path).get(sshNodeConfig(sshd, 1)).run(["true"])).exitCode).toBe(0);
     await n.rotateHostKey();
     for (const policy of ["strict", "accept-new"] as const) {
       const error = await pool(path)
-        .get(config(1, { hostKeyPolicy: policy }))
+        .get(sshNodeConfig(sshd, 1, { hostKeyPolicy: policy }))
         .run(["true"])
         .catch((e: unknown) => e);
       expect(error).toMatchObject({ reason: "HostKeyChanged", terminal: true });
@@ -71,13 +66,13 @@ describe("host key verification", () => {
   it("asks the server for the key type known_hosts holds (a server with ed25519 and ECDSA keys, only ECDSA known)", async () => {
     const n = sshd.nodes[0]!;
     const path = await knownHosts("ecdsa-only", `[${n.host}]:${n.port} ${n.ecdsaHostKey}\n`);
-    expect((await pool(path).get(config(0)).run(["echo", "ok"])).stdout).toBe("ok\n");
+    expect((await pool(path).get(sshNodeConfig(sshd, 0)).run(["echo", "ok"])).stdout).toBe("ok\n");
     // A key type ssh2 cannot verify, listed beside a usable one, is skipped rather than fatal.
     const mixed = await knownHosts(
       "with-sk",
       `[${n.host}]:${n.port} sk-ssh-ed25519@openssh.com AAAAGnNrLXNzaC1lZDI1NTE5QG9wZW5zc2guY29t\n[${n.host}]:${n.port} ${n.hostKey}\n`,
     );
-    expect((await pool(mixed).get(config(0)).run(["echo", "ok"])).stdout).toBe("ok\n");
+    expect((await pool(mixed).get(sshNodeConfig(sshd, 0)).run(["echo", "ok"])).stdout).toBe("ok\n");
   });
 
   it("a host known only under other key types is not a new host: accept-new does not record a key for it", async () => {
@@ -86,7 +81,7 @@ describe("host key verification", () => {
     const rsa = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAAAgQC7";
     const path = await knownHosts("rsa-only", `[${n.host}]:${n.port} ${rsa}\n`);
     const error = await pool(path)
-      .get(config(0, { hostKeyPolicy: "accept-new" }))
+      .get(sshNodeConfig(sshd, 0, { hostKeyPolicy: "accept-new" }))
       .run(["true"])
       .catch((e: unknown) => e);
     expect(error).toMatchObject({ reason: "HostKeyUnknown", terminal: true });
@@ -101,12 +96,12 @@ describe("host key verification", () => {
     expect(
       (
         await pool(path)
-          .get(config(0, { hostKeyPolicy: "accept-new" }))
+          .get(sshNodeConfig(sshd, 0, { hostKeyPolicy: "accept-new" }))
           .run(["echo", "ok"])
       ).stdout,
     ).toBe("ok\n");
     expect(await readFile(path, "utf8")).toBe(`${n.knownHostsLine}\n`);
-    expect((await pool(path).get(config(0)).run(["echo", "ok"])).stdout).toBe("ok\n");
+    expect((await pool(path).get(sshNodeConfig(sshd, 0)).run(["echo", "ok"])).stdout).toBe("ok\n");
   });
 
   it("accepts hashed known_hosts entries and skips non-matching ones", async () => {
@@ -120,7 +115,7 @@ describe("host key verification", () => {
       "",
     ].join("\n");
     const path = await knownHosts("hashed", text);
-    expect((await pool(path).get(config(0)).run(["echo", "ok"])).stdout).toBe("ok\n");
+    expect((await pool(path).get(sshNodeConfig(sshd, 0)).run(["echo", "ok"])).stdout).toBe("ok\n");
   });
 
   it("a hashed entry with a different key is a changed key", async () => {
@@ -128,7 +123,7 @@ describe("host key verification", () => {
     const [type] = n.hostKey.split(" ");
     const foreignKey = sshd.nodes[1]!.hostKey.split(" ")[1];
     const path = await knownHosts("hashed-changed", `${hashHostName(knownHostsName(n.host, n.port), randomBytes(20))} ${type} ${foreignKey}\n`);
-    await expect(pool(path).get(config(0)).run(["true"])).rejects.toMatchObject({ reason: "HostKeyChanged" });
+    await expect(pool(path).get(sshNodeConfig(sshd, 0)).run(["true"])).rejects.toMatchObject({ reason: "HostKeyChanged" });
   });
 });
 

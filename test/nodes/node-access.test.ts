@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isShardctlError } from "../../src/errors/index.js";
 import { LocalNode, NodePool, type NodeAccess, probeNode } from "../../src/nodes/index.js";
-import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
 import { allocateHost } from "../support/test-world.js";
 
 let sshd: SshdSet;
@@ -17,8 +17,7 @@ beforeAll(async () => {
   sshd = await startSshdNodes({ count: 1 });
   pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "no-config") });
   localDir = await mkdtemp(join(tmpdir(), "shardctl-local-node-"));
-  const n = sshd.nodes[0]!;
-  nodes.ssh = () => pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile: sshd.identityFile, hostKeyPolicy: "strict", modelDir: n.modelDir });
+  nodes.ssh = () => pool.get(sshNodeConfig(sshd, 0));
   nodes.local = () => new LocalNode({ name: "local", host: "local", modelDir: localDir });
 });
 

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalNode, maxTailLineChars, NodePool, readTail, type NodeAccess } from "../../src/nodes/index.js";
-import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
 
 let sshd: SshdSet;
 let pool: NodePool;
@@ -19,8 +19,7 @@ beforeAll(async () => {
   sshd = await startSshdNodes({ count: 1 });
   pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "no-config") });
   localDir = await mkdtemp(join(tmpdir(), "shardctl-read-tail-"));
-  const n = sshd.nodes[0]!;
-  nodes.ssh = () => pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile: sshd.identityFile, hostKeyPolicy: "strict", modelDir: n.modelDir });
+  nodes.ssh = () => pool.get(sshNodeConfig(sshd, 0));
   nodes.local = () => new LocalNode({ name: "local", host: "local", modelDir: localDir });
 }, 60_000);
 

@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { NodePool, type NodeAccess } from "../../src/nodes/index.js";
-import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
 
 let sshd: SshdSet;
 let pool: NodePool;
@@ -11,8 +11,7 @@ beforeAll(async () => {
   // OpenSSH's default MaxSessions: what a real node allows per connection.
   sshd = await startSshdNodes({ count: 1, maxSessions: 10 });
   pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "none") });
-  const n = sshd.nodes[0]!;
-  node = pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile: sshd.identityFile, hostKeyPolicy: "strict", modelDir: n.modelDir });
+  node = pool.get(sshNodeConfig(sshd, 0));
 });
 
 afterAll(async () => {

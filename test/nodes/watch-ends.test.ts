@@ -15,7 +15,7 @@ import { createServer, type Socket } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { NodePool } from "../../src/nodes/index.js";
-import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
 import { allocateHost } from "../support/test-world.js";
 
 let sshd: SshdSet;
@@ -76,7 +76,7 @@ it("its connection drops before the channel opens (sshd stopped): the watch fail
   const n = sshd.nodes[0]!;
   const pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "none") });
   try {
-    const node = pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile: sshd.identityFile, hostKeyPolicy: "strict", modelDir: n.modelDir });
+    const node = pool.get(sshNodeConfig(sshd, 0));
     // A first watch opens the watch connection and keeps it: its script runs under that
     // connection's sshd session.
     const sleeper = await node.startDetached(["sleep", "60"], { logFile: join(n.modelDir, "sleep.log") });

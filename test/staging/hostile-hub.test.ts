@@ -13,7 +13,7 @@ import { LocalNode, NodePool, type NodeAccess } from "../../src/nodes/index.js";
 import { makeTestModel } from "../../src/planner/index.js";
 import { fetchHubManifest, incompletePath, stageNode, type Manifest, type StagingSource } from "../../src/staging/index.js";
 import { startHubServer, type HubServer, type HubTreeEntry } from "../support/hub-server.js";
-import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
 
 const repo = "test-org/hostile-hub";
 const commit = "5555555555666666666677777777778888888888";
@@ -57,16 +57,7 @@ afterAll(async () => {
 });
 
 function sshNode(): NodeAccess {
-  const n = sshd.nodes[0]!;
-  return pool.get({
-    name: n.name,
-    host: n.host,
-    port: n.port,
-    user: n.user,
-    identityFile: sshd.identityFile,
-    hostKeyPolicy: "strict",
-    modelDir: join(n.modelDir, `h${++counter}`),
-  });
+  return pool.get(sshNodeConfig(sshd, 0, { modelDir: join(sshd.nodes[0]!.modelDir, `h${++counter}`) }));
 }
 
 function localNode(): NodeAccess {

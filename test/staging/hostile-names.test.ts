@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { NodePool } from "../../src/nodes/index.js";
 import { hashLocalManifest, snapshotDir, stageNode } from "../../src/staging/index.js";
-import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
 
 let sshd: SshdSet;
 let pool: NodePool;
@@ -54,7 +54,7 @@ it("stages every shell-syntax file name of a push source as itself, and runs non
   const manifest = await hashLocalManifest(dir, "org/hostile");
   const n = sshd.nodes[0]!;
   const modelDir = join(n.modelDir, "hostile");
-  const node = pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile: sshd.identityFile, hostKeyPolicy: "strict", modelDir });
+  const node = pool.get(sshNodeConfig(sshd, 0, { modelDir }));
   const result = await stageNode(node, { kind: "push", dir, repo: "org/hostile" }, manifest, { files: "all" });
   expect(result.filesTransferred).toBe(names.length);
   expect((await readdir(snapshotDir(modelDir, "org/hostile", manifest.commit))).sort()).toEqual([...names].sort());

@@ -18,7 +18,7 @@ import { NodePool, type NodeAccess } from "../../src/nodes/index.js";
 import { makeTestModel } from "../../src/planner/index.js";
 import { fetchHubManifest, incompletePath, snapshotDir, stageNode, type Manifest, type StagingSource } from "../../src/staging/index.js";
 import { startHubServer, type HubServer } from "../support/hub-server.js";
-import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
 
 const repo = "test-org/orphan";
 const commit = "fedcba9876543210fedcba9876543210fedcba98";
@@ -53,10 +53,9 @@ afterAll(async () => {
 
 /** The sshd node through a pool of its own (closing it drops that connection only), staging into `dir`. */
 function sshNode(dir: string): { node: NodeAccess; pool: NodePool } {
-  const n = sshd.nodes[0]!;
   const pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(root, "no-ssh-config") });
   pools.push(pool);
-  const node = pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile: sshd.identityFile, hostKeyPolicy: "strict", modelDir: dir });
+  const node = pool.get(sshNodeConfig(sshd, 0, { modelDir: dir }));
   return { node, pool };
 }
 

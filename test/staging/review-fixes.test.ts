@@ -23,7 +23,7 @@ import {
   type StagingSource,
 } from "../../src/staging/index.js";
 import { startHubServer, type HubServer } from "../support/hub-server.js";
-import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
 
 const repo = "test-org/review-llama";
 const commit = "fedcba9876543210fedcba9876543210fedcba98";
@@ -58,8 +58,7 @@ afterAll(async () => {
 
 /** The sshd node through pool `p`, model dir `dir` (default: a fresh one). */
 function sshNode(dir = join(sshd.nodes[0]!.modelDir, `r${++counter}`), p = 0): NodeAccess {
-  const n = sshd.nodes[0]!;
-  return pools[p]!.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile: sshd.identityFile, hostKeyPolicy: "strict", modelDir: dir });
+  return pools[p]!.get(sshNodeConfig(sshd, 0, { modelDir: dir }));
 }
 
 function localNode(): NodeAccess {

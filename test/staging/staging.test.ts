@@ -22,7 +22,7 @@ import {
   type StagingSource,
 } from "../../src/staging/index.js";
 import { startHubServer, type HubServer } from "../support/hub-server.js";
-import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
 import { allocateHost } from "../support/test-world.js";
 
 const repo = "test-org/tiny-llama";
@@ -59,16 +59,7 @@ afterAll(async () => {
 
 /** A fresh model dir on sshd node i (each test stages into its own). */
 function sshNode(i: number): NodeAccess {
-  const n = sshd.nodes[i]!;
-  return pool.get({
-    name: n.name,
-    host: n.host,
-    port: n.port,
-    user: n.user,
-    identityFile: sshd.identityFile,
-    hostKeyPolicy: "strict",
-    modelDir: join(n.modelDir, `t${++counter}`),
-  });
+  return pool.get(sshNodeConfig(sshd, i, { modelDir: join(sshd.nodes[i]!.modelDir, `t${++counter}`) }));
 }
 
 async function localNode(): Promise<NodeAccess> {

@@ -15,7 +15,7 @@ import { LocalNode, NodePool, type NodeAccess } from "../../src/nodes/index.js";
 import { makeTestModel } from "../../src/planner/index.js";
 import { blobPath, fetchHubManifest, incompletePath, stageNode, type Manifest, type StagingSource } from "../../src/staging/index.js";
 import { startHubServer, type HubServer } from "../support/hub-server.js";
-import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
 
 const repo = "test-org/pages-llama";
 const commit = "abababababcdcdcdcdcdefefefefef0101010101";
@@ -55,16 +55,7 @@ function localNode(): NodeAccess {
 }
 
 function sshNode(): NodeAccess {
-  const n = sshd.nodes[0]!;
-  return pool.get({
-    name: n.name,
-    host: n.host,
-    port: n.port,
-    user: n.user,
-    identityFile: sshd.identityFile,
-    hostKeyPolicy: "strict",
-    modelDir: join(n.modelDir, `p${++counter}`),
-  });
+  return pool.get(sshNodeConfig(sshd, 0, { modelDir: join(sshd.nodes[0]!.modelDir, `p${++counter}`) }));
 }
 
 async function expectStaged(node: NodeAccess): Promise<void> {

@@ -13,6 +13,7 @@ import { connect } from "node:net";
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import type { NodeConfig } from "../../src/nodes/index.js";
 import { freePort } from "./free-ports.js";
 import { allocateHosts } from "./test-world.js";
 import { aptInstall } from "./apt.js";
@@ -118,6 +119,17 @@ export async function startSshdNodes(options: SshdOptions = {}): Promise<SshdSet
       await rm(root, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * The node config that reaches sshd node `index` of `set` (its address, port and user, the set's
+ * client key, strict host keys, its model directory), with `overrides` applied: one place for how
+ * a test reaches an sshd node.
+ */
+export function sshNodeConfig(set: SshdSet, index: number, overrides: Partial<NodeConfig> = {}): NodeConfig {
+  const n = set.nodes[index];
+  if (n === undefined) throw new Error(`sshNodeConfig: no sshd node ${index} (${set.nodes.length} started)`);
+  return { name: n.name, host: n.host, port: n.port, user: n.user, identityFile: set.identityFile, hostKeyPolicy: "strict", modelDir: n.modelDir, ...overrides };
 }
 
 async function startOne(root: string, name: string, host: string, user: string, authorizedKeys: string, maxSessions: number): Promise<SshdNode> {
