@@ -79,7 +79,23 @@ export async function buildLaunchRequest(
     maxSequences: spec.model.maxSequences,
     contextLength: spec.model.contextLength,
     ...(spec.router.register ? { router: { backend: spec.router.backend, weight: spec.router.weight } } : {}),
-    deadlines: { ...defaultDeadlines, ...deadlines },
+    deadlines: loadDeadlines({ ...defaultDeadlines, ...deadlines }, spec.engine.loadTimeoutSeconds),
+  };
+}
+
+/**
+ * The launch's deadlines with `[engine] load_timeout_seconds` applied: every step that waits for the
+ * model to load (a stage up, /health, the first token — mlx-lm loads only once its ring formed and
+ * its /health answers) waits at least that long. A large model takes minutes to load.
+ */
+function loadDeadlines(deadlines: LaunchDeadlines, loadTimeoutSeconds: number | undefined): LaunchDeadlines {
+  if (loadTimeoutSeconds === undefined) return deadlines;
+  const least = loadTimeoutSeconds * 1000;
+  return {
+    ...deadlines,
+    stageListenMs: Math.max(deadlines.stageListenMs, least),
+    coordinatorHealthMs: Math.max(deadlines.coordinatorHealthMs, least),
+    readinessMs: Math.max(deadlines.readinessMs, least),
   };
 }
 

@@ -94,14 +94,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     event("coordinator-healthy", url);
 
     // Generate one token through the whole pipeline.
-    try {
-      await probeOneToken(url, readiness, request.deadlines.readinessMs);
-    } catch (error) {
-      throw new LaunchError("ReadinessProbeFailed", "readiness-probe", `the one-token readiness probe against ${url} failed: ${messageOf(error)}`, {
-        logTail: await readLogTail(serverNode, server),
-        cause: error,
-      });
-    }
+    await awaitFirstToken(url, readiness, request.deadlines.readinessMs, entry, nodes, { node: serverNode, process: server });
     event("readiness-probe-passed");
 
     // Register with the router.
@@ -165,7 +158,11 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
 async function causeInStageLogs(request: LaunchRequest, nodes: Map<string, NodeAccess>, entry: LedgerEntry, failure: LaunchError): Promise<LaunchError> {
   const unreachableIn = request.driver.facts.nextStageUnreachableIn;
   const stages = entry.processes.filter((p) => p.role === "stage" && p.pid > 0);
-  const afterListening = failure.reason === "CoordinatorExited" || failure.reason === "CoordinatorHealthTimeout" || failure.reason === "ReadinessProbeFailed";
+  const afterListening =
+    failure.reason === "CoordinatorExited" ||
+    failure.reason === "CoordinatorHealthTimeout" ||
+    failure.reason === "ReadinessProbeFailed" ||
+    failure.step === "readiness-probe";
   if (unreachableIn === undefined || stages.length === 0 || !afterListening) return failure;
   const tails = await Promise.all(stages.map(async (p) => ({ p, tail: await readLogTail(nodes.get(p.node)!, p) })));
   for (const { p, tail } of tails) {
@@ -426,6 +423,62 @@ async function waitStageUp(
       logTail,
     },
   );
+}
+
+/**
+ * The one-token readiness probe, while every process of the launch is watched for its exit (every
+ * 500 ms): an engine may load the model only now (mlx-lm does, once its ring formed and its /health
+ * answers), and a process that fails to load exits — the launch fails then, naming it, rather than
+ * at the probe's deadline with none named.
+ */
+async function awaitFirstToken(
+  url: string,
+  readiness: EngineReadiness,
+  deadlineMs: number,
+  entry: LedgerEntry,
+  nodes: Map<string, NodeAccess>,
+  server: { node: NodeAccess; process: LedgerProcess },
+): Promise<void> {
+  const watched = entry.processes.filter((p) => p.pid > 0).map((p) => ({ p, liveness: livenessOf(nodes.get(p.node)!, p) }));
+  const firstExited = async (): Promise<LedgerProcess | undefined> => {
+    for (const { p, liveness } of watched) if (!(await liveness.isAliveOrUnknown())) return p;
+    return undefined;
+  };
+  const watching = new AbortController();
+  let exited: LedgerProcess | undefined;
+  const watch = (async () => {
+    while (!watching.signal.aborted) {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      if (watching.signal.aborted) return;
+      exited = await firstExited();
+      if (exited !== undefined) watching.abort();
+    }
+  })();
+  try {
+    await probeOneToken(url, readiness, deadlineMs, watching.signal);
+  } catch (error) {
+    watching.abort();
+    await watch;
+    // The probe may have failed on the exit itself (a reset connection) before the watch saw it.
+    exited ??= await firstExited();
+    if (exited !== undefined) {
+      const node = nodes.get(exited.node)!;
+      const label = processLabel(exited.role, exited.index);
+      throw new LaunchError(
+        exited.role === "stage" ? "StageExited" : "CoordinatorExited",
+        "readiness-probe",
+        `${label} on ${exited.node} ${await describeExit(node, exited)} while the launch waited for the first token (the model loading, or the pipeline forming)`,
+        { logTail: await readLogTail(node, exited), cause: error },
+      );
+    }
+    throw new LaunchError("ReadinessProbeFailed", "readiness-probe", `the one-token readiness probe against ${url} failed: ${messageOf(error)}`, {
+      logTail: await readLogTail(server.node, server.process),
+      cause: error,
+    });
+  } finally {
+    watching.abort();
+    await watch;
+  }
 }
 
 async function waitHealthy(node: NodeAccess, process: LedgerProcess, url: string, readiness: EngineReadiness, deadlineMs: number, stopped: StoppedWatch): Promise<void> {

@@ -56,9 +56,10 @@ async function readStart(response: Response, chars: number): Promise<string> {
 }
 
 /** Generate one token through the pipeline; resolves on success, throws with what went wrong. */
-export async function probeOneToken(url: string, readiness: EngineReadiness, timeoutMs: number): Promise<void> {
+export async function probeOneToken(url: string, readiness: EngineReadiness, timeoutMs: number, cancel?: AbortSignal): Promise<void> {
   const path = readiness.completionsPath;
   const deadline = AbortSignal.timeout(timeoutMs);
+  const signal = cancel === undefined ? deadline : AbortSignal.any([deadline, cancel]);
   let response: Response;
   let text: string;
   try {
@@ -67,7 +68,7 @@ export async function probeOneToken(url: string, readiness: EngineReadiness, tim
       headers: { "content-type": "application/json" },
       // No "model": engines differ in the name they serve, and the probe is about the pipeline.
       body: JSON.stringify({ prompt: "ping", max_tokens: 1, temperature: 0 }),
-      signal: deadline,
+      signal,
     });
     text = await response.text();
   } catch (error) {

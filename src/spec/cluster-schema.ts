@@ -54,6 +54,15 @@ const engineSchema = z
     python: patternString("binary").optional().describe("mlx-lm: the Python interpreter on each node that has mlx-lm installed. Default python3."),
     version: patternString("version", 64).optional().describe("Expected engine version; nodes reporting another are refused."),
     extra_args: z.array(extraArgSchema).max(maxExtraArgs).default([]).describe("Extra engine arguments, one per element. Default none."),
+    load_timeout_seconds: z
+      .number()
+      .int()
+      .min(1)
+      .max(86_400)
+      .optional()
+      .describe(
+        "How long the engine may take to load the model, seconds: each launch step that waits for it (a stage listening or joining the ring, the coordinator's /health, the first token) waits at least this long. Default: 60 s to listen, 120 s for /health, 60 s for the first token (mlx-lm loads the model only then).",
+      ),
   })
   .strict();
 

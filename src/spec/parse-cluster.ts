@@ -145,7 +145,14 @@ function normaliseCluster(raw: ClusterOutput, file: string, settings: Settings):
       files: raw.model.files,
       verify: raw.model.verify,
     }),
-    engine: dropUndefined({ kind: raw.engine.kind, binary: raw.engine.binary, python: raw.engine.python, version: raw.engine.version, extraArgs: raw.engine.extra_args }),
+    engine: dropUndefined({
+      kind: raw.engine.kind,
+      binary: raw.engine.binary,
+      python: raw.engine.python,
+      version: raw.engine.version,
+      extraArgs: raw.engine.extra_args,
+      loadTimeoutSeconds: raw.engine.load_timeout_seconds,
+    }),
     transport: {
       backend: raw.transport.backend ?? settings.distributed.transportBackend,
       portRange: raw.transport.port_range === undefined ? { ...settings.distributed.portRange } : parsePortRange(raw.transport.port_range),

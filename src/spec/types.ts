@@ -128,6 +128,8 @@ export interface ClusterSpec {
     version?: string;
     /** Default []. */
     extraArgs: readonly string[];
+    /** The least each launch step that waits for the model to load waits, s. Default: the steps' own. */
+    loadTimeoutSeconds?: number;
   };
   transport: {
     /** Default: the settings' transport backend. */

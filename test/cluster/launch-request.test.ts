@@ -199,3 +199,34 @@ test("a coordinator on this machine with a stage elsewhere: the address this mac
   const registered = pool.get({ name: "b", host: "127.0.0.8", port: 22, hostKeyPolicy: "strict", modelDir: join(root, "b") });
   expect(await controlHostOf(registered, "127.0.0.8", ["192.0.2.1"])).toBe("127.0.0.8");
 });
+
+test("[engine] load_timeout_seconds: every launch step that waits for the model waits at least that long; shorter ones keep their own", async () => {
+  const settings = parseSettings(`[nodes.a]\nhost = "local"\nmodel_dir = "${join(root, "a")}"\nmemory = "4GiB"`, join(root, "shardctl.toml"));
+  if (!settings.ok) throw new Error(JSON.stringify(settings.issues));
+  const requestWith = async (engine: string) => {
+    const cluster = parseCluster(
+      `nodes = ["a"]\n[model]\nid = "${join(root, "model")}"\nsource = "push"\n[engine]\nkind = "reference"\n${engine}`,
+      join(root, "clusters", "x.toml"),
+      settings.value,
+    );
+    if (!cluster.ok) throw new Error(JSON.stringify(cluster.issues));
+    const { plan } = await planCluster(cluster.value, settings.value);
+    const node = new LocalNode(nodeConfigOf(settings.value.nodes.a!));
+    const modelPaths = new Map(["a", "local"].map((n) => [n, join(root, "model")]));
+    return buildLaunchRequest(cluster.value, settings.value, "rev", plan, { stages: [node], coordinator: node }, modelPaths);
+  };
+  expect((await requestWith("")).deadlines).toMatchObject({ stageListenMs: 60_000, coordinatorHealthMs: 120_000, readinessMs: 60_000 });
+  expect((await requestWith("load_timeout_seconds = 90\n")).deadlines).toMatchObject({
+    stageListenMs: 90_000,
+    coordinatorHealthMs: 120_000,
+    readinessMs: 90_000,
+    stopGraceMs: 5_000,
+  });
+  expect((await requestWith("load_timeout_seconds = 900\n")).deadlines).toMatchObject({ stageListenMs: 900_000, coordinatorHealthMs: 900_000, readinessMs: 900_000 });
+  const refused = parseCluster(
+    `nodes = ["a"]\n[model]\nid = "m"\nsource = "push"\n[engine]\nload_timeout_seconds = 0\n`,
+    join(root, "clusters", "x.toml"),
+    settings.value,
+  );
+  expect(refused.ok).toBe(false);
+});

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LaunchError, launchCluster, teardownCluster, type LaunchRequest } from "../../src/launch/index.js";
 import { createRegistrar, type Registrar } from "../../src/router/index.js";
-import { makeContext, makeRequest, processesMentioning, startLifecycleWorld, type LifecycleWorld } from "./lifecycle-fixture.js";
+import { enginePidOf, makeContext, makeRequest, processesMentioning, startLifecycleWorld, type LifecycleWorld } from "./lifecycle-fixture.js";
 
 let world: LifecycleWorld;
 
@@ -138,6 +138,32 @@ describe("a launch failure at each step leaves nothing running and names the ste
     expect(failure.step).toBe("readiness-probe");
     expect(failure.message).toMatch(/answered 500/);
     expect(failure.events).toContain("coordinator-healthy");
+  });
+
+  // Regression: nothing watched the processes while the first token was awaited (mlx-lm loads the
+  // model only then): a stage that exited meanwhile was found only at the probe's deadline, unnamed.
+  it("StageExited: a stage that exits while the first token is awaited fails the launch at once, named", async () => {
+    const request = await makeRequest(world, { cluster: "dies-at-probe", binary: world.standIns.coordinatorNeverCompletes, deadlines: { readinessMs: 30_000 } });
+    const context = makeContext(world);
+    const onEvent = context.onEvent!;
+    context.onEvent = (event) => {
+      onEvent(event);
+      if (event.step !== "coordinator-healthy") return;
+      const started = context.events.find((e) => e.step === "stage-0-started")!;
+      const wrapper = Number(/^pid (\d+)/.exec(started.detail!)![1]);
+      void enginePidOf(world.nodeFor("node-1"), wrapper).then((pid) => process.kill(pid, "SIGKILL"));
+    };
+    const started = Date.now();
+    const failure = (await launchCluster(request, context).then(
+      () => undefined,
+      (e: unknown) => e,
+    )) as LaunchError;
+    expect(failure).toBeInstanceOf(LaunchError);
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("StageExited");
+    expect(failure.step).toBe("readiness-probe");
+    expect(failure.message).toMatch(/^stage-0 on node-1 killed by SIGKILL .*while the launch waited for the first token/);
+    expect(Date.now() - started).toBeLessThan(20_000);
+    expect(await processesMentioning(world, join(world.root, "run", request.cluster))).toEqual([]);
   });
 
   it("ReadinessProbeFailed: /health says 200 but a completion never answers, named with the deadline", async () => {

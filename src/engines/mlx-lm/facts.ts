@@ -89,8 +89,9 @@ export const mlxLmFacts = {
   // sends "default_model" whatever name clients use.
   servedModelName: "default_model",
   sharedMachineCores: undefined,
-  // /health answers 200 from the moment the server listens (the model loads before it does), and
-  // 503 once the generation thread died (a lost peer); it answers 200 through a hung ring, which
+  // /health answers 200 from the moment the server listens, while the generation thread is still
+  // loading the model (only the first token shows the load done: large models need [engine]
+  // load_timeout_seconds), and 503 once the generation thread died (a lost peer); it answers 200 through a hung ring, which
   // only a generated token shows. When the ring breaks, rank 0 stays up answering completions 404
   // "generation thread died" and the other ranks exit (status 0, or 134 when rank 0 died).
   readiness: {
