@@ -94,12 +94,7 @@ export class ReconcilerWorld {
   registrarFor(settings: Settings): Registrar {
     const key = JSON.stringify(settings.router);
     if (this.registrarCache?.key !== key) {
-      const registrar = createRegistrar({
-        kind: settings.router.kind,
-        ...(settings.router.config === undefined ? {} : { config: settings.router.config }),
-        ...(settings.router.adminUrl === undefined ? {} : { adminUrl: settings.router.adminUrl }),
-        ...(settings.router.adminTokenEnv === undefined ? {} : { adminTokenEnv: settings.router.adminTokenEnv }),
-      });
+      const registrar = createRegistrar(settings.router);
       const reload = this.options.afterRouterEdit;
       this.registrarCache = { key, registrar: reload === undefined ? registrar : reloadingAfterEdits(registrar, reload) };
     }

@@ -146,6 +146,7 @@ function normaliseSettings(raw: SettingsOutput, file: string): Settings {
       embedded: raw.router.embedded,
       adminUrl: raw.router.admin_url,
       adminTokenEnv: raw.router.admin_token_env,
+      adminPaths: raw.router.admin_paths === undefined ? undefined : dropUndefined(raw.router.admin_paths),
       weight: raw.router.weight,
     }),
     daemon: dropUndefined({

@@ -47,6 +47,8 @@ export const patterns = {
   size: /^[0-9]+(?:\.[0-9]+)? ?(?:B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?$/,
   /** A declared engine version. */
   version: /^[A-Za-z0-9][A-Za-z0-9._+-]*$/,
+  /** An HTTP path under a base URL: starts with '/', no '..', `{name}` where a name goes. */
+  urlPath: /^\/(?!.*\.\.)[A-Za-z0-9._~/{}-]*$/,
 } as const;
 
 export type PatternName = keyof typeof patterns;
@@ -68,6 +70,7 @@ export const allowed: Record<PatternName, string> = {
   portRange: "a port range 'first-last', e.g. \"39600-39629\"",
   size: 'a size like "64GiB", "512MB" or a byte count (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)',
   version: "a version of letters, digits and '. _ + -'",
+  urlPath: "a path starting with '/' of letters, digits and '. _ ~ - /', with {name} where the backend's name goes, without '..'",
 };
 
 /** A string constrained by one of the patterns, with a message naming what is allowed. */

@@ -67,6 +67,17 @@ const routerSchema = z
     embedded: z.boolean().default(false).describe("Run shardctl's embedded router on that config. Default false."),
     admin_url: httpUrlSchema.optional().describe("Router admin API base URL, when the router is driven through it."),
     admin_token_env: patternString("envName", 128).optional().describe("Environment variable holding the admin API bearer token."),
+    admin_paths: z
+      .object({
+        list: patternString("urlPath", 256).optional().describe("GET: the router's backends as JSON. Default /admin/backends."),
+        register: patternString("urlPath", 256).optional().describe("POST: add or replace a backend (the entry as JSON). Default /admin/backends."),
+        deregister: patternString("urlPath", 256).optional().describe("DELETE: remove a backend; {name} is replaced by its name. Default /admin/backends/{name}."),
+      })
+      .strict()
+      .optional()
+      .describe(
+        "Paths of the admin API under admin_url. continuum-router does not document them: set the deployed version's. Defaults: /admin/backends and /admin/backends/{name}.",
+      ),
     weight: z.number().int().min(1).max(1000).default(1).describe("Default backend weight of registered clusters. Default 1."),
   })
   .strict();

@@ -57,6 +57,8 @@ export interface Settings {
     embedded: boolean;
     adminUrl?: string;
     adminTokenEnv?: string;
+    /** Admin API paths under adminUrl; each unset one is the registrar's default. */
+    adminPaths?: { list?: string; register?: string; deregister?: string };
     /** Default 1. */
     weight: number;
   };

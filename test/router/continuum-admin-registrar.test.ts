@@ -7,6 +7,7 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createRegistrar, type BackendEntry } from "../../src/router/index.js";
 import { isShardctlError } from "../../src/errors/index.js";
+import { parseSettings } from "../../src/spec/index.js";
 import { allocateHost } from "../support/test-world.js";
 
 let server: Server;
@@ -75,5 +76,43 @@ describe("continuum admin API registrar", () => {
     const error: unknown = await missing.register({ name: "a", url: "http://127.0.0.1:1", models: ["m"] }).catch((caught: unknown) => caught);
     expect(isShardctlError(error, "RouterRegistrationFailed")).toBe(true);
     expect((error as { terminal: boolean }).terminal).toBe(true);
+  });
+});
+
+// Regression: the paths were options of the registrar that no setting reached: with admin_url set,
+// the guessed /admin/backends was always used.
+describe("[router] admin_paths in shardctl.toml", () => {
+  it("reach the registrar the daemon builds from the settings", async () => {
+    const settings = parseSettings(
+      [
+        "[router]",
+        'kind = "continuum"',
+        'config = "router.yaml"',
+        `admin_url = "${adminUrl}"`,
+        'admin_token_env = "SHARDCTL_TEST_ROUTER_TOKEN"',
+        "[router.admin_paths]",
+        `list = "${paths.list}"`,
+        `register = "${paths.register}"`,
+        `deregister = "${paths.deregister}"`,
+      ].join("\n"),
+      "/etc/shardctl/shardctl.toml",
+    );
+    if (!settings.ok) throw new Error(JSON.stringify(settings.issues));
+    const registrar = createRegistrar(settings.value.router);
+    const entry = { name: "from-settings", url: "http://127.0.0.1:9101", models: ["m"], weight: 1 };
+    await registrar.register(entry);
+    expect(await registrar.lookup("from-settings")).toEqual(entry);
+    await registrar.deregister("from-settings");
+    expect(seen.filter((line) => line.includes("from-settings") || line.startsWith("POST")).at(-1)).toMatch(/^DELETE \/api\/v2\/backends\/from-settings /);
+  });
+
+  it("a path with '..' or a space is refused, naming the key", () => {
+    const settings = parseSettings(
+      `[router]\nkind = "continuum"\nconfig = "router.yaml"\nadmin_url = "${adminUrl}"\n[router.admin_paths]\nlist = "/v2/../admin"\nregister = "/a b"\n`,
+      "/etc/shardctl/shardctl.toml",
+    );
+    expect(settings.ok).toBe(false);
+    if (settings.ok) return;
+    expect(settings.issues.map((i) => i.path).sort()).toEqual(["router.admin_paths.list", "router.admin_paths.register"]);
   });
 });
