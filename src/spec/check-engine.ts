@@ -25,6 +25,24 @@ export function checkEngine(data: unknown, settings: Settings, add: AddIssue): v
   checkHttpServer(data, engine, add);
   checkHttpHost(data, engine, add);
   checkInterpreter(data, engine, add);
+  checkServedName(data, settings, engine, add);
+}
+
+/**
+ * An engine that answers one fixed model name (mlx-lm: "default_model"; any other name makes every
+ * rank try to load a model of that name) needs the embedded router, which rewrites each request's
+ * `model`; an external continuum-router sends the clients' name as it is.
+ */
+function checkServedName(data: unknown, settings: Settings, engine: EngineFacts, add: AddIssue): void {
+  if (engine.servedModelName === undefined || getRaw(data, ["router", "register"]) === false || settings.router.kind !== "continuum") return;
+  if (settings.router.embedded && settings.router.adminUrl === undefined) return;
+  const through =
+    settings.router.adminUrl !== undefined ? "an external router's admin API ([router] admin_url)" : "an external continuum-router ([router] embedded = false)";
+  add(
+    ["engine", "kind"],
+    `${engine.name} answers only the model name ${quote(engine.servedModelName)}, and ${through} would send it the clients' name, which makes every rank try to load a model of that name: ` +
+      `run the embedded router (shardctl.toml [router] embedded = true, without admin_url), which rewrites the name, or set [router] register = false here`,
+  );
 }
 
 /** `[coordinator] host` for an engine that takes an IPv4 address only there. */

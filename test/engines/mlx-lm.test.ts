@@ -223,3 +223,34 @@ describe("[engine] python", () => {
     ]);
   });
 });
+
+// Regression: nothing refused mlx-lm behind an external continuum-router, which sends clients' model
+// names as they are; mlx-lm answers only "default_model" (another name makes every rank try to load it).
+describe("mlx-lm and the router", () => {
+  const nodes = '[nodes.a]\nhost = "10.0.0.1"\nmodel_dir = "/m"\n[nodes.b]\nhost = "10.0.0.2"\nmodel_dir = "/m"\n';
+  const parseWith = (router: string, cluster = "") => {
+    const settings = parseSettings(`${nodes}[router]\n${router}`, "/etc/shardctl/shardctl.toml");
+    if (!settings.ok) throw new Error(JSON.stringify(settings.issues));
+    return parseCluster(`nodes = ["a", "b"]\n[model]\nid = "/m"\nsource = "path"\n[engine]\nkind = "mlx-lm"\n${cluster}`, "clusters/x.toml", settings.value);
+  };
+  const issuesOf = (parsed: ReturnType<typeof parseWith>) => (parsed.ok ? [] : parsed.issues.map(formatIssue));
+
+  it("is refused at engine.kind behind an external continuum-router, or its admin API", () => {
+    for (const router of [
+      'kind = "continuum"\nconfig = "router.yaml"\n',
+      'kind = "continuum"\nconfig = "router.yaml"\nembedded = true\nadmin_url = "http://127.0.0.1:9000"\n',
+    ]) {
+      const issues = issuesOf(parseWith(router));
+      expect(issues, router).toHaveLength(1);
+      expect(issues[0]).toMatch(
+        /^clusters\/x\.toml:6:8: engine\.kind: mlx-lm answers only the model name "default_model", and an external .* which makes every rank try to load a model of that name: run the embedded router/,
+      );
+    }
+  });
+
+  it("is taken with the embedded router, with no router, or when it does not register", () => {
+    expect(issuesOf(parseWith('kind = "continuum"\nconfig = "router.yaml"\nembedded = true\n'))).toEqual([]);
+    expect(issuesOf(parseWith('kind = "none"\n'))).toEqual([]);
+    expect(issuesOf(parseWith('kind = "continuum"\nconfig = "router.yaml"\n', "[router]\nregister = false\n"))).toEqual([]);
+  });
+});
