@@ -148,9 +148,15 @@ export interface EngineFacts {
   readonly rankOfStage?: (stage: number, stages: number) => number;
   /**
    * Where the embedding, final norm and lm_head live. "ends": the embedding on the first stage,
-   * norm and head on the last (the embedding too when tied). "every-stage": every stage keeps all.
+   * norm and head on the last (the embedding too when tied). "every-stage": every stage keeps all,
+   * and every other tensor outside the layers too (each rank loads every file holding one).
    */
   readonly nonLayerTensors: "ends" | "every-stage";
+  /**
+   * Whether the engine reads which file holds which tensor from model.safetensors.index.json, and
+   * cannot load a model without one (a single model.safetensors). Undefined: either is loaded.
+   */
+  readonly needsWeightIndex?: boolean;
   /**
    * Whether the engine's transport takes IPv4 addresses only (MLX's ring parses nothing else, and
    * exits with "Can't parse address" on `[::1]:port` as on `::1:port`): launch resolves node

@@ -12,16 +12,22 @@ export interface StageShape {
 /**
  * The safetensors files (plus config and index) a stage needs to load its layers [start, end):
  * the files holding those layers, the embedding on the first stage — and on the last when the
- * embedding is tied to the output head —, final norm and lm_head on the last; every one of them on
- * every stage of an engine whose stages all keep them (mlx-lm).
+ * embedding is tied to the output head —, final norm and lm_head on the last; every one of them, and
+ * every file holding another tensor outside the layers, on every stage of an engine whose stages all
+ * keep them (mlx-lm, which loads each such file on every rank).
  * Paths are relative to the model root, sorted.
  */
 export function filesForStage(profile: ModelProfile, stage: StageShape): string[] {
   const [start, end] = stage.layers;
   if (stage.keepsEnds === true) stage = { ...stage, first: true, last: true };
   const tied = profile.config.tieWordEmbeddings || profile.lmHeadBytes === 0;
+  const keepsOther = stage.keepsEnds === true;
   const needed = profile.files.filter(
-    (f) => f.layers.some((l) => l >= start && l < end) || (f.embedding && (stage.first || (stage.last && tied))) || (stage.last && (f.norm || f.lmHead)),
+    (f) =>
+      f.layers.some((l) => l >= start && l < end) ||
+      (f.embedding && (stage.first || (stage.last && tied))) ||
+      (stage.last && (f.norm || f.lmHead)) ||
+      (keepsOther && f.other),
   );
   return needed.map((f) => f.path).sort();
 }

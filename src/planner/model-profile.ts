@@ -40,7 +40,7 @@ export interface ModelProfile {
   normBytes: number;
   /** `lm_head.*` bytes (last stage; 0 when tied). */
   lmHeadBytes: number;
-  /** Bytes of tensors outside the language model (not placed on any stage). */
+  /** Bytes of tensors outside the language model (on no stage; on every stage of an engine whose ranks keep them). */
   otherBytes: number;
   /** Sum of every tensor's bytes. */
   totalBytes: number;
@@ -51,6 +51,8 @@ export interface ModelProfile {
   /** Tensor name prefix before `model.` (e.g. "language_model."), usually "". */
   tensorPrefix: string;
   files: ModelFile[];
+  /** Whether model.safetensors.index.json maps the tensors to their files (a single model.safetensors has none). */
+  indexed: boolean;
 }
 
 /** A file's parsed header, as read by a source. */
@@ -183,6 +185,7 @@ export function buildModelProfile(source: string, config: ModelConfig, headers: 
     dtype,
     kvBytesPerElement: floatBytes[dtype] ?? 2,
     tensorPrefix: [...prefixes][0] ?? "",
+    indexed: weightMap !== undefined,
     files,
   };
 }

@@ -50,6 +50,13 @@ export function planShards(profile: ModelProfile, nodes: readonly PlanNode[], op
     if (o.allowUnvalidatedFamily) warn("UnvalidatedModelFamily", `${message}; planned because the definition opts in`);
     else error("UnvalidatedModelFamily", `${message}; set allow_unvalidated_family to plan it anyway`);
   }
+  if (engine.needsWeightIndex === true && !profile.indexed) {
+    error(
+      "ModelIndexMissing",
+      `${engine.name} finds each rank's files through model.safetensors.index.json, which this model does not have (its weights are one model.safetensors): ` +
+        `write the index beside it (a weight_map naming model.safetensors for every tensor), or serve the model with another engine`,
+    );
+  }
   if (o.strategy === "memory" && !engine.acceptsExplicitLayers) {
     const able = selectKinds((e) => e.acceptsExplicitLayers).join(" or ");
     error(
@@ -99,7 +106,7 @@ export function planShards(profile: ModelProfile, nodes: readonly PlanNode[], op
     const first = i === 0;
     const last = i === counts.length - 1;
     let weightBytes = sum(profile.layerBytes, start, end);
-    if (engine.nonLayerTensors === "every-stage") weightBytes += profile.embeddingBytes + profile.normBytes + profile.lmHeadBytes;
+    if (engine.nonLayerTensors === "every-stage") weightBytes += profile.embeddingBytes + profile.normBytes + profile.lmHeadBytes + profile.otherBytes;
     else {
       if (first) weightBytes += profile.embeddingBytes;
       if (last) weightBytes += lastExtra;

@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { createDriver, engineOf, type EngineTopology } from "../../src/engines/index.js";
 import { describeSplitDefect, mlxLmSplit, renderRingHostfile, ringStartOrder } from "../../src/engines/mlx-lm/index.js";
-import { planShards, type PlanNode } from "../../src/planner/index.js";
+import { filesForStage, planShards, type PlanNode } from "../../src/planner/index.js";
 import { formatIssue, parseCluster, parseSettings } from "../../src/spec/index.js";
 import { syntheticProfile } from "../planner/synthetic-profile.js";
 
@@ -115,6 +115,37 @@ describe("planning for mlx-lm", () => {
       [[0, 2], 1, 2 * 1000 + 5000 + 10 + 7000],
       [[2, 5], 0, 3 * 1000 + 5000 + 10 + 7000],
     ]);
+  });
+
+  // Regression: tensors outside the layers, embedding, norm and head (a vision projector) were on no
+  // stage: neither staged nor counted, though every mlx-lm rank loads each file holding one.
+  it("every rank counts and is staged a tensor outside the layers, embedding, norm and head", () => {
+    const profile = syntheticProfile({
+      layerBytes: new Array<number>(4).fill(1000),
+      embeddingBytes: 500,
+      normBytes: 10,
+      lmHeadBytes: 700,
+      otherBytes: 300,
+      config: { model_type: "qwen2" },
+    });
+    const plan = planShards(profile, nodes, options);
+    expect(plan.errors).toEqual([]);
+    expect(plan.stages.map((s) => s.weightBytes)).toEqual([2 * 1000 + 500 + 10 + 700 + 300, 2 * 1000 + 500 + 10 + 700 + 300]);
+    for (const stage of plan.stages) {
+      expect(filesForStage(profile, { layers: stage.layers, first: stage.first, last: stage.last, keepsEnds: true })).toEqual(["extra.safetensors", "model.safetensors"]);
+    }
+    // An engine whose stages keep only their ends does not load it.
+    expect(filesForStage(profile, { layers: [0, 2], first: true, last: false })).toEqual(["model.safetensors"]);
+  });
+
+  // Regression: a single model.safetensors was planned and staged, and every rank then failed to
+  // load it (mlx-lm's pipelined load opens the index to find each rank's files).
+  it("a model without model.safetensors.index.json is a plan error naming the file and what to do", () => {
+    const profile = syntheticProfile({ layerBytes: new Array<number>(4).fill(1000), config: { model_type: "qwen2" }, indexed: false });
+    const plan = planShards(profile, nodes, options);
+    expect(plan.errors.map((e) => e.reason)).toEqual(["ModelIndexMissing"]);
+    expect(plan.errors[0]!.message).toMatch(/^mlx-lm finds each rank's files through model\.safetensors\.index\.json, which this model does not have/);
+    expect(planShards(profile, nodes, { ...options, engine: "reference" }).errors.map((e) => e.reason)).not.toContain("ModelIndexMissing");
   });
 
   it("a family mlx-lm cannot pipeline is an error that opting in does not lift, listing the families", () => {

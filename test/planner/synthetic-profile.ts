@@ -11,6 +11,10 @@ export interface SyntheticModel {
   /** 0 means tied embeddings. */
   lmHeadBytes?: number;
   config?: Record<string, unknown>;
+  /** Whether model.safetensors.index.json maps the tensors (as a sharded model's does). Default true. */
+  indexed?: boolean;
+  /** Bytes of a tensor outside the language model (a vision projector), in a file of its own, extra.safetensors. Default none. */
+  otherBytes?: number;
 }
 
 export function syntheticProfile(model: SyntheticModel): ModelProfile {
@@ -38,5 +42,12 @@ export function syntheticProfile(model: SyntheticModel): ModelProfile {
     tie_word_embeddings: model.lmHeadBytes === 0,
     ...model.config,
   });
-  return buildModelProfile("synthetic", config, [{ path: "model.safetensors", header: parsed }]);
+  const files = [{ path: "model.safetensors", header: parsed }];
+  const weightMap: Record<string, string> = Object.fromEntries(Object.keys(header).map((name) => [name, "model.safetensors"]));
+  if (model.otherBytes !== undefined) {
+    const extra = Buffer.from(JSON.stringify({ "multi_modal_projector.weight": { dtype: "U8", shape: [model.otherBytes], data_offsets: [0, model.otherBytes] } }));
+    files.push({ path: "extra.safetensors", header: parseSafetensorsHeader(extra, "extra.safetensors", 8 + extra.length + model.otherBytes) });
+    weightMap["multi_modal_projector.weight"] = "extra.safetensors";
+  }
+  return buildModelProfile("synthetic", config, files, model.indexed === false ? undefined : weightMap);
 }

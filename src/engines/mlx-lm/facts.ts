@@ -60,8 +60,11 @@ export const mlxLmFacts = {
   rankOfStage,
   // Before 0.32.0 an uneven split silently skipped layers.
   splitDefect: describeSplitDefect,
-  // Every rank keeps the embeddings, the final norm and lm_head, and computes full logits.
+  // Every rank keeps the embeddings, the final norm and lm_head, and computes full logits; it loads
+  // every file holding a tensor outside the layers.
   nonLayerTensors: "every-stage",
+  // Its pipelined load opens model.safetensors.index.json to find each rank's files.
+  needsWeightIndex: true,
   modelFamilies: { families: mlxLmPipelineFamilies, name: "families mlx-lm 0.32.2 pipelines with its even split", only: true },
   // The ring backend has no authentication: trusted network segments only.
   authenticatesTransport: false,

@@ -24,6 +24,8 @@ export type PlannerReason =
   | "ModelNotMlx"
   /** model.safetensors.index.json is malformed or disagrees with the files it maps (terminal). */
   | "ModelIndexInvalid"
+  /** The engine needs model.safetensors.index.json and the model has none (terminal). */
+  | "ModelIndexMissing"
   /** A per-layer tensor name carries no layer index (terminal). */
   | "ModelLayerIndexMissing"
   /** config.json's layer count differs from the layers the weights hold (terminal). */
