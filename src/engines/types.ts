@@ -278,6 +278,12 @@ export interface LayerSplit {
    * means the split leaves that stage without layers (the plan reports it).
    */
   countLayers(layers: number, stages: number): number[];
+  /**
+   * Set when `countLayers` is the engine's split only for layers of equal size, and another rule,
+   * not known here, splits the others (mlxcel balances a mixture-of-experts or mixed-layer model by
+   * its real per-layer bytes): the words that say so.
+   */
+  readonly equalLayersOnly?: string;
 }
 
 export interface ValidatedFamilies {

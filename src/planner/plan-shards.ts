@@ -88,6 +88,15 @@ export function planShards(profile: ModelProfile, nodes: readonly PlanNode[], op
       splitUsed = "memory";
     } else {
       counts = engine.ownSplit.countLayers(L, n);
+      const sizes = profile.layerBytes.filter((b) => b > 0);
+      const unequal = sizes.length > 0 && Math.max(...sizes) > 1.05 * Math.min(...sizes);
+      if (engine.ownSplit.equalLayersOnly !== undefined && unequal) {
+        warn(
+          "SplitUnknown",
+          `this model's layers differ in size (${formatBytes(Math.min(...sizes))} to ${formatBytes(Math.max(...sizes))}) and ${engine.ownSplit.equalLayersOnly}: ` +
+            `the split, fit and per-stage files shown are the equal-layer rule's; set [model] files = "all" so that every node holds every file, and leave memory to spare`,
+        );
+      }
     }
     const empty = counts.flatMap((c, i) => (c <= 0 ? [i] : []));
     if (empty.length > 0) {

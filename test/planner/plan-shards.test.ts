@@ -50,6 +50,18 @@ describe("stage sizes", () => {
     expect(plan.totals).toMatchObject({ layers: 16, stages: 2, weightBytes: 16000 + 5000 + 10 + 7000, kvBytes: 16 * kvPerLayer });
   });
 
+  // Regression: mlxcel's equal-layer split was shown for a model whose layers differ (mlxcel
+  // balances those by their bytes), with nothing saying the split, fit and files may be others.
+  it("layers of unequal size under mlxcel: a SplitUnknown warning saying what to do; equal ones, none", () => {
+    const mixed = syntheticProfile({ layerBytes: [1000, 1000, 5000, 5000, 5000, 5000] });
+    const warned = planShards(mixed, nodes(64, 64), equal);
+    expect(warned.errors).toEqual([]);
+    expect(warned.warnings.map((w) => w.reason)).toContain("SplitUnknown");
+    expect(warned.warnings.find((w) => w.reason === "SplitUnknown")!.message).toMatch(/layers differ in size .* set \[model\] files = "all"/);
+    expect(planShards(syntheticProfile({ layerBytes: uniform(6) }), nodes(64, 64), equal).warnings.map((w) => w.reason)).not.toContain("SplitUnknown");
+    expect(planShards(mixed, nodes(64, 64), { ...equal, engine: "reference" }).warnings.map((w) => w.reason)).not.toContain("SplitUnknown");
+  });
+
   it("tied embeddings: the last stage also holds the embedding", () => {
     const profile = syntheticProfile({ layerBytes: uniform(4), embeddingBytes: 5000, lmHeadBytes: 0 });
     const plan = planShards(profile, nodes(64, 64), equal);

@@ -16,7 +16,11 @@ export const mlxcelFacts = {
   runsOn: { accelerators: ["apple-silicon", "cuda"], name: "Apple silicon or Linux CUDA" },
   // mlxcel computes its own split and cannot be told another one.
   acceptsExplicitLayers: false,
-  ownSplit: { name: "mlxcel's split", countLayers: mlxcelSplit },
+  ownSplit: {
+    name: "mlxcel's split",
+    countLayers: mlxcelSplit,
+    equalLayersOnly: "mlxcel splits a model whose layers differ in size (mixture-of-experts, mixed layers) by their real bytes, by a rule not known here",
+  },
   nonLayerTensors: "ends",
   // Mistral is the Llama architecture (RMSNorm, RoPE, grouped-query attention, SwiGLU MLP, same
   // tensor names) plus a sliding window the KV estimate accounts for. Qwen2 is left out: its

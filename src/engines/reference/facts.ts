@@ -19,8 +19,9 @@ export const referenceFacts = {
   runsOn: undefined,
   // Its cluster TOML takes per-stage `layers = [start, end]`, which the "memory" strategy needs.
   acceptsExplicitLayers: true,
-  // Given no layers it computes mlxcel's split, so an "equal" plan holds for either engine.
-  ownSplit: mlxcelFacts.ownSplit,
+  // Given no layers it computes mlxcel's equal-layer split, whatever the layers' sizes, so an
+  // "equal" plan of a dense model holds for either engine.
+  ownSplit: { name: mlxcelFacts.ownSplit.name, countLayers: mlxcelFacts.ownSplit.countLayers },
   nonLayerTensors: "ends",
   // Its model code is the Llama path: Mistral loads through it, Qwen2's attention biases do not.
   modelFamilies: mlxcelFacts.modelFamilies,
