@@ -7,7 +7,7 @@ export interface PlanNode {
   memoryBytes?: number;
   /** What the node reported when probed: its free memory (its total when it reports no free figure). */
   availableBytes?: number;
-  /** Cap on what the engine may use (the registry's memory_limit, MLXCEL_MEMORY_LIMIT). */
+  /** A further cap on the plan's budget for the node (the registry's memory_limit; the engine is not told). */
   memoryLimitBytes?: number;
   /** Accelerator family, e.g. "apple-m2-ultra" or "metal"; clusters must be homogeneous. */
   accelerator?: string;

@@ -134,7 +134,11 @@ export const nodeSchema = z
     host_key_policy: z.enum(["strict", "accept-new"]).default("strict").describe("SSH host key checking. Default strict."),
     model_dir: patternString("path").describe("Directory on the node where models are staged. Relative paths only for local nodes."),
     memory: sizeSchema.optional().describe('Declared total memory, e.g. "64GiB".'),
-    memory_limit: sizeSchema.optional().describe('Cap on the memory a stage may use, e.g. "48GiB".'),
+    memory_limit: sizeSchema
+      .optional()
+      .describe(
+        'A further cap on the memory the plan gives this node, before the headroom, e.g. "48GiB". The engine is not told: mlxcel caps itself by its own MLXCEL_MEMORY_LIMIT in the node\'s environment.',
+      ),
     accelerator: z.enum(accelerators).optional().describe("Declared accelerator family."),
     engine_version: patternString("version", 64).optional().describe("Declared engine version."),
   })
