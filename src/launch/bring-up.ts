@@ -22,8 +22,8 @@ import { askCoordinatorHealth, probeOneToken } from "./coordinator-probes.js";
 import type { LaunchContext, LaunchRequest, LaunchResult, TimelineEvent } from "./types.js";
 import { watchStopped, type StoppedWatch } from "./stopped-watch.js";
 import { waitUntil } from "./wait-until.js";
-import type { NodeAccess } from "../nodes/index.js";
-import { isShardctlError, messageOf } from "../errors/index.js";
+import { listeningPorts, type NodeAccess } from "../nodes/index.js";
+import { isShardctlError, messageOf, ShardctlError } from "../errors/index.js";
 
 export async function launchCluster(request: LaunchRequest, context: LaunchContext): Promise<LaunchResult> {
   const timeline: TimelineEvent[] = [];
@@ -238,11 +238,28 @@ async function allocateTopology(request: LaunchRequest, context: LaunchContext, 
   ];
   const held = await context.heldPorts();
   held.push({ host: coordinator.bindHost, port: coordinator.httpPort, holder: `this cluster's HTTP listener` });
+  // A ring's listener takes the first connection it accepts as its neighbour: a connection to see
+  // whether a port is free would break another ring waiting there. Its ports are chosen by the
+  // nodes' socket tables instead, read once per node.
+  const readiness = request.driver.facts.readiness;
+  const listings = new Map<NodeAccess, Promise<ReadonlySet<number> | undefined>>();
+  const isListedListening = async (node: NodeAccess, port: number): Promise<boolean> => {
+    let listing = listings.get(node);
+    if (listing === undefined) listings.set(node, (listing = listeningPorts(node)));
+    const ports = await listing;
+    if (ports === undefined) {
+      throw new ShardctlError(
+        "NodeCommandFailed",
+        `node ${node.config.name}: cannot list its listening TCP ports (with ss, lsof or netstat), by which a ring's ports are chosen without connecting to them: install one of them there`,
+      );
+    }
+    return ports.has(port);
+  };
   let ports: number[];
   try {
     ports = await allocatePorts(request.portRange, requests, held, (host, port) => {
       const node = requests.find((r) => r.host === host)!.node;
-      return node.isPortOpen(host, port, 500);
+      return readiness.stageUp === "ring-log-line" ? isListedListening(node, port) : node.isPortOpen(host, port, 500);
     });
   } catch (error) {
     throw asLaunchError(error, "ports");
