@@ -177,10 +177,14 @@ async function endedMomentsAgo(node: NodeAccess, process: LedgerProcess, ask: { 
   return result.exitCode === 0 && result.stdout.trim() !== "" && age >= -1 && age <= momentsS ? "whole-group" : "naming-run-dir";
 }
 
-/** Longest a reachable node may take to stop a process with these options, ms. */
+/**
+ * Longest a reachable node may take to stop a process with these options, ms: the wrapper's grace
+ * and SIGKILL wait, then its group's (a helper that ignores SIGTERM gets a grace of its own), and
+ * the questions asked on the way, each within `reachMs`.
+ */
 export function stopBoundMs(options: StopOptions): number {
   const reach = options.reachMs ?? defaultReachMs;
-  return options.graceMs + killWaitMs + 4 * reach;
+  return 2 * options.graceMs + killWaitMs + 10 * reach;
 }
 
 async function waitGone(node: NodeAccess, process: LedgerProcess, deadlineMs: number, ask: { deadlineMs: number }): Promise<boolean> {

@@ -1,29 +1,47 @@
 import type { NodeAccess } from "./types.js";
 
+/** The tools a node's socket table is read with, in the order they are tried. */
+export type ListenerTool = "netstat-bsd" | "ss" | "netstat" | "lsof";
+
 /**
- * The node's listening TCP sockets, from the first tool it has, after a line naming it: `ss`
- * (Linux), `lsof` (macOS), `netstat` (either).
+ * The node's listening TCP sockets, after a line naming the tool that listed them: on macOS its
+ * netstat (which lists every user's sockets; its lsof shows another user's only to root), elsewhere
+ * `ss`, else net-tools' netstat, else lsof (whose status 1 means it found nothing). $1, when
+ * given, picks the tool.
  */
-const listListenersScript = `if command -v ss >/dev/null 2>&1; then echo ss; exec ss -Htln
-elif command -v lsof >/dev/null 2>&1; then echo lsof; exec lsof -nP -iTCP -sTCP:LISTEN
-else echo netstat; exec netstat -an; fi`;
+const listListenersScript = `want=$1
+if [ -z "$want" ]; then
+  if [ "$(uname)" = Darwin ]; then want=netstat-bsd
+  elif command -v ss >/dev/null 2>&1; then want=ss
+  elif command -v netstat >/dev/null 2>&1; then want=netstat
+  else want=lsof; fi
+fi
+echo "$want"
+case $want in
+  netstat-bsd) exec netstat -an -p tcp ;;
+  ss) exec ss -tln ;;
+  netstat) exec netstat -tln ;;
+  lsof) lsof -nP -iTCP -sTCP:LISTEN; [ $? -le 1 ] ;;
+esac`;
 
 /**
  * The TCP ports something listens on at `node`, on any address, read from its socket table rather
  * than by connecting: a port of an engine whose listeners take the first connection as their peer
  * (MLX's ring) must never be probed. Undefined when the node cannot list them (no tool, no answer).
+ * `tool` forces one (tests); by default the node's own is used.
  */
-export async function listeningPorts(node: NodeAccess, deadlineMs = 2_000): Promise<ReadonlySet<number> | undefined> {
-  const result = await node.run(["sh", "-c", listListenersScript], { deadlineMs }).catch(() => undefined);
+export async function listeningPorts(node: NodeAccess, options: { deadlineMs?: number; tool?: ListenerTool } = {}): Promise<ReadonlySet<number> | undefined> {
+  const result = await node.run(["sh", "-c", listListenersScript, "sh", options.tool ?? ""], { deadlineMs: options.deadlineMs ?? 2_000 }).catch(() => undefined);
   if (result === undefined || result.exitCode !== 0) return undefined;
   const [tool, ...lines] = result.stdout.split("\n");
   const ports = new Set<number>();
   for (const line of lines) {
     const columns = line.trim().split(/\s+/);
-    // The local address: ss's and netstat's fourth column ("netstat -an" lists every socket: only
-    // listeners count), lsof's next to last ("127.0.0.1:39600 (LISTEN)").
-    const local = tool === "lsof" ? columns.at(-2) : tool === "netstat" && !/LISTEN/i.test(line) ? undefined : columns[3];
-    // The port follows the last ':' (ss, lsof, Linux netstat) or '.' (macOS netstat).
+    // Only listeners: netstat lists every socket of its kind; headers say no LISTEN either.
+    if (tool !== "ss" && !/LISTEN/.test(line)) continue;
+    // The local address: lsof's next to last column ("127.0.0.1:39600 (LISTEN)"), the others' fourth.
+    const local = tool === "lsof" ? columns.at(-2) : columns[3];
+    // The port follows the last ':' (ss, lsof, net-tools) or '.' (BSD netstat: 127.0.0.1.39600).
     const port = /[:.](\d{1,5})$/.exec(local ?? "");
     if (port !== null) ports.add(Number(port[1]));
   }

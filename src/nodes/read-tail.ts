@@ -15,15 +15,19 @@ export const maxTailLineChars = 400;
 
 /**
  * The last `lines` lines of a file on `node` (empty lines left out), as a terminal shows them: a
- * line redrawn with carriage returns is its last drawing; a long one is cut at `maxTailLineChars`.
+ * line redrawn with carriage returns is its last drawing; a long one is cut at `maxTailLineChars`;
+ * the first, when the file is longer than what is read of it, begins with "…".
  * None when the node cannot read it or does not give it within `ms`: evidence worth a bounded wait,
  * never a failure — a silent (partitioned) node is not waited for until its connection drops.
  */
 export async function readTail(node: NodeAccess, path: string, lines: number, ms: number): Promise<string[]> {
   const result = await within(ms, node.run(["tail", "-c", String(tailWindowBytes), "--", path], { deadlineMs: ms }), undefined);
   if (result === undefined || result.exitCode !== 0) return [];
-  return result.stdout
-    .split("\n")
+  const split = result.stdout.split("\n");
+  // A full window (a file at least as long, give or take a cut character's replacement) starts
+  // inside a line: its first line is the end of one, marked so.
+  if (Buffer.byteLength(result.stdout) >= tailWindowBytes - 3) split[0] = `…${split[0]}`;
+  return split
     .map(shownLine)
     .filter((line) => line.length > 0)
     .slice(-lines);

@@ -277,6 +277,24 @@ describe("incremental text: the same text as decoding the whole completion, a wi
     expect(checkAgainstFullDecode(codec, ids, "3000 tokens", 500)).toBeLessThanOrEqual(16);
   });
 
+  // Regression (found in review): the clean-up's replacements chain — " ' " becoming "'" makes
+  // "  ' re" into " 're", then "'re" — and the text was cut after "  ' r", so the streamed and final
+  // text kept "they 're" where decode() gives "they're".
+  it("clean-up patterns that one replacement makes for the next are never cut: exact on short pieces of spaces, quotes and letters", () => {
+    const { codec } = codecs.get("llama")!;
+    const alphabet = [" ", "  ", "'", " '", "r", "e", "v", "s", "m", "n", "t", ".", "x", "they", " here"];
+    const cases = [["they", "  '", " ", "r", "e", " here"]];
+    const next = createRng(2024);
+    for (let i = 0; i < 3000; i++) cases.push(Array.from({ length: 2 + Math.floor(next() * 10) }, () => alphabet[Math.floor(next() * alphabet.length)]!));
+    for (const pieces of cases) {
+      const ids = pieces.flatMap((p) => codec.encode(p));
+      const text = codec.completionText();
+      let last = "";
+      for (const id of ids) last = text.push(id).text;
+      expect(last, JSON.stringify(pieces)).toBe(codec.decode(ids));
+    }
+  });
+
   // Regression: the clean-up of tokenization spaces ran over the whole completion at every token,
   // a cost per token in proportion to the completion's length.
   it("cleans up a bounded stretch of text per token, however long the completion", () => {

@@ -1,14 +1,15 @@
 /**
- * The ports something listens on, read from a node's socket table (ss here) on a local node and a
- * real SSH node, never by connecting: a listener that takes its first connection as its peer (an
- * MLX ring rank waiting for its neighbour) must see none.
+ * The ports something listens on, read from a node's socket table on a local node and a real SSH
+ * node, with each tool this machine has (ss, net-tools' netstat, lsof; macOS's netstat is not
+ * here), never by connecting: a listener that takes its first connection as its peer (an MLX ring
+ * rank waiting for its neighbour) must see none.
  */
 import { createServer, type Server } from "node:net";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { listeningPorts, LocalNode, NodePool, type NodeAccess } from "../../src/nodes/index.js";
+import { listeningPorts, LocalNode, NodePool, type ListenerTool, type NodeAccess } from "../../src/nodes/index.js";
 import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
 import { allocateHost } from "../support/test-world.js";
 
@@ -40,12 +41,15 @@ afterAll(async () => {
 });
 
 describe.each(["local", "ssh"])("%s node", (kind) => {
-  it("lists a listener's port without connecting to it, and not a port nothing listens on", async () => {
-    const ports = await listeningPorts(nodes[kind]!());
-    expect(ports?.has(port)).toBe(true);
-    // The sshd the node is reached through listens too.
-    expect(ports?.has(sshd.nodes[0]!.port)).toBe(true);
-    expect(ports?.has(1)).toBe(false);
-    expect(connections).toBe(0);
-  });
+  it.each<ListenerTool | undefined>([undefined, "ss", "netstat", "lsof"])(
+    "lists a listener's port without connecting to it, and not a port nothing listens on (tool: %s)",
+    async (tool) => {
+      const ports = await listeningPorts(nodes[kind]!(), tool === undefined ? {} : { tool });
+      expect(ports?.has(port)).toBe(true);
+      // The sshd the node is reached through listens too.
+      expect(ports?.has(sshd.nodes[0]!.port)).toBe(true);
+      expect(ports?.has(1)).toBe(false);
+      expect(connections).toBe(0);
+    },
+  );
 });

@@ -48,7 +48,7 @@ describe.each(["local", "ssh"])("%s node", (kind) => {
     const lines = await tail("bar.log");
     expect(lines.at(-1)).toBe("FATAL: died");
     // Only the file's last 64 KiB were read: the bar's end, cut.
-    expect(lines.at(-2)).toMatch(new RegExp(`^#{${maxTailLineChars}}… \\(\\d+ more characters\\)$`));
+    expect(lines.at(-2)).toMatch(new RegExp(`^…#{${maxTailLineChars - 1}}… \\(\\d+ more characters\\)$`));
     expect(lines).not.toContain("starting");
     expect(lines.every((l) => l.length < maxTailLineChars + 40)).toBe(true);
   });

@@ -136,12 +136,18 @@ function tokenText(value: unknown): string {
   return "";
 }
 
-/** Beginnings of the clean-up's patterns, longest first. */
-const patternPrefixes = [" 'v", " 'r", " n'", " n", " '", " "];
+/**
+ * Beginnings of the clean-up's patterns, longest first. The replacements run one after another, and
+ * " ' " becoming "'" can make a later pattern: "  ' re" is " 're" once the first has run, so its
+ * beginnings "  ' r" and "  ' v" are held too (the others such a chain can start with end in a
+ * space or " '", already held).
+ */
+const patternPrefixes = ["  ' v", "  ' r", " 'v", " 'r", " n'", " n", " '", " "];
+const longestPrefix = Math.max(...patternPrefixes.map((p) => p.length));
 
 /** Where a beginning of a clean-up pattern ends raw[0, end), or `end` when none does. */
 function patternStart(raw: string, end: number): number {
-  const text = raw.slice(Math.max(0, end - 3), end);
+  const text = raw.slice(Math.max(0, end - longestPrefix), end);
   const prefix = patternPrefixes.find((p) => text.endsWith(p));
   return prefix === undefined ? end : end - prefix.length;
 }

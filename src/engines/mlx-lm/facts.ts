@@ -109,7 +109,8 @@ export const mlxLmFacts = {
       ready: (rank) => `\\[ring\\] Rank ${rank} (accepting|connecting)`,
     },
     // A hung ring (a rank stopped, a partition, a collective deadlock) blocks every rank with no
-    // timeout: a one-token completion every 10 s that takes over 20 s declares it dead (≤ 30 s).
+    // timeout: a one-token completion every 10 s that takes over 20 s declares it dead (≤ 30 s; a
+    // hang that begins after a probe was taken in is judged by the next probe, ≤ 60 s).
     // The server sends a streamed answer's head once its generation loop has taken the request,
     // which every rank must share (a collective): a hung ring never sends it. A head with no token
     // yet is a loop that turns while every decode slot (`--decode-concurrency`, the cluster's
