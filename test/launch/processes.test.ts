@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { plannedProcess, startEngineProcess, stopEngineProcess } from "../../src/launch/processes.js";
+import type { LedgerProcess } from "../../src/launch/ledger.js";
 import { LocalNode } from "../../src/nodes/index.js";
 
 const run = promisify(execFile);
@@ -127,6 +128,26 @@ function engineWithHelper(runDir: string, helper: string): string[] {
   return ["sh", "-c", `(${helper}) & exec "$0" "$@"`, node!, ...rest];
 }
 
+/**
+ * An engine (as engineArgv) started as a launch starts it, under `name`, with `helper` left running
+ * in its process group; the helper's pid (killed after the file at the latest).
+ */
+async function startWithHelper(index: number, name: string, helper: string, command: string): Promise<{ started: LedgerProcess; helper: number }> {
+  const planned = plannedProcess("stage", index, "local", join(root, name));
+  await node.mkdir(planned.runDir);
+  const started = await startEngineProcess(node, planned, engineWithHelper(planned.runDir, helper));
+  const pid = await memberOf(started.pid, command);
+  strays.push(pid);
+  return { started, helper: pid };
+}
+
+/** The engine under `wrapper` crashes (SIGSEGV); returns once the wrapper has recorded it and gone. */
+async function crashEngine(wrapper: number): Promise<void> {
+  await run("kill", ["-SEGV", String(await childOf(wrapper))]);
+  for (let i = 0; i < 100 && (await isAlive(wrapper)); i++) await new Promise((r) => setTimeout(r, 20));
+  expect(await isAlive(wrapper)).toBe(false);
+}
+
 /** The pid of the process in group `group` whose command line starts with `command`. */
 async function memberOf(group: number, command: string): Promise<number> {
   for (let i = 0; i < 100; i++) {
@@ -144,11 +165,7 @@ async function memberOf(group: number, command: string): Promise<number> {
 // Regression: the stop waited for the wrapper alone, and said "terminated" while a helper the engine
 // started, ignoring SIGTERM, ran on in its group for good.
 test("a helper the engine started that ignores SIGTERM is stopped with it: SIGKILL after the grace", async () => {
-  const planned = plannedProcess("stage", 5, "local", join(root, "helper-ignores-term"));
-  await node.mkdir(planned.runDir);
-  const started = await startEngineProcess(node, planned, engineWithHelper(planned.runDir, "trap '' TERM; exec sleep 302"));
-  const helper = await memberOf(started.pid, "sleep 302");
-  strays.push(helper);
+  const { started, helper } = await startWithHelper(5, "helper-ignores-term", "trap '' TERM; exec sleep 302", "sleep 302");
   expect(await stopEngineProcess(node, started, 1_000)).toBe("terminated");
   expect(await isAlive(helper)).toBe(false);
 });
@@ -156,28 +173,16 @@ test("a helper the engine started that ignores SIGTERM is stopped with it: SIGKI
 // Regression: after a crash only group members naming the run directory were stopped; a child of
 // the engine running another program was never signalled.
 test("the children an engine left when it crashed are stopped once its wrapper has recorded the exit", async () => {
-  const planned = plannedProcess("stage", 6, "local", join(root, "crash-leaves-child"));
-  await node.mkdir(planned.runDir);
-  const started = await startEngineProcess(node, planned, engineWithHelper(planned.runDir, "exec sleep 303"));
-  const helper = await memberOf(started.pid, "sleep 303");
-  strays.push(helper);
-  const engine = await childOf(started.pid);
-  await run("kill", ["-SEGV", String(engine)]);
-  for (let i = 0; i < 100 && (await isAlive(started.pid)); i++) await new Promise((r) => setTimeout(r, 20));
-  expect(await isAlive(started.pid)).toBe(false);
+  const { started, helper } = await startWithHelper(6, "crash-leaves-child", "exec sleep 303", "sleep 303");
+  await crashEngine(started.pid);
   expect(await isAlive(helper)).toBe(true);
   expect(await stopEngineProcess(node, started, { graceMs: 1_000, seenGone: true })).toBe("orphans-stopped");
   expect(await isAlive(helper)).toBe(false);
 });
 
 test("a wrapper that recorded its exit long ago: only members naming the run directory are taken for ours", async () => {
-  const planned = plannedProcess("stage", 7, "local", join(root, "ended-long-ago"));
-  await node.mkdir(planned.runDir);
-  const started = await startEngineProcess(node, planned, engineWithHelper(planned.runDir, "exec sleep 304"));
-  const helper = await memberOf(started.pid, "sleep 304");
-  strays.push(helper);
-  await run("kill", ["-SEGV", String(await childOf(started.pid))]);
-  for (let i = 0; i < 100 && (await isAlive(started.pid)); i++) await new Promise((r) => setTimeout(r, 20));
+  const { started, helper } = await startWithHelper(7, "ended-long-ago", "exec sleep 304", "sleep 304");
+  await crashEngine(started.pid);
   // As if the daemon came back an hour after the crash: the group may since have emptied and its id
   // been taken by processes that are not ours (here it was not, so the helper is left running).
   const anHourAgo = new Date(Date.now() - 3_600_000);
