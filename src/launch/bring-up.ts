@@ -90,11 +90,14 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
 
     // Wait for its health endpoint.
     await waitHealthy(serverNode, server, url, readiness, request.deadlines.coordinatorHealthMs, stopped);
-    stopped.close();
     event("coordinator-healthy", url);
 
     // Generate one token through the whole pipeline.
-    await awaitFirstToken(url, readiness, request.deadlines.readinessMs, entry, nodes, { node: serverNode, process: server });
+    try {
+      await awaitFirstToken(url, readiness, request.deadlines.readinessMs, entry, nodes, { node: serverNode, process: server }, stopped);
+    } finally {
+      stopped.close();
+    }
     event("readiness-probe-passed");
 
     // Register with the router.
@@ -446,7 +449,8 @@ async function waitStageUp(
  * The one-token readiness probe, while every process of the launch is watched for its exit (every
  * 500 ms): an engine may load the model only now (mlx-lm does, once its ring formed and its /health
  * answers), and a process that fails to load exits — the launch fails then, naming it, rather than
- * at the probe's deadline with none named.
+ * at the probe's deadline with none named. One seen stopped is said paused, as in the other waits,
+ * and named if the probe's deadline passes.
  */
 async function awaitFirstToken(
   url: string,
@@ -455,7 +459,9 @@ async function awaitFirstToken(
   entry: LedgerEntry,
   nodes: Map<string, NodeAccess>,
   server: { node: NodeAccess; process: LedgerProcess },
+  stopped: StoppedWatch,
 ): Promise<void> {
+  const awaited = { what: `the first token through ${url}${readiness.completionsPath}`, until: new Date(Date.now() + deadlineMs) };
   const watched = entry.processes.filter((p) => p.pid > 0).map((p) => ({ p, liveness: livenessOf(nodes.get(p.node)!, p) }));
   const firstExited = async (): Promise<LedgerProcess | undefined> => {
     for (const { p, liveness } of watched) if (!(await liveness.isAliveOrUnknown())) return p;
@@ -469,6 +475,7 @@ async function awaitFirstToken(
       if (watching.signal.aborted) return;
       exited = await firstExited();
       if (exited !== undefined) watching.abort();
+      else stopped.look(awaited);
     }
   })();
   try {
@@ -488,7 +495,7 @@ async function awaitFirstToken(
         { logTail: await readLogTail(node, exited), cause: error },
       );
     }
-    throw new LaunchError("ReadinessProbeFailed", "readiness-probe", `the one-token readiness probe against ${url} failed: ${messageOf(error)}`, {
+    throw new LaunchError("ReadinessProbeFailed", "readiness-probe", `the one-token readiness probe against ${url} failed: ${messageOf(error)}${stopped.words()}`, {
       logTail: await readLogTail(server.node, server.process),
       cause: error,
     });

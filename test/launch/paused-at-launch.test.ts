@@ -3,7 +3,8 @@
  * listens, a coordinator that never answers /health. The launch still ends at its phase's deadline
  * and leaves nothing behind, and while it waits it says which process is stopped, what it waits
  * for and until when (a `…-paused` event, which the status file shows as it happens); the timeout
- * names the stopped process; a process continued while the launch waits is said to run again and
+ * names the stopped process (also while the first token is awaited); a process continued while the
+ * launch waits is said to run again and
  * the launch goes on. Real processes on real sshd nodes; the stand-in engine stops itself
  * (`kill -STOP $$`) before it becomes the real shard-engine. Needs `npm run build`.
  */
@@ -109,5 +110,36 @@ describe("a launch process stopped right after it was spawned", () => {
     await teardownCluster((await world.ledger.read("continued"))!, { ledger: world.ledger, registrar: world.registrar, nodeFor: world.nodeFor, graceMs: 2_000 });
     expect(await processesMentioning(world, join(world.root, "run", "continued"))).toEqual([]);
     await rm(join(world.root, "bin", "stops-stage-0.sh"));
+  });
+});
+
+// Regression: nothing looked for stopped processes while the first token was awaited, a wait that
+// [engine] load_timeout_seconds can make as long as a large model's load (mlx-lm loads only then).
+describe("a launch process stopped while the first token is awaited", () => {
+  it("is said paused while the launch waits, and named by the ReadinessProbeFailed", async () => {
+    const request = await makeRequest(world, { cluster: "stopped-at-probe", binary: world.standIns.coordinatorNeverCompletes, deadlines: { readinessMs: 8_000 } });
+    const context = makeContext(world);
+    const onEvent = context.onEvent!;
+    context.onEvent = (event) => {
+      onEvent(event);
+      if (event.step !== "coordinator-healthy") return;
+      const started = context.events.find((e) => e.step === "stage-1-started")!;
+      process.kill(-Number(/^pid (\d+)/.exec(started.detail!)![1]), "SIGSTOP");
+    };
+    const error = await launchCluster(request, context).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(LaunchError);
+    const failure = error as LaunchError;
+    const steps = context.events.map((e) => e.step);
+    expect(failure.reason, failure.message).toBe("ReadinessProbeFailed");
+    expect(steps.indexOf("stage-1-paused"), steps.join(" ")).toBeGreaterThan(steps.indexOf("coordinator-healthy"));
+    expect(steps.indexOf("stage-1-paused")).toBeLessThan(steps.indexOf("launch-failed"));
+    expect(context.events.find((e) => e.step === "stage-1-paused")!.detail).toMatch(
+      /: the launch waits for the first token through http:\/\/\S+\/v1\/completions until \S+Z, which cannot happen/,
+    );
+    expect(failure.message).toMatch(/did not answer within 8000 ms; stage-1 on node-2 is stopped \(pid \d+ in state T, a stop signal such as SIGSTOP\) since \S+$/);
+    expect(await processesMentioning(world, join(world.root, "run", "stopped-at-probe"))).toEqual([]);
   });
 });
