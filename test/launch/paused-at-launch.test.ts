@@ -4,9 +4,9 @@
  * and leaves nothing behind, and while it waits it says which process is stopped, what it waits
  * for and until when (a `…-paused` event, which the status file shows as it happens); the timeout
  * names the stopped process (also while the first token is awaited); a process continued while the
- * launch waits is said to run again and
- * the launch goes on. Real processes on real sshd nodes; the stand-in engine stops itself
- * (`kill -STOP $$`) before it becomes the real shard-engine. Needs `npm run build`.
+ * launch waits is said to run again and the launch goes on. Real processes on real sshd nodes; the
+ * stand-in engine stops itself (`kill -STOP $$`) before it becomes the real shard-engine. Needs
+ * `npm run build`.
  */
 import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
