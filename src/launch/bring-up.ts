@@ -471,7 +471,11 @@ async function awaitFirstToken(
   let exited: LedgerProcess | undefined;
   const watch = (async () => {
     while (!watching.signal.aborted) {
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      // Ended by the abort too: a probe that succeeds is not held up by the watch's pause.
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 500);
+        watching.signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
+      });
       if (watching.signal.aborted) return;
       exited = await firstExited();
       if (exited !== undefined) watching.abort();
