@@ -11,6 +11,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
 import type { EngineReadiness, EngineTopology, ProcessFiles } from "../engines/index.js";
 import type { LedgerEntry, LedgerProcess } from "./ledger.js";
 import { LaunchError } from "./launch-error.js";
@@ -161,11 +162,8 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
 async function causeInStageLogs(request: LaunchRequest, nodes: Map<string, NodeAccess>, entry: LedgerEntry, failure: LaunchError): Promise<LaunchError> {
   const unreachableIn = request.driver.facts.nextStageUnreachableIn;
   const stages = entry.processes.filter((p) => p.role === "stage" && p.pid > 0);
-  const afterListening =
-    failure.reason === "CoordinatorExited" ||
-    failure.reason === "CoordinatorHealthTimeout" ||
-    failure.reason === "ReadinessProbeFailed" ||
-    failure.step === "readiness-probe";
+  // Every failure of the readiness probe's step (ReadinessProbeFailed, or a process that exited meanwhile).
+  const afterListening = failure.reason === "CoordinatorExited" || failure.reason === "CoordinatorHealthTimeout" || failure.step === "readiness-probe";
   if (unreachableIn === undefined || stages.length === 0 || !afterListening) return failure;
   const tails = await Promise.all(stages.map(async (p) => ({ p, tail: await readLogTail(nodes.get(p.node)!, p) })));
   for (const { p, tail } of tails) {
@@ -472,10 +470,7 @@ async function awaitFirstToken(
   const watch = (async () => {
     while (!watching.signal.aborted) {
       // Ended by the abort too: a probe that succeeds is not held up by the watch's pause.
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, 500);
-        watching.signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
-      });
+      await delay(500, undefined, { signal: watching.signal }).catch(() => undefined);
       if (watching.signal.aborted) return;
       exited = await firstExited();
       if (exited !== undefined) watching.abort();

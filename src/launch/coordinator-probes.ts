@@ -31,11 +31,6 @@ export async function askCoordinatorHealth(url: string, readiness: EngineReadine
   }
 }
 
-/** True once GET {url}{healthPath} answers the ready status. */
-export async function isCoordinatorHealthy(url: string, readiness: EngineReadiness, timeoutMs = 2_000): Promise<boolean> {
-  return (await askCoordinatorHealth(url, readiness, timeoutMs)).healthy;
-}
-
 /** The first `chars` characters of a body, on one line; the rest is not read. */
 async function readStart(response: Response, chars: number): Promise<string> {
   const reader = response.body?.getReader();
@@ -84,8 +79,7 @@ export async function probeOneToken(url: string, readiness: EngineReadiness, tim
     // A proxy's page, or another server on the port: say what came, not the parser's words.
     throw new Error(`POST ${path} answered 200 with a body that is not JSON, so not an OpenAI completion: ${text.slice(0, 300)}`);
   }
-  if (typeof body !== "object" || body === null) throw new Error(`POST ${path} answered without a completion: ${text.slice(0, 300)}`);
-  if (!Array.isArray(body.choices) || body.choices.length === 0 || typeof body.choices[0]?.text !== "string") {
+  if (typeof body !== "object" || body === null || !Array.isArray(body.choices) || body.choices.length === 0 || typeof body.choices[0]?.text !== "string") {
     throw new Error(`POST ${path} answered without a completion: ${text.slice(0, 300)}`);
   }
 }

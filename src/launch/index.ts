@@ -25,7 +25,7 @@ export { Ledger, type LedgerEntry, type LedgerProcess, type LedgerPort, type Pro
 export { allocatePorts, type PortRange, type PortRequest, type PortHolder } from "./ports.js";
 export { LaunchError } from "./launch-error.js";
 export { processLabel, isProcessAlive, describeExit, readLogTail, stopEngineProcess, type StopOutcome } from "./processes.js";
-export { isCoordinatorHealthy, probeOneToken } from "./coordinator-probes.js";
+export { askCoordinatorHealth, probeOneToken } from "./coordinator-probes.js";
 export {
   defaultDeadlines,
   type LaunchDeadlines,
