@@ -5,28 +5,18 @@
  * rank waiting for its neighbour) must see none.
  */
 import { createServer, type Server } from "node:net";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { listeningPorts, LocalNode, NodePool, type ListenerTool, type NodeAccess } from "../../src/nodes/index.js";
-import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { listeningPorts, type ListenerTool } from "../../src/nodes/index.js";
+import { startBothNodes, type BothNodes } from "../support/both-nodes.js";
 import { allocateHost } from "../support/test-world.js";
 
-let sshd: SshdSet;
-let pool: NodePool;
-let localDir: string;
+let both: BothNodes;
 let server: Server;
 let port: number;
 let connections = 0;
-const nodes: Record<string, () => NodeAccess> = {};
 
 beforeAll(async () => {
-  sshd = await startSshdNodes({ count: 1 });
-  pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "no-config") });
-  localDir = await mkdtemp(join(tmpdir(), "shardctl-listening-"));
-  nodes.ssh = () => pool.get(sshNodeConfig(sshd, 0));
-  nodes.local = () => new LocalNode({ name: "local", host: "local", modelDir: localDir });
+  both = await startBothNodes("shardctl-listening-");
   server = createServer(() => connections++);
   const host = await allocateHost();
   await new Promise<void>((resolve) => server.listen(0, host, resolve));
@@ -35,19 +25,17 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await new Promise((resolve) => server?.close(resolve));
-  await pool?.close();
-  await sshd?.close();
-  if (localDir) await rm(localDir, { recursive: true, force: true });
+  await both?.close();
 });
 
-describe.each(["local", "ssh"])("%s node", (kind) => {
+describe.each(["local", "ssh"] as const)("%s node", (kind) => {
   it.each<ListenerTool | undefined>([undefined, "ss", "netstat", "lsof"])(
     "lists a listener's port without connecting to it, and not a port nothing listens on (tool: %s)",
     async (tool) => {
-      const ports = await listeningPorts(nodes[kind]!(), tool === undefined ? {} : { tool });
+      const ports = await listeningPorts(both.node(kind), tool === undefined ? {} : { tool });
       expect(ports?.has(port)).toBe(true);
       // The sshd the node is reached through listens too.
-      expect(ports?.has(sshd.nodes[0]!.port)).toBe(true);
+      expect(ports?.has(both.sshd.nodes[0]!.port)).toBe(true);
       expect(ports?.has(1)).toBe(false);
       expect(connections).toBe(0);
     },

@@ -1,30 +1,20 @@
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import { createServer, type AddressInfo, type Server } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isShardctlError } from "../../src/errors/index.js";
-import { LocalNode, NodePool, type NodeAccess, probeNode } from "../../src/nodes/index.js";
-import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { type NodeAccess, probeNode } from "../../src/nodes/index.js";
+import { startBothNodes, type BothNodes } from "../support/both-nodes.js";
 import { allocateHost } from "../support/test-world.js";
 
-let sshd: SshdSet;
-let pool: NodePool;
-let localDir: string;
-const nodes: Record<string, () => NodeAccess> = {};
+let both: BothNodes;
 
 beforeAll(async () => {
-  sshd = await startSshdNodes({ count: 1 });
-  pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "no-config") });
-  localDir = await mkdtemp(join(tmpdir(), "shardctl-local-node-"));
-  nodes.ssh = () => pool.get(sshNodeConfig(sshd, 0));
-  nodes.local = () => new LocalNode({ name: "local", host: "local", modelDir: localDir });
+  both = await startBothNodes("shardctl-local-node-");
 });
 
 afterAll(async () => {
-  await pool?.close();
-  await sshd?.close();
-  if (localDir) await rm(localDir, { recursive: true, force: true });
+  await both?.close();
 });
 
 const hostile = [
@@ -48,9 +38,9 @@ const hostile = [
   "|pipe&amp>redirect<",
 ];
 
-describe.each(["local", "ssh"])("%s node", (kind) => {
-  const node = (): NodeAccess => nodes[kind]!();
-  const dir = (): string => (kind === "ssh" ? sshd.nodes[0]!.modelDir : localDir);
+describe.each(["local", "ssh"] as const)("%s node", (kind) => {
+  const node = (): NodeAccess => both.node(kind);
+  const dir = (): string => both.dir(kind);
 
   it("runs argv and returns one result shape for success and failure", async () => {
     const ok = await node().run(["sh", "-c", 'echo out; echo err >&2; exit "$1"', "sh", "0"]);
@@ -134,7 +124,7 @@ describe.each(["local", "ssh"])("%s node", (kind) => {
   });
 
   it("streams a local file to the node", async () => {
-    const local = join(localDir, `put-source-${kind}`);
+    const local = join(both.dir("local"), `put-source-${kind}`);
     const payload = Buffer.alloc(3 * 1024 * 1024 + 17, 7);
     await writeFile(local, payload);
     const target = join(dir(), `put-target-${kind}`);
@@ -198,17 +188,17 @@ async function shaOf(text: string | Buffer): Promise<string> {
 
 describe("ssh pool", () => {
   it("multiplexes many concurrent commands over one connection", async () => {
-    const n = nodes.ssh!();
+    const n = both.node("ssh");
     const results = await Promise.all(Array.from({ length: 40 }, (_, i) => n.run(["echo", String(i)])));
     expect(results.map((r) => r.stdout.trim())).toEqual(Array.from({ length: 40 }, (_, i) => String(i)));
     // One TCP connection from us to this sshd.
-    const sshdNode = sshd.nodes[0]!;
+    const sshdNode = both.sshd.nodes[0]!;
     const conns = await n.run(["sh", "-c", `ss -tnH state established '( sport = :${sshdNode.port} )' | wc -l`]);
     expect(conns.stdout.trim()).toBe("1");
   });
 
   it("reconnects after the connection drops", async () => {
-    const n = nodes.ssh!();
+    const n = both.node("ssh");
     expect((await n.run(["true"])).exitCode).toBe(0);
     // Kill the sshd process serving our connection: the pooled connection drops under us. The
     // shell may kill it before sshd has confirmed the exec (a busy machine runs the child first),
@@ -224,14 +214,14 @@ describe("ssh pool", () => {
 
 describe("known_hosts file", () => {
   it("is never written in strict mode", async () => {
-    expect(await readFile(sshd.knownHostsPath, "utf8")).toBe(sshd.nodes.map((n) => n.knownHostsLine).join("\n") + "\n");
+    expect(await readFile(both.sshd.knownHostsPath, "utf8")).toBe(both.sshd.nodes.map((n) => n.knownHostsLine).join("\n") + "\n");
   });
 });
 
 describe("ssh node: resuming a push", () => {
   it("rewrites the window of writes that were in flight, so a hole a failed write left below the size is filled", async () => {
-    const node = nodes.ssh!();
-    const local = join(localDir, "put-source-holes");
+    const node = both.node("ssh");
+    const local = join(both.dir("local"), "put-source-holes");
     const payload = Buffer.from(Array.from({ length: 3 * 1024 * 1024 + 17 }, (_, i) => (i * 2654435761) >>> 24));
     await writeFile(local, payload);
     // What fastPut leaves when one 32 KiB write failed (a full disk) while later ones in flight
@@ -239,9 +229,9 @@ describe("ssh node: resuming a push", () => {
     const size = 2.5 * 1024 * 1024;
     const partial = Buffer.from(payload.subarray(0, size));
     partial.fill(0, size - 1024 * 1024, size - 1024 * 1024 + 32 * 1024);
-    const staged = join(localDir, "put-partial-holes");
+    const staged = join(both.dir("local"), "put-partial-holes");
     await writeFile(staged, partial);
-    const target = join(sshd.nodes[0]!.modelDir, "put-target-holes");
+    const target = join(both.sshd.nodes[0]!.modelDir, "put-target-holes");
     await node.putFile(staged, target);
     let progress = 0;
     await node.putFile(local, target, { startOffset: size, onProgress: (n) => (progress = n) });

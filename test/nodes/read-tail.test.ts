@@ -3,36 +3,26 @@
  * real SSH node: only the file's end is read, a line redrawn with carriage returns is its last
  * drawing, and a line of megabytes is cut. A log of 600 MiB (sparse here) still gives its tail.
  */
-import { appendFile, mkdtemp, rm, truncate, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { appendFile, rm, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LocalNode, maxTailLineChars, NodePool, readTail, type NodeAccess } from "../../src/nodes/index.js";
-import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { maxTailLineChars, readTail } from "../../src/nodes/index.js";
+import { startBothNodes, type BothNodes } from "../support/both-nodes.js";
 
-let sshd: SshdSet;
-let pool: NodePool;
-let localDir: string;
-const nodes: Record<string, () => NodeAccess> = {};
+let both: BothNodes;
 
 beforeAll(async () => {
-  sshd = await startSshdNodes({ count: 1 });
-  pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "no-config") });
-  localDir = await mkdtemp(join(tmpdir(), "shardctl-read-tail-"));
-  nodes.ssh = () => pool.get(sshNodeConfig(sshd, 0));
-  nodes.local = () => new LocalNode({ name: "local", host: "local", modelDir: localDir });
+  both = await startBothNodes("shardctl-read-tail-");
 }, 60_000);
 
 afterAll(async () => {
-  await pool?.close();
-  await sshd?.close();
-  if (localDir) await rm(localDir, { recursive: true, force: true });
+  await both?.close();
 });
 
-describe.each(["local", "ssh"])("%s node", (kind) => {
+describe.each(["local", "ssh"] as const)("%s node", (kind) => {
   // The sshd nodes run as this user on this machine: their model dir is written here directly.
-  const dir = (): string => (kind === "ssh" ? sshd.nodes[0]!.modelDir : localDir);
-  const tail = (file: string, lines = 20): Promise<string[]> => readTail(nodes[kind]!(), join(dir(), file), lines, 5_000);
+  const dir = (): string => both.dir(kind);
+  const tail = (file: string, lines = 20): Promise<string[]> => readTail(both.node(kind), join(dir(), file), lines, 5_000);
 
   it("the last lines, CRLF and carriage-return redraws as a terminal shows them", async () => {
     await writeFile(join(dir(), "plain.log"), "one\r\ntwo\n\nloading 10%\rloading 50%\rloading 100%\nFATAL: no memory\n");

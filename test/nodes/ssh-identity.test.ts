@@ -40,24 +40,31 @@ function nodeThrough(agentSocket: string | undefined, identityFile = key) {
   return pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, identityFile, hostKeyPolicy: "strict", modelDir: n.modelDir });
 }
 
-it("without an agent, an encrypted identity file fails naming the file and what to do", async () => {
+type LoginFailure = Error & { reason?: string; terminal?: boolean };
+
+/** How a login with `identityFile` fails with no ssh-agent (SSH_AUTH_SOCK unset meanwhile); undefined if it succeeds. */
+async function failedLoginWithoutAgent(identityFile = key): Promise<LoginFailure | undefined> {
   const saved = process.env.SSH_AUTH_SOCK;
   delete process.env.SSH_AUTH_SOCK;
   try {
-    const error = await nodeThrough(undefined)
+    return await nodeThrough(undefined, identityFile)
       .run(["true"])
       .then(
         () => undefined,
-        (e: Error & { reason?: string; terminal?: boolean }) => e,
+        (e: LoginFailure) => e,
       );
-    expect(error?.reason).toBe("SshAuthFailed");
-    expect(error?.terminal).toBe(true);
-    expect(error?.message).toContain(key);
-    expect(error?.message).toMatch(/passphrase/);
-    expect(error?.message).toMatch(/ssh-add/);
   } finally {
     if (saved !== undefined) process.env.SSH_AUTH_SOCK = saved;
   }
+}
+
+it("without an agent, an encrypted identity file fails naming the file and what to do", async () => {
+  const error = await failedLoginWithoutAgent();
+  expect(error?.reason).toBe("SshAuthFailed");
+  expect(error?.terminal).toBe(true);
+  expect(error?.message).toContain(key);
+  expect(error?.message).toMatch(/passphrase/);
+  expect(error?.message).toMatch(/ssh-add/);
 });
 
 it("with the key unlocked in ssh-agent the node answers; with an agent that lacks it the failure names the key", async () => {
@@ -98,42 +105,20 @@ it("with the key unlocked in ssh-agent the node answers; with an agent that lack
 // named only what else was tried (or "no usable identity file") — not the typo in the settings.
 it("an identity_file that cannot be read is named in the failure; an agent holding a key still logs in", async () => {
   const missing = join(sshd.root, "no-such-key");
-  const saved = process.env.SSH_AUTH_SOCK;
-  delete process.env.SSH_AUTH_SOCK;
-  try {
-    const error = await nodeThrough(undefined, missing)
-      .run(["true"])
-      .then(
-        () => undefined,
-        (e: Error & { reason?: string; terminal?: boolean }) => e,
-      );
-    expect(error?.reason).toBe("SshAuthFailed");
-    expect(error?.terminal).toBe(true);
-    expect(error?.message).toContain(`identity_file ${missing} cannot be read (ENOENT: no such file or directory)`);
-  } finally {
-    if (saved !== undefined) process.env.SSH_AUTH_SOCK = saved;
-  }
+  const error = await failedLoginWithoutAgent(missing);
+  expect(error?.reason).toBe("SshAuthFailed");
+  expect(error?.terminal).toBe(true);
+  expect(error?.message).toContain(`identity_file ${missing} cannot be read (ENOENT: no such file or directory)`);
   // The agent of the test before holds the unlocked key: as OpenSSH does, it is asked in place of the file.
   const result = await nodeThrough(join(sshd.root, "agent.sock"), missing).run(["echo", "answered"]);
   expect(result.stdout.trim()).toBe("answered");
 });
 
 it("a public key as identity_file, without an agent, fails naming it", async () => {
-  const saved = process.env.SSH_AUTH_SOCK;
-  delete process.env.SSH_AUTH_SOCK;
-  try {
-    const error = await nodeThrough(undefined, `${key}.pub`)
-      .run(["true"])
-      .then(
-        () => undefined,
-        (e: Error & { reason?: string; terminal?: boolean }) => e,
-      );
-    expect(error?.reason).toBe("SshAuthFailed");
-    expect(error?.terminal).toBe(true);
-    expect(error?.message).toContain(`identity_file ${key}.pub is not a private key shardctl can use (it is a public key)`);
-  } finally {
-    if (saved !== undefined) process.env.SSH_AUTH_SOCK = saved;
-  }
+  const error = await failedLoginWithoutAgent(`${key}.pub`);
+  expect(error?.reason).toBe("SshAuthFailed");
+  expect(error?.terminal).toBe(true);
+  expect(error?.message).toContain(`identity_file ${key}.pub is not a private key shardctl can use (it is a public key)`);
 });
 
 it("an identity file that is no private key fails naming it, at once and for good", async () => {
@@ -155,26 +140,15 @@ it("an identity file that is no private key fails naming it, at once and for goo
 // Regression: a key the server does not accept failed with ssh2's "All configured authentication
 // methods failed" alone, which names neither the key offered nor where it must be accepted.
 it("a key the server does not accept fails naming the key, the user and how to install it", async () => {
-  const saved = process.env.SSH_AUTH_SOCK;
-  delete process.env.SSH_AUTH_SOCK;
-  try {
-    const stranger = join(sshd.root, "stranger_ed25519");
-    await run("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "stranger", "-f", stranger]);
-    const n = sshd.nodes[0]!;
-    const error = await nodeThrough(undefined, stranger)
-      .run(["true"])
-      .then(
-        () => undefined,
-        (e: Error & { reason?: string; terminal?: boolean }) => e,
-      );
-    expect(error?.reason).toBe("SshAuthFailed");
-    expect(error?.terminal).toBe(true);
-    expect(error?.message).toBe(
-      `node ${n.name}: authentication as ${n.user} failed: All configured authentication methods failed; ` +
-        `${n.host} accepted none of what was offered (identity_file ${stranger}) for ${n.user}: add the public key to ${n.user}'s ~/.ssh/authorized_keys there ` +
-        `(ssh-copy-id -i ${stranger}.pub -p ${n.port} ${n.user}@${n.host}), or correct user or identity_file in [nodes.${n.name}]`,
-    );
-  } finally {
-    if (saved !== undefined) process.env.SSH_AUTH_SOCK = saved;
-  }
+  const stranger = join(sshd.root, "stranger_ed25519");
+  await run("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "stranger", "-f", stranger]);
+  const n = sshd.nodes[0]!;
+  const error = await failedLoginWithoutAgent(stranger);
+  expect(error?.reason).toBe("SshAuthFailed");
+  expect(error?.terminal).toBe(true);
+  expect(error?.message).toBe(
+    `node ${n.name}: authentication as ${n.user} failed: All configured authentication methods failed; ` +
+      `${n.host} accepted none of what was offered (identity_file ${stranger}) for ${n.user}: add the public key to ${n.user}'s ~/.ssh/authorized_keys there ` +
+      `(ssh-copy-id -i ${stranger}.pub -p ${n.port} ${n.user}@${n.host}), or correct user or identity_file in [nodes.${n.name}]`,
+  );
 });
