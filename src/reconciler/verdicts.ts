@@ -201,6 +201,18 @@ export function setConditions(memory: ClusterMemory, revision: string, updates: 
   }
 }
 
+/**
+ * Ready while a pass stages or launches: nothing serves this revision yet. A pass that tries again
+ * after a failure at this revision (a held port, a death, a node that did not answer) says so with
+ * that failure, so a status read during the retry does not look like a first attempt, and the
+ * failure stays in view while the retry runs rather than only between retries.
+ */
+export function notServingYet(memory: ClusterMemory, reason: "Staging" | "Launching", doing?: string): ConditionUpdate {
+  const last = memory.lastError;
+  const again = last === undefined ? "" : ` (again, after ${last.reason}: ${last.message})`;
+  return { status: "False", reason, message: `nothing serves this revision yet${doing === undefined ? "" : `: ${doing}`}${again}` };
+}
+
 /** Ready at the last revision this daemon saw: something serves, whatever this pass could not do. */
 export function isServing(memory: ClusterMemory): boolean {
   return memory.conditions.some((c) => c.type === "Ready" && c.status === "True");

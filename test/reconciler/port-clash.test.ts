@@ -7,7 +7,7 @@
  */
 import { createServer } from "node:net";
 import { expect, test } from "vitest";
-import { conditionOf, freePort, freePortRange, isReadyAt, waitForStatus } from "./daemon-fixture.js";
+import { conditionOf, freePort, freePortRange, isReadyAt, waitForStatus, writeSlowEngine } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
 const dw = useDaemonWorld({ settings: { enabled: true, restartBudget: 3 } });
@@ -35,7 +35,9 @@ test("a coordinator port another program holds: PortInUse naming it, retried wit
   const holder = createServer();
   await new Promise<void>((resolve) => holder.listen(port, "127.0.0.1", resolve));
   try {
-    await dw.define("third", { nodes: ["l1", "l2"], port, portRange: await freePortRange(["127.0.0.1"], 8) });
+    // An engine that takes 2 s to start, so the launch after the port is freed can be watched.
+    const binary = await writeSlowEngine(world, 2);
+    await dw.define("third", { nodes: ["l1", "l2"], port, portRange: await freePortRange(["127.0.0.1"], 8), binary });
     // Two launches failed on the port: neither counted, none stalled the cluster.
     const refused = await waitForStatus(world, "third", (s) => (s.restarts?.evidence.filter((e) => e.reason === "PortInUse").length ?? 0) >= 2, 90_000);
     expect(refused.lastError?.message).toContain(`127.0.0.1:${port} is already in use on local`);
@@ -44,6 +46,11 @@ test("a coordinator port another program holds: PortInUse naming it, retried wit
   } finally {
     await new Promise((resolve) => holder.close(resolve));
   }
+  // The launch that finds the port free says, while it runs, which failure it tries again after.
+  const retrying = await waitForStatus(world, "third", (s) => conditionOf(s, "Ready")?.reason === "Launching", 90_000);
+  expect(conditionOf(retrying, "Ready")?.message).toMatch(
+    new RegExp(`^nothing serves this revision yet: its processes are starting \\(again, after PortInUse: .*127\\.0\\.0\\.1:${port} is already in use`),
+  );
   const ready = await waitForStatus(world, "third", (s) => isReadyAt(s), 120_000);
   expect(ready.restarts?.count).toBe(1);
 }, 240_000);

@@ -8,7 +8,7 @@ import { ShardctlError } from "../../errors/index.js";
 import { launchCluster, LaunchError } from "../../launch/index.js";
 import { definitionOf } from "../pass.js";
 import type { Step } from "../run-step.js";
-import { recordEvent, setConditions } from "../verdicts.js";
+import { notServingYet, recordEvent, setConditions } from "../verdicts.js";
 
 /** Launch failures caused by the cluster's surroundings (the network, a port held by another program), not by it. */
 const givenBack = new Set(["StageLinkUnreachable", "NodeUnreachable", "PortInUse"]);
@@ -49,7 +49,7 @@ export const launch: Step = {
     }
     memory.timeline = [];
     // Ready says what the pass does now: staging is over, the processes start.
-    setConditions(memory, revision, { Ready: { status: "False", reason: "Launching", message: "nothing serves this revision yet: its processes are starting" } });
+    setConditions(memory, revision, { Ready: notServingYet(memory, "Launching", "its processes are starting") });
     try {
       await launchCluster(request, {
         ledger,

@@ -7,7 +7,7 @@ import { stageForCluster, stagingFailureOf } from "../../cluster/index.js";
 import { isShardctlError, messageOf } from "../../errors/index.js";
 import { definitionOf } from "../pass.js";
 import type { Step } from "../run-step.js";
-import { setConditions } from "../verdicts.js";
+import { notServingYet, setConditions } from "../verdicts.js";
 
 export const stage: Step = {
   name: "stage",
@@ -19,7 +19,7 @@ export const stage: Step = {
     const { memory, settings } = pass;
     const planned = memory.planned;
     if (planned === undefined) throw new Error("stage step without a plan");
-    setConditions(memory, revision, { Ready: { status: "False", reason: "Staging", message: "nothing serves this revision yet" } });
+    setConditions(memory, revision, { Ready: notServingYet(memory, "Staging") });
     try {
       const staged = await stageForCluster(spec, settings, planned, pass.world.nodesOf(spec, settings), (event) => {
         const next = {
