@@ -1,6 +1,6 @@
 /**
  * Whether an address the demo's daemon will listen on is already held by another program, asked
- * before the demo prepares anything (its model, the router's config): a person running the demo
+ * before the demo prepares anything (its model): a person running the demo
  * wants to hear it at once, with the setting that moves it. (The daemon refuses to start on a taken
  * address too, before it does any work; this only says so sooner.)
  */

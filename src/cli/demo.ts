@@ -15,7 +15,8 @@ import { pathExists } from "../files/index.js";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { makeTestModel } from "../planner/index.js";
 import { daemonWatching, readStatus, requestsDirOf, startDaemon, statusFileFor, type ClusterStatus } from "../reconciler/index.js";
-import { computeRevision, loadCluster, loadSettings, type ClusterSpec } from "../spec/index.js";
+import { readRouterConfig } from "../router/index.js";
+import { computeRevision, loadCluster, loadSettings, type ClusterSpec, type Settings } from "../spec/index.js";
 import { waitForSignal } from "./commands/daemon.js";
 import { addressTaken } from "./demo-ports.js";
 import { createLogger, logFormatOption, parseLogFormat } from "./logger.js";
@@ -52,19 +53,6 @@ async function main(args: string[]): Promise<number> {
     throw new DemoFailure(`another demo or daemon (pid ${running}) already watches ${shown(clustersDir)}: stop it first (Ctrl-C in its terminal, or kill ${running})`);
   }
 
-  // The dashboard's port, checked before anything starts (the router's and the coordinator's are
-  // refused by what binds them, the router at once and the coordinator at launch).
-  const uiAddress = settings.daemon.uiAddress;
-  if (uiAddress !== undefined && (await addressTaken(uiAddress))) {
-    console.log("demo stopped: no process of it is left");
-    throw new DemoFailure(`the dashboard's address ${uiAddress} is already in use.\n  ${moveDashboard(uiAddress)}`);
-  }
-
-  // A model on this machine: the demo's own is made once (random weights; a Hub model is staged by
-  // the daemon like any other).
-  // ("path": the model is used where it lies on each node; nothing is made or checked here.)
-  if (spec.model.path !== undefined && spec.model.source === "push") await ensureModel(spec.model.path, definition, settingsFile);
-
   // The embedded router's config: where it listens, and the backends list clusters join.
   const routerConfig = settings.router.config!;
   if (!(await pathExists(routerConfig))) {
@@ -74,6 +62,21 @@ async function main(args: string[]): Promise<number> {
       '# The embedded router of the shardctl demo; shardctl adds and removes backends.\nserver:\n  bind_address: "127.0.0.1:8088"\nbackends: []\n',
     );
   }
+
+  // Every address the demo listens on, checked before anything starts, and every taken one named
+  // at once: freeing one port at a time, a run each, is no way to meet the next. (What binds each
+  // still refuses it if it is taken between this check and then.)
+  const uiAddress = settings.daemon.uiAddress;
+  const taken = await takenAddresses(spec, settings, routerConfig);
+  if (taken.length > 0) {
+    console.log("demo stopped: no process of it is left");
+    throw new DemoFailure(taken.join("\n"));
+  }
+
+  // A model on this machine: the demo's own is made once (random weights; a Hub model is staged by
+  // the daemon like any other).
+  // ("path": the model is used where it lies on each node; nothing is made or checked here.)
+  if (spec.model.path !== undefined && spec.model.source === "push") await ensureModel(spec.model.path, definition, settingsFile);
 
   // A fresh start for the demo cluster: whatever an earlier run left in its status (a spent restart
   // budget, a Ready of processes long gone) is looked at again, as `shardctl reconcile demo` would.
@@ -91,9 +94,7 @@ async function main(args: string[]): Promise<number> {
     if (isShardctlError(error, "DashboardListenFailed")) throw new DemoFailure(`${error.message}\n  ${moveDashboard(uiAddress ?? "")}`);
     if (!isShardctlError(error, "RouterListenFailed")) throw error;
     // Nothing serves yet: say which file holds the router's address; the demo writes that file only when it is missing.
-    throw new DemoFailure(
-      `${error.message}\n  ${shown(routerConfig)} is the router config that [router] config in ${shown(settingsFile)} names: edit its server.bind_address (the demo never overwrites it)`,
-    );
+    throw new DemoFailure(`${error.message}\n  ${moveRouter(routerConfig)}`);
   });
   console.log(`daemon watching ${shown(clustersDir)}; launching cluster "${clusterName}" (2 stages on this machine) …`);
   console.log(`daemon log: ${shown(logFile)} (warnings and errors are shown here too)`);
@@ -172,15 +173,47 @@ function portTakenFailure(status: ClusterStatus, spec: ClusterSpec, startedAt: n
   const error = status.lastError;
   // Only this run's errors: the status file may still hold an earlier run's.
   if (error === undefined || !since(error.at, startedAt)) return undefined;
-  const definition = shown(join(dirname(settingsFile), "clusters", `${clusterName}.toml`));
-  if (error.reason === "PortInUse") {
-    const { host, port } = spec.coordinator;
-    return `the coordinator's port ${host}:${port} is already in use.\n  set a free port in ${definition}: [coordinator] port = ${port}, or stop what holds it`;
-  }
+  if (error.reason === "PortInUse") return coordinatorPortTaken(spec);
   if (error.reason === "PortRangeExhausted") {
     return `${error.message}\n  widen or move the range in ${shown(settingsFile)}: [distributed] port_range, or stop what holds those ports`;
   }
   return undefined;
+}
+
+/**
+ * The addresses the demo will listen on that another program holds now, each said with the setting
+ * that moves it: the dashboard's, the embedded router's (from its config; one that cannot be read
+ * is left for the daemon to report) and the coordinator's when it runs on this machine.
+ */
+async function takenAddresses(spec: ClusterSpec, settings: Settings, routerConfig: string): Promise<string[]> {
+  const wanted: Array<{ address: string; taken: string }> = [];
+  const ui = settings.daemon.uiAddress;
+  if (ui !== undefined) wanted.push({ address: ui, taken: `the dashboard's address ${ui} is already in use.\n  ${moveDashboard(ui)}` });
+  if (settings.router.embedded) {
+    const bind = (await readRouterConfig(routerConfig).catch(() => undefined))?.bind;
+    // Without server.bind_address the router listens on 127.0.0.1:8080.
+    const address = bind === undefined ? "127.0.0.1:8080" : `${bind.host.includes(":") ? `[${bind.host}]` : bind.host}:${bind.port}`;
+    wanted.push({ address, taken: `the router's address ${address} is already in use.\n  ${moveRouter(routerConfig)}` });
+  }
+  const { node, host, port } = spec.coordinator;
+  if (node === "local" || settings.nodes[node]?.host === "local") {
+    wanted.push({ address: `${host.includes(":") ? `[${host}]` : host}:${port}`, taken: coordinatorPortTaken(spec) });
+  }
+  const taken: string[] = [];
+  for (const { address, taken: said } of wanted) if (await addressTaken(address)) taken.push(said);
+  return taken;
+}
+
+/** The coordinator's port is taken, and the setting that moves it. */
+function coordinatorPortTaken(spec: ClusterSpec): string {
+  const { host, port } = spec.coordinator;
+  const definition = join(dirname(settingsFile), "clusters", `${clusterName}.toml`);
+  return `the coordinator's port ${host}:${port} is already in use.\n  set a free port in ${shown(definition)}: [coordinator] port = ${port}, or stop what holds it`;
+}
+
+/** The setting that moves the embedded router, and where it is. */
+function moveRouter(routerConfig: string): string {
+  return `${shown(routerConfig)} is the router config that [router] config in ${shown(settingsFile)} names: edit its server.bind_address (the demo never overwrites it)`;
 }
 
 /** The setting that moves the dashboard, and where it is. */

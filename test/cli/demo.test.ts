@@ -183,7 +183,7 @@ test("Ctrl-C during the launch: the demo tears down and prints no health line af
   expect(await processesMentioning(root)).toEqual([]);
 }, 120_000);
 
-test("the demo's coordinator port is taken: exit 1 on its own, naming clusters/demo.toml and [coordinator] port", async () => {
+test("the demo's coordinator port is taken: exit 1 before the daemon starts, naming clusters/demo.toml and [coordinator] port", async () => {
   const taken = await holdPort();
   const root = await demoRoot({ coordinatorPort: taken });
   const run = runDemo(root);
@@ -197,13 +197,9 @@ test("the demo's coordinator port is taken: exit 1 on its own, naming clusters/d
   expect(jsonLines(run.stderr())).toEqual([]);
   expect(run.stdout()).toMatch(/demo stopped: no process of it is left/);
   expect(await processesMentioning(root)).toEqual([]);
-  // The status file says nothing runs, not that the daemon is still retrying.
-  const status = JSON.parse(await readFile(join(root, "clusters/demo.status.json"), "utf8")) as {
-    health: string;
-    conditions: Array<{ type: string; status: string; reason: string }>;
-  };
-  expect(status.health).toBe("Stopped");
-  expect(status.conditions.find((c) => c.type === "Reconciling")).toMatchObject({ status: "False", reason: "TornDownOnExit" });
+  // Found before the daemon started: no launch was tried, and no status file says one was.
+  expect(run.stdout()).not.toMatch(/daemon watching/);
+  await expect(readFile(join(root, "clusters/demo.status.json"), "utf8")).rejects.toMatchObject({ code: "ENOENT" });
 }, 120_000);
 
 test("the demo's router port is taken: exit 1 on its own, naming .demo/router.yaml and server.bind_address", async () => {
@@ -213,8 +209,7 @@ test("the demo's router port is taken: exit 1 on its own, naming .demo/router.ya
   const code = await exitOnItsOwn(run, 30_000);
   const output = `${run.stdout()}\n${run.stderr()}`;
   expect(code, output).toBe(1);
-  expect(run.stderr()).toContain(`router cannot listen on 127.0.0.1:${taken}`);
-  expect(run.stderr()).toContain(`the address is set by server.bind_address in ${join(root, ".demo/router.yaml")}`);
+  expect(run.stderr()).toContain(`the router's address 127.0.0.1:${taken} is already in use`);
   expect(run.stderr()).toContain(".demo/router.yaml is the router config that [router] config in shardctl.toml names: edit its server.bind_address");
   expect(jsonLines(output)).toEqual([]);
   expect(await processesMentioning(root)).toEqual([]);
@@ -231,6 +226,20 @@ test("the demo's dashboard port is taken: exit 1 at once, naming shardctl.toml a
   expect(run.stderr()).toContain(`set a free address in shardctl.toml: [daemon] ui_address = "127.0.0.1:${taken}"`);
   expect(jsonLines(output)).toEqual([]);
   expect(run.stdout()).toMatch(/demo stopped: no process of it is left/);
+  expect(await processesMentioning(root)).toEqual([]);
+}, 60_000);
+
+test("every port the demo needs is taken: exit 1 at once naming each, with the setting that moves it", async () => {
+  const [coordinator, router, ui] = [await holdPort(), await holdPort(), await holdPort()];
+  const root = await demoRoot({ coordinatorPort: coordinator, routerPort: router, uiPort: ui });
+  const run = runDemo(root);
+  const code = await exitOnItsOwn(run, 30_000);
+  expect(code, `${run.stdout()}\n${run.stderr()}`).toBe(1);
+  expect(run.stderr()).toContain(`the dashboard's address 127.0.0.1:${ui} is already in use`);
+  expect(run.stderr()).toContain(`the router's address 127.0.0.1:${router} is already in use`);
+  expect(run.stderr()).toContain(`the coordinator's port 127.0.0.1:${coordinator} is already in use`);
+  expect(run.stderr()).toContain(`set a free port in clusters/demo.toml: [coordinator] port = ${coordinator}`);
+  expect(run.stdout()).not.toMatch(/daemon watching/);
   expect(await processesMentioning(root)).toEqual([]);
 }, 60_000);
 
