@@ -134,7 +134,8 @@ async function startHttp(
   log.info({ address: `${o.host}:${o.port}`, role, model: ctx.modelName, contextLength: ctx.config.maxPositions }, "http listening");
   const ready = (async () => {
     ctx.codec = new TextCodec(modelDir);
-    ctx.prompts = new PromptEncoder(ctx.codec, modelDir);
+    // Prompts encoded in place hold the pipeline's links alive (the pipeline is connected below).
+    ctx.prompts = new PromptEncoder(ctx.codec, modelDir, (work) => (ctx.pipeline === undefined ? work() : ctx.pipeline.hold(work)));
     await load(ctx);
     if (!o.noWarmup) await warmUp(ctx.pipeline as Pipeline, ctx.codec, config);
     ctx.health = { state: "ok" };

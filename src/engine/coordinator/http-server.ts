@@ -108,7 +108,8 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
     sendJson(res, 200, { stages: await ctx.pipeline.stats() });
     return;
   }
-  const body = await readJsonBody(req);
+  const pipeline = ctx.pipeline;
+  const body = await readJsonBody(req, (work) => pipeline.hold(work));
   const request = path === "/v1/chat/completions" ? parseChatRequest(body) : parseCompletionRequest(body);
   if (request.model !== undefined && request.model !== ctx.modelName) {
     throw new ApiError(404, `The model \`${request.model}\` does not exist; this server serves \`${ctx.modelName}\``, "model", "model_not_found");
@@ -116,8 +117,12 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   await complete(ctx, ctx.pipeline, ctx.codec, ctx.prompts, request, req, res);
 }
 
-/** Read the body (at most maxBodyBytes) and parse it as JSON. */
-async function readJsonBody(req: IncomingMessage): Promise<unknown> {
+/**
+ * Read the body (at most maxBodyBytes) and parse it as JSON, under `hold`: a body of a few MiB of
+ * tiny objects takes a good part of a second to parse, and several arriving together would hold
+ * the event loop past the stage links' liveness bound.
+ */
+async function readJsonBody(req: IncomingMessage, hold: <T>(work: () => T) => T): Promise<unknown> {
   const declared = Number(req.headers["content-length"] ?? 0);
   const chunks: Buffer[] = [];
   let size = 0;
@@ -133,7 +138,7 @@ async function readJsonBody(req: IncomingMessage): Promise<unknown> {
     throw new ApiError(413, `Request body of ${Math.max(size, declared)} bytes exceeds the limit of ${maxBodyBytes} bytes`, null, "request_too_large");
   }
   try {
-    return JSON.parse(Buffer.concat(chunks).toString("utf8"));
+    return hold(() => JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown);
   } catch (error) {
     throw new ApiError(400, `Request body is not valid JSON: ${(error as Error).message}`, null, "invalid_json");
   }

@@ -15,6 +15,12 @@ export interface Pipeline {
   release(seq: number): void;
   /** Memory figures per stage (or of this process). */
   stats(): Promise<object[]>;
+  /**
+   * Run synchronous work of the event loop (parsing a request body, rendering and tokenizing a
+   * prompt) while the pipeline's peers keep hearing from this process: a client's body that takes
+   * seconds to parse must cost that client's answer, not the stages' liveness.
+   */
+  hold<T>(work: () => T): T;
 }
 
 /** The whole model in this process. */
@@ -80,6 +86,11 @@ export class LocalPipeline implements Pipeline {
     const state = this.sequences.get(seq);
     this.sequences.delete(seq);
     if (state !== undefined) this.model.releaseCache(state.cache);
+  }
+
+  /** Nothing to keep alive: the whole model is in this process. */
+  hold<T>(work: () => T): T {
+    return work();
   }
 
   stats(): Promise<object[]> {

@@ -38,17 +38,22 @@ export class PromptEncoder {
   constructor(
     private readonly codec: TextCodec,
     private readonly modelDir: string,
+    /**
+     * Runs the work done in place while the pipeline's peers keep hearing from this process: a
+     * short chat still runs the model's chat template, which may loop for as long as it likes.
+     */
+    private readonly hold: <T>(work: () => T) => T = (work) => work(),
   ) {}
 
   /** Token ids of a completion prompt (no special tokens added). */
   encode(text: string): Promise<number[]> {
-    if (text.length < threadedChars) return Promise.resolve(this.codec.encode(text));
+    if (text.length < threadedChars) return Promise.resolve(this.hold(() => this.codec.encode(text)));
     return this.ask({ id: this.nextId++, text });
   }
 
   /** Token ids of the chat template rendered over `messages` with the generation prompt. */
   encodeChat(messages: ChatMessage[]): Promise<number[]> {
-    if (renderedChars(messages) < threadedChars) return Promise.resolve(this.codec.encodeChat(messages));
+    if (renderedChars(messages) < threadedChars) return Promise.resolve(this.hold(() => this.codec.encodeChat(messages)));
     return this.ask({ id: this.nextId++, messages });
   }
 

@@ -10,7 +10,7 @@
 import { logAnsweringPeers, logLostPeer, logSilentPeer } from "../exit-status.js";
 import type { Logger } from "../log.js";
 import type { SampledToken, SamplingParams } from "../model/index.js";
-import { decodeError, decodeResult, dialLinkUntil, encodePrepare, encodeRun, encodeSeq, Kind, type Link, seqOf } from "../transport/index.js";
+import { ComputeHeartbeat, decodeError, decodeResult, dialLinkUntil, encodePrepare, encodeRun, encodeSeq, Kind, type Link, seqOf } from "../transport/index.js";
 import { listenForResults } from "./control-listener.js";
 import type { Pipeline } from "./pipeline.js";
 
@@ -48,6 +48,8 @@ export class RemotePipeline implements Pipeline {
   private statsWaiters: Array<Array<(v: object) => void>> = [];
   private broken: string | undefined;
   private readonly states: LinkState[];
+  /** Writes the links' heartbeats from a helper thread while `hold` keeps the event loop busy. */
+  private readonly heartbeat = new ComputeHeartbeat();
 
   private constructor(
     private readonly links: Link[],
@@ -173,9 +175,14 @@ export class RemotePipeline implements Pipeline {
     return Promise.all(answers);
   }
 
+  hold<T>(work: () => T): T {
+    return this.heartbeat.run([...this.links, this.results], () => work());
+  }
+
   close(): void {
     this.broken ??= "closed";
     for (const l of [...this.links, this.results]) l.close();
+    this.heartbeat.stop();
     this.closeControl();
   }
 
