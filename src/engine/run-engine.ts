@@ -10,6 +10,7 @@ import { createHttpServer, type HttpContext } from "./coordinator/http-server.js
 import { LocalPipeline, type Pipeline } from "./coordinator/pipeline.js";
 import { PromptEncoder } from "./coordinator/prompt-encoder.js";
 import { RemotePipeline } from "./coordinator/remote-pipeline.js";
+import { RequestParser } from "./coordinator/request-parser.js";
 import { SequenceSlots } from "./coordinator/sequence-slots.js";
 import { TextCodec } from "./coordinator/text.js";
 import { generate } from "./coordinator/generate.js";
@@ -124,6 +125,8 @@ async function startHttp(
     config: { ...config, maxPositions: Math.min(config.maxPositions, o.contextLength ?? config.maxPositions) },
     codec: undefined,
     prompts: undefined,
+    // Bodies parsed in place hold the pipeline's links alive (the pipeline is connected later).
+    requests: new RequestParser((work) => (ctx.pipeline === undefined ? work() : ctx.pipeline.hold(work))),
     slots: new SequenceSlots(o.maxSequences),
     pipeline: undefined,
     health: { state: "loading" },
@@ -146,6 +149,7 @@ async function startHttp(
     ready,
     close: async () => {
       await ctx.prompts?.close();
+      await ctx.requests.close();
       await new Promise<void>((done) => {
         server.closeAllConnections();
         server.close(() => done());

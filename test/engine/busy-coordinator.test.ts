@@ -1,12 +1,12 @@
 /**
- * A coordinator whose event loop a client keeps busy is still alive to its stages. Parsing a
- * request body, rendering the model's chat template and tokenizing a short prompt run on the
- * coordinator's main thread; while they run, its stage links' own timers cannot send heartbeats, and
- * the stages declare a peer dead after 2.5 s of silence. Six bodies of 4 MiB of tiny objects
- * arriving together take seconds to parse here, and a chat template that loops for seconds on one
- * message's content holds the loop as long: without a helper thread writing the heartbeats meanwhile
- * (`Pipeline.hold`), the stages exited 69 and every request failed with the pipeline broken.
- * Real processes on loopback: a two-stage pipeline of shard-engine.
+ * A client cannot take a coordinator's pipeline down by keeping its event loop busy. Six bodies of
+ * 4 MiB of tiny objects arriving together took seconds to parse on the coordinator's main thread:
+ * its stage links' timers sent no heartbeat meanwhile and the stages, hearing nothing for 2.5 s,
+ * exited 69; its /health went unanswered as long (the daemon's monitor takes three silent probes
+ * for a death). Large bodies are now parsed on a thread of their own, and /health keeps answering.
+ * A chat template that loops for seconds on one message's content still renders in place (a short
+ * chat), but a helper thread writes the links' heartbeats meanwhile (`Pipeline.hold`): that request
+ * waits, the pipeline lives. Real processes on loopback: a two-stage pipeline of shard-engine.
  */
 import { readFile, writeFile, mkdtemp, rm } from "node:fs/promises";
 import { connect, type Socket } from "node:net";
@@ -86,8 +86,28 @@ it("six 4 MiB bodies of tiny objects parsed back to back: the stages keep hearin
   const url = new URL(cluster.baseUrl);
   const held = await Promise.all(Array.from({ length: 6 }, () => heldRequest(url, "/v1/completions", body)));
   const started = performance.now();
+  // /health asked every 200 ms while the bodies are parsed: the longest time without an answer.
+  let answeredAt = started;
+  let longestSilenceMs = 0;
+  let parsing = true;
+  const healthWatch = (async () => {
+    while (parsing) {
+      const r = await fetch(`${cluster.baseUrl}/health`).catch(() => undefined);
+      if (r?.status === 200) {
+        longestSilenceMs = Math.max(longestSilenceMs, performance.now() - answeredAt);
+        answeredAt = performance.now();
+      }
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  })();
   const statuses = await Promise.all(held.map((h) => h.finish()));
-  console.log(`six held bodies answered in ${Math.round(performance.now() - started)} ms: ${statuses.join(" | ")}`);
+  parsing = false;
+  await healthWatch;
+  console.log(
+    `six held bodies answered in ${Math.round(performance.now() - started)} ms, /health silent at most ${Math.round(longestSilenceMs)} ms: ${statuses.join(" | ")}`,
+  );
   for (const status of statuses) expect(status).toMatch(/^HTTP\/1\.1 (200|400)/);
+  // Three silent probes a second apart are a death to the daemon's monitor.
+  expect(longestSilenceMs).toBeLessThan(2_000);
   await expectPipelineServes();
 }, 120_000);

@@ -12,7 +12,8 @@ import type { Pipeline } from "./pipeline.js";
 import { type PromptEncoder, TokenizerThreadFailed } from "./prompt-encoder.js";
 import type { SequenceSlots } from "./sequence-slots.js";
 import { type LinkState, PipelineBroken } from "./remote-pipeline.js";
-import { ApiError, type ChatRequest, type CompletionRequest, parseChatRequest, parseCompletionRequest } from "./requests.js";
+import { ApiError, type ChatRequest, type CompletionRequest } from "./requests.js";
+import type { RequestParser } from "./request-parser.js";
 import type { TextCodec } from "./text.js";
 
 /** Largest request body accepted, bytes. */
@@ -30,6 +31,8 @@ export interface HttpContext {
   codec: TextCodec | undefined;
   /** Tokenizes long prompts off the event loop (set with `codec`). */
   prompts: PromptEncoder | undefined;
+  /** Parses request bodies, large ones off the event loop. */
+  requests: RequestParser;
   /** Admission: the sequences generated at once. */
   slots: SequenceSlots;
   pipeline: Pipeline | undefined;
@@ -108,21 +111,16 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
     sendJson(res, 200, { stages: await ctx.pipeline.stats() });
     return;
   }
-  const pipeline = ctx.pipeline;
-  const body = await readJsonBody(req, (work) => pipeline.hold(work));
-  const request = path === "/v1/chat/completions" ? parseChatRequest(body) : parseCompletionRequest(body);
+  const body = await readBody(req);
+  const request = await ctx.requests.parse(body, path === "/v1/chat/completions" ? "chat" : "completion");
   if (request.model !== undefined && request.model !== ctx.modelName) {
     throw new ApiError(404, `The model \`${request.model}\` does not exist; this server serves \`${ctx.modelName}\``, "model", "model_not_found");
   }
   await complete(ctx, ctx.pipeline, ctx.codec, ctx.prompts, request, req, res);
 }
 
-/**
- * Read the body (at most maxBodyBytes) and parse it as JSON, under `hold`: a body of a few MiB of
- * tiny objects takes a good part of a second to parse, and several arriving together would hold
- * the event loop past the stage links' liveness bound.
- */
-async function readJsonBody(req: IncomingMessage, hold: <T>(work: () => T) => T): Promise<unknown> {
+/** Read the body (at most maxBodyBytes): a larger one is refused with 413 (and cut past maxDrainBytes). */
+async function readBody(req: IncomingMessage): Promise<Buffer> {
   const declared = Number(req.headers["content-length"] ?? 0);
   const chunks: Buffer[] = [];
   let size = 0;
@@ -137,11 +135,7 @@ async function readJsonBody(req: IncomingMessage, hold: <T>(work: () => T) => T)
   if (size > maxBodyBytes || declared > maxBodyBytes) {
     throw new ApiError(413, `Request body of ${Math.max(size, declared)} bytes exceeds the limit of ${maxBodyBytes} bytes`, null, "request_too_large");
   }
-  try {
-    return hold(() => JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown);
-  } catch (error) {
-    throw new ApiError(400, `Request body is not valid JSON: ${(error as Error).message}`, null, "invalid_json");
-  }
+  return Buffer.concat(chunks);
 }
 
 async function complete(
