@@ -35,7 +35,8 @@ export function createContinuumFileRegistrar(configFile: string): Registrar {
       try {
         const { text, exists } = await load();
         const next = editBackendsText(text, change);
-        if (next !== text || !exists) await writeFileAtomic(file, next);
+        // The config may be a link to the router's real one (kept in another repository or directory).
+        if (next !== text || !exists) await writeFileAtomic(file, next, { followLink: true });
       } catch (error) {
         throw new ShardctlError(reason, `cannot update router config ${file}: ${messageOf(error)}`, { cause: error });
       }

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { lstat, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -164,6 +164,21 @@ describe("continuum file registrar", () => {
     await writeFile(file, ORIGINAL, { mode: 0o600 });
     await createRegistrar({ kind: "continuum", config: file }).register(cluster);
     expect((await stat(file)).mode & 0o777).toBe(0o600);
+  });
+
+  it("a config that is a link to the router's real one: the real file gets the entry, the link stays", async () => {
+    await mkdir(join(dir, "real"));
+    const real = join(dir, "real", "config.yaml");
+    await writeFile(real, ORIGINAL);
+    await symlink("real/config.yaml", file);
+    const registrar = createRegistrar({ kind: "continuum", config: file });
+    await registrar.register(cluster);
+    expect((await lstat(file)).isSymbolicLink()).toBe(true);
+    expect((parse(await readFile(real, "utf8")) as { backends: Array<{ name: string }> }).backends.map((b) => b.name)).toEqual(["vllm-cluster", "ollama", "llama-pp"]);
+    await registrar.deregister("llama-pp");
+    expect((await lstat(file)).isSymbolicLink()).toBe(true);
+    expect(await readFile(real, "utf8")).not.toContain("llama-pp");
+    expect((await readdir(join(dir, "real"))).sort()).toEqual(["config.yaml"]);
   });
 
   it("refuses a broken YAML file with RouterRegistrationFailed and leaves it as it was", async () => {
