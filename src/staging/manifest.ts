@@ -35,7 +35,17 @@ export async function fetchHubManifest(options: HubManifestOptions): Promise<Man
       repo,
     );
     const resolved = head.headers.get("x-repo-commit");
-    if (resolved === null || !/^[0-9a-zA-Z]+$/.test(resolved)) throw new ShardctlError("HubError", `${base}: no X-Repo-Commit for ${repo}@${revision}`);
+    // A git commit id (40 hex digits, or 64 for SHA-256 repositories): it names a folder on every
+    // node, so anything else (a 300-character one overflowed the name limit after every download)
+    // is refused before a byte is fetched. Terminal: the same Hub answers the same way on a retry.
+    if (resolved === null) throw new ShardctlError("HubError", `${base}: no X-Repo-Commit for ${repo}@${revision}`);
+    if (!/^(?:[0-9a-f]{40}|[0-9a-f]{64})$/.test(resolved)) {
+      throw new ShardctlError(
+        "HubError",
+        `${base}: the X-Repo-Commit of ${repo}@${revision} is not a commit id (40 or 64 lowercase hex digits): ${JSON.stringify(resolved.slice(0, 80))}${resolved.length > 80 ? ` (${resolved.length} characters)` : ""}; check [hub] endpoint`,
+        { terminal: true },
+      );
+    }
     commit = resolved;
   }
   const treeUrl = `${base}/api/models/${encodedRepo}/tree/${encodeURIComponent(commit)}?recursive=true`;

@@ -107,6 +107,28 @@ describe("manifests", () => {
     }
     await expect(stageNode(await localNode(), hubSource, manifest, { files: ["../config.json"] })).rejects.toMatchObject({ reason: "UnsafeFileName" });
   });
+
+  it("refuses a revision the Hub resolves to something other than a commit id, before anything is listed or fetched", async () => {
+    for (const answer of ["a".repeat(300), "../../x", "ABCDEF0123456789ABCDEF0123456789ABCDEF01"]) {
+      const requests: string[] = [];
+      const odd: Server = createServer((req, res) => {
+        requests.push(`${req.method} ${req.url}`);
+        res.setHeader("X-Repo-Commit", answer);
+        res.end("{}");
+      });
+      const oddHost = await allocateHost();
+      await new Promise<void>((r) => odd.listen(0, oddHost, () => r()));
+      const endpoint = `http://${oddHost}:${(odd.address() as AddressInfo).port}`;
+      try {
+        const refused = await fetchHubManifest({ endpoint, repo, revision: "main" }).catch((error: unknown) => error);
+        expect(refused).toMatchObject({ reason: "HubError", terminal: true });
+        expect((refused as Error).message).toContain("is not a commit id (40 or 64 lowercase hex digits)");
+        expect(requests.every((r) => r.startsWith("HEAD "))).toBe(true);
+      } finally {
+        await new Promise<void>((r) => odd.close(() => r()));
+      }
+    }
+  });
 });
 
 describe("staging over ssh from the hub", () => {
