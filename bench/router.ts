@@ -4,6 +4,10 @@
  * `shardctl router` (a separate process, as deployed), interleaved so drift hits both alike; the
  * overhead is the difference of medians (goal ≤ 2 ms). `measureProxyOverhead` is exported for
  * bench/lifecycle.ts, which points it at a real coordinator and its router.
+ *
+ * Then the time to find a request's `model` in a 32 MiB body (the router's body limit) of tiny
+ * objects, `{"model":…,"a":[{},{},…]}`: JSON.parse of the whole body, as the router once did, against
+ * findModelField's scan. The router runs in the daemon, so this time is time its event loop is held.
  */
 import { spawn } from "node:child_process";
 import { Agent, createServer, request } from "node:http";
@@ -12,6 +16,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { findModelField } from "../src/router/find-model-field.js";
 
 export type LatencyFigures = { medianMs: number; p95Ms: number; meanMs: number };
 
@@ -137,6 +142,7 @@ export async function run(args: string[]): Promise<object> {
   await writeFile(config, `server:\n  bind_address: "127.0.0.1:0"\nbackends:\n  - name: bench\n    url: "${directUrl}"\n    models: ["bench-model"]\n`);
   const cli = fileURLToPath(new URL("../src/cli/shardctl.js", import.meta.url));
   const router = spawn(process.execPath, [cli, "router", "--config", config], { stdio: ["ignore", "ignore", "pipe"] });
+  let routerOverhead: OverheadFigures;
   try {
     const routedUrl = await new Promise<string>((resolve, reject) => {
       let text = "";
@@ -147,11 +153,65 @@ export async function run(args: string[]): Promise<object> {
       });
       router.once("exit", (code) => reject(new Error(`router exited with ${code}: ${text}`)));
     });
-    const figures = await measureProxyOverhead({ directUrl, routedUrl, model: "bench-model", requests });
-    return { routerOverhead: figures };
+    routerOverhead = await measureProxyOverhead({ directUrl, routedUrl, model: "bench-model", requests });
   } finally {
     router.kill("SIGTERM");
     backend.close();
     await rm(dir, { recursive: true, force: true });
   }
+  return { routerOverhead, modelLookup: measureModelLookup() };
+}
+
+export type ModelLookupFigures = {
+  bodyBytes: number;
+  /** JSON.parse of the whole body (decoded to a string first, as the router did), milliseconds; one run, it takes seconds. */
+  wholeParseMs: number;
+  /** findModelField's first run on the body, milliseconds: code not yet optimised, as in a daemon that has routed little. */
+  scanFirstMs: number;
+  /** findModelField on the body, median of `scanRuns` runs (the first included), milliseconds. */
+  scanMedianMs: number;
+  scanRuns: number;
+  /** wholeParseMs ÷ scanMedianMs. */
+  speedup: number;
+};
+
+/** Finding `model` in a body of `bodyBytes` (default 32 MiB) made of empty objects: whole-body JSON.parse against the scan. */
+export function measureModelLookup(bodyBytes = 32 * 1024 * 1024, scanRuns = 11): ModelLookupFigures {
+  const body = writeTinyObjectsBody(bodyBytes);
+  const started = performance.now();
+  const parsed = JSON.parse(body.toString("utf8")) as { model?: unknown };
+  const wholeParseMs = performance.now() - started;
+  const scans: number[] = [];
+  for (let run = 0; run < scanRuns; run++) {
+    const start = performance.now();
+    const found = findModelField(body);
+    scans.push(performance.now() - start);
+    if (found?.model !== parsed.model) throw new Error(`the scan found ${JSON.stringify(found?.model)}, JSON.parse ${JSON.stringify(parsed.model)}`);
+  }
+  const scanMedianMs = summarise(scans).medianMs;
+  return {
+    bodyBytes: body.length,
+    wholeParseMs: round(wholeParseMs),
+    scanFirstMs: round(scans[0] ?? NaN),
+    scanMedianMs,
+    scanRuns,
+    speedup: round(wholeParseMs / scanMedianMs),
+  };
+}
+
+/** `{"model":"bench-model","a":[{},{},…]}`, as many `{}` as fit in `bytes` (the body is at most that long). */
+function writeTinyObjectsBody(bytes: number): Buffer {
+  const head = '{"model":"bench-model","a":[';
+  const tail = "]}";
+  // Each object is 2 bytes plus its comma, the first has none.
+  const objects = Math.floor((bytes - head.length - tail.length + 1) / 3);
+  const body = Buffer.alloc(head.length + objects * 3 - 1 + tail.length);
+  let at = body.write(head, "latin1");
+  for (let i = 0; i < objects; i++) {
+    if (i > 0) body[at++] = 0x2c;
+    body[at++] = 0x7b;
+    body[at++] = 0x7d;
+  }
+  body.write(tail, at, "latin1");
+  return body;
 }

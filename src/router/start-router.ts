@@ -17,6 +17,7 @@ import { normaliseRequestPath } from "./normalise-path.js";
 import { readRouterConfig } from "./read-router-config.js";
 import { readRelaunchMarks, relaunchFileOf, relaunchMsLeft, type RelaunchMarks } from "./relaunch-marks.js";
 import { createRouteTable, type RouteTable } from "./route-table.js";
+import { findModelField, type ByteSpan } from "./find-model-field.js";
 import type { RouterConfig } from "./types.js";
 import { watchConfig } from "./watch-config.js";
 
@@ -203,11 +204,12 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
   };
 
   const routeBody = async (req: IncomingMessage, res: ServerResponse, forwardPath: string, body: Buffer): Promise<void> => {
-    const model = modelOf(body);
-    if (model === undefined) {
+    const field = findModelField(body);
+    if (field === undefined) {
       sendOpenAIError(res, 400, "expected a JSON body with a string `model`", "invalid_request_error", "missing_model", "model");
       return;
     }
+    const { model } = field;
     const candidates = table.candidates(model);
     if (candidates.length === 0) {
       if (!answerRelaunching(res, model))
@@ -217,17 +219,7 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
     // Try backends in order until one is reached; only connection failures move on to the next.
     const routes = table;
     for (const backend of candidates) {
-      const forwarded = withUpstreamModel(body, backend.upstream_model);
-      if (forwarded === undefined) {
-        sendOpenAIError(
-          res,
-          400,
-          `the request body is nested too deep for its \`model\` to be rewritten for backend ${backend.name}; send JSON nested at most a few thousand levels`,
-          "invalid_request_error",
-          "body_too_deep",
-        );
-        return;
-      }
+      const forwarded = withUpstreamModel(body, field.spans, backend.upstream_model);
       const outcome = await proxyRequest(context, backend, req, forwardPath, forwarded, res);
       if (outcome.kind === "done") {
         routes.markUp(backend.name);
@@ -308,19 +300,21 @@ function toModelObject(model: { id: string; backends: string[] }): object {
 }
 
 /**
- * The body with its `model` replaced by the backend's upstream name, when it has one (the body is
- * JSON: modelOf parsed it). Undefined when the body is nested deeper than JSON.stringify can recurse
- * (JSON.parse takes any depth): a client's error, not the router's.
+ * The body with its `model` replaced by the backend's upstream name, when it has one: the name's JSON
+ * string is written over each top-level `model` value token (`spans`, from findModelField), and the
+ * rest of the body is copied as sent — it is never parsed nor serialised again.
  */
-function withUpstreamModel(body: Buffer, upstream: string | undefined): Buffer | undefined {
+function withUpstreamModel(body: Buffer, spans: ByteSpan[], upstream: string | undefined): Buffer {
   if (upstream === undefined) return body;
-  const json = JSON.parse(body.toString("utf8")) as Record<string, unknown>;
-  try {
-    return Buffer.from(JSON.stringify({ ...json, model: upstream }), "utf8");
-  } catch (error) {
-    if (error instanceof RangeError) return undefined;
-    throw error;
+  const name = Buffer.from(JSON.stringify(upstream), "utf8");
+  const parts: Buffer[] = [];
+  let copied = 0;
+  for (const [start, end] of spans) {
+    parts.push(body.subarray(copied, start), name);
+    copied = end;
   }
+  parts.push(body.subarray(copied));
+  return Buffer.concat(parts);
 }
 
 /** Characters of a requested model name shown in an error; a longer one (the body may be 32 MiB) is cut. */
@@ -329,18 +323,6 @@ const shownModelChars = 200;
 /** `model` for an error message, cut to shownModelChars with its length said. */
 function showModel(model: string): string {
   return model.length <= shownModelChars ? model : `${model.slice(0, shownModelChars)}… (${model.length} characters)`;
-}
-
-function modelOf(body: Buffer): string | undefined {
-  try {
-    const json: unknown = JSON.parse(body.toString("utf8"));
-    if (typeof json === "object" && json !== null && typeof (json as { model?: unknown }).model === "string") {
-      return (json as { model: string }).model;
-    }
-  } catch {
-    // Not JSON: reported as a missing model.
-  }
-  return undefined;
 }
 
 /**
