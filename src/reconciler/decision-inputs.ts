@@ -27,9 +27,14 @@ export interface DirectoryView {
   ownEntries: number;
 }
 
-/** Read the prune guard's view of `dir` (absolute); a directory that cannot be listed has no definitions. */
+/**
+ * Read the prune guard's view of `dir` (absolute). A directory that is missing has no definitions;
+ * one that is there but cannot be listed (a permission taken away for a moment, a network mount's
+ * hiccup) is an error, not an empty directory: the guard would otherwise let its clusters be pruned.
+ */
 export async function readDirectoryView(dir: string, ledger: Pick<Ledger, "list">): Promise<DirectoryView> {
-  const [exists, files, entries] = await Promise.all([pathExists(dir), findClusterFiles(dir).catch(() => [] as string[]), ledger.list()]);
+  const [exists, entries] = await Promise.all([pathExists(dir), ledger.list()]);
+  const files = exists ? await findClusterFiles(dir) : [];
   return { exists, definitions: files.length, ownEntries: entries.filter((e) => isOwnedBy(e, dir)).length };
 }
 

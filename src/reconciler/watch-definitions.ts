@@ -46,6 +46,8 @@ export async function watchDefinitions(options: WatchOptions): Promise<Definitio
     }
     if (!absolute.endsWith(".toml") || resolve(absolute, "..") !== dir) return;
     const name = basename(absolute, ".toml");
+    // Hidden files are never definitions (findClusterFiles): an editor's lock or swap file.
+    if (name.startsWith(".")) return;
     debounce(name, () => options.onDefinition(name));
   };
 

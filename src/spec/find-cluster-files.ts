@@ -5,14 +5,16 @@ import { join } from "node:path";
 import { ShardctlError } from "../errors/index.js";
 
 /**
- * `*.toml` files directly in `dir` (not recursive), sorted by name, joined onto `dir`: regular
+ * `*.toml` files directly in `dir` (not recursive, not hidden), sorted by name, joined onto `dir`: regular
  * files and symbolic links to regular files. A link that resolves to nothing (dangling, looping) is
  * listed too, so that reading it reports the broken link instead of the definition vanishing; an
  * entry that is, or links to, a directory, FIFO, socket or device is not a definition. Throws
  * ShardctlError `DefinitionsDirMissing` when `dir` does not exist or is not a directory.
  */
 export async function findClusterFiles(dir: string): Promise<string[]> {
-  const entries = (await listDirectory(dir)).filter((entry) => entry.name.endsWith(".toml"));
+  // Hidden entries are never definitions: editors keep their own beside the file they edit (Emacs's
+  // lock `.#alpha.toml` is a symbolic link to nothing, which would otherwise be a broken cluster).
+  const entries = (await listDirectory(dir)).filter((entry) => entry.name.endsWith(".toml") && !entry.name.startsWith("."));
   const kept = await Promise.all(entries.map(async (entry) => ((await isDefinitionEntry(dir, entry)) ? entry.name : undefined)));
   return kept
     .filter((name) => name !== undefined)

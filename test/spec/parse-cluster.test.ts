@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile, mkdir } from "node:fs/promises";
+import { mkdtemp, rm, writeFile, mkdir, symlink } from "node:fs/promises";
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -207,12 +207,15 @@ describe("loadCluster and findClusterFiles", () => {
     await writeFile(join(dir, "a.toml"), "");
     await writeFile(join(dir, "b.status.json"), "{}");
     await writeFile(join(dir, "nested", "c.toml"), "");
+    // An editor's files beside a definition: Emacs's lock (a link to nothing) and a hidden copy.
+    await symlink("someone@host.4242:1700000000", join(dir, ".#b.toml"));
+    await writeFile(join(dir, ".b.toml"), "");
   });
   afterAll(async () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it("lists the *.toml of a directory, sorted, not recursive", async () => {
+  it("lists the *.toml of a directory, sorted, not recursive, not hidden", async () => {
     expect(await findClusterFiles(dir)).toEqual([join(dir, "a.toml"), join(dir, "b.toml")]);
   });
 
