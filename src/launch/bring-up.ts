@@ -15,7 +15,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import type { EngineReadiness, EngineTopology, ProcessFiles } from "../engines/index.js";
 import type { LedgerEntry, LedgerProcess } from "./ledger.js";
 import { LaunchError } from "./launch-error.js";
-import { allocatePorts } from "./ports.js";
+import { allocatePorts, oneAllocationAtATime } from "./ports.js";
 import { defaultReachMs, describeExit, isProcessAlive, plannedProcess, processLabel, readLogTail, startEngineProcess } from "./processes.js";
 import { routerBackendOf } from "./router-backend.js";
 import { teardownCluster } from "./teardown.js";
@@ -50,11 +50,15 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
   event("launch-started", `revision ${request.revision.slice(0, 12)}`);
 
   try {
-    // Allocate transport ports and the coordinator's control port.
-    const topology = await allocateTopology(request, context, entry);
+    // Allocate transport ports and the coordinator's control port, and record them before another
+    // launch of this process chooses its own (the ports other launches hold are read from the ledger).
     const url = `http://${hostForUrl(request.coordinator.bindHost)}:${request.coordinator.httpPort}`;
-    entry.coordinatorUrl = url;
-    await context.ledger.write(entry);
+    const topology = await oneAllocationAtATime(async () => {
+      const allocated = await allocateTopology(request, context, entry);
+      entry.coordinatorUrl = url;
+      await context.ledger.write(entry);
+      return allocated;
+    });
     event("ports-allocated", topology.stages.map((s) => `${s.id}=${s.address.port}`).join(" "));
 
     // Write the engine config and the per-launch token on every node.

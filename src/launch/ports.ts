@@ -24,6 +24,21 @@ export interface PortHolder {
   holder: string;
 }
 
+/** The chain of this process's port allocations (see `oneAllocationAtATime`). */
+let allocations: Promise<unknown> = Promise.resolve();
+
+/**
+ * Run `work` (choose a launch's ports and record them in the ledger) after every allocation this
+ * process began before it. Two clusters launching at once (a daemon starting beside several
+ * definitions, one commit starting two) would otherwise both see the same ports free, both take
+ * them, and break each other's launch; recorded before the next one looks, they are held.
+ */
+export function oneAllocationAtATime<T>(work: () => Promise<T>): Promise<T> {
+  const run = allocations.then(work, work);
+  allocations = run.catch(() => undefined);
+  return run;
+}
+
 /**
  * Give each request a port from `range`, in request order, never two the same on one host.
  * `isInUse(host, port)` probes whether something already accepts connections there.

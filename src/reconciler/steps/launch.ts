@@ -54,7 +54,10 @@ export const launch: Step = {
       await launchCluster(request, {
         ledger,
         registrar: world.registrarFor(settings),
-        heldPorts: async () => others.flatMap((e) => e.ports.map((p) => ({ host: p.host, port: p.port, holder: `cluster ${e.cluster}` }))),
+        // Read when the ports are chosen, not before: a cluster launching beside this one records
+        // its ports in the ledger before this launch chooses (one allocation at a time).
+        heldPorts: async () =>
+          (await ledger.list()).filter((e) => e.cluster !== name).flatMap((e) => e.ports.map((p) => ({ host: p.host, port: p.port, holder: `cluster ${e.cluster}` }))),
         // Each step of the launch reaches the status file (and the dashboard) as it happens: a
         // launch that hangs on a partitioned node shows where, not the previous launch's timeline.
         onEvent: (event) => {
