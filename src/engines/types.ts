@@ -172,6 +172,11 @@ export interface EngineFacts {
   /** The model families the engine is validated on; others are planned only on request. */
   readonly modelFamilies: ValidatedFamilies;
   /**
+   * What the engine's loader reads, where it reads less than the planner accepts: a model outside
+   * it is a plan error, not a launch that fails at load. Undefined: what the planner accepts.
+   */
+  readonly modelFormat?: ModelFormat;
+  /**
    * Whether the engine authenticates transport peers with a per-launch token. When true, launch
    * writes a fresh token (mode 0600) beside the cluster config on every node; when false the
    * transport must run on a trusted network segment.
@@ -293,6 +298,27 @@ export interface ValidatedFamilies {
   readonly name: string;
   /** True when the engine cannot run other families at all (no `allow_unvalidated_family`). */
   readonly only?: boolean;
+}
+
+/** The models an engine's loader reads (EngineFacts.modelFormat). */
+export interface ModelFormat {
+  /** Safetensors dtypes of the tensors it loads as values: unquantized weights, norms, quantization scales and biases. */
+  readonly floatDtypes: readonly string[];
+  /** MLX quantization it loads. */
+  readonly quantization: {
+    /** Bit widths, each with the number its group size must be a multiple of. */
+    readonly bits: ReadonlyArray<{ readonly bits: number; readonly groupSizeMultiple: number }>;
+    /** Modes (config.json `quantization.mode`; "affine" stores scales and biases). */
+    readonly modes: readonly string[];
+    /** Whether it reads a module's own group size from config.json; false: every module is read with the default one. */
+    readonly perModuleGroupSize: boolean;
+  };
+  /** config.json fields it requires that the planner does without, e.g. "intermediate_size". */
+  readonly requiredConfigFields: readonly string[];
+  /** `rope_scaling` types it implements; a config.json naming another cannot be loaded. */
+  readonly ropeScalingTypes: readonly string[];
+  /** Whether it reads config.json's top level and tensors named `model.*` and `lm_head.*` only, not a multimodal checkpoint's `text_config` and `language_model.*`. */
+  readonly topLevelOnly: boolean;
 }
 
 export interface ExtraArgRules {

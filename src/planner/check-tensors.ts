@@ -71,35 +71,37 @@ export function checkModelTensors(profile: ModelProfile, headers: readonly Heade
 /** The Llama layout for this config: which module paths exist, their shapes, which are required. */
 function llamaLayout(config: ModelConfig): { shapeOf(modulePath: string): ModuleShape | undefined; required: string[] } {
   const { hiddenSize: hidden, heads, kvHeads, headDim, vocabSize: vocab, intermediateSize: intermediate, layers } = config;
-  const perLayer: Record<string, ModuleShape> = {
-    input_layernorm: { kind: "norm", size: hidden },
-    post_attention_layernorm: { kind: "norm", size: hidden },
-    "self_attn.q_proj": { kind: "linear", out: heads * headDim, in: hidden },
-    "self_attn.k_proj": { kind: "linear", out: kvHeads * headDim, in: hidden },
-    "self_attn.v_proj": { kind: "linear", out: kvHeads * headDim, in: hidden },
-    "self_attn.o_proj": { kind: "linear", out: hidden, in: heads * headDim },
-    "mlp.gate_proj": { kind: "linear", out: intermediate, in: hidden },
-    "mlp.up_proj": { kind: "linear", out: intermediate, in: hidden },
+  // Maps, not object literals: the module paths looked up come from the tensor names, and
+  // "model.layers.0.constructor" must not find Object.prototype's constructor.
+  const perLayer = new Map<string, ModuleShape>([
+    ["input_layernorm", { kind: "norm", size: hidden }],
+    ["post_attention_layernorm", { kind: "norm", size: hidden }],
+    ["self_attn.q_proj", { kind: "linear", out: heads * headDim, in: hidden }],
+    ["self_attn.k_proj", { kind: "linear", out: kvHeads * headDim, in: hidden }],
+    ["self_attn.v_proj", { kind: "linear", out: kvHeads * headDim, in: hidden }],
+    ["self_attn.o_proj", { kind: "linear", out: hidden, in: heads * headDim }],
+    ["mlp.gate_proj", { kind: "linear", out: intermediate, in: hidden }],
+    ["mlp.up_proj", { kind: "linear", out: intermediate, in: hidden }],
     // Without intermediate_size in config.json the MLP's inner dimension is not checked (NaN matches any size).
-    "mlp.down_proj": { kind: "linear", out: hidden, in: intermediate ?? Number.NaN },
+    ["mlp.down_proj", { kind: "linear", out: hidden, in: intermediate ?? Number.NaN }],
     // Older checkpoints carry the rotary frequencies; loaders recompute and drop them.
-    "self_attn.rotary_emb": { kind: "rotary", size: headDim / 2 },
-  };
-  const global: Record<string, ModuleShape> = {
-    "model.embed_tokens": { kind: "linear", out: vocab, in: hidden },
-    "model.norm": { kind: "norm", size: hidden },
-    lm_head: { kind: "linear", out: vocab, in: hidden },
-  };
+    ["self_attn.rotary_emb", { kind: "rotary", size: headDim / 2 }],
+  ]);
+  const global = new Map<string, ModuleShape>([
+    ["model.embed_tokens", { kind: "linear", out: vocab, in: hidden }],
+    ["model.norm", { kind: "norm", size: hidden }],
+    ["lm_head", { kind: "linear", out: vocab, in: hidden }],
+  ]);
   const required = ["model.embed_tokens", "model.norm", ...(config.tieWordEmbeddings ? [] : ["lm_head"])];
   for (let layer = 0; layer < layers; layer++) {
-    for (const key of Object.keys(perLayer)) if (key !== "self_attn.rotary_emb") required.push(`model.layers.${layer}.${key}`);
+    for (const key of perLayer.keys()) if (key !== "self_attn.rotary_emb") required.push(`model.layers.${layer}.${key}`);
   }
   return {
     required,
     shapeOf: (modulePath) => {
       const inLayer = /^model\.layers\.(\d+)\.(.+)$/.exec(modulePath);
-      if (inLayer === null) return global[modulePath];
-      return Number(inLayer[1]) < layers ? perLayer[inLayer[2]!] : undefined;
+      if (inLayer === null) return global.get(modulePath);
+      return Number(inLayer[1]) < layers ? perLayer.get(inLayer[2]!) : undefined;
     },
   };
 }
@@ -182,7 +184,8 @@ function checkModule(
 /** The bits and group size of a quantized module: its own entry in config.json's quantization, else the default. */
 function quantizationOf(quantization: Quantization | undefined, fullPath: string, modulePath: string): { bits: number; groupSize: number } | undefined {
   if (quantization === undefined) return undefined;
-  const own = quantization.overrides[fullPath] ?? quantization.overrides[modulePath];
+  const { overrides } = quantization;
+  const own = Object.hasOwn(overrides, fullPath) ? overrides[fullPath] : Object.hasOwn(overrides, modulePath) ? overrides[modulePath] : undefined;
   if (own === false) return undefined;
   return own ?? { bits: quantization.bits, groupSize: quantization.groupSize };
 }

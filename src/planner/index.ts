@@ -9,7 +9,8 @@ export type { ModelSource, SourceReader, RawHeader } from "./model-source.js";
 export { parseModelConfig, quantizationBits, quantizationGroupSizes, type ModelConfig, type Quantization } from "./model-config.js";
 export { configBounds, maxConfigBytes, maxIndexBytes, maxSafetensorsFiles } from "./model-bounds.js";
 export { checkModelTensors } from "./check-tensors.js";
-export { buildModelProfile, type ModelProfile, type ModelFile, type HeaderFile } from "./model-profile.js";
+export { checkModelFormat } from "./check-model-format.js";
+export { buildModelProfile, type ModelProfile, type ModelFile, type HeaderFile, type StoredDtype } from "./model-profile.js";
 export {
   parseSafetensorsHeader,
   readHeaderLength,
@@ -26,6 +27,7 @@ export { memorySplit, type SplitInput } from "./memory-split.js";
 export { planShards } from "./plan-shards.js";
 export type { PlanOptions, PlanMessage, StagePlan, ShardPlan, PlanTotals } from "./plan-types.js";
 export { renderPlanText, renderPlanMarkdown, renderFitBar } from "./render-plan.js";
+export { codeSpan } from "./markdown-text.js";
 export { formatBytes } from "./format-bytes.js";
 export { makeTestModel, byteToUnicode, byteLevelTokenizerJson, specialToken, type TestModelOptions, type TestModel, type FloatDtype } from "./test-model/index.js";
 export { planCluster, modelSourceOf, planNodesOf, type ClusterPlan, type NodeFacts } from "./plan-cluster.js";

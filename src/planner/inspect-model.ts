@@ -33,11 +33,11 @@ export async function inspectWithReader(reader: SourceReader): Promise<ModelProf
 
   // Find the safetensors files: the index's weight_map, else the single model.safetensors.
   const rawIndex = await reader.readJson(indexFile, maxIndexBytes);
-  let weightMap: Record<string, string> | undefined;
+  let weightMap: Map<string, string> | undefined;
   let paths: string[];
   if (rawIndex !== undefined) {
     weightMap = readWeightMap(rawIndex, `${where}/${indexFile}`);
-    paths = [...new Set(Object.values(weightMap))].sort();
+    paths = [...new Set(weightMap.values())].sort();
     if (paths.length > maxSafetensorsFiles) {
       throw new ShardctlError("ModelIndexInvalid", `${where}/${indexFile}: names ${paths.length} safetensors files; at most ${maxSafetensorsFiles} are read`, {
         terminal: true,
@@ -77,19 +77,35 @@ async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) 
   return results;
 }
 
-function readWeightMap(raw: unknown, file: string): Record<string, string> {
+/**
+ * model.safetensors.index.json's weight_map, tensor → file. A Map: tensor names are the model's, and
+ * "__proto__" or "constructor" must be keys like any other, not Object.prototype's members.
+ */
+function readWeightMap(raw: unknown, file: string): Map<string, string> {
   const map = (raw as { weight_map?: unknown } | null)?.weight_map;
   if (typeof map !== "object" || map === null || Array.isArray(map)) {
     throw new ShardctlError("ModelIndexInvalid", `${file}: weight_map is missing or not an object`, { terminal: true });
   }
-  const out: Record<string, string> = {};
+  const out = new Map<string, string>();
   for (const [tensor, path] of Object.entries(map as Record<string, unknown>)) {
+    const where = `weight_map[${JSON.stringify(tensor)}] = ${JSON.stringify(path)}`;
     if (typeof path !== "string" || !/^[\w.-]+(?:\/[\w.-]+)*\.safetensors$/.test(path) || path.split("/").includes("..")) {
-      throw new ShardctlError("ModelIndexInvalid", `${file}: weight_map["${tensor}"] = ${JSON.stringify(path)} is not a safetensors file name`, { terminal: true });
+      throw new ShardctlError("ModelIndexInvalid", `${file}: ${where} is not a safetensors file name`, { terminal: true });
     }
-    out[tensor] = path;
+    // The engines load shards from the model directory itself: shard-engine refuses a name with a
+    // '/', and mlx-lm loads the model*.safetensors beside config.json only. A shard named by a path
+    // ("sub/x", even "./x") would be planned and staged, then fail every launch.
+    if (path.includes("/")) {
+      throw new ShardctlError(
+        "ModelIndexInvalid",
+        `${file}: ${where} is a path, not a file name: the engines load the safetensors files beside config.json only; ` +
+          `put the file there and write its bare name, "${path.slice(path.lastIndexOf("/") + 1)}", in the weight_map`,
+        { terminal: true },
+      );
+    }
+    out.set(tensor, path);
   }
-  if (Object.keys(out).length === 0) throw new ShardctlError("ModelIndexInvalid", `${file}: weight_map is empty`, { terminal: true });
+  if (out.size === 0) throw new ShardctlError("ModelIndexInvalid", `${file}: weight_map is empty`, { terminal: true });
   return out;
 }
 

@@ -23,6 +23,12 @@ export interface ModelConfig {
   slidingWindow?: number;
   /** Layers that use the sliding window (all layers when the config does not say otherwise). */
   slidingLayers: number[];
+  /** The type config.json's `rope_scaling` names (`rope_type`, else `type`); "" when it names none. Undefined: no rope_scaling. */
+  ropeScalingType?: string;
+  /** Whether the language model's fields were read from `text_config` (a multimodal checkpoint) rather than the top level. */
+  textConfig: boolean;
+  /** The fields config.json gives a value (not null) where the language model's are read, sorted: what an engine that requires one asks. */
+  statedFields: string[];
 }
 
 /** MLX quantization as config.json states it: the default for every quantized module, and per-module exceptions. */
@@ -35,7 +41,8 @@ export interface Quantization {
   mode: string;
   /**
    * Per-module settings keyed by module path as written in the weights ("model.layers.0.mlp.down_proj"):
-   * other bits or group size, or `false` for a module left in floating point.
+   * other bits or group size, or `false` for a module left in floating point. The keys are the
+   * model's: look one up with Object.hasOwn, never by plain indexing.
    */
   overrides: Record<string, { groupSize: number; bits: number } | false>;
 }
@@ -57,8 +64,10 @@ export function parseModelConfig(raw: unknown, file = "config.json"): ModelConfi
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw bad(file, "is not a JSON object");
   const top = raw as Record<string, unknown>;
   const text = isObject(top.text_config) ? top.text_config : undefined;
-  // JSON null means "not set" in many configs (e.g. "head_dim": null, "sliding_window": null).
-  const get = (key: string): unknown => (text !== undefined && text[key] != null ? text[key] : (top[key] ?? undefined));
+  // JSON null means "not set" in many configs (e.g. "head_dim": null, "sliding_window": null). Own
+  // properties only: statedFields asks for every key the file has, "__proto__" included.
+  const own = (object: Record<string, unknown>, key: string): unknown => (Object.hasOwn(object, key) ? object[key] : undefined);
+  const get = (key: string): unknown => (text !== undefined && own(text, key) != null ? own(text, key) : (own(top, key) ?? undefined));
 
   // Every count is bounded before it is used: it sizes arrays and products (model-bounds.ts).
   const positive = (key: string, max: number, fallback?: number): number => {
@@ -100,8 +109,22 @@ export function parseModelConfig(raw: unknown, file = "config.json"): ModelConfi
     vocabSize,
     tieWordEmbeddings: tie === true,
     slidingLayers: [],
+    textConfig: text !== undefined,
+    statedFields: [...new Set([...Object.keys(top), ...Object.keys(text ?? {})])].filter((key) => get(key) !== undefined).sort(),
   };
   if (intermediate !== undefined) config.intermediateSize = intermediate;
+  // No engine serves a context that is not a positive number of tokens (shard-engine would load the
+  // model, then refuse every request: "context of 1 tokens exceeds the limit of -5").
+  const maxPositions = get("max_position_embeddings");
+  if (maxPositions !== undefined && (typeof maxPositions !== "number" || !Number.isSafeInteger(maxPositions) || maxPositions < 1)) {
+    throw bad(
+      file,
+      `max_position_embeddings must be a positive integer (the most tokens a sequence may hold), got ${JSON.stringify(maxPositions)}: ` +
+        "no engine serves that context; restore the value of the model's published config.json",
+    );
+  }
+  const ropeScaling = get("rope_scaling");
+  if (ropeScaling !== undefined) config.ropeScalingType = readRopeScalingType(ropeScaling);
   if (typeof torchDtype === "string") config.torchDtype = torchDtype;
   const quantization = top.quantization ?? get("quantization");
   const foreign = top.quantization_config ?? get("quantization_config");
@@ -133,13 +156,14 @@ function readQuantization(raw: Record<string, unknown>, file: string): Quantizat
     }
     return { groupSize, bits };
   };
-  const overrides: Quantization["overrides"] = {};
+  const overrides: Array<[string, { groupSize: number; bits: number } | false]> = [];
   for (const [key, value] of Object.entries(raw)) {
     if (key === "bits" || key === "group_size" || key === "mode") continue;
-    if (value === false) overrides[key] = false;
-    else if (isObject(value)) overrides[key] = read(value, `quantization["${key}"].`);
+    if (value === false) overrides.push([key, false]);
+    else if (isObject(value)) overrides.push([key, read(value, `quantization["${key}"].`)]);
   }
-  return { ...read(raw, "quantization."), mode: typeof raw.mode === "string" ? raw.mode : "affine", overrides };
+  // Keys are module paths the model names: fromEntries makes "__proto__" an entry, not the prototype.
+  return { ...read(raw, "quantization."), mode: typeof raw.mode === "string" ? raw.mode : "affine", overrides: Object.fromEntries(overrides) };
 }
 
 /**
@@ -160,6 +184,13 @@ function readSlidingWindow(get: (key: string) => unknown, layers: number, file: 
     return { slidingWindow: window, slidingLayers: sliding };
   }
   return { slidingWindow: window, slidingLayers: Array.from({ length: layers }, (_, i) => i) };
+}
+
+/** The type `rope_scaling` names: `rope_type` (transformers' current key), else `type`; "" when neither is a string. */
+function readRopeScalingType(raw: unknown): string {
+  if (!isObject(raw)) return "";
+  const type = raw.rope_type ?? raw.type;
+  return typeof type === "string" ? type : "";
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {

@@ -48,11 +48,25 @@ export interface ModelProfile {
   dtype: string;
   /** Bytes per KV-cache element: the model dtype's size (2 for F16/BF16, 4 for F32). */
   kvBytesPerElement: number;
+  /**
+   * Each dtype the stages' tensors are stored in (layers, embedding, final norm, lm_head; MLX-packed
+   * quantized weights, the U32 `.weight` beside `.scales`, apart), with the first tensor found in it:
+   * an engine that loads only some dtypes names one it cannot.
+   */
+  dtypes: StoredDtype[];
   /** Tensor name prefix before `model.` (e.g. "language_model."), usually "". */
   tensorPrefix: string;
   files: ModelFile[];
   /** Whether model.safetensors.index.json maps the tensors to their files (a single model.safetensors has none). */
   indexed: boolean;
+}
+
+/** A dtype the stages' tensors are stored in, and the first tensor stored in it. */
+export interface StoredDtype {
+  dtype: string;
+  /** The file holding `tensor`, relative to the model root. */
+  file: string;
+  tensor: string;
 }
 
 /** A file's parsed header, as read by a source. */
@@ -71,8 +85,19 @@ const lmHeadPattern = /^((?:language_model\.)?)lm_head\./;
 // Layer naming of other formats: GPT-2/NeoX style PyTorch checkpoints, GGUF, encoder-decoders.
 const foreignLayerPattern = /(?:^|\.)(?:h|blocks|blk|layer|layers)\.\d+\./;
 
-const floatBytes: Record<string, number> = { F16: 2, BF16: 2, F32: 4, F64: 8 };
-const torchDtypes: Record<string, string> = { float16: "F16", bfloat16: "BF16", float32: "F32" };
+// Maps, not object literals: the keys come from the model (a tensor's dtype, config.json's
+// torch_dtype), and "constructor" must not find Object.prototype's.
+const floatBytes = new Map([
+  ["F16", 2],
+  ["BF16", 2],
+  ["F32", 4],
+  ["F64", 8],
+]);
+const torchDtypes = new Map([
+  ["float16", "F16"],
+  ["bfloat16", "BF16"],
+  ["float32", "F32"],
+]);
 
 function fail(reason: PlannerReason, message: string): ShardctlError {
   return new ShardctlError(reason, message, { terminal: true });
@@ -82,7 +107,7 @@ function fail(reason: PlannerReason, message: string): ShardctlError {
  * Build the profile from config.json and the headers of every safetensors file. `weightMap` is the
  * index's tensor → file map when the model is sharded; it must agree with the headers.
  */
-export function buildModelProfile(source: string, config: ModelConfig, headers: readonly HeaderFile[], weightMap?: Readonly<Record<string, string>>): ModelProfile {
+export function buildModelProfile(source: string, config: ModelConfig, headers: readonly HeaderFile[], weightMap?: ReadonlyMap<string, string>): ModelProfile {
   const layerBytes = new Array<number>(config.layers).fill(0);
   const found = new Set<number>();
   const prefixes = new Set<string>();
@@ -95,6 +120,11 @@ export function buildModelProfile(source: string, config: ModelConfig, headers: 
   const dtypeBytes = new Map<string, number>();
   let scalesDtype: string | undefined;
   const files: ModelFile[] = [];
+  const dtypes = new Map<string, StoredDtype>();
+  // A module with scales is MLX-quantized: its `.weight` holds packed integers, not values of a dtype.
+  const packed = new Set(
+    headers.flatMap(({ header }) => header.tensors.filter((t) => t.name.endsWith(".scales")).map((t) => `${t.name.slice(0, -".scales".length)}.weight`)),
+  );
 
   for (const { path, header, fileSize } of headers) {
     const file: ModelFile = {
@@ -113,12 +143,14 @@ export function buildModelProfile(source: string, config: ModelConfig, headers: 
       const bytes = t.end - t.begin;
       totalBytes += bytes;
       file.tensors.push(t.name);
-      if (weightMap !== undefined && weightMap[t.name] !== path) {
-        throw fail("ModelIndexInvalid", `model.safetensors.index.json: tensor "${t.name}" is in ${path} but the weight_map says ${weightMap[t.name] ?? "nothing"}`);
+      if (weightMap !== undefined && weightMap.get(t.name) !== path) {
+        throw fail("ModelIndexInvalid", `model.safetensors.index.json: tensor "${t.name}" is in ${path} but the weight_map says ${weightMap.get(t.name) ?? "nothing"}`);
       }
-      if (floatBytes[t.dtype] !== undefined) dtypeBytes.set(t.dtype, (dtypeBytes.get(t.dtype) ?? 0) + bytes);
+      if (floatBytes.has(t.dtype)) dtypeBytes.set(t.dtype, (dtypeBytes.get(t.dtype) ?? 0) + bytes);
       if (t.name.endsWith(".scales")) scalesDtype ??= t.dtype;
       const layer = layerPattern.exec(t.name);
+      const staged = layer !== null || embeddingPattern.test(t.name) || normPattern.test(t.name) || lmHeadPattern.test(t.name);
+      if (staged && !packed.has(t.name) && !dtypes.has(t.dtype)) dtypes.set(t.dtype, { dtype: t.dtype, file: path, tensor: t.name });
       if (layer !== null) {
         const index = Number(layer[2]);
         prefixes.add(layer[1] ?? "");
@@ -148,9 +180,9 @@ export function buildModelProfile(source: string, config: ModelConfig, headers: 
 
   if (weightMap !== undefined) {
     const listed = new Set(headers.flatMap((h) => h.header.tensors.map((t) => t.name)));
-    const missing = Object.keys(weightMap).find((name) => !listed.has(name));
+    const missing = [...weightMap.keys()].find((name) => !listed.has(name));
     if (missing !== undefined) {
-      throw fail("ModelIndexInvalid", `model.safetensors.index.json: tensor "${missing}" is mapped to ${weightMap[missing]} but that file's header does not hold it`);
+      throw fail("ModelIndexInvalid", `model.safetensors.index.json: tensor "${missing}" is mapped to ${weightMap.get(missing)} but that file's header does not hold it`);
     }
   }
   if (found.size === 0) {
@@ -170,7 +202,7 @@ export function buildModelProfile(source: string, config: ModelConfig, headers: 
   if (embeddingBytes === 0) throw fail("ModelNotMlx", `${source}: no model.embed_tokens tensor found`);
   if (prefixes.size > 1) throw fail("ModelNotMlx", `${source}: layer tensors use mixed prefixes (${[...prefixes].map((p) => `"${p}model.layers"`).join(", ")})`);
 
-  const dtype = scalesDtype ?? mostBytes(dtypeBytes) ?? torchDtypes[config.torchDtype ?? ""] ?? "F16";
+  const dtype = scalesDtype ?? mostBytes(dtypeBytes) ?? torchDtypes.get(config.torchDtype ?? "") ?? "F16";
   return {
     source,
     config,
@@ -183,7 +215,8 @@ export function buildModelProfile(source: string, config: ModelConfig, headers: 
     otherBytes,
     totalBytes,
     dtype,
-    kvBytesPerElement: floatBytes[dtype] ?? 2,
+    kvBytesPerElement: floatBytes.get(dtype) ?? 2,
+    dtypes: [...dtypes.values()],
     tensorPrefix: [...prefixes][0] ?? "",
     indexed: weightMap !== undefined,
     files,

@@ -7,6 +7,7 @@
 import { canRunOn, engineOf, quoteKinds, selectKindsRunningOn } from "../engines/index.js";
 import type { ClusterSpec, Settings } from "../spec/index.js";
 import { ShardctlError } from "../errors/index.js";
+import { checkModelFormat } from "./check-model-format.js";
 import { inspectModel } from "./inspect-model.js";
 import type { ModelProfile } from "./model-profile.js";
 import type { ModelSource } from "./model-source.js";
@@ -94,7 +95,14 @@ export async function planCluster(
     engine: spec.engine.kind,
     allowUnvalidatedFamily: spec.plan.allowUnvalidatedFamily,
   });
-  return { profile, plan: gateSplitDefect(gateEngineAccelerator(gateEngineVersion(plan, spec, facts), spec, facts), spec, facts) };
+  return { profile, plan: gateModelFormat(gateSplitDefect(gateEngineAccelerator(gateEngineVersion(plan, spec, facts), spec, facts), spec, facts), profile, spec) };
+}
+
+/** A model the engine's loader cannot read (its facts' modelFormat): refused here, not at every launch. */
+function gateModelFormat(plan: ShardPlan, profile: ModelProfile, spec: ClusterSpec): ShardPlan {
+  const errors = checkModelFormat(profile, engineOf(spec.engine.kind));
+  if (errors.length === 0) return plan;
+  return { ...plan, feasible: false, errors: [...plan.errors, ...errors] };
 }
 
 /**

@@ -1,4 +1,6 @@
+import { showText } from "../errors/index.js";
 import { formatBytes } from "./format-bytes.js";
+import { codeSpan } from "./markdown-text.js";
 import { budgetSourceLabels } from "./node-budget.js";
 import type { ShardPlan, StagePlan } from "./plan-types.js";
 
@@ -32,14 +34,16 @@ function budgetFrom(stage: StagePlan): string {
 /**
  * The plan for a terminal: a header line, one row per stage (node, half-open layer range,
  * weights, KV, budget and where it came from, fit bar), totals, then warnings and errors. `color` (default false) adds
- * ANSI colours: green fit < 85 %, yellow up to 100 %, red beyond.
+ * ANSI colours: green fit < 85 %, yellow up to 100 %, red beyond. What the model says of itself
+ * (its source, family, dtype, and the messages that quote its files and tensors) is shown with
+ * every control character escaped, newlines too, so it cannot clear, retitle or add lines.
  */
 export function renderPlanText(plan: ShardPlan, options: { color?: boolean } = {}): string {
   const paint = (code: string, text: string): string => (options.color === true ? `${code}${text}${ansi.reset}` : text);
   const lines: string[] = [];
-  const quant = plan.model.quantizationBits === null ? plan.model.dtype : `${plan.model.quantizationBits}-bit`;
+  const quant = plan.model.quantizationBits === null ? showText(plan.model.dtype) : `${plan.model.quantizationBits}-bit`;
   lines.push(
-    `${plan.model.source}: ${plan.model.family}, ${plan.model.layers} layers, ${quant}; ` +
+    `${showText(plan.model.source)}: ${showText(plan.model.family)}, ${plan.model.layers} layers, ${quant}; ` +
       `engine ${plan.engine}, strategy ${plan.strategy}` +
       (plan.splitUsed !== plan.strategy ? ` (showing the ${plan.splitUsed} split)` : "") +
       `, context ${plan.options.contextLength} × ${plan.options.maxSequences}, headroom ${plan.options.headroom}`,
@@ -47,7 +51,7 @@ export function renderPlanText(plan: ShardPlan, options: { color?: boolean } = {
   const header = ["STAGE", "NODE", "LAYERS", "WEIGHTS", "KV", "TOTAL", "BUDGET", "SOURCE", "FIT"];
   const rows = plan.stages.map((s) => [
     stageLabel(s),
-    s.node,
+    showText(s.node),
     layerRange(s),
     formatBytes(s.weightBytes),
     formatBytes(s.kvBytes),
@@ -74,22 +78,27 @@ export function renderPlanText(plan: ShardPlan, options: { color?: boolean } = {
     `total: ${formatBytes(t.weightBytes)} weights + ${formatBytes(t.kvBytes)} KV = ${formatBytes(t.totalBytes)}` +
       (t.budgetBytes === null ? "" : ` of ${formatBytes(t.budgetBytes)} budget`),
   );
-  for (const w of plan.warnings) lines.push(paint(ansi.yellow, `warning ${w.reason}: ${w.message}`));
-  for (const e of plan.errors) lines.push(paint(ansi.red, `error ${e.reason}: ${e.message}`));
+  for (const w of plan.warnings) lines.push(paint(ansi.yellow, `warning ${w.reason}: ${showText(w.message)}`));
+  for (const e of plan.errors) lines.push(paint(ansi.red, `error ${e.reason}: ${showText(e.message)}`));
   lines.push(
     plan.feasible ? paint(ansi.green, "plan: feasible") : paint(ansi.red, `plan: infeasible (${plan.errors.length} error${plan.errors.length === 1 ? "" : "s"})`),
   );
   return lines.join("\n") + "\n";
 }
 
-/** The plan as GitHub-flavoured Markdown for a pull-request comment. */
+/**
+ * The plan as GitHub-flavoured Markdown for a pull-request comment. What the model says of itself
+ * (its source, family, and the messages that may quote its files and tensors) is put in code spans
+ * (codeSpan), so a model_type of "## approved" or `<img>` shows as text and renders nothing.
+ */
 export function renderPlanMarkdown(plan: ShardPlan): string {
+  // Node names are the registry's (letters, digits and '-'); a '|' would still end the table cell.
   const esc = (text: string): string => text.replace(/\|/g, "\\|");
   const lines: string[] = [];
   const verdict = plan.feasible ? "✅ feasible" : `❌ infeasible (${plan.errors.length} error${plan.errors.length === 1 ? "" : "s"})`;
-  lines.push(`### Shard plan: ${esc(plan.model.source)} — ${verdict}`, "");
+  lines.push(`### Shard plan: ${codeSpan(plan.model.source)} — ${verdict}`, "");
   lines.push(
-    `${plan.model.family}, ${plan.model.layers} layers, engine \`${plan.engine}\`, strategy \`${plan.strategy}\`, ` +
+    `${codeSpan(plan.model.family)}, ${plan.model.layers} layers, engine \`${plan.engine}\`, strategy \`${plan.strategy}\`, ` +
       `context ${plan.options.contextLength} × ${plan.options.maxSequences}, headroom ${plan.options.headroom}`,
     "",
   );
@@ -107,11 +116,11 @@ export function renderPlanMarkdown(plan: ShardPlan): string {
   );
   if (plan.errors.length > 0) {
     lines.push("", "**Errors**", "");
-    for (const e of plan.errors) lines.push(`- \`${e.reason}\`: ${e.message}`);
+    for (const e of plan.errors) lines.push(`- \`${e.reason}\`: ${codeSpan(e.message)}`);
   }
   if (plan.warnings.length > 0) {
     lines.push("", "**Warnings**", "");
-    for (const w of plan.warnings) lines.push(`- \`${w.reason}\`: ${w.message}`);
+    for (const w of plan.warnings) lines.push(`- \`${w.reason}\`: ${codeSpan(w.message)}`);
   }
   return lines.join("\n") + "\n";
 }

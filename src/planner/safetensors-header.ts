@@ -25,37 +25,39 @@ export interface SafetensorsHeader {
 /**
  * Every dtype the safetensors format defines, with its element size in bits (the sub-byte float
  * formats F4 and F6_* pack elements, so a tensor's bytes are elements × bits / 8). A name outside
- * this set is not a safetensors file any loader reads: it is refused, not skipped.
+ * this set is not a safetensors file any loader reads: it is refused, not skipped. A Map, not an
+ * object literal: a header names the dtype, and "constructor" or "__proto__" must not find
+ * Object.prototype's members.
  */
-const elementBits: Record<string, number> = {
-  BOOL: 8,
-  F4: 4,
-  F6_E2M3: 6,
-  F6_E3M2: 6,
-  U8: 8,
-  I8: 8,
-  F8_E5M2: 8,
-  F8_E4M3: 8,
-  F8_E8M0: 8,
-  I16: 16,
-  U16: 16,
-  F16: 16,
-  BF16: 16,
-  I32: 32,
-  U32: 32,
-  F32: 32,
-  C64: 64,
-  F64: 64,
-  I64: 64,
-  U64: 64,
-};
+const elementBits = new Map<string, number>([
+  ["BOOL", 8],
+  ["F4", 4],
+  ["F6_E2M3", 6],
+  ["F6_E3M2", 6],
+  ["U8", 8],
+  ["I8", 8],
+  ["F8_E5M2", 8],
+  ["F8_E4M3", 8],
+  ["F8_E8M0", 8],
+  ["I16", 16],
+  ["U16", 16],
+  ["F16", 16],
+  ["BF16", 16],
+  ["I32", 32],
+  ["U32", 32],
+  ["F32", 32],
+  ["C64", 64],
+  ["F64", 64],
+  ["I64", 64],
+  ["U64", 64],
+]);
 
 /** The safetensors dtype names, for messages. */
-export const safetensorsDtypes: readonly string[] = Object.keys(elementBits);
+export const safetensorsDtypes: readonly string[] = [...elementBits.keys()];
 
 /** Bytes per element of a safetensors dtype name, or undefined when unknown or smaller than a byte. */
 export function dtypeElementBytes(dtype: string): number | undefined {
-  const bits = elementBits[dtype];
+  const bits = elementBits.get(dtype);
   return bits === undefined || bits % 8 !== 0 ? undefined : bits / 8;
 }
 
@@ -121,12 +123,12 @@ export function parseSafetensorsHeader(bytes: Uint8Array, file: string, fileSize
 
 function readMetadata(value: unknown, file: string): Record<string, string> {
   if (typeof value !== "object" || value === null || Array.isArray(value)) throw invalid(file, "__metadata__ is not an object");
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+  const entries = Object.entries(value as Record<string, unknown>);
+  for (const [k, v] of entries) {
     if (typeof v !== "string") throw invalid(file, `__metadata__.${k} is not a string`);
-    out[k] = v;
   }
-  return out;
+  // fromEntries defines each key as its own property: a "__proto__" key stays a key, not the prototype.
+  return Object.fromEntries(entries) as Record<string, string>;
 }
 
 function readEntry(name: string, value: unknown, file: string, dataLimit: number | undefined): TensorEntry {
@@ -142,7 +144,7 @@ function readEntry(name: string, value: unknown, file: string, dataLimit: number
   if (dataLimit !== undefined && end > dataLimit) {
     throw invalid(file, `tensor "${name}" data_offsets [${begin}, ${end}] are out of range (data buffer is ${dataLimit} bytes)`);
   }
-  const bits = elementBits[dtype];
+  const bits = elementBits.get(dtype);
   if (bits === undefined) {
     throw invalid(file, `tensor "${name}" has dtype ${JSON.stringify(dtype)}, which is not a safetensors dtype (${safetensorsDtypes.join(", ")})`);
   }

@@ -65,16 +65,20 @@ export async function writeConfig(dir: string, config: Record<string, unknown>):
 }
 
 /** Header entries laid out back to back: name → [dtype, shape]. */
-export function layoutHeader(tensors: Array<[name: string, dtype: "F16" | "F32" | "U32", shape: number[]]>): { header: Record<string, unknown>; dataBytes: number } {
-  const size = { F16: 2, F32: 4, U32: 4 };
-  const header: Record<string, unknown> = {};
+export function layoutHeader(tensors: Array<[name: string, dtype: "F16" | "F32" | "U32" | "F8_E4M3", shape: number[]]>): {
+  header: Record<string, unknown>;
+  dataBytes: number;
+} {
+  const size = { F16: 2, F32: 4, U32: 4, F8_E4M3: 1 };
+  const entries: Array<[string, unknown]> = [];
   let offset = 0;
   for (const [name, dtype, shape] of tensors) {
     const bytes = shape.reduce((a, b) => a * b, 1) * size[dtype];
-    header[name] = { dtype, shape, data_offsets: [offset, offset + bytes] };
+    entries.push([name, { dtype, shape, data_offsets: [offset, offset + bytes] }]);
     offset += bytes;
   }
-  return { header, dataBytes: offset };
+  // fromEntries: a tensor named "__proto__" is a key of the header like any other, as JSON.parse makes it.
+  return { header: Object.fromEntries(entries), dataBytes: offset };
 }
 
 /** Read a safetensors header independently of src/planner: tensor name → byte length. */

@@ -57,12 +57,14 @@ describe("renderPlanMarkdown", () => {
   it("renders a table with a header, one row per stage and a total row, then errors", () => {
     const plan = planShards(profile, [nodes[0]!, { name: "tiny", memoryBytes: GiB }], { strategy: "equal", engine: "mlxcel", contextLength: 4096 });
     const md = renderPlanMarkdown(plan);
-    expect(md).toContain("### Shard plan: synthetic — ❌ infeasible (1 error)");
+    // The model's own words (its source, family, messages) are in code spans: shown, never rendered.
+    expect(md).toContain("### Shard plan: `synthetic` — ❌ infeasible (1 error)");
+    expect(md).toContain("`llama`, 16 layers, engine `mlxcel`");
     expect(md).toContain("| Stage | Node | Layers | Weights | KV cache | Total | Budget | Budget from | Fit |");
     expect(md).toContain("| 0 | studio-1 | [0, 8) | 8.0 GiB | 4.0 MiB | 8.0 GiB | 13.3 GiB | declared | `[██████░░░░]  60%` |");
     expect(md).toContain("| | **total** | 16 layers |");
     expect(md).toContain("**Errors**");
-    expect(md).toMatch(/- `StageDoesNotFit`: stage 1 on node "tiny"/);
+    expect(md).toMatch(/- `StageDoesNotFit`: `stage 1 on node "tiny"/);
   });
 });
 

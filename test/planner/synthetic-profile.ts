@@ -49,5 +49,5 @@ export function syntheticProfile(model: SyntheticModel): ModelProfile {
     files.push({ path: "extra.safetensors", header: parseSafetensorsHeader(extra, "extra.safetensors", 8 + extra.length + model.otherBytes) });
     weightMap["multi_modal_projector.weight"] = "extra.safetensors";
   }
-  return buildModelProfile("synthetic", config, files, model.indexed === false ? undefined : weightMap);
+  return buildModelProfile("synthetic", config, files, model.indexed === false ? undefined : new Map(Object.entries(weightMap)));
 }

@@ -7,7 +7,7 @@ import { relative } from "node:path";
 import { parseArgs } from "node:util";
 import { createNodePool, describeBudgets, nodesOfCluster, planForCluster, type PlannedCluster } from "../../cluster/index.js";
 import { isShardctlError, messageOf, showText } from "../../errors/index.js";
-import { budgetSourceLabels, formatBytes, renderPlanMarkdown, renderPlanText, type BudgetSource, type ShardPlan } from "../../planner/index.js";
+import { budgetSourceLabels, codeSpan, formatBytes, renderPlanMarkdown, renderPlanText, type BudgetSource, type ShardPlan } from "../../planner/index.js";
 import { readStatus, statusFileFor, type ClusterStatus } from "../../reconciler/index.js";
 import { formatIssue, loadCluster, type ClusterSpec, type Settings } from "../../spec/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
@@ -60,7 +60,7 @@ export async function run(args: string[]): Promise<number> {
       if (difference !== undefined) {
         changed = true;
         // Exit 2 alone does not say whether the split moved or there was nothing to compare with.
-        if (values["detailed-exitcode"]) console.error(`plan of ${spec.name}: ${difference}`);
+        if (values["detailed-exitcode"]) console.error(showText(`plan of ${spec.name}: ${difference}`));
       }
       results.push({ cluster: spec.name, file: shown, plan, budgets: budgetsNote(planned, context.settings, status) });
     } catch (error) {
@@ -70,17 +70,20 @@ export async function run(args: string[]): Promise<number> {
     }
   }
 
+  // A plan quotes the model (its config.json, tensor and file names) and definitions quote their
+  // files: shown, never obeyed by the terminal (showText) nor rendered by a Markdown viewer (codeSpan).
   if (values.json) {
-    console.log(JSON.stringify(results.length === 1 ? results[0] : results, null, 2));
+    // JSON leaves DEL, C1 controls and bidi overrides raw; escaped, the document parses the same.
+    console.log(showText(JSON.stringify(results.length === 1 ? results[0] : results, null, 2), { keepLines: true }));
   } else {
     for (const result of results) {
-      if (values.markdown) console.log(`### Cluster \`${result.cluster}\`\n`);
-      else console.log(`cluster ${result.cluster} (${result.file})`);
+      if (values.markdown) console.log(`### Cluster ${codeSpan(result.cluster)}\n`);
+      else console.log(showText(`cluster ${result.cluster} (${result.file})`));
       if (result.plan !== undefined) {
         console.log(values.markdown ? renderPlanMarkdown(result.plan) : renderPlanText(result.plan, { color: process.stdout.isTTY }));
-        if (result.budgets !== undefined) for (const line of renderBudgetsNote(result.budgets)) console.log(values.markdown ? `${line}\n` : line);
+        if (result.budgets !== undefined) for (const line of renderBudgetsNote(result.budgets)) console.log(values.markdown ? `${showText(line)}\n` : showText(line));
       }
-      for (const line of result.errors ?? []) console.log(values.markdown ? `- ${line}` : line);
+      for (const line of result.errors ?? []) console.log(values.markdown ? `- ${codeSpan(line)}` : showText(line));
       console.log("");
     }
   }

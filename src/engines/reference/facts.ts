@@ -25,6 +25,24 @@ export const referenceFacts = {
   nonLayerTensors: "ends",
   // Its model code is the Llama path: Mistral loads through it, Qwen2's attention biases do not.
   modelFamilies: mlxcelFacts.modelFamilies,
+  // Its own loader's limits, not mlxcel's, from src/engine/model/: tensors.ts widens F32, F16
+  // and BF16 only, and its kernels unpack 4- or 8-bit affine groups of 32 or 16 values at a time;
+  // model-shard.ts reads every module with the default group size; model-config.ts reads the top
+  // level of config.json, requires intermediate_size and implements Llama 3's rope_scaling only.
+  modelFormat: {
+    floatDtypes: ["F32", "F16", "BF16"],
+    quantization: {
+      bits: [
+        { bits: 4, groupSizeMultiple: 32 },
+        { bits: 8, groupSizeMultiple: 16 },
+      ],
+      modes: ["affine"],
+      perModuleGroupSize: false,
+    },
+    requiredConfigFields: ["intermediate_size"],
+    ropeScalingTypes: ["llama3"],
+    topLevelOnly: true,
+  },
   // Peers prove they hold the per-launch token (challenge-response over HMAC-SHA256).
   authenticatesTransport: true,
   // Its command line is mlxcel's, and so are the flags a definition may not pass.

@@ -56,6 +56,8 @@ export type PlannerReason =
   | "EngineSplitDefect"
   /** Plan error: the engine cannot serve the model family at all (mlx-lm pipelines only some families). */
   | "ModelFamilyUnsupported"
+  /** Plan error: the engine's loader cannot read the model as stored (a dtype, a quantization, a config.json field or layout it lacks). */
+  | "ModelUnsupportedByEngine"
   /** Plan error: strategy "memory" needs the reference engine (mlxcel splits equally). */
   | "StrategyUnsupportedByEngine"
   /** Plan error: a node has neither a declared nor a probed memory budget. */
