@@ -102,7 +102,11 @@ async function main(args: string[]): Promise<number> {
   if (daemon.uiUrl !== undefined) console.log(`dashboard: ${daemon.uiUrl} (open it in a browser to follow the launch)`);
 
   const revision = computeRevision(spec, settings);
-  const stop = waitForSignal();
+  // Closing the terminal (SIGHUP) tears the demo down too: otherwise its cluster ran on with
+  // nobody watching it, and the next `npm start` found its ports taken.
+  const stop = waitForSignal(["SIGINT", "SIGTERM", "SIGHUP"]);
+  // A terminal that is gone fails every later write (EIO): the teardown goes on regardless.
+  for (const stream of [process.stdout, process.stderr]) stream.on("error", () => undefined);
   // Ctrl-C ends the wait for Ready too: its health lines would otherwise go on below the teardown's.
   const interrupted = new AbortController();
   void stop.then(() => interrupted.abort());

@@ -183,6 +183,18 @@ test("Ctrl-C during the launch: the demo tears down and prints no health line af
   expect(await processesMentioning(root)).toEqual([]);
 }, 120_000);
 
+test("the terminal closed (SIGHUP) once the demo is ready: it tears down as on Ctrl-C, leaving nothing running", async () => {
+  const root = await demoRoot();
+  const run = runDemo(root);
+  const deadline = Date.now() + 90_000;
+  while (!/Ctrl-C tears the demo down/.test(run.stdout()) && Date.now() < deadline && run.child.exitCode === null) await new Promise((r) => setTimeout(r, 100));
+  expect(run.stdout()).toMatch(/Ctrl-C tears the demo down/);
+  run.child.kill("SIGHUP");
+  expect(await exitOnItsOwn(run, 60_000), run.stderr()).toBe(0);
+  expect(run.stdout()).toMatch(/demo stopped: no process of it is left/);
+  expect(await processesMentioning(root)).toEqual([]);
+}, 150_000);
+
 test("the demo's coordinator port is taken: exit 1 before the daemon starts, naming clusters/demo.toml and [coordinator] port", async () => {
   const taken = await holdPort();
   const root = await demoRoot({ coordinatorPort: taken });

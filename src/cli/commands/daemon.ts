@@ -26,11 +26,11 @@ export async function run(args: string[]): Promise<number> {
 }
 
 /**
- * Resolves on the first SIGINT or SIGTERM. The handlers stay installed afterwards: signal-exit
+ * Resolves on the first of `signals` (SIGINT or SIGTERM by default). The handlers stay installed afterwards: signal-exit
  * (through execa) re-raises a signal when it believes no one else listens, which would kill the
  * process in the middle of its teardown. A third signal forces the exit.
  */
-export function waitForSignal(): Promise<NodeJS.Signals> {
+export function waitForSignal(signals: readonly NodeJS.Signals[] = ["SIGINT", "SIGTERM"]): Promise<NodeJS.Signals> {
   return new Promise((resolve) => {
     let received = 0;
     let first = 0;
@@ -44,7 +44,6 @@ export function waitForSignal(): Promise<NodeJS.Signals> {
       } else if (received >= 3) process.exit(130);
       else console.error("shardctl: stopping; send the signal again to force");
     };
-    process.on("SIGINT", on);
-    process.on("SIGTERM", on);
+    for (const signal of signals) process.on(signal, on);
   });
 }
