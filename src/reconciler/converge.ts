@@ -9,7 +9,7 @@ import type { ParseCache } from "./parse-cache.js";
 import { nextAction, type NextAction } from "./next-action.js";
 import type { Pass } from "./pass.js";
 import { runStep, type Step } from "./run-step.js";
-import type { Verdict } from "./verdicts.js";
+import { setConditions, type Verdict } from "./verdicts.js";
 import { adopt } from "./steps/adopt.js";
 import { budget } from "./steps/budget.js";
 import { claimPort } from "./steps/claim-port.js";
@@ -71,6 +71,9 @@ export function createConverge(parts: StoryParts): Converge {
     }
     if (action.kind === "plan") throw new Error(`${pass.name}: still no plan after planning`);
     pass.action = action;
+    // The daemon tries again (a stall lifted: an invalid edit reverted to this revision): Stalled
+    // says so from now, not once the launch is over, so `shardctl wait` does not fail meanwhile.
+    if (action.kind === "launch") liftStall(pass);
     for (const step of stepsFor(action)) {
       const verdict = await runStep(pass, step);
       if (verdict !== undefined) return verdict;
@@ -88,6 +91,13 @@ function decide(pass: Pass, planFailed = false): NextAction {
     decisionMemoryOf(memory.restarts, revision, memory.planned, planFailed),
     pass.settings,
   );
+}
+
+/** Stalled=False for a pass that launches, when a stall of this revision said the daemon had stopped trying. */
+function liftStall(pass: Pass): void {
+  const { memory, revision } = pass;
+  if (!memory.conditions.some((c) => c.type === "Stalled" && c.status === "True")) return;
+  setConditions(memory, revision ?? "", { Stalled: { status: "False", reason: "Launching", message: "the daemon is launching this revision" } });
 }
 
 /**

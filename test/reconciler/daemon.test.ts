@@ -120,6 +120,36 @@ describe("daemon", () => {
     expect(await enginePidsOf("alpha")).toEqual(pids);
   });
 
+  test("invalid edit, then a daemon restart and a death: the death is seen (Ready False); the fix relaunches and `wait` passes through it", async () => {
+    const file = join(world.clustersDir, "alpha.toml");
+    const good = await readFile(file, "utf8");
+    const revision = await revisionOf(world, "alpha");
+    await writeFile(file, good.replace('desired = "running"', 'desired = "sideways"'));
+    await waitForStatus(world, "alpha", (s) => conditionOf(s, "Stalled")?.status === "True");
+    // A new daemon finds the cluster running beside the invalid definition; it must still watch it.
+    await dw.stopDaemon();
+    await dw.startDaemon();
+    await sleep(2_000);
+    const [victim] = await enginePidsOf("alpha");
+    process.kill(victim!, "SIGKILL");
+    const down = await waitForStatus(world, "alpha", (s) => conditionOf(s, "Ready")?.status === "False", 30_000);
+    expect(down.health).not.toBe("Healthy");
+    await writeFile(file, good);
+    await waitForStatus(world, "alpha", (s) => isReadyAt(s, revision), 60_000);
+
+    // The same without a restart, where the invalid edit's stall names this revision: the fix lifts
+    // it as the relaunch begins, and `wait` does not read it (and fail) meanwhile.
+    await writeFile(file, good.replace('desired = "running"', 'desired = "sideways"'));
+    await waitForStatus(world, "alpha", (s) => conditionOf(s, "Stalled")?.status === "True");
+    const [next] = await enginePidsOf("alpha");
+    process.kill(next!, "SIGKILL");
+    await waitForStatus(world, "alpha", (s) => conditionOf(s, "Ready")?.status === "False" && conditionOf(s, "Stalled")?.observedRevision === revision, 30_000);
+    await writeFile(file, good);
+    const waited = await runShardctl(world, ["wait", "alpha", "--for", "condition=Ready", "--revision", revision, "--timeout", "60s"], 90_000);
+    expect(waited.stderr).toBe("");
+    expect(waited.code).toBe(0);
+  }, 200_000);
+
   test("edit nodes → replaced: new processes, the new revision Ready, the old ones gone", async () => {
     const before = (await readStatusFile(world, "alpha"))!;
     const oldPids = await enginePidsOf("alpha");

@@ -8,6 +8,7 @@ import type { LedgerEntry } from "../../launch/index.js";
 import { observedStateOf, readDirectoryView } from "../decision-inputs.js";
 import type { Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
+import { isServing, setConditions } from "../verdicts.js";
 
 export const observe: Step = {
   name: "observe",
@@ -16,6 +17,14 @@ export const observe: Step = {
   async run(pass) {
     const entry = await pass.ledger.read(pass.name);
     const ours = entry !== undefined && pass.world.owns(entry);
+    // Nothing of ours runs (the ledger has no launch of it: its state was lost, or it was never
+    // launched here), yet a Ready carried over from the last status file vouches for it: withdrawn,
+    // or a pass that then fails would keep it and `shardctl wait` would pass on a cluster that is down.
+    if (!ours && isServing(pass.memory)) {
+      setConditions(pass.memory, pass.memory.lastGood?.revision ?? "", {
+        Ready: { status: "False", reason: "NotRunning", message: "nothing runs for this cluster: the ledger holds no launch of it" },
+      });
+    }
     if (entry !== undefined && ours) refundInterruptedLaunch(pass, entry);
     // A suspended or invalid definition takes no action: its processes need no probing.
     const acting = pass.desired?.kind === "defined" && !pass.desired.suspend;

@@ -6,6 +6,7 @@ import type { Pass } from "../pass.js";
 import type { StallReason } from "../next-action.js";
 import type { Step } from "../run-step.js";
 import { setConditions, stall as stallVerdict, type Verdict } from "../verdicts.js";
+import { watch } from "./supervise.js";
 
 export const stall: Step = {
   name: "stall",
@@ -14,6 +15,11 @@ export const stall: Step = {
   async run(pass) {
     const action = pass.action;
     if (action?.kind !== "stall") throw new Error(`stall step without a stall decision (${action?.kind})`);
+    // What still serves is watched while the daemon waits for a change: after a restart beside an
+    // invalid definition (or an emptied directory) no other step would start watching it, and its
+    // death would go unseen while the status said Ready.
+    const entry = pass.entry;
+    if (action.serving && entry?.phase === "running" && pass.observed?.ours === true) watch(pass, entry);
     return stallFor(pass, action.reason, action.serving);
   },
 };
