@@ -87,7 +87,13 @@ async function lockFileFor(watchedDir: string, lockDir: string): Promise<string>
 
 /** Take the lock of `watchedDir` and touch it every `heartbeatMs` until released. */
 export async function acquireDaemonLock(watchedDir: string, lockDir = daemonLockDir(), heartbeatMs = defaultHeartbeatMs): Promise<DaemonLock> {
-  await mkdir(lockDir, { recursive: true });
+  await mkdir(lockDir, { recursive: true }).catch((error: unknown) => {
+    throw new ShardctlError(
+      "DaemonLockFailed",
+      `cannot create ${lockDir}, where the daemon keeps the lock that stops a second daemon on the same directory (${(error as Error).message}): set XDG_CACHE_HOME to a directory you can write`,
+      { cause: error },
+    );
+  });
   const real = await realpath(watchedDir).catch(() => watchedDir);
   const file = await lockFileFor(watchedDir, lockDir);
   const me: Owner = { pid: process.pid, startTime: await startTimeOf(process.pid), heartbeatMs };

@@ -110,3 +110,13 @@ test("a short heartbeat still needs 3 s of silence: a pause of a second or two i
     await lock.release();
   }
 });
+
+test("a lock directory that cannot be made (a read-only home) is DaemonLockFailed naming it and XDG_CACHE_HOME, not a bare EACCES", async () => {
+  // Under a file, which even root cannot make a directory in.
+  const blocked = join(root, "not-a-directory");
+  await writeFile(blocked, "");
+  const error = await acquireDaemonLock(watched, join(blocked, "shardctl", "daemons")).catch((e: unknown) => e);
+  expect(isShardctlError(error, "DaemonLockFailed")).toBe(true);
+  expect((error as Error).message).toContain(`cannot create ${join(blocked, "shardctl", "daemons")}, where the daemon keeps the lock`);
+  expect((error as Error).message).toContain("set XDG_CACHE_HOME to a directory you can write");
+});
