@@ -10,12 +10,17 @@ import { readFile, stat } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 
 /**
- * The last commit that touched `file`, when it is inside a git repository and committed;
- * undefined otherwise (no git, not a repository, uncommitted).
+ * The last commit that touched `file`, when it is inside a git repository and committed as it is
+ * on disk; undefined otherwise (no git, not a repository, uncommitted, or edited since: that commit
+ * would name a file that says something else than what runs).
  */
 export async function lastCommitOf(file: string): Promise<string | undefined> {
-  const out = await git(["log", "-1", "--format=%H", "--", basename(file)], dirname(file));
+  const [out, changes] = await Promise.all([
+    git(["log", "-1", "--format=%H", "--", basename(file)], dirname(file)),
+    git(["status", "--porcelain", "--", basename(file)], dirname(file)),
+  ]);
   const commit = out?.trim();
+  if (changes === undefined || changes.trim() !== "") return undefined;
   return commit !== undefined && isCommit(commit) ? commit : undefined;
 }
 

@@ -148,5 +148,11 @@ describe("the status file and `shardctl status`", () => {
       new RegExp(`^g1 \\[cluster\\]\\s+Disabled\\s+revision [0-9a-f]{12} \\(definition commit ${changed.slice(0, 12)}, checkout at ${head.slice(0, 12)}\\)$`),
     );
     expect((await readStatusFile(world, "g1"))?.gitHead).toBe(head);
+
+    // Edited on disk and not committed: the last commit of the file names something else than what
+    // the daemon reads, so no commit is named. Regression: it named that commit.
+    await writeDefinition(world, "g1", definitionText(world, { nodes: ["l2", "l1"] }));
+    const edited = await waitForStatus(world, "g1", (s) => s.gitHead === added && s.gitCommit === undefined);
+    expect(edited.gitCommit).toBeUndefined();
   });
 });
