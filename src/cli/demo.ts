@@ -8,7 +8,7 @@
  * needs is taken) it says which setting to change and exits 1 at once rather than waiting for a
  * Ctrl-C.
  */
-import { mkdir, readdir, writeFile } from "node:fs/promises";
+import { mkdir, readdir, rename, writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { isShardctlError, messageOf } from "../errors/index.js";
 import { pathExists } from "../files/index.js";
@@ -87,6 +87,9 @@ async function main(args: string[]): Promise<number> {
   // following the demo, who needs its warnings and errors only, and as human lines (pretty even
   // through a pipe); the file keeps everything, as JSON lines, for when something goes wrong.
   const logFile = join(dirname(settingsFile), ".demo", "daemon.log");
+  // The last run's log is kept beside it (daemon.log.1): a run that went wrong is often looked
+  // into after starting the demo again.
+  await rename(logFile, `${logFile}.1`).catch(() => undefined);
   const log = createLogger("shardctl-demo", { format, file: logFile, stderrLevel: "warn" });
   const startedAt = Date.now();
   const daemon = await startDaemon({ dir: clustersDir, settingsFile, log, teardownOnExit: true }).catch((error: unknown) => {

@@ -125,7 +125,8 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
         stream: { heartbeatMs: settings.daemon.heartbeatSeconds * 1000 },
       }));
       started.push(() => serving.close());
-      log.info({ url: dashboard.url, token: uiToken !== undefined }, "dashboard listening");
+      // Not `token`: the log redacts fields of that name, which hid whether one is required.
+      log.info({ url: dashboard.url, tokenRequired: uiToken !== undefined }, "dashboard listening");
     }
 
     // Watch the definitions and the settings.

@@ -183,8 +183,10 @@ test("Ctrl-C during the launch: the demo tears down and prints no health line af
   expect(await processesMentioning(root)).toEqual([]);
 }, 120_000);
 
-test("the terminal closed (SIGHUP) once the demo is ready: it tears down as on Ctrl-C, leaving nothing running", async () => {
+test("the terminal closed (SIGHUP) once the demo is ready: it tears down as on Ctrl-C, leaving nothing running; the last run's log is kept", async () => {
   const root = await demoRoot();
+  const earlier = '{"msg":"the last run"}\n';
+  await writeFile(join(root, ".demo/daemon.log"), earlier);
   const run = runDemo(root);
   const deadline = Date.now() + 90_000;
   while (!/Ctrl-C tears the demo down/.test(run.stdout()) && Date.now() < deadline && run.child.exitCode === null) await new Promise((r) => setTimeout(r, 100));
@@ -193,6 +195,8 @@ test("the terminal closed (SIGHUP) once the demo is ready: it tears down as on C
   expect(await exitOnItsOwn(run, 60_000), run.stderr()).toBe(0);
   expect(run.stdout()).toMatch(/demo stopped: no process of it is left/);
   expect(await processesMentioning(root)).toEqual([]);
+  expect(await readFile(join(root, ".demo/daemon.log.1"), "utf8")).toBe(earlier);
+  expect(await readFile(join(root, ".demo/daemon.log"), "utf8")).toContain("dashboard listening");
 }, 150_000);
 
 test("the demo's coordinator port is taken: exit 1 before the daemon starts, naming clusters/demo.toml and [coordinator] port", async () => {

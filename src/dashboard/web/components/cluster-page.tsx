@@ -178,7 +178,9 @@ function ClusterArticle({ status, now, rates, stale, unchecked, onReconcile, rec
                 <li key={s.node} data-testid="staging-row" data-state={s.state}>
                   <label>
                     <span>
-                      <strong>{s.node}</strong> <span class="staging-state">{s.state}</span> · {formatBytes(s.bytesDone)} of {formatBytes(s.bytesTotal)}
+                      <strong>{s.node}</strong> <span class="staging-state">{s.state}</span> ·{" "}
+                      {/* A node that already held every file transferred nothing: "0 B of 0 B" read as an empty model. */}
+                      {s.state === "present" && s.bytesTotal === 0 ? "nothing to transfer" : `${formatBytes(s.bytesDone)} of ${formatBytes(s.bytesTotal)}`}
                       {rate === undefined || s.state !== "staging" ? "" : ` · ${formatBytes(rate)}/s`}
                     </span>
                     <progress max={Math.max(1, s.bytesTotal)} value={s.state === "present" ? Math.max(1, s.bytesTotal) : s.bytesDone} />
