@@ -5,19 +5,8 @@
  * name over its spans gives the document JSON.parse would with that name; then the edge cases.
  */
 import { describe, expect, it } from "vitest";
+import { createRandom } from "../../src/planner/test-model/random.js";
 import { findModelField, type ByteSpan } from "../../src/router/find-model-field.js";
-
-/** mulberry32: a small seeded generator, so a failing document can be generated again. */
-function createRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Writes random JSON documents as text, choosing each token's spelling (escapes, whitespace) itself. */
 function createDocumentWriter(seed: number) {
