@@ -15,6 +15,7 @@ import { pathExists } from "../files/index.js";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { makeTestModel } from "../planner/index.js";
 import { daemonWatching, readStatus, requestsDirOf, startDaemon, statusFileFor, type ClusterStatus } from "../reconciler/index.js";
+import { Ledger } from "../launch/index.js";
 import { readRouterConfig } from "../router/index.js";
 import { computeRevision, loadCluster, loadSettings, type ClusterSpec, type Settings } from "../spec/index.js";
 import { waitForSignal } from "./commands/daemon.js";
@@ -196,14 +197,19 @@ async function takenAddresses(spec: ClusterSpec, settings: Settings, routerConfi
   const wanted: Array<{ address: string; taken: string }> = [];
   const ui = settings.daemon.uiAddress;
   if (ui !== undefined) wanted.push({ address: ui, taken: `the dashboard's address ${ui} is already in use.\n  ${moveDashboard(ui)}` });
-  if (settings.router.embedded) {
-    const bind = (await readRouterConfig(routerConfig).catch(() => undefined))?.bind;
+  // A config that cannot be read is left for the daemon to report, in its own words.
+  const config = settings.router.embedded ? await readRouterConfig(routerConfig).catch(() => undefined) : undefined;
+  if (config !== undefined) {
     // Without server.bind_address the router listens on 127.0.0.1:8080.
+    const bind = config.bind;
     const address = bind === undefined ? "127.0.0.1:8080" : `${bind.host.includes(":") ? `[${bind.host}]` : bind.host}:${bind.port}`;
     wanted.push({ address, taken: `the router's address ${address} is already in use.\n  ${moveRouter(routerConfig)}` });
   }
   const { node, host, port } = spec.coordinator;
-  if (node === "local" || settings.nodes[node]?.host === "local") {
+  // The demo's own cluster, left running by an earlier run that could not tear it down (killed with
+  // SIGKILL), holds its port: the daemon takes it over or tears it down, so that is no port to move.
+  const leftover = (await new Ledger(settings.daemon.stateDir).read(clusterName).catch(() => undefined))?.ports.some((p) => p.port === port);
+  if (leftover !== true && (node === "local" || settings.nodes[node]?.host === "local")) {
     wanted.push({ address: `${host.includes(":") ? `[${host}]` : host}:${port}`, taken: coordinatorPortTaken(spec) });
   }
   const taken: string[] = [];

@@ -4,7 +4,7 @@
  * collector); `--log-format json|pretty` forces one. Level from SHARDCTL_LOG_LEVEL, default info.
  */
 import { pino, type Level, type Logger } from "pino";
-import { prettyDestination, wantsColour, type LineStream } from "./pretty-log.js";
+import { ignoringWriteErrors, prettyDestination, wantsColour, type LineStream } from "./pretty-log.js";
 import { UsageError } from "./usage-error.js";
 
 export const logFormats = ["json", "pretty"] as const;
@@ -39,7 +39,8 @@ export function parseLogFormat(value: string | undefined): LogFormat | undefined
 export function createLogger(name: string, options: LoggerOptions = {}): Logger {
   const level = process.env.SHARDCTL_LOG_LEVEL ?? "info";
   const format = options.format ?? (process.stderr.isTTY ? "pretty" : "json");
-  const stderr: LineStream = format === "pretty" ? prettyDestination(2, wantsColour(process.env, process.stderr)) : pino.destination({ dest: 2, sync: true });
+  const stderr: LineStream =
+    format === "pretty" ? prettyDestination(2, wantsColour(process.env, process.stderr)) : ignoringWriteErrors(pino.destination({ dest: 2, sync: true }));
   const settings = { name, level, redact: { paths: redactPaths, censor: "[redacted]" } };
   if (options.file === undefined) return pino(settings, stderr);
   const file = pino.destination({ dest: options.file, sync: true, append: false, mkdir: true });

@@ -77,8 +77,18 @@ export function formatLogLine(line: string, colour: boolean): string {
 /** A pino destination that writes human lines to the file descriptor, synchronously. */
 export function prettyDestination(fd: number, colour: boolean): LineStream {
   // sonic-boom (pino's own writer) retries a full pipe (EAGAIN) where a bare fs.writeSync would throw.
-  const out = pino.destination({ dest: fd, sync: true });
+  const out = ignoringWriteErrors(pino.destination({ dest: fd, sync: true }));
   return { write: (line: string) => void out.write(formatLogLine(line, colour)) };
+}
+
+/**
+ * A terminal destination whose write errors are dropped: after the terminal hangs up every write
+ * fails (EIO), and an error without a listener would end the process in the middle of whatever it
+ * logs about (a teardown). What the log file keeps is unaffected.
+ */
+export function ignoringWriteErrors<T extends { on(event: "error", listener: (error: Error) => void): unknown }>(stream: T): T {
+  stream.on("error", () => undefined);
+  return stream;
 }
 
 /** Local wall-clock time of day with milliseconds: a terminal session rarely spans days. */

@@ -17,7 +17,9 @@ import { basename, dirname, join, resolve } from "node:path";
 export async function lastCommitOf(file: string): Promise<string | undefined> {
   const [out, changes] = await Promise.all([
     git(["log", "-1", "--format=%H", "--", basename(file)], dirname(file)),
-    git(["status", "--porcelain", "--", basename(file)], dirname(file)),
+    // Without the index lock `git status` may take to refresh the index: an operator's git command
+    // run at that moment in the checkout would fail on it.
+    git(["--no-optional-locks", "status", "--porcelain", "--", basename(file)], dirname(file)),
   ]);
   const commit = out?.trim();
   if (changes === undefined || changes.trim() !== "") return undefined;

@@ -201,6 +201,16 @@ export function setConditions(memory: ClusterMemory, revision: string, updates: 
   }
 }
 
+/** Last errors that were no failed attempt to serve: what the definition or the budget said. */
+const notAttempts: ReadonlySet<string> = new Set([
+  "InvalidDefinition",
+  "DefinitionUnreadable",
+  "DefinitionsDirMissing",
+  "MassPruneRefused",
+  "RestartBudgetExhausted",
+  "ClusterOwnedElsewhere",
+]);
+
 /**
  * Ready while a pass stages or launches: nothing serves this revision yet. A pass that tries again
  * after a failure at this revision (a held port, a death, a node that did not answer) says so with
@@ -209,7 +219,10 @@ export function setConditions(memory: ClusterMemory, revision: string, updates: 
  */
 export function notServingYet(memory: ClusterMemory, reason: "Staging" | "Launching", doing?: string): ConditionUpdate {
   const last = memory.lastError;
-  const again = last === undefined ? "" : ` (again, after ${last.reason}: ${last.message})`;
+  // Only a failure of an attempt: a stall lifted by a fix or by `shardctl reconcile` is no attempt
+  // that failed. Its first line only: a message may list many issues.
+  const attempt = last !== undefined && !notAttempts.has(last.reason);
+  const again = attempt ? ` (again, after ${last.reason}: ${last.message.split("\n")[0]})` : "";
   return { status: "False", reason, message: `nothing serves this revision yet${doing === undefined ? "" : `: ${doing}`}${again}` };
 }
 

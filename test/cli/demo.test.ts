@@ -199,6 +199,26 @@ test("the terminal closed (SIGHUP) once the demo is ready: it tears down as on C
   expect(await readFile(join(root, ".demo/daemon.log"), "utf8")).toContain("dashboard listening");
 }, 150_000);
 
+test("a demo killed with SIGKILL left its cluster running: the next run takes it over instead of calling its port taken", async () => {
+  const root = await demoRoot();
+  const waitReady = async (run: DemoRun): Promise<void> => {
+    const deadline = Date.now() + 90_000;
+    while (!/Ctrl-C tears the demo down/.test(run.stdout()) && Date.now() < deadline && run.child.exitCode === null) await new Promise((r) => setTimeout(r, 100));
+    expect(run.stdout(), run.stderr()).toMatch(/Ctrl-C tears the demo down/);
+  };
+  const first = runDemo(root);
+  await waitReady(first);
+  first.child.kill("SIGKILL");
+  await first.exited;
+  expect((await processesMentioning(root)).length).toBeGreaterThan(0);
+  const second = runDemo(root);
+  await waitReady(second);
+  expect(second.stderr()).not.toMatch(/already in use/);
+  second.child.kill("SIGINT");
+  expect(await exitOnItsOwn(second, 60_000), second.stderr()).toBe(0);
+  expect(await processesMentioning(root)).toEqual([]);
+}, 200_000);
+
 test("the demo's coordinator port is taken: exit 1 before the daemon starts, naming clusters/demo.toml and [coordinator] port", async () => {
   const taken = await holdPort();
   const root = await demoRoot({ coordinatorPort: taken });

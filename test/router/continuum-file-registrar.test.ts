@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { lstat, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
+import { lchown, lstat, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -179,6 +179,22 @@ describe("continuum file registrar", () => {
     expect((await lstat(file)).isSymbolicLink()).toBe(true);
     expect(await readFile(real, "utf8")).not.toContain("llama-pp");
     expect((await readdir(join(dir, "real"))).sort()).toEqual(["config.yaml"]);
+  });
+
+  it("a link to the config owned by another user (not root) is not written through: refused, the file it leads to untouched", async () => {
+    await mkdir(join(dir, "real"));
+    const real = join(dir, "real", "config.yaml");
+    await writeFile(real, ORIGINAL);
+    await symlink("real/config.yaml", file);
+    // Whoever else can write the directory could point such a link at any file of their choosing.
+    await lchown(file, 65534, 65534);
+    const error = await createRegistrar({ kind: "continuum", config: file })
+      .register(cluster)
+      .catch((e: unknown) => e);
+    expect(isShardctlError(error, "RouterRegistrationFailed")).toBe(true);
+    expect((error as Error).message).toContain("the link is owned by uid 65534, neither this user nor root: not written through");
+    expect(await readFile(real, "utf8")).toBe(ORIGINAL);
+    expect((await lstat(file)).isSymbolicLink()).toBe(true);
   });
 
   it("refuses a broken YAML file with RouterRegistrationFailed and leaves it as it was", async () => {

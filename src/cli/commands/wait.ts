@@ -71,7 +71,7 @@ export async function run(args: string[]): Promise<number> {
   let silent: DaemonSighting | undefined;
   for (;;) {
     [last, unreadable] = await readStatusOf(file);
-    const verdict = judge(last, type, revision);
+    const verdict = judge(last, type, revision, loaded.ok);
     const daemon = verdict === "met" ? await findDaemon(context.clustersDir) : undefined;
     silent = daemon?.silent === true ? daemon : undefined;
     if (verdict === "met" && silent === undefined) {
@@ -147,15 +147,22 @@ function whyNeverHolds(type: ConditionType, revision: string, spec: ClusterSpec,
   return undefined;
 }
 
-/** "met", a failure message (Stalled at this revision), or undefined to keep waiting. */
-function judge(status: ClusterStatus | undefined, type: ConditionType, revision: string): "met" | string | undefined {
+/** Stalls that say the definition cannot be read: stale once it reads (a fix the daemon has not yet seen). */
+const definitionStalls: ReadonlySet<string> = new Set(["InvalidDefinition", "DefinitionUnreadable"]);
+
+/**
+ * "met", a failure message (Stalled at this revision), or undefined to keep waiting. `definitionReads`:
+ * the definition, as this command read it, is valid; a stall for an invalid one is then the daemon's
+ * view before the fix (an invalid edit reverted to this very revision), and waiting goes on.
+ */
+function judge(status: ClusterStatus | undefined, type: ConditionType, revision: string, definitionReads: boolean): "met" | string | undefined {
   // A full revision or the prefix status prints: both name exactly one revision here.
   const at = (observed: string): boolean => observed.length > 0 && observed.startsWith(revision);
   if (status === undefined || !at(status.observedRevision)) return undefined;
   const condition = status.conditions.find((c) => c.type === type);
   if (condition?.status === "True" && at(condition.observedRevision)) return "met";
   const stalled = status.conditions.find((c) => c.type === "Stalled");
-  if (stalled?.status === "True" && at(stalled.observedRevision)) {
+  if (stalled?.status === "True" && at(stalled.observedRevision) && !(definitionReads && definitionStalls.has(stalled.reason))) {
     return `${status.cluster} is Stalled at revision ${short(revision)}: ${stalled.reason}: ${stalled.message}`;
   }
   return undefined;

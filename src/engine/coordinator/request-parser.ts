@@ -63,6 +63,8 @@ export class RequestParser {
       const waiter = this.waiting.get(answer.id);
       this.waiting.delete(answer.id);
       if ("request" in answer) waiter?.resolve(answer.request);
+      // A failure that is not the client's (status 500) is a plain error, logged as one.
+      else if (answer.error.status >= 500) waiter?.reject(new Error(`the request parser thread failed: ${answer.error.message}`));
       else waiter?.reject(new ApiError(answer.error.status, answer.error.message, answer.error.param, answer.error.code, answer.error.type));
     });
     const fail = (error: Error): void => {
