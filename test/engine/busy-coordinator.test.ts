@@ -20,7 +20,7 @@ let dir: string;
 let cluster: Cluster;
 
 /** Iterations of the template's loop on a message saying "slow": several seconds of rendering here. */
-const slowLoop = 600_000;
+const slowLoop = 450_000;
 
 beforeAll(async () => {
   requireBuild();
@@ -79,14 +79,14 @@ it("a chat template that loops for seconds on a message: that request waits, the
   await expectPipelineServes();
 }, 120_000);
 
-it("six 4 MiB bodies of tiny objects parsed back to back: the stages keep hearing from the coordinator", async () => {
+it("four 4 MiB bodies of tiny objects parsed back to back: the stages keep hearing from the coordinator", async () => {
   // Just under the coordinator's 4 MiB body limit: {"prompt":"x","max_tokens":1,"a":[{},{},…]}.
   const head = '{"prompt":"x","max_tokens":1,"a":[';
   const count = Math.floor((4 * 1024 * 1024 - head.length - 2) / 3);
   const body = Buffer.from(`${head}${new Array<string>(count).fill("{}").join(",")}]}`);
   expect(body.length).toBeLessThanOrEqual(4 * 1024 * 1024);
   const url = new URL(cluster.baseUrl);
-  const held = await Promise.all(Array.from({ length: 6 }, () => heldRequest(url, "/v1/completions", body)));
+  const held = await Promise.all(Array.from({ length: 4 }, () => heldRequest(url, "/v1/completions", body)));
   const started = performance.now();
   // /health asked every 200 ms while the bodies are parsed: the longest time without an answer.
   let answeredAt = started;
@@ -106,7 +106,7 @@ it("six 4 MiB bodies of tiny objects parsed back to back: the stages keep hearin
   parsing = false;
   await healthWatch;
   console.log(
-    `six held bodies answered in ${Math.round(performance.now() - started)} ms, /health silent at most ${Math.round(longestSilenceMs)} ms: ${statuses.join(" | ")}`,
+    `four held bodies answered in ${Math.round(performance.now() - started)} ms, /health silent at most ${Math.round(longestSilenceMs)} ms: ${statuses.join(" | ")}`,
   );
   for (const status of statuses) expect(status).toMatch(/^HTTP\/1\.1 (200|400)/);
   // Three silent probes a second apart are a death to the daemon's monitor.
