@@ -119,14 +119,16 @@ async function startHttp(
   role: "single" | "coordinator",
   load: (ctx: HttpContext) => Promise<void>,
 ): Promise<EngineHandle> {
+  // Main-thread work (a body parsed, a prompt encoded in place) holds the pipeline's links alive once
+  // the pipeline is connected (below, in `load`).
+  const hold = <T>(work: () => T): T => (ctx.pipeline === undefined ? work() : ctx.pipeline.hold(work));
   const ctx: HttpContext = {
     modelName: o.modelName ?? basename(modelDir),
     // Requests are admitted against the context the caches were planned for, never past the model's.
     config: { ...config, maxPositions: Math.min(config.maxPositions, o.contextLength ?? config.maxPositions) },
     codec: undefined,
     prompts: undefined,
-    // Bodies parsed in place hold the pipeline's links alive (the pipeline is connected later).
-    requests: new RequestParser((work) => (ctx.pipeline === undefined ? work() : ctx.pipeline.hold(work))),
+    requests: new RequestParser(hold),
     slots: new SequenceSlots(o.maxSequences),
     pipeline: undefined,
     health: { state: "loading" },
@@ -137,8 +139,7 @@ async function startHttp(
   log.info({ address: `${o.host}:${o.port}`, role, model: ctx.modelName, contextLength: ctx.config.maxPositions }, "http listening");
   const ready = (async () => {
     ctx.codec = new TextCodec(modelDir);
-    // Prompts encoded in place hold the pipeline's links alive (the pipeline is connected below).
-    ctx.prompts = new PromptEncoder(ctx.codec, modelDir, (work) => (ctx.pipeline === undefined ? work() : ctx.pipeline.hold(work)));
+    ctx.prompts = new PromptEncoder(ctx.codec, modelDir, hold);
     await load(ctx);
     if (!o.noWarmup) await warmUp(ctx.pipeline as Pipeline, ctx.codec, config);
     ctx.health = { state: "ok" };
