@@ -353,6 +353,13 @@ export interface EngineReadiness {
    */
   readonly loadingStatus: number | undefined;
   /**
+   * For an engine whose `loadingStatus` also means a broken pipeline: given such an answer's body
+   * (on one line), the engine's words when it says it is broken (a lost stage link) rather than
+   * loading, else undefined. Health then reports "down" with those words, not "loading". Absent:
+   * that status always means loading.
+   */
+  readonly brokenIn?: (body: string) => string | undefined;
+  /**
    * POST path of the OpenAI-compatible completions endpoint. Launch generates one token through
    * it before it calls a cluster ready: a healthy listener is not yet a working pipeline.
    */

@@ -24,7 +24,10 @@ export { monitorCluster, type ClusterMonitor, type MonitorOptions } from "./moni
 export { aggregateHealth } from "./aggregate-health.js";
 export { blamedForLostLink, consequenceOf, describeDeath } from "./describe-death.js";
 export {
+  healthInWords,
   probeCoordinatorHealth,
+  readStart,
+  type CoordinatorAnswer,
   probeLiveness,
   probeTransport,
   probeTransportPort,

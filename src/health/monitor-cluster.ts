@@ -34,7 +34,16 @@
 import { setMaxListeners } from "node:events";
 import { defaultEngineKind, engineOf } from "../engines/index.js";
 import { httpServerOf, labelOf, proberNodeName, stagesOf, transportPortOf } from "./labels.js";
-import { defaultProbeTimeoutMs, probeCoordinatorHealth, probeGeneration, probeLiveness, probeTransportPort, readinessOf, shouldProbeTransport } from "./probes.js";
+import {
+  defaultProbeTimeoutMs,
+  healthInWords,
+  probeCoordinatorHealth,
+  probeGeneration,
+  probeLiveness,
+  probeTransportPort,
+  readinessOf,
+  shouldProbeTransport,
+} from "./probes.js";
 import { blamedForLostLink, consequenceOf } from "./describe-death.js";
 import { judgeExit } from "./judge-exit.js";
 import { alsoStopped, describeStopped, findStoppedMembers } from "./stopped-members.js";
@@ -239,14 +248,15 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
 
   // The coordinator's /health, from the control machine.
   const checkCoordinator = async (coordinator: WatchedProcess, url: string): Promise<void> => {
-    const health = await probeCoordinatorHealth(url, readiness, timeoutMs);
+    const answer = await probeCoordinatorHealth(url, readiness, timeoutMs);
+    const health = answer.health;
     if (done) return;
     if (health === "ok") return strikes.clear("coordinator:health");
     // Any answer but "ready" counts; a run ends the cluster at `strikes` when its last answer is a
     // definite one, and at `strikes + 1` when it is silence.
     strikes.strike("coordinator:health");
     const count = strikes.count("coordinator:health");
-    const detail = `${url}${readiness.healthPath} was ${health === "unknown" ? "silent" : health} for ${count} probes in a row`;
+    const detail = `${url}${readiness.healthPath} was ${health === "unknown" ? "silent" : healthInWords(answer)} for ${count} probes in a row`;
     if (count >= limit && health !== "unknown") return declareUnlessSomeoneDied(coordinator, "CoordinatorUnhealthy", detail);
     if (count >= limit + 1) die(coordinator, "CoordinatorUnhealthy", detail);
   };

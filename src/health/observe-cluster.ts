@@ -6,7 +6,16 @@
 import { defaultEngineKind, engineOf } from "../engines/index.js";
 import { aggregateHealth } from "./aggregate-health.js";
 import { addressOf, coordinatorOf, httpServerOf, labelOf, proberNodeName, stagesOf, transportPortOf } from "./labels.js";
-import { defaultProbeTimeoutMs, readinessOf, probeCoordinatorHealth, probeLiveness, probeTransport, shouldProbeTransport } from "./probes.js";
+import {
+  defaultProbeTimeoutMs,
+  readinessOf,
+  probeCoordinatorHealth,
+  type CoordinatorAnswer,
+  healthInWords,
+  probeLiveness,
+  probeTransport,
+  shouldProbeTransport,
+} from "./probes.js";
 import type { ClusterObservation, CoordinatorCard, HealthDeps, StageCard, TransportState, WatchedCluster } from "./types.js";
 
 export interface ObserveOptions extends HealthDeps {
@@ -75,29 +84,29 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
   let coordinatorLiveness: "alive" | "gone" | "unknown" | undefined;
   if (process !== undefined) {
     const url = cluster.coordinatorUrl ?? "";
-    const [probe, health] = await Promise.all([
+    const [probe, answer] = await Promise.all([
       probeLiveness(options.nodeFor(process.node), process, { deadlineMs: timeoutMs }),
-      url === "" ? Promise.resolve("unknown" as const) : probeCoordinatorHealth(url, readiness, timeoutMs),
+      url === "" ? Promise.resolve(unasked) : probeCoordinatorHealth(url, readiness, timeoutMs),
     ]);
     const liveness = probe.state;
     coordinatorLiveness = liveness;
-    coordinator = { node: process.node, url, pid: process.pid, health };
+    coordinator = cardOf(process.node, url, process.pid, answer);
     if (liveness === "gone") {
       gone.push("coordinator");
       problems.push(`coordinator (pid ${process.pid}) on ${process.node} is gone`);
     }
     if (liveness === "unknown") problems.push(`coordinator on ${process.node}: liveness unknown: ${probe.error ?? "no answer"}`);
-    if (health !== "ok") problems.push(`coordinator ${url}${readiness.healthPath} is ${health}`);
+    if (answer.health !== "ok") problems.push(`coordinator ${url}${readiness.healthPath} is ${healthInWords(answer)}`);
   } else if (readiness.httpServer === "last-stage") {
     // The stage of the last layers serves HTTP (its liveness is its stage card's): its /health alone.
     const server = httpServerOf(cluster, readiness.httpServer);
     const url = cluster.coordinatorUrl ?? "";
     if (server !== undefined) {
-      const health = url === "" ? ("unknown" as const) : await probeCoordinatorHealth(url, readiness, timeoutMs);
-      coordinator = { node: server.node, url, pid: server.pid, health };
+      const answer = url === "" ? unasked : await probeCoordinatorHealth(url, readiness, timeoutMs);
+      coordinator = cardOf(server.node, url, server.pid, answer);
       const card = stages.find((s) => s.index === server.index);
       coordinatorLiveness = card?.alive === true ? "alive" : unknownLiveness.has(server.index ?? 0) ? "unknown" : "gone";
-      if (health !== "ok") problems.push(`${labelOf(server)} ${url}${readiness.healthPath} is ${health}`);
+      if (answer.health !== "ok") problems.push(`${labelOf(server)} ${url}${readiness.healthPath} is ${healthInWords(answer)}`);
     }
   } else {
     problems.push("no coordinator is recorded");
@@ -106,4 +115,11 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
 
   const health = aggregateHealth(stages, coordinator, unknownLiveness, coordinatorLiveness);
   return { cluster: cluster.cluster, at, health, stages, ...(coordinator === undefined ? {} : { coordinator }), problems, gone };
+}
+
+/** No URL to ask. */
+const unasked: CoordinatorAnswer = { health: "unknown" };
+
+function cardOf(node: string, url: string, pid: number | undefined, answer: CoordinatorAnswer): CoordinatorCard {
+  return { node, url, ...(pid === undefined ? {} : { pid }), health: answer.health, ...(answer.said === undefined ? {} : { said: answer.said }) };
 }

@@ -121,17 +121,68 @@ export async function probeGeneration(
 
 export type GenerationAnswer = "answered" | "taken" | "timeout" | "unknown";
 
-/** GET {url}{healthPath} from the control machine; the engine's statuses say ready or loading. */
-export async function probeCoordinatorHealth(url: string, readiness: EngineReadiness, timeoutMs = defaultProbeTimeoutMs): Promise<CoordinatorHealth> {
+/**
+ * What the coordinator's /health answered: its health and, for a not-ready answer that says why,
+ * the engine's words (at most `saidChars` characters, on one line).
+ */
+export interface CoordinatorAnswer {
+  health: CoordinatorHealth;
+  said?: string;
+}
+
+/**
+ * GET {url}{healthPath} from the control machine; the engine's statuses say ready or loading. An
+ * engine whose "loading" status also means a broken pipeline (shard-engine answers 503 for both)
+ * tells them apart by the body: a broken one is "down", in the engine's words.
+ */
+export async function probeCoordinatorHealth(url: string, readiness: EngineReadiness, timeoutMs = defaultProbeTimeoutMs): Promise<CoordinatorAnswer> {
   try {
     const response = await fetch(`${url}${readiness.healthPath}`, { signal: AbortSignal.timeout(timeoutMs) });
-    await response.body?.cancel();
-    if (response.status === readiness.readyStatus) return "ok";
-    if (response.status === readiness.loadingStatus) return "loading";
-    return "down";
+    if (response.status === readiness.readyStatus) {
+      await response.body?.cancel();
+      return { health: "ok" };
+    }
+    const body = await readStart(response, bodyCharsRead);
+    if (response.status === readiness.loadingStatus) {
+      const broken = readiness.brokenIn?.(body);
+      return broken === undefined ? { health: "loading" } : { health: "down", said: clip(broken, saidChars) };
+    }
+    return { health: "down", said: clip(`answered ${response.status}${body === "" ? "" : `: ${body}`}`, saidChars) };
   } catch (error) {
-    return isRefused(error) ? "down" : "unknown";
+    return { health: isRefused(error) ? "down" : "unknown" };
   }
+}
+
+/** "loading", or "down (Stage link(s) dead: stage-0)": the health with what the engine said. */
+export function healthInWords(answer: CoordinatorAnswer): string {
+  return answer.said === undefined ? answer.health : `${answer.health} (${answer.said})`;
+}
+
+/** How much of a not-ready /health body is read, characters: an engine's JSON error fits many times over. */
+const bodyCharsRead = 16_384;
+/** How much of it a status says, characters. */
+const saidChars = 200;
+
+/** The first `chars` characters of a body, on one line; the rest is not read. */
+export async function readStart(response: Response, chars: number): Promise<string> {
+  const reader = response.body?.getReader();
+  if (reader === undefined) return "";
+  const decoder = new TextDecoder();
+  let text = "";
+  try {
+    while (text.length < chars) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+    }
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
+  return clip(text.replace(/\s+/g, " ").trim(), chars);
+}
+
+function clip(line: string, chars: number): string {
+  return line.length > chars ? `${line.slice(0, chars)}…` : line;
 }
 
 // fetch wraps the socket error: ECONNREFUSED is a definite "nothing listens"; a timeout or a reset

@@ -78,6 +78,8 @@ export interface CoordinatorCard {
   url: string;
   pid?: number;
   health: CoordinatorHealth;
+  /** What a /health that is not ready said, in the engine's words, when it said why (at most 200 characters). */
+  said?: string;
 }
 
 export interface ClusterObservation {

@@ -4,6 +4,7 @@
  * /v1/models answers while generation is dead). Paths and statuses are the engine's readiness facts.
  */
 import type { EngineReadiness } from "../engines/index.js";
+import { readStart } from "../health/index.js";
 
 /**
  * What GET {url}{healthPath} answered: `healthy` once it is the ready status; `said` is the answer
@@ -18,7 +19,7 @@ export async function askCoordinatorHealth(url: string, readiness: EngineReadine
       return { healthy: true, said: `answered ${response.status}` };
     }
     const body = await readStart(response, 200);
-    const loading = response.status === readiness.loadingStatus ? " (loading)" : "";
+    const loading = response.status === readiness.loadingStatus && readiness.brokenIn?.(body) === undefined ? " (loading)" : "";
     return { healthy: false, said: `answered ${response.status}${loading}${body === "" ? "" : `: ${body}`}` };
   } catch (error) {
     const code = (error as { cause?: { code?: unknown } }).cause?.code;
@@ -29,25 +30,6 @@ export async function askCoordinatorHealth(url: string, readiness: EngineReadine
       said: `could not be asked: ${error instanceof Error ? (error.cause instanceof Error ? error.cause.message : error.message) : String(error)}`,
     };
   }
-}
-
-/** The first `chars` characters of a body, on one line; the rest is not read. */
-async function readStart(response: Response, chars: number): Promise<string> {
-  const reader = response.body?.getReader();
-  if (reader === undefined) return "";
-  const decoder = new TextDecoder();
-  let text = "";
-  try {
-    while (text.length < chars) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      text += decoder.decode(value, { stream: true });
-    }
-  } finally {
-    await reader.cancel().catch(() => undefined);
-  }
-  const line = text.replace(/\s+/g, " ").trim();
-  return line.length > chars ? `${line.slice(0, chars)}…` : line;
 }
 
 /** Generate one token through the pipeline; resolves on success, throws with what went wrong. */

@@ -3,7 +3,7 @@
  * cluster's memory: the pass story in converge.ts says what happened, these say what that means
  * for the status (health, conditions, last error) and for the work queue (done, stall, retry).
  */
-import type { ClusterObservation } from "../health/index.js";
+import { healthInWords, type ClusterObservation } from "../health/index.js";
 import type { LedgerEntry, TimelineEvent } from "../launch/index.js";
 import { isShardctlError, messageOf } from "../errors/index.js";
 import type { ClusterMemory } from "./cluster-memory.js";
@@ -175,10 +175,10 @@ function stagesListening(entry: LedgerEntry, observation: ClusterObservation | u
 
 /** CoordinatorHealthy from the coordinator's card: False unless /health answers ready, Unknown without an answer. */
 function coordinatorHealthy(url: string, observation: ClusterObservation | undefined): ConditionUpdate {
-  const health = observation?.coordinator?.health ?? "ok";
-  if (health === "ok") return { status: "True", reason: "HealthOk", message: `${url}/health answers 200` };
-  if (health === "unknown") return { status: "Unknown", reason: "ProbeUnanswered", message: `${url}/health did not answer within the probe's deadline` };
-  return { status: "False", reason: "CoordinatorUnhealthy", message: `${url}/health is ${health}` };
+  const card = observation?.coordinator ?? { health: "ok" as const };
+  if (card.health === "ok") return { status: "True", reason: "HealthOk", message: `${url}/health answers 200` };
+  if (card.health === "unknown") return { status: "Unknown", reason: "ProbeUnanswered", message: `${url}/health did not answer within the probe's deadline` };
+  return { status: "False", reason: "CoordinatorUnhealthy", message: `${url}/health is ${healthInWords(card)}` };
 }
 
 /** Nothing runs: the runtime conditions say so. */

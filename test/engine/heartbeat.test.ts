@@ -16,6 +16,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { referenceFacts } from "../../src/engines/reference/facts.js";
 import { makeTestModel } from "../../src/planner/test-model/index.js";
 import { acceptLink, dialLink, encodeFrame, FrameReader, HandshakeAbandoned, Kind } from "../../src/engine/transport/index.js";
 import { freePort, killAll, nextHost, requireBuild, startCluster } from "./support.js";
@@ -146,13 +147,19 @@ describe("link liveness (engine processes)", () => {
     // Stage 0 finds its silent downstream dead at the same moment and exits, so the coordinator may
     // see stage 0's link close first; either way, within 3 s /health is 503 and names stage 1.
     let healthMs = 0;
-    let health = { error: { code: 0 }, deadLinks: [] as string[], links: [] as Array<{ nodeId: string; state: string; reason?: string; silentMs?: number }> };
+    let body = "";
+    let health = {
+      error: { code: 0, message: "" },
+      deadLinks: [] as string[],
+      links: [] as Array<{ nodeId: string; state: string; reason?: string; silentMs?: number }>,
+    };
     await waitFor(
       async () => {
         const r = await fetch(`${cluster.baseUrl}/health`);
         healthMs = performance.now() - stoppedAt;
         if (r.status !== 503) return false;
-        health = (await r.json()) as typeof health;
+        body = await r.text();
+        health = JSON.parse(body) as typeof health;
         return health.deadLinks.includes("stage-1");
       },
       4000,
@@ -161,6 +168,9 @@ describe("link liveness (engine processes)", () => {
     expect(healthMs).toBeLessThan(3200);
     expect(healthMs).toBeGreaterThan(2000);
     expect(health.error.code).toBe(503);
+    // The daemon's health reads this 503 as a broken pipeline in the engine's words, not as loading.
+    expect(referenceFacts.readiness.brokenIn(body)).toBe(health.error.message);
+    expect(health.error.message).toMatch(/^(Stage link\(s\) dead|Pipeline broken): /);
     const silent = health.links.find((l) => l.nodeId === "stage-1")!;
     expect(silent.state).toBe("dead");
     expect(silent.silentMs).toBeGreaterThan(2500);

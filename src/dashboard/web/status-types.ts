@@ -74,7 +74,7 @@ export interface StatusView {
   plan?: PlanView;
   staging: StagingView[];
   stages: StageCardView[];
-  coordinator?: { node: string; url: string; pid?: number; health: "ok" | "loading" | "down" | "unknown" };
+  coordinator?: { node: string; url: string; pid?: number; health: "ok" | "loading" | "down" | "unknown"; said?: string };
   router?: { backend: string; url: string; registered: boolean };
   timeline: Array<{ at: string; step: string; detail?: string }>;
   restarts?: { revision: string; count: number; budget: number; evidence: Array<{ at: string; reason: string; message: string; logTail: string[] }> };

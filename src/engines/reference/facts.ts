@@ -65,6 +65,7 @@ export const referenceFacts = {
     healthPath: "/health",
     readyStatus: 200,
     loadingStatus: 503,
+    brokenIn: brokenPipelineIn,
     completionsPath: "/v1/completions",
     stageUp: "transport-listening",
     httpServer: "coordinator",
@@ -152,3 +153,20 @@ function nextStageUnreachableIn(logTail: readonly string[]): UnreachableNextStag
 
 /** The `msg` of shard-engine's line when a stage cannot reach the next one (src/engine/stage/worker.ts). */
 const nextStageUnreachableLog = "cannot reach the next stage";
+
+/**
+ * What a 503 from the coordinator's /health says, when it is no "Loading model": its message
+ * ("Stage link(s) dead: stage-0", "Pipeline broken: …"). A body that is not its JSON is loading.
+ */
+function brokenPipelineIn(body: string): string | undefined {
+  let message: unknown;
+  try {
+    message = (JSON.parse(body) as { error?: { message?: unknown } } | null)?.error?.message;
+  } catch {
+    return undefined;
+  }
+  return typeof message === "string" && message !== loadingMessage ? message : undefined;
+}
+
+/** The 503 message of a coordinator that is still loading (src/engine/coordinator/http-server.ts). */
+const loadingMessage = "Loading model";

@@ -86,6 +86,7 @@ export const coordinatorStatusSchema = z.strictObject({
   url: z.string(),
   pid: z.int().positive().optional(),
   health: z.enum(["ok", "loading", "down", "unknown"]),
+  said: z.string().optional(),
 });
 
 export const routerStatusSchema = z.strictObject({

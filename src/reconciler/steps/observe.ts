@@ -3,6 +3,7 @@
  * (liveness, transport ports, the coordinator's /health). Only for a missing definition is the
  * rest of the directory looked at: the prune guard needs it.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import { observeCluster, type ClusterObservation } from "../../health/index.js";
 import type { LedgerEntry } from "../../launch/index.js";
 import { observedStateOf, readDirectoryView } from "../decision-inputs.js";
@@ -53,8 +54,41 @@ export async function observeEntry(pass: Pass, entry: LedgerEntry) {
   });
   memory.observation = observation;
   delete memory.inheritedCards;
+  await letTheMonitorSpeakFirst(pass, entry, observation);
   return observation;
 }
+
+/**
+ * A look that finds the launch not serving (a stage gone or refusing, the coordinator answering
+ * anything but ready) has often caught the echo of a death: a stage killed a moment ago closes its
+ * neighbours' links, they exit and the coordinator reports a broken pipeline, before the health
+ * monitor has judged which process went first. The monitor's record names that cause, so while it
+ * watches this launch the pass waits up to `monitorJudgesWithinMs` for it rather than write a
+ * status that blames a symptom; once the death is recorded the pass stands aside (markRunning).
+ */
+async function letTheMonitorSpeakFirst(pass: Pass, entry: LedgerEntry, observation: ClusterObservation): Promise<void> {
+  const { memory } = pass;
+  if (memory.supervision?.startedAt !== entry.startedAt || !foundNotServing(observation)) return;
+  const until = performance.now() + monitorJudgesWithinMs;
+  while (memory.deathRecordedFor !== entry.startedAt && memory.supervision?.startedAt === entry.startedAt && performance.now() < until) {
+    await sleep(monitorRecordPollMs);
+  }
+}
+
+/** Whether a look found a definite sign that the launch does not serve; silence is no such sign. */
+function foundNotServing(observation: ClusterObservation): boolean {
+  const coordinator = observation.coordinator?.health;
+  return observation.gone.length > 0 || observation.stages.some((s) => s.transport === "closed") || coordinator === "down" || coordinator === "loading";
+}
+
+/**
+ * How long the monitor takes at most to record a death once its first exit is seen, ms: an exit
+ * watch polls every 100 ms, and the exit is judged against its peers' over a 500 ms window and a
+ * log read of up to 2 s. Default 3000.
+ */
+const monitorJudgesWithinMs = 3_000;
+/** How often the pass looks whether the monitor recorded a death meanwhile, ms. */
+const monitorRecordPollMs = 50;
 
 /**
  * The previous daemon's stage cards as this daemon's previous observation, so a card whose process
