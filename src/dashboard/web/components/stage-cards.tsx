@@ -178,7 +178,10 @@ export function StageCards({ status, now }: { status: StatusView; now: number })
             <dt>process</dt>
             <dd>{coordinator.pid === undefined ? "–" : `pid ${coordinator.pid}`}</dd>
           </dl>
-          <p class="small muted">{coordinatorLook[coordinator.health].note}</p>
+          <p class="small muted">
+            {coordinatorLook[coordinator.health].note}
+            {coordinator.said === undefined ? "" : `: ${coordinator.said}`}
+          </p>
         </li>
       )}
     </ul>
