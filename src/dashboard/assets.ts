@@ -4,19 +4,16 @@
  * change, so browsers may keep them for a year; index.html is revalidated on every load. Nothing
  * is fetched from anywhere else at run time: the page works offline.
  */
-import { existsSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 import { extname, join, relative, sep } from "node:path";
-import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
+import { builtFile } from "../files/index.js";
 
 /** Where the build puts the page: dist/ui beside dist/src (run from source, the repository's dist/ui). */
 export const defaultAssetsDir = locateAssets();
 
 function locateAssets(): string {
-  const beside = fileURLToPath(new URL("../../ui/", import.meta.url));
-  if (existsSync(beside) || !import.meta.url.endsWith(".ts")) return beside;
-  return fileURLToPath(new URL("../../dist/ui/", import.meta.url));
+  return builtFile(import.meta.url, "../../ui/");
 }
 
 export interface Asset {

@@ -8,9 +8,8 @@
  * started at the first such prompt and loading its own copy of the tokenizer; shorter ones in
  * place, where a thread hop would cost more than they do.
  */
-import { existsSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
+import { builtFile } from "../built-file.js";
 import type { ChatMessage, TextCodec } from "./text.js";
 import type { EncodeAnswer, EncodeRequest } from "./tokenizer-worker.js";
 
@@ -98,7 +97,5 @@ export class PromptEncoder {
  * the .ts file, which a worker cannot load, so the build's copy is used.
  */
 function workerPath(): string {
-  const beside = fileURLToPath(new URL("./tokenizer-worker.js", import.meta.url));
-  if (existsSync(beside) || !import.meta.url.endsWith(".ts")) return beside;
-  return fileURLToPath(new URL("../../../dist/src/engine/coordinator/tokenizer-worker.js", import.meta.url));
+  return builtFile(import.meta.url, "./tokenizer-worker.js");
 }

@@ -7,9 +7,8 @@
  * their own, started at the first such body, and only the typed request comes back; smaller ones
  * in place, where a thread hop would cost more than they do.
  */
-import { existsSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
+import { builtFile } from "../built-file.js";
 import { type ParseAnswer, type ParseJob, parseRequestBody, type RequestKind } from "./parse-request-body.js";
 import { ApiError, type ChatRequest, type CompletionRequest } from "./requests.js";
 
@@ -83,7 +82,5 @@ export class RequestParser {
  * only the .ts file, which a worker cannot load, so the build's copy is used.
  */
 function workerPath(): string {
-  const beside = fileURLToPath(new URL("./request-parser-worker.js", import.meta.url));
-  if (existsSync(beside) || !import.meta.url.endsWith(".ts")) return beside;
-  return fileURLToPath(new URL("../../../dist/src/engine/coordinator/request-parser-worker.js", import.meta.url));
+  return builtFile(import.meta.url, "./request-parser-worker.js");
 }

@@ -4,7 +4,7 @@
  * the arena it computes in.
  */
 import { existsSync, readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
+import { builtFile } from "../built-file.js";
 
 /** Byte addresses and sizes are passed as numbers; wasm i32 parameters read them as u32. */
 export interface KernelExports {
@@ -97,9 +97,7 @@ export interface KernelExports {
  * module sits in src/, where nothing is compiled, so the build's copy is used.
  */
 export function kernelWasmPath(): string {
-  const beside = fileURLToPath(new URL("./kernels.wasm", import.meta.url));
-  if (existsSync(beside) || !import.meta.url.endsWith(".ts")) return beside;
-  return fileURLToPath(new URL("../../../dist/src/engine/kernels/kernels.wasm", import.meta.url));
+  return builtFile(import.meta.url, "./kernels.wasm");
 }
 
 let compiled: WebAssembly.Module | undefined;

@@ -11,9 +11,8 @@
  * Whether sharing pays is judged job by job (sharing-judge.ts): on a machine that cannot give the
  * stage its cores, jobs stay on the caller for a while.
  */
-import { existsSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from "node:worker_threads";
+import { builtFile } from "../built-file.js";
 import type { Arena } from "./arena.js";
 import type { KernelExports } from "./kernel-module.js";
 import { SharingJudge } from "./sharing-judge.js";
@@ -74,9 +73,7 @@ const publishDeadlineMs = 30_000;
  * the .ts file, which a worker cannot load, so the build's copy is used.
  */
 function workerPath(): string {
-  const beside = fileURLToPath(new URL("./kernel-worker.js", import.meta.url));
-  if (existsSync(beside) || !import.meta.url.endsWith(".ts")) return beside;
-  return fileURLToPath(new URL("../../../dist/src/engine/kernels/kernel-worker.js", import.meta.url));
+  return builtFile(import.meta.url, "./kernel-worker.js");
 }
 
 interface PendingTask {

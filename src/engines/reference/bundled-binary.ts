@@ -1,5 +1,4 @@
-import { existsSync } from "node:fs";
-import { fileURLToPath } from "node:url";
+import { builtFile } from "../../files/index.js";
 
 /**
  * The absolute path of this installation's shard-engine entry point. It serves local nodes and
@@ -29,7 +28,5 @@ export const shardEngineNodeFlags: readonly string[] = ["--max-semi-space-size=1
 export const bundledShardEngineCommand: readonly string[] = [process.execPath, ...shardEngineNodeFlags, bundledShardEngine];
 
 function locateShardEngine(): string {
-  const beside = fileURLToPath(new URL("../../cli/shard-engine.js", import.meta.url));
-  if (existsSync(beside) || !import.meta.url.endsWith(".ts")) return beside;
-  return fileURLToPath(new URL("../../../dist/src/cli/shard-engine.js", import.meta.url));
+  return builtFile(import.meta.url, "../../cli/shard-engine.js");
 }
