@@ -1,5 +1,6 @@
 import { availableParallelism } from "node:os";
 import { defineConfig } from "vitest/config";
+import MlxLaterSequencer from "./test/support/sequencer.js";
 
 // Tests spawn real processes (engines, sshd, servers): generous per-test deadlines, and
 // files run in forks so a crashed child never takes the runner with it.
@@ -15,6 +16,9 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     pool: "forks",
+    // Files that need the mlx-lm environment start later, while it installs beside the others.
+    sequence: { sequencer: MlxLaterSequencer },
+    globalSetup: ["test/support/global-setup.ts"],
     maxWorkers: availableParallelism() + 1,
     testTimeout: 60_000,
     hookTimeout: 120_000,
