@@ -5,11 +5,19 @@ import { mkdir, readFile, readlink, rename, rm, symlink, writeFile } from "node:
 import { connect } from "node:net";
 import { dirname, basename, join } from "node:path";
 import { pipeline } from "node:stream/promises";
-import { execa } from "execa";
 import { pathExists } from "../files/index.js";
 import { askPort } from "./port-answer.js";
 import { ShellNode } from "./shell-node.js";
 import type { CommandResult, NodeAccess, NodeConfig, PortAnswer, PutOptions, RunOptions } from "./types.js";
+
+/**
+ * execa, loaded at the first command rather than with this module: most shardctl commands (status,
+ * diff) run none, and loading it (with what it pulls in) took about 0.2 s of each one's start.
+ */
+function loadExeca(): Promise<typeof import("execa")> {
+  return (execaModule ??= import("execa"));
+}
+let execaModule: Promise<typeof import("execa")> | undefined;
 
 /** Default per-command deadline, ms. */
 export const defaultDeadlineMs = 30_000;
@@ -34,6 +42,7 @@ export class LocalNode extends ShellNode implements NodeAccess {
     // A command with a deadline runs in a process group of its own, and the deadline ends the whole
     // group: a shell's children (a probe's `engine --version` that never answers) must not outlive it.
     const grouped = extra.timeout !== undefined;
+    const { execa } = await loadExeca();
     const subprocess = execa(file, args, {
       reject: false,
       stripFinalNewline: false,

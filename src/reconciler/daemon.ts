@@ -16,7 +16,6 @@ import { acquireDaemonLock } from "./daemon-lock.js";
 import { createNodePool } from "../cluster/index.js";
 import { dashboardTokenOf, startDashboard, type Dashboard } from "../dashboard/index.js";
 import { dashboardSource } from "./dashboard-source.js";
-import { DaemonMetrics } from "./metrics.js";
 import { Reconciler } from "./reconciler.js";
 import { WorkQueue } from "./queue/work-queue.js";
 import { watchDefinitions } from "./watch-definitions.js";
@@ -64,7 +63,8 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const lock = await acquireDaemonLock(dir, undefined, settings.daemon.heartbeatSeconds * 1000);
   const log = options.log;
   const pool = createNodePool(settings);
-  const metrics = new DaemonMetrics();
+  // prom-client is loaded by the daemon alone, not by every command that reads a status.
+  const metrics = new (await import("./metrics.js")).DaemonMetrics();
 
   // The queue and the reconciler refer to each other: passes requeue, the queue runs passes.
   const queue: WorkQueue = new WorkQueue((name) => reconciler.reconcile(name));

@@ -6,7 +6,7 @@
 import { createRequire } from "node:module";
 import { homedir } from "node:os";
 import { join } from "node:path";
-import ssh2, { Client, type ClientChannel, type ConnectConfig, type SFTPWrapper } from "ssh2";
+import type { Client, ClientChannel, ConnectConfig, SFTPWrapper } from "ssh2";
 import { ShardctlError } from "../../errors/index.js";
 import { FileRefusedError, readRegularFile } from "../../files/index.js";
 import type { NodeConfig } from "../types.js";
@@ -232,8 +232,8 @@ export class SshConnection {
     // defaults, so the whole list is given; types ssh2 cannot verify are left out.)
     const known = knownKeyTypes(entries, name)
       .flatMap((t) => (t === "ssh-rsa" ? ["rsa-sha2-512", "rsa-sha2-256", "ssh-rsa"] : [t]))
-      .filter((t) => supportedHostKeyTypes.includes(t));
-    const hostKeyOrder = [...new Set([...known, ...defaultHostKeyTypes])];
+      .filter((t) => ssh2Constants().SUPPORTED_SERVER_HOST_KEY.includes(t));
+    const hostKeyOrder = [...new Set([...known, ...ssh2Constants().DEFAULT_SERVER_HOST_KEY])];
     const config: ConnectConfig = {
       host: target.host,
       port: target.port,
@@ -248,7 +248,7 @@ export class SshConnection {
     };
     // Closed while the back-off or the reads above went on: no connection is begun.
     this.throwIfClosed();
-    const client = new Client();
+    const client = new (await loadSsh2()).Client();
     // ssh2 can report more than one error for one connection (a handshake timeout, then the lost
     // socket): the first decides the handshake below, the others must not reach the process as
     // uncaught exceptions, which would end the daemon.
@@ -409,8 +409,7 @@ async function readFirstKey(node: string, target: SshTarget): Promise<{ privateK
       }
       continue;
     }
-    // ssh2's `utils` is not a named export Node's ESM loader can see in this CommonJS package.
-    const parsed = ssh2.utils.parseKey(key);
+    const parsed = (await loadSsh2()).utils.parseKey(key);
     if (parsed instanceof Error) {
       passedOver.push({ path, setting: target.identitySetting, ...(/encrypted|passphrase/i.test(parsed.message) ? {} : { problem: parsed.message }) });
     } else if (!parsed.isPrivateKey()) {
@@ -424,10 +423,18 @@ async function readFirstKey(node: string, target: SshTarget): Promise<{ privateK
 
 export type { ClientChannel };
 
-// ssh2's own lists (lib/protocol/constants.js), read once: what it offers by default and can verify.
-const ssh2Constants = createRequire(import.meta.url)("ssh2/lib/protocol/constants.js") as {
-  DEFAULT_SERVER_HOST_KEY: string[];
-  SUPPORTED_SERVER_HOST_KEY: string[];
-};
-const defaultHostKeyTypes: readonly string[] = ssh2Constants.DEFAULT_SERVER_HOST_KEY;
-const supportedHostKeyTypes: readonly string[] = ssh2Constants.SUPPORTED_SERVER_HOST_KEY;
+// ssh2 (and what it pulls in) is loaded at the first connection, not with this module: most
+// shardctl commands (status, diff, plan of local nodes) never open one, and loading it took about
+// 0.1 s of each command's start.
+
+/** ssh2's CommonJS exports (its `utils` is no named export Node's ESM loader can see). */
+function loadSsh2(): Promise<typeof import("ssh2")> {
+  return (ssh2Module ??= import("ssh2").then((m) => (m as { default: typeof import("ssh2") }).default));
+}
+let ssh2Module: Promise<typeof import("ssh2")> | undefined;
+
+/** ssh2's own lists (lib/protocol/constants.js), read once: what it offers by default and can verify. */
+function ssh2Constants(): { readonly DEFAULT_SERVER_HOST_KEY: readonly string[]; readonly SUPPORTED_SERVER_HOST_KEY: readonly string[] } {
+  return (constants ??= createRequire(import.meta.url)("ssh2/lib/protocol/constants.js") as ReturnType<typeof ssh2Constants>);
+}
+let constants: ReturnType<typeof ssh2Constants> | undefined;
