@@ -274,11 +274,15 @@ export async function commitAll(world: DaemonWorld, message: string): Promise<st
 export const fastLaunch = { stageListenMs: 15_000, coordinatorHealthMs: 15_000, readinessMs: 15_000, stopGraceMs: 2_000 };
 export const fastMonitor = { pollIntervalMs: 200, strikes: 2 };
 export type MonitorTimings = NonNullable<DaemonOptions["monitor"]>;
+export type LaunchTimings = NonNullable<DaemonOptions["launchDeadlines"]>;
 
-/** The daemon in this process, logging to <root>/daemon.log; `monitor` replaces the fast health monitor's timings. */
-export async function startInProcessDaemon(world: DaemonWorld, resyncMs = 60_000, monitor: MonitorTimings = fastMonitor): Promise<Daemon> {
+/**
+ * The daemon in this process, logging to <root>/daemon.log; `monitor` replaces the fast health
+ * monitor's timings, `launch` overrides some of fastLaunch's deadlines (a test that waits one out).
+ */
+export async function startInProcessDaemon(world: DaemonWorld, resyncMs = 60_000, monitor: MonitorTimings = fastMonitor, launch: LaunchTimings = {}): Promise<Daemon> {
   const log = pino({ level: "debug" }, pino.destination({ dest: join(world.root, "daemon.log"), sync: true }));
-  return startDaemon({ dir: world.clustersDir, settingsFile: world.settingsFile, log, resyncMs, debounceMs: 50, launchDeadlines: fastLaunch, monitor });
+  return startDaemon({ dir: world.clustersDir, settingsFile: world.settingsFile, log, resyncMs, debounceMs: 50, launchDeadlines: { ...fastLaunch, ...launch }, monitor });
 }
 
 export interface SpawnedDaemon {

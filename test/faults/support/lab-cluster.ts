@@ -22,6 +22,7 @@ import {
   writeDefinition,
   type DaemonWorld,
   type DefinitionOptions,
+  type LaunchTimings,
   type MonitorTimings,
   type SpawnedDaemon,
 } from "../../reconciler/daemon-fixture.js";
@@ -43,6 +44,11 @@ export interface LabClusterOptions {
   restartBudget: number;
   /** The health monitor's timings; default the production ones (poll 1000 ms, probe deadline 1000 ms, 2 strikes). */
   monitor?: MonitorTimings;
+  /**
+   * Launch deadlines in place of the fixture's (fastLaunch in daemon-fixture.ts), e.g. a shorter
+   * stage listen deadline for a test that waits one out; in-process daemon only.
+   */
+  launch?: LaunchTimings;
   /**
    * "in-process" (default): the daemon runs in the test's process. "spawned": real `shardctl daemon`
    * processes the tests start (`spawnDaemon`; one is started before the definition), killed after
@@ -163,11 +169,12 @@ export function useLabCluster(name: string, options: LabClusterOptions): LabClus
   };
 
   beforeAll(async () => {
+    if (options.daemon === "spawned" && options.launch !== undefined) throw new Error("launch deadlines apply to the in-process daemon only");
     const sizes = { layers: options.layers, restartBudget: options.restartBudget };
     state =
       options.daemon === "spawned"
         ? { ...(await startLabWorldWithoutDaemon(options.hosts, sizes)), daemon: { stop: killSpawned } }
-        : await startLabWorld(options.hosts, { ...sizes, monitor: options.monitor });
+        : await startLabWorld(options.hosts, { ...sizes, monitor: options.monitor, launch: options.launch });
     if (options.daemon === "spawned") await cluster.spawnDaemon();
     if (options.define === undefined) return;
     await cluster.define(options.define);

@@ -5,7 +5,15 @@
  * start that fails midway takes down what it began. No vitest imports.
  */
 import type { Daemon } from "../../../src/reconciler/index.js";
-import { removeDefinition, startInProcessDaemon, startWorld, writeSettings, type DaemonWorld, type MonitorTimings } from "../../reconciler/daemon-fixture.js";
+import {
+  removeDefinition,
+  startInProcessDaemon,
+  startWorld,
+  writeSettings,
+  type DaemonWorld,
+  type LaunchTimings,
+  type MonitorTimings,
+} from "../../reconciler/daemon-fixture.js";
 import { startLab, type Lab, type LabHost } from "./netns.js";
 import { enginePids, killPids, ledgerNames } from "./world-checks.js";
 
@@ -18,12 +26,15 @@ export interface LabWorld {
 /**
  * `hosts` stage hosts; a test model of `layers` layers; the daemon's restart budget per revision;
  * the health monitor's timings (default the production ones: poll 1000 ms, probe deadline 1000 ms,
- * 2 strikes).
+ * 2 strikes); launch deadlines that override the fixture's (default: fastLaunch in daemon-fixture.ts).
  */
-export async function startLabWorld(hosts: number, options: { layers: number; restartBudget: number; monitor?: MonitorTimings }): Promise<LabWorld> {
+export async function startLabWorld(
+  hosts: number,
+  options: { layers: number; restartBudget: number; monitor?: MonitorTimings; launch?: LaunchTimings },
+): Promise<LabWorld> {
   const { lab, world } = await startLabWorldWithoutDaemon(hosts, options);
   try {
-    const daemon = await startInProcessDaemon(world, 60_000, options.monitor ?? {});
+    const daemon = await startInProcessDaemon(world, 60_000, options.monitor ?? {}, options.launch ?? {});
     return { lab, world, daemon };
   } catch (error) {
     await world.close();
