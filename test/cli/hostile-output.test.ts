@@ -88,6 +88,19 @@ describe("shardctl status", () => {
     expect(list.stdout + list.stderr).not.toMatch(raw);
   });
 
+  test("--json: the same document, its C1 and bidi characters escaped (JSON.stringify leaves them raw)", async () => {
+    for (const args of [
+      ["status", "noisy", "--json"],
+      ["status", "--json"],
+    ]) {
+      const r = await runShardctl(world, args);
+      expect(r.stdout + r.stderr).not.toMatch(raw);
+      const parsed = JSON.parse(r.stdout) as { lastError?: { message: string } } | Array<{ lastError?: { message: string } }>;
+      const status = Array.isArray(parsed) ? parsed[0]! : parsed;
+      expect(status.lastError?.message).toContain(hostile);
+    }
+  });
+
   test("`wait` says the same words, escaped the same way, when it gives up", async () => {
     const waited = await runShardctl(world, ["wait", "noisy", "--for", "condition=Ready", "--timeout", "2s"]);
     expect(waited.code).toBe(1);

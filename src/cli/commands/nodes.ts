@@ -7,6 +7,7 @@ import { parseArgs } from "node:util";
 import { createProbeCache, formatBadge, type NodeProbe } from "../../nodes/index.js";
 import { createNodePool } from "../../cluster/index.js";
 import { formatBytes } from "../../planner/index.js";
+import { showText } from "../../errors/index.js";
 import { contextOptions, loadContext } from "../context.js";
 import { allowed, patterns } from "../../spec/index.js";
 import { UsageError } from "../usage-error.js";
@@ -26,7 +27,7 @@ export async function run(args: string[]): Promise<number> {
     const entries = Object.values(settings.nodes);
     const probes = await Promise.all(entries.map((entry) => probe(pool.get(entry))));
     const rows = probes.map((p, i) => ({ ...p, host: entries[i]!.host, declaredEngineVersion: entries[i]!.engineVersion }));
-    if (values.json) console.log(JSON.stringify(rows, null, 2));
+    if (values.json) console.log(showText(JSON.stringify(rows, null, 2), { keepLines: true }));
     else printTable(rows);
     return probes.every((p) => p.reachable && p.error === undefined) ? 0 : 1;
   } finally {

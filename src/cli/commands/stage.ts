@@ -53,7 +53,7 @@ export async function run(args: string[]): Promise<number> {
     const result = await stageForCluster(spec, settings, planned, nodes, bars.update);
     bars.finish();
     if (values.json) {
-      console.log(JSON.stringify({ cluster: spec.name, commit: result.commit, staged: result.staged, failed: result.failed }, null, 2));
+      console.log(showText(JSON.stringify({ cluster: spec.name, commit: result.commit, staged: result.staged, failed: result.failed }, null, 2), { keepLines: true }));
     } else {
       for (const s of result.staged) {
         console.log(

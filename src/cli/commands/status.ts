@@ -31,8 +31,11 @@ export async function run(args: string[]): Promise<number> {
   // What each status file says, and why the ones that exist but cannot be read cannot.
   const read = async (): Promise<Row[]> => Promise.all(files.map(async (f) => ({ name: basename(f, ".toml"), ...(await readRow(statusFileFor(f))) })));
   const render = (statuses: Row[]): string => {
+    // JSON leaves DEL, C1 controls and bidi overrides raw; escaped, the document parses the same.
     if (values.json)
-      return JSON.stringify(detailed && statuses.length === 1 ? (statuses[0]!.status ?? null) : statuses.map((s) => s.status ?? { cluster: s.name }), null, 2);
+      return showText(JSON.stringify(detailed && statuses.length === 1 ? (statuses[0]!.status ?? null) : statuses.map((s) => s.status ?? { cluster: s.name }), null, 2), {
+        keepLines: true,
+      });
     // Statuses quote engines' log lines, nodes' errors and file names: shown, never obeyed by the terminal.
     return showText(detailed ? statuses.map((s) => renderDetail(s.name, s.status, s.unreadable)).join("\n\n") : renderList(statuses), { keepLines: true });
   };
