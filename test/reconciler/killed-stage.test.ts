@@ -38,9 +38,9 @@ test(`SIGKILL of the middle stage, ${kills} times: every status names stage-1, n
   for (let kill = 1; kill <= kills; kill++) {
     const ready = await waitForStatus(world, name, (s) => isServingAt(s, revision) && s.restarts?.count === kill, 60_000);
     const engine = await enginePidOf(ready.stages[1]!.pid!);
-    // At a random moment of the monitor's polls (exit watches every 100 ms, liveness every 200 ms):
+    // At a random moment of the monitor's polls (exit watches every 100 ms, liveness every 400 ms):
     // kills at one fixed offset from the launch could find the same poll first every time.
-    await sleep(Math.random() * 300);
+    await sleep(Math.random() * 500);
     const killedAt = Date.now();
     process.kill(engine, "SIGKILL");
     // Recorded and explained: the evidence of this kill (the last five are kept), with how it ended —
