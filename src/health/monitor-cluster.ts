@@ -84,6 +84,8 @@ export interface ClusterMonitor {
   stop(): Promise<void>;
   /** Nodes currently reported unobservable, with why. */
   unobservable(): ReadonlyMap<string, string>;
+  /** Whether a member was seen gone and its death is being judged (which went first), not yet reported. */
+  judging(): boolean;
 }
 
 /**
@@ -342,6 +344,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
       while (pending.size > 0) await Promise.allSettled([...pending]);
     },
     unobservable: () => unobservable,
+    judging: () => gone.size > 0 && !done,
   };
 }
 

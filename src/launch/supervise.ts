@@ -29,6 +29,8 @@ export interface Supervision {
   readonly ended: Promise<SupervisionOutcome>;
   /** Stop supervising without touching the cluster (a deliberate teardown or shutdown). */
   stop(): Promise<void>;
+  /** Whether the monitor saw a member gone and is judging which went first, its death not yet reported. */
+  judging(): boolean;
 }
 
 function labelOf(process: LedgerProcess): string {
@@ -72,5 +74,6 @@ export function superviseCluster(entry: LedgerEntry, options: SuperviseOptions):
       await monitor.stop();
       await handling;
     },
+    judging: () => monitor.judging(),
   };
 }

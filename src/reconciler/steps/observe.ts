@@ -61,16 +61,23 @@ export async function observeEntry(pass: Pass, entry: LedgerEntry) {
 /**
  * A look that finds the launch not serving (a stage gone or refusing, the coordinator answering
  * anything but ready) has often caught the echo of a death: a stage killed a moment ago closes its
- * neighbours' links, they exit and the coordinator reports a broken pipeline, before the health
- * monitor has judged which process went first. The monitor's record names that cause, so while it
- * watches this launch the pass waits up to `monitorJudgesWithinMs` for it rather than write a
- * status that blames a symptom; once the death is recorded the pass stands aside (markRunning).
+ * neighbours' links, they exit and the coordinator reports a broken pipeline, while the health
+ * monitor is still judging which process went first (its exit watches see an exit within about
+ * 100 ms; the judgement takes up to 2.5 s). The monitor's record names that cause, so the pass
+ * gives it a moment: it waits while the monitor judges a death (up to `judgementWaitMs`), after
+ * looking for one to begin for `exitSeenWithinMs`. With no death seen (a cut link, a coordinator
+ * that answers 503 while everything runs) its own finding is written that much later, not 3 s.
+ * Once the death is recorded the pass stands aside (markRunning).
  */
 async function letTheMonitorSpeakFirst(pass: Pass, entry: LedgerEntry, observation: ClusterObservation): Promise<void> {
   const { memory } = pass;
   if (memory.supervision?.startedAt !== entry.startedAt || !foundNotServing(observation)) return;
-  const until = performance.now() + monitorJudgesWithinMs;
-  while (memory.deathRecordedFor !== entry.startedAt && memory.supervision?.startedAt === entry.startedAt && performance.now() < until) {
+  const supervision = memory.supervision.supervision;
+  const started = performance.now();
+  const recorded = (): boolean => memory.deathRecordedFor === entry.startedAt || memory.supervision?.supervision !== supervision;
+  while (!recorded()) {
+    const waited = performance.now() - started;
+    if (waited >= judgementWaitMs || (waited >= exitSeenWithinMs && !supervision.judging())) return;
     await sleep(monitorRecordPollMs);
   }
 }
@@ -81,12 +88,13 @@ function foundNotServing(observation: ClusterObservation): boolean {
   return observation.gone.length > 0 || observation.stages.some((s) => s.transport === "closed") || coordinator === "down" || coordinator === "loading";
 }
 
+/** How long a pass looks for the monitor to begin judging a death, ms: an exit watch polls every 100 ms. */
+const exitSeenWithinMs = 500;
 /**
- * How long the monitor takes at most to record a death once its first exit is seen, ms: an exit
- * watch polls every 100 ms, and the exit is judged against its peers' over a 500 ms window and a
- * log read of up to 2 s. Default 3000.
+ * How long a pass waits at most for the monitor's judgement of a death, ms: the exit is weighed
+ * against its peers' over a 500 ms window and a log read of up to 2 s.
  */
-const monitorJudgesWithinMs = 3_000;
+const judgementWaitMs = 3_000;
 /** How often the pass looks whether the monitor recorded a death meanwhile, ms. */
 const monitorRecordPollMs = 50;
 
