@@ -26,6 +26,7 @@ export { blamedForLostLink, consequenceOf, describeDeath } from "./describe-deat
 export {
   healthInWords,
   probeCoordinatorHealth,
+  notReadyBodyChars,
   readStart,
   type CoordinatorAnswer,
   probeLiveness,

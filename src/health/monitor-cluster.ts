@@ -149,13 +149,15 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     if (done || gone.size > 1) return;
     track(
       (async () => {
+        // A judgement that fails (a peer's log unreadable in a way its own checks did not foresee)
+        // still ends in a death: the exit seen first is blamed, as before judging existed.
         const { blamed, consequences, lostUnseen } = await judgeExit(process, {
           cluster,
           nodeFor: options.nodeFor,
           ...(options.lostPeerWindowMs === undefined ? {} : { windowMs: options.lostPeerWindowMs }),
           seenGone: (p) => gone.has(p),
           signal: controller.signal,
-        });
+        }).catch(() => ({ blamed: process, consequences: [], lostUnseen: undefined }));
         const seen = (p: WatchedProcess): string => gone.get(p) ?? `pid ${p.pid} is no longer running`;
         die(
           blamed,

@@ -142,7 +142,7 @@ export async function probeCoordinatorHealth(url: string, readiness: EngineReadi
       await response.body?.cancel();
       return { health: "ok" };
     }
-    const body = await readStart(response, bodyCharsRead);
+    const body = await readStart(response, notReadyBodyChars);
     if (response.status === readiness.loadingStatus) {
       const broken = readiness.brokenIn?.(body);
       return broken === undefined ? { health: "loading" } : { health: "down", said: clip(broken, saidChars) };
@@ -159,7 +159,7 @@ export function healthInWords(answer: CoordinatorAnswer): string {
 }
 
 /** How much of a not-ready /health body is read, characters: an engine's JSON error fits many times over. */
-const bodyCharsRead = 16_384;
+export const notReadyBodyChars = 16_384;
 /** How much of it a status says, characters. */
 const saidChars = 200;
 
@@ -178,10 +178,12 @@ export async function readStart(response: Response, chars: number): Promise<stri
   } finally {
     await reader.cancel().catch(() => undefined);
   }
-  return clip(text.replace(/\s+/g, " ").trim(), chars);
+  return clip(text, chars);
 }
 
-function clip(line: string, chars: number): string {
+/** `text` on one line (an engine's JSON message may hold newlines), cut to `chars` characters. */
+function clip(text: string, chars: number): string {
+  const line = text.replace(/\s+/g, " ").trim();
   return line.length > chars ? `${line.slice(0, chars)}…` : line;
 }
 

@@ -4,7 +4,7 @@
  * /v1/models answers while generation is dead). Paths and statuses are the engine's readiness facts.
  */
 import type { EngineReadiness } from "../engines/index.js";
-import { readStart } from "../health/index.js";
+import { notReadyBodyChars, readStart } from "../health/index.js";
 
 /**
  * What GET {url}{healthPath} answered: `healthy` once it is the ready status; `said` is the answer
@@ -18,8 +18,10 @@ export async function askCoordinatorHealth(url: string, readiness: EngineReadine
       await response.body?.cancel();
       return { healthy: true, said: `answered ${response.status}` };
     }
-    const body = await readStart(response, 200);
-    const loading = response.status === readiness.loadingStatus && readiness.brokenIn?.(body) === undefined ? " (loading)" : "";
+    // The whole body (within the cap) says loading or broken; 200 characters of it are shown.
+    const whole = await readStart(response, notReadyBodyChars);
+    const body = whole.length > 200 ? `${whole.slice(0, 200)}…` : whole;
+    const loading = response.status === readiness.loadingStatus && readiness.brokenIn?.(whole) === undefined ? " (loading)" : "";
     return { healthy: false, said: `answered ${response.status}${loading}${body === "" ? "" : `: ${body}`}` };
   } catch (error) {
     const code = (error as { cause?: { code?: unknown } }).cause?.code;

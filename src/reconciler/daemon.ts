@@ -60,11 +60,13 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const settings = await loadSettings(options.settingsFile);
   // Refused before anything starts: a dashboard off loopback without its token.
   const uiToken = dashboardTokenOf(settings);
+  // prom-client is loaded by the daemon alone, not by every command that reads a status; before
+  // the lock is taken, so that a failure to load it leaves no lock behind.
+  const { DaemonMetrics } = await import("./metrics.js");
   const lock = await acquireDaemonLock(dir, undefined, settings.daemon.heartbeatSeconds * 1000);
   const log = options.log;
   const pool = createNodePool(settings);
-  // prom-client is loaded by the daemon alone, not by every command that reads a status.
-  const metrics = new (await import("./metrics.js")).DaemonMetrics();
+  const metrics = new DaemonMetrics();
 
   // The queue and the reconciler refer to each other: passes requeue, the queue runs passes.
   const queue: WorkQueue = new WorkQueue((name) => reconciler.reconcile(name));

@@ -155,8 +155,8 @@ function nextStageUnreachableIn(logTail: readonly string[]): UnreachableNextStag
 const nextStageUnreachableLog = "cannot reach the next stage";
 
 /**
- * What a 503 from the coordinator's /health says, when it is no "Loading model": its message
- * ("Stage link(s) dead: stage-0", "Pipeline broken: …"). A body that is not its JSON is loading.
+ * What a 503 from the coordinator's /health says when its pipeline is broken: its message
+ * ("Stage link(s) dead: stage-0", "Pipeline broken: …"). Anything else is loading.
  */
 function brokenPipelineIn(body: string): string | undefined {
   let message: unknown;
@@ -165,8 +165,11 @@ function brokenPipelineIn(body: string): string | undefined {
   } catch {
     return undefined;
   }
-  return typeof message === "string" && message !== loadingMessage ? message : undefined;
+  return typeof message === "string" && brokenMessage.test(message) ? message : undefined;
 }
 
-/** The 503 message of a coordinator that is still loading (src/engine/coordinator/http-server.ts). */
-const loadingMessage = "Loading model";
+/**
+ * How the coordinator's 503 says its pipeline is broken (src/engine/coordinator/http-server.ts);
+ * any other 503 ("Loading model") is loading, as for an engine that says nothing more.
+ */
+const brokenMessage = /^(Pipeline broken|Stage link\(s\) dead): /;

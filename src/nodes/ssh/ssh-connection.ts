@@ -247,8 +247,9 @@ export class SshConnection {
       ...(known.length > 0 ? { algorithms: { serverHostKey: hostKeyOrder as never } } : {}),
     };
     // Closed while the back-off or the reads above went on: no connection is begun.
+    const { Client } = await loadSsh2();
     this.throwIfClosed();
-    const client = new (await loadSsh2()).Client();
+    const client = new Client();
     // ssh2 can report more than one error for one connection (a handshake timeout, then the lost
     // socket): the first decides the handshake below, the others must not reach the process as
     // uncaught exceptions, which would end the daemon.
