@@ -24,8 +24,10 @@ export { monitorCluster, type ClusterMonitor, type MonitorOptions } from "./moni
 export { aggregateHealth } from "./aggregate-health.js";
 export { blamedForLostLink, consequenceOf, describeDeath } from "./describe-death.js";
 export {
+  clipLine,
   healthInWords,
   probeCoordinatorHealth,
+  notReadyAnswer,
   notReadyBodyChars,
   readStart,
   type CoordinatorAnswer,

@@ -142,15 +142,22 @@ export async function probeCoordinatorHealth(url: string, readiness: EngineReadi
       await response.body?.cancel();
       return { health: "ok" };
     }
-    const body = await readStart(response, notReadyBodyChars);
-    if (response.status === readiness.loadingStatus) {
-      const broken = readiness.brokenIn?.(body);
-      return broken === undefined ? { health: "loading" } : { health: "down", said: clip(broken, saidChars) };
-    }
-    return { health: "down", said: clip(`answered ${response.status}${body === "" ? "" : `: ${body}`}`, saidChars) };
+    return notReadyAnswer(readiness, response.status, await readStart(response, notReadyBodyChars));
   } catch (error) {
     return { health: isRefused(error) ? "down" : "unknown" };
   }
+}
+
+/**
+ * What a /health answer other than ready means: the engine's loading status is "loading" unless
+ * its body (read up to `notReadyBodyChars`) says the pipeline is broken; anything else is "down".
+ */
+export function notReadyAnswer(readiness: EngineReadiness, status: number, body: string): CoordinatorAnswer {
+  if (status === readiness.loadingStatus) {
+    const broken = readiness.brokenIn?.(body);
+    return broken === undefined ? { health: "loading" } : { health: "down", said: clipLine(broken, saidChars) };
+  }
+  return { health: "down", said: clipLine(`answered ${status}${body === "" ? "" : `: ${body}`}`, saidChars) };
 }
 
 /** "loading", or "down (Stage link(s) dead: stage-0)": the health with what the engine said. */
@@ -178,11 +185,11 @@ export async function readStart(response: Response, chars: number): Promise<stri
   } finally {
     await reader.cancel().catch(() => undefined);
   }
-  return clip(text, chars);
+  return clipLine(text, chars);
 }
 
 /** `text` on one line (an engine's JSON message may hold newlines), cut to `chars` characters. */
-function clip(text: string, chars: number): string {
+export function clipLine(text: string, chars: number): string {
   const line = text.replace(/\s+/g, " ").trim();
   return line.length > chars ? `${line.slice(0, chars)}…` : line;
 }

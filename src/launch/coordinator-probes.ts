@@ -4,7 +4,7 @@
  * /v1/models answers while generation is dead). Paths and statuses are the engine's readiness facts.
  */
 import type { EngineReadiness } from "../engines/index.js";
-import { notReadyBodyChars, readStart } from "../health/index.js";
+import { clipLine, notReadyAnswer, notReadyBodyChars, readStart } from "../health/index.js";
 
 /**
  * What GET {url}{healthPath} answered: `healthy` once it is the ready status; `said` is the answer
@@ -20,8 +20,8 @@ export async function askCoordinatorHealth(url: string, readiness: EngineReadine
     }
     // The whole body (within the cap) says loading or broken; 200 characters of it are shown.
     const whole = await readStart(response, notReadyBodyChars);
-    const body = whole.length > 200 ? `${whole.slice(0, 200)}…` : whole;
-    const loading = response.status === readiness.loadingStatus && readiness.brokenIn?.(whole) === undefined ? " (loading)" : "";
+    const body = clipLine(whole, 200);
+    const loading = notReadyAnswer(readiness, response.status, whole).health === "loading" ? " (loading)" : "";
     return { healthy: false, said: `answered ${response.status}${loading}${body === "" ? "" : `: ${body}`}` };
   } catch (error) {
     const code = (error as { cause?: { code?: unknown } }).cause?.code;

@@ -64,10 +64,10 @@ export async function observeEntry(pass: Pass, entry: LedgerEntry) {
  * neighbours' links, they exit and the coordinator reports a broken pipeline, while the health
  * monitor is still judging which process went first (its exit watches see an exit within about
  * 100 ms; the judgement takes up to 2.5 s). The monitor's record names that cause, so the pass
- * gives it a moment: it waits while the monitor judges a death (up to `judgementWaitMs` from when the
- * judgement began), after looking for one to begin for `exitSeenWithinMs`. With no death seen (a cut link, a coordinator
- * that answers 503 while everything runs) its own finding is written that much later, not 3 s.
- * Once the death is recorded the pass stands aside (markRunning).
+ * gives it a moment: it waits while the monitor judges a death (up to `judgementWaitMs` from when
+ * the judgement began), after looking for one to begin for `exitSeenWithinMs`. With no death seen
+ * (a cut link, a coordinator that answers 503 while everything runs) its own finding is written
+ * that much later. Once the death is recorded the pass stands aside (markRunning).
  */
 async function letTheMonitorSpeakFirst(pass: Pass, entry: LedgerEntry, observation: ClusterObservation): Promise<void> {
   const { memory } = pass;
