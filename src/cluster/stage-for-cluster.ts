@@ -40,6 +40,8 @@ export async function stageForCluster(
   planned: Pick<PlannedCluster, "plan" | "profile" | "pinned">,
   nodes: ClusterNodes,
   onProgress: (event: StagingProgress) => void = () => {},
+  /** Stops the staging when aborted (see StagingOptions.signal). */
+  signal?: AbortSignal,
 ): Promise<StagedCluster> {
   const unpinned = stagingSourceOf(spec, settings);
   if (unpinned.kind === "path") {
@@ -58,7 +60,7 @@ export async function stageForCluster(
   }));
   // The coordinator's node, unless it also holds a stage (and so already gets the small files).
   if (!nodes.stages.includes(nodes.coordinator)) requests.push({ node: nodes.coordinator, files: stageFileList(manifest, []) });
-  const result = await stageCluster(requests, source, { verify: spec.model.verify, onProgress, manifest });
+  const result = await stageCluster(requests, source, { verify: spec.model.verify, onProgress, manifest, ...(signal === undefined ? {} : { signal }) });
   return {
     commit: manifest.commit,
     staged: result.staged,

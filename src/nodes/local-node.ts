@@ -29,14 +29,17 @@ export class LocalNode extends ShellNode implements NodeAccess {
   }
 
   async run(argv: string[], options: RunOptions = {}): Promise<CommandResult> {
-    return this.exec(argv, { timeout: options.deadlineMs ?? defaultDeadlineMs, input: options.stdin, cwd: options.cwd });
+    return this.exec(argv, { timeout: options.deadlineMs ?? defaultDeadlineMs, input: options.stdin, cwd: options.cwd, abort: options.signal });
   }
 
   protected runWatch(argv: string[], signal: AbortSignal | undefined): Promise<CommandResult> {
     return this.exec(argv, { cancelSignal: signal });
   }
 
-  private async exec(argv: string[], extra: { timeout?: number; input?: string | Buffer; cwd?: string; cancelSignal?: AbortSignal }): Promise<CommandResult> {
+  private async exec(
+    argv: string[],
+    extra: { timeout?: number; input?: string | Buffer; cwd?: string; cancelSignal?: AbortSignal; abort?: AbortSignal | undefined },
+  ): Promise<CommandResult> {
     const [file, ...args] = argv;
     if (file === undefined) throw new TypeError("run needs a command");
     // A command with a deadline runs in a process group of its own, and the deadline ends the whole
@@ -60,8 +63,15 @@ export class LocalNode extends ShellNode implements NodeAccess {
           if (pid !== undefined) killGroup(pid);
         }, extra.timeout)
       : undefined;
+    // An abort ends the whole group too (a download's curl under its shell).
+    const onAbort = (): void => {
+      if (pid !== undefined) killGroup(pid);
+    };
+    if (grouped) extra.abort?.addEventListener("abort", onAbort, { once: true });
+    if (grouped && extra.abort?.aborted === true) onAbort();
     const r = await subprocess.finally(() => {
       clearTimeout(timer);
+      extra.abort?.removeEventListener("abort", onAbort);
       if (pid !== undefined) runningGroups.delete(pid);
     });
     // A program that cannot be started answers as a shell would (and as it does on an SSH node,
@@ -126,7 +136,7 @@ export class LocalNode extends ShellNode implements NodeAccess {
       done += chunk.length;
       options.onProgress?.(done);
     });
-    await pipeline(source, createWriteStream(remotePath, { flags: offset > 0 ? "a" : "w" }));
+    await pipeline(source, createWriteStream(remotePath, { flags: offset > 0 ? "a" : "w" }), ...(options.signal === undefined ? [] : [{ signal: options.signal }]));
   }
 
   // In-process hashing: no child process, same throughput as sha256sum (OpenSSL underneath).

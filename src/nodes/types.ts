@@ -46,6 +46,8 @@ export interface RunOptions {
   deadlineMs?: number;
   stdin?: string | Buffer;
   cwd?: string;
+  /** Kills the command (and its children) when aborted; the result is as for a kill. */
+  signal?: AbortSignal;
 }
 
 export interface DetachedOptions {
@@ -77,6 +79,11 @@ export interface PutOptions {
   onProgress?: (bytes: number) => void;
   /** Default 0 (replace the remote file). */
   startOffset?: number;
+  /**
+   * Stops the copy when aborted, keeping what was written. A local copy stops at once; over SSH the
+   * file being sent is finished first (its SFTP session is shared with other work).
+   */
+  signal?: AbortSignal;
 }
 
 /**

@@ -9,7 +9,8 @@ import type { ParseCache } from "./parse-cache.js";
 import { nextAction, type NextAction } from "./next-action.js";
 import type { Pass } from "./pass.js";
 import { runStep, type Step } from "./run-step.js";
-import { setConditions, type Verdict } from "./verdicts.js";
+import { overtaken, setConditions, type Verdict } from "./verdicts.js";
+import { watchRevision } from "./watch-revision.js";
 import { adopt } from "./steps/adopt.js";
 import { budget } from "./steps/budget.js";
 import { claimPort } from "./steps/claim-port.js";
@@ -74,9 +75,17 @@ export function createConverge(parts: StoryParts): Converge {
     // The daemon tries again (a stall lifted: an invalid edit reverted to this revision): Stalled
     // says so from now, not once the launch is over, so `shardctl wait` does not fail meanwhile.
     if (action.kind === "launch") liftStall(pass);
-    for (const step of stepsFor(action)) {
-      const verdict = await runStep(pass, step);
-      if (verdict !== undefined) return verdict;
+    // A launch yields to a newer revision: the definition is watched while its steps run.
+    const watch = action.kind === "launch" ? watchRevision(pass, parts.parsed) : undefined;
+    pass.overtaken = watch?.signal;
+    try {
+      for (const step of stepsFor(action)) {
+        if (step.yieldsToNewRevision === true && watch?.signal.aborted === true) return overtaken(pass.memory, pass.revision ?? "", step.action, watch.signal);
+        const verdict = await runStep(pass, step);
+        if (verdict !== undefined) return verdict;
+      }
+    } finally {
+      watch?.stop();
     }
     throw new Error(`${pass.name}: the steps of "${action.kind}" ended without a verdict`);
   };

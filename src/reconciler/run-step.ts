@@ -19,6 +19,11 @@ export interface Step {
   failure: Reason;
   /** Said while the step runs: Reconciling=True with this reason and message; `announce` also writes the status file. */
   progress?: (pass: Pass) => { reason: ProgressReason; message: string; announce?: boolean };
+  /**
+   * The pass does not start this step once its definition asks for another revision (it would only
+   * serve the revision being abandoned): replacing what runs, staging, budgeting and launching.
+   */
+  yieldsToNewRevision?: boolean;
   /** Ends the pass with a verdict, or returns nothing to hand over to the next step. */
   run(pass: Pass): Promise<Verdict | void>;
 }

@@ -28,6 +28,20 @@ export function settle(memory: ClusterMemory, action: string, health: Health, re
   return { action, result: "success", health, outcome: { kind: "done" } };
 }
 
+/**
+ * A launch the definition moved on from before it began: stopped before `action` (or during the
+ * staging), with nothing of the old revision launched; the next pass starts at once.
+ */
+export function overtaken(memory: ClusterMemory, revision: string, action: string, signal: AbortSignal): Verdict {
+  const why = signal.reason instanceof Error ? signal.reason.message : "its definition changed";
+  const message = `stopped launching revision ${revision.slice(0, 12)} before the ${action} step: ${why}; the next pass takes that up now`;
+  setConditions(memory, revision, {
+    Ready: { status: "False", reason: "Superseded", message },
+    Reconciling: { status: "True", reason: "Superseded", message },
+  });
+  return { action, result: "waiting", reason: "Superseded", health: "Progressing", outcome: { kind: "requeue", afterMs: 0 } };
+}
+
 /** Terminal: wait for the definition to change. Whatever runs keeps running. */
 export function stall(memory: ClusterMemory, action: string, reason: ConditionReason, message: string, serving: boolean): Verdict {
   const revision = memory.lastGood?.revision ?? "";

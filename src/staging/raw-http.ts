@@ -36,6 +36,8 @@ export interface RawRequest {
   idleMs: number;
   /** Called with the bytes now in the file. */
   onBytes: (bytes: number) => void;
+  /** Cuts the download when aborted (what reached the file stays there). */
+  signal?: AbortSignal;
 }
 
 export function rawDownload(request: RawRequest): Promise<RawOutcome> {
@@ -53,6 +55,7 @@ export function rawDownload(request: RawRequest): Promise<RawOutcome> {
       settled = true;
       clearTimeout(timer);
       clearTimeout(idle);
+      request.signal?.removeEventListener("abort", onAbort);
       if (fd !== undefined) closeSync(fd);
       socket.destroy();
       if (error !== undefined) reject(error);
@@ -118,6 +121,9 @@ export function rawDownload(request: RawRequest): Promise<RawOutcome> {
     let statusCode = 0;
     const timer = setTimeout(() => finish(new Error(`deadline of ${request.deadlineMs} ms passed`)), request.deadlineMs);
     const idle = setTimeout(() => finish(new Error(`nothing arrived for ${request.idleMs} ms`)), request.idleMs);
+    const onAbort = (): void => finish(abortedError(request.signal));
+    request.signal?.addEventListener("abort", onAbort, { once: true });
+    if (request.signal?.aborted === true) onAbort();
     socket.once("connect", () => {
       const lines = [
         `GET ${url.pathname}${url.search} HTTP/1.1`,
@@ -162,4 +168,10 @@ export function replyMismatch(status: number, contentLength: number | undefined,
   if (rangeStart !== undefined && rangeStart !== have) return `HTTP 206 with bytes from ${rangeStart}, not from ${have} as asked`;
   if (contentLength !== undefined && have + contentLength < size) return `HTTP 206 with ${contentLength} bytes from ${have}, ending short of the listed ${size}`;
   return undefined;
+}
+
+/** The error a download cut by its signal ends in: the signal's reason when it is an error. */
+export function abortedError(signal: AbortSignal | undefined): Error {
+  const reason: unknown = signal?.reason;
+  return reason instanceof Error ? reason : new Error("staging was stopped");
 }

@@ -71,6 +71,7 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
   await node.mkdir(blobsDir);
   const hashed = new Map<string, StatCacheEntry>();
   for (const check of todo) {
+    stopIfCancelled(name, options.signal);
     // One transfer per blob per machine at a time (blobs/<hash>.incomplete is a fixed name). Under
     // the lock the file is re-checked (two stats): another pass may have verified it since classify.
     const key = `blob ${machineKey(node)} ${modelDir} ${manifest.repo} ${check.file.hash}`;
@@ -167,8 +168,11 @@ async function fetchOne(
           if (bytes > counted) progress.update("transfer", bytes - counted, file.path);
           counted = Math.max(counted, bytes);
         },
+        ...(options.signal === undefined ? {} : { signal: options.signal }),
       });
     } catch (error) {
+      // Cut because the caller stopped the staging: no stat, no further attempt.
+      stopIfCancelled(node.config.name, options.signal, file.path);
       // A terminal failure (a body past the listed size) repeats on every attempt.
       if (isShardctlError(error) && error.terminal) throw error;
       // A node that stopped answering (a partition) is not asked again here: each question would wait
@@ -187,6 +191,7 @@ async function fetchOne(
       resumed ||= have > 0;
       if (attempt >= attempts) throw error;
       await new Promise((r) => setTimeout(r, 200 * attempt));
+      stopIfCancelled(node.config.name, options.signal, file.path);
       continue;
     }
     break;
@@ -211,6 +216,13 @@ async function fetchOne(
   await forgetWriter({ node, source, target });
   const final = await node.stat(blob);
   if (final !== undefined) hashed.set(blob, { size: final.size, mtimeSec: final.mtimeSec, ctimeSec: final.ctimeSec, ino: final.ino, hash: file.hash });
+}
+
+/** StagingCancelled once `signal` is aborted, naming the node (and the file cut, if one was). */
+function stopIfCancelled(node: string, signal: AbortSignal | undefined, file?: string): void {
+  if (signal?.aborted !== true) return;
+  const why = signal.reason instanceof Error ? signal.reason.message : "its caller stopped it";
+  throw new ShardctlError("StagingCancelled", `node ${node}: staging stopped${file === undefined ? "" : ` during ${file} (its partial file is kept)`}: ${why}`);
 }
 
 /** Expand a leading "~/" with the node's own $HOME (remote model dirs may be written that way). */

@@ -21,6 +21,9 @@
  * node is removed. A download that receives nothing for `idleMs` is cut (DownloadFailed) and the
  * next attempt resumes: a server that keeps the connection open but stops sending costs a minute,
  * not the hour of the whole-file deadline.
+ *
+ * A transfer given an aborted signal is cut at once on every path (the download's socket, curl on
+ * the node, the push's SFTP session), keeping what reached the partial file for a later resume.
  */
 import { createWriteStream } from "node:fs";
 import { stat } from "node:fs/promises";
@@ -47,6 +50,8 @@ export interface TransferRequest {
   idleMs: number;
   /** Called with the bytes now in `target`. */
   onBytes: (bytes: number) => void;
+  /** Cuts the transfer when aborted; the partial file stays for a later staging to resume. */
+  signal?: AbortSignal;
 }
 
 export async function transferFile(request: TransferRequest): Promise<void> {
@@ -113,6 +118,7 @@ async function fetchLocally(request: TransferRequest, source: Extract<StagingSou
       deadlineMs: request.deadlineMs,
       idleMs: request.idleMs,
       onBytes: request.onBytes,
+      ...(request.signal === undefined ? {} : { signal: request.signal }),
     });
     if (raw.kind === "done") return;
     if (raw.kind === "too-large") throw tooLarge(request, url, `${raw.bytes} bytes`);
@@ -121,7 +127,7 @@ async function fetchLocally(request: TransferRequest, source: Extract<StagingSou
     if (isShardctlError(error, "DownloadTooLarge") || isShardctlError(error, "DownloadFailed")) throw error;
     throw new ShardctlError("DownloadFailed", `${url}: ${(error as Error).message}`, { cause: error });
   }
-  const response = await openDownload(url, headers, request.deadlineMs).catch((error: unknown) => error as Error);
+  const response = await openDownload(url, headers, request.deadlineMs, request.signal).catch((error: unknown) => error as Error);
   // A Range the server refuses (416: the partial file is not a prefix it recognises) cannot resume on
   // any pass: start the file over, once. A server ignoring Range (200) is handled below by rewriting.
   if (response instanceof Error) {
@@ -227,11 +233,12 @@ async function fetchLocally(request: TransferRequest, source: Extract<StagingSou
 }
 
 /** GET `url`, following up to 5 redirects (the Hub redirects LFS files to its CDN). */
-async function openDownload(url: string, headers: Record<string, string>, deadlineMs: number, hops = 0): Promise<IncomingMessage> {
+async function openDownload(url: string, headers: Record<string, string>, deadlineMs: number, signal: AbortSignal | undefined, hops = 0): Promise<IncomingMessage> {
   const response = await new Promise<IncomingMessage>((resolve, reject) => {
     const get = url.startsWith("https:") ? httpsGet : httpGet;
     // A whole-request timer, not a socket idle timeout (that one re-arms on every 64 KiB read).
-    const req = get(url, { headers }, (response) => {
+    // The signal destroys the request, and with it the response's socket mid-body.
+    const req = get(url, { headers, ...(signal === undefined ? {} : { signal }) }, (response) => {
       clearTimeout(timer);
       resolve(response);
     });
@@ -244,7 +251,7 @@ async function openDownload(url: string, headers: Record<string, string>, deadli
     const next = new URL(response.headers.location, url).toString();
     // Credentials stay with the Hub; a CDN gets none.
     const { Authorization: _, ...rest } = headers;
-    return openDownload(next, new URL(next).origin === new URL(url).origin ? headers : rest, deadlineMs, hops + 1);
+    return openDownload(next, new URL(next).origin === new URL(url).origin ? headers : rest, deadlineMs, signal, hops + 1);
   }
   if (status !== 200 && status !== 206) {
     response.resume();
@@ -278,10 +285,12 @@ async function fetchOnNode(request: TransferRequest, source: Extract<StagingSour
     }, 500);
   };
   poll();
-  const result = await node.run(argv, { stdin: `${config}\n`, deadlineMs: request.deadlineMs }).finally(() => {
-    polling = false;
-    clearTimeout(timer);
-  });
+  const result = await node
+    .run(argv, { stdin: `${config}\n`, deadlineMs: request.deadlineMs, ...(request.signal === undefined ? {} : { signal: request.signal }) })
+    .finally(() => {
+      polling = false;
+      clearTimeout(timer);
+    });
   const after = await node.stat(target);
   if (after !== undefined && after.size > file.size) throw tooLarge(request, url, `more than ${file.size} bytes`);
   // The server cannot resume this file: it ignored the Range (curl exit 33) or refused it (HTTP 416,
@@ -318,6 +327,7 @@ async function pushFile(request: TransferRequest, source: Extract<StagingSource,
     await request.node.putFile(local, request.target, {
       startOffset: request.haveBytes,
       onProgress: (bytes) => request.onBytes(request.haveBytes + bytes),
+      ...(request.signal === undefined ? {} : { signal: request.signal }),
     });
   } catch (error) {
     if (error instanceof ShardctlError) throw error;

@@ -135,3 +135,38 @@ it("a download past its deadline is killed whole: curl stops fetching and the pa
   expect(bytesServed()).toBe(served);
   hub.pace(undefined);
 }, 60_000);
+
+it("a staging stopped by its signal kills the node's download at once and keeps the partial file", async () => {
+  const dir = join(sshd.nodes[0]!.modelDir, "stopped");
+  const partial = incompletePath(dir, repo, sha);
+  hub.pace(200_000);
+  const { node } = sshNode(dir);
+  const controller = new AbortController();
+  const staging = stageNode(node, source, manifest, { signal: controller.signal }).then(
+    () => undefined,
+    (e: Error & { reason?: string }) => e,
+  );
+  await waitForSize(partial, 100_000, 20_000);
+  const stoppedAt = Date.now();
+  controller.abort(new Error("its definition now asks for revision abc"));
+  const error = await staging;
+  // Answered without waiting for the download (about 15 s at this pace) or a retry.
+  expect(Date.now() - stoppedAt).toBeLessThan(5_000);
+  expect(error?.reason).toBe("StagingCancelled");
+  expect(error?.message).toMatch(/staging stopped during model\.safetensors \(its partial file is kept\): its definition now asks for revision abc/);
+  // curl and head were killed with their shell: the file and the hub's count settle, and stay.
+  let size = await sizeOf(partial);
+  let served = bytesServed();
+  const settleBy = Date.now() + 10_000;
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 1_000));
+    const [nowSize, nowServed] = [await sizeOf(partial), bytesServed()];
+    if (nowSize === size && nowServed === served) break;
+    [size, served] = [nowSize, nowServed];
+    if (Date.now() > settleBy) throw new Error(`the stopped download still runs: ${size} bytes in the partial file, ${served} served`);
+  }
+  expect(size).toBeGreaterThanOrEqual(100_000);
+  await new Promise((r) => setTimeout(r, 1_500));
+  expect(await sizeOf(partial)).toBe(size);
+  hub.pace(undefined);
+}, 60_000);

@@ -41,5 +41,7 @@ export type StagingReason =
   | "DownloadTooLarge"
   /** A file arrived with the wrong hash; terminal when fetched whole from a pinned Hub commit, transient otherwise. */
   | "ChecksumMismatch"
+  /** Staging was stopped by its caller (the definition moved on): the transfer in flight was cut, its partial file kept (transient). */
+  | "StagingCancelled"
   /** A node failed with an error that has no reason of its own (transient). */
   | "StagingFailed";

@@ -46,7 +46,8 @@ export class SshNode extends ShellNode implements NodeAccess {
   }
 
   run(argv: string[], options: RunOptions = {}): Promise<CommandResult> {
-    return this.exec(argv, { ...options, deadlineMs: options.deadlineMs ?? defaultDeadlineMs });
+    // An abort kills the command's process group on the node, as its deadline does.
+    return this.exec(argv, { ...options, deadlineMs: options.deadlineMs ?? defaultDeadlineMs, ...(options.signal === undefined ? {} : { abort: options.signal }) });
   }
 
   protected async runWatch(argv: string[], signal: AbortSignal | undefined): Promise<CommandResult> {
@@ -155,7 +156,8 @@ export class SshNode extends ShellNode implements NodeAccess {
     // A question given up on still settles later (the connection drops within the keepalive bound).
     work.catch(() => undefined);
     try {
-      return await Promise.race([work, silence]);
+      // An abort answers at once, even while the question still waits for a connection or a channel.
+      return await Promise.race([options.abort === undefined ? work : untilAborted(work, options.abort, argv, started), silence]);
     } finally {
       clearTimeout(timer);
     }

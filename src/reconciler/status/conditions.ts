@@ -22,6 +22,8 @@ export type ProgressReason =
   | "Launching"
   | "Replacing"
   | "TearingDown"
+  /** A pass stopped before launching: the definition asked for another revision meanwhile. */
+  | "Superseded"
   /** Nothing runs for this cluster (stopped, suspended, not launched yet). */
   | "NotRunning"
   | "RetryingAfterError"

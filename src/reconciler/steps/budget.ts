@@ -8,6 +8,7 @@ import type { Step } from "../run-step.js";
 
 export const budget: Step = {
   name: "budget",
+  yieldsToNewRevision: true,
   action: "launch",
   failure: "InternalError",
   async run(pass) {

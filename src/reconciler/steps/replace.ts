@@ -14,6 +14,7 @@ import { tearDown } from "./stop.js";
 
 export const replace: Step = {
   name: "replace",
+  yieldsToNewRevision: true,
   action: "stop",
   failure: "TeardownFailed",
   async run(pass) {

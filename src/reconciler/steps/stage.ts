@@ -7,10 +7,11 @@ import { stageForCluster, stagingFailureOf } from "../../cluster/index.js";
 import { isShardctlError, messageOf } from "../../errors/index.js";
 import { definitionOf } from "../pass.js";
 import type { Step } from "../run-step.js";
-import { notServingYet, setConditions } from "../verdicts.js";
+import { notServingYet, overtaken, setConditions } from "../verdicts.js";
 
 export const stage: Step = {
   name: "stage",
+  yieldsToNewRevision: true,
   action: "stage",
   failure: "StagingFailed",
   progress: () => ({ reason: "Staging", message: "staging the model on every node", announce: true }),
@@ -21,16 +22,23 @@ export const stage: Step = {
     if (planned === undefined) throw new Error("stage step without a plan");
     setConditions(memory, revision, { Ready: notServingYet(memory, "Staging") });
     try {
-      const staged = await stageForCluster(spec, settings, planned, pass.world.nodesOf(spec, settings), (event) => {
-        const next = {
-          node: event.node,
-          state: event.phase === "done" ? ("present" as const) : ("staging" as const),
-          bytesDone: event.bytesDone,
-          bytesTotal: event.bytesTotal,
-        };
-        memory.staging = [...memory.staging.filter((s) => s.node !== event.node), next].sort((a, b) => a.node.localeCompare(b.node));
-        pass.world.writeProgress(pass.name, memory, { action: "stage", result: "waiting", health: "Progressing" }, settings);
-      });
+      const staged = await stageForCluster(
+        spec,
+        settings,
+        planned,
+        pass.world.nodesOf(spec, settings),
+        (event) => {
+          const next = {
+            node: event.node,
+            state: event.phase === "done" ? ("present" as const) : ("staging" as const),
+            bytesDone: event.bytesDone,
+            bytesTotal: event.bytesTotal,
+          };
+          memory.staging = [...memory.staging.filter((s) => s.node !== event.node), next].sort((a, b) => a.node.localeCompare(b.node));
+          pass.world.writeProgress(pass.name, memory, { action: "stage", result: "waiting", health: "Progressing" }, settings);
+        },
+        pass.overtaken,
+      );
       const failure = stagingFailureOf(staged);
       if (failure !== undefined) {
         // A node that failed is not left saying "staging" (with the bytes of the moment it failed)
@@ -41,6 +49,8 @@ export const stage: Step = {
           if (!memory.staging.some((card) => card.node === node)) memory.staging.push({ node, bytesDone: 0, bytesTotal: 0, ...why });
         }
         memory.staging.sort((a, b) => a.node.localeCompare(b.node));
+        // Cut because the definition moved on: not a failure of this revision's staging.
+        if (pass.overtaken?.aborted === true) return overtaken(memory, revision, "stage", pass.overtaken);
         throw failure;
       }
       pass.staged = staged;
