@@ -9,8 +9,8 @@ import type { ParseCache } from "./parse-cache.js";
 import { nextAction, type NextAction } from "./next-action.js";
 import type { Pass } from "./pass.js";
 import { runStep, type Step } from "./run-step.js";
-import { overtaken, setConditions, type Verdict } from "./verdicts.js";
-import { watchRevision } from "./watch-revision.js";
+import { calledOff, setConditions, type Verdict } from "./verdicts.js";
+import { watchForCallOff } from "./call-off.js";
 import { adopt } from "./steps/adopt.js";
 import { budget } from "./steps/budget.js";
 import { claimPort } from "./steps/claim-port.js";
@@ -30,6 +30,8 @@ export interface StoryParts {
   parsed: ParseCache;
   /** Drop what the daemon remembers of a pruned cluster. */
   forget: (name: string) => void;
+  /** Aborted when the daemon stops: a launch in progress is called off. */
+  stopping: AbortSignal;
 }
 
 export type Converge = (pass: Pass) => Promise<Verdict>;
@@ -75,12 +77,15 @@ export function createConverge(parts: StoryParts): Converge {
     // The daemon tries again (a stall lifted: an invalid edit reverted to this revision): Stalled
     // says so from now, not once the launch is over, so `shardctl wait` does not fail meanwhile.
     if (action.kind === "launch") liftStall(pass);
-    // A launch yields to a newer revision: the definition is watched while its steps run.
-    const watch = action.kind === "launch" ? watchRevision(pass, parts.parsed) : undefined;
-    pass.overtaken = watch?.signal;
+    // A launch yields to a newer revision and to the daemon's stop: both are watched while its steps run.
+    const watch = action.kind === "launch" ? watchForCallOff(pass, parts.parsed, parts.stopping) : undefined;
+    pass.callOff = watch?.signal;
     try {
       for (const step of stepsFor(action)) {
-        if (step.yieldsToNewRevision === true && watch?.signal.aborted === true) return overtaken(pass.memory, pass.revision ?? "", step.action, watch.signal);
+        if (step.yieldsToCallOff === true && watch !== undefined) {
+          await watch.lookNow();
+          if (watch.signal.aborted) return calledOff(pass.memory, pass.revision ?? "", step.action, watch.signal);
+        }
         const verdict = await runStep(pass, step);
         if (verdict !== undefined) return verdict;
       }

@@ -241,6 +241,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
         await watcher.close();
         await requestWatcher.close();
         clearInterval(requestSweep);
+        reconciler.callOffLaunches();
         await queue.stop();
         try {
           if (options.teardownOnExit === true) await reconciler.teardownAll();

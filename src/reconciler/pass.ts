@@ -36,8 +36,8 @@ export interface Pass {
   staged?: StagedCluster;
   /** The entry of the launch this pass made. */
   launched?: LedgerEntry;
-  /** Aborted once the definition asks for another revision than the one this pass launches (see watch-revision.ts). */
-  overtaken?: AbortSignal;
+  /** Aborted, with a LaunchCalledOff, once this pass's launch is called off (see call-off.ts). */
+  callOff?: AbortSignal;
 }
 
 /** The definition of a pass that has read one; steps after the decision rely on it. */

@@ -51,12 +51,14 @@ export class Reconciler {
   private readonly converge: Converge;
   private readonly leftovers: LeftoverWatches;
   private settingsStamp: string | undefined;
+  /** Aborted by callOffLaunches: the daemon is stopping. */
+  private readonly stopping = new AbortController();
   /** Every status this reconciler composes, as it is composed (the dashboard's live stream). */
   readonly feed = new StatusFeed();
 
   constructor(private readonly options: ReconcilerOptions) {
     this.world = new ReconcilerWorld({ ...options, feed: this.feed });
-    this.converge = createConverge({ parsed: this.parsed, forget: (name) => this.memories.delete(name) });
+    this.converge = createConverge({ parsed: this.parsed, forget: (name) => this.memories.delete(name), stopping: this.stopping.signal });
     this.leftovers = new LeftoverWatches({ requeue: options.requeue, ...(options.monitor === undefined ? {} : { monitor: options.monitor }) });
   }
 
@@ -155,6 +157,14 @@ export class Reconciler {
     });
     const settings = await this.parsed.loadSettings(this.options.settingsFile).catch(() => undefined);
     await this.world.writeStatus(name, memory, { action: "none", result: "waiting", health: isServing(memory) ? "Healthy" : "Progressing" }, settings);
+  }
+
+  /**
+   * The daemon stops: launches in progress are called off (a staging cut, its partial files kept),
+   * so their passes end within seconds instead of when the staging would have.
+   */
+  callOffLaunches(): void {
+    this.stopping.abort();
   }
 
   /** Stop supervising every cluster, leaving them running (they are desired state), and stop watching leftovers. */

@@ -20,10 +20,10 @@ export interface Step {
   /** Said while the step runs: Reconciling=True with this reason and message; `announce` also writes the status file. */
   progress?: (pass: Pass) => { reason: ProgressReason; message: string; announce?: boolean };
   /**
-   * The pass does not start this step once its definition asks for another revision (it would only
-   * serve the revision being abandoned): replacing what runs, staging, budgeting and launching.
+   * The pass does not start this step once its launch is called off (the definition asks for
+   * another revision, or the daemon stops): replacing what runs, staging, budgeting and launching.
    */
-  yieldsToNewRevision?: boolean;
+  yieldsToCallOff?: boolean;
   /** Ends the pass with a verdict, or returns nothing to hand over to the next step. */
   run(pass: Pass): Promise<Verdict | void>;
 }

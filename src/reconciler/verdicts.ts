@@ -8,6 +8,7 @@ import type { LedgerEntry, TimelineEvent } from "../launch/index.js";
 import { isShardctlError, messageOf } from "../errors/index.js";
 import type { ClusterMemory } from "./cluster-memory.js";
 import type { PassReport } from "./compose-status.js";
+import { LaunchCalledOff } from "./call-off.js";
 import type { PassOutcome } from "./queue/work-queue.js";
 import { setCondition, type ConditionReason, type ConditionType, type ConditionUpdate, type Health } from "./status/index.js";
 
@@ -29,17 +30,22 @@ export function settle(memory: ClusterMemory, action: string, health: Health, re
 }
 
 /**
- * A launch the definition moved on from before it began: stopped before `action` (or during the
- * staging), with nothing of the old revision launched; the next pass starts at once.
+ * A launch called off (see call-off.ts) before `action` or during the staging: nothing of the
+ * revision was launched. The next pass starts at once (the daemon's next start, when it stops).
  */
-export function overtaken(memory: ClusterMemory, revision: string, action: string, signal: AbortSignal): Verdict {
-  const why = signal.reason instanceof Error ? signal.reason.message : "its definition changed";
-  const message = `stopped launching revision ${revision.slice(0, 12)} before the ${action} step: ${why}; the next pass takes that up now`;
+export function calledOff(memory: ClusterMemory, revision: string, action: string, signal: AbortSignal): Verdict {
+  const cause: unknown = signal.reason;
+  const reason = cause instanceof LaunchCalledOff ? cause.reason : "Superseded";
+  const why = cause instanceof Error ? cause.message : "its definition changed";
+  const next = reason === "DaemonStopping" ? "the daemon's next start takes it up again" : "the next pass takes that up now";
+  const message = `stopped launching revision ${revision.slice(0, 12)} at the ${action} step: ${why}; ${next}`;
+  // Called off before the replace step, the launch that ran still serves, and Ready stands.
+  const serving = isServing(memory);
   setConditions(memory, revision, {
-    Ready: { status: "False", reason: "Superseded", message },
-    Reconciling: { status: "True", reason: "Superseded", message },
+    ...(serving ? {} : { Ready: { status: "False", reason, message } }),
+    Reconciling: { status: "True", reason, message },
   });
-  return { action, result: "waiting", reason: "Superseded", health: "Progressing", outcome: { kind: "requeue", afterMs: 0 } };
+  return { action, result: "waiting", reason, health: serving ? "Healthy" : "Progressing", outcome: { kind: "requeue", afterMs: 0 } };
 }
 
 /** Terminal: wait for the definition to change. Whatever runs keeps running. */

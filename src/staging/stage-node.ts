@@ -75,12 +75,15 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
     // One transfer per blob per machine at a time (blobs/<hash>.incomplete is a fixed name). Under
     // the lock the file is re-checked (two stats): another pass may have verified it since classify.
     const key = `blob ${machineKey(node)} ${modelDir} ${manifest.repo} ${check.file.hash}`;
-    const fetched = await withKeyedLock(key, async () => {
+    const locked = withKeyedLock(key, async () => {
+      // Stopped while waiting for the lock (another pass's download of the same blob).
+      stopIfCancelled(name, options.signal);
       const current = await recheck(node, manifest, modelDir, check);
       if (current.state === "present") return false;
       await fetchOne(node, source, manifest, modelDir, current, options, progress, hashed);
       return true;
     });
+    const fetched = await untilCancelled(locked, name, options.signal, check.file.path);
     if (!fetched) continue;
     result.filesTransferred++;
     result.hashedFiles++;
@@ -223,6 +226,25 @@ function stopIfCancelled(node: string, signal: AbortSignal | undefined, file?: s
   if (signal?.aborted !== true) return;
   const why = signal.reason instanceof Error ? signal.reason.message : "its caller stopped it";
   throw new ShardctlError("StagingCancelled", `node ${node}: staging stopped${file === undefined ? "" : ` during ${file} (its partial file is kept)`}: ${why}`);
+}
+
+/** `work` on `file`, or StagingCancelled as soon as `signal` aborts (whatever `work` does then checks the signal itself). */
+function untilCancelled<T>(work: Promise<T>, node: string, signal: AbortSignal | undefined, file: string): Promise<T> {
+  if (signal === undefined) return work;
+  work.catch(() => undefined);
+  let onAbort: (() => void) | undefined;
+  const cancelled = new Promise<never>((_, reject) => {
+    onAbort = () => {
+      try {
+        stopIfCancelled(node, signal, file);
+      } catch (error) {
+        reject(error as Error);
+      }
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    if (signal.aborted) onAbort();
+  });
+  return Promise.race([work, cancelled]).finally(() => signal.removeEventListener("abort", onAbort!));
 }
 
 /** Expand a leading "~/" with the node's own $HOME (remote model dirs may be written that way). */

@@ -22,8 +22,9 @@
  * next attempt resumes: a server that keeps the connection open but stops sending costs a minute,
  * not the hour of the whole-file deadline.
  *
- * A transfer given an aborted signal is cut at once on every path (the download's socket, curl on
- * the node, the push's SFTP session), keeping what reached the partial file for a later resume.
+ * A transfer given an aborted signal is cut at once (the download's socket; curl on the node, with
+ * its process group; a local push), keeping what reached the partial file for a later resume. A
+ * push over SSH finishes the file first: its SFTP session is shared with other work.
  */
 import { createWriteStream } from "node:fs";
 import { stat } from "node:fs/promises";
@@ -243,7 +244,10 @@ async function openDownload(url: string, headers: Record<string, string>, deadli
       resolve(response);
     });
     const timer = setTimeout(() => req.destroy(new Error(`no response within ${deadlineMs} ms`)), deadlineMs);
-    req.once("error", (error) => reject(new ShardctlError("DownloadFailed", `${url}: ${error.message}`, { cause: error })));
+    req.once("error", (error) => {
+      clearTimeout(timer);
+      reject(new ShardctlError("DownloadFailed", `${url}: ${error.message}`, { cause: error }));
+    });
   });
   const status = response.statusCode ?? 0;
   if (status >= 300 && status < 400 && response.headers.location !== undefined && hops < 5) {
@@ -291,6 +295,8 @@ async function fetchOnNode(request: TransferRequest, source: Extract<StagingSour
       polling = false;
       clearTimeout(timer);
     });
+  // Stopped: no question more for the node (a partitioned one would hold the caller until its keepalive gives up).
+  if (request.signal?.aborted === true) throw new ShardctlError("DownloadFailed", `node ${node.config.name}: ${url}: stopped`);
   const after = await node.stat(target);
   if (after !== undefined && after.size > file.size) throw tooLarge(request, url, `more than ${file.size} bytes`);
   // The server cannot resume this file: it ignored the Range (curl exit 33) or refused it (HTTP 416,

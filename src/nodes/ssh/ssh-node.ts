@@ -116,6 +116,8 @@ export class SshNode extends ShellNode implements NodeAccess {
     const guarded = async (client: Client): Promise<CommandResult> => {
       reached = true;
       if (expired) throw new Error(`no answer within ${options.deadlineMs} ms`);
+      // Aborted while it waited for a connection or a channel: the command is not started at all.
+      if (options.abort?.aborted === true) throw new Error("stopped before it started");
       return retrying(client);
     };
     const work = (async () => {
@@ -383,7 +385,12 @@ function collect(
     let exitCode: number | undefined;
     let signal: string | undefined;
     let timedOut = false;
-    channel.on("data", (d: Buffer) => out.push(d));
+    // Stopped before the shell printed its pid: killed as soon as the pid arrives.
+    let killOnPid = false;
+    channel.on("data", (d: Buffer) => {
+      out.push(d);
+      if (killOnPid) stop();
+    });
     channel.stderr.on("data", (d: Buffer) => err.push(d));
     channel.on("exit", (code: number | null, sig?: string) => {
       if (typeof code === "number") exitCode = code;
@@ -393,8 +400,16 @@ function collect(
       const text = Buffer.concat(out).toString("utf8");
       const newline = text.indexOf("\n");
       const pid = Number(text.slice(0, newline));
-      if (newline > 0 && Number.isInteger(pid) && pid > 0) kill(pid);
-      channel.close();
+      if (newline > 0 && Number.isInteger(pid) && pid > 0) {
+        killOnPid = false;
+        kill(pid);
+        channel.close();
+      } else if (!killOnPid) {
+        // The command may already run: the channel stays open for its pid (closing it would leave
+        // the command running unseen), for 5 s at most.
+        killOnPid = true;
+        setTimeout(() => channel.close(), 5_000).unref();
+      }
       finish();
     };
     const timer = Number.isFinite(options.deadlineMs) ? setTimeout(() => ((timedOut = true), stop()), options.deadlineMs) : undefined;

@@ -24,6 +24,8 @@ export type ProgressReason =
   | "TearingDown"
   /** A pass stopped before launching: the definition asked for another revision meanwhile. */
   | "Superseded"
+  /** A pass stopped before launching: the daemon was stopping. */
+  | "DaemonStopping"
   /** Nothing runs for this cluster (stopped, suspended, not launched yet). */
   | "NotRunning"
   | "RetryingAfterError"

@@ -8,7 +8,7 @@ import type { Step } from "../run-step.js";
 
 export const budget: Step = {
   name: "budget",
-  yieldsToNewRevision: true,
+  yieldsToCallOff: true,
   action: "launch",
   failure: "InternalError",
   async run(pass) {

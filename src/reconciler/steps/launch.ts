@@ -15,7 +15,7 @@ const givenBack = new Set(["StageLinkUnreachable", "NodeUnreachable", "PortInUse
 
 export const launch: Step = {
   name: "launch",
-  yieldsToNewRevision: true,
+  yieldsToCallOff: true,
   action: "launch",
   failure: "LaunchFailed",
   progress: (pass) => ({

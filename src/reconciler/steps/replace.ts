@@ -14,7 +14,7 @@ import { tearDown } from "./stop.js";
 
 export const replace: Step = {
   name: "replace",
-  yieldsToNewRevision: true,
+  yieldsToCallOff: true,
   action: "stop",
   failure: "TeardownFailed",
   async run(pass) {

@@ -7,11 +7,11 @@ import { stageForCluster, stagingFailureOf } from "../../cluster/index.js";
 import { isShardctlError, messageOf } from "../../errors/index.js";
 import { definitionOf } from "../pass.js";
 import type { Step } from "../run-step.js";
-import { notServingYet, overtaken, setConditions } from "../verdicts.js";
+import { calledOff, notServingYet, setConditions } from "../verdicts.js";
 
 export const stage: Step = {
   name: "stage",
-  yieldsToNewRevision: true,
+  yieldsToCallOff: true,
   action: "stage",
   failure: "StagingFailed",
   progress: () => ({ reason: "Staging", message: "staging the model on every node", announce: true }),
@@ -37,7 +37,7 @@ export const stage: Step = {
           memory.staging = [...memory.staging.filter((s) => s.node !== event.node), next].sort((a, b) => a.node.localeCompare(b.node));
           pass.world.writeProgress(pass.name, memory, { action: "stage", result: "waiting", health: "Progressing" }, settings);
         },
-        pass.overtaken,
+        pass.callOff,
       );
       const failure = stagingFailureOf(staged);
       if (failure !== undefined) {
@@ -49,8 +49,8 @@ export const stage: Step = {
           if (!memory.staging.some((card) => card.node === node)) memory.staging.push({ node, bytesDone: 0, bytesTotal: 0, ...why });
         }
         memory.staging.sort((a, b) => a.node.localeCompare(b.node));
-        // Cut because the definition moved on: not a failure of this revision's staging.
-        if (pass.overtaken?.aborted === true) return overtaken(memory, revision, "stage", pass.overtaken);
+        // Cut because the launch was called off: not a failure of this revision's staging.
+        if (pass.callOff?.aborted === true) return calledOff(memory, revision, "stage", pass.callOff);
         throw failure;
       }
       pass.staged = staged;

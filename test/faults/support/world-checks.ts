@@ -5,7 +5,7 @@
  */
 import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { readdir, readFile } from "node:fs/promises";
+import { open, readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import type { ClusterStatus } from "../../../src/reconciler/index.js";
@@ -71,15 +71,16 @@ export function isRunning(pid: number): boolean {
   }
 }
 
-/** One content of a status file as it was read, and when (ms since the epoch). */
+/** One content of a status file, and when it was written. */
 export interface StatusWrite {
+  /** When the daemon wrote it (the file's modification time, ms since the epoch), not when it was read. */
   at: number;
   status: ClusterStatus;
 }
 
 /**
  * Every distinct content of `cluster`'s status file while `watching()`, read every `pollMs`, each
- * with when it was first read; a content equal to `before` (the file's text) is not a write.
+ * with when it was written; a content equal to `before` (the file's text) is not a write.
  */
 export function recordStatusWrites(
   world: DaemonWorld,
@@ -92,15 +93,31 @@ export function recordStatusWrites(
   const done = (async () => {
     let last = options.before ?? "";
     while (watching()) {
-      const text = await readFile(file, "utf8").catch(() => "");
-      if (text !== "" && text !== last) {
-        last = text;
-        writes.push({ at: Date.now(), status: JSON.parse(text) as ClusterStatus });
+      // The time and the text from one open file: the daemon replaces the file by renaming, so both
+      // are of the same write. A poll that runs late (a loaded machine) still dates a write right.
+      const read = await readWrite(file);
+      if (read !== undefined && read.text !== "" && read.text !== last) {
+        last = read.text;
+        writes.push({ at: read.at, status: JSON.parse(read.text) as ClusterStatus });
       }
       await sleep(options.pollMs);
     }
   })();
   return { writes, done };
+}
+
+/** A status file's text and modification time, from one open handle; undefined when it cannot be read. */
+async function readWrite(file: string): Promise<{ text: string; at: number } | undefined> {
+  const handle = await open(file, "r").catch(() => undefined);
+  if (handle === undefined) return undefined;
+  try {
+    const [info, text] = await Promise.all([handle.stat(), handle.readFile("utf8")]);
+    return { text, at: info.mtimeMs };
+  } catch {
+    return undefined;
+  } finally {
+    await handle.close();
+  }
 }
 
 /** Every file under `dir` (paths relative to it), none when it cannot be read. */

@@ -1,14 +1,15 @@
 /**
- * A revert while a new revision stages: the daemon stops staging the abandoned revision (the
- * download in flight is cut, its partial file kept), launches nothing of it, and serves the
- * reverted-to revision within seconds, not after staging and launching the one given up.
+ * A launch called off while it stages (the Hub stand-in pacing the weights so a staging would take
+ * minutes): a revert makes the daemon stop staging the abandoned revision (the download in flight
+ * is cut, its partial file kept), launch nothing of it, and serve the reverted-to revision within
+ * seconds; an invalid edit does not call it off; a removed definition and a stopping daemon do.
  */
 import { readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, expect, test } from "vitest";
 import { makeTestModel } from "../../src/planner/test-model/index.js";
 import { startHubServer, type HubServer } from "../support/hub-server.js";
-import { freePort, freePortRange, isReadyAt, removeDefinition, revisionOf, waitForStatus, writeDefinition } from "./daemon-fixture.js";
+import { conditionOf, freePort, freePortRange, isReadyAt, readStatusFile, removeDefinition, revisionOf, waitForStatus, writeDefinition } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
 let hub: HubServer;
@@ -97,7 +98,7 @@ test("a revert during staging cuts the download and serves the reverted-to revis
     [...blobs, ...partials].some((name) => name.endsWith(".incomplete")),
     JSON.stringify({ blobs, partials }),
   ).toBe(true);
-});
+}, 150_000);
 
 test("an invalid edit during staging does not stop it; removing the definition does, and the cluster is pruned", async () => {
   const { world } = dw;
@@ -110,8 +111,8 @@ test("an invalid edit during staging does not stop it; removing the definition d
   const before = staged(await waitForStatus(world, "edited", (s) => (s.staging ?? []).some((card) => card.state === "staging" && card.bytesDone > 50_000), 60_000));
 
   await writeFile(join(world.clustersDir, "edited.toml"), `${wanted}\n[engine\n`);
-  // Several looks at the definition later, the staging still goes on and nothing was superseded.
-  const later = await waitForStatus(world, "edited", (s) => staged(s) > before + 150_000, 30_000);
+  // About 3 s (several looks at the definition) later, the staging still goes on and nothing was superseded.
+  const later = await waitForStatus(world, "edited", (s) => staged(s) > before + 400_000, 30_000);
   expect(
     later.history.some((h) => h.reason === "Superseded"),
     JSON.stringify(later.history),
@@ -122,4 +123,25 @@ test("an invalid edit during staging does not stop it; removing the definition d
   expect(await removeDefinition(world, "edited", 15_000)).toBe(true);
   expect(Date.now() - removed).toBeLessThan(15_000);
   hub.pace(undefined);
+}, 120_000);
+
+test("a daemon that stops during a staging does not wait for it: the download is cut, and the next daemon resumes and launches", async () => {
+  const { world } = dw;
+  const transport = await freePortRange(["127.0.0.1"]);
+  const port = await freePort();
+  hub.pace(64 * 1024);
+  await writeDefinition(world, "paused", await definitionOf("test-org/big", transport, port));
+  const revision = await revisionOf(world, "paused");
+  await waitForStatus(world, "paused", (s) => (s.staging ?? []).some((card) => card.state === "staging" && card.bytesDone > 50_000), 60_000);
+
+  const stopping = Date.now();
+  await dw.stopDaemon();
+  expect(Date.now() - stopping).toBeLessThan(10_000);
+  const ready = conditionOf((await readStatusFile(world, "paused"))!, "Ready");
+  expect(ready?.reason, JSON.stringify(ready)).toBe("DaemonStopping");
+  expect(ready?.message).toMatch(/the daemon is stopping; the daemon's next start takes it up again/);
+
+  hub.pace(undefined);
+  await dw.startDaemon();
+  await waitForStatus(world, "paused", (s) => isReadyAt(s, revision), 60_000);
 }, 120_000);

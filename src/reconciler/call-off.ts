@@ -1,0 +1,77 @@
+/**
+ * A launch is called off, between its steps or in the middle of its staging, for one of two causes:
+ *
+ * - Superseded: while a pass launches a revision, its definition is looked at again every second;
+ *   once the file asks for another revision, or is gone, the pass has been overtaken. A revert during
+ *   a long staging then serves the reverted-to revision within seconds instead of after launching
+ *   the abandoned one. An invalid edit does not overtake a pass: an invalid definition keeps the
+ *   last good revision, which is the one being launched.
+ * - DaemonStopping: the daemon is stopping; it does not wait for a staging that may take hours.
+ *
+ * Either way the pass's signal aborts: staging cuts its transfers (their partial files kept for a
+ * later staging to resume), and the steps that would replace, budget or launch are not started.
+ */
+import { entryExists } from "../files/index.js";
+import { desiredStateOf } from "./decision-inputs.js";
+import type { ParseCache } from "./parse-cache.js";
+import type { Pass } from "./pass.js";
+
+/** How often the definition is looked at while a launch's steps run, ms. */
+export const revisionLookMs = 1_000;
+
+/** Why a launch was called off: the signal's reason. */
+export class LaunchCalledOff extends Error {
+  constructor(
+    readonly reason: "Superseded" | "DaemonStopping",
+    message: string,
+  ) {
+    super(message);
+    this.name = "LaunchCalledOff";
+  }
+}
+
+export interface CallOff {
+  /** Aborted, with a LaunchCalledOff, once the launch is called off. */
+  signal: AbortSignal;
+  /** Look at the definition now (before a step that yields: a revert may have come since the last look). */
+  lookNow(): Promise<void>;
+  stop(): void;
+}
+
+/** Watch `pass`'s definition, and `stopping` (the daemon's), while the pass launches. */
+export function watchForCallOff(pass: Pass, parsed: ParseCache, stopping: AbortSignal, everyMs = revisionLookMs): CallOff {
+  const controller = new AbortController();
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  const onStopping = (): void => controller.abort(new LaunchCalledOff("DaemonStopping", "the daemon is stopping"));
+  const check = async (): Promise<void> => {
+    const moved = await movedOn(pass, parsed).catch(() => undefined);
+    if (!stopped && !controller.signal.aborted && moved !== undefined) controller.abort(new LaunchCalledOff("Superseded", moved));
+  };
+  const look = async (): Promise<void> => {
+    await check();
+    if (!stopped && !controller.signal.aborted) timer = setTimeout(() => void look(), everyMs);
+  };
+  timer = setTimeout(() => void look(), everyMs);
+  stopping.addEventListener("abort", onStopping, { once: true });
+  if (stopping.aborted) onStopping();
+  return {
+    signal: controller.signal,
+    lookNow: check,
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+      stopping.removeEventListener("abort", onStopping);
+    },
+  };
+}
+
+/** What the definition asks for now, when it is no longer the pass's revision; undefined otherwise. */
+async function movedOn(pass: Pass, parsed: ParseCache): Promise<string | undefined> {
+  if (!(await entryExists(pass.file))) return `its definition ${pass.file} was removed`;
+  const loaded = await parsed.loadCluster(pass.file, pass.settings);
+  if (!loaded.ok) return undefined;
+  const revision = desiredStateOf(loaded.value, pass.settings).revision;
+  if (revision === pass.revision) return undefined;
+  return `its definition now asks for revision ${revision.slice(0, 12)}`;
+}
