@@ -93,6 +93,11 @@ async function main(args: string[]): Promise<number> {
   await rename(logFile, `${logFile}.1`).catch(() => undefined);
   const log = createLogger("shardctl-demo", { format, file: logFile, stderrLevel: "warn" });
   const startedAt = Date.now();
+  // Listened for before anything is said: a Ctrl-C that arrives as soon as the first line shows
+  // (or while the daemon starts) must tear down, not kill the demo with its cluster left behind.
+  // Closing the terminal (SIGHUP) tears the demo down too: otherwise its cluster ran on with
+  // nobody watching it, and the next `npm start` found its ports taken.
+  const stop = waitForSignal(["SIGINT", "SIGTERM", "SIGHUP"]);
   const daemon = await startDaemon({ dir: clustersDir, settingsFile, log, teardownOnExit: true }).catch((error: unknown) => {
     // Taken between the check above and the daemon's listen, or an address this machine lacks.
     if (isShardctlError(error, "DashboardListenFailed")) throw new DemoFailure(`${error.message}\n  ${moveDashboard(uiAddress ?? "")}`);
@@ -106,9 +111,6 @@ async function main(args: string[]): Promise<number> {
   if (daemon.uiUrl !== undefined) console.log(`dashboard: ${daemon.uiUrl} (open it in a browser to follow the launch)`);
 
   const revision = computeRevision(spec, settings);
-  // Closing the terminal (SIGHUP) tears the demo down too: otherwise its cluster ran on with
-  // nobody watching it, and the next `npm start` found its ports taken.
-  const stop = waitForSignal(["SIGINT", "SIGTERM", "SIGHUP"]);
   // A terminal that is gone fails every later write (EIO): the teardown goes on regardless.
   for (const stream of [process.stdout, process.stderr]) stream.on("error", () => undefined);
   // Ctrl-C ends the wait for Ready too: its health lines would otherwise go on below the teardown's.

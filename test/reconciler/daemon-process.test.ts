@@ -28,7 +28,7 @@ test("a second daemon on the same directory is refused, naming the first one's p
   expect(second.stderr()).toMatch(/already watches/);
   // The first one is unharmed.
   expect(first.child.exitCode).toBeNull();
-  expect(await stopGracefully(first)).toBe(0);
+  expect(await stopGracefully(first), first.stderr()).toBe(0);
 });
 
 test("kill -9 of the daemon during a launch → the next start leaves no orphan and converges; SIGTERM leaves it running, the next daemon adopts it", async () => {
@@ -78,7 +78,7 @@ test("kill -9 of the daemon during a launch → the next start leaves no orphan 
   expect(ready.restarts?.count).toBe(1);
 
   // SIGTERM: the daemon exits, the cluster keeps running (it is desired state).
-  expect(await stopGracefully(second)).toBe(0);
+  expect(await stopGracefully(second), second.stderr()).toBe(0);
   // The same processes: pid and command line (the ps state column, S or R, is the moment's, not theirs).
   const identities = async (): Promise<string[]> => (await enginesOf(world)).map((line) => line.replace(/^(\s*\d+)\s+\S+/, "$1")).sort();
   const before = await identities();
@@ -97,5 +97,5 @@ test("kill -9 of the daemon during a launch → the next start leaves no orphan 
   while ((await readStatusFile(world, "kappa")) !== undefined && Date.now() < gone) await sleep(100);
   expect(await readStatusFile(world, "kappa")).toBeUndefined();
   expect(await enginesOf(world)).toEqual([]);
-  expect(await stopGracefully(third)).toBe(0);
+  expect(await stopGracefully(third), third.stderr()).toBe(0);
 });
