@@ -285,6 +285,52 @@ describe("quantized products against plain loops", () => {
   }
 });
 
+describe("quantized products: inputs of every magnitude", () => {
+  // The kernels take the inputs as integers per group, scaled to the group's largest: a group's
+  // small inputs must still count as f32 would count them, a group of zeros must give zeros, and
+  // an infinite or NaN input must not vanish.
+  it("a group spanning 2^-60 to 2^60, a group of zeros, tiny and huge groups: within f32's error of plain loops", async () => {
+    const r = await runtime(1);
+    const random = rng(404);
+    for (const bits of [4, 8] as const) {
+      const groupSize = 32;
+      const m = quantMatrix(bits, groupSize, "f16", 5, 5 * groupSize, random);
+      const w = quantWeights(r, m);
+      const x = new Float32Array(3 * m.in);
+      for (let row = 0; row < 3; row++) {
+        for (let i = 0; i < m.in; i++) {
+          const group = Math.floor(i / groupSize);
+          const sign = random() < 0.5 ? -1 : 1;
+          // Group 0: every magnitude; 1: zeros; 2: near the smallest normal f32; 3: near the largest
+          // an f32 product can hold; 4: ordinary.
+          const value = [2 ** (Math.floor(random() * 121) - 60), 0, 2 ** (-120 - Math.floor(random() * 6)), 2 ** (100 + Math.floor(random() * 8)), random() - 0.5][
+            group
+          ] as number;
+          x[row * m.in + i] = sign * value;
+        }
+      }
+      for (const rows of [1, 3]) expectClose(product(r, w, x.subarray(0, rows * m.in), rows), m.values, x, rows, m.out, m.in);
+      // Group by group, the small groups alone: their sums are not lost next to nothing.
+      for (const group of [0, 2]) {
+        const only = x.map((v, i) => (Math.floor((i % m.in) / groupSize) === group ? v : 0));
+        expectClose(product(r, w, only, 3), m.values, only, 3, m.out, m.in);
+      }
+    }
+  });
+
+  it("an infinite or NaN input gives a non-finite result, as the plain loop does", async () => {
+    const r = await runtime(1);
+    const random = rng(405);
+    const m = quantMatrix(4, 32, "f32", 3, 64, random);
+    const w = quantWeights(r, m);
+    for (const bad of [Infinity, -Infinity, NaN]) {
+      const x = new Float32Array(m.in).map(() => random() - 0.5);
+      x[40] = bad;
+      for (const y of product(r, w, x, 1)) expect(Number.isFinite(y), `input ${bad} gave ${y}`).toBe(false);
+    }
+  });
+});
+
 describe("embedding rows are the stored values", () => {
   it("f16 (with specials), bf16, f32 and quantized rows", async () => {
     const r = await runtime(1);

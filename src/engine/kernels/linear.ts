@@ -92,7 +92,8 @@ function runJob(runtime: KernelRuntime, calls: readonly LinearCall[], rows: numb
   let sumBytes = 0;
   if (first.format === "quantized") {
     prepared = runtime.buffer(home, "prepared", xBytes);
-    sumBytes = rows * (inN / first.groupSize) * 4;
+    // Per row and group: Σx, then the input's block-float factor (assembly/prepare.ts).
+    sumBytes = rows * (inN / first.groupSize) * 8;
     sums = runtime.buffer(home, "sums", sumBytes);
     home.kernels.prepareQuant((calls[0] as LinearCall).x, rows, inN, first.bits, first.groupSize, prepared, sums);
   } else if (first.kind !== "f32") {
@@ -124,8 +125,9 @@ function runJob(runtime: KernelRuntime, calls: readonly LinearCall[], rows: numb
     }
   } else for (const c of calls) outputs.push(c.y);
 
-  // Per-thread panels, bytes: two widened 16-bit weight rows, or one quantized row widened with
-  // its scales and biases (a matrix-vector product widens only the scales and biases).
+  // Per-thread panels, bytes: two widened 16-bit weight rows, or two quantized rows unpacked to
+  // 16-bit lanes with their scales and biases in f32 (a matrix-vector product widens only the
+  // scales and biases, of two rows).
   const groups = first.format === "quantized" ? inN / first.groupSize : 0;
   const { base: panel, stride: panelStride } = rows > 1 || groups > 0 ? runtime.threadSlots(arena, "panel", (2 * inN + 16 + 2 * groups) * 4) : { base: 0, stride: 0 };
 

@@ -1,62 +1,53 @@
 // y = W·x for MLX affine-quantized weights (value = scale × q + bias per group of `groupSize`
 // inputs, q packed lowest bits first in u32 words). Σ value·x over a group = scale × Σ q·x +
-// bias × Σx, so each output keeps a four-lane accumulator of scale × (the group's four-lane Σ q·x)
-// and a scalar Σ bias × Σx; the result is the lanes' sum (l0 + l1) + (l2 + l3) plus that scalar.
-// The matrix-vector and matrix-matrix forms perform the same operations in the same order.
-import { floatAt, fourFloats, KIND_F32, lanesSum } from "./convert";
+// bias × Σx. The inputs come as 31-bit block-floating-point integers (prepare.ts: x ≈ X × 2^(e-30)
+// per group, X = hi × 2^15 + lo), so Σ q·X is summed exactly in 32-bit integer lanes with the
+// 16-bit multiply-add (eight products per instruction), whatever the order. Per group and row the
+// exact sums become one f32 four-lane value, d = f32(Σ q·hi) × 2^15 + f32(Σ q·lo), and the row's
+// accumulator adds d × (scale × 2^(e-30)); the result is the lanes' sum (l0 + l1) + (l2 + l3) plus
+// Σ bias × Σx over the groups. The matrix-vector and matrix-matrix forms perform the same f32
+// operations in the same order, so a token's result does not depend on how many rows, outputs or
+// threads share the call.
+import { KIND_F32, floatAt, fourFloats, lanesSum } from "./convert";
 
-// One 16-byte block (4 words) of 4-bit values against its prepared inputs: value j of every word
-// is masked in place (q × 16^j as an integer, exact in f32), the inputs carry 16^-j.
+// The q of slot j of a 16-byte block as eight 16-bit lanes (the lane pairs prepare.ts lays the
+// inputs out for): 4-bit, values j and j + 4 of each word; 8-bit, values j and j + 2. `j` is a
+// constant wherever this is inlined.
 // @ts-ignore: decorator
 @inline
-function dot4(d: v128, v: v128, xq: usize): v128 {
-  d = f32x4.add(d, f32x4.mul(f32x4.convert_i32x4_s(v128.and(v, i32x4.splat(0xf))), v128.load(xq)));
-  d = f32x4.add(d, f32x4.mul(f32x4.convert_i32x4_s(v128.and(v, i32x4.splat(0xf0))), v128.load(xq, 16)));
-  d = f32x4.add(d, f32x4.mul(f32x4.convert_i32x4_s(v128.and(v, i32x4.splat(0xf00))), v128.load(xq, 32)));
-  d = f32x4.add(d, f32x4.mul(f32x4.convert_i32x4_s(v128.and(v, i32x4.splat(0xf000))), v128.load(xq, 48)));
-  d = f32x4.add(d, f32x4.mul(f32x4.convert_i32x4_s(v128.and(v, i32x4.splat(0xf0000))), v128.load(xq, 64)));
-  d = f32x4.add(d, f32x4.mul(f32x4.convert_i32x4_s(v128.and(v, i32x4.splat(0xf00000))), v128.load(xq, 80)));
-  d = f32x4.add(d, f32x4.mul(f32x4.convert_i32x4_s(v128.and(v, i32x4.splat(0xf000000))), v128.load(xq, 96)));
-  d = f32x4.add(d, f32x4.mul(f32x4.convert_i32x4_s(i32x4.shr_u(v, 28)), v128.load(xq, 112)));
-  return d;
-}
-
-// The same for 8-bit values (4 per word).
-// @ts-ignore: decorator
-@inline
-function dot8(d: v128, v: v128, xq: usize): v128 {
-  d = f32x4.add(d, f32x4.mul(f32x4.convert_i32x4_s(v128.and(v, i32x4.splat(0xff))), v128.load(xq)));
-  d = f32x4.add(d, f32x4.mul(f32x4.convert_i32x4_s(v128.and(v, i32x4.splat(0xff00))), v128.load(xq, 16)));
-  d = f32x4.add(d, f32x4.mul(f32x4.convert_i32x4_s(v128.and(v, i32x4.splat(0xff0000))), v128.load(xq, 32)));
-  d = f32x4.add(d, f32x4.mul(f32x4.convert_i32x4_s(i32x4.shr_u(v, 24)), v128.load(xq, 48)));
-  return d;
-}
-
-// @ts-ignore: decorator
-@inline
-function dot(four: bool, d: v128, v: v128, xq: usize): v128 {
-  return four ? dot4(d, v, xq) : dot8(d, v, xq);
-}
-
-// The integers of one block, widened for the panel (the same values dot4/dot8 multiply).
-// @ts-ignore: decorator
-@inline
-function widen(four: bool, v: v128, q: usize): void {
+function unpack(four: bool, v: v128, j: i32): v128 {
   if (four) {
-    v128.store(q, f32x4.convert_i32x4_s(v128.and(v, i32x4.splat(0xf))));
-    v128.store(q, f32x4.convert_i32x4_s(v128.and(v, i32x4.splat(0xf0))), 16);
-    v128.store(q, f32x4.convert_i32x4_s(v128.and(v, i32x4.splat(0xf00))), 32);
-    v128.store(q, f32x4.convert_i32x4_s(v128.and(v, i32x4.splat(0xf000))), 48);
-    v128.store(q, f32x4.convert_i32x4_s(v128.and(v, i32x4.splat(0xf0000))), 64);
-    v128.store(q, f32x4.convert_i32x4_s(v128.and(v, i32x4.splat(0xf00000))), 80);
-    v128.store(q, f32x4.convert_i32x4_s(v128.and(v, i32x4.splat(0xf000000))), 96);
-    v128.store(q, f32x4.convert_i32x4_s(i32x4.shr_u(v, 28)), 112);
-  } else {
-    v128.store(q, f32x4.convert_i32x4_s(v128.and(v, i32x4.splat(0xff))));
-    v128.store(q, f32x4.convert_i32x4_s(v128.and(v, i32x4.splat(0xff00))), 16);
-    v128.store(q, f32x4.convert_i32x4_s(v128.and(v, i32x4.splat(0xff0000))), 32);
-    v128.store(q, f32x4.convert_i32x4_s(i32x4.shr_u(v, 24)), 48);
+    if (j == 0) return v128.and(v, i32x4.splat(0x000f000f));
+    if (j == 3) return i16x8.shr_u(v, 12);
+    return v128.and(i16x8.shr_u(v, j << 2), i32x4.splat(0x000f000f));
   }
+  return j == 0 ? v128.and(v, i32x4.splat(0x00ff00ff)) : i16x8.shr_u(v, 8);
+}
+
+// A group's exact sums of one row as its f32 four-lane value.
+// @ts-ignore: decorator
+@inline
+function groupValue(hi: v128, lo: v128): v128 {
+  return f32x4.add(f32x4.mul(f32x4.convert_i32x4_s(hi), f32x4.splat(32768)), f32x4.convert_i32x4_s(lo));
+}
+
+// A row's accumulator after group g: acc + d × (scale × 2^(e-30)).
+// @ts-ignore: decorator
+@inline
+function addGroup(acc: v128, d: v128, scales: usize, factors: usize, gOff: usize): v128 {
+  return f32x4.add(acc, f32x4.mul(d, f32x4.splat(load<f32>(scales + gOff) * load<f32>(factors + gOff))));
+}
+
+// Σ over groups of bias × Σx, in group order (f32).
+// @ts-ignore: decorator
+@inline
+function biasTerm(biases: usize, sums: usize, groups: i32): f32 {
+  let bias: f32 = 0;
+  for (let g = 0; g < groups; g++) {
+    const gOff = <usize>g << 2;
+    bias += load<f32>(biases + gOff) * load<f32>(sums + gOff);
+  }
+  return bias;
 }
 
 // Bytes before element `index` of a float tensor of `kind`.
@@ -95,41 +86,114 @@ function matvec(
   const rowBytes: usize = four ? <usize>inN >> 1 : <usize>inN;
   const groups = inN / groupSize;
   const blocksPerGroup = four ? groupSize >> 5 : groupSize >> 4;
-  // Prepared inputs per block, bytes: 32 (4-bit) or 16 (8-bit) floats.
+  // Prepared inputs per block, bytes: 4 slots (4-bit) or 2 (8-bit) of hi and lo halves.
   const xBlock: usize = four ? 128 : 64;
-  const rowScales = panel;
-  const rowBiases = panel + (<usize>groups << 2);
-  // One row at a time, rows in order: the weights are one sequential stream, and one sum, one
-  // weight block, the masks and a product fit in registers, so the inputs are read straight from
-  // memory (L1) and nothing spills. The row's scales and biases are widened to f32 first.
-  for (let o = oStart; o < oEnd; o++) {
+  const groupStride: usize = <usize>groups << 2;
+  const factors = sums + groupStride;
+  // The panel holds the scales, then the biases, of two rows, widened to f32.
+  const panelBiases = panel + (groupStride << 1);
+  let o = oStart;
+  // Two rows at a time: each prepared input vector is loaded once for both.
+  for (; o + 2 <= oEnd; o += 2) {
     const gi = <usize>o * <usize>groups;
-    widenParams(scaleKind, scales + paramBytes(scaleKind, gi), groups, rowScales);
-    widenParams(scaleKind, biases + paramBytes(scaleKind, gi), groups, rowBiases);
-    let acc = f32x4.splat(0);
-    let bias: f32 = 0;
+    widenParams(scaleKind, scales + paramBytes(scaleKind, gi), groups * 2, panel);
+    widenParams(scaleKind, biases + paramBytes(scaleKind, gi), groups * 2, panelBiases);
+    let acc0 = f32x4.splat(0);
+    let acc1 = f32x4.splat(0);
     let p = w + <usize>o * rowBytes;
     let xq = xp;
     for (let g = 0; g < groups; g++) {
-      let d = f32x4.splat(0);
-      let k = 0;
-      for (; k + 2 <= blocksPerGroup; k += 2) {
-        d = dot(four, d, v128.load(p), xq);
-        d = dot(four, d, v128.load(p, 16), xq + xBlock);
-        p += 32;
-        xq += xBlock * 2;
-      }
-      if (k < blocksPerGroup) {
-        d = dot(four, d, v128.load(p), xq);
+      let hi0 = i32x4.splat(0);
+      let lo0 = i32x4.splat(0);
+      let hi1 = i32x4.splat(0);
+      let lo1 = i32x4.splat(0);
+      for (let k = 0; k < blocksPerGroup; k++) {
+        const v0 = v128.load(p);
+        const v1 = v128.load(p + rowBytes);
+        let n0 = unpack(four, v0, 0);
+        let n1 = unpack(four, v1, 0);
+        let xh = v128.load(xq);
+        let xl = v128.load(xq, 16);
+        hi0 = i32x4.add(hi0, i32x4.dot_i16x8_s(n0, xh));
+        lo0 = i32x4.add(lo0, i32x4.dot_i16x8_s(n0, xl));
+        hi1 = i32x4.add(hi1, i32x4.dot_i16x8_s(n1, xh));
+        lo1 = i32x4.add(lo1, i32x4.dot_i16x8_s(n1, xl));
+        n0 = unpack(four, v0, 1);
+        n1 = unpack(four, v1, 1);
+        xh = v128.load(xq, 32);
+        xl = v128.load(xq, 48);
+        hi0 = i32x4.add(hi0, i32x4.dot_i16x8_s(n0, xh));
+        lo0 = i32x4.add(lo0, i32x4.dot_i16x8_s(n0, xl));
+        hi1 = i32x4.add(hi1, i32x4.dot_i16x8_s(n1, xh));
+        lo1 = i32x4.add(lo1, i32x4.dot_i16x8_s(n1, xl));
+        if (four) {
+          n0 = unpack(four, v0, 2);
+          n1 = unpack(four, v1, 2);
+          xh = v128.load(xq, 64);
+          xl = v128.load(xq, 80);
+          hi0 = i32x4.add(hi0, i32x4.dot_i16x8_s(n0, xh));
+          lo0 = i32x4.add(lo0, i32x4.dot_i16x8_s(n0, xl));
+          hi1 = i32x4.add(hi1, i32x4.dot_i16x8_s(n1, xh));
+          lo1 = i32x4.add(lo1, i32x4.dot_i16x8_s(n1, xl));
+          n0 = unpack(four, v0, 3);
+          n1 = unpack(four, v1, 3);
+          xh = v128.load(xq, 96);
+          xl = v128.load(xq, 112);
+          hi0 = i32x4.add(hi0, i32x4.dot_i16x8_s(n0, xh));
+          lo0 = i32x4.add(lo0, i32x4.dot_i16x8_s(n0, xl));
+          hi1 = i32x4.add(hi1, i32x4.dot_i16x8_s(n1, xh));
+          lo1 = i32x4.add(lo1, i32x4.dot_i16x8_s(n1, xl));
+        }
         p += 16;
         xq += xBlock;
       }
       const gOff = <usize>g << 2;
-      acc = f32x4.add(acc, f32x4.mul(d, v128.load32_splat(rowScales + gOff)));
-      bias += load<f32>(rowBiases + gOff) * load<f32>(sums + gOff);
+      acc0 = addGroup(acc0, groupValue(hi0, lo0), panel, factors, gOff);
+      acc1 = addGroup(acc1, groupValue(hi1, lo1), panel + groupStride, factors, gOff);
     }
-    store<f32>(y + (<usize>o << 2), lanesSum(acc) + bias);
+    store<f32>(y + (<usize>o << 2), lanesSum(acc0) + biasTerm(panelBiases, sums, groups));
+    store<f32>(y + (<usize>(o + 1) << 2), lanesSum(acc1) + biasTerm(panelBiases + groupStride, sums, groups));
   }
+  if (o < oEnd) {
+    const slots = four ? 4 : 2;
+    const gi = <usize>o * <usize>groups;
+    widenParams(scaleKind, scales + paramBytes(scaleKind, gi), groups, panel);
+    widenParams(scaleKind, biases + paramBytes(scaleKind, gi), groups, panelBiases);
+    let acc = f32x4.splat(0);
+    let p = w + <usize>o * rowBytes;
+    let xq = xp;
+    for (let g = 0; g < groups; g++) {
+      let hi = i32x4.splat(0);
+      let lo = i32x4.splat(0);
+      for (let k = 0; k < blocksPerGroup; k++) {
+        const v = v128.load(p);
+        for (let j = 0; j < slots; j++) {
+          const n = unpackAt(four, v, j);
+          hi = i32x4.add(hi, i32x4.dot_i16x8_s(n, v128.load(xq + (<usize>j << 5))));
+          lo = i32x4.add(lo, i32x4.dot_i16x8_s(n, v128.load(xq + (<usize>j << 5) + 16)));
+        }
+        p += 16;
+        xq += xBlock;
+      }
+      acc = addGroup(acc, groupValue(hi, lo), panel, factors, <usize>g << 2);
+    }
+    store<f32>(y + (<usize>o << 2), lanesSum(acc) + biasTerm(panelBiases, sums, groups));
+  }
+}
+
+// unpack with a slot known only at run time (the odd row and the panel's widening).
+// @ts-ignore: decorator
+@inline
+function unpackAt(four: bool, v: v128, j: i32): v128 {
+  if (four) return j == 0 ? unpack(true, v, 0) : j == 1 ? unpack(true, v, 1) : j == 2 ? unpack(true, v, 2) : unpack(true, v, 3);
+  return j == 0 ? unpack(false, v, 0) : unpack(false, v, 1);
+}
+
+// One (input row, weight row) pair's four-lane sums over a group: hi and lo of the products.
+// @ts-ignore: decorator
+@inline
+function dotInto(acc: v128, n: v128, x: v128): v128 {
+  return i32x4.add(acc, i32x4.dot_i16x8_s(n, x));
 }
 
 // @ts-ignore: decorator
@@ -153,90 +217,152 @@ function matmul(
 ): void {
   const rowBytes: usize = four ? <usize>inN >> 1 : <usize>inN;
   const groups = inN / groupSize;
+  const slots = four ? 4 : 2;
   const blocksPerGroup = four ? groupSize >> 5 : groupSize >> 4;
-  const xBlock: usize = four ? 128 : 64;
+  // Unpacked 16-bit vectors per group (one per slot of each block).
+  const vectorsPerGroup = blocksPerGroup * slots;
   const blocks = groups * blocksPerGroup;
   const xStride = <usize>inN << 2;
-  const sumStride = <usize>groups << 2;
+  const sumStride = <usize>groups << 3;
+  const groupStride = <usize>groups << 2;
   const yStride = <usize>outN << 2;
-  // Panel: the row's integers as f32 (in floats), then its scales and biases as f32 (groups each).
-  const panelScales = panel + xStride;
-  const panelBiases = panelScales + sumStride;
-  for (let o = oStart; o < oEnd; o++) {
+  // Panel: two weight rows' q unpacked to 16-bit lanes, vector by vector side by side (32 bytes per
+  // 8 weights), then their scales and their biases as f32 (groups each, row after row).
+  const panelScales = panel + (<usize>inN << 2);
+  const panelBiases = panelScales + (groupStride << 1);
+  let o = oStart;
+  // Two weight rows at a time and the input rows two at a time: each unpacked weight vector is
+  // loaded once for two input rows and each input vector once for two weight rows.
+  for (; o + 2 <= oEnd; o += 2) {
     let p = w + <usize>o * rowBytes;
     let q = panel;
     for (let b = 0; b < blocks; b++) {
-      widen(four, v128.load(p), q);
+      const va = v128.load(p);
+      const vb = v128.load(p + rowBytes);
+      for (let j = 0; j < slots; j++) {
+        v128.store(q, unpackAt(four, va, j));
+        v128.store(q, unpackAt(four, vb, j), 16);
+        q += 32;
+      }
       p += 16;
-      q += xBlock;
+    }
+    const gi = <usize>o * <usize>groups;
+    widenParams(scaleKind, scales + paramBytes(scaleKind, gi), groups * 2, panelScales);
+    widenParams(scaleKind, biases + paramBytes(scaleKind, gi), groups * 2, panelBiases);
+    let r = 0;
+    for (; r + 2 <= rows; r += 2) {
+      let acc0a = f32x4.splat(0);
+      let acc0b = f32x4.splat(0);
+      let acc1a = f32x4.splat(0);
+      let acc1b = f32x4.splat(0);
+      let x0 = xp + <usize>r * xStride;
+      const sum0 = sums + <usize>r * sumStride;
+      const sum1 = sum0 + sumStride;
+      q = panel;
+      for (let g = 0; g < groups; g++) {
+        let hi0a = i32x4.splat(0);
+        let lo0a = i32x4.splat(0);
+        let hi0b = i32x4.splat(0);
+        let lo0b = i32x4.splat(0);
+        let hi1a = i32x4.splat(0);
+        let lo1a = i32x4.splat(0);
+        let hi1b = i32x4.splat(0);
+        let lo1b = i32x4.splat(0);
+        for (let k = 0; k < vectorsPerGroup; k++) {
+          const na = v128.load(q);
+          const nb = v128.load(q, 16);
+          let xh = v128.load(x0);
+          let xl = v128.load(x0, 16);
+          hi0a = dotInto(hi0a, na, xh);
+          lo0a = dotInto(lo0a, na, xl);
+          hi0b = dotInto(hi0b, nb, xh);
+          lo0b = dotInto(lo0b, nb, xl);
+          xh = v128.load(x0 + xStride);
+          xl = v128.load(x0 + xStride, 16);
+          hi1a = dotInto(hi1a, na, xh);
+          lo1a = dotInto(lo1a, na, xl);
+          hi1b = dotInto(hi1b, nb, xh);
+          lo1b = dotInto(lo1b, nb, xl);
+          q += 32;
+          x0 += 32;
+        }
+        const gOff = <usize>g << 2;
+        acc0a = addGroup(acc0a, groupValue(hi0a, lo0a), panelScales, sum0 + groupStride, gOff);
+        acc0b = addGroup(acc0b, groupValue(hi0b, lo0b), panelScales + groupStride, sum0 + groupStride, gOff);
+        acc1a = addGroup(acc1a, groupValue(hi1a, lo1a), panelScales, sum1 + groupStride, gOff);
+        acc1b = addGroup(acc1b, groupValue(hi1b, lo1b), panelScales + groupStride, sum1 + groupStride, gOff);
+      }
+      const out = y + <usize>r * yStride + (<usize>o << 2);
+      store<f32>(out, lanesSum(acc0a) + biasTerm(panelBiases, sum0, groups));
+      store<f32>(out, lanesSum(acc0b) + biasTerm(panelBiases + groupStride, sum0, groups), 4);
+      store<f32>(out + yStride, lanesSum(acc1a) + biasTerm(panelBiases, sum1, groups));
+      store<f32>(out + yStride, lanesSum(acc1b) + biasTerm(panelBiases + groupStride, sum1, groups), 4);
+    }
+    if (r < rows) {
+      let acc0a = f32x4.splat(0);
+      let acc0b = f32x4.splat(0);
+      let x0 = xp + <usize>r * xStride;
+      const sum0 = sums + <usize>r * sumStride;
+      q = panel;
+      for (let g = 0; g < groups; g++) {
+        let hi0a = i32x4.splat(0);
+        let lo0a = i32x4.splat(0);
+        let hi0b = i32x4.splat(0);
+        let lo0b = i32x4.splat(0);
+        for (let k = 0; k < vectorsPerGroup; k++) {
+          const na = v128.load(q);
+          const nb = v128.load(q, 16);
+          const xh = v128.load(x0);
+          const xl = v128.load(x0, 16);
+          hi0a = dotInto(hi0a, na, xh);
+          lo0a = dotInto(lo0a, na, xl);
+          hi0b = dotInto(hi0b, nb, xh);
+          lo0b = dotInto(lo0b, nb, xl);
+          q += 32;
+          x0 += 32;
+        }
+        const gOff = <usize>g << 2;
+        acc0a = addGroup(acc0a, groupValue(hi0a, lo0a), panelScales, sum0 + groupStride, gOff);
+        acc0b = addGroup(acc0b, groupValue(hi0b, lo0b), panelScales + groupStride, sum0 + groupStride, gOff);
+      }
+      const out = y + <usize>r * yStride + (<usize>o << 2);
+      store<f32>(out, lanesSum(acc0a) + biasTerm(panelBiases, sum0, groups));
+      store<f32>(out, lanesSum(acc0b) + biasTerm(panelBiases + groupStride, sum0, groups), 4);
+    }
+  }
+  // The odd weight row: its own panel, every input row against it.
+  if (o < oEnd) {
+    let p = w + <usize>o * rowBytes;
+    let q = panel;
+    for (let b = 0; b < blocks; b++) {
+      const v = v128.load(p);
+      for (let j = 0; j < slots; j++) {
+        v128.store(q, unpackAt(four, v, j));
+        q += 16;
+      }
+      p += 16;
     }
     const gi = <usize>o * <usize>groups;
     widenParams(scaleKind, scales + paramBytes(scaleKind, gi), groups, panelScales);
     widenParams(scaleKind, biases + paramBytes(scaleKind, gi), groups, panelBiases);
-    const vectorsPerBlock = four ? 8 : 4;
-    let r = 0;
-    for (; r + 4 <= rows; r += 4) {
-      let acc0 = f32x4.splat(0);
-      let acc1 = f32x4.splat(0);
-      let acc2 = f32x4.splat(0);
-      let acc3 = f32x4.splat(0);
-      let bias0: f32 = 0;
-      let bias1: f32 = 0;
-      let bias2: f32 = 0;
-      let bias3: f32 = 0;
-      let x0 = xp + <usize>r * xStride;
-      q = panel;
-      const sum0 = sums + <usize>r * sumStride;
-      for (let g = 0; g < groups; g++) {
-        let d0 = f32x4.splat(0);
-        let d1 = f32x4.splat(0);
-        let d2 = f32x4.splat(0);
-        let d3 = f32x4.splat(0);
-        for (let k = 0; k < blocksPerGroup * vectorsPerBlock; k++) {
-          const wv = v128.load(q);
-          d0 = f32x4.add(d0, f32x4.mul(wv, v128.load(x0)));
-          d1 = f32x4.add(d1, f32x4.mul(wv, v128.load(x0 + xStride)));
-          d2 = f32x4.add(d2, f32x4.mul(wv, v128.load(x0 + xStride * 2)));
-          d3 = f32x4.add(d3, f32x4.mul(wv, v128.load(x0 + xStride * 3)));
-          q += 16;
-          x0 += 16;
-        }
-        const gOff = <usize>g << 2;
-        const s = f32x4.splat(load<f32>(panelScales + gOff));
-        acc0 = f32x4.add(acc0, f32x4.mul(d0, s));
-        acc1 = f32x4.add(acc1, f32x4.mul(d1, s));
-        acc2 = f32x4.add(acc2, f32x4.mul(d2, s));
-        acc3 = f32x4.add(acc3, f32x4.mul(d3, s));
-        const b = load<f32>(panelBiases + gOff);
-        bias0 += b * load<f32>(sum0 + gOff);
-        bias1 += b * load<f32>(sum0 + sumStride + gOff);
-        bias2 += b * load<f32>(sum0 + sumStride * 2 + gOff);
-        bias3 += b * load<f32>(sum0 + sumStride * 3 + gOff);
-      }
-      const out = y + <usize>r * yStride + (<usize>o << 2);
-      store<f32>(out, lanesSum(acc0) + bias0);
-      store<f32>(out + yStride, lanesSum(acc1) + bias1);
-      store<f32>(out + yStride * 2, lanesSum(acc2) + bias2);
-      store<f32>(out + yStride * 3, lanesSum(acc3) + bias3);
-    }
-    for (; r < rows; r++) {
+    for (let r = 0; r < rows; r++) {
       let acc = f32x4.splat(0);
-      let bias: f32 = 0;
       let x0 = xp + <usize>r * xStride;
-      q = panel;
       const sum0 = sums + <usize>r * sumStride;
+      q = panel;
       for (let g = 0; g < groups; g++) {
-        let d = f32x4.splat(0);
-        for (let k = 0; k < blocksPerGroup * vectorsPerBlock; k++) {
-          d = f32x4.add(d, f32x4.mul(v128.load(q), v128.load(x0)));
+        let hi = i32x4.splat(0);
+        let lo = i32x4.splat(0);
+        for (let k = 0; k < vectorsPerGroup; k++) {
+          const n = v128.load(q);
+          hi = dotInto(hi, n, v128.load(x0));
+          lo = dotInto(lo, n, v128.load(x0, 16));
           q += 16;
-          x0 += 16;
+          x0 += 32;
         }
-        const gOff = <usize>g << 2;
-        acc = f32x4.add(acc, f32x4.mul(d, f32x4.splat(load<f32>(panelScales + gOff))));
-        bias += load<f32>(panelBiases + gOff) * load<f32>(sum0 + gOff);
+        acc = addGroup(acc, groupValue(hi, lo), panelScales, sum0 + groupStride, <usize>g << 2);
       }
-      store<f32>(y + <usize>r * yStride + (<usize>o << 2), lanesSum(acc) + bias);
+      store<f32>(y + <usize>r * yStride + (<usize>o << 2), lanesSum(acc) + biasTerm(panelBiases, sum0, groups));
     }
   }
 }
@@ -245,9 +371,10 @@ function matmul(
 
 /**
  * 4-bit weights: `w` the packed words `[out, in / 8]`, `scales`/`biases` `[out, in / groupSize]`
- * of float kind `scaleKind`; `xp`/`sums` from prepareQuant; `y` `rows × out`. `panel` is
- * per-thread scratch of (in + 2 × in / groupSize) × 4 bytes, for one row too (its scales and
- * biases in f32). `groupSize` is a multiple of 32.
+ * of float kind `scaleKind`; `xp`/`sums` from prepareQuant (`sums` holds Σx and the factors);
+ * `y` `rows × out`. `panel` is per-thread scratch of (in + 4 × in / groupSize) × 4 bytes at least:
+ * two rows unpacked to 16-bit lanes and their scales and biases in f32 (for one row too: two
+ * rows' scales and biases). `groupSize` is a multiple of 32.
  */
 export function linearQ4(
   w: usize,
