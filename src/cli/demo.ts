@@ -98,6 +98,8 @@ async function main(args: string[]): Promise<number> {
   // Closing the terminal (SIGHUP) tears the demo down too: otherwise its cluster ran on with
   // nobody watching it, and the next `npm start` found its ports taken.
   const stop = waitForSignal(["SIGINT", "SIGTERM", "SIGHUP"]);
+  // A terminal that is gone fails every later write (EIO): the teardown goes on regardless.
+  for (const stream of [process.stdout, process.stderr]) stream.on("error", () => undefined);
   const daemon = await startDaemon({ dir: clustersDir, settingsFile, log, teardownOnExit: true }).catch((error: unknown) => {
     // Taken between the check above and the daemon's listen, or an address this machine lacks.
     if (isShardctlError(error, "DashboardListenFailed")) throw new DemoFailure(`${error.message}\n  ${moveDashboard(uiAddress ?? "")}`);
@@ -111,8 +113,6 @@ async function main(args: string[]): Promise<number> {
   if (daemon.uiUrl !== undefined) console.log(`dashboard: ${daemon.uiUrl} (open it in a browser to follow the launch)`);
 
   const revision = computeRevision(spec, settings);
-  // A terminal that is gone fails every later write (EIO): the teardown goes on regardless.
-  for (const stream of [process.stdout, process.stderr]) stream.on("error", () => undefined);
   // Ctrl-C ends the wait for Ready too: its health lines would otherwise go on below the teardown's.
   const interrupted = new AbortController();
   void stop.then(() => interrupted.abort());

@@ -9,7 +9,8 @@
  * - DaemonStopping: the daemon is stopping; it does not wait for a staging that may take hours.
  *
  * Either way the pass's signal aborts: staging cuts its transfers (their partial files kept for a
- * later staging to resume), and the steps that would replace, budget or launch are not started.
+ * later staging to resume), and the steps that would replace what runs, stage, or count the launch
+ * against the budget (and so launch) are not started. A launch already counted is made.
  */
 import { entryExists } from "../files/index.js";
 import { desiredStateOf } from "./decision-inputs.js";

@@ -75,7 +75,9 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
     // One transfer per blob per machine at a time (blobs/<hash>.incomplete is a fixed name). Under
     // the lock the file is re-checked (two stats): another pass may have verified it since classify.
     const key = `blob ${machineKey(node)} ${modelDir} ${manifest.repo} ${check.file.hash}`;
+    let began = false;
     const locked = withKeyedLock(key, async () => {
+      began = true;
       // Stopped while waiting for the lock (another pass's download of the same blob).
       stopIfCancelled(name, options.signal);
       const current = await recheck(node, manifest, modelDir, check);
@@ -83,7 +85,7 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
       await fetchOne(node, source, manifest, modelDir, current, options, progress, hashed);
       return true;
     });
-    const fetched = await untilCancelled(locked, name, options.signal, check.file.path);
+    const fetched = await untilCancelled(locked, () => !began, name, options.signal, check.file.path);
     if (!fetched) continue;
     result.filesTransferred++;
     result.hashedFiles++;
@@ -228,13 +230,19 @@ function stopIfCancelled(node: string, signal: AbortSignal | undefined, file?: s
   throw new ShardctlError("StagingCancelled", `node ${node}: staging stopped${file === undefined ? "" : ` during ${file} (its partial file is kept)`}: ${why}`);
 }
 
-/** `work` on `file`, or StagingCancelled as soon as `signal` aborts (whatever `work` does then checks the signal itself). */
-function untilCancelled<T>(work: Promise<T>, node: string, signal: AbortSignal | undefined, file: string): Promise<T> {
+/**
+ * `work` on `file`, or StagingCancelled as soon as `signal` aborts while it is still `waiting` (for
+ * the blob's lock): once it has begun, the work answers the abort itself (a cut transfer) or runs
+ * to its end (a push over SSH finishes its file), and the staging waits for it — nothing of it may
+ * go on after the staging has answered.
+ */
+function untilCancelled<T>(work: Promise<T>, waiting: () => boolean, node: string, signal: AbortSignal | undefined, file: string): Promise<T> {
   if (signal === undefined) return work;
   work.catch(() => undefined);
   let onAbort: (() => void) | undefined;
   const cancelled = new Promise<never>((_, reject) => {
     onAbort = () => {
+      if (!waiting()) return;
       try {
         stopIfCancelled(node, signal, file);
       } catch (error) {

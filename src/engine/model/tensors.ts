@@ -7,6 +7,9 @@ import { Arena, type FloatKind, type KernelRuntime, type LinearWeights, moveHalf
 import { bf16Table, f16Table } from "./float-tables.js";
 import { readTensorBytes, readTensorInto, type TensorEntry, type TensorIndex } from "./safetensors.js";
 
+/** The largest quantization group the kernels sum exactly (see assembly/quant.ts). */
+const maxGroupSize = 1024;
+
 const floatKinds: Record<string, FloatKind> = { F32: "f32", F16: "f16", BF16: "bf16" };
 
 function floatKindOf(entry: TensorEntry): FloatKind {
@@ -67,6 +70,9 @@ export function loadLinear(runtime: KernelRuntime, tensors: TensorIndex, prefix:
   if (groupSize % (bits === 4 ? 32 : 16) !== 0) {
     throw new Error(`tensor ${prefix}: group size ${groupSize} is not supported at ${bits} bits (a multiple of ${bits === 4 ? 32 : 16})`);
   }
+  // A group's products are summed exactly in 32-bit integer lanes (assembly/quant.ts): at 8 bits a
+  // lane holds a quarter of the group's 255 × 2^15, which passes 2^31 beyond 1024.
+  if (groupSize > maxGroupSize) throw new Error(`tensor ${prefix}: group size ${groupSize} is not supported (at most ${maxGroupSize}; MLX uses 32, 64 or 128)`);
   const biasesEntry = requireEntry(tensors, `${prefix}.biases`);
   const scaleKind = floatKindOf(scalesEntry);
   if (biasesEntry.dtype !== scalesEntry.dtype) throw new Error(`tensor ${prefix}: scales are ${scalesEntry.dtype} but biases ${biasesEntry.dtype}`);

@@ -15,7 +15,6 @@ const givenBack = new Set(["StageLinkUnreachable", "NodeUnreachable", "PortInUse
 
 export const launch: Step = {
   name: "launch",
-  yieldsToCallOff: true,
   action: "launch",
   failure: "LaunchFailed",
   progress: (pass) => ({

@@ -21,6 +21,9 @@ export const stage: Step = {
     const planned = memory.planned;
     if (planned === undefined) throw new Error("stage step without a plan");
     setConditions(memory, revision, { Ready: notServingYet(memory, "Staging") });
+    // A progress event after the staging answered (none is expected) must not rewrite the cards of
+    // a pass that has ended.
+    let answered = false;
     try {
       const staged = await stageForCluster(
         spec,
@@ -28,6 +31,7 @@ export const stage: Step = {
         planned,
         pass.world.nodesOf(spec, settings),
         (event) => {
+          if (answered) return;
           const next = {
             node: event.node,
             state: event.phase === "done" ? ("present" as const) : ("staging" as const),
@@ -38,7 +42,7 @@ export const stage: Step = {
           pass.world.writeProgress(pass.name, memory, { action: "stage", result: "waiting", health: "Progressing" }, settings);
         },
         pass.callOff,
-      );
+      ).finally(() => (answered = true));
       const failure = stagingFailureOf(staged);
       if (failure !== undefined) {
         // A node that failed is not left saying "staging" (with the bytes of the moment it failed)

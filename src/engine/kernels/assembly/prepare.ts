@@ -30,7 +30,8 @@ export function prepareHalf(x: usize, rows: i32, inN: i32, dst: usize, halfPreci
  * two above the group's largest magnitude (e clamped to [-96, 129], so both factors below are
  * normal f32): X = trunc(x × 2^(30-e)), |X| < 2^30, kept as two 16-bit halves, hi = X >> 15
  * (signed) and lo = X & 0x7fff, so X = hi × 2^15 + lo. X differs from x × 2^(30-e) by less than
- * one, a relative 2^-30 of the group's largest input, below f32's own rounding (2^-24).
+ * one, a relative 2^-30 of the group's largest input, below f32's own rounding (2^-24). (A group
+ * whose largest input is below 2^-96, about 1e-29, keeps fewer bits.)
  *
  * Layout, `in` × 4 bytes per row: per 16-byte block of packed weights (4 words), one slot per
  * 16-bit lane pair the kernel unpacks (4-bit: 4 slots, value j of a word's low half and value
@@ -58,7 +59,7 @@ export function prepareQuant(x: usize, rows: i32, inN: i32, bits: i32, groupSize
         s += v;
         m = max(m, abs(v));
       }
-      // NaN compares false: a NaN input leaves m alone, and Σx carries it.
+      // A NaN input makes m NaN (e is then 129), and Σx carries it.
       const field = <i32>((reinterpret<u32>(m) >> 23) & 0xff);
       const e = min(129, max(-96, field - 126));
       const up = reinterpret<f32>(<u32>(157 - e) << 23);

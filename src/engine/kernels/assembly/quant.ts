@@ -3,8 +3,8 @@
 // bias × Σx. The inputs come as 31-bit block-floating-point integers (prepare.ts: x ≈ X × 2^(e-30)
 // per group, X = hi × 2^15 + lo), so Σ q·X is summed exactly in 32-bit integer lanes with the
 // 16-bit multiply-add (eight products per instruction), whatever the order. Per group and row the
-// exact sums become one f32 four-lane value, d = f32(Σ q·hi) × 2^15 + f32(Σ q·lo), and the row's
-// accumulator adds d × (scale × 2^(e-30)); the result is the lanes' sum (l0 + l1) + (l2 + l3) plus
+// exact sums become one f32 four-lane value d (groupValue), and the row's accumulator adds
+// (d × scale) × 2^(e-30); the result is the lanes' sum (l0 + l1) + (l2 + l3) plus
 // Σ bias × Σx over the groups. The matrix-vector and matrix-matrix forms perform the same f32
 // operations in the same order, so a token's result does not depend on how many rows, outputs or
 // threads share the call.
@@ -24,18 +24,23 @@ function unpack(four: bool, v: v128, j: i32): v128 {
   return j == 0 ? v128.and(v, i32x4.splat(0x00ff00ff)) : i16x8.shr_u(v, 8);
 }
 
-// A group's exact sums of one row as its f32 four-lane value.
+// A group's exact sums of one row as its f32 four-lane value. The lo sum (never negative) passes
+// 2^15 and, at 8 bits, 2^24: its carry goes to hi first, so each lane is hi' × 2^15 + lo' with
+// 0 ≤ lo' < 2^15, and the one rounding is hi's (a relative 2^-24 of the lane, as f32's own).
 // @ts-ignore: decorator
 @inline
 function groupValue(hi: v128, lo: v128): v128 {
-  return f32x4.add(f32x4.mul(f32x4.convert_i32x4_s(hi), f32x4.splat(32768)), f32x4.convert_i32x4_s(lo));
+  const whole = i32x4.add(hi, i32x4.shr_u(lo, 15));
+  const rest = v128.and(lo, i32x4.splat(0x7fff));
+  return f32x4.add(f32x4.mul(f32x4.convert_i32x4_s(whole), f32x4.splat(32768)), f32x4.convert_i32x4_s(rest));
 }
 
-// A row's accumulator after group g: acc + d × (scale × 2^(e-30)).
+// A row's accumulator after group g: acc + (d × scale) × 2^(e-30) (in this order: scale × 2^(e-30)
+// alone could fall below f32's normal range for a group of tiny inputs).
 // @ts-ignore: decorator
 @inline
 function addGroup(acc: v128, d: v128, scales: usize, factors: usize, gOff: usize): v128 {
-  return f32x4.add(acc, f32x4.mul(d, f32x4.splat(load<f32>(scales + gOff) * load<f32>(factors + gOff))));
+  return f32x4.add(acc, f32x4.mul(f32x4.mul(d, v128.load32_splat(scales + gOff)), v128.load32_splat(factors + gOff)));
 }
 
 // Σ over groups of bias × Σx, in group order (f32).
