@@ -76,6 +76,23 @@ async function waitForSize(path: string, atLeast: number, deadlineMs: number): P
 const servedPath = `/${repo}/resolve/${commit}/${shard}`;
 const bytesServed = (): number => hub.stats().bytesByPath[servedPath] ?? 0;
 
+/**
+ * Wait (up to 10 s) until neither the partial file nor the hub's count of bytes served moved for a
+ * second; a download that still runs (200 kB/s here) never settles.
+ */
+async function settled(partial: string, what: string): Promise<{ size: number; served: number }> {
+  let size = await sizeOf(partial);
+  let served = bytesServed();
+  const settleBy = Date.now() + 10_000;
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 1_000));
+    const [nowSize, nowServed] = [await sizeOf(partial), bytesServed()];
+    if (nowSize === size && nowServed === served) return { size, served };
+    [size, served] = [nowSize, nowServed];
+    if (Date.now() > settleBy) throw new Error(`${what} still runs: ${size} bytes in the partial file, ${served} served`);
+  }
+}
+
 it("a download whose connection dropped is stopped by the next one, which resumes from the file's own size: the file arrives whole", async () => {
   const dir = join(sshd.nodes[0]!.modelDir, "dropped");
   const partial = incompletePath(dir, repo, sha);
@@ -119,16 +136,7 @@ it("a download past its deadline is killed whole: curl stops fetching and the pa
   // The kill goes out as the deadline passes, over a fresh SSH exec: wait (up to 10 s) until nothing
   // moved for a second, then nothing may move for 1.5 s more. Without the kill the body keeps coming
   // at 200 kB/s and the first wait runs out.
-  let size = await sizeOf(partial);
-  let served = bytesServed();
-  const settleBy = Date.now() + 10_000;
-  for (;;) {
-    await new Promise((r) => setTimeout(r, 1_000));
-    const [nowSize, nowServed] = [await sizeOf(partial), bytesServed()];
-    if (nowSize === size && nowServed === served) break;
-    [size, served] = [nowSize, nowServed];
-    if (Date.now() > settleBy) throw new Error(`the download past its deadline still runs: ${size} bytes in the partial file, ${served} served`);
-  }
+  const { size, served } = await settled(partial, "the download past its deadline");
   expect(size).toBeGreaterThan(0);
   await new Promise((r) => setTimeout(r, 1_500));
   expect(await sizeOf(partial)).toBe(size);
@@ -155,16 +163,7 @@ it("a staging stopped by its signal kills the node's download at once and keeps 
   expect(error?.reason).toBe("StagingCancelled");
   expect(error?.message).toMatch(/staging stopped during model\.safetensors \(its partial file is kept\): its definition now asks for revision abc/);
   // curl and head were killed with their shell: the file and the hub's count settle, and stay.
-  let size = await sizeOf(partial);
-  let served = bytesServed();
-  const settleBy = Date.now() + 10_000;
-  for (;;) {
-    await new Promise((r) => setTimeout(r, 1_000));
-    const [nowSize, nowServed] = [await sizeOf(partial), bytesServed()];
-    if (nowSize === size && nowServed === served) break;
-    [size, served] = [nowSize, nowServed];
-    if (Date.now() > settleBy) throw new Error(`the stopped download still runs: ${size} bytes in the partial file, ${served} served`);
-  }
+  const { size } = await settled(partial, "the stopped download");
   expect(size).toBeGreaterThanOrEqual(100_000);
   await new Promise((r) => setTimeout(r, 1_500));
   expect(await sizeOf(partial)).toBe(size);
