@@ -12,10 +12,9 @@
  * later staging to resume), and the steps that would replace what runs, stage, or count the launch
  * against the budget (and so launch) are not started. A launch already counted is made.
  */
-import { entryExists } from "../files/index.js";
-import { desiredStateOf } from "./decision-inputs.js";
 import type { ParseCache } from "./parse-cache.js";
 import type { Pass } from "./pass.js";
+import { readDesired } from "./steps/read-definition.js";
 
 /** How often the definition is looked at while a launch's steps run, ms. */
 export const revisionLookMs = 1_000;
@@ -69,10 +68,8 @@ export function watchForCallOff(pass: Pass, parsed: ParseCache, stopping: AbortS
 
 /** What the definition asks for now, when it is no longer the pass's revision; undefined otherwise. */
 async function movedOn(pass: Pass, parsed: ParseCache): Promise<string | undefined> {
-  if (!(await entryExists(pass.file))) return `its definition ${pass.file} was removed`;
-  const loaded = await parsed.loadCluster(pass.file, pass.settings);
-  if (!loaded.ok) return undefined;
-  const revision = desiredStateOf(loaded.value, pass.settings).revision;
-  if (revision === pass.revision) return undefined;
-  return `its definition now asks for revision ${revision.slice(0, 12)}`;
+  const { desired } = await readDesired(pass.file, pass.settings, parsed);
+  if (desired.kind === "absent") return `its definition ${pass.file} was removed`;
+  if (desired.kind === "invalid" || desired.revision === pass.revision) return undefined;
+  return `its definition now asks for revision ${desired.revision.slice(0, 12)}`;
 }

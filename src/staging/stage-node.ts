@@ -71,7 +71,6 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
   await node.mkdir(blobsDir);
   const hashed = new Map<string, StatCacheEntry>();
   for (const check of todo) {
-    stopIfCancelled(name, options.signal);
     // One transfer per blob per machine at a time (blobs/<hash>.incomplete is a fixed name). Under
     // the lock the file is re-checked (two stats): another pass may have verified it since classify.
     const key = `blob ${machineKey(node)} ${modelDir} ${manifest.repo} ${check.file.hash}`;

@@ -5,11 +5,26 @@
 import { entryExists } from "../../files/index.js";
 import { formatIssue } from "../../spec/index.js";
 import { desiredStateOf } from "../decision-inputs.js";
+import type { DesiredState } from "../next-action.js";
 import { checkoutHeadOf, lastCommitOf } from "../git-commit.js";
 import type { Step } from "../run-step.js";
 import { onRevision } from "../verdicts.js";
 import type { ParseCache } from "../parse-cache.js";
 import { markPlanned } from "./plan.js";
+import type { ClusterSpec, Settings } from "../../spec/index.js";
+
+/** What the definition at `file` asks for now: nothing (absent), an invalid file's issues, or a spec at a revision. */
+export async function readDesired(
+  file: string,
+  settings: Settings,
+  parsed: ParseCache,
+): Promise<{ desired: Exclude<DesiredState, { kind: "defined" }>; spec?: undefined } | { desired: Extract<DesiredState, { kind: "defined" }>; spec: ClusterSpec }> {
+  // A symbolic link to nothing is a broken definition (kept running, reported), not a removed one.
+  if (!(await entryExists(file))) return { desired: { kind: "absent" } };
+  const loaded = await parsed.loadCluster(file, settings);
+  if (!loaded.ok) return { desired: { kind: "invalid", issues: loaded.issues.map(formatIssue) } };
+  return { desired: desiredStateOf(loaded.value, settings), spec: loaded.value };
+}
 
 export function readDefinition(parsed: ParseCache): Step {
   return {
@@ -18,18 +33,12 @@ export function readDefinition(parsed: ParseCache): Step {
     failure: "DefinitionUnreadable",
     async run(pass) {
       const { memory } = pass;
-      // A symbolic link to nothing is a broken definition (kept running, reported), not a removed one.
-      if (!(await entryExists(pass.file))) {
-        pass.desired = { kind: "absent" };
+      const read = await readDesired(pass.file, pass.settings, parsed);
+      if (read.spec === undefined) {
+        pass.desired = read.desired;
         return;
       }
-      const loaded = await parsed.loadCluster(pass.file, pass.settings);
-      if (!loaded.ok) {
-        pass.desired = { kind: "invalid", issues: loaded.issues.map(formatIssue) };
-        return;
-      }
-      const spec = loaded.value;
-      const desired = desiredStateOf(spec, pass.settings);
+      const { spec, desired } = read;
       const revision = desired.revision;
       if (memory.lastGood?.revision !== revision) onRevision(memory, revision);
       memory.lastGood = { spec, revision };
