@@ -24,6 +24,13 @@ function unpack(four: bool, v: v128, j: i32): v128 {
   return j == 0 ? v128.and(v, i32x4.splat(0x00ff00ff)) : i16x8.shr_u(v, 8);
 }
 
+// acc plus the 16-bit products of n and x, summed pairwise into four 32-bit lanes (exact).
+// @ts-ignore: decorator
+@inline
+function dotInto(acc: v128, n: v128, x: v128): v128 {
+  return i32x4.add(acc, i32x4.dot_i16x8_s(n, x));
+}
+
 // A group's exact sums of one row as its f32 four-lane value. The lo sum (never negative) passes
 // 2^15 and, at 8 bits, 2^24: its carry goes to hi first, so each lane is hi' × 2^15 + lo' with
 // 0 ≤ lo' < 2^15, and the one rounding is hi's (a relative 2^-24 of the lane, as f32's own).
@@ -119,35 +126,35 @@ function matvec(
         let n1 = unpack(four, v1, 0);
         let xh = v128.load(xq);
         let xl = v128.load(xq, 16);
-        hi0 = i32x4.add(hi0, i32x4.dot_i16x8_s(n0, xh));
-        lo0 = i32x4.add(lo0, i32x4.dot_i16x8_s(n0, xl));
-        hi1 = i32x4.add(hi1, i32x4.dot_i16x8_s(n1, xh));
-        lo1 = i32x4.add(lo1, i32x4.dot_i16x8_s(n1, xl));
+        hi0 = dotInto(hi0, n0, xh);
+        lo0 = dotInto(lo0, n0, xl);
+        hi1 = dotInto(hi1, n1, xh);
+        lo1 = dotInto(lo1, n1, xl);
         n0 = unpack(four, v0, 1);
         n1 = unpack(four, v1, 1);
         xh = v128.load(xq, 32);
         xl = v128.load(xq, 48);
-        hi0 = i32x4.add(hi0, i32x4.dot_i16x8_s(n0, xh));
-        lo0 = i32x4.add(lo0, i32x4.dot_i16x8_s(n0, xl));
-        hi1 = i32x4.add(hi1, i32x4.dot_i16x8_s(n1, xh));
-        lo1 = i32x4.add(lo1, i32x4.dot_i16x8_s(n1, xl));
+        hi0 = dotInto(hi0, n0, xh);
+        lo0 = dotInto(lo0, n0, xl);
+        hi1 = dotInto(hi1, n1, xh);
+        lo1 = dotInto(lo1, n1, xl);
         if (four) {
           n0 = unpack(four, v0, 2);
           n1 = unpack(four, v1, 2);
           xh = v128.load(xq, 64);
           xl = v128.load(xq, 80);
-          hi0 = i32x4.add(hi0, i32x4.dot_i16x8_s(n0, xh));
-          lo0 = i32x4.add(lo0, i32x4.dot_i16x8_s(n0, xl));
-          hi1 = i32x4.add(hi1, i32x4.dot_i16x8_s(n1, xh));
-          lo1 = i32x4.add(lo1, i32x4.dot_i16x8_s(n1, xl));
+          hi0 = dotInto(hi0, n0, xh);
+          lo0 = dotInto(lo0, n0, xl);
+          hi1 = dotInto(hi1, n1, xh);
+          lo1 = dotInto(lo1, n1, xl);
           n0 = unpack(four, v0, 3);
           n1 = unpack(four, v1, 3);
           xh = v128.load(xq, 96);
           xl = v128.load(xq, 112);
-          hi0 = i32x4.add(hi0, i32x4.dot_i16x8_s(n0, xh));
-          lo0 = i32x4.add(lo0, i32x4.dot_i16x8_s(n0, xl));
-          hi1 = i32x4.add(hi1, i32x4.dot_i16x8_s(n1, xh));
-          lo1 = i32x4.add(lo1, i32x4.dot_i16x8_s(n1, xl));
+          hi0 = dotInto(hi0, n0, xh);
+          lo0 = dotInto(lo0, n0, xl);
+          hi1 = dotInto(hi1, n1, xh);
+          lo1 = dotInto(lo1, n1, xl);
         }
         p += 16;
         xq += xBlock;
@@ -174,8 +181,8 @@ function matvec(
         const v = v128.load(p);
         for (let j = 0; j < slots; j++) {
           const n = unpackAt(four, v, j);
-          hi = i32x4.add(hi, i32x4.dot_i16x8_s(n, v128.load(xq + (<usize>j << 5))));
-          lo = i32x4.add(lo, i32x4.dot_i16x8_s(n, v128.load(xq + (<usize>j << 5) + 16)));
+          hi = dotInto(hi, n, v128.load(xq + (<usize>j << 5)));
+          lo = dotInto(lo, n, v128.load(xq + (<usize>j << 5) + 16));
         }
         p += 16;
         xq += xBlock;
@@ -192,13 +199,6 @@ function matvec(
 function unpackAt(four: bool, v: v128, j: i32): v128 {
   if (four) return j == 0 ? unpack(true, v, 0) : j == 1 ? unpack(true, v, 1) : j == 2 ? unpack(true, v, 2) : unpack(true, v, 3);
   return j == 0 ? unpack(false, v, 0) : unpack(false, v, 1);
-}
-
-// One (input row, weight row) pair's four-lane sums over a group: hi and lo of the products.
-// @ts-ignore: decorator
-@inline
-function dotInto(acc: v128, n: v128, x: v128): v128 {
-  return i32x4.add(acc, i32x4.dot_i16x8_s(n, x));
 }
 
 // @ts-ignore: decorator
