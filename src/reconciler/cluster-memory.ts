@@ -21,8 +21,11 @@ export interface RestartRecord {
 
 export interface ClusterMemory {
   name: string;
-  /** The last definition that parsed, with its revision: what keeps serving through an invalid edit. */
-  lastGood?: { spec: ClusterSpec; revision: string };
+  /**
+   * The last definition that parsed, with its revision and text: what the daemon keeps through an
+   * invalid edit (the text is parsed again then, with the settings of the moment).
+   */
+  lastGood?: { spec: ClusterSpec; revision: string; text?: string };
   /** Plan of a revision and the launch identity it implies; recomputed only when the revision changes. */
   planned?: IdentifiedPlan;
   restarts?: RestartRecord;

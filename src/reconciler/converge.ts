@@ -21,7 +21,7 @@ import { prune } from "./steps/prune.js";
 import { readDefinition } from "./steps/read-definition.js";
 import { replace } from "./steps/replace.js";
 import { stage } from "./steps/stage.js";
-import { stall } from "./steps/stall.js";
+import { invalidDefinition, stall } from "./steps/stall.js";
 import { stop } from "./steps/stop.js";
 import { supervise } from "./steps/supervise.js";
 import { suspend } from "./steps/suspend.js";
@@ -76,7 +76,11 @@ export function createConverge(parts: StoryParts): Converge {
     pass.action = action;
     // The daemon tries again (a stall lifted: an invalid edit reverted to this revision): Stalled
     // says so from now, not once the launch is over, so `shardctl wait` does not fail meanwhile.
-    if (action.kind === "launch") liftStall(pass);
+    // A relaunch of the last valid revision lifts nothing: the definition still needs a fix.
+    if (action.kind === "launch") {
+      if (action.lastValid === true) sayRelaunchingLastValid(pass);
+      else liftStall(pass);
+    }
     // A launch yields to a newer revision and to the daemon's stop: both are watched while its steps run.
     const watch = action.kind === "launch" ? watchForCallOff(pass, parts.parsed, parts.stopping) : undefined;
     pass.callOff = watch?.signal;
@@ -87,7 +91,12 @@ export function createConverge(parts: StoryParts): Converge {
           if (watch.signal.aborted) return calledOff(pass.memory, pass.revision ?? "", step.action, watch.signal);
         }
         const verdict = await runStep(pass, step);
-        if (verdict !== undefined) return verdict;
+        if (verdict === undefined) continue;
+        // The last valid revision serves again; the pass ends as the invalid definition's stall.
+        if (action.kind === "launch" && action.lastValid === true && verdict.result === "success") {
+          return { ...invalidDefinition(pass, true, pass.revision), action: verdict.action, outcome: verdict.outcome };
+        }
+        return verdict;
       }
     } finally {
       watch?.stop();
@@ -112,6 +121,19 @@ function liftStall(pass: Pass): void {
   const { memory, revision } = pass;
   if (!memory.conditions.some((c) => c.type === "Stalled" && c.status === "True")) return;
   setConditions(memory, revision ?? "", { Stalled: { status: "False", reason: "Launching", message: "the daemon is launching this revision" } });
+}
+
+/**
+ * The definition is invalid and what the last valid one launched is lost: it is launched again.
+ * Stalled says the definition is invalid from the start (the edit and the death may be seen by the
+ * same pass), with the revision being relaunched.
+ */
+function sayRelaunchingLastValid(pass: Pass): void {
+  const { memory, revision } = pass;
+  const issues = pass.desired?.kind === "invalid" ? pass.desired.issues : [];
+  const message = `the definition is invalid; revision ${(revision ?? "").slice(0, 12)}, the last valid one, is launched again meanwhile:\n${issues.join("\n")}`;
+  setConditions(memory, revision ?? "", { Stalled: { status: "True", reason: "InvalidDefinition", message } });
+  pass.world.log.warn({ cluster: pass.name, revision }, "the definition is invalid: launching the last valid revision again");
 }
 
 /**

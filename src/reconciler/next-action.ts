@@ -2,7 +2,8 @@
  * The reconciler's one decision: given what the definition wants, what runs, what the daemon
  * remembers and the settings, what is the next action? Pure, so the daemon and `shardctl diff`
  * decide the same way, and so it is tested as a table. The order of the rows is the order of
- * precedence: a missing definition is about pruning; an invalid one keeps whatever runs; a
+ * precedence: a missing definition is about pruning; an invalid one is never applied, and the
+ * last valid one is kept (what it launched keeps running, and is launched again once lost); a
  * suspended one is left alone; a cluster another daemon launched is never touched; then stop,
  * plan, adopt, replace, the restart budget and finally launch.
  */
@@ -10,9 +11,16 @@ import type { LedgerEntry } from "../launch/index.js";
 import type { ReconcilerReason } from "../errors/index.js";
 import type { Settings } from "../spec/index.js";
 
-/** What the definition file says, as far as the decision cares. */
+/**
+ * What the definition file says, as far as the decision cares. An invalid one carries what the last
+ * valid definition said (`lastGood`), when the daemon knows it: that is what it goes on keeping.
+ */
 export type DesiredState =
-  { kind: "absent" } | { kind: "invalid"; issues: string[] } | { kind: "defined"; revision: string; desired: "running" | "stopped"; suspend: boolean };
+  | { kind: "absent" }
+  | { kind: "invalid"; issues: string[]; lastGood?: DefinedState }
+  | { kind: "defined"; revision: string; desired: "running" | "stopped"; suspend: boolean };
+
+export type DefinedState = Extract<DesiredState, { kind: "defined" }>;
 
 /** What runs, from the ledger and the probes of this pass. */
 export interface ObservedState {
@@ -61,8 +69,11 @@ export type NextAction =
   | { kind: "plan" }
   /** What runs is this launch: watch it (and apply a router-only revision in place). */
   | { kind: "adopt"; inPlace: boolean }
-  /** Launch, after tearing down what runs at another launch identity, broken or half-done. */
-  | { kind: "launch"; replace?: { revision: string; phase: LedgerEntry["phase"]; gone: readonly string[] } };
+  /**
+   * Launch, after tearing down what runs at another launch identity, broken or half-done.
+   * `lastValid`: the definition is invalid, and this launches the last valid one again.
+   */
+  | { kind: "launch"; replace?: { revision: string; phase: LedgerEntry["phase"]; gone: readonly string[] }; lastValid?: true };
 
 export function nextAction(desired: DesiredState, observed: ObservedState, memory: DecisionMemory, settings: DecisionSettings): NextAction {
   const entry = observed.entry;
@@ -76,7 +87,7 @@ export function nextAction(desired: DesiredState, observed: ObservedState, memor
     }
     return { kind: "prune" };
   }
-  if (desired.kind === "invalid") return { kind: "stall", reason: "InvalidDefinition", serving: entry?.phase === "running" };
+  if (desired.kind === "invalid") return keepLastValid(desired, observed, memory, settings);
   if (desired.suspend) return { kind: "suspend" };
   if (entry !== undefined && !observed.ours) return { kind: "stall", reason: "ClusterOwnedElsewhere", serving: false };
   if (desired.desired === "stopped") return { kind: "stop", why: "Stopped", teardown: entry !== undefined };
@@ -104,4 +115,19 @@ export function nextAction(desired: DesiredState, observed: ObservedState, memor
     return { kind: "stall", reason: "RestartBudgetExhausted", serving: false, ...(replace === undefined ? {} : { teardownFirst: true }) };
   }
   return { kind: "launch", ...(replace === undefined ? {} : { replace }) };
+}
+
+/**
+ * An invalid definition is never applied, nor does it stop the daemon keeping the last valid one:
+ * what that one launched keeps running, and once lost (a death, a launch cut short) it is launched
+ * again at its revision, within that revision's restart budget, as it would be without the edit.
+ * Anything else the last valid definition would lead to waits for a valid one: the stall says the
+ * definition is invalid.
+ */
+function keepLastValid(desired: Extract<DesiredState, { kind: "invalid" }>, observed: ObservedState, memory: DecisionMemory, settings: DecisionSettings): NextAction {
+  const kept = desired.lastGood === undefined ? undefined : nextAction(desired.lastGood, observed, memory, settings);
+  if (kept?.kind === "launch") return { ...kept, lastValid: true };
+  if (kept?.kind === "plan") return kept;
+  const teardownFirst = kept?.kind === "stall" && kept.teardownFirst === true;
+  return { kind: "stall", reason: "InvalidDefinition", serving: observed.entry?.phase === "running" && !teardownFirst, ...(teardownFirst ? { teardownFirst } : {}) };
 }

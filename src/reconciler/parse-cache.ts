@@ -47,6 +47,11 @@ export class ParseCache {
     return result;
   }
 
+  /** The text of `file` that its last load parsed. */
+  textOf(file: string): string | undefined {
+    return this.clusters.get(file)?.text;
+  }
+
   forget(file: string): void {
     this.clusters.delete(file);
   }

@@ -120,34 +120,54 @@ describe("daemon", () => {
     expect(await enginePidsOf("alpha")).toEqual(pids);
   });
 
-  test("invalid edit, then a daemon restart and a death: the death is seen (Ready False); the fix relaunches and `wait` passes through it", async () => {
+  test("invalid edit, then a death: the last valid revision is launched again, also by a daemon restarted beside the edit; the fix is adopted as it runs", async () => {
     const file = join(world.clustersDir, "alpha.toml");
     const good = await readFile(file, "utf8");
     const revision = await revisionOf(world, "alpha");
     await writeFile(file, good.replace('desired = "running"', 'desired = "sideways"'));
-    await waitForStatus(world, "alpha", (s) => conditionOf(s, "Stalled")?.status === "True");
-    // A new daemon finds the cluster running beside the invalid definition; it must still watch it.
+    const stalled = await waitForStatus(world, "alpha", (s) => conditionOf(s, "Stalled")?.status === "True");
+    const launches = stalled.restarts?.count ?? 0;
+
+    /** A stage killed under the invalid edit: the last valid revision serves again, and the status still says the definition is invalid. */
+    const killAndSeeItBack = async (): Promise<number[]> => {
+      const before = await enginePidsOf("alpha");
+      const counted = (await readStatusFile(world, "alpha"))?.restarts?.count ?? 0;
+      process.kill(before[0]!, "SIGKILL");
+      const back = await waitForStatus(
+        world,
+        "alpha",
+        (s) => isReadyAt(s, revision) && (s.restarts?.count ?? 0) > counted && conditionOf(s, "Stalled")?.status === "True" && s.health === "Degraded",
+        60_000,
+      );
+      expect(conditionOf(back, "Stalled")).toMatchObject({ reason: "InvalidDefinition", observedRevision: revision });
+      expect(conditionOf(back, "Stalled")?.message).toMatch(/alpha\.toml:1:11: .*sideways/s);
+      expect(back.lastError?.reason).toBe("InvalidDefinition");
+      expect(back.restarts?.evidence.at(-1)?.reason).toBe("StageDied");
+      expect(await chat(back.coordinator!.url, back.model!)).toBeTypeOf("string");
+      const after = await enginePidsOf("alpha");
+      expect(after).toHaveLength(3);
+      expect(after.filter((pid) => before.includes(pid))).toEqual([]);
+      return after;
+    };
+    await killAndSeeItBack();
+    expect((await readStatusFile(world, "alpha"))?.restarts?.count).toBe(launches + 1);
+
+    // A new daemon finds the cluster running beside the invalid definition: it keeps the last valid
+    // one from its state directory, watches what runs and launches it again once lost.
     await dw.stopDaemon();
     await dw.startDaemon();
     await sleep(2_000);
-    const [victim] = await enginePidsOf("alpha");
-    process.kill(victim!, "SIGKILL");
-    const down = await waitForStatus(world, "alpha", (s) => conditionOf(s, "Ready")?.status === "False", 30_000);
-    expect(down.health).not.toBe("Healthy");
-    await writeFile(file, good);
-    await waitForStatus(world, "alpha", (s) => isReadyAt(s, revision), 60_000);
+    const pids = await killAndSeeItBack();
+    expect((await readStatusFile(world, "alpha"))?.restarts?.count).toBe(launches + 2);
 
-    // The same without a restart, where the invalid edit's stall names this revision: the fix lifts
-    // it as the relaunch begins, and `wait` does not read it (and fail) meanwhile.
-    await writeFile(file, good.replace('desired = "running"', 'desired = "sideways"'));
-    await waitForStatus(world, "alpha", (s) => conditionOf(s, "Stalled")?.status === "True");
-    const [next] = await enginePidsOf("alpha");
-    process.kill(next!, "SIGKILL");
-    await waitForStatus(world, "alpha", (s) => conditionOf(s, "Ready")?.status === "False" && conditionOf(s, "Stalled")?.observedRevision === revision, 30_000);
+    // The fix is the revision that runs: adopted as it is, and `wait` passes.
     await writeFile(file, good);
     const waited = await runShardctl(world, ["wait", "alpha", "--for", "condition=Ready", "--revision", revision, "--timeout", "60s"], 90_000);
     expect(waited.stderr).toBe("");
     expect(waited.code).toBe(0);
+    const healed = await waitForStatus(world, "alpha", (s) => conditionOf(s, "Stalled")?.status === "False" && s.health === "Healthy");
+    expect(healed.lastError).toBeUndefined();
+    expect(await enginePidsOf("alpha")).toEqual(pids);
   }, 200_000);
 
   test("edit nodes → replaced: new processes, the new revision Ready, the old ones gone", async () => {
@@ -190,8 +210,12 @@ describe("daemon", () => {
     const revision = await revisionOf(world, "beta");
     await waitForStatus(world, "beta", (s) => isReadyAt(s, revision));
     expect(await enginePidsOf("beta")).toHaveLength(3);
+    // The last valid definition is kept for a daemon that starts beside an invalid edit; pruning forgets it.
+    const kept = join(world.stateDir, "last-valid", "beta.toml");
+    expect(await readFile(kept, "utf8")).toBe(await readFile(join(world.clustersDir, "beta.toml"), "utf8"));
     await rm(join(world.clustersDir, "beta.toml"));
     await waitUntil(async () => (await readStatusFile(world, "beta")) === undefined);
+    await expect(readFile(kept, "utf8")).rejects.toThrow(/ENOENT/);
     expect(await enginePidsOf("beta")).toEqual([]);
     expect(await ledger.read("beta")).toBeUndefined();
     expect(await processesOf(world, ["/run/beta/"])).toEqual([]);

@@ -19,6 +19,13 @@ const defined = (overrides: Partial<Extract<DesiredState, { kind: "defined" }>> 
   suspend: false,
   ...overrides,
 });
+const lastGood = (overrides: Partial<Extract<DesiredState, { kind: "defined" }>> = {}): Extract<DesiredState, { kind: "defined" }> => ({
+  kind: "defined",
+  revision,
+  desired: "running",
+  suspend: false,
+  ...overrides,
+});
 const observed = (overrides: Partial<ObservedState> = {}): ObservedState => ({ ours: true, gone: [], dirExists: true, definitions: 1, ownEntries: 1, ...overrides });
 const planned = (overrides: Partial<NonNullable<DecisionMemory["planned"]>> = {}): DecisionMemory => ({
   launches: 0,
@@ -85,6 +92,71 @@ const rows: Row[] = [
     { kind: "stall", reason: "InvalidDefinition", serving: true },
   ],
   ["invalid, nothing runs", { kind: "invalid", issues: ["x"] }, observed(), { launches: 0 }, settings(), { kind: "stall", reason: "InvalidDefinition", serving: false }],
+  // ...and is never applied, while the last valid one is kept: launched again once what it launched is lost.
+  [
+    "invalid, the last valid revision serves",
+    { kind: "invalid", issues: ["x"], lastGood: lastGood() },
+    observed({ entry: running() }),
+    planned(),
+    settings(),
+    { kind: "stall", reason: "InvalidDefinition", serving: true },
+  ],
+  [
+    "invalid, the last valid revision died and was torn down",
+    { kind: "invalid", issues: ["x"], lastGood: lastGood() },
+    observed(),
+    planned(),
+    settings(),
+    { kind: "launch", lastValid: true },
+  ],
+  [
+    "invalid, a process of the last valid revision is gone",
+    { kind: "invalid", issues: ["x"], lastGood: lastGood() },
+    observed({ entry: running(), gone: ["stage-0"] }),
+    planned(),
+    settings(),
+    { kind: "launch", replace: { revision, phase: "running", gone: ["stage-0"] }, lastValid: true },
+  ],
+  [
+    "invalid, the last valid revision not planned by this daemon yet",
+    { kind: "invalid", issues: ["x"], lastGood: lastGood() },
+    observed(),
+    { launches: 0 },
+    settings(),
+    { kind: "plan" },
+  ],
+  [
+    "invalid, the last valid revision's budget is spent",
+    { kind: "invalid", issues: ["x"], lastGood: lastGood() },
+    observed(),
+    { ...planned(), launches: 3 },
+    settings(),
+    { kind: "stall", reason: "InvalidDefinition", serving: false },
+  ],
+  [
+    "invalid, the last valid revision broken and its budget spent: tear down, then stall",
+    { kind: "invalid", issues: ["x"], lastGood: lastGood() },
+    observed({ entry: running(), gone: ["stage-0"] }),
+    { ...planned(), launches: 3 },
+    settings(),
+    { kind: "stall", reason: "InvalidDefinition", serving: false, teardownFirst: true },
+  ],
+  [
+    "invalid, the last valid one says stopped",
+    { kind: "invalid", issues: ["x"], lastGood: lastGood({ desired: "stopped" }) },
+    observed(),
+    planned(),
+    settings(),
+    { kind: "stall", reason: "InvalidDefinition", serving: false },
+  ],
+  [
+    "invalid, the last valid plan infeasible while an older revision serves",
+    { kind: "invalid", issues: ["x"], lastGood: lastGood() },
+    observed({ entry: running({ revision: other, identity: other }) }),
+    planned({ feasible: false }),
+    settings(),
+    { kind: "stall", reason: "InvalidDefinition", serving: true },
+  ],
   // Suspended: nothing at all, even for another daemon's cluster.
   ["suspended", defined({ suspend: true }), observed({ entry: running() }), { launches: 0 }, settings(), { kind: "suspend" }],
   [

@@ -27,8 +27,10 @@ export const observe: Step = {
       });
     }
     if (entry !== undefined && ours) refundInterruptedLaunch(pass, entry);
-    // A suspended or invalid definition takes no action: its processes need no probing.
-    const acting = pass.desired?.kind === "defined" && !pass.desired.suspend;
+    // A suspended definition takes no action: its processes need no probing. An invalid one keeps
+    // the last valid one, whose launch is relaunched if a process of it is gone.
+    const desired = pass.desired?.kind === "invalid" ? pass.desired.lastGood : pass.desired;
+    const acting = desired?.kind === "defined" && !desired.suspend;
     if (entry !== undefined && ours && acting) pass.observation = await observeEntry(pass, entry);
     const absent = pass.desired?.kind === "absent" && entry !== undefined && ours;
     pass.entry = entry;

@@ -1,9 +1,10 @@
 /**
  * The definition is gone: tear down what this daemon launched for it, then remove the status
- * file (last, so CI reading it sees the teardown finish). With nothing of ours running there is
- * only the status file to remove.
+ * file (last, so CI reading it sees the teardown finish) and the last valid definition the state
+ * directory kept. With nothing of ours running there is only what the daemon kept to remove.
  */
 import { rm } from "node:fs/promises";
+import { dropLastValid } from "../last-valid.js";
 import { statusFileFor } from "../status/index.js";
 import type { Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
@@ -25,6 +26,7 @@ export function prune(forgetMemory: (name: string) => void): Step {
 
 async function forget(pass: Pass, tornDown: boolean, forgetMemory: (name: string) => void): Promise<Verdict> {
   await rm(statusFileFor(pass.file), { force: true });
+  await dropLastValid(pass.settings.daemon.stateDir, pass.name);
   forgetMemory(pass.name);
   return { action: tornDown ? "prune" : "none", result: "success", health: "Stopped", outcome: { kind: "done" }, pruned: true };
 }

@@ -1,11 +1,15 @@
 /**
- * Read the definition: absent (prune), invalid (keep what runs, say what is wrong), or a spec at a
- * revision. A new revision gets a fresh plan and restart budget; `shardctl reconcile` asks for both.
+ * Read the definition: absent (prune), invalid (say what is wrong, and keep the last valid one), or
+ * a spec at a revision. A new revision gets a fresh plan and restart budget, and is kept in the
+ * state directory as the last valid definition; `shardctl reconcile` asks for a fresh budget and plan.
  */
 import { entryExists } from "../../files/index.js";
-import { formatIssue } from "../../spec/index.js";
+import { messageOf } from "../../errors/index.js";
+import { formatIssue, parseCluster } from "../../spec/index.js";
 import { desiredStateOf } from "../decision-inputs.js";
-import type { DesiredState } from "../next-action.js";
+import { readLastValid, saveLastValid } from "../last-valid.js";
+import type { DefinedState, DesiredState } from "../next-action.js";
+import type { Pass } from "../pass.js";
 import { checkoutHeadOf, lastCommitOf } from "../git-commit.js";
 import type { Step } from "../run-step.js";
 import { onRevision } from "../verdicts.js";
@@ -18,12 +22,12 @@ export async function readDesired(
   file: string,
   settings: Settings,
   parsed: ParseCache,
-): Promise<{ desired: Exclude<DesiredState, { kind: "defined" }>; spec?: undefined } | { desired: Extract<DesiredState, { kind: "defined" }>; spec: ClusterSpec }> {
+): Promise<{ desired: Exclude<DesiredState, { kind: "defined" }>; spec?: undefined } | { desired: DefinedState; spec: ClusterSpec; text: string | undefined }> {
   // A symbolic link to nothing is a broken definition (kept running, reported), not a removed one.
   if (!(await entryExists(file))) return { desired: { kind: "absent" } };
   const loaded = await parsed.loadCluster(file, settings);
   if (!loaded.ok) return { desired: { kind: "invalid", issues: loaded.issues.map(formatIssue) } };
-  return { desired: desiredStateOf(loaded.value, settings), spec: loaded.value };
+  return { desired: desiredStateOf(loaded.value, settings), spec: loaded.value, text: parsed.textOf(file) };
 }
 
 export function readDefinition(parsed: ParseCache): Step {
@@ -35,13 +39,22 @@ export function readDefinition(parsed: ParseCache): Step {
       const { memory } = pass;
       const read = await readDesired(pass.file, pass.settings, parsed);
       if (read.spec === undefined) {
-        pass.desired = read.desired;
+        pass.desired = read.desired.kind === "invalid" ? await keepLastValid(pass, read.desired) : read.desired;
         return;
       }
       const { spec, desired } = read;
       const revision = desired.revision;
-      if (memory.lastGood?.revision !== revision) onRevision(memory, revision);
-      memory.lastGood = { spec, revision };
+      if (memory.lastGood?.revision !== revision) {
+        onRevision(memory, revision);
+        // Kept for a daemon that starts beside an invalid edit of it; a copy that cannot be written
+        // (a full disk) costs only that, not the pass.
+        if (read.text !== undefined) {
+          await saveLastValid(pass.settings.daemon.stateDir, pass.name, read.text).catch((error: unknown) =>
+            pass.world.log.warn({ cluster: pass.name, err: messageOf(error) }, "could not keep the last valid definition in the state directory"),
+          );
+        }
+      }
+      memory.lastGood = { spec, revision, ...(read.text === undefined ? {} : { text: read.text }) };
       // Back to a revision already planned (an invalid edit reverted): Planned says its plan again.
       if (memory.planned?.revision === revision) markPlanned(memory, revision, memory.planned.plan);
       if (memory.retryRequested === true) {
@@ -61,4 +74,25 @@ export function readDefinition(parsed: ParseCache): Step {
       pass.desired = desired;
     },
   };
+}
+
+/**
+ * An invalid definition: the pass carries the last valid one (its spec and revision), which the
+ * decision goes on keeping. This daemon's memory of it, else the text kept in the state directory
+ * (a daemon started beside the invalid edit). Only while today's settings read its text as they did:
+ * a settings change that alters or refuses it (a node taken out of the registry) leaves nothing to
+ * keep but what runs.
+ */
+async function keepLastValid(pass: Pass, invalid: Extract<DesiredState, { kind: "invalid" }>): Promise<DesiredState> {
+  const { memory, settings } = pass;
+  const text = memory.lastGood?.text ?? (memory.lastGood === undefined ? await readLastValid(settings.daemon.stateDir, pass.name) : undefined);
+  const kept = text === undefined ? undefined : parseCluster(text, pass.file, settings);
+  if (kept === undefined || !kept.ok) return invalid;
+  const revision = desiredStateOf(kept.value, settings).revision;
+  if (memory.lastGood === undefined) memory.lastGood = { spec: kept.value, revision, text };
+  const lastGood = memory.lastGood;
+  if (lastGood.revision !== revision) return invalid;
+  pass.spec = lastGood.spec;
+  pass.revision = lastGood.revision;
+  return { ...invalid, lastGood: { kind: "defined", revision: lastGood.revision, desired: lastGood.spec.desired, suspend: lastGood.spec.suspend } };
 }

@@ -37,12 +37,8 @@ async function stallFor(pass: Pass, reason: StallReason, serving: boolean): Prom
       world.log.warn({ cluster: name }, message);
       return stallVerdict(memory, "prune", reason, message, serving);
     }
-    case "InvalidDefinition": {
-      const issues = pass.desired?.kind === "invalid" ? pass.desired.issues : [];
-      const running = pass.entry?.phase === "running" ? ` (revision ${pass.entry.revision.slice(0, 12)} keeps serving)` : "";
-      setConditions(memory, memory.lastGood?.revision ?? "", { Planned: { status: "False", reason, message: issues.join("\n") } });
-      return stallVerdict(memory, "none", reason, `the definition is invalid${running}:\n${issues.join("\n")}`, serving);
-    }
+    case "InvalidDefinition":
+      return invalidDefinition(pass, serving, pass.entry?.phase === "running" ? pass.entry.revision : undefined);
     case "ClusterOwnedElsewhere":
       return stallVerdict(
         memory,
@@ -76,4 +72,18 @@ async function stallFor(pass: Pass, reason: StallReason, serving: boolean): Prom
       );
     }
   }
+}
+
+/**
+ * The stall of an invalid definition: what is wrong with it (Planned and Stalled say the issues),
+ * and which revision serves meanwhile (`servingRevision`), if any. Also how a relaunch of the last
+ * valid revision ends once it serves: the definition still needs a fix.
+ */
+export function invalidDefinition(pass: Pass, serving: boolean, servingRevision: string | undefined): Verdict {
+  const { memory } = pass;
+  const reason = "InvalidDefinition";
+  const issues = pass.desired?.kind === "invalid" ? pass.desired.issues : [];
+  const running = servingRevision === undefined ? "" : ` (revision ${servingRevision.slice(0, 12)} keeps serving)`;
+  setConditions(memory, memory.lastGood?.revision ?? "", { Planned: { status: "False", reason, message: issues.join("\n") } });
+  return stallVerdict(memory, "none", reason, `the definition is invalid${running}:\n${issues.join("\n")}`, serving);
 }
