@@ -92,9 +92,11 @@ export function createConverge(parts: StoryParts): Converge {
         }
         const verdict = await runStep(pass, step);
         if (verdict === undefined) continue;
-        // The last valid revision serves again; the pass ends as the invalid definition's stall.
+        // The last valid revision runs again; the pass ends as the invalid definition's stall. Ready,
+        // the health (unless Healthy: Degraded) and the next look are the launch's.
         if (action.kind === "launch" && action.lastValid === true && verdict.result === "success") {
-          return { ...invalidDefinition(pass, true, pass.revision), action: verdict.action, outcome: verdict.outcome };
+          const stalled = invalidDefinition(pass, true, pass.revision);
+          return { ...stalled, action: verdict.action, health: verdict.health === "Healthy" ? stalled.health : verdict.health, outcome: verdict.outcome };
         }
         return verdict;
       }

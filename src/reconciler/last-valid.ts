@@ -6,9 +6,9 @@
  * with the settings of the moment, as the definition would be: a last valid definition the
  * settings no longer accept is no fallback.
  */
-import { mkdir, readFile, rm } from "node:fs/promises";
+import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { writeFileAtomic } from "../files/index.js";
+import { readRegularText, writeFileAtomic } from "../files/index.js";
 import { maxDefinitionBytes } from "../spec/index.js";
 
 /** Where the last valid definition of cluster `name` is kept (names are DNS labels: safe as file names). */
@@ -23,10 +23,9 @@ export async function saveLastValid(stateDir: string, name: string, text: string
   await writeFileAtomic(file, text);
 }
 
-/** The kept text, or undefined when none is kept (or it cannot be read, or is larger than a definition may be). */
+/** The kept text, or undefined when none is kept, or it is no regular file or larger than a definition may be. */
 export async function readLastValid(stateDir: string, name: string): Promise<string | undefined> {
-  const text = await readFile(lastValidFile(stateDir, name), "utf8").catch(() => undefined);
-  return text !== undefined && Buffer.byteLength(text) <= maxDefinitionBytes ? text : undefined;
+  return readRegularText(lastValidFile(stateDir, name), { maxBytes: maxDefinitionBytes, what: "last valid definition" }).catch(() => undefined);
 }
 
 /** Forget the kept text of a pruned cluster. */

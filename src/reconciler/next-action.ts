@@ -119,15 +119,17 @@ export function nextAction(desired: DesiredState, observed: ObservedState, memor
 
 /**
  * An invalid definition is never applied, nor does it stop the daemon keeping the last valid one:
- * what that one launched keeps running, and once lost (a death, a launch cut short) it is launched
- * again at its revision, within that revision's restart budget, as it would be without the edit.
- * Anything else the last valid definition would lead to waits for a valid one: the stall says the
- * definition is invalid.
+ * what runs keeps running, whatever its revision, and once nothing serves (a death, a launch cut
+ * short) the last valid revision is launched (planned first if need be), within its restart
+ * budget, as it would be without the edit. Anything else waits for a valid definition: the stall
+ * says it is invalid.
  */
 function keepLastValid(desired: Extract<DesiredState, { kind: "invalid" }>, observed: ObservedState, memory: DecisionMemory, settings: DecisionSettings): NextAction {
-  const kept = desired.lastGood === undefined ? undefined : nextAction(desired.lastGood, observed, memory, settings);
+  const entry = observed.entry;
+  const serving = entry?.phase === "running" && observed.gone.length === 0;
+  const kept = desired.lastGood === undefined || serving ? undefined : nextAction(desired.lastGood, observed, memory, settings);
   if (kept?.kind === "launch") return { ...kept, lastValid: true };
   if (kept?.kind === "plan") return kept;
   const teardownFirst = kept?.kind === "stall" && kept.teardownFirst === true;
-  return { kind: "stall", reason: "InvalidDefinition", serving: observed.entry?.phase === "running" && !teardownFirst, ...(teardownFirst ? { teardownFirst } : {}) };
+  return { kind: "stall", reason: "InvalidDefinition", serving: entry?.phase === "running" && !teardownFirst, ...(teardownFirst ? { teardownFirst } : {}) };
 }

@@ -182,7 +182,9 @@ describe("mlx-lm, a two-rank ring on two sshd nodes", () => {
         await sleep(20);
       }
       expect(deregisteredMs).toBeDefined();
-      expect(deregisteredMs!).toBeLessThan(1_000);
+      // Typically 0.2–0.6 s (the exit seen over SSH, then the teardown's first act); a CI host
+      // running other suites beside this one took 1.1 s once.
+      expect(deregisteredMs!).toBeLessThan(2_500);
       // Every process of the launch (both wrappers, both ranks) gone.
       const old = new Set([...before.stages.map((c) => String(c.pid)), String(await rankPidOf(before, 1 - stage).catch(() => 0))]);
       let goneMs: number | undefined;

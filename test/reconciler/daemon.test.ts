@@ -170,6 +170,39 @@ describe("daemon", () => {
     expect(await enginePidsOf("alpha")).toEqual(pids);
   }, 200_000);
 
+  test("invalid edit: `shardctl reconcile` gives the last valid revision its budget back; a settings change that alters it leaves it unlaunched until the settings read it as before", async () => {
+    const file = join(world.clustersDir, "alpha.toml");
+    const good = await readFile(file, "utf8");
+    const revision = await revisionOf(world, "alpha");
+    await writeFile(file, good.replace('desired = "running"', 'desired = "sideways"'));
+    await waitForStatus(world, "alpha", (s) => conditionOf(s, "Stalled")?.reason === "InvalidDefinition");
+    const reconciled = await runShardctl(world, ["reconcile", "alpha"]);
+    expect(reconciled.code).toBe(0);
+    await waitForStatus(world, "alpha", (s) => s.restarts?.count === 0 && conditionOf(s, "Stalled")?.reason === "InvalidDefinition");
+
+    // A node's registry entry edited: the last valid definition is another revision now, not relaunched.
+    await writeSettings(world, { restartBudget: 3, nodeMemory: "5GiB" });
+    await sleep(3_000);
+    const [victim] = await enginePidsOf("alpha");
+    process.kill(victim!, "SIGKILL");
+    await waitForStatus(world, "alpha", (s) => conditionOf(s, "Ready")?.status === "False", 30_000);
+    await waitUntil(async () => (await enginePidsOf("alpha")).length === 0, 30_000);
+    await sleep(5_000);
+    const down = (await readStatusFile(world, "alpha"))!;
+    expect(conditionOf(down, "Ready")?.status).toBe("False");
+    expect(conditionOf(down, "Stalled")?.reason).toBe("InvalidDefinition");
+    expect(down.restarts?.count).toBe(0);
+    expect(await enginePidsOf("alpha")).toEqual([]);
+
+    // The entry as it was: the last valid revision is launched again.
+    await writeSettings(world, { restartBudget: 3 });
+    const back = await waitForStatus(world, "alpha", (s) => isReadyAt(s, revision) && s.restarts?.count === 1, 60_000);
+    expect(conditionOf(back, "Stalled")?.reason).toBe("InvalidDefinition");
+    expect(await chat(back.coordinator!.url, back.model!)).toBeTypeOf("string");
+    await writeFile(file, good);
+    await waitForStatus(world, "alpha", (s) => conditionOf(s, "Stalled")?.status === "False" && s.health === "Healthy");
+  }, 200_000);
+
   test("edit nodes → replaced: new processes, the new revision Ready, the old ones gone", async () => {
     const before = (await readStatusFile(world, "alpha"))!;
     const oldPids = await enginePidsOf("alpha");

@@ -150,6 +150,14 @@ const rows: Row[] = [
     { kind: "stall", reason: "InvalidDefinition", serving: false },
   ],
   [
+    "invalid, an older revision serves while the last valid one waited to launch: never replaced",
+    { kind: "invalid", issues: ["x"], lastGood: lastGood() },
+    observed({ entry: running({ revision: other, identity: other }) }),
+    planned(),
+    settings(),
+    { kind: "stall", reason: "InvalidDefinition", serving: true },
+  ],
+  [
     "invalid, the last valid plan infeasible while an older revision serves",
     { kind: "invalid", issues: ["x"], lastGood: lastGood() },
     observed({ entry: running({ revision: other, identity: other }) }),

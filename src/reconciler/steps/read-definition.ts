@@ -57,12 +57,7 @@ export function readDefinition(parsed: ParseCache): Step {
       memory.lastGood = { spec, revision, ...(read.text === undefined ? {} : { text: read.text }) };
       // Back to a revision already planned (an invalid edit reverted): Planned says its plan again.
       if (memory.planned?.revision === revision) markPlanned(memory, revision, memory.planned.plan);
-      if (memory.retryRequested === true) {
-        // `shardctl reconcile <name>`: a fresh restart budget and a fresh look at the model.
-        memory.retryRequested = false;
-        memory.restarts = { revision, count: 0, evidence: memory.restarts?.evidence ?? [] };
-        delete memory.planned;
-      }
+      takeRetryRequest(memory, revision);
       // The checkout's HEAD, once per revision and again whenever HEAD moves; the commit that last
       // changed the file, once per revision and again when HEAD moved (the file may have been
       // committed as it already was on disk, which changes no revision).
@@ -78,21 +73,40 @@ export function readDefinition(parsed: ParseCache): Step {
 
 /**
  * An invalid definition: the pass carries the last valid one (its spec and revision), which the
- * decision goes on keeping. This daemon's memory of it, else the text kept in the state directory
- * (a daemon started beside the invalid edit). Only while today's settings read its text as they did:
- * a settings change that alters or refuses it (a node taken out of the registry) leaves nothing to
- * keep but what runs.
+ * decision goes on keeping — while today's settings read its text as they did: a settings change
+ * that alters or refuses it (a node taken out of the registry) leaves nothing to keep but what runs.
  */
 async function keepLastValid(pass: Pass, invalid: Extract<DesiredState, { kind: "invalid" }>): Promise<DesiredState> {
   const { memory, settings } = pass;
-  const text = memory.lastGood?.text ?? (memory.lastGood === undefined ? await readLastValid(settings.daemon.stateDir, pass.name) : undefined);
-  const kept = text === undefined ? undefined : parseCluster(text, pass.file, settings);
-  if (kept === undefined || !kept.ok) return invalid;
-  const revision = desiredStateOf(kept.value, settings).revision;
-  if (memory.lastGood === undefined) memory.lastGood = { spec: kept.value, revision, text };
+  if (memory.lastGood === undefined) await recallLastValid(pass);
   const lastGood = memory.lastGood;
-  if (lastGood.revision !== revision) return invalid;
+  const again = lastGood?.text === undefined ? undefined : parseCluster(lastGood.text, pass.file, settings);
+  if (lastGood === undefined || again === undefined || !again.ok || desiredStateOf(again.value, settings).revision !== lastGood.revision) return invalid;
+  takeRetryRequest(memory, lastGood.revision);
   pass.spec = lastGood.spec;
   pass.revision = lastGood.revision;
   return { ...invalid, lastGood: { kind: "defined", revision: lastGood.revision, desired: lastGood.spec.desired, suspend: lastGood.spec.suspend } };
+}
+
+/**
+ * A daemon started beside an invalid edit: the last valid definition kept in the state directory,
+ * when it is the revision the previous daemon's status file names. A copy older than that (its
+ * save failed), one today's settings read as another revision, or one a cluster of the same name
+ * left behind is no fallback.
+ */
+async function recallLastValid(pass: Pass): Promise<void> {
+  const { memory, settings } = pass;
+  const text = await readLastValid(settings.daemon.stateDir, pass.name);
+  const kept = text === undefined ? undefined : parseCluster(text, pass.file, settings);
+  if (text === undefined || kept === undefined || !kept.ok) return;
+  const revision = desiredStateOf(kept.value, settings).revision;
+  if (revision === memory.status?.observedRevision) memory.lastGood = { spec: kept.value, revision, text };
+}
+
+/** `shardctl reconcile <name>`: a fresh restart budget and a fresh look at the model, for `revision`. */
+function takeRetryRequest(memory: Pass["memory"], revision: string): void {
+  if (memory.retryRequested !== true) return;
+  memory.retryRequested = false;
+  memory.restarts = { revision, count: 0, evidence: memory.restarts?.evidence ?? [] };
+  delete memory.planned;
 }

@@ -103,10 +103,18 @@ export function showObservability(pass: Pass, entry: LedgerEntry, unobservable: 
     // The node answering again says nothing of what the last pass could not confirm otherwise (a
     // probe without an answer, the router): those conditions stay as they were, transition time
     // and all, until a pass looks again.
-    const unconfirmed = memory.conditions.filter((c) => c.status === "Unknown" && c.reason !== "NodeUnobservable");
+    // Nor does it lift a stall (an invalid definition beside the revision that serves): Stalled,
+    // Reconciling and the last error stay until a pass sees the change.
+    const wasStalled = memory.conditions.some((c) => c.type === "Stalled" && c.status === "True");
+    const kept = memory.conditions.filter(
+      (c) => (c.status === "Unknown" && c.reason !== "NodeUnobservable") || (wasStalled && (c.type === "Stalled" || c.type === "Reconciling")),
+    );
+    const lastError = memory.lastError;
     markRunning(memory, revision, entry);
-    memory.conditions = memory.conditions.map((c) => unconfirmed.find((u) => u.type === c.type) ?? c);
-    void world.writeStatus(entry.cluster, memory, { action: "none", result: "success", health: unconfirmed.length > 0 ? "Degraded" : "Healthy" }, settings);
+    memory.conditions = memory.conditions.map((c) => kept.find((u) => u.type === c.type) ?? c);
+    if (wasStalled && lastError !== undefined) memory.lastError = lastError;
+    const degraded = wasStalled || kept.some((c) => c.status === "Unknown");
+    void world.writeStatus(entry.cluster, memory, { action: "none", result: "success", health: degraded ? "Degraded" : "Healthy" }, settings);
     return;
   }
   markUnobservable(memory, revision, unobservable);
