@@ -7,13 +7,13 @@
  * needs no timer: the health monitor watching it asks for the next pass when something changes.
  */
 import { pathExists } from "../files/index.js";
-import { stat } from "node:fs/promises";
+import { readdir, stat } from "node:fs/promises";
 import { basename } from "node:path";
 import type { Logger } from "pino";
 import { isShardctlError, messageOf } from "../errors/index.js";
 import { Ledger, teardownCluster, type LaunchDeadlines } from "../launch/index.js";
 import type { NodePool } from "../nodes/index.js";
-import { findClusterFiles, type Settings } from "../spec/index.js";
+import { findClusterFiles, patterns, type Settings } from "../spec/index.js";
 import { createMemory, type ClusterMemory } from "./cluster-memory.js";
 import type { PassReport } from "./compose-status.js";
 import { createConverge, type Converge } from "./converge.js";
@@ -106,12 +106,16 @@ export class Reconciler {
     return verdict.outcome;
   }
 
-  /** Names of clusters the daemon knows of: definitions plus anything remembered or in the ledger. */
+  /**
+   * Names of clusters the daemon knows of: definitions plus anything remembered or in the ledger,
+   * and status files left without their definition (removed while no daemon ran: the pass that
+   * finds nothing running forgets them).
+   */
   async knownClusters(): Promise<string[]> {
     // Everything is looked at now: a resync only needs to notice settings changes after this.
     this.settingsStamp = await stampOf(this.options.settingsFile);
     const files = await findClusterFiles(this.options.dir).catch(() => []);
-    const names = new Set(files.map((f) => basename(f, ".toml")));
+    const names = new Set([...files.map((f) => basename(f, ".toml")), ...(await statusFileNames(this.options.dir))]);
     for (const name of this.memories.keys()) names.add(name);
     const settings = await this.parsed.loadSettings(this.options.settingsFile).catch(() => undefined);
     if (settings !== undefined) for (const entry of await this.world.ownEntries(settings)) names.add(entry.cluster);
@@ -292,4 +296,13 @@ async function stampOf(file: string): Promise<string> {
     (s) => `${s.mtimeMs}:${s.size}`,
     () => "absent",
   );
+}
+
+/** Cluster names of the status files directly in `dir` (`<name>.status.json`, a valid cluster name). */
+async function statusFileNames(dir: string): Promise<string[]> {
+  const entries = await readdir(dir).catch(() => [] as string[]);
+  return entries
+    .filter((entry) => entry.endsWith(".status.json"))
+    .map((entry) => entry.slice(0, -".status.json".length))
+    .filter((name) => patterns.name.test(name));
 }

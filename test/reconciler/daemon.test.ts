@@ -3,7 +3,7 @@
  * Ready, edit → replaced, stop, prune, invalid edit, suspend, rapid edits, the mass-prune guard,
  * and `wait` against a stale Ready. Every status file version written is checked against the schema.
  */
-import { readFile, rm, writeFile } from "node:fs/promises";
+import { readFile, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, test } from "vitest";
 import { Ledger } from "../../src/launch/index.js";
@@ -365,6 +365,22 @@ describe("daemon", () => {
     expect((await ledger.read("eps"))?.startedAt).toBe(before.startedAt);
     expect(status.history.at(-1)?.action).toBe("none");
     expect(status.restarts?.count).toBe(1);
+  });
+
+  test("a status file whose definition was removed while no daemon ran is forgotten at the next start, with its kept last valid definition, and nothing is launched from it", async () => {
+    await dw.stopDaemon();
+    const eps = (await readFile(join(world.clustersDir, "eps.status.json"), "utf8")).replaceAll('"eps', '"ghost');
+    const ghostStatus = join(world.clustersDir, "ghost.status.json");
+    const ghostKept = join(world.stateDir, "last-valid", "ghost.toml");
+    // Whole at once, as the daemon writes it: every version of a status file written is audited.
+    await writeFile(`${ghostStatus}.tmp`, eps);
+    await rename(`${ghostStatus}.tmp`, ghostStatus);
+    await writeFile(ghostKept, await readFile(join(world.clustersDir, "eps.toml"), "utf8"));
+    await (await dw.startDaemon()).whenIdle();
+    await waitUntil(async () => (await readStatusFile(world, "ghost")) === undefined);
+    await expect(readFile(ghostKept, "utf8")).rejects.toThrow(/ENOENT/);
+    expect(await ledger.read("ghost")).toBeUndefined();
+    expect(await enginePidsOf("ghost")).toEqual([]);
   });
 
   test("every status file version written in this file validated against schemas/status.schema.json", () => {
