@@ -29,7 +29,9 @@ export function composeStatus(name: string, file: string, memory: ClusterMemory,
   return {
     cluster: name,
     file: basename(file),
-    observedRevision: memory.lastGood?.revision ?? "",
+    // Until a definition parses (a daemon started beside an invalid edit), the revision the last
+    // status named: what it describes still runs, and a later daemon recalls its kept definition by it.
+    observedRevision: memory.lastGood?.revision ?? memory.status?.observedRevision ?? "",
     ...(memory.gitCommit?.commit === undefined ? {} : { gitCommit: memory.gitCommit.commit }),
     ...(memory.gitHead?.commit === undefined ? {} : { gitHead: memory.gitHead.commit }),
     desired: spec?.desired ?? "running",

@@ -115,7 +115,11 @@ export class Reconciler {
     // Everything is looked at now: a resync only needs to notice settings changes after this.
     this.settingsStamp = await stampOf(this.options.settingsFile);
     const files = await findClusterFiles(this.options.dir).catch(() => []);
-    const names = new Set([...files.map((f) => basename(f, ".toml")), ...(await statusFileNames(this.options.dir))]);
+    const defined = files.map((f) => basename(f, ".toml"));
+    // A status file whose definition is spelled with other letter case is no ghost: on a file
+    // system that ignores case, its pass would read that definition under the status file's name.
+    const ghosts = (await statusFileNames(this.options.dir)).filter((name) => !defined.some((d) => d.toLowerCase() === name));
+    const names = new Set([...defined, ...ghosts]);
     for (const name of this.memories.keys()) names.add(name);
     const settings = await this.parsed.loadSettings(this.options.settingsFile).catch(() => undefined);
     if (settings !== undefined) for (const entry of await this.world.ownEntries(settings)) names.add(entry.cluster);

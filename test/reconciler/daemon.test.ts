@@ -191,6 +191,8 @@ describe("daemon", () => {
     const down = (await readStatusFile(world, "alpha"))!;
     expect(conditionOf(down, "Ready")?.status).toBe("False");
     expect(conditionOf(down, "Stalled")?.reason).toBe("InvalidDefinition");
+    // Nor being launched (staging or launching would say Reconciling=True).
+    expect(conditionOf(down, "Reconciling")?.status).toBe("False");
     expect(down.restarts?.count).toBe(0);
     expect(await enginePidsOf("alpha")).toEqual([]);
 
@@ -199,6 +201,36 @@ describe("daemon", () => {
     const back = await waitForStatus(world, "alpha", (s) => isReadyAt(s, revision) && s.restarts?.count === 1, 60_000);
     expect(conditionOf(back, "Stalled")?.reason).toBe("InvalidDefinition");
     expect(await chat(back.coordinator!.url, back.model!)).toBeTypeOf("string");
+    await writeFile(file, good);
+    await waitForStatus(world, "alpha", (s) => conditionOf(s, "Stalled")?.status === "False" && s.health === "Healthy");
+  }, 200_000);
+
+  test("invalid edit, daemon stopped, a stage killed and `shardctl reconcile` asked meanwhile: the next daemon recalls the last valid definition and launches it again", async () => {
+    const file = join(world.clustersDir, "alpha.toml");
+    const good = await readFile(file, "utf8");
+    const revision = await revisionOf(world, "alpha");
+    await writeFile(file, good.replace('desired = "running"', 'desired = "sideways"'));
+    await waitForStatus(world, "alpha", (s) => conditionOf(s, "Stalled")?.reason === "InvalidDefinition");
+    await dw.stopDaemon();
+    const before = await enginePidsOf("alpha");
+    try {
+      process.kill(before[0]!, "SIGKILL");
+      // Asked while no daemon runs: the request waits for the next start, which takes it before any pass.
+      const asked = await runShardctl(world, ["reconcile", "alpha"]);
+      expect(asked.code).toBe(1);
+      expect(asked.stderr).toMatch(/the request for alpha waits for the next daemon to start/);
+    } finally {
+      await dw.startDaemon();
+    }
+    const back = await waitForStatus(
+      world,
+      "alpha",
+      (s) => isReadyAt(s, revision) && s.restarts?.count === 1 && conditionOf(s, "Stalled")?.reason === "InvalidDefinition",
+      60_000,
+    );
+    expect(back.observedRevision).toBe(revision);
+    expect(await chat(back.coordinator!.url, back.model!)).toBeTypeOf("string");
+    expect((await enginePidsOf("alpha")).filter((pid) => before.includes(pid))).toEqual([]);
     await writeFile(file, good);
     await waitForStatus(world, "alpha", (s) => conditionOf(s, "Stalled")?.status === "False" && s.health === "Healthy");
   }, 200_000);
@@ -379,6 +411,9 @@ describe("daemon", () => {
     await (await dw.startDaemon()).whenIdle();
     await waitUntil(async () => (await readStatusFile(world, "ghost")) === undefined);
     await expect(readFile(ghostKept, "utf8")).rejects.toThrow(/ENOENT/);
+    // The clusters that have their definitions keep their status files and kept definitions.
+    expect(isReadyAt((await readStatusFile(world, "eps"))!, await revisionOf(world, "eps"))).toBe(true);
+    expect(await readFile(join(world.stateDir, "last-valid", "eps.toml"), "utf8")).toBe(await readFile(join(world.clustersDir, "eps.toml"), "utf8"));
     expect(await ledger.read("ghost")).toBeUndefined();
     expect(await enginePidsOf("ghost")).toEqual([]);
   });

@@ -98,7 +98,10 @@ export function watch(pass: Pass, entry: LedgerEntry): void {
 export function showObservability(pass: Pass, entry: LedgerEntry, unobservable: ReadonlyMap<string, ObservabilityEvent>): void {
   const { memory, world, settings } = pass;
   if (!isServing(memory)) return;
-  const revision = memory.lastGood?.revision ?? entry.revision;
+  // The revision Ready holds at: what serves, which is not the last valid definition's while a stall
+  // keeps an older revision serving.
+  const ready = memory.conditions.find((c) => c.type === "Ready")?.observedRevision;
+  const revision = ready !== undefined && ready !== "" ? ready : (memory.lastGood?.revision ?? entry.revision);
   if (unobservable.size === 0) {
     // The node answering again says nothing of what the last pass could not confirm otherwise (a
     // probe without an answer, the router): those conditions stay as they were, transition time
