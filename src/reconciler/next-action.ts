@@ -3,7 +3,7 @@
  * remembers and the settings, what is the next action? Pure, so the daemon and `shardctl diff`
  * decide the same way, and so it is tested as a table. The order of the rows is the order of
  * precedence: a missing definition is about pruning; an invalid one is never applied, and the
- * last valid one is kept (what it launched keeps running, and is launched again once lost); a
+ * last valid one is kept (what runs keeps running; once nothing serves, it is launched again); a
  * suspended one is left alone; a cluster another daemon launched is never touched; then stop,
  * plan, adopt, replace, the restart budget and finally launch.
  */
