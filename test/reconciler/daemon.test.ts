@@ -55,6 +55,16 @@ async function enginePidsOf(name: string): Promise<number[]> {
   return (await enginesOf(world)).filter((line) => line.includes(`/run/${name}/`) && !line.includes("sh -c")).map((line) => Number(line.split(/\s+/)[0]));
 }
 
+/** Line 1 of alpha's definition made invalid, once the status says so: the file, its good text and revision, and that status. */
+async function breakAlpha(): Promise<{ file: string; good: string; revision: string; stalled: Awaited<ReturnType<typeof waitForStatus>> }> {
+  const file = join(world.clustersDir, "alpha.toml");
+  const good = await readFile(file, "utf8");
+  const revision = await revisionOf(world, "alpha");
+  await writeFile(file, good.replace('desired = "running"', 'desired = "sideways"'));
+  const stalled = await waitForStatus(world, "alpha", (s) => conditionOf(s, "Stalled")?.reason === "InvalidDefinition");
+  return { file, good, revision, stalled };
+}
+
 describe("daemon", () => {
   test("commit → Ready at that revision (wait --revision HEAD), serving, with the git commit in the status", async () => {
     const commit = await commitDefinition(world, "alpha", await definition({ nodes: ["n1", "n2"] }));
@@ -121,11 +131,7 @@ describe("daemon", () => {
   });
 
   test("invalid edit, then a death: the last valid revision is launched again, also by a daemon restarted beside the edit; the fix is adopted as it runs", async () => {
-    const file = join(world.clustersDir, "alpha.toml");
-    const good = await readFile(file, "utf8");
-    const revision = await revisionOf(world, "alpha");
-    await writeFile(file, good.replace('desired = "running"', 'desired = "sideways"'));
-    const stalled = await waitForStatus(world, "alpha", (s) => conditionOf(s, "Stalled")?.status === "True");
+    const { file, good, revision, stalled } = await breakAlpha();
     const launches = stalled.restarts?.count ?? 0;
 
     /** A stage killed under the invalid edit: the last valid revision serves again, and the status still says the definition is invalid. */
@@ -171,11 +177,7 @@ describe("daemon", () => {
   }, 200_000);
 
   test("invalid edit: `shardctl reconcile` gives the last valid revision its budget back; a settings change that alters it leaves it unlaunched until the settings read it as before", async () => {
-    const file = join(world.clustersDir, "alpha.toml");
-    const good = await readFile(file, "utf8");
-    const revision = await revisionOf(world, "alpha");
-    await writeFile(file, good.replace('desired = "running"', 'desired = "sideways"'));
-    await waitForStatus(world, "alpha", (s) => conditionOf(s, "Stalled")?.reason === "InvalidDefinition");
+    const { file, good, revision } = await breakAlpha();
     const reconciled = await runShardctl(world, ["reconcile", "alpha"]);
     expect(reconciled.code).toBe(0);
     await waitForStatus(world, "alpha", (s) => s.restarts?.count === 0 && conditionOf(s, "Stalled")?.reason === "InvalidDefinition");
@@ -206,11 +208,7 @@ describe("daemon", () => {
   }, 200_000);
 
   test("invalid edit, daemon stopped, a stage killed and `shardctl reconcile` asked meanwhile: the next daemon recalls the last valid definition and launches it again", async () => {
-    const file = join(world.clustersDir, "alpha.toml");
-    const good = await readFile(file, "utf8");
-    const revision = await revisionOf(world, "alpha");
-    await writeFile(file, good.replace('desired = "running"', 'desired = "sideways"'));
-    await waitForStatus(world, "alpha", (s) => conditionOf(s, "Stalled")?.reason === "InvalidDefinition");
+    const { file, good, revision } = await breakAlpha();
     await dw.stopDaemon();
     const before = await enginePidsOf("alpha");
     try {
