@@ -77,12 +77,10 @@ export function readDefinition(parsed: ParseCache): Step {
  * that alters or refuses it (a node taken out of the registry) leaves nothing to keep but what runs.
  */
 async function keepLastValid(pass: Pass, invalid: Extract<DesiredState, { kind: "invalid" }>): Promise<DesiredState> {
-  const { memory, settings } = pass;
-  if (memory.lastGood === undefined) await recallLastValid(pass);
-  const lastGood = memory.lastGood;
-  const again = lastGood?.text === undefined ? undefined : parseCluster(lastGood.text, pass.file, settings);
-  if (lastGood === undefined || again === undefined || !again.ok || desiredStateOf(again.value, settings).revision !== lastGood.revision) return invalid;
-  takeRetryRequest(memory, lastGood.revision);
+  const remembered = pass.memory.lastGood;
+  const lastGood = remembered === undefined ? await recallLastValid(pass) : readsAsBefore(pass, remembered);
+  if (lastGood === undefined) return invalid;
+  takeRetryRequest(pass.memory, lastGood.revision);
   pass.spec = lastGood.spec;
   pass.revision = lastGood.revision;
   return { ...invalid, lastGood: { kind: "defined", revision: lastGood.revision, desired: lastGood.spec.desired, suspend: lastGood.spec.suspend } };
@@ -94,14 +92,26 @@ async function keepLastValid(pass: Pass, invalid: Extract<DesiredState, { kind: 
  * save failed), one today's settings read as another revision, or one a cluster of the same name
  * left behind is no fallback.
  */
-async function recallLastValid(pass: Pass): Promise<void> {
-  const { memory, settings } = pass;
-  const text = await readLastValid(settings.daemon.stateDir, pass.name);
-  const kept = text === undefined ? undefined : parseCluster(text, pass.file, settings);
-  if (text === undefined || kept === undefined || !kept.ok) return;
-  const revision = desiredStateOf(kept.value, settings).revision;
-  if (revision === memory.status?.observedRevision) memory.lastGood = { spec: kept.value, revision, text };
+async function recallLastValid(pass: Pass): Promise<LastGood | undefined> {
+  const text = await readLastValid(pass.settings.daemon.stateDir, pass.name);
+  const kept = text === undefined ? undefined : readDefinitionText(pass, text);
+  if (kept === undefined || kept.revision !== pass.memory.status?.observedRevision) return undefined;
+  pass.memory.lastGood = kept;
+  return kept;
 }
+
+/** The remembered last valid definition, while today's settings still read its text as the same revision. */
+function readsAsBefore(pass: Pass, lastGood: LastGood): LastGood | undefined {
+  return lastGood.text !== undefined && readDefinitionText(pass, lastGood.text)?.revision === lastGood.revision ? lastGood : undefined;
+}
+
+/** `text` read as this pass's definition with today's settings: its spec and revision, or undefined when it does not parse. */
+function readDefinitionText(pass: Pass, text: string): LastGood | undefined {
+  const parsed = parseCluster(text, pass.file, pass.settings);
+  return parsed.ok ? { spec: parsed.value, revision: desiredStateOf(parsed.value, pass.settings).revision, text } : undefined;
+}
+
+type LastGood = NonNullable<Pass["memory"]["lastGood"]>;
 
 /** `shardctl reconcile <name>`: a fresh restart budget and a fresh look at the model, for `revision`. */
 function takeRetryRequest(memory: Pass["memory"], revision: string): void {
