@@ -7,7 +7,8 @@
  *   (`driver.facts.readiness`): a transport port that accepts connections, probed from the
  *   coordinator's node, or a ring's log line (a ring port is never probed).
  * Any failure tears down everything already started, in reverse order, and throws a LaunchError
- * naming the step. Every step is a timestamped timeline event.
+ * naming the step. Every step is a timestamped timeline event. A launch called off (`context.signal`)
+ * stops between two steps or within a wait, is torn down the same way, and throws the signal's reason.
  */
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
@@ -48,6 +49,9 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
   // Every wait below also looks for a started process that is stopped, and says so at once.
   const stopped = watchStopped(entry, (name) => nodes.get(name)!, event);
   event("launch-started", `revision ${request.revision.slice(0, 12)}`);
+  const signal = context.signal;
+  // Between two steps: a launch called off starts nothing more.
+  const goOn = (): void => signal?.throwIfAborted();
 
   try {
     // Allocate transport ports and the coordinator's control port, and record them before another
@@ -60,10 +64,12 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
       return allocated;
     });
     event("ports-allocated", topology.stages.map((s) => `${s.id}=${s.address.port}`).join(" "));
+    goOn();
 
     // Write the engine config and the per-launch token on every node.
     const files = await writeLaunchFiles(request, topology);
     event("launch-files-written");
+    goOn();
 
     // Start the stages wave by wave, recording each before waiting on anything.
     const readiness = request.driver.facts.readiness;
@@ -73,6 +79,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
         const stage = request.stages[i]!;
         const slot = topology.stages[i]!;
         const argv = request.driver.stageArgv(topology, slot, files.get(stage.runDir)!);
+        goOn();
         const process = await recordAndStart(entry, context, stage.node, plannedProcess("stage", stage.index, stage.nodeName, stage.runDir), argv);
         stages[i] = process;
         event(`stage-${stage.index}-started`, `pid ${process.pid} on ${stage.nodeName}, layers ${slot.layers[0]}-${slot.layers[1]}${rankNote(request, stage.index)}`);
@@ -80,30 +87,33 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
       for (const i of wave) {
         const stage = request.stages[i]!;
         const slot = topology.stages[i]!;
+        const wait = { deadlineMs: request.deadlines.stageListenMs, signal };
         if (readiness.stageUp === "transport-listening") {
-          await waitListening(stage.node, stages[i]!, request.coordinator.node, slot.address, request.deadlines.stageListenMs, stopped);
+          await waitListening(stage.node, stages[i]!, request.coordinator.node, slot.address, wait, stopped);
         } else {
-          await waitRingLine(stage.node, stages[i]!, ringReadyLine(request, stage.index), request.deadlines.stageListenMs, stopped);
+          await waitRingLine(stage.node, stages[i]!, ringReadyLine(request, stage.index), wait, stopped);
         }
         event(`stage-${stage.index}-listening`, `${slot.address.host}:${slot.address.port}`);
       }
     }
 
     // The HTTP server: the coordinator, started now, or the stage of the last layers.
+    goOn();
     const server = readiness.httpServer === "coordinator" ? await startCoordinator(request, topology, files, entry, context, event) : stages.at(-1)!;
     const serverNode = readiness.httpServer === "coordinator" ? request.coordinator.node : request.stages.at(-1)!.node;
 
     // Wait for its health endpoint.
-    await waitHealthy(serverNode, server, url, readiness, request.deadlines.coordinatorHealthMs, stopped);
+    await waitHealthy(serverNode, server, url, readiness, { deadlineMs: request.deadlines.coordinatorHealthMs, signal }, stopped);
     event("coordinator-healthy", url);
 
     // Generate one token through the whole pipeline.
     try {
-      await awaitFirstToken(url, readiness, request.deadlines.readinessMs, entry, nodes, { node: serverNode, process: server }, stopped);
+      await awaitFirstToken(url, readiness, { deadlineMs: request.deadlines.readinessMs, signal }, entry, nodes, { node: serverNode, process: server }, stopped);
     } finally {
       stopped.close();
     }
     event("readiness-probe-passed");
+    goOn();
 
     // Register with the router.
     if (request.router !== undefined) {
@@ -133,8 +143,12 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     return { coordinatorUrl: url, timeline };
   } catch (error) {
     stopped.close();
-    const failure = await causeInStageLogs(request, nodes, entry, asLaunchError(error));
-    event("launch-failed", `${failure.reason} at ${failure.step}: ${failure.message}`);
+    // Called off: whatever was thrown on the way out (a wait ended, a probe cut), the caller hears
+    // its own reason, and nothing is read from the stages' logs.
+    const calledOff = signal?.aborted === true;
+    const failure = calledOff ? signal.reason : await causeInStageLogs(request, nodes, entry, asLaunchError(error));
+    if (failure instanceof LaunchError) event("launch-failed", `${failure.reason} at ${failure.step}: ${failure.message}`);
+    else event("launch-called-off", `${messageOf(failure)}; everything started is torn down`);
     try {
       await teardownCluster(entry, {
         ledger: context.ledger,
@@ -376,7 +390,7 @@ async function waitListening(
   process: LedgerProcess,
   prober: NodeAccess,
   address: { host: string; port: number },
-  deadlineMs: number,
+  wait: Wait,
   stopped: StoppedWatch,
 ): Promise<void> {
   const where = `${address.host}:${address.port}`;
@@ -385,10 +399,7 @@ async function waitListening(
     process,
     () => prober.isPortOpen(address.host, address.port, 1_000),
     { before: `listening on ${where}`, notDone: `listen on ${where}` },
-    {
-      deadlineMs,
-      intervalMs: 50,
-    },
+    { ...wait, intervalMs: 50 },
     stopped,
   );
 }
@@ -400,12 +411,12 @@ async function waitListening(
 const ringLineWindowBytes = 256 * 1024;
 
 /** Until the stage's log shows `line` (a ring stage that is up); its ports are never probed. */
-async function waitRingLine(node: NodeAccess, process: LedgerProcess, line: RegExp, deadlineMs: number, stopped: StoppedWatch): Promise<void> {
+async function waitRingLine(node: NodeAccess, process: LedgerProcess, line: RegExp, wait: Wait, stopped: StoppedWatch): Promise<void> {
   const printed = async (): Promise<boolean> => {
     const head = await node.run(["head", "-c", String(ringLineWindowBytes), "--", process.logFile], { deadlineMs: defaultReachMs }).catch(() => undefined);
     return head?.exitCode === 0 && line.test(head.stdout);
   };
-  await waitStageUp(node, process, printed, { before: "it joined the ring", notDone: `print /${line.source}/` }, { deadlineMs, intervalMs: 200 }, stopped);
+  await waitStageUp(node, process, printed, { before: "it joined the ring", notDone: `print /${line.source}/` }, { ...wait, intervalMs: 200 }, stopped);
 }
 
 /**
@@ -418,7 +429,7 @@ async function waitStageUp(
   process: LedgerProcess,
   isUp: () => Promise<boolean>,
   words: { before: string; notDone: string },
-  timing: { deadlineMs: number; intervalMs: number },
+  timing: Wait & { intervalMs: number },
   stopped: StoppedWatch,
 ): Promise<void> {
   const label = processLabel("stage", process.index);
@@ -457,7 +468,7 @@ async function waitStageUp(
 async function awaitFirstToken(
   url: string,
   readiness: EngineReadiness,
-  deadlineMs: number,
+  { deadlineMs, signal }: Wait,
   entry: LedgerEntry,
   nodes: Map<string, NodeAccess>,
   server: { node: NodeAccess; process: LedgerProcess },
@@ -470,6 +481,10 @@ async function awaitFirstToken(
     return undefined;
   };
   const watching = new AbortController();
+  // A launch called off cuts the probe; the caller looks at its own signal first.
+  const callOff = (): void => watching.abort();
+  signal?.addEventListener("abort", callOff, { once: true });
+  if (signal?.aborted === true) callOff();
   let exited: LedgerProcess | undefined;
   const watch = (async () => {
     while (!watching.signal.aborted) {
@@ -486,6 +501,7 @@ async function awaitFirstToken(
   } catch (error) {
     watching.abort();
     await watch;
+    signal?.throwIfAborted();
     // The probe may have failed on the exit itself (a reset connection) before the watch saw it.
     exited ??= await firstExited();
     if (exited !== undefined) {
@@ -503,12 +519,20 @@ async function awaitFirstToken(
       cause: error,
     });
   } finally {
+    signal?.removeEventListener("abort", callOff);
     watching.abort();
     await watch;
   }
 }
 
-async function waitHealthy(node: NodeAccess, process: LedgerProcess, url: string, readiness: EngineReadiness, deadlineMs: number, stopped: StoppedWatch): Promise<void> {
+async function waitHealthy(
+  node: NodeAccess,
+  process: LedgerProcess,
+  url: string,
+  readiness: EngineReadiness,
+  { deadlineMs, signal }: Wait,
+  stopped: StoppedWatch,
+): Promise<void> {
   const health = `${url}${readiness.healthPath}`;
   const liveness = livenessOf(node, process);
   const awaited = { what: `${health} to answer ${readiness.readyStatus}`, until: new Date(Date.now() + deadlineMs) };
@@ -523,7 +547,7 @@ async function waitHealthy(node: NodeAccess, process: LedgerProcess, url: string
       stopped.look(awaited);
       return undefined;
     },
-    { deadlineMs, intervalMs: 100 },
+    { deadlineMs, intervalMs: 100, signal },
   );
   if (state === "healthy") return stopped.answered(process);
   const logTail = await tailUnlessSilent(node, process, liveness);
@@ -543,6 +567,12 @@ async function waitHealthy(node: NodeAccess, process: LedgerProcess, url: string
       logTail,
     },
   );
+}
+
+/** A wait's deadline, ms, and the launch's call-off, which ends it at once. */
+interface Wait {
+  deadlineMs: number;
+  signal: AbortSignal | undefined;
 }
 
 /**

@@ -96,6 +96,13 @@ export interface LaunchContext {
   heldPorts: () => Promise<PortHolder[]>;
   /** Called for every timeline event as it happens. */
   onEvent?: (event: TimelineEvent) => void;
+  /**
+   * Aborted when the caller no longer wants this launch (its definition asks for another revision,
+   * or the daemon stops). The launch stops where it is — between two steps, or within a wait for a
+   * process (an engine still loading, or hung) — tears down everything it started, as after a
+   * failure, and throws the signal's reason.
+   */
+  signal?: AbortSignal;
 }
 
 export interface LaunchResult {

@@ -9,8 +9,9 @@
  * - DaemonStopping: the daemon is stopping; it does not wait for a staging that may take hours.
  *
  * Either way the pass's signal aborts: staging cuts its transfers (their partial files kept for a
- * later staging to resume), and the steps that would replace what runs, stage, or count the launch
- * against the budget (and so launch) are not started. A launch already counted is made.
+ * later staging to resume); the steps that would replace what runs, stage, or count the launch
+ * against the budget (and so launch) are not started; and a launch under way stops where it is
+ * (its engines starting, loading, or hung), tears down what it started and gives its count back.
  */
 import type { ParseCache } from "./parse-cache.js";
 import type { Pass } from "./pass.js";

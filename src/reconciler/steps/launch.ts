@@ -1,14 +1,18 @@
 /**
  * Launch: stages in order, then the coordinator,
  * /health, one token, the router. All or nothing: a failed step has torn down what it started and
- * its evidence (reason, message, log tail) is kept for the status file.
+ * its evidence (reason, message, log tail) is kept for the status file. A launch called off while
+ * it waits (its definition asks for another revision or is gone, or the daemon stops: see
+ * call-off.ts) is torn down as well, within about a second, rather than waited out — an engine
+ * loading a large model, or hung, may hold a wait for its whole deadline (minutes with
+ * `[engine] load_timeout_seconds`). It failed nothing, so its count goes back to the budget.
  */
 import { buildLaunchRequest } from "../../cluster/index.js";
 import { ShardctlError } from "../../errors/index.js";
 import { launchCluster, LaunchError } from "../../launch/index.js";
 import { definitionOf } from "../pass.js";
 import type { Step } from "../run-step.js";
-import { notServingYet, recordEvent, setConditions } from "../verdicts.js";
+import { calledOff, notServingYet, recordEvent, setConditions } from "../verdicts.js";
 
 /** Launch failures caused by the cluster's surroundings (the network, a port held by another program), not by it. */
 const givenBack = new Set(["StageLinkUnreachable", "NodeUnreachable", "PortInUse"]);
@@ -64,8 +68,13 @@ export const launch: Step = {
           recordEvent(memory, event);
           void world.writeStatus(name, memory, { action: "launch", result: "waiting", health: "Progressing" }, settings);
         },
+        ...(pass.callOff === undefined ? {} : { signal: pass.callOff }),
       });
     } catch (error) {
+      if (pass.callOff?.aborted === true && error === pass.callOff.reason) {
+        restarts.count = Math.max(0, restarts.count - 1);
+        return calledOff(memory, revision, "launch", pass.callOff);
+      }
       if (error instanceof LaunchError) {
         restarts.evidence = [...restarts.evidence, { at: new Date().toISOString(), reason: error.reason, message: error.message, logTail: error.logTail }].slice(-5);
         // A pipeline that could not form because the network between two of its nodes is down, a
