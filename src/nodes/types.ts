@@ -80,8 +80,8 @@ export interface PutOptions {
   /** Default 0 (replace the remote file). */
   startOffset?: number;
   /**
-   * Stops the copy when aborted, keeping what was written. A local copy stops at once; over SSH the
-   * file being sent is finished first (its SFTP session is shared with other work).
+   * Stops the copy when aborted, keeping what was written (over SSH the push runs on an SFTP session
+   * of its own, ended then), and rejects with an AbortError at once.
    */
   signal?: AbortSignal;
 }

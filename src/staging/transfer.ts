@@ -23,8 +23,8 @@
  * not the hour of the whole-file deadline.
  *
  * A transfer given an aborted signal is cut at once (the download's socket; curl on the node, with
- * its process group; a local push), keeping what reached the partial file for a later resume. A
- * push over SSH finishes the file first: its SFTP session is shared with other work.
+ * its process group; a push, over SSH by ending its own SFTP session), keeping what reached the
+ * partial file for a later resume.
  */
 import { createWriteStream } from "node:fs";
 import { stat } from "node:fs/promises";

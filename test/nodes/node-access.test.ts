@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { readFile, writeFile } from "node:fs/promises";
 import { createServer, type AddressInfo, type Server } from "node:net";
 import { join } from "node:path";
@@ -137,6 +138,38 @@ describe.each(["local", "ssh"] as const)("%s node", (kind) => {
     await node().putFile(local, target, { startOffset: 1000 });
     expect(await node().sha256(target)).toBe(await shaOf(payload));
   });
+
+  it("stops a push when its signal aborts, at once, keeping what arrived; a push resumed from there completes the file", async () => {
+    const local = join(both.dir("local"), `put-source-stopped-${kind}`);
+    // Seconds of pushing on loopback: the abort comes within its first few MiB.
+    const payload = randomBytes(128 * 1024 * 1024);
+    await writeFile(local, payload);
+    const target = join(dir(), `put-target-stopped-${kind}`);
+    const controller = new AbortController();
+    let abortedAt = 0;
+    const pushed = node().putFile(local, target, {
+      onProgress: (n) => {
+        if (n < 4 * 1024 * 1024 || controller.signal.aborted) return;
+        abortedAt = performance.now();
+        controller.abort(new Error("called off"));
+      },
+      signal: controller.signal,
+    });
+    const error = await pushed.then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    );
+    expect(error?.name).toBe("AbortError");
+    expect(performance.now() - abortedAt).toBeLessThan(3_000);
+    // Stopped short of the end, and the node still answers on the same connection.
+    const arrived = (await node().stat(target))?.size ?? 0;
+    expect(arrived).toBeGreaterThan(0);
+    expect(arrived).toBeLessThan(payload.length);
+    expect((await node().run(["echo", "still here"])).stdout).toBe("still here\n");
+    await node().putFile(local, target, { startOffset: arrived });
+    expect(await node().sha256(target)).toBe(await shaOf(payload));
+    await node().remove(target);
+  }, 60_000);
 
   it("tests TCP ports from the node", async () => {
     // A leased address: once closed, nothing else can be listening on that port there.

@@ -132,28 +132,52 @@ export class SshConnection {
   /** The connection's one SFTP session (it occupies one channel for the connection's life). */
   async sftp(): Promise<SFTPWrapper> {
     const client = await this.get();
-    this.sftpSession ??= new Promise<SFTPWrapper>((resolve, reject) => {
-      client.sftp((error, sftp) => {
-        if (error) {
-          this.sftpSession = undefined;
-          // A connection that dropped (a partition the keepalive gave up on) fails its channel
-          // requests just before it closes, in the same turn: told apart once that turn is over.
-          setImmediate(() => {
-            const lost = this.client !== client;
-            reject(new ShardctlError(lost ? "NodeUnreachable" : "NodeCommandFailed", `node ${this.node.name}: SFTP unavailable: ${error.message}`));
-          });
-          return;
-        }
+    this.sftpSession ??= this.openSftp(client).then(
+      (sftp) => {
         sftp.on("close", () => {
           this.sftpSession = undefined;
         });
         // Every operation in flight on the one session listens for its close (an abandoned read
         // keeps its listener until it settles): many at once are expected, not a leak.
         sftp.setMaxListeners(0);
-        resolve(sftp);
+        return sftp;
+      },
+      (error: unknown) => {
+        this.sftpSession = undefined;
+        throw error;
+      },
+    );
+    return this.sftpSession;
+  }
+
+  /**
+   * `use` on an SFTP session of its own, on one of the channel slots, ended once `use` settles. For
+   * work that must be stoppable: ending its session is what stops ssh2's fastPut, which has no
+   * other way to be cut; the shared session, and the work on it, go on.
+   */
+  async withOwnSftp<T>(use: (sftp: SFTPWrapper) => Promise<T>): Promise<T> {
+    return this.withChannel(async (client) => {
+      const sftp = await this.openSftp(client);
+      try {
+        return await use(sftp);
+      } finally {
+        sftp.end();
+      }
+    });
+  }
+
+  private openSftp(client: Client): Promise<SFTPWrapper> {
+    return new Promise<SFTPWrapper>((resolve, reject) => {
+      client.sftp((error, sftp) => {
+        if (!error) return resolve(sftp);
+        // A connection that dropped (a partition the keepalive gave up on) fails its channel
+        // requests just before it closes, in the same turn: told apart once that turn is over.
+        setImmediate(() => {
+          const lost = this.client !== client;
+          reject(new ShardctlError(lost ? "NodeUnreachable" : "NodeCommandFailed", `node ${this.node.name}: SFTP unavailable: ${error.message}`));
+        });
       });
     });
-    return this.sftpSession;
   }
 
   async close(): Promise<void> {

@@ -178,8 +178,8 @@ export class SshNode extends ShellNode implements NodeAccess {
    * this, a push cut off by a partition would hang its staging past every deadline, and after the
    * heal too.
    */
-  private async withSftp<T>(what: string, use: (sftp: SFTPWrapper) => Promise<T>, onLost?: (error: Error) => void): Promise<T> {
-    const sftp = await this.connection.sftp();
+  private async withSftp<T>(what: string, use: (sftp: SFTPWrapper) => Promise<T>, onLost?: (error: Error) => void, session?: SFTPWrapper): Promise<T> {
+    const sftp = session ?? (await this.connection.sftp());
     const unreachable = new ShardctlError("NodeUnreachable", `node ${this.config.name}: the connection closed while ${what}`);
     let closed = false;
     let onClose: (() => void) | undefined;
@@ -264,11 +264,36 @@ export class SshNode extends ShellNode implements NodeAccess {
   async putFile(localPath: string, remotePath: string, options: PutOptions = {}): Promise<void> {
     // The local file a resumed push reads is closed when the connection drops under it.
     let source: ReturnType<typeof createReadStream> | undefined;
-    await this.withSftp(
-      `pushing ${remotePath}`,
-      (sftp) => this.putFileOver(sftp, localPath, remotePath, options, (s) => (source = s)),
-      () => source?.destroy(),
-    );
+    const push = (session?: SFTPWrapper): Promise<void> =>
+      this.withSftp(
+        `pushing ${remotePath}`,
+        (sftp) => this.putFileOver(sftp, localPath, remotePath, options, (s) => (source = s)),
+        () => source?.destroy(),
+        session,
+      );
+    const signal = options.signal;
+    if (signal === undefined) return push();
+    // A push that may be stopped runs on a session of its own, ended when it is: the writes in
+    // flight are dropped with it and the caller hears at once; what reached the node stays.
+    signal.throwIfAborted();
+    await this.connection.withOwnSftp(async (session) => {
+      let stop: (() => void) | undefined;
+      const stopped = new Promise<never>((_, reject) => {
+        stop = () => {
+          source?.destroy();
+          session.end();
+          reject(abortError(signal));
+        };
+        signal.addEventListener("abort", stop, { once: true });
+      });
+      const work = push(session);
+      work.catch(() => undefined);
+      try {
+        await Promise.race([work, stopped]);
+      } finally {
+        signal.removeEventListener("abort", stop!);
+      }
+    });
   }
 
   private async putFileOver(
@@ -442,6 +467,13 @@ function collect(
     if (options.stdin !== undefined) channel.end(options.stdin);
     else channel.end();
   });
+}
+
+/** What a push stopped by `signal` throws: an AbortError with the signal's reason as its cause, as a local copy's stream pipeline throws. */
+function abortError(signal: AbortSignal): Error {
+  const error = new Error("The operation was aborted", { cause: signal.reason });
+  error.name = "AbortError";
+  return error;
 }
 
 /** `work`, or an empty result as soon as `signal` aborts. */
