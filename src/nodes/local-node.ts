@@ -140,9 +140,10 @@ export class LocalNode extends ShellNode implements NodeAccess {
   }
 
   // In-process hashing: no child process, same throughput as sha256sum (OpenSSL underneath).
-  override async sha256(path: string): Promise<string> {
+  override async sha256(path: string, options: { signal?: AbortSignal } = {}): Promise<string> {
     const hash = createHash("sha256");
-    for await (const chunk of createReadStream(path, { highWaterMark: 4 << 20 })) hash.update(chunk as Buffer);
+    const stream = createReadStream(path, { highWaterMark: 4 << 20, ...(options.signal === undefined ? {} : { signal: options.signal }) });
+    for await (const chunk of stream) hash.update(chunk as Buffer);
     return hash.digest("hex");
   }
 

@@ -3,6 +3,7 @@
  * shell-scripts.ts, so both implementations take the very same path for pids and start times.
  */
 import { ShardctlError, type NodeReason } from "../errors/index.js";
+import { abortError } from "./abort-error.js";
 import { exitStatusWrapper, sha256Script, signalScript, startDetachedScript, startTimeScript, statScript, watchExitScript } from "./shell-scripts.js";
 import type { AskOptions, CommandResult, DetachedOptions, DetachedProcess, FileStat, NodeConfig, RunOptions } from "./types.js";
 
@@ -89,8 +90,12 @@ export abstract class ShellNode {
     return one;
   }
 
-  async sha256(path: string): Promise<string> {
-    const result = await this.runScript(sha256Script, [path], "NodeCommandFailed", `hash ${path}`, { deadlineMs: 3_600_000 });
+  async sha256(path: string, options: { signal?: AbortSignal } = {}): Promise<string> {
+    const signal = options.signal;
+    const result = await this.run(["sh", "-c", sha256Script, "sh", path], { deadlineMs: 3_600_000, ...(signal === undefined ? {} : { signal }) });
+    // Killed because it was stopped: the caller hears that, not a failed command.
+    if (signal?.aborted === true) throw abortError(signal);
+    if (result.exitCode !== 0) throw commandFailed(this.config.name, isUnanswered(result) ? "NodeUnreachable" : "NodeCommandFailed", `hash ${path}`, result);
     const hex = result.stdout.trim().split(/\s+/)[0] ?? "";
     if (!/^[0-9a-f]{64}$/.test(hex)) throw new ShardctlError("NodeCommandFailed", `node ${this.config.name}: unexpected sha256 output "${result.stdout.trim()}"`);
     return hex;

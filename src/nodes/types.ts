@@ -132,8 +132,11 @@ export interface NodeAccess {
    * writes a window below it again, in place). `onProgress` gets the bytes past `startOffset` sent so far.
    */
   putFile(localPath: string, remotePath: string, options?: PutOptions): Promise<void>;
-  /** sha256 (hex) of a file on the node. */
-  sha256(path: string): Promise<string>;
+  /**
+   * sha256 (hex) of a file on the node. An aborted `signal` stops the hashing (a file of tens of
+   * gigabytes takes minutes) and rejects with an AbortError.
+   */
+  sha256(path: string, options?: { signal?: AbortSignal }): Promise<string>;
   /** True when a TCP connection from this node to host:port succeeds within the deadline. */
   isPortOpen(host: string, port: number, deadlineMs?: number): Promise<boolean>;
   /**

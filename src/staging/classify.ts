@@ -11,6 +11,8 @@ import type { FileCheck, Manifest, ManifestFile, NodeClassification } from "./ty
 
 export interface ClassifyOptions {
   verify?: "fast" | "full";
+  /** Stops the hashing of a file when aborted (the classification then rejects with an AbortError). */
+  signal?: AbortSignal;
 }
 
 /** Where each file lives on the node: the HF cache under model_dir, or a plain folder (source "path"). */
@@ -49,7 +51,7 @@ export async function classifyNode(node: NodeAccess, manifest: Manifest, layout:
       continue;
     }
     hashedFiles++;
-    const good = (await hashOnNode(node, path, file)) === file.hash;
+    const good = (await hashOnNode(node, path, file, options.signal)) === file.hash;
     if (good && cachePath !== undefined) {
       verified[path] = { size: stat.size, mtimeSec: stat.mtimeSec, ctimeSec: stat.ctimeSec, ino: stat.ino, hash: file.hash };
     }
@@ -65,6 +67,7 @@ export function dataPath(layout: Layout, manifest: Manifest, file: ManifestFile)
 }
 
 /** The file's hash in its manifest's algorithm, computed on the node (sha256) or from its bytes (git). */
-export async function hashOnNode(node: NodeAccess, path: string, file: ManifestFile): Promise<string> {
-  return file.hashAlgo === "sha256" ? node.sha256(path) : gitBlobSha1(await node.readFile(path));
+/** The file's hash as its manifest names it; an aborted `signal` stops a sha256 (git blobs are small files, read whole). */
+export async function hashOnNode(node: NodeAccess, path: string, file: ManifestFile, signal?: AbortSignal): Promise<string> {
+  return file.hashAlgo === "sha256" ? node.sha256(path, signal === undefined ? {} : { signal }) : gitBlobSha1(await node.readFile(path));
 }

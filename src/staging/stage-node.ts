@@ -27,7 +27,7 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
   // Classify.
   if (source.kind === "path") {
     const dir = await resolveHome(node, source.path);
-    const result = await classifyNode(node, manifest, { kind: "plain", dir }, { verify: options.verify });
+    const result = await orCancelled(classifyNode(node, manifest, { kind: "plain", dir }, { verify: options.verify, signal: options.signal }), name, options.signal);
     if (result.state !== "present") {
       const bad = result.files.filter((f) => f.state !== "present").map((f) => `${f.file.path} (${f.state})`);
       throw new ShardctlError("ModelNotPresent", `node ${name}: source "path" ${dir} is not a verified copy: ${bad.join(", ")}; staging never writes there`, {
@@ -38,7 +38,7 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
     return { node: name, before: "present", bytesTransferred: 0, filesTransferred: 0, hashedFiles: result.hashedFiles, modelPath: dir };
   }
   const layout: Layout = { kind: "cache", modelDir };
-  const classification = await classifyNode(node, manifest, layout, { verify: options.verify });
+  const classification = await orCancelled(classifyNode(node, manifest, layout, { verify: options.verify, signal: options.signal }), name, options.signal);
   const todo = classification.files.filter((f) => f.state !== "present");
   const needed = todo.reduce((sum, f) => sum + f.file.size - (f.state === "partial" ? Math.min(f.haveBytes, f.file.size) : 0), 0);
   const result: NodeStagingResult = {
@@ -79,7 +79,7 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
       began = true;
       // Stopped while waiting for the lock (another pass's download of the same blob).
       stopIfCancelled(name, options.signal);
-      const current = await recheck(node, manifest, modelDir, check);
+      const current = await orCancelled(recheck(node, manifest, modelDir, check, options.signal), name, options.signal);
       if (current.state === "present") return false;
       await fetchOne(node, source, manifest, modelDir, current, options, progress, hashed);
       return true;
@@ -120,11 +120,11 @@ async function linkSnapshot(node: NodeAccess, manifest: Manifest, modelDir: stri
  * A file's state after waiting for another pass that held its blob: present when that pass left a
  * verified blob (its verification is trusted: same process, just now), else whatever partial is there.
  */
-async function recheck(node: NodeAccess, manifest: Manifest, modelDir: string, check: FileCheck): Promise<FileCheck> {
+async function recheck(node: NodeAccess, manifest: Manifest, modelDir: string, check: FileCheck, signal: AbortSignal | undefined): Promise<FileCheck> {
   const { file } = check;
   const blob = await node.stat(blobPath(modelDir, manifest.repo, file.hash));
   if (blob?.type === "file" && blob.size === file.size && check.state !== "mismatched") return { ...check, state: "present", haveBytes: file.size };
-  if (blob?.type === "file" && blob.size === file.size && (await hashOnNode(node, blobPath(modelDir, manifest.repo, file.hash), file)) === file.hash) {
+  if (blob?.type === "file" && blob.size === file.size && (await hashOnNode(node, blobPath(modelDir, manifest.repo, file.hash), file, signal)) === file.hash) {
     return { ...check, state: "present", haveBytes: file.size };
   }
   const partial = await node.stat(incompletePath(modelDir, manifest.repo, file.hash));
@@ -204,7 +204,7 @@ async function fetchOne(
   // Verify before the blob becomes visible.
   progress.update("verify", 0, file.path, true);
   const st = await node.stat(target);
-  const hash = st?.size === file.size ? await hashOnNode(node, target, file) : undefined;
+  const hash = st?.size === file.size ? await orCancelled(hashOnNode(node, target, file, options.signal), node.config.name, options.signal, file.path) : undefined;
   if (hash !== file.hash) {
     await removePartial({ node, source, target });
     // A Hub commit's files never change: a whole file fetched in one go that does not match is what
@@ -229,11 +229,20 @@ function stopIfCancelled(node: string, signal: AbortSignal | undefined, file?: s
   throw new ShardctlError("StagingCancelled", `node ${node}: staging stopped${file === undefined ? "" : ` during ${file} (its partial file is kept)`}: ${why}`);
 }
 
+/** `work`, failing as StagingCancelled when it failed because `signal` aborted (a hash or a transfer cut). */
+async function orCancelled<T>(work: Promise<T>, node: string, signal: AbortSignal | undefined, file?: string): Promise<T> {
+  try {
+    return await work;
+  } catch (error) {
+    stopIfCancelled(node, signal, file);
+    throw error;
+  }
+}
+
 /**
  * `work` on `file`, or StagingCancelled as soon as `signal` aborts while it is still `waiting` (for
- * the blob's lock): once it has begun, the work answers the abort itself (a cut transfer) or runs
- * to its end (a push over SSH finishes its file), and the staging waits for it — nothing of it may
- * go on after the staging has answered.
+ * the blob's lock): once it has begun, the work answers the abort itself (a transfer or a hash cut),
+ * and the staging waits for it — nothing of it may go on after the staging has answered.
  */
 function untilCancelled<T>(work: Promise<T>, waiting: () => boolean, node: string, signal: AbortSignal | undefined, file: string): Promise<T> {
   if (signal === undefined) return work;

@@ -74,9 +74,9 @@ export interface StagingOptions {
   /** A download that receives nothing for this long, ms, is cut and resumed in the next attempt. Default 60000. */
   transferIdleMs?: number;
   /**
-   * Stops the staging when aborted: no further file starts, and the transfer in flight is cut (a
-   * push over SSH finishes its file), its partial file kept for a later staging to resume. The
-   * node then fails with StagingCancelled.
+   * Stops the staging when aborted: no further file starts, the transfer in flight is cut (its
+   * partial file kept for a later staging to resume), and so is a file's hashing. The node then
+   * fails with StagingCancelled.
    */
   signal?: AbortSignal;
 }

@@ -171,6 +171,31 @@ describe.each(["local", "ssh"] as const)("%s node", (kind) => {
     await node().remove(target);
   }, 60_000);
 
+  it("stops hashing a file when its signal aborts, at once, and the hashing ends on the node", async () => {
+    // 16 GiB of holes: seconds of hashing, no disk.
+    const target = join(dir(), `hash-stopped-${kind}`);
+    expect((await node().run(["truncate", "-s", "16G", target])).exitCode).toBe(0);
+    const controller = new AbortController();
+    const hashing = node()
+      .sha256(target, { signal: controller.signal })
+      .then(
+        () => undefined,
+        (e: unknown) => e as Error,
+      );
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const abortedAt = performance.now();
+    controller.abort(new Error("called off"));
+    const error = await hashing;
+    expect(error?.name).toBe("AbortError");
+    expect(performance.now() - abortedAt).toBeLessThan(2_000);
+    // No sha256sum of it is left running on the node (a local node hashes in process).
+    const hashers = async (): Promise<string> =>
+      (await node().run(["sh", "-c", 'ps -eo args | grep -F -- "$1" | grep -v grep || true', "sh", `sum -- ${target}`])).stdout;
+    for (let i = 0; i < 20 && (await hashers()) !== ""; i++) await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(await hashers()).toBe("");
+    await node().remove(target);
+  }, 30_000);
+
   it("tests TCP ports from the node", async () => {
     // A leased address: once closed, nothing else can be listening on that port there.
     const host = await allocateHost();

@@ -16,7 +16,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { NodePool, type NodeAccess } from "../../src/nodes/index.js";
 import { makeTestModel } from "../../src/planner/index.js";
-import { fetchHubManifest, incompletePath, snapshotDir, stageNode, type Manifest, type StagingSource } from "../../src/staging/index.js";
+import { blobPath, fetchHubManifest, incompletePath, snapshotDir, stageNode, type Manifest, type StagingSource } from "../../src/staging/index.js";
 import { startHubServer, type HubServer } from "../support/hub-server.js";
 import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
 
@@ -168,4 +168,35 @@ it("a staging stopped by its signal kills the node's download at once and keeps 
   await new Promise((r) => setTimeout(r, 1_500));
   expect(await sizeOf(partial)).toBe(size);
   hub.pace(undefined);
+}, 60_000);
+
+it("a staging stopped while it hashes a file the node holds answers at once, and the hashing ends on the node", async () => {
+  const dir = join(sshd.nodes[0]!.modelDir, "hashing");
+  // A 16 GiB blob of holes that no stat cache vouches for: classifying it hashes it, for seconds.
+  const held: Manifest = {
+    repo: "test-org/held",
+    revision: "main",
+    commit: "0123456789abcdef0123456789abcdef01234567",
+    files: [{ path: "model.safetensors", size: 16 * 1024 ** 3, hash: "ab".repeat(32), hashAlgo: "sha256" }],
+  };
+  const blob = blobPath(dir, held.repo, held.files[0]!.hash);
+  const { node } = sshNode(dir);
+  await node.mkdir(blob.slice(0, blob.lastIndexOf("/")));
+  expect((await node.run(["truncate", "-s", "16G", blob])).exitCode).toBe(0);
+  const controller = new AbortController();
+  const staging = stageNode(node, source, held, { signal: controller.signal }).then(
+    () => undefined,
+    (e: Error & { reason?: string }) => e,
+  );
+  await new Promise((r) => setTimeout(r, 500));
+  const stoppedAt = Date.now();
+  controller.abort(new Error("its definition now asks for revision abc"));
+  const error = await staging;
+  expect(Date.now() - stoppedAt).toBeLessThan(2_000);
+  expect(error?.reason).toBe("StagingCancelled");
+  expect(error?.message).toMatch(/staging stopped: its definition now asks for revision abc$/);
+  const hashers = async (): Promise<string> => (await node.run(["sh", "-c", 'ps -eo args | grep -F -- "$1" | grep -v grep || true', "sh", blob])).stdout;
+  for (let i = 0; i < 20 && (await hashers()) !== ""; i++) await new Promise((r) => setTimeout(r, 100));
+  expect(await hashers()).toBe("");
+  await node.remove(dir);
 }, 60_000);

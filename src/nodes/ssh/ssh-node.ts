@@ -4,6 +4,7 @@ import { createReadStream } from "node:fs";
 import { pipeline } from "node:stream/promises";
 import type { Client, ClientChannel, SFTPWrapper } from "ssh2";
 import { ShardctlError } from "../../errors/index.js";
+import { abortError } from "../abort-error.js";
 import { askPort } from "../port-answer.js";
 import { quoteArg, quoteArgv } from "../quote.js";
 import { ShellNode } from "../shell-node.js";
@@ -275,7 +276,7 @@ export class SshNode extends ShellNode implements NodeAccess {
     if (signal === undefined) return push();
     // A push that may be stopped runs on a session of its own, ended when it is: the writes in
     // flight are dropped with it and the caller hears at once; what reached the node stays.
-    signal.throwIfAborted();
+    if (signal.aborted) throw abortError(signal);
     await this.connection.withOwnSftp(async (session) => {
       let stop: (() => void) | undefined;
       const stopped = new Promise<never>((_, reject) => {
@@ -467,13 +468,6 @@ function collect(
     if (options.stdin !== undefined) channel.end(options.stdin);
     else channel.end();
   });
-}
-
-/** What a push stopped by `signal` throws: an AbortError with the signal's reason as its cause, as a local copy's stream pipeline throws. */
-function abortError(signal: AbortSignal): Error {
-  const error = new Error("The operation was aborted", { cause: signal.reason });
-  error.name = "AbortError";
-  return error;
 }
 
 /** `work`, or an empty result as soon as `signal` aborts. */
