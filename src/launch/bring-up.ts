@@ -146,9 +146,9 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     // Called off: whatever was thrown on the way out (a wait ended, a probe cut), the caller hears
     // its own reason, and nothing is read from the stages' logs.
     const calledOff = signal?.aborted === true;
-    const failure = calledOff ? signal.reason : await causeInStageLogs(request, nodes, entry, asLaunchError(error));
-    if (failure instanceof LaunchError) event("launch-failed", `${failure.reason} at ${failure.step}: ${failure.message}`);
-    else event("launch-called-off", `${messageOf(failure)}; everything started is torn down`);
+    const failure: unknown = calledOff ? signal.reason : await causeInStageLogs(request, nodes, entry, asLaunchError(error));
+    if (calledOff) event("launch-called-off", `${messageOf(failure)}; everything started is torn down`);
+    else if (failure instanceof LaunchError) event("launch-failed", `${failure.reason} at ${failure.step}: ${failure.message}`);
     try {
       await teardownCluster(entry, {
         ledger: context.ledger,

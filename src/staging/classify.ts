@@ -66,8 +66,10 @@ export function dataPath(layout: Layout, manifest: Manifest, file: ManifestFile)
   return layout.kind === "cache" ? blobPath(layout.modelDir, manifest.repo, file.hash) : `${layout.dir.replace(/\/+$/, "")}/${file.path}`;
 }
 
-/** The file's hash in its manifest's algorithm, computed on the node (sha256) or from its bytes (git). */
-/** The file's hash as its manifest names it; an aborted `signal` stops a sha256 (git blobs are small files, read whole). */
+/**
+ * The file's hash in its manifest's algorithm, computed on the node (sha256; an aborted `signal`
+ * stops it) or from its bytes (git: small files, read whole).
+ */
 export async function hashOnNode(node: NodeAccess, path: string, file: ManifestFile, signal?: AbortSignal): Promise<string> {
   return file.hashAlgo === "sha256" ? node.sha256(path, signal === undefined ? {} : { signal }) : gitBlobSha1(await node.readFile(path));
 }
