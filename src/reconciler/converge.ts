@@ -5,6 +5,7 @@
  */
 import { isShardctlError, messageOf } from "../errors/index.js";
 import { decisionMemoryOf } from "./decision-inputs.js";
+import type { Settings } from "../spec/index.js";
 import type { ParseCache } from "./parse-cache.js";
 import { nextAction, type NextAction } from "./next-action.js";
 import type { Pass } from "./pass.js";
@@ -32,6 +33,8 @@ export interface StoryParts {
   forget: (name: string) => void;
   /** Aborted when the daemon stops: a launch in progress is called off. */
   stopping: AbortSignal;
+  /** The settings as they are now (the settings file may have changed since the pass began). */
+  settingsNow: () => Promise<Settings>;
 }
 
 export type Converge = (pass: Pass) => Promise<Verdict>;
@@ -82,7 +85,7 @@ export function createConverge(parts: StoryParts): Converge {
       else liftStall(pass);
     }
     // A launch yields to a newer revision and to the daemon's stop: both are watched while its steps run.
-    const watch = action.kind === "launch" ? watchForCallOff(pass, parts.parsed, parts.stopping) : undefined;
+    const watch = action.kind === "launch" ? watchForCallOff(pass, parts.parsed, parts.settingsNow, parts.stopping) : undefined;
     pass.callOff = watch?.signal;
     try {
       for (const step of stepsFor(action)) {

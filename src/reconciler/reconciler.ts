@@ -58,7 +58,12 @@ export class Reconciler {
 
   constructor(private readonly options: ReconcilerOptions) {
     this.world = new ReconcilerWorld({ ...options, feed: this.feed });
-    this.converge = createConverge({ parsed: this.parsed, forget: (name) => this.memories.delete(name), stopping: this.stopping.signal });
+    this.converge = createConverge({
+      parsed: this.parsed,
+      forget: (name) => this.memories.delete(name),
+      stopping: this.stopping.signal,
+      settingsNow: () => this.parsed.loadSettings(this.options.settingsFile),
+    });
     this.leftovers = new LeftoverWatches({ requeue: options.requeue, ...(options.monitor === undefined ? {} : { monitor: options.monitor }) });
   }
 

@@ -531,6 +531,8 @@ describe("results do not depend on batch, threads or arenas", () => {
       await makeTestModel(dir, { layers: 2, hidden: 64, heads: 4, kvHeads: 2, vocab: 300, ...variant.options });
       const config = readModelConfig(dir);
       const tokens = Array.from({ length: 300 }, (_, i) => (i * 37) % 300);
+      // What the pool did in the last run (chunks taken over, sharing paused): said when a run differs.
+      let pool = "";
       const run = async (threads: number, stepwise: boolean, arenaWeightBytes?: number): Promise<Float32Array[]> => {
         const shard = ModelShard.load(
           dir,
@@ -552,15 +554,16 @@ describe("results do not depend on batch, threads or arenas", () => {
           shard.forward(cache, hidden, tokens.length);
           for (let row = 0; row < tokens.length; row++) out.push(shard.logits(hidden, row));
         }
+        pool = `threads ${threads}, stepwise ${stepwise}: ${shard.stolenChunks} chunks taken over, sharing paused ${shard.sharingPauses} times`;
         await shard.close();
         return out;
       };
       const reference = await run(1, false);
-      expect(await run(1, true)).toEqual(reference);
-      expect(await run(3, false)).toEqual(reference);
-      expect(await run(3, true)).toEqual(reference);
+      expect(await run(1, true), pool).toEqual(reference);
+      expect(await run(3, false), pool).toEqual(reference);
+      expect(await run(3, true), pool).toEqual(reference);
       // 16 KiB of weights per arena: every linear after the first in an arena of its own, away from the activations and caches.
-      expect(await run(2, false, 16 * 1024)).toEqual(reference);
+      expect(await run(2, false, 16 * 1024), pool).toEqual(reference);
     });
   }
 });

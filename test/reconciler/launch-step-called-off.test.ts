@@ -5,6 +5,7 @@
  * from the launch giving up by itself:
  * - the definition removed: the launch is torn down and the cluster pruned within seconds;
  * - the definition edited: the hung attempt is torn down and the new revision launched at once;
+ * - the settings edited (a used node's entry, which the revision includes): the same;
  * - the daemon stopped: it stops within seconds, leaving nothing running and the attempt uncounted,
  *   and the next daemon launches.
  * Two real sshd nodes, an in-process daemon, the reference engine behind a stand-in script whose
@@ -122,6 +123,24 @@ it("the definition edited while stage-0 hangs at launch: the hung attempt is tor
   // The new revision's budget: one launch, the one that made it.
   expect(ready.restarts).toMatchObject({ revision: wanted, count: 1 });
   expect(await removeDefinition(world, "edited")).toBe(true);
+}, 150_000);
+
+it("the settings changed while stage-0 hangs at launch (a used node's registry entry, part of the revision): the hung attempt is torn down and the revision they make launched at once", async () => {
+  const pid = await launchHung("resettled", await definition());
+  const abandoned = await revisionOf(world, "resettled");
+  await rm(hangFlag);
+  await writeSettings(world, { restartBudget: 3, nodeMemory: "3GiB" });
+  const wanted = await revisionOf(world, "resettled");
+  expect(wanted).not.toBe(abandoned);
+  try {
+    const ready = await waitForStatus(world, "resettled", (s) => isReadyAt(s, wanted) && s.stages.every((c) => c.alive), 60_000);
+    const superseded = ready.history.find((h) => h.action === "launch" && h.reason === "Superseded");
+    expect(superseded, JSON.stringify(ready.history)).toBeDefined();
+    expect(await isGone(pid)).toBe(true);
+    expect(await removeDefinition(world, "resettled")).toBe(true);
+  } finally {
+    await writeSettings(world, { restartBudget: 3 });
+  }
 }, 150_000);
 
 it("the daemon stopped while stage-0 hangs at launch: it stops within seconds, nothing runs, the attempt is not counted; the next daemon launches", async () => {
