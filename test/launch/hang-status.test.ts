@@ -12,11 +12,10 @@
  * Needs `npm run build`.
  */
 import { execFile } from "node:child_process";
-import { mkdir, rm, writeFile } from "node:fs/promises";
+import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { bundledShardEngineCommand } from "../../src/launch/index.js";
 import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
 import {
   conditionOf,
@@ -34,6 +33,7 @@ import {
   startWorld,
   waitForStatus,
   writeDefinition,
+  writeFlaggedEngine,
   writeSettings,
   type DaemonWorld,
 } from "../reconciler/daemon-fixture.js";
@@ -51,12 +51,7 @@ beforeAll(async () => {
   world = await startWorld({ sshNodes: 2 });
   await writeSettings(world, { restartBudget: 5 });
   stopFlag = join(world.root, "stop-stage-0");
-  binary = join(world.root, "bin", "stopping-engine.sh");
-  await mkdir(join(world.root, "bin"), { recursive: true });
-  const engine = bundledShardEngineCommand.map((arg) => JSON.stringify(arg)).join(" ");
-  await writeFile(binary, `#!/bin/sh\ncase " $* " in *" --node-id stage-0 "*) [ -e ${JSON.stringify(stopFlag)} ] && kill -STOP $$ ;; esac\nexec ${engine} "$@"\n`, {
-    mode: 0o755,
-  });
+  binary = await writeFlaggedEngine(world, "stopping-engine.sh", stopFlag, "kill -STOP $$");
   daemon = await startInProcessDaemon(world, undefined, undefined, { stageListenMs });
 });
 afterAll(async () => {

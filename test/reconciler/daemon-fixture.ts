@@ -523,6 +523,19 @@ export async function writeSlowEngine(world: DaemonWorld, delaySeconds: number):
   return path;
 }
 
+/**
+ * A stand-in engine at `<root>/bin/<name>`: the bundled reference engine, except that stage-0 first
+ * runs the shell command `stage0` (`kill -STOP $$` to stop itself, `exec sleep 3600` to hang) while
+ * the file `flag` exists.
+ */
+export async function writeFlaggedEngine(world: DaemonWorld, name: string, flag: string, stage0: string): Promise<string> {
+  const path = join(world.root, "bin", name);
+  await mkdir(join(world.root, "bin"), { recursive: true });
+  const engine = bundledShardEngineCommand.map((arg) => JSON.stringify(arg)).join(" ");
+  await writeFile(path, `#!/bin/sh\ncase " $* " in *" --node-id stage-0 "*) [ -e ${JSON.stringify(flag)} ] && ${stage0} ;; esac\nexec ${engine} "$@"\n`, { mode: 0o755 });
+  return path;
+}
+
 /** Append a line to a file (an "edit" that keeps the content valid). */
 export async function appendLine(file: string, line: string): Promise<void> {
   const handle = await open(file, "a");

@@ -11,10 +11,10 @@
  * Two real sshd nodes, an in-process daemon, the reference engine behind a stand-in script whose
  * stage-0 hangs while a flag file exists. Needs `npm run build`.
  */
-import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { bundledShardEngineCommand, Ledger } from "../../src/launch/index.js";
+import { Ledger } from "../../src/launch/index.js";
 import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
 import {
   conditionOf,
@@ -30,6 +30,7 @@ import {
   startWorld,
   waitForStatus,
   writeDefinition,
+  writeFlaggedEngine,
   writeSettings,
   type DaemonWorld,
 } from "./daemon-fixture.js";
@@ -46,12 +47,7 @@ beforeAll(async () => {
   world = await startWorld({ sshNodes: 2 });
   await writeSettings(world, { restartBudget: 3 });
   hangFlag = join(world.root, "hang-stage-0");
-  binary = join(world.root, "bin", "hanging-engine.sh");
-  await mkdir(join(world.root, "bin"), { recursive: true });
-  const engine = bundledShardEngineCommand.map((arg) => JSON.stringify(arg)).join(" ");
-  await writeFile(binary, `#!/bin/sh\ncase " $* " in *" --node-id stage-0 "*) [ -e ${JSON.stringify(hangFlag)} ] && exec sleep 3600 ;; esac\nexec ${engine} "$@"\n`, {
-    mode: 0o755,
-  });
+  binary = await writeFlaggedEngine(world, "hanging-engine.sh", hangFlag, "exec sleep 3600");
   daemon = await startInProcessDaemon(world, undefined, undefined, { stageListenMs });
 });
 afterAll(async () => {
