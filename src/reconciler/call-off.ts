@@ -1,5 +1,6 @@
 /**
- * A launch is called off, between its steps or in the middle of its staging, for one of two causes:
+ * A launch is called off — between its steps, in the middle of its staging, or while its engines
+ * start — for one of two causes:
  *
  * - Superseded: while a pass launches a revision, its definition is looked at again every second,
  *   with the settings as they are now (a node's registry entry is part of the revision); once they

@@ -3,7 +3,7 @@
  * /health, one token, the router. All or nothing: a failed step has torn down what it started and
  * its evidence (reason, message, log tail) is kept for the status file. A launch called off while
  * it waits (its definition asks for another revision or is gone, or the daemon stops: see
- * call-off.ts) is torn down as well, within about a second, rather than waited out — an engine
+ * call-off.ts) is torn down as well, within seconds, rather than waited out — an engine
  * loading a large model, or hung, may hold a wait for its whole deadline (minutes with
  * `[engine] load_timeout_seconds`). It failed nothing, so its count goes back to the budget.
  */
