@@ -9,7 +9,7 @@
  * - the daemon stopped: it stops within seconds, leaving nothing running and the attempt uncounted,
  *   and the next daemon launches.
  * Two real sshd nodes, an in-process daemon, the reference engine behind a stand-in script whose
- * stage-0 hangs while a flag file exists. Needs `npm run build`.
+ * stage-0 hangs while a flag file exists; none may be left hanging at the end. Needs `npm run build`.
  */
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -23,6 +23,7 @@ import {
   freePortRange,
   isReadyAt,
   killEnginesOf,
+  processesOf,
   readStatusFile,
   removeDefinition,
   revisionOf,
@@ -47,15 +48,29 @@ beforeAll(async () => {
   world = await startWorld({ sshNodes: 2 });
   await writeSettings(world, { restartBudget: 3 });
   hangFlag = join(world.root, "hang-stage-0");
-  binary = await writeFlaggedEngine(world, "hanging-engine.sh", hangFlag, "exec sleep 3600");
+  // The stand-in shell itself waits (rather than exec'ing sleep), so its command line still names it.
+  binary = await writeFlaggedEngine(world, "hanging-engine.sh", hangFlag, "while :; do sleep 1; done");
   daemon = await startInProcessDaemon(world, undefined, undefined, { stageListenMs });
 });
 afterAll(async () => {
   await daemon?.stop();
-  const left = world === undefined ? [] : await killEnginesOf(world);
+  const left = world === undefined ? [] : [...(await killEnginesOf(world)), ...(await killHungEngines())];
   await world?.close();
   expect(left, "engine processes left after the tests").toEqual([]);
 });
+
+/** Stand-in stages still hanging (none once every launch was torn down), killed: their `ps` lines. */
+async function killHungEngines(): Promise<string[]> {
+  const hung = (await processesOf(world)).filter((line) => line.includes("hanging-engine.sh"));
+  for (const line of hung) {
+    try {
+      process.kill(Number(line.split(/\s+/)[0]), "SIGKILL");
+    } catch {
+      // Already gone.
+    }
+  }
+  return hung;
+}
 
 /** A definition of two stages on n1 and n2 with the stand-in engine; `contextLength` changes its revision. */
 async function definition(contextLength?: number): Promise<string> {
