@@ -17,6 +17,8 @@ export abstract class ShellNode {
    */
   protected async runScript(script: string, args: string[], reason: NodeReason, what: string, options: RunOptions = {}): Promise<CommandResult> {
     const result = await this.run(["sh", "-c", script, "sh", ...args], options);
+    // Killed because its signal aborted: the caller hears that, not a failed command.
+    if (options.signal?.aborted === true) throw abortError(options.signal);
     if (result.exitCode !== 0) throw commandFailed(this.config.name, isUnanswered(result) ? "NodeUnreachable" : reason, what, result);
     return result;
   }
@@ -92,10 +94,10 @@ export abstract class ShellNode {
 
   async sha256(path: string, options: { signal?: AbortSignal } = {}): Promise<string> {
     const signal = options.signal;
-    const result = await this.run(["sh", "-c", sha256Script, "sh", path], { deadlineMs: 3_600_000, ...(signal === undefined ? {} : { signal }) });
-    // Killed because it was stopped: the caller hears that, not a failed command.
-    if (signal?.aborted === true) throw abortError(signal);
-    if (result.exitCode !== 0) throw commandFailed(this.config.name, isUnanswered(result) ? "NodeUnreachable" : "NodeCommandFailed", `hash ${path}`, result);
+    const result = await this.runScript(sha256Script, [path], "NodeCommandFailed", `hash ${path}`, {
+      deadlineMs: 3_600_000,
+      ...(signal === undefined ? {} : { signal }),
+    });
     const hex = result.stdout.trim().split(/\s+/)[0] ?? "";
     if (!/^[0-9a-f]{64}$/.test(hex)) throw new ShardctlError("NodeCommandFailed", `node ${this.config.name}: unexpected sha256 output "${result.stdout.trim()}"`);
     return hex;
