@@ -8,59 +8,64 @@
  * - the settings edited (a used node's entry, which the revision includes): the same;
  * - the daemon stopped: it stops within seconds, leaving nothing running and the attempt uncounted,
  *   and the next daemon launches.
- * Two real sshd nodes, an in-process daemon, the reference engine behind a stand-in script whose
- * stage-0 hangs while a flag file exists; none may be left hanging at the end. Needs `npm run build`.
+ * Two real sshd nodes, the in-process daemon of useDaemonWorld, the reference engine behind a
+ * stand-in script whose stage-0 hangs while a flag file exists; none may be left hanging at the end.
+ * Needs `npm run build`.
  */
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { Ledger } from "../../src/launch/index.js";
-import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
+import type { ClusterStatus } from "../../src/reconciler/index.js";
 import {
   conditionOf,
   definitionText,
   freePort,
   freePortRange,
   isReadyAt,
-  killEnginesOf,
   processesOf,
   readStatusFile,
   removeDefinition,
   revisionOf,
-  startInProcessDaemon,
-  startWorld,
   waitForStatus,
   writeDefinition,
   writeFlaggedEngine,
   writeSettings,
   type DaemonWorld,
 } from "./daemon-fixture.js";
+import { useDaemonWorld } from "./use-daemon-world.js";
 
-let world: DaemonWorld;
-let daemon: Daemon | undefined;
+/** The stage listen deadline: longer than any test here waits. */
+const stageListenMs = 120_000;
 let binary: string;
 /** While this file exists, stage-0 hangs: it neither listens nor exits. */
 let hangFlag: string;
-/** The stage listen deadline: longer than any test here waits. */
-const stageListenMs = 120_000;
 
-beforeAll(async () => {
-  world = await startWorld({ sshNodes: 2 });
-  await writeSettings(world, { restartBudget: 3 });
-  hangFlag = join(world.root, "hang-stage-0");
-  // The stand-in shell itself waits (rather than exec'ing sleep), so its command line still names it.
-  binary = await writeFlaggedEngine(world, "hanging-engine.sh", hangFlag, "while :; do sleep 1; done");
-  daemon = await startInProcessDaemon(world, undefined, undefined, { stageListenMs });
-});
+// Registered before the world's take-down, so it runs after it: a stand-in stage still hanging
+// then (a test that failed mid-launch) is killed and named.
 afterAll(async () => {
-  await daemon?.stop();
-  const left = world === undefined ? [] : [...(await killEnginesOf(world)), ...(await killHungEngines())];
-  await world?.close();
-  expect(left, "engine processes left after the tests").toEqual([]);
+  expect(await killHungEngines(), "stand-in stages left hanging after the tests").toEqual([]);
+});
+
+const dw = useDaemonWorld({
+  sshNodes: 2,
+  settings: { restartBudget: 3 },
+  launch: { stageListenMs },
+  prepare: async (world) => {
+    hangFlag = join(world.root, "hang-stage-0");
+    // The stand-in shell itself waits (rather than exec'ing sleep), so its command line still names it.
+    binary = await writeFlaggedEngine(world, "hanging-engine.sh", hangFlag, "while :; do sleep 1; done");
+  },
+});
+let world: DaemonWorld;
+
+beforeAll(() => {
+  world = dw.world;
 });
 
 /** Stand-in stages still hanging (none once every launch was torn down), killed: their `ps` lines. */
 async function killHungEngines(): Promise<string[]> {
+  if (world === undefined) return [];
   const hung = (await processesOf(world)).filter((line) => line.includes("hanging-engine.sh"));
   for (const line of hung) {
     try {
@@ -158,8 +163,7 @@ it("the daemon stopped while stage-0 hangs at launch: it stops within seconds, n
   const pid = await launchHung("halted", await definition());
   const revision = await revisionOf(world, "halted");
   const stoppingAt = Date.now();
-  await daemon!.stop();
-  daemon = undefined;
+  await dw.stopDaemon();
   expect(Date.now() - stoppingAt).toBeLessThan(20_000);
   expect(await isGone(pid)).toBe(true);
   expect(await new Ledger(world.stateDir).read("halted")).toBeUndefined();
@@ -173,7 +177,7 @@ it("the daemon stopped while stage-0 hangs at launch: it stops within seconds, n
   expect(status.restarts?.count ?? 0).toBe(0);
 
   await rm(hangFlag);
-  daemon = await startInProcessDaemon(world, undefined, undefined, { stageListenMs });
+  await dw.startDaemon();
   const ready = await waitForStatus(world, "halted", (s) => isReadyAt(s, revision) && s.stages.every((c) => c.alive), 60_000);
   expect(ready.restarts).toMatchObject({ revision, count: 1 });
   expect(await removeDefinition(world, "halted")).toBe(true);

@@ -29,6 +29,7 @@ import {
   writeSettings,
   type DaemonWorld,
   type DefinitionOptions,
+  type LaunchTimings,
   type MonitorTimings,
   type SettingsOptions,
   type SpawnedDaemon,
@@ -49,6 +50,8 @@ export interface DaemonWorldOptions extends WorldOptions {
   resyncMs?: number;
   /** The in-process daemon's health monitor timings; default the fixture's fast ones (fastMonitor). */
   monitor?: MonitorTimings;
+  /** The in-process daemon's launch deadlines over the fixture's fast ones (fastLaunch). */
+  launch?: LaunchTimings;
   /** How long the prune of each cluster may take after the tests, ms; default 60 000. */
   pruneMs?: number;
 }
@@ -104,7 +107,7 @@ export function useDaemonWorld(options: DaemonWorldOptions = {}): DaemonWorldHan
       return current;
     },
     startDaemon: async () => {
-      current = await startInProcessDaemon(need(), options.resyncMs, options.monitor);
+      current = await startInProcessDaemon(need(), options.resyncMs, options.monitor, options.launch);
       ranInProcess = true;
       return current;
     },
