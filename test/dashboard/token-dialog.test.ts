@@ -56,7 +56,9 @@ test("a token with a curly quote or an accent is said to be unsendable and asked
   }
   await page.locator("[data-testid=token-input]").fill(token);
   await page.keyboard.press("Enter");
-  await page.waitForFunction(`document.querySelector("[data-testid=reconcile-note]").textContent.includes("took the request")`, undefined, { timeout: 10_000 });
+  // A locator's wait, not a string predicate: Playwright once evaluated that string with eval,
+  // which the page's CSP (script-src 'self') refused (CI run 52).
+  await page.locator("[data-testid=reconcile-note]", { hasText: "took the request" }).waitFor({ timeout: 10_000 });
   expect(await page.locator("[data-testid=reconcile]").textContent()).toBe("Reconcile now");
   expect(taken).toEqual([name]);
   expect(pageErrors).toEqual([]);
