@@ -2,7 +2,26 @@
  * Free loopback ports for tests and benchmarks that run side by side: one ephemeral port, or a run
  * of consecutive ports free on every given host, from a random region. No vitest imports (bench uses it).
  */
+import { readFileSync } from "node:fs";
 import { createServer, type AddressInfo } from "node:net";
+
+/**
+ * Where runs of ports are drawn from: below the kernel's ephemeral range (Linux's default starts at
+ * 32768), so neither a `freePort()` taken beside a run (an ephemeral port) nor an outgoing
+ * connection's local port can fall inside it once it is handed out. From 10000 up: clear of the
+ * well-known and commonly configured service ports.
+ */
+const runRegion = { first: 10_000, end: ephemeralStart() };
+
+/** The first port of the kernel's ephemeral range (net.ipv4.ip_local_port_range); 32768 when unreadable. */
+function ephemeralStart(): number {
+  try {
+    const first = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);
+    return Number.isInteger(first) && first > 20_000 ? first : 32_768;
+  } catch {
+    return 32_768;
+  }
+}
 
 /** A port the kernel considers free on `host` right now. */
 export function freePort(host = "127.0.0.1"): Promise<number> {
@@ -16,10 +35,10 @@ export function freePort(host = "127.0.0.1"): Promise<number> {
   });
 }
 
-/** The first of `width` consecutive ports free on every host. */
+/** The first of `width` consecutive ports free on every host, all below the ephemeral range. */
 export async function freePortRun(hosts: readonly string[], width: number): Promise<number> {
   for (let attempt = 0; attempt < 50; attempt++) {
-    const first = 20_000 + Math.floor(Math.random() * 30_000);
+    const first = runRegion.first + Math.floor(Math.random() * (runRegion.end - width - runRegion.first));
     let free = true;
     for (let port = first; port < first + width && free; port++) {
       for (const host of hosts) if (!(await canBind(host, port))) free = false;
