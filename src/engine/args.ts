@@ -38,6 +38,11 @@ export interface EngineOptions {
    * planned for. Undefined: the model's max_position_embeddings (a larger value is cut to it).
    */
   contextLength: number | undefined;
+  /**
+   * How long a streaming client may leave its response unread, once what it has not read fills the
+   * socket's buffers, before its request is given up (its slot freed), ms. Default 60000.
+   */
+  clientStallMs: number;
 }
 
 export type ParsedArgs = { kind: "run"; options: EngineOptions } | { kind: "help" } | { kind: "version" };
@@ -51,7 +56,7 @@ export const usage = `usage: shard-engine -m <model-dir> [--distributed-config <
                     [--host <ip>] [--port <port>] [--no-warmup] [--transport-token-file <file>]
                     [--model-name <name>] [--connect-timeout-ms <ms>] [--broken-exit-delay-ms <ms>]
                     [--threads <n>] [--max-sequences <n>] [--context-length <tokens>]
-                    [--compute-stall-ms <ms>]
+                    [--compute-stall-ms <ms>] [--client-stall-ms <ms>]
        shard-engine --version | --help
 
 Without --distributed-config one process serves the whole model. With it, the node named by
@@ -63,6 +68,8 @@ many requests the coordinator generates at once; later ones wait their turn. --c
 prompt and completion together; a longer prompt is refused (--host defaults to 127.0.0.1, --port to
 8080). A stage whose computation finishes no layer for --compute-stall-ms
 (default 30000) stops heartbeating its links, so its peers declare it dead as a stopped one.
+A stream's generation waits while its client reads nothing and the socket's buffers are full; a
+client that stays so for --client-stall-ms (default 60000) is disconnected and its slot freed.
 
 Exit status: 69 when a pipeline peer stopped answering (nothing on its link for 2500 ms; the last
 log line, "peer silent", names it by node id: the peer itself may still run), 1 on any other
@@ -94,6 +101,7 @@ export function parseEngineArgs(argv: string[]): ParsedArgs {
         "connect-timeout-ms": { type: "string" },
         "broken-exit-delay-ms": { type: "string" },
         "compute-stall-ms": { type: "string" },
+        "client-stall-ms": { type: "string" },
         threads: { type: "string" },
         "max-sequences": { type: "string" },
         "context-length": { type: "string" },
@@ -124,6 +132,7 @@ export function parseEngineArgs(argv: string[]): ParsedArgs {
       connectTimeoutMs: integer("connect-timeout-ms", values["connect-timeout-ms"], 60_000, 1, 24 * 3600_000),
       brokenExitDelayMs: integer("broken-exit-delay-ms", values["broken-exit-delay-ms"], 2000, 0, 600_000),
       computeStallMs: integer("compute-stall-ms", values["compute-stall-ms"], 30_000, 100, 24 * 3600_000),
+      clientStallMs: integer("client-stall-ms", values["client-stall-ms"], 60_000, 100, 24 * 3600_000),
       threads: integer("threads", values.threads, availableParallelism(), 1, 1024),
       maxSequences: integer("max-sequences", values["max-sequences"], 16, 1, 4096),
       contextLength: values["context-length"] === undefined ? undefined : integer("context-length", values["context-length"], 0, 1, 2 ** 31 - 1),

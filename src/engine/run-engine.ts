@@ -130,6 +130,7 @@ async function startHttp(
     prompts: undefined,
     requests: new RequestParser(hold),
     slots: new SequenceSlots(o.maxSequences),
+    clientStallMs: o.clientStallMs,
     pipeline: undefined,
     health: { state: "loading" },
     log,

@@ -41,7 +41,8 @@ export async function generate(
   pipeline: Pipeline,
   codec: TextCodec,
   o: GenerateOptions,
-  onDelta: (text: string, tokens: TokenInfo[]) => void,
+  /** Receives text as it is settled; a promise it returns (the client is not reading) is awaited before the next token is taken. */
+  onDelta: (text: string, tokens: TokenInfo[]) => void | Promise<void>,
   cancelled: () => boolean,
 ): Promise<GenerateResult> {
   const seq = allocateSeq();
@@ -85,12 +86,15 @@ export async function generate(
       if (tokens < o.maxTokens) next = startRun([sampled.token]);
       const safe = sendableLength(text, now.settled, o.stop);
       if (safe > emitted) {
-        onDelta(text.slice(emitted, safe), pending);
+        const delta = text.slice(emitted, safe);
+        const infos = pending;
         pending = [];
         emitted = safe;
+        // The next token's run computes meanwhile: one run in flight at most.
+        await onDelta(delta, infos);
       }
     }
-    if (text.length > emitted || pending.length > 0) onDelta(text.slice(emitted), pending);
+    if (text.length > emitted || pending.length > 0) await onDelta(text.slice(emitted), pending);
     return { text, finishReason, completionTokens: tokens };
   } finally {
     pipeline.release(seq);

@@ -35,6 +35,8 @@ export interface HttpContext {
   requests: RequestParser;
   /** Admission: the sequences generated at once. */
   slots: SequenceSlots;
+  /** How long a stream may stay backed up (its client reading nothing) before it is given up, ms. */
+  clientStallMs: number;
   pipeline: Pipeline | undefined;
   health: HealthState;
   /** The stage links' states (remote pipelines only); /health is 200 only while every one is up. */
@@ -249,7 +251,15 @@ async function complete(
       const infos: TokenInfo[] = [];
       let result: Awaited<ReturnType<typeof generate>>;
       try {
-        result = await generate(pipeline, codec, options, (_text, tokens) => infos.push(...tokens), cancelled);
+        result = await generate(
+          pipeline,
+          codec,
+          options,
+          (_text, tokens) => {
+            infos.push(...tokens);
+          },
+          cancelled,
+        );
       } catch (error) {
         if (!closed) throw error;
         ctx.log.info({ id }, "client disconnected; sequence cancelled");
@@ -266,24 +276,35 @@ async function complete(
 
     res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
     const chunkObject = request.kind === "chat" ? "chat.completion.chunk" : "text_completion";
-    const send = (choices: object[], extra: object = {}): void => {
-      if (!closed) res.write(`data: ${JSON.stringify({ id, object: chunkObject, created, model: ctx.modelName, choices, ...extra })}\n\n`);
+    let sent = 0;
+    // A chunk the socket could not take whole waits, with the next token's run, until the client
+    // reads: a client that reads slowly slows its own generation instead of this process buffering
+    // its whole completion, and one that reads nothing is let go (see untilDrained).
+    const send = (choices: object[], extra: object = {}): Promise<void> | undefined => {
+      if (closed) return undefined;
+      sent++;
+      const flushed = res.write(`data: ${JSON.stringify({ id, object: chunkObject, created, model: ctx.modelName, choices, ...extra })}\n\n`);
+      return flushed
+        ? undefined
+        : untilDrained(res, ctx.clientStallMs, () =>
+            ctx.log.warn({ id, chunksWritten: sent, stalledMs: ctx.clientStallMs }, "the client read nothing of its stream for too long; disconnected"),
+          );
     };
-    if (request.kind === "chat") send([{ index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }]);
+    if (request.kind === "chat") await send([{ index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }]);
     try {
       const result = await generate(
         pipeline,
         codec,
         options,
-        (text, tokens) => {
-          if (request.kind === "chat") send([{ index: 0, delta: { content: text }, logprobs: logprobsOf(tokens), finish_reason: null }]);
-          else send([{ index: 0, text, logprobs: logprobsOf(tokens), finish_reason: null }]);
-        },
+        (text, tokens) =>
+          request.kind === "chat"
+            ? send([{ index: 0, delta: { content: text }, logprobs: logprobsOf(tokens), finish_reason: null }])
+            : send([{ index: 0, text, logprobs: logprobsOf(tokens), finish_reason: null }]),
         cancelled,
       );
-      if (request.kind === "chat") send([{ index: 0, delta: {}, logprobs: null, finish_reason: result.finishReason }]);
-      else send([{ index: 0, text: "", logprobs: null, finish_reason: result.finishReason }]);
-      if (request.includeUsage) send([], { usage: usage(result.completionTokens) });
+      if (request.kind === "chat") await send([{ index: 0, delta: {}, logprobs: null, finish_reason: result.finishReason }]);
+      else await send([{ index: 0, text: "", logprobs: null, finish_reason: result.finishReason }]);
+      if (request.includeUsage) await send([], { usage: usage(result.completionTokens) });
       logDone(result.completionTokens, result.finishReason);
       if (!closed) res.end("data: [DONE]\n\n");
     } catch (error) {
@@ -294,6 +315,29 @@ async function complete(
       throw toApiError(error);
     }
   }
+}
+
+/**
+ * Wait until `res` has handed what it holds to the kernel ('drain') or is closed. One still backed
+ * up after `stallMs` (its client reads nothing while the socket's buffers are full) is destroyed:
+ * its request ends as a disconnected client's does and its slot is freed. `onStall` logs why.
+ */
+function untilDrained(res: ServerResponse, stallMs: number, onStall: () => void): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      res.off("drain", done);
+      res.off("close", done);
+      resolve();
+    };
+    const timer = setTimeout(() => {
+      onStall();
+      res.destroy();
+      done();
+    }, stallMs);
+    res.once("drain", done);
+    res.once("close", done);
+  });
 }
 
 function chatLogprobs(codec: TextCodec, tokens: TokenInfo[]): object {
