@@ -3,7 +3,7 @@
  * model.safetensors.index.json) and reads single tensors by offset, so a stage never reads the
  * bytes of layers it does not hold.
  */
-import { closeSync, openSync, readSync, readFileSync, existsSync } from "node:fs";
+import { closeSync, existsSync, fstatSync, openSync, readFileSync, readSync } from "node:fs";
 import { join } from "node:path";
 
 /** Where one tensor lives: file, absolute byte offset and length, dtype and shape. */
@@ -20,6 +20,26 @@ export interface TensorEntry {
 
 // A header larger than this is refused (the format's own limit is 100 MB).
 const maxHeaderBytes = 100 * 1024 * 1024;
+
+/** Bytes per element of the safetensors dtypes of whole bytes (sub-byte ones are not checked here). */
+const elementBytes = new Map<string, number>([
+  ["BOOL", 1],
+  ["U8", 1],
+  ["I8", 1],
+  ["F8_E5M2", 1],
+  ["F8_E4M3", 1],
+  ["F8_E8M0", 1],
+  ["I16", 2],
+  ["U16", 2],
+  ["F16", 2],
+  ["BF16", 2],
+  ["I32", 4],
+  ["U32", 4],
+  ["F32", 4],
+  ["I64", 8],
+  ["U64", 8],
+  ["F64", 8],
+]);
 
 /** The tensors of a model by name; a tensor's file header is read only when a tensor of that file is asked for. */
 export interface TensorIndex {
@@ -82,22 +102,53 @@ export function readHeader(file: string): TensorEntry[] {
     if (headerLength > maxHeaderBytes) throw new Error(`${file}: header of ${headerLength} bytes exceeds ${maxHeaderBytes}`);
     const headerBytes = Buffer.alloc(headerLength);
     if (readSync(fd, headerBytes, 0, headerLength, 8) !== headerLength) throw new Error(`${file}: truncated header`);
-    const header = JSON.parse(headerBytes.toString("utf8")) as Record<string, unknown>;
+    let header: unknown;
+    try {
+      header = JSON.parse(headerBytes.toString("utf8"));
+    } catch {
+      throw new Error(`${file}: the safetensors header is not valid JSON`);
+    }
+    if (typeof header !== "object" || header === null || Array.isArray(header)) throw new Error(`${file}: the safetensors header is not a JSON object`);
+    // The bytes after the header: every tensor must lie inside them, or its read would take what
+    // follows it in memory rather than fail.
+    const dataBytes = fstatSync(fd).size - 8 - headerLength;
     const entries: TensorEntry[] = [];
     for (const [name, value] of Object.entries(header)) {
       if (name === "__metadata__") continue;
-      const v = value as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
-      if (typeof v.dtype !== "string" || !Array.isArray(v.shape) || !Array.isArray(v.data_offsets)) {
-        throw new Error(`${file}: malformed header entry for ${name}`);
-      }
-      const [begin, end] = v.data_offsets as number[];
-      if (typeof begin !== "number" || typeof end !== "number" || end < begin) throw new Error(`${file}: bad data_offsets for ${name}`);
-      entries.push({ name, file, dtype: v.dtype, shape: v.shape as number[], offset: 8 + headerLength + begin, length: end - begin });
+      entries.push(readEntry(file, name, value, dataBytes, 8 + headerLength));
     }
     return entries;
   } finally {
     closeSync(fd);
   }
+}
+
+/** One header entry, checked: whole offsets inside the data, and as many bytes as its dtype and shape need. */
+function readEntry(file: string, name: string, value: unknown, dataBytes: number, dataStart: number): TensorEntry {
+  const v = (typeof value === "object" && value !== null ? value : {}) as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
+  if (typeof v.dtype !== "string" || !Array.isArray(v.shape) || !v.shape.every(isCount) || !Array.isArray(v.data_offsets)) {
+    throw new Error(`${file}: malformed header entry for tensor "${name}" (it needs a dtype, a shape of whole numbers and data_offsets)`);
+  }
+  const [begin, end] = v.data_offsets as unknown[];
+  if (v.data_offsets.length !== 2 || !isCount(begin) || !isCount(end) || end < begin) {
+    throw new Error(`${file}: tensor "${name}" has data_offsets ${JSON.stringify(v.data_offsets)}, not two whole numbers [begin, end] with begin <= end`);
+  }
+  if (end > dataBytes)
+    throw new Error(
+      `${file}: tensor "${name}" data_offsets [${begin}, ${end}] run past the end of the file's data (${dataBytes} bytes): the file is truncated or its header is wrong`,
+    );
+  const shape = v.shape as number[];
+  const size = elementBytes.get(v.dtype);
+  if (size !== undefined) {
+    // Exact: a product of safe integers can pass 2^53, where doubles round.
+    const needs = shape.reduce((p, d) => p * BigInt(d), 1n) * BigInt(size);
+    if (needs !== BigInt(end - begin)) throw new Error(`${file}: tensor "${name}" holds ${end - begin} bytes but ${v.dtype} shape [${shape.join(", ")}] needs ${needs}`);
+  }
+  return { name, file, dtype: v.dtype, shape, offset: dataStart + begin, length: end - begin };
+}
+
+function isCount(v: unknown): v is number {
+  return typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
 }
 
 /**
