@@ -6,6 +6,8 @@ import type { Server } from "node:http";
 import { basename, resolve } from "node:path";
 import type { EngineOptions } from "./args.js";
 import { computeStageRanges, readClusterConfig } from "./config/index.js";
+import { BodyBudget } from "./coordinator/body-budget.js";
+import { isLoopbackHost } from "./coordinator/foreign-request.js";
 import { createHttpServer, type HttpContext } from "./coordinator/http-server.js";
 import { LocalPipeline, type Pipeline } from "./coordinator/pipeline.js";
 import { PromptEncoder } from "./coordinator/prompt-encoder.js";
@@ -131,6 +133,9 @@ async function startHttp(
     requests: new RequestParser(hold),
     slots: new SequenceSlots(o.maxSequences),
     clientStallMs: o.clientStallMs,
+    // 16 bodies of the largest size (4 MiB), or 4096 small requests waiting, at once.
+    bodies: new BodyBudget(64 * 1024 * 1024, 16 * 1024),
+    loopback: isLoopbackHost(o.host),
     pipeline: undefined,
     health: { state: "loading" },
     log,

@@ -20,6 +20,12 @@ export type ProxyContext = {
 // header the Connection header names (a client's or backend's own per-connection fields).
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade", "host", "content-length"]);
 
+// A browser's marks of where a request came from (Origin, Sec-Fetch-*) describe the router's
+// origin, which the router has judged (browser-guard): to a backend, whose origin is another, they
+// would make a page of the router's own look like a foreign page, and a backend that refuses
+// those (shard-engine does) would refuse it.
+const BROWSER_MARKS = new Set(["origin", "sec-fetch-site", "sec-fetch-mode", "sec-fetch-dest", "sec-fetch-user"]);
+
 const CONNECT_ERRORS = new Set(["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "ENOTFOUND", "ConnectTimeout"]);
 
 /**
@@ -36,6 +42,7 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
       return;
     }
     const headers = copyHeaders(req.headers);
+    for (const mark of BROWSER_MARKS) delete headers[mark];
     headers["content-length"] = String(body.length);
     const forwardedFor = req.socket.remoteAddress;
     if (forwardedFor !== undefined) headers["x-forwarded-for"] = forwardedFor;

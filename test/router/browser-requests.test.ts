@@ -97,6 +97,11 @@ describe("requests a web page could make", () => {
   it("a client that is not a browser (no Origin, no Sec-Fetch-Site), and a page of the router's own origin: served", async () => {
     expect((await post({})).status).toBe(200);
     expect((await post({ origin: new URL(router.url).origin, "sec-fetch-site": "same-origin" })).status).toBe(200);
+    // Forwarded without the browser's marks: they name the router's origin, not the backend's, and a
+    // backend that refuses foreign pages (shard-engine does) would refuse this one.
+    const forwarded = backend.requests.at(-1)!.headers;
+    expect(forwarded.origin).toBeUndefined();
+    expect(forwarded["sec-fetch-site"]).toBeUndefined();
   });
 });
 

@@ -123,13 +123,29 @@ export function findStop(text: string, stops: string[], from: number): number {
 /** Characters at the end that could still become a stop string. */
 function holdBack(text: string, stops: string[]): number {
   let hold = 0;
-  for (const s of stops) {
-    for (let k = Math.min(s.length - 1, text.length); k > hold; k--) {
-      if (text.endsWith(s.slice(0, k))) {
-        hold = k;
-        break;
-      }
-    }
-  }
+  for (const s of stops) hold = Math.max(hold, prefixAtEnd(text, s));
   return hold;
+}
+
+/**
+ * The longest proper prefix of `stop` that `text` ends with, characters: Knuth–Morris–Pratt over
+ * the last stop.length − 1 characters of the text, so each token costs O(stop length), not the
+ * square of it (a text of one repeated character against a stop of that character and another
+ * would otherwise compare every length at every token).
+ */
+function prefixAtEnd(text: string, stop: string): number {
+  const fail = new Int32Array(stop.length);
+  for (let i = 1, k = 0; i < stop.length; i++) {
+    while (k > 0 && stop[i] !== stop[k]) k = fail[k - 1] as number;
+    if (stop[i] === stop[k]) k++;
+    fail[i] = k;
+  }
+  let matched = 0;
+  for (let i = Math.max(0, text.length - stop.length + 1); i < text.length; i++) {
+    while (matched > 0 && text[i] !== stop[matched]) matched = fail[matched - 1] as number;
+    if (text[i] === stop[matched]) matched++;
+    // A whole match is a stop found, not held back (findStop ends the completion at it first).
+    if (matched === stop.length) matched = fail[matched - 1] as number;
+  }
+  return matched;
 }

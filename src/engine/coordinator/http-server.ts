@@ -6,6 +6,8 @@
 import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Logger } from "../log.js";
+import type { BodyBudget, BodyShare } from "./body-budget.js";
+import { refuseForeignRequest } from "./foreign-request.js";
 import type { ModelConfig } from "../model/index.js";
 import { generate, type TokenInfo } from "./generate.js";
 import type { Pipeline } from "./pipeline.js";
@@ -20,6 +22,8 @@ import type { TextCodec } from "./text.js";
 export const maxBodyBytes = 4 * 1024 * 1024;
 /** Bytes of an oversized body read (and discarded) before the connection is cut. */
 const maxDrainBytes = 64 * 1024 * 1024;
+/** Longest a request's head and body may take to arrive, ms (node's default is 300 s). */
+const requestTimeoutMs = 60_000;
 /** max_tokens when the request gives none. */
 const defaultMaxTokens = 256;
 
@@ -37,6 +41,10 @@ export interface HttpContext {
   slots: SequenceSlots;
   /** How long a stream may stay backed up (its client reading nothing) before it is given up, ms. */
   clientStallMs: number;
+  /** The memory request bodies may hold, all together, until their requests take a slot. */
+  bodies: BodyBudget;
+  /** The server is bound to a loopback address: it serves loopback Host names only. */
+  loopback: boolean;
   pipeline: Pipeline | undefined;
   health: HealthState;
   /** The stage links' states (remote pipelines only); /health is 200 only while every one is up. */
@@ -57,7 +65,7 @@ export function createHttpServer(ctx: HttpContext): Server {
     handle(ctx, req, res).catch((error: unknown) => {
       const e = toApiError(error);
       if (!(error instanceof ApiError)) ctx.log.error({ err: (error as Error).message, url: req.url }, "request failed");
-      if (!res.headersSent) sendJson(res, e.status, e.body());
+      if (!res.headersSent) sendJson(res, e.status, e.body(), e.headers);
       else if (!res.writableEnded) {
         res.write(`data: ${JSON.stringify(e.body())}\n\n`);
         res.end();
@@ -65,6 +73,7 @@ export function createHttpServer(ctx: HttpContext): Server {
     });
   });
   server.keepAliveTimeout = 5000;
+  server.requestTimeout = requestTimeoutMs;
   return server;
 }
 
@@ -87,6 +96,11 @@ function unavailable(ctx: HttpContext): ApiError {
 }
 
 async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const refusal = refuseForeignRequest(req, ctx.loopback);
+  if (refusal !== undefined) {
+    req.resume();
+    throw new ApiError(403, refusal, null, "forbidden");
+  }
   const path = (req.url ?? "/").split("?")[0] as string;
   const method = routes[path];
   if (method === undefined) throw new ApiError(404, `Unknown route ${req.method} ${path}`, null, "not_found");
@@ -113,31 +127,59 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
     sendJson(res, 200, { stages: await ctx.pipeline.stats() });
     return;
   }
-  const body = await readBody(req);
-  const request = await ctx.requests.parse(body, path === "/v1/chat/completions" ? "chat" : "completion");
-  if (request.model !== undefined && request.model !== ctx.modelName) {
-    throw new ApiError(404, `The model \`${request.model}\` does not exist; this server serves \`${ctx.modelName}\``, "model", "model_not_found");
+  // Held until the request takes a slot (complete() gives it back then), or here when it fails first.
+  const share = ctx.bodies.open();
+  try {
+    const body = await readBody(req, share);
+    const request = await ctx.requests.parse(body, path === "/v1/chat/completions" ? "chat" : "completion");
+    if (request.model !== undefined && request.model !== ctx.modelName) {
+      throw new ApiError(404, `The model \`${request.model}\` does not exist; this server serves \`${ctx.modelName}\``, "model", "model_not_found");
+    }
+    await complete(ctx, ctx.pipeline, ctx.codec, ctx.prompts, request, req, res, share);
+  } finally {
+    share.release();
   }
-  await complete(ctx, ctx.pipeline, ctx.codec, ctx.prompts, request, req, res);
 }
 
-/** Read the body (at most maxBodyBytes): a larger one is refused with 413 (and cut past maxDrainBytes). */
-async function readBody(req: IncomingMessage): Promise<Buffer> {
+/**
+ * Read the body (at most maxBodyBytes) into `share`. A larger one is refused with 413, read to its
+ * end and dropped (or cut past maxDrainBytes). One the budget has no room for is refused with 503:
+ * at once when its declared length does not fit (node drops what the client still sends), else
+ * once it ends, its bytes dropped as they came.
+ */
+async function readBody(req: IncomingMessage, share: BodyShare): Promise<Buffer> {
   const declared = Number(req.headers["content-length"] ?? 0);
+  // Room for the whole declared body up front: a client that stalls holds no more than it declared.
+  if (declared <= maxBodyBytes && !share.growTo(declared)) throw busy(share);
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size <= maxBodyBytes) chunks.push(chunk);
+    if (size <= maxBodyBytes && share.growTo(size)) chunks.push(chunk);
     else if (size > maxDrainBytes) {
       req.destroy();
       break;
-    }
+    } else chunks.length = 0;
   }
   if (size > maxBodyBytes || declared > maxBodyBytes) {
     throw new ApiError(413, `Request body of ${Math.max(size, declared)} bytes exceeds the limit of ${maxBodyBytes} bytes`, null, "request_too_large");
   }
+  if (!share.fits) throw busy(share);
   return Buffer.concat(chunks);
+}
+
+function busy(share: BodyShare): ApiError {
+  const mib = Math.round(share.limitBytes / 1048576);
+  return new ApiError(
+    503,
+    `The server is busy: requests being read or waiting for a slot hold the ${mib} MiB it gives them; retry shortly`,
+    null,
+    "server_busy",
+    "unavailable",
+    {
+      "retry-after": "1",
+    },
+  );
 }
 
 async function complete(
@@ -148,6 +190,7 @@ async function complete(
   request: ChatRequest | CompletionRequest,
   req: IncomingMessage,
   res: ServerResponse,
+  share: BodyShare,
 ): Promise<void> {
   // Watched from the start: a client that leaves while its prompt is tokenized (on the tokenizer
   // thread, for long ones) or while it waits for a slot is never generated for.
@@ -222,6 +265,8 @@ async function complete(
   let release: () => void;
   try {
     release = await ctx.slots.acquire(gone.signal);
+    // Generating now: what the request holds is the pipeline's (its KV cache), not the queue's.
+    share.release();
   } catch {
     ctx.log.info({ id, queued: ctx.slots.queued }, "client disconnected while waiting for a slot");
     return;

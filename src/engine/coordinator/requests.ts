@@ -11,6 +11,8 @@ export class ApiError extends Error {
     readonly param: string | null = null,
     readonly code: string | null = null,
     readonly type = "invalid_request_error",
+    /** Headers the answer carries (Retry-After on a 503). */
+    readonly headers: Record<string, string> = {},
   ) {
     super(message);
   }
@@ -76,6 +78,9 @@ function showValue(v: unknown): string {
   return JSON.stringify(v);
 }
 
+/** Longest stop sequence accepted, characters. */
+export const maxStopChars = 1024;
+
 function parseCommon(body: Record<string, unknown>, maxTokensKeys: string[]): CommonRequest {
   if (body.model !== undefined && typeof body.model !== "string") throw bad("Expected `model` to be a string", "model");
   if (body.n !== undefined && body.n !== null && body.n !== 1) throw bad("Only `n` = 1 is supported", "n");
@@ -88,6 +93,9 @@ function parseCommon(body: Record<string, unknown>, maxTokensKeys: string[]): Co
     stop = body.stop as string[];
   } else if (body.stop !== undefined && body.stop !== null) throw bad("Expected `stop` to be a string or an array of strings", "stop");
   stop = stop.filter((s) => s.length > 0);
+  // Each token looks for the stops in the text's end: their length bounds that work.
+  const long = stop.find((s) => s.length > maxStopChars);
+  if (long !== undefined) throw bad(`A stop sequence may be at most ${maxStopChars} characters; one has ${long.length}`, "stop");
   if (body.stream !== undefined && body.stream !== null && typeof body.stream !== "boolean") throw bad("Expected `stream` to be a boolean", "stream");
   if (body.stream_options !== undefined && body.stream_options !== null && (typeof body.stream_options !== "object" || Array.isArray(body.stream_options))) {
     throw bad("Expected `stream_options` to be an object", "stream_options");
