@@ -3,7 +3,7 @@
  * terminal or transient), the reason catalogues of each concern, and the message of anything thrown.
  */
 export { ShardctlError, isShardctlError } from "./shardctl-error.js";
-export { messageOf, messageWithCauseOf } from "./message-of.js";
+export { messageOf, messageWithCauseOf, jsonErrorOf } from "./message-of.js";
 export { showText, quoteText, hasUnsafeChar, firstUnsafeChar } from "./show-text.js";
 export type {
   Reason,

@@ -1,6 +1,6 @@
 import { readdir, stat } from "node:fs/promises";
 import { join, relative } from "node:path";
-import { ShardctlError } from "../errors/index.js";
+import { jsonErrorOf, ShardctlError } from "../errors/index.js";
 import { FileRefusedError, openRegularFile, readRegularText } from "../files/index.js";
 import { readHeaderLength } from "./safetensors-header.js";
 import type { RawHeader, SourceReader } from "./model-source.js";
@@ -26,7 +26,7 @@ export function createDirReader(root: string): SourceReader {
       try {
         return JSON.parse(text) as unknown;
       } catch (error) {
-        throw new ShardctlError("ModelFileInvalid", `${file}: not valid JSON (${(error as Error).message})`, { terminal: true });
+        throw new ShardctlError("ModelFileInvalid", `${file}: not valid JSON (${jsonErrorOf(error)})`, { terminal: true });
       }
     },
     readHeader: async (path) => readLocalHeader(join(root, path)),

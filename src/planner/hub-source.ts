@@ -1,4 +1,4 @@
-import { messageWithCauseOf, ShardctlError } from "../errors/index.js";
+import { jsonErrorOf, messageWithCauseOf, ShardctlError } from "../errors/index.js";
 import { FileRefusedError, formatCap } from "../files/index.js";
 import { readHeaderLength } from "./safetensors-header.js";
 import type { ModelSource, RawHeader, SourceReader } from "./model-source.js";
@@ -91,7 +91,7 @@ export function createHubReader(source: HubSource): SourceReader {
       try {
         return JSON.parse(text) as unknown;
       } catch (error) {
-        throw new ShardctlError("ModelFileInvalid", `${where}: ${path} is not valid JSON (${(error as Error).message})`, { terminal: true });
+        throw new ShardctlError("ModelFileInvalid", `${where}: ${path} is not valid JSON (${jsonErrorOf(error)})`, { terminal: true });
       }
     },
     readHeader: async (path): Promise<RawHeader | undefined> => {

@@ -1,4 +1,4 @@
-import { messageOf, ShardctlError } from "../errors/index.js";
+import { jsonErrorOf, ShardctlError } from "../errors/index.js";
 
 /** The safetensors format caps the JSON header at 100 MB (bytes). */
 export const maxHeaderBytes = 100_000_000;
@@ -92,7 +92,7 @@ export function parseSafetensorsHeader(bytes: Uint8Array, file: string, fileSize
   try {
     parsed = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
   } catch (error) {
-    throw invalid(file, `header is not valid JSON (${messageOf(error)})`);
+    throw invalid(file, `header is not valid JSON (${jsonErrorOf(error)})`);
   }
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
     throw invalid(file, "header is not a JSON object");

@@ -101,6 +101,19 @@ describe("shardctl status", () => {
     }
   });
 
+  test("the list keeps a definition whose file name holds a newline on one row, the newline escaped (no row can be forged)", async () => {
+    const file = join(world.clustersDir, "nl\nforged  [cluster]  Healthy.toml");
+    await writeFile(file, 'nodes = ["l1"]\n[model]\nid = "org/name"\n');
+    try {
+      const list = await runShardctl(world, ["status"]);
+      const rows = list.stdout.split("\n");
+      expect(rows.filter((r) => r.startsWith("nl\\u000aforged  [cluster]  Healthy"))).toHaveLength(1);
+      expect(rows.filter((r) => r.startsWith("forged"))).toEqual([]);
+    } finally {
+      await rm(file, { force: true });
+    }
+  });
+
   test("`wait` says the same words, escaped the same way, when it gives up", async () => {
     const waited = await runShardctl(world, ["wait", "noisy", "--for", "condition=Ready", "--timeout", "2s"]);
     expect(waited.code).toBe(1);

@@ -203,6 +203,18 @@ describe("inspectModel refuses broken and non-MLX models with a clear reason", (
     await expectFailure(inspectModel({ kind: "dir", path: dir }), "SafetensorsHeaderInvalid", `${dir}/model.safetensors: header is not valid JSON`);
   });
 
+  it("ModelFileInvalid and SafetensorsHeaderInvalid never quote the file: a model path may name one its asker cannot read", async () => {
+    const dir = await tempDir();
+    await writeFile(join(dir, "config.json"), "password=hunter2 and more");
+    const error = await inspectModel({ kind: "dir", path: dir }).catch((e: unknown) => e);
+    expect(isShardctlError(error) && error.reason).toBe("ModelFileInvalid");
+    expect((error as Error).message).toBe(`${dir}/config.json: not valid JSON (Unexpected token 'p')`);
+    const headerDir = await modelWith("password=hunter2 {", 0);
+    const header = await inspectModel({ kind: "dir", path: headerDir }).catch((e: unknown) => e);
+    expect((header as Error).message).toContain(`${headerDir}/model.safetensors: header is not valid JSON`);
+    expect((header as Error).message).not.toContain("hunter2");
+  });
+
   it("SafetensorsHeaderInvalid: a file shorter than 8 bytes", async () => {
     const dir = await tempDir();
     await writeConfig(dir, llamaConfig());

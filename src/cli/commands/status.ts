@@ -178,7 +178,12 @@ function unplannedStages(status: ClusterStatus): Array<{ index: number; node: st
   return (status.nodes ?? []).map((node, index) => ({ index, node }));
 }
 
-function formatTable(rows: string[][]): string {
+/**
+ * Rows as aligned columns. Each cell is one line: a newline or tab in one (a definition's file name
+ * may hold them) is shown escaped, or it would break its row in two and could forge another.
+ */
+function formatTable(table: string[][]): string {
+  const rows = table.map((r) => r.map((cell) => showText(cell)));
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
   return rows
     .map((r) =>
