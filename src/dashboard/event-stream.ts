@@ -29,6 +29,8 @@ export function frame(event: string, data: unknown): string {
 
 export class EventStream {
   private readonly clients = new Set<ServerResponse>();
+  /** Places held by streams whose first frames are being gathered (see reserve). */
+  private pending = 0;
   private readonly heartbeat: NodeJS.Timeout;
   private readonly maxBufferedBytes: number;
   private readonly retryMs: number;
@@ -51,9 +53,25 @@ export class EventStream {
     return this.clients.size;
   }
 
-  /** As many streams are open as are served at once. */
+  /** As many streams are open, or about to be, as are served at once. */
   get full(): boolean {
-    return this.clients.size >= this.maxClients;
+    return this.clients.size + this.pending >= this.maxClients;
+  }
+
+  /**
+   * Hold a place for a stream whose first frames are being gathered (an await: without the hold, a
+   * burst of pages would all find room and all be attached, past maxClients). Undefined when full;
+   * else the release, to call once before attach (or when the stream is not opened after all).
+   */
+  reserve(): (() => void) | undefined {
+    if (this.full) return undefined;
+    this.pending += 1;
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      this.pending -= 1;
+    };
   }
 
   /** Start a client's stream with `first` (the frames that bring it up to date), then every broadcast. */

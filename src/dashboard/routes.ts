@@ -141,7 +141,7 @@ async function previewPlan(context: RouteContext, request: IncomingMessage, resp
       response,
       400,
       "DashboardBadRequest",
-      `?name=${JSON.stringify(name.slice(0, 80))}${name.length > 80 ? "…" : ""} is not a cluster name: ${allowed.name}`,
+      `?name=${JSON.stringify(name.slice(0, 80))}${name.length > 80 ? "…" : ""} is not a cluster name: ${patterns.name.test(name) ? `${name.length} characters, more than ${maxNameLength}` : allowed.name}`,
     );
   }
   let text: string;
@@ -172,7 +172,8 @@ async function previewPlan(context: RouteContext, request: IncomingMessage, resp
  * daemon could not write, then every change and a `beat` every heartbeatMs.
  */
 async function openStream(context: RouteContext, response: ServerResponse): Promise<void> {
-  if (context.stream.full) {
+  const release = context.stream.reserve();
+  if (release === undefined) {
     return replyError(
       response,
       503,
@@ -181,7 +182,13 @@ async function openStream(context: RouteContext, response: ServerResponse): Prom
       { "retry-after": "5" },
     );
   }
-  const { statuses, unchecked } = await gatherStatuses(context.source);
+  let gathered: Awaited<ReturnType<typeof gatherStatuses>>;
+  try {
+    gathered = await gatherStatuses(context.source);
+  } finally {
+    release();
+  }
+  const { statuses, unchecked } = gathered;
   const hello = {
     tokenRequired: context.token !== undefined,
     startedAt: context.startedAt,

@@ -1,20 +1,20 @@
 /**
- * One daemon per watched directory, whatever settings file or state directory each was started
- * with: the lock is keyed by the directory's real path and lives in the user's cache directory
- * (`$XDG_CACHE_HOME/shardctl/daemons`, default `~/.cache/shardctl/daemons`). It is created
+ * One daemon per watched directory, whatever settings file, state directory or user each was
+ * started with: the lock is a file in the directory itself (`.shardctl-daemon.lock`), where the
+ * daemon writes its status files too, so every daemon and every reader (`status`, `wait`,
+ * `reconcile`, run by anyone who can read the directory) finds the same one. It is created
  * exclusively and holds the owner's pid and kernel start time; a lock whose owner no longer runs
  * (killed, or its pid now names another process) is stale and is taken over — by rename, so two
  * daemons starting at once cannot both take it.
  *
  * While it runs, the daemon touches the lock every `heartbeatMs` (its modification time is the
- * heartbeat; the interval is the lock's fourth line). A daemon stopped (SIGSTOP, a frozen VM) or
- * hung in its event loop keeps its pid but stops touching it: after `missedBeats` intervals of
+ * heartbeat; the interval is the lock's fourth line), and writes it again if it is gone (a checkout
+ * that removed and recreated the directory, a `git clean`). A daemon stopped (SIGSTOP, a frozen VM)
+ * or hung in its event loop keeps its pid but stops touching it: after `missedBeats` intervals of
  * silence (and at least `minSilenceMs`) readers call it silent, because the status files it wrote
  * no longer follow what runs.
  */
-import { createHash } from "node:crypto";
-import { mkdir, open, readFile, realpath, rename, rm, stat, utimes } from "node:fs/promises";
-import { homedir } from "node:os";
+import { open, readFile, realpath, rename, rm, stat, utimes } from "node:fs/promises";
 import { join } from "node:path";
 import { ShardctlError } from "../errors/index.js";
 
@@ -55,19 +55,17 @@ export interface DaemonSighting {
   silent: boolean;
 }
 
-/** The directory the locks live in. */
-export function daemonLockDir(env: NodeJS.ProcessEnv = process.env): string {
-  return join(env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "shardctl", "daemons");
-}
+/** The lock's name in the watched directory (a hidden file: never taken for a definition). */
+export const daemonLockName = ".shardctl-daemon.lock";
 
 /** The pid of the daemon watching `watchedDir`, if one runs (answering or silent). */
-export async function daemonWatching(watchedDir: string, lockDir = daemonLockDir()): Promise<number | undefined> {
-  return (await findDaemon(watchedDir, lockDir))?.pid;
+export async function daemonWatching(watchedDir: string): Promise<number | undefined> {
+  return (await findDaemon(watchedDir))?.pid;
 }
 
 /** The daemon watching `watchedDir` and how long it has been silent, if one runs. */
-export async function findDaemon(watchedDir: string, lockDir = daemonLockDir()): Promise<DaemonSighting | undefined> {
-  const file = await lockFileFor(watchedDir, lockDir);
+export async function findDaemon(watchedDir: string): Promise<DaemonSighting | undefined> {
+  const file = await lockFileFor(watchedDir);
   const owner = await readOwner(file);
   if (owner === undefined || !(await isRunning(owner))) return undefined;
   const touched = (await stat(file).catch(() => undefined))?.mtimeMs;
@@ -80,31 +78,27 @@ export function describeSilence(daemon: DaemonSighting): string {
   return `pid ${daemon.pid}, not heard from for ${Math.round(daemon.silentMs / 1000)} s: stopped or hung?`;
 }
 
-async function lockFileFor(watchedDir: string, lockDir: string): Promise<string> {
-  const real = await realpath(watchedDir).catch(() => watchedDir);
-  return join(lockDir, `${createHash("sha256").update(real).digest("hex").slice(0, 16)}.lock`);
+async function lockFileFor(watchedDir: string): Promise<string> {
+  return join(await realpath(watchedDir).catch(() => watchedDir), daemonLockName);
 }
 
 /** Take the lock of `watchedDir` and touch it every `heartbeatMs` until released. */
-export async function acquireDaemonLock(watchedDir: string, lockDir = daemonLockDir(), heartbeatMs = defaultHeartbeatMs): Promise<DaemonLock> {
-  await mkdir(lockDir, { recursive: true }).catch((error: unknown) => {
-    throw new ShardctlError(
-      "DaemonLockFailed",
-      `cannot create ${lockDir}, where the daemon keeps the lock that stops a second daemon on the same directory (${(error as Error).message}): set XDG_CACHE_HOME to a directory you can write`,
-      { cause: error },
-    );
-  });
+export async function acquireDaemonLock(watchedDir: string, heartbeatMs = defaultHeartbeatMs): Promise<DaemonLock> {
   const real = await realpath(watchedDir).catch(() => watchedDir);
-  const file = await lockFileFor(watchedDir, lockDir);
+  const file = await lockFileFor(watchedDir);
   const me: Owner = { pid: process.pid, startTime: await startTimeOf(process.pid), heartbeatMs };
   for (let attempt = 0; attempt < 5; attempt++) {
     try {
-      const handle = await open(file, "wx");
-      await handle.writeFile(`${me.pid}\n${me.startTime}\n${real}\n${heartbeatMs}\n`);
-      await handle.close();
-      return holdLock(file, me, heartbeatMs);
+      await writeLock(file, me, real);
+      return holdLock(file, me, real, heartbeatMs);
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") {
+        throw new ShardctlError(
+          "DaemonLockFailed",
+          `cannot create ${file}, the lock that stops a second daemon watching ${real} (${(error as Error).message}): run the daemon as a user who can write that directory (it writes the status files there too)`,
+          { cause: error },
+        );
+      }
     }
     const owner = await readOwner(file);
     if (owner !== undefined && (await isRunning(owner))) {
@@ -134,12 +128,26 @@ export async function acquireDaemonLock(watchedDir: string, lockDir = daemonLock
   throw new ShardctlError("DaemonLockFailed", `could not take the daemon lock ${file} for ${real}`);
 }
 
-/** The taken lock: touched every `heartbeatMs` (a timer that keeps no process alive) until released. */
-function holdLock(file: string, me: Owner, heartbeatMs: number): DaemonLock {
+/** Create the lock file of `me` (exclusively: EEXIST when one is there). */
+async function writeLock(file: string, me: Owner, real: string): Promise<void> {
+  const handle = await open(file, "wx");
+  try {
+    await handle.writeFile(`${me.pid}\n${me.startTime}\n${real}\n${me.heartbeatMs ?? ""}\n`);
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * The taken lock: touched every heartbeat (a timer that keeps no process alive) until released.
+ * One found gone is written again, exclusively: a daemon that took the directory meanwhile keeps it.
+ */
+function holdLock(file: string, me: Owner, real: string, heartbeatMs: number): DaemonLock {
   const beat = setInterval(() => {
     const now = new Date();
-    // A lock removed by hand is not recreated here; the next daemon's start decides.
-    void utimes(file, now, now).catch(() => undefined);
+    void utimes(file, now, now).catch(async (error: unknown) => {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") await writeLock(file, me, real).catch(() => undefined);
+    });
   }, heartbeatMs);
   beat.unref();
   return {

@@ -63,7 +63,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   // prom-client is loaded by the daemon alone, not by every command that reads a status; before
   // the lock is taken, so that a failure to load it leaves no lock behind.
   const { DaemonMetrics } = await import("./metrics.js");
-  const lock = await acquireDaemonLock(dir, undefined, settings.daemon.heartbeatSeconds * 1000);
+  const lock = await acquireDaemonLock(dir, settings.daemon.heartbeatSeconds * 1000);
   const log = options.log;
   const pool = createNodePool(settings);
   const metrics = new DaemonMetrics();

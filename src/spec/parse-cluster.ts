@@ -71,7 +71,8 @@ function checkCluster(data: unknown, file: string, settings: Settings, locator: 
   if (name !== undefined && name !== stem) {
     add(["name"], `${JSON.stringify(name)} differs from the file name ${quoteText(basename(file))}; rename the file or drop the key`);
   } else if (getRaw(data, ["name"]) === undefined && (!patterns.name.test(stem) || stem.length > 63)) {
-    issues.push({ file, line: 1, col: 1, path: "", message: `file name ${quoteText(basename(file))} is not a valid cluster name: expected ${allowed.name}` });
+    const why = patterns.name.test(stem) ? `${stem.length} characters, more than a cluster name's 63` : `expected ${allowed.name}`;
+    issues.push({ file, line: 1, col: 1, path: "", message: `file name ${quoteText(basename(file))} is not a valid cluster name: ${why}` });
   }
 
   const nodes = getRaw(data, ["nodes"]);

@@ -92,7 +92,10 @@ function checkSettings(data: unknown, file: string, locator: Locator): SpecIssue
     }
     const memory = getRaw(nodes, [name, "memory"]);
     const limit = getRaw(nodes, [name, "memory_limit"]);
-    if ((trySize(limit) ?? 0) > (trySize(memory) ?? Infinity)) {
+    // Only two sizes compare: a missing or malformed one has its own issue (or none to have).
+    const limitBytes = trySize(limit);
+    const memoryBytes = trySize(memory);
+    if (limitBytes !== undefined && memoryBytes !== undefined && memoryBytes >= 0 && limitBytes > memoryBytes) {
       const message = `${JSON.stringify(limit)} exceeds the declared memory ${JSON.stringify(memory)}`;
       issues.push(makeIssue(file, locator, ["nodes", name, "memory_limit"], message));
     }

@@ -81,12 +81,12 @@ test("--json: the status files as JSON (a list, or one object for one cluster)",
   expect(one.stages).toHaveLength(2);
 });
 
-test("--watch redraws the cluster's cards in place until Ctrl-C, then exits 0", async () => {
+test("--watch on a terminal redraws the cluster's cards in place until Ctrl-C, then exits 0", async () => {
   const { spawn } = await import("node:child_process");
   const { shardctlJs } = await import("../reconciler/daemon-fixture.js");
-  const child = spawn(process.execPath, [shardctlJs, "status", "live", "--watch", "--config", world.settingsFile, "--dir", world.clustersDir], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  // A real terminal: util-linux's script(1) runs the command on a pseudo-terminal.
+  const command = [process.execPath, shardctlJs, "status", "live", "--watch", "--config", world.settingsFile, "--dir", world.clustersDir].map((a) => `'${a}'`).join(" ");
+  const child = spawn("script", ["-qfec", command, "/dev/null"], { stdio: ["pipe", "pipe", "pipe"] });
   let out = "";
   child.stdout.on("data", (d: Buffer) => (out += d.toString()));
   const closed = new Promise<number | null>((resolve) => child.once("close", (code) => resolve(code)));
@@ -94,13 +94,44 @@ test("--watch redraws the cluster's cards in place until Ctrl-C, then exits 0", 
   // Two frames: it redraws (clear screen + home) rather than printing once.
   const clear = "\x1b[H\x1b[2J";
   while (out.split(clear).length - 1 < 2 && Date.now() < deadline) await sleep(100);
-  child.kill("SIGINT");
+  // Ctrl-C, as typed: the terminal sends the foreground process SIGINT.
+  child.stdin.write("\x03");
   expect(await closed).toBe(0);
   const frames = out.split(clear).filter((f) => f.trim() !== "");
   expect(frames.length).toBeGreaterThanOrEqual(2);
   expect(frames[0]).toMatch(/^live \[cluster\]\s+Healthy/);
   expect(frames[0]).toMatch(/^0\s+l1\s+\[0, 2\)\s+\d+\s+yes\s+listening/m);
   expect(frames[0]).toContain("Ctrl-C to quit");
+});
+
+test("--watch into a pipe: snapshots without terminal codes (with --json, one document per line); it exits 0 when the reader goes", async () => {
+  const { spawn } = await import("node:child_process");
+  const { shardctlJs } = await import("../reconciler/daemon-fixture.js");
+  for (const json of [false, true]) {
+    const child = spawn(process.execPath, [shardctlJs, "status", "--watch", ...(json ? ["--json"] : []), "--config", world.settingsFile, "--dir", world.clustersDir], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (err += d.toString()));
+    const closed = new Promise<number | null>((resolve) => child.once("close", (code) => resolve(code)));
+    const deadline = Date.now() + 10_000;
+    const snapshots = (): string[] => (json ? out.split("\n").filter((l) => l !== "") : out.split("\n\n").filter((f) => f.trim() !== ""));
+    while (snapshots().length < 2 && Date.now() < deadline) await sleep(100);
+    expect(out).not.toContain("\x1b");
+    expect(out).not.toContain("Ctrl-C");
+    if (json) {
+      for (const line of snapshots()) expect((JSON.parse(line) as Array<{ cluster: string }>).map((s) => s.cluster)).toEqual(["idle", "live"]);
+    } else {
+      expect(snapshots().length).toBeGreaterThanOrEqual(2);
+      expect(snapshots()[0]).toMatch(/^NAME\s+HEALTH/);
+    }
+    // The reader goes (as `| head` does): the next write fails with EPIPE, and it exits quietly.
+    child.stdout.destroy();
+    expect(await closed).toBe(0);
+    expect(err).not.toMatch(/EPIPE|at .*\.js:\d+/);
+  }
 });
 
 test("an invalid settings edit leaves the serving cluster Ready; status still prints, with a warning", async () => {

@@ -116,6 +116,28 @@ describe("shardctl validate", () => {
     expect(stray.stderr).toContain("stray/prod-settings.toml:1:1: model: is required");
   });
 
+  it("validates settings under another name alone in a folder with no shardctl.toml; definitions there still need one", async () => {
+    const alone = await mkdtemp(join(tmpdir(), "shardctl-validate-alone-"));
+    try {
+      await writeFile(join(alone, "other.toml"), settings);
+      expect(await validate(alone, "other.toml")).toEqual({ code: 0, stdout: "ok: 1 settings file, 0 definitions\n", stderr: "" });
+      await writeFile(join(alone, "bad.toml"), '[nodes.studio-1]\nhost = "10.0.0.1"\n');
+      const bad = await validate(alone, "bad.toml");
+      expect(bad.code).toBe(1);
+      expect(bad.stderr).toContain("bad.toml:1:1: nodes.studio-1.model_dir: is required");
+      await writeFile(join(alone, "llama.toml"), 'nodes = ["studio-1"]\n[model]\nid = "org/name"\n');
+      const definition = await validate(alone, "other.toml", "llama.toml");
+      expect(definition.code).toBe(1);
+      expect(definition.stderr).toContain(
+        "shardctl.toml: no settings file here, and cluster definitions are checked against its node registry (pass --config <file>, or create shardctl.toml)",
+      );
+      const missing = await validate(alone, "--config", "nosuch.toml", "other.toml");
+      expect(missing.stderr).toContain("nosuch.toml: cannot read the settings file given with --config (is the path right?)");
+    } finally {
+      await rm(alone, { recursive: true, force: true });
+    }
+  });
+
   it("refuses two definitions whose coordinators share an address, at the port key of each", async () => {
     const run = await validate(dir, "clash");
     expect(run.code).toBe(1);

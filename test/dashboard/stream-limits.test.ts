@@ -80,4 +80,18 @@ describe("the event stream's clients", () => {
       for (const reader of readers) reader.close();
     }
   });
+
+  it("a burst of pages at once still gets no more streams than the limit: the places are held while their first frames are gathered", async () => {
+    await expect.poll(() => dashboard.clients, { timeout: 5000 }).toBe(0);
+    const url = new URL("api/events", dashboard.url).href;
+    const controllers = Array.from({ length: 10 }, () => new AbortController());
+    try {
+      // All ten ask before any has its statuses (they take 300 ms): each found room before the fix.
+      const answers = await Promise.all(controllers.map((c) => fetch(url, { signal: c.signal })));
+      expect(answers.map((a) => a.status).sort()).toEqual([200, 200, 200, 503, 503, 503, 503, 503, 503, 503]);
+      expect(dashboard.clients).toBe(3);
+    } finally {
+      for (const c of controllers) c.abort();
+    }
+  });
 });

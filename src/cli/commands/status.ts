@@ -1,6 +1,7 @@
 /**
  * `shardctl status [name] [--json] [--watch]`: read the status files. Without a name, one line
- * per cluster; with a name, the per-stage cards. `--watch` redraws in place every second.
+ * per cluster; with a name, the per-stage cards. `--watch` redraws in place every second (into a
+ * pipe: a snapshot every second; with --json, one document per line).
  */
 import { basename, dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
@@ -41,27 +42,44 @@ export async function run(args: string[]): Promise<number> {
   };
 
   if (!values.watch) {
-    const keeper = describeKeeper(context.clustersDir, await findDaemon(context.clustersDir));
-    if (keeper !== undefined) console.error(keeper);
     const statuses = await read();
+    const keeper = describeKeeper(
+      context.clustersDir,
+      await findDaemon(context.clustersDir),
+      statuses.some((s) => s.status !== undefined),
+    );
+    if (keeper !== undefined) console.error(keeper);
     console.log(render(statuses));
     const problems = statuses.flatMap((s) => (s.unreadable === undefined ? [] : [s.unreadable]));
     // The detail view says it in place; the list and JSON only mark the row.
     if (!detailed || values.json === true) for (const problem of problems) console.error(showText(problem, { keepLines: true }));
     return problems.length > 0 ? 1 : 0;
   }
-  // Live monitor: redraw in place until Ctrl-C.
+  // Live monitor until Ctrl-C, or until whoever reads the output goes (a pipe's reader exits: EPIPE).
+  const gone = new Promise<void>((resolve) => process.stdout.on("error", () => resolve()));
+  // On a terminal: redrawn in place. Into a pipe or a file: a snapshot every second, without the
+  // terminal's screen-clearing codes; with --json, one document per line (JSON Lines).
+  const onTerminal = process.stdout.isTTY === true && values.json !== true;
   const draw = async (): Promise<void> => {
     const statuses = await read();
     // Asked at every redraw: the daemon can stop or hang while the monitor runs.
-    const keeper = describeKeeper(context.clustersDir, await findDaemon(context.clustersDir));
+    const keeper = describeKeeper(
+      context.clustersDir,
+      await findDaemon(context.clustersDir),
+      statuses.some((s) => s.status !== undefined),
+    );
     const problems = [...(detailed ? [] : statuses.flatMap((s) => (s.unreadable === undefined ? [] : [s.unreadable]))), ...(keeper === undefined ? [] : [keeper])];
+    if (values.json === true) {
+      process.stdout.write(`${render(statuses).replace(/\n\s*/g, "")}\n`);
+      if (problems.length > 0) console.error(showText(problems.join("\n"), { keepLines: true }));
+      return;
+    }
     const below = problems.length === 0 ? "" : `\n\n${showText(problems.join("\n"), { keepLines: true })}`;
-    process.stdout.write(`\x1b[H\x1b[2J${render(statuses)}${below}\n\n(refreshing every second; Ctrl-C to quit)\n`);
+    process.stdout.write(onTerminal ? `\x1b[H\x1b[2J${render(statuses)}${below}\n\n(refreshing every second; Ctrl-C to quit)\n` : `${render(statuses)}${below}\n\n`);
   };
   await draw();
   const timer = setInterval(() => void draw(), 1000);
-  await waitForSignal();
+  await Promise.race([waitForSignal(), gone]);
   clearInterval(timer);
   return 0;
 }

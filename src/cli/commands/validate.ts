@@ -32,10 +32,10 @@ export async function run(args: string[]): Promise<number> {
   // A FIFO or an oversized file is refused at once with its located reason; anything else unreadable is a usage error.
   const settingsText = await readSettingsText(configFile).catch((error: unknown) => {
     if (isShardctlError(error)) throw error;
-    throw new UsageError(`${configFile}: cannot read the settings file (pass --config <file> or create shardctl.toml)`);
+    // No shardctl.toml here: settings files named on the command line can still be checked alone.
+    if (values.config === undefined) return undefined;
+    throw new UsageError(`${configFile}: cannot read the settings file given with --config (is the path right?)`);
   });
-  const settings = parseSettings(settingsText, configFile);
-  const issues: SpecIssue[] = settings.ok ? [] : [...settings.issues];
 
   // A settings file named (or found in a named directory) is validated as settings, never as a
   // definition: the --config file itself, any other file called shardctl.toml, and a file named on
@@ -43,7 +43,9 @@ export async function run(args: string[]): Promise<number> {
   // would only show a list of unknown keys). One found in a directory under another name is left a
   // definition, as the daemon takes it.
   const { files: named, given } = await expandPaths(positionals);
-  const configPath = await realPathOf(configFile);
+  const settings = settingsText === undefined ? undefined : parseSettings(settingsText, configFile);
+  const issues: SpecIssue[] = settings === undefined || settings.ok ? [] : [...settings.issues];
+  const configPath = settings === undefined ? undefined : await realPathOf(configFile);
   const isSettingsFile = async (file: string): Promise<boolean> =>
     basename(file) === settingsFileName || (await realPathOf(file)) === configPath || (given.has(file) && holdsSettings(await readSettingsText(file).catch(() => "")));
   const definitions: string[] = [];
@@ -51,6 +53,11 @@ export async function run(args: string[]): Promise<number> {
   for (const file of named) {
     if (!(await isSettingsFile(file))) definitions.push(file);
     else if ((await realPathOf(file)) !== configPath) otherSettings.add(file);
+  }
+  if (settings === undefined && definitions.length > 0) {
+    throw new UsageError(
+      `${configFile}: no settings file here, and cluster definitions are checked against its node registry (pass --config <file>, or create shardctl.toml)`,
+    );
   }
   for (const file of otherSettings) {
     // One that cannot be opened (a link to nothing, no permission) is a problem of that file, said
@@ -63,7 +70,7 @@ export async function run(args: string[]): Promise<number> {
     const other = parseSettings(text, file);
     if (!other.ok) issues.push(...other.issues);
   }
-  if (settings.ok) {
+  if (settings?.ok === true) {
     const specs: ClusterSpec[] = [];
     for (const file of definitions) {
       const result = await loadCluster(file, settings.value);
@@ -75,13 +82,13 @@ export async function run(args: string[]): Promise<number> {
   }
 
   for (const issue of issues) console.error(formatIssue({ ...issue, file: displayPath(issue.file) }));
-  const checked = `${plural(1 + otherSettings.size, "settings file")}, ${plural(definitions.length, "definition")}`;
+  const checked = `${plural((settings === undefined ? 0 : 1) + otherSettings.size, "settings file")}, ${plural(definitions.length, "definition")}`;
   if (issues.length === 0) {
     console.log(`ok: ${checked}`);
     return 0;
   }
   const failed = new Set(issues.map((issue) => issue.file)).size;
-  const note = settings.ok ? "" : "; cluster definitions were not checked because the settings are invalid";
+  const note = settings === undefined || settings.ok ? "" : "; cluster definitions were not checked because the settings are invalid";
   console.error(`${plural(issues.length, "problem")} in ${plural(failed, "file")} (checked ${checked})${note}`);
   return 1;
 }

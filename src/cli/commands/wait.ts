@@ -75,7 +75,7 @@ export async function run(args: string[]): Promise<number> {
     const daemon = verdict === "met" ? await findDaemon(context.clustersDir) : undefined;
     silent = daemon?.silent === true ? daemon : undefined;
     if (verdict === "met" && silent === undefined) {
-      // No daemon at all may mean another user's (its lock is in that user's cache): said, not refused.
+      // No daemon at all: what the status file says held when it was written; said, not refused.
       if (daemon === undefined) console.error(describeKeeper(context.clustersDir, daemon));
       console.log(showText(`${last!.cluster}: condition ${type} holds at revision ${short(revision)} (${last!.health})`));
       return 0;

@@ -75,7 +75,7 @@ const dirFlag = {
 const logFormatFlag = {
   name: "--log-format",
   value: "<json|pretty>",
-  description: "log lines for people (pretty, coloured unless NO_COLOR is set) or for machines (one JSON object a line)",
+  description: "log lines for people (pretty; coloured as Node decides: FORCE_COLOR when set, else off with NO_COLOR) or for machines (one JSON object a line)",
   default: "pretty on a terminal, json otherwise",
   complete: { kind: "words", words: ["json", "pretty"] },
 } as const satisfies FlagSpec;
@@ -113,14 +113,18 @@ export const commandTable = [
     flags: [
       jsonFlag,
       { name: "--markdown", description: "print each plan as Markdown (for a pull request comment)" },
-      { name: "--detailed-exitcode", description: "exit 2 when a feasible plan differs from the one its status file records" },
+      {
+        name: "--detailed-exitcode",
+        description:
+          "exit 2 when a feasible plan's split (nodes and layer ranges) differs from the one its status file records, or there is none; `diff` shows every other change",
+      },
       { name: "--probe", description: "budget with what the nodes report, capped by their declared memory, as the daemon does" },
       ...contextFlags,
     ],
     exitCodes: [
       { code: 0, meaning: "every plan is feasible" },
       { code: 1, meaning: "a definition is invalid or a plan is infeasible" },
-      { code: 2, meaning: "(with --detailed-exitcode) a plan differs from the status file's" },
+      { code: 2, meaning: "(with --detailed-exitcode) a plan's split differs from the status file's, or there is no status file" },
     ],
     example: "shardctl plan llama --markdown",
   },
@@ -146,7 +150,7 @@ export const commandTable = [
     purpose: "watch cluster definitions and converge what runs to them",
     usage: "shardctl daemon [--dir clusters] [--config shardctl.toml] [--teardown-on-exit] [--log-format json|pretty]",
     details: [
-      "Watches *.toml in the directory and the settings file; writes <name>.status.json beside each. One daemon per directory (its lock is in ~/.cache/shardctl/daemons).",
+      "Watches *.toml in the directory and the settings file; writes <name>.status.json beside each. One daemon per directory, whoever runs it (its lock is .shardctl-daemon.lock in the directory).",
       "SIGINT/SIGTERM stop watching and leave the clusters running, unless --teardown-on-exit.",
     ],
     operands: { kind: "none" },
