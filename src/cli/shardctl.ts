@@ -32,6 +32,11 @@ async function main(argv: string[]): Promise<number> {
     return name === undefined ? 1 : 0;
   }
   const spec = findCommand(name);
+  if (spec === undefined && name.startsWith("-")) {
+    throw new UsageError(
+      `unknown option "${name}" before a command; shardctl itself takes --version (-V) and --help (-h), and each command its own (\`shardctl help <command>\`)`,
+    );
+  }
   if (spec === undefined) throw new UsageError(`unknown command "${name}"; the commands are ${commandNames.join(", ")} (\`shardctl help <command>\` for one)`);
   // No shardctl flag takes "--help" or "-h" as its value, so either one anywhere asks for help.
   if (args.includes("--help") || args.includes("-h")) {

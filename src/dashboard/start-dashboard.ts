@@ -92,10 +92,14 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   await new Promise<void>((resolve, reject) => {
     server.once("error", (error) =>
       reject(
-        new ShardctlError("DashboardListenFailed", `the dashboard cannot listen on ${address} ([daemon] ui_address): ${messageOf(error)}`, {
-          terminal: true,
-          cause: error,
-        }),
+        new ShardctlError(
+          "DashboardListenFailed",
+          `the dashboard cannot listen on ${address} ([daemon] ui_address in the settings file): ${messageOf(error)}; choose a free address there, or stop what holds it`,
+          {
+            terminal: true,
+            cause: error,
+          },
+        ),
       ),
     );
     server.listen({ host, port }, resolve);

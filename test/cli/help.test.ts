@@ -71,6 +71,10 @@ describe("shardctl help", () => {
     expect(run.code).toBe(1);
     expect(run.stdout).toBe("");
     expect(run.stderr).toContain(`unknown command "deploy"; the commands are ${names}`);
+    // An option where the command goes (`shardctl -v`): said to be one, with the two shardctl takes.
+    const option = await shardctl(["-v"]);
+    expect(option.code).toBe(1);
+    expect(option.stderr).toContain('unknown option "-v" before a command; shardctl itself takes --version (-V) and --help (-h)');
   });
 
   it("ends a usage error with the command's usage line from the table", async () => {

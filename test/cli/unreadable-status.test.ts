@@ -81,6 +81,8 @@ test("wait: times out saying the status file was unreadable; waits through it un
   expect(timedOut.stderr).toMatch(
     new RegExp(`^timed out after 1s waiting for condition Planned at revision ${revision}: ${statusFile} exists but cannot be read: not JSON: [^\\n]*\\n$`),
   );
+  // No daemon runs yet: the message says nothing would have changed the file.
+  expect(timedOut.stderr).toContain(`; no shardctl daemon is watching ${world.clustersDir} (start one: shardctl daemon)`);
 
   // A FIFO in its place now: wait keeps looking, and the daemon's first pass replaces it.
   await rm(statusFile, { force: true });

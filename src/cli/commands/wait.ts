@@ -101,7 +101,12 @@ export async function run(args: string[]): Promise<number> {
               : `observed revision ${short(last.observedRevision)}, health ${last.health}${condition ? `, ${type}=${condition.status} (${condition.reason}: ${condition.message})` : ""}`;
       // The status's words are the daemon's and its engines' (log lines, error output): each control
       // character is shown as its escape, as `status` shows it, never sent to the terminal.
-      console.error(showText(`timed out after ${values.timeout ?? "10m"} waiting for condition ${type} at revision ${short(revision)}: ${now}`));
+      // Whether anything could have changed it: a wait with no daemon watching is a wait for nothing.
+      const keeper =
+        silent === undefined && (await findDaemon(context.clustersDir)) === undefined
+          ? `; no shardctl daemon is watching ${context.clustersDir} (start one: shardctl daemon)`
+          : "";
+      console.error(showText(`timed out after ${values.timeout ?? "10m"} waiting for condition ${type} at revision ${short(revision)}: ${now}${keeper}`));
       return 1;
     }
     await new Promise((resolve) => setTimeout(resolve, 200));

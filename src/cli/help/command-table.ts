@@ -116,7 +116,7 @@ export const commandTable = [
       {
         name: "--detailed-exitcode",
         description:
-          "exit 2 when a feasible plan's split (nodes and layer ranges) differs from the one its status file records, or there is none; `diff` shows every other change",
+          "exit 2 when a feasible plan's split (nodes and layer ranges) differs from the one the status file beside the definition records, or there is none; `diff` (which compares with what runs under the cluster's name) shows every other change",
       },
       { name: "--probe", description: "budget with what the nodes report, capped by their declared memory, as the daemon does" },
       ...contextFlags,

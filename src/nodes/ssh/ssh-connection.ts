@@ -174,7 +174,12 @@ export class SshConnection {
         // requests just before it closes, in the same turn: told apart once that turn is over.
         setImmediate(() => {
           const lost = this.client !== client;
-          reject(new ShardctlError(lost ? "NodeUnreachable" : "NodeCommandFailed", `node ${this.node.name}: SFTP unavailable: ${error.message}`));
+          reject(
+            new ShardctlError(
+              lost ? "NodeUnreachable" : "NodeCommandFailed",
+              `node ${this.node.name}: SFTP unavailable: ${error.message}${lost ? "" : " (a push needs the node's sshd to offer SFTP: a `Subsystem sftp` line in its sshd_config)"}`,
+            ),
+          );
         });
       });
     });
