@@ -15,6 +15,7 @@ import {
   definitionText,
   freePort,
   freePortRange,
+  readStatusFile,
   runShardctl,
   startInProcessDaemon,
   startWorld,
@@ -86,6 +87,9 @@ describe("shardctl status", () => {
     expect(detail.stdout + detail.stderr).not.toMatch(raw);
     const list = await runShardctl(world, ["status"]);
     expect(list.stdout + list.stderr).not.toMatch(raw);
+    // A failing cluster's row says why: its last error's reason beside its health.
+    const { lastError } = (await readStatusFile(world, "noisy"))!;
+    expect(list.stdout).toMatch(new RegExp(`^noisy\\s+\\[cluster\\]\\s+(Progressing|Stalled) \\(${lastError!.reason}\\)\\s`, "m"));
   });
 
   test("--json: the same document, its C1 and bidi characters escaped (JSON.stringify leaves them raw)", async () => {

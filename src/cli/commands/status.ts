@@ -116,10 +116,13 @@ function renderList(rows: Row[]): string {
     // launched); a status without it (an older daemon's) falls back to the plan, then the cards.
     const planned = status.nodes?.length ?? status.plan?.stages.length ?? status.stages.length;
     const ready = status.conditions.find((c) => c.type === "Ready");
+    // A cluster that is not where it should be says why in the row (the last error's reason, as
+    // `Progressing (PortInUse)`): the list is where a failing cluster is noticed first.
+    const why = status.health !== "Healthy" && status.health !== "Stopped" && status.lastError !== undefined ? ` (${status.lastError.reason})` : "";
     table.push([
       name,
       "[cluster]",
-      status.health,
+      `${status.health}${why}`,
       status.model ?? "-",
       `${alive}/${planned}`,
       status.coordinator?.url ?? "-",
