@@ -14,7 +14,7 @@
  * silence (and at least `minSilenceMs`) readers call it silent, because the status files it wrote
  * no longer follow what runs.
  */
-import { open, readFile, realpath, rename, rm, stat, utimes } from "node:fs/promises";
+import { link, readFile, realpath, rename, rm, stat, utimes, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { ShardctlError } from "../errors/index.js";
 
@@ -128,13 +128,23 @@ export async function acquireDaemonLock(watchedDir: string, heartbeatMs = defaul
   throw new ShardctlError("DaemonLockFailed", `could not take the daemon lock ${file} for ${real}`);
 }
 
-/** Create the lock file of `me` (exclusively: EEXIST when one is there). */
+/**
+ * Create the lock file of `me`, exclusively (EEXIST when one is there) and whole: written under a
+ * name of its own, then linked to the lock's name, so no reader ever finds it empty (an empty lock
+ * reads as stale, and another daemon would take it over).
+ */
 async function writeLock(file: string, me: Owner, real: string): Promise<void> {
-  const handle = await open(file, "wx");
+  const text = `${me.pid}\n${me.startTime}\n${real}\n${me.heartbeatMs ?? ""}\n`;
+  const draft = `${file}.${me.pid}.new`;
+  await writeFile(draft, text);
   try {
-    await handle.writeFile(`${me.pid}\n${me.startTime}\n${real}\n${me.heartbeatMs ?? ""}\n`);
+    await link(draft, file);
+  } catch (error) {
+    // A file system without hard links (some network and FUSE mounts): created exclusively in place.
+    if (!["EPERM", "ENOTSUP", "EOPNOTSUPP", "ENOSYS"].includes((error as NodeJS.ErrnoException).code ?? "")) throw error;
+    await writeFile(file, text, { flag: "wx" });
   } finally {
-    await handle.close();
+    await rm(draft, { force: true });
   }
 }
 
