@@ -153,17 +153,22 @@ async function writeLock(file: string, me: Owner, real: string): Promise<void> {
  * One found gone is written again, exclusively: a daemon that took the directory meanwhile keeps it.
  */
 function holdLock(file: string, me: Owner, real: string, heartbeatMs: number): DaemonLock {
+  let released = false;
+  // The beat under way, if any: release waits for it, so a lock it is writing again is not left behind.
+  let beating: Promise<void> = Promise.resolve();
   const beat = setInterval(() => {
     const now = new Date();
-    void utimes(file, now, now).catch(async (error: unknown) => {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") await writeLock(file, me, real).catch(() => undefined);
+    beating = utimes(file, now, now).catch(async (error: unknown) => {
+      if (!released && (error as NodeJS.ErrnoException).code === "ENOENT") await writeLock(file, me, real).catch(() => undefined);
     });
   }, heartbeatMs);
   beat.unref();
   return {
     file,
     release: async () => {
+      released = true;
       clearInterval(beat);
+      await beating;
       await releaseIfOurs(file, me);
     },
   };
