@@ -144,7 +144,7 @@ export function planShards(profile: ModelProfile, nodes: readonly PlanNode[], op
         "StageDoesNotFit",
         `stage ${i} on node "${node.name}" (layers [${start}, ${end})) needs ${formatBytes(totalBytes)} ` +
           `(weights ${formatBytes(weightBytes)} + KV ${formatBytes(kvBytes)}) but its budget is ${formatBytes(budget)} ` +
-          `(headroom ${o.headroom}): ${formatBytes(totalBytes - budget)} short`,
+          `(headroom ${o.headroom}): ${formatBytes(totalBytes - budget)} short${unitHint(node)}`,
       );
     }
     start = end;
@@ -223,4 +223,18 @@ function sum(values: readonly number[], start: number, end: number): number {
   let total = 0;
   for (let i = start; i < end; i++) total += values[i] ?? 0;
   return total;
+}
+
+/**
+ * A hint for a registry figure that is surely a size written without its unit: `memory = 64`
+ * is 64 bytes (a bare number is a byte count), and no node has less than a mebibyte.
+ */
+function unitHint(node: PlanNode): string {
+  const tiny = (
+    [
+      ["memory", node.memoryBytes],
+      ["memory_limit", node.memoryLimitBytes],
+    ] as const
+  ).find(([, bytes]) => bytes !== undefined && bytes < 2 ** 20);
+  return tiny === undefined ? "" : `; its ${tiny[0]} is ${tiny[1]} bytes: a bare number is a byte count, so write the unit (e.g. "${tiny[1]}GiB")`;
 }

@@ -214,6 +214,21 @@ describe("gates", () => {
     expect(stage.fit!).toBeGreaterThan(1);
   });
 
+  it("StageDoesNotFit on a memory written without its unit says a bare number is a byte count", () => {
+    const plan = planShards(
+      profile,
+      [
+        { name: "big", memoryBytes: 12 * GiB },
+        { name: "typo", memoryBytes: 64 },
+      ],
+      equal,
+    );
+    expect(reasons(plan.errors)).toEqual(["StageDoesNotFit"]);
+    expect(plan.errors[0]!.message).toMatch(
+      /^stage 1 on node "typo" .* short; its memory is 64 bytes: a bare number is a byte count, so write the unit \(e\.g\. "64GiB"\)$/,
+    );
+  });
+
   it("UnvalidatedModelFamily: error, or a warning when the definition opts in; mistral is validated", () => {
     const qwen = syntheticProfile({ layerBytes: uniform(16, GiB), config: { model_type: "qwen2" } });
     const refused = planShards(qwen, nodes(16, 16), equal);
