@@ -12,6 +12,7 @@ import type { Logger } from "pino";
 import type { LaunchDeadlines } from "../launch/index.js";
 import { startRouter, type RunningRouter } from "../router/index.js";
 import { definitionsDirMissing, loadSettings, type Settings } from "../spec/index.js";
+import { isShardctlError, messageOf, ShardctlError } from "../errors/index.js";
 import { acquireDaemonLock } from "./daemon-lock.js";
 import { createNodePool } from "../cluster/index.js";
 import { dashboardTokenOf, startDashboard, type Dashboard } from "../dashboard/index.js";
@@ -104,12 +105,23 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   let requestSweep: NodeJS.Timeout | undefined;
   const closeMetrics = (): Promise<void> => new Promise<void>((r) => (metricsServer === undefined ? r() : metricsServer.close(() => r())));
   try {
-    // Every listener first, before any work is queued. The embedded router serves the same config
-    // the registrar edits.
+    // Every listener first, before any work is queued. Each is tried even when one before it could
+    // not listen, so a daemon whose addresses are taken names every one at once, not one per start.
+    const cannotListen: unknown[] = [];
+    const listen = async (start: () => Promise<void>): Promise<void> => {
+      await start().catch((error: unknown) => {
+        if (!isShardctlError(error) || !error.reason.endsWith("ListenFailed")) throw error;
+        cannotListen.push(error);
+      });
+    };
+    // The embedded router serves the same config the registrar edits.
     if (settings.router.embedded && settings.router.kind === "continuum" && settings.router.config !== undefined) {
-      const running = (router = await startRouter({ configFile: settings.router.config, logger: log.child({ component: "router" }) }));
-      started.push(() => running.close());
-      log.info({ url: router.url }, "embedded router listening");
+      const configFile = settings.router.config;
+      await listen(async () => {
+        const running = (router = await startRouter({ configFile, logger: log.child({ component: "router" }) }));
+        started.push(() => running.close());
+        log.info({ url: running.url }, "embedded router listening");
+      });
     }
     if (settings.daemon.metricsAddress !== undefined) {
       metricsServer = await metrics.serve(settings.daemon.metricsAddress);
@@ -117,18 +129,26 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       log.info({ address: settings.daemon.metricsAddress }, "metrics listening");
     }
     if (settings.daemon.uiAddress !== undefined) {
-      const source = dashboardSource({ dir, settingsFile: options.settingsFile, reconciler, pool });
-      const serving = (dashboard = await startDashboard({
-        address: settings.daemon.uiAddress,
-        token: uiToken,
-        source,
-        log: log.child({ component: "dashboard" }),
-        // The page's sign of life, at the lock's rhythm.
-        stream: { heartbeatMs: settings.daemon.heartbeatSeconds * 1000 },
-      }));
-      started.push(() => serving.close());
-      // Not `token`: the log redacts fields of that name, which hid whether one is required.
-      log.info({ url: dashboard.url, tokenRequired: uiToken !== undefined }, "dashboard listening");
+      const address = settings.daemon.uiAddress;
+      await listen(async () => {
+        const source = dashboardSource({ dir, settingsFile: options.settingsFile, reconciler, pool });
+        const serving = (dashboard = await startDashboard({
+          address,
+          token: uiToken,
+          source,
+          log: log.child({ component: "dashboard" }),
+          // The page's sign of life, at the lock's rhythm.
+          stream: { heartbeatMs: settings.daemon.heartbeatSeconds * 1000 },
+        }));
+        started.push(() => serving.close());
+        // Not `token`: the log redacts fields of that name, which hid whether one is required.
+        log.info({ url: serving.url, tokenRequired: uiToken !== undefined }, "dashboard listening");
+      });
+    }
+    const [first, ...others] = cannotListen;
+    if (first !== undefined && isShardctlError(first)) {
+      if (others.length === 0) throw first;
+      throw new ShardctlError(first.reason, [first, ...others].map((e) => messageOf(e)).join("\n"), { terminal: true, cause: first });
     }
 
     // Watch the definitions and the settings.
