@@ -182,13 +182,7 @@ async function openStream(context: RouteContext, response: ServerResponse): Prom
       { "retry-after": "5" },
     );
   }
-  let gathered: Awaited<ReturnType<typeof gatherStatuses>>;
-  try {
-    gathered = await gatherStatuses(context.source);
-  } finally {
-    release();
-  }
-  const { statuses, unchecked } = gathered;
+  const { statuses, unchecked } = await gatherStatuses(context.source).finally(release);
   const hello = {
     tokenRequired: context.token !== undefined,
     startedAt: context.startedAt,

@@ -63,18 +63,17 @@ exit 0`;
  */
 export const watchExitScript = `${startTimeFunction}
 pid=$1 want=$2 i=0
-if [ -d /proc/self ]; then
-  while IFS= read -r s 2>/dev/null <"/proc/$pid/stat"; do
+alive() {
+  if [ -d /proc/self ]; then
+    IFS= read -r s 2>/dev/null <"/proc/$pid/stat" || return 1
     s=\${s##*") "}
     set -- $s
-    [ "$1" != Z ] && [ "linux:\${20}" = "$want" ] || exit 0
-    sleep 0.1
-    i=$((i + 1))
-    if [ $((i % 10)) -eq 0 ]; then printf . || exit 0; fi
-  done
-  exit 0
-fi
-while [ "$(st "$pid")" = "$want" ]; do
+    [ "$1" != Z ] && [ "linux:\${20}" = "$want" ]
+  else
+    [ "$(st "$pid")" = "$want" ]
+  fi
+}
+while alive; do
   sleep 0.1
   i=$((i + 1))
   if [ $((i % 10)) -eq 0 ]; then printf . || exit 0; fi

@@ -12,7 +12,7 @@ import type { Logger } from "pino";
 import type { LaunchDeadlines } from "../launch/index.js";
 import { startRouter, type RunningRouter } from "../router/index.js";
 import { definitionsDirMissing, loadSettings, type Settings } from "../spec/index.js";
-import { isShardctlError, messageOf, ShardctlError } from "../errors/index.js";
+import { isShardctlError, ShardctlError } from "../errors/index.js";
 import { acquireDaemonLock } from "./daemon-lock.js";
 import { createNodePool } from "../cluster/index.js";
 import { dashboardTokenOf, startDashboard, type Dashboard } from "../dashboard/index.js";
@@ -107,7 +107,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   try {
     // Every listener first, before any work is queued. Each is tried even when one before it could
     // not listen, so a daemon whose addresses are taken names every one at once, not one per start.
-    const cannotListen: unknown[] = [];
+    const cannotListen: ShardctlError[] = [];
     const listen = async (start: () => Promise<void>): Promise<void> => {
       await start().catch((error: unknown) => {
         if (!isShardctlError(error) || !error.reason.endsWith("ListenFailed")) throw error;
@@ -146,9 +146,9 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       });
     }
     const [first, ...others] = cannotListen;
-    if (first !== undefined && isShardctlError(first)) {
+    if (first !== undefined) {
       if (others.length === 0) throw first;
-      throw new ShardctlError(first.reason, [first, ...others].map((e) => messageOf(e)).join("\n"), { terminal: true, cause: first });
+      throw new ShardctlError(first.reason, [first, ...others].map((e) => e.message).join("\n"), { terminal: true, cause: first });
     }
 
     // Watch the definitions and the settings.

@@ -31,12 +31,16 @@ export async function run(args: string[]): Promise<number> {
 
   // What each status file says, and why the ones that exist but cannot be read cannot.
   const read = async (): Promise<Row[]> => Promise.all(files.map(async (f) => ({ name: basename(f, ".toml"), ...(await readRow(statusFileFor(f))) })));
-  const render = (statuses: Row[]): string => {
+  // `indent`: the JSON's, 2 (a document to read) or 0 (one line of JSON Lines, for --watch).
+  const render = (statuses: Row[], indent = 2): string => {
     // JSON leaves DEL, C1 controls and bidi overrides raw; escaped, the document parses the same.
     if (values.json)
-      return showText(JSON.stringify(detailed && statuses.length === 1 ? (statuses[0]!.status ?? null) : statuses.map((s) => s.status ?? { cluster: s.name }), null, 2), {
-        keepLines: true,
-      });
+      return showText(
+        JSON.stringify(detailed && statuses.length === 1 ? (statuses[0]!.status ?? null) : statuses.map((s) => s.status ?? { cluster: s.name }), null, indent),
+        {
+          keepLines: true,
+        },
+      );
     // Statuses quote engines' log lines, nodes' errors and file names: shown, never obeyed by the terminal.
     return showText(detailed ? statuses.map((s) => renderDetail(s.name, s.status, s.unreadable)).join("\n\n") : renderList(statuses), { keepLines: true });
   };
@@ -70,7 +74,7 @@ export async function run(args: string[]): Promise<number> {
     );
     const problems = [...(detailed ? [] : statuses.flatMap((s) => (s.unreadable === undefined ? [] : [s.unreadable]))), ...(keeper === undefined ? [] : [keeper])];
     if (values.json === true) {
-      process.stdout.write(`${render(statuses).replace(/\n\s*/g, "")}\n`);
+      process.stdout.write(`${render(statuses, 0)}\n`);
       if (problems.length > 0) console.error(showText(problems.join("\n"), { keepLines: true }));
       return;
     }

@@ -19,11 +19,6 @@ export class BodyBudget {
     readonly perRequestBytes: number,
   ) {}
 
-  /** Bytes held now. */
-  get held(): number {
-    return this.heldBytes;
-  }
-
   /** A share for one request: it starts at `perRequestBytes` when that fits (else `fits` is false). */
   open(): BodyShare {
     return new BodyShare(this);
