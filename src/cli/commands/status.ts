@@ -81,9 +81,11 @@ export async function run(args: string[]): Promise<number> {
     const below = problems.length === 0 ? "" : `\n\n${showText(problems.join("\n"), { keepLines: true })}`;
     process.stdout.write(onTerminal ? `\x1b[H\x1b[2J${render(statuses)}${below}\n\n(refreshing every second; Ctrl-C to quit)\n` : `${render(statuses)}${below}\n\n`);
   };
+  // Listening before the first draw: a Ctrl-C typed while it reads the files still exits 0.
+  const stopped = waitForSignal();
   await draw();
   const timer = setInterval(() => void draw(), 1000);
-  await Promise.race([waitForSignal(), gone]);
+  await Promise.race([stopped, gone]);
   clearInterval(timer);
   return 0;
 }
