@@ -236,11 +236,37 @@ describe("shardctl validate", () => {
     expect(run.stdout).toMatch(/^ok: 1 settings file, \d+ definitions?\n$/);
   });
 
-  it("exits 1 with a usage message for a missing path or no path", async () => {
+  it("exits 1 with a usage message for a missing path, or for no path where there is no settings file", async () => {
     const missing = await validate(dir, "nope.toml");
     expect(missing).toMatchObject({ code: 1, stderr: "shardctl: nope.toml: no such file or directory\n" });
-    const none = await validate(dir);
+    const empty = await mkdtemp(join(tmpdir(), "shardctl-validate-none-"));
+    const none = await validate(empty);
     expect(none.code).toBe(1);
-    expect(none.stderr).toMatch(/^shardctl: expected at least one file or directory/);
+    expect(none.stderr).toMatch(/^shardctl: nothing to check: no shardctl\.toml here; name the files or directories to check, or pass --config <file>/);
+    await rm(empty, { recursive: true });
+  });
+
+  it("with no path: the settings file and clusters/ beside it (or --dir), as the daemon reads them", async () => {
+    const copy = await mkdtemp(join(tmpdir(), "shardctl-validate-default-"));
+    await cp(join(repoRoot, "shardctl.toml"), join(copy, "shardctl.toml"));
+    await cp(join(repoRoot, "clusters"), join(copy, "clusters"), { recursive: true, filter: (src) => !src.endsWith(".status.json") });
+    const both = await validate(copy);
+    expect(both.code).toBe(0);
+    expect(both.stdout).toMatch(/^ok: 1 settings file, [1-9]\d* definitions?\n$/);
+    // A broken definition there is found without naming it.
+    await writeFile(join(copy, "clusters", "broken.toml"), 'name = "broken"\n');
+    const broken = await validate(copy);
+    expect(broken.code).toBe(1);
+    expect(broken.stderr).toMatch(/^clusters\/broken\.toml:\d+:\d+: /m);
+    // --dir names another directory; without clusters/ only the settings are checked.
+    const other = join(copy, "defs");
+    await mkdir(other);
+    await cp(join(copy, "clusters", "broken.toml"), join(other, "broken.toml"));
+    await rm(join(copy, "clusters"), { recursive: true });
+    expect(await validate(copy)).toMatchObject({ code: 0, stdout: "ok: 1 settings file, 0 definitions\n" });
+    const dirGiven = await validate(copy, "--dir", "defs");
+    expect(dirGiven.code).toBe(1);
+    expect(dirGiven.stderr).toMatch(/^defs\/broken\.toml:\d+:\d+: /m);
+    await rm(copy, { recursive: true });
   });
 });

@@ -1,8 +1,13 @@
-/** `shardctl validate [--config shardctl.toml] <paths…>`: schema and semantic validation of definitions. */
+/**
+ * `shardctl validate [--config shardctl.toml] [paths…]`: schema and semantic validation of definitions
+ * and settings. Without paths: the settings file and the definitions directory (`--dir`, default
+ * clusters/ beside the settings).
+ */
 import { realpath, stat } from "node:fs/promises";
-import { basename, relative, resolve } from "node:path";
+import { basename, dirname, join, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { isShardctlError, messageOf } from "../../errors/index.js";
+import { pathExists } from "../../files/index.js";
 import {
   findClusterFiles,
   formatIssue,
@@ -23,10 +28,10 @@ export async function run(args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args,
     allowPositionals: true,
-    options: { config: { type: "string" } },
+    options: { config: { type: "string" }, dir: { type: "string" } },
   });
-  if (positionals.length === 0) throw new UsageError(`expected at least one file or directory\n${usage}`);
   const configFile = values.config ?? "shardctl.toml";
+  const paths = positionals.length > 0 ? positionals : await defaultPaths(configFile, values.dir);
 
   // The settings come first: every definition is checked against their node registry.
   // A FIFO or an oversized file is refused at once with its located reason; anything else unreadable is a usage error.
@@ -42,7 +47,7 @@ export async function run(args: string[]): Promise<number> {
   // the command line that holds settings tables (settings under another name, which as a definition
   // would only show a list of unknown keys). One found in a directory under another name is left a
   // definition, as the daemon takes it.
-  const { files: named, given } = await expandPaths(positionals);
+  const { files: named, given } = await expandPaths(paths);
   const settings = settingsText === undefined ? undefined : parseSettings(settingsText, configFile);
   const issues: SpecIssue[] = settings === undefined || settings.ok ? [] : [...settings.issues];
   const configPath = settings === undefined ? undefined : await realPathOf(configFile);
@@ -91,6 +96,20 @@ export async function run(args: string[]): Promise<number> {
   const note = settings === undefined || settings.ok ? "" : "; cluster definitions were not checked because the settings are invalid";
   console.error(`${plural(issues.length, "problem")} in ${plural(failed, "file")} (checked ${checked})${note}`);
   return 1;
+}
+
+/**
+ * What `validate` alone checks: the settings file and the definitions directory the daemon would
+ * watch (`--dir`, default clusters/ beside the settings), as `shardctl validate shardctl.toml clusters`.
+ * A default directory that does not exist is left out; one given with --dir must exist.
+ */
+async function defaultPaths(configFile: string, dir: string | undefined): Promise<string[]> {
+  if (!(await pathExists(configFile))) {
+    throw new UsageError(`nothing to check: no ${configFile} here; name the files or directories to check, or pass --config <file>\n${usage}`);
+  }
+  if (dir !== undefined) return [configFile, dir];
+  const clusters = join(dirname(resolve(configFile)), "clusters");
+  return (await pathExists(clusters)) ? [configFile, displayPath(clusters)] : [configFile];
 }
 
 /** The name every command looks for settings under. */
