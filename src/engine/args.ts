@@ -82,6 +82,27 @@ function integer(name: string, value: string | undefined, fallback: number, min:
   return n;
 }
 
+/** Every flag shard-engine reads (node:util parseArgs, strict: any other stops it at once). */
+export const engineFlags = {
+  model: { type: "string", short: "m" },
+  "distributed-config": { type: "string" },
+  "node-id": { type: "string" },
+  host: { type: "string" },
+  port: { type: "string" },
+  "no-warmup": { type: "boolean" },
+  "transport-token-file": { type: "string" },
+  "model-name": { type: "string" },
+  "connect-timeout-ms": { type: "string" },
+  "broken-exit-delay-ms": { type: "string" },
+  "compute-stall-ms": { type: "string" },
+  "client-stall-ms": { type: "string" },
+  threads: { type: "string" },
+  "max-sequences": { type: "string" },
+  "context-length": { type: "string" },
+  version: { type: "boolean", short: "V" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
 export function parseEngineArgs(argv: string[]): ParsedArgs {
   let values;
   try {
@@ -89,25 +110,7 @@ export function parseEngineArgs(argv: string[]): ParsedArgs {
       args: argv,
       strict: true,
       allowPositionals: false,
-      options: {
-        model: { type: "string", short: "m" },
-        "distributed-config": { type: "string" },
-        "node-id": { type: "string" },
-        host: { type: "string" },
-        port: { type: "string" },
-        "no-warmup": { type: "boolean" },
-        "transport-token-file": { type: "string" },
-        "model-name": { type: "string" },
-        "connect-timeout-ms": { type: "string" },
-        "broken-exit-delay-ms": { type: "string" },
-        "compute-stall-ms": { type: "string" },
-        "client-stall-ms": { type: "string" },
-        threads: { type: "string" },
-        "max-sequences": { type: "string" },
-        "context-length": { type: "string" },
-        version: { type: "boolean", short: "V" },
-        help: { type: "boolean", short: "h" },
-      },
+      options: engineFlags,
     }));
   } catch (error) {
     throw new EngineUsageError((error as Error).message);

@@ -329,6 +329,12 @@ export interface ExtraArgRules {
   readonly refused: Readonly<Record<string, string>>;
   /** Flags the driver sets on every process itself; a second copy would contradict it. */
   readonly setByDriver: readonly string[];
+  /**
+   * Every flag the engine's own program reads (long and short), when it is known exactly: its
+   * parser refuses any other, which would stop every process at start. Checked only when the
+   * definition runs that program (no `[engine] binary` naming another). Undefined: not known.
+   */
+  readonly flags?: readonly string[];
 }
 
 export interface StageCountAdvice {

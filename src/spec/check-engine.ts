@@ -61,18 +61,25 @@ function checkInterpreter(data: unknown, engine: EngineFacts, add: AddIssue): vo
 }
 
 /**
- * Why an extra engine argument is refused, or undefined when it is acceptable. The engine's
+ * Why an extra engine argument is refused, or undefined when it is acceptable: a flag the engine
+ * refuses or the launcher sets, or (for the engine's own program, whose flags are known) a flag it
+ * does not read. The engine's
  * argument parser has the last word, so every spelling it reads as a protected flag counts: a
  * long flag with its value after "=", a short flag with its value glued on ("-m/other/model"),
  * and a long flag's prefix ("--mod", which Python's argparse expands to --model).
  */
-export function checkExtraArg(arg: string, engine: EngineFacts): string | undefined {
-  const { refused, setByDriver } = engine.extraArgs;
+export function checkExtraArg(arg: string, engine: EngineFacts, ownProgram: boolean): string | undefined {
+  const { refused, setByDriver, flags } = engine.extraArgs;
   for (const flag of flagsNamedBy(arg)) {
     const full = Object.keys(refused).find((f) => namedBy(f, flag)) ?? setByDriver.find((f) => namedBy(f, flag));
-    if (full === undefined) continue;
-    if (Object.hasOwn(refused, full)) return `${quote(arg)} is refused: ${refused[full]}`;
-    return `${quote(arg)} is refused: the launcher sets ${full} itself`;
+    if (full !== undefined) {
+      if (Object.hasOwn(refused, full)) return `${quote(arg)} is refused: ${refused[full]}`;
+      return `${quote(arg)} is refused: the launcher sets ${full} itself`;
+    }
+    if (ownProgram && flags !== undefined && !flags.includes(flag)) {
+      const open = flags.filter((f) => f.startsWith("--") && !Object.hasOwn(refused, f) && !setByDriver.includes(f));
+      return `${quote(arg)} is not a flag of ${engine.name}: every process would stop at start (the flags a definition may pass: ${open.join(", ")})`;
+    }
   }
   return undefined;
 }
@@ -97,9 +104,11 @@ function checkExtraArgs(data: unknown, engine: EngineFacts, add: AddIssue): void
   const args = getRaw(data, ["engine", "extra_args"]);
   // Over the schema's maximum, zod reports the length alone and none of the elements.
   if (!Array.isArray(args) || args.length > maxExtraArgs) return;
+  // Another program named by `binary` may read other flags than the engine's own.
+  const ownProgram = getRaw(data, ["engine", "binary"]) === undefined;
   args.forEach((arg: unknown, index) => {
     if (typeof arg !== "string") return;
-    const problem = checkExtraArg(arg, engine);
+    const problem = checkExtraArg(arg, engine, ownProgram);
     if (problem !== undefined) add(["engine", "extra_args", index], problem);
   });
 }

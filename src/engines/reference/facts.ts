@@ -50,9 +50,23 @@ export const referenceFacts = {
   // token (a definition must not point a stage at another file), the served name, the threads
   // each stage gets of its machine's cores, and the sequences its KV caches are planned for
   // (`max_sequences`: more at once would outgrow the plan).
+  // Its parser is strict, and its flags are these (src/engine/args.ts; a test holds the two
+  // lists equal): an unknown one is said at validate, not found by a crash loop at launch. --help
+  // and --version print and exit, so a stage given one would never serve.
   extraArgs: {
-    refused: mlxcelFacts.extraArgs.refused,
+    refused: {
+      ...mlxcelFacts.extraArgs.refused,
+      "--help": "shard-engine prints its usage and exits: no process would serve",
+      "--version": "shard-engine prints its version and exits: no process would serve",
+      "-h": "shard-engine prints its usage and exits: no process would serve",
+      "-V": "shard-engine prints its version and exits: no process would serve",
+    },
     setByDriver: [...mlxcelFacts.extraArgs.setByDriver, "--transport-token-file", "--model-name", "--threads", "--max-sequences", "--context-length"],
+    flags: [
+      ...["-m", "--model", "--distributed-config", "--node-id", "--host", "--port", "--transport-token-file", "--model-name"],
+      ...["--threads", "--max-sequences", "--context-length", "--no-warmup", "--connect-timeout-ms", "--broken-exit-delay-ms"],
+      ...["--compute-stall-ms", "--client-stall-ms", "--version", "-V", "--help", "-h"],
+    ],
   },
   stageCount: mlxcelFacts.stageCount,
   memoryHeadroom: mlxcelFacts.memoryHeadroom,
