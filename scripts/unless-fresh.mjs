@@ -6,11 +6,12 @@
 import { spawnSync } from "node:child_process";
 import { readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
+import process from "node:process";
 
 const args = process.argv.slice(2);
 const split = args.indexOf("--");
 if (split < 2 || split === args.length - 1) {
-  console.error("usage: node scripts/unless-fresh.mjs <output> <input>… -- <command> <argument>…");
+  process.stderr.write("usage: node scripts/unless-fresh.mjs <output> <input>… -- <command> <argument>…\n");
   process.exit(2);
 }
 const [output, ...inputs] = args.slice(0, split);
@@ -42,12 +43,12 @@ function outputTime() {
 }
 
 if (outputTime() >= Math.max(...inputs.map(newestUnder))) {
-  console.log(`${output} is newer than ${inputs.join(", ")}: not rebuilt`);
+  process.stdout.write(`${output} is newer than ${inputs.join(", ")}: not rebuilt\n`);
   process.exit(0);
 }
 const step = spawnSync(command, commandArgs, { stdio: "inherit" });
 if (step.error !== undefined) {
-  console.error(`${command}: ${step.error.message}`);
+  process.stderr.write(`${command}: ${step.error.message}\n`);
   process.exit(1);
 }
 process.exit(step.status ?? 1);
