@@ -24,7 +24,7 @@ import { askCoordinatorHealth, probeOneToken } from "./coordinator-probes.js";
 import type { LaunchContext, LaunchRequest, LaunchResult, TimelineEvent } from "./types.js";
 import { watchStopped, type StoppedWatch } from "./stopped-watch.js";
 import { waitUntil } from "./wait-until.js";
-import { listeningPorts, type NodeAccess } from "../nodes/index.js";
+import { listeningPorts, type NodeAccess, type PortAnswer } from "../nodes/index.js";
 import { isShardctlError, messageOf, ShardctlError } from "../errors/index.js";
 
 export async function launchCluster(request: LaunchRequest, context: LaunchContext): Promise<LaunchResult> {
@@ -394,13 +394,17 @@ async function waitListening(
   stopped: StoppedWatch,
 ): Promise<void> {
   const where = `${address.host}:${address.port}`;
-  await waitStageUp(
-    node,
-    process,
-    () => prober.isPortOpen(address.host, address.port, 1_000),
-    { before: `listening on ${where}`, notDone: `listen on ${where}` },
-    { ...wait, intervalMs: 50 },
-    stopped,
+  // A port not yet bound is refused by its host at once; silence (no answer at all) is the path.
+  let last: PortAnswer | undefined;
+  const isUp = async (): Promise<boolean> => {
+    last = await prober.probePort(address.host, address.port, 1_000).catch(() => undefined);
+    return last === "open";
+  };
+  const from = prober.config.name;
+  await waitStageUp(node, process, isUp, { before: `listening on ${where}`, notDone: `listen on ${where}` }, { ...wait, intervalMs: 50 }, stopped, () =>
+    last === "no-answer"
+      ? `its transport address ${where} was still silent from ${from} at the deadline (${wait.deadlineMs} ms; no answer, not a refusal): the path from ${from} to ${process.node} is down or blocked`
+      : undefined,
   );
 }
 
@@ -431,6 +435,8 @@ async function waitStageUp(
   words: { before: string; notDone: string },
   timing: Wait & { intervalMs: number },
   stopped: StoppedWatch,
+  /** Why the stage, though running, could not be seen up: a path that is cut. Undefined: not known. */
+  pathCut: () => string | undefined = () => undefined,
 ): Promise<void> {
   const label = processLabel("stage", process.index);
   const liveness = livenessOf(node, process);
@@ -447,6 +453,12 @@ async function waitStageUp(
     const exited = `${label} on ${process.node} ${await describeExit(node, process)} before ${words.before}`;
     if (portTakenIn(logTail)) throw new LaunchError("PortInUse", `${label}-listen`, `${exited}: ${portTakenAdvice}`, { logTail });
     throw new LaunchError("StageExited", `${label}-listen`, exited, { logTail });
+  }
+  // The stage runs (its node answered every liveness probe) and only the path to it is silent:
+  // the network's failure, not the cluster's, said as such and not counted against its budget.
+  const cut = liveness.silence() === "" ? pathCut() : undefined;
+  if (cut !== undefined) {
+    throw new LaunchError("StageLinkUnreachable", `${label}-listen`, `${label} on ${process.node} runs, but ${cut}${stopped.words()}`, { logTail });
   }
   throw new LaunchError(
     "StageListenTimeout",

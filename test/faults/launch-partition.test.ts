@@ -14,7 +14,7 @@
  * cut off, without using up the restart budget. After the heal the leftover is stopped before
  * anything is launched again, and the cluster converges with new processes.
  */
-import { mkdir, rm, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { expect, it } from "vitest";
 import { bundledShardEngineCommand } from "../../src/launch/index.js";
@@ -104,3 +104,43 @@ it("a stage host partitioned while its stage starts: the launch fails within its
   expect(await chat(`http://127.0.0.1:${new URL(ready.coordinator!.url).port}`, cluster.world.modelDir)).toBeTypeOf("string");
   expect(cluster.world.audit.problems).toEqual([]);
 }, 180_000);
+
+it("the data path to a stage host cut while its control channel works: the stage runs but its port is silent, so the launch fails naming the path (StageLinkUnreachable), not counted against the budget; it converges after the heal", async () => {
+  const n2 = cluster.lab.hosts[1]!;
+  const delayFlag = join(cluster.world.root, "delay-stage-1");
+  await writeFile(delayFlag, "");
+  // Another binary path than the first test's: a changed definition, so the cluster is replaced.
+  const path = await stage1DelayedEngine(delayFlag, 3);
+  const other = join(cluster.world.root, "bin", "delays-stage-1-again.sh");
+  await writeFile(other, await readFile(path), { mode: 0o755 });
+  const before = (await cluster.ledger())?.processes.map((p) => p.pid) ?? [];
+  await cluster.define({ binary: other });
+
+  await until(
+    async () => (await cluster.ledger())?.processes.some((p) => p.node === "n2" && p.pid > 0 && !before.includes(p.pid)) === true,
+    60_000,
+    "n2's new stage started",
+    25,
+  );
+  const launchedAt = Date.now();
+  await n2.cutData();
+  try {
+    const failed = await cluster.waitFor((s) => s.timeline.some((e) => e.step === "launch-failed"), 40_000);
+    await rm(delayFlag);
+    const detail = failed.timeline.find((e) => e.step === "launch-failed")!.detail ?? "";
+    expect(detail).toMatch(
+      /^StageLinkUnreachable at stage-1-listen: stage-1 on n2 runs, but its transport address \S+ was still silent from \S+ at the deadline \(8000 ms; no answer, not a refusal\): the path from \S+ to n2 is down or blocked/,
+    );
+    console.log(`data path cut: failed ${Date.now() - launchedAt} ms after the cut: ${detail}`);
+    // Given back: a second failed launch while the path stays cut leaves the count where it was.
+    const second = await cluster.waitFor((s) => s.restarts?.evidence.filter((e) => e.reason === "StageLinkUnreachable").length === 2, 60_000);
+    expect(second.restarts?.count).toBe(0);
+    expect(conditionOf(second, "Ready")?.status).not.toBe("True");
+    expect(second.health).not.toBe("Stalled");
+  } finally {
+    await n2.heal();
+  }
+  const ready = await cluster.waitForReady(90_000);
+  expect(ready.restarts?.count).toBe(1);
+  expect(cluster.world.audit.problems).toEqual([]);
+}, 240_000);

@@ -22,7 +22,8 @@ export type LaunchStepReason =
   | "PortRangeExhausted"
   /**
    * A stage could not reach the next stage's transport address (the link between their nodes is
-   * down or blocked), so the pipeline never formed, whichever step noticed (transient).
+   * down or blocked), so the pipeline never formed, whichever step noticed; or a stage that runs
+   * stayed silent (no answer, not a refusal) from the coordinator's node (transient).
    */
   | "StageLinkUnreachable"
   /** The coordinator exited before /health answered 200, or right after it started (transient). */

@@ -43,6 +43,11 @@ export interface LabHost {
    * channel goes silent, every other link of the host (the pipeline's) keeps working. `heal` ends it.
    */
   cutSsh(): Promise<void>;
+  /**
+   * Drop every TCP packet to and from the host but its sshd's (silently, both ways): the pipeline's
+   * links go silent, the control channel keeps working. `heal` ends it.
+   */
+  cutData(): Promise<void>;
   /** Kill every sshd process of the host (listener and sessions): the control channel is lost. */
   killSshd(): Promise<void>;
   startSshd(): Promise<void>;
@@ -250,6 +255,10 @@ export async function startLab(count = 3): Promise<Lab> {
         cutSsh: async () => {
           await iptables(["-I", "INPUT", "-p", "tcp", "--dport", "22", "-j", "DROP"]);
           await iptables(["-I", "OUTPUT", "-p", "tcp", "--sport", "22", "-j", "DROP"]);
+        },
+        cutData: async () => {
+          await iptables(["-I", "INPUT", "-p", "tcp", "!", "--dport", "22", "-j", "DROP"]);
+          await iptables(["-I", "OUTPUT", "-p", "tcp", "!", "--sport", "22", "-j", "DROP"]);
         },
         loss: async (fraction) => {
           const p = String(fraction);
