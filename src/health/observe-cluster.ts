@@ -72,7 +72,11 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
         liveness,
         transport,
       };
-      const unchanged = before !== undefined && before.alive === card.alive && before.transport === card.transport;
+      // Since when the process has been in its state: first seen, or its liveness or port changed.
+      // A spell of not knowing (its node did not answer: liveness or transport unknown) is no
+      // change of the process, and an SSH blink must not read as a restart.
+      const blink = [card.liveness, before?.liveness, card.transport, before?.transport].includes("unknown");
+      const unchanged = before !== undefined && (blink || (before.alive === card.alive && before.transport === card.transport));
       card.since = unchanged && before.since !== undefined ? before.since : at;
       return card;
     }),

@@ -24,7 +24,7 @@ import type { PassOutcome } from "./queue/work-queue.js";
 import { StepFailure } from "./run-step.js";
 import { readStatus, statusFileFor } from "./status/index.js";
 import { summarizePass } from "./summarize-pass.js";
-import { clearRuntime, failed, isServing, setConditions, settle, type Verdict } from "./verdicts.js";
+import { clearRuntime, deathHealth, failed, isServing, setConditions, settle, type Verdict } from "./verdicts.js";
 import { ReconcilerWorld, type MonitorTuning } from "./world.js";
 import { StatusFeed } from "./status-feed.js";
 
@@ -90,7 +90,7 @@ export class Reconciler {
     // last word on the launch the pass kept: its health is not written over with the pass's.
     const kept = pass?.launched ?? pass?.entry;
     if (kept !== undefined && memory.deathRecordedFor === kept.startedAt && (verdict.health === "Healthy" || verdict.health === "Degraded")) {
-      verdict = { ...verdict, result: "waiting", health: "Unhealthy", ...(memory.lastError === undefined ? {} : { reason: memory.lastError.reason }) };
+      verdict = { ...verdict, result: "waiting", health: deathHealth(memory), ...(memory.lastError === undefined ? {} : { reason: memory.lastError.reason }) };
     }
     memory.settled = (verdict.outcome.kind === "done" || verdict.outcome.kind === "stall") && memory.supervision === undefined;
     const repeated = repeatsLastPass(memory.history, verdict);

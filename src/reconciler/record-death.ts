@@ -14,12 +14,13 @@
 import { engineOf, defaultEngineKind } from "../engines/index.js";
 import { describeExit, processLabel, readLogTail, type LedgerEntry } from "../launch/index.js";
 import { within } from "../nodes/index.js";
+import type { Reason } from "../errors/index.js";
 import { describeDeath, type DeathEvent } from "../health/index.js";
 import { defaultRelaunchMarkMs } from "../router/index.js";
 import type { ClusterMemory } from "./cluster-memory.js";
 import { giveBudgetBackAfterService } from "./give-budget-back.js";
 import type { Pass } from "./pass.js";
-import { clearRuntime, setConditions } from "./verdicts.js";
+import { budgetExhaustedMessage, clearRuntime, deathHealth, setConditions } from "./verdicts.js";
 
 export type RestartEvidence = NonNullable<ClusterMemory["restarts"]>["evidence"][number];
 
@@ -30,6 +31,10 @@ export interface RecordedDeath {
   message: string;
   /** Undefined when no restart budget is counted (a launch adopted without one). */
   evidence: RestartEvidence | undefined;
+  /** What Stalled and lastError say when the death spent the revision's budget. */
+  stalled: string | undefined;
+  /** The reason the record carries: the death's, then that of the member its evidence names first. */
+  reason: Reason;
 }
 
 /**
@@ -42,19 +47,34 @@ export function recordDeath(pass: Pass, entry: LedgerEntry, death: DeathEvent): 
   memory.deathRecordedFor = entry.startedAt;
   giveBudgetBackAfterService(pass, entry.startedAt, Date.parse(death.at));
   markRelaunching(pass, entry);
-  const message = describeDeath(death);
+  // A process seen exiting is said at once, before anyone knows why: it may have exited because a
+  // peer went silent (the culprit then, named once the evidence is read, seconds later).
+  const message = `${describeDeath(death)}${endedAtDeath(death) ? causeBeingRead : ""}`;
   const evidence: RestartEvidence = { at: death.at, reason: death.reason, message, logTail: [] };
   if (memory.restarts !== undefined) memory.restarts.evidence = [...memory.restarts.evidence, evidence].slice(-5);
-  memory.lastError = { reason: death.reason, message, at: death.at };
   const revision = memory.lastGood?.revision ?? entry.revision;
+  // Whether it comes back by itself is known now, not once the teardown ends (a cut-off node can
+  // hold that for minutes): with the revision's budget spent, it is stalled from the death on.
+  const restarts = memory.restarts?.revision === entry.revision ? memory.restarts : undefined;
+  const budget = settings.daemon.restartBudget;
+  const spent = restarts !== undefined && restarts.count >= budget;
+  const stalled = spent ? budgetExhaustedMessage(memory, budget, entry.cluster) : undefined;
+  memory.lastError = stalled === undefined ? { reason: death.reason, message, at: death.at } : { reason: "RestartBudgetExhausted", message: stalled, at: death.at };
   setConditions(memory, revision, {
     Ready: { status: "False", reason: death.reason, message },
     Reconciling: { status: "True", reason: "TearingDown", message: tearingDownAfter(message) },
+    Stalled:
+      stalled === undefined
+        ? { status: "False", reason: "TearingDown", message: `relaunched once torn down (launch ${(restarts?.count ?? 0) + 1} of ${budget} at this revision)` }
+        : { status: "True", reason: "RestartBudgetExhausted", message: stalled },
   });
   clearRuntime(memory, revision);
-  void world.writeStatus(entry.cluster, memory, { action: "none", result: "waiting", reason: death.reason, health: "Unhealthy" }, settings);
-  return { death, message, evidence: memory.restarts === undefined ? undefined : evidence };
+  void world.writeStatus(entry.cluster, memory, { action: "none", result: "waiting", reason: death.reason, health: deathHealth(memory) }, settings);
+  return { death, message, evidence: memory.restarts === undefined ? undefined : evidence, stalled, reason: death.reason };
 }
+
+/** What the first record of an exit adds until its evidence is read. */
+const causeBeingRead = " (why is being read: its exit status, and its peers' logs)";
 
 function tearingDownAfter(message: string): string {
   return `tearing the cluster down after ${message}`;
@@ -109,33 +129,45 @@ export async function explainDeath(pass: Pass, entry: LedgerEntry, recorded: Rec
   // The exit of a process that was running at the death is the teardown's doing, not the fault's.
   const message = explanation(entry, death, reports, exit === undefined || endedAtDeath(death) ? exit : `at the teardown: ${exit}`);
   const { evidence } = recorded;
+  const reason = culpritReason(recorded.reason, message);
   // The status file is written again at the death only when the words changed (a silent peer
   // named, an exit status learnt): the log tail alone waits for the pass that follows the teardown.
-  const reworded = message !== recorded.message;
+  const reworded = message !== recorded.message || reason !== recorded.reason;
   let changed = false;
   if (evidence !== undefined) {
     if (logTail.length > 0) evidence.logTail = logTail;
-    if (evidence.message !== message) changed = true;
+    if (evidence.message !== message || evidence.reason !== reason) changed = true;
     evidence.message = message;
+    evidence.reason = reason;
   }
   const { memory } = pass;
   // Only the words of this death's record are replaced: a pass that moved on (relaunching, stalled)
   // wrote its own, which quote the record's message as it was then.
   if (reworded && memory.lastError?.message === recorded.message) {
-    memory.lastError = { ...memory.lastError, message };
+    memory.lastError = { ...memory.lastError, reason, message };
+    changed = true;
+  }
+  // A stall on the spent budget quotes the death: said again with the evidence's new words.
+  if (reworded && recorded.stalled !== undefined && memory.lastError?.message === recorded.stalled) {
+    const stalled = budgetExhaustedMessage(memory, pass.settings.daemon.restartBudget, entry.cluster);
+    memory.lastError = { ...memory.lastError, message: stalled };
+    const condition = memory.conditions.find((c) => c.type === "Stalled");
+    if (condition?.message === recorded.stalled)
+      setConditions(memory, memory.lastGood?.revision ?? entry.revision, { Stalled: { status: "True", reason: "RestartBudgetExhausted", message: stalled } });
+    recorded.stalled = stalled;
     changed = true;
   }
   // The launch timeline's record of this death too, so that it names the same member.
-  const first = `${death.reason}: ${recorded.message}`;
-  const isFirstWording = (e: (typeof memory.timeline)[number]): boolean => e.step === "cluster-unhealthy" && e.at === death.at && e.detail === first;
+  // (The supervision wrote it with the death's first words, before this record added anything.)
+  const isFirstWording = (e: (typeof memory.timeline)[number]): boolean => e.step === "cluster-unhealthy" && e.at === death.at;
   if (reworded && memory.timeline.some(isFirstWording)) {
-    memory.timeline = memory.timeline.map((e) => (isFirstWording(e) ? { ...e, detail: `${death.reason}: ${message}` } : e));
+    memory.timeline = memory.timeline.map((e) => (isFirstWording(e) ? { ...e, detail: `${reason}: ${message}` } : e));
     changed = true;
   }
   const ready = memory.conditions.find((c) => c.type === "Ready");
   if (reworded && memory.deathRecordedFor === entry.startedAt && ready?.status === "False" && ready.message === recorded.message) {
     const revision = memory.lastGood?.revision ?? entry.revision;
-    setConditions(memory, revision, { Ready: { status: "False", reason: death.reason, message } });
+    setConditions(memory, revision, { Ready: { status: "False", reason, message } });
     // Reconciling too, but only while it still says this teardown: a pass may be relaunching already.
     const reconciling = memory.conditions.find((c) => c.type === "Reconciling");
     if (reconciling?.message === tearingDownAfter(recorded.message)) {
@@ -144,9 +176,22 @@ export async function explainDeath(pass: Pass, entry: LedgerEntry, recorded: Rec
     changed = true;
   }
   recorded.message = message;
+  recorded.reason = reason;
   if (phase === "at-death" && changed) {
-    await pass.world.writeStatus(entry.cluster, memory, { action: "none", result: "waiting", reason: death.reason, health: "Unhealthy" }, pass.settings);
+    await pass.world.writeStatus(entry.cluster, memory, { action: "none", result: "waiting", reason, health: deathHealth(memory) }, pass.settings);
   }
+}
+
+/**
+ * A death of a process (StageDied, CoordinatorDied) is the death of the member its words name
+ * first, once the evidence has named the one that went first: a coordinator that stopped answering
+ * is a CoordinatorDied, whichever member's exit was seen first. Other reasons stand.
+ */
+function culpritReason(reason: Reason, message: string): Reason {
+  if (reason !== "StageDied" && reason !== "CoordinatorDied") return reason;
+  const first = /^(stage-\d+|coordinator) on /.exec(message)?.[1];
+  if (first === undefined) return reason;
+  return first === "coordinator" ? "CoordinatorDied" : "StageDied";
 }
 
 /** Whether the death was the process's own end (seen exiting), so its exit status says how it died. */

@@ -75,7 +75,28 @@ export function failed(memory: ClusterMemory, error: unknown, action: string): V
     ...(isServing(memory) ? {} : { Ready: { status: "False", reason, message } }),
     Reconciling: { status: "True", reason: "RetryingAfterError", message: `${reason}: ${message}` },
   });
-  return { action, result: "failed", reason, health: "Progressing", outcome: { kind: "retry" } };
+  // A teardown retried after a death that spent the budget: what runs next is nothing, stalled.
+  return { action, result: "failed", reason, health: budgetSpent(memory) ? "Stalled" : "Progressing", outcome: { kind: "retry" } };
+}
+
+/**
+ * What a stall on a spent restart budget says: the launches, the budget, the last failure the
+ * evidence holds, and the two ways on.
+ */
+export function budgetExhaustedMessage(memory: ClusterMemory, budget: number, name: string): string {
+  const last = memory.restarts?.evidence.at(-1);
+  const cause = last === undefined ? "" : `; the last failure: ${last.reason}: ${last.message}`;
+  return `launched ${memory.restarts?.count ?? 0} times at this revision (budget ${budget})${cause}. Fix the cause and edit the definition, or run \`shardctl reconcile ${name}\``;
+}
+
+/** The health of a cluster whose launch died: Stalled when it will not be relaunched, else Unhealthy. */
+export function deathHealth(memory: ClusterMemory): "Stalled" | "Unhealthy" {
+  return budgetSpent(memory) ? "Stalled" : "Unhealthy";
+}
+
+/** The revision's restart budget is spent (a death said so, or the stall): nothing is relaunched. */
+export function budgetSpent(memory: ClusterMemory): boolean {
+  return memory.conditions.some((c) => c.type === "Stalled" && c.status === "True" && c.reason === "RestartBudgetExhausted");
 }
 
 /** A new revision: plan again, with a fresh restart budget. */
@@ -135,7 +156,11 @@ export function markRunning(memory: ClusterMemory, revision: string, entry: Ledg
     CoordinatorHealthy: coordinator,
     Registered:
       entry.routerBackend === undefined
-        ? { status: "False", reason: "NotRegistered", message: "router registration is off" }
+        ? {
+            status: "False",
+            reason: "NotRegistered",
+            message: 'router registration is off ([router] register = false here, or no router: kind = "none" in shardctl.toml)',
+          }
         : { status: "True", reason: "BackendRegistered", message: `backend "${entry.routerBackend}"` },
   });
   const health: Health = notServing.length > 0 ? "Unhealthy" : (observation?.health ?? "Healthy");
@@ -149,7 +174,7 @@ export function markRunning(memory: ClusterMemory, revision: string, entry: Ledg
  */
 export function dying(memory: ClusterMemory): Verdict {
   const reason = memory.lastError?.reason;
-  return { action: "none", result: "waiting", ...(reason === undefined ? {} : { reason }), health: "Unhealthy", outcome: { kind: "done" } };
+  return { action: "none", result: "waiting", ...(reason === undefined ? {} : { reason }), health: deathHealth(memory), outcome: { kind: "done" } };
 }
 
 /**

@@ -110,6 +110,10 @@ describe("faults on namespaced hosts", () => {
     const healthy = await cluster.waitFor((s) => s.health === "Healthy", 15_000);
     expect(conditionOf(healthy, "StagesListening")?.status).toBe("True");
     expect((await enginePids()).all).toEqual(before.all);
+    // Healthy only with every card alive again (not the cards of the pass that could not ask n3),
+    // and the blink moved no card's `since`: no process restarted.
+    expect(healthy.stages.map((c) => `${c.index} ${c.liveness}`)).toEqual(status0.stages.map((c) => `${c.index} alive`));
+    expect(healthy.stages.map((c) => `${c.pid} ${c.since}`)).toEqual(status0.stages.map((c) => `${c.pid} ${c.since}`));
   }, 60_000);
 
   it("a stage engine stopped with SIGSTOP: coordinator /health stops answering 200, and the cluster is torn down within the heartbeat bound", async () => {

@@ -19,7 +19,9 @@ test("a stage killed while only passes look: evidence names it, with its signal 
   expect(ready.restarts).toMatchObject({ count: 1, budget: 1, evidence: [] });
 
   process.kill(await enginePidOf(ready.stages[1]!.pid!), "SIGKILL");
-  const stalled = await waitForStatus(world, "found", (s) => s.health === "Stalled");
+  // Stalled from the death on (the budget is spent); how the killed one ended is known once the
+  // teardown has ended, and the stall's pass then writes it.
+  const stalled = await waitForStatus(world, "found", (s) => s.health === "Stalled" && /\(killed by /.test(s.restarts?.evidence[0]?.message ?? ""));
   expect(conditionOf(stalled, "Stalled")).toMatchObject({ status: "True", reason: "RestartBudgetExhausted" });
   expect(stalled.restarts!.evidence).toHaveLength(1);
   const evidence = stalled.restarts!.evidence[0]!;

@@ -9,7 +9,7 @@ import { definitionOf, type Pass } from "../pass.js";
 import { deathFoundByPass } from "../death-found-by-pass.js";
 import { explainDeath, markComingBack, recordDeath } from "../record-death.js";
 import type { Step } from "../run-step.js";
-import { clearRuntime, setConditions } from "../verdicts.js";
+import { budgetSpent, clearRuntime, setConditions } from "../verdicts.js";
 import { tearDown } from "./stop.js";
 
 export const replace: Step = {
@@ -28,14 +28,20 @@ export const replace: Step = {
     // Alongside the teardown: the record names a silent peer before the teardown has ended.
     const explained = explainDeath(pass, entry, recorded, "at-death").catch(() => undefined);
     const message = `tearing down revision ${entry.revision.slice(0, 12)} (${entry.phase}${gone.length > 0 ? `; ${gone.join(", ")} gone` : ""})`;
+    // What is left of a launch that already stopped serving (a death, a failed launch, a teardown
+    // retried while a node is cut off) is no replacement: Ready keeps saying why it is down, rather
+    // than flipping to Replacing at every retry.
+    const leftover = entry.phase !== "running" || death !== undefined;
+    const readyDown = pass.memory.conditions.some((c) => c.type === "Ready" && c.status === "False");
     setConditions(pass.memory, revision, {
-      Ready: { status: "False", reason: "Replacing", message },
-      Reconciling: { status: "True", reason: "Replacing", message },
+      ...(leftover && readyDown ? {} : { Ready: { status: "False", reason: "Replacing", message } }),
+      Reconciling: { status: "True", reason: leftover ? "TearingDown" : "Replacing", message },
     });
     // Said in the status file before anything is stopped or the router is told: the teardown can
     // wait out grace periods or an unreachable node, and Ready must not stand meanwhile.
     if (death === undefined) {
-      await pass.world.writeStatus(pass.name, pass.memory, { action: "stop", result: "waiting", reason: "Replacing", health: "Progressing" }, pass.settings);
+      const health = budgetSpent(pass.memory) ? "Stalled" : "Progressing";
+      await pass.world.writeStatus(pass.name, pass.memory, { action: "stop", result: "waiting", reason: leftover ? "TearingDown" : "Replacing", health }, pass.settings);
     }
     if (death === undefined && pass.action?.kind === "launch") await markReplacedComingBack(pass);
     await tearDown(pass);

@@ -5,7 +5,7 @@
 import type { Pass } from "../pass.js";
 import type { StallReason } from "../next-action.js";
 import type { Step } from "../run-step.js";
-import { setConditions, stall as stallVerdict, type Verdict } from "../verdicts.js";
+import { budgetExhaustedMessage, setConditions, stall as stallVerdict, type Verdict } from "../verdicts.js";
 import { watch } from "./supervise.js";
 
 export const stall: Step = {
@@ -60,16 +60,7 @@ async function stallFor(pass: Pass, reason: StallReason, serving: boolean): Prom
           .registrarFor(settings)
           .clearRelaunching(model)
           .catch(() => undefined);
-      const restarts = memory.restarts;
-      const last = restarts?.evidence.at(-1);
-      const cause = last === undefined ? "" : `; the last failure: ${last.reason}: ${last.message}`;
-      return stallVerdict(
-        memory,
-        "launch",
-        reason,
-        `launched ${restarts?.count ?? 0} times at this revision (budget ${settings.daemon.restartBudget})${cause}. Fix the cause and edit the definition, or run \`shardctl reconcile ${name}\``,
-        serving,
-      );
+      return stallVerdict(memory, "launch", reason, budgetExhaustedMessage(memory, settings.daemon.restartBudget, name), serving);
     }
   }
 }

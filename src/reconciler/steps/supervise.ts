@@ -116,8 +116,14 @@ export function showObservability(pass: Pass, entry: LedgerEntry, unobservable: 
     markRunning(memory, revision, entry);
     memory.conditions = memory.conditions.map((c) => kept.find((u) => u.type === c.type) ?? c);
     if (wasStalled && lastError !== undefined) memory.lastError = lastError;
-    const degraded = wasStalled || kept.some((c) => c.status === "Unknown");
+    // The cards are the last pass's, taken while the node did not answer: until a pass looks again
+    // (asked now), a card that says its process could not be asked keeps the cluster Degraded.
+    const unsure = [...(memory.observation?.stages ?? []), ...(memory.observation?.coordinator === undefined ? [] : [memory.observation.coordinator])].some(
+      (card) => "liveness" in card && card.liveness === "unknown",
+    );
+    const degraded = wasStalled || unsure || kept.some((c) => c.status === "Unknown");
     void world.writeStatus(entry.cluster, memory, { action: "none", result: "success", health: degraded ? "Degraded" : "Healthy" }, settings);
+    if (unsure) world.options.requeue(entry.cluster);
     return;
   }
   markUnobservable(memory, revision, unobservable);
