@@ -78,7 +78,8 @@ export async function buildLaunchRequest(
     modelName: spec.model.id,
     maxSequences: spec.model.maxSequences,
     contextLength: spec.model.contextLength,
-    ...(spec.router.register ? { router: { backend: spec.router.backend, weight: spec.router.weight } } : {}),
+    // No router (`[router] kind = "none"`, the default): nothing to register, nor to claim registered.
+    ...(spec.router.register && settings.router.kind !== "none" ? { router: { backend: spec.router.backend, weight: spec.router.weight } } : {}),
     deadlines: loadDeadlines({ ...defaultDeadlines, ...deadlines }, spec.engine.loadTimeoutSeconds),
   };
 }

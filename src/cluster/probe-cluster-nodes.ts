@@ -5,7 +5,7 @@
  * longer fits.
  */
 import { canRunOn, engineOf, quoteKinds, selectKindsRunningOn } from "../engines/index.js";
-import { probeNode, type NodeAccess } from "../nodes/index.js";
+import { probeNode, quoteArgv, type NodeAccess } from "../nodes/index.js";
 import type { NodeFacts } from "../planner/index.js";
 import type { ClusterSpec } from "../spec/index.js";
 import { ShardctlError } from "../errors/index.js";
@@ -53,16 +53,18 @@ export async function probeClusterNodes(spec: ClusterSpec, nodes: NodeAccess[], 
   // One whose version command only ran out of time may have it (slow to load): that is retried.
   const unanswered = versionCommand === undefined ? [] : probes.filter((p) => p.engineVersion === undefined);
   const engineless = unanswered.filter((p) => !("versionTimedOut" in p && p.versionTimedOut === true));
+  // As a person would paste it into a shell on the node.
+  const shown = versionCommand === undefined ? "" : quoteArgv(versionCommand);
   if (engineless.length === 0 && unanswered.length > 0) {
     throw new ShardctlError(
       "EngineNotAnswering",
-      `\`${versionCommand?.join(" ")}\` did not finish within ${deadlineMs / 1000} s on ${unanswered.map((p) => p.name).join(", ")}: the engine may be loading for the first time (Python compiling its modules) or the node is overloaded; will retry`,
+      `\`${shown}\` did not finish within ${deadlineMs / 1000} s on ${unanswered.map((p) => p.name).join(", ")}: the engine may be loading for the first time (Python compiling its modules) or the node is overloaded; will retry`,
     );
   }
   if (engineless.length > 0) {
     throw new ShardctlError(
       "EngineNotFound",
-      `\`${versionCommand?.join(" ")}\` fails on ${engineless.map((p) => `${p.name} (${p.error ?? "no output"})`).join(", ")}: install the engine there or point [engine] binary (python, for mlx-lm) at it, then run \`shardctl reconcile\``,
+      `\`${shown}\` fails on ${engineless.map((p) => `${p.name} (${p.error ?? "no output"})`).join(", ")}: install ${engine.name} there or point [engine] ${engine.interpreter === "python" ? "python at an interpreter that has it" : "binary at it"}, then run \`shardctl reconcile ${spec.name}\``,
       // Nothing this daemon does will install it: stall (and say so) rather than retry for ever.
       { terminal: true },
     );
@@ -83,11 +85,18 @@ export async function probeClusterNodes(spec: ClusterSpec, nodes: NodeAccess[], 
 async function askEngineVersion(node: NodeAccess, command: string[], deadlineMs: number): Promise<{ engineVersion: string } | { error: string; versionTimedOut?: true }> {
   try {
     const result = await node.run(command, { deadlineMs });
-    const line = `${result.stdout}\n${result.stderr}`.trim().split("\n")[0]?.trim() ?? "";
+    const lines = `${result.stdout}\n${result.stderr}`
+      .split("\n")
+      .map((l) => l.trim())
+      .filter((l) => l !== "");
+    const line = lines[0] ?? "";
     if (result.timedOut) return { error: `no answer within ${deadlineMs / 1000} s`, versionTimedOut: true };
     if (result.exitCode === 0 && line !== "") return { engineVersion: line };
     const ended = result.exitCode === undefined ? `killed by ${result.signal ?? "a signal"}` : `exit ${result.exitCode}`;
-    return { error: line === "" ? ended : `${ended}: ${line.slice(0, 200)}` };
+    // The line that says what went wrong: a Python traceback's is its last (ModuleNotFoundError: …),
+    // a usage error's its first (error: unexpected argument …, then the usage).
+    const why = lines.findLast((l) => /^\w*(Error|Exception)\b|\berror\b|not found|denied/i.test(l)) ?? line;
+    return { error: why === "" ? ended : `${ended}: ${why.slice(0, 200)}` };
   } catch (error) {
     return { error: (error as Error).message };
   }

@@ -103,7 +103,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     const serverNode = readiness.httpServer === "coordinator" ? request.coordinator.node : request.stages.at(-1)!.node;
 
     // Wait for its health endpoint.
-    await waitHealthy(serverNode, server, url, readiness, { deadlineMs: request.deadlines.coordinatorHealthMs, signal }, stopped);
+    await waitHealthy(serverNode, server, url, readiness, { deadlineMs: request.deadlines.coordinatorHealthMs, signal }, stopped, { entry, nodes });
     event("coordinator-healthy", url);
 
     // Generate one token through the whole pipeline.
@@ -544,10 +544,17 @@ async function waitHealthy(
   readiness: EngineReadiness,
   { deadlineMs, signal }: Wait,
   stopped: StoppedWatch,
+  launch: { entry: LedgerEntry; nodes: Map<string, NodeAccess> },
 ): Promise<void> {
   const health = `${url}${readiness.healthPath}`;
   const liveness = livenessOf(node, process);
   const awaited = { what: `${health} to answer ${readiness.readyStatus}`, until: new Date(Date.now() + deadlineMs) };
+  // The launch's other processes are watched too (every 500 ms): a stage or rank that exits while
+  // the server loads (out of memory, a model it cannot find) ends the wait then, named, rather than
+  // at the deadline with only the server's "still loading" to show.
+  const others = launch.entry.processes.filter((p) => p.pid > 0 && p !== process).map((p) => ({ p, liveness: livenessOf(launch.nodes.get(p.node)!, p) }));
+  let othersAskedAt = Date.now();
+  let otherExited: LedgerProcess | undefined;
   // The last answer and how many times in a row it came: a timeout then says what the port said.
   let last = { said: "", times: 0 };
   const state = await waitUntil(
@@ -556,12 +563,27 @@ async function waitHealthy(
       if (answer.healthy) return "healthy";
       last = { said: answer.said, times: answer.said === last.said ? last.times + 1 : 1 };
       if (!(await liveness.isAliveOrUnknown())) return "exited";
+      if (Date.now() - othersAskedAt >= 500) {
+        othersAskedAt = Date.now();
+        for (const other of others) if (!(await other.liveness.isAliveOrUnknown())) otherExited ??= other.p;
+        if (otherExited !== undefined) return "other-exited";
+      }
       stopped.look(awaited);
       return undefined;
     },
     { deadlineMs, intervalMs: 100, signal },
   );
   if (state === "healthy") return stopped.answered(process);
+  if (state === "other-exited" && otherExited !== undefined) {
+    const otherNode = launch.nodes.get(otherExited.node)!;
+    const label = processLabel(otherExited.role, otherExited.index);
+    throw new LaunchError(
+      otherExited.role === "stage" ? "StageExited" : "CoordinatorExited",
+      "coordinator-health",
+      `${label} on ${otherExited.node} ${await describeExit(otherNode, otherExited)} while the launch waited for ${health} to answer ${readiness.readyStatus}${last.times === 0 ? "" : ` (it last ${last.said})`}`,
+      { logTail: await readLogTail(otherNode, otherExited) },
+    );
+  }
   const logTail = await tailUnlessSilent(node, process, liveness);
   if (state === "exited") {
     throw new LaunchError(

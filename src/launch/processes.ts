@@ -71,7 +71,9 @@ export async function describeExit(node: NodeAccess, process: LedgerProcess): Pr
   );
   if (!/^\d+$/.test(text)) return "ended without recording an exit status";
   const status = Number(text);
-  if (status > 128) return `killed by ${signalName(status - 128)} (status ${status})`;
+  // The wrapper's shell reports a signal as 128 + its number; signals end at SIGRTMAX (64 on
+  // Linux), so 193-255 are statuses the process chose itself (exit(-1) is 255).
+  if (status > 128 && status <= 128 + highestSignal) return `killed by ${signalName(status - 128)} (status ${status})`;
   return `exited with status ${status}`;
 }
 
@@ -245,6 +247,9 @@ async function stopOrphanedGroup(
 function listingFailed(nodeName: string, result: CommandResult): ShardctlError {
   return commandFailed(nodeName, result.timedOut ? "NodeUnreachable" : "NodeCommandFailed", "list processes", result);
 }
+
+/** SIGRTMAX on Linux: the highest signal number a process can be killed by. */
+const highestSignal = 64;
 
 const signalNames: Record<number, string> = { 1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM" };
 

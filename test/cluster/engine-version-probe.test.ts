@@ -69,11 +69,31 @@ test("an engine that fails says how: its exit status, or the signal that killed 
   const failing = await specWith("failing", "exit 3");
   await expect(probeClusterNodes(failing, nodes, { versionDeadlineMs: 5_000 })).rejects.toMatchObject({
     reason: "EngineNotFound",
-    message: expect.stringMatching(/fails on l1 \(exit 3\), l2 \(exit 3\): install the engine there/),
+    message: expect.stringMatching(
+      /fails on l1 \(exit 3\), l2 \(exit 3\): install shard-engine there or point \[engine\] binary at it, then run `shardctl reconcile failing`$/,
+    ),
   });
   const killed = await specWith("killed", "kill -9 $$");
   const error = await probeClusterNodes(killed, nodes, { versionDeadlineMs: 5_000 }).catch((e: unknown) => e as Error);
   expect((error as { reason?: string }).reason).toBe("EngineNotFound");
   expect((error as Error).message).toMatch(/fails on l1 \((killed by SIGKILL|exit 137)\), l2 \((killed by SIGKILL|exit 137)\)/);
   expect((error as Error).message).not.toContain("undefined");
+});
+
+test("a failure is quoted by the line that says what went wrong: a traceback's last, a usage error's first", async () => {
+  const traceback = await specWith(
+    "traceback",
+    `echo 'Traceback (most recent call last):' >&2; echo '  File "<string>", line 1, in <module>' >&2; echo "ModuleNotFoundError: No module named 'mlx_lm'" >&2; exit 1`,
+  );
+  await expect(probeClusterNodes(traceback, nodes, { versionDeadlineMs: 5_000 })).rejects.toMatchObject({
+    reason: "EngineNotFound",
+    message: expect.stringContaining("fails on l1 (exit 1: ModuleNotFoundError: No module named 'mlx_lm'), l2 (exit 1: ModuleNotFoundError"),
+  });
+  const usage = await specWith(
+    "usage",
+    `echo "error: unexpected argument '--version' found" >&2; echo >&2; echo 'Usage: usage.sh [OPTIONS]' >&2; echo "For more information, try '--help'." >&2; exit 2`,
+  );
+  await expect(probeClusterNodes(usage, nodes, { versionDeadlineMs: 5_000 })).rejects.toMatchObject({
+    message: expect.stringContaining("(exit 2: error: unexpected argument '--version' found)"),
+  });
 });

@@ -53,6 +53,13 @@ describe("a launch failure at each step leaves nothing running and names the ste
     expect(failure.events).not.toContain("coordinator-started");
   });
 
+  it("StageExited: the engine binary exits 255, which is said as its status, not as a signal", async () => {
+    const failure = await expectCleanFailure(await makeRequest(world, { cluster: "exits255", binary: world.standIns.exit255 }));
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("StageExited");
+    expect(failure.message).toMatch(/ exited with status 255 /);
+    expect(failure.message).not.toContain("killed by");
+  });
+
   it("PortInUse: a stage's transport port taken between the check and its listen (EADDRINUSE), with what to reserve", async () => {
     const failure = await expectCleanFailure(await makeRequest(world, { cluster: "taken", binary: world.standIns.listenRefused }));
     expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("PortInUse");
@@ -104,6 +111,20 @@ describe("a launch failure at each step leaves nothing running and names the ste
     expect(failure.message).toMatch(/status 4/);
     expect(failure.events).toContain("stage-1-listening");
     expect(failure.events.filter((s) => s.endsWith("-stopped"))).toEqual(["coordinator-stopped", "stage-1-stopped", "stage-0-stopped"]);
+  });
+
+  it("StageExited: a stage that dies while the coordinator loads ends the wait for /health then, named with its log, not at the deadline", async () => {
+    const started = Date.now();
+    const failure = await expectCleanFailure(
+      await makeRequest(world, { cluster: "stagedies", binary: world.standIns.stageDiesWhileServerLoads, deadlines: { coordinatorHealthMs: 60_000 } }),
+    );
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("StageExited");
+    expect(failure.step).toBe("coordinator-health");
+    expect(failure.message).toMatch(
+      /^stage-1 on \S+ exited with status 1 while the launch waited for http:\/\/\S+\/health to answer 200 \(it last answered 503 \(loading\)/,
+    );
+    expect(failure.logTail.at(-1)).toBe("stand-in stage: fatal: out of memory while loading layer 3");
+    expect(Date.now() - started).toBeLessThan(15_000);
   });
 
   it("CoordinatorHealthTimeout: a coordinator that answers /health 503 for ever", async () => {

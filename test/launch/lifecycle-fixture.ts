@@ -49,6 +49,8 @@ export interface LifecycleWorld {
 
 export type StandIn =
   | "exit3"
+  | "exit255"
+  | "stageDiesWhileServerLoads"
   | "sleep"
   | "coordinatorExits"
   | "coordinatorNeverHealthy"
@@ -217,11 +219,16 @@ async function writeStandIns(dir: string): Promise<Record<StandIn, string>> {
   const coordinatorDoes = (action: string): string => `#!/bin/sh\ncase " $* " in\n  *" --node-id coordinator "*) ${action} ;;\nesac\nexec ${engine} "$@"\n`;
   const scripts: Record<StandIn, string> = {
     exit3: `#!/bin/sh\necho "stand-in engine: cannot open the model" >&2\nexit 3\n`,
+    // exit(-1), as C, Python and Node.js programs write it: status 255, which no signal gives.
+    exit255: `#!/bin/sh\necho "stand-in engine: CUDA error" >&2\nexit 255\n`,
     // What Node.js reports when a listen finds its port taken (here as shard-engine logs it).
     listenRefused: `#!/bin/sh\necho '{"level":50,"msg":"stage failed to start","err":"listen EADDRINUSE: address already in use 127.0.0.1:39600"}' >&2\nexit 1\n`,
     sleep: `#!/bin/sh\necho "stand-in engine: sleeping without listening"\nexec sleep 60\n`,
     coordinatorExits: coordinatorDoes(`echo "stand-in coordinator: exiting" >&2; sleep 0.2; exit 4`),
     coordinatorNeverHealthy: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} loading "$@"`),
+    // A coordinator loading for ever, and a stage-1 that listens, then dies 3 s later as a stage
+    // that runs out of memory while it loads its layers would.
+    stageDiesWhileServerLoads: `#!/bin/sh\ncase " $* " in\n  *" --node-id coordinator "*) exec ${node} ${JSON.stringify(server)} loading "$@" ;;\n  *" --node-id stage-1 "*) ${engine} "$@" & pid=$!; sleep 3; kill $pid; wait $pid; echo "stand-in stage: fatal: out of memory while loading layer 3" >&2; exit 1 ;;\nesac\nexec ${engine} "$@"\n`,
     coordinatorNotFound: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} elsewhere "$@"`),
     coordinatorFailsCompletions: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} broken "$@"`),
     coordinatorAnswersHtml: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} html "$@"`),
