@@ -237,6 +237,8 @@ describe("the dashboard in Chromium", () => {
     await page.keyboard.press("Enter");
     await until(`document.querySelector("[data-testid=reconcile-note]").textContent.includes("took the request")`, 30_000);
     expect(await dialog.isVisible()).toBe(false);
+    // The keyboard's place is kept: the button it pressed, not the page's top.
+    expect(await page.evaluate(`document.activeElement?.dataset.testid ?? document.activeElement?.tagName`)).toBe("reconcile");
     // The daemon took it: its status says a pass was asked with a fresh budget, then converges again.
     await waitForStatus(world, "demo", (s) => s.restarts?.count === 1 || s.conditions.some((c) => c.reason === "RetryRequested"));
     await until(`${badge} === "Healthy"`, 60_000);
@@ -246,11 +248,49 @@ describe("the dashboard in Chromium", () => {
     await page.goto(`${url}#/plan`);
     const text = definitionText(world, { nodes: ["n2", "n1"], port: 8080 });
     await page.locator("[data-testid=preview-toml]").fill(text);
+    // The name it is planned as must be a cluster name: the browser itself holds the form back.
+    const nameField = page.locator("[data-testid=preview-name]");
+    const mismatch = (): Promise<boolean> => nameField.evaluate((el) => (el as unknown as { validity: { patternMismatch: boolean } }).validity.patternMismatch);
+    for (const bad of ["Bad Name!", "-lead", "a".repeat(64)]) {
+      await nameField.fill(bad);
+      expect(await mismatch(), bad).toBe(true);
+    }
+    await nameField.fill("preview-2");
+    expect(await mismatch()).toBe(false);
     await page.locator("[data-testid=preview-submit]").click();
     await page.locator("[data-testid=preview-result] [data-testid=layer-bar]").waitFor();
     expect(await page.locator("[data-testid=preview-result] [data-testid=layer-bar]").getAttribute("aria-label")).toContain("stage 0 on n2");
     expect(await page.locator("[data-testid=preview-result] h2").textContent()).toContain("feasible");
     await shot("plan-preview");
+  });
+
+  test("until the daemon's first word a cluster page waits for it, rather than saying the cluster does not exist", async () => {
+    const fresh = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    try {
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      await fresh.route("**/api/events", async (route) => {
+        await held;
+        await route.continue();
+      });
+      await fresh.goto(`${url}#/clusters/demo`);
+      const note = fresh.locator("[data-testid=no-status]");
+      await note.waitFor();
+      expect(await note.textContent()).toMatch(/^Waiting for the daemon to send the status of “demo”…/);
+      release();
+      await fresh.locator("#cluster-title").waitFor();
+      // Once it has spoken, a name it does not know is said to be unknown.
+      await fresh.goto(`${url}#/clusters/nosuch`);
+      await fresh.waitForFunction(
+        `(document.querySelector("[data-testid=no-status]")?.textContent ?? "").startsWith("The daemon has no status of a cluster named “nosuch”")`,
+        undefined,
+        {
+          timeout: 15_000,
+        },
+      );
+    } finally {
+      await fresh.close();
+    }
   });
 
   test("the page says when the daemon is gone, and comes back live when it restarts", async () => {
@@ -259,7 +299,7 @@ describe("the dashboard in Chromium", () => {
     await daemon.stop();
     await until(`document.querySelector("[data-testid=connection]").dataset.state === "gone"`, 15_000);
     expect(await page.locator("[data-testid=connection]").textContent()).toContain("The daemon is gone");
-    expect(await page.locator("[data-testid=reconcile]").isDisabled()).toBe(true);
+    expect(await page.locator("[data-testid=reconcile]").getAttribute("aria-disabled")).toBe("true");
     await shot("daemon-gone");
     daemon = await runDaemon();
     await until(`document.querySelector("[data-testid=connection]").dataset.state === "live"`, 30_000);

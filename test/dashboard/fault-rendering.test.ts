@@ -225,6 +225,37 @@ describe("the cluster page during a fault", () => {
     expect(await coordinator.textContent()).toMatch(/StageDied: coordinator on local stopped answering \(stage-1 heard nothing from it for \d+ ms\)$/);
   });
 
+  test("a cluster stalled on its spent budget keeps the members of the death that spent it marked dead", async () => {
+    const cards = page.locator("[data-testid=stage-card]");
+    const death = fixtures.stageSilentNamed;
+    const spent = `launched 3 times at this revision (budget 3); the last failure: StageDied: ${death.restarts!.evidence.at(-1)!.message}. Fix the cause and edit the definition, or run \`shardctl reconcile ${name}\``;
+    const stalled: ClusterStatus = {
+      ...death,
+      health: "Stalled",
+      conditions: death.conditions.map((c) =>
+        c.type === "Ready" || c.type === "Stalled"
+          ? { ...c, status: c.type === "Ready" ? "False" : "True", reason: "RestartBudgetExhausted", message: spent }
+          : c.type === "Reconciling"
+            ? { ...c, status: "False", reason: "RestartBudgetExhausted", message: spent }
+            : c,
+      ),
+      lastError: { reason: "RestartBudgetExhausted", message: spent, at: death.lastError!.at },
+      restarts: { ...death.restarts!, count: 3 },
+    };
+    await show(stalled);
+    expect(await cards.evaluateAll((els) => els.map((e) => e.getAttribute("data-state")))).toEqual(["dead", "dead"]);
+    expect(await cards.nth(0).textContent()).toMatch(/StageDied: stage-0 on n1 stopped answering/);
+    // Stopped afterwards, the cards say stopped: the old evidence marks nothing.
+    await show({
+      ...stalled,
+      health: "Stopped",
+      desired: "stopped",
+      conditions: stalled.conditions.map((c) => (c.type === "Ready" ? { ...c, reason: "Stopped", message: "stopped" } : c)),
+      lastError: undefined,
+    });
+    expect(await cards.evaluateAll((els) => els.map((e) => e.getAttribute("data-state")))).toEqual(["down", "down"]);
+  });
+
   test("statuses 20 ms apart through a death and a relaunch: no card forgets the death before the relaunch brings it back, and the last status is shown whole", async () => {
     const [first, ...rest] = fixtures.frozenCoordinatorSequence;
     await show(first!);

@@ -12,7 +12,9 @@
  * new stream, then again each time as long passes: a running daemon answers it, a stopped one does
  * not. A status the daemon only read from its file (written by an earlier daemon, before this one's
  * first pass of that cluster) is marked unchecked until the daemon's own status of it arrives; a
- * status file the daemon could not write is said beside the status (`statusFile` events).
+ * status file the daemon could not write is said beside the status (`statusFile` events). A tab out
+ * of sight gives its stream back after 5 s (a browser opens at most six connections to one address)
+ * and opens a new one when it is looked at again.
  */
 import { parseShown } from "./parse-shown.js";
 import type { HelloView, StatusFileView, StatusView } from "./status-types.js";
@@ -33,6 +35,10 @@ export interface LiveState {
   fileFailures: ReadonlyMap<string, NonNullable<StatusFileView["failure"]>>;
   /** Staging rate per cluster and node, bytes/s, from the last two progress updates. */
   rates: ReadonlyMap<string, ReadonlyMap<string, number>>;
+  /** Whether the daemon has greeted this page once: before that, no cluster is known not to exist. */
+  greeted: boolean;
+  /** Clusters the last greeting named whose first status has not come yet. */
+  awaiting: ReadonlySet<string>;
 }
 
 /** Re-create the EventSource when the browser gave up on it (a non-stream answer), ms. */
@@ -42,6 +48,8 @@ const reopenDelayMs = 2000;
  * `shardctl status` applies to the daemon's lock.
  */
 const missedBeats = 4;
+/** How long a tab out of sight keeps its stream before it gives the connection back, ms. */
+const hiddenReleaseMs = 5000;
 const minSilenceMs = 3000;
 
 export function connectLive(onChange: (state: LiveState) => void): () => void {
@@ -53,6 +61,8 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
     unchecked: new Set(),
     fileFailures: new Map(),
     rates: new Map(),
+    greeted: false,
+    awaiting: new Set(),
   };
   let firstStart: string | undefined;
   let source: EventSource | undefined;
@@ -63,6 +73,9 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
   /** When the current stream was opened, ms since the epoch. */
   let openedAt = Date.now();
   const samples = new Map<string, { at: number; done: number }>();
+  /** Whether this tab, out of sight, gave its stream back (and when it will). */
+  let released = false;
+  let hiddenTimer: number | undefined;
   /**
    * Clusters named in the last `hello` whose first status has not come yet: that status is the one
    * the daemon read for the hello (from its file when unchecked), not a newly composed one.
@@ -98,6 +111,8 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
         tokenRequired: hello.tokenRequired,
         clusters,
         unchecked: new Set(hello.unchecked ?? []),
+        greeted: true,
+        awaiting: new Set(hello.clusters),
         // The daemon says again which files it could not write, after the statuses.
         fileFailures: new Map(),
         ...(hello.startedAt !== firstStart ? { restartedAt: hello.startedAt } : {}),
@@ -110,7 +125,7 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
       clusters.set(status.cluster, status);
       // The status sent with the hello leaves the mark; any later one is the daemon's own.
       const unchecked = greeting.delete(status.cluster) ? state.unchecked : without(state.unchecked, status.cluster);
-      update({ clusters, unchecked, rates: new Map(state.rates).set(status.cluster, ratesOf(status)) });
+      update({ clusters, unchecked, rates: new Map(state.rates).set(status.cluster, ratesOf(status)), awaiting: without(state.awaiting, status.cluster) });
     });
     source.addEventListener("statusFile", (event) => {
       heard();
@@ -127,7 +142,7 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
       clusters.delete(cluster);
       const fileFailures = new Map(state.fileFailures);
       fileFailures.delete(cluster);
-      update({ clusters, unchecked: without(state.unchecked, cluster), fileFailures });
+      update({ clusters, unchecked: without(state.unchecked, cluster), fileFailures, awaiting: without(state.awaiting, cluster) });
     });
     source.onerror = () => {
       if (state.connection !== "gone") update({ connection: "gone", since: Date.now() });
@@ -168,7 +183,8 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
 
   // Silence: a live connection over which four beats have not come. Checked every second.
   const listen = window.setInterval(() => {
-    if (heartbeatMs === undefined) return;
+    // A tab that gave its stream back hears nothing by design.
+    if (heartbeatMs === undefined || released) return;
     const silenceMs = Math.max(missedBeats * heartbeatMs, minSilenceMs);
     if (state.connection === "live" && Date.now() - heardAt > silenceMs) {
       update({ connection: "silent", since: heardAt });
@@ -179,10 +195,33 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
     }
   }, 1000);
 
+  // A tab out of sight gives its stream back after a while: a browser opens at most six
+  // connections to one address, so six open tabs of the dashboard would leave a seventh (and any
+  // request of theirs) waiting for ever. Back in sight it opens a new stream, whose hello and
+  // statuses bring the page up to date.
+  const onVisibility = (): void => {
+    window.clearTimeout(hiddenTimer);
+    if (document.visibilityState === "hidden") {
+      hiddenTimer = window.setTimeout(() => {
+        released = true;
+        window.clearTimeout(reopen);
+        source?.close();
+        source = undefined;
+      }, hiddenReleaseMs);
+    } else if (released) {
+      released = false;
+      update({ connection: "connecting", since: Date.now() });
+      open();
+    }
+  };
+  document.addEventListener("visibilitychange", onVisibility);
+
   open();
   return () => {
     window.clearTimeout(reopen);
+    window.clearTimeout(hiddenTimer);
     window.clearInterval(listen);
+    document.removeEventListener("visibilitychange", onVisibility);
     source?.close();
   };
 }

@@ -179,6 +179,7 @@ function App() {
             onReconcile={onReconcile}
             reconciling={reconcile?.name === route.name && reconcile.busy}
             reconcileNote={reconcile?.name === route.name ? reconcile.note : undefined}
+            loading={live?.greeted !== true || live.awaiting.has(route.name)}
           />
         ) : null}
         {route.page === "plan" ? <PlanPreviewPage onPreview={onPreview} /> : null}

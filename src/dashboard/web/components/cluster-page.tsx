@@ -23,6 +23,8 @@ export interface ClusterPageProps {
   onReconcile: (name: string) => void;
   reconcileNote: string | undefined;
   reconciling: boolean;
+  /** The daemon has not said yet whether it knows the cluster (not greeted yet, or its status is on its way). */
+  loading: boolean;
 }
 
 type StatusFileFailureView = NonNullable<StatusFileView["failure"]>;
@@ -37,15 +39,17 @@ const readyLook: Record<ConditionView["status"], { words: string; tone: string }
   Unknown: { words: "Ready unknown", tone: "warn" },
 };
 
-export function ClusterPage({ status, name, now, rates, stale, unchecked, fileFailure, onReconcile, reconcileNote, reconciling }: ClusterPageProps) {
+export function ClusterPage({ status, name, now, rates, stale, unchecked, fileFailure, onReconcile, reconcileNote, reconciling, loading }: ClusterPageProps) {
   if (status === undefined) {
     return (
       <section>
         <h1>{name}</h1>
-        <p class="muted">
-          {unchecked
-            ? `The daemon cannot read the status file of “${name}” and has not checked it yet: its first pass of ${name} writes a new one.`
-            : `The daemon has no status of a cluster named “${name}”.`}{" "}
+        <p class="muted" data-testid="no-status">
+          {loading
+            ? `Waiting for the daemon to send the status of “${name}”…`
+            : unchecked
+              ? `The daemon cannot read the status file of “${name}” and has not checked it yet: its first pass of ${name} writes a new one.`
+              : `The daemon has no status of a cluster named “${name}”.`}{" "}
           <a href="#/">All clusters</a>
         </p>
       </section>
@@ -134,7 +138,15 @@ function ClusterArticle({ status, now, rates, stale, unchecked, onReconcile, rec
           <Why status={status} />
         </div>
         <div class="actions">
-          <button type="button" onClick={() => onReconcile(status.cluster)} disabled={reconciling || stale} data-testid="reconcile">
+          {/* aria-disabled, not disabled: a disabled button drops the keyboard's focus to the page
+              while the request is asked, and says nothing of why it cannot be pressed. */}
+          <button
+            type="button"
+            onClick={() => (reconciling || stale ? undefined : onReconcile(status.cluster))}
+            aria-disabled={reconciling || stale ? "true" : "false"}
+            title={stale ? "the daemon is not live: nothing can be asked of it until it is" : reconciling ? "asking the daemon" : undefined}
+            data-testid="reconcile"
+          >
             {reconciling ? "Asking…" : "Reconcile now"}
           </button>
           <p class="small muted" role="status" aria-live="polite" data-testid="reconcile-note">

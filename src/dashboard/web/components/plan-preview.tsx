@@ -55,7 +55,16 @@ export function PlanPreviewPage({ onPreview }: PlanPreviewProps) {
             />
           </label>
           <label>
-            Planned as <input value={name} size={16} onInput={(e) => setName((e.currentTarget as HTMLInputElement).value)} pattern="[a-z0-9][a-z0-9-]*" />
+            Planned as{" "}
+            <input
+              value={name}
+              size={16}
+              onInput={(e) => setName((e.currentTarget as HTMLInputElement).value)}
+              pattern="[a-z0-9][a-z0-9\-]{0,62}"
+              data-testid="preview-name"
+              title="a cluster name: lowercase letters, digits and hyphens, starting with a letter or digit, at most 63 characters"
+              required
+            />
           </label>
           <label>
             <input type="checkbox" checked={probe} onChange={(e) => setProbe((e.currentTarget as HTMLInputElement).checked)} /> probe the nodes (budgets as the daemon

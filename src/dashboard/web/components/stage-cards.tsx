@@ -32,7 +32,8 @@ export interface Death {
 
 /**
  * The death that took the cluster down, as Ready says it, then (while staging and launching again)
- * as the last error; with the members its message names. A death names each member in a part of
+ * as the last error, and once the budget is spent as the last restart evidence; with the members
+ * its message names. A death names each member in a part of
  * its own, the one that went silent first: "stage-0 on n1 stopped answering (…); stage-1 on n2: pid
  * … exited because its upstream went silent (…)", or "coordinator on local stopped answering (…);
  * stage-0 on n1: …". Matching only the first words marked one card, and none once the rewording
@@ -40,7 +41,11 @@ export interface Death {
  */
 export function deathOf(status: StatusView): Death | undefined {
   const ready = status.conditions.find((c) => c.type === "Ready");
-  const candidates = [ready?.status === "False" ? ready : undefined, ready?.status === "True" ? undefined : status.lastError];
+  // A cluster stalled on its spent budget says RestartBudgetExhausted: the death that spent it is
+  // the last piece of restart evidence.
+  const stalled = ready?.status === "False" && (ready.reason === "RestartBudgetExhausted" || status.lastError?.reason === "RestartBudgetExhausted");
+  const lastEvidence = stalled ? status.restarts?.evidence.at(-1) : undefined;
+  const candidates = [ready?.status === "False" ? ready : undefined, ready?.status === "True" ? undefined : status.lastError, lastEvidence];
   for (const d of candidates) {
     if (d === undefined || !deathReasons.has(d.reason)) continue;
     const members = new Map<string, string>();
