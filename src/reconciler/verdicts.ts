@@ -94,9 +94,13 @@ export function deathHealth(memory: ClusterMemory): "Stalled" | "Unhealthy" {
   return budgetSpent(memory) ? "Stalled" : "Unhealthy";
 }
 
-/** The revision's restart budget is spent (a death said so, or the stall): nothing is relaunched. */
+/**
+ * The revision's restart budget is spent (a death said so, or the stall): nothing is relaunched.
+ * A stall of an earlier revision does not count: a new one has a budget of its own.
+ */
 export function budgetSpent(memory: ClusterMemory): boolean {
-  return memory.conditions.some((c) => c.type === "Stalled" && c.status === "True" && c.reason === "RestartBudgetExhausted");
+  const revision = memory.restarts?.revision;
+  return memory.conditions.some((c) => c.type === "Stalled" && c.status === "True" && c.reason === "RestartBudgetExhausted" && c.observedRevision === revision);
 }
 
 /** A new revision: plan again, with a fresh restart budget. */

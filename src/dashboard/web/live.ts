@@ -48,9 +48,9 @@ const reopenDelayMs = 2000;
  * `shardctl status` applies to the daemon's lock.
  */
 const missedBeats = 4;
+const minSilenceMs = 3000;
 /** How long a tab out of sight keeps its stream before it gives the connection back, ms. */
 const hiddenReleaseMs = 5000;
-const minSilenceMs = 3000;
 
 export function connectLive(onChange: (state: LiveState) => void): () => void {
   let state: LiveState = {
@@ -73,7 +73,7 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
   /** When the current stream was opened, ms since the epoch. */
   let openedAt = Date.now();
   const samples = new Map<string, { at: number; done: number }>();
-  /** Whether this tab, out of sight, gave its stream back (and when it will). */
+  /** Whether this tab, out of sight, gave its stream back; the timer that will, once it is hidden. */
   let released = false;
   let hiddenTimer: number | undefined;
   /**
