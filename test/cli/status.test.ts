@@ -84,8 +84,11 @@ test("--json: the status files as JSON (a list, or one object for one cluster)",
 test("--watch on a terminal redraws the cluster's cards in place until Ctrl-C, then exits 0", async () => {
   const { spawn } = await import("node:child_process");
   const { shardctlJs } = await import("../reconciler/daemon-fixture.js");
-  // A real terminal: util-linux's script(1) runs the command on a pseudo-terminal.
-  const command = [process.execPath, shardctlJs, "status", "live", "--watch", "--config", world.settingsFile, "--dir", world.clustersDir].map((a) => `'${a}'`).join(" ");
+  // A real terminal: util-linux's script(1) runs the command on a pseudo-terminal, through
+  // `$SHELL -c` (/bin/sh when SHELL is unset). `exec`: the shell becomes shardctl. Dash would
+  // otherwise wait as its parent, and be killed by the Ctrl-C itself (130) while shardctl exits 0.
+  const command =
+    "exec " + [process.execPath, shardctlJs, "status", "live", "--watch", "--config", world.settingsFile, "--dir", world.clustersDir].map((a) => `'${a}'`).join(" ");
   const child = spawn("script", ["-qfec", command, "/dev/null"], { stdio: ["pipe", "pipe", "pipe"] });
   let out = "";
   child.stdout.on("data", (d: Buffer) => (out += d.toString()));
@@ -99,7 +102,7 @@ test("--watch on a terminal redraws the cluster's cards in place until Ctrl-C, t
   expect(out.split(clear).length - 1, `two frames within 30 s; the terminal showed:\n${out}`).toBeGreaterThanOrEqual(2);
   // Ctrl-C, as typed: the terminal sends the foreground process SIGINT.
   child.stdin.write("\x03");
-  expect(await closed).toBe(0);
+  expect(await closed, `the exit status after Ctrl-C; the terminal showed:\n${out}`).toBe(0);
   const frames = out.split(clear).filter((f) => f.trim() !== "");
   expect(frames.length).toBeGreaterThanOrEqual(2);
   expect(frames[0]).toMatch(/^live \[cluster\]\s+Healthy/);
