@@ -487,11 +487,7 @@ async function awaitFirstToken(
   stopped: StoppedWatch,
 ): Promise<void> {
   const awaited = { what: `the first token through ${url}${readiness.completionsPath}`, until: new Date(Date.now() + deadlineMs) };
-  const watched = entry.processes.filter((p) => p.pid > 0).map((p) => ({ p, liveness: livenessOf(nodes.get(p.node)!, p) }));
-  const firstExited = async (): Promise<LedgerProcess | undefined> => {
-    for (const { p, liveness } of watched) if (!(await liveness.isAliveOrUnknown())) return p;
-    return undefined;
-  };
+  const firstExited = watchLaunchProcesses(entry, nodes);
   const watching = new AbortController();
   // A launch called off cuts the probe; the caller looks at its own signal first.
   const callOff = (): void => watching.abort();
@@ -517,14 +513,7 @@ async function awaitFirstToken(
     // The probe may have failed on the exit itself (a reset connection) before the watch saw it.
     exited ??= await firstExited();
     if (exited !== undefined) {
-      const node = nodes.get(exited.node)!;
-      const label = processLabel(exited.role, exited.index);
-      throw new LaunchError(
-        exited.role === "stage" ? "StageExited" : "CoordinatorExited",
-        "readiness-probe",
-        `${label} on ${exited.node} ${await describeExit(node, exited)} while the launch waited for the first token (the model loading, or the pipeline forming)`,
-        { logTail: await readLogTail(node, exited), cause: error },
-      );
+      throw await exitedWhileAwaiting(exited, nodes, "readiness-probe", "the first token (the model loading, or the pipeline forming)", error);
     }
     throw new LaunchError("ReadinessProbeFailed", "readiness-probe", `the one-token readiness probe against ${url} failed: ${messageOf(error)}${stopped.words()}`, {
       logTail: await readLogTail(server.node, server.process),
@@ -552,7 +541,7 @@ async function waitHealthy(
   // The launch's other processes are watched too (every 500 ms): a stage or rank that exits while
   // the server loads (out of memory, a model it cannot find) ends the wait then, named, rather than
   // at the deadline with only the server's "still loading" to show.
-  const others = launch.entry.processes.filter((p) => p.pid > 0 && p !== process).map((p) => ({ p, liveness: livenessOf(launch.nodes.get(p.node)!, p) }));
+  const firstOtherExited = watchLaunchProcesses(launch.entry, launch.nodes, process);
   let othersAskedAt = Date.now();
   let otherExited: LedgerProcess | undefined;
   // The last answer and how many times in a row it came: a timeout then says what the port said.
@@ -565,7 +554,7 @@ async function waitHealthy(
       if (!(await liveness.isAliveOrUnknown())) return "exited";
       if (Date.now() - othersAskedAt >= 500) {
         othersAskedAt = Date.now();
-        for (const other of others) if (!(await other.liveness.isAliveOrUnknown())) otherExited ??= other.p;
+        otherExited = await firstOtherExited();
         if (otherExited !== undefined) return "other-exited";
       }
       stopped.look(awaited);
@@ -575,13 +564,11 @@ async function waitHealthy(
   );
   if (state === "healthy") return stopped.answered(process);
   if (state === "other-exited" && otherExited !== undefined) {
-    const otherNode = launch.nodes.get(otherExited.node)!;
-    const label = processLabel(otherExited.role, otherExited.index);
-    throw new LaunchError(
-      otherExited.role === "stage" ? "StageExited" : "CoordinatorExited",
+    throw await exitedWhileAwaiting(
+      otherExited,
+      launch.nodes,
       "coordinator-health",
-      `${label} on ${otherExited.node} ${await describeExit(otherNode, otherExited)} while the launch waited for ${health} to answer ${readiness.readyStatus}${last.times === 0 ? "" : ` (it last ${last.said})`}`,
-      { logTail: await readLogTail(otherNode, otherExited) },
+      `${health} to answer ${readiness.readyStatus}${last.times === 0 ? "" : ` (it last ${last.said})`}`,
     );
   }
   const logTail = await tailUnlessSilent(node, process, liveness);
@@ -617,6 +604,29 @@ interface Wait {
  * did not answer the last probe: a stage that "did not listen" because its node went silent is told
  * apart from one that is slow.
  */
+/**
+ * Watches the launch's started processes (all but `except`): each call asks them in turn and
+ * returns the first one that has exited, or undefined when all run (or their nodes cannot say).
+ */
+function watchLaunchProcesses(entry: LedgerEntry, nodes: Map<string, NodeAccess>, except?: LedgerProcess): () => Promise<LedgerProcess | undefined> {
+  const watched = entry.processes.filter((p) => p.pid > 0 && p !== except).map((p) => ({ p, liveness: livenessOf(nodes.get(p.node)!, p) }));
+  return async () => {
+    for (const { p, liveness } of watched) if (!(await liveness.isAliveOrUnknown())) return p;
+    return undefined;
+  };
+}
+
+/** A process of the launch that exited while the launch waited for `awaited`, named with how it ended and its log. */
+async function exitedWhileAwaiting(exited: LedgerProcess, nodes: Map<string, NodeAccess>, step: string, awaited: string, cause?: unknown): Promise<LaunchError> {
+  const node = nodes.get(exited.node)!;
+  return new LaunchError(
+    exited.role === "stage" ? "StageExited" : "CoordinatorExited",
+    step,
+    `${processLabel(exited.role, exited.index)} on ${exited.node} ${await describeExit(node, exited)} while the launch waited for ${awaited}`,
+    { logTail: await readLogTail(node, exited), cause },
+  );
+}
+
 function livenessOf(node: NodeAccess, process: LedgerProcess): { isAliveOrUnknown(): Promise<boolean>; silence(): string } {
   let unanswered: { since: number; why: string } | undefined;
   return {

@@ -1,11 +1,13 @@
 /**
  * Start, inspect and stop the engine processes of a launch. Every process runs detached in its own
  * session under a wrapper that records its exit status, logs to a file in the launch's run
- * directory, and is only ever signalled after its kernel start time matches the ledger.
+ * directory, and is only ever signalled after its kernel start time matches the ledger. Each also
+ * carries a mark in its environment (launchMark), which whatever it starts inherits: what an
+ * engine left outside its process group (it put itself in the background) is stopped with it.
  */
 import { join } from "node:path";
 import { ShardctlError } from "../errors/index.js";
-import { commandFailed, readTail, type CommandResult, type NodeAccess } from "../nodes/index.js";
+import { commandFailed, launchMark, markedProcesses, readTail, type CommandResult, type NodeAccess } from "../nodes/index.js";
 import type { LedgerProcess, ProcessRole } from "./ledger.js";
 
 /** Label of a process in file names and messages: `stage-0`, `coordinator`. */
@@ -36,7 +38,13 @@ export function plannedProcess(role: ProcessRole, index: number | undefined, nod
 export async function startEngineProcess(node: NodeAccess, planned: LedgerProcess, argv: string[]): Promise<LedgerProcess> {
   // A previous launch's files would be taken for this one's: an old exit status means "exited".
   await Promise.all([node.remove(planned.logFile), node.remove(planned.exitFile)]);
-  const { pid, startTime } = await node.startDetached(argv, { logFile: planned.logFile, cwd: planned.runDir, exitStatusFile: planned.exitFile });
+  const { pid, startTime } = await node.startDetached(argv, {
+    logFile: planned.logFile,
+    cwd: planned.runDir,
+    exitStatusFile: planned.exitFile,
+    // The exit-status file's path is unique to this cluster, node and process.
+    env: { [launchMark]: planned.exitFile },
+  });
   return { ...planned, pid, startTime };
 }
 
@@ -74,7 +82,19 @@ export async function describeExit(node: NodeAccess, process: LedgerProcess): Pr
   // The wrapper's shell reports a signal as 128 + its number; signals end at SIGRTMAX (64 on
   // Linux), so 193-255 are statuses the process chose itself (exit(-1) is 255).
   if (status > 128 && status <= 128 + highestSignal) return `killed by ${signalName(status - 128)} (status ${status})`;
+  if (status === 0) {
+    // An engine that puts itself in the background: its first process exits 0 at once, and the
+    // engine runs on in a session of its own, where supervision cannot see it.
+    const left = await markedProcesses(node, process.exitFile, { deadlineMs: defaultReachMs }).catch(() => []);
+    if (left.length > 0) {
+      return `exited with status 0 but left ${plural(left.length, "process")} running in the background (pid ${left.join(", ")}): the engine put itself in the background, and shardctl supervises an engine in the foreground; start it without its option to daemonize (what it left is stopped with the launch)`;
+    }
+  }
   return `exited with status ${status}`;
+}
+
+function plural(count: number, noun: string): string {
+  return `${count} ${noun}${count === 1 ? "" : "es"}`;
 }
 
 /**
@@ -133,13 +153,19 @@ export async function stopEngineProcess(node: NodeAccess, process: LedgerProcess
   if (options.seenGone === true) return stopOrphanedGroup(node, process, options, ask, await endedMomentsAgo(node, process, ask));
   const startTime = await node.processStartTime(process.pid, ask);
   if (startTime === undefined) return stopOrphanedGroup(node, process, options, ask, await endedMomentsAgo(node, process, ask));
-  // The pid now belongs to another process: ours is gone, and the other one is not ours to stop.
-  if (startTime !== process.startTime) return "recycled";
+  // The pid now belongs to another process: ours is gone, and the other one is not ours to stop
+  // (what ours left in the background, carrying its mark, is).
+  if (startTime !== process.startTime) {
+    const left = await stopOrphanedGroup(node, process, options, ask, "none");
+    return left === "gone" ? "recycled" : left;
+  }
   if (!(await node.signal(process.pid, "SIGTERM", process.startTime, ask))) {
     // Refused: the process exited between the look and the signal (then its group may still hold
     // an engine), or its pid was taken by another process meanwhile.
     const now = await node.processStartTime(process.pid, ask);
-    return now === undefined || now === process.startTime ? stopOrphanedGroup(node, process, options, ask, "whole-group") : "recycled";
+    if (now === undefined || now === process.startTime) return stopOrphanedGroup(node, process, options, ask, "whole-group");
+    const left = await stopOrphanedGroup(node, process, options, ask, "none");
+    return left === "gone" ? "recycled" : left;
   }
   let outcome: StopOutcome = "terminated";
   if (!(await waitGone(node, process, options.graceMs, ask))) {
@@ -158,9 +184,11 @@ export async function stopEngineProcess(node: NodeAccess, process: LedgerProcess
  * the wrapper led it moments ago, and a group id cannot be taken by a new group while any member
  * of the old one lives. "naming-run-dir": only those whose command line names this launch's run
  * directory, for a wrapper gone for an unknown time (its group may have emptied and its id been
- * taken since, by processes that never name our run directory).
+ * taken since, by processes that never name our run directory). "none": the wrapper's pid is
+ * another process's now, so is its group. Processes carrying the wrapper's launch mark are ours
+ * whichever it is.
  */
-type GroupMembers = "whole-group" | "naming-run-dir";
+type GroupMembers = "whole-group" | "naming-run-dir" | "none";
 
 /**
  * How long ago, at most, the wrapper's exit file was written for its whole group to count as ours,
@@ -201,8 +229,9 @@ async function waitGone(node: NodeAccess, process: LedgerProcess, deadlineMs: nu
 /**
  * The wrapper (the group leader) is gone, but its engine, or what the engine started, may live on
  * in the process group it led (someone killed the wrapper rather than the engine; a helper ignored
- * SIGTERM; the engine crashed and left children). Only members that are provably ours are stopped
- * (see GroupMembers): live (not zombie) processes of that group.
+ * SIGTERM; the engine crashed and left children), or outside it, in a session of its own (an engine
+ * that put itself in the background). Only processes that are provably ours are stopped (see
+ * GroupMembers): live (not zombie) processes of that group, and those carrying the wrapper's mark.
  */
 async function stopOrphanedGroup(
   node: NodeAccess,
@@ -212,17 +241,21 @@ async function stopOrphanedGroup(
   members: GroupMembers,
 ): Promise<StopOutcome> {
   const ours = async (): Promise<number[]> => {
-    const listing = await node.run(["ps", "-A", "-ww", "-o", "pgid=", "-o", "stat=", "-o", "pid=", "-o", "args="], ask);
+    const [listing, marked] = await Promise.all([
+      node.run(["ps", "-A", "-ww", "-o", "pgid=", "-o", "stat=", "-o", "pid=", "-o", "args="], ask),
+      markedProcesses(node, process.exitFile, ask),
+    ]);
     // An empty listing from a command that failed or timed out is not "nothing of ours runs".
     if (listing.exitCode !== 0) throw listingFailed(node.config.name, listing);
-    return listing.stdout
+    const inGroup = listing.stdout
       .split("\n")
       .map((line) => /^\s*(\d+)\s+(\S+)\s+(\d+)\s+(.*)$/.exec(line))
       .filter(
         (m): m is RegExpExecArray =>
-          m !== null && m[1] === String(process.pid) && !m[2]!.startsWith("Z") && (members === "whole-group" || m[4]!.includes(process.runDir)),
+          m !== null && members !== "none" && m[1] === String(process.pid) && !m[2]!.startsWith("Z") && (members === "whole-group" || m[4]!.includes(process.runDir)),
       )
       .map((m) => Number(m[3]));
+    return [...new Set([...inGroup, ...marked])];
   };
   const signalAll = async (signal: "TERM" | "KILL", pids: number[]): Promise<void> => {
     if (pids.length === 0) return;
@@ -238,7 +271,8 @@ async function stopOrphanedGroup(
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   pids = await ours();
-  if (pids.length > 0) options.onKill?.(`pids ${pids.join(", ")} of its process group still ran ${options.graceMs} ms after SIGTERM: SIGKILL`);
+  if (pids.length > 0)
+    options.onKill?.(`pids ${pids.join(", ")} it left (in its process group, or carrying its mark) still ran ${options.graceMs} ms after SIGTERM: SIGKILL`);
   await signalAll("KILL", pids);
   return (await ours()).length === 0 ? "orphans-stopped" : "survived";
 }

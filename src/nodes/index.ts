@@ -4,6 +4,7 @@ export { quoteArg, quoteArgv } from "./quote.js";
 export { readTail, maxTailLineChars } from "./read-tail.js";
 export { within } from "./within.js";
 export { listeningPorts, type ListenerTool } from "./listening-ports.js";
+export { launchMark, markedProcesses } from "./marked-processes.js";
 export { commandFailed } from "./shell-node.js";
 export { startTimeFunction } from "./shell-scripts.js";
 export { LocalNode } from "./local-node.js";

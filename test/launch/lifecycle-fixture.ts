@@ -50,6 +50,7 @@ export interface LifecycleWorld {
 export type StandIn =
   | "exit3"
   | "exit255"
+  | "daemonizes"
   | "stageDiesWhileServerLoads"
   | "sleep"
   | "coordinatorExits"
@@ -223,6 +224,9 @@ async function writeStandIns(dir: string): Promise<Record<StandIn, string>> {
     exit255: `#!/bin/sh\necho "stand-in engine: CUDA error" >&2\nexit 255\n`,
     // What Node.js reports when a listen finds its port taken (here as shard-engine logs it).
     listenRefused: `#!/bin/sh\necho '{"level":50,"msg":"stage failed to start","err":"listen EADDRINUSE: address already in use 127.0.0.1:39600"}' >&2\nexit 1\n`,
+    // An engine that puts itself in the background, as a `--daemon` option does: the real engine in
+    // a session of its own, its pid appended to daemonized.pids; the first process exits 0.
+    daemonizes: `#!/bin/sh\nsetsid ${engine} "$@" </dev/null >/dev/null 2>&1 &\necho $! >> ${JSON.stringify(join(dir, "daemonized.pids"))}\nexit 0\n`,
     sleep: `#!/bin/sh\necho "stand-in engine: sleeping without listening"\nexec sleep 60\n`,
     coordinatorExits: coordinatorDoes(`echo "stand-in coordinator: exiting" >&2; sleep 0.2; exit 4`),
     coordinatorNeverHealthy: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} loading "$@"`),

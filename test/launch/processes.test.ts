@@ -13,7 +13,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { plannedProcess, startEngineProcess, stopEngineProcess } from "../../src/launch/processes.js";
 import type { LedgerProcess } from "../../src/launch/ledger.js";
-import { LocalNode } from "../../src/nodes/index.js";
+import { LocalNode, launchMark } from "../../src/nodes/index.js";
 
 const run = promisify(execFile);
 let root: string;
@@ -180,8 +180,9 @@ test("the children an engine left when it crashed are stopped once its wrapper h
   expect(await isAlive(helper)).toBe(false);
 });
 
-test("a wrapper that recorded its exit long ago: only members naming the run directory are taken for ours", async () => {
-  const { started, helper } = await startWithHelper(7, "ended-long-ago", "exec sleep 304", "sleep 304");
+test("a wrapper that recorded its exit long ago: only members naming the run directory, or carrying its mark, are taken for ours", async () => {
+  // The helper sheds the launch's mark, as a process that took over the group's id later would not have it.
+  const { started, helper } = await startWithHelper(7, "ended-long-ago", `exec env -u ${launchMark} sleep 304`, "sleep 304");
   await crashEngine(started.pid);
   // As if the daemon came back an hour after the crash: the group may since have emptied and its id
   // been taken by processes that are not ours (here it was not, so the helper is left running).
@@ -189,4 +190,13 @@ test("a wrapper that recorded its exit long ago: only members naming the run dir
   await utimes(started.exitFile, anHourAgo, anHourAgo);
   expect(await stopEngineProcess(node, started, { graceMs: 1_000, seenGone: true })).toBe("gone");
   expect(await isAlive(helper)).toBe(true);
+});
+
+test("a wrapper that recorded its exit long ago: a member carrying its mark is ours, and is stopped", async () => {
+  const { started, helper } = await startWithHelper(8, "ended-long-ago-marked", "exec sleep 305", "sleep 305");
+  await crashEngine(started.pid);
+  const anHourAgo = new Date(Date.now() - 3_600_000);
+  await utimes(started.exitFile, anHourAgo, anHourAgo);
+  expect(await stopEngineProcess(node, started, { graceMs: 1_000, seenGone: true })).toBe("orphans-stopped");
+  expect(await isAlive(helper)).toBe(false);
 });
