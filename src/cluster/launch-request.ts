@@ -81,6 +81,7 @@ export async function buildLaunchRequest(
     // No router (`[router] kind = "none"`, the default): nothing to register, nor to claim registered.
     ...(spec.router.register && settings.router.kind !== "none" ? { router: { backend: spec.router.backend, weight: spec.router.weight } } : {}),
     deadlines: loadDeadlines({ ...defaultDeadlines, ...deadlines }, spec.engine.loadTimeoutSeconds),
+    ...(spec.engine.generationWatchdogSeconds === undefined ? {} : { generationWatchdogSeconds: spec.engine.generationWatchdogSeconds }),
   };
 }
 

@@ -32,7 +32,7 @@
  * judged within 1 s (until the next probe) + 2 × 1 s (two silent probes) = 3 s of the partition.
  */
 import { setMaxListeners } from "node:events";
-import { defaultEngineKind, engineOf } from "../engines/index.js";
+import { defaultEngineKind, engineOf, type EngineReadiness, type GenerationWatchdog } from "../engines/index.js";
 import { httpServerOf, labelOf, proberNodeName, stagesOf, transportPortOf } from "./labels.js";
 import {
   defaultProbeTimeoutMs,
@@ -316,10 +316,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   };
 
   // A pipeline that hangs while its /health answers 200 (mlx-lm's ring): one token, in time, or dead.
-  const watchdog =
-    options.generationWatchdog === undefined
-      ? readiness.generationWatchdog
-      : { headMeansTaken: readiness.generationWatchdog?.headMeansTaken ?? false, ...options.generationWatchdog };
+  const watchdog = generationWatchdogOf(cluster, readiness, options.generationWatchdog);
   // In such an engine a stopped member is otherwise found by the watchdog alone (up to its interval
   // plus its deadline, 30 s): per node, a member seen stopped `strikes` probes in a row is a death.
   // Engines whose /health sees the hang (shard-engine's heartbeats) are left to it.
@@ -361,4 +358,22 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
     }
     signal.addEventListener("abort", done, { once: true });
   });
+}
+
+/**
+ * The generation watchdog a cluster runs under: the monitor's own timings (tests), else the
+ * definition's `[engine] generation_watchdog_seconds` (0: none; otherwise probes every half of it),
+ * else the engine's. Whether a streamed head means the request was taken is the engine's fact.
+ */
+function generationWatchdogOf(
+  cluster: Pick<WatchedCluster, "generationWatchdogSeconds">,
+  readiness: EngineReadiness,
+  timings: { intervalMs: number; timeoutMs: number } | undefined,
+): GenerationWatchdog | undefined {
+  const headMeansTaken = readiness.generationWatchdog?.headMeansTaken ?? false;
+  if (timings !== undefined) return { headMeansTaken, ...timings };
+  const seconds = cluster.generationWatchdogSeconds;
+  if (seconds === undefined) return readiness.generationWatchdog;
+  if (seconds === 0) return undefined;
+  return { headMeansTaken, timeoutMs: seconds * 1000, intervalMs: seconds * 500 };
 }

@@ -36,6 +36,11 @@ export interface WatchedCluster {
   coordinatorUrl?: string;
   /** The engine kind the processes run: its readiness facts say what /health means. Default: the default kind. */
   engine?: EngineKind;
+  /**
+   * Longest a one-token completion may take before the cluster is judged hung, s, one sent every
+   * half of it; 0: no watchdog. Default: the engine's own (EngineReadiness.generationWatchdog).
+   */
+  generationWatchdogSeconds?: number;
 }
 
 /** Transport port state, probed from the coordinator's node. */

@@ -40,6 +40,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     ...(request.identity === undefined ? {} : { identity: request.identity }),
     ...(request.owner === undefined ? {} : { owner: request.owner }),
     engine: request.driver.facts.kind,
+    ...(request.generationWatchdogSeconds === undefined ? {} : { generationWatchdogSeconds: request.generationWatchdogSeconds }),
     phase: "launching",
     startedAt: new Date().toISOString(),
     processes: [],
@@ -377,7 +378,8 @@ async function recordAndStart(entry: LedgerEntry, context: LaunchContext, node: 
     const how = /^\d+$/.test(status) ? `exited with status ${status}` : "exited";
     const logTail = await readLogTail(node, planned);
     const exited = `${label} on ${planned.node} ${how} as soon as it started`;
-    if (planned.role === "stage" && portTakenIn(logTail)) throw new LaunchError("PortInUse", step, `${exited}: ${portTakenAdvice}`, { logTail, cause: error });
+    const taken = planned.role === "stage" ? portTakenIn(logTail) : undefined;
+    if (taken !== undefined) throw new LaunchError("PortInUse", step, `${exited}: ${portTakenAdvice(taken)}`, { logTail, cause: error });
     throw new LaunchError(planned.role === "stage" ? "StageExited" : "CoordinatorExited", step, exited, { logTail, cause: error });
   }
   entry.processes[entry.processes.indexOf(planned)] = process;
@@ -401,11 +403,11 @@ async function waitListening(
     return last === "open";
   };
   const from = prober.config.name;
-  await waitStageUp(node, process, isUp, { before: `listening on ${where}`, notDone: `listen on ${where}` }, { ...wait, intervalMs: 50 }, stopped, () =>
+  const pathCut = (): string | undefined =>
     last === "no-answer"
       ? `its transport address ${where} was still silent from ${from} at the deadline (${wait.deadlineMs} ms; no answer, not a refusal): the path from ${from} to ${process.node} is down or blocked`
-      : undefined,
-  );
+      : undefined;
+  await waitStageUp(node, process, { isUp, pathCut }, { before: `listening on ${where}`, notDone: `listen on ${where}` }, { ...wait, intervalMs: 50 }, stopped);
 }
 
 /**
@@ -420,23 +422,28 @@ async function waitRingLine(node: NodeAccess, process: LedgerProcess, line: RegE
     const head = await node.run(["head", "-c", String(ringLineWindowBytes), "--", process.logFile], { deadlineMs: defaultReachMs }).catch(() => undefined);
     return head?.exitCode === 0 && line.test(head.stdout);
   };
-  await waitStageUp(node, process, printed, { before: "it joined the ring", notDone: `print /${line.source}/` }, { ...wait, intervalMs: 200 }, stopped);
+  await waitStageUp(node, process, { isUp: printed }, { before: "it joined the ring", notDone: `print /${line.source}/` }, { ...wait, intervalMs: 200 }, stopped);
+}
+
+/** How a stage's start is watched: whether it is up, and why not when it runs but is not seen up. */
+interface StageProbes {
+  isUp: () => Promise<boolean>;
+  /** Why the stage, though running, could not be seen up: a path that is cut. Undefined: not known. */
+  pathCut?: () => string | undefined;
 }
 
 /**
- * Until `isUp` holds for a stage: StageExited if its process exits first ("… before <before>"),
- * StageListenTimeout once the deadline passes ("… did not <notDone> within …"), with its log tail
- * and the launch's processes seen stopped meanwhile.
+ * Until `isUp` holds for a stage: StageExited if its process exits first ("… before <before>";
+ * PortInUse when its log says its port was taken), StageListenTimeout once the deadline passes
+ * ("… did not <notDone> within …"), with its log tail and the launch's processes seen stopped meanwhile.
  */
 async function waitStageUp(
   node: NodeAccess,
   process: LedgerProcess,
-  isUp: () => Promise<boolean>,
+  { isUp, pathCut = () => undefined }: StageProbes,
   words: { before: string; notDone: string },
   timing: Wait & { intervalMs: number },
   stopped: StoppedWatch,
-  /** Why the stage, though running, could not be seen up: a path that is cut. Undefined: not known. */
-  pathCut: () => string | undefined = () => undefined,
 ): Promise<void> {
   const label = processLabel("stage", process.index);
   const liveness = livenessOf(node, process);
@@ -451,7 +458,8 @@ async function waitStageUp(
   const logTail = await tailUnlessSilent(node, process, liveness);
   if (state === "exited") {
     const exited = `${label} on ${process.node} ${await describeExit(node, process)} before ${words.before}`;
-    if (portTakenIn(logTail)) throw new LaunchError("PortInUse", `${label}-listen`, `${exited}: ${portTakenAdvice}`, { logTail });
+    const taken = portTakenIn(logTail);
+    if (taken !== undefined) throw new LaunchError("PortInUse", `${label}-listen`, `${exited}: ${portTakenAdvice(taken)}`, { logTail });
     throw new LaunchError("StageExited", `${label}-listen`, exited, { logTail });
   }
   // The stage runs (its node answered every liveness probe) and only the path to it is silent:
@@ -619,12 +627,12 @@ function watchLaunchProcesses(entry: LedgerEntry, nodes: Map<string, NodeAccess>
 /** A process of the launch that exited while the launch waited for `awaited`, named with how it ended and its log. */
 async function exitedWhileAwaiting(exited: LedgerProcess, nodes: Map<string, NodeAccess>, step: string, awaited: string, cause?: unknown): Promise<LaunchError> {
   const node = nodes.get(exited.node)!;
-  return new LaunchError(
-    exited.role === "stage" ? "StageExited" : "CoordinatorExited",
-    step,
-    `${processLabel(exited.role, exited.index)} on ${exited.node} ${await describeExit(node, exited)} while the launch waited for ${awaited}`,
-    { logTail: await readLogTail(node, exited), cause },
-  );
+  const logTail = await readLogTail(node, exited);
+  const message = `${processLabel(exited.role, exited.index)} on ${exited.node} ${await describeExit(node, exited)} while the launch waited for ${awaited}`;
+  // Its port taken by another process, which then answered the launch's probe in its place.
+  const taken = exited.role === "stage" ? portTakenIn(logTail) : undefined;
+  if (taken !== undefined) return new LaunchError("PortInUse", step, `${message}: ${portTakenAdvice(taken)}`, { logTail, cause });
+  return new LaunchError(exited.role === "stage" ? "StageExited" : "CoordinatorExited", step, message, { logTail, cause });
 }
 
 function livenessOf(node: NodeAccess, process: LedgerProcess): { isAliveOrUnknown(): Promise<boolean>; silence(): string } {
@@ -671,9 +679,16 @@ function hostForUrl(host: string): string {
  * port_range (39600-39629) lies in the ephemeral range (net.ipv4.ip_local_port_range, 32768-60999
  * by default), which the node gives to outgoing connections and to servers listening on port 0.
  */
-function portTakenIn(logTail: readonly string[]): boolean {
-  return logTail.some((line) => line.includes("EADDRINUSE"));
+function portTakenIn(logTail: readonly string[]): string | undefined {
+  // Node.js says EADDRINUSE; Python, Go, Rust and C programs print the system's own words.
+  for (const line of logTail) {
+    const words = /EADDRINUSE|address already in use/i.exec(line);
+    if (words !== null) return words[0];
+  }
+  return undefined;
 }
 
-const portTakenAdvice =
-  "its transport port was taken after it was found free (EADDRINUSE). If [transport] port_range lies in the node's ephemeral port range, reserve it there: sysctl -w net.ipv4.ip_local_reserved_ports=<the range>";
+/** `evidence`: what showed the port taken (the log's words, or the socket table's listener). */
+function portTakenAdvice(evidence: string): string {
+  return `its transport port was taken after it was found free (${evidence}). If [transport] port_range lies in the node's ephemeral port range, reserve it there: sysctl -w net.ipv4.ip_local_reserved_ports=<the range>`;
+}

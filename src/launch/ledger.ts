@@ -62,6 +62,8 @@ export interface LedgerEntry {
   identity?: string;
   /** The engine kind the processes run (entries from before it was recorded ran the default kind). */
   engine?: EngineKind;
+  /** The definition's `[engine] generation_watchdog_seconds`, which health uses while it runs: see WatchedCluster. */
+  generationWatchdogSeconds?: number;
   /** `launching` until every step succeeded, `running` after, `tearing-down` once teardown began. */
   phase: "launching" | "running" | "tearing-down";
   startedAt: string;

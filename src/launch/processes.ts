@@ -85,12 +85,20 @@ export async function describeExit(node: NodeAccess, process: LedgerProcess): Pr
   if (status === 0) {
     // An engine that puts itself in the background: its first process exits 0 at once, and the
     // engine runs on in a session of its own, where supervision cannot see it.
-    const left = await markedProcesses(node, process.exitFile, { deadlineMs: defaultReachMs }).catch(() => []);
+    const left = await leftRunning(node, process);
     if (left.length > 0) {
       return `exited with status 0 but left ${plural(left.length, "process")} running in the background (pid ${left.join(", ")}): the engine put itself in the background, and shardctl supervises an engine in the foreground; start it without its option to daemonize (what it left is stopped with the launch)`;
     }
   }
   return `exited with status ${status}`;
+}
+
+/**
+ * The processes an exited launch process left running, found by its mark (in its process group or
+ * out of it): none when the node cannot say within `defaultReachMs`.
+ */
+function leftRunning(node: NodeAccess, process: LedgerProcess): Promise<number[]> {
+  return markedProcesses(node, process.exitFile, { deadlineMs: defaultReachMs }).catch(() => []);
 }
 
 function plural(count: number, noun: string): string {

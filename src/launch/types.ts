@@ -80,6 +80,8 @@ export interface LaunchRequest {
   /** Router backend to register; undefined to skip registration. */
   router?: { backend: string; weight?: number };
   deadlines: LaunchDeadlines;
+  /** Recorded in the ledger: see LedgerEntry.generationWatchdogSeconds. */
+  generationWatchdogSeconds?: number;
 }
 
 /** One step of the launch timeline. */

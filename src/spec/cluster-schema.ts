@@ -63,6 +63,15 @@ const engineSchema = z
       .describe(
         "How long the engine may take to load the model, seconds: each launch step that waits for it (a stage listening or joining the ring, the coordinator's /health, the first token) waits at least this long. Default: 60 s to listen, 120 s for /health, 60 s for the first token (mlx-lm loads the model only then).",
       ),
+    generation_watchdog_seconds: z
+      .number()
+      .int()
+      .min(0)
+      .max(3_600)
+      .optional()
+      .describe(
+        "Longest a one-token completion may take before the running cluster is judged hung (GenerationHung), seconds; one is sent every half of it. For an engine whose /health may answer 200 through a hung pipeline. 0 turns it off. Set it above the longest a request can wait for a free slot under load. Default: the engine's own (mlx-lm 20; none for mlxcel and shard-engine, whose /health is trusted).",
+      ),
   })
   .strict();
 

@@ -153,6 +153,7 @@ function normaliseCluster(raw: ClusterOutput, file: string, settings: Settings):
       version: raw.engine.version,
       extraArgs: raw.engine.extra_args,
       loadTimeoutSeconds: raw.engine.load_timeout_seconds,
+      generationWatchdogSeconds: raw.engine.generation_watchdog_seconds,
     }),
     transport: {
       backend: raw.transport.backend ?? settings.distributed.transportBackend,

@@ -132,6 +132,8 @@ export interface ClusterSpec {
     extraArgs: readonly string[];
     /** The least each launch step that waits for the model to load waits, s. Default: the steps' own. */
     loadTimeoutSeconds?: number;
+    /** Longest a watchdog's one-token completion may take, s; 0: none. Default: the engine's own watchdog. */
+    generationWatchdogSeconds?: number;
   };
   transport: {
     /** Default: the settings' transport backend. */

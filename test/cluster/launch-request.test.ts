@@ -200,21 +200,30 @@ test("a coordinator on this machine with a stage elsewhere: the address this mac
   expect(await controlHostOf(registered, "127.0.0.8", ["192.0.2.1"])).toBe("127.0.0.8");
 });
 
-test("[engine] load_timeout_seconds: every launch step that waits for the model waits at least that long; shorter ones keep their own", async () => {
+/** The settings of one local node "a", for the `[engine]` tests below. */
+function oneNodeSettings() {
   const settings = parseSettings(`[nodes.a]\nhost = "local"\nmodel_dir = "${join(root, "a")}"\nmemory = "4GiB"`, join(root, "shardctl.toml"));
   if (!settings.ok) throw new Error(JSON.stringify(settings.issues));
-  const requestWith = async (engine: string) => {
-    const cluster = parseCluster(
-      `nodes = ["a"]\n[model]\nid = "${join(root, "model")}"\nsource = "push"\n[engine]\nkind = "reference"\n${engine}`,
-      join(root, "clusters", "x.toml"),
-      settings.value,
-    );
-    if (!cluster.ok) throw new Error(JSON.stringify(cluster.issues));
-    const { plan } = await planCluster(cluster.value, settings.value);
-    const node = new LocalNode(nodeConfigOf(settings.value.nodes.a!));
-    const modelPaths = new Map(["a", "local"].map((n) => [n, join(root, "model")]));
-    return buildLaunchRequest(cluster.value, settings.value, "rev", plan, { stages: [node], coordinator: node }, modelPaths);
-  };
+  return settings;
+}
+
+/** The launch request of a one-node reference cluster whose `[engine]` table also holds `engine` (TOML lines). */
+async function requestWith(engine: string) {
+  const settings = oneNodeSettings();
+  const cluster = parseCluster(
+    `nodes = ["a"]\n[model]\nid = "${join(root, "model")}"\nsource = "push"\n[engine]\nkind = "reference"\n${engine}`,
+    join(root, "clusters", "x.toml"),
+    settings.value,
+  );
+  if (!cluster.ok) throw new Error(JSON.stringify(cluster.issues));
+  const { plan } = await planCluster(cluster.value, settings.value);
+  const node = new LocalNode(nodeConfigOf(settings.value.nodes.a!));
+  const modelPaths = new Map(["a", "local"].map((n) => [n, join(root, "model")]));
+  return buildLaunchRequest(cluster.value, settings.value, "rev", plan, { stages: [node], coordinator: node }, modelPaths);
+}
+
+test("[engine] load_timeout_seconds: every launch step that waits for the model waits at least that long; shorter ones keep their own", async () => {
+  const settings = oneNodeSettings();
   expect((await requestWith("")).deadlines).toMatchObject({ stageListenMs: 60_000, coordinatorHealthMs: 120_000, readinessMs: 60_000 });
   expect((await requestWith("load_timeout_seconds = 90\n")).deadlines).toMatchObject({
     stageListenMs: 90_000,
@@ -229,4 +238,18 @@ test("[engine] load_timeout_seconds: every launch step that waits for the model 
     settings.value,
   );
   expect(refused.ok).toBe(false);
+});
+
+test("[engine] generation_watchdog_seconds goes with the launch (to its ledger entry, which health reads); 0 is taken, out of range is refused", async () => {
+  expect((await requestWith("")).generationWatchdogSeconds).toBeUndefined();
+  expect((await requestWith("generation_watchdog_seconds = 30\n")).generationWatchdogSeconds).toBe(30);
+  expect((await requestWith("generation_watchdog_seconds = 0\n")).generationWatchdogSeconds).toBe(0);
+  for (const value of ["-1", "3601", "1.5", '"30s"']) {
+    const refused = parseCluster(
+      `nodes = ["a"]\n[model]\nid = "m"\nsource = "push"\n[engine]\ngeneration_watchdog_seconds = ${value}\n`,
+      join(root, "clusters", "x.toml"),
+      oneNodeSettings().value,
+    );
+    expect(refused.ok, value).toBe(false);
+  }
 });

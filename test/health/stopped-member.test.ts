@@ -3,6 +3,8 @@
  * (mlx-lm's ring): real local processes stopped with SIGSTOP, and a real HTTP server that answers
  * /health and never answers a completion. The monitor names the stopped member, whether its own
  * probes or the generation watchdog find the hang first, and names nobody as stopped when nobody is.
+ * A definition's `[engine] generation_watchdog_seconds` gives an engine whose /health is otherwise
+ * trusted (mlxcel) such a watchdog, and 0 takes mlx-lm's away.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
@@ -52,6 +54,20 @@ async function hungServer(): Promise<string> {
     await new Promise((resolve) => server.close(resolve));
   });
   return `http://${host}:${(server.address() as AddressInfo).port}`;
+}
+
+/** A two-stage mlxcel cluster whose coordinator answers /health 200 and hangs every completion. */
+async function mlxcelCluster(generationWatchdogSeconds?: number): Promise<WatchedCluster> {
+  const coordinator: WatchedProcess = { ...(await startStage(9)), role: "coordinator" };
+  delete coordinator.index;
+  return {
+    cluster: "c",
+    engine: "mlxcel",
+    processes: [await startStage(0), await startStage(1), coordinator],
+    ports: [],
+    coordinatorUrl: await hungServer(),
+    ...(generationWatchdogSeconds === undefined ? {} : { generationWatchdogSeconds }),
+  };
 }
 
 /** A two-rank mlx-lm cluster: stage 1 (rank 0) serves HTTP. */
@@ -112,6 +128,45 @@ describe("a member stopped while /health answers 200", () => {
     await node.run(["kill", "-STOP", String(entry.processes[0]!.pid)]);
     // Twenty polls: ten times what a watchdog engine would need.
     await new Promise((r) => setTimeout(r, 1_000));
+    expect(deaths).toEqual([]);
+  });
+});
+
+describe("[engine] generation_watchdog_seconds", () => {
+  it("without it, an mlxcel pipeline that hangs behind a /health answering 200, a stage stopped, is not judged (its /health is trusted)", async () => {
+    const entry = await mlxcelCluster();
+    const { deaths } = watch(entry, { pollIntervalMs: 100, strikes: 2 });
+    await node.run(["kill", "-STOP", String(entry.processes[0]!.pid)]);
+    // Twenty-five polls: a watchdog engine's stopped-member check needs two.
+    await new Promise((r) => setTimeout(r, 2_500));
+    expect(deaths).toEqual([]);
+  });
+
+  it("with it, mlxcel's hang is found by a one-token completion that outlives it, naming the coordinator", async () => {
+    const entry = await mlxcelCluster(1);
+    const { death } = watch(entry, { pollIntervalMs: 100 });
+    const event = await death;
+    expect(event).toMatchObject({ label: "coordinator", reason: "GenerationHung" });
+    expect(event.detail).toBe(
+      `a one-token completion through ${entry.coordinatorUrl} took over 1000 ms; the pipeline hangs and mlxcel does not say which member holds it (none was seen stopped)`,
+    );
+  });
+
+  it("with it, a stopped mlxcel stage is named as stopped", async () => {
+    const entry = await mlxcelCluster(5);
+    const { death } = watch(entry, { pollIntervalMs: 100, strikes: 2 });
+    const victim = entry.processes[0]!;
+    await node.run(["kill", "-STOP", String(victim.pid)]);
+    const event = await death;
+    expect(event).toMatchObject({ label: "stage-0", reason: "ProcessStopped" });
+  });
+
+  it("0 takes mlx-lm's own watchdog away, and with it the look for stopped members", async () => {
+    const entry = { ...(await mlxCluster()), generationWatchdogSeconds: 0 };
+    const { deaths } = watch(entry, { pollIntervalMs: 100, strikes: 2 });
+    // Without the 0 this is a death within two polls (the first test above).
+    await node.run(["kill", "-STOP", String(entry.processes[0]!.pid)]);
+    await new Promise((r) => setTimeout(r, 2_500));
     expect(deaths).toEqual([]);
   });
 });

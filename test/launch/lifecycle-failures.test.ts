@@ -80,6 +80,23 @@ describe("a launch failure at each step leaves nothing running and names the ste
     expect(failure.logTail.join("\n")).toContain("EADDRINUSE");
   });
 
+  it("PortInUse: EADDRINUSE in the words of a Python, Go or C engine ('Address already in use')", async () => {
+    const failure = await expectCleanFailure(await makeRequest(world, { cluster: "taken-py", binary: world.standIns.listenRefusedPython }));
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("PortInUse");
+    expect(failure.message).toContain("its transport port was taken after it was found free (Address already in use)");
+  });
+
+  it("PortInUse: a stage that says its port was taken, once the launch saw it listening (another process answered in its place)", async () => {
+    const failure = await expectCleanFailure(
+      await makeRequest(world, { cluster: "taken-late", binary: world.standIns.stagePortTakenWhileServerLoads, deadlines: { coordinatorHealthMs: 60_000 } }),
+    );
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("PortInUse");
+    expect(failure.step).toBe("coordinator-health");
+    expect(failure.message).toMatch(
+      /^stage-1 on \S+ exited with status 1 while the launch waited for .*: its transport port was taken after it was found free \(Address already in use\)/,
+    );
+  });
+
   it("StageExited: a bad model directory", async () => {
     const request = await makeRequest(world, { cluster: "badmodel" });
     request.stages[1]!.modelDir = join(world.root, "no-such-model");

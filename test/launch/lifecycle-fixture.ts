@@ -51,6 +51,8 @@ export type StandIn =
   | "exit3"
   | "exit255"
   | "daemonizes"
+  | "listenRefusedPython"
+  | "stagePortTakenWhileServerLoads"
   | "stageDiesWhileServerLoads"
   | "sleep"
   | "coordinatorExits"
@@ -217,6 +219,9 @@ async function writeStandIns(dir: string): Promise<Record<StandIn, string>> {
   const server = join(dir, "coordinator-stand-in.mjs");
   await writeFile(server, coordinatorStandIn);
   // Real stages, and a coordinator that does `$1` instead of the real thing.
+  // A coordinator loading for ever, and a stage-1 that listens, then dies 3 s later saying `words`.
+  const stageDiesWhileServerLoads = (words: string): string =>
+    `#!/bin/sh\ncase " $* " in\n  *" --node-id coordinator "*) exec ${node} ${JSON.stringify(server)} loading "$@" ;;\n  *" --node-id stage-1 "*) ${engine} "$@" & pid=$!; sleep 3; kill $pid; wait $pid; echo ${JSON.stringify(words)} >&2; exit 1 ;;\nesac\nexec ${engine} "$@"\n`;
   const coordinatorDoes = (action: string): string => `#!/bin/sh\ncase " $* " in\n  *" --node-id coordinator "*) ${action} ;;\nesac\nexec ${engine} "$@"\n`;
   const scripts: Record<StandIn, string> = {
     exit3: `#!/bin/sh\necho "stand-in engine: cannot open the model" >&2\nexit 3\n`,
@@ -227,12 +232,16 @@ async function writeStandIns(dir: string): Promise<Record<StandIn, string>> {
     // An engine that puts itself in the background, as a `--daemon` option does: the real engine in
     // a session of its own, its pid appended to daemonized.pids; the first process exits 0.
     daemonizes: `#!/bin/sh\nsetsid ${engine} "$@" </dev/null >/dev/null 2>&1 &\necho $! >> ${JSON.stringify(join(dir, "daemonized.pids"))}\nexit 0\n`,
+    // The words Python (mlx-lm), Go, Rust and C programs print for EADDRINUSE.
+    listenRefusedPython: `#!/bin/sh\necho "OSError: [Errno 98] Address already in use" >&2\nexit 1\n`,
     sleep: `#!/bin/sh\necho "stand-in engine: sleeping without listening"\nexec sleep 60\n`,
     coordinatorExits: coordinatorDoes(`echo "stand-in coordinator: exiting" >&2; sleep 0.2; exit 4`),
     coordinatorNeverHealthy: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} loading "$@"`),
-    // A coordinator loading for ever, and a stage-1 that listens, then dies 3 s later as a stage
-    // that runs out of memory while it loads its layers would.
-    stageDiesWhileServerLoads: `#!/bin/sh\ncase " $* " in\n  *" --node-id coordinator "*) exec ${node} ${JSON.stringify(server)} loading "$@" ;;\n  *" --node-id stage-1 "*) ${engine} "$@" & pid=$!; sleep 3; kill $pid; wait $pid; echo "stand-in stage: fatal: out of memory while loading layer 3" >&2; exit 1 ;;\nesac\nexec ${engine} "$@"\n`,
+    // As a stage that runs out of memory while it loads its layers would.
+    stageDiesWhileServerLoads: stageDiesWhileServerLoads("stand-in stage: fatal: out of memory while loading layer 3"),
+    // The same stage saying, as a Python engine does, that its port was taken: as when another
+    // process held it and answered the launch's probe of the port in the stage's place.
+    stagePortTakenWhileServerLoads: stageDiesWhileServerLoads("OSError: [Errno 98] Address already in use"),
     coordinatorNotFound: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} elsewhere "$@"`),
     coordinatorFailsCompletions: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} broken "$@"`),
     coordinatorAnswersHtml: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} html "$@"`),
