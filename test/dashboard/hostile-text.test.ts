@@ -130,7 +130,8 @@ describe("hostile text", () => {
       const onError = (error: Error): void => void errors.push(error.message);
       page.on("pageerror", onError);
       await page.goto(`${url}${hash}`);
-      await page.locator("main h1").waitFor({ timeout: 10_000 });
+      // Until the daemon's first word, the page says it is waiting for it; then that there is no such cluster.
+      await page.locator("[data-testid=no-status]", { hasText: "The daemon has no status of a cluster named" }).waitFor({ timeout: 10_000 });
       expect(await page.locator("main").textContent(), hash).toContain("The daemon has no status of a cluster named");
       expect(errors, hash).toEqual([]);
       page.off("pageerror", onError);
