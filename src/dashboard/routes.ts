@@ -28,6 +28,8 @@ export interface RouteContext {
   /** When the dashboard started (RFC 3339): the page tells a daemon restart by its change. */
   startedAt: string;
   log: Logger;
+  /** Set once the daemon stops: the stream goes on (its last statuses reach the pages), but no request is taken. */
+  stopping: boolean;
 }
 
 /** One endpoint: the paths it answers (a capture, when it has one, is the cluster's name), the methods it takes, what it does. */
@@ -60,7 +62,12 @@ export async function route(context: RouteContext, request: IncomingMessage, res
   for (const endpoint of endpoints) {
     const match = endpoint.path.exec(path);
     if (match === null) continue;
-    if (endpoint.methods.includes(method)) return endpoint.handle(context, request, response, match, url);
+    if (endpoint.methods.includes(method)) {
+      if (context.stopping && method === "POST") {
+        return replyError(response, 503, "DashboardDaemonStopping", `the daemon is stopping: it takes no request now; its page shows what it does until it stops`);
+      }
+      return endpoint.handle(context, request, response, match, url);
+    }
     return replyError(response, 405, "DashboardMethodNotAllowed", `${method} is not allowed on ${path}; it takes ${endpoint.methods.join(" or ")}`, {
       allow: endpoint.methods.join(", "),
     });

@@ -38,6 +38,12 @@ export interface Dashboard {
   url: string;
   /** Connected event-stream clients. */
   readonly clients: number;
+  /**
+   * The daemon is stopping: from now on requests (a reconcile, a plan preview) are refused (503),
+   * while the streams go on, so that the pages see the statuses of the stop itself (a teardown's
+   * Stopped) before close() ends them.
+   */
+  stopping(): void;
   /** End every stream and stop listening. */
   close(): Promise<void>;
 }
@@ -58,7 +64,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     log.warn({ reason: "DashboardAssetsMissing", dir: assetsDir }, "the dashboard page is not built (npm run build); its JSON endpoints still serve");
 
   const stream = new EventStream(options.stream);
-  const context: RouteContext = { source, token, stream, assets, startedAt: new Date().toISOString(), log };
+  const context: RouteContext = { source, token, stream, assets, startedAt: new Date().toISOString(), log, stopping: false };
 
   // One serialisation per change, whatever the number of pages.
   const lastSent = new Map<string, string>();
@@ -110,6 +116,9 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     url: `http://${shown}:${bound.port}/`,
     get clients() {
       return stream.size;
+    },
+    stopping: () => {
+      context.stopping = true;
     },
     close: async () => {
       source.feed.off("status", onStatus);

@@ -24,26 +24,50 @@ case $want in
   lsof) lsof -nP -iTCP -sTCP:LISTEN; [ $? -le 1 ] ;;
 esac`;
 
+/** A listening TCP socket: its local address as the tool wrote it ("*", "0.0.0.0" and "::" are any), and its port. */
+export interface Listener {
+  address: string;
+  port: number;
+}
+
 /**
- * The TCP ports something listens on at `node`, on any address, read from its socket table rather
- * than by connecting: a port of an engine whose listeners take the first connection as their peer
- * (MLX's ring) must never be probed. Undefined when the node cannot list them (no tool, no answer).
+ * The TCP sockets something listens on at `node`, read from its socket table rather than by
+ * connecting: a port of an engine whose listeners take the first connection as their peer (MLX's
+ * ring) must never be probed. Undefined when the node cannot list them (no tool, no answer).
  * `tool` forces one (tests); by default the node's own is used.
  */
-export async function listeningPorts(node: NodeAccess, options: { deadlineMs?: number; tool?: ListenerTool } = {}): Promise<ReadonlySet<number> | undefined> {
+export async function listeningSockets(node: NodeAccess, options: { deadlineMs?: number; tool?: ListenerTool } = {}): Promise<Listener[] | undefined> {
   const result = await node.run(["sh", "-c", listListenersScript, "sh", options.tool ?? ""], { deadlineMs: options.deadlineMs ?? 2_000 }).catch(() => undefined);
   if (result === undefined || result.exitCode !== 0) return undefined;
   const [tool, ...lines] = result.stdout.split("\n");
-  const ports = new Set<number>();
+  const listeners: Listener[] = [];
   for (const line of lines) {
     const columns = line.trim().split(/\s+/);
     // Only listeners: netstat lists every socket of its kind; headers say no LISTEN either.
     if (tool !== "ss" && !/LISTEN/.test(line)) continue;
     // The local address: lsof's next to last column ("127.0.0.1:39600 (LISTEN)"), the others' fourth.
     const local = tool === "lsof" ? columns.at(-2) : columns[3];
-    // The port follows the last ':' (ss, lsof, net-tools) or '.' (BSD netstat: 127.0.0.1.39600).
-    const port = /[:.](\d{1,5})$/.exec(local ?? "");
-    if (port !== null) ports.add(Number(port[1]));
+    // The port follows the last ':' (ss, lsof, net-tools) or '.' (BSD netstat: 127.0.0.1.39600);
+    // IPv6 addresses come bracketed ([::1]:22), with a zone (fe80::1%eth0) or bare (:::22).
+    const split = /^(.*)[:.](\d{1,5})$/.exec(local ?? "");
+    if (split === null) continue;
+    const address = split[1]!.replace(/^\[(.*)\]$/, "$1").replace(/%.*$/, "");
+    listeners.push({ address: address === "" || address === ":" ? "::" : address, port: Number(split[2]) });
   }
-  return ports;
+  return listeners;
+}
+
+/** The TCP ports something listens on at `node`, on any address (see listeningSockets). */
+export async function listeningPorts(node: NodeAccess, options: { deadlineMs?: number; tool?: ListenerTool } = {}): Promise<ReadonlySet<number> | undefined> {
+  const listeners = await listeningSockets(node, options);
+  return listeners === undefined ? undefined : new Set(listeners.map((l) => l.port));
+}
+
+/**
+ * Whether a listener holds `address`'s port: it listens on any address, or on that one (brackets
+ * of an IPv6 literal aside). An unknown `address` (undefined) is held by any listener of the port.
+ */
+export function listenerCovers(listener: Listener, address: string | undefined): boolean {
+  if (address === undefined || ["*", "0.0.0.0", "::"].includes(listener.address)) return true;
+  return listener.address === address.replace(/^\[(.*)\]$/, "$1");
 }

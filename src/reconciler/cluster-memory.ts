@@ -53,6 +53,11 @@ export interface ClusterMemory {
   staging: ClusterStatus["staging"];
   history: ClusterStatus["history"];
   lastError?: ClusterStatus["lastError"];
+  /**
+   * The error the last pass logged (failed or stalled): a pass that repeats the last one but says
+   * something else (another invalid edit) gets its own line in the log, not a debug one.
+   */
+  lastLoggedError?: string;
   /** mtime:size of the definition when the last pass read it. */
   fileStamp?: string;
   /** The last pass converged (or stalled) with nothing running to watch: a resync can skip it. */

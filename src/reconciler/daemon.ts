@@ -256,8 +256,10 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     stop: () =>
       (stopping ??= (async () => {
         clearTimeout(resyncTimer);
-        // The dashboard first: nobody asks for a pass (or a plan) of a daemon that is stopping.
-        await dashboard?.close();
+        // The dashboard first takes no more requests: nobody asks for a pass (or a plan) of a daemon
+        // that is stopping. Its streams stay open until the end, so the pages see the stop's own
+        // statuses (a teardown's Stopped) rather than the last word from before it.
+        dashboard?.stopping();
         await watcher.close();
         await requestWatcher.close();
         clearInterval(requestSweep);
@@ -268,6 +270,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
           else await reconciler.detachAll();
         } finally {
           // Released whatever the teardown did: the next daemon needs the lock and the ports.
+          await dashboard?.close();
           await router?.close();
           await closeMetrics();
           await pool.close();

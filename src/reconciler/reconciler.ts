@@ -94,6 +94,10 @@ export class Reconciler {
     }
     memory.settled = (verdict.outcome.kind === "done" || verdict.outcome.kind === "stall") && memory.supervision === undefined;
     const repeated = repeatsLastPass(memory.history, verdict);
+    // The log folds a repeat only when it also says the same: another invalid edit is a new line.
+    const said = verdict.result === "failed" || verdict.result === "stalled" ? memory.lastError?.message : undefined;
+    const quiet = repeated && said === memory.lastLoggedError;
+    memory.lastLoggedError = said;
     if (!repeated) {
       memory.history = [
         ...memory.history,
@@ -106,7 +110,7 @@ export class Reconciler {
       this.world.forget(name);
     }
     if (pass !== undefined) await this.watchLeftovers(pass);
-    summarizePass(this.options.log, name, memory, verdict, durationMs, pass?.steps ?? [], repeated);
+    summarizePass(this.options.log, name, memory, verdict, durationMs, pass?.steps ?? [], quiet);
     this.options.onPass?.(name, verdict, durationMs, memory.observation?.stages.filter((s) => s.alive).length ?? 0);
     return verdict.outcome;
   }

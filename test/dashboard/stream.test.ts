@@ -2,7 +2,10 @@
 // staged, and a stage's death (Unhealthy, Ready withdrawn) before the relaunch, in the stream and in
 // the status file alike. A real daemon (in this process) launches a two-stage cluster on two local
 // nodes of this machine with the reference engine.
+import { join } from "node:path";
+import { pino } from "pino";
 import { afterAll, beforeAll, expect, test } from "vitest";
+import { startDaemon } from "../../src/reconciler/index.js";
 import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
 import {
   definitionText,
@@ -85,3 +88,27 @@ test("a stage's death is streamed and written (Unhealthy, Ready withdrawn) befor
   expect(written.some((s) => s.health === "Unhealthy" && condition(s, "Ready")?.reason === condition(after[death]!, "Ready")?.reason)).toBe(true);
   expect(world.audit.problems).toEqual([]);
 }, 90_000);
+
+test("a daemon that stops with --teardown-on-exit streams the teardown to its last Stopped, then ends the stream; it takes no request meanwhile", async () => {
+  // This file's daemon leaves the cluster running; one that tears down on exit takes it over.
+  await daemon.stop();
+  const log = pino({ level: "debug" }, pino.destination({ dest: join(world.root, "daemon-teardown.log"), sync: true }));
+  const tearing = await startDaemon({ dir: world.clustersDir, settingsFile: world.settingsFile, log, resyncMs: 60_000, debounceMs: 50, teardownOnExit: true });
+  const reader = new SseReader(new URL("api/events", tearing.uiUrl).href);
+  try {
+    await reader.waitFor((e) => e.event === "status" && (e.data as ClusterStatus).cluster === "live" && (e.data as ClusterStatus).health === "Healthy", 60_000);
+    const stopped = tearing.stop();
+    // Asked while it stops (the teardown's questions to the nodes take longer than this one): refused.
+    const asked = await fetch(new URL("api/clusters/live/reconcile", tearing.uiUrl), { method: "POST" });
+    expect(asked.status).toBe(503);
+    expect(((await asked.json()) as { error: { reason: string } }).error.reason).toBe("DashboardDaemonStopping");
+    const last = await reader.waitFor((e) => e.event === "status" && (e.data as ClusterStatus).health === "Stopped", 60_000);
+    expect(condition(last.data as ClusterStatus, "Ready")).toMatchObject({ status: "False" });
+    await stopped;
+    await reader.done;
+    expect(reader.ended).toBe(true);
+  } finally {
+    reader.close();
+    await tearing.stop();
+  }
+}, 120_000);

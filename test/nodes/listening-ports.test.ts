@@ -5,20 +5,21 @@
  * rank waiting for its neighbour) must see none.
  */
 import { createServer, type Server } from "node:net";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { listeningPorts, type ListenerTool } from "../../src/nodes/index.js";
+import { afterAll, beforeAll, describe, expect, it, test } from "vitest";
+import { listenerCovers, listeningPorts, listeningSockets, type ListenerTool } from "../../src/nodes/index.js";
 import { startBothNodes, type BothNodes } from "../support/both-nodes.js";
 import { allocateHost } from "../support/test-world.js";
 
 let both: BothNodes;
 let server: Server;
 let port: number;
+let host: string;
 let connections = 0;
 
 beforeAll(async () => {
   both = await startBothNodes("shardctl-listening-");
   server = createServer(() => connections++);
-  const host = await allocateHost();
+  host = await allocateHost();
   await new Promise<void>((resolve) => server.listen(0, host, resolve));
   port = (server.address() as { port: number }).port;
 }, 60_000);
@@ -37,7 +38,22 @@ describe.each(["local", "ssh"] as const)("%s node", (kind) => {
       // The sshd the node is reached through listens too.
       expect(ports?.has(both.sshd.nodes[0]!.port)).toBe(true);
       expect(ports?.has(1)).toBe(false);
+      // With its address: it holds that address's port, not another loopback address's.
+      const listener = (await listeningSockets(both.node(kind), tool === undefined ? {} : { tool }))?.find((l) => l.port === port);
+      expect(listener).toEqual({ address: host, port });
+      expect(listenerCovers(listener!, host)).toBe(true);
+      expect(listenerCovers(listener!, "127.0.0.254")).toBe(false);
       expect(connections).toBe(0);
     },
   );
+});
+
+test("a listener on any address (as ss, net-tools, lsof and BSD netstat write it) holds every address's port", () => {
+  for (const address of ["*", "0.0.0.0", "::"]) {
+    expect(listenerCovers({ address, port: 39600 }, "10.0.0.2")).toBe(true);
+    expect(listenerCovers({ address, port: 39600 }, "[fd00::2]")).toBe(true);
+  }
+  expect(listenerCovers({ address: "fd00::2", port: 39600 }, "[fd00::2]")).toBe(true);
+  expect(listenerCovers({ address: "10.0.0.3", port: 39600 }, "10.0.0.2")).toBe(false);
+  expect(listenerCovers({ address: "10.0.0.3", port: 39600 }, undefined)).toBe(true);
 });

@@ -87,3 +87,32 @@ test("an infeasible plan stalls with the planner's reason", async () => {
   expect(status.plan?.feasible).toBe(false);
   expect(await readStatusFile(world, "huge")).toBeDefined();
 });
+
+test("two different invalid edits in a row are each logged as a warning with its own error; the same one again is folded to debug", async () => {
+  const { world, daemon } = dw;
+  const valid = definitionText(world, { nodes: ["l1", "l2"] });
+  const withKey = (line: string): string => valid.replace("[model]\n", `[model]\n${line}\n`);
+  const log = join(world.root, "daemon.log");
+  const lines = async (): Promise<Array<{ level: number; error?: string }>> =>
+    (await readFile(log, "utf8"))
+      .split("\n")
+      .filter((l) => l.includes('"cluster":"typos"') && l.includes('"steps":'))
+      .map((l) => JSON.parse(l) as { level: number; error?: string });
+  const warned = async (key: string): Promise<number> => (await lines()).filter((l) => l.level === 40 && l.error?.includes(key) === true).length;
+  const until = async (check: () => Promise<boolean>): Promise<void> => {
+    const deadline = Date.now() + 10_000;
+    while (!(await check()) && Date.now() < deadline) await sleep(50);
+    expect(await check()).toBe(true);
+  };
+  await writeDefinition(world, "typos", withKey("contxt_length = 64"));
+  await until(async () => (await warned("model.contxt_length:")) === 1);
+  await writeDefinition(world, "typos", withKey("max_sequence = 2"));
+  await until(async () => (await warned("model.max_sequence:")) === 1);
+  // The same invalid text written again (a pass, as any write is): a repeat, at debug level.
+  const before = (await lines()).length;
+  await writeDefinition(world, "typos", withKey("max_sequence = 2"));
+  await until(async () => (await lines()).length > before);
+  await daemon.whenIdle();
+  expect((await lines()).slice(before).map((l) => l.level)).toEqual([20]);
+  expect(await warned("model.max_sequence:")).toBe(1);
+});

@@ -2,12 +2,13 @@
  * Two definitions asking for the same coordinator port on the same node: the second says at once
  * that the first holds it (PortInUse naming it), without spending its restart budget on launches
  * that would fail, and launches on its own once the first moves off the port. A port another
- * program holds is retried the same way, the failed launches given back to the budget. The daemon
- * runs in this process on two local nodes.
+ * program holds is retried the same way, the failed launches given back to the budget; a serving
+ * cluster edited onto such a port keeps serving until it is free. The daemon runs in this process
+ * on two local nodes.
  */
 import { createServer } from "node:net";
 import { expect, test } from "vitest";
-import { conditionOf, freePort, freePortRange, isReadyAt, waitForStatus, writeSlowEngine } from "./daemon-fixture.js";
+import { conditionOf, freePort, freePortRange, isReadyAt, revisionOf, waitForStatus, writeSlowEngine } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
 const dw = useDaemonWorld({ settings: { enabled: true, restartBudget: 3 } });
@@ -53,4 +54,31 @@ test("a coordinator port another program holds: PortInUse naming it, retried wit
   );
   const ready = await waitForStatus(world, "third", (s) => isReadyAt(s), 120_000);
   expect(ready.restarts?.count).toBe(1);
+}, 240_000);
+
+test("a serving cluster edited onto a port another program holds keeps serving, says so, and moves once the port is free", async () => {
+  const { world } = dw;
+  const { port, portRange: range } = await dw.freeAddresses();
+  await dw.define("fourth", { nodes: ["l1", "l2"], port, portRange: range });
+  const serving = await waitForStatus(world, "fourth", (s) => isReadyAt(s), 90_000);
+  const pids = serving.stages.map((s) => s.pid);
+  const taken = await freePort();
+  const holder = createServer();
+  await new Promise<void>((resolve) => holder.listen(taken, "127.0.0.1", resolve));
+  try {
+    await dw.define("fourth", { nodes: ["l1", "l2"], port: taken, portRange: range });
+    const refused = await waitForStatus(world, "fourth", (s) => s.lastError?.reason === "PortInUse", 60_000);
+    expect(refused.lastError?.message).toContain(`[coordinator] port ${taken} on local is held by a program that is not a cluster of this daemon`);
+    expect(refused.lastError?.message).toContain(`listener on 127.0.0.1:${taken}`);
+    // Nothing was torn down for it: the revision that runs still serves, with the same processes.
+    expect(conditionOf(refused, "Ready")?.status).toBe("True");
+    expect(refused.stages.map((s) => s.pid)).toEqual(pids);
+    expect(refused.restarts?.count ?? 0).toBe(0);
+  } finally {
+    await new Promise((resolve) => holder.close(resolve));
+  }
+  const revision = await revisionOf(world, "fourth");
+  const moved = await waitForStatus(world, "fourth", (s) => isReadyAt(s, revision), 120_000);
+  expect(moved.coordinator?.url).toContain(`:${taken}`);
+  expect(moved.stages.map((s) => s.pid)).not.toEqual(pids);
 }, 240_000);

@@ -21,4 +21,6 @@ export type DashboardReason =
   /** A request lacks the bearer token, or carries another one. */
   | "DashboardUnauthorized"
   /** The daemon did not take a reconcile request within its deadline (transient). */
-  | "ReconcileRequestTimeout";
+  | "ReconcileRequestTimeout"
+  /** The daemon is stopping: its page still shows what it does, but it takes no request (no pass, no plan). */
+  | "DashboardDaemonStopping";
