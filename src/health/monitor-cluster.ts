@@ -310,8 +310,15 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   const judgeHang = async (server: WatchedProcess, took: string): Promise<void> => {
     const [first, ...others] = await findStoppedMembers(cluster, options.nodeFor, timeoutMs);
     if (done || controller.signal.aborted) return;
-    if (first === undefined)
-      return die(server, "GenerationHung", `${took}; the pipeline hangs and ${engineName} does not say which member holds it (none was seen stopped)`);
+    if (first === undefined) {
+      // An engine that answers a completion only once it has generated it cannot tell a hang from
+      // a wait for a free slot: the probe's deadline is the definition's, and it says so.
+      const orBusy =
+        watchdog?.headMeansTaken === false
+          ? ", or every slot stayed busy that long ([engine] generation_watchdog_seconds must exceed the longest a request waits for a free slot),"
+          : "";
+      return die(server, "GenerationHung", `${took}; the pipeline hangs${orBusy} and ${engineName} does not say which member holds it (none was seen stopped)`);
+    }
     die(first.process, "GenerationHung", [`stopped (${describeStopped(first)}) while ${took}`, ...others.map(alsoStopped)].join("; "));
   };
 

@@ -24,7 +24,7 @@ import { askCoordinatorHealth, probeOneToken } from "./coordinator-probes.js";
 import type { LaunchContext, LaunchRequest, LaunchResult, TimelineEvent } from "./types.js";
 import { watchStopped, type StoppedWatch } from "./stopped-watch.js";
 import { waitUntil } from "./wait-until.js";
-import { listeningPorts, type NodeAccess, type PortAnswer } from "../nodes/index.js";
+import { boundSockets, listenerCovers, listeningPorts, type NodeAccess, type PortAnswer } from "../nodes/index.js";
 import { isShardctlError, messageOf, ShardctlError } from "../errors/index.js";
 
 export async function launchCluster(request: LaunchRequest, context: LaunchContext): Promise<LaunchResult> {
@@ -66,6 +66,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     });
     event("ports-allocated", topology.stages.map((s) => `${s.id}=${s.address.port}`).join(" "));
     goOn();
+    const portHeld = portHeldBy(request, topology, nodes);
 
     // Write the engine config and the per-launch token on every node.
     const files = await writeLaunchFiles(request, topology);
@@ -81,7 +82,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
         const slot = topology.stages[i]!;
         const argv = request.driver.stageArgv(topology, slot, files.get(stage.runDir)!);
         goOn();
-        const process = await recordAndStart(entry, context, stage.node, plannedProcess("stage", stage.index, stage.nodeName, stage.runDir), argv);
+        const process = await recordAndStart(entry, context, stage.node, plannedProcess("stage", stage.index, stage.nodeName, stage.runDir), argv, portHeld);
         stages[i] = process;
         event(`stage-${stage.index}-started`, `pid ${process.pid} on ${stage.nodeName}, layers ${slot.layers[0]}-${slot.layers[1]}${rankNote(request, stage.index)}`);
       }
@@ -90,9 +91,9 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
         const slot = topology.stages[i]!;
         const wait = { deadlineMs: request.deadlines.stageListenMs, signal };
         if (readiness.stageUp === "transport-listening") {
-          await waitListening(stage.node, stages[i]!, request.coordinator.node, slot.address, wait, stopped);
+          await waitListening(stage.node, stages[i]!, request.coordinator.node, slot.address, wait, stopped, portHeld);
         } else {
-          await waitRingLine(stage.node, stages[i]!, ringReadyLine(request, stage.index), wait, stopped);
+          await waitRingLine(stage.node, stages[i]!, ringReadyLine(request, stage.index), wait, stopped, portHeld);
         }
         event(`stage-${stage.index}-listening`, `${slot.address.host}:${slot.address.port}`);
       }
@@ -104,12 +105,19 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     const serverNode = readiness.httpServer === "coordinator" ? request.coordinator.node : request.stages.at(-1)!.node;
 
     // Wait for its health endpoint.
-    await waitHealthy(serverNode, server, url, readiness, { deadlineMs: request.deadlines.coordinatorHealthMs, signal }, stopped, { entry, nodes });
+    await waitHealthy(serverNode, server, url, readiness, { deadlineMs: request.deadlines.coordinatorHealthMs, signal }, stopped, { entry, nodes, portHeld });
     event("coordinator-healthy", url);
 
     // Generate one token through the whole pipeline.
     try {
-      await awaitFirstToken(url, readiness, { deadlineMs: request.deadlines.readinessMs, signal }, entry, nodes, { node: serverNode, process: server }, stopped);
+      await awaitFirstToken(
+        url,
+        readiness,
+        { deadlineMs: request.deadlines.readinessMs, signal },
+        { entry, nodes, portHeld },
+        { node: serverNode, process: server },
+        stopped,
+      );
     } finally {
       stopped.close();
     }
@@ -351,7 +359,14 @@ async function writeLaunchFiles(request: LaunchRequest, topology: EngineTopology
  * that ends later (StageExited / CoordinatorExited, with its log), not as a generic start failure:
  * which of the two happens is only a matter of timing.
  */
-async function recordAndStart(entry: LedgerEntry, context: LaunchContext, node: NodeAccess, planned: LedgerProcess, argv: string[]): Promise<LedgerProcess> {
+async function recordAndStart(
+  entry: LedgerEntry,
+  context: LaunchContext,
+  node: NodeAccess,
+  planned: LedgerProcess,
+  argv: string[],
+  portHeld: PortHeld = () => Promise.resolve(undefined),
+): Promise<LedgerProcess> {
   entry.processes.push(planned);
   await context.ledger.write(entry);
   let process: LedgerProcess;
@@ -377,10 +392,7 @@ async function recordAndStart(entry: LedgerEntry, context: LaunchContext, node: 
     );
     const how = /^\d+$/.test(status) ? `exited with status ${status}` : "exited";
     const logTail = await readLogTail(node, planned);
-    const exited = `${label} on ${planned.node} ${how} as soon as it started`;
-    const taken = planned.role === "stage" ? portTakenIn(logTail) : undefined;
-    if (taken !== undefined) throw new LaunchError("PortInUse", step, `${exited}: ${portTakenAdvice(taken)}`, { logTail, cause: error });
-    throw new LaunchError(planned.role === "stage" ? "StageExited" : "CoordinatorExited", step, exited, { logTail, cause: error });
+    throw await exitError(planned, `${label} on ${planned.node} ${how} as soon as it started`, step, logTail, portHeld, error);
   }
   entry.processes[entry.processes.indexOf(planned)] = process;
   await context.ledger.write(entry);
@@ -394,6 +406,7 @@ async function waitListening(
   address: { host: string; port: number },
   wait: Wait,
   stopped: StoppedWatch,
+  portHeld: PortHeld,
 ): Promise<void> {
   const where = `${address.host}:${address.port}`;
   // A port not yet bound is refused by its host at once; silence (no answer at all) is the path.
@@ -407,7 +420,7 @@ async function waitListening(
     last === "no-answer"
       ? `its transport address ${where} was still silent from ${from} at the deadline (${wait.deadlineMs} ms; no answer, not a refusal): the path from ${from} to ${process.node} is down or blocked`
       : undefined;
-  await waitStageUp(node, process, { isUp, pathCut }, { before: `listening on ${where}`, notDone: `listen on ${where}` }, { ...wait, intervalMs: 50 }, stopped);
+  await waitStageUp(node, process, { isUp, pathCut, portHeld }, { before: `listening on ${where}`, notDone: `listen on ${where}` }, { ...wait, intervalMs: 50 }, stopped);
 }
 
 /**
@@ -417,19 +430,27 @@ async function waitListening(
 const ringLineWindowBytes = 256 * 1024;
 
 /** Until the stage's log shows `line` (a ring stage that is up); its ports are never probed. */
-async function waitRingLine(node: NodeAccess, process: LedgerProcess, line: RegExp, wait: Wait, stopped: StoppedWatch): Promise<void> {
+async function waitRingLine(node: NodeAccess, process: LedgerProcess, line: RegExp, wait: Wait, stopped: StoppedWatch, portHeld: PortHeld): Promise<void> {
   const printed = async (): Promise<boolean> => {
     const head = await node.run(["head", "-c", String(ringLineWindowBytes), "--", process.logFile], { deadlineMs: defaultReachMs }).catch(() => undefined);
     return head?.exitCode === 0 && line.test(head.stdout);
   };
-  await waitStageUp(node, process, { isUp: printed }, { before: "it joined the ring", notDone: `print /${line.source}/` }, { ...wait, intervalMs: 200 }, stopped);
+  await waitStageUp(
+    node,
+    process,
+    { isUp: printed, portHeld },
+    { before: "it joined the ring", notDone: `print /${line.source}/` },
+    { ...wait, intervalMs: 200 },
+    stopped,
+  );
 }
 
-/** How a stage's start is watched: whether it is up, and why not when it runs but is not seen up. */
+/** How a stage's start is watched: whether it is up, why not when it runs but is not seen up, whether its port is held. */
 interface StageProbes {
   isUp: () => Promise<boolean>;
   /** Why the stage, though running, could not be seen up: a path that is cut. Undefined: not known. */
   pathCut?: () => string | undefined;
+  portHeld: PortHeld;
 }
 
 /**
@@ -440,7 +461,7 @@ interface StageProbes {
 async function waitStageUp(
   node: NodeAccess,
   process: LedgerProcess,
-  { isUp, pathCut = () => undefined }: StageProbes,
+  { isUp, pathCut = () => undefined, portHeld }: StageProbes,
   words: { before: string; notDone: string },
   timing: Wait & { intervalMs: number },
   stopped: StoppedWatch,
@@ -457,10 +478,7 @@ async function waitStageUp(
   if (state === "up") return stopped.answered(process);
   const logTail = await tailUnlessSilent(node, process, liveness);
   if (state === "exited") {
-    const exited = `${label} on ${process.node} ${await describeExit(node, process)} before ${words.before}`;
-    const taken = portTakenIn(logTail);
-    if (taken !== undefined) throw new LaunchError("PortInUse", `${label}-listen`, `${exited}: ${portTakenAdvice(taken)}`, { logTail });
-    throw new LaunchError("StageExited", `${label}-listen`, exited, { logTail });
+    throw await exitError(process, `${label} on ${process.node} ${await describeExit(node, process)} before ${words.before}`, `${label}-listen`, logTail, portHeld);
   }
   // The stage runs (its node answered every liveness probe) and only the path to it is silent:
   // the network's failure, not the cluster's, said as such and not counted against its budget.
@@ -489,8 +507,7 @@ async function awaitFirstToken(
   url: string,
   readiness: EngineReadiness,
   { deadlineMs, signal }: Wait,
-  entry: LedgerEntry,
-  nodes: Map<string, NodeAccess>,
+  { entry, nodes, portHeld }: LaunchInFlight,
   server: { node: NodeAccess; process: LedgerProcess },
   stopped: StoppedWatch,
 ): Promise<void> {
@@ -521,7 +538,7 @@ async function awaitFirstToken(
     // The probe may have failed on the exit itself (a reset connection) before the watch saw it.
     exited ??= await firstExited();
     if (exited !== undefined) {
-      throw await exitedWhileAwaiting(exited, nodes, "readiness-probe", "the first token (the model loading, or the pipeline forming)", error);
+      throw await exitedWhileAwaiting(exited, { entry, nodes, portHeld }, "readiness-probe", "the first token (the model loading, or the pipeline forming)", error);
     }
     throw new LaunchError("ReadinessProbeFailed", "readiness-probe", `the one-token readiness probe against ${url} failed: ${messageOf(error)}${stopped.words()}`, {
       logTail: await readLogTail(server.node, server.process),
@@ -541,7 +558,7 @@ async function waitHealthy(
   readiness: EngineReadiness,
   { deadlineMs, signal }: Wait,
   stopped: StoppedWatch,
-  launch: { entry: LedgerEntry; nodes: Map<string, NodeAccess> },
+  launch: LaunchInFlight,
 ): Promise<void> {
   const health = `${url}${readiness.healthPath}`;
   const liveness = livenessOf(node, process);
@@ -574,7 +591,7 @@ async function waitHealthy(
   if (state === "other-exited" && otherExited !== undefined) {
     throw await exitedWhileAwaiting(
       otherExited,
-      launch.nodes,
+      launch,
       "coordinator-health",
       `${health} to answer ${readiness.readyStatus}${last.times === 0 ? "" : ` (it last ${last.said})`}`,
     );
@@ -624,15 +641,57 @@ function watchLaunchProcesses(entry: LedgerEntry, nodes: Map<string, NodeAccess>
   };
 }
 
-/** A process of the launch that exited while the launch waited for `awaited`, named with how it ended and its log. */
-async function exitedWhileAwaiting(exited: LedgerProcess, nodes: Map<string, NodeAccess>, step: string, awaited: string, cause?: unknown): Promise<LaunchError> {
-  const node = nodes.get(exited.node)!;
-  const logTail = await readLogTail(node, exited);
+/** The launch under way, as its waits see it: its ledger entry, its nodes, and whether a stage's port is held. */
+interface LaunchInFlight {
+  entry: LedgerEntry;
+  nodes: Map<string, NodeAccess>;
+  portHeld: PortHeld;
+}
+
+/**
+ * A process of the launch that exited while the launch waited for `awaited`, named with how it
+ * ended and its log. (A stage whose port another process held may have been seen listening: that
+ * process answered the launch's probe in its place.)
+ */
+async function exitedWhileAwaiting(exited: LedgerProcess, launch: LaunchInFlight, step: string, awaited: string, cause?: unknown): Promise<LaunchError> {
+  const node = launch.nodes.get(exited.node)!;
   const message = `${processLabel(exited.role, exited.index)} on ${exited.node} ${await describeExit(node, exited)} while the launch waited for ${awaited}`;
-  // Its port taken by another process, which then answered the launch's probe in its place.
-  const taken = exited.role === "stage" ? portTakenIn(logTail) : undefined;
-  if (taken !== undefined) return new LaunchError("PortInUse", step, `${message}: ${portTakenAdvice(taken)}`, { logTail, cause });
-  return new LaunchError(exited.role === "stage" ? "StageExited" : "CoordinatorExited", step, message, { logTail, cause });
+  return exitError(exited, message, step, await readLogTail(node, exited), launch.portHeld, cause);
+}
+
+/**
+ * Whether a socket on a stage's node holds its transport address now (undefined: not known): what
+ * makes its log's "port taken" true.
+ */
+type PortHeld = (process: LedgerProcess) => Promise<boolean | undefined>;
+
+/** PortHeld for the stages of `topology`, from their nodes' socket tables (every state: an outgoing connection holds its port too). */
+function portHeldBy(request: LaunchRequest, topology: EngineTopology, nodes: Map<string, NodeAccess>): PortHeld {
+  return async (process) => {
+    const at = request.stages.findIndex((s) => s.index === process.index);
+    const address = process.role === "stage" && at >= 0 ? topology.stages[at]?.address : undefined;
+    if (address === undefined) return undefined;
+    const sockets = await boundSockets(nodes.get(process.node)!, { deadlineMs: defaultReachMs });
+    return sockets?.some((s) => s.port === address.port && listenerCovers(s, address.host));
+  };
+}
+
+/**
+ * The error of a launch process that exited (`exited`: the words so far). A stage whose log says its
+ * port was taken is PortInUse (given back to the budget) when a socket on its node holds that
+ * address now, or the node cannot say; when none does, the words are taken for the engine's own
+ * failure and counted: an engine that says them for another fault would otherwise be retried for ever.
+ */
+async function exitError(process: LedgerProcess, exited: string, step: string, logTail: string[], portHeld: PortHeld, cause?: unknown): Promise<LaunchError> {
+  const reason = process.role === "stage" ? "StageExited" : "CoordinatorExited";
+  const taken = process.role === "stage" ? portTakenIn(logTail) : undefined;
+  if (taken === undefined) return new LaunchError(reason, step, exited, { logTail, cause });
+  const held = await portHeld(process).catch(() => undefined);
+  if (held === false) {
+    const note = `its log says its port was taken ("${taken}"), but no socket on ${process.node} holds it now: counted as the engine's own failure`;
+    return new LaunchError(reason, step, `${exited} (${note})`, { logTail, cause });
+  }
+  return new LaunchError("PortInUse", step, `${exited}: ${portTakenAdvice(taken)}`, { logTail, cause });
 }
 
 function livenessOf(node: NodeAccess, process: LedgerProcess): { isAliveOrUnknown(): Promise<boolean>; silence(): string } {
@@ -690,5 +749,5 @@ function portTakenIn(logTail: readonly string[]): string | undefined {
 
 /** `evidence`: what showed the port taken (the log's words, or the socket table's listener). */
 function portTakenAdvice(evidence: string): string {
-  return `its transport port was taken after it was found free (${evidence}). If [transport] port_range lies in the node's ephemeral port range, reserve it there: sysctl -w net.ipv4.ip_local_reserved_ports=<the range>`;
+  return `its transport port was taken after it was found free (${evidence}). If the transport port range (the definition's [transport] port_range, or the settings' [distributed] port_range) lies in the node's ephemeral port range, reserve it there: sysctl -w net.ipv4.ip_local_reserved_ports=<the range>`;
 }

@@ -3,6 +3,7 @@
  * then a one-token completion succeeds — a listening server is not a working pipeline (vLLM's
  * /v1/models answers while generation is dead). Paths and statuses are the engine's readiness facts.
  */
+import { setTimeout as delay } from "node:timers/promises";
 import type { EngineReadiness } from "../engines/index.js";
 import { clipLine, notReadyAnswer, notReadyBodyChars, readStart } from "../health/index.js";
 
@@ -34,26 +35,41 @@ export async function askCoordinatorHealth(url: string, readiness: EngineReadine
   }
 }
 
-/** Generate one token through the pipeline; resolves on success, throws with what went wrong. */
+/** Pause between two tries of the one-token probe while the engine answers 503 (not ready yet), ms. */
+const retryMs = 500;
+
+/**
+ * Generate one token through the pipeline within `timeoutMs`; resolves on success, throws with what
+ * went wrong. A 503 is asked again (see below); any other answer ends it.
+ */
 export async function probeOneToken(url: string, readiness: EngineReadiness, timeoutMs: number, cancel?: AbortSignal): Promise<void> {
   const path = readiness.completionsPath;
   const deadline = AbortSignal.timeout(timeoutMs);
   const signal = cancel === undefined ? deadline : AbortSignal.any([deadline, cancel]);
   let response: Response;
   let text: string;
-  try {
-    response = await fetch(`${url}${path}`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      // No "model": engines differ in the name they serve, and the probe is about the pipeline.
-      body: JSON.stringify({ prompt: "ping", max_tokens: 1, temperature: 0 }),
-      signal,
-    });
-    text = await response.text();
-  } catch (error) {
-    // fetch says only "The operation was aborted due to timeout": say which request and how long.
-    if (deadline.aborted) throw new Error(`POST ${path} did not answer within ${timeoutMs} ms`, { cause: error });
-    throw error;
+  // What the last try said, when the probe was asked again: the deadline's message quotes it.
+  let last = "";
+  for (;;) {
+    try {
+      response = await fetch(`${url}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        // No "model": engines differ in the name they serve, and the probe is about the pipeline.
+        body: JSON.stringify({ prompt: "ping", max_tokens: 1, temperature: 0 }),
+        signal,
+      });
+      text = await response.text();
+    } catch (error) {
+      // fetch says only "The operation was aborted due to timeout": say which request and how long.
+      if (deadline.aborted) throw new Error(`POST ${path} did not answer within ${timeoutMs} ms${last === "" ? "" : `; it last ${last}`}`, { cause: error });
+      throw error;
+    }
+    // 503: the engine says it is not ready yet (a model still loading behind a /health that
+    // answers 200 early): asked again every retryMs until the deadline.
+    if (response.status !== 503) break;
+    last = `answered 503: ${text.slice(0, 300)}`;
+    await delay(retryMs, undefined, { signal }).catch(() => undefined);
   }
   if (response.status !== 200) throw new Error(`POST ${path} answered ${response.status}: ${text.slice(0, 300)}`);
   let body: { choices?: Array<{ text?: unknown }>; usage?: { completion_tokens?: number } };

@@ -4,10 +4,10 @@ import type { NodeAccess } from "./types.js";
 export type ListenerTool = "netstat-bsd" | "ss" | "netstat" | "lsof";
 
 /**
- * The node's listening TCP sockets, after a line naming the tool that listed them: on macOS its
- * netstat (which lists every user's sockets; its lsof shows another user's only to root), elsewhere
- * `ss`, else net-tools' netstat, else lsof (whose status 1 means it found nothing). $1, when
- * given, picks the tool.
+ * The node's TCP sockets, after a line naming the tool that listed them: on macOS its netstat
+ * (which lists every user's sockets; its lsof shows another user's only to root), elsewhere `ss`,
+ * else net-tools' netstat, else lsof (whose status 1 means it found nothing). $1, when given,
+ * picks the tool; $2 = "all" lists sockets in every state, otherwise the listening ones.
  */
 const listListenersScript = `want=$1
 if [ -z "$want" ]; then
@@ -19,12 +19,12 @@ fi
 echo "$want"
 case $want in
   netstat-bsd) exec netstat -an -p tcp ;;
-  ss) exec ss -tln ;;
-  netstat) exec netstat -tln ;;
-  lsof) lsof -nP -iTCP -sTCP:LISTEN; [ $? -le 1 ] ;;
+  ss) if [ "$2" = all ]; then exec ss -tan; else exec ss -tln; fi ;;
+  netstat) if [ "$2" = all ]; then exec netstat -tan; else exec netstat -tln; fi ;;
+  lsof) if [ "$2" = all ]; then lsof -nP -iTCP; else lsof -nP -iTCP -sTCP:LISTEN; fi; [ $? -le 1 ] ;;
 esac`;
 
-/** A listening TCP socket: its local address as the tool wrote it ("*", "0.0.0.0" and "::" are any), and its port. */
+/** A TCP socket by its local address as the tool wrote it ("*", "0.0.0.0" and "::" are any) and its port. */
 export interface Listener {
   address: string;
   port: number;
@@ -36,17 +36,30 @@ export interface Listener {
  * ring) must never be probed. Undefined when the node cannot list them (no tool, no answer).
  * `tool` forces one (tests); by default the node's own is used.
  */
-export async function listeningSockets(node: NodeAccess, options: { deadlineMs?: number; tool?: ListenerTool } = {}): Promise<Listener[] | undefined> {
-  const result = await node.run(["sh", "-c", listListenersScript, "sh", options.tool ?? ""], { deadlineMs: options.deadlineMs ?? 2_000 }).catch(() => undefined);
+export function listeningSockets(node: NodeAccess, options: { deadlineMs?: number; tool?: ListenerTool } = {}): Promise<Listener[] | undefined> {
+  return readSockets(node, "listening", options);
+}
+
+/**
+ * Every TCP socket at `node`, listening or connected (an outgoing connection's local port is held
+ * as surely as a listener's), by its local address and port; undefined when it cannot be read.
+ */
+export function boundSockets(node: NodeAccess, options: { deadlineMs?: number; tool?: ListenerTool } = {}): Promise<Listener[] | undefined> {
+  return readSockets(node, "all", options);
+}
+
+async function readSockets(node: NodeAccess, which: "listening" | "all", options: { deadlineMs?: number; tool?: ListenerTool }): Promise<Listener[] | undefined> {
+  const result = await node.run(["sh", "-c", listListenersScript, "sh", options.tool ?? "", which], { deadlineMs: options.deadlineMs ?? 2_000 }).catch(() => undefined);
   if (result === undefined || result.exitCode !== 0) return undefined;
   const [tool, ...lines] = result.stdout.split("\n");
   const listeners: Listener[] = [];
   for (const line of lines) {
     const columns = line.trim().split(/\s+/);
     // Only listeners: netstat lists every socket of its kind; headers say no LISTEN either.
-    if (tool !== "ss" && !/LISTEN/.test(line)) continue;
-    // The local address: lsof's next to last column ("127.0.0.1:39600 (LISTEN)"), the others' fourth.
-    const local = tool === "lsof" ? columns.at(-2) : columns[3];
+    if (which === "listening" && tool !== "ss" && !/LISTEN/.test(line)) continue;
+    // The local address: lsof's next to last column ("127.0.0.1:39600 (LISTEN)", or
+    // "127.0.0.1:5000->127.0.0.1:39600" for a connection), the others' fourth (headers have none).
+    const local = tool === "lsof" ? columns.at(-2)?.split("->")[0] : columns[3];
     // The port follows the last ':' (ss, lsof, net-tools) or '.' (BSD netstat: 127.0.0.1.39600);
     // IPv6 addresses come bracketed ([::1]:22), with a zone (fe80::1%eth0) or bare (:::22).
     const split = /^(.*)[:.](\d{1,5})$/.exec(local ?? "");

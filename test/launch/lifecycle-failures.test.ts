@@ -71,7 +71,7 @@ describe("a launch failure at each step leaves nothing running and names the ste
     for (const pid of left) expect(await runningState(pid), `pid ${pid}`).toBeUndefined();
   });
 
-  it("PortInUse: a stage's transport port taken between the check and its listen (EADDRINUSE), with what to reserve", async () => {
+  it("PortInUse: a stage's transport port taken between the check and its listen (EADDRINUSE; an outgoing connection holds it), with what to reserve", async () => {
     const failure = await expectCleanFailure(await makeRequest(world, { cluster: "taken", binary: world.standIns.listenRefused }));
     expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("PortInUse");
     expect(failure.step).toMatch(/^stage-[01]-(start|listen)$/);
@@ -86,15 +86,21 @@ describe("a launch failure at each step leaves nothing running and names the ste
     expect(failure.message).toContain("its transport port was taken after it was found free (Address already in use)");
   });
 
-  it("PortInUse: a stage that says its port was taken, once the launch saw it listening (another process answered in its place)", async () => {
+  it("StageExited: a stage that says its port was taken while no socket holds it is counted as the engine's own failure, never retried for ever", async () => {
+    const failure = await expectCleanFailure(await makeRequest(world, { cluster: "taken-not", binary: world.standIns.listenRefusedFalsely }));
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("StageExited");
+    expect(failure.message).toMatch(
+      /\(its log says its port was taken \("Address already in use"\), but no socket on \S+ holds it now: counted as the engine's own failure\)$/,
+    );
+  });
+
+  it("StageExited: the same words after the stage had listened, its port free again, while the launch waited for /health", async () => {
     const failure = await expectCleanFailure(
       await makeRequest(world, { cluster: "taken-late", binary: world.standIns.stagePortTakenWhileServerLoads, deadlines: { coordinatorHealthMs: 60_000 } }),
     );
-    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("PortInUse");
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("StageExited");
     expect(failure.step).toBe("coordinator-health");
-    expect(failure.message).toMatch(
-      /^stage-1 on \S+ exited with status 1 while the launch waited for .*: its transport port was taken after it was found free \(Address already in use\)/,
-    );
+    expect(failure.message).toMatch(/^stage-1 on \S+ exited with status 1 while the launch waited for .*\(its log says its port was taken/);
   });
 
   it("StageExited: a bad model directory", async () => {
@@ -224,6 +230,24 @@ describe("a launch failure at each step leaves nothing running and names the ste
     expect(failure.step).toBe("readiness-probe");
     expect(failure.message).toMatch(/POST \/v1\/completions did not answer within 1000 ms/);
     expect(failure.events).toContain("coordinator-healthy");
+  });
+
+  it("the one-token probe asks again while the engine answers 503 behind a /health of 200 (a model still loading), and the launch succeeds", async () => {
+    const request = await makeRequest(world, { cluster: "warming", binary: world.standIns.coordinatorWarming, register: false, deadlines: { readinessMs: 20_000 } });
+    const context = makeContext(world);
+    try {
+      await launchCluster(request, context);
+      expect(context.events.map((e) => e.step)).toContain("readiness-probe-passed");
+    } finally {
+      const entry = await world.ledger.read("warming");
+      if (entry !== undefined) await teardownCluster(entry, { ledger: world.ledger, registrar: world.registrar, nodeFor: world.nodeFor, graceMs: 2_000 });
+    }
+    // Asked until its deadline: one that never stops answering 503 is named by what it last answered.
+    const failure = await expectCleanFailure(
+      await makeRequest(world, { cluster: "never-warm", binary: world.standIns.coordinatorCold, deadlines: { readinessMs: 1_500 } }),
+    );
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("ReadinessProbeFailed");
+    expect(failure.message).toMatch(/POST \/v1\/completions did not answer within 1500 ms; it last answered 503: \{"error":\{"code":503,"message":"Loading model"\}\}/);
   });
 
   it("RouterRegistrationFailed: the router config path is a directory", async () => {

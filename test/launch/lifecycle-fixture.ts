@@ -7,7 +7,7 @@
  * imports: the bench uses it too. Run `npm run build` first (the engine runs from dist/).
  */
 import { existsSync } from "node:fs";
-import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
@@ -23,7 +23,7 @@ import {
   type LedgerEntry,
   type TimelineEvent,
 } from "../../src/launch/index.js";
-import { NodePool, type NodeAccess } from "../../src/nodes/index.js";
+import { launchMark, NodePool, type NodeAccess } from "../../src/nodes/index.js";
 import { makeTestModel } from "../../src/planner/test-model/index.js";
 import { createRegistrar, startRouter, type Registrar, type RunningRouter } from "../../src/router/index.js";
 import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
@@ -52,6 +52,7 @@ export type StandIn =
   | "exit255"
   | "daemonizes"
   | "listenRefusedPython"
+  | "listenRefusedFalsely"
   | "stagePortTakenWhileServerLoads"
   | "stageDiesWhileServerLoads"
   | "sleep"
@@ -60,6 +61,8 @@ export type StandIn =
   | "coordinatorNotFound"
   | "coordinatorFailsCompletions"
   | "coordinatorNeverCompletes"
+  | "coordinatorWarming"
+  | "coordinatorCold"
   | "coordinatorAnswersHtml"
   | "listenRefused";
 
@@ -114,6 +117,14 @@ export async function startLifecycleWorld(options: WorldOptions = {}): Promise<L
       await router.close();
       await pool.close();
       await sshd.close();
+      // The port holders the stand-ins started outside the launches (which rightly left them).
+      for (const pid of (await readFile(join(root, "bin", "port-holders.pids"), "utf8").catch(() => "")).split("\n").filter(Boolean)) {
+        try {
+          process.kill(Number(pid), "SIGKILL");
+        } catch {
+          // Gone already.
+        }
+      }
       await rm(root, { recursive: true, force: true });
     },
   };
@@ -222,30 +233,41 @@ async function writeStandIns(dir: string): Promise<Record<StandIn, string>> {
   // A coordinator loading for ever, and a stage-1 that listens, then dies 3 s later saying `words`.
   const stageDiesWhileServerLoads = (words: string): string =>
     `#!/bin/sh\ncase " $* " in\n  *" --node-id coordinator "*) exec ${node} ${JSON.stringify(server)} loading "$@" ;;\n  *" --node-id stage-1 "*) ${engine} "$@" & pid=$!; sleep 3; kill $pid; wait $pid; echo ${JSON.stringify(words)} >&2; exit 1 ;;\nesac\nexec ${engine} "$@"\n`;
+  // The stage's transport address (its --host and --port) taken by an outgoing connection from it,
+  // as Linux gives ports of the ephemeral range to connections: held by a process outside the
+  // launch (no mark, a session of its own; its pid appended to port-holders.pids), so the
+  // launch's probe is refused, not answered; then the stage says `words` and exits 1.
+  const holder = `const net = require("node:net"); const [host, port] = process.argv.slice(1); const server = net.createServer(() => {}).listen(0, "127.0.0.1", () => net.connect({ host: "127.0.0.1", port: server.address().port, localAddress: host, localPort: Number(port) }));`;
+  const portTakenThen = (words: string): string =>
+    `#!/bin/sh\nfor a in "$@"; do case $prev in --host) host=$a ;; --port) port=$a ;; esac; prev=$a; done\nenv -u ${launchMark} setsid ${node} -e ${JSON.stringify(holder)} "$host" "$port" </dev/null >/dev/null 2>&1 &\necho $! >> ${JSON.stringify(join(dir, "port-holders.pids"))}\nfor i in $(seq 1 100); do ss -Htan "sport = :$port" | grep -q . && break; sleep 0.05; done\n${words}\nexit 1\n`;
   const coordinatorDoes = (action: string): string => `#!/bin/sh\ncase " $* " in\n  *" --node-id coordinator "*) ${action} ;;\nesac\nexec ${engine} "$@"\n`;
   const scripts: Record<StandIn, string> = {
     exit3: `#!/bin/sh\necho "stand-in engine: cannot open the model" >&2\nexit 3\n`,
     // exit(-1), as C, Python and Node.js programs write it: status 255, which no signal gives.
     exit255: `#!/bin/sh\necho "stand-in engine: CUDA error" >&2\nexit 255\n`,
     // What Node.js reports when a listen finds its port taken (here as shard-engine logs it).
-    listenRefused: `#!/bin/sh\necho '{"level":50,"msg":"stage failed to start","err":"listen EADDRINUSE: address already in use 127.0.0.1:39600"}' >&2\nexit 1\n`,
+    listenRefused: portTakenThen(`echo '{"level":50,"msg":"stage failed to start","err":"listen EADDRINUSE: address already in use 127.0.0.1:39600"}' >&2`),
     // An engine that puts itself in the background, as a `--daemon` option does: the real engine in
     // a session of its own, its pid appended to daemonized.pids; the first process exits 0.
     daemonizes: `#!/bin/sh\nsetsid ${engine} "$@" </dev/null >/dev/null 2>&1 &\necho $! >> ${JSON.stringify(join(dir, "daemonized.pids"))}\nexit 0\n`,
     // The words Python (mlx-lm), Go, Rust and C programs print for EADDRINUSE.
-    listenRefusedPython: `#!/bin/sh\necho "OSError: [Errno 98] Address already in use" >&2\nexit 1\n`,
+    listenRefusedPython: portTakenThen(`echo "OSError: [Errno 98] Address already in use" >&2`),
+    // The same words with nothing holding the port: an engine that says them of another fault.
+    listenRefusedFalsely: `#!/bin/sh\necho "OSError: [Errno 98] Address already in use" >&2\nexit 1\n`,
     sleep: `#!/bin/sh\necho "stand-in engine: sleeping without listening"\nexec sleep 60\n`,
     coordinatorExits: coordinatorDoes(`echo "stand-in coordinator: exiting" >&2; sleep 0.2; exit 4`),
     coordinatorNeverHealthy: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} loading "$@"`),
     // As a stage that runs out of memory while it loads its layers would.
     stageDiesWhileServerLoads: stageDiesWhileServerLoads("stand-in stage: fatal: out of memory while loading layer 3"),
-    // The same stage saying, as a Python engine does, that its port was taken: as when another
-    // process held it and answered the launch's probe of the port in the stage's place.
+    // The same stage saying, as a Python engine does, that its port was taken, once it had listened
+    // on it (nothing holds it when it exits).
     stagePortTakenWhileServerLoads: stageDiesWhileServerLoads("OSError: [Errno 98] Address already in use"),
     coordinatorNotFound: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} elsewhere "$@"`),
     coordinatorFailsCompletions: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} broken "$@"`),
     coordinatorAnswersHtml: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} html "$@"`),
     coordinatorNeverCompletes: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} hung "$@"`),
+    coordinatorWarming: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} warming "$@"`),
+    coordinatorCold: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} cold "$@"`),
   };
   const paths = {} as Record<StandIn, string>;
   for (const [name, text] of Object.entries(scripts) as Array<[StandIn, string]>) {
@@ -282,6 +304,14 @@ const server = createServer((req, res) => {
     return;
   }
   if (mode === "hung") return;
+  // "warming": a model that loads behind a /health of 200 — 503 for 1.5 s, then a completion;
+  // "cold": 503 for ever.
+  if (mode === "warming" || mode === "cold") {
+    const loaded = mode === "warming" && process.uptime() > 1.5;
+    res.writeHead(loaded ? 200 : 503, { "content-type": "application/json" });
+    res.end(loaded ? '{"choices":[{"text":"x","index":0,"finish_reason":"length"}],"usage":{"completion_tokens":1}}' : '{"error":{"code":503,"message":"Loading model"}}');
+    return;
+  }
   res.writeHead(500, { "content-type": "application/json" });
   res.end('{"error":{"message":"stand-in: pipeline broken","type":"server_error"}}');
 });
