@@ -17,7 +17,7 @@ import type { EngineReadiness, EngineTopology, ProcessFiles } from "../engines/i
 import type { LedgerEntry, LedgerProcess } from "./ledger.js";
 import { LaunchError } from "./launch-error.js";
 import { allocatePorts, oneAllocationAtATime } from "./ports.js";
-import { defaultReachMs, describeExit, isProcessAlive, plannedProcess, processLabel, readLogTail, startEngineProcess } from "./processes.js";
+import { defaultReachMs, describeExit, describeRecordedExit, isProcessAlive, plannedProcess, processLabel, readLogTail, startEngineProcess } from "./processes.js";
 import { routerBackendOf } from "./router-backend.js";
 import { teardownCluster } from "./teardown.js";
 import { askCoordinatorHealth, probeOneToken } from "./coordinator-probes.js";
@@ -386,11 +386,8 @@ async function recordAndStart(
       );
     }
     if (!isShardctlError(error, "ProcessStartFailed")) throw error;
-    const status = await node.readFile(planned.exitFile).then(
-      (b) => b.toString("utf8").trim(),
-      () => "",
-    );
-    const how = /^\d+$/.test(status) ? `exited with status ${status}` : "exited";
+    // Said as any exit is (an engine that put itself in the background exits 0 at once).
+    const how = (await describeRecordedExit(node, planned)) ?? "exited";
     const logTail = await readLogTail(node, planned);
     throw await exitError(planned, `${label} on ${planned.node} ${how} as soon as it started`, step, logTail, portHeld, error);
   }

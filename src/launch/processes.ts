@@ -37,7 +37,7 @@ export function plannedProcess(role: ProcessRole, index: number | undefined, nod
 /** Start a planned process detached and return its record with pid and start time. */
 export async function startEngineProcess(node: NodeAccess, planned: LedgerProcess, argv: string[]): Promise<LedgerProcess> {
   // A previous launch's files would be taken for this one's: an old exit status means "exited".
-  await Promise.all([node.remove(planned.logFile), node.remove(planned.exitFile)]);
+  await Promise.all([node.remove(planned.logFile), node.remove(planned.exitFile), node.remove(leftFileOf(planned))]);
   const { pid, startTime } = await node.startDetached(argv, {
     logFile: planned.logFile,
     cwd: planned.runDir,
@@ -57,7 +57,8 @@ export async function findUnrecordedProcess(node: NodeAccess, planned: LedgerPro
   if (listing.exitCode !== 0) throw listingFailed(node.config.name, listing);
   for (const line of listing.stdout.split("\n")) {
     const match = /^\s*(\d+)\s+(.*)$/.exec(line);
-    if (match === null || !match[2]!.includes(` ${planned.exitFile} `) || !match[2]!.startsWith("sh -c")) continue;
+    // The wrapper, or the `env` that sets its mark a moment before it becomes the wrapper.
+    if (match === null || !match[2]!.includes(` ${planned.exitFile} `) || !/^(sh -c|env )/.test(match[2]!)) continue;
     const pid = Number(match[1]);
     const startTime = await node.processStartTime(pid);
     if (startTime !== undefined) return { ...planned, pid, startTime };
@@ -73,11 +74,16 @@ export async function isProcessAlive(node: NodeAccess, process: LedgerProcess, a
 
 /** How a process ended, e.g. `exited with status 1` or `killed by SIGKILL (status 137)`. */
 export async function describeExit(node: NodeAccess, process: LedgerProcess): Promise<string> {
+  return (await describeRecordedExit(node, process)) ?? "ended without recording an exit status";
+}
+
+/** As describeExit, or undefined when the process recorded no exit status. */
+export async function describeRecordedExit(node: NodeAccess, process: LedgerProcess): Promise<string | undefined> {
   const text = await node.readFile(process.exitFile).then(
     (b) => b.toString("utf8").trim(),
     () => "",
   );
-  if (!/^\d+$/.test(text)) return "ended without recording an exit status";
+  if (!/^\d+$/.test(text)) return undefined;
   const status = Number(text);
   // The wrapper's shell reports a signal as 128 + its number; signals end at SIGRTMAX (64 on
   // Linux), so 193-255 are statuses the process chose itself (exit(-1) is 255).
@@ -85,9 +91,10 @@ export async function describeExit(node: NodeAccess, process: LedgerProcess): Pr
   if (status === 0) {
     // An engine that puts itself in the background: its first process exits 0 at once, and the
     // engine runs on in a session of its own, where supervision cannot see it.
-    const left = await leftRunning(node, process);
+    // Those found now, or those its teardown found and stopped (it may have run first).
+    const left = [...new Set([...(await leftRunning(node, process)), ...(await stoppedLeft(node, process))])];
     if (left.length > 0) {
-      return `exited with status 0 but left ${plural(left.length, "process")} running in the background (pid ${left.join(", ")}): the engine put itself in the background, and shardctl supervises an engine in the foreground; start it without its option to daemonize (what it left is stopped with the launch)`;
+      return `exited with status 0, leaving ${plural(left.length, "process")} in the background (pid ${left.join(", ")}: the engine put itself there, and shardctl supervises an engine in the foreground, so start it without its option to daemonize; what it left is stopped with the launch)`;
     }
   }
   return `exited with status ${status}`;
@@ -99,6 +106,23 @@ export async function describeExit(node: NodeAccess, process: LedgerProcess): Pr
  */
 function leftRunning(node: NodeAccess, process: LedgerProcess): Promise<number[]> {
   return markedProcesses(node, process.exitFile, { deadlineMs: defaultReachMs }).catch(() => []);
+}
+
+/** Where stopOrphanedGroup notes the pids a gone wrapper left running, before it stops them. */
+function leftFileOf(process: Pick<LedgerProcess, "exitFile">): string {
+  return `${process.exitFile}.left`;
+}
+
+/** The pids noted in leftFileOf(process): none when there is no note, or the node does not give it. */
+async function stoppedLeft(node: NodeAccess, process: LedgerProcess): Promise<number[]> {
+  const text = await node.readFile(leftFileOf(process)).then(
+    (b) => b.toString("utf8"),
+    () => "",
+  );
+  return text
+    .split(/\s+/)
+    .filter((word) => /^\d+$/.test(word))
+    .map(Number);
 }
 
 function plural(count: number, noun: string): string {
@@ -156,7 +180,9 @@ export async function stopEngineProcess(node: NodeAccess, process: LedgerProcess
   const ask = { deadlineMs: options.reachMs ?? defaultReachMs };
   if (process.pid === 0) {
     const found = await findUnrecordedProcess(node, process);
-    return found === undefined ? "gone" : stopEngineProcess(node, found, options);
+    // Gone before its pid was recorded (it exited at once, as an engine that puts itself in the
+    // background does): what it left carries its mark.
+    return found === undefined ? stopOrphanedGroup(node, process, options, ask, "none") : stopEngineProcess(node, found, options);
   }
   if (options.seenGone === true) return stopOrphanedGroup(node, process, options, ask, await endedMomentsAgo(node, process, ask));
   const startTime = await node.processStartTime(process.pid, ask);
@@ -272,6 +298,9 @@ async function stopOrphanedGroup(
   };
   let pids = await ours();
   if (pids.length === 0) return "gone";
+  // Noted first: how the process ended is often read after this teardown (describeExit), and what
+  // it left running is part of that (an engine that put itself in the background).
+  await node.writeFile(leftFileOf(process), `${pids.join(" ")}\n`).catch(() => undefined);
   await signalAll("TERM", pids);
   const deadline = Date.now() + options.graceMs;
   while (Date.now() < deadline) {

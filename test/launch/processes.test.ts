@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, expect, test } from "vitest";
-import { plannedProcess, startEngineProcess, stopEngineProcess } from "../../src/launch/processes.js";
+import { describeExit, plannedProcess, startEngineProcess, stopEngineProcess } from "../../src/launch/processes.js";
 import type { LedgerProcess } from "../../src/launch/ledger.js";
 import { LocalNode, launchMark } from "../../src/nodes/index.js";
 
@@ -199,4 +199,33 @@ test("a wrapper that recorded its exit long ago: a member carrying its mark is o
   await utimes(started.exitFile, anHourAgo, anHourAgo);
   expect(await stopEngineProcess(node, started, { graceMs: 1_000, seenGone: true })).toBe("orphans-stopped");
   expect(await isAlive(helper)).toBe(false);
+});
+
+test("an engine that puts itself in the background and exits 0: what it left is stopped, and how it ended names it even afterwards", async () => {
+  const planned = plannedProcess("stage", 9, "local", join(root, "daemonized"));
+  await node.mkdir(planned.runDir);
+  // A nap of its own length: no other test's sleep is taken for it.
+  const nap = `sleep ${1000 + Math.floor(Math.random() * 100_000)}`;
+  const started = await startEngineProcess(node, planned, ["sh", "-c", `setsid ${nap} </dev/null >/dev/null 2>&1 & exit 0`]);
+  for (let i = 0; i < 100 && (await isAlive(started.pid)); i++) await new Promise((r) => setTimeout(r, 20));
+  let left = 0;
+  for (let i = 0; i < 100 && left === 0; i++) {
+    const { stdout } = await run("ps", ["-A", "-o", "pid=,args="]);
+    left = Number(
+      stdout
+        .split("\n")
+        .find((l) => l.trim().endsWith(` ${nap}`))
+        ?.trim()
+        .split(/\s+/)[0] ?? 0,
+    );
+    if (left === 0) await new Promise((r) => setTimeout(r, 20));
+  }
+  expect(left).toBeGreaterThan(0);
+  strays.push(left);
+  const said = `exited with status 0, leaving 1 process in the background (pid ${left}: the engine put itself there`;
+  expect(await describeExit(node, started)).toContain(said);
+  expect(await stopEngineProcess(node, started, { graceMs: 1_000, seenGone: true })).toBe("orphans-stopped");
+  expect(await isAlive(left)).toBe(false);
+  // Read after the teardown, as a death's evidence often is: still said.
+  expect(await describeExit(node, started)).toContain(said);
 });
