@@ -24,7 +24,7 @@ import { askCoordinatorHealth, probeOneToken } from "./coordinator-probes.js";
 import type { LaunchContext, LaunchRequest, LaunchResult, TimelineEvent } from "./types.js";
 import { watchStopped, type StoppedWatch } from "./stopped-watch.js";
 import { waitUntil } from "./wait-until.js";
-import { boundSockets, listenerCovers, listeningPorts, type NodeAccess, type PortAnswer } from "../nodes/index.js";
+import { boundSockets, socketCovers, listeningPorts, type NodeAccess, type PortAnswer } from "../nodes/index.js";
 import { isShardctlError, messageOf, ShardctlError } from "../errors/index.js";
 
 export async function launchCluster(request: LaunchRequest, context: LaunchContext): Promise<LaunchResult> {
@@ -619,14 +619,6 @@ interface Wait {
 }
 
 /**
- * Liveness during a wait: a probe that fails (the node's answer got lost) counts as "still alive"
- * so the wait goes on; the phase's deadline still bounds it. Each probe is bounded as a teardown's
- * questions are (2 s): a node partitioned during the wait must not hold it past its deadline for as
- * long as its connection takes to drop. `silence()` is what a timeout's message adds when the node
- * did not answer the last probe: a stage that "did not listen" because its node went silent is told
- * apart from one that is slow.
- */
-/**
  * Watches the launch's started processes (all but `except`): each call asks them in turn and
  * returns the first one that has exited, or undefined when all run (or their nodes cannot say).
  */
@@ -669,7 +661,7 @@ function portHeldBy(request: LaunchRequest, topology: EngineTopology, nodes: Map
     const address = process.role === "stage" && at >= 0 ? topology.stages[at]?.address : undefined;
     if (address === undefined) return undefined;
     const sockets = await boundSockets(nodes.get(process.node)!, { deadlineMs: defaultReachMs });
-    return sockets?.some((s) => s.port === address.port && listenerCovers(s, address.host));
+    return sockets?.some((s) => s.port === address.port && socketCovers(s, address.host));
   };
 }
 
@@ -691,6 +683,14 @@ async function exitError(process: LedgerProcess, exited: string, step: string, l
   return new LaunchError("PortInUse", step, `${exited}: ${portTakenAdvice(taken)}`, { logTail, cause });
 }
 
+/**
+ * Liveness during a wait: a probe that fails (the node's answer got lost) counts as "still alive"
+ * so the wait goes on; the phase's deadline still bounds it. Each probe is bounded as a teardown's
+ * questions are (2 s): a node partitioned during the wait must not hold it past its deadline for as
+ * long as its connection takes to drop. `silence()` is what a timeout's message adds when the node
+ * did not answer the last probe: a stage that "did not listen" because its node went silent is told
+ * apart from one that is slow.
+ */
 function livenessOf(node: NodeAccess, process: LedgerProcess): { isAliveOrUnknown(): Promise<boolean>; silence(): string } {
   let unanswered: { since: number; why: string } | undefined;
   return {
@@ -744,7 +744,7 @@ function portTakenIn(logTail: readonly string[]): string | undefined {
   return undefined;
 }
 
-/** `evidence`: what showed the port taken (the log's words, or the socket table's listener). */
+/** `evidence`: the log's words that said the port was taken. */
 function portTakenAdvice(evidence: string): string {
   return `its transport port was taken after it was found free (${evidence}). If the transport port range (the definition's [transport] port_range, or the settings' [distributed] port_range) lies in the node's ephemeral port range, reserve it there: sysctl -w net.ipv4.ip_local_reserved_ports=<the range>`;
 }

@@ -189,17 +189,13 @@ export async function stopEngineProcess(node: NodeAccess, process: LedgerProcess
   if (startTime === undefined) return stopOrphanedGroup(node, process, options, ask, await endedMomentsAgo(node, process, ask));
   // The pid now belongs to another process: ours is gone, and the other one is not ours to stop
   // (what ours left in the background, carrying its mark, is).
-  if (startTime !== process.startTime) {
-    const left = await stopOrphanedGroup(node, process, options, ask, "none");
-    return left === "gone" ? "recycled" : left;
-  }
+  if (startTime !== process.startTime) return stopMarkedOfRecycled(node, process, options, ask);
   if (!(await node.signal(process.pid, "SIGTERM", process.startTime, ask))) {
     // Refused: the process exited between the look and the signal (then its group may still hold
     // an engine), or its pid was taken by another process meanwhile.
     const now = await node.processStartTime(process.pid, ask);
     if (now === undefined || now === process.startTime) return stopOrphanedGroup(node, process, options, ask, "whole-group");
-    const left = await stopOrphanedGroup(node, process, options, ask, "none");
-    return left === "gone" ? "recycled" : left;
+    return stopMarkedOfRecycled(node, process, options, ask);
   }
   let outcome: StopOutcome = "terminated";
   if (!(await waitGone(node, process, options.graceMs, ask))) {
@@ -219,10 +215,16 @@ export async function stopEngineProcess(node: NodeAccess, process: LedgerProcess
  * of the old one lives. "naming-run-dir": only those whose command line names this launch's run
  * directory, for a wrapper gone for an unknown time (its group may have emptied and its id been
  * taken since, by processes that never name our run directory). "none": the wrapper's pid is
- * another process's now, so is its group. Processes carrying the wrapper's launch mark are ours
- * whichever it is.
+ * another process's now, so is its group (or it was never recorded). Processes carrying the
+ * wrapper's launch mark are ours whichever it is.
  */
 type GroupMembers = "whole-group" | "naming-run-dir" | "none";
+
+/** A wrapper whose pid another process has now: only what it left carrying its mark is ours; "recycled" when nothing is. */
+async function stopMarkedOfRecycled(node: NodeAccess, process: LedgerProcess, options: StopOptions, ask: { deadlineMs: number }): Promise<StopOutcome> {
+  const left = await stopOrphanedGroup(node, process, options, ask, "none");
+  return left === "gone" ? "recycled" : left;
+}
 
 /**
  * How long ago, at most, the wrapper's exit file was written for its whole group to count as ours,
@@ -275,10 +277,12 @@ async function stopOrphanedGroup(
   members: GroupMembers,
 ): Promise<StopOutcome> {
   const ours = async (): Promise<number[]> => {
+    // "none" has no group to list: only the mark is asked.
     const [listing, marked] = await Promise.all([
-      node.run(["ps", "-A", "-ww", "-o", "pgid=", "-o", "stat=", "-o", "pid=", "-o", "args="], ask),
+      members === "none" ? undefined : node.run(["ps", "-A", "-ww", "-o", "pgid=", "-o", "stat=", "-o", "pid=", "-o", "args="], ask),
       markedProcesses(node, process.exitFile, ask),
     ]);
+    if (listing === undefined) return marked;
     // An empty listing from a command that failed or timed out is not "nothing of ours runs".
     if (listing.exitCode !== 0) throw listingFailed(node.config.name, listing);
     const inGroup = listing.stdout
@@ -286,7 +290,7 @@ async function stopOrphanedGroup(
       .map((line) => /^\s*(\d+)\s+(\S+)\s+(\d+)\s+(.*)$/.exec(line))
       .filter(
         (m): m is RegExpExecArray =>
-          m !== null && members !== "none" && m[1] === String(process.pid) && !m[2]!.startsWith("Z") && (members === "whole-group" || m[4]!.includes(process.runDir)),
+          m !== null && m[1] === String(process.pid) && !m[2]!.startsWith("Z") && (members === "whole-group" || m[4]!.includes(process.runDir)),
       )
       .map((m) => Number(m[3]));
     return [...new Set([...inGroup, ...marked])];

@@ -9,7 +9,7 @@ export type ListenerTool = "netstat-bsd" | "ss" | "netstat" | "lsof";
  * else net-tools' netstat, else lsof (whose status 1 means it found nothing). $1, when given,
  * picks the tool; $2 = "all" lists sockets in every state, otherwise the listening ones.
  */
-const listListenersScript = `want=$1
+const listSocketsScript = `want=$1
 if [ -z "$want" ]; then
   if [ "$(uname)" = Darwin ]; then want=netstat-bsd
   elif command -v ss >/dev/null 2>&1; then want=ss
@@ -25,7 +25,7 @@ case $want in
 esac`;
 
 /** A TCP socket by its local address as the tool wrote it ("*", "0.0.0.0" and "::" are any) and its port. */
-export interface Listener {
+export interface TcpSocket {
   address: string;
   port: number;
 }
@@ -36,7 +36,7 @@ export interface Listener {
  * ring) must never be probed. Undefined when the node cannot list them (no tool, no answer).
  * `tool` forces one (tests); by default the node's own is used.
  */
-export function listeningSockets(node: NodeAccess, options: { deadlineMs?: number; tool?: ListenerTool } = {}): Promise<Listener[] | undefined> {
+export function listeningSockets(node: NodeAccess, options: { deadlineMs?: number; tool?: ListenerTool } = {}): Promise<TcpSocket[] | undefined> {
   return readSockets(node, "listening", options);
 }
 
@@ -44,15 +44,15 @@ export function listeningSockets(node: NodeAccess, options: { deadlineMs?: numbe
  * Every TCP socket at `node`, listening or connected (an outgoing connection's local port is held
  * as surely as a listener's), by its local address and port; undefined when it cannot be read.
  */
-export function boundSockets(node: NodeAccess, options: { deadlineMs?: number; tool?: ListenerTool } = {}): Promise<Listener[] | undefined> {
+export function boundSockets(node: NodeAccess, options: { deadlineMs?: number; tool?: ListenerTool } = {}): Promise<TcpSocket[] | undefined> {
   return readSockets(node, "all", options);
 }
 
-async function readSockets(node: NodeAccess, which: "listening" | "all", options: { deadlineMs?: number; tool?: ListenerTool }): Promise<Listener[] | undefined> {
-  const result = await node.run(["sh", "-c", listListenersScript, "sh", options.tool ?? "", which], { deadlineMs: options.deadlineMs ?? 2_000 }).catch(() => undefined);
+async function readSockets(node: NodeAccess, which: "listening" | "all", options: { deadlineMs?: number; tool?: ListenerTool }): Promise<TcpSocket[] | undefined> {
+  const result = await node.run(["sh", "-c", listSocketsScript, "sh", options.tool ?? "", which], { deadlineMs: options.deadlineMs ?? 2_000 }).catch(() => undefined);
   if (result === undefined || result.exitCode !== 0) return undefined;
   const [tool, ...lines] = result.stdout.split("\n");
-  const listeners: Listener[] = [];
+  const sockets: TcpSocket[] = [];
   for (const line of lines) {
     const columns = line.trim().split(/\s+/);
     // Only listeners: netstat lists every socket of its kind; headers say no LISTEN either.
@@ -65,9 +65,9 @@ async function readSockets(node: NodeAccess, which: "listening" | "all", options
     const split = /^(.*)[:.](\d{1,5})$/.exec(local ?? "");
     if (split === null) continue;
     const address = split[1]!.replace(/^\[(.*)\]$/, "$1").replace(/%.*$/, "");
-    listeners.push({ address: address === "" || address === ":" ? "::" : address, port: Number(split[2]) });
+    sockets.push({ address: address === "" || address === ":" ? "::" : address, port: Number(split[2]) });
   }
-  return listeners;
+  return sockets;
 }
 
 /** The TCP ports something listens on at `node`, on any address (see listeningSockets). */
@@ -77,10 +77,10 @@ export async function listeningPorts(node: NodeAccess, options: { deadlineMs?: n
 }
 
 /**
- * Whether a listener holds `address`'s port: it listens on any address, or on that one (brackets
- * of an IPv6 literal aside). An unknown `address` (undefined) is held by any listener of the port.
+ * Whether a socket holds `address`'s port: it is bound to any address, or to that one (brackets
+ * of an IPv6 literal aside). An unknown `address` (undefined) is held by any socket of the port.
  */
-export function listenerCovers(listener: Listener, address: string | undefined): boolean {
-  if (address === undefined || ["*", "0.0.0.0", "::"].includes(listener.address)) return true;
-  return listener.address === address.replace(/^\[(.*)\]$/, "$1");
+export function socketCovers(socket: TcpSocket, address: string | undefined): boolean {
+  if (address === undefined || ["*", "0.0.0.0", "::"].includes(socket.address)) return true;
+  return socket.address === address.replace(/^\[(.*)\]$/, "$1");
 }

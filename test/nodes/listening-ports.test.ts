@@ -6,7 +6,7 @@
  */
 import { createServer, type Server } from "node:net";
 import { afterAll, beforeAll, describe, expect, it, test } from "vitest";
-import { listenerCovers, listeningPorts, listeningSockets, type ListenerTool } from "../../src/nodes/index.js";
+import { socketCovers, listeningPorts, listeningSockets, type ListenerTool } from "../../src/nodes/index.js";
 import { startBothNodes, type BothNodes } from "../support/both-nodes.js";
 import { allocateHost } from "../support/test-world.js";
 
@@ -41,8 +41,8 @@ describe.each(["local", "ssh"] as const)("%s node", (kind) => {
       // With its address: it holds that address's port, not another loopback address's.
       const listener = (await listeningSockets(both.node(kind), tool === undefined ? {} : { tool }))?.find((l) => l.port === port);
       expect(listener).toEqual({ address: host, port });
-      expect(listenerCovers(listener!, host)).toBe(true);
-      expect(listenerCovers(listener!, "127.0.0.254")).toBe(false);
+      expect(socketCovers(listener!, host)).toBe(true);
+      expect(socketCovers(listener!, "127.0.0.254")).toBe(false);
       expect(connections).toBe(0);
     },
   );
@@ -50,10 +50,10 @@ describe.each(["local", "ssh"] as const)("%s node", (kind) => {
 
 test("a listener on any address (as ss, net-tools, lsof and BSD netstat write it) holds every address's port", () => {
   for (const address of ["*", "0.0.0.0", "::"]) {
-    expect(listenerCovers({ address, port: 39600 }, "10.0.0.2")).toBe(true);
-    expect(listenerCovers({ address, port: 39600 }, "[fd00::2]")).toBe(true);
+    expect(socketCovers({ address, port: 39600 }, "10.0.0.2")).toBe(true);
+    expect(socketCovers({ address, port: 39600 }, "[fd00::2]")).toBe(true);
   }
-  expect(listenerCovers({ address: "fd00::2", port: 39600 }, "[fd00::2]")).toBe(true);
-  expect(listenerCovers({ address: "10.0.0.3", port: 39600 }, "10.0.0.2")).toBe(false);
-  expect(listenerCovers({ address: "10.0.0.3", port: 39600 }, undefined)).toBe(true);
+  expect(socketCovers({ address: "fd00::2", port: 39600 }, "[fd00::2]")).toBe(true);
+  expect(socketCovers({ address: "10.0.0.3", port: 39600 }, "10.0.0.2")).toBe(false);
+  expect(socketCovers({ address: "10.0.0.3", port: 39600 }, undefined)).toBe(true);
 });

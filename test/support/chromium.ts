@@ -21,6 +21,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { chromium, type Browser } from "playwright-core";
 import { aptInstall } from "./apt.js";
+import { ensureTool, killNamespace, removeStaleNamespaces } from "./namespaces.js";
 
 const run = promisify(execFile);
 
@@ -60,7 +61,7 @@ export async function launchChromium(): Promise<Browser> {
   }
 }
 
-/** Namespaces are `swb<creator pid, base 36>-<n>`: a later launch removes those whose creator is gone. */
+/** Namespaces are `swb<creator pid, base 36>-<n>`: a later launch removes those whose creator is gone (namespaces.ts). */
 const prefix = "swb";
 let launched = 0;
 /** The bridge's port inside the namespace, where every loopback connection is redirected. */
@@ -75,7 +76,7 @@ interface Isolation {
 async function isolateNetwork(browserBinary: string): Promise<Isolation> {
   await ensureTool("/usr/sbin/ip", "iproute2");
   await ensureTool("/usr/sbin/iptables", "iptables");
-  await removeStaleNamespaces();
+  await removeStaleNamespaces(prefix);
   const ns = `${prefix}${process.pid.toString(36)}-${launched++}`;
   const dir = await mkdtemp(join(tmpdir(), "shardctl-browser-"));
   await run("ip", ["netns", "add", ns]);
@@ -125,36 +126,5 @@ async function isolateNetwork(browserBinary: string): Promise<Isolation> {
   } catch (error) {
     await remove();
     throw error;
-  }
-}
-
-async function ensureTool(tool: string, pkg: string): Promise<void> {
-  if (existsSync(tool)) return;
-  await aptInstall([pkg]).catch(() => undefined);
-  if (!existsSync(tool)) throw new Error(`${tool} is missing: install Debian's "${pkg}" package (apt-get install -y ${pkg})`);
-}
-
-async function killNamespace(ns: string): Promise<void> {
-  const { stdout } = await run("ip", ["netns", "pids", ns]).catch(() => ({ stdout: "" }));
-  for (const pid of stdout.split("\n").filter((l) => /^\d+$/.test(l.trim()))) {
-    try {
-      process.kill(Number(pid), "SIGKILL");
-    } catch {
-      // Already gone.
-    }
-  }
-  await run("ip", ["netns", "del", ns]).catch(() => undefined);
-}
-
-async function removeStaleNamespaces(): Promise<void> {
-  const { stdout } = await run("ip", ["netns", "list"]);
-  for (const ns of stdout.split("\n").map((l) => l.split(" ")[0]!)) {
-    const creator = new RegExp(`^${prefix}([0-9a-z]+)-\\d+$`).exec(ns)?.[1];
-    if (creator === undefined) continue;
-    try {
-      process.kill(parseInt(creator, 36), 0);
-    } catch {
-      await killNamespace(ns);
-    }
   }
 }

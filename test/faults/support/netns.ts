@@ -14,14 +14,13 @@
  * installs Debian's iptables when missing, or fails naming the package. No vitest imports.
  */
 import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, readlink, rm, writeFile } from "node:fs/promises";
 import { connect } from "node:net";
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { ensureSshd, type SshdNode, type SshdSet } from "../../support/sshd.js";
-import { aptInstall } from "../../support/apt.js";
+import { creatorOf, ensureTool, isRunning, killNamespace, namespacePids, removeStaleNamespaces } from "../../support/namespaces.js";
 
 const run = promisify(execFile);
 const sshdPath = "/usr/sbin/sshd";
@@ -76,67 +75,21 @@ async function ensureTools(): Promise<void> {
   for (const [tool, pkg] of [
     ["/usr/sbin/ip", "iproute2"],
     ["/usr/sbin/iptables", "iptables"],
-  ] as const) {
-    if (existsSync(tool)) continue;
-    const failure = await aptInstall([pkg]).then(
-      () => "",
-      (error: unknown) => ` (installing it failed: ${error instanceof Error ? error.message : String(error)})`,
-    );
-    if (!existsSync(tool)) throw new Error(`${tool} is missing: install Debian's "${pkg}" package (apt-get install -y ${pkg})${failure}`);
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
+  ] as const)
+    await ensureTool(tool, pkg);
 }
 
 /** Remove namespaces and links of labs whose creating process is gone. */
 export async function removeStaleLabs(): Promise<void> {
-  const owner = (name: string): number | undefined => {
-    const m = new RegExp(`^${prefix}([0-9a-z]+)-`).exec(name);
-    return m === null ? undefined : parseInt(m[1]!, 36);
-  };
-  const namespaces = (await sh(["ip", "netns", "list"]))
-    .split("\n")
-    .map((l) => l.split(" ")[0]!)
-    .filter((n) => n.startsWith(prefix));
-  for (const ns of namespaces) {
-    const pid = owner(ns);
-    if (pid !== undefined && !alive(pid)) await killNamespace(ns);
-  }
+  await removeStaleNamespaces(prefix);
   const links = (await sh(["ip", "-o", "link", "show"]))
     .split("\n")
     .map((l) => /^\d+:\s+([^:@\s]+)/.exec(l)?.[1])
     .filter((n): n is string => n?.startsWith(prefix) === true);
   for (const link of links) {
-    const pid = owner(link);
-    if (pid !== undefined && !alive(pid)) await run("ip", ["link", "del", link]).catch(() => undefined);
+    const creator = creatorOf(link, prefix);
+    if (creator !== undefined && !isRunning(creator)) await run("ip", ["link", "del", link]).catch(() => undefined);
   }
-}
-
-async function namespacePids(ns: string): Promise<number[]> {
-  const out = await sh(["ip", "netns", "pids", ns]).catch(() => "");
-  return out
-    .split("\n")
-    .filter((l) => /^\d+$/.test(l.trim()))
-    .map(Number);
-}
-
-async function killNamespace(ns: string): Promise<void> {
-  // Only processes inside this lab's namespace, which this lab (or its dead creator) started.
-  for (const pid of await namespacePids(ns)) {
-    try {
-      process.kill(pid, "SIGKILL");
-    } catch {
-      // Already gone.
-    }
-  }
-  await run("ip", ["netns", "del", ns]).catch(() => undefined);
 }
 
 async function pickSubnet(): Promise<string> {
