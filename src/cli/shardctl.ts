@@ -6,7 +6,7 @@
  * Usage errors print a message and exit 1; anything else is a bug and is rethrown with its stack.
  */
 import { UsageError } from "./usage-error.js";
-import { isShardctlError, showText } from "../errors/index.js";
+import { closestName, isShardctlError, showText } from "../errors/index.js";
 import { commandNames, findCommand, packageVersion, renderCommandHelp, renderOverview, type CommandName } from "./help/index.js";
 
 type Command = { run: (args: string[]) => Promise<number> };
@@ -37,7 +37,11 @@ async function main(argv: string[]): Promise<number> {
       `unknown option "${name}" before a command; shardctl itself takes --version (-V) and --help (-h), and each command its own (\`shardctl help <command>\`)`,
     );
   }
-  if (spec === undefined) throw new UsageError(`unknown command "${name}"; the commands are ${commandNames.join(", ")} (\`shardctl help <command>\` for one)`);
+  if (spec === undefined) {
+    const meant = closestName(name, commandNames);
+    const guess = meant === undefined ? "" : `; did you mean "${meant}"?`;
+    throw new UsageError(`unknown command "${name}"${guess}; the commands are ${commandNames.join(", ")} (\`shardctl help <command>\` for one)`);
+  }
   // No shardctl flag takes "--help" or "-h" as its value, so either one anywhere asks for help.
   if (args.includes("--help") || args.includes("-h")) {
     console.log(renderCommandHelp(spec));

@@ -1,10 +1,12 @@
 /**
  * src/errors: the one error shape of the control plane (a stable `reason`, a message for people,
- * terminal or transient), the reason catalogues of each concern, and the message of anything thrown.
+ * terminal or transient), the reason catalogues of each concern, the message of anything thrown,
+ * and the helpers messages share (showing untrusted text, guessing a mistyped name).
  */
 export { ShardctlError, isShardctlError } from "./shardctl-error.js";
 export { messageOf, messageWithCauseOf, jsonErrorOf } from "./message-of.js";
 export { showText, quoteText, hasUnsafeChar, firstUnsafeChar } from "./show-text.js";
+export { closestName } from "./closest-name.js";
 export type {
   Reason,
   SpecReason,

@@ -4,7 +4,8 @@
  */
 import type { z } from "zod";
 import { TomlError } from "smol-toml";
-import { messageOf, quoteText, showText } from "../errors/index.js";
+import { closestName, messageOf, quoteText, showText } from "../errors/index.js";
+
 import type { KeyPath, Locator } from "./locate.js";
 import { quote } from "./patterns.js";
 import { locateSyntaxError } from "./syntax-error.js";
@@ -60,7 +61,11 @@ export function fromZodIssues(file: string, locator: Locator, issues: readonly z
     if (issue.code === "unrecognized_keys") {
       const allowed = allowedKeys(path);
       const hint = allowed.length === 0 ? "" : ` (allowed: ${allowed.join(", ")})`;
-      for (const key of issue.keys) out.push(makeIssue(file, locator, [...path, key], `unknown key${hint}`, "key"));
+      for (const key of issue.keys) {
+        const meant = closestName(key, allowed);
+        const guess = meant === undefined ? "" : `; did you mean "${meant}"?`;
+        out.push(makeIssue(file, locator, [...path, key], `unknown key${guess}${hint}`, "key"));
+      }
     } else if (issue.code === "invalid_key") {
       out.push(makeIssue(file, locator, path, `key ${issue.issues[0]?.message ?? issue.message}`, "key"));
     } else if (issue.code === "invalid_type" && issue.message === missingMessage) {

@@ -71,6 +71,10 @@ describe("shardctl help", () => {
     expect(run.code).toBe(1);
     expect(run.stdout).toBe("");
     expect(run.stderr).toContain(`unknown command "deploy"; the commands are ${names}`);
+    // A near miss gets a guess; "deploy" above is near nothing and gets none.
+    const typo = await shardctl(["stauts"]);
+    expect(typo.code).toBe(1);
+    expect(typo.stderr).toContain(`unknown command "stauts"; did you mean "status"?; the commands are ${names}`);
     // An option where the command goes (`shardctl -v`): said to be one, with the two shardctl takes.
     const option = await shardctl(["-v"]);
     expect(option.code).toBe(1);

@@ -68,6 +68,8 @@ test("detail: the per-stage cards, the coordinator and the conditions", async ()
   expect(r.stdout).toMatch(/^1\s+l2\s+\[2, 4\)\s+\d+\s+yes\s+listening\s+127\.0\.0\.1:\d+\s+\d+s$/m);
   expect(r.stdout).toMatch(/coordinator on local: http:\/\/127\.0\.0\.1:\d+ health ok/);
   expect(r.stdout).toMatch(/^Ready\s+True\s+ClusterReady\s+serving at/m);
+  // Every condition is about the revision in the header: no REVISION column.
+  expect(r.stdout).toMatch(/^CONDITION\s+STATUS\s+REASON\s+MESSAGE$/m);
 });
 
 test("--json: the status files as JSON (a list, or one object for one cluster)", async () => {

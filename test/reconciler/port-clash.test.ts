@@ -8,7 +8,7 @@
  */
 import { createServer } from "node:net";
 import { expect, test } from "vitest";
-import { conditionOf, freePort, freePortRange, isReadyAt, revisionOf, waitForStatus, writeSlowEngine } from "./daemon-fixture.js";
+import { conditionOf, freePort, freePortRange, isReadyAt, revisionOf, runShardctl, waitForStatus, writeSlowEngine } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
 const dw = useDaemonWorld({ settings: { enabled: true, restartBudget: 3 } });
@@ -74,6 +74,15 @@ test("a serving cluster edited onto a port another program holds keeps serving, 
     expect(conditionOf(refused, "Ready")?.status).toBe("True");
     expect(refused.stages.map((s) => s.pid)).toEqual(pids);
     expect(refused.restarts?.count ?? 0).toBe(0);
+    // `shardctl status` heads with the new revision, and says which revision each condition is
+    // about: Ready is the running one's, not the refused one's.
+    const detail = (await runShardctl(world, ["status", "fourth"])).stdout;
+    const header = new RegExp(`revision ${refused.observedRevision.slice(0, 12)}`);
+    expect(detail).toMatch(header);
+    const ready = conditionOf(refused, "Ready")!;
+    expect(ready.observedRevision).not.toBe(refused.observedRevision);
+    expect(detail).toMatch(/^CONDITION\s+STATUS\s+REASON\s+REVISION\s+MESSAGE$/m);
+    expect(detail).toMatch(new RegExp(`^Ready\\s+True\\s+ClusterReady\\s+${ready.observedRevision.slice(0, 12)}\\s+serving at`, "m"));
   } finally {
     await new Promise((resolve) => holder.close(resolve));
   }

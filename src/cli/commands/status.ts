@@ -161,21 +161,7 @@ function renderDetail(name: string, status: ClusterStatus | undefined, unreadabl
   lines.push("", formatTable(cards));
   if (status.coordinator) lines.push("", `coordinator on ${status.coordinator.node}: ${status.coordinator.url} health ${status.coordinator.health}`);
   if (status.router) lines.push(`router backend "${status.router.backend}": ${status.router.registered ? "registered" : "not registered"}`);
-  lines.push(
-    "",
-    formatTable([
-      ["CONDITION", "STATUS", "REASON", "MESSAGE"],
-      ...status.conditions.map((c) => [
-        c.type,
-        c.status,
-        c.reason,
-        c.message
-          .split("\n")
-          .filter((l) => l.trim() !== "")
-          .join(" | "),
-      ]),
-    ]),
-  );
+  lines.push("", formatTable(conditionTable(status)));
   if (status.lastError) lines.push("", `last error ${status.lastError.reason} at ${status.lastError.at}:`, status.lastError.message);
   // The last lost launch's own words: a pipeline's peers exit when one member hangs, and the dead
   // process's log often names the member that stopped answering.
@@ -186,6 +172,24 @@ function renderDetail(name: string, status: ClusterStatus | undefined, unreadabl
     if (tail.length > 0) lines.push(`its last ${tail.length === 1 ? "log line" : `${tail.length} log lines`}:`, ...tail.map((line) => `  ${line}`));
   }
   return lines.join("\n");
+}
+
+/**
+ * The conditions as rows. While a new revision is rolled out (or refused), some conditions still
+ * describe the revision before it: then a REVISION column says which revision each one is about,
+ * so a reader does not take the old revision's Ready for the new one's.
+ */
+function conditionTable(status: ClusterStatus): string[][] {
+  const mixed = status.conditions.some((c) => c.observedRevision !== status.observedRevision);
+  const message = (text: string): string =>
+    text
+      .split("\n")
+      .filter((l) => l.trim() !== "")
+      .join(" | ");
+  return [
+    ["CONDITION", "STATUS", "REASON", ...(mixed ? ["REVISION"] : []), "MESSAGE"],
+    ...status.conditions.map((c) => [c.type, c.status, c.reason, ...(mixed ? [c.observedRevision.slice(0, 12)] : []), message(c.message)]),
+  ];
 }
 
 /**

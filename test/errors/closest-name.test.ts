@@ -1,0 +1,34 @@
+/** closestName: the guess behind "did you mean" in unknown-key and unknown-command messages. */
+import { describe, expect, it } from "vitest";
+import { closestName } from "../../src/errors/index.js";
+
+const modelKeys = ["id", "revision", "source", "context_length", "max_sequences", "files", "verify"];
+
+describe("closestName", () => {
+  it("finds the same name in another spelling", () => {
+    expect(closestName("context-length", modelKeys)).toBe("context_length");
+    expect(closestName("contextLength", modelKeys)).toBe("context_length");
+    expect(closestName("Context Length", modelKeys)).toBe("context_length");
+  });
+
+  it("finds a name a few edits away, swaps of neighbours counting as one", () => {
+    expect(closestName("max_sequence", modelKeys)).toBe("max_sequences");
+    expect(closestName("revison", modelKeys)).toBe("revision");
+    expect(closestName("verfiy", modelKeys)).toBe("verify");
+    expect(closestName("treads", ["threads", "tokens"])).toBe("threads");
+  });
+
+  it("guesses nothing when nothing is close", () => {
+    expect(closestName("quantization", modelKeys)).toBeUndefined();
+    expect(closestName("size", modelKeys)).toBeUndefined();
+    expect(closestName("x", modelKeys)).toBeUndefined();
+    expect(closestName("deploy", ["status", "daemon", "plan"])).toBeUndefined();
+    expect(closestName("anything", [])).toBeUndefined();
+  });
+
+  it("takes the nearest of several", () => {
+    expect(closestName("statsu", ["start", "status", "state"])).toBe("status");
+    // A tie goes to the first allowed name.
+    expect(closestName("stat", ["start", "state"])).toBe("start");
+  });
+});
