@@ -143,6 +143,10 @@ it("stage-0 stopped right after spawn: paused in the status while the launch wai
   const waiting = during.at(-1)!.status;
   expect(waiting.timeline.map((e) => e.step)).not.toContain("launch-failed");
   expect(conditionOf(waiting, "Ready")).toMatchObject({ status: "False", reason: "Launching" });
+  // Ready's own words say what holds the launch, not only that its processes start.
+  expect(conditionOf(waiting, "Ready")!.message).toBe(
+    "nothing serves this revision yet: its processes are starting; stage-0 is stopped, which holds the launch (see its timeline)",
+  );
   const paused = waiting.timeline.find((e) => e.step === "stage-0-paused")!;
   const pid = Number(/^stopped \(pid (\d+) in state T, a stop signal such as SIGSTOP\) on n1, 2 looks in a row since \S+: /.exec(paused.detail ?? "")?.[1]);
   expect(pid, paused.detail).toBeGreaterThan(0);

@@ -106,6 +106,7 @@ test("rank 1 stopped at spawn: paused in the status while the launch waits for i
   const waiting = (await recordStatus((s) => s.timeline.some((e) => e.step === "stage-0-paused"), 120_000)).at(-1)!;
   expect(waiting.timeline.map((e) => e.step)).not.toContain("launch-failed");
   expect(conditionOf(waiting, "Ready")).toMatchObject({ status: "False", reason: "Launching" });
+  expect(conditionOf(waiting, "Ready")!.message).toMatch(/^nothing serves this revision yet: its processes are starting.*; stage-0 is stopped, which holds the launch/);
   const paused = waiting.timeline.find((e) => e.step === "stage-0-paused")!;
   expect(paused.detail).toMatch(
     /^stopped \(pid \d+ in state T, a stop signal such as SIGSTOP\) on n1, 2 looks in a row since \S+: the launch waits for stage-0 to print \//,

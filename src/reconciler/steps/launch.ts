@@ -11,6 +11,7 @@ import { buildLaunchRequest } from "../../cluster/index.js";
 import { ShardctlError } from "../../errors/index.js";
 import { launchCluster, LaunchError } from "../../launch/index.js";
 import { definitionOf } from "../pass.js";
+import { describeLaunchProgress } from "../launch-progress.js";
 import type { Step } from "../run-step.js";
 import { calledOff, notServingYet, recordEvent, setConditions } from "../verdicts.js";
 
@@ -52,8 +53,9 @@ export const launch: Step = {
       );
     }
     memory.timeline = [];
-    // Ready says what the pass does now: staging is over, the processes start.
-    setConditions(memory, revision, { Ready: notServingYet(memory, "Launching", "its processes are starting") });
+    // Ready says what the pass does now: staging is over, the processes start; each step of the
+    // launch then says how far it got.
+    setConditions(memory, revision, { Ready: notServingYet(memory, "Launching", describeLaunchProgress([], planned.plan.stages.length)) });
     try {
       await launchCluster(request, {
         ledger,
@@ -66,6 +68,7 @@ export const launch: Step = {
         // launch that hangs on a partitioned node shows where, not the previous launch's timeline.
         onEvent: (event) => {
           recordEvent(memory, event);
+          setConditions(memory, revision, { Ready: notServingYet(memory, "Launching", describeLaunchProgress(memory.timeline, planned.plan.stages.length)) });
           void world.writeStatus(name, memory, { action: "launch", result: "waiting", health: "Progressing" }, settings);
         },
         ...(pass.callOff === undefined ? {} : { signal: pass.callOff }),

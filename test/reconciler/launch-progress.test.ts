@@ -1,0 +1,41 @@
+/** describeLaunchProgress: Ready's words while a launch runs, from its timeline so far. */
+import { describe, expect, it } from "vitest";
+import { describeLaunchProgress } from "../../src/reconciler/launch-progress.js";
+
+const at = "2026-12-04T00:00:00.000Z";
+const steps = (...names: string[]) => names.map((step) => ({ at, step }));
+
+describe("describeLaunchProgress", () => {
+  it("follows the launch step by step", () => {
+    expect(describeLaunchProgress([], 2)).toBe("its processes are starting");
+    expect(describeLaunchProgress(steps("launch-started", "ports-allocated", "stage-0-started"), 2)).toBe("its processes are starting");
+    expect(describeLaunchProgress(steps("launch-started", "stage-0-started", "stage-0-listening", "stage-1-started"), 2)).toBe(
+      "its processes are starting: 1 of 2 stages listen",
+    );
+    expect(describeLaunchProgress(steps("stage-0-listening", "stage-1-listening", "coordinator-started"), 2)).toBe("its 2 stages listen; its coordinator is starting");
+    expect(describeLaunchProgress(steps("stage-0-listening", "coordinator-started"), 1)).toBe("its stage listens; its coordinator is starting");
+    expect(describeLaunchProgress(steps("coordinator-started", "coordinator-healthy"), 2)).toBe("its coordinator answers /health; its first token is awaited");
+    expect(describeLaunchProgress(steps("coordinator-healthy", "readiness-probe-passed"), 2)).toBe("it generates; it is being registered with the router");
+    expect(describeLaunchProgress(steps("readiness-probe-passed", "router-registered", "ready"), 2)).toBe("its launch is complete");
+  });
+
+  it("says which members are stopped while the launch waits on them, until they resume", () => {
+    const paused = steps("stage-0-listening", "stage-1-started", "stage-1-paused");
+    expect(describeLaunchProgress(paused, 2)).toBe("its processes are starting: 1 of 2 stages listen; stage-1 is stopped, which holds the launch (see its timeline)");
+    expect(describeLaunchProgress([...paused, ...steps("stage-1-resumed")], 2)).toBe("its processes are starting: 1 of 2 stages listen");
+    expect(describeLaunchProgress(steps("coordinator-healthy", "stage-0-paused", "coordinator-paused"), 2)).toBe(
+      "its coordinator answers /health; its first token is awaited; stage-0, coordinator are stopped, which holds the launch (see its timeline)",
+    );
+  });
+
+  it("says a failed or called-off launch is being torn down, not that it goes on", () => {
+    const failed = [
+      ...steps("stage-0-listening", "coordinator-healthy"),
+      { at, step: "launch-failed", detail: "GenerationHung at readiness-probe: no token in 30 s\nmore" },
+    ];
+    expect(describeLaunchProgress([...failed, ...steps("stage-0-killing")], 2)).toBe(
+      "its launch failed (GenerationHung at readiness-probe: no token in 30 s), and what it started is being torn down",
+    );
+    expect(describeLaunchProgress(steps("stage-0-started", "launch-called-off"), 2)).toBe("its launch was called off, and what it started is being torn down");
+  });
+});
