@@ -208,7 +208,8 @@ function endedAtDeath(death: DeathEvent): boolean {
  * The members seen exiting because of the death (their link to it closed) follow its own words.
  */
 function explanation(entry: LedgerEntry, death: DeathEvent, logs: ReadonlyArray<{ label: string; tail: readonly string[] }>, exit: string | undefined): string {
-  const how = exit === undefined ? "" : ` (${exit})`;
+  // "pid 4242 exited … (with status 69)": not "exited" twice.
+  const how = exit === undefined ? "" : ` (${/\bexited\b/.test(death.detail) ? exit.replace(/^exited /, "") : exit})`;
   const report = silentPeerReport(entry, death, logs);
   if (report === undefined) return describeDeath(death, how);
   const name = report.peer;

@@ -209,7 +209,7 @@ describe("the cluster page during a fault", () => {
     await show(fixtures.stageSilentNamed);
     expect(await cards.evaluateAll((els) => els.map((e) => e.getAttribute("data-state")))).toEqual(["dead", "dead"]);
     expect(await cards.nth(0).textContent()).toMatch(/StageDied: stage-0 on n1 stopped answering \(stage-1 heard nothing from it for \d+ ms\)$/);
-    expect(await cards.nth(1).textContent()).toMatch(/StageDied: stage-1 on n2: pid \d+ exited because its upstream went silent \(exited with status 69\)$/);
+    expect(await cards.nth(1).textContent()).toMatch(/StageDied: stage-1 on n2: pid \d+ exited because its upstream went silent \(with status 69\)$/);
     // The whole message, wrapped, not cut: the culprit is its first words.
     const line = page.locator("[data-testid=ready-line]");
     expect(await line.evaluate((e) => e.scrollWidth <= e.clientWidth)).toBe(true);

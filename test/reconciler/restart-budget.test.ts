@@ -28,7 +28,7 @@ test("kill -9 of a stage → torn down and relaunched within the budget, then St
   expect(evidence.message).toMatch(/^stage-1 on n2: /);
   // How it ended, from its wrapper: an exit status or a signal; for a member judged while it still
   // ran (an unhealthy coordinator, a closed port), the way the teardown ended it, said as such.
-  expect(evidence.message.split("; ")[0]).toMatch(/\((at the teardown: )?(exited with status \d+|killed by SIG[A-Z]+ \(status \d+\))\)$/);
+  expect(evidence.message.split("; ")[0]).toMatch(/\((at the teardown: )?((exited )?with status \d+|killed by SIG[A-Z]+ \(status \d+\))\)$/);
   expect(evidence.reason).toMatch(/^[A-Z][A-Za-z]+$/);
   expect(evidence.logTail.length).toBeGreaterThan(0);
   // Nothing of the first launch is left.
