@@ -17,6 +17,10 @@
  * of an f32 one, a 4-bit token needs several times the bound pass's multiply-adds; "arithmetic"
  * prints that factor and decode's multiply-add rate against the bound's.
  *
+ * Against mlx-lm: when the pinned mlx-lm is installed (`.venv-mlx`, which `npm test` sets up),
+ * shard-engine in one process (1 thread, every core) ÷ `mlx_lm.server` in one process on the same
+ * f16 model (engine-vs-mlx.ts); `npm run bench -- engines` has the wider comparison.
+ *
  * Memory: each process reports its RSS just before loading weights (the idle runtime: node,
  * modules, tokenizer, kernel threads) and now, each after a full garbage collection; "memory" =
  * RSS now − RSS before load, read from /debug/stats after the decode runs (so KV caches and
@@ -34,6 +38,7 @@ import { KernelRuntime, runLinears } from "../src/engine/kernels/index.js";
 import { bundledShardEngineCommand } from "../src/engines/index.js";
 import { makeTestModel, type TestModelOptions } from "../src/planner/test-model/index.js";
 import { CoreCapacity } from "./core-capacity.js";
+import { compareWithMlxLm } from "./engine-vs-mlx.js";
 import { freePort } from "../test/support/free-ports.js";
 import { allocateHost, allocateHosts } from "../test/support/test-world.js";
 
@@ -513,7 +518,7 @@ export async function run(args: string[]): Promise<object> {
       threadsPerProcess: 1,
       speed: speed.figures,
       textPerToken: textCost(modelDir),
-      mlxLm: "measured against mlx-lm on the same Llama model by `npm run bench -- engines`",
+      mlxLm: await compareWithMlxLm(dir, modelDir, (threads) => startSingle(modelDir, threads), Math.max(tokens, 48), Math.max(3, Math.ceil(rounds / 2))),
       goalsMet: { splitRatio: ratio2 >= 0.9 && ratio3 >= 0.9, memory: worstMemory <= 1.15, concurrency: gain2 >= 1.6, ...speed.goalsMet },
     };
   } finally {

@@ -65,6 +65,11 @@ export async function ensureMlxVenv(): Promise<MlxVenv> {
   });
 }
 
+/** The venv when it is installed with the pinned versions (by a test run, or `npm run bench -- engines`); undefined otherwise. Installs nothing. */
+export function findMlxVenv(): Promise<MlxVenv | undefined> {
+  return readMarker();
+}
+
 /** The venv as the marker describes it, when the marker records exactly the pinned versions. */
 async function readMarker(): Promise<MlxVenv | undefined> {
   if (!existsSync(python)) return undefined;
