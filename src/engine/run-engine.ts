@@ -137,6 +137,7 @@ async function startHttp(
     bodies: new BodyBudget(64 * 1024 * 1024, 16 * 1024),
     loopback: isLoopbackHost(o.host),
     pipeline: undefined,
+    tally: { sampled: 0 },
     health: { state: "loading" },
     log,
   };

@@ -366,6 +366,13 @@ export interface EngineReadiness {
    */
   readonly brokenIn?: (body: string) => string | undefined;
   /**
+   * For an engine whose ready `healthPath` answer counts the tokens it has generated since it
+   * started: that count, from the answer's body, else undefined. A generation watchdog whose
+   * one-token completion timed out then asks again: a count that grew meanwhile is a pipeline that
+   * generates for others while every slot is busy, not a hung one. Absent: a timeout is a hang.
+   */
+  readonly progressIn?: (body: string) => number | undefined;
+  /**
    * POST path of the OpenAI-compatible completions endpoint. Launch generates one token through
    * it before it calls a cluster ready: a healthy listener is not yet a working pipeline.
    */

@@ -40,6 +40,7 @@ import {
   probeCoordinatorHealth,
   probeGeneration,
   probeLiveness,
+  probeProgress,
   probeTransportPort,
   readinessOf,
   shouldProbeTransport,
@@ -311,10 +312,11 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     const [first, ...others] = await findStoppedMembers(cluster, options.nodeFor, timeoutMs);
     if (done || controller.signal.aborted) return;
     if (first === undefined) {
-      // An engine that answers a completion only once it has generated it cannot tell a hang from
-      // a wait for a free slot: the probe's deadline is the definition's, and it says so.
+      // An engine that answers a completion only once it has generated it, and counts no tokens in
+      // its /health, cannot tell a hang from a wait for a free slot: the probe's deadline is the
+      // definition's, and it says so.
       const orBusy =
-        watchdog?.headMeansTaken === false
+        watchdog?.headMeansTaken === false && readiness.progressIn === undefined
           ? ", or every slot stayed busy that long ([engine] generation_watchdog_seconds must exceed the longest a request waits for a free slot),"
           : "";
       return die(server, "GenerationHung", `${took}; the pipeline hangs${orBusy} and ${engineName} does not say which member holds it (none was seen stopped)`);
@@ -334,10 +336,17 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
         while (!controller.signal.aborted && !done) {
           await sleep(watchdog.intervalMs, controller.signal);
           if (controller.signal.aborted || done) return;
+          const before = await probeProgress(url, readiness, controller.signal);
           const answer = await probeGeneration(url, readiness, watchdog, controller.signal);
           if (done || controller.signal.aborted) return;
           // "taken": the engine has the request and every slot is busy; the next probe judges again.
-          if (answer === "timeout") await judgeHang(server, `a one-token completion through ${url} took over ${watchdog.timeoutMs} ms`);
+          if (answer !== "timeout") continue;
+          // An engine that counts its tokens: one that generated for others meanwhile is busy, not hung.
+          const after = before === undefined ? undefined : await probeProgress(url, readiness, controller.signal);
+          if (done || controller.signal.aborted) return;
+          if (before !== undefined && after !== undefined && after > before) continue;
+          const still = after === undefined ? "" : ` and generated nothing meanwhile (${after} tokens since it started)`;
+          await judgeHang(server, `a one-token completion through ${url} took over ${watchdog.timeoutMs} ms${still}`);
         }
       })(),
     );

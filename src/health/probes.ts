@@ -122,6 +122,22 @@ export async function probeGeneration(
 export type GenerationAnswer = "answered" | "taken" | "timeout" | "unknown";
 
 /**
+ * The engine's count of tokens generated so far, from its ready /health answer (`progressIn`):
+ * undefined when the engine gives none, or /health does not answer 200 with one in time.
+ */
+export async function probeProgress(url: string, readiness: EngineReadiness, signal?: AbortSignal): Promise<number | undefined> {
+  if (readiness.progressIn === undefined) return undefined;
+  try {
+    const timeout = AbortSignal.timeout(defaultProbeTimeoutMs);
+    const response = await fetch(`${url}${readiness.healthPath}`, { signal: signal === undefined ? timeout : AbortSignal.any([timeout, signal]) });
+    const body = await response.text();
+    return response.status === readiness.readyStatus ? readiness.progressIn(body) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * What the coordinator's /health answered: its health and, for a not-ready answer that says why,
  * the engine's words (at most `saidChars` characters, on one line).
  */

@@ -109,3 +109,27 @@ it("admits a request only within --context-length: a longer prompt is refused, a
   expect(json.usage).toEqual({ prompt_tokens: 250, completion_tokens: contextLength - 250, total_tokens: contextLength });
   expect(json.choices[0]?.finish_reason).toBe("length");
 });
+
+it("/health counts the tokens generated since start, and the count grows while a request waits behind a held slot", async () => {
+  const generated = async (): Promise<number> => ((await (await fetch(`${cluster.baseUrl}/health`)).json()) as { generatedTokens: number }).generatedTokens;
+  const start = await generated();
+  // This prompt's greedy completion runs past 20 tokens without an end of text: exactly 20 sampled.
+  const prompt = Array.from({ length: 200 }, (_, i) => 5 + ((i * 11) % 310));
+  const usage = await complete({ prompt, max_tokens: 20 });
+  expect(usage.completion_tokens).toBe(20);
+  expect((await generated()) - start).toBe(20);
+  // One request holds the only slot for a while; a second waits. The count keeps growing meanwhile:
+  // what a generation watchdog reads to tell a busy coordinator from a hung one.
+  const long = complete({ prompt: [5, 6, 7], max_tokens: 240 });
+  const waiting = complete({ prompt: [5, 6, 8], max_tokens: 1 });
+  const counts: number[] = [];
+  let finished = false;
+  void waiting.then(() => (finished = true));
+  while (!finished && counts.length < 200) {
+    counts.push(await generated());
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  await Promise.all([long, waiting]);
+  expect(counts.length).toBeGreaterThan(1);
+  expect(counts.at(-1)!).toBeGreaterThan(counts[0]!);
+});

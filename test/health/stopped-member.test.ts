@@ -70,6 +70,40 @@ async function mlxcelCluster(generationWatchdogSeconds?: number): Promise<Watche
   };
 }
 
+/**
+ * A server with shard-engine's /health (200, `generatedTokens`) that holds every completion:
+ * `counting`, its count grows at each answer (a pipeline generating for the requests that hold
+ * every slot); otherwise it stands still (a hung one).
+ */
+async function slotsHeldServer(counting: boolean): Promise<string> {
+  let generated = 7;
+  const server: Server = createServer((request, response) => {
+    if (request.url !== "/health") return;
+    response.setHeader("content-type", "application/json");
+    response.end(JSON.stringify({ status: "ok", generatedTokens: counting ? (generated += 5) : generated }));
+  });
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
+  closers.push(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  return `http://${host}:${(server.address() as AddressInfo).port}`;
+}
+
+/** A two-stage shard-engine cluster with a definition's watchdog of `seconds`. */
+async function shardEngineCluster(seconds: number, counting: boolean): Promise<WatchedCluster> {
+  const coordinator: WatchedProcess = { ...(await startStage(9)), role: "coordinator" };
+  delete coordinator.index;
+  return {
+    cluster: "c",
+    engine: "reference",
+    processes: [await startStage(0), await startStage(1), coordinator],
+    ports: [],
+    coordinatorUrl: await slotsHeldServer(counting),
+    generationWatchdogSeconds: seconds,
+  };
+}
+
 /** A two-rank mlx-lm cluster: stage 1 (rank 0) serves HTTP. */
 async function mlxCluster(): Promise<WatchedCluster> {
   return { cluster: "c", engine: "mlx-lm", processes: [await startStage(0), await startStage(1)], ports: [], coordinatorUrl: await hungServer() };
@@ -159,6 +193,24 @@ describe("[engine] generation_watchdog_seconds", () => {
     await node.run(["kill", "-STOP", String(victim.pid)]);
     const event = await death;
     expect(event).toMatchObject({ label: "stage-0", reason: "ProcessStopped" });
+  });
+
+  it("shard-engine counts its tokens in /health: a completion that waits while the count grows is a busy cluster, not a hung one", async () => {
+    const entry = await shardEngineCluster(1, true);
+    const { deaths } = watch(entry, { pollIntervalMs: 100 });
+    // Three probes' deadlines (1 s each, every 0.5 s): without the count, the first is a death.
+    await new Promise((r) => setTimeout(r, 3_500));
+    expect(deaths).toEqual([]);
+  });
+
+  it("shard-engine whose count stands still while the completion waits is hung, and the message says it generated nothing", async () => {
+    const entry = await shardEngineCluster(1, false);
+    const { death } = watch(entry, { pollIntervalMs: 100 });
+    const event = await death;
+    expect(event).toMatchObject({ label: "coordinator", reason: "GenerationHung" });
+    expect(event.detail).toBe(
+      `a one-token completion through ${entry.coordinatorUrl} took over 1000 ms and generated nothing meanwhile (7 tokens since it started); the pipeline hangs and shard-engine does not say which member holds it (none was seen stopped)`,
+    );
   });
 
   it("0 takes mlx-lm's own watchdog away, and with it the look for stopped members", async () => {

@@ -8,12 +8,19 @@ import type { SampledToken, SamplingParams } from "../model/index.js";
 import type { Pipeline } from "./pipeline.js";
 import type { TextCodec } from "./text.js";
 
+/** Tokens sampled by every request of this process since it started (/health says it). */
+export interface TokenTally {
+  sampled: number;
+}
+
 export interface GenerateOptions {
   promptIds: number[];
   maxTokens: number;
   params: SamplingParams;
   stop: string[];
   eosIds: ReadonlySet<number>;
+  /** Counts each sampled token, when given. */
+  tally?: TokenTally;
 }
 
 export interface TokenInfo {
@@ -68,6 +75,7 @@ export async function generate(
     while (next !== undefined) {
       const sampled = await next;
       next = undefined;
+      if (o.tally !== undefined) o.tally.sampled++;
       if (cancelled()) throw new Error("client disconnected");
       if (o.eosIds.has(sampled.token)) {
         finishReason = "stop";

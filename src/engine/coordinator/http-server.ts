@@ -9,7 +9,7 @@ import type { Logger } from "../log.js";
 import type { BodyBudget, BodyShare } from "./body-budget.js";
 import { refuseForeignRequest } from "./foreign-request.js";
 import type { ModelConfig } from "../model/index.js";
-import { generate, type TokenInfo } from "./generate.js";
+import { generate, type TokenInfo, type TokenTally } from "./generate.js";
 import type { Pipeline } from "./pipeline.js";
 import { type PromptEncoder, TokenizerThreadFailed } from "./prompt-encoder.js";
 import type { SequenceSlots } from "./sequence-slots.js";
@@ -46,6 +46,11 @@ export interface HttpContext {
   /** The server is bound to a loopback address: it serves loopback Host names only. */
   loopback: boolean;
   pipeline: Pipeline | undefined;
+  /**
+   * Tokens generated since start, in /health's answer: a watchdog whose one-token completion waits
+   * behind busy slots sees the count grow (a busy pipeline), where a hung one's stands still.
+   */
+  tally: TokenTally;
   health: HealthState;
   /** The stage links' states (remote pipelines only); /health is 200 only while every one is up. */
   links?: () => LinkState[];
@@ -111,7 +116,7 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   if (path === "/health") {
     const links = ctx.links?.();
     const dead = (links ?? []).filter((l) => l.state !== "up");
-    if (ctx.health.state === "ok" && dead.length === 0) sendJson(res, 200, { status: "ok" });
+    if (ctx.health.state === "ok" && dead.length === 0) sendJson(res, 200, { status: "ok", generatedTokens: ctx.tally.sampled });
     else {
       const message = dead.length > 0 && ctx.health.state !== "broken" ? `Stage link(s) dead: ${dead.map((l) => l.nodeId).join(", ")}` : unavailable(ctx).message;
       sendJson(res, 503, { error: { code: 503, message, type: "unavailable" }, ...(links === undefined ? {} : { links, deadLinks: dead.map((l) => l.nodeId) }) });
@@ -278,7 +283,7 @@ async function complete(
   }
 
   async function respond(): Promise<void> {
-    const options = { promptIds, maxTokens, params, stop: request.stop, eosIds: new Set(ctx.config.eosTokenIds) };
+    const options = { promptIds, maxTokens, params, stop: request.stop, eosIds: new Set(ctx.config.eosTokenIds), tally: ctx.tally };
     const usage = (completion: number): object => ({ prompt_tokens: promptIds.length, completion_tokens: completion, total_tokens: promptIds.length + completion });
     const logprobsOf = (tokens: TokenInfo[]): object | null => {
       if (!wantLogprobs) return null;

@@ -80,6 +80,7 @@ export const referenceFacts = {
     readyStatus: 200,
     loadingStatus: 503,
     brokenIn: brokenPipelineIn,
+    progressIn: generatedTokensIn,
     completionsPath: "/v1/completions",
     stageUp: "transport-listening",
     httpServer: "coordinator",
@@ -180,6 +181,16 @@ function brokenPipelineIn(body: string): string | undefined {
     return undefined;
   }
   return typeof message === "string" && brokenMessage.test(message) ? message : undefined;
+}
+
+/** The tokens generated since start that the coordinator's /health 200 gives (`generatedTokens`). */
+function generatedTokensIn(body: string): number | undefined {
+  try {
+    const count = (JSON.parse(body) as { generatedTokens?: unknown } | null)?.generatedTokens;
+    return typeof count === "number" && Number.isSafeInteger(count) && count >= 0 ? count : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**
