@@ -152,7 +152,7 @@ export class SshConnection {
 
   /**
    * `use` on an SFTP session of its own, on one of the channel slots, ended once `use` settles. For
-   * work that must be stoppable: ending its session is what stops ssh2's fastPut, which has no
+   * work that must be stoppable: ending its session is what stops a push's writes in flight, which have no
    * other way to be cut; the shared session, and the work on it, go on.
    */
   async withOwnSftp<T>(use: (sftp: SFTPWrapper) => Promise<T>): Promise<T> {

@@ -1,7 +1,5 @@
 /** A node reached over SSH: commands on channels of the pooled connection, files over SFTP. */
 import { randomBytes } from "node:crypto";
-import { createReadStream } from "node:fs";
-import { pipeline } from "node:stream/promises";
 import type { Client, ClientChannel, SFTPWrapper } from "ssh2";
 import { ShardctlError } from "../../errors/index.js";
 import { abortError } from "../abort-error.js";
@@ -10,10 +8,7 @@ import { quoteArg, quoteArgv } from "../quote.js";
 import { ShellNode } from "../shell-node.js";
 import type { CommandResult, NodeAccess, NodeConfig, PortAnswer, PutOptions, RunOptions } from "../types.js";
 import { resolveTarget, SshConnection, type SshOptions } from "./ssh-connection.js";
-
-/** SFTP writes fastPut keeps in flight, and their size in bytes (sftp-server refuses messages over 256 KiB). */
-const fastPutWrites = 64;
-const fastPutChunkBytes = 32 * 1024;
+import { maxWritesInFlight, putWindowed, writeBytes } from "./windowed-put.js";
 
 /** Default per-command deadline, ms. */
 const defaultDeadlineMs = 30_000;
@@ -174,7 +169,7 @@ export class SshNode extends ShellNode implements NodeAccess {
   /**
    * `use` on the connection's SFTP session, failing as NodeUnreachable as soon as the session closes
    * (the connection dropped: a partitioned node is given up on by the keepalive). ssh2 fails the
-   * requests pending at the drop, but an operation that then closes its remote handle (fastPut,
+   * requests pending at the drop, but an operation that then closes its remote handle (a push,
    * writeFile, readFile, a write stream) waits for that close on the dead channel for ever: without
    * this, a push cut off by a partition would hang its staging past every deadline, and after the
    * heal too.
@@ -263,13 +258,13 @@ export class SshNode extends ShellNode implements NodeAccess {
   }
 
   async putFile(localPath: string, remotePath: string, options: PutOptions = {}): Promise<void> {
-    // The local file a resumed push reads is closed when the connection drops under it.
-    let source: ReturnType<typeof createReadStream> | undefined;
+    // The local file a push reads is no longer read once the connection drops under it.
+    let stopReading: (() => void) | undefined;
     const push = (session?: SFTPWrapper): Promise<void> =>
       this.withSftp(
         `pushing ${remotePath}`,
-        (sftp) => this.putFileOver(sftp, localPath, remotePath, options, (s) => (source = s)),
-        () => source?.destroy(),
+        (sftp) => this.putFileOver(sftp, localPath, remotePath, options, (stop) => (stopReading = stop)),
+        () => stopReading?.(),
         session,
       );
     const signal = options.signal;
@@ -281,7 +276,7 @@ export class SshNode extends ShellNode implements NodeAccess {
       let stop: (() => void) | undefined;
       const stopped = new Promise<never>((_, reject) => {
         stop = () => {
-          source?.destroy();
+          stopReading?.();
           session.end();
           reject(abortError(signal));
         };
@@ -297,40 +292,26 @@ export class SshNode extends ShellNode implements NodeAccess {
     });
   }
 
-  private async putFileOver(
-    sftp: SFTPWrapper,
-    localPath: string,
-    remotePath: string,
-    options: PutOptions,
-    opened: (source: ReturnType<typeof createReadStream>) => void,
-  ): Promise<void> {
+  private async putFileOver(sftp: SFTPWrapper, localPath: string, remotePath: string, options: PutOptions, opened: (stop: () => void) => void): Promise<void> {
     const offset = options.startOffset ?? 0;
-    if (offset === 0) {
-      // fastPut keeps many SFTP writes in flight: much faster than a stream on any real link. Chunks
-      // stay at 32 KiB: OpenSSH's sftp-server drops the connection on messages over 256 KiB.
-      await new Promise<void>((resolve, reject) =>
-        sftp.fastPut(localPath, remotePath, { concurrency: fastPutWrites, chunkSize: fastPutChunkBytes, step: (done) => options.onProgress?.(done) }, (error) =>
-          error ? reject(fileError(this.config.name, "push", remotePath, error)) : resolve(),
-        ),
-      );
-      return;
-    }
-    // A partial file fastPut left behind may have holes below its size: a write that failed (a full
-    // disk) while later ones in flight succeeded (space freed meanwhile), or writes lost with the
-    // connection. fastPut keeps at most `fastPutWrites` chunks in flight (each read locally, then
-    // written, in whatever order the reads finish) and starts no new one after a failure, so every
-    // hole lies within one such window below the size. Two windows are written again, in place (a
-    // margin that costs 4 MiB at most); the checksum after the transfer is the final word anyway.
-    const from = Math.max(0, offset - 2 * fastPutWrites * fastPutChunkBytes);
-    const source = createReadStream(localPath, { highWaterMark: fastPutChunkBytes, start: from });
-    opened(source);
-    let done = 0;
-    source.on("data", (chunk) => {
-      done += chunk.length;
+    // A partial file an earlier push left behind may have holes below its size: a write that failed
+    // (a full disk) while later ones in flight succeeded (space freed meanwhile), or writes lost with
+    // the connection. At most `maxWritesInFlight` writes are in flight, and none starts after a
+    // failure, so every hole lies within one such window below the size. Two windows are written
+    // again, in place (a margin that costs 4 MiB at most); the checksum after the transfer is the
+    // final word anyway.
+    const from = offset === 0 ? 0 : Math.max(0, offset - 2 * maxWritesInFlight * writeBytes);
+    await putWindowed(sftp, localPath, remotePath, {
+      from,
+      flags: offset === 0 ? "w" : "r+",
+      onOpen: opened,
       // Progress counts from `startOffset`, as the caller asked; the rewritten window is not new bytes.
-      if (from + done > offset) options.onProgress?.(from + done - offset);
+      onProgress: (bytes) => {
+        if (from + bytes > offset) options.onProgress?.(from + bytes - offset);
+      },
+    }).catch((error: unknown) => {
+      throw fileError(this.config.name, "push", remotePath, error as Error);
     });
-    await pipeline(source, sftp.createWriteStream(remotePath, { flags: "r+", start: from }));
   }
 
   async probePort(host: string, port: number, deadlineMs = 1_000): Promise<PortAnswer> {
