@@ -1,4 +1,4 @@
-/** The control node itself: commands through execa, files through node:fs, ports through node:net. */
+/** The control node itself: commands through node:child_process, files through node:fs, ports through node:net. */
 import { createHash, randomBytes } from "node:crypto";
 import { createReadStream, createWriteStream } from "node:fs";
 import { mkdir, readFile, readlink, rename, rm, symlink, writeFile } from "node:fs/promises";
@@ -7,17 +7,9 @@ import { dirname, basename, join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import { pathExists } from "../files/index.js";
 import { askPort } from "./port-answer.js";
+import { runProcess } from "./run-process.js";
 import { ShellNode } from "./shell-node.js";
 import type { CommandResult, NodeAccess, NodeConfig, PortAnswer, PutOptions, RunOptions } from "./types.js";
-
-/**
- * execa, loaded at the first command rather than with this module: most shardctl commands (status,
- * diff) run none, and loading it (with what it pulls in) took about 0.2 s of each one's start.
- */
-function loadExeca(): Promise<typeof import("execa")> {
-  return (execaModule ??= import("execa"));
-}
-let execaModule: Promise<typeof import("execa")> | undefined;
 
 /** Default per-command deadline, ms. */
 export const defaultDeadlineMs = 30_000;
@@ -45,48 +37,48 @@ export class LocalNode extends ShellNode implements NodeAccess {
     // A command with a deadline runs in a process group of its own, and the deadline ends the whole
     // group: a shell's children (a probe's `engine --version` that never answers) must not outlive it.
     const grouped = extra.timeout !== undefined;
-    const { execa } = await loadExeca();
-    const subprocess = execa(file, args, {
-      reject: false,
-      stripFinalNewline: false,
-      detached: grouped,
-      cwd: extra.cwd,
-      cancelSignal: extra.cancelSignal,
-      ...(extra.input === undefined ? { stdin: "ignore" as const } : { input: extra.input }),
-    });
+    let pid: number | undefined;
     let timedOut = false;
-    const pid = subprocess.pid;
-    if (grouped && pid !== undefined) runningGroups.add(pid);
-    const timer = grouped
-      ? setTimeout(() => {
-          timedOut = true;
-          if (pid !== undefined) killGroup(pid);
-        }, extra.timeout)
-      : undefined;
+    let timer: ReturnType<typeof setTimeout> | undefined;
     // An abort ends the whole group too (a download's curl under its shell).
     const onAbort = (): void => {
       if (pid !== undefined) killGroup(pid);
     };
-    if (grouped) extra.abort?.addEventListener("abort", onAbort, { once: true });
-    if (grouped && extra.abort?.aborted === true) onAbort();
-    const r = await subprocess.finally(() => {
+    const r = await runProcess(file, args, {
+      detached: grouped,
+      ...(extra.cwd === undefined ? {} : { cwd: extra.cwd }),
+      ...(extra.cancelSignal === undefined ? {} : { cancelSignal: extra.cancelSignal }),
+      ...(extra.input === undefined ? {} : { input: extra.input }),
+      onStart: (started) => {
+        pid = started;
+        if (!grouped) return;
+        runningGroups.add(started);
+        timer = setTimeout(() => {
+          timedOut = true;
+          killGroup(started);
+        }, extra.timeout);
+        extra.abort?.addEventListener("abort", onAbort, { once: true });
+        if (extra.abort?.aborted === true) onAbort();
+      },
+    }).finally(() => {
       clearTimeout(timer);
       extra.abort?.removeEventListener("abort", onAbort);
       if (pid !== undefined) runningGroups.delete(pid);
     });
     // A program that cannot be started answers as a shell would (and as it does on an SSH node,
-    // whose commands run through one): 127 "not found", 126 not executable. execa gives no exit
-    // code then, and callers said "exit undefined".
+    // whose commands run through one): 127 "not found", 126 not executable; any other spawn error
+    // (no descriptor or process left) in its own words, with no exit status.
     // (A working directory that does not exist fails the spawn with ENOENT too: that is not the program's.)
     const cwdMissing = extra.cwd !== undefined && !(await pathExists(extra.cwd));
-    const unstarted = r.exitCode === undefined && !timedOut && !cwdMissing ? shellAnswerOf((r as { code?: string }).code) : undefined;
+    const unstarted = r.spawnError === undefined ? undefined : cwdMissing ? undefined : shellAnswerOf(r.spawnError);
+    const spawnWords = r.spawnError !== undefined && unstarted === undefined ? `${file}: cannot start: ${r.spawnMessage ?? r.spawnError}\n` : "";
     return {
       argv,
       exitCode: timedOut ? undefined : (unstarted?.exitCode ?? r.exitCode),
       signal: r.signal,
-      stdout: String(r.stdout ?? ""),
-      stderr: unstarted === undefined ? String(r.stderr ?? "") : `${file}: ${unstarted.message}\n`,
-      timedOut: timedOut || r.timedOut,
+      stdout: r.stdout,
+      stderr: unstarted === undefined ? `${spawnWords}${r.stderr}` : `${file}: ${unstarted.message}\n`,
+      timedOut,
       durationMs: Math.round(r.durationMs),
     };
   }

@@ -10,9 +10,14 @@ export const CLI = fileURLToPath(new URL("../../../dist/src/cli/shardctl.js", im
 
 export type RouterProcess = { url: string; child: ChildProcess; logs: () => Array<Record<string, unknown>>; stop: () => Promise<number | null> };
 
-export async function spawnRouter(configFile: string, extraArgs: string[] = [], deadlineMs = 10_000): Promise<RouterProcess> {
+/** `openFiles`: the router's descriptor limit (`ulimit -n`), when a test needs a small one. */
+export async function spawnRouter(configFile: string, extraArgs: string[] = [], deadlineMs = 10_000, openFiles?: number): Promise<RouterProcess> {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first`);
-  const child = spawn(process.execPath, [CLI, "router", "--config", configFile, ...extraArgs], { stdio: ["ignore", "pipe", "pipe"] });
+  const argv = [process.execPath, CLI, "router", "--config", configFile, ...extraArgs];
+  const child =
+    openFiles === undefined
+      ? spawn(argv[0]!, argv.slice(1), { stdio: ["ignore", "pipe", "pipe"] })
+      : spawn("bash", ["-c", `ulimit -n ${openFiles} && exec "$@"`, "bash", ...argv], { stdio: ["ignore", "pipe", "pipe"] });
   const lines: Array<Record<string, unknown>> = [];
   let buffered = "";
   let stderr = "";
