@@ -5,7 +5,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import { connectionLimits, limitConnections, limitedServerOptions } from "../../http-limits/index.js";
+import { limitConnections, limitedServerOptions } from "./connection-limits.js";
 import type { Logger } from "../log.js";
 import type { BodyBudget, BodyShare } from "./body-budget.js";
 import { refuseForeignRequest } from "./foreign-request.js";
@@ -67,9 +67,7 @@ const routes: Record<string, string> = {
 };
 
 export function createHttpServer(ctx: HttpContext): Server {
-  // Half the process's descriptors at most: the rest stay for the stage links and the model's files.
-  const limits = connectionLimits(1 / 2, 4096);
-  const server = createServer(limitedServerOptions(limits, requestTimeoutMs), (req, res) => {
+  const server = createServer(limitedServerOptions(requestTimeoutMs), (req, res) => {
     handle(ctx, req, res).catch((error: unknown) => {
       const e = toApiError(error);
       if (!(error instanceof ApiError)) ctx.log.error({ err: (error as Error).message, url: req.url }, "request failed");
@@ -81,12 +79,7 @@ export function createHttpServer(ctx: HttpContext): Server {
     });
   });
   server.keepAliveTimeout = 5000;
-  limitConnections(server, limits, (dropped, limit) =>
-    ctx.log.warn(
-      { dropped, limit },
-      "connections dropped: this many clients hold connections already (clients that open connections and send no request are cut after 10 s)",
-    ),
-  );
+  limitConnections(server, ctx.log);
   return server;
 }
 
