@@ -3,11 +3,12 @@
  * a branch is resolved once through X-Repo-Commit) or hashing a local directory (push).
  */
 import { createHash } from "node:crypto";
-import { readdir, stat } from "node:fs/promises";
+import { readdir, realpath, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { quoteText, ShardctlError, showText } from "../errors/index.js";
 import { FileRefusedError, openRegularFile, type OpenedRegularFile } from "../files/index.js";
 import { readHubTree } from "./hub-tree.js";
+import { assertInsideRepository, repositoryBoundaryOf, type RepositoryBoundary } from "./repository-boundary.js";
 import { assertPrintableName, assertSafePath, showName } from "./safe-path.js";
 import type { Manifest, ManifestFile } from "./types.js";
 
@@ -109,7 +110,9 @@ async function readListing(response: Response, url: string, repo: string): Promi
 
 /** Hash every file under `dir` (sha256); the commit is a digest of the file list, so it pins content. */
 export async function hashLocalManifest(dir: string, repo: string, revision = "main"): Promise<Manifest> {
-  const paths = await listFiles(dir);
+  const boundary = await repositoryBoundaryOf(dir);
+  if (boundary !== undefined) await assertInsideRepository(boundary, dir, "", await realpath(dir));
+  const paths = await listFiles(dir, boundary);
   if (paths.length === 0)
     throw new ShardctlError("PushSourceEmpty", `the push source ${dir} holds no files; point it at the model's folder (config.json, *.safetensors, tokenizer)`, {
       terminal: true,
@@ -148,19 +151,20 @@ async function openPushFile(dir: string, path: string): Promise<OpenedRegularFil
 }
 
 /**
- * Regular files under `dir`, relative. Symlinks are followed to regular files wherever they lead:
- * the folder is the operator's own, and common layouts link out of it (`hf download --local-dir`
- * links into the HF cache, weights kept on another disk). A link to anything else (a folder, a
+ * Regular files under `dir`, relative. Symlinks are followed to regular files wherever they lead
+ * (within its git repository when the folder is in one: repository-boundary.ts): the folder is the
+ * operator's own, and common layouts link out of it (`hf download --local-dir` links into the HF
+ * cache, weights kept on another disk). A link to anything else (a folder, a
  * device, nothing) is refused rather than silently left out of the model, and so is an entry that
  * is itself a FIFO, a socket or a device (a model staged without its tokenizer would only fail on
  * the nodes), and a name with a control character (as a Hub's would be).
  */
-async function listFiles(dir: string, prefix = ""): Promise<string[]> {
+async function listFiles(dir: string, boundary: RepositoryBoundary | undefined, prefix = ""): Promise<string[]> {
   const out: string[] = [];
   for (const entry of await readdir(join(dir, prefix), { withFileTypes: true })) {
     const rel = prefix === "" ? entry.name : `${prefix}/${entry.name}`;
     assertPrintableName(rel, `the push source ${dir}`);
-    if (entry.isDirectory()) out.push(...(await listFiles(dir, rel)));
+    if (entry.isDirectory()) out.push(...(await listFiles(dir, boundary, rel)));
     else if (entry.isFile()) out.push(rel);
     else if (!entry.isSymbolicLink()) {
       const kind = entry.isFIFO() ? "a FIFO (named pipe)" : entry.isSocket() ? "a socket" : "a device";
@@ -175,6 +179,7 @@ async function listFiles(dir: string, prefix = ""): Promise<string[]> {
           terminal: true,
         });
       }
+      if (boundary !== undefined) await assertInsideRepository(boundary, dir, rel, await realpath(join(dir, rel)));
       out.push(rel);
     }
   }

@@ -1,6 +1,6 @@
 /**
  * A push source is copied to every node, so what it may hold is narrow: regular files (links are
- * followed to regular files, wherever they lead), and no name that a terminal, a log or the push's
+ * followed to regular files, wherever they lead, but inside a git repository only within it), and no name that a terminal, a log or the push's
  * own file-list digest would misread (control characters, newlines, bidi overrides). Real files,
  * links and FIFOs; the refusals name the file and say what to do.
  */
@@ -72,6 +72,56 @@ describe("links in a push source", () => {
     expect(await refusalOf(toFolder)).toMatchObject({ reason: "PushSourceInvalid", message: expect.stringContaining("weights is a symlink to a folder") });
     const dangling = await pushDir((d) => symlink(join(root, "no-such-file"), join(d, "tokenizer.json")));
     expect(await refusalOf(dangling)).toMatchObject({ reason: "PushSourceInvalid", message: expect.stringContaining("tokenizer.json is a symlink to a missing file") });
+  });
+});
+
+describe("a push source inside a git repository (links committed there are anyone's who can commit)", () => {
+  /** A repository (its .git, as `git init` makes it) holding a push folder `models/m`, and a secret outside it. */
+  async function repository(): Promise<{ repo: string; dir: string; secret: string }> {
+    const repo = join(root, `repo-${++counter}`);
+    execFileSync("git", ["init", "-q", repo]);
+    const dir = join(repo, "models", "m");
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, "config.json"), "{}");
+    const secret = join(root, `secret-${counter}`);
+    await writeFile(secret, "root:$6$hash:19000:0:99999:7:::\n", { mode: 0o640 });
+    return { repo, dir, secret };
+  }
+
+  it("refuses a link to a file outside the repository, naming both, and stages nothing", async () => {
+    const { repo, dir, secret } = await repository();
+    await symlink(secret, join(dir, "leak.json"));
+    const refusal = await refusalOf(dir);
+    expect(refusal.reason).toBe("PushSourceInvalid");
+    expect(refusal.message).toBe(
+      `the push source ${dir}: leak.json links to ${secret}, outside the git repository ${repo} that holds the folder: links committed to a repository must not reach other files of this machine; copy the file into the folder, or keep the model outside the repository`,
+    );
+  });
+
+  it("refuses a push folder that is itself a link out of the repository", async () => {
+    const { repo, secret } = await repository();
+    const outside = join(root, `outside-${counter}`);
+    await mkdir(outside);
+    await writeFile(join(outside, "config.json"), "{}");
+    await symlink(secret, join(outside, "leak.json"));
+    const linked = join(repo, "models", "linked");
+    await symlink(outside, linked);
+    expect(await refusalOf(linked)).toMatchObject({
+      reason: "PushSourceInvalid",
+      message: expect.stringContaining(`the push source ${linked} is a link to ${outside}, outside the git repository ${repo}`),
+    });
+  });
+
+  it("follows links that stay inside the repository", async () => {
+    const { repo, dir } = await repository();
+    await mkdir(join(repo, "blobs"));
+    await writeFile(join(repo, "blobs", "weights"), "weights");
+    await symlink(join("..", "..", "blobs", "weights"), join(dir, "model.safetensors"));
+    const manifest = await hashLocalManifest(dir, "org/model");
+    expect(manifest.files.map((f) => [f.path, f.size])).toEqual([
+      ["config.json", 2],
+      ["model.safetensors", 7],
+    ]);
   });
 });
 
