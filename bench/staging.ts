@@ -6,6 +6,8 @@
  *   runs in its own process so neither client shares an event loop with it; and the SSH-node path
  *   (the node runs curl, driven over the pooled connection) against the same curl baseline.
  * - SSH command round trips per second on the pooled connection vs a new `ssh` process per command.
+ * - push throughput over SFTP (SshNode.putFile) vs OpenSSH's `scp`, and vs ssh2's fastPut with a
+ *   fixed window of 64 writes (what pushes used before their window adapted to the link).
  * - re-stage time of a present 2 GiB model on an SSH node (goal < 1 s).
  *
  * Options: --size-mib N (big file size, default 1024). Big files are removed afterwards.
@@ -16,7 +18,7 @@ import { open, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
-import { LocalNode, NodePool } from "../src/nodes/index.js";
+import { LocalNode, NodePool, type SshNode } from "../src/nodes/index.js";
 import { fetchHubManifest, stageNode, transferFile } from "../src/staging/index.js";
 import { sshNodeConfig, startSshdNodes } from "../test/support/sshd.js";
 
@@ -117,6 +119,33 @@ export async function run(args: string[]): Promise<object> {
     const processRate = sshCount / (perProcess / 1000);
     const ssh = { pooledPerSec: Math.round(pooledRate), sshProcessPerSec: round(processRate), ratio: round(pooledRate / processRate) };
 
+    // Push over SFTP: SshNode.putFile (its window adapts to the link) vs OpenSSH's scp and vs ssh2's
+    // fastPut with the fixed window pushes used before (64 writes of 32 KiB), same file, same node,
+    // interleaved, best of 2 each.
+    const pushTarget = join(n.modelDir, "pushed");
+    const sftp = await (node as SshNode).connection.sftp();
+    let oursPush = Number.POSITIVE_INFINITY;
+    let scpPush = Number.POSITIVE_INFINITY;
+    let fastPutPush = Number.POSITIVE_INFINITY;
+    const scpArgs = ["-q", ...sshArgs.slice(0, 8), "-P", String(n.port), big1, `${n.user}@${n.host}:${pushTarget}`];
+    for (let i = 0; i < 2; i++) {
+      oursPush = Math.min(oursPush, await time(() => node.putFile(big1, pushTarget)));
+      scpPush = Math.min(scpPush, await time(() => exec("scp", scpArgs)));
+      fastPutPush = Math.min(
+        fastPutPush,
+        await time(() => new Promise<void>((done, fail) => sftp.fastPut(big1, pushTarget, { concurrency: 64, chunkSize: 32 * 1024 }, (e) => (e ? fail(e) : done())))),
+      );
+    }
+    await node.remove(pushTarget);
+    const push = {
+      bytes,
+      oursMBps: mbps(bytes, oursPush),
+      scpMBps: mbps(bytes, scpPush),
+      fixedWindowMBps: mbps(bytes, fastPutPush),
+      ratioToScp: round(scpPush / oursPush),
+      ratioToFixedWindow: round(fastPutPush / oursPush),
+    };
+
     // Re-stage of a present 2 × size model on the SSH node.
     const firstStage = await time(() => stageNode(node, source, manifest));
     const again = await bestOf(3, async () => {
@@ -131,6 +160,7 @@ export async function run(args: string[]): Promise<object> {
       download: { ...download, goal: ">= 0.9" },
       downloadOnSshNode,
       ssh: { ...ssh, goal: ">= 10" },
+      push,
       restage,
     };
   } finally {

@@ -25,6 +25,11 @@ st "$1"`;
 /**
  * $1 = cwd, $2 = log file, rest = argv. Starts argv in its own session (setsid, or perl's POSIX::setsid
  * where util-linux is absent) with output appended to the log, prints "<pid> <start time>".
+ *
+ * The process notes its own start time (in `<log>.start`) before it becomes argv, keeping its pid:
+ * one that ends at once (an engine that puts itself in the background and exits 0) is a zombie, or
+ * already reaped, when this script asks /proc, which then gives nothing, and the start read from the
+ * note instead (at most 2 s later) tells it from a later process given the same pid.
  */
 export const startDetachedScript = `${startTimeFunction}
 cd "$1" || exit 97
@@ -32,9 +37,18 @@ log=$2
 shift 2
 if command -v setsid >/dev/null 2>&1; then set -- setsid "$@"
 else set -- perl -MPOSIX -e 'POSIX::setsid(); exec @ARGV or exit 127' "$@"; fi
-"$@" >>"$log" 2>&1 </dev/null &
+rm -f "$log.start"
+sh -c '${startTimeFunction}
+st $$ >"$0.start"; exec "$@"' "$log" "$@" >>"$log" 2>&1 </dev/null &
 pid=$!
-echo "$pid $(st "$pid")"`;
+t=$(st "$pid")
+i=0
+while [ -z "$t" ] && [ "$i" -lt 40 ]; do
+  if [ -s "$log.start" ]; then t=$(cat "$log.start"); else sleep 0.05 2>/dev/null || sleep 1; fi
+  i=$((i + 1))
+done
+rm -f "$log.start"
+echo "$pid $t"`;
 
 /**
  * Wraps a command so its exit status lands in a file ($0). The trap is a handler, not an ignore, so the

@@ -102,6 +102,18 @@ describe.each(["local", "ssh"] as const)("%s node", (kind) => {
     expect((await node().readFile(exitFile)).toString().trim()).toBe("143");
   });
 
+  it("a detached process that ends at once still gets its start time (the one it noted itself), every time", async () => {
+    // Gone before the start script could read /proc for it (a zombie or reaped): one start in a
+    // dozen or so lost the race and was said to have exited immediately.
+    for (let i = 0; i < 20; i++) {
+      const log = join(dir(), `at-once-${kind}-${i}.log`);
+      const started = await node().startDetached(["sh", "-c", "exit 0"], { logFile: log, exitStatusFile: join(dir(), `at-once-${kind}-${i}.status`) });
+      expect(started.startTime).not.toBe("");
+      await expect.poll(async () => (await node().processStartTime(started.pid)) === undefined).toBe(true);
+      expect(await node().stat(`${log}.start`)).toBeUndefined();
+    }
+  });
+
   it("reads, writes (atomically, with mode), renames, stats, links and removes files", async () => {
     const base = join(dir(), `files-${kind}`);
     await node().mkdir(join(base, "a/b"));
