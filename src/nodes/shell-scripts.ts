@@ -29,7 +29,8 @@ st "$1"`;
  * The process notes its own start time (in `<log>.start`) before it becomes argv, keeping its pid:
  * one that ends at once (an engine that puts itself in the background and exits 0) is a zombie, or
  * already reaped, when this script asks /proc, which then gives nothing, and the start read from the
- * note instead (at most 2 s later) tells it from a later process given the same pid.
+ * note instead (at most 2 s later) tells it from a later process given the same pid. The note stays
+ * beside the log (the process may write it after this script has read /proc) until the next start.
  */
 export const startDetachedScript = `${startTimeFunction}
 cd "$1" || exit 97
@@ -47,7 +48,6 @@ while [ -z "$t" ] && [ "$i" -lt 40 ]; do
   if [ -s "$log.start" ]; then t=$(cat "$log.start"); else sleep 0.05 2>/dev/null || sleep 1; fi
   i=$((i + 1))
 done
-rm -f "$log.start"
 echo "$pid $t"`;
 
 /**
