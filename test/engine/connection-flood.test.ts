@@ -6,10 +6,10 @@
  * address, its limit set by the shell that starts it.
  */
 import { mkdtemp, rm } from "node:fs/promises";
-import { connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { closedWithin, openUnfinishedRequests } from "../support/unfinished-requests.js";
 import { bundledShardEngineCommand } from "../../src/engines/index.js";
 import { makeTestModel } from "../../src/planner/test-model/index.js";
 import { freePort, killAll, nextHost, requireBuild, spawnEngine, waitHealthy, type EngineProcess } from "./support.js";
@@ -34,31 +34,13 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-function holdConnection(url: URL): Promise<{ socket: Socket; closed: Promise<number> }> {
-  return new Promise((resolve) => {
-    const socket = connect(Number(url.port), url.hostname);
-    const closed = new Promise<number>((done) => socket.once("close", () => done(Date.now())));
-    socket.on("error", () => undefined);
-    // Read what comes (the 408), or the socket never sees its end.
-    socket.resume();
-    socket.once("connect", () => {
-      socket.write(`POST /v1/completions HTTP/1.1\r\nHost: ${url.host}\r\n`);
-      resolve({ socket, closed });
-    });
-    socket.once("close", () => resolve({ socket, closed }));
-  });
-}
-
 it("300 connections that never finish their request head: dropped past the cap at once, the rest cut once 10 s late; the coordinator lives and serves", async () => {
   const url = new URL(baseUrl);
   const started = Date.now();
-  const held = await Promise.all(Array.from({ length: 300 }, () => holdConnection(url)));
-  const closedAt: number[] = [];
-  for (const h of held) void h.closed.then((at) => closedAt.push(at));
-  await new Promise((r) => setTimeout(r, 1_000));
-  expect(closedAt.length).toBeGreaterThanOrEqual(300 - 128);
+  const held = await openUnfinishedRequests(url, 300, "POST /v1/completions HTTP/1.1");
+  expect(await closedWithin(held, 1_000)).toBeGreaterThanOrEqual(300 - 128);
   expect(engine.child.exitCode).toBeNull();
-  await Promise.all(held.map((h) => h.closed));
+  const closedAt = await Promise.all(held.map((h) => h.closed));
   expect(Math.max(...closedAt) - started).toBeLessThan(13_000);
   expect(engine.stderr()).toContain('"limit":128');
   expect((await fetch(`${baseUrl}/health`)).status).toBe(200);

@@ -7,10 +7,10 @@
  * The built CLI's `shardctl router`, real sockets on a leased loopback address.
  */
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { closedWithin, openUnfinishedRequests } from "../support/unfinished-requests.js";
 import { allocateHost } from "../support/test-world.js";
 import { spawnRouter, type RouterProcess } from "./support/router-process.js";
 
@@ -29,32 +29,12 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-/** A connection that sends the start of a request head and no more; resolves `closed` when the router closes it. */
-function holdConnection(url: URL): Promise<{ socket: Socket; closed: Promise<number> }> {
-  return new Promise((resolve) => {
-    const socket = connect(Number(url.port), url.hostname);
-    const closed = new Promise<number>((done) => socket.once("close", () => done(Date.now())));
-    socket.on("error", () => undefined);
-    // Read what comes (the router's 408), or the socket never sees its end.
-    socket.resume();
-    socket.once("connect", () => {
-      socket.write(`GET /v1/models HTTP/1.1\r\nHost: ${url.host}\r\n`);
-      resolve({ socket, closed });
-    });
-    // One dropped before it connected counts as closed too.
-    socket.once("close", () => resolve({ socket, closed }));
-  });
-}
-
 it("300 connections that never finish their request head: the router drops those past its cap at once, cuts the rest once their heads are 10 s late, lives on and answers", async () => {
   const url = new URL(router.url);
   const started = Date.now();
-  const held = await Promise.all(Array.from({ length: 300 }, () => holdConnection(url)));
-  const closedAt: number[] = [];
-  for (const h of held) void h.closed.then((at) => closedAt.push(at));
+  const held = await openUnfinishedRequests(url, 300, "GET /v1/models HTTP/1.1");
   // Past the cap (64), connections are dropped as they come.
-  await new Promise((r) => setTimeout(r, 1_000));
-  expect(closedAt.length).toBeGreaterThanOrEqual(300 - 64);
+  expect(await closedWithin(held, 1_000)).toBeGreaterThanOrEqual(300 - 64);
   expect(router.child.exitCode).toBeNull();
   expect(
     router
@@ -64,7 +44,7 @@ it("300 connections that never finish their request head: the router drops those
       ),
   ).toBe(true);
   // The ones it took are cut once their heads are 10 s late (checked every second).
-  await Promise.all(held.map((h) => h.closed));
+  const closedAt = await Promise.all(held.map((h) => h.closed));
   expect(Math.max(...closedAt) - started).toBeLessThan(13_000);
   const answer = await fetch(`${router.url}/v1/models`);
   expect(answer.status).toBe(200);
