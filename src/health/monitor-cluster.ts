@@ -308,15 +308,15 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   // A hung generation says that the pipeline is stuck, not where: any member may hold it up. One seen
   // stopped is named (the first in pipeline order, the others after it); otherwise the server it was
   // seen through is, with word that the engine does not say which member hangs.
-  const judgeHang = async (server: WatchedProcess, took: string): Promise<void> => {
+  const judgeHang = async (server: WatchedProcess, took: string, counted: boolean): Promise<void> => {
     const [first, ...others] = await findStoppedMembers(cluster, options.nodeFor, timeoutMs);
     if (done || controller.signal.aborted) return;
     if (first === undefined) {
-      // An engine that answers a completion only once it has generated it, and counts no tokens in
-      // its /health, cannot tell a hang from a wait for a free slot: the probe's deadline is the
-      // definition's, and it says so.
+      // An engine that answers a completion only once it has generated it, and whose /health gave
+      // no count of its tokens, cannot tell a hang from a wait for a free slot: the probe's deadline
+      // is the definition's, and it says so.
       const orBusy =
-        watchdog?.headMeansTaken === false && readiness.progressIn === undefined
+        watchdog?.headMeansTaken === false && !counted
           ? ", or every slot stayed busy that long ([engine] generation_watchdog_seconds must exceed the longest a request waits for a free slot),"
           : "";
       return die(server, "GenerationHung", `${took}; the pipeline hangs${orBusy} and ${engineName} does not say which member holds it (none was seen stopped)`);
@@ -346,7 +346,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
           if (done || controller.signal.aborted) return;
           if (before !== undefined && after !== undefined && after > before) continue;
           const still = after === undefined ? "" : ` and generated nothing meanwhile (${after} tokens since it started)`;
-          await judgeHang(server, `a one-token completion through ${url} took over ${watchdog.timeoutMs} ms${still}`);
+          await judgeHang(server, `a one-token completion through ${url} took over ${watchdog.timeoutMs} ms${still}`, still !== "");
         }
       })(),
     );
