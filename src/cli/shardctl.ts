@@ -39,7 +39,7 @@ async function main(argv: string[]): Promise<number> {
   }
   if (spec === undefined) {
     const meant = closestName(name, commandNames);
-    const guess = meant === undefined ? "" : `; did you mean "${meant}"?`;
+    const guess = meant === undefined ? "" : ` (did you mean "${meant}"?)`;
     throw new UsageError(`unknown command "${name}"${guess}; the commands are ${commandNames.join(", ")} (\`shardctl help <command>\` for one)`);
   }
   // No shardctl flag takes "--help" or "-h" as its value, so either one anywhere asks for help.
@@ -55,7 +55,17 @@ async function main(argv: string[]): Promise<number> {
     // get the command's options.
     const code = (error as { code?: unknown }).code;
     if (typeof code === "string" && code.startsWith("ERR_PARSE_ARGS")) {
-      throw new UsageError(`${name}: ${(error as Error).message.split(". ")[0]}; run \`shardctl ${name} --help\``);
+      // An unknown option close to one of the command's gets a guess: `--confg` → `--config`.
+      const unknown = code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" ? /'(--[^']+)'/.exec((error as Error).message)?.[1] : undefined;
+      const meant =
+        unknown === undefined
+          ? undefined
+          : closestName(
+              unknown,
+              spec.flags.map((flag) => flag.name),
+            );
+      const guess = meant === undefined ? "" : ` (did you mean ${meant}?)`;
+      throw new UsageError(`${name}: ${(error as Error).message.split(". ")[0]}${guess}; run \`shardctl ${name} --help\``);
     }
     throw error;
   }

@@ -74,7 +74,11 @@ describe("shardctl help", () => {
     // A near miss gets a guess; "deploy" above is near nothing and gets none.
     const typo = await shardctl(["stauts"]);
     expect(typo.code).toBe(1);
-    expect(typo.stderr).toContain(`unknown command "stauts"; did you mean "status"?; the commands are ${names}`);
+    expect(typo.stderr).toContain(`unknown command "stauts" (did you mean "status"?); the commands are ${names}`);
+    // An unknown option near one of the command's gets a guess too.
+    const flag = await shardctl(["status", "--confg", "x"]);
+    expect(flag.code).toBe(1);
+    expect(flag.stderr).toContain("status: Unknown option '--confg' (did you mean --config?); run `shardctl status --help`");
     // An option where the command goes (`shardctl -v`): said to be one, with the two shardctl takes.
     const option = await shardctl(["-v"]);
     expect(option.code).toBe(1);
