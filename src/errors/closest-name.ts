@@ -5,6 +5,8 @@
  * than no guess.
  */
 export function closestName(name: string, allowed: readonly string[]): string | undefined {
+  // Far longer than any name it could mean (and each comparison costs its length times theirs).
+  if (name.length > maxNameLength) return undefined;
   const plain = spelling(name);
   const same = allowed.find((candidate) => spelling(candidate) === plain);
   if (same !== undefined) return same;
@@ -22,6 +24,9 @@ export function closestName(name: string, allowed: readonly string[]): string | 
   }
   return best;
 }
+
+/** Names longer than this get no guess, characters. */
+const maxNameLength = 64;
 
 /** A name without case or word separators. */
 function spelling(name: string): string {

@@ -24,6 +24,8 @@ describe("closestName", () => {
     expect(closestName("x", modelKeys)).toBeUndefined();
     expect(closestName("deploy", ["status", "daemon", "plan"])).toBeUndefined();
     expect(closestName("anything", [])).toBeUndefined();
+    // A very long name is near nothing, and is not compared letter by letter.
+    expect(closestName(`max_sequences${"s".repeat(100)}`, modelKeys)).toBeUndefined();
   });
 
   it("takes the nearest of several", () => {
