@@ -330,8 +330,11 @@ async function writeLaunchFiles(request: LaunchRequest, topology: EngineTopology
   const token = request.driver.facts.authenticatesTransport ? randomBytes(32).toString("hex") : undefined;
   const targets = [...request.stages, request.coordinator];
   const files = new Map<string, ProcessFiles>();
+  // The node being written, for the message of a write that fails.
+  let writing: (typeof targets)[number] | undefined;
   try {
     for (const target of targets) {
+      writing = target;
       const paths: ProcessFiles = {
         modelDir: target.modelDir,
         clusterConfig: join(target.runDir, request.driver.clusterConfigName),
@@ -348,7 +351,12 @@ async function writeLaunchFiles(request: LaunchRequest, topology: EngineTopology
   } catch (error) {
     // A node that fell silent (a partition) is no fault of the files, nor of the cluster.
     const reason = isShardctlError(error, "NodeUnreachable") ? "NodeUnreachable" : "LaunchFilesFailed";
-    throw new LaunchError(reason, "launch-files", `could not write the launch files: ${messageOf(error)}`, { cause: error });
+    const where = writing === undefined ? "" : ` in ${writing.runDir} on ${writing.nodeName}`;
+    const fix =
+      reason === "LaunchFilesFailed"
+        ? `; that folder must be writable by the node's user (the launch is tried again meanwhile, not counted against the restart budget)`
+        : "";
+    throw new LaunchError(reason, "launch-files", `could not write the launch files${where}: ${messageOf(error)}${fix}`, { cause: error });
   }
   return files;
 }

@@ -1,8 +1,11 @@
 /**
  * A stage killed behind the daemon's back (`kill -9`): the cluster is torn down and relaunched
  * within the restart budget of its revision, then Stalled once the budget is spent, keeping the
- * evidence (exit status, last log lines) in its status; `shardctl reconcile` asks again.
+ * evidence (exit status, last log lines) in its status; `shardctl reconcile` asks again. A node that
+ * refuses the launch files is its own fault, not the cluster's: tried again, never counted.
  */
+import { mkdir, rm, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
 import { expect, test } from "vitest";
 import { Ledger } from "../../src/launch/index.js";
 import { conditionOf, enginesOf, isReadyAt, killStage, readStatusFile, runShardctl, sleep, waitForStatus } from "./daemon-fixture.js";
@@ -80,3 +83,23 @@ test("kill -9 of a stage → torn down and relaunched within the budget, then St
   expect(again.restarts!.count).toBe(1);
   expect(conditionOf(again, "Stalled")?.status).toBe("False");
 });
+
+test("a node that refuses the launch files (its run folder blocked): tried again without spending the budget, never Stalled; launched once the node takes them", async () => {
+  const { world } = dw;
+  // A file where the cluster's run folder goes on n2: root writes through permissions, not through this.
+  const blocked = join(world.sshd!.nodes[1]!.modelDir, ".shardctl", "run", "blocked");
+  await mkdir(dirname(blocked), { recursive: true });
+  await writeFile(blocked, "not a folder\n");
+  const revision = await dw.define("blocked", { nodes: ["n1", "n2"] });
+  // Three failed launches with a budget of 2: none counted, the cluster not stalled.
+  const refused = await waitForStatus(world, "blocked", (s) => (s.restarts?.evidence.filter((e) => e.reason === "LaunchFilesFailed").length ?? 0) >= 3, 60_000);
+  expect(refused.restarts?.count ?? 0).toBe(0);
+  expect(refused.health).not.toBe("Stalled");
+  expect(refused.lastError?.message).toContain(`could not write the launch files in ${blocked} on n2: `);
+  expect(refused.lastError?.message).toContain(
+    "that folder must be writable by the node's user (the launch is tried again meanwhile, not counted against the restart budget)",
+  );
+  await rm(blocked);
+  const ready = await dw.waitServing("blocked", revision);
+  expect(ready.restarts?.count).toBe(1);
+}, 120_000);

@@ -18,6 +18,11 @@ import { calledOff, notServingYet, recordEvent, setConditions } from "../verdict
 /** Launch failures caused by the cluster's surroundings (the network, a port held by another program), not by it. */
 const givenBack = new Set(["StageLinkUnreachable", "NodeUnreachable", "PortInUse"]);
 
+/** A node that refused the launch files (a folder made read-only, a full or read-only disk): the node's fault, not the cluster's. */
+function isNodeWriteFailure(error: LaunchError): boolean {
+  return error.reason === "LaunchFilesFailed" && error.step === "launch-files";
+}
+
 export const launch: Step = {
   name: "launch",
   action: "launch",
@@ -81,11 +86,11 @@ export const launch: Step = {
       if (error instanceof LaunchError) {
         restarts.evidence = [...restarts.evidence, { at: new Date().toISOString(), reason: error.reason, message: error.message, logTail: error.logTail }].slice(-5);
         // A pipeline that could not form because the network between two of its nodes is down, a
-        // process that could not be started because its node fell silent, or a port something else
-        // holds, says nothing of the cluster: it is given back to the restart budget, so the cluster
+        // process that could not be started because its node fell silent, a port something else
+        // holds, or launch files a node refused (a read-only folder or disk), says nothing of the cluster: it is given back to the restart budget, so the cluster
         // comes back by itself once the network or the port does (retried with the pass's back-off,
         // at most a minute apart), rather than stalling after a few launches within seconds.
-        if (givenBack.has(error.reason) && restarts.count > 0) {
+        if ((givenBack.has(error.reason) || isNodeWriteFailure(error)) && restarts.count > 0) {
           restarts.count -= 1;
           world.log.info({ cluster: name, reason: error.reason }, "a launch that failed on its surroundings does not count against the restart budget");
         }
