@@ -41,6 +41,12 @@ export interface ClusterMemory {
    * budget's reset counts from.
    */
   servingSeen?: { launch: string; since: number };
+  /**
+   * The model the router was told is coming back (503 and Retry-After, not 404) after this cluster
+   * lost a process: kept marked while relaunches run and between them, until one serves or the
+   * cluster stalls.
+   */
+  comingBack?: string;
   /** The launch (its `startedAt`) whose death is already recorded: the monitor and a pass may both find it. */
   deathRecordedFor?: string;
   /** The last commit that touched the definition, looked up once per revision. */

@@ -260,6 +260,7 @@ function markRelaunching(pass: Pass, entry: LedgerEntry): void {
   const model = memory.lastGood?.spec.model.id;
   const relaunches = memory.restarts === undefined || memory.restarts.count < settings.daemon.restartBudget;
   if (entry.routerBackend === undefined || model === undefined || !relaunches) return;
+  memory.comingBack = model;
   void markComingBack(pass, model);
 }
 
@@ -270,4 +271,22 @@ export async function markComingBack(pass: Pass, model: string): Promise<void> {
     .registrarFor(settings)
     .markRelaunching(model, Date.now() + defaultRelaunchMarkMs)
     .catch((error: unknown) => world.log.warn({ cluster: pass.name, err: error }, "could not mark the model as coming back"));
+}
+
+/** How often a relaunch under way renews its model's coming-back mark, ms: well within the mark's 60 s. */
+const comingBackRenewMs = 20_000;
+
+/**
+ * Keep `model` marked as coming back while a relaunch runs: now, every 20 s, and once more when it
+ * stops (a failed attempt: the mark then covers the back-off until the next one, at most 60 s).
+ */
+export function keepComingBack(pass: Pass, model: string): { stop(failed: boolean): void } {
+  void markComingBack(pass, model);
+  const timer = setInterval(() => void markComingBack(pass, model), comingBackRenewMs);
+  return {
+    stop(failed) {
+      clearInterval(timer);
+      if (failed) void markComingBack(pass, model);
+    },
+  };
 }

@@ -1,10 +1,15 @@
 /**
  * An edit that replaces a registered cluster (a new launch identity) never makes its model unknown
  * to the router: while the old launch is torn down and the new one comes up, the embedded router
- * answers 503 with Retry-After (clients retry) — never 404 (they give up) — then 200 again.
+ * answers 503 with Retry-After (clients retry) — never 404 (they give up) — then 200 again. The same
+ * holds for a relaunch after a death that takes longer than the router's mark (60 s): each attempt
+ * renews it.
  */
+import { readFile } from "node:fs/promises";
+import { createServer } from "node:net";
 import { expect, test } from "vitest";
-import { sleep } from "./daemon-fixture.js";
+import { relaunchFileOf } from "../../src/router/index.js";
+import { killStage, removeDefinition, sleep, waitForStatus } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
 const dw = useDaemonWorld({ sshNodes: 2, settings: { router: true } });
@@ -47,3 +52,54 @@ test("a replacing edit: 503 with Retry-After while the model comes back, never 4
   expect(retryAfter).toMatch(/^\d+$/);
   expect(statuses.get(200) ?? 0).toBeGreaterThan(0);
 });
+
+test("a relaunch after a death that keeps failing (its coordinator port held meanwhile): the router's coming-back mark is renewed at each attempt, 503 and never 404; served again once the port is free", async () => {
+  const { world, daemon } = dw;
+  // The first test's cluster serves the same model: gone, the router has no other backend for it.
+  expect(await removeDefinition(world, "edited")).toBe(true);
+  const addresses = await dw.freeAddresses();
+  const revision = await dw.define("flaky", { nodes: ["n1", "n2"], ...addresses, register: true });
+  const serving = await dw.waitServing("flaky", revision);
+  const marksFile = relaunchFileOf(world.routerConfig);
+  const markOf = async (): Promise<number | undefined> => {
+    const text = await readFile(marksFile, "utf8").catch(() => undefined);
+    const until = text === undefined ? undefined : (JSON.parse(text) as { relaunching: Record<string, { until: string }> }).relaunching[world.modelDir]?.until;
+    return until === undefined ? undefined : Date.parse(until);
+  };
+
+  // A stage dies; as soon as the old coordinator lets its port go, another program takes it.
+  await killStage(serving, 1);
+  const holder = createServer();
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const taken = await new Promise<boolean>((resolve) => {
+      holder.once("error", () => resolve(false));
+      holder.listen(addresses.port, "127.0.0.1", () => resolve(true));
+    });
+    if (taken) break;
+    if (Date.now() > deadline) throw new Error(`port ${addresses.port} never came free`);
+    await sleep(10);
+  }
+  try {
+    const first = await waitForStatus(world, "flaky", (s) => s.restarts?.evidence.some((e) => e.reason === "PortInUse") === true, 30_000);
+    const markedFirst = await markOf();
+    expect(markedFirst).toBeGreaterThan(Date.now());
+    const tried = first.restarts!.evidence.length;
+    // Another attempt after the back-off: the mark moves on with it.
+    await waitForStatus(world, "flaky", (s) => (s.restarts?.evidence.length ?? 0) > tried, 30_000);
+    await sleep(300);
+    expect(await markOf()).toBeGreaterThan(markedFirst!);
+    const answer = await fetch(`${daemon.routerUrl}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: world.modelDir, prompt: "hi", max_tokens: 1 }),
+    });
+    expect(answer.status).toBe(503);
+    expect(answer.headers.get("retry-after")).toMatch(/^\d+$/);
+  } finally {
+    await new Promise((resolve) => holder.close(resolve));
+  }
+  await dw.waitServing("flaky", revision, 90_000);
+  // Served again: the mark is gone with the registration.
+  expect(await markOf()).toBeUndefined();
+}, 180_000);

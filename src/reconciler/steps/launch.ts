@@ -12,6 +12,7 @@ import { ShardctlError } from "../../errors/index.js";
 import { launchCluster, LaunchError } from "../../launch/index.js";
 import { definitionOf } from "../pass.js";
 import { describeLaunchProgress } from "../launch-progress.js";
+import { keepComingBack } from "../record-death.js";
 import type { Step } from "../run-step.js";
 import { calledOff, notServingYet, recordEvent, setConditions } from "../verdicts.js";
 
@@ -58,9 +59,14 @@ export const launch: Step = {
       );
     }
     memory.timeline = [];
+    // A relaunch after a death keeps the router's promise that the model comes back (its mark lasts
+    // 60 s; a launch that loads a large model, or waits, takes longer), and after a failed attempt
+    // keeps it over the back-off before the next one.
+    const promise = memory.comingBack === undefined ? undefined : keepComingBack(pass, memory.comingBack);
     // Ready says what the pass does now: staging is over, the processes start; each step of the
     // launch then says how far it got.
     setConditions(memory, revision, { Ready: notServingYet(memory, "Launching", describeLaunchProgress([], planned.plan.stages.length)) });
+    let launched = false;
     try {
       await launchCluster(request, {
         ledger,
@@ -78,6 +84,7 @@ export const launch: Step = {
         },
         ...(pass.callOff === undefined ? {} : { signal: pass.callOff }),
       });
+      launched = true;
     } catch (error) {
       if (pass.callOff?.aborted === true && error === pass.callOff.reason) {
         restarts.count = Math.max(0, restarts.count - 1);
@@ -87,16 +94,20 @@ export const launch: Step = {
         restarts.evidence = [...restarts.evidence, { at: new Date().toISOString(), reason: error.reason, message: error.message, logTail: error.logTail }].slice(-5);
         // A pipeline that could not form because the network between two of its nodes is down, a
         // process that could not be started because its node fell silent, a port something else
-        // holds, or launch files a node refused (a read-only folder or disk), says nothing of the cluster: it is given back to the restart budget, so the cluster
-        // comes back by itself once the network or the port does (retried with the pass's back-off,
-        // at most a minute apart), rather than stalling after a few launches within seconds.
+        // holds, or launch files a node refused (a read-only folder or disk), says nothing of the
+        // cluster: it is given back to the restart budget, so the cluster comes back by itself once
+        // the network, the port or the node does (retried with the pass's back-off, at most a
+        // minute apart), rather than stalling after a few launches within seconds.
         if ((givenBack.has(error.reason) || isNodeWriteFailure(error)) && restarts.count > 0) {
           restarts.count -= 1;
           world.log.info({ cluster: name, reason: error.reason }, "a launch that failed on its surroundings does not count against the restart budget");
         }
       }
       throw error;
+    } finally {
+      promise?.stop(!launched);
     }
+    memory.comingBack = undefined;
     const running = await ledger.read(name);
     if (running === undefined) throw new ShardctlError("LedgerMissing", "the launch succeeded but left no ledger entry");
     pass.launched = running;

@@ -55,6 +55,7 @@ async function stallFor(pass: Pass, reason: StallReason, serving: boolean): Prom
     case "RestartBudgetExhausted": {
       // The cluster will not come back by itself: the router stops promising it (503) and says 404.
       const model = memory.lastGood?.spec.model.id;
+      memory.comingBack = undefined;
       if (model !== undefined)
         await world
           .registrarFor(settings)
