@@ -17,7 +17,7 @@ import type { EngineReadiness, EngineTopology, ProcessFiles } from "../engines/i
 import type { LedgerEntry, LedgerProcess } from "./ledger.js";
 import { LaunchError } from "./launch-error.js";
 import { allocatePorts, oneAllocationAtATime } from "./ports.js";
-import { defaultReachMs, describeExit, describeRecordedExit, isProcessAlive, plannedProcess, processLabel, readLogTail, startEngineProcess } from "./processes.js";
+import { defaultReachMs, describeEnd, describeRecordedExit, isProcessAlive, plannedProcess, processLabel, readLogTail, startEngineProcess } from "./processes.js";
 import { routerBackendOf } from "./router-backend.js";
 import { teardownCluster } from "./teardown.js";
 import { askCoordinatorHealth, probeOneToken } from "./coordinator-probes.js";
@@ -483,7 +483,7 @@ async function waitStageUp(
   if (state === "up") return stopped.answered(process);
   const logTail = await tailUnlessSilent(node, process, liveness);
   if (state === "exited") {
-    throw await exitError(process, `${label} on ${process.node} ${await describeExit(node, process)} before ${words.before}`, `${label}-listen`, logTail, portHeld);
+    throw await exitError(process, `${label} on ${process.node} ${await describeEnd(node, process)} before ${words.before}`, `${label}-listen`, logTail, portHeld);
   }
   // The stage runs (its node answered every liveness probe) and only the path to it is silent:
   // the network's failure, not the cluster's, said as such and not counted against its budget.
@@ -606,7 +606,7 @@ async function waitHealthy(
     throw new LaunchError(
       "CoordinatorExited",
       "coordinator-health",
-      `the coordinator on ${process.node} ${await describeExit(node, process)} before ${health} answered ${readiness.readyStatus}`,
+      `the coordinator on ${process.node} ${await describeEnd(node, process)} before ${health} answered ${readiness.readyStatus}`,
       { logTail },
     );
   }
@@ -652,7 +652,7 @@ interface LaunchInFlight {
  */
 async function exitedWhileAwaiting(exited: LedgerProcess, launch: LaunchInFlight, step: string, awaited: string, cause?: unknown): Promise<LaunchError> {
   const node = launch.nodes.get(exited.node)!;
-  const message = `${processLabel(exited.role, exited.index)} on ${exited.node} ${await describeExit(node, exited)} while the launch waited for ${awaited}`;
+  const message = `${processLabel(exited.role, exited.index)} on ${exited.node} ${await describeEnd(node, exited)} while the launch waited for ${awaited}`;
   return exitError(exited, message, step, await readLogTail(node, exited), launch.portHeld, cause);
 }
 

@@ -77,6 +77,15 @@ export async function describeExit(node: NodeAccess, process: LedgerProcess): Pr
   return (await describeRecordedExit(node, process)) ?? "ended without recording an exit status";
 }
 
+/**
+ * describeExit as a predicate after the process's name: "stage-0 on n1 exited with status 1", "the
+ * coordinator on n2 was killed by SIGKILL (status 137)".
+ */
+export async function describeEnd(node: NodeAccess, process: LedgerProcess): Promise<string> {
+  const how = await describeExit(node, process);
+  return how.startsWith("killed by ") ? `was ${how}` : how;
+}
+
 /** As describeExit, or undefined when the process recorded no exit status. */
 export async function describeRecordedExit(node: NodeAccess, process: LedgerProcess): Promise<string | undefined> {
   const text = await node.readFile(process.exitFile).then(

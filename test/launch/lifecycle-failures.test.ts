@@ -219,7 +219,7 @@ describe("a launch failure at each step leaves nothing running and names the ste
     expect(failure).toBeInstanceOf(LaunchError);
     expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("StageExited");
     expect(failure.step).toBe("readiness-probe");
-    expect(failure.message).toMatch(/^stage-0 on node-1 killed by SIGKILL .*while the launch waited for the first token/);
+    expect(failure.message).toMatch(/^stage-0 on node-1 was killed by SIGKILL .*while the launch waited for the first token/);
     expect(Date.now() - started).toBeLessThan(20_000);
     expect(await processesMentioning(world, join(world.root, "run", request.cluster))).toEqual([]);
   });

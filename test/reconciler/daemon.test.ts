@@ -113,6 +113,9 @@ describe("daemon", () => {
     expect(conditionOf(stalled, "Ready")?.status).toBe("True");
     expect(await chat(before.coordinator!.url, before.model!)).toBeTypeOf("string");
     expect(await enginePidsOf("alpha")).toEqual(pids);
+    // `shardctl status` puts the message on one row, the issue after the line that announces it.
+    const shown = (await runShardctl(world, ["status", "alpha"])).stdout;
+    expect(shown).toMatch(/^Stalled\s+True\s+InvalidDefinition\s+.*keeps serving\): \S*alpha\.toml:1:11: /m);
     // `wait` on the broken file says why instead of waiting.
     const waited = await runShardctl(world, ["wait", "alpha", "--timeout", "2s"]);
     expect(waited.code).toBe(1);

@@ -181,11 +181,12 @@ function renderDetail(name: string, status: ClusterStatus | undefined, unreadabl
  */
 function conditionTable(status: ClusterStatus): string[][] {
   const mixed = status.conditions.some((c) => c.observedRevision !== status.observedRevision);
+  // Lines on one row, " | " between them, but after a line that announces the next ("…serving):").
   const message = (text: string): string =>
     text
       .split("\n")
       .filter((l) => l.trim() !== "")
-      .join(" | ");
+      .reduce((row, line) => (row === "" ? line : `${row}${row.endsWith(":") ? " " : " | "}${line.trim()}`), "");
   return [
     ["CONDITION", "STATUS", "REASON", ...(mixed ? ["REVISION"] : []), "MESSAGE"],
     ...status.conditions.map((c) => [c.type, c.status, c.reason, ...(mixed ? [c.observedRevision.slice(0, 12)] : []), message(c.message)]),
