@@ -138,6 +138,8 @@ export function markRunning(memory: ClusterMemory, revision: string, entry: Ledg
   // Unknown until every probe answers once.
   const unconfirmed = memory.servingSeen?.launch === entry.startedAt ? [] : [stages, coordinator].filter((c) => c.status === "Unknown");
   if (observation !== undefined && notServing.length === 0 && unconfirmed.length === 0) markSeenServing(memory, entry);
+  const staged = memory.conditions.find((c) => c.type === "Staged" && c.status === "True" && c.observedRevision === revision);
+  const stagedHere = staged === undefined ? undefined : { status: "True" as const, reason: "AllNodesPresent" as const, message: staged.message };
   setConditions(memory, revision, {
     Ready:
       notServing.length > 0
@@ -155,7 +157,8 @@ export function markRunning(memory: ClusterMemory, revision: string, entry: Ledg
           : { status: "True", reason: "ClusterReady", message: `serving at ${url}` },
     Reconciling: { status: "False", reason: "Converged", message: "running at the desired revision" },
     Stalled: { status: "False", reason: "Converged", message: "running at the desired revision" },
-    Staged: { status: "True", reason: "AllNodesPresent", message: "the model is present on every node" },
+    // The staging's own words when this revision was staged by this daemon (bytes moved, nodes repaired).
+    Staged: stagedHere ?? { status: "True", reason: "AllNodesPresent", message: "the model is present on every node" },
     StagesListening: stages,
     CoordinatorHealthy: coordinator,
     Registered:

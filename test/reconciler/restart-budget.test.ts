@@ -2,9 +2,10 @@
  * A stage killed behind the daemon's back (`kill -9`): the cluster is torn down and relaunched
  * within the restart budget of its revision, then Stalled once the budget is spent, keeping the
  * evidence (exit status, last log lines) in its status; `shardctl reconcile` asks again. A node that
- * refuses the launch files is its own fault, not the cluster's: tried again, never counted.
+ * refuses the launch files is its own fault, not the cluster's: tried again, never counted. A model
+ * file damaged on a node is fetched again at the next launch, and said.
  */
-import { mkdir, rm, writeFile } from "node:fs/promises";
+import { mkdir, readdir, rm, stat, truncate, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { expect, test } from "vitest";
 import { Ledger } from "../../src/launch/index.js";
@@ -103,3 +104,24 @@ test("a node that refuses the launch files (its run folder blocked): tried again
   const ready = await dw.waitServing("blocked", revision);
   expect(ready.restarts?.count).toBe(1);
 }, 120_000);
+
+test("a model file damaged on a node is fetched again at the next launch, and the status and the log say so", async () => {
+  const { world } = dw;
+  const revision = await dw.define("damaged", { nodes: ["n1", "n2"], modelSource: "push" });
+  const serving = await dw.waitServing("damaged", revision);
+  // n2's copy of the weights (the largest file it holds), cut short behind the daemon's back.
+  const files = (await readdirDeep(world.sshd!.nodes[1]!.modelDir)).filter((f) => !f.includes(`${join(".shardctl", "run")}`));
+  const sizes = await Promise.all(files.map(async (f) => ({ f, size: (await stat(f)).size })));
+  const weights = sizes.sort((a, b) => b.size - a.size)[0];
+  if (weights === undefined) throw new Error(`no model file was pushed under ${world.sshd!.nodes[1]!.modelDir}`);
+  await truncate(weights.f, Math.floor(weights.size / 2));
+  await killStage(serving, 1);
+  const again = await waitForStatus(world, "damaged", (s) => (s.restarts?.count ?? 0) >= 2 && isServingAt(s, revision), 90_000);
+  expect(conditionOf(again, "Staged")?.message).toMatch(/; repaired on n2, which held model files that did not match their size or checksum$/);
+  expect((await stat(weights.f)).size).toBe(weights.size);
+}, 120_000);
+
+async function readdirDeep(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { withFileTypes: true, recursive: true });
+  return entries.filter((e) => e.isFile()).map((e) => join(e.parentPath, e.name));
+}

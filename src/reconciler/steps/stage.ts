@@ -5,6 +5,7 @@
  */
 import { stageForCluster, stagingFailureOf } from "../../cluster/index.js";
 import { isShardctlError, messageOf } from "../../errors/index.js";
+import type { NodeStagingResult } from "../../staging/index.js";
 import { definitionOf } from "../pass.js";
 import type { Step } from "../run-step.js";
 import { calledOff, notServingYet, setConditions } from "../verdicts.js";
@@ -20,6 +21,8 @@ export const stage: Step = {
     const { memory, settings } = pass;
     const planned = memory.planned;
     if (planned === undefined) throw new Error("stage step without a plan");
+    // Staged at this revision before this pass: a node that needs files now lost them since.
+    const wasStaged = memory.conditions.some((c) => c.type === "Staged" && c.status === "True" && c.observedRevision === revision);
     setConditions(memory, revision, { Ready: notServingYet(memory, "Staging") });
     // A progress event after the staging answered (none is expected) must not rewrite the cards of
     // a pass that has ended.
@@ -58,11 +61,16 @@ export const stage: Step = {
         throw failure;
       }
       pass.staged = staged;
+      const repaired = repairedNodes(staged.staged, wasStaged);
+      for (const { node, why, bytes } of repaired) {
+        pass.world.log.warn({ cluster: pass.name, node, bytes }, `node ${node} ${why}: its files were fetched again and verified`);
+      }
+      const repairs = repaired.map(({ node, why }) => `; repaired on ${node}, which ${why}`).join("");
       setConditions(memory, revision, {
         Staged: {
           status: "True",
           reason: "AllNodesPresent",
-          message: `model present on ${spec.nodes.length} stage nodes and the coordinator's (${staged.bytesTransferred} bytes transferred this pass)`,
+          message: `model present on ${spec.nodes.length} stage nodes and the coordinator's (${staged.bytesTransferred} bytes transferred this pass)${repairs}`,
         },
       });
     } catch (error) {
@@ -71,3 +79,16 @@ export const stage: Step = {
     }
   },
 };
+
+/**
+ * The nodes whose copy of the model was damaged and repaired this pass: files of the wrong size or
+ * checksum, or (when the revision was staged before) files gone since. A disk or a hand that changes
+ * a model's files under the daemon is worth an operator's look, not only a silent fix.
+ */
+function repairedNodes(staged: readonly NodeStagingResult[], wasStaged: boolean): Array<{ node: string; why: string; bytes: number }> {
+  return staged.flatMap((result) => {
+    if (result.before === "mismatched") return [{ node: result.node, why: "held model files that did not match their size or checksum", bytes: result.bytesTransferred }];
+    if (result.before === "needs-download" && wasStaged) return [{ node: result.node, why: "lost model files since they were staged", bytes: result.bytesTransferred }];
+    return [];
+  });
+}
