@@ -20,6 +20,8 @@ import { dashboardSource } from "./dashboard-source.js";
 import { Reconciler } from "./reconciler.js";
 import { WorkQueue } from "./queue/work-queue.js";
 import { watchDefinitions } from "./watch-definitions.js";
+import { isOwnedBy } from "./decision-inputs.js";
+import { watchRouterConfig } from "./watch-router-config.js";
 import type { MonitorTuning } from "./world.js";
 
 export interface DaemonOptions {
@@ -166,6 +168,20 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       onSettings: () => void enqueueAll(),
     });
     started.push(() => watcher.close());
+    // The router's YAML, edited by others: a cluster whose backend left it gets a pass at once.
+    if (settings.router.kind === "continuum" && settings.router.config !== undefined) {
+      const stopRouterWatch = watchRouterConfig({
+        configFile: settings.router.config,
+        stateDir: settings.daemon.stateDir,
+        owns: (entry) => isOwnedBy(entry, dir),
+        onLost: (name) => {
+          log.info({ cluster: name, file: settings.router.config }, "the router config no longer lists the cluster's backend: a pass looks at once");
+          queue.add(name);
+        },
+        log,
+      });
+      started.push(async () => stopRouterWatch());
+    }
 
     // `shardctl reconcile <name>` requests.
     const requestsDir = requestsDirOf(settings);

@@ -8,6 +8,7 @@ export { createRegistrar, type RegistrarSettings } from "./create-registrar.js";
 export { reloadingAfterEdits } from "./reload-after-edits.js";
 export { DEFAULT_ADMIN_PATHS, type AdminPaths } from "./continuum-admin-registrar.js";
 export { readRouterConfig, parseRouterConfig } from "./read-router-config.js";
+export { watchConfig } from "./watch-config.js";
 export { startRouter, type RouterOptions, type RunningRouter } from "./start-router.js";
 export { defaultRelaunchMarkMs, relaunchFileOf } from "./relaunch-marks.js";
 export { normaliseRequestPath, type NormalisedPath } from "./normalise-path.js";
