@@ -100,3 +100,22 @@ test("never holding is the decision table's answer: suspended and stopped says s
     expect(r.stderr).toMatch(new RegExp(`^w6: condition ${condition} will never hold at revision [0-9a-f]{12}: \\S*w6\\.toml says suspend = true: `));
   }
 });
+
+test("a condition in a status no daemon keeps current (the daemon crashed or was stopped) is not trusted: exit 1 at the timeout, saying so", async () => {
+  await writeDefinition(world, "orphaned", definitionText(world, { nodes: ["l1", "l2"] }));
+  const revision = await revisionOf(world, "orphaned");
+  await waitForStatus(world, "orphaned", (s) => s.observedRevision === revision && s.conditions.some((c) => c.type === "Planned" && c.status === "True"));
+  await daemon.stop();
+  try {
+    const waited = await runShardctl(world, ["wait", "orphaned", "--for", "condition=Planned", "--timeout", "1s"]);
+    expect(waited.code).toBe(1);
+    expect(waited.stdout).toBe("");
+    expect(waited.stderr).toContain(
+      `the status says Planned=True, but no shardctl daemon is watching ${world.clustersDir}: nothing keeps it current, and what it describes may be gone (start one: shardctl daemon)`,
+    );
+  } finally {
+    daemon = await startInProcessDaemon(world);
+  }
+  // With a daemon again, the same wait holds.
+  expect((await runShardctl(world, ["wait", "orphaned", "--for", "condition=Planned", "--timeout", "20s"])).code).toBe(0);
+});

@@ -22,7 +22,6 @@ import {
 } from "../../reconciler/index.js";
 import { isShardctlError, showText } from "../../errors/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
-import { describeKeeper } from "../daemon-keeper.js";
 import { parseDuration } from "../duration.js";
 import { usageOf } from "../help/index.js";
 import { UsageError } from "../usage-error.js";
@@ -69,14 +68,18 @@ export async function run(args: string[]): Promise<number> {
   let unreadable: string | undefined;
   // The silent daemon that wrote the condition, when it was met at the last look.
   let silent: DaemonSighting | undefined;
+  // Whether the condition was met at the last look, in a status no daemon keeps current.
+  let unwatched: boolean;
   for (;;) {
     [last, unreadable] = await readStatusOf(file);
     const verdict = judge(last, type, revision, loaded.ok);
     const daemon = verdict === "met" ? await findDaemon(context.clustersDir) : undefined;
     silent = daemon?.silent === true ? daemon : undefined;
-    if (verdict === "met" && silent === undefined) {
-      // No daemon at all: what the status file says held when it was written; said, not refused.
-      if (daemon === undefined) console.error(describeKeeper(context.clustersDir, daemon));
+    // No daemon at all (it crashed, or was stopped): what the file says held when it was written,
+    // and nothing has looked since (its engines may be gone with it). Not trusted, as a silent
+    // daemon's word is not: the wait goes on, for a daemon to start and say it again.
+    unwatched = verdict === "met" && daemon === undefined;
+    if (verdict === "met" && daemon !== undefined && silent === undefined) {
       console.log(showText(`${last!.cluster}: condition ${type} holds at revision ${short(revision)} (${last!.health})`));
       return 0;
     }
@@ -94,16 +97,18 @@ export async function run(args: string[]): Promise<number> {
       const now =
         silent !== undefined
           ? `the status says ${type}=True, but the daemon that wrote it is silent (${describeSilence(silent)}): nothing keeps it current`
-          : unreadable !== undefined
-            ? unreadable
-            : last === undefined
-              ? "no status file yet"
-              : `observed revision ${short(last.observedRevision)}, health ${last.health}${condition ? `, ${type}=${condition.status} (${condition.reason}: ${condition.message})` : ""}`;
+          : unwatched
+            ? `the status says ${type}=True, but no shardctl daemon is watching ${context.clustersDir}: nothing keeps it current, and what it describes may be gone (start one: shardctl daemon)`
+            : unreadable !== undefined
+              ? unreadable
+              : last === undefined
+                ? "no status file yet"
+                : `observed revision ${short(last.observedRevision)}, health ${last.health}${condition ? `, ${type}=${condition.status} (${condition.reason}: ${condition.message})` : ""}`;
       // The status's words are the daemon's and its engines' (log lines, error output): each control
       // character is shown as its escape, as `status` shows it, never sent to the terminal.
       // Whether anything could have changed it: a wait with no daemon watching is a wait for nothing.
       const keeper =
-        silent === undefined && (await findDaemon(context.clustersDir)) === undefined
+        silent === undefined && !unwatched && (await findDaemon(context.clustersDir)) === undefined
           ? `; no shardctl daemon is watching ${context.clustersDir} (start one: shardctl daemon)`
           : "";
       console.error(showText(`timed out after ${values.timeout ?? "10m"} waiting for condition ${type} at revision ${short(revision)}: ${now}${keeper}`));
