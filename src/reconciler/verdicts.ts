@@ -71,9 +71,15 @@ export function failed(memory: ClusterMemory, error: unknown, action: string): V
   // (replace, stop, a death) withdraws Ready first, so a pass that fails with Ready still True (an
   // edit whose plan could not be made: a node or the model source did not answer) failed before
   // the old revision was touched, and that revision still serves.
+  // Stalled says the daemon goes on trying (not, say, the teardown a death began long ago), unless a
+  // stall (a spent budget) already said it stopped.
+  const stalledNow = memory.conditions.some((c) => c.type === "Stalled" && c.status === "True");
   setConditions(memory, memory.lastGood?.revision ?? "", {
     ...(isServing(memory) ? {} : { Ready: { status: "False", reason, message } }),
     Reconciling: { status: "True", reason: "RetryingAfterError", message: `${reason}: ${message}` },
+    ...(stalledNow
+      ? {}
+      : { Stalled: { status: "False" as const, reason: "RetryingAfterError" as const, message: `the daemon tries again after a back-off (${reason})` } }),
   });
   // A teardown retried after a death that spent the budget: what runs next is nothing, stalled.
   return { action, result: "failed", reason, health: budgetSpent(memory) ? "Stalled" : "Progressing", outcome: { kind: "retry" } };
