@@ -189,8 +189,14 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
 async function causeInStageLogs(request: LaunchRequest, nodes: Map<string, NodeAccess>, entry: LedgerEntry, failure: LaunchError): Promise<LaunchError> {
   const unreachableIn = request.driver.facts.nextStageUnreachableIn;
   const stages = entry.processes.filter((p) => p.role === "stage" && p.pid > 0);
-  // Every failure of the readiness probe's step (ReadinessProbeFailed, or a process that exited meanwhile).
-  const afterListening = failure.reason === "CoordinatorExited" || failure.reason === "CoordinatorHealthTimeout" || failure.step === "readiness-probe";
+  // Every failure of the waits for /health and for the first token (CoordinatorExited, a timeout, or
+  // a stage that exited meanwhile: which of a stage and the coordinator is seen gone first, when the
+  // pipeline cannot form, is a matter of timing).
+  const afterListening =
+    failure.reason === "CoordinatorExited" ||
+    failure.reason === "CoordinatorHealthTimeout" ||
+    failure.step === "readiness-probe" ||
+    failure.step === "coordinator-health";
   if (unreachableIn === undefined || stages.length === 0 || !afterListening) return failure;
   const tails = await Promise.all(stages.map(async (p) => ({ p, tail: await readLogTail(nodes.get(p.node)!, p) })));
   for (const { p, tail } of tails) {
@@ -351,7 +357,8 @@ async function writeLaunchFiles(request: LaunchRequest, topology: EngineTopology
   } catch (error) {
     // A node that fell silent (a partition) is no fault of the files, nor of the cluster.
     const reason = isShardctlError(error, "NodeUnreachable") ? "NodeUnreachable" : "LaunchFilesFailed";
-    const where = writing === undefined ? "" : ` in ${writing.runDir} on ${writing.nodeName}`;
+    // A silent node's error names it already.
+    const where = writing === undefined || reason === "NodeUnreachable" ? "" : ` in ${writing.runDir} on ${writing.nodeName}`;
     const fix =
       reason === "LaunchFilesFailed"
         ? `; that folder must be writable by the node's user (the launch is tried again meanwhile, not counted against the restart budget)`

@@ -28,7 +28,7 @@ test("a stopped stage-0: the status names it, not stage-1 that exited because of
   // Its peers find it silent at about the same moment: stage-1 exits at once, the coordinator
   // answers /health 503 (and exits 2 s later); the monitor may judge either first. Both name stage-0.
   const silentLine =
-    /^stage-0 on n1 stopped answering \((stage-1|coordinator) heard nothing from it for \d+ ms\); (stage-1 on n2: pid \d+ (exited|is no longer running) because its upstream went silent \(with status 69\)|coordinator on local: \S+ was \w+ for \d+ probes in a row)/;
+    /^stage-0 on n1 stopped answering \((stage-1|coordinator) heard nothing from it for \d+ ms\); (stage-1 on n2: pid \d+ (exited because its upstream went silent \(with status 69\)|is no longer running because its upstream went silent \(exited with status 69\))|coordinator on local: \S+ was \w+ for \d+ probes in a row)/;
   // The status file as it changes, read every 20 ms, until the relaunch begins.
   const seen: Array<{ at: number; status: ClusterStatus }> = [];
   try {
