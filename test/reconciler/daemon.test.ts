@@ -374,9 +374,10 @@ describe("daemon", () => {
     expect(early.code).toBe(1);
     expect(early.stderr).toMatch(/timed out after 1500ms waiting for condition Ready at revision/);
     expect(early.stderr).toContain(`observed revision ${r1.slice(0, 12)}`);
-    // The old revision itself is still satisfied (explicit --revision).
+    // The old revision's Ready was met, but no daemon keeps it current now: not trusted either.
     const old = await runShardctl(world, ["wait", "eps", "--revision", r1, "--timeout", "2s"]);
-    expect(old.code).toBe(0);
+    expect(old.code).toBe(1);
+    expect(old.stderr).toContain(`the status says Ready=True, but no shardctl daemon is watching ${world.clustersDir}`);
 
     // A restarted daemon converges to the new revision; wait then returns 0.
     await dw.startDaemon();
