@@ -16,7 +16,7 @@ import { describeExit, processLabel, readLogTail, type LedgerEntry } from "../la
 import { within } from "../nodes/index.js";
 import type { Reason } from "../errors/index.js";
 import { describeDeath, type DeathEvent } from "../health/index.js";
-import { defaultRelaunchMarkMs } from "../router/index.js";
+import { markComingBack } from "./coming-back.js";
 import type { ClusterMemory } from "./cluster-memory.js";
 import { giveBudgetBackAfterService } from "./give-budget-back.js";
 import type { Pass } from "./pass.js";
@@ -262,31 +262,4 @@ function markRelaunching(pass: Pass, entry: LedgerEntry): void {
   if (entry.routerBackend === undefined || model === undefined || !relaunches) return;
   memory.comingBack = model;
   void markComingBack(pass, model);
-}
-
-/** Mark `model` as coming back in the router (503 + Retry-After until it is registered again or the mark expires); best effort. */
-export async function markComingBack(pass: Pass, model: string): Promise<void> {
-  const { world, settings } = pass;
-  await world
-    .registrarFor(settings)
-    .markRelaunching(model, Date.now() + defaultRelaunchMarkMs)
-    .catch((error: unknown) => world.log.warn({ cluster: pass.name, err: error }, "could not mark the model as coming back"));
-}
-
-/** How often a relaunch under way renews its model's coming-back mark, ms: well within the mark's 60 s. */
-const comingBackRenewMs = 20_000;
-
-/**
- * Keep `model` marked as coming back while a relaunch runs: now, every 20 s, and once more when it
- * stops (a failed attempt: the mark then covers the back-off until the next one, at most 60 s).
- */
-export function keepComingBack(pass: Pass, model: string): { stop(failed: boolean): void } {
-  void markComingBack(pass, model);
-  const timer = setInterval(() => void markComingBack(pass, model), comingBackRenewMs);
-  return {
-    stop(failed) {
-      clearInterval(timer);
-      if (failed) void markComingBack(pass, model);
-    },
-  };
 }

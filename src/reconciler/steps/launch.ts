@@ -12,7 +12,7 @@ import { ShardctlError } from "../../errors/index.js";
 import { launchCluster, LaunchError } from "../../launch/index.js";
 import { definitionOf } from "../pass.js";
 import { describeLaunchProgress } from "../launch-progress.js";
-import { keepComingBack } from "../record-death.js";
+import { keepComingBack } from "../coming-back.js";
 import type { Step } from "../run-step.js";
 import { calledOff, notServingYet, recordEvent, setConditions } from "../verdicts.js";
 

@@ -7,7 +7,8 @@
  */
 import { definitionOf, type Pass } from "../pass.js";
 import { deathFoundByPass } from "../death-found-by-pass.js";
-import { explainDeath, markComingBack, recordDeath } from "../record-death.js";
+import { markComingBack } from "../coming-back.js";
+import { explainDeath, recordDeath } from "../record-death.js";
 import type { Step } from "../run-step.js";
 import { budgetSpent, clearRuntime, setConditions } from "../verdicts.js";
 import { tearDown } from "./stop.js";
