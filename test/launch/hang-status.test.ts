@@ -28,6 +28,7 @@ import {
   readStatusFile,
   removeDefinition,
   revisionOf,
+  runShardctl,
   sleep,
   startInProcessDaemon,
   startWorld,
@@ -150,6 +151,12 @@ it("stage-0 stopped right after spawn: paused in the status while the launch wai
   const paused = waiting.timeline.find((e) => e.step === "stage-0-paused")!;
   const pid = Number(/^stopped \(pid (\d+) in state T, a stop signal such as SIGSTOP\) on n1, 2 looks in a row since \S+: /.exec(paused.detail ?? "")?.[1]);
   expect(pid, paused.detail).toBeGreaterThan(0);
+  // `shardctl status` shows the launch's stages from its timeline (no cards until it ends): stage 0
+  // started and stopped; stage 1 starting, or not started yet; none listens.
+  const shown = await runShardctl(world, ["status", "paused"]);
+  expect(shown.stdout).toMatch(/^0\s+n1\s+\[\d+, \d+\)\s+\d+\s+stopped\s+-\s+-\s+\d+s$/m);
+  expect(shown.stdout).toMatch(/^1\s+n2\s+\[\d+, \d+\)\s+(\d+\s+starting\s+-\s+-\s+\d+s|-\s+-\s+-\s+-\s+-)$/m);
+  expect((await runShardctl(world, ["status"])).stdout).toMatch(/^paused\s+\[cluster\]\s+Progressing\s+\S+\s+0\/2\s/m);
   expect(paused.detail).toMatch(/the launch waits for stage-0 to listen on \S+ until \S+Z, which cannot happen while it is stopped/);
   // The next launch must not stop again; this one stays stopped until its teardown.
   await rm(stopFlag);
