@@ -1,17 +1,79 @@
 /**
- * What a launch under way is doing, in words for Ready's message, from its timeline so far: a
- * status read while a launch waits (on a stage that does not listen, a coordinator loading a large
- * model, a first token that does not come) says where it is, not only that it started.
+ * What a launch under way has done so far, read from its timeline: which members started (their
+ * pids), which listen (their addresses), which were seen stopped, and how far the launch got. Ready's
+ * message says it in words while the launch waits (on a stage that does not listen, a coordinator
+ * loading a large model, a first token that does not come), and `shardctl status` shows a launch's
+ * stages from it before the launch has cards.
  */
 import type { TimelineEvent } from "../launch/index.js";
 
+/** One member of a launch (`stage-0`, `coordinator`), as its timeline tells it. */
+export interface LaunchMember {
+  pid?: string;
+  /** When it was started (ISO time). */
+  startedAt?: string;
+  listening: boolean;
+  /** Where it listens, as its `…-listening` event says. */
+  address?: string;
+  /** Seen stopped and not running again since. */
+  stopped: boolean;
+}
+
+export interface LaunchRead {
+  /** The steps the launch reached. */
+  steps: ReadonlySet<string>;
+  members: ReadonlyMap<string, LaunchMember>;
+  /** Stages that listen. */
+  listening: number;
+  /** Members seen stopped and not resumed, in the order they were seen. */
+  stopped: readonly string[];
+  /** The event that ended it when it failed or was called off. */
+  ended?: TimelineEvent;
+}
+
+/** The last launch of `timeline` (from its last `launch-started`; all of it when none is there, as a launch's own timeline starts empty). */
+export function readLaunch(timeline: readonly TimelineEvent[]): LaunchRead {
+  const start = timeline.map((e) => e.step).lastIndexOf("launch-started");
+  const events = timeline.slice(Math.max(0, start));
+  const members = new Map<string, LaunchMember>();
+  const stopped = new Set<string>();
+  for (const { step, detail, at } of events) {
+    const match = /^(stage-\d+|coordinator)-(started|listening|paused|resumed)$/.exec(step);
+    if (match === null) continue;
+    const label = match[1]!;
+    const member = members.get(label) ?? { listening: false, stopped: false };
+    members.set(label, member);
+    if (match[2] === "started") {
+      member.startedAt = at;
+      const pid = /^pid (\d+)/.exec(detail ?? "")?.[1];
+      if (pid !== undefined) member.pid = pid;
+    } else if (match[2] === "listening") {
+      member.listening = true;
+      if (detail !== undefined) member.address = detail;
+    } else if (match[2] === "paused") {
+      member.stopped = true;
+      stopped.add(label);
+    } else {
+      member.stopped = false;
+      stopped.delete(label);
+    }
+  }
+  const ended = events.find((e) => e.step === "launch-failed" || e.step === "launch-called-off");
+  const listening = [...members].filter(([label, m]) => label.startsWith("stage-") && m.listening).length;
+  return { steps: new Set(events.map((e) => e.step)), members, listening, stopped: [...stopped], ...(ended === undefined ? {} : { ended }) };
+}
+
+/** The launch `timeline` holds, when one is under way: started, not yet ready, failed or called off. */
+export function launchUnderWay(timeline: readonly TimelineEvent[]): LaunchRead | undefined {
+  if (!timeline.some((e) => e.step === "launch-started")) return undefined;
+  const launch = readLaunch(timeline);
+  return launch.ended === undefined && !launch.steps.has("ready") ? launch : undefined;
+}
+
 /** "its processes are starting: 1 of 2 stages listen", "its coordinator answers /health; its first token is awaited", … */
 export function describeLaunchProgress(timeline: readonly TimelineEvent[], stages: number): string {
-  const steps = new Set(timeline.map((e) => e.step));
-  const listening = timeline.filter((e) => /^stage-\d+-listening$/.test(e.step)).length;
-  const stopped = stoppedMembers(timeline);
+  const { steps, listening, stopped, ended } = readLaunch(timeline);
   const hold = stopped.length === 0 ? "" : `; ${stopped.join(", ")} ${stopped.length === 1 ? "is" : "are"} stopped, which holds the launch (see its timeline)`;
-  const ended = timeline.find((e) => e.step === "launch-failed" || e.step === "launch-called-off");
   if (ended !== undefined) {
     const why = ended.detail === undefined ? "" : ` (${ended.detail.split("\n")[0]})`;
     return `its launch ${ended.step === "launch-failed" ? "failed" : "was called off"}${why}, and what it started is being torn down`;
@@ -21,16 +83,4 @@ export function describeLaunchProgress(timeline: readonly TimelineEvent[], stage
   if (steps.has("coordinator-healthy")) return `its coordinator answers /health; its first token is awaited${hold}`;
   if (steps.has("coordinator-started")) return `its ${stages === 1 ? "stage listens" : `${stages} stages listen`}; its coordinator is starting${hold}`;
   return `its processes are starting${listening === 0 ? "" : `: ${listening} of ${stages} ${stages === 1 ? "stage listens" : "stages listen"}`}${hold}`;
-}
-
-/** Members said paused (`stage-1-paused`, `coordinator-paused`) and not resumed since. */
-function stoppedMembers(timeline: readonly TimelineEvent[]): string[] {
-  const stopped = new Set<string>();
-  for (const { step } of timeline) {
-    const paused = /^(.+)-paused$/.exec(step);
-    if (paused !== null) stopped.add(paused[1]!);
-    const resumed = /^(.+)-resumed$/.exec(step);
-    if (resumed !== null) stopped.delete(resumed[1]!);
-  }
-  return [...stopped];
 }

@@ -6,7 +6,7 @@
 import { basename, dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { findClusterFiles } from "../../spec/index.js";
-import { findDaemon, readStatus, statusFileFor, type ClusterStatus } from "../../reconciler/index.js";
+import { findDaemon, launchUnderWay, readStatus, statusFileFor, type ClusterStatus } from "../../reconciler/index.js";
 import { describeKeeper } from "../daemon-keeper.js";
 import { isShardctlError, showText } from "../../errors/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
@@ -118,9 +118,8 @@ function renderList(rows: Row[]): string {
       continue;
     }
     // While a launch runs there are no cards yet: its stages that listen are the ones alive.
-    const launching = launchUnderWay(status);
-    const alive =
-      status.stages.length === 0 && launching !== undefined ? [...launching.values()].filter((s) => s.listening).length : status.stages.filter((s) => s.alive).length;
+    const launching = status.stages.length === 0 ? launchUnderWay(status.timeline) : undefined;
+    const alive = launching !== undefined ? launching.listening : status.stages.filter((s) => s.alive).length;
     // The definition's stage count, however the cluster stopped (planned or not, torn down or never
     // launched); a status without it (an older daemon's) falls back to the plan, then the cards.
     const planned = status.nodes?.length ?? status.plan?.stages.length ?? status.stages.length;
@@ -149,10 +148,10 @@ function renderDetail(name: string, status: ClusterStatus | undefined, unreadabl
   const cards = [["STAGE", "NODE", "LAYERS", "PID", "ALIVE", "TRANSPORT", "ADDRESS", "SINCE"]];
   const byIndex = new Map(status.stages.map((s) => [s.index, s]));
   // A launch under way has no cards yet: what its timeline says of each stage stands in for them.
-  const launching = status.stages.length === 0 ? launchUnderWay(status) : undefined;
+  const launching = status.stages.length === 0 ? launchUnderWay(status.timeline) : undefined;
   for (const planned of status.plan?.stages ?? (status.stages.length > 0 ? status.stages : unplannedStages(status))) {
     const card = byIndex.get(planned.index);
-    const started = launching?.get(planned.index);
+    const started = launching?.members.get(`stage-${planned.index}`);
     cards.push([
       String(planned.index),
       planned.node,
@@ -173,7 +172,7 @@ function renderDetail(name: string, status: ClusterStatus | undefined, unreadabl
             : "NO",
       card?.transport ?? (started?.listening === true ? "listening" : "-"),
       card?.address ?? started?.address ?? "-",
-      card?.since === undefined ? (started?.at === undefined ? "-" : age(started.at)) : age(card.since),
+      card?.since === undefined ? (started?.startedAt === undefined ? "-" : age(started.startedAt)) : age(card.since),
     ]);
   }
   lines.push("", formatTable(cards));
@@ -209,46 +208,6 @@ function conditionTable(status: ClusterStatus): string[][] {
     ["CONDITION", "STATUS", "REASON", ...(mixed ? ["REVISION"] : []), "MESSAGE"],
     ...status.conditions.map((c) => [c.type, c.status, c.reason, ...(mixed ? [c.observedRevision.slice(0, 12)] : []), message(c.message)]),
   ];
-}
-
-/** A stage of a launch under way, as its timeline tells it. */
-interface LaunchingStage {
-  pid?: string;
-  at?: string;
-  listening: boolean;
-  address?: string;
-  stopped: boolean;
-}
-
-/**
- * The stages of the launch under way (its timeline since `launch-started`, not yet ready, failed or
- * called off), by index; undefined when no launch runs.
- */
-function launchUnderWay(status: ClusterStatus): Map<number, LaunchingStage> | undefined {
-  const start = status.timeline.map((e) => e.step).lastIndexOf("launch-started");
-  if (start < 0) return undefined;
-  const events = status.timeline.slice(start);
-  if (events.some((e) => e.step === "ready" || e.step === "launch-failed" || e.step === "launch-called-off")) return undefined;
-  const stages = new Map<number, LaunchingStage>();
-  for (const { step, detail, at } of events) {
-    const match = /^stage-(\d+)-(started|listening|paused|resumed)$/.exec(step);
-    if (match === null) continue;
-    const index = Number(match[1]);
-    const stage = stages.get(index) ?? { listening: false, stopped: false };
-    if (match[2] === "started") {
-      stage.at = at;
-      const pid = /^pid (\d+)/.exec(detail ?? "")?.[1];
-      if (pid !== undefined) stage.pid = pid;
-    }
-    if (match[2] === "listening") {
-      stage.listening = true;
-      if (detail !== undefined) stage.address = detail;
-    }
-    if (match[2] === "paused") stage.stopped = true;
-    if (match[2] === "resumed") stage.stopped = false;
-    stages.set(index, stage);
-  }
-  return stages;
 }
 
 /**
