@@ -12,7 +12,7 @@ import { createServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "pino";
 import { refuseForeignRequest } from "../browser-guard/index.js";
-import { connectionLimits, limitConnections, limitedServerOptions } from "../http-limits/index.js";
+import { connectionLimit, limitConnections, limitedServerOptions } from "../http-limits/index.js";
 import { ShardctlError, messageOf } from "../errors/index.js";
 import { hostOf, isLoopbackAddress } from "../spec/index.js";
 import type { ClusterStatus, StatusFileFailure } from "../reconciler/index.js";
@@ -91,14 +91,14 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   source.feed.on("file", onFile);
 
   // An eighth of the daemon's descriptors at most (beside the router's quarter): its supervision keeps the rest.
-  const limits = connectionLimits(1 / 8, 1024);
-  const server = createServer(limitedServerOptions(limits, 60_000), (request, response) => {
+  const maxConnections = connectionLimit(1 / 8, 1024);
+  const server = createServer(limitedServerOptions(60_000), (request, response) => {
     for (const [name, value] of Object.entries(securityHeaders)) response.setHeader(name, value);
     const refusal = refuseForeignRequest(request, { loopback, what: "this dashboard" });
     if (refusal !== undefined) return replyError(response, 403, "DashboardForbidden", refusal);
     route(context, request, response).catch((error: unknown) => fail(response, error, log));
   });
-  limitConnections(server, limits, (dropped, limit) =>
+  limitConnections(server, maxConnections, (dropped, limit) =>
     log.warn({ dropped, limit }, "dashboard connections dropped: this many clients hold connections already (clients that send no request are cut after 10 s)"),
   );
   await new Promise<void>((resolve, reject) => {

@@ -3,5 +3,4 @@
  * shard-engine's coordinator), so that clients that open connections and never finish a request
  * cannot use up the process's descriptors.
  */
-export { connectionLimits, limitConnections, limitedServerOptions, type ConnectionLimits } from "./connection-limits.js";
-export { openFileLimit } from "./open-file-limit.js";
+export { connectionLimit, limitConnections, limitedServerOptions } from "./connection-limits.js";

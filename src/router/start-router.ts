@@ -9,7 +9,7 @@ import type { AddressInfo } from "node:net";
 import { resolve } from "node:path";
 import { pino, type Logger } from "pino";
 import { refuseForeignRequest } from "../browser-guard/index.js";
-import { connectionLimits, limitConnections, limitedServerOptions } from "../http-limits/index.js";
+import { connectionLimit, limitConnections, limitedServerOptions } from "../http-limits/index.js";
 import { ShardctlError } from "../errors/index.js";
 import { isLoopbackAddress } from "../spec/index.js";
 import { sendJson, sendOpenAIError } from "./openai-error.js";
@@ -241,14 +241,14 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
 
   // A quarter of the daemon's descriptors at most, so clients that hold connections can never take
   // the ones its supervision needs (commands, SSH sessions); request bodies may take 5 minutes.
-  const limits = connectionLimits(1 / 4, 4096);
-  const server = createServer({ keepAlive: true, ...limitedServerOptions(limits, 300_000) }, (req, res) => {
+  const maxConnections = connectionLimit(1 / 4, 4096);
+  const server = createServer({ keepAlive: true, ...limitedServerOptions(300_000) }, (req, res) => {
     handle(req, res).catch((error: unknown) => {
       log.error({ err: error }, "router request failed");
       sendOpenAIError(res, 500, "internal router error", "server_error", "internal_error");
     });
   });
-  limitConnections(server, limits, (dropped, limit) =>
+  limitConnections(server, maxConnections, (dropped, limit) =>
     log.warn({ dropped, limit }, "router connections dropped: this many clients hold connections already (clients that send no request are cut after 10 s)"),
   );
   await new Promise<void>((done, fail) => {
