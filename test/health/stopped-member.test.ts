@@ -43,10 +43,13 @@ async function startStage(index: number): Promise<WatchedProcess> {
   return process;
 }
 
-/** An HTTP server that answers /health 200 and holds every other request forever. */
-async function hungServer(): Promise<string> {
+/** An HTTP server answering `/health` with `health()` and holding every other request forever; closed after the test. */
+async function serveHealthOnly(health: () => { type: string; body: string }): Promise<string> {
   const server: Server = createServer((request, response) => {
-    if (request.url === "/health") response.end("ok");
+    if (request.url !== "/health") return;
+    const { type, body } = health();
+    response.setHeader("content-type", type);
+    response.end(body);
   });
   await new Promise<void>((resolve) => server.listen(0, host, resolve));
   closers.push(async () => {
@@ -56,18 +59,28 @@ async function hungServer(): Promise<string> {
   return `http://${host}:${(server.address() as AddressInfo).port}`;
 }
 
-/** A two-stage mlxcel cluster whose coordinator answers /health 200 and hangs every completion. */
-async function mlxcelCluster(generationWatchdogSeconds?: number): Promise<WatchedCluster> {
+/** An HTTP server that answers /health 200 and holds every other request forever. */
+function hungServer(): Promise<string> {
+  return serveHealthOnly(() => ({ type: "text/plain", body: "ok" }));
+}
+
+/** Two stages and a coordinator of `engine`, its HTTP at `coordinatorUrl`, with a definition's watchdog of `seconds` when given. */
+async function twoStageCluster(engine: "mlxcel" | "reference", coordinatorUrl: string, seconds?: number): Promise<WatchedCluster> {
   const coordinator: WatchedProcess = { ...(await startStage(9)), role: "coordinator" };
   delete coordinator.index;
   return {
     cluster: "c",
-    engine: "mlxcel",
+    engine,
     processes: [await startStage(0), await startStage(1), coordinator],
     ports: [],
-    coordinatorUrl: await hungServer(),
-    ...(generationWatchdogSeconds === undefined ? {} : { generationWatchdogSeconds }),
+    coordinatorUrl,
+    ...(seconds === undefined ? {} : { generationWatchdogSeconds: seconds }),
   };
+}
+
+/** A two-stage mlxcel cluster whose coordinator answers /health 200 and hangs every completion. */
+async function mlxcelCluster(generationWatchdogSeconds?: number): Promise<WatchedCluster> {
+  return twoStageCluster("mlxcel", await hungServer(), generationWatchdogSeconds);
 }
 
 /**
@@ -75,33 +88,14 @@ async function mlxcelCluster(generationWatchdogSeconds?: number): Promise<Watche
  * `counting`, its count grows at each answer (a pipeline generating for the requests that hold
  * every slot); otherwise it stands still (a hung one).
  */
-async function slotsHeldServer(counting: boolean): Promise<string> {
+function slotsHeldServer(counting: boolean): Promise<string> {
   let generated = 7;
-  const server: Server = createServer((request, response) => {
-    if (request.url !== "/health") return;
-    response.setHeader("content-type", "application/json");
-    response.end(JSON.stringify({ status: "ok", generatedTokens: counting ? (generated += 5) : generated }));
-  });
-  await new Promise<void>((resolve) => server.listen(0, host, resolve));
-  closers.push(async () => {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  });
-  return `http://${host}:${(server.address() as AddressInfo).port}`;
+  return serveHealthOnly(() => ({ type: "application/json", body: JSON.stringify({ status: "ok", generatedTokens: counting ? (generated += 5) : generated }) }));
 }
 
 /** A two-stage shard-engine cluster with a definition's watchdog of `seconds`. */
 async function shardEngineCluster(seconds: number, counting: boolean): Promise<WatchedCluster> {
-  const coordinator: WatchedProcess = { ...(await startStage(9)), role: "coordinator" };
-  delete coordinator.index;
-  return {
-    cluster: "c",
-    engine: "reference",
-    processes: [await startStage(0), await startStage(1), coordinator],
-    ports: [],
-    coordinatorUrl: await slotsHeldServer(counting),
-    generationWatchdogSeconds: seconds,
-  };
+  return twoStageCluster("reference", await slotsHeldServer(counting), seconds);
 }
 
 /** A two-rank mlx-lm cluster: stage 1 (rank 0) serves HTTP. */
