@@ -29,7 +29,9 @@ test("a backend removed from the router's YAML is registered again within second
   while (!(await readFile(world.routerConfig, "utf8")).includes(ready.coordinator!.url) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
   expect(await readFile(world.routerConfig, "utf8")).toContain(ready.coordinator!.url);
   expect(Date.now() - removedAt).toBeLessThan(10_000);
-  // The router routes the model again.
-  const models = (await (await fetch(`${dw.daemon.routerUrl}/v1/models`)).json()) as { data: Array<{ id: string }> };
-  expect(models.data.map((m) => m.id)).toContain(world.modelDir);
+  // The router routes the model again (it reloads its file just after the registration writes it).
+  const routed = async (): Promise<string[]> =>
+    ((await (await fetch(`${dw.daemon.routerUrl}/v1/models`)).json()) as { data: Array<{ id: string }> }).data.map((m) => m.id);
+  while (!(await routed()).includes(world.modelDir) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  expect(await routed()).toContain(world.modelDir);
 }, 180_000);
