@@ -166,6 +166,8 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
         queue.add(name);
       },
       onSettings: () => void enqueueAll(),
+      onStatusFile: (name) =>
+        void reconciler.restoreStatus(name).catch((error: unknown) => log.error({ cluster: name, err: error }, "could not put back the status file")),
     });
     started.push(() => watcher.close());
     // The router's YAML, edited by others: a cluster whose backend left it gets a pass at once.

@@ -159,6 +159,16 @@ export class Reconciler {
     return [...names].sort();
   }
 
+  /**
+   * The status file of `name` changed or disappeared: put back what the daemon last wrote, if it
+   * keeps one for a definition that still exists (a pruned cluster's file is removed on purpose).
+   */
+  async restoreStatus(name: string): Promise<void> {
+    const status = this.memories.get(name)?.status;
+    if (status === undefined || !(await pathExists(this.world.definitionFile(name)))) return;
+    await this.world.restoreStatus(name, status);
+  }
+
   /** Ask the next pass of `name` to forget its restart budget (`shardctl reconcile`). */
   async requestRetry(name: string): Promise<void> {
     const memory = await this.memoryOf(name);

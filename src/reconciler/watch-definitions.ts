@@ -1,10 +1,14 @@
 /**
  * Watch the definitions directory and the settings file. Events only name a key (the cluster name,
  * the file's stem); they are debounced per key so an editor's partial writes and rename-into-place
- * saves become one pass. Status files (`*.status.json`) and other files never trigger anything.
+ * saves become one pass. A status file (`<name>.status.json`) that changes or disappears is reported
+ * on its own, so the daemon can put back what it last wrote (a `git clean`, a checkout of an old
+ * one, a stray edit); other files never trigger anything.
  */
 import { basename, resolve } from "node:path";
 import { watch, type FSWatcher } from "chokidar";
+
+const statusSuffix = ".status.json";
 
 export interface DefinitionWatcher {
   close(): Promise<void>;
@@ -15,6 +19,8 @@ export interface WatchOptions {
   settingsFile: string;
   /** A definition changed, appeared or disappeared. */
   onDefinition: (name: string) => void;
+  /** A status file changed or disappeared (our own writes included: the handler compares). */
+  onStatusFile?: (name: string) => void;
   /** The settings file changed: every cluster must be looked at again. */
   onSettings: () => void;
   /** Quiet time before an event is delivered, ms. Default 100. */
@@ -44,7 +50,13 @@ export async function watchDefinitions(options: WatchOptions): Promise<Definitio
       debounce("\0settings", options.onSettings);
       return;
     }
-    if (!absolute.endsWith(".toml") || resolve(absolute, "..") !== dir) return;
+    if (resolve(absolute, "..") !== dir) return;
+    if (absolute.endsWith(statusSuffix)) {
+      const name = basename(absolute, statusSuffix);
+      if (!name.startsWith(".") && options.onStatusFile !== undefined) debounce(`\0status\0${name}`, () => options.onStatusFile?.(name));
+      return;
+    }
+    if (!absolute.endsWith(".toml")) return;
     const name = basename(absolute, ".toml");
     // Hidden files are never definitions (findClusterFiles): an editor's lock or swap file.
     if (name.startsWith(".")) return;
@@ -63,8 +75,8 @@ export async function watchDefinitions(options: WatchOptions): Promise<Definitio
       const absolute = resolve(path);
       if (absolute === parent || absolute === dir || absolute === settingsFile) return false;
       if (resolve(absolute, "..") !== dir) return true;
-      // Only definitions matter; status files are written by us.
-      return stats?.isFile() === true && !absolute.endsWith(".toml");
+      // Only definitions and status files matter.
+      return stats?.isFile() === true && !absolute.endsWith(".toml") && !absolute.endsWith(statusSuffix);
     },
   });
   watcher.on("add", onEvent).on("change", onEvent).on("unlink", onEvent);

@@ -122,6 +122,22 @@ export class ReconcilerWorld {
     const status = composeStatus(name, file, memory, report, settings);
     memory.status = status;
     this.options.feed?.publish(status);
+    await this.queueWrite(name, status);
+  }
+
+  /**
+   * Put the status file back as last composed when it disappeared or changed behind the daemon's
+   * back (a `git clean`, a checkout of an old one, a stray edit): readers must not be left with no
+   * word, or a stale one, until the next pass. The daemon's own writes come here too and find the
+   * file as written, which costs one read.
+   */
+  async restoreStatus(name: string, status: ClusterStatus): Promise<void> {
+    await this.queueWrite(name, status);
+  }
+
+  /** Write after the cluster's write in flight, so writes land in the order they were composed. */
+  private async queueWrite(name: string, status: ClusterStatus): Promise<void> {
+    const file = this.definitionFile(name);
     const write = (this.writes.get(name) ?? Promise.resolve()).then(async () => {
       try {
         await writeStatus(statusFileFor(file), status);

@@ -4,7 +4,7 @@
  * is the one generated from the zod schema.
  */
 import { watch } from "node:fs";
-import { readFile, rename, stat, writeFile } from "node:fs/promises";
+import { readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { expect, test } from "vitest";
 import { Ledger } from "../../src/launch/index.js";
@@ -74,6 +74,28 @@ test("the status file is written only when its content changes, and writing it t
   } finally {
     watcher.close();
   }
+});
+
+test("a status file removed or overwritten behind the daemon's back is put back as the daemon last wrote it, at once and without a pass", async () => {
+  const { world } = dw;
+  const file = join(world.clustersDir, "plain.status.json");
+  const written = await readFile(file, "utf8");
+  const log = join(world.root, "daemon.log");
+  const passes = async () => (await readFile(log, "utf8")).split("\n").filter((l) => l.includes('"cluster":"plain"') && l.includes('"steps":')).length;
+  const n = await passes();
+  const putBack = async (): Promise<void> => {
+    const deadline = Date.now() + 5_000;
+    while ((await readFile(file, "utf8").catch(() => "")) !== written && Date.now() < deadline) await sleep(50);
+    expect(await readFile(file, "utf8")).toBe(written);
+  };
+  // A `git clean` of an untracked status file.
+  await rm(file);
+  await putBack();
+  // A checkout of an old status file, or a hand edit, that says something the daemon did not.
+  await writeFile(`${file}.foreign`, written.replace('"health": "Disabled"', '"health": "Healthy"'));
+  await rename(`${file}.foreign`, file);
+  await putBack();
+  expect(await passes()).toBe(n);
 });
 
 test("an infeasible plan stalls with the planner's reason", async () => {
