@@ -17,7 +17,6 @@ export {
   type RestartCount,
 } from "./decision-inputs.js";
 export { WorkQueue, type PassOutcome } from "./queue/work-queue.js";
-export { launchUnderWay, type LaunchMember, type LaunchRead } from "./launch-progress.js";
 export { daemonWatching, describeSilence, findDaemon, type DaemonSighting } from "./daemon-lock.js";
 export { dropReconcileRequest, requestTaken } from "./reconcile-request.js";
 export { StatusFeed, type StatusFeedEvents, type StatusFileFailure } from "./status-feed.js";

@@ -157,6 +157,46 @@ describe("the cluster page during a fault", () => {
     expect(await conditionCell("Reconciling")).toMatchObject({ text: "True" });
   });
 
+  test("during the relaunch after a death, the cards follow the new launch's timeline, not the death, as `shardctl status` does", async () => {
+    const died = fixtures.stageSilentNamed;
+    const message = "nothing serves this revision yet: its 2 stages listen; its coordinator is starting";
+    const relaunching: ClusterStatus = {
+      ...died,
+      health: "Progressing",
+      conditions: died.conditions.map((c) => (c.type === "Ready" ? { ...c, reason: "Launching", message } : c)),
+      timeline: [
+        { at: "2026-12-02T03:45:34.100Z", step: "launch-started", detail: "revision 1f79783203d3" },
+        { at: "2026-12-02T03:45:34.200Z", step: "stage-0-started", detail: "pid 41000 on n1, layers 0-2" },
+        { at: "2026-12-02T03:45:34.210Z", step: "stage-1-started", detail: "pid 41010 on n2, layers 2-4" },
+        { at: "2026-12-02T03:45:34.700Z", step: "stage-0-listening", detail: "127.0.0.2:39661" },
+        { at: "2026-12-02T03:45:34.720Z", step: "stage-1-listening", detail: "127.0.0.3:39661" },
+        { at: "2026-12-02T03:45:34.750Z", step: "coordinator-started", detail: "pid 41020 on local" },
+      ],
+    };
+    // Before the relaunch starts anything, both members the death names are dead.
+    await show(died);
+    const cards = page.locator("[data-testid=stage-card]");
+    expect(await cards.evaluateAll((els) => els.map((e) => e.getAttribute("data-state")))).toEqual(["dead", "dead"]);
+    await show(relaunching);
+    expect(await cards.evaluateAll((els) => els.map((e) => e.getAttribute("data-state")))).toEqual(["starting", "starting"]);
+    expect(await cards.nth(0).locator(".pill").textContent()).toBe("Listening");
+    expect(await cards.nth(0).textContent()).toContain("pid 41000");
+    expect(await cards.nth(1).textContent()).toContain("listening on 127.0.0.3:39661");
+    const coordinator = page.locator("[data-testid=coordinator-card]");
+    expect(await coordinator.getAttribute("data-state")).toBe("starting");
+    expect(await coordinator.textContent()).toContain("pid 41020");
+    expect(await colourAt("[data-testid=stage-card] .pill")).toBe(await colourOf("--busy"));
+    await shot("relaunching");
+    // A stage seen stopped holds the launch: amber, in words.
+    const held: ClusterStatus = {
+      ...relaunching,
+      timeline: [...relaunching.timeline.slice(0, 4), { at: "2026-12-02T03:45:34.730Z", step: "stage-1-paused", detail: "pid 41010 on n2" }],
+    };
+    feed.publish(held);
+    await page.waitForFunction(`document.querySelectorAll("[data-testid=stage-card]")[1]?.dataset.state === "degraded"`, undefined, { timeout: 10_000, polling: 50 });
+    expect(await cards.nth(1).locator(".pill").textContent()).toBe("Stopped");
+  });
+
   test("a node whose staging failed says why on its own row, in the colour of a failure; a node that staged does not", async () => {
     const message = "n2 (127.0.0.3:22): connect timed out after 10000 ms";
     const failed: ClusterStatus = {

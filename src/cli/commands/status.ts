@@ -6,7 +6,8 @@
 import { basename, dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { findClusterFiles } from "../../spec/index.js";
-import { findDaemon, launchUnderWay, readStatus, statusFileFor, type ClusterStatus } from "../../reconciler/index.js";
+import { launchUnderWay } from "../../launch-timeline/index.js";
+import { findDaemon, readStatus, statusFileFor, type ClusterStatus } from "../../reconciler/index.js";
 import { describeKeeper } from "../daemon-keeper.js";
 import { isShardctlError, showText } from "../../errors/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";

@@ -1,4 +1,5 @@
-/** How many stages a cluster has, counted as `shardctl status` counts them. */
+/** How many stages a cluster has, and how many are up, counted as `shardctl status` counts them. */
+import { launchUnderWay } from "../../launch-timeline/index.js";
 import type { StatusView } from "./status-types.js";
 
 /**
@@ -8,4 +9,10 @@ import type { StatusView } from "./status-types.js";
  */
 export function stageCountOf(status: Pick<StatusView, "nodes" | "plan" | "stages">): number {
   return status.nodes?.length ?? status.plan?.stages.length ?? status.stages.length;
+}
+
+/** The stages up: alive cards, or while a launch has none yet, the stages of it that listen. */
+export function stagesUpOf(status: Pick<StatusView, "stages" | "timeline">): number {
+  const launching = status.stages.length === 0 ? launchUnderWay(status.timeline) : undefined;
+  return launching !== undefined ? launching.listening : status.stages.filter((s) => s.alive).length;
 }

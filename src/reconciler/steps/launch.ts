@@ -11,7 +11,7 @@ import { buildLaunchRequest } from "../../cluster/index.js";
 import { ShardctlError } from "../../errors/index.js";
 import { launchCluster, LaunchError } from "../../launch/index.js";
 import { definitionOf } from "../pass.js";
-import { describeLaunchProgress } from "../launch-progress.js";
+import { describeLaunchProgress } from "../../launch-timeline/index.js";
 import { keepComingBack } from "../coming-back.js";
 import type { Step } from "../run-step.js";
 import { calledOff, notServingYet, recordEvent, setConditions } from "../verdicts.js";

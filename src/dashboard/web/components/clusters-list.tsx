@@ -2,7 +2,7 @@
 import { commitsOf } from "../commits.js";
 import { mainReasonOf } from "../condition-tone.js";
 import { formatAge, short } from "../format.js";
-import { stageCountOf } from "../stage-count.js";
+import { stageCountOf, stagesUpOf } from "../stage-count.js";
 import type { Health, StatusView } from "../status-types.js";
 import { ClusterBadge, HealthBadge } from "./badges.js";
 import { ScrollBox } from "./scroll-box.js";
@@ -59,7 +59,7 @@ export function ClustersList({ clusters, unchecked, fileFailures, filter, onFilt
             <tbody>
               {shown.map((c) => {
                 const planned = stageCountOf(c);
-                const up = c.stages.filter((s) => s.alive).length;
+                const up = stagesUpOf(c);
                 const ready = c.conditions.find((x) => x.type === "Ready");
                 const commits = commitsOf(c);
                 const why = mainReasonOf(c);

@@ -1,20 +1,25 @@
 /**
  * One card per planned stage (and the coordinator's): node, layer range, process liveness and the
- * transport port's state, from the status's stage cards. A stage with no card is not running; each
- * member the last death names (Ready's reason, then the last error), the coordinator included, is
- * marked dead with its part of the message until the relaunch brings its card back.
+ * transport port's state, from the status's stage cards. While a launch is under way (no cards yet)
+ * its timeline tells each stage's pid and whether it listens, as `shardctl status` shows it. A stage
+ * with neither is not running; each member the last death names (Ready's reason, then the last
+ * error), the coordinator included, is marked dead with its part of the message until the relaunch
+ * starts it again.
  */
+import { launchUnderWay, type LaunchMember } from "../../../launch-timeline/index.js";
 import { formatAge } from "../format.js";
 import type { StageCardView, StatusView } from "../status-types.js";
 import { UrlText } from "./url-text.js";
 
-export type CardState = "healthy" | "degraded" | "dead" | "down";
+export type CardState = "healthy" | "degraded" | "dead" | "down" | "starting";
 
 export interface StageCardModel {
   index: number;
   node: string;
   layers: [number, number];
   card?: StageCardView;
+  /** What the launch under way says of the stage, when it has no card yet. */
+  launching?: LaunchMember;
   state: CardState;
   /** The pill's word when the state's own does not say it (a stage on an unobservable node). */
   word?: string;
@@ -86,8 +91,17 @@ function unobservableNodesOf(status: StatusView): Set<string> {
   return nodes;
 }
 
+/** A member of the launch under way, before it has a card: started, listening, or seen stopped. */
+function launchLook(member: LaunchMember): { state: CardState; word: string; note: string } {
+  if (member.stopped) return { state: "degraded", word: "Stopped", note: "being launched; seen stopped, which holds the launch" };
+  if (member.listening) return { state: "starting", word: "Listening", note: `being launched: listening${member.address === undefined ? "" : ` on ${member.address}`}` };
+  return { state: "starting", word: "Starting", note: "being launched: started, not listening yet" };
+}
+
 export function stageCardsOf(status: StatusView): StageCardModel[] {
   const live = new Map(status.stages.map((s) => [s.index, s]));
+  // A launch under way has no cards yet: its timeline is newer than any death the status still names.
+  const launch = status.stages.length === 0 ? launchUnderWay(status.timeline) : undefined;
   const death = deathOf(status);
   const unobservable = unobservableNodesOf(status);
   const planned = status.plan?.stages ?? status.stages;
@@ -101,15 +115,17 @@ export function stageCardsOf(status: StatusView): StageCardModel[] {
       }
       return seen;
     }
+    const member = launch?.members.get(`stage-${index}`);
+    if (member !== undefined) return { index, node, layers, launching: member, ...launchLook(member) };
     // The death that took the cluster down stays on the card of every member it names until a
-    // relaunch brings the stage back.
+    // relaunch starts the stage again.
     const part = death?.members.get(`stage-${index}`);
     if (death !== undefined && part !== undefined) return { index, node, layers, state: "dead", note: `${death.reason}: ${part}` };
     return { index, node, layers, state: "down", note: status.desired === "stopped" ? "stopped" : "not running" };
   });
 }
 
-const stateWords: Record<CardState, string> = { healthy: "Healthy", degraded: "Degraded", dead: "Dead", down: "Not running" };
+const stateWords: Record<CardState, string> = { healthy: "Healthy", degraded: "Degraded", dead: "Dead", down: "Not running", starting: "Starting" };
 
 /**
  * The coordinator's card by its health. "unknown" (the probe got no answer: a busy moment, a frozen
@@ -122,6 +138,22 @@ const coordinatorLook: Record<NonNullable<StatusView["coordinator"]>["health"], 
   unknown: { state: "unknown", word: "Unknown", note: "health unknown: /health did not answer the last probe in time" },
 };
 
+function processText({ card, launching }: StageCardModel): string {
+  if (card?.pid !== undefined) return `pid ${card.pid}${card.alive ? "" : card.liveness === "unknown" ? " (liveness unknown)" : " (gone)"}`;
+  return launching?.pid === undefined ? "–" : `pid ${launching.pid}`;
+}
+
+function transportText({ card, launching }: StageCardModel): string {
+  if (card !== undefined) return `${card.transport}${card.address === undefined ? "" : ` on ${card.address}`}`;
+  if (launching?.listening === true) return `listening${launching.address === undefined ? "" : ` on ${launching.address}`}`;
+  return "–";
+}
+
+function sinceText({ card, launching }: StageCardModel, now: number): string {
+  const since = card?.since ?? launching?.startedAt;
+  return since === undefined ? "–" : formatAge(since, now);
+}
+
 export function StageCards({ status, now }: { status: StatusView; now: number }) {
   const cards = stageCardsOf(status);
   if (cards.length === 0) return <p class="muted">No stages planned.</p>;
@@ -129,6 +161,9 @@ export function StageCards({ status, now }: { status: StatusView; now: number })
   const death = deathOf(status);
   const coordinatorPart = death?.members.get("coordinator");
   const coordinatorDeath = coordinatorPart === undefined ? undefined : `${death!.reason}: ${coordinatorPart}`;
+  // A launch under way that has started its coordinator: that, rather than the death before it.
+  const started = coordinator === undefined && status.stages.length === 0 ? launchUnderWay(status.timeline)?.members.get("coordinator") : undefined;
+  const startedLook = started === undefined ? undefined : launchLook(started);
   return (
     <ul class="cards" aria-label="stage cards">
       {cards.map((c) => (
@@ -148,16 +183,29 @@ export function StageCards({ status, now }: { status: StatusView; now: number })
               [{c.layers[0]}, {c.layers[1]})
             </dd>
             <dt>process</dt>
-            <dd>{c.card?.pid === undefined ? "–" : `pid ${c.card.pid}${c.card.alive ? "" : c.card.liveness === "unknown" ? " (liveness unknown)" : " (gone)"}`}</dd>
+            <dd>{processText(c)}</dd>
             <dt>transport</dt>
-            <dd>{c.card === undefined ? "–" : `${c.card.transport}${c.card.address === undefined ? "" : ` on ${c.card.address}`}`}</dd>
+            <dd>{transportText(c)}</dd>
             <dt>since</dt>
-            <dd>{c.card?.since === undefined ? "–" : formatAge(c.card.since, now)}</dd>
+            <dd>{sinceText(c, now)}</dd>
           </dl>
           <p class="small muted">{c.note}</p>
         </li>
       ))}
-      {coordinator === undefined && coordinatorDeath !== undefined ? (
+      {started !== undefined && startedLook !== undefined ? (
+        <li class={`card state-${startedLook.state}`} data-testid="coordinator-card" data-state={startedLook.state}>
+          <div class="card-head">
+            <strong>coordinator</strong>
+            <span class={`pill state-${startedLook.state}`}>{startedLook.word}</span>
+          </div>
+          <dl class="facts">
+            <dt>process</dt>
+            <dd>{started.pid === undefined ? "–" : `pid ${started.pid}`}</dd>
+          </dl>
+          <p class="small muted">{startedLook.note}</p>
+        </li>
+      ) : null}
+      {coordinator === undefined && started === undefined && coordinatorDeath !== undefined ? (
         // Nothing runs any more, but the death names the coordinator: say so where its card was.
         <li class="card state-dead" data-testid="coordinator-card" data-state="dead">
           <div class="card-head">

@@ -1,6 +1,6 @@
 /** describeLaunchProgress: Ready's words while a launch runs, from its timeline so far. */
 import { describe, expect, it } from "vitest";
-import { describeLaunchProgress } from "../../src/reconciler/launch-progress.js";
+import { describeLaunchProgress } from "../../src/launch-timeline/index.js";
 
 const at = "2026-12-04T00:00:00.000Z";
 const steps = (...names: string[]) => names.map((step) => ({ at, step }));

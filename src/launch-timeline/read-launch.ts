@@ -2,10 +2,19 @@
  * What a launch under way has done so far, read from its timeline: which members started (their
  * pids), which listen (their addresses), which were seen stopped, and how far the launch got. Ready's
  * message says it in words while the launch waits (on a stage that does not listen, a coordinator
- * loading a large model, a first token that does not come), and `shardctl status` shows a launch's
- * stages from it before the launch has cards.
+ * loading a large model, a first token that does not come), and `shardctl status` and the dashboard
+ * show a launch's stages from it before the launch has cards.
  */
-import type { TimelineEvent } from "../launch/index.js";
+
+/**
+ * A timeline event as the launch records it and the status file carries it. Written out here rather
+ * than imported, so this file imports nothing and the dashboard's page reads launches with it too.
+ */
+export interface TimelineEntry {
+  at: string;
+  step: string;
+  detail?: string;
+}
 
 /** One member of a launch (`stage-0`, `coordinator`), as its timeline tells it. */
 export interface LaunchMember {
@@ -28,11 +37,11 @@ export interface LaunchRead {
   /** Members seen stopped and not resumed, in the order they were seen. */
   stopped: readonly string[];
   /** The event that ended it when it failed or was called off. */
-  ended?: TimelineEvent;
+  ended?: TimelineEntry;
 }
 
 /** The last launch of `timeline` (from its last `launch-started`; all of it when none is there, as a launch's own timeline starts empty). */
-export function readLaunch(timeline: readonly TimelineEvent[]): LaunchRead {
+export function readLaunch(timeline: readonly TimelineEntry[]): LaunchRead {
   const start = timeline.map((e) => e.step).lastIndexOf("launch-started");
   const events = timeline.slice(Math.max(0, start));
   const members = new Map<string, LaunchMember>();
@@ -64,14 +73,14 @@ export function readLaunch(timeline: readonly TimelineEvent[]): LaunchRead {
 }
 
 /** The launch `timeline` holds, when one is under way: started, not yet ready, failed or called off. */
-export function launchUnderWay(timeline: readonly TimelineEvent[]): LaunchRead | undefined {
+export function launchUnderWay(timeline: readonly TimelineEntry[]): LaunchRead | undefined {
   if (!timeline.some((e) => e.step === "launch-started")) return undefined;
   const launch = readLaunch(timeline);
   return launch.ended === undefined && !launch.steps.has("ready") ? launch : undefined;
 }
 
 /** "its processes are starting: 1 of 2 stages listen", "its coordinator answers /health; its first token is awaited", … */
-export function describeLaunchProgress(timeline: readonly TimelineEvent[], stages: number): string {
+export function describeLaunchProgress(timeline: readonly TimelineEntry[], stages: number): string {
   const { steps, listening, stopped, ended } = readLaunch(timeline);
   const hold = stopped.length === 0 ? "" : `; ${stopped.join(", ")} ${stopped.length === 1 ? "is" : "are"} stopped, which holds the launch (see its timeline)`;
   if (ended !== undefined) {
