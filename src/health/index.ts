@@ -30,6 +30,7 @@ export {
   notReadyAnswer,
   notReadyBodyChars,
   readStart,
+  readCapped,
   type CoordinatorAnswer,
   probeLiveness,
   probeTransport,

@@ -111,7 +111,7 @@ export async function probeGeneration(
       signal: signal === undefined ? timeout : AbortSignal.any([timeout, signal]),
     });
     head = true;
-    await response.text();
+    await drainBody(response);
     return "answered";
   } catch {
     if (!timeout.aborted) return "unknown";
@@ -130,8 +130,12 @@ export async function probeProgress(url: string, readiness: EngineReadiness, sig
   try {
     const timeout = AbortSignal.timeout(defaultProbeTimeoutMs);
     const response = await fetch(`${url}${readiness.healthPath}`, { signal: signal === undefined ? timeout : AbortSignal.any([timeout, signal]) });
-    const body = await response.text();
-    return response.status === readiness.readyStatus ? readiness.progressIn(body) : undefined;
+    if (response.status !== readiness.readyStatus) {
+      await response.body?.cancel();
+      return undefined;
+    }
+    const body = await readCapped(response, notReadyBodyChars);
+    return body.over ? undefined : readiness.progressIn(body.text);
   } catch {
     return undefined;
   }
@@ -202,6 +206,39 @@ export async function readStart(response: Response, chars: number): Promise<stri
     await reader.cancel().catch(() => undefined);
   }
   return clipLine(text, chars);
+}
+
+/**
+ * A body read whole when it ends within `maxBytes`; past that the rest is not read (`over`), so an
+ * engine that answers with an endless or huge body costs the daemon `maxBytes` of memory at most.
+ */
+export async function readCapped(response: Response, maxBytes: number): Promise<{ text: string; over: boolean }> {
+  const reader = response.body?.getReader();
+  if (reader === undefined) return { text: "", over: false };
+  const chunks: Uint8Array[] = [];
+  let bytes = 0;
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return { text: Buffer.concat(chunks).toString("utf8"), over: false };
+      chunks.push(value);
+      bytes += value.byteLength;
+      if (bytes > maxBytes) return { text: Buffer.concat(chunks).subarray(0, maxBytes).toString("utf8"), over: true };
+    }
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
+}
+
+/** Read a body to its end and keep none of it (a probe that needs only to know it ended). */
+export async function drainBody(response: Response): Promise<void> {
+  const reader = response.body?.getReader();
+  if (reader === undefined) return;
+  try {
+    while (!(await reader.read()).done);
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
 }
 
 /** `text` on one line (an engine's JSON message may hold newlines), cut to `chars` characters. */

@@ -5,7 +5,7 @@
  */
 import { setTimeout as delay } from "node:timers/promises";
 import type { EngineReadiness } from "../engines/index.js";
-import { clipLine, notReadyAnswer, notReadyBodyChars, readStart } from "../health/index.js";
+import { clipLine, notReadyAnswer, notReadyBodyChars, readCapped, readStart } from "../health/index.js";
 
 /**
  * What GET {url}{healthPath} answered: `healthy` once it is the ready status; `said` is the answer
@@ -39,6 +39,12 @@ export async function askCoordinatorHealth(url: string, readiness: EngineReadine
 const retryMs = 500;
 
 /**
+ * Most of a one-token completion's answer read, bytes (1 MiB): a real one is a few hundred bytes, and
+ * an engine that sends more, or a body without end, must not fill the daemon's memory.
+ */
+const completionBodyBytes = 1 << 20;
+
+/**
  * Generate one token through the pipeline within `timeoutMs`; resolves on success, throws with what
  * went wrong. A 503 is asked again (see below); any other answer ends it.
  */
@@ -46,11 +52,12 @@ export async function probeOneToken(url: string, readiness: EngineReadiness, tim
   const path = readiness.completionsPath;
   const deadline = AbortSignal.timeout(timeoutMs);
   const signal = cancel === undefined ? deadline : AbortSignal.any([deadline, cancel]);
-  let response: Response;
+  let response: Response | undefined;
   let text: string;
   // What the last try said, when the probe was asked again: the deadline's message quotes it.
   let last = "";
   for (;;) {
+    response = undefined;
     try {
       response = await fetch(`${url}${path}`, {
         method: "POST",
@@ -59,9 +66,17 @@ export async function probeOneToken(url: string, readiness: EngineReadiness, tim
         body: JSON.stringify({ prompt: "ping", max_tokens: 1, temperature: 0 }),
         signal,
       });
-      text = await response.text();
+      const body = await readCapped(response, completionBodyBytes);
+      text = body.text;
+      if (body.over) {
+        throw new Error(
+          `POST ${path} answered ${response.status} with a body past ${completionBodyBytes} bytes, where a one-token completion takes a few hundred: ${clipLine(text, 300)}`,
+        );
+      }
     } catch (error) {
       // fetch says only "The operation was aborted due to timeout": say which request and how long.
+      if (deadline.aborted && response !== undefined)
+        throw new Error(`POST ${path} answered ${response.status}, but its body did not end within ${timeoutMs} ms`, { cause: error });
       if (deadline.aborted) throw new Error(`POST ${path} did not answer within ${timeoutMs} ms${last === "" ? "" : `; it last ${last}`}`, { cause: error });
       throw error;
     }

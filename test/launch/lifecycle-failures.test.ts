@@ -224,6 +224,24 @@ describe("a launch failure at each step leaves nothing running and names the ste
     expect(await processesMentioning(world, join(world.root, "run", request.cluster))).toEqual([]);
   });
 
+  // Regression: the probe read the whole body: an engine that sent gigabytes grew the daemon by as much.
+  it("ReadinessProbeFailed: a completion answered with a body without end is read to 1 MiB, not further, and said so", async () => {
+    const failure = await expectCleanFailure(
+      await makeRequest(world, { cluster: "endless", binary: world.standIns.coordinatorEndlessBody, deadlines: { readinessMs: 20_000 } }),
+    );
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("ReadinessProbeFailed");
+    expect(failure.message).toMatch(/POST \/v1\/completions answered 200 with a body past 1048576 bytes, where a one-token completion takes a few hundred: xxxx/);
+  });
+
+  // Regression: an answer whose body never ended was said not to have answered at all.
+  it("ReadinessProbeFailed: a completion whose head came but whose body never ends says so", async () => {
+    const failure = await expectCleanFailure(
+      await makeRequest(world, { cluster: "stalls", binary: world.standIns.coordinatorBodyStalls, deadlines: { readinessMs: 1_500 } }),
+    );
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("ReadinessProbeFailed");
+    expect(failure.message).toMatch(/POST \/v1\/completions answered 200, but its body did not end within 1500 ms/);
+  });
+
   it("ReadinessProbeFailed: /health says 200 but a completion never answers, named with the deadline", async () => {
     const failure = await expectCleanFailure(
       await makeRequest(world, { cluster: "hung", binary: world.standIns.coordinatorNeverCompletes, deadlines: { readinessMs: 1_000 } }),

@@ -64,6 +64,8 @@ export type StandIn =
   | "coordinatorWarming"
   | "coordinatorCold"
   | "coordinatorAnswersHtml"
+  | "coordinatorEndlessBody"
+  | "coordinatorBodyStalls"
   | "listenRefused";
 
 export interface WorldOptions {
@@ -268,6 +270,8 @@ async function writeStandIns(dir: string): Promise<Record<StandIn, string>> {
     coordinatorNeverCompletes: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} hung "$@"`),
     coordinatorWarming: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} warming "$@"`),
     coordinatorCold: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} cold "$@"`),
+    coordinatorEndlessBody: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} endless "$@"`),
+    coordinatorBodyStalls: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} stalls "$@"`),
   };
   const paths = {} as Record<StandIn, string>;
   for (const [name, text] of Object.entries(scripts) as Array<[StandIn, string]>) {
@@ -282,7 +286,9 @@ async function writeStandIns(dir: string): Promise<Record<StandIn, string>> {
 // A coordinator stand-in: "loading" answers /health 503 for ever; "elsewhere" answers 404 to
 // everything (a server whose routes are not an engine's); "broken" answers /health 200 but fails
 // every completion (a listening server that is not a working pipeline); "hung" answers /health 200
-// and never answers a completion (a pipeline that hangs); "html" answers completions with a page.
+// and never answers a completion (a pipeline that hangs); "html" answers completions with a page;
+// "endless" answers them 200 and sends a body without end (64 KiB at a time, as fast as it goes);
+// "stalls" answers them 200, sends the start of a body and nothing more.
 const coordinatorStandIn = `import { createServer } from "node:http";
 const [mode, ...args] = process.argv.slice(2);
 const value = (flag) => args[args.indexOf(flag) + 1];
@@ -291,6 +297,20 @@ const server = createServer((req, res) => {
   if (mode === "elsewhere") {
     res.writeHead(404, { "content-type": "text/plain" });
     res.end("Not Found\\n");
+    return;
+  }
+  if (mode === "endless" && req.url !== "/health") {
+    res.writeHead(200, { "content-type": "application/json" });
+    const chunk = Buffer.alloc(65536, 0x78);
+    const more = () => { while (res.write(chunk)); };
+    res.on("drain", more);
+    res.on("error", () => undefined);
+    more();
+    return;
+  }
+  if (mode === "stalls" && req.url !== "/health") {
+    res.writeHead(200, { "content-type": "application/json" });
+    res.write('{"choices":[');
     return;
   }
   if (mode === "html" && req.url !== "/health") {
