@@ -335,7 +335,24 @@ function listingFailed(nodeName: string, result: CommandResult): ShardctlError {
 /** SIGRTMAX on Linux: the highest signal number a process can be killed by. */
 const highestSignal = 64;
 
-const signalNames: Record<number, string> = { 1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM" };
+/**
+ * The signals whose numbers Linux and macOS share (nodes run either): others, SIGBUS or SIGUSR1 say,
+ * have another number on each, so they are said by number.
+ */
+const signalNames: Record<number, string> = {
+  1: "SIGHUP",
+  2: "SIGINT",
+  3: "SIGQUIT",
+  4: "SIGILL",
+  5: "SIGTRAP",
+  6: "SIGABRT",
+  8: "SIGFPE",
+  9: "SIGKILL",
+  11: "SIGSEGV",
+  13: "SIGPIPE",
+  14: "SIGALRM",
+  15: "SIGTERM",
+};
 
 function signalName(n: number): string {
   return signalNames[n] ?? `signal ${n}`;

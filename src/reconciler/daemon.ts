@@ -72,7 +72,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const metrics = new DaemonMetrics();
 
   // The queue and the reconciler refer to each other: passes requeue, the queue runs passes.
-  const queue: WorkQueue = new WorkQueue((name) => reconciler.reconcile(name));
+  const queue: WorkQueue = new WorkQueue((name, stepAside) => reconciler.reconcile(name, stepAside));
   const reconciler: Reconciler = new Reconciler({
     dir,
     settingsFile: options.settingsFile,

@@ -38,6 +38,11 @@ export interface Pass {
   launched?: LedgerEntry;
   /** Aborted, with a LaunchCalledOff, once this pass's launch is called off (see call-off.ts). */
   callOff?: AbortSignal;
+  /**
+   * Give the work queue's slot back while the pass waits (engines loading, files moving): passes of
+   * other clusters go on meanwhile. Absent outside the daemon's queue.
+   */
+  stepAside?: () => void;
 }
 
 /** The definition of a pass that has read one; steps after the decision rely on it. */

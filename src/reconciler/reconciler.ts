@@ -68,7 +68,7 @@ export class Reconciler {
   }
 
   /** One pass of `name`; the queue's outcome says whether and when to come back. */
-  async reconcile(name: string): Promise<PassOutcome> {
+  async reconcile(name: string, stepAside?: () => void): Promise<PassOutcome> {
     const startedAt = Date.now();
     const memory = await this.memoryOf(name);
     const file = this.world.definitionFile(name);
@@ -77,7 +77,17 @@ export class Reconciler {
     let pass: Pass | undefined;
     try {
       settings = await this.parsed.loadSettings(this.options.settingsFile);
-      pass = { name, file, settings, ledger: new Ledger(settings.daemon.stateDir), memory, world: this.world, startedAt, steps: [] };
+      pass = {
+        name,
+        file,
+        settings,
+        ledger: new Ledger(settings.daemon.stateDir),
+        memory,
+        world: this.world,
+        startedAt,
+        steps: [],
+        ...(stepAside === undefined ? {} : { stepAside }),
+      };
       verdict = await this.converge(pass);
     } catch (error) {
       const cause = error instanceof StepFailure ? error.cause : error;

@@ -59,6 +59,57 @@ describe("WorkQueue", () => {
 
   // Back-off is about timer delays: fake timers make it exact instead of racing a loaded machine.
   // Math.random pinned near 1 puts each jittered delay at the top of its range [d/2, d).
+  test("a pass that steps aside gives its slot back: other keys run meanwhile, its own key still never twice at once", async () => {
+    const events: string[] = [];
+    let release: () => void = () => undefined;
+    const waiting = new Promise<void>((r) => (release = r));
+    const queue = new WorkQueue(
+      async (key, stepAside) => {
+        events.push(`start ${key}`);
+        if (key.startsWith("stuck")) {
+          stepAside();
+          stepAside(); // a second call changes nothing
+          await waiting;
+        }
+        events.push(`end ${key}`);
+        return { kind: "done" };
+      },
+      { concurrency: 2 },
+    );
+    for (const key of ["stuck-1", "stuck-2", "stuck-3", "delete-me"]) queue.add(key);
+    await sleep(50);
+    // Every stuck pass stepped aside, so the fourth key ran although two slots were taken first.
+    expect(events).toEqual(["start stuck-1", "start stuck-2", "start stuck-3", "start delete-me", "end delete-me"]);
+    // A stuck key added again waits for its own pass, whatever slots are free.
+    queue.add("stuck-1");
+    await sleep(50);
+    expect(events.filter((e) => e === "start stuck-1")).toHaveLength(1);
+    release();
+    await sleep(20);
+    await queue.whenIdle();
+    expect(events.filter((e) => e === "start stuck-1")).toHaveLength(2);
+  });
+
+  test("without stepping aside, passes beyond the concurrency wait for a slot", async () => {
+    const events: string[] = [];
+    let release: () => void = () => undefined;
+    const waiting = new Promise<void>((r) => (release = r));
+    const queue = new WorkQueue(
+      async (key) => {
+        events.push(`start ${key}`);
+        if (key.startsWith("busy")) await waiting;
+        return { kind: "done" };
+      },
+      { concurrency: 2 },
+    );
+    for (const key of ["busy-1", "busy-2", "other"]) queue.add(key);
+    await sleep(50);
+    expect(events).toEqual(["start busy-1", "start busy-2"]);
+    release();
+    await queue.whenIdle();
+    expect(events).toContain("start other");
+  });
+
   test("backs off exponentially on retry and resets after a success", async () => {
     vi.useFakeTimers();
     vi.spyOn(Math, "random").mockReturnValue(0.999);

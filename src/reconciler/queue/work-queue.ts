@@ -2,8 +2,10 @@
  * A keyed work queue in the manner of controller-runtime: an event only enqueues a key; the same
  * key is never processed twice at once; keys added while being processed are processed again
  * afterwards (rapid edits coalesce: the latest state wins because each pass re-reads everything);
- * different keys run in parallel up to `concurrency`. Failures back off exponentially per key with
- * jitter; success resets the back-off.
+ * different keys run in parallel up to `concurrency`. A pass that only waits (on engines that load,
+ * on a transfer) steps aside: it keeps its key but gives its slot back, so passes stuck on slow or
+ * hung engines never hold back another cluster's delete, stop or relaunch. Failures back off
+ * exponentially per key with jitter; success resets the back-off.
  */
 
 export type PassOutcome =
@@ -16,8 +18,11 @@ export type PassOutcome =
   /** Terminal: stall until an event for this key arrives. */
   | { kind: "stall" };
 
+/** Give the pass's slot back for the rest of the pass (the key stays busy: never two passes of one key). */
+export type StepAside = () => void;
+
 export interface WorkQueueOptions {
-  /** Keys processed at once. Default 4. */
+  /** Keys processed at once, passes that stepped aside not counted. Default 4. */
   concurrency?: number;
   /** First back-off delay, ms. Default 500. */
   baseDelayMs?: number;
@@ -28,6 +33,8 @@ export interface WorkQueueOptions {
 export class WorkQueue {
   private readonly dirty = new Set<string>();
   private readonly running = new Set<string>();
+  /** Running keys whose pass stepped aside: they hold no slot. */
+  private readonly aside = new Set<string>();
   private readonly order: string[] = [];
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly failures = new Map<string, number>();
@@ -38,7 +45,7 @@ export class WorkQueue {
   private readonly maxDelayMs: number;
 
   constructor(
-    private readonly process: (key: string) => Promise<PassOutcome>,
+    private readonly process: (key: string, stepAside: StepAside) => Promise<PassOutcome>,
     options: WorkQueueOptions = {},
   ) {
     this.concurrency = options.concurrency ?? 4;
@@ -98,7 +105,7 @@ export class WorkQueue {
   }
 
   private pump(): void {
-    while (!this.stopped && this.running.size < this.concurrency) {
+    while (!this.stopped && this.running.size - this.aside.size < this.concurrency) {
       const index = this.order.findIndex((k) => !this.running.has(k));
       if (index < 0) break;
       const [key] = this.order.splice(index, 1);
@@ -115,11 +122,16 @@ export class WorkQueue {
   private async runPass(key: string): Promise<void> {
     let outcome: PassOutcome;
     try {
-      outcome = await this.process(key);
+      outcome = await this.process(key, () => {
+        if (!this.running.has(key) || this.aside.has(key)) return;
+        this.aside.add(key);
+        this.pump();
+      });
     } catch {
       outcome = { kind: "retry" };
     }
     this.running.delete(key);
+    this.aside.delete(key);
     if (outcome.kind === "retry") {
       const failures = (this.failures.get(key) ?? 0) + 1;
       this.failures.set(key, failures);

@@ -67,6 +67,9 @@ export const launch: Step = {
     // launch then says how far it got.
     setConditions(memory, revision, { Ready: notServingYet(memory, "Launching", describeLaunchProgress([], planned.plan.stages.length)) });
     let launched = false;
+    // From here the pass mostly waits on engines (to listen, to load, to answer): other clusters'
+    // passes must not wait behind it.
+    pass.stepAside?.();
     try {
       await launchCluster(request, {
         ledger,
