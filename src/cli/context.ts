@@ -3,9 +3,10 @@
  * directory of cluster definitions (`--dir`, default clusters/ beside the settings file). A cluster
  * is named by its name (`llama`) or its file (`clusters/llama.toml`).
  */
+import { basename, dirname, join, resolve } from "node:path";
+import { closestName } from "../errors/index.js";
 import { entryExists, pathExists } from "../files/index.js";
-import { dirname, join, resolve } from "node:path";
-import { loadSettings, type Settings } from "../spec/index.js";
+import { findClusterFiles, loadSettings, type Settings } from "../spec/index.js";
 import { UsageError } from "./usage-error.js";
 
 export interface CommandContext {
@@ -36,7 +37,10 @@ export async function resolveClusterFile(ref: string, clustersDir: string): Prom
   const file = looksLikeFile ? ref : join(clustersDir, `${ref}.toml`);
   // A symbolic link to nothing is named on: reading it says where the link points.
   if (!(await entryExists(file))) {
-    throw new UsageError(looksLikeFile ? `${ref}: no such definition file` : `no cluster "${ref}": ${file} does not exist`);
+    if (looksLikeFile) throw new UsageError(`${ref}: no such definition file`);
+    const names = (await findClusterFiles(clustersDir).catch(() => [] as string[])).map((f) => basename(f, ".toml"));
+    const guess = closestName(ref, names);
+    throw new UsageError(`no cluster "${ref}": ${file} does not exist${guess === undefined ? "" : ` (did you mean ${guess}?)`}`);
   }
   return file;
 }

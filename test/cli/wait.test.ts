@@ -82,9 +82,15 @@ test("bad input: an unknown condition, an unknown cluster, an invalid definition
   const badFor = await runShardctl(world, ["wait", "w1", "--for", "condition=Happy", "--timeout", "1s"]);
   expect(badFor.code).toBe(1);
   expect(badFor.stderr).toMatch(/expected --for condition=<Ready\|/);
+  // A condition in the wrong case, and a cluster name one letter off, get a guess.
+  const lower = await runShardctl(world, ["wait", "w1", "--for", "condition=ready", "--timeout", "1s"]);
+  expect(lower.code).toBe(1);
+  expect(lower.stderr).toMatch(/got "condition=ready" \(did you mean condition=Ready\?\)/);
   const missing = await runShardctl(world, ["wait", "nope", "--timeout", "1s"]);
   expect(missing.code).toBe(1);
-  expect(missing.stderr).toMatch(/no cluster "nope"/);
+  expect(missing.stderr).toMatch(/no cluster "nope": \S+ does not exist\n/);
+  const typo = await runShardctl(world, ["wait", "w1x", "--timeout", "1s"]);
+  expect(typo.stderr).toMatch(/no cluster "w1x": \S+ does not exist \(did you mean w1\?\)/);
   await writeFile(join(world.clustersDir, "w3.toml"), 'nodes = "l1"\n[model]\nid = "x"\n');
   const invalid = await runShardctl(world, ["wait", "w3", "--timeout", "1s"]);
   expect(invalid.code).toBe(1);

@@ -33,7 +33,12 @@ test("a served cluster deleted while four launches wait on engines that never li
   expect(Date.now() - removedAt).toBeLessThan(20_000);
   expect(await new Ledger(world.stateDir).read("served")).toBeUndefined();
   expect(await readFile(world.routerConfig, "utf8")).not.toContain("served");
-  // The stuck launches still wait: nothing else ended them.
-  for (const name of stuck) expect(conditionOf((await waitForStatus(world, name, () => true))!, "Ready")?.reason).toBe("Launching");
+  // The stuck launches still wait: nothing else ended them, and their conditions say what goes on.
+  for (const name of stuck) {
+    const status = await waitForStatus(world, name, () => true);
+    expect(conditionOf(status, "Ready")?.reason).toBe("Launching");
+    expect(conditionOf(status, "Stalled")).toMatchObject({ status: "False", reason: "Launching", message: "the daemon is launching this revision (launch 1 of 3)" });
+    expect(conditionOf(status, "StagesListening")).toMatchObject({ status: "False", reason: "Launching", message: "0 of 2 stages listen; the launch brings them up" });
+  }
   for (const name of stuck) expect(await removeDefinition(world, name, 30_000)).toBe(true);
 }, 240_000);

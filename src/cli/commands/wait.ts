@@ -20,7 +20,7 @@ import {
   type DaemonSighting,
   type DecisionMemory,
 } from "../../reconciler/index.js";
-import { isShardctlError, showText } from "../../errors/index.js";
+import { closestName, isShardctlError, showText } from "../../errors/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { parseDuration } from "../duration.js";
 import { usageOf } from "../help/index.js";
@@ -38,7 +38,10 @@ export async function run(args: string[]): Promise<number> {
   const match = /^condition=([A-Za-z]+)$/.exec(values.for ?? "condition=Ready");
   const type = match?.[1] as ConditionType | undefined;
   if (type === undefined || !conditionTypes.includes(type)) {
-    throw new UsageError(`expected --for condition=<${conditionTypes.join("|")}>, got "${values.for}"`);
+    const guess = match?.[1] === undefined ? undefined : closestName(match[1], conditionTypes);
+    throw new UsageError(
+      `expected --for condition=<${conditionTypes.join("|")}>, got "${values.for}"${guess === undefined ? "" : ` (did you mean condition=${guess}?)`}`,
+    );
   }
   const timeoutMs = parseDuration(values.timeout ?? "10m", "timeout");
   const context = await loadContext(values);

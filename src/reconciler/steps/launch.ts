@@ -11,7 +11,7 @@ import { buildLaunchRequest } from "../../cluster/index.js";
 import { ShardctlError } from "../../errors/index.js";
 import { launchCluster, LaunchError } from "../../launch/index.js";
 import { definitionOf } from "../pass.js";
-import { describeLaunchProgress } from "../../launch-timeline/index.js";
+import { describeLaunchProgress, readLaunch } from "../../launch-timeline/index.js";
 import { keepComingBack } from "../coming-back.js";
 import type { Step } from "../run-step.js";
 import { calledOff, notServingYet, recordEvent, setConditions } from "../verdicts.js";
@@ -22,6 +22,12 @@ const givenBack = new Set(["StageLinkUnreachable", "NodeUnreachable", "PortInUse
 /** A node that refused the launch files (a folder made read-only, a full or read-only disk): the node's fault, not the cluster's. */
 function isNodeWriteFailure(error: LaunchError): boolean {
   return error.reason === "LaunchFilesFailed" && error.step === "launch-files";
+}
+
+/** StagesListening while a launch brings its stages up: how many of them listen so far. */
+function launchListening(timeline: ReadonlyArray<{ at: string; step: string; detail?: string }>, stages: number) {
+  const { listening } = readLaunch(timeline);
+  return { status: "False" as const, reason: "Launching" as const, message: `${listening} of ${stages} stages listen; the launch brings them up` };
 }
 
 export const launch: Step = {
@@ -65,7 +71,13 @@ export const launch: Step = {
     const promise = memory.comingBack === undefined ? undefined : keepComingBack(pass, memory.comingBack);
     // Ready says what the pass does now: staging is over, the processes start; each step of the
     // launch then says how far it got.
-    setConditions(memory, revision, { Ready: notServingYet(memory, "Launching", describeLaunchProgress([], planned.plan.stages.length)) });
+    // Stalled says what the daemon does now, no longer what it did before (a teardown, a back-off).
+    const stages = planned.plan.stages.length;
+    setConditions(memory, revision, {
+      Ready: notServingYet(memory, "Launching", describeLaunchProgress([], stages)),
+      StagesListening: launchListening(memory.timeline, stages),
+      Stalled: { status: "False", reason: "Launching", message: `the daemon is launching this revision (launch ${restarts.count} of ${settings.daemon.restartBudget})` },
+    });
     let launched = false;
     // From here the pass mostly waits on engines (to listen, to load, to answer): other clusters'
     // passes must not wait behind it.
@@ -82,7 +94,10 @@ export const launch: Step = {
         // launch that hangs on a partitioned node shows where, not the previous launch's timeline.
         onEvent: (event) => {
           recordEvent(memory, event);
-          setConditions(memory, revision, { Ready: notServingYet(memory, "Launching", describeLaunchProgress(memory.timeline, planned.plan.stages.length)) });
+          setConditions(memory, revision, {
+            Ready: notServingYet(memory, "Launching", describeLaunchProgress(memory.timeline, stages)),
+            StagesListening: launchListening(memory.timeline, stages),
+          });
           void world.writeStatus(name, memory, { action: "launch", result: "waiting", health: "Progressing" }, settings);
         },
         ...(pass.callOff === undefined ? {} : { signal: pass.callOff }),
