@@ -38,6 +38,8 @@ export interface LaunchRead {
   stopped: readonly string[];
   /** The event that ended it when it failed or was called off. */
   ended?: TimelineEntry;
+  /** What the coordinator's /health last answered while the launch waited, when that was neither "loading" nor ready (`answered 500: …`). */
+  answered?: string;
 }
 
 /** The last launch of `timeline` (from its last `launch-started`; all of it when none is there, as a launch's own timeline starts empty). */
@@ -68,8 +70,16 @@ export function readLaunch(timeline: readonly TimelineEntry[]): LaunchRead {
     }
   }
   const ended = events.find((e) => e.step === "launch-failed" || e.step === "launch-called-off");
+  const answered = events.findLast((e) => e.step === "coordinator-answered")?.detail;
   const listening = [...members].filter(([label, m]) => label.startsWith("stage-") && m.listening).length;
-  return { steps: new Set(events.map((e) => e.step)), members, listening, stopped: [...stopped], ...(ended === undefined ? {} : { ended }) };
+  return {
+    steps: new Set(events.map((e) => e.step)),
+    members,
+    listening,
+    stopped: [...stopped],
+    ...(ended === undefined ? {} : { ended }),
+    ...(answered === undefined ? {} : { answered }),
+  };
 }
 
 /** The launch `timeline` holds, when one is under way: started, not yet ready, failed or called off. */
@@ -81,7 +91,7 @@ export function launchUnderWay(timeline: readonly TimelineEntry[]): LaunchRead |
 
 /** "its processes are starting: 1 of 2 stages listen", "its coordinator answers /health; its first token is awaited", … */
 export function describeLaunchProgress(timeline: readonly TimelineEntry[], stages: number): string {
-  const { steps, listening, stopped, ended } = readLaunch(timeline);
+  const { steps, listening, stopped, ended, answered } = readLaunch(timeline);
   const hold = stopped.length === 0 ? "" : `; ${stopped.join(", ")} ${stopped.length === 1 ? "is" : "are"} stopped, which holds the launch (see its timeline)`;
   if (ended !== undefined) {
     const why = ended.detail === undefined ? "" : ` (${ended.detail.split("\n")[0]})`;
@@ -90,6 +100,9 @@ export function describeLaunchProgress(timeline: readonly TimelineEntry[], stage
   if (steps.has("ready")) return "its launch is complete";
   if (steps.has("readiness-probe-passed")) return `it generates; it is being registered with the router${hold}`;
   if (steps.has("coordinator-healthy")) return `its coordinator answers /health; its first token is awaited${hold}`;
-  if (steps.has("coordinator-started")) return `its ${stages === 1 ? "stage listens" : `${stages} stages listen`}; its coordinator is starting${hold}`;
+  if (steps.has("coordinator-started")) {
+    const said = answered === undefined ? "" : `; its /health ${answered}`;
+    return `its ${stages === 1 ? "stage listens" : `${stages} stages listen`}; its coordinator is starting${said}${hold}`;
+  }
   return `its processes are starting${listening === 0 ? "" : `: ${listening} of ${stages} ${stages === 1 ? "stage listens" : "stages listen"}`}${hold}`;
 }

@@ -105,7 +105,9 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     const serverNode = readiness.httpServer === "coordinator" ? request.coordinator.node : request.stages.at(-1)!.node;
 
     // Wait for its health endpoint.
-    await waitHealthy(serverNode, server, url, readiness, { deadlineMs: request.deadlines.coordinatorHealthMs, signal }, stopped, { entry, nodes, portHeld });
+    await waitHealthy(serverNode, server, url, readiness, { deadlineMs: request.deadlines.coordinatorHealthMs, signal }, stopped, { entry, nodes, portHeld }, (said) =>
+      event("coordinator-answered", said),
+    );
     event("coordinator-healthy", url);
 
     // Generate one token through the whole pipeline.
@@ -571,6 +573,7 @@ async function waitHealthy(
   { deadlineMs, signal }: Wait,
   stopped: StoppedWatch,
   launch: LaunchInFlight,
+  onOddAnswer: (said: string) => void,
 ): Promise<void> {
   const health = `${url}${readiness.healthPath}`;
   const liveness = livenessOf(node, process);
@@ -587,6 +590,10 @@ async function waitHealthy(
     async () => {
       const answer = await askCoordinatorHealth(url, readiness);
       if (answer.healthy) return "healthy";
+      const gist = gistOf(answer.said);
+      // An answer that is neither "not listening yet" nor "loading" (a 500, a 404) is said while the
+      // wait goes on, once each time it changes, not only at the deadline minutes later.
+      if (gist !== gistOf(last.said) && answer.said.startsWith("answered ") && !gist.endsWith("(loading)")) onOddAnswer(answer.said);
       last = { said: answer.said, times: answer.said === last.said ? last.times + 1 : 1 };
       if (!(await liveness.isAliveOrUnknown())) return "exited";
       if (Date.now() - othersAskedAt >= 500) {
@@ -646,6 +653,11 @@ function watchLaunchProcesses(entry: LedgerEntry, nodes: Map<string, NodeAccess>
 }
 
 /** The launch under way, as its waits see it: its ledger entry, its nodes, and whether a stage's port is held. */
+/** "answered 500: {…}" → "answered 500": what an answer says, without a body that may differ each time. */
+function gistOf(said: string): string {
+  return said.split(":")[0]!;
+}
+
 interface LaunchInFlight {
   entry: LedgerEntry;
   nodes: Map<string, NodeAccess>;

@@ -19,6 +19,14 @@ describe("describeLaunchProgress", () => {
     expect(describeLaunchProgress(steps("readiness-probe-passed", "router-registered", "ready"), 2)).toBe("its launch is complete");
   });
 
+  it("quotes an odd /health answer of the coordinator while the launch waits on it, and only that launch's", () => {
+    const answered = [...steps("stage-0-listening", "coordinator-started"), { at, step: "coordinator-answered", detail: 'answered 500: {"error":"boom"}' }];
+    expect(describeLaunchProgress(answered, 1)).toBe('its stage listens; its coordinator is starting; its /health answered 500: {"error":"boom"}');
+    expect(describeLaunchProgress([...answered, ...steps("launch-started", "stage-0-listening", "coordinator-started")], 1)).toBe(
+      "its stage listens; its coordinator is starting",
+    );
+  });
+
   it("says which members are stopped while the launch waits on them, until they resume", () => {
     const paused = steps("stage-0-listening", "stage-1-started", "stage-1-paused");
     expect(describeLaunchProgress(paused, 2)).toBe("its processes are starting: 1 of 2 stages listen; stage-1 is stopped, which holds the launch (see its timeline)");

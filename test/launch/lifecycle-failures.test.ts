@@ -171,6 +171,8 @@ describe("a launch failure at each step leaves nothing running and names the ste
     expect(failure.step).toBe("coordinator-health");
     expect(failure.logTail.join("\n")).toMatch(/stand-in coordinator listening \(loading\)/);
     expect(failure.message).toMatch(/did not answer 200 within 1500 ms; it last answered 503 \(loading\): \{"error":\{"code":503,"message":"Loading model"\}\}/);
+    // Loading is what a launch expects to hear: not an answer to show while it waits.
+    expect(failure.events).not.toContain("coordinator-answered");
   });
 
   // Regression: the timeout said only "did not answer 200", alike for a 404, a 503, silence and a refusal.
@@ -181,6 +183,8 @@ describe("a launch failure at each step leaves nothing running and names the ste
     expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("CoordinatorHealthTimeout");
     // How many times in a row is said from the second answer on: a loaded machine may start the server late enough for one.
     expect(failure.message).toMatch(/\/health did not answer 200 within 1500 ms; it last answered 404: Not Found( \(\d+ times in a row\))?$/);
+    // Said while the wait went on (Ready's message quotes it), once however many times it came.
+    expect(failure.events.filter((step) => step === "coordinator-answered")).toHaveLength(1);
   });
 
   // Regression: a body that was not JSON failed with the parser's words ("Unexpected token '<'").
