@@ -24,7 +24,7 @@ import { askCoordinatorHealth, probeOneToken } from "./coordinator-probes.js";
 import type { LaunchContext, LaunchRequest, LaunchResult, TimelineEvent } from "./types.js";
 import { watchStopped, type StoppedWatch } from "./stopped-watch.js";
 import { waitUntil } from "./wait-until.js";
-import { boundSockets, socketCovers, listeningPorts, type NodeAccess, type PortAnswer } from "../nodes/index.js";
+import { boundSockets, freeKiB, socketCovers, listeningPorts, within, type NodeAccess, type PortAnswer } from "../nodes/index.js";
 import { isShardctlError, messageOf, ShardctlError } from "../errors/index.js";
 
 export async function launchCluster(request: LaunchRequest, context: LaunchContext): Promise<LaunchResult> {
@@ -341,6 +341,11 @@ async function writeLaunchFiles(request: LaunchRequest, topology: EngineTopology
   // The node being written, for the message of a write that fails.
   let writing: (typeof targets)[number] | undefined;
   try {
+    // The last launch's logs go first (their tails are in its evidence already): an engine that
+    // filled its disk with its log would otherwise leave no room for the files of the next launch.
+    await Promise.all(
+      targets.map((target) => target.node.remove(join(target.runDir, `${"index" in target ? processLabel("stage", target.index) : processLabel("coordinator")}.log`))),
+    );
     for (const target of targets) {
       writing = target;
       const paths: ProcessFiles = {
@@ -361,9 +366,11 @@ async function writeLaunchFiles(request: LaunchRequest, topology: EngineTopology
     const reason = isShardctlError(error, "NodeUnreachable") ? "NodeUnreachable" : "LaunchFilesFailed";
     // A silent node's error names it already.
     const where = writing === undefined || reason === "NodeUnreachable" ? "" : ` in ${writing.runDir} on ${writing.nodeName}`;
+    const free = reason === "LaunchFilesFailed" && writing !== undefined ? await within(2_000, freeKiB(writing.node, writing.runDir), undefined) : undefined;
+    const full = free !== undefined && free < 1024 ? `; the file system holding it is full (${free} KiB free): free space there` : "";
     const fix =
       reason === "LaunchFilesFailed"
-        ? `; that folder must be writable by the node's user (the launch is tried again meanwhile, not counted against the restart budget)`
+        ? `${full === "" ? "; that folder must be writable by the node's user" : full} (the launch is tried again meanwhile, not counted against the restart budget)`
         : "";
     throw new LaunchError(reason, "launch-files", `could not write the launch files${where}: ${messageOf(error)}${fix}`, { cause: error });
   }

@@ -3,6 +3,7 @@
  * Ready, edit → replaced, stop, prune, invalid edit, suspend, rapid edits, the mass-prune guard,
  * and `wait` against a stale Ready. Every status file version written is checked against the schema.
  */
+import { existsSync } from "node:fs";
 import { readFile, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, test } from "vitest";
@@ -279,8 +280,14 @@ describe("daemon", () => {
     // The last valid definition is kept for a daemon that starts beside an invalid edit; pruning forgets it.
     const kept = join(world.stateDir, "last-valid", "beta.toml");
     expect(await readFile(kept, "utf8")).toBe(await readFile(join(world.clustersDir, "beta.toml"), "utf8"));
+    // Its run folders (the nodes share this machine's file system): launch files and logs.
+    const runDirs = [...new Set((await ledger.read("beta"))!.processes.map((p) => p.runDir))];
+    expect(runDirs.length).toBeGreaterThan(0);
+    for (const dir of runDirs) expect(existsSync(join(dir, "cluster.toml"))).toBe(true);
     await rm(join(world.clustersDir, "beta.toml"));
     await waitUntil(async () => (await readStatusFile(world, "beta")) === undefined);
+    // Nothing would ever remove them otherwise: a pruned cluster leaves no folder behind.
+    for (const dir of runDirs) expect(existsSync(dir)).toBe(false);
     await expect(readFile(kept, "utf8")).rejects.toThrow(/ENOENT/);
     expect(await enginePidsOf("beta")).toEqual([]);
     expect(await ledger.read("beta")).toBeUndefined();

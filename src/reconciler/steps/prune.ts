@@ -1,9 +1,11 @@
 /**
- * The definition is gone: tear down what this daemon launched for it, then remove the status
- * file (last, so CI reading it sees the teardown finish) and the last valid definition the state
- * directory kept. With nothing of ours running there is only what the daemon kept to remove.
+ * The definition is gone: tear down what this daemon launched for it and remove its run folders on
+ * the nodes (launch files, token, engine logs: nothing would ever remove them), then remove the
+ * status file (last, so CI reading it sees the teardown finish) and the last valid definition the
+ * state directory kept. With nothing of ours running there is only what the daemon kept to remove.
  */
 import { rm } from "node:fs/promises";
+import { within } from "../../nodes/index.js";
 import { dropLastValid } from "../last-valid.js";
 import { statusFileFor } from "../status/index.js";
 import type { Pass } from "../pass.js";
@@ -18,10 +20,33 @@ export function prune(forgetMemory: (name: string) => void): Step {
     failure: "TeardownFailed",
     async run(pass) {
       const ours = pass.action?.kind === "prune";
-      if (ours) await tearDown(pass);
+      if (ours) {
+        await tearDown(pass);
+        await removeRunFolders(pass);
+      }
       return forget(pass, ours, forgetMemory);
     },
   };
+}
+
+/** Each node's run folder of the torn-down launch; one that cannot be removed (a silent node) is logged and left. */
+async function removeRunFolders(pass: Pass): Promise<void> {
+  const { entry } = pass;
+  if (entry === undefined) return;
+  const folders = new Map(entry.processes.map((p) => [`${p.node}\0${p.runDir}`, { node: p.node, dir: p.runDir }]));
+  await Promise.all(
+    [...folders.values()].map(async ({ node, dir }) => {
+      const removed = await within(
+        10_000,
+        pass.world
+          .nodeFor(node, pass.settings)
+          .remove(dir)
+          .then(() => true),
+        false,
+      );
+      if (!removed) pass.world.log.warn({ cluster: pass.name, node, dir }, "could not remove the run folder of a pruned cluster within 10 s; it is left");
+    }),
+  );
 }
 
 async function forget(pass: Pass, tornDown: boolean, forgetMemory: (name: string) => void): Promise<Verdict> {

@@ -1,0 +1,14 @@
+/**
+ * Free space on a node where a folder is (or would be: its nearest existing parent), in KiB, as
+ * `df -Pk` reports it to the node's user; undefined when it cannot be told. A write that failed
+ * says whether the disk was full, which SFTP's bare "Failure" does not.
+ */
+import type { NodeAccess } from "./types.js";
+
+const script = `d=$1; while [ ! -e "$d" ]; do d=$(dirname "$d"); done; df -Pk "$d" | awk 'NR==2{print $4}'`;
+
+export async function freeKiB(node: NodeAccess, dir: string): Promise<number | undefined> {
+  const result = await node.run(["sh", "-c", script, "sh", dir]).catch(() => undefined);
+  const kib = Number(result?.stdout.trim());
+  return result?.exitCode === 0 && result.stdout.trim() !== "" && Number.isFinite(kib) ? kib : undefined;
+}

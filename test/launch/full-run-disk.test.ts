@@ -1,0 +1,71 @@
+/**
+ * A node whose run folder is on a full disk (here a real 256 KiB tmpfs, mounted as root). When the
+ * last launch's own log filled it (an engine that logs without end), the next launch removes that
+ * log before it writes its files, and starts. When something else filled it, the launch fails with
+ * LaunchFilesFailed saying the disk is full and how much is free, not that the folder must be
+ * writable (SFTP says only "Failure"). Needs `npm run build`.
+ */
+import { execFile } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { LaunchError, launchCluster, teardownCluster } from "../../src/launch/index.js";
+import { makeContext, makeRequest, startLifecycleWorld, type LifecycleWorld } from "./lifecycle-fixture.js";
+
+const run = promisify(execFile);
+let world: LifecycleWorld;
+let small: string;
+
+beforeAll(async () => {
+  world = await startLifecycleWorld();
+  small = await mkdtemp(join(tmpdir(), "shardctl-full-run-"));
+  await run("mount", ["-t", "tmpfs", "-o", "size=256k", "tmpfs", small]);
+}, 120_000);
+afterAll(async () => {
+  await run("umount", [small]).catch(() => undefined);
+  await rm(small, { recursive: true, force: true });
+  await world?.close();
+});
+
+/** Fill the tmpfs with `file` until no byte more fits. */
+async function fill(file: string): Promise<void> {
+  await run("sh", ["-c", `dd if=/dev/zero of="$1" bs=4k 2>/dev/null; true`, "sh", file]);
+  const free = Number((await run("sh", ["-c", `df -Pk "$1" | awk 'NR==2{print $4}'`, "sh", small])).stdout.trim());
+  expect(free).toBe(0);
+}
+
+it("the last launch's log that filled the disk is removed before the next launch writes its files", async () => {
+  await fill(join(small, "stage-0.log"));
+  const request = await makeRequest(world, { cluster: "log-filled", register: false });
+  request.stages[0]!.runDir = small;
+  const context = makeContext(world);
+  try {
+    await launchCluster(request, context);
+    expect(context.events.map((e) => e.step)).toContain("ready");
+  } finally {
+    const entry = await world.ledger.read("log-filled");
+    if (entry !== undefined) await teardownCluster(entry, { ledger: world.ledger, registrar: world.registrar, nodeFor: world.nodeFor, graceMs: 2_000 });
+  }
+}, 90_000);
+
+it("a disk something else filled: LaunchFilesFailed says it is full, with what is free", async () => {
+  // What the first launch left (its files, its log) goes: the disk is filled by another file alone.
+  await run("sh", ["-c", `rm -rf "$1"/* "$1"/.[!.]*`, "sh", small]);
+  await fill(join(small, "somebody-else.bin"));
+  const request = await makeRequest(world, { cluster: "disk-full", register: false });
+  request.stages[0]!.runDir = small;
+  const error = (await launchCluster(request, makeContext(world)).then(
+    () => undefined,
+    (e: unknown) => e,
+  )) as LaunchError;
+  expect(error).toBeInstanceOf(LaunchError);
+  expect(error.reason).toBe("LaunchFilesFailed");
+  expect(error.message).toMatch(
+    new RegExp(
+      `could not write the launch files in ${small} on node-1: .*; the file system holding it is full \\(0 KiB free\\): free space there \\(the launch is tried again`,
+    ),
+  );
+  expect(await world.ledger.read("disk-full")).toBeUndefined();
+}, 90_000);
