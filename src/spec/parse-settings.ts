@@ -1,6 +1,6 @@
 /** `shardctl.toml` → `Settings`: TOML, then the schema, then the checks that span fields. */
 import { dirname, resolve } from "node:path";
-import { ShardctlError } from "../errors/index.js";
+import { closestName, ShardctlError } from "../errors/index.js";
 import { FileRefusedError } from "../files/index.js";
 import { describeZodIssue, fromZodIssues, makeIssue, sortIssues } from "./issues.js";
 import { type Locator, locateKeys } from "./locate.js";
@@ -88,7 +88,11 @@ function checkSettings(data: unknown, file: string, locator: Locator): SpecIssue
     const host = getString(nodes, [name, "host"], patterns.host);
     const modelDir = getString(nodes, [name, "model_dir"], patterns.path);
     if (host !== undefined && host !== "local" && modelDir !== undefined && !isPortablePath(modelDir)) {
-      issues.push(makeIssue(file, locator, ["nodes", name, "model_dir"], `${JSON.stringify(modelDir)} is relative: on a remote node use an absolute or "~/" path`));
+      // A typo of "local" makes the node remote: the host is then what to fix, not the folder.
+      const meantLocal = closestName(host, ["local"]) !== undefined ? ` (host = ${JSON.stringify(host)} makes it one: did you mean "local"?)` : "";
+      issues.push(
+        makeIssue(file, locator, ["nodes", name, "model_dir"], `${JSON.stringify(modelDir)} is relative: on a remote node use an absolute or "~/" path${meantLocal}`),
+      );
     }
     const memory = getRaw(nodes, [name, "memory"]);
     const limit = getRaw(nodes, [name, "memory_limit"]);

@@ -7,7 +7,7 @@ import { createRequire } from "node:module";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import type { Client, ClientChannel, ConnectConfig, SFTPWrapper } from "ssh2";
-import { ShardctlError } from "../../errors/index.js";
+import { closestName, ShardctlError } from "../../errors/index.js";
 import { FileRefusedError, readRegularFile } from "../../files/index.js";
 import type { NodeConfig } from "../types.js";
 import { appendKnownHost, fingerprint, keyTypeOf, knownHostsName, knownKeyTypes, readKnownHosts, verifyHostKey } from "./known-hosts.js";
@@ -254,7 +254,9 @@ export class SshConnection {
     const unlockHint = passedOver.length === 0 ? "" : `; ${passedOver.map(describePassedOver).join("; ")}`;
     if (privateKey === undefined && agent === undefined) {
       const tried = passedOver.length > 0 ? "no usable identity file" : `no identity file (tried ${target.identityFiles.join(", ")})`;
-      throw new ShardctlError("SshAuthFailed", `node ${this.node.name}: ${tried} and no ssh-agent (SSH_AUTH_SOCK)${unlockHint}`, { terminal: true });
+      throw new ShardctlError("SshAuthFailed", `node ${this.node.name}: ${tried} and no ssh-agent (SSH_AUTH_SOCK)${unlockHint}${localHint(this.node.host)}`, {
+        terminal: true,
+      });
     }
     // As OpenSSH does: ask first for the key types known_hosts holds for this host, so a server with
     // several host keys presents the one we can check. (ssh2's `prepend` ignores names already in its
@@ -301,7 +303,7 @@ export class SshConnection {
             auth ? "SshAuthFailed" : "NodeUnreachable",
             auth
               ? `node ${this.node.name}: authentication as ${target.user} failed: ${error.message}${unlockHint}; ${authRefusalHint(this.node.name, target, keyPath, agent)}`
-              : `node ${this.node.name}: cannot connect to ${target.host}:${target.port}: ${error.message}${timeoutWords(error, progress, config.readyTimeout ?? 0)}`,
+              : `node ${this.node.name}: cannot connect to ${target.host}:${target.port}: ${error.message}${timeoutWords(error, progress, config.readyTimeout ?? 0)}${connectHint(error, this.node.name, this.node.host, target.port)}`,
             { terminal: auth, cause: error },
           ),
         );
@@ -334,6 +336,20 @@ export class SshConnection {
  * What a handshake that ran out of time (ssh2's "Timed out while waiting for handshake") got to,
  * in words; "" for any other error.
  */
+/** What to check when the connection itself failed: nothing listening, or a name that does not resolve. */
+function connectHint(error: Error & { code?: unknown }, node: string, host: string, port: number): string {
+  if (error.code === "ECONNREFUSED") return ` (nothing listens on port ${port} there: is sshd running, and is [nodes.${node}] port right?)${localHint(host)}`;
+  if (error.code === "ENOTFOUND" || error.code === "EAI_AGAIN") return ` (the name does not resolve on this machine: check [nodes.${node}] host)${localHint(host)}`;
+  return "";
+}
+
+/** A host one typo away from "local" (the control machine, reached without SSH) most likely meant it. */
+function localHint(host: string): string {
+  return host !== "local" && closestName(host, ["local"]) !== undefined
+    ? `; host = ${JSON.stringify(host)} is dialled over SSH: did you mean "local", this machine?`
+    : "";
+}
+
 function timeoutWords(error: Error & { level?: string }, progress: { connected: boolean; keysExchanged: boolean }, deadlineMs: number): string {
   if (error.level !== "client-timeout") return "";
   if (!progress.connected) return ` (no TCP connection within ${deadlineMs} ms: the host is down or cut off, or a firewall drops its packets)`;
