@@ -70,7 +70,8 @@ async function main(args: string[]): Promise<number> {
   const uiAddress = settings.daemon.uiAddress;
   const taken = await takenAddresses(spec, settings, routerConfig);
   if (taken.length > 0) {
-    console.log("demo stopped: no process of it is left");
+    // Said before the reason (which goes to stderr), so it reads as an introduction, not an ending.
+    console.log("the demo cannot start: an address it needs is taken (below); nothing of it was started");
     throw new DemoFailure(taken.join("\n"));
   }
 

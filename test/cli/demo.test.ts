@@ -225,7 +225,7 @@ test("the demo's coordinator port is taken: exit 1 before the daemon starts, nam
   expect(run.stderr()).toContain(`set a free port in clusters/demo.toml: [coordinator] port = ${taken}`);
   expect(jsonLines(run.stdout())).toEqual([]);
   expect(jsonLines(run.stderr())).toEqual([]);
-  expect(run.stdout()).toMatch(/demo stopped: no process of it is left/);
+  expect(run.stdout()).toMatch(/^the demo cannot start: an address it needs is taken \(below\); nothing of it was started$/m);
   expect(await processesMentioning(root)).toEqual([]);
   // Found before the daemon started: no launch was tried, and no status file says one was.
   expect(run.stdout()).not.toMatch(/daemon watching/);
@@ -255,7 +255,7 @@ test("the demo's dashboard port is taken: exit 1 at once, naming shardctl.toml a
   expect(run.stderr()).toContain(`the dashboard's address 127.0.0.1:${taken} is already in use`);
   expect(run.stderr()).toContain(`set a free address in shardctl.toml: [daemon] ui_address = "127.0.0.1:${taken}"`);
   expect(jsonLines(output)).toEqual([]);
-  expect(run.stdout()).toMatch(/demo stopped: no process of it is left/);
+  expect(run.stdout()).toMatch(/^the demo cannot start: an address it needs is taken \(below\); nothing of it was started$/m);
   expect(await processesMentioning(root)).toEqual([]);
 }, 60_000);
 

@@ -24,7 +24,8 @@ import {
 let world: DaemonWorld;
 let daemon: Daemon | undefined;
 let statusFile: string;
-const rewrites = "A running daemon rewrites it at its next pass of the cluster (`shardctl reconcile <name>` asks for one now); with no daemon, delete it";
+const rewrites =
+  "A running daemon puts its own back within moments, or at its next pass of the cluster (`shardctl reconcile <name>` asks for one now); with no daemon, delete it";
 
 beforeAll(async () => {
   world = await startWorld();

@@ -49,7 +49,7 @@ function oneLine(message: string): string {
 function unreadable(file: string, detail: string, cause: unknown): ShardctlError {
   return new ShardctlError(
     "StatusFileUnreadable",
-    `${file} exists but cannot be read: ${detail}. A running daemon rewrites it at its next pass of the cluster (\`shardctl reconcile <name>\` asks for one now); with no daemon, delete it`,
+    `${file} exists but cannot be read: ${detail}. A running daemon puts its own back within moments, or at its next pass of the cluster (\`shardctl reconcile <name>\` asks for one now); with no daemon, delete it`,
     { cause },
   );
 }
