@@ -59,7 +59,10 @@ for (const width of [1280, 390]) {
     const page = await openPage(width);
     await page.goto(url);
     await page.waitForFunction(`document.querySelectorAll("tr[data-cluster]").length === 30`, undefined, { timeout: 20_000 });
-    // Tab from the top of the page: every cluster's link takes the focus, in the list's order.
+    // Tab from the top of the page: "Skip to content" first (the page does not take the focus on
+    // load), then every cluster's link, in the list's order.
+    await page.keyboard.press("Tab");
+    expect(await page.evaluate(`document.activeElement?.textContent?.trim()`)).toBe("Skip to content");
     const reached: string[] = [];
     for (let i = 0; i < 40 && reached.length < 30; i++) {
       await page.keyboard.press("Tab");

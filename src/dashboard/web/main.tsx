@@ -3,7 +3,7 @@
  * <name>, #/plan) so the daemon serves one page; state comes only from the event stream (live.ts).
  */
 import { render } from "preact";
-import { useCallback, useEffect, useState } from "preact/hooks";
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { previewPlan, requestReconcile, tokenNotSendable, type Answer } from "./api.js";
 import { ClusterPage } from "./components/cluster-page.js";
 import { ClustersList } from "./components/clusters-list.js";
@@ -73,8 +73,12 @@ function App() {
       window.clearInterval(timer);
     };
   }, []);
+  // A new page puts the focus on its content, as a page load would put it at the top; the first
+  // page leaves it where the browser puts it, so the first Tab reaches "Skip to content" and the nav.
+  const routed = useRef(false);
   useEffect(() => {
-    document.getElementById("main")?.focus();
+    if (routed.current) document.getElementById("main")?.focus();
+    routed.current = true;
   }, [route]);
   // The tab says when what it shows is no longer current: a person with several tabs open sees it
   // without switching to this one.
