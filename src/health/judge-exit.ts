@@ -6,9 +6,14 @@
  * peer whose link closed, as shard-engine's "peer lost" line does) has that peer looked at for a
  * short while: seen gone too, the peer is blamed and the first exit kept as its consequence —
  * followed the same way when the peer's own log names a lost link (a break travelling down a
- * longer pipeline). The blame stays with the exit seen first when the engine says nothing (mlx-lm,
- * mlxcel), when the peer it names still runs at the end of the window, or when two members name
- * each other (a link reset between two live members: neither explains the other's exit).
+ * longer pipeline). When the engine says nothing (mlx-lm, mlxcel, an engine of another's making),
+ * the exits themselves tell the order: a member gone by then whose exit came first is blamed, by
+ * the wrappers' exit-status files (their times, on the same node; across nodes, whose clocks differ,
+ * a kill by a signal before a status the process chose), since a stage killed by the OOM killer must
+ * not be reported as the coordinator that exited because its link closed. The blame stays with the
+ * exit seen first when nothing says otherwise, when the peer a log names still runs at the end of
+ * the window, or when two members name each other (a link reset between two live members: neither
+ * explains the other's exit).
  */
 import { defaultEngineKind, engineOf, type LostPeerReport } from "../engines/index.js";
 import { readTail, type NodeAccess } from "../nodes/index.js";
@@ -51,10 +56,15 @@ export interface JudgeExitOptions {
   signal: AbortSignal;
 }
 
-/** A member that exited because it lost its link to the next one judged (or to the blamed one). */
+/**
+ * A member that exited because of the blamed one: it lost its link to the next one judged (or to
+ * the blamed one), as its log says, or (`after`) its exit came after the blamed one's.
+ */
 export interface LostLinkExit {
   process: WatchedProcess;
-  report: LostPeerReport;
+  report?: LostPeerReport;
+  /** Said after how it was seen gone: `after stage-1's (which was killed by a signal)`. */
+  after?: string;
 }
 
 export interface ExitJudgement {
@@ -71,7 +81,7 @@ export async function judgeExit(first: WatchedProcess, options: JudgeExitOptions
   const { cluster } = options;
   const lostPeerIn = engineOf(cluster.engine ?? defaultEngineKind).lostPeerIn;
   const stays: ExitJudgement = { blamed: first, consequences: [] };
-  if (lostPeerIn === undefined) return stays;
+  if (lostPeerIn === undefined) return (await judgeByExitOrder(first, options)) ?? stays;
   const deadline = performance.now() + (options.windowMs ?? defaultLostPeerWindowMs);
   const consequences: LostLinkExit[] = [];
   let blamed = first;
@@ -107,4 +117,63 @@ async function waitUntilGone(process: WatchedProcess, deadline: number, options:
     await new Promise((resolve) => setTimeout(resolve, Math.min(peerProbePauseMs, Math.max(0, deadline - performance.now()))));
   }
   return last ?? "unknown";
+}
+
+/** A process's exit as its wrapper recorded it: the status, and when (the file's time, seconds). */
+interface RecordedExit {
+  process: WatchedProcess;
+  status: number;
+  atSec: number;
+}
+
+/** Status 129–192: killed by a signal (the wrapper's shell reports 128 + its number; 64 is SIGRTMAX). */
+function bySignal(status: number): boolean {
+  return status > 128 && status <= 192;
+}
+
+/** The exit `process`'s wrapper recorded, or undefined when none is there (yet) or the node does not say. */
+async function recordedExit(process: WatchedProcess, options: JudgeExitOptions): Promise<RecordedExit | undefined> {
+  if (process.exitFile === undefined) return undefined;
+  const node = options.nodeFor(process.node);
+  const ask = async (): Promise<RecordedExit | undefined> => {
+    const [stat, text] = await Promise.all([node.stat(process.exitFile!), node.readFile(process.exitFile!).then((b) => b.toString("utf8").trim())]);
+    return stat !== undefined && /^\d+$/.test(text) ? { process, status: Number(text), atSec: stat.mtimeSec } : undefined;
+  };
+  return Promise.race([ask().catch(() => undefined), new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), oneAnswerMs))]);
+}
+
+/**
+ * For engines that do not say why they exited: the member whose exit came before `first`'s, among
+ * those gone by now, or undefined when none is known to have. On `first`'s node the
+ * exit-status files' times order them; across nodes (clocks differ) only a kill by a signal comes
+ * before a status the process chose itself, as a stage killed by the OOM killer comes before the
+ * peers that lost their link to it.
+ */
+async function judgeByExitOrder(first: WatchedProcess, options: JudgeExitOptions): Promise<ExitJudgement | undefined> {
+  const own = await recordedExit(first, options);
+  if (own === undefined) return undefined;
+  // Each other member is asked once, now, not waited for: an engine that says nothing gets no
+  // window (its ranks may outlive the death, as mlx-lm's rank 0 does), and the member that went
+  // first is gone by now.
+  const now = performance.now();
+  const others = options.cluster.processes.filter((p) => p !== first && (p.pid !== first.pid || p.node !== first.node));
+  const exits = await Promise.all(others.map(async (p) => ((await waitUntilGone(p, now, options)) === "gone" ? await recordedExitSoon(p, options) : undefined)));
+  const earlier = exits
+    .filter((e): e is RecordedExit => e !== undefined)
+    .filter((e) => (e.process.node === first.node ? e.atSec < own.atSec : bySignal(e.status) && !bySignal(own.status)))
+    .sort((a, b) => (a.process.node === b.process.node ? a.atSec - b.atSec : Number(bySignal(b.status)) - Number(bySignal(a.status))));
+  const blamed = earlier[0];
+  if (blamed === undefined) return undefined;
+  const how = bySignal(blamed.status) ? ", which was killed by a signal" : "";
+  return { blamed: blamed.process, consequences: [{ process: first, after: `after ${labelOf(blamed.process)} went first${how}` }] };
+}
+
+/** A member just seen gone: its wrapper writes the exit status a moment after (up to 200 ms asked). */
+async function recordedExitSoon(process: WatchedProcess, options: JudgeExitOptions): Promise<RecordedExit | undefined> {
+  for (let i = 0; i < 5 && !options.signal.aborted; i++) {
+    const exit = await recordedExit(process, options);
+    if (exit !== undefined) return exit;
+    await new Promise((resolve) => setTimeout(resolve, 40));
+  }
+  return undefined;
 }

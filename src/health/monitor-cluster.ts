@@ -165,7 +165,11 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
           diedReason(blamed),
           lostUnseen === undefined ? seen(blamed) : blamedForLostLink(seen(blamed), lostUnseen.report, lostUnseen.peer),
           behindFlakyPath(blamed.node),
-          consequences.map(({ process: p, report }) => consequenceOf(labelOf(p), p.node, seen(p), report)),
+          consequences.map(({ process: p, report, after }) =>
+            report === undefined
+              ? { label: labelOf(p), node: p.node, detail: `${seen(p)}${after === undefined ? "" : ` ${after}`}` }
+              : consequenceOf(labelOf(p), p.node, seen(p), report),
+          ),
         );
       })(),
     );

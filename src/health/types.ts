@@ -19,6 +19,8 @@ export interface WatchedProcess {
   startTime: string;
   /** Its log on its node: where an engine says why the process exited. Absent: nothing is read. */
   logFile?: string;
+  /** Where its wrapper writes its exit status as it ends (the file's time is when). Absent: nothing is read. */
+  exitFile?: string;
 }
 
 export interface WatchedPort {
