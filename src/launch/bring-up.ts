@@ -24,8 +24,19 @@ import { askCoordinatorHealth, probeOneToken } from "./coordinator-probes.js";
 import type { LaunchContext, LaunchRequest, LaunchResult, TimelineEvent } from "./types.js";
 import { watchStopped, type StoppedWatch } from "./stopped-watch.js";
 import { waitUntil } from "./wait-until.js";
-import { boundSockets, freeKiB, socketCovers, listeningPorts, within, type NodeAccess, type PortAnswer } from "../nodes/index.js";
-import { isShardctlError, messageOf, ShardctlError } from "../errors/index.js";
+import {
+  boundSockets,
+  findPortListener,
+  freeKiB,
+  isFromRunDir,
+  socketCovers,
+  listeningPorts,
+  within,
+  type NodeAccess,
+  type PortAnswer,
+  type PortListener,
+} from "../nodes/index.js";
+import { isShardctlError, messageOf, ShardctlError, showText } from "../errors/index.js";
 
 export async function launchCluster(request: LaunchRequest, context: LaunchContext): Promise<LaunchResult> {
   const timeline: TimelineEvent[] = [];
@@ -59,7 +70,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     // launch of this process chooses its own (the ports other launches hold are read from the ledger).
     const url = `http://${hostForUrl(request.coordinator.bindHost)}:${request.coordinator.httpPort}`;
     const topology = await oneAllocationAtATime(async () => {
-      const allocated = await allocateTopology(request, context, entry);
+      const allocated = await allocateTopology(request, context, entry, event);
       entry.coordinatorUrl = url;
       await context.ledger.write(entry);
       return allocated;
@@ -255,15 +266,61 @@ function nodesOf(request: LaunchRequest): Map<string, NodeAccess> {
   return nodes;
 }
 
-async function allocateTopology(request: LaunchRequest, context: LaunchContext, entry: LedgerEntry): Promise<EngineTopology> {
+/** A command line in a message: escaped, at most 200 characters. */
+function clipCommand(command: string): string {
+  const shown = showText(command);
+  return shown.length > 200 ? `${shown.slice(0, 200)}…` : shown;
+}
+
+/**
+ * Stop a process this cluster's earlier launch left (found by its run directory): SIGTERM, then
+ * SIGKILL after `graceMs`; true once it is gone. Its start time is read first, so a pid that ended
+ * and was reused meanwhile is never signalled.
+ */
+async function stopLeftover(node: NodeAccess, holder: PortListener, graceMs: number): Promise<boolean> {
+  const startTime = await node.processStartTime(holder.pid).catch(() => undefined);
+  if (startTime === undefined) return true;
+  const goneWithin = async (ms: number): Promise<boolean> => {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const now = await node.processStartTime(holder.pid).catch((): string => startTime);
+      if (now !== startTime) return true;
+      if (Date.now() >= deadline) return false;
+      await delay(100);
+    }
+  };
+  if (!(await node.signal(holder.pid, "SIGTERM", startTime).catch(() => false))) return goneWithin(0);
+  if (await goneWithin(graceMs)) return true;
+  await node.signal(holder.pid, "SIGKILL", startTime).catch(() => false);
+  return goneWithin(2_000);
+}
+
+async function allocateTopology(
+  request: LaunchRequest,
+  context: LaunchContext,
+  entry: LedgerEntry,
+  say: (step: string, detail: string) => void,
+): Promise<EngineTopology> {
   const coordinator = request.coordinator;
-  // The HTTP port is the definition's own: refuse it when taken rather than picking another.
+  // The HTTP port is the definition's own: refuse it when taken rather than picking another,
+  // unless what holds it is this cluster's own leftover (an engine an earlier launch started that
+  // detached itself out of reach of the teardown): that is stopped, and the port used.
   if (await coordinator.node.isPortOpen(coordinator.bindHost, coordinator.httpPort, 1_000)) {
-    throw new LaunchError(
-      "PortInUse",
-      "ports",
-      `the coordinator's HTTP port ${coordinator.bindHost}:${coordinator.httpPort} is already in use on ${coordinator.nodeName}; choose another [coordinator] port or stop what holds it`,
-    );
+    const holder = await findPortListener(coordinator.node, coordinator.httpPort);
+    const stopped = holder !== undefined && isFromRunDir(holder, coordinator.runDir) && (await stopLeftover(coordinator.node, holder, request.deadlines.stopGraceMs));
+    if (stopped)
+      say(
+        "leftover-stopped",
+        `pid ${holder.pid} (${clipCommand(holder.command)}), started from ${coordinator.runDir} by an earlier launch, held the coordinator's HTTP port: stopped`,
+      );
+    if (!stopped || (await coordinator.node.isPortOpen(coordinator.bindHost, coordinator.httpPort, 1_000))) {
+      const by = holder === undefined ? "" : ` by pid ${holder.pid} (${clipCommand(holder.command)})`;
+      throw new LaunchError(
+        "PortInUse",
+        "ports",
+        `the coordinator's HTTP port ${coordinator.bindHost}:${coordinator.httpPort} is already in use on ${coordinator.nodeName}${by}; choose another [coordinator] port or stop what holds it`,
+      );
+    }
   }
   // A coordinator process needs a control port; an engine whose last stage serves HTTP has none.
   const hasCoordinator = request.driver.facts.readiness.httpServer === "coordinator";
