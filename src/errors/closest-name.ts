@@ -46,3 +46,11 @@ function editDistance(a: string, b: string): number {
   }
   return rows[a.length]![b.length]!;
 }
+
+/**
+ * A host one typo from "local" (the control machine, reached without SSH), as "locall" or "lcoal"
+ * are; one that starts with another letter ("focal", "vocal") is taken for a real name.
+ */
+export function isNearLocal(host: string): boolean {
+  return host !== "local" && /^l/i.test(host) && closestName(host, ["local"]) !== undefined;
+}

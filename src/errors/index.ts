@@ -6,7 +6,7 @@
 export { ShardctlError, isShardctlError } from "./shardctl-error.js";
 export { messageOf, messageWithCauseOf, jsonErrorOf } from "./message-of.js";
 export { showText, quoteText, hasUnsafeChar, firstUnsafeChar } from "./show-text.js";
-export { closestName } from "./closest-name.js";
+export { closestName, isNearLocal } from "./closest-name.js";
 export type {
   Reason,
   SpecReason,

@@ -9,14 +9,14 @@
  * longer pipeline). When the engine says nothing (mlx-lm, mlxcel, an engine of another's making),
  * the exits themselves tell the order: a member gone by then whose exit came first is blamed, by
  * the wrappers' exit-status files (their times, on the same node; across nodes, whose clocks differ,
- * a kill by a signal before a status the process chose), since a stage killed by the OOM killer must
+ * a kill from outside before an exit of the process's own making), since a stage killed by the OOM killer must
  * not be reported as the coordinator that exited because its link closed. The blame stays with the
  * exit seen first when nothing says otherwise, when the peer a log names still runs at the end of
  * the window, or when two members name each other (a link reset between two live members: neither
  * explains the other's exit).
  */
 import { defaultEngineKind, engineOf, type LostPeerReport } from "../engines/index.js";
-import { readTail, type NodeAccess } from "../nodes/index.js";
+import { readTail, within, type NodeAccess } from "../nodes/index.js";
 import { labelOf } from "./labels.js";
 import { probeLiveness } from "./probes.js";
 import type { WatchedCluster, WatchedProcess } from "./types.js";
@@ -63,7 +63,7 @@ export interface JudgeExitOptions {
 export interface LostLinkExit {
   process: WatchedProcess;
   report?: LostPeerReport;
-  /** Said after how it was seen gone: `after stage-1's (which was killed by a signal)`. */
+  /** Said after how it was seen gone: `after stage-1 went first, which was killed by SIGKILL`. */
   after?: string;
 }
 
@@ -126,10 +126,17 @@ interface RecordedExit {
   atSec: number;
 }
 
-/** Status 129–192: killed by a signal (the wrapper's shell reports 128 + its number; 64 is SIGRTMAX). */
-function bySignal(status: number): boolean {
-  return status > 128 && status <= 192;
+/**
+ * Killed from outside: SIGKILL (the OOM killer, `kill -9`), SIGTERM, SIGINT or SIGHUP (the wrapper's
+ * shell reports 128 + the number; these four are numbered alike on Linux and macOS). Not the
+ * signals a process brings on itself, as one that lost its link may: SIGPIPE writing to the closed
+ * socket, SIGABRT or SIGSEGV from a failed assertion.
+ */
+function killedFromOutside(status: number): boolean {
+  return [128 + 9, 128 + 15, 128 + 2, 128 + 1].includes(status);
 }
+
+const outsideSignals: Record<number, string> = { [128 + 9]: "SIGKILL", [128 + 15]: "SIGTERM", [128 + 2]: "SIGINT", [128 + 1]: "SIGHUP" };
 
 /** The exit `process`'s wrapper recorded, or undefined when none is there (yet) or the node does not say. */
 async function recordedExit(process: WatchedProcess, options: JudgeExitOptions): Promise<RecordedExit | undefined> {
@@ -139,15 +146,15 @@ async function recordedExit(process: WatchedProcess, options: JudgeExitOptions):
     const [stat, text] = await Promise.all([node.stat(process.exitFile!), node.readFile(process.exitFile!).then((b) => b.toString("utf8").trim())]);
     return stat !== undefined && /^\d+$/.test(text) ? { process, status: Number(text), atSec: stat.mtimeSec } : undefined;
   };
-  return Promise.race([ask().catch(() => undefined), new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), oneAnswerMs))]);
+  return within(oneAnswerMs, ask(), undefined);
 }
 
 /**
  * For engines that do not say why they exited: the member whose exit came before `first`'s, among
  * those gone by now, or undefined when none is known to have. On `first`'s node the
- * exit-status files' times order them; across nodes (clocks differ) only a kill by a signal comes
- * before a status the process chose itself, as a stage killed by the OOM killer comes before the
- * peers that lost their link to it.
+ * exit-status files' times order them; across nodes (clocks differ), or within one clock tick, a kill from outside
+ * (SIGKILL, SIGTERM, SIGINT, SIGHUP) comes before an exit of the process's own making, as a stage
+ * killed by the OOM killer comes before the peers that lost their link to it.
  */
 async function judgeByExitOrder(first: WatchedProcess, options: JudgeExitOptions): Promise<ExitJudgement | undefined> {
   const own = await recordedExit(first, options);
@@ -158,13 +165,19 @@ async function judgeByExitOrder(first: WatchedProcess, options: JudgeExitOptions
   const now = performance.now();
   const others = options.cluster.processes.filter((p) => p !== first && (p.pid !== first.pid || p.node !== first.node));
   const exits = await Promise.all(others.map(async (p) => ((await waitUntilGone(p, now, options)) === "gone" ? await recordedExitSoon(p, options) : undefined)));
+  // A file's time is the kernel's clock tick (1–4 ms on Linux): two exits within one tick tie, and
+  // then, as across nodes, a kill from outside comes before an exit of the process's own making.
+  const killedBefore = (e: RecordedExit): boolean => killedFromOutside(e.status) && !killedFromOutside(own.status);
+  const before = (e: RecordedExit): boolean => (e.process.node === first.node && e.atSec !== own.atSec ? e.atSec < own.atSec : killedBefore(e));
   const earlier = exits
     .filter((e): e is RecordedExit => e !== undefined)
-    .filter((e) => (e.process.node === first.node ? e.atSec < own.atSec : bySignal(e.status) && !bySignal(own.status)))
-    .sort((a, b) => (a.process.node === b.process.node ? a.atSec - b.atSec : Number(bySignal(b.status)) - Number(bySignal(a.status))));
+    .filter(before)
+    .sort((a, b) =>
+      a.process.node === b.process.node && a.atSec !== b.atSec ? a.atSec - b.atSec : Number(killedFromOutside(b.status)) - Number(killedFromOutside(a.status)),
+    );
   const blamed = earlier[0];
   if (blamed === undefined) return undefined;
-  const how = bySignal(blamed.status) ? ", which was killed by a signal" : "";
+  const how = killedFromOutside(blamed.status) ? `, which was killed by ${outsideSignals[blamed.status]}` : "";
   return { blamed: blamed.process, consequences: [{ process: first, after: `after ${labelOf(blamed.process)} went first${how}` }] };
 }
 

@@ -70,7 +70,9 @@ export function readLaunch(timeline: readonly TimelineEntry[]): LaunchRead {
     }
   }
   const ended = events.find((e) => e.step === "launch-failed" || e.step === "launch-called-off");
-  const answered = events.findLast((e) => e.step === "coordinator-answered")?.detail;
+  // The last one (a loop rather than findLast: the dashboard's page is built for ES2022).
+  let answered: string | undefined;
+  for (const e of events) if (e.step === "coordinator-answered") answered = e.detail;
   const listening = [...members].filter(([label, m]) => label.startsWith("stage-") && m.listening).length;
   return {
     steps: new Set(events.map((e) => e.step)),

@@ -28,7 +28,7 @@ import {
   boundSockets,
   findPortListener,
   freeKiB,
-  isFromRunDir,
+  listenersFrom,
   socketCovers,
   listeningPorts,
   within,
@@ -66,11 +66,13 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
   const goOn = (): void => signal?.throwIfAborted();
 
   try {
+    await stopLeftovers(request, event);
+    goOn();
     // Allocate transport ports and the coordinator's control port, and record them before another
     // launch of this process chooses its own (the ports other launches hold are read from the ledger).
     const url = `http://${hostForUrl(request.coordinator.bindHost)}:${request.coordinator.httpPort}`;
     const topology = await oneAllocationAtATime(async () => {
-      const allocated = await allocateTopology(request, context, entry, event);
+      const allocated = await allocateTopology(request, context, entry);
       entry.coordinatorUrl = url;
       await context.ledger.write(entry);
       return allocated;
@@ -273,54 +275,65 @@ function clipCommand(command: string): string {
 }
 
 /**
+ * Stop what an earlier launch of this cluster left listening on its nodes: an engine that detached
+ * itself with a clean environment (`docker run -d`, a double fork that clears its environment) is
+ * out of reach of the teardown's process group and mark, and would hold ports and answer in place of
+ * this launch's processes. It is known by its run directory (its working directory, or a path of it
+ * on its command line), which belongs to this cluster alone. Each is said in the timeline.
+ */
+async function stopLeftovers(request: LaunchRequest, say: (step: string, detail: string) => void): Promise<void> {
+  const places = new Map<string, { nodeName: string; node: NodeAccess; runDir: string }>();
+  for (const target of [...request.stages, request.coordinator]) places.set(`${target.nodeName}\0${target.runDir}`, target);
+  await Promise.all(
+    [...places.values()].map(async ({ nodeName, node, runDir }) => {
+      for (const left of await listenersFrom(node, runDir)) {
+        const stopped = await stopLeftover(node, left, request.deadlines.stopGraceMs);
+        say(
+          "leftover-stopped",
+          `pid ${left.pid} on ${nodeName} (${clipCommand(left.command)}), started from ${runDir} by an earlier launch, still listened: ${stopped ? "stopped" : "it outlived SIGKILL"}`,
+        );
+      }
+    }),
+  );
+}
+
+/**
  * Stop a process this cluster's earlier launch left (found by its run directory): SIGTERM, then
- * SIGKILL after `graceMs`; true once it is gone. Its start time is read first, so a pid that ended
- * and was reused meanwhile is never signalled.
+ * SIGKILL after `graceMs`; true once it is gone. Only the process of the start time listed with it
+ * is signalled: a pid that ended and was reused meanwhile is left alone.
  */
 async function stopLeftover(node: NodeAccess, holder: PortListener, graceMs: number): Promise<boolean> {
-  const startTime = await node.processStartTime(holder.pid).catch(() => undefined);
-  if (startTime === undefined) return true;
+  const startTime = holder.startTime;
+  if (startTime === undefined) return false;
+  // Each question bounded as a teardown's are: a node that falls silent must not hold the launch.
+  const ask = { deadlineMs: defaultReachMs };
   const goneWithin = async (ms: number): Promise<boolean> => {
     const deadline = Date.now() + ms;
     for (;;) {
-      const now = await node.processStartTime(holder.pid).catch((): string => startTime);
+      const now = await node.processStartTime(holder.pid, ask).catch((): string => startTime);
       if (now !== startTime) return true;
       if (Date.now() >= deadline) return false;
       await delay(100);
     }
   };
-  if (!(await node.signal(holder.pid, "SIGTERM", startTime).catch(() => false))) return goneWithin(0);
+  if (!(await node.signal(holder.pid, "SIGTERM", startTime, ask).catch(() => false))) return goneWithin(0);
   if (await goneWithin(graceMs)) return true;
-  await node.signal(holder.pid, "SIGKILL", startTime).catch(() => false);
+  await node.signal(holder.pid, "SIGKILL", startTime, ask).catch(() => false);
   return goneWithin(2_000);
 }
 
-async function allocateTopology(
-  request: LaunchRequest,
-  context: LaunchContext,
-  entry: LedgerEntry,
-  say: (step: string, detail: string) => void,
-): Promise<EngineTopology> {
+async function allocateTopology(request: LaunchRequest, context: LaunchContext, entry: LedgerEntry): Promise<EngineTopology> {
   const coordinator = request.coordinator;
-  // The HTTP port is the definition's own: refuse it when taken rather than picking another,
-  // unless what holds it is this cluster's own leftover (an engine an earlier launch started that
-  // detached itself out of reach of the teardown): that is stopped, and the port used.
+  // The HTTP port is the definition's own: refuse it when taken rather than picking another, naming
+  // what holds it where the node says.
   if (await coordinator.node.isPortOpen(coordinator.bindHost, coordinator.httpPort, 1_000)) {
     const holder = await findPortListener(coordinator.node, coordinator.httpPort);
-    const stopped = holder !== undefined && isFromRunDir(holder, coordinator.runDir) && (await stopLeftover(coordinator.node, holder, request.deadlines.stopGraceMs));
-    if (stopped)
-      say(
-        "leftover-stopped",
-        `pid ${holder.pid} (${clipCommand(holder.command)}), started from ${coordinator.runDir} by an earlier launch, held the coordinator's HTTP port: stopped`,
-      );
-    if (!stopped || (await coordinator.node.isPortOpen(coordinator.bindHost, coordinator.httpPort, 1_000))) {
-      const by = holder === undefined ? "" : ` by pid ${holder.pid} (${clipCommand(holder.command)})`;
-      throw new LaunchError(
-        "PortInUse",
-        "ports",
-        `the coordinator's HTTP port ${coordinator.bindHost}:${coordinator.httpPort} is already in use on ${coordinator.nodeName}${by}; choose another [coordinator] port or stop what holds it`,
-      );
-    }
+    const by = holder === undefined ? "" : ` by pid ${holder.pid} (${clipCommand(holder.command)})`;
+    throw new LaunchError(
+      "PortInUse",
+      "ports",
+      `the coordinator's HTTP port ${coordinator.bindHost}:${coordinator.httpPort} is already in use on ${coordinator.nodeName}${by}; choose another [coordinator] port or stop what holds it`,
+    );
   }
   // A coordinator process needs a control port; an engine whose last stage serves HTTP has none.
   const hasCoordinator = request.driver.facts.readiness.httpServer === "coordinator";
@@ -650,14 +663,22 @@ async function waitHealthy(
   let otherExited: LedgerProcess | undefined;
   // The last answer and how many times in a row it came: a timeout then says what the port said.
   let last = { said: "", times: 0 };
+  // The answers said while waiting (their gists: `answered 500`).
+  const told = new Set<string>();
   const state = await waitUntil(
     async () => {
       const answer = await askCoordinatorHealth(url, readiness);
       if (answer.healthy) return "healthy";
       const gist = gistOf(answer.said);
       // An answer that is neither "not listening yet" nor "loading" (a 500, a 404) is said while the
-      // wait goes on, once each time it changes, not only at the deadline minutes later.
-      if (gist !== gistOf(last.said) && answer.said.startsWith("answered ") && !gist.endsWith("(loading)")) onOddAnswer(answer.said);
+      // wait goes on, not only at the deadline minutes later; so is a return to loading after one.
+      // Each distinct answer once: an engine that flaps between two must not fill the timeline.
+      const odd = answer.said.startsWith("answered ") && !gist.endsWith("(loading)");
+      const backToLoading = told.size > 0 && gist.endsWith("(loading)");
+      if (gist !== gistOf(last.said) && !told.has(gist) && (odd || backToLoading)) {
+        told.add(gist);
+        onOddAnswer(answer.said);
+      }
       last = { said: answer.said, times: answer.said === last.said ? last.times + 1 : 1 };
       if (!(await liveness.isAliveOrUnknown())) return "exited";
       if (Date.now() - othersAskedAt >= 500) {
@@ -716,11 +737,12 @@ function watchLaunchProcesses(entry: LedgerEntry, nodes: Map<string, NodeAccess>
   };
 }
 
-/** The launch under way, as its waits see it: its ledger entry, its nodes, and whether a stage's port is held. */
 /** "answered 500: {…}" → "answered 500": what an answer says, without a body that may differ each time. */
 function gistOf(said: string): string {
   return said.split(":")[0]!;
 }
+
+/** The launch under way, as its waits see it: its ledger entry, its nodes, and whether a stage's port is held. */
 
 interface LaunchInFlight {
   entry: LedgerEntry;

@@ -5,6 +5,7 @@
  * an earlier launch of that cluster left behind (an engine that detached itself with a clean
  * environment, beyond the mark supervision finds its strays by).
  */
+import { startTimeFunction } from "./shell-scripts.js";
 import type { NodeAccess } from "./types.js";
 
 /** $1 = port. Prints the holder's pid, then its command line, then `cwd=<dir>` where the node tells it; nothing when unknown. */
@@ -20,6 +21,8 @@ exit 0`;
 
 export interface PortListener {
   pid: number;
+  /** Its kernel start time, read with the rest (listenersFrom only). */
+  startTime?: string;
   /** Its command line, as `ps` shows it ("" when it ended meanwhile). */
   command: string;
   /** Its working directory, where the node says (Linux). */
@@ -37,8 +40,37 @@ export async function findPortListener(node: NodeAccess, port: number, options: 
   return { pid, command: command.trim(), ...(cwd === undefined || cwd === "" ? {} : { cwd }) };
 }
 
-/** Whether `holder` runs from, or names, the run directory `runDir`: a process a launch from there started. */
-export function isFromRunDir(holder: PortListener, runDir: string): boolean {
-  const dir = runDir.replace(/\/+$/, "");
-  return holder.cwd === dir || holder.command.includes(`${dir}/`);
+/**
+ * $1 = a directory. Every process listening on TCP whose working directory is $1 (Linux) or whose
+ * command line names a path in it: pid, start time, cwd and command line, tab-separated, one per
+ * line (the start time read with the rest: a pid that ends and is reused before it is signalled
+ * is not mistaken for it).
+ */
+const listenersFromScript = `${startTimeFunction}
+dir=$1
+pids=
+if command -v ss >/dev/null 2>&1; then pids=$(ss -Htlnp 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u)
+elif command -v lsof >/dev/null 2>&1; then pids=$(lsof -nP -t -iTCP -sTCP:LISTEN 2>/dev/null | sort -u); fi
+for pid in $pids; do
+  args=$(ps -ww -o args= -p "$pid" 2>/dev/null) || continue
+  cwd=$(readlink "/proc/$pid/cwd" 2>/dev/null)
+  if [ "$cwd" != "$dir" ]; then case $args in *"$dir/"*) ;; *) continue ;; esac; fi
+  t=$(st "$pid")
+  [ -n "$t" ] || continue
+  printf '%s\t%s\t%s\t%s\n' "$pid" "$t" "$cwd" "$args"
+done
+exit 0`;
+
+/**
+ * The processes listening on TCP at `node` that were started from `dir` (it is their working
+ * directory, or their command line names a file in it); none when the node does not say in time.
+ */
+export async function listenersFrom(node: NodeAccess, dir: string, options: { deadlineMs?: number } = {}): Promise<PortListener[]> {
+  const result = await node.run(["sh", "-c", listenersFromScript, "sh", dir.replace(/\/+$/, "")], { deadlineMs: options.deadlineMs ?? 2_000 }).catch(() => undefined);
+  if (result === undefined || result.exitCode !== 0) return [];
+  return result.stdout
+    .split("\n")
+    .map((line) => /^(\d+)\t([^\t]+)\t([^\t]*)\t(.*)$/.exec(line))
+    .filter((match): match is RegExpExecArray => match !== null)
+    .map(([, pid, startTime, cwd, command]) => ({ pid: Number(pid), startTime: startTime!, command: command!.trim(), ...(cwd === "" ? {} : { cwd: cwd! }) }));
 }

@@ -174,9 +174,9 @@ export class Reconciler {
    * keeps one for a definition that still exists (a pruned cluster's file is removed on purpose).
    */
   async restoreStatus(name: string): Promise<void> {
-    const status = this.memories.get(name)?.status;
-    if (status === undefined || !(await pathExists(this.world.definitionFile(name)))) return;
-    await this.world.restoreStatus(name, status);
+    const memory = this.memories.get(name);
+    if (memory?.status === undefined || !(await pathExists(this.world.definitionFile(name)))) return;
+    await this.world.restoreStatus(name, memory);
   }
 
   /** Ask the next pass of `name` to forget its restart budget (`shardctl reconcile`). */

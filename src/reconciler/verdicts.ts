@@ -41,9 +41,12 @@ export function calledOff(memory: ClusterMemory, revision: string, action: strin
   const message = `stopped launching revision ${revision.slice(0, 12)} at the ${action} step: ${why}; ${next}`;
   // Called off before the replace step, the launch that ran still serves, and Ready stands.
   const serving = isServing(memory);
+  const stalled = memory.conditions.some((c) => c.type === "Stalled" && c.status === "True");
   setConditions(memory, revision, {
     ...(serving ? {} : { Ready: { status: "False", reason, message } }),
     Reconciling: { status: "True", reason, message },
+    // No longer "launching": what comes next says itself.
+    ...(stalled ? {} : { Stalled: { status: "False", reason, message } }),
   });
   return { action, result: "waiting", reason, health: serving ? "Healthy" : "Progressing", outcome: { kind: "requeue", afterMs: 0 } };
 }

@@ -9,6 +9,8 @@ import { basename, resolve } from "node:path";
 import { watch, type FSWatcher } from "chokidar";
 
 const statusSuffix = ".status.json";
+/** Quiet time before a status file's change is looked at, ms. */
+const statusQuietMs = 1_000;
 
 export interface DefinitionWatcher {
   close(): Promise<void>;
@@ -33,14 +35,14 @@ export async function watchDefinitions(options: WatchOptions): Promise<Definitio
   const dir = resolve(options.dir);
   const parent = resolve(dir, "..");
   const timers = new Map<string, NodeJS.Timeout>();
-  const debounce = (key: string, deliver: () => void): void => {
+  const debounce = (key: string, deliver: () => void, quietMs = debounceMs): void => {
     clearTimeout(timers.get(key));
     timers.set(
       key,
       setTimeout(() => {
         timers.delete(key);
         deliver();
-      }, debounceMs),
+      }, quietMs),
     );
   };
 
@@ -53,7 +55,9 @@ export async function watchDefinitions(options: WatchOptions): Promise<Definitio
     if (resolve(absolute, "..") !== dir) return;
     if (absolute.endsWith(statusSuffix)) {
       const name = basename(absolute, statusSuffix);
-      if (!name.startsWith(".") && options.onStatusFile !== undefined) debounce(`\0status\0${name}`, () => options.onStatusFile?.(name));
+      // At most one look a second per file: another program that keeps writing it (a sync tool
+      // between two checkouts) is answered at that pace, never in a tight loop.
+      if (!name.startsWith(".") && options.onStatusFile !== undefined) debounce(`\0status\0${name}`, () => options.onStatusFile?.(name), statusQuietMs);
       return;
     }
     if (!absolute.endsWith(".toml")) return;

@@ -122,7 +122,7 @@ export class ReconcilerWorld {
     const status = composeStatus(name, file, memory, report, settings);
     memory.status = status;
     this.options.feed?.publish(status);
-    await this.queueWrite(name, status);
+    await this.queueWrite(name, () => status);
   }
 
   /**
@@ -131,16 +131,23 @@ export class ReconcilerWorld {
    * word, or a stale one, until the next pass. The daemon's own writes come here too and find the
    * file as written, which costs one read.
    */
-  async restoreStatus(name: string, status: ClusterStatus): Promise<void> {
-    await this.queueWrite(name, status);
+  async restoreStatus(name: string, memory: ClusterMemory): Promise<void> {
+    await this.queueWrite(name, () => memory.status, true);
   }
 
-  /** Write after the cluster's write in flight, so writes land in the order they were composed. */
-  private async queueWrite(name: string, status: ClusterStatus): Promise<void> {
+  /**
+   * Write after the cluster's write in flight, so writes land in the order they were composed. A
+   * restore reads the status when its turn comes: one composed meanwhile is not written over.
+   */
+  private async queueWrite(name: string, statusNow: () => ClusterStatus | undefined, restore = false): Promise<void> {
     const file = this.definitionFile(name);
     const write = (this.writes.get(name) ?? Promise.resolve()).then(async () => {
+      const status = statusNow();
+      if (status === undefined) return;
       try {
-        await writeStatus(statusFileFor(file), status);
+        const written = await writeStatus(statusFileFor(file), status);
+        if (written && restore)
+          this.options.log.info({ cluster: name, file: statusFileFor(file) }, "the status file was removed or written by someone else: the daemon's own is back");
         this.options.feed?.fileWritten(name, undefined);
         this.logReadyChange(name, status);
       } catch (error) {

@@ -1,6 +1,6 @@
 /** `shardctl.toml` → `Settings`: TOML, then the schema, then the checks that span fields. */
 import { dirname, resolve } from "node:path";
-import { closestName, ShardctlError } from "../errors/index.js";
+import { isNearLocal, ShardctlError } from "../errors/index.js";
 import { FileRefusedError } from "../files/index.js";
 import { describeZodIssue, fromZodIssues, makeIssue, sortIssues } from "./issues.js";
 import { type Locator, locateKeys } from "./locate.js";
@@ -89,7 +89,7 @@ function checkSettings(data: unknown, file: string, locator: Locator): SpecIssue
     const modelDir = getString(nodes, [name, "model_dir"], patterns.path);
     if (host !== undefined && host !== "local" && modelDir !== undefined && !isPortablePath(modelDir)) {
       // A typo of "local" makes the node remote: the host is then what to fix, not the folder.
-      const meantLocal = closestName(host, ["local"]) !== undefined ? ` (host = ${JSON.stringify(host)} makes it one: did you mean "local"?)` : "";
+      const meantLocal = isNearLocal(host) ? ` (host = ${JSON.stringify(host)} makes it one: did you mean "local"?)` : "";
       issues.push(
         makeIssue(file, locator, ["nodes", name, "model_dir"], `${JSON.stringify(modelDir)} is relative: on a remote node use an absolute or "~/" path${meantLocal}`),
       );

@@ -58,7 +58,7 @@ test("a member killed by a signal before the one seen first is blamed; the first
   await gone(stage);
   const judgement = await judge(coordinator, [stage, coordinator]);
   expect(judgement.blamed).toBe(stage);
-  expect(judgement.consequences).toEqual([{ process: coordinator, after: "after stage-1 went first, which was killed by a signal" }]);
+  expect(judgement.consequences).toEqual([{ process: coordinator, after: "after stage-1 went first, which was killed by SIGKILL" }]);
   // Judged from the member that went first, the blame stays.
   expect((await judge(stage, [stage, coordinator])).blamed).toBe(stage);
 });

@@ -7,7 +7,7 @@ import { createRequire } from "node:module";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import type { Client, ClientChannel, ConnectConfig, SFTPWrapper } from "ssh2";
-import { closestName, ShardctlError } from "../../errors/index.js";
+import { isNearLocal, ShardctlError } from "../../errors/index.js";
 import { FileRefusedError, readRegularFile } from "../../files/index.js";
 import type { NodeConfig } from "../types.js";
 import { appendKnownHost, fingerprint, keyTypeOf, knownHostsName, knownKeyTypes, readKnownHosts, verifyHostKey } from "./known-hosts.js";
@@ -332,24 +332,24 @@ export class SshConnection {
   }
 }
 
-/**
- * What a handshake that ran out of time (ssh2's "Timed out while waiting for handshake") got to,
- * in words; "" for any other error.
- */
 /** What to check when the connection itself failed: nothing listening, or a name that does not resolve. */
 function connectHint(error: Error & { code?: unknown }, node: string, host: string, port: number): string {
-  if (error.code === "ECONNREFUSED") return ` (nothing listens on port ${port} there: is sshd running, and is [nodes.${node}] port right?)${localHint(host)}`;
-  if (error.code === "ENOTFOUND" || error.code === "EAI_AGAIN") return ` (the name does not resolve on this machine: check [nodes.${node}] host)${localHint(host)}`;
+  if (error.code === "ECONNREFUSED")
+    return ` (nothing listens on port ${port} there: is sshd running, and is the port right, in [nodes.${node}] or the ssh config?)${localHint(host)}`;
+  if (error.code === "ENOTFOUND" || error.code === "EAI_AGAIN")
+    return ` (the name does not resolve on this machine: check the host, in [nodes.${node}] or the ssh config)${localHint(host)}`;
   return "";
 }
 
 /** A host one typo away from "local" (the control machine, reached without SSH) most likely meant it. */
 function localHint(host: string): string {
-  return host !== "local" && closestName(host, ["local"]) !== undefined
-    ? `; host = ${JSON.stringify(host)} is dialled over SSH: did you mean "local", this machine?`
-    : "";
+  return isNearLocal(host) ? `; host = ${JSON.stringify(host)} is dialled over SSH: did you mean "local", this machine?` : "";
 }
 
+/**
+ * What a handshake that ran out of time (ssh2's "Timed out while waiting for handshake") got to,
+ * in words; "" for any other error.
+ */
 function timeoutWords(error: Error & { level?: string }, progress: { connected: boolean; keysExchanged: boolean }, deadlineMs: number): string {
   if (error.level !== "client-timeout") return "";
   if (!progress.connected) return ` (no TCP connection within ${deadlineMs} ms: the host is down or cut off, or a firewall drops its packets)`;

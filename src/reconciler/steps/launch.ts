@@ -14,7 +14,7 @@ import { definitionOf } from "../pass.js";
 import { describeLaunchProgress, readLaunch } from "../../launch-timeline/index.js";
 import { keepComingBack } from "../coming-back.js";
 import type { Step } from "../run-step.js";
-import { calledOff, notServingYet, recordEvent, setConditions } from "../verdicts.js";
+import { calledOff, clearRuntime, notServingYet, recordEvent, setConditions } from "../verdicts.js";
 
 /** Launch failures caused by the cluster's surroundings (the network, a port held by another program), not by it. */
 const givenBack = new Set(["StageLinkUnreachable", "NodeUnreachable", "PortInUse"]);
@@ -71,12 +71,22 @@ export const launch: Step = {
     const promise = memory.comingBack === undefined ? undefined : keepComingBack(pass, memory.comingBack);
     // Ready says what the pass does now: staging is over, the processes start; each step of the
     // launch then says how far it got.
-    // Stalled says what the daemon does now, no longer what it did before (a teardown, a back-off).
+    // Stalled says what the daemon does now, no longer what it did before (a teardown, a back-off),
+    // unless it stands: an invalid definition stays stalled while its last valid revision relaunches.
     const stages = planned.plan.stages.length;
+    const stalled = memory.conditions.some((c) => c.type === "Stalled" && c.status === "True");
     setConditions(memory, revision, {
       Ready: notServingYet(memory, "Launching", describeLaunchProgress([], stages)),
       StagesListening: launchListening(memory.timeline, stages),
-      Stalled: { status: "False", reason: "Launching", message: `the daemon is launching this revision (launch ${restarts.count} of ${settings.daemon.restartBudget})` },
+      ...(stalled
+        ? {}
+        : {
+            Stalled: {
+              status: "False",
+              reason: "Launching",
+              message: `the daemon is launching this revision (launch ${restarts.count} of ${settings.daemon.restartBudget})`,
+            },
+          }),
     });
     let launched = false;
     // From here the pass mostly waits on engines (to listen, to load, to answer): other clusters'
@@ -104,6 +114,8 @@ export const launch: Step = {
       });
       launched = true;
     } catch (error) {
+      // What the launch started is torn down: nothing listens any more.
+      clearRuntime(memory, revision);
       if (pass.callOff?.aborted === true && error === pass.callOff.reason) {
         restarts.count = Math.max(0, restarts.count - 1);
         return calledOff(memory, revision, "launch", pass.callOff);

@@ -1,8 +1,8 @@
 /**
  * The definition is gone: tear down what this daemon launched for it and remove its run folders on
- * the nodes (launch files, token, engine logs: nothing would ever remove them), then remove the
- * status file (last, so CI reading it sees the teardown finish) and the last valid definition the
- * state directory kept. With nothing of ours running there is only what the daemon kept to remove.
+ * the nodes (launch files, token, engine logs: nothing would ever remove them), then the last valid
+ * definition the state directory kept and the status file (last, so CI reading it sees the
+ * teardown finish). With nothing of ours running there is only what the daemon kept to remove.
  */
 import { rm } from "node:fs/promises";
 import { within } from "../../nodes/index.js";
@@ -44,14 +44,18 @@ async function removeRunFolders(pass: Pass): Promise<void> {
           .then(() => true),
         false,
       );
-      if (!removed) pass.world.log.warn({ cluster: pass.name, node, dir }, "could not remove the run folder of a pruned cluster within 10 s; it is left");
+      if (!removed)
+        pass.world.log.warn(
+          { cluster: pass.name, node, dir },
+          "the run folder of a pruned cluster was not removed within 10 s (the node did not answer, or refused): what is left of it stays",
+        );
     }),
   );
 }
 
 async function forget(pass: Pass, tornDown: boolean, forgetMemory: (name: string) => void): Promise<Verdict> {
-  await rm(statusFileFor(pass.file), { force: true });
   await dropLastValid(pass.settings.daemon.stateDir, pass.name);
+  await rm(statusFileFor(pass.file), { force: true });
   forgetMemory(pass.name);
   return { action: tornDown ? "prune" : "none", result: "success", health: "Stopped", outcome: { kind: "done" }, pruned: true };
 }

@@ -1,15 +1,14 @@
 /**
- * The coordinator's HTTP port held when a launch starts. By a process started from this cluster's
- * own run directory (what an engine that detached itself with a clean environment leaves, out of
- * reach of the teardown's process group and mark): it is stopped, said in the timeline, and the
- * launch goes on. By anything else: PortInUse names the holder's pid and command line. Real
- * processes on a loopback sshd node. Needs `npm run build`.
+ * Listeners an earlier launch of the cluster left (started from its run directories: what an engine
+ * that detached itself with a clean environment leaves, out of reach of the teardown's process group
+ * and mark) are stopped when the next launch starts, and said in the timeline; the launch goes on.
+ * The coordinator's HTTP port held by anything else: PortInUse names the holder's pid and command
+ * line, and leaves it running. Real processes on loopback sshd nodes. Needs `npm run build`.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { LaunchError, launchCluster, teardownCluster } from "../../src/launch/index.js";
-import { makeContext, makeRequest, startLifecycleWorld, type LifecycleWorld } from "./lifecycle-fixture.js";
+import { freePort, makeContext, makeRequest, startLifecycleWorld, type LifecycleWorld } from "./lifecycle-fixture.js";
 
 let world: LifecycleWorld;
 const holders: ChildProcess[] = [];
@@ -36,19 +35,25 @@ async function holdPort(host: string, port: number, cwd: string): Promise<ChildP
   return holder;
 }
 
-it("a holder started from the cluster's run directory is this cluster's leftover: stopped, and the launch serves", async () => {
+const exitOf = (holder: ChildProcess): Promise<unknown> =>
+  new Promise((resolve) => (holder.exitCode !== null || holder.signalCode !== null ? resolve(undefined) : holder.once("exit", resolve)));
+
+it("listeners started from the cluster's run directories are its leftovers: stopped, and the launch serves", async () => {
   const request = await makeRequest(world, { cluster: "left-behind", register: false });
-  const holder = await holdPort(request.coordinator.bindHost, request.coordinator.httpPort, request.coordinator.runDir);
-  const exited = new Promise((resolve) => holder.once("exit", resolve));
+  // One on the coordinator's HTTP port, one on another port of stage-1's node, each from its run directory.
+  const coordinator = await holdPort(request.coordinator.bindHost, request.coordinator.httpPort, request.coordinator.runDir);
+  const stage = await holdPort(request.stages[1]!.bindHost, await freePort(request.stages[1]!.bindHost), request.stages[1]!.runDir);
   const context = makeContext(world);
   try {
     await launchCluster(request, context);
-    const said = context.events.find((e) => e.step === "leftover-stopped");
-    expect(said?.detail).toMatch(
-      new RegExp(`^pid ${holder.pid} \\(.*node.*\\), started from ${request.coordinator.runDir} by an earlier launch, held the coordinator's HTTP port: stopped$`),
-    );
+    const said = context.events.filter((e) => e.step === "leftover-stopped").map((e) => e.detail);
+    expect(said).toHaveLength(2);
+    const stopped = (holder: ChildProcess, node: string, dir: string) =>
+      expect.stringMatching(new RegExp(`^pid ${holder.pid} on ${node} \\(.*node.*\\), started from ${dir} by an earlier launch, still listened: stopped$`));
+    expect(said).toContainEqual(stopped(coordinator, "node-1", request.coordinator.runDir));
+    expect(said).toContainEqual(stopped(stage, "node-2", request.stages[1]!.runDir));
     expect(context.events.map((e) => e.step)).toContain("ready");
-    await exited;
+    await Promise.all([exitOf(coordinator), exitOf(stage)]);
   } finally {
     const entry = await world.ledger.read("left-behind");
     if (entry !== undefined) await teardownCluster(entry, { ledger: world.ledger, registrar: world.registrar, nodeFor: world.nodeFor, graceMs: 2_000 });
@@ -57,7 +62,7 @@ it("a holder started from the cluster's run directory is this cluster's leftover
 
 it("a holder from anywhere else is named in PortInUse and left running", async () => {
   const request = await makeRequest(world, { cluster: "someone-else", register: false });
-  const holder = await holdPort(request.coordinator.bindHost, request.coordinator.httpPort, join(world.root));
+  const holder = await holdPort(request.coordinator.bindHost, request.coordinator.httpPort, world.root);
   const error = (await launchCluster(request, makeContext(world)).then(
     () => undefined,
     (e: unknown) => e,
