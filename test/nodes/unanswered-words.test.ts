@@ -31,7 +31,9 @@ it("a question whose deadline runs out before a connection could be made names t
     const node = pool.get({ name: "down", host: "127.0.0.1", port, user: "nobody", identityFile: join(dir, "id_ed25519"), hostKeyPolicy: "accept-new", modelDir: dir });
     await expect(node.run(["true"])).rejects.toMatchObject({
       reason: "NodeUnreachable",
-      message: expect.stringContaining(`ECONNREFUSED 127.0.0.1:${port} (nothing listens on port ${port} there: is sshd running, and is the port right, in [nodes.down] or the ssh config?)`),
+      message: expect.stringContaining(
+        `ECONNREFUSED 127.0.0.1:${port} (nothing listens on port ${port} there: is sshd running, and is the port right, in [nodes.down] or the ssh config?)`,
+      ),
     });
     // The next attempt waits out the back-off (250 ms after one failure): a 100 ms question ends first.
     const error = await node.processStartTime(1, { deadlineMs: 100 }).catch((e: unknown) => e);
