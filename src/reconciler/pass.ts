@@ -39,7 +39,7 @@ export interface Pass {
   /** Aborted, with a LaunchCalledOff, once this pass's launch is called off (see call-off.ts). */
   callOff?: AbortSignal;
   /**
-   * Give the work queue's slot back while the pass waits on engines (a launch): passes of other
+   * Give the work queue's slot back while the pass stages or waits on engines: passes of other
    * clusters go on meanwhile. Absent outside the daemon's queue.
    */
   stepAside?: () => void;

@@ -12,6 +12,7 @@ import type { NodeAccess, NodePool } from "../nodes/index.js";
 import { createRegistrar, reloadingAfterEdits, type Registrar } from "../router/index.js";
 import type { ClusterSpec, Settings } from "../spec/index.js";
 import type { ClusterMemory } from "./cluster-memory.js";
+import { Slots } from "./queue/slots.js";
 import { composeStatus, type PassReport } from "./compose-status.js";
 import { isOwnedBy } from "./decision-inputs.js";
 import { statusFileFor, writeStatus, type ClusterStatus } from "./status/index.js";
@@ -55,6 +56,8 @@ export class ReconcilerWorld {
   private readonly lastProgress = new Map<string, number>();
   /** The Ready condition each cluster's status file says, as last written (status, reason, message). */
   private readonly readyWritten = new Map<string, string>();
+  /** Stagings under way at once: four, as many as the work queue's passes (see Slots). */
+  readonly stagingSlots = new Slots(4);
 
   constructor(readonly options: WorldOptions) {}
 

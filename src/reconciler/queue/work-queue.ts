@@ -2,9 +2,10 @@
  * A keyed work queue in the manner of controller-runtime: an event only enqueues a key; the same
  * key is never processed twice at once; keys added while being processed are processed again
  * afterwards (rapid edits coalesce: the latest state wins because each pass re-reads everything);
- * different keys run in parallel up to `concurrency`. A pass that only waits (a launch, on engines
- * that listen, load or answer) steps aside: it keeps its key but gives its slot back, so passes stuck
- * on slow or hung engines never hold back another cluster's delete, stop or relaunch. Failures back off
+ * different keys run in parallel up to `concurrency`. A pass that waits long (a staging, which takes
+ * a place of its own among the stagings; a launch, on engines that listen, load or answer) steps
+ * aside: it keeps its key but gives its slot back, so slow downloads and passes stuck on hung engines
+ * never hold back another cluster's delete, stop or relaunch. Failures back off
  * exponentially per key with jitter; success resets the back-off.
  */
 

@@ -27,8 +27,8 @@ export const stage: Step = {
     // A progress event after the staging answered (none is expected) must not rewrite the cards of
     // a pass that has ended.
     let answered = false;
-    try {
-      const staged = await stageForCluster(
+    const stageNow = () =>
+      stageForCluster(
         spec,
         settings,
         planned,
@@ -46,6 +46,14 @@ export const stage: Step = {
         },
         pass.callOff,
       ).finally(() => (answered = true));
+    // A staging may take hours (a large model's download): the pass gives its place in the work
+    // queue back, so other clusters' passes (a delete, a relaunch) go on, and takes one of the
+    // stagings' own places instead.
+    pass.stepAside?.();
+    try {
+      const slot = await pass.world.stagingSlots.run(stageNow, pass.callOff);
+      if (!slot.ran) return calledOff(memory, revision, "stage", pass.callOff!);
+      const staged = slot.value;
       const failure = stagingFailureOf(staged);
       if (failure !== undefined) {
         // A node that failed is not left saying "staging" (with the bytes of the moment it failed)

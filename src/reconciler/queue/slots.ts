@@ -1,0 +1,50 @@
+/**
+ * At most `size` pieces of work at once; the others wait their turn, in order. The daemon's passes
+ * step aside from the work queue while they stage (a download of a large model takes hours, and a
+ * delete of another cluster must not wait for it), and take one of these instead, so no more than
+ * four stagings download and hash at a time.
+ */
+export class Slots {
+  private used = 0;
+  private readonly waiting: Array<() => void> = [];
+
+  constructor(private readonly size: number) {}
+
+  /** Run `work` in a slot; `{ ran: false }`, without running it, when `signal` aborts while it waits. */
+  async run<T>(work: () => Promise<T>, signal?: AbortSignal): Promise<{ ran: true; value: T } | { ran: false }> {
+    if (!(await this.take(signal))) return { ran: false };
+    try {
+      return { ran: true, value: await work() };
+    } finally {
+      this.used--;
+      this.waiting.shift()?.();
+    }
+  }
+
+  /** Work waiting for a slot now. */
+  get queued(): number {
+    return this.waiting.length;
+  }
+
+  private take(signal: AbortSignal | undefined): Promise<boolean> {
+    if (signal?.aborted === true) return Promise.resolve(false);
+    if (this.used < this.size) {
+      this.used++;
+      return Promise.resolve(true);
+    }
+    return new Promise((resolve) => {
+      const turn = (): void => {
+        signal?.removeEventListener("abort", leave);
+        this.used++;
+        resolve(true);
+      };
+      const leave = (): void => {
+        const at = this.waiting.indexOf(turn);
+        if (at >= 0) this.waiting.splice(at, 1);
+        resolve(false);
+      };
+      this.waiting.push(turn);
+      signal?.addEventListener("abort", leave, { once: true });
+    });
+  }
+}
