@@ -72,9 +72,16 @@ export async function isProcessAlive(node: NodeAccess, process: LedgerProcess, a
   return (await node.processStartTime(process.pid, ask)) === process.startTime;
 }
 
-/** How a process ended, e.g. `exited with status 1` or `killed by SIGKILL (status 137)`. */
+/**
+ * How a process ended, e.g. `exited with status 1` or `killed by SIGKILL (status 137)`. The pid
+ * recorded is the small `sh` that runs the engine and writes its status as it ends (`ps` shows the
+ * engine as its child): with no status written, that `sh` was killed itself, or its disk was full.
+ */
 export async function describeExit(node: NodeAccess, process: LedgerProcess): Promise<string> {
-  return (await describeRecordedExit(node, process)) ?? "ended without recording an exit status";
+  return (
+    (await describeRecordedExit(node, process)) ??
+    "ended without recording an exit status (the pid is the sh that runs the engine and writes how it ends: that sh was killed itself, or its disk was full)"
+  );
 }
 
 /**
