@@ -8,6 +8,7 @@
  */
 import { describeDeath, monitorCluster, type DeathEvent, type MonitorOptions } from "../health/index.js";
 import type { LedgerEntry, LedgerProcess } from "./ledger.js";
+import { keepLogsBounded, type LogLimits } from "./log-keeper.js";
 import { processLabel } from "./processes.js";
 import { processKey, teardownCluster, type TeardownContext, type TeardownResult } from "./teardown.js";
 
@@ -16,6 +17,10 @@ export interface SuperviseOptions extends TeardownContext {
   monitor?: Omit<MonitorOptions, "onDeath" | "nodeFor">;
   /** Called the moment a death is detected, before teardown begins. */
   onDeath?: (event: DeathEvent) => void;
+  /** How the engines' logs are kept bounded while the cluster runs (see log-keeper.ts); default its defaults. */
+  logs?: LogLimits;
+  /** A log was past its limit: its end kept in `<log>.1`, the log emptied. */
+  onLogTrimmed?: (node: string, file: string, bytes: number) => void;
 }
 
 /** How a supervision ended: the death that ended it and how the teardown went. */
@@ -59,10 +64,12 @@ export function superviseCluster(entry: LedgerEntry, options: SuperviseOptions):
     }
   };
 
+  const logs = keepLogsBounded(entry, options.nodeFor, options.logs, options.onLogTrimmed);
   const monitor = monitorCluster(entry, {
     ...options.monitor,
     nodeFor: options.nodeFor,
     onDeath: (death) => {
+      void logs.stop();
       options.onDeath?.(death);
       handling = handleDeath(death);
     },
@@ -71,7 +78,7 @@ export function superviseCluster(entry: LedgerEntry, options: SuperviseOptions):
   return {
     ended,
     stop: async () => {
-      await monitor.stop();
+      await Promise.all([monitor.stop(), logs.stop()]);
       await handling;
     },
     judging: () => monitor.judging(),

@@ -1,0 +1,88 @@
+/**
+ * Engine logs are appended to for as long as their processes run: an engine that logs every request
+ * fills its disk in weeks, one that floods in minutes. While a cluster is supervised each of its logs
+ * is looked at every 30 s; past 64 MiB its last 8 MiB are kept in `<log>.1` (replacing the last one)
+ * and the log is emptied. The engines write with O_APPEND (the start script's `>>`), so emptying the
+ * file under them is safe: their next line lands at its start. On a full disk the copy fails and the
+ * log is emptied all the same: the space is what matters then.
+ */
+import type { NodeAccess } from "../nodes/index.js";
+import type { LedgerEntry } from "./ledger.js";
+
+export interface LogLimits {
+  /** Between two looks at a node's logs, ms. Default 30 000. */
+  intervalMs: number;
+  /** A log past this many bytes is emptied. Default 64 MiB. */
+  limitBytes: number;
+  /** Its last bytes kept in `<log>.1`. Default 8 MiB. */
+  keepBytes: number;
+}
+
+export const defaultLogLimits: LogLimits = { intervalMs: 30_000, limitBytes: 64 * 1024 * 1024, keepBytes: 8 * 1024 * 1024 };
+
+/** $1 = limit, $2 = bytes kept, then the logs. Prints `<log> <size>` for each one emptied. */
+const trimScript = `limit=$1; keep=$2; shift 2
+for f; do
+  [ -f "$f" ] || continue
+  s=$(wc -c < "$f" 2>/dev/null) || continue
+  s=$((s + 0))
+  [ "$s" -gt "$limit" ] || continue
+  tail -c "$keep" "$f" > "$f.1.tmp" 2>/dev/null && mv -f "$f.1.tmp" "$f.1" || rm -f "$f.1.tmp"
+  : > "$f"
+  echo "$f $s"
+done
+exit 0`;
+
+/** Empty the logs among `files` past the limit on `node`, keeping their ends; the ones emptied, with the size they had. */
+export async function trimLogs(
+  node: NodeAccess,
+  files: readonly string[],
+  limits: Pick<LogLimits, "limitBytes" | "keepBytes">,
+): Promise<Array<{ file: string; bytes: number }>> {
+  if (files.length === 0) return [];
+  const result = await node.run(["sh", "-c", trimScript, "sh", String(limits.limitBytes), String(limits.keepBytes), ...files], { deadlineMs: 10_000 });
+  if (result.exitCode !== 0) return [];
+  return result.stdout
+    .split("\n")
+    .map((line) => /^(.*) (\d+)$/.exec(line))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map(([, file, bytes]) => ({ file: file!, bytes: Number(bytes) }));
+}
+
+/** Look at the entry's logs, node by node, every `intervalMs` until stopped; `onTrimmed` hears each one emptied. */
+export function keepLogsBounded(
+  entry: Pick<LedgerEntry, "processes">,
+  nodeFor: (name: string) => NodeAccess,
+  limits: LogLimits = defaultLogLimits,
+  onTrimmed?: (node: string, file: string, bytes: number) => void,
+): { stop(): Promise<void> } {
+  const byNode = new Map<string, string[]>();
+  for (const p of entry.processes) byNode.set(p.node, [...(byNode.get(p.node) ?? []), p.logFile]);
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> = Promise.resolve();
+  const look = async (): Promise<void> => {
+    await Promise.all(
+      [...byNode].map(async ([name, files]) => {
+        // A node that does not answer is looked at again next time: the health monitor judges it.
+        const trimmed = await trimLogs(nodeFor(name), files, limits).catch(() => []);
+        for (const { file, bytes } of trimmed) onTrimmed?.(name, file, bytes);
+      }),
+    );
+  };
+  const schedule = (): void => {
+    if (stopped) return;
+    timer = setTimeout(() => {
+      running = look().finally(schedule);
+    }, limits.intervalMs);
+    timer.unref();
+  };
+  schedule();
+  return {
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      await running;
+    },
+  };
+}
