@@ -83,7 +83,8 @@ export async function watchDefinitions(options: WatchOptions): Promise<Definitio
       return stats?.isFile() === true && !absolute.endsWith(".toml") && !absolute.endsWith(statusSuffix);
     },
   });
-  watcher.on("add", onEvent).on("change", onEvent).on("unlink", onEvent);
+  // A directory where a status file belongs, removed, is a status file to put back.
+  watcher.on("add", onEvent).on("change", onEvent).on("unlink", onEvent).on("unlinkDir", onEvent);
   await new Promise<void>((resolveReady, reject) => {
     watcher.once("ready", () => resolveReady());
     watcher.once("error", reject);

@@ -4,7 +4,7 @@
  * is the one generated from the zod schema.
  */
 import { watch } from "node:fs";
-import { readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rename, rm, rmdir, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { expect, test } from "vitest";
 import { Ledger } from "../../src/launch/index.js";
@@ -94,6 +94,12 @@ test("a status file removed or overwritten behind the daemon's back is put back 
   // A checkout of an old status file, or a hand edit, that says something the daemon did not.
   await writeFile(`${file}.foreign`, written.replace('"health": "Disabled"', '"health": "Healthy"'));
   await rename(`${file}.foreign`, file);
+  await putBack();
+  // A directory in its place for a while (the daemon cannot write then), removed: put back too.
+  await rm(file);
+  await mkdir(file);
+  await sleep(1_500);
+  await rmdir(file);
   await putBack();
   expect(await passes()).toBe(n);
 });
