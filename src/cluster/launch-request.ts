@@ -170,7 +170,7 @@ async function bindHostOf(node: NodeAccess, engine: EngineFacts): Promise<string
 }
 
 /** Per-launch files live beside the node's models (the control machine: in the state directory). */
-async function runDirOf(node: NodeAccess, cluster: string, settings: Settings): Promise<string> {
+export async function runDirOf(node: NodeAccess, cluster: string, settings: Settings): Promise<string> {
   if (node.config.name === controlNodeName) return join(settings.daemon.stateDir, "run", cluster);
   return posix.join(await resolveHome(node, node.config.modelDir), ".shardctl", "run", cluster);
 }

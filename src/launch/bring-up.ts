@@ -24,19 +24,9 @@ import { askCoordinatorHealth, probeOneToken } from "./coordinator-probes.js";
 import type { LaunchContext, LaunchRequest, LaunchResult, TimelineEvent } from "./types.js";
 import { watchStopped, type StoppedWatch } from "./stopped-watch.js";
 import { waitUntil } from "./wait-until.js";
-import {
-  boundSockets,
-  findPortListener,
-  freeKiB,
-  listenersFrom,
-  socketCovers,
-  listeningPorts,
-  within,
-  type NodeAccess,
-  type PortAnswer,
-  type PortListener,
-} from "../nodes/index.js";
-import { isShardctlError, messageOf, ShardctlError, showText } from "../errors/index.js";
+import { boundSockets, findPortListener, freeKiB, socketCovers, listeningPorts, within, type NodeAccess, type PortAnswer } from "../nodes/index.js";
+import { isShardctlError, messageOf, ShardctlError } from "../errors/index.js";
+import { clipCommand, stopLeftoverListeners } from "./leftover-listeners.js";
 
 export async function launchCluster(request: LaunchRequest, context: LaunchContext): Promise<LaunchResult> {
   const timeline: TimelineEvent[] = [];
@@ -268,58 +258,18 @@ function nodesOf(request: LaunchRequest): Map<string, NodeAccess> {
   return nodes;
 }
 
-/** A command line in a message: escaped, at most 200 characters. */
-function clipCommand(command: string): string {
-  const shown = showText(command);
-  return shown.length > 200 ? `${shown.slice(0, 200)}…` : shown;
-}
-
 /**
- * Stop what an earlier launch of this cluster left listening on its nodes: an engine that detached
- * itself with a clean environment (`docker run -d`, a double fork that clears its environment) is
- * out of reach of the teardown's process group and mark, and would hold ports and answer in place of
- * this launch's processes. It is known by its run directory (its working directory, or a path of it
- * on its command line), which belongs to this cluster alone. Each is said in the timeline.
+ * What an earlier launch of this cluster left listening on its nodes (see leftover-listeners.ts) is
+ * stopped before this launch chooses ports: it would hold them and answer in place of this one.
  */
 async function stopLeftovers(request: LaunchRequest, say: (step: string, detail: string) => void): Promise<void> {
-  const places = new Map<string, { nodeName: string; node: NodeAccess; runDir: string }>();
-  for (const target of [...request.stages, request.coordinator]) places.set(`${target.nodeName}\0${target.runDir}`, target);
-  await Promise.all(
-    [...places.values()].map(async ({ nodeName, node, runDir }) => {
-      for (const left of await listenersFrom(node, runDir)) {
-        const stopped = await stopLeftover(node, left, request.deadlines.stopGraceMs);
-        say(
-          "leftover-stopped",
-          `pid ${left.pid} on ${nodeName} (${clipCommand(left.command)}), started from ${runDir} by an earlier launch, still listened: ${stopped ? "stopped" : "it outlived SIGKILL"}`,
-        );
-      }
-    }),
-  );
-}
-
-/**
- * Stop a process this cluster's earlier launch left (found by its run directory): SIGTERM, then
- * SIGKILL after `graceMs`; true once it is gone. Only the process of the start time listed with it
- * is signalled: a pid that ended and was reused meanwhile is left alone.
- */
-async function stopLeftover(node: NodeAccess, holder: PortListener, graceMs: number): Promise<boolean> {
-  const startTime = holder.startTime;
-  if (startTime === undefined) return false;
-  // Each question bounded as a teardown's are: a node that falls silent must not hold the launch.
-  const ask = { deadlineMs: defaultReachMs };
-  const goneWithin = async (ms: number): Promise<boolean> => {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      const now = await node.processStartTime(holder.pid, ask).catch((): string => startTime);
-      if (now !== startTime) return true;
-      if (Date.now() >= deadline) return false;
-      await delay(100);
-    }
-  };
-  if (!(await node.signal(holder.pid, "SIGTERM", startTime, ask).catch(() => false))) return goneWithin(0);
-  if (await goneWithin(graceMs)) return true;
-  await node.signal(holder.pid, "SIGKILL", startTime, ask).catch(() => false);
-  return goneWithin(2_000);
+  const byNode = new Map<string, { node: NodeAccess; runDirs: Set<string> }>();
+  for (const target of [...request.stages, request.coordinator]) {
+    const place = byNode.get(target.nodeName) ?? { node: target.node, runDirs: new Set<string>() };
+    place.runDirs.add(target.runDir);
+    byNode.set(target.nodeName, place);
+  }
+  await Promise.all([...byNode].map(([nodeName, { node, runDirs }]) => stopLeftoverListeners(node, nodeName, [...runDirs], request.deadlines.stopGraceMs, say)));
 }
 
 async function allocateTopology(request: LaunchRequest, context: LaunchContext, entry: LedgerEntry): Promise<EngineTopology> {

@@ -16,6 +16,7 @@ import type { NodeAccess } from "../nodes/index.js";
 import type { Registrar } from "../router/index.js";
 import { messageOf, ShardctlError } from "../errors/index.js";
 import type { Ledger, LedgerEntry, LedgerProcess } from "./ledger.js";
+import { stopLeftoverListeners } from "./leftover-listeners.js";
 
 import { defaultReachMs, processLabel, stopBoundMs, stopEngineProcess, type StopOptions, type StopOutcome } from "./processes.js";
 import type { TimelineEvent } from "./types.js";
@@ -126,6 +127,8 @@ async function stopOnNode(context: TeardownContext, nodeName: string, processes:
     // A node that did not answer is not asked again in this teardown: its token goes with its leftovers.
     if (outcomes.some((o) => o.outcome === undefined)) return;
     const runDirs = new Set(processes.map((p) => p.runDir));
+    // What the launch started that left the process group and the mark, and still listens.
+    await stopLeftoverListeners(node, nodeName, [...runDirs], stop.graceMs, (step, detail) => context.onEvent?.({ at: new Date().toISOString(), step, detail }));
     await Promise.all([...runDirs].map((dir) => removeToken(node, dir, stop.reachMs!)));
   })();
   await Promise.race([work, new Promise((resolve) => setTimeout(resolve, stopBoundMs(stop)).unref())]);

@@ -1,8 +1,8 @@
 /**
  * Who listens on a TCP port of a node: the pid, its command line and (Linux) its working directory,
  * from `ss -tlnp` (Linux) or `lsof` (macOS, elsewhere). "Stop what holds it" is no advice without
- * saying what that is; and a holder whose command or folder is a cluster's own run directory is what
- * an earlier launch of that cluster left behind (an engine that detached itself with a clean
+ * saying what that is; and a listener whose command line names a launch's own files (its cluster
+ * config) is what that launch started and left behind (an engine that detached itself with a clean
  * environment, beyond the mark supervision finds its strays by).
  */
 import { startTimeFunction } from "./shell-scripts.js";
@@ -21,7 +21,7 @@ exit 0`;
 
 export interface PortListener {
   pid: number;
-  /** Its kernel start time, read with the rest (listenersFrom only). */
+  /** Its kernel start time, read with the rest (listenersNaming only). */
   startTime?: string;
   /** Its command line, as `ps` shows it ("" when it ended meanwhile). */
   command: string;
@@ -41,36 +41,36 @@ export async function findPortListener(node: NodeAccess, port: number, options: 
 }
 
 /**
- * $1 = a directory. Every process listening on TCP whose working directory is $1 (Linux) or whose
- * command line names a path in it: pid, start time, cwd and command line, tab-separated, one per
- * line (the start time read with the rest: a pid that ends and is reused before it is signalled
- * is not mistaken for it).
+ * $@ = paths. Every process listening on TCP whose command line names one of them: pid, start time
+ * and command line, tab-separated, one per line (the start time read with the rest: a pid that ends
+ * and is reused before it is signalled is not mistaken for it).
  */
-const listenersFromScript = `${startTimeFunction}
-dir=$1
+const listenersNamingScript = `${startTimeFunction}
 pids=
 if command -v ss >/dev/null 2>&1; then pids=$(ss -Htlnp 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u)
 elif command -v lsof >/dev/null 2>&1; then pids=$(lsof -nP -t -iTCP -sTCP:LISTEN 2>/dev/null | sort -u); fi
 for pid in $pids; do
   args=$(ps -ww -o args= -p "$pid" 2>/dev/null) || continue
-  cwd=$(readlink "/proc/$pid/cwd" 2>/dev/null)
-  if [ "$cwd" != "$dir" ]; then case $args in *"$dir/"*) ;; *) continue ;; esac; fi
+  hit=
+  for path; do case $args in *"$path"*) hit=1; break ;; esac; done
+  [ -n "$hit" ] || continue
   t=$(st "$pid")
   [ -n "$t" ] || continue
-  printf '%s\t%s\t%s\t%s\n' "$pid" "$t" "$cwd" "$args"
+  printf '%s\\t%s\\t%s\\n' "$pid" "$t" "$args"
 done
 exit 0`;
 
 /**
- * The processes listening on TCP at `node` that were started from `dir` (it is their working
- * directory, or their command line names a file in it); none when the node does not say in time.
+ * The processes listening on TCP at `node` whose command line names one of `paths` (a launch's
+ * files: a process handed them was started by that launch); none when the node does not say in time.
  */
-export async function listenersFrom(node: NodeAccess, dir: string, options: { deadlineMs?: number } = {}): Promise<PortListener[]> {
-  const result = await node.run(["sh", "-c", listenersFromScript, "sh", dir.replace(/\/+$/, "")], { deadlineMs: options.deadlineMs ?? 2_000 }).catch(() => undefined);
+export async function listenersNaming(node: NodeAccess, paths: readonly string[], options: { deadlineMs?: number } = {}): Promise<PortListener[]> {
+  if (paths.length === 0) return [];
+  const result = await node.run(["sh", "-c", listenersNamingScript, "sh", ...paths], { deadlineMs: options.deadlineMs ?? 2_000 }).catch(() => undefined);
   if (result === undefined || result.exitCode !== 0) return [];
   return result.stdout
     .split("\n")
-    .map((line) => /^(\d+)\t([^\t]+)\t([^\t]*)\t(.*)$/.exec(line))
+    .map((line) => /^(\d+)\t([^\t]+)\t(.*)$/.exec(line))
     .filter((match): match is RegExpExecArray => match !== null)
-    .map(([, pid, startTime, cwd, command]) => ({ pid: Number(pid), startTime: startTime!, command: command!.trim(), ...(cwd === "" ? {} : { cwd: cwd! }) }));
+    .map(([, pid, startTime, command]) => ({ pid: Number(pid), startTime: startTime!, command: command!.trim() }));
 }
