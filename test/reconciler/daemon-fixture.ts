@@ -178,8 +178,8 @@ export interface DefinitionOptions {
   binary?: string;
   /** `[model] id`. Default the world's model directory (an absolute path); a relative path resolves against the settings file's directory. */
   modelId?: string;
-  /** `[model] source`: "push" copies the model to each node's model_dir. Default "path" (used where it lies). */
-  modelSource?: "path" | "push";
+  /** `[model] source`: "push" copies the model to each node's model_dir, "hub" downloads `modelId` there from `[hub] endpoint`. Default "path" (used where it lies). */
+  modelSource?: "path" | "push" | "hub";
 }
 
 export function definitionText(world: DaemonWorld, o: DefinitionOptions): string {

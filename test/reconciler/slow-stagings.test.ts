@@ -9,7 +9,7 @@ import { readFile, writeFile } from "node:fs/promises";
 import { afterAll, expect, test } from "vitest";
 import { Ledger } from "../../src/launch/index.js";
 import { startHubServer, type HubServer } from "../support/hub-server.js";
-import { conditionOf, freePort, freePortRange, removeDefinition, waitForStatus, writeDefinition } from "./daemon-fixture.js";
+import { conditionOf, removeDefinition, waitForStatus } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
 const repos = ["test-org/m1", "test-org/m2", "test-org/m3", "test-org/m4"];
@@ -35,25 +35,7 @@ test("a served cluster deleted while four clusters download their models is torn
   await dw.waitServing("served", served, 90_000);
   hub!.pace(8_000);
   try {
-    for (const [i, repo] of repos.entries()) {
-      const definition = [
-        'nodes = ["l1", "l2"]',
-        "[model]",
-        `id = "${repo}"`,
-        'source = "hub"',
-        "context_length = 256",
-        "[engine]",
-        'kind = "reference"',
-        "[transport]",
-        `port_range = "${await freePortRange(["127.0.0.1"])}"`,
-        "[coordinator]",
-        `port = ${await freePort()}`,
-        "[router]",
-        "register = false",
-        "",
-      ].join("\n");
-      await writeDefinition(world, `slow-${i}`, definition);
-    }
+    for (const [i, repo] of repos.entries()) await dw.define(`slow-${i}`, { nodes: ["l1", "l2"], modelId: repo, modelSource: "hub" });
     for (const i of repos.keys()) {
       await waitForStatus(world, `slow-${i}`, (s) => conditionOf(s, "Ready")?.reason === "Staging" && s.staging.some((card) => card.bytesDone > 0), 60_000);
     }
