@@ -39,6 +39,10 @@ test("a served cluster deleted while four clusters download their models is torn
     for (const i of repos.keys()) {
       await waitForStatus(world, `slow-${i}`, (s) => conditionOf(s, "Ready")?.reason === "Staging" && s.staging.some((card) => card.bytesDone > 0), 60_000);
     }
+    // A fifth waits for one of the four staging places, and says so.
+    await dw.define("fifth", { nodes: ["l1", "l2"], modelId: repos[0], modelSource: "hub" });
+    const waiting = await waitForStatus(world, "fifth", (s) => conditionOf(s, "Ready")?.reason === "Staging", 30_000);
+    expect(conditionOf(waiting, "Ready")?.message).toBe("nothing serves this revision yet: waiting for a staging place (4 stagings run at once)");
     const removedAt = Date.now();
     expect(await removeDefinition(world, "served", 20_000)).toBe(true);
     expect(Date.now() - removedAt).toBeLessThan(20_000);
@@ -47,6 +51,7 @@ test("a served cluster deleted while four clusters download their models is torn
     for (const i of repos.keys()) expect(conditionOf(await waitForStatus(world, `slow-${i}`, () => true), "Ready")?.reason).toBe("Staging");
     // Removed while they download: each is called off (its transfer cut) within seconds.
     for (const i of repos.keys()) expect(await removeDefinition(world, `slow-${i}`, 30_000)).toBe(true);
+    expect(await removeDefinition(world, "fifth", 30_000)).toBe(true);
   } finally {
     hub!.pace(undefined);
   }

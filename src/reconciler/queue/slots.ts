@@ -26,6 +26,16 @@ export class Slots {
     return this.waiting.length;
   }
 
+  /** Whether work given now would wait for a slot. */
+  get full(): boolean {
+    return this.used >= this.size;
+  }
+
+  /** Slots in all. */
+  get capacity(): number {
+    return this.size;
+  }
+
   private take(signal: AbortSignal | undefined): Promise<boolean> {
     if (signal?.aborted === true) return Promise.resolve(false);
     if (this.used < this.size) {

@@ -50,8 +50,18 @@ export const stage: Step = {
     // queue back, so other clusters' passes (a delete, a relaunch) go on, and takes one of the
     // stagings' own places instead.
     pass.stepAside?.();
+    const slots = pass.world.stagingSlots;
+    const waits = slots.full;
+    if (waits) {
+      // Said while it waits: a staging that has not begun is not one that is slow.
+      setConditions(memory, revision, { Ready: notServingYet(memory, "Staging", `waiting for a staging place (${slots.capacity} stagings run at once)`) });
+      await pass.world.writeStatus(pass.name, memory, { action: "stage", result: "waiting", health: "Progressing" }, settings);
+    }
     try {
-      const slot = await pass.world.stagingSlots.run(stageNow, pass.callOff);
+      const slot = await slots.run(() => {
+        if (waits) setConditions(memory, revision, { Ready: notServingYet(memory, "Staging") });
+        return stageNow();
+      }, pass.callOff);
       if (!slot.ran) return calledOff(memory, revision, "stage", pass.callOff!);
       const staged = slot.value;
       const failure = stagingFailureOf(staged);
