@@ -364,7 +364,14 @@ async function writeLaunchFiles(request: LaunchRequest, topology: EngineTopology
     // The last launch's logs go first (their tails are in its evidence already): an engine that
     // filled its disk with its log would otherwise leave no room for the files of the next launch.
     await Promise.all(
-      targets.map((target) => target.node.remove(join(target.runDir, `${"index" in target ? processLabel("stage", target.index) : processLabel("coordinator")}.log`))),
+      targets.map((target) =>
+        target.node.remove(
+          ("index" in target
+            ? plannedProcess("stage", target.index, target.nodeName, target.runDir)
+            : plannedProcess("coordinator", undefined, target.nodeName, target.runDir)
+          ).logFile,
+        ),
+      ),
     );
     for (const target of targets) {
       writing = target;

@@ -6,10 +6,9 @@
  * config in the run directory, which belongs to this cluster alone). A teardown stops such listeners
  * after the processes it recorded, and a launch before it starts, each said in the timeline.
  */
-import { setTimeout as delay } from "node:timers/promises";
 import { showText } from "../errors/index.js";
 import { listenersNaming, type NodeAccess, type PortListener } from "../nodes/index.js";
-import { defaultReachMs } from "./processes.js";
+import { defaultReachMs, waitGone } from "./processes.js";
 
 /** The files a launch writes in a run directory that an engine is handed on its command line (every driver's cluster config). */
 const launchFileNames = ["cluster.toml", "hostfile.json"];
@@ -41,23 +40,20 @@ export function clipCommand(command: string): string {
 /**
  * SIGTERM, then SIGKILL after `graceMs`; true once it is gone. Only the process of the start time
  * listed with it is signalled: a pid that ended and was reused meanwhile is left alone. Each
- * question is bounded as a teardown's are: a node that falls silent must not hold the caller.
+ * question is bounded as a teardown's are, and a node that stops answering is no failure of the
+ * caller: the listener is then said not stopped.
  */
 async function stopListener(node: NodeAccess, listener: PortListener, graceMs: number): Promise<boolean> {
   const startTime = listener.startTime;
   if (startTime === undefined) return false;
+  const process = { pid: listener.pid, startTime };
   const ask = { deadlineMs: defaultReachMs };
-  const goneWithin = async (ms: number): Promise<boolean> => {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      const now = await node.processStartTime(listener.pid, ask).catch((): string => startTime);
-      if (now !== startTime) return true;
-      if (Date.now() >= deadline) return false;
-      await delay(100);
-    }
-  };
-  if (!(await node.signal(listener.pid, "SIGTERM", startTime, ask).catch(() => false))) return goneWithin(0);
-  if (await goneWithin(graceMs)) return true;
-  await node.signal(listener.pid, "SIGKILL", startTime, ask).catch(() => false);
-  return goneWithin(2_000);
+  try {
+    if (!(await node.signal(listener.pid, "SIGTERM", startTime, ask))) return await waitGone(node, process, 0, ask);
+    if (await waitGone(node, process, graceMs, ask)) return true;
+    await node.signal(listener.pid, "SIGKILL", startTime, ask);
+    return await waitGone(node, process, 2_000, ask);
+  } catch {
+    return false;
+  }
 }

@@ -67,7 +67,7 @@ export async function findUnrecordedProcess(node: NodeAccess, planned: LedgerPro
 }
 
 /** True while the recorded process (same pid and start time) still runs. */
-export async function isProcessAlive(node: NodeAccess, process: LedgerProcess, ask?: { deadlineMs: number }): Promise<boolean> {
+export async function isProcessAlive(node: NodeAccess, process: Pick<LedgerProcess, "pid" | "startTime">, ask?: { deadlineMs: number }): Promise<boolean> {
   if (process.pid === 0) return false;
   return (await node.processStartTime(process.pid, ask)) === process.startTime;
 }
@@ -269,7 +269,8 @@ export function stopBoundMs(options: StopOptions): number {
   return 2 * options.graceMs + killWaitMs + 10 * reach;
 }
 
-async function waitGone(node: NodeAccess, process: LedgerProcess, deadlineMs: number, ask: { deadlineMs: number }): Promise<boolean> {
+/** True once the process (its pid at its start time) is gone, within `deadlineMs`; each question bounded by `ask`. */
+export async function waitGone(node: NodeAccess, process: Pick<LedgerProcess, "pid" | "startTime">, deadlineMs: number, ask: { deadlineMs: number }): Promise<boolean> {
   const deadline = Date.now() + deadlineMs;
   while (Date.now() < deadline) {
     if (!(await isProcessAlive(node, process, ask))) return true;
