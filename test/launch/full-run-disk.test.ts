@@ -11,8 +11,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { LaunchError, launchCluster, teardownCluster } from "../../src/launch/index.js";
-import { makeContext, makeRequest, startLifecycleWorld, type LifecycleWorld } from "./lifecycle-fixture.js";
+import { launchCluster } from "../../src/launch/index.js";
+import { launchFailure, makeContext, makeRequest, startLifecycleWorld, tearDownLeft, type LifecycleWorld } from "./lifecycle-fixture.js";
 
 const run = promisify(execFile);
 let world: LifecycleWorld;
@@ -45,8 +45,7 @@ it("the last launch's log that filled the disk is removed before the next launch
     await launchCluster(request, context);
     expect(context.events.map((e) => e.step)).toContain("ready");
   } finally {
-    const entry = await world.ledger.read("log-filled");
-    if (entry !== undefined) await teardownCluster(entry, { ledger: world.ledger, registrar: world.registrar, nodeFor: world.nodeFor, graceMs: 2_000 });
+    await tearDownLeft(world, "log-filled");
   }
 }, 90_000);
 
@@ -56,11 +55,7 @@ it("a disk something else filled: LaunchFilesFailed says it is full, with what i
   await fill(join(small, "somebody-else.bin"));
   const request = await makeRequest(world, { cluster: "disk-full", register: false });
   request.stages[0]!.runDir = small;
-  const error = (await launchCluster(request, makeContext(world)).then(
-    () => undefined,
-    (e: unknown) => e,
-  )) as LaunchError;
-  expect(error).toBeInstanceOf(LaunchError);
+  const error = await launchFailure(world, request);
   expect(error.reason).toBe("LaunchFilesFailed");
   expect(error.message).toMatch(
     new RegExp(

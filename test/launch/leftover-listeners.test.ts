@@ -9,8 +9,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { LaunchError, launchCluster, teardownCluster, type TimelineEvent } from "../../src/launch/index.js";
-import { freePort, makeContext, makeRequest, startLifecycleWorld, type LifecycleWorld } from "./lifecycle-fixture.js";
+import { launchCluster, teardownCluster, type TimelineEvent } from "../../src/launch/index.js";
+import { freePort, launchFailure, makeContext, makeRequest, startLifecycleWorld, tearDownLeft, type LifecycleWorld } from "./lifecycle-fixture.js";
 
 let world: LifecycleWorld;
 const holders: ChildProcess[] = [];
@@ -70,19 +70,14 @@ it("a launch stops listeners an earlier one left (their command names its cluste
     await exitOf(orphan);
     expect(running(fileServer)).toBe(true);
   } finally {
-    const entry = await world.ledger.read("left-behind");
-    if (entry !== undefined) await teardownCluster(entry, { ledger: world.ledger, registrar: world.registrar, nodeFor: world.nodeFor, graceMs: 2_000 });
+    await tearDownLeft(world, "left-behind");
   }
 }, 90_000);
 
 it("a holder from anywhere else is named in PortInUse and left running", async () => {
   const request = await makeRequest(world, { cluster: "someone-else", register: false });
   const holder = await listen(request.coordinator.bindHost, request.coordinator.httpPort, world.root);
-  const error = (await launchCluster(request, makeContext(world)).then(
-    () => undefined,
-    (e: unknown) => e,
-  )) as LaunchError;
-  expect(error).toBeInstanceOf(LaunchError);
+  const error = await launchFailure(world, request);
   expect(error.reason).toBe("PortInUse");
   expect(error.message).toMatch(
     new RegExp(

@@ -11,7 +11,7 @@ import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LaunchError, launchCluster, teardownCluster, type LaunchRequest } from "../../src/launch/index.js";
 import { createRegistrar, type Registrar } from "../../src/router/index.js";
-import { enginePidOf, makeContext, makeRequest, processesMentioning, startLifecycleWorld, type LifecycleWorld } from "./lifecycle-fixture.js";
+import { enginePidOf, makeContext, makeRequest, processesMentioning, startLifecycleWorld, tearDownLeft, type LifecycleWorld } from "./lifecycle-fixture.js";
 
 let world: LifecycleWorld;
 
@@ -263,8 +263,7 @@ describe("a launch failure at each step leaves nothing running and names the ste
       await launchCluster(request, context);
       expect(context.events.map((e) => e.step)).toContain("readiness-probe-passed");
     } finally {
-      const entry = await world.ledger.read("warming");
-      if (entry !== undefined) await teardownCluster(entry, { ledger: world.ledger, registrar: world.registrar, nodeFor: world.nodeFor, graceMs: 2_000 });
+      await tearDownLeft(world, "warming");
     }
     // Asked until its deadline: one that never stops answering 503 is named by what it last answered.
     const failure = await expectCleanFailure(
@@ -305,10 +304,7 @@ describe("ports and teardown safety", () => {
         expect(health.status).toBe(200);
       }
     } finally {
-      for (const cluster of ["left", "right"]) {
-        const entry = await world.ledger.read(cluster);
-        if (entry !== undefined) await teardownCluster(entry, { ledger: world.ledger, registrar: world.registrar, nodeFor: world.nodeFor, graceMs: 2_000 });
-      }
+      for (const cluster of ["left", "right"]) await tearDownLeft(world, cluster);
     }
     expect(await processesMentioning(world, join(world.root, "run", "left"))).toEqual([]);
     expect(await processesMentioning(world, join(world.root, "run", "right"))).toEqual([]);

@@ -17,6 +17,9 @@ import {
   createDriver,
   defaultDeadlines,
   Ledger,
+  LaunchError,
+  launchCluster,
+  teardownCluster,
   type LaunchContext,
   type LaunchDeadlines,
   type LaunchRequest,
@@ -197,6 +200,22 @@ export function makeContext(world: LifecycleWorld, registrar: Registrar = world.
       ),
     onEvent: (event) => events.push(event),
   };
+}
+
+/** Launch `request`, which must fail: its LaunchError (anything else fails the test). */
+export async function launchFailure(world: LifecycleWorld, request: LaunchRequest, context: LaunchContext = makeContext(world)): Promise<LaunchError> {
+  const error = await launchCluster(request, context).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (!(error instanceof LaunchError)) throw new Error(`the launch of ${request.cluster} was expected to fail with a LaunchError; it gave ${String(error)}`);
+  return error;
+}
+
+/** Tear down what a launch of `cluster` left in the world's ledger, if anything (a test's clean-up). */
+export async function tearDownLeft(world: LifecycleWorld, cluster: string): Promise<void> {
+  const entry = await world.ledger.read(cluster);
+  if (entry !== undefined) await teardownCluster(entry, { ledger: world.ledger, registrar: world.registrar, nodeFor: world.nodeFor, graceMs: 2_000 });
 }
 
 /** Processes on every node whose command line mentions `needle` (the world's root: every launch's run dir). */
