@@ -3,9 +3,11 @@
  * `df -Pk` reports it to the node's user; undefined when it cannot be told. A write that failed
  * says whether the disk was full, which SFTP's bare "Failure" does not.
  */
+import { freeKiBFunction } from "./shell-scripts.js";
 import type { NodeAccess } from "./types.js";
 
-const script = `d=$1; while [ ! -e "$d" ]; do d=$(dirname "$d"); done; df -Pk "$d" | awk 'NR==2{print $4}'`;
+const script = `${freeKiBFunction}
+free_kib "$1"`;
 
 export async function freeKiB(node: NodeAccess, dir: string): Promise<number | undefined> {
   const result = await node.run(["sh", "-c", script, "sh", dir]).catch(() => undefined);

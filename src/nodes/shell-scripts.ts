@@ -107,11 +107,22 @@ fi`;
 export const sha256Script = `if command -v sha256sum >/dev/null 2>&1; then exec sha256sum -- "$1"; else exec shasum -a 256 -- "$1"; fi`;
 
 /**
+ * `free_kib <dir>`: the KiB free, as `df -Pk` tells the node's user, where `dir` is or would be (its
+ * nearest existing ancestor); nothing when df cannot say.
+ */
+export const freeKiBFunction = `free_kib() {
+  d=$1
+  while [ ! -e "$d" ]; do d=$(dirname "$d"); done
+  df -Pk "$d" | awk 'NR==2{print $4}'
+}`;
+
+/**
  * $1 = model dir, $2 = engine binary (may be empty). key=value lines: os, arch, memory (Linux
  * /proc/meminfo in kB; macOS sysctl hw.memsize and vm_stat pages), cuda, free disk at the nearest
  * existing ancestor of the model dir (kB), engine version (first line of --version).
  */
-export const probeScript = `echo "os=$(uname -s)"
+export const probeScript = `${freeKiBFunction}
+echo "os=$(uname -s)"
 echo "arch=$(uname -m)"
 if [ -r /proc/meminfo ]; then
   awk '/^MemTotal:/{print "memTotalKb=" $2} /^MemAvailable:/{print "memAvailKb=" $2}' /proc/meminfo
@@ -120,9 +131,8 @@ else
   vm_stat 2>/dev/null | awk '/page size of/{ps=$8} /Pages free/{f=$3} /Pages inactive/{i=$3} /Pages speculative/{s=$3} END{if (ps) printf "memAvailBytes=%.0f\\n", (f+i+s)*ps}'
 fi
 if command -v nvidia-smi >/dev/null 2>&1; then echo cuda=1; fi
-d=$1
-while [ ! -e "$d" ]; do d=$(dirname "$d"); done
-df -Pk "$d" | awk 'NR==2{print "diskFreeKb=" $4}'
+k=$(free_kib "$1")
+[ -z "$k" ] || echo "diskFreeKb=$k"
 if [ -n "$2" ]; then
   if v=$("$2" --version 2>&1); then echo "engine=$(printf '%s\\n' "$v" | head -n 1)"
   else command -v "$2" >/dev/null 2>&1 || echo "engineMissing=1"; echo "engineError=$(printf '%s\\n' "$v" | head -n 1)"; fi
