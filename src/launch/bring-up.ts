@@ -27,6 +27,7 @@ import { waitUntil } from "./wait-until.js";
 import { boundSockets, findPortListener, freeKiB, socketCovers, listeningPorts, within, type NodeAccess, type PortAnswer } from "../nodes/index.js";
 import { isShardctlError, messageOf, ShardctlError } from "../errors/index.js";
 import { clipCommand, stopLeftoverListeners } from "./leftover-listeners.js";
+import { claimRunFolders, type RunFolder } from "./run-claim.js";
 
 export async function launchCluster(request: LaunchRequest, context: LaunchContext): Promise<LaunchResult> {
   const timeline: TimelineEvent[] = [];
@@ -56,6 +57,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
   const goOn = (): void => signal?.throwIfAborted();
 
   try {
+    if (request.claimant !== undefined) await claimRunFolders(runFoldersOf(request), request.claimant, event);
     await stopLeftovers(request, event);
     goOn();
     // Allocate transport ports and the coordinator's control port, and record them before another
@@ -169,6 +171,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
         registrar: context.registrar,
         nodeFor: (name) => nodes.get(name)!,
         graceMs: request.deadlines.stopGraceMs,
+        ...(request.claimant === undefined ? {} : { claimant: request.claimant }),
         onEvent: (e) => {
           timeline.push(e);
           context.onEvent?.(e);
@@ -263,13 +266,27 @@ function nodesOf(request: LaunchRequest): Map<string, NodeAccess> {
  * stopped before this launch chooses ports: it would hold them and answer in place of this one.
  */
 async function stopLeftovers(request: LaunchRequest, say: (step: string, detail: string) => void): Promise<void> {
-  const byNode = new Map<string, { node: NodeAccess; runDirs: Set<string> }>();
-  for (const target of [...request.stages, request.coordinator]) {
-    const place = byNode.get(target.nodeName) ?? { node: target.node, runDirs: new Set<string>() };
-    place.runDirs.add(target.runDir);
-    byNode.set(target.nodeName, place);
-  }
-  await Promise.all([...byNode].map(([nodeName, { node, runDirs }]) => stopLeftoverListeners(node, nodeName, [...runDirs], request.deadlines.stopGraceMs, say)));
+  const byNode = new Map<string, RunFolder[]>();
+  for (const folder of runFoldersOf(request)) byNode.set(folder.nodeName, [...(byNode.get(folder.nodeName) ?? []), folder]);
+  await Promise.all(
+    [...byNode].map(([nodeName, folders]) =>
+      stopLeftoverListeners(
+        folders[0]!.node,
+        nodeName,
+        folders.map((f) => f.runDir),
+        request.deadlines.stopGraceMs,
+        say,
+      ),
+    ),
+  );
+}
+
+/** The launch's run folders, each once. */
+function runFoldersOf(request: LaunchRequest): RunFolder[] {
+  const folders = new Map<string, RunFolder>();
+  for (const target of [...request.stages, request.coordinator])
+    folders.set(`${target.nodeName}\0${target.runDir}`, { node: target.node, nodeName: target.nodeName, runDir: target.runDir });
+  return [...folders.values()];
 }
 
 async function allocateTopology(request: LaunchRequest, context: LaunchContext, entry: LedgerEntry): Promise<EngineTopology> {

@@ -17,6 +17,7 @@ import type { Registrar } from "../router/index.js";
 import { messageOf, ShardctlError } from "../errors/index.js";
 import type { Ledger, LedgerEntry, LedgerProcess } from "./ledger.js";
 import { stopLeftoverListeners } from "./leftover-listeners.js";
+import { claimedElsewhere, type RunClaim } from "./run-claim.js";
 
 import { defaultReachMs, processLabel, stopBoundMs, stopEngineProcess, type StopOptions, type StopOutcome } from "./processes.js";
 import type { TimelineEvent } from "./types.js";
@@ -32,6 +33,11 @@ export interface TeardownContext {
   reachMs?: number;
   /** Processes already seen exiting, as `node:pid`: their start time is not asked again. */
   seenGone?: ReadonlySet<string>;
+  /**
+   * The daemon tearing down: what its launches left out of reach is looked for only in run folders
+   * no other daemon claimed (see run-claim.ts). Undefined: in every run folder of the processes.
+   */
+  claimant?: RunClaim;
   onEvent?: (event: TimelineEvent) => void;
 }
 
@@ -127,8 +133,13 @@ async function stopOnNode(context: TeardownContext, nodeName: string, processes:
     // A node that did not answer is not asked again in this teardown: its token goes with its leftovers.
     if (outcomes.some((o) => o.outcome === undefined)) return;
     const runDirs = new Set(processes.map((p) => p.runDir));
-    // What the launch started that left the process group and the mark, and still listens.
-    await stopLeftoverListeners(node, nodeName, [...runDirs], stop.graceMs, (step, detail) => context.onEvent?.({ at: new Date().toISOString(), step, detail }));
+    // What the launch started that left the process group and the mark, and still listens; in a
+    // folder another daemon has claimed since, what listens is that daemon's.
+    const ours = await Promise.all(
+      [...runDirs].map(async (dir) => (context.claimant !== undefined && (await claimedElsewhere(node, dir, context.claimant)) !== undefined ? undefined : dir)),
+    );
+    const sweep = ours.filter((dir): dir is string => dir !== undefined);
+    await stopLeftoverListeners(node, nodeName, sweep, stop.graceMs, (step, detail) => context.onEvent?.({ at: new Date().toISOString(), step, detail }));
     await Promise.all([...runDirs].map((dir) => removeToken(node, dir, stop.reachMs!)));
   })();
   await Promise.race([work, new Promise((resolve) => setTimeout(resolve, stopBoundMs(stop)).unref())]);

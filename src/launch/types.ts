@@ -3,6 +3,7 @@ import type { Registrar } from "../router/index.js";
 import type { EngineDriver, TransportBackend } from "../engines/index.js";
 import type { Ledger } from "./ledger.js";
 import type { PortHolder, PortRange } from "./ports.js";
+import type { RunClaim } from "./run-claim.js";
 
 /** One stage of a launch: where it runs and what it holds. */
 export interface StageTarget {
@@ -64,6 +65,8 @@ export interface LaunchRequest {
   identity?: string;
   /** Recorded in the ledger: see LedgerEntry.owner. */
   owner?: string;
+  /** The daemon that launches, claiming the run folders (see run-claim.ts); undefined claims none. */
+  claimant?: RunClaim;
   driver: EngineDriver;
   transport: TransportBackend;
   portRange: PortRange;

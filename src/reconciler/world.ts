@@ -3,11 +3,12 @@
  * registrar, the definitions directory this daemon owns, the log, and the status writer. One per
  * daemon; the registrar is rebuilt only when the router settings change.
  */
+import { hostname } from "node:os";
 import { join } from "node:path";
 import type { Logger } from "pino";
 import { nodeConfigNamed, nodesOfCluster, type ClusterNodes } from "../cluster/index.js";
 import { ShardctlError, messageOf } from "../errors/index.js";
-import { Ledger, type LaunchDeadlines, type LedgerEntry, type TeardownContext } from "../launch/index.js";
+import { Ledger, type LaunchDeadlines, type LedgerEntry, type RunClaim, type TeardownContext } from "../launch/index.js";
 import type { NodeAccess, NodePool } from "../nodes/index.js";
 import { createRegistrar, reloadingAfterEdits, type Registrar } from "../router/index.js";
 import type { ClusterSpec, Settings } from "../spec/index.js";
@@ -78,6 +79,11 @@ export class ReconcilerWorld {
     return isOwnedBy(entry, this.options.dir);
   }
 
+  /** This daemon as its launches claim run folders on the nodes: the host and state directory tell it apart from another. */
+  claimant(settings: Settings): RunClaim {
+    return { host: hostname(), stateDir: settings.daemon.stateDir, definitions: this.options.dir };
+  }
+
   async ownEntries(settings: Settings): Promise<LedgerEntry[]> {
     return (await new Ledger(settings.daemon.stateDir).list()).filter((e) => this.owns(e));
   }
@@ -111,6 +117,7 @@ export class ReconcilerWorld {
       registrar: this.registrarFor(settings),
       nodeFor: (n: string) => this.nodeFor(n, settings),
       graceMs: this.options.launchDeadlines?.stopGraceMs ?? 5_000,
+      claimant: this.claimant(settings),
       onEvent: (event) => recordEvent(memory, event),
     };
   }

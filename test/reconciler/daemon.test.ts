@@ -291,7 +291,7 @@ describe("daemon", () => {
     await expect(readFile(kept, "utf8")).rejects.toThrow(/ENOENT/);
     expect(await enginePidsOf("beta")).toEqual([]);
     expect(await ledger.read("beta")).toBeUndefined();
-    expect(await processesOf(world, ["/run/beta/"])).toEqual([]);
+    expect((await processesOf(world)).filter((line) => line.includes("/run/beta/"))).toEqual([]);
   });
 
   test("suspend → Suspended, no action (nothing launched)", async () => {

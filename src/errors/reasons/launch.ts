@@ -18,6 +18,11 @@ export type LaunchStepReason =
   | "StageListenTimeout"
   /** The coordinator's HTTP port is already taken on its node (transient). */
   | "PortInUse"
+  /**
+   * A run folder the launch needs on a node belongs to another shardctl daemon (another state
+   * directory) whose cluster of the same name runs from it (transient: retried with back-off).
+   */
+  | "RunFolderClaimed"
   /** Every port of `[transport] port_range` is held on a node (transient). */
   | "PortRangeExhausted"
   /**

@@ -16,8 +16,8 @@ import { keepComingBack } from "../coming-back.js";
 import type { Step } from "../run-step.js";
 import { calledOff, clearRuntime, notServingYet, recordEvent, setConditions } from "../verdicts.js";
 
-/** Launch failures caused by the cluster's surroundings (the network, a port held by another program), not by it. */
-const givenBack = new Set(["StageLinkUnreachable", "NodeUnreachable", "PortInUse"]);
+/** Launch failures caused by the cluster's surroundings (the network, a port held by another program, a run folder another daemon uses), not by it. */
+const givenBack = new Set(["StageLinkUnreachable", "NodeUnreachable", "PortInUse", "RunFolderClaimed"]);
 
 /** A node that refused the launch files (a folder made read-only, a full or read-only disk): the node's fault, not the cluster's. */
 function isNodeWriteFailure(error: LaunchError): boolean {
@@ -51,6 +51,7 @@ export const launch: Step = {
       ...(await buildLaunchRequest(spec, settings, revision, planned.plan, world.nodesOf(spec, settings), staged.modelPaths, world.options.launchDeadlines)),
       identity: planned.identity,
       owner: world.dir,
+      claimant: world.claimant(settings),
     };
     const others = (await ledger.list()).filter((e) => e.cluster !== name);
     // A router backend is one entry, found by its name: registering this cluster under a name a
