@@ -10,7 +10,7 @@
  */
 import { posix } from "node:path";
 import { showText } from "../errors/index.js";
-import type { NodeAccess } from "../nodes/index.js";
+import { within, type NodeAccess } from "../nodes/index.js";
 import { LaunchError } from "./launch-error.js";
 import { defaultReachMs } from "./processes.js";
 
@@ -40,11 +40,12 @@ export function isSameDaemon(a: RunClaim, b: RunClaim): boolean {
 
 /**
  * The claim another daemon holds on `runDir`, or undefined when the folder is unclaimed, claimed by
- * `me`, unreadable or the node does not answer in time (a folder launched by a version that did not
- * claim folders is this daemon's to keep as it always was).
+ * `me`, unreadable, or the node does not answer within `defaultReachMs` (a silent node fails the
+ * step that needs it; a folder launched by a version that did not claim folders is this daemon's
+ * as it always was).
  */
 export async function claimedElsewhere(node: NodeAccess, runDir: string, me: RunClaim): Promise<RunClaim | undefined> {
-  const claim = await readClaim(node, runDir);
+  const claim = await within(defaultReachMs, readClaim(node, runDir), undefined);
   return claim === undefined || isSameDaemon(claim, me) ? undefined : claim;
 }
 
@@ -75,7 +76,7 @@ export async function claimRunFolders(folders: readonly RunFolder[], me: RunClai
           `${runDir} on ${nodeName} was claimed by another daemon (host ${showText(other.host)}, state_dir ${showText(other.stateDir)}), but nothing runs from it: this daemon takes it`,
         );
       }
-      await writeClaim(node, runDir, me);
+      await within(defaultReachMs, writeClaim(node, runDir, me), undefined);
     }),
   );
 }
