@@ -84,3 +84,26 @@ it("kept bounded while supervised: looked at every interval until stopped, each 
   await new Promise((r) => setTimeout(r, 600));
   expect(said.length).toBe(after);
 });
+
+it("a flood brings the next look sooner: a log emptied at one look is looked at again within a quarter of the interval", async () => {
+  const node = new LocalNode({ name: "here", host: "local", modelDir: dir });
+  const log = await flood(node, "flooded");
+  const said: number[] = [];
+  // A 4 s interval: at a fixed one, a single look more could come in the 3.5 s watched below.
+  const keeper = keepLogsBounded(
+    { processes: [{ node: "here", logFile: log } as never] },
+    () => node,
+    { intervalMs: 4_000, limitBytes: 64 * 1024, keepBytes: 8 * 1024 },
+    () => said.push(Date.now()),
+  );
+  try {
+    const deadline = Date.now() + 15_000;
+    while (said.length < 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(said.length).toBe(1);
+    await new Promise((r) => setTimeout(r, 3_500));
+    // 1 s after the first (a quarter), then every 267 ms (a 15th) while the flood goes on.
+    expect(said.length).toBeGreaterThanOrEqual(3);
+  } finally {
+    await keeper.stop();
+  }
+});
