@@ -33,6 +33,17 @@ export interface RunFolder {
 
 const claimFileName = "claim.json";
 
+/**
+ * A claim this recent, ms (10 min), is not taken over even with nothing running from its folder: its
+ * daemon's launch may be between its claim and its first process (writing files, choosing ports).
+ */
+const claimFreshMs = 10 * 60_000;
+
+/** A claim as stored: the daemon, and when it claimed (its clock, ISO 8601). */
+interface StoredClaim extends RunClaim {
+  at?: string;
+}
+
 /** The same daemon: the same host and state directory (its definitions directory may have moved). */
 export function isSameDaemon(a: RunClaim, b: RunClaim): boolean {
   return a.host === b.host && a.stateDir === b.stateDir;
@@ -44,15 +55,15 @@ export function isSameDaemon(a: RunClaim, b: RunClaim): boolean {
  * step that needs it; a folder launched by a version that did not claim folders is this daemon's
  * as it always was).
  */
-export async function claimedElsewhere(node: NodeAccess, runDir: string, me: RunClaim): Promise<RunClaim | undefined> {
+export async function claimedElsewhere(node: NodeAccess, runDir: string, me: RunClaim): Promise<StoredClaim | undefined> {
   const claim = await within(defaultReachMs, readClaim(node, runDir), undefined);
   return claim === undefined || isSameDaemon(claim, me) ? undefined : claim;
 }
 
 /**
  * Claim each run folder for `me` before a launch touches it. One another daemon claimed is taken
- * over only when nothing runs from it (said with `say`); otherwise the launch fails with
- * RunFolderClaimed, naming that daemon and what to do.
+ * over only when nothing runs from it and its claim is not fresh (said with `say`); otherwise the
+ * launch fails with RunFolderClaimed, naming that daemon and what to do.
  */
 export async function claimRunFolders(folders: readonly RunFolder[], me: RunClaim, say: (step: string, detail: string) => void): Promise<void> {
   await Promise.all(
@@ -60,11 +71,15 @@ export async function claimRunFolders(folders: readonly RunFolder[], me: RunClai
       const other = await claimedElsewhere(node, runDir, me);
       if (other !== undefined) {
         const running = await processesRunningFrom(node, runDir);
-        if (running === undefined || running.length > 0) {
+        const claimedMs = other.at === undefined ? Number.NaN : Date.now() - Date.parse(other.at);
+        const fresh = claimedMs >= -claimFreshMs && claimedMs < claimFreshMs;
+        if (running === undefined || running.length > 0 || fresh) {
           const runs =
             running === undefined
               ? "whose cluster of the same name may run from it (the node did not list its processes in time)"
-              : `whose cluster of the same name runs from it (pids ${running.join(", ")})`;
+              : running.length > 0
+                ? `whose cluster of the same name runs from it (pids ${running.join(", ")})`
+                : `whose launch of a cluster of the same name claimed it ${Math.max(0, Math.round(claimedMs / 1000))} s ago and may be starting (a claim is taken over once nothing runs from it for ${claimFreshMs / 60_000} min)`;
           throw new LaunchError(
             "RunFolderClaimed",
             "claim-run-folder",
@@ -81,7 +96,7 @@ export async function claimRunFolders(folders: readonly RunFolder[], me: RunClai
   );
 }
 
-async function readClaim(node: NodeAccess, runDir: string): Promise<RunClaim | undefined> {
+async function readClaim(node: NodeAccess, runDir: string): Promise<StoredClaim | undefined> {
   let text: string;
   try {
     text = (await node.readFile(posix.join(runDir, claimFileName))).toString("utf8");
@@ -89,9 +104,14 @@ async function readClaim(node: NodeAccess, runDir: string): Promise<RunClaim | u
     return undefined;
   }
   try {
-    const parsed = JSON.parse(text) as Partial<RunClaim>;
+    const parsed = JSON.parse(text) as Partial<StoredClaim>;
     if (typeof parsed.host !== "string" || typeof parsed.stateDir !== "string") return undefined;
-    return { host: parsed.host, stateDir: parsed.stateDir, definitions: typeof parsed.definitions === "string" ? parsed.definitions : "" };
+    return {
+      host: parsed.host,
+      stateDir: parsed.stateDir,
+      definitions: typeof parsed.definitions === "string" ? parsed.definitions : "",
+      ...(typeof parsed.at === "string" ? { at: parsed.at } : {}),
+    };
   } catch {
     return undefined;
   }
@@ -100,7 +120,8 @@ async function readClaim(node: NodeAccess, runDir: string): Promise<RunClaim | u
 async function writeClaim(node: NodeAccess, runDir: string, me: RunClaim): Promise<void> {
   try {
     await node.mkdir(runDir);
-    await node.writeFile(posix.join(runDir, claimFileName), `${JSON.stringify(me)}\n`);
+    const claim: StoredClaim = { ...me, at: new Date().toISOString() };
+    await node.writeFile(posix.join(runDir, claimFileName), `${JSON.stringify(claim)}\n`);
   } catch {
     // The launch files, written next, fail with the node's own words where the folder is unwritable.
   }

@@ -3,9 +3,10 @@
  * nodes (the same model_dir): the cluster's run folder there is one path. The second daemon's
  * launch must not stop the first one's engines as leftovers of its own, nor write over its files:
  * it fails RunFolderClaimed, naming the other daemon, retried with back-off and not counted; once the
- * first cluster is removed, the second launches. Both daemons run in this process on two local nodes.
+ * first cluster is removed, the second launches; a claim whose engines are gone is taken over once it
+ * is not fresh. Both daemons run in this process on two local nodes.
  */
-import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { pino } from "pino";
 import { afterAll, expect, test } from "vitest";
@@ -87,18 +88,20 @@ test("a second daemon's cluster of the same name on the same nodes waits for the
   expect(JSON.parse(await readFile(join(runDir, "claim.json"), "utf8"))).toMatchObject({ stateDir: other.world.stateDir });
 }, 240_000);
 
-test("a folder whose claimant's engines are gone is taken over", async () => {
+test("a claim whose engines are gone is taken over once it is not fresh (a launch may be between its claim and its first process)", async () => {
   const { world } = dw;
-  // The second daemon's cluster of the first test serves from the folder; its claim stays there
-  // while the folder is given to a claim of a daemon that no longer runs anything.
   const runDir = join(world.root, "nodes", "l2", ".shardctl", "run", "gone");
   await mkdir(runDir, { recursive: true });
-  await writeFile(join(runDir, "claim.json"), JSON.stringify({ host: "elsewhere", stateDir: "/var/lib/old-shardctl", definitions: "/srv/old/clusters" }));
-  await rm(join(world.root, "nodes", "l1", ".shardctl", "run", "gone"), { recursive: true, force: true });
+  const claimed = (at: Date) => JSON.stringify({ host: "elsewhere", stateDir: "/var/lib/old-shardctl", definitions: "/srv/old/clusters", at: at.toISOString() });
+  await writeFile(join(runDir, "claim.json"), claimed(new Date()));
   const revision = await dw.define("gone", { nodes: ["l1", "l2"] });
-  const serving = await dw.waitServing("gone", revision, 60_000);
-  expect(serving.lastError).toBeUndefined();
+  const refused = await waitForStatus(world, "gone", (s) => s.lastError?.reason === "RunFolderClaimed", 60_000);
+  expect(refused.lastError?.message).toMatch(/claimed it \d+ s ago and may be starting/);
+  expect(refused.lastError?.message).toContain("/var/lib/old-shardctl");
+  // An hour old, and still nothing runs from it: the next try takes it.
+  await writeFile(join(runDir, "claim.json"), claimed(new Date(Date.now() - 3_600_000)));
+  const serving = await dw.waitServing("gone", revision, 90_000);
   expect(JSON.parse(await readFile(join(runDir, "claim.json"), "utf8"))).toMatchObject({ stateDir: world.stateDir });
   const said = serving.timeline.find((e) => e.step === "run-folder-taken-over");
   expect(said?.detail).toContain("/var/lib/old-shardctl");
-}, 120_000);
+}, 180_000);
