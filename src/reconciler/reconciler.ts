@@ -193,7 +193,11 @@ export class Reconciler {
       Reconciling: { status: "True", reason: "RetryRequested", message },
     });
     const settings = await this.parsed.loadSettings(this.options.settingsFile).catch(() => undefined);
-    await this.world.writeStatus(name, memory, { action: "none", result: "waiting", health: isServing(memory) ? "Healthy" : "Progressing" }, settings);
+    // The request lifts a stall and nothing else: a cluster Degraded (a node it cannot see) or
+    // Unhealthy stays so until the pass it asks for says otherwise.
+    const last = memory.status?.health;
+    const health = last !== undefined && last !== "Stalled" ? last : isServing(memory) ? "Healthy" : "Progressing";
+    await this.world.writeStatus(name, memory, { action: "none", result: "waiting", health }, settings);
   }
 
   /**

@@ -16,7 +16,7 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { chat, conditionOf, enginePidOf, enginesOf, isReadyAt, sleep } from "../reconciler/daemon-fixture.js";
+import { chat, conditionOf, enginePidOf, enginesOf, isReadyAt, runShardctl, sleep } from "../reconciler/daemon-fixture.js";
 import { useLabCluster } from "./support/lab-cluster.js";
 import { routerBackends, until as untilHeld } from "./support/world-checks.js";
 
@@ -99,6 +99,14 @@ describe("faults on namespaced hosts", () => {
     expect(condition?.status).toBe("Unknown");
     expect(condition?.message).toContain("node n3");
     expect(conditionOf(degraded, "Ready")?.status).toBe("True");
+    // The cards of what runs there say it cannot be known now, not the last look's "alive".
+    const cut = degraded.stages.filter((c) => c.node === "n3");
+    expect(cut.length).toBeGreaterThan(0);
+    expect(cut.map((c) => `${c.alive} ${c.liveness}`)).toEqual(cut.map(() => "false unknown"));
+    expect(degraded.stages.filter((c) => c.node !== "n3").every((c) => c.liveness === "alive")).toBe(true);
+    // `shardctl reconcile` lifts stalls, nothing else: the status it writes stays Degraded.
+    expect((await runShardctl(cluster.world, ["reconcile", name])).code).toBe(0);
+    expect((await cluster.status()).health).toBe("Degraded");
     // Still serving, for longer than any death would take to be judged.
     await sleep(4_000);
     const url = `http://127.0.0.1:${new URL(degraded.coordinator!.url).port}`;

@@ -49,12 +49,15 @@ export async function observeEntry(pass: Pass, entry: LedgerEntry) {
   const previousPlan = memory.status?.observedRevision === entry.revision ? memory.status.plan : undefined;
   const layers = (memory.planned?.plan ?? previousPlan)?.stages.map((s) => s.layers);
   const previous = memory.observation ?? inheritedObservation(memory.inheritedCards, entry);
+  const deathBefore = memory.deathRecordedFor;
   const observation = await observeCluster(entry, {
     nodeFor: (n) => pass.world.nodeFor(n, pass.settings),
     ...(layers === undefined ? {} : { layers }),
     ...(previous === undefined ? {} : { previous }),
   });
-  memory.observation = observation;
+  // A death the monitor recorded while this look was out (a slow node makes a look take seconds)
+  // cleared the cards: the look's, taken before it, would draw the dead processes alive again.
+  if (memory.deathRecordedFor === deathBefore) memory.observation = observation;
   delete memory.inheritedCards;
   await letTheMonitorSpeakFirst(pass, entry, observation);
   return observation;

@@ -134,13 +134,23 @@ export function showObservability(pass: Pass, entry: LedgerEntry, unobservable: 
 
 /**
  * The condition of what runs on unobservable nodes (StagesListening, or CoordinatorHealthy for a
- * node running only the coordinator) Unknown, naming them. Returns whether any node is unobservable.
+ * node running only the coordinator) Unknown, naming them, and their stage cards' liveness unknown.
+ * Returns whether any node is unobservable.
  */
 export function markUnobservable(memory: Pass["memory"], revision: string, unobservable: ReadonlyMap<string, ObservabilityEvent>): boolean {
   if (unobservable.size === 0) return false;
   const events = [...unobservable.values()];
   const message = `${events.map((e) => `node ${e.node} (${e.labels.join(", ")}) is unobservable over SSH: ${e.detail}`).join("; ")}; the pipeline still serves, reconnecting`;
   const stages = events.some((e) => e.labels.some((l) => l.startsWith("stage-")));
+  // The cards of what runs there say so too: alive was the last look's word, which no one can confirm now.
+  const silent = new Set(events.map((e) => e.node));
+  const observation = memory.observation;
+  if (observation !== undefined) {
+    memory.observation = {
+      ...observation,
+      stages: observation.stages.map((card) => (silent.has(card.node) && card.liveness !== "gone" ? { ...card, alive: false, liveness: "unknown" as const } : card)),
+    };
+  }
   setConditions(
     memory,
     revision,
