@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { createDriver, engineOf, type EngineTopology } from "../../src/engines/index.js";
-import { describeSplitDefect, mlxLmSplit, renderRingHostfile, ringStartOrder } from "../../src/engines/mlx-lm/index.js";
+import { describeSplitDefect, mlxLmSplit, renderRingHostfile, ringNeighbourUnreachableIn, ringStartOrder } from "../../src/engines/mlx-lm/index.js";
 import { filesForStage, planShards, type PlanNode } from "../../src/planner/index.js";
 import { formatIssue, parseCluster, parseSettings } from "../../src/spec/index.js";
 import { syntheticProfile } from "../planner/synthetic-profile.js";
@@ -283,5 +283,26 @@ describe("mlx-lm and the router", () => {
     expect(issuesOf(parseWith('kind = "continuum"\nconfig = "router.yaml"\nembedded = true\n'))).toEqual([]);
     expect(issuesOf(parseWith('kind = "none"\n'))).toEqual([]);
     expect(issuesOf(parseWith('kind = "continuum"\nconfig = "router.yaml"\n', "[router]\nregister = false\n"))).toEqual([]);
+  });
+});
+
+// Lines as MLX 0.32.4's ring backend prints them (MLX_RING_VERBOSE=1), from two real ranks on one machine.
+describe("a rank's ring log, read after a launch's wait ended", () => {
+  it("still connecting, refused: the neighbour is named with the errno in words and the attempts", () => {
+    const tail = ["[ring] Rank 1 connecting to 0", "[ring] Attempt 0 waiting 1000 ms (error: 111 )", "[ring] Attempt 1 waiting 2000 ms (error: 111 )"];
+    expect(ringNeighbourUnreachableIn(tail)).toEqual({ peer: "rank 0", address: "its address in the launch's hostfile", error: "connection refused, 2 attempts" });
+  });
+  it("still connecting with no answer (a blackholed link leaves the rank in connect())", () => {
+    expect(ringNeighbourUnreachableIn(["loading", "[ring] Rank 1 connecting to 0"])?.error).toBe("still connecting, with no answer, when the launch stopped waiting");
+  });
+  it("connected: any line after the connection (its own accepting, the server's) clears it", () => {
+    const rank1 = ["[ring] Rank 1 connecting to 0", "[ring] Attempt 0 waiting 1000 ms (error: 111 )", "[ring] Rank 1 accepting"];
+    expect(ringNeighbourUnreachableIn(rank1)).toBeUndefined();
+    expect(ringNeighbourUnreachableIn(["[ring] Rank 1 connecting to 0", "INFO:root:Prompt Cache: 10 sequences"])).toBeUndefined();
+    expect(ringNeighbourUnreachableIn([])).toBeUndefined();
+  });
+  it("rank 0 connects last and then loads in silence: its log never tells, whatever it ends with", () => {
+    expect(ringNeighbourUnreachableIn(["[ring] Rank 0 accepting", "[ring] Rank 0 connecting to 1"])).toBeUndefined();
+    expect(ringNeighbourUnreachableIn(["[ring] Rank 0 accepting", "[ring] Rank 0 connecting to 1", "[ring] Attempt 0 waiting 1000 ms (error: 111 )"])).toBeUndefined();
   });
 });

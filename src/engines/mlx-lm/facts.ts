@@ -1,4 +1,5 @@
 import type { EngineFacts } from "../types.js";
+import { ringNeighbourUnreachableIn } from "./ring-log.js";
 import { describeSplitDefect } from "./split-defect.js";
 import { mlxLmSplit, rankOfStage } from "./split-layers.js";
 
@@ -66,6 +67,9 @@ export const mlxLmFacts = {
   // Its pipelined load opens model.safetensors.index.json to find each rank's files.
   needsWeightIndex: true,
   modelFamilies: { families: mlxLmPipelineFamilies, name: "families mlx-lm 0.32.2 pipelines with its even split", only: true },
+  // A rank still connecting to its neighbour when a launch's wait ended: the ring never formed
+  // because the link between their nodes is down or blocked (rank 0's HTTP never binds then).
+  nextStageUnreachableIn: ringNeighbourUnreachableIn,
   // The ring backend has no authentication: trusted network segments only.
   authenticatesTransport: false,
   // The ring backend parses IPv4 "ip:port" only.

@@ -6,6 +6,7 @@ import { mlxLmFacts } from "./facts.js";
 export { mlxLmFacts, mlxLmPipelineFamilies } from "./facts.js";
 export { mlxLmSplit, rankOfStage } from "./split-layers.js";
 export { describeSplitDefect } from "./split-defect.js";
+export { ringNeighbourUnreachableIn } from "./ring-log.js";
 export { renderRingHostfile, ringStartOrder } from "./ring-hostfile.js";
 
 export const mlxLmEngine: Engine = { facts: mlxLmFacts, createDriver: createMlxLmDriver };
