@@ -94,7 +94,9 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
       res.writeHead(status, copyHeaders(answer.headers));
       // Send the head now: a streaming client should see headers before the first token.
       res.flushHeaders();
+      const ending = closeDelimitedStream(answer) ? new StreamEnding() : undefined;
       answer.on("data", (chunk: Buffer) => {
+        ending?.see(chunk);
         // Written at once (no coalescing); only a slow client makes us pause the backend.
         if (!res.write(chunk)) {
           answer.pause();
@@ -102,6 +104,14 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
         }
       });
       answer.on("end", () => {
+        if (ending !== undefined && !ending.finished()) {
+          // The backend's connection closed before its stream's last event: it died or was cut.
+          // Ended cleanly, the client would take what came for a whole (short) answer.
+          const error = new Error("the backend's event stream ended without its last event ([DONE]): the backend closed the connection mid-answer");
+          res.destroy(error);
+          settle({ kind: "failed", error });
+          return;
+        }
         res.end();
         settle({ kind: "done", status: answer.statusCode ?? 502 });
       });
@@ -121,6 +131,31 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
 
     upstream.end(body);
   });
+}
+
+/**
+ * An event stream (`text/event-stream`) whose body ends when the backend closes its connection (no
+ * Content-Length, not chunked: an HTTP/1.0 server such as mlx_lm.server's). Such a body ends the
+ * same way whether the answer is whole or the backend died mid-answer; only its last event, the
+ * OpenAI stream's `data: [DONE]`, tells them apart. (A chunked body cut short is an error already.)
+ */
+function closeDelimitedStream(answer: IncomingMessage): boolean {
+  const type = String(answer.headers["content-type"] ?? "").toLowerCase();
+  const chunked = /chunked/i.test(String(answer.headers["transfer-encoding"] ?? ""));
+  return type.startsWith("text/event-stream") && answer.headers["content-length"] === undefined && !chunked;
+}
+
+/** The last bytes of a stream, enough to tell whether it ended with its `data: [DONE]` event. */
+class StreamEnding {
+  private tail = "";
+
+  see(chunk: Buffer): void {
+    this.tail = (this.tail + chunk.toString("latin1")).slice(-64);
+  }
+
+  finished(): boolean {
+    return /data: ?\[DONE\]\s*$/.test(this.tail);
+  }
 }
 
 function copyHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {

@@ -1,0 +1,98 @@
+/**
+ * A streamed completion through the embedded router (`shardctl router`, from the build) from a
+ * backend that answers as an HTTP/1.0 server does (mlx_lm.server's: no Content-Length, not chunked,
+ * the body ends when the connection closes). Whole, it ends with `data: [DONE]` and the client's
+ * stream ends cleanly; cut short by the backend's death (its connection closed before that event),
+ * the client's stream must fail, not end as if the short answer were whole.
+ */
+import { createServer, type Server, type Socket } from "node:net";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { stringify } from "yaml";
+import { allocateHosts } from "../support/test-world.js";
+import { spawnRouter, type RouterProcess } from "./support/router-process.js";
+
+let dir: string;
+let backend: Server;
+let router: RouterProcess;
+const sockets = new Set<Socket>();
+
+const event = (text: string): string => `data: ${JSON.stringify({ object: "text_completion", choices: [{ index: 0, text, finish_reason: null }] })}\n\n`;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "shardctl-cut-streams-"));
+  const [backendHost, routerHost] = (await allocateHosts(2)) as [string, string];
+  // The model named in the request says how the answer ends: "whole" with [DONE], "cut" without.
+  backend = createServer((socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+    let received = "";
+    socket.on("data", (chunk: Buffer) => {
+      received += chunk.toString("latin1");
+      const headEnd = received.indexOf("\r\n\r\n");
+      const length = Number(/content-length: *(\d+)/i.exec(received)?.[1] ?? "0");
+      if (headEnd < 0 || received.length < headEnd + 4 + length) return;
+      const whole = received.slice(headEnd + 4).includes('"whole"');
+      socket.write("HTTP/1.0 200 OK\r\nServer: BaseHTTP/0.6 Python/3.11\r\nContent-type: text/event-stream\r\nCache-Control: no-cache\r\n\r\n");
+      socket.write(event("one"));
+      socket.write(event(" two"));
+      setTimeout(() => (whole ? socket.end("data: [DONE]\n\n") : socket.end()), 50);
+    });
+  });
+  await new Promise<void>((resolve) => backend.listen(0, backendHost, resolve));
+  const port = (backend.address() as { port: number }).port;
+  const config = join(dir, "router.yaml");
+  await writeFile(
+    config,
+    `server:\n  bind_address: "${routerHost}:0"\n${stringify({ backends: [{ name: "http10", url: `http://${backendHost}:${port}`, models: ["whole", "cut"] }] })}`,
+  );
+  router = await spawnRouter(config);
+});
+
+afterAll(async () => {
+  await router?.stop();
+  for (const socket of sockets) socket.destroy();
+  await new Promise((resolve) => backend?.close(resolve));
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** Read a streamed completion to its end: the text, or the error the stream failed with. */
+async function stream(model: string): Promise<{ text: string; error?: string }> {
+  const response = await fetch(`${router.url}/v1/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model, prompt: "hi", stream: true, max_tokens: 2 }),
+  });
+  expect(response.status).toBe(200);
+  const reader = response.body!.getReader();
+  let text = "";
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return { text };
+      text += Buffer.from(value).toString("utf8");
+    }
+  } catch (error) {
+    return { text, error: String(error) };
+  }
+}
+
+it("a whole answer (its last event [DONE]) ends cleanly", async () => {
+  const answer = await stream("whole");
+  expect(answer.error).toBeUndefined();
+  expect(answer.text).toContain(" two");
+  expect(answer.text.trimEnd().endsWith("data: [DONE]")).toBe(true);
+});
+
+it("an answer whose backend closed before [DONE] fails the client's stream, after the events that came", async () => {
+  const answer = await stream("cut");
+  expect(answer.text).toContain(" two");
+  expect(answer.error).toMatch(/terminated|closed|reset|aborted/i);
+  // The router says why it cut the stream (its log line may follow the client's error by a moment).
+  const deadline = Date.now() + 5_000;
+  const said = () => router.logs().some((line) => JSON.stringify(line).includes("without its last event"));
+  while (!said() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+  expect(said()).toBe(true);
+});
