@@ -26,6 +26,8 @@ export interface LaunchMember {
   address?: string;
   /** Seen stopped and not running again since. */
   stopped: boolean;
+  /** Its transport address was silent from the prober (the path may be cut), as its `…-silent` event says; until it listens. */
+  silent?: string;
 }
 
 export interface LaunchRead {
@@ -36,6 +38,8 @@ export interface LaunchRead {
   listening: number;
   /** Members seen stopped and not resumed, in the order they were seen. */
   stopped: readonly string[];
+  /** Stages whose transport address is silent and that do not listen yet, with what their event said. */
+  silent: ReadonlyArray<{ label: string; detail: string }>;
   /** The event that ended it when it failed or was called off. */
   ended?: TimelineEntry;
   /** What the coordinator's /health last answered while the launch waited, when that was neither "loading" nor ready (`answered 500: …`). */
@@ -49,7 +53,7 @@ export function readLaunch(timeline: readonly TimelineEntry[]): LaunchRead {
   const members = new Map<string, LaunchMember>();
   const stopped = new Set<string>();
   for (const { step, detail, at } of events) {
-    const match = /^(stage-\d+|coordinator)-(started|listening|paused|resumed)$/.exec(step);
+    const match = /^(stage-\d+|coordinator)-(started|listening|paused|resumed|silent)$/.exec(step);
     if (match === null) continue;
     const label = match[1]!;
     const member = members.get(label) ?? { listening: false, stopped: false };
@@ -60,7 +64,10 @@ export function readLaunch(timeline: readonly TimelineEntry[]): LaunchRead {
       if (pid !== undefined) member.pid = pid;
     } else if (match[2] === "listening") {
       member.listening = true;
+      delete member.silent;
       if (detail !== undefined) member.address = detail;
+    } else if (match[2] === "silent") {
+      if (!member.listening) member.silent = detail ?? "its transport address does not answer";
     } else if (match[2] === "paused") {
       member.stopped = true;
       stopped.add(label);
@@ -74,11 +81,13 @@ export function readLaunch(timeline: readonly TimelineEntry[]): LaunchRead {
   let answered: string | undefined;
   for (const e of events) if (e.step === "coordinator-answered") answered = e.detail;
   const listening = [...members].filter(([label, m]) => label.startsWith("stage-") && m.listening).length;
+  const silent = [...members].flatMap(([label, m]) => (m.silent === undefined ? [] : [{ label, detail: m.silent }]));
   return {
     steps: new Set(events.map((e) => e.step)),
     members,
     listening,
     stopped: [...stopped],
+    silent,
     ...(ended === undefined ? {} : { ended }),
     ...(answered === undefined ? {} : { answered }),
   };
@@ -93,8 +102,12 @@ export function launchUnderWay(timeline: readonly TimelineEntry[]): LaunchRead |
 
 /** "its processes are starting: 1 of 2 stages listen", "its coordinator answers /health; its first token is awaited", … */
 export function describeLaunchProgress(timeline: readonly TimelineEntry[], stages: number): string {
-  const { steps, listening, stopped, ended, answered } = readLaunch(timeline);
-  const hold = stopped.length === 0 ? "" : `; ${stopped.join(", ")} ${stopped.length === 1 ? "is" : "are"} stopped, which holds the launch (see its timeline)`;
+  const { steps, listening, stopped, silent, ended, answered } = readLaunch(timeline);
+  const holds = [
+    ...(stopped.length === 0 ? [] : [`${stopped.join(", ")} ${stopped.length === 1 ? "is" : "are"} stopped, which holds the launch (see its timeline)`]),
+    ...silent.map(({ label, detail }) => `${label} runs, but ${detail}`),
+  ];
+  const hold = holds.map((h) => `; ${h}`).join("");
   if (ended !== undefined) {
     const why = ended.detail === undefined ? "" : ` (${ended.detail.split("\n")[0]})`;
     return `its launch ${ended.step === "launch-failed" ? "failed" : "was called off"}${why}, and what it started is being torn down`;

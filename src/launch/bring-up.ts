@@ -96,7 +96,9 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
         const slot = topology.stages[i]!;
         const wait = { deadlineMs: request.deadlines.stageListenMs, signal };
         if (readiness.stageUp === "transport-listening") {
-          await waitListening(stage.node, stages[i]!, request.coordinator.node, slot.address, wait, stopped, portHeld);
+          await waitListening(stage.node, stages[i]!, request.coordinator.node, slot.address, wait, stopped, portHeld, (detail) =>
+            event(`stage-${stage.index}-silent`, detail),
+          );
         } else {
           await waitRingLine(stage.node, stages[i]!, ringReadyLine(request, stage.index), wait, stopped, portHeld);
         }
@@ -472,21 +474,33 @@ async function waitListening(
   wait: Wait,
   stopped: StoppedWatch,
   portHeld: PortHeld,
+  /** Told once when the address has been silent (no answer, not a refusal) for `silentProbes` probes in a row. */
+  saySilent: (detail: string) => void,
 ): Promise<void> {
   const where = `${address.host}:${address.port}`;
+  const from = prober.config.name;
   // A port not yet bound is refused by its host at once; silence (no answer at all) is the path.
   let last: PortAnswer | undefined;
+  let silent = 0;
   const isUp = async (): Promise<boolean> => {
     last = await prober.probePort(address.host, address.port, 1_000).catch(() => undefined);
+    silent = last === "no-answer" ? silent + 1 : 0;
+    // Said as it happens, not only at the deadline: the launch may wait a minute more.
+    if (silent === silentProbes)
+      saySilent(
+        `its transport address ${where} does not answer from ${from} (no answer, not a refusal, ${silentProbes} probes of 1 s in a row): the path from ${from} to ${process.node} may be down or blocked; waiting until the deadline`,
+      );
     return last === "open";
   };
-  const from = prober.config.name;
   const pathCut = (): string | undefined =>
     last === "no-answer"
       ? `its transport address ${where} was still silent from ${from} at the deadline (${wait.deadlineMs} ms; no answer, not a refusal): the path from ${from} to ${process.node} is down or blocked`
       : undefined;
   await waitStageUp(node, process, { isUp, pathCut, portHeld }, { before: `listening on ${where}`, notDone: `listen on ${where}` }, { ...wait, intervalMs: 50 }, stopped);
 }
+
+/** Probes without an answer in a row after which a stage's silent address is said (each waits 1 s). */
+const silentProbes = 2;
 
 /**
  * Bytes of a ring stage's log searched for its ring line, read every 200 ms: the ring forms as the

@@ -125,6 +125,10 @@ it("the data path to a stage host cut while its control channel works: the stage
   const launchedAt = Date.now();
   await n2.cutData();
   try {
+    // Said while the launch still waits, not only at its deadline.
+    const silent = await cluster.waitFor((s) => s.timeline.some((e) => e.step === "stage-1-silent"), 40_000);
+    expect(silent.timeline.some((e) => e.step === "launch-failed")).toBe(false);
+    expect(conditionOf(silent, "Ready")?.message).toMatch(/stage-1 runs, but its transport address \S+ does not answer from \S+ \(no answer, not a refusal, 2 probes/);
     const failed = await cluster.waitFor((s) => s.timeline.some((e) => e.step === "launch-failed"), 40_000);
     await rm(delayFlag);
     const detail = failed.timeline.find((e) => e.step === "launch-failed")!.detail ?? "";

@@ -36,6 +36,14 @@ describe("describeLaunchProgress", () => {
     );
   });
 
+  it("says a stage whose address is silent (the path may be cut) while the launch waits on it, until it listens", () => {
+    const detail =
+      "its transport address 10.0.0.2:39600 does not answer from n1 (no answer, not a refusal, 2 probes of 1 s in a row): the path from n1 to n2 may be down or blocked; waiting until the deadline";
+    const silent = [...steps("stage-0-listening", "stage-1-started"), { at, step: "stage-1-silent", detail }];
+    expect(describeLaunchProgress(silent, 2)).toBe(`its processes are starting: 1 of 2 stages listen; stage-1 runs, but ${detail}`);
+    expect(describeLaunchProgress([...silent, ...steps("stage-1-listening", "coordinator-started")], 2)).toBe("its 2 stages listen; its coordinator is starting");
+  });
+
   it("says a failed or called-off launch is being torn down, not that it goes on", () => {
     const failed = [
       ...steps("stage-0-listening", "coordinator-healthy"),
