@@ -83,14 +83,14 @@ async function lockFileFor(watchedDir: string): Promise<string> {
 }
 
 /** Take the lock of `watchedDir` and touch it every `heartbeatMs` until released. */
-export async function acquireDaemonLock(watchedDir: string, heartbeatMs = defaultHeartbeatMs): Promise<DaemonLock> {
+export async function acquireDaemonLock(watchedDir: string, heartbeatMs = defaultHeartbeatMs, onLost: (otherPid: number) => void = () => undefined): Promise<DaemonLock> {
   const real = await realpath(watchedDir).catch(() => watchedDir);
   const file = await lockFileFor(watchedDir);
   const me: Owner = { pid: process.pid, startTime: await startTimeOf(process.pid), heartbeatMs };
   for (let attempt = 0; attempt < 5; attempt++) {
     try {
       await writeLock(file, me, real);
-      return holdLock(file, me, real, heartbeatMs);
+      return holdLock(file, me, real, heartbeatMs, onLost);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") {
         throw new ShardctlError(
@@ -150,17 +150,42 @@ async function writeLock(file: string, me: Owner, real: string): Promise<void> {
 
 /**
  * The taken lock: touched every heartbeat (a timer that keeps no process alive) until released.
- * One found gone is written again, exclusively: a daemon that took the directory meanwhile keeps it.
+ * Each beat first reads whose it is. One found gone is written again, exclusively; one a stale
+ * owner holds (a daemon killed after it took a lock found gone) is taken back. One another running
+ * daemon holds was taken while this one's was gone (a `git clean` removes it, and a daemon started
+ * then finds none): two daemons would each act on every cluster, so `onLost` hears the other's pid,
+ * once, and this daemon must stop.
  */
-function holdLock(file: string, me: Owner, real: string, heartbeatMs: number): DaemonLock {
+function holdLock(file: string, me: Owner, real: string, heartbeatMs: number, onLost: (otherPid: number) => void): DaemonLock {
   let released = false;
+  let lost = false;
   // The beat under way, if any: release waits for it, so a lock it is writing again is not left behind.
   let beating: Promise<void> = Promise.resolve();
-  const beat = setInterval(() => {
+  const isMe = (owner: Owner | undefined): boolean => owner?.pid === me.pid && owner.startTime === me.startTime;
+  const keep = async (): Promise<void> => {
+    let owner = await readOwner(file);
+    if (owner !== undefined && !isMe(owner) && !(await isRunning(owner))) {
+      await rm(file, { force: true });
+      owner = undefined;
+    }
+    if (owner === undefined && !released) {
+      // EEXIST: another daemon wrote it first; it is read again below.
+      await writeLock(file, me, real).catch(() => undefined);
+      owner = await readOwner(file);
+    }
+    if (owner !== undefined && !isMe(owner) && !released) {
+      if (!lost && (await isRunning(owner))) {
+        lost = true;
+        onLost(owner.pid);
+      }
+      return;
+    }
     const now = new Date();
-    beating = utimes(file, now, now).catch(async (error: unknown) => {
-      if (!released && (error as NodeJS.ErrnoException).code === "ENOENT") await writeLock(file, me, real).catch(() => undefined);
-    });
+    await utimes(file, now, now).catch(() => undefined);
+  };
+  const beat = setInterval(() => {
+    if (lost) return;
+    beating = keep().catch(() => undefined);
   }, heartbeatMs);
   beat.unref();
   return {

@@ -47,7 +47,13 @@ export interface Daemon {
   uiUrl?: string;
   /** Resolves when no pass is queued or running. */
   whenIdle(): Promise<void>;
-  stop(): Promise<void>;
+  /**
+   * Resolves, with why, when this daemon must stop on its own: another daemon took its directory's
+   * lock while its lock file was gone. It then stops detached (see stop), whatever teardownOnExit says.
+   */
+  lost: Promise<string>;
+  /** Stop; `detach` leaves the clusters running even under teardownOnExit. */
+  stop(options?: { detach?: boolean }): Promise<void>;
 }
 
 /** Directory where `shardctl reconcile <name>` drops its requests. */
@@ -66,7 +72,13 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   // prom-client is loaded by the daemon alone, not by every command that reads a status; before
   // the lock is taken, so that a failure to load it leaves no lock behind.
   const { DaemonMetrics } = await import("./metrics.js");
-  const lock = await acquireDaemonLock(dir, settings.daemon.heartbeatSeconds * 1000);
+  let loseLock: (why: string) => void = () => undefined;
+  const lost = new Promise<string>((resolve) => (loseLock = resolve));
+  const lock = await acquireDaemonLock(dir, settings.daemon.heartbeatSeconds * 1000, (otherPid) => {
+    const why = `another shardctl daemon (pid ${otherPid}) took the lock of ${dir} while this daemon's lock file was gone (a \`git clean\` removes it, and a daemon started meanwhile finds none): two daemons would each act on every cluster, so this one stops, leaving its clusters running for that one to adopt`;
+    options.log.error({ otherPid }, why);
+    loseLock(why);
+  });
   const log = options.log;
   const pool = createNodePool(settings);
   const metrics = new DaemonMetrics();
@@ -271,7 +283,8 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     ...(router === undefined ? {} : { routerUrl: router.url }),
     ...(dashboard === undefined ? {} : { uiUrl: dashboard.url }),
     whenIdle: () => queue.whenIdle(),
-    stop: () =>
+    lost,
+    stop: ({ detach = false } = {}) =>
       (stopping ??= (async () => {
         clearTimeout(resyncTimer);
         // The dashboard first takes no more requests: nobody asks for a pass (or a plan) of a daemon
@@ -284,7 +297,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
         reconciler.callOffLaunches();
         await queue.stop();
         try {
-          if (options.teardownOnExit === true) await reconciler.teardownAll();
+          if (options.teardownOnExit === true && !detach) await reconciler.teardownAll();
           else await reconciler.detachAll();
         } finally {
           // Released whatever the teardown did: the next daemon needs the lock and the ports.

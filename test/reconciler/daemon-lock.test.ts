@@ -151,6 +151,52 @@ test("a lock removed while the daemon runs (a checkout that recreated the direct
   expect(await findDaemon(watched)).toBeUndefined();
 });
 
+test("a lock taken by another daemon while this one's was gone (started in the gap a git clean leaves): this one hears it lost, once, and leaves the other's lock alone", async () => {
+  requireBuild();
+  const heard: number[] = [];
+  const lock = await acquireDaemonLock(watched, 100, (pid) => heard.push(pid));
+  // The other daemon: a real process that takes the lock, as `shardctl daemon` does, once ours is gone.
+  await rm(lock.file);
+  const module = new URL("../../dist/src/reconciler/daemon-lock.js", import.meta.url).pathname;
+  const script = `import(${JSON.stringify(module)}).then(async (m) => { await m.acquireDaemonLock(${JSON.stringify(watched)}, 3600000); console.log("taken"); setInterval(() => {}, 1000); })`;
+  const other = spawn(process.execPath, ["-e", script], { stdio: ["ignore", "pipe", "inherit"] });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      other.stdout!.once("data", () => resolve());
+      other.once("exit", (code) => reject(new Error(`the other daemon exited ${code}`)));
+    });
+    const deadline = Date.now() + 5_000;
+    while (heard.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, 400));
+    expect(heard).toEqual([other.pid]);
+    expect((await findDaemon(watched))?.pid).toBe(other.pid);
+    // Released, this daemon removes nothing of the other's.
+    await lock.release();
+    expect((await findDaemon(watched))?.pid).toBe(other.pid);
+  } finally {
+    await lock.release();
+    other.kill("SIGKILL");
+    await new Promise((resolve) => (other.exitCode === null ? other.once("exit", resolve) : resolve(undefined)));
+    await rm(lock.file, { force: true });
+  }
+});
+
+test("a lock its owner lost to a daemon that then died is taken back at the next beat", async () => {
+  const heard: number[] = [];
+  const lock = await acquireDaemonLock(watched, 100, (pid) => heard.push(pid));
+  try {
+    const child = spawn(process.execPath, ["-e", ""]);
+    const deadPid = await new Promise<number>((resolve) => child.once("exit", () => resolve(child.pid!)));
+    await writeFile(lock.file, `${deadPid}\n123\n${watched}\n100\n`);
+    await new Promise((r) => setTimeout(r, 400));
+    expect((await findDaemon(watched))?.pid).toBe(process.pid);
+    expect(heard).toEqual([]);
+  } finally {
+    await lock.release();
+  }
+  expect(await findDaemon(watched)).toBeUndefined();
+});
+
 test("a directory the daemon cannot write (a read-only file system) is DaemonLockFailed naming the lock and the fix, not a bare EROFS", async () => {
   if (process.getuid?.() !== 0) throw new Error("this test mounts a read-only tmpfs: run it as root");
   const readOnly = join(root, "read-only");

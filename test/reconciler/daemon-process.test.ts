@@ -31,6 +31,18 @@ test("a second daemon on the same directory is refused, naming the first one's p
   expect(await stopGracefully(first), first.stderr()).toBe(0);
 });
 
+test("a daemon whose lock was removed and taken by a second daemon meanwhile stops on its own (exit 1, saying why), leaving the second to run", async () => {
+  const first = await start();
+  await rm(join(dw.world.clustersDir, ".shardctl-daemon.lock"));
+  // Started in the gap before the first's next beat (5 s) writes its lock again.
+  const second = await start();
+  const code = await Promise.race([first.exited, sleep(15_000).then(() => "still running")]);
+  expect(code, first.stderr()).toBe(1);
+  expect(first.stderr()).toContain(`another shardctl daemon (pid ${second.child.pid}) took the lock`);
+  expect(second.child.exitCode).toBeNull();
+  expect(await stopGracefully(second), second.stderr()).toBe(0);
+});
+
 test("kill -9 of the daemon during a launch → the next start leaves no orphan and converges; SIGTERM leaves it running, the next daemon adopts it", async () => {
   const { world } = dw;
   const ledger = new Ledger(world.stateDir);

@@ -20,7 +20,12 @@ export async function run(args: string[]): Promise<number> {
     log: createLogger("shardctl-daemon", { format }),
     teardownOnExit: values["teardown-on-exit"] ?? false,
   });
-  await signalled;
+  const lost = await Promise.race([signalled.then(() => undefined), daemon.lost]);
+  if (lost !== undefined) {
+    console.error(`shardctl: ${lost}`);
+    await daemon.stop({ detach: true });
+    return 1;
+  }
   await daemon.stop();
   return 0;
 }
