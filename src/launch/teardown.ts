@@ -53,7 +53,20 @@ export function processKey(process: Pick<LedgerProcess, "node" | "pid">): string
 export async function teardownCluster(entry: LedgerEntry, context: TeardownContext): Promise<TeardownResult> {
   const event = (step: string, detail?: string): void => context.onEvent?.({ at: new Date().toISOString(), step, ...(detail === undefined ? {} : { detail }) });
   const current: LedgerEntry = { ...entry, phase: "tearing-down" };
-  await context.ledger.write(current);
+  // The ledger records how far the teardown got, but a state directory that takes no writes (full,
+  // read-only) must not keep a broken pipeline registered and running: the entry on disk still
+  // names every process, so the next pass stops what is left whatever was written, and the record
+  // is tried again at the end.
+  let unrecorded: unknown;
+  const record = async (state: LedgerEntry): Promise<void> => {
+    try {
+      await context.ledger.write(state);
+      unrecorded = undefined;
+    } catch (error) {
+      unrecorded = error;
+    }
+  };
+  await record(current);
 
   // Deregister from the router first. A router that cannot be reached does not keep a broken
   // pipeline running: the processes are stopped regardless and the deregistration is retried.
@@ -63,7 +76,7 @@ export async function teardownCluster(entry: LedgerEntry, context: TeardownConte
       await context.registrar.deregister(current.routerBackend);
       event("router-deregistered", current.routerBackend);
       delete current.routerBackend;
-      await context.ledger.write(current);
+      await record(current);
     } catch (error) {
       failures.push(`could not remove backend "${current.routerBackend}" from the router: ${messageOf(error)}`);
     }
@@ -93,10 +106,21 @@ export async function teardownCluster(entry: LedgerEntry, context: TeardownConte
   if (remaining.length > 0 || current.routerBackend !== undefined) {
     const leftovers = remaining.map((p) => `${processLabel(p.role, p.index)} (pid ${p.pid} on ${p.node})`);
     if (leftovers.length > 0) event("leftovers", `${leftovers.join(", ")}: stopped before anything is launched there again`);
-    await context.ledger.write({ ...current, processes: stopOrder(remaining) });
+    await record({ ...current, processes: stopOrder(remaining) });
     throw new ShardctlError("TeardownIncomplete", `teardown of cluster "${entry.cluster}" is incomplete, will retry: ${failures.join("; ")}`);
   }
-  await context.ledger.remove(entry.cluster);
+  try {
+    await context.ledger.remove(entry.cluster);
+  } catch (error) {
+    unrecorded = error;
+  }
+  if (unrecorded !== undefined) {
+    throw new ShardctlError(
+      "TeardownFailed",
+      `cluster "${entry.cluster}" is torn down (every process stopped, its router entry removed), but its ledger entry in ${context.ledger.dir} could not be updated (${messageOf(unrecorded)}): free space there, or make it writable; retried with back-off meanwhile`,
+      { cause: unrecorded },
+    );
+  }
   event("torn-down");
   return result;
 }
