@@ -8,7 +8,7 @@
  * daemons starting at once cannot both take it.
  *
  * While it runs, the daemon touches the lock every `heartbeatMs` (its modification time is the
- * heartbeat; the interval is the lock's fourth line), and writes it again if it is gone (a checkout
+ * heartbeat; the interval is the lock's fourth line, its start time in ms the fifth), and writes it again if it is gone (a checkout
  * that removed and recreated the directory, a `git clean`). A daemon stopped (SIGSTOP, a frozen VM)
  * or hung in its event loop keeps its pid but stops touching it: after `missedBeats` intervals of
  * silence (and at least `minSilenceMs`) readers call it silent, because the status files it wrote
@@ -29,6 +29,8 @@ interface Owner {
   startTime: string;
   /** The owner's heartbeat interval, ms; undefined in a lock that predates heartbeats. */
   heartbeatMs?: number;
+  /** When the owner started, ms since the epoch (its clock); undefined in a lock that predates it. */
+  startedAtMs?: number;
 }
 
 /** Default heartbeat interval of a daemon, ms. */
@@ -53,6 +55,12 @@ export interface DaemonSighting {
   silentMs: number;
   /** Missed `missedBeats` heartbeats (see silenceAfterMs): its process exists but does not run its event loop. */
   silent: boolean;
+  /**
+   * When it started, ms since the epoch: a status file last written before then is the word of a
+   * daemon that no longer runs, until this one's first pass of the cluster writes (or touches) it.
+   * Undefined for a lock written by a version that did not say.
+   */
+  startedAtMs?: number;
 }
 
 /** The lock's name in the watched directory (a hidden file: never taken for a definition). */
@@ -70,7 +78,12 @@ export async function findDaemon(watchedDir: string): Promise<DaemonSighting | u
   if (owner === undefined || !(await isRunning(owner))) return undefined;
   const touched = (await stat(file).catch(() => undefined))?.mtimeMs;
   const silentMs = touched === undefined ? 0 : Math.max(0, Date.now() - touched);
-  return { pid: owner.pid, silentMs, silent: owner.heartbeatMs !== undefined && silentMs > silenceAfterMs(owner.heartbeatMs) };
+  return {
+    pid: owner.pid,
+    silentMs,
+    silent: owner.heartbeatMs !== undefined && silentMs > silenceAfterMs(owner.heartbeatMs),
+    ...(owner.startedAtMs === undefined ? {} : { startedAtMs: owner.startedAtMs }),
+  };
 }
 
 /** "pid N, not heard from for 42 s: stopped or hung?": how a silent daemon is named to a person. */
@@ -86,7 +99,7 @@ async function lockFileFor(watchedDir: string): Promise<string> {
 export async function acquireDaemonLock(watchedDir: string, heartbeatMs = defaultHeartbeatMs, onLost: (otherPid: number) => void = () => undefined): Promise<DaemonLock> {
   const real = await realpath(watchedDir).catch(() => watchedDir);
   const file = await lockFileFor(watchedDir);
-  const me: Owner = { pid: process.pid, startTime: await startTimeOf(process.pid), heartbeatMs };
+  const me: Owner = { pid: process.pid, startTime: await startTimeOf(process.pid), heartbeatMs, startedAtMs: Date.now() };
   for (let attempt = 0; attempt < 5; attempt++) {
     try {
       await writeLock(file, me, real);
@@ -134,7 +147,7 @@ export async function acquireDaemonLock(watchedDir: string, heartbeatMs = defaul
  * reads as stale, and another daemon would take it over).
  */
 async function writeLock(file: string, me: Owner, real: string): Promise<void> {
-  const text = `${me.pid}\n${me.startTime}\n${real}\n${me.heartbeatMs ?? ""}\n`;
+  const text = `${me.pid}\n${me.startTime}\n${real}\n${me.heartbeatMs ?? ""}\n${me.startedAtMs ?? ""}\n`;
   const draft = `${file}.${me.pid}.new`;
   await writeFile(draft, text);
   try {
@@ -200,11 +213,17 @@ function holdLock(file: string, me: Owner, real: string, heartbeatMs: number, on
 }
 
 async function readOwner(file: string): Promise<Owner | undefined> {
-  const [pidLine, startTime = "", , heartbeatLine = ""] = (await readFile(file, "utf8").catch(() => "")).split("\n");
+  const [pidLine, startTime = "", , heartbeatLine = "", startedLine = ""] = (await readFile(file, "utf8").catch(() => "")).split("\n");
   const pid = Number(pidLine);
   if (!Number.isInteger(pid) || pid <= 0) return undefined;
   const heartbeatMs = Number(heartbeatLine);
-  return heartbeatLine !== "" && Number.isFinite(heartbeatMs) && heartbeatMs > 0 ? { pid, startTime, heartbeatMs } : { pid, startTime };
+  const startedAtMs = Number(startedLine);
+  return {
+    pid,
+    startTime,
+    ...(heartbeatLine !== "" && Number.isFinite(heartbeatMs) && heartbeatMs > 0 ? { heartbeatMs } : {}),
+    ...(startedLine !== "" && Number.isFinite(startedAtMs) && startedAtMs > 0 ? { startedAtMs } : {}),
+  };
 }
 
 /** Alive and the same process: a pid recycled by another program after a reboot is not the owner. */

@@ -59,6 +59,8 @@ export class ReconcilerWorld {
   private readonly readyWritten = new Map<string, string>();
   /** Stagings under way at once: four, as many as the work queue's passes (see Slots). */
   readonly stagingSlots = new Slots(4);
+  /** Clusters whose status file this daemon has written (or touched) since it started. */
+  private readonly spoken = new Set<string>();
 
   constructor(readonly options: WorldOptions) {}
 
@@ -155,7 +157,10 @@ export class ReconcilerWorld {
       const status = statusNow();
       if (status === undefined) return;
       try {
-        const written = await writeStatus(statusFileFor(file), status);
+        // This daemon's first word on the cluster is dated now even when it says what the file
+        // said: `wait` trusts a status only when written since the daemon that runs started.
+        const written = await writeStatus(statusFileFor(file), status, { touch: !this.spoken.has(name) });
+        this.spoken.add(name);
         if (written && restore)
           this.options.log.info({ cluster: name, file: statusFileFor(file) }, "the status file was removed or written by someone else: the daemon's own is back");
         this.options.feed?.fileWritten(name, undefined);

@@ -1,8 +1,9 @@
 /** `shardctl wait`: exit 0 once the condition holds at the revision, 1 on timeout, on Stalled, on bad input. */
-import { writeFile } from "node:fs/promises";
+import { stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import type { Daemon } from "../../src/reconciler/index.js";
+import { acquireDaemonLock } from "../../src/reconciler/daemon-lock.js";
 import {
   definitionText,
   revisionOf,
@@ -124,4 +125,27 @@ test("a condition in a status no daemon keeps current (the daemon crashed or was
   }
   // With a daemon again, the same wait holds.
   expect((await runShardctl(world, ["wait", "orphaned", "--for", "condition=Planned", "--timeout", "20s"])).code).toBe(0);
+});
+
+test("a condition a former daemon wrote counts only once the running one has looked at the cluster (its first pass dates the file, even saying the same)", async () => {
+  await writeDefinition(world, "restarted", definitionText(world, { nodes: ["l1", "l2"] }));
+  const revision = await revisionOf(world, "restarted");
+  await waitForStatus(world, "restarted", (s) => s.observedRevision === revision && s.conditions.some((c) => c.type === "Planned" && c.status === "True"));
+  await daemon.stop();
+  // A daemon that has started and not yet looked: the directory's lock taken now, no pass made.
+  const starting = await acquireDaemonLock(world.clustersDir);
+  try {
+    const waited = await runShardctl(world, ["wait", "restarted", "--for", "condition=Planned", "--timeout", "1s"]);
+    expect(waited.code).toBe(1);
+    expect(waited.stderr).toContain(
+      `the status was written before the running daemon (pid ${process.pid}) started, and that daemon has not looked at the cluster since: what it says (Planned=True) is a former daemon's word`,
+    );
+  } finally {
+    await starting.release();
+  }
+  const file = join(world.clustersDir, "restarted.status.json");
+  const before = (await stat(file)).mtimeMs;
+  daemon = await startInProcessDaemon(world);
+  expect((await runShardctl(world, ["wait", "restarted", "--for", "condition=Planned", "--timeout", "20s"])).code).toBe(0);
+  expect((await stat(file)).mtimeMs).toBeGreaterThan(before);
 });

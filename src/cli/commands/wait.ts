@@ -4,6 +4,7 @@
  * revision never satisfies it (kubectl wait was fooled by exactly that) —, 1 on timeout or when the
  * cluster is Stalled at that revision, printing the reason.
  */
+import { stat } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { formatIssue, loadCluster, type ClusterSpec, type Settings } from "../../spec/index.js";
 import {
@@ -73,11 +74,19 @@ export async function run(args: string[]): Promise<number> {
   let silent: DaemonSighting | undefined;
   // Whether the condition was met at the last look, in a status no daemon keeps current.
   let unwatched: boolean;
+  // The running daemon, when the status at the last look was written before it started.
+  let unconfirmed: DaemonSighting | undefined;
   for (;;) {
     [last, unreadable] = await readStatusOf(file);
-    const verdict = judge(last, type, revision, loaded.ok);
-    const daemon = verdict === "met" ? await findDaemon(context.clustersDir) : undefined;
-    silent = daemon?.silent === true ? daemon : undefined;
+    const writtenAtMs = (await stat(statusFileFor(file)).catch(() => undefined))?.mtimeMs;
+    const judged = judge(last, type, revision, loaded.ok);
+    const daemon = judged !== undefined ? await findDaemon(context.clustersDir) : undefined;
+    // A verdict written before the running daemon started is the word of one that no longer runs
+    // (it was restarted, and what ran may have died meanwhile): it counts once this daemon's first
+    // pass of the cluster has written it again (or touched it, saying the same).
+    unconfirmed = daemon?.startedAtMs !== undefined && writtenAtMs !== undefined && writtenAtMs < daemon.startedAtMs ? daemon : undefined;
+    const verdict = unconfirmed === undefined ? judged : undefined;
+    silent = verdict === "met" && daemon?.silent === true ? daemon : undefined;
     // No daemon at all (it crashed, or was stopped): what the file says held when it was written,
     // and nothing has looked since (its engines may be gone with it). Not trusted, as a silent
     // daemon's word is not: the wait goes on, for a daemon to start and say it again.
@@ -98,15 +107,17 @@ export async function run(args: string[]): Promise<number> {
     if (Date.now() >= deadline) {
       const condition = last?.conditions.find((c) => c.type === type);
       const now =
-        silent !== undefined
-          ? `the status says ${type}=True, but the daemon that wrote it is silent (${describeSilence(silent)}): nothing keeps it current`
-          : unwatched
-            ? `the status says ${type}=True, but no shardctl daemon is watching ${context.clustersDir}: nothing keeps it current, and what it describes may be gone (start one: shardctl daemon)`
-            : unreadable !== undefined
-              ? unreadable
-              : last === undefined
-                ? "no status file yet"
-                : `observed revision ${short(last.observedRevision)}, health ${last.health}${condition ? `, ${type}=${condition.status} (${condition.reason}: ${condition.message})` : ""}`;
+        unconfirmed !== undefined
+          ? `the status was written before the running daemon (pid ${unconfirmed.pid}) started, and that daemon has not looked at the cluster since: what it says (${type}=${last?.conditions.find((c) => c.type === type)?.status ?? "?"}) is a former daemon's word`
+          : silent !== undefined
+            ? `the status says ${type}=True, but the daemon that wrote it is silent (${describeSilence(silent)}): nothing keeps it current`
+            : unwatched
+              ? `the status says ${type}=True, but no shardctl daemon is watching ${context.clustersDir}: nothing keeps it current, and what it describes may be gone (start one: shardctl daemon)`
+              : unreadable !== undefined
+                ? unreadable
+                : last === undefined
+                  ? "no status file yet"
+                  : `observed revision ${short(last.observedRevision)}, health ${last.health}${condition ? `, ${type}=${condition.status} (${condition.reason}: ${condition.message})` : ""}`;
       // The status's words are the daemon's and its engines' (log lines, error output): each control
       // character is shown as its escape, as `status` shows it, never sent to the terminal.
       // Whether anything could have changed it: a wait with no daemon watching is a wait for nothing.

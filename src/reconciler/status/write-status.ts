@@ -1,3 +1,4 @@
+import { utimes } from "node:fs/promises";
 import { readRegularText, writeFileAtomic } from "../../files/index.js";
 import { type ClusterStatus, statusSchema } from "./schema.js";
 
@@ -13,14 +14,22 @@ export function renderStatus(status: ClusterStatus): string {
 
 /**
  * Write a status file atomically (temp file + rename), and only when its content changes, so
- * an idle daemon never touches the file and git sees a change only when something changed.
- * Returns whether the file was written.
+ * an idle daemon never rewrites the file and git sees a change only when something changed; with
+ * `touch`, a file already saying it has its modification time set to now instead (a daemon's first
+ * word on a cluster, which readers tell from an earlier daemon's by that time). Returns whether the
+ * file was written.
  */
-export async function writeStatus(file: string, status: ClusterStatus): Promise<boolean> {
+export async function writeStatus(file: string, status: ClusterStatus, options: { touch?: boolean } = {}): Promise<boolean> {
   const text = renderStatus(status);
   // Whatever is there and is not a status file of ours (a FIFO, a huge file) is replaced, never read.
   const current = await readRegularText(file, { maxBytes: Buffer.byteLength(text), what: "status file" }).catch(() => undefined);
-  if (current === text) return false;
+  if (current === text) {
+    if (options.touch === true) {
+      const now = new Date();
+      await utimes(file, now, now);
+    }
+    return false;
+  }
   await writeFileAtomic(file, text);
   return true;
 }
