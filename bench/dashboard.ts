@@ -162,7 +162,7 @@ async function measurePassWithClients(passes: number, clients: number): Promise<
       address: "127.0.0.1:0",
       token: undefined,
       log,
-      source: dashboardSource({ dir: world.clustersDir, settingsFile: world.settingsFile, reconciler, pool }),
+      source: dashboardSource({ dir: world.clustersDir, settingsFile: world.settingsFile, reconciler, pool, stateDir: world.stateDir }),
     });
     for (let i = 0; i < 5; i++) await pass(); // warm-up: module caches, the first plan
     const scriptFile = join(world.root, "sse-clients.cjs");

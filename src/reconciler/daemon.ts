@@ -88,6 +88,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const reconciler: Reconciler = new Reconciler({
     dir,
     settingsFile: options.settingsFile,
+    stateDir: settings.daemon.stateDir,
     pool,
     log,
     requeue: (name) => queue.add(name),
@@ -145,7 +146,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     if (settings.daemon.uiAddress !== undefined) {
       const address = settings.daemon.uiAddress;
       await listen(async () => {
-        const source = dashboardSource({ dir, settingsFile: options.settingsFile, reconciler, pool });
+        const source = dashboardSource({ dir, settingsFile: options.settingsFile, reconciler, pool, stateDir: settings.daemon.stateDir });
         const serving = (dashboard = await startDashboard({
           address,
           token: uiToken,

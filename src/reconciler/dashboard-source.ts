@@ -21,6 +21,8 @@ export interface DashboardSourceOptions {
   settingsFile: string;
   reconciler: Reconciler;
   pool: NodePool;
+  /** The state directory the daemon started with, where it takes reconcile requests (whatever the settings file says now). */
+  stateDir: string;
   /** How long the daemon gets to take a reconcile request, ms. Default 15 000 (as `shardctl reconcile`). */
   requestDeadlineMs?: number;
 }
@@ -35,7 +37,11 @@ export function dashboardSource(options: DashboardSourceOptions): DashboardSourc
     },
     clusterNames: async () => (await findClusterFiles(dir).catch(() => [])).map((f) => basename(f, ".toml")),
     hasCluster: (name) => pathExists(join(dir, `${name}.toml`)),
-    requestReconcile: async (name) => requestTaken(await dropReconcileRequest(await loadSettings(settingsFile), name), options.requestDeadlineMs ?? 15_000),
+    requestReconcile: async (name) => {
+      const settings = await loadSettings(settingsFile);
+      const pinned = { ...settings, daemon: { ...settings.daemon, stateDir: options.stateDir } };
+      return requestTaken(await dropReconcileRequest(pinned, name), options.requestDeadlineMs ?? 15_000);
+    },
     previewPlan: async (text, name, { probe }) => {
       const settings = await loadSettings(settingsFile);
       // Planned as if it were clusters/<name>.toml: relative paths resolve as for a committed definition.

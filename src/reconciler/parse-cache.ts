@@ -20,6 +20,13 @@ export class ParseCache {
   private settings: { file: string; text: string; value: Settings } | undefined;
   private readonly clusters = new Map<string, { text: string; settings: Settings; result: ParseResult<ClusterSpec> }>();
 
+  /**
+   * `pinned`: the state directory the daemon started with. Its ledger, its requests and the
+   * health monitors it runs live there: a settings file edited (or checked out) to another one
+   * while it runs keeps this one, and `moved` hears the one asked for (a restart moves it).
+   */
+  constructor(private readonly pinned?: { stateDir: string; moved: (asked: string) => void }) {}
+
   /** Like `loadSettings`; the same object while the file's text is unchanged. */
   async loadSettings(file: string): Promise<Settings> {
     const text = await readSettingsText(file).catch(() => undefined);
@@ -28,9 +35,14 @@ export class ParseCache {
     if (this.settings?.file === file && this.settings.text === text) return this.settings.value;
     const result = parseSettings(text, file);
     if (!result.ok) throw new SpecError("InvalidSettings", result.issues);
-    this.settings = { file, text, value: result.value };
+    let value = result.value;
+    if (this.pinned !== undefined && value.daemon.stateDir !== this.pinned.stateDir) {
+      this.pinned.moved(value.daemon.stateDir);
+      value = { ...value, daemon: { ...value.daemon, stateDir: this.pinned.stateDir } };
+    }
+    this.settings = { file, text, value };
     this.clusters.clear();
-    return result.value;
+    return value;
   }
 
   /** Like `loadCluster`; reused while the file's text and the settings object are unchanged. */

@@ -42,11 +42,13 @@ export interface ReconcilerOptions {
   monitor?: MonitorTuning;
   /** Called after every pass, for metrics. */
   onPass?: (name: string, report: PassReport, durationMs: number, stagesAlive: number) => void;
+  /** The state directory the daemon started with: kept while it runs, whatever the settings file says later. */
+  stateDir?: string;
 }
 
 export class Reconciler {
   private readonly memories = new Map<string, ClusterMemory>();
-  private readonly parsed = new ParseCache();
+  private readonly parsed: ParseCache;
   private readonly world: ReconcilerWorld;
   private readonly converge: Converge;
   private readonly leftovers: LeftoverWatches;
@@ -57,6 +59,19 @@ export class Reconciler {
   readonly feed = new StatusFeed();
 
   constructor(private readonly options: ReconcilerOptions) {
+    const stateDir = options.stateDir;
+    this.parsed = new ParseCache(
+      stateDir === undefined
+        ? undefined
+        : {
+            stateDir,
+            moved: (asked) =>
+              options.log.warn(
+                { stateDir, asked, settings: options.settingsFile },
+                "[daemon] state_dir changed in the settings file while the daemon runs: it keeps the state directory it started with (its ledger, requests and health monitors are there) until it is restarted; restart it to move, after moving that directory's contents (the ledger of what runs) to the new one",
+              ),
+          },
+    );
     this.world = new ReconcilerWorld({ ...options, feed: this.feed });
     this.converge = createConverge({
       parsed: this.parsed,

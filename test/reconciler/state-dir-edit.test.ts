@@ -1,0 +1,35 @@
+/**
+ * `[daemon] state_dir` edited while the daemon runs (a checkout of a commit that moved it): the
+ * daemon keeps the state directory it started with — its ledger of what runs, its requests — says
+ * so in its log, and the serving cluster goes on untouched. The daemon runs in this process on two
+ * local nodes.
+ */
+import { readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { expect, test } from "vitest";
+import { sleep, waitForStatus, writeDefinition } from "./daemon-fixture.js";
+import { isServingAt, useDaemonWorld } from "./use-daemon-world.js";
+
+const dw = useDaemonWorld({ settings: { enabled: true } });
+
+test("a state_dir edited under a running daemon is kept as it started, said in its log; the cluster serves on untouched", async () => {
+  const { world } = dw;
+  const revision = await dw.define("kept", { nodes: ["l1", "l2"] });
+  const serving = await dw.waitServing("kept", revision);
+  const pids = serving.stages.map((s) => s.pid);
+
+  const moved = join(world.root, "state-moved");
+  const settings = await readFile(world.settingsFile, "utf8");
+  await writeFile(world.settingsFile, settings.replace(`state_dir = ${JSON.stringify(world.stateDir)}`, `state_dir = ${JSON.stringify(moved)}`));
+  // A pass reads the settings again: the definition written anew (the same text) asks for one.
+  await writeDefinition(world, "kept", await readFile(join(world.clustersDir, "kept.toml"), "utf8"));
+  const deadline = Date.now() + 20_000;
+  const log = () => readFile(join(world.root, "daemon.log"), "utf8");
+  while (!(await log()).includes("state_dir changed in the settings file while the daemon runs") && Date.now() < deadline) await sleep(100);
+  expect(await log()).toContain("state_dir changed in the settings file while the daemon runs");
+  await sleep(2_000);
+  const still = await waitForStatus(world, "kept", (s) => isServingAt(s, revision), 5_000);
+  expect(still.stages.map((s) => s.pid)).toEqual(pids);
+
+  await writeFile(world.settingsFile, settings);
+}, 120_000);
