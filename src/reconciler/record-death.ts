@@ -253,12 +253,14 @@ export const evidenceDeadlineMs = 2_000;
 /**
  * While a registered cluster is torn down and relaunched, the router answers its model with 503 and
  * Retry-After (clients retry) instead of 404 (they give up). Marked synchronously, before the
- * teardown deregisters the backend, and only when the restart budget has a launch left.
+ * teardown deregisters the backend, and only when a relaunch will come: the restart budget has a
+ * launch left, and the definition neither suspends the cluster nor asks it stopped.
  */
 function markRelaunching(pass: Pass, entry: LedgerEntry): void {
   const { memory, settings } = pass;
-  const model = memory.lastGood?.spec.model.id;
-  const relaunches = memory.restarts === undefined || memory.restarts.count < settings.daemon.restartBudget;
+  const spec = memory.lastGood?.spec;
+  const model = spec?.model.id;
+  const relaunches = spec?.suspend !== true && spec?.desired !== "stopped" && (memory.restarts === undefined || memory.restarts.count < settings.daemon.restartBudget);
   if (entry.routerBackend === undefined || model === undefined || !relaunches) return;
   memory.comingBack = model;
   void markComingBack(pass, model);

@@ -3,9 +3,9 @@
  * to the router: while the old launch is torn down and the new one comes up, the embedded router
  * answers 503 with Retry-After (clients retry) — never 404 (they give up) — then 200 again. The same
  * holds for a relaunch after a death that takes longer than the router's mark (60 s): each attempt
- * renews it.
+ * renews it. A suspended cluster, which nothing relaunches, is not promised back.
  */
-import { readFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { expect, test } from "vitest";
 import { relaunchFileOf } from "../../src/router/index.js";
@@ -103,3 +103,29 @@ test("a relaunch after a death that keeps failing (its coordinator port held mea
   // Served again: the mark is gone with the registration.
   expect(await markOf()).toBeUndefined();
 }, 180_000);
+
+test("a suspended cluster that loses a stage is not promised back: no coming-back mark, the router answers 404", async () => {
+  const { world, daemon } = dw;
+  const healthy = await waitForStatus(world, "flaky", (s) => s.health === "Healthy", 30_000);
+  const text = await readFile(`${world.clustersDir}/flaky.toml`, "utf8");
+  await writeFile(`${world.clustersDir}/flaky.toml`, text.replace("suspend = false", "suspend = true"));
+  const suspended = await waitForStatus(world, "flaky", (s) => s.health === "Suspended", 30_000);
+  await killStage(suspended.stages.length > 0 ? suspended : healthy, 1);
+  // Torn down and withdrawn, never relaunched while suspended.
+  await waitForStatus(world, "flaky", (s) => s.stages.length === 0 || s.stages.some((c) => !c.alive), 30_000);
+  const deadline = Date.now() + 20_000;
+  let status = 0;
+  while (Date.now() < deadline) {
+    const answer = await fetch(`${daemon.routerUrl}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: world.modelDir, prompt: "hi", max_tokens: 1 }),
+    });
+    status = answer.status;
+    if (status === 404) break;
+    await sleep(200);
+  }
+  expect(status).toBe(404);
+  const marks = await readFile(relaunchFileOf(world.routerConfig), "utf8").catch(() => "{}");
+  expect(marks).not.toContain(world.modelDir);
+}, 120_000);
