@@ -5,6 +5,7 @@
  */
 import { access, mkdir, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { ShardctlError, messageOf } from "../errors/index.js";
 import { patterns, type Settings } from "../spec/index.js";
 import { requestsDirOf } from "./daemon.js";
 
@@ -14,9 +15,17 @@ export async function dropReconcileRequest(settings: Settings, name: string): Pr
   if (!patterns.name.test(name)) throw new Error(`"${name}" is not a cluster name: no reconcile request is made for it`);
   const dir = requestsDirOf(settings);
   const request = join(dir, name);
-  await mkdir(dir, { recursive: true });
-  await writeFile(`${request}.tmp`, new Date().toISOString());
-  await rename(`${request}.tmp`, request);
+  try {
+    await mkdir(dir, { recursive: true });
+    await writeFile(`${request}.tmp`, new Date().toISOString());
+    await rename(`${request}.tmp`, request);
+  } catch (error) {
+    throw new ShardctlError(
+      "ReconcileRequestFailed",
+      `cannot write the reconcile request for ${name} in ${dir}, where the daemon takes them (${messageOf(error)}): the state directory ([daemon] state_dir) must be writable by whoever asks, and have room`,
+      { cause: error },
+    );
+  }
   return request;
 }
 

@@ -18,6 +18,8 @@ export type ReconcilerReason =
   | "DaemonLockFailed"
   /** A node named in the ledger is no longer in the registry; its cleanup waits for it (transient). */
   | "NodeUnregistered"
+  /** A reconcile request could not be written to the daemon's requests directory (a read-only or full state_dir). */
+  | "ReconcileRequestFailed"
   /** A launch succeeded but left no ledger entry (transient). */
   | "LedgerMissing"
   /** A status file exists but is not a regular file or not a status; the daemon's next pass rewrites it (transient). */
