@@ -53,7 +53,7 @@ export function readLaunch(timeline: readonly TimelineEntry[]): LaunchRead {
   const members = new Map<string, LaunchMember>();
   const stopped = new Set<string>();
   for (const { step, detail, at } of events) {
-    const match = /^(stage-\d+|coordinator)-(started|listening|paused|resumed|silent)$/.exec(step);
+    const match = /^(stage-\d+|coordinator)-(started|listening|paused|resumed|silent|reached)$/.exec(step);
     if (match === null) continue;
     const label = match[1]!;
     const member = members.get(label) ?? { listening: false, stopped: false };
@@ -68,6 +68,8 @@ export function readLaunch(timeline: readonly TimelineEntry[]): LaunchRead {
       if (detail !== undefined) member.address = detail;
     } else if (match[2] === "silent") {
       if (!member.listening) member.silent = detail ?? "its transport address does not answer";
+    } else if (match[2] === "reached") {
+      delete member.silent;
     } else if (match[2] === "paused") {
       member.stopped = true;
       stopped.add(label);

@@ -96,8 +96,16 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
         const slot = topology.stages[i]!;
         const wait = { deadlineMs: request.deadlines.stageListenMs, signal };
         if (readiness.stageUp === "transport-listening") {
-          await waitListening(stage.node, stages[i]!, request.coordinator.node, slot.address, wait, stopped, portHeld, (detail) =>
-            event(`stage-${stage.index}-silent`, detail),
+          await waitListening(
+            stage.node,
+            stages[i]!,
+            request.coordinator.node,
+            slot.address,
+            wait,
+            stopped,
+            portHeld,
+            (detail) => event(`stage-${stage.index}-silent`, detail),
+            (detail) => event(`stage-${stage.index}-reached`, detail),
           );
         } else {
           await waitRingLine(stage.node, stages[i]!, ringReadyLine(request, stage.index), wait, stopped, portHeld);
@@ -476,6 +484,8 @@ async function waitListening(
   portHeld: PortHeld,
   /** Told once when the address has been silent (no answer, not a refusal) for `silentProbes` probes in a row. */
   saySilent: (detail: string) => void,
+  /** Told when it answers again after such a silence. */
+  sayReached: (detail: string) => void,
 ): Promise<void> {
   const where = `${address.host}:${address.port}`;
   const from = prober.config.name;
@@ -484,6 +494,8 @@ async function waitListening(
   let silent = 0;
   const isUp = async (): Promise<boolean> => {
     last = await prober.probePort(address.host, address.port, 1_000).catch(() => undefined);
+    // An answer after a silence said (a refusal: the path is back, the port not bound yet) unsays it.
+    if (last !== "no-answer" && last !== undefined && silent >= silentProbes) sayReached(`its transport address ${where} answers from ${from} again`);
     silent = last === "no-answer" ? silent + 1 : 0;
     // Said as it happens, not only at the deadline: the launch may wait a minute more.
     if (silent === silentProbes)

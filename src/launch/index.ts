@@ -23,7 +23,7 @@ export { teardownCluster, type TeardownContext, type TeardownResult } from "./te
 export { superviseCluster, type SuperviseOptions, type SupervisionOutcome, type Supervision } from "./supervise.js";
 export { keepLogsBounded, trimLogs, defaultLogLimits, type LogLimits } from "./log-keeper.js";
 export { stopLeftoverListeners } from "./leftover-listeners.js";
-export { claimedElsewhere, type RunClaim } from "./run-claim.js";
+export { claimOf, type RunClaim } from "./run-claim.js";
 export { Ledger, type LedgerEntry, type LedgerProcess, type LedgerPort, type ProcessRole } from "./ledger.js";
 export { allocatePorts, type PortRange, type PortRequest, type PortHolder } from "./ports.js";
 export { LaunchError } from "./launch-error.js";

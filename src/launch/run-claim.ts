@@ -3,10 +3,12 @@
  * (`<model_dir>/.shardctl/run/<cluster>`), so two daemons with separate state directories that each
  * define a cluster of the same name on a shared node would share it: each launch would stop the
  * other's engines as leftovers of its own and write its files over the other's. A launch therefore
- * claims the folder (`claim.json`: which daemon) and does not take one another daemon claimed while
- * that daemon's engines run from it (RunFolderClaimed, retried with back-off); a claim whose
- * engines are all gone is taken over. Teardowns and prunes leave a folder claimed by another
- * daemon as they find it.
+ * claims the folder (`claim.json`: which daemon, since when) and does not take one another daemon
+ * claimed while that daemon's engines run from it, or while its claim is fresh (RunFolderClaimed,
+ * retried with back-off); a claim whose engines are gone is taken over once it is 10 minutes old.
+ * A claim that cannot be read (a silent node) is never taken for none. Teardowns renew their
+ * daemon's claim (a relaunch follows within the back-off) and, like prunes, leave a folder claimed
+ * by another daemon as they find it.
  */
 import { posix } from "node:path";
 import { showText } from "../errors/index.js";
@@ -16,9 +18,14 @@ import { defaultReachMs } from "./processes.js";
 
 /** Which daemon launched from a run folder. */
 export interface RunClaim {
-  /** The control machine's host name. */
+  /**
+   * The daemon's own id, kept in its state directory (`daemon-id`): it outlives a change of host
+   * name or of how the directory is spelled. Undefined where it could not be kept.
+   */
+  id?: string;
+  /** The control machine's host name, to name the daemon in messages (and to tell it without an id). */
   host: string;
-  /** The daemon's state directory (absolute): with the host, it tells one daemon from another. */
+  /** The daemon's state directory (absolute), likewise. */
   stateDir: string;
   /** Its definitions directory, to name the daemon in messages. */
   definitions: string;
@@ -35,7 +42,8 @@ const claimFileName = "claim.json";
 
 /**
  * A claim this recent, ms (10 min), is not taken over even with nothing running from its folder: its
- * daemon's launch may be between its claim and its first process (writing files, choosing ports).
+ * daemon's launch may be between its claim and its first process (writing files, choosing ports),
+ * or between a teardown (which renews it) and the relaunch after its back-off.
  */
 const claimFreshMs = 10 * 60_000;
 
@@ -44,32 +52,39 @@ interface StoredClaim extends RunClaim {
   at?: string;
 }
 
-/** The same daemon: the same host and state directory (its definitions directory may have moved). */
+/** What a look at a folder's claim found: none, a claim, or nothing known (the node did not answer, or refused). */
+type ClaimLook = { kind: "none" } | { kind: "claim"; claim: StoredClaim } | { kind: "unknown"; why: string };
+
+/** The same daemon: the same id where both have one, else the same host and state directory. */
 export function isSameDaemon(a: RunClaim, b: RunClaim): boolean {
+  if (a.id !== undefined && b.id !== undefined) return a.id === b.id;
   return a.host === b.host && a.stateDir === b.stateDir;
 }
 
 /**
- * The claim another daemon holds on `runDir`, or undefined when the folder is unclaimed, claimed by
- * `me`, unreadable, or the node does not answer within `defaultReachMs` (a silent node fails the
- * step that needs it; a folder launched by a version that did not claim folders is this daemon's
- * as it always was).
+ * Whether `runDir` may be treated as `me`'s: "mine" when unclaimed or claimed by `me` (a folder a
+ * version that did not claim folders launched is its daemon's as it always was), the claim when
+ * another daemon's, "unknown" when the node did not say within `defaultReachMs`.
  */
-export async function claimedElsewhere(node: NodeAccess, runDir: string, me: RunClaim): Promise<StoredClaim | undefined> {
-  const claim = await within(defaultReachMs, readClaim(node, runDir), undefined);
-  return claim === undefined || isSameDaemon(claim, me) ? undefined : claim;
+export async function claimOf(node: NodeAccess, runDir: string, me: RunClaim): Promise<"mine" | "unknown" | StoredClaim> {
+  const look = await lookAtClaim(node, runDir);
+  if (look.kind === "unknown") return "unknown";
+  return look.kind === "none" || isSameDaemon(look.claim, me) ? "mine" : look.claim;
 }
 
 /**
  * Claim each run folder for `me` before a launch touches it. One another daemon claimed is taken
- * over only when nothing runs from it and its claim is not fresh (said with `say`); otherwise the
- * launch fails with RunFolderClaimed, naming that daemon and what to do.
+ * over only when nothing runs from it and its claim is not fresh (said with `say`); otherwise, or
+ * when the claim cannot be read, the launch fails with RunFolderClaimed, naming that daemon and
+ * what to do.
  */
 export async function claimRunFolders(folders: readonly RunFolder[], me: RunClaim, say: (step: string, detail: string) => void): Promise<void> {
   await Promise.all(
     folders.map(async ({ node, nodeName, runDir }) => {
-      const other = await claimedElsewhere(node, runDir, me);
-      if (other !== undefined) {
+      const look = await lookAtClaim(node, runDir);
+      if (look.kind === "unknown") throw refused(runDir, nodeName, `whether another daemon claimed it could not be read (${look.why})`);
+      if (look.kind === "claim" && !isSameDaemon(look.claim, me)) {
+        const other = look.claim;
         const running = await processesRunningFrom(node, runDir);
         const claimedMs = other.at === undefined ? Number.NaN : Date.now() - Date.parse(other.at);
         const fresh = claimedMs >= -claimFreshMs && claimedMs < claimFreshMs;
@@ -79,51 +94,87 @@ export async function claimRunFolders(folders: readonly RunFolder[], me: RunClai
               ? "whose cluster of the same name may run from it (the node did not list its processes in time)"
               : running.length > 0
                 ? `whose cluster of the same name runs from it (pids ${running.join(", ")})`
-                : `whose launch of a cluster of the same name claimed it ${Math.max(0, Math.round(claimedMs / 1000))} s ago and may be starting (a claim is taken over once nothing runs from it for ${claimFreshMs / 60_000} min)`;
-          throw new LaunchError(
-            "RunFolderClaimed",
-            "claim-run-folder",
-            `the run folder ${runDir} on ${nodeName} belongs to another shardctl daemon (host ${showText(other.host)}, state_dir ${showText(other.stateDir)}, definitions ${showText(other.definitions)}) ${runs}: rename one of the two clusters, or give the node another model_dir in one daemon's settings; if that daemon is gone for good, stop what it left running there. Nothing of the other cluster was touched; retried with back-off`,
-          );
+                : `whose cluster of the same name claimed it ${Math.max(0, Math.round(claimedMs / 1000))} s ago and may be starting (a claim is taken over once nothing runs from it for ${claimFreshMs / 60_000} min)`;
+          throw refused(runDir, nodeName, `belongs to another shardctl daemon (${describeDaemon(other)}) ${runs}`);
         }
-        say(
-          "run-folder-taken-over",
-          `${runDir} on ${nodeName} was claimed by another daemon (host ${showText(other.host)}, state_dir ${showText(other.stateDir)}), but nothing runs from it: this daemon takes it`,
-        );
+        say("run-folder-taken-over", `${runDir} on ${nodeName} was claimed by another daemon (${describeDaemon(other)}), but nothing runs from it: this daemon takes it`);
       }
-      await within(defaultReachMs, writeClaim(node, runDir, me), undefined);
+      const kept = await within(defaultReachMs, writeClaim(node, runDir, me), false);
+      // Read back: of two daemons claiming at one moment, only the one whose claim stands goes on.
+      const now = await lookAtClaim(node, runDir);
+      if (kept && now.kind === "claim" && !isSameDaemon(now.claim, me)) {
+        throw refused(runDir, nodeName, `was claimed by another shardctl daemon (${describeDaemon(now.claim)}) at the same moment`);
+      }
     }),
   );
 }
 
-async function readClaim(node: NodeAccess, runDir: string): Promise<StoredClaim | undefined> {
-  let text: string;
-  try {
-    text = (await node.readFile(posix.join(runDir, claimFileName))).toString("utf8");
-  } catch {
-    return undefined;
-  }
+/** Renew `me`'s claim on `runDir` (a teardown: the relaunch comes after its back-off); nothing when another daemon's or unknown. */
+export async function renewClaim(node: NodeAccess, runDir: string, me: RunClaim): Promise<void> {
+  const look = await lookAtClaim(node, runDir);
+  if (look.kind === "claim" && isSameDaemon(look.claim, me)) await within(defaultReachMs, writeClaim(node, runDir, me), false);
+}
+
+function refused(runDir: string, nodeName: string, why: string): LaunchError {
+  return new LaunchError(
+    "RunFolderClaimed",
+    "claim-run-folder",
+    `the run folder ${runDir} on ${nodeName} ${why}: rename one of the two clusters, or give the node another model_dir in one daemon's settings; if that daemon is gone for good, stop what it left running there. Nothing of the other cluster was touched; retried with back-off`,
+  );
+}
+
+function describeDaemon(claim: RunClaim): string {
+  return `host ${showText(claim.host)}, state_dir ${showText(claim.stateDir)}, definitions ${showText(claim.definitions)}`;
+}
+
+async function lookAtClaim(node: NodeAccess, runDir: string): Promise<ClaimLook> {
+  const file = posix.join(runDir, claimFileName);
+  const read = async (): Promise<ClaimLook> => {
+    if ((await node.stat(file)) === undefined) return { kind: "none" };
+    const text = (await node.readFile(file)).toString("utf8");
+    return parseClaim(text);
+  };
+  return within(
+    defaultReachMs,
+    read().catch((error: unknown): ClaimLook => ({ kind: "unknown", why: error instanceof Error ? error.message : String(error) })),
+    { kind: "unknown", why: `no answer within ${defaultReachMs} ms` } as ClaimLook,
+  );
+}
+
+/** A claim file's text: a claim, or none when it is not one (a half-written file says nothing of anyone). */
+function parseClaim(text: string): ClaimLook {
   try {
     const parsed = JSON.parse(text) as Partial<StoredClaim>;
-    if (typeof parsed.host !== "string" || typeof parsed.stateDir !== "string") return undefined;
+    if (typeof parsed.host !== "string" || typeof parsed.stateDir !== "string") return { kind: "none" };
     return {
-      host: parsed.host,
-      stateDir: parsed.stateDir,
-      definitions: typeof parsed.definitions === "string" ? parsed.definitions : "",
-      ...(typeof parsed.at === "string" ? { at: parsed.at } : {}),
+      kind: "claim",
+      claim: {
+        host: parsed.host,
+        stateDir: parsed.stateDir,
+        definitions: typeof parsed.definitions === "string" ? parsed.definitions : "",
+        ...(typeof parsed.id === "string" ? { id: parsed.id } : {}),
+        ...(typeof parsed.at === "string" ? { at: parsed.at } : {}),
+      },
     };
   } catch {
-    return undefined;
+    return { kind: "none" };
   }
 }
 
-async function writeClaim(node: NodeAccess, runDir: string, me: RunClaim): Promise<void> {
+/** Write `me`'s claim (whole: a temporary file renamed over it); false when the node refused. */
+async function writeClaim(node: NodeAccess, runDir: string, me: RunClaim): Promise<boolean> {
+  const file = posix.join(runDir, claimFileName);
+  const draft = `${file}.${process.pid}.tmp`;
   try {
     await node.mkdir(runDir);
     const claim: StoredClaim = { ...me, at: new Date().toISOString() };
-    await node.writeFile(posix.join(runDir, claimFileName), `${JSON.stringify(claim)}\n`);
+    await node.writeFile(draft, `${JSON.stringify(claim)}\n`);
+    await node.rename(draft, file);
+    return true;
   } catch {
     // The launch files, written next, fail with the node's own words where the folder is unwritable.
+    await node.remove(draft).catch(() => undefined);
+    return false;
   }
 }
 

@@ -17,7 +17,7 @@ import type { Registrar } from "../router/index.js";
 import { messageOf, ShardctlError } from "../errors/index.js";
 import type { Ledger, LedgerEntry, LedgerProcess } from "./ledger.js";
 import { stopLeftoverListeners } from "./leftover-listeners.js";
-import { claimedElsewhere, type RunClaim } from "./run-claim.js";
+import { claimOf, renewClaim, type RunClaim } from "./run-claim.js";
 
 import { defaultReachMs, processLabel, stopBoundMs, stopEngineProcess, type StopOptions, type StopOutcome } from "./processes.js";
 import type { TimelineEvent } from "./types.js";
@@ -111,6 +111,8 @@ export async function teardownCluster(entry: LedgerEntry, context: TeardownConte
   }
   try {
     await context.ledger.remove(entry.cluster);
+    // Removed: whatever could not be written on the way is moot (a full disk refuses writes, not removals).
+    unrecorded = undefined;
   } catch (error) {
     unrecorded = error;
   }
@@ -158,9 +160,16 @@ async function stopOnNode(context: TeardownContext, nodeName: string, processes:
     if (outcomes.some((o) => o.outcome === undefined)) return;
     const runDirs = new Set(processes.map((p) => p.runDir));
     // What the launch started that left the process group and the mark, and still listens; in a
-    // folder another daemon has claimed since, what listens is that daemon's.
+    // folder another daemon has claimed since (or whose claim cannot be read now), what listens
+    // may be that daemon's. The daemon's own claim is renewed: its relaunch follows the back-off.
+    const claimant = context.claimant;
     const ours = await Promise.all(
-      [...runDirs].map(async (dir) => (context.claimant !== undefined && (await claimedElsewhere(node, dir, context.claimant)) !== undefined ? undefined : dir)),
+      [...runDirs].map(async (dir) => {
+        if (claimant === undefined) return dir;
+        if ((await claimOf(node, dir, claimant)) !== "mine") return undefined;
+        await renewClaim(node, dir, claimant);
+        return dir;
+      }),
     );
     const sweep = ours.filter((dir): dir is string => dir !== undefined);
     await stopLeftoverListeners(node, nodeName, sweep, stop.graceMs, (step, detail) => context.onEvent?.({ at: new Date().toISOString(), step, detail }));

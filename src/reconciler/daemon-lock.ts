@@ -8,7 +8,8 @@
  * daemons starting at once cannot both take it.
  *
  * While it runs, the daemon touches the lock every `heartbeatMs` (its modification time is the
- * heartbeat; the interval is the lock's fourth line, its start time in ms the fifth), and writes it again if it is gone (a checkout
+ * heartbeat; the interval is the lock's fourth line, its start time in ms the fifth, its state
+ * directory the sixth), and writes it again if it is gone (a checkout
  * that removed and recreated the directory, a `git clean`). A daemon stopped (SIGSTOP, a frozen VM)
  * or hung in its event loop keeps its pid but stops touching it: after `missedBeats` intervals of
  * silence (and at least `minSilenceMs`) readers call it silent, because the status files it wrote
@@ -31,6 +32,8 @@ interface Owner {
   heartbeatMs?: number;
   /** When the owner started, ms since the epoch (its clock); undefined in a lock that predates it. */
   startedAtMs?: number;
+  /** The state directory the owner runs with (its requests are taken there); undefined in a lock that predates it. */
+  stateDir?: string;
 }
 
 /** Default heartbeat interval of a daemon, ms. */
@@ -61,6 +64,8 @@ export interface DaemonSighting {
    * Undefined for a lock written by a version that did not say.
    */
   startedAtMs?: number;
+  /** The state directory it runs with, where it takes reconcile requests (the settings file may say another since). */
+  stateDir?: string;
 }
 
 /** The lock's name in the watched directory (a hidden file: never taken for a definition). */
@@ -83,6 +88,7 @@ export async function findDaemon(watchedDir: string): Promise<DaemonSighting | u
     silentMs,
     silent: owner.heartbeatMs !== undefined && silentMs > silenceAfterMs(owner.heartbeatMs),
     ...(owner.startedAtMs === undefined ? {} : { startedAtMs: owner.startedAtMs }),
+    ...(owner.stateDir === undefined ? {} : { stateDir: owner.stateDir }),
   };
 }
 
@@ -96,10 +102,21 @@ async function lockFileFor(watchedDir: string): Promise<string> {
 }
 
 /** Take the lock of `watchedDir` and touch it every `heartbeatMs` until released. */
-export async function acquireDaemonLock(watchedDir: string, heartbeatMs = defaultHeartbeatMs, onLost: (otherPid: number) => void = () => undefined): Promise<DaemonLock> {
+export async function acquireDaemonLock(
+  watchedDir: string,
+  heartbeatMs = defaultHeartbeatMs,
+  onLost: (otherPid: number) => void = () => undefined,
+  stateDir?: string,
+): Promise<DaemonLock> {
   const real = await realpath(watchedDir).catch(() => watchedDir);
   const file = await lockFileFor(watchedDir);
-  const me: Owner = { pid: process.pid, startTime: await startTimeOf(process.pid), heartbeatMs, startedAtMs: Date.now() };
+  const me: Owner = {
+    pid: process.pid,
+    startTime: await startTimeOf(process.pid),
+    heartbeatMs,
+    startedAtMs: Date.now(),
+    ...(stateDir === undefined ? {} : { stateDir }),
+  };
   for (let attempt = 0; attempt < 5; attempt++) {
     try {
       await writeLock(file, me, real);
@@ -147,7 +164,7 @@ export async function acquireDaemonLock(watchedDir: string, heartbeatMs = defaul
  * reads as stale, and another daemon would take it over).
  */
 async function writeLock(file: string, me: Owner, real: string): Promise<void> {
-  const text = `${me.pid}\n${me.startTime}\n${real}\n${me.heartbeatMs ?? ""}\n${me.startedAtMs ?? ""}\n`;
+  const text = `${me.pid}\n${me.startTime}\n${real}\n${me.heartbeatMs ?? ""}\n${me.startedAtMs ?? ""}\n${me.stateDir ?? ""}\n`;
   const draft = `${file}.${me.pid}.new`;
   await writeFile(draft, text);
   try {
@@ -213,7 +230,7 @@ function holdLock(file: string, me: Owner, real: string, heartbeatMs: number, on
 }
 
 async function readOwner(file: string): Promise<Owner | undefined> {
-  const [pidLine, startTime = "", , heartbeatLine = "", startedLine = ""] = (await readFile(file, "utf8").catch(() => "")).split("\n");
+  const [pidLine, startTime = "", , heartbeatLine = "", startedLine = "", stateDir = ""] = (await readFile(file, "utf8").catch(() => "")).split("\n");
   const pid = Number(pidLine);
   if (!Number.isInteger(pid) || pid <= 0) return undefined;
   const heartbeatMs = Number(heartbeatLine);
@@ -223,6 +240,7 @@ async function readOwner(file: string): Promise<Owner | undefined> {
     startTime,
     ...(heartbeatLine !== "" && Number.isFinite(heartbeatMs) && heartbeatMs > 0 ? { heartbeatMs } : {}),
     ...(startedLine !== "" && Number.isFinite(startedAtMs) && startedAtMs > 0 ? { startedAtMs } : {}),
+    ...(stateDir !== "" ? { stateDir } : {}),
   };
 }
 

@@ -13,6 +13,7 @@ import type { LaunchDeadlines } from "../launch/index.js";
 import { startRouter, type RunningRouter } from "../router/index.js";
 import { definitionsDirMissing, loadSettings, type Settings } from "../spec/index.js";
 import { isShardctlError, ShardctlError } from "../errors/index.js";
+import { daemonIdOf } from "./daemon-id.js";
 import { acquireDaemonLock } from "./daemon-lock.js";
 import { createNodePool } from "../cluster/index.js";
 import { dashboardTokenOf, startDashboard, type Dashboard } from "../dashboard/index.js";
@@ -78,8 +79,9 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     const why = `another shardctl daemon (pid ${otherPid}) took the lock of ${dir} while this daemon's lock file was gone (a \`git clean\` removes it, and a daemon started meanwhile finds none): two daemons would each act on every cluster, so this one stops, leaving its clusters running for that one to adopt`;
     options.log.error({ otherPid }, why);
     loseLock(why);
-  });
+  }, settings.daemon.stateDir);
   const log = options.log;
+  const daemonId = await daemonIdOf(settings.daemon.stateDir);
   const pool = createNodePool(settings);
   const metrics = new DaemonMetrics();
 
@@ -89,6 +91,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     dir,
     settingsFile: options.settingsFile,
     stateDir: settings.daemon.stateDir,
+    ...(daemonId === undefined ? {} : { daemonId }),
     pool,
     log,
     requeue: (name) => queue.add(name),

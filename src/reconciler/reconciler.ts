@@ -44,6 +44,8 @@ export interface ReconcilerOptions {
   onPass?: (name: string, report: PassReport, durationMs: number, stagesAlive: number) => void;
   /** The state directory the daemon started with: kept while it runs, whatever the settings file says later. */
   stateDir?: string;
+  /** The daemon's id, which its run-folder claims carry (see daemon-id.ts). */
+  daemonId?: string;
 }
 
 export class Reconciler {

@@ -45,6 +45,8 @@ export interface WorldOptions {
   monitor?: MonitorTuning;
   /** Where every composed status is also published (the dashboard's live stream). */
   feed?: StatusFeed;
+  /** The daemon's id (see daemon-id.ts), which its run-folder claims carry. */
+  daemonId?: string;
 }
 
 /** Least time between two progress writes of one cluster's status (staging bytes), ms. */
@@ -81,9 +83,14 @@ export class ReconcilerWorld {
     return isOwnedBy(entry, this.options.dir);
   }
 
-  /** This daemon as its launches claim run folders on the nodes: the host and state directory tell it apart from another. */
+  /** This daemon as its launches claim run folders on the nodes: its id (or, without one, its host and state directory) tells it apart from another. */
   claimant(settings: Settings): RunClaim {
-    return { host: hostname(), stateDir: settings.daemon.stateDir, definitions: this.options.dir };
+    return {
+      ...(this.options.daemonId === undefined ? {} : { id: this.options.daemonId }),
+      host: hostname(),
+      stateDir: settings.daemon.stateDir,
+      definitions: this.options.dir,
+    };
   }
 
   async ownEntries(settings: Settings): Promise<LedgerEntry[]> {

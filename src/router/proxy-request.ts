@@ -94,7 +94,8 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
       res.writeHead(status, copyHeaders(answer.headers));
       // Send the head now: a streaming client should see headers before the first token.
       res.flushHeaders();
-      const ending = closeDelimitedStream(answer) ? new StreamEnding() : undefined;
+      // OpenAI's completions streams end with `data: [DONE]`; other event streams end as they please.
+      const ending = /\/completions$/.test(path.split("?")[0]!) && closeDelimitedStream(answer) ? new StreamEnding() : undefined;
       answer.on("data", (chunk: Buffer) => {
         ending?.see(chunk);
         // Written at once (no coalescing); only a slow client makes us pause the backend.

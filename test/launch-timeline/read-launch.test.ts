@@ -42,6 +42,8 @@ describe("describeLaunchProgress", () => {
     const silent = [...steps("stage-0-listening", "stage-1-started"), { at, step: "stage-1-silent", detail }];
     expect(describeLaunchProgress(silent, 2)).toBe(`its processes are starting: 1 of 2 stages listen; stage-1 runs, but ${detail}`);
     expect(describeLaunchProgress([...silent, ...steps("stage-1-listening", "coordinator-started")], 2)).toBe("its 2 stages listen; its coordinator is starting");
+    // Answering again (refused: the path is back, the port not yet bound) unsays the silence.
+    expect(describeLaunchProgress([...silent, ...steps("stage-1-reached")], 2)).toBe("its processes are starting: 1 of 2 stages listen");
   });
 
   it("says a failed or called-off launch is being torn down, not that it goes on", () => {

@@ -154,20 +154,32 @@ test("a lock removed while the daemon runs (a checkout that recreated the direct
 test("a lock taken by another daemon while this one's was gone (started in the gap a git clean leaves): this one hears it lost, once, and leaves the other's lock alone", async () => {
   requireBuild();
   const heard: number[] = [];
-  const lock = await acquireDaemonLock(watched, 100, (pid) => heard.push(pid));
-  // The other daemon: a real process that takes the lock, as `shardctl daemon` does, once ours is gone.
-  await rm(lock.file);
+  // A beat a second apart: the other daemon takes the lock well within the gap.
+  const lock = await acquireDaemonLock(watched, 1_000, (pid) => heard.push(pid));
+  // The other daemon: a real process that takes the lock, as `shardctl daemon` does, once told to
+  // (its start-up, slower than a beat on a busy machine, is over by then).
   const module = new URL("../../dist/src/reconciler/daemon-lock.js", import.meta.url).pathname;
-  const script = `import(${JSON.stringify(module)}).then(async (m) => { await m.acquireDaemonLock(${JSON.stringify(watched)}, 3600000); console.log("taken"); setInterval(() => {}, 1000); })`;
-  const other = spawn(process.execPath, ["-e", script], { stdio: ["ignore", "pipe", "inherit"] });
-  try {
-    await new Promise<void>((resolve, reject) => {
-      other.stdout!.once("data", () => resolve());
+  const script = `import(${JSON.stringify(module)}).then((m) => { console.log("loaded"); process.stdin.once("data", async () => { await m.acquireDaemonLock(${JSON.stringify(watched)}, 3600000); console.log("taken"); }); setInterval(() => {}, 1000); })`;
+  const other = spawn(process.execPath, ["-e", script], { stdio: ["pipe", "pipe", "inherit"] });
+  const said = (word: string): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
+      const listen = (chunk: Buffer): void => {
+        if (!chunk.toString().includes(word)) return;
+        other.stdout!.off("data", listen);
+        resolve();
+      };
+      other.stdout!.on("data", listen);
       other.once("exit", (code) => reject(new Error(`the other daemon exited ${code}`)));
     });
+  try {
+    await said("loaded");
+    await rm(lock.file);
+    const taken = said("taken");
+    other.stdin!.write("go\n");
+    await taken;
     const deadline = Date.now() + 5_000;
     while (heard.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    await new Promise((r) => setTimeout(r, 400));
+    await new Promise((r) => setTimeout(r, 1_200));
     expect(heard).toEqual([other.pid]);
     expect((await findDaemon(watched))?.pid).toBe(other.pid);
     // Released, this daemon removes nothing of the other's.

@@ -7,7 +7,7 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { expect, test } from "vitest";
 import { Ledger, type LedgerEntry } from "../../src/launch/index.js";
-import { conditionOf, enginesOf, isReadyAt, readStatusFile, sleep, waitForStatus, writeSlowEngine, type SpawnedDaemon } from "./daemon-fixture.js";
+import { conditionOf, enginesOf, isReadyAt, readStatusFile, sleep, waitForStatus, writeSettings, writeSlowEngine, type SpawnedDaemon } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
 // The tests spawn the daemons (real processes); any still running afterwards is killed.
@@ -32,15 +32,21 @@ test("a second daemon on the same directory is refused, naming the first one's p
 });
 
 test("a daemon whose lock was removed and taken by a second daemon meanwhile stops on its own (exit 1, saying why), leaving the second to run", async () => {
-  const first = await start();
-  await rm(join(dw.world.clustersDir, ".shardctl-daemon.lock"));
-  // Started in the gap before the first's next beat (5 s) writes its lock again.
-  const second = await start();
-  const code = await Promise.race([first.exited, sleep(15_000).then(() => "still running")]);
-  expect(code, first.stderr()).toBe(1);
-  expect(first.stderr()).toContain(`another shardctl daemon (pid ${second.child.pid}) took the lock`);
-  expect(second.child.exitCode).toBeNull();
-  expect(await stopGracefully(second), second.stderr()).toBe(0);
+  // Beats 15 s apart: the second daemon starts well within the gap, however busy the machine.
+  await writeSettings(dw.world, { restartBudget: 3, heartbeatSeconds: 15 });
+  try {
+    const first = await start();
+    await rm(join(dw.world.clustersDir, ".shardctl-daemon.lock"));
+    // Started in the gap before the first's next beat writes its lock again.
+    const second = await start();
+    const code = await Promise.race([first.exited, sleep(40_000).then(() => "still running")]);
+    expect(code, first.stderr()).toBe(1);
+    expect(first.stderr()).toContain(`another shardctl daemon (pid ${second.child.pid}) took the lock`);
+    expect(second.child.exitCode).toBeNull();
+    expect(await stopGracefully(second), second.stderr()).toBe(0);
+  } finally {
+    await writeSettings(dw.world, { restartBudget: 3 });
+  }
 });
 
 test("kill -9 of the daemon during a launch → the next start leaves no orphan and converges; SIGTERM leaves it running, the next daemon adopts it", async () => {

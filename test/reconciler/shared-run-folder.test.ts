@@ -6,7 +6,7 @@
  * first cluster is removed, the second launches; a claim whose engines are gone is taken over once it
  * is not fresh. Both daemons run in this process on two local nodes.
  */
-import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rmdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { pino } from "pino";
 import { afterAll, expect, test } from "vitest";
@@ -93,9 +93,15 @@ test("a claim whose engines are gone is taken over once it is not fresh (a launc
   const runDir = join(world.root, "nodes", "l2", ".shardctl", "run", "gone");
   await mkdir(runDir, { recursive: true });
   const claimed = (at: Date) => JSON.stringify({ host: "elsewhere", stateDir: "/var/lib/old-shardctl", definitions: "/srv/old/clusters", at: at.toISOString() });
-  await writeFile(join(runDir, "claim.json"), claimed(new Date()));
+  // A claim that cannot be read (a directory in its place: the read fails as a silent node's
+  // would) is never taken for none.
+  await mkdir(join(runDir, "claim.json"));
   const revision = await dw.define("gone", { nodes: ["l1", "l2"] });
-  const refused = await waitForStatus(world, "gone", (s) => s.lastError?.reason === "RunFolderClaimed", 60_000);
+  const unreadable = await waitForStatus(world, "gone", (s) => s.lastError?.reason === "RunFolderClaimed", 60_000);
+  expect(unreadable.lastError?.message).toMatch(/whether another daemon claimed it could not be read/);
+  await rmdir(join(runDir, "claim.json"));
+  await writeFile(join(runDir, "claim.json"), claimed(new Date()));
+  const refused = await waitForStatus(world, "gone", (s) => /may be starting/.test(s.lastError?.message ?? ""), 60_000);
   expect(refused.lastError?.message).toMatch(/claimed it \d+ s ago and may be starting/);
   expect(refused.lastError?.message).toContain("/var/lib/old-shardctl");
   // An hour old, and still nothing runs from it: the next try takes it.

@@ -1,13 +1,13 @@
 /**
  * `[daemon] state_dir` edited while the daemon runs (a checkout of a commit that moved it): the
  * daemon keeps the state directory it started with — its ledger of what runs, its requests — says
- * so in its log, and the serving cluster goes on untouched. The daemon runs in this process on two
- * local nodes.
+ * so in its log, and the serving cluster goes on untouched; `shardctl reconcile` still reaches it.
+ * The daemon runs in this process on two local nodes.
  */
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { expect, test } from "vitest";
-import { sleep, waitForStatus, writeDefinition } from "./daemon-fixture.js";
+import { runShardctl, sleep, waitForStatus, writeDefinition } from "./daemon-fixture.js";
 import { isServingAt, useDaemonWorld } from "./use-daemon-world.js";
 
 const dw = useDaemonWorld({ settings: { enabled: true } });
@@ -31,5 +31,9 @@ test("a state_dir edited under a running daemon is kept as it started, said in i
   const still = await waitForStatus(world, "kept", (s) => isServingAt(s, revision), 5_000);
   expect(still.stages.map((s) => s.pid)).toEqual(pids);
 
+  // `shardctl reconcile` reads the edited settings, but drops its request where the running daemon
+  // takes them (its lock names the state directory it runs with).
+  expect((await runShardctl(world, ["reconcile", "kept"], 30_000)).code).toBe(0);
+  expect((await waitForStatus(world, "kept", (s) => isServingAt(s, revision), 30_000)).stages.map((s) => s.pid)).toEqual(pids);
   await writeFile(world.settingsFile, settings);
 }, 120_000);

@@ -26,9 +26,11 @@ export async function run(args: string[]): Promise<number> {
   }
   const name = basename(file, ".toml");
   if (!patterns.name.test(name)) throw new UsageError(`${file}: "${name}" is not a cluster name (${allowed.name}): the daemon has no cluster of that name`);
-  // The same request the dashboard's "Reconcile now" makes.
-  const request = await dropReconcileRequest(context.settings, name);
+  // The same request the dashboard's "Reconcile now" makes, where the running daemon takes them
+  // (the state directory it started with, should the settings file say another since).
   const daemon = await findDaemon(context.clustersDir);
+  const settings = daemon?.stateDir === undefined ? context.settings : { ...context.settings, daemon: { ...context.settings.daemon, stateDir: daemon.stateDir } };
+  const request = await dropReconcileRequest(settings, name);
   if (daemon === undefined) {
     console.error(`no shardctl daemon is watching ${context.clustersDir}: the request for ${name} waits for the next daemon to start`);
     return 1;

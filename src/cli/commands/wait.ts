@@ -29,6 +29,12 @@ import { UsageError } from "../usage-error.js";
 
 const usage = usageOf("wait");
 
+/**
+ * How much earlier than the daemon's start a file time may read and still be its own write, ms: file
+ * systems that keep times to the second (HFS+, ext3, many network mounts) floor them.
+ */
+const mtimeGrainMs = 1_000;
+
 export async function run(args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args,
@@ -77,14 +83,16 @@ export async function run(args: string[]): Promise<number> {
   // The running daemon, when the status at the last look was written before it started.
   let unconfirmed: DaemonSighting | undefined;
   for (;;) {
-    [last, unreadable] = await readStatusOf(file);
+    // Its time first: a write between the two then pairs the newer word with the older time, never
+    // a former daemon's word with this one's time.
     const writtenAtMs = (await stat(statusFileFor(file)).catch(() => undefined))?.mtimeMs;
+    [last, unreadable] = await readStatusOf(file);
     const judged = judge(last, type, revision, loaded.ok);
     const daemon = judged !== undefined ? await findDaemon(context.clustersDir) : undefined;
     // A verdict written before the running daemon started is the word of one that no longer runs
     // (it was restarted, and what ran may have died meanwhile): it counts once this daemon's first
     // pass of the cluster has written it again (or touched it, saying the same).
-    unconfirmed = daemon?.startedAtMs !== undefined && writtenAtMs !== undefined && writtenAtMs < daemon.startedAtMs ? daemon : undefined;
+    unconfirmed = daemon?.startedAtMs !== undefined && writtenAtMs !== undefined && writtenAtMs < daemon.startedAtMs - mtimeGrainMs ? daemon : undefined;
     const verdict = unconfirmed === undefined ? judged : undefined;
     silent = verdict === "met" && daemon?.silent === true ? daemon : undefined;
     // No daemon at all (it crashed, or was stopped): what the file says held when it was written,

@@ -16,6 +16,8 @@ export interface RuntimeOptions {
   arenaWeightBytes?: number;
   /** Multiply-adds below which a job stays on the calling thread. Default 512 × 512. */
   minSharedWork?: number;
+  /** Whether jobs stay on the caller while sharing costs it time (see sharing-judge.ts). Default true. */
+  judgeSharing?: boolean;
 }
 
 /** Bytes of weights an arena takes by default. */
@@ -39,6 +41,7 @@ export class KernelRuntime {
       this.module,
       (arena, bytes) => this.threadSlots(arena, "worker-outputs", bytes),
       options.minSharedWork ?? minSharedWork,
+      options.judgeSharing ?? true,
     );
     this.addArena();
   }

@@ -114,6 +114,8 @@ export class ThreadPool {
     private readonly privateSpace: PrivateSpace,
     /** Multiply-adds below which a job stays on the calling thread. */
     private readonly minWork = minSharedWork,
+    /** Whether jobs stay on the caller while the judge says sharing costs it time. */
+    private readonly judged = true,
   ) {
     if (!Number.isInteger(threads) || threads < 1) throw new RangeError(`Expected threads to be a positive integer, got ${threads}`);
     this.views = controlViews(new SharedArrayBuffer(controlBytes));
@@ -172,7 +174,7 @@ export class ThreadPool {
     if (tasks.length === 0 || arena === undefined) return;
     if (this.closed) throw new Error("the thread pool is closed");
     const work = tasks.reduce((sum, task) => sum + task.work, 0);
-    if (this.workers.length === 0 || work < this.minWork || !this.workersReady() || this.judge.paused(performance.now())) {
+    if (this.workers.length === 0 || work < this.minWork || !this.workersReady() || (this.judged && this.judge.paused(performance.now()))) {
       this.write(tasks, arena, false);
       runAll(this.kernels, this.views);
       return;

@@ -33,6 +33,8 @@ export interface ShardOptions {
   arenaWeightBytes?: number;
   /** Multiply-adds below which a product stays on the calling thread, for a new runtime. Default 512 × 512. */
   minSharedWork?: number;
+  /** Whether products stay on the caller while sharing costs it time, for a new runtime. Default true. */
+  judgeSharing?: boolean;
 }
 
 /** Prompt rows computed together: a longer prompt runs in chunks of this many, bounding scratch memory. */

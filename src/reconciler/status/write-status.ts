@@ -24,11 +24,14 @@ export async function writeStatus(file: string, status: ClusterStatus, options: 
   // Whatever is there and is not a status file of ours (a FIFO, a huge file) is replaced, never read.
   const current = await readRegularText(file, { maxBytes: Buffer.byteLength(text), what: "status file" }).catch(() => undefined);
   if (current === text) {
-    if (options.touch === true) {
-      const now = new Date();
-      await utimes(file, now, now);
-    }
-    return false;
+    if (options.touch !== true) return false;
+    const now = new Date();
+    // Setting a file's times takes owning it: one a checkout by another user wrote is written anew.
+    const touched = await utimes(file, now, now).then(
+      () => true,
+      () => false,
+    );
+    if (touched) return false;
   }
   await writeFileAtomic(file, text);
   return true;

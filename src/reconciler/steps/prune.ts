@@ -6,7 +6,7 @@
  */
 import { rm } from "node:fs/promises";
 import { runDirOf } from "../../cluster/index.js";
-import { claimedElsewhere, stopLeftoverListeners } from "../../launch/index.js";
+import { claimOf, stopLeftoverListeners } from "../../launch/index.js";
 import { within, type NodeAccess } from "../../nodes/index.js";
 import { dropLastValid } from "../last-valid.js";
 import { statusFileFor } from "../status/index.js";
@@ -44,12 +44,15 @@ async function removeRunFolders(pass: Pass): Promise<void> {
     places.map(async ({ nodeName, node, dir, sweep }) => {
       const say = (_step: string, detail: string): void => world.log.warn({ cluster: pass.name, node: nodeName }, detail);
       const work = async (): Promise<boolean> => {
-        // Another daemon's cluster of this name has launched from the folder since: it is that one's.
-        const other = await claimedElsewhere(node, dir, world.claimant(settings));
-        if (other !== undefined) {
+        // Another daemon's cluster of this name has launched from the folder since: it is that
+        // one's. Nor is a folder whose claim cannot be read now removed on a guess.
+        const claim = await claimOf(node, dir, world.claimant(settings));
+        if (claim !== "mine") {
           world.log.info(
-            { cluster: pass.name, node: nodeName, dir, claimedBy: other },
-            "the run folder of a pruned cluster is left: another daemon launched from it since",
+            { cluster: pass.name, node: nodeName, dir, claimedBy: claim },
+            claim === "unknown"
+              ? "the run folder of a pruned cluster is left: whose it is could not be read in time"
+              : "the run folder of a pruned cluster is left: another daemon launched from it since",
           );
           return true;
         }
