@@ -75,11 +75,16 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const { DaemonMetrics } = await import("./metrics.js");
   let loseLock: (why: string) => void = () => undefined;
   const lost = new Promise<string>((resolve) => (loseLock = resolve));
-  const lock = await acquireDaemonLock(dir, settings.daemon.heartbeatSeconds * 1000, (otherPid) => {
-    const why = `another shardctl daemon (pid ${otherPid}) took the lock of ${dir} while this daemon's lock file was gone (a \`git clean\` removes it, and a daemon started meanwhile finds none): two daemons would each act on every cluster, so this one stops, leaving its clusters running for that one to adopt`;
-    options.log.error({ otherPid }, why);
-    loseLock(why);
-  }, settings.daemon.stateDir);
+  const lock = await acquireDaemonLock(
+    dir,
+    settings.daemon.heartbeatSeconds * 1000,
+    (otherPid) => {
+      const why = `another shardctl daemon (pid ${otherPid}) took the lock of ${dir} while this daemon's lock file was gone (a \`git clean\` removes it, and a daemon started meanwhile finds none): two daemons would each act on every cluster, so this one stops, leaving its clusters running for that one to adopt`;
+      options.log.error({ otherPid }, why);
+      loseLock(why);
+    },
+    settings.daemon.stateDir,
+  );
   const log = options.log;
   const daemonId = await daemonIdOf(settings.daemon.stateDir);
   const pool = createNodePool(settings);
