@@ -11,20 +11,12 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { expect, test } from "vitest";
+import { isRunning } from "../support/namespaces.js";
 import { killStage, waitForStatus } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
 const run = promisify(execFile);
 const dw = useDaemonWorld({ settings: { enabled: true, router: true } });
-
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 test("a stage dies while the ledger cannot be written: withdrawn and stopped all the same, said, and relaunched once it can", async () => {
   if (process.getuid?.() !== 0) throw new Error("this test bind-mounts the ledger directory read-only: run it as root");
