@@ -55,10 +55,13 @@ interface StoredClaim extends RunClaim {
 /** What a look at a folder's claim found: none, a claim, or nothing known (the node did not answer, or refused). */
 type ClaimLook = { kind: "none" } | { kind: "claim"; claim: StoredClaim } | { kind: "unknown"; why: string };
 
-/** The same daemon: the same id where both have one, else the same host and state directory. */
+/**
+ * The same daemon: the same id (its host renamed, its directory spelled otherwise), or the same host
+ * and state directory (its state directory wiped, and a new id made: two daemons on one state
+ * directory share one ledger, which tells their clusters apart by definitions directory).
+ */
 export function isSameDaemon(a: RunClaim, b: RunClaim): boolean {
-  if (a.id !== undefined && b.id !== undefined) return a.id === b.id;
-  return a.host === b.host && a.stateDir === b.stateDir;
+  return (a.id !== undefined && a.id === b.id) || (a.host === b.host && a.stateDir === b.stateDir);
 }
 
 /**
