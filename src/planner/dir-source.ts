@@ -30,10 +30,13 @@ export function createDirReader(root: string): SourceReader {
       }
     },
     readHeader: async (path) => readLocalHeader(join(root, path)),
+    listsCheaply: true,
     listFiles: async () => {
       try {
         const entries = await readdir(root, { recursive: true, withFileTypes: true });
-        return entries.filter((e) => e.isFile()).map((e) => relative(root, join(e.parentPath, e.name)));
+        // Every entry but a folder: a Hugging Face cache snapshot holds its files as links into its
+        // blobs, and whether a file is fit to stage (not a FIFO) is staging's to say.
+        return entries.filter((e) => !e.isDirectory()).map((e) => relative(root, join(e.parentPath, e.name)));
       } catch {
         return undefined;
       }

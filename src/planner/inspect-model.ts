@@ -57,7 +57,18 @@ export async function inspectWithReader(reader: SourceReader): Promise<ModelProf
   const profile = buildModelProfile(where, config, headers, weightMap);
   // The weights must be the model config.json describes: names, shapes, quantized packing.
   checkModelTensors(profile, headers);
-  return profile;
+  const tokenizer = reader.listsCheaply === true ? await tokenizerOf(reader) : undefined;
+  return tokenizer === undefined ? profile : { ...profile, tokenizer };
+}
+
+/** Files of which one is a tokenizer every engine reads. */
+const tokenizerFiles = ["tokenizer.json", "tokenizer.model"];
+
+/** Whether the model's files hold a tokenizer; undefined when they cannot be listed. */
+async function tokenizerOf(reader: SourceReader): Promise<"present" | "missing" | undefined> {
+  const files = await reader.listFiles();
+  if (files === undefined) return undefined;
+  return files.some((f) => tokenizerFiles.includes(f)) ? "present" : "missing";
 }
 
 /** Header reads in flight at once. */

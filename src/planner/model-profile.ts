@@ -59,6 +59,12 @@ export interface ModelProfile {
   files: ModelFile[];
   /** Whether model.safetensors.index.json maps the tensors to their files (a single model.safetensors has none). */
   indexed: boolean;
+  /**
+   * Whether the model has a tokenizer beside config.json (`tokenizer.json`, or SentencePiece's
+   * `tokenizer.model`): every engine needs one to turn a prompt into tokens. Undefined when the
+   * source was not listed (a Hub model: its staging lists it).
+   */
+  tokenizer?: "present" | "missing";
 }
 
 /** A dtype the stages' tensors are stored in, and the first tensor stored in it. */

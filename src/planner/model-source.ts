@@ -35,6 +35,8 @@ export interface SourceReader {
   readJson(path: string, maxBytes: number): Promise<unknown>;
   /** The header of a safetensors file (never its data), or undefined when it does not exist. */
   readHeader(path: string): Promise<RawHeader | undefined>;
-  /** Every file path of the model (only consulted to explain a missing model), undefined if unknown. */
+  /** Every file path of the model (to explain a missing model, and to find its tokenizer), undefined if unknown. */
   listFiles(): Promise<string[] | undefined>;
+  /** Whether listing costs no request of its own (a local directory; a Hub model's listing is its staging's). */
+  listsCheaply?: boolean;
 }

@@ -57,6 +57,12 @@ export function planShards(profile: ModelProfile, nodes: readonly PlanNode[], op
         `write the index beside it (a weight_map naming model.safetensors for every tensor), or serve the model with another engine`,
     );
   }
+  if (profile.tokenizer === "missing") {
+    error(
+      "ModelTokenizerMissing",
+      `${profile.source} has no tokenizer (neither tokenizer.json nor tokenizer.model beside config.json), so no engine can turn a prompt into tokens: copy the model's tokenizer files (tokenizer.json, tokenizer_config.json) from where it came from`,
+    );
+  }
   if (o.strategy === "memory" && !engine.acceptsExplicitLayers) {
     const able = selectKinds((e) => e.acceptsExplicitLayers).join(" or ");
     error(

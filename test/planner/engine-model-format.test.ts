@@ -6,7 +6,7 @@
  * Llama 3's, quantization its kernels do not unpack). Each case is checked against shard-engine's
  * own loader (src/engine/model) too, so the planner refuses what the engine refuses.
  */
-import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { indexSafetensors, readModelConfig } from "../../src/engine/model/index.js";
@@ -131,6 +131,7 @@ describe("what shard-engine's loader cannot read: a plan error for the reference
     ] as Parameters<typeof layoutHeader>[0];
     const { header, dataBytes } = layoutHeader(tensors);
     await writeRawSafetensors(join(dir, "model.safetensors"), header, dataBytes);
+    await writeFile(join(dir, "tokenizer.json"), "{}");
 
     const plan = await planFor(dir, "reference");
     expect(plan.plan.feasible).toBe(false);
@@ -240,3 +241,18 @@ describe("checkModelFormat against the reference engine's facts", () => {
 function escape(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
+
+describe("a model without a tokenizer", () => {
+  it("is a plan error for every engine, naming the files; a SentencePiece tokenizer.model is one", async () => {
+    const dir = await model();
+    await rm(join(dir, "tokenizer.json"));
+    for (const engine of ["reference", "mlxcel", "mlx-lm"] as const) {
+      const plan = await planFor(dir, engine);
+      expect(plan.plan.errors.find((e) => e.reason === "ModelTokenizerMissing")?.message).toBe(
+        `${dir} has no tokenizer (neither tokenizer.json nor tokenizer.model beside config.json), so no engine can turn a prompt into tokens: copy the model's tokenizer files (tokenizer.json, tokenizer_config.json) from where it came from`,
+      );
+    }
+    await writeFile(join(dir, "tokenizer.model"), "sentencepiece");
+    expect(reasons(await planFor(dir, "mlx-lm"))).not.toContain("ModelTokenizerMissing");
+  });
+});

@@ -51,8 +51,9 @@ afterAll(async () => {
   await guarded?.close();
 });
 
-function withoutSource(p: ModelProfile): Omit<ModelProfile, "source"> {
-  const { source: _source, ...rest } = p;
+/** A profile but for where it was read from, and its tokenizer: a local directory is listed for it, a Hub model's listing is its staging's. */
+function withoutSource(p: ModelProfile): Omit<ModelProfile, "source" | "tokenizer"> {
+  const { source: _source, tokenizer: _tokenizer, ...rest } = p;
   return rest;
 }
 

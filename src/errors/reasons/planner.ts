@@ -26,6 +26,8 @@ export type PlannerReason =
   | "ModelIndexInvalid"
   /** The engine needs model.safetensors.index.json and the model has none (terminal). */
   | "ModelIndexMissing"
+  /** The model has no tokenizer (neither tokenizer.json nor tokenizer.model): no engine can serve it (terminal). */
+  | "ModelTokenizerMissing"
   /** Warning: the engine splits this model by a rule not known here; the plan shows the equal-layer one. */
   | "SplitUnknown"
   /** A per-layer tensor name carries no layer index (terminal). */
