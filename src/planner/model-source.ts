@@ -37,6 +37,6 @@ export interface SourceReader {
   readHeader(path: string): Promise<RawHeader | undefined>;
   /** Every file path of the model (to explain a missing model, and to find its tokenizer), undefined if unknown. */
   listFiles(): Promise<string[] | undefined>;
-  /** Whether listing costs no request of its own (a local directory; a Hub model's listing is its staging's). */
+  /** Whether listing costs no request of its own (a local directory; not a Hub model, whose planning reads only its config and headers). */
   listsCheaply?: boolean;
 }
