@@ -163,6 +163,14 @@ describe("faults as the page shows them, live", () => {
       console.log(`${signal} stage-${index}: the page said Not ready ${shown.at - at} ms after the signal`);
       expect(await page.evaluate("window.__marker")).toBe("no reload");
       // Every Not ready the page showed is, word for word, a Ready=False the daemon wrote to the status file.
+      // The page hears a status as it is composed; its file write, the audit's read of it and the
+      // daemon's log line of it follow (on a loaded machine, by a moment): they are waited for.
+      const notReady = seen.filter((x) => x.ready === "False");
+      const allWritten = (): boolean => {
+        const { read, logged } = writtenReady();
+        return notReady.every((s) => [...read, ...logged].some((c) => c.status === "False" && s.text === `Not ready: ${c.reason} ${c.message}`));
+      };
+      for (const deadline = Date.now() + 15_000; !allWritten() && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 100));
       const { read, logged } = writtenReady();
       const written = [...read, ...logged];
       // The daemon's log has each change the file said, the death as the page showed it among them.
