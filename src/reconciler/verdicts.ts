@@ -225,10 +225,13 @@ function stagesListening(entry: LedgerEntry, observation: ClusterObservation | u
   }
   const unanswered = cards.filter((s) => s.transport === "unknown");
   if (unanswered.length > 0) {
+    // The ports are probed from the coordinator's node, over SSH: its own silence leaves them unanswered too.
+    const prober = entry.processes.find((p) => p.role === "coordinator")?.node;
+    const from = prober === undefined ? "" : ` (probed from ${prober}, which may itself not answer)`;
     return {
       status: "Unknown",
       reason: "ProbeUnanswered",
-      message: unanswered.map((s) => `${label(s)}: transport ${s.address ?? "port"} did not answer within the probe's deadline`).join("; "),
+      message: `${unanswered.map((s) => `${label(s)}: transport ${s.address ?? "port"} did not answer within the probe's deadline`).join("; ")}${from}`,
     };
   }
   return { status: "True", reason: "AllStagesListening", message: `${entry.processes.filter((p) => p.role === "stage").length} stages listening` };

@@ -164,6 +164,18 @@ describe("markRunning: the conditions of a running cluster, from what the pass p
     expect(conditions(memory).Ready).toEqual(["Unknown", "ProbeUnanswered"]);
   });
 
+  it("a transport probe without an answer names the node it is probed from, whose own silence leaves it unanswered too", () => {
+    const memory = createMemory("tiny");
+    const withCoordinator: LedgerEntry = {
+      ...entry,
+      processes: [...entry.processes, { role: "coordinator", node: "n3", pid: 300, startTime: "1", runDir: "/run", logFile: "/run/log", exitFile: "/run/exit" }],
+    };
+    markRunning(memory, revision, withCoordinator, observation(["unknown", "unknown"], "ok", "Degraded"));
+    expect(memory.conditions.find((c) => c.type === "StagesListening")!.message).toBe(
+      "stage-0 on n1: transport 127.0.0.2:5000 did not answer within the probe's deadline; stage-1 on n2: transport 127.0.0.3:5000 did not answer within the probe's deadline (probed from n3, which may itself not answer)",
+    );
+  });
+
   it("a stage process seen gone: StagesListening False StageDied, Ready withdrawn", () => {
     const memory = createMemory("tiny");
     const seen = observation(["listening", "listening"], "ok", "Unhealthy");
