@@ -82,8 +82,8 @@ async function main(args: string[]): Promise<number> {
 
   // A fresh start for the demo cluster: whatever an earlier run left in its status (a spent restart
   // budget, a Ready of processes long gone) is looked at again, as `shardctl reconcile demo` would.
-  await mkdir(requestsDirOf(settings), { recursive: true });
-  await writeFile(join(requestsDirOf(settings), clusterName), new Date().toISOString());
+  await mkdir(requestsDirOf(settings.daemon.stateDir), { recursive: true });
+  await writeFile(join(requestsDirOf(settings.daemon.stateDir), clusterName), new Date().toISOString());
 
   // The daemon's log goes to a file, not between the demo's lines: the terminal is for a person
   // following the demo, who needs its warnings and errors only, and as human lines (pretty even

@@ -57,9 +57,9 @@ export interface Daemon {
   stop(options?: { detach?: boolean }): Promise<void>;
 }
 
-/** Directory where `shardctl reconcile <name>` drops its requests. */
-export function requestsDirOf(settings: Settings): string {
-  return join(settings.daemon.stateDir, "requests");
+/** Directory where `shardctl reconcile <name>` drops its requests: `requests` in the daemon's state directory. */
+export function requestsDirOf(stateDir: string): string {
+  return join(stateDir, "requests");
 }
 
 export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
@@ -207,7 +207,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     }
 
     // `shardctl reconcile <name>` requests.
-    const requestsDir = requestsDirOf(settings);
+    const requestsDir = requestsDirOf(settings.daemon.stateDir);
     await mkdir(requestsDir, { recursive: true });
     // Entries that are not requests, said once each (the directory is looked at every second).
     const notRequests = new Set<string>();

@@ -37,11 +37,7 @@ export function dashboardSource(options: DashboardSourceOptions): DashboardSourc
     },
     clusterNames: async () => (await findClusterFiles(dir).catch(() => [])).map((f) => basename(f, ".toml")),
     hasCluster: (name) => pathExists(join(dir, `${name}.toml`)),
-    requestReconcile: async (name) => {
-      const settings = await loadSettings(settingsFile);
-      const pinned = { ...settings, daemon: { ...settings.daemon, stateDir: options.stateDir } };
-      return requestTaken(await dropReconcileRequest(pinned, name), options.requestDeadlineMs ?? 15_000);
-    },
+    requestReconcile: async (name) => requestTaken(await dropReconcileRequest(options.stateDir, name), options.requestDeadlineMs ?? 15_000),
     previewPlan: async (text, name, { probe }) => {
       const settings = await loadSettings(settingsFile);
       // Planned as if it were clusters/<name>.toml: relative paths resolve as for a committed definition.

@@ -6,14 +6,14 @@
 import { access, mkdir, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { ShardctlError, messageOf } from "../errors/index.js";
-import { patterns, type Settings } from "../spec/index.js";
+import { patterns } from "../spec/index.js";
 import { requestsDirOf } from "./daemon.js";
 
-/** Drop the request for `name`; returns the request file. */
-export async function dropReconcileRequest(settings: Settings, name: string): Promise<string> {
+/** Drop the request for `name` where a daemon running with `stateDir` takes them; returns the request file. */
+export async function dropReconcileRequest(stateDir: string, name: string): Promise<string> {
   // The name becomes a file name in the requests directory: only a cluster name may (never "..").
   if (!patterns.name.test(name)) throw new Error(`"${name}" is not a cluster name: no reconcile request is made for it`);
-  const dir = requestsDirOf(settings);
+  const dir = requestsDirOf(stateDir);
   const request = join(dir, name);
   try {
     await mkdir(dir, { recursive: true });

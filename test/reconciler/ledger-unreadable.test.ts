@@ -29,6 +29,6 @@ test("a damaged ledger entry: the daemon starts, the cluster's status names the 
   expect(await enginesOf(world)).toEqual([]);
 
   await rm(ledgerFile);
-  await dropReconcileRequest(await loadSettings(world.settingsFile), "damaged");
+  await dropReconcileRequest((await loadSettings(world.settingsFile)).daemon.stateDir, "damaged");
   await waitForStatus(world, "damaged", (s) => isReadyAt(s), 90_000);
 }, 180_000);

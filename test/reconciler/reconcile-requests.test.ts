@@ -22,17 +22,17 @@ beforeAll(async () => {
 it("takes each of five requests dropped one right after the other was taken", async () => {
   const settings = await loadSettings(dw.world.settingsFile);
   for (let i = 0; i < 5; i++) {
-    const request = await dropReconcileRequest(settings, "alpha");
+    const request = await dropReconcileRequest(settings.daemon.stateDir, "alpha");
     expect(await requestTaken(request, 5_000), `request ${i + 1} was not taken within 5 s`).toBe(true);
   }
 });
 
 it("a folder in the requests directory is said once and left alone; requests beside it are still taken", async () => {
   const settings = await loadSettings(dw.world.settingsFile);
-  await mkdir(join(requestsDirOf(settings), "not-a-request"));
+  await mkdir(join(requestsDirOf(settings.daemon.stateDir), "not-a-request"));
   // Three looks of the directory (one a second).
   await sleep(3_500);
-  const request = await dropReconcileRequest(settings, "alpha");
+  const request = await dropReconcileRequest(settings.daemon.stateDir, "alpha");
   expect(await requestTaken(request, 5_000)).toBe(true);
   const log = await readFile(join(dw.world.root, "daemon.log"), "utf8");
   expect(log.split("\n").filter((line) => line.includes("ignoring this entry of the requests directory"))).toHaveLength(1);

@@ -29,8 +29,7 @@ export async function run(args: string[]): Promise<number> {
   // The same request the dashboard's "Reconcile now" makes, where the running daemon takes them
   // (the state directory it started with, should the settings file say another since).
   const daemon = await findDaemon(context.clustersDir);
-  const settings = daemon?.stateDir === undefined ? context.settings : { ...context.settings, daemon: { ...context.settings.daemon, stateDir: daemon.stateDir } };
-  const request = await dropReconcileRequest(settings, name);
+  const request = await dropReconcileRequest(daemon?.stateDir ?? context.settings.daemon.stateDir, name);
   if (daemon === undefined) {
     console.error(`no shardctl daemon is watching ${context.clustersDir}: the request for ${name} waits for the next daemon to start`);
     return 1;
