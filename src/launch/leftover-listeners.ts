@@ -13,6 +13,11 @@ import { defaultReachMs, waitGone } from "./processes.js";
 /** The files a launch writes in a run directory that an engine is handed on its command line (every driver's cluster config). */
 const launchFileNames = ["cluster.toml", "hostfile.json"];
 
+/** The paths of those files in `runDir`: a process whose command line names one was started by that launch. */
+export function launchFilesIn(runDir: string): string[] {
+  return launchFileNames.map((name) => `${runDir.replace(/\/+$/, "")}/${name}`);
+}
+
 /** Stop the listeners on `node` that name a launch file of one of `runDirs`; each said with `say`. */
 export async function stopLeftoverListeners(
   node: NodeAccess,
@@ -21,7 +26,7 @@ export async function stopLeftoverListeners(
   graceMs: number,
   say: (step: string, detail: string) => void,
 ): Promise<void> {
-  const paths = runDirs.flatMap((dir) => launchFileNames.map((name) => `${dir.replace(/\/+$/, "")}/${name}`));
+  const paths = runDirs.flatMap(launchFilesIn);
   for (const left of await listenersNaming(node, paths)) {
     const stopped = await stopListener(node, left, graceMs);
     say(

@@ -53,17 +53,23 @@ export async function startEngineProcess(node: NodeAccess, planned: LedgerProces
  * wrapper's argv holds the exit-status file path, unique to this cluster, node and process.
  */
 export async function findUnrecordedProcess(node: NodeAccess, planned: LedgerProcess): Promise<LedgerProcess | undefined> {
-  const listing = await node.run(["ps", "-A", "-ww", "-o", "pid=", "-o", "args="]);
-  if (listing.exitCode !== 0) throw listingFailed(node.config.name, listing);
-  for (const line of listing.stdout.split("\n")) {
-    const match = /^\s*(\d+)\s+(.*)$/.exec(line);
+  for (const { pid, args } of await listCommandLines(node)) {
     // The wrapper, or the `env` that sets its mark a moment before it becomes the wrapper.
-    if (match === null || !match[2]!.includes(` ${planned.exitFile} `) || !/^(sh -c|env )/.test(match[2]!)) continue;
-    const pid = Number(match[1]);
+    if (!args.includes(` ${planned.exitFile} `) || !/^(sh -c|env )/.test(args)) continue;
     const startTime = await node.processStartTime(pid);
     if (startTime !== undefined) return { ...planned, pid, startTime };
   }
   return undefined;
+}
+
+/** Every process on `node` with its command line, as `ps` shows it; throws when the node does not list them. */
+export async function listCommandLines(node: NodeAccess, ask?: { deadlineMs: number }): Promise<Array<{ pid: number; args: string }>> {
+  const listing = await node.run(["ps", "-A", "-ww", "-o", "pid=", "-o", "args="], ask);
+  if (listing.exitCode !== 0) throw listingFailed(node.config.name, listing);
+  return listing.stdout.split("\n").flatMap((line) => {
+    const match = /^\s*(\d+)\s+(.*)$/.exec(line);
+    return match === null ? [] : [{ pid: Number(match[1]), args: match[2]! }];
+  });
 }
 
 /** True while the recorded process (same pid and start time) still runs. */

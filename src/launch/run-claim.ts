@@ -14,7 +14,8 @@ import { posix } from "node:path";
 import { showText } from "../errors/index.js";
 import { within, type NodeAccess } from "../nodes/index.js";
 import { LaunchError } from "./launch-error.js";
-import { defaultReachMs } from "./processes.js";
+import { launchFilesIn } from "./leftover-listeners.js";
+import { defaultReachMs, listCommandLines } from "./processes.js";
 
 /** Which daemon launched from a run folder. */
 export interface RunClaim {
@@ -187,20 +188,13 @@ async function writeClaim(node: NodeAccess, runDir: string, me: RunClaim): Promi
  * Someone reading a log there is not one. Undefined when the node did not answer in time: a
  * folder is never taken on a guess.
  */
-async function processesRunningFrom(node: NodeAccess, runDir: string): Promise<string[] | undefined> {
+async function processesRunningFrom(node: NodeAccess, runDir: string): Promise<number[] | undefined> {
   const dir = runDir.replace(/\/+$/, "");
-  const result = await node.run(["ps", "-A", "-ww", "-o", "pid=", "-o", "args="], { deadlineMs: defaultReachMs }).catch(() => undefined);
-  if (result === undefined || result.exitCode !== 0) return undefined;
-  const launchFiles = [`${dir}/cluster.toml`, `${dir}/hostfile.json`];
+  const listed = await listCommandLines(node, { deadlineMs: defaultReachMs }).catch(() => undefined);
+  if (listed === undefined) return undefined;
+  const launchFiles = launchFilesIn(dir);
   const wrapper = new RegExp(`^(sh -c|env ).* ${escapeRegExp(dir)}/[^ /]+\\.exit( |$)`);
-  const pids: string[] = [];
-  for (const line of result.stdout.split("\n")) {
-    const match = /^\s*(\d+)\s+(.*)$/.exec(line);
-    if (match === null) continue;
-    const args = match[2]!;
-    if (launchFiles.some((file) => args.includes(file)) || wrapper.test(args)) pids.push(match[1]!);
-  }
-  return pids;
+  return listed.filter(({ args }) => launchFiles.some((file) => args.includes(file)) || wrapper.test(args)).map(({ pid }) => pid);
 }
 
 function escapeRegExp(text: string): string {
