@@ -113,10 +113,12 @@ export async function claimRunFolders(folders: readonly RunFolder[], me: RunClai
   );
 }
 
-/** Renew `me`'s claim on `runDir` (a teardown: the relaunch comes after its back-off); nothing when another daemon's or unknown. */
+/**
+ * Renew `me`'s claim on `runDir`, which claimOf found `me`'s (a teardown: the relaunch comes after
+ * its back-off); bounded by `defaultReachMs`.
+ */
 export async function renewClaim(node: NodeAccess, runDir: string, me: RunClaim): Promise<void> {
-  const look = await lookAtClaim(node, runDir);
-  if (look.kind === "claim" && isSameDaemon(look.claim, me)) await within(defaultReachMs, writeClaim(node, runDir, me), false);
+  await within(defaultReachMs, writeClaim(node, runDir, me), false);
 }
 
 function refused(runDir: string, nodeName: string, why: string): LaunchError {
