@@ -37,7 +37,12 @@ export interface PlanForClusterOptions {
 export async function planForCluster(spec: ClusterSpec, settings: Settings, options: PlanForClusterOptions = {}): Promise<PlannedCluster> {
   const facts = options.probe === undefined ? {} : await probeClusterNodes(spec, [...options.probe]);
   const pinned = options.pin === true && spec.model.source === "hub" ? await resolveManifest(stagingSourceOf(spec, settings)) : undefined;
-  const { profile, plan } = await planCluster(spec, settings, facts, pinned?.commit);
+  const { profile, plan } = await planCluster(
+    spec,
+    settings,
+    facts,
+    pinned === undefined ? undefined : { commit: pinned.commit, files: pinned.files.map((f) => f.path) },
+  );
   return { profile, plan, budgets: options.probe === undefined ? "declared" : "probed", facts, ...(pinned === undefined ? {} : { pinned }) };
 }
 

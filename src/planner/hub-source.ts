@@ -105,7 +105,9 @@ export function createHubReader(source: HubSource): SourceReader {
       }
       return { bytes: header.bytes, fileSize: prefix.fileSize };
     },
+    listsCheaply: source.files !== undefined,
     listFiles: async () => {
+      if (source.files !== undefined) return [...source.files];
       const url = `${source.endpoint.replace(/\/+$/, "")}/api/models/${source.repo}/tree/${encodeURIComponent(source.revision)}?recursive=true`;
       try {
         const headers: Record<string, string> = source.token === undefined ? {} : { authorization: `Bearer ${source.token}` };

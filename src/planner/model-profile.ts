@@ -62,7 +62,7 @@ export interface ModelProfile {
   /**
    * Whether the model has a tokenizer beside config.json (`tokenizer.json`, or SentencePiece's
    * `tokenizer.model`): every engine needs one to turn a prompt into tokens. Undefined when the
-   * source was not listed (a Hub model: planning reads only its config and headers).
+   * source was not listed (a Hub branch not pinned for staging: such a plan reads only its config and headers).
    */
   tokenizer?: "present" | "missing";
 }

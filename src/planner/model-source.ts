@@ -13,6 +13,12 @@ export type ModelSource =
       token?: string;
       /** Deadline of each HTTP request (ms). Default 30000. */
       timeoutMs?: number;
+      /**
+       * The revision's file paths when the caller already listed them (a branch pinned to its commit
+       * lists every file): the tokenizer is then looked for among them. Without it nothing is listed
+       * at planning, which reads only config.json and the safetensors headers.
+       */
+      files?: readonly string[];
     };
 
 /** A safetensors header as read from a source, before parsing. */
@@ -37,6 +43,6 @@ export interface SourceReader {
   readHeader(path: string): Promise<RawHeader | undefined>;
   /** Every file path of the model (to explain a missing model, and to find its tokenizer), undefined if unknown. */
   listFiles(): Promise<string[] | undefined>;
-  /** Whether listing costs no request of its own (a local directory; not a Hub model, whose planning reads only its config and headers). */
+  /** Whether listing costs no request of its own (a local directory, or a Hub revision whose files the caller listed). */
   listsCheaply?: boolean;
 }

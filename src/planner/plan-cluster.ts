@@ -82,11 +82,11 @@ export async function planCluster(
   spec: ClusterSpec,
   settings: Settings,
   facts: Readonly<Record<string, NodeFacts>> = {},
-  /** Inspect this Hub revision (a commit the caller pinned) instead of the definition's branch. */
-  pinnedRevision?: string,
+  /** Inspect this Hub commit (one the caller pinned, with the files it lists) instead of the definition's branch. */
+  pinned?: { commit: string; files: readonly string[] },
 ): Promise<ClusterPlan> {
   const source = modelSourceOf(spec, settings);
-  const profile = await inspectModel(source.kind === "hub" && pinnedRevision !== undefined ? { ...source, revision: pinnedRevision } : source);
+  const profile = await inspectModel(source.kind === "hub" && pinned !== undefined ? { ...source, revision: pinned.commit, files: pinned.files } : source);
   const plan = planShards(profile, planNodesOf(spec, settings, facts), {
     strategy: spec.plan.strategy,
     headroom: spec.plan.headroom,

@@ -60,7 +60,10 @@ export function planShards(profile: ModelProfile, nodes: readonly PlanNode[], op
   if (profile.tokenizer === "missing") {
     error(
       "ModelTokenizerMissing",
-      `${profile.source} has no tokenizer (neither tokenizer.json nor tokenizer.model beside config.json), so no engine can turn a prompt into tokens: copy the model's tokenizer files (tokenizer.json, tokenizer_config.json) from where it came from`,
+      `${profile.source} has no tokenizer (neither tokenizer.json nor tokenizer.model beside config.json), so no engine can turn a prompt into tokens: ` +
+        (profile.source.startsWith("hub:")
+          ? "add the model's tokenizer files (tokenizer.json, tokenizer_config.json) to the repository, or serve a revision that has them"
+          : "copy the model's tokenizer files (tokenizer.json, tokenizer_config.json) from where it came from"),
     );
   }
   if (o.strategy === "memory" && !engine.acceptsExplicitLayers) {

@@ -1,11 +1,13 @@
 import { createReadStream } from "node:fs";
-import { readFile, stat } from "node:fs/promises";
+import { readFile, rm, stat } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isShardctlError } from "../../src/errors/index.js";
+import { planForCluster } from "../../src/cluster/index.js";
 import { inspectModel, makeTestModel, type ModelProfile } from "../../src/planner/index.js";
+import { parseCluster, parseSettings } from "../../src/spec/index.js";
 import { startHubServer, type HubServer } from "../support/hub-server.js";
 import { allocateHosts } from "../support/test-world.js";
 import { layoutHeader, llamaConfig, tempDir, writeConfig, writeRawSafetensors } from "./fixtures.js";
@@ -17,6 +19,7 @@ let shardedDir: string;
 let singleDir: string;
 let brokenDir: string;
 let binDir: string;
+let noTokenizerDir: string;
 /** Loopback addresses leased to this file: the open Hub (and the test's own servers), the guarded one. */
 let host: string;
 let guardedHost: string;
@@ -31,6 +34,9 @@ beforeAll(async () => {
   await writeConfig(brokenDir, llamaConfig());
   const { header } = layoutHeader([["model.layers.0.mlp.up_proj.weight", "F16", [8, 8]]]);
   await writeRawSafetensors(join(brokenDir, "model.safetensors"), header, 0, 5000n);
+  noTokenizerDir = await tempDir();
+  await makeTestModel(noTokenizerDir, { layers: 2 });
+  await rm(join(noTokenizerDir, "tokenizer.json"));
   binDir = await tempDir();
   await writeConfig(binDir, llamaConfig());
   await writeRawSafetensors(join(binDir, "pytorch_model.bin"), "{}", 0);
@@ -41,6 +47,7 @@ beforeAll(async () => {
       { repo: "test-org/single", commit, dir: singleDir },
       { repo: "test-org/broken", commit, dir: brokenDir },
       { repo: "test-org/bin-only", commit, dir: binDir },
+      { repo: "test-org/no-tokenizer", commit, dir: noTokenizerDir },
     ],
   });
   guarded = await startHubServer({ host: guardedHost, token: "s3cret", repos: [{ repo: "org/private", commit, dir: singleDir }] });
@@ -212,5 +219,46 @@ describe("inspectModel over the Hub protocol (HTTP Range)", () => {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }
+  });
+});
+
+describe("a Hub model's tokenizer", () => {
+  /** The daemon's plan of a two-node cluster serving `repo` from the Hub stand-in: pinned to its commit (the branch's file list) as before staging, or not. */
+  async function planOf(repo: string, pin: boolean): Promise<Awaited<ReturnType<typeof planForCluster>>> {
+    const settingsFile = join(await tempDir(), "shardctl.toml");
+    const settings = parseSettings(
+      `[hub]\nendpoint = "${hub.endpoint}"\n[nodes.a]\nhost = "10.0.0.1"\nmodel_dir = "/models"\nmemory = "4GiB"\n[nodes.b]\nhost = "10.0.0.2"\nmodel_dir = "/models"\nmemory = "4GiB"\n`,
+      settingsFile,
+    );
+    if (!settings.ok) throw new Error(JSON.stringify(settings.issues));
+    const cluster = parseCluster(
+      `nodes = ["a", "b"]\n[model]\nid = "${repo}"\nsource = "hub"\ncontext_length = 256\n`,
+      join(settingsFile, "..", "x.toml"),
+      settings.value,
+    );
+    if (!cluster.ok) throw new Error(JSON.stringify(cluster.issues));
+    return planForCluster(cluster.value, settings.value, { pin });
+  }
+
+  it("is looked for in the file list of the commit a staging pins: without one the plan is refused (ModelTokenizerMissing), before anything is downloaded", async () => {
+    hub.resetStats();
+    const refused = await planOf("test-org/no-tokenizer", true);
+    expect(refused.profile.tokenizer).toBe("missing");
+    expect(refused.plan.feasible).toBe(false);
+    expect(refused.plan.errors.find((e) => e.reason === "ModelTokenizerMissing")?.message).toBe(
+      `hub:test-org/no-tokenizer@${commit} has no tokenizer (neither tokenizer.json nor tokenizer.model beside config.json), so no engine can turn a prompt into tokens: ` +
+        "add the model's tokenizer files (tokenizer.json, tokenizer_config.json) to the repository, or serve a revision that has them",
+    );
+    // Only the listing, config.json, the index probe and the header ranges: no weights.
+    expect(hub.stats().bytesServed).toBeLessThan(64 * 1024);
+    expect((await planOf("test-org/single", true)).profile.tokenizer).toBe("present");
+  });
+
+  it("is not looked for when nothing is staged (a plan of the branch reads only config.json and the headers)", async () => {
+    hub.resetStats();
+    const plan = await planOf("test-org/no-tokenizer", false);
+    expect(plan.profile.tokenizer).toBeUndefined();
+    expect(plan.plan.errors.map((e) => e.reason)).not.toContain("ModelTokenizerMissing");
+    expect(Object.keys(hub.stats().requestsByPath).some((path) => path.includes("/api/models/"))).toBe(false);
   });
 });
