@@ -40,6 +40,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     cluster: request.cluster,
     revision: request.revision,
     ...(request.identity === undefined ? {} : { identity: request.identity }),
+    ...(request.definitionDigest === undefined ? {} : { definitionDigest: request.definitionDigest }),
     ...(request.owner === undefined ? {} : { owner: request.owner }),
     engine: request.driver.facts.kind,
     ...(request.generationWatchdogSeconds === undefined ? {} : { generationWatchdogSeconds: request.generationWatchdogSeconds }),

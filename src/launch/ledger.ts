@@ -60,6 +60,12 @@ export interface LedgerEntry {
    * nodes). A new revision with the same identity (e.g. a router weight edit) needs no restart.
    */
   identity?: string;
+  /**
+   * Hash of the definition alone (its revision without the registry entries of its nodes): a new
+   * revision with the same digest changed only in the registry. Absent in entries from before it
+   * was recorded.
+   */
+  definitionDigest?: string;
   /** The engine kind the processes run (entries from before it was recorded ran the default kind). */
   engine?: EngineKind;
   /** The definition's `[engine] generation_watchdog_seconds`, which health uses while it runs: see WatchedCluster. */

@@ -63,6 +63,8 @@ export interface LaunchRequest {
   revision: string;
   /** Recorded in the ledger: see LedgerEntry.identity. */
   identity?: string;
+  /** Recorded in the ledger: see LedgerEntry.definitionDigest. */
+  definitionDigest?: string;
   /** Recorded in the ledger: see LedgerEntry.owner. */
   owner?: string;
   /** The daemon that launches, claiming the run folders (see run-claim.ts); undefined claims none. */

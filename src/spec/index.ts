@@ -7,7 +7,7 @@ export type { Accelerator, ClusterSpec, NodeEntry, ParseResult, Settings, SpecIs
 export { parseSettings, loadSettings } from "./parse-settings.js";
 export { parseCluster, loadCluster, stemOf } from "./parse-cluster.js";
 export { formatIssue, formatPath } from "./issues.js";
-export { computeRevision, stableStringify } from "./revision.js";
+export { computeRevision, definitionDigest, stableStringify } from "./revision.js";
 export { parseSize } from "./size.js";
 export { parsePortRange, countPorts, type PortRange } from "./port-range.js";
 export { renderSchemas, writeSchemas } from "./render-schemas.js";

@@ -10,16 +10,33 @@ import type { ClusterSpec, NodeEntry, Settings } from "./types.js";
 
 /** Hex sha256 of the definition and the registry entries of its stage and coordinator nodes. */
 export function computeRevision(spec: ClusterSpec, settings: Settings): string {
-  const { file: _file, ...definition } = spec;
-  const { path: _path, ...model } = definition.model;
   const used = [...spec.nodes, spec.coordinator.node].filter((name, index, all) => all.indexOf(name) === index);
   const nodes = used.flatMap((name) => {
     const entry = settings.nodes[name];
     return entry === undefined ? [] : [portableEntry(entry, settings.dir)];
   });
-  return createHash("sha256")
-    .update(stableStringify({ definition: { ...definition, model }, nodes }))
-    .digest("hex");
+  return sha256(stableStringify({ definition: hashedDefinition(spec), nodes }));
+}
+
+/**
+ * Hex sha256 of the definition alone, without the registry entries its revision also covers: two
+ * revisions with the same digest differ only in the registry (a node's host, memory or key edited
+ * in the settings file), which is how `shardctl diff` says why a cluster whose file is unchanged
+ * would be replaced.
+ */
+export function definitionDigest(spec: ClusterSpec): string {
+  return sha256(stableStringify({ definition: hashedDefinition(spec) }));
+}
+
+/** What of a definition its revision covers: not where its file or its model directory lie. */
+function hashedDefinition(spec: ClusterSpec): object {
+  const { file: _file, ...definition } = spec;
+  const { path: _path, ...model } = definition.model;
+  return { ...definition, model };
+}
+
+function sha256(text: string): string {
+  return createHash("sha256").update(text).digest("hex");
 }
 
 function portableEntry(entry: NodeEntry, dir: string): NodeEntry {

@@ -6,6 +6,10 @@ import { Ledger } from "../../src/launch/index.js";
 import {
   conditionOf,
   definitionText,
+  freePort,
+  freePortRange,
+  isReadyAt,
+  removeDefinition,
   revisionOf,
   runShardctl,
   startInProcessDaemon,
@@ -69,6 +73,45 @@ test("exit 2 with what would change: launch, replace, stop, prune", async () => 
   await ledger.remove("orphan");
   expect((await runShardctl(world, ["diff"])).code).toBe(0);
 });
+
+test("a replace whose definition is as launched says what changed is the registry; a definition edit says nothing more", async () => {
+  await writeSettings(world, { enabled: true });
+  const launchedText = definitionText(world, { nodes: ["l1", "l2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]), register: false });
+  await writeDefinition(world, "reg", launchedText);
+  const launched = await revisionOf(world, "reg");
+  const daemon = await startInProcessDaemon(world);
+  try {
+    await waitForStatus(world, "reg", (s) => isReadyAt(s, launched), 60_000);
+  } finally {
+    // What runs stays: the next daemon adopts it.
+    await daemon.stop();
+  }
+  try {
+    await writeSettings(world, { enabled: true, nodeMemory: "3GiB" });
+    const edited = await revisionOf(world, "reg");
+    const registry = await runShardctl(world, ["diff", "reg"]);
+    expect(registry.code).toBe(2);
+    expect(registry.stdout).toContain(
+      `~ reg: replace revision ${launched.slice(0, 12)} with ${edited.slice(0, 12)} (the definition is as launched: the registry entry of one of its nodes l1, l2 in ${world.settingsFile} changed)`,
+    );
+    await writeDefinition(world, "reg", launchedText.replace("context_length = 256", "context_length = 128"));
+    const definition = await runShardctl(world, ["diff", "reg"]);
+    expect(definition.code).toBe(2);
+    expect(definition.stdout).toMatch(/^~ reg: replace revision [0-9a-f]{12} with [0-9a-f]{12}$/m);
+  } finally {
+    // Back to what runs, so the next daemon adopts it, then removed.
+    await writeSettings(world, { enabled: true });
+    await writeDefinition(world, "reg", launchedText);
+    const daemon2 = await startInProcessDaemon(world);
+    try {
+      expect(await removeDefinition(world, "reg", 30_000)).toBe(true);
+    } finally {
+      await daemon2.stop();
+    }
+    await writeSettings(world, { enabled: false });
+  }
+  expect(await new Ledger(world.stateDir).read("reg")).toBeUndefined();
+}, 120_000);
 
 test("exit 1 on an invalid definition, with file:line:col", async () => {
   await writeFile(join(world.clustersDir, "broken.toml"), 'desired = "sideways"\nnodes = ["l1"]\n[model]\nid = "x"\n');

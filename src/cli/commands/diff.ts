@@ -24,7 +24,7 @@ import {
   type IdentifiedPlan,
   type NextAction,
 } from "../../reconciler/index.js";
-import { findClusterFiles, formatIssue, loadCluster, type ClusterSpec, type Settings } from "../../spec/index.js";
+import { definitionDigest, findClusterFiles, formatIssue, loadCluster, type ClusterSpec, type Settings } from "../../spec/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 
 export async function run(args: string[]): Promise<number> {
@@ -71,7 +71,7 @@ export async function run(args: string[]): Promise<number> {
         }
         action = nextAction(desired, observed, decisionMemoryOf(restarts, revision, planned), settings);
       }
-      const line = describe(name, revision, action, entry, spec);
+      const line = describe(name, revision, action, entry, spec, settings);
       if (line?.startsWith("!") === true) notes.push(line);
       else if (line !== undefined) changes.push(line);
     }
@@ -99,13 +99,13 @@ export async function run(args: string[]): Promise<number> {
 }
 
 /** One line for a decision: `+` launch, `~` replace or update, `-` stop or prune, `!` will not act; none when nothing changes. */
-function describe(name: string, revision: string, action: NextAction, entry: LedgerEntry | undefined, spec?: ClusterSpec): string | undefined {
+function describe(name: string, revision: string, action: NextAction, entry: LedgerEntry | undefined, spec?: ClusterSpec, settings?: Settings): string | undefined {
   const short = revision.slice(0, 12);
   switch (action.kind) {
     case "launch": {
       const replace = action.replace;
       if (replace === undefined) return `+ ${name}: launch revision ${short}`;
-      if (replace.revision !== revision) return `~ ${name}: replace revision ${replace.revision.slice(0, 12)} with ${short}`;
+      if (replace.revision !== revision) return `~ ${name}: replace revision ${replace.revision.slice(0, 12)} with ${short}${replaceDetail(entry, spec, settings)}`;
       return `~ ${name}: finish ${replace.phase === "launching" ? "an interrupted launch" : "an interrupted teardown"}, then launch`;
     }
     case "adopt":
@@ -121,6 +121,13 @@ function describe(name: string, revision: string, action: NextAction, entry: Led
     case "plan":
       return undefined;
   }
+}
+
+/** Why a revision is replaced when its definition is as launched: what changed is the registry (the launch recorded the definition's digest). */
+function replaceDetail(entry: LedgerEntry | undefined, spec: ClusterSpec | undefined, settings: Settings | undefined): string {
+  if (entry?.definitionDigest === undefined || spec === undefined || settings === undefined || entry.definitionDigest !== definitionDigest(spec)) return "";
+  const used = [...new Set([...spec.nodes, spec.coordinator.node])].filter((node) => settings.nodes[node] !== undefined);
+  return ` (the definition is as launched: the registry entry of ${used.length === 1 ? "its node" : "one of its nodes"} ${used.join(", ")} in ${settings.file} changed)`;
 }
 
 function stallDetail(reason: string, entry: LedgerEntry | undefined, spec: ClusterSpec | undefined): string {

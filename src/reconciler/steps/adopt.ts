@@ -5,7 +5,7 @@
 import { routerBackendOf, type LedgerEntry } from "../../launch/index.js";
 import { engineOf } from "../../engines/index.js";
 import { messageOf } from "../../errors/index.js";
-import type { ClusterSpec } from "../../spec/index.js";
+import { definitionDigest, type ClusterSpec } from "../../spec/index.js";
 import { definitionOf, type Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
 import { dying, markRunning, recheckUnlessHealthy, setConditions } from "../verdicts.js";
@@ -67,6 +67,7 @@ async function applyInPlace(pass: Pass, entry: LedgerEntry, spec: ClusterSpec, r
     entry.routerBackend = spec.router.backend;
   }
   entry.revision = revision;
+  entry.definitionDigest = definitionDigest(spec);
   await pass.ledger.write(entry);
 }
 

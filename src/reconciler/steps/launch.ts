@@ -10,6 +10,7 @@
 import { buildLaunchRequest } from "../../cluster/index.js";
 import { ShardctlError } from "../../errors/index.js";
 import { launchCluster, LaunchError } from "../../launch/index.js";
+import { definitionDigest } from "../../spec/index.js";
 import { definitionOf } from "../pass.js";
 import { describeLaunchProgress, readLaunch } from "../../launch-timeline/index.js";
 import { keepComingBack } from "../coming-back.js";
@@ -50,6 +51,7 @@ export const launch: Step = {
     const request = {
       ...(await buildLaunchRequest(spec, settings, revision, planned.plan, world.nodesOf(spec, settings), staged.modelPaths, world.options.launchDeadlines)),
       identity: planned.identity,
+      definitionDigest: definitionDigest(spec),
       owner: world.dir,
       claimant: world.claimant(settings),
     };
