@@ -6,7 +6,7 @@
  * re-inspect the model every resync).
  */
 import type { ClusterObservation, ObservabilityEvent } from "../health/index.js";
-import type { Supervision } from "../launch/index.js";
+import type { LedgerEntry, Supervision } from "../launch/index.js";
 import type { ClusterSpec } from "../spec/index.js";
 import type { IdentifiedPlan } from "./decision-inputs.js";
 import type { CheckoutHead } from "./git-commit.js";
@@ -29,8 +29,11 @@ export interface ClusterMemory {
   /** Plan of a revision and the launch identity it implies; recomputed only when the revision changes. */
   planned?: IdentifiedPlan;
   restarts?: RestartRecord;
-  /** The supervision (health monitor + teardown on death) of the running launch, if any. */
-  supervision?: { startedAt: string; supervision: Supervision; unobservable?: ReadonlyMap<string, ObservabilityEvent> };
+  /**
+   * The supervision (health monitor + teardown on death) of the running launch, if any, with the
+   * launch's ledger entry as last read: written back should the ledger lose it while it runs.
+   */
+  supervision?: { startedAt: string; entry: LedgerEntry; supervision: Supervision; unobservable?: ReadonlyMap<string, ObservabilityEvent> };
   /** A launch (its `startedAt`) cut short by a previous daemon's end and given back to the budget. */
   refundedLaunch?: string;
   /** The next look at a running cluster that did not look Healthy, ms after its pass (see recheckUnlessHealthy). */

@@ -16,7 +16,9 @@ export const observe: Step = {
   action: "none",
   failure: "ObserveFailed",
   async run(pass) {
-    const entry = await pass.ledger.read(pass.name);
+    const entry = (await pass.ledger.read(pass.name)) ?? (await restoreLostEntry(pass));
+    const watched = pass.memory.supervision;
+    if (entry !== undefined && watched?.startedAt === entry.startedAt) watched.entry = entry;
     const ours = entry !== undefined && pass.world.owns(entry);
     // Nothing of ours runs (the ledger has no launch of it: its state was lost, or it was never
     // launched here), yet a Ready carried over from the last status file vouches for it: withdrawn,
@@ -40,6 +42,24 @@ export const observe: Step = {
     });
   },
 };
+
+/**
+ * The ledger entry of a launch this daemon watches, written back when its file is gone while the
+ * launch runs (the state directory removed under a running daemon: a `git clean -X` of a checkout
+ * that holds it). Without its record the pass would launch again over processes that serve, and
+ * stop them as leftovers. A launch whose death is recorded is being torn down: its entry goes on
+ * purpose.
+ */
+async function restoreLostEntry(pass: Pass): Promise<LedgerEntry | undefined> {
+  const watched = pass.memory.supervision;
+  if (watched === undefined || pass.memory.deathRecordedFor === watched.startedAt) return undefined;
+  await pass.ledger.write(watched.entry);
+  pass.world.log.warn(
+    { cluster: pass.name, ledger: pass.ledger.dir },
+    "the ledger entry of the launch this daemon watches was gone (was the state directory removed?): written again from what the daemon holds; what runs goes on",
+  );
+  return watched.entry;
+}
 
 /** Probe the processes of a ledger entry; the result is also the stage cards of the status file. */
 export async function observeEntry(pass: Pass, entry: LedgerEntry) {

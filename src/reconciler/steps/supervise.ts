@@ -74,7 +74,7 @@ export function watch(pass: Pass, entry: LedgerEntry): void {
       );
     },
   });
-  memory.supervision = { startedAt: entry.startedAt, supervision, unobservable };
+  memory.supervision = { startedAt: entry.startedAt, entry, supervision, unobservable };
   void supervision.ended.then(async ({ death, teardown }) => {
     await explained;
     await explainDeath(pass, entry, recorded, "after-teardown").catch((error: unknown) =>
