@@ -289,6 +289,8 @@ export class Reconciler {
         }
         // Say so in the status file: a stale Ready must not outlive the processes.
         if (described) {
+          // A stop asked for, not a failure: the next start's launch does not count against this run's budget.
+          if (memory.restarts !== undefined) memory.restarts.count = 0;
           const verdict = settle(memory, "stop", "Stopped", "TornDownOnExit", "the daemon tore the cluster down as it exited (--teardown-on-exit, which the demo sets)");
           clearRuntime(memory, revision);
           await this.world.writeStatus(entry.cluster, memory, verdict, settings);
