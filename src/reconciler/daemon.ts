@@ -4,7 +4,7 @@
  * its back), and on start rebuilds what runs from the ledger (adopt, finish a teardown, or clean
  * up). SIGINT/SIGTERM stop watching and leave clusters running, unless told to tear down.
  */
-import { mkdir, readdir, rm, stat } from "node:fs/promises";
+import { mkdir, readdir, realpath, rm, stat } from "node:fs/promises";
 import type { Server } from "node:http";
 import { join, resolve } from "node:path";
 import { watch } from "chokidar";
@@ -23,6 +23,7 @@ import { WorkQueue } from "./queue/work-queue.js";
 import { watchDefinitions } from "./watch-definitions.js";
 import { isOwnedBy } from "./decision-inputs.js";
 import { watchRouterConfig } from "./watch-router-config.js";
+import { watchDirectoryTarget } from "./watch-directory-target.js";
 import type { MonitorTuning } from "./world.js";
 
 export interface DaemonOptions {
@@ -53,6 +54,12 @@ export interface Daemon {
    * lock while its lock file was gone. It then stops detached (see stop), whatever teardownOnExit says.
    */
   lost: Promise<string>;
+  /**
+   * Resolves, with why, when the definitions directory, given through a symbolic link, leads
+   * somewhere else now (a deployment swapped its `current` link): this daemon's lock, file watch
+   * and status files are the old target's, so it must be stopped detached and started again.
+   */
+  moved: Promise<string>;
   /** Stop; `detach` leaves the clusters running even under teardownOnExit. */
   stop(options?: { detach?: boolean }): Promise<void>;
 }
@@ -73,6 +80,8 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   // prom-client is loaded by the daemon alone, not by every command that reads a status; before
   // the lock is taken, so that a failure to load it leaves no lock behind.
   const { DaemonMetrics } = await import("./metrics.js");
+  // Where the directory leads as the lock is taken there (see watchDirectoryTarget).
+  const target = await realpath(dir).catch(() => dir);
   let loseLock: (why: string) => void = () => undefined;
   const lost = new Promise<string>((resolve) => (loseLock = resolve));
   const lock = await acquireDaemonLock(
@@ -86,6 +95,13 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     settings.daemon.stateDir,
   );
   const log = options.log;
+  let tellMoved: (why: string) => void = () => undefined;
+  const moved = new Promise<string>((resolve) => (tellMoved = resolve));
+  const stopTargetWatch = watchDirectoryTarget(dir, target, settings.daemon.heartbeatSeconds * 1000, (now) => {
+    const why = `the definitions directory ${dir} leads to ${now} now (it led to ${target} when the daemon started): the daemon starts again on it, leaving its clusters running to adopt`;
+    log.warn({ dir, was: target, now }, why);
+    tellMoved(why);
+  });
   const daemonId = await daemonIdOf(settings.daemon.stateDir);
   const pool = createNodePool(settings);
   const metrics = new DaemonMetrics();
@@ -116,7 +132,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
 
   // What has started so far, undone in reverse when a later part of the start fails: the start
   // is all or nothing (a taken port leaves no pass running, no watcher and no lock behind).
-  const started: Array<() => Promise<unknown>> = [() => lock.release(), () => pool.close()];
+  const started: Array<() => Promise<unknown>> = [() => lock.release(), async () => stopTargetWatch(), () => pool.close()];
   const undoStart = async (): Promise<void> => {
     for (const undo of started.reverse()) await undo().catch(() => undefined);
   };
@@ -293,9 +309,11 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     ...(dashboard === undefined ? {} : { uiUrl: dashboard.url }),
     whenIdle: () => queue.whenIdle(),
     lost,
+    moved,
     stop: ({ detach = false } = {}) =>
       (stopping ??= (async () => {
         clearTimeout(resyncTimer);
+        stopTargetWatch();
         // The dashboard first takes no more requests: nobody asks for a pass (or a plan) of a daemon
         // that is stopping. Its streams stay open until the end, so the pages see the stop's own
         // statuses (a teardown's Stopped) rather than the last word from before it.

@@ -4,6 +4,7 @@
  * wants, what runs, the launches at a revision and the plan of it. A command that built any of
  * them by hand could announce a decision the daemon never makes.
  */
+import { realpathSync } from "node:fs";
 import { launchIdentity, type PlannedCluster } from "../cluster/index.js";
 import { pathExists } from "../files/index.js";
 import type { Ledger, LedgerEntry } from "../launch/index.js";
@@ -12,7 +13,20 @@ import type { DecisionMemory, DesiredState, ObservedState } from "./next-action.
 
 /** Launched from the definitions directory `dir` (absolute); an entry from before owners were recorded counts as its own. */
 export function isOwnedBy(entry: Pick<LedgerEntry, "owner">, dir: string): boolean {
-  return entry.owner === undefined || entry.owner === dir;
+  return entry.owner === undefined || entry.owner === dir || isSameDirectory(entry.owner, dir);
+}
+
+/**
+ * Whether two paths name one directory (one through a symbolic link, or both): the daemon of a
+ * directory is one whatever name it was started with (its lock lies where the directory does).
+ * Asked only when the names differ; a path that no longer exists names nothing.
+ */
+function isSameDirectory(a: string, b: string): boolean {
+  try {
+    return realpathSync(a) === realpathSync(b);
+  } catch {
+    return false;
+  }
 }
 
 /** What a definition that parsed wants, at its revision. */

@@ -13,21 +13,33 @@ export async function run(args: string[]): Promise<number> {
   const context = await loadContext(values);
   // Listen before starting: a SIGTERM that arrives while the daemon starts (a service manager
   // stopping it at once) must stop it cleanly, not kill it with its start half done.
-  const signalled = waitForSignal();
-  const daemon = await startDaemon({
-    dir: context.clustersDir,
-    settingsFile: context.settings.file,
-    log: createLogger("shardctl-daemon", { format }),
-    teardownOnExit: values["teardown-on-exit"] ?? false,
-  });
-  const lost = await Promise.race([signalled.then(() => undefined), daemon.lost]);
-  if (lost !== undefined) {
-    console.error(`shardctl: ${lost}`);
-    await daemon.stop({ detach: true });
-    return 1;
+  const signalled = waitForSignal().then(() => ({ kind: "signal" as const }));
+  const log = createLogger("shardctl-daemon", { format });
+  for (;;) {
+    const daemon = await startDaemon({
+      dir: context.clustersDir,
+      settingsFile: context.settings.file,
+      log,
+      teardownOnExit: values["teardown-on-exit"] ?? false,
+    });
+    const end = await Promise.race([
+      signalled,
+      daemon.lost.then((why) => ({ kind: "lost" as const, why })),
+      // A directory given through a link that now leads elsewhere: the clusters stay for the next start to adopt.
+      daemon.moved.then(() => ({ kind: "moved" as const })),
+    ]);
+    if (end.kind === "moved") {
+      await daemon.stop({ detach: true });
+      continue;
+    }
+    if (end.kind === "lost") {
+      console.error(`shardctl: ${end.why}`);
+      await daemon.stop({ detach: true });
+      return 1;
+    }
+    await daemon.stop();
+    return 0;
   }
-  await daemon.stop();
-  return 0;
 }
 
 /**
