@@ -6,3 +6,4 @@ export { builtFile } from "./built-file.js";
 export { writeFileAtomic } from "./write-file-atomic.js";
 export { entryExists, pathExists } from "./path-exists.js";
 export { openRegularFile, readRegularFile, readRegularText, formatCap, FileRefusedError, type OpenedRegularFile, type RegularFileOptions } from "./read-regular-file.js";
+export { workingTreeOf, isWithin } from "./working-tree.js";

@@ -3,7 +3,10 @@
  * and checked on the opened descriptor (src/files), so a FIFO, a directory or a device named as a
  * definition is an error at once instead of a `validate` or a daemon pass that never returns.
  */
-import { readRegularText } from "../files/index.js";
+import { lstat, readlink, realpath } from "node:fs/promises";
+import { dirname } from "node:path";
+import { showText } from "../errors/index.js";
+import { FileRefusedError, isWithin, readRegularText, workingTreeOf } from "../files/index.js";
 
 /** Largest cluster definition read, bytes (1 MiB). A definition is about 1 KB; a heavily commented one stays under 50 KB. */
 export const maxDefinitionBytes = 1024 * 1024;
@@ -15,8 +18,31 @@ export const maxSettingsBytes = 4 * 1024 * 1024;
  * The text of cluster definition `file`. Throws Node's error when it cannot be opened (ENOENT,
  * EACCES), ShardctlError `NotRegularFile` or `FileTooLarge` when it is refused.
  */
-export function readClusterText(file: string): Promise<string> {
+export async function readClusterText(file: string): Promise<string> {
+  await refuseForeignLink(file);
   return readRegularText(file, { maxBytes: maxDefinitionBytes, what: "cluster definition" });
+}
+
+/**
+ * A definition that is a symbolic link must lead to another definition: a `.toml` file, and, when
+ * the definition lies in a git working tree, one of that tree. Git stores links, so whoever can
+ * commit a definition could otherwise point it at any file the daemon may read (a transport token,
+ * a Hub token, a key), and the parse errors that quote it would carry it into the status file, the
+ * dashboard, the log and CI's output. A link to nothing is left to the read, which says so.
+ */
+async function refuseForeignLink(file: string): Promise<void> {
+  if ((await lstat(file).catch(() => undefined))?.isSymbolicLink() !== true) return;
+  const real = await realpath(file).catch(() => undefined);
+  if (real === undefined) return;
+  const tree = await workingTreeOf(dirname(file));
+  if (real.endsWith(".toml") && (tree === undefined || isWithin(tree, real))) return;
+  const target = showText(await readlink(file).catch(() => real));
+  const where = !real.endsWith(".toml") ? "which is not a definition (a .toml file)" : `outside the git working tree ${showText(tree ?? "")} that holds the definition`;
+  throw new FileRefusedError(
+    "DefinitionLinkRefused",
+    file,
+    `the cluster definition is a symbolic link to ${target}, ${where}: a definition may link only to another definition of its repository, so a committed link cannot show other files of this machine; replace the link with the definition itself`,
+  );
 }
 
 /** The text of settings file `file`; throws as `readClusterText` does. */

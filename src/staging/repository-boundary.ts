@@ -6,10 +6,8 @@
  * outside any repository is the operator's own, and its links are followed wherever they lead
  * (`hf download --local-dir` links into the HF cache; weights kept on another disk).
  */
-import { existsSync } from "node:fs";
-import { realpath } from "node:fs/promises";
-import { dirname, resolve, sep } from "node:path";
 import { ShardctlError, showText } from "../errors/index.js";
+import { isWithin, workingTreeOf } from "../files/index.js";
 
 export interface RepositoryBoundary {
   /** The working tree's root, its real path. */
@@ -18,15 +16,13 @@ export interface RepositoryBoundary {
 
 /** The working tree `dir` is in (found by a `.git` entry above it, as written), or undefined. */
 export async function repositoryBoundaryOf(dir: string): Promise<RepositoryBoundary | undefined> {
-  for (let at = resolve(dir); ; at = dirname(at)) {
-    if (existsSync(`${at}${sep}.git`)) return { root: await realpath(at) };
-    if (dirname(at) === at) return undefined;
-  }
+  const root = await workingTreeOf(dir);
+  return root === undefined ? undefined : { root };
 }
 
 /** Refuse `path` (under the source `dir`) when its real path leaves the boundary. */
 export async function assertInsideRepository(boundary: RepositoryBoundary, dir: string, path: string, real: string): Promise<void> {
-  if (real === boundary.root || real.startsWith(`${boundary.root}${sep}`)) return;
+  if (isWithin(boundary.root, real)) return;
   const what = path === "" ? `the push source ${dir} is a link to ${showText(real)}` : `the push source ${dir}: ${showText(path)} links to ${showText(real)}`;
   throw new ShardctlError(
     "PushSourceInvalid",

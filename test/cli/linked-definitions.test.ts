@@ -3,10 +3,11 @@
  * follow a link to a regular file; a link to nothing is reported as a broken definition; a link to a
  * directory is not a definition.
  */
-import { mkdir, symlink, writeFile } from "node:fs/promises";
+import { mkdir, rm, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import type { Daemon } from "../../src/reconciler/index.js";
+import { loadCluster, loadSettings } from "../../src/spec/index.js";
 import {
   conditionOf,
   definitionText,
@@ -88,4 +89,37 @@ test("diff decides for the linked definition and reports the dangling one", asyn
   expect(run.stdout).toMatch(/^\+ linked: launch revision [0-9a-f]{12}$/m);
   expect(run.stdout).toMatch(/^\+ plain: launch revision [0-9a-f]{12}$/m);
   expect(run.stderr).toContain(broken);
+});
+
+test("a link to a file that is no definition is refused without showing a byte of it; in a git working tree, so is a link out of the tree", async () => {
+  await writeFile(join(world.root, "hub.token"), "hf_SECRETSECRET\n");
+  const leak = join(world.clustersDir, "leak.toml");
+  await symlink("../hub.token", leak);
+  try {
+    const run = await shardctl(["validate", "--config", "shardctl.toml", "clusters/leak.toml"], { cwd: world.root });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain(
+      "clusters/leak.toml:1:1: the cluster definition is a symbolic link to ../hub.token, which is not a definition (a .toml file): a definition may link only to another definition of its repository",
+    );
+    expect(run.stdout + run.stderr).not.toContain("SECRET");
+  } finally {
+    await rm(leak);
+  }
+
+  // A checkout: its definitions may link within it, not out of it.
+  const tree = join(world.root, "checkout");
+  await mkdir(join(tree, ".git"), { recursive: true });
+  await mkdir(join(tree, "clusters"));
+  await mkdir(join(tree, "shared"));
+  await writeFile(join(tree, "shared", "inside.toml"), definitionText(world, { nodes: ["l1", "l2"] }));
+  await writeFile(join(world.root, "outside.toml"), 'desired = "hf_SECRETSECRET"\n');
+  await symlink("../shared/inside.toml", join(tree, "clusters", "inside.toml"));
+  await symlink("../../outside.toml", join(tree, "clusters", "outside.toml"));
+  const settings = (await loadSettings(world.settingsFile))!;
+  expect((await loadCluster(join(tree, "clusters", "inside.toml"), settings)).ok).toBe(true);
+  const outside = await loadCluster(join(tree, "clusters", "outside.toml"), settings);
+  expect(outside.ok).toBe(false);
+  expect(outside.issues.map((i) => i.message)).toEqual([
+    `the cluster definition is a symbolic link to ../../outside.toml, outside the git working tree ${tree} that holds the definition: a definition may link only to another definition of its repository, so a committed link cannot show other files of this machine; replace the link with the definition itself`,
+  ]);
 });

@@ -6,4 +6,6 @@ export type FileReason =
   /** The path is a FIFO, a directory, a device or a socket, not a regular file (terminal). */
   | "NotRegularFile"
   /** The file is larger than the cap its reader states (terminal). */
-  | "FileTooLarge";
+  | "FileTooLarge"
+  /** A cluster definition is a symbolic link to a file that is no definition (.toml) or lies outside its git working tree (terminal). */
+  | "DefinitionLinkRefused";

@@ -26,7 +26,8 @@ export async function readStatus(file: string): Promise<ClusterStatus | undefine
   try {
     value = JSON.parse(text);
   } catch (error) {
-    throw unreadable(file, `not JSON: ${oneLine((error as Error).message)}`, error);
+    // The parser's message quotes the text, which may be anything (a link to a token): only where it broke is said.
+    throw unreadable(file, `not JSON (${whereJsonBroke(error, text)}); the daemon writes this file whole, so it was written by something else`, error);
   }
   const parsed = statusSchema.safeParse(value);
   if (!parsed.success) {
@@ -37,13 +38,12 @@ export async function readStatus(file: string): Promise<ClusterStatus | undefine
   return parsed.data;
 }
 
-/** Longest parser message quoted, characters: it quotes the file's text, which can be anything. */
-const maxQuoted = 200;
-
-/** A parser message on one line, control characters as spaces, cut at `maxQuoted`. */
-function oneLine(message: string): string {
-  const flat = Array.from(message, (c) => (c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f ? " " : c)).join("");
-  return flat.length <= maxQuoted ? flat : `${flat.slice(0, maxQuoted)}…`;
+/** "at line 3, column 7" from a JSON.parse error's position, or "at its end" / "somewhere" when it gives none. */
+function whereJsonBroke(error: unknown, text: string): string {
+  const at = /position (\d+)/.exec((error as Error).message);
+  if (at === null) return /end of JSON input/.test((error as Error).message) ? "it ends too early" : "it does not parse";
+  const before = text.slice(0, Number(at[1])).split("\n");
+  return `it breaks at line ${before.length}, column ${before.at(-1)!.length + 1}`;
 }
 
 function unreadable(file: string, detail: string, cause: unknown): ShardctlError {
