@@ -131,7 +131,7 @@ export async function acquireDaemonLock(
       }
     }
     const owner = await readOwner(file);
-    if (owner !== undefined && (await isRunning(owner))) {
+    if (owner !== undefined && (await isRunning(owner, file))) {
       throw new ShardctlError(
         "DaemonAlreadyRunning",
         `another shardctl daemon (pid ${owner.pid}) already watches ${real}; stop it first (kill ${owner.pid}) or watch another directory`,
@@ -194,7 +194,7 @@ function holdLock(file: string, me: Owner, real: string, heartbeatMs: number, on
   const isMe = (owner: Owner | undefined): boolean => owner?.pid === me.pid && owner.startTime === me.startTime;
   const keep = async (): Promise<void> => {
     let owner = await readOwner(file);
-    if (owner !== undefined && !isMe(owner) && !(await isRunning(owner))) {
+    if (owner !== undefined && !isMe(owner) && !(await isRunning(owner, file))) {
       await rm(file, { force: true });
       owner = undefined;
     }
@@ -204,7 +204,7 @@ function holdLock(file: string, me: Owner, real: string, heartbeatMs: number, on
       owner = await readOwner(file);
     }
     if (owner !== undefined && !isMe(owner) && !released) {
-      if (!lost && (await isRunning(owner))) {
+      if (!lost && (await isRunning(owner, file))) {
         lost = true;
         onLost(owner.pid);
       }
@@ -244,16 +244,28 @@ async function readOwner(file: string): Promise<Owner | undefined> {
   };
 }
 
-/** Alive and the same process: a pid recycled by another program after a reboot is not the owner. */
-async function isRunning(owner: Owner): Promise<boolean> {
+/**
+ * Alive and the same process: a pid recycled by another program after a reboot is not the owner.
+ * Where the system tells a process's start time (Linux), a daemon always records its own, so a
+ * lock without one was never a daemon's here (a file committed or written by hand: `1` would name
+ * init, alive for ever). Where it does not (macOS), a live pid is taken at its word while the lock
+ * is touched: one silent for `staleBeats` heartbeats is not a daemon's that runs.
+ */
+async function isRunning(owner: Owner, file?: string): Promise<boolean> {
   try {
     process.kill(owner.pid, 0);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "EPERM") return false;
   }
   const now = await startTimeOf(owner.pid);
-  return owner.startTime === "" || now === "" || now === owner.startTime;
+  if (now !== "") return now === owner.startTime;
+  if (file === undefined) return true;
+  const touched = (await stat(file).catch(() => undefined))?.mtimeMs;
+  return touched === undefined || Date.now() - touched < staleBeats * (owner.heartbeatMs ?? defaultHeartbeatMs);
 }
+
+/** Heartbeats a lock whose owner cannot be checked by its start time may miss before it counts as stale. */
+const staleBeats = 6;
 
 /** Field 22 of /proc/<pid>/stat (clock ticks after boot); empty where there is no /proc. */
 async function startTimeOf(pid: number): Promise<string> {

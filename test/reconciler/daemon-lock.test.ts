@@ -209,6 +209,25 @@ test("a lock its owner lost to a daemon that then died is taken back at the next
   expect(await findDaemon(watched)).toBeUndefined();
 });
 
+test("a lock written by hand (a commit, a sync) naming a live pid without its start time is no daemon's: taken at a start, taken back at a beat, never heard as lost", async () => {
+  const file = await lockFileOf();
+  // pid 1 (init) is alive for ever; a daemon on this machine always records its start time.
+  await writeFile(file, "1\n\n/x\n");
+  expect(await findDaemon(watched)).toBeUndefined();
+  const taken = await acquireDaemonLock(watched);
+  await taken.release();
+  const heard: number[] = [];
+  const lock = await acquireDaemonLock(watched, 100, (pid) => heard.push(pid));
+  try {
+    await writeFile(lock.file, "1\n\n/x\n");
+    await new Promise((r) => setTimeout(r, 400));
+    expect((await findDaemon(watched))?.pid).toBe(process.pid);
+    expect(heard).toEqual([]);
+  } finally {
+    await lock.release();
+  }
+});
+
 test("a directory the daemon cannot write (a read-only file system) is DaemonLockFailed naming the lock and the fix, not a bare EROFS", async () => {
   if (process.getuid?.() !== 0) throw new Error("this test mounts a read-only tmpfs: run it as root");
   const readOnly = join(root, "read-only");
