@@ -5,12 +5,13 @@
  *     (default 20); goal ≤ 200 ms. The daemon's default 100 ms debounce is part of it.
  *   - daemon CPU over S seconds idle (default 60) with N stopped definitions (default 1000), from
  *     /proc/<pid>/stat utime+stime, as % of one core; goal < 1 %. Baseline: a bare node process
- *     measured over the same window. RSS from /proc/<pid>/status.
+ *     measured over the same window. RSS from /proc/<pid>/status. Then every definition removed at
+ *     once: ms until the last status file is gone, and its ratio to the first convergence.
  *   - `git checkout` of a commit adding a demo cluster (two local nodes, reference engine, the demo
  *     model) → `shardctl wait --for condition=Ready` returning; goal ≤ 5 s.
  */
 import { execFile, spawn } from "node:child_process";
-import { readFile, writeFile } from "node:fs/promises";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { pino } from "pino";
@@ -107,6 +108,15 @@ async function measureIdle(count: number, seconds: number): Promise<object> {
     const rssBytes = await rssOf(pid);
     const rewritten = countChanged(statusMtimes, await statusSnapshot(world));
     baseline.kill("SIGKILL");
+    // Every definition removed at once (a branch switch, a revert): until the last status file is gone.
+    const removing = Date.now();
+    await Promise.all(Array.from({ length: count }, (_, i) => rm(join(world.clustersDir, `c${String(i).padStart(4, "0")}.toml`))));
+    const removeDeadline = Date.now() + 600_000;
+    while ((await statusCount(world)) > 0) {
+      if (Date.now() > removeDeadline) throw new Error("the daemon did not remove every status file in 600 s");
+      await sleep(250);
+    }
+    const removalMs = Date.now() - removing;
     daemon.child.kill("SIGTERM");
     await daemon.exited;
     const cpuPercent = ((after - before) / clockTicks / seconds) * 100;
@@ -121,6 +131,9 @@ async function measureIdle(count: number, seconds: number): Promise<object> {
       ratioToBaseline: basePercent > 0 ? round(cpuPercent / basePercent, 1) : null,
       rssMiB: round(rssBytes / 2 ** 20, 1),
       statusFilesRewrittenWhileIdle: rewritten,
+      // Removing them all (each pruned: nothing ever launched) against writing them all at the start.
+      removalOfAllMs: removalMs,
+      removalToInitialConvergence: round(removalMs / settleMs, 2),
       goalPercent: 1,
       meetsGoal: cpuPercent < 1,
     };

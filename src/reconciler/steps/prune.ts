@@ -44,6 +44,9 @@ async function removeRunFolders(pass: Pass): Promise<void> {
     places.map(async ({ nodeName, node, dir, sweep }) => {
       const say = (_step: string, detail: string): void => world.log.warn({ cluster: pass.name, node: nodeName }, detail);
       const work = async (): Promise<boolean> => {
+        // A cluster that never launched on this node has no folder there, and nothing to sweep:
+        // one look (a removal of hundreds of stopped or invalid definitions stays a moment's work).
+        if ((await node.stat(dir)) === undefined) return true;
         // Another daemon's cluster of this name has launched from the folder since: it is that
         // one's. Nor is a folder whose claim cannot be read now removed on a guess.
         const claim = await claimOf(node, dir, world.claimant(settings));
