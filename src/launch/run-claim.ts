@@ -28,7 +28,7 @@ export interface RunClaim {
   host: string;
   /** The daemon's state directory (absolute), likewise. */
   stateDir: string;
-  /** Its definitions directory, to name the daemon in messages. */
+  /** Its definitions directory, to name the daemon in messages (and to tell it after its state directory moved). */
   definitions: string;
 }
 
@@ -57,12 +57,15 @@ interface StoredClaim extends RunClaim {
 type ClaimLook = { kind: "none" } | { kind: "claim"; claim: StoredClaim } | { kind: "unknown"; why: string };
 
 /**
- * The same daemon: the same id (its host renamed, its directory spelled otherwise), or the same host
+ * The same daemon: the same id (its host renamed, its directory spelled otherwise), the same host
  * and state directory (its state directory wiped, and a new id made: two daemons on one state
- * directory share one ledger, which tells their clusters apart by definitions directory).
+ * directory share one ledger, which tells their clusters apart by definitions directory), or the
+ * same host and definitions directory (its `state_dir` moved: one daemon watches a directory at a
+ * time, its lock sees to that, so the claim is an earlier run of this one, whose ledger it has not).
  */
 export function isSameDaemon(a: RunClaim, b: RunClaim): boolean {
-  return (a.id !== undefined && a.id === b.id) || (a.host === b.host && a.stateDir === b.stateDir);
+  if (a.id !== undefined && a.id === b.id) return true;
+  return a.host === b.host && (a.stateDir === b.stateDir || a.definitions === b.definitions);
 }
 
 /**
