@@ -19,14 +19,20 @@ export function createContinuumFileRegistrar(configFile: string): Registrar {
   const file = resolve(configFile);
   const marksFile = relaunchFileOf(file);
 
-  // A missing file reads as a fresh one; a broken one is refused, never overwritten; a FIFO or a
-  // file over the cap is refused before it is read (the registrar must never block on it).
+  // The text last read or written: a file removed while the daemon runs (a `git clean`, a checkout)
+  // is written again as it was, its server settings and all, not as a fresh one (the router would
+  // bind its default address at its next start).
+  let lastText: string | undefined;
+  // A missing file reads as the last one seen, or a fresh one; a broken one is refused, never
+  // overwritten; a FIFO or a file over the cap is refused before it is read (the registrar must never block on it).
   const load = async (): Promise<{ text: string; exists: boolean }> => {
     const text = await readRegularText(file, { maxBytes: maxRouterConfigBytes, what: "router config" }).catch((error: NodeJS.ErrnoException) => {
       if (error.code === "ENOENT") return undefined;
       throw error;
     });
-    return text === undefined ? { text: NEW_CONFIG_TEXT, exists: false } : { text, exists: true };
+    if (text === undefined) return { text: lastText ?? NEW_CONFIG_TEXT, exists: false };
+    lastText = text;
+    return { text, exists: true };
   };
 
   // Apply one edit and write only when the text changes, so the router does not reload for nothing.
@@ -37,6 +43,7 @@ export function createContinuumFileRegistrar(configFile: string): Registrar {
         const next = editBackendsText(text, change);
         // The config may be a link to the router's real one (kept in another repository or directory).
         if (next !== text || !exists) await writeFileAtomic(file, next, { followLink: true });
+        lastText = next;
       } catch (error) {
         throw new ShardctlError(reason, `cannot update router config ${file}: ${messageOf(error)}`, { cause: error });
       }

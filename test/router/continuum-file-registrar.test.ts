@@ -107,6 +107,19 @@ describe("continuum file registrar", () => {
     expect(parse(await readFile(file, "utf8"))).toEqual({ backends: [] });
   });
 
+  it("a file removed while it runs (a git clean, a checkout) is written again as it was last seen, its server settings kept, with the edit", async () => {
+    await writeFile(file, ORIGINAL);
+    const registrar = createRegistrar({ kind: "continuum", config: file });
+    await registrar.register(cluster);
+    await rm(file);
+    await registrar.register({ ...cluster, name: "second", url: "http://127.0.0.1:9200" });
+    const text = await readFile(file, "utf8");
+    expect(text.startsWith("# Router for the lab. Owned by ops;")).toBe(true);
+    const config = parse(text) as { server: { bind_address: string }; backends: Array<{ name: string }> };
+    expect(config.server.bind_address).toBe("0.0.0.0:8080");
+    expect(config.backends.map((b) => b.name)).toEqual(["vllm-cluster", "ollama", "llama-pp", "second"]);
+  });
+
   it("fills a `backends:` key that is present but empty", async () => {
     await writeFile(file, "server:\n  bind_address: 127.0.0.1:8080\nbackends:\n");
     await createRegistrar({ kind: "continuum", config: file }).register(cluster);
