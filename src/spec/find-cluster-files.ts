@@ -1,23 +1,23 @@
 /** The cluster definitions of a directory. */
 import type { Dirent } from "node:fs";
-import { readdir, stat } from "node:fs/promises";
+import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { ShardctlError } from "../errors/index.js";
 
 /**
- * `*.toml` files directly in `dir` (not recursive, not hidden), sorted by name, joined onto `dir`: regular
- * files and symbolic links to regular files. A link that resolves to nothing (dangling, looping) is
- * listed too, so that reading it reports the broken link instead of the definition vanishing; an
- * entry that is, or links to, a directory, FIFO, socket or device is not a definition. Throws
- * ShardctlError `DefinitionsDirMissing` when `dir` does not exist or is not a directory.
+ * `*.toml` entries directly in `dir` (not recursive, not hidden), sorted by name, joined onto `dir`.
+ * Every one is a definition, whatever it is: one that is not a regular file (a directory, a FIFO, a
+ * device, a link to nothing) is a broken definition that reading it reports, the same for the
+ * daemon and every command, never one that vanishes (`diff` would propose a prune the daemon never
+ * makes, and `validate` pass what the daemon calls invalid). Throws ShardctlError
+ * `DefinitionsDirMissing` when `dir` does not exist or is not a directory.
  */
 export async function findClusterFiles(dir: string): Promise<string[]> {
   // Hidden entries are never definitions: editors keep their own beside the file they edit (Emacs's
   // lock `.#alpha.toml` is a symbolic link to nothing, which would otherwise be a broken cluster).
-  const entries = (await listDirectory(dir)).filter((entry) => entry.name.endsWith(".toml") && !entry.name.startsWith("."));
-  const kept = await Promise.all(entries.map(async (entry) => ((await isDefinitionEntry(dir, entry)) ? entry.name : undefined)));
-  return kept
-    .filter((name) => name !== undefined)
+  return (await listDirectory(dir))
+    .filter((entry) => entry.name.endsWith(".toml") && !entry.name.startsWith("."))
+    .map((entry) => entry.name)
     .sort()
     .map((name) => join(dir, name));
 }
@@ -38,14 +38,4 @@ async function listDirectory(dir: string): Promise<Dirent[]> {
     if (code === "ENOENT" || code === "ENOTDIR") throw definitionsDirMissing(dir, error);
     throw error;
   }
-}
-
-/** A regular file, or a symbolic link to one or to nothing. */
-async function isDefinitionEntry(dir: string, entry: Dirent): Promise<boolean> {
-  if (entry.isFile()) return true;
-  if (!entry.isSymbolicLink()) return false;
-  return stat(join(dir, entry.name)).then(
-    (target) => target.isFile(),
-    () => true,
-  );
 }

@@ -1,7 +1,7 @@
 /**
  * Definitions that are symbolic links (`clusters/b.toml` -> elsewhere): every command and the daemon
- * follow a link to a regular file; a link to nothing is reported as a broken definition; a link to a
- * directory is not a definition.
+ * follow a link to a regular file; a link to nothing, or to a directory, is reported as a broken
+ * definition (the daemon and every command see the same definitions).
  */
 import { mkdir, rm, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -43,10 +43,15 @@ afterAll(async () => {
   await world?.close();
 });
 
-test("validate <dir>: the linked definition is checked, the dangling link reported with where it points", async () => {
+test("validate <dir>: the linked definition is checked, the dangling link reported with where it points, the link to a directory refused", async () => {
   const run = await shardctl(["validate", "--config", "shardctl.toml", "clusters"], { cwd: world.root });
   expect(run.code).toBe(1);
-  expect(run.stderr.split("\n")).toEqual([`clusters/${broken}`, "1 problem in 1 file (checked 1 settings file, 3 definitions)", ""]);
+  expect(run.stderr.split("\n")).toEqual([
+    `clusters/${broken}`,
+    "clusters/folder.toml:1:1: the cluster definition is a symbolic link to ../elsewhere, which is not a definition (a .toml file): a definition may link only to another definition of its repository, so a committed link cannot show other files of this machine; replace the link with the definition itself",
+    "2 problems in 2 files (checked 1 settings file, 4 definitions)",
+    "",
+  ]);
 });
 
 test("plan names the dangling link's target rather than calling the cluster undefined", async () => {
@@ -71,7 +76,7 @@ test("the daemon, started with the links in place, plans the linked definition, 
   daemon = undefined;
 });
 
-test("status lists the linked and the dangling definitions, never the link to a directory", async () => {
+test("status lists the linked, the dangling definitions and the link to a directory, as the daemon sees them", async () => {
   const run = await runShardctl(world, ["status"]);
   expect(run.code).toBe(0);
   const names = run.stdout
@@ -79,7 +84,7 @@ test("status lists the linked and the dangling definitions, never the link to a 
     .split("\n")
     .slice(1)
     .map((line) => line.split(/\s+/)[0]);
-  expect(names).toEqual(["dangling", "linked", "plain"]);
+  expect(names).toEqual(["dangling", "folder", "linked", "plain"]);
 });
 
 test("diff decides for the linked definition and reports the dangling one", async () => {
@@ -122,4 +127,21 @@ test("a link to a file that is no definition is refused without showing a byte o
   expect(outside.issues.map((i) => i.message)).toEqual([
     `the cluster definition is a symbolic link to ../../outside.toml, outside the git working tree ${tree} that holds the definition: a definition may link only to another definition of its repository, so a committed link cannot show other files of this machine; replace the link with the definition itself`,
   ]);
+});
+
+test("a directory named as a definition is a broken definition for every command: validate fails, status lists it, diff proposes no prune", async () => {
+  const folder = join(world.clustersDir, "made.toml");
+  await mkdir(folder);
+  try {
+    const run = await shardctl(["validate", "--config", "shardctl.toml", "clusters"], { cwd: world.root });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/^clusters\/made\.toml:1:1: the cluster definition is a directory/m);
+    const status = await runShardctl(world, ["status"]);
+    expect(status.stdout).toMatch(/^made\s/m);
+    const diff = await runShardctl(world, ["diff"]);
+    expect(diff.stdout).not.toMatch(/made: prune/);
+    expect(diff.stderr).toContain("made.toml:1:1: the cluster definition is a directory");
+  } finally {
+    await rm(folder, { recursive: true });
+  }
 });
