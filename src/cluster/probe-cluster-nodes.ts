@@ -36,7 +36,10 @@ export async function probeClusterNodes(spec: ClusterSpec, nodes: NodeAccess[], 
   );
   const unreachable = probes.filter((p) => !p.reachable);
   if (unreachable.length > 0) {
-    throw new ShardctlError("NodeUnreachable", `cannot probe ${unreachable.map((p) => `${p.name} (${p.error ?? "no answer"})`).join(", ")}`);
+    // The SSH failure's own reason when it has one (a key refused, a host key unknown or changed):
+    // scripts match on it. Retried all the same: the fix is outside the definition (known_hosts, an agent).
+    const reason = unreachable.map((p) => p.errorReason).find((r) => r === "SshAuthFailed" || r === "HostKeyUnknown" || r === "HostKeyChanged") ?? "NodeUnreachable";
+    throw new ShardctlError(reason, `cannot probe ${unreachable.map((p) => `${p.name} (${p.error ?? "no answer"})`).join(", ")}`);
   }
   // An engine on a machine it does not run on: the real problem, before "engine not found".
   const unfit = probes.filter((p) => p.accelerator !== undefined && !canRunOn(engine, p.accelerator));

@@ -2,6 +2,7 @@
  * What a node offers: OS, architecture, accelerator family, engine version, memory and disk. Feeds
  * the planner's budgets and the homogeneity gate. Cached per reconcile pass (createProbeCache).
  */
+import { isShardctlError } from "../errors/index.js";
 import { probeScript } from "./shell-scripts.js";
 import type { NodeAccess } from "./types.js";
 
@@ -10,6 +11,8 @@ export interface NodeProbe {
   reachable: boolean;
   /** Why the probe failed, when it did. */
   error?: string;
+  /** The reason of an unreachable node's failure (`SshAuthFailed`, `HostKeyUnknown`, …), when it had one. */
+  errorReason?: string;
   os?: string;
   arch?: string;
   accelerator?: "apple-silicon" | "cuda" | "cpu";
@@ -64,7 +67,7 @@ export async function probeNode(node: NodeAccess, options: ProbeOptions = {}): P
       probedAt,
     };
   } catch (error) {
-    return { name, reachable: false, error: (error as Error).message, probedAt };
+    return { name, reachable: false, error: (error as Error).message, ...(isShardctlError(error) ? { errorReason: error.reason } : {}), probedAt };
   }
 }
 

@@ -3,7 +3,9 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { probeClusterNodes } from "../../src/cluster/index.js";
 import { hashHostName, knownHostsName, NodePool } from "../../src/nodes/index.js";
+import { parseCluster, parseSettings } from "../../src/spec/index.js";
 import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
 
 let sshd: SshdSet;
@@ -148,5 +150,18 @@ describe("ssh config aliases", () => {
     );
     const node = pool(sshd.knownHostsPath, sshConfig).get({ name: "gpu", host: "gpu-box", port: 22, hostKeyPolicy: "strict", modelDir: n.modelDir });
     expect((await node.run(["sh", "-c", 'echo "$SSH_CONNECTION"'])).stdout.trim().split(" ").slice(2)).toEqual([n.host, String(n.port)]);
+  });
+});
+
+describe("a plan that probes its nodes", () => {
+  it("keeps the SSH failure's own reason (HostKeyUnknown), not NodeUnreachable: scripts match on it; retried all the same", async () => {
+    const path = await knownHosts("empty-for-plan", "");
+    const settings = parseSettings('[nodes.n1]\nhost = "127.0.0.1"\nmodel_dir = "/m"\nmemory = "1GiB"\n', join(dir, "shardctl.toml"));
+    if (!settings.ok) throw new Error(JSON.stringify(settings.issues));
+    const cluster = parseCluster('nodes = ["n1"]\n[model]\nid = "org/m"\n', join(dir, "c.toml"), settings.value);
+    if (!cluster.ok) throw new Error(JSON.stringify(cluster.issues));
+    const error = await probeClusterNodes(cluster.value, [pool(path).get(sshNodeConfig(sshd, 0))]).catch((e: unknown) => e);
+    expect(error).toMatchObject({ reason: "HostKeyUnknown", terminal: false });
+    expect((error as Error).message).toMatch(/^cannot probe node-1 \(node node-1: host key of .* is not in /);
   });
 });
