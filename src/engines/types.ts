@@ -335,6 +335,11 @@ export interface ExtraArgRules {
    * definition runs that program (no `[engine] binary` naming another). Undefined: not known.
    */
   readonly flags?: readonly string[];
+  /**
+   * The engine's own program's flags that take an integer, with the least and most it accepts
+   * (inclusive): a value outside, or no number, stops every process at start. Checked as `flags` is.
+   */
+  readonly integers?: Readonly<Record<string, readonly [number, number]>>;
 }
 
 export interface StageCountAdvice {

@@ -108,9 +108,27 @@ function checkExtraArgs(data: unknown, engine: EngineFacts, add: AddIssue): void
   const ownProgram = getRaw(data, ["engine", "binary"]) === undefined;
   args.forEach((arg: unknown, index) => {
     if (typeof arg !== "string") return;
-    const problem = checkExtraArg(arg, engine, ownProgram);
+    const problem = checkExtraArg(arg, engine, ownProgram) ?? (ownProgram ? checkIntegerValue(args, index, engine) : undefined);
     if (problem !== undefined) add(["engine", "extra_args", index], problem);
   });
+}
+
+/**
+ * The value of an integer flag of the engine's own program at `args[index]` ("--flag=value", or
+ * "--flag" and the next argument): a number its parser refuses stops every process at start.
+ */
+function checkIntegerValue(args: readonly unknown[], index: number, engine: EngineFacts): string | undefined {
+  const arg = args[index] as string;
+  if (!arg.startsWith("--")) return undefined;
+  const [flag, glued] = arg.includes("=") ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)] : [arg, undefined];
+  const range = engine.extraArgs.integers?.[flag];
+  if (range === undefined) return undefined;
+  const value = glued ?? args[index + 1];
+  const [min, max] = range;
+  if (typeof value !== "string") return `${quote(arg)} needs a value after it (an integer from ${min} to ${max}): every process would stop at start`;
+  const n = Number(value);
+  if (value.trim() !== "" && Number.isInteger(n) && n >= min && n <= max) return undefined;
+  return `${quote(arg)}${glued === undefined ? ` ${quote(value)}` : ""}: ${engine.name} takes an integer from ${min} to ${max} for ${flag}: every process would stop at start`;
 }
 
 /** The "memory" strategy writes explicit layer ranges: an engine that cannot take them cannot run it. */

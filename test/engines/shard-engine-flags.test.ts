@@ -39,6 +39,20 @@ describe("shard-engine's flags", () => {
     ]);
   });
 
+  it("an integer flag's bounds are its parser's, and a value outside them, or none, is refused at its place", () => {
+    const integers = Object.entries(referenceFacts.extraArgs.integers ?? {});
+    expect(integers.length).toBeGreaterThan(0);
+    for (const [flag, [min, max]] of integers) {
+      for (const ok of [min, max]) expect(() => parseEngineArgs(["-m", "/m", `${flag}=${ok}`]), `${flag}=${ok}`).not.toThrow();
+      for (const bad of [min - 1, max + 1]) expect(() => parseEngineArgs(["-m", "/m", `${flag}=${bad}`]), `${flag}=${bad}`).toThrow(/to be an integer between/);
+    }
+    expect(problems('extra_args = ["--compute-stall-ms=-1", "--connect-timeout-ms", "NaN", "--client-stall-ms", "100", "--broken-exit-delay-ms"]')).toEqual([
+      'engine.extra_args[0]: "--compute-stall-ms=-1": shard-engine takes an integer from 100 to 86400000 for --compute-stall-ms: every process would stop at start',
+      'engine.extra_args[1]: "--connect-timeout-ms" "NaN": shard-engine takes an integer from 1 to 86400000 for --connect-timeout-ms: every process would stop at start',
+      'engine.extra_args[5]: "--broken-exit-delay-ms" needs a value after it (an integer from 0 to 600000): every process would stop at start',
+    ]);
+  });
+
   it("--help and --version (or -h, -V) are refused: the process would print and exit", () => {
     expect(problems('extra_args = ["--help", "-V"]')).toEqual([
       'engine.extra_args[0]: "--help" is refused: shard-engine prints its usage and exits: no process would serve',

@@ -67,6 +67,17 @@ export const referenceFacts = {
       ...["--threads", "--max-sequences", "--context-length", "--no-warmup", "--connect-timeout-ms", "--broken-exit-delay-ms"],
       ...["--compute-stall-ms", "--client-stall-ms", "--version", "-V", "--help", "-h"],
     ],
+    // Its parser's bounds (a test holds them equal), ms unless said.
+    integers: {
+      "--port": [0, 65_535],
+      "--connect-timeout-ms": [1, 86_400_000],
+      "--broken-exit-delay-ms": [0, 600_000],
+      "--compute-stall-ms": [100, 86_400_000],
+      "--client-stall-ms": [100, 86_400_000],
+      "--threads": [1, 1024],
+      "--max-sequences": [1, 4096],
+      "--context-length": [1, 2 ** 31 - 1],
+    },
   },
   stageCount: mlxcelFacts.stageCount,
   memoryHeadroom: mlxcelFacts.memoryHeadroom,
