@@ -578,10 +578,15 @@ async function waitStageUp(
   if (cut !== undefined) {
     throw new LaunchError("StageLinkUnreachable", `${label}-listen`, `${label} on ${process.node} runs, but ${cut}${stopped.words()}`, { logTail });
   }
+  // A process that ran all along and was not stopped is most likely still loading its model.
+  const loading =
+    liveness.silence() === "" && stopped.words() === ""
+      ? `; it ran all along: a model that takes longer to load needs [engine] load_timeout_seconds (seconds) above its load time`
+      : "";
   throw new LaunchError(
     "StageListenTimeout",
     `${label}-listen`,
-    `${label} on ${process.node} did not ${words.notDone} within ${timing.deadlineMs} ms${liveness.silence()}${stopped.words()}`,
+    `${label} on ${process.node} did not ${words.notDone} within ${timing.deadlineMs} ms${liveness.silence()}${stopped.words()}${loading}`,
     {
       logTail,
     },

@@ -120,7 +120,9 @@ describe("a launch failure at each step leaves nothing running and names the ste
     const failure = await expectCleanFailure(await makeRequest(world, { cluster: "sleeps", binary: world.standIns.sleep, deadlines: { stageListenMs: 1_000 } }));
     expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("StageListenTimeout");
     expect(failure.step).toBe("stage-0-listen");
-    expect(failure.message).toMatch(/within 1000 ms/);
+    expect(failure.message).toMatch(
+      /within 1000 ms; it ran all along: a model that takes longer to load needs \[engine\] load_timeout_seconds \(seconds\) above its load time$/,
+    );
     expect(failure.events.filter((s) => s.endsWith("-stopped"))).toEqual(["stage-1-stopped", "stage-0-stopped"]);
   });
 
