@@ -82,6 +82,7 @@ export async function buildLaunchRequest(
     ...(spec.router.register && settings.router.kind !== "none" ? { router: { backend: spec.router.backend, weight: spec.router.weight } } : {}),
     deadlines: loadDeadlines({ ...defaultDeadlines, ...deadlines }, spec.engine.loadTimeoutSeconds),
     ...(spec.engine.generationWatchdogSeconds === undefined ? {} : { generationWatchdogSeconds: spec.engine.generationWatchdogSeconds }),
+    ...(spec.engine.healthSilenceSeconds === undefined ? {} : { healthSilenceSeconds: spec.engine.healthSilenceSeconds }),
   };
 }
 

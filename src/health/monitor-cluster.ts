@@ -255,19 +255,29 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     die(process, "StagePortClosed", detail, true);
   };
 
-  // The coordinator's /health, from the control machine.
+  // The coordinator's /health, from the control machine. When its current run of silent probes
+  // began (performance.now(), ms), the first probe's deadline included.
+  let silentSince: number | undefined;
   const checkCoordinator = async (coordinator: WatchedProcess, url: string): Promise<void> => {
     const answer = await probeCoordinatorHealth(url, readiness, timeoutMs);
     const health = answer.health;
     if (done) return;
+    if (health !== "unknown") silentSince = undefined;
     if (health === "ok") return strikes.clear("coordinator:health");
     // Any answer but "ready" counts; a run ends the cluster at `strikes` when its last answer is a
-    // definite one, and at `strikes + 1` when it is silence.
+    // definite one, and at `strikes + 1` when it is silence (and, with the definition's
+    // health_silence_seconds, once the silence has lasted that long: a busy engine may answer late).
     strikes.strike("coordinator:health");
     const count = strikes.count("coordinator:health");
-    const detail = `${url}${readiness.healthPath} was ${health === "unknown" ? "silent" : healthInWords(answer)} for ${count} probes in a row`;
+    if (health === "unknown") silentSince ??= performance.now() - timeoutMs;
+    const silentMs = silentSince === undefined ? 0 : performance.now() - silentSince;
+    const detail =
+      health === "unknown" && cluster.healthSilenceSeconds !== undefined
+        ? `${url}${readiness.healthPath} was silent for ${Math.round(silentMs / 1000)} s (${count} probes in a row; [engine] health_silence_seconds = ${cluster.healthSilenceSeconds})`
+        : `${url}${readiness.healthPath} was ${health === "unknown" ? "silent" : healthInWords(answer)} for ${count} probes in a row`;
     if (count >= limit && health !== "unknown") return declareUnlessSomeoneDied(coordinator, "CoordinatorUnhealthy", detail);
-    if (count >= limit + 1) die(coordinator, "CoordinatorUnhealthy", detail);
+    const silentLongEnough = cluster.healthSilenceSeconds === undefined || silentMs >= cluster.healthSilenceSeconds * 1000;
+    if (count >= limit + 1 && silentLongEnough) die(coordinator, "CoordinatorUnhealthy", detail);
   };
 
   // Each check on its own loop: a probe starts `pollIntervalMs` after the previous one started, or

@@ -43,6 +43,11 @@ export interface WatchedCluster {
    * half of it; 0: no watchdog. Default: the engine's own (EngineReadiness.generationWatchdog).
    */
   generationWatchdogSeconds?: number;
+  /**
+   * Longest the coordinator's /health may stay silent (no answer within the probe's deadline)
+   * before the cluster is judged dead, s. Default: `strikes + 1` silent probes in a row.
+   */
+  healthSilenceSeconds?: number;
 }
 
 /** Transport port state, probed from the coordinator's node. */

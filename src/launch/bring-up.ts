@@ -44,6 +44,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     ...(request.owner === undefined ? {} : { owner: request.owner }),
     engine: request.driver.facts.kind,
     ...(request.generationWatchdogSeconds === undefined ? {} : { generationWatchdogSeconds: request.generationWatchdogSeconds }),
+    ...(request.healthSilenceSeconds === undefined ? {} : { healthSilenceSeconds: request.healthSilenceSeconds }),
     phase: "launching",
     startedAt: new Date().toISOString(),
     processes: [],

@@ -70,6 +70,8 @@ export interface LedgerEntry {
   engine?: EngineKind;
   /** The definition's `[engine] generation_watchdog_seconds`, which health uses while it runs: see WatchedCluster. */
   generationWatchdogSeconds?: number;
+  /** The definition's `[engine] health_silence_seconds`, which health uses while it runs: see WatchedCluster. */
+  healthSilenceSeconds?: number;
   /** `launching` until every step succeeded, `running` after, `tearing-down` once teardown began. */
   phase: "launching" | "running" | "tearing-down";
   startedAt: string;

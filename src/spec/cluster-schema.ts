@@ -63,6 +63,15 @@ const engineSchema = z
       .describe(
         "How long the engine may take to load the model, seconds: each launch step that waits for it (a stage listening or joining the ring, the coordinator's /health, the first token) waits at least this long. Default: 60 s to listen, 120 s for /health, 60 s for the first token (mlx-lm loads the model only then).",
       ),
+    health_silence_seconds: z
+      .number()
+      .int()
+      .min(1)
+      .max(3_600)
+      .optional()
+      .describe(
+        "How long the coordinator's /health may go without answering before the running cluster is judged dead (CoordinatorUnhealthy), seconds. For an engine that cannot answer /health while it generates (a server that handles one request at a time): set it above the longest a request takes. A refusal or an answer other than ready still counts at once (two in a row). Default: 3 silent probes of 1 s.",
+      ),
     generation_watchdog_seconds: z
       .number()
       .int()

@@ -154,6 +154,7 @@ function normaliseCluster(raw: ClusterOutput, file: string, settings: Settings):
       extraArgs: raw.engine.extra_args,
       loadTimeoutSeconds: raw.engine.load_timeout_seconds,
       generationWatchdogSeconds: raw.engine.generation_watchdog_seconds,
+      healthSilenceSeconds: raw.engine.health_silence_seconds,
     }),
     transport: {
       backend: raw.transport.backend ?? settings.distributed.transportBackend,

@@ -134,6 +134,8 @@ export interface ClusterSpec {
     loadTimeoutSeconds?: number;
     /** Longest a watchdog's one-token completion may take, s; 0: none. Default: the engine's own watchdog. */
     generationWatchdogSeconds?: number;
+    /** Longest the coordinator's /health may stay silent before the cluster is judged dead, s. Default: 3 silent probes. */
+    healthSilenceSeconds?: number;
   };
   transport: {
     /** Default: the settings' transport backend. */

@@ -7,6 +7,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
 import { createServer, type AddressInfo, type Server } from "node:net";
 import { tmpdir } from "node:os";
+import { setTimeout as sleep } from "node:timers/promises";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { monitorCluster, observeCluster, type DeathEvent, type WatchedCluster, type WatchedProcess } from "../../src/health/index.js";
@@ -270,5 +271,55 @@ describe("monitorCluster", () => {
     await node.run(["kill", "-9", String(entry.processes[0]!.pid)]);
     await new Promise((r) => setTimeout(r, 300));
     expect(deaths).toEqual([]);
+  });
+});
+
+describe("a coordinator whose /health cannot answer while it generates", () => {
+  /** A /health that answers 200, but holds every request until `busyUntil` (epoch ms) while busy. */
+  async function busyEndpoint(): Promise<{ url: string; busyFor: (ms: number) => void }> {
+    let busyUntil = 0;
+    const server = createHttpServer((req, res) => {
+      const wait = Math.max(0, busyUntil - Date.now());
+      setTimeout(() => res.writeHead(200).end(), wait).unref();
+    });
+    await new Promise<void>((resolve) => server.listen(0, host, resolve));
+    closers.push(() => {
+      server.closeAllConnections();
+      return new Promise((resolve) => server.close(() => resolve()));
+    });
+    return { url: `http://${host}:${(server.address() as AddressInfo).port}`, busyFor: (ms) => (busyUntil = Date.now() + ms) };
+  }
+
+  async function watch(healthSilenceSeconds?: number): Promise<{ busyFor: (ms: number) => void; deaths: DeathEvent[] }> {
+    const coordinator = await startSleeper("coordinator");
+    const endpoint = await busyEndpoint();
+    const entry: WatchedCluster = {
+      cluster: "busy",
+      processes: [coordinator],
+      ports: [],
+      coordinatorUrl: endpoint.url,
+      ...(healthSilenceSeconds === undefined ? {} : { healthSilenceSeconds }),
+    };
+    const deaths: DeathEvent[] = [];
+    const monitor = monitorCluster(entry, { nodeFor, pollIntervalMs: 100, strikes: 2, probeTimeoutMs: 200, exitWatch: false, onDeath: (e) => deaths.push(e) });
+    closers.push(() => monitor.stop());
+    return { busyFor: endpoint.busyFor, deaths };
+  }
+
+  it("by default three silent probes are a death; with health_silence_seconds a silence shorter than it is not, a longer one is, said with the setting", async () => {
+    const plain = await watch();
+    plain.busyFor(1_500);
+    await sleep(1_800);
+    expect(plain.deaths.map((d) => d.reason)).toEqual(["CoordinatorUnhealthy"]);
+
+    const patient = await watch(3);
+    patient.busyFor(1_500);
+    await sleep(2_500);
+    expect(patient.deaths).toEqual([]);
+    patient.busyFor(60_000);
+    const deadline = Date.now() + 10_000;
+    while (patient.deaths.length === 0 && Date.now() < deadline) await sleep(100);
+    expect(patient.deaths).toHaveLength(1);
+    expect(patient.deaths[0]!.detail).toMatch(/\/health was silent for [34] s \(\d+ probes in a row; \[engine\] health_silence_seconds = 3\)$/);
   });
 });
