@@ -154,5 +154,10 @@ describe("the status file and `shardctl status`", () => {
     await writeDefinition(world, "g1", definitionText(world, { nodes: ["l2", "l1"] }));
     const edited = await waitForStatus(world, "g1", (s) => s.gitHead === added && s.gitCommit === undefined);
     expect(edited.gitCommit).toBeUndefined();
+
+    // A commit that breaks the definition moves the checkout as any other: gitHead follows it.
+    const broken = await commitDefinition(world, "g2", 'desired = "sideways"\n');
+    const invalid = await waitForStatus(world, "g2", (s) => s.gitHead === broken, 20_000);
+    expect(invalid.conditions.find((c) => c.type === "Stalled")?.reason).toBe("InvalidDefinition");
   });
 });

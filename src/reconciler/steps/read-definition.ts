@@ -40,6 +40,8 @@ export function readDefinition(parsed: ParseCache): Step {
       const read = await readDesired(pass.file, pass.settings, parsed);
       if (read.spec === undefined) {
         pass.desired = read.desired.kind === "invalid" ? await keepLastValid(pass, read.desired) : read.desired;
+        // The checkout's HEAD moves with every pull, a commit that broke the definition included.
+        if (read.desired.kind === "invalid") memory.gitHead = await checkoutHeadOf(pass.world.dir, memory.gitHead?.revision ?? "", memory.gitHead);
         return;
       }
       const { spec, desired } = read;
