@@ -123,6 +123,7 @@ export function parseModelConfig(raw: unknown, file = "config.json"): ModelConfi
         "no engine serves that context; restore the value of the model's published config.json",
     );
   }
+  checkNumbers(get, file);
   const ropeScaling = get("rope_scaling");
   if (ropeScaling !== undefined) config.ropeScalingType = readRopeScalingType(ropeScaling);
   if (typeof torchDtype === "string") config.torchDtype = torchDtype;
@@ -195,4 +196,33 @@ function readRopeScalingType(raw: unknown): string {
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/**
+ * The model's numbers no engine computes with when they are not positive (a norm's epsilon, RoPE's
+ * base, its scaling factors) or not of their type: every token would come out NaN or the engine
+ * would refuse at load, after a launch. Absent ones take the engines' defaults.
+ */
+function checkNumbers(get: (key: string) => unknown, file: string): void {
+  const positive = (value: unknown, name: string): void => {
+    if (value === undefined || (typeof value === "number" && Number.isFinite(value) && value > 0)) return;
+    throw bad(
+      file,
+      `${name} must be a positive number, got ${JSON.stringify(value)}: no engine computes with it; restore the value of the model's published config.json`,
+    );
+  };
+  positive(get("rms_norm_eps"), "rms_norm_eps");
+  positive(get("rope_theta"), "rope_theta");
+  const tie = get("tie_word_embeddings");
+  if (tie !== undefined && typeof tie !== "boolean") throw bad(file, `tie_word_embeddings must be true or false, got ${JSON.stringify(tie)}`);
+  const scaling = get("rope_scaling");
+  if (!isObject(scaling)) return;
+  for (const key of ["factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"]) {
+    positive(Object.hasOwn(scaling, key) ? (scaling[key] ?? undefined) : undefined, `rope_scaling.${key}`);
+  }
+  const low = scaling.low_freq_factor;
+  const high = scaling.high_freq_factor;
+  if (typeof low === "number" && typeof high === "number" && high <= low) {
+    throw bad(file, `rope_scaling.high_freq_factor (${high}) must exceed low_freq_factor (${low}): RoPE's scaling divides by their difference`);
+  }
 }

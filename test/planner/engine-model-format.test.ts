@@ -108,6 +108,31 @@ describe("max_position_embeddings that is not a positive integer, which no engin
   });
 });
 
+describe("numbers no engine computes with: a norm's epsilon, RoPE's base and scaling, tie_word_embeddings' type", () => {
+  it.each<[string, (config: Record<string, unknown>) => void, string]>([
+    ["rms_norm_eps = -1", (c) => void (c.rms_norm_eps = -1), "rms_norm_eps must be a positive number, got -1"],
+    ["rope_theta = 0", (c) => void (c.rope_theta = 0), "rope_theta must be a positive number, got 0"],
+    [
+      "rope_scaling.factor = -1",
+      (c) => void (c.rope_scaling = { rope_type: "llama3", factor: -1, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 8192 }),
+      "rope_scaling.factor must be a positive number, got -1",
+    ],
+  ])("%s: ModelConfigInvalid for every engine, and shard-engine's loader refuses it too", async (_, edit, words) => {
+    const dir = await model(edit);
+    for (const engine of ["reference", "mlxcel", "mlx-lm"] as const) {
+      const error = await planRefusal(dir, engine);
+      expect(error.reason).toBe("ModelConfigInvalid");
+      expect(error.message).toBe(`${join(dir, "config.json")}: ${words}: no engine computes with it; restore the value of the model's published config.json`);
+    }
+    expect(() => readModelConfig(dir)).toThrow(new RegExp(words.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")));
+  });
+
+  it('tie_word_embeddings = "yes": ModelConfigInvalid, it is true or false', async () => {
+    const dir = await model((c) => void (c.tie_word_embeddings = "yes"));
+    expect((await planRefusal(dir, "reference")).message).toBe(`${join(dir, "config.json")}: tie_word_embeddings must be true or false, got "yes"`);
+  });
+});
+
 describe("what shard-engine's loader cannot read: a plan error for the reference engine only", () => {
   it("F8_E4M3 weights: ModelUnsupportedByEngine naming the file, the tensor and what to do", async () => {
     const dir = join(await tempDir(), "model");

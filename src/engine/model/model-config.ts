@@ -49,11 +49,12 @@ export function readModelConfig(dir: string): ModelConfig {
     const type = scaling.rope_type ?? scaling.type;
     if (type !== "llama3") throw new Error(`config.json: rope_scaling type ${JSON.stringify(type)} is not supported (only llama3)`);
     ropeScaling = {
-      factor: Number(scaling.factor),
-      lowFreqFactor: Number(scaling.low_freq_factor),
-      highFreqFactor: Number(scaling.high_freq_factor),
-      originalMaxPositionEmbeddings: Number(scaling.original_max_position_embeddings),
+      factor: positiveNumber(scaling.factor, "rope_scaling.factor"),
+      lowFreqFactor: positiveNumber(scaling.low_freq_factor, "rope_scaling.low_freq_factor"),
+      highFreqFactor: positiveNumber(scaling.high_freq_factor, "rope_scaling.high_freq_factor"),
+      originalMaxPositionEmbeddings: positiveNumber(scaling.original_max_position_embeddings, "rope_scaling.original_max_position_embeddings"),
     };
+    if (ropeScaling.highFreqFactor <= ropeScaling.lowFreqFactor) throw new Error("config.json: rope_scaling.high_freq_factor must exceed low_freq_factor");
   }
   const q = raw.quantization as Record<string, unknown> | undefined;
   let quantization: ModelConfig["quantization"];
@@ -77,8 +78,8 @@ export function readModelConfig(dir: string): ModelConfig {
     kvHeads: positiveInt(raw, "num_key_value_heads", heads),
     headDim: positiveInt(raw, "head_dim", hiddenSize / heads),
     vocabSize: positiveInt(raw, "vocab_size"),
-    rmsNormEps: typeof raw.rms_norm_eps === "number" ? raw.rms_norm_eps : 1e-5,
-    ropeTheta: typeof raw.rope_theta === "number" ? raw.rope_theta : 10000,
+    rmsNormEps: positiveNumber(raw.rms_norm_eps, "rms_norm_eps", 1e-5),
+    ropeTheta: positiveNumber(raw.rope_theta, "rope_theta", 10000),
     ropeScaling,
     maxPositions: typeof raw.max_position_embeddings === "number" ? raw.max_position_embeddings : 4096,
     tieWordEmbeddings: raw.tie_word_embeddings === true,
@@ -86,4 +87,14 @@ export function readModelConfig(dir: string): ModelConfig {
     eosTokenIds,
     bosTokenId: typeof raw.bos_token_id === "number" ? raw.bos_token_id : undefined,
   };
+}
+
+/** A positive finite number of config.json, or `fallback` when absent (none: required). */
+function positiveNumber(value: unknown, name: string, fallback?: number): number {
+  if (value === undefined || value === null) {
+    if (fallback !== undefined) return fallback;
+    throw new Error(`config.json: ${name} is missing`);
+  }
+  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) throw new Error(`config.json: ${name} must be a positive number, got ${JSON.stringify(value)}`);
+  return value;
 }
