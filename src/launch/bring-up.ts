@@ -132,6 +132,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
       await awaitFirstToken(
         url,
         readiness,
+        request.driver.facts.servedModelName ?? request.modelName,
         { deadlineMs: request.deadlines.readinessMs, signal },
         { entry, nodes, portHeld },
         { node: serverNode, process: server },
@@ -604,6 +605,8 @@ async function waitStageUp(
 async function awaitFirstToken(
   url: string,
   readiness: EngineReadiness,
+  /** The model name the engine serves: named in the probe when the engine asks for it. */
+  model: string,
   { deadlineMs, signal }: Wait,
   { entry, nodes, portHeld }: LaunchInFlight,
   server: { node: NodeAccess; process: LedgerProcess },
@@ -628,7 +631,7 @@ async function awaitFirstToken(
     }
   })();
   try {
-    await probeOneToken(url, readiness, deadlineMs, watching.signal);
+    await probeOneToken(url, readiness, deadlineMs, watching.signal, model);
   } catch (error) {
     watching.abort();
     await watch;

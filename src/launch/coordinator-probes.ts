@@ -46,9 +46,11 @@ const completionBodyBytes = 1 << 20;
 
 /**
  * Generate one token through the pipeline within `timeoutMs`; resolves on success, throws with what
- * went wrong. A 503 is asked again (see below); any other answer ends it.
+ * went wrong. A 503 is asked again (see below); any other answer ends it, but for one that refuses
+ * the request for want of its `model` (a 400, 404 or 422 naming it), asked again once naming
+ * `model`, the name the engine serves.
  */
-export async function probeOneToken(url: string, readiness: EngineReadiness, timeoutMs: number, cancel?: AbortSignal): Promise<void> {
+export async function probeOneToken(url: string, readiness: EngineReadiness, timeoutMs: number, cancel?: AbortSignal, model?: string): Promise<void> {
   const path = readiness.completionsPath;
   const deadline = AbortSignal.timeout(timeoutMs);
   const signal = cancel === undefined ? deadline : AbortSignal.any([deadline, cancel]);
@@ -56,14 +58,15 @@ export async function probeOneToken(url: string, readiness: EngineReadiness, tim
   let text: string;
   // What the last try said, when the probe was asked again: the deadline's message quotes it.
   let last = "";
+  // No "model" at first: engines differ in the name they serve, and the probe is about the pipeline.
+  let named: string | undefined;
   for (;;) {
     response = undefined;
     try {
       response = await fetch(`${url}${path}`, {
         method: "POST",
         headers: { "content-type": "application/json" },
-        // No "model": engines differ in the name they serve, and the probe is about the pipeline.
-        body: JSON.stringify({ prompt: "ping", max_tokens: 1, temperature: 0 }),
+        body: JSON.stringify({ ...(named === undefined ? {} : { model: named }), prompt: "ping", max_tokens: 1, temperature: 0 }),
         signal,
       });
       const body = await readCapped(response, completionBodyBytes);
@@ -79,6 +82,11 @@ export async function probeOneToken(url: string, readiness: EngineReadiness, tim
         throw new Error(`POST ${path} answered ${response.status}, but its body did not end within ${timeoutMs} ms`, { cause: error });
       if (deadline.aborted) throw new Error(`POST ${path} did not answer within ${timeoutMs} ms${last === "" ? "" : `; it last ${last}`}`, { cause: error });
       throw error;
+    }
+    // An engine that wants to be told the model: asked once more, naming the one it serves.
+    if (named === undefined && model !== undefined && [400, 404, 422].includes(response.status) && /model/i.test(text)) {
+      named = model;
+      continue;
     }
     // 503: the engine says it is not ready yet (a model still loading behind a /health that
     // answers 200 early): asked again every retryMs until the deadline.
