@@ -51,6 +51,9 @@ export async function loadCluster(file: string, settings: Settings): Promise<Par
   return parseCluster(text, file, settings);
 }
 
+/** The longest Hub repository id ("org/name"), characters: the Hub's own limit. */
+const maxHubRepoIdChars = 96;
+
 /** The cluster name a file gives by its stem (`clusters/llama.toml` → `llama`). */
 export function stemOf(file: string): string {
   return basename(file).replace(/\.toml$/, "");
@@ -97,6 +100,9 @@ function checkCluster(data: unknown, file: string, settings: Settings, locator: 
   const id = getString(data, ["model", "id"], patterns.modelId);
   if (source === "hub" && id !== undefined && !patterns.hubRepo.test(id)) {
     add(["model", "id"], `${JSON.stringify(id)} is not a Hub repository id 'org/name'; for a model directory set source = "path" or "push"`);
+  } else if (source === "hub" && id !== undefined && id.length > maxHubRepoIdChars) {
+    // Its cache folder (models--org--name) would pass the 255 bytes a file name may have, and the Hub refuses it anyway.
+    add(["model", "id"], `${JSON.stringify(id.slice(0, 40))}… is ${id.length} characters; a Hub repository id has at most ${maxHubRepoIdChars}`);
   }
 
   // Every stage and the coordinator's control address take one transport port.

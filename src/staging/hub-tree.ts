@@ -42,8 +42,11 @@ export function readHubTree(entries: unknown[], base: string, repo: string, comm
     const size = lfs?.size ?? entry.size;
     const hash = lfs?.oid ?? entry.oid;
     const hashAlgo = lfs === undefined ? "git-sha1" : "sha256";
-    if (typeof size !== "number" || !Number.isSafeInteger(size) || size < 0) {
+    if (typeof size !== "number" || !Number.isInteger(size) || size < 0) {
       throw listingInvalid(`${base}: ${where} gives ${JSON.stringify(path)} a size that is not a whole number of bytes: ${excerpt(entry)}`);
+    }
+    if (!Number.isSafeInteger(size)) {
+      throw listingInvalid(`${base}: ${where} gives ${JSON.stringify(path)} a size past 2^53 bytes (8 PiB), far beyond any model file: ${excerpt(entry)}`);
     }
     if (typeof hash !== "string" || !(hashAlgo === "sha256" ? /^[0-9a-f]{64}$/ : /^[0-9a-f]{40}$/).test(hash)) {
       const want = hashAlgo === "sha256" ? "an LFS oid of 64 hex digits (sha256)" : "an oid of 40 hex digits (git sha1)";
@@ -55,6 +58,16 @@ export function readHubTree(entries: unknown[], base: string, repo: string, comm
       );
     }
     files.push({ path, size, hash, hashAlgo });
+  }
+  // A name that is both a file and a folder of others ("a.json" and "a.json/b.json") cannot be laid
+  // out on any disk: every staging of it would fail at the folder.
+  const names = new Set(files.map((f) => f.path));
+  for (const { path } of files) {
+    const segments = path.split("/");
+    for (let n = 1; n < segments.length; n++) {
+      const folder = segments.slice(0, n).join("/");
+      if (names.has(folder)) throw listingInvalid(`${base}: ${where} lists ${JSON.stringify(folder)} as a file and as the folder of ${JSON.stringify(path)}`);
+    }
   }
   return files;
 }

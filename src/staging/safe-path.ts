@@ -4,6 +4,9 @@
  */
 import { ShardctlError, firstUnsafeChar, quoteText } from "../errors/index.js";
 
+/** The longest name (one path segment) common file systems take, bytes (ext4, APFS, XFS). */
+const maxNameBytes = 255;
+
 export function assertSafePath(path: string, from: string): void {
   const problem =
     path === ""
@@ -16,7 +19,9 @@ export function assertSafePath(path: string, from: string): void {
             ? "contains a backslash"
             : path.split("/").some((s) => s === ".." || s === "." || s === "")
               ? "has a '..', '.' or empty segment"
-              : undefined;
+              : path.split("/").some((s) => Buffer.byteLength(s) > maxNameBytes)
+                ? `has a segment over ${maxNameBytes} bytes, longer than file systems take a name`
+                : undefined;
   if (problem !== undefined) {
     throw new ShardctlError("UnsafeFileName", `${from} lists the file name ${showName(path)}, which ${problem}; refusing to stage it`, { terminal: true });
   }

@@ -152,6 +152,18 @@ describe("a listing staging cannot use is refused before anything is downloaded"
     expect(nullLfs).toMatchObject({ files: expect.arrayContaining([expect.objectContaining({ path: "config.json", hashAlgo: "git-sha1" })]) });
   });
 
+  it("a size past 2^53, a name segment over 255 bytes, a name that is both a file and a folder: HubListingInvalid or UnsafeFileName, naming it", async () => {
+    const huge = await manifestOf((entries) => entries.map((e) => (e.path === "config.json" ? { ...e, size: 2 ** 62 } : e)));
+    expect(huge).toMatchObject({ reason: "HubListingInvalid", terminal: true });
+    expect((huge as Error).message).toMatch(/gives "config\.json" a size past 2\^53 bytes \(8 PiB\), far beyond any model file/);
+    const long = await manifestOf((entries) => [...entries, { ...entries.find((e) => e.path === "config.json")!, path: `${"x".repeat(300)}.json` }]);
+    expect(long).toMatchObject({ reason: "UnsafeFileName", terminal: true });
+    expect((long as Error).message).toMatch(/has a segment over 255 bytes, longer than file systems take a name; refusing to stage it$/);
+    const both = await manifestOf((entries) => [...entries, { ...entries.find((e) => e.path === "config.json")!, path: "config.json/inner.json" }]);
+    expect(both).toMatchObject({ reason: "HubListingInvalid", terminal: true });
+    expect((both as Error).message).toMatch(/lists "config\.json" as a file and as the folder of "config\.json\/inner\.json"/);
+  });
+
   // How the message shows each name (every control character escaped), and the name.
   it.each([
     [String.raw`"new\nline.json"`, "new\nline.json"],
