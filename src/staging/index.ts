@@ -16,7 +16,7 @@ export { classifyNode, type Layout, type ClassifyOptions } from "./classify.js";
 export { stageNode, resolveHome } from "./stage-node.js";
 export { stageCluster, resolveManifest, type NodeStagingRequest, type NodeStagingFailure, type ClusterStagingResult } from "./stage-cluster.js";
 export { transferFile, type TransferRequest } from "./transfer.js";
-export { stageFileList } from "./stage-files.js";
+export { stageFileList, maxModelMetadataFiles } from "./stage-files.js";
 export { isModelMetadataFile } from "./metadata-files.js";
 export { assertSafePath } from "./safe-path.js";
 export { repoFolder, blobPath, snapshotDir, snapshotPath, refPath, incompletePath } from "./cache-layout.js";

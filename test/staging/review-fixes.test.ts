@@ -16,6 +16,7 @@ import {
   hashLocalManifest,
   incompletePath,
   isModelMetadataFile,
+  maxModelMetadataFiles,
   snapshotDir,
   stageFileList,
   stageNode,
@@ -179,6 +180,19 @@ describe("which small files every node gets", () => {
     ]) {
       expect(isModelMetadataFile(no), no).toBe(false);
     }
+  });
+
+  it("a listing of more small files than any model has is refused before anything is staged (TooManyModelFiles)", () => {
+    const file = (path: string) => ({ path, size: 2, hash: "0".repeat(40), hashAlgo: "git-sha1" as const });
+    const files = Array.from({ length: maxModelMetadataFiles + 1 }, (_, i) => file(`d/x${String(i).padStart(5, "0")}.json`));
+    const manifest = { repo: "org/many", revision: "main", commit: "1".repeat(40), files };
+    expect(() => stageFileList(manifest, [])).toThrow(
+      expect.objectContaining({
+        reason: "TooManyModelFiles",
+        message: expect.stringMatching(/^org\/many: lists 1001 small files every node would get .*at most 1000 are staged/),
+      }),
+    );
+    expect(stageFileList({ ...manifest, files: files.slice(1) }, [])).toHaveLength(maxModelMetadataFiles);
   });
 
   it("a stage node gets its shard and the metadata, not READMEs, images or other checkpoints", async () => {

@@ -25,6 +25,8 @@ export type StagingReason =
   | "UnsafeFileName"
   /** A stage asks for a file the source does not list (terminal). */
   | "FileNotInSource"
+  /** The model lists more small files (JSON, tokenizer, templates) than any model has: staged one by one, they would take hours (terminal). */
+  | "TooManyModelFiles"
   /** Two files a node needs differ only in case or Unicode form: one would overwrite the other on macOS (terminal). */
   | "FileNamesCollide"
   /** Source "path" has no file list of its own and none was given (terminal). */
