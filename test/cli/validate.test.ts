@@ -192,7 +192,7 @@ describe("shardctl validate", () => {
     expect(run.code).toBe(1);
     expect(run.stderr.split("\n")).toEqual([
       "bad-settings.toml:1:1: nodes.studio-1.model_dir: is required",
-      "1 problem in 1 file (checked 1 settings file, 2 definitions); cluster definitions were not checked because the settings are invalid",
+      "1 problem in 1 file (checked 1 settings file); its cluster definitions (2) were not checked: they are read against the settings",
       "",
     ]);
   });
@@ -207,7 +207,7 @@ describe("shardctl validate", () => {
     expect(run.stderr.split("\n")).toEqual([
       'huge-size.toml:2:11: distributed.enabled: expected a boolean (true or false), got "maybe"',
       'huge-size.toml:7:16: nodes.x.memory_limit: "9999999999999999999999999999" is too large: a size is at most 9007199254740991 bytes (just under 8 PiB)',
-      "2 problems in 1 file (checked 1 settings file, 0 definitions); cluster definitions were not checked because the settings are invalid",
+      "2 problems in 1 file (checked 1 settings file); its cluster definitions (0) were not checked: they are read against the settings",
       "",
     ]);
   });
@@ -221,7 +221,7 @@ describe("shardctl validate", () => {
     expect(run.code).toBe(1);
     expect(run.stderr.split("\n")).toEqual([
       `local-node.toml:5:1: nodes.local: "local" is reserved for the control machine (the coordinator's default node, its models in [daemon] state_dir); rename this node`,
-      "1 problem in 1 file (checked 1 settings file, 1 definition); cluster definitions were not checked because the settings are invalid",
+      "1 problem in 1 file (checked 1 settings file); its cluster definitions (1) were not checked: they are read against the settings",
       "",
     ]);
   });

@@ -94,7 +94,8 @@ export async function run(args: string[]): Promise<number> {
   // Feasibility depends on the budgets: say which ones the plans above were made with.
   if (planner.budgets !== undefined) console.log(`budgets: ${describeBudgets({ budgets: planner.budgets }, settings)}`);
   if (errors > 0) return 1;
-  if (changes.length === 0) console.log("no differences");
+  // Lines of clusters the daemon will not act on are no differences either, but "none" would hide them.
+  if (changes.length === 0) console.log(notes.length === 0 ? "no differences" : "no changes the daemon would make");
   return changes.length > 0 ? 2 : 0;
 }
 

@@ -87,13 +87,17 @@ export async function run(args: string[]): Promise<number> {
   }
 
   for (const issue of issues) console.error(formatIssue({ ...issue, file: displayPath(issue.file) }));
-  const checked = `${plural((settings === undefined ? 0 : 1) + otherSettings.size, "settings file")}, ${plural(definitions.length, "definition")}`;
+  // Definitions are checked against valid settings only: with invalid ones, none was.
+  const unchecked = settings !== undefined && !settings.ok;
+  const checked = unchecked
+    ? plural((settings === undefined ? 0 : 1) + otherSettings.size, "settings file")
+    : `${plural((settings === undefined ? 0 : 1) + otherSettings.size, "settings file")}, ${plural(definitions.length, "definition")}`;
   if (issues.length === 0) {
     console.log(`ok: ${checked}`);
     return 0;
   }
   const failed = new Set(issues.map((issue) => issue.file)).size;
-  const note = settings === undefined || settings.ok ? "" : "; cluster definitions were not checked because the settings are invalid";
+  const note = unchecked ? `; its cluster definitions (${definitions.length}) were not checked: they are read against the settings` : "";
   console.error(`${plural(issues.length, "problem")} in ${plural(failed, "file")} (checked ${checked})${note}`);
   return 1;
 }

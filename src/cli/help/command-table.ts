@@ -153,12 +153,17 @@ export const commandTable = [
     details: [
       "Watches *.toml in the directory and the settings file; writes <name>.status.json beside each. One daemon per directory, whoever runs it (its lock is .shardctl-daemon.lock in the directory).",
       "SIGINT/SIGTERM stop watching and leave the clusters running, unless --teardown-on-exit.",
+      "A directory given through a symbolic link that comes to lead elsewhere (a swapped `current` link) is followed: the daemon starts again on the new target.",
     ],
     operands: { kind: "none" },
     flags: [...contextFlags, { name: "--teardown-on-exit", description: "tear every cluster down on SIGINT/SIGTERM" }, logFormatFlag],
     exitCodes: [
       { code: 0, meaning: "stopped by SIGINT or SIGTERM" },
-      { code: 1, meaning: "could not start (settings, lock, directory)" },
+      {
+        code: 1,
+        meaning:
+          "could not start (settings, lock, directory), or another daemon took the directory's lock while its lock file was gone (the clusters keep running for that one)",
+      },
     ],
     example: "shardctl daemon --dir clusters --config shardctl.toml",
   },

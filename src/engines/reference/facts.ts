@@ -79,7 +79,11 @@ export const referenceFacts = {
       "--context-length": [1, 2 ** 31 - 1],
     },
   },
-  stageCount: mlxcelFacts.stageCount,
+  // mlxcel's advice, in its own name: each stage is a hop per token for shard-engine too.
+  stageCount: {
+    ...mlxcelFacts.stageCount,
+    advice: "shard-engine, like mlxcel, is validated best on two-stage topologies; each extra stage adds a network hop per token",
+  },
   memoryHeadroom: mlxcelFacts.memoryHeadroom,
   // Launch gives each of k stages on one machine ⌊cores ÷ k⌋ threads (shard-engine --threads;
   // alone, a stage takes every core).
