@@ -24,24 +24,27 @@ export async function readClusterText(file: string): Promise<string> {
 }
 
 /**
- * A definition that is a symbolic link must lead to another definition: a `.toml` file, and, when
- * the definition lies in a git working tree, one of that tree. Git stores links, so whoever can
- * commit a definition could otherwise point it at any file the daemon may read (a transport token,
- * a Hub token, a key), and the parse errors that quote it would carry it into the status file, the
- * dashboard, the log and CI's output. A link to nothing is left to the read, which says so.
+ * A definition read through a symbolic link (the file itself, or a folder on its path: the
+ * definitions directory replaced by a committed link) must lead to another definition: a `.toml`
+ * file, and, when the definition lies in a git working tree, one of that tree. Git stores links, so
+ * whoever can commit a definition could otherwise point it at any file the daemon may read (a
+ * transport token, a Hub token, a key), and the parse errors that quote it would carry it into the
+ * status file, the dashboard, the log and CI's output. A link to nothing is left to the read, which
+ * says so.
  */
 async function refuseForeignLink(file: string): Promise<void> {
-  if ((await lstat(file).catch(() => undefined))?.isSymbolicLink() !== true) return;
   const real = await realpath(file).catch(() => undefined);
   if (real === undefined) return;
   const tree = await workingTreeOf(dirname(file));
-  if (real.endsWith(".toml") && (tree === undefined || isWithin(tree, real))) return;
-  const target = showText(await readlink(file).catch(() => real));
-  const where = !real.endsWith(".toml") ? "which is not a definition (a .toml file)" : `outside the git working tree ${showText(tree ?? "")} that holds the definition`;
+  const linked = (await lstat(file).catch(() => undefined))?.isSymbolicLink() === true;
+  const inTree = tree === undefined || isWithin(tree, real);
+  if ((!linked || real.endsWith(".toml")) && inTree) return;
+  const target = showText(linked ? await readlink(file).catch(() => real) : real);
+  const where = !inTree ? `outside the git working tree ${showText(tree ?? "")} that holds the definition` : "which is not a definition (a .toml file)";
   throw new FileRefusedError(
     "DefinitionLinkRefused",
     file,
-    `the cluster definition is a symbolic link to ${target}, ${where}: a definition may link only to another definition of its repository, so a committed link cannot show other files of this machine; replace the link with the definition itself`,
+    `the cluster definition is ${linked ? "a symbolic link" : "reached through a symbolic link"} to ${target}, ${where}: a definition may link only to another definition of its repository, so a committed link cannot show other files of this machine; replace the link with the definition itself`,
   );
 }
 

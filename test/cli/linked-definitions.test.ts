@@ -127,6 +127,15 @@ test("a link to a file that is no definition is refused without showing a byte o
   expect(outside.issues.map((i) => i.message)).toEqual([
     `the cluster definition is a symbolic link to ../../outside.toml, outside the git working tree ${tree} that holds the definition: a definition may link only to another definition of its repository, so a committed link cannot show other files of this machine; replace the link with the definition itself`,
   ]);
+  // A folder on the way committed as a link (the definitions directory replaced by one) is no way round.
+  await mkdir(join(world.root, "foreign"));
+  await writeFile(join(world.root, "foreign", "credentials.toml"), 'token = "hf_SECRETSECRET"\n');
+  await symlink(join(world.root, "foreign"), join(tree, "linked-folder"));
+  const through = await loadCluster(join(tree, "linked-folder", "credentials.toml"), settings);
+  expect(through.ok).toBe(false);
+  expect(through.issues.map((i) => i.message)).toEqual([
+    `the cluster definition is reached through a symbolic link to ${join(world.root, "foreign", "credentials.toml")}, outside the git working tree ${tree} that holds the definition: a definition may link only to another definition of its repository, so a committed link cannot show other files of this machine; replace the link with the definition itself`,
+  ]);
 });
 
 test("a directory named as a definition is a broken definition for every command: validate fails, status lists it, diff proposes no prune", async () => {

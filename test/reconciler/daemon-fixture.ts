@@ -285,9 +285,25 @@ export type LaunchTimings = NonNullable<DaemonOptions["launchDeadlines"]>;
  * The daemon in this process, logging to <root>/daemon.log; `monitor` replaces the fast health
  * monitor's timings, `launch` overrides some of fastLaunch's deadlines (a test that waits one out).
  */
-export async function startInProcessDaemon(world: DaemonWorld, resyncMs = 60_000, monitor: MonitorTimings = fastMonitor, launch: LaunchTimings = {}): Promise<Daemon> {
-  const log = pino({ level: "debug" }, pino.destination({ dest: join(world.root, "daemon.log"), sync: true }));
-  return startDaemon({ dir: world.clustersDir, settingsFile: world.settingsFile, log, resyncMs, debounceMs: 50, launchDeadlines: { ...fastLaunch, ...launch }, monitor });
+export async function startInProcessDaemon(
+  world: DaemonWorld,
+  resyncMs = 60_000,
+  monitor: MonitorTimings = fastMonitor,
+  launch: LaunchTimings = {},
+  /** The directory it watches (default the world's), its log file in the world's root (default daemon.log), whether it tears down on exit. */
+  more: { dir?: string; logName?: string; teardownOnExit?: boolean } = {},
+): Promise<Daemon> {
+  const log = pino({ level: "debug" }, pino.destination({ dest: join(world.root, more.logName ?? "daemon.log"), sync: true }));
+  return startDaemon({
+    dir: more.dir ?? world.clustersDir,
+    settingsFile: world.settingsFile,
+    log,
+    resyncMs,
+    debounceMs: 50,
+    launchDeadlines: { ...fastLaunch, ...launch },
+    monitor,
+    ...(more.teardownOnExit === undefined ? {} : { teardownOnExit: more.teardownOnExit }),
+  });
 }
 
 export interface SpawnedDaemon {

@@ -11,11 +11,10 @@ import { promisify } from "node:util";
 import { cp, mkdir, rename, rm, symlink } from "node:fs/promises";
 import { join } from "node:path";
 import { expect, test } from "vitest";
-import { readStatus, startDaemon, type ClusterStatus } from "../../src/reconciler/index.js";
+import { readStatus, type ClusterStatus } from "../../src/reconciler/index.js";
 import { pathExists } from "../../src/files/index.js";
-import { fastLaunch, fastMonitor, shardctlJs, sleep, writeSettings } from "./daemon-fixture.js";
+import { fastMonitor, shardctlJs, sleep, startInProcessDaemon, writeSettings } from "./daemon-fixture.js";
 import { isServingAt, useDaemonWorld } from "./use-daemon-world.js";
-import pino from "pino";
 
 const run = promisify(execFile);
 const dw = useDaemonWorld({ settings: { enabled: true }, daemon: "none" });
@@ -43,16 +42,7 @@ test("a daemon started on a link to the directory adopts what a daemon of its re
   await first.stop();
   const alias = join(world.root, "alias");
   await symlink(world.clustersDir, alias);
-  const log = pino({ level: "debug" }, pino.destination({ dest: join(world.root, "daemon-alias.log"), sync: true }));
-  const second = await startDaemon({
-    dir: alias,
-    settingsFile: world.settingsFile,
-    log,
-    resyncMs: 60_000,
-    debounceMs: 50,
-    launchDeadlines: fastLaunch,
-    monitor: fastMonitor,
-  });
+  const second = await startInProcessDaemon(world, 60_000, fastMonitor, {}, { dir: alias, logName: "daemon-alias.log" });
   try {
     // Its first pass over the cluster, written (the file said Healthy already: the first daemon's word).
     await second.whenIdle();

@@ -3,11 +3,8 @@
  * down as it exits: a deliberate stop, not a failure, so the next start's launch does not count
  * against the restart budget of the one before. The daemons run in this process on two local nodes.
  */
-import { join } from "node:path";
-import pino from "pino";
 import { expect, test } from "vitest";
-import { startDaemon } from "../../src/reconciler/index.js";
-import { fastLaunch, fastMonitor, readStatusFile } from "./daemon-fixture.js";
+import { fastMonitor, readStatusFile, startInProcessDaemon } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
 const dw = useDaemonWorld({ settings: { enabled: true }, daemon: "none" });
@@ -16,17 +13,7 @@ test("each start after a --teardown-on-exit stop launches with a fresh restart b
   const { world } = dw;
   const revision = await dw.define("cycled", { nodes: ["l1", "l2"] });
   for (let start = 1; start <= 3; start++) {
-    const log = pino({ level: "debug" }, pino.destination({ dest: join(world.root, `daemon-${start}.log`), sync: true }));
-    const daemon = await startDaemon({
-      dir: world.clustersDir,
-      settingsFile: world.settingsFile,
-      log,
-      resyncMs: 60_000,
-      debounceMs: 50,
-      launchDeadlines: fastLaunch,
-      monitor: fastMonitor,
-      teardownOnExit: true,
-    });
+    const daemon = await startInProcessDaemon(world, 60_000, fastMonitor, {}, { logName: `daemon-${start}.log`, teardownOnExit: true });
     try {
       const serving = await dw.waitServing("cycled", revision);
       expect(serving.restarts, `start ${start}`).toMatchObject({ revision, count: 1 });
