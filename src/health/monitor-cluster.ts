@@ -262,7 +262,12 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     const answer = await probeCoordinatorHealth(url, readiness, timeoutMs);
     const health = answer.health;
     if (done) return;
-    if (health !== "unknown") silentSince = undefined;
+    if (health !== "unknown") {
+      // With health_silence_seconds, silence and definite answers are counted apart: an engine that
+      // answers at last, after a long request, with one refusal or 503 has not answered badly twice.
+      if (silentSince !== undefined && cluster.healthSilenceSeconds !== undefined) strikes.clear("coordinator:health");
+      silentSince = undefined;
+    }
     if (health === "ok") return strikes.clear("coordinator:health");
     // Any answer but "ready" counts; a run ends the cluster at `strikes` when its last answer is a
     // definite one, and at `strikes + 1` when it is silence (and, with the definition's

@@ -28,7 +28,7 @@ export interface RunClaim {
   host: string;
   /** The daemon's state directory (absolute), likewise. */
   stateDir: string;
-  /** Its definitions directory, to name the daemon in messages (and to tell it after its state directory moved). */
+  /** Its definitions directory, to name the daemon in messages (and to say what to do after its state directory moved). */
   definitions: string;
 }
 
@@ -57,15 +57,22 @@ interface StoredClaim extends RunClaim {
 type ClaimLook = { kind: "none" } | { kind: "claim"; claim: StoredClaim } | { kind: "unknown"; why: string };
 
 /**
- * The same daemon: the same id (its host renamed, its directory spelled otherwise), the same host
+ * The same daemon: the same id (its host renamed, its directory spelled otherwise), or the same host
  * and state directory (its state directory wiped, and a new id made: two daemons on one state
- * directory share one ledger, which tells their clusters apart by definitions directory), or the
- * same host and definitions directory (its `state_dir` moved: one daemon watches a directory at a
- * time, its lock sees to that, so the claim is an earlier run of this one, whose ledger it has not).
+ * directory share one ledger, which tells their clusters apart by definitions directory).
  */
 export function isSameDaemon(a: RunClaim, b: RunClaim): boolean {
-  if (a.id !== undefined && a.id === b.id) return true;
-  return a.host === b.host && (a.stateDir === b.stateDir || a.definitions === b.definitions);
+  return (a.id !== undefined && a.id === b.id) || (a.host === b.host && a.stateDir === b.stateDir);
+}
+
+/**
+ * A claim of this host's daemon of the same definitions directory with another state directory:
+ * `state_dir` was moved (its ledger is in the old one), or another daemon with that state directory
+ * watched this directory while this one was stopped. Which, only a person can say: it is never
+ * taken for this daemon's own (it would stop the other's engines).
+ */
+function sameDirectoryOtherState(claim: RunClaim, me: RunClaim): boolean {
+  return claim.host === me.host && claim.definitions === me.definitions && claim.stateDir !== me.stateDir;
 }
 
 /**
@@ -102,6 +109,15 @@ export async function claimRunFolders(folders: readonly RunFolder[], me: RunClai
               : running.length > 0
                 ? `whose cluster of the same name runs from it (pids ${running.join(", ")})`
                 : `whose cluster of the same name claimed it ${Math.max(0, Math.round(claimedMs / 1000))} s ago and may be starting (a claim is taken over once nothing runs from it for ${claimFreshMs / 60_000} min)`;
+          if (sameDirectoryOtherState(other, me)) {
+            throw new LaunchError(
+              "RunFolderClaimed",
+              "claim-run-folder",
+              `the run folder ${runDir} on ${nodeName} was claimed by this directory's daemon with state_dir ${other.stateDir} (it is ${me.stateDir} now), ${runs}: ` +
+                `if state_dir was moved, stop the daemon, move the contents of ${other.stateDir} to ${me.stateDir} (or set state_dir back) and start it again, so what runs is adopted; ` +
+                `if a daemon with that state_dir runs elsewhere on this directory, stop one of the two. Nothing of it was touched; retried with back-off`,
+            );
+          }
           throw refused(runDir, nodeName, `belongs to another shardctl daemon (${describeDaemon(other)}) ${runs}`);
         }
         say("run-folder-taken-over", `${runDir} on ${nodeName} was claimed by another daemon (${describeDaemon(other)}), but nothing runs from it: this daemon takes it`);

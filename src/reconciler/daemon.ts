@@ -4,9 +4,9 @@
  * its back), and on start rebuilds what runs from the ledger (adopt, finish a teardown, or clean
  * up). SIGINT/SIGTERM stop watching and leave clusters running, unless told to tear down.
  */
-import { mkdir, readdir, realpath, rm, stat } from "node:fs/promises";
+import { mkdir, readdir, rm, stat } from "node:fs/promises";
 import type { Server } from "node:http";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { watch } from "chokidar";
 import type { Logger } from "pino";
 import type { LaunchDeadlines } from "../launch/index.js";
@@ -80,8 +80,6 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   // prom-client is loaded by the daemon alone, not by every command that reads a status; before
   // the lock is taken, so that a failure to load it leaves no lock behind.
   const { DaemonMetrics } = await import("./metrics.js");
-  // Where the directory leads as the lock is taken there (see watchDirectoryTarget).
-  const target = await realpath(dir).catch(() => dir);
   let loseLock: (why: string) => void = () => undefined;
   const lost = new Promise<string>((resolve) => (loseLock = resolve));
   const lock = await acquireDaemonLock(
@@ -97,6 +95,8 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const log = options.log;
   let tellMoved: (why: string) => void = () => undefined;
   const moved = new Promise<string>((resolve) => (tellMoved = resolve));
+  // Where the directory led as the lock was taken there (see watchDirectoryTarget).
+  const target = dirname(lock.file);
   const stopTargetWatch = watchDirectoryTarget(dir, target, settings.daemon.heartbeatSeconds * 1000, (now) => {
     const why = `the definitions directory ${dir} leads to ${now} now (it led to ${target} when the daemon started): the daemon starts again on it, leaving its clusters running to adopt`;
     log.warn({ dir, was: target, now }, why);

@@ -23,16 +23,15 @@ export function createContinuumFileRegistrar(configFile: string): Registrar {
   // is written again as it was, its server settings and all, not as a fresh one (the router would
   // bind its default address at its next start).
   let lastText: string | undefined;
-  // A missing file reads as the last one seen, or a fresh one; a broken one is refused, never
-  // overwritten; a FIFO or a file over the cap is refused before it is read (the registrar must never block on it).
+  // A missing file reads as a fresh one (it lists no backend: a resync registers its clusters again);
+  // a broken one is refused, never overwritten; a FIFO or a file over the cap is refused before it
+  // is read (the registrar must never block on it).
   const load = async (): Promise<{ text: string; exists: boolean }> => {
     const text = await readRegularText(file, { maxBytes: maxRouterConfigBytes, what: "router config" }).catch((error: NodeJS.ErrnoException) => {
       if (error.code === "ENOENT") return undefined;
       throw error;
     });
-    if (text === undefined) return { text: lastText ?? NEW_CONFIG_TEXT, exists: false };
-    lastText = text;
-    return { text, exists: true };
+    return text === undefined ? { text: NEW_CONFIG_TEXT, exists: false } : { text, exists: true };
   };
 
   // Apply one edit and write only when the text changes, so the router does not reload for nothing.
@@ -40,7 +39,9 @@ export function createContinuumFileRegistrar(configFile: string): Registrar {
     serialise(file, async () => {
       try {
         const { text, exists } = await load();
-        const next = editBackendsText(text, change);
+        // A file removed while the daemon runs is written again from the last one it read or wrote.
+        const base = exists ? text : (lastText ?? text);
+        const next = editBackendsText(base, change);
         // The config may be a link to the router's real one (kept in another repository or directory).
         if (next !== text || !exists) await writeFileAtomic(file, next, { followLink: true });
         lastText = next;

@@ -4,10 +4,9 @@
  * so in its log, and the serving cluster goes on untouched; `shardctl reconcile` still reaches it.
  * The daemon runs in this process on two local nodes.
  */
-import { readFile, writeFile } from "node:fs/promises";
+import { readFile, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { expect, test } from "vitest";
-import { Ledger } from "../../src/launch/index.js";
 import { removeDefinition, runShardctl, sleep, waitForStatus, writeDefinition } from "./daemon-fixture.js";
 import { isServingAt, useDaemonWorld } from "./use-daemon-world.js";
 
@@ -39,7 +38,7 @@ test("a state_dir edited under a running daemon is kept as it started, said in i
   await writeFile(world.settingsFile, settings);
 }, 120_000);
 
-test("a state_dir moved while the daemon was stopped: the next daemon, whose ledger is empty, relaunches the cluster from its run folders (its own claim), not RunFolderClaimed for ever", async () => {
+test("a state_dir moved while the daemon was stopped: the next daemon, whose ledger is empty, touches nothing of what runs and says what to do (move the old directory's contents, or set it back); moved, it adopts", async () => {
   const { world } = dw;
   const revision = await dw.define("moved", { nodes: ["l1", "l2"] });
   const serving = await dw.waitServing("moved", revision);
@@ -48,14 +47,24 @@ test("a state_dir moved while the daemon was stopped: the next daemon, whose led
   const moved = join(world.root, "state-moved-away");
   await writeFile(world.settingsFile, settings.replace(`state_dir = ${JSON.stringify(world.stateDir)}`, `state_dir = ${JSON.stringify(moved)}`));
   await dw.startDaemon();
-  const relaunched = await waitForStatus(world, "moved", (s) => isServingAt(s, revision) && s.stages[0]?.pid !== serving.stages[0]?.pid, 60_000);
-  expect(relaunched.history.some((h) => h.reason === "RunFolderClaimed")).toBe(false);
-  // The earlier run's processes were stopped as leftovers of its folders: one engine set runs.
-  for (const pid of serving.stages.map((s) => s.pid)) expect(() => process.kill(pid!, 0)).toThrow();
-  // Pruned by this daemon; the old state directory's entry (its processes gone) is forgotten with it.
-  expect(await removeDefinition(world, "moved", 30_000)).toBe(true);
-  await new Ledger(world.stateDir).remove("moved");
+  const refused = await waitForStatus(world, "moved", (s) => s.conditions.some((c) => c.reason === "RunFolderClaimed"), 30_000);
+  const said = refused.conditions.find((c) => c.reason === "RunFolderClaimed")!.message;
+  expect(said).toContain(`was claimed by this directory's daemon with state_dir ${world.stateDir} (it is ${moved} now)`);
+  expect(said).toContain(`move the contents of ${world.stateDir} to ${moved} (or set state_dir back)`);
+  // Nothing of it was touched.
+  for (const pid of serving.stages.map((s) => s.pid)) expect(() => process.kill(pid!, 0)).not.toThrow();
+  // As the message says: stopped, moved, started: adopted, the same processes.
   await dw.stopDaemon();
+  await rm(moved, { recursive: true, force: true });
+  await rename(world.stateDir, moved);
+  await dw.startDaemon();
+  const adopted = await waitForStatus(world, "moved", (s) => isServingAt(s, revision) && s.health === "Healthy", 30_000);
+  expect(adopted.stages.map((s) => s.pid)).toEqual(serving.stages.map((s) => s.pid));
+  expect(await removeDefinition(world, "moved", 30_000)).toBe(true);
+  await dw.stopDaemon();
+  // Back where the world keeps it (what the stopped daemon left there meanwhile holds nothing running).
+  await rm(world.stateDir, { recursive: true, force: true });
+  await rename(moved, world.stateDir);
   await writeFile(world.settingsFile, settings);
   await dw.startDaemon();
 }, 150_000);
