@@ -79,7 +79,8 @@ export function stagingFailureOf(staged: StagedCluster): ShardctlError | undefin
   const first = staged.failed.find((f) => f.terminal) ?? staged.failed[0]!;
   return new ShardctlError(
     first.reason,
-    `staging failed on ${staged.failed.map((f) => f.node).join(", ")}: ${staged.failed.map((f) => `${f.node}: ${f.message}`).join("; ")}`,
+    // A message that already begins with its node ("node n1 needs …") is not prefixed with it again.
+    `staging failed on ${staged.failed.map((f) => f.node).join(", ")}: ${staged.failed.map((f) => (f.message.startsWith(`node ${f.node}`) ? f.message : `${f.node}: ${f.message}`)).join("; ")}`,
     { terminal: staged.failed.some((f) => f.terminal) },
   );
 }

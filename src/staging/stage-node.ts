@@ -60,7 +60,12 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
       throw new ShardctlError("DiskSpaceUnknown", `node ${name}: cannot tell the free space at ${modelDir} before transferring ${needed} bytes: ${why}`);
     }
     if (probe.diskFreeBytes < needed) {
-      throw new ShardctlError("InsufficientDisk", `node ${name} needs ${needed} bytes at ${modelDir} but only ${probe.diskFreeBytes} bytes are free`, { terminal: true });
+      throw new ShardctlError(
+        "InsufficientDisk",
+        `node ${name} needs ${needed} bytes more at ${modelDir} (what of the model is not there yet) but only ${probe.diskFreeBytes} bytes are free: ` +
+          `free ${needed - probe.diskFreeBytes} bytes there, or give the node a model_dir on a larger disk, then \`shardctl reconcile\` the cluster (what was staged is kept)`,
+        { terminal: true },
+      );
     }
   }
 

@@ -135,12 +135,12 @@ describe("a disk too small for the model at staging", () => {
     expect(conditionOf(stalled, "Stalled")).toMatchObject({ status: "True", reason: "InsufficientDisk" });
     expect(conditionOf(stalled, "Staged")?.status).toBe("False");
     expect(conditionOf(stalled, "Ready")?.status).toBe("False");
-    expect(JSON.stringify(stalled)).toMatch(/node l1 needs \d+ bytes at .* but only \d+ bytes are free/);
+    expect(JSON.stringify(stalled)).toMatch(/node l1 needs \d+ bytes more at .* but only \d+ bytes are free/);
     // The node's own staging card says why, for the dashboard's row and for anyone reading the file.
     expect(stalled.staging.find((card) => card.node === "l1")).toMatchObject({
       state: "failed",
       reason: "InsufficientDisk",
-      message: expect.stringMatching(/needs \d+ bytes at .* but only \d+ bytes are free/),
+      message: expect.stringMatching(/needs \d+ bytes more at .* but only \d+ bytes are free/),
     });
     // Nothing launched, nothing recorded.
     expect(await enginePids(world)).toEqual([]);
