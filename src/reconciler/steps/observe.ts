@@ -53,6 +53,10 @@ export const observe: Step = {
 async function restoreLostEntry(pass: Pass): Promise<LedgerEntry | undefined> {
   const watched = pass.memory.supervision;
   if (watched === undefined || pass.memory.deathRecordedFor === watched.startedAt) return undefined;
+  // Asked once more just before: an entry written meanwhile (a second daemon's, in the gap a
+  // removed lock leaves) is not written over.
+  const meanwhile = await pass.ledger.read(pass.name);
+  if (meanwhile !== undefined) return meanwhile;
   await pass.ledger.write(watched.entry);
   pass.world.log.warn(
     { cluster: pass.name, ledger: pass.ledger.dir },
