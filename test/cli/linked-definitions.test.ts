@@ -115,10 +115,10 @@ test("a link to a file that is no definition is refused without showing a byte o
   const tree = join(world.root, "checkout");
   await mkdir(join(tree, ".git"), { recursive: true });
   await mkdir(join(tree, "clusters"));
-  await mkdir(join(tree, "shared"));
-  await writeFile(join(tree, "shared", "inside.toml"), definitionText(world, { nodes: ["l1", "l2"] }));
+  await mkdir(join(tree, "common"));
+  await writeFile(join(tree, "common", "inside.toml"), definitionText(world, { nodes: ["l1", "l2"] }));
   await writeFile(join(world.root, "outside.toml"), 'desired = "hf_SECRETSECRET"\n');
-  await symlink("../shared/inside.toml", join(tree, "clusters", "inside.toml"));
+  await symlink("../common/inside.toml", join(tree, "clusters", "inside.toml"));
   await symlink("../../outside.toml", join(tree, "clusters", "outside.toml"));
   const settings = (await loadSettings(world.settingsFile))!;
   expect((await loadCluster(join(tree, "clusters", "inside.toml"), settings)).ok).toBe(true);
