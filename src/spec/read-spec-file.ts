@@ -4,7 +4,7 @@
  * definition is an error at once instead of a `validate` or a daemon pass that never returns.
  */
 import { lstat, readlink, realpath } from "node:fs/promises";
-import { dirname } from "node:path";
+import { dirname, resolve } from "node:path";
 import { showText } from "../errors/index.js";
 import { FileRefusedError, isWithin, readRegularText, workingTreeOf } from "../files/index.js";
 
@@ -34,7 +34,9 @@ export async function readClusterText(file: string): Promise<string> {
  */
 async function refuseForeignLink(file: string): Promise<void> {
   const real = await realpath(file).catch(() => undefined);
-  if (real === undefined) return;
+  // Where it is named, through no link on its path (every definition but a linked one): nothing to
+  // look up. This runs at every pass's read of a definition, so the walk up to its tree is spared.
+  if (real === undefined || real === resolve(file)) return;
   const tree = await workingTreeOf(dirname(file));
   const linked = (await lstat(file).catch(() => undefined))?.isSymbolicLink() === true;
   const inTree = tree === undefined || isWithin(tree, real);
