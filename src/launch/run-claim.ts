@@ -110,12 +110,12 @@ export async function claimRunFolders(folders: readonly RunFolder[], me: RunClai
                 ? `whose cluster of the same name runs from it (pids ${running.join(", ")})`
                 : `whose cluster of the same name claimed it ${Math.max(0, Math.round(claimedMs / 1000))} s ago and may be starting (a claim is taken over once nothing runs from it for ${claimFreshMs / 60_000} min)`;
           if (sameDirectoryOtherState(other, me)) {
-            throw new LaunchError(
-              "RunFolderClaimed",
-              "claim-run-folder",
-              `the run folder ${runDir} on ${nodeName} was claimed by this directory's daemon with state_dir ${other.stateDir} (it is ${me.stateDir} now), ${runs}: ` +
-                `if state_dir was moved, stop the daemon, move the contents of ${other.stateDir} to ${me.stateDir} (or set state_dir back) and start it again, so what runs is adopted; ` +
-                `if a daemon with that state_dir runs elsewhere on this directory, stop one of the two. Nothing of it was touched; retried with back-off`,
+            throw refused(
+              runDir,
+              nodeName,
+              `was claimed by this directory's daemon with state_dir ${other.stateDir} (it is ${me.stateDir} now), ${runs}`,
+              `if state_dir was moved, stop the daemon, move the contents of ${other.stateDir} to ${me.stateDir} (or set state_dir back) and start it again, so what runs is adopted; ` +
+                "if a daemon with that state_dir runs elsewhere on this directory, stop one of the two. Nothing of it was touched",
             );
           }
           throw refused(runDir, nodeName, `belongs to another shardctl daemon (${describeDaemon(other)}) ${runs}`);
@@ -140,12 +140,14 @@ export async function renewClaim(node: NodeAccess, runDir: string, me: RunClaim)
   await within(defaultReachMs, writeClaim(node, runDir, me), false);
 }
 
-function refused(runDir: string, nodeName: string, why: string): LaunchError {
-  return new LaunchError(
-    "RunFolderClaimed",
-    "claim-run-folder",
-    `the run folder ${runDir} on ${nodeName} ${why}: rename one of the two clusters, or give the node another model_dir in one daemon's settings; if that daemon is gone for good, stop what it left running there. Nothing of the other cluster was touched; retried with back-off`,
-  );
+/** RunFolderClaimed: the folder, why it is not this daemon's, what to do (by default: another daemon's cluster of the same name). */
+function refused(
+  runDir: string,
+  nodeName: string,
+  why: string,
+  advice = "rename one of the two clusters, or give the node another model_dir in one daemon's settings; if that daemon is gone for good, stop what it left running there. Nothing of the other cluster was touched",
+): LaunchError {
+  return new LaunchError("RunFolderClaimed", "claim-run-folder", `the run folder ${runDir} on ${nodeName} ${why}: ${advice}; retried with back-off`);
 }
 
 function describeDaemon(claim: RunClaim): string {
