@@ -1,6 +1,6 @@
 /**
  * The plan of one cluster definition, made the same way for the daemon and for every command:
- * probe the stage nodes when asked (free memory, accelerator, engine version: the daemon's budgets
+ * probe the cluster's nodes when asked (free memory, accelerator, engine version: the daemon's budgets
  * are what the nodes report, capped by their declared memory), pin a Hub branch to its commit when
  * the files will be staged (so the plan and every node's files come from that one commit, however
  * the branch moves), inspect the model and plan.
@@ -9,7 +9,7 @@ import type { NodeFacts, ModelProfile, ShardPlan } from "../planner/index.js";
 import { planCluster } from "../planner/index.js";
 import type { ClusterSpec, Settings } from "../spec/index.js";
 import { resolveManifest, type Manifest } from "../staging/index.js";
-import type { NodeAccess } from "../nodes/index.js";
+import type { ClusterNodes } from "./cluster-nodes.js";
 import { probeClusterNodes } from "./probe-cluster-nodes.js";
 import { stagingSourceOf } from "./staging-source.js";
 
@@ -28,14 +28,18 @@ export interface PlannedCluster {
 }
 
 export interface PlanForClusterOptions {
-  /** Probe these stage nodes (in stage order) and budget with what they report, capped by what they declare. Default: declared memory. */
-  probe?: readonly NodeAccess[];
+  /**
+   * Probe these nodes: the stage nodes' budgets are what they report, capped by what they declare;
+   * the coordinator's node is probed for the engine when a process of the engine serves there.
+   * Default: declared memory, nothing probed.
+   */
+  probe?: ClusterNodes;
   /** Pin a Hub branch to its commit first (set when the plan's files are going to be staged). Default false. */
   pin?: boolean;
 }
 
 export async function planForCluster(spec: ClusterSpec, settings: Settings, options: PlanForClusterOptions = {}): Promise<PlannedCluster> {
-  const facts = options.probe === undefined ? {} : await probeClusterNodes(spec, [...options.probe]);
+  const facts = options.probe === undefined ? {} : await probeClusterNodes(spec, options.probe);
   const pinned = options.pin === true && spec.model.source === "hub" ? await resolveManifest(stagingSourceOf(spec, settings)) : undefined;
   const { profile, plan } = await planCluster(
     spec,

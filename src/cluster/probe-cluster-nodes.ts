@@ -2,13 +2,16 @@
  * Probe the nodes of a cluster for the planner: memory (budgets), accelerator family and engine
  * version (the homogeneity gates). A node that does not answer fails the pass (transient): a
  * launch there would fail anyway, and planning on stale figures could put a stage where it no
- * longer fits.
+ * longer fits. The coordinator's node, when it is not a stage node and a process of the engine
+ * serves there, is probed too (for the engine, not for budgets): without it a missing engine
+ * there showed only as a coordinator that exits at every launch, spending the restart budget.
  */
 import { canRunOn, engineOf, quoteKinds, selectKindsRunningOn } from "../engines/index.js";
 import { probeNode, quoteArgv, type NodeAccess } from "../nodes/index.js";
 import type { NodeFacts } from "../planner/index.js";
 import type { ClusterSpec } from "../spec/index.js";
 import { ShardctlError } from "../errors/index.js";
+import type { ClusterNodes } from "./cluster-nodes.js";
 
 /**
  * How long the engine's version command may take, ms (default 30 s). A first run can be slow
@@ -22,8 +25,9 @@ export interface ProbeClusterOptions {
   versionDeadlineMs?: number;
 }
 
-export async function probeClusterNodes(spec: ClusterSpec, nodes: NodeAccess[], options: ProbeClusterOptions = {}): Promise<Record<string, NodeFacts>> {
+export async function probeClusterNodes(spec: ClusterSpec, cluster: ClusterNodes, options: ProbeClusterOptions = {}): Promise<Record<string, NodeFacts>> {
   const engine = engineOf(spec.engine.kind);
+  const nodes = nodesRunningTheEngine(cluster, engine.readiness.httpServer === "coordinator");
   // The engine says which command prints its version (none for a copy bundled with this installation).
   const versionCommand = engine.versionCommand(spec.engine);
   const deadlineMs = options.versionDeadlineMs ?? engineVersionDeadlineMs;
@@ -73,7 +77,8 @@ export async function probeClusterNodes(spec: ClusterSpec, nodes: NodeAccess[], 
     );
   }
   const facts: Record<string, NodeFacts> = {};
-  for (const probe of probes) {
+  const stageNames = new Set(cluster.stages.map((n) => n.config.name));
+  for (const probe of probes.filter((p) => stageNames.has(p.name))) {
     facts[probe.name] = {
       ...(probe.memoryTotalBytes === undefined ? {} : { totalBytes: probe.memoryTotalBytes }),
       ...(probe.memoryAvailableBytes === undefined ? {} : { availableBytes: probe.memoryAvailableBytes }),
@@ -82,6 +87,13 @@ export async function probeClusterNodes(spec: ClusterSpec, nodes: NodeAccess[], 
     };
   }
   return facts;
+}
+
+/** Each node a process of the engine runs on, once: the stage nodes, and the coordinator's when one serves there. */
+function nodesRunningTheEngine(cluster: ClusterNodes, coordinatorProcess: boolean): NodeAccess[] {
+  const stages = [...new Map(cluster.stages.map((n) => [n.config.name, n])).values()];
+  const coordinator = cluster.coordinator;
+  return coordinatorProcess && !stages.some((n) => n.config.name === coordinator.config.name) ? [...stages, coordinator] : stages;
 }
 
 /** The first line the engine's version command prints on `node`, or why it failed. */

@@ -47,7 +47,7 @@ export function dashboardSource(options: DashboardSourceOptions): DashboardSourc
       const spec = parsed.value;
       try {
         // "Probe" asks for the daemon's own budgets: what it would plan with (probed only while distributed serving is on).
-        const planned = await planForCluster(spec, settings, probe ? daemonPlanOptions(settings, () => nodesOfCluster(spec, settings, pool).stages, { pin: false }) : {});
+        const planned = await planForCluster(spec, settings, probe ? daemonPlanOptions(settings, () => nodesOfCluster(spec, settings, pool), { pin: false }) : {});
         const { plan } = planned;
         return {
           cluster: spec.name,

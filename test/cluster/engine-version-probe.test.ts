@@ -2,8 +2,9 @@
  * The engine's version check on every node before a plan: an engine that answers late but within
  * the deadline is found; one that does not finish in time is retried (EngineNotAnswering, transient)
  * and its command does not outlive the deadline; one that fails says how — its exit status, or the
- * signal that killed it — never "exit undefined". Real shell scripts as the engine binary, on the
- * two local nodes of a test world. Run `npm run build` first.
+ * signal that killed it — never "exit undefined"; the coordinator's node is asked too. Real shell
+ * scripts as the engine binary, on the two local nodes of a test world and a real sshd node. Run
+ * `npm run build` first.
  */
 import { execFile } from "node:child_process";
 import { mkdir, writeFile } from "node:fs/promises";
@@ -12,6 +13,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { nodeConfigOf, probeClusterNodes } from "../../src/cluster/index.js";
 import { createNodeAccess, type NodeAccess } from "../../src/nodes/index.js";
+import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
 import { loadSettings, parseCluster, type ClusterSpec, type Settings } from "../../src/spec/index.js";
 import { definitionText, startWorld, type DaemonWorld } from "../reconciler/daemon-fixture.js";
 
@@ -20,18 +22,28 @@ const run = promisify(execFile);
 let world: DaemonWorld;
 let settings: Settings;
 let nodes: NodeAccess[];
+let sshd: SshdSet;
+let remote: NodeAccess;
 
 beforeAll(async () => {
   world = await startWorld();
   settings = await loadSettings(world.settingsFile);
   nodes = ["l1", "l2"].map((name) => createNodeAccess(nodeConfigOf(settings.nodes[name]!)));
+  sshd = await startSshdNodes({ count: 1 });
+  remote = createNodeAccess(sshNodeConfig(sshd, 0), { knownHostsPath: sshd.knownHostsPath });
   await mkdir(join(world.root, "bin"), { recursive: true });
 });
 
 afterAll(async () => {
-  await Promise.all(nodes.map((node) => node.close()));
+  await Promise.all([...nodes, remote].map((node) => node.close()));
+  await sshd.close();
   await world.close();
 });
+
+/** The stage nodes l1 and l2, and `coordinator` (default l1, a stage node). */
+function cluster(coordinator: NodeAccess = nodes[0]!): { stages: NodeAccess[]; coordinator: NodeAccess } {
+  return { stages: nodes, coordinator };
+}
 
 /** The cluster definition with `script` as its engine binary. */
 async function specWith(name: string, script: string): Promise<ClusterSpec> {
@@ -45,7 +57,7 @@ async function specWith(name: string, script: string): Promise<ClusterSpec> {
 
 test("an engine that answers late, within the deadline, is found on every node", async () => {
   const spec = await specWith("late", 'sleep 0.3; echo "shard-engine 9.9.9"');
-  const facts = await probeClusterNodes(spec, nodes, { versionDeadlineMs: 5_000 });
+  const facts = await probeClusterNodes(spec, cluster(), { versionDeadlineMs: 5_000 });
   expect([facts.l1?.engineVersion, facts.l2?.engineVersion]).toEqual(["shard-engine 9.9.9", "shard-engine 9.9.9"]);
 });
 
@@ -53,7 +65,7 @@ test("an engine that does not answer in time is retried, not taken for a missing
   // A marker in the command line finds the script's processes afterwards.
   const spec = await specWith("silent", "exec sleep 41.25");
   const started = Date.now();
-  const error = await probeClusterNodes(spec, nodes, { versionDeadlineMs: 1_000 }).then(
+  const error = await probeClusterNodes(spec, cluster(), { versionDeadlineMs: 1_000 }).then(
     () => undefined,
     (e: unknown) => e as { reason?: string; terminal?: boolean; message: string },
   );
@@ -67,14 +79,14 @@ test("an engine that does not answer in time is retried, not taken for a missing
 
 test("an engine that fails says how: its exit status, or the signal that killed it", async () => {
   const failing = await specWith("failing", "exit 3");
-  await expect(probeClusterNodes(failing, nodes, { versionDeadlineMs: 5_000 })).rejects.toMatchObject({
+  await expect(probeClusterNodes(failing, cluster(), { versionDeadlineMs: 5_000 })).rejects.toMatchObject({
     reason: "EngineNotFound",
     message: expect.stringMatching(
       /fails on l1 \(exit 3\), l2 \(exit 3\): install shard-engine there or point \[engine\] binary at it, then run `shardctl reconcile failing`$/,
     ),
   });
   const killed = await specWith("killed", "kill -9 $$");
-  const error = await probeClusterNodes(killed, nodes, { versionDeadlineMs: 5_000 }).catch((e: unknown) => e as Error);
+  const error = await probeClusterNodes(killed, cluster(), { versionDeadlineMs: 5_000 }).catch((e: unknown) => e as Error);
   expect((error as { reason?: string }).reason).toBe("EngineNotFound");
   expect((error as Error).message).toMatch(/fails on l1 \((killed by SIGKILL|exit 137)\), l2 \((killed by SIGKILL|exit 137)\)/);
   expect((error as Error).message).not.toContain("undefined");
@@ -85,7 +97,7 @@ test("a failure is quoted by the line that says what went wrong: a traceback's l
     "traceback",
     `echo 'Traceback (most recent call last):' >&2; echo '  File "<string>", line 1, in <module>' >&2; echo "ModuleNotFoundError: No module named 'mlx_lm'" >&2; exit 1`,
   );
-  await expect(probeClusterNodes(traceback, nodes, { versionDeadlineMs: 5_000 })).rejects.toMatchObject({
+  await expect(probeClusterNodes(traceback, cluster(), { versionDeadlineMs: 5_000 })).rejects.toMatchObject({
     reason: "EngineNotFound",
     message: expect.stringContaining("fails on l1 (exit 1: ModuleNotFoundError: No module named 'mlx_lm'), l2 (exit 1: ModuleNotFoundError"),
   });
@@ -93,7 +105,19 @@ test("a failure is quoted by the line that says what went wrong: a traceback's l
     "usage",
     `echo "error: unexpected argument '--version' found" >&2; echo >&2; echo 'Usage: usage.sh [OPTIONS]' >&2; echo "For more information, try '--help'." >&2; exit 2`,
   );
-  await expect(probeClusterNodes(usage, nodes, { versionDeadlineMs: 5_000 })).rejects.toMatchObject({
+  await expect(probeClusterNodes(usage, cluster(), { versionDeadlineMs: 5_000 })).rejects.toMatchObject({
     message: expect.stringContaining("(exit 2: error: unexpected argument '--version' found)"),
   });
+});
+
+test("the coordinator's node is asked too when it is not a stage node: one without the engine is named before any launch", async () => {
+  // The script is the engine on the local stage nodes and missing on the sshd node (where sshd sets SSH_CONNECTION).
+  const spec = await specWith("coordinator-missing", '[ -z "$SSH_CONNECTION" ] || { echo "sh: 1: engine: not found" >&2; exit 127; }; echo "shard-engine 9.9.9"');
+  const error = await probeClusterNodes(spec, cluster(remote), { versionDeadlineMs: 5_000 }).catch((e: unknown) => e as Error);
+  expect(error).toMatchObject({ reason: "EngineNotFound", terminal: true });
+  expect((error as Error).message).toMatch(/fails on node-1 \(exit 127: sh: 1: engine: not found\): install shard-engine there/);
+  // Its figures are not a stage's budget: only the stage nodes have facts.
+  const fine = await specWith("coordinator-present", 'echo "shard-engine 9.9.9"');
+  const facts = await probeClusterNodes(fine, cluster(remote), { versionDeadlineMs: 5_000 });
+  expect(Object.keys(facts).sort()).toEqual(["l1", "l2"]);
 });

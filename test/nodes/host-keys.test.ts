@@ -160,7 +160,8 @@ describe("a plan that probes its nodes", () => {
     if (!settings.ok) throw new Error(JSON.stringify(settings.issues));
     const cluster = parseCluster('nodes = ["n1"]\n[model]\nid = "org/m"\n', join(dir, "c.toml"), settings.value);
     if (!cluster.ok) throw new Error(JSON.stringify(cluster.issues));
-    const error = await probeClusterNodes(cluster.value, [pool(path).get(sshNodeConfig(sshd, 0))]).catch((e: unknown) => e);
+    const node = pool(path).get(sshNodeConfig(sshd, 0));
+    const error = await probeClusterNodes(cluster.value, { stages: [node], coordinator: node }).catch((e: unknown) => e);
     expect(error).toMatchObject({ reason: "HostKeyUnknown", terminal: false });
     expect((error as Error).message).toMatch(/^cannot probe node-1 \(node node-1: host key of .* is not in /);
   });

@@ -155,7 +155,7 @@ class Planner {
   async plan(spec: ClusterSpec, revision: string): Promise<IdentifiedPlan> {
     const { settings } = this;
     // No Hub branch is pinned: pinning is for staging, and planning reads the commit it is at now anyway.
-    const options = this.probe ? daemonPlanOptions(settings, () => nodesOfCluster(spec, settings, (this.pool ??= createNodePool(settings))).stages, { pin: false }) : {};
+    const options = this.probe ? daemonPlanOptions(settings, () => nodesOfCluster(spec, settings, (this.pool ??= createNodePool(settings))), { pin: false }) : {};
     const planned = await planForCluster(spec, settings, options);
     this.budgets = planned.budgets;
     return identifyPlan(spec, settings, revision, planned);

@@ -96,7 +96,7 @@ async function planWith(spec: ClusterSpec, settings: Settings, probe: boolean): 
   if (!probe) return planForCluster(spec, settings);
   const pool = createNodePool(settings);
   try {
-    return await planForCluster(spec, settings, { probe: nodesOfCluster(spec, settings, pool).stages });
+    return await planForCluster(spec, settings, { probe: nodesOfCluster(spec, settings, pool) });
   } finally {
     await pool.close();
   }

@@ -43,7 +43,7 @@ export async function run(args: string[]): Promise<number> {
     const nodes = nodesOfCluster(spec, settings, pool);
     // The plan the daemon stages from: budgets probed, a Hub branch resolved to its commit once,
     // so the plan and every node's files come from that same commit.
-    const planned = await planForCluster(spec, settings, { probe: nodes.stages, pin: true });
+    const planned = await planForCluster(spec, settings, { probe: nodes, pin: true });
     if (!planned.plan.feasible) {
       for (const e of planned.plan.errors) console.error(showText(`${spec.name}: ${e.reason}: ${e.message}`, { keepLines: true }));
       return 1;

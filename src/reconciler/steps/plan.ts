@@ -19,7 +19,7 @@ export const plan: Step = {
     const planned = await planForCluster(
       spec,
       settings,
-      daemonPlanOptions(settings, () => pass.world.nodesOf(spec, settings).stages, { pin: true }),
+      daemonPlanOptions(settings, () => pass.world.nodesOf(spec, settings), { pin: true }),
     );
     memory.planned = identifyPlan(spec, settings, revision, planned);
     markPlanned(memory, revision, planned.plan);
