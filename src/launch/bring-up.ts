@@ -13,7 +13,7 @@
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
-import type { EngineReadiness, EngineTopology, ProcessFiles } from "../engines/index.js";
+import type { Endpoint, EngineReadiness, EngineTopology, ProcessFiles } from "../engines/index.js";
 import type { LedgerEntry, LedgerProcess } from "./ledger.js";
 import { LaunchError } from "./launch-error.js";
 import { allocatePorts, oneAllocationAtATime } from "./ports.js";
@@ -118,7 +118,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
 
     // The HTTP server: the coordinator, started now, or the stage of the last layers.
     goOn();
-    const server = readiness.httpServer === "coordinator" ? await startCoordinator(request, topology, files, entry, context, event) : stages.at(-1)!;
+    const server = readiness.httpServer === "coordinator" ? await startCoordinator(request, topology, files, entry, context, portHeld, event) : stages.at(-1)!;
     const serverNode = readiness.httpServer === "coordinator" ? request.coordinator.node : request.stages.at(-1)!.node;
 
     // Wait for its health endpoint.
@@ -243,11 +243,19 @@ async function startCoordinator(
   files: Map<string, ProcessFiles>,
   entry: LedgerEntry,
   context: LaunchContext,
+  portHeld: PortHeld,
   event: (step: string, detail?: string) => void,
 ): Promise<LedgerProcess> {
   const coordinator = request.coordinator;
   const argv = request.driver.coordinatorArgv(topology, files.get(coordinator.runDir)!);
-  const process = await recordAndStart(entry, context, coordinator.node, plannedProcess("coordinator", undefined, coordinator.nodeName, coordinator.runDir), argv);
+  const process = await recordAndStart(
+    entry,
+    context,
+    coordinator.node,
+    plannedProcess("coordinator", undefined, coordinator.nodeName, coordinator.runDir),
+    argv,
+    portHeld,
+  );
   event("coordinator-started", `pid ${process.pid} on ${coordinator.nodeName}`);
   return process;
 }
@@ -712,12 +720,8 @@ async function waitHealthy(
   }
   const logTail = await tailUnlessSilent(node, process, liveness);
   if (state === "exited") {
-    throw new LaunchError(
-      "CoordinatorExited",
-      "coordinator-health",
-      `the coordinator on ${process.node} ${await describeEnd(node, process)} before ${health} answered ${readiness.readyStatus}`,
-      { logTail },
-    );
+    const exited = `the coordinator on ${process.node} ${await describeEnd(node, process)} before ${health} answered ${readiness.readyStatus}`;
+    throw await exitError(process, exited, "coordinator-health", logTail, launch.portHeld);
   }
   throw new LaunchError(
     "CoordinatorHealthTimeout",
@@ -772,38 +776,50 @@ async function exitedWhileAwaiting(exited: LedgerProcess, launch: LaunchInFlight
 }
 
 /**
- * Whether a socket on a stage's node holds its transport address now (undefined: not known): what
- * makes its log's "port taken" true.
+ * Whether a socket on a process's node holds an address it binds now (undefined: not known): what
+ * makes its log's "port taken" true. A stage binds its transport address; a coordinator its control
+ * address and its HTTP listener.
  */
 type PortHeld = (process: LedgerProcess) => Promise<boolean | undefined>;
 
-/** PortHeld for the stages of `topology`, from their nodes' socket tables (every state: an outgoing connection holds its port too). */
+/** PortHeld for the processes of `topology`, from their nodes' socket tables (every state: an outgoing connection holds its port too). */
 function portHeldBy(request: LaunchRequest, topology: EngineTopology, nodes: Map<string, NodeAccess>): PortHeld {
   return async (process) => {
-    const at = request.stages.findIndex((s) => s.index === process.index);
-    const address = process.role === "stage" && at >= 0 ? topology.stages[at]?.address : undefined;
-    if (address === undefined) return undefined;
+    const addresses = boundAddressesOf(process, request, topology);
+    if (addresses.length === 0) return undefined;
     const sockets = await boundSockets(nodes.get(process.node)!, { deadlineMs: defaultReachMs });
-    return sockets?.some((s) => s.port === address.port && socketCovers(s, address.host));
+    return sockets?.some((s) => addresses.some((address) => s.port === address.port && socketCovers(s, address.host)));
   };
 }
 
+/** The addresses `process` binds: a stage's transport address, a coordinator's control and HTTP addresses. */
+function boundAddressesOf(process: LedgerProcess, request: LaunchRequest, topology: EngineTopology): Endpoint[] {
+  if (process.role === "coordinator") return [topology.coordinator.address, topology.coordinator.http];
+  const at = request.stages.findIndex((s) => s.index === process.index);
+  const address = at >= 0 ? topology.stages[at]?.address : undefined;
+  return address === undefined ? [] : [address];
+}
+
 /**
- * The error of a launch process that exited (`exited`: the words so far). A stage whose log says its
- * port was taken is PortInUse (given back to the budget) when a socket on its node holds that
- * address now, or the node cannot say; when none does, the words are taken for the engine's own
- * failure and counted: an engine that says them for another fault would otherwise be retried for ever.
+ * The error of a launch process that exited (`exited`: the words so far). A process whose log says
+ * its port was taken is PortInUse (given back to the budget) when a socket on its node holds an
+ * address it binds now, or the node cannot say; when none does, the words are taken for the
+ * engine's own failure and counted: an engine that says them for another fault would otherwise be
+ * retried for ever.
  */
 async function exitError(process: LedgerProcess, exited: string, step: string, logTail: string[], portHeld: PortHeld, cause?: unknown): Promise<LaunchError> {
   const reason = process.role === "stage" ? "StageExited" : "CoordinatorExited";
-  const taken = process.role === "stage" ? portTakenIn(logTail) : undefined;
+  const taken = portTakenIn(logTail);
   if (taken === undefined) return new LaunchError(reason, step, exited, { logTail, cause });
   const held = await portHeld(process).catch(() => undefined);
   if (held === false) {
     const note = `its log says its port was taken ("${taken}"), but no socket on ${process.node} holds it now: counted as the engine's own failure`;
     return new LaunchError(reason, step, `${exited} (${note})`, { logTail, cause });
   }
-  return new LaunchError("PortInUse", step, `${exited}: ${portTakenAdvice(taken)}`, { logTail, cause });
+  return new LaunchError("PortInUse", step, `${exited}: ${portTakenAdvice(process.role === "stage" ? "transport port" : "control or HTTP port", taken)}`, {
+    logTail,
+    cause,
+  });
 }
 
 /**
@@ -867,7 +883,7 @@ function portTakenIn(logTail: readonly string[]): string | undefined {
   return undefined;
 }
 
-/** `evidence`: the log's words that said the port was taken. */
-function portTakenAdvice(evidence: string): string {
-  return `its transport port was taken after it was found free (${evidence}). If the transport port range (the definition's [transport] port_range, or the settings' [distributed] port_range) lies in the node's ephemeral port range, reserve it there: sysctl -w net.ipv4.ip_local_reserved_ports=<the range>`;
+/** `evidence`: the log's words that said the port (`port`: which) was taken. */
+function portTakenAdvice(port: string, evidence: string): string {
+  return `its ${port} was taken after it was found free (${evidence}). If the transport port range (the definition's [transport] port_range, or the settings' [distributed] port_range) lies in the node's ephemeral port range, reserve it there: sysctl -w net.ipv4.ip_local_reserved_ports=<the range>`;
 }

@@ -88,6 +88,15 @@ describe("a launch failure at each step leaves nothing running and names the ste
     expect(failure.message).toContain("its transport port was taken after it was found free (Address already in use)");
   });
 
+  it("PortInUse: the coordinator's port taken between the check and its listen, not counted as the engine's failure", async () => {
+    const failure = await expectCleanFailure(await makeRequest(world, { cluster: "taken-coord", binary: world.standIns.coordinatorPortTaken }));
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("PortInUse");
+    expect(failure.step).toMatch(/^coordinator-(start|health)$/);
+    expect(failure.message).toMatch(
+      /^(the )?coordinator on \S+ exited with status 1 .*: its control or HTTP port was taken after it was found free \(Address already in use\)/,
+    );
+  });
+
   it("StageExited: a stage that says its port was taken while no socket holds it is counted as the engine's own failure, never retried for ever", async () => {
     const failure = await expectCleanFailure(await makeRequest(world, { cluster: "taken-not", binary: world.standIns.listenRefusedFalsely }));
     expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("StageExited");

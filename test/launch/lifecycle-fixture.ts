@@ -55,6 +55,7 @@ export type StandIn =
   | "exit255"
   | "daemonizes"
   | "listenRefusedPython"
+  | "coordinatorPortTaken"
   | "listenRefusedFalsely"
   | "stagePortTakenWhileServerLoads"
   | "stageDiesWhileServerLoads"
@@ -273,6 +274,9 @@ async function writeStandIns(dir: string): Promise<Record<StandIn, string>> {
     daemonizes: `#!/bin/sh\nsetsid ${engine} "$@" </dev/null >/dev/null 2>&1 &\necho $! >> ${JSON.stringify(join(dir, "daemonized.pids"))}\nexit 0\n`,
     // The words Python (mlx-lm), Go, Rust and C programs print for EADDRINUSE.
     listenRefusedPython: portTakenThen(`echo "OSError: [Errno 98] Address already in use" >&2`),
+    // A coordinator whose HTTP address (its --host and --port) is taken after the launch found it
+    // free, which it says as Python does; real stages.
+    coordinatorPortTaken: coordinatorDoes(`exec ${JSON.stringify(join(dir, "listenRefusedPython.sh"))} "$@"`),
     // The same words with nothing holding the port: an engine that says them of another fault.
     listenRefusedFalsely: `#!/bin/sh\necho "OSError: [Errno 98] Address already in use" >&2\nexit 1\n`,
     sleep: `#!/bin/sh\necho "stand-in engine: sleeping without listening"\nexec sleep 60\n`,
