@@ -5,7 +5,22 @@
  * address too, before it does any work; this only says so sooner.)
  */
 import { createServer } from "node:net";
+import { showText } from "../errors/index.js";
+import { findPortListener, LocalNode } from "../nodes/index.js";
 import { hostOf } from "../spec/index.js";
+
+/**
+ * Who holds `address` when it is taken: " by pid N (its command line)" where this machine's socket
+ * table says (`ss`, or `lsof`), else "" (another user's process, without root); undefined when free.
+ */
+export async function addressHolder(address: string): Promise<string | undefined> {
+  if (!(await addressTaken(address))) return undefined;
+  const port = Number(address.slice(address.lastIndexOf(":") + 1));
+  const holder = await findPortListener(new LocalNode({ name: "local", host: "local", port: 22, hostKeyPolicy: "strict", modelDir: "/" }), port);
+  if (holder === undefined) return "";
+  const command = showText(holder.command);
+  return ` by pid ${holder.pid} (${command.length > 200 ? `${command.slice(0, 200)}…` : command})`;
+}
 
 /**
  * True when something already listens on `address` ("host:port"; port 0, any free port, is never

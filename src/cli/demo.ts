@@ -19,7 +19,7 @@ import { Ledger } from "../launch/index.js";
 import { readRouterConfig } from "../router/index.js";
 import { computeRevision, loadCluster, loadSettings, type ClusterSpec, type Settings } from "../spec/index.js";
 import { waitForSignal } from "./commands/daemon.js";
-import { addressTaken } from "./demo-ports.js";
+import { addressHolder } from "./demo-ports.js";
 import { createLogger, logFormatOption, parseLogFormat } from "./logger.js";
 
 const settingsFile = resolve("shardctl.toml");
@@ -197,34 +197,38 @@ function portTakenFailure(status: ClusterStatus, spec: ClusterSpec, startedAt: n
  * is left for the daemon to report) and the coordinator's when it runs on this machine.
  */
 async function takenAddresses(spec: ClusterSpec, settings: Settings, routerConfig: string): Promise<string[]> {
-  const wanted: Array<{ address: string; taken: string }> = [];
+  // `taken`: what to say, given who holds the address (" by pid N (command)", or "").
+  const wanted: Array<{ address: string; taken: (by: string) => string }> = [];
   const ui = settings.daemon.uiAddress;
-  if (ui !== undefined) wanted.push({ address: ui, taken: `the dashboard's address ${ui} is already in use.\n  ${moveDashboard(ui)}` });
+  if (ui !== undefined) wanted.push({ address: ui, taken: (by) => `the dashboard's address ${ui} is already in use${by}.\n  ${moveDashboard(ui)}` });
   // A config that cannot be read is left for the daemon to report, in its own words.
   const config = settings.router.embedded ? await readRouterConfig(routerConfig).catch(() => undefined) : undefined;
   if (config !== undefined) {
     // Without server.bind_address the router listens on 127.0.0.1:8080.
     const bind = config.bind;
     const address = bind === undefined ? "127.0.0.1:8080" : `${bind.host.includes(":") ? `[${bind.host}]` : bind.host}:${bind.port}`;
-    wanted.push({ address, taken: `the router's address ${address} is already in use.\n  ${moveRouter(routerConfig)}` });
+    wanted.push({ address, taken: (by) => `the router's address ${address} is already in use${by}.\n  ${moveRouter(routerConfig)}` });
   }
   const { node, host, port } = spec.coordinator;
   // The demo's own cluster, left running by an earlier run that could not tear it down (killed with
   // SIGKILL), holds its port: the daemon takes it over or tears it down, so that is no port to move.
   const leftover = (await new Ledger(settings.daemon.stateDir).read(clusterName).catch(() => undefined))?.ports.some((p) => p.port === port);
   if (leftover !== true && (node === "local" || settings.nodes[node]?.host === "local")) {
-    wanted.push({ address: `${host.includes(":") ? `[${host}]` : host}:${port}`, taken: coordinatorPortTaken(spec) });
+    wanted.push({ address: `${host.includes(":") ? `[${host}]` : host}:${port}`, taken: (by) => coordinatorPortTaken(spec, by) });
   }
   const taken: string[] = [];
-  for (const { address, taken: said } of wanted) if (await addressTaken(address)) taken.push(said);
+  for (const { address, taken: said } of wanted) {
+    const by = await addressHolder(address);
+    if (by !== undefined) taken.push(said(by));
+  }
   return taken;
 }
 
-/** The coordinator's port is taken, and the setting that moves it. */
-function coordinatorPortTaken(spec: ClusterSpec): string {
+/** The coordinator's port is taken (`by`: who holds it, as addressHolder says it), and the setting that moves it. */
+function coordinatorPortTaken(spec: ClusterSpec, by = ""): string {
   const { host, port } = spec.coordinator;
   const definition = join(dirname(settingsFile), "clusters", `${clusterName}.toml`);
-  return `the coordinator's port ${host}:${port} is already in use.\n  set a free port in ${shown(definition)}: [coordinator] port = ${port}, or stop what holds it`;
+  return `the coordinator's port ${host}:${port} is already in use${by}.\n  set a free port in ${shown(definition)}: [coordinator] port = ${port}, or stop what holds it`;
 }
 
 /** The setting that moves the embedded router, and where it is. */

@@ -221,7 +221,8 @@ test("the demo's coordinator port is taken: exit 1 before the daemon starts, nam
   const code = await exitOnItsOwn(run, 30_000);
   const output = `${run.stdout()}\n${run.stderr()}`;
   expect(code, output).toBe(1);
-  expect(run.stderr()).toContain(`the coordinator's port 127.0.0.1:${taken} is already in use`);
+  // Named with who holds it: this test's own process.
+  expect(run.stderr()).toContain(`the coordinator's port 127.0.0.1:${taken} is already in use by pid ${process.pid} (`);
   expect(run.stderr()).toContain(`set a free port in clusters/demo.toml: [coordinator] port = ${taken}`);
   expect(jsonLines(run.stdout())).toEqual([]);
   expect(jsonLines(run.stderr())).toEqual([]);
@@ -239,7 +240,7 @@ test("the demo's router port is taken: exit 1 on its own, naming .demo/router.ya
   const code = await exitOnItsOwn(run, 30_000);
   const output = `${run.stdout()}\n${run.stderr()}`;
   expect(code, output).toBe(1);
-  expect(run.stderr()).toContain(`the router's address 127.0.0.1:${taken} is already in use`);
+  expect(run.stderr()).toContain(`the router's address 127.0.0.1:${taken} is already in use by pid ${process.pid} (`);
   expect(run.stderr()).toContain(".demo/router.yaml is the router config that [router] config in shardctl.toml names: edit its server.bind_address");
   expect(jsonLines(output)).toEqual([]);
   expect(await processesMentioning(root)).toEqual([]);
@@ -252,7 +253,7 @@ test("the demo's dashboard port is taken: exit 1 at once, naming shardctl.toml a
   const code = await exitOnItsOwn(run, 30_000);
   const output = `${run.stdout()}\n${run.stderr()}`;
   expect(code, output).toBe(1);
-  expect(run.stderr()).toContain(`the dashboard's address 127.0.0.1:${taken} is already in use`);
+  expect(run.stderr()).toContain(`the dashboard's address 127.0.0.1:${taken} is already in use by pid ${process.pid} (`);
   expect(run.stderr()).toContain(`set a free address in shardctl.toml: [daemon] ui_address = "127.0.0.1:${taken}"`);
   expect(jsonLines(output)).toEqual([]);
   expect(run.stdout()).toMatch(/^the demo cannot start: an address it needs is taken \(below\); nothing of it was started$/m);
