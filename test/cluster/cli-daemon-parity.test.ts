@@ -103,6 +103,10 @@ test("the commands and the daemon make the same plan and stage the same files", 
   expect(cliFiles.l1!.filter((f) => f.endsWith(".safetensors"))).toEqual(["model-00001-of-00002.safetensors"]);
   expect(cliFiles.local!.filter((f) => f.endsWith(".safetensors"))).toEqual([]);
   expect(cliFiles.local).toContain("tokenizer.json");
+  // Again, for people: every node says it had the files already, in words (not the status file's enum).
+  const again = await runShardctl(world, ["stage", "parity"]);
+  expect(again.code, again.stdout + again.stderr).toBe(0);
+  expect(again.stdout).toMatch(/^l1: present \(already present before; 0 B in 0 files, \d+ hashed\) at /m);
 
   await forgetStagedFiles();
   const revision = await revisionOf(world, "parity");

@@ -11,7 +11,7 @@ import { createNodePool, nodesOfCluster, planForCluster, stageForCluster } from 
 import { showText } from "../../errors/index.js";
 import { formatBytes } from "../../planner/index.js";
 import { loadCluster, formatIssue } from "../../spec/index.js";
-import type { StagingProgress } from "../../staging/index.js";
+import type { NodeState, StagingProgress } from "../../staging/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { usageOf } from "../help/index.js";
 import { UsageError } from "../usage-error.js";
@@ -57,7 +57,9 @@ export async function run(args: string[]): Promise<number> {
     } else {
       for (const s of result.staged) {
         console.log(
-          showText(`${s.node}: present (was ${s.before}; ${formatBytes(s.bytesTransferred)} in ${s.filesTransferred} files, ${s.hashedFiles} hashed) at ${s.modelPath}`),
+          showText(
+            `${s.node}: present (${stateBefore[s.before]}; ${formatBytes(s.bytesTransferred)} in ${s.filesTransferred} files, ${s.hashedFiles} hashed) at ${s.modelPath}`,
+          ),
         );
       }
       // A failure's message may carry a node's own output (curl, the shell): printed, never obeyed.
@@ -68,6 +70,9 @@ export async function run(args: string[]): Promise<number> {
     await pool.close();
   }
 }
+
+/** A node's state before staging, in words (`--json` gives the status file's own: present, needs-download, mismatched). */
+const stateBefore: Record<NodeState, string> = { present: "already present before", "needs-download": "files missing before", mismatched: "files differing before" };
 
 /** One progress bar per node, redrawn in place on a TTY; otherwise nothing until the summary. */
 function createBars(nodes: string[], tty: boolean): { update: (e: StagingProgress) => void; finish: () => void } {
