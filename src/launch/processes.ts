@@ -152,12 +152,21 @@ function plural(count: number, noun: string): string {
 }
 
 /**
- * The last `count` lines of a process's log (default 20): the evidence kept in the status. None when
- * the node does not give the file within `defaultReachMs`: a failure on a silent (partitioned) node
- * is reported at once, not after its connection has dropped and a reconnection timed out.
+ * An HTTP server's access-log line for a GET of /health (every engine's health path), as Python's
+ * http.server writes it (`127.0.0.1 - - [date] "GET /health HTTP/1.1" 200 -`; mlx_lm.server does)
+ * and common log format does: shardctl's own probes, one a second, which filled a tail of 20 lines
+ * in 20 s and pushed out the lines that said what went wrong.
+ */
+const healthProbeLine = { pattern: /"(?:GET|HEAD) \/health(?:\?[^"\s]*)? HTTP\/[\d.]+"/, what: "of GET /health requests (shardctl's probes)" };
+
+/**
+ * The last `count` lines of a process's log (default 20): the evidence kept in the status, without
+ * the access-log lines of health probes (one line says how many were left out). None when the
+ * node does not give the file within `defaultReachMs`: a failure on a silent (partitioned) node is
+ * reported at once, not after its connection has dropped and a reconnection timed out.
  */
 export function readLogTail(node: NodeAccess, process: LedgerProcess, count = 20): Promise<string[]> {
-  return readTail(node, process.logFile, count, defaultReachMs);
+  return readTail(node, process.logFile, count, defaultReachMs, { leaveOut: healthProbeLine });
 }
 
 /** How stopping went: already gone, pid recycled (refused), stopped by SIGTERM or SIGKILL, or not stopped. */

@@ -13,6 +13,15 @@ const tailWindowBytes = 64 * 1024;
  */
 export const maxTailLineChars = 400;
 
+export interface TailOptions {
+  /**
+   * Lines that are no evidence (a server's access-log line for each of shardctl's own health
+   * probes, one a second): left out, and said as one first line, `(… N lines <leaveOut.what> left
+   * out)`, when any were among the last `lines`. Default none.
+   */
+  leaveOut?: { pattern: RegExp; what: string };
+}
+
 /**
  * The last `lines` lines of a file on `node` (empty lines left out), as a terminal shows them: a
  * line redrawn with carriage returns is its last drawing; a long one is cut at `maxTailLineChars`;
@@ -20,17 +29,31 @@ export const maxTailLineChars = 400;
  * None when the node cannot read it or does not give it within `ms`: evidence worth a bounded wait,
  * never a failure — a silent (partitioned) node is not waited for until its connection drops.
  */
-export async function readTail(node: NodeAccess, path: string, lines: number, ms: number): Promise<string[]> {
+export async function readTail(node: NodeAccess, path: string, lines: number, ms: number, options: TailOptions = {}): Promise<string[]> {
   const result = await within(ms, node.run(["tail", "-c", String(tailWindowBytes), "--", path], { deadlineMs: ms }), undefined);
   if (result === undefined || result.exitCode !== 0) return [];
   const split = result.stdout.split("\n");
   // A full window (a file at least as long, give or take a cut character's replacement) starts
   // inside a line: its first line is the end of one, marked so.
   if (Buffer.byteLength(result.stdout) >= tailWindowBytes - 3) split[0] = `…${split[0]}`;
-  return split
-    .map(shownLine)
-    .filter((line) => line.length > 0)
-    .slice(-lines);
+  const shown = split.map(shownLine).filter((line) => line.length > 0);
+  const leaveOut = options.leaveOut;
+  return leaveOut === undefined ? shown.slice(-lines) : lastEvidence(shown, lines, leaveOut);
+}
+
+/**
+ * The last `lines` of `shown` that `leaveOut` does not match. When it matched any among them, the
+ * first of the `lines` says how many were left out (after the earliest line kept).
+ */
+function lastEvidence(shown: string[], lines: number, leaveOut: NonNullable<TailOptions["leaveOut"]>): string[] {
+  const evidence = shown.flatMap((line, i) => (leaveOut.pattern.test(line) ? [] : [i]));
+  // Lines left out from the first of `kept` (indices into shown) to the end; all of them when none is kept.
+  const leftOutAfter = (kept: number[]): number => shown.length - (kept[0] ?? 0) - kept.length;
+  const whole = evidence.slice(Math.max(0, evidence.length - lines));
+  if (leftOutAfter(whole) === 0) return whole.map((i) => shown[i]!);
+  const kept = evidence.slice(Math.max(0, evidence.length - (lines - 1)));
+  const left = leftOutAfter(kept);
+  return [`(… ${left} line${left === 1 ? "" : "s"} ${leaveOut.what} left out)`, ...kept.map((i) => shown[i]!)];
 }
 
 /** What a terminal shows of one line: after its last carriage return (a trailing one ends a CRLF line), cut to `maxTailLineChars`. */

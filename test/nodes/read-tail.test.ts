@@ -53,6 +53,36 @@ describe.each(["local", "ssh"] as const)("%s node", (kind) => {
     await rm(file);
   });
 
+  // Regression: mlx_lm.server logs every request; shardctl's health probes (one a second) filled the
+  // 20-line evidence of a hung engine with access-log lines, and its last real words were gone.
+  it("lines left out (a server's access log of health probes) are said as one count, and the tail keeps its length", async () => {
+    const probe = (s: number): string => `127.0.0.1 - - [05/Dec/2026 06:00:${String(s).padStart(2, "0")}] "GET /health HTTP/1.1" 200 -`;
+    const leaveOut = { pattern: /"GET \/health HTTP\/[\d.]+"/, what: "of GET /health requests" };
+    const read = (file: string, lines: number): Promise<string[]> => readTail(both.node(kind), join(dir(), file), lines, 5_000, { leaveOut });
+    const early = Array.from({ length: 10 }, (_, i) => `loading layer ${i}`);
+    await writeFile(
+      join(dir(), "probed.log"),
+      [...early, probe(1), "RuntimeError: ring peer 1 stopped answering", ...Array.from({ length: 40 }, (_, i) => probe(i + 2))].join("\n") + "\n",
+    );
+    // The probe between two kept lines is counted too.
+    expect(await read("probed.log", 4)).toEqual([
+      "(… 41 lines of GET /health requests left out)",
+      "loading layer 8",
+      "loading layer 9",
+      "RuntimeError: ring peer 1 stopped answering",
+    ]);
+    expect(await read("probed.log", 12)).toEqual(["(… 41 lines of GET /health requests left out)", ...early, "RuntimeError: ring peer 1 stopped answering"]);
+    // One line of 1 is said in the singular.
+    await writeFile(join(dir(), "one-probe.log"), `a\nb\n${probe(1)}\nc\n`);
+    expect(await read("one-probe.log", 3)).toEqual(["(… 1 line of GET /health requests left out)", "b", "c"]);
+    // Nothing left out among the last lines: they are as without the option.
+    await writeFile(join(dir(), "quiet.log"), `${probe(1)}\na\nb\nc\n`);
+    expect(await read("quiet.log", 3)).toEqual(["a", "b", "c"]);
+    // Only probes: the count alone.
+    await writeFile(join(dir(), "only-probes.log"), `${probe(1)}\n${probe(2)}\n`);
+    expect(await read("only-probes.log", 20)).toEqual(["(… 2 lines of GET /health requests left out)"]);
+  });
+
   it("a file that is not there has no lines", async () => {
     expect(await tail("missing.log")).toEqual([]);
   });
