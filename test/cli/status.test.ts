@@ -231,3 +231,38 @@ test("a stopped cluster shows 0/N stages however it stopped, and its nodes in th
     while ((await readStatusFile(world, "halt")) !== undefined && Date.now() < deadline) await sleep(100);
   }
 });
+
+// Regression: the list came from the definitions alone, so a cluster whose definition was removed
+// while it still ran (a prune held up by a node, a mass prune refused, a definition removed while
+// no daemon ran) was missing from `status` and `status --json`, and `status <name>` said it did not exist.
+test("a cluster whose definition is gone but whose status stays is listed as such until the daemon prunes it", async () => {
+  const other = await startWorld();
+  try {
+    await writeSettings(other, { enabled: true });
+    let own = await startInProcessDaemon(other);
+    await writeDefinition(other, "gone", definitionText(other, { nodes: ["l1", "l2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]) }));
+    const revision = await revisionOf(other, "gone");
+    await waitForStatus(other, "gone", (s) => isReadyAt(s, revision));
+    // The daemon stops (its cluster keeps running), and the definition is removed meanwhile.
+    await own.stop();
+    const { rm } = await import("node:fs/promises");
+    await rm(join(other.clustersDir, "gone.toml"));
+    const list = await runShardctl(other, ["status"]);
+    expect(list.code, list.stderr).toBe(0);
+    expect(list.stdout).toMatch(/^gone\s+\[definition removed\]\s+Healthy\s+\S*tiny-llama\s+2\/2\s+http:\/\/127\.0\.0\.1:\d+\s+\d+s$/m);
+    const json = JSON.parse((await runShardctl(other, ["status", "--json"])).stdout) as Array<{ cluster: string }>;
+    expect(json.map((s) => s.cluster)).toEqual(["gone"]);
+    const detail = await runShardctl(other, ["status", "gone"]);
+    expect(detail.code, detail.stderr).toBe(0);
+    expect(detail.stdout).toContain("its definition is gone: the daemon tears it down");
+    // A daemon again: the cluster is pruned, and with its status file it leaves the list.
+    own = await startInProcessDaemon(other);
+    const deadline = Date.now() + 30_000;
+    while ((await readStatusFile(other, "gone")) !== undefined && Date.now() < deadline) await sleep(100);
+    await own.stop();
+    expect((await runShardctl(other, ["status"])).stdout).not.toMatch(/^gone/m);
+    expect(await enginesOf(other)).toEqual([]);
+  } finally {
+    await other.close();
+  }
+});

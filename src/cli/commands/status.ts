@@ -3,6 +3,7 @@
  * per cluster; with a name, the per-stage cards. `--watch` redraws in place every second (into a
  * pipe: a snapshot every second; with --json, one document per line).
  */
+import { readdir } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { findClusterFiles } from "../../spec/index.js";
@@ -10,6 +11,7 @@ import { launchUnderWay } from "../../launch-timeline/index.js";
 import { findDaemon, readStatus, statusFileFor, type ClusterStatus } from "../../reconciler/index.js";
 import { describeKeeper } from "../daemon-keeper.js";
 import { isShardctlError, showText } from "../../errors/index.js";
+import { entryExists } from "../../files/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { waitForSignal } from "./daemon.js";
 
@@ -27,11 +29,18 @@ export async function run(args: string[]): Promise<number> {
     return { clustersDir: resolve(values.dir ?? join(dirname(resolve(values.config ?? "shardctl.toml")), "clusters")) };
   });
   const files =
-    positionals.length > 0 ? await Promise.all(positionals.map((p) => resolveClusterFile(p, context.clustersDir))) : await findClusterFiles(context.clustersDir);
+    positionals.length > 0 ? await Promise.all(positionals.map((p) => resolveStatusRef(p, context.clustersDir))) : await findClustersWithStatus(context.clustersDir);
   const detailed = positionals.length > 0;
 
   // What each status file says, and why the ones that exist but cannot be read cannot.
-  const read = async (): Promise<Row[]> => Promise.all(files.map(async (f) => ({ name: basename(f, ".toml"), ...(await readRow(statusFileFor(f))) })));
+  const read = async (): Promise<Row[]> =>
+    Promise.all(
+      files.map(async (f) => ({
+        name: basename(f, ".toml"),
+        ...(await readRow(statusFileFor(f))),
+        ...((await entryExists(f)) ? {} : { definitionGone: true as const }),
+      })),
+    );
   // `indent`: the JSON's, 2 (a document to read) or 0 (one line of JSON Lines, for --watch).
   const render = (statuses: Row[], indent = 2): string => {
     // JSON leaves DEL, C1 controls and bidi overrides raw; escaped, the document parses the same.
@@ -43,7 +52,7 @@ export async function run(args: string[]): Promise<number> {
         },
       );
     // Statuses quote engines' log lines, nodes' errors and file names: shown, never obeyed by the terminal.
-    return showText(detailed ? statuses.map((s) => renderDetail(s.name, s.status, s.unreadable)).join("\n\n") : renderList(statuses), { keepLines: true });
+    return showText(detailed ? statuses.map(renderDetail).join("\n\n") : renderList(statuses), { keepLines: true });
   };
 
   if (!values.watch) {
@@ -99,6 +108,37 @@ interface Row {
   name: string;
   status?: ClusterStatus;
   unreadable?: string;
+  /** Its definition is gone while its status file stays: a prune under way, stuck or refused. */
+  definitionGone?: true;
+}
+
+/**
+ * The definitions in `dir`, and the clusters whose definition is gone but whose status file stays:
+ * the daemon removes a status file once the cluster is pruned, so those still run, or are being
+ * torn down (a prune a node holds up, a mass prune refused), and are the ones most worth seeing.
+ */
+async function findClustersWithStatus(dir: string): Promise<string[]> {
+  const definitions = await findClusterFiles(dir);
+  const known = new Set(definitions);
+  const entries = await readdir(dir).catch(() => [] as string[]);
+  const orphaned = entries
+    .filter((name) => name.endsWith(statusSuffix) && !name.startsWith("."))
+    .map((name) => join(dir, `${name.slice(0, -statusSuffix.length)}.toml`))
+    .filter((file) => !known.has(file));
+  return [...definitions, ...orphaned].sort();
+}
+
+const statusSuffix = ".status.json";
+
+/** A cluster named on the command line: its definition, or, when that is gone, the name of one whose status file stays. */
+async function resolveStatusRef(ref: string, dir: string): Promise<string> {
+  try {
+    return await resolveClusterFile(ref, dir);
+  } catch (error) {
+    const file = join(dir, `${ref}.toml`);
+    if (!ref.includes("/") && !ref.endsWith(".toml") && (await entryExists(statusFileFor(file)))) return file;
+    throw error;
+  }
 }
 
 async function readRow(file: string): Promise<Omit<Row, "name">> {
@@ -113,9 +153,10 @@ async function readRow(file: string): Promise<Omit<Row, "name">> {
 
 function renderList(rows: Row[]): string {
   const table = [["NAME", "", "HEALTH", "MODEL", "STAGES", "ENDPOINT", "AGE"]];
-  for (const { name, status, unreadable } of rows) {
+  for (const { name, status, unreadable, definitionGone } of rows) {
+    const kind = definitionGone === true ? "[definition removed]" : "[cluster]";
     if (status === undefined) {
-      table.push([name, "[cluster]", "-", "-", "-", "-", unreadable === undefined ? "(no status yet)" : "(status file unreadable)"]);
+      table.push([name, kind, "-", "-", "-", "-", unreadable === undefined ? "(no status yet)" : "(status file unreadable)"]);
       continue;
     }
     // While a launch runs there are no cards yet: its stages that listen are the ones alive.
@@ -130,7 +171,7 @@ function renderList(rows: Row[]): string {
     const why = status.health !== "Healthy" && status.health !== "Stopped" && status.lastError !== undefined ? ` (${status.lastError.reason})` : "";
     table.push([
       name,
-      "[cluster]",
+      kind,
       `${status.health}${why}`,
       status.model ?? "-",
       `${alive}/${planned}`,
@@ -141,10 +182,13 @@ function renderList(rows: Row[]): string {
   return formatTable(table);
 }
 
-function renderDetail(name: string, status: ClusterStatus | undefined, unreadable: string | undefined): string {
+function renderDetail({ name, status, unreadable, definitionGone }: Row): string {
   if (unreadable !== undefined) return `${name}: ${unreadable}`;
   if (status === undefined) return `${name}: no status file yet (is the daemon running?)`;
   const lines = [`${name} [cluster]  ${status.health}  revision ${status.observedRevision.slice(0, 12)}${describeCommits(status)}`, `model ${status.model ?? "-"}`];
+  if (definitionGone === true) {
+    lines.push("its definition is gone: the daemon tears it down and removes this status once it is (the conditions below say how far it got, or why not)");
+  }
   if (status.restarts !== undefined) lines.push(`launches ${status.restarts.count} of ${status.restarts.budget} at this revision`);
   const cards = [["STAGE", "NODE", "LAYERS", "PID", "ALIVE", "TRANSPORT", "ADDRESS", "SINCE"]];
   const byIndex = new Map(status.stages.map((s) => [s.index, s]));
