@@ -7,6 +7,7 @@
 import { posix } from "node:path";
 import { probeNode, type NodeAccess } from "../nodes/index.js";
 import { isShardctlError, ShardctlError } from "../errors/index.js";
+import { withNodeLock } from "./node-lock.js";
 import { blobPath, incompletePath, linkTarget, refPath, snapshotDir, snapshotPath, statCachePath } from "./cache-layout.js";
 import { classifyNode, hashOnNode, type Layout } from "./classify.js";
 import { selectFiles } from "./manifest.js";
@@ -76,18 +77,26 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
   await node.mkdir(blobsDir);
   const hashed = new Map<string, StatCacheEntry>();
   for (const check of todo) {
-    // One transfer per blob per machine at a time (blobs/<hash>.incomplete is a fixed name). Under
-    // the lock the file is re-checked (two stats): another pass may have verified it since classify.
+    // One transfer per blob per machine at a time (blobs/<hash>.incomplete is a fixed name): one
+    // pass of this process at a time, then one process of all that stage there (the node's lock).
+    // Under both the file is re-checked (two stats): another may have verified it since classify.
     const key = `blob ${machineKey(node)} ${modelDir} ${manifest.repo} ${check.file.hash}`;
     let began = false;
     const locked = withKeyedLock(key, async () => {
       began = true;
       // Stopped while waiting for the lock (another pass's download of the same blob).
       stopIfCancelled(name, options.signal);
-      const current = await orCancelled(recheck(node, manifest, modelDir, check, options.signal), name, options.signal);
-      if (current.state === "present") return false;
-      await fetchOne(node, source, manifest, modelDir, current, options, progress, hashed);
-      return true;
+      return withNodeLock(
+        node,
+        blobPath(modelDir, manifest.repo, check.file.hash),
+        async () => {
+          const current = await orCancelled(recheck(node, manifest, modelDir, check, options.signal), name, options.signal);
+          if (current.state === "present") return false;
+          await fetchOne(node, source, manifest, modelDir, current, options, progress, hashed);
+          return true;
+        },
+        options.signal === undefined ? {} : { signal: options.signal },
+      );
     });
     const fetched = await untilCancelled(locked, () => !began, name, options.signal, check.file.path);
     if (!fetched) continue;

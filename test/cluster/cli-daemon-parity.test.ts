@@ -88,6 +88,29 @@ async function forgetStagedFiles(): Promise<void> {
   for (const dir of [join(world.root, "nodes", "l1"), join(world.root, "nodes", "l2"), join(world.stateDir, "models")]) await rm(dir, { recursive: true, force: true });
 }
 
+// Regression: a `shardctl stage` run beside another (or beside the daemon staging the same revision,
+// as the upgrade guide's pre-staging does when the commit lands early) wrote the same
+// blobs/<hash>.incomplete: one renamed it away under the other ("cannot rename … No such file").
+test("two `shardctl stage` runs of the same model at once both succeed: the second waits for the first's files", async () => {
+  // Slow enough that the two runs' transfers overlap.
+  hub.pace(256 * 1024);
+  try {
+    const first = runShardctl(world, ["stage", "parity", "--json"]);
+    await sleep(300);
+    const second = runShardctl(world, ["stage", "parity", "--json"]);
+    for (const r of await Promise.all([first, second])) expect(r.code, r.stdout + r.stderr).toBe(0);
+  } finally {
+    hub.pace(undefined);
+  }
+  const files = await filesOnNodes();
+  expect(files.l1!.filter((f) => f.endsWith(".safetensors"))).toEqual(["model-00001-of-00002.safetensors"]);
+  expect(files.l2!.filter((f) => f.endsWith(".safetensors"))).toEqual(["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]);
+  // Nothing of either run's locks or partial files is left.
+  const blobs = await readdir(join(world.root, "nodes", "l2", "models--test-org--sharded", "blobs"));
+  expect(blobs.filter((b) => b.endsWith(".lock") || b.endsWith(".incomplete"))).toEqual([]);
+  await forgetStagedFiles();
+});
+
 test("the commands and the daemon make the same plan and stage the same files", async () => {
   const planned = await runShardctl(world, ["plan", "parity", "--probe", "--json"]);
   expect(planned.code, planned.stderr).toBe(0);

@@ -1,0 +1,114 @@
+/**
+ * The lock every shardctl process takes on a node before it writes a blob there (a daemon and a
+ * `shardctl stage` beside it once collided on one `.incomplete` file), on a local node and a real
+ * SSH node: a second holder waits for the first and is told who it is; a lock whose holder stopped
+ * touching it two minutes ago, one this process left, and one of a process of this machine that no
+ * longer runs are taken over; a wait ends when the staging is stopped; the lock is removed however
+ * the work ends.
+ */
+import { execFile, spawnSync } from "node:child_process";
+import { mkdir, rm, stat, writeFile } from "node:fs/promises";
+import { hostname } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { lockHolderText, lockPathOf, withNodeLock } from "../../src/staging/node-lock.js";
+import { startBothNodes, type BothNodes } from "../support/both-nodes.js";
+
+const run = promisify(execFile);
+let both: BothNodes;
+
+beforeAll(async () => {
+  both = await startBothNodes("shardctl-node-lock-");
+}, 60_000);
+
+afterAll(async () => {
+  await both?.close();
+});
+
+/** Whether `path` exists on this machine (both nodes' directories are here). */
+async function exists(path: string): Promise<boolean> {
+  return stat(path).then(
+    () => true,
+    () => false,
+  );
+}
+
+describe.each(["local", "ssh"] as const)("%s node", (kind) => {
+  const file = (name: string): string => join(both.dir(kind), name);
+
+  it("a second holder waits for the first, told who holds it, and works only after it is released", async () => {
+    // The first holder is another process: its lock, as it leaves it while it writes the file.
+    const lock = lockPathOf(file("blob-a"));
+    await mkdir(lock);
+    await writeFile(join(lock, "holder"), "shardctl (pid 4242 on another-control-machine)\n");
+    const told: string[] = [];
+    let began = false;
+    const second = withNodeLock(
+      both.node(kind),
+      file("blob-a"),
+      async () => {
+        began = true;
+        return 7;
+      },
+      { pollMs: 100, onWait: (holder) => told.push(holder) },
+    );
+    await new Promise((r) => setTimeout(r, 700));
+    expect(began).toBe(false);
+    expect(told).toEqual(["shardctl (pid 4242 on another-control-machine)"]);
+    // The first is done: it removes its lock.
+    await rm(lock, { recursive: true });
+    expect(await second).toBe(7);
+    expect(await exists(lock)).toBe(false);
+  });
+
+  it("a lock its holder stopped touching over two minutes ago is taken over at once", async () => {
+    const lock = lockPathOf(file("blob-b"));
+    await mkdir(lock);
+    await writeFile(join(lock, "holder"), "shardctl (pid 1 on a machine that was switched off)\n");
+    await run("touch", ["-d", "3 minutes ago", join(lock, "holder")]);
+    const started = Date.now();
+    expect(await withNodeLock(both.node(kind), file("blob-b"), () => Promise.resolve("mine"), { pollMs: 100 })).toBe("mine");
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(await exists(lock)).toBe(false);
+  });
+
+  it("a lock touched within two minutes is not taken over; a stopped staging ends its wait, and the holder's lock stays", async () => {
+    const lock = lockPathOf(file("blob-c"));
+    await mkdir(lock);
+    await writeFile(join(lock, "holder"), "shardctl (pid 2 elsewhere)\n");
+    const stop = new AbortController();
+    setTimeout(() => stop.abort(new Error("the definition changed")), 1_500);
+    const waited = await withNodeLock(both.node(kind), file("blob-c"), () => Promise.resolve("never"), { pollMs: 100, signal: stop.signal }).catch(
+      (e: unknown) => e as { reason?: string; message: string },
+    );
+    expect(waited).toMatchObject({ reason: "StagingCancelled" });
+    expect((waited as Error).message).toMatch(/staging stopped while another process held .*blob-c: the definition changed$/);
+    expect(await exists(join(lock, "holder"))).toBe(true);
+  });
+
+  it("a lock left by an earlier pass of this very process (its removal failed with its connection) is taken over at once", async () => {
+    const lock = lockPathOf(file("blob-e"));
+    await mkdir(lock);
+    await writeFile(join(lock, "holder"), `${lockHolderText()}\n`);
+    const started = Date.now();
+    expect(await withNodeLock(both.node(kind), file("blob-e"), () => Promise.resolve("mine again"), { pollMs: 100 })).toBe("mine again");
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  it("a lock naming a process of this machine that no longer runs (a daemon killed mid-staging) is taken over at once", async () => {
+    const gone = spawnSync(process.execPath, ["-e", "0"]).pid;
+    const lock = lockPathOf(file("blob-f"));
+    await mkdir(lock);
+    await writeFile(join(lock, "holder"), `shardctl (pid ${gone} on ${hostname()})\n`);
+    const started = Date.now();
+    expect(await withNodeLock(both.node(kind), file("blob-f"), () => Promise.resolve("taken"), { pollMs: 100 })).toBe("taken");
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  it("the lock is removed when the work fails", async () => {
+    const failed = await withNodeLock(both.node(kind), file("blob-d"), () => Promise.reject(new Error("transfer cut"))).catch((e: unknown) => e as Error);
+    expect(failed.message).toBe("transfer cut");
+    expect(await exists(lockPathOf(file("blob-d")))).toBe(false);
+  });
+});
