@@ -52,6 +52,12 @@ export interface ClusterMemory {
   comingBack?: string;
   /** The launch (its `startedAt`) whose death is already recorded: the monitor and a pass may both find it. */
   deathRecordedFor?: string;
+  /**
+   * The model commit the last staging of a revision put on the nodes (a Hub commit, or for a pushed
+   * folder the digest of its files): a later staging of the same revision that stages another one
+   * found the folder changed, not files lost on the nodes.
+   */
+  stagedCommit?: { revision: string; commit: string };
   /** The last commit that touched the definition, looked up once per revision. */
   gitCommit?: { revision: string; commit: string | undefined };
   /** The commit the checkout holding the definitions is at: looked up per revision and when HEAD moves. */

@@ -3,9 +3,10 @@
  * within the restart budget of its revision, then Stalled once the budget is spent, keeping the
  * evidence (exit status, last log lines) in its status; `shardctl reconcile` asks again. A node that
  * refuses the launch files is its own fault, not the cluster's: tried again, never counted. A model
- * file damaged on a node is fetched again at the next launch, and said.
+ * file damaged on a node is fetched again at the next launch, and said; so is a pushed folder
+ * changed under a running revision.
  */
-import { mkdir, readdir, rm, stat, truncate, writeFile } from "node:fs/promises";
+import { cp, mkdir, readdir, readFile, rm, stat, truncate, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { expect, test } from "vitest";
 import { Ledger } from "../../src/launch/index.js";
@@ -119,6 +120,25 @@ test("a model file damaged on a node is fetched again at the next launch, and th
   const again = await waitForStatus(world, "damaged", (s) => (s.restarts?.count ?? 0) >= 2 && isServingAt(s, revision), 90_000);
   expect(conditionOf(again, "Staged")?.message).toMatch(/; repaired on n2, which held model files that did not match their size or checksum$/);
   expect((await stat(weights.f)).size).toBe(weights.size);
+}, 120_000);
+
+// Regression: a pushed folder changed in place was staged again at the next launch and said as files
+// the node "lost since they were staged".
+test("a pushed model folder changed under a running revision: the next launch stages and serves the new files, and the status says the folder changed", async () => {
+  const { world } = dw;
+  const folder = join(world.root, "models", "changing");
+  await cp(world.modelDir, folder, { recursive: true });
+  const revision = await dw.define("changing", { nodes: ["n1", "n2"], modelSource: "push", modelId: folder });
+  const serving = await dw.waitServing("changing", revision);
+  // A file of the folder edited in place (the definition unchanged).
+  const config = join(folder, "tokenizer_config.json");
+  await writeFile(config, JSON.stringify({ ...(JSON.parse(await readFile(config, "utf8")) as object), model_max_length: 4096 }));
+  await killStage(serving, 1);
+  const again = await waitForStatus(world, "changing", (s) => (s.restarts?.count ?? 0) >= 2 && isServingAt(s, revision), 90_000);
+  expect(conditionOf(again, "Staged")?.message).toMatch(
+    /; the model at \S+changing changed since this revision was staged \(its files now hash to [0-9a-f]{12}, were [0-9a-f]{12}\): the new files were staged$/,
+  );
+  expect(conditionOf(again, "Staged")?.message).not.toContain("repaired");
 }, 120_000);
 
 async function readdirDeep(dir: string): Promise<string[]> {

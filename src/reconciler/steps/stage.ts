@@ -79,11 +79,22 @@ export const stage: Step = {
         throw failure;
       }
       pass.staged = staged;
-      const repaired = repairedNodes(staged.staged, wasStaged);
+      const before = memory.stagedCommit?.revision === revision ? memory.stagedCommit.commit : undefined;
+      if (staged.commit !== undefined) memory.stagedCommit = { revision, commit: staged.commit };
+      const changed = before !== undefined && staged.commit !== undefined && before !== staged.commit;
+      if (changed) {
+        pass.world.log.warn(
+          { cluster: pass.name, was: before, now: staged.commit },
+          `the model at ${spec.model.id} changed since this revision was staged: its new files were staged, and this launch serves them`,
+        );
+      }
+      const repaired = changed ? [] : repairedNodes(staged.staged, wasStaged);
       for (const { node, why, bytes } of repaired) {
         pass.world.log.warn({ cluster: pass.name, node, bytes }, `node ${node} ${why}: its files were fetched again and verified`);
       }
-      const repairs = repaired.map(({ node, why }) => `; repaired on ${node}, which ${why}`).join("");
+      const repairs = changed
+        ? `; the model at ${spec.model.id} changed since this revision was staged (its files now hash to ${staged.commit!.slice(0, 12)}, were ${before.slice(0, 12)}): the new files were staged`
+        : repaired.map(({ node, why }) => `; repaired on ${node}, which ${why}`).join("");
       setConditions(memory, revision, {
         Staged: {
           status: "True",
