@@ -11,6 +11,8 @@ import { markComingBack } from "../coming-back.js";
 import { explainDeath, recordDeath } from "../record-death.js";
 import type { Step } from "../run-step.js";
 import { budgetSpent, clearRuntime, setConditions } from "../verdicts.js";
+import type { LedgerEntry } from "../../launch/index.js";
+import { removeRunFolders, type RunFolderPlace } from "./remove-run-folders.js";
 import { tearDown } from "./stop.js";
 
 export const replace: Step = {
@@ -48,9 +50,19 @@ export const replace: Step = {
     await tearDown(pass);
     await explained;
     await explainDeath(pass, entry, recorded, "after-teardown").catch(() => undefined);
+    // After the evidence is read: it comes from the logs in those folders.
+    await removeRunFolders(pass, foldersLeftBehind(pass, entry), "a cluster moved off the node");
     clearRuntime(pass.memory, revision);
   },
 };
+
+/** The run folders of the torn-down launch on nodes the revision about to launch does not use. */
+function foldersLeftBehind(pass: Pass, entry: LedgerEntry): RunFolderPlace[] {
+  const { spec } = definitionOf(pass);
+  const used = new Set([...spec.nodes, spec.coordinator.node]);
+  const folders = new Map(entry.processes.filter((p) => !used.has(p.node)).map((p) => [`${p.node}\0${p.runDir}`, { nodeName: p.node, dir: p.runDir }]));
+  return [...folders.values()].map((f) => ({ ...f, node: pass.world.nodeFor(f.nodeName, pass.settings), sweep: false }));
+}
 
 /** Say the served model is coming back (the router answers it 503 + Retry-After) when the new launch registers it again. */
 async function markReplacedComingBack(pass: Pass): Promise<void> {
