@@ -159,5 +159,14 @@ describe("the status file and `shardctl status`", () => {
     const broken = await commitDefinition(world, "g2", 'desired = "sideways"\n');
     const invalid = await waitForStatus(world, "g2", (s) => s.gitHead === broken, 20_000);
     expect(invalid.conditions.find((c) => c.type === "Stalled")?.reason).toBe("InvalidDefinition");
+    // ... and it is the commit that last changed the definition. Then a broken edit not committed (a
+    // merge's conflict markers): no commit names what is on disk. Regression: the last valid
+    // revision's commit stayed.
+    expect(invalid.gitCommit).toBe(broken);
+    await writeDefinition(world, "g2", "<<<<<<< HEAD\n");
+    await waitForStatus(world, "g2", (s) => s.gitCommit === undefined, 20_000);
+    // Put back as committed (`git checkout -- file`, HEAD unmoved): that commit again.
+    await git("checkout", "--", "clusters/g2.toml");
+    await waitForStatus(world, "g2", (s) => s.gitCommit === broken, 20_000);
   });
 });

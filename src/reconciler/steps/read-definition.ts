@@ -40,8 +40,13 @@ export function readDefinition(parsed: ParseCache): Step {
       const read = await readDesired(pass.file, pass.settings, parsed);
       if (read.spec === undefined) {
         pass.desired = read.desired.kind === "invalid" ? await keepLastValid(pass, read.desired) : read.desired;
-        // The checkout's HEAD moves with every pull, a commit that broke the definition included.
-        if (read.desired.kind === "invalid") memory.gitHead = await checkoutHeadOf(pass.world.dir, memory.gitHead?.revision ?? "", memory.gitHead);
+        // The checkout's HEAD moves with every pull, a commit that broke the definition included; the
+        // commit that last changed the file is the one that broke it, or none while the broken file
+        // is not committed (a merge's conflict markers). Looked up again once the file is valid.
+        if (read.desired.kind === "invalid") {
+          memory.gitHead = await checkoutHeadOf(pass.world.dir, memory.gitHead?.revision ?? "", memory.gitHead);
+          memory.gitCommit = { revision: "", commit: await lastCommitOf(pass.file) };
+        }
         return;
       }
       const { spec, desired } = read;
