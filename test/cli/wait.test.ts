@@ -66,7 +66,11 @@ test('a definition that says desired = "stopped" or suspend = true: exit 1 at on
 test("a revision the daemon has not reconciled yet is waited for, never satisfied by the older one", async () => {
   const r = await runShardctl(world, ["wait", "w1", "--for", "condition=Planned", "--revision", "f".repeat(64), "--timeout", "1s"]);
   expect(r.code).toBe(1);
-  expect(r.stderr).toMatch(/timed out/);
+  // The condition that holds is said to be the older revision's. Regression: "Planned=True (…)" read
+  // as the awaited revision's.
+  expect(r.stderr).toMatch(
+    /^timed out after 1s waiting for condition Planned at revision f{12}: observed revision [0-9a-f]{12}, health \w+, Planned=True of revision [0-9a-f]{12}, not the one waited for \(PlanFeasible: /,
+  );
 });
 
 test("Stalled at the revision → exit 1 at once with the reason", async () => {

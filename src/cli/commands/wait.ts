@@ -125,7 +125,7 @@ export async function run(args: string[]): Promise<number> {
                 ? unreadable
                 : last === undefined
                   ? "no status file yet"
-                  : `observed revision ${short(last.observedRevision)}, health ${last.health}${condition ? `, ${type}=${condition.status} (${condition.reason}: ${condition.message})` : ""}`;
+                  : `observed revision ${short(last.observedRevision)}, health ${last.health}${condition ? `, ${type}=${condition.status}${ofRevision(condition.observedRevision, revision)} (${condition.reason}: ${condition.message})` : ""}${lastErrorOf(last)}`;
       // The status's words are the daemon's and its engines' (log lines, error output): each control
       // character is shown as its escape, as `status` shows it, never sent to the terminal.
       // Whether anything could have changed it: a wait with no daemon watching is a wait for nothing.
@@ -202,4 +202,17 @@ function judge(status: ClusterStatus | undefined, type: ConditionType, revision:
 
 function short(revision: string): string {
   return revision.slice(0, 12);
+}
+
+/**
+ * " of revision <r> (not the one waited for)" when a condition describes another revision than the
+ * awaited one: a revision that cannot be planned leaves the last one's Ready=True standing.
+ */
+function ofRevision(described: string, awaited: string): string {
+  return described === awaited ? "" : ` of revision ${short(described)}, not the one waited for`;
+}
+
+/** The status's last error, said after what the wait found: why the awaited revision is not there yet. */
+function lastErrorOf(status: ClusterStatus): string {
+  return status.lastError === undefined ? "" : `; last error ${status.lastError.reason}: ${status.lastError.message}`;
 }
