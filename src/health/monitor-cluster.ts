@@ -129,6 +129,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     if (done) return;
     done = true;
     controller.abort();
+    const flakyNodes = [...new Set(cluster.processes.map((p) => p.node))].filter(behindFlakyPath);
     options.onDeath({
       cluster: cluster.cluster,
       label: labelOf(process),
@@ -137,6 +138,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
       detail,
       at: new Date().toISOString(),
       ...(unheard ? { unheard: true as const } : {}),
+      ...(flakyNodes.length > 0 ? { flakyNodes } : {}),
       ...(consequences.length > 0 ? { consequences } : {}),
     });
   };

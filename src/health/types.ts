@@ -145,6 +145,12 @@ export interface DeathEvent {
    */
   unheard?: true;
   /**
+   * The nodes that missed a liveness round within the last 10 s when the death was declared (paths
+   * that come and go: a lossy link). A member there is no witness of its peers' silence: what
+   * reached it says only that its own path dropped their words. Absent when none did.
+   */
+  flakyNodes?: string[];
+  /**
    * Members seen exiting because of this death before it was judged: each exited as its link to the
    * member named here (or to the one listed before it) closed, as its engine said in its log. The
    * first exit seen is often such a consequence (a peer exits milliseconds after the member it lost);

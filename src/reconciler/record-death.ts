@@ -226,10 +226,14 @@ function explanation(entry: LedgerEntry, death: DeathEvent, logs: ReadonlyArray<
  * heard nothing from (`death.unheard`: the path to its node is cut) is not heard as a witness: cut
  * off, it stops hearing every peer, healthy or not, and reports the first whose silence outlasts its
  * bound — after the teardown has stopped the others before they could say anything of their own.
+ * Nor is a member on a node behind a path that came and went (`death.flakyNodes`, a lossy link):
+ * its peers' words were dropped on its own path, and it blamed a member on a healthy host.
  */
-function silentPeerReport(entry: LedgerEntry, death: DeathEvent, logs: ReadonlyArray<{ label: string; tail: readonly string[] }>) {
+export function silentPeerReport(entry: LedgerEntry, death: DeathEvent, logs: ReadonlyArray<{ label: string; tail: readonly string[] }>) {
   const { silentPeerIn, answeringPeersIn } = engineOf(entry.engine ?? defaultEngineKind);
-  const witnesses = death.unheard === true ? logs.filter(({ label }) => label !== death.label) : logs;
+  const flaky = new Set(death.flakyNodes ?? []);
+  const onFlakyNode = (label: string): boolean => entry.processes.some((p) => processLabel(p.role, p.index) === label && flaky.has(p.node));
+  const witnesses = logs.filter(({ label }) => !(death.unheard === true && label === death.label) && !onFlakyNode(label));
   const reports = witnesses.flatMap(({ label, tail }) => {
     const report = silentPeerIn?.(tail);
     return report === undefined ? [] : [{ reporter: label, ...report }];
