@@ -27,7 +27,7 @@ export { claimOf, type RunClaim } from "./run-claim.js";
 export { Ledger, type LedgerEntry, type LedgerProcess, type LedgerPort, type ProcessRole } from "./ledger.js";
 export { allocatePorts, type PortRange, type PortRequest, type PortHolder } from "./ports.js";
 export { LaunchError } from "./launch-error.js";
-export { processLabel, isProcessAlive, describeExit, readLogTail, stopEngineProcess, type StopOutcome } from "./processes.js";
+export { processLabel, isProcessAlive, askExit, describeExit, readLogTail, stopEngineProcess, type StopOutcome } from "./processes.js";
 export { askCoordinatorHealth, probeOneToken } from "./coordinator-probes.js";
 export {
   defaultDeadlines,

@@ -6,7 +6,7 @@
  * engine left outside its process group (it put itself in the background) is stopped with it.
  */
 import { join } from "node:path";
-import { ShardctlError } from "../errors/index.js";
+import { isShardctlError, messageOf, ShardctlError } from "../errors/index.js";
 import { commandFailed, launchMark, markedProcesses, readTail, type CommandResult, type NodeAccess } from "../nodes/index.js";
 import type { LedgerProcess, ProcessRole } from "./ledger.js";
 
@@ -84,10 +84,32 @@ export async function isProcessAlive(node: NodeAccess, process: Pick<LedgerProce
  * engine as its child): with no status written, that `sh` was killed itself, or its disk was full.
  */
 export async function describeExit(node: NodeAccess, process: LedgerProcess): Promise<string> {
-  return (
-    (await describeRecordedExit(node, process)) ??
-    "ended without recording an exit status (the pid is the sh that runs the engine and writes how it ends: that sh was killed itself, or its disk was full)"
-  );
+  return (await askExit(node, process)).words;
+}
+
+/**
+ * describeExit, and whether the words say how it ended (`known`) or only that its node could not
+ * be asked: a node that did not answer is no process that "ended without recording an exit status"
+ * (that sent operators looking for a full disk while the status file sat there, unread).
+ */
+export async function askExit(node: NodeAccess, process: LedgerProcess): Promise<{ words: string; known: boolean }> {
+  const record = await readExitRecord(node, process);
+  if ("unreadable" in record) return { words: `how it ended could not be read (${record.unreadable})`, known: false };
+  if ("status" in record) return { words: await describeStatus(node, process, record.status), known: true };
+  return {
+    words: "ended without recording an exit status (the pid is the sh that runs the engine and writes how it ends: that sh was killed itself, or its disk was full)",
+    known: true,
+  };
+}
+
+/** The exit status the wrapper wrote; none recorded (no file, or not a number); or why its node could not be asked. */
+async function readExitRecord(node: NodeAccess, process: LedgerProcess): Promise<{ status: number } | { none: true } | { unreadable: string }> {
+  try {
+    const text = (await node.readFile(process.exitFile)).toString("utf8").trim();
+    return /^\d+$/.test(text) ? { status: Number(text) } : { none: true };
+  } catch (error) {
+    return isShardctlError(error, "NodeUnreachable") ? { unreadable: messageOf(error) } : { none: true };
+  }
 }
 
 /**
@@ -101,12 +123,12 @@ export async function describeEnd(node: NodeAccess, process: LedgerProcess): Pro
 
 /** As describeExit, or undefined when the process recorded no exit status. */
 export async function describeRecordedExit(node: NodeAccess, process: LedgerProcess): Promise<string | undefined> {
-  const text = await node.readFile(process.exitFile).then(
-    (b) => b.toString("utf8").trim(),
-    () => "",
-  );
-  if (!/^\d+$/.test(text)) return undefined;
-  const status = Number(text);
+  const record = await readExitRecord(node, process);
+  return "status" in record ? describeStatus(node, process, record.status) : undefined;
+}
+
+/** How a recorded exit status reads: "exited with status 1", "killed by SIGKILL (status 137)". */
+async function describeStatus(node: NodeAccess, process: LedgerProcess, status: number): Promise<string> {
   // The wrapper's shell reports a signal as 128 + its number; signals end at SIGRTMAX (64 on
   // Linux), so 193-255 are statuses the process chose itself (exit(-1) is 255).
   if (status > 128 && status <= 128 + highestSignal) return `killed by ${signalName(status - 128)} (status ${status})`;

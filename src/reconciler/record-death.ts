@@ -12,7 +12,7 @@
  * (a process killed by the teardown has its exit status only then).
  */
 import { engineOf, defaultEngineKind } from "../engines/index.js";
-import { describeExit, processLabel, readLogTail, type LedgerEntry } from "../launch/index.js";
+import { askExit, processLabel, readLogTail, type LedgerEntry } from "../launch/index.js";
 import { within } from "../nodes/index.js";
 import type { Reason } from "../errors/index.js";
 import { describeDeath, type DeathEvent } from "../health/index.js";
@@ -113,7 +113,7 @@ export async function explainDeath(pass: Pass, entry: LedgerEntry, recorded: Rec
         .map(async (p) => ({ label: processLabel(p.role, p.index), tail: await readLogTail(pass.world.nodeFor(p.node, pass.settings), p) })),
     ),
     readLogTail(node, process),
-    ended ? within(evidenceDeadlineMs, describeExit(node, process), undefined) : Promise.resolve(undefined),
+    ended ? within(evidenceDeadlineMs, askExit(node, process), undefined) : Promise.resolve(undefined),
   ]);
   let reports = [{ label: death.label, tail: logTail }, ...tails];
   // Both ends of a cut link report each other, up to a heartbeat or two apart (500 ms each): a
@@ -126,8 +126,9 @@ export async function explainDeath(pass: Pass, entry: LedgerEntry, recorded: Rec
     const again = await readLogTail(pass.world.nodeFor(namedProcess.node, pass.settings), namedProcess);
     reports = reports.map((r) => (r.label === named!.peer ? { label: r.label, tail: again } : r));
   }
-  // The exit of a process that was running at the death is the teardown's doing, not the fault's.
-  const message = explanation(entry, death, reports, exit === undefined || endedAtDeath(death) ? exit : `at the teardown: ${exit}`);
+  // The exit of a process that was running at the death is the teardown's doing, not the fault's;
+  // an end its node could not tell is no one's doing yet.
+  const message = explanation(entry, death, reports, exit === undefined || endedAtDeath(death) || !exit.known ? exit?.words : `at the teardown: ${exit.words}`);
   const { evidence } = recorded;
   const reason = culpritReason(recorded.reason, message);
   // The status file is written again at the death only when the words changed (a silent peer
