@@ -12,12 +12,13 @@ import { basename } from "node:path";
 import type { Logger } from "pino";
 import { isShardctlError, messageOf } from "../errors/index.js";
 import { Ledger, teardownCluster, type LaunchDeadlines } from "../launch/index.js";
-import type { NodePool } from "../nodes/index.js";
+import type { NodeAccess, NodePool } from "../nodes/index.js";
 import { findClusterFiles, patterns, type Settings } from "../spec/index.js";
 import { createMemory, type ClusterMemory } from "./cluster-memory.js";
 import type { PassReport } from "./compose-status.js";
 import { createConverge, type Converge } from "./converge.js";
 import { LeftoverWatches } from "./leftovers/watch-leftovers.js";
+import { ReturningNodes } from "./returning-nodes.js";
 import { ParseCache } from "./parse-cache.js";
 import type { Pass } from "./pass.js";
 import type { PassOutcome } from "./queue/work-queue.js";
@@ -54,6 +55,7 @@ export class Reconciler {
   private readonly world: ReconcilerWorld;
   private readonly converge: Converge;
   private readonly leftovers: LeftoverWatches;
+  private readonly returning: ReturningNodes;
   private settingsStamp: string | undefined;
   /** Aborted by callOffLaunches: the daemon is stopping. */
   private readonly stopping = new AbortController();
@@ -82,6 +84,10 @@ export class Reconciler {
       settingsNow: () => this.parsed.loadSettings(this.options.settingsFile),
     });
     this.leftovers = new LeftoverWatches({ requeue: options.requeue, ...(options.monitor === undefined ? {} : { monitor: options.monitor }) });
+    this.returning = new ReturningNodes({
+      requeue: options.requeue,
+      ...(options.monitor?.pollIntervalMs === undefined ? {} : { pollMs: options.monitor.pollIntervalMs }),
+    });
   }
 
   /** One pass of `name`; the queue's outcome says whether and when to come back. */
@@ -137,6 +143,7 @@ export class Reconciler {
       this.world.forget(name);
     }
     if (pass !== undefined) await this.watchLeftovers(pass);
+    this.returning.follow(name, verdict.result === "failed" && memory.lastError?.reason === "NodeUnreachable", pass === undefined ? [] : this.nodesUsedBy(pass));
     summarizePass(this.options.log, name, memory, verdict, durationMs, pass?.steps ?? [], quiet);
     this.options.onPass?.(name, verdict, durationMs, memory.observation?.stages.filter((s) => s.alive).length ?? 0);
     return verdict.outcome;
@@ -229,6 +236,18 @@ export class Reconciler {
   async detachAll(): Promise<void> {
     await Promise.all([...this.memories.values()].map((m) => m.supervision?.supervision.stop()));
     await this.leftovers.stopAll();
+    this.returning.stopAll();
+  }
+
+  /** Each node the pass's definition uses (stages and coordinator) once; none when it names one the settings lack. */
+  private nodesUsedBy(pass: Pass): NodeAccess[] {
+    if (pass.spec === undefined) return [];
+    try {
+      const { stages, coordinator } = this.world.nodesOf(pass.spec, pass.settings);
+      return [...new Map([...stages, coordinator].map((n) => [n.config.name, n])).values()];
+    } catch {
+      return [];
+    }
   }
 
   /**
