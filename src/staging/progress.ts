@@ -7,7 +7,7 @@ export function createProgress(node: string, bytesTotal: number, emit: ((event: 
   let lastEmit = 0;
   return {
     /** Record `bytes` more done; events at most every 200 ms unless forced. */
-    update(phase: StagingProgress["phase"], delta: number, file?: string, force = false): void {
+    update(phase: StagingProgress["phase"], delta: number, file?: string, force = false, holder?: string): void {
       bytesDone += delta;
       const now = performance.now();
       if (emit === undefined || (!force && now - lastEmit < 200)) return;
@@ -18,6 +18,7 @@ export function createProgress(node: string, bytesTotal: number, emit: ((event: 
         node,
         phase,
         file,
+        ...(holder === undefined ? {} : { holder }),
         bytesDone,
         bytesTotal,
         rateBytesPerSec: Math.round(rate),

@@ -95,7 +95,10 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
           await fetchOne(node, source, manifest, modelDir, current, options, progress, hashed);
           return true;
         },
-        options.signal === undefined ? {} : { signal: options.signal },
+        {
+          ...(options.signal === undefined ? {} : { signal: options.signal }),
+          onWait: (holder) => progress.update("waiting", 0, check.file.path, true, holder),
+        },
       );
     });
     const fetched = await untilCancelled(locked, () => !began, name, options.signal, check.file.path);

@@ -51,8 +51,11 @@ export interface NodeClassification {
 
 export interface StagingProgress {
   node: string;
-  phase: "classify" | "transfer" | "verify" | "link" | "done";
+  /** "waiting": another shardctl process holds the node's lock of `file` (it stages it there). */
+  phase: "classify" | "waiting" | "transfer" | "verify" | "link" | "done";
   file?: string;
+  /** In the "waiting" phase: who holds the lock, as it says (`shardctl (pid 4242 on ctl-1)`). */
+  holder?: string;
   bytesDone: number;
   bytesTotal: number;
   /** Bytes per second over the transfer so far. */

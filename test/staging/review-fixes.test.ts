@@ -113,6 +113,26 @@ describe("two passes staging the same model on one node at once", () => {
   });
 });
 
+describe("a blob another shardctl process stages on the node", () => {
+  it("is waited for, said as such in the progress with who holds it, then staged", async () => {
+    const node = localNode();
+    const dir = node.config.modelDir;
+    const shard = manifest.files.find((f) => f.path === shard1)!;
+    // The lock another process holds while it writes the blob there (as node-lock.ts leaves it).
+    const lock = `${blobPath(dir, repo, shard.hash)}.lock`;
+    await mkdir(lock, { recursive: true });
+    await writeFile(join(lock, "holder"), "shardctl (pid 4242 on ctl-2)\n");
+    const events: Array<{ phase: string; file?: string; holder?: string }> = [];
+    const staging = stageNode(node, hubSource, manifest, { onProgress: (e) => events.push(e) });
+    while (!events.some((e) => e.phase === "waiting")) await new Promise((r) => setTimeout(r, 50));
+    expect(events.find((e) => e.phase === "waiting")).toMatchObject({ file: shard1, holder: "shardctl (pid 4242 on ctl-2)" });
+    // That process is done (without the file, here): the lock goes, and this staging goes on.
+    await rm(lock, { recursive: true });
+    const result = await staging;
+    await expectSameBytes(join(result.modelPath, shard1), join(modelDir, shard1));
+  });
+});
+
 describe("push sources", () => {
   it("follows an HF-cache snapshot of symlinks and stages its files", async () => {
     const cache = join(root, `hf-cache-${++counter}`, "models--test-org--review-llama");

@@ -88,8 +88,10 @@ function createBars(nodes: string[], tty: boolean): { update: (e: StagingProgres
       const detail =
         e === undefined
           ? "waiting"
-          : `${e.phase.padEnd(8)} ${formatBytes(e.bytesDone)}/${formatBytes(e.bytesTotal)} ${formatBytes(e.rateBytesPerSec)}/s` +
-            (e.etaSec === undefined || e.phase === "done" ? "" : ` ETA ${Math.ceil(e.etaSec)}s`);
+          : e.phase === "waiting"
+            ? `waiting for ${e.holder ?? "another shardctl process"}, which stages ${e.file ?? "a file"} here`
+            : `${e.phase.padEnd(8)} ${formatBytes(e.bytesDone)}/${formatBytes(e.bytesTotal)} ${formatBytes(e.rateBytesPerSec)}/s` +
+              (e.etaSec === undefined || e.phase === "done" ? "" : ` ETA ${Math.ceil(e.etaSec)}s`);
       process.stdout.write(`\x1b[2K${node.padEnd(width)} [${"#".repeat(filled)}${" ".repeat(30 - filled)}] ${detail}\n`);
     }
     drawn = nodes.length;

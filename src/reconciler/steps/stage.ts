@@ -35,6 +35,12 @@ export const stage: Step = {
         pass.world.nodesOf(spec, settings),
         (event) => {
           if (answered) return;
+          if (event.phase === "waiting") {
+            pass.world.log.info(
+              { cluster: pass.name, node: event.node, file: event.file, holder: event.holder },
+              `node ${event.node}: waiting for ${event.holder ?? "another shardctl process"}, which stages ${event.file ?? "a file"} there (shardctl stage, or another daemon)`,
+            );
+          }
           const next = {
             node: event.node,
             state: event.phase === "done" ? ("present" as const) : ("staging" as const),
