@@ -1,4 +1,5 @@
 /** The control node itself: commands through node:child_process, files through node:fs, ports through node:net. */
+import { setDeadline, type Deadline } from "./deadline.js";
 import { createHash, randomBytes } from "node:crypto";
 import { createReadStream, createWriteStream } from "node:fs";
 import { mkdir, readFile, readlink, rename, rm, symlink, writeFile } from "node:fs/promises";
@@ -39,7 +40,7 @@ export class LocalNode extends ShellNode implements NodeAccess {
     const grouped = extra.timeout !== undefined;
     let pid: number | undefined;
     let timedOut = false;
-    let timer: ReturnType<typeof setTimeout> | undefined;
+    let timer: Deadline | undefined;
     // An abort ends the whole group too (a download's curl under its shell).
     const onAbort = (): void => {
       if (pid !== undefined) killGroup(pid);
@@ -53,15 +54,15 @@ export class LocalNode extends ShellNode implements NodeAccess {
         pid = started;
         if (!grouped) return;
         runningGroups.add(started);
-        timer = setTimeout(() => {
+        timer = setDeadline(extra.timeout!, () => {
           timedOut = true;
           killGroup(started);
-        }, extra.timeout);
+        });
         extra.abort?.addEventListener("abort", onAbort, { once: true });
         if (extra.abort?.aborted === true) onAbort();
       },
     }).finally(() => {
-      clearTimeout(timer);
+      timer?.clear();
       extra.abort?.removeEventListener("abort", onAbort);
       if (pid !== undefined) runningGroups.delete(pid);
     });

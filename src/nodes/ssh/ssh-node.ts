@@ -3,6 +3,7 @@ import { randomBytes } from "node:crypto";
 import type { Client, ClientChannel, SFTPWrapper } from "ssh2";
 import { ShardctlError } from "../../errors/index.js";
 import { abortError } from "../abort-error.js";
+import { setDeadline, type Deadline } from "../deadline.js";
 import { askPort } from "../port-answer.js";
 import { quoteArg, quoteArgv } from "../quote.js";
 import { ShellNode } from "../shell-node.js";
@@ -137,9 +138,9 @@ export class SshNode extends ShellNode implements NodeAccess {
     // channel that opens later sees the abort and kills its command (collect); a connection still
     // being made is ended by the pool's close.
     if (!Number.isFinite(deadlineMs)) return options.abort === undefined ? work : untilAborted(work, options.abort, argv, started);
-    let timer: NodeJS.Timeout | undefined;
+    let timer: Deadline | undefined;
     const silence = new Promise<CommandResult>((resolve) => {
-      timer = setTimeout(() => {
+      timer = setDeadline(deadlineMs, () => {
         expired = true;
         // The attempt's error names the node already ("node n2: cannot connect to …"): said once.
         const last = connection.lastFailure?.replace(`node ${this.config.name}: `, "");
@@ -154,7 +155,7 @@ export class SshNode extends ShellNode implements NodeAccess {
           durationMs: Math.round(performance.now() - started),
           ...unreached,
         });
-      }, deadlineMs);
+      });
     });
     // A question given up on still settles later (the connection drops within the keepalive bound).
     work.catch(() => undefined);
@@ -162,7 +163,7 @@ export class SshNode extends ShellNode implements NodeAccess {
       // An abort answers at once, even while the question still waits for a connection or a channel.
       return await Promise.race([options.abort === undefined ? work : untilAborted(work, options.abort, argv, started), silence]);
     } finally {
-      clearTimeout(timer);
+      timer?.clear();
     }
   }
 
@@ -424,12 +425,12 @@ function collect(
       }
       finish();
     };
-    const timer = Number.isFinite(options.deadlineMs) ? setTimeout(() => ((timedOut = true), stop()), options.deadlineMs) : undefined;
+    const timer = Number.isFinite(options.deadlineMs) ? setDeadline(options.deadlineMs!, () => ((timedOut = true), stop())) : undefined;
     const onAbort = (): void => stop();
     const finish = (): void => {
       if (settled) return;
       settled = true;
-      if (timer !== undefined) clearTimeout(timer);
+      timer?.clear();
       options.abort?.removeEventListener("abort", onAbort);
       const text = Buffer.concat(out).toString("utf8");
       const newline = text.indexOf("\n");
@@ -471,12 +472,12 @@ function untilAborted(work: Promise<CommandResult>, signal: AbortSignal, argv: s
 
 /** `work`, or `failure()` once `ms` passed first. */
 async function bounded<T>(work: Promise<T>, ms: number, failure: () => Error): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
+  let deadline: Deadline | undefined;
   work.catch(() => undefined);
   try {
-    return await Promise.race([work, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(failure()), ms)))]);
+    return await Promise.race([work, new Promise<never>((_, reject) => (deadline = setDeadline(ms, () => reject(failure()))))]);
   } finally {
-    clearTimeout(timer);
+    deadline?.clear();
   }
 }
 
