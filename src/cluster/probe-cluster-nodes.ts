@@ -45,8 +45,10 @@ export async function probeClusterNodes(spec: ClusterSpec, cluster: ClusterNodes
     const reason = unreachable.map((p) => p.errorReason).find((r) => r === "SshAuthFailed" || r === "HostKeyUnknown" || r === "HostKeyChanged") ?? "NodeUnreachable";
     throw new ShardctlError(reason, `cannot probe ${unreachable.map((p) => `${p.name} (${p.error ?? "no answer"})`).join(", ")}`);
   }
-  // An engine on a machine it does not run on: the real problem, before "engine not found".
-  const unfit = probes.filter((p) => p.accelerator !== undefined && !canRunOn(engine, p.accelerator));
+  // An engine on a machine it does not run on: the real problem, before "engine not found". The
+  // stage nodes only: the coordinator holds no layers, and its node needs only the engine to answer.
+  const stageNames = new Set(cluster.stages.map((n) => n.config.name));
+  const unfit = probes.filter((p) => stageNames.has(p.name) && p.accelerator !== undefined && !canRunOn(engine, p.accelerator));
   if (engine.runsOn !== undefined && unfit.length > 0) {
     const instead = selectKindsRunningOn(unfit.flatMap((p) => (p.accelerator === undefined ? [] : [p.accelerator])));
     const hint = instead.length === 0 ? "use other nodes" : `use [engine] kind = ${quoteKinds(instead)} or other nodes`;
@@ -77,7 +79,6 @@ export async function probeClusterNodes(spec: ClusterSpec, cluster: ClusterNodes
     );
   }
   const facts: Record<string, NodeFacts> = {};
-  const stageNames = new Set(cluster.stages.map((n) => n.config.name));
   for (const probe of probes.filter((p) => stageNames.has(p.name))) {
     facts[probe.name] = {
       ...(probe.memoryTotalBytes === undefined ? {} : { totalBytes: probe.memoryTotalBytes }),

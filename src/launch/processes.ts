@@ -94,7 +94,7 @@ export async function describeExit(node: NodeAccess, process: LedgerProcess): Pr
  */
 export async function askExit(node: NodeAccess, process: LedgerProcess): Promise<{ words: string; known: boolean }> {
   const record = await readExitRecord(node, process);
-  if ("unreadable" in record) return { words: `how it ended could not be read (${record.unreadable})`, known: false };
+  if ("unreadable" in record) return { words: `ended (its exit status could not be read: ${record.unreadable})`, known: false };
   if ("status" in record) return { words: await describeStatus(node, process, record.status), known: true };
   return {
     words: "ended without recording an exit status (the pid is the sh that runs the engine and writes how it ends: that sh was killed itself, or its disk was full)",
@@ -174,12 +174,13 @@ function plural(count: number, noun: string): string {
 }
 
 /**
- * An HTTP server's access-log line for a GET of /health (every engine's health path), as Python's
- * http.server writes it (`127.0.0.1 - - [date] "GET /health HTTP/1.1" 200 -`; mlx_lm.server does)
- * and common log format does: shardctl's own probes, one a second, which filled a tail of 20 lines
- * in 20 s and pushed out the lines that said what went wrong.
+ * An HTTP server's access-log line for a GET of /health (every engine's health path) answered
+ * 2xx, as Python's http.server writes it (`127.0.0.1 - - [date] "GET /health HTTP/1.1" 200 -`;
+ * mlx_lm.server does) and common log format does: shardctl's own probes, one a second, which
+ * filled a tail of 20 lines in 20 s and pushed out the lines that said what went wrong. A probe
+ * answered otherwise (503: a broken pipeline) is evidence, and stays.
  */
-const healthProbeLine = { pattern: /"(?:GET|HEAD) \/health(?:\?[^"\s]*)? HTTP\/[\d.]+"/, what: "of GET /health requests (shardctl's probes)" };
+const healthProbeLine = { pattern: /"(?:GET|HEAD) \/health(?:\?[^"\s]*)? HTTP\/[\d.]+" 2\d\d\b/, what: "of GET /health requests (shardctl's probes) answered 2xx" };
 
 /**
  * The last `count` lines of a process's log (default 20): the evidence kept in the status, without

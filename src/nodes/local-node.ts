@@ -1,5 +1,4 @@
 /** The control node itself: commands through node:child_process, files through node:fs, ports through node:net. */
-import { setDeadline, type Deadline } from "./deadline.js";
 import { createHash, randomBytes } from "node:crypto";
 import { createReadStream, createWriteStream } from "node:fs";
 import { mkdir, readFile, readlink, rename, rm, symlink, writeFile } from "node:fs/promises";
@@ -7,6 +6,7 @@ import { connect } from "node:net";
 import { dirname, basename, join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import { pathExists } from "../files/index.js";
+import { setDeadline, type Deadline } from "./deadline.js";
 import { askPort } from "./port-answer.js";
 import { runProcess } from "./run-process.js";
 import { ShellNode } from "./shell-node.js";

@@ -42,17 +42,19 @@ export async function readTail(node: NodeAccess, path: string, lines: number, ms
 }
 
 /**
- * The last `lines` of `shown` that `leaveOut` does not match. When it matched any among them, the
- * first of the `lines` says how many were left out (after the earliest line kept).
+ * The last `lines` of `shown` that `leaveOut` does not match. When it matched any line among them
+ * (after the first), the first of the `lines` says how many (a tail of one line keeps that line).
  */
 function lastEvidence(shown: string[], lines: number, leaveOut: NonNullable<TailOptions["leaveOut"]>): string[] {
+  if (lines <= 0) return [];
   const evidence = shown.flatMap((line, i) => (leaveOut.pattern.test(line) ? [] : [i]));
-  // Lines left out from the first of `kept` (indices into shown) to the end; all of them when none is kept.
-  const leftOutAfter = (kept: number[]): number => shown.length - (kept[0] ?? 0) - kept.length;
   const whole = evidence.slice(Math.max(0, evidence.length - lines));
-  if (leftOutAfter(whole) === 0) return whole.map((i) => shown[i]!);
-  const kept = evidence.slice(Math.max(0, evidence.length - (lines - 1)));
-  const left = leftOutAfter(kept);
+  // Left out within the span those lines cover: after the first of them, or anywhere when fewer
+  // than `lines` are evidence.
+  const from = whole.length < lines ? -1 : whole[0]!;
+  const left = shown.length - (from + 1) - whole.filter((i) => i > from).length;
+  if (left === 0 || lines === 1) return whole.map((i) => shown[i]!);
+  const kept = whole.slice(whole.length < lines ? 0 : 1);
   return [`(… ${left} line${left === 1 ? "" : "s"} ${leaveOut.what} left out)`, ...kept.map((i) => shown[i]!)];
 }
 

@@ -6,24 +6,28 @@
  * appended to it or went to rename it, and a push spliced two copies into one file.
  *
  * The lock is a directory made next to the file (`mkdir` is atomic on every POSIX file system) with
- * a `holder` file naming the process. Its holder touches `holder` every `refreshMs`; a lock whose
- * `holder` (or, before it was written, whose directory) has not changed for over two minutes by
- * the node's own clock is stale — its holder was killed or cut off — and is taken over by renaming
- * it aside first, which only one taker can do. A lock naming this very process is taken over at
- * once: callers hold the process's own lock of the file meanwhile (one pass per file), so it is a
- * leftover of an earlier pass whose removal failed (its connection dropped). So is one naming a
- * process of this machine that no longer runs (a daemon killed mid-staging and started again).
- * Each question is one shell script, so a node is asked once per attempt, not once per step.
+ * a `holder` file naming the process (its pid, host, pid namespace and a random token of its own,
+ * so no two processes ever name themselves alike). Its holder touches `holder` every `refreshMs`
+ * while it still names it; a lock whose `holder` (or, before it was written, whose directory) has
+ * not changed for over two minutes by the node's own clock is stale — its holder was killed or cut
+ * off — and is taken over. So is one naming this very process (callers hold the process's own lock
+ * of the file meanwhile, so it is a leftover of an earlier pass whose removal failed with its
+ * connection) and one naming a process of this machine and pid namespace that no longer runs (a
+ * daemon killed mid-staging and started again). A takeover moves the lock aside and keeps it only
+ * if what it moved is what it judged (another taker may have made a fresh lock in between). A
+ * holder removes its lock only while it still names it. Each question is one shell script.
  */
+import { randomBytes } from "node:crypto";
+import { readlinkSync } from "node:fs";
 import { hostname } from "node:os";
 import { setTimeout as delay } from "node:timers/promises";
 import { ShardctlError } from "../errors/index.js";
-import type { NodeAccess } from "../nodes/index.js";
+import { commandFailed, type NodeAccess } from "../nodes/index.js";
 
 export interface NodeLockOptions {
   /** Ends a wait for the lock (the caller's staging was stopped). */
   signal?: AbortSignal;
-  /** Told once, when the lock is held by another process: its `holder` text. */
+  /** Told once, when the lock is held by another process: its `holder` text (one line, at most 160 characters). */
   onWait?: (holder: string) => void;
   /** How often the holder touches its lock, ms. Default 20000 (stale after two minutes untouched). */
   refreshMs?: number;
@@ -32,41 +36,67 @@ export interface NodeLockOptions {
 }
 
 /**
- * $1 = the lock directory, $2 = the holder text. Prints "acquired"; "retry" after taking over a
- * stale lock (or this process's own leftover); or "held" and the holder's text.
+ * $1 = the lock directory, $2 = this process's holder text, $3 = a holder text known gone (or "").
+ * Prints "acquired"; "retry" after taking over a stale lock; or "held" and the holder's first line.
+ * Exits 2, saying why, when the lock can be neither made nor found (a folder that cannot be
+ * written, a full disk): no holder to wait for.
  */
-const acquireScript = `lock=$1
-if mkdir "$lock" 2>/dev/null; then printf '%s\\n' "$2" >"$lock/holder"; echo acquired; exit 0; fi
-if [ -e "$lock/holder" ]; then
-  if [ "$(cat "$lock/holder" 2>/dev/null)" = "$2" ]; then old=mine; else old=$(find "$lock/holder" -mmin +2 2>/dev/null); fi
-else old=$(find "$lock" -maxdepth 0 -mmin +2 2>/dev/null); fi
-if [ -n "$old" ]; then
-  if mv "$lock" "$lock.stale.$$" 2>/dev/null; then rm -rf "$lock.stale.$$"; fi
+const acquireScript = `lock=$1 me=$2 gone=$3
+for attempt in 1 2; do
+  if err=$(mkdir "$lock" 2>&1); then printf '%s\\n' "$me" >"$lock/holder"; echo acquired; exit 0; fi
+  [ -d "$lock" ] && break
+  if [ "$attempt" = 2 ]; then printf 'cannot make %s: %s\\n' "$lock" "$err" >&2; exit 2; fi
+done
+holder=$(head -n 1 "$lock/holder" 2>/dev/null)
+stale=
+if [ -n "$holder" ] && { [ "$holder" = "$me" ] || [ "$holder" = "$gone" ]; }; then stale=1
+elif [ -e "$lock/holder" ]; then [ -n "$(find "$lock/holder" -mmin +2 2>/dev/null)" ] && stale=1
+else [ -n "$(find "$lock" -maxdepth 0 -mmin +2 2>/dev/null)" ] && stale=1; fi
+if [ -n "$stale" ]; then
+  aside="$lock.stale.$$"
+  if mv "$lock" "$aside" 2>/dev/null; then
+    if [ "$(head -n 1 "$aside/holder" 2>/dev/null)" = "$holder" ] || [ -e "$lock" ]; then rm -rf "$aside"; else mv "$aside" "$lock"; fi
+  fi
   echo retry
   exit 0
 fi
 echo held
-cat "$lock/holder" 2>/dev/null
-exit 0`;
+printf '%s\\n' "$holder"`;
 
-/** $1 = the lock directory, $2 = the holder text it must still name: moved aside and removed. */
-const takeOverScript = `[ "$(cat "$1/holder" 2>/dev/null)" = "$2" ] || exit 0
-if mv "$1" "$1.stale.$$" 2>/dev/null; then rm -rf "$1.stale.$$"; fi`;
+/** $1 = the lock directory, $2 = the holder text: touched while it still names that holder. */
+const refreshScript = `[ "$(head -n 1 "$1/holder" 2>/dev/null)" = "$2" ] && touch "$1/holder"; exit 0`;
+
+/** $1 = the lock directory, $2 = the holder text: removed while it still names that holder. */
+const releaseScript = `[ "$(head -n 1 "$1/holder" 2>/dev/null)" = "$2" ] || exit 0
+mv "$1" "$1.released.$$" 2>/dev/null && rm -rf "$1.released.$$"
+exit 0`;
 
 /** The lock directory of a file on a node. */
 export function lockPathOf(file: string): string {
   return `${file}.lock`;
 }
 
-/** What a lock says of this process: who holds it, for the one that waits. */
-export function lockHolderText(): string {
-  return `shardctl (pid ${process.pid} on ${hostname()})`;
+/** This process's pid namespace (Linux), so a pid is judged only where it means the same process. */
+function pidNamespace(): string | undefined {
+  try {
+    return /\[(\d+)\]/.exec(readlinkSync("/proc/self/ns/pid"))?.[1];
+  } catch {
+    return undefined;
+  }
 }
 
-/** Whether `holder` (a lock's text) names a process of this machine that no longer runs. */
+const token = randomBytes(6).toString("hex");
+
+/** What a lock says of this process: who holds it, for the one that waits (unique to this process). */
+export function lockHolderText(): string {
+  const ns = pidNamespace();
+  return `shardctl (pid ${process.pid} on ${hostname()}${ns === undefined ? "" : `, pid namespace ${ns}`}, ${token})`;
+}
+
+/** Whether `holder` (a lock's text) names a process of this machine and pid namespace that no longer runs. */
 function isGoneFromHere(holder: string): boolean {
-  const named = /^shardctl \(pid (\d+) on (.+)\)$/.exec(holder);
-  if (named === null || named[2] !== hostname()) return false;
+  const named = /^shardctl \(pid (\d+) on (.+?)(?:, pid namespace (\d+))?, [0-9a-f]+\)$/.exec(holder);
+  if (named === null || named[2] !== hostname() || named[3] !== pidNamespace()) return false;
   try {
     process.kill(Number(named[1]), 0);
     return false;
@@ -77,41 +107,61 @@ function isGoneFromHere(holder: string): boolean {
 
 /**
  * Run `work` while holding the node lock of `file` (see the module's comment); the lock is removed
- * afterwards, however `work` ends. Callers hold this process's own lock of `file` meanwhile.
+ * afterwards, however `work` ends, while it still names this process. Callers hold this process's
+ * own lock of `file` meanwhile.
  */
 export async function withNodeLock<T>(node: NodeAccess, file: string, work: () => Promise<T>, options: NodeLockOptions = {}): Promise<T> {
   const lock = lockPathOf(file);
-  const holder = lockHolderText();
+  const me = lockHolderText();
+  const { signal } = options;
   let told = false;
+  let gone = "";
+  let takeovers = 0;
   for (;;) {
-    if (options.signal?.aborted === true) throw cancelled(node, file, options.signal);
-    const answer = await node.run(["sh", "-c", acquireScript, "sh", lock, holder]);
-    if (answer.exitCode !== 0) {
-      throw new ShardctlError(
-        "NodeFileError",
-        `node ${node.config.name}: cannot take the lock ${lock}: ${answer.stderr.trim() || `exit ${answer.exitCode ?? answer.signal}`}`,
-      );
+    if (isAborted(signal)) throw cancelled(node, file, signal!);
+    const answer = await node.run(["sh", "-c", acquireScript, "sh", lock, me, gone], signal === undefined ? {} : { signal });
+    const [state = "", first = ""] = answer.stdout.split("\n");
+    // Stopped while it asked: a lock made meanwhile is given back at once.
+    if (isAborted(signal)) {
+      if (state === "acquired") await release(node, lock, me);
+      throw cancelled(node, file, signal!);
     }
-    const [state = "", ...rest] = answer.stdout.split("\n");
+    if (answer.exitCode !== 0) {
+      // A node that did not answer is unreachable (a partition), not a file error.
+      throw commandFailed(node.config.name, answer.timedOut ? "NodeUnreachable" : "NodeFileError", `taking the lock ${lock}`, answer);
+    }
     if (state === "acquired") break;
-    const named = rest.join(" ").trim();
-    if (state === "held" && isGoneFromHere(named)) {
-      await node.run(["sh", "-c", takeOverScript, "sh", lock, named]);
+    const holder = first.trim().slice(0, 160);
+    if (state === "held" && holder !== "" && holder !== gone && isGoneFromHere(holder)) {
+      gone = holder;
       continue;
     }
     if (state === "held" && !told) {
       told = true;
-      options.onWait?.(named || "another shardctl process");
+      options.onWait?.(holder || "another shardctl process");
     }
-    if (state !== "retry") await delay(options.pollMs ?? 1_000, undefined, options.signal === undefined ? {} : { signal: options.signal }).catch(() => undefined);
+    // After a takeover, at once (a few times: one that keeps failing, a lock that cannot be moved,
+    // is asked at the poll interval); while held, at the poll interval.
+    takeovers = state === "retry" ? takeovers + 1 : 0;
+    const pause = state === "retry" && takeovers <= 3 ? 100 : (options.pollMs ?? 1_000);
+    await delay(pause, undefined, signal === undefined ? {} : { signal }).catch(() => undefined);
   }
-  const refresh = setInterval(() => void node.run(["touch", "--", `${lock}/holder`]).catch(() => undefined), options.refreshMs ?? 20_000);
+  const refresh = setInterval(() => void node.run(["sh", "-c", refreshScript, "sh", lock, me]).catch(() => undefined), options.refreshMs ?? 20_000);
   try {
     return await work();
   } finally {
     clearInterval(refresh);
-    await node.run(["rm", "-rf", "--", lock]).catch(() => undefined);
+    await release(node, lock, me);
   }
+}
+
+/** Remove `lock` while it names `me` (a node that does not answer keeps it: taken over later). */
+async function release(node: NodeAccess, lock: string, me: string): Promise<void> {
+  await node.run(["sh", "-c", releaseScript, "sh", lock, me]).catch(() => undefined);
+}
+
+function isAborted(signal: AbortSignal | undefined): boolean {
+  return signal?.aborted === true;
 }
 
 function cancelled(node: NodeAccess, file: string, signal: AbortSignal): ShardctlError {

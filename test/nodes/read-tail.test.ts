@@ -78,6 +78,10 @@ describe.each(["local", "ssh"] as const)("%s node", (kind) => {
     // Nothing left out among the last lines: they are as without the option.
     await writeFile(join(dir(), "quiet.log"), `${probe(1)}\na\nb\nc\n`);
     expect(await read("quiet.log", 3)).toEqual(["a", "b", "c"]);
+    // A probe between the two lines a tail of two keeps is counted; a tail of one keeps its line.
+    await writeFile(join(dir(), "two.log"), `a\n${probe(1)}\nb\n${probe(2)}\nc\n`);
+    expect(await read("two.log", 2)).toEqual(["(… 1 line of GET /health requests left out)", "c"]);
+    expect(await read("two.log", 1)).toEqual(["c"]);
     // Only probes: the count alone.
     await writeFile(join(dir(), "only-probes.log"), `${probe(1)}\n${probe(2)}\n`);
     expect(await read("only-probes.log", 20)).toEqual(["(… 2 lines of GET /health requests left out)"]);

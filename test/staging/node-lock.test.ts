@@ -100,10 +100,35 @@ describe.each(["local", "ssh"] as const)("%s node", (kind) => {
     const gone = spawnSync(process.execPath, ["-e", "0"]).pid;
     const lock = lockPathOf(file("blob-f"));
     await mkdir(lock);
-    await writeFile(join(lock, "holder"), `shardctl (pid ${gone} on ${hostname()})\n`);
+    // As that process named itself: this machine and pid namespace, its own pid and token.
+    const holder = lockHolderText()
+      .replace(/pid \d+/, `pid ${gone}`)
+      .replace(/, [0-9a-f]+\)$/, ", 0123456789ab)");
+    expect(holder).toContain(hostname());
+    await writeFile(join(lock, "holder"), `${holder}\n`);
     const started = Date.now();
     expect(await withNodeLock(both.node(kind), file("blob-f"), () => Promise.resolve("taken"), { pollMs: 100 })).toBe("taken");
     expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  it("a lock that can be neither made nor found (its folder is missing or cannot be written) fails at once, naming it", async () => {
+    const started = Date.now();
+    const failed = await withNodeLock(both.node(kind), join(file("no-such-folder"), "blob-g"), () => Promise.resolve("never")).catch(
+      (e: unknown) => e as { reason?: string; message: string },
+    );
+    expect(failed).toMatchObject({ reason: "NodeFileError" });
+    expect((failed as Error).message).toMatch(/taking the lock .*no-such-folder\/blob-g\.lock exited with 2: cannot make /);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  it("a lock taken over from this process while it worked (it was cut off past two minutes) is not removed by it", async () => {
+    const lock = lockPathOf(file("blob-h"));
+    await withNodeLock(both.node(kind), file("blob-h"), async () => {
+      // Another process took the lock over meanwhile: its holder text now.
+      await writeFile(join(lock, "holder"), "shardctl (pid 77 on ctl-3, 0a0b0c0d0e0f)\n");
+    });
+    expect(await exists(join(lock, "holder"))).toBe(true);
+    await rm(lock, { recursive: true });
   });
 
   it("the lock is removed when the work fails", async () => {

@@ -28,14 +28,14 @@ export async function run(args: string[]): Promise<number> {
     console.error(`warning: ${error.message}`);
     return { clustersDir: resolve(values.dir ?? join(dirname(resolve(values.config ?? "shardctl.toml")), "clusters")) };
   });
-  const files =
-    positionals.length > 0 ? await Promise.all(positionals.map((p) => resolveStatusRef(p, context.clustersDir))) : await findClustersWithStatus(context.clustersDir);
-  const detailed = positionals.length > 0;
+  const named = positionals.length > 0 ? await Promise.all(positionals.map((p) => resolveStatusRef(p, context.clustersDir))) : undefined;
+  const detailed = named !== undefined;
 
-  // What each status file says, and why the ones that exist but cannot be read cannot.
+  // What each status file says, and why the ones that exist but cannot be read cannot. The list is
+  // looked for again at every read: `--watch` shows a cluster pruned, or one whose definition went.
   const read = async (): Promise<Row[]> =>
     Promise.all(
-      files.map(async (f) => ({
+      (named ?? (await findClustersWithStatus(context.clustersDir))).map(async (f) => ({
         name: basename(f, ".toml"),
         ...(await readRow(statusFileFor(f))),
         ...((await entryExists(f)) ? {} : { definitionGone: true as const }),
@@ -120,15 +120,14 @@ interface Row {
 async function findClustersWithStatus(dir: string): Promise<string[]> {
   const definitions = await findClusterFiles(dir);
   const known = new Set(definitions);
-  const entries = await readdir(dir).catch(() => [] as string[]);
-  const orphaned = entries
-    .filter((name) => name.endsWith(statusSuffix) && !name.startsWith("."))
-    .map((name) => join(dir, `${name.slice(0, -statusSuffix.length)}.toml`))
-    .filter((file) => !known.has(file));
-  return [...definitions, ...orphaned].sort();
+  const entries = new Set(await readdir(dir).catch(() => [] as string[]));
+  // The definition each status file would be beside, by the daemon's own naming rule.
+  const orphaned = [...entries]
+    .filter((name) => !name.startsWith(".") && name.endsWith(".json"))
+    .map((name) => join(dir, `${name.replace(/\.[^.]*\.json$/, "")}.toml`))
+    .filter((file) => !known.has(file) && entries.has(basename(statusFileFor(file))));
+  return [...new Set([...definitions, ...orphaned])].sort();
 }
-
-const statusSuffix = ".status.json";
 
 /** A cluster named on the command line: its definition, or, when that is gone, the name of one whose status file stays. */
 async function resolveStatusRef(ref: string, dir: string): Promise<string> {

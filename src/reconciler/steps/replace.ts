@@ -5,13 +5,13 @@
  * registered model that comes back with the new launch is marked as coming back first, so clients
  * are told 503 with Retry-After while it is replaced, not 404.
  */
+import type { LedgerEntry } from "../../launch/index.js";
 import { definitionOf, type Pass } from "../pass.js";
 import { deathFoundByPass } from "../death-found-by-pass.js";
 import { markComingBack } from "../coming-back.js";
 import { explainDeath, recordDeath } from "../record-death.js";
 import type { Step } from "../run-step.js";
 import { budgetSpent, clearRuntime, setConditions } from "../verdicts.js";
-import type { LedgerEntry } from "../../launch/index.js";
 import { removeRunFolders, type RunFolderPlace } from "./remove-run-folders.js";
 import { tearDown } from "./stop.js";
 
