@@ -202,6 +202,34 @@ describe("monitorCluster", () => {
     expect(deaths).toHaveLength(1);
   });
 
+  // What a death's record weighs the members' words by: a member on a node that missed a liveness
+  // round just before is no witness (record-death.ts).
+  it("a death names the nodes that missed a liveness round in the 10 s before it (flakyNodes)", async () => {
+    const { entry } = await cluster();
+    const lostDir = await mkdtemp(join(tmpdir(), "shardctl-health-flaky-"));
+    closers.push(() => rm(lostDir, { recursive: true, force: true }));
+    await writeFile(join(lostDir, "id_ed25519"), generatePrivateKey(), { mode: 0o600 });
+    // Stage-0's node refuses every connection: its liveness rounds go unanswered.
+    const pool = new NodePool({ knownHostsPath: join(lostDir, "known_hosts"), sshConfigPath: join(lostDir, "none"), connectDeadlineMs: 500 });
+    closers.push(() => pool.close());
+    const lost = pool.get({ name: "lost", host, port: 1, user: "nobody", identityFile: join(lostDir, "id_ed25519"), hostKeyPolicy: "accept-new", modelDir: lostDir });
+    const moved = { ...entry, processes: entry.processes.map((p, i) => (i === 0 ? { ...p, node: "lost" } : p)) };
+    let unobservable!: () => void;
+    const missed = new Promise<void>((r) => (unobservable = r));
+    let resolve!: (e: DeathEvent) => void;
+    const death = new Promise<DeathEvent>((r) => (resolve = r));
+    const monitor = monitorCluster(moved, {
+      nodeFor: (name) => (name === "lost" ? lost : node),
+      pollIntervalMs: 100,
+      onUnobservable: () => unobservable(),
+      onDeath: (e) => resolve(e),
+    });
+    closers.push(() => monitor.stop());
+    await missed;
+    await node.run(["kill", "-9", String(moved.processes[1]!.pid)]);
+    expect(await death).toMatchObject({ label: "stage-1", node: "local", flakyNodes: ["lost"] });
+  });
+
   it("falls back to polling without exit watches", async () => {
     const { entry } = await cluster();
     let resolve!: (e: DeathEvent) => void;
