@@ -109,6 +109,16 @@ async function cluster(): Promise<{ entry: WatchedCluster; ports: Array<Server &
 
 const nodeFor = (): NodeAccess => node;
 
+/** An SSH node named "lost" whose port refuses: every question to it fails. */
+async function unreachableNode(): Promise<NodeAccess> {
+  const keys = await mkdtemp(join(tmpdir(), "shardctl-health-lost-"));
+  closers.push(() => rm(keys, { recursive: true, force: true }));
+  await writeFile(join(keys, "id_ed25519"), generatePrivateKey(), { mode: 0o600 });
+  const pool = new NodePool({ knownHostsPath: join(keys, "known_hosts"), sshConfigPath: join(keys, "none"), connectDeadlineMs: 500 });
+  closers.push(() => pool.close());
+  return pool.get({ name: "lost", host, port: 1, user: "nobody", identityFile: join(keys, "id_ed25519"), hostKeyPolicy: "accept-new", modelDir: keys });
+}
+
 describe("observeCluster", () => {
   it("is Healthy with schema-valid cards, and keeps `since` while nothing changes", async () => {
     const { entry } = await cluster();
@@ -159,13 +169,7 @@ describe("observeCluster", () => {
 
   it("a stage whose node cannot be asked: liveness unknown (alive false, not gone), Degraded", async () => {
     const { entry } = await cluster();
-    const dir = await mkdtemp(join(tmpdir(), "shardctl-health-lost-"));
-    closers.push(() => rm(dir, { recursive: true, force: true }));
-    await writeFile(join(dir, "id_ed25519"), generatePrivateKey(), { mode: 0o600 });
-    // An SSH node whose port refuses: every question to it fails.
-    const pool = new NodePool({ knownHostsPath: join(dir, "known_hosts"), sshConfigPath: join(dir, "none"), connectDeadlineMs: 500 });
-    closers.push(() => pool.close());
-    const lost = pool.get({ name: "lost", host, port: 1, user: "nobody", identityFile: join(dir, "id_ed25519"), hostKeyPolicy: "accept-new", modelDir: dir });
+    const lost = await unreachableNode();
     const moved = { ...entry, processes: entry.processes.map((p, i) => (i === 0 ? { ...p, node: "lost" } : p)) };
     const observation = await observeCluster(moved, { nodeFor: (name) => (name === "lost" ? lost : node) });
     expect(observation.stages[0]).toMatchObject({ alive: false, liveness: "unknown" });
@@ -206,13 +210,8 @@ describe("monitorCluster", () => {
   // round just before is no witness (record-death.ts).
   it("a death names the nodes that missed a liveness round in the 10 s before it (flakyNodes)", async () => {
     const { entry } = await cluster();
-    const lostDir = await mkdtemp(join(tmpdir(), "shardctl-health-flaky-"));
-    closers.push(() => rm(lostDir, { recursive: true, force: true }));
-    await writeFile(join(lostDir, "id_ed25519"), generatePrivateKey(), { mode: 0o600 });
     // Stage-0's node refuses every connection: its liveness rounds go unanswered.
-    const pool = new NodePool({ knownHostsPath: join(lostDir, "known_hosts"), sshConfigPath: join(lostDir, "none"), connectDeadlineMs: 500 });
-    closers.push(() => pool.close());
-    const lost = pool.get({ name: "lost", host, port: 1, user: "nobody", identityFile: join(lostDir, "id_ed25519"), hostKeyPolicy: "accept-new", modelDir: lostDir });
+    const lost = await unreachableNode();
     const moved = { ...entry, processes: entry.processes.map((p, i) => (i === 0 ? { ...p, node: "lost" } : p)) };
     let unobservable!: () => void;
     const missed = new Promise<void>((r) => (unobservable = r));

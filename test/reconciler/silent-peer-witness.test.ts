@@ -23,17 +23,13 @@ const entry = {
   ],
 } as unknown as LedgerEntry;
 
+/** shard-engine's line of a member that declared `peer` dead for silence (status 69 follows). */
+function heardNothing(nodeId: string, peer: string, link: string, silentMs: number): string {
+  return JSON.stringify({ level: 50, nodeId, name: "shard-engine", peer, link, silentMs, deadAfterMs: 2500, msg: "peer silent" });
+}
+
 const stage0Lost = JSON.stringify({ level: 50, nodeId: "stage-0", name: "shard-engine", peer: "stage-1", link: "downstream", reason: "closed", msg: "peer lost" });
-const stage1HeardNothing = JSON.stringify({
-  level: 50,
-  nodeId: "stage-1",
-  name: "shard-engine",
-  peer: "stage-0",
-  link: "upstream",
-  silentMs: 2585,
-  deadAfterMs: 2500,
-  msg: "peer silent",
-});
+const stage1HeardNothing = heardNothing("stage-1", "stage-0", "upstream", 2585);
 const logs = [
   { label: "stage-0", tail: [stage0Lost] },
   { label: "stage-1", tail: [stage1HeardNothing] },
@@ -49,16 +45,7 @@ test("the word of a member on a node behind a path that came and went names nobo
 });
 
 test("a witness on a healthy node is still heard when another node's path came and went", () => {
-  const coordinatorHeardNothing = JSON.stringify({
-    level: 50,
-    nodeId: "coordinator",
-    name: "shard-engine",
-    peer: "stage-1",
-    link: "stage-1",
-    silentMs: 2600,
-    deadAfterMs: 2500,
-    msg: "peer silent",
-  });
+  const coordinatorHeardNothing = heardNothing("coordinator", "stage-1", "stage-1", 2600);
   const withCoordinator = [
     { label: "stage-0", tail: [stage0Lost] },
     { label: "coordinator", tail: [coordinatorHeardNothing] },
