@@ -56,12 +56,21 @@ export const replace: Step = {
   },
 };
 
-/** The run folders of the torn-down launch on nodes the revision about to launch does not use. */
+/**
+ * The run folders of the torn-down launch on nodes the revision about to launch does not use (one
+ * no longer in the registry cannot be asked: its folder stays).
+ */
 function foldersLeftBehind(pass: Pass, entry: LedgerEntry): RunFolderPlace[] {
   const { spec } = definitionOf(pass);
   const used = new Set([...spec.nodes, spec.coordinator.node]);
   const folders = new Map(entry.processes.filter((p) => !used.has(p.node)).map((p) => [`${p.node}\0${p.runDir}`, { nodeName: p.node, dir: p.runDir }]));
-  return [...folders.values()].map((f) => ({ ...f, node: pass.world.nodeFor(f.nodeName, pass.settings), sweep: false }));
+  return [...folders.values()].flatMap((f) => {
+    try {
+      return [{ ...f, node: pass.world.nodeFor(f.nodeName, pass.settings), sweep: false }];
+    } catch {
+      return [];
+    }
+  });
 }
 
 /** Say the served model is coming back (the router answers it 503 + Retry-After) when the new launch registers it again. */
