@@ -131,14 +131,14 @@ export async function withNodeLock<T>(node: NodeAccess, file: string, work: () =
       throw commandFailed(node.config.name, answer.timedOut ? "NodeUnreachable" : "NodeFileError", `taking the lock ${lock}`, answer);
     }
     if (state === "acquired") break;
-    const holder = first.trim().slice(0, 160);
+    const holder = first.trim();
     if (state === "held" && holder !== "" && holder !== gone && isGoneFromHere(holder)) {
       gone = holder;
       continue;
     }
     if (state === "held" && !told) {
       told = true;
-      options.onWait?.(holder || "another shardctl process");
+      options.onWait?.(holder.slice(0, 160) || "another shardctl process");
     }
     // After a takeover, at once (a few times: one that keeps failing, a lock that cannot be moved,
     // is asked at the poll interval); while held, at the poll interval.
@@ -166,5 +166,5 @@ function isAborted(signal: AbortSignal | undefined): boolean {
 
 function cancelled(node: NodeAccess, file: string, signal: AbortSignal): ShardctlError {
   const why = signal.reason instanceof Error ? signal.reason.message : "its caller stopped it";
-  return new ShardctlError("StagingCancelled", `node ${node.config.name}: staging stopped while another process held ${file}: ${why}`);
+  return new ShardctlError("StagingCancelled", `node ${node.config.name}: staging stopped while it took the node's lock of ${file}: ${why}`);
 }

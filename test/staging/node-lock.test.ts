@@ -83,7 +83,7 @@ describe.each(["local", "ssh"] as const)("%s node", (kind) => {
       (e: unknown) => e as { reason?: string; message: string },
     );
     expect(waited).toMatchObject({ reason: "StagingCancelled" });
-    expect((waited as Error).message).toMatch(/staging stopped while another process held .*blob-c: the definition changed$/);
+    expect((waited as Error).message).toMatch(/staging stopped while it took the node's lock of .*blob-c: the definition changed$/);
     expect(await exists(join(lock, "holder"))).toBe(true);
   });
 
