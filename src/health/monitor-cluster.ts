@@ -113,9 +113,15 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   // A member whose node missed a liveness round this recently sits behind a path that comes and
   // goes (a flapping link): what it says of peers it stopped hearing says only that nothing reached it.
   const behindFlakyPath = (node: string): boolean => Date.now() - (lastUnanswered.get(node) ?? Number.NEGATIVE_INFINITY) < flakyPathMs;
+  /** Per node: when it last missed `limit` liveness rounds in a row (Date.now() ms). */
+  const lastSilent = new Map<string, number>();
+  // A node that missed that many rounds within 10 s sits behind a path that comes and goes: what its
+  // members say of their peers is no witness. (One missed round alone may be a loaded machine.)
+  const wentSilentLately = (node: string): boolean => Date.now() - (lastSilent.get(node) ?? Number.NEGATIVE_INFINITY) < flakyPathMs;
   const unobservable = new Map<string, string>();
   for (const node of options.silentAtStart ?? []) {
     unanswered.set(node, limit);
+    lastSilent.set(node, Date.now());
     unobservable.set(node, "did not answer before the watch began");
   }
   let done = false;
@@ -129,7 +135,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     if (done) return;
     done = true;
     controller.abort();
-    const flakyNodes = [...new Set(cluster.processes.map((p) => p.node))].filter(behindFlakyPath);
+    const flakyNodes = [...new Set(cluster.processes.map((p) => p.node))].filter(wentSilentLately);
     options.onDeath({
       cluster: cluster.cluster,
       label: labelOf(process),
@@ -188,6 +194,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     lastUnanswered.set(node, Date.now());
     const count = (unanswered.get(node) ?? 0) + 1;
     unanswered.set(node, count);
+    if (count >= limit) lastSilent.set(node, Date.now());
     if (count < limit || unobservable.has(node) || done) return;
     const detail = `${count} liveness probes in a row got no answer: ${error}`;
     unobservable.set(node, detail);

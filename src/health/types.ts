@@ -145,9 +145,11 @@ export interface DeathEvent {
    */
   unheard?: true;
   /**
-   * The nodes that missed a liveness round within the last 10 s when the death was declared (paths
-   * that come and go: a lossy link). A member there is no witness of its peers' silence: what
-   * reached it says only that its own path dropped their words. Absent when none did.
+   * The nodes that missed two liveness rounds in a row (as many as make a node unobservable) within
+   * the last 10 s when the death was declared: paths that come and go (a lossy link). A member there
+   * is no witness of its peers' silence: what reached it says only that its own path dropped their
+   * words. One missed round alone is not enough (a loaded machine's probe can be late). Absent when
+   * no node did.
    */
   flakyNodes?: string[];
   /**

@@ -10,6 +10,7 @@ import {
   freePort,
   freePortRange,
   isReadyAt,
+  killEnginesOf,
   revisionOf,
   runShardctl,
   sleep,
@@ -263,6 +264,8 @@ test("a cluster whose definition is gone but whose status stays is listed as suc
     expect((await runShardctl(other, ["status"])).stdout).not.toMatch(/^gone/m);
     expect(await enginesOf(other)).toEqual([]);
   } finally {
+    // Whatever an assertion above left running (the cluster launched for the test) goes with the world.
+    await killEnginesOf(other);
     await other.close();
   }
 });
