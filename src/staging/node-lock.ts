@@ -39,11 +39,18 @@ export interface NodeLockOptions {
  * $1 = the lock directory, $2 = this process's holder text, $3 = a holder text known gone (or "").
  * Prints "acquired"; "retry" after taking over a stale lock; or "held" and the holder's first line.
  * Exits 2, saying why, when the lock can be neither made nor found (a folder that cannot be
- * written, a full disk): no holder to wait for.
+ * written), or made but not named (a full disk: a lock naming nobody would be waited for): no
+ * holder to wait for.
  */
 const acquireScript = `lock=$1 me=$2 gone=$3
 for attempt in 1 2; do
-  if err=$(mkdir "$lock" 2>&1); then printf '%s\\n' "$me" >"$lock/holder"; echo acquired; exit 0; fi
+  if err=$(mkdir "$lock" 2>&1); then
+    # tee, not the shell's printf: it says why a write failed (No space left on device).
+    if err=$(printf '%s\\n' "$me" | tee "$lock/holder" 2>&1 >/dev/null); then echo acquired; exit 0; fi
+    rm -rf "$lock"
+    printf 'cannot write %s/holder: %s\\n' "$lock" "$err" >&2
+    exit 2
+  fi
   [ -d "$lock" ] && break
   if [ "$attempt" = 2 ]; then printf 'cannot make %s: %s\\n' "$lock" "$err" >&2; exit 2; fi
 done
