@@ -154,17 +154,24 @@ export async function withNodeLock<T>(node: NodeAccess, file: string, work: () =
     await delay(pause, undefined, signal === undefined ? {} : { signal }).catch(() => undefined);
   }
   const refresh = setInterval(() => void node.run(["sh", "-c", refreshScript, "sh", lock, me]).catch(() => undefined), options.refreshMs ?? 20_000);
+  let failed = false;
   try {
     return await work();
+  } catch (error) {
+    failed = true;
+    throw error;
   } finally {
     clearInterval(refresh);
-    await release(node, lock, me);
+    // Work that failed (its node cut off, say) is not held up by the removal: a lock left behind
+    // is this process's own, taken over by its next pass.
+    const released = release(node, lock, me);
+    if (!failed) await released;
   }
 }
 
-/** Remove `lock` while it names `me` (a node that does not answer keeps it: taken over later). */
+/** Remove `lock` while it names `me` (a node that does not answer within 2 s keeps it: taken over later). */
 async function release(node: NodeAccess, lock: string, me: string): Promise<void> {
-  await node.run(["sh", "-c", releaseScript, "sh", lock, me]).catch(() => undefined);
+  await node.run(["sh", "-c", releaseScript, "sh", lock, me], { deadlineMs: 2_000 }).catch(() => undefined);
 }
 
 function isAborted(signal: AbortSignal | undefined): boolean {
