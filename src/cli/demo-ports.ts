@@ -5,7 +5,7 @@
  * address too, before it does any work; this only says so sooner.)
  */
 import { createServer } from "node:net";
-import { showText } from "../errors/index.js";
+import { clipCommand } from "../launch/index.js";
 import { findPortListener, LocalNode } from "../nodes/index.js";
 import { hostOf } from "../spec/index.js";
 
@@ -18,8 +18,7 @@ export async function addressHolder(address: string): Promise<string | undefined
   const port = Number(address.slice(address.lastIndexOf(":") + 1));
   const holder = await findPortListener(new LocalNode({ name: "local", host: "local", port: 22, hostKeyPolicy: "strict", modelDir: "/" }), port);
   if (holder === undefined) return "";
-  const command = showText(holder.command);
-  return ` by pid ${holder.pid} (${command.length > 200 ? `${command.slice(0, 200)}…` : command})`;
+  return ` by pid ${holder.pid} (${clipCommand(holder.command)})`;
 }
 
 /**

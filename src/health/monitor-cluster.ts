@@ -112,12 +112,13 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   const lastUnanswered = new Map<string, number>();
   // A member whose node missed a liveness round this recently sits behind a path that comes and
   // goes (a flapping link): what it says of peers it stopped hearing says only that nothing reached it.
-  const behindFlakyPath = (node: string): boolean => Date.now() - (lastUnanswered.get(node) ?? Number.NEGATIVE_INFINITY) < flakyPathMs;
+  const lately = (times: Map<string, number>, node: string): boolean => Date.now() - (times.get(node) ?? Number.NEGATIVE_INFINITY) < flakyPathMs;
+  const behindFlakyPath = (node: string): boolean => lately(lastUnanswered, node);
   /** Per node: when it last missed `limit` liveness rounds in a row (Date.now() ms). */
   const lastSilent = new Map<string, number>();
   // A node that missed that many rounds within 10 s sits behind a path that comes and goes: what its
   // members say of their peers is no witness. (One missed round alone may be a loaded machine.)
-  const wentSilentLately = (node: string): boolean => Date.now() - (lastSilent.get(node) ?? Number.NEGATIVE_INFINITY) < flakyPathMs;
+  const wentSilentLately = (node: string): boolean => lately(lastSilent, node);
   const unobservable = new Map<string, string>();
   for (const node of options.silentAtStart ?? []) {
     unanswered.set(node, limit);

@@ -22,7 +22,7 @@ export { routerBackendOf } from "./router-backend.js";
 export { teardownCluster, type TeardownContext, type TeardownResult } from "./teardown.js";
 export { superviseCluster, type SuperviseOptions, type SupervisionOutcome, type Supervision } from "./supervise.js";
 export { keepLogsBounded, trimLogs, defaultLogLimits, type LogLimits } from "./log-keeper.js";
-export { stopLeftoverListeners } from "./leftover-listeners.js";
+export { clipCommand, stopLeftoverListeners } from "./leftover-listeners.js";
 export { claimOf, type RunClaim } from "./run-claim.js";
 export { Ledger, type LedgerEntry, type LedgerProcess, type LedgerPort, type ProcessRole } from "./ledger.js";
 export { allocatePorts, type PortRange, type PortRequest, type PortHolder } from "./ports.js";

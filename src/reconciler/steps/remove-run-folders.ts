@@ -5,7 +5,7 @@
  * cluster of the name for ten minutes).
  */
 import { runDirOf } from "../../cluster/index.js";
-import { claimOf, stopLeftoverListeners } from "../../launch/index.js";
+import { claimOf, stopLeftoverListeners, type LedgerProcess } from "../../launch/index.js";
 import { within, type NodeAccess } from "../../nodes/index.js";
 import type { Pass } from "../pass.js";
 
@@ -68,10 +68,7 @@ export async function runFoldersOf(pass: Pass): Promise<RunFolderPlace[]> {
   const { world, settings, entry } = pass;
   // A launch of this name another daemon owns: its folders are its own.
   if (entry !== undefined && pass.observed?.ours !== true) return [];
-  if (entry !== undefined) {
-    const folders = new Map(entry.processes.map((p) => [`${p.node}\0${p.runDir}`, { nodeName: p.node, dir: p.runDir }]));
-    return [...folders.values()].map((f) => ({ ...f, node: world.nodeFor(f.nodeName, settings), sweep: false }));
-  }
+  if (entry !== undefined) return foldersOfProcesses(entry.processes).map((f) => ({ ...f, node: world.nodeFor(f.nodeName, settings), sweep: false }));
   const spec = pass.memory.lastGood?.spec;
   if (spec === undefined) return [];
   try {
@@ -86,4 +83,9 @@ export async function runFoldersOf(pass: Pass): Promise<RunFolderPlace[]> {
     // A node its definition named is no longer in the registry: nothing to find there.
     return [];
   }
+}
+
+/** The run folders `processes` ran from, each once (one folder on a node may hold several processes). */
+export function foldersOfProcesses(processes: readonly LedgerProcess[]): Array<{ nodeName: string; dir: string }> {
+  return [...new Map(processes.map((p) => [`${p.node}\0${p.runDir}`, { nodeName: p.node, dir: p.runDir }])).values()];
 }

@@ -12,7 +12,7 @@ import { markComingBack } from "../coming-back.js";
 import { explainDeath, recordDeath } from "../record-death.js";
 import type { Step } from "../run-step.js";
 import { budgetSpent, clearRuntime, setConditions } from "../verdicts.js";
-import { removeRunFolders, type RunFolderPlace } from "./remove-run-folders.js";
+import { foldersOfProcesses, removeRunFolders, type RunFolderPlace } from "./remove-run-folders.js";
 import { tearDown } from "./stop.js";
 
 export const replace: Step = {
@@ -63,8 +63,7 @@ export const replace: Step = {
 function foldersLeftBehind(pass: Pass, entry: LedgerEntry): RunFolderPlace[] {
   const { spec } = definitionOf(pass);
   const used = new Set([...spec.nodes, spec.coordinator.node]);
-  const folders = new Map(entry.processes.filter((p) => !used.has(p.node)).map((p) => [`${p.node}\0${p.runDir}`, { nodeName: p.node, dir: p.runDir }]));
-  return [...folders.values()].flatMap((f) => {
+  return foldersOfProcesses(entry.processes.filter((p) => !used.has(p.node))).flatMap((f) => {
     try {
       return [{ ...f, node: pass.world.nodeFor(f.nodeName, pass.settings), sweep: false }];
     } catch {
