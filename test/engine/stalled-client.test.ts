@@ -105,6 +105,7 @@ it("pauses a stream whose client reads nothing, then disconnects it and frees it
 }, 60_000);
 
 it("gives a client that pauses for less than the stall bound its whole stream", async () => {
+  const before = logLines("request done").length;
   const socket = openStream("the cat");
   // Long enough for the buffers to fill and generation to wait (the test above shows when it does).
   await new Promise((r) => setTimeout(r, clientStallMs / 2));
@@ -125,6 +126,9 @@ it("gives a client that pauses for less than the stall bound its whole stream", 
     .filter((e) => e.startsWith("{"))
     .map((e) => JSON.parse(e) as { choices: Array<{ logprobs: { content: unknown[] } | null; finish_reason: string | null }> });
   const tokens = events.reduce((n, e) => n + (e.choices[0]?.logprobs?.content.length ?? 0), 0);
+  // The engine logs the request's end just after its last event: waited for (up to 5 s), so the
+  // line read is this request's, not the one before it.
+  for (let i = 0; i < 100 && logLines("request done").length <= before; i++) await new Promise((r) => setTimeout(r, 50));
   const done = logLines("request done").at(-1) as { completionTokens: number; finishReason: string };
   // Every token generated reached the client, and the request ran to its own end.
   expect(done.completionTokens).toBe(maxTokens);
