@@ -26,6 +26,8 @@ export interface ClusterMemory {
    * invalid edit (the text is parsed again then, with the settings of the moment).
    */
   lastGood?: { spec: ClusterSpec; revision: string; text?: string };
+  /** The last pass found the definition file gone: the status says so until the prune is done. */
+  definitionRemoved?: true;
   /** Plan of a revision and the launch identity it implies; recomputed only when the revision changes. */
   planned?: IdentifiedPlan;
   restarts?: RestartRecord;

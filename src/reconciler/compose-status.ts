@@ -29,6 +29,7 @@ export function composeStatus(name: string, file: string, memory: ClusterMemory,
   return {
     cluster: name,
     file: basename(file),
+    ...(memory.definitionRemoved === true ? { definitionRemoved: true as const } : {}),
     // Until a definition parses (a daemon started beside an invalid edit), the revision the last
     // status named: what it describes still runs, and a later daemon recalls its kept definition by it.
     observedRevision: memory.lastGood?.revision ?? memory.status?.observedRevision ?? "",

@@ -251,8 +251,12 @@ test("a cluster whose definition is gone but whose status stays is listed as suc
     const list = await runShardctl(other, ["status"]);
     expect(list.code, list.stderr).toBe(0);
     expect(list.stdout).toMatch(/^gone\s+\[definition removed\]\s+Healthy\s+\S*tiny-llama\s+2\/2\s+http:\/\/127\.0\.0\.1:\d+\s+\d+s$/m);
-    const json = JSON.parse((await runShardctl(other, ["status", "--json"])).stdout) as Array<{ cluster: string }>;
-    expect(json.map((s) => s.cluster)).toEqual(["gone"]);
+    // The daemon that wrote the file never saw the removal: the JSON marks it as the daemon would.
+    expect((await readStatusFile(other, "gone"))?.definitionRemoved).toBeUndefined();
+    const json = JSON.parse((await runShardctl(other, ["status", "--json"])).stdout) as Array<{ cluster: string; definitionRemoved?: boolean }>;
+    expect(json.map((s) => [s.cluster, s.definitionRemoved])).toEqual([["gone", true]]);
+    const one = JSON.parse((await runShardctl(other, ["status", "gone", "--json"])).stdout) as { cluster: string; definitionRemoved?: boolean };
+    expect(one).toMatchObject({ cluster: "gone", definitionRemoved: true });
     const detail = await runShardctl(other, ["status", "gone"]);
     expect(detail.code, detail.stderr).toBe(0);
     expect(detail.stdout).toContain("its definition is gone: the daemon tears it down");

@@ -379,4 +379,27 @@ describe("the cluster page during a fault", () => {
     await page.goto(`${dashboard.url}#/clusters/${name}`);
     await page.locator("#cluster-title").waitFor();
   });
+
+  test("a cluster whose definition is gone while it still runs (a prune held up or refused) says so in the list and on its page", async () => {
+    feed.publish({ ...fixtures.healthy, definitionRemoved: true });
+    const facts = page.locator("[data-testid=cluster-facts]");
+    await page.waitForFunction(
+      `(document.querySelector("[data-testid=cluster-facts]")?.textContent ?? "").includes("(removed: the daemon tears the cluster down)")`,
+      undefined,
+      {
+        timeout: 10_000,
+      },
+    );
+    expect(await facts.textContent()).toContain(`${fixtures.healthy.file} (removed: the daemon tears the cluster down) · desired running`);
+    await page.goto(`${dashboard.url}#/`);
+    const tag = page.locator(`tr[data-cluster=${name}] [data-testid=definition-removed-tag]`);
+    await tag.waitFor();
+    expect((await tag.textContent())!.trim()).toBe("definition removed");
+    // Back (a definition restored): no mark.
+    feed.publish(fixtures.healthy);
+    await tag.waitFor({ state: "detached", timeout: 10_000 });
+    await page.goto(`${dashboard.url}#/clusters/${name}`);
+    await page.locator("#cluster-title").waitFor();
+    expect(await facts.textContent()).not.toContain("removed");
+  });
 });

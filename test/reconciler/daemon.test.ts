@@ -349,6 +349,8 @@ describe("daemon", () => {
       const refused = await waitForStatus(world, name, (s) => s.lastError?.reason === "MassPruneRefused");
       expect(conditionOf(refused, "Stalled")).toMatchObject({ status: "True", reason: "MassPruneRefused" });
       expect(refused.lastError?.message).toContain("allow_mass_prune");
+      // The file says why it stays while its definition is gone.
+      expect(refused.definitionRemoved).toBe(true);
     }
     await sleep(500);
     expect([...(await enginePidsOf("m1")), ...(await enginePidsOf("m2"))].sort()).toEqual(pids.sort());

@@ -46,7 +46,7 @@ export async function run(args: string[]): Promise<number> {
     // JSON leaves DEL, C1 controls and bidi overrides raw; escaped, the document parses the same.
     if (values.json)
       return showText(
-        JSON.stringify(detailed && statuses.length === 1 ? (statuses[0]!.status ?? null) : statuses.map((s) => s.status ?? { cluster: s.name }), null, indent),
+        JSON.stringify(detailed && statuses.length === 1 ? (jsonOf(statuses[0]!) ?? null) : statuses.map((s) => jsonOf(s) ?? { cluster: s.name }), null, indent),
         {
           keepLines: true,
         },
@@ -98,6 +98,17 @@ export async function run(args: string[]): Promise<number> {
   await Promise.race([stopped, gone]);
   clearInterval(timer);
   return 0;
+}
+
+/**
+ * A row's status document for `--json`, marked `definitionRemoved` as the definition is now, as the
+ * daemon marks it: a file written before the definition went, or came back, with no daemon
+ * running since says so too.
+ */
+function jsonOf(row: Row): ClusterStatus | undefined {
+  if (row.status === undefined || (row.definitionGone === true) === (row.status.definitionRemoved === true)) return row.status;
+  const { cluster, file, definitionRemoved: _, ...rest } = row.status;
+  return { cluster, file, ...(row.definitionGone === true ? { definitionRemoved: true as const } : {}), ...rest };
 }
 
 /** Log lines of the last lost launch the detail view prints (the status file keeps a few more). */

@@ -60,6 +60,8 @@ export interface StageCardView {
 export interface StatusView {
   cluster: string;
   file: string;
+  /** The definition file is gone while the status stays: a prune under way, held up or refused. */
+  definitionRemoved?: true;
   observedRevision: string;
   /** The last commit that touched the definition file (absent outside a git repository). */
   gitCommit?: string;

@@ -120,6 +120,12 @@ export const passSchema = z.strictObject({
 export const statusSchema = z.strictObject({
   cluster: z.string(),
   file: z.string().describe("the definition file, relative to the watched directory"),
+  definitionRemoved: z
+    .literal(true)
+    .optional()
+    .describe(
+      "the definition file is gone while this status file stays: the cluster is being pruned, or its prune is held up (a node that does not answer) or refused (every definition gone at once); the file goes once the cluster is torn down",
+    ),
   observedRevision: z.string(),
   gitCommit: z
     .string()

@@ -127,7 +127,8 @@ function ClusterArticle({ status, now, rates, stale, unchecked, onReconcile, rec
                 · {c.label} <code>{short(c.commit)}</code>
               </span>
             ))}{" "}
-            · {status.file} · desired {status.desired}
+            · {status.file}
+            {status.definitionRemoved === true ? " (removed: the daemon tears the cluster down)" : ""} · desired {status.desired}
           </p>
           {ready === undefined ? null : (
             // A live region: a reader is told when readiness changes, not only when it looks.

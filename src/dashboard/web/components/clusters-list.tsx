@@ -84,6 +84,16 @@ export function ClustersList({ clusters, unchecked, fileFailures, filter, onFilt
                           not checked yet
                         </span>
                       ) : null}
+                      {c.definitionRemoved === true ? (
+                        <span
+                          class="unchecked-tag small"
+                          title="its definition file is gone: the daemon tears it down, or its prune is held up or refused (the cluster page says why)"
+                          data-testid="definition-removed-tag"
+                        >
+                          {" "}
+                          definition removed
+                        </span>
+                      ) : null}
                       {fileFailures.has(c.cluster) ? (
                         <span class="unchecked-tag small" title={fileFailures.get(c.cluster)!.message} data-testid="file-failure-tag">
                           {" "}
