@@ -3,7 +3,8 @@
  * same nodes as the daemon does before a launch, on the same inputs: a sharded model from the Hub
  * stand-in, two local nodes and the coordinator on the control machine. Run `npm run build` first.
  */
-import { readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { createHash } from "node:crypto";
+import { mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { makeTestModel } from "../../src/planner/index.js";
@@ -132,9 +133,23 @@ test("the commands and the daemon make the same plan and stage the same files", 
   expect(again.stdout).toMatch(/^l1: present \(already present before; 0 B in 0 files, \d+ hashed\) at /m);
 
   await forgetStagedFiles();
+  // Another shardctl process (on another control machine) stages the second shard on l2: the daemon
+  // waits for its lock, and l2's staging card says so, naming it, until the lock goes.
+  const shard2 = await readFile(join(world.root, "models", "sharded", "model-00002-of-00002.safetensors"));
+  const lock = join(world.root, "nodes", "l2", "models--test-org--sharded", "blobs", `${createHash("sha256").update(shard2).digest("hex")}.lock`);
+  await mkdir(lock, { recursive: true });
+  await writeFile(join(lock, "holder"), "shardctl (pid 4242 on ctl-2, 0a1b2c3d4e5f)\n");
   const revision = await revisionOf(world, "parity");
   daemon = await startInProcessDaemon(world);
+  const waiting = await waitForStatus(world, "parity", (s) => s.staging.some((c) => c.node === "l2" && c.reason === "WaitingForLock"), 40_000);
+  expect(waiting.staging.find((c) => c.node === "l2")).toMatchObject({
+    state: "staging",
+    message: "waiting for shardctl (pid 4242 on ctl-2, 0a1b2c3d4e5f), which stages model-00002-of-00002.safetensors there (shardctl stage, or another daemon)",
+  });
+  await rm(lock, { recursive: true });
   const status = await waitForStatus(world, "parity", (s) => isReadyAt(s, revision), 40_000);
+  // The card said it only while it waited.
+  expect(status.staging.filter((c) => c.reason !== undefined)).toEqual([]);
   expect(status.plan!.stages.map((s) => [s.node, s.layers])).toEqual(cliPlan);
   expect(await filesOnNodes()).toEqual(cliFiles);
 });

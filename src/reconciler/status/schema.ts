@@ -60,7 +60,7 @@ export const stagingStatusSchema = z.strictObject({
   state: z.enum(["present", "needs-download", "mismatched", "staging", "failed", "unknown"]),
   bytesDone: z.int().nonnegative(),
   bytesTotal: z.int().nonnegative(),
-  /** Why the node failed, while its state is "failed". */
+  /** Why the node failed, while its state is "failed"; `WaitingForLock` while "staging" waits for another process's lock. */
   reason: reason.optional(),
   message: z.string().optional(),
 });

@@ -35,17 +35,20 @@ export const stage: Step = {
         pass.world.nodesOf(spec, settings),
         (event) => {
           if (answered) return;
-          if (event.phase === "waiting") {
-            pass.world.log.info(
-              { cluster: pass.name, node: event.node, file: event.file, holder: event.holder },
-              `node ${event.node}: waiting for ${event.holder ?? "another shardctl process"}, which stages ${event.file ?? "a file"} there (shardctl stage, or another daemon)`,
-            );
-          }
+          // Waiting for another shardctl process's lock of a file on the node: said on the node's
+          // card (a staging that does not move is not a slow one) until its next event.
+          const waiting =
+            event.phase === "waiting"
+              ? `waiting for ${event.holder ?? "another shardctl process"}, which stages ${event.file ?? "a file"} there (shardctl stage, or another daemon)`
+              : undefined;
+          if (waiting !== undefined)
+            pass.world.log.info({ cluster: pass.name, node: event.node, file: event.file, holder: event.holder }, `node ${event.node}: ${waiting}`);
           const next = {
             node: event.node,
             state: event.phase === "done" ? ("present" as const) : ("staging" as const),
             bytesDone: event.bytesDone,
             bytesTotal: event.bytesTotal,
+            ...(waiting === undefined ? {} : { reason: "WaitingForLock", message: waiting }),
           };
           memory.staging = [...memory.staging.filter((s) => s.node !== event.node), next].sort((a, b) => a.node.localeCompare(b.node));
           pass.world.writeProgress(pass.name, memory, { action: "stage", result: "waiting", health: "Progressing" }, settings);

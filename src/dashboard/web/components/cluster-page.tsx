@@ -198,7 +198,8 @@ function ClusterArticle({ status, now, rates, stale, unchecked, onReconcile, rec
                     </span>
                     <progress max={Math.max(1, s.bytesTotal)} value={s.state === "present" ? Math.max(1, s.bytesTotal) : s.bytesDone} />
                   </label>
-                  {s.state === "failed" && s.reason !== undefined && (
+                  {/* Why it failed, or what a staging waits for (another process's lock on the node). */}
+                  {(s.state === "failed" || s.state === "staging") && s.reason !== undefined && (
                     <p class="staging-why" data-testid="staging-why">
                       <strong>{s.reason}</strong> {s.message}
                     </p>
