@@ -17,8 +17,7 @@ import { findClusterFiles, patterns, type Settings } from "../spec/index.js";
 import { createMemory, type ClusterMemory } from "./cluster-memory.js";
 import type { PassReport } from "./compose-status.js";
 import { createConverge, type Converge } from "./converge.js";
-import { LeftoverWatches } from "./leftovers/watch-leftovers.js";
-import { ReturningNodes } from "./returning-nodes.js";
+import { ReturningNodes, whatToWatch, type NodeWatch } from "./returning-nodes/index.js";
 import { ParseCache } from "./parse-cache.js";
 import type { Pass } from "./pass.js";
 import type { PassOutcome } from "./queue/work-queue.js";
@@ -54,7 +53,6 @@ export class Reconciler {
   private readonly parsed: ParseCache;
   private readonly world: ReconcilerWorld;
   private readonly converge: Converge;
-  private readonly leftovers: LeftoverWatches;
   private readonly returning: ReturningNodes;
   private settingsStamp: string | undefined;
   /** Aborted by callOffLaunches: the daemon is stopping. */
@@ -83,7 +81,6 @@ export class Reconciler {
       stopping: this.stopping.signal,
       settingsNow: () => this.parsed.loadSettings(this.options.settingsFile),
     });
-    this.leftovers = new LeftoverWatches({ requeue: options.requeue, ...(options.monitor === undefined ? {} : { monitor: options.monitor }) });
     this.returning = new ReturningNodes({
       requeue: options.requeue,
       ...(options.monitor?.pollIntervalMs === undefined ? {} : { pollMs: options.monitor.pollIntervalMs }),
@@ -142,8 +139,10 @@ export class Reconciler {
       this.feed.remove(name);
       this.world.forget(name);
     }
-    if (pass !== undefined) await this.watchLeftovers(pass);
-    this.returning.follow(name, verdict.result === "failed" && memory.lastError?.reason === "NodeUnreachable", pass === undefined ? [] : this.nodesUsedBy(pass));
+    this.returning.follow(
+      name,
+      pass === undefined ? undefined : await this.leftToWatch(pass, verdict.result === "failed" && memory.lastError?.reason === "NodeUnreachable"),
+    );
     summarizePass(this.options.log, name, memory, verdict, durationMs, pass?.steps ?? [], quiet);
     this.options.onPass?.(name, verdict, durationMs, memory.observation?.stages.filter((s) => s.alive).length ?? 0);
     return verdict.outcome;
@@ -235,7 +234,6 @@ export class Reconciler {
   /** Stop supervising every cluster, leaving them running (they are desired state), and stop watching leftovers. */
   async detachAll(): Promise<void> {
     await Promise.all([...this.memories.values()].map((m) => m.supervision?.supervision.stop()));
-    await this.leftovers.stopAll();
     this.returning.stopAll();
   }
 
@@ -251,20 +249,20 @@ export class Reconciler {
   }
 
   /**
-   * What a teardown could not reach (a partitioned node) stays in the ledger until a pass reaches it:
-   * its node is watched, so that pass comes as soon as the node answers rather than at the next
-   * retry (backed off up to 60 s). Read after every pass, which may have left leftovers, stopped
-   * them, or forgotten the cluster.
+   * What a pass leaves to watch for a node's return: the nodes of leftovers its teardown could not
+   * reach (they stay in the ledger until a pass reaches them) and, when it failed for want of a
+   * node's answer, the nodes its definition uses. Read after every pass, which may have left
+   * leftovers, stopped them, or forgotten the cluster.
    */
-  private async watchLeftovers(pass: Pass): Promise<void> {
+  private async leftToWatch(pass: Pass, failedUnreachable: boolean): Promise<NodeWatch | undefined> {
     const entry = await pass.ledger.read(pass.name).catch(() => undefined);
-    const ours = entry !== undefined && this.world.owns(entry) ? entry : undefined;
-    await this.leftovers.follow(
-      pass.name,
-      ours,
-      (node) => this.world.nodeFor(node, pass.settings),
-      (node) => pass.settings.nodes[node],
-    );
+    return whatToWatch({
+      entry: entry !== undefined && this.world.owns(entry) ? entry : undefined,
+      failedUnreachable,
+      nodesUsed: failedUnreachable ? this.nodesUsedBy(pass) : [],
+      nodeFor: (node) => this.world.nodeFor(node, pass.settings),
+      nodeSettings: (node) => pass.settings.nodes[node],
+    });
   }
 
   /**
