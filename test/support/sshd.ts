@@ -68,6 +68,8 @@ export interface SshdOptions {
   firstHost?: number;
   /** sshd MaxSessions (sessions per connection). Default 200; OpenSSH's own default is 10. */
   maxSessions?: number;
+  /** More environment for every session, `NAME=value` (e.g. `BASH_ENV=…`, a shell start-up file). */
+  setEnv?: readonly string[];
 }
 
 /** Install openssh-server when missing (root only); throw naming the package otherwise. */
@@ -100,7 +102,7 @@ export async function startSshdNodes(options: SshdOptions = {}): Promise<SshdSet
   const nodes: SshdNode[] = [];
   try {
     for (let i = 0; i < count; i++) {
-      nodes.push(await startOne(root, `node-${i + 1}`, hosts[i]!, user, authorizedKeys, options.maxSessions ?? 200));
+      nodes.push(await startOne(root, `node-${i + 1}`, hosts[i]!, user, authorizedKeys, options.maxSessions ?? 200, options.setEnv ?? []));
     }
   } catch (error) {
     await Promise.all(nodes.map((n) => n.stop()));
@@ -132,7 +134,15 @@ export function sshNodeConfig(set: SshdSet, index: number, overrides: Partial<No
   return { name: n.name, host: n.host, port: n.port, user: n.user, identityFile: set.identityFile, hostKeyPolicy: "strict", modelDir: n.modelDir, ...overrides };
 }
 
-async function startOne(root: string, name: string, host: string, user: string, authorizedKeys: string, maxSessions: number): Promise<SshdNode> {
+async function startOne(
+  root: string,
+  name: string,
+  host: string,
+  user: string,
+  authorizedKeys: string,
+  maxSessions: number,
+  setEnv: readonly string[],
+): Promise<SshdNode> {
   const dir = join(root, name);
   const modelDir = join(dir, "models");
   await mkdir(modelDir, { recursive: true });
@@ -175,7 +185,8 @@ async function startOne(root: string, name: string, host: string, user: string, 
           "LogLevel ERROR",
           // bash sources ~/.bashrc for sshd commands unless SHLVL says it is nested; the host's
           // bashrc (pyenv init…) would add ~100 ms to every command and drown what tests measure.
-          "SetEnv SHLVL=1",
+          // One SetEnv line: sshd takes a keyword's first value.
+          ["SetEnv SHLVL=1", ...setEnv].join(" "),
           "",
         ].join("\n"),
       );

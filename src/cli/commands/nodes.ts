@@ -1,10 +1,11 @@
 /**
  * `shardctl nodes [--json] [--config shardctl.toml] [--engine-binary b]`: probe every registered node
- * (in parallel, over the pooled connections) and show its capability badge, memory and disk.
+ * (in parallel, over the pooled connections) and show its capability badge, memory and disk, and
+ * warn of one whose commands are slow to answer.
  * Exit 0 when every node answered, 1 otherwise.
  */
 import { parseArgs } from "node:util";
-import { createProbeCache, formatBadge, type NodeProbe } from "../../nodes/index.js";
+import { createProbeCache, formatBadge, type NodeAccess, type NodeProbe } from "../../nodes/index.js";
 import { createNodePool } from "../../cluster/index.js";
 import { formatBytes } from "../../planner/index.js";
 import { showText } from "../../errors/index.js";
@@ -25,7 +26,12 @@ export async function run(args: string[]): Promise<number> {
   const probe = createProbeCache({ engineBinary: values["engine-binary"] });
   try {
     const entries = Object.values(settings.nodes);
-    const probes = await Promise.all(entries.map((entry) => probe(pool.get(entry))));
+    const probes = await Promise.all(
+      entries.map(async (entry) => {
+        const found = await probe(pool.get(entry));
+        return found.reachable ? { ...found, ...(await timeCommand(pool.get(entry))) } : found;
+      }),
+    );
     const rows = probes.map((p, i) => ({ ...p, host: entries[i]!.host, declaredEngineVersion: entries[i]!.engineVersion }));
     if (values.json) console.log(showText(JSON.stringify(rows, null, 2), { keepLines: true }));
     else printTable(rows);
@@ -35,12 +41,38 @@ export async function run(args: string[]): Promise<number> {
   }
 }
 
-function printTable(rows: Array<NodeProbe & { host: string; declaredEngineVersion?: string }>): void {
+/**
+ * A command's round trip on a node whose connection is made, ms (the quicker of two `true`): what
+ * every liveness probe pays. Most of it, when large, is the node's shell start-up (a pyenv or conda
+ * init in ~/.bashrc, which bash runs for SSH commands too).
+ */
+async function timeCommand(node: NodeAccess): Promise<{ commandMs?: number }> {
+  let best: number | undefined;
+  for (let i = 0; i < 2; i++) {
+    const asked = performance.now();
+    const result = await node.run(["true"], { deadlineMs: commandDeadlineMs });
+    if (result.exitCode !== 0) return best === undefined ? {} : { commandMs: best };
+    best = Math.min(best ?? Infinity, Math.round(performance.now() - asked));
+  }
+  return best === undefined ? {} : { commandMs: best };
+}
+
+/** A command's round trip, ms, above which the table's NOTE warns: a quarter of a liveness probe's deadline (1000 ms). */
+const slowCommandMs = 250;
+const commandDeadlineMs = 5_000;
+
+function slowCommandNote(ms: number | undefined): string {
+  if (ms === undefined || ms < slowCommandMs) return "";
+  return `each command takes ${ms} ms to answer (liveness probes allow 1000 ms): its shell start-up files? see troubleshooting, "Slow commands on a node"`;
+}
+
+function printTable(rows: Array<NodeProbe & { host: string; declaredEngineVersion?: string; commandMs?: number }>): void {
   const table = [["NODE", "HOST", "CAPABILITY", "MEMORY FREE/TOTAL", "DISK FREE", "NOTE"]];
   for (const r of rows) {
     const memory = r.memoryTotalBytes === undefined ? "-" : `${formatBytes(r.memoryAvailableBytes ?? 0)} / ${formatBytes(r.memoryTotalBytes)}`;
     const badge = r.engineVersion === undefined && r.declaredEngineVersion !== undefined ? `${formatBadge(r)} (declared ${r.declaredEngineVersion})` : formatBadge(r);
-    table.push([r.name, r.host, badge, memory, r.diskFreeBytes === undefined ? "-" : formatBytes(r.diskFreeBytes), r.error ?? ""]);
+    const note = [r.error, slowCommandNote(r.commandMs)].filter((n) => n !== undefined && n !== "").join("; ");
+    table.push([r.name, r.host, badge, memory, r.diskFreeBytes === undefined ? "-" : formatBytes(r.diskFreeBytes), note]);
   }
   const widths = table[0]!.map((_, c) => Math.max(...table.map((row) => row[c]!.length)));
   for (const row of table)

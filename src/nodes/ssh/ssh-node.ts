@@ -14,6 +14,12 @@ import { maxWritesInFlight, putWindowed, writeBytes } from "./windowed-put.js";
 /** Default per-command deadline, ms. */
 const defaultDeadlineMs = 30_000;
 
+/**
+ * How long a command stopped before its shell printed its pid keeps its channel (and its slot) open
+ * for that pid, ms: the pid is killed the moment it comes.
+ */
+const abandonAfterMs = 60_000;
+
 /** Exit watches per watch connection: below OpenSSH's default MaxSessions (10). */
 const watchesPerConnection = 9;
 
@@ -417,13 +423,17 @@ function collect(
         killOnPid = false;
         kill(pid);
         channel.close();
+        finish();
       } else if (!killOnPid) {
-        // The command may already run: the channel stays open for its pid (closing it would leave
-        // the command running unseen), for 5 s at most.
+        // No pid yet: the node's shell has not started the command (its start-up files still run:
+        // a pyenv or conda init, a lock they wait for). The caller has its answer already; the
+        // channel stays open for the pid (closing it would leave the command to run unseen), and
+        // keeps its slot of the connection meanwhile, for `abandonAfterMs` at most: a node whose
+        // commands do not start is asked no more than its slots allow, instead of one more session
+        // piling up on it at every probe.
         killOnPid = true;
-        setTimeout(() => channel.close(), 5_000).unref();
+        setTimeout(() => channel.close(), abandonAfterMs).unref();
       }
-      finish();
     };
     const timer = Number.isFinite(options.deadlineMs) ? setDeadline(options.deadlineMs!, () => ((timedOut = true), stop())) : undefined;
     const onAbort = (): void => stop();

@@ -1,0 +1,105 @@
+/**
+ * A node whose shell start-up hangs (a pyenv or conda init in ~/.bashrc waiting for a lock, a home
+ * on a stalled network mount) is asked no more than the connection's slots allow. Regression: each
+ * question given up on before the shell printed its pid closed its channel and freed its slot
+ * while the shell still ran on the node, so a liveness probe a second left one more session there
+ * every second; a newcomer's two nodes reached 224 such sessions and a load of 300, and staging
+ * failed. A real sshd whose sessions run a start-up file (BASH_ENV) that waits while a flag exists.
+ * `shardctl nodes` says how long a command takes there, and warns when it is slow.
+ */
+import { copyFile, mkdir, readdir, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { NodePool } from "../../src/nodes/index.js";
+import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { requireBuild, shardctl } from "../cli/support/run-shardctl.js";
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
+
+const run = promisify(execFile);
+let dir: string;
+let sshd: SshdSet;
+let pool: NodePool;
+
+beforeAll(async () => {
+  requireBuild();
+  dir = await mkdtemp(join(tmpdir(), "shardctl-slow-shell-"));
+  await mkdir(join(dir, "starting"));
+  // The start-up file: each session marks itself, waits while the flag exists, and unmarks.
+  // `slow-shell-wait` is sleep under a name of this test's own, so the test can clean up after it.
+  await copyFile("/bin/sleep", join(dir, "slow-shell-wait"));
+  await writeFile(
+    join(dir, "startup.sh"),
+    `: > ${dir}/starting/$$\nwhile [ -e ${dir}/slow ]; do ${dir}/slow-shell-wait 0.1; done\n[ -e ${dir}/sluggish ] && ${dir}/slow-shell-wait 0.4\nrm -f ${dir}/starting/$$\n`,
+  );
+  await run("chmod", ["+x", join(dir, "slow-shell-wait")]);
+  sshd = await startSshdNodes({ count: 1, setEnv: [`BASH_ENV=${join(dir, "startup.sh")}`] });
+  pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "no-config") });
+}, 60_000);
+
+afterAll(async () => {
+  await rm(join(dir, "slow"), { force: true });
+  await pool?.close();
+  await sshd?.close();
+  await run("pkill", ["-f", join(dir, "slow-shell-wait")]).catch(() => undefined);
+  await rm(dir, { recursive: true, force: true });
+});
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+it("questions to a node whose shell does not start time out on time, leave at most a connection's slots of sessions there, and the node answers once its shell starts again", async () => {
+  const node = pool.get(sshNodeConfig(sshd, 0));
+  expect((await node.run(["true"], { deadlineMs: 10_000 })).exitCode).toBe(0);
+  await writeFile(join(dir, "slow"), "");
+  // A liveness loop's pace: a question every 200 ms, each with a 500 ms deadline, for 6 s.
+  const answers: Array<Promise<{ timedOut: boolean; ms: number }>> = [];
+  for (let i = 0; i < 30; i++) {
+    const asked = performance.now();
+    answers.push(node.run(["true"], { deadlineMs: 500 }).then((r) => ({ timedOut: r.timedOut === true, ms: performance.now() - asked })));
+    await sleep(200);
+  }
+  const results = await Promise.all(answers);
+  expect(results.every((r) => r.timedOut)).toBe(true);
+  // Each on time: the deadline, not the node, decides when the caller hears.
+  expect(Math.max(...results.map((r) => r.ms))).toBeLessThan(2_000);
+  // Sessions still starting on the node: no more than the connection's 8 channel slots (there were 30).
+  const starting = (await readdir(join(dir, "starting"))).length;
+  expect(starting).toBeGreaterThan(0);
+  expect(starting).toBeLessThanOrEqual(8);
+
+  // The shell starts again: the sessions held are killed as their pids come, and the node answers.
+  await rm(join(dir, "slow"));
+  const back = performance.now();
+  let answered = false;
+  while (!answered && performance.now() - back < 10_000) answered = (await node.run(["true"], { deadlineMs: 1_000 })).exitCode === 0;
+  expect(answered).toBe(true);
+  await sleep(500);
+  expect(await readdir(join(dir, "starting"))).toEqual([]);
+}, 60_000);
+
+it("`shardctl nodes` gives each node's command round trip and warns of a slow one, naming the likely cause", async () => {
+  const settings = join(dir, "shardctl.toml");
+  const n = sshd.nodes[0]!;
+  await writeFile(
+    settings,
+    `[ssh]\nknown_hosts = "${sshd.knownHostsPath}"\nconfig = "${join(sshd.root, "no-config")}"\n\n[nodes.n1]\nhost = "${n.host}"\nport = ${n.port}\nuser = "${n.user}"\nidentity_file = "${sshd.identityFile}"\nmodel_dir = "${n.modelDir}"\n`,
+  );
+  const quick = await shardctl(["nodes", "--json", "--config", settings], { cwd: dir });
+  expect(quick.code, quick.stderr).toBe(0);
+  const [row] = JSON.parse(quick.stdout) as Array<{ commandMs: number }>;
+  // Quick here (the sluggish start-up below alone takes 400 ms), whatever the machine's load.
+  expect(row!.commandMs).toBeLessThan(400);
+  // Every session's shell start-up takes 400 ms.
+  await writeFile(join(dir, "sluggish"), "");
+  try {
+    const slow = await shardctl(["nodes", "--config", settings], { cwd: dir });
+    expect(slow.code, slow.stderr).toBe(0);
+    expect(slow.stdout).toMatch(
+      /^n1 .* each command takes \d{3,} ms to answer \(liveness probes allow 1000 ms\): its shell start-up files\? see troubleshooting, "Slow commands on a node"$/m,
+    );
+  } finally {
+    await rm(join(dir, "sluggish"), { force: true });
+  }
+}, 60_000);
