@@ -16,7 +16,7 @@ import {
   type ClusterStagingResult,
   type NodeStagingRequest,
   type NodeStagingResult,
-  type StagingProgress,
+  type StagingOptions,
 } from "../staging/index.js";
 import type { NodeAccess } from "../nodes/index.js";
 import type { ClusterNodes } from "./cluster-nodes.js";
@@ -39,10 +39,9 @@ export async function stageForCluster(
   settings: Settings,
   planned: Pick<PlannedCluster, "plan" | "profile" | "pinned">,
   nodes: ClusterNodes,
-  onProgress: (event: StagingProgress) => void = () => {},
-  /** Stops the staging when aborted (see StagingOptions.signal). */
-  signal?: AbortSignal,
+  options: Pick<StagingOptions, "onProgress" | "signal" | "beforeTransfer"> = {},
 ): Promise<StagedCluster> {
+  const { onProgress, signal, beforeTransfer } = options;
   const unpinned = stagingSourceOf(spec, settings);
   if (unpinned.kind === "path") {
     // Each stage node must hold every weight file its stage loads: an engine may leave a tensor whose
@@ -60,7 +59,13 @@ export async function stageForCluster(
   }));
   // The coordinator's node, unless it also holds a stage (and so already gets the small files).
   if (!nodes.stages.includes(nodes.coordinator)) requests.push({ node: nodes.coordinator, files: stageFileList(manifest, []) });
-  const result = await stageCluster(requests, source, { verify: spec.model.verify, onProgress, manifest, ...(signal === undefined ? {} : { signal }) });
+  const result = await stageCluster(requests, source, {
+    verify: spec.model.verify,
+    manifest,
+    ...(onProgress === undefined ? {} : { onProgress }),
+    ...(signal === undefined ? {} : { signal }),
+    ...(beforeTransfer === undefined ? {} : { beforeTransfer }),
+  });
   return {
     commit: manifest.commit,
     staged: result.staged,

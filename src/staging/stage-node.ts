@@ -70,7 +70,8 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
     }
   }
 
-  // Transfer, verify, rename into place.
+  // Transfer, verify, rename into place: once the caller lets transfers begin.
+  if (todo.length > 0 && options.beforeTransfer !== undefined) await orCancelled(options.beforeTransfer(), name, options.signal);
   const progress = createProgress(name, needed, options.onProgress);
   progress.update("classify", 0, undefined, true);
   const blobsDir = posix.dirname(blobPath(modelDir, manifest.repo, "x"));

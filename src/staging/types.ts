@@ -82,6 +82,12 @@ export interface StagingOptions {
    * fails with StagingCancelled.
    */
   signal?: AbortSignal;
+  /**
+   * Awaited once a node is found to need a transfer, before its first byte moves (after the disk
+   * check): where a caller limits how many stagings transfer at once. A node whose files are all in
+   * place never calls it. Rejecting fails the node with that error.
+   */
+  beforeTransfer?: () => Promise<void>;
 }
 
 export interface NodeStagingResult {

@@ -50,7 +50,7 @@ export async function run(args: string[]): Promise<number> {
     }
     const names = [...new Set([...nodes.stages, nodes.coordinator].map((n) => n.config.name))];
     const bars = createBars(names, !values.json && process.stdout.isTTY === true);
-    const result = await stageForCluster(spec, settings, planned, nodes, bars.update);
+    const result = await stageForCluster(spec, settings, planned, nodes, { onProgress: bars.update });
     bars.finish();
     if (values.json) {
       console.log(showText(JSON.stringify({ cluster: spec.name, commit: result.commit, staged: result.staged, failed: result.failed }, null, 2), { keepLines: true }));

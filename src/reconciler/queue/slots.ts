@@ -1,8 +1,8 @@
 /**
  * At most `size` pieces of work at once; the others wait their turn, in order. The daemon's passes
  * step aside from the work queue while they stage (a download of a large model takes hours, and a
- * delete of another cluster must not wait for it), and take one of these instead, so no more than
- * four stagings download and hash at a time.
+ * delete of another cluster must not wait for it), and take one of these before they transfer, so
+ * no more than four stagings download at a time (a staging that finds its files in place needs none).
  */
 export class Slots {
   private used = 0;
@@ -12,13 +12,25 @@ export class Slots {
 
   /** Run `work` in a slot; `{ ran: false }`, without running it, when `signal` aborts while it waits. */
   async run<T>(work: () => Promise<T>, signal?: AbortSignal): Promise<{ ran: true; value: T } | { ran: false }> {
-    if (!(await this.take(signal))) return { ran: false };
+    const release = await this.acquire(signal);
+    if (release === undefined) return { ran: false };
     try {
       return { ran: true, value: await work() };
     } finally {
+      release();
+    }
+  }
+
+  /** Take a slot, for work whose end is not one call's: its release (once), or undefined when `signal` aborts while it waits. */
+  async acquire(signal?: AbortSignal): Promise<(() => void) | undefined> {
+    if (!(await this.take(signal))) return undefined;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
       this.used--;
       this.waiting.shift()?.();
-    }
+    };
   }
 
   /** Work waiting for a slot now. */

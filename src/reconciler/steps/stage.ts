@@ -4,7 +4,7 @@
  * failed is named; a failure retrying cannot fix (a full disk) stalls instead of retrying for ever.
  */
 import { stageForCluster, stagingFailureOf } from "../../cluster/index.js";
-import { isShardctlError, messageOf } from "../../errors/index.js";
+import { isShardctlError, messageOf, ShardctlError } from "../../errors/index.js";
 import type { NodeStagingResult } from "../../staging/index.js";
 import { definitionOf } from "../pass.js";
 import type { Step } from "../run-step.js";
@@ -24,16 +24,31 @@ export const stage: Step = {
     // Staged at this revision before this pass: a node that needs files now lost them since.
     const wasStaged = memory.conditions.some((c) => c.type === "Staged" && c.status === "True" && c.observedRevision === revision);
     setConditions(memory, revision, { Ready: notServingYet(memory, "Staging") });
+    // A staging may take hours (a large model's download): the pass gives its place in the work
+    // queue back, so other clusters' passes (a delete, a relaunch) go on, and takes one of the
+    // stagings' own places instead — only once a node is found to need a transfer: a relaunch whose
+    // files are all in place never waits behind other clusters' downloads.
+    pass.stepAside?.();
+    const slots = pass.world.stagingSlots;
+    let release: (() => void) | undefined;
+    let slot: Promise<void> | undefined;
+    const takeSlot = (): Promise<void> =>
+      (slot ??= (async () => {
+        if (slots.full) {
+          // Said while it waits: a staging that has not begun is not one that is slow.
+          setConditions(memory, revision, { Ready: notServingYet(memory, "Staging", `waiting for a staging place (${slots.capacity} stagings transfer at once)`) });
+          await pass.world.writeStatus(pass.name, memory, { action: "stage", result: "waiting", health: "Progressing" }, settings);
+        }
+        release = await slots.acquire(pass.callOff);
+        if (release === undefined) throw new ShardctlError("StagingCancelled", "the staging was called off while it waited for a staging place");
+        setConditions(memory, revision, { Ready: notServingYet(memory, "Staging") });
+      })());
     // A progress event after the staging answered (none is expected) must not rewrite the cards of
     // a pass that has ended.
     let answered = false;
-    const stageNow = () =>
-      stageForCluster(
-        spec,
-        settings,
-        planned,
-        pass.world.nodesOf(spec, settings),
-        (event) => {
+    try {
+      const staged = await stageForCluster(spec, settings, planned, pass.world.nodesOf(spec, settings), {
+        onProgress: (event) => {
           if (answered) return;
           // Waiting for another shardctl process's lock of a file on the node: said on the node's
           // card (a staging that does not move is not a slow one) until its next event.
@@ -53,26 +68,12 @@ export const stage: Step = {
           memory.staging = [...memory.staging.filter((s) => s.node !== event.node), next].sort((a, b) => a.node.localeCompare(b.node));
           pass.world.writeProgress(pass.name, memory, { action: "stage", result: "waiting", health: "Progressing" }, settings);
         },
-        pass.callOff,
-      ).finally(() => (answered = true));
-    // A staging may take hours (a large model's download): the pass gives its place in the work
-    // queue back, so other clusters' passes (a delete, a relaunch) go on, and takes one of the
-    // stagings' own places instead.
-    pass.stepAside?.();
-    const slots = pass.world.stagingSlots;
-    const waits = slots.full;
-    if (waits) {
-      // Said while it waits: a staging that has not begun is not one that is slow.
-      setConditions(memory, revision, { Ready: notServingYet(memory, "Staging", `waiting for a staging place (${slots.capacity} stagings run at once)`) });
-      await pass.world.writeStatus(pass.name, memory, { action: "stage", result: "waiting", health: "Progressing" }, settings);
-    }
-    try {
-      const slot = await slots.run(() => {
-        if (waits) setConditions(memory, revision, { Ready: notServingYet(memory, "Staging") });
-        return stageNow();
-      }, pass.callOff);
-      if (!slot.ran) return calledOff(memory, revision, "stage", pass.callOff!);
-      const staged = slot.value;
+        beforeTransfer: takeSlot,
+        ...(pass.callOff === undefined ? {} : { signal: pass.callOff }),
+      }).finally(() => {
+        answered = true;
+        release?.();
+      });
       const failure = stagingFailureOf(staged);
       if (failure !== undefined) {
         // A node that failed is not left saying "staging" (with the bytes of the moment it failed)
