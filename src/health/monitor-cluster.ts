@@ -137,6 +137,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     done = true;
     controller.abort();
     const flakyNodes = [...new Set(cluster.processes.map((p) => p.node))].filter(wentSilentLately);
+    const seenGone = [...gone.keys()].map(labelOf);
     options.onDeath({
       cluster: cluster.cluster,
       label: labelOf(process),
@@ -147,6 +148,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
       ...(unheard ? { unheard: true as const } : {}),
       ...(flakyNodes.length > 0 ? { flakyNodes } : {}),
       ...(consequences.length > 0 ? { consequences } : {}),
+      ...(seenGone.length > 0 ? { gone: seenGone } : {}),
     });
   };
   const diedReason = (process: WatchedProcess): DeathReason => (process.role === "stage" ? "StageDied" : "CoordinatorDied");

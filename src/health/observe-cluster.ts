@@ -21,7 +21,15 @@ import type { ClusterObservation, CoordinatorCard, HealthDeps, StageCard, Transp
 export interface ObserveOptions extends HealthDeps {
   /** The previous observation: a card whose state did not change keeps its `since`. */
   previous?: ClusterObservation;
+  /**
+   * Members already seen gone (`stage-1`, `coordinator`): a process seen gone never comes back, so
+   * they are not asked again — a node slow to answer would draw them in doubt, as if they might run.
+   */
+  knownGone?: ReadonlySet<string>;
 }
+
+/** What a member seen gone before answers, without asking its node. */
+const seenGone = { state: "gone" as const };
 
 export async function observeCluster(cluster: WatchedCluster, options: ObserveOptions): Promise<ClusterObservation> {
   const at = new Date().toISOString();
@@ -41,7 +49,7 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
       const label = labelOf(process);
       const port = transportPortOf(cluster, index);
       const [probe, transport] = await Promise.all([
-        probeLiveness(options.nodeFor(process.node), process, { deadlineMs: timeoutMs }),
+        options.knownGone?.has(label) === true ? seenGone : probeLiveness(options.nodeFor(process.node), process, { deadlineMs: timeoutMs }),
         !shouldProbeTransport(cluster)
           ? Promise.resolve<TransportState>("not-probed")
           : port === undefined || proberName === undefined
@@ -89,7 +97,7 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
   if (process !== undefined) {
     const url = cluster.coordinatorUrl ?? "";
     const [probe, answer] = await Promise.all([
-      probeLiveness(options.nodeFor(process.node), process, { deadlineMs: timeoutMs }),
+      options.knownGone?.has(labelOf(process)) === true ? seenGone : probeLiveness(options.nodeFor(process.node), process, { deadlineMs: timeoutMs }),
       url === "" ? Promise.resolve(unasked) : probeCoordinatorHealth(url, readiness, timeoutMs),
     ]);
     const liveness = probe.state;

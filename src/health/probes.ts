@@ -42,6 +42,9 @@ export interface LivenessOptions {
   deadlineMs?: number;
 }
 
+/** The least time left for which a liveness probe tries again, ms. */
+const minRetryMs = 100;
+
 /**
  * "alive" when pid and start time match, "gone" when not (exited or recycled), "unknown" when the
  * node did not answer within the deadline. A failed command is retried once within it: an SSH
@@ -53,7 +56,9 @@ export async function probeLiveness(node: NodeAccess, process: WatchedProcess, o
   let error: unknown;
   for (let attempt = 0; attempt < attempts; attempt++) {
     const left = Math.round(deadline - performance.now());
-    if (left <= 0) break;
+    // A retry with a few ms left cannot be answered (a round trip takes more): its "timed out after
+    // 1 ms" would only hide the first try's own words.
+    if (left <= 0 || (attempt > 0 && left < minRetryMs)) break;
     try {
       return { state: (await node.processStartTime(process.pid, { deadlineMs: left })) === process.startTime ? "alive" : "gone" };
     } catch (e) {

@@ -159,6 +159,12 @@ export interface DeathEvent {
    * the death names the member that went first. Absent when no exit was judged a consequence.
    */
   consequences?: DeathConsequence[];
+  /**
+   * The members seen gone (exited) by the time the death was declared, the dead one included when
+   * it exited: `stage-1`, `stage-0`. A process seen gone never comes back (its pid and start time
+   * no longer match), so a later probe that gets no answer must not draw it alive or in doubt.
+   */
+  gone?: string[];
 }
 
 /** A member that exited because of a death: `stage-0`, and how (`pid 4242 exited because its link to stage-1 broke (connection closed)`). */

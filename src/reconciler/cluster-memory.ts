@@ -28,6 +28,11 @@ export interface ClusterMemory {
   lastGood?: { spec: ClusterSpec; revision: string; text?: string };
   /** The last pass found the definition file gone: the status says so until the prune is done. */
   definitionRemoved?: true;
+  /**
+   * Members of the launch that started at `launch` seen gone (a death's, a look's): never asked
+   * again, so a slow node does not draw them back in doubt while the launch is torn down.
+   */
+  seenGone?: { launch: string; labels: string[] };
   /** Plan of a revision and the launch identity it implies; recomputed only when the revision changes. */
   planned?: IdentifiedPlan;
   restarts?: RestartRecord;

@@ -45,6 +45,7 @@ export function recordDeath(pass: Pass, entry: LedgerEntry, death: DeathEvent): 
   const { memory, world, settings } = pass;
   if (memory.deathRecordedFor === entry.startedAt) return undefined;
   memory.deathRecordedFor = entry.startedAt;
+  noteGone(memory, entry.startedAt, death.gone ?? []);
   giveBudgetBackAfterService(pass, entry.startedAt, Date.parse(death.at));
   markRelaunching(pass, entry);
   // A process seen exiting is said at once, before anyone knows why: it may have exited because a
@@ -71,6 +72,13 @@ export function recordDeath(pass: Pass, entry: LedgerEntry, death: DeathEvent): 
   clearRuntime(memory, revision);
   void world.writeStatus(entry.cluster, memory, { action: "none", result: "waiting", reason: death.reason, health: deathHealth(memory) }, settings);
   return { death, message, evidence: memory.restarts === undefined ? undefined : evidence, stalled, reason: death.reason };
+}
+
+/** Remember members of the launch that started at `launch` as seen gone (see ClusterMemory.seenGone). */
+export function noteGone(memory: ClusterMemory, launch: string, labels: readonly string[]): void {
+  if (labels.length === 0) return;
+  const known = memory.seenGone?.launch === launch ? memory.seenGone.labels : [];
+  memory.seenGone = { launch, labels: [...new Set([...known, ...labels])] };
 }
 
 /** What the first record of an exit adds until its evidence is read. */

@@ -2,7 +2,7 @@
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
-import type { Daemon } from "../../src/reconciler/index.js";
+import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
 import {
   definitionText,
   readStatusFile,
@@ -270,6 +270,31 @@ test("a cluster whose definition is gone but whose status stays is listed as suc
   } finally {
     // Whatever an assertion above left running (the cluster launched for the test) goes with the world.
     await killEnginesOf(other);
+    await other.close();
+  }
+});
+
+// Regression: a stage whose node did not answer its liveness probe (a loaded or cut node) counted as
+// down: a cluster serving with Ready True read `0/2`, as a stopped one does.
+test("the list counts a stage whose node does not answer apart, neither up nor down", async () => {
+  const other = await startWorld();
+  try {
+    const { readFile } = await import("node:fs/promises");
+    const fixtures = JSON.parse(await readFile(join(import.meta.dirname, "../dashboard/fixtures/fault-statuses.json"), "utf8")) as { healthy: ClusterStatus };
+    const healthy = fixtures.healthy;
+    const doubt = {
+      ...healthy,
+      health: "Degraded" as const,
+      stages: healthy.stages.map((s) => (s.index === 1 ? { ...s, alive: false, liveness: "unknown" as const } : s)),
+    };
+    await writeDefinition(other, healthy.cluster, definitionText(other, { nodes: ["l1", "l2"] }));
+    await writeFile(join(other.clustersDir, `${healthy.cluster}.status.json`), JSON.stringify(doubt));
+    const list = await runShardctl(other, ["status"]);
+    expect(list.code, list.stderr).toBe(0);
+    expect(list.stdout).toMatch(new RegExp(`^${healthy.cluster}\\s+\\[cluster\\]\\s+Degraded\\s+\\S+\\s+1/2 \\(1 unknown\\)\\s`, "m"));
+    await writeFile(join(other.clustersDir, `${healthy.cluster}.status.json`), JSON.stringify(healthy));
+    expect((await runShardctl(other, ["status"])).stdout).toMatch(new RegExp(`^${healthy.cluster}\\s+\\[cluster\\]\\s+Healthy\\s+\\S+\\s+2/2\\s`, "m"));
+  } finally {
     await other.close();
   }
 });

@@ -376,6 +376,14 @@ describe("the cluster page during a fault", () => {
     await page.waitForFunction(`document.querySelector("[data-testid=health-why]")?.textContent === "Ready False: StageDied"`, undefined, { timeout: 10_000 });
     feed.publish(fixtures.healthy);
     await page.waitForFunction(`document.querySelector("[data-testid=health-why]") === null`, undefined, { timeout: 10_000 });
+    // A stage whose node does not answer is counted apart in STAGES, neither up nor down.
+    const count = page.locator(`tr[data-cluster=${name}] [data-testid=stage-count]`);
+    expect((await count.textContent())!.trim()).toBe("2/2");
+    feed.publish({ ...fixtures.healthy, stages: fixtures.healthy.stages.map((s) => (s.index === 1 ? { ...s, alive: false, liveness: "unknown" as const } : s)) });
+    await page.waitForFunction(`document.querySelector("tr[data-cluster=${name}] [data-testid=stage-count]")?.textContent.trim() === "1/2 (1 unknown)"`, undefined, {
+      timeout: 10_000,
+    });
+    feed.publish(fixtures.healthy);
     await page.goto(`${dashboard.url}#/clusters/${name}`);
     await page.locator("#cluster-title").waitFor();
   });

@@ -179,6 +179,23 @@ describe("observeCluster", () => {
     expect(stageCardSchema.parse(observation.stages[0])).toMatchObject({ liveness: "unknown" });
   });
 
+  // Regression: after a death, while a loaded or cut node kept the teardown from finishing, the next
+  // pass's look got no answer for the dead members and drew them back as "liveness unknown" (the
+  // dashboard: Degraded cards, "its node does not answer") though the death had said they exited.
+  it("a member seen gone before is gone, not asked: its node's silence does not draw it in doubt", async () => {
+    const { entry } = await cluster();
+    const lost = await unreachableNode();
+    const moved = { ...entry, processes: entry.processes.map((p) => (p.role === "stage" || p.role === "coordinator" ? { ...p, node: "lost" } : p)) };
+    const asked = performance.now();
+    const observation = await observeCluster(moved, { nodeFor: (name) => (name === "lost" ? lost : node), knownGone: new Set(["stage-1", "coordinator"]) });
+    expect(observation.stages[1]).toMatchObject({ alive: false, liveness: "gone" });
+    // The one not seen gone is asked, and its node's silence is doubt, as before.
+    expect(observation.stages[0]).toMatchObject({ alive: false, liveness: "unknown" });
+    expect(observation.gone).toEqual(["stage-1", "coordinator"]);
+    expect(observation.health).toBe("Unhealthy");
+    expect(performance.now() - asked).toBeLessThan(10_000);
+  });
+
   it("nothing recorded is Unhealthy", async () => {
     const observation = await observeCluster({ cluster: "empty", processes: [], ports: [] }, { nodeFor });
     expect(observation.health).toBe("Unhealthy");
@@ -202,6 +219,8 @@ describe("monitorCluster", () => {
     // Far sooner than the 60 s poll: the exit watch reported it (a generous bound, the machine is shared).
     expect(Date.now() - killedAt).toBeLessThan(15_000);
     expect(event).toMatchObject({ cluster: "c", label: "stage-1", node: "local", reason: "StageDied" });
+    // The members seen gone by then: what the stage cards say of them from now on, unasked.
+    expect(event.gone).toEqual(["stage-1"]);
     await new Promise((r) => setTimeout(r, 200));
     expect(deaths).toHaveLength(1);
   });

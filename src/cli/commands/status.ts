@@ -175,6 +175,8 @@ function renderList(rows: Row[]): string {
     // The definition's stage count, however the cluster stopped (planned or not, torn down or never
     // launched); a status without it (an older daemon's) falls back to the plan, then the cards.
     const planned = status.nodes?.length ?? status.plan?.stages.length ?? status.stages.length;
+    // A stage whose node did not answer its liveness probe is not counted up, nor down: said apart.
+    const unknown = launching !== undefined ? 0 : status.stages.filter((s) => s.liveness === "unknown").length;
     const ready = status.conditions.find((c) => c.type === "Ready");
     // A cluster that is not where it should be says why in the row (the last error's reason, as
     // `Progressing (PortInUse)`): the list is where a failing cluster is noticed first.
@@ -184,7 +186,7 @@ function renderList(rows: Row[]): string {
       kind,
       `${status.health}${why}`,
       status.model ?? "-",
-      `${alive}/${planned}`,
+      `${alive}/${planned}${unknown > 0 ? ` (${unknown} unknown)` : ""}`,
       status.coordinator?.url ?? "-",
       ready?.status === "True" ? age(ready.lastTransitionTime) : "-",
     ]);

@@ -11,6 +11,11 @@ export function stageCountOf(status: Pick<StatusView, "nodes" | "plan" | "stages
   return status.nodes?.length ?? status.plan?.stages.length ?? status.stages.length;
 }
 
+/** Stage cards whose node did not answer their liveness probe: neither up nor down (the process may well run). */
+export function stagesUnknownOf(status: Pick<StatusView, "stages">): number {
+  return status.stages.filter((s) => s.liveness === "unknown").length;
+}
+
 /** The stages up: alive cards, or while a launch has none yet, the stages of it that listen. */
 export function stagesUpOf(status: Pick<StatusView, "stages" | "timeline">): number {
   const launching = status.stages.length === 0 ? launchUnderWay(status.timeline) : undefined;

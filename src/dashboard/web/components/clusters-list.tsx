@@ -2,7 +2,7 @@
 import { commitsOf } from "../commits.js";
 import { mainReasonOf } from "../condition-tone.js";
 import { formatAge, short } from "../format.js";
-import { stageCountOf, stagesUpOf } from "../stage-count.js";
+import { stageCountOf, stagesUnknownOf, stagesUpOf } from "../stage-count.js";
 import type { Health, StatusView } from "../status-types.js";
 import { ClusterBadge, HealthBadge } from "./badges.js";
 import { ScrollBox } from "./scroll-box.js";
@@ -60,6 +60,7 @@ export function ClustersList({ clusters, unchecked, fileFailures, filter, onFilt
               {shown.map((c) => {
                 const planned = stageCountOf(c);
                 const up = stagesUpOf(c);
+                const unknown = c.stages.length === 0 ? 0 : stagesUnknownOf(c);
                 const ready = c.conditions.find((x) => x.type === "Ready");
                 const commits = commitsOf(c);
                 const why = mainReasonOf(c);
@@ -109,8 +110,14 @@ export function ClustersList({ clusters, unchecked, fileFailures, filter, onFilt
                       )}
                     </td>
                     <td class="model">{c.model ?? "–"}</td>
-                    <td>
+                    <td data-testid="stage-count">
                       {up}/{planned}
+                      {unknown === 0 ? null : (
+                        <span class="muted small" title="stages whose node did not answer their liveness probe: they may well run">
+                          {" "}
+                          ({unknown} unknown)
+                        </span>
+                      )}
                     </td>
                     <td>{c.coordinator?.url ?? c.router?.url ?? "–"}</td>
                     <td>
