@@ -41,7 +41,11 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
   const unknownLiveness = new Set<number>();
 
   const rankOf = engineOf(cluster.engine ?? defaultEngineKind).rankOfStage;
-  const stageCount = stagesOf(cluster).length;
+  // The pipeline's stage count, for an engine whose ranks count from the other end: the plan's when
+  // known, and never fewer than one past the last stage recorded — a launch cut short records only
+  // the stages it started (stage-1 alone gave rank 1 - 1 - 1 = -1: a status file that could not be
+  // written for a minute, its schema refusing the rank).
+  const stageCount = Math.max(options.layers?.length ?? 0, ...stagesOf(cluster).map((s) => (s.index ?? 0) + 1));
   // Probe every stage at once: liveness on its node, transport from the coordinator's node.
   const stages = await Promise.all(
     stagesOf(cluster).map(async (process): Promise<StageCard> => {

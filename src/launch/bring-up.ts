@@ -24,7 +24,7 @@ import { askCoordinatorHealth, probeOneToken } from "./coordinator-probes.js";
 import type { LaunchContext, LaunchRequest, LaunchResult, TimelineEvent } from "./types.js";
 import { watchStopped, type StoppedWatch } from "./stopped-watch.js";
 import { waitUntil } from "./wait-until.js";
-import { boundSockets, findPortListener, freeKiB, socketCovers, listeningPorts, within, type NodeAccess, type PortAnswer } from "../nodes/index.js";
+import { askPortListener, boundSockets, freeKiB, socketCovers, listeningPorts, within, type NodeAccess, type PortAnswer } from "../nodes/index.js";
 import { isShardctlError, messageOf, ShardctlError } from "../errors/index.js";
 import { clipCommand, stopLeftoverListeners } from "./leftover-listeners.js";
 import { claimRunFolders, type RunFolder } from "./run-claim.js";
@@ -315,8 +315,13 @@ async function allocateTopology(request: LaunchRequest, context: LaunchContext, 
   // The HTTP port is the definition's own: refuse it when taken rather than picking another, naming
   // what holds it where the node says.
   if (await coordinator.node.isPortOpen(coordinator.bindHost, coordinator.httpPort, 1_000)) {
-    const holder = await findPortListener(coordinator.node, coordinator.httpPort);
-    const by = holder === undefined ? "" : ` by pid ${holder.pid} (${clipCommand(holder.command)})`;
+    const { listener: holder, unanswered } = await askPortListener(coordinator.node, coordinator.httpPort);
+    const by =
+      holder !== undefined
+        ? ` by pid ${holder.pid} (${clipCommand(holder.command)})`
+        : unanswered !== undefined
+          ? ` (what holds it could not be asked: ${unanswered})`
+          : "";
     throw new LaunchError(
       "PortInUse",
       "ports",

@@ -28,12 +28,28 @@ export interface PortListener {
 
 /** The process listening on `port` at `node`, or undefined when none is found (or the node does not say in time). */
 export async function findPortListener(node: NodeAccess, port: number, options: { deadlineMs?: number } = {}): Promise<PortListener | undefined> {
-  const result = await node.run(["sh", "-c", portHolderScript, "sh", String(port)], { deadlineMs: options.deadlineMs ?? 2_000 }).catch(() => undefined);
-  if (result === undefined || result.exitCode !== 0) return undefined;
+  return (await askPortListener(node, port, options)).listener;
+}
+
+/**
+ * The process listening on `port` at `node`; or, when the node did not say, why (`no answer within
+ * 5000 ms`); neither when it answered and names none (a process `ss` may not show this user).
+ * `deadlineMs` defaults to 5000: asked once, on a failure's path, where a loaded node is likely.
+ */
+export async function askPortListener(node: NodeAccess, port: number, options: { deadlineMs?: number } = {}): Promise<{ listener?: PortListener; unanswered?: string }> {
+  const deadlineMs = options.deadlineMs ?? 5_000;
+  let failure: string | undefined;
+  const result = await node.run(["sh", "-c", portHolderScript, "sh", String(port)], { deadlineMs }).catch((error: unknown) => {
+    failure = error instanceof Error ? error.message : String(error);
+    return undefined;
+  });
+  if (result === undefined) return { unanswered: failure ?? "no answer" };
+  if (result.timedOut) return { unanswered: `no answer within ${deadlineMs} ms` };
+  if (result.exitCode !== 0) return {};
   const [pidLine = "", command = ""] = result.stdout.split("\n");
   const pid = Number(pidLine.trim());
-  if (!/^\d+$/.test(pidLine.trim()) || pid <= 0) return undefined;
-  return { pid, command: command.trim() };
+  if (!/^\d+$/.test(pidLine.trim()) || pid <= 0) return {};
+  return { listener: { pid, command: command.trim() } };
 }
 
 /**

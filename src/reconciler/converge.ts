@@ -24,7 +24,7 @@ import { replace } from "./steps/replace.js";
 import { stage } from "./steps/stage.js";
 import { invalidDefinition, stall } from "./steps/stall.js";
 import { stop } from "./steps/stop.js";
-import { supervise } from "./steps/supervise.js";
+import { supervise, watch } from "./steps/supervise.js";
 import { suspend } from "./steps/suspend.js";
 
 export interface StoryParts {
@@ -67,6 +67,7 @@ export function createConverge(parts: StoryParts): Converge {
     await runStep(pass, observe);
     let action = decide(pass);
     if (action.kind === "plan") {
+      watchWhilePlanning(pass);
       const failure = await runStep(pass, plan).then(
         () => undefined,
         (error: unknown) => error,
@@ -108,6 +109,19 @@ export function createConverge(parts: StoryParts): Converge {
     }
     throw new Error(`${pass.name}: the steps of "${action.kind}" ended without a verdict`);
   };
+}
+
+/**
+ * A launch of this very revision found running while its plan is still to be made (a daemon
+ * restarted beside it) is watched while the plan is made: planning probes every node, and an
+ * engine's version probe alone may take 30 s (mlx-lm importing its modules on a loaded node). A
+ * death or a hang meanwhile is found, recorded and torn down as at any other time.
+ */
+function watchWhilePlanning(pass: Pass): void {
+  const entry = pass.entry;
+  const revision = pass.revision ?? pass.memory.lastGood?.revision;
+  if (entry?.phase !== "running" || pass.observed?.ours !== true || entry.revision !== revision || pass.observed.gone.length > 0) return;
+  watch(pass, entry);
 }
 
 /** The decision table, fed from this pass and the daemon's memory; `planFailed` when this pass could not plan. */

@@ -196,6 +196,25 @@ describe("observeCluster", () => {
     expect(performance.now() - asked).toBeLessThan(10_000);
   });
 
+  // Regression: a launch of an mlx-lm ring cut short (the daemon killed after it started stage-1 only)
+  // was given rank 1 - 1 - 1 = -1, which the status schema refuses: no status file was written for a minute.
+  it("a ring launch that recorded only its last stage: ranks count from the plan's stage count, never below 0", async () => {
+    const { entry } = await cluster();
+    const onlyLast = { ...entry, engine: "mlx-lm" as const, processes: entry.processes.filter((p) => p.role === "stage" && p.index === 1) };
+    const unplanned = await observeCluster(onlyLast, { nodeFor });
+    expect(unplanned.stages.map((s) => [s.index, s.rank])).toEqual([[1, 0]]);
+    expect(stageCardSchema.parse(unplanned.stages[0])).toMatchObject({ rank: 0 });
+    const planned = await observeCluster(onlyLast, {
+      nodeFor,
+      layers: [
+        [0, 2],
+        [2, 4],
+        [4, 6],
+      ],
+    });
+    expect(planned.stages.map((s) => [s.index, s.rank])).toEqual([[1, 1]]);
+  });
+
   it("nothing recorded is Unhealthy", async () => {
     const observation = await observeCluster({ cluster: "empty", processes: [], ports: [] }, { nodeFor });
     expect(observation.health).toBe("Unhealthy");

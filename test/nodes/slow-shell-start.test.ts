@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { NodePool } from "../../src/nodes/index.js";
+import { askPortListener, NodePool } from "../../src/nodes/index.js";
 import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
 import { requireBuild, shardctl } from "../cli/support/run-shardctl.js";
 import { mkdtemp } from "node:fs/promises";
@@ -96,6 +96,8 @@ it("`shardctl nodes` gives each node's command round trip and warns of a slow on
   try {
     const slow = await shardctl(["nodes", "--config", settings], { cwd: dir });
     expect(slow.code, slow.stderr).toBe(0);
+    // Who holds a port, asked of such a node within less than its start-up: said as unanswered, not as "nobody".
+    expect(await askPortListener(pool.get(sshNodeConfig(sshd, 0)), 1, { deadlineMs: 200 })).toEqual({ unanswered: "no answer within 200 ms" });
     expect(slow.stdout).toMatch(
       /^n1 .* each command takes \d{3,} ms to answer \(liveness probes allow 1000 ms\): its shell start-up files\? see troubleshooting, "Slow commands on a node"$/m,
     );
