@@ -17,9 +17,14 @@ export function showText(text: string, options: { keepLines?: boolean } = {}): s
   return text.replace(unsafe, (c) => (options.keepLines === true && (c === "\n" || c === "\t") ? c : escapeChar(c)));
 }
 
-/** `value` as a JSON string, every unsafe character escaped (JSON itself leaves DEL, C1 and the bidi controls raw). */
-export function quoteText(value: string): string {
-  return showText(JSON.stringify(value));
+/**
+ * `value` as JSON (a string in double quotes), every unsafe character escaped (JSON itself leaves
+ * DEL, C1 and the bidi controls raw): text someone else wrote, quoted into a message, stays one
+ * piece on one line, whatever line breaks or terminal sequences it holds. Any JSON value is taken
+ * (a config.json field that should have been a number); undefined is shown as the word.
+ */
+export function quoteText(value: unknown): string {
+  return showText(JSON.stringify(value) ?? String(value));
 }
 
 /** Whether `text` holds a character `showText` would escape (newlines and tabs included). */

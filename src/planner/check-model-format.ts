@@ -6,6 +6,7 @@
  * plan error up front, naming the file, the field or tensor, and what to do.
  */
 import type { EngineFacts, ModelFormat } from "../engines/index.js";
+import { quoteText } from "../errors/index.js";
 import type { ModelProfile } from "./model-profile.js";
 import type { PlanMessage } from "./plan-types.js";
 
@@ -38,7 +39,7 @@ function checkConfigFields(profile: ModelProfile, format: ModelFormat, config: s
     .filter((field) => !statedFields.includes(field))
     .map((field) => `${config}: ${field} is missing, and ${engine} requires it: add it as the model's published config.json gives it`);
   if (ropeScalingType !== undefined && !format.ropeScalingTypes.includes(ropeScalingType)) {
-    const named = ropeScalingType === "" ? "names no type" : `is of type ${JSON.stringify(ropeScalingType)}`;
+    const named = ropeScalingType === "" ? "names no type" : `is of type ${quoteText(ropeScalingType)}`;
     messages.push(`${config}: rope_scaling ${named}, and ${engine} implements ${format.ropeScalingTypes.join(", ")} only: use another engine for this model`);
   }
   return messages;
@@ -51,12 +52,12 @@ function checkQuantization(profile: ModelProfile, format: ModelFormat, config: s
   const messages: string[] = [];
   const loads = `${engine} loads ${widths.map((w) => `${w.bits}-bit`).join(" and ")} ${modes.join(", ")} quantization`;
   if (!modes.includes(quantization.mode)) {
-    messages.push(`${config}: quantization.mode is ${JSON.stringify(quantization.mode)}, and ${loads} only: quantize the model in that mode, or use another engine`);
+    messages.push(`${config}: quantization.mode is ${quoteText(quantization.mode)}, and ${loads} only: quantize the model in that mode, or use another engine`);
   }
   // The default, and each module's own setting (false: left in floating point).
   const settings = [
     { key: "quantization", ...quantization },
-    ...Object.entries(quantization.overrides).flatMap(([module, own]) => (own === false ? [] : [{ key: `quantization[${JSON.stringify(module)}]`, ...own }])),
+    ...Object.entries(quantization.overrides).flatMap(([module, own]) => (own === false ? [] : [{ key: `quantization[${quoteText(module)}]`, ...own }])),
   ];
   for (const { key, bits, groupSize } of settings) {
     const width = widths.find((w) => w.bits === bits);
@@ -83,7 +84,7 @@ function checkDtypes(profile: ModelProfile, format: ModelFormat, engine: string)
     .filter(({ dtype }) => !allowed.includes(dtype))
     .map(
       ({ dtype, file, tensor }) =>
-        `${profile.source}/${file}: tensor "${tensor}" is ${dtype}, and ${engine} loads ${allowed.join(", ")} tensors only (and MLX-quantized weights): ` +
+        `${profile.source}/${file}: tensor ${quoteText(tensor)} is ${dtype}, and ${engine} loads ${allowed.join(", ")} tensors only (and MLX-quantized weights): ` +
         "convert the model to one of them (mlx_lm.convert --dtype bfloat16, with -q to quantize), or use another engine",
     );
 }

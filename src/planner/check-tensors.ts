@@ -9,7 +9,7 @@
  * engines validate). Other families are planned only on request and keep their own layouts; their
  * tensors are not judged by these rules.
  */
-import { ShardctlError, type PlannerReason } from "../errors/index.js";
+import { quoteText, ShardctlError, type PlannerReason } from "../errors/index.js";
 import type { ModelConfig, Quantization } from "./model-config.js";
 import type { HeaderFile, ModelProfile } from "./model-profile.js";
 import type { TensorEntry } from "./safetensors-header.js";
@@ -120,7 +120,7 @@ function checkModule(
     const { tensor, file } = parts.get(part)!;
     return fail(
       "ModelTensorShapeMismatch",
-      `${source}/${file}: tensor "${full}.${part}" is ${tensor.dtype} [${tensor.shape.join(", ")}] but config.json (${why}) gives ${expected} — the weights are not the model config.json describes`,
+      `${source}/${file}: tensor ${quoteText(`${full}.${part}`)} is ${tensor.dtype} [${tensor.shape.join(", ")}] but config.json (${why}) gives ${expected} — the weights are not the model config.json describes`,
     );
   };
   const allowedParts = shape.kind === "linear" ? ["weight", "scales", "biases", "bias"] : shape.kind === "norm" ? ["weight"] : ["inv_freq"];
@@ -207,7 +207,7 @@ function sameShape(actual: readonly number[], expected: ReadonlyArray<number | u
 function unexpected(source: string, file: string, name: string, modelType: string): ShardctlError {
   const moe = moePattern.test(name);
   const what = moe
-    ? `a mixture-of-experts tensor, but config.json declares model_type "${modelType}", a dense model — set model_type to the model's real family (e.g. "mixtral") or use this model's own weights`
+    ? `a mixture-of-experts tensor, but config.json declares model_type ${quoteText(modelType)}, a dense model — set model_type to the model's real family (e.g. "mixtral") or use this model's own weights`
     : `not a tensor of the ${modelType} layout (per layer: input_layernorm, self_attn.{q,k,v,o}_proj, post_attention_layernorm, mlp.{gate,up,down}_proj)`;
-  return fail("ModelTensorUnexpected", `${source}/${file}: tensor "${name}" is ${what}`);
+  return fail("ModelTensorUnexpected", `${source}/${file}: tensor ${quoteText(name)} is ${what}`);
 }

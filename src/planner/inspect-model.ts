@@ -1,4 +1,4 @@
-import { ShardctlError } from "../errors/index.js";
+import { quoteText, ShardctlError } from "../errors/index.js";
 import { checkModelTensors } from "./check-tensors.js";
 import { createDirReader } from "./dir-source.js";
 import { createHubReader } from "./hub-source.js";
@@ -99,7 +99,7 @@ function readWeightMap(raw: unknown, file: string): Map<string, string> {
   }
   const out = new Map<string, string>();
   for (const [tensor, path] of Object.entries(map as Record<string, unknown>)) {
-    const where = `weight_map[${JSON.stringify(tensor)}] = ${JSON.stringify(path)}`;
+    const where = `weight_map[${quoteText(tensor)}] = ${quoteText(path)}`;
     if (typeof path !== "string" || !/^[\w.-]+(?:\/[\w.-]+)*\.safetensors$/.test(path) || path.split("/").includes("..")) {
       throw new ShardctlError("ModelIndexInvalid", `${file}: ${where} is not a safetensors file name`, { terminal: true });
     }
@@ -110,7 +110,7 @@ function readWeightMap(raw: unknown, file: string): Map<string, string> {
       throw new ShardctlError(
         "ModelIndexInvalid",
         `${file}: ${where} is a path, not a file name: the engines load the safetensors files beside config.json only; ` +
-          `put the file there and write its bare name, "${path.slice(path.lastIndexOf("/") + 1)}", in the weight_map`,
+          `put the file there and write its bare name, ${quoteText(path.slice(path.lastIndexOf("/") + 1))}, in the weight_map`,
         { terminal: true },
       );
     }
@@ -127,7 +127,7 @@ async function explainMissing(reader: SourceReader, path: string, indexed: boole
   }
   const files = (await reader.listFiles()) ?? [];
   const foreign = files.filter((f) => /\.(bin|gguf|pt|pth|ckpt|safetensors)$/.test(f));
-  const found = foreign.length > 0 ? `; found ${foreign.slice(0, 5).join(", ")}${foreign.length > 5 ? ", …" : ""}` : "";
+  const found = foreign.length > 0 ? `; found ${foreign.slice(0, 5).map(quoteText).join(", ")}${foreign.length > 5 ? ", …" : ""}` : "";
   return new ShardctlError("ModelNotMlx", `${where}: neither ${singleFile} nor ${indexFile} exists — not an MLX-format model (config.json + safetensors)${found}`, {
     terminal: true,
   });

@@ -1,4 +1,4 @@
-import { ShardctlError } from "../errors/index.js";
+import { quoteText, ShardctlError } from "../errors/index.js";
 import { configBounds } from "./model-bounds.js";
 
 /** The fields of config.json the planner needs, normalised (defaults applied). */
@@ -74,7 +74,7 @@ export function parseModelConfig(raw: unknown, file = "config.json"): ModelConfi
     const v = get(key);
     if (v === undefined && fallback !== undefined) return fallback;
     if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 1) {
-      throw bad(file, v === undefined ? `${key} is missing` : `${key} must be a positive integer, got ${JSON.stringify(v)}`);
+      throw bad(file, v === undefined ? `${key} is missing` : `${key} must be a positive integer, got ${quoteText(v)}`);
     }
     if (v > max) throw bad(file, `${key} = ${v} is above the bound of ${max}, far beyond any real model — config.json is corrupt or not this model's`);
     return v;
@@ -119,7 +119,7 @@ export function parseModelConfig(raw: unknown, file = "config.json"): ModelConfi
   if (maxPositions !== undefined && (typeof maxPositions !== "number" || !Number.isSafeInteger(maxPositions) || maxPositions < 1)) {
     throw bad(
       file,
-      `max_position_embeddings must be a positive integer (the most tokens a sequence may hold), got ${JSON.stringify(maxPositions)}: ` +
+      `max_position_embeddings must be a positive integer (the most tokens a sequence may hold), got ${quoteText(maxPositions)}: ` +
         "no engine serves that context; restore the value of the model's published config.json",
     );
   }
@@ -132,7 +132,7 @@ export function parseModelConfig(raw: unknown, file = "config.json"): ModelConfi
   if (quantization === undefined && isObject(foreign) && typeof foreign.quant_method === "string") {
     throw new ShardctlError(
       "ModelNotMlx",
-      `${file}: quantized with "${foreign.quant_method}" (quantization_config), not MLX affine quantization — convert it with mlx_lm.convert`,
+      `${file}: quantized with ${quoteText(foreign.quant_method)} (quantization_config), not MLX affine quantization — convert it with mlx_lm.convert`,
       { terminal: true },
     );
   }
@@ -150,10 +150,10 @@ function readQuantization(raw: Record<string, unknown>, file: string): Quantizat
     const bits = value.bits;
     const groupSize = value.group_size ?? 64;
     if (typeof bits !== "number" || !quantizationBits.includes(bits)) {
-      throw bad(file, `${where}bits = ${JSON.stringify(bits)}; MLX quantizes to ${quantizationBits.join(", ")} bits`);
+      throw bad(file, `${where}bits = ${quoteText(bits)}; MLX quantizes to ${quantizationBits.join(", ")} bits`);
     }
     if (typeof groupSize !== "number" || !quantizationGroupSizes.includes(groupSize)) {
-      throw bad(file, `${where}group_size = ${JSON.stringify(groupSize)}; MLX groups ${quantizationGroupSizes.join(", ")} weights`);
+      throw bad(file, `${where}group_size = ${quoteText(groupSize)}; MLX groups ${quantizationGroupSizes.join(", ")} weights`);
     }
     return { groupSize, bits };
   };
@@ -161,7 +161,7 @@ function readQuantization(raw: Record<string, unknown>, file: string): Quantizat
   for (const [key, value] of Object.entries(raw)) {
     if (key === "bits" || key === "group_size" || key === "mode") continue;
     if (value === false) overrides.push([key, false]);
-    else if (isObject(value)) overrides.push([key, read(value, `quantization["${key}"].`)]);
+    else if (isObject(value)) overrides.push([key, read(value, `quantization[${quoteText(key)}].`)]);
   }
   // Keys are module paths the model names: fromEntries makes "__proto__" an entry, not the prototype.
   return { ...read(raw, "quantization."), mode: typeof raw.mode === "string" ? raw.mode : "affine", overrides: Object.fromEntries(overrides) };
@@ -206,15 +206,12 @@ function isObject(v: unknown): v is Record<string, unknown> {
 function checkNumbers(get: (key: string) => unknown, file: string): void {
   const positive = (value: unknown, name: string): void => {
     if (value === undefined || (typeof value === "number" && Number.isFinite(value) && value > 0)) return;
-    throw bad(
-      file,
-      `${name} must be a positive number, got ${JSON.stringify(value)}: no engine computes with it; restore the value of the model's published config.json`,
-    );
+    throw bad(file, `${name} must be a positive number, got ${quoteText(value)}: no engine computes with it; restore the value of the model's published config.json`);
   };
   positive(get("rms_norm_eps"), "rms_norm_eps");
   positive(get("rope_theta"), "rope_theta");
   const tie = get("tie_word_embeddings");
-  if (tie !== undefined && typeof tie !== "boolean") throw bad(file, `tie_word_embeddings must be true or false, got ${JSON.stringify(tie)}`);
+  if (tie !== undefined && typeof tie !== "boolean") throw bad(file, `tie_word_embeddings must be true or false, got ${quoteText(tie)}`);
   const scaling = get("rope_scaling");
   if (!isObject(scaling)) return;
   for (const key of ["factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"]) {

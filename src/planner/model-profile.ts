@@ -1,4 +1,4 @@
-import { ShardctlError, type PlannerReason } from "../errors/index.js";
+import { quoteText, ShardctlError, type PlannerReason } from "../errors/index.js";
 import type { ModelConfig } from "./model-config.js";
 import type { SafetensorsHeader } from "./safetensors-header.js";
 
@@ -150,7 +150,10 @@ export function buildModelProfile(source: string, config: ModelConfig, headers: 
       totalBytes += bytes;
       file.tensors.push(t.name);
       if (weightMap !== undefined && weightMap.get(t.name) !== path) {
-        throw fail("ModelIndexInvalid", `model.safetensors.index.json: tensor "${t.name}" is in ${path} but the weight_map says ${weightMap.get(t.name) ?? "nothing"}`);
+        throw fail(
+          "ModelIndexInvalid",
+          `model.safetensors.index.json: tensor ${quoteText(t.name)} is in ${path} but the weight_map says ${weightMap.get(t.name) ?? "nothing"}`,
+        );
       }
       if (floatBytes.has(t.dtype)) dtypeBytes.set(t.dtype, (dtypeBytes.get(t.dtype) ?? 0) + bytes);
       if (t.name.endsWith(".scales")) scalesDtype ??= t.dtype;
@@ -164,7 +167,7 @@ export function buildModelProfile(source: string, config: ModelConfig, headers: 
         fileLayers.add(index);
         if (index < config.layers) layerBytes[index] = (layerBytes[index] ?? 0) + bytes;
       } else if (unindexedLayerPattern.test(t.name)) {
-        throw fail("ModelLayerIndexMissing", `${path}: tensor "${t.name}" has no layer index (expected model.layers.<n>.…)`);
+        throw fail("ModelLayerIndexMissing", `${path}: tensor ${quoteText(t.name)} has no layer index (expected model.layers.<n>.…)`);
       } else if (embeddingPattern.test(t.name)) {
         embeddingBytes += bytes;
         file.embedding = true;
@@ -188,11 +191,14 @@ export function buildModelProfile(source: string, config: ModelConfig, headers: 
     const listed = new Set(headers.flatMap((h) => h.header.tensors.map((t) => t.name)));
     const missing = [...weightMap.keys()].find((name) => !listed.has(name));
     if (missing !== undefined) {
-      throw fail("ModelIndexInvalid", `model.safetensors.index.json: tensor "${missing}" is mapped to ${weightMap.get(missing)} but that file's header does not hold it`);
+      throw fail(
+        "ModelIndexInvalid",
+        `model.safetensors.index.json: tensor ${quoteText(missing)} is mapped to ${weightMap.get(missing)} but that file's header does not hold it`,
+      );
     }
   }
   if (found.size === 0) {
-    const hint = foreign.length > 0 ? `; found PyTorch/GGUF-style names such as "${foreign[0]}"` : "";
+    const hint = foreign.length > 0 ? `; found PyTorch/GGUF-style names such as ${quoteText(foreign[0])}` : "";
     throw fail("ModelNotMlx", `${source}: no tensor named model.layers.<n>.* — not an MLX-format Llama-style model${hint}`);
   }
   const missingLayers = [...Array(config.layers).keys()].filter((i) => !found.has(i));

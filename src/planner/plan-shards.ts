@@ -1,5 +1,5 @@
 import { engineOf, selectKinds } from "../engines/index.js";
-import type { PlannerReason } from "../errors/index.js";
+import { quoteText, type PlannerReason } from "../errors/index.js";
 import { formatBytes } from "./format-bytes.js";
 import { layerKvBytes } from "./kv-cache.js";
 import { memorySplit } from "./memory-split.js";
@@ -43,10 +43,10 @@ export function planShards(profile: ModelProfile, nodes: readonly PlanNode[], op
   if (!validated.families.includes(profile.family) && validated.only === true) {
     error(
       "ModelFamilyUnsupported",
-      `${engine.name} cannot serve model family "${profile.family}" in pipeline mode; the ${validated.name}: ${validated.families.join(", ")}`,
+      `${engine.name} cannot serve model family ${quoteText(profile.family)} in pipeline mode; the ${validated.name}: ${validated.families.join(", ")}`,
     );
   } else if (!validated.families.includes(profile.family)) {
-    const message = `model family "${profile.family}" is outside the validated ${validated.name} (${validated.families.join(", ")})`;
+    const message = `model family ${quoteText(profile.family)} is outside the validated ${validated.name} (${validated.families.join(", ")})`;
     if (o.allowUnvalidatedFamily) warn("UnvalidatedModelFamily", `${message}; planned because the definition opts in`);
     else error("UnvalidatedModelFamily", `${message}; set allow_unvalidated_family to plan it anyway`);
   }

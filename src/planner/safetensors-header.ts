@@ -1,4 +1,4 @@
-import { jsonErrorOf, ShardctlError } from "../errors/index.js";
+import { jsonErrorOf, quoteText, ShardctlError } from "../errors/index.js";
 
 /** The safetensors format caps the JSON header at 100 MB (bytes). */
 export const maxHeaderBytes = 100_000_000;
@@ -61,6 +61,11 @@ export function dtypeElementBytes(dtype: string): number | undefined {
   return bits === undefined || bits % 8 !== 0 ? undefined : bits / 8;
 }
 
+/**
+ * The header's own names (tensors, metadata keys, dtypes) are quoted into `message` with quoteText:
+ * they are the model's text, and a newline or a terminal sequence in one must not make a line of
+ * its own in `shardctl status`, `plan`, `diff` or a log.
+ */
 function invalid(file: string, message: string): ShardctlError {
   return new ShardctlError("SafetensorsHeaderInvalid", `${file}: ${message}`, { terminal: true });
 }
@@ -113,7 +118,7 @@ export function parseSafetensorsHeader(bytes: Uint8Array, file: string, fileSize
   for (const t of tensors) {
     // Zero-length tensors occupy no bytes and cannot overlap anything.
     if (previous !== undefined && t.begin < previous.end && t.end > t.begin) {
-      throw invalid(file, `tensor "${t.name}" data_offsets [${t.begin}, ${t.end}] overlap "${previous.name}" [${previous.begin}, ${previous.end}]`);
+      throw invalid(file, `tensor ${quoteText(t.name)} data_offsets [${t.begin}, ${t.end}] overlap ${quoteText(previous.name)} [${previous.begin}, ${previous.end}]`);
     }
     if (t.end > t.begin) previous = t;
     dataBytes = Math.max(dataBytes, t.end);
@@ -125,35 +130,35 @@ function readMetadata(value: unknown, file: string): Record<string, string> {
   if (typeof value !== "object" || value === null || Array.isArray(value)) throw invalid(file, "__metadata__ is not an object");
   const entries = Object.entries(value as Record<string, unknown>);
   for (const [k, v] of entries) {
-    if (typeof v !== "string") throw invalid(file, `__metadata__.${k} is not a string`);
+    if (typeof v !== "string") throw invalid(file, `__metadata__[${quoteText(k)}] is not a string`);
   }
   // fromEntries defines each key as its own property: a "__proto__" key stays a key, not the prototype.
   return Object.fromEntries(entries) as Record<string, string>;
 }
 
 function readEntry(name: string, value: unknown, file: string, dataLimit: number | undefined): TensorEntry {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) throw invalid(file, `tensor "${name}" entry is not an object`);
+  if (typeof value !== "object" || value === null || Array.isArray(value)) throw invalid(file, `tensor ${quoteText(name)} entry is not an object`);
   const { dtype, shape, data_offsets: offsets } = value as Record<string, unknown>;
-  if (typeof dtype !== "string") throw invalid(file, `tensor "${name}" has no dtype`);
-  if (!Array.isArray(shape) || !shape.every(isCount)) throw invalid(file, `tensor "${name}" has no valid shape`);
+  if (typeof dtype !== "string") throw invalid(file, `tensor ${quoteText(name)} has no dtype`);
+  if (!Array.isArray(shape) || !shape.every(isCount)) throw invalid(file, `tensor ${quoteText(name)} has no valid shape`);
   if (!Array.isArray(offsets) || offsets.length !== 2 || !offsets.every(isCount)) {
-    throw invalid(file, `tensor "${name}" has no valid data_offsets`);
+    throw invalid(file, `tensor ${quoteText(name)} has no valid data_offsets`);
   }
   const [begin, end] = offsets as [number, number];
-  if (end < begin) throw invalid(file, `tensor "${name}" data_offsets [${begin}, ${end}] end before they begin`);
+  if (end < begin) throw invalid(file, `tensor ${quoteText(name)} data_offsets [${begin}, ${end}] end before they begin`);
   if (dataLimit !== undefined && end > dataLimit) {
-    throw invalid(file, `tensor "${name}" data_offsets [${begin}, ${end}] are out of range (data buffer is ${dataLimit} bytes)`);
+    throw invalid(file, `tensor ${quoteText(name)} data_offsets [${begin}, ${end}] are out of range (data buffer is ${dataLimit} bytes)`);
   }
   const bits = elementBits.get(dtype);
   if (bits === undefined) {
-    throw invalid(file, `tensor "${name}" has dtype ${JSON.stringify(dtype)}, which is not a safetensors dtype (${safetensorsDtypes.join(", ")})`);
+    throw invalid(file, `tensor ${quoteText(name)} has dtype ${quoteText(dtype)}, which is not a safetensors dtype (${safetensorsDtypes.join(", ")})`);
   }
   // Exact arithmetic: a product of safe integers can pass 2^53, where doubles would round it.
   const elementCount = (shape as number[]).reduce((p, d) => p * BigInt(d), 1n);
   const expectedBits = elementCount * BigInt(bits);
   if (expectedBits % 8n !== 0n || expectedBits / 8n !== BigInt(end - begin)) {
     const needs = expectedBits % 8n === 0n ? `${expectedBits / 8n}` : `${expectedBits} bits, not a whole number of bytes`;
-    throw invalid(file, `tensor "${name}" holds ${end - begin} bytes but ${dtype} shape [${(shape as number[]).join(", ")}] needs ${needs}`);
+    throw invalid(file, `tensor ${quoteText(name)} holds ${end - begin} bytes but ${dtype} shape [${(shape as number[]).join(", ")}] needs ${needs}`);
   }
   return { name, dtype, shape: shape as number[], begin, end };
 }

@@ -4,7 +4,7 @@
  * whole size and the hash its kind has (an LFS file's sha256, another's git sha1). Directory entries
  * are skipped.
  */
-import { ShardctlError, showText } from "../errors/index.js";
+import { quoteText, ShardctlError, showText } from "../errors/index.js";
 import { assertPrintableName, assertSafePath } from "./safe-path.js";
 import type { ManifestFile } from "./types.js";
 
@@ -34,7 +34,7 @@ export function readHubTree(entries: unknown[], base: string, repo: string, comm
     assertSafePath(path, where);
     assertPrintableName(path, where);
     const first = seen.get(path);
-    if (first !== undefined) throw listingInvalid(`${base}: ${where} lists ${JSON.stringify(path)} twice (entries ${first} and ${i})`);
+    if (first !== undefined) throw listingInvalid(`${base}: ${where} lists ${quoteText(path)} twice (entries ${first} and ${i})`);
     seen.set(path, i);
     // An LFS file is named by its content's sha256 (64 hex digits), any other by its git blob sha1
     // (40); `"lfs": null`, as servers that write out empty fields send it, is no LFS.
@@ -43,18 +43,18 @@ export function readHubTree(entries: unknown[], base: string, repo: string, comm
     const hash = lfs?.oid ?? entry.oid;
     const hashAlgo = lfs === undefined ? "git-sha1" : "sha256";
     if (typeof size !== "number" || !Number.isInteger(size) || size < 0) {
-      throw listingInvalid(`${base}: ${where} gives ${JSON.stringify(path)} a size that is not a whole number of bytes: ${excerpt(entry)}`);
+      throw listingInvalid(`${base}: ${where} gives ${quoteText(path)} a size that is not a whole number of bytes: ${excerpt(entry)}`);
     }
     if (!Number.isSafeInteger(size)) {
-      throw listingInvalid(`${base}: ${where} gives ${JSON.stringify(path)} a size past 2^53 bytes (8 PiB), far beyond any model file: ${excerpt(entry)}`);
+      throw listingInvalid(`${base}: ${where} gives ${quoteText(path)} a size past 2^53 bytes (8 PiB), far beyond any model file: ${excerpt(entry)}`);
     }
     if (typeof hash !== "string" || !(hashAlgo === "sha256" ? /^[0-9a-f]{64}$/ : /^[0-9a-f]{40}$/).test(hash)) {
       const want = hashAlgo === "sha256" ? "an LFS oid of 64 hex digits (sha256)" : "an oid of 40 hex digits (git sha1)";
-      throw listingInvalid(`${base}: ${where} gives ${JSON.stringify(path)} a hash that is not ${want}: ${excerpt(entry)}`);
+      throw listingInvalid(`${base}: ${where} gives ${quoteText(path)} a hash that is not ${want}: ${excerpt(entry)}`);
     }
     if (hashAlgo === "git-sha1" && size > maxGitHashedBytes) {
       throw listingInvalid(
-        `${base}: ${where} lists ${JSON.stringify(path)} (${size} bytes) without LFS: the Hub keeps every file over 10 MB in LFS, named by its sha256, and a file this large is not checked by reading it whole into memory for its git hash`,
+        `${base}: ${where} lists ${quoteText(path)} (${size} bytes) without LFS: the Hub keeps every file over 10 MB in LFS, named by its sha256, and a file this large is not checked by reading it whole into memory for its git hash`,
       );
     }
     files.push({ path, size, hash, hashAlgo });
@@ -66,7 +66,7 @@ export function readHubTree(entries: unknown[], base: string, repo: string, comm
     const segments = path.split("/");
     for (let n = 1; n < segments.length; n++) {
       const folder = segments.slice(0, n).join("/");
-      if (names.has(folder)) throw listingInvalid(`${base}: ${where} lists ${JSON.stringify(folder)} as a file and as the folder of ${JSON.stringify(path)}`);
+      if (names.has(folder)) throw listingInvalid(`${base}: ${where} lists ${quoteText(folder)} as a file and as the folder of ${quoteText(path)}`);
     }
   }
   return files;

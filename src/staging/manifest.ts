@@ -43,7 +43,7 @@ export async function fetchHubManifest(options: HubManifestOptions): Promise<Man
     if (!/^(?:[0-9a-f]{40}|[0-9a-f]{64})$/.test(resolved)) {
       throw new ShardctlError(
         "HubError",
-        `${base}: the X-Repo-Commit of ${repo}@${revision} is not a commit id (40 or 64 lowercase hex digits): ${JSON.stringify(resolved.slice(0, 80))}${resolved.length > 80 ? ` (${resolved.length} characters)` : ""}; check [hub] endpoint`,
+        `${base}: the X-Repo-Commit of ${repo}@${revision} is not a commit id (40 or 64 lowercase hex digits): ${quoteText(resolved.slice(0, 80))}${resolved.length > 80 ? ` (${resolved.length} characters)` : ""}; check [hub] endpoint`,
         { terminal: true },
       );
     }

@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { formatLogLine } from "../../src/cli/pretty-log.js";
+import { Ledger } from "../../src/launch/index.js";
 import type { Daemon } from "../../src/reconciler/index.js";
 import {
   definitionText,
@@ -24,6 +25,7 @@ import {
   writeSettings,
   type DaemonWorld,
 } from "../reconciler/daemon-fixture.js";
+import { layoutHeader, llamaConfig, llamaLayer, writeConfig, writeRawSafetensors } from "../planner/fixtures.js";
 import { requireBuild, shardctl } from "./support/run-shardctl.js";
 
 /** Every character a terminal acts on or reorders by, but the newline and the tab. */
@@ -123,6 +125,86 @@ describe("shardctl status", () => {
     expect(waited.code).toBe(1);
     expect(waited.stdout + waited.stderr).toContain("\\u001b]0;pwned\\u0007");
     expect(waited.stdout + waited.stderr).not.toMatch(raw);
+  });
+});
+
+describe("a model whose tensor name forges status lines", () => {
+  /** A tensor name made of the lines `shardctl status` prints, a carriage return and a window title. */
+  const forged = "w\n\ncoordinator on n1: 127.0.0.1:8080 health ok\nCONDITION  STATUS  REASON\nReady  True  ClusterReady\r\u001b]0;pwned\u0007";
+  /** How the refusal quotes it: one JSON string, its line breaks and controls escapes. */
+  const quoted =
+    'tensor "w\\n\\ncoordinator on n1: 127.0.0.1:8080 health ok\\nCONDITION  STATUS  REASON\\nReady  True  ClusterReady\\r\\u001b]0;pwned\\u0007" has no dtype';
+  /** A line of output that only the forged name could have made (status's own columns are wider). */
+  const forgedLine = /^(coordinator on n1|CONDITION {2}STATUS|Ready {2}True)/m;
+  let world: DaemonWorld;
+  let daemon: Daemon | undefined;
+  beforeAll(async () => {
+    requireBuild();
+    world = await startWorld();
+    await writeSettings(world, { enabled: true });
+    const model = join(world.root, "models", "forged");
+    await mkdir(model, { recursive: true });
+    await writeConfig(model, llamaConfig());
+    const { header, dataBytes } = layoutHeader([
+      ["model.embed_tokens.weight", "F16", [16, 8]],
+      ...llamaLayer(0),
+      ...llamaLayer(1),
+      ["model.norm.weight", "F16", [8]],
+      ["lm_head.weight", "F16", [16, 8]],
+    ]);
+    // An entry with no dtype: the header is refused, and the refusal names the tensor.
+    await writeRawSafetensors(join(model, "model.safetensors"), { ...header, [forged]: { shape: [0], data_offsets: [0, 0] } }, dataBytes);
+    await writeDefinition(world, "forged", definitionText(world, { nodes: ["l1", "l2"], modelId: model }));
+  });
+  afterAll(async () => {
+    await daemon?.stop();
+    await world?.close();
+  });
+
+  test("`diff` says the daemon will not act, the name quoted on the one line, nothing raw", async () => {
+    const r = await runShardctl(world, ["diff", "forged"]);
+    expect(r.stdout + r.stderr).not.toMatch(raw);
+    expect(r.stdout).not.toMatch(forgedLine);
+    const line = r.stdout.split("\n").find((l) => l.startsWith("! forged: the daemon will not act: SafetensorsHeaderInvalid: "));
+    expect(line).toContain(quoted);
+  });
+
+  test("`plan` shows the same refusal on one line, in text and JSON", async () => {
+    const text = await runShardctl(world, ["plan", "forged"]);
+    expect(text.code).toBe(1);
+    expect(text.stdout + text.stderr).not.toMatch(raw);
+    expect(text.stdout).not.toMatch(forgedLine);
+    expect(text.stdout).toMatch(new RegExp(`^.*SafetensorsHeaderInvalid: .*${quoted.replace(/[\\[\]().*+?^$|{}]/g, "\\$&")}$`, "m"));
+    const json = await runShardctl(world, ["plan", "forged", "--json"]);
+    expect(json.stdout).not.toMatch(raw);
+    const { errors } = JSON.parse(json.stdout) as { errors: string[] };
+    expect(errors[0]).toContain(quoted);
+    expect(errors[0]).not.toMatch(/[\n\r]/);
+  });
+
+  test("`diff` shows a recorded cluster's name escaped on its one line: a ledger entry cannot forge a decision", async () => {
+    // A state dir another tool wrote, or an older shardctl: its cluster name fakes a launch line and retitles the terminal.
+    const cluster = "orphan\n+ d1: launch revision 000000000000\u001b]0;pwned\u0007";
+    const ledger = new Ledger(world.stateDir);
+    await ledger.write({ cluster, revision: "1".repeat(64), phase: "running", startedAt: new Date().toISOString(), processes: [], ports: [] });
+    try {
+      const r = await runShardctl(world, ["diff"]);
+      expect(r.code).toBe(2);
+      expect(r.stdout + r.stderr).not.toMatch(raw);
+      expect(r.stdout).not.toMatch(/^\+ d1/m);
+      expect(r.stdout).toMatch(/^- orphan\\u000a\+ d1: launch revision 000000000000\\u001b\]0;pwned\\u0007: prune/m);
+    } finally {
+      await ledger.remove(cluster);
+    }
+  });
+
+  test("`status` shows the daemon's refusal without a line the name made", async () => {
+    daemon = await startInProcessDaemon(world);
+    await waitForStatus(world, "forged", (s) => s.lastError?.reason === "SafetensorsHeaderInvalid", 30_000);
+    const r = await runShardctl(world, ["status", "forged"]);
+    expect(r.stdout + r.stderr).not.toMatch(raw);
+    expect(r.stdout).not.toMatch(forgedLine);
+    expect(r.stdout).toContain(quoted);
   });
 });
 

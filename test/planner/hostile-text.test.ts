@@ -8,7 +8,8 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { codeSpan, makeTestModel, planShards, renderPlanMarkdown, renderPlanText, type ShardPlan } from "../../src/planner/index.js";
+import { isShardctlError } from "../../src/errors/index.js";
+import { codeSpan, inspectModel, makeTestModel, planShards, renderPlanMarkdown, renderPlanText, type ShardPlan } from "../../src/planner/index.js";
 import { requireBuild, shardctl } from "../cli/support/run-shardctl.js";
 import { layoutHeader, llamaConfig, llamaLayer, tempDir, writeConfig, writeRawSafetensors } from "./fixtures.js";
 import { syntheticProfile } from "./synthetic-profile.js";
@@ -89,6 +90,56 @@ describe("codeSpan", () => {
   });
 });
 
+describe("a safetensors header's own names in its refusal", () => {
+  /** Two faked lines, a carriage return, a window title and C1's CSI. */
+  const lines = "\n\nReady  True  ClusterReady\r\u001b]0;pwned\u0007\u009b31m";
+  const shown = "\\n\\nReady  True  ClusterReady\\r\\u001b]0;pwned\\u0007\\u009b31m";
+  const tensors = (): Parameters<typeof layoutHeader>[0] => [
+    ["model.embed_tokens.weight", "F16", [16, 8]],
+    ...llamaLayer(0),
+    ...llamaLayer(1),
+    ["model.norm.weight", "F16", [8]],
+  ];
+
+  it.each([
+    ["a tensor with no dtype", (h: Record<string, unknown>) => ({ ...h, [`w${lines}`]: { shape: [0], data_offsets: [0, 0] } }), `tensor "w${shown}" has no dtype`],
+    [
+      "a tensor of no safetensors dtype",
+      (h: Record<string, unknown>) => ({ ...h, w: { dtype: `F16${lines}`, shape: [0], data_offsets: [0, 0] } }),
+      `tensor "w" has dtype "F16${shown}", which`,
+    ],
+    [
+      "a metadata value that is not a string",
+      (h: Record<string, unknown>) => ({ ...h, __metadata__: { [`format${lines}`]: 1 } }),
+      `__metadata__["format${shown}"] is not a string`,
+    ],
+    [
+      "two tensors that overlap",
+      // Past the layout's tensors (1872 bytes), in the 4 bytes of data written after them.
+      (h: Record<string, unknown>, end: number) => ({
+        ...h,
+        [`a${lines}`]: { dtype: "U8", shape: [4], data_offsets: [end, end + 4] },
+        [`b${lines}`]: { dtype: "U8", shape: [2], data_offsets: [end + 2, end + 4] },
+      }),
+      `tensor "b${shown}" data_offsets [1874, 1876] overlap "a${shown}" [1872, 1876]`,
+    ],
+  ])("%s: quoted, one line, no control character", async (_, edit, quoted) => {
+    const dir = await tempDir();
+    await writeConfig(dir, llamaConfig());
+    const { header, dataBytes } = layoutHeader(tensors());
+    await writeRawSafetensors(join(dir, "model.safetensors"), edit(header, dataBytes), dataBytes + 4);
+    const error = await inspectModel({ kind: "dir", path: dir }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    if (!isShardctlError(error)) throw new Error(`expected a ShardctlError, got ${String(error)}`);
+    expect(error.reason).toBe("SafetensorsHeaderInvalid");
+    expect(error.message).toContain(`${join(dir, "model.safetensors")}: ${quoted}`);
+    expect(error.message).not.toMatch(raw);
+    expect(error.message).not.toContain("\n");
+  });
+});
+
 describe("renderPlanText", () => {
   it("shows the model's family and the messages quoting it with every control character escaped, newlines too", () => {
     const text = renderPlanText(planOf(`llama${terminal}\nplan: feasible`, `model.layers.0.${terminal}.weight`));
@@ -108,7 +159,7 @@ describe("renderPlanMarkdown", () => {
     expectInert(md);
     // Its longest run of backticks is two: fenced by three, and padded where it ends with one.
     expect(md).toContain("``` llama\\u000a## approved by security [click](https://evil.example/x) <img src=x onerror=alert(1)> `` ` `` ```, 2 layers");
-    expect(md).toMatch(/^- `UnvalidatedModelFamily`: ```model family "llama\\u000a## approved/m);
+    expect(md).toMatch(/^- `UnvalidatedModelFamily`: ```model family "llama\\n## approved/m);
     expect(md).toMatch(/^- `ModelTensorUnexpected`: ```tensor "model\.layers\.0\.llama\\u000a## approved/m);
   });
 
@@ -164,9 +215,7 @@ describe("shardctl plan on a model that names itself with terminal sequences and
     expect(r.code).toBe(1);
     expect(r.stdout + r.stderr).not.toMatch(raw);
     expect(r.stdout).toContain("\\u001b[2j\\u001b]0;title\\u0007\\u001b[31mfake\\u009b31m\\u202eevil, 2 layers");
-    expect(r.stdout).toContain(
-      'tensor "model.layers.0.llama\\u000a## approved by security [click](https://evil.example/x) <img src=x onerror=alert(1)> `` ` ``\\u001b[2J',
-    );
+    expect(r.stdout).toContain('tensor "model.layers.0.llama\\n## approved by security [click](https://evil.example/x) <img src=x onerror=alert(1)> `` ` ``\\u001b[2J');
     expect(r.stdout.split("\n").filter((line) => /^## approved/.test(line))).toEqual([]);
   });
 
@@ -175,14 +224,18 @@ describe("shardctl plan on a model that names itself with terminal sequences and
     expect(r.code).toBe(1);
     expectInert(r.stdout);
     expect(r.stdout).toContain("### Cluster `family`");
-    expect(r.stdout).toMatch(/^- ```clusters\/tensor\.toml: ModelTensorUnexpected: .*tensor "model\.layers\.0\.llama\\u000a## approved/m);
+    expect(r.stdout).toMatch(/^- ```clusters\/tensor\.toml: ModelTensorUnexpected: .*tensor "model\.layers\.0\.llama\\n## approved/m);
   });
 
-  it("--json: the same strings, with the controls JSON leaves raw escaped", async () => {
+  it("--json: the same strings, with the controls JSON leaves raw escaped; a message quotes the tensor's name on one line", async () => {
     const r = await plan("--json");
     expect(r.stdout).not.toMatch(raw);
     const [family, tensor] = JSON.parse(r.stdout) as [{ plan: ShardPlan }, { errors: string[] }];
     expect(family.plan.model.family).toBe(`${markdown}${terminal}`.toLowerCase());
-    expect(tensor.errors[0]).toContain(`tensor "model.layers.0.${markdown}${terminal}.weight"`);
+    // The message quotes the name as a JSON string: its newline and ESC are escapes, not characters.
+    expect(tensor.errors[0]).toContain('tensor "model.layers.0.llama\\n## approved by security');
+    expect(tensor.errors[0]).toContain('\\u001b[2J\\u001b]0;TITLE\\u0007\\u001b[31mFAKE\\u009b31m\\u202eevil.weight"');
+    expect(tensor.errors[0]).not.toMatch(raw);
+    expect(tensor.errors[0]).not.toContain("\n");
   });
 });

@@ -116,7 +116,7 @@ describe("inspectModel over the Hub protocol (HTTP Range)", () => {
   it("ModelNotMlx for a repository with only pytorch_model.bin (the tree listing names it)", async () => {
     const error = await inspectModel({ kind: "hub", endpoint: hub.endpoint, repo: "test-org/bin-only", revision: "main" }).catch((e: unknown) => e);
     expect(isShardctlError(error, "ModelNotMlx")).toBe(true);
-    expect((error as Error).message).toContain("found pytorch_model.bin");
+    expect((error as Error).message).toContain('found "pytorch_model.bin"');
   });
 
   it("ModelSourceUnreachable (transient) when nothing listens", async () => {

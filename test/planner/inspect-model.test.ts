@@ -301,7 +301,7 @@ describe("inspectModel refuses broken and non-MLX models with a clear reason", (
     await expectFailure(
       inspectModel({ kind: "dir", path: dir }),
       "ModelNotMlx",
-      "neither model.safetensors nor model.safetensors.index.json exists — not an MLX-format model (config.json + safetensors); found pytorch_model.bin",
+      'neither model.safetensors nor model.safetensors.index.json exists — not an MLX-format model (config.json + safetensors); found "pytorch_model.bin"',
     );
   });
 
@@ -310,7 +310,7 @@ describe("inspectModel refuses broken and non-MLX models with a clear reason", (
     await writeConfig(dir, llamaConfig());
     await mkdir(join(dir, "gguf"));
     await writeFile(join(dir, "gguf", "model-q4.gguf"), Buffer.alloc(16));
-    await expectFailure(inspectModel({ kind: "dir", path: dir }), "ModelNotMlx", "found gguf/model-q4.gguf");
+    await expectFailure(inspectModel({ kind: "dir", path: dir }), "ModelNotMlx", 'found "gguf/model-q4.gguf"');
   });
 
   it("ModelIndexInvalid: the index names a file that does not exist", async () => {

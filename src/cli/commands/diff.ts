@@ -9,7 +9,7 @@
 import { basename, relative } from "node:path";
 import { parseArgs } from "node:util";
 import { createNodePool, daemonPlanOptions, describeBudgets, nodesOfCluster, planForCluster, type PlannedCluster } from "../../cluster/index.js";
-import { isShardctlError, messageOf } from "../../errors/index.js";
+import { isShardctlError, messageOf, showText } from "../../errors/index.js";
 import { Ledger, type LedgerEntry } from "../../launch/index.js";
 import type { NodePool } from "../../nodes/index.js";
 import {
@@ -64,7 +64,7 @@ export async function run(args: string[]): Promise<number> {
           // As the daemon: a terminal failure stalls, a transient one is retried (and is an error here).
           if (isShardctlError(error) && error.terminal) notes.push(`! ${name}: the daemon will not act: ${error.reason}: ${error.message}`);
           else {
-            console.error(`${name}: cannot plan: ${messageOf(error)}`);
+            console.error(showText(`${name}: cannot plan: ${messageOf(error)}`));
             errors++;
           }
           continue;
@@ -90,9 +90,12 @@ export async function run(args: string[]): Promise<number> {
   } finally {
     await planner.close();
   }
-  for (const line of [...changes, ...notes]) console.log(line);
+  // Each line quotes text from outside (a definition's file name, a ledger's cluster and owner, an
+  // error's message quoting a model's tensor names): shown, never obeyed by the terminal, and kept
+  // to its one line (a newline in it is escaped too), so no decision line can be forged.
+  for (const line of [...changes, ...notes]) console.log(showText(line));
   // Feasibility depends on the budgets: say which ones the plans above were made with.
-  if (planner.budgets !== undefined) console.log(`budgets: ${describeBudgets({ budgets: planner.budgets }, settings)}`);
+  if (planner.budgets !== undefined) console.log(showText(`budgets: ${describeBudgets({ budgets: planner.budgets }, settings)}`));
   if (errors > 0) return 1;
   // Lines of clusters the daemon will not act on are no differences either, but "none" would hide them.
   if (changes.length === 0) console.log(notes.length === 0 ? "no differences" : "no changes the daemon would make");
