@@ -29,7 +29,7 @@ export function createDirReader(root: string): SourceReader {
         throw new ShardctlError("ModelFileInvalid", `${file}: not valid JSON (${jsonErrorOf(error)})`, { terminal: true });
       }
     },
-    readHeader: async (path) => readLocalHeader(join(root, path)),
+    readHeader: async (path, reserve) => readLocalHeader(join(root, path), reserve),
     listsCheaply: true,
     listFiles: async () => {
       try {
@@ -50,7 +50,7 @@ export function createDirReader(root: string): SourceReader {
  * read for ever); its size is not capped, since only the header is read and the format caps that
  * at 100 MB.
  */
-async function readLocalHeader(file: string): Promise<RawHeader | undefined> {
+async function readLocalHeader(file: string, reserve?: (headerBytes: number) => void): Promise<RawHeader | undefined> {
   let opened;
   try {
     opened = await openRegularFile(file, { what: "safetensors file" });
@@ -64,6 +64,7 @@ async function readLocalHeader(file: string): Promise<RawHeader | undefined> {
     const prefix = Buffer.alloc(Math.min(8, size));
     await handle.read(prefix, 0, prefix.length, 0);
     const length = readHeaderLength(prefix, file, size);
+    reserve?.(length);
     const bytes = Buffer.alloc(length);
     const { bytesRead } = await handle.read(bytes, 0, length, 8);
     if (bytesRead !== length) throw unreadable(file, new Error(`short read: ${bytesRead} of ${length} header bytes`));

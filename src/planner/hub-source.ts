@@ -94,11 +94,12 @@ export function createHubReader(source: HubSource): SourceReader {
         throw new ShardctlError("ModelFileInvalid", `${where}: ${path} is not valid JSON (${jsonErrorOf(error)})`, { terminal: true });
       }
     },
-    readHeader: async (path): Promise<RawHeader | undefined> => {
+    readHeader: async (path, reserve): Promise<RawHeader | undefined> => {
       const prefix = await readRange(path, 0, 7);
       if (prefix === undefined) return undefined;
       const label = `${where}/${path}`;
       const length = readHeaderLength(prefix.bytes, label, prefix.fileSize);
+      reserve?.(length);
       const header = await readRange(path, 8, 8 + length - 1);
       if (header === undefined || header.bytes.length !== length) {
         throw new ShardctlError("ModelSourceUnreachable", `${label}: header read returned ${header?.bytes.length ?? 0} of ${length} bytes`, { terminal: false });

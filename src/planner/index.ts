@@ -7,11 +7,12 @@
 export { inspectModel, inspectWithReader } from "./inspect-model.js";
 export type { ModelSource, SourceReader, RawHeader } from "./model-source.js";
 export { parseModelConfig, quantizationBits, quantizationGroupSizes, type ModelConfig, type Quantization } from "./model-config.js";
-export { configBounds, maxConfigBytes, maxIndexBytes, maxSafetensorsFiles } from "./model-bounds.js";
+export { configBounds, maxConfigBytes, maxIndexBytes, maxModelHeaderBytes, maxModelTensors, maxSafetensorsFiles } from "./model-bounds.js";
 export { checkModelTensors } from "./check-tensors.js";
 export { checkModelFormat } from "./check-model-format.js";
 export { buildModelProfile, type ModelProfile, type ModelFile, type HeaderFile, type StoredDtype } from "./model-profile.js";
 export {
+  countHeaderEntries,
   parseSafetensorsHeader,
   readHeaderLength,
   dtypeElementBytes,

@@ -2,11 +2,12 @@ import { quoteText, ShardctlError } from "../errors/index.js";
 import { checkModelTensors } from "./check-tensors.js";
 import { createDirReader } from "./dir-source.js";
 import { createHubReader } from "./hub-source.js";
-import { maxConfigBytes, maxIndexBytes, maxSafetensorsFiles } from "./model-bounds.js";
+import { formatBytes } from "./format-bytes.js";
+import { maxConfigBytes, maxIndexBytes, maxModelHeaderBytes, maxModelTensors, maxSafetensorsFiles } from "./model-bounds.js";
 import { parseModelConfig } from "./model-config.js";
 import { buildModelProfile, type HeaderFile, type ModelProfile } from "./model-profile.js";
 import type { ModelSource, SourceReader } from "./model-source.js";
-import { parseSafetensorsHeader } from "./safetensors-header.js";
+import { countHeaderEntries, parseSafetensorsHeader } from "./safetensors-header.js";
 
 const indexFile = "model.safetensors.index.json";
 const singleFile = "model.safetensors";
@@ -48,11 +49,30 @@ export async function inspectWithReader(reader: SourceReader): Promise<ModelProf
   }
 
   // Read every header, a few at a time: over HTTP each costs two round trips, and a 405B model
-  // has ~190 files — all at once would open that many connections to the Hub.
+  // has ~190 files — all at once would open that many connections to the Hub. What the headers
+  // read so far hold is held against the model's caps (model-bounds.ts): a header past them is
+  // refused before it is read (bytes) or parsed (entries), so a repository of oversized headers
+  // costs the planner 64 MiB of reading at most, not its memory and its event loop.
+  let headerBytes = 0;
+  let entries = 0;
   const headers = await mapLimit(paths, headerConcurrency, async (path): Promise<HeaderFile> => {
-    const raw = await reader.readHeader(path);
+    const file = `${where}/${path}`;
+    const raw = await reader.readHeader(path, (length) => {
+      headerBytes += length;
+      if (headerBytes > maxModelHeaderBytes) {
+        const figure = `the ${length}-byte header of this file brings the model's headers to ${headerBytes} bytes (${formatBytes(headerBytes)})`;
+        throw headersTooLarge(file, `${figure}, over the cap of ${formatBytes(maxModelHeaderBytes)} for all of a model's safetensors files together`);
+      }
+    });
     if (raw === undefined) throw await explainMissing(reader, path, rawIndex !== undefined);
-    return { path, header: parseSafetensorsHeader(raw.bytes, `${where}/${path}`, raw.fileSize), fileSize: raw.fileSize };
+    entries += countHeaderEntries(raw.bytes);
+    if (entries > maxModelTensors) {
+      throw headersTooLarge(
+        file,
+        `this file's header brings the model's headers to ${entries} entries (tensors and metadata), over the cap of ${maxModelTensors} for a model`,
+      );
+    }
+    return { path, header: parseSafetensorsHeader(raw.bytes, file, raw.fileSize), fileSize: raw.fileSize };
   });
   const profile = buildModelProfile(where, config, headers, weightMap);
   // The weights must be the model config.json describes: names, shapes, quantized packing.
@@ -71,17 +91,39 @@ async function tokenizerOf(reader: SourceReader): Promise<"present" | "missing" 
   return files.some((f) => tokenizerFiles.includes(f)) ? "present" : "missing";
 }
 
+/**
+ * A model's headers past its caps: terminal, as any other header that is not a sound one, and said
+ * so (the plan pass fails here, not later on a deadline the parsing made it miss).
+ */
+function headersTooLarge(file: string, figure: string): ShardctlError {
+  return new ShardctlError(
+    "SafetensorsHeaderInvalid",
+    `${file}: ${figure}; no real model's headers are this large (a 405B model's total a few MB and some thousand tensors): ` +
+      "the repository is damaged or hostile, and nothing more of it is read — check where the model comes from and use a sound copy",
+    { terminal: true },
+  );
+}
+
 /** Header reads in flight at once. */
 const headerConcurrency = 8;
 
-/** `items.map(fn)` with at most `limit` calls pending; results keep the input order. */
+/**
+ * `items.map(fn)` with at most `limit` calls pending; results keep the input order. Once a call
+ * fails no new one starts (those in flight finish): the rest would be read only to be dropped.
+ */
 async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
   const results = new Array<R>(items.length);
   let next = 0;
+  let failed = false;
   const worker = async (): Promise<void> => {
-    while (next < items.length) {
+    while (next < items.length && !failed) {
       const i = next++;
-      results[i] = await fn(items[i]!);
+      try {
+        results[i] = await fn(items[i]!);
+      } catch (error) {
+        failed = true;
+        throw error;
+      }
     }
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));

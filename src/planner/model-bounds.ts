@@ -16,6 +16,22 @@ export const maxConfigBytes = 4 * 1024 * 1024;
  */
 export const maxIndexBytes = 64 * 1024 * 1024;
 
+/**
+ * All safetensors headers of one model together, bytes (64 MiB). About 100 bytes per tensor: a
+ * 405B model's 191 headers total a few MB, a 1T-parameter MoE's some 20 MB. The format lets each
+ * file's header reach 100 MB, and a repository of many such files would have the planner read and
+ * parse gigabytes (every plan pass, blocking the daemon); past this sum nothing more is read.
+ */
+export const maxModelHeaderBytes = 64 * 1024 * 1024;
+
+/**
+ * Entries of all safetensors headers of one model together (tensors, and each file's
+ * `__metadata__`): 1,000,000. Real models have far fewer: a 405B model some 1,100 tensors, quantized
+ * ones (weights, scales and biases of every module) and large MoEs under 100,000. Counted from the
+ * header bytes before they are parsed: parsing builds an object per tensor.
+ */
+export const maxModelTensors = 1_000_000;
+
 /** Distinct safetensors files one index may name. A 405B model ships 191; each file costs a header read (two HTTP requests). */
 export const maxSafetensorsFiles = 4096;
 

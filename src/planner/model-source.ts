@@ -39,8 +39,12 @@ export interface SourceReader {
    * not a regular file (a FIFO, a directory) with `NotRegularFile`.
    */
   readJson(path: string, maxBytes: number): Promise<unknown>;
-  /** The header of a safetensors file (never its data), or undefined when it does not exist. */
-  readHeader(path: string): Promise<RawHeader | undefined>;
+  /**
+   * The header of a safetensors file (never its data), or undefined when it does not exist.
+   * `reserve` is called with the header's length N (bytes) once the file's first 8 bytes are read
+   * and before the N bytes are: it throws to refuse the header unread (a model's headers past their cap).
+   */
+  readHeader(path: string, reserve?: (headerBytes: number) => void): Promise<RawHeader | undefined>;
   /** Every file path of the model (to explain a missing model, and to find its tokenizer), undefined if unknown. */
   listFiles(): Promise<string[] | undefined>;
   /** Whether listing costs no request of its own (a local directory, or a Hub revision whose files the caller listed). */

@@ -88,6 +88,32 @@ export function readHeaderLength(prefix: Uint8Array, file: string, fileSize?: nu
 }
 
 /**
+ * The entries of a header's top-level JSON object (tensors, and `__metadata__`), counted from its
+ * bytes without parsing them: how many objects parsing would build is known before it is done. A
+ * byte scan is enough: UTF-8 never puts a byte below 0x80 inside a multi-byte character, so quotes,
+ * backslashes, braces and colons are found as bytes. For a malformed header the count is only a
+ * guess; parsing refuses it anyway.
+ */
+export function countHeaderEntries(bytes: Uint8Array): number {
+  let depth = 0;
+  let inString = false;
+  let count = 0;
+  for (let i = 0; i < bytes.length; i++) {
+    const b = bytes[i];
+    if (inString) {
+      // A backslash escapes the byte after it (\" stays inside the string).
+      if (b === 0x5c) i++;
+      else if (b === 0x22) inString = false;
+    } else if (b === 0x22) inString = true;
+    else if (b === 0x7b || b === 0x5b) depth++;
+    else if (b === 0x7d || b === 0x5d) depth--;
+    // Each top-level key is followed by the one colon at depth 1.
+    else if (b === 0x3a && depth === 1) count++;
+  }
+  return count;
+}
+
+/**
  * Parse the N JSON header bytes of a safetensors file (read by the caller). `fileSize` (bytes,
  * when known) bounds the data offsets. Refuses what a loader would refuse: non-JSON, malformed
  * entries, offsets outside the data buffer, overlapping tensors, sizes that disagree with shape.

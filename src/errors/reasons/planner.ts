@@ -12,7 +12,7 @@ export type PlannerReason =
   | "ModelSourceUnauthorized"
   /** A JSON file of the model does not parse (terminal). */
   | "ModelFileInvalid"
-  /** A safetensors header is malformed: not JSON, offsets outside the data, overlapping tensors (terminal). */
+  /** A safetensors header is malformed (not JSON, offsets outside the data, overlapping tensors), or a model's headers are past their caps (bytes, entries) (terminal). */
   | "SafetensorsHeaderInvalid"
   /** The model is a path on the nodes, which the control machine cannot read to plan from (terminal). */
   | "ModelNotInspectable"
