@@ -47,7 +47,7 @@ import {
 } from "./probes.js";
 import { blamedForLostLink, consequenceOf } from "./describe-death.js";
 import { judgeExit } from "./judge-exit.js";
-import { alsoStopped, describeStopped, findStoppedMembers } from "./stopped-members.js";
+import { alsoStopped, describeStopped, lookForStoppedMembers } from "./stopped-members.js";
 import { StrikeCounter } from "./strike-counter.js";
 import type { DeathConsequence, DeathEvent, DeathReason, HealthDeps, ObservabilityEvent, WatchedCluster, WatchedProcess } from "./types.js";
 
@@ -325,8 +325,11 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
 
   // Stopped members of one node, from its process listing.
   const checkStopped = async (name: string): Promise<void> => {
-    const stopped = await findStoppedMembers(cluster, options.nodeFor, timeoutMs, name);
+    const { stopped, answered } = await lookForStoppedMembers(cluster, options.nodeFor, timeoutMs, name);
     if (done) return;
+    // A node that did not answer this look says nothing either way: its members keep their strikes
+    // (cleared, a node too slow to answer two looks in a row would never be judged).
+    if (!answered.has(name)) return;
     for (const process of cluster.processes.filter((p) => p.node === name)) {
       const member = stopped.find((s) => s.process === process);
       const key = `${labelOf(process)}:stopped`;
@@ -337,11 +340,25 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   };
 
   // A hung generation says that the pipeline is stuck, not where: any member may hold it up. One seen
-  // stopped is named (the first in pipeline order, the others after it); otherwise the server it was
-  // seen through is, with word that the engine does not say which member hangs.
+  // stopped is named (the first in pipeline order, the others after it); else one on a node that did
+  // not answer the look (a frozen machine: its members could not be seen, stopped or not); otherwise
+  // the server it was seen through is, with word that the engine does not say which member hangs.
   const judgeHang = async (server: WatchedProcess, took: string, counted: boolean): Promise<void> => {
-    const [first, ...others] = await findStoppedMembers(cluster, options.nodeFor, timeoutMs);
+    const {
+      stopped: [first, ...others],
+      answered,
+    } = await lookForStoppedMembers(cluster, options.nodeFor, timeoutMs);
     if (done || controller.signal.aborted) return;
+    const unseen = cluster.processes.filter((p) => !answered.has(p.node));
+    if (first === undefined && unseen.length > 0) {
+      const [blamed, ...rest] = unseen;
+      const also = rest.length === 0 ? "" : ` (nor could ${rest.map((p) => `${labelOf(p)} on ${p.node}`).join(", ")})`;
+      return die(
+        blamed!,
+        "GenerationHung",
+        `${took}; the pipeline hangs, and its node did not answer a look at its processes${also}: a member there may hold it (stopped, or its machine frozen or cut off); none was seen stopped where the nodes answered`,
+      );
+    }
     if (first === undefined) {
       // An engine that answers a completion only once it has generated it, and whose /health gave
       // no count of its tokens, cannot tell a hang from a wait for a free slot: the probe's deadline

@@ -6,14 +6,15 @@
  * A definition's `[engine] generation_watchdog_seconds` gives an engine whose /health is otherwise
  * trusted (mlxcel) such a watchdog, and 0 takes mlx-lm's away.
  */
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { monitorCluster, type DeathEvent, type MonitorOptions, type WatchedCluster, type WatchedProcess } from "../../src/health/index.js";
-import { LocalNode, type NodeAccess } from "../../src/nodes/index.js";
+import { LocalNode, NodePool, type NodeAccess } from "../../src/nodes/index.js";
+import { generatePrivateKey } from "../support/ssh-key.js";
 import { allocateHost } from "../support/test-world.js";
 
 let dir: string;
@@ -147,6 +148,43 @@ describe("a member stopped while /health answers 200", () => {
     expect(event).toMatchObject({ label: "stage-1", reason: "GenerationHung" });
     expect(event.detail).toBe(
       `a one-token completion through ${entry.coordinatorUrl} took over 500 ms; the pipeline hangs and mlx-lm does not say which member holds it (none was seen stopped)`,
+    );
+  });
+
+  // Regression: a frozen machine (rank and sshd stopped) was never looked at, yet the death named the
+  // healthy HTTP rank, saying "none was seen stopped".
+  it("a hang while a member's node does not answer the look names that member and says its node did not answer", async () => {
+    const entry = await mlxCluster();
+    const keys = await mkdtemp(join(tmpdir(), "shardctl-hang-lost-"));
+    closers.push(() => rm(keys, { recursive: true, force: true }));
+    await writeFile(join(keys, "id_ed25519"), generatePrivateKey(), { mode: 0o600 });
+    const pool = new NodePool({ knownHostsPath: join(keys, "known_hosts"), sshConfigPath: join(keys, "none"), connectDeadlineMs: 300 });
+    closers.push(() => pool.close());
+    // Stage 0 on a node whose every question fails (nothing listens at its SSH port).
+    const lost = pool.get({
+      name: "lost",
+      host: "127.0.0.1",
+      port: 1,
+      user: "nobody",
+      identityFile: join(keys, "id_ed25519"),
+      hostKeyPolicy: "accept-new",
+      modelDir: keys,
+    });
+    const moved = { ...entry, processes: entry.processes.map((p) => (p.index === 0 ? { ...p, node: "lost" } : p)) };
+    let resolve!: (e: DeathEvent) => void;
+    const death = new Promise<DeathEvent>((r) => (resolve = r));
+    const monitor = monitorCluster(moved, {
+      nodeFor: (name) => (name === "lost" ? lost : node),
+      exitWatch: false,
+      pollIntervalMs: 60_000,
+      generationWatchdog: { intervalMs: 100, timeoutMs: 500 },
+      onDeath: resolve,
+    });
+    closers.unshift(() => monitor.stop());
+    const event = await death;
+    expect(event).toMatchObject({ label: "stage-0", node: "lost", reason: "GenerationHung" });
+    expect(event.detail).toBe(
+      `a one-token completion through ${entry.coordinatorUrl} took over 500 ms; the pipeline hangs, and its node did not answer a look at its processes: a member there may hold it (stopped, or its machine frozen or cut off); none was seen stopped where the nodes answered`,
     );
   });
 
