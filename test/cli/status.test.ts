@@ -276,7 +276,7 @@ test("a cluster whose definition is gone but whose status stays is listed as suc
 
 // Regression: a stage whose node did not answer its liveness probe (a loaded or cut node) counted as
 // down: a cluster serving with Ready True read `0/2`, as a stopped one does.
-test("the list counts a stage whose node does not answer apart, neither up nor down", async () => {
+test("the list counts a stage whose node does not answer apart, neither up nor down; the detail says an invalid definition's commit is not the serving revision's", async () => {
   const other = await startWorld();
   try {
     const { readFile } = await import("node:fs/promises");
@@ -294,6 +294,16 @@ test("the list counts a stage whose node does not answer apart, neither up nor d
     expect(list.stdout).toMatch(new RegExp(`^${healthy.cluster}\\s+\\[cluster\\]\\s+Degraded\\s+\\S+\\s+1/2 \\(1 unknown\\)\\s`, "m"));
     await writeFile(join(other.clustersDir, `${healthy.cluster}.status.json`), JSON.stringify(healthy));
     expect((await runShardctl(other, ["status"])).stdout).toMatch(new RegExp(`^${healthy.cluster}\\s+\\[cluster\\]\\s+Healthy\\s+\\S+\\s+2/2\\s`, "m"));
+    // An invalid edit committed: its commit is not the revision that serves, and the header says so.
+    const stalled = {
+      ...healthy,
+      gitCommit: "b".repeat(40),
+      conditions: healthy.conditions.map((c) => (c.type === "Stalled" ? { ...c, status: "True" as const, reason: "InvalidDefinition" } : c)),
+    };
+    await writeFile(join(other.clustersDir, `${healthy.cluster}.status.json`), JSON.stringify(stalled));
+    expect((await runShardctl(other, ["status", healthy.cluster])).stdout).toContain(
+      `(definition commit ${"b".repeat(12)}, invalid: the revision is the last valid one's`,
+    );
   } finally {
     await other.close();
   }

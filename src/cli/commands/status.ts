@@ -272,8 +272,11 @@ function conditionTable(status: ClusterStatus): string[][] {
  * daemon's checkout was at (they differ once other files are committed after it).
  */
 function describeCommits(status: ClusterStatus): string {
+  // An invalid definition's commit is the one that broke it, while the revision shown is the last
+  // valid one, still serving: said, or the two read as one.
+  const invalid = status.conditions.some((c) => c.type === "Stalled" && c.status === "True" && c.reason === "InvalidDefinition");
   const parts = [
-    ...(status.gitCommit === undefined ? [] : [`definition commit ${status.gitCommit.slice(0, 12)}`]),
+    ...(status.gitCommit === undefined ? [] : [`definition commit ${status.gitCommit.slice(0, 12)}${invalid ? ", invalid: the revision is the last valid one's" : ""}`]),
     ...(status.gitHead === undefined ? [] : [`checkout at ${status.gitHead.slice(0, 12)}`]),
   ];
   return parts.length === 0 ? "" : ` (${parts.join(", ")})`;
