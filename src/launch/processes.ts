@@ -87,6 +87,9 @@ export async function describeExit(node: NodeAccess, process: LedgerProcess): Pr
   return (await askExit(node, process)).words;
 }
 
+/** How long askExit waits to learn whether a process without an exit status still runs, ms. */
+const stillRunningDeadlineMs = 2_000;
+
 /**
  * describeExit, and whether the words say how it ended (`known`) or only that its node could not
  * be asked: a node that did not answer is no process that "ended without recording an exit status"
@@ -96,6 +99,12 @@ export async function askExit(node: NodeAccess, process: LedgerProcess): Promise
   const record = await readExitRecord(node, process);
   if ("unreadable" in record) return { words: `ended (its exit status could not be read: ${record.unreadable})`, known: false };
   if ("status" in record) return { words: await describeStatus(node, process, record.status), known: true };
+  // No status yet may be no end yet: a teardown whose signal timed out on a loaded node leaves the
+  // process running, and "ended without recording" would send its operator looking for a full disk.
+  const startTime = await node.processStartTime(process.pid, { deadlineMs: stillRunningDeadlineMs }).catch(() => undefined);
+  if (startTime !== undefined && startTime === process.startTime) {
+    return { words: "was still running when asked how it ended (a teardown that could not confirm its stop: the next pass stops it)", known: false };
+  }
   return {
     words: "ended without recording an exit status (the pid is the sh that runs the engine and writes how it ends: that sh was killed itself, or its disk was full)",
     known: true,

@@ -4,6 +4,7 @@
  * exit status", which sent operators looking for a full disk while the status file sat on a node cut
  * off by a partition. A real sshd node, stopped for the last case.
  */
+import { spawn } from "node:child_process";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
@@ -52,5 +53,22 @@ test("a recorded status, none recorded, and a node that does not answer are thre
     expect(unread.words).not.toContain("ended without recording");
   } finally {
     await sshd.nodes[0]!.start();
+  }
+});
+
+// Regression: a teardown whose signal timed out on a loaded node left the process running, and the
+// evidence said it "ended without recording an exit status (… or its disk was full)".
+test("a process without a recorded status that still runs is said to be still running, not to have ended", async () => {
+  const node = pool.get(sshNodeConfig(sshd, 0));
+  const sleeper = spawn("sleep", ["30"], { stdio: "ignore" });
+  try {
+    const startTime = await node.processStartTime(sleeper.pid!);
+    const running = { ...(await stageWithExit("running", undefined)), pid: sleeper.pid!, startTime: startTime! };
+    expect(await askExit(node, running)).toEqual({
+      words: "was still running when asked how it ended (a teardown that could not confirm its stop: the next pass stops it)",
+      known: false,
+    });
+  } finally {
+    sleeper.kill("SIGKILL");
   }
 });
