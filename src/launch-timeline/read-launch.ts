@@ -36,6 +36,8 @@ export interface LaunchRead {
   members: ReadonlyMap<string, LaunchMember>;
   /** Stages that listen. */
   listening: number;
+  /** When the last of the stages that listen began to (ISO time); absent while none does. */
+  lastListeningAt?: string;
   /** Members seen stopped and not resumed, in the order they were seen. */
   stopped: readonly string[];
   /** Stages whose transport address is silent and that do not listen yet, with what their event said. */
@@ -52,6 +54,7 @@ export function readLaunch(timeline: readonly TimelineEntry[]): LaunchRead {
   const events = timeline.slice(Math.max(0, start));
   const members = new Map<string, LaunchMember>();
   const stopped = new Set<string>();
+  let lastListeningAt: string | undefined;
   for (const { step, detail, at } of events) {
     const match = /^(stage-\d+|coordinator)-(started|listening|paused|resumed|silent|reached)$/.exec(step);
     if (match === null) continue;
@@ -64,6 +67,7 @@ export function readLaunch(timeline: readonly TimelineEntry[]): LaunchRead {
       if (pid !== undefined) member.pid = pid;
     } else if (match[2] === "listening") {
       member.listening = true;
+      if (label.startsWith("stage-")) lastListeningAt = at;
       delete member.silent;
       if (detail !== undefined) member.address = detail;
     } else if (match[2] === "silent") {
@@ -88,6 +92,7 @@ export function readLaunch(timeline: readonly TimelineEntry[]): LaunchRead {
     steps: new Set(events.map((e) => e.step)),
     members,
     listening,
+    ...(lastListeningAt === undefined ? {} : { lastListeningAt }),
     stopped: [...stopped],
     silent,
     ...(ended === undefined ? {} : { ended }),
@@ -104,7 +109,7 @@ export function launchUnderWay(timeline: readonly TimelineEntry[]): LaunchRead |
 
 /** "its processes are starting: 1 of 2 stages listen", "its coordinator answers /health; its first token is awaited", … */
 export function describeLaunchProgress(timeline: readonly TimelineEntry[], stages: number): string {
-  const { steps, listening, stopped, silent, ended, answered } = readLaunch(timeline);
+  const { steps, listening, lastListeningAt, stopped, silent, ended, answered } = readLaunch(timeline);
   const holds = [
     ...(stopped.length === 0 ? [] : [`${stopped.join(", ")} ${stopped.length === 1 ? "is" : "are"} stopped, which holds the launch (see its timeline)`]),
     ...silent.map(({ label, detail }) => `${label} runs, but ${detail}`),
@@ -120,6 +125,13 @@ export function describeLaunchProgress(timeline: readonly TimelineEntry[], stage
   if (steps.has("coordinator-started")) {
     const said = answered === undefined ? "" : `; its /health ${answered}`;
     return `its ${stages === 1 ? "stage listens" : `${stages} stages listen`}; its coordinator is starting${said}${hold}`;
+  }
+  // Every stage listens and nothing serves yet: an engine without a coordinator process (a ring of
+  // ranks: mlx-lm) answers /health only once every rank has joined the ring, which a rank cut off
+  // from its neighbour never does. Said apart from "starting", with since when, or a partition reads
+  // as "2 of 2 stages listen" until the launch's deadline.
+  if (listening > 0 && listening >= stages && lastListeningAt !== undefined) {
+    return `its ${stages === 1 ? "stage listens" : `${stages} stages listen`} (all since ${lastListeningAt.slice(11, 19)} UTC); nothing answers /health yet (ranks that form a ring answer once every rank has joined it)${hold}`;
   }
   return `its processes are starting${listening === 0 ? "" : `: ${listening} of ${stages} ${stages === 1 ? "stage listens" : "stages listen"}`}${hold}`;
 }

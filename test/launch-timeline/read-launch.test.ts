@@ -12,6 +12,10 @@ describe("describeLaunchProgress", () => {
     expect(describeLaunchProgress(steps("launch-started", "stage-0-started", "stage-0-listening", "stage-1-started"), 2)).toBe(
       "its processes are starting: 1 of 2 stages listen",
     );
+    // Every stage listens, and no coordinator process is started (an engine whose ranks form a ring): since when.
+    expect(describeLaunchProgress(steps("launch-started", "stage-0-listening", "stage-1-listening"), 2)).toBe(
+      "its 2 stages listen (all since 00:00:00 UTC); nothing answers /health yet (ranks that form a ring answer once every rank has joined it)",
+    );
     expect(describeLaunchProgress(steps("stage-0-listening", "stage-1-listening", "coordinator-started"), 2)).toBe("its 2 stages listen; its coordinator is starting");
     expect(describeLaunchProgress(steps("stage-0-listening", "coordinator-started"), 1)).toBe("its stage listens; its coordinator is starting");
     expect(describeLaunchProgress(steps("coordinator-started", "coordinator-healthy"), 2)).toBe("its coordinator answers /health; its first token is awaited");
