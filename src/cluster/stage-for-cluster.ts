@@ -39,9 +39,9 @@ export async function stageForCluster(
   settings: Settings,
   planned: Pick<PlannedCluster, "plan" | "profile" | "pinned">,
   nodes: ClusterNodes,
-  options: Pick<StagingOptions, "onProgress" | "signal" | "beforeTransfer"> = {},
+  options: Pick<StagingOptions, "onProgress" | "signal" | "waitForTurn"> = {},
 ): Promise<StagedCluster> {
-  const { onProgress, signal, beforeTransfer } = options;
+  const { onProgress, signal, waitForTurn } = options;
   const unpinned = stagingSourceOf(spec, settings);
   if (unpinned.kind === "path") {
     // Each stage node must hold every weight file its stage loads: an engine may leave a tensor whose
@@ -64,7 +64,7 @@ export async function stageForCluster(
     manifest,
     ...(onProgress === undefined ? {} : { onProgress }),
     ...(signal === undefined ? {} : { signal }),
-    ...(beforeTransfer === undefined ? {} : { beforeTransfer }),
+    ...(waitForTurn === undefined ? {} : { waitForTurn }),
   });
   return {
     commit: manifest.commit,

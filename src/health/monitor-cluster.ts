@@ -341,35 +341,37 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
 
   // A hung generation says that the pipeline is stuck, not where: any member may hold it up. One seen
   // stopped is named (the first in pipeline order, the others after it); else one on a node that did
-  // not answer the look (a frozen machine: its members could not be seen, stopped or not); otherwise
-  // the server it was seen through is, with word that the engine does not say which member hangs.
+  // not answer the look and has missed its liveness probes too (a frozen machine: its members could
+  // not be seen, stopped or not; one slow `ps` alone is no such sign); otherwise the server it was
+  // seen through is, with word that the engine does not say which member hangs.
   const judgeHang = async (server: WatchedProcess, took: string, counted: boolean): Promise<void> => {
     const {
       stopped: [first, ...others],
       answered,
     } = await lookForStoppedMembers(cluster, options.nodeFor, timeoutMs);
     if (done || controller.signal.aborted) return;
+    if (first !== undefined) return die(first.process, "GenerationHung", [`stopped (${describeStopped(first)}) while ${took}`, ...others.map(alsoStopped)].join("; "));
+    // An engine that answers a completion only once it has generated it, and whose /health gave
+    // no count of its tokens, cannot tell a hang from a wait for a free slot: the probe's deadline
+    // is the definition's, and it says so.
+    const orBusy =
+      watchdog?.headMeansTaken === false && !counted
+        ? ", or every slot stayed busy that long ([engine] generation_watchdog_seconds must exceed the longest a request waits for a free slot),"
+        : "";
     const unseen = cluster.processes.filter((p) => !answered.has(p.node));
-    if (first === undefined && unseen.length > 0) {
-      const [blamed, ...rest] = unseen;
+    const silent = unseen.filter((p) => (unanswered.get(p.node) ?? 0) > 0);
+    if (silent.length > 0) {
+      const [blamed, ...rest] = silent;
       const also = rest.length === 0 ? "" : ` (nor could ${rest.map((p) => `${labelOf(p)} on ${p.node}`).join(", ")})`;
       return die(
         blamed!,
         "GenerationHung",
-        `${took}; the pipeline hangs, and its node did not answer a look at its processes${also}: a member there may hold it (stopped, or its machine frozen or cut off); none was seen stopped where the nodes answered`,
+        `${took}; the pipeline hangs${orBusy} and its node, which misses its liveness probes, did not answer a look at its processes${also}: a member there may hold it (stopped, or its machine frozen or cut off); none was seen stopped where the nodes answered`,
       );
     }
-    if (first === undefined) {
-      // An engine that answers a completion only once it has generated it, and whose /health gave
-      // no count of its tokens, cannot tell a hang from a wait for a free slot: the probe's deadline
-      // is the definition's, and it says so.
-      const orBusy =
-        watchdog?.headMeansTaken === false && !counted
-          ? ", or every slot stayed busy that long ([engine] generation_watchdog_seconds must exceed the longest a request waits for a free slot),"
-          : "";
-      return die(server, "GenerationHung", `${took}; the pipeline hangs${orBusy} and ${engineName} does not say which member holds it (none was seen stopped)`);
-    }
-    die(first.process, "GenerationHung", [`stopped (${describeStopped(first)}) while ${took}`, ...others.map(alsoStopped)].join("; "));
+    const unlooked = [...new Set(unseen.map((p) => p.node))];
+    const notLooked = unlooked.length === 0 ? "" : `; ${unlooked.join(", ")} could not be looked at`;
+    return die(server, "GenerationHung", `${took}; the pipeline hangs${orBusy} and ${engineName} does not say which member holds it (none was seen stopped${notLooked})`);
   };
 
   // A pipeline that hangs while its /health answers 200 (mlx-lm's ring): one token, in time, or dead.

@@ -89,7 +89,8 @@ export function readHeaderLength(prefix: Uint8Array, file: string, fileSize?: nu
 
 /**
  * The entries of a header's top-level JSON object (tensors, and `__metadata__`), counted from its
- * bytes without parsing them: how many objects parsing would build is known before it is done. A
+ * bytes without parsing them: how many tensors parsing would describe is known before it is done
+ * (nested keys, within `__metadata__`, are not counted: the cap on header bytes bounds those). A
  * byte scan is enough: UTF-8 never puts a byte below 0x80 inside a multi-byte character, so quotes,
  * backslashes, braces and colons are found as bytes. For a malformed header the count is only a
  * guess; parsing refuses it anyway.

@@ -39,6 +39,9 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
     return { node: name, before: "present", bytesTransferred: 0, filesTransferred: 0, hashedFiles: result.hashedFiles, modelPath: dir };
   }
   const layout: Layout = { kind: "cache", modelDir };
+  // Hashing every file is as heavy as a transfer: it waits for its turn as one does.
+  const hashesAll = options.verify === "full" && options.waitForTurn !== undefined;
+  if (hashesAll) await orCancelled(options.waitForTurn!(), name, options.signal);
   const classification = await orCancelled(classifyNode(node, manifest, layout, { verify: options.verify, signal: options.signal }), name, options.signal);
   const todo = classification.files.filter((f) => f.state !== "present");
   const needed = todo.reduce((sum, f) => sum + f.file.size - (f.state === "partial" ? Math.min(f.haveBytes, f.file.size) : 0), 0);
@@ -71,7 +74,7 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
   }
 
   // Transfer, verify, rename into place: once the caller lets transfers begin.
-  if (todo.length > 0 && options.beforeTransfer !== undefined) await orCancelled(options.beforeTransfer(), name, options.signal);
+  if (todo.length > 0 && !hashesAll && options.waitForTurn !== undefined) await orCancelled(options.waitForTurn(), name, options.signal);
   const progress = createProgress(name, needed, options.onProgress);
   progress.update("classify", 0, undefined, true);
   const blobsDir = posix.dirname(blobPath(modelDir, manifest.repo, "x"));

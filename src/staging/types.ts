@@ -83,11 +83,12 @@ export interface StagingOptions {
    */
   signal?: AbortSignal;
   /**
-   * Awaited once a node is found to need a transfer, before its first byte moves (after the disk
-   * check): where a caller limits how many stagings transfer at once. A node whose files are all in
-   * place never calls it. Rejecting fails the node with that error.
+   * Awaited before a node's heavy work, once: before its first byte moves (after the disk check), or
+   * before its classification when that hashes every file (`verify = "full"`). Where a caller limits
+   * how many stagings transfer and hash at once; a node whose files are in place by the stat cache
+   * never calls it. Rejecting fails the node with that error.
    */
-  beforeTransfer?: () => Promise<void>;
+  waitForTurn?: () => Promise<void>;
 }
 
 export interface NodeStagingResult {

@@ -176,7 +176,8 @@ describe("a member stopped while /health answers 200", () => {
     const monitor = monitorCluster(moved, {
       nodeFor: (name) => (name === "lost" ? lost : node),
       exitWatch: false,
-      pollIntervalMs: 60_000,
+      // Its liveness probes go unanswered too: a frozen machine, not one slow look.
+      pollIntervalMs: 100,
       generationWatchdog: { intervalMs: 100, timeoutMs: 500 },
       onDeath: resolve,
     });
@@ -184,7 +185,7 @@ describe("a member stopped while /health answers 200", () => {
     const event = await death;
     expect(event).toMatchObject({ label: "stage-0", node: "lost", reason: "GenerationHung" });
     expect(event.detail).toBe(
-      `a one-token completion through ${entry.coordinatorUrl} took over 500 ms; the pipeline hangs, and its node did not answer a look at its processes: a member there may hold it (stopped, or its machine frozen or cut off); none was seen stopped where the nodes answered`,
+      `a one-token completion through ${entry.coordinatorUrl} took over 500 ms; the pipeline hangs and its node, which misses its liveness probes, did not answer a look at its processes: a member there may hold it (stopped, or its machine frozen or cut off); none was seen stopped where the nodes answered`,
     );
   });
 

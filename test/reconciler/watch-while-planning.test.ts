@@ -5,6 +5,7 @@
  * Healthy, and was served, for over a minute. Here the engine's `--version` hangs while a flag file
  * exists; a stage killed meanwhile must be found dead while the plan still waits on it.
  */
+import { existsSync } from "node:fs";
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { expect, test } from "vitest";
@@ -20,20 +21,24 @@ test("a stage killed while a restarted daemon's plan waits on a node is found de
   const binary = join(world.root, "bin", "version-hangs.sh");
   await mkdir(join(world.root, "bin"), { recursive: true });
   const engine = bundledShardEngineCommand.map((arg) => JSON.stringify(arg)).join(" ");
-  // `--version` waits while the flag exists, 60 s at most; everything else is the real engine.
+  const asked = join(world.root, "version-asked");
+  // `--version` says it was asked, then waits while the flag exists, 60 s at most; everything else is the real engine.
   await writeFile(
     binary,
-    `#!/bin/sh\nif [ "$1" = "--version" ]; then i=0; while [ -e ${JSON.stringify(flag)} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; fi\nexec ${engine} "$@"\n`,
+    `#!/bin/sh\nif [ "$1" = "--version" ]; then : > ${JSON.stringify(asked)}; i=0; while [ -e ${JSON.stringify(flag)} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; fi\nexec ${engine} "$@"\n`,
     { mode: 0o755 },
   );
   const revision = await dw.define("watched", { nodes: ["l1", "l2"], binary });
   await dw.waitServing("watched", revision, 90_000);
   await dw.stopDaemon();
   await writeFile(flag, "");
+  await rm(asked, { force: true });
   try {
     await dw.startDaemon();
     // The new daemon's first pass is planning: its version probe hangs on the flag.
-    await new Promise((r) => setTimeout(r, 2_000));
+    const deadline = Date.now() + 60_000;
+    while (!existsSync(asked) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(existsSync(asked)).toBe(true);
     const stage = (await new Ledger(world.stateDir).read("watched"))!.processes.find((p) => p.role === "stage")!;
     const killedAt = Date.now();
     process.kill(stage.pid, "SIGKILL");

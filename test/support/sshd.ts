@@ -39,8 +39,12 @@ export interface SshdNode {
   knownHostsLine: string;
   /** Restart the server with a fresh host key (to test a changed key). */
   rotateHostKey(): Promise<void>;
-  /** Stop this server (the others keep running). */
-  stop(): Promise<void>;
+  /**
+   * Stop this server (the others keep running). Connections already made live on in their own sshd
+   * processes, as they do on a real machine whose sshd is stopped; `{ connections: true }` ends them
+   * too, as a machine that goes down does.
+   */
+  stop(options?: { connections?: boolean }): Promise<void>;
   /** Start it again after `stop` (same port and key). */
   start(): Promise<void>;
 }
@@ -204,10 +208,12 @@ async function startOne(
     }
   }
 
-  async function stop(): Promise<void> {
+  async function stop(options: { connections?: boolean } = {}): Promise<void> {
     const c = child;
     child = undefined;
     if (c === undefined || c.exitCode !== null || c.signalCode !== null) return;
+    // Each connection is a child sshd of the listener.
+    if (options.connections === true) await run("pkill", ["-TERM", "-P", String(c.pid)]).catch(() => undefined);
     const gone = new Promise<void>((resolve) => c.once("exit", () => resolve()));
     c.kill("SIGTERM");
     await gone;

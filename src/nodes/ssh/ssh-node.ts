@@ -406,6 +406,8 @@ function collect(
     let timedOut = false;
     // Stopped before the shell printed its pid: killed as soon as the pid arrives.
     let killOnPid = false;
+    // Closes the channel of a command whose pid never came (see stop).
+    let abandon: NodeJS.Timeout | undefined;
     channel.on("data", (d: Buffer) => {
       out.push(d);
       if (killOnPid) stop();
@@ -432,7 +434,8 @@ function collect(
         // commands do not start is asked no more than its slots allow, instead of one more session
         // piling up on it at every probe.
         killOnPid = true;
-        setTimeout(() => channel.close(), abandonAfterMs).unref();
+        abandon = setTimeout(() => channel.close(), abandonAfterMs);
+        abandon.unref();
       }
     };
     const timer = Number.isFinite(options.deadlineMs) ? setDeadline(options.deadlineMs!, () => ((timedOut = true), stop())) : undefined;
@@ -441,6 +444,7 @@ function collect(
       if (settled) return;
       settled = true;
       timer?.clear();
+      clearTimeout(abandon);
       options.abort?.removeEventListener("abort", onAbort);
       const text = Buffer.concat(out).toString("utf8");
       const newline = text.indexOf("\n");

@@ -1,8 +1,9 @@
 /**
  * At most `size` pieces of work at once; the others wait their turn, in order. The daemon's passes
  * step aside from the work queue while they stage (a download of a large model takes hours, and a
- * delete of another cluster must not wait for it), and take one of these before they transfer, so
- * no more than four stagings download at a time (a staging that finds its files in place needs none).
+ * delete of another cluster must not wait for it), and take one of these before they transfer (or
+ * hash every file, `verify = "full"`), so no more than four stagings download or hash at a time; a
+ * staging that finds its files in place by the stat cache needs none.
  */
 export class Slots {
   private used = 0;

@@ -72,7 +72,10 @@ export async function observeEntry(pass: Pass, entry: LedgerEntry) {
   // Without a plan (one that could not be made: a node that cannot be probed) the last status's plan
   // of the same revision still says which layers each stage holds.
   const previousPlan = memory.status?.observedRevision === entry.revision ? memory.status.plan : undefined;
-  const layers = (memory.planned?.plan ?? previousPlan)?.stages.map((s) => s.layers);
+  // Only a plan of the launch's own revision: a new revision's (still stalled, say infeasible) may
+  // split the layers otherwise, or into more stages, and would misstate what runs and its ranks.
+  const planned = memory.planned?.revision === entry.revision ? memory.planned.plan : undefined;
+  const layers = (planned ?? previousPlan)?.stages.map((s) => s.layers);
   const previous = memory.observation ?? inheritedObservation(memory.inheritedCards, entry);
   const deathBefore = memory.deathRecordedFor;
   const knownGone = memory.seenGone?.launch === entry.startedAt ? new Set(memory.seenGone.labels) : undefined;

@@ -26,8 +26,9 @@ export const stage: Step = {
     setConditions(memory, revision, { Ready: notServingYet(memory, "Staging") });
     // A staging may take hours (a large model's download): the pass gives its place in the work
     // queue back, so other clusters' passes (a delete, a relaunch) go on, and takes one of the
-    // stagings' own places instead — only once a node is found to need a transfer: a relaunch whose
-    // files are all in place never waits behind other clusters' downloads.
+    // stagings' own places instead — only once a node is found to need a transfer (or hashes every
+    // file, `verify = "full"`): a relaunch whose files are in place never waits behind other
+    // clusters' downloads.
     pass.stepAside?.();
     const slots = pass.world.stagingSlots;
     let release: (() => void) | undefined;
@@ -68,7 +69,7 @@ export const stage: Step = {
           memory.staging = [...memory.staging.filter((s) => s.node !== event.node), next].sort((a, b) => a.node.localeCompare(b.node));
           pass.world.writeProgress(pass.name, memory, { action: "stage", result: "waiting", health: "Progressing" }, settings);
         },
-        beforeTransfer: takeSlot,
+        waitForTurn: takeSlot,
         ...(pass.callOff === undefined ? {} : { signal: pass.callOff }),
       }).finally(() => {
         answered = true;

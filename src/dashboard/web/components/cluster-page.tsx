@@ -128,7 +128,7 @@ function ClusterArticle({ status, now, rates, stale, unchecked, onReconcile, rec
               </span>
             ))}{" "}
             · {status.file}
-            {status.definitionRemoved === true ? " (removed: the daemon tears the cluster down)" : ""} · desired {status.desired}
+            {status.definitionRemoved === true ? ` (removed: ${removalInWords(status)})` : ""} · desired {status.desired}
           </p>
           {ready === undefined ? null : (
             // A live region: a reader is told when readiness changes, not only when it looks.
@@ -356,4 +356,12 @@ function Why({ status }: { status: StatusView }) {
       ))}
     </ul>
   );
+}
+
+/** What becomes of a cluster whose definition is gone, as its status says: torn down, or why not. */
+function removalInWords(status: StatusView): string {
+  const stalled = status.conditions.find((c) => c.type === "Stalled" && c.status === "True");
+  if (stalled?.reason === "MassPruneRefused") return "the daemon refuses to tear every cluster down at once; it keeps running";
+  if (stalled?.reason === "DefinitionsDirMissing") return "the definitions folder is missing; the daemon tears nothing down until it is back";
+  return "the daemon tears the cluster down";
 }
