@@ -57,6 +57,8 @@ export class ReconcilerWorld {
   /** The write in flight per cluster: writes land in the order they were composed. */
   private readonly writes = new Map<string, Promise<void>>();
   private readonly lastProgress = new Map<string, number>();
+  /** A progress write held back to the end of its 500 ms, per cluster. */
+  private readonly pendingProgress = new Map<string, NodeJS.Timeout>();
   /** The Ready condition each cluster's status file says, as last written (status, reason, message). */
   private readonly readyWritten = new Map<string, string>();
   /** Stagings under way at once: four, as many as the work queue's passes (see Slots). */
@@ -136,7 +138,9 @@ export class ReconcilerWorld {
    * never thrown. The status is published to the feed at once; writes of one cluster are queued
    * so that an older status (a death seen mid-pass, staging progress) never lands after a newer one.
    */
-  async writeStatus(name: string, memory: ClusterMemory, report: PassReport, settings: Settings | undefined): Promise<void> {
+  async writeStatus(name: string, memory: ClusterMemory, report: PassReport, settings: Settings | undefined, progress = false): Promise<void> {
+    // A status that is no progress report supersedes a progress write still held back.
+    if (!progress) this.cancelProgress(name);
     const file = this.definitionFile(name);
     const status = composeStatus(name, file, memory, report, settings);
     memory.status = status;
@@ -201,13 +205,34 @@ export class ReconcilerWorld {
   forget(name: string): void {
     this.readyWritten.delete(name);
     this.lastProgress.delete(name);
+    this.cancelProgress(name);
   }
 
-  /** Progress of a long step (staging bytes): written like any status, at most every 500 ms per cluster. */
+  private cancelProgress(name: string): void {
+    clearTimeout(this.pendingProgress.get(name));
+    this.pendingProgress.delete(name);
+  }
+
+  /**
+   * Progress of a long step (staging bytes): written like any status, at most every 500 ms per
+   * cluster, and the last word of a burst once its 500 ms are over: a node that finished, or began to
+   * wait for another process's lock, right after another node's event is not left unsaid while
+   * nothing else moves. Any other status written meanwhile supersedes it.
+   */
   writeProgress(name: string, memory: ClusterMemory, report: PassReport, settings: Settings | undefined): void {
-    const now = Date.now();
-    if (now - (this.lastProgress.get(name) ?? 0) < progressIntervalMs) return;
-    this.lastProgress.set(name, now);
-    void this.writeStatus(name, memory, report, settings);
+    const since = Date.now() - (this.lastProgress.get(name) ?? 0);
+    if (since >= progressIntervalMs) {
+      this.lastProgress.set(name, Date.now());
+      void this.writeStatus(name, memory, report, settings);
+      return;
+    }
+    if (this.pendingProgress.has(name)) return;
+    const timer = setTimeout(() => {
+      this.pendingProgress.delete(name);
+      this.lastProgress.set(name, Date.now());
+      void this.writeStatus(name, memory, report, settings, true);
+    }, progressIntervalMs - since);
+    timer.unref();
+    this.pendingProgress.set(name, timer);
   }
 }

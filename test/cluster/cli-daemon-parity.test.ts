@@ -134,7 +134,9 @@ test("the commands and the daemon make the same plan and stage the same files", 
 
   await forgetStagedFiles();
   // Another shardctl process (on another control machine) stages the second shard on l2: the daemon
-  // waits for its lock, and l2's staging card says so, naming it, until the lock goes.
+  // waits for its lock, and l2's staging card says so, naming it, until the lock goes. (Its event
+  // comes within 500 ms of l1's: progress writes held to one per 500 ms once dropped it, and the
+  // file showed l1 at 0 bytes and no l2 for as long as the wait lasted.)
   const shard2 = await readFile(join(world.root, "models", "sharded", "model-00002-of-00002.safetensors"));
   const lock = join(world.root, "nodes", "l2", "models--test-org--sharded", "blobs", `${createHash("sha256").update(shard2).digest("hex")}.lock`);
   await mkdir(lock, { recursive: true });
