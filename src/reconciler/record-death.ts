@@ -123,6 +123,8 @@ export async function explainDeath(pass: Pass, entry: LedgerEntry, recorded: Rec
     readLogTail(node, process),
     ended ? within(evidenceDeadlineMs, askExit(node, process), undefined) : Promise.resolve(undefined),
   ]);
+  // An exit status read is an end: the member is gone, and a slow node must not draw it back in doubt.
+  if (exit?.known === true) noteGone(pass.memory, entry.startedAt, [death.label]);
   let reports = [{ label: death.label, tail: logTail }, ...tails];
   // Both ends of a cut link report each other, up to a heartbeat or two apart (500 ms each): a
   // member named silent at the death is asked again once that skew has passed, and one that has

@@ -16,7 +16,8 @@ import type { ClusterMemory } from "./cluster-memory.js";
 import { Slots } from "./queue/slots.js";
 import { composeStatus, type PassReport } from "./compose-status.js";
 import { isOwnedBy } from "./decision-inputs.js";
-import { statusFileFor, writeStatus, type ClusterStatus } from "./status/index.js";
+import { renderStatus, statusFileFor, writeStatus, type ClusterStatus } from "./status/index.js";
+import { readRegularText } from "../files/index.js";
 import type { StatusFeed } from "./status-feed.js";
 import { recordEvent } from "./verdicts.js";
 
@@ -51,12 +52,16 @@ export interface WorldOptions {
 
 /** Least time between two progress writes of one cluster's status (staging bytes), ms. */
 const progressIntervalMs = 500;
+/** The most of a status file a restore reads to compare, bytes: far above any the daemon writes. */
+const maxStatusBytes = 8 << 20;
 
 export class ReconcilerWorld {
   private registrarCache: { key: string; registrar: Registrar } | undefined;
   /** The write in flight per cluster: writes land in the order they were composed. */
   private readonly writes = new Map<string, Promise<void>>();
   private readonly lastProgress = new Map<string, number>();
+  /** The text of the status file this daemon last wrote (or found saying it), per cluster. */
+  private readonly lastWritten = new Map<string, string>();
   /** A progress write held back to the end of its 500 ms, per cluster. */
   private readonly pendingProgress = new Map<string, NodeJS.Timeout>();
   /** The Ready condition each cluster's status file says, as last written (status, reason, message). */
@@ -168,9 +173,17 @@ export class ReconcilerWorld {
       const status = statusNow();
       if (status === undefined) return;
       try {
+        // A file that still says what this daemon last wrote was changed by nobody else: a status
+        // composed since (its write queued, or a progress write held back) is no one else's edit.
+        if (
+          restore &&
+          (await readRegularText(statusFileFor(file), { maxBytes: maxStatusBytes, what: "status file" }).catch(() => undefined)) === this.lastWritten.get(name)
+        )
+          return;
         // This daemon's first word on the cluster is dated now even when it says what the file
         // said: `wait` trusts a status only when written since the daemon that runs started.
         const written = await writeStatus(statusFileFor(file), status, { touch: !this.spoken.has(name) });
+        this.lastWritten.set(name, renderStatus(status));
         this.spoken.add(name);
         if (written && restore)
           this.options.log.info({ cluster: name, file: statusFileFor(file) }, "the status file was removed or written by someone else: the daemon's own is back");
@@ -205,6 +218,7 @@ export class ReconcilerWorld {
   forget(name: string): void {
     this.readyWritten.delete(name);
     this.lastProgress.delete(name);
+    this.lastWritten.delete(name);
     this.cancelProgress(name);
   }
 
