@@ -222,6 +222,11 @@ export class ReconcilerWorld {
     this.cancelProgress(name);
   }
 
+  /** Drop every progress write still held back (the daemon stops: nothing is written after it). */
+  dropHeldProgress(): void {
+    for (const name of [...this.pendingProgress.keys()]) this.cancelProgress(name);
+  }
+
   private cancelProgress(name: string): void {
     clearTimeout(this.pendingProgress.get(name));
     this.pendingProgress.delete(name);
