@@ -112,7 +112,8 @@ it("a leftover's node, silent at the teardown, asks for a pass at its first answ
     watches.follow("c4", leftBehind());
     while (asked.length === 0 && Date.now() - began < 5_000) await sleep(50);
     expect(asked).toHaveLength(1);
-    expect(asked[0]! - began).toBeLessThan(2_000);
+    // Within a few rounds, however loaded the machine: the back-off it saves is up to a minute.
+    expect(asked[0]! - began).toBeLessThan(5_000);
     // The pass that followed still could not stop it (the same leftover): the node answering all
     // along asks for nothing more, so a node that answers but fails the teardown costs one pass.
     watches.follow("c4", leftBehind());
