@@ -11,12 +11,13 @@ import {
   readinessOf,
   probeCoordinatorHealth,
   type CoordinatorAnswer,
+  type LivenessProbe,
   healthInWords,
   probeLiveness,
   probeTransport,
   shouldProbeTransport,
 } from "./probes.js";
-import type { ClusterObservation, CoordinatorCard, HealthDeps, StageCard, TransportState, WatchedCluster } from "./types.js";
+import type { ClusterObservation, CoordinatorCard, HealthDeps, StageCard, TransportState, WatchedCluster, WatchedProcess } from "./types.js";
 
 export interface ObserveOptions extends HealthDeps {
   /** The previous observation: a card whose state did not change keeps its `since`. */
@@ -28,9 +29,6 @@ export interface ObserveOptions extends HealthDeps {
   knownGone?: ReadonlySet<string>;
 }
 
-/** What a member seen gone before answers, without asking its node. */
-const seenGone = { state: "gone" as const };
-
 export async function observeCluster(cluster: WatchedCluster, options: ObserveOptions): Promise<ClusterObservation> {
   const at = new Date().toISOString();
   const timeoutMs = options.probeTimeoutMs ?? defaultProbeTimeoutMs;
@@ -40,6 +38,9 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
   const gone: string[] = [];
   const unknownLiveness = new Set<number>();
 
+  // A member seen gone before is gone, without asking its node.
+  const askLiveness = async (process: WatchedProcess): Promise<LivenessProbe> =>
+    options.knownGone?.has(labelOf(process)) === true ? { state: "gone" } : probeLiveness(options.nodeFor(process.node), process, { deadlineMs: timeoutMs });
   const rankOf = engineOf(cluster.engine ?? defaultEngineKind).rankOfStage;
   // The pipeline's stage count, for an engine whose ranks count from the other end: the plan's when
   // known, and never fewer than one past the last stage recorded — a launch cut short records only
@@ -53,7 +54,7 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
       const label = labelOf(process);
       const port = transportPortOf(cluster, index);
       const [probe, transport] = await Promise.all([
-        options.knownGone?.has(label) === true ? seenGone : probeLiveness(options.nodeFor(process.node), process, { deadlineMs: timeoutMs }),
+        askLiveness(process),
         !shouldProbeTransport(cluster)
           ? Promise.resolve<TransportState>("not-probed")
           : port === undefined || proberName === undefined
@@ -100,10 +101,7 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
   let coordinatorLiveness: "alive" | "gone" | "unknown" | undefined;
   if (process !== undefined) {
     const url = cluster.coordinatorUrl ?? "";
-    const [probe, answer] = await Promise.all([
-      options.knownGone?.has(labelOf(process)) === true ? seenGone : probeLiveness(options.nodeFor(process.node), process, { deadlineMs: timeoutMs }),
-      url === "" ? Promise.resolve(unasked) : probeCoordinatorHealth(url, readiness, timeoutMs),
-    ]);
+    const [probe, answer] = await Promise.all([askLiveness(process), url === "" ? Promise.resolve(unasked) : probeCoordinatorHealth(url, readiness, timeoutMs)]);
     const liveness = probe.state;
     coordinatorLiveness = liveness;
     coordinator = cardOf(process.node, url, process.pid, answer);

@@ -101,14 +101,14 @@ export async function askExit(node: NodeAccess, process: LedgerProcess): Promise
   if ("status" in record) return { words: await describeStatus(node, process, record.status), known: true };
   // No status yet may be no end yet: a teardown whose signal timed out on a loaded node leaves the
   // process running, and "ended without recording" would send its operator looking for a full disk.
-  const running = await node.processStartTime(process.pid, { deadlineMs: stillRunningDeadlineMs }).then(
-    (startTime) => (startTime === process.startTime ? "yes" : "no"),
-    (error: unknown) => messageOf(error),
+  const still = await node.processStartTime(process.pid, { deadlineMs: stillRunningDeadlineMs }).then(
+    (startTime) => ({ running: startTime === process.startTime }),
+    (error: unknown) => ({ unasked: messageOf(error) }),
   );
-  if (running === "yes") {
+  if ("unasked" in still) return { words: `recorded no exit status, and whether it still runs could not be asked (${still.unasked})`, known: false };
+  if (still.running) {
     return { words: "was still running when asked how it ended (a teardown that could not confirm its stop: the next pass stops it)", known: false };
   }
-  if (running !== "no") return { words: `recorded no exit status, and whether it still runs could not be asked (${running})`, known: false };
   return {
     words: "ended without recording an exit status (the pid is the sh that runs the engine and writes how it ends: that sh was killed itself, or its disk was full)",
     known: true,

@@ -5,6 +5,7 @@
  * config) is what that launch started and left behind (an engine that detached itself with a clean
  * environment, beyond the mark supervision finds its strays by).
  */
+import { messageOf } from "../errors/index.js";
 import { startTimeFunction } from "./shell-scripts.js";
 import type { NodeAccess } from "./types.js";
 
@@ -40,7 +41,7 @@ export async function askPortListener(node: NodeAccess, port: number, options: {
   const deadlineMs = options.deadlineMs ?? 5_000;
   let failure: string | undefined;
   const result = await node.run(["sh", "-c", portHolderScript, "sh", String(port)], { deadlineMs }).catch((error: unknown) => {
-    failure = error instanceof Error ? error.message : String(error);
+    failure = messageOf(error);
     return undefined;
   });
   if (result === undefined) return { unanswered: failure ?? "no answer" };

@@ -95,6 +95,17 @@ export interface ClusterMemory {
   inheritedCards?: ClusterStatus["stages"];
 }
 
+/** Remember members of the launch that started at `launch` as seen gone (see ClusterMemory.seenGone). */
+export function noteGone(memory: ClusterMemory, launch: string, labels: readonly string[]): void {
+  if (labels.length === 0) return;
+  memory.seenGone = { launch, labels: [...new Set([...seenGoneOf(memory, launch), ...labels])] };
+}
+
+/** The members of the launch that started at `launch` seen gone so far. */
+export function seenGoneOf(memory: ClusterMemory, launch: string): readonly string[] {
+  return memory.seenGone?.launch === launch ? memory.seenGone.labels : [];
+}
+
 export function createMemory(name: string, previous?: ClusterStatus): ClusterMemory {
   return {
     name,

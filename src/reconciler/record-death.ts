@@ -17,7 +17,7 @@ import { within } from "../nodes/index.js";
 import type { Reason } from "../errors/index.js";
 import { describeDeath, type DeathEvent } from "../health/index.js";
 import { markComingBack } from "./coming-back.js";
-import type { ClusterMemory } from "./cluster-memory.js";
+import { noteGone, type ClusterMemory } from "./cluster-memory.js";
 import { giveBudgetBackAfterService } from "./give-budget-back.js";
 import type { Pass } from "./pass.js";
 import { budgetExhaustedMessage, clearRuntime, deathHealth, setConditions } from "./verdicts.js";
@@ -72,13 +72,6 @@ export function recordDeath(pass: Pass, entry: LedgerEntry, death: DeathEvent): 
   clearRuntime(memory, revision);
   void world.writeStatus(entry.cluster, memory, { action: "none", result: "waiting", reason: death.reason, health: deathHealth(memory) }, settings);
   return { death, message, evidence: memory.restarts === undefined ? undefined : evidence, stalled, reason: death.reason };
-}
-
-/** Remember members of the launch that started at `launch` as seen gone (see ClusterMemory.seenGone). */
-export function noteGone(memory: ClusterMemory, launch: string, labels: readonly string[]): void {
-  if (labels.length === 0) return;
-  const known = memory.seenGone?.launch === launch ? memory.seenGone.labels : [];
-  memory.seenGone = { launch, labels: [...new Set([...known, ...labels])] };
 }
 
 /** What the first record of an exit adds until its evidence is read. */

@@ -3,7 +3,7 @@
  * exit-watch deaths, polling fallback, strike counting, recycled pids.
  */
 import { EventEmitter } from "node:events";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
 import { createServer, type AddressInfo, type Server } from "node:net";
 import { tmpdir } from "node:os";
@@ -11,10 +11,10 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { monitorCluster, observeCluster, type DeathEvent, type WatchedCluster, type WatchedProcess } from "../../src/health/index.js";
-import { LocalNode, NodePool, type NodeAccess } from "../../src/nodes/index.js";
+import { LocalNode, type NodeAccess } from "../../src/nodes/index.js";
 import { coordinatorStatusSchema, stageCardSchema } from "../../src/reconciler/status/schema.js";
 import { allocateHost } from "../support/test-world.js";
-import { generatePrivateKey } from "../support/ssh-key.js";
+import { refusingSshNode } from "../support/refusing-ssh-node.js";
 
 let dir: string;
 let node: NodeAccess;
@@ -110,13 +110,8 @@ async function cluster(): Promise<{ entry: WatchedCluster; ports: Array<Server &
 const nodeFor = (): NodeAccess => node;
 
 /** An SSH node named "lost" whose port refuses: every question to it fails. */
-async function unreachableNode(): Promise<NodeAccess> {
-  const keys = await mkdtemp(join(tmpdir(), "shardctl-health-lost-"));
-  closers.push(() => rm(keys, { recursive: true, force: true }));
-  await writeFile(join(keys, "id_ed25519"), generatePrivateKey(), { mode: 0o600 });
-  const pool = new NodePool({ knownHostsPath: join(keys, "known_hosts"), sshConfigPath: join(keys, "none"), connectDeadlineMs: 500 });
-  closers.push(() => pool.close());
-  return pool.get({ name: "lost", host, port: 1, user: "nobody", identityFile: join(keys, "id_ed25519"), hostKeyPolicy: "accept-new", modelDir: keys });
+function unreachableNode(): Promise<NodeAccess> {
+  return refusingSshNode("lost", host, closers);
 }
 
 describe("observeCluster", () => {

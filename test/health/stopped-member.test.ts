@@ -6,15 +6,15 @@
  * A definition's `[engine] generation_watchdog_seconds` gives an engine whose /health is otherwise
  * trusted (mlxcel) such a watchdog, and 0 takes mlx-lm's away.
  */
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { monitorCluster, type DeathEvent, type MonitorOptions, type WatchedCluster, type WatchedProcess } from "../../src/health/index.js";
-import { LocalNode, NodePool, type NodeAccess } from "../../src/nodes/index.js";
-import { generatePrivateKey } from "../support/ssh-key.js";
+import { LocalNode, type NodeAccess } from "../../src/nodes/index.js";
+import { refusingSshNode } from "../support/refusing-ssh-node.js";
 import { allocateHost } from "../support/test-world.js";
 
 let dir: string;
@@ -155,21 +155,8 @@ describe("a member stopped while /health answers 200", () => {
   // healthy HTTP rank, saying "none was seen stopped".
   it("a hang while a member's node does not answer the look names that member and says its node did not answer", async () => {
     const entry = await mlxCluster();
-    const keys = await mkdtemp(join(tmpdir(), "shardctl-hang-lost-"));
-    closers.push(() => rm(keys, { recursive: true, force: true }));
-    await writeFile(join(keys, "id_ed25519"), generatePrivateKey(), { mode: 0o600 });
-    const pool = new NodePool({ knownHostsPath: join(keys, "known_hosts"), sshConfigPath: join(keys, "none"), connectDeadlineMs: 300 });
-    closers.push(() => pool.close());
     // Stage 0 on a node whose every question fails (nothing listens at its SSH port).
-    const lost = pool.get({
-      name: "lost",
-      host: "127.0.0.1",
-      port: 1,
-      user: "nobody",
-      identityFile: join(keys, "id_ed25519"),
-      hostKeyPolicy: "accept-new",
-      modelDir: keys,
-    });
+    const lost = await refusingSshNode("lost", "127.0.0.1", closers, 300);
     const moved = { ...entry, processes: entry.processes.map((p) => (p.index === 0 ? { ...p, node: "lost" } : p)) };
     let resolve!: (e: DeathEvent) => void;
     const death = new Promise<DeathEvent>((r) => (resolve = r));

@@ -9,7 +9,7 @@ import type { LedgerEntry } from "../../launch/index.js";
 import { observedStateOf, readDirectoryView } from "../decision-inputs.js";
 import type { Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
-import { noteGone } from "../record-death.js";
+import { noteGone, seenGoneOf } from "../cluster-memory.js";
 import { isServing, setConditions } from "../verdicts.js";
 
 export const observe: Step = {
@@ -78,12 +78,11 @@ export async function observeEntry(pass: Pass, entry: LedgerEntry) {
   const layers = (planned ?? previousPlan)?.stages.map((s) => s.layers);
   const previous = memory.observation ?? inheritedObservation(memory.inheritedCards, entry);
   const deathBefore = memory.deathRecordedFor;
-  const knownGone = memory.seenGone?.launch === entry.startedAt ? new Set(memory.seenGone.labels) : undefined;
   const observation = await observeCluster(entry, {
     nodeFor: (n) => pass.world.nodeFor(n, pass.settings),
     ...(layers === undefined ? {} : { layers }),
     ...(previous === undefined ? {} : { previous }),
-    ...(knownGone === undefined ? {} : { knownGone }),
+    knownGone: new Set(seenGoneOf(memory, entry.startedAt)),
   });
   noteGone(memory, entry.startedAt, observation.gone);
   // A death the monitor recorded while this look was out (a slow node makes a look take seconds)
