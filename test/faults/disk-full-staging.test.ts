@@ -203,7 +203,11 @@ describe("a disk that fills in the middle of the transfer", () => {
     expect(failing.observedRevision).toBe(revision);
     expect(conditionOf(failing, "Stalled")).toMatchObject({ status: "True", reason: "InsufficientDisk" });
     expect(failing.lastError!.message).toMatch(/filled up while staging|needs \d+ bytes/);
-    expect((await run("df", ["-k", shared])).stdout).toMatch(/\s100%\s/);
+    // The disk did fill. The failed transfer's node lock (a folder and its holder file, a page each
+    // on tmpfs) is removed without holding up the failure, so df may already count those 8 KiB free:
+    // one run saw 99 % (8 KiB) where the others saw 100 %.
+    const available = Number((await run("df", ["-k", "--output=avail", shared])).stdout.trim().split("\n").at(-1));
+    expect(available).toBeLessThanOrEqual(8);
     // While the disk is full: never Ready, nothing launched, nothing in the ledger, no temp file.
     const end = Date.now() + 3_000;
     while (Date.now() < end) {
