@@ -6,7 +6,7 @@
  */
 import { canRunOn, engineOf, quoteKinds, selectKindsRunningOn } from "../engines/index.js";
 import type { ClusterSpec, Settings } from "../spec/index.js";
-import { ShardctlError } from "../errors/index.js";
+import { quoteText, ShardctlError } from "../errors/index.js";
 import { checkModelFormat } from "./check-model-format.js";
 import { inspectModel } from "./inspect-model.js";
 import type { ModelProfile } from "./model-profile.js";
@@ -145,6 +145,6 @@ function gateEngineVersion(plan: ShardPlan, spec: ClusterSpec, facts: Readonly<R
     return reported !== undefined && !reported.split(/\s+/).includes(expected);
   });
   if (wrong.length === 0) return plan;
-  const message = `[engine] version = "${expected}" but ${wrong.map((n) => `${n} reports "${facts[n]!.engineVersion}"`).join(", ")}: install ${expected} there or change the expected version`;
+  const message = `[engine] version = ${quoteText(expected)} but ${wrong.map((n) => `${n} reports ${quoteText(facts[n]!.engineVersion)}`).join(", ")}: install ${quoteText(expected)} there or change the expected version`;
   return { ...plan, feasible: false, errors: [...plan.errors, { reason: "EngineVersionMismatch", message }] };
 }

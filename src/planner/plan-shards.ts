@@ -225,7 +225,7 @@ function checkUniform(nodes: readonly PlanNode[], key: "accelerator" | "engineVe
     if (value === undefined) continue;
     seen.set(value, [...(seen.get(value) ?? []), node.name]);
   }
-  if (seen.size > 1) report([...seen].map(([v, names]) => `${v} on ${names.join(", ")}`).join("; "));
+  if (seen.size > 1) report([...seen].map(([v, names]) => `${quoteText(v)} on ${names.join(", ")}`).join("; "));
 }
 
 function sum(values: readonly number[], start: number, end: number): number {

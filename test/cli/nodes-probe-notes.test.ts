@@ -98,3 +98,17 @@ test("/dev/null as [ssh] known_hosts and config (OpenSSH's way to say none) is r
   expect(rows[0]?.error).not.toMatch(/not a regular file/);
   expect(rows[0]?.error).toMatch(/cannot connect to 127\.0\.0\.1/);
 });
+
+test("an engine whose version line carries terminal sequences: `shardctl nodes` prints them escaped", async () => {
+  const dir = join(root, "hostile-version");
+  await mkdir(dir);
+  // A window title, a screen clear and a right-to-left override in what --version prints.
+  const engine = join(dir, "engine");
+  await writeFile(engine, "#!/bin/sh\nprintf '\\033]0;pwned\\007\\033[2J\\342\\200\\256evil 1.0\\n'\n", { mode: 0o755 });
+  await writeFile(join(dir, "shardctl.toml"), `[nodes.here]\nhost = "local"\nmodel_dir = "${dir}"\n`);
+  const run = await shardctl(["nodes", "--engine-binary", engine], { cwd: dir });
+  expect(run.code, run.stderr).toBe(0);
+  // eslint-disable-next-line no-control-regex -- matching control characters is the point
+  expect(run.stdout).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e]/);
+  expect(run.stdout).toContain("\\u001b]0;pwned\\u0007\\u001b[2J\\u202eevil 1.0");
+});

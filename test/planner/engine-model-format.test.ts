@@ -281,3 +281,25 @@ describe("a model without a tokenizer", () => {
     expect(reasons(await planFor(dir, "mlx-lm"))).not.toContain("ModelTokenizerMissing");
   });
 });
+
+describe("[engine] version against the version a node's engine reports", () => {
+  it("EngineVersionMismatch names the node and quotes what it reported, terminal sequences escaped", async () => {
+    const dir = await model();
+    const settings = parseSettings(settingsText, join(dir, "..", "shardctl.toml"));
+    if (!settings.ok) throw new Error(JSON.stringify(settings.issues));
+    const cluster = parseCluster(
+      `nodes = ["a", "b"]\n[model]\nid = ${JSON.stringify(dir)}\nsource = "push"\ncontext_length = 256\n[engine]\nkind = "reference"\nversion = "0.1.0"\n`,
+      join(dir, "..", "clusters", "x.toml"),
+      settings.value,
+    );
+    if (!cluster.ok) throw new Error(JSON.stringify(cluster.issues));
+    const plan = await planCluster(cluster.value, settings.value, { a: { engineVersion: "shard-engine 0.1.0" }, b: { engineVersion: "\u001b]0;pwned\u0007 0.0.9" } });
+    expect(reasons(plan)).toEqual(["MixedEngineVersions", "EngineVersionMismatch"]);
+    expect(plan.plan.errors[0]!.message).toBe(
+      'nodes run different engine versions ("shard-engine 0.1.0" on a; "\\u001b]0;pwned\\u0007 0.0.9" on b); a cluster must run one version',
+    );
+    expect(plan.plan.errors[1]!.message).toBe(
+      '[engine] version = "0.1.0" but b reports "\\u001b]0;pwned\\u0007 0.0.9": install "0.1.0" there or change the expected version',
+    );
+  });
+});

@@ -72,7 +72,8 @@ function printTable(rows: Array<NodeProbe & { host: string; declaredEngineVersio
     const memory = r.memoryTotalBytes === undefined ? "-" : `${formatBytes(r.memoryAvailableBytes ?? 0)} / ${formatBytes(r.memoryTotalBytes)}`;
     const badge = r.engineVersion === undefined && r.declaredEngineVersion !== undefined ? `${formatBadge(r)} (declared ${r.declaredEngineVersion})` : formatBadge(r);
     const note = [r.error, slowCommandNote(r.commandMs)].filter((n) => n !== undefined && n !== "").join("; ");
-    table.push([r.name, r.host, badge, memory, r.diskFreeBytes === undefined ? "-" : formatBytes(r.diskFreeBytes), note]);
+    // A node's answers (its engine's version line, an error's output) are printed escaped: a terminal acts on their control characters.
+    table.push([r.name, r.host, showText(badge), memory, r.diskFreeBytes === undefined ? "-" : formatBytes(r.diskFreeBytes), showText(note)]);
   }
   const widths = table[0]!.map((_, c) => Math.max(...table.map((row) => row[c]!.length)));
   for (const row of table)
