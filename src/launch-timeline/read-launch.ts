@@ -100,11 +100,25 @@ export function readLaunch(timeline: readonly TimelineEntry[]): LaunchRead {
   };
 }
 
-/** The launch `timeline` holds, when one is under way: started, not yet ready, failed or called off. */
-export function launchUnderWay(timeline: readonly TimelineEntry[]): LaunchRead | undefined {
-  if (!timeline.some((e) => e.step === "launch-started")) return undefined;
-  const launch = readLaunch(timeline);
-  return launch.ended === undefined && !launch.steps.has("ready") ? launch : undefined;
+/** What of a status tells whether its launch stands in for its stage cards. */
+export interface LaunchedStatus {
+  stages: readonly unknown[];
+  timeline: readonly TimelineEntry[];
+  conditions: ReadonlyArray<{ type: string; reason: string }>;
+}
+
+/**
+ * The launch whose timeline stands in for a status's stage cards while it has none: one under way
+ * (started, not failed or called off), until the daemon has looked at what it started. A launch
+ * that reached "ready" while Ready still says Launching is in that gap: the status written at its
+ * last step carries no cards yet, and without the launch its stages would read as dead, or not
+ * running, 0 of N up, for the moment until the first cards are written.
+ */
+export function launchInPlaceOfCards(status: LaunchedStatus): LaunchRead | undefined {
+  if (status.stages.length > 0 || !status.timeline.some((e) => e.step === "launch-started")) return undefined;
+  const launch = readLaunch(status.timeline);
+  if (launch.ended !== undefined) return undefined;
+  return !launch.steps.has("ready") || status.conditions.some((c) => c.type === "Ready" && c.reason === "Launching") ? launch : undefined;
 }
 
 /** "its processes are starting: 1 of 2 stages listen", "its coordinator answers /health; its first token is awaited", … */

@@ -294,6 +294,28 @@ test("the list counts a stage whose node does not answer apart, neither up nor d
     expect(list.stdout).toMatch(new RegExp(`^${healthy.cluster}\\s+\\[cluster\\]\\s+Degraded\\s+\\S+\\s+1/2 \\(1 unknown\\)\\s`, "m"));
     await writeFile(join(other.clustersDir, `${healthy.cluster}.status.json`), JSON.stringify(healthy));
     expect((await runShardctl(other, ["status"])).stdout).toMatch(new RegExp(`^${healthy.cluster}\\s+\\[cluster\\]\\s+Healthy\\s+\\S+\\s+2/2\\s`, "m"));
+    // The status written at a launch's last step has no cards yet (the daemon has not looked at what
+    // it started): its stages are the launch's, up, not 0 of 2.
+    const complete = {
+      ...healthy,
+      health: "Progressing" as const,
+      stages: [],
+      conditions: healthy.conditions.map((c) =>
+        c.type === "Ready" ? { ...c, status: "False" as const, reason: "Launching", message: "nothing serves this revision yet: its launch is complete" } : c,
+      ),
+      timeline: [
+        { at: "2026-12-02T03:45:34.100Z", step: "launch-started" },
+        { at: "2026-12-02T03:45:34.200Z", step: "stage-0-started", detail: "pid 41000 on n1, layers 0-2" },
+        { at: "2026-12-02T03:45:34.210Z", step: "stage-1-started", detail: "pid 41010 on n2, layers 2-4" },
+        { at: "2026-12-02T03:45:34.700Z", step: "stage-0-listening", detail: "127.0.0.2:39661" },
+        { at: "2026-12-02T03:45:34.720Z", step: "stage-1-listening", detail: "127.0.0.3:39661" },
+        { at: "2026-12-02T03:45:35.450Z", step: "ready" },
+      ],
+    };
+    await writeFile(join(other.clustersDir, `${healthy.cluster}.status.json`), JSON.stringify(complete));
+    expect((await runShardctl(other, ["status"])).stdout).toMatch(new RegExp(`^${healthy.cluster}\\s+\\[cluster\\]\\s+Progressing\\s+\\S+\\s+2/2\\s`, "m"));
+    const detail = (await runShardctl(other, ["status", healthy.cluster])).stdout;
+    expect(detail).toMatch(/^1\s+n2\s+\[2, 4\)\s+41010\s+yes\s+listening\s+127\.0\.0\.3:39661\s/m);
     // An invalid edit committed: its commit is not the revision that serves, and the header says so.
     const stalled = {
       ...healthy,

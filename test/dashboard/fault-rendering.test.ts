@@ -195,6 +195,23 @@ describe("the cluster page during a fault", () => {
     feed.publish(held);
     await page.waitForFunction(`document.querySelectorAll("[data-testid=stage-card]")[1]?.dataset.state === "degraded"`, undefined, { timeout: 10_000, polling: 50 });
     expect(await cards.nth(1).locator(".pill").textContent()).toBe("Stopped");
+    // The launch's last step is written before the daemon has looked at what it started (no cards
+    // yet): its members stay as the launch left them, not dead, until the cards come.
+    const complete: ClusterStatus = {
+      ...relaunching,
+      conditions: relaunching.conditions.map((c) => (c.type === "Ready" ? { ...c, message: "nothing serves this revision yet: its launch is complete" } : c)),
+      timeline: [
+        ...relaunching.timeline,
+        { at: "2026-12-02T03:45:35.100Z", step: "coordinator-listening", detail: "127.0.0.1:39700" },
+        { at: "2026-12-02T03:45:35.300Z", step: "coordinator-healthy" },
+        { at: "2026-12-02T03:45:35.400Z", step: "readiness-probe-passed" },
+        { at: "2026-12-02T03:45:35.450Z", step: "ready" },
+      ],
+    };
+    await show(complete);
+    expect(await cards.evaluateAll((els) => els.map((e) => e.getAttribute("data-state")))).toEqual(["starting", "starting"]);
+    expect(await cards.nth(1).locator(".pill").textContent()).toBe("Listening");
+    expect(await coordinator.locator(".pill").textContent()).toBe("Generates");
     // Leave the page on a status no later test's Ready message is a prefix of: `show` would take
     // this one's "nothing serves this revision yet: …" for the next one's and look too soon.
     await show(fixtures.healthy);

@@ -7,7 +7,7 @@ import { readdir } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { findClusterFiles } from "../../spec/index.js";
-import { launchUnderWay } from "../../launch-timeline/index.js";
+import { launchInPlaceOfCards } from "../../launch-timeline/index.js";
 import { findDaemon, readStatus, statusFileFor, type ClusterStatus } from "../../reconciler/index.js";
 import { describeKeeper } from "../daemon-keeper.js";
 import { isShardctlError, showText } from "../../errors/index.js";
@@ -170,7 +170,7 @@ function renderList(rows: Row[]): string {
       continue;
     }
     // While a launch runs there are no cards yet: its stages that listen are the ones alive.
-    const launching = status.stages.length === 0 ? launchUnderWay(status.timeline) : undefined;
+    const launching = launchInPlaceOfCards(status);
     const alive = launching !== undefined ? launching.listening : status.stages.filter((s) => s.alive).length;
     // The definition's stage count, however the cluster stopped (planned or not, torn down or never
     // launched); a status without it (an older daemon's) falls back to the plan, then the cards.
@@ -205,7 +205,7 @@ function renderDetail({ name, status, unreadable, definitionGone }: Row): string
   const cards = [["STAGE", "NODE", "LAYERS", "PID", "ALIVE", "TRANSPORT", "ADDRESS", "SINCE"]];
   const byIndex = new Map(status.stages.map((s) => [s.index, s]));
   // A launch under way has no cards yet: what its timeline says of each stage stands in for them.
-  const launching = status.stages.length === 0 ? launchUnderWay(status.timeline) : undefined;
+  const launching = launchInPlaceOfCards(status);
   for (const planned of status.plan?.stages ?? (status.stages.length > 0 ? status.stages : unplannedStages(status))) {
     const card = byIndex.get(planned.index);
     const started = launching?.members.get(`stage-${planned.index}`);

@@ -1,5 +1,5 @@
 /** How many stages a cluster has, and how many are up, counted as `shardctl status` counts them. */
-import { launchUnderWay } from "../../launch-timeline/index.js";
+import { launchInPlaceOfCards } from "../../launch-timeline/index.js";
 import type { StatusView } from "./status-types.js";
 
 /**
@@ -17,7 +17,7 @@ export function stagesUnknownOf(status: Pick<StatusView, "stages">): number {
 }
 
 /** The stages up: alive cards, or while a launch has none yet, the stages of it that listen. */
-export function stagesUpOf(status: Pick<StatusView, "stages" | "timeline">): number {
-  const launching = status.stages.length === 0 ? launchUnderWay(status.timeline) : undefined;
+export function stagesUpOf(status: Pick<StatusView, "stages" | "timeline" | "conditions">): number {
+  const launching = launchInPlaceOfCards(status);
   return launching !== undefined ? launching.listening : status.stages.filter((s) => s.alive).length;
 }

@@ -6,7 +6,7 @@
  * error), the coordinator included, is marked dead with its part of the message until the relaunch
  * starts it again.
  */
-import { launchUnderWay, type LaunchMember } from "../../../launch-timeline/index.js";
+import { launchInPlaceOfCards, type LaunchMember } from "../../../launch-timeline/index.js";
 import { formatAge } from "../format.js";
 import type { StageCardView, StatusView } from "../status-types.js";
 import { UrlText } from "./url-text.js";
@@ -98,10 +98,19 @@ function launchLook(member: LaunchMember): { state: CardState; word: string; not
   return { state: "starting", word: "Starting", note: "being launched: started, not listening yet" };
 }
 
+/** The coordinator of the launch under way: as a stage, and past listening, how far the launch got with it. */
+function coordinatorLaunchLook(member: LaunchMember, steps: ReadonlySet<string>): { state: CardState; word: string; note: string } {
+  if (member.stopped) return launchLook(member);
+  if (steps.has("ready")) return { state: "starting", word: "Generates", note: "launched: it generates and is registered; its card comes with the daemon's next look" };
+  if (steps.has("readiness-probe-passed")) return { state: "starting", word: "Generates", note: "being launched: it generates; it is being registered with the router" };
+  if (steps.has("coordinator-healthy")) return { state: "starting", word: "Answers", note: "being launched: /health answers 200; its first token is awaited" };
+  return launchLook(member);
+}
+
 export function stageCardsOf(status: StatusView): StageCardModel[] {
   const live = new Map(status.stages.map((s) => [s.index, s]));
   // A launch under way has no cards yet: its timeline is newer than any death the status still names.
-  const launch = status.stages.length === 0 ? launchUnderWay(status.timeline) : undefined;
+  const launch = launchInPlaceOfCards(status);
   const death = deathOf(status);
   const unobservable = unobservableNodesOf(status);
   const planned = status.plan?.stages ?? status.stages;
@@ -162,8 +171,9 @@ export function StageCards({ status, now }: { status: StatusView; now: number })
   const coordinatorPart = death?.members.get("coordinator");
   const coordinatorDeath = coordinatorPart === undefined ? undefined : `${death!.reason}: ${coordinatorPart}`;
   // A launch under way that has started its coordinator: that, rather than the death before it.
-  const started = coordinator === undefined && status.stages.length === 0 ? launchUnderWay(status.timeline)?.members.get("coordinator") : undefined;
-  const startedLook = started === undefined ? undefined : launchLook(started);
+  const launch = coordinator === undefined ? launchInPlaceOfCards(status) : undefined;
+  const started = launch?.members.get("coordinator");
+  const startedLook = started === undefined ? undefined : coordinatorLaunchLook(started, launch!.steps);
   return (
     <ul class="cards" aria-label="stage cards">
       {cards.map((c) => (
