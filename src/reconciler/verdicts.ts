@@ -131,11 +131,19 @@ export function markSeenServing(memory: ClusterMemory, entry: Pick<LedgerEntry, 
  * conditions say what the probes found, and Ready is withdrawn when they found it not serving (a
  * stage's port refused, the coordinator's /health answering anything but ready) — the health
  * monitor, which judges such findings over several probes, tears it down if they last. Without an
- * observation every condition is True. Returns the health to report, or undefined when a death of
+ * observation every condition is True. `held` are conditions another view holds (a node the
+ * supervision cannot observe), set with these rather than after them, so the probes' word does not
+ * restart their transition time. Returns the health to report, or undefined when a death of
  * this launch was recorded meanwhile (the monitor saw it while the pass probed): that status was
  * written and stands, and nothing is changed.
  */
-export function markRunning(memory: ClusterMemory, revision: string, entry: LedgerEntry, observation?: ClusterObservation): Health | undefined {
+export function markRunning(
+  memory: ClusterMemory,
+  revision: string,
+  entry: LedgerEntry,
+  observation?: ClusterObservation,
+  held: ConditionUpdates = {},
+): Health | undefined {
   if (memory.deathRecordedFor === entry.startedAt) return undefined;
   const url = entry.coordinatorUrl ?? "";
   const stages = stagesListening(entry, observation);
@@ -178,6 +186,7 @@ export function markRunning(memory: ClusterMemory, revision: string, entry: Ledg
             message: 'router registration is off ([router] register = false here, or no router: kind = "none" in shardctl.toml)',
           }
         : { status: "True", reason: "BackendRegistered", message: `backend "${entry.routerBackend}"` },
+    ...held,
   });
   const health: Health = notServing.length > 0 ? "Unhealthy" : (observation?.health ?? "Healthy");
   if (health === "Healthy") delete memory.lastError;
@@ -257,8 +266,11 @@ export function clearRuntime(memory: ClusterMemory, revision: string): void {
   delete memory.recheckMs;
 }
 
+/** Conditions to set at once, by type. */
+export type ConditionUpdates = Partial<Record<ConditionType, ConditionUpdate>>;
+
 /** Set several conditions at once, at `revision`. */
-export function setConditions(memory: ClusterMemory, revision: string, updates: Partial<Record<ConditionType, ConditionUpdate>>): void {
+export function setConditions(memory: ClusterMemory, revision: string, updates: ConditionUpdates): void {
   const now = new Date();
   for (const [type, update] of Object.entries(updates) as Array<[ConditionType, ConditionUpdate]>) {
     memory.conditions = setCondition(memory.conditions, type, update, revision, now);

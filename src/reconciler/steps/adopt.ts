@@ -10,7 +10,8 @@ import { definitionOf, type Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
 import { dying, markRunning, recheckUnlessHealthy, setConditions } from "../verdicts.js";
 import type { ConditionUpdate } from "../status/index.js";
-import { markUnobservable, watch } from "./supervise.js";
+import { markUnobservable, unobservableConditions, watch } from "./supervise.js";
+import type { ObservabilityEvent } from "../../health/index.js";
 
 export const adopt: Step = {
   name: "adopt",
@@ -25,7 +26,10 @@ export const adopt: Step = {
     watch(pass, entry);
     if (entry.revision !== revision) await applyInPlace(pass, entry, spec, revision);
     countAdoptedLaunch(pass, revision);
-    let health = markRunning(pass.memory, revision, entry, pass.observation);
+    // A node the supervision cannot observe keeps its condition across a resync: set with the rest,
+    // not after them, so that the probes' word in between does not restart its transition time.
+    const unobservable = pass.memory.supervision?.unobservable ?? new Map<string, ObservabilityEvent>();
+    let health = markRunning(pass.memory, revision, entry, pass.observation, unobservableConditions(unobservable));
     if (health === undefined) return dying(pass.memory);
     const registration = await confirmRegistration(pass, entry, spec);
     if (pass.memory.deathRecordedFor === entry.startedAt) return dying(pass.memory);
@@ -33,8 +37,7 @@ export const adopt: Step = {
       setConditions(pass.memory, revision, { Registered: registration });
       if (health === "Healthy") health = "Degraded";
     }
-    // A node the supervision cannot observe keeps its condition across a resync.
-    if (markUnobservable(pass.memory, revision, pass.memory.supervision?.unobservable ?? new Map()) && health === "Healthy") health = "Degraded";
+    if (markUnobservable(pass.memory, revision, unobservable) && health === "Healthy") health = "Degraded";
     return { action: "none", result: "success", health, outcome: recheckUnlessHealthy(pass.memory, health) };
   },
 };

@@ -10,7 +10,7 @@ import { superviseCluster, type LedgerEntry } from "../../launch/index.js";
 import { definitionOf, type Pass } from "../pass.js";
 import { explainDeath, recordDeath, type RecordedDeath } from "../record-death.js";
 import type { Step } from "../run-step.js";
-import { dying, isServing, markRunning, markSeenServing, recheckUnlessHealthy, setConditions } from "../verdicts.js";
+import { dying, isServing, markRunning, markSeenServing, recheckUnlessHealthy, setConditions, type ConditionUpdates } from "../verdicts.js";
 import { observeEntry } from "./observe.js";
 
 /** The last step of a launch: watch the new processes and say the cluster is Ready. */
@@ -134,16 +134,26 @@ export function showObservability(pass: Pass, entry: LedgerEntry, unobservable: 
 
 /**
  * The condition of what runs on unobservable nodes (StagesListening, or CoordinatorHealthy for a
- * node running only the coordinator) Unknown, naming them, and their stage cards' liveness unknown.
- * Returns whether any node is unobservable.
+ * node running only the coordinator): Unknown, naming them. None while every node answers.
  */
-export function markUnobservable(memory: Pass["memory"], revision: string, unobservable: ReadonlyMap<string, ObservabilityEvent>): boolean {
-  if (unobservable.size === 0) return false;
+export function unobservableConditions(unobservable: ReadonlyMap<string, ObservabilityEvent>): ConditionUpdates {
+  if (unobservable.size === 0) return {};
   const events = [...unobservable.values()];
   const message = `${events.map((e) => `node ${e.node} (${e.labels.join(", ")}) is unobservable over SSH: ${e.detail}`).join("; ")}; the pipeline still serves, reconnecting`;
   const stages = events.some((e) => e.labels.some((l) => l.startsWith("stage-")));
+  return stages
+    ? { StagesListening: { status: "Unknown", reason: "NodeUnobservable", message } }
+    : { CoordinatorHealthy: { status: "Unknown", reason: "NodeUnobservable", message } };
+}
+
+/**
+ * The conditions of `unobservableConditions`, and the stage cards of what runs on those nodes with
+ * their liveness unknown. Returns whether any node is unobservable.
+ */
+export function markUnobservable(memory: Pass["memory"], revision: string, unobservable: ReadonlyMap<string, ObservabilityEvent>): boolean {
+  if (unobservable.size === 0) return false;
   // The cards of what runs there say so too: alive was the last look's word, which no one can confirm now.
-  const silent = new Set(events.map((e) => e.node));
+  const silent = new Set(unobservable.keys());
   const observation = memory.observation;
   if (observation !== undefined) {
     memory.observation = {
@@ -151,12 +161,6 @@ export function markUnobservable(memory: Pass["memory"], revision: string, unobs
       stages: observation.stages.map((card) => (silent.has(card.node) && card.liveness !== "gone" ? { ...card, alive: false, liveness: "unknown" as const } : card)),
     };
   }
-  setConditions(
-    memory,
-    revision,
-    stages
-      ? { StagesListening: { status: "Unknown", reason: "NodeUnobservable", message } }
-      : { CoordinatorHealthy: { status: "Unknown", reason: "NodeUnobservable", message } },
-  );
+  setConditions(memory, revision, unobservableConditions(unobservable));
   return true;
 }
