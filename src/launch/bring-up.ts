@@ -74,6 +74,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     event("ports-allocated", topology.stages.map((s) => `${s.id}=${s.address.port}`).join(" "));
     goOn();
     const portHeld = portHeldBy(request, topology, nodes);
+    const inFlight: LaunchInFlight = { entry, nodes, portHeld };
 
     // Write the engine config and the per-launch token on every node.
     const files = await writeLaunchFiles(request, topology);
@@ -105,12 +106,12 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
             slot.address,
             wait,
             stopped,
-            portHeld,
+            inFlight,
             (detail) => event(`stage-${stage.index}-silent`, detail),
             (detail) => event(`stage-${stage.index}-reached`, detail),
           );
         } else {
-          await waitRingLine(stage.node, stages[i]!, ringReadyLine(request, stage.index), wait, stopped, portHeld);
+          await waitRingLine(stage.node, stages[i]!, ringReadyLine(request, stage.index), wait, stopped, inFlight);
         }
         event(`stage-${stage.index}-listening`, `${slot.address.host}:${slot.address.port}`);
       }
@@ -497,7 +498,7 @@ async function waitListening(
   address: { host: string; port: number },
   wait: Wait,
   stopped: StoppedWatch,
-  portHeld: PortHeld,
+  launch: LaunchInFlight,
   /** Told once when the address has been silent (no answer, not a refusal) for `silentProbes` probes in a row. */
   saySilent: (detail: string) => void,
   /** Told when it answers again after such a silence. */
@@ -524,7 +525,7 @@ async function waitListening(
     last === "no-answer"
       ? `its transport address ${where} was still silent from ${from} at the deadline (${wait.deadlineMs} ms; no answer, not a refusal): the path from ${from} to ${process.node} is down or blocked`
       : undefined;
-  await waitStageUp(node, process, { isUp, pathCut, portHeld }, { before: `listening on ${where}`, notDone: `listen on ${where}` }, { ...wait, intervalMs: 50 }, stopped);
+  await waitStageUp(node, process, { isUp, pathCut }, { before: `listening on ${where}`, notDone: `listen on ${where}` }, { ...wait, intervalMs: 50 }, stopped, launch);
 }
 
 /** Probes without an answer in a row after which a stage's silent address is said (each waits 1 s). */
@@ -537,53 +538,66 @@ const silentProbes = 2;
 const ringLineWindowBytes = 256 * 1024;
 
 /** Until the stage's log shows `line` (a ring stage that is up); its ports are never probed. */
-async function waitRingLine(node: NodeAccess, process: LedgerProcess, line: RegExp, wait: Wait, stopped: StoppedWatch, portHeld: PortHeld): Promise<void> {
+async function waitRingLine(node: NodeAccess, process: LedgerProcess, line: RegExp, wait: Wait, stopped: StoppedWatch, launch: LaunchInFlight): Promise<void> {
   const printed = async (): Promise<boolean> => {
     const head = await node.run(["head", "-c", String(ringLineWindowBytes), "--", process.logFile], { deadlineMs: defaultReachMs }).catch(() => undefined);
     return head?.exitCode === 0 && line.test(head.stdout);
   };
-  await waitStageUp(
-    node,
-    process,
-    { isUp: printed, portHeld },
-    { before: "it joined the ring", notDone: `print /${line.source}/` },
-    { ...wait, intervalMs: 200 },
-    stopped,
-  );
+  await waitStageUp(node, process, { isUp: printed }, { before: "it joined the ring", notDone: `print /${line.source}/` }, { ...wait, intervalMs: 200 }, stopped, launch);
 }
 
-/** How a stage's start is watched: whether it is up, why not when it runs but is not seen up, whether its port is held. */
+/** How a stage's start is watched: whether it is up, and why not when it runs but is not seen up. */
 interface StageProbes {
   isUp: () => Promise<boolean>;
   /** Why the stage, though running, could not be seen up: a path that is cut. Undefined: not known. */
   pathCut?: () => string | undefined;
-  portHeld: PortHeld;
 }
 
 /**
  * Until `isUp` holds for a stage: StageExited if its process exits first ("… before <before>";
  * PortInUse when its log says its port was taken), StageListenTimeout once the deadline passes
  * ("… did not <notDone> within …"), with its log tail and the launch's processes seen stopped meanwhile.
+ * The launch's other started processes are watched too (every 500 ms): stages start together, and
+ * one that exits (a crash while loading) while an earlier one still loads ends the wait then,
+ * named, rather than at that one's deadline, minutes later with a long load timeout.
  */
 async function waitStageUp(
   node: NodeAccess,
   process: LedgerProcess,
-  { isUp, pathCut = () => undefined, portHeld }: StageProbes,
+  { isUp, pathCut = () => undefined }: StageProbes,
   words: { before: string; notDone: string },
   timing: Wait & { intervalMs: number },
   stopped: StoppedWatch,
+  launch: LaunchInFlight,
 ): Promise<void> {
   const label = processLabel("stage", process.index);
   const liveness = livenessOf(node, process);
   const awaited = { what: `${label} to ${words.notDone}`, until: new Date(Date.now() + timing.deadlineMs) };
+  const firstOtherExited = watchLaunchProcesses(launch.entry, launch.nodes, process);
+  let othersAskedAt = Date.now();
+  let otherExited: LedgerProcess | undefined;
   const state = await waitUntil(async () => {
     if (await isUp()) return "up";
     if (!(await liveness.isAliveOrUnknown())) return "exited";
+    if (Date.now() - othersAskedAt >= 500) {
+      othersAskedAt = Date.now();
+      otherExited = await firstOtherExited();
+      if (otherExited !== undefined) return "other-exited";
+    }
     stopped.look(awaited);
     return undefined;
   }, timing);
   if (state === "up") return stopped.answered(process);
+  if (state === "other-exited" && otherExited !== undefined) {
+    throw await exitedWhileAwaiting(
+      otherExited,
+      launch,
+      `${processLabel(otherExited.role, otherExited.index)}-listen`,
+      `${label} on ${process.node} to ${words.notDone}`,
+    );
+  }
   const logTail = await tailUnlessSilent(node, process, liveness);
+  const portHeld = launch.portHeld;
   if (state === "exited") {
     throw await exitError(process, `${label} on ${process.node} ${await describeEnd(node, process)} before ${words.before}`, `${label}-listen`, logTail, portHeld);
   }

@@ -174,6 +174,18 @@ describe("a launch failure at each step leaves nothing running and names the ste
     expect(Date.now() - started).toBeLessThan(15_000);
   });
 
+  it("StageExited: a stage that dies at load while an earlier stage still loads ends the wait for that one then, named with its log", async () => {
+    const started = Date.now();
+    const failure = await expectCleanFailure(
+      await makeRequest(world, { cluster: "stagedies2", binary: world.standIns.stageDiesWhileStageLoads, deadlines: { stageListenMs: 60_000 } }),
+    );
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("StageExited");
+    expect(failure.step).toBe("stage-1-listen");
+    expect(failure.message).toMatch(/^stage-1 on \S+ exited with status 1 while the launch waited for stage-0 on \S+ to listen on \S+:\d+/);
+    expect(failure.logTail.at(-1)).toBe("stand-in stage: fatal: cannot allocate the KV cache");
+    expect(Date.now() - started).toBeLessThan(15_000);
+  });
+
   it("CoordinatorHealthTimeout: a coordinator that answers /health 503 for ever", async () => {
     const failure = await expectCleanFailure(
       await makeRequest(world, { cluster: "loading", binary: world.standIns.coordinatorNeverHealthy, deadlines: { coordinatorHealthMs: 1_500 } }),

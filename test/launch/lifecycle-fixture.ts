@@ -59,6 +59,7 @@ export type StandIn =
   | "listenRefusedFalsely"
   | "stagePortTakenWhileServerLoads"
   | "stageDiesWhileServerLoads"
+  | "stageDiesWhileStageLoads"
   | "sleep"
   | "coordinatorExits"
   | "coordinatorNeverHealthy"
@@ -280,6 +281,8 @@ async function writeStandIns(dir: string): Promise<Record<StandIn, string>> {
     // The same words with nothing holding the port: an engine that says them of another fault.
     listenRefusedFalsely: `#!/bin/sh\necho "OSError: [Errno 98] Address already in use" >&2\nexit 1\n`,
     sleep: `#!/bin/sh\necho "stand-in engine: sleeping without listening"\nexec sleep 60\n`,
+    // Stages start together: stage-0 loads for a minute (not listening yet) while stage-1 dies at load.
+    stageDiesWhileStageLoads: `#!/bin/sh\ncase " $* " in\n  *" --node-id stage-0 "*) exec sleep 60 ;;\n  *" --node-id stage-1 "*) sleep 1; echo "stand-in stage: fatal: cannot allocate the KV cache" >&2; exit 1 ;;\nesac\nexec ${engine} "$@"\n`,
     coordinatorExits: coordinatorDoes(`echo "stand-in coordinator: exiting" >&2; sleep 0.2; exit 4`),
     coordinatorNeverHealthy: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} loading "$@"`),
     // As a stage that runs out of memory while it loads its layers would.
