@@ -17,7 +17,17 @@ import type { Endpoint, EngineReadiness, EngineTopology, ProcessFiles } from "..
 import type { LedgerEntry, LedgerProcess } from "./ledger.js";
 import { LaunchError } from "./launch-error.js";
 import { allocatePorts, oneAllocationAtATime } from "./ports.js";
-import { defaultReachMs, describeEnd, describeRecordedExit, isProcessAlive, plannedProcess, processLabel, readLogTail, startEngineProcess } from "./processes.js";
+import {
+  addressesListenedByProcess,
+  defaultReachMs,
+  describeEnd,
+  describeRecordedExit,
+  isProcessAlive,
+  plannedProcess,
+  processLabel,
+  readLogTail,
+  startEngineProcess,
+} from "./processes.js";
 import { routerBackendOf } from "./router-backend.js";
 import { teardownCluster } from "./teardown.js";
 import { askCoordinatorHealth, probeOneToken } from "./coordinator-probes.js";
@@ -525,7 +535,19 @@ async function waitListening(
     last === "no-answer"
       ? `its transport address ${where} was still silent from ${from} at the deadline (${wait.deadlineMs} ms; no answer, not a refusal): the path from ${from} to ${process.node} is down or blocked`
       : undefined;
-  await waitStageUp(node, process, { isUp, pathCut }, { before: `listening on ${where}`, notDone: `listen on ${where}` }, { ...wait, intervalMs: 50 }, stopped, launch);
+  const listensElsewhere = async (): Promise<string | undefined> => {
+    const at = await addressesListenedByProcess(node, process);
+    return at === undefined || at.length === 0 ? undefined : at.join(", ");
+  };
+  await waitStageUp(
+    node,
+    process,
+    { isUp, pathCut, listensElsewhere },
+    { before: `listening on ${where}`, notDone: `listen on ${where}` },
+    { ...wait, intervalMs: 50 },
+    stopped,
+    launch,
+  );
 }
 
 /** Probes without an answer in a row after which a stage's silent address is said (each waits 1 s). */
@@ -551,6 +573,8 @@ interface StageProbes {
   isUp: () => Promise<boolean>;
   /** Why the stage, though running, could not be seen up: a path that is cut. Undefined: not known. */
   pathCut?: () => string | undefined;
+  /** Where the stage's processes listen instead (`127.0.0.1:39601, [::1]:39600`), asked at the deadline. Undefined: nowhere, or not known. */
+  listensElsewhere?: () => Promise<string | undefined>;
 }
 
 /**
@@ -564,7 +588,7 @@ interface StageProbes {
 async function waitStageUp(
   node: NodeAccess,
   process: LedgerProcess,
-  { isUp, pathCut = () => undefined }: StageProbes,
+  { isUp, pathCut = () => undefined, listensElsewhere = async () => undefined }: StageProbes,
   words: { before: string; notDone: string },
   timing: Wait & { intervalMs: number },
   stopped: StoppedWatch,
@@ -607,11 +631,15 @@ async function waitStageUp(
   if (cut !== undefined) {
     throw new LaunchError("StageLinkUnreachable", `${label}-listen`, `${label} on ${process.node} runs, but ${cut}${stopped.words()}`, { logTail });
   }
-  // A process that ran all along and was not stopped is most likely still loading its model.
-  const loading =
-    liveness.silence() === "" && stopped.words() === ""
+  // A process that ran all along and was not stopped is most likely still loading its model, unless
+  // it listens elsewhere: an engine that binds another address than it is given never comes up.
+  const ranAllAlong = liveness.silence() === "" && stopped.words() === "";
+  const elsewhere = ranAllAlong ? await listensElsewhere() : undefined;
+  const loading = !ranAllAlong
+    ? ""
+    : elsewhere === undefined
       ? `; it ran all along: a model that takes longer to load needs [engine] load_timeout_seconds (seconds) above its load time`
-      : "";
+      : `; it ran all along, listening on ${elsewhere} but not there: an engine that binds another address than its --host and --port (its own configuration, IPv6 only) never listens there; one still loading needs [engine] load_timeout_seconds above its load time`;
   throw new LaunchError(
     "StageListenTimeout",
     `${label}-listen`,
@@ -742,10 +770,18 @@ async function waitHealthy(
     const exited = `the coordinator on ${process.node} ${await describeEnd(node, process)} before ${health} answered ${readiness.readyStatus}`;
     throw await exitError(process, exited, "coordinator-health", logTail, launch.portHeld);
   }
+  // Nothing listened where it was asked while the server ran: it may listen elsewhere (another
+  // port or address than its --host and --port, IPv6 only), which no longer deadline cures.
+  const refused = last.said.startsWith("refused") && liveness.silence() === "";
+  const at = refused ? await addressesListenedByProcess(node, process) : undefined;
+  const elsewhere =
+    at === undefined || at.length === 0
+      ? ""
+      : `; its processes listen on ${at.join(", ")} but not there (an engine that binds another address than its --host and --port, or IPv6 only?)`;
   throw new LaunchError(
     "CoordinatorHealthTimeout",
     "coordinator-health",
-    `${health} did not answer ${readiness.readyStatus} within ${deadlineMs} ms${last.times === 0 ? "" : `; it last ${last.said}${last.times > 1 ? ` (${last.times} times in a row)` : ""}`}${liveness.silence()}${stopped.words()}`,
+    `${health} did not answer ${readiness.readyStatus} within ${deadlineMs} ms${last.times === 0 ? "" : `; it last ${last.said}${last.times > 1 ? ` (${last.times} times in a row)` : ""}`}${elsewhere}${liveness.silence()}${stopped.words()}`,
     {
       logTail,
     },

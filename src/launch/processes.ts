@@ -7,7 +7,7 @@
  */
 import { join } from "node:path";
 import { isShardctlError, messageOf, ShardctlError } from "../errors/index.js";
-import { commandFailed, launchMark, markedProcesses, readTail, type CommandResult, type NodeAccess } from "../nodes/index.js";
+import { addressesListenedBy, commandFailed, launchMark, markedProcesses, readTail, type CommandResult, type NodeAccess } from "../nodes/index.js";
 import type { LedgerProcess, ProcessRole } from "./ledger.js";
 
 /** Label of a process in file names and messages: `stage-0`, `coordinator`. */
@@ -163,6 +163,16 @@ async function describeStatus(node: NodeAccess, process: LedgerProcess, status: 
  */
 function leftRunning(node: NodeAccess, process: LedgerProcess): Promise<number[]> {
   return markedProcesses(node, process.exitFile, { deadlineMs: defaultReachMs }).catch(() => []);
+}
+
+/**
+ * The addresses a launched process, and whatever it started (found by its mark), listen on at its
+ * node: undefined when the node does not say within 5 s.
+ */
+export async function addressesListenedByProcess(node: NodeAccess, process: LedgerProcess): Promise<string[] | undefined> {
+  const marked = await markedProcesses(node, process.exitFile, { deadlineMs: 5_000 }).catch(() => undefined);
+  if (marked === undefined) return undefined;
+  return addressesListenedBy(node, [...new Set([process.pid, ...marked])]);
 }
 
 /** Where stopOrphanedGroup notes the pids a gone wrapper left running, before it stops them. */

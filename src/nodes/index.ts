@@ -4,7 +4,7 @@ export { quoteArg, quoteArgv } from "./quote.js";
 export { readTail, maxTailLineChars } from "./read-tail.js";
 export { within } from "./within.js";
 export { freeKiB } from "./free-space.js";
-export { askPortListener, findPortListener, listenersNaming, type PortListener } from "./port-listener.js";
+export { addressesListenedBy, askPortListener, findPortListener, listenersNaming, type PortListener } from "./port-listener.js";
 export { boundSockets, socketCovers, listeningPorts, listeningSockets, type TcpSocket, type ListenerTool } from "./listening-ports.js";
 export { launchMark, markedProcesses } from "./marked-processes.js";
 export { commandFailed } from "./shell-node.js";

@@ -87,3 +87,35 @@ export async function listenersNaming(node: NodeAccess, paths: readonly string[]
     .filter((match): match is RegExpExecArray => match !== null)
     .map(([, pid, startTime, command]) => ({ pid: Number(pid), startTime: startTime!, command: command!.trim() }));
 }
+
+/**
+ * $@ = pids. The local address of every TCP socket one of them listens on, one per line: from
+ * `ss -Htlnp` (its fourth column; the process column names `pid=N,`), else `lsof` (its next to last).
+ */
+const addressesListenedByScript = `if command -v ss >/dev/null 2>&1; then
+  ss -Htlnp 2>/dev/null | while read -r state recvq sendq local peer rest; do
+    for pid; do case $rest in *"pid=$pid,"*) echo "$local"; break ;; esac; done
+  done
+elif command -v lsof >/dev/null 2>&1; then
+  lsof -nP -a -p "$(echo "$@" | tr ' ' ,)" -iTCP -sTCP:LISTEN 2>/dev/null | awk 'NR > 1 { print $(NF - 1) }'
+fi
+exit 0`;
+
+/**
+ * The addresses (`host:port`, as the node's tool writes them: `127.0.0.1:39600`, `[::1]:39600`,
+ * `*:39600`) that the processes `pids` listen on at `node`, without repeats; undefined when the
+ * node does not say within the deadline (default 5000 ms).
+ */
+export async function addressesListenedBy(node: NodeAccess, pids: readonly number[], options: { deadlineMs?: number } = {}): Promise<string[] | undefined> {
+  if (pids.length === 0) return [];
+  const result = await node.run(["sh", "-c", addressesListenedByScript, "sh", ...pids.map(String)], { deadlineMs: options.deadlineMs ?? 5_000 }).catch(() => undefined);
+  if (result === undefined || result.exitCode !== 0) return undefined;
+  return [
+    ...new Set(
+      result.stdout
+        .split("\n")
+        .map((line) => line.trim())
+        .filter((line) => line !== ""),
+    ),
+  ];
+}

@@ -186,6 +186,26 @@ describe("a launch failure at each step leaves nothing running and names the ste
     expect(Date.now() - started).toBeLessThan(15_000);
   });
 
+  it("StageListenTimeout: a stage that listens on another port than it was given says where, not only 'load longer'", async () => {
+    const request = await makeRequest(world, { cluster: "elsewhere", binary: world.standIns.stageListensElsewhere, deadlines: { stageListenMs: 2_000 } });
+    const failure = await expectCleanFailure(request);
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("StageListenTimeout");
+    const asked = failure.message.match(/did not listen on (\S+):(\d+) within/);
+    expect(asked, failure.message).not.toBeNull();
+    expect(failure.message).toContain(`; it ran all along, listening on ${asked![1]}:${Number(asked![2]) + 1} but not there: an engine that binds another address`);
+  });
+
+  it("CoordinatorHealthTimeout: a coordinator listening on another port than it was given says where it listens", async () => {
+    const request = await makeRequest(world, { cluster: "elsewhere2", binary: world.standIns.coordinatorListensElsewhere, deadlines: { coordinatorHealthMs: 2_000 } });
+    const failure = await expectCleanFailure(request);
+    expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("CoordinatorHealthTimeout");
+    const port = request.coordinator.httpPort;
+    expect(failure.message).toContain("refused the connection");
+    expect(failure.message).toMatch(
+      new RegExp(`; its processes listen on (\\S+, )*${request.coordinator.bindHost.replace(/\./g, "\\.")}:${port + 1}(, \\S+)* but not there`),
+    );
+  });
+
   it("CoordinatorHealthTimeout: a coordinator that answers /health 503 for ever", async () => {
     const failure = await expectCleanFailure(
       await makeRequest(world, { cluster: "loading", binary: world.standIns.coordinatorNeverHealthy, deadlines: { coordinatorHealthMs: 1_500 } }),

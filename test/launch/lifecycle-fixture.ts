@@ -60,6 +60,8 @@ export type StandIn =
   | "stagePortTakenWhileServerLoads"
   | "stageDiesWhileServerLoads"
   | "stageDiesWhileStageLoads"
+  | "stageListensElsewhere"
+  | "coordinatorListensElsewhere"
   | "sleep"
   | "coordinatorExits"
   | "coordinatorNeverHealthy"
@@ -263,6 +265,12 @@ async function writeStandIns(dir: string): Promise<Record<StandIn, string>> {
   const holder = `const net = require("node:net"); const [host, port] = process.argv.slice(1); const server = net.createServer(() => {}).listen(0, "127.0.0.1", () => net.connect({ host: "127.0.0.1", port: server.address().port, localAddress: host, localPort: Number(port) }));`;
   const portTakenThen = (words: string): string =>
     `#!/bin/sh\nfor a in "$@"; do case $prev in --host) host=$a ;; --port) port=$a ;; esac; prev=$a; done\nenv -u ${launchMark} setsid ${node} -e ${JSON.stringify(holder)} "$host" "$port" </dev/null >/dev/null 2>&1 &\necho $! >> ${JSON.stringify(join(dir, "port-holders.pids"))}\nfor i in $(seq 1 100); do ss -Htan "sport = :$port" | grep -q . && break; sleep 0.05; done\n${words}\nexit 1\n`;
+  // Listens on the port after the one it is given (--port + 1), on the host it is given, and stays.
+  const elsewhere = join(dir, "listen-elsewhere.cjs");
+  await writeFile(
+    elsewhere,
+    `const net = require("node:net"); const a = process.argv.slice(2); const v = (f) => a[a.indexOf(f) + 1]; net.createServer(() => {}).listen(Number(v("--port")) + 1, v("--host"));\n`,
+  );
   const coordinatorDoes = (action: string): string => `#!/bin/sh\ncase " $* " in\n  *" --node-id coordinator "*) ${action} ;;\nesac\nexec ${engine} "$@"\n`;
   const scripts: Record<StandIn, string> = {
     exit3: `#!/bin/sh\necho "stand-in engine: cannot open the model" >&2\nexit 3\n`,
@@ -281,8 +289,11 @@ async function writeStandIns(dir: string): Promise<Record<StandIn, string>> {
     // The same words with nothing holding the port: an engine that says them of another fault.
     listenRefusedFalsely: `#!/bin/sh\necho "OSError: [Errno 98] Address already in use" >&2\nexit 1\n`,
     sleep: `#!/bin/sh\necho "stand-in engine: sleeping without listening"\nexec sleep 60\n`,
+    // Every stage binds the port after its own: it runs, and never listens where it was asked to.
+    stageListensElsewhere: `#!/bin/sh\ncase " $* " in\n  *" --node-id stage-"*) exec ${node} ${JSON.stringify(elsewhere)} "$@" ;;\nesac\nexec ${engine} "$@"\n`,
     // Stages start together: stage-0 loads for a minute (not listening yet) while stage-1 dies at load.
     stageDiesWhileStageLoads: `#!/bin/sh\ncase " $* " in\n  *" --node-id stage-0 "*) exec sleep 60 ;;\n  *" --node-id stage-1 "*) sleep 1; echo "stand-in stage: fatal: cannot allocate the KV cache" >&2; exit 1 ;;\nesac\nexec ${engine} "$@"\n`,
+    coordinatorListensElsewhere: coordinatorDoes(`exec ${node} ${JSON.stringify(elsewhere)} "$@"`),
     coordinatorExits: coordinatorDoes(`echo "stand-in coordinator: exiting" >&2; sleep 0.2; exit 4`),
     coordinatorNeverHealthy: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} loading "$@"`),
     // As a stage that runs out of memory while it loads its layers would.
