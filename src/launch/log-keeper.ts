@@ -7,7 +7,9 @@
  * log is emptied all the same: the space is what matters then. A look that had to empty a log comes
  * back four times sooner (down to a 15th of the interval, 2 s by default), a quiet one twice as late
  * (up to the interval): an engine that floods its log (64 MiB in under 30 s) is kept near the limit,
- * not 30 s of flood past it.
+ * not 30 s of flood past it. The first look comes at that 15th too (then 4, 8, 16, 30 s while
+ * quiet): an engine that floods from its start (50 MiB/s grew a log to 1.6 GB by a first look at
+ * 30 s) is caught then.
  */
 import type { NodeAccess } from "../nodes/index.js";
 import type { LedgerEntry } from "./ledger.js";
@@ -64,8 +66,8 @@ export function keepLogsBounded(
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> = Promise.resolve();
-  let intervalMs = limits.intervalMs;
   const soonestMs = limits.intervalMs / 15;
+  let intervalMs = soonestMs;
   /** True when a log had to be emptied. */
   const look = async (): Promise<boolean> => {
     const trimmed = await Promise.all(

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import type { Logger } from "pino";
 import { nodeConfigNamed, nodesOfCluster, type ClusterNodes } from "../cluster/index.js";
 import { ShardctlError, messageOf } from "../errors/index.js";
-import { Ledger, type LaunchDeadlines, type LedgerEntry, type RunClaim, type TeardownContext } from "../launch/index.js";
+import { Ledger, type LaunchDeadlines, type LedgerEntry, type RunClaim, type TeardownContext, type TimelineEvent } from "../launch/index.js";
 import type { NodeAccess, NodePool } from "../nodes/index.js";
 import { createRegistrar, reloadingAfterEdits, type Registrar } from "../router/index.js";
 import type { ClusterSpec, Settings } from "../spec/index.js";
@@ -134,8 +134,19 @@ export class ReconcilerWorld {
       nodeFor: (n: string) => this.nodeFor(n, settings),
       graceMs: this.options.launchDeadlines?.stopGraceMs ?? 5_000,
       claimant: this.claimant(settings),
-      onEvent: (event) => recordEvent(memory, event),
+      onEvent: (event) => {
+        recordEvent(memory, event);
+        this.noteKill(memory.name, event);
+      },
     };
+  }
+
+  /**
+   * A process that outlived its stop grace period (SIGTERM) and was SIGKILLed, said in the daemon's
+   * log: the timeline that records it is replaced by the next launch's, or removed with the status.
+   */
+  noteKill(cluster: string, event: TimelineEvent): void {
+    if (event.step.endsWith("-killing")) this.log.warn({ cluster, detail: event.detail }, "a process did not stop within its grace period after SIGTERM: SIGKILLed");
   }
 
   /**

@@ -149,8 +149,10 @@ describe("kill -9 of the daemon during a teardown", () => {
     expect(await readStatusFile(world, name)).toBeUndefined();
     expect(await engines()).toEqual([]);
     expect(second.stderr()).toMatch(/"action":"prune"/);
-    // The leftover group ignores SIGTERM for 30 s: only the grace (5 s) and SIGKILL ended it.
+    // The leftover group ignores SIGTERM for 30 s: only the grace (5 s) and SIGKILL ended it, which
+    // the daemon's log says.
     expect(prunedMs).toBeLessThan(15_000);
+    expect(second.stderr()).toMatch(/"msg":"a process did not stop within its grace period after SIGTERM: SIGKILLed"/);
     second.child.kill("SIGTERM");
     expect(await second.exited).toBe(0);
     expect(world.audit.problems).toEqual([]);

@@ -107,6 +107,7 @@ export const launch: Step = {
         // launch that hangs on a partitioned node shows where, not the previous launch's timeline.
         onEvent: (event) => {
           recordEvent(memory, event);
+          world.noteKill(name, event);
           setConditions(memory, revision, {
             Ready: notServingYet(memory, "Launching", describeLaunchProgress(memory.timeline, stages)),
             StagesListening: launchListening(memory.timeline, stages),
