@@ -121,8 +121,12 @@ export function launchInPlaceOfCards(status: LaunchedStatus): LaunchRead | undef
   return !launch.steps.has("ready") || status.conditions.some((c) => c.type === "Ready" && c.reason === "Launching") ? launch : undefined;
 }
 
-/** "its processes are starting: 1 of 2 stages listen", "its coordinator answers /health; its first token is awaited", … */
-export function describeLaunchProgress(timeline: readonly TimelineEntry[], stages: number): string {
+/**
+ * "its processes are starting: 1 of 2 stages listen", "its coordinator answers /health; its first
+ * token is awaited", … `ring`: the engine's ranks form a ring and serve from the last one, with no
+ * coordinator process to start (mlx-lm).
+ */
+export function describeLaunchProgress(timeline: readonly TimelineEntry[], stages: number, { ring }: { ring: boolean }): string {
   const { steps, listening, lastListeningAt, stopped, silent, ended, answered } = readLaunch(timeline);
   const holds = [
     ...(stopped.length === 0 ? [] : [`${stopped.join(", ")} ${stopped.length === 1 ? "is" : "are"} stopped, which holds the launch (see its timeline)`]),
@@ -144,7 +148,7 @@ export function describeLaunchProgress(timeline: readonly TimelineEntry[], stage
   // ranks: mlx-lm) answers /health only once every rank has joined the ring, which a rank cut off
   // from its neighbour never does. Said apart from "starting", with since when, or a partition reads
   // as "2 of 2 stages listen" until the launch's deadline.
-  if (listening > 0 && listening >= stages && lastListeningAt !== undefined) {
+  if (ring && listening > 0 && listening >= stages && lastListeningAt !== undefined) {
     return `its ${stages === 1 ? "stage listens" : `${stages} stages listen`} (all since ${lastListeningAt.slice(11, 19)} UTC); nothing answers /health yet (ranks that form a ring answer once every rank has joined it)${hold}`;
   }
   return `its processes are starting${listening === 0 ? "" : `: ${listening} of ${stages} ${stages === 1 ? "stage listens" : "stages listen"}`}${hold}`;

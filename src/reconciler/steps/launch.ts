@@ -8,6 +8,7 @@
  * `[engine] load_timeout_seconds`). It failed nothing, so its count goes back to the budget.
  */
 import { buildLaunchRequest } from "../../cluster/index.js";
+import { engineOf } from "../../engines/index.js";
 import { ShardctlError } from "../../errors/index.js";
 import { launchCluster, LaunchError } from "../../launch/index.js";
 import { definitionDigest } from "../../spec/index.js";
@@ -77,9 +78,10 @@ export const launch: Step = {
     // Stalled says what the daemon does now, no longer what it did before (a teardown, a back-off),
     // unless it stands: an invalid definition stays stalled while its last valid revision relaunches.
     const stages = planned.plan.stages.length;
+    const progress = { ring: engineOf(spec.engine.kind).readiness.httpServer === "last-stage" };
     const stalled = memory.conditions.some((c) => c.type === "Stalled" && c.status === "True");
     setConditions(memory, revision, {
-      Ready: notServingYet(memory, "Launching", describeLaunchProgress([], stages)),
+      Ready: notServingYet(memory, "Launching", describeLaunchProgress([], stages, progress)),
       StagesListening: launchListening(memory.timeline, stages),
       ...(stalled
         ? {}
@@ -109,7 +111,7 @@ export const launch: Step = {
           recordEvent(memory, event);
           world.noteKill(name, event);
           setConditions(memory, revision, {
-            Ready: notServingYet(memory, "Launching", describeLaunchProgress(memory.timeline, stages)),
+            Ready: notServingYet(memory, "Launching", describeLaunchProgress(memory.timeline, stages, progress)),
             StagesListening: launchListening(memory.timeline, stages),
           });
           void world.writeStatus(name, memory, { action: "launch", result: "waiting", health: "Progressing" }, settings);
