@@ -258,6 +258,12 @@ describe("the cluster page during a fault", () => {
       for (let i = 0; i < 5; i++) await page.keyboard.press("ArrowRight");
       await page.waitForFunction(`document.querySelector("[role=region][aria-label='Conditions table']").scrollLeft > 0`, undefined, { timeout: 5_000 });
       for (const name of ["Last passes table"]) expect(await page.getByRole("region", { name }).getAttribute("tabindex")).toBe("0");
+      // Scrolled to the end of the page, the connection's word (which says when what is shown is
+      // old) is still in view at the top.
+      await page.evaluate("window.scrollTo(0, document.body.scrollHeight)");
+      expect(await inPage<number>("window.scrollY")).toBeGreaterThan(0);
+      expect(await inPage<number>(`document.querySelector("[data-testid=connection]").getBoundingClientRect().top`)).toBeGreaterThanOrEqual(0);
+      await page.evaluate("window.scrollTo(0, 0)");
     } finally {
       await page.setViewportSize({ width: 1280, height: 900 });
     }

@@ -11,7 +11,16 @@ import { afterAll, beforeAll, expect, test } from "vitest";
 import type { Daemon } from "../../src/reconciler/index.js";
 import { launchChromium } from "../support/chromium.js";
 import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.js";
-import { definitionText, startInProcessDaemon, startWorld, waitForStatus, writeDefinition, writeSettings, type DaemonWorld } from "../reconciler/daemon-fixture.js";
+import {
+  definitionText,
+  removeDefinition,
+  startInProcessDaemon,
+  startWorld,
+  waitForStatus,
+  writeDefinition,
+  writeSettings,
+  type DaemonWorld,
+} from "../reconciler/daemon-fixture.js";
 import { enableDashboard } from "./support.js";
 
 let world: DaemonWorld;
@@ -69,4 +78,38 @@ test("a stream cut silently while the daemon runs: silent after four missed beat
   // Silent after 4 beats of 500 ms but at least 3 s; live again at the new stream's hello.
   expect(silentAfterMs).toBeGreaterThanOrEqual(3_000);
   expect(liveAfterMs).toBeLessThan(12_000);
+}, 60_000);
+
+test("the browser itself offline: the page says so, not that the daemon is gone, and is live again as soon as the network is back", async () => {
+  await page.waitForFunction(`document.querySelector("[data-testid=connection]")?.dataset.state === "live"`, undefined, { timeout: 15_000 });
+  await page.context().setOffline(true);
+  try {
+    // The open stream may go on (the emulation cuts new requests): cut it too, silently, as a
+    // network that went away leaves it. The page's new stream then fails in the offline browser.
+    proxy.freeze();
+    await page.waitForFunction(`(document.querySelector("[data-testid=connection]")?.textContent ?? "").includes("This browser is offline")`, undefined, {
+      timeout: 20_000,
+    });
+    const said = (await page.locator("[data-testid=connection]").textContent())!;
+    expect(said).toMatch(/This browser is offline \(its connection lost at .+, \d+(\.\d)? s ago\): showing the daemon's last word/);
+    expect(said).not.toContain("daemon is gone");
+  } finally {
+    await page.context().setOffline(false);
+  }
+  const onlineAt = Date.now();
+  await page.waitForFunction(`document.querySelector("[data-testid=connection]")?.dataset.state === "live"`, undefined, { timeout: 15_000 });
+  // At the browser's "online", not at the next silence check or retry.
+  expect(Date.now() - onlineAt).toBeLessThan(5_000);
+  expect(await page.evaluate("window.__marker")).toBe("no reload");
+}, 60_000);
+
+test("a cluster removed while its page is open: the page says it was removed and when, and shows it again once it is back", async () => {
+  await page.goto(`http://127.0.0.1:${proxy.port}/#/clusters/quiet`);
+  await page.locator("#cluster-title").waitFor({ timeout: 20_000 });
+  expect(await removeDefinition(world, "quiet")).toBe(true);
+  const note = page.locator("[data-testid=no-status]");
+  await note.waitFor({ timeout: 15_000 });
+  expect(await note.textContent()).toMatch(/^“quiet” was removed at .+: its definition is gone, and the daemon tore it down and removed its status file\./);
+  await writeDefinition(world, "quiet", definitionText(world, { nodes: ["l1", "l2"], desired: "stopped" }));
+  await page.locator("#cluster-title").waitFor({ timeout: 20_000 });
 }, 60_000);

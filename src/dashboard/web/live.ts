@@ -14,7 +14,10 @@
  * first pass of that cluster) is marked unchecked until the daemon's own status of it arrives; a
  * status file the daemon could not write is said beside the status (`statusFile` events). A tab out
  * of sight gives its stream back after 5 s (a browser opens at most six connections to one address)
- * and opens a new one when it is looked at again.
+ * and opens a new one when it is looked at again. A browser that says it is offline is said to be
+ * (the daemon is not blamed for the browser's network), and its return opens a new stream at once.
+ * A cluster the daemon forgot (its definition removed, its teardown done) is remembered as removed,
+ * with when, until a status of that name comes again.
  */
 import { parseShown } from "./parse-shown.js";
 import type { HelloView, StatusFileView, StatusView } from "./status-types.js";
@@ -39,6 +42,10 @@ export interface LiveState {
   greeted: boolean;
   /** Clusters the last greeting named whose first status has not come yet. */
   awaiting: ReadonlySet<string>;
+  /** The browser says it has no network (navigator.onLine false): a connection lost is its own, not the daemon's. */
+  offline: boolean;
+  /** Clusters the daemon forgot while this page watched (their definition removed, their teardown done), with when (ms since the epoch). */
+  removed: ReadonlyMap<string, number>;
 }
 
 /** Re-create the EventSource when the browser gave up on it (a non-stream answer), ms. */
@@ -63,6 +70,8 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
     rates: new Map(),
     greeted: false,
     awaiting: new Set(),
+    offline: navigator.onLine === false,
+    removed: new Map(),
   };
   let firstStart: string | undefined;
   let source: EventSource | undefined;
@@ -125,7 +134,14 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
       clusters.set(status.cluster, status);
       // The status sent with the hello leaves the mark; any later one is the daemon's own.
       const unchecked = greeting.delete(status.cluster) ? state.unchecked : without(state.unchecked, status.cluster);
-      update({ clusters, unchecked, rates: new Map(state.rates).set(status.cluster, ratesOf(status)), awaiting: without(state.awaiting, status.cluster) });
+      const removed = state.removed.has(status.cluster) ? new Map([...state.removed].filter(([name]) => name !== status.cluster)) : state.removed;
+      update({
+        clusters,
+        unchecked,
+        rates: new Map(state.rates).set(status.cluster, ratesOf(status)),
+        awaiting: without(state.awaiting, status.cluster),
+        removed,
+      });
     });
     source.addEventListener("statusFile", (event) => {
       heard();
@@ -142,7 +158,13 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
       clusters.delete(cluster);
       const fileFailures = new Map(state.fileFailures);
       fileFailures.delete(cluster);
-      update({ clusters, unchecked: without(state.unchecked, cluster), fileFailures, awaiting: without(state.awaiting, cluster) });
+      update({
+        clusters,
+        unchecked: without(state.unchecked, cluster),
+        fileFailures,
+        awaiting: without(state.awaiting, cluster),
+        removed: new Map(state.removed).set(cluster, Date.now()),
+      });
     });
     source.onerror = () => {
       if (state.connection !== "gone") update({ connection: "gone", since: Date.now() });
@@ -216,12 +238,24 @@ export function connectLive(onChange: (state: LiveState) => void): () => void {
   };
   document.addEventListener("visibilitychange", onVisibility);
 
+  // The browser's own network: offline, the page says so; back online, a new stream at once rather
+  // than at the browser's next retry (a stream cut meanwhile may never say it was).
+  const onOffline = (): void => update({ offline: true });
+  const onOnline = (): void => {
+    update({ offline: false });
+    if (!released) reopenNow();
+  };
+  window.addEventListener("offline", onOffline);
+  window.addEventListener("online", onOnline);
+
   open();
   return () => {
     window.clearTimeout(reopen);
     window.clearTimeout(hiddenTimer);
     window.clearInterval(listen);
     document.removeEventListener("visibilitychange", onVisibility);
+    window.removeEventListener("offline", onOffline);
+    window.removeEventListener("online", onOnline);
     source?.close();
   };
 }

@@ -9,7 +9,7 @@ import { ClusterPage } from "./components/cluster-page.js";
 import { ClustersList } from "./components/clusters-list.js";
 import { PlanPreviewPage } from "./components/plan-preview.js";
 import { TokenDialog } from "./components/token-dialog.js";
-import { formatClock } from "./format.js";
+import { formatClock, formatDuration } from "./format.js";
 import { connectLive, type LiveState } from "./live.js";
 import type { Health, PlanPreviewView } from "./status-types.js";
 import "./styles.css";
@@ -157,7 +157,7 @@ function App() {
             Plan preview
           </a>
         </nav>
-        <Connection live={live} />
+        <Connection live={live} now={now} />
       </header>
       <main id="main" tabIndex={-1}>
         {route.page === "clusters" ? (
@@ -184,6 +184,7 @@ function App() {
             reconciling={reconcile?.name === route.name && reconcile.busy}
             reconcileNote={reconcile?.name === route.name ? reconcile.note : undefined}
             loading={live?.greeted !== true || live.awaiting.has(route.name)}
+            removedAt={live?.removed.get(route.name)}
           />
         ) : null}
         {route.page === "plan" ? <PlanPreviewPage onPreview={onPreview} /> : null}
@@ -206,19 +207,27 @@ function App() {
   );
 }
 
-/** Whether the page is live: connecting, live (and whether the daemon restarted), or the daemon is silent or gone. */
-function Connection({ live }: { live: LiveState | undefined }) {
+/**
+ * Whether the page is live: connecting, live (and whether the daemon restarted), or the daemon is
+ * silent or gone, since when and for how long; or the browser itself is offline.
+ */
+function Connection({ live, now }: { live: LiveState | undefined; now: number }) {
   const state = live?.connection ?? "connecting";
+  const since = live?.since ?? now;
+  // The clock time, and how long ago in whole seconds: the page re-renders once a second.
+  const sinceText = `${formatClock(since)}, ${formatDuration(Math.max(1, Math.round((now - since) / 1000)) * 1000)} ago`;
   const text =
-    state === "live"
-      ? live?.restartedAt === undefined
-        ? "Live"
-        : `Live — the daemon restarted at ${formatClock(live.restartedAt)}`
-      : state === "gone"
-        ? `The daemon is gone since ${formatClock(live?.since ?? Date.now())}: showing its last word, reconnecting…`
-        : state === "silent"
-          ? `The daemon has been silent since ${formatClock(live?.since ?? Date.now())} (stopped or hung?): showing its last word, which may no longer hold`
-          : "Connecting to the daemon…";
+    live?.offline === true && state !== "live"
+      ? `This browser is offline (its connection lost at ${sinceText}): showing the daemon's last word; reconnecting once the network is back`
+      : state === "live"
+        ? live?.restartedAt === undefined
+          ? "Live"
+          : `Live — the daemon restarted at ${formatClock(live.restartedAt)}`
+        : state === "gone"
+          ? `The daemon is gone since ${sinceText}: showing its last word, reconnecting…`
+          : state === "silent"
+            ? `The daemon has been silent since ${sinceText} (stopped or hung?): showing its last word, which may no longer hold`
+            : "Connecting to the daemon…";
   return (
     <p
       class={`connection conn-${state}`}

@@ -25,6 +25,8 @@ export interface ClusterPageProps {
   reconciling: boolean;
   /** The daemon has not said yet whether it knows the cluster (not greeted yet, or its status is on its way). */
   loading: boolean;
+  /** When the daemon forgot the cluster while the page watched (its definition removed, its teardown done), ms since the epoch. */
+  removedAt?: number | undefined;
 }
 
 type StatusFileFailureView = NonNullable<StatusFileView["failure"]>;
@@ -39,7 +41,7 @@ const readyLook: Record<ConditionView["status"], { words: string; tone: string }
   Unknown: { words: "Ready unknown", tone: "warn" },
 };
 
-export function ClusterPage({ status, name, now, rates, stale, unchecked, fileFailure, onReconcile, reconcileNote, reconciling, loading }: ClusterPageProps) {
+export function ClusterPage({ status, name, now, rates, stale, unchecked, fileFailure, onReconcile, reconcileNote, reconciling, loading, removedAt }: ClusterPageProps) {
   if (status === undefined) {
     return (
       <section>
@@ -49,7 +51,9 @@ export function ClusterPage({ status, name, now, rates, stale, unchecked, fileFa
             ? `Waiting for the daemon to send the status of “${name}”…`
             : unchecked
               ? `The daemon cannot read the status file of “${name}” and has not checked it yet: its first pass of ${name} writes a new one.`
-              : `The daemon has no status of a cluster named “${name}”.`}{" "}
+              : removedAt !== undefined
+                ? `“${name}” was removed at ${formatClock(removedAt)}: its definition is gone, and the daemon tore it down and removed its status file.`
+                : `The daemon has no status of a cluster named “${name}”.`}{" "}
           <a href="#/">All clusters</a>
         </p>
       </section>
