@@ -44,6 +44,10 @@ it("the budget's last launch dies on a host that stays cut off: Stalled from the
       "two failed teardown passes while n2 is cut off",
       100,
     );
+    // What the teardown could not stop is not said to be stopped: it may still run.
+    const held = await cluster.status();
+    expect(conditionOf(held, "StagesListening")).toMatchObject({ status: "Unknown", reason: "TeardownIncomplete" });
+    expect(conditionOf(held, "StagesListening")?.message).toMatch(/^stage-1 \(pid \d+ on n2\) could not be stopped \(its node did not answer\): it may still run/);
     await sleep(500);
   } finally {
     await n2.heal();

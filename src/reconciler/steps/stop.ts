@@ -2,7 +2,9 @@
  * Nothing should run (`desired = "stopped"`, or distributed serving is off): tear down what does
  * and keep the status file, which says why.
  */
-import { teardownCluster } from "../../launch/index.js";
+import { isShardctlError } from "../../errors/index.js";
+import type { ClusterObservation } from "../../health/index.js";
+import { processLabel, teardownCluster, type LedgerProcess } from "../../launch/index.js";
 import { definitionOf, revisionOf, type Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
 import { clearRuntime, mayBeServing, setConditions, settle } from "../verdicts.js";
@@ -37,6 +39,8 @@ export const stop: Step = {
 export async function tearDown(pass: Pass): Promise<void> {
   const { memory, entry } = pass;
   if (entry === undefined) return;
+  // The last look at what runs: the cards of what the teardown may not reach.
+  const seen = memory.observation;
   if (mayBeServing(memory)) {
     const revision = revisionOf(pass);
     const message = `tearing down revision ${entry.revision.slice(0, 12)}`;
@@ -49,6 +53,44 @@ export async function tearDown(pass: Pass): Promise<void> {
   }
   await memory.supervision?.supervision.stop();
   delete memory.supervision;
-  await teardownCluster(entry, pass.world.teardownContext(pass.settings, pass.ledger, memory));
+  try {
+    await teardownCluster(entry, pass.world.teardownContext(pass.settings, pass.ledger, memory));
+  } catch (error) {
+    if (isShardctlError(error, "TeardownIncomplete")) await showLeftovers(pass, seen);
+    throw error;
+  }
   delete memory.observation;
+}
+
+/**
+ * What a teardown could not stop for want of an answer from its node may still run: said so,
+ * rather than "no stage runs". Its cards stay, liveness unknown, and StagesListening (or
+ * CoordinatorHealthy) is Unknown naming them, until a teardown stops them.
+ */
+async function showLeftovers(pass: Pass, seen: ClusterObservation | undefined): Promise<void> {
+  const { memory } = pass;
+  const left = ((await pass.ledger.read(pass.name).catch(() => undefined))?.processes ?? []).filter((p) => p.unreachable === true);
+  if (left.length === 0) return;
+  const revision = revisionOf(pass);
+  const named = (p: LedgerProcess): string => `${processLabel(p.role, p.index)} (pid ${p.pid} on ${p.node})`;
+  const tail = "could not be stopped (its node did not answer): it may still run, and is stopped before anything is launched there again";
+  const stages = left.filter((p) => p.role === "stage");
+  const coordinator = left.find((p) => p.role === "coordinator");
+  const cards = stages.flatMap((p) => {
+    const card = seen?.stages.find((c) => c.index === p.index);
+    return card === undefined ? [] : [{ ...card, pid: p.pid, alive: false, liveness: "unknown" as const, transport: "unknown" as const }];
+  });
+  memory.observation = {
+    cluster: pass.name,
+    at: new Date().toISOString(),
+    health: "Unhealthy",
+    stages: cards,
+    ...(coordinator === undefined || seen?.coordinator === undefined ? {} : { coordinator: { ...seen.coordinator, pid: coordinator.pid, health: "unknown" as const } }),
+    problems: [],
+    gone: [],
+  };
+  setConditions(memory, revision, {
+    ...(stages.length === 0 ? {} : { StagesListening: { status: "Unknown", reason: "TeardownIncomplete", message: `${stages.map(named).join(", ")} ${tail}` } }),
+    ...(coordinator === undefined ? {} : { CoordinatorHealthy: { status: "Unknown", reason: "TeardownIncomplete", message: `${named(coordinator)} ${tail}` } }),
+  });
 }
