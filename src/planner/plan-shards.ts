@@ -1,5 +1,5 @@
 import { engineOf, selectKinds } from "../engines/index.js";
-import { quoteText, type PlannerReason } from "../errors/index.js";
+import { quoteText, showText, type PlannerReason } from "../errors/index.js";
 import { formatBytes } from "./format-bytes.js";
 import { layerKvBytes } from "./kv-cache.js";
 import { memorySplit } from "./memory-split.js";
@@ -225,7 +225,7 @@ function checkUniform(nodes: readonly PlanNode[], key: "accelerator" | "engineVe
     if (value === undefined) continue;
     seen.set(value, [...(seen.get(value) ?? []), node.name]);
   }
-  if (seen.size > 1) report([...seen].map(([v, names]) => `${quoteText(v)} on ${names.join(", ")}`).join("; "));
+  if (seen.size > 1) report([...seen].map(([v, names]) => `${showText(v)} on ${names.join(", ")}`).join("; "));
 }
 
 function sum(values: readonly number[], start: number, end: number): number {

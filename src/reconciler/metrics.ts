@@ -1,9 +1,11 @@
 /**
  * Prometheus metrics of the daemon (prom-client): passes by result, pass duration, clusters by
- * health, stages up. Served as text on `[daemon] metrics_address` when set.
+ * health, stages up, and, once served, the process's own (prom-client's defaults, under their
+ * usual names: resident memory, heap, open file descriptors, event-loop lag), which is how a daemon
+ * run for weeks is watched for growth. Served as text on `[daemon] metrics_address` when set.
  */
 import { createServer, type Server } from "node:http";
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { PassReport } from "./compose-status.js";
 import { healthValues, type Health } from "./status/index.js";
 
@@ -43,6 +45,7 @@ export class DaemonMetrics {
   /** Serve `/metrics` on host:port; resolves once listening. */
   async serve(address: string): Promise<Server> {
     const [host, port] = splitAddress(address);
+    collectDefaultMetrics({ register: this.registry });
     const server = createServer((req, res) => {
       if (req.url !== "/metrics") {
         res.writeHead(404).end("not found\n");

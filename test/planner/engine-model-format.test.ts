@@ -296,7 +296,7 @@ describe("[engine] version against the version a node's engine reports", () => {
     const plan = await planCluster(cluster.value, settings.value, { a: { engineVersion: "shard-engine 0.1.0" }, b: { engineVersion: "\u001b]0;pwned\u0007 0.0.9" } });
     expect(reasons(plan)).toEqual(["MixedEngineVersions", "EngineVersionMismatch"]);
     expect(plan.plan.errors[0]!.message).toBe(
-      'nodes run different engine versions ("shard-engine 0.1.0" on a; "\\u001b]0;pwned\\u0007 0.0.9" on b); a cluster must run one version',
+      "nodes run different engine versions (shard-engine 0.1.0 on a; \\u001b]0;pwned\\u0007 0.0.9 on b); a cluster must run one version",
     );
     expect(plan.plan.errors[1]!.message).toBe(
       '[engine] version = "0.1.0" but b reports "\\u001b]0;pwned\\u0007 0.0.9": install "0.1.0" there or change the expected version',

@@ -1,4 +1,4 @@
-/** `/metrics` (Prometheus text format): passes by result, pass duration, clusters by health, stages up. */
+/** `/metrics` (Prometheus text format): passes by result, pass duration, clusters by health, stages up, the process's memory and file descriptors. */
 import { readFile, writeFile } from "node:fs/promises";
 import { expect, test } from "vitest";
 import { allocateHost } from "../support/test-world.js";
@@ -38,5 +38,9 @@ test("serves passes by result, pass duration, clusters by health and stages up",
   expect(text).toMatch(/^shardctl_clusters\{health="Suspended"\} 1$/m);
   expect(text).toMatch(/^shardctl_clusters\{health="Healthy"\} 0$/m);
   expect(text).toMatch(/^shardctl_stages_up 0$/m);
+  // The process's own figures, under the names Node.js dashboards know.
+  expect(text).toMatch(/^process_resident_memory_bytes [1-9]\d*$/m);
+  expect(text).toMatch(/^nodejs_heap_size_used_bytes [1-9]\d*$/m);
+  expect(text).toMatch(/^process_open_fds [1-9]\d*$/m);
   expect((await fetch(url.replace("/metrics", "/other"))).status).toBe(404);
 });
