@@ -14,8 +14,8 @@
  * first pass of that cluster) is marked unchecked until the daemon's own status of it arrives; a
  * status file the daemon could not write is said beside the status (`statusFile` events). A tab out
  * of sight gives its stream back after 5 s (a browser opens at most six connections to one address)
- * and opens a new one when it is looked at again. A browser that says it is offline is said to be
- * (the daemon is not blamed for the browser's network), and its return opens a new stream at once.
+ * and opens a new one when it is looked at again. Whether the browser says it is offline is kept
+ * (shown beside a lost connection as a hint), and its return online opens a new stream at once.
  * A cluster the daemon forgot (its definition removed, its teardown done) is remembered as removed,
  * with when, until a status of that name comes again.
  */
@@ -42,7 +42,7 @@ export interface LiveState {
   greeted: boolean;
   /** Clusters the last greeting named whose first status has not come yet. */
   awaiting: ReadonlySet<string>;
-  /** The browser says it has no network (navigator.onLine false): a connection lost is its own, not the daemon's. */
+  /** The browser says it has no network (navigator.onLine false): a lost connection may be its own. A hint only: a machine without a network says so while its loopback works. */
   offline: boolean;
   /** Clusters the daemon forgot while this page watched (their definition removed, their teardown done), with when (ms since the epoch). */
   removed: ReadonlyMap<string, number>;

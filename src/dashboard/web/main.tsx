@@ -209,25 +209,26 @@ function App() {
 
 /**
  * Whether the page is live: connecting, live (and whether the daemon restarted), or the daemon is
- * silent or gone, since when and for how long; or the browser itself is offline.
+ * silent or gone, since when and how long ago. A browser that says it is offline is said to, beside
+ * that, not instead: the browser's word is a hint only (a machine without a network, or one in a
+ * namespace of its own, says offline while the daemon on its loopback answers).
  */
 function Connection({ live, now }: { live: LiveState | undefined; now: number }) {
   const state = live?.connection ?? "connecting";
   const since = live?.since ?? now;
   // The clock time, and how long ago in whole seconds: the page re-renders once a second.
   const sinceText = `${formatClock(since)}, ${formatDuration(Math.max(1, Math.round((now - since) / 1000)) * 1000)} ago`;
+  const offline = live?.offline === true && state !== "live" ? " This browser says it is offline: its own network may be the cause." : "";
   const text =
-    live?.offline === true && state !== "live"
-      ? `This browser is offline (its connection lost at ${sinceText}): showing the daemon's last word; reconnecting once the network is back`
-      : state === "live"
-        ? live?.restartedAt === undefined
-          ? "Live"
-          : `Live — the daemon restarted at ${formatClock(live.restartedAt)}`
-        : state === "gone"
-          ? `The daemon is gone since ${sinceText}: showing its last word, reconnecting…`
-          : state === "silent"
-            ? `The daemon has been silent since ${sinceText} (stopped or hung?): showing its last word, which may no longer hold`
-            : "Connecting to the daemon…";
+    state === "live"
+      ? live?.restartedAt === undefined
+        ? "Live"
+        : `Live — the daemon restarted at ${formatClock(live.restartedAt)}`
+      : state === "gone"
+        ? `The daemon is gone since ${sinceText}: showing its last word, reconnecting…${offline}`
+        : state === "silent"
+          ? `The daemon has been silent since ${sinceText} (stopped or hung?): showing its last word, which may no longer hold.${offline}`
+          : `Connecting to the daemon…${offline}`;
   return (
     <p
       class={`connection conn-${state}`}
