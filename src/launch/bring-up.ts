@@ -30,6 +30,7 @@ import {
 } from "./processes.js";
 import { routerBackendOf } from "./router-backend.js";
 import { teardownCluster } from "./teardown.js";
+import { defaultLogLimits, keepLogsBounded } from "./log-keeper.js";
 import { askCoordinatorHealth, probeOneToken } from "./coordinator-probes.js";
 import type { LaunchContext, LaunchRequest, LaunchResult, TimelineEvent } from "./types.js";
 import { watchStopped, type StoppedWatch } from "./stopped-watch.js";
@@ -67,6 +68,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
   const signal = context.signal;
   // Between two steps: a launch called off starts nothing more.
   const goOn = (): void => signal?.throwIfAborted();
+  let logs: { stop(): Promise<void> } | undefined;
 
   try {
     if (request.claimant !== undefined) await claimRunFolders(runFoldersOf(request), request.claimant, event);
@@ -90,6 +92,8 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     const files = await writeLaunchFiles(request, topology);
     event("launch-files-written");
     goOn();
+    // The engines' logs are kept bounded from their first line: a model may load for many minutes.
+    logs = keepLogsBounded(entry, (name) => nodes.get(name)!, defaultLogLimits, context.onLogTrimmed);
 
     // Start the stages wave by wave, recording each before waiting on anything.
     const readiness = request.driver.facts.readiness;
@@ -179,10 +183,14 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
 
     entry.phase = "running";
     await context.ledger.write(entry);
+    // The supervision keeps the logs bounded from here.
+    await logs.stop();
     event("ready", url);
     return { coordinatorUrl: url, timeline };
   } catch (error) {
     stopped.close();
+    // Not a byte of a log is emptied while the failure's evidence is read from it.
+    await logs?.stop();
     // Called off: whatever was thrown on the way out (a wait ended, a probe cut), the caller hears
     // its own reason, and nothing is read from the stages' logs.
     const calledOff = signal?.aborted === true;

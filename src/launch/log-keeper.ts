@@ -9,7 +9,8 @@
  * (up to the interval): an engine that floods its log (64 MiB in under 30 s) is kept near the limit,
  * not 30 s of flood past it. The first look comes at that 15th too (then 4, 8, 16, 30 s while
  * quiet): an engine that floods from its start (50 MiB/s grew a log to 1.6 GB by a first look at
- * 30 s) is caught then.
+ * 30 s) is caught then. A launch keeps its logs so from its first process on (a model may load for
+ * many minutes while its engine logs), and the supervision of what it started from then on.
  */
 import type { NodeAccess } from "../nodes/index.js";
 import type { LedgerEntry } from "./ledger.js";
@@ -54,15 +55,22 @@ export async function trimLogs(
     .map(([, file, bytes]) => ({ file: file!, bytes: Number(bytes) }));
 }
 
-/** Look at the entry's logs, node by node, every `intervalMs` until stopped; `onTrimmed` hears each one emptied. */
+/**
+ * Look at the entry's logs, node by node, every `intervalMs` until stopped; `onTrimmed` hears each
+ * one emptied. The entry's processes are read at each look: a launch under way adds them as it
+ * starts them (a log not written yet is passed over).
+ */
 export function keepLogsBounded(
   entry: Pick<LedgerEntry, "processes">,
   nodeFor: (name: string) => NodeAccess,
   limits: LogLimits = defaultLogLimits,
   onTrimmed?: (node: string, file: string, bytes: number) => void,
 ): { stop(): Promise<void> } {
-  const byNode = new Map<string, string[]>();
-  for (const p of entry.processes) byNode.set(p.node, [...(byNode.get(p.node) ?? []), p.logFile]);
+  const logsByNode = (): Map<string, string[]> => {
+    const byNode = new Map<string, string[]>();
+    for (const p of entry.processes) byNode.set(p.node, [...(byNode.get(p.node) ?? []), p.logFile]);
+    return byNode;
+  };
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> = Promise.resolve();
@@ -71,7 +79,7 @@ export function keepLogsBounded(
   /** True when a log had to be emptied. */
   const look = async (): Promise<boolean> => {
     const trimmed = await Promise.all(
-      [...byNode].map(async ([name, files]) => {
+      [...logsByNode()].map(async ([name, files]) => {
         // A node that does not answer is looked at again next time: the health monitor judges it.
         const trimmed = await trimLogs(nodeFor(name), files, limits).catch(() => []);
         for (const { file, bytes } of trimmed) onTrimmed?.(name, file, bytes);

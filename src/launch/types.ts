@@ -105,6 +105,8 @@ export interface LaunchContext {
   heldPorts: () => Promise<PortHolder[]>;
   /** Called for every timeline event as it happens. */
   onEvent?: (event: TimelineEvent) => void;
+  /** Told of each engine log emptied past its limit while the launch runs (see log-keeper.ts). */
+  onLogTrimmed?: (node: string, file: string, bytes: number) => void;
   /**
    * Aborted when the caller no longer wants this launch (its definition asks for another revision,
    * or the daemon stops). The launch stops where it is — between two steps, or within a wait for a

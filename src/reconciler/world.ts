@@ -141,6 +141,11 @@ export class ReconcilerWorld {
     };
   }
 
+  /** An engine's log emptied past its limit (its end kept beside it), said in the daemon's log. */
+  noteLogTrimmed(cluster: string, node: string, file: string, bytes: number): void {
+    this.log.warn({ cluster, node, file, bytes }, "an engine's log passed its limit: its end is kept beside it (<log>.1) and it starts again empty");
+  }
+
   /**
    * A process that outlived its stop grace period (SIGTERM) and was SIGKILLed, said in the daemon's
    * log: the timeline that records it is replaced by the next launch's, or removed with the status.

@@ -206,6 +206,21 @@ describe("a launch failure at each step leaves nothing running and names the ste
     );
   });
 
+  it("an engine that floods its log while it loads has it kept bounded during the launch, not only once it serves", async () => {
+    const request = await makeRequest(world, { cluster: "floods", binary: world.standIns.stageFloodsWhileLoading, deadlines: { stageListenMs: 8_000 } });
+    const trimmed: string[] = [];
+    const context = { ...makeContext(world), onLogTrimmed: (node: string, file: string, bytes: number) => trimmed.push(`${node} ${file} ${bytes}`) };
+    const failure = await launchCluster(request, context).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(failure).toBeInstanceOf(LaunchError);
+    expect((failure as LaunchError).reason).toBe("StageListenTimeout");
+    // Emptied at a look 2 s into the launch (then 4 s), its end kept beside it.
+    expect(trimmed.length, trimmed.join("\n")).toBeGreaterThanOrEqual(1);
+    expect(trimmed[0]).toMatch(/^node-1 \S+\/stage-0\.log \d{8}$/);
+  });
+
   it("CoordinatorHealthTimeout: a coordinator that answers /health 503 for ever", async () => {
     const failure = await expectCleanFailure(
       await makeRequest(world, { cluster: "loading", binary: world.standIns.coordinatorNeverHealthy, deadlines: { coordinatorHealthMs: 1_500 } }),

@@ -61,6 +61,7 @@ export type StandIn =
   | "stageDiesWhileServerLoads"
   | "stageDiesWhileStageLoads"
   | "stageListensElsewhere"
+  | "stageFloodsWhileLoading"
   | "coordinatorListensElsewhere"
   | "sleep"
   | "coordinatorExits"
@@ -289,6 +290,8 @@ async function writeStandIns(dir: string): Promise<Record<StandIn, string>> {
     // The same words with nothing holding the port: an engine that says them of another fault.
     listenRefusedFalsely: `#!/bin/sh\necho "OSError: [Errno 98] Address already in use" >&2\nexit 1\n`,
     sleep: `#!/bin/sh\necho "stand-in engine: sleeping without listening"\nexec sleep 60\n`,
+    // stage-0 writes 80 MB of log (past the 64 MiB limit) at once, then loads for a minute without listening.
+    stageFloodsWhileLoading: `#!/bin/sh\ncase " $* " in\n  *" --node-id stage-0 "*) yes "stand-in stage: loading" | head -c 80000000; exec sleep 60 ;;\nesac\nexec ${engine} "$@"\n`,
     // Every stage binds the port after its own: it runs, and never listens where it was asked to.
     stageListensElsewhere: `#!/bin/sh\ncase " $* " in\n  *" --node-id stage-"*) exec ${node} ${JSON.stringify(elsewhere)} "$@" ;;\nesac\nexec ${engine} "$@"\n`,
     // Stages start together: stage-0 loads for a minute (not listening yet) while stage-1 dies at load.

@@ -103,8 +103,8 @@ it("a flood brings the next look sooner: a log emptied at one look is looked at 
     expect(said.length).toBe(1);
     await new Promise((r) => setTimeout(r, 3_500));
     // Every 267 ms (a 15th of the interval) while the flood goes on, plus each look's own time:
-    // at least 4 more even on a loaded machine, against 2.
-    expect(said.length).toBeGreaterThanOrEqual(5);
+    // at least 3 more even on a loaded machine (looks of half a second each), against 2.
+    expect(said.length).toBeGreaterThanOrEqual(4);
   } finally {
     await keeper.stop();
   }

@@ -116,6 +116,7 @@ export const launch: Step = {
           });
           void world.writeStatus(name, memory, { action: "launch", result: "waiting", health: "Progressing" }, settings);
         },
+        onLogTrimmed: (node, file, bytes) => world.noteLogTrimmed(name, node, file, bytes),
         ...(pass.callOff === undefined ? {} : { signal: pass.callOff }),
       });
       launched = true;

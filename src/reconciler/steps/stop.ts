@@ -4,7 +4,7 @@
  */
 import { isShardctlError } from "../../errors/index.js";
 import type { ClusterObservation } from "../../health/index.js";
-import { processLabel, teardownCluster, type LedgerProcess } from "../../launch/index.js";
+import { processLabel, teardownCluster, type LedgerEntry, type LedgerProcess } from "../../launch/index.js";
 import { definitionOf, revisionOf, type Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
 import { clearRuntime, mayBeServing, setConditions, settle } from "../verdicts.js";
@@ -56,7 +56,7 @@ export async function tearDown(pass: Pass): Promise<void> {
   try {
     await teardownCluster(entry, pass.world.teardownContext(pass.settings, pass.ledger, memory));
   } catch (error) {
-    if (isShardctlError(error, "TeardownIncomplete")) await showLeftovers(pass, seen);
+    if (isShardctlError(error, "TeardownIncomplete")) await showLeftovers(pass, entry, seen);
     throw error;
   }
   delete memory.observation;
@@ -67,7 +67,7 @@ export async function tearDown(pass: Pass): Promise<void> {
  * rather than "no stage runs". Its cards stay, liveness unknown, and StagesListening (or
  * CoordinatorHealthy) is Unknown naming them, until a teardown stops them.
  */
-async function showLeftovers(pass: Pass, seen: ClusterObservation | undefined): Promise<void> {
+async function showLeftovers(pass: Pass, entry: LedgerEntry, seen: ClusterObservation | undefined): Promise<void> {
   const { memory } = pass;
   const left = ((await pass.ledger.read(pass.name).catch(() => undefined))?.processes ?? []).filter((p) => p.unreachable === true);
   if (left.length === 0) return;
@@ -76,16 +76,22 @@ async function showLeftovers(pass: Pass, seen: ClusterObservation | undefined): 
   const tail = "could not be stopped (its node did not answer): it may still run, and is stopped before anything is launched there again";
   const stages = left.filter((p) => p.role === "stage");
   const coordinator = left.find((p) => p.role === "coordinator");
+  // A card as last seen, else from the plan of what runs (a death's teardown, or a daemon restart, left no look).
+  const planned = memory.planned;
+  const plannedLayers = planned !== undefined && (planned.revision === entry.revision || planned.identity === entry.identity) ? planned.plan.stages : [];
   const cards = stages.flatMap((p) => {
     const card = seen?.stages.find((c) => c.index === p.index);
-    return card === undefined ? [] : [{ ...card, pid: p.pid, alive: false, liveness: "unknown" as const, transport: "unknown" as const }];
+    const layers = card?.layers ?? plannedLayers.find((s) => s.index === p.index)?.layers;
+    if (layers === undefined) return [];
+    return [{ ...card, index: p.index ?? 0, node: p.node, layers, pid: p.pid, alive: false, liveness: "unknown" as const, transport: "unknown" as const }];
   });
+  const url = seen?.coordinator?.url ?? entry.coordinatorUrl;
   memory.observation = {
     cluster: pass.name,
     at: new Date().toISOString(),
     health: "Unhealthy",
     stages: cards,
-    ...(coordinator === undefined || seen?.coordinator === undefined ? {} : { coordinator: { ...seen.coordinator, pid: coordinator.pid, health: "unknown" as const } }),
+    ...(coordinator === undefined || url === undefined ? {} : { coordinator: { node: coordinator.node, url, pid: coordinator.pid, health: "unknown" as const } }),
     problems: [],
     gone: [],
   };

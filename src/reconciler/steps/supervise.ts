@@ -64,8 +64,7 @@ export function watch(pass: Pass, entry: LedgerEntry): void {
       onUnobservable: (event) => observability(event, true),
       onObservable: (event) => observability(event, false),
     },
-    onLogTrimmed: (node, file, bytes) =>
-      world.log.warn({ cluster: entry.cluster, node, file, bytes }, "an engine's log passed its limit: its end is kept beside it (<log>.1) and it starts again empty"),
+    onLogTrimmed: (node, file, bytes) => world.noteLogTrimmed(entry.cluster, node, file, bytes),
     onDeath: (death) => {
       recorded = recordDeath(pass, entry, death);
       // Alongside the teardown, not after it: the record names a silent peer while the fault lasts.
