@@ -86,7 +86,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     event("ports-allocated", topology.stages.map((s) => `${s.id}=${s.address.port}`).join(" "));
     goOn();
     const portHeld = portHeldBy(request, topology, nodes);
-    const inFlight: LaunchInFlight = { entry, nodes, portHeld };
+    const inFlight: LaunchInFlight = { entry, nodes, portHeld, binds: (process) => boundAddressesOf(process, request, topology) };
 
     // Write the engine config and the per-launch token on every node.
     const files = await writeLaunchFiles(request, topology);
@@ -137,7 +137,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     const serverNode = readiness.httpServer === "coordinator" ? request.coordinator.node : request.stages.at(-1)!.node;
 
     // Wait for its health endpoint.
-    await waitHealthy(serverNode, server, url, readiness, { deadlineMs: request.deadlines.coordinatorHealthMs, signal }, stopped, { entry, nodes, portHeld }, (said) =>
+    await waitHealthy(serverNode, server, url, readiness, { deadlineMs: request.deadlines.coordinatorHealthMs, signal }, stopped, inFlight, (said) =>
       event("coordinator-answered", said),
     );
     event("coordinator-healthy", url);
@@ -149,7 +149,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
         readiness,
         request.driver.facts.servedModelName ?? request.modelName,
         { deadlineMs: request.deadlines.readinessMs, signal },
-        { entry, nodes, portHeld },
+        inFlight,
         { node: serverNode, process: server },
         stopped,
       );
@@ -543,10 +543,7 @@ async function waitListening(
     last === "no-answer"
       ? `its transport address ${where} was still silent from ${from} at the deadline (${wait.deadlineMs} ms; no answer, not a refusal): the path from ${from} to ${process.node} is down or blocked`
       : undefined;
-  const listensElsewhere = async (): Promise<string | undefined> => {
-    const at = await addressesListenedByProcess(node, process);
-    return at === undefined || at.length === 0 ? undefined : at.join(", ");
-  };
+  const listensElsewhere = (): Promise<string | undefined> => listeningElsewhere(node, process, launch);
   await waitStageUp(
     node,
     process,
@@ -621,12 +618,7 @@ async function waitStageUp(
   }, timing);
   if (state === "up") return stopped.answered(process);
   if (state === "other-exited" && otherExited !== undefined) {
-    throw await exitedWhileAwaiting(
-      otherExited,
-      launch,
-      `${processLabel(otherExited.role, otherExited.index)}-listen`,
-      `${label} on ${process.node} to ${words.notDone}`,
-    );
+    throw await exitedWhileAwaiting(otherExited, launch, `${label}-listen`, `${label} on ${process.node} to ${words.notDone}`);
   }
   const logTail = await tailUnlessSilent(node, process, liveness);
   const portHeld = launch.portHeld;
@@ -671,12 +663,12 @@ async function awaitFirstToken(
   /** The model name the engine serves: named in the probe when the engine asks for it. */
   model: string,
   { deadlineMs, signal }: Wait,
-  { entry, nodes, portHeld }: LaunchInFlight,
+  launch: LaunchInFlight,
   server: { node: NodeAccess; process: LedgerProcess },
   stopped: StoppedWatch,
 ): Promise<void> {
   const awaited = { what: `the first token through ${url}${readiness.completionsPath}`, until: new Date(Date.now() + deadlineMs) };
-  const firstExited = watchLaunchProcesses(entry, nodes);
+  const firstExited = watchLaunchProcesses(launch.entry, launch.nodes);
   const watching = new AbortController();
   // A launch called off cuts the probe; the caller looks at its own signal first.
   const callOff = (): void => watching.abort();
@@ -702,7 +694,7 @@ async function awaitFirstToken(
     // The probe may have failed on the exit itself (a reset connection) before the watch saw it.
     exited ??= await firstExited();
     if (exited !== undefined) {
-      throw await exitedWhileAwaiting(exited, { entry, nodes, portHeld }, "readiness-probe", "the first token (the model loading, or the pipeline forming)", error);
+      throw await exitedWhileAwaiting(exited, launch, "readiness-probe", "the first token (the model loading, or the pipeline forming)", error);
     }
     throw new LaunchError("ReadinessProbeFailed", "readiness-probe", `the one-token readiness probe against ${url} failed: ${messageOf(error)}${stopped.words()}`, {
       logTail: await readLogTail(server.node, server.process),
@@ -781,11 +773,9 @@ async function waitHealthy(
   // Nothing listened where it was asked while the server ran: it may listen elsewhere (another
   // port or address than its --host and --port, IPv6 only), which no longer deadline cures.
   const refused = last.said.startsWith("refused") && liveness.silence() === "";
-  const at = refused ? await addressesListenedByProcess(node, process) : undefined;
+  const at = refused ? await listeningElsewhere(node, process, launch) : undefined;
   const elsewhere =
-    at === undefined || at.length === 0
-      ? ""
-      : `; its processes listen on ${at.join(", ")} but not there (an engine that binds another address than its --host and --port, or IPv6 only?)`;
+    at === undefined ? "" : `; its processes listen on ${at} but not there (an engine that binds another address than its --host and --port, or IPv6 only?)`;
   throw new LaunchError(
     "CoordinatorHealthTimeout",
     "coordinator-health",
@@ -808,9 +798,10 @@ interface Wait {
  */
 function watchLaunchProcesses(entry: LedgerEntry, nodes: Map<string, NodeAccess>, except?: LedgerProcess): () => Promise<LedgerProcess | undefined> {
   const watched = entry.processes.filter((p) => p.pid > 0 && p !== except).map((p) => ({ p, liveness: livenessOf(nodes.get(p.node)!, p) }));
+  // Asked all at once: one silent node (each question waits up to 2 s) must not slow the others' looks.
   return async () => {
-    for (const { p, liveness } of watched) if (!(await liveness.isAliveOrUnknown())) return p;
-    return undefined;
+    const alive = await Promise.all(watched.map(({ liveness }) => liveness.isAliveOrUnknown()));
+    return watched.find((_, i) => !alive[i])?.p;
   };
 }
 
@@ -825,6 +816,22 @@ interface LaunchInFlight {
   entry: LedgerEntry;
   nodes: Map<string, NodeAccess>;
   portHeld: PortHeld;
+  /** The addresses a process of the launch was given to bind (see boundAddressesOf). */
+  binds: (process: LedgerProcess) => Endpoint[];
+}
+
+/**
+ * Where `process` (and what it started) listens other than the addresses it was given to bind
+ * (a coordinator's control address is no news), as `host:port, …`; undefined when nowhere else,
+ * or when its node does not say.
+ */
+async function listeningElsewhere(node: NodeAccess, process: LedgerProcess, launch: LaunchInFlight): Promise<string | undefined> {
+  const given = launch.binds(process);
+  const at = (await addressesListenedByProcess(node, process))?.filter((address) => {
+    const split = /^\[?(.*?)\]?:(\d+)$/.exec(address);
+    return split === null || !given.some((g) => g.port === Number(split[2]) && socketCovers({ address: split[1]!, port: g.port }, g.host));
+  });
+  return at === undefined || at.length === 0 ? undefined : at.join(", ");
 }
 
 /**

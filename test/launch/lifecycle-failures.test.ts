@@ -180,7 +180,8 @@ describe("a launch failure at each step leaves nothing running and names the ste
       await makeRequest(world, { cluster: "stagedies2", binary: world.standIns.stageDiesWhileStageLoads, deadlines: { stageListenMs: 60_000 } }),
     );
     expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("StageExited");
-    expect(failure.step).toBe("stage-1-listen");
+    // The step is the one that waited, as for the waits for /health and the first token.
+    expect(failure.step).toBe("stage-0-listen");
     expect(failure.message).toMatch(/^stage-1 on \S+ exited with status 1 while the launch waited for stage-0 on \S+ to listen on \S+:\d+/);
     expect(failure.logTail.at(-1)).toBe("stand-in stage: fatal: cannot allocate the KV cache");
     expect(Date.now() - started).toBeLessThan(15_000);
