@@ -151,7 +151,7 @@ async function describeStatus(node: NodeAccess, process: LedgerProcess, status: 
     // Those found now, or those its teardown found and stopped (it may have run first).
     const left = [...new Set([...(await leftRunning(node, process)), ...(await stoppedLeft(node, process))])];
     if (left.length > 0) {
-      return `exited with status 0, leaving ${plural(left.length, "process")} in the background (pid ${left.join(", ")}: the engine put itself there, and shardctl supervises an engine in the foreground, so start it without its option to daemonize; or its worker processes outlived it, which it should stop as it exits; what it left is stopped with the launch)`;
+      return `exited with status 0, leaving ${plural(left.length, "process")} in the background (pid ${left.join(", ")}: the engine put itself there (an option to daemonize: shardctl supervises an engine in the foreground, so run it without), or its worker processes outlived it (the engine should stop them as it exits); what it left is stopped with the launch)`;
     }
   }
   return `exited with status ${status}`;

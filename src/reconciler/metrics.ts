@@ -25,6 +25,8 @@ export class DaemonMetrics {
   });
   private readonly clusters = new Gauge({ name: "shardctl_clusters", help: "Clusters by health", labelNames: ["health"], registers: [this.registry] });
   private readonly stagesUp = new Gauge({ name: "shardctl_stages_up", help: "Stage processes alive, all clusters", registers: [this.registry] });
+  /** Whether the process's own figures are collected (once per registry: a second call would register them twice). */
+  private collectingProcess = false;
   private readonly health = new Map<string, Health>();
   private readonly stages = new Map<string, number>();
 
@@ -45,7 +47,8 @@ export class DaemonMetrics {
   /** Serve `/metrics` on host:port; resolves once listening. */
   async serve(address: string): Promise<Server> {
     const [host, port] = splitAddress(address);
-    collectDefaultMetrics({ register: this.registry });
+    if (!this.collectingProcess) collectDefaultMetrics({ register: this.registry });
+    this.collectingProcess = true;
     const server = createServer((req, res) => {
       if (req.url !== "/metrics") {
         res.writeHead(404).end("not found\n");

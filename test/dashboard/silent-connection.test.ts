@@ -108,7 +108,7 @@ test("a cluster removed while its page is open: the page says it was removed and
   expect(await removeDefinition(world, "quiet")).toBe(true);
   const note = page.locator("[data-testid=no-status]");
   await note.waitFor({ timeout: 15_000 });
-  expect(await note.textContent()).toMatch(/^“quiet” was removed at .+: its definition is gone, and the daemon tore it down and removed its status file\./);
+  expect(await note.textContent()).toMatch(/^“quiet” was removed at .+: its definition is gone, and the daemon stopped what of it ran and removed its status file\./);
   await writeDefinition(world, "quiet", definitionText(world, { nodes: ["l1", "l2"], desired: "stopped" }));
   await page.locator("#cluster-title").waitFor({ timeout: 20_000 });
 }, 60_000);

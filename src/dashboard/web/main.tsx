@@ -216,8 +216,9 @@ function App() {
 function Connection({ live, now }: { live: LiveState | undefined; now: number }) {
   const state = live?.connection ?? "connecting";
   const since = live?.since ?? now;
-  // The clock time, and how long ago in whole seconds: the page re-renders once a second.
-  const sinceText = `${formatClock(since)}, ${formatDuration(Math.max(1, Math.round((now - since) / 1000)) * 1000)} ago`;
+  // The clock time, and how long ago (in whole seconds under a minute: the page re-renders once a second).
+  const ago = now - since < 60_000 ? `${Math.max(1, Math.round((now - since) / 1000))} s` : formatDuration(now - since);
+  const sinceText = `${formatClock(since)}, ${ago} ago`;
   const offline = live?.offline === true && state !== "live" ? " This browser says it is offline: its own network may be the cause." : "";
   const text =
     state === "live"

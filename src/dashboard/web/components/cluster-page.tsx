@@ -52,7 +52,7 @@ export function ClusterPage({ status, name, now, rates, stale, unchecked, fileFa
             : unchecked
               ? `The daemon cannot read the status file of “${name}” and has not checked it yet: its first pass of ${name} writes a new one.`
               : removedAt !== undefined
-                ? `“${name}” was removed at ${formatClock(removedAt)}: its definition is gone, and the daemon tore it down and removed its status file.`
+                ? `“${name}” was removed at ${formatClock(removedAt)}: its definition is gone, and the daemon stopped what of it ran and removed its status file.`
                 : `The daemon has no status of a cluster named “${name}”.`}{" "}
           <a href="#/">All clusters</a>
         </p>
