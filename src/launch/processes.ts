@@ -327,7 +327,7 @@ async function endedMomentsAgo(node: NodeAccess, process: LedgerProcess, ask: { 
  */
 export function stopBoundMs(options: StopOptions): number {
   const reach = options.reachMs ?? defaultReachMs;
-  return 2 * options.graceMs + killWaitMs + 10 * reach;
+  return 2 * (options.graceMs + killWaitMs) + 10 * reach;
 }
 
 /** True once the process (its pid at its start time) is gone, within `deadlineMs`; each question bounded by `ask`. */
@@ -393,6 +393,13 @@ async function stopOrphanedGroup(
   if (pids.length > 0)
     options.onKill?.(`pids ${pids.join(", ")} it left (in its process group, or carrying its mark) still ran ${options.graceMs} ms after SIGTERM: SIGKILL`);
   await signalAll("KILL", pids);
+  // A SIGKILLed process is listed until the kernel has torn it down (a moment, longer on a loaded
+  // machine): waited for as the wrapper's own SIGKILL is, before it is said to have survived.
+  const killDeadline = Date.now() + killWaitMs;
+  while (Date.now() < killDeadline) {
+    if ((await ours()).length === 0) return "orphans-stopped";
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
   return (await ours()).length === 0 ? "orphans-stopped" : "survived";
 }
 
