@@ -254,13 +254,26 @@ function coordinatorHealthy(url: string, observation: ClusterObservation | undef
   return { status: "False", reason: "CoordinatorUnhealthy", message: `${url}/health is ${healthInWords(card)}` };
 }
 
-/** Nothing runs: the runtime conditions say so. */
-export function clearRuntime(memory: ClusterMemory, revision: string): void {
-  setConditions(memory, revision, {
-    StagesListening: { status: "False", reason: "NotRunning", message: "no stage runs" },
-    CoordinatorHealthy: { status: "False", reason: "NotRunning", message: "no coordinator runs" },
-    Registered: { status: "False", reason: "NotRunning", message: "not registered" },
-  });
+/**
+ * Nothing runs: the runtime conditions say so. With `stopping`, what ran is being stopped (its
+ * processes may run for the teardown's grace period yet): said so, not "no stage runs".
+ */
+export function clearRuntime(memory: ClusterMemory, revision: string, stopping?: { message: string }): void {
+  setConditions(
+    memory,
+    revision,
+    stopping === undefined
+      ? {
+          StagesListening: { status: "False", reason: "NotRunning", message: "no stage runs" },
+          CoordinatorHealthy: { status: "False", reason: "NotRunning", message: "no coordinator runs" },
+          Registered: { status: "False", reason: "NotRunning", message: "not registered" },
+        }
+      : {
+          StagesListening: { status: "False", reason: "TearingDown", message: `${stopping.message}: the stages are being stopped` },
+          CoordinatorHealthy: { status: "False", reason: "TearingDown", message: `${stopping.message}: the coordinator is being stopped` },
+          Registered: { status: "False", reason: "TearingDown", message: `${stopping.message}: its router entry is removed first` },
+        },
+  );
   delete memory.observation;
   // The next launch's looks start again at the shortest wait.
   delete memory.recheckMs;

@@ -411,6 +411,26 @@ describe("the cluster page during a fault", () => {
     await page.locator("#cluster-title").waitFor();
   });
 
+  test("during a teardown the stages without cards are being stopped, not 'not running'", async () => {
+    const message = "tearing down revision 1f79783203d3";
+    const tearing: ClusterStatus = {
+      ...fixtures.healthy,
+      health: "Progressing",
+      stages: [],
+      conditions: fixtures.healthy.conditions.map((c) =>
+        c.type === "Ready"
+          ? { ...c, status: "False" as const, reason: "TearingDown", message }
+          : c.type === "StagesListening"
+            ? { ...c, status: "False" as const, reason: "TearingDown", message: `${message}: the stages are being stopped` }
+            : c,
+      ),
+    };
+    await show(tearing);
+    const cards = page.locator("[data-testid=stage-card]");
+    expect(await cards.evaluateAll((els) => els.map((e) => e.querySelector("p")?.textContent))).toEqual(["being stopped", "being stopped"]);
+    await show(fixtures.healthy);
+  });
+
   test("a cluster whose definition is gone while it still runs (a prune held up or refused) says so in the list and on its page", async () => {
     feed.publish({ ...fixtures.healthy, definitionRemoved: true });
     const facts = page.locator("[data-testid=cluster-facts]");

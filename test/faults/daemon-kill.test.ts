@@ -131,6 +131,9 @@ describe("kill -9 of the daemon during a teardown", () => {
     expect(mid.observedRevision).toBe(revision);
     expect(mid.conditions.find((c) => c.type === "Ready")).toMatchObject({ status: "False", reason: "TearingDown" });
     expect(mid.conditions.find((c) => c.type === "Registered")?.status).toBe("False");
+    // Its processes were still being stopped: not said to be gone ("no stage runs").
+    expect(mid.conditions.find((c) => c.type === "StagesListening")).toMatchObject({ status: "False", reason: "TearingDown" });
+    expect(mid.conditions.find((c) => c.type === "StagesListening")?.message).toMatch(/^tearing down revision \w+: the stages are being stopped$/);
     expect(mid.health).not.toBe("Healthy");
 
     // The next daemon finishes the teardown (SIGTERM again, the grace, SIGKILL) and prunes the status file.

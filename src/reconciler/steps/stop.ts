@@ -48,7 +48,7 @@ export async function tearDown(pass: Pass): Promise<void> {
       Ready: { status: "False", reason: "TearingDown", message },
       Reconciling: { status: "True", reason: "TearingDown", message },
     });
-    clearRuntime(memory, revision);
+    clearRuntime(memory, revision, { message });
     await pass.world.writeStatus(pass.name, memory, { action: "stop", result: "waiting", reason: "TearingDown", health: "Progressing" }, pass.settings);
   }
   await memory.supervision?.supervision.stop();

@@ -113,6 +113,8 @@ export function stageCardsOf(status: StatusView): StageCardModel[] {
   const launch = launchInPlaceOfCards(status);
   const death = deathOf(status);
   const unobservable = unobservableNodesOf(status);
+  // A teardown under way: what has no card is being stopped (it may run a few seconds more), not "not running".
+  const tearingDown = status.conditions.some((c) => c.type === "StagesListening" && c.reason === "TearingDown");
   const planned = status.plan?.stages ?? status.stages;
   return planned.map(({ index, node, layers }) => {
     const card = live.get(index);
@@ -130,7 +132,7 @@ export function stageCardsOf(status: StatusView): StageCardModel[] {
     // relaunch starts the stage again.
     const part = death?.members.get(`stage-${index}`);
     if (death !== undefined && part !== undefined) return { index, node, layers, state: "dead", note: `${death.reason}: ${part}` };
-    return { index, node, layers, state: "down", note: status.desired === "stopped" ? "stopped" : "not running" };
+    return { index, node, layers, state: "down", note: tearingDown ? "being stopped" : status.desired === "stopped" ? "stopped" : "not running" };
   });
 }
 
