@@ -207,7 +207,9 @@ describe("[engine] generation_watchdog_seconds", () => {
   });
 
   it("with it, a stopped mlxcel stage is named as stopped", async () => {
-    const entry = await mlxcelCluster(5);
+    // A watchdog of 30 s: its completion (which this server holds) must not outlast the looks at the
+    // stopped stage, two polls apart, even on a loaded machine (5 s did once).
+    const entry = await mlxcelCluster(30);
     const { death } = watch(entry, { pollIntervalMs: 100, strikes: 2 });
     const victim = entry.processes[0]!;
     await node.run(["kill", "-STOP", String(victim.pid)]);
