@@ -602,17 +602,12 @@ async function waitStageUp(
   const label = processLabel("stage", process.index);
   const liveness = livenessOf(node, process);
   const awaited = { what: `${label} to ${words.notDone}`, until: new Date(Date.now() + timing.deadlineMs) };
-  const firstOtherExited = watchLaunchProcesses(launch.entry, launch.nodes, process);
-  let othersAskedAt = Date.now();
+  const firstOtherExited = watchLaunchProcesses(launch.entry, launch.nodes, { except: process, everyMs: 500 });
   let otherExited: LedgerProcess | undefined;
   const state = await waitUntil(async () => {
     if (await isUp()) return "up";
     if (!(await liveness.isAliveOrUnknown())) return "exited";
-    if (Date.now() - othersAskedAt >= 500) {
-      othersAskedAt = Date.now();
-      otherExited = await firstOtherExited();
-      if (otherExited !== undefined) return "other-exited";
-    }
+    if ((otherExited = await firstOtherExited()) !== undefined) return "other-exited";
     stopped.look(awaited);
     return undefined;
   }, timing);
@@ -723,8 +718,7 @@ async function waitHealthy(
   // The launch's other processes are watched too (every 500 ms): a stage or rank that exits while
   // the server loads (out of memory, a model it cannot find) ends the wait then, named, rather than
   // at the deadline with only the server's "still loading" to show.
-  const firstOtherExited = watchLaunchProcesses(launch.entry, launch.nodes, process);
-  let othersAskedAt = Date.now();
+  const firstOtherExited = watchLaunchProcesses(launch.entry, launch.nodes, { except: process, everyMs: 500 });
   let otherExited: LedgerProcess | undefined;
   // The last answer and how many times in a row it came: a timeout then says what the port said.
   let last = { said: "", times: 0 };
@@ -746,11 +740,7 @@ async function waitHealthy(
       }
       last = { said: answer.said, times: answer.said === last.said ? last.times + 1 : 1 };
       if (!(await liveness.isAliveOrUnknown())) return "exited";
-      if (Date.now() - othersAskedAt >= 500) {
-        othersAskedAt = Date.now();
-        otherExited = await firstOtherExited();
-        if (otherExited !== undefined) return "other-exited";
-      }
+      if ((otherExited = await firstOtherExited()) !== undefined) return "other-exited";
       stopped.look(awaited);
       return undefined;
     },
@@ -793,13 +783,22 @@ interface Wait {
 }
 
 /**
- * Watches the launch's started processes (all but `except`): each call asks them in turn and
+ * Watches the launch's started processes (all but `except`): each call asks them all at once and
  * returns the first one that has exited, or undefined when all run (or their nodes cannot say).
+ * With `everyMs`, a call within that time of the last question asks nothing (undefined): for a wait
+ * that polls its own process faster than the others deserve.
  */
-function watchLaunchProcesses(entry: LedgerEntry, nodes: Map<string, NodeAccess>, except?: LedgerProcess): () => Promise<LedgerProcess | undefined> {
+function watchLaunchProcesses(
+  entry: LedgerEntry,
+  nodes: Map<string, NodeAccess>,
+  { except, everyMs = 0 }: { except?: LedgerProcess; everyMs?: number } = {},
+): () => Promise<LedgerProcess | undefined> {
   const watched = entry.processes.filter((p) => p.pid > 0 && p !== except).map((p) => ({ p, liveness: livenessOf(nodes.get(p.node)!, p) }));
+  let askedAt = Date.now();
   // Asked all at once: one silent node (each question waits up to 2 s) must not slow the others' looks.
   return async () => {
+    if (Date.now() - askedAt < everyMs) return undefined;
+    askedAt = Date.now();
     const alive = await Promise.all(watched.map(({ liveness }) => liveness.isAliveOrUnknown()));
     return watched.find((_, i) => !alive[i])?.p;
   };
@@ -827,11 +826,8 @@ interface LaunchInFlight {
  */
 async function listeningElsewhere(node: NodeAccess, process: LedgerProcess, launch: LaunchInFlight): Promise<string | undefined> {
   const given = launch.binds(process);
-  const at = (await addressesListenedByProcess(node, process))?.filter((address) => {
-    const split = /^\[?(.*?)\]?:(\d+)$/.exec(address);
-    return split === null || !given.some((g) => g.port === Number(split[2]) && socketCovers({ address: split[1]!, port: g.port }, g.host));
-  });
-  return at === undefined || at.length === 0 ? undefined : at.join(", ");
+  const at = (await addressesListenedByProcess(node, process))?.filter((socket) => !given.some((g) => g.port === socket.port && socketCovers(socket, g.host)));
+  return at === undefined || at.length === 0 ? undefined : at.map((socket) => `${hostForUrl(socket.address)}:${socket.port}`).join(", ");
 }
 
 /**

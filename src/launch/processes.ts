@@ -7,7 +7,7 @@
  */
 import { join } from "node:path";
 import { isShardctlError, messageOf, ShardctlError } from "../errors/index.js";
-import { addressesListenedBy, commandFailed, launchMark, markedProcesses, readTail, type CommandResult, type NodeAccess } from "../nodes/index.js";
+import { addressesListenedBy, commandFailed, launchMark, markedProcesses, readTail, type CommandResult, type NodeAccess, type TcpSocket } from "../nodes/index.js";
 import type { LedgerProcess, ProcessRole } from "./ledger.js";
 
 /** Label of a process in file names and messages: `stage-0`, `coordinator`. */
@@ -169,7 +169,7 @@ function leftRunning(node: NodeAccess, process: LedgerProcess): Promise<number[]
  * The addresses a launched process, and whatever it started (found by its mark), listen on at its
  * node: undefined when the node does not say within 5 s.
  */
-export async function addressesListenedByProcess(node: NodeAccess, process: LedgerProcess): Promise<string[] | undefined> {
+export async function addressesListenedByProcess(node: NodeAccess, process: LedgerProcess): Promise<TcpSocket[] | undefined> {
   const marked = await markedProcesses(node, process.exitFile, { deadlineMs: 5_000 }).catch(() => undefined);
   if (marked === undefined) return undefined;
   return addressesListenedBy(node, [...new Set([process.pid, ...marked])]);
@@ -378,29 +378,28 @@ async function stopOrphanedGroup(
     await node.run(["kill", "-s", signal, ...pids.map(String)], ask);
     if (signal === "TERM") await node.run(["kill", "-s", "CONT", ...pids.map(String)], ask);
   };
+  /** What of ours is still there after up to `ms` (none as soon as all are gone). */
+  const leftAfter = async (ms: number): Promise<number[]> => {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const left = await ours();
+      if (left.length === 0 || Date.now() >= deadline) return left;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  };
   let pids = await ours();
   if (pids.length === 0) return "gone";
   // Noted first: how the process ended is often read after this teardown (describeExit), and what
   // it left running is part of that (an engine that put itself in the background).
   await node.writeFile(leftFileOf(process), `${pids.join(" ")}\n`).catch(() => undefined);
   await signalAll("TERM", pids);
-  const deadline = Date.now() + options.graceMs;
-  while (Date.now() < deadline) {
-    if ((await ours()).length === 0) return "orphans-stopped";
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  pids = await ours();
-  if (pids.length > 0)
-    options.onKill?.(`pids ${pids.join(", ")} it left (in its process group, or carrying its mark) still ran ${options.graceMs} ms after SIGTERM: SIGKILL`);
+  pids = await leftAfter(options.graceMs);
+  if (pids.length === 0) return "orphans-stopped";
+  options.onKill?.(`pids ${pids.join(", ")} it left (in its process group, or carrying its mark) still ran ${options.graceMs} ms after SIGTERM: SIGKILL`);
   await signalAll("KILL", pids);
   // A SIGKILLed process is listed until the kernel has torn it down (a moment, longer on a loaded
   // machine): waited for as the wrapper's own SIGKILL is, before it is said to have survived.
-  const killDeadline = Date.now() + killWaitMs;
-  while (Date.now() < killDeadline) {
-    if ((await ours()).length === 0) return "orphans-stopped";
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  return (await ours()).length === 0 ? "orphans-stopped" : "survived";
+  return (await leftAfter(killWaitMs)).length === 0 ? "orphans-stopped" : "survived";
 }
 
 /** A listing that failed, or got no answer in time (an empty listing then is not "nothing of ours runs"). */

@@ -59,15 +59,23 @@ async function readSockets(node: NodeAccess, which: "listening" | "all", options
     if (which === "listening" && tool !== "ss" && !/LISTEN/.test(line)) continue;
     // The local address: lsof's next to last column ("127.0.0.1:39600 (LISTEN)", or
     // "127.0.0.1:5000->127.0.0.1:39600" for a connection), the others' fourth (headers have none).
-    const local = tool === "lsof" ? columns.at(-2)?.split("->")[0] : columns[3];
-    // The port follows the last ':' (ss, lsof, net-tools) or '.' (BSD netstat: 127.0.0.1.39600);
-    // IPv6 addresses come bracketed ([::1]:22), with a zone (fe80::1%eth0) or bare (:::22).
-    const split = /^(.*)[:.](\d{1,5})$/.exec(local ?? "");
-    if (split === null) continue;
-    const address = split[1]!.replace(/^\[(.*)\]$/, "$1").replace(/%.*$/, "");
-    sockets.push({ address: address === "" || address === ":" ? "::" : address, port: Number(split[2]) });
+    const socket = parseLocalAddress((tool === "lsof" ? columns.at(-2)?.split("->")[0] : columns[3]) ?? "");
+    if (socket !== undefined) sockets.push(socket);
   }
   return sockets;
+}
+
+/**
+ * A socket's local address as ss, lsof and netstat write it ("127.0.0.1:39600", "[::1]:22",
+ * "*:39600", BSD's "127.0.0.1.39600"); undefined for anything else (a header).
+ */
+export function parseLocalAddress(local: string): TcpSocket | undefined {
+  // The port follows the last ':' (ss, lsof, net-tools) or '.' (BSD netstat: 127.0.0.1.39600);
+  // IPv6 addresses come bracketed ([::1]:22), with a zone (fe80::1%eth0) or bare (:::22).
+  const split = /^(.*)[:.](\d{1,5})$/.exec(local);
+  if (split === null) return undefined;
+  const address = split[1]!.replace(/^\[(.*)\]$/, "$1").replace(/%.*$/, "");
+  return { address: address === "" || address === ":" ? "::" : address, port: Number(split[2]) };
 }
 
 /** The TCP ports something listens on at `node`, on any address (see listeningSockets). */

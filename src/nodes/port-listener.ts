@@ -7,6 +7,7 @@
  */
 import { messageOf } from "../errors/index.js";
 import { startTimeFunction } from "./shell-scripts.js";
+import { parseLocalAddress, type TcpSocket } from "./listening-ports.js";
 import type { NodeAccess } from "./types.js";
 
 /** $1 = port. Prints the holder's pid, then its command line; nothing when unknown. */
@@ -102,20 +103,17 @@ fi
 exit 0`;
 
 /**
- * The addresses (`host:port`, as the node's tool writes them: `127.0.0.1:39600`, `[::1]:39600`,
- * `*:39600`) that the processes `pids` listen on at `node`, without repeats; undefined when the
+ * The TCP sockets the processes `pids` listen on at `node`, without repeats; undefined when the
  * node does not say within the deadline (default 5000 ms).
  */
-export async function addressesListenedBy(node: NodeAccess, pids: readonly number[], options: { deadlineMs?: number } = {}): Promise<string[] | undefined> {
+export async function addressesListenedBy(node: NodeAccess, pids: readonly number[], options: { deadlineMs?: number } = {}): Promise<TcpSocket[] | undefined> {
   if (pids.length === 0) return [];
   const result = await node.run(["sh", "-c", addressesListenedByScript, "sh", ...pids.map(String)], { deadlineMs: options.deadlineMs ?? 5_000 }).catch(() => undefined);
   if (result === undefined || result.exitCode !== 0) return undefined;
-  return [
-    ...new Set(
-      result.stdout
-        .split("\n")
-        .map((line) => line.trim())
-        .filter((line) => line !== ""),
-    ),
-  ];
+  const sockets = new Map<string, TcpSocket>();
+  for (const line of result.stdout.split("\n")) {
+    const socket = parseLocalAddress(line.trim());
+    if (socket !== undefined) sockets.set(`${socket.address} ${socket.port}`, socket);
+  }
+  return [...sockets.values()];
 }
