@@ -69,7 +69,9 @@ export function recordDeath(pass: Pass, entry: LedgerEntry, death: DeathEvent): 
         ? { status: "False", reason: "TearingDown", message: `relaunched once torn down (launch ${(restarts?.count ?? 0) + 1} of ${budget} at this revision)` }
         : { status: "True", reason: "RestartBudgetExhausted", message: stalled },
   });
-  clearRuntime(memory, revision);
+  // The survivors run until the teardown stops them (a grace period, or a node that does not answer).
+  const gone = death.gone ?? (endedAtDeath(death) ? [death.label] : []);
+  clearRuntime(memory, revision, { message: `tearing down revision ${entry.revision.slice(0, 12)} (${death.reason}: ${death.label})`, gone });
   void world.writeStatus(entry.cluster, memory, { action: "none", result: "waiting", reason: death.reason, health: deathHealth(memory) }, settings);
   return { death, message, evidence: memory.restarts === undefined ? undefined : evidence, stalled, reason: death.reason };
 }

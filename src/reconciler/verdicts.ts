@@ -256,27 +256,31 @@ function coordinatorHealthy(url: string, observation: ClusterObservation | undef
 
 /**
  * Nothing runs: the runtime conditions say so. With `stopping`, what ran is being stopped (its
- * processes may run for the teardown's grace period yet): said so, not "no stage runs".
+ * processes may run for the teardown's grace period yet): said so, not "no stage runs". Members in
+ * `stopping.gone` (`stage-1`, `coordinator`: a death's, seen exited) are said gone rather than being stopped.
  */
-export function clearRuntime(memory: ClusterMemory, revision: string, stopping?: { message: string }): void {
-  setConditions(
-    memory,
-    revision,
-    stopping === undefined
-      ? {
-          StagesListening: { status: "False", reason: "NotRunning", message: "no stage runs" },
-          CoordinatorHealthy: { status: "False", reason: "NotRunning", message: "no coordinator runs" },
-          Registered: { status: "False", reason: "NotRunning", message: "not registered" },
-        }
-      : {
-          StagesListening: { status: "False", reason: "TearingDown", message: `${stopping.message}: the stages are being stopped` },
-          CoordinatorHealthy: { status: "False", reason: "TearingDown", message: `${stopping.message}: the coordinator is being stopped` },
-          Registered: { status: "False", reason: "TearingDown", message: `${stopping.message}: its router entry is removed first` },
-        },
-  );
+export function clearRuntime(memory: ClusterMemory, revision: string, stopping?: { message: string; gone?: readonly string[] }): void {
+  setConditions(memory, revision, stopping === undefined ? notRunning : beingStopped(stopping.message, stopping.gone ?? []));
   delete memory.observation;
   // The next launch's looks start again at the shortest wait.
   delete memory.recheckMs;
+}
+
+const notRunning: ConditionUpdates = {
+  StagesListening: { status: "False", reason: "NotRunning", message: "no stage runs" },
+  CoordinatorHealthy: { status: "False", reason: "NotRunning", message: "no coordinator runs" },
+  Registered: { status: "False", reason: "NotRunning", message: "not registered" },
+};
+
+/** The runtime conditions of a teardown under way, after `message` ("tearing down revision …"). */
+function beingStopped(message: string, gone: readonly string[]): ConditionUpdates {
+  const stages = gone.filter((label) => label.startsWith("stage-"));
+  const stagesWords = stages.length === 0 ? "the stages are being stopped" : `${stages.join(", ")} ${stages.length === 1 ? "is" : "are"} gone, any other stage is being stopped`;
+  return {
+    StagesListening: { status: "False", reason: "TearingDown", message: `${message}: ${stagesWords}` },
+    CoordinatorHealthy: { status: "False", reason: "TearingDown", message: `${message}: the coordinator ${gone.includes("coordinator") ? "is gone" : "is being stopped"}` },
+    Registered: { status: "False", reason: "TearingDown", message: `${message}: its router entry is removed first` },
+  };
 }
 
 /** Conditions to set at once, by type. */

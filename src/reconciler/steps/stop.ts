@@ -86,6 +86,8 @@ async function showLeftovers(pass: Pass, entry: LedgerEntry, seen: ClusterObserv
     return [{ ...card, index: p.index ?? 0, node: p.node, layers, pid: p.pid, alive: false, liveness: "unknown" as const, transport: "unknown" as const }];
   });
   const url = seen?.coordinator?.url ?? entry.coordinatorUrl;
+  // What was stopped is not running any more; what was not is said below.
+  clearRuntime(memory, revision);
   memory.observation = {
     cluster: pass.name,
     at: new Date().toISOString(),

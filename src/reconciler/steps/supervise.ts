@@ -10,7 +10,7 @@ import { superviseCluster, type LedgerEntry } from "../../launch/index.js";
 import { definitionOf, type Pass } from "../pass.js";
 import { explainDeath, recordDeath, type RecordedDeath } from "../record-death.js";
 import type { Step } from "../run-step.js";
-import { dying, isServing, markRunning, markSeenServing, recheckUnlessHealthy, setConditions, type ConditionUpdates } from "../verdicts.js";
+import { clearRuntime, dying, isServing, markRunning, markSeenServing, recheckUnlessHealthy, setConditions, type ConditionUpdates } from "../verdicts.js";
 import { observeEntry } from "./observe.js";
 
 /** The last step of a launch: watch the new processes and say the cluster is Ready. */
@@ -82,6 +82,9 @@ export function watch(pass: Pass, entry: LedgerEntry): void {
     // A pass that raced the teardown may have moved on already; one more pass writes the evidence down.
     if (memory.supervision?.supervision !== supervision) return world.options.requeue(entry.cluster);
     delete memory.supervision;
+    // Torn down: nothing runs (the death's record said the survivors were being stopped). A
+    // teardown left incomplete is retried by the next pass, which says what it could not stop.
+    if (teardown.ok) clearRuntime(memory, memory.lastGood?.revision ?? entry.revision);
     delete memory.observation;
     if (!teardown.ok) world.log.error({ cluster: entry.cluster, err: teardown.error }, "teardown after a death is incomplete; the next pass retries it");
     world.log.warn({ cluster: entry.cluster, reason: death.reason, detail: recorded?.message ?? death.detail }, "cluster lost a process: deregistered and torn down");
