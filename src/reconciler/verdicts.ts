@@ -275,10 +275,15 @@ const notRunning: ConditionUpdates = {
 /** The runtime conditions of a teardown under way, after `message` ("tearing down revision …"). */
 function beingStopped(message: string, gone: readonly string[]): ConditionUpdates {
   const stages = gone.filter((label) => label.startsWith("stage-"));
-  const stagesWords = stages.length === 0 ? "the stages are being stopped" : `${stages.join(", ")} ${stages.length === 1 ? "is" : "are"} gone, any other stage is being stopped`;
+  const stagesWords =
+    stages.length === 0 ? "the stages are being stopped" : `${stages.join(", ")} ${stages.length === 1 ? "is" : "are"} gone, any other stage is being stopped`;
   return {
     StagesListening: { status: "False", reason: "TearingDown", message: `${message}: ${stagesWords}` },
-    CoordinatorHealthy: { status: "False", reason: "TearingDown", message: `${message}: the coordinator ${gone.includes("coordinator") ? "is gone" : "is being stopped"}` },
+    CoordinatorHealthy: {
+      status: "False",
+      reason: "TearingDown",
+      message: `${message}: the coordinator ${gone.includes("coordinator") ? "is gone" : "is being stopped"}`,
+    },
     Registered: { status: "False", reason: "TearingDown", message: `${message}: its router entry is removed first` },
   };
 }
