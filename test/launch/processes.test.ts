@@ -40,14 +40,13 @@ async function isAlive(pid: number): Promise<boolean> {
   return stdout.trim() !== "" && !stdout.trim().startsWith("Z");
 }
 
-async function childOf(pid: number): Promise<number> {
-  for (let i = 0; i < 50; i++) {
-    const { stdout } = await run("ps", ["-o", "pid=", "--ppid", String(pid)]).catch(() => ({ stdout: "" }));
-    const child = Number(stdout.trim().split(/\s+/)[0]);
-    if (child > 0) return child;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error(`no child of ${pid}`);
+/**
+ * The engine the wrapper `pid` started: the member of its group running this Node.js. Not merely its
+ * first child: a start returns once the wrapper's start time is known, which can be while it still
+ * notes that time (a `$(cat …)` subshell is its child then) and before it has started the engine.
+ */
+async function engineOf(pid: number): Promise<number> {
+  return memberOf(pid, process.execPath);
 }
 
 test("a process started but never recorded (pid 0 in the ledger) is found by its exit file and stopped", async () => {
@@ -65,7 +64,7 @@ test("an engine whose wrapper was killed is stopped through the process group it
   const planned = plannedProcess("stage", 1, "local", join(root, "orphan"));
   await node.mkdir(planned.runDir);
   const started = await startEngineProcess(node, planned, engineArgv(planned.runDir));
-  const engine = await childOf(started.pid);
+  const engine = await engineOf(started.pid);
   await run("kill", ["-9", String(started.pid)]);
   // A SIGKILL lands a moment after kill(1) returns: on a loaded machine the stop below once found
   // the wrapper still there and stopped it as running ("terminated").
@@ -108,7 +107,7 @@ test("a wrapper that exits between the look and the signal is not taken for a re
   const planned = plannedProcess("stage", 3, "local", join(root, "exits-before-signal"));
   await node.mkdir(planned.runDir);
   const started = await startEngineProcess(node, planned, engineArgv(planned.runDir));
-  const engine = await childOf(started.pid);
+  const engine = await engineOf(started.pid);
   strays.push(engine);
   const racing = new ExitsBeforeSignalNode(async (pid) => void (await run("kill", ["-9", String(pid)])));
   expect(await stopEngineProcess(racing, started, 2_000)).toBe("orphans-stopped");
@@ -119,7 +118,7 @@ test("a process group that exits between the look and the signal is gone", async
   const planned = plannedProcess("stage", 4, "local", join(root, "group-exits-before-signal"));
   await node.mkdir(planned.runDir);
   const started = await startEngineProcess(node, planned, engineArgv(planned.runDir));
-  const engine = await childOf(started.pid);
+  const engine = await engineOf(started.pid);
   strays.push(engine);
   // A group already gone by then (under load the race can end before it is staged) is the same case.
   const racing = new ExitsBeforeSignalNode(async (pid) => void (await run("kill", ["-9", "--", `-${pid}`]).catch(() => undefined)));
@@ -148,7 +147,7 @@ async function startWithHelper(index: number, name: string, helper: string, comm
 
 /** The engine under `wrapper` crashes (SIGSEGV); returns once the wrapper has recorded it and gone. */
 async function crashEngine(wrapper: number): Promise<void> {
-  await run("kill", ["-SEGV", String(await childOf(wrapper))]);
+  await run("kill", ["-SEGV", String(await engineOf(wrapper))]);
   for (let i = 0; i < 100 && (await isAlive(wrapper)); i++) await new Promise((r) => setTimeout(r, 20));
   expect(await isAlive(wrapper)).toBe(false);
 }
