@@ -68,6 +68,11 @@ export class ReconcilerWorld {
   private readonly readyWritten = new Map<string, string>();
   /** Stagings under way at once: four, as many as the work queue's passes (see Slots). */
   readonly stagingSlots = new Slots(4);
+  /**
+   * Router backend names taken by launches under way, by cluster: a launch records its backend in
+   * the ledger only once registered, so two launching at once under one name would both see it free.
+   */
+  readonly launchingBackends = new Map<string, string>();
   /** Clusters whose status file this daemon has written (or touched) since it started. */
   private readonly spoken = new Set<string>();
 

@@ -6,9 +6,12 @@
  * cluster edited onto such a port keeps serving until it is free. The daemon runs in this process
  * on two local nodes.
  */
+import { rm } from "node:fs/promises";
 import { createServer } from "node:net";
+import { join } from "node:path";
 import { expect, test } from "vitest";
-import { conditionOf, freePort, freePortRange, isReadyAt, revisionOf, runShardctl, waitForStatus, writeSlowEngine } from "./daemon-fixture.js";
+import type { ClusterStatus } from "../../src/reconciler/index.js";
+import { conditionOf, freePort, freePortRange, isReadyAt, readStatusFile, revisionOf, runShardctl, sleep, waitForStatus, writeSlowEngine } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
 const dw = useDaemonWorld({ settings: { enabled: true, restartBudget: 3 } });
@@ -28,6 +31,29 @@ test("a coordinator port another cluster holds: PortInUse naming it, no launch c
   await dw.define("first", { nodes: ["l1", "l2"], port: await freePort(), portRange: range });
   await waitForStatus(world, "second", (s) => isReadyAt(s), 120_000);
   await waitForStatus(world, "first", (s) => isReadyAt(s), 60_000);
+}, 240_000);
+
+test("two definitions written at once onto one coordinator port: one serves, the other is refused before it starts anything (PortInUse, not counted), never answered by the other's coordinator", async () => {
+  const { world } = dw;
+  const { port } = await dw.freeAddresses();
+  const names = ["twin-a", "twin-b"];
+  // Written together, as one commit adding both: their passes launch side by side.
+  await Promise.all(names.map(async (name) => dw.define(name, { nodes: ["l1", "l2"], port, portRange: (await dw.freeAddresses()).portRange })));
+  const ready = await Promise.race(names.map((name) => waitForStatus(world, name, (s) => isReadyAt(s), 120_000).then(() => name)));
+  const loser = names.find((n) => n !== ready)!;
+  const refused = await waitForStatus(world, loser, (s) => s.lastError?.reason === "PortInUse", 60_000);
+  expect(refused.lastError?.message).toMatch(new RegExp(`port ${port} on local is held by cluster "?${ready}"?`));
+  expect(refused.restarts?.count).toBe(0);
+  // No version of the loser's status ever had a coordinator that answered: its launch stopped before
+  // starting one, rather than probing the winner's.
+  const versions = world.audit.versions.filter((v) => v.name === `${loser}.status.json`).map((v) => JSON.parse(v.text) as ClusterStatus);
+  expect(versions.length).toBeGreaterThan(0);
+  expect(versions.filter((v) => v.timeline.some((e) => e.step === "coordinator-healthy" || e.step === "coordinator-started"))).toEqual([]);
+  expect(versions.filter((v) => v.restarts?.evidence.some((e) => e.reason !== "PortInUse"))).toEqual([]);
+  expect(isReadyAt((await waitForStatus(world, ready, () => true))!)).toBe(true);
+  // Removed, so the tests after this one run beside no more clusters than before.
+  for (const name of names) await rm(join(world.clustersDir, `${name}.toml`));
+  for (const name of names) for (let i = 0; i < 600 && (await readStatusFile(world, name)) !== undefined; i++) await sleep(100);
 }, 240_000);
 
 test("a coordinator port another program holds: PortInUse naming it, retried without spending the budget; launched once the port is free", async () => {

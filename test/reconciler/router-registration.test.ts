@@ -6,8 +6,10 @@
  * cluster's. The daemon runs in this process on two local nodes, with the embedded router on its YAML
  * config.
  */
-import { readFile, writeFile } from "node:fs/promises";
+import { readFile, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import { expect, test } from "vitest";
+import type { ClusterStatus } from "../../src/reconciler/index.js";
 import { conditionOf, isReadyAt, waitForStatus } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
@@ -48,3 +50,21 @@ test("a second cluster under the backend name a running one holds: RouterBackend
   expect(config).not.toContain(`:${port}`);
   expect(isReadyAt((await waitForStatus(world, "routed", () => true))!)).toBe(true);
 }, 180_000);
+
+test("two clusters written at once under one router backend name: one is registered, the other RouterBackendTaken (Stalled), never said registered", async () => {
+  const { world } = dw;
+  const names = ["pair-a", "pair-b"];
+  await Promise.all(names.map((name) => dw.define(name, { nodes: ["l1", "l2"], register: true, backend: "shared" })));
+  const refusedOf = (s: ClusterStatus): boolean => s.lastError?.reason === "RouterBackendTaken" && s.health === "Stalled";
+  const loser = await Promise.race(names.map((name) => waitForStatus(world, name, refusedOf, 120_000).then(() => name)));
+  const winner = names.find((n) => n !== loser)!;
+  const ready = await waitForStatus(world, winner, (s) => isReadyAt(s), 120_000);
+  expect(conditionOf(ready, "Registered")).toMatchObject({ status: "True" });
+  // The router's one entry of that name is the winner's, and the loser never claimed it.
+  const config = await readFile(world.routerConfig, "utf8");
+  expect(config).toContain(ready.coordinator!.url);
+  const versions = world.audit.versions.filter((v) => v.name === `${loser}.status.json`).map((v) => JSON.parse(v.text) as ClusterStatus);
+  expect(versions.filter((v) => v.router?.registered === true || conditionOf(v, "Registered")?.status === "True")).toEqual([]);
+  expect(refusedOf((await waitForStatus(world, loser, () => true))!)).toBe(true);
+  for (const name of names) await rm(join(world.clustersDir, `${name}.toml`));
+}, 240_000);

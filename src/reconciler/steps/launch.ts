@@ -60,14 +60,19 @@ export const launch: Step = {
     // A router backend is one entry, found by its name: registering this cluster under a name a
     // running one holds would replace that one's address (its traffic would come here), and either
     // teardown would remove the entry both count on. The cluster that holds it keeps it.
-    const holder = request.router === undefined ? undefined : others.find((e) => e.routerBackend === request.router?.backend);
+    // A cluster launching beside this one under the same name holds it as well (it is recorded in
+    // the ledger only once registered); taken here, with nothing awaited between look and claim.
+    const backend = request.router?.backend;
+    const holder =
+      backend === undefined ? undefined : (others.find((e) => e.routerBackend === backend)?.cluster ?? otherLauncher(world.launchingBackends, backend, name));
     if (holder !== undefined) {
       throw new ShardctlError(
         "RouterBackendTaken",
-        `[router] backend "${request.router?.backend}" is the router entry of cluster ${holder.cluster}, which runs: registering this cluster under it would send ${holder.cluster}'s traffic here, and either teardown would remove the entry of both; give this cluster its own [router] backend`,
+        `[router] backend "${backend}" is the router entry of cluster ${holder}, which runs or is launching: registering this cluster under it would send ${holder}'s traffic here, and either teardown would remove the entry of both; give this cluster its own [router] backend`,
         { terminal: true },
       );
     }
+    if (backend !== undefined) world.launchingBackends.set(backend, name);
     memory.timeline = [];
     // A relaunch after a death keeps the router's promise that the model comes back (its mark lasts
     // 60 s; a launch that loads a large model, or waits, takes longer), and after a failed attempt
@@ -104,7 +109,9 @@ export const launch: Step = {
         // Read when the ports are chosen, not before: a cluster launching beside this one records
         // its ports in the ledger before this launch chooses (one allocation at a time).
         heldPorts: async () =>
-          (await ledger.list()).filter((e) => e.cluster !== name).flatMap((e) => e.ports.map((p) => ({ host: p.host, port: p.port, holder: `cluster ${e.cluster}` }))),
+          (await ledger.list())
+            .filter((e) => e.cluster !== name)
+            .flatMap((e) => e.ports.map((p) => ({ host: p.host, port: p.port, holder: `cluster ${e.cluster}`, node: p.node }))),
         // Each step of the launch reaches the status file (and the dashboard) as it happens: a
         // launch that hangs on a partitioned node shows where, not the previous launch's timeline.
         onEvent: (event) => {
@@ -143,6 +150,8 @@ export const launch: Step = {
       throw error;
     } finally {
       promise?.stop(!launched);
+      // Registered (the ledger holds it now) or given up.
+      if (backend !== undefined && world.launchingBackends.get(backend) === name) world.launchingBackends.delete(backend);
     }
     memory.comingBack = undefined;
     const running = await ledger.read(name);
@@ -150,3 +159,9 @@ export const launch: Step = {
     pass.launched = running;
   },
 };
+
+/** The cluster other than `self` launching under router backend `backend`, if one is. */
+function otherLauncher(launching: ReadonlyMap<string, string>, backend: string, self: string): string | undefined {
+  const cluster = launching.get(backend);
+  return cluster === self ? undefined : cluster;
+}
