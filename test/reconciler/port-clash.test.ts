@@ -56,6 +56,21 @@ test("two definitions written at once onto one coordinator port: one serves, the
   for (const name of names) for (let i = 0; i < 600 && (await readStatusFile(world, name)) !== undefined; i++) await sleep(100);
 }, 240_000);
 
+test("a transport range another cluster fills: PortRangeExhausted, retried without spending the budget, never Stalled", async () => {
+  const { world } = dw;
+  // Two stages and a coordinator's control port: the first cluster takes every port of the range.
+  const portRange = await freePortRange(["127.0.0.1"], 3);
+  await dw.define("filler", { nodes: ["l1", "l2"], port: await freePort(), portRange });
+  await waitForStatus(world, "filler", (s) => isReadyAt(s), 90_000);
+  await dw.define("crowded", { nodes: ["l1", "l2"], port: await freePort(), portRange });
+  const refused = await waitForStatus(world, "crowded", (s) => (s.restarts?.evidence.filter((e) => e.reason === "PortRangeExhausted").length ?? 0) >= 2, 90_000);
+  expect(refused.lastError?.message).toMatch(/no free port for .* held by .*cluster filler/);
+  expect(refused.restarts?.count).toBe(0);
+  expect(refused.health).not.toBe("Stalled");
+  for (const name of ["filler", "crowded"]) await rm(join(world.clustersDir, `${name}.toml`));
+  for (const name of ["filler", "crowded"]) for (let i = 0; i < 600 && (await readStatusFile(world, name)) !== undefined; i++) await sleep(100);
+}, 240_000);
+
 test("a coordinator port another program holds: PortInUse naming it, retried without spending the budget; launched once the port is free", async () => {
   const { world } = dw;
   const port = await freePort();

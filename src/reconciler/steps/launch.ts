@@ -18,8 +18,12 @@ import { keepComingBack } from "../coming-back.js";
 import type { Step } from "../run-step.js";
 import { calledOff, clearRuntime, notServingYet, recordEvent, setConditions } from "../verdicts.js";
 
-/** Launch failures caused by the cluster's surroundings (the network, a port held by another program, a run folder another daemon uses), not by it. */
-const givenBack = new Set(["StageLinkUnreachable", "NodeUnreachable", "PortInUse", "RunFolderClaimed"]);
+/**
+ * Launch failures caused by the cluster's surroundings (the network, a port held by another program,
+ * a transport range other clusters or programs fill, a run folder another daemon uses), not by it.
+ * (A range too small for the cluster itself is refused with the definition.)
+ */
+const givenBack = new Set(["StageLinkUnreachable", "NodeUnreachable", "PortInUse", "PortRangeExhausted", "RunFolderClaimed"]);
 
 /** A node that refused the launch files (a folder made read-only, a full or read-only disk): the node's fault, not the cluster's. */
 function isNodeWriteFailure(error: LaunchError): boolean {
