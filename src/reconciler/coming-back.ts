@@ -2,10 +2,11 @@
  * The router's promise that a model comes back: while a registered cluster is torn down and
  * launched again, the embedded router answers its model 503 with Retry-After (clients retry)
  * rather than 404 (they give up), for as long as the mark the daemon keeps in the relaunch-marks
- * file lasts (60 s each time it is set).
+ * file lasts (60 s each time it is set, renewed while the daemon brings the cluster back).
  */
 import { defaultRelaunchMarkMs } from "../router/index.js";
 import type { Pass } from "./pass.js";
+import type { Verdict } from "./verdicts.js";
 
 /** Mark `model` as coming back in the router (503 + Retry-After until it is registered again or the mark expires); best effort. */
 export async function markComingBack(pass: Pass, model: string): Promise<void> {
@@ -16,20 +17,37 @@ export async function markComingBack(pass: Pass, model: string): Promise<void> {
     .catch((error: unknown) => world.log.warn({ cluster: pass.name, err: error }, "could not mark the model as coming back"));
 }
 
-/** How often a relaunch under way renews its model's coming-back mark, ms: well within the mark's 60 s. */
+/** How often a pass that brings the cluster back renews its model's coming-back mark, ms: well within the mark's 60 s. */
 const comingBackRenewMs = 20_000;
 
+/** Healths after which the cluster does not come back by itself: the mark is withdrawn (the router answers 404). */
+const notComingBack: ReadonlySet<string> = new Set(["Stalled", "Stopped", "Suspended", "Disabled"]);
+
 /**
- * Keep `model` marked as coming back while a relaunch runs: now, every 20 s, and once more when it
- * stops (a failed attempt: the mark then covers the back-off until the next one, at most 60 s).
+ * Keep the model the cluster promises back (`memory.comingBack`, set by a death or a replace)
+ * marked while the pass runs: every 20 s, whichever step it is at (a staging may take long), and
+ * once more as it ends while the cluster will come back (the mark then covers the back-off before
+ * the next pass, at most a minute). A pass that ends with the cluster stalled, stopped, suspended,
+ * disabled or removed withdraws the mark: it will not come back by itself. A launch that serves
+ * clears `comingBack` (its registration ends the mark).
  */
-export function keepComingBack(pass: Pass, model: string): { stop(failed: boolean): void } {
-  void markComingBack(pass, model);
-  const timer = setInterval(() => void markComingBack(pass, model), comingBackRenewMs);
+export function keepComingBack(pass: Pass): { end(verdict: Verdict): Promise<void> } {
+  const renew = (): void => {
+    const model = pass.memory.comingBack;
+    if (model !== undefined) void markComingBack(pass, model);
+  };
+  const timer = setInterval(renew, comingBackRenewMs);
   return {
-    stop(failed) {
+    async end(verdict) {
       clearInterval(timer);
-      if (failed) void markComingBack(pass, model);
+      const model = pass.memory.comingBack;
+      if (model === undefined) return;
+      if (verdict.pruned !== true && !notComingBack.has(verdict.health)) return renew();
+      pass.memory.comingBack = undefined;
+      await pass.world
+        .registrarFor(pass.settings)
+        .clearRelaunching(model)
+        .catch((error: unknown) => pass.world.log.warn({ cluster: pass.name, err: error }, "could not withdraw the model's coming-back mark"));
     },
   };
 }

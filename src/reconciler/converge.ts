@@ -21,7 +21,7 @@ import { plan } from "./steps/plan.js";
 import { prune } from "./steps/prune.js";
 import { readDefinition } from "./steps/read-definition.js";
 import { replace } from "./steps/replace.js";
-import { stage } from "./steps/stage.js";
+import { stage, stageAhead } from "./steps/stage.js";
 import { invalidDefinition, stall } from "./steps/stall.js";
 import { stop } from "./steps/stop.js";
 import { supervise, watch } from "./steps/supervise.js";
@@ -58,7 +58,7 @@ export function createConverge(parts: StoryParts): Converge {
       case "adopt":
         return [adopt];
       case "launch":
-        return [claimPort("before-replace"), replace, claimPort("after-replace"), stage, budget, launch, supervise];
+        return [claimPort("before-replace"), stageAhead, replace, claimPort("after-replace"), stage, budget, launch, supervise];
     }
   };
 

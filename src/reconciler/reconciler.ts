@@ -24,6 +24,7 @@ import type { PassOutcome } from "./queue/work-queue.js";
 import { StepFailure } from "./run-step.js";
 import { readStatus, statusFileFor } from "./status/index.js";
 import { summarizePass } from "./summarize-pass.js";
+import { keepComingBack } from "./coming-back.js";
 import { clearRuntime, deathHealth, failed, isServing, setConditions, settle, type Verdict } from "./verdicts.js";
 import { ReconcilerWorld, type MonitorTuning } from "./world.js";
 import { StatusFeed } from "./status-feed.js";
@@ -95,6 +96,7 @@ export class Reconciler {
     let verdict: Verdict;
     let settings: Settings | undefined;
     let pass: Pass | undefined;
+    let keeper: ReturnType<typeof keepComingBack> | undefined;
     try {
       settings = await this.parsed.loadSettings(this.options.settingsFile);
       pass = {
@@ -108,6 +110,7 @@ export class Reconciler {
         steps: [],
         ...(stepAside === undefined ? {} : { stepAside }),
       };
+      keeper = keepComingBack(pass);
       verdict = await this.converge(pass);
     } catch (error) {
       const cause = error instanceof StepFailure ? error.cause : error;
@@ -115,6 +118,7 @@ export class Reconciler {
       verdict = failed(memory, error, error instanceof StepFailure ? error.step.action : "none");
     }
     const durationMs = Date.now() - startedAt;
+    await keeper?.end(verdict);
     memory.fileStamp = await stampOf(file);
     // A death the monitor recorded after the pass's last step (this await, the step's own) is the
     // last word on the launch the pass kept: its health is not written over with the pass's.

@@ -17,8 +17,8 @@ export interface Step {
   action: string;
   /** The reason of a failure that is not a ShardctlError (transient: retried with back-off). */
   failure: Reason;
-  /** Said while the step runs: Reconciling=True with this reason and message; `announce` also writes the status file. */
-  progress?: (pass: Pass) => { reason: ProgressReason; message: string; announce?: boolean };
+  /** Said while the step runs: Reconciling=True with this reason and message; `announce` also writes the status file. Nothing when undefined (a step with nothing to do in this pass). */
+  progress?: (pass: Pass) => { reason: ProgressReason; message: string; announce?: boolean } | undefined;
   /**
    * The pass does not start this step once its launch is called off (the definition asks for
    * another revision, or the daemon stops): replacing what runs, staging, and counting the launch

@@ -3,7 +3,7 @@
  * to the router: while the old launch is torn down and the new one comes up, the embedded router
  * answers 503 with Retry-After (clients retry) — never 404 (they give up) — then 200 again. The same
  * holds for a relaunch after a death that takes longer than the router's mark (60 s): each attempt
- * renews it. A suspended cluster, which nothing relaunches, is not promised back.
+ * renews it, and so does a replacing edit's. A suspended cluster, which nothing relaunches, is not promised back.
  */
 import { readFile, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
@@ -129,3 +129,58 @@ test("a suspended cluster that loses a stage is not promised back: no coming-bac
   const marks = await readFile(relaunchFileOf(world.routerConfig), "utf8").catch(() => "{}");
   expect(marks).not.toContain(world.modelDir);
 }, 120_000);
+
+test("a replacing edit whose new launch keeps failing (its coordinator port taken meanwhile): the mark is renewed with each attempt, 503 and never 404; served once the port is free", async () => {
+  const { world, daemon } = dw;
+  const addresses = await dw.freeAddresses();
+  const options = { nodes: ["n1", "n2"], ...addresses, register: true };
+  const marksFile = relaunchFileOf(world.routerConfig);
+  const markOf = async (): Promise<number | undefined> => {
+    const text = await readFile(marksFile, "utf8").catch(() => undefined);
+    const until = text === undefined ? undefined : (JSON.parse(text) as { relaunching: Record<string, { until: string }> }).relaunching[world.modelDir]?.until;
+    return until === undefined ? undefined : Date.parse(until);
+  };
+  // Only this cluster serves the model now.
+  expect(await removeDefinition(world, "flaky")).toBe(true);
+  const first = await dw.define("renewed", options);
+  await dw.waitServing("renewed", first);
+  const second = await dw.define("renewed", { ...options, contextLength: 512 });
+  // As soon as the old coordinator lets its port go, another program takes it.
+  const holder = createServer();
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const taken = await new Promise<boolean>((resolve) => {
+      holder.once("error", () => resolve(false));
+      holder.listen(addresses.port, "127.0.0.1", () => resolve(true));
+    });
+    if (taken) break;
+    if (Date.now() > deadline) throw new Error(`port ${addresses.port} never came free`);
+    await sleep(10);
+  }
+  try {
+    const failed = await waitForStatus(
+      world,
+      "renewed",
+      (s) => s.observedRevision === second && s.restarts?.evidence.some((e) => e.reason === "PortInUse") === true,
+      30_000,
+    );
+    await sleep(300);
+    const markedFirst = await markOf();
+    expect(markedFirst).toBeGreaterThan(Date.now());
+    const tried = failed.restarts!.evidence.length;
+    await waitForStatus(world, "renewed", (s) => (s.restarts?.evidence.length ?? 0) > tried, 30_000);
+    await sleep(300);
+    expect(await markOf()).toBeGreaterThan(markedFirst!);
+    const answer = await fetch(`${daemon.routerUrl}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: world.modelDir, prompt: "hi", max_tokens: 1 }),
+    });
+    expect(answer.status).toBe(503);
+  } finally {
+    await new Promise((resolve) => holder.close(resolve));
+  }
+  await dw.waitServing("renewed", second, 90_000);
+  expect(await markOf()).toBeUndefined();
+  expect(await removeDefinition(world, "renewed")).toBe(true);
+}, 180_000);

@@ -70,6 +70,8 @@ export interface HubFault {
   stallAfterBytes?: number;
   /** How many GET responses the fault applies to before it is used up. Default 1. */
   times?: number;
+  /** Only responses of at least this many bytes (a download, not the range read of a file's header). Default 0: every one. */
+  minBytes?: number;
 }
 
 export interface HubStats {
@@ -263,7 +265,7 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
       headers["Content-Range"] = `bytes ${start}-${end}/${info.size}`;
     }
     const length = Math.max(0, end - start + 1);
-    const fault = req.method === "GET" ? takeFault(info.path) : undefined;
+    const fault = req.method === "GET" ? takeFault(info.path, length) : undefined;
     if (fault?.page !== undefined) {
       res.writeHead(200, { "Content-Type": "text/html", "Content-Length": Buffer.byteLength(fault.page) });
       res.end(fault.page);
@@ -277,8 +279,8 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
     await streamBody(res, join(resolved.at.dir, info.path), start, end, fault, rawPath);
   }
 
-  function takeFault(path: string): HubFault | undefined {
-    const i = faults.findIndex((f) => f.path === path && f.times > 0);
+  function takeFault(path: string, length: number): HubFault | undefined {
+    const i = faults.findIndex((f) => f.path === path && f.times > 0 && length >= (f.minBytes ?? 0));
     if (i < 0) return undefined;
     const f = faults[i]!;
     f.times--;

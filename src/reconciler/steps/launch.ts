@@ -14,7 +14,6 @@ import { launchCluster, LaunchError } from "../../launch/index.js";
 import { definitionDigest } from "../../spec/index.js";
 import { definitionOf } from "../pass.js";
 import { describeLaunchProgress, readLaunch } from "../../launch-timeline/index.js";
-import { keepComingBack } from "../coming-back.js";
 import type { Step } from "../run-step.js";
 import { calledOff, clearRuntime, notServingYet, recordEvent, setConditions } from "../verdicts.js";
 
@@ -78,10 +77,6 @@ export const launch: Step = {
     }
     if (backend !== undefined) world.launchingBackends.set(backend, name);
     memory.timeline = [];
-    // A relaunch after a death keeps the router's promise that the model comes back (its mark lasts
-    // 60 s; a launch that loads a large model, or waits, takes longer), and after a failed attempt
-    // keeps it over the back-off before the next one.
-    const promise = memory.comingBack === undefined ? undefined : keepComingBack(pass, memory.comingBack);
     // Ready says what the pass does now: staging is over, the processes start; each step of the
     // launch then says how far it got.
     // Stalled says what the daemon does now, no longer what it did before (a teardown, a back-off),
@@ -102,7 +97,6 @@ export const launch: Step = {
             },
           }),
     });
-    let launched = false;
     // From here the pass mostly waits on engines (to listen, to load, to answer): other clusters'
     // passes must not wait behind it.
     pass.stepAside?.();
@@ -130,7 +124,6 @@ export const launch: Step = {
         onLogTrimmed: (node, file, bytes) => world.noteLogTrimmed(name, node, file, bytes),
         ...(pass.callOff === undefined ? {} : { signal: pass.callOff }),
       });
-      launched = true;
     } catch (error) {
       // What the launch started is torn down: nothing listens any more.
       clearRuntime(memory, revision);
@@ -153,10 +146,10 @@ export const launch: Step = {
       }
       throw error;
     } finally {
-      promise?.stop(!launched);
       // Registered (the ledger holds it now) or given up.
       if (backend !== undefined && world.launchingBackends.get(backend) === name) world.launchingBackends.delete(backend);
     }
+    // Registered again: the router's mark is over (the pass's keeper stops renewing it).
     memory.comingBack = undefined;
     const running = await ledger.read(name);
     if (running === undefined) throw new ShardctlError("LedgerMissing", "the launch succeeded but left no ledger entry");

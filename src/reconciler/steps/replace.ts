@@ -76,5 +76,7 @@ function foldersLeftBehind(pass: Pass, entry: LedgerEntry): RunFolderPlace[] {
 async function markReplacedComingBack(pass: Pass): Promise<void> {
   const { spec } = definitionOf(pass);
   if (pass.entry?.routerBackend === undefined || !spec.router.register) return;
+  // Kept by the pass (renewed while it stages and launches) until the new launch is registered.
+  pass.memory.comingBack = spec.model.id;
   await markComingBack(pass, spec.model.id);
 }

@@ -53,14 +53,7 @@ async function stallFor(pass: Pass, reason: StallReason, serving: boolean): Prom
       return stallVerdict(memory, "plan", errors[0]?.reason ?? reason, `the plan is infeasible: ${message}`, serving);
     }
     case "RestartBudgetExhausted": {
-      // The cluster will not come back by itself: the router stops promising it (503) and says 404.
-      const model = memory.lastGood?.spec.model.id;
-      memory.comingBack = undefined;
-      if (model !== undefined)
-        await world
-          .registrarFor(settings)
-          .clearRelaunching(model)
-          .catch(() => undefined);
+      // The cluster will not come back by itself: the pass's end withdraws the router's promise (503), which says 404.
       return stallVerdict(memory, "launch", reason, budgetExhaustedMessage(memory, settings.daemon.restartBudget, name), serving);
     }
   }
