@@ -30,6 +30,15 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   const engine = await runEngine(parsed.options);
+  // The HTTP roles stop gracefully: what they generate may finish (see drain), then the process
+  // ends by the signal as it would have at once, so its exit status still says SIGTERM. A stage
+  // keeps the default: it stops at once (a teardown stops it after its coordinator).
+  const drain = engine.drain;
+  if (drain !== undefined) {
+    process.once("SIGTERM", () => {
+      void drain(parsed.options.drainMs).finally(() => process.kill(process.pid, "SIGTERM"));
+    });
+  }
   await engine.ready;
 }
 

@@ -43,6 +43,12 @@ export interface EngineOptions {
    * socket's buffers, before its request is given up (its slot freed), ms. Default 60000.
    */
   clientStallMs: number;
+  /**
+   * On SIGTERM, how long the coordinator (or single process) lets the requests it is generating
+   * finish, answering new ones 503, before it ends those left with an error and exits, ms. Default
+   * 3000: within the 5 s a teardown gives a process before SIGKILL.
+   */
+  drainMs: number;
 }
 
 export type ParsedArgs = { kind: "run"; options: EngineOptions } | { kind: "help" } | { kind: "version" };
@@ -56,7 +62,7 @@ export const usage = `usage: shard-engine -m <model-dir> [--distributed-config <
                     [--host <ip>] [--port <port>] [--no-warmup] [--transport-token-file <file>]
                     [--model-name <name>] [--connect-timeout-ms <ms>] [--broken-exit-delay-ms <ms>]
                     [--threads <n>] [--max-sequences <n>] [--context-length <tokens>]
-                    [--compute-stall-ms <ms>] [--client-stall-ms <ms>]
+                    [--compute-stall-ms <ms>] [--client-stall-ms <ms>] [--drain-ms <ms>]
        shard-engine --version | --help
 
 Without --distributed-config one process serves the whole model. With it, the node named by
@@ -70,6 +76,9 @@ prompt and completion together; a longer prompt is refused (--host defaults to 1
 (default 30000) stops heartbeating its links, so its peers declare it dead as a stopped one.
 A stream's generation waits while its client reads nothing and the socket's buffers are full; a
 client that stays so for --client-stall-ms (default 60000) is disconnected and its slot freed.
+On SIGTERM the coordinator (or single process) answers new requests 503 and lets those it is
+generating finish for --drain-ms (default 3000); a stream still running then ends with an error
+event ("server_shutting_down"), and the process ends by the signal.
 
 Exit status: 69 when a pipeline peer stopped answering (nothing on its link for 2500 ms; the last
 log line, "peer silent", names it by node id: the peer itself may still run), 1 on any other
@@ -96,6 +105,7 @@ export const engineFlags = {
   "broken-exit-delay-ms": { type: "string" },
   "compute-stall-ms": { type: "string" },
   "client-stall-ms": { type: "string" },
+  "drain-ms": { type: "string" },
   threads: { type: "string" },
   "max-sequences": { type: "string" },
   "context-length": { type: "string" },
@@ -136,6 +146,7 @@ export function parseEngineArgs(argv: string[]): ParsedArgs {
       brokenExitDelayMs: integer("broken-exit-delay-ms", values["broken-exit-delay-ms"], 2000, 0, 600_000),
       computeStallMs: integer("compute-stall-ms", values["compute-stall-ms"], 30_000, 100, 24 * 3600_000),
       clientStallMs: integer("client-stall-ms", values["client-stall-ms"], 60_000, 100, 24 * 3600_000),
+      drainMs: integer("drain-ms", values["drain-ms"], 3000, 0, 24 * 3600_000),
       threads: integer("threads", values.threads, availableParallelism(), 1, 1024),
       maxSequences: integer("max-sequences", values["max-sequences"], 16, 1, 4096),
       contextLength: values["context-length"] === undefined ? undefined : integer("context-length", values["context-length"], 0, 1, 2 ** 31 - 1),

@@ -27,6 +27,12 @@ export interface EngineHandle {
   /** Resolves when the engine is serving (coordinator: all stages connected). */
   ready: Promise<void>;
   close(): Promise<void>;
+  /**
+   * Stop serving gracefully (the HTTP roles): new requests are answered 503 at once, those being
+   * generated may finish for up to `ms`, then what is left ends with an error. Resolves once every
+   * request has its answer (or `ms` and a moment more have passed).
+   */
+  drain?(ms: number): Promise<void>;
 }
 
 /** Default exit: flush nothing (logs are synchronous) and leave with `code`. */
@@ -155,6 +161,20 @@ async function startHttp(
   return {
     role,
     ready,
+    drain: async (ms) => {
+      if (ctx.stopping !== undefined) return;
+      const stopping = { cut: new AbortController() };
+      ctx.stopping = stopping;
+      log.info({ running: ctx.slots.running, queued: ctx.slots.queued, drainMs: ms }, "stopping: new requests are refused; those under way may finish");
+      // Idle keep-alive connections carry no request: closed, so no client sends another on them.
+      server.closeIdleConnections();
+      const busy = (): boolean => ctx.slots.running + ctx.slots.queued > 0;
+      await waitWhile(busy, ms);
+      if (busy()) log.warn({ running: ctx.slots.running, queued: ctx.slots.queued }, "stopping: requests still under way are ended with an error");
+      stopping.cut.abort(new Error("the server is shutting down"));
+      // A cut request ends at its next token (a pipeline run, milliseconds): its error is written then.
+      await waitWhile(busy, cutGraceMs);
+    },
     close: async () => {
       await ctx.prompts?.close();
       await ctx.requests.close();
@@ -164,6 +184,15 @@ async function startHttp(
       });
     },
   };
+}
+
+/** How long requests cut by a drain get to write their error and end, ms. */
+const cutGraceMs = 1_000;
+
+/** Wait while `condition` holds, at most `ms`, looking every 20 ms. */
+async function waitWhile(condition: () => boolean, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (condition() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
 }
 
 /**

@@ -1,6 +1,7 @@
 /**
- * Teardown: deregister from the router first (clients stop arriving), then stop every process at
- * once, each node within its own deadline, so one unreachable node never holds up the others.
+ * Teardown: deregister from the router first (clients stop arriving), then stop the coordinator,
+ * then the stages (each node within its own deadline, so one unreachable node never holds up the
+ * others for longer than the grace period: see coordinatorFirst).
  * Idempotent: running it twice, or on a half-launched cluster, is safe.
  *
  * What could not be stopped (its node did not answer within `reachMs`, or it survived SIGKILL) stays
@@ -82,13 +83,15 @@ export async function teardownCluster(entry: LedgerEntry, context: TeardownConte
     }
   }
 
-  // Stop every node's processes at once, each node within its deadline.
+  // Stop every node's processes at once, each node within its deadline; the stages once the
+  // coordinator is gone, or once its grace period has passed (see coordinatorFirst).
   const result: TeardownResult = { stopped: [] };
   const remaining: LedgerProcess[] = [];
   const byNode = new Map<string, LedgerProcess[]>();
   const order = stopOrder(current.processes);
   for (const process of order) byNode.set(process.node, [...(byNode.get(process.node) ?? []), process]);
-  const outcomes = (await Promise.all([...byNode].map(([nodeName, processes]) => stopOnNode(context, nodeName, processes)))).flat();
+  const turn = coordinatorFirst(current.processes, context.graceMs);
+  const outcomes = (await Promise.all([...byNode].map(([nodeName, processes]) => stopOnNode(context, nodeName, processes, turn)))).flat();
   // The timeline tells them in stop order (coordinator, then stages from the last), whichever ended first.
   outcomes.sort((a, b) => order.indexOf(a.process) - order.indexOf(b.process));
   for (const { process, outcome, error } of outcomes) {
@@ -129,23 +132,61 @@ export async function teardownCluster(entry: LedgerEntry, context: TeardownConte
 
 type NodeOutcome = { process: LedgerProcess; outcome?: StopOutcome; error?: string };
 
+/** When each process of a teardown is signalled: `stagesMay` resolves when the stages' turn comes. */
+interface StopTurn {
+  stagesMay: Promise<void>;
+  /** Said when a coordinator's stop has ended (however it ended). */
+  coordinatorEnded(): void;
+  /** How much later than the coordinator a stage may be signalled, ms (for the node's deadline). */
+  delayMs: number;
+}
+
+/**
+ * The coordinator is stopped first and the stages after it: a coordinator that stops gracefully
+ * (shard-engine's drains for up to 3 s on SIGTERM) finishes the requests it is generating while its
+ * pipeline still runs, rather than seeing its stages go first and failing them all as a broken
+ * pipeline. The stages wait for it at most its grace period: a coordinator whose node does not
+ * answer holds nothing up for longer. Without a coordinator process (an engine whose last stage
+ * serves HTTP), everything is stopped at once.
+ */
+function coordinatorFirst(processes: readonly LedgerProcess[], graceMs: number): StopTurn {
+  const coordinators = processes.filter((p) => p.role === "coordinator").length;
+  if (coordinators === 0) return { stagesMay: Promise.resolve(), coordinatorEnded: () => undefined, delayMs: 0 };
+  let ended = 0;
+  let open!: () => void;
+  const stagesMay = new Promise<void>((resolve) => (open = resolve));
+  setTimeout(open, graceMs).unref();
+  return {
+    stagesMay,
+    coordinatorEnded: () => {
+      if (++ended >= coordinators) open();
+    },
+    delayMs: graceMs,
+  };
+}
+
 /**
  * Stop one node's processes (at once), then remove the launch's token there (the token dies with its
  * launch: no stale secret is left in a run directory). Whatever has not ended within the node's
  * deadline is reported unstopped; its questions end on their own within `reachMs`.
  */
-async function stopOnNode(context: TeardownContext, nodeName: string, processes: LedgerProcess[]): Promise<NodeOutcome[]> {
+async function stopOnNode(context: TeardownContext, nodeName: string, processes: LedgerProcess[], turn: StopTurn): Promise<NodeOutcome[]> {
   const stop: StopOptions = { graceMs: context.graceMs, reachMs: context.reachMs ?? defaultReachMs };
-  const outcomes: NodeOutcome[] = processes.map((process) => ({ process, error: `no answer within ${stopBoundMs(stop)} ms` }));
+  const stages = processes.some((p) => p.role !== "coordinator");
+  const boundMs = stopBoundMs(stop) + (stages ? turn.delayMs : 0);
+  const outcomes: NodeOutcome[] = processes.map((process) => ({ process, error: `no answer within ${boundMs} ms` }));
   let node: NodeAccess;
   try {
     node = context.nodeFor(nodeName);
   } catch (error) {
+    for (const process of processes) if (process.role === "coordinator") turn.coordinatorEnded();
     return processes.map((process) => ({ process, error: messageOf(error) }));
   }
   const work = (async () => {
     await Promise.all(
       processes.map(async (process, i) => {
+        const coordinator = process.role === "coordinator";
+        if (!coordinator) await turn.stagesMay;
         try {
           // A process that outlives its grace period is said as it is killed, not only once it is gone.
           const onKill = (detail: string): void =>
@@ -153,6 +194,8 @@ async function stopOnNode(context: TeardownContext, nodeName: string, processes:
           outcomes[i] = { process, outcome: await stopWithRetry(node, process, { ...stop, seenGone: context.seenGone?.has(processKey(process)) === true, onKill }) };
         } catch (error) {
           outcomes[i] = { process, error: messageOf(error) };
+        } finally {
+          if (coordinator) turn.coordinatorEnded();
         }
       }),
     );
@@ -175,7 +218,7 @@ async function stopOnNode(context: TeardownContext, nodeName: string, processes:
     await stopLeftoverListeners(node, nodeName, sweep, stop.graceMs, (step, detail) => context.onEvent?.({ at: new Date().toISOString(), step, detail }));
     await Promise.all([...runDirs].map((dir) => removeToken(node, dir, stop.reachMs!)));
   })();
-  await Promise.race([work, new Promise((resolve) => setTimeout(resolve, stopBoundMs(stop)).unref())]);
+  await Promise.race([work, new Promise((resolve) => setTimeout(resolve, boundMs).unref())]);
   return outcomes.map((o) => ({ ...o }));
 }
 

@@ -152,9 +152,9 @@ describe("kill -9 of the daemon during a teardown", () => {
     expect(await readStatusFile(world, name)).toBeUndefined();
     expect(await engines()).toEqual([]);
     expect(second.stderr()).toMatch(/"action":"prune"/);
-    // The leftover group ignores SIGTERM for 30 s: only the grace (5 s) and SIGKILL ended it, which
-    // the daemon's log says.
-    expect(prunedMs).toBeLessThan(15_000);
+    // The leftover groups ignore SIGTERM for 30 s: only the grace (5 s) and SIGKILL ended them, which
+    // the daemon's log says — the coordinator's, then the stages' (they wait for it at most its grace).
+    expect(prunedMs).toBeLessThan(20_000);
     expect(second.stderr()).toMatch(/"msg":"a process did not stop within its grace period after SIGTERM: SIGKILLed"/);
     second.child.kill("SIGTERM");
     expect(await second.exited).toBe(0);

@@ -53,6 +53,11 @@ export interface HttpContext {
    */
   tally: TokenTally;
   health: HealthState;
+  /**
+   * Set once the process is asked to stop (SIGTERM): new requests are answered 503, and once
+   * `cut` aborts, the requests still generating or waiting for a slot end with ShuttingDown.
+   */
+  stopping?: { cut: AbortController };
   /** The stage links' states (remote pipelines only); /health is 200 only while every one is up. */
   links?: () => LinkState[];
   log: Logger;
@@ -96,6 +101,18 @@ function toApiError(error: unknown): ApiError {
   return new ApiError(500, (error as Error).message, null, null, "server_error");
 }
 
+/** The answer of a request the process will not (or no longer) generate for: it is stopping. */
+export function shuttingDown(): ApiError {
+  return new ApiError(
+    503,
+    "The server is shutting down (its cluster is being stopped or replaced); retry in a few seconds",
+    null,
+    "server_shutting_down",
+    "server_error",
+    { "retry-after": "2" },
+  );
+}
+
 function unavailable(ctx: HttpContext): ApiError {
   const message = ctx.health.state === "broken" ? `Pipeline broken: ${ctx.health.reason}` : "Loading model";
   return new ApiError(503, message, null, null, "unavailable");
@@ -114,6 +131,10 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
     res.setHeader("allow", method);
     throw new ApiError(405, `Method ${req.method} is not allowed on ${path}; use ${method}`, null, "method_not_allowed");
   }
+  if (path === "/health" && ctx.stopping !== undefined) {
+    sendJson(res, 503, { error: { code: 503, message: "shutting down", type: "unavailable" }, status: "stopping" });
+    return;
+  }
   if (path === "/health") {
     const links = ctx.links?.();
     const dead = (links ?? []).filter((l) => l.state !== "up");
@@ -127,6 +148,11 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   if (path === "/v1/models") {
     sendJson(res, 200, { object: "list", data: [{ id: ctx.modelName, object: "model", created: 0, owned_by: "shard-engine" }] });
     return;
+  }
+  if (ctx.stopping !== undefined && path !== "/debug/stats") {
+    req.resume();
+    res.setHeader("connection", "close");
+    throw shuttingDown();
   }
   if (ctx.health.state !== "ok" || ctx.pipeline === undefined || ctx.codec === undefined || ctx.prompts === undefined) throw unavailable(ctx);
   if (path === "/debug/stats") {
@@ -266,14 +292,17 @@ async function complete(
   const id = `${request.kind === "chat" ? "chatcmpl" : "cmpl"}-${randomBytes(12).toString("hex")}`;
   const created = Math.floor(Date.now() / 1000);
   const object = request.kind === "chat" ? "chat.completion" : "text_completion";
-  const cancelled = (): boolean => closed;
+  // A stopping process cuts what it still generates once its drain time is over (see drain()).
+  const cut = (): boolean => ctx.stopping?.cut.signal.aborted === true;
+  const cancelled = (): boolean => closed || cut();
   // Wait for a slot: a client that leaves meanwhile is never computed for.
   let release: () => void;
   try {
-    release = await ctx.slots.acquire(gone.signal);
+    release = await ctx.slots.acquire(ctx.stopping === undefined ? gone.signal : AbortSignal.any([gone.signal, ctx.stopping.cut.signal]));
     // Generating now: what the request holds is the pipeline's (its KV cache), not the queue's.
     share.release();
   } catch {
+    if (!closed && cut()) throw shuttingDown();
     ctx.log.info({ id, queued: ctx.slots.queued }, "client disconnected while waiting for a slot");
     return;
   }
@@ -312,6 +341,7 @@ async function complete(
           cancelled,
         );
       } catch (error) {
+        if (!closed && cut()) throw shuttingDown();
         if (!closed) throw error;
         ctx.log.info({ id }, "client disconnected; sequence cancelled");
         return;
@@ -363,7 +393,7 @@ async function complete(
         ctx.log.info({ id }, "client disconnected; sequence cancelled");
         return;
       }
-      throw toApiError(error);
+      throw cut() ? shuttingDown() : toApiError(error);
     }
   }
 }

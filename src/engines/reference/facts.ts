@@ -65,7 +65,7 @@ export const referenceFacts = {
     flags: [
       ...["-m", "--model", "--distributed-config", "--node-id", "--host", "--port", "--transport-token-file", "--model-name"],
       ...["--threads", "--max-sequences", "--context-length", "--no-warmup", "--connect-timeout-ms", "--broken-exit-delay-ms"],
-      ...["--compute-stall-ms", "--client-stall-ms", "--version", "-V", "--help", "-h"],
+      ...["--compute-stall-ms", "--client-stall-ms", "--drain-ms", "--version", "-V", "--help", "-h"],
     ],
     // Its parser's bounds (a test holds them equal), ms unless said.
     integers: {
@@ -74,6 +74,7 @@ export const referenceFacts = {
       "--broken-exit-delay-ms": [0, 600_000],
       "--compute-stall-ms": [100, 86_400_000],
       "--client-stall-ms": [100, 86_400_000],
+      "--drain-ms": [0, 86_400_000],
       "--threads": [1, 1024],
       "--max-sequences": [1, 4096],
       "--context-length": [1, 2 ** 31 - 1],
