@@ -157,7 +157,11 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     if (settings.router.embedded && settings.router.kind === "continuum" && settings.router.config !== undefined) {
       const configFile = settings.router.config;
       await listen(async () => {
-        const running = (router = await startRouter({ configFile, logger: log.child({ component: "router" }) }));
+        const running = (router = await startRouter({
+          configFile,
+          upstreamIdleMs: settings.router.upstreamIdleSeconds * 1000,
+          logger: log.child({ component: "router" }),
+        }));
         started.push(() => running.close());
         log.info({ url: running.url }, "embedded router listening");
       });

@@ -7,13 +7,25 @@ import { request as httpRequest, type Agent, type IncomingHttpHeaders, type Inco
 import { request as httpsRequest } from "node:https";
 import type { BackendEntry } from "./types.js";
 
-/** How a forward ended: `connect` failures never reached the backend and are safe to retry elsewhere. */
-export type ProxyOutcome = { kind: "done"; status: number } | { kind: "connect-failed"; error: Error } | { kind: "failed"; error: Error };
+/**
+ * How a forward ended: `connect` failures never reached the backend and are safe to retry elsewhere;
+ * `silent`: the backend sent nothing (not even its head) for the idle deadline.
+ */
+export type ProxyOutcome =
+  { kind: "done"; status: number } | { kind: "connect-failed"; error: Error } | { kind: "failed"; error: Error } | { kind: "silent"; error: Error };
 
 export type ProxyContext = {
   agents: { http: Agent; https: Agent };
   /** Deadline for the TCP connection to the backend, milliseconds. */
   connectTimeoutMs: number;
+  /**
+   * Longest the backend may send nothing while the router waits for it (its head, or the next bytes
+   * of its body), milliseconds: a hung backend is answered 504, or its stream ended with an error
+   * event. Not counted while the client is the one not reading.
+   */
+  idleTimeoutMs: number;
+  /** Longest a client may read nothing of an answer the backend has more of, milliseconds; then both are let go. */
+  clientStallMs: number;
 };
 
 // Hop-by-hop headers (RFC 9110 §7.6.1) are the connection's, not the message's; so is every
@@ -53,11 +65,35 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
       agent: secure ? context.agents.https : context.agents.http,
     });
     let settled = false;
+    // The idle deadline (armed while the router waits for the backend) and the client's (armed
+    // while a client that reads nothing holds the answer back).
+    let idle: NodeJS.Timeout | undefined;
+    let stall: NodeJS.Timeout | undefined;
+    let eventStream = false;
     const settle = (outcome: ProxyOutcome): void => {
+      clearTimeout(idle);
+      clearTimeout(stall);
       if (settled) return;
       settled = true;
       resolve(outcome);
     };
+    const waitForBackend = (): void => {
+      clearTimeout(idle);
+      idle = setTimeout(() => {
+        const error = new Error(`the backend sent nothing for ${Math.round(context.idleTimeoutMs / 1000)} s`);
+        settle(res.headersSent ? { kind: "failed", error } : { kind: "silent", error });
+        upstream.destroy();
+        if (!res.headersSent) return;
+        // Mid-answer: an event stream's client is told in its own format, and the stream ends
+        // cleanly; any other body can only be cut.
+        if (eventStream && !res.writableEnded) {
+          res.end(
+            `data: ${JSON.stringify({ error: { message: `backend ${backend.name}: ${error.message}`, type: "api_error", param: null, code: "upstream_timeout" } })}\n\n`,
+          );
+        } else res.destroy(error);
+      }, context.idleTimeoutMs);
+    };
+    waitForBackend();
 
     upstream.on("socket", (socket) => {
       if (!socket.connecting) return;
@@ -70,6 +106,7 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
     });
 
     upstream.on("error", (error: NodeJS.ErrnoException) => {
+      if (settled) return;
       if (res.headersSent) {
         // Mid-stream failure: the status is gone, so cutting the connection is the only honest signal.
         res.destroy(error);
@@ -94,17 +131,36 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
       res.writeHead(status, copyHeaders(answer.headers));
       // Send the head now: a streaming client should see headers before the first token.
       res.flushHeaders();
+      eventStream = String(answer.headers["content-type"] ?? "")
+        .toLowerCase()
+        .startsWith("text/event-stream");
+      waitForBackend();
       // OpenAI's completions streams end with `data: [DONE]`; other event streams end as they please.
       const ending = /\/completions$/.test(path.split("?")[0]!) && closeDelimitedStream(answer) ? new StreamEnding() : undefined;
       answer.on("data", (chunk: Buffer) => {
+        if (settled) return;
         ending?.see(chunk);
-        // Written at once (no coalescing); only a slow client makes us pause the backend.
-        if (!res.write(chunk)) {
-          answer.pause();
-          res.once("drain", () => answer.resume());
-        }
+        // Written at once (no coalescing); only a slow client makes us pause the backend. Paused,
+        // the backend's silence is the client's doing; a client that reads nothing for the stall
+        // deadline is let go, and so is the backend's work for it (the router's buffers would
+        // otherwise hide the slow reader from the backend's own limit).
+        if (res.write(chunk)) return waitForBackend();
+        clearTimeout(idle);
+        answer.pause();
+        stall = setTimeout(() => {
+          settle({ kind: "failed", error: new Error(`the client read nothing for ${Math.round(context.clientStallMs / 1000)} s`) });
+          upstream.destroy();
+          res.destroy();
+        }, context.clientStallMs);
+        res.once("drain", () => {
+          clearTimeout(stall);
+          if (settled) return;
+          waitForBackend();
+          answer.resume();
+        });
       });
       answer.on("end", () => {
+        if (settled) return;
         if (ending !== undefined && !ending.finished()) {
           // The backend's connection closed before its stream's last event: it died or was cut.
           // Ended cleanly, the client would take what came for a whole (short) answer.
@@ -117,6 +173,7 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
         settle({ kind: "done", status: answer.statusCode ?? 502 });
       });
       answer.on("error", (error) => {
+        if (settled) return;
         res.destroy(error);
         settle({ kind: "failed", error });
       });

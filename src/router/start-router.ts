@@ -38,6 +38,14 @@ export type RouterOptions = {
   reloadDebounceMs?: number;
   /** Deadline for connecting to a backend, milliseconds. Default 5000. */
   connectTimeoutMs?: number;
+  /**
+   * Longest a backend may send nothing while a request waits on it (its head, or the next bytes of
+   * its answer), milliseconds: then 504 `upstream_timeout`, or, mid-stream, an error event of that
+   * code. Default 600000 (10 minutes: a long answer that is not streamed sends nothing until done).
+   */
+  upstreamIdleMs?: number;
+  /** Longest a client may read nothing of an answer the backend has more of, milliseconds; then both are let go. Default 60000. */
+  clientStallMs?: number;
   /** How long a backend that refused a connection is passed over, milliseconds. Default 2000. */
   cooldownMs?: number;
   /** Largest request body accepted, bytes. Default 32 MiB. */
@@ -70,6 +78,8 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
     watch = true,
     reloadDebounceMs = 50,
     connectTimeoutMs = 5000,
+    upstreamIdleMs = 600_000,
+    clientStallMs = 60_000,
     cooldownMs = 2000,
     maxBodyBytes = 32 * 1024 * 1024,
     maxBufferedBytes = 256 * 1024 * 1024,
@@ -96,7 +106,7 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
 
   // Keep-alive to backends: a fresh TCP connection per request would cost more than the whole proxy hop.
   const agents = { http: new HttpAgent({ keepAlive: true }), https: new HttpsAgent({ keepAlive: true }) };
-  const context: ProxyContext = { agents, connectTimeoutMs };
+  const context: ProxyContext = { agents, connectTimeoutMs, idleTimeoutMs: upstreamIdleMs, clientStallMs };
 
   const reload = async (): Promise<boolean> => {
     // Both files are read before either is applied: a request served between the two reads would
@@ -232,6 +242,11 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
         sendOpenAIError(res, 502, `backend ${backend.name} failed: ${outcome.error.message}`, "api_error", "bad_gateway");
         return;
       }
+      if (outcome.kind === "silent") {
+        log.warn({ model, backend: backend.name, err: outcome.error }, "backend silent past the router's upstream idle deadline");
+        sendOpenAIError(res, 504, `backend ${backend.name}: ${outcome.error.message}`, "api_error", "upstream_timeout");
+        return;
+      }
       routes.markDown(backend.name, cooldownMs);
       log.warn({ model, backend: backend.name, err: outcome.error }, "backend unreachable; trying the next");
     }
@@ -339,14 +354,30 @@ function showModel(model: string): string {
  */
 function readBody(req: IncomingMessage, maxBytes: number, held: { bytes: number; limit: number }): Promise<Buffer | "too-large" | "busy" | "aborted"> {
   return new Promise((resolve) => {
+    // A body of declared length is read into one buffer of that size, held from the start: the
+    // chunks and a copy joining them would hold it twice (until the garbage collector runs). A
+    // chunked one (no length) is joined at its end.
+    const length = Number(req.headers["content-length"]);
+    const declared = req.headers["content-length"] !== undefined && Number.isSafeInteger(length) && length >= 0 ? length : undefined;
+    if (declared !== undefined && declared > maxBytes) {
+      req.resume();
+      return resolve("too-large");
+    }
+    if (declared !== undefined && held.bytes + declared > held.limit) {
+      req.resume();
+      return resolve("busy");
+    }
+    const whole = declared === undefined ? undefined : Buffer.allocUnsafe(declared);
     const chunks: Buffer[] = [];
     let size = 0;
+    let reserved = declared ?? 0;
+    held.bytes += reserved;
     let settled = false;
     const settle = (outcome: Buffer | "too-large" | "busy" | "aborted"): void => {
       if (settled) return;
       settled = true;
       if (!Buffer.isBuffer(outcome)) {
-        held.bytes -= size;
+        held.bytes -= reserved;
         chunks.length = 0;
         req.removeAllListeners("data");
         req.resume();
@@ -354,13 +385,24 @@ function readBody(req: IncomingMessage, maxBytes: number, held: { bytes: number;
       resolve(outcome);
     };
     req.on("data", (chunk: Buffer) => {
-      if (size + chunk.length > maxBytes) return settle("too-large");
+      if (size + chunk.length > (declared ?? maxBytes)) return settle("too-large");
+      if (whole !== undefined) {
+        chunk.copy(whole, size);
+        size += chunk.length;
+        return;
+      }
       if (held.bytes + chunk.length > held.limit) return settle("busy");
       size += chunk.length;
+      reserved += chunk.length;
       held.bytes += chunk.length;
       chunks.push(chunk);
     });
-    req.on("end", () => settle(Buffer.concat(chunks, size)));
+    req.on("end", () => {
+      if (whole !== undefined) return settle(size === declared ? whole : "aborted");
+      const body = Buffer.concat(chunks, size);
+      chunks.length = 0;
+      settle(body);
+    });
     req.on("error", () => settle("aborted"));
     req.on("close", () => {
       if (!req.complete) settle("aborted");

@@ -155,6 +155,7 @@ function normaliseSettings(raw: SettingsOutput, file: string): Settings {
       adminTokenEnv: raw.router.admin_token_env,
       adminPaths: raw.router.admin_paths === undefined ? undefined : dropUndefined(raw.router.admin_paths),
       weight: raw.router.weight,
+      upstreamIdleSeconds: raw.router.upstream_idle_seconds,
     }),
     daemon: dropUndefined({
       resyncSeconds: raw.daemon.resync_seconds,

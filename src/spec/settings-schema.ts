@@ -79,6 +79,15 @@ const routerSchema = z
         "Paths of the admin API under admin_url. continuum-router does not document them: set the deployed version's. Defaults: /admin/backends and /admin/backends/{name}.",
       ),
     weight: z.number().int().min(1).max(1000).default(1).describe("Default backend weight of registered clusters. Default 1."),
+    upstream_idle_seconds: z
+      .number()
+      .int()
+      .min(1)
+      .max(86400)
+      .default(600)
+      .describe(
+        "The embedded router: longest a backend may send nothing while a request waits on it (its head, or the next bytes of a streamed answer); then 504 upstream_timeout, or an error event mid-stream. Default 600 (an answer that is not streamed sends nothing until it is done).",
+      ),
   })
   .strict();
 

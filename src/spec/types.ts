@@ -61,6 +61,8 @@ export interface Settings {
     adminPaths?: { list?: string; register?: string; deregister?: string };
     /** Default 1. */
     weight: number;
+    /** The embedded router's upstream idle deadline, s. Default 600. */
+    upstreamIdleSeconds: number;
   };
   daemon: {
     /** Default 30 s. */

@@ -17,7 +17,7 @@ describe("parseSettings", () => {
         dir: "/etc/shardctl",
         distributed: { enabled: false, transportBackend: "tcp", portRange: { first: 39600, last: 39629 } },
         hub: { endpoint: "https://huggingface.co", tokenEnv: "HF_TOKEN" },
-        router: { kind: "none", embedded: false, weight: 1 },
+        router: { kind: "none", embedded: false, weight: 1, upstreamIdleSeconds: 600 },
         daemon: { resyncSeconds: 30, heartbeatSeconds: 5, restartBudget: 3, restartBudgetResetSeconds: 600, allowMassPrune: false, stateDir: "/etc/shardctl/.shardctl" },
         ssh: {},
         nodes: {},

@@ -16,6 +16,7 @@ export async function run(args: string[]): Promise<number> {
       config: { type: "string", short: "c" },
       host: { type: "string" },
       port: { type: "string", short: "p" },
+      "upstream-idle-seconds": { type: "string" },
       ...logFormatOption,
     },
   });
@@ -30,6 +31,11 @@ export async function run(args: string[]): Promise<number> {
     port = Number(values.port);
   }
 
+  const idle = values["upstream-idle-seconds"];
+  if (idle !== undefined && !(/^\d{1,5}$/.test(idle) && Number(idle) >= 1 && Number(idle) <= 86400)) {
+    throw new UsageError(`expected --upstream-idle-seconds to be an integer from 1 to 86400, got "${idle}"`);
+  }
+
   // Listen for signals before starting: a SIGTERM right after the "listening" line (a service
   // manager stopping it at once) must close the router, not kill it by the default action.
   const signalled = waitForSignal();
@@ -38,6 +44,7 @@ export async function run(args: string[]): Promise<number> {
     host: values.host,
     port,
     overrideSource: "--host/--port",
+    ...(idle === undefined ? {} : { upstreamIdleMs: Number(idle) * 1000 }),
     logger: createLogger("shardctl-router", { format }),
   });
   // Serve until SIGINT/SIGTERM, then close listeners and backend connections.

@@ -297,13 +297,20 @@ export const commandTable = [
   {
     name: "router",
     purpose: "serve a continuum-router YAML config with the embedded OpenAI-compatible router",
-    usage: "shardctl router --config <router.yaml> [--host H] [--port P] [--log-format json|pretty]",
+    usage: "shardctl router --config <router.yaml> [--host H] [--port P] [--upstream-idle-seconds S] [--log-format json|pretty]",
     details: ["Reloads the config when the file changes. Stops on SIGINT or SIGTERM."],
     operands: { kind: "none" },
     flags: [
       { name: "--config", short: "-c", value: "<router.yaml>", description: "the continuum-router config to serve (required)", complete: { kind: "file" } },
       { name: "--host", value: "<address>", description: "listen address", default: "the config's server.bind_address, else 127.0.0.1", complete: { kind: "none" } },
       { name: "--port", short: "-p", value: "<port>", description: "listen port", default: "the config's server.bind_address, else 8080", complete: { kind: "none" } },
+      {
+        name: "--upstream-idle-seconds",
+        value: "<seconds>",
+        description: "longest a backend may send nothing while a request waits on it; then 504 upstream_timeout, or an error event mid-stream",
+        default: "600",
+        complete: { kind: "none" },
+      },
       logFormatFlag,
     ],
     exitCodes: [
