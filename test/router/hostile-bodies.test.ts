@@ -137,7 +137,7 @@ describe("request bodies held at once", () => {
     // Given back: a body as large is taken again, and routed — once the router has seen them leave
     // (it may still be reading what they sent before they went).
     const deadline = Date.now() + 10_000;
-    let answer = "";
+    let answer: string;
     for (;;) {
       const later = await send(true);
       answer = await later.answer;
