@@ -175,7 +175,9 @@ test("--probe budgets the plans as the daemon does, probing only when it would; 
     "budgets: declared memory only (nothing probed); the daemon plans with what each node reports (free memory), capped by its declared memory: run with --probe for that plan",
   );
   const probed = await runShardctl(world, ["diff", "p1", "p2", "--probe"]);
-  expect(probed.code).toBe(2);
+  // A definition that cannot be planned fails the preview (exit 1), whatever else would change.
+  expect(probed.code).toBe(1);
+  expect(probed.stderr).toContain("a definition cannot be planned (the ! lines say why): the daemon would not apply it");
   expect(probed.stdout).toMatch(/^! p1: the daemon will not act: EngineNotFound: /m);
   expect(probed.stdout).toMatch(/^\+ p2: launch revision [0-9a-f]{12}$/m);
   expect(probed.stdout).toContain("budgets: what each node reports (free memory), capped by its declared memory: the rule the daemon plans with");

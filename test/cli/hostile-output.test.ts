@@ -189,7 +189,8 @@ describe("a model whose tensor name forges status lines", () => {
     await ledger.write({ cluster, revision: "1".repeat(64), phase: "running", startedAt: new Date().toISOString(), processes: [], ports: [] });
     try {
       const r = await runShardctl(world, ["diff"]);
-      expect(r.code).toBe(2);
+      // 1: the directory's "forged" definition cannot be planned (its model's header is refused).
+      expect(r.code).toBe(1);
       expect(r.stdout + r.stderr).not.toMatch(raw);
       expect(r.stdout).not.toMatch(/^\+ d1/m);
       expect(r.stdout).toMatch(/^- orphan\\u000a\+ d1: launch revision 000000000000\\u001b\]0;pwned\\u0007: prune/m);

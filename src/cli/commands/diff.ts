@@ -36,6 +36,8 @@ export async function run(args: string[]): Promise<number> {
   const planner = new Planner(settings, values.probe === true);
 
   let errors = 0;
+  // Definitions whose plan failed for good (the daemon stalls on them): said by a `!` line.
+  let unplanned = 0;
   const changes: string[] = [];
   const notes: string[] = [];
   try {
@@ -61,12 +63,13 @@ export async function run(args: string[]): Promise<number> {
         try {
           planned = await planner.plan(spec, revision);
         } catch (error) {
-          // As the daemon: a terminal failure stalls, a transient one is retried (and is an error here).
-          if (isShardctlError(error) && error.terminal) notes.push(`! ${name}: the daemon will not act: ${error.reason}: ${error.message}`);
-          else {
-            console.error(showText(`${name}: cannot plan: ${messageOf(error)}`));
-            errors++;
-          }
+          // As the daemon: a terminal failure stalls, a transient one is retried. Either way no plan
+          // could be made, which a preview must not pass as "no changes" (exit 1).
+          if (isShardctlError(error) && error.terminal) {
+            notes.push(`! ${name}: the daemon will not act: ${error.reason}: ${error.message}`);
+            unplanned++;
+          } else console.error(showText(`${name}: cannot plan: ${messageOf(error)}`));
+          errors++;
           continue;
         }
         action = nextAction(desired, observed, decisionMemoryOf(restarts, revision, planned), settings);
@@ -96,7 +99,10 @@ export async function run(args: string[]): Promise<number> {
   for (const line of [...changes, ...notes]) console.log(showText(line));
   // Feasibility depends on the budgets: say which ones the plans above were made with.
   if (planner.budgets !== undefined) console.log(showText(`budgets: ${describeBudgets({ budgets: planner.budgets }, settings)}`));
-  if (errors > 0) return 1;
+  if (errors > 0) {
+    if (unplanned > 0) console.error(`${unplanned === 1 ? "a definition" : `${unplanned} definitions`} cannot be planned (the ! lines say why): the daemon would not apply ${unplanned === 1 ? "it" : "them"}`);
+    return 1;
+  }
   // Lines of clusters the daemon will not act on are no differences either, but "none" would hide them.
   if (changes.length === 0) console.log(notes.length === 0 ? "no differences" : "no changes the daemon would make");
   return changes.length > 0 ? 2 : 0;
