@@ -213,7 +213,11 @@ export class Reconciler {
     // Said in the status file before the request is acknowledged, so `shardctl reconcile && shardctl
     // wait` never reads the Stalled that the request just lifted.
     if (!(await pathExists(this.world.definitionFile(name)))) return;
-    const revision = memory.lastGood?.revision ?? "";
+    // A request this daemon finds as it starts (queued while none ran) comes before its first pass
+    // of the cluster: its memory holds only what the status file said, so that file is kept as it
+    // is but for the words below, rather than composed again from a memory that knows no stages.
+    const unpassed = memory.fileStamp === undefined ? memory.status : undefined;
+    const revision = memory.lastGood?.revision ?? unpassed?.observedRevision ?? "";
     const message = "`shardctl reconcile` asked for a pass with a fresh restart budget";
     setConditions(memory, revision, {
       Stalled: { status: "False", reason: "RetryRequested", message },
@@ -224,7 +228,8 @@ export class Reconciler {
     // Unhealthy stays so until the pass it asks for says otherwise.
     const last = memory.status?.health;
     const health = last !== undefined && last !== "Stalled" ? last : isServing(memory) ? "Healthy" : "Progressing";
-    await this.world.writeStatus(name, memory, { action: "none", result: "waiting", health }, settings);
+    if (unpassed !== undefined) await this.world.writeKeptStatus(name, memory, { ...unpassed, conditions: memory.conditions, health });
+    else await this.world.writeStatus(name, memory, { action: "none", result: "waiting", health }, settings);
   }
 
   /**

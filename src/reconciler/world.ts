@@ -174,6 +174,14 @@ export class ReconcilerWorld {
     await this.queueWrite(name, () => status);
   }
 
+  /** Write `status` as it is (a status file kept but for a few words), as the cluster's last composed one. */
+  async writeKeptStatus(name: string, memory: ClusterMemory, status: ClusterStatus): Promise<void> {
+    this.cancelProgress(name);
+    memory.status = status;
+    this.options.feed?.publish(status);
+    await this.queueWrite(name, () => status);
+  }
+
   /**
    * Put the status file back as last composed when it disappeared or changed behind the daemon's
    * back (a `git clean`, a checkout of an old one, a stray edit): readers must not be left with no

@@ -7,7 +7,19 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { expect, test } from "vitest";
 import { Ledger, type LedgerEntry } from "../../src/launch/index.js";
-import { conditionOf, enginesOf, isReadyAt, readStatusFile, sleep, waitForStatus, writeSettings, writeSlowEngine, type SpawnedDaemon } from "./daemon-fixture.js";
+import type { ClusterStatus } from "../../src/reconciler/index.js";
+import {
+  conditionOf,
+  enginesOf,
+  isReadyAt,
+  readStatusFile,
+  runShardctl,
+  sleep,
+  waitForStatus,
+  writeSettings,
+  writeSlowEngine,
+  type SpawnedDaemon,
+} from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
 // The tests spawn the daemons (real processes); any still running afterwards is killed.
@@ -104,9 +116,22 @@ test("kill -9 of the daemon during a launch → the next start leaves no orphan 
   expect(before).toHaveLength(6);
   expect(second.stderr()).toContain("daemon stopped");
 
+  // A reconcile asked for while no daemon runs waits for the next one, which takes it before its
+  // first pass: the status it writes for the request keeps what the file said (the stages, the
+  // model), not a status composed from a memory that knows none of it.
+  const asked = await runShardctl(world, ["reconcile", "kappa"]);
+  expect(asked.code).toBe(1);
+  const seenBefore = world.audit.versions.length;
+
   // The next daemon adopts it: same processes, no new launch.
   const third = await start();
   await waitForStatus(world, "kappa", (s) => s.history.length > 0 && s.history.at(-1)!.action === "none" && isReadyAt(s, revision), 20_000);
+  const written = world.audit.versions
+    .slice(seenBefore)
+    .filter((v) => v.name === "kappa.status.json")
+    .map((v) => JSON.parse(v.text) as ClusterStatus);
+  expect(written.length).toBeGreaterThan(0);
+  expect(written.filter((v) => v.model === undefined || v.stages.length !== 2 || v.conditions.some((c) => c.observedRevision === ""))).toEqual([]);
   expect(await identities()).toEqual(before);
   expect((await ledger.read("kappa"))!.startedAt).toBe(now.startedAt);
 

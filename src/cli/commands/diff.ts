@@ -100,7 +100,10 @@ export async function run(args: string[]): Promise<number> {
   // Feasibility depends on the budgets: say which ones the plans above were made with.
   if (planner.budgets !== undefined) console.log(showText(`budgets: ${describeBudgets({ budgets: planner.budgets }, settings)}`));
   if (errors > 0) {
-    if (unplanned > 0) console.error(`${unplanned === 1 ? "a definition" : `${unplanned} definitions`} cannot be planned (the ! lines say why): the daemon would not apply ${unplanned === 1 ? "it" : "them"}`);
+    if (unplanned > 0)
+      console.error(
+        `${unplanned === 1 ? "a definition" : `${unplanned} definitions`} cannot be planned (the ! lines say why): the daemon would not apply ${unplanned === 1 ? "it" : "them"}`,
+      );
     return 1;
   }
   // Lines of clusters the daemon will not act on are no differences either, but "none" would hide them.
