@@ -28,6 +28,8 @@ export interface ClusterMemory {
   lastGood?: { spec: ClusterSpec; revision: string; text?: string };
   /** The last pass found the definition file gone: the status says so until the prune is done. */
   definitionRemoved?: true;
+  /** When a pass first found the definition file gone (ms since the epoch); cleared once it is back. */
+  removedSince?: number;
   /**
    * Members of the launch that started at `launch` seen gone (a death's, a look's): never asked
    * again, so a slow node does not draw them back in doubt while the launch is torn down.

@@ -26,6 +26,8 @@ export type ProgressReason =
   | "Superseded"
   /** A pass stopped before launching: the daemon was stopping. */
   | "DaemonStopping"
+  /** The definition is gone, for less than the removal grace: torn down once that has passed, unless it comes back. */
+  | "DefinitionRemoved"
   /** Nothing runs for this cluster (stopped, suspended, not launched yet). */
   | "NotRunning"
   | "RetryingAfterError"

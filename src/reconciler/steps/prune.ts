@@ -9,9 +9,16 @@ import { dropLastValid } from "../last-valid.js";
 import { statusFileFor } from "../status/index.js";
 import type { Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
-import type { Verdict } from "../verdicts.js";
+import { setConditions, type Verdict } from "../verdicts.js";
 import { removeRunFolders, runFoldersOf } from "./remove-run-folders.js";
 import { tearDown } from "./stop.js";
+
+/**
+ * How long a definition must have been gone before what runs for it is torn down, ms: a checkout
+ * that switches commits, a tool that replaces the file by removing it first, or a mistaken `mv`
+ * undone at once must not cost a teardown and a relaunch (deregistered meanwhile: clients get 404).
+ */
+export const removalGraceMs = 2_000;
 
 export function prune(forgetMemory: (name: string) => void): Step {
   return {
@@ -20,11 +27,29 @@ export function prune(forgetMemory: (name: string) => void): Step {
     failure: "TeardownFailed",
     async run(pass) {
       const ours = pass.action?.kind === "prune";
-      if (ours) await tearDown(pass);
+      if (ours) {
+        const waited = await waitOutRemovalGrace(pass);
+        if (waited !== undefined) return waited;
+        await tearDown(pass);
+      }
       await removeRunFolders(pass, await runFoldersOf(pass), "a pruned cluster");
       return forget(pass, ours, forgetMemory);
     },
   };
+}
+
+/**
+ * Within the removal grace: the cluster keeps running, and the status says when it is torn down;
+ * the pass comes back once the grace has passed (or at once when the file comes back).
+ */
+async function waitOutRemovalGrace(pass: Pass): Promise<Verdict | undefined> {
+  const { memory } = pass;
+  const left = (memory.removedSince ?? 0) + removalGraceMs - Date.now();
+  if (left <= 0) return undefined;
+  const message = `the definition is gone: what runs is torn down in ${Math.ceil(left / 1000)} s unless it comes back`;
+  setConditions(memory, memory.lastGood?.revision ?? pass.entry?.revision ?? "", { Reconciling: { status: "True", reason: "DefinitionRemoved", message } });
+  pass.world.log.info({ cluster: pass.name, inMs: left }, "definition gone: torn down once the removal grace has passed, unless it comes back");
+  return { action: "none", result: "waiting", health: memory.status?.health ?? "Progressing", outcome: { kind: "requeue", afterMs: left } };
 }
 
 async function forget(pass: Pass, tornDown: boolean, forgetMemory: (name: string) => void): Promise<Verdict> {

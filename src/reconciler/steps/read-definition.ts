@@ -38,8 +38,13 @@ export function readDefinition(parsed: ParseCache): Step {
     async run(pass) {
       const { memory } = pass;
       const read = await readDesired(pass.file, pass.settings, parsed);
-      if (read.desired.kind === "absent") memory.definitionRemoved = true;
-      else delete memory.definitionRemoved;
+      if (read.desired.kind === "absent") {
+        memory.definitionRemoved = true;
+        memory.removedSince ??= Date.now();
+      } else {
+        delete memory.definitionRemoved;
+        delete memory.removedSince;
+      }
       if (read.spec === undefined) {
         pass.desired = read.desired.kind === "invalid" ? await keepLastValid(pass, read.desired) : read.desired;
         // The checkout's HEAD moves with every pull, a commit that broke the definition included; the
