@@ -96,3 +96,21 @@ it("the engine exits at start naming the file and the tensor", async () => {
   expect(await engine.exited).toBe(1);
   expect(engine.stderr()).toMatch(/model\.safetensors: tensor \\?"lm_head\.weight\\?" holds 16 bytes but F16 shape \[320, 64\] needs 40960/);
 }, 30_000);
+
+it("a tokenizer.json cut short: the engine exits naming the file and where it breaks, quoting none of it", async () => {
+  requireBuild();
+  await writeFile(file, original);
+  const tokenizer = join(dir, "tokenizer.json");
+  const whole = await readFile(tokenizer);
+  try {
+    await writeFile(tokenizer, whole.subarray(0, 500));
+    const engine = spawnEngine(["-m", dir, "--host", "127.0.0.1", "--port", "0", "--no-warmup", "--threads", "1"]);
+    expect(await engine.exited).toBe(1);
+    expect(engine.stderr()).toMatch(
+      /tokenizer\.json is not valid JSON \((it breaks at character \d+ of 500|it ends too soon \(500 characters\))\): the file is damaged or cut short; copy it again/,
+    );
+    expect(engine.stderr()).not.toContain(whole.subarray(480, 500).toString("utf8"));
+  } finally {
+    await writeFile(tokenizer, whole);
+  }
+}, 30_000);

@@ -1,10 +1,10 @@
 /** Tokenizer (tokenizer.json) and chat template (tokenizer_config.json) of the served model. */
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Template } from "@huggingface/jinja";
 import { Tokenizer } from "@huggingface/tokenizers";
 import { CompletionText } from "./completion-text.js";
 import { IncrementalText } from "./incremental-text.js";
+import { readJsonFile } from "../model/read-json-file.js";
 
 export interface ChatMessage {
   role: string;
@@ -34,8 +34,8 @@ export class TextCodec {
   readonly longestTokenChars: number;
 
   constructor(modelDir: string) {
-    const tokenizerJson = JSON.parse(readFileSync(join(modelDir, "tokenizer.json"), "utf8")) as object;
-    const config = JSON.parse(readFileSync(join(modelDir, "tokenizer_config.json"), "utf8")) as Record<string, unknown>;
+    const tokenizerJson = readJsonFile(join(modelDir, "tokenizer.json")) as object;
+    const config = readJsonFile(join(modelDir, "tokenizer_config.json")) as Record<string, unknown>;
     this.tokenizer = new Tokenizer(tokenizerJson, config);
     const template = config.chat_template;
     const source = typeof template === "string" ? template : Array.isArray(template) ? (template[0] as { template?: string } | undefined)?.template : undefined;

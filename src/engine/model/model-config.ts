@@ -1,6 +1,6 @@
 /** The parts of a Llama-family config.json the engine uses, normalised with defaults. */
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { readJsonFile } from "./read-json-file.js";
 
 export interface RopeScaling {
   factor: number;
@@ -40,7 +40,7 @@ function positiveInt(raw: Record<string, unknown>, key: string, fallback?: numbe
 
 /** Read and normalise `<dir>/config.json`. */
 export function readModelConfig(dir: string): ModelConfig {
-  const raw = JSON.parse(readFileSync(join(dir, "config.json"), "utf8")) as Record<string, unknown>;
+  const raw = readJsonFile(join(dir, "config.json")) as Record<string, unknown>;
   const hiddenSize = positiveInt(raw, "hidden_size");
   const heads = positiveInt(raw, "num_attention_heads");
   const scaling = raw.rope_scaling as Record<string, unknown> | null | undefined;

@@ -3,8 +3,9 @@
  * model.safetensors.index.json) and reads single tensors by offset, so a stage never reads the
  * bytes of layers it does not hold.
  */
-import { closeSync, existsSync, fstatSync, openSync, readFileSync, readSync } from "node:fs";
+import { closeSync, existsSync, fstatSync, openSync, readSync } from "node:fs";
 import { join } from "node:path";
+import { readJsonFile } from "./read-json-file.js";
 
 /** Where one tensor lives: file, absolute byte offset and length, dtype and shape. */
 export interface TensorEntry {
@@ -78,7 +79,7 @@ export function indexSafetensors(dir: string): TensorIndex {
 
 /** Tensor name → file, from model.safetensors.index.json; file names must stay inside the model directory. */
 function readWeightMap(indexFile: string): Map<string, string> {
-  const parsed = JSON.parse(readFileSync(indexFile, "utf8")) as { weight_map?: Record<string, unknown> };
+  const parsed = readJsonFile(indexFile) as { weight_map?: Record<string, unknown> };
   if (parsed.weight_map === undefined || parsed.weight_map === null || typeof parsed.weight_map !== "object") {
     throw new Error(`${indexFile}: no weight_map`);
   }
