@@ -66,6 +66,11 @@ describe("engine failures", () => {
     await waitFor(async () => (await fetch(`${cluster.baseUrl}/health`)).status === 503, 2500);
     const health = (await (await fetch(`${cluster.baseUrl}/health`)).json()) as { error: { code: number; type: string } };
     expect(health.error.code).toBe(503);
+    // A completion asked meanwhile: OpenAI's error shape, of a type clients retry, and when to.
+    const refused = await fetch(`${cluster.baseUrl}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: "hi", max_tokens: 1 }) });
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get("retry-after")).toBe("2");
+    expect(((await refused.json()) as { error: object }).error).toMatchObject({ type: "server_error", code: "pipeline_broken", param: null });
     await reader.cancel().catch(() => undefined);
     expect(await cluster.coordinator.exited).toBe(1);
     expect(await cluster.stages[0]!.exited).toBe(1);

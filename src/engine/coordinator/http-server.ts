@@ -94,11 +94,19 @@ function sendJson(res: ServerResponse, status: number, body: unknown, headers: R
   res.end(text);
 }
 
-/** A lost stage link is the service being unavailable (503), anything else a server error. */
+/**
+ * A lost stage link is the service being unavailable (503, with Retry-After: a supervised cluster is
+ * relaunched within seconds), anything else a server error. Both in OpenAI's error shape, of its
+ * type `server_error`, which clients retry.
+ */
 function toApiError(error: unknown): ApiError {
   if (error instanceof ApiError) return error;
-  if (error instanceof PipelineBroken) return new ApiError(503, `Pipeline broken: ${error.message}`, null, "pipeline_broken", "unavailable");
+  if (error instanceof PipelineBroken) return pipelineBroken(error.message);
   return new ApiError(500, (error as Error).message, null, null, "server_error");
+}
+
+function pipelineBroken(reason: string): ApiError {
+  return new ApiError(503, `Pipeline broken: ${reason}`, null, "pipeline_broken", "server_error", { "retry-after": "2" });
 }
 
 /** The answer of a request the process will not (or no longer) generate for: it is stopping. */
@@ -113,9 +121,10 @@ export function shuttingDown(): ApiError {
   );
 }
 
+/** A completion asked of a process that cannot generate: its pipeline broke, or the model still loads. */
 function unavailable(ctx: HttpContext): ApiError {
-  const message = ctx.health.state === "broken" ? `Pipeline broken: ${ctx.health.reason}` : "Loading model";
-  return new ApiError(503, message, null, null, "unavailable");
+  if (ctx.health.state === "broken") return pipelineBroken(ctx.health.reason);
+  return new ApiError(503, "Loading model", null, "model_loading", "server_error", { "retry-after": "2" });
 }
 
 async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
