@@ -54,6 +54,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     ...(request.definitionDigest === undefined ? {} : { definitionDigest: request.definitionDigest }),
     ...(request.owner === undefined ? {} : { owner: request.owner }),
     engine: request.driver.facts.kind,
+    model: request.modelName,
     ...(request.generationWatchdogSeconds === undefined ? {} : { generationWatchdogSeconds: request.generationWatchdogSeconds }),
     ...(request.healthSilenceSeconds === undefined ? {} : { healthSilenceSeconds: request.healthSilenceSeconds }),
     phase: "launching",

@@ -66,6 +66,8 @@ export interface LedgerEntry {
    * was recorded.
    */
   definitionDigest?: string;
+  /** The model id the processes serve (absent in entries from before it was recorded). */
+  model?: string;
   /** The engine kind the processes run (entries from before it was recorded ran the default kind). */
   engine?: EngineKind;
   /** The definition's `[engine] generation_watchdog_seconds`, which health uses while it runs: see WatchedCluster. */

@@ -37,6 +37,7 @@ export function composeStatus(name: string, file: string, memory: ClusterMemory,
     ...(memory.gitHead?.commit === undefined ? {} : { gitHead: memory.gitHead.commit }),
     desired: spec?.desired ?? "running",
     ...(spec === undefined ? {} : { model: spec.model.id, nodes: [...spec.nodes] }),
+    ...servingOf(memory),
     health: report.health,
     conditions: memory.conditions,
     ...planOf(memory),
@@ -51,6 +52,18 @@ export function composeStatus(name: string, file: string, memory: ClusterMemory,
     ...(memory.lastError === undefined ? {} : { lastError: memory.lastError }),
     history: memory.history,
   };
+}
+
+/**
+ * What is watched running at another revision than the definition's (an earlier one kept serving
+ * while the new one is staged or refused): said, or the status's model and revision would be taken
+ * for what answers.
+ */
+function servingOf(memory: ClusterMemory): { serving?: { revision: string; model: string } } {
+  const running = memory.supervision?.entry;
+  const revision = memory.lastGood?.revision ?? memory.status?.observedRevision;
+  if (running?.model === undefined || revision === undefined || running.revision === revision) return {};
+  return { serving: { revision: running.revision, model: running.model } };
 }
 
 /**

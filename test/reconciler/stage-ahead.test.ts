@@ -10,7 +10,7 @@ import { afterAll, expect, test } from "vitest";
 import { makeTestModel } from "../../src/planner/test-model/index.js";
 import type { ClusterStatus } from "../../src/reconciler/index.js";
 import { startHubServer, type HubServer } from "../support/hub-server.js";
-import { conditionOf, sleep, waitForStatus } from "./daemon-fixture.js";
+import { conditionOf, runShardctl, sleep, waitForStatus } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
 let hub: HubServer;
@@ -53,6 +53,13 @@ test("a new model whose download fails: the old revision keeps serving, and is r
   expect(conditionOf(failing, "Ready")).toMatchObject({ status: "True", observedRevision: oldRevision });
   expect(failing.coordinator?.pid).toBe(coordinatorPid);
   expect(conditionOf(failing, "Staged")).toMatchObject({ status: "False", observedRevision: newRevision });
+  // What serves is said beside the definition's model: the status and `shardctl status` alike.
+  expect(failing.model).toBe("test-org/new");
+  expect(failing.serving).toEqual({ revision: oldRevision, model: "test-org/old" });
+  const listed = await runShardctl(world, ["status"]);
+  expect(listed.stdout).toMatch(/^upgraded +\[cluster\] +\S+.* test-org\/new \(serving test-org\/old\) /m);
+  const detailed = await runShardctl(world, ["status", "upgraded"]);
+  expect(detailed.stdout).toContain(`serving revision ${oldRevision.slice(0, 12)}, model test-org/old (the stages below are its)`);
   const answer = await fetch(`${serving.coordinator!.url}/v1/completions`, {
     method: "POST",
     headers: { "content-type": "application/json" },
@@ -64,7 +71,8 @@ test("a new model whose download fails: the old revision keeps serving, and is r
   expect(conditionOf((await waitForStatus(world, "upgraded", () => true))!, "Ready")).toMatchObject({ status: "True", observedRevision: oldRevision });
 
   hub.clearFaults();
-  await dw.waitServing("upgraded", newRevision, 120_000);
+  const upgraded = await dw.waitServing("upgraded", newRevision, 120_000);
+  expect(upgraded.serving).toBeUndefined();
   // Every version of the file: Ready left the old revision only after the new one's files were all staged.
   const versions = world.audit.versions.filter((v) => v.name === "upgraded.status.json").map((v) => JSON.parse(v.text) as ClusterStatus);
   const withdrawn = versions.findIndex((v) => v.observedRevision === newRevision && conditionOf(v, "Ready")?.status !== "True");

@@ -185,7 +185,7 @@ function renderList(rows: Row[]): string {
       name,
       kind,
       `${status.health}${why}`,
-      status.model ?? "-",
+      status.serving !== undefined && status.serving.model !== status.model ? `${status.model ?? "-"} (serving ${status.serving.model})` : (status.model ?? "-"),
       `${alive}/${planned}${unknown > 0 ? ` (${unknown} unknown)` : ""}`,
       status.coordinator?.url ?? "-",
       ready?.status === "True" ? age(ready.lastTransitionTime) : "-",
@@ -198,6 +198,8 @@ function renderDetail({ name, status, unreadable, definitionGone }: Row): string
   if (unreadable !== undefined) return `${name}: ${unreadable}`;
   if (status === undefined) return `${name}: no status file yet (is the daemon running?)`;
   const lines = [`${name} [cluster]  ${status.health}  revision ${status.observedRevision.slice(0, 12)}${describeCommits(status)}`, `model ${status.model ?? "-"}`];
+  // An earlier revision serves meanwhile: the cards and the endpoint below are its.
+  if (status.serving !== undefined) lines.push(`serving revision ${status.serving.revision.slice(0, 12)}, model ${status.serving.model} (the stages below are its)`);
   if (definitionGone === true) {
     lines.push("its definition is gone: the daemon tears it down and removes this status once it is (the conditions below say how far it got, or why not)");
   }

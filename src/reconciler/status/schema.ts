@@ -139,6 +139,13 @@ export const statusSchema = z.strictObject({
     ),
   desired: z.enum(["running", "stopped"]),
   model: z.string().optional().describe("the definition's model id"),
+  serving: z
+    .object({ revision: z.string(), model: z.string() })
+    .strict()
+    .optional()
+    .describe(
+      "what runs when it is not the observed revision: an earlier revision that serves while the definition's is staged, refused (an invalid or unplannable definition) or not launched yet; its revision and model id",
+    ),
   nodes: z
     .array(z.string())
     .optional()
