@@ -6,13 +6,45 @@
  * renews it, and so does a replacing edit's. A suspended cluster, which nothing relaunches, is not promised back.
  */
 import { readFile, writeFile } from "node:fs/promises";
-import { createServer } from "node:net";
+import { createServer, type Server } from "node:net";
 import { expect, test } from "vitest";
 import { relaunchFileOf } from "../../src/router/index.js";
-import { killStage, removeDefinition, sleep, waitForStatus } from "./daemon-fixture.js";
+import { killStage, removeDefinition, sleep, waitForStatus, type DaemonWorld } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
 const dw = useDaemonWorld({ sshNodes: 2, settings: { router: true } });
+
+/** When the router's coming-back mark of the world's model ends, ms since the epoch; undefined without one. */
+async function markOf(world: DaemonWorld): Promise<number | undefined> {
+  const text = await readFile(relaunchFileOf(world.routerConfig), "utf8").catch(() => undefined);
+  const until = text === undefined ? undefined : (JSON.parse(text) as { relaunching: Record<string, { until: string }> }).relaunching[world.modelDir]?.until;
+  return until === undefined ? undefined : Date.parse(until);
+}
+
+/** Listen on `port` as soon as the coordinator there lets it go (another program taking it); the holder. */
+async function takePortWhenFree(port: number, deadlineMs: number): Promise<Server> {
+  const holder = createServer();
+  const deadline = Date.now() + deadlineMs;
+  for (;;) {
+    const taken = await new Promise<boolean>((resolve) => {
+      holder.once("error", () => resolve(false));
+      holder.listen(port, "127.0.0.1", () => resolve(true));
+    });
+    if (taken) return holder;
+    if (Date.now() > deadline) throw new Error(`port ${port} never came free`);
+    await sleep(10);
+  }
+}
+
+/** The router's answer to a completion of the world's model. */
+async function askModel(world: DaemonWorld, routerUrl: string | undefined): Promise<Response> {
+  if (routerUrl === undefined) throw new Error("the daemon runs no router");
+  return fetch(`${routerUrl}/v1/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: world.modelDir, prompt: "hi", max_tokens: 1 }),
+  });
+}
 
 test("a replacing edit: 503 with Retry-After while the model comes back, never 404", async () => {
   const { world, daemon } = dw;
@@ -60,40 +92,20 @@ test("a relaunch after a death that keeps failing (its coordinator port held mea
   const addresses = await dw.freeAddresses();
   const revision = await dw.define("flaky", { nodes: ["n1", "n2"], ...addresses, register: true });
   const serving = await dw.waitServing("flaky", revision);
-  const marksFile = relaunchFileOf(world.routerConfig);
-  const markOf = async (): Promise<number | undefined> => {
-    const text = await readFile(marksFile, "utf8").catch(() => undefined);
-    const until = text === undefined ? undefined : (JSON.parse(text) as { relaunching: Record<string, { until: string }> }).relaunching[world.modelDir]?.until;
-    return until === undefined ? undefined : Date.parse(until);
-  };
 
   // A stage dies; as soon as the old coordinator lets its port go, another program takes it.
   await killStage(serving, 1);
-  const holder = createServer();
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const taken = await new Promise<boolean>((resolve) => {
-      holder.once("error", () => resolve(false));
-      holder.listen(addresses.port, "127.0.0.1", () => resolve(true));
-    });
-    if (taken) break;
-    if (Date.now() > deadline) throw new Error(`port ${addresses.port} never came free`);
-    await sleep(10);
-  }
+  const holder = await takePortWhenFree(addresses.port, 20_000);
   try {
     const first = await waitForStatus(world, "flaky", (s) => s.restarts?.evidence.some((e) => e.reason === "PortInUse") === true, 30_000);
-    const markedFirst = await markOf();
+    const markedFirst = await markOf(world);
     expect(markedFirst).toBeGreaterThan(Date.now());
     const tried = first.restarts!.evidence.length;
     // Another attempt after the back-off: the mark moves on with it.
     await waitForStatus(world, "flaky", (s) => (s.restarts?.evidence.length ?? 0) > tried, 30_000);
     await sleep(300);
-    expect(await markOf()).toBeGreaterThan(markedFirst!);
-    const answer = await fetch(`${daemon.routerUrl}/v1/completions`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ model: world.modelDir, prompt: "hi", max_tokens: 1 }),
-    });
+    expect(await markOf(world)).toBeGreaterThan(markedFirst!);
+    const answer = await askModel(world, daemon.routerUrl);
     expect(answer.status).toBe(503);
     expect(answer.headers.get("retry-after")).toMatch(/^\d+$/);
   } finally {
@@ -101,7 +113,7 @@ test("a relaunch after a death that keeps failing (its coordinator port held mea
   }
   await dw.waitServing("flaky", revision, 90_000);
   // Served again: the mark is gone with the registration.
-  expect(await markOf()).toBeUndefined();
+  expect(await markOf(world)).toBeUndefined();
 }, 180_000);
 
 test("a suspended cluster that loses a stage is not promised back: no coming-back mark, the router answers 404", async () => {
@@ -134,29 +146,13 @@ test("a replacing edit whose new launch keeps failing (its coordinator port take
   const { world, daemon } = dw;
   const addresses = await dw.freeAddresses();
   const options = { nodes: ["n1", "n2"], ...addresses, register: true };
-  const marksFile = relaunchFileOf(world.routerConfig);
-  const markOf = async (): Promise<number | undefined> => {
-    const text = await readFile(marksFile, "utf8").catch(() => undefined);
-    const until = text === undefined ? undefined : (JSON.parse(text) as { relaunching: Record<string, { until: string }> }).relaunching[world.modelDir]?.until;
-    return until === undefined ? undefined : Date.parse(until);
-  };
   // Only this cluster serves the model now.
   expect(await removeDefinition(world, "flaky")).toBe(true);
   const first = await dw.define("renewed", options);
   await dw.waitServing("renewed", first);
   const second = await dw.define("renewed", { ...options, contextLength: 512 });
   // As soon as the old coordinator lets its port go, another program takes it.
-  const holder = createServer();
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const taken = await new Promise<boolean>((resolve) => {
-      holder.once("error", () => resolve(false));
-      holder.listen(addresses.port, "127.0.0.1", () => resolve(true));
-    });
-    if (taken) break;
-    if (Date.now() > deadline) throw new Error(`port ${addresses.port} never came free`);
-    await sleep(10);
-  }
+  const holder = await takePortWhenFree(addresses.port, 30_000);
   try {
     const failed = await waitForStatus(
       world,
@@ -165,22 +161,17 @@ test("a replacing edit whose new launch keeps failing (its coordinator port take
       30_000,
     );
     await sleep(300);
-    const markedFirst = await markOf();
+    const markedFirst = await markOf(world);
     expect(markedFirst).toBeGreaterThan(Date.now());
     const tried = failed.restarts!.evidence.length;
     await waitForStatus(world, "renewed", (s) => (s.restarts?.evidence.length ?? 0) > tried, 30_000);
     await sleep(300);
-    expect(await markOf()).toBeGreaterThan(markedFirst!);
-    const answer = await fetch(`${daemon.routerUrl}/v1/completions`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ model: world.modelDir, prompt: "hi", max_tokens: 1 }),
-    });
-    expect(answer.status).toBe(503);
+    expect(await markOf(world)).toBeGreaterThan(markedFirst!);
+    expect((await askModel(world, daemon.routerUrl)).status).toBe(503);
   } finally {
     await new Promise((resolve) => holder.close(resolve));
   }
   await dw.waitServing("renewed", second, 90_000);
-  expect(await markOf()).toBeUndefined();
+  expect(await markOf(world)).toBeUndefined();
   expect(await removeDefinition(world, "renewed")).toBe(true);
 }, 180_000);
