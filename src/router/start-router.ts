@@ -175,8 +175,16 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
         sendOpenAIError(res, 404, `The model \`${showModel(id)}\` does not exist`, "invalid_request_error", "model_not_found", "model");
       return;
     }
-    if (req.method !== "POST" || !path.startsWith("/v1/")) {
+    if (!path.startsWith("/v1/")) {
       sendOpenAIError(res, 404, `no route for ${req.method} ${path}`, "invalid_request_error", "not_found");
+      return;
+    }
+    // Every other /v1/ path is routed by the model in a POST body: another method there is a
+    // request for a route that exists with another method, as an OpenAI server answers it.
+    if (req.method !== "POST") {
+      res.setHeader("allow", "POST");
+      sendOpenAIError(res, 405, `Method ${req.method} is not allowed on ${path}; use POST`, "invalid_request_error", "method_not_allowed");
+      req.resume();
       return;
     }
     if (target.encodedSeparator) {
@@ -217,7 +225,9 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
   const routeBody = async (req: IncomingMessage, res: ServerResponse, forwardPath: string, body: Buffer): Promise<void> => {
     const field = findModelField(body);
     if (field === undefined) {
-      sendOpenAIError(res, 400, "expected a JSON body with a string `model`", "invalid_request_error", "missing_model", "model");
+      // Told apart for a body small enough to parse here at no cost to the daemon's other work.
+      if (body.length <= parseToTellBytes && !isJson(body)) sendOpenAIError(res, 400, "the request body is not valid JSON", "invalid_request_error", "invalid_json");
+      else sendOpenAIError(res, 400, "expected a JSON body with a string `model`", "invalid_request_error", "missing_model", "model");
       return;
     }
     const { model } = field;
@@ -408,4 +418,16 @@ function readBody(req: IncomingMessage, maxBytes: number, held: { bytes: number;
       if (!req.complete) settle("aborted");
     });
   });
+}
+
+/** Largest body parsed to tell invalid JSON from a body without `model`, bytes. */
+const parseToTellBytes = 64 * 1024;
+
+function isJson(body: Buffer): boolean {
+  try {
+    JSON.parse(body.toString("utf8"));
+    return true;
+  } catch {
+    return false;
+  }
 }

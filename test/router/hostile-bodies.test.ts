@@ -51,6 +51,19 @@ describe("hostile request bodies through the router", () => {
     expect(router.logs().some((line) => line.msg === "router request failed")).toBe(false);
   });
 
+  it("a body that is not JSON is told from one without a model; another method on a completion route is 405, as the coordinator answers", async () => {
+    const broken = await post('{"model": "m", "messages": [');
+    expect(broken.status).toBe(400);
+    expect((JSON.parse(broken.text) as { error: { code: string } }).error.code).toBe("invalid_json");
+    const modelless = await post('{"messages": []}');
+    expect(modelless.status).toBe(400);
+    expect((JSON.parse(modelless.text) as { error: { code: string } }).error.code).toBe("missing_model");
+    const got = await fetch(`${router.url}/v1/chat/completions`);
+    expect(got.status).toBe(405);
+    expect(got.headers.get("allow")).toBe("POST");
+    expect(((await got.json()) as { error: { code: string } }).error.code).toBe("method_not_allowed");
+  });
+
   it("an unknown model named by 5 MB of text: 404 showing its first 200 characters and its length, not all of it", async () => {
     const { status, text } = await post(JSON.stringify({ model: "x".repeat(5_000_000), messages: [] }));
     expect(status).toBe(404);
