@@ -169,7 +169,8 @@ async function startHttp(
       // Idle keep-alive connections carry no request: closed, so no client sends another on them.
       server.closeIdleConnections();
       const busy = (): boolean => ctx.slots.running + ctx.slots.queued > 0;
-      await waitWhile(busy, ms);
+      // A broken pipeline finishes nothing: what waits on it is ended at once.
+      await waitWhile(busy, ctx.health.state === "broken" ? 0 : ms);
       if (busy()) log.warn({ running: ctx.slots.running, queued: ctx.slots.queued }, "stopping: requests still under way are ended with an error");
       stopping.cut.abort(new Error("the server is shutting down"));
       // A cut request ends at its next token (a pipeline run, milliseconds): its error is written then.

@@ -355,21 +355,18 @@ async function allocateTopology(request: LaunchRequest, context: LaunchContext, 
     // The control port is bound on the control host, so it is probed and held there.
     ...(hasCoordinator ? [{ label: `coordinator on ${coordinator.nodeName}`, host: coordinator.controlHost, node: coordinator.node }] : []),
   ];
-  const held = await context.heldPorts();
   // Another cluster launching at the same moment may have taken the HTTP port since this launch
   // looked (nothing listens on it until its coordinator starts): its record says so, and the
   // probes of this launch would otherwise be answered by that cluster's coordinator.
-  // The same node, or the same address under another node's name (a wildcard address names no machine).
-  const taken = held.find(
-    (h) => h.port === coordinator.httpPort && (h.node === coordinator.nodeName || (h.host === coordinator.bindHost && !["0.0.0.0", "::", "*"].includes(h.host))),
-  );
+  const taken = await context.httpPortHolder?.(coordinator.nodeName, coordinator.bindHost, coordinator.httpPort);
   if (taken !== undefined) {
     throw new LaunchError(
       "PortInUse",
       "ports",
-      `the coordinator's HTTP port ${coordinator.bindHost}:${coordinator.httpPort} on ${coordinator.nodeName} is held by ${taken.holder}, launched beside this one: give one of the two definitions another [coordinator] port`,
+      `the coordinator's HTTP port ${coordinator.bindHost}:${coordinator.httpPort} on ${coordinator.nodeName} is held by cluster "${taken}", launched beside this one: give one of the two definitions another [coordinator] port`,
     );
   }
+  const held = await context.heldPorts();
   held.push({ host: coordinator.bindHost, port: coordinator.httpPort, holder: `this cluster's HTTP listener` });
   // A ring's listener takes the first connection it accepts as its neighbour: a connection to see
   // whether a port is free would break another ring waiting there. Its ports are chosen by the

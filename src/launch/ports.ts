@@ -22,8 +22,6 @@ export interface PortHolder {
   port: number;
   /** Who holds it, for the exhausted-range message: e.g. `cluster llama (stage-1)`. */
   holder: string;
-  /** The registry node it is held on, when known. */
-  node?: string;
 }
 
 /** The chain of this process's port allocations (see `oneAllocationAtATime`). */

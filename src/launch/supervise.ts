@@ -57,7 +57,8 @@ export function superviseCluster(entry: LedgerEntry, options: SuperviseOptions):
       const exited = death.reason === "StageDied" || death.reason === "CoordinatorDied" ? [death.label, ...(death.consequences ?? []).map((c) => c.label)] : [];
       const dead = entry.processes.filter((p) => exited.includes(labelOf(p)));
       const seenGone = new Set([...(options.seenGone ?? []), ...dead.map(processKey)]);
-      const result = await teardownCluster(current, { ...options, seenGone });
+      // A death: the pipeline is broken, nothing is left to finish; everything is stopped at once.
+      const result = await teardownCluster(current, { ...options, seenGone, atOnce: true });
       resolveEnded({ death, teardown: { ok: true, result } });
     } catch (error) {
       resolveEnded({ death, teardown: { ok: false, error } });

@@ -35,6 +35,11 @@ export interface TeardownContext {
   /** Processes already seen exiting, as `node:pid`: their start time is not asked again. */
   seenGone?: ReadonlySet<string>;
   /**
+   * Stop everything at once rather than the coordinator first (see coordinatorFirst): a death's
+   * teardown, where the pipeline is broken and nothing is left to finish. Default false.
+   */
+  atOnce?: boolean;
+  /**
    * The daemon tearing down: what its launches left out of reach is looked for only in run folders
    * no other daemon claimed (see run-claim.ts). Undefined: in every run folder of the processes.
    */
@@ -90,7 +95,7 @@ export async function teardownCluster(entry: LedgerEntry, context: TeardownConte
   const byNode = new Map<string, LedgerProcess[]>();
   const order = stopOrder(current.processes);
   for (const process of order) byNode.set(process.node, [...(byNode.get(process.node) ?? []), process]);
-  const turn = coordinatorFirst(current.processes, context.graceMs);
+  const turn = coordinatorFirst(context.atOnce === true ? [] : current.processes, context.graceMs);
   const outcomes = (await Promise.all([...byNode].map(([nodeName, processes]) => stopOnNode(context, nodeName, processes, turn)))).flat();
   // The timeline tells them in stop order (coordinator, then stages from the last), whichever ended first.
   outcomes.sort((a, b) => order.indexOf(a.process) - order.indexOf(b.process));

@@ -103,6 +103,12 @@ export interface LaunchContext {
   registrar: Registrar;
   /** Ports other clusters hold (from the ledger), so launches never collide. */
   heldPorts: () => Promise<PortHolder[]>;
+  /**
+   * The cluster that holds the coordinator's HTTP port (`host` on registry node `node`), if another
+   * does: asked when the ports are chosen, one launch at a time, so two launching at once cannot
+   * both take it. Undefined: not asked (the HTTP probe alone decides).
+   */
+  httpPortHolder?: (node: string, host: string, port: number) => Promise<string | undefined>;
   /** Called for every timeline event as it happens. */
   onEvent?: (event: TimelineEvent) => void;
   /** Told of each engine log emptied past its limit while the launch runs (see log-keeper.ts). */

@@ -36,6 +36,9 @@ export function keepComingBack(pass: Pass): { end(verdict: Verdict): Promise<voi
     const model = pass.memory.comingBack;
     if (model !== undefined) void markComingBack(pass, model);
   };
+  // Renewed as the pass begins, too: the mark a death set may be most of its 60 s old by then (a
+  // teardown that waited on a node that does not answer).
+  renew();
   const timer = setInterval(renew, comingBackRenewMs);
   return {
     async end(verdict) {

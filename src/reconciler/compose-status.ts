@@ -63,6 +63,8 @@ function servingOf(memory: ClusterMemory): { serving?: { revision: string; model
   const running = memory.supervision?.entry;
   const revision = memory.lastGood?.revision ?? memory.status?.observedRevision;
   if (running?.model === undefined || revision === undefined || running.revision === revision) return {};
+  // Dead, being torn down: it serves nothing any more.
+  if (memory.deathRecordedFor === running.startedAt) return {};
   return { serving: { revision: running.revision, model: running.model } };
 }
 

@@ -70,6 +70,8 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
     let idle: NodeJS.Timeout | undefined;
     let stall: NodeJS.Timeout | undefined;
     let eventStream = false;
+    // The last bytes written to the client (latin1), enough to tell whether they ended an event.
+    let lastWritten = "";
     const settle = (outcome: ProxyOutcome): void => {
       clearTimeout(idle);
       clearTimeout(stall);
@@ -87,9 +89,10 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
         // Mid-answer: an event stream's client is told in its own format, and the stream ends
         // cleanly; any other body can only be cut.
         if (eventStream && !res.writableEnded) {
-          res.end(
-            `data: ${JSON.stringify({ error: { message: `backend ${backend.name}: ${error.message}`, type: "api_error", param: null, code: "upstream_timeout" } })}\n\n`,
-          );
+          // After a whole event only: the end of one cut short first, or the two would read as one.
+          const separator = lastWritten === "" || lastWritten.endsWith("\n\n") ? "" : "\n\n";
+          const event = { error: { message: `backend ${backend.name}: ${error.message}`, type: "api_error", param: null, code: "upstream_timeout" } };
+          res.end(`${separator}data: ${JSON.stringify(event)}\n\n`);
         } else res.destroy(error);
       }, context.idleTimeoutMs);
     };
@@ -140,6 +143,7 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
       answer.on("data", (chunk: Buffer) => {
         if (settled) return;
         ending?.see(chunk);
+        lastWritten = (lastWritten + chunk.toString("latin1")).slice(-2);
         // Written at once (no coalescing); only a slow client makes us pause the backend. Paused,
         // the backend's silence is the client's doing; a client that reads nothing for the stall
         // deadline is let go, and so is the backend's work for it (the router's buffers would

@@ -364,30 +364,26 @@ function showModel(model: string): string {
  */
 function readBody(req: IncomingMessage, maxBytes: number, held: { bytes: number; limit: number }): Promise<Buffer | "too-large" | "busy" | "aborted"> {
   return new Promise((resolve) => {
-    // A body of declared length is read into one buffer of that size, held from the start: the
-    // chunks and a copy joining them would hold it twice (until the garbage collector runs). A
-    // chunked one (no length) is joined at its end.
+    // A body of declared length is read into one buffer of that size (its pages taken as bytes
+    // arrive): the chunks and a copy joining them would hold it twice until the garbage collector
+    // runs. A chunked one (no length) is joined at its end. Either is counted against the budget
+    // as its bytes arrive: a declared length alone holds nothing (or a client that declares 32 MiB
+    // and sends nothing would hold the budget for as long as the server waits for a body).
     const length = Number(req.headers["content-length"]);
     const declared = req.headers["content-length"] !== undefined && Number.isSafeInteger(length) && length >= 0 ? length : undefined;
     if (declared !== undefined && declared > maxBytes) {
       req.resume();
       return resolve("too-large");
     }
-    if (declared !== undefined && held.bytes + declared > held.limit) {
-      req.resume();
-      return resolve("busy");
-    }
     const whole = declared === undefined ? undefined : Buffer.allocUnsafe(declared);
     const chunks: Buffer[] = [];
     let size = 0;
-    let reserved = declared ?? 0;
-    held.bytes += reserved;
     let settled = false;
     const settle = (outcome: Buffer | "too-large" | "busy" | "aborted"): void => {
       if (settled) return;
       settled = true;
       if (!Buffer.isBuffer(outcome)) {
-        held.bytes -= reserved;
+        held.bytes -= size;
         chunks.length = 0;
         req.removeAllListeners("data");
         req.resume();
@@ -396,16 +392,11 @@ function readBody(req: IncomingMessage, maxBytes: number, held: { bytes: number;
     };
     req.on("data", (chunk: Buffer) => {
       if (size + chunk.length > (declared ?? maxBytes)) return settle("too-large");
-      if (whole !== undefined) {
-        chunk.copy(whole, size);
-        size += chunk.length;
-        return;
-      }
       if (held.bytes + chunk.length > held.limit) return settle("busy");
+      if (whole !== undefined) chunk.copy(whole, size);
+      else chunks.push(chunk);
       size += chunk.length;
-      reserved += chunk.length;
       held.bytes += chunk.length;
-      chunks.push(chunk);
     });
     req.on("end", () => {
       if (whole !== undefined) return settle(size === declared ? whole : "aborted");

@@ -190,3 +190,17 @@ test("--probe budgets the plans as the daemon does, probing only when it would; 
   expect(off.stdout).toContain("no differences");
   for (const name of ["p1", "p2"]) await rm(join(world.clustersDir, `${name}.toml`));
 });
+
+test("a plan that is made but does not fit: its ! line, and exit 1 (the daemon would not apply it)", async () => {
+  await writeSettings(world, { enabled: false, nodeMemory: "64KiB" });
+  try {
+    await writeDefinition(world, "tight", definitionText(world, { nodes: ["l1", "l2"] }));
+    const r = await runShardctl(world, ["diff", "tight"]);
+    expect(r.stdout).toMatch(/^! tight: the daemon will not act: PlanInfeasible/m);
+    expect(r.stderr).toContain("a definition cannot be planned (the ! lines say why): the daemon would not apply it");
+    expect(r.code).toBe(1);
+  } finally {
+    await rm(join(world.clustersDir, "tight.toml"));
+    await writeSettings(world, {});
+  }
+});

@@ -42,7 +42,7 @@ test("two definitions written at once onto one coordinator port: one serves, the
   const ready = await Promise.race(names.map((name) => waitForStatus(world, name, (s) => isReadyAt(s), 120_000).then(() => name)));
   const loser = names.find((n) => n !== ready)!;
   const refused = await waitForStatus(world, loser, (s) => s.lastError?.reason === "PortInUse", 60_000);
-  expect(refused.lastError?.message).toMatch(new RegExp(`port ${port} on local is held by cluster "?${ready}"?`));
+  expect(refused.lastError?.message).toMatch(new RegExp(`port (127\\.0\\.0\\.1:)?${port} on local is held by cluster "?${ready}"?`));
   expect(refused.restarts?.count).toBe(0);
   // No version of the loser's status ever had a coordinator that answered: its launch stopped before
   // starting one, rather than probing the winner's.

@@ -47,6 +47,7 @@ beforeAll(async () => {
       socket.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n");
       socket.write(chunked(event("one")));
       if (model === "stalls") return; // then nothing more, the connection held open
+      if (model === "half") return void socket.write(chunked('data: {"object":"text_completion","choi')); // half an event, then nothing
       // "flood": events as fast as the connection takes them, until it is closed.
       const piece = chunked(event("x".repeat(60_000)));
       const pump = (): void => {
@@ -64,7 +65,7 @@ beforeAll(async () => {
   const config = join(dir, "router.yaml");
   await writeFile(
     config,
-    `server:\n  bind_address: "${routerHost}:0"\n${stringify({ backends: [{ name: "raw", url: `http://${backendHost}:${port}`, models: ["silent", "stalls", "flood"] }] })}`,
+    `server:\n  bind_address: "${routerHost}:0"\n${stringify({ backends: [{ name: "raw", url: `http://${backendHost}:${port}`, models: ["silent", "stalls", "half", "flood"] }] })}`,
   );
   router = await startRouter({ configFile: config, watch: false, upstreamIdleMs: 1_000, clientStallMs: 1_500, logger: pino({ level: "silent" }) });
 });
@@ -110,6 +111,13 @@ it("a backend that falls silent mid-stream: the client's stream ends cleanly wit
   const events = text.split("\n\n").filter((e) => e.startsWith("data: "));
   expect(events).toHaveLength(2);
   expect(events[1]).toMatch(/"code":"upstream_timeout"/);
+});
+
+it("a backend that falls silent in the middle of an event: the error event still comes as an event of its own", async () => {
+  const response = await ask("half");
+  const text = await response.text();
+  const events = text.split("\n\n").filter((e) => e.startsWith("data: "));
+  expect(events.at(-1)).toMatch(/^data: \{"error":\{.*"code":"upstream_timeout"\}\}$/);
 });
 
 it("a client that reads nothing of a flooding answer is let go after the stall deadline, and so is the backend's connection", async () => {

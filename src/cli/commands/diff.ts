@@ -77,6 +77,11 @@ export async function run(args: string[]): Promise<number> {
       const line = describe(name, revision, action, entry, spec, settings);
       if (line?.startsWith("!") === true) notes.push(line);
       else if (line !== undefined) changes.push(line);
+      // A plan made but infeasible (a stage that does not fit) is one that cannot be applied either.
+      if (action.kind === "stall" && action.reason === "PlanInfeasible") {
+        unplanned++;
+        errors++;
+      }
     }
     // What runs without a definition is pruned (only when looking at the whole directory).
     if (positionals.length === 0) {

@@ -79,7 +79,7 @@ async function httpAddressOf(pass: Pass): Promise<{ access: NodeAccess; wanted: 
 }
 
 /** Where the HTTP server listens: its node's name, the address it binds (undefined: not known now), its port. */
-interface HttpAddress {
+export interface HttpAddress {
   node: string;
   host: string | undefined;
   port: number;
@@ -89,7 +89,7 @@ interface HttpAddress {
  * The port of `entry` that is `wanted`, while that cluster launches or still runs something on the
  * node (a teardown that could not finish elsewhere leaves an entry whose processes there are gone).
  */
-function heldPort(entry: LedgerEntry, wanted: HttpAddress): LedgerEntry["ports"][number] | undefined {
+export function heldPort(entry: LedgerEntry, wanted: HttpAddress): LedgerEntry["ports"][number] | undefined {
   if (entry.phase !== "launching" && !entry.processes.some((p) => p.node === wanted.node)) return undefined;
   return entry.ports.find(
     (p) => p.node === wanted.node && p.port === wanted.port && (wanted.host === undefined || p.host === wanted.host || p.host === "0.0.0.0" || wanted.host === "0.0.0.0"),

@@ -16,6 +16,7 @@ import { definitionOf } from "../pass.js";
 import { describeLaunchProgress, readLaunch } from "../../launch-timeline/index.js";
 import type { Step } from "../run-step.js";
 import { calledOff, clearRuntime, notServingYet, recordEvent, setConditions } from "../verdicts.js";
+import { heldPort } from "./claim-port.js";
 
 /**
  * Launch failures caused by the cluster's surroundings (the network, a port held by another program,
@@ -66,16 +67,19 @@ export const launch: Step = {
     // A cluster launching beside this one under the same name holds it as well (it is recorded in
     // the ledger only once registered); taken here, with nothing awaited between look and claim.
     const backend = request.router?.backend;
-    const holder =
-      backend === undefined ? undefined : (others.find((e) => e.routerBackend === backend)?.cluster ?? otherLauncher(world.launchingBackends, backend, name));
+    const runningHolder = backend === undefined ? undefined : others.find((e) => e.routerBackend === backend)?.cluster;
+    const launching = backend === undefined ? undefined : otherLauncher(world.launchingBackends, backend, name);
+    const holder = runningHolder ?? launching;
     if (holder !== undefined) {
+      // Another cluster's launch is the surroundings, as a port it holds is: not counted.
+      if (runningHolder === undefined) restarts.count = Math.max(0, restarts.count - 1);
       throw new ShardctlError(
         "RouterBackendTaken",
-        `[router] backend "${backend}" is the router entry of cluster ${holder}, which runs or is launching: registering this cluster under it would send ${holder}'s traffic here, and either teardown would remove the entry of both; give this cluster its own [router] backend`,
-        { terminal: true },
+        `[router] backend "${backend}" is the router entry of cluster ${holder}, which ${runningHolder !== undefined ? "runs" : "is being launched"}: registering this cluster under it would send ${holder}'s traffic here, and either teardown would remove the entry of both; give this cluster its own [router] backend${runningHolder !== undefined ? "" : " (retried meanwhile: that launch may fail and let it go)"}`,
+        // One that runs keeps it: stalled until a change. One being launched may fail and let it go.
+        { terminal: runningHolder !== undefined },
       );
     }
-    if (backend !== undefined) world.launchingBackends.set(backend, name);
     memory.timeline = [];
     // Ready says what the pass does now: staging is over, the processes start; each step of the
     // launch then says how far it got.
@@ -101,15 +105,17 @@ export const launch: Step = {
     // passes must not wait behind it.
     pass.stepAside?.();
     try {
+      // Claimed with nothing awaited since the look above; given back in `finally`.
+      if (backend !== undefined) world.launchingBackends.set(backend, name);
       await launchCluster(request, {
         ledger,
         registrar: world.registrarFor(settings),
         // Read when the ports are chosen, not before: a cluster launching beside this one records
         // its ports in the ledger before this launch chooses (one allocation at a time).
         heldPorts: async () =>
-          (await ledger.list())
-            .filter((e) => e.cluster !== name)
-            .flatMap((e) => e.ports.map((p) => ({ host: p.host, port: p.port, holder: `cluster ${e.cluster}`, node: p.node }))),
+          (await ledger.list()).filter((e) => e.cluster !== name).flatMap((e) => e.ports.map((p) => ({ host: p.host, port: p.port, holder: `cluster ${e.cluster}` }))),
+        // The rule the claim-port step applies, asked again when the ports are chosen.
+        httpPortHolder: async (node, host, port) => (await ledger.list()).find((e) => e.cluster !== name && heldPort(e, { node, host, port }) !== undefined)?.cluster,
         // Each step of the launch reaches the status file (and the dashboard) as it happens: a
         // launch that hangs on a partitioned node shows where, not the previous launch's timeline.
         onEvent: (event) => {

@@ -53,7 +53,9 @@ async function stallFor(pass: Pass, reason: StallReason, serving: boolean): Prom
       return stallVerdict(memory, "plan", errors[0]?.reason ?? reason, `the plan is infeasible: ${message}`, serving);
     }
     case "RestartBudgetExhausted": {
-      // The cluster will not come back by itself: the pass's end withdraws the router's promise (503), which says 404.
+      // The cluster will not come back by itself: the pass's end withdraws the router's promise
+      // (503), which then says 404 — a promise an earlier daemon made included.
+      memory.comingBack ??= memory.lastGood?.spec.model.id;
       return stallVerdict(memory, "launch", reason, budgetExhaustedMessage(memory, settings.daemon.restartBudget, name), serving);
     }
   }

@@ -63,17 +63,31 @@ export async function tearDown(pass: Pass): Promise<void> {
 }
 
 /**
- * What a teardown could not stop for want of an answer from its node may still run: said so,
- * rather than "no stage runs". Its cards stay, liveness unknown, and StagesListening (or
- * CoordinatorHealthy) is Unknown naming them, until a teardown stops them.
+ * What a teardown could not stop (its node did not answer, or it survived SIGKILL) may still run:
+ * said so, rather than "no stage runs". Its cards stay, liveness unknown, and StagesListening (or
+ * CoordinatorHealthy) is Unknown naming them, until a teardown stops them; a router entry it could
+ * not remove is Registered Unknown. What it did stop is said not to run.
  */
 async function showLeftovers(pass: Pass, entry: LedgerEntry, seen: ClusterObservation | undefined): Promise<void> {
   const { memory } = pass;
-  const left = ((await pass.ledger.read(pass.name).catch(() => undefined))?.processes ?? []).filter((p) => p.unreachable === true);
-  if (left.length === 0) return;
   const revision = revisionOf(pass);
-  const named = (p: LedgerProcess): string => `${processLabel(p.role, p.index)} (pid ${p.pid} on ${p.node})`;
-  const tail = "could not be stopped (its node did not answer): it may still run, and is stopped before anything is launched there again";
+  const recorded = await pass.ledger.read(pass.name).catch(() => undefined);
+  const left = recorded?.processes ?? [];
+  // What was stopped is not running any more; what was not is said below.
+  clearRuntime(memory, revision);
+  if (recorded?.routerBackend !== undefined) {
+    setConditions(memory, revision, {
+      Registered: {
+        status: "Unknown",
+        reason: "TeardownIncomplete",
+        message: `backend "${recorded.routerBackend}" could not be removed from the router: it may still route there; removed before anything is launched again`,
+      },
+    });
+  }
+  if (left.length === 0) return;
+  const named = (p: LedgerProcess): string =>
+    `${processLabel(p.role, p.index)} (pid ${p.pid} on ${p.node}) ${p.unreachable === true ? "could not be stopped (its node did not answer)" : "survived SIGKILL"}`;
+  const tail = "it may still run, and is stopped before anything is launched there again";
   const stages = left.filter((p) => p.role === "stage");
   const coordinator = left.find((p) => p.role === "coordinator");
   // A card as last seen, else from the plan of what runs (a death's teardown, or a daemon restart, left no look).
@@ -86,8 +100,6 @@ async function showLeftovers(pass: Pass, entry: LedgerEntry, seen: ClusterObserv
     return [{ ...card, index: p.index ?? 0, node: p.node, layers, pid: p.pid, alive: false, liveness: "unknown" as const, transport: "unknown" as const }];
   });
   const url = seen?.coordinator?.url ?? entry.coordinatorUrl;
-  // What was stopped is not running any more; what was not is said below.
-  clearRuntime(memory, revision);
   memory.observation = {
     cluster: pass.name,
     at: new Date().toISOString(),
@@ -98,7 +110,7 @@ async function showLeftovers(pass: Pass, entry: LedgerEntry, seen: ClusterObserv
     gone: [],
   };
   setConditions(memory, revision, {
-    ...(stages.length === 0 ? {} : { StagesListening: { status: "Unknown", reason: "TeardownIncomplete", message: `${stages.map(named).join(", ")} ${tail}` } }),
-    ...(coordinator === undefined ? {} : { CoordinatorHealthy: { status: "Unknown", reason: "TeardownIncomplete", message: `${named(coordinator)} ${tail}` } }),
+    ...(stages.length === 0 ? {} : { StagesListening: { status: "Unknown", reason: "TeardownIncomplete", message: `${stages.map(named).join(", ")}: ${tail}` } }),
+    ...(coordinator === undefined ? {} : { CoordinatorHealthy: { status: "Unknown", reason: "TeardownIncomplete", message: `${named(coordinator)}: ${tail}` } }),
   });
 }
