@@ -163,7 +163,7 @@ async function startHttp(
     ready,
     drain: async (ms) => {
       if (ctx.stopping !== undefined) return;
-      const stopping = { cut: new AbortController() };
+      const stopping = new AbortController();
       ctx.stopping = stopping;
       log.info({ running: ctx.slots.running, queued: ctx.slots.queued, drainMs: ms }, "stopping: new requests are refused; those under way may finish");
       // Idle keep-alive connections carry no request: closed, so no client sends another on them.
@@ -172,7 +172,7 @@ async function startHttp(
       // A broken pipeline finishes nothing: what waits on it is ended at once.
       await waitWhile(busy, ctx.health.state === "broken" ? 0 : ms);
       if (busy()) log.warn({ running: ctx.slots.running, queued: ctx.slots.queued }, "stopping: requests still under way are ended with an error");
-      stopping.cut.abort(new Error("the server is shutting down"));
+      stopping.abort(new Error("the server is shutting down"));
       // A cut request ends at its next token (a pipeline run, milliseconds): its error is written then.
       await waitWhile(busy, cutGraceMs);
     },

@@ -55,3 +55,13 @@ export function definitionOf(pass: Pass): { spec: ClusterSpec; revision: string 
 export function revisionOf(pass: Pass): string {
   return pass.revision ?? pass.memory.lastGood?.revision ?? "";
 }
+
+/**
+ * What the pass's launch replaces, when it replaces a launch: whole (running, nothing gone), or
+ * broken or half-done (a process gone, a launch or a teardown left unfinished).
+ */
+export function replacing(pass: Pass): "whole" | "broken" | undefined {
+  const replace = pass.action?.kind === "launch" ? pass.action.replace : undefined;
+  if (replace === undefined) return undefined;
+  return replace.gone.length > 0 || replace.phase !== "running" ? "broken" : "whole";
+}

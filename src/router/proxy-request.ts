@@ -70,8 +70,8 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
     let idle: NodeJS.Timeout | undefined;
     let stall: NodeJS.Timeout | undefined;
     let eventStream = false;
-    // The last bytes written to the client (latin1), enough to tell whether they ended an event.
-    let lastWritten = "";
+    // The last bytes passed on to the client: whether they ended an event, or the stream.
+    const tail = new StreamTail();
     const settle = (outcome: ProxyOutcome): void => {
       clearTimeout(idle);
       clearTimeout(stall);
@@ -90,7 +90,7 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
         // cleanly; any other body can only be cut.
         if (eventStream && !res.writableEnded) {
           // After a whole event only: the end of one cut short first, or the two would read as one.
-          const separator = lastWritten === "" || lastWritten.endsWith("\n\n") ? "" : "\n\n";
+          const separator = tail.endsEvent() ? "" : "\n\n";
           const event = { error: { message: `backend ${backend.name}: ${error.message}`, type: "api_error", param: null, code: "upstream_timeout" } };
           res.end(`${separator}data: ${JSON.stringify(event)}\n\n`);
         } else res.destroy(error);
@@ -139,11 +139,10 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
         .startsWith("text/event-stream");
       waitForBackend();
       // OpenAI's completions streams end with `data: [DONE]`; other event streams end as they please.
-      const ending = /\/completions$/.test(path.split("?")[0]!) && closeDelimitedStream(answer) ? new StreamEnding() : undefined;
+      const mustEndDone = eventStream && /\/completions$/.test(path.split("?")[0]!) && closeDelimited(answer);
       answer.on("data", (chunk: Buffer) => {
         if (settled) return;
-        ending?.see(chunk);
-        lastWritten = (lastWritten + chunk.toString("latin1")).slice(-2);
+        tail.see(chunk);
         // Written at once (no coalescing); only a slow client makes us pause the backend. Paused,
         // the backend's silence is the client's doing; a client that reads nothing for the stall
         // deadline is let go, and so is the backend's work for it (the router's buffers would
@@ -165,7 +164,7 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
       });
       answer.on("end", () => {
         if (settled) return;
-        if (ending !== undefined && !ending.finished()) {
+        if (mustEndDone && !tail.endsDone()) {
           // The backend's connection closed before its stream's last event: it died or was cut.
           // Ended cleanly, the client would take what came for a whole (short) answer.
           const error = new Error("the backend's event stream ended without its last event ([DONE]): the backend closed the connection mid-answer");
@@ -196,27 +195,32 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
 }
 
 /**
- * An event stream (`text/event-stream`) whose body ends when the backend closes its connection (no
- * Content-Length, not chunked: an HTTP/1.0 server such as mlx_lm.server's). Such a body ends the
- * same way whether the answer is whole or the backend died mid-answer; only its last event, the
- * OpenAI stream's `data: [DONE]`, tells them apart. (A chunked body cut short is an error already.)
+ * An event stream's body that ends when the backend closes its connection (no Content-Length, not
+ * chunked: an HTTP/1.0 server such as mlx_lm.server's). Such a body ends the same way whether the
+ * answer is whole or the backend died mid-answer; only its last event, the OpenAI stream's
+ * `data: [DONE]`, tells them apart. (A chunked body cut short is an error already.)
  */
-function closeDelimitedStream(answer: IncomingMessage): boolean {
-  const type = String(answer.headers["content-type"] ?? "").toLowerCase();
+function closeDelimited(answer: IncomingMessage): boolean {
   const chunked = /chunked/i.test(String(answer.headers["transfer-encoding"] ?? ""));
-  return type.startsWith("text/event-stream") && answer.headers["content-length"] === undefined && !chunked;
+  return answer.headers["content-length"] === undefined && !chunked;
 }
 
-/** The last bytes of a stream, enough to tell whether it ended with its `data: [DONE]` event. */
-class StreamEnding {
-  private tail = "";
+/** The last bytes of a stream (latin1), enough to tell whether they end an event, or its `data: [DONE]`. */
+class StreamTail {
+  private text = "";
 
   see(chunk: Buffer): void {
-    this.tail = (this.tail + chunk.toString("latin1")).slice(-64);
+    // Only a chunk's end can matter: a chunk of megabytes is not decoded whole.
+    this.text = (this.text + chunk.subarray(-64).toString("latin1")).slice(-64);
   }
 
-  finished(): boolean {
-    return /data: ?\[DONE\]\s*$/.test(this.tail);
+  /** Nothing was passed on yet, or the last event is whole. */
+  endsEvent(): boolean {
+    return this.text === "" || this.text.endsWith("\n\n");
+  }
+
+  endsDone(): boolean {
+    return /data: ?\[DONE\]\s*$/.test(this.text);
   }
 }
 

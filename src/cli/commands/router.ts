@@ -23,18 +23,8 @@ export async function run(args: string[]): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"\n${usage}`);
   if (values.config === undefined) throw new UsageError(`expected --config <router.yaml>\n${usage}`);
   const format = parseLogFormat(values["log-format"]);
-  let port: number | undefined;
-  if (values.port !== undefined) {
-    if (!/^\d{1,5}$/.test(values.port) || Number(values.port) > 65535) {
-      throw new UsageError(`expected --port to be an integer from 0 to 65535, got "${values.port}"`);
-    }
-    port = Number(values.port);
-  }
-
-  const idle = values["upstream-idle-seconds"];
-  if (idle !== undefined && !(/^\d{1,5}$/.test(idle) && Number(idle) >= 1 && Number(idle) <= 86400)) {
-    throw new UsageError(`expected --upstream-idle-seconds to be an integer from 1 to 86400, got "${idle}"`);
-  }
+  const port = integerFlag("--port", values.port, 0, 65535);
+  const idleSeconds = integerFlag("--upstream-idle-seconds", values["upstream-idle-seconds"], 1, 86400);
 
   // Listen for signals before starting: a SIGTERM right after the "listening" line (a service
   // manager stopping it at once) must close the router, not kill it by the default action.
@@ -44,11 +34,20 @@ export async function run(args: string[]): Promise<number> {
     host: values.host,
     port,
     overrideSource: "--host/--port",
-    ...(idle === undefined ? {} : { upstreamIdleMs: Number(idle) * 1000 }),
+    ...(idleSeconds === undefined ? {} : { upstreamIdleMs: idleSeconds * 1000 }),
     logger: createLogger("shardctl-router", { format }),
   });
   // Serve until SIGINT/SIGTERM, then close listeners and backend connections.
   await signalled;
   await router.close();
   return 0;
+}
+
+/** A flag's whole number in [min, max] (at most five digits), or undefined when not given. */
+function integerFlag(flag: string, value: string | undefined, min: number, max: number): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d{1,5}$/.test(value) || Number(value) < min || Number(value) > max) {
+    throw new UsageError(`expected ${flag} to be an integer from ${min} to ${max}, got "${value}"`);
+  }
+  return Number(value);
 }

@@ -54,10 +54,11 @@ export interface HttpContext {
   tally: TokenTally;
   health: HealthState;
   /**
-   * Set once the process is asked to stop (SIGTERM): new requests are answered 503, and once
-   * `cut` aborts, the requests still generating or waiting for a slot end with ShuttingDown.
+   * Set once the process is asked to stop (SIGTERM): new requests are answered 503, and once it
+   * aborts (the drain time is over), the requests still generating or waiting for a slot end with
+   * shuttingDown().
    */
-  stopping?: { cut: AbortController };
+  stopping?: AbortController;
   /** The stage links' states (remote pipelines only); /health is 200 only while every one is up. */
   links?: () => LinkState[];
   log: Logger;
@@ -302,12 +303,12 @@ async function complete(
   const created = Math.floor(Date.now() / 1000);
   const object = request.kind === "chat" ? "chat.completion" : "text_completion";
   // A stopping process cuts what it still generates once its drain time is over (see drain()).
-  const cut = (): boolean => ctx.stopping?.cut.signal.aborted === true;
+  const cut = (): boolean => ctx.stopping?.signal.aborted === true;
   const cancelled = (): boolean => closed || cut();
   // Wait for a slot: a client that leaves meanwhile is never computed for.
   let release: () => void;
   try {
-    release = await ctx.slots.acquire(ctx.stopping === undefined ? gone.signal : AbortSignal.any([gone.signal, ctx.stopping.cut.signal]));
+    release = await ctx.slots.acquire(ctx.stopping === undefined ? gone.signal : AbortSignal.any([gone.signal, ctx.stopping.signal]));
     // Generating now: what the request holds is the pipeline's (its KV cache), not the queue's.
     share.release();
   } catch {

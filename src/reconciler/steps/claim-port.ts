@@ -16,7 +16,7 @@ import { httpBindHostOf } from "../../cluster/index.js";
 import { socketCovers, listeningSockets, type NodeAccess } from "../../nodes/index.js";
 import { ShardctlError } from "../../errors/index.js";
 import type { LedgerEntry } from "../../launch/index.js";
-import { definitionOf, type Pass } from "../pass.js";
+import { definitionOf, replacing, type Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
 
 export function claimPort(when: "before-replace" | "after-replace"): Step {
@@ -25,7 +25,8 @@ export function claimPort(when: "before-replace" | "after-replace"): Step {
     action: "launch",
     failure: "PortInUse",
     async run(pass) {
-      if (checksAfterReplace(pass) !== (when === "after-replace")) return;
+      // What runs broken or half-done is replaced before the port is looked at.
+      if ((replacing(pass) === "broken") !== (when === "after-replace")) return;
       const { access, wanted } = await httpAddressOf(pass);
       const entries = await pass.ledger.list();
       const others = entries.filter((e) => e.cluster !== pass.name);
@@ -57,12 +58,6 @@ async function refuseForeignHolder(node: NodeAccess, wanted: HttpAddress): Promi
     `[coordinator] port ${wanted.port} on ${wanted.node} is held by a program that is not a cluster of this daemon (its socket table lists a listener on ${holder.address}:${holder.port}): stop what holds it, or give the definition another port. The running revision keeps serving meanwhile; retried with back-off`,
     { terminal: false },
   );
-}
-
-/** What runs for this cluster is broken or half-done: it is replaced before the port is looked at. */
-function checksAfterReplace(pass: Pass): boolean {
-  const replace = pass.action?.kind === "launch" ? pass.action.replace : undefined;
-  return replace !== undefined && (replace.gone.length > 0 || replace.phase !== "running");
 }
 
 /**

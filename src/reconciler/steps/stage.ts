@@ -13,7 +13,7 @@
 import { stageForCluster, stagingFailureOf } from "../../cluster/index.js";
 import { isShardctlError, messageOf, ShardctlError } from "../../errors/index.js";
 import type { NodeStagingResult } from "../../staging/index.js";
-import { definitionOf, type Pass } from "../pass.js";
+import { definitionOf, replacing, type Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
 import { calledOff, isServing, notServingYet, setConditions, type Verdict } from "../verdicts.js";
 
@@ -51,8 +51,7 @@ export const stageAhead: Step = {
  * it can stage first. What is broken is torn down first, as a port it holds may be.
  */
 function servesWhileStaging(pass: Pass): boolean {
-  const replace = pass.action?.kind === "launch" ? pass.action.replace : undefined;
-  return replace !== undefined && replace.phase === "running" && replace.gone.length === 0 && pass.entry !== undefined && isServing(pass.memory);
+  return replacing(pass) === "whole" && pass.entry !== undefined && isServing(pass.memory);
 }
 
 async function stageModel(pass: Pass, ahead: boolean): Promise<Verdict | void> {
