@@ -250,24 +250,16 @@ describe("link liveness (engine processes)", () => {
 describe("link liveness during a long compute", () => {
   it("a stage busy for seconds on a prefill (event loop blocked) is not declared dead, even with a stall bound shorter than the prefill", async () => {
     const bigDir = await bigModelDir();
-    const level = process.env.SHARD_ENGINE_LOG_LEVEL;
-    process.env.SHARD_ENGINE_LOG_LEVEL = "debug";
-    let cluster;
-    try {
-      cluster = await startCluster(bigDir, {
-        stages: [
-          [0, 1],
-          [1, 4],
-        ],
-        dir,
-        // The bound is on a computation that stops moving, not on a long one: every layer of every
-        // chunk of rows counts as progress.
-        stageArgs: ["--compute-stall-ms", "1000"],
-      });
-    } finally {
-      if (level === undefined) delete process.env.SHARD_ENGINE_LOG_LEVEL;
-      else process.env.SHARD_ENGINE_LOG_LEVEL = level;
-    }
+    const cluster = await startWithDebugLogs(bigDir, {
+      stages: [
+        [0, 1],
+        [1, 4],
+      ],
+      dir,
+      // The bound is on a computation that stops moving, not on a long one: every layer of every
+      // chunk of rows counts as progress.
+      stageArgs: ["--compute-stall-ms", "1000"],
+    });
     // Stage 1 runs three of the four layers over the whole prompt in one synchronous pass. The test
     // only means something if the stage really was blocked longer than the dead bound (2.5 s): how
     // long a prompt takes that depends on the machine, so a prompt that computed too quickly is
@@ -294,7 +286,7 @@ describe("a stage stuck inside a computation", () => {
   it("a stage whose computation stops moving while its heartbeat helper runs on is declared dead once it has finished no layer for --compute-stall-ms", async () => {
     const bigDir = await bigModelDir();
     const stallMs = 1500;
-    const cluster = await startCluster(bigDir, {
+    const cluster = await startWithDebugLogs(bigDir, {
       stages: [
         [0, 1],
         [1, 4],
@@ -312,15 +304,18 @@ describe("a stage stuck inside a computation", () => {
       async (r) => ({ status: r.status, text: await r.text() }),
       (error: unknown) => ({ status: 0, text: String(error) }),
     );
-    // Once stage 1's main thread is computing (40 ms of CPU in the last 200: an idle thread uses
-    // none, and a busy machine may give a computing one no more than its share of a core), stop that
-    // thread alone: a computation that never returns, as a deadlock leaves it. SIGSTOP would stop
-    // the helper too.
-    const cpu: number[] = [];
+    // Once stage 1's main thread is inside its computation of the prompt, stop that thread alone: a
+    // computation that never returns, as a deadlock leaves it. SIGSTOP would stop the helper too.
+    // Inside it, not merely busy: work outside a computation (taking the request, setting up its
+    // cache) has no helper heartbeating for it, so a freeze there is a plain silence, declared dead
+    // 2.5 s after the last heartbeat, which says nothing of the helper. Stage 1 computes once stage
+    // 0 has passed on its activations, which stage 0 says as its own long computation ends; 150 ms
+    // of stage 1's CPU after that lands within its seconds-long computation.
+    let computingFrom: number | undefined;
     await waitFor(
       () => {
-        cpu.push(mainThreadCpuMs(pid));
-        return cpu.length > 8 && cpu.at(-1)! - cpu.at(-9)! >= 40;
+        if (computingFrom === undefined && cluster.stages[0]!.stderr().includes('"msg":"long compute')) computingFrom = mainThreadCpuMs(pid);
+        return computingFrom !== undefined && mainThreadCpuMs(pid) - computingFrom >= 150;
       },
       30_000,
       "stage 1 computing the prompt",
@@ -364,6 +359,18 @@ describe("a stage stuck inside a computation", () => {
     await killAll();
   }, 120_000);
 });
+
+/** A cluster whose processes log at debug level (their long computations are said as they end). */
+async function startWithDebugLogs(...args: Parameters<typeof startCluster>): ReturnType<typeof startCluster> {
+  const level = process.env.SHARD_ENGINE_LOG_LEVEL;
+  process.env.SHARD_ENGINE_LOG_LEVEL = "debug";
+  try {
+    return await startCluster(...args);
+  } finally {
+    if (level === undefined) delete process.env.SHARD_ENGINE_LOG_LEVEL;
+    else process.env.SHARD_ENGINE_LOG_LEVEL = level;
+  }
+}
 
 /** The last line a process wrote. */
 function lastLine(text: string): string {
