@@ -8,7 +8,7 @@
  * needs is taken) it says which setting to change and exits 1 at once rather than waiting for a
  * Ctrl-C.
  */
-import { mkdir, readdir, rename, writeFile } from "node:fs/promises";
+import { mkdir, readdir, rename, stat, writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { isShardctlError, messageOf } from "../errors/index.js";
 import { pathExists } from "../files/index.js";
@@ -144,6 +144,12 @@ async function main(args: string[]): Promise<number> {
   return 0;
 }
 
+/** Whether `file` was last written at or after `since` (ms since the epoch). */
+async function writtenSince(file: string, since: number): Promise<boolean> {
+  const info = await stat(file).catch(() => undefined);
+  return info !== undefined && info.mtimeMs >= since;
+}
+
 /** "ready", or why it will not be. */
 async function waitReady(statusFile: string, revision: string, spec: ClusterSpec, startedAt: number, interrupted: AbortSignal): Promise<"ready" | { failure: string }> {
   const deadline = Date.now() + readyTimeoutMs;
@@ -153,7 +159,10 @@ async function waitReady(statusFile: string, revision: string, spec: ClusterSpec
     // Nobody waits for the answer any more (the caller tears down): say nothing.
     if (interrupted.aborted) return { failure: "interrupted" };
     if (status !== undefined && status.observedRevision === revision) {
-      if (status.health !== lastHealth) {
+      // Said once this daemon's passes speak: not an earlier run's last word (its Stopped), nor
+      // that word kept as the daemon takes the demo's reconcile request (`RetryRequested`).
+      const passSpoke = status.conditions.find((c) => c.type === "Reconciling")?.reason !== "RetryRequested" && (await writtenSince(statusFile, startedAt));
+      if (passSpoke && status.health !== lastHealth) {
         lastHealth = status.health;
         console.log(`  ${status.health}${status.lastError ? ` (${status.lastError.reason}: ${status.lastError.message})` : ""}`);
       }

@@ -7,3 +7,4 @@ export { writeFileAtomic } from "./write-file-atomic.js";
 export { entryExists, pathExists } from "./path-exists.js";
 export { openRegularFile, readRegularFile, readRegularText, formatCap, FileRefusedError, type OpenedRegularFile, type RegularFileOptions } from "./read-regular-file.js";
 export { workingTreeOf, isWithin } from "./working-tree.js";
+export { cannotWriteIn } from "./writable-folder.js";

@@ -175,7 +175,8 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
         // entry alive for ever, so the backend is forgotten either way.
         await context.registrar.deregister(backend.name).catch(() => undefined);
         delete entry.routerBackend;
-        throw new LaunchError("RouterRegistrationFailed", "router-registration", `could not register backend "${backend.name}" with the router: ${messageOf(error)}`, {
+        const reason = isShardctlError(error) && error.reason === "RouterConfigUnwritable" ? error.reason : "RouterRegistrationFailed";
+        throw new LaunchError(reason, "router-registration", `could not register backend "${backend.name}" with the router: ${messageOf(error)}`, {
           cause: error,
         });
       }

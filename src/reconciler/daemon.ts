@@ -13,6 +13,7 @@ import type { LaunchDeadlines } from "../launch/index.js";
 import { startRouter, type RunningRouter } from "../router/index.js";
 import { definitionsDirMissing, loadSettings, type Settings } from "../spec/index.js";
 import { isShardctlError, ShardctlError } from "../errors/index.js";
+import { checkWritableFolders } from "./check-writable-folders.js";
 import { daemonIdOf } from "./daemon-id.js";
 import { acquireDaemonLock } from "./daemon-lock.js";
 import { createNodePool } from "../cluster/index.js";
@@ -75,8 +76,10 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     throw definitionsDirMissing(dir);
   }
   const settings = await loadSettings(options.settingsFile);
-  // Refused before anything starts: a dashboard off loopback without its token.
+  // Refused before anything starts: a dashboard off loopback without its token, and folders the
+  // daemon must write but cannot (each launch would otherwise run whole before failing there).
   const uiToken = dashboardTokenOf(settings);
+  await checkWritableFolders(settings, options.settingsFile);
   // prom-client is loaded by the daemon alone, not by every command that reads a status; before
   // the lock is taken, so that a failure to load it leaves no lock behind.
   const { DaemonMetrics } = await import("./metrics.js");

@@ -292,7 +292,7 @@ export class Reconciler {
         const revision = memory.lastGood?.revision ?? entry.revision;
         const described = await pathExists(this.world.definitionFile(entry.cluster));
         if (described) {
-          const message = "the daemon is tearing the cluster down as it exits (--teardown-on-exit, which the demo sets)";
+          const message = "the daemon is tearing the cluster down as it exits (--teardown-on-exit)";
           setConditions(memory, revision, {
             Ready: { status: "False", reason: "TearingDown", message },
             Reconciling: { status: "True", reason: "TearingDown", message },
@@ -318,7 +318,7 @@ export class Reconciler {
         if (described) {
           // A stop asked for, not a failure: the next start's launch does not count against this run's budget.
           if (memory.restarts !== undefined) memory.restarts.count = 0;
-          const verdict = settle(memory, "stop", "Stopped", "TornDownOnExit", "the daemon tore the cluster down as it exited (--teardown-on-exit, which the demo sets)");
+          const verdict = settle(memory, "stop", "Stopped", "TornDownOnExit", "the daemon tore the cluster down as it exited (--teardown-on-exit)");
           clearRuntime(memory, revision);
           await this.world.writeStatus(entry.cluster, memory, verdict, settings);
         }
@@ -330,7 +330,7 @@ export class Reconciler {
     for (const [name, memory] of this.memories) {
       if (torn.has(name) || !(await pathExists(this.world.definitionFile(name)))) continue;
       if (memory.status?.health === "Stopped" || memory.status?.health === "Suspended" || memory.status?.health === "Disabled") continue;
-      const message = "the daemon exited (--teardown-on-exit, which the demo sets); nothing of the cluster runs";
+      const message = "the daemon exited (--teardown-on-exit); nothing of the cluster runs";
       setConditions(memory, memory.lastGood?.revision ?? "", {
         Ready: { status: "False", reason: "TornDownOnExit", message },
         Reconciling: { status: "False", reason: "TornDownOnExit", message },

@@ -46,6 +46,15 @@ export function createContinuumFileRegistrar(configFile: string): Registrar {
         if (next !== text || !exists) await writeFileAtomic(file, next, { followLink: true });
         lastText = next;
       } catch (error) {
+        // A folder the daemon's user cannot write is the router file's surroundings, not the cluster's fault.
+        const code = (error as NodeJS.ErrnoException).code;
+        if (code === "EACCES" || code === "EPERM" || code === "EROFS") {
+          throw new ShardctlError(
+            reason === "RouterRegistrationFailed" ? "RouterConfigUnwritable" : reason,
+            `cannot update router config ${file}: ${messageOf(error)}; the daemon's user must be able to create files in its folder (the config is replaced by a new file renamed over it)`,
+            { cause: error },
+          );
+        }
         throw new ShardctlError(reason, `cannot update router config ${file}: ${messageOf(error)}`, { cause: error });
       }
     });

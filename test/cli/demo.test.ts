@@ -14,6 +14,7 @@ import { dirname, join } from "node:path";
 import { afterAll, expect, test } from "vitest";
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
+import { readStatus } from "../../src/reconciler/index.js";
 import { pathExists } from "../../src/files/index.js";
 import { makeTestModel } from "../../src/planner/test-model/index.js";
 import { freePort, freePortRange, repoRoot } from "../reconciler/daemon-fixture.js";
@@ -211,7 +212,19 @@ test("a demo killed with SIGKILL left its cluster running: the next run takes it
   const log = await readFile(join(root, ".demo/daemon.log"), "utf8");
   expect(log).toContain("dashboard listening");
   expect(log.startsWith(earlier)).toBe(false);
-}, 200_000);
+  // The status file still says Stopped from that run's teardown: the next run does not print it
+  // as its own first word.
+  expect((await readStatus(join(root, "clusters/demo.status.json")))?.health).toBe("Stopped");
+  const third = runDemo(root);
+  await waitReady(third);
+  const healthLines = third
+    .stdout()
+    .split("\n")
+    .filter((line) => /^ {2}[A-Z][a-z]+( \(|$)/.test(line));
+  expect(healthLines[0], third.stdout()).not.toMatch(/^ {2}Stopped/);
+  third.child.kill("SIGINT");
+  expect(await exitOnItsOwn(third, 60_000), third.stderr()).toBe(0);
+}, 260_000);
 
 test("the demo's coordinator port is taken: exit 1 before the daemon starts, naming clusters/demo.toml and [coordinator] port", async () => {
   const taken = await holdPort();

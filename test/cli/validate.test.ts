@@ -258,12 +258,17 @@ describe("shardctl validate", () => {
     const broken = await validate(copy);
     expect(broken.code).toBe(1);
     expect(broken.stderr).toMatch(/^clusters\/broken\.toml:\d+:\d+: /m);
-    // --dir names another directory; without clusters/ only the settings are checked.
+    // --dir names another directory; without it and without clusters/, nothing the daemon would
+    // watch was found: refused as the daemon refuses it, not "ok" with no definition checked.
     const other = join(copy, "defs");
     await mkdir(other);
     await cp(join(copy, "clusters", "broken.toml"), join(other, "broken.toml"));
     await rm(join(copy, "clusters"), { recursive: true });
-    expect(await validate(copy)).toMatchObject({ code: 0, stdout: "ok: 1 settings file, 0 definitions\n" });
+    expect(await validate(copy)).toEqual({
+      code: 1,
+      stdout: "",
+      stderr: "shardctl: clusters is not a directory of cluster definitions; create it or pass --dir <directory>\n",
+    });
     const dirGiven = await validate(copy, "--dir", "defs");
     expect(dirGiven.code).toBe(1);
     expect(dirGiven.stderr).toMatch(/^defs\/broken\.toml:\d+:\d+: /m);

@@ -220,7 +220,7 @@ describe("daemon", () => {
       // Asked while no daemon runs: the request waits for the next start, which takes it before any pass.
       const asked = await runShardctl(world, ["reconcile", "alpha"]);
       expect(asked.code).toBe(1);
-      expect(asked.stderr).toMatch(/the request for alpha waits for the next daemon to start/);
+      expect(asked.stderr).toMatch(/nothing acts on alpha now: the request is kept, and the next daemon to start there takes it/);
     } finally {
       await dw.startDaemon();
     }

@@ -31,11 +31,15 @@ export async function run(args: string[]): Promise<number> {
   const daemon = await findDaemon(context.clustersDir);
   const request = await dropReconcileRequest(daemon?.stateDir ?? context.settings.daemon.stateDir, name);
   if (daemon === undefined) {
-    console.error(`no shardctl daemon is watching ${context.clustersDir}: the request for ${name} waits for the next daemon to start`);
+    console.error(
+      `no shardctl daemon is watching ${context.clustersDir}, so nothing acts on ${name} now: the request is kept, and the next daemon to start there takes it (start one: shardctl daemon, or shardctl service install)`,
+    );
     return 1;
   }
   if (daemon.silent) {
-    console.error(`the shardctl daemon watching ${context.clustersDir} is silent (${describeSilence(daemon)}): the request for ${name} waits until it runs again`);
+    console.error(
+      `the shardctl daemon watching ${context.clustersDir} is silent (${describeSilence(daemon)}), so nothing acts on ${name} now: the request is kept until it runs again`,
+    );
     return 1;
   }
   if (await requestTaken(request, acknowledgeDeadlineMs)) {

@@ -9,6 +9,7 @@ import { parseArgs } from "node:util";
 import { isShardctlError, messageOf } from "../../errors/index.js";
 import { pathExists } from "../../files/index.js";
 import {
+  definitionsDirMissing,
   findClusterFiles,
   formatIssue,
   holdsSettings,
@@ -105,7 +106,8 @@ export async function run(args: string[]): Promise<number> {
 /**
  * What `validate` alone checks: the settings file and the definitions directory the daemon would
  * watch (`--dir`, default clusters/ beside the settings), as `shardctl validate shardctl.toml clusters`.
- * A default directory that does not exist is left out; one given with --dir must exist.
+ * That directory must exist, as the daemon, `status` and `diff` require: a CI job whose folder was
+ * renamed must not pass having checked no definition.
  */
 async function defaultPaths(configFile: string, dir: string | undefined): Promise<string[]> {
   if (!(await pathExists(configFile))) {
@@ -113,7 +115,8 @@ async function defaultPaths(configFile: string, dir: string | undefined): Promis
   }
   if (dir !== undefined) return [configFile, dir];
   const clusters = join(dirname(resolve(configFile)), "clusters");
-  return (await pathExists(clusters)) ? [configFile, displayPath(clusters)] : [configFile];
+  if (!(await pathExists(clusters))) throw definitionsDirMissing(displayPath(clusters));
+  return [configFile, displayPath(clusters)];
 }
 
 /** The name every command looks for settings under. */

@@ -92,14 +92,14 @@ export const commandTable = [
     purpose: "check cluster definitions and settings; print every problem as file:line:col",
     usage: "shardctl validate [paths…]",
     details: [
-      "Without paths it checks the settings file and the definitions directory (--dir, default clusters/ beside the settings), as the daemon would read them.",
+      "Without paths it checks the settings file and the definitions directory (--dir, default clusters/ beside the settings), as the daemon would read them; a directory that does not exist is refused, as the daemon refuses it.",
       "Directories contribute their *.toml files (not recursive). Definitions are checked against the node registry of the settings file, which is validated too; a shardctl.toml named or found in a directory, or a file named under another name that holds settings tables ([nodes.<name>], [daemon], …), is validated as settings and counted apart.",
     ],
     operands: { kind: "file" },
     flags: [...contextFlags],
     exitCodes: [
       { code: 0, meaning: "every file is valid" },
-      { code: 1, meaning: "a problem in some file (each printed as file:line:col: path: message), or a usage error" },
+      { code: 1, meaning: "a problem in some file (each printed as file:line:col: path: message), no definitions directory, or a usage error" },
     ],
     example: "shardctl validate shardctl.toml clusters",
   },

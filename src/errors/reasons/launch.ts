@@ -37,8 +37,8 @@ export type LaunchStepReason =
   | "CoordinatorHealthTimeout"
   /** The one-token request against the coordinator failed (transient). */
   | "ReadinessProbeFailed"
-  /** The router would not take the backend (see the router reasons). */
-  | Extract<RouterReason, "RouterRegistrationFailed">
+  /** The router would not take the backend, or its config's folder cannot be written (see the router reasons). */
+  | Extract<RouterReason, "RouterRegistrationFailed" | "RouterConfigUnwritable">
   /** The launch files (cluster config, transport token) could not be written, or a step failed without a reason of its own (transient). */
   | "LaunchFilesFailed";
 

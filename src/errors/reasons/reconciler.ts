@@ -14,6 +14,8 @@ export type ReconcilerReason =
   | "RestartBudgetExhausted"
   /** Another daemon already watches this definitions directory (terminal). */
   | "DaemonAlreadyRunning"
+  /** The daemon's user cannot create files in `[daemon] state_dir`; the daemon does not start (terminal). */
+  | "StateDirUnwritable"
   /** The daemon lock file could not be taken (transient). */
   | "DaemonLockFailed"
   /** A node named in the ledger is no longer in the registry; its cleanup waits for it (transient). */

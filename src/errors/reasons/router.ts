@@ -8,6 +8,8 @@ export type RouterReason =
   | "RouterConfigInvalid"
   /** Another running cluster of this daemon is registered under the same `[router] backend` name (terminal: give each its own). */
   | "RouterBackendTaken"
+  /** The daemon's user cannot create files in the router config's folder: the daemon does not start; met at a registration, the launch is tried again, not counted (terminal at start). */
+  | "RouterConfigUnwritable"
   /** Registering the backend failed; terminal when the entry is invalid or the admin token variable is unset. */
   | "RouterRegistrationFailed"
   /** Removing the backend failed; terminal when the admin token variable is unset. */

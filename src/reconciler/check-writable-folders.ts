@@ -1,0 +1,42 @@
+import { mkdir, realpath } from "node:fs/promises";
+import { userInfo } from "node:os";
+import { dirname, resolve } from "node:path";
+import { messageOf, ShardctlError } from "../errors/index.js";
+import { cannotWriteIn } from "../files/index.js";
+import type { Settings } from "../spec/index.js";
+
+/**
+ * The daemon writes its state directory (ledger, requests, launch records) and, with the router's
+ * YAML as its registrar, that file's folder (the config is replaced by a rename, the relaunch marks
+ * sit beside it). A folder it cannot write is refused as it starts, naming the setting, rather than
+ * found by the first launch, which would start every process before failing to register.
+ */
+export async function checkWritableFolders(settings: Settings, settingsFile: string): Promise<void> {
+  const user = userInfo().username;
+  const stateDir = settings.daemon.stateDir;
+  const stateProblem = await mkdir(stateDir, { recursive: true }).then(
+    () => cannotWriteIn(stateDir),
+    (error: unknown) => messageOf(error),
+  );
+  if (stateProblem !== undefined) {
+    throw new ShardctlError(
+      "StateDirUnwritable",
+      `${settingsFile}: [daemon] state_dir ${stateDir} cannot be written by the daemon's user (${user}): ${stateProblem}; make that folder writable by ${user}, or set state_dir to a folder it owns`,
+      { terminal: true },
+    );
+  }
+  const router = settings.router;
+  if (router.kind !== "continuum" || router.adminUrl !== undefined || router.config === undefined) return;
+  const config = resolve(router.config);
+  // The link's folder holds the relaunch marks; the folder of the file it leads to, the config's replacement.
+  const folders = new Set([dirname(config), dirname(await realpath(config).catch(() => config))]);
+  for (const folder of folders) {
+    const problem = await cannotWriteIn(folder);
+    if (problem === undefined) continue;
+    throw new ShardctlError(
+      "RouterConfigUnwritable",
+      `${settingsFile}: [router] config ${router.config}: the daemon's user (${user}) cannot create files in ${folder}: ${problem}; the daemon replaces that file by writing a new one beside it and renaming it over, so make ${folder} writable by ${user}, or point config at a file in a folder it owns`,
+      { terminal: true },
+    );
+  }
+}
