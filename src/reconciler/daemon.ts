@@ -170,7 +170,9 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       });
     }
     if (settings.daemon.metricsAddress !== undefined) {
-      metricsServer = await metrics.serve(settings.daemon.metricsAddress);
+      metricsServer = await metrics.serve(settings.daemon.metricsAddress, (dropped, limit) =>
+        log.warn({ dropped, limit }, "metrics connections dropped: this many clients hold connections already (clients that send no request are cut after 10 s)"),
+      );
       started.push(closeMetrics);
       log.info({ address: settings.daemon.metricsAddress }, "metrics listening");
     }
@@ -212,6 +214,8 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       onSettings: () => void enqueueAll(),
       onStatusFile: (name) =>
         void reconciler.restoreStatus(name).catch((error: unknown) => log.error({ cluster: name, err: error }, "could not put back the status file")),
+      onError: (error) =>
+        log.warn({ err: error, dir }, "the watch of the definitions could not look at an entry; it goes on, and each resync looks at the directory again"),
     });
     started.push(() => watcher.close());
     // The router's YAML, edited by others: a cluster whose backend left it gets a pass at once.

@@ -5,6 +5,9 @@
  * run for weeks is watched for growth. Served as text on `[daemon] metrics_address` when set.
  */
 import { createServer, type Server } from "node:http";
+import { refuseForeignRequest } from "../browser-guard/index.js";
+import { connectionLimit, limitConnections, limitedServerOptions } from "../http-limits/index.js";
+import { isLoopbackAddress } from "../spec/index.js";
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { PassReport } from "./compose-status.js";
 import { healthValues, type Health } from "./status/index.js";
@@ -44,12 +47,23 @@ export class DaemonMetrics {
     this.stagesUp.set([...this.stages.values()].reduce((a, b) => a + b, 0));
   }
 
-  /** Serve `/metrics` on host:port; resolves once listening. */
-  async serve(address: string): Promise<Server> {
+  /**
+   * Serve `/metrics` on host:port; resolves once listening. Its connections are capped and its
+   * heads timed as the dashboard's are (a flood of idle connections once took every descriptor of
+   * the daemon, and the daemon with them), and on loopback it serves loopback host names only (a
+   * page of another site, through DNS rebinding, does not read the clusters' health).
+   */
+  async serve(address: string, warn: (dropped: number, limit: number) => void = () => undefined): Promise<Server> {
     const [host, port] = splitAddress(address);
     if (!this.collectingProcess) collectDefaultMetrics({ register: this.registry });
     this.collectingProcess = true;
-    const server = createServer((req, res) => {
+    const loopback = isLoopbackAddress(address);
+    const server = createServer(limitedServerOptions(30_000), (req, res) => {
+      const refusal = refuseForeignRequest(req, { loopback, what: "the metrics endpoint" });
+      if (refusal !== undefined) {
+        res.writeHead(403).end(`${refusal}\n`);
+        return;
+      }
       if (req.url !== "/metrics") {
         res.writeHead(404).end("not found\n");
         return;
@@ -59,6 +73,8 @@ export class DaemonMetrics {
         (error: unknown) => res.writeHead(500).end(String(error)),
       );
     });
+    // A sixteenth of the daemon's descriptors at most (beside the dashboard's eighth and the router's quarter).
+    limitConnections(server, connectionLimit(1 / 16, 256), warn);
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
       server.listen(port, host, () => resolve());

@@ -27,7 +27,16 @@ export interface WatchOptions {
   onSettings: () => void;
   /** Quiet time before an event is delivered, ms. Default 100. */
   debounceMs?: number;
+  /**
+   * The watch could not look at an entry (a symbolic link that loops, a file it may not read, no
+   * descriptor left): said, never the end of the daemon, whose resync looks again anyway. Called
+   * at most once a minute for the same words.
+   */
+  onError?: (error: Error) => void;
 }
+
+/** Least time between two reports of the same watch error, ms. */
+const sameErrorEveryMs = 60_000;
 
 export async function watchDefinitions(options: WatchOptions): Promise<DefinitionWatcher> {
   const debounceMs = options.debounceMs ?? 100;
@@ -85,10 +94,19 @@ export async function watchDefinitions(options: WatchOptions): Promise<Definitio
   });
   // A directory where a status file belongs, removed, is a status file to put back.
   watcher.on("add", onEvent).on("change", onEvent).on("unlink", onEvent).on("unlinkDir", onEvent);
-  await new Promise<void>((resolveReady, reject) => {
-    watcher.once("ready", () => resolveReady());
-    watcher.once("error", reject);
+  // An entry the watch cannot look at is said and passed over, whenever it happens: a definitions
+  // directory with a link that loops (git stores links) must not keep the daemon from starting,
+  // and an error with no listener would end the process.
+  const reported = new Map<string, number>();
+  watcher.on("error", (error: unknown) => {
+    const failure = error instanceof Error ? error : new Error(String(error));
+    const now = performance.now();
+    if (now - (reported.get(failure.message) ?? -Infinity) < sameErrorEveryMs) return;
+    if (reported.size > 1_000) reported.clear();
+    reported.set(failure.message, now);
+    options.onError?.(failure);
   });
+  await new Promise<void>((resolveReady) => watcher.once("ready", () => resolveReady()));
   return {
     async close() {
       for (const timer of timers.values()) clearTimeout(timer);

@@ -6,6 +6,13 @@ import { ShardctlError, firstUnsafeChar, quoteText } from "../errors/index.js";
 
 /** The longest name (one path segment) common file systems take, bytes (ext4, APFS, XFS). */
 const maxNameBytes = 255;
+/**
+ * The longest file name taken, bytes, folders included: what macOS takes for a whole path is 1024,
+ * and a model's files are named in tens of bytes. Bounds the work any listing's names can cause.
+ */
+const maxPathBytes = 1024;
+/** The most folders a file name may lie under: model repositories use one or two. */
+const maxDepth = 32;
 
 export function assertSafePath(path: string, from: string): void {
   const problem =
@@ -17,11 +24,15 @@ export function assertSafePath(path: string, from: string): void {
           ? "is absolute"
           : path.includes("\\")
             ? "contains a backslash"
-            : path.split("/").some((s) => s === ".." || s === "." || s === "")
-              ? "has a '..', '.' or empty segment"
-              : path.split("/").some((s) => Buffer.byteLength(s) > maxNameBytes)
-                ? `has a segment over ${maxNameBytes} bytes, longer than file systems take a name`
-                : undefined;
+            : Buffer.byteLength(path) > maxPathBytes
+              ? `is over ${maxPathBytes} bytes long`
+              : path.split("/").length > maxDepth + 1
+                ? `lies more than ${maxDepth} folders deep`
+                : path.split("/").some((s) => s === ".." || s === "." || s === "")
+                  ? "has a '..', '.' or empty segment"
+                  : path.split("/").some((s) => Buffer.byteLength(s) > maxNameBytes)
+                    ? `has a segment over ${maxNameBytes} bytes, longer than file systems take a name`
+                    : undefined;
   if (problem !== undefined) {
     throw new ShardctlError("UnsafeFileName", `${from} lists the file name ${showName(path)}, which ${problem}; refusing to stage it`, { terminal: true });
   }

@@ -271,7 +271,25 @@ async function fetchOnNode(request: TransferRequest, source: Extract<StagingSour
   const config = [`url = ${curlQuote(url)}`, ...(source.token === undefined ? [] : [`header = ${curlQuote(`Authorization: Bearer ${source.token}`)}`])].join("\n");
   // --speed-limit/--speed-time: under 1 byte/s for idleMs (at least 1 s) ends curl (exit 28).
   const idleSec = String(Math.max(1, Math.round(request.idleMs / 1000)));
-  const curl = ["curl", "--fail", "--silent", "--show-error", "--location", "--speed-limit", "1", "--speed-time", idleSec, "--config", "-"];
+  // --proto, --proto-redir: a Hub (or a redirect it sends) cannot steer the node to another protocol
+  // (ftp, file, …), whose silence the idle limit does not cut in time, or whose files it would read.
+  const curl = [
+    "curl",
+    "--fail",
+    "--silent",
+    "--show-error",
+    "--location",
+    "--proto",
+    "=http,https",
+    "--proto-redir",
+    "=http,https",
+    "--speed-limit",
+    "1",
+    "--speed-time",
+    idleSec,
+    "--config",
+    "-",
+  ];
   // The program stops an earlier download still writing the file (its connection dropped), resumes
   // from the file's size then, and caps the body one byte past the listed size: a longer one shows
   // as a file past that size.

@@ -4,7 +4,8 @@
  * started once the address is free runs. With the embedded router's address taken too, one start
  * names both.
  */
-import { readFile, writeFile } from "node:fs/promises";
+import { readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import { createServer, type AddressInfo, type Server } from "node:net";
 import { expect, it } from "vitest";
 import { isShardctlError } from "../../src/errors/index.js";
@@ -77,4 +78,24 @@ it("the router's and the dashboard's addresses both taken: one start names both"
   // Both free again: it starts.
   const daemon = await startInProcessDaemon(world);
   await daemon.stop();
+});
+
+// Regression: the watch of the definitions rejected its start on the first entry it could not look
+// at, and had no listener for later errors: a symbolic link that loops (git stores links, so one
+// commit does it) kept the daemon from starting, or ended it.
+it("a definition that is a symbolic link looping on itself: the daemon starts, and the clusters beside it are planned", async () => {
+  const { world } = dw;
+  await writeSettings(world, { enabled: false });
+  await writeDefinition(world, "beside", definitionText(world, { nodes: ["l1", "l2"] }));
+  await symlink("loop.toml", join(world.clustersDir, "loop.toml"));
+  try {
+    const daemon = await startInProcessDaemon(world);
+    try {
+      await waitForStatus(world, "beside", (s) => s.plan !== undefined);
+    } finally {
+      await daemon.stop();
+    }
+  } finally {
+    await rm(join(world.clustersDir, "loop.toml"), { force: true });
+  }
 });

@@ -1,5 +1,7 @@
 /** `/metrics` (Prometheus text format): passes by result, pass duration, clusters by health, stages up, the process's memory and file descriptors. */
 import { readFile, writeFile } from "node:fs/promises";
+import { request } from "node:http";
+import { connect, type Socket } from "node:net";
 import { expect, test } from "vitest";
 import { allocateHost } from "../support/test-world.js";
 import { definitionText, freePort, revisionOf, waitForStatus, writeDefinition } from "./daemon-fixture.js";
@@ -43,4 +45,39 @@ test("serves passes by result, pass duration, clusters by health and stages up",
   expect(text).toMatch(/^nodejs_heap_size_used_bytes [1-9]\d*$/m);
   expect(text).toMatch(/^process_open_fds [1-9]\d*$/m);
   expect((await fetch(url.replace("/metrics", "/other"))).status).toBe(404);
+});
+
+// Regression: the metrics listener had no cap on connections and no Host check: 20 000 idle
+// connections took every descriptor of the daemon (its file watch failed and the daemon ended, the
+// embedded router with it), and a page of another site could read the clusters' health through DNS
+// rebinding.
+test("on loopback it serves loopback names only; idle connections past its cap are dropped, and it answers once they go", async () => {
+  const target = new URL(url);
+  const foreign = await new Promise<number>((resolve, reject) => {
+    const req = request({ host: target.hostname, port: target.port, path: "/metrics", headers: { host: "evil.example" } }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on("error", reject);
+    req.end();
+  });
+  expect(foreign).toBe(403);
+
+  // 300 connections that send nothing: the cap (256 at most) drops the rest at once.
+  const sockets = await Promise.all(
+    Array.from(
+      { length: 300 },
+      () =>
+        new Promise<Socket>((resolve) => {
+          const socket = connect(Number(target.port), target.hostname, () => resolve(socket));
+          socket.on("error", () => undefined);
+        }),
+    ),
+  );
+  await new Promise((r) => setTimeout(r, 1_000));
+  const dropped = sockets.filter((s) => s.closed || s.readyState !== "open").length;
+  expect(dropped).toBeGreaterThanOrEqual(300 - 256);
+  for (const socket of sockets) socket.destroy();
+  await new Promise((r) => setTimeout(r, 500));
+  expect((await fetch(url)).status).toBe(200);
 });

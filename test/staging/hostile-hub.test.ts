@@ -6,6 +6,8 @@
  * a file name with a control character is refused, naming the entry, before anything is downloaded.
  */
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:http";
+import { createServer as createNetServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -14,6 +16,7 @@ import { makeTestModel } from "../../src/planner/index.js";
 import { fetchHubManifest, incompletePath, stageNode, type Manifest, type StagingSource } from "../../src/staging/index.js";
 import { startHubServer, type HubServer, type HubTreeEntry } from "../support/hub-server.js";
 import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { allocateHost } from "../support/test-world.js";
 
 const repo = "test-org/hostile-hub";
 const commit = "5555555555666666666677777777778888888888";
@@ -176,5 +179,47 @@ describe("a listing staging cannot use is refused before anything is downloaded"
     const error = await manifestOf((entries) => entries.map((e) => (e.path === "config.json" ? { ...e, path: name } : e)));
     expect(error).toMatchObject({ reason: "UnsafeFileName", terminal: true });
     expect((error as Error).message).toContain(`lists the file name ${shown}, which contains a control character`);
+  });
+});
+
+// Regression: curl on an SSH node followed a Hub's redirect to ftp://, and a silent FTP server held
+// each attempt for 2 minutes (curl's own FTP timeout), past the idle limit.
+describe("a Hub that redirects a download to another protocol", () => {
+  it("ftp:// is refused on an SSH node at once, naming the protocol; nothing is fetched from it", async () => {
+    const silentHost = await allocateHost();
+    let reached = 0;
+    const silent = createNetServer((socket) => {
+      reached++;
+      socket.on("error", () => undefined);
+    });
+    await new Promise<void>((resolve) => silent.listen(0, silentHost, resolve));
+    const ftp = `ftp://${silentHost}:${(silent.address() as AddressInfo).port}/model.safetensors`;
+    // The Hub's answers until the staging begins; then every file answered with a redirect to the silent server.
+    let redirecting = false;
+    const front = createServer((req, res) => {
+      if (redirecting && req.url?.includes("/resolve/") === true) return res.writeHead(302, { location: ftp }).end();
+      const upstream = new URL(req.url ?? "/", hub.endpoint);
+      void fetch(upstream, { method: req.method ?? "GET" }).then(async (answer) =>
+        res.writeHead(answer.status, Object.fromEntries(answer.headers)).end(Buffer.from(await answer.arrayBuffer())),
+      );
+    });
+    const frontHost = await allocateHost();
+    await new Promise<void>((resolve) => front.listen(0, frontHost, resolve));
+    try {
+      const source: StagingSource = { kind: "hub", endpoint: `http://${frontHost}:${(front.address() as AddressInfo).port}`, repo, revision: "main" };
+      const manifest = await fetchHubManifest(source);
+      redirecting = true;
+      const startedAt = Date.now();
+      const error = await stageNode(sshNode(), source, manifest, { files: ["config.json"], attempts: 1 }).catch((e: unknown) => e);
+      expect(error).toMatchObject({ reason: expect.stringMatching(/^Download|^Staging/) });
+      expect((error as Error).message).toMatch(/[Pp]rotocol.*ftp.*(not supported|disabled)/);
+      // Refused by curl before any connection: not held until an idle limit or curl's own timeout.
+      expect(reached).toBe(0);
+      expect(Date.now() - startedAt).toBeLessThan(30_000);
+    } finally {
+      front.closeAllConnections();
+      await new Promise<void>((resolve) => front.close(() => resolve()));
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
   });
 });

@@ -72,3 +72,40 @@ describe("a tree listing that is not one", () => {
     expect((error as Error).message).toContain(`/api/models/org/cut/tree/${commit}?recursive=true: the listing of org/cut is not JSON`);
   });
 });
+
+describe("a listing of names no model has", () => {
+  const file = (path: string) => ({ type: "file", oid: "a".repeat(40), size: 1, path });
+  const listing = (entries: object[]) => async () => serve((res) => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(entries)));
+
+  // Regression: 60 names 20,000 folders deep (2.4 MB) held the daemon's event loop for minutes,
+  // each folder of each name compared with every listed name.
+  it("names thousands of folders deep, or past 1024 bytes: UnsafeFileName (terminal) at once, naming the listing", async () => {
+    const deep = Array.from({ length: 60 }, (_, i) => file(`${"a/".repeat(20_000)}f${i}`));
+    const endpoint = await listing(deep)();
+    const error = await fetchHubManifest({ endpoint, repo: "org/deep", revision: commit }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ reason: "UnsafeFileName", terminal: true });
+    expect((error as Error).message).toMatch(/which is over 1024 bytes long; refusing to stage it$/);
+
+    server?.closeAllConnections();
+    await new Promise<void>((resolve) => server!.close(() => resolve()));
+    const endpoint2 = await listing([file(`${"d/".repeat(33)}model.safetensors`)])();
+    const error2 = await fetchHubManifest({ endpoint: endpoint2, repo: "org/deep", revision: commit }).catch((e: unknown) => e);
+    expect(error2).toMatchObject({ reason: "UnsafeFileName" });
+    expect((error2 as Error).message).toMatch(/which lies more than 32 folders deep; refusing to stage it$/);
+  });
+
+  it("a name that is a file and the folder of another, in either order: HubListingInvalid naming both", async () => {
+    for (const entries of [
+      [file("a.json"), file("x/y"), file("a.json/b.json")],
+      [file("a.json/b.json"), file("x/y"), file("a.json")],
+    ]) {
+      const endpoint = await listing(entries)();
+      const error = await fetchHubManifest({ endpoint, repo: "org/both", revision: commit }).catch((e: unknown) => e);
+      expect(error).toMatchObject({ reason: "HubListingInvalid" });
+      expect((error as Error).message).toContain('lists "a.json" as a file and as the folder of "a.json/b.json"');
+      server?.closeAllConnections();
+      await new Promise<void>((resolve) => server!.close(() => resolve()));
+      server = undefined;
+    }
+  });
+});
