@@ -378,6 +378,16 @@ export interface EngineReadiness {
    */
   readonly progressIn?: (body: string) => number | undefined;
   /**
+   * For an engine that takes no new request in while it processes a prompt, and logs each step of
+   * it on its HTTP server's log: that step, from one log line (the time the line gives, ms on the
+   * node's own clock, and how many of the prompt's tokens are processed, of how many), else
+   * undefined. A generation watchdog whose one-token completion timed out reads the end of that
+   * log: a step logged since the probe began, or a prompt still being processed whose last step is
+   * younger than twice the longest step it took so far, is a pipeline busy with a long prompt, not
+   * a hung one. Absent: a timeout is judged without the log.
+   */
+  readonly promptStepIn?: (line: string) => PromptStep | undefined;
+  /**
    * POST path of the OpenAI-compatible completions endpoint. Launch generates one token through
    * it before it calls a cluster ready: a healthy listener is not yet a working pipeline.
    */
@@ -416,6 +426,16 @@ export interface EngineReadiness {
 export interface RingLog {
   /** The line a stage of `rank` prints once it listens for its neighbour (a regular expression's source). */
   ready(rank: number): string;
+}
+
+/** One step of a prompt an engine logged (EngineReadiness.promptStepIn). */
+export interface PromptStep {
+  /** When, ms on the node's clock (only differences between steps are used). */
+  atMs: number;
+  /** Tokens of the prompt processed so far. */
+  done: number;
+  /** Tokens of the prompt. */
+  total: number;
 }
 
 /** How the generation watchdog probes an engine (see EngineReadiness.generationWatchdog). */

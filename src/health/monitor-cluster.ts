@@ -47,9 +47,14 @@ import {
 } from "./probes.js";
 import { blamedForLostLink, consequenceOf } from "./describe-death.js";
 import { judgeExit } from "./judge-exit.js";
+import { PromptProgress } from "./prompt-progress.js";
 import { alsoStopped, describeStopped, lookForStoppedMembers } from "./stopped-members.js";
 import { StrikeCounter } from "./strike-counter.js";
 import type { DeathConsequence, DeathEvent, DeathReason, HealthDeps, ObservabilityEvent, WatchedCluster, WatchedProcess } from "./types.js";
+import { readTail } from "../nodes/index.js";
+
+/** Lines kept of a log's end when the whole of it is wanted (the last 64 KiB read hold fewer). */
+const allLogLines = 1_000_000;
 
 export interface MonitorOptions extends HealthDeps {
   onDeath: (event: DeathEvent) => void;
@@ -381,16 +386,26 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   // Engines whose /health sees the hang (shard-engine's heartbeats) are left to it.
   if (watchdog !== undefined) for (const name of new Set(cluster.processes.map((p) => p.node))) loop(() => checkStopped(name));
   if (server !== undefined && url !== undefined && watchdog !== undefined) {
+    // An engine that logs the steps of the prompt it processes (taking no request in meanwhile).
+    const logFile = server.logFile;
+    const prompts =
+      readiness.promptStepIn === undefined || logFile === undefined
+        ? undefined
+        : new PromptProgress(() => readTail(options.nodeFor(server.node), logFile, allLogLines, timeoutMs), readiness.promptStepIn, watchdog.timeoutMs);
     track(
       (async () => {
         while (!controller.signal.aborted && !done) {
           await sleep(watchdog.intervalMs, controller.signal);
           if (controller.signal.aborted || done) return;
           const before = await probeProgress(url, readiness, controller.signal);
+          await prompts?.mark();
           const answer = await probeGeneration(url, readiness, watchdog, controller.signal);
           if (done || controller.signal.aborted) return;
           // "taken": the engine has the request and every slot is busy; the next probe judges again.
           if (answer !== "timeout") continue;
+          // A long prompt that keeps moving holds every new request back: busy, not hung.
+          if (prompts !== undefined && (await prompts.moving())) continue;
+          if (done || controller.signal.aborted) return;
           // An engine that counts its tokens: one that generated for others meanwhile is busy, not hung.
           const after = before === undefined ? undefined : await probeProgress(url, readiness, controller.signal);
           if (done || controller.signal.aborted) return;

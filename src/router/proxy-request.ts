@@ -5,6 +5,7 @@
  */
 import { request as httpRequest, type Agent, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import { request as httpsRequest } from "node:https";
+import { maxErrorBodyBytes, openAIErrorBody } from "./openai-error-body.js";
 import type { BackendEntry } from "./types.js";
 
 /**
@@ -85,16 +86,24 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
         const error = new Error(`the backend sent nothing for ${Math.round(context.idleTimeoutMs / 1000)} s`);
         settle(res.headersSent ? { kind: "failed", error } : { kind: "silent", error });
         upstream.destroy();
-        if (!res.headersSent) return;
-        // Mid-answer: an event stream's client is told in its own format, and the stream ends
-        // cleanly; any other body can only be cut.
-        if (eventStream && !res.writableEnded) {
-          // After a whole event only: the end of one cut short first, or the two would read as one.
-          const separator = tail.endsEvent() ? "" : "\n\n";
-          const event = { error: { message: `backend ${backend.name}: ${error.message}`, type: "api_error", param: null, code: "upstream_timeout" } };
-          res.end(`${separator}data: ${JSON.stringify(event)}\n\n`);
-        } else res.destroy(error);
+        if (res.headersSent) cutMidAnswer(error, "upstream_timeout", "end");
       }, context.idleTimeoutMs);
+    };
+    // Mid-answer: an event stream's client is told in its own format (OpenAI clients raise an API
+    // error with the message), without the stream's `[DONE]`. The router's own timeout then ends
+    // the stream; a backend that died has its client's connection cut after the event, so that a
+    // client that reads no events still sees the stream fail. Any other body can only be cut.
+    const cutMidAnswer = (error: Error, code: string, then: "end" | "cut"): void => {
+      if (!eventStream || res.writableEnded || res.destroyed) {
+        res.destroy(error);
+        return;
+      }
+      // After a whole event only: the end of one cut short first, or the two would read as one.
+      const separator = tail.endsEvent() ? "" : "\n\n";
+      const event = { error: { message: `backend ${backend.name}: ${error.message}`, type: "api_error", param: null, code } };
+      const text = `${separator}data: ${JSON.stringify(event)}\n\n`;
+      if (then === "end") res.end(text);
+      else res.write(text, () => res.destroy(error));
     };
     waitForBackend();
 
@@ -111,8 +120,8 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
     upstream.on("error", (error: NodeJS.ErrnoException) => {
       if (settled) return;
       if (res.headersSent) {
-        // Mid-stream failure: the status is gone, so cutting the connection is the only honest signal.
-        res.destroy(error);
+        // Mid-answer failure: the status is gone.
+        cutMidAnswer(error, "upstream_failed", "cut");
         settle({ kind: "failed", error });
         return;
       }
@@ -131,12 +140,15 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
         settle({ kind: "failed", error: new Error(`the backend answered with status ${status}, which HTTP has no place for`) });
         return;
       }
-      res.writeHead(status, copyHeaders(answer.headers));
-      // Send the head now: a streaming client should see headers before the first token.
-      res.flushHeaders();
       eventStream = String(answer.headers["content-type"] ?? "")
         .toLowerCase()
         .startsWith("text/event-stream");
+      // An error answer of bounded size is read whole and passed on in OpenAI's shape.
+      const declared = Number(answer.headers["content-length"] ?? Number.NaN);
+      if (status >= 400 && !eventStream && !(declared > maxErrorBodyBytes)) return passErrorOn(answer, status);
+      res.writeHead(status, copyHeaders(answer.headers));
+      // Send the head now: a streaming client should see headers before the first token.
+      res.flushHeaders();
       waitForBackend();
       // OpenAI's completions streams end with `data: [DONE]`; other event streams end as they please.
       const mustEndDone = eventStream && /\/completions$/.test(path.split("?")[0]!) && closeDelimited(answer);
@@ -168,7 +180,7 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
           // The backend's connection closed before its stream's last event: it died or was cut.
           // Ended cleanly, the client would take what came for a whole (short) answer.
           const error = new Error("the backend's event stream ended without its last event ([DONE]): the backend closed the connection mid-answer");
-          res.destroy(error);
+          cutMidAnswer(error, "upstream_failed", "cut");
           settle({ kind: "failed", error });
           return;
         }
@@ -177,10 +189,49 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
       });
       answer.on("error", (error) => {
         if (settled) return;
-        res.destroy(error);
+        cutMidAnswer(error, "upstream_failed", "cut");
         settle({ kind: "failed", error });
       });
     });
+
+    // A backend's error answer, read whole (its idle deadline still applies) and sent in OpenAI's
+    // shape; one larger than the bound is sent as it came.
+    const passErrorOn = (answer: IncomingMessage, status: number): void => {
+      const chunks: Buffer[] = [];
+      let bytes = 0;
+      waitForBackend();
+      const onData = (chunk: Buffer): void => {
+        if (settled) return;
+        waitForBackend();
+        bytes += chunk.length;
+        chunks.push(chunk);
+        if (bytes <= maxErrorBodyBytes) return;
+        // Larger than any error message: passed on as it comes, what was read first included.
+        answer.off("data", onData);
+        res.writeHead(status, copyHeaders(answer.headers));
+        res.write(Buffer.concat(chunks));
+        answer.pipe(res);
+        answer.once("end", () => settle({ kind: "done", status }));
+      };
+      answer.on("data", onData);
+      answer.on("end", () => {
+        if (settled || bytes > maxErrorBodyBytes) return;
+        const body = Buffer.concat(chunks);
+        const rewritten = openAIErrorBody(status, body, backend.name);
+        const headers = copyHeaders(answer.headers);
+        const sent = rewritten === undefined ? body : Buffer.from(rewritten);
+        if (rewritten !== undefined) headers["content-type"] = "application/json";
+        headers["content-length"] = String(sent.length);
+        res.writeHead(status, headers);
+        res.end(sent);
+        settle({ kind: "done", status });
+      });
+      answer.on("error", (error) => {
+        if (settled) return;
+        res.destroy(error);
+        settle({ kind: "failed", error });
+      });
+    };
 
     // The client went away before the answer was complete: stop the backend's work.
     res.on("close", () => {

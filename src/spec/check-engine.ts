@@ -53,8 +53,17 @@ function checkHttpHost(data: unknown, engine: EngineFacts, add: AddIssue): void 
   add(["coordinator", "host"], `${quote(host)} is not an IPv4 address: ${engine.httpHostIPv4}; give one, such as 127.0.0.1, 0.0.0.0 or the node's own address`);
 }
 
-/** `[engine] python` names the interpreter of an engine run as a Python module; another engine would ignore it. */
+/**
+ * `[engine] python` names the interpreter of an engine run as a Python module; another engine would
+ * ignore it. Such an engine ignores `binary` in turn: it runs `<python> -m <module>`.
+ */
 function checkInterpreter(data: unknown, engine: EngineFacts, add: AddIssue): void {
+  if (engine.interpreter === "python" && getRaw(data, ["engine", "binary"]) !== undefined) {
+    add(
+      ["engine", "binary"],
+      `${engine.name} runs as \`<python> -m ${engine.programName}\` on each node: remove binary, and name the interpreter with python (default python3)`,
+    );
+  }
   if (getRaw(data, ["engine", "python"]) === undefined || engine.interpreter === "python") return;
   const able = selectKinds((e) => e.interpreter === "python");
   add(["engine", "python"], `${engine.name} runs its own program (${engine.programName}), not a Python module: remove python, or use kind = ${quoteKinds(able)}`);

@@ -75,7 +75,9 @@ afterAll(async () => {
 
 function ringDefinition(model: string, port: number, portRange: string): string {
   return twoStageDefinition(model, {
-    engine: ['kind = "mlx-lm"', `python = ${JSON.stringify(python)}`, 'version = "0.32.2"'],
+    // Prompt steps of 512 tokens (2048 by default): a long prompt's steps, which the watchdog
+    // reads as it waits, come often enough for its 5 s deadline here.
+    engine: ['kind = "mlx-lm"', `python = ${JSON.stringify(python)}`, 'version = "0.32.2"', 'extra_args = ["--prefill-step-size", "512"]'],
     coordinator: [`port = ${port}`],
     router: ['backend = "ring"'],
     portRange,
@@ -247,6 +249,37 @@ describe("mlx-lm, a two-rank ring on two sshd nodes", () => {
     expect(longestGapMs).toBeLessThan(3_000);
     console.log(JSON.stringify({ busyFor: "10 s", events, longestGapMs }));
   }, 240_000);
+
+  // Regression: mlx-lm takes no request into its generation loop while it processes a prompt, so
+  // the watchdog's probe got no head for as long as a long prompt took, and the ring was declared
+  // hung (GenerationHung) and torn down: any client could do it, and three stalled the cluster.
+  // Rank 0 logs each step of a prompt; steps that keep coming say the ring moves.
+  test("a client's prompt that takes longer than the watchdog's deadline (5 s) to process: busy, not hung; no restart", async () => {
+    const before = await waitForStatus(world, "ring", (s) => isReadyAt(s, revision) && s.stages.every((c) => c.alive), 180_000);
+    // How long a prompt takes depends on the machine: one processed too quickly is followed by a
+    // longer one, scaled by what the last one took.
+    const bound = 8_000;
+    let words = 1_000;
+    let tookMs = 0;
+    for (let attempt = 0; attempt < 5 && tookMs <= bound; attempt++) {
+      const startedAt = Date.now();
+      const response = await fetch(`${daemon.routerUrl}/v1/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: qwenDir, prompt: "hello world ".repeat(words), max_tokens: 1, temperature: 0 }),
+      });
+      const text = await response.text();
+      expect(response.status, text).toBe(200);
+      tookMs = Date.now() - startedAt;
+      words = Math.ceil(words * Math.min(4, Math.max(1.5, (bound * 1.3) / Math.max(tookMs, 1))));
+    }
+    expect(tookMs).toBeGreaterThan(bound);
+    const after = (await readStatusFile(world, "ring"))!;
+    expect(after.conditions.find((c) => c.type === "Ready")).toMatchObject({ status: "True" });
+    expect(after.restarts!.count).toBe(before.restarts!.count);
+    expect(after.stages.map((c) => c.pid)).toEqual(before.stages.map((c) => c.pid));
+    console.log(JSON.stringify({ busyWithPromptMs: tookMs, words }));
+  }, 300_000);
 
   test("a second ring cluster on the same hosts and port range never shares a ring port", async () => {
     const first = await new Ledger(world.stateDir).read("ring");

@@ -34,7 +34,17 @@ beforeAll(async () => {
       const headEnd = received.indexOf("\r\n\r\n");
       const length = Number(/content-length: *(\d+)/i.exec(received)?.[1] ?? "0");
       if (headEnd < 0 || received.length < headEnd + 4 + length) return;
-      const whole = received.slice(headEnd + 4).includes('"whole"');
+      const requested = received.slice(headEnd + 4);
+      // mlx_lm.server's own error answers: JSON of its own shape, and a 404 of plain text labelled JSON.
+      if (requested.includes('"own-error"'))
+        return void socket.end('HTTP/1.0 400 Bad Request\r\nContent-Type: application/json\r\n\r\n{"error": "max_tokens must be at least 1"}');
+      if (requested.includes('"text-404"')) return void socket.end("HTTP/1.0 404 Not Found\r\nContent-Type: application/json\r\n\r\nNot Found");
+      if (requested.includes('"openai-error"')) {
+        return void socket.end(
+          'HTTP/1.0 400 Bad Request\r\nContent-Type: application/json\r\n\r\n{"error": {"message": "m", "type": "invalid_request_error", "param": null, "code": "c"}}',
+        );
+      }
+      const whole = requested.includes('"whole"');
       socket.write("HTTP/1.0 200 OK\r\nServer: BaseHTTP/0.6 Python/3.11\r\nContent-type: text/event-stream\r\nCache-Control: no-cache\r\n\r\n");
       socket.write(event("one"));
       socket.write(event(" two"));
@@ -46,7 +56,7 @@ beforeAll(async () => {
   const config = join(dir, "router.yaml");
   await writeFile(
     config,
-    `server:\n  bind_address: "${routerHost}:0"\n${stringify({ backends: [{ name: "http10", url: `http://${backendHost}:${port}`, models: ["whole", "cut"] }] })}`,
+    `server:\n  bind_address: "${routerHost}:0"\n${stringify({ backends: [{ name: "http10", url: `http://${backendHost}:${port}`, models: ["whole", "cut", "own-error", "text-404", "openai-error"] }] })}`,
   );
   router = await spawnRouter(config);
 });
@@ -86,13 +96,44 @@ it("a whole answer (its last event [DONE]) ends cleanly", async () => {
   expect(answer.text.trimEnd().endsWith("data: [DONE]")).toBe(true);
 });
 
-it("an answer whose backend closed before [DONE] fails the client's stream, after the events that came", async () => {
+it("an answer whose backend closed before [DONE] fails the client's stream, after the events that came and an error event saying why", async () => {
   const answer = await stream("cut");
   expect(answer.text).toContain(" two");
+  // An OpenAI client raises the event's error, with its message; one that reads no events sees the stream fail.
+  const last = answer.text.trimEnd().split("\n\n").at(-1)!;
+  expect(JSON.parse(last.replace(/^data: /, ""))).toMatchObject({
+    error: { type: "api_error", code: "upstream_failed", message: expect.stringMatching(/^backend http10: the backend's event stream ended without its last event/) },
+  });
   expect(answer.error).toMatch(/terminated|closed|reset|aborted/i);
   // The router says why it cut the stream (its log line may follow the client's error by a moment).
   const deadline = Date.now() + 5_000;
   const said = () => router.logs().some((line) => JSON.stringify(line).includes("without its last event"));
   while (!said() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
   expect(said()).toBe(true);
+});
+
+it("a backend's error answers in its own shape reach the client in OpenAI's; one in OpenAI's shape passes untouched", async () => {
+  const ask = async (model: string) => {
+    const response = await fetch(`${router.url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model, prompt: "hi", max_tokens: 0 }),
+    });
+    return { status: response.status, type: response.headers.get("content-type"), body: (await response.json()) as unknown };
+  };
+  expect(await ask("own-error")).toEqual({
+    status: 400,
+    type: "application/json",
+    body: { error: { message: "backend http10: max_tokens must be at least 1", type: "invalid_request_error", param: null, code: "backend_400" } },
+  });
+  expect(await ask("text-404")).toEqual({
+    status: 404,
+    type: "application/json",
+    body: { error: { message: "backend http10: Not Found", type: "not_found_error", param: null, code: "backend_404" } },
+  });
+  expect(await ask("openai-error")).toEqual({
+    status: 400,
+    type: "application/json",
+    body: { error: { message: "m", type: "invalid_request_error", param: null, code: "c" } },
+  });
 });

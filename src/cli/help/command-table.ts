@@ -260,7 +260,8 @@ export const commandTable = [
   {
     name: "service",
     purpose: "run the daemon as a service: a systemd unit (Linux) or a launchd job (macOS)",
-    usage: "shardctl service install|uninstall|status [--user] [--dir clusters] [--config shardctl.toml]",
+    usage:
+      "shardctl service install|uninstall|status [--user] [--dir clusters] [--config shardctl.toml] [--run-as <user>] [--dry-run] [--force] [--platform systemd|launchd] [--root <dir>]",
     details: [
       "install writes the unit (systemd) or plist (launchd) that runs `shardctl daemon` on the directory, restarts it on failure and logs where the platform keeps logs, then loads and starts it; rerun it to upgrade (the daemon restarts, the clusters keep running).",
       "uninstall stops and disables the service and removes its file (the clusters keep running; the environment file with the secrets stays). status says whether the file is installed and what the service manager says of it.",

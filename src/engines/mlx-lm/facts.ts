@@ -1,4 +1,5 @@
 import type { EngineFacts } from "../types.js";
+import { promptStepIn } from "./prompt-step.js";
 import { ringNeighbourUnreachableIn } from "./ring-log.js";
 import { describeSplitDefect } from "./split-defect.js";
 import { mlxLmSplit, rankOfStage } from "./split-layers.js";
@@ -84,8 +85,24 @@ export const mlxLmFacts = {
       // would evict different caches and then compute different lengths of the same prompt.
       "--prompt-cache-bytes":
         "each rank compares it with its own caches' bytes, which differ with the layers it holds: ranks would keep different prompt caches and disagree on how much of a prompt to compute; cap the cache with --prompt-cache-size (a count, the same on every rank)",
+      // Without batching the server answers one request at a time: the generation watchdog's
+      // one-token probe waits behind each completion, and one longer than its deadline is taken
+      // for a hung ring.
+      "--kv-bits":
+        "it turns mlx-lm's batching off, so every request waits for the one before it to finish, and the generation watchdog's one-token probe waiting behind a long completion would be taken for a hung ring",
+      // The watchdog reads rank 0's progress lines (INFO) to tell a long prompt from a hang.
+      "--log-level": "the generation watchdog reads the prompt progress mlx-lm logs at INFO, which shardctl runs it at",
+      "--help": "mlx_lm.server prints its usage and exits: no rank would serve",
+      "-h": "mlx_lm.server prints its usage and exits: no rank would serve",
     },
     setByDriver: ["--model", "--pipeline", "--host", "--port", "--decode-concurrency", "--prompt-concurrency"],
+    // mlx_lm.server 0.32.2's arguments: its parser refuses any other, and every rank would stop at start.
+    flags: [
+      ...["--model", "--adapter-path", "--host", "--port", "--allowed-origins", "--draft-model", "--num-draft-tokens", "--trust-remote-code"],
+      ...["--log-level", "--chat-template", "--use-default-chat-template", "--temp", "--top-p", "--top-k", "--min-p", "--max-tokens"],
+      ...["--chat-template-args", "--decode-concurrency", "--prompt-concurrency", "--prefill-step-size", "--prompt-cache-size", "--prompt-cache-bytes"],
+      ...["--kv-bits", "--kv-group-size", "--quantized-kv-start", "--pipeline", "--help", "-h"],
+    ],
   },
   stageCount: {
     validatedUpTo: 2,
@@ -120,6 +137,12 @@ export const mlxLmFacts = {
     // yet is a loop that turns while every decode slot (`--decode-concurrency`, the cluster's
     // max_sequences) is held by clients' completions, which can run for minutes: busy, not hung.
     generationWatchdog: { intervalMs: 10_000, timeoutMs: 20_000, headMeansTaken: true },
+    // The loop takes no request in while it processes a prompt: one of tens of thousands of tokens
+    // holds the probe's head back past its deadline, each step slower than the last. Rank 0 logs
+    // every step, and a prompt whose steps keep coming is busy, not hung. (A request mlx-lm serves
+    // alone, one with a `seed`, holds the probe back through its whole generation, of which it logs
+    // nothing: generation_watchdog_seconds must exceed the longest of those.)
+    promptStepIn,
     processExit: "ends-pipeline",
   },
 } as const satisfies EngineFacts;
