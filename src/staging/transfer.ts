@@ -253,13 +253,19 @@ async function openDownload(url: string, headers: Record<string, string>, deadli
   if (status >= 300 && status < 400 && response.headers.location !== undefined && hops < 5) {
     response.resume();
     const next = new URL(response.headers.location, url).toString();
+    // http and https only, as curl on the nodes is held to: said with both addresses.
+    const protocol = new URL(next).protocol;
+    if (protocol !== "http:" && protocol !== "https:") {
+      throw new ShardctlError("DownloadFailed", `${url}: HTTP ${status} redirects to ${next}, which is not http or https; only those are followed`);
+    }
     // Credentials stay with the Hub; a CDN gets none.
     const { Authorization: _, ...rest } = headers;
     return openDownload(next, new URL(next).origin === new URL(url).origin ? headers : rest, deadlineMs, signal, hops + 1);
   }
   if (status !== 200 && status !== 206) {
     response.resume();
-    throw new ShardctlError("DownloadFailed", `${url}: HTTP ${status}`);
+    const more = status >= 300 && status < 400 ? (hops >= 5 ? " (a sixth redirect: at most 5 are followed)" : " (a redirect without a Location)") : "";
+    throw new ShardctlError("DownloadFailed", `${url}: HTTP ${status}${more}`);
   }
   return response;
 }

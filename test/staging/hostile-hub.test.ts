@@ -185,7 +185,7 @@ describe("a listing staging cannot use is refused before anything is downloaded"
 // Regression: curl on an SSH node followed a Hub's redirect to ftp://, and a silent FTP server held
 // each attempt for 2 minutes (curl's own FTP timeout), past the idle limit.
 describe("a Hub that redirects a download to another protocol", () => {
-  it("ftp:// is refused on an SSH node at once, naming the protocol; nothing is fetched from it", async () => {
+  it("ftp:// is refused on an SSH node and on the control machine at once, naming the protocol; nothing is fetched from it", async () => {
     const silentHost = await allocateHost();
     let reached = 0;
     const silent = createNetServer((socket) => {
@@ -213,6 +213,10 @@ describe("a Hub that redirects a download to another protocol", () => {
       const error = await stageNode(sshNode(), source, manifest, { files: ["config.json"], attempts: 1 }).catch((e: unknown) => e);
       expect(error).toMatchObject({ reason: expect.stringMatching(/^Download|^Staging/) });
       expect((error as Error).message).toMatch(/[Pp]rotocol.*ftp.*(not supported|disabled)/);
+      // On the control machine (a local node) too, naming both addresses.
+      const local = await stageNode(localNode(), source, manifest, { files: ["config.json"], attempts: 1 }).catch((e: unknown) => e);
+      expect(local).toMatchObject({ reason: "DownloadFailed" });
+      expect((local as Error).message).toMatch(new RegExp(`: HTTP 302 redirects to ${ftp.replace(/[.]/g, "\\.")}, which is not http or https; only those are followed`));
       // Refused by curl before any connection: not held until an idle limit or curl's own timeout.
       expect(reached).toBe(0);
       expect(Date.now() - startedAt).toBeLessThan(30_000);

@@ -7,7 +7,8 @@
  * shard-engine is a program of its own and keeps its copy.
  */
 import { readFileSync } from "node:fs";
-import type { Server, ServerOptions } from "node:http";
+import type { ServerOptions } from "node:http";
+import type { Server as NetServer } from "node:net";
 import type { Logger } from "../log.js";
 
 /** Longest a request's head may take to arrive, ms. */
@@ -20,9 +21,14 @@ export function limitedServerOptions(requestTimeoutMs: number): ServerOptions {
   return { headersTimeout: Math.min(headersTimeoutMs, requestTimeoutMs), requestTimeout: requestTimeoutMs, connectionsCheckingInterval: 1_000 };
 }
 
-/** Cap `server`'s connections at half the descriptors (32 to 4096), warning of drops at most every 10 s. */
-export function limitConnections(server: Server, log: Logger): void {
-  const limit = Math.max(32, Math.min(4096, Math.floor(openFileLimit() / 2)));
+/**
+ * Cap `server`'s connections at `share` of the descriptors (half by default; 32 to 4096), warning of
+ * drops at most every 10 s. The transport's listeners are capped too (a peer that has not finished
+ * its handshake is cut after 10 s): a flood of them must leave the process the descriptors it reads
+ * its own memory and writes its log with.
+ */
+export function limitConnections(server: NetServer, log: Logger, share = 1 / 2): void {
+  const limit = Math.max(32, Math.min(4096, Math.floor(openFileLimit() * share)));
   server.maxConnections = limit;
   let dropped = 0;
   let lastWarning = -Infinity;

@@ -7,7 +7,8 @@
  */
 import { createServer, type Server, type Socket } from "node:net";
 import type { Logger } from "../log.js";
-import { LogThrottle } from "../log-throttle.js";
+import { LogThrottle, shownMessage } from "../log-throttle.js";
+import { limitConnections } from "./connection-limits.js";
 import { acceptLink, HandshakeAbandoned, type Link } from "../transport/index.js";
 
 export interface ControlListener {
@@ -30,7 +31,7 @@ export async function listenForResults(
   const refusals = new LogThrottle();
   const refuse = (remote: string, err: string): void => {
     const { log: say, suppressed } = refusals.take(err);
-    if (say) log.warn({ remote, err, ...(suppressed > 0 ? { refusedSinceLastLogged: suppressed } : {}) }, "peer refused on the control address");
+    if (say) log.warn({ remote, err: shownMessage(err), ...(suppressed > 0 ? { refusedSinceLastLogged: suppressed } : {}) }, "peer refused on the control address");
   };
   const server = createServer((socket: Socket) => {
     const remote = `${socket.remoteAddress}:${socket.remotePort}`;
@@ -51,6 +52,9 @@ export async function listenForResults(
       },
     );
   });
+  // A quarter of the descriptors (the HTTP side takes half): a flood of unfinished handshakes here
+  // must not take the ones /health and the stage links need.
+  limitConnections(server, log, 1 / 4);
   await listen(server, address, log);
   return { results, close: () => server.close() };
 }

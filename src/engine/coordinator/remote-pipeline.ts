@@ -161,13 +161,23 @@ export class RemotePipeline implements Pipeline {
 
   async stats(): Promise<object[]> {
     if (this.broken !== undefined) throw new PipelineBroken(this.broken);
+    // Each request gets one answer, in order: a waiter that gave up still takes its late answer
+    // (else every later one would go to the waiter before it), and a stage that could not compose
+    // its figures answers `{"error": …}` rather than nothing.
     const answers = this.links.map(
       (_, i) =>
         new Promise<object>((resolve, reject) => {
-          const timer = setTimeout(() => reject(new Error(`stage ${i} did not answer a stats request within 5 s`)), 5_000);
+          let expired = false;
+          const timer = setTimeout(() => {
+            expired = true;
+            reject(new Error(`stage ${i} did not answer a stats request within 5 s`));
+          }, 5_000);
           (this.statsWaiters[i] ??= []).push((value) => {
             clearTimeout(timer);
-            resolve(value);
+            if (expired) return;
+            const error = (value as { error?: unknown }).error;
+            if (typeof error === "string") reject(new Error(`stage ${i} could not give its figures: ${error}`));
+            else resolve(value);
           });
         }),
     );

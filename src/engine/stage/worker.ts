@@ -14,7 +14,8 @@ import { createServer, type Server, type Socket } from "node:net";
 import { failureExitStatus, logAnsweringPeers, logLostPeer, logSilentPeer, peerSilentExitStatus, type SilentPeer } from "../exit-status.js";
 import { KernelRuntime } from "../kernels/index.js";
 import type { Logger } from "../log.js";
-import { LogThrottle } from "../log-throttle.js";
+import { limitConnections } from "../coordinator/connection-limits.js";
+import { LogThrottle, shownMessage } from "../log-throttle.js";
 import { residentMemory } from "../memory.js";
 import { Sampler, type SequenceCache, ModelShard, type ModelConfig, usefulThreads } from "../model/index.js";
 import {
@@ -91,6 +92,8 @@ export async function startStage(o: StageWorkerOptions): Promise<RunningStage> {
     o.log.info({ range: [o.range.start, o.range.end], threads, weightBytes: model.weightBytes, rssBeforeLoad, rssAfterLoad }, "stage weights loaded");
     const stage = new StageRuntime(o, model, heartbeat, rssBeforeLoad, rssAfterLoad);
     const server = createServer((socket) => stage.accept(socket));
+    // Unfinished handshakes are cut after 10 s; past half the descriptors, new ones are dropped.
+    limitConnections(server, o.log);
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
       server.listen(o.port, o.host, () => {
@@ -152,7 +155,7 @@ class StageRuntime {
         if (error instanceof HandshakeAbandoned) this.options.log.debug({ remote, err: message }, "connection closed before the handshake");
         else {
           const { log, suppressed } = this.refusals.take(message);
-          if (log) this.options.log.warn({ remote, err: message, ...(suppressed > 0 ? { refusedSinceLastLogged: suppressed } : {}) }, "peer refused");
+          if (log) this.options.log.warn({ remote, err: shownMessage(message), ...(suppressed > 0 ? { refusedSinceLastLogged: suppressed } : {}) }, "peer refused");
         }
       },
     );
@@ -323,6 +326,12 @@ class StageRuntime {
       }
     } catch (error) {
       const message = (error as Error).message;
+      // Every stats request is answered, in order: the coordinator pairs answers with requests.
+      if (kind === Kind.StatsRequest) {
+        this.options.log.warn({ err: message }, "could not compose the stats answer");
+        this.coordinator?.sendJson(Kind.Stats, { error: message });
+        return;
+      }
       this.options.log.warn({ seq, err: message }, "sequence failed");
       if (seq >= 0) {
         this.dropSequence(seq);
