@@ -1,7 +1,7 @@
 /**
  * Whether this process can create files in a folder, tried for real: a file created and removed.
- * access(2) says yes to root on a folder a read-only mount still refuses, and an answer from the
- * permission bits alone misses ACLs and mounts both ways.
+ * What the permission bits say misses ACLs, mounts and immutable folders, and access(2) answers
+ * for the real user id, not the one the process acts as.
  */
 import { randomBytes } from "node:crypto";
 import { open, unlink } from "node:fs/promises";

@@ -3,8 +3,8 @@
  * router's YAML config file, which continuum-router (and the embedded router) hot-reload, and the
  * relaunch marks in the file beside it that the embedded router reads (relaunch-marks.ts).
  */
-import { unlink } from "node:fs/promises";
-import { resolve } from "node:path";
+import { realpath, unlink } from "node:fs/promises";
+import { dirname, resolve } from "node:path";
 import { messageOf, ShardctlError, type RouterReason } from "../errors/index.js";
 import { editBackendsText, NEW_CONFIG_TEXT, parseConfigDocument, removeBackend, upsertBackend } from "./edit-backends.js";
 import type { Document } from "yaml";
@@ -13,7 +13,7 @@ import { maxRelaunchFileBytes, parseRelaunchMarks, relaunchFileOf, renderRelaunc
 import { serialise } from "./serialise.js";
 import type { BackendEntry, Registrar } from "./types.js";
 import { validateBackendEntry } from "./validate-backend-entry.js";
-import { readRegularText, writeFileAtomic } from "../files/index.js";
+import { cannotWriteIn, readRegularText, writeFileAtomic } from "../files/index.js";
 
 export function createContinuumFileRegistrar(configFile: string): Registrar {
   const file = resolve(configFile);
@@ -37,26 +37,30 @@ export function createContinuumFileRegistrar(configFile: string): Registrar {
   // Apply one edit and write only when the text changes, so the router does not reload for nothing.
   const edit = (reason: RouterReason, change: (doc: Document) => void): Promise<void> =>
     serialise(file, async () => {
+      let text: string;
+      let exists: boolean;
+      let next: string;
       try {
-        const { text, exists } = await load();
+        ({ text, exists } = await load());
         // A file removed while the daemon runs is written again from the last one it read or wrote.
-        const base = exists ? text : (lastText ?? text);
-        const next = editBackendsText(base, change);
-        // The config may be a link to the router's real one (kept in another repository or directory).
-        if (next !== text || !exists) await writeFileAtomic(file, next, { followLink: true });
-        lastText = next;
+        next = editBackendsText(exists ? text : (lastText ?? text), change);
       } catch (error) {
-        // A folder the daemon's user cannot write is the router file's surroundings, not the cluster's fault.
-        const code = (error as NodeJS.ErrnoException).code;
-        if (code === "EACCES" || code === "EPERM" || code === "EROFS") {
-          throw new ShardctlError(
-            reason === "RouterRegistrationFailed" ? "RouterConfigUnwritable" : reason,
-            `cannot update router config ${file}: ${messageOf(error)}; the daemon's user must be able to create files in its folder (the config is replaced by a new file renamed over it)`,
-            { cause: error },
-          );
-        }
         throw new ShardctlError(reason, `cannot update router config ${file}: ${messageOf(error)}`, { cause: error });
       }
+      try {
+        // The config may be a link to the router's real one (kept in another repository or directory).
+        if (next !== text || !exists) await writeFileAtomic(file, next, { followLink: true });
+      } catch (error) {
+        // A folder the daemon's user cannot write in is the router file's surroundings, not the cluster's fault.
+        const code = (error as NodeJS.ErrnoException).code;
+        const unwritable = code === "EACCES" || code === "EPERM" || code === "EROFS";
+        throw new ShardctlError(
+          unwritable && reason === "RouterRegistrationFailed" ? "RouterConfigUnwritable" : reason,
+          `cannot update router config ${file}: ${messageOf(error)}${unwritable ? "; the daemon's user must be able to create files in its folder and replace the file (a new file is renamed over it)" : ""}`,
+          { cause: error },
+        );
+      }
+      lastText = next;
     });
 
   const list = (): Promise<BackendEntry[]> =>
@@ -113,5 +117,12 @@ export function createContinuumFileRegistrar(configFile: string): Registrar {
     list,
     markRelaunching: (model, untilMs) => editMarks((marks) => void marks.set(model, untilMs)),
     clearRelaunching: (model) => editMarks((marks) => void marks.delete(model)),
+    unwritable: async () => {
+      const folder = dirname(await realpath(file).catch(() => file));
+      const problem = await cannotWriteIn(folder);
+      return problem === undefined
+        ? undefined
+        : `cannot write in ${folder}, the folder of router config ${file}: ${problem}; the daemon's user must be able to create files there`;
+    },
   };
 }

@@ -71,6 +71,9 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
     let idle: NodeJS.Timeout | undefined;
     let stall: NodeJS.Timeout | undefined;
     let eventStream = false;
+    // Whether the backend's answer has begun (its head came): what fails after that failed an
+    // answer, whether or not its head was passed on yet (an error answer is read whole first).
+    let answered = false;
     // The last bytes passed on to the client: whether they ended an event, or the stream.
     const tail = new StreamTail();
     const settle = (outcome: ProxyOutcome): void => {
@@ -84,7 +87,7 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
       clearTimeout(idle);
       idle = setTimeout(() => {
         const error = new Error(`the backend sent nothing for ${Math.round(context.idleTimeoutMs / 1000)} s`);
-        settle(res.headersSent ? { kind: "failed", error } : { kind: "silent", error });
+        settle(answered ? { kind: "failed", error } : { kind: "silent", error });
         upstream.destroy();
         if (res.headersSent) cutMidAnswer(error, "upstream_timeout", "end");
       }, context.idleTimeoutMs);
@@ -125,12 +128,15 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
         settle({ kind: "failed", error });
         return;
       }
+      // The backend answered (an error answer being read): it had the request.
+      if (answered) return settle({ kind: "failed", error });
       // A reused keep-alive socket the backend closed meanwhile never carried our request either.
       const neverReached = CONNECT_ERRORS.has(error.code ?? "") || (upstream.reusedSocket && error.code === "ECONNRESET");
       settle(neverReached ? { kind: "connect-failed", error } : { kind: "failed", error });
     });
 
     upstream.on("response", (answer) => {
+      answered = true;
       // A status HTTP has no place for (099, 1000) would make writeHead throw inside this listener,
       // where nothing catches it: the process (the daemon, for the embedded router) would end.
       const status = answer.statusCode ?? 0;
@@ -145,7 +151,9 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
         .startsWith("text/event-stream");
       // An error answer of bounded size is read whole and passed on in OpenAI's shape.
       const declared = Number(answer.headers["content-length"] ?? Number.NaN);
-      if (status >= 400 && !eventStream && !(declared > maxErrorBodyBytes)) return passErrorOn(answer, status);
+      // A compressed one is passed on as it came: its bytes are not the words to rewrite.
+      const encoded = String(answer.headers["content-encoding"] ?? "identity").toLowerCase() !== "identity";
+      if (status >= 400 && !eventStream && !encoded && !(declared > maxErrorBodyBytes)) return passErrorOn(answer, status);
       res.writeHead(status, copyHeaders(answer.headers));
       // Send the head now: a streaming client should see headers before the first token.
       res.flushHeaders();
@@ -211,6 +219,7 @@ export function proxyRequest(context: ProxyContext, backend: BackendEntry, req: 
         res.writeHead(status, copyHeaders(answer.headers));
         res.write(Buffer.concat(chunks));
         answer.pipe(res);
+        answer.on("data", () => waitForBackend());
         answer.once("end", () => settle({ kind: "done", status }));
       };
       answer.on("data", onData);

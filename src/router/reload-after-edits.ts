@@ -21,5 +21,6 @@ export function reloadingAfterEdits(registrar: Registrar, reload: () => Promise<
     clearRelaunching: thenReload((model) => registrar.clearRelaunching(model)),
     lookup: (name) => registrar.lookup(name),
     list: () => registrar.list(),
+    ...(registrar.unwritable === undefined ? {} : { unwritable: () => registrar.unwritable!() }),
   };
 }

@@ -33,6 +33,12 @@ export interface Registrar {
   markRelaunching(model: string, untilMs: number): Promise<void>;
   /** Withdraws `model`'s relaunch mark (the cluster stalled or was stopped: it is not coming back). */
   clearRelaunching(model: string): Promise<void>;
+  /**
+   * Why a registration could not be written now (the router config's folder takes no new file),
+   * else undefined: asked before a launch starts anything, so that a launch is not run whole to
+   * fail at its registration. Absent: nothing to ask.
+   */
+  unwritable?(): Promise<string | undefined>;
 }
 
 /** What the embedded router needs from a continuum-router YAML config. */

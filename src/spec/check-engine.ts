@@ -85,7 +85,9 @@ export function checkExtraArg(arg: string, engine: EngineFacts, ownProgram: bool
       if (Object.hasOwn(refused, full)) return `${quote(arg)} is refused: ${refused[full]}`;
       return `${quote(arg)} is refused: the launcher sets ${full} itself`;
     }
-    if (ownProgram && flags !== undefined && !flags.includes(flag)) {
+    // Python's argparse takes a long flag's unambiguous prefix for the flag.
+    const expanded = engine.interpreter === "python" && flag.startsWith("--") ? (flags ?? []).filter((f) => f.startsWith(flag)) : [];
+    if (ownProgram && flags !== undefined && !flags.includes(flag) && expanded.length !== 1) {
       const open = flags.filter((f) => f.startsWith("--") && !Object.hasOwn(refused, f) && !setByDriver.includes(f));
       return `${quote(arg)} is not a flag of ${engine.name}: every process would stop at start (the flags a definition may pass: ${open.join(", ")})`;
     }
@@ -100,6 +102,8 @@ export function checkExtraArg(arg: string, engine: EngineFacts, ownProgram: bool
  */
 function flagsNamedBy(arg: string): string[] {
   if (arg.startsWith("--")) return arg.length > 2 ? [arg.split("=", 1)[0]!] : [];
+  // A negative number is a value ("--top-k", "-1"), as the engines' parsers read it.
+  if (/^-\d/.test(arg)) return [];
   return arg.startsWith("-") && arg.length >= 2 ? [arg.slice(0, 2)] : [];
 }
 

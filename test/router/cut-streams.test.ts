@@ -9,6 +9,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { allocateHosts } from "../support/test-world.js";
@@ -39,6 +40,11 @@ beforeAll(async () => {
       if (requested.includes('"own-error"'))
         return void socket.end('HTTP/1.0 400 Bad Request\r\nContent-Type: application/json\r\n\r\n{"error": "max_tokens must be at least 1"}');
       if (requested.includes('"text-404"')) return void socket.end("HTTP/1.0 404 Not Found\r\nContent-Type: application/json\r\n\r\nNot Found");
+      if (requested.includes('"gzip-error"')) {
+        const body = gzipSync(JSON.stringify({ error: "compressed words" }));
+        socket.write(`HTTP/1.0 429 Too Many Requests\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: ${body.length}\r\n\r\n`);
+        return void socket.end(body);
+      }
       if (requested.includes('"openai-error"')) {
         return void socket.end(
           'HTTP/1.0 400 Bad Request\r\nContent-Type: application/json\r\n\r\n{"error": {"message": "m", "type": "invalid_request_error", "param": null, "code": "c"}}',
@@ -56,7 +62,7 @@ beforeAll(async () => {
   const config = join(dir, "router.yaml");
   await writeFile(
     config,
-    `server:\n  bind_address: "${routerHost}:0"\n${stringify({ backends: [{ name: "http10", url: `http://${backendHost}:${port}`, models: ["whole", "cut", "own-error", "text-404", "openai-error"] }] })}`,
+    `server:\n  bind_address: "${routerHost}:0"\n${stringify({ backends: [{ name: "http10", url: `http://${backendHost}:${port}`, models: ["whole", "cut", "own-error", "text-404", "openai-error", "gzip-error"] }] })}`,
   );
   router = await spawnRouter(config);
 });
@@ -131,6 +137,8 @@ it("a backend's error answers in its own shape reach the client in OpenAI's; one
     type: "application/json",
     body: { error: { message: "backend http10: Not Found", type: "not_found_error", param: null, code: "backend_404" } },
   });
+  // A compressed answer passes as it came (its bytes are not words to rewrite): the client decodes it.
+  expect(await ask("gzip-error")).toEqual({ status: 429, type: "application/json", body: { error: "compressed words" } });
   expect(await ask("openai-error")).toEqual({
     status: 400,
     type: "application/json",

@@ -175,7 +175,7 @@ export class RemotePipeline implements Pipeline {
           (this.statsWaiters[i] ??= []).push((value) => {
             clearTimeout(timer);
             if (expired) return;
-            const error = (value as { error?: unknown }).error;
+            const error = typeof value === "object" && value !== null ? (value as { error?: unknown }).error : "an answer that is not an object";
             if (typeof error === "string") reject(new Error(`stage ${i} could not give its figures: ${error}`));
             else resolve(value);
           });

@@ -6,9 +6,14 @@
  */
 import type { PromptStep } from "../types.js";
 
-const stepLine = /(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2}),(\d{3}) - INFO - Prompt processing progress: (\d+)\/(\d+)/;
+// Anchored: the server logs request lines it refuses, and a client must not forge a step.
+const stepLine = /^(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2}),(\d{3}) - INFO - Prompt processing progress: (\d+)\/(\d+)/;
 
-/** The step a log line says, or undefined. The time is the node's local time read as if UTC: only differences count. */
+/**
+ * The step a log line says, or undefined. The time is the node's local time read as if UTC: only
+ * differences count (a clock change during a prompt makes one step look longer, and the watchdog
+ * waits longer for the next).
+ */
 export function promptStepIn(line: string): PromptStep | undefined {
   const m = stepLine.exec(line);
   if (m === null) return undefined;

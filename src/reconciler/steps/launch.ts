@@ -108,6 +108,10 @@ export const launch: Step = {
     try {
       // Claimed with nothing awaited since the look above; given back in `finally`.
       if (backend !== undefined) world.launchingBackends.set(backend, name);
+      // A router config the daemon cannot write in would fail the registration after every process
+      // started and loaded: found first, nothing is started (and, as the surroundings, not counted).
+      const unwritable = request.router === undefined ? undefined : await world.registrarFor(settings).unwritable?.();
+      if (unwritable !== undefined) throw new LaunchError("RouterConfigUnwritable", "router-registration", unwritable);
       await launchCluster(request, {
         ledger,
         registrar: world.registrarFor(settings),
