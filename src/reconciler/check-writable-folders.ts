@@ -12,7 +12,7 @@ import type { Settings } from "../spec/index.js";
  * found by the first launch, which would start every process before failing to register.
  */
 export async function checkWritableFolders(settings: Settings, settingsFile: string): Promise<void> {
-  const user = userInfo().username;
+  const user = daemonUser();
   const stateDir = settings.daemon.stateDir;
   const stateProblem = await mkdir(stateDir, { recursive: true }).then(
     () => cannotWriteIn(stateDir),
@@ -38,5 +38,14 @@ export async function checkWritableFolders(settings: Settings, settingsFile: str
       `${settingsFile}: [router] config ${router.config}: the daemon's user (${user}) cannot create files in ${folder}: ${problem}; the daemon replaces that file by writing a new one beside it and renaming it over, so make ${folder} writable by ${user}, or point config at a file in a folder it owns`,
       { terminal: true },
     );
+  }
+}
+
+/** The user this process runs as, by name; by uid when the system has no name for it (a container's arbitrary uid, where userInfo throws). */
+function daemonUser(): string {
+  try {
+    return userInfo().username;
+  } catch {
+    return `uid ${process.getuid?.() ?? "unknown"}`;
   }
 }
