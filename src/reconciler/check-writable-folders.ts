@@ -1,8 +1,8 @@
-import { mkdir, realpath } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import { userInfo } from "node:os";
-import { dirname, resolve } from "node:path";
 import { messageOf, ShardctlError } from "../errors/index.js";
 import { cannotWriteIn } from "../files/index.js";
+import { createRegistrar } from "../router/index.js";
 import type { Settings } from "../spec/index.js";
 
 /**
@@ -25,20 +25,15 @@ export async function checkWritableFolders(settings: Settings, settingsFile: str
       { terminal: true },
     );
   }
-  const router = settings.router;
-  if (router.kind !== "continuum" || router.adminUrl !== undefined || router.config === undefined) return;
-  const config = resolve(router.config);
-  // The link's folder holds the relaunch marks; the folder of the file it leads to, the config's replacement.
-  const folders = new Set([dirname(config), dirname(await realpath(config).catch(() => config))]);
-  for (const folder of folders) {
-    const problem = await cannotWriteIn(folder);
-    if (problem === undefined) continue;
-    throw new ShardctlError(
-      "RouterConfigUnwritable",
-      `${settingsFile}: [router] config ${router.config}: the daemon's user (${user}) cannot create files in ${folder}: ${problem}; the daemon replaces that file by writing a new one beside it and renaming it over, so make ${folder} writable by ${user}, or point config at a file in a folder it owns`,
-      { terminal: true },
-    );
-  }
+  // The registrar says which folders its registrations write in (none for an admin API).
+  const unwritable = await createRegistrar(settings.router).unwritable?.();
+  if (unwritable === undefined) return;
+  const { folder, problem } = unwritable;
+  throw new ShardctlError(
+    "RouterConfigUnwritable",
+    `${settingsFile}: [router] config ${settings.router.config}: the daemon's user (${user}) cannot create files in ${folder}: ${problem}; the daemon replaces that file by writing a new one beside it and renaming it over, so make ${folder} writable by ${user}, or point config at a file in a folder it owns`,
+    { terminal: true },
+  );
 }
 
 /** The user this process runs as, by name; by uid when the system has no name for it (a container's arbitrary uid, where userInfo throws). */

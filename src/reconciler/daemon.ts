@@ -215,7 +215,10 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       onStatusFile: (name) =>
         void reconciler.restoreStatus(name).catch((error: unknown) => log.error({ cluster: name, err: error }, "could not put back the status file")),
       onError: (error) =>
-        log.warn({ err: error, dir }, "the watch of the definitions could not look at an entry; it goes on, and each resync looks at the directory again"),
+        log.warn(
+          { err: error, dir },
+          "the watch of the definitions reported an error (an entry it cannot look at, or no watch or descriptor left): it goes on where it can, and each resync looks at the directory again",
+        ),
     });
     started.push(() => watcher.close());
     // The router's YAML, edited by others: a cluster whose backend left it gets a pass at once.

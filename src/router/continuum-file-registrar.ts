@@ -118,11 +118,12 @@ export function createContinuumFileRegistrar(configFile: string): Registrar {
     markRelaunching: (model, untilMs) => editMarks((marks) => void marks.set(model, untilMs)),
     clearRelaunching: (model) => editMarks((marks) => void marks.delete(model)),
     unwritable: async () => {
-      const folder = dirname(await realpath(file).catch(() => file));
-      const problem = await cannotWriteIn(folder);
-      return problem === undefined
-        ? undefined
-        : `cannot write in ${folder}, the folder of router config ${file}: ${problem}; the daemon's user must be able to create files there`;
+      // The link's folder holds the relaunch marks; the folder of the file it leads to, the config's replacement.
+      for (const folder of new Set([dirname(file), dirname(await realpath(file).catch(() => file))])) {
+        const problem = await cannotWriteIn(folder);
+        if (problem !== undefined) return { folder, problem };
+      }
+      return undefined;
     },
   };
 }

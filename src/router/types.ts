@@ -34,11 +34,11 @@ export interface Registrar {
   /** Withdraws `model`'s relaunch mark (the cluster stalled or was stopped: it is not coming back). */
   clearRelaunching(model: string): Promise<void>;
   /**
-   * Why a registration could not be written now (the router config's folder takes no new file),
-   * else undefined: asked before a launch starts anything, so that a launch is not run whole to
-   * fail at its registration. Absent: nothing to ask.
+   * A folder a registration must write in that takes no new file now, and the system's words, else
+   * undefined: asked as the daemon starts and before a launch starts anything, so that a launch is
+   * not run whole to fail at its registration. Absent: nothing to ask.
    */
-  unwritable?(): Promise<string | undefined>;
+  unwritable?(): Promise<{ folder: string; problem: string } | undefined>;
 }
 
 /** What the embedded router needs from a continuum-router YAML config. */

@@ -111,7 +111,11 @@ export const launch: Step = {
       // A router config the daemon cannot write in would fail the registration after every process
       // started and loaded: found first, nothing is started (and, as the surroundings, not counted).
       const unwritable = request.router === undefined ? undefined : await world.registrarFor(settings).unwritable?.();
-      if (unwritable !== undefined) throw new LaunchError("RouterConfigUnwritable", "router-registration", unwritable);
+      if (unwritable !== undefined) {
+        const { folder, problem } = unwritable;
+        const words = `cannot write in ${folder}, the folder of router config ${settings.router.config}: ${problem}; the daemon's user must be able to create files there`;
+        throw new LaunchError("RouterConfigUnwritable", "router-registration", words);
+      }
       await launchCluster(request, {
         ledger,
         registrar: world.registrarFor(settings),
