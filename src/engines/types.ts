@@ -381,8 +381,8 @@ export interface EngineReadiness {
    * For an engine that takes no new request in while it processes a prompt, and logs each step of
    * it on its HTTP server's log: that step, from one log line (the time the line gives, ms on the
    * node's own clock, and how many of the prompt's tokens are processed, of how many), else
-   * undefined. A generation watchdog whose one-token completion timed out reads the end of that
-   * log: a step logged since the probe began, or a prompt still being processed whose last step is
+   * undefined. A generation watchdog reads the end of that log as each probe begins and once one
+   * timed out: a step logged since the probe began, or a prompt still being processed whose last step is
    * younger than twice the longest step it took so far, is a pipeline busy with a long prompt, not
    * a hung one. Absent: a timeout is judged without the log.
    */

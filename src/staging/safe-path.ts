@@ -15,27 +15,24 @@ const maxPathBytes = 1024;
 const maxDepth = 32;
 
 export function assertSafePath(path: string, from: string): void {
-  const problem =
-    path === ""
-      ? "is empty"
-      : path.includes("\0")
-        ? "contains a NUL byte"
-        : path.startsWith("/") || /^[A-Za-z]:/.test(path)
-          ? "is absolute"
-          : path.includes("\\")
-            ? "contains a backslash"
-            : Buffer.byteLength(path) > maxPathBytes
-              ? `is over ${maxPathBytes} bytes long`
-              : path.split("/").length > maxDepth + 1
-                ? `lies more than ${maxDepth} folders deep`
-                : path.split("/").some((s) => s === ".." || s === "." || s === "")
-                  ? "has a '..', '.' or empty segment"
-                  : path.split("/").some((s) => Buffer.byteLength(s) > maxNameBytes)
-                    ? `has a segment over ${maxNameBytes} bytes, longer than file systems take a name`
-                    : undefined;
+  const problem = unsafePathProblem(path);
   if (problem !== undefined) {
     throw new ShardctlError("UnsafeFileName", `${from} lists the file name ${showName(path)}, which ${problem}; refusing to stage it`, { terminal: true });
   }
+}
+
+/** What makes `path` unsafe to stage (the words after "which"), the first found in this order, or undefined. */
+function unsafePathProblem(path: string): string | undefined {
+  if (path === "") return "is empty";
+  if (path.includes("\0")) return "contains a NUL byte";
+  if (path.startsWith("/") || /^[A-Za-z]:/.test(path)) return "is absolute";
+  if (path.includes("\\")) return "contains a backslash";
+  if (Buffer.byteLength(path) > maxPathBytes) return `is over ${maxPathBytes} bytes long`;
+  const segments = path.split("/");
+  if (segments.length > maxDepth + 1) return `lies more than ${maxDepth} folders deep`;
+  if (segments.some((s) => s === ".." || s === "." || s === "")) return "has a '..', '.' or empty segment";
+  if (segments.some((s) => Buffer.byteLength(s) > maxNameBytes)) return `has a segment over ${maxNameBytes} bytes, longer than file systems take a name`;
+  return undefined;
 }
 
 /**
