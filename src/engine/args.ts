@@ -33,6 +33,8 @@ export interface EngineOptions {
   threads: number;
   /** Sequences the coordinator generates at once; later requests wait for a slot. Default 16. */
   maxSequences: number;
+  /** Requests that may wait for a generation slot; one more is refused (429). */
+  maxQueued: number;
   /**
    * The most tokens one request may hold, prompt and completion together: what the KV caches were
    * planned for. Undefined: the model's max_position_embeddings (a larger value is cut to it).
@@ -61,7 +63,7 @@ export class EngineUsageError extends Error {
 export const usage = `usage: shard-engine -m <model-dir> [--distributed-config <cluster.toml> --node-id <id>]
                     [--host <ip>] [--port <port>] [--no-warmup] [--transport-token-file <file>]
                     [--model-name <name>] [--connect-timeout-ms <ms>] [--broken-exit-delay-ms <ms>]
-                    [--threads <n>] [--max-sequences <n>] [--context-length <tokens>]
+                    [--threads <n>] [--max-sequences <n>] [--max-queued <n>] [--context-length <tokens>]
                     [--compute-stall-ms <ms>] [--client-stall-ms <ms>] [--drain-ms <ms>]
        shard-engine --version | --help
 
@@ -69,7 +71,8 @@ Without --distributed-config one process serves the whole model. With it, the no
 --node-id becomes a pipeline stage (binds its TOML address) or, for the hybrid node, the
 coordinator (HTTP on --host:--port). --threads (default: this machine's cores) is how many threads
 compute each matrix product of the layers this process holds. --max-sequences (default 16) is how
-many requests the coordinator generates at once; later ones wait their turn. --context-length
+many requests the coordinator generates at once; later ones wait their turn, at most --max-queued
+of them (default 8 × --max-sequences; one more is answered 429 with Retry-After). --context-length
 (default: the model's max_position_embeddings, never more) is the most tokens one request may hold,
 prompt and completion together; a longer prompt is refused (--host defaults to 127.0.0.1, --port to
 8080). A stage whose computation finishes no layer for --compute-stall-ms
@@ -108,6 +111,7 @@ export const engineFlags = {
   "drain-ms": { type: "string" },
   threads: { type: "string" },
   "max-sequences": { type: "string" },
+  "max-queued": { type: "string" },
   "context-length": { type: "string" },
   version: { type: "boolean", short: "V" },
   help: { type: "boolean", short: "h" },
@@ -131,6 +135,7 @@ export function parseEngineArgs(argv: string[]): ParsedArgs {
   if ((values["distributed-config"] === undefined) !== (values["node-id"] === undefined)) {
     throw new EngineUsageError("`--distributed-config` and `--node-id` go together");
   }
+  const maxSequences = integer("max-sequences", values["max-sequences"], 16, 1, 4096);
   return {
     kind: "run",
     options: {
@@ -148,7 +153,8 @@ export function parseEngineArgs(argv: string[]): ParsedArgs {
       clientStallMs: integer("client-stall-ms", values["client-stall-ms"], 60_000, 100, 24 * 3600_000),
       drainMs: integer("drain-ms", values["drain-ms"], 3000, 0, 24 * 3600_000),
       threads: integer("threads", values.threads, availableParallelism(), 1, 1024),
-      maxSequences: integer("max-sequences", values["max-sequences"], 16, 1, 4096),
+      maxSequences,
+      maxQueued: integer("max-queued", values["max-queued"], maxSequences * 8, 0, 1_000_000),
       contextLength: values["context-length"] === undefined ? undefined : integer("context-length", values["context-length"], 0, 1, 2 ** 31 - 1),
     },
   };

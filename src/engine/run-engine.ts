@@ -137,7 +137,7 @@ async function startHttp(
     codec: undefined,
     prompts: undefined,
     requests: new RequestParser(hold),
-    slots: new SequenceSlots(o.maxSequences),
+    slots: new SequenceSlots(o.maxSequences, o.maxQueued),
     clientStallMs: o.clientStallMs,
     // 16 bodies of the largest size (4 MiB), or 4096 small requests waiting, at once.
     bodies: new BodyBudget(64 * 1024 * 1024, 16 * 1024),

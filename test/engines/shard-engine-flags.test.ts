@@ -33,7 +33,7 @@ describe("shard-engine's flags", () => {
 
   it("an unknown flag, a misspelt one or an unknown short one is refused at its place, naming the flags a definition may pass", () => {
     expect(problems('extra_args = ["--conect-timeout-ms", "5", "--threads-per-stage=2", "-x"]')).toEqual([
-      'engine.extra_args[0]: "--conect-timeout-ms" is not a flag of shard-engine: every process would stop at start (the flags a definition may pass: --no-warmup, --connect-timeout-ms, --broken-exit-delay-ms, --compute-stall-ms, --client-stall-ms, --drain-ms)',
+      'engine.extra_args[0]: "--conect-timeout-ms" is not a flag of shard-engine: every process would stop at start (the flags a definition may pass: --max-queued, --no-warmup, --connect-timeout-ms, --broken-exit-delay-ms, --compute-stall-ms, --client-stall-ms, --drain-ms)',
       expect.stringMatching(/^engine\.extra_args\[2\]: "--threads-per-stage=2" is not a flag of shard-engine/),
       expect.stringMatching(/^engine\.extra_args\[3\]: "-x" is not a flag of shard-engine/),
     ]);

@@ -13,7 +13,7 @@ import type { ModelConfig } from "../model/index.js";
 import { generate, type TokenInfo, type TokenTally } from "./generate.js";
 import type { Pipeline } from "./pipeline.js";
 import { type PromptEncoder, TokenizerThreadFailed } from "./prompt-encoder.js";
-import type { SequenceSlots } from "./sequence-slots.js";
+import { QueueFull, type SequenceSlots } from "./sequence-slots.js";
 import { type LinkState, PipelineBroken } from "./remote-pipeline.js";
 import { ApiError, type ChatRequest, type CompletionRequest } from "./requests.js";
 import type { RequestParser } from "./request-parser.js";
@@ -166,7 +166,8 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   }
   if (ctx.health.state !== "ok" || ctx.pipeline === undefined || ctx.codec === undefined || ctx.prompts === undefined) throw unavailable(ctx);
   if (path === "/debug/stats") {
-    sendJson(res, 200, { stages: await ctx.pipeline.stats() });
+    const requests = { running: ctx.slots.running, queued: ctx.slots.queued, maxSequences: ctx.slots.limit, maxQueued: ctx.slots.queueLimit };
+    sendJson(res, 200, { requests, stages: await ctx.pipeline.stats() });
     return;
   }
   // Held until the request takes a slot (complete() gives it back then), or here when it fails first.
@@ -222,6 +223,16 @@ function busy(share: BodyShare): ApiError {
       "retry-after": "1",
     },
   );
+}
+
+/**
+ * 429 with Retry-After, as an overloaded OpenAI-compatible server answers (OpenAI clients back off
+ * and retry it; routers take it as load, not as a failed backend).
+ */
+function queueFull(full: QueueFull): ApiError {
+  return new ApiError(429, `The server is overloaded: ${full.message} (shard-engine --max-queued); retry shortly`, null, "queue_full", "unavailable", {
+    "retry-after": "1",
+  });
 }
 
 async function complete(
@@ -311,12 +322,15 @@ async function complete(
     release = await ctx.slots.acquire(ctx.stopping === undefined ? gone.signal : AbortSignal.any([gone.signal, ctx.stopping.signal]));
     // Generating now: what the request holds is the pipeline's (its KV cache), not the queue's.
     share.release();
-  } catch {
+  } catch (error) {
+    if (error instanceof QueueFull) throw queueFull(error);
     if (!closed && cut()) throw shuttingDown();
     ctx.log.info({ id, queued: ctx.slots.queued }, "client disconnected while waiting for a slot");
     return;
   }
   try {
+    // The pipeline may have broken while the request waited: answered as one that came then.
+    if (ctx.health.state !== "ok") throw unavailable(ctx);
     await respond();
   } finally {
     release();
@@ -365,14 +379,18 @@ async function complete(
       return;
     }
 
-    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
+    // The stream's head waits for the first token: a pipeline that breaks before it (a stage lost
+    // while the request waited or while its prompt was processed) is then answered 503 with
+    // Retry-After, which clients retry, and not a 200 whose stream holds only an error.
     const chunkObject = request.kind === "chat" ? "chat.completion.chunk" : "text_completion";
+    let opened = false;
     let sent = 0;
     // A chunk the socket could not take whole waits, with the next token's run, until the client
     // reads: a client that reads slowly slows its own generation instead of this process buffering
     // its whole completion, and one that reads nothing is let go (see untilDrained).
     const send = (choices: object[], extra: object = {}): Promise<void> | undefined => {
       if (closed) return undefined;
+      if (!opened) open();
       sent++;
       const flushed = res.write(`data: ${JSON.stringify({ id, object: chunkObject, created, model: ctx.modelName, choices, ...extra })}\n\n`);
       return flushed
@@ -381,7 +399,11 @@ async function complete(
             ctx.log.warn({ id, chunksWritten: sent, stalledMs: ctx.clientStallMs }, "the client read nothing of its stream for too long; disconnected"),
           );
     };
-    if (request.kind === "chat") await send([{ index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }]);
+    const open = (): void => {
+      opened = true;
+      res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
+      if (request.kind === "chat") send([{ index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }]);
+    };
     try {
       const result = await generate(
         pipeline,

@@ -64,7 +64,7 @@ export const referenceFacts = {
     setByDriver: [...mlxcelFacts.extraArgs.setByDriver, "--transport-token-file", "--model-name", "--threads", "--max-sequences", "--context-length"],
     flags: [
       ...["-m", "--model", "--distributed-config", "--node-id", "--host", "--port", "--transport-token-file", "--model-name"],
-      ...["--threads", "--max-sequences", "--context-length", "--no-warmup", "--connect-timeout-ms", "--broken-exit-delay-ms"],
+      ...["--threads", "--max-sequences", "--max-queued", "--context-length", "--no-warmup", "--connect-timeout-ms", "--broken-exit-delay-ms"],
       ...["--compute-stall-ms", "--client-stall-ms", "--drain-ms", "--version", "-V", "--help", "-h"],
     ],
     // Its parser's bounds (a test holds them equal), ms unless said.
@@ -77,6 +77,7 @@ export const referenceFacts = {
       "--drain-ms": [0, 86_400_000],
       "--threads": [1, 1024],
       "--max-sequences": [1, 4096],
+      "--max-queued": [0, 1_000_000],
       "--context-length": [1, 2 ** 31 - 1],
     },
   },
