@@ -59,6 +59,8 @@ export interface ClusterMemory {
    * cluster stalls.
    */
   comingBack?: string;
+  /** The model the router was told is stalled (503 `model_stalled`, not 404), and since when (epoch ms): kept while the cluster stays Stalled. */
+  stalledMark?: { model: string; since: number };
   /** The launch (its `startedAt`) whose death is already recorded: the monitor and a pass may both find it. */
   deathRecordedFor?: string;
   /**

@@ -43,6 +43,7 @@ export function keepComingBack(pass: Pass): { end(verdict: Verdict): Promise<voi
   return {
     async end(verdict) {
       clearInterval(timer);
+      await markStalledOrNot(pass, verdict);
       const model = pass.memory.comingBack;
       if (model === undefined) return;
       if (verdict.pruned !== true && !notComingBack.has(verdict.health)) return renew();
@@ -53,4 +54,27 @@ export function keepComingBack(pass: Pass): { end(verdict: Verdict): Promise<voi
         .catch((error: unknown) => pass.world.log.warn({ cluster: pass.name, err: error }, "could not withdraw the model's coming-back mark"));
     },
   };
+}
+
+/**
+ * A pass that ends with the cluster Stalled marks its model stalled in the router (503
+ * `model_stalled` naming the cluster and the reason, not a 404 a client reads as a typo); one that
+ * ends otherwise withdraws the mark this cluster set. Only for a cluster registered with the
+ * router; best effort, as the coming-back mark.
+ */
+async function markStalledOrNot(pass: Pass, verdict: Verdict): Promise<void> {
+  const { memory, world, settings, name } = pass;
+  const spec = memory.lastGood?.spec;
+  const model = verdict.health === "Stalled" && verdict.pruned !== true && spec?.router.register === true ? spec.model.id : undefined;
+  const previous = memory.stalledMark;
+  const registrar = world.registrarFor(settings);
+  const warn = (error: unknown): void => world.log.warn({ cluster: name, err: error }, "could not update the model's stalled mark in the router");
+  if (previous !== undefined && previous.model !== model) {
+    memory.stalledMark = undefined;
+    await registrar.clearStalled(previous.model, name).catch(warn);
+  }
+  if (model === undefined) return;
+  memory.stalledMark = { model, since: previous?.model === model ? previous.since : Date.now() };
+  const reason = verdict.reason ?? memory.lastError?.reason ?? "Stalled";
+  await registrar.markStalled(model, { cluster: name, reason, since: memory.stalledMark.since }).catch(warn);
 }

@@ -292,6 +292,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     await takeRequests();
 
     // Rebuild from the ledger and the definitions: every known cluster gets a pass now.
+    await reconciler.clearStalledMarks(settings);
     await enqueueAll();
   } catch (error) {
     await undoStart();

@@ -88,6 +88,17 @@ export class Reconciler {
     });
   }
 
+  /**
+   * Withdraw the router's stalled marks: this daemon's first passes set again those of clusters
+   * still stalled, so a mark left by an earlier daemon for a cluster since removed goes.
+   */
+  async clearStalledMarks(settings: Settings): Promise<void> {
+    await this.world
+      .registrarFor(settings)
+      .clearAllStalled()
+      .catch((error: unknown) => this.options.log.warn({ err: error }, "could not withdraw the router's stalled marks"));
+  }
+
   /** One pass of `name`; the queue's outcome says whether and when to come back. */
   async reconcile(name: string, stepAside?: () => void): Promise<PassOutcome> {
     const startedAt = Date.now();

@@ -94,6 +94,9 @@ export function createContinuumAdminRegistrar(options: AdminRegistrarOptions): R
     // continuum-router documents no notion of a model that is coming back: it answers 404 meanwhile.
     markRelaunching: async () => undefined,
     clearRelaunching: async () => undefined,
+    markStalled: async () => undefined,
+    clearStalled: async () => undefined,
+    clearAllStalled: async () => undefined,
   };
 }
 

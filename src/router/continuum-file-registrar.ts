@@ -9,7 +9,7 @@ import { messageOf, ShardctlError, type RouterReason } from "../errors/index.js"
 import { editBackendsText, NEW_CONFIG_TEXT, parseConfigDocument, removeBackend, upsertBackend } from "./edit-backends.js";
 import type { Document } from "yaml";
 import { maxRouterConfigBytes, parseRouterConfig } from "./read-router-config.js";
-import { maxRelaunchFileBytes, parseRelaunchMarks, relaunchFileOf, renderRelaunchMarks } from "./relaunch-marks.js";
+import { marksAreEmpty, maxRelaunchFileBytes, noMarks, parseRelaunchMarks, relaunchFileOf, renderRelaunchMarks, type RelaunchMarks } from "./relaunch-marks.js";
 import { serialise } from "./serialise.js";
 import type { BackendEntry, Registrar } from "./types.js";
 import { validateBackendEntry } from "./validate-backend-entry.js";
@@ -77,18 +77,18 @@ export function createContinuumFileRegistrar(configFile: string): Registrar {
   // Edit the relaunch marks, serialised with the YAML edits under the same key: a mark made before
   // a deregistration is on disk before the backend leaves the YAML, so the router never sees the
   // model unknown in between. Expired marks are dropped; the file goes when the last mark does.
-  const editMarks = (change: (marks: Map<string, number>) => void): Promise<void> =>
+  const editMarks = (change: (marks: RelaunchMarks) => void): Promise<void> =>
     serialise(file, async () => {
       try {
         const text = await readRegularText(marksFile, { maxBytes: maxRelaunchFileBytes, what: "relaunch marks file" }).catch((error: NodeJS.ErrnoException) => {
           if (error.code === "ENOENT") return undefined;
           throw error;
         });
-        const marks = text === undefined ? new Map<string, number>() : parseOwnMarks(text);
+        const marks = text === undefined ? noMarks() : parseOwnMarks(text);
         const now = Date.now();
-        for (const [model, until] of marks) if (until <= now) marks.delete(model);
+        for (const [model, until] of marks.relaunching) if (until <= now) marks.relaunching.delete(model);
         change(marks);
-        const next = marks.size === 0 ? undefined : renderRelaunchMarks(marks);
+        const next = marksAreEmpty(marks) ? undefined : renderRelaunchMarks(marks);
         if (next === text) return;
         if (next !== undefined) await writeFileAtomic(marksFile, next);
         else await unlink(marksFile);
@@ -97,11 +97,11 @@ export function createContinuumFileRegistrar(configFile: string): Registrar {
       }
     });
   // Our own file: one that does not parse (a crash mid-write cannot do that, a hand edit can) is replaced.
-  const parseOwnMarks = (text: string): Map<string, number> => {
+  const parseOwnMarks = (text: string): RelaunchMarks => {
     try {
       return parseRelaunchMarks(text, marksFile);
     } catch {
-      return new Map();
+      return noMarks();
     }
   };
 
@@ -109,14 +109,33 @@ export function createContinuumFileRegistrar(configFile: string): Registrar {
     register: async (backend) => {
       const entry = validateBackendEntry(backend);
       await edit("RouterRegistrationFailed", (doc) => upsertBackend(doc, entry));
-      // A backend serves these models again: they are no longer "coming back".
-      await editMarks((marks) => entry.models.forEach((model) => marks.delete(model)));
+      // A backend serves these models again: they are neither coming back nor stalled.
+      await editMarks((marks) =>
+        entry.models.forEach((model) => {
+          marks.relaunching.delete(model);
+          marks.stalled.delete(model);
+        }),
+      );
     },
     deregister: (name) => edit("RouterDeregistrationFailed", (doc) => void removeBackend(doc, name)),
     lookup: async (name) => (await list()).find((entry) => entry.name === name),
     list,
-    markRelaunching: (model, untilMs) => editMarks((marks) => void marks.set(model, untilMs)),
-    clearRelaunching: (model) => editMarks((marks) => void marks.delete(model)),
+    markRelaunching: (model, untilMs) =>
+      editMarks((marks) => {
+        marks.relaunching.set(model, untilMs);
+        marks.stalled.delete(model);
+      }),
+    clearRelaunching: (model) => editMarks((marks) => void marks.relaunching.delete(model)),
+    markStalled: (model, mark) =>
+      editMarks((marks) => {
+        marks.stalled.set(model, mark);
+        marks.relaunching.delete(model);
+      }),
+    clearStalled: (model, cluster) =>
+      editMarks((marks) => {
+        if (marks.stalled.get(model)?.cluster === cluster) marks.stalled.delete(model);
+      }),
+    clearAllStalled: () => editMarks((marks) => marks.stalled.clear()),
     unwritable: async () => {
       // The link's folder holds the relaunch marks; the folder of the file it leads to, the config's replacement.
       for (const folder of new Set([dirname(file), dirname(await realpath(file).catch(() => file))])) {

@@ -9,5 +9,8 @@ export function createNoneRegistrar(): Registrar {
     list: async () => [],
     markRelaunching: async () => undefined,
     clearRelaunching: async () => undefined,
+    markStalled: async () => undefined,
+    clearStalled: async () => undefined,
+    clearAllStalled: async () => undefined,
   };
 }

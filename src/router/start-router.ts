@@ -16,7 +16,7 @@ import { sendJson, sendOpenAIError } from "./openai-error.js";
 import { proxyRequest, type ProxyContext } from "./proxy-request.js";
 import { normaliseRequestPath } from "./normalise-path.js";
 import { readRouterConfig } from "./read-router-config.js";
-import { readRelaunchMarks, relaunchFileOf, relaunchMsLeft, type RelaunchMarks } from "./relaunch-marks.js";
+import { noMarks, readRelaunchMarks, relaunchFileOf, relaunchMsLeft, type RelaunchMarks } from "./relaunch-marks.js";
 import { createRouteTable, type RouteTable } from "./route-table.js";
 import { findModelField, type ByteSpan } from "./find-model-field.js";
 import type { RouterConfig } from "./types.js";
@@ -98,7 +98,7 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
   const readMarks = (): Promise<RelaunchMarks> =>
     readRelaunchMarks(marksFile).catch((error: unknown) => {
       log.error({ err: error, file: marksFile }, "relaunch marks not read; no model is treated as relaunching");
-      return new Map<string, number>();
+      return noMarks();
     });
   let marks: RelaunchMarks = await readMarks();
   const host = options.host ?? config.bind?.host ?? "127.0.0.1";
@@ -130,9 +130,22 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
     }
   };
 
-  // 503 + Retry-After for a model whose cluster is being relaunched: OpenAI clients retry it, not a 404.
+  // 503 + Retry-After for a model whose cluster is being relaunched: OpenAI clients retry it, not a
+  // 404. 503 `model_stalled` for one whose cluster stalled: the client learns it is no typo, and why.
   const answerRelaunching = (res: ServerResponse, model: string): boolean => {
     const left = relaunchMsLeft(marks, model, Date.now());
+    const stalled = marks.stalled.get(model);
+    if (left === undefined && stalled !== undefined) {
+      sendOpenAIError(
+        res,
+        503,
+        `The model \`${showModel(model)}\` is not served: its cluster \`${showModel(stalled.cluster)}\` stalled (${showModel(stalled.reason)}) and comes back only when its definition changes or someone runs \`shardctl reconcile ${showModel(stalled.cluster)}\`; its status file says why`,
+        "server_error",
+        "model_stalled",
+        "model",
+      );
+      return true;
+    }
     if (left === undefined) return false;
     const seconds = Math.max(1, Math.min(relaunchRetryAfterSeconds, Math.ceil(left / 1000)));
     sendOpenAIError(res, 503, `The model \`${model}\` is being relaunched; retry in ${seconds} s`, "server_error", "model_relaunching", "model", {

@@ -1,4 +1,5 @@
 /** Shapes shared by the registrars and the embedded router. */
+import type { StalledMark } from "./relaunch-marks.js";
 
 /** One entry of a continuum-router `backends:` list. `weight` defaults to 1 where it matters. */
 export type BackendEntry = {
@@ -33,6 +34,16 @@ export interface Registrar {
   markRelaunching(model: string, untilMs: number): Promise<void>;
   /** Withdraws `model`'s relaunch mark (the cluster stalled or was stopped: it is not coming back). */
   clearRelaunching(model: string): Promise<void>;
+  /**
+   * Says that `model`'s cluster stalled: until a `register` listing it, a `markRelaunching` of it or
+   * a `clearStalled`, the embedded router answers 503 `model_stalled` naming the cluster and the
+   * reason, instead of 404. Replaces a relaunch mark. A no-op where there is no such notion.
+   */
+  markStalled(model: string, mark: StalledMark): Promise<void>;
+  /** Withdraws `model`'s stalled mark when `cluster` set it (another cluster may serve the same model). */
+  clearStalled(model: string, cluster: string): Promise<void>;
+  /** Withdraws every stalled mark: the daemon starts, and its first passes mark again what is still stalled. */
+  clearAllStalled(): Promise<void>;
   /**
    * A folder a registration must write in that takes no new file now, and the system's words, else
    * undefined: asked as the daemon starts and before a launch starts anything, so that a launch is

@@ -159,3 +159,48 @@ describe("a model whose cluster is being relaunched", () => {
     expect(answer.retryAfter).toBeNull();
   });
 });
+
+describe("a model whose cluster stalled", () => {
+  it("answers 503 model_stalled naming the cluster and the reason, not 404, until a relaunch mark, a registration or its withdrawal", async () => {
+    await registrar.markRelaunching("m5", Date.now() + 60_000);
+    await registrar.markStalled("m5", { cluster: "tiny", reason: "RestartBudgetExhausted", since: Date.now() });
+    const marks = JSON.parse(await readFile(relaunchFileOf(file), "utf8")) as { relaunching: object; stalled: Record<string, { cluster: string; reason: string }> };
+    // A stalled model is not coming back: the relaunch mark is replaced.
+    expect(marks.relaunching).toEqual({});
+    expect(marks.stalled["m5"]).toMatchObject({ cluster: "tiny", reason: "RestartBudgetExhausted" });
+    await eventually(async () => {
+      const answer = await chat("m5");
+      expect(answer.status).toBe(503);
+      expect(answer.retryAfter).toBeNull();
+      expect(answer.json).toEqual({
+        error: {
+          message:
+            "The model `m5` is not served: its cluster `tiny` stalled (RestartBudgetExhausted) and comes back only when its definition changes or someone runs `shardctl reconcile tiny`; its status file says why",
+          type: "server_error",
+          param: "model",
+          code: "model_stalled",
+        },
+      });
+    });
+    expect((await fetch(`${router.url}/v1/models/m5`)).status).toBe(503);
+    // Another cluster's withdrawal leaves the mark; the cluster's own, or its relaunch, ends it.
+    await registrar.clearStalled("m5", "other");
+    expect((await chat("m5")).status).toBe(503);
+    await registrar.markRelaunching("m5", Date.now() + 60_000);
+    await eventually(async () => expect((await chat("m5")).json.error).toMatchObject({ code: "model_relaunching" }));
+    await registrar.markStalled("m5", { cluster: "tiny", reason: "RestartBudgetExhausted", since: Date.now() });
+    await registrar.register({ name: "m5-pp", url: backend.url, models: ["m5"] });
+    await eventually(async () => expect((await chat("m5")).status).toBe(200));
+    await registrar.deregister("m5-pp");
+    await eventually(async () => expect((await chat("m5")).status).toBe(404));
+    await registrar.markStalled("m5", { cluster: "tiny", reason: "LaunchFailed", since: Date.now() });
+    await eventually(async () => expect((await chat("m5")).status).toBe(503));
+    await registrar.clearStalled("m5", "tiny");
+    await eventually(async () => expect((await chat("m5")).status).toBe(404));
+    expect(existsSync(relaunchFileOf(file))).toBe(false);
+    // The daemon's start withdraws every stalled mark (its first passes set again those still stalled).
+    await registrar.markStalled("m6", { cluster: "gone", reason: "RestartBudgetExhausted", since: Date.now() });
+    await registrar.clearAllStalled();
+    expect(existsSync(relaunchFileOf(file))).toBe(false);
+  });
+});
