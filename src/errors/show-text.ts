@@ -41,3 +41,15 @@ export function firstUnsafeChar(text: string): string | undefined {
 function escapeChar(c: string): string {
   return `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
 }
+
+/**
+ * The longest message a status file, a log line or a table keeps, characters (4096): a message is
+ * built from what others wrote (an engine's version line, its log, a node's error) and one of
+ * megabytes would make the status file too large for `shardctl status` and `wait` to read.
+ */
+export const maxMessageChars = 4096;
+
+/** `text` cut to `chars` characters (default maxMessageChars), saying so when cut. */
+export function clipText(text: string, chars = maxMessageChars): string {
+  return text.length <= chars ? text : `${text.slice(0, chars)}… (cut to ${chars} characters)`;
+}

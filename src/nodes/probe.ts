@@ -2,7 +2,7 @@
  * What a node offers: OS, architecture, accelerator family, engine version, memory and disk. Feeds
  * the planner's budgets and the homogeneity gate. Cached per reconcile pass (createProbeCache).
  */
-import { isShardctlError } from "../errors/index.js";
+import { clipText, isShardctlError } from "../errors/index.js";
 import { probeScript } from "./shell-scripts.js";
 import type { NodeAccess } from "./types.js";
 
@@ -59,8 +59,10 @@ export async function probeNode(node: NodeAccess, options: ProbeOptions = {}): P
       os,
       arch,
       accelerator,
-      engineVersion: kv.get("engine"),
-      ...(kv.has("engineError") ? { error: engineFailure(options.engineBinary ?? "", kv.has("engineMissing"), kv.get("engineError") ?? "") } : {}),
+      ...versionOf(kv.get("engine")),
+      ...(kv.has("engineError")
+        ? { error: engineFailure(options.engineBinary ?? "", kv.has("engineMissing"), clipText(kv.get("engineError") ?? "", maxVersionChars)) }
+        : {}),
       memoryTotalBytes: num("memTotalKb", 1024) ?? num("memTotalBytes"),
       memoryAvailableBytes: num("memAvailKb", 1024) ?? num("memAvailBytes"),
       diskFreeBytes: num("diskFreeKb", 1024),
@@ -101,4 +103,15 @@ export function formatBadge(probe: NodeProbe): string {
   if (!probe.reachable) return "unreachable";
   const os = (probe.os ?? "?").toLowerCase();
   return `${probe.accelerator ?? "?"} ${os}/${probe.arch ?? "?"}${probe.engineVersion === undefined ? "" : ` ${probe.engineVersion}`}`;
+}
+
+/**
+ * The longest engine version kept, characters (200): the first line of the engine's `--version`,
+ * which the engine's author chose; it is compared across nodes and quoted in messages and tables.
+ */
+export const maxVersionChars = 200;
+
+/** `{ engineVersion }` of a version line, cut to maxVersionChars; nothing for none. */
+export function versionOf(line: string | undefined): { engineVersion?: string } {
+  return line === undefined ? {} : { engineVersion: clipText(line, maxVersionChars) };
 }

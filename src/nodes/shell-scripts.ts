@@ -134,6 +134,6 @@ if command -v nvidia-smi >/dev/null 2>&1; then echo cuda=1; fi
 k=$(free_kib "$1")
 [ -z "$k" ] || echo "diskFreeKb=$k"
 if [ -n "$2" ]; then
-  if v=$("$2" --version 2>&1); then echo "engine=$(printf '%s\\n' "$v" | head -n 1)"
-  else command -v "$2" >/dev/null 2>&1 || echo "engineMissing=1"; echo "engineError=$(printf '%s\\n' "$v" | head -n 1)"; fi
+  if v=$("$2" --version 2>&1); then echo "engine=$(printf '%s\\n' "$v" | head -n 1 | cut -c 1-256)"
+  else command -v "$2" >/dev/null 2>&1 || echo "engineMissing=1"; echo "engineError=$(printf '%s\\n' "$v" | head -n 1 | cut -c 1-256)"; fi
 fi`;
