@@ -101,6 +101,13 @@ export interface ClusterMonitor {
  */
 const flakyPathMs = 10_000;
 
+/**
+ * Failed answers in a row to the generation watchdog's probe (a server error other than 503, or a
+ * 200 that is no completion) that are a death: one may be a request's bad luck, two a second apart
+ * or more are the engine's.
+ */
+const failedAnswersToDie = 2;
+
 export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions): ClusterMonitor {
   const { pollIntervalMs = 1_000, strikes: limit = 2, exitWatch = true, rewatchDelayMs = 1_000 } = options;
   const timeoutMs = options.probeTimeoutMs ?? defaultProbeTimeoutMs;
@@ -392,6 +399,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
       readiness.promptStepIn === undefined || logFile === undefined
         ? undefined
         : new PromptProgress(() => readTail(options.nodeFor(server.node), logFile, allLogLines, timeoutMs), readiness.promptStepIn, watchdog.timeoutMs);
+    let failedAnswers = 0;
     track(
       (async () => {
         while (!controller.signal.aborted && !done) {
@@ -401,6 +409,20 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
           await prompts?.mark();
           const answer = await probeGeneration(url, readiness, watchdog, controller.signal);
           if (done || controller.signal.aborted) return;
+          // An engine that answers every completion with a server error, or with something that is
+          // no completion, serves nothing while its /health may say 200: 2 such answers in a row are a death.
+          if (typeof answer === "object") {
+            failedAnswers++;
+            if (failedAnswers >= failedAnswersToDie) {
+              return die(
+                server,
+                "GenerationFailed",
+                `a one-token completion through ${url} ${answer.failed} (${failedAnswers} probes in a row): the engine takes requests and does not generate`,
+              );
+            }
+            continue;
+          }
+          failedAnswers = 0;
           // "taken": the engine has the request and every slot is busy; the next probe judges again.
           if (answer !== "timeout") continue;
           // A long prompt that keeps moving holds every new request back: busy, not hung.

@@ -94,11 +94,13 @@ export async function probeTransport(prober: NodeAccess, host: string, port: num
 }
 
 /**
- * One token through the pipeline, for the generation watchdog: "answered" (any HTTP answer: a
- * broken pipeline's error is /health's to judge), "taken" when the engine sent the head of a
- * streamed answer, which it does once its generation loop has the request (`headMeansTaken`), but
- * no token within `timeoutMs` (the request waits for a slot), "timeout" when nothing came within
- * `timeoutMs`, "unknown" when the request could not be made (the watchdog judges only silence).
+ * One token through the pipeline, for the generation watchdog: "answered" (a completion, or an
+ * answer that is not the engine's failure: a 503 is /health's to judge, a 4xx or 429 the request's
+ * or the load's), `{ failed }` when the engine answered a server error other than 503 or, not
+ * streamed, a 200 that is no OpenAI completion (it takes requests and does not generate), "taken"
+ * when the engine sent the head of a streamed answer, which it does once its generation loop has
+ * the request (`headMeansTaken`), but no token within `timeoutMs` (the request waits for a slot),
+ * "timeout" when nothing came within `timeoutMs`, "unknown" when the request could not be made.
  */
 export async function probeGeneration(
   url: string,
@@ -116,15 +118,57 @@ export async function probeGeneration(
       signal: signal === undefined ? timeout : AbortSignal.any([timeout, signal]),
     });
     head = true;
-    await drainBody(response);
-    return "answered";
+    if (response.status >= 500 && response.status !== 503) {
+      return { failed: `answered ${response.status}: ${clipLine(await readSome(response, answerBytesShown), 300)}` };
+    }
+    if (response.status !== 200 || watchdog.headMeansTaken) {
+      await drainBody(response);
+      return "answered";
+    }
+    const text = await readSome(response, completionBytes);
+    return isCompletion(text) ? "answered" : { failed: `answered 200 with no OpenAI completion: ${clipLine(text, 300)}` };
   } catch {
     if (!timeout.aborted) return "unknown";
     return head && watchdog.headMeansTaken ? "taken" : "timeout";
   }
 }
 
-export type GenerationAnswer = "answered" | "taken" | "timeout" | "unknown";
+export type GenerationAnswer = "answered" | "taken" | "timeout" | "unknown" | { failed: string };
+
+/** Bytes of a failed answer's body read to quote it. */
+const answerBytesShown = 4096;
+
+/** Bytes of a one-token completion read to judge it (a few hundred in practice). */
+const completionBytes = 64 * 1024;
+
+/** Whether `text` is an OpenAI completion: JSON with a non-empty `choices` array. */
+function isCompletion(text: string): boolean {
+  try {
+    const body = JSON.parse(text) as { choices?: unknown } | null;
+    return typeof body === "object" && body !== null && Array.isArray(body.choices) && body.choices.length > 0;
+  } catch {
+    return false;
+  }
+}
+
+/** The first `maxBytes` of a response's body as text; the rest is not read. */
+async function readSome(response: Response, maxBytes: number): Promise<string> {
+  const reader = response.body?.getReader();
+  if (reader === undefined) return "";
+  const chunks: Uint8Array[] = [];
+  let bytes = 0;
+  try {
+    while (bytes < maxBytes) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      bytes += value.byteLength;
+    }
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
+  return Buffer.concat(chunks).subarray(0, maxBytes).toString("utf8");
+}
 
 /**
  * The engine's count of tokens generated so far, from its ready /health answer (`progressIn`):

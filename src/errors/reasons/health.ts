@@ -13,6 +13,7 @@ export type HealthReason =
   | "CoordinatorUnhealthy"
   /** A one-token completion took longer than the engine's generation watchdog allows: the pipeline hangs. */
   | "GenerationHung"
+  | "GenerationFailed"
   /**
    * A member's process stayed stopped (SIGSTOP, held by a tracer) for consecutive probes, in an
    * engine whose /health answers 200 through such a hang (judged only for those).

@@ -27,7 +27,7 @@ export interface StageCardModel {
 }
 
 /** Why a running cluster is torn down (the health monitor's reasons). */
-const deathReasons = new Set(["StageDied", "CoordinatorDied", "StagePortClosed", "CoordinatorUnhealthy", "GenerationHung", "ProcessStopped"]);
+const deathReasons = new Set(["StageDied", "CoordinatorDied", "StagePortClosed", "CoordinatorUnhealthy", "GenerationHung", "GenerationFailed", "ProcessStopped"]);
 
 export interface Death {
   reason: string;
