@@ -941,6 +941,7 @@ function asLaunchError(error: unknown, step = "launch"): LaunchError {
   if (error instanceof LaunchError) return error;
   if (isShardctlError(error, "PortRangeExhausted")) return new LaunchError("PortRangeExhausted", step, error.message, { cause: error });
   if (isShardctlError(error, "NodeUnreachable")) return new LaunchError("NodeUnreachable", step, error.message, { cause: error });
+  if (isShardctlError(error, "StateDirUnwritable")) return new LaunchError("StateDirUnwritable", step, error.message, { cause: error });
   return new LaunchError("LaunchFilesFailed", step, messageOf(error), { cause: error });
 }
 

@@ -142,12 +142,25 @@ export class Ledger {
     return entries.filter((e): e is LedgerEntry => e !== undefined);
   }
 
-  /** Replace a cluster's entry atomically (temp file + rename). */
+  /**
+   * Replace a cluster's entry atomically (temp file + rename). A write that fails (a full disk, a
+   * folder made read-only) is a transient StateDirUnwritable naming the file: the surroundings'
+   * fault, which a launch is retried after without counting it against the restart budget.
+   */
   write(entry: LedgerEntry): Promise<void> {
     const previous = this.pending.get(entry.cluster) ?? Promise.resolve();
+    const file = this.file(entry.cluster);
     const next = previous.then(async () => {
-      await mkdir(this.dir, { recursive: true });
-      await writeFileAtomic(this.file(entry.cluster), JSON.stringify(entry, null, 2) + "\n");
+      try {
+        await mkdir(this.dir, { recursive: true });
+        await writeFileAtomic(file, JSON.stringify(entry, null, 2) + "\n");
+      } catch (error) {
+        throw new ShardctlError(
+          "StateDirUnwritable",
+          `could not record the launch in ${file}: ${(error as Error).message}. The daemon records what it starts there before it starts it: free space on that disk, or make ${this.dir} writable for the daemon's user (the launch is tried again meanwhile, not counted against the restart budget)`,
+          { cause: error },
+        );
+      }
     });
     this.pending.set(
       entry.cluster,

@@ -1,5 +1,6 @@
 import type { NodeReason } from "./nodes.js";
 import type { RouterReason } from "./router.js";
+import type { ReconcilerReason } from "./reconciler.js";
 
 /**
  * Reasons a launch step fails (src/launch), each carried by a LaunchError with the log tail of the
@@ -39,6 +40,8 @@ export type LaunchStepReason =
   | "ReadinessProbeFailed"
   /** The router would not take the backend, or its config's folder cannot be written (see the router reasons). */
   | Extract<RouterReason, "RouterRegistrationFailed" | "RouterConfigUnwritable">
+  /** The launch could not be recorded in the daemon's state directory (a full disk, a read-only folder; transient, not counted). */
+  | Extract<ReconcilerReason, "StateDirUnwritable">
   /** The launch files (cluster config, transport token) could not be written, or a step failed without a reason of its own (transient). */
   | "LaunchFilesFailed";
 

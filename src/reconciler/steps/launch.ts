@@ -21,10 +21,18 @@ import { heldPort } from "./claim-port.js";
 /**
  * Launch failures caused by the cluster's surroundings (the network, a port held by another program,
  * a transport range other clusters or programs fill, a run folder another daemon uses, a router config
- * whose folder the daemon's user cannot write), not by it.
+ * whose folder the daemon's user cannot write, a state directory on a full or read-only disk), not by it.
  * (A range too small for the cluster itself is refused with the definition.)
  */
-const givenBack = new Set(["StageLinkUnreachable", "NodeUnreachable", "PortInUse", "PortRangeExhausted", "RunFolderClaimed", "RouterConfigUnwritable"]);
+const givenBack = new Set([
+  "StageLinkUnreachable",
+  "NodeUnreachable",
+  "PortInUse",
+  "PortRangeExhausted",
+  "RunFolderClaimed",
+  "RouterConfigUnwritable",
+  "StateDirUnwritable",
+]);
 
 /** A node that refused the launch files (a folder made read-only, a full or read-only disk): the node's fault, not the cluster's. */
 function isNodeWriteFailure(error: LaunchError): boolean {
