@@ -80,7 +80,13 @@ export async function probeOneToken(url: string, readiness: EngineReadiness, tim
       // fetch says only "The operation was aborted due to timeout": say which request and how long.
       if (deadline.aborted && response !== undefined)
         throw new Error(`POST ${path} answered ${response.status}, but its body did not end within ${timeoutMs} ms`, { cause: error });
-      if (deadline.aborted) throw new Error(`POST ${path} did not answer within ${timeoutMs} ms${last === "" ? "" : `; it last ${last}`}`, { cause: error });
+      if (deadline.aborted && last !== "") {
+        throw new Error(
+          `POST ${path} did not answer 200 within ${timeoutMs} ms; it last ${last} (still loading: a model that loads longer needs [engine] load_timeout_seconds above its load time)`,
+          { cause: error },
+        );
+      }
+      if (deadline.aborted) throw new Error(`POST ${path} did not answer within ${timeoutMs} ms`, { cause: error });
       throw error;
     }
     // An engine that wants to be told the model: asked once more, naming the one it serves.
@@ -94,7 +100,11 @@ export async function probeOneToken(url: string, readiness: EngineReadiness, tim
     last = `answered 503: ${text.slice(0, 300)}`;
     await delay(retryMs, undefined, { signal }).catch(() => undefined);
   }
-  if (response.status !== 200) throw new Error(`POST ${path} answered ${response.status}: ${text.slice(0, 300)}`);
+  if (response.status !== 200) {
+    // Only a 503 is read as "not ready yet": an engine that says so otherwise fails its launch at once.
+    const loading = response.status >= 500 ? " (only a 503 is taken for an engine still loading and asked again; any other answer fails the launch)" : "";
+    throw new Error(`POST ${path} answered ${response.status}: ${text.slice(0, 300)}${loading}`);
+  }
   let body: { choices?: Array<{ text?: unknown }>; usage?: { completion_tokens?: number } };
   try {
     body = JSON.parse(text) as typeof body;

@@ -92,9 +92,13 @@ export async function findDaemon(watchedDir: string): Promise<DaemonSighting | u
   };
 }
 
-/** "pid N, not heard from for 42 s: stopped or hung?": how a silent daemon is named to a person. */
+/**
+ * "pid N, not heard from for 42 s: stopped or hung, or is its folder read-only?": how a silent daemon
+ * is named to a person. A daemon that runs but cannot touch its lock (the folder remounted
+ * read-only) looks the same from here, and writes no status file there either.
+ */
 export function describeSilence(daemon: DaemonSighting): string {
-  return `pid ${daemon.pid}, not heard from for ${Math.round(daemon.silentMs / 1000)} s: stopped or hung?`;
+  return `pid ${daemon.pid}, not heard from for ${Math.round(daemon.silentMs / 1000)} s: stopped or hung, or is its folder read-only?`;
 }
 
 async function lockFileFor(watchedDir: string): Promise<string> {

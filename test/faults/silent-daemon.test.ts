@@ -79,7 +79,9 @@ test("status, wait and reconcile name a stopped daemon as silent, and trust it a
     const status = await runShardctl(world, ["status"]);
     expect(status.code).toBe(0);
     expect(status.stderr).toMatch(
-      new RegExp(`^warning: the shardctl daemon watching \\S+ \\(pid ${pid}, not heard from for \\d+ s: stopped or hung\\?\\) keeps no status current`),
+      new RegExp(
+        `^warning: the shardctl daemon watching \\S+ \\(pid ${pid}, not heard from for \\d+ s: stopped or hung, or is its folder read-only\\?\\) keeps no status current`,
+      ),
     );
     // The file still says what it said; nothing that runs keeps it so.
     expect(status.stdout).toMatch(/^quiet\s/m);

@@ -260,6 +260,8 @@ describe("a launch failure at each step leaves nothing running and names the ste
     expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("ReadinessProbeFailed");
     expect(failure.step).toBe("readiness-probe");
     expect(failure.message).toMatch(/answered 500/);
+    // An engine that answers 500 while it loads learns why its launch failed at once.
+    expect(failure.message).toContain("(only a 503 is taken for an engine still loading and asked again; any other answer fails the launch)");
     expect(failure.events).toContain("coordinator-healthy");
   });
 
@@ -331,7 +333,9 @@ describe("a launch failure at each step leaves nothing running and names the ste
       await makeRequest(world, { cluster: "never-warm", binary: world.standIns.coordinatorCold, deadlines: { readinessMs: 1_500 } }),
     );
     expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("ReadinessProbeFailed");
-    expect(failure.message).toMatch(/POST \/v1\/completions did not answer within 1500 ms; it last answered 503: \{"error":\{"code":503,"message":"Loading model"\}\}/);
+    expect(failure.message).toMatch(
+      /POST \/v1\/completions did not answer 200 within 1500 ms; it last answered 503: \{"error":\{"code":503,"message":"Loading model"\}\} \(still loading: a model that loads longer needs \[engine\] load_timeout_seconds above its load time\)/,
+    );
   });
 
   it("RouterRegistrationFailed: the router config path is a directory", async () => {

@@ -96,7 +96,7 @@ test("a running owner whose lock has not been touched for four heartbeats is sil
     const quiet = await findDaemon(watched);
     expect(quiet?.silent).toBe(true);
     expect(quiet!.silentMs).toBeGreaterThanOrEqual(41_000);
-    expect(describeSilence(quiet!)).toMatch(/^pid \d+, not heard from for 4[1-9] s: stopped or hung\?$/);
+    expect(describeSilence(quiet!)).toMatch(/^pid \d+, not heard from for 4[1-9] s: stopped or hung, or is its folder read-only\?$/);
     // 39 s: not yet.
     const recent = new Date(Date.now() - 39_000);
     await utimes(lock.file, recent, recent);
