@@ -35,7 +35,7 @@ import { askCoordinatorHealth, probeOneToken } from "./coordinator-probes.js";
 import type { LaunchContext, LaunchRequest, LaunchResult, TimelineEvent } from "./types.js";
 import { watchStopped, type StoppedWatch } from "./stopped-watch.js";
 import { waitUntil } from "./wait-until.js";
-import { askPortListener, boundSockets, freeKiB, socketCovers, listeningPorts, within, type NodeAccess, type PortAnswer } from "../nodes/index.js";
+import { askPortListener, boundSockets, freeKiB, socketCovers, listeningPorts, within, type NodeAccess, type PortAnswer, type TcpSocket } from "../nodes/index.js";
 import { isShardctlError, messageOf, ShardctlError } from "../errors/index.js";
 import { clipCommand, stopLeftoverListeners } from "./leftover-listeners.js";
 import { claimRunFolders, type RunFolder } from "./run-claim.js";
@@ -86,7 +86,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     });
     event("ports-allocated", topology.stages.map((s) => `${s.id}=${s.address.port}`).join(" "));
     goOn();
-    const portHeld = portHeldBy(request, topology, nodes);
+    const portHeld = portHeldBy(request, topology, nodes, entry);
     const inFlight: LaunchInFlight = { entry, nodes, portHeld, binds: (process) => boundAddressesOf(process, request, topology) };
 
     // Write the engine config and the per-launch token on every node.
@@ -857,17 +857,25 @@ async function exitedWhileAwaiting(exited: LedgerProcess, launch: LaunchInFlight
 /**
  * Whether a socket on a process's node holds an address it binds now (undefined: not known): what
  * makes its log's "port taken" true. A stage binds its transport address; a coordinator its control
- * address and its HTTP listener.
+ * address and its HTTP listener. When another process of the same launch listens there (an engine
+ * that opens a port of its own, which may be the next one's), its label.
  */
-type PortHeld = (process: LedgerProcess) => Promise<boolean | undefined>;
+type PortHeld = (process: LedgerProcess) => Promise<boolean | undefined | { byLaunch: string }>;
 
 /** PortHeld for the processes of `topology`, from their nodes' socket tables (every state: an outgoing connection holds its port too). */
-function portHeldBy(request: LaunchRequest, topology: EngineTopology, nodes: Map<string, NodeAccess>): PortHeld {
+function portHeldBy(request: LaunchRequest, topology: EngineTopology, nodes: Map<string, NodeAccess>, entry: LedgerEntry): PortHeld {
   return async (process) => {
     const addresses = boundAddressesOf(process, request, topology);
     if (addresses.length === 0) return undefined;
-    const sockets = await boundSockets(nodes.get(process.node)!, { deadlineMs: defaultReachMs });
-    return sockets?.some((s) => addresses.some((address) => s.port === address.port && socketCovers(s, address.host)));
+    const node = nodes.get(process.node)!;
+    const covers = (sockets: TcpSocket[] | undefined): boolean | undefined =>
+      sockets?.some((s) => addresses.some((address) => s.port === address.port && socketCovers(s, address.host)));
+    const held = covers(await boundSockets(node, { deadlineMs: defaultReachMs }));
+    if (held !== true) return held;
+    for (const other of entry.processes.filter((p) => p.node === process.node && p.pid !== process.pid)) {
+      if (covers(await addressesListenedByProcess(node, other)) === true) return { byLaunch: processLabel(other.role, other.index) };
+    }
+    return true;
   };
 }
 
@@ -894,6 +902,11 @@ async function exitError(process: LedgerProcess, exited: string, step: string, l
   if (held === false) {
     const note = `its log says its port was taken ("${taken}"), but no socket on ${process.node} holds it now: counted as the engine's own failure`;
     return new LaunchError(reason, step, `${exited} (${note})`, { logTail, cause });
+  }
+  // Taken by the launch itself: trying again would take it again, so it is the engine's failure.
+  if (typeof held === "object") {
+    const note = `its port was taken ("${taken}") by ${held.byLaunch} of this same launch, which listens there besides the address shardctl gave it: the engine opens a port of its own that collides with the ones shardctl hands out (the transport range and the coordinator's ports); keep the engine's own ports out of them. Counted as the engine's own failure`;
+    return new LaunchError(reason, step, `${exited}: ${note}`, { logTail, cause });
   }
   return new LaunchError("PortInUse", step, `${exited}: ${portTakenAdvice(process.role === "stage" ? "transport port" : "control or HTTP port", taken)}`, {
     logTail,
