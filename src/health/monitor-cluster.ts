@@ -102,6 +102,16 @@ export interface ClusterMonitor {
 const flakyPathMs = 10_000;
 
 /**
+ * The deadline a transport probe that went unanswered is asked again with, ms: 5 × the probe's
+ * (5 s by default). A connection over a link with seconds of round trip answers within it; a cut
+ * path stays silent, found then within two such checks (about 12 s by default) where in-band
+ * heartbeats do not find it first.
+ */
+function slowPathTimeoutMs(timeoutMs: number): number {
+  return 5 * timeoutMs;
+}
+
+/**
  * Failed answers in a row to the generation watchdog's probe (a server error other than 503, or a
  * 200 that is no completion) that are a death: one may be a request's bad luck, two a second apart
  * or more are the engine's.
@@ -268,7 +278,11 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   // A stage's transport port, from the coordinator's node: the path the pipeline itself uses.
   const checkTransport = async (process: WatchedProcess, proberName: string, host: string, port: number): Promise<void> => {
     const key = `${labelOf(process)}:transport`;
-    const answer = await probeTransportPort(options.nodeFor(proberName), host, port, timeoutMs);
+    let answer = await probeTransportPort(options.nodeFor(proberName), host, port, timeoutMs);
+    // A slow path is not a cut one: over a link whose round trip passes the probe's deadline (a
+    // long or saturated link, its buffers full while a model is staged over it) the answer comes
+    // late, so silence is asked again with a deadline that room before it counts.
+    if (answer === "no-answer" && !done) answer = await probeTransportPort(options.nodeFor(proberName), host, port, slowPathTimeoutMs(timeoutMs));
     if (done) return;
     if (answer === "open") return strikes.clear(key);
     if (answer === "unknown" || (answer === "no-answer" && !proberAnswers(proberName))) return;

@@ -2,6 +2,7 @@
  * src/health against real local processes and real sockets: observation cards and aggregate,
  * exit-watch deaths, polling fallback, strike counting, recycled pids.
  */
+import { execFile } from "node:child_process";
 import { EventEmitter } from "node:events";
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
@@ -15,6 +16,9 @@ import { LocalNode, type NodeAccess } from "../../src/nodes/index.js";
 import { coordinatorStatusSchema, stageCardSchema } from "../../src/reconciler/status/schema.js";
 import { allocateHost } from "../support/test-world.js";
 import { refusingSshNode } from "../support/refusing-ssh-node.js";
+import { promisify } from "node:util";
+
+const run = promisify(execFile);
 
 let dir: string;
 let node: NodeAccess;
@@ -320,6 +324,36 @@ describe("monitorCluster", () => {
     closers.push(() => monitor.stop());
     await new Promise<void>((r) => ports[0]!.close(() => r()));
     expect(await death).toMatchObject({ label: "stage-0", reason: "StagePortClosed" });
+  });
+
+  it("a transport port silent for less than the slow-path deadline (a link with a round trip of seconds) is asked again, not taken for a cut; one silent for good is a death", async () => {
+    // Connections to stage-0's port get no answer while the rule holds: its SYNs are dropped, as a
+    // link whose round trip passes the probe's deadline (or a cut one) leaves them unanswered.
+    const { entry, ports } = await cluster();
+    const rule = ["INPUT", "-p", "tcp", "--syn", "-d", host, "--dport", String(ports[0]!.port), "-j", "DROP"];
+    const iptables = (action: "-I" | "-D"): Promise<unknown> =>
+      run("iptables", [action, ...rule]).catch((error: Error) => {
+        throw new Error(`this test drops SYNs with iptables (root, Debian's iptables): ${error.message}`, { cause: error });
+      });
+    const deaths: DeathEvent[] = [];
+    // Probes of 300 ms: an unanswered one is asked again for 1.5 s.
+    const monitor = monitorCluster(entry, { nodeFor, pollIntervalMs: 40, strikes: 2, probeTimeoutMs: 300, onDeath: (e) => deaths.push(e) });
+    closers.push(() => monitor.stop());
+    await iptables("-I");
+    try {
+      await sleep(900);
+      await iptables("-D");
+      // Without the second ask, two silent probes (0.6 s) were a death.
+      await sleep(2_500);
+      expect(deaths).toEqual([]);
+      await iptables("-I");
+      const deadline = Date.now() + 15_000;
+      while (deaths.length === 0 && Date.now() < deadline) await sleep(50);
+      expect(deaths[0]).toMatchObject({ label: "stage-0", reason: "StagePortClosed" });
+      expect(deaths[0]!.detail).toContain("(no answer, not a refusal: the path to local is cut) for 2 probes in a row");
+    } finally {
+      await iptables("-D").catch(() => undefined);
+    }
   });
 
   it("stop() ends watches and polls; no death is reported after it", async () => {
