@@ -4,10 +4,11 @@
  * /health and never answers a completion. The monitor names the stopped member, whether its own
  * probes or the generation watchdog find the hang first, and names nobody as stopped when nobody is.
  * A definition's `[engine] generation_watchdog_seconds` gives an engine whose /health is otherwise
- * trusted (mlxcel) such a watchdog, and 0 takes mlx-lm's away.
+ * trusted (mlxcel) such a watchdog, and 0 takes mlx-lm's away. The watchdog also judges what its
+ * completion is answered: server errors or no completion, twice in a row, are a death.
  */
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer, type Server } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -241,6 +242,72 @@ describe("[engine] generation_watchdog_seconds", () => {
     // Without the 0 this is a death within two polls (the first test above).
     await node.run(["kill", "-STOP", String(entry.processes[0]!.pid)]);
     await new Promise((r) => setTimeout(r, 2_500));
+    expect(deaths).toEqual([]);
+  });
+});
+
+/** An engine's HTTP: /health 200, completions answered by `complete`; the number of completions asked. */
+async function serveCompletions(complete: (res: ServerResponse) => void): Promise<{ url: string; asked: () => number }> {
+  let asked = 0;
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    req.resume();
+    if (req.url === "/health") return void res.end(JSON.stringify({ status: "ok" }));
+    asked++;
+    complete(res);
+  });
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
+  closers.push(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  return { url: `http://${host}:${(server.address() as AddressInfo).port}`, asked: () => asked };
+}
+
+const json = (res: ServerResponse, status: number, body: object): void => {
+  res.writeHead(status, { "content-type": "application/json" });
+  res.end(JSON.stringify(body));
+};
+
+/**
+ * An engine that takes requests and does not generate — every completion answered with a server
+ * error, or a 200 that is no completion — while its /health answers 200: with a definition's
+ * watchdog, two such answers in a row are a death (GenerationFailed) naming what it answered. A 503
+ * (loading, busy) is /health's to judge and a 429 the load's: neither is one.
+ */
+describe("a watchdog's completion answered, but not with a completion", () => {
+  it("every completion answered 500: GenerationFailed after two probes in a row, quoting the answer and naming the coordinator", async () => {
+    const engine = await serveCompletions((res) => json(res, 500, { error: { message: "model not loaded: out of memory" } }));
+    const { death } = watch(await twoStageCluster("mlxcel", engine.url, 1), { pollIntervalMs: 200 });
+    const event = await death;
+    expect(event).toMatchObject({ label: "coordinator", reason: "GenerationFailed" });
+    expect(event.detail).toBe(
+      `a one-token completion through ${engine.url} answered 500: {"error":{"message":"model not loaded: out of memory"}} (2 probes in a row): the engine takes requests and does not generate`,
+    );
+    expect(engine.asked()).toBe(2);
+  });
+
+  it("every completion answered 200 with a page that is no completion: GenerationFailed", async () => {
+    const engine = await serveCompletions((res) => {
+      res.writeHead(200, { "content-type": "text/html" });
+      res.end("<html><body>OK</body></html>");
+    });
+    const event = await watch(await twoStageCluster("mlxcel", engine.url, 1), { pollIntervalMs: 200 }).death;
+    expect(event).toMatchObject({ label: "coordinator", reason: "GenerationFailed" });
+    expect(event.detail).toContain("answered 200 with no OpenAI completion: <html><body>OK</body></html> (2 probes in a row)");
+  });
+
+  it("one failed answer between completions is no death; 503 and 429 answers are none either", async () => {
+    let n = 0;
+    const engine = await serveCompletions((res) => {
+      n++;
+      if (n % 4 === 1) json(res, 500, { error: { message: "one bad request" } });
+      else if (n % 4 === 2) json(res, 503, { error: { message: "busy" } });
+      else if (n % 4 === 3) json(res, 429, { error: { message: "queue full" } });
+      else json(res, 200, { choices: [{ text: "x", index: 0, finish_reason: "length" }] });
+    });
+    const { deaths } = watch(await twoStageCluster("mlxcel", engine.url, 1), { pollIntervalMs: 200 });
+    // Eight probes, 0.5 s apart: a 500 never follows a 500.
+    while (engine.asked() < 8) await new Promise((r) => setTimeout(r, 100));
     expect(deaths).toEqual([]);
   });
 });

@@ -176,6 +176,8 @@ export interface DefinitionOptions {
   extraArgs?: string[];
   /** `[engine] binary` (a stand-in script); default the bundled shard-engine. */
   binary?: string;
+  /** `[engine] version`: the version every node must report. Default none. */
+  version?: string;
   /** `[model] id`. Default the world's model directory (an absolute path); a relative path resolves against the settings file's directory. */
   modelId?: string;
   /** `[model] source`: "push" copies the model to each node's model_dir, "hub" downloads `modelId` there from `[hub] endpoint`. Default "path" (used where it lies). */
@@ -197,6 +199,7 @@ export function definitionText(world: DaemonWorld, o: DefinitionOptions): string
     "[engine]",
     'kind = "reference"',
     ...(o.binary === undefined ? [] : [`binary = ${JSON.stringify(o.binary)}`]),
+    ...(o.version === undefined ? [] : [`version = ${JSON.stringify(o.version)}`]),
     `extra_args = ${JSON.stringify(extraArgs)}`,
     "",
     ...(o.portRange === undefined ? [] : ["[transport]", `port_range = "${o.portRange}"`, ""]),

@@ -23,7 +23,7 @@ test("a version line of 4 MiB: the refusal quotes 200 characters of it, the stat
     `#!/bin/sh\ncase " $* " in *" --version "*) printf 'mlxcel-server '; head -c 4194304 /dev/zero | tr '\\0' 9; echo; exit 0 ;; esac\nexec ${engine} "$@"\n`,
   );
   await chmod(huge, 0o755);
-  await writeFile(join(world.clustersDir, "vers.toml"), definition(world.modelDir, huge));
+  await dw.define("vers", { nodes: ["l1", "l2"], binary: huge, version: "0.9.1" });
   const refused = await waitForStatus(world, "vers", (s) => s.lastError?.reason === "EngineVersionMismatch", 60_000);
   const message = conditionOf(refused, "Stalled")?.message ?? refused.lastError!.message;
   expect(message).toContain("mlxcel-server 9999");
@@ -37,29 +37,3 @@ test("a version line of 4 MiB: the refusal quotes 200 characters of it, the stat
   expect(nodes.stdout.length).toBeLessThan(16 * 1024);
   expect(nodes.stdout).toContain("… (cut to 200 characters)");
 }, 120_000);
-
-function definition(modelDir: string, binary: string): string {
-  return [
-    'desired = "running"',
-    'nodes = ["l1", "l2"]',
-    "",
-    "[model]",
-    `id = ${JSON.stringify(modelDir)}`,
-    'source = "path"',
-    "context_length = 256",
-    "",
-    "[engine]",
-    'kind = "reference"',
-    `binary = ${JSON.stringify(binary)}`,
-    'version = "0.9.1"',
-    "",
-    "[coordinator]",
-    'node = "local"',
-    'host = "127.0.0.1"',
-    "port = 8080",
-    "",
-    "[router]",
-    "register = false",
-    "",
-  ].join("\n");
-}
