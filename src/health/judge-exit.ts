@@ -166,15 +166,15 @@ async function judgeByExitOrder(first: WatchedProcess, options: JudgeExitOptions
   const others = options.cluster.processes.filter((p) => p !== first && (p.pid !== first.pid || p.node !== first.node));
   const exits = await Promise.all(others.map(async (p) => ((await waitUntilGone(p, now, options)) === "gone" ? await recordedExitSoon(p, options) : undefined)));
   // A file's time is the kernel's clock tick (1–4 ms on Linux): two exits within one tick tie, and
-  // then, as across nodes, a kill from outside comes before an exit of the process's own making;
-  // between two exits of their own making, a stage's comes before the coordinator's. A coordinator
-  // exits when it loses any stage (that is the engines' contract), within milliseconds, while a
-  // stage that ends by itself — its layers' memory, a damaged shard, a crash — is a cause: without
-  // this the blame went to whichever exit the monitor's watch happened to see first.
+  // then, as across nodes, a kill from outside comes before an exit of the process's own making.
+  // Between two exits of their own making, a stage's comes before the coordinator's when the
+  // coordinator's last log lines name that stage (it exited because it lost it: "link to stage-1
+  // closed"); without a word from it, whichever exit the watch saw first keeps the blame.
+  const said = first.role === "coordinator" && first.logFile !== undefined ? await readTail(options.nodeFor(first.node), first.logFile, namingLines, oneAnswerMs) : [];
   const killedBefore = (e: RecordedExit): boolean => killedFromOutside(e.status) && !killedFromOutside(own.status);
-  const stageBefore = (e: RecordedExit): boolean =>
-    first.role === "coordinator" && e.process.role === "stage" && !killedFromOutside(e.status) && !killedFromOutside(own.status);
-  const before = (e: RecordedExit): boolean => (e.process.node === first.node && e.atSec !== own.atSec ? e.atSec < own.atSec : killedBefore(e) || stageBefore(e));
+  const namedBefore = (e: RecordedExit): boolean =>
+    e.process.role === "stage" && !killedFromOutside(e.status) && !killedFromOutside(own.status) && namesMember(said, labelOf(e.process));
+  const before = (e: RecordedExit): boolean => (e.process.node === first.node && e.atSec !== own.atSec ? e.atSec < own.atSec : killedBefore(e) || namedBefore(e));
   const earlier = exits
     .filter((e): e is RecordedExit => e !== undefined)
     .filter(before)
@@ -195,4 +195,13 @@ async function recordedExitSoon(process: WatchedProcess, options: JudgeExitOptio
     await new Promise((resolve) => setTimeout(resolve, 40));
   }
   return undefined;
+}
+
+/** The coordinator's last log lines read for a stage it names as it exits. */
+const namingLines = 5;
+
+/** Whether `lines` name `label` ("stage-1") as a word of its own: not "stage-10". */
+function namesMember(lines: readonly string[], label: string): boolean {
+  const word = new RegExp(`(^|[^\\w-])${label}(?![\\w-])`);
+  return lines.some((line) => word.test(line));
 }

@@ -102,10 +102,11 @@ export interface ClusterMonitor {
 const flakyPathMs = 10_000;
 
 /**
- * The deadline a transport probe that went unanswered is asked again with, ms: 5 × the probe's
- * (5 s by default). A connection over a link with seconds of round trip answers within it; a cut
- * path stays silent, found then within two such checks (about 12 s by default) where in-band
- * heartbeats do not find it first.
+ * The deadline a transport probe that went unanswered is asked again with before its silence makes
+ * the last strike, ms: 5 × the probe's (5 s by default). A connection over a link with seconds of
+ * round trip answers within it; a cut path stays silent, found then within about 8 s (1 s to the
+ * next probe, a silent one, then one more and its second ask) where in-band heartbeats do not find
+ * it first.
  */
 function slowPathTimeoutMs(timeoutMs: number): number {
   return 5 * timeoutMs;
@@ -121,9 +122,19 @@ const failedAnswersToDie = 2;
 export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions): ClusterMonitor {
   const { pollIntervalMs = 1_000, strikes: limit = 2, exitWatch = true, rewatchDelayMs = 1_000 } = options;
   const timeoutMs = options.probeTimeoutMs ?? defaultProbeTimeoutMs;
+  const slowPathMs = options.slowPathTimeoutMs ?? slowPathTimeoutMs(timeoutMs);
   const readiness = readinessOf(cluster);
   const engineName = engineOf(cluster.engine ?? defaultEngineKind).name;
   const controller = new AbortController();
+  // `work`'s answer, or `otherwise` as soon as the monitor stops: stop() waits for its checks, and a
+  // check held by a long question would hold it.
+  const untilStopped = <T>(work: Promise<T>, otherwise: T): Promise<T> => {
+    if (controller.signal.aborted) return Promise.resolve(otherwise);
+    let stopped!: () => void;
+    const whenStopped = new Promise<T>((resolve) => (stopped = () => resolve(otherwise)));
+    controller.signal.addEventListener("abort", stopped, { once: true });
+    return Promise.race([work, whenStopped]).finally(() => controller.signal.removeEventListener("abort", stopped));
+  };
   // One listener per exit watch and per check loop's pause: more than the default 10 on a large cluster.
   setMaxListeners(0, controller.signal);
   const strikes = new StrikeCounter(limit);
@@ -281,8 +292,11 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     let answer = await probeTransportPort(options.nodeFor(proberName), host, port, timeoutMs);
     // A slow path is not a cut one: over a link whose round trip passes the probe's deadline (a
     // long or saturated link, its buffers full while a model is staged over it) the answer comes
-    // late, so silence is asked again with a deadline that room before it counts.
-    if (answer === "no-answer" && !done) answer = await probeTransportPort(options.nodeFor(proberName), host, port, slowPathTimeoutMs(timeoutMs));
+    // late, so silence that would make the last strike is asked again with a deadline that has
+    // room for it first (not waited for once the monitor stops).
+    if (answer === "no-answer" && slowPathMs > 0 && strikes.count(key) + 1 >= limit && !done) {
+      answer = await untilStopped(probeTransportPort(options.nodeFor(proberName), host, port, slowPathMs), "unknown");
+    }
     if (done) return;
     if (answer === "open") return strikes.clear(key);
     if (answer === "unknown" || (answer === "no-answer" && !proberAnswers(proberName))) return;
@@ -421,7 +435,8 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
           if (controller.signal.aborted || done) return;
           const before = await probeProgress(url, readiness, controller.signal);
           await prompts?.mark();
-          const answer = await probeGeneration(url, readiness, watchdog, controller.signal);
+          const askedAt = performance.now();
+          const answer = await probeGeneration(url, readiness, watchdog, controller.signal, cluster.model);
           if (done || controller.signal.aborted) return;
           // An engine that answers every completion with a server error, or with something that is
           // no completion, serves nothing while its /health may say 200: 2 such answers in a row are a death.
@@ -437,6 +452,22 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
             continue;
           }
           failedAnswers = 0;
+          // Refused as busy (429, its queue full): an engine that counts its tokens is judged as a
+          // completion that waited out the deadline would be — a queue kept full while the pipeline
+          // hangs must not hide the hang; one that does not count them cannot be judged.
+          if (answer === "busy") {
+            if (before === undefined) continue;
+            await sleep(Math.max(0, watchdog.timeoutMs - (performance.now() - askedAt)), controller.signal);
+            if (done || controller.signal.aborted) return;
+            const after = await probeProgress(url, readiness, controller.signal);
+            if (done || controller.signal.aborted || after === undefined || after > before) continue;
+            await judgeHang(
+              server,
+              `a one-token completion through ${url} was refused as busy (429) and the pipeline generated nothing in ${watchdog.timeoutMs} ms (${after} tokens since it started)`,
+              true,
+            );
+            continue;
+          }
           // "taken": the engine has the request and every slot is busy; the next probe judges again.
           if (answer !== "timeout") continue;
           // A long prompt that keeps moving holds every new request back: busy, not hung.

@@ -95,8 +95,8 @@ export async function probeTransport(prober: NodeAccess, host: string, port: num
 
 /**
  * One token through the pipeline, for the generation watchdog: "answered" (a completion, or an
- * answer that is not the engine's failure: a 503 is /health's to judge, a 4xx or 429 the request's
- * or the load's), `{ failed }` when the engine answered a server error other than 503 or, not
+ * answer that is not the engine's failure: a 503 is /health's to judge, a 4xx the request's), "busy"
+ * for a 429 (every slot taken and the queue full), `{ failed }` when the engine answered a server error other than 503 or, not
  * streamed, a 200 that is no OpenAI completion (it takes requests and does not generate), "taken"
  * when the engine sent the head of a streamed answer, which it does once its generation loop has
  * the request (`headMeansTaken`), but no token within `timeoutMs` (the request waits for a slot),
@@ -107,17 +107,37 @@ export async function probeGeneration(
   readiness: EngineReadiness,
   watchdog: Pick<GenerationWatchdog, "timeoutMs" | "headMeansTaken">,
   signal?: AbortSignal,
+  model?: string,
 ): Promise<GenerationAnswer> {
   const timeout = AbortSignal.timeout(watchdog.timeoutMs);
   let head = false;
   try {
-    const response = await fetch(`${url}${readiness.completionsPath}`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ prompt: "ping", max_tokens: 1, temperature: 0, ...(watchdog.headMeansTaken ? { stream: true } : {}) }),
-      signal: signal === undefined ? timeout : AbortSignal.any([timeout, signal]),
-    });
+    // No "model" at first, as the launch's probe: engines differ in the name they serve. One that
+    // refuses the request for want of it (a 400, 404 or 422 naming it) is asked again naming `model`.
+    const ask = (named?: string): Promise<Response> =>
+      fetch(`${url}${readiness.completionsPath}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          ...(named === undefined ? {} : { model: named }),
+          prompt: "ping",
+          max_tokens: 1,
+          temperature: 0,
+          ...(watchdog.headMeansTaken ? { stream: true } : {}),
+        }),
+        signal: signal === undefined ? timeout : AbortSignal.any([timeout, signal]),
+      });
+    let response = await ask();
+    if (model !== undefined && [400, 404, 422].includes(response.status)) {
+      const said = await readSome(response, answerBytesShown);
+      if (/model/i.test(said)) response = await ask(model);
+      else return "answered";
+    }
     head = true;
+    if (response.status === 429) {
+      await drainBody(response);
+      return "busy";
+    }
     if (response.status >= 500 && response.status !== 503) {
       return { failed: `answered ${response.status}: ${clipLine(await readSome(response, answerBytesShown), 300)}` };
     }
@@ -133,7 +153,7 @@ export async function probeGeneration(
   }
 }
 
-export type GenerationAnswer = "answered" | "taken" | "timeout" | "unknown" | { failed: string };
+export type GenerationAnswer = "answered" | "busy" | "taken" | "timeout" | "unknown" | { failed: string };
 
 /** Bytes of a failed answer's body read to quote it. */
 const answerBytesShown = 4096;

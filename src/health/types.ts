@@ -38,6 +38,8 @@ export interface WatchedCluster {
   coordinatorUrl?: string;
   /** The engine kind the processes run: its readiness facts say what /health means. Default: the default kind. */
   engine?: EngineKind;
+  /** The model id the processes serve: the watchdog's completion names it to an engine that asks for one. */
+  model?: string;
   /**
    * Longest a one-token completion may take before the cluster is judged hung, s, one sent every
    * half of it; 0: no watchdog. Default: the engine's own (EngineReadiness.generationWatchdog).
@@ -113,6 +115,11 @@ export interface HealthDeps {
   layers?: ReadonlyArray<readonly [number, number]>;
   /** Per-probe deadline, ms. Default 1000. */
   probeTimeoutMs?: number;
+  /**
+   * The deadline a transport probe left unanswered is asked again with before its silence makes the
+   * last strike, ms. Default 5 × probeTimeoutMs; 0 asks nothing again.
+   */
+  slowPathTimeoutMs?: number;
 }
 
 /** Why a cluster must come down: the health catalogue of src/errors. */

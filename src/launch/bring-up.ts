@@ -954,7 +954,11 @@ function asLaunchError(error: unknown, step = "launch"): LaunchError {
   if (error instanceof LaunchError) return error;
   if (isShardctlError(error, "PortRangeExhausted")) return new LaunchError("PortRangeExhausted", step, error.message, { cause: error });
   if (isShardctlError(error, "NodeUnreachable")) return new LaunchError("NodeUnreachable", step, error.message, { cause: error });
-  if (isShardctlError(error, "StateDirUnwritable")) return new LaunchError("StateDirUnwritable", step, error.message, { cause: error });
+  if (isShardctlError(error, "StateDirUnwritable")) {
+    const advice =
+      "the daemon records what it starts in its state directory before it starts it: free space on that disk, or make the folder writable for the daemon's user (the launch is tried again meanwhile, not counted against the restart budget)";
+    return new LaunchError("StateDirUnwritable", step, `could not record the launch: ${error.message}; ${advice}`, { cause: error });
+  }
   return new LaunchError("LaunchFilesFailed", step, messageOf(error), { cause: error });
 }
 

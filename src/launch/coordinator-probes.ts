@@ -81,10 +81,9 @@ export async function probeOneToken(url: string, readiness: EngineReadiness, tim
       if (deadline.aborted && response !== undefined)
         throw new Error(`POST ${path} answered ${response.status}, but its body did not end within ${timeoutMs} ms`, { cause: error });
       if (deadline.aborted && last !== "") {
-        throw new Error(
-          `POST ${path} did not answer 200 within ${timeoutMs} ms; it last ${last} (still loading: a model that loads longer needs [engine] load_timeout_seconds above its load time)`,
-          { cause: error },
-        );
+        // The hint only for a 503 that reads as loading, not one that says its pipeline broke or it stops.
+        const hint = /broken|shutting|stopping/i.test(last) ? "" : " (still loading: a model that loads longer needs [engine] load_timeout_seconds above its load time)";
+        throw new Error(`POST ${path} did not answer 200 within ${timeoutMs} ms; it last ${last}${hint}`, { cause: error });
       }
       if (deadline.aborted) throw new Error(`POST ${path} did not answer within ${timeoutMs} ms`, { cause: error });
       throw error;

@@ -143,9 +143,9 @@ export class Ledger {
   }
 
   /**
-   * Replace a cluster's entry atomically (temp file + rename). A write that fails (a full disk, a
-   * folder made read-only) is a transient StateDirUnwritable naming the file: the surroundings'
-   * fault, which a launch is retried after without counting it against the restart budget.
+   * Replace a cluster's entry atomically (temp file + rename). A write the disk refuses (full, over
+   * quota, read-only, not permitted) is a transient StateDirUnwritable naming the file: the
+   * surroundings' fault, which a launch is retried after without counting it against the restart budget.
    */
   write(entry: LedgerEntry): Promise<void> {
     const previous = this.pending.get(entry.cluster) ?? Promise.resolve();
@@ -155,11 +155,9 @@ export class Ledger {
         await mkdir(this.dir, { recursive: true });
         await writeFileAtomic(file, JSON.stringify(entry, null, 2) + "\n");
       } catch (error) {
-        throw new ShardctlError(
-          "StateDirUnwritable",
-          `could not record the launch in ${file}: ${(error as Error).message}. The daemon records what it starts there before it starts it: free space on that disk, or make ${this.dir} writable for the daemon's user (the launch is tried again meanwhile, not counted against the restart budget)`,
-          { cause: error },
-        );
+        // A disk that takes no writes is named; anything else is what it is.
+        if (!diskRefusals.has((error as NodeJS.ErrnoException).code ?? "")) throw error;
+        throw new ShardctlError("StateDirUnwritable", `could not write ${file}: ${(error as Error).message}`, { cause: error });
       }
     });
     this.pending.set(
@@ -175,6 +173,9 @@ export class Ledger {
     await rm(this.file(cluster), { force: true });
   }
 }
+
+/** The system's answers of a disk or folder that takes no writes. */
+const diskRefusals = new Set(["ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM"]);
 
 function isNotFound(error: unknown): boolean {
   return (error as NodeJS.ErrnoException | undefined)?.code === "ENOENT";

@@ -43,7 +43,9 @@ export function keepComingBack(pass: Pass): { end(verdict: Verdict): Promise<voi
   return {
     async end(verdict) {
       clearInterval(timer);
-      await markStalledOrNot(pass, verdict);
+      await markStalledOrNot(pass, verdict).catch((error: unknown) =>
+        pass.world.log.warn({ cluster: pass.name, err: error }, "could not update the model's stalled mark in the router"),
+      );
       const model = pass.memory.comingBack;
       if (model === undefined) return;
       if (verdict.pruned !== true && !notComingBack.has(verdict.health)) return renew();

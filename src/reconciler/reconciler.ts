@@ -129,7 +129,6 @@ export class Reconciler {
       verdict = failed(memory, error, error instanceof StepFailure ? error.step.action : "none");
     }
     const durationMs = Date.now() - startedAt;
-    await keeper?.end(verdict);
     memory.fileStamp = await stampOf(file);
     // A death the monitor recorded after the pass's last step (this await, the step's own) is the
     // last word on the launch the pass kept: its health is not written over with the pass's.
@@ -137,6 +136,8 @@ export class Reconciler {
     if (kept !== undefined && memory.deathRecordedFor === kept.startedAt && (verdict.health === "Healthy" || verdict.health === "Degraded")) {
       verdict = { ...verdict, result: "waiting", health: deathHealth(memory), ...(memory.lastError === undefined ? {} : { reason: memory.lastError.reason }) };
     }
+    // The router's marks follow the pass's last word (a death recorded at its end included).
+    await keeper?.end(verdict);
     memory.settled = (verdict.outcome.kind === "done" || verdict.outcome.kind === "stall") && memory.supervision === undefined;
     const repeated = repeatsLastPass(memory.history, verdict);
     // The log folds a repeat only when it also says the same: another invalid edit is a new line.

@@ -30,6 +30,7 @@ export type MonitorTuning = {
   strikes?: number;
   exitWatch?: boolean;
   probeTimeoutMs?: number;
+  slowPathTimeoutMs?: number;
   generationWatchdog?: { intervalMs: number; timeoutMs: number };
 };
 

@@ -132,9 +132,9 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
 
   // 503 + Retry-After for a model whose cluster is being relaunched: OpenAI clients retry it, not a
   // 404. 503 `model_stalled` for one whose cluster stalled: the client learns it is no typo, and why.
-  const answerRelaunching = (res: ServerResponse, model: string): boolean => {
+  const answerRelaunching = (res: ServerResponse, model: string, stalledToo = true): boolean => {
     const left = relaunchMsLeft(marks, model, Date.now());
-    const stalled = marks.stalled.get(model);
+    const stalled = stalledToo ? marks.stalled.get(model) : undefined;
     if (left === undefined && stalled !== undefined) {
       sendOpenAIError(
         res,
@@ -273,8 +273,9 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
       routes.markDown(backend.name, cooldownMs);
       log.warn({ model, backend: backend.name, err: outcome.error }, "backend unreachable; trying the next");
     }
-    // Still listed but refusing connections: the death was seen, the deregistration not yet made.
-    if (!answerRelaunching(res, model)) sendOpenAIError(res, 502, `no backend serving \`${model}\` is reachable`, "api_error", "backend_unreachable", "model");
+    // Still listed but refusing connections: the death was seen, the deregistration not yet made
+    // (another cluster's stalled mark for the same model does not speak for these backends).
+    if (!answerRelaunching(res, model, false)) sendOpenAIError(res, 502, `no backend serving \`${model}\` is reachable`, "api_error", "backend_unreachable", "model");
   };
 
   // A quarter of the daemon's descriptors at most, so clients that hold connections can never take

@@ -15,8 +15,8 @@
  * that comes to it — the pipeline's links to stage-1's transport port, the link stage-1 dialed to
  * the coordinator's control address (its results), the daemon's probes, and its sshd (so the
  * teardown cannot stop stage-1 before it speaks) — and the monitor's probes are quick
- * (every 300 ms, deadline 300 ms, 2 strikes: the death is found within about 1 s, well before the
- * engines' 2.5 s bound). The link heals as soon as stage-1 has logged its "peer silent" line.
+ * (every 300 ms, deadline 300 ms, 2 strikes, and silence not asked again with a longer deadline:
+ * the death is found within about 1 s, well before the engines' 2.5 s bound). The link heals as soon as stage-1 has logged its "peer silent" line.
  */
 import { execFile } from "node:child_process";
 import { readFile } from "node:fs/promises";
@@ -33,7 +33,7 @@ const cluster = useLabCluster(name, {
   hosts: 2,
   layers: 4,
   restartBudget: 4,
-  monitor: { pollIntervalMs: 300, probeTimeoutMs: 300, strikes: 2 },
+  monitor: { pollIntervalMs: 300, probeTimeoutMs: 300, slowPathTimeoutMs: 0, strikes: 2 },
   define: {},
   cutOff: 1,
 });

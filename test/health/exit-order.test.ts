@@ -74,15 +74,29 @@ test("a member that still runs, or one that exited after the first, takes no bla
   expect(judgement.consequences).toEqual([]);
 });
 
-test("a stage's exit of its own making and the coordinator's that followed, on two nodes (no order known): the stage is blamed, the coordinator's exit its consequence", async () => {
+test("two exits of their own making on two nodes (no order known): the stage the coordinator's last log lines name is blamed; without such a word, the one seen first keeps it", async () => {
   const stage = { ...(await start("stage-own", "stage", "sleep 0.3; exit 3")), node: "n2" };
   started.push(stage);
-  const coordinator = await start("coordinator-after", "coordinator", `while [ ! -s ${JSON.stringify(join(dir, "stage-own.exit"))} ]; do sleep 0.01; done; exit 1`);
+  const coordinator = await start(
+    "coordinator-after",
+    "coordinator",
+    `while [ ! -s ${JSON.stringify(join(dir, "stage-own.exit"))} ]; do sleep 0.01; done; echo "link to stage-1 closed: exiting"; exit 1`,
+  );
   await gone(coordinator);
   await gone(stage);
-  // Seen first or not, the coordinator — which exits when it loses a stage — is not blamed.
   const judgement = await judge(coordinator, [stage, coordinator]);
   expect(judgement.blamed).toBe(stage);
   expect(judgement.consequences).toEqual([{ process: coordinator, after: "after stage-1 went first" }]);
   expect((await judge(stage, [stage, coordinator])).blamed).toBe(stage);
+
+  // The coordinator crashes first and says nothing of a stage; the stage, losing it, exits too.
+  const crashed = await start("coordinator-crash", "coordinator", `echo "panicked at src/server.rs: index out of bounds"; exit 101`);
+  const follower = {
+    ...(await start("stage-follows", "stage", `while [ ! -s ${JSON.stringify(join(dir, "coordinator-crash.exit"))} ]; do sleep 0.01; done; exit 1`)),
+    node: "n2",
+  };
+  started.push(follower);
+  await gone(crashed);
+  await gone(follower);
+  expect((await judge(crashed, [follower, crashed])).blamed).toBe(crashed);
 });

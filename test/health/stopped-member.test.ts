@@ -310,4 +310,55 @@ describe("a watchdog's completion answered, but not with a completion", () => {
     while (engine.asked() < 8) await new Promise((r) => setTimeout(r, 100));
     expect(deaths).toEqual([]);
   });
+
+  it("every completion refused as busy (429) while shard-engine's count of tokens stands still: the full queue does not hide a hang", async () => {
+    let generated = 7;
+    const counting = { on: false };
+    const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+      req.resume();
+      if (req.url === "/health") return void json(res, 200, { status: "ok", generatedTokens: counting.on ? (generated += 5) : generated });
+      json(res, 429, { error: { message: "queue full", code: "queue_full" } });
+    });
+    await new Promise<void>((resolve) => server.listen(0, host, resolve));
+    closers.push(async () => {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    });
+    const url = `http://${host}:${(server.address() as AddressInfo).port}`;
+    // First a queue kept full by a pipeline that generates: busy, not hung.
+    counting.on = true;
+    const { death, deaths } = watch(await twoStageCluster("reference", url, 1), { pollIntervalMs: 200 });
+    await new Promise((r) => setTimeout(r, 3_500));
+    expect(deaths).toEqual([]);
+    counting.on = false;
+    const event = await death;
+    expect(event).toMatchObject({ label: "coordinator", reason: "GenerationHung" });
+    expect(event.detail).toMatch(
+      /^a one-token completion through \S+ was refused as busy \(429\) and the pipeline generated nothing in 1000 ms \(\d+ tokens since it started\); the pipeline hangs and shard-engine does not say which member holds it/,
+    );
+  });
+
+  it("an engine that asks for the model by name is asked again naming it, and judged on that answer", async () => {
+    const bodies: string[] = [];
+    const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+      let body = "";
+      req.on("data", (c: Buffer) => (body += c.toString("utf8")));
+      req.on("end", () => {
+        if (req.url === "/health") return void json(res, 200, { status: "ok" });
+        bodies.push(body);
+        if (!body.includes('"model"')) return json(res, 400, { error: { message: "the request must name its model" } });
+        json(res, 500, { error: { message: "weights failed to load" } });
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, host, resolve));
+    closers.push(async () => {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    });
+    const url = `http://${host}:${(server.address() as AddressInfo).port}`;
+    const event = await watch({ ...(await twoStageCluster("mlxcel", url, 1)), model: "org/tiny" }, { pollIntervalMs: 200 }).death;
+    expect(event).toMatchObject({ label: "coordinator", reason: "GenerationFailed" });
+    expect(event.detail).toContain('answered 500: {"error":{"message":"weights failed to load"}}');
+    expect(bodies.filter((b) => b.includes('"model":"org/tiny"'))).toHaveLength(2);
+  });
 });

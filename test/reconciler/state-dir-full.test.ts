@@ -43,7 +43,7 @@ test("the state_dir's disk full: a relaunch starts nothing, says StateDirUnwrita
     expect(refused.restarts?.count).toBe(1);
     expect(refused.health).not.toBe("Stalled");
     const failure = refused.restarts!.evidence.find((e) => e.reason === "StateDirUnwritable")!;
-    expect(failure.message).toContain(`could not record the launch in ${join(ledger, "full-state.json")}: ENOSPC`);
+    expect(failure.message).toContain(`could not record the launch: could not write ${join(ledger, "full-state.json")}: ENOSPC`);
     expect(failure.message).toContain("not counted against the restart budget");
   } finally {
     await rm(fill, { force: true });

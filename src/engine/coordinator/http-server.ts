@@ -399,10 +399,14 @@ async function complete(
             ctx.log.warn({ id, chunksWritten: sent, stalledMs: ctx.clientStallMs }, "the client read nothing of its stream for too long; disconnected"),
           );
     };
+    // The head, and a chat's role chunk written with it (the chunk that follows waits for the drain).
     const open = (): void => {
       opened = true;
       res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
-      if (request.kind === "chat") send([{ index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }]);
+      if (request.kind !== "chat") return;
+      sent++;
+      const role = [{ index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }];
+      res.write(`data: ${JSON.stringify({ id, object: chunkObject, created, model: ctx.modelName, choices: role })}\n\n`);
     };
     try {
       const result = await generate(
