@@ -104,7 +104,7 @@ const flakyPathMs = 10_000;
 /**
  * The deadline a transport probe that went unanswered is asked again with before its silence makes
  * the last strike, ms: 5 × the probe's (5 s by default). A connection over a link with seconds of
- * round trip answers within it; a cut path stays silent, found then within about 8 s (1 s to the
+ * round trip answers within it; a cut path stays silent, found then within about 9 s (1 s to the
  * next probe, a silent one, then one more and its second ask) where in-band heartbeats do not find
  * it first.
  */
