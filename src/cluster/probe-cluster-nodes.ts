@@ -7,10 +7,10 @@
  * there showed only as a coordinator that exits at every launch, spending the restart budget.
  */
 import { canRunOn, engineOf, quoteKinds, selectKindsRunningOn } from "../engines/index.js";
-import { maxVersionChars, probeNode, quoteArgv, type NodeAccess } from "../nodes/index.js";
+import { clipVersion, probeNode, quoteArgv, type NodeAccess } from "../nodes/index.js";
 import type { NodeFacts } from "../planner/index.js";
 import type { ClusterSpec } from "../spec/index.js";
-import { clipText, ShardctlError } from "../errors/index.js";
+import { ShardctlError } from "../errors/index.js";
 import type { ClusterNodes } from "./cluster-nodes.js";
 
 /**
@@ -107,7 +107,7 @@ async function askEngineVersion(node: NodeAccess, command: string[], deadlineMs:
       .filter((l) => l !== "");
     const line = lines[0] ?? "";
     if (result.timedOut) return { error: `no answer within ${deadlineMs / 1000} s`, versionTimedOut: true };
-    if (result.exitCode === 0 && line !== "") return { engineVersion: clipText(line, maxVersionChars) };
+    if (result.exitCode === 0 && line !== "") return { engineVersion: clipVersion(line) };
     const ended = result.exitCode === undefined ? `killed by ${result.signal ?? "a signal"}` : `exit ${result.exitCode}`;
     // The line that says what went wrong: a Python traceback's is its last (ModuleNotFoundError: …),
     // a usage error's its first (error: unexpected argument …, then the usage).

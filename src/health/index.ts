@@ -30,6 +30,7 @@ export {
   notReadyAnswer,
   notReadyBodyChars,
   readStart,
+  asksForModel,
   readCapped,
   type CoordinatorAnswer,
   probeLiveness,

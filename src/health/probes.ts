@@ -128,10 +128,9 @@ export async function probeGeneration(
         signal: signal === undefined ? timeout : AbortSignal.any([timeout, signal]),
       });
     let response = await ask();
-    if (model !== undefined && [400, 404, 422].includes(response.status)) {
-      const said = await readSome(response, answerBytesShown);
-      if (/model/i.test(said)) response = await ask(model);
-      else return "answered";
+    if (model !== undefined && modelRefusals.includes(response.status)) {
+      if (!asksForModel(response.status, await readStart(response, answerCharsShown))) return "answered";
+      response = await ask(model);
     }
     head = true;
     if (response.status === 429) {
@@ -139,13 +138,13 @@ export async function probeGeneration(
       return "busy";
     }
     if (response.status >= 500 && response.status !== 503) {
-      return { failed: `answered ${response.status}: ${clipLine(await readSome(response, answerBytesShown), 300)}` };
+      return { failed: `answered ${response.status}: ${await readStart(response, 300)}` };
     }
     if (response.status !== 200 || watchdog.headMeansTaken) {
       await drainBody(response);
       return "answered";
     }
-    const text = await readSome(response, completionBytes);
+    const { text } = await readCapped(response, completionBytes);
     return isCompletion(text) ? "answered" : { failed: `answered 200 with no OpenAI completion: ${clipLine(text, 300)}` };
   } catch {
     if (!timeout.aborted) return "unknown";
@@ -155,8 +154,19 @@ export async function probeGeneration(
 
 export type GenerationAnswer = "answered" | "busy" | "taken" | "timeout" | "unknown" | { failed: string };
 
-/** Bytes of a failed answer's body read to quote it. */
-const answerBytesShown = 4096;
+/** Characters of a refusal's body read to see whether it asks for the model. */
+const answerCharsShown = 4096;
+
+/**
+ * Whether an engine refused a completion for want of its `model` (a 400, 404 or 422 naming it):
+ * the launch's probe and the watchdog's then ask again naming the model it serves.
+ */
+export function asksForModel(status: number, body: string): boolean {
+  return modelRefusals.includes(status) && /model/i.test(body);
+}
+
+/** The statuses an engine refuses a request with for want of its `model`. */
+const modelRefusals = [400, 404, 422];
 
 /** Bytes of a one-token completion read to judge it (a few hundred in practice). */
 const completionBytes = 64 * 1024;
@@ -169,25 +179,6 @@ function isCompletion(text: string): boolean {
   } catch {
     return false;
   }
-}
-
-/** The first `maxBytes` of a response's body as text; the rest is not read. */
-async function readSome(response: Response, maxBytes: number): Promise<string> {
-  const reader = response.body?.getReader();
-  if (reader === undefined) return "";
-  const chunks: Uint8Array[] = [];
-  let bytes = 0;
-  try {
-    while (bytes < maxBytes) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      chunks.push(value);
-      bytes += value.byteLength;
-    }
-  } finally {
-    await reader.cancel().catch(() => undefined);
-  }
-  return Buffer.concat(chunks).subarray(0, maxBytes).toString("utf8");
 }
 
 /**

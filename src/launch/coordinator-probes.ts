@@ -5,7 +5,7 @@
  */
 import { setTimeout as delay } from "node:timers/promises";
 import type { EngineReadiness } from "../engines/index.js";
-import { clipLine, notReadyAnswer, notReadyBodyChars, readCapped, readStart } from "../health/index.js";
+import { asksForModel, clipLine, notReadyAnswer, notReadyBodyChars, readCapped, readStart } from "../health/index.js";
 
 /**
  * What GET {url}{healthPath} answered: `healthy` once it is the ready status; `said` is the answer
@@ -89,7 +89,7 @@ export async function probeOneToken(url: string, readiness: EngineReadiness, tim
       throw error;
     }
     // An engine that wants to be told the model: asked once more, naming the one it serves.
-    if (named === undefined && model !== undefined && [400, 404, 422].includes(response.status) && /model/i.test(text)) {
+    if (named === undefined && model !== undefined && asksForModel(response.status, text)) {
       named = model;
       continue;
     }

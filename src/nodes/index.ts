@@ -14,5 +14,5 @@ export { SshNode } from "./ssh/ssh-node.js";
 export type { SshOptions } from "./ssh/ssh-connection.js";
 export { openSshKeepaliveOptions, silentPeerBoundMs, sshKeepalive } from "./ssh/keepalive.js";
 export { NodePool, createNodeAccess } from "./pool.js";
-export { probeNode, createProbeCache, formatBadge, maxVersionChars, type NodeProbe, type ProbeOptions } from "./probe.js";
+export { probeNode, createProbeCache, formatBadge, clipVersion, type NodeProbe, type ProbeOptions } from "./probe.js";
 export { hashHostName, knownHostsName, fingerprint } from "./ssh/known-hosts.js";

@@ -60,9 +60,7 @@ export async function probeNode(node: NodeAccess, options: ProbeOptions = {}): P
       arch,
       accelerator,
       ...versionOf(kv.get("engine")),
-      ...(kv.has("engineError")
-        ? { error: engineFailure(options.engineBinary ?? "", kv.has("engineMissing"), clipText(kv.get("engineError") ?? "", maxVersionChars)) }
-        : {}),
+      ...(kv.has("engineError") ? { error: engineFailure(options.engineBinary ?? "", kv.has("engineMissing"), clipVersion(kv.get("engineError") ?? "")) } : {}),
       memoryTotalBytes: num("memTotalKb", 1024) ?? num("memTotalBytes"),
       memoryAvailableBytes: num("memAvailKb", 1024) ?? num("memAvailBytes"),
       diskFreeBytes: num("diskFreeKb", 1024),
@@ -109,9 +107,14 @@ export function formatBadge(probe: NodeProbe): string {
  * The longest engine version kept, characters (200): the first line of the engine's `--version`,
  * which the engine's author chose; it is compared across nodes and quoted in messages and tables.
  */
-export const maxVersionChars = 200;
+const maxVersionChars = 200;
 
-/** `{ engineVersion }` of a version line, cut to maxVersionChars; nothing for none. */
-export function versionOf(line: string | undefined): { engineVersion?: string } {
-  return line === undefined ? {} : { engineVersion: clipText(line, maxVersionChars) };
+/** A version line (or what the version command said when it failed) cut to maxVersionChars. */
+export function clipVersion(line: string): string {
+  return clipText(line, maxVersionChars);
+}
+
+/** `{ engineVersion }` of a version line, cut; nothing for none. */
+function versionOf(line: string | undefined): { engineVersion?: string } {
+  return line === undefined ? {} : { engineVersion: clipVersion(line) };
 }
