@@ -8,3 +8,4 @@ export { entryExists, pathExists } from "./path-exists.js";
 export { openRegularFile, readRegularFile, readRegularText, formatCap, FileRefusedError, type OpenedRegularFile, type RegularFileOptions } from "./read-regular-file.js";
 export { workingTreeOf, isWithin } from "./working-tree.js";
 export { cannotWriteIn } from "./writable-folder.js";
+export { roomLeft } from "./room-left.js";

@@ -66,6 +66,8 @@ export interface DaemonSighting {
   startedAtMs?: number;
   /** The state directory it runs with, where it takes reconcile requests (the settings file may say another since). */
   stateDir?: string;
+  /** The user it runs as: the lock's owner (root may write into the space a file system keeps back). */
+  uid?: number;
 }
 
 /** The lock's name in the watched directory (a hidden file: never taken for a definition). */
@@ -81,7 +83,8 @@ export async function findDaemon(watchedDir: string): Promise<DaemonSighting | u
   const file = await lockFileFor(watchedDir);
   const owner = await readOwner(file);
   if (owner === undefined || !(await isRunning(owner))) return undefined;
-  const touched = (await stat(file).catch(() => undefined))?.mtimeMs;
+  const lock = await stat(file).catch(() => undefined);
+  const touched = lock?.mtimeMs;
   const silentMs = touched === undefined ? 0 : Math.max(0, Date.now() - touched);
   return {
     pid: owner.pid,
@@ -89,6 +92,7 @@ export async function findDaemon(watchedDir: string): Promise<DaemonSighting | u
     silent: owner.heartbeatMs !== undefined && silentMs > silenceAfterMs(owner.heartbeatMs),
     ...(owner.startedAtMs === undefined ? {} : { startedAtMs: owner.startedAtMs }),
     ...(owner.stateDir === undefined ? {} : { stateDir: owner.stateDir }),
+    ...(lock === undefined ? {} : { uid: lock.uid }),
   };
 }
 

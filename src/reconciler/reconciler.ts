@@ -256,7 +256,7 @@ export class Reconciler {
   async detachAll(): Promise<void> {
     await Promise.all([...this.memories.values()].map((m) => m.supervision?.supervision.stop()));
     this.returning.stopAll();
-    this.world.dropHeldProgress();
+    this.world.dropHeldWrites();
   }
 
   /** Each node the pass's definition uses (stages and coordinator) once; none when it names one the settings lack. */

@@ -3,6 +3,7 @@
  * registrar, the definitions directory this daemon owns, the log, and the status writer. One per
  * daemon; the registrar is rebuilt only when the router settings change.
  */
+import { existsSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import type { Logger } from "pino";
@@ -55,6 +56,12 @@ export interface WorldOptions {
 const progressIntervalMs = 500;
 /** The most of a status file a restore reads to compare, bytes: far above any the daemon writes. */
 const maxStatusBytes = 8 << 20;
+/**
+ * How long after a failed status write (a full disk, a directory in the file's place) the
+ * cluster's latest status is written again, ms: readers are not left with an old word until the
+ * next pass once the cause is gone.
+ */
+const statusRetryMs = 5_000;
 
 export class ReconcilerWorld {
   private registrarCache: { key: string; registrar: Registrar } | undefined;
@@ -65,6 +72,8 @@ export class ReconcilerWorld {
   private readonly lastWritten = new Map<string, string>();
   /** A progress write held back to the end of its 500 ms, per cluster. */
   private readonly pendingProgress = new Map<string, NodeJS.Timeout>();
+  /** The next try of a status write that failed, per cluster (see statusRetryMs). */
+  private readonly pendingRetry = new Map<string, NodeJS.Timeout>();
   /** The Ready condition each cluster's status file says, as last written (status, reason, message). */
   private readonly readyWritten = new Map<string, string>();
   /** Stagings under way at once: four, as many as the work queue's passes (see Slots). */
@@ -172,7 +181,7 @@ export class ReconcilerWorld {
     const status = composeStatus(name, file, memory, report, settings);
     memory.status = status;
     this.options.feed?.publish(status);
-    await this.queueWrite(name, () => status);
+    await this.queueWrite(name, memory, () => status);
   }
 
   /** Write `status` as it is (a status file kept but for a few words), as the cluster's last composed one. */
@@ -180,7 +189,7 @@ export class ReconcilerWorld {
     this.cancelProgress(name);
     memory.status = status;
     this.options.feed?.publish(status);
-    await this.queueWrite(name, () => status);
+    await this.queueWrite(name, memory, () => status);
   }
 
   /**
@@ -190,14 +199,15 @@ export class ReconcilerWorld {
    * file as written, which costs one read.
    */
   async restoreStatus(name: string, memory: ClusterMemory): Promise<void> {
-    await this.queueWrite(name, () => memory.status, true);
+    await this.queueWrite(name, memory, () => memory.status, true);
   }
 
   /**
    * Write after the cluster's write in flight, so writes land in the order they were composed. A
-   * restore reads the status when its turn comes: one composed meanwhile is not written over.
+   * restore reads the status when its turn comes: one composed meanwhile is not written over. A
+   * write that fails is tried again, with the cluster's latest status, until one succeeds.
    */
-  private async queueWrite(name: string, statusNow: () => ClusterStatus | undefined, restore = false): Promise<void> {
+  private async queueWrite(name: string, memory: ClusterMemory, statusNow: () => ClusterStatus | undefined, restore = false): Promise<void> {
     const file = this.definitionFile(name);
     const write = (this.writes.get(name) ?? Promise.resolve()).then(async () => {
       const status = statusNow();
@@ -217,12 +227,14 @@ export class ReconcilerWorld {
         this.spoken.add(name);
         if (written && restore)
           this.options.log.info({ cluster: name, file: statusFileFor(file) }, "the status file was removed or written by someone else: the daemon's own is back");
+        this.cancelRetry(name);
         this.options.feed?.fileWritten(name, undefined);
         this.logReadyChange(name, status);
       } catch (error) {
         this.options.log.error({ cluster: name, err: error }, "could not write the status file");
         const message = `could not write ${statusFileFor(file)}: ${messageOf(error)}`;
         this.options.feed?.fileWritten(name, { reason: "StatusWriteFailed", message, at: new Date().toISOString() });
+        this.retryWrite(name, memory);
       }
     });
     this.writes.set(name, write);
@@ -250,11 +262,30 @@ export class ReconcilerWorld {
     this.lastProgress.delete(name);
     this.lastWritten.delete(name);
     this.cancelProgress(name);
+    this.cancelRetry(name);
   }
 
-  /** Drop every progress write still held back (the daemon stops: nothing is written after it). */
-  dropHeldProgress(): void {
+  /** Drop every write still held back, progress or retry (the daemon stops: nothing is written after it). */
+  dropHeldWrites(): void {
     for (const name of [...this.pendingProgress.keys()]) this.cancelProgress(name);
+    for (const name of [...this.pendingRetry.keys()]) this.cancelRetry(name);
+  }
+
+  /** Write the cluster's latest status again in statusRetryMs, unless a try is already due. */
+  private retryWrite(name: string, memory: ClusterMemory): void {
+    if (this.pendingRetry.has(name)) return;
+    const timer = setTimeout(() => {
+      this.pendingRetry.delete(name);
+      // A definition removed meanwhile takes its status file with it: none is written back.
+      void this.queueWrite(name, memory, () => (existsSync(this.definitionFile(name)) ? memory.status : undefined));
+    }, statusRetryMs);
+    timer.unref();
+    this.pendingRetry.set(name, timer);
+  }
+
+  private cancelRetry(name: string): void {
+    clearTimeout(this.pendingRetry.get(name));
+    this.pendingRetry.delete(name);
   }
 
   private cancelProgress(name: string): void {

@@ -57,7 +57,7 @@ export async function run(args: string[]): Promise<number> {
 
   if (!values.watch) {
     const statuses = await read();
-    const keeper = describeKeeper(
+    const keeper = await describeKeeper(
       context.clustersDir,
       await findDaemon(context.clustersDir),
       statuses.some((s) => s.status !== undefined),
@@ -77,7 +77,7 @@ export async function run(args: string[]): Promise<number> {
   const draw = async (): Promise<void> => {
     const statuses = await read();
     // Asked at every redraw: the daemon can stop or hang while the monitor runs.
-    const keeper = describeKeeper(
+    const keeper = await describeKeeper(
       context.clustersDir,
       await findDaemon(context.clustersDir),
       statuses.some((s) => s.status !== undefined),
