@@ -109,9 +109,16 @@ export function formatBadge(probe: NodeProbe): string {
  */
 const maxVersionChars = 200;
 
+/**
+ * The bytes of a version line the node sends at most (its `cut -c 1-256`, which GNU cut counts in
+ * bytes): a line cut there may end in part of a character, decoded as U+FFFD, which is dropped.
+ */
+const maxVersionBytes = 256;
+
 /** A version line (or what the version command said when it failed) cut to maxVersionChars. */
 export function clipVersion(line: string): string {
-  return clipText(line, maxVersionChars);
+  const whole = Buffer.byteLength(line) < maxVersionBytes - 3 ? line : line.replace(/\uFFFD{1,3}$/u, "");
+  return clipText(whole, maxVersionChars);
 }
 
 /** `{ engineVersion }` of a version line, cut; nothing for none. */

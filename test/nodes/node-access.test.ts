@@ -226,6 +226,14 @@ describe.each(["local", "ssh"] as const)("%s node", (kind) => {
     expect(probe.diskFreeBytes).toBeGreaterThan(0);
   });
 
+  it("keeps a version line the node cut in the middle of a character without the broken character", async () => {
+    // One byte, then two-byte characters: the node's cut at 256 bytes ends in the first byte of one.
+    const engine = join(dir(), `wide-version-${kind}`);
+    await writeFile(engine, `#!/bin/sh\nprintf 'x%s\\n' "${"é".repeat(200)}"\n`, { mode: 0o755 });
+    const probe = await probeNode(node(), { engineBinary: engine });
+    expect(probe.engineVersion).toBe(`x${"é".repeat(127)}`);
+  });
+
   it("reports a missing engine binary as an error, never as its version", async () => {
     const probe = await probeNode(node(), { engineBinary: "/nonexistent/mlxcel-server" });
     expect(probe.reachable).toBe(true);
