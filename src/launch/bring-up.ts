@@ -159,6 +159,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     }
     event("readiness-probe-passed");
     goOn();
+    for (const wider of await listeningWider(inFlight)) event("listening-wider", wider);
 
     // Register with the router.
     if (request.router !== undefined) {
@@ -841,6 +842,33 @@ async function listeningElsewhere(node: NodeAccess, process: LedgerProcess, laun
   const given = launch.binds(process);
   const at = (await addressesListenedByProcess(node, process))?.filter((socket) => !given.some((g) => g.port === socket.port && socketCovers(socket, g.host)));
   return at === undefined || at.length === 0 ? undefined : at.map((socket) => `${hostForUrl(socket.address)}:${socket.port}`).join(", ");
+}
+
+/** The addresses that stand for every interface of a node, as socket tables write them. */
+const everyInterface = ["*", "0.0.0.0", "::"];
+
+/**
+ * The processes of the launch that listen on every interface of their node at a port they were
+ * given with one address (an engine that binds 0.0.0.0 whatever `--host` says): what they serve,
+ * unauthenticated, is then reached from every network the node is on. Said, not refused: it
+ * serves. One question to each node, bounded as a launch's probes are; a node that does not say is
+ * passed over.
+ */
+async function listeningWider(launch: LaunchInFlight): Promise<string[]> {
+  const said = await Promise.all(
+    launch.entry.processes.map(async (process) => {
+      const given = launch.binds(process).filter((g) => !everyInterface.includes(g.host));
+      if (given.length === 0) return [];
+      const at = (await addressesListenedByProcess(launch.nodes.get(process.node)!, process).catch(() => undefined)) ?? [];
+      return at
+        .filter((socket) => everyInterface.includes(socket.address) && given.some((g) => g.port === socket.port))
+        .map(
+          (socket) =>
+            `${processLabel(process.role, process.index)} on ${process.node} listens on ${hostForUrl(socket.address)}:${socket.port}, every interface of the node, though it was given ${given.find((g) => g.port === socket.port)!.host}: it is reached from every network the node is on (its engine does not bind the address it is given)`,
+        );
+    }),
+  );
+  return said.flat();
 }
 
 /**

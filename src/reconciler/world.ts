@@ -151,7 +151,7 @@ export class ReconcilerWorld {
       claimant: this.claimant(settings),
       onEvent: (event) => {
         recordEvent(memory, event);
-        this.noteKill(memory.name, event);
+        this.noteEvent(memory.name, event);
       },
     };
   }
@@ -162,11 +162,14 @@ export class ReconcilerWorld {
   }
 
   /**
-   * A process that outlived its stop grace period (SIGTERM) and was SIGKILLed, said in the daemon's
-   * log: the timeline that records it is replaced by the next launch's, or removed with the status.
+   * The timeline events an operator must hear of, said in the daemon's log too: the timeline that
+   * records them is replaced by the next launch's, or removed with the status. A process that
+   * outlived its stop grace period (SIGTERM) and was SIGKILLed; one that listens on every
+   * interface of its node rather than the address it was given.
    */
-  noteKill(cluster: string, event: TimelineEvent): void {
+  noteEvent(cluster: string, event: TimelineEvent): void {
     if (event.step.endsWith("-killing")) this.log.warn({ cluster, detail: event.detail }, "a process did not stop within its grace period after SIGTERM: SIGKILLed");
+    if (event.step === "listening-wider") this.log.warn({ cluster, detail: event.detail }, "a process of the launch listens on every interface of its node");
   }
 
   /**

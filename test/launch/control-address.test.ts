@@ -4,6 +4,7 @@
  * coordinator runs on node-2, away from stage 0, and serves HTTP on every interface (0.0.0.0): a
  * control address taken from the HTTP host would be that wildcard, which no stage can dial (a stage
  * on another machine would dial itself, as with 127.0.0.1; shard-engine refuses it outright).
+ * An engine that binds every interface though it was given one address is said in the timeline.
  * Real sshd nodes on loopback addresses (lifecycle-fixture.ts). Needs `npm run build`.
  */
 import { readFile } from "node:fs/promises";
@@ -38,6 +39,8 @@ test("a coordinator serving HTTP on 0.0.0.0 on another node than stage 0: its co
   const entry = (await world.ledger.read("control"))!;
   try {
     expect(result.timeline.map((e) => e.step)).toContain("readiness-probe-passed");
+    // Given 0.0.0.0, it binds what it was given: nothing to say.
+    expect(result.timeline.map((e) => e.step)).not.toContain("listening-wider");
     const written = parse(await readFile(join(request.coordinator.runDir, request.driver.clusterConfigName), "utf8")) as {
       nodes: Array<{ role: string; address: string }>;
     };
@@ -47,6 +50,21 @@ test("a coordinator serving HTTP on 0.0.0.0 on another node than stage 0: its co
     expect(entry.ports.find((p) => p.purpose === "http")).toMatchObject({ host: "0.0.0.0", port: request.coordinator.httpPort });
     const response = await fetch(`${result.coordinatorUrl}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: "hello", max_tokens: 2 }) });
     expect(response.status).toBe(200);
+  } finally {
+    await teardownCluster(entry, { ledger: world.ledger, registrar: world.registrar, nodeFor: world.nodeFor, graceMs: 2_000 });
+  }
+});
+
+test("a coordinator that binds 0.0.0.0 though it was given its node's address: the launch serves and says so in its timeline", async () => {
+  const request = await makeRequest(world, { cluster: "wider", register: false, binary: world.standIns.coordinatorBindsEverywhere });
+  const result = await launchCluster(request, makeContext(world));
+  const entry = (await world.ledger.read("wider"))!;
+  try {
+    const said = result.timeline.filter((e) => e.step === "listening-wider").map((e) => e.detail);
+    expect(said).toEqual([
+      `coordinator on ${request.coordinator.nodeName} listens on 0.0.0.0:${request.coordinator.httpPort}, every interface of the node, though it was given ${request.coordinator.bindHost}: it is reached from every network the node is on (its engine does not bind the address it is given)`,
+    ]);
+    expect(result.timeline.at(-1)?.step).toBe("ready");
   } finally {
     await teardownCluster(entry, { ledger: world.ledger, registrar: world.registrar, nodeFor: world.nodeFor, graceMs: 2_000 });
   }

@@ -74,6 +74,7 @@ export type StandIn =
   | "coordinatorAnswersHtml"
   | "coordinatorEndlessBody"
   | "coordinatorBodyStalls"
+  | "coordinatorBindsEverywhere"
   | "listenRefused";
 
 export interface WorldOptions {
@@ -312,6 +313,8 @@ async function writeStandIns(dir: string): Promise<Record<StandIn, string>> {
     coordinatorCold: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} cold "$@"`),
     coordinatorEndlessBody: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} endless "$@"`),
     coordinatorBodyStalls: coordinatorDoes(`exec ${node} ${JSON.stringify(server)} stalls "$@"`),
+    // The real coordinator, told to bind 0.0.0.0 whatever --host it was given (as an engine that ignores it does).
+    coordinatorBindsEverywhere: coordinatorDoes(`for a; do shift; if [ "$prev" = --host ]; then set -- "$@" 0.0.0.0; else set -- "$@" "$a"; fi; prev=$a; done`),
   };
   const paths = {} as Record<StandIn, string>;
   for (const [name, text] of Object.entries(scripts) as Array<[StandIn, string]>) {

@@ -137,7 +137,7 @@ export const launch: Step = {
         // launch that hangs on a partitioned node shows where, not the previous launch's timeline.
         onEvent: (event) => {
           recordEvent(memory, event);
-          world.noteKill(name, event);
+          world.noteEvent(name, event);
           setConditions(memory, revision, {
             Ready: notServingYet(memory, "Launching", describeLaunchProgress(memory.timeline, stages, progress)),
             StagesListening: launchListening(memory.timeline, stages),
