@@ -4,7 +4,7 @@
  * wants, what runs, the launches at a revision and the plan of it. A command that built any of
  * them by hand could announce a decision the daemon never makes.
  */
-import { realpathSync } from "node:fs";
+import { existsSync, realpathSync } from "node:fs";
 import { launchIdentity, type PlannedCluster } from "../cluster/index.js";
 import { pathExists } from "../files/index.js";
 import type { Ledger, LedgerEntry } from "../launch/index.js";
@@ -14,6 +14,17 @@ import type { DecisionMemory, DesiredState, ObservedState } from "./next-action.
 /** Launched from the definitions directory `dir` (absolute); an entry from before owners were recorded counts as its own. */
 export function isOwnedBy(entry: Pick<LedgerEntry, "owner">, dir: string): boolean {
   return entry.owner === undefined || entry.owner === dir || isSameDirectory(entry.owner, dir);
+}
+
+/**
+ * The ledger's entry of a cluster as the daemon of `dir` (absolute), which defines it, holds it.
+ * One launched from a folder that no longer exists (the checkout moved or renamed, a release's
+ * folder removed) is taken over and owned by `dir` from now on: no daemon can watch that folder, or
+ * define the cluster there. Any other is as it is, another daemon's included.
+ */
+export function heldEntry<E extends Pick<LedgerEntry, "owner">>(entry: E | undefined, dir: string): E | undefined {
+  if (entry === undefined || isOwnedBy(entry, dir) || existsSync(entry.owner!)) return entry;
+  return { ...entry, owner: dir };
 }
 
 /**

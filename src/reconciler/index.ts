@@ -3,6 +3,7 @@ export { startDaemon, requestsDirOf, type Daemon, type DaemonOptions } from "./d
 export { Reconciler, type ReconcilerOptions } from "./reconciler.js";
 export { nextAction, type NextAction, type DesiredState, type ObservedState, type DecisionMemory, type StallReason } from "./next-action.js";
 export {
+  heldEntry,
   isOwnedBy,
   desiredStateOf,
   observedStateOf,

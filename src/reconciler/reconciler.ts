@@ -138,7 +138,9 @@ export class Reconciler {
     }
     // The router's marks follow the pass's last word (a death recorded at its end included).
     await keeper?.end(verdict);
-    memory.settled = (verdict.outcome.kind === "done" || verdict.outcome.kind === "stall") && memory.supervision === undefined;
+    // One that waits for another folder (ClusterOwnedElsewhere: it may be moved away) hears of it by no file event here.
+    memory.settled =
+      (verdict.outcome.kind === "done" || verdict.outcome.kind === "stall") && memory.supervision === undefined && verdict.reason !== "ClusterOwnedElsewhere";
     const repeated = repeatsLastPass(memory.history, verdict);
     // The log folds a repeat only when it also says the same: another invalid edit is a new line.
     const said = verdict.result === "failed" || verdict.result === "stalled" ? memory.lastError?.message : undefined;

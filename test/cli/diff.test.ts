@@ -1,5 +1,5 @@
 /** `shardctl diff`: desired (definitions) vs observed (the ledger): exit 0 none, 2 changes, 1 error. */
-import { rm, writeFile } from "node:fs/promises";
+import { mkdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Ledger } from "../../src/launch/index.js";
@@ -122,36 +122,42 @@ test("exit 1 on an invalid definition, with file:line:col", async () => {
 });
 
 // Each of these would show a diff that builds the decision's inputs its own way: the ownership
-// rule (no owner recorded, this directory, another one) and a suspended definition, which the
-// table leaves alone before it asks who owns what runs.
-test("diff answers as the daemon then decides: another directory's cluster, a suspended one, two of this directory", async () => {
+// rule (no owner recorded, this directory, another one, one that no longer exists) and a suspended
+// definition, which the table leaves alone before it asks who owns what runs.
+test("diff answers as the daemon then decides: another directory's cluster, a suspended one, three of this directory", async () => {
   await writeSettings(world, { enabled: false });
   const ledger = new Ledger(world.stateDir);
-  const names = ["elsewhere", "suspended", "unowned", "owned"];
+  const names = ["elsewhere", "suspended", "unowned", "owned", "moved"];
   for (const name of names) await writeDefinition(world, name, definitionText(world, { nodes: ["l1", "l2"], suspend: name === "suspended" }));
+  const other = join(world.root, "elsewhere");
+  await mkdir(other, { recursive: true });
   const at = async (name: string, owner?: string) => ({ ...entry(name, await revisionOf(world, name)), ...(owner === undefined ? {} : { owner }) });
-  await ledger.write(await at("elsewhere", "/elsewhere"));
-  await ledger.write(await at("suspended", "/elsewhere"));
+  await ledger.write(await at("elsewhere", other));
+  await ledger.write(await at("suspended", other));
   await ledger.write(await at("unowned"));
   await ledger.write(await at("owned", world.clustersDir));
+  // Launched from a folder that is gone (a checkout moved): this directory, which defines it, takes it over.
+  await ledger.write(await at("moved", join(world.root, "moved-away")));
 
   const diff = await runShardctl(world, ["diff", ...names]);
   expect(diff.stderr).toBe("");
   expect(diff.code).toBe(2);
-  expect(diff.stdout).toMatch(/^! elsewhere: the daemon will not act: ClusterOwnedElsewhere \(it runs from \/elsewhere\)$/m);
+  expect(diff.stdout).toContain(`! elsewhere: the daemon will not act: ClusterOwnedElsewhere (it runs from ${other})\n`);
   expect(diff.stdout).not.toMatch(/suspended/);
   expect(diff.stdout).toMatch(/^- unowned: stop \(distributed serving is disabled\)$/m);
   expect(diff.stdout).toMatch(/^- owned: stop \(distributed serving is disabled\)$/m);
+  expect(diff.stdout).toMatch(/^- moved: stop \(distributed serving is disabled\)$/m);
 
   const daemon = await startInProcessDaemon(world);
   try {
     const elsewhere = await waitForStatus(world, "elsewhere", (s) => s.health === "Stalled");
     expect(conditionOf(elsewhere, "Stalled")?.reason).toBe("ClusterOwnedElsewhere");
     await waitForStatus(world, "suspended", (s) => s.health === "Suspended");
-    for (const name of ["unowned", "owned"]) await waitForStatus(world, name, (s) => s.health === "Disabled");
-    // Torn down: the daemon took both for its own, as diff did.
+    for (const name of ["unowned", "owned", "moved"]) await waitForStatus(world, name, (s) => s.health === "Disabled");
+    // Torn down: the daemon took all three for its own, as diff did.
     expect(await ledger.read("unowned")).toBeUndefined();
     expect(await ledger.read("owned")).toBeUndefined();
+    expect(await ledger.read("moved")).toBeUndefined();
     expect(await ledger.read("elsewhere")).toBeDefined();
   } finally {
     await daemon.stop();

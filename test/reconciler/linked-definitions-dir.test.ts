@@ -1,7 +1,9 @@
 /**
  * A definitions directory reached through a symbolic link. One directory under two names is one
  * daemon's: what a daemon started on its real path launched, one started on a link to it adopts (it
- * was ClusterOwnedElsewhere). A `current` link a deployment swaps to a new release moves the
+ * was ClusterOwnedElsewhere), and records it under the link's name, so the link switched to a copy
+ * leads the next daemon to it. A cluster whose folder was moved away is taken over by the daemon of
+ * the folder that defines it now. A `current` link a deployment swaps to a new release moves the
  * directory under a running `shardctl daemon`: it starts again on the new target (its lock, file
  * watch and status files there) and adopts what runs, untouched. Two local nodes; the first test's
  * daemons run in this process, the second's is a real process.
@@ -52,13 +54,66 @@ test("a daemon started on a link to the directory adopts what a daemon of its re
     });
     expect(adopted.stages.map((c) => c.pid)).toEqual(serving.stages.map((c) => c.pid));
     expect(adopted.conditions.some((c) => c.reason === "ClusterOwnedElsewhere")).toBe(false);
-    await rm(join(world.clustersDir, "named.toml"));
-    await waitFor("pruned", async () => ((await pathExists(join(world.clustersDir, "named.status.json"))) ? undefined : true));
   } finally {
     await second.stop();
-    await rm(alias);
   }
-}, 120_000);
+  // Adopted through the link, it is recorded under the link's name: the link switched to a copy of
+  // the folder (a new release) leads the next daemon to it, which adopts it again.
+  const release = join(world.root, "release-copy");
+  await mkdir(release);
+  await cp(join(world.clustersDir, "named.toml"), join(release, "named.toml"));
+  await symlink(release, `${alias}.new`);
+  await rename(`${alias}.new`, alias);
+  const third = await startInProcessDaemon(world, 60_000, fastMonitor, {}, { dir: alias, logName: "daemon-release.log" });
+  try {
+    const adopted = await waitFor("adopted from the new release", async () => {
+      const s = await servingIn(release, "named", revision);
+      return s !== undefined && s.health === "Healthy" ? s : undefined;
+    });
+    expect(adopted.stages.map((c) => c.pid)).toEqual(serving.stages.map((c) => c.pid));
+    await rm(join(release, "named.toml"));
+    await waitFor("pruned", async () => ((await pathExists(join(release, "named.status.json"))) ? undefined : true));
+  } finally {
+    await third.stop();
+    await rm(alias);
+    await rm(join(world.clustersDir, "named.toml"), { force: true });
+  }
+}, 150_000);
+
+test("a copy of the folder beside the one a cluster was launched from says what to do; once that folder is gone, the copy's daemon takes the cluster over", async () => {
+  const { world } = dw;
+  const revision = await dw.define("moved", { nodes: ["l1", "l2"] });
+  const first = await dw.startDaemon();
+  const serving = await dw.waitServing("moved", revision);
+  await first.stop();
+  const copy = join(world.root, "checkout-copy");
+  await mkdir(copy);
+  await cp(join(world.clustersDir, "moved.toml"), join(copy, "moved.toml"));
+  const movedAway = join(world.root, "checkout-moved");
+  // A short resync: the stalled pass is looked at again soon after the old folder goes.
+  const daemon = await startInProcessDaemon(world, 2_000, fastMonitor, {}, { dir: copy, logName: "daemon-copy.log" });
+  try {
+    const stalled = await waitFor("stalled beside the old folder", async () => {
+      const s = await readStatus(join(copy, "moved.status.json")).catch(() => undefined);
+      return s?.conditions.find((c) => c.reason === "ClusterOwnedElsewhere");
+    });
+    expect(stalled.message).toBe(
+      `a cluster named "moved" runs from ${world.clustersDir}, launched by a daemon with the same state_dir, and no daemon watches that folder now: if this folder replaces it (a copy, a checkout moved), remove or rename ${world.clustersDir} and this daemon takes the cluster over at its next pass (shardctl reconcile moved); otherwise rename this one`,
+    );
+    await rename(world.clustersDir, movedAway);
+    const adopted = await waitFor("taken over once the old folder is gone", async () => {
+      const s = await servingIn(copy, "moved", revision);
+      return s !== undefined && s.health === "Healthy" ? s : undefined;
+    });
+    expect(adopted.stages.map((c) => c.pid)).toEqual(serving.stages.map((c) => c.pid));
+    await rm(join(copy, "moved.toml"));
+    await waitFor("pruned", async () => ((await pathExists(join(copy, "moved.status.json"))) ? undefined : true));
+  } finally {
+    await daemon.stop();
+    if (await pathExists(movedAway)) await rename(movedAway, world.clustersDir);
+    await rm(join(world.clustersDir, "moved.toml"), { force: true });
+  }
+}, 150_000);
 
 test("a swapped `current` link: the running daemon starts again on the new release, its lock there, and adopts what runs", async () => {
   const { world } = dw;

@@ -17,6 +17,7 @@ import {
   desiredStateOf,
   identifyPlan,
   nextAction,
+  heldEntry,
   observedStateOf,
   readDirectoryView,
   readStatus,
@@ -52,7 +53,8 @@ export async function run(args: string[]): Promise<number> {
       const spec = loaded.value;
       const desired = desiredStateOf(spec, settings);
       const { revision } = desired;
-      const entry = await ledger.read(name);
+      // As the daemon holds it: one launched from a folder that no longer exists is taken over.
+      const entry = heldEntry(await ledger.read(name), clustersDir);
       // Nothing is probed: no process counts as gone, and a defined cluster never consults the prune guard.
       const observed = observedStateOf(entry, clustersDir);
       // The restart record the daemon keeps in its memory survives in the status file.

@@ -6,7 +6,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { observeCluster, type ClusterObservation } from "../../health/index.js";
 import type { LedgerEntry } from "../../launch/index.js";
-import { observedStateOf, readDirectoryView } from "../decision-inputs.js";
+import { heldEntry, observedStateOf, readDirectoryView } from "../decision-inputs.js";
 import type { Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
 import { noteGone, seenGoneOf } from "../cluster-memory.js";
@@ -17,7 +17,7 @@ export const observe: Step = {
   action: "none",
   failure: "ObserveFailed",
   async run(pass) {
-    const entry = (await pass.ledger.read(pass.name)) ?? (await restoreLostEntry(pass));
+    const entry = await ownEntry(pass, (await pass.ledger.read(pass.name)) ?? (await restoreLostEntry(pass)));
     const watched = pass.memory.supervision;
     if (entry !== undefined && watched?.startedAt === entry.startedAt) watched.entry = entry;
     const ours = entry !== undefined && pass.world.owns(entry);
@@ -43,6 +43,29 @@ export const observe: Step = {
     });
   },
 };
+
+/**
+ * The entry as this daemon holds it, its owner recorded as the directory the daemon watches, spelt
+ * as it was given. An entry launched from a folder that no longer exists is taken over by the daemon
+ * that defines the cluster (see heldEntry). One of this daemon's recorded under another name of its
+ * directory (its real path, when the daemon now watches it through a symbolic link) is recorded
+ * under the daemon's: a deployment that later switches the link to a new release keeps it.
+ */
+async function ownEntry(pass: Pass, entry: LedgerEntry | undefined): Promise<LedgerEntry | undefined> {
+  if (entry === undefined || pass.desired === undefined || pass.desired.kind === "absent") return entry;
+  const held = heldEntry(entry, pass.world.dir)!;
+  if (!pass.world.owns(held) || entry.owner === pass.world.dir) return held;
+  const owned = { ...held, owner: pass.world.dir };
+  // Best effort: a state directory that takes no write now is tried again at the next pass, and a
+  // launch records its owner anew.
+  await pass.ledger.write(owned).catch((error: unknown) => pass.world.log.warn({ cluster: pass.name, err: error }, "could not record the cluster's owner in the ledger"));
+  if (held !== entry)
+    pass.world.log.warn(
+      { cluster: pass.name, was: entry.owner, now: pass.world.dir },
+      "the cluster was launched from a folder that no longer exists: this daemon, whose folder defines it, takes it over",
+    );
+  return owned;
+}
 
 /**
  * The ledger entry of a launch this daemon watches, written back when its file is gone while the

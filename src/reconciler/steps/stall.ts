@@ -7,6 +7,7 @@ import type { StallReason } from "../next-action.js";
 import type { Step } from "../run-step.js";
 import { budgetExhaustedMessage, setConditions, stall as stallVerdict, type Verdict } from "../verdicts.js";
 import { watch } from "./supervise.js";
+import { findDaemon } from "../daemon-lock.js";
 
 export const stall: Step = {
   name: "stall",
@@ -40,13 +41,7 @@ async function stallFor(pass: Pass, reason: StallReason, serving: boolean): Prom
     case "InvalidDefinition":
       return invalidDefinition(pass, serving, pass.entry?.phase === "running" ? pass.entry.revision : undefined);
     case "ClusterOwnedElsewhere":
-      return stallVerdict(
-        memory,
-        "none",
-        reason,
-        `a cluster named "${name}" runs from ${pass.entry?.owner} with the same state_dir; rename this one or give the daemons separate state_dir settings`,
-        serving,
-      );
+      return stallVerdict(memory, "none", reason, await ownedElsewhere(name, pass.entry?.owner ?? "?"), serving);
     case "PlanInfeasible": {
       const errors = memory.planned?.plan.errors ?? [];
       const message = errors.map((e) => `${e.reason}: ${e.message}`).join("; ");
@@ -73,4 +68,15 @@ export function invalidDefinition(pass: Pass, serving: boolean, servingRevision:
   const running = servingRevision === undefined ? "" : ` (revision ${servingRevision.slice(0, 12)} keeps serving)`;
   setConditions(memory, memory.lastGood?.revision ?? "", { Planned: { status: "False", reason, message: issues.join("\n") } });
   return stallVerdict(memory, "none", reason, `the definition is invalid${running}:\n${issues.join("\n")}`, serving);
+}
+
+/**
+ * Why a cluster of this name is another folder's, and what to do: another daemon watches that folder
+ * (two daemons share a state_dir), or none does now (this folder may be a copy that replaces it).
+ */
+async function ownedElsewhere(name: string, owner: string): Promise<string> {
+  const other = await findDaemon(owner).catch(() => undefined);
+  if (other !== undefined)
+    return `a cluster named "${name}" runs from ${owner}, which another shardctl daemon (pid ${other.pid}) watches with the same state_dir; rename this one or give the daemons separate state_dir settings`;
+  return `a cluster named "${name}" runs from ${owner}, launched by a daemon with the same state_dir, and no daemon watches that folder now: if this folder replaces it (a copy, a checkout moved), remove or rename ${owner} and this daemon takes the cluster over at its next pass (shardctl reconcile ${name}); otherwise rename this one`;
 }
