@@ -371,6 +371,14 @@ export interface EngineReadiness {
    */
   readonly brokenIn?: (body: string) => string | undefined;
   /**
+   * The ready `healthPath` answer vouches for every link of the pipeline: the engine checks its
+   * links in band (heartbeats) and answers not ready once one is lost. A stage's transport port
+   * silent to new connections while the coordinator answers ready is then a path new connections
+   * cannot take (a firewall that lets only established connections through, a full accept queue),
+   * not a cut pipeline: the cluster shows Degraded and serves on. Absent: that silence is a death.
+   */
+  readonly healthCoversLinks?: boolean;
+  /**
    * For an engine whose ready `healthPath` answer counts the tokens it has generated since it
    * started: that count, from the answer's body, else undefined. A generation watchdog whose
    * one-token completion timed out then asks again: a count that grew meanwhile is a pipeline that

@@ -236,8 +236,9 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     unobservable.set(node, detail);
     options.onUnobservable?.({ cluster: cluster.cluster, node, labels: labelsOn(node), detail, at: new Date().toISOString() });
   };
-  // The node that probes transport ports is trusted to report silence only while it answers itself.
-  const proberAnswers = (node: string): boolean => options.nodeFor(node).kind === "local" || (unanswered.get(node) ?? 0) === 0;
+  // A node answers its liveness probes (local ones always): the node that probes transport ports is
+  // trusted to report silence only while it does.
+  const nodeAnswers = (node: string): boolean => options.nodeFor(node).kind === "local" || (unanswered.get(node) ?? 0) === 0;
 
   // Watch every process's exit.
   const watch = async (process: WatchedProcess): Promise<void> => {
@@ -299,7 +300,11 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     }
     if (done) return;
     if (answer === "open") return strikes.clear(key);
-    if (answer === "unknown" || (answer === "no-answer" && !proberAnswers(proberName))) return;
+    if (answer === "unknown" || (answer === "no-answer" && !nodeAnswers(proberName))) return;
+    // New connections go unanswered while the pipeline's own links vouch for themselves and the
+    // stage's node answers its liveness probes: no cut host, but a path new connections cannot
+    // take. Left to the passes, which show the cluster Degraded (ProbeUnanswered) while it serves.
+    if (answer === "no-answer" && readiness.healthCoversLinks === true && coordinatorReady() && nodeAnswers(process.node)) return;
     const how = answer === "refused" ? "refused" : `silent from ${proberName} (no answer, not a refusal: the path to ${process.node} is cut)`;
     if (!strikes.strike(key)) return;
     const detail = `transport ${host}:${port} was ${how} for ${limit} probes in a row`;
@@ -310,6 +315,10 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   // The coordinator's /health, from the control machine. When its current run of silent probes
   // began (performance.now(), ms), the first probe's deadline included.
   let silentSince: number | undefined;
+  // When its last answer was ready (performance.now(), ms); undefined once it answered otherwise.
+  let readyAt: number | undefined;
+  // Ready at its last answer, no older than two polls: a probe under way is not taken for ready.
+  const coordinatorReady = (): boolean => readyAt !== undefined && performance.now() - readyAt <= 2 * pollIntervalMs + timeoutMs;
   const checkCoordinator = async (coordinator: WatchedProcess, url: string): Promise<void> => {
     const answer = await probeCoordinatorHealth(url, readiness, timeoutMs);
     const health = answer.health;
@@ -320,6 +329,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
       if (silentSince !== undefined && cluster.healthSilenceSeconds !== undefined) strikes.clear("coordinator:health");
       silentSince = undefined;
     }
+    readyAt = health === "ok" ? performance.now() : undefined;
     if (health === "ok") return strikes.clear("coordinator:health");
     // Any answer but "ready" counts; a run ends the cluster at `strikes` when its last answer is a
     // definite one, and at `strikes + 1` when it is silence (and, with the definition's

@@ -356,6 +356,32 @@ describe("monitorCluster", () => {
     }
   });
 
+  it("shard-engine: a transport port silent to new connections while /health answers ready is no death (its links vouch for themselves); once /health does not, it is", async () => {
+    // Only new connections to stage-0's port are dropped, as a firewall that lets established
+    // connections through does: the pipeline's own links, which shard-engine's /health vouches for, go on.
+    const { entry, ports, health } = await cluster();
+    const rule = ["INPUT", "-p", "tcp", "--syn", "-d", host, "--dport", String(ports[0]!.port), "-j", "DROP"];
+    const iptables = (action: "-I" | "-D"): Promise<unknown> =>
+      run("iptables", [action, ...rule]).catch((error: Error) => {
+        throw new Error(`this test drops SYNs with iptables (root, Debian's iptables): ${error.message}`, { cause: error });
+      });
+    const deaths: DeathEvent[] = [];
+    const monitor = monitorCluster({ ...entry, engine: "reference" }, { nodeFor, pollIntervalMs: 40, strikes: 2, probeTimeoutMs: 300, onDeath: (e) => deaths.push(e) });
+    closers.push(() => monitor.stop());
+    await iptables("-I");
+    try {
+      // Another engine's silent port is a death within 2 s here (the test above).
+      await sleep(4_000);
+      expect(deaths).toEqual([]);
+      health.status.code = 503;
+      const deadline = Date.now() + 15_000;
+      while (deaths.length === 0 && Date.now() < deadline) await sleep(50);
+      expect(deaths.length).toBeGreaterThan(0);
+    } finally {
+      await iptables("-D").catch(() => undefined);
+    }
+  });
+
   it("stop() ends watches and polls; no death is reported after it", async () => {
     const { entry } = await cluster();
     const deaths: DeathEvent[] = [];

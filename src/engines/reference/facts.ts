@@ -97,6 +97,8 @@ export const referenceFacts = {
     readyStatus: 200,
     loadingStatus: 503,
     brokenIn: brokenPipelineIn,
+    // Each link carries heartbeats; a lost one is answered 503 pipeline_broken within 3 s.
+    healthCoversLinks: true,
     progressIn: generatedTokensIn,
     completionsPath: "/v1/completions",
     stageUp: "transport-listening",
