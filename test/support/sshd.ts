@@ -45,8 +45,8 @@ export interface SshdNode {
    * too, as a machine that goes down does.
    */
   stop(options?: { connections?: boolean }): Promise<void>;
-  /** Start it again after `stop` (same port and key). */
-  start(): Promise<void>;
+  /** Start it again after `stop` (same port and key); `sshdOptions` are more of sshd's `-o` settings (e.g. `ForceCommand=…`). */
+  start(sshdOptions?: readonly string[]): Promise<void>;
 }
 
 export interface SshdSet {
@@ -244,13 +244,13 @@ async function startOne(
       await launchSamePort();
     },
     stop,
-    start: () => launchSamePort(),
+    start: (sshdOptions = []) => launchSamePort(sshdOptions),
   };
-  async function launchSamePort(): Promise<void> {
+  async function launchSamePort(sshdOptions: readonly string[] = []): Promise<void> {
     const keep = port;
     try {
       // Same port so known_hosts entries still name this server.
-      const proc = spawn(sshdPath, ["-D", "-e", "-f", join(dir, "sshd_config")], { stdio: ["ignore", "ignore", "pipe"] });
+      const proc = spawn(sshdPath, ["-D", "-e", "-f", join(dir, "sshd_config"), ...sshdOptions.flatMap((o) => ["-o", o])], { stdio: ["ignore", "ignore", "pipe"] });
       const exited = new Promise<void>((resolve) => proc.once("exit", () => resolve()));
       const ready = await Promise.race([waitListening(host, keep, 10_000), exited.then(() => false)]);
       if (!ready) throw new Error(`sshd for ${name} could not restart on ${host}:${keep}`);

@@ -44,6 +44,17 @@ export interface SshTarget {
 /** Longest wait between reconnection attempts, ms. */
 const reconnectCapMs = 2_000;
 
+/**
+ * A connection whose keepalives are answered but on which no command starts (its sessions never
+ * print the shell's pid: an sshd wedged after authentication, a forced command that hangs, a
+ * node-side hang tied to that one connection) is dropped by nothing else. After this many
+ * commands in a row ran out of their deadlines without starting, and `retireAfterMs` without one
+ * that started, it is retired: the next question opens a fresh connection.
+ */
+const retireAfterUnstarted = 3;
+/** See retireAfterUnstarted, ms: a node whose shell starts slowly (a loaded one) still starts a command within it. */
+const retireAfterMs = 10_000;
+
 const defaultIdentityFiles = ["id_ed25519", "id_ecdsa", "id_rsa"].map((f) => join(homedir(), ".ssh", f));
 const defaultIdentitySetting = "the default identity file";
 
@@ -87,6 +98,12 @@ export class SshConnection {
   private closed = false;
   /** Clients still shaking hands: a close ends them too, so none outlives the pool. */
   private readonly handshaking = new Set<Client>();
+  /** Commands on the current client that ran out of their deadlines without starting, in a row. */
+  private unstarted = 0;
+  /** When a command on the current client last started (or it connected), performance.now() ms. */
+  private lastStartAt = 0;
+  /** The look that retires the current client, when it is due (see noteCommand). */
+  private retiring: NodeJS.Timeout | undefined;
 
   constructor(
     readonly node: NodeConfig,
@@ -111,6 +128,37 @@ export class SshConnection {
   /** The error of the last connection attempt when it failed, none once one succeeds. */
   get lastFailure(): string | undefined {
     return this.lastFailureMessage;
+  }
+
+  /**
+   * Whether a command on `client` started (its shell printed its pid, or it ended) or ran out of its
+   * deadline with no sign of starting; the connection is retired after too many of the latter (see
+   * retireAfterUnstarted).
+   */
+  noteCommand(client: Client, started: boolean): void {
+    if (client !== this.client) return;
+    if (started) {
+      this.unstarted = 0;
+      this.lastStartAt = performance.now();
+      clearTimeout(this.retiring);
+      this.retiring = undefined;
+      return;
+    }
+    if (++this.unstarted < retireAfterUnstarted || this.retiring !== undefined) return;
+    // Looked at when the time is up, not at the next note: by then every channel slot may be held
+    // by a command waiting to start, and no question reaches the node to note anything.
+    this.retiring = setTimeout(
+      () => {
+        this.retiring = undefined;
+        if (client !== this.client || this.unstarted < retireAfterUnstarted) return;
+        this.client = undefined;
+        this.sftpSession = undefined;
+        client.end();
+        setTimeout(() => client.destroy(), 1_000).unref();
+      },
+      Math.max(0, this.lastStartAt + retireAfterMs - performance.now()),
+    );
+    this.retiring.unref();
   }
 
   /** Run `use` on a fresh channel slot; at most maxChannels at once. */
@@ -187,6 +235,7 @@ export class SshConnection {
 
   async close(): Promise<void> {
     this.closed = true;
+    clearTimeout(this.retiring);
     for (const pending of this.handshaking) pending.destroy();
     this.handshaking.clear();
     const client = this.client;
@@ -328,6 +377,10 @@ export class SshConnection {
     });
     client.setNoDelay(true);
     this.client = client;
+    this.unstarted = 0;
+    this.lastStartAt = performance.now();
+    clearTimeout(this.retiring);
+    this.retiring = undefined;
     return client;
   }
 }

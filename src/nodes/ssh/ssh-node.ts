@@ -90,7 +90,7 @@ export class SshNode extends ShellNode implements NodeAccess {
           // Listeners go on in this same tick: ssh2 may already be emitting the command's exit
           // status from the same TCP read, and an 'exit' event missed is an exit code lost.
           resolve(
-            collect(channel, argv, started, options, (pid) => {
+            collect(channel, argv, started, options, (began) => connection.noteCommand(client, began), (pid) => {
               try {
                 client.exec(quoteArgv(["sh", "-c", `kill -s KILL -- -${pid} 2>/dev/null || kill -s KILL ${pid}`]), (killError, ch) => {
                   if (!killError) ch.on("close", () => {}).resume();
@@ -395,6 +395,8 @@ function collect(
   argv: string[],
   started: number,
   options: RunOptions & { abort?: AbortSignal },
+  /** Told when the command shows it started (output, or its end), and when it is stopped without having shown it. */
+  note: (started: boolean) => void,
   kill: (pid: number) => void,
 ): Promise<CommandResult> {
   return new Promise((resolve) => {
@@ -408,12 +410,18 @@ function collect(
     let killOnPid = false;
     // Closes the channel of a command whose pid never came (see stop).
     let abandon: NodeJS.Timeout | undefined;
+    let began = false;
+    const begin = (): void => {
+      if (!began) note((began = true));
+    };
     channel.on("data", (d: Buffer) => {
       out.push(d);
+      begin();
       if (killOnPid) stop();
     });
     channel.stderr.on("data", (d: Buffer) => err.push(d));
     channel.on("exit", (code: number | null, sig?: string) => {
+      begin();
       if (typeof code === "number") exitCode = code;
       else if (sig !== undefined) signal = sig.startsWith("SIG") ? sig : `SIG${sig}`;
     });
@@ -427,6 +435,7 @@ function collect(
         channel.close();
         finish();
       } else if (!killOnPid) {
+        if (timedOut) note(false);
         // No pid yet: the node's shell has not started the command (its start-up files still run:
         // a pyenv or conda init, a lock they wait for). The caller has its answer already; the
         // channel stays open for the pid (closing it would leave the command to run unseen), and
