@@ -90,16 +90,23 @@ export class SshNode extends ShellNode implements NodeAccess {
           // Listeners go on in this same tick: ssh2 may already be emitting the command's exit
           // status from the same TCP read, and an 'exit' event missed is an exit code lost.
           resolve(
-            collect(channel, argv, started, options, (began) => connection.noteCommand(client, began), (pid) => {
-              try {
-                client.exec(quoteArgv(["sh", "-c", `kill -s KILL -- -${pid} 2>/dev/null || kill -s KILL ${pid}`]), (killError, ch) => {
-                  if (!killError) ch.on("close", () => {}).resume();
-                });
-              } catch {
-                // The connection is already gone (ssh2 throws "Not connected" at once): no kill can
-                // reach the node over it, and the question is answered as stopped all the same.
-              }
-            }),
+            collect(
+              channel,
+              argv,
+              started,
+              options,
+              (began) => connection.noteCommand(client, began),
+              (pid) => {
+                try {
+                  client.exec(quoteArgv(["sh", "-c", `kill -s KILL -- -${pid} 2>/dev/null || kill -s KILL ${pid}`]), (killError, ch) => {
+                    if (!killError) ch.on("close", () => {}).resume();
+                  });
+                } catch {
+                  // The connection is already gone (ssh2 throws "Not connected" at once): no kill can
+                  // reach the node over it, and the question is answered as stopped all the same.
+                }
+              },
+            ),
           );
         });
       });
