@@ -125,6 +125,37 @@ afterAll(async () => {
   delete process.env[tokenEnv];
 }, 120_000);
 
+/**
+ * The least contrast between a text and what it is drawn on, over every element under `selector`
+ * that holds text of its own (WCAG's relative luminance; the background is the nearest opaque one).
+ */
+async function lowestContrast(selector: string): Promise<{ ratio: number; text: string }> {
+  return page.evaluate((within) => {
+    const rgb = (css: string): number[] => (css.match(/[\d.]+/g) ?? []).map(Number);
+    const luminance = ([r, g, b]: number[]): number =>
+      [r!, g!, b!]
+        .map((c) => (c / 255 <= 0.03928 ? c / 255 / 12.92 : ((c / 255 + 0.055) / 1.055) ** 2.4))
+        .reduce((sum, c, i) => sum + c * [0.2126, 0.7152, 0.0722][i]!, 0);
+    const backgroundOf = (element: Element | null): number[] => {
+      for (let at = element; at !== null; at = at.parentElement) {
+        const [r, g, b, a = 1] = rgb(getComputedStyle(at).backgroundColor);
+        if (a > 0) return [r!, g!, b!];
+      }
+      return [255, 255, 255];
+    };
+    let lowest = { ratio: Infinity, text: "" };
+    for (const root of document.querySelectorAll(within))
+      for (const element of root.querySelectorAll("*")) {
+        const own = [...element.childNodes].filter((n) => n.nodeType === Node.TEXT_NODE && n.textContent!.trim() !== "").map((n) => n.textContent!.trim());
+        if (own.length === 0) continue;
+        const [a, b] = [luminance(rgb(getComputedStyle(element).color)), luminance(backgroundOf(element))];
+        const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+        if (ratio < lowest.ratio) lowest = { ratio, text: own.join(" ") };
+      }
+    return lowest;
+  }, selector);
+}
+
 describe("the dashboard in Chromium", () => {
   test("the cluster page: plan bars, launch timeline, two healthy stage cards", async () => {
     await page.goto(`${url}#/clusters/demo`);
@@ -139,6 +170,9 @@ describe("the dashboard in Chromium", () => {
     expect(steps[0]).toBe("launch-started");
     expect(steps).toContain("coordinator-healthy");
     expect(steps.at(-1)).toBe("ready");
+    // The labels on the plan's and the timeline's coloured segments are readable: WCAG AA, 4.5:1.
+    const contrast = await lowestContrast("[data-testid=layer-bar], [data-testid=timeline]");
+    expect(contrast.ratio, `"${contrast.text}"`).toBeGreaterThanOrEqual(4.5);
     expect(await page.locator("[data-testid=connection]").getAttribute("data-state")).toBe("live");
     // The model was pushed to both nodes (and the coordinator's, for the files it reads): each
     // staging row says how many bytes the node holds.
@@ -178,6 +212,11 @@ describe("the dashboard in Chromium", () => {
     await row.locator("a").focus();
     await page.keyboard.press("Enter");
     await page.locator("#cluster-title").waitFor();
+    // It opens at its top, its title and health in view below the sticky header, and the focus on its content.
+    expect(await page.evaluate("window.scrollY")).toBe(0);
+    expect(await page.evaluate(`document.activeElement?.id`)).toBe("main");
+    const [header, title] = await Promise.all([page.locator("header").first().boundingBox(), page.locator("#cluster-title").boundingBox()]);
+    expect(title!.y).toBeGreaterThanOrEqual(header!.y + header!.height);
   });
 
   test("kill -9 of a stage: its card and the badge turn unhealthy, then healthy after the relaunch, without a reload", async () => {

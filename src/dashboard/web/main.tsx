@@ -75,9 +75,14 @@ function App() {
   }, []);
   // A new page puts the focus on its content, as a page load would put it at the top; the first
   // page leaves it where the browser puts it, so the first Tab reaches "Skip to content" and the nav.
+  // The page opens at its top, as a load does: focusing would scroll the content's start under the
+  // sticky header, hiding the page's title and health.
   const routed = useRef(false);
   useEffect(() => {
-    if (routed.current) document.getElementById("main")?.focus();
+    if (routed.current) {
+      document.getElementById("main")?.focus({ preventScroll: true });
+      window.scrollTo(0, 0);
+    }
     routed.current = true;
   }, [route]);
   // The tab says when what it shows is no longer current: a person with several tabs open sees it
