@@ -1,8 +1,8 @@
 /**
  * The allowed name a mistyped one most likely meant, for "did you mean" in messages: the same name
- * in another spelling (case, `-`, `_`, spaces: `context-length`, `contextLength`), or one within a
- * few edits (`treads`, `max_sequence`). None when nothing is that close: a wrong guess misleads more
- * than no guess.
+ * in another spelling (case, `-`, `_`, spaces: `context-length`, `contextLength`), one within a few
+ * edits (`treads`, `max_sequence`), or else the only one it begins (`identity` for `identity_file`).
+ * None when nothing is that close: a wrong guess misleads more than no guess.
  */
 export function closestName(name: string, allowed: readonly string[]): string | undefined {
   // Far longer than any name it could mean (and each comparison costs its length times theirs).
@@ -10,6 +10,7 @@ export function closestName(name: string, allowed: readonly string[]): string | 
   const plain = spelling(name);
   const same = allowed.find((candidate) => spelling(candidate) === plain);
   if (same !== undefined) return same;
+
   // About one edit in three characters, at least one: "tread" → "threads" is 2 of 6 and found,
   // "size" → "id" is 3 of 4 and not.
   const limit = Math.max(1, Math.floor(plain.length / 3));
@@ -22,7 +23,11 @@ export function closestName(name: string, allowed: readonly string[]): string | 
       bestDistance = distance;
     }
   }
-  return best;
+  if (best !== undefined) return best;
+  // A name cut short (`identity` for identity_file): the one allowed name it begins, when only one
+  // does and it is no mere syllable (4 characters at least).
+  const longer = plain.length >= 4 ? allowed.filter((candidate) => spelling(candidate).startsWith(plain)) : [];
+  return longer.length === 1 ? longer[0] : undefined;
 }
 
 /** Names longer than this get no guess, characters. */

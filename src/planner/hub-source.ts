@@ -34,7 +34,11 @@ export function createHubReader(source: HubSource): SourceReader {
     await response.body?.cancel();
     const code = response.headers.get("x-error-code");
     if (response.status === 404 && (code === "RepoNotFound" || code === "RevisionNotFound")) {
-      throw new ShardctlError("ModelNotFound", `${where}: ${code === "RepoNotFound" ? "repository" : "revision"} not found at ${source.endpoint}`, { terminal: true });
+      throw new ShardctlError(
+        "ModelNotFound",
+        `${where}: ${code === "RepoNotFound" ? "repository" : "revision"} not found at ${source.endpoint}: check [model] ${code === "RepoNotFound" ? "id" : "revision"} in the definition`,
+        { terminal: true },
+      );
     }
     if (response.status === 404) return undefined;
     if (response.status === 416 && range !== undefined) return response;

@@ -245,5 +245,7 @@ function unitHint(node: PlanNode): string {
       ["memory_limit", node.memoryLimitBytes],
     ] as const
   ).find(([, bytes]) => bytes !== undefined && bytes < 2 ** 20);
-  return tiny === undefined ? "" : `; its ${tiny[0]} is ${tiny[1]} bytes: a bare number is a byte count, so write the unit (e.g. "${tiny[1]}GiB")`;
+  return tiny === undefined
+    ? ""
+    : `; its ${tiny[0]} is ${tiny[1]} bytes (${formatBytes(tiny[1]!)}), less than any node has: a bare number is a byte count, so a size needs its unit (e.g. ${tiny[0]} = "64GiB")`;
 }

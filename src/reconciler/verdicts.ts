@@ -183,7 +183,10 @@ export function markRunning(
         ? {
             status: "False",
             reason: "NotRegistered",
-            message: 'router registration is off ([router] register = false here, or no router: kind = "none" in shardctl.toml)',
+            message:
+              memory.lastGood?.spec.router.register === false
+                ? "router registration is off: [router] register = false in the definition"
+                : 'no router to register with: [router] kind = "none" in shardctl.toml (the default); set kind = "continuum" and its config there to register clusters',
           }
         : { status: "True", reason: "BackendRegistered", message: `backend "${entry.routerBackend}"` },
     ...held,

@@ -65,7 +65,10 @@ async function hubFetch(url: string, init: RequestInit, repo: string): Promise<R
   }
   if (response.status === 401 || response.status === 403)
     throw new ShardctlError("HubUnauthorized", `${url}: ${response.status}; check the Hub token for ${repo}`, { terminal: true });
-  if (response.status === 404) throw new ShardctlError("HubNotFound", `${url}: not found (repository ${repo} or its revision)`, { terminal: true });
+  if (response.status === 404)
+    throw new ShardctlError("HubNotFound", `${url}: not found (repository ${repo} or its revision): check [model] id and revision in the definition`, {
+      terminal: true,
+    });
   if (!response.ok) throw new ShardctlError("HubError", `${url}: HTTP ${response.status}`);
   return response;
 }

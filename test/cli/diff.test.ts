@@ -202,7 +202,10 @@ test("a plan that is made but does not fit: its ! line, and exit 1 (the daemon w
   try {
     await writeDefinition(world, "tight", definitionText(world, { nodes: ["l1", "l2"] }));
     const r = await runShardctl(world, ["diff", "tight"]);
-    expect(r.stdout).toMatch(/^! tight: the daemon will not act: PlanInfeasible/m);
+    // Why, as the daemon's status says it: each of the plan's errors with its reason, stage and shortfall.
+    expect(r.stdout).toMatch(
+      /^! tight: the daemon will not act: the plan is infeasible: StageDoesNotFit: stage 0 on node "l1" \(layers \[0, 2\)\) needs .* short; its memory is 65536 bytes/m,
+    );
     expect(r.stderr).toContain("a definition cannot be planned (the ! lines say why): the daemon would not apply it");
     expect(r.code).toBe(1);
   } finally {

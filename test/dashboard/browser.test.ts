@@ -130,30 +130,29 @@ afterAll(async () => {
  * that holds text of its own (WCAG's relative luminance; the background is the nearest opaque one).
  */
 async function lowestContrast(selector: string): Promise<{ ratio: number; text: string }> {
-  return page.evaluate((within) => {
-    const rgb = (css: string): number[] => (css.match(/[\d.]+/g) ?? []).map(Number);
-    const luminance = ([r, g, b]: number[]): number =>
-      [r!, g!, b!]
-        .map((c) => (c / 255 <= 0.03928 ? c / 255 / 12.92 : ((c / 255 + 0.055) / 1.055) ** 2.4))
-        .reduce((sum, c, i) => sum + c * [0.2126, 0.7152, 0.0722][i]!, 0);
-    const backgroundOf = (element: Element | null): number[] => {
+  // Evaluated in the page (a string: the tests' TypeScript has no DOM types).
+  return page.evaluate(`(() => {
+    const rgb = (css) => (css.match(/[\\d.]+/g) ?? []).map(Number);
+    const linear = (c) => (c / 255 <= 0.03928 ? c / 255 / 12.92 : ((c / 255 + 0.055) / 1.055) ** 2.4);
+    const luminance = ([r, g, b]) => 0.2126 * linear(r) + 0.7152 * linear(g) + 0.0722 * linear(b);
+    const backgroundOf = (element) => {
       for (let at = element; at !== null; at = at.parentElement) {
         const [r, g, b, a = 1] = rgb(getComputedStyle(at).backgroundColor);
-        if (a > 0) return [r!, g!, b!];
+        if (a > 0) return [r, g, b];
       }
       return [255, 255, 255];
     };
     let lowest = { ratio: Infinity, text: "" };
-    for (const root of document.querySelectorAll(within))
+    for (const root of document.querySelectorAll(${JSON.stringify(selector)}))
       for (const element of root.querySelectorAll("*")) {
-        const own = [...element.childNodes].filter((n) => n.nodeType === Node.TEXT_NODE && n.textContent!.trim() !== "").map((n) => n.textContent!.trim());
+        const own = [...element.childNodes].filter((n) => n.nodeType === Node.TEXT_NODE && n.textContent.trim() !== "").map((n) => n.textContent.trim());
         if (own.length === 0) continue;
         const [a, b] = [luminance(rgb(getComputedStyle(element).color)), luminance(backgroundOf(element))];
         const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
         if (ratio < lowest.ratio) lowest = { ratio, text: own.join(" ") };
       }
     return lowest;
-  }, selector);
+  })()`);
 }
 
 describe("the dashboard in Chromium", () => {

@@ -28,6 +28,15 @@ describe("closestName", () => {
     expect(closestName(`max_sequences${"s".repeat(100)}`, modelKeys)).toBeUndefined();
   });
 
+  it("takes the only name a name cut short begins, when none is a few edits away", () => {
+    const nodeKeys = ["host", "user", "port", "identity_file", "model_dir", "memory", "memory_limit"];
+    expect(closestName("identity", nodeKeys)).toBe("identity_file");
+    expect(closestName("model", nodeKeys)).toBe("model_dir");
+    // Two names begin it: no guess; a mere syllable: none either.
+    expect(closestName("memor", ["memory_size", "memory_limit"])).toBeUndefined();
+    expect(closestName("ide", nodeKeys)).toBeUndefined();
+  });
+
   it("takes the nearest of several", () => {
     expect(closestName("statsu", ["start", "status", "state"])).toBe("status");
     // A tie goes to the first allowed name.

@@ -225,8 +225,18 @@ describe("gates", () => {
     );
     expect(reasons(plan.errors)).toEqual(["StageDoesNotFit"]);
     expect(plan.errors[0]!.message).toMatch(
-      /^stage 1 on node "typo" .* short; its memory is 64 bytes: a bare number is a byte count, so write the unit \(e\.g\. "64GiB"\)$/,
+      /^stage 1 on node "typo" .* short; its memory is 64 bytes \(64 B\), less than any node has: a bare number is a byte count, so a size needs its unit \(e\.g\. memory = "64GiB"\)$/,
     );
+    // Written with a unit, but a small one: the example is a sane size, never the figure in GiB (256 TiB here).
+    const small = planShards(
+      profile,
+      [
+        { name: "big", memoryBytes: 12 * GiB },
+        { name: "small", memoryBytes: 256 * 1024 },
+      ],
+      equal,
+    );
+    expect(small.errors[0]!.message).toMatch(/its memory is 262144 bytes \(256\.0 KiB\), less than any node has: .*\(e\.g\. memory = "64GiB"\)$/);
   });
 
   it("UnvalidatedModelFamily: error, or a warning when the definition opts in; mistral is validated", () => {

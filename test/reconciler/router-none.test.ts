@@ -19,7 +19,10 @@ test("a cluster that asks to register, without a router: not claimed registered,
   const ready = await waitForStatus(world, "unrouted", (s) => isReadyAt(s), 90_000);
   expect(ready.health).toBe("Healthy");
   expect(ready.conditions.find((c) => c.type === "Registered")).toMatchObject({ status: "False", reason: "NotRegistered" });
-  expect(ready.conditions.find((c) => c.type === "Registered")?.message).toContain('kind = "none"');
+  // It says which of the two it is: no router, not a definition that turned registration off.
+  expect(ready.conditions.find((c) => c.type === "Registered")?.message).toBe(
+    'no router to register with: [router] kind = "none" in shardctl.toml (the default); set kind = "continuum" and its config there to register clusters',
+  );
   expect(ready.timeline.map((e) => e.step)).not.toContain("router-registered");
   // Three resyncs.
   await new Promise((r) => setTimeout(r, 3_500));

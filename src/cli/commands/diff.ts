@@ -60,6 +60,7 @@ export async function run(args: string[]): Promise<number> {
       // The restart record the daemon keeps in its memory survives in the status file.
       const restarts = (await readStatus(statusFileFor(file)).catch(() => undefined))?.restarts;
       let action = nextAction(desired, observed, decisionMemoryOf(restarts, revision, undefined), settings);
+      let infeasible: string | undefined;
       if (action.kind === "plan") {
         let planned: IdentifiedPlan;
         try {
@@ -75,8 +76,11 @@ export async function run(args: string[]): Promise<number> {
           continue;
         }
         action = nextAction(desired, observed, decisionMemoryOf(restarts, revision, planned), settings);
+        // As the daemon's status says it: the plan's own errors, each with its reason.
+        if (action.kind === "stall" && action.reason === "PlanInfeasible")
+          infeasible = `! ${name}: the daemon will not act: the plan is infeasible: ${planned.plan.errors.map((e) => `${e.reason}: ${e.message}`).join("; ")}`;
       }
-      const line = describe(name, revision, action, entry, spec, settings);
+      const line = infeasible ?? describe(name, revision, action, entry, spec, settings);
       if (line?.startsWith("!") === true) notes.push(line);
       else if (line !== undefined) changes.push(line);
       // A plan made but infeasible (a stage that does not fit) is one that cannot be applied either.
