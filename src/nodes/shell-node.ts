@@ -127,7 +127,9 @@ export function commandFailed(node: string, reason: NodeReason, what: string, re
     ? `timed out after ${result.durationMs} ms${result.unreached === undefined ? "" : `: no connection to the node (${result.unreached})`}`
     : result.signal !== undefined
       ? `was killed by ${result.signal}`
-      : `exited with ${result.exitCode}`;
+      : result.exitCode === undefined
+        ? `got no answer: the connection to the node dropped before the command said how it ended`
+        : `exited with ${result.exitCode}`;
   const stderr = result.stderr.trim().split("\n").slice(-5).join("\n");
   return new ShardctlError(reason, `node ${node}: ${what} ${how}${stderr === "" ? "" : `: ${stderr}`}`);
 }

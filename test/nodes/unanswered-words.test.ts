@@ -2,15 +2,17 @@
  * A question to a node that gets no answer because no connection could be made says why: a
  * question whose deadline runs out while its connection waits out the back-off after a refused
  * attempt (a node whose sshd is stopped) names the refusal, so a status that waits on the node
- * tells an sshd that is down from a node that is silent, instead of saying only "timed out".
+ * tells an sshd that is down from a node that is silent, instead of saying only "timed out". One
+ * whose connection drops mid-command says it got no answer.
  */
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { NodePool } from "../../src/nodes/index.js";
+import { commandFailed, NodePool } from "../../src/nodes/index.js";
 import { freePort } from "../support/free-ports.js";
 import { generatePrivateKey } from "../support/ssh-key.js";
+import { sshNodeConfig, startSshdNodes } from "../support/sshd.js";
 
 let dir: string;
 
@@ -46,3 +48,24 @@ it("a question whose deadline runs out before a connection could be made names t
     await pool.close();
   }
 });
+
+it("a command whose connection drops before it says how it ended is said to have got no answer, not to have exited with undefined", async () => {
+  const sshd = await startSshdNodes({ count: 1 });
+  const pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "none") });
+  try {
+    const node = pool.get(sshNodeConfig(sshd, 0));
+    expect((await node.run(["true"])).exitCode).toBe(0);
+    // The node goes down under the question: its connection's sshd process ends mid-command.
+    const asked = node.run(["sleep", "5"], { deadlineMs: 10_000 });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    await sshd.nodes[0]!.stop({ connections: true });
+    const result = await asked;
+    expect(result).toMatchObject({ timedOut: false, exitCode: undefined, signal: undefined });
+    expect(commandFailed("n", "NodeUnreachable", "remove a log", result).message).toBe(
+      "node n: remove a log got no answer: the connection to the node dropped before the command said how it ended",
+    );
+  } finally {
+    await pool.close();
+    await sshd.close();
+  }
+}, 30_000);
