@@ -210,20 +210,36 @@ function endedAtDeath(death: DeathEvent): boolean {
  * so), that peer comes first: it stopped answering, and the dead process exited (or its pipeline
  * broke) because of it. A member that reported a silent peer was not silent itself, nor was one
  * another member still heard as its pipeline broke, so the two ends of a cut between their nodes
- * name nobody; nor does an engine that never says: what the dead process did is then all that is known.
+ * name nobody (the dead process's own words of the peer it stopped hearing are kept, blaming no
+ * one); nor does an engine that never says: what the dead process did is then all that is known.
  * The members seen exiting because of the death (their link to it closed) follow its own words.
  */
-function explanation(entry: LedgerEntry, death: DeathEvent, logs: ReadonlyArray<{ label: string; tail: readonly string[] }>, exit: string | undefined): string {
+export function explanation(entry: LedgerEntry, death: DeathEvent, logs: ReadonlyArray<{ label: string; tail: readonly string[] }>, exit: string | undefined): string {
   // "pid 4242 exited … (with status 69)": not "exited" twice.
   const how = exit === undefined ? "" : ` (${/\bexited\b/.test(death.detail) ? exit.replace(/^exited /, "") : exit})`;
   const report = silentPeerReport(entry, death, logs);
-  if (report === undefined) return describeDeath(death, how);
+  if (report === undefined) return describeDeath({ ...death, detail: `${death.detail}${ownSilentPeerWords(entry, death, logs)}` }, how);
   const name = report.peer;
   const peer = entry.processes.find((p) => processLabel(p.role, p.index) === name);
   const who = peer === undefined ? name : `${name} on ${peer.node}`;
   const link = report.link === "stage" ? `link to ${name}` : report.link;
   const because = report.reporter === death.label ? ` because its ${link} went silent` : "";
   return `${who} stopped answering (${report.reporter} heard nothing from it for ${report.silentMs} ms); ${describeDeath({ ...death, detail: `${death.detail}${because}` }, how)}`;
+}
+
+/**
+ * What the dead process said of a peer it stopped hearing, when the evidence names no member as the
+ * one that went silent (another member still heard that peer: a link cut one way, or between two
+ * members only): its own words, blaming nobody. Empty when it said none, or when the daemon heard
+ * nothing from it either (cut off, it stops hearing every peer).
+ */
+function ownSilentPeerWords(entry: LedgerEntry, death: DeathEvent, logs: ReadonlyArray<{ label: string; tail: readonly string[] }>): string {
+  if (death.unheard === true) return "";
+  const tail = logs.find((l) => l.label === death.label)?.tail;
+  const said = tail === undefined ? undefined : engineOf(entry.engine ?? defaultEngineKind).silentPeerIn?.(tail);
+  if (said === undefined) return "";
+  const link = said.link === "stage" ? `link to ${said.peer}` : said.link;
+  return `, saying its ${link} went silent (nothing from ${said.peer} for ${said.silentMs} ms; the other members' words do not show ${said.peer} stopped answering: the link between them may be what failed)`;
 }
 
 /**

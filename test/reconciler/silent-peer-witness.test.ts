@@ -11,7 +11,7 @@
 import { expect, test } from "vitest";
 import type { DeathEvent } from "../../src/health/index.js";
 import type { LedgerEntry } from "../../src/launch/index.js";
-import { silentPeerReport } from "../../src/reconciler/record-death.js";
+import { explanation, silentPeerReport } from "../../src/reconciler/record-death.js";
 
 /** The processes of a two-stage launch: stage-0 on n1, stage-1 on n2, the coordinator on the control machine. */
 const entry = {
@@ -51,4 +51,18 @@ test("a witness on a healthy node is still heard when another node's path came a
     { label: "coordinator", tail: [coordinatorHeardNothing] },
   ];
   expect(silentPeerReport(entry, { ...death, flakyNodes: ["n2"] }, withCoordinator)).toMatchObject({ reporter: "coordinator", peer: "stage-1" });
+});
+
+test("a member that exited saying a peer went silent, while another member still heard that peer, blames nobody but keeps its own words", () => {
+  // A link cut one way: stage-1 heard nothing from stage-0 and exited 69; the coordinator still heard stage-0.
+  const coordinatorHeard = JSON.stringify({ level: 40, nodeId: "coordinator", name: "shard-engine", peer: "stage-0", msg: "peer answering" });
+  const oneWay = [
+    { label: "stage-1", tail: [stage1HeardNothing] },
+    { label: "coordinator", tail: [coordinatorHeard] },
+  ];
+  const exited: DeathEvent = { cluster: "c1", label: "stage-1", node: "n2", reason: "StageDied", detail: "pid 3141 exited", at: new Date().toISOString() };
+  expect(silentPeerReport(entry, exited, oneWay)).toBeUndefined();
+  expect(explanation(entry, exited, oneWay, "exited with status 69")).toBe(
+    "stage-1 on n2: pid 3141 exited, saying its upstream went silent (nothing from stage-0 for 2585 ms; the other members' words do not show stage-0 stopped answering: the link between them may be what failed) (with status 69)",
+  );
 });
