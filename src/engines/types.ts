@@ -386,6 +386,14 @@ export interface EngineReadiness {
    */
   readonly progressIn?: (body: string) => number | undefined;
   /**
+   * For an engine whose ready `healthPath` answer says it is processing a prompt within the time
+   * that prompt should take (and whose stages vouch that the computation moves): that word, from
+   * the answer's body. A generation watchdog whose one-token completion timed out behind such a
+   * prompt (a long one holds every request back, and nothing is generated meanwhile) takes it for
+   * busy, not hung. Absent: a timeout is judged without it.
+   */
+  readonly busyIn?: (body: string) => boolean;
+  /**
    * For an engine that takes no new request in while it processes a prompt, and logs each step of
    * it on its HTTP server's log: that step, from one log line (the time the line gives, ms on the
    * node's own clock, and how many of the prompt's tokens are processed, of how many), else

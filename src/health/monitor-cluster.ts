@@ -40,6 +40,7 @@ import {
   probeCoordinatorHealth,
   probeGeneration,
   probeLiveness,
+  probeBusy,
   probeProgress,
   probeTransportPort,
   readinessOf,
@@ -471,6 +472,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
             if (done || controller.signal.aborted) return;
             const after = await probeProgress(url, readiness, controller.signal);
             if (done || controller.signal.aborted || after === undefined || after > before) continue;
+            if (await probeBusy(url, readiness, controller.signal)) continue;
             await judgeHang(
               server,
               `a one-token completion through ${url} was refused as busy (429) and the pipeline generated nothing in ${watchdog.timeoutMs} ms (${after} tokens since it started)`,
@@ -487,6 +489,9 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
           const after = before === undefined ? undefined : await probeProgress(url, readiness, controller.signal);
           if (done || controller.signal.aborted) return;
           if (before !== undefined && after !== undefined && after > before) continue;
+          // A prompt in hand, not overdue, holds the probe back: busy, not hung (its stages vouch that it moves).
+          if (await probeBusy(url, readiness, controller.signal)) continue;
+          if (done || controller.signal.aborted) return;
           const still = after === undefined ? "" : ` and generated nothing meanwhile (${after} tokens since it started)`;
           await judgeHang(server, `a one-token completion through ${url} took over ${watchdog.timeoutMs} ms${still}`, still !== "");
         }

@@ -186,7 +186,22 @@ function isCompletion(text: string): boolean {
  * undefined when the engine gives none, or /health does not answer 200 with one in time.
  */
 export async function probeProgress(url: string, readiness: EngineReadiness, signal?: AbortSignal): Promise<number | undefined> {
-  if (readiness.progressIn === undefined) return undefined;
+  const progressIn = readiness.progressIn;
+  if (progressIn === undefined) return undefined;
+  const body = await readyBody(url, readiness, signal);
+  return body === undefined ? undefined : progressIn(body);
+}
+
+/** Whether the engine's ready /health answer says it is busy with a prompt (`busyIn`); false when it does not say. */
+export async function probeBusy(url: string, readiness: EngineReadiness, signal?: AbortSignal): Promise<boolean> {
+  const busyIn = readiness.busyIn;
+  if (busyIn === undefined) return false;
+  const body = await readyBody(url, readiness, signal);
+  return body !== undefined && busyIn(body);
+}
+
+/** The body of a ready /health answer, or undefined for any other answer, none, or one too long. */
+async function readyBody(url: string, readiness: EngineReadiness, signal?: AbortSignal): Promise<string | undefined> {
   try {
     const timeout = AbortSignal.timeout(defaultProbeTimeoutMs);
     const response = await fetch(`${url}${readiness.healthPath}`, { signal: signal === undefined ? timeout : AbortSignal.any([timeout, signal]) });
@@ -195,7 +210,7 @@ export async function probeProgress(url: string, readiness: EngineReadiness, sig
       return undefined;
     }
     const body = await readCapped(response, notReadyBodyChars);
-    return body.over ? undefined : readiness.progressIn(body.text);
+    return body.over ? undefined : body.text;
   } catch {
     return undefined;
   }

@@ -7,11 +7,7 @@
 import type { SampledToken, SamplingParams } from "../model/index.js";
 import type { Pipeline } from "./pipeline.js";
 import type { TextCodec } from "./text.js";
-
-/** Tokens sampled by every request of this process since it started (/health says it). */
-export interface TokenTally {
-  sampled: number;
-}
+import type { TokenTally } from "./token-tally.js";
 
 export interface GenerateOptions {
   promptIds: number[];
@@ -19,7 +15,7 @@ export interface GenerateOptions {
   params: SamplingParams;
   stop: string[];
   eosIds: ReadonlySet<number>;
-  /** Counts each sampled token, when given. */
+  /** Counts each sampled token and the prompt in hand, when given. */
   tally?: TokenTally;
 }
 
@@ -72,6 +68,14 @@ export async function generate(
   };
   try {
     let next = o.maxTokens > 0 ? startRun(o.promptIds) : undefined;
+    if (next !== undefined && o.tally !== undefined) {
+      const tally = o.tally;
+      tally.promptStarted(seq, o.promptIds.length);
+      next.then(
+        () => tally.promptEnded(seq, true),
+        () => tally.promptEnded(seq, false),
+      );
+    }
     while (next !== undefined) {
       const sampled = await next;
       next = undefined;

@@ -10,7 +10,8 @@ import type { Logger } from "../log.js";
 import type { BodyBudget, BodyShare } from "./body-budget.js";
 import { refuseForeignRequest } from "./foreign-request.js";
 import type { ModelConfig } from "../model/index.js";
-import { generate, type TokenInfo, type TokenTally } from "./generate.js";
+import { generate, type TokenInfo } from "./generate.js";
+import type { TokenTally } from "./token-tally.js";
 import type { Pipeline } from "./pipeline.js";
 import { type PromptEncoder, TokenizerThreadFailed } from "./prompt-encoder.js";
 import { QueueFull, type SequenceSlots } from "./sequence-slots.js";
@@ -148,7 +149,8 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   if (path === "/health") {
     const links = ctx.links?.();
     const dead = (links ?? []).filter((l) => l.state !== "up");
-    if (ctx.health.state === "ok" && dead.length === 0) sendJson(res, 200, { status: "ok", generatedTokens: ctx.tally.sampled });
+    if (ctx.health.state === "ok" && dead.length === 0)
+      sendJson(res, 200, { status: "ok", generatedTokens: ctx.tally.sampled, busyWithPrompt: ctx.tally.busyWithPrompt() });
     else {
       const message = dead.length > 0 && ctx.health.state !== "broken" ? `Stage link(s) dead: ${dead.map((l) => l.nodeId).join(", ")}` : unavailable(ctx).message;
       sendJson(res, 503, { error: { code: 503, message, type: "unavailable" }, ...(links === undefined ? {} : { links, deadLinks: dead.map((l) => l.nodeId) }) });

@@ -100,6 +100,7 @@ export const referenceFacts = {
     // Each link carries heartbeats; a lost one is answered 503 pipeline_broken within 3 s.
     healthCoversLinks: true,
     progressIn: generatedTokensIn,
+    busyIn: busyWithPromptIn,
     completionsPath: "/v1/completions",
     stageUp: "transport-listening",
     httpServer: "coordinator",
@@ -203,6 +204,15 @@ function brokenPipelineIn(body: string): string | undefined {
 }
 
 /** The tokens generated since start that the coordinator's /health 200 gives (`generatedTokens`). */
+/** shard-engine's /health word that a prompt is in hand and not overdue (src/engine/coordinator/token-tally.ts). */
+function busyWithPromptIn(body: string): boolean {
+  try {
+    return (JSON.parse(body) as { busyWithPrompt?: unknown } | null)?.busyWithPrompt === true;
+  } catch {
+    return false;
+  }
+}
+
 function generatedTokensIn(body: string): number | undefined {
   try {
     const count = (JSON.parse(body) as { generatedTokens?: unknown } | null)?.generatedTokens;

@@ -1,0 +1,102 @@
+/**
+ * A long prompt holds every other request back while a real 2-stage shard-engine processes it, and
+ * nothing is generated meanwhile: a generation watchdog whose deadline is shorter than that prompt
+ * must take it for busy, not for a hung pipeline (a client could otherwise tear any cluster down with
+ * one request). shard-engine's /health says so (`busyWithPrompt`) while the prompt is in hand and not
+ * overdue, and says nothing of it once the prompt is done.
+ */
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { monitorCluster, type DeathEvent, type WatchedCluster, type WatchedProcess } from "../../src/health/index.js";
+import { LocalNode } from "../../src/nodes/index.js";
+import { makeTestModel } from "../../src/planner/test-model/index.js";
+import { type Cluster, killAll, requireBuild, startCluster } from "../engine/support.js";
+
+let dir: string;
+let cluster: Cluster;
+let node: LocalNode;
+const model = "tiny-llama";
+
+beforeAll(async () => {
+  requireBuild();
+  dir = await mkdtemp(join(tmpdir(), "long-prompt-watchdog-"));
+  node = new LocalNode({ name: "local", host: "local", modelDir: dir });
+  const modelDir = join(dir, model);
+  await makeTestModel(modelDir, { layers: 4, hidden: 64, vocab: 320, seed: 3 });
+  const tokenFile = join(dir, "token");
+  await writeFile(tokenFile, "long-prompt-token\n");
+  // One thread a stage: the prompt below takes seconds, far past the watchdog's 1 s.
+  cluster = await startCluster(modelDir, {
+    stages: 2,
+    dir,
+    tokenFile,
+    stageArgs: ["--threads", "1"],
+    coordinatorArgs: ["--model-name", model, "--context-length", "8192"],
+  });
+}, 60_000);
+afterAll(async () => {
+  await cluster?.stop();
+  await killAll();
+  await rm(dir, { recursive: true, force: true });
+});
+
+const health = async (): Promise<{ generatedTokens: number; busyWithPrompt: boolean }> =>
+  (await (await fetch(`${cluster.baseUrl}/health`)).json()) as { generatedTokens: number; busyWithPrompt: boolean };
+
+async function watched(role: "stage" | "coordinator", pid: number, index?: number): Promise<WatchedProcess> {
+  return { role, ...(index === undefined ? {} : { index }), node: "local", pid, startTime: (await node.processStartTime(pid))! };
+}
+
+it("a prompt that takes longer than the watchdog's deadline is busy, not a hang; /health says so while it is in hand", async () => {
+  // The rate is measured on a first prompt of some length, as any served prompt measures it.
+  const warm = await fetch(`${cluster.baseUrl}/v1/completions`, {
+    method: "POST",
+    body: JSON.stringify({ model, prompt: Array.from({ length: 512 }, (_, i) => i % 300), max_tokens: 1 }),
+  });
+  expect(warm.status).toBe(200);
+  expect((await health()).busyWithPrompt).toBe(false);
+
+  const entry: WatchedCluster = {
+    cluster: "long",
+    engine: "reference",
+    processes: [
+      await watched("stage", cluster.stages[0]!.child.pid!, 0),
+      await watched("stage", cluster.stages[1]!.child.pid!, 1),
+      await watched("coordinator", cluster.coordinator.child.pid!),
+    ],
+    ports: [],
+    coordinatorUrl: cluster.baseUrl,
+  };
+  const deaths: DeathEvent[] = [];
+  const monitor = monitorCluster(entry, {
+    nodeFor: () => node,
+    pollIntervalMs: 200,
+    exitWatch: false,
+    generationWatchdog: { intervalMs: 200, timeoutMs: 1_000 },
+    onDeath: (e) => deaths.push(e),
+  });
+  try {
+    const started = performance.now();
+    const long = fetch(`${cluster.baseUrl}/v1/completions`, {
+      method: "POST",
+      body: JSON.stringify({ model, prompt: Array.from({ length: 8000 }, (_, i) => i % 300), max_tokens: 1 }),
+    });
+    let seenBusy = false;
+    for (let i = 0; i < 20 && !seenBusy; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      seenBusy = (await health()).busyWithPrompt;
+    }
+    expect(seenBusy).toBe(true);
+    expect((await long).status).toBe(200);
+    const tookMs = performance.now() - started;
+    // The watchdog's deadline passed more than once while the prompt was processed, and judged no hang.
+    expect(tookMs).toBeGreaterThan(2_500);
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(deaths).toEqual([]);
+    expect((await health()).busyWithPrompt).toBe(false);
+  } finally {
+    await monitor.stop();
+  }
+}, 120_000);
