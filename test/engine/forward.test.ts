@@ -222,3 +222,26 @@ describe("forward pass against an independent implementation", () => {
     expect(await compare({ quantize: 8, seed: 5, tieWordEmbeddings: true })).toBeLessThan(1e-4);
   });
 });
+
+describe("a long prompt in chunks", () => {
+  it("gives the logits of the prompt in one pass (the coordinator sends a long prompt in chunks)", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "engine-forward-chunks-"));
+    dirs.push(dir);
+    await makeTestModel(dir, { layers: 2, hidden: 64, heads: 4, kvHeads: 2, vocab: 300, dtype: "f16", seed: 6 });
+    const config = readModelConfig(dir);
+    const shard = ModelShard.load(dir, config, { start: 0, end: config.layers });
+    const tokens = Array.from({ length: 1200 }, (_, i) => (i * 37 + 11) % 300);
+    const whole = shard.createCache();
+    const all = shard.embed(tokens);
+    shard.forward(whole, all, tokens.length);
+    const expected = [...shard.logits(all, tokens.length - 1)];
+    const chunked = shard.createCache();
+    let last = new Float32Array();
+    for (let start = 0; start < tokens.length; start += 512) {
+      const part = tokens.slice(start, start + 512);
+      last = shard.embed(part);
+      shard.forward(chunked, last, part.length);
+    }
+    expect([...shard.logits(last, (tokens.length % 512 || 512) - 1)]).toEqual(expected);
+  });
+});

@@ -1,5 +1,5 @@
 /**
- * The autoregressive loop of one request: prompt in one pass, then one token at a time until EOS,
+ * The autoregressive loop of one request: the prompt (in chunks, when long), then one token at a time until EOS,
  * a stop string, max_tokens or the context limit. Text is released in deltas that never change
  * once sent: never a partial stop string, a partial UTF-8 character, or a space the tokenizer's
  * clean-up may still remove.
@@ -30,6 +30,12 @@ export interface GenerateResult {
   finishReason: "stop" | "length";
   completionTokens: number;
 }
+
+/**
+ * Tokens of a prompt's chunk (see startPrompt in generate), 512. A prompt up to this long goes in
+ * one step; each chunk costs the pipeline a round trip more, and holds others back for its time.
+ */
+export const promptChunkTokens = 512;
 
 let nextSeq = 1;
 
@@ -66,8 +72,24 @@ export async function generate(
     run.catch(() => undefined);
     return run;
   };
+  // A long prompt goes in chunks: every chunk but the last only fills the caches, and the steps of
+  // other sequences run between them, so one long prompt holds their tokens back for a chunk's
+  // time, not for the whole prompt's. A sequence cancelled meanwhile stops at the next chunk.
+  const startPrompt = (ids: readonly number[]): Promise<SampledToken> => {
+    const last = Math.max(0, Math.ceil(ids.length / promptChunkTokens) - 1) * promptChunkTokens;
+    if (last === 0) return startRun(ids);
+    const run = (async () => {
+      for (let start = 0; start < last; start += promptChunkTokens) {
+        await pipeline.fill(seq, ids.slice(start, start + promptChunkTokens));
+        if (cancelled()) throw new Error("client disconnected");
+      }
+      return pipeline.run(seq, ids.slice(last));
+    })();
+    run.catch(() => undefined);
+    return run;
+  };
   try {
-    let next = o.maxTokens > 0 ? startRun(o.promptIds) : undefined;
+    let next = o.maxTokens > 0 ? startPrompt(o.promptIds) : undefined;
     if (next !== undefined && o.tally !== undefined) {
       const tally = o.tally;
       tally.promptStarted(seq, o.promptIds.length);

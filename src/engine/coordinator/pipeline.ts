@@ -11,6 +11,8 @@ export interface Pipeline {
   prepare(seq: number, params: SamplingParams): void;
   /** Append `tokens` to the sequence and sample the next one. */
   run(seq: number, tokens: readonly number[]): Promise<SampledToken>;
+  /** Append `tokens` to the sequence without sampling: a chunk of a long prompt, other sequences' steps between chunks. */
+  fill(seq: number, tokens: readonly number[]): Promise<void>;
   /** Drop the sequence and its KV caches everywhere (also cancels). */
   release(seq: number): void;
   /** Memory figures per stage (or of this process). */
@@ -61,17 +63,27 @@ export class LocalPipeline implements Pipeline {
   }
 
   run(seq: number, tokens: readonly number[]): Promise<SampledToken> {
-    // One step at a time, each after a turn of the event loop so HTTP traffic keeps flowing.
+    return this.step(seq, tokens, true);
+  }
+
+  async fill(seq: number, tokens: readonly number[]): Promise<void> {
+    await this.step(seq, tokens, false);
+  }
+
+  /** One step at a time, each after a turn of the event loop so HTTP traffic keeps flowing. */
+  private step(seq: number, tokens: readonly number[], sample: true): Promise<SampledToken>;
+  private step(seq: number, tokens: readonly number[], sample: false): Promise<undefined>;
+  private step(seq: number, tokens: readonly number[], sample: boolean): Promise<SampledToken | undefined> {
     const next = this.queue.then(
       () =>
-        new Promise<SampledToken>((resolve, reject) => {
+        new Promise<SampledToken | undefined>((resolve, reject) => {
           setImmediate(() => {
             try {
               const state = this.sequences.get(seq);
               if (state === undefined) throw new Error(`sequence ${seq} was released`);
               const hidden = this.model.embed(tokens);
               this.model.forward(state.cache, hidden, tokens.length);
-              resolve(state.sampler.sample(this.model.logits(hidden, tokens.length - 1, this.logits)));
+              resolve(sample ? state.sampler.sample(this.model.logits(hidden, tokens.length - 1, this.logits)) : undefined);
             } catch (error) {
               reject(error as Error);
             }

@@ -145,10 +145,19 @@ export class RemotePipeline implements Pipeline {
   }
 
   run(seq: number, tokens: readonly number[]): Promise<SampledToken> {
+    return this.step(seq, tokens, false);
+  }
+
+  async fill(seq: number, tokens: readonly number[]): Promise<void> {
+    await this.step(seq, tokens, true);
+  }
+
+  /** Send a step to the first stage; the last one's result (a sampled token, or none for a fill) settles it. */
+  private step(seq: number, tokens: readonly number[], fillOnly: boolean): Promise<SampledToken> {
     if (this.broken !== undefined) return Promise.reject(new PipelineBroken(this.broken));
     return new Promise<SampledToken>((resolve, reject) => {
       this.pending.set(seq, { resolve, reject });
-      this.first().send(Kind.Run, encodeRun(seq, tokens));
+      this.first().send(Kind.Run, encodeRun(seq, tokens, fillOnly));
     });
   }
 

@@ -25,6 +25,7 @@ import {
   defaultLiveness,
   decodePrepare,
   decodeRun,
+  noToken,
   decodeSeq,
   dialLinkUntil,
   encodeActivations,
@@ -286,13 +287,14 @@ class StageRuntime {
             m.seq,
             this.compute(() => this.model.embed(m.tokens)),
             m.tokens.length,
+            m.fillOnly,
           );
           return;
         }
         case Kind.Activations: {
           const m = decodeActivations(payload);
           if (m.hiddenSize !== this.options.config.hiddenSize) throw new Error(`activations of width ${m.hiddenSize}, expected ${this.options.config.hiddenSize}`);
-          this.step(m.seq, m.hidden, m.rows);
+          this.step(m.seq, m.hidden, m.rows, m.fillOnly);
           return;
         }
         case Kind.Release: {
@@ -347,14 +349,21 @@ class StageRuntime {
     this.model.releaseCache(state.cache);
   }
 
-  /** Run this stage's layers for one message, then pass on activations or the sampled token. */
-  private step(seq: number, hidden: Float32Array, rows: number): void {
+  /**
+   * Run this stage's layers for one message, then pass on activations or the sampled token; a
+   * fill-only step (a chunk of a long prompt) is answered by the last stage without sampling.
+   */
+  private step(seq: number, hidden: Float32Array, rows: number, fillOnly: boolean): void {
     const state = this.sequences.get(seq);
     if (state === undefined) throw new Error(`sequence ${seq} is not prepared on stage ${this.options.stage}`);
     this.compute((progress) => this.model.forward(state.cache, hidden, rows, progress));
     if (!this.model.last) {
       this.rowsSent += rows;
-      this.downstream?.send(Kind.Activations, encodeActivations(seq, rows, hidden, this.options.config.hiddenSize));
+      this.downstream?.send(Kind.Activations, encodeActivations(seq, rows, hidden, this.options.config.hiddenSize, fillOnly));
+      return;
+    }
+    if (fillOnly) {
+      this.results?.send(Kind.Result, encodeResult(seq, { token: noToken, logprob: 0, top: [] }));
       return;
     }
     const sampled = this.compute(() => (state.sampler as Sampler).sample(this.model.logits(hidden, rows - 1, this.logits)));

@@ -32,48 +32,60 @@ export function decodePrepare(b: Buffer): PrepareMessage {
 }
 
 /** `seq`, then the token ids to append to the sequence. */
-export function encodeRun(seq: number, tokens: readonly number[]): Buffer {
+/**
+ * The top bit of a run's token count and of an activations' row count: the step only fills the
+ * sequence's caches (a chunk of a long prompt), and the last stage answers it without sampling (a
+ * result of `noToken`). No frame comes near 2^31 rows.
+ */
+const fillOnlyBit = 0x80000000;
+
+/** The token of a result that answers a fill-only step: none was sampled. */
+export const noToken = 0xffffffff;
+
+export function encodeRun(seq: number, tokens: readonly number[], fillOnly = false): Buffer {
   const b = Buffer.alloc(8 + 4 * tokens.length);
   b.writeUInt32LE(seq, 0);
-  b.writeUInt32LE(tokens.length, 4);
+  b.writeUInt32LE((tokens.length | (fillOnly ? fillOnlyBit : 0)) >>> 0, 4);
   tokens.forEach((t, i) => b.writeUInt32LE(t, 8 + 4 * i));
   return b;
 }
 
-export function decodeRun(b: Buffer): { seq: number; tokens: number[] } {
+export function decodeRun(b: Buffer): { seq: number; tokens: number[]; fillOnly: boolean } {
   atLeast("run", b, 8);
-  const count = b.readUInt32LE(4);
+  const word = b.readUInt32LE(4);
+  const count = word & ~fillOnlyBit;
   expectLength(`run of ${count} tokens`, b, 8 + 4 * count);
   // A step computes the logits of its last row: with none, there is none to compute.
   if (count === 0) throw new MalformedMessage("malformed run message: no tokens");
   const tokens: number[] = new Array<number>(count);
   for (let i = 0; i < count; i++) tokens[i] = b.readUInt32LE(8 + 4 * i);
-  return { seq: b.readUInt32LE(0), tokens };
+  return { seq: b.readUInt32LE(0), tokens, fillOnly: (word & fillOnlyBit) !== 0 };
 }
 
 /** Header bytes of an activations payload (seq, rows, hidden). */
 export const activationHeaderBytes = 12;
 
-export function encodeActivations(seq: number, rows: number, hidden: Float32Array, hiddenSize: number): Buffer {
+export function encodeActivations(seq: number, rows: number, hidden: Float32Array, hiddenSize: number, fillOnly = false): Buffer {
   const floats = rows * hiddenSize;
   const b = Buffer.allocUnsafe(activationHeaderBytes + floats * 4);
   b.writeUInt32LE(seq, 0);
-  b.writeUInt32LE(rows, 4);
+  b.writeUInt32LE((rows | (fillOnly ? fillOnlyBit : 0)) >>> 0, 4);
   b.writeUInt32LE(hiddenSize, 8);
   b.set(new Uint8Array(hidden.buffer, hidden.byteOffset, floats * 4), activationHeaderBytes);
   return b;
 }
 
-export function decodeActivations(b: Buffer): { seq: number; rows: number; hiddenSize: number; hidden: Float32Array } {
+export function decodeActivations(b: Buffer): { seq: number; rows: number; hiddenSize: number; hidden: Float32Array; fillOnly: boolean } {
   atLeast("activations", b, activationHeaderBytes);
-  const rows = b.readUInt32LE(4);
+  const word = b.readUInt32LE(4);
+  const rows = word & ~fillOnlyBit;
   const hiddenSize = b.readUInt32LE(8);
   // Checked before the floats are allocated: the header alone could ask for gigabytes.
   expectLength(`activations of ${rows} × ${hiddenSize}`, b, activationHeaderBytes + rows * hiddenSize * 4);
   if (rows === 0) throw new MalformedMessage("malformed activations message: no rows");
   const hidden = new Float32Array(rows * hiddenSize);
   new Uint8Array(hidden.buffer).set(b.subarray(activationHeaderBytes, activationHeaderBytes + rows * hiddenSize * 4));
-  return { seq: b.readUInt32LE(0), rows, hiddenSize, hidden };
+  return { seq: b.readUInt32LE(0), rows, hiddenSize, hidden, fillOnly: (word & fillOnlyBit) !== 0 };
 }
 
 export function encodeSeq(seq: number): Buffer {
