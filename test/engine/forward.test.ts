@@ -236,7 +236,7 @@ describe("a long prompt in chunks", () => {
     shard.forward(whole, all, tokens.length);
     const expected = [...shard.logits(all, tokens.length - 1)];
     const chunked = shard.createCache();
-    let last = new Float32Array();
+    let last: Float32Array = new Float32Array();
     for (let start = 0; start < tokens.length; start += 512) {
       const part = tokens.slice(start, start + 512);
       last = shard.embed(part);
