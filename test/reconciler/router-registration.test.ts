@@ -6,6 +6,7 @@
  * cluster's. The daemon runs in this process on two local nodes, with the embedded router on its YAML
  * config.
  */
+import { readFileSync, watch } from "node:fs";
 import { readFile, writeFile } from "node:fs/promises";
 import { expect, test } from "vitest";
 import type { ClusterStatus } from "../../src/reconciler/index.js";
@@ -69,3 +70,33 @@ test("two clusters written at once under one router backend name: one is registe
   // definition's cluster runs for 2 s more) is refused as a mass prune.
   for (const name of names) expect(await removeDefinition(world, name, 60_000)).toBe(true);
 }, 240_000);
+
+test("a backend renamed in place: the router routes the model at every moment (the new entry goes in before the old one goes out)", async () => {
+  const { world } = dw;
+  const { port, portRange } = await dw.freeAddresses();
+  const revision = await dw.define("renamed", { nodes: ["l1", "l2"], register: true, backend: "first", port, portRange });
+  const ready = await waitForStatus(world, "renamed", (s) => isReadyAt(s, revision), 90_000);
+  const coordinatorPid = ready.coordinator!.pid;
+  // Every edit of the router's config, read as it lands: none may lack an entry for the model.
+  const versions: string[] = [];
+  const seen = watch(world.routerConfig, () => {
+    try {
+      versions.push(readFileSync(world.routerConfig, "utf8"));
+    } catch {
+      // Replaced under the read: the next event reads it.
+    }
+  });
+  try {
+    const renamed = await dw.define("renamed", { nodes: ["l1", "l2"], register: true, backend: "second", port, portRange });
+    const applied = await waitForStatus(world, "renamed", (s) => isReadyAt(s, renamed) && s.router?.backend === "second", 60_000);
+    expect(applied.coordinator!.pid).toBe(coordinatorPid);
+  } finally {
+    seen.close();
+  }
+  expect(versions.length).toBeGreaterThan(0);
+  for (const version of versions) expect(version.includes('name: "first"') || version.includes('name: "second"'), version).toBe(true);
+  const config = await readFile(world.routerConfig, "utf8");
+  expect(config).toContain('name: "second"');
+  expect(config).not.toContain('name: "first"');
+  expect(await removeDefinition(world, "renamed", 60_000)).toBe(true);
+}, 180_000);

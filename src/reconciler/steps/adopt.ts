@@ -61,13 +61,16 @@ function countAdoptedLaunch(pass: Pass, revision: string): void {
 async function applyInPlace(pass: Pass, entry: LedgerEntry, spec: ClusterSpec, revision: string): Promise<void> {
   const registrar = pass.world.registrarFor(pass.settings);
   const url = entry.coordinatorUrl;
-  if (entry.routerBackend !== undefined && (!spec.router.register || entry.routerBackend !== spec.router.backend)) {
-    await registrar.deregister(entry.routerBackend);
-    delete entry.routerBackend;
-  }
+  const old = entry.routerBackend;
+  // The new entry first, then the old one out: a renamed backend is never missing in between (the
+  // router routes the model to either, one coordinator), where the other order answered 404.
   if (spec.router.register && url !== undefined) {
     await registrar.register(routerBackendOf(spec.router, url, spec.model.id, engineOf(spec.engine.kind)));
     entry.routerBackend = spec.router.backend;
+  }
+  if (old !== undefined && (!spec.router.register || old !== spec.router.backend)) {
+    await registrar.deregister(old);
+    if (entry.routerBackend === old) delete entry.routerBackend;
   }
   entry.revision = revision;
   entry.definitionDigest = definitionDigest(spec);
