@@ -24,6 +24,16 @@ function renderedChars(messages: ChatMessage[]): number {
   return messages.reduce((sum, m) => sum + m.role.length + m.content.length + templateCharsPerMessage, 0);
 }
 
+/**
+ * How long the thread may take for a prompt before it is taken for stuck, ms: 5 s, plus 20 µs a
+ * character of the prompts waiting on it, itself included (20 × what tokenizing costs). A thread
+ * that hangs (a tokenizer that never returns, a stopped thread) would otherwise hold every long
+ * prompt for ever while /health says 200.
+ */
+function stuckAfterMs(chars: number): number {
+  return 5_000 + chars * 0.02;
+}
+
 /** The tokenizer thread itself failed (not the prompt): a server error, the next long prompt starts a new thread. */
 export class TokenizerThreadFailed extends Error {
   override readonly name = "TokenizerThreadFailed";
@@ -32,7 +42,7 @@ export class TokenizerThreadFailed extends Error {
 export class PromptEncoder {
   private worker: Worker | undefined;
   private nextId = 1;
-  private readonly waiting = new Map<number, { resolve: (ids: number[]) => void; reject: (error: Error) => void }>();
+  private readonly waiting = new Map<number, { resolve: (ids: number[]) => void; reject: (error: Error) => void; chars: number; timer: NodeJS.Timeout }>();
 
   constructor(
     private readonly codec: TextCodec,
@@ -47,28 +57,49 @@ export class PromptEncoder {
   /** Token ids of a completion prompt (no special tokens added). */
   encode(text: string): Promise<number[]> {
     if (text.length < threadedChars) return Promise.resolve(this.hold(() => this.codec.encode(text)));
-    return this.ask({ id: this.nextId++, text });
+    return this.ask({ id: this.nextId++, text }, text.length);
   }
 
   /** Token ids of the chat template rendered over `messages` with the generation prompt. */
   encodeChat(messages: ChatMessage[]): Promise<number[]> {
-    if (renderedChars(messages) < threadedChars) return Promise.resolve(this.hold(() => this.codec.encodeChat(messages)));
-    return this.ask({ id: this.nextId++, messages });
+    const chars = renderedChars(messages);
+    if (chars < threadedChars) return Promise.resolve(this.hold(() => this.codec.encodeChat(messages)));
+    return this.ask({ id: this.nextId++, messages }, chars);
   }
 
   /** Stop the thread, if it was started; prompts it was tokenizing fail. */
   async close(): Promise<void> {
     const worker = this.worker;
     this.worker = undefined;
+    this.failAll(new Error("the coordinator is stopping"));
     await worker?.terminate();
   }
 
-  private ask(request: EncodeRequest): Promise<number[]> {
+  private ask(request: EncodeRequest, chars: number): Promise<number[]> {
     const worker = (this.worker ??= this.start());
+    const ahead = [...this.waiting.values()].reduce((sum, w) => sum + w.chars, 0);
+    const limitMs = stuckAfterMs(ahead + chars);
     return new Promise((resolve, reject) => {
-      this.waiting.set(request.id, { resolve, reject });
+      // Still waiting at its deadline: the thread is stuck; ended, it fails every prompt it holds.
+      const timer = setTimeout(() => {
+        if (!this.waiting.has(request.id) || this.worker !== worker) return;
+        this.worker = undefined;
+        this.failAll(new Error(`the tokenizer thread did not answer within ${Math.round(limitMs)} ms: it is stopped, and the next long prompt starts another`));
+        void worker.terminate();
+      }, limitMs);
+      timer.unref();
+      this.waiting.set(request.id, { resolve, reject, chars, timer });
       worker.postMessage(request);
     });
+  }
+
+  /** Fail every prompt waiting on the thread. */
+  private failAll(error: Error): void {
+    for (const waiter of this.waiting.values()) {
+      clearTimeout(waiter.timer);
+      waiter.reject(new TokenizerThreadFailed(error.message));
+    }
+    this.waiting.clear();
   }
 
   private start(): Worker {
@@ -78,13 +109,15 @@ export class PromptEncoder {
     worker.on("message", (answer: EncodeAnswer) => {
       const waiter = this.waiting.get(answer.id);
       this.waiting.delete(answer.id);
+      clearTimeout(waiter?.timer);
       if ("ids" in answer) waiter?.resolve(answer.ids);
       else waiter?.reject(new Error(answer.error));
     });
     const fail = (error: Error): void => {
-      if (this.worker === worker) this.worker = undefined;
-      for (const waiter of this.waiting.values()) waiter.reject(new TokenizerThreadFailed(error.message));
-      this.waiting.clear();
+      // A thread already given up on (stuck) has failed its prompts; newer ones wait on its successor.
+      if (this.worker !== worker) return;
+      this.worker = undefined;
+      this.failAll(error);
     };
     worker.on("error", fail);
     worker.on("exit", (code) => fail(new Error(`the tokenizer thread exited (code ${code})`)));
