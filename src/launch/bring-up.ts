@@ -427,6 +427,23 @@ async function allocateTopology(request: LaunchRequest, context: LaunchContext, 
   };
 }
 
+/** The most of a previous launch's log kept beside the next one's (`<label>.log.previous`), bytes: 1 MiB. */
+const previousLogBytes = 1 << 20;
+
+/**
+ * $1 = a log. Its last previousLogBytes go to `$1.previous` (written whole, then renamed: a full
+ * disk leaves the last one kept), and the log is removed.
+ */
+const keepPreviousLogScript = `[ -f "$1" ] || exit 0
+tail -c ${previousLogBytes} "$1" > "$1.previous.tmp" 2>/dev/null && mv -f "$1.previous.tmp" "$1.previous" || rm -f "$1.previous.tmp"
+rm -f "$1"`;
+
+/** Remove a previous launch's log, its end kept as `<log>.previous`; a node that does not answer has it removed by the process's own start. */
+async function keepPreviousLog(node: NodeAccess, logFile: string): Promise<void> {
+  const result = await node.run(["sh", "-c", keepPreviousLogScript, "sh", logFile], { deadlineMs: 5_000 });
+  if (result.exitCode !== 0) await node.remove(logFile);
+}
+
 /** The engine config (and the token, when the engine authenticates) in each process's run directory. */
 async function writeLaunchFiles(request: LaunchRequest, topology: EngineTopology): Promise<Map<string, ProcessFiles>> {
   const config = request.driver.renderClusterConfig(topology);
@@ -437,11 +454,13 @@ async function writeLaunchFiles(request: LaunchRequest, topology: EngineTopology
   // The node being written, for the message of a write that fails.
   let writing: (typeof targets)[number] | undefined;
   try {
-    // The last launch's logs go first (their tails are in its evidence already): an engine that
-    // filled its disk with its log would otherwise leave no room for the files of the next launch.
+    // The last launch's logs go first: an engine that filled its disk with its log would otherwise
+    // leave no room for the files of the next launch. Their last MiB is kept beside them (see
+    // keepPreviousLog), where the disk has room for it: what a member that died said is not erased.
     await Promise.all(
       targets.map((target) =>
-        target.node.remove(
+        keepPreviousLog(
+          target.node,
           ("index" in target
             ? plannedProcess("stage", target.index, target.nodeName, target.runDir)
             : plannedProcess("coordinator", undefined, target.nodeName, target.runDir)

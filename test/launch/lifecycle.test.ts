@@ -7,7 +7,7 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { observeCluster } from "../../src/health/index.js";
-import { launchCluster, superviseCluster, type LedgerEntry, type SupervisionOutcome } from "../../src/launch/index.js";
+import { launchCluster, superviseCluster, teardownCluster, type LedgerEntry, type SupervisionOutcome } from "../../src/launch/index.js";
 import { coordinatorStatusSchema, stageCardSchema } from "../../src/reconciler/status/schema.js";
 import { enginePidOf, makeContext, makeRequest, processesMentioning, startLifecycleWorld, type LifecycleWorld } from "./lifecycle-fixture.js";
 
@@ -148,5 +148,25 @@ describe("a 2-stage reference cluster on loopback SSH nodes", () => {
       body: JSON.stringify({ model: world.modelName, messages: [{ role: "user", content: "hi" }] }),
     });
     expect(response.status).toBe(404);
+  });
+
+  it("a relaunch keeps each process's previous log beside its own: what the member that died said is not erased", async () => {
+    const stage1 = entry.processes.find((p) => p.role === "stage" && p.index === 1)!;
+    const node2 = world.nodeFor("node-2");
+    const died = (await node2.readFile(stage1.logFile)).toString("utf8");
+    expect(died).not.toBe("");
+    // In the run folders of the launch that died, as the daemon relaunches a cluster.
+    const again = await makeRequest(world, { cluster: "alpha" });
+    const runDirOf = (role: string, index?: number): string => entry.processes.find((p) => p.role === role && p.index === index)!.runDir;
+    again.stages = again.stages.map((s) => ({ ...s, runDir: runDirOf("stage", s.index) }));
+    again.coordinator = { ...again.coordinator, runDir: runDirOf("coordinator") };
+    const relaunch = await launchCluster(again, context());
+    try {
+      expect((await node2.readFile(`${stage1.logFile}.previous`)).toString("utf8")).toBe(died);
+      expect((await node2.readFile(stage1.logFile)).toString("utf8")).not.toBe(died);
+    } finally {
+      await teardownCluster((await world.ledger.read("alpha"))!, { ledger: world.ledger, registrar: world.registrar, nodeFor: world.nodeFor, graceMs: 2_000 });
+    }
+    expect(relaunch.timeline.at(-1)?.step).toBe("ready");
   });
 });
