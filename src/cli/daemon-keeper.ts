@@ -19,7 +19,7 @@ export async function describeKeeper(dir: string, daemon: DaemonSighting | undef
   if (daemon.silent)
     return `warning: the shardctl daemon watching ${dir} (${describeSilence(daemon)}) keeps no status current; this is what it last wrote, not what runs now`;
   const refused = written ? await statusWritesRefused(dir, daemon) : undefined;
-  if (refused !== undefined) return `warning: ${refused}; this is what it last wrote, which may not be what runs now`;
+  if (refused !== undefined) return `warning: ${refused}; if it could not, this is what it last wrote, which may not be what runs now`;
   return undefined;
 }
 
@@ -27,10 +27,11 @@ export async function describeKeeper(dir: string, daemon: DaemonSighting | undef
 const writeSlackBytes = 4096;
 
 /**
- * Why the daemon watching `dir` cannot write status files there now: the file system holding them
- * has less room, for the daemon's user, than the largest of them takes (a status file is replaced
- * by a whole new one). Its heartbeat only sets a time, which a full disk does not refuse, so it is
- * not silent. Undefined when there is room, or the system does not say.
+ * Why the daemon watching `dir` may be unable to write status files there now: the file system
+ * holding them has less room, for the daemon's user, than the largest of them takes (a status file
+ * is replaced by a whole new one, when what it says changes). Its heartbeat only sets a time, which
+ * a full disk does not refuse, so it is not silent. A hint, not a finding: a status that did not
+ * change since needed no write. Undefined when there is room, or the system does not say.
  */
 export async function statusWritesRefused(dir: string, daemon: DaemonSighting): Promise<string | undefined> {
   const room = await roomLeft(dir, daemon.uid);
@@ -48,5 +49,5 @@ export async function statusWritesRefused(dir: string, daemon: DaemonSighting): 
   );
   const needed = Math.max(0, ...sizes) + writeSlackBytes;
   if (room >= needed) return undefined;
-  return `the file system holding ${dir} has ${formatBytes(room)} free, less than a status file takes (${formatBytes(needed)}): the shardctl daemon watching it (pid ${daemon.pid}) cannot write its status files there; free space, and it writes them again within seconds`;
+  return `the file system holding ${dir} has ${formatBytes(room)} free, less than a status file takes (${formatBytes(needed)}): the shardctl daemon watching it (pid ${daemon.pid}) may be unable to write its status files there (its log says "could not write the status file" when it is); free space, and it writes them again at its next try`;
 }

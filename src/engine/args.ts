@@ -2,7 +2,13 @@
 import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
 
-export const engineVersion = "0.1.0";
+/**
+ * shard-engine's version, which `--version` prints and the planner compares across a cluster's
+ * nodes (MixedEngineVersions). Raised with every change of the transport's frames: 0.2.0 reads the
+ * fill-only bit of runs and activations (a long prompt in chunks), which 0.1.0 takes for a
+ * malformed frame.
+ */
+export const engineVersion = "0.2.0";
 
 export interface EngineOptions {
   modelDir: string;

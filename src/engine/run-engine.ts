@@ -15,7 +15,6 @@ import { RemotePipeline } from "./coordinator/remote-pipeline.js";
 import { RequestParser } from "./coordinator/request-parser.js";
 import { SequenceSlots } from "./coordinator/sequence-slots.js";
 import { TextCodec } from "./coordinator/text.js";
-import { TokenTally } from "./coordinator/token-tally.js";
 import { generate } from "./coordinator/generate.js";
 import { failureExitStatus, peerSilentExitStatus } from "./exit-status.js";
 import { createLogger, type Logger } from "./log.js";
@@ -144,7 +143,7 @@ async function startHttp(
     bodies: new BodyBudget(64 * 1024 * 1024, 16 * 1024),
     loopback: isLoopbackHost(o.host),
     pipeline: undefined,
-    tally: new TokenTally(),
+    tally: { sampled: 0, promptTokens: 0 },
     health: { state: "loading" },
     log,
   };

@@ -379,20 +379,13 @@ export interface EngineReadiness {
    */
   readonly healthCoversLinks?: boolean;
   /**
-   * For an engine whose ready `healthPath` answer counts the tokens it has generated since it
-   * started: that count, from the answer's body, else undefined. A generation watchdog whose
-   * one-token completion timed out then asks again: a count that grew meanwhile is a pipeline that
-   * generates for others while every slot is busy, not a hung one. Absent: a timeout is a hang.
+   * For an engine whose ready `healthPath` answer counts the work it has done since it started
+   * (tokens generated, and prompt tokens processed where it says so): that count, from the answer's
+   * body, else undefined. A generation watchdog whose one-token completion timed out then asks
+   * again: a count that grew meanwhile is a pipeline that works for others while every slot is
+   * busy (or on a long prompt, chunk by chunk), not a hung one. Absent: a timeout is a hang.
    */
   readonly progressIn?: (body: string) => number | undefined;
-  /**
-   * For an engine whose ready `healthPath` answer says it is processing a prompt within the time
-   * that prompt should take (and whose stages vouch that the computation moves): that word, from
-   * the answer's body. A generation watchdog whose one-token completion timed out behind such a
-   * prompt (a long one holds every request back, and nothing is generated meanwhile) takes it for
-   * busy, not hung. Absent: a timeout is judged without it.
-   */
-  readonly busyIn?: (body: string) => boolean;
   /**
    * For an engine that takes no new request in while it processes a prompt, and logs each step of
    * it on its HTTP server's log: that step, from one log line (the time the line gives, ms on the

@@ -40,7 +40,6 @@ import {
   probeCoordinatorHealth,
   probeGeneration,
   probeLiveness,
-  probeBusy,
   probeProgress,
   probeTransportPort,
   readinessOf,
@@ -305,7 +304,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     // New connections go unanswered while the pipeline's own links vouch for themselves and the
     // stage's node answers its liveness probes: no cut host, but a path new connections cannot
     // take. Left to the passes, which show the cluster Degraded (ProbeUnanswered) while it serves.
-    if (answer === "no-answer" && readiness.healthCoversLinks === true && coordinatorReady() && nodeAnswers(process.node)) return;
+    if (answer === "no-answer" && readiness.healthCoversLinks === true && coordinatorReady() && nodeAnswers(process.node)) return strikes.clear(key);
     const how = answer === "refused" ? "refused" : `silent from ${proberName} (no answer, not a refusal: the path to ${process.node} is cut)`;
     if (!strikes.strike(key)) return;
     const detail = `transport ${host}:${port} was ${how} for ${limit} probes in a row`;
@@ -330,7 +329,9 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
       if (silentSince !== undefined && cluster.healthSilenceSeconds !== undefined) strikes.clear("coordinator:health");
       silentSince = undefined;
     }
-    readyAt = health === "ok" ? performance.now() : undefined;
+    // Silence (a busy coordinator answering late) says nothing against the last ready answer; a definite answer does.
+    if (health === "ok") readyAt = performance.now();
+    else if (health !== "unknown") readyAt = undefined;
     if (health === "ok") return strikes.clear("coordinator:health");
     // Any answer but "ready" counts; a run ends the cluster at `strikes` when its last answer is a
     // definite one, and at `strikes + 1` when it is silence (and, with the definition's
@@ -472,7 +473,6 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
             if (done || controller.signal.aborted) return;
             const after = await probeProgress(url, readiness, controller.signal);
             if (done || controller.signal.aborted || after === undefined || after > before) continue;
-            if (await probeBusy(url, readiness, controller.signal)) continue;
             await judgeHang(
               server,
               `a one-token completion through ${url} was refused as busy (429) and the pipeline generated nothing in ${watchdog.timeoutMs} ms (${after} tokens since it started)`,
@@ -489,9 +489,6 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
           const after = before === undefined ? undefined : await probeProgress(url, readiness, controller.signal);
           if (done || controller.signal.aborted) return;
           if (before !== undefined && after !== undefined && after > before) continue;
-          // A prompt in hand, not overdue, holds the probe back: busy, not hung (its stages vouch that it moves).
-          if (await probeBusy(url, readiness, controller.signal)) continue;
-          if (done || controller.signal.aborted) return;
           const still = after === undefined ? "" : ` and generated nothing meanwhile (${after} tokens since it started)`;
           await judgeHang(server, `a one-token completion through ${url} took over ${watchdog.timeoutMs} ms${still}`, still !== "");
         }

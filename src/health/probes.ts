@@ -192,14 +192,6 @@ export async function probeProgress(url: string, readiness: EngineReadiness, sig
   return body === undefined ? undefined : progressIn(body);
 }
 
-/** Whether the engine's ready /health answer says it is busy with a prompt (`busyIn`); false when it does not say. */
-export async function probeBusy(url: string, readiness: EngineReadiness, signal?: AbortSignal): Promise<boolean> {
-  const busyIn = readiness.busyIn;
-  if (busyIn === undefined) return false;
-  const body = await readyBody(url, readiness, signal);
-  return body !== undefined && busyIn(body);
-}
-
 /** The body of a ready /health answer, or undefined for any other answer, none, or one too long. */
 async function readyBody(url: string, readiness: EngineReadiness, signal?: AbortSignal): Promise<string | undefined> {
   try {

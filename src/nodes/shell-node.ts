@@ -128,7 +128,7 @@ export function commandFailed(node: string, reason: NodeReason, what: string, re
     : result.signal !== undefined
       ? `was killed by ${result.signal}`
       : result.exitCode === undefined
-        ? `got no answer: the connection to the node dropped before the command said how it ended`
+        ? `got no answer: it ended without saying how (its connection to the node dropped, or it could not be started)`
         : `exited with ${result.exitCode}`;
   const stderr = result.stderr.trim().split("\n").slice(-5).join("\n");
   return new ShardctlError(reason, `node ${node}: ${what} ${how}${stderr === "" ? "" : `: ${stderr}`}`);

@@ -4,7 +4,7 @@
  * wants, what runs, the launches at a revision and the plan of it. A command that built any of
  * them by hand could announce a decision the daemon never makes.
  */
-import { existsSync, realpathSync } from "node:fs";
+import { realpathSync, statSync } from "node:fs";
 import { launchIdentity, type PlannedCluster } from "../cluster/index.js";
 import { pathExists } from "../files/index.js";
 import type { Ledger, LedgerEntry } from "../launch/index.js";
@@ -23,8 +23,20 @@ export function isOwnedBy(entry: Pick<LedgerEntry, "owner">, dir: string): boole
  * define the cluster there. Any other is as it is, another daemon's included.
  */
 export function heldEntry<E extends Pick<LedgerEntry, "owner">>(entry: E | undefined, dir: string): E | undefined {
-  if (entry === undefined || isOwnedBy(entry, dir) || existsSync(entry.owner!)) return entry;
+  if (entry === undefined || isOwnedBy(entry, dir) || !isGone(entry.owner!)) return entry;
   return { ...entry, owner: dir };
+}
+
+/**
+ * Whether a folder is known not to exist (ENOENT along its path). One that cannot be looked at (a
+ * permission, a network mount away for a moment: EACCES, ESTALE, EIO) is not gone.
+ */
+function isGone(path: string): boolean {
+  try {
+    return statSync(path, { throwIfNoEntry: false }) === undefined;
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -59,9 +59,10 @@ const maxStatusBytes = 8 << 20;
 /**
  * How long after a failed status write (a full disk, a directory in the file's place) the
  * cluster's latest status is written again, ms: readers are not left with an old word until the
- * next pass once the cause is gone.
+ * next pass once the cause is gone. Doubled after each failure in a row, up to statusRetryMaxMs.
  */
 const statusRetryMs = 5_000;
+const statusRetryMaxMs = 60_000;
 
 export class ReconcilerWorld {
   private registrarCache: { key: string; registrar: Registrar } | undefined;
@@ -74,6 +75,10 @@ export class ReconcilerWorld {
   private readonly pendingProgress = new Map<string, NodeJS.Timeout>();
   /** The next try of a status write that failed, per cluster (see statusRetryMs). */
   private readonly pendingRetry = new Map<string, NodeJS.Timeout>();
+  /** The wait before the next try, per cluster whose writes fail, ms. */
+  private readonly retryDelay = new Map<string, number>();
+  /** The daemon stops: no write is tried again after it. */
+  private writesDropped = false;
   /** The Ready condition each cluster's status file says, as last written (status, reason, message). */
   private readonly readyWritten = new Map<string, string>();
   /** Stagings under way at once: four, as many as the work queue's passes (see Slots). */
@@ -231,6 +236,7 @@ export class ReconcilerWorld {
         if (written && restore)
           this.options.log.info({ cluster: name, file: statusFileFor(file) }, "the status file was removed or written by someone else: the daemon's own is back");
         this.cancelRetry(name);
+        this.retryDelay.delete(name);
         this.options.feed?.fileWritten(name, undefined);
         this.logReadyChange(name, status);
       } catch (error) {
@@ -266,22 +272,26 @@ export class ReconcilerWorld {
     this.lastWritten.delete(name);
     this.cancelProgress(name);
     this.cancelRetry(name);
+    this.retryDelay.delete(name);
   }
 
   /** Drop every write still held back, progress or retry (the daemon stops: nothing is written after it). */
   dropHeldWrites(): void {
+    this.writesDropped = true;
     for (const name of [...this.pendingProgress.keys()]) this.cancelProgress(name);
     for (const name of [...this.pendingRetry.keys()]) this.cancelRetry(name);
   }
 
-  /** Write the cluster's latest status again in statusRetryMs, unless a try is already due. */
+  /** Write the cluster's latest status again after the back-off, unless a try is already due or the daemon stops. */
   private retryWrite(name: string, memory: ClusterMemory): void {
-    if (this.pendingRetry.has(name)) return;
+    if (this.pendingRetry.has(name) || this.writesDropped) return;
+    const delay = this.retryDelay.get(name) ?? statusRetryMs;
+    this.retryDelay.set(name, Math.min(delay * 2, statusRetryMaxMs));
     const timer = setTimeout(() => {
       this.pendingRetry.delete(name);
       // A definition removed meanwhile takes its status file with it: none is written back.
-      void this.queueWrite(name, memory, () => (existsSync(this.definitionFile(name)) ? memory.status : undefined));
-    }, statusRetryMs);
+      void this.queueWrite(name, memory, () => (existsSync(this.definitionFile(name)) && !this.writesDropped ? memory.status : undefined));
+    }, delay);
     timer.unref();
     this.pendingRetry.set(name, timer);
   }

@@ -79,7 +79,7 @@ const engineSchema = z
       .max(3_600)
       .optional()
       .describe(
-        "Longest a one-token completion may take before the running cluster is judged hung (GenerationHung), seconds; one is sent every half of it, and two answered with a server error other than 503, or with no completion, are a death too (GenerationFailed). For an engine whose /health may answer 200 through a hung pipeline. 0 turns it off. Set it above the longest a request can wait for a free slot under load, and above the longest prompt a client can send takes to process (up to context_length tokens; shard-engine says on /health when it processes a prompt, which counts as busy, not hung). Default: the engine's own (mlx-lm 20; none for mlxcel and shard-engine, whose /health is trusted).",
+        "Longest a one-token completion may take before the running cluster is judged hung (GenerationHung), seconds; one is sent every half of it, and two answered with a server error other than 503, or with no completion, are a death too (GenerationFailed). For an engine whose /health may answer 200 through a hung pipeline. 0 turns it off. Set it above the longest a request can wait for a free slot under load, and above the longest prompt a client can send takes to process (up to context_length tokens; shard-engine counts on /health the prompt tokens it processes, 512 at a time, which counts as work, so for it the time one such chunk takes). Default: the engine's own (mlx-lm 20; none for mlxcel and shard-engine, whose /health is trusted).",
       ),
   })
   .strict();

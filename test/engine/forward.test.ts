@@ -230,18 +230,21 @@ describe("a long prompt in chunks", () => {
     await makeTestModel(dir, { layers: 2, hidden: 64, heads: 4, kvHeads: 2, vocab: 300, dtype: "f16", seed: 6 });
     const config = readModelConfig(dir);
     const shard = ModelShard.load(dir, config, { start: 0, end: config.layers });
-    const tokens = Array.from({ length: 1200 }, (_, i) => (i * 37 + 11) % 300);
-    const whole = shard.createCache();
-    const all = shard.embed(tokens);
-    shard.forward(whole, all, tokens.length);
-    const expected = [...shard.logits(all, tokens.length - 1)];
-    const chunked = shard.createCache();
-    let last: Float32Array = new Float32Array();
-    for (let start = 0; start < tokens.length; start += 512) {
-      const part = tokens.slice(start, start + 512);
-      last = shard.embed(part);
-      shard.forward(chunked, last, part.length);
+    // Chunks of 512: a last chunk of many rows (1200), and of one row, which takes the decode path (513).
+    for (const length of [1200, 513]) {
+      const tokens = Array.from({ length }, (_, i) => (i * 37 + 11) % 300);
+      const whole = shard.createCache();
+      const all = shard.embed(tokens);
+      shard.forward(whole, all, tokens.length);
+      const expected = [...shard.logits(all, tokens.length - 1)];
+      const chunked = shard.createCache();
+      let last: Float32Array = new Float32Array();
+      for (let start = 0; start < tokens.length; start += 512) {
+        const part = tokens.slice(start, start + 512);
+        last = shard.embed(part);
+        shard.forward(chunked, last, part.length);
+      }
+      expect([...shard.logits(last, (tokens.length % 512 || 512) - 1)], `${length} tokens`).toEqual(expected);
     }
-    expect([...shard.logits(last, (tokens.length % 512 || 512) - 1)]).toEqual(expected);
   });
 });

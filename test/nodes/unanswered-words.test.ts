@@ -62,7 +62,7 @@ it("a command whose connection drops before it says how it ended is said to have
     const result = await asked;
     expect(result).toMatchObject({ timedOut: false, exitCode: undefined, signal: undefined });
     expect(commandFailed("n", "NodeUnreachable", "remove a log", result).message).toBe(
-      "node n: remove a log got no answer: the connection to the node dropped before the command said how it ended",
+      "node n: remove a log got no answer: it ended without saying how (its connection to the node dropped, or it could not be started)",
     );
   } finally {
     await pool.close();

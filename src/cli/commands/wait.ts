@@ -79,8 +79,6 @@ export async function run(args: string[]): Promise<number> {
   let unreadable: string | undefined;
   // The silent daemon that wrote the condition, when it was met at the last look.
   let silent: DaemonSighting | undefined;
-  // Why the running daemon cannot write status files (a full disk), when the condition was met at the last look.
-  let refused: string | undefined;
   // Whether the condition was met at the last look, in a status no daemon keeps current.
   let unwatched: boolean;
   // The running daemon, when the status at the last look was written before it started.
@@ -98,13 +96,11 @@ export async function run(args: string[]): Promise<number> {
     unconfirmed = daemon?.startedAtMs !== undefined && writtenAtMs !== undefined && writtenAtMs < daemon.startedAtMs - mtimeGrainMs ? daemon : undefined;
     const verdict = unconfirmed === undefined ? judged : undefined;
     silent = verdict === "met" && daemon?.silent === true ? daemon : undefined;
-    // A daemon that cannot write its files may have seen the condition end: its word is not trusted either.
-    refused = verdict === "met" && daemon !== undefined && silent === undefined ? await statusWritesRefused(context.clustersDir, daemon) : undefined;
     // No daemon at all (it crashed, or was stopped): what the file says held when it was written,
     // and nothing has looked since (its engines may be gone with it). Not trusted, as a silent
     // daemon's word is not: the wait goes on, for a daemon to start and say it again.
     unwatched = verdict === "met" && daemon === undefined;
-    if (verdict === "met" && daemon !== undefined && silent === undefined && refused === undefined) {
+    if (verdict === "met" && daemon !== undefined && silent === undefined) {
       console.log(showText(`${last!.cluster}: condition ${type} holds at revision ${short(revision)} (${last!.health})`));
       return 0;
     }
@@ -124,21 +120,19 @@ export async function run(args: string[]): Promise<number> {
           ? `the status was written before the running daemon (pid ${unconfirmed.pid}) started, and that daemon has not looked at the cluster since: what it says (${type}=${last?.conditions.find((c) => c.type === type)?.status ?? "?"}) is a former daemon's word`
           : silent !== undefined
             ? `the status says ${type}=True, but the daemon that wrote it is silent (${describeSilence(silent)}): nothing keeps it current`
-            : refused !== undefined
-              ? `the status says ${type}=True, but ${refused}: it may no longer hold`
-              : unwatched
-                ? `the status says ${type}=True, but no shardctl daemon is watching ${context.clustersDir}: nothing keeps it current, and what it describes may be gone (start one: shardctl daemon)`
-                : unreadable !== undefined
-                  ? unreadable
-                  : last === undefined
-                    ? "no status file yet"
-                    : `observed revision ${short(last.observedRevision)}, health ${last.health}${condition ? `, ${type}=${condition.status}${ofRevision(condition.observedRevision, revision)} (${condition.reason}: ${condition.message})` : ""}${lastErrorOf(last)}`;
+            : unwatched
+              ? `the status says ${type}=True, but no shardctl daemon is watching ${context.clustersDir}: nothing keeps it current, and what it describes may be gone (start one: shardctl daemon)`
+              : unreadable !== undefined
+                ? unreadable
+                : last === undefined
+                  ? "no status file yet"
+                  : `observed revision ${short(last.observedRevision)}, health ${last.health}${condition ? `, ${type}=${condition.status}${ofRevision(condition.observedRevision, revision)} (${condition.reason}: ${condition.message})` : ""}${lastErrorOf(last)}`;
       // The status's words are the daemon's and its engines' (log lines, error output): each control
       // character is shown as its escape, as `status` shows it, never sent to the terminal.
       // Whether anything could have changed it: a wait with no daemon watching is a wait for nothing.
       // And whether it could have written what it saw: a full disk under the status files keeps an old word.
       const watching = silent === undefined && !unwatched ? await findDaemon(context.clustersDir) : undefined;
-      const full = watching !== undefined && refused === undefined && !watching.silent ? await statusWritesRefused(context.clustersDir, watching) : undefined;
+      const full = watching !== undefined && !watching.silent ? await statusWritesRefused(context.clustersDir, watching) : undefined;
       const keeper =
         silent === undefined && !unwatched && watching === undefined
           ? `; no shardctl daemon is watching ${context.clustersDir} (start one: shardctl daemon)`

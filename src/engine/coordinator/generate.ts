@@ -15,7 +15,7 @@ export interface GenerateOptions {
   params: SamplingParams;
   stop: string[];
   eosIds: ReadonlySet<number>;
-  /** Counts each sampled token and the prompt in hand, when given. */
+  /** Counts each sampled token and each prompt token processed, when given. */
   tally?: TokenTally;
 }
 
@@ -77,27 +77,22 @@ export async function generate(
   // time, not for the whole prompt's. A sequence cancelled meanwhile stops at the next chunk.
   const startPrompt = (ids: readonly number[]): Promise<SampledToken> => {
     const last = Math.max(0, Math.ceil(ids.length / promptChunkTokens) - 1) * promptChunkTokens;
-    if (last === 0) return startRun(ids);
     const run = (async () => {
       for (let start = 0; start < last; start += promptChunkTokens) {
-        await pipeline.fill(seq, ids.slice(start, start + promptChunkTokens));
+        const chunk = ids.slice(start, start + promptChunkTokens);
+        await pipeline.fill(seq, chunk);
+        if (o.tally !== undefined) o.tally.promptTokens += chunk.length;
         if (cancelled()) throw new Error("client disconnected");
       }
-      return pipeline.run(seq, ids.slice(last));
+      const sampled = await pipeline.run(seq, ids.slice(last));
+      if (o.tally !== undefined) o.tally.promptTokens += ids.length - last;
+      return sampled;
     })();
     run.catch(() => undefined);
     return run;
   };
   try {
     let next = o.maxTokens > 0 ? startPrompt(o.promptIds) : undefined;
-    if (next !== undefined && o.tally !== undefined) {
-      const tally = o.tally;
-      tally.promptStarted(seq, o.promptIds.length);
-      next.then(
-        () => tally.promptEnded(seq, true),
-        () => tally.promptEnded(seq, false),
-      );
-    }
     while (next !== undefined) {
       const sampled = await next;
       next = undefined;

@@ -149,8 +149,7 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   if (path === "/health") {
     const links = ctx.links?.();
     const dead = (links ?? []).filter((l) => l.state !== "up");
-    if (ctx.health.state === "ok" && dead.length === 0)
-      sendJson(res, 200, { status: "ok", generatedTokens: ctx.tally.sampled, busyWithPrompt: ctx.tally.busyWithPrompt() });
+    if (ctx.health.state === "ok" && dead.length === 0) sendJson(res, 200, { status: "ok", generatedTokens: ctx.tally.sampled, promptTokens: ctx.tally.promptTokens });
     else {
       const message = dead.length > 0 && ctx.health.state !== "broken" ? `Stage link(s) dead: ${dead.map((l) => l.nodeId).join(", ")}` : unavailable(ctx).message;
       sendJson(res, 503, { error: { code: 503, message, type: "unavailable" }, ...(links === undefined ? {} : { links, deadLinks: dead.map((l) => l.nodeId) }) });

@@ -10,7 +10,7 @@
 import { logAnsweringPeers, logLostPeer, logSilentPeer } from "../exit-status.js";
 import type { Logger } from "../log.js";
 import type { SampledToken, SamplingParams } from "../model/index.js";
-import { ComputeHeartbeat, decodeError, decodeResult, dialLinkUntil, encodePrepare, encodeRun, encodeSeq, Kind, type Link, seqOf } from "../transport/index.js";
+import { ComputeHeartbeat, decodeError, decodeResult, dialLinkUntil, encodePrepare, encodeRun, encodeSeq, Kind, type Link, noToken, seqOf } from "../transport/index.js";
 import { listenForResults } from "./control-listener.js";
 import type { Pipeline } from "./pipeline.js";
 
@@ -40,6 +40,8 @@ export class PipelineBroken extends Error {
 interface Pending {
   resolve: (r: SampledToken) => void;
   reject: (e: Error) => void;
+  /** A fill-only step, answered without a token; a run is answered with one. */
+  fill: boolean;
 }
 
 export class RemotePipeline implements Pipeline {
@@ -156,7 +158,7 @@ export class RemotePipeline implements Pipeline {
   private step(seq: number, tokens: readonly number[], fillOnly: boolean): Promise<SampledToken> {
     if (this.broken !== undefined) return Promise.reject(new PipelineBroken(this.broken));
     return new Promise<SampledToken>((resolve, reject) => {
-      this.pending.set(seq, { resolve, reject });
+      this.pending.set(seq, { resolve, reject, fill: fillOnly });
       this.first().send(Kind.Run, encodeRun(seq, tokens, fillOnly));
     });
   }
@@ -230,7 +232,10 @@ export class RemotePipeline implements Pipeline {
         const { seq, result } = decodeResult(payload);
         const p = this.pending.get(seq);
         this.pending.delete(seq);
-        p?.resolve(result);
+        // A run answered as a fill, or a fill with a token: the last stage reads the frames otherwise.
+        if (p !== undefined && p.fill !== (result.token === noToken))
+          p.reject(new Error(`the last stage answered a ${p.fill ? "fill" : "run"} as a ${p.fill ? "run" : "fill"}: it runs another version of shard-engine`));
+        else p?.resolve(result);
         return;
       }
       case Kind.Error: {

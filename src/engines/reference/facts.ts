@@ -99,8 +99,7 @@ export const referenceFacts = {
     brokenIn: brokenPipelineIn,
     // Each link carries heartbeats; a lost one is answered 503 pipeline_broken within 3 s.
     healthCoversLinks: true,
-    progressIn: generatedTokensIn,
-    busyIn: busyWithPromptIn,
+    progressIn: workDoneIn,
     completionsPath: "/v1/completions",
     stageUp: "transport-listening",
     httpServer: "coordinator",
@@ -204,19 +203,17 @@ function brokenPipelineIn(body: string): string | undefined {
 }
 
 /** The tokens generated since start that the coordinator's /health 200 gives (`generatedTokens`). */
-/** shard-engine's /health word that a prompt is in hand and not overdue (src/engine/coordinator/token-tally.ts). */
-function busyWithPromptIn(body: string): boolean {
+/**
+ * The work shard-engine's /health says its pipeline has done: tokens sampled plus prompt tokens
+ * processed (src/engine/coordinator/token-tally.ts). A long prompt moves the second chunk by chunk
+ * while nothing is sampled.
+ */
+function workDoneIn(body: string): number | undefined {
   try {
-    return (JSON.parse(body) as { busyWithPrompt?: unknown } | null)?.busyWithPrompt === true;
-  } catch {
-    return false;
-  }
-}
-
-function generatedTokensIn(body: string): number | undefined {
-  try {
-    const count = (JSON.parse(body) as { generatedTokens?: unknown } | null)?.generatedTokens;
-    return typeof count === "number" && Number.isSafeInteger(count) && count >= 0 ? count : undefined;
+    const answer = JSON.parse(body) as { generatedTokens?: unknown; promptTokens?: unknown } | null;
+    const count = (value: unknown): number | undefined => (typeof value === "number" && Number.isSafeInteger(value) && value >= 0 ? value : undefined);
+    const generated = count(answer?.generatedTokens);
+    return generated === undefined ? undefined : generated + (count(answer?.promptTokens) ?? 0);
   } catch {
     return undefined;
   }

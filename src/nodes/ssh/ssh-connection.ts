@@ -100,8 +100,10 @@ export class SshConnection {
   private readonly handshaking = new Set<Client>();
   /** Commands on the current client that ran out of their deadlines without starting, in a row. */
   private unstarted = 0;
-  /** When a command on the current client last started (or it connected), performance.now() ms. */
-  private lastStartAt = 0;
+  /** When the first command of the current streak of unstarted ones ran out of its deadline, performance.now() ms. */
+  private streakSince: number | undefined;
+  /** The client the SFTP session was opened on. */
+  private sftpClient: Client | undefined;
   /** The look that retires the current client, when it is due (see noteCommand). */
   private retiring: NodeJS.Timeout | undefined;
 
@@ -139,11 +141,14 @@ export class SshConnection {
     if (client !== this.client) return;
     if (started) {
       this.unstarted = 0;
-      this.lastStartAt = performance.now();
+      this.streakSince = undefined;
       clearTimeout(this.retiring);
       this.retiring = undefined;
       return;
     }
+    // The streak is timed from its first command that did not start: a connection idle for a while
+    // is not retired the moment a few slow starts (a loaded node) run out of their deadlines.
+    this.streakSince ??= performance.now();
     if (++this.unstarted < retireAfterUnstarted || this.retiring !== undefined) return;
     // Looked at when the time is up, not at the next note: by then every channel slot may be held
     // by a command waiting to start, and no question reaches the node to note anything.
@@ -151,12 +156,14 @@ export class SshConnection {
       () => {
         this.retiring = undefined;
         if (client !== this.client || this.unstarted < retireAfterUnstarted) return;
+        // Ended at once: its channel slots, held by commands that never started, are what the
+        // next questions wait for. What ran on it is failed as a dropped connection's is.
         this.client = undefined;
-        this.sftpSession = undefined;
+        if (this.sftpClient === client) this.sftpSession = undefined;
         client.end();
         setTimeout(() => client.destroy(), 1_000).unref();
       },
-      Math.max(0, this.lastStartAt + retireAfterMs - performance.now()),
+      Math.max(0, this.streakSince + retireAfterMs - performance.now()),
     );
     this.retiring.unref();
   }
@@ -180,10 +187,12 @@ export class SshConnection {
   /** The connection's one SFTP session (it occupies one channel for the connection's life). */
   async sftp(): Promise<SFTPWrapper> {
     const client = await this.get();
-    this.sftpSession ??= this.openSftp(client).then(
+    if (this.sftpSession === undefined) this.sftpClient = client;
+    const session: Promise<SFTPWrapper> = (this.sftpSession ??= this.openSftp(client).then(
       (sftp) => {
+        // A session of a client given up on closes late: the current one's is not dropped for it.
         sftp.on("close", () => {
-          this.sftpSession = undefined;
+          if (this.sftpSession === session) this.sftpSession = undefined;
         });
         // Every operation in flight on the one session listens for its close (an abandoned read
         // keeps its listener until it settles): many at once are expected, not a leak.
@@ -191,11 +200,11 @@ export class SshConnection {
         return sftp;
       },
       (error: unknown) => {
-        this.sftpSession = undefined;
+        if (this.sftpSession === session) this.sftpSession = undefined;
         throw error;
       },
-    );
-    return this.sftpSession;
+    ));
+    return session;
   }
 
   /**
@@ -373,12 +382,12 @@ export class SshConnection {
     }
     client.once("close", () => {
       if (this.client === client) this.client = undefined;
-      this.sftpSession = undefined;
+      if (this.sftpClient === client) this.sftpSession = undefined;
     });
     client.setNoDelay(true);
     this.client = client;
     this.unstarted = 0;
-    this.lastStartAt = performance.now();
+    this.streakSince = undefined;
     clearTimeout(this.retiring);
     this.retiring = undefined;
     return client;
