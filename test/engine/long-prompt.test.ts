@@ -5,12 +5,11 @@
  * least one token per chunk, where a prompt in one step let through none. The chunked prompt's
  * answer is the single process's, token for token and log probability for log probability.
  */
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { makeTestModel } from "../../src/planner/test-model/index.js";
-import { type Cluster, killAll, postJson, requireBuild, startCluster, startSingle } from "./support.js";
+import { type Cluster, killAll, postJson, requireBuild, startLongPromptCluster, startSingle } from "./support.js";
 
 let dir: string;
 let modelDir: string;
@@ -21,17 +20,7 @@ const prompt = Array.from({ length: 6000 }, (_, i) => (i * 37 + 11) % 300);
 beforeAll(async () => {
   requireBuild();
   dir = await mkdtemp(join(tmpdir(), "engine-long-prompt-"));
-  modelDir = join(dir, model);
-  await makeTestModel(modelDir, { layers: 4, hidden: 64, vocab: 320, seed: 3 });
-  const tokenFile = join(dir, "token");
-  await writeFile(tokenFile, "long-prompt-token\n");
-  cluster = await startCluster(modelDir, {
-    stages: 2,
-    dir,
-    tokenFile,
-    stageArgs: ["--threads", "1"],
-    coordinatorArgs: ["--model-name", model, "--context-length", "8192"],
-  });
+  ({ cluster, modelDir } = await startLongPromptCluster(dir));
 }, 60_000);
 afterAll(async () => {
   await cluster?.stop();

@@ -7,6 +7,7 @@ import { existsSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { bundledShardEngine, bundledShardEngineCommand } from "../../src/engines/index.js";
+import { makeTestModel } from "../../src/planner/test-model/index.js";
 
 export function requireBuild(): void {
   if (!existsSync(bundledShardEngine)) throw new Error(`${bundledShardEngine} is missing: run \`npm run build\` before the engine tests`);
@@ -226,4 +227,25 @@ export async function startSingle(modelDir: string, extra: string[] = []): Promi
 export async function postJson(url: string, body: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
   const r = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
   return { status: r.status, json: (await r.json()) as Record<string, unknown> };
+}
+
+/**
+ * A 2-stage pipeline of a small test model (4 layers, hidden 64) in `dir` (its model in
+ * `dir/tiny-llama`), its transport authenticated, one thread a stage (a long prompt takes seconds),
+ * a context of 8192 tokens; `coordinatorArgs` add to the coordinator's.
+ */
+export async function startLongPromptCluster(dir: string, coordinatorArgs: string[] = []): Promise<{ cluster: Cluster; modelDir: string; model: string }> {
+  const model = "tiny-llama";
+  const modelDir = join(dir, model);
+  await makeTestModel(modelDir, { layers: 4, hidden: 64, vocab: 320, seed: 3 });
+  const tokenFile = join(dir, "token");
+  await writeFile(tokenFile, "long-prompt-token\n");
+  const cluster = await startCluster(modelDir, {
+    stages: 2,
+    dir,
+    tokenFile,
+    stageArgs: ["--threads", "1"],
+    coordinatorArgs: ["--model-name", model, "--context-length", "8192", ...coordinatorArgs],
+  });
+  return { cluster, modelDir, model };
 }

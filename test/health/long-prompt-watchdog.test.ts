@@ -5,14 +5,13 @@
  * could otherwise tear any cluster down with one request). shard-engine's /health counts the
  * prompt tokens it has processed (`promptTokens`), chunk by chunk, which the watchdog reads as work.
  */
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { monitorCluster, type DeathEvent, type WatchedCluster, type WatchedProcess } from "../../src/health/index.js";
 import { LocalNode } from "../../src/nodes/index.js";
-import { makeTestModel } from "../../src/planner/test-model/index.js";
-import { type Cluster, killAll, requireBuild, startCluster } from "../engine/support.js";
+import { type Cluster, killAll, requireBuild, startLongPromptCluster } from "../engine/support.js";
 
 let dir: string;
 let cluster: Cluster;
@@ -23,18 +22,8 @@ beforeAll(async () => {
   requireBuild();
   dir = await mkdtemp(join(tmpdir(), "long-prompt-watchdog-"));
   node = new LocalNode({ name: "local", host: "local", modelDir: dir });
-  const modelDir = join(dir, model);
-  await makeTestModel(modelDir, { layers: 4, hidden: 64, vocab: 320, seed: 3 });
-  const tokenFile = join(dir, "token");
-  await writeFile(tokenFile, "long-prompt-token\n");
-  // One thread a stage: the prompt below takes seconds, far past the watchdog's 1 s.
-  cluster = await startCluster(modelDir, {
-    stages: 2,
-    dir,
-    tokenFile,
-    stageArgs: ["--threads", "1"],
-    coordinatorArgs: ["--model-name", model, "--context-length", "8192", "--max-sequences", "1"],
-  });
+  // The prompt below takes seconds, far past the watchdog's 2 s; a probe waits for the only slot.
+  ({ cluster } = await startLongPromptCluster(dir, ["--max-sequences", "1"]));
 }, 60_000);
 afterAll(async () => {
   await cluster?.stop();
@@ -66,7 +55,8 @@ it("a prompt that takes longer than the watchdog's deadline is busy, not a hang;
     nodeFor: () => node,
     pollIntervalMs: 200,
     exitWatch: false,
-    generationWatchdog: { intervalMs: 200, timeoutMs: 1_000 },
+    // Above the time one 512-token chunk takes on a loaded machine (about 1 s at most here), below the prompt's.
+    generationWatchdog: { intervalMs: 200, timeoutMs: 2_000 },
     onDeath: (e) => deaths.push(e),
   });
   try {
@@ -85,8 +75,8 @@ it("a prompt that takes longer than the watchdog's deadline is busy, not a hang;
     }
     expect(seen.size).toBeGreaterThanOrEqual(2);
     expect((await long).status).toBe(200);
-    // Long enough for the watchdog's probe, waiting for the only slot, to outlive its 1 s deadline.
-    expect(performance.now() - started).toBeGreaterThan(2_500);
+    // Long enough for the watchdog's probe, waiting for the only slot, to outlive its 2 s deadline.
+    expect(performance.now() - started).toBeGreaterThan(3_000);
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     expect(deaths).toEqual([]);
     expect((await health()).promptTokens - before.promptTokens).toBeGreaterThanOrEqual(8000);

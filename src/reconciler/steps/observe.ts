@@ -54,7 +54,9 @@ export const observe: Step = {
 async function ownEntry(pass: Pass, entry: LedgerEntry | undefined): Promise<LedgerEntry | undefined> {
   if (entry === undefined || pass.desired === undefined || pass.desired.kind === "absent") return entry;
   const held = heldEntry(entry, pass.world.dir)!;
-  if (!pass.world.owns(held) || entry.owner === pass.world.dir) return held;
+  // Rewritten only while nothing of this daemon supervises it (its first pass after a start): a
+  // supervision's teardown writes the same entry, and an older copy must not land over its record.
+  if (!pass.world.owns(held) || entry.owner === pass.world.dir || pass.memory.supervision !== undefined) return held;
   const owned = { ...held, owner: pass.world.dir };
   // Best effort: a state directory that takes no write now is tried again at the next pass, and a
   // launch records its owner anew.
