@@ -107,7 +107,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
         goOn();
         const process = await recordAndStart(entry, context, stage.node, plannedProcess("stage", stage.index, stage.nodeName, stage.runDir), argv, portHeld);
         stages[i] = process;
-        event(`stage-${stage.index}-started`, `pid ${process.pid} on ${stage.nodeName}, layers ${slot.layers[0]}-${slot.layers[1]}${rankNote(request, stage.index)}`);
+        event(`stage-${stage.index}-started`, `pid ${process.pid} on ${stage.nodeName}, layers [${slot.layers[0]}, ${slot.layers[1]})${rankNote(request, stage.index)}`);
       }
       for (const i of wave) {
         const stage = request.stages[i]!;

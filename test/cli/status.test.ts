@@ -305,8 +305,8 @@ test("the list counts a stage whose node does not answer apart, neither up nor d
       ),
       timeline: [
         { at: "2026-12-02T03:45:34.100Z", step: "launch-started" },
-        { at: "2026-12-02T03:45:34.200Z", step: "stage-0-started", detail: "pid 41000 on n1, layers 0-2" },
-        { at: "2026-12-02T03:45:34.210Z", step: "stage-1-started", detail: "pid 41010 on n2, layers 2-4" },
+        { at: "2026-12-02T03:45:34.200Z", step: "stage-0-started", detail: "pid 41000 on n1, layers [0, 2)" },
+        { at: "2026-12-02T03:45:34.210Z", step: "stage-1-started", detail: "pid 41010 on n2, layers [2, 4)" },
         { at: "2026-12-02T03:45:34.700Z", step: "stage-0-listening", detail: "127.0.0.2:39661" },
         { at: "2026-12-02T03:45:34.720Z", step: "stage-1-listening", detail: "127.0.0.3:39661" },
         { at: "2026-12-02T03:45:35.450Z", step: "ready" },
@@ -326,6 +326,9 @@ test("the list counts a stage whose node does not answer apart, neither up nor d
     expect((await runShardctl(other, ["status", healthy.cluster])).stdout).toContain(
       `(definition commit ${"b".repeat(12)}, invalid: the revision is the last valid one's`,
     );
+    // Invalid from its first version: no revision yet, said "-" as the dashboard says it.
+    await writeFile(join(other.clustersDir, `${healthy.cluster}.status.json`), JSON.stringify({ ...stalled, observedRevision: "" }));
+    expect((await runShardctl(other, ["status", healthy.cluster])).stdout).toMatch(new RegExp(`^${healthy.cluster} \\[cluster\\]  \\S+  revision - `, "m"));
   } finally {
     await other.close();
   }

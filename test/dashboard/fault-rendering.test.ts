@@ -166,8 +166,8 @@ describe("the cluster page during a fault", () => {
       conditions: died.conditions.map((c) => (c.type === "Ready" ? { ...c, reason: "Launching", message } : c)),
       timeline: [
         { at: "2026-12-02T03:45:34.100Z", step: "launch-started", detail: "revision 1f79783203d3" },
-        { at: "2026-12-02T03:45:34.200Z", step: "stage-0-started", detail: "pid 41000 on n1, layers 0-2" },
-        { at: "2026-12-02T03:45:34.210Z", step: "stage-1-started", detail: "pid 41010 on n2, layers 2-4" },
+        { at: "2026-12-02T03:45:34.200Z", step: "stage-0-started", detail: "pid 41000 on n1, layers [0, 2)" },
+        { at: "2026-12-02T03:45:34.210Z", step: "stage-1-started", detail: "pid 41010 on n2, layers [2, 4)" },
         { at: "2026-12-02T03:45:34.700Z", step: "stage-0-listening", detail: "127.0.0.2:39661" },
         { at: "2026-12-02T03:45:34.720Z", step: "stage-1-listening", detail: "127.0.0.3:39661" },
         { at: "2026-12-02T03:45:34.750Z", step: "coordinator-started", detail: "pid 41020 on local" },

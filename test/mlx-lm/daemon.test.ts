@@ -133,8 +133,8 @@ describe("mlx-lm, a two-rank ring on two sshd nodes", () => {
     // Stage 0 (the first layers) is rank 1, on n1; stage 1 (the last layers) is rank 0 and serves HTTP on n2.
     const started = ready.timeline.filter((e) => /^stage-\d-started$/.test(e.step));
     expect(started.map((e) => e.step)).toEqual(["stage-1-started", "stage-0-started"]);
-    expect(started[0]!.detail).toMatch(/on n2, layers 2-4, rank 0$/);
-    expect(started[1]!.detail).toMatch(/on n1, layers 0-2, rank 1$/);
+    expect(started[0]!.detail).toMatch(/on n2, layers \[2, 4\), rank 0$/);
+    expect(started[1]!.detail).toMatch(/on n1, layers \[0, 2\), rank 1$/);
     expect(ready.coordinator?.url).toBe(`http://${world.hosts.get("n2")}:${port}`);
     const entry = await new Ledger(world.stateDir).read("ring");
     expect(entry?.processes.map((p) => p.role)).toEqual(["stage", "stage"]);

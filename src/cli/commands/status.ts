@@ -197,7 +197,11 @@ function renderList(rows: Row[]): string {
 function renderDetail({ name, status, unreadable, definitionGone }: Row): string {
   if (unreadable !== undefined) return `${name}: ${unreadable}`;
   if (status === undefined) return `${name}: no status file yet (is the daemon running?)`;
-  const lines = [`${name} [cluster]  ${status.health}  revision ${status.observedRevision.slice(0, 12)}${describeCommits(status)}`, `model ${status.model ?? "-"}`];
+  // No revision yet (a definition invalid from its first version): "-", as the dashboard says it.
+  const lines = [
+    `${name} [cluster]  ${status.health}  revision ${status.observedRevision.slice(0, 12) || "-"}${describeCommits(status)}`,
+    `model ${status.model ?? "-"}`,
+  ];
   // An earlier revision serves meanwhile: the cards and the endpoint below are its.
   if (status.serving !== undefined) lines.push(`serving revision ${status.serving.revision.slice(0, 12)}, model ${status.serving.model} (the stages below are its)`);
   if (definitionGone === true) {
