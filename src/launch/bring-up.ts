@@ -35,7 +35,18 @@ import { askCoordinatorHealth, probeOneToken } from "./coordinator-probes.js";
 import type { LaunchContext, LaunchRequest, LaunchResult, TimelineEvent } from "./types.js";
 import { watchStopped, type StoppedWatch } from "./stopped-watch.js";
 import { waitUntil } from "./wait-until.js";
-import { askPortListener, boundSockets, freeKiB, socketCovers, listeningPorts, within, type NodeAccess, type PortAnswer, type TcpSocket } from "../nodes/index.js";
+import {
+  askPortListener,
+  boundSockets,
+  freeKiB,
+  isEveryInterface,
+  socketCovers,
+  listeningPorts,
+  within,
+  type NodeAccess,
+  type PortAnswer,
+  type TcpSocket,
+} from "../nodes/index.js";
 import { isShardctlError, messageOf, ShardctlError } from "../errors/index.js";
 import { clipCommand, stopLeftoverListeners } from "./leftover-listeners.js";
 import { claimRunFolders, type RunFolder } from "./run-claim.js";
@@ -863,9 +874,6 @@ async function listeningElsewhere(node: NodeAccess, process: LedgerProcess, laun
   return at === undefined || at.length === 0 ? undefined : at.map((socket) => `${hostForUrl(socket.address)}:${socket.port}`).join(", ");
 }
 
-/** The addresses that stand for every interface of a node, as socket tables write them. */
-const everyInterface = ["*", "0.0.0.0", "::"];
-
 /**
  * The processes of the launch that listen on every interface of their node at a port they were
  * given with one address (an engine that binds 0.0.0.0 whatever `--host` says): what they serve,
@@ -876,11 +884,11 @@ const everyInterface = ["*", "0.0.0.0", "::"];
 async function listeningWider(launch: LaunchInFlight): Promise<string[]> {
   const said = await Promise.all(
     launch.entry.processes.map(async (process) => {
-      const given = launch.binds(process).filter((g) => !everyInterface.includes(g.host));
+      const given = launch.binds(process).filter((g) => !isEveryInterface(g.host));
       if (given.length === 0) return [];
       const at = (await addressesListenedByProcess(launch.nodes.get(process.node)!, process).catch(() => undefined)) ?? [];
       return at
-        .filter((socket) => everyInterface.includes(socket.address) && given.some((g) => g.port === socket.port))
+        .filter((socket) => isEveryInterface(socket.address) && given.some((g) => g.port === socket.port))
         .map(
           (socket) =>
             `${processLabel(process.role, process.index)} on ${process.node} listens on ${hostForUrl(socket.address)}:${socket.port}, every interface of the node, though it was given ${given.find((g) => g.port === socket.port)!.host}: it is reached from every network the node is on (its engine does not bind the address it is given)`,

@@ -84,11 +84,16 @@ export async function listeningPorts(node: NodeAccess, options: { deadlineMs?: n
   return listeners === undefined ? undefined : new Set(listeners.map((l) => l.port));
 }
 
+/** Whether a socket's local address, as a socket-table tool writes it, is every interface ("*", 0.0.0.0 or ::). */
+export function isEveryInterface(address: string): boolean {
+  return address === "*" || address === "0.0.0.0" || address === "::";
+}
+
 /**
  * Whether a socket holds `address`'s port: it is bound to any address, or to that one (brackets
  * of an IPv6 literal aside). An unknown `address` (undefined) is held by any socket of the port.
  */
 export function socketCovers(socket: TcpSocket, address: string | undefined): boolean {
-  if (address === undefined || ["*", "0.0.0.0", "::"].includes(socket.address)) return true;
+  if (address === undefined || isEveryInterface(socket.address)) return true;
   return socket.address === address.replace(/^\[(.*)\]$/, "$1");
 }

@@ -27,7 +27,7 @@ export { nodeBudget, budgetOf, budgetRule, budgetSources, budgetSourceLabels, de
 export { memorySplit, type SplitInput } from "./memory-split.js";
 export { planShards } from "./plan-shards.js";
 export type { PlanOptions, PlanMessage, StagePlan, ShardPlan, PlanTotals } from "./plan-types.js";
-export { renderPlanText, renderPlanMarkdown, renderFitBar } from "./render-plan.js";
+export { renderPlanText, renderPlanMarkdown, renderFitBar, describeInfeasiblePlan } from "./render-plan.js";
 export { codeSpan } from "./markdown-text.js";
 export { formatBytes } from "./format-bytes.js";
 export { makeTestModel, byteToUnicode, byteLevelTokenizerJson, specialToken, type TestModelOptions, type TestModel, type FloatDtype } from "./test-model/index.js";

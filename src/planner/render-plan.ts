@@ -2,7 +2,7 @@ import { showText } from "../errors/index.js";
 import { formatBytes } from "./format-bytes.js";
 import { codeSpan } from "./markdown-text.js";
 import { budgetSourceLabels } from "./node-budget.js";
-import type { ShardPlan, StagePlan } from "./plan-types.js";
+import type { PlanMessage, ShardPlan, StagePlan } from "./plan-types.js";
 
 /** Width of the memory-fit bar (cells). */
 const barCells = 10;
@@ -84,6 +84,14 @@ export function renderPlanText(plan: ShardPlan, options: { color?: boolean } = {
     plan.feasible ? paint(ansi.green, "plan: feasible") : paint(ansi.red, `plan: infeasible (${plan.errors.length} error${plan.errors.length === 1 ? "" : "s"})`),
   );
   return lines.join("\n") + "\n";
+}
+
+/**
+ * Why a plan is infeasible, in one line: its errors, each with its reason, as the daemon's status
+ * and `shardctl diff` say it.
+ */
+export function describeInfeasiblePlan(errors: readonly PlanMessage[]): string {
+  return `the plan is infeasible: ${errors.map((e) => `${e.reason}: ${e.message}`).join("; ")}`;
 }
 
 /**

@@ -73,10 +73,11 @@ export class ReconcilerWorld {
   private readonly lastWritten = new Map<string, string>();
   /** A progress write held back to the end of its 500 ms, per cluster. */
   private readonly pendingProgress = new Map<string, NodeJS.Timeout>();
-  /** The next try of a status write that failed, per cluster (see statusRetryMs). */
-  private readonly pendingRetry = new Map<string, NodeJS.Timeout>();
-  /** The wait before the next try, per cluster whose writes fail, ms. */
-  private readonly retryDelay = new Map<string, number>();
+  /**
+   * Per cluster whose status writes fail: the next try (see statusRetryMs), while one is due, and
+   * the wait before the try after it, ms (doubling to statusRetryMaxMs). Gone once a write succeeds.
+   */
+  private readonly retries = new Map<string, { timer?: NodeJS.Timeout; nextDelayMs: number }>();
   /** The daemon stops: no write is tried again after it. */
   private writesDropped = false;
   /** The Ready condition each cluster's status file says, as last written (status, reason, message). */
@@ -236,7 +237,6 @@ export class ReconcilerWorld {
         if (written && restore)
           this.options.log.info({ cluster: name, file: statusFileFor(file) }, "the status file was removed or written by someone else: the daemon's own is back");
         this.cancelRetry(name);
-        this.retryDelay.delete(name);
         this.options.feed?.fileWritten(name, undefined);
         this.logReadyChange(name, status);
       } catch (error) {
@@ -272,33 +272,34 @@ export class ReconcilerWorld {
     this.lastWritten.delete(name);
     this.cancelProgress(name);
     this.cancelRetry(name);
-    this.retryDelay.delete(name);
   }
 
   /** Drop every write still held back, progress or retry (the daemon stops: nothing is written after it). */
   dropHeldWrites(): void {
     this.writesDropped = true;
     for (const name of [...this.pendingProgress.keys()]) this.cancelProgress(name);
-    for (const name of [...this.pendingRetry.keys()]) this.cancelRetry(name);
+    for (const name of [...this.retries.keys()]) this.cancelRetry(name);
   }
 
   /** Write the cluster's latest status again after the back-off, unless a try is already due or the daemon stops. */
   private retryWrite(name: string, memory: ClusterMemory): void {
-    if (this.pendingRetry.has(name) || this.writesDropped) return;
-    const delay = this.retryDelay.get(name) ?? statusRetryMs;
-    this.retryDelay.set(name, Math.min(delay * 2, statusRetryMaxMs));
-    const timer = setTimeout(() => {
-      this.pendingRetry.delete(name);
+    const retry = this.retries.get(name) ?? { nextDelayMs: statusRetryMs };
+    if (retry.timer !== undefined || this.writesDropped) return;
+    const delay = retry.nextDelayMs;
+    retry.nextDelayMs = Math.min(delay * 2, statusRetryMaxMs);
+    retry.timer = setTimeout(() => {
+      retry.timer = undefined;
       // A definition removed meanwhile takes its status file with it: none is written back.
       void this.queueWrite(name, memory, () => (existsSync(this.definitionFile(name)) && !this.writesDropped ? memory.status : undefined));
     }, delay);
-    timer.unref();
-    this.pendingRetry.set(name, timer);
+    retry.timer.unref();
+    this.retries.set(name, retry);
   }
 
+  /** Forget a cluster's retry: its next try and its back-off. */
   private cancelRetry(name: string): void {
-    clearTimeout(this.pendingRetry.get(name));
-    this.pendingRetry.delete(name);
+    clearTimeout(this.retries.get(name)?.timer);
+    this.retries.delete(name);
   }
 
   private cancelProgress(name: string): void {

@@ -12,6 +12,7 @@ import { createNodePool, daemonPlanOptions, describeBudgets, nodesOfCluster, pla
 import { isShardctlError, messageOf, showText } from "../../errors/index.js";
 import { Ledger, type LedgerEntry } from "../../launch/index.js";
 import type { NodePool } from "../../nodes/index.js";
+import { describeInfeasiblePlan } from "../../planner/index.js";
 import {
   decisionMemoryOf,
   desiredStateOf,
@@ -78,7 +79,7 @@ export async function run(args: string[]): Promise<number> {
         action = nextAction(desired, observed, decisionMemoryOf(restarts, revision, planned), settings);
         // As the daemon's status says it: the plan's own errors, each with its reason.
         if (action.kind === "stall" && action.reason === "PlanInfeasible")
-          infeasible = `! ${name}: the daemon will not act: the plan is infeasible: ${planned.plan.errors.map((e) => `${e.reason}: ${e.message}`).join("; ")}`;
+          infeasible = `! ${name}: the daemon will not act: ${describeInfeasiblePlan(planned.plan.errors)}`;
       }
       const line = infeasible ?? describe(name, revision, action, entry, spec, settings);
       if (line?.startsWith("!") === true) notes.push(line);

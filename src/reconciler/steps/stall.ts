@@ -2,6 +2,7 @@
  * Stall: the decision is to do nothing until something changes; the message says what to change.
  * Whatever runs keeps running unless the decision says it no longer serves.
  */
+import { describeInfeasiblePlan } from "../../planner/index.js";
 import type { Pass } from "../pass.js";
 import type { StallReason } from "../next-action.js";
 import type { Step } from "../run-step.js";
@@ -44,8 +45,7 @@ async function stallFor(pass: Pass, reason: StallReason, serving: boolean): Prom
       return stallVerdict(memory, "none", reason, await ownedElsewhere(name, pass.entry?.owner ?? "?"), serving);
     case "PlanInfeasible": {
       const errors = memory.planned?.plan.errors ?? [];
-      const message = errors.map((e) => `${e.reason}: ${e.message}`).join("; ");
-      return stallVerdict(memory, "plan", errors[0]?.reason ?? reason, `the plan is infeasible: ${message}`, serving);
+      return stallVerdict(memory, "plan", errors[0]?.reason ?? reason, describeInfeasiblePlan(errors), serving);
     }
     case "RestartBudgetExhausted": {
       // The cluster will not come back by itself: the pass's end withdraws the router's promise
