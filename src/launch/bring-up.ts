@@ -171,6 +171,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     event("readiness-probe-passed");
     goOn();
     for (const wider of await listeningWider(inFlight)) event("listening-wider", wider);
+    for (const full of await runFoldersFull(request)) event("run-folder-full", full);
 
     // Register with the router.
     if (request.router !== undefined) {
@@ -333,6 +334,36 @@ async function stopLeftovers(request: LaunchRequest, say: (step: string, detail:
       ),
     ),
   );
+}
+
+/**
+ * Room below which a run folder's file system counts as full, KiB (1 MiB): an engine's log, and the
+ * exit status its wrapper writes when it ends, no longer fit.
+ */
+const fullRunFolderKiB = 1024;
+
+/**
+ * The run folders of the launch whose file system is full, said once it serves: the launch files
+ * fitted, but an engine's log and its exit status may not, so a death there would be reported
+ * without how it ended or what it said. Said, not refused: it serves. One question to each node,
+ * bounded (2 s); a node that does not say is passed over.
+ */
+async function runFoldersFull(request: LaunchRequest): Promise<string[]> {
+  const said = await Promise.all(
+    runFoldersOf(request).map(async (folder) => {
+      const free = await within(
+        2_000,
+        freeKiB(folder.node, folder.runDir).catch(() => undefined),
+        undefined,
+      );
+      return free === undefined || free >= fullRunFolderKiB
+        ? []
+        : [
+            `the file system holding ${folder.runDir} on ${folder.nodeName} has ${free} KiB free: the engines' logs there no longer grow, and a death there would be reported without its exit status or its last words; free space there`,
+          ];
+    }),
+  );
+  return said.flat();
 }
 
 /** The launch's run folders, each once. */

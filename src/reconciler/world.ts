@@ -171,11 +171,12 @@ export class ReconcilerWorld {
    * The timeline events an operator must hear of, said in the daemon's log too: the timeline that
    * records them is replaced by the next launch's, or removed with the status. A process that
    * outlived its stop grace period (SIGTERM) and was SIGKILLed; one that listens on every
-   * interface of its node rather than the address it was given.
+   * interface of its node rather than the address it was given; a run folder on a full file system.
    */
   noteEvent(cluster: string, event: TimelineEvent): void {
     if (event.step.endsWith("-killing")) this.log.warn({ cluster, detail: event.detail }, "a process did not stop within its grace period after SIGTERM: SIGKILLed");
     if (event.step === "listening-wider") this.log.warn({ cluster, detail: event.detail }, "a process of the launch listens on every interface of its node");
+    if (event.step === "run-folder-full") this.log.warn({ cluster, detail: event.detail }, "a run folder of the launch is on a full file system");
   }
 
   /**

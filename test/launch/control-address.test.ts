@@ -4,10 +4,13 @@
  * coordinator runs on node-2, away from stage 0, and serves HTTP on every interface (0.0.0.0): a
  * control address taken from the HTTP host would be that wildcard, which no stage can dial (a stage
  * on another machine would dial itself, as with 127.0.0.1; shard-engine refuses it outright).
- * An engine that binds every interface though it was given one address is said in the timeline.
+ * An engine that binds every interface though it was given one address is said in the timeline, as
+ * is a run folder on a full file system (a real tmpfs, filled: this runs as root).
  * Real sshd nodes on loopback addresses (lifecycle-fixture.ts). Needs `npm run build`.
  */
-import { readFile } from "node:fs/promises";
+import { execFile } from "node:child_process";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { promisify } from "node:util";
 import { join } from "node:path";
 import { parse } from "smol-toml";
 import { afterAll, beforeAll, expect, test } from "vitest";
@@ -67,5 +70,32 @@ test("a coordinator that binds 0.0.0.0 though it was given its node's address: t
     expect(result.timeline.at(-1)?.step).toBe("ready");
   } finally {
     await teardownCluster(entry, { ledger: world.ledger, registrar: world.registrar, nodeFor: world.nodeFor, graceMs: 2_000 });
+  }
+});
+
+test("a stage's run folder on a file system with under 1 MiB free: the launch serves and says so in its timeline", async () => {
+  const request = await makeRequest(world, { cluster: "full", register: false });
+  const mount = join(world.root, "full-tmpfs");
+  await mkdir(mount, { recursive: true });
+  const run = promisify(execFile);
+  await run("mount", ["-t", "tmpfs", "-o", "size=4m", "tmpfs", mount]).catch((error: Error) => {
+    throw new Error(`this test fills a small tmpfs, which needs root and mount(8): ${error.message}`, { cause: error });
+  });
+  let entry;
+  try {
+    // 3.5 MiB of the 4 taken: the launch files (a few KiB) fit, a log would not for long.
+    await writeFile(join(mount, "filler"), Buffer.alloc(3.5 * 1024 * 1024, 1));
+    const runDir = join(mount, "stage-1");
+    await mkdir(runDir);
+    request.stages[1] = { ...request.stages[1]!, runDir };
+    const result = await launchCluster(request, makeContext(world));
+    entry = (await world.ledger.read("full"))!;
+    const said = result.timeline.filter((e) => e.step === "run-folder-full").map((e) => e.detail);
+    expect(said).toHaveLength(1);
+    expect(said[0]).toMatch(new RegExp(`^the file system holding ${runDir} on node-2 has \\d+ KiB free: `));
+    expect(result.timeline.at(-1)?.step).toBe("ready");
+  } finally {
+    if (entry !== undefined) await teardownCluster(entry, { ledger: world.ledger, registrar: world.registrar, nodeFor: world.nodeFor, graceMs: 2_000 });
+    await run("umount", ["-l", mount]).catch(() => undefined);
   }
 });

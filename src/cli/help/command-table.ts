@@ -171,6 +171,9 @@ export const commandTable = [
     name: "status",
     purpose: "show cluster health from the status files (one line each, or one cluster's stages)",
     usage: "shardctl status [name] [--json] [--watch]",
+    details: [
+      "A stage's PID is its process group's leader: a shell that runs the engine and records how it ends, which ignores TERM itself. Signal the group: kill -- -<PID>.",
+    ],
     operands: { kind: "cluster" },
     flags: [jsonFlag, { name: "--watch", short: "-w", description: "redraw in place every second until Ctrl-C" }, ...contextFlags],
     exitCodes: [

@@ -149,6 +149,12 @@ const coordinatorLook: Record<NonNullable<StatusView["coordinator"]>["health"], 
   unknown: { state: "unknown", word: "Unknown", note: "health unknown: /health did not answer the last probe in time" },
 };
 
+/**
+ * What the pid shown is: its process group's leader, a small shell that runs the engine and records
+ * how it ends, which ignores TERM itself; a signal meant for the engine goes to the group.
+ */
+const groupHint = "the pid is its process group's leader, a shell that records how the engine ends: signal the group (kill -- -<pid>), not the pid";
+
 function processText({ card, launching }: StageCardModel): string {
   if (card?.pid !== undefined) return `pid ${card.pid}${card.alive ? "" : card.liveness === "unknown" ? " (liveness unknown)" : " (gone)"}`;
   return launching?.pid === undefined ? "–" : `pid ${launching.pid}`;
@@ -194,7 +200,7 @@ export function StageCards({ status, now }: { status: StatusView; now: number })
             <dd>
               [{c.layers[0]}, {c.layers[1]})
             </dd>
-            <dt>process</dt>
+            <dt title={groupHint}>process group</dt>
             <dd>{processText(c)}</dd>
             <dt>transport</dt>
             <dd>{transportText(c)}</dd>
@@ -211,7 +217,7 @@ export function StageCards({ status, now }: { status: StatusView; now: number })
             <span class={`pill state-${startedLook.state}`}>{startedLook.word}</span>
           </div>
           <dl class="facts">
-            <dt>process</dt>
+            <dt title={groupHint}>process group</dt>
             <dd>{started.pid === undefined ? "–" : `pid ${started.pid}`}</dd>
           </dl>
           <p class="small muted">{startedLook.note}</p>
@@ -240,7 +246,7 @@ export function StageCards({ status, now }: { status: StatusView; now: number })
             <dd>
               <UrlText url={coordinator.url} />
             </dd>
-            <dt>process</dt>
+            <dt title={groupHint}>process group</dt>
             <dd>{coordinator.pid === undefined ? "–" : `pid ${coordinator.pid}`}</dd>
           </dl>
           <p class="small muted">
