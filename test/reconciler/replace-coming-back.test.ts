@@ -4,8 +4,10 @@
  * answers 503 with Retry-After (clients retry) — never 404 (they give up) — then 200 again. The same
  * holds for a relaunch after a death that takes longer than the router's mark (60 s): each attempt
  * renews it, and so does a replacing edit's. A suspended cluster, which nothing relaunches, is not promised back.
+ * A definition renamed (the new name launches once the old one's teardown frees the ports) is
+ * promised back too.
  */
-import { readFile, writeFile } from "node:fs/promises";
+import { readFile, rename, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
 import { expect, test } from "vitest";
 import { relaunchFileOf } from "../../src/router/index.js";
@@ -34,6 +36,29 @@ async function takePortWhenFree(port: number, deadlineMs: number): Promise<Serve
     if (Date.now() > deadline) throw new Error(`port ${port} never came free`);
     await sleep(10);
   }
+}
+
+/** Ask the router for the world's model every 20 ms until `stop` is called; the count of each status it answered. */
+function askWithoutPause(world: DaemonWorld, routerUrl: string | undefined): { stop(): Promise<Map<number, number>> } {
+  const statuses = new Map<number, number>();
+  let asking = true;
+  const asker = (async () => {
+    while (asking) {
+      const response = await askModel(world, routerUrl).catch(() => undefined);
+      if (response !== undefined) {
+        statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1);
+        await response.body?.cancel();
+      }
+      await sleep(20);
+    }
+  })();
+  return {
+    async stop() {
+      asking = false;
+      await asker;
+      return statuses;
+    },
+  };
 }
 
 /** The router's answer to a completion of the world's model. */
@@ -175,3 +200,20 @@ test("a replacing edit whose new launch keeps failing (its coordinator port take
   expect(await markOf(world)).toBeUndefined();
   expect(await removeDefinition(world, "renewed")).toBe(true);
 }, 180_000);
+
+test("a definition renamed (git mv): 503 with Retry-After while the new name waits for the old one's teardown, never 404", async () => {
+  const { world, daemon } = dw;
+  const revision = await dw.define("before", { nodes: ["n1", "n2"], ...(await dw.freeAddresses()), register: true });
+  await dw.waitServing("before", revision);
+  const asking = askWithoutPause(world, daemon.routerUrl);
+  // The same definition under a new name: the same ports, so it launches once the old is torn down.
+  await rename(`${world.clustersDir}/before.toml`, `${world.clustersDir}/after.toml`);
+  await waitForStatus(world, "after", (s) => s.health === "Healthy" && s.stages.length === 2 && s.stages.every((c) => c.alive), 60_000);
+  await sleep(300);
+  const statuses = await asking.stop();
+  expect(statuses.get(404) ?? 0).toBe(0);
+  expect(statuses.get(503) ?? 0).toBeGreaterThan(0);
+  expect(statuses.get(200) ?? 0).toBeGreaterThan(0);
+  expect(await markOf(world)).toBeUndefined();
+  expect(await removeDefinition(world, "after")).toBe(true);
+}, 120_000);

@@ -5,6 +5,8 @@
  * teardown finish). With nothing of ours running there is only what the daemon kept to remove.
  */
 import { rm } from "node:fs/promises";
+import { findClusterFiles, loadCluster } from "../../spec/index.js";
+import { markComingBack } from "../coming-back.js";
 import { dropLastValid } from "../last-valid.js";
 import { statusFileFor } from "../status/index.js";
 import type { Pass } from "../pass.js";
@@ -30,6 +32,7 @@ export function prune(forgetMemory: (name: string) => void): Step {
       if (ours) {
         const waited = await waitOutRemovalGrace(pass);
         if (waited !== undefined) return waited;
+        await markServedElsewhere(pass);
         await tearDown(pass);
       }
       await removeRunFolders(pass, await runFoldersOf(pass), "a pruned cluster");
@@ -50,6 +53,24 @@ async function waitOutRemovalGrace(pass: Pass): Promise<Verdict | undefined> {
   setConditions(memory, memory.lastGood?.revision ?? pass.entry?.revision ?? "", { Reconciling: { status: "True", reason: "DefinitionRemoved", message } });
   pass.world.log.info({ cluster: pass.name, inMs: left }, "definition gone: torn down once the removal grace has passed, unless it comes back");
   return { action: "none", result: "waiting", health: memory.status?.health ?? "Progressing", outcome: { kind: "requeue", afterMs: left } };
+}
+
+/**
+ * A definition renamed (`git mv a.toml b.toml`), or its model moved to another definition of the
+ * folder: that one launches the model once this teardown frees the nodes, seconds later. Between the
+ * two the router would answer the model 404, which clients read as gone for good; it is marked as
+ * coming back instead (503 + Retry-After, 60 s, ended by the other's registration). Best effort.
+ */
+async function markServedElsewhere(pass: Pass): Promise<void> {
+  const model = pass.memory.lastGood?.spec.model.id;
+  if (model === undefined || pass.entry?.routerBackend === undefined) return;
+  const others = (await findClusterFiles(pass.world.dir).catch(() => [] as string[])).filter((file) => file !== pass.file);
+  for (const file of others) {
+    const other = await loadCluster(file, pass.settings);
+    if (!other.ok || other.value.model.id !== model || !other.value.router.register || other.value.desired !== "running" || other.value.suspend) continue;
+    pass.world.log.info({ cluster: pass.name, model, by: other.value.name }, "the model is served next by another definition: marked as coming back meanwhile");
+    return markComingBack(pass, model);
+  }
 }
 
 async function forget(pass: Pass, tornDown: boolean, forgetMemory: (name: string) => void): Promise<Verdict> {
