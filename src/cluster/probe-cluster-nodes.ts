@@ -79,6 +79,11 @@ export async function probeClusterNodes(spec: ClusterSpec, cluster: ClusterNodes
     );
   }
   const facts: Record<string, NodeFacts> = {};
+  // The coordinator's node, when only it runs there, by its engine's version alone: its process is
+  // one end of every stage's link, so its version must be theirs (the planner's gates), but it
+  // holds no layers to budget.
+  const coordinator = probes.find((p) => p.name === cluster.coordinator.config.name && !stageNames.has(p.name));
+  if (coordinator?.engineVersion !== undefined) facts[coordinator.name] = { engineVersion: coordinator.engineVersion };
   for (const probe of probes.filter((p) => stageNames.has(p.name))) {
     facts[probe.name] = {
       ...(probe.memoryTotalBytes === undefined ? {} : { totalBytes: probe.memoryTotalBytes }),

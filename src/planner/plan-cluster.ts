@@ -6,7 +6,7 @@
  */
 import { canRunOn, engineOf, quoteKinds, selectKindsRunningOn } from "../engines/index.js";
 import type { ClusterSpec, Settings } from "../spec/index.js";
-import { quoteText, ShardctlError } from "../errors/index.js";
+import { quoteText, ShardctlError, showText } from "../errors/index.js";
 import { checkModelFormat } from "./check-model-format.js";
 import { inspectModel } from "./inspect-model.js";
 import type { ModelProfile } from "./model-profile.js";
@@ -95,7 +95,8 @@ export async function planCluster(
     engine: spec.engine.kind,
     allowUnvalidatedFamily: spec.plan.allowUnvalidatedFamily,
   });
-  return { profile, plan: gateModelFormat(gateSplitDefect(gateEngineAccelerator(gateEngineVersion(plan, spec, facts), spec, facts), spec, facts), profile, spec) };
+  const versioned = gateEngineVersion(gateCoordinatorVersion(plan, spec, facts), spec, facts);
+  return { profile, plan: gateModelFormat(gateSplitDefect(gateEngineAccelerator(versioned, spec, facts), spec, facts), profile, spec) };
 }
 
 /** A model the engine's loader cannot read (its facts' modelFormat): refused here, not at every launch. */
@@ -136,11 +137,43 @@ function gateEngineAccelerator(plan: ShardPlan, spec: ClusterSpec, facts: Readon
   return { ...plan, feasible: false, errors: [...plan.errors, { reason: "EngineUnsupportedOnNode", message }] };
 }
 
-/** `[engine] version`: every node whose engine reports a version must report that one. */
+/**
+ * The nodes an engine process runs on, in stage order, then the coordinator's when facts say its
+ * engine's version there (only when its engine serves there apart from the stages).
+ */
+function engineNodesOf(spec: ClusterSpec, facts: Readonly<Record<string, NodeFacts>>): string[] {
+  const coordinator = spec.coordinator.node;
+  return [...new Set(spec.nodes)].concat(!spec.nodes.includes(coordinator) && facts[coordinator]?.engineVersion !== undefined ? [coordinator] : []);
+}
+
+/**
+ * The coordinator's node runs another engine version than the stage nodes, which agree among
+ * themselves (when they do not, the plan says so already): a pipeline of mixed versions breaks on
+ * frames one side does not read, which may be only some prompts' (a long one, say), so it is
+ * refused as the stages' own mix is.
+ */
+function gateCoordinatorVersion(plan: ShardPlan, spec: ClusterSpec, facts: Readonly<Record<string, NodeFacts>>): ShardPlan {
+  const nodes = engineNodesOf(spec, facts);
+  const coordinator = spec.coordinator.node;
+  if (!nodes.includes(coordinator) || spec.nodes.includes(coordinator)) return plan;
+  const stageVersions = new Set(spec.nodes.flatMap((n) => (facts[n]?.engineVersion === undefined ? [] : [facts[n]!.engineVersion!])));
+  const own = facts[coordinator]!.engineVersion!;
+  if (stageVersions.size !== 1 || stageVersions.has(own)) return plan;
+  const byVersion = new Map<string, string[]>();
+  for (const n of nodes) {
+    const version = facts[n]?.engineVersion;
+    if (version !== undefined) byVersion.set(version, [...(byVersion.get(version) ?? []), n === coordinator ? `${n} (the coordinator's)` : n]);
+  }
+  const values = [...byVersion].map(([v, names]) => `${showText(v)} on ${names.join(", ")}`).join("; ");
+  const message = `nodes run different engine versions (${values}); a cluster must run one version`;
+  return { ...plan, feasible: false, errors: [...plan.errors, { reason: "MixedEngineVersions", message }] };
+}
+
+/** `[engine] version`: every node whose engine reports a version must report that one (the coordinator's too). */
 function gateEngineVersion(plan: ShardPlan, spec: ClusterSpec, facts: Readonly<Record<string, NodeFacts>>): ShardPlan {
   const expected = spec.engine.version;
   if (expected === undefined) return plan;
-  const wrong = spec.nodes.filter((n) => {
+  const wrong = engineNodesOf(spec, facts).filter((n) => {
     const reported = facts[n]?.engineVersion;
     return reported !== undefined && !reported.split(/\s+/).includes(expected);
   });

@@ -116,8 +116,11 @@ test("the coordinator's node is asked too when it is not a stage node: one witho
   const error = await probeClusterNodes(spec, cluster(remote), { versionDeadlineMs: 5_000 }).catch((e: unknown) => e as Error);
   expect(error).toMatchObject({ reason: "EngineNotFound", terminal: true });
   expect((error as Error).message).toMatch(/fails on node-1 \(exit 127: sh: 1: engine: not found\): install shard-engine there/);
-  // Its figures are not a stage's budget: only the stage nodes have facts.
+  // Its figures are not a stage's budget: of the coordinator's node, only its engine's version is
+  // a fact (the planner's version gates read it).
   const fine = await specWith("coordinator-present", 'echo "shard-engine 9.9.9"');
   const facts = await probeClusterNodes(fine, cluster(remote), { versionDeadlineMs: 5_000 });
-  expect(Object.keys(facts).sort()).toEqual(["l1", "l2"]);
+  expect(Object.keys(facts).sort()).toEqual(["l1", "l2", "node-1"]);
+  expect(facts["node-1"]).toEqual({ engineVersion: "shard-engine 9.9.9" });
+  expect(facts.l1).toMatchObject({ engineVersion: "shard-engine 9.9.9", totalBytes: expect.any(Number) });
 });

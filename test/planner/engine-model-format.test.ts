@@ -14,12 +14,14 @@ import { loadVector } from "../../src/engine/model/tensors.js";
 import { engineOf, type EngineKind } from "../../src/engines/index.js";
 import { isShardctlError, type ShardctlError } from "../../src/errors/index.js";
 import { checkModelFormat, inspectModel, makeTestModel, planCluster, type ClusterPlan, type ModelProfile, type TestModelOptions } from "../../src/planner/index.js";
-import { parseCluster, parseSettings } from "../../src/spec/index.js";
+import { parseCluster, parseSettings, type ClusterSpec } from "../../src/spec/index.js";
 import { layoutHeader, llamaLayer, tempDir, writeConfig, writeRawSafetensors } from "./fixtures.js";
 
 const settingsText = [
   '[nodes.a]\nhost = "10.0.0.1"\nmodel_dir = "/models"\nmemory = "4GiB"',
   '[nodes.b]\nhost = "10.0.0.2"\nmodel_dir = "/models"\nmemory = "4GiB"',
+  // A coordinator's node only.
+  '[nodes.c]\nhost = "10.0.0.3"\nmodel_dir = "/models"\nmemory = "4GiB"',
 ].join("\n");
 
 /** The plan of a two-node cluster serving the model in `dir` with `engine`, as `shardctl plan` and the daemon make it. */
@@ -300,6 +302,33 @@ describe("[engine] version against the version a node's engine reports", () => {
     );
     expect(plan.plan.errors[1]!.message).toBe(
       '[engine] version = "0.1.0" but b reports "\\u001b]0;pwned\\u0007 0.0.9": install "0.1.0" there or change the expected version',
+    );
+  });
+
+  it("the coordinator's node, when only it runs there, must run the stages' version: MixedEngineVersions names it, and [engine] version holds for it too", async () => {
+    const dir = await model();
+    const settings = parseSettings(settingsText, join(dir, "..", "shardctl.toml"));
+    if (!settings.ok) throw new Error(JSON.stringify(settings.issues));
+    const definition = (extra: string): ClusterSpec => {
+      const cluster = parseCluster(
+        `nodes = ["a", "b"]\n[model]\nid = ${JSON.stringify(dir)}\nsource = "push"\ncontext_length = 256\n[coordinator]\nnode = "c"\n[engine]\nkind = "reference"\n${extra}`,
+        join(dir, "..", "clusters", "x.toml"),
+        settings.value,
+      );
+      if (!cluster.ok) throw new Error(JSON.stringify(cluster.issues));
+      return cluster.value;
+    };
+    const stages = { a: { engineVersion: "shard-engine 0.1.0" }, b: { engineVersion: "shard-engine 0.1.0" } };
+    const mixed = await planCluster(definition(""), settings.value, { ...stages, c: { engineVersion: "shard-engine 0.2.0" } });
+    expect(reasons(mixed)).toEqual(["MixedEngineVersions"]);
+    expect(mixed.plan.errors[0]!.message).toBe(
+      "nodes run different engine versions (shard-engine 0.1.0 on a, b; shard-engine 0.2.0 on c (the coordinator's)); a cluster must run one version",
+    );
+    expect(reasons(await planCluster(definition(""), settings.value, { ...stages, c: { engineVersion: "shard-engine 0.1.0" } }))).toEqual([]);
+    // Expected 0.1.0 everywhere: the coordinator's node is named with the rest.
+    const expected = await planCluster(definition('version = "0.1.0"\n'), settings.value, { ...stages, c: { engineVersion: "shard-engine 0.2.0" } });
+    expect(expected.plan.errors.find((e) => e.reason === "EngineVersionMismatch")?.message).toBe(
+      '[engine] version = "0.1.0" but c reports "shard-engine 0.2.0": install "0.1.0" there or change the expected version',
     );
   });
 });
