@@ -25,13 +25,14 @@ export const adopt: Step = {
     // and what runs must still be watched meanwhile.
     watch(pass, entry);
     if (entry.revision !== revision) await applyInPlace(pass, entry, spec, revision);
+    const unregistered = await registerUnregistered(pass, entry, spec);
     countAdoptedLaunch(pass, revision);
     // A node the supervision cannot observe keeps its condition across a resync: set with the rest,
     // not after them, so that the probes' word in between does not restart its transition time.
     const unobservable = pass.memory.supervision?.unobservable ?? new Map<string, ObservabilityEvent>();
     let health = markRunning(pass.memory, revision, entry, pass.observation, unobservableConditions(unobservable));
     if (health === undefined) return dying(pass.memory);
-    const registration = await confirmRegistration(pass, entry, spec);
+    const registration = unregistered ?? (await confirmRegistration(pass, entry, spec));
     if (pass.memory.deathRecordedFor === entry.startedAt) return dying(pass.memory);
     if (registration !== undefined) {
       setConditions(pass.memory, revision, { Registered: registration });
@@ -75,6 +76,31 @@ async function applyInPlace(pass: Pass, entry: LedgerEntry, spec: ClusterSpec, r
   entry.revision = revision;
   entry.definitionDigest = definitionDigest(spec);
   await pass.ledger.write(entry);
+}
+
+/**
+ * A launch that runs unregistered though the definition and the settings want it registered: one
+ * launched while `[router] kind` was "none" (a router added to the settings since), or by a daemon
+ * of other settings. Registered now, as a launch would have, and recorded in the ledger (so a
+ * teardown deregisters it). Returns the Registered condition to show when the router refused
+ * (Unknown, the cluster Degraded), undefined otherwise.
+ */
+async function registerUnregistered(pass: Pass, entry: LedgerEntry, spec: ClusterSpec): Promise<ConditionUpdate | undefined> {
+  const url = entry.coordinatorUrl;
+  if (entry.routerBackend !== undefined || url === undefined || !spec.router.register || pass.settings.router.kind === "none") return undefined;
+  // A death seen meanwhile is torn down, not registered.
+  if (pass.memory.deathRecordedFor === entry.startedAt) return undefined;
+  const backend = routerBackendOf(spec.router, url, spec.model.id, engineOf(spec.engine.kind));
+  // Recorded before it is made, as a launch does: a daemon killed in between still deregisters it.
+  entry.routerBackend = backend.name;
+  await pass.ledger.write(entry);
+  try {
+    await pass.world.registrarFor(pass.settings).register(backend);
+    pass.world.log.info({ cluster: pass.name, backend: backend.name }, "what runs was not registered with the router: registered it");
+    return undefined;
+  } catch (error) {
+    return { status: "Unknown", reason: "RouterRegistrationFailed", message: `could not register backend "${backend.name}" with the router: ${messageOf(error)}` };
+  }
 }
 
 /**
