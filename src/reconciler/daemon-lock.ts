@@ -15,7 +15,9 @@
  * silence (and at least `minSilenceMs`) readers call it silent, because the status files it wrote
  * no longer follow what runs.
  */
+import { createHash } from "node:crypto";
 import { link, readFile, realpath, rename, rm, stat, utimes, writeFile } from "node:fs/promises";
+import { homedir } from "node:os";
 import { join } from "node:path";
 import { ShardctlError } from "../errors/index.js";
 
@@ -78,11 +80,18 @@ export async function daemonWatching(watchedDir: string): Promise<number | undef
   return (await findDaemon(watchedDir))?.pid;
 }
 
-/** The daemon watching `watchedDir` and how long it has been silent, if one runs. */
+/**
+ * The daemon watching `watchedDir` and how long it has been silent, if one runs: the lock's owner,
+ * or else a daemon of an earlier shardctl version that kept its lock in the user's cache directory
+ * (see earlierVersionLock): it runs on through an upgrade until it is restarted, and `status`,
+ * `wait` and `reconcile` of the new version must still find it.
+ */
 export async function findDaemon(watchedDir: string): Promise<DaemonSighting | undefined> {
-  const file = await lockFileFor(watchedDir);
-  const owner = await readOwner(file);
-  if (owner === undefined || !(await isRunning(owner))) return undefined;
+  const own = await lockFileFor(watchedDir);
+  const earlier = await earlierVersionLock(watchedDir);
+  const found = await runningOwner(own);
+  const [file, owner] = found ?? (await runningOwner(earlier)) ?? [own, undefined];
+  if (owner === undefined) return undefined;
   const lock = await stat(file).catch(() => undefined);
   const touched = lock?.mtimeMs;
   const silentMs = touched === undefined ? 0 : Math.max(0, Date.now() - touched);
@@ -109,6 +118,25 @@ async function lockFileFor(watchedDir: string): Promise<string> {
   return join(await realpath(watchedDir).catch(() => watchedDir), daemonLockName);
 }
 
+/** The lock at `file` and its owner, when that owner runs (a live pid taken at its word where start times cannot be read: see isRunning). */
+async function runningOwner(file: string): Promise<[string, Owner] | undefined> {
+  const owner = await readOwner(file);
+  return owner !== undefined && (await isRunning(owner)) ? [file, owner] : undefined;
+}
+
+/**
+ * Where shardctl versions before the lock moved into the watched directory kept a directory's
+ * lock: `$XDG_CACHE_HOME/shardctl/daemons` (default `~/.cache/shardctl/daemons`), named by the first
+ * 16 hex digits of the sha256 of the directory's real path. Its first four lines are as today's.
+ * Only read: a daemon of such a version that still runs is found, and a new one refuses to start
+ * beside it (both would act on every cluster).
+ */
+async function earlierVersionLock(watchedDir: string, env: NodeJS.ProcessEnv = process.env): Promise<string> {
+  const real = await realpath(watchedDir).catch(() => watchedDir);
+  const dir = join(env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "shardctl", "daemons");
+  return join(dir, `${createHash("sha256").update(real).digest("hex").slice(0, 16)}.lock`);
+}
+
 /** Take the lock of `watchedDir` and touch it every `heartbeatMs` until released. */
 export async function acquireDaemonLock(
   watchedDir: string,
@@ -118,6 +146,15 @@ export async function acquireDaemonLock(
 ): Promise<DaemonLock> {
   const real = await realpath(watchedDir).catch(() => watchedDir);
   const file = await lockFileFor(watchedDir);
+  const earlier = await runningOwner(await earlierVersionLock(watchedDir));
+  if (earlier !== undefined) {
+    const [lock, owner] = earlier;
+    throw new ShardctlError(
+      "DaemonAlreadyRunning",
+      `a shardctl daemon of an earlier version (pid ${owner.pid}, its lock ${lock}) already watches ${real}; stop it first (kill ${owner.pid}: its clusters keep running, and this daemon adopts them), then start this one`,
+      { terminal: true },
+    );
+  }
   const me: Owner = {
     pid: process.pid,
     startTime: await startTimeOf(process.pid),

@@ -1,9 +1,11 @@
 /**
  * One daemon per watched directory, whatever its settings, state directory, user or cache
- * directory: the lock is a file in the watched directory itself.
+ * directory: the lock is a file in the watched directory itself. A daemon of an earlier version,
+ * which kept its lock in the user's cache directory, is still found.
  */
 import { execFile, spawn } from "node:child_process";
-import { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, utimes, writeFile } from "node:fs/promises";
+import { createHash } from "node:crypto";
+import { chmod, mkdir, mkdtemp, readdir, readFile, realpath, rm, stat, symlink, utimes, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
@@ -240,5 +242,35 @@ test("a directory the daemon cannot write (a read-only file system) is DaemonLoc
     expect((error as Error).message).toContain("run the daemon as a user who can write that directory");
   } finally {
     await run("umount", [readOnly]);
+  }
+});
+
+test("a daemon of an earlier version, whose lock is in the user's cache directory, is found by readers and refuses a new daemon beside it until it is gone", async () => {
+  // An earlier version's daemon: a live process, its lock where those versions kept it.
+  const old = spawn("sleep", ["60"]);
+  const cache = process.env.XDG_CACHE_HOME;
+  process.env.XDG_CACHE_HOME = join(root, "earlier-cache");
+  try {
+    const stat = await readFile(`/proc/${old.pid}/stat`, "utf8");
+    const startTime = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+    const dir = join(root, "earlier-cache", "shardctl", "daemons");
+    await mkdir(dir, { recursive: true });
+    const digest = createHash("sha256").update(await realpath(watched)).digest("hex").slice(0, 16);
+    await writeFile(join(dir, `${digest}.lock`), `${old.pid}\n${startTime}\n${watched}\n5000\n`);
+    expect(await findDaemon(watched)).toMatchObject({ pid: old.pid, silent: false });
+    const error = await acquireDaemonLock(watched).catch((e: unknown) => e);
+    expect(isShardctlError(error, "DaemonAlreadyRunning")).toBe(true);
+    expect((error as Error).message).toContain(`a shardctl daemon of an earlier version (pid ${old.pid}, its lock ${join(dir, `${digest}.lock`)}) already watches`);
+    // Stopped (as a restart onto the new version does): the new daemon starts.
+    old.kill();
+    await new Promise((resolve) => old.once("exit", resolve));
+    expect(await findDaemon(watched)).toBeUndefined();
+    const lock = await acquireDaemonLock(watched);
+    expect(await findDaemon(watched)).toMatchObject({ pid: process.pid });
+    await lock.release();
+  } finally {
+    old.kill();
+    if (cache === undefined) delete process.env.XDG_CACHE_HOME;
+    else process.env.XDG_CACHE_HOME = cache;
   }
 });
