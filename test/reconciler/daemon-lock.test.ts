@@ -255,7 +255,10 @@ test("a daemon of an earlier version, whose lock is in the user's cache director
     const startTime = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
     const dir = join(root, "earlier-cache", "shardctl", "daemons");
     await mkdir(dir, { recursive: true });
-    const digest = createHash("sha256").update(await realpath(watched)).digest("hex").slice(0, 16);
+    const digest = createHash("sha256")
+      .update(await realpath(watched))
+      .digest("hex")
+      .slice(0, 16);
     await writeFile(join(dir, `${digest}.lock`), `${old.pid}\n${startTime}\n${watched}\n5000\n`);
     expect(await findDaemon(watched)).toMatchObject({ pid: old.pid, silent: false });
     const error = await acquireDaemonLock(watched).catch((e: unknown) => e);
