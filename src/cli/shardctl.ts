@@ -7,7 +7,7 @@
  */
 import { UsageError } from "./usage-error.js";
 import { closestName, isShardctlError, showText } from "../errors/index.js";
-import { commandNames, findCommand, packageVersion, renderCommandHelp, renderOverview, type CommandName } from "./help/index.js";
+import { commandNames, describeVersion, findCommand, packageVersion, renderCommandHelp, renderOverview, type CommandName } from "./help/index.js";
 
 type Command = { run: (args: string[]) => Promise<number> };
 
@@ -23,7 +23,7 @@ async function loadCommand(name: CommandName): Promise<Command> {
 async function main(argv: string[]): Promise<number> {
   const [name, ...args] = argv;
   if (name === "--version" || name === "-V") {
-    console.log(`shardctl ${packageVersion()}`);
+    console.log(`shardctl ${describeVersion()}`);
     return 0;
   }
   if (name === undefined || name === "--help" || name === "-h") {

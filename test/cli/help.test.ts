@@ -3,15 +3,18 @@
  * `help <command>` and `<command> --help`, unknown commands, README.md's command table, and the
  * table's agreement with the command modules (each has one, and each accepts every flag listed).
  */
+import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { beforeAll, describe, expect, it } from "vitest";
 import { commandTable as literalTable, type CommandSpec, type FlagSpec } from "../../src/cli/help/index.js";
 import { repoRoot, requireBuild, shardctl } from "./support/run-shardctl.js";
 
 // The rows as the renderers see them (the table's own type keeps every literal).
 const commandTable: readonly CommandSpec[] = literalTable;
+const commit = (await promisify(execFile)("git", ["rev-parse", "HEAD"], { cwd: repoRoot })).stdout.trim();
 const packageVersion = (JSON.parse(await readFile(join(repoRoot, "package.json"), "utf8")) as { version: string }).version;
 
 beforeAll(() => requireBuild());
@@ -19,7 +22,8 @@ beforeAll(() => requireBuild());
 describe("shardctl --version", () => {
   it("prints the package's version, long and short", async () => {
     for (const flag of ["--version", "-V"]) {
-      expect(await shardctl([flag])).toEqual({ code: 0, stdout: `shardctl ${packageVersion}\n`, stderr: "" });
+      // This checkout's commit beside the version: two builds of one version are told apart.
+      expect(await shardctl([flag])).toEqual({ code: 0, stdout: `shardctl ${packageVersion} (commit ${commit.slice(0, 12)})\n`, stderr: "" });
     }
   });
 });

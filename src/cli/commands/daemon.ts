@@ -5,6 +5,7 @@ import type { Logger } from "pino";
 import { messageOf } from "../../errors/index.js";
 import { startDaemon, type Daemon } from "../../reconciler/index.js";
 import { contextOptions, loadContext } from "../context.js";
+import { describeVersion } from "../help/index.js";
 import { createLogger, logFormatOption, parseLogFormat } from "../logger.js";
 
 export async function run(args: string[]): Promise<number> {
@@ -22,6 +23,8 @@ export async function run(args: string[]): Promise<number> {
     return { kind: "signal" as const };
   });
   const log = createLogger("shardctl-daemon", { format });
+  // Which shardctl this is, first: after an upgrade, the log says when the new one took over.
+  log.info({ version: describeVersion(), pid: process.pid }, "shardctl daemon starting");
   const options = { dir: context.clustersDir, settingsFile: context.settings.file, log, teardownOnExit: values["teardown-on-exit"] ?? false };
   let daemon = await startDaemon(options);
   for (;;) {

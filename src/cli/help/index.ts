@@ -16,4 +16,4 @@ export {
 export { renderOverview, renderCommandHelp, usageOf } from "./render-help.js";
 export { renderBashCompletion, type CompletionFacts } from "./bash-completion.js";
 export { renderZshCompletion } from "./zsh-completion.js";
-export { packageVersion } from "./package-version.js";
+export { describeVersion, packageVersion } from "./package-version.js";
