@@ -79,10 +79,11 @@ it("a leftover on a host healed after a long partition is stopped, and the clust
     healToReadyMs: readyAt - healedAt,
   };
   console.log(`leftover heal timings: ${JSON.stringify(timings)}`);
-  // The backed-off retry was ≥ 8 s away at the heal: the stop comes well before it, and Ready
-  // before 10 s is the heal's own pass too — after that retry it would still need its launch (the
-  // stop-to-Ready launch took 2–5 s in loaded CI runs, where 7 s from the heal was once too tight).
-  expect(timings.healToStoppedMs).toBeLessThan(4_000);
+  // The backed-off retry was ≥ 8 s away at the heal: the stop comes before it (6 s leaves that
+  // margin; 4 s was once missed by 32 ms on a loaded CI machine), and Ready before 10 s is the
+  // heal's own pass too — after that retry it would still need its launch (the stop-to-Ready launch
+  // took 2–5 s in loaded CI runs, where 7 s from the heal was once too tight).
+  expect(timings.healToStoppedMs).toBeLessThan(6_000);
   expect(timings.healToReadyMs).toBeLessThan(10_000);
   expect(ready.coordinator?.url).toContain(n3.address);
 
