@@ -18,6 +18,7 @@ export type ProgressReason =
   /** Registered=False: the definition does not ask for the router. */
   | "NotRegistered"
   /** While the step runs. */
+  | "Planning"
   | "Staging"
   | "Launching"
   | "Replacing"

@@ -7,15 +7,21 @@ import { daemonPlanOptions, planForCluster, type PlannedCluster } from "../../cl
 import { identifyPlan } from "../decision-inputs.js";
 import { definitionOf, type Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
-import { setConditions } from "../verdicts.js";
+import { mayBeServing, setConditions } from "../verdicts.js";
 
 export const plan: Step = {
   name: "plan",
   action: "plan",
   failure: "PlanFailed",
+  // Said in the status file when nothing may serve meanwhile: a cluster new to the daemon has a
+  // status at once, not only once its nodes answered (an engine's version command may take 30 s).
+  progress: (pass) => ({ reason: "Planning", message: "planning: reading the model and probing the nodes", announce: !mayBeServing(pass.memory) }),
   async run(pass) {
     const { spec, revision } = definitionOf(pass);
     const { settings, memory } = pass;
+    // Planning waits on the nodes (their probes and the engine's version command, 30 s at most) and
+    // on the model's source: other clusters' passes (a delete, a relaunch) must not wait behind it.
+    pass.stepAside?.();
     const planned = await planForCluster(
       spec,
       settings,
