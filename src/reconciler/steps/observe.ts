@@ -192,5 +192,8 @@ function refundInterruptedLaunch(pass: Pass, entry: LedgerEntry): void {
   if (memory.refundedLaunch === entry.startedAt) return;
   memory.refundedLaunch = entry.startedAt;
   restarts.count -= 1;
-  pass.world.log.info({ cluster: pass.name, startedAt: entry.startedAt }, "a launch cut short by the end of the daemon that started it (killed, or its machine restarted) does not count against the restart budget");
+  pass.world.log.info(
+    { cluster: pass.name, startedAt: entry.startedAt },
+    "a launch cut short by the end of the daemon that started it (killed, or its machine restarted) does not count against the restart budget",
+  );
 }
