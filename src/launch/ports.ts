@@ -78,7 +78,9 @@ export async function allocatePorts(
           `held by ${summarise(busy)}; widen [transport] port_range or stop a cluster that holds them`,
       );
     }
-    take(request.host, chosen, request.label);
+    // Named as this launch's own in a later request's message: "43702 (stage-0 on n1)" read as
+    // another cluster's holder.
+    take(request.host, chosen, `this launch's ${request.label}`);
     result.push(chosen);
   }
   return result;

@@ -127,7 +127,13 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     ...(options.launchDeadlines === undefined ? {} : { launchDeadlines: options.launchDeadlines }),
     ...(options.monitor === undefined ? {} : { monitor: options.monitor }),
     // The pass's log line is the reconciler's summary (summarize-pass.ts): one line a pass.
-    onPass: (name, report, durationMs, stagesAlive) => metrics.recordPass(name, report, durationMs, stagesAlive),
+    onPass: (name, report, durationMs, stagesAlive) => {
+      metrics.recordPass(name, report, durationMs, stagesAlive);
+      // A cluster torn down for good lets go of its ports and its router backend name: a cluster
+      // that failed on them tries again now, not at the end of its back-off.
+      if ((report.action === "prune" || report.action === "stop") && report.result === "success")
+        for (const waiting of reconciler.clustersWaitingOnOthers(name)) queue.add(waiting);
+    },
   });
   const enqueueAll = async (): Promise<void> => {
     for (const name of await reconciler.knownClusters()) queue.add(name);

@@ -49,6 +49,9 @@ export interface ReconcilerOptions {
   daemonId?: string;
 }
 
+/** Reasons of a failure on something another cluster held: see clustersWaitingOnOthers. */
+const waitsOnOthers: ReadonlySet<string> = new Set(["PortInUse", "PortRangeExhausted", "RouterBackendTaken"]);
+
 export class Reconciler {
   private readonly memories = new Map<string, ClusterMemory>();
   private readonly parsed: ParseCache;
@@ -208,6 +211,15 @@ export class Reconciler {
       }),
     );
     return [...names].sort();
+  }
+
+  /**
+   * Clusters other than `except` whose last pass failed on something another cluster held (a port,
+   * a transport port range, a router backend name): a teardown may have let it go, so their next
+   * pass need not wait out its back-off (up to a minute).
+   */
+  clustersWaitingOnOthers(except: string): string[] {
+    return [...this.memories].filter(([name, memory]) => name !== except && waitsOnOthers.has(memory.lastError?.reason ?? "")).map(([name]) => name);
   }
 
   /**

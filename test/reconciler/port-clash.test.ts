@@ -56,7 +56,7 @@ test("two definitions written at once onto one coordinator port: one serves, the
   for (const name of names) for (let i = 0; i < 600 && (await readStatusFile(world, name)) !== undefined; i++) await sleep(100);
 }, 240_000);
 
-test("a transport range another cluster fills: PortRangeExhausted, retried without spending the budget, never Stalled", async () => {
+test("a transport range another cluster fills: PortRangeExhausted, retried without spending the budget, never Stalled; tried again as soon as the other is removed, not at the end of its back-off", async () => {
   const { world } = dw;
   // Two stages and a coordinator's control port: the first cluster takes every port of the range.
   const portRange = await freePortRange(["127.0.0.1"], 3);
@@ -65,10 +65,29 @@ test("a transport range another cluster fills: PortRangeExhausted, retried witho
   await dw.define("crowded", { nodes: ["l1", "l2"], port: await freePort(), portRange });
   const refused = await waitForStatus(world, "crowded", (s) => (s.restarts?.evidence.filter((e) => e.reason === "PortRangeExhausted").length ?? 0) >= 2, 90_000);
   expect(refused.lastError?.message).toMatch(/no free port for .* held by .*cluster filler/);
+  // This launch's own earlier port is named as its own, not as another holder's.
+  expect(refused.lastError?.message).not.toMatch(/\(stage-\d on /);
   expect(refused.restarts?.count).toBe(0);
   expect(refused.health).not.toBe("Stalled");
-  for (const name of ["filler", "crowded"]) await rm(join(world.clustersDir, `${name}.toml`));
-  for (const name of ["filler", "crowded"]) for (let i = 0; i < 600 && (await readStatusFile(world, name)) !== undefined; i++) await sleep(100);
+  // Six failed passes (each status says its own lastError.at): the back-off before the next is 8 to 16 s.
+  const failedPasses = (): number =>
+    new Set(
+      world.audit.versions
+        .filter((v) => v.name === "crowded.status.json")
+        .map((v) => (JSON.parse(v.text) as ClusterStatus).lastError)
+        .filter((e) => e?.reason === "PortRangeExhausted")
+        .map((e) => e!.at),
+    ).size;
+  for (let i = 0; i < 600 && failedPasses() < 6; i++) await sleep(50);
+  expect(failedPasses()).toBeGreaterThanOrEqual(6);
+  await rm(join(world.clustersDir, "filler.toml"));
+  for (let i = 0; i < 600 && (await readStatusFile(world, "filler")) !== undefined; i++) await sleep(50);
+  const goneAt = Date.now();
+  const ready = await waitForStatus(world, "crowded", (s) => isReadyAt(s), 60_000);
+  const pass = ready.history.findLast((h) => h.result === "success");
+  expect(Date.parse(pass!.at) - goneAt).toBeLessThan(3_000);
+  await rm(join(world.clustersDir, "crowded.toml"));
+  for (let i = 0; i < 600 && (await readStatusFile(world, "crowded")) !== undefined; i++) await sleep(100);
 }, 240_000);
 
 test("a coordinator port another program holds: PortInUse naming it, retried without spending the budget; launched once the port is free", async () => {
