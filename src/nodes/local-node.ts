@@ -26,18 +26,20 @@ export class LocalNode extends ShellNode implements NodeAccess {
   }
 
   protected runWatch(argv: string[], signal: AbortSignal | undefined): Promise<CommandResult> {
-    return this.exec(argv, { cancelSignal: signal });
+    // Grouped, so the abort ends what the watch's shell started too (its wait and keep-alive hold
+    // its output open: the watch would otherwise end only with the process it watches).
+    return this.exec(argv, { group: true, ...(signal === undefined ? {} : { abort: signal }) });
   }
 
   private async exec(
     argv: string[],
-    extra: { timeout?: number; input?: string | Buffer; cwd?: string; cancelSignal?: AbortSignal; abort?: AbortSignal | undefined },
+    extra: { timeout?: number; group?: boolean; input?: string | Buffer; cwd?: string; abort?: AbortSignal | undefined },
   ): Promise<CommandResult> {
     const [file, ...args] = argv;
     if (file === undefined) throw new TypeError("run needs a command");
     // A command with a deadline runs in a process group of its own, and the deadline ends the whole
     // group: a shell's children (a probe's `engine --version` that never answers) must not outlive it.
-    const grouped = extra.timeout !== undefined;
+    const grouped = extra.timeout !== undefined || extra.group === true;
     let pid: number | undefined;
     let timedOut = false;
     let timer: Deadline | undefined;
@@ -48,16 +50,16 @@ export class LocalNode extends ShellNode implements NodeAccess {
     const r = await runProcess(file, args, {
       detached: grouped,
       ...(extra.cwd === undefined ? {} : { cwd: extra.cwd }),
-      ...(extra.cancelSignal === undefined ? {} : { cancelSignal: extra.cancelSignal }),
       ...(extra.input === undefined ? {} : { input: extra.input }),
       onStart: (started) => {
         pid = started;
         if (!grouped) return;
         runningGroups.add(started);
-        timer = setDeadline(extra.timeout!, () => {
-          timedOut = true;
-          killGroup(started);
-        });
+        if (extra.timeout !== undefined)
+          timer = setDeadline(extra.timeout, () => {
+            timedOut = true;
+            killGroup(started);
+          });
         extra.abort?.addEventListener("abort", onAbort, { once: true });
         if (extra.abort?.aborted === true) onAbort();
       },

@@ -68,12 +68,18 @@ case "$3" in TERM|INT|HUP) kill -s CONT -- "-$1" 2>/dev/null || kill -s CONT "$1
 exit 0`;
 
 /**
- * $1 = pid, $2 = start time. Returns when the process is gone (checked every 0.1 s). Writes a byte
- * each second so that when the watcher's channel is closed, the next write fails and the loop ends
- * instead of lingering. On Linux the check is the shell's own \`read\` of /proc/<pid>/stat (as st()
- * reads it: gone, a zombie, or another start time): a daemon watches every stage of every cluster
- * all the time, and a check that forks a subshell and \`cat\` ten times a second per process costs
- * an idle node a few per cent of a core; only \`sleep\` forks.
+ * $1 = pid, $2 = start time. Returns when the process is gone (gone, a zombie, or another start
+ * time). Writes a byte each second so that when the watcher's channel is closed, the next write
+ * fails and the watch ends instead of lingering.
+ *
+ * A daemon watches every stage of every cluster all the time, so the wait must cost an idle node
+ * nothing: where GNU tail runs, \`tail --pid\` waits for the pid with kill(2) every 0.1 s, forking
+ * nothing, and a keep-alive forks one \`sleep 1\` a second (a check that forked \`sleep 0.1\` ten times
+ * a second cost about 1 % of a core per process watched). Elsewhere (BSD and BusyBox tails have no
+ * --pid) the shell's own loop checks every 0.1 s. On Linux the check is the shell's own \`read\` of
+ * /proc/<pid>/stat (as st() reads it), with nothing forked. After tail, the loop confirms: a pid
+ * recycled by another process, or a zombie, is gone all the same. The keep-alive ignores SIGPIPE so
+ * that its failed write ends the tail rather than only itself (the shell waits on the tail).
  */
 export const watchExitScript = `${startTimeFunction}
 pid=$1 want=$2 i=0
@@ -87,6 +93,17 @@ alive() {
     [ "$(st "$pid")" = "$want" ]
   fi
 }
+alive || exit 0
+case $(tail --version 2>/dev/null) in
+*GNU*)
+  tail --pid="$pid" -s 0.1 -f /dev/null >/dev/null 2>&1 </dev/null &
+  t=$!
+  ( trap '' PIPE; while sleep 1; do printf . || { kill "$t" 2>/dev/null; exit 0; }; done ) &
+  k=$!
+  wait "$t"
+  kill "$k" 2>/dev/null
+  ;;
+esac
 while alive; do
   sleep 0.1
   i=$((i + 1))

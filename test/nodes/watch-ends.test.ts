@@ -7,7 +7,8 @@
  *   - when the connection drops before the server answered the channel open (the node's sshd
  *     stopped: SIGSTOP), the watch fails within the keepalive bound instead of waiting for ever
  *     (ssh2 fails a channel open still unanswered when its connection closes; the keepalive
- *     closes a connection whose peer stopped answering).
+ *     closes a connection whose peer stopped answering);
+ *   - aborted while it waits, the wait (GNU tail's, which forks nothing while it waits) ends too.
  */
 import { execFileSync } from "node:child_process";
 import { readFileSync, readdirSync } from "node:fs";
@@ -107,6 +108,49 @@ it("its connection drops before the channel opens (sshd stopped): the watch fail
     await pool.close();
   }
 }, 30_000);
+
+it("a watch waits without forking ten times a second, and once aborted leaves nothing behind on its node (local and SSH)", async () => {
+  const n = sshd.nodes[0]!;
+  const pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "none") });
+  try {
+    for (const node of [pool.get({ name: "here", host: "local", modelDir: n.modelDir }), pool.get(sshNodeConfig(sshd, 0))]) {
+      const sleeper = await node.startDetached(["sleep", "60"], { logFile: join(n.modelDir, `sleep-${node.config.name}.log`) });
+      const controller = new AbortController();
+      const watch = node.watchExit(sleeper.pid, sleeper.startTime, { signal: controller.signal }).catch(() => undefined);
+      const waiting = (): number[] => allPids().filter((pid) => commandOf(pid).includes(`--pid=${sleeper.pid} `));
+      const until = Date.now() + 10_000;
+      while (waiting().length === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+      // The wait itself is GNU tail's: a pid checked with kill(2), no \`sleep 0.1\` forked ten times a second.
+      expect(waiting()).toHaveLength(1);
+      // Sampled below what runs the watch: this process for the local node, the node's sshd for SSH
+      // (other programs on this machine may run such loops of their own).
+      const root = node.config.name === "here" ? process.pid : listenerPid(n.host, n.port);
+      const sleeps = new Set<number>();
+      const sampleUntil = Date.now() + 2_000;
+      while (Date.now() < sampleUntil) {
+        for (const pid of descendantsOf(root)) if (commandOf(pid) === "sleep 0.1 ") sleeps.add(pid);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      expect(sleeps.size).toBe(0);
+      controller.abort();
+      await watch;
+      // The keep-alive finds its channel gone within a second and ends the wait with it.
+      const goneBy = Date.now() + 5_000;
+      while (waiting().length > 0 && Date.now() < goneBy) await new Promise((r) => setTimeout(r, 50));
+      expect({ node: node.config.name, left: waiting() }).toEqual({ node: node.config.name, left: [] });
+      process.kill(sleeper.pid, "SIGKILL");
+    }
+  } finally {
+    await pool.close();
+  }
+}, 60_000);
+
+/** Every process's pid. */
+function allPids(): number[] {
+  return readdirSync("/proc")
+    .filter((e) => /^\d+$/.test(e))
+    .map(Number);
+}
 
 /** The pid of the process listening on host:port. */
 function listenerPid(host: string, port: number): number {
