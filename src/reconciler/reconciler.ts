@@ -50,7 +50,7 @@ export interface ReconcilerOptions {
 }
 
 /** Reasons of a failure on something another cluster held: see clustersWaitingOnOthers. */
-const waitsOnOthers: ReadonlySet<string> = new Set(["PortInUse", "PortRangeExhausted", "RouterBackendTaken"]);
+const waitsOnOthers: ReadonlySet<string> = new Set(["PortInUse", "PortRangeExhausted", "RouterBackendTaken", "NodeMemoryTaken"]);
 
 export class Reconciler {
   private readonly memories = new Map<string, ClusterMemory>();

@@ -3,6 +3,7 @@
  * registrar, the definitions directory this daemon owns, the log, and the status writer. One per
  * daemon; the registrar is rebuilt only when the router settings change.
  */
+import { NodeMemoryClaims } from "./node-memory.js";
 import { existsSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
@@ -84,6 +85,8 @@ export class ReconcilerWorld {
   private readonly readyWritten = new Map<string, string>();
   /** Stagings under way at once: four, as many as the work queue's passes (see Slots). */
   readonly stagingSlots = new Slots(4);
+  /** What each cluster's launch holds of its nodes' declared memory (see node-memory.ts). */
+  readonly memoryClaims = new NodeMemoryClaims();
   /**
    * Router backend names taken by launches under way, by cluster: a launch records its backend in
    * the ledger only once registered, so two launching at once under one name would both see it free.
@@ -268,6 +271,7 @@ export class ReconcilerWorld {
 
   /** Forget what was kept of a cluster whose definition is gone (its status file with it). */
   forget(name: string): void {
+    this.memoryClaims.release(name);
     this.readyWritten.delete(name);
     this.lastProgress.delete(name);
     this.lastWritten.delete(name);

@@ -22,6 +22,8 @@ export type ReconcilerReason =
   | "NodeUnregistered"
   /** A reconcile request could not be written to the daemon's requests directory (a read-only or full state_dir). */
   | "ReconcileRequestFailed"
+  /** A launch would pass a node's declared memory with the clusters that run or launch there; not counted, retried with back-off (transient). */
+  | "NodeMemoryTaken"
   /** A launch succeeded but left no ledger entry (transient). */
   | "LedgerMissing"
   /** A status file exists but is not a regular file or not a status; the daemon's next pass rewrites it (transient). */

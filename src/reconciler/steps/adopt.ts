@@ -24,6 +24,8 @@ export const adopt: Step = {
     // Watched first: a router that hangs or refuses the in-place change below fails this pass,
     // and what runs must still be watched meanwhile.
     watch(pass, entry);
+    // What it holds of its nodes' declared memory, for the launches of other clusters there.
+    if (pass.memory.planned !== undefined) pass.world.memoryClaims.hold(pass.name, pass.memory.planned.plan);
     if (entry.revision !== revision) await applyInPlace(pass, entry, spec, revision);
     const unregistered = await registerUnregistered(pass, entry, spec);
     countAdoptedLaunch(pass, revision);

@@ -89,6 +89,15 @@ export const launch: Step = {
         { terminal: runningHolder !== undefined },
       );
     }
+    // Its stages' bytes claimed on their nodes, with nothing awaited since the look at the others'
+    // (see node-memory.ts): a node's declared memory is shared by every cluster there.
+    try {
+      world.memoryClaims.claim(name, planned.plan, settings, spec.plan.headroom);
+    } catch (error) {
+      // Other clusters' memory is the surroundings, as a port they hold is: not counted.
+      restarts.count = Math.max(0, restarts.count - 1);
+      throw error;
+    }
     memory.timeline = [];
     // Ready says what the pass does now: staging is over, the processes start; each step of the
     // launch then says how far it got.
@@ -148,8 +157,9 @@ export const launch: Step = {
         ...(pass.callOff === undefined ? {} : { signal: pass.callOff }),
       });
     } catch (error) {
-      // What the launch started is torn down: nothing listens any more.
+      // What the launch started is torn down: nothing listens any more, nor holds its nodes' memory.
       clearRuntime(memory, revision);
+      world.memoryClaims.release(name);
       if (pass.callOff?.aborted === true && error === pass.callOff.reason) {
         restarts.count = Math.max(0, restarts.count - 1);
         return calledOff(memory, revision, "launch", pass.callOff);

@@ -55,6 +55,8 @@ export async function tearDown(pass: Pass): Promise<void> {
   delete memory.supervision;
   try {
     await teardownCluster(entry, pass.world.teardownContext(pass.settings, pass.ledger, memory));
+    // Nothing of it runs: what it held of its nodes' declared memory is free for others.
+    pass.world.memoryClaims.release(pass.name);
   } catch (error) {
     if (isShardctlError(error, "TeardownIncomplete")) await showLeftovers(pass, entry, seen);
     throw error;
