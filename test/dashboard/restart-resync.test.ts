@@ -3,8 +3,8 @@
  * each cluster composes a fresh one; with the queue busy that takes seconds, and meanwhile the page
  * must not show the old word as current. A real daemon (in this process) brings "zz" to Healthy on
  * two local nodes and stops without tearing it down; its stage engines are killed while no daemon
- * runs and four definitions whose engine takes 6 s to fail are added ahead of it in the queue; a
- * second daemon on the same address starts. The page, open all along in real Chromium, shows the
+ * runs; a second daemon on the same address starts. Its first pass of each cluster plans it first,
+ * and the clusters' engine answers `--version` after 6 s, so that pass takes that long. The page, open all along in real Chromium, shows the
  * file's Healthy only marked as not yet checked by the daemon that now runs, then the truth. A
  * status file that cannot be read when the daemon restarts does not take its cluster off the list:
  * the row stays, marked the same way, until the daemon's first pass of it.
@@ -14,6 +14,7 @@ import { join } from "node:path";
 import { pino } from "pino";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, test } from "vitest";
+import { bundledShardEngineCommand } from "../../src/launch/index.js";
 import { startDaemon, type Daemon } from "../../src/reconciler/index.js";
 import { launchChromium } from "../support/chromium.js";
 import {
@@ -75,7 +76,11 @@ afterAll(async () => {
 }, 120_000);
 
 test("after a daemon restart the page marks a status file not yet checked by the new daemon, until its pass says the truth", async () => {
-  await writeDefinition(world, "zz", definitionText(world, { nodes: ["l1", "l2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]) }));
+  await writeDefinition(
+    world,
+    "zz",
+    definitionText(world, { nodes: ["l1", "l2"], binary: await slowVersionEngine(), port: await freePort(), portRange: await freePortRange(["127.0.0.1"]) }),
+  );
   daemon = await runDaemon();
   const url = daemon.uiUrl!;
   await waitForStatus(world, "zz", (s) => s.health === "Healthy");
@@ -104,9 +109,6 @@ test("after a daemon restart the page marks a status file not yet checked by the
   // An engine already gone (its stage's own exit as the daemon stopped, on a loaded machine) is as
   // good: what matters is that none runs when the new daemon starts.
   for (const stage of healthy.stages) killUnlessGone(await enginePidOf(stage.pid!));
-  // Four clusters ahead of zz in the queue (sorted names, four passes at a time), each launch an
-  // engine that fails after 6 s: zz's first pass waits for them.
-  await fillQueue(["a1", "a2", "a3", "a4"]);
   daemon = await runDaemon();
   await page.waitForFunction(`document.querySelector("[data-testid=connection]")?.dataset.state === "live"`, undefined, { timeout: 30_000 });
   // The new daemon's own word: zz is not Healthy (its engines are gone).
@@ -133,23 +135,22 @@ function killUnlessGone(pid: number): void {
   }
 }
 
-/** Four definitions whose engine fails after 6 s, sorted before the others: the queue's four slots are busy that long. */
-async function fillQueue(names: string[]): Promise<void> {
-  const failing = join(world.root, "failing-engine.sh");
-  await writeFile(failing, "#!/bin/sh\nsleep 6\nexit 1\n", { mode: 0o755 });
-  for (const name of names) {
-    await writeDefinition(
-      world,
-      name,
-      definitionText(world, { nodes: ["l1", "l2"], binary: failing, port: await freePort(), portRange: await freePortRange(["127.0.0.1"]) }),
-    );
-  }
+/** The bundled engine, but for `--version`, which it answers after 6 s: a daemon's first pass of a cluster (which plans it) takes that long. */
+async function slowVersionEngine(): Promise<string> {
+  const path = join(world.root, "slow-version-engine.sh");
+  const engine = bundledShardEngineCommand.map((arg) => JSON.stringify(arg)).join(" ");
+  await writeFile(path, `#!/bin/sh\ncase " $* " in *" --version "*) sleep 6 ;; esac\nexec ${engine} "$@"\n`, { mode: 0o755 });
+  return path;
 }
 
 test("a status file unreadable at a daemon restart keeps its cluster's row, marked not checked, until the daemon's pass", async () => {
   // Its own daemon, whatever the test before left (it stops and restarts one).
   daemon ??= await runDaemon();
-  await writeDefinition(world, "zy", definitionText(world, { nodes: ["l1", "l2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]) }));
+  await writeDefinition(
+    world,
+    "zy",
+    definitionText(world, { nodes: ["l1", "l2"], binary: await slowVersionEngine(), port: await freePort(), portRange: await freePortRange(["127.0.0.1"]) }),
+  );
   await waitForStatus(world, "zy", (s) => s.health === "Healthy");
   const url = daemon!.uiUrl!;
   await page.goto(url);
@@ -173,7 +174,6 @@ test("a status file unreadable at a daemon restart keeps its cluster's row, mark
   daemon = undefined;
   // Cut short (as a full disk or a hand edit leaves it): the next daemon cannot read it.
   await writeFile(join(world.clustersDir, "zy.status.json"), '{"cluster": "zy", "heal');
-  await fillQueue(["a5", "a6", "a7", "a8"]);
   daemon = await runDaemon();
   // Any status that reads is the new daemon's (it wrote over the cut one).
   await waitForStatus(world, "zy", () => true, 45_000);

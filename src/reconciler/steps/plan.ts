@@ -13,9 +13,14 @@ export const plan: Step = {
   name: "plan",
   action: "plan",
   failure: "PlanFailed",
-  // Said in the status file when nothing may serve meanwhile: a cluster new to the daemon has a
-  // status at once, not only once its nodes answered (an engine's version command may take 30 s).
-  progress: (pass) => ({ reason: "Planning", message: "planning: reading the model and probing the nodes", announce: !mayBeServing(pass.memory) }),
+  // Said in the status file when nothing runs: a cluster new to the daemon has a status at once,
+  // not only once its nodes answered (an engine's version command may take 30 s). One that runs
+  // keeps its last word (a restarted daemon's first pass plans it too) until the pass has looked.
+  progress: (pass) => ({
+    reason: "Planning",
+    message: "planning: reading the model and probing the nodes",
+    announce: pass.entry === undefined && !mayBeServing(pass.memory),
+  }),
   async run(pass) {
     const { spec, revision } = definitionOf(pass);
     const { settings, memory } = pass;
