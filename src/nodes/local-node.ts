@@ -28,12 +28,13 @@ export class LocalNode extends ShellNode implements NodeAccess {
   protected runWatch(argv: string[], signal: AbortSignal | undefined): Promise<CommandResult> {
     // Grouped, so the abort ends what the watch's shell started too (its wait and keep-alive hold
     // its output open: the watch would otherwise end only with the process it watches).
-    return this.exec(argv, { group: true, ...(signal === undefined ? {} : { abort: signal }) });
+    // Its output (a keep-alive byte a second) is not kept: it lives as long as the process it watches.
+    return this.exec(argv, { group: true, discardStdout: true, ...(signal === undefined ? {} : { abort: signal }) });
   }
 
   private async exec(
     argv: string[],
-    extra: { timeout?: number; group?: boolean; input?: string | Buffer; cwd?: string; abort?: AbortSignal | undefined },
+    extra: { timeout?: number; group?: boolean; discardStdout?: boolean; input?: string | Buffer; cwd?: string; abort?: AbortSignal | undefined },
   ): Promise<CommandResult> {
     const [file, ...args] = argv;
     if (file === undefined) throw new TypeError("run needs a command");
@@ -49,6 +50,7 @@ export class LocalNode extends ShellNode implements NodeAccess {
     };
     const r = await runProcess(file, args, {
       detached: grouped,
+      ...(extra.discardStdout === true ? { discardStdout: true } : {}),
       ...(extra.cwd === undefined ? {} : { cwd: extra.cwd }),
       ...(extra.input === undefined ? {} : { input: extra.input }),
       onStart: (started) => {

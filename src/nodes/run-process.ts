@@ -18,6 +18,11 @@ export interface ProcessOptions {
   cancelSignal?: AbortSignal;
   /** Called with the pid once the command started. */
   onStart?: (pid: number) => void;
+  /**
+   * Keep none of its stdout (the result's is empty): a command that runs for days and writes as it
+   * goes (an exit watch's keep-alive, a byte a second) must not hold what it wrote.
+   */
+  discardStdout?: boolean;
 }
 
 export interface ProcessResult {
@@ -61,6 +66,7 @@ export function runProcess(file: string, args: readonly string[], options: Proce
       child.kill("SIGTERM");
     };
     child.stdout?.on("data", (chunk: Buffer) => {
+      if (options.discardStdout === true) return;
       outBytes += chunk.length;
       if (outBytes <= maxOutputBytes) out.push(chunk);
       else child.kill("SIGKILL");

@@ -15,7 +15,7 @@ import { readFileSync, readdirSync } from "node:fs";
 import { createServer, type Socket } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { NodePool } from "../../src/nodes/index.js";
+import { LocalNode, NodePool, SshNode } from "../../src/nodes/index.js";
 import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
 import { allocateHost } from "../support/test-world.js";
 
@@ -144,6 +144,33 @@ it("a watch waits without forking ten times a second, and once aborted leaves no
     await pool.close();
   }
 }, 60_000);
+
+it("a watch keeps none of what its command writes past the pid (a keep-alive byte a second for as long as a stage runs), locally and over SSH", async () => {
+  // The watch path itself, given a command that writes as a watch's keep-alive does.
+  class LocalWatch extends LocalNode {
+    watch(argv: string[]): ReturnType<LocalNode["runWatch"]> {
+      return this.runWatch(argv, undefined);
+    }
+  }
+  class SshWatch extends SshNode {
+    watch(argv: string[]): ReturnType<SshNode["runWatch"]> {
+      return this.runWatch(argv, undefined);
+    }
+  }
+  const writer = ["sh", "-c", "for i in 1 2 3 4 5; do printf .; sleep 0.1; done"];
+  const local = new LocalWatch({ name: "here", host: "local", modelDir: sshd.nodes[0]!.modelDir });
+  const remote = new SshWatch(sshNodeConfig(sshd, 0), { knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "none") });
+  try {
+    for (const node of [local, remote]) {
+      const result = await node.watch(writer);
+      expect({ exitCode: result.exitCode, stdout: result.stdout }).toEqual({ exitCode: 0, stdout: "" });
+    }
+    // Anything else keeps its output.
+    expect((await remote.run(writer)).stdout).toBe(".....");
+  } finally {
+    await Promise.all([local.close(), remote.close()]);
+  }
+});
 
 /** Every process's pid. */
 function allPids(): number[] {

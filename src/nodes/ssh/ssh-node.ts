@@ -61,7 +61,8 @@ export class SshNode extends ShellNode implements NodeAccess {
     }
     lane.watches++;
     try {
-      return await this.exec(argv, { deadlineMs: Number.POSITIVE_INFINITY, abort: signal, uncapped: true }, lane.connection);
+      // Its output past the pid (a keep-alive byte a second) is not kept: it lives as long as the process it watches.
+      return await this.exec(argv, { deadlineMs: Number.POSITIVE_INFINITY, abort: signal, uncapped: true, pidOnly: true }, lane.connection);
     } finally {
       lane.watches--;
       if (lane.watches === 0) {
@@ -73,7 +74,7 @@ export class SshNode extends ShellNode implements NodeAccess {
 
   private async exec(
     argv: string[],
-    options: RunOptions & { abort?: AbortSignal; uncapped?: boolean },
+    options: RunOptions & { abort?: AbortSignal; uncapped?: boolean; pidOnly?: boolean },
     connection: SshConnection = this.connection,
   ): Promise<CommandResult> {
     if (argv.length === 0) throw new TypeError("run needs a command");
@@ -401,7 +402,8 @@ function collect(
   channel: ClientChannel,
   argv: string[],
   started: number,
-  options: RunOptions & { abort?: AbortSignal },
+  /** `pidOnly`: keep no output past the shell's first line (its pid, which a stop needs). */
+  options: RunOptions & { abort?: AbortSignal; pidOnly?: boolean },
   /** Told when the command shows it started (output, or its end), and when it is stopped without having shown it. */
   note: (started: boolean) => void,
   kill: (pid: number) => void,
@@ -421,8 +423,11 @@ function collect(
     const begin = (): void => {
       if (!began) note((began = true));
     };
+    // Whether the pid's line is in: after it, a `pidOnly` command's output is dropped.
+    let pidLine = false;
     channel.on("data", (d: Buffer) => {
-      out.push(d);
+      if (!(options.pidOnly === true && pidLine)) out.push(d);
+      if (!pidLine && d.includes(10)) pidLine = true;
       begin();
       if (killOnPid) stop();
     });
