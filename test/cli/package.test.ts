@@ -135,9 +135,11 @@ describe("the packed package", () => {
 
 describe("npx shardctl", () => {
   it("runs the built shardctl from the repository", async () => {
+    // A checkout says its commit too (the installed package above, no checkout, does not).
+    const commit = (await runFile("git", ["rev-parse", "HEAD"], { cwd: repoRoot, env })).stdout.trim();
     expect(await runFile("npx", ["--no-install", "shardctl", "--version"], { cwd: repoRoot, env, timeoutMs: 60_000 })).toEqual({
       code: 0,
-      stdout: `shardctl ${manifest.version}\n`,
+      stdout: `shardctl ${manifest.version} (commit ${commit.slice(0, 12)})\n`,
       stderr: "",
     });
   });
