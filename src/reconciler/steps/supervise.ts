@@ -84,7 +84,12 @@ export function watch(pass: Pass, entry: LedgerEntry): void {
     delete memory.supervision;
     // Torn down: nothing runs (the death's record said the survivors were being stopped). A
     // teardown left incomplete is retried by the next pass, which says what it could not stop.
-    if (teardown.ok) clearRuntime(memory, memory.lastGood?.revision ?? entry.revision);
+    if (teardown.ok) {
+      clearRuntime(memory, memory.lastGood?.revision ?? entry.revision);
+      // Nothing of it runs: its nodes' memory is free until its relaunch claims it again (it may
+      // stall instead, and hold nothing).
+      world.memoryClaims.release(entry.cluster);
+    }
     delete memory.observation;
     if (!teardown.ok) world.log.error({ cluster: entry.cluster, err: teardown.error }, "teardown after a death is incomplete; the next pass retries it");
     world.log.warn({ cluster: entry.cluster, reason: death.reason, detail: recorded?.message ?? death.detail }, "cluster lost a process: deregistered and torn down");
