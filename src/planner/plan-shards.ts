@@ -111,7 +111,7 @@ export function planShards(profile: ModelProfile, nodes: readonly PlanNode[], op
     if (empty.length > 0) {
       error(
         "EmptyStage",
-        `${engine.ownSplit.name} of ${L} layers over ${n} stages (${counts.join(", ")}) leaves stage ${empty.join(", ")} without layers; use fewer nodes`,
+        `${engine.ownSplit.name} of ${L} layers over ${n} stages (${counts.join(", ")}) leaves stage ${empty.join(", ")} without layers; use fewer nodes${engine.acceptsExplicitLayers ? ', or [plan] strategy = "memory" (this engine takes each stage\'s layers as planned)' : ""}`,
       );
     }
   }

@@ -204,6 +204,10 @@ test("says when no daemon watches the directory (the files are then only what it
     const dots = await runShardctl(other, ["reconcile", join(other.clustersDir, "...toml")]);
     expect(dots.code).not.toBe(0);
     expect(dots.stderr).toContain('".." is not a cluster name');
+    // Listed as people number them: c2 before c10.
+    for (const name of ["c10", "c2"]) await writeDefinition(other, name, definitionText(other, { nodes: ["l1", "l2"] }));
+    const listed = (await runShardctl(other, ["status"])).stdout.split("\n").map((line) => line.split(/\s+/)[0]);
+    expect(listed.filter((name) => ["c10", "c2", "lonely"].includes(name!))).toEqual(["c2", "c10", "lonely"]);
   } finally {
     await other.close();
   }

@@ -165,6 +165,11 @@ describe("gates", () => {
     expect(reasons(plan.errors)).toEqual(["EmptyStage"]);
     expect(plan.errors[0]!.message).toContain("(2, 2, 1, 0) leaves stage 3 without layers");
     expect(plan.stages[3]).toMatchObject({ layers: [5, 5], layerCount: 0 });
+    // An engine that takes each stage's layers as planned (the reference engine) is pointed at the memory split.
+    const reference = planShards(five, nodes(1, 1, 1, 1), { ...equal, engine: "reference" });
+    expect(reference.errors[0]!.message).toMatch(
+      /\(2, 2, 1, 0\) leaves stage 3 without layers; use fewer nodes, or \[plan\] strategy = "memory" \(this engine takes each stage's layers as planned\)$/,
+    );
     expect(reasons(planShards(five, nodes(1, 1, 1, 1), memory).errors)).toEqual([]);
   });
 

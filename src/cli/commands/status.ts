@@ -137,7 +137,8 @@ async function findClustersWithStatus(dir: string): Promise<string[]> {
     .filter((name) => !name.startsWith(".") && name.endsWith(".json"))
     .map((name) => join(dir, `${name.replace(/\.[^.]*\.json$/, "")}.toml`))
     .filter((file) => !known.has(file) && entries.has(basename(statusFileFor(file))));
-  return [...new Set([...definitions, ...orphaned])].sort();
+  // c2 before c10, as people number their clusters.
+  return [...new Set([...definitions, ...orphaned])].sort((a, b) => a.localeCompare(b, "en", { numeric: true }));
 }
 
 /** A cluster named on the command line: its definition, or, when that is gone, the name of one whose status file stays. */
