@@ -79,7 +79,9 @@ exit 0`;
  * --pid) the shell's own loop checks every 0.1 s. On Linux the check is the shell's own \`read\` of
  * /proc/<pid>/stat (as st() reads it), with nothing forked. After tail, the loop confirms: a pid
  * recycled by another process, or a zombie, is gone all the same. The keep-alive ignores SIGPIPE so
- * that its failed write ends the tail rather than only itself (the shell waits on the tail).
+ * that its failed write ends the tail rather than only itself (the shell waits on the tail), and
+ * checks the pid each second too: tail takes a zombie for alive, and one whose parent never reaps
+ * it (a container's PID 1 that is no init) would hold the watch for ever.
  */
 export const watchExitScript = `${startTimeFunction}
 pid=$1 want=$2 i=0
@@ -98,7 +100,7 @@ case $(tail --version 2>/dev/null) in
 *GNU*)
   tail --pid="$pid" -s 0.1 -f /dev/null >/dev/null 2>&1 </dev/null &
   t=$!
-  ( trap '' PIPE; while sleep 1; do printf . || { kill "$t" 2>/dev/null; exit 0; }; done ) &
+  ( trap '' PIPE; while sleep 1; do { printf . && alive; } || { kill "$t" 2>/dev/null; exit 0; }; done ) &
   k=$!
   wait "$t"
   kill "$k" 2>/dev/null

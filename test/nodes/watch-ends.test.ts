@@ -10,7 +10,7 @@
  *     closes a connection whose peer stopped answering);
  *   - aborted while it waits, the wait (GNU tail's, which forks nothing while it waits) ends too.
  */
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { readFileSync, readdirSync } from "node:fs";
 import { createServer, type Socket } from "node:net";
 import { join } from "node:path";
@@ -171,6 +171,24 @@ it("a watch keeps none of what its command writes past the pid (a keep-alive byt
     expect((await remote.run(writer)).stdout).toBe(".....");
   } finally {
     await Promise.all([local.close(), remote.close()]);
+  }
+});
+
+it("a watched process that stays a zombie (its parent never reaps it) ends the watch within seconds", async () => {
+  // `sleep 1` is the child of a shell that then becomes `sleep 30`, which never reaps it.
+  const parent = spawn("sh", ["-c", "sleep 1 & echo $!; exec sleep 30"], { stdio: ["ignore", "pipe", "ignore"] });
+  try {
+    const pid = Number((await new Promise<Buffer>((resolve) => parent.stdout.once("data", resolve))).toString().trim());
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const startTime = `linux:${stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]}`;
+    const node = new LocalNode({ name: "here", host: "local", modelDir: sshd.nodes[0]!.modelDir });
+    const startedAt = Date.now();
+    await node.watchExit(pid, startTime);
+    // It exits after 1 s; the watch sees it within the keep-alive's next look.
+    expect(Date.now() - startedAt).toBeLessThan(4_000);
+    expect(readFileSync(`/proc/${pid}/stat`, "utf8")).toMatch(/\) Z /);
+  } finally {
+    parent.kill("SIGKILL");
   }
 });
 
