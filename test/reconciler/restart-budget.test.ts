@@ -65,7 +65,8 @@ test("kill -9 of a stage → torn down and relaunched within the budget, then St
   expect(conditionOf(atDeath!, "StagesListening")?.message).toMatch(
     /^tearing down revision [0-9a-f]{12} \([A-Za-z]+: (stage-\d|coordinator)\): (the stages are being stopped|(stage-\d, )*stage-\d (is|are) gone, any other stage is being stopped)$/,
   );
-  expect(conditionOf(atDeath!, "CoordinatorHealthy")?.message).toMatch(/: the coordinator is being stopped$/);
+  // The coordinator exits by itself once its link to the killed stage breaks: seen gone already, or being stopped.
+  expect(conditionOf(atDeath!, "CoordinatorHealthy")?.message).toMatch(/: the coordinator (is being stopped|is gone)$/);
   const tornDown = await waitForStatus(world, "crashy", (s) => s.health === "Stalled" && conditionOf(s, "StagesListening")?.reason !== "TearingDown");
   expect(conditionOf(tornDown, "StagesListening")).toMatchObject({ status: "False", reason: "NotRunning", message: "no stage runs" });
   expect(conditionOf(tornDown, "CoordinatorHealthy")).toMatchObject({ status: "False", reason: "NotRunning" });
