@@ -6,13 +6,13 @@
  */
 import { canRunOn, engineOf, quoteKinds, selectKindsRunningOn } from "../engines/index.js";
 import type { ClusterSpec, Settings } from "../spec/index.js";
-import { quoteText, ShardctlError, showText } from "../errors/index.js";
+import { quoteText, ShardctlError } from "../errors/index.js";
 import { checkModelFormat } from "./check-model-format.js";
 import { inspectModel } from "./inspect-model.js";
 import type { ModelProfile } from "./model-profile.js";
 import type { ModelSource } from "./model-source.js";
 import type { PlanNode } from "./node-budget.js";
-import { planShards } from "./plan-shards.js";
+import { describeMixed, mixedEngineVersions, planShards } from "./plan-shards.js";
 import type { ShardPlan } from "./plan-types.js";
 
 /** What probes reported of a node, when known. */
@@ -159,14 +159,8 @@ function gateCoordinatorVersion(plan: ShardPlan, spec: ClusterSpec, facts: Reado
   const stageVersions = new Set(spec.nodes.flatMap((n) => (facts[n]?.engineVersion === undefined ? [] : [facts[n]!.engineVersion!])));
   const own = facts[coordinator]!.engineVersion!;
   if (stageVersions.size !== 1 || stageVersions.has(own)) return plan;
-  const byVersion = new Map<string, string[]>();
-  for (const n of nodes) {
-    const version = facts[n]?.engineVersion;
-    if (version !== undefined) byVersion.set(version, [...(byVersion.get(version) ?? []), n === coordinator ? `${n} (the coordinator's)` : n]);
-  }
-  const values = [...byVersion].map(([v, names]) => `${showText(v)} on ${names.join(", ")}`).join("; ");
-  const message = `nodes run different engine versions (${values}); a cluster must run one version`;
-  return { ...plan, feasible: false, errors: [...plan.errors, { reason: "MixedEngineVersions", message }] };
+  const values = describeMixed(nodes.map((n) => ({ name: n === coordinator ? `${n} (the coordinator's)` : n, value: facts[n]?.engineVersion })))!;
+  return { ...plan, feasible: false, errors: [...plan.errors, { reason: "MixedEngineVersions", message: mixedEngineVersions(values) }] };
 }
 
 /** `[engine] version`: every node whose engine reports a version must report that one (the coordinator's too). */

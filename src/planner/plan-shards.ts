@@ -36,7 +36,7 @@ export function planShards(profile: ModelProfile, nodes: readonly PlanNode[], op
 
   // Check the cluster is homogeneous (where the figures are known).
   checkUniform(nodes, "accelerator", (values) => error("MixedAccelerators", `nodes mix accelerator families (${values}); a cluster must be homogeneous`));
-  checkUniform(nodes, "engineVersion", (values) => error("MixedEngineVersions", `nodes run different engine versions (${values}); a cluster must run one version`));
+  checkUniform(nodes, "engineVersion", (values) => error("MixedEngineVersions", mixedEngineVersions(values)));
 
   // Check the model family and the strategy against the engine.
   const validated = engine.modelFamilies;
@@ -219,13 +219,23 @@ function noteSharedMachines(nodes: readonly PlanNode[], how: string | undefined,
 }
 
 function checkUniform(nodes: readonly PlanNode[], key: "accelerator" | "engineVersion", report: (values: string) => void): void {
+  const values = describeMixed(nodes.map((node) => ({ name: node.name, value: node[key] })));
+  if (values !== undefined) report(values);
+}
+
+/**
+ * Nodes by the value each reports, "v1 on a, b; v2 on c" (values shown as text), or undefined
+ * unless two of them differ. A node whose value is unknown is not compared.
+ */
+export function describeMixed(nodes: ReadonlyArray<{ name: string; value: string | undefined }>): string | undefined {
   const seen = new Map<string, string[]>();
-  for (const node of nodes) {
-    const value = node[key];
-    if (value === undefined) continue;
-    seen.set(value, [...(seen.get(value) ?? []), node.name]);
-  }
-  if (seen.size > 1) report([...seen].map(([v, names]) => `${showText(v)} on ${names.join(", ")}`).join("; "));
+  for (const { name, value } of nodes) if (value !== undefined) seen.set(value, [...(seen.get(value) ?? []), name]);
+  return seen.size > 1 ? [...seen].map(([v, names]) => `${showText(v)} on ${names.join(", ")}`).join("; ") : undefined;
+}
+
+/** MixedEngineVersions's message, for `values` as describeMixed gives them. */
+export function mixedEngineVersions(values: string): string {
+  return `nodes run different engine versions (${values}); a cluster must run one version`;
 }
 
 function sum(values: readonly number[], start: number, end: number): number {
