@@ -88,9 +88,8 @@ export async function daemonWatching(watchedDir: string): Promise<number | undef
  */
 export async function findDaemon(watchedDir: string): Promise<DaemonSighting | undefined> {
   const own = await lockFileFor(watchedDir);
-  const earlier = await earlierVersionLock(watchedDir);
-  const found = await runningOwner(own);
-  const [file, owner] = found ?? (await runningOwner(earlier)) ?? [own, undefined];
+  // The earlier versions' place only when none holds this one.
+  const [file, owner] = (await runningOwner(own)) ?? (await runningOwner(await earlierVersionLock(watchedDir))) ?? [own, undefined];
   if (owner === undefined) return undefined;
   const lock = await stat(file).catch(() => undefined);
   const touched = lock?.mtimeMs;

@@ -11,7 +11,7 @@
  * the look and the claim) or an adoption, dropped when the launch fails or what runs is torn down.
  */
 import { ShardctlError } from "../errors/index.js";
-import { formatBytes, type ShardPlan } from "../planner/index.js";
+import { budgetOf, formatBytes, type ShardPlan } from "../planner/index.js";
 import type { Settings } from "../spec/index.js";
 
 export class NodeMemoryClaims {
@@ -26,10 +26,17 @@ export class NodeMemoryClaims {
     const wanted = bytesByNode(plan);
     for (const [node, bytes] of wanted) {
       const entry = settings.nodes[node];
-      const figures = [entry?.memory, entry?.memoryLimit].filter((b): b is number => b !== undefined);
-      if (figures.length === 0) continue;
-      const declared = Math.min(...figures);
-      const cap = Math.floor(declared / headroom);
+      // The plans' own rule on the declared figures alone (what a node reports free is a moment's reading).
+      const cap = budgetOf(
+        {
+          name: node,
+          ...(entry?.memory === undefined ? {} : { memoryBytes: entry.memory }),
+          ...(entry?.memoryLimit === undefined ? {} : { memoryLimitBytes: entry.memoryLimit }),
+        },
+        headroom,
+      )?.bytes;
+      if (cap === undefined) continue;
+      const declared = Math.min(entry?.memory ?? Infinity, entry?.memoryLimit ?? Infinity);
       const holders = [...this.claims].flatMap(([other, byNode]) => (other === cluster || !byNode.has(node) ? [] : [{ other, bytes: byNode.get(node)! }]));
       const held = holders.reduce((sum, h) => sum + h.bytes, 0);
       if (held + bytes <= cap) continue;

@@ -68,7 +68,7 @@ async function applyInPlace(pass: Pass, entry: LedgerEntry, spec: ClusterSpec, r
   // The new entry first, then the old one out: a renamed backend is never missing in between (the
   // router routes the model to either, one coordinator), where the other order answered 404.
   if (spec.router.register && url !== undefined) {
-    await registrar.register(routerBackendOf(spec.router, url, spec.model.id, engineOf(spec.engine.kind)));
+    await registrar.register(backendOf(spec, url));
     entry.routerBackend = spec.router.backend;
   }
   if (old !== undefined && (!spec.router.register || old !== spec.router.backend)) {
@@ -92,7 +92,7 @@ async function registerUnregistered(pass: Pass, entry: LedgerEntry, spec: Cluste
   if (entry.routerBackend !== undefined || url === undefined || !spec.router.register || pass.settings.router.kind === "none") return undefined;
   // A death seen meanwhile is torn down, not registered.
   if (pass.memory.deathRecordedFor === entry.startedAt) return undefined;
-  const backend = routerBackendOf(spec.router, url, spec.model.id, engineOf(spec.engine.kind));
+  const backend = backendOf(spec, url);
   // Recorded before it is made, as a launch does: a daemon killed in between still deregisters it.
   entry.routerBackend = backend.name;
   await pass.ledger.write(entry);
@@ -122,9 +122,14 @@ async function confirmRegistration(pass: Pass, entry: LedgerEntry, spec: Cluster
     // A death seen while the router was asked deregistered it on purpose: not registered again.
     if (pass.memory.deathRecordedFor === entry.startedAt) return undefined;
     pass.world.log.warn({ cluster: pass.name, backend }, "the router no longer has the backend: registering it again");
-    await registrar.register(routerBackendOf(spec.router, url, spec.model.id, engineOf(spec.engine.kind)));
+    await registrar.register(backendOf(spec, url));
     return undefined;
   } catch (error) {
     return { status: "Unknown", reason: "RouterRegistrationFailed", message: `the router cannot confirm backend "${backend}": ${messageOf(error)}` };
   }
+}
+
+/** The router entry of what runs at coordinator `url`, as `spec` names and weighs it (as its launch registered it). */
+function backendOf(spec: ClusterSpec, url: string): ReturnType<typeof routerBackendOf> {
+  return routerBackendOf(spec.router, url, spec.model.id, engineOf(spec.engine.kind));
 }
