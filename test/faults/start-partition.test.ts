@@ -2,9 +2,10 @@
  * A stage host partitioned while its stage is being started, on a lab of network namespaces
  * (test/faults/support/netns.ts): the daemon and the coordinator in the root namespace, stage hosts
  * n1 and n2 each in its own namespace with its own sshd (iptables DROP both ways: no FIN, no RST).
- * The cut comes the moment the launch records stage-0 in the ledger (a watch on the ledger
- * directory): before n2's stage is started, or while its start is under way, so that either the
- * start itself gets no answer (the process may run, its pid lost) or the files it clears first do.
+ * The cut comes the moment the launch records a given step in the ledger (a watch on the ledger
+ * directory; the daemon runs in the test's process): n2's processes are stopped in that very turn
+ * of the event loop, so that n2 answers nothing more while the cut is put in place, and then go on,
+ * cut off. A cut made by starting `iptables` alone came a few SSH round trips late under load.
  *
  * The launch must say what happened — the node did not answer while stage-1 was started
  * (`NodeUnreachable` at `stage-1-start`) — not that the launch files could not be written, nor
@@ -13,14 +14,15 @@
  * the cluster serves with one engine set.
  */
 import { execFile } from "node:child_process";
-import { watch } from "node:fs";
-import { mkdir, readFile } from "node:fs/promises";
+import { readFileSync, watch } from "node:fs";
+import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { expect, it } from "vitest";
 import type { LedgerEntry } from "../../src/launch/index.js";
 import type { ClusterStatus } from "../../src/reconciler/index.js";
 import { chat } from "../reconciler/daemon-fixture.js";
+import { continueProcesses, stopNamespaceNow } from "../support/namespaces.js";
 import { enginesPerPlace } from "./support/death-words.js";
 import { useLabCluster } from "./support/lab-cluster.js";
 
@@ -39,14 +41,25 @@ async function cutDuringLaunch(start: () => Promise<void>, when: (entry: LedgerE
   let cut: Promise<void> | undefined;
   const watcher = watch(ledgerDir, () => {
     if (cut !== undefined) return;
-    void readFile(join(ledgerDir, `${name}.json`), "utf8").then(
-      (text) => {
-        if (cut !== undefined || !when(JSON.parse(text) as LedgerEntry)) return;
-        const iptables = (chain: string) => run("ip", ["netns", "exec", n2.netns, "iptables", "-w", "-I", chain, "-j", "DROP"]);
-        cut = iptables("OUTPUT").then(() => iptables("INPUT").then(() => undefined));
-      },
-      () => undefined,
-    );
+    let entry: LedgerEntry;
+    try {
+      entry = JSON.parse(readFileSync(join(ledgerDir, `${name}.json`), "utf8")) as LedgerEntry;
+    } catch {
+      return; // Not written yet.
+    }
+    if (!when(entry)) return;
+    // Silent now; cut off (DROP both ways, no FIN, no RST) before it goes on.
+    const stopped = stopNamespaceNow(n2.netns);
+    const iptables = (chain: string) => run("ip", ["netns", "exec", n2.netns, "iptables", "-w", "-I", chain, "-j", "DROP"]);
+    cut = iptables("OUTPUT")
+      .then(() => iptables("INPUT"))
+      .then(
+        () => continueProcesses(stopped),
+        (error: unknown) => {
+          continueProcesses(stopped);
+          throw error;
+        },
+      );
   });
   try {
     await start();

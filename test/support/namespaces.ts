@@ -5,7 +5,7 @@
  * root. No vitest imports (the benches use it too).
  */
 import { execFile } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, readlinkSync, statSync } from "node:fs";
 import { promisify } from "node:util";
 import { aptInstall } from "./apt.js";
 
@@ -44,6 +44,38 @@ export async function namespacePids(ns: string): Promise<number[]> {
     .split("\n")
     .filter((l) => /^\d+$/.test(l.trim()))
     .map(Number);
+}
+
+/**
+ * Stop (SIGSTOP) every process inside namespace `ns` at once, without awaiting anything: the host
+ * falls silent in the same turn of the event loop, before the caller's process sends or reads
+ * anything more. Returns the pids stopped, for SIGCONT.
+ */
+export function stopNamespaceNow(ns: string): number[] {
+  const mine = `net:[${statSync(`/run/netns/${ns}`).ino}]`;
+  const stopped: number[] = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      if (readlinkSync(`/proc/${name}/ns/net`) !== mine) continue;
+      process.kill(Number(name), "SIGSTOP");
+      stopped.push(Number(name));
+    } catch {
+      // Gone meanwhile, or not ours to look at.
+    }
+  }
+  return stopped;
+}
+
+/** Go on with processes `stopNamespaceNow` stopped. */
+export function continueProcesses(pids: number[]): void {
+  for (const pid of pids) {
+    try {
+      process.kill(pid, "SIGCONT");
+    } catch {
+      // Gone meanwhile.
+    }
+  }
 }
 
 /** Kill the processes inside namespace `ns` (which its creator started), then delete it. */
