@@ -85,7 +85,10 @@ export function failed(memory: ClusterMemory, error: unknown, action: string): V
       : { Stalled: { status: "False" as const, reason: "RetryingAfterError" as const, message: `the daemon tries again after a back-off (${reason})` } }),
   });
   // A teardown retried after a death that spent the budget: what runs next is nothing, stalled.
-  return { action, result: "failed", reason, health: budgetSpent(memory) ? "Stalled" : "Progressing", outcome: { kind: "retry" } };
+  // A teardown that could not reach everything (a node lost with its stage) leaves a cluster that
+  // does not serve and may still run in part: Unhealthy, as from its death on, not Progressing.
+  const health = budgetSpent(memory) ? "Stalled" : reason === "TeardownIncomplete" ? "Unhealthy" : "Progressing";
+  return { action, result: "failed", reason, health, outcome: { kind: "retry" } };
 }
 
 /**

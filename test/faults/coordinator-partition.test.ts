@@ -16,7 +16,7 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { LedgerEntry } from "../../src/launch/index.js";
-import { chat, conditionOf, enginesOf, isReadyAt, readStatusFile, sleep } from "../reconciler/daemon-fixture.js";
+import { chat, conditionOf, enginesOf, isReadyAt, readStatusFile, runShardctl, sleep } from "../reconciler/daemon-fixture.js";
 import { useLabCluster } from "./support/lab-cluster.js";
 import type { LabHost } from "./support/netns.js";
 import { isRunning, routerBackends, until } from "./support/world-checks.js";
@@ -170,6 +170,11 @@ async function partitionCoordinatorHost(lingering: boolean): Promise<void> {
     causes = `evidence ${evidence!.reason}; Ready ${ready.reason}: ${ready.message ?? ""}`;
     const s = await cluster.status();
     expect(conditionOf(s, "Ready")?.status).not.toBe("True");
+    // The coordinator that could not be stopped is shown as it is: not serving, perhaps running.
+    const held = await cluster.waitFor((st) => st.lastError?.reason === "TeardownIncomplete", 20_000);
+    expect(held.health).toBe("Unhealthy");
+    expect(held.coordinator?.health).toBe("unknown");
+    expect((await runShardctl(cluster.world, ["status"])).stdout).toMatch(new RegExp(`^${name}\\s.*Unhealthy \\(TeardownIncomplete\\).* \\(health unknown\\)`, "m"));
   } finally {
     const healedAt = Date.now();
     await n3.heal();

@@ -68,6 +68,13 @@ describe("faults on namespaced hosts", () => {
       await until(async () => (await leftovers()).processes.every((p) => p.node === "n2"), 10_000, "only n2's engine left in the ledger");
       expect((await leftovers()).phase).toBe("tearing-down");
       expect((await leftovers()).processes).toHaveLength(1);
+      // The status says so: the cluster does not serve and may still run in part, which is
+      // Unhealthy (not Progressing), its stage on n2 unknown.
+      const held = await cluster.waitFor((s) => s.lastError?.reason === "TeardownIncomplete", 20_000);
+      expect(held.health).toBe("Unhealthy");
+      expect(conditionOf(held, "StagesListening")).toMatchObject({ status: "Unknown", reason: "TeardownIncomplete" });
+      const listed = await runShardctl(cluster.world, ["status"]);
+      expect(listed.stdout).toMatch(new RegExp(`^${name}\\s.*Unhealthy \\(TeardownIncomplete\\)`, "m"));
       await sleep(1_000);
       // (The cut-off engine may have given up on its peers and exited by itself meanwhile.)
       expect((await enginePids()).all.every((pid) => before.hosts[1]!.includes(pid))).toBe(true);

@@ -188,11 +188,21 @@ function renderList(rows: Row[]): string {
       `${status.health}${why}`,
       status.serving !== undefined && status.serving.model !== status.model ? `${status.model ?? "-"} (serving ${status.serving.model})` : (status.model ?? "-"),
       `${alive}/${planned}${unknown > 0 ? ` (${unknown} unknown)` : ""}`,
-      status.coordinator?.url ?? "-",
+      endpointOf(status),
       ready?.status === "True" ? age(ready.lastTransitionTime) : "-",
     ]);
   }
   return formatTable(table);
+}
+
+/**
+ * The coordinator's address; one whose health is unknown (its node did not answer, or a teardown
+ * could not reach it) is said so, not listed as if it served.
+ */
+function endpointOf(status: ClusterStatus): string {
+  const coordinator = status.coordinator;
+  if (coordinator === undefined) return "-";
+  return coordinator.health === "unknown" ? `${coordinator.url} (health unknown)` : coordinator.url;
 }
 
 function renderDetail({ name, status, unreadable, definitionGone }: Row): string {

@@ -119,7 +119,15 @@ export function ClustersList({ clusters, unchecked, fileFailures, filter, onFilt
                         </span>
                       )}
                     </td>
-                    <td>{c.coordinator?.url ?? c.router?.url ?? "–"}</td>
+                    <td>
+                      {c.coordinator?.url ?? c.router?.url ?? "–"}
+                      {c.coordinator?.health !== "unknown" ? null : (
+                        <span class="muted small" title="its node did not answer, or a teardown could not reach it: it may or may not run">
+                          {" "}
+                          (health unknown)
+                        </span>
+                      )}
+                    </td>
                     <td>
                       <code>{short(c.observedRevision)}</code>
                       {commits.length === 0 ? null : (
