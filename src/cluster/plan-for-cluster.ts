@@ -36,10 +36,12 @@ export interface PlanForClusterOptions {
   probe?: ClusterNodes;
   /** Pin a Hub branch to its commit first (set when the plan's files are going to be staged). Default false. */
   pin?: boolean;
+  /** Ends the nodes' probes when aborted (see ProbeClusterOptions); the plan then throws its reason. */
+  signal?: AbortSignal;
 }
 
 export async function planForCluster(spec: ClusterSpec, settings: Settings, options: PlanForClusterOptions = {}): Promise<PlannedCluster> {
-  const facts = options.probe === undefined ? {} : await probeClusterNodes(spec, options.probe);
+  const facts = options.probe === undefined ? {} : await probeClusterNodes(spec, options.probe, options.signal === undefined ? {} : { signal: options.signal });
   const pinned = options.pin === true && spec.model.source === "hub" ? await resolveManifest(stagingSourceOf(spec, settings)) : undefined;
   const { profile, plan } = await planCluster(
     spec,

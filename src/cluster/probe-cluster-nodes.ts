@@ -23,6 +23,11 @@ export const engineVersionDeadlineMs = 30_000;
 export interface ProbeClusterOptions {
   /** The version command's deadline, ms. Default engineVersionDeadlineMs. */
   versionDeadlineMs?: number;
+  /**
+   * Ends the probes when aborted (the daemon stopping, the definition changed): the probe throws
+   * the signal's reason instead of waiting out a version command that may take 30 s.
+   */
+  signal?: AbortSignal;
 }
 
 export async function probeClusterNodes(spec: ClusterSpec, cluster: ClusterNodes, options: ProbeClusterOptions = {}): Promise<Record<string, NodeFacts>> {
@@ -31,13 +36,19 @@ export async function probeClusterNodes(spec: ClusterSpec, cluster: ClusterNodes
   // The engine says which command prints its version (none for a copy bundled with this installation).
   const versionCommand = engine.versionCommand(spec.engine);
   const deadlineMs = options.versionDeadlineMs ?? engineVersionDeadlineMs;
+  const signal = options.signal;
   const probes = await Promise.all(
     nodes.map(async (node) => {
-      const [probe, version] = await Promise.all([probeNode(node), versionCommand === undefined ? undefined : askEngineVersion(node, versionCommand, deadlineMs)]);
+      const [probe, version] = await Promise.all([
+        probeNode(node, signal === undefined ? {} : { signal }),
+        versionCommand === undefined ? undefined : askEngineVersion(node, versionCommand, deadlineMs, signal),
+      ]);
       if (version === undefined) return probe;
       return { ...probe, ...version };
     }),
   );
+  // What a probe cut short said is no finding about the node.
+  signal?.throwIfAborted();
   const unreachable = probes.filter((p) => !p.reachable);
   if (unreachable.length > 0) {
     // The SSH failure's own reason when it has one (a key refused, a host key unknown or changed):
@@ -103,9 +114,14 @@ function nodesRunningTheEngine(cluster: ClusterNodes, coordinatorProcess: boolea
 }
 
 /** The first line the engine's version command prints on `node`, or why it failed. */
-async function askEngineVersion(node: NodeAccess, command: string[], deadlineMs: number): Promise<{ engineVersion: string } | { error: string; versionTimedOut?: true }> {
+async function askEngineVersion(
+  node: NodeAccess,
+  command: string[],
+  deadlineMs: number,
+  signal: AbortSignal | undefined,
+): Promise<{ engineVersion: string } | { error: string; versionTimedOut?: true }> {
   try {
-    const result = await node.run(command, { deadlineMs });
+    const result = await node.run(command, { deadlineMs, ...(signal === undefined ? {} : { signal }) });
     const lines = `${result.stdout}\n${result.stderr}`
       .split("\n")
       .map((l) => l.trim())

@@ -30,6 +30,8 @@ export interface ProbeOptions {
   engineBinary?: string;
   /** Deadline for the whole probe, ms. Default 15000. */
   deadlineMs?: number;
+  /** Ends the probe when aborted (the daemon stopping): its result says it was called off. */
+  signal?: AbortSignal;
 }
 
 export async function probeNode(node: NodeAccess, options: ProbeOptions = {}): Promise<NodeProbe> {
@@ -37,7 +39,10 @@ export async function probeNode(node: NodeAccess, options: ProbeOptions = {}): P
   const name = node.config.name;
   const deadlineMs = options.deadlineMs ?? 15_000;
   try {
-    const result = await node.run(["sh", "-c", probeScript, "sh", node.config.modelDir, options.engineBinary ?? ""], { deadlineMs });
+    const result = await node.run(["sh", "-c", probeScript, "sh", node.config.modelDir, options.engineBinary ?? ""], {
+      deadlineMs,
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+    });
     if (result.timedOut) return { name, reachable: true, error: `the probe got no answer within ${deadlineMs} ms`, probedAt };
     if (result.exitCode === undefined) return { name, reachable: true, error: `the probe was killed by ${result.signal ?? "a signal"}`, probedAt };
     if (result.exitCode !== 0) return { name, reachable: true, error: `probe exited with ${result.exitCode}: ${result.stderr.trim()}`, probedAt };

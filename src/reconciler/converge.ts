@@ -68,10 +68,18 @@ export function createConverge(parts: StoryParts): Converge {
     let action = decide(pass);
     if (action.kind === "plan") {
       watchWhilePlanning(pass);
-      const failure = await runStep(pass, plan).then(
-        () => undefined,
-        (error: unknown) => error,
-      );
+      // Planning may wait 30 s on an engine's version command: it yields to a newer revision and
+      // to the daemon's stop, as a launch does.
+      const planWatch = watchForCallOff(pass, parts.parsed, parts.settingsNow, parts.stopping);
+      pass.callOff = planWatch.signal;
+      const failure = await runStep(pass, plan)
+        .then(
+          () => undefined,
+          (error: unknown) => error,
+        )
+        .finally(() => planWatch.stop());
+      delete pass.callOff;
+      if (failure !== undefined && planWatch.signal.aborted) return calledOff(pass.memory, pass.revision ?? "", plan.action, planWatch.signal);
       action = decide(pass, failure !== undefined);
       if (failure !== undefined && action.kind === "plan") throw failure;
       if (failure !== undefined) adoptUnplanned(pass, failure);

@@ -27,11 +27,9 @@ export const plan: Step = {
     // Planning waits on the nodes (their probes and the engine's version command, 30 s at most) and
     // on the model's source: other clusters' passes (a delete, a relaunch) must not wait behind it.
     pass.stepAside?.();
-    const planned = await planForCluster(
-      spec,
-      settings,
-      daemonPlanOptions(settings, () => pass.world.nodesOf(spec, settings), { pin: true }),
-    );
+    // Called off (the daemon stopping, the definition changed), its probes end at once.
+    const options = daemonPlanOptions(settings, () => pass.world.nodesOf(spec, settings), { pin: true });
+    const planned = await planForCluster(spec, settings, pass.callOff === undefined ? options : { ...options, signal: pass.callOff });
     memory.planned = identifyPlan(spec, settings, revision, planned);
     markPlanned(memory, revision, planned.plan);
   },
