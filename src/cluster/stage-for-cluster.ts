@@ -39,9 +39,9 @@ export async function stageForCluster(
   settings: Settings,
   planned: Pick<PlannedCluster, "plan" | "profile" | "pinned">,
   nodes: ClusterNodes,
-  options: Pick<StagingOptions, "onProgress" | "signal" | "waitForTurn"> = {},
+  options: Pick<StagingOptions, "onProgress" | "signal" | "takeTurn"> = {},
 ): Promise<StagedCluster> {
-  const { onProgress, signal, waitForTurn } = options;
+  const { onProgress, signal, takeTurn } = options;
   const unpinned = stagingSourceOf(spec, settings);
   if (unpinned.kind === "path") {
     // Each stage node must hold every weight file its stage loads: an engine may leave a tensor whose
@@ -64,7 +64,7 @@ export async function stageForCluster(
     manifest,
     ...(onProgress === undefined ? {} : { onProgress }),
     ...(signal === undefined ? {} : { signal }),
-    ...(waitForTurn === undefined ? {} : { waitForTurn }),
+    ...(takeTurn === undefined ? {} : { takeTurn }),
   });
   return {
     commit: manifest.commit,

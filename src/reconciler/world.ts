@@ -15,7 +15,7 @@ import type { NodeAccess, NodePool } from "../nodes/index.js";
 import { createRegistrar, reloadingAfterEdits, type Registrar } from "../router/index.js";
 import type { ClusterSpec, Settings } from "../spec/index.js";
 import type { ClusterMemory } from "./cluster-memory.js";
-import { Slots } from "./queue/slots.js";
+import { NodePlaces } from "./queue/node-places.js";
 import { composeStatus, type PassReport } from "./compose-status.js";
 import { isOwnedBy } from "./decision-inputs.js";
 import { renderStatus, statusFileFor, writeStatus, type ClusterStatus } from "./status/index.js";
@@ -83,8 +83,8 @@ export class ReconcilerWorld {
   private writesDropped = false;
   /** The Ready condition each cluster's status file says, as last written (status, reason, message). */
   private readonly readyWritten = new Map<string, string>();
-  /** Stagings under way at once: four, as many as the work queue's passes (see Slots). */
-  readonly stagingSlots = new Slots(4);
+  /** Transfers under way at once on each node: four (see NodePlaces). */
+  readonly stagingPlaces = new NodePlaces();
   /** What each cluster's launch holds of its nodes' declared memory (see node-memory.ts). */
   readonly memoryClaims = new NodeMemoryClaims();
   /**

@@ -27,6 +27,11 @@ export async function withKeyedLock<T>(key: string, fn: (waited: boolean) => Pro
   }
 }
 
+/** Whether a holder of `key` runs now (one who asks for it waits). */
+export function isKeyedLockHeld(key: string): boolean {
+  return held.has(key);
+}
+
 /** Which machine a node is: the control machine, or user@host:port over SSH (port default 22). */
 export function machineKey(node: NodeAccess): string {
   if (node.kind === "local") return "local";

@@ -12,7 +12,7 @@ import { blobPath, incompletePath, linkTarget, refPath, snapshotDir, snapshotPat
 import { classifyNode, hashOnNode, type Layout } from "./classify.js";
 import { selectFiles } from "./manifest.js";
 import { createProgress } from "./progress.js";
-import { machineKey, withKeyedLock } from "./keyed-lock.js";
+import { isKeyedLockHeld, machineKey, withKeyedLock } from "./keyed-lock.js";
 import { updateStatCache, type StatCacheEntry } from "./stat-cache.js";
 import { forgetWriter, removePartial, transferFile } from "./transfer.js";
 import type { FileCheck, Manifest, NodeStagingResult, StagingOptions, StagingSource } from "./types.js";
@@ -39,10 +39,9 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
     return { node: name, before: "present", bytesTransferred: 0, filesTransferred: 0, hashedFiles: result.hashedFiles, modelPath: dir };
   }
   const layout: Layout = { kind: "cache", modelDir };
+  const classify = () => orCancelled(classifyNode(node, manifest, layout, { verify: options.verify, signal: options.signal }), name, options.signal);
   // Hashing every file is as heavy as a transfer: it waits for its turn as one does.
-  const hashesAll = options.verify === "full" && options.waitForTurn !== undefined;
-  if (hashesAll) await orCancelled(options.waitForTurn!(), name, options.signal);
-  const classification = await orCancelled(classifyNode(node, manifest, layout, { verify: options.verify, signal: options.signal }), name, options.signal);
+  const classification = options.verify === "full" ? await withTurn(name, options, classify) : await classify();
   const todo = classification.files.filter((f) => f.state !== "present");
   const needed = todo.reduce((sum, f) => sum + f.file.size - (f.state === "partial" ? Math.min(f.haveBytes, f.file.size) : 0), 0);
   const result: NodeStagingResult = {
@@ -73,8 +72,7 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
     }
   }
 
-  // Transfer, verify, rename into place: once the caller lets transfers begin.
-  if (todo.length > 0 && !hashesAll && options.waitForTurn !== undefined) await orCancelled(options.waitForTurn(), name, options.signal);
+  // Transfer, verify, rename into place: each file in its turn (see takeTurn).
   const progress = createProgress(name, needed, options.onProgress);
   progress.update("classify", 0, undefined, true);
   const blobsDir = posix.dirname(blobPath(modelDir, manifest.repo, "x"));
@@ -85,6 +83,9 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
     // pass of this process at a time, then one process of all that stage there (the node's lock).
     // Under both the file is re-checked (two stats): another may have verified it since classify.
     const key = `blob ${machineKey(node)} ${modelDir} ${manifest.repo} ${check.file.hash}`;
+    // Another cluster of this process stages the same file there: said, as a wait for another
+    // process's lock is (a staging that does not move is not a slow one).
+    if (isKeyedLockHeld(key)) progress.update("waiting", 0, check.file.path, true);
     let began = false;
     const locked = withKeyedLock(key, async () => {
       began = true;
@@ -96,7 +97,7 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
         async () => {
           const current = await orCancelled(recheck(node, manifest, modelDir, check, options.signal), name, options.signal);
           if (current.state === "present") return false;
-          await fetchOne(node, source, manifest, modelDir, current, options, progress, hashed);
+          await withTurn(name, options, () => fetchOne(node, source, manifest, modelDir, current, options, progress, hashed));
           return true;
         },
         {
@@ -118,6 +119,18 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
   if (hashed.size > 0) await updateStatCache(node, statCachePath(modelDir, manifest.repo), Object.fromEntries(hashed));
   progress.update("done", 0, undefined, true);
   return result;
+}
+
+/** Run `work` in a turn the caller gives (see takeTurn), given back when it ends. */
+async function withTurn<T>(node: string, options: StagingOptions, work: () => Promise<T>): Promise<T> {
+  if (options.takeTurn === undefined) return work();
+  const release = await options.takeTurn(node);
+  try {
+    stopIfCancelled(node, options.signal);
+    return await work();
+  } finally {
+    release();
+  }
 }
 
 async function linkSnapshot(node: NodeAccess, manifest: Manifest, modelDir: string, checks: FileCheck[]): Promise<void> {

@@ -51,10 +51,14 @@ export interface NodeClassification {
 
 export interface StagingProgress {
   node: string;
-  /** "waiting": another shardctl process holds the node's lock of `file` (it stages it there). */
+  /** "waiting": another staging holds `file` on the node (it stages it there): see `holder`. */
   phase: "classify" | "waiting" | "transfer" | "verify" | "link" | "done";
   file?: string;
-  /** In the "waiting" phase: who holds the lock, as it says (`shardctl (pid 4242 on ctl-1)`). */
+  /**
+   * In the "waiting" phase: who holds the node's lock of the file, as it says (`shardctl (pid 4242
+   * on ctl-1)`: another process); none when it is another staging of this process (another cluster
+   * of the same daemon staging the same file there).
+   */
   holder?: string;
   bytesDone: number;
   bytesTotal: number;
@@ -83,12 +87,14 @@ export interface StagingOptions {
    */
   signal?: AbortSignal;
   /**
-   * Awaited before a node's heavy work, once: before its first byte moves (after the disk check), or
-   * before its classification when that hashes every file (`verify = "full"`). Where a caller limits
-   * how many stagings transfer and hash at once; a node whose files are in place by the stat cache
-   * never calls it. Rejecting fails the node with that error.
+   * Awaited with the node's name before each piece of its heavy work: each file's transfer (taken
+   * under that file's locks, so a staging that waits for another's download of the same file holds
+   * no turn meanwhile), or its classification when that hashes every file (`verify = "full"`); the
+   * work gives the turn back by calling what it resolves to. Where a caller limits how much transfers
+   * and hashes at once on a node; a node whose files are in place by the stat cache never calls it.
+   * It must settle once `signal` aborts; rejecting fails the node with that error.
    */
-  waitForTurn?: () => Promise<void>;
+  takeTurn?: (node: string) => Promise<() => void>;
 }
 
 export interface NodeStagingResult {

@@ -89,7 +89,11 @@ function createBars(nodes: string[], tty: boolean): { update: (e: StagingProgres
         e === undefined
           ? "waiting"
           : e.phase === "waiting"
-            ? showText(`waiting for ${e.holder ?? "another shardctl process"}, which stages ${e.file ?? "a file"} here`)
+            ? showText(
+                e.holder === undefined
+                  ? `waiting for another staging of ${e.file ?? "a file"} here (the same file: it is transferred once)`
+                  : `waiting for ${e.holder}, which stages ${e.file ?? "a file"} here`,
+              )
             : `${e.phase.padEnd(8)} ${formatBytes(e.bytesDone)}/${formatBytes(e.bytesTotal)} ${formatBytes(e.rateBytesPerSec)}/s` +
               (e.etaSec === undefined || e.phase === "done" ? "" : ` ETA ${Math.ceil(e.etaSec)}s`);
       process.stdout.write(`\x1b[2K${node.padEnd(width)} [${"#".repeat(filled)}${" ".repeat(30 - filled)}] ${detail}\n`);

@@ -1,9 +1,9 @@
 /**
- * At most `size` pieces of work at once; the others wait their turn, in order. The daemon's passes
- * step aside from the work queue while they stage (a download of a large model takes hours, and a
- * delete of another cluster must not wait for it), and take one of these before they transfer (or
- * hash every file, `verify = "full"`), so no more than four stagings download or hash at a time; a
- * staging that finds its files in place by the stat cache needs none.
+ * At most `size` pieces of work at once; the others wait their turn, in order. Each node's staging
+ * places are one (see NodePlaces): the daemon's passes step aside from the work queue while they
+ * stage (a download of a large model takes hours, and a delete of another cluster must not wait for
+ * it), and take a place on a node before each transfer there (or before hashing every file,
+ * `verify = "full"`); a staging that finds its files in place by the stat cache needs none.
  */
 export class Slots {
   private used = 0;

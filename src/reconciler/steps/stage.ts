@@ -67,25 +67,26 @@ async function stageModel(pass: Pass, ahead: boolean): Promise<Verdict | void> {
   };
   sayStaging();
   // A staging may take hours (a large model's download): the pass gives its place in the work
-  // queue back, so other clusters' passes (a delete, a relaunch) go on, and takes one of the
-  // stagings' own places instead — only once a node is found to need a transfer (or hashes every
-  // file, `verify = "full"`): a relaunch whose files are in place never waits behind other
-  // clusters' downloads.
+  // queue back, so other clusters' passes (a delete, a relaunch) go on, and takes a staging place
+  // on a node for each file it transfers there (or while it hashes every file, `verify = "full"`):
+  // a relaunch whose files are in place never waits behind other clusters' downloads, nor a node's
+  // transfer behind another node's.
   pass.stepAside?.();
-  const slots = pass.world.stagingSlots;
-  let release: (() => void) | undefined;
-  let slot: Promise<void> | undefined;
-  const takeSlot = (): Promise<void> =>
-    (slot ??= (async () => {
-      if (slots.full) {
-        // Said while it waits: a staging that has not begun is not one that is slow.
-        sayStaging(`waiting for a staging place (${slots.capacity} stagings transfer at once)`);
-        await pass.world.writeStatus(pass.name, memory, { action: "stage", result: "waiting", health: "Progressing" }, settings);
-      }
-      release = await slots.acquire(pass.callOff);
-      if (release === undefined) throw new ShardctlError("StagingCancelled", "the staging was called off while it waited for a staging place");
-      sayStaging();
-    })());
+  const places = pass.world.stagingPlaces;
+  const takeTurn = async (node: string): Promise<() => void> => {
+    if (places.full(node)) {
+      // Said while it waits: a staging that has not begun is not one that is slow.
+      const waiting = `waiting for a staging place on ${node} (${places.perNode} transfers at once on a node)`;
+      sayStaging(waiting);
+      setCard(memory, node, (card) => ({ ...card, state: "staging", reason: "WaitingForPlace", message: waiting }));
+      await pass.world.writeStatus(pass.name, memory, { action: "stage", result: "waiting", health: "Progressing" }, settings);
+    }
+    const release = await places.acquire(node, pass.callOff);
+    if (release === undefined) throw new ShardctlError("StagingCancelled", `node ${node}: the staging was called off while it waited for a staging place there`);
+    setCard(memory, node, ({ reason: _reason, message: _message, ...card }) => card);
+    sayStaging();
+    return release;
+  };
   // A progress event after the staging answered (none is expected) must not rewrite the cards of
   // a pass that has ended.
   let answered = false;
@@ -93,12 +94,14 @@ async function stageModel(pass: Pass, ahead: boolean): Promise<Verdict | void> {
     const staged = await stageForCluster(spec, settings, planned, pass.world.nodesOf(spec, settings), {
       onProgress: (event) => {
         if (answered) return;
-        // Waiting for another shardctl process's lock of a file on the node: said on the node's
-        // card (a staging that does not move is not a slow one) until its next event.
+        // Waiting for another staging of a file on the node: said on the node's card (a staging that
+        // does not move is not a slow one) until its next event.
         const waiting =
-          event.phase === "waiting"
-            ? `waiting for ${event.holder ?? "another shardctl process"}, which stages ${event.file ?? "a file"} there (shardctl stage, or another daemon)`
-            : undefined;
+          event.phase !== "waiting"
+            ? undefined
+            : event.holder === undefined
+              ? `waiting for another cluster's staging of ${event.file ?? "a file"} there (the same file: it is transferred once)`
+              : `waiting for ${event.holder}, which stages ${event.file ?? "a file"} there (shardctl stage, or another daemon)`;
         if (waiting !== undefined)
           pass.world.log.info({ cluster: pass.name, node: event.node, file: event.file, holder: event.holder }, `node ${event.node}: ${waiting}`);
         const next = {
@@ -108,14 +111,13 @@ async function stageModel(pass: Pass, ahead: boolean): Promise<Verdict | void> {
           bytesTotal: event.bytesTotal,
           ...(waiting === undefined ? {} : { reason: "WaitingForLock", message: waiting }),
         };
-        memory.staging = [...memory.staging.filter((s) => s.node !== event.node), next].sort((a, b) => a.node.localeCompare(b.node));
+        setCard(memory, event.node, () => next);
         pass.world.writeProgress(pass.name, memory, { action: "stage", result: "waiting", health: "Progressing" }, settings);
       },
-      waitForTurn: takeSlot,
+      takeTurn,
       ...(pass.callOff === undefined ? {} : { signal: pass.callOff }),
     }).finally(() => {
       answered = true;
-      release?.();
     });
     const failure = stagingFailureOf(staged);
     if (failure !== undefined) {
@@ -172,4 +174,12 @@ function repairedNodes(staged: readonly NodeStagingResult[], wasStaged: boolean)
     if (result.before === "needs-download" && wasStaged) return [{ node: result.node, why: "lost model files since they were staged", bytes: result.bytesTransferred }];
     return [];
   });
+}
+
+type StagingCard = Pass["memory"]["staging"][number];
+
+/** Set `node`'s staging card to what `change` makes of it (a new card from zero bytes when it has none), keeping the cards in node order. */
+function setCard(memory: Pass["memory"], node: string, change: (card: StagingCard) => StagingCard): void {
+  const card = memory.staging.find((s) => s.node === node) ?? { node, state: "staging", bytesDone: 0, bytesTotal: 0 };
+  memory.staging = [...memory.staging.filter((s) => s.node !== node), change(card)].sort((a, b) => a.node.localeCompare(b.node));
 }
