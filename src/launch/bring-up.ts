@@ -68,6 +68,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     model: request.modelName,
     ...(request.generationWatchdogSeconds === undefined ? {} : { generationWatchdogSeconds: request.generationWatchdogSeconds }),
     ...(request.healthSilenceSeconds === undefined ? {} : { healthSilenceSeconds: request.healthSilenceSeconds }),
+    ...(request.memoryBytes === undefined ? {} : { memoryBytes: request.memoryBytes }),
     phase: "launching",
     startedAt: new Date().toISOString(),
     processes: [],

@@ -83,6 +83,12 @@ export interface LedgerEntry {
   coordinatorUrl?: string;
   /** The router backend name once registered. */
   routerBackend?: string;
+  /**
+   * What its plan puts on each node (weights and KV caches), bytes by node name: a restarted daemon
+   * counts it against the nodes' declared memory before its first pass adopts the cluster. Absent in
+   * entries from before it was recorded.
+   */
+  memoryBytes?: Record<string, number>;
 }
 
 export class Ledger {

@@ -87,6 +87,8 @@ export interface LaunchRequest {
   deadlines: LaunchDeadlines;
   /** Recorded in the ledger: see LedgerEntry.generationWatchdogSeconds. */
   generationWatchdogSeconds?: number;
+  /** Recorded in the ledger: see LedgerEntry.memoryBytes. */
+  memoryBytes?: Record<string, number>;
   /** Recorded in the ledger: see LedgerEntry.healthSilenceSeconds. */
   healthSilenceSeconds?: number;
 }

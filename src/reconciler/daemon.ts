@@ -299,6 +299,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
 
     // Rebuild from the ledger and the definitions: every known cluster gets a pass now.
     await reconciler.clearStalledMarks(settings);
+    await reconciler.holdRecordedMemory(settings);
     await enqueueAll();
   } catch (error) {
     await undoStart();

@@ -9,6 +9,8 @@
  * pass the node's declared figure ÷ the plan's headroom. Nodes without a declared figure are left
  * to their probes. Claims live in the daemon's memory: set by a launch (with nothing awaited between
  * the look and the claim) or an adoption, dropped when the launch fails or what runs is torn down.
+ * A launch records its claim in the ledger, from which a restarted daemon takes the claims of what
+ * runs before its first pass (a cluster not adopted yet holds its nodes' memory all the same).
  */
 import { ShardctlError } from "../errors/index.js";
 import { budgetOf, formatBytes, type ShardPlan } from "../planner/index.js";
@@ -22,7 +24,7 @@ export class NodeMemoryClaims {
    * Claim `plan`'s bytes for `cluster` (replacing its earlier claim), or throw NodeMemoryTaken
    * naming the node, its figure and the clusters that hold it. `headroom`: the plan's.
    */
-  claim(cluster: string, plan: ShardPlan, settings: Settings, headroom: number): void {
+  claim(cluster: string, plan: ShardPlan, settings: Settings, headroom: number): Record<string, number> {
     const wanted = bytesByNode(plan);
     for (const [node, bytes] of wanted) {
       const entry = settings.nodes[node];
@@ -48,11 +50,17 @@ export class NodeMemoryClaims {
       );
     }
     this.claims.set(cluster, wanted);
+    return Object.fromEntries(wanted);
   }
 
   /** Record what an adopted launch holds, unchecked: it runs already. */
   hold(cluster: string, plan: ShardPlan): void {
     this.claims.set(cluster, bytesByNode(plan));
+  }
+
+  /** Record what a launch found in the ledger holds (its recorded claim), unchecked: it runs already. */
+  holdRecorded(cluster: string, bytesByNode: Record<string, number>): void {
+    this.claims.set(cluster, new Map(Object.entries(bytesByNode)));
   }
 
   /** What runs for `cluster` is gone (torn down, or its launch failed): its claim with it. */

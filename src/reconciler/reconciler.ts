@@ -102,6 +102,19 @@ export class Reconciler {
       .catch((error: unknown) => this.options.log.warn({ err: error }, "could not withdraw the router's stalled marks"));
   }
 
+  /**
+   * What the launches this daemon finds in the ledger hold of their nodes' declared memory, as each
+   * recorded it, counted before the first pass: a cluster that runs and is not adopted yet (its
+   * pass waits on its nodes) must not be launched over.
+   */
+  async holdRecordedMemory(settings: Settings): Promise<void> {
+    const entries = await new Ledger(settings.daemon.stateDir).list().catch(() => []);
+    for (const entry of entries) {
+      if (!this.world.owns(entry) || entry.phase === "tearing-down" || entry.memoryBytes === undefined) continue;
+      this.world.memoryClaims.holdRecorded(entry.cluster, entry.memoryBytes);
+    }
+  }
+
   /** One pass of `name`; the queue's outcome says whether and when to come back. */
   async reconcile(name: string, stepAside?: () => void): Promise<PassOutcome> {
     const startedAt = Date.now();

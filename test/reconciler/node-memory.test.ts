@@ -6,7 +6,10 @@
  * local nodes declared with 400 KiB each: a 2-stage cluster of the test model puts about 250 KiB
  * (weights and KV) on each, and the reference engine's headroom is 1.2.
  */
+import { mkdir, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import { expect, test } from "vitest";
+import { bundledShardEngineCommand } from "../../src/launch/index.js";
 import { conditionOf, isReadyAt, readStatusFile, removeDefinition, sleep, waitForStatus } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
@@ -37,4 +40,34 @@ test("two clusters written at once onto nodes that hold one: the second waits (N
   expect(Date.parse(ready.history.findLast((h) => h.result === "success")!.at) - goneAt).toBeLessThan(3_000);
   await sleep(100);
   expect(await removeDefinition(world, second)).toBe(true);
+}, 240_000);
+
+test("a restarted daemon counts what runs before it adopts it: a cluster written meanwhile waits for the nodes a running cluster holds", async () => {
+  const { world } = dw;
+  // The running cluster's engine answers --version slowly once the flag exists: the restarted
+  // daemon's pass of it (planning first) adopts it only after 8 s.
+  const flag = join(world.root, "slow-version");
+  const binary = join(world.root, "bin", "slow-version-engine.sh");
+  await mkdir(join(world.root, "bin"), { recursive: true });
+  const engine = bundledShardEngineCommand.map((arg) => JSON.stringify(arg)).join(" ");
+  await writeFile(binary, `#!/bin/sh\nif [ "$1" = "--version" ] && [ -e ${JSON.stringify(flag)} ]; then sleep 8; fi\nexec ${engine} "$@"\n`, { mode: 0o755 });
+  const running = await dw.define("mem-run", { nodes: ["l1", "l2"], binary });
+  await dw.waitServing("mem-run", running, 90_000);
+  await dw.stopDaemon();
+  try {
+    await writeFile(flag, "");
+    await dw.define("mem-new", { nodes: ["l1", "l2"] });
+    await dw.startDaemon();
+    // Refused for the memory the running cluster holds, though its pass has not adopted it yet.
+    const refused = await waitForStatus(world, "mem-new", (s) => s.lastError !== undefined || isReadyAt(s), 60_000);
+    expect(refused.lastError?.reason).toBe("NodeMemoryTaken");
+    expect(refused.lastError?.message).toMatch(/of which cluster mem-run [\d.]+ KiB hold/);
+    expect(refused.stages).toEqual([]);
+  } finally {
+    await rm(flag, { force: true });
+  }
+  await waitForStatus(world, "mem-run", (s) => isReadyAt(s, running), 60_000);
+  expect(await removeDefinition(world, "mem-run")).toBe(true);
+  await waitForStatus(world, "mem-new", (s) => isReadyAt(s), 60_000);
+  expect(await removeDefinition(world, "mem-new")).toBe(true);
 }, 240_000);

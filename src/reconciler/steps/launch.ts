@@ -92,7 +92,8 @@ export const launch: Step = {
     // Its stages' bytes claimed on their nodes, with nothing awaited since the look at the others'
     // (see node-memory.ts): a node's declared memory is shared by every cluster there.
     try {
-      world.memoryClaims.claim(name, planned.plan, settings, spec.plan.headroom);
+      // Recorded in the ledger: a restarted daemon counts it before it adopts the cluster.
+      request.memoryBytes = world.memoryClaims.claim(name, planned.plan, settings, spec.plan.headroom);
     } catch (error) {
       // Other clusters' memory is the surroundings, as a port they hold is: not counted.
       restarts.count = Math.max(0, restarts.count - 1);
