@@ -5,6 +5,7 @@
  * them by hand could announce a decision the daemon never makes.
  */
 import { realpathSync, statSync } from "node:fs";
+import { join } from "node:path";
 import { launchIdentity, type PlannedCluster } from "../cluster/index.js";
 import { pathExists } from "../files/index.js";
 import type { Ledger, LedgerEntry } from "../launch/index.js";
@@ -57,10 +58,11 @@ export function desiredStateOf(spec: ClusterSpec, settings: Settings): Extract<D
   return { kind: "defined", revision: computeRevision(spec, settings), desired: spec.desired, suspend: spec.suspend };
 }
 
-/** What the prune guard looks at: whether the definitions directory exists, its definitions and the ledger entries it owns. */
+/** What the prune guard looks at: whether the definitions directory exists, the ledger entries it owns, and how many of those still have a definition there. */
 export interface DirectoryView {
   exists: boolean;
-  definitions: number;
+  /** Of the clusters the daemon's own ledger entries record, those whose definition file is in the directory (valid or not). */
+  ownDefined: number;
   ownEntries: number;
 }
 
@@ -71,8 +73,11 @@ export interface DirectoryView {
  */
 export async function readDirectoryView(dir: string, ledger: Pick<Ledger, "list">): Promise<DirectoryView> {
   const [exists, entries] = await Promise.all([pathExists(dir), ledger.list()]);
-  const files = exists ? await findClusterFiles(dir) : [];
-  return { exists, definitions: files.length, ownEntries: entries.filter((e) => isOwnedBy(e, dir)).length };
+  // Counted by the clusters that run: a stray file (a merge tool's copy, a binary) is the definition
+  // of none of them, and must not let a checkout that removed every one of theirs through the guard.
+  const files = new Set(exists ? await findClusterFiles(dir) : []);
+  const own = entries.filter((e) => isOwnedBy(e, dir));
+  return { exists, ownDefined: own.filter((e) => files.has(join(dir, `${e.cluster}.toml`))).length, ownEntries: own.length };
 }
 
 /** What was seen besides the ledger's entry: processes definitely gone, and the directory when the definition is missing. */
@@ -90,7 +95,7 @@ export function observedStateOf(entry: NonNullable<ObservedState["entry"]> | und
     ours: entry !== undefined && isOwnedBy(entry, dir),
     gone: seen.gone ?? [],
     dirExists: seen.directory?.exists ?? true,
-    definitions: seen.directory?.definitions ?? 0,
+    ownDefined: seen.directory?.ownDefined ?? 0,
     ownEntries: seen.directory?.ownEntries ?? 0,
   };
 }
