@@ -41,7 +41,6 @@ import {
   freeKiB,
   isEveryInterface,
   socketCovers,
-  listeningPorts,
   within,
   type NodeAccess,
   type PortAnswer,
@@ -413,29 +412,34 @@ async function allocateTopology(request: LaunchRequest, context: LaunchContext, 
   }
   const held = await context.heldPorts();
   held.push({ host: coordinator.bindHost, port: coordinator.httpPort, holder: `this cluster's HTTP listener` });
-  // A ring's listener takes the first connection it accepts as its neighbour: a connection to see
-  // whether a port is free would break another ring waiting there. Its ports are chosen by the
-  // nodes' socket tables instead, read once per node.
+  // A port is taken when a socket on its node holds it, in any state: a listener, but also an
+  // outgoing connection whose local port the kernel picked there (the range may lie in the
+  // ephemeral one: the daemon's own SSH connection to a node once held a coordinator's control port,
+  // which a connection never finds, and every launch failed on it). The nodes' socket tables are
+  // read once per node. A ring's listener takes the first connection it accepts as its neighbour,
+  // so for a ring the table is the only look (a connection would break another ring waiting there).
   const readiness = request.driver.facts.readiness;
-  const listings = new Map<NodeAccess, Promise<ReadonlySet<number> | undefined>>();
-  const isListedListening = async (node: NodeAccess, port: number): Promise<boolean> => {
-    let listing = listings.get(node);
-    if (listing === undefined) listings.set(node, (listing = listeningPorts(node)));
-    const ports = await listing;
-    if (ports === undefined) {
+  const tables = new Map<NodeAccess, Promise<TcpSocket[] | undefined>>();
+  const heldInTable = async (node: NodeAccess, host: string, port: number): Promise<boolean | undefined> => {
+    let table = tables.get(node);
+    if (table === undefined) tables.set(node, (table = boundSockets(node, { deadlineMs: defaultReachMs })));
+    return (await table)?.some((s) => s.port === port && socketCovers(s, host));
+  };
+  const isTaken = async (node: NodeAccess, host: string, port: number): Promise<boolean> => {
+    const inTable = await heldInTable(node, host, port);
+    if (inTable === true) return true;
+    if (readiness.stageUp !== "ring-log-line") return node.isPortOpen(host, port, 500);
+    if (inTable === undefined) {
       throw new ShardctlError(
         "NodeCommandFailed",
-        `node ${node.config.name}: cannot list its listening TCP ports (with ss, lsof or netstat), by which a ring's ports are chosen without connecting to them: install one of them there`,
+        `node ${node.config.name}: cannot list its TCP sockets (with ss, lsof or netstat), by which a ring's ports are chosen without connecting to them: install one of them there`,
       );
     }
-    return ports.has(port);
+    return false;
   };
   let ports: number[];
   try {
-    ports = await allocatePorts(request.portRange, requests, held, (host, port) => {
-      const node = requests.find((r) => r.host === host)!.node;
-      return readiness.stageUp === "ring-log-line" ? isListedListening(node, port) : node.isPortOpen(host, port, 500);
-    });
+    ports = await allocatePorts(request.portRange, requests, held, (host, port) => isTaken(requests.find((r) => r.host === host)!.node, host, port));
   } catch (error) {
     throw asLaunchError(error, "ports");
   }

@@ -43,6 +43,7 @@ export function listeningSockets(node: NodeAccess, options: { deadlineMs?: numbe
 /**
  * Every TCP socket at `node`, listening or connected (an outgoing connection's local port is held
  * as surely as a listener's), by its local address and port; undefined when it cannot be read.
+ * Sockets in TIME-WAIT are left out: they belong to no process, and a listener binds over them.
  */
 export function boundSockets(node: NodeAccess, options: { deadlineMs?: number; tool?: ListenerTool } = {}): Promise<TcpSocket[] | undefined> {
   return readSockets(node, "all", options);
@@ -57,6 +58,7 @@ async function readSockets(node: NodeAccess, which: "listening" | "all", options
     const columns = line.trim().split(/\s+/);
     // Only listeners: netstat lists every socket of its kind; headers say no LISTEN either.
     if (which === "listening" && tool !== "ss" && !/LISTEN/.test(line)) continue;
+    if (which === "all" && /TIME[-_]WAIT/.test(line)) continue;
     // The local address: lsof's next to last column ("127.0.0.1:39600 (LISTEN)", or
     // "127.0.0.1:5000->127.0.0.1:39600" for a connection), the others' fourth (headers have none).
     const socket = parseLocalAddress((tool === "lsof" ? columns.at(-2)?.split("->")[0] : columns[3]) ?? "");

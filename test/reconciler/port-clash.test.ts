@@ -6,12 +6,25 @@
  * cluster edited onto such a port keeps serving until it is free. The daemon runs in this process
  * on two local nodes.
  */
+import { spawn } from "node:child_process";
 import { rm } from "node:fs/promises";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { expect, test } from "vitest";
 import type { ClusterStatus } from "../../src/reconciler/index.js";
-import { conditionOf, freePort, freePortRange, isReadyAt, readStatusFile, revisionOf, runShardctl, sleep, waitForStatus, writeSlowEngine } from "./daemon-fixture.js";
+import {
+  conditionOf,
+  freePort,
+  freePortRange,
+  isReadyAt,
+  readStatusFile,
+  removeDefinition,
+  revisionOf,
+  runShardctl,
+  sleep,
+  waitForStatus,
+  writeSlowEngine,
+} from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
 const dw = useDaemonWorld({ settings: { enabled: true, restartBudget: 3 } });
@@ -151,3 +164,33 @@ test("a serving cluster edited onto a port another program holds keeps serving, 
   expect(moved.coordinator?.url).toContain(`:${taken}`);
   expect(moved.stages.map((s) => s.pid)).not.toEqual(pids);
 }, 240_000);
+
+test("a transport port held by an outgoing connection (its local port, picked by the kernel in the range) is skipped: the cluster launches on the next, at once", async () => {
+  const { world } = dw;
+  const range = await freePortRange(["127.0.0.1"], 8);
+  const [first] = range.split("-").map(Number) as [number, number];
+  // A connection out of the range's first port, made as a kernel-picked one is (no SO_REUSEADDR,
+  // which Node sets on every socket it binds: Python's plain socket): nothing listens there, so
+  // connecting finds it free, but a listener cannot bind it. Regression: every launch chose it and
+  // failed (PortInUse, for ever).
+  const peer = createServer();
+  await new Promise<void>((resolve) => peer.listen(0, "127.0.0.1", resolve));
+  const peerPort = (peer.address() as { port: number }).port;
+  const script = `import socket, sys, time\ns = socket.socket()\ns.bind(("127.0.0.1", ${first}))\ns.connect(("127.0.0.1", ${peerPort}))\nprint("connected", flush=True)\nsys.stdin.read()\n`;
+  const outgoing = spawn("python3", ["-c", script], { stdio: ["pipe", "pipe", "inherit"] });
+  await new Promise<void>((resolve, reject) => {
+    outgoing.stdout!.once("data", () => resolve());
+    outgoing.once("exit", (code) => reject(new Error(`python3 exited ${code} before connecting`)));
+    outgoing.once("error", reject);
+  });
+  try {
+    const revision = await dw.define("outgoing", { nodes: ["l1", "l2"], portRange: range, port: await freePort() });
+    const ready = await dw.waitServing("outgoing", revision, 90_000);
+    expect(ready.restarts?.evidence ?? []).toEqual([]);
+    expect(ready.stages.map((s) => s.address)).not.toContain(`127.0.0.1:${first}`);
+    expect(await removeDefinition(world, "outgoing")).toBe(true);
+  } finally {
+    outgoing.kill();
+    await new Promise((resolve) => peer.close(resolve));
+  }
+}, 180_000);
