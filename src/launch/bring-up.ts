@@ -35,17 +35,7 @@ import { askCoordinatorHealth, probeOneToken } from "./coordinator-probes.js";
 import type { LaunchContext, LaunchRequest, LaunchResult, TimelineEvent } from "./types.js";
 import { watchStopped, type StoppedWatch } from "./stopped-watch.js";
 import { waitUntil } from "./wait-until.js";
-import {
-  askPortListener,
-  boundSockets,
-  freeKiB,
-  isEveryInterface,
-  socketCovers,
-  within,
-  type NodeAccess,
-  type PortAnswer,
-  type TcpSocket,
-} from "../nodes/index.js";
+import { askPortListener, boundSockets, freeKiB, isEveryInterface, socketCovers, within, type NodeAccess, type PortAnswer, type TcpSocket } from "../nodes/index.js";
 import { isShardctlError, messageOf, ShardctlError } from "../errors/index.js";
 import { clipCommand, stopLeftoverListeners } from "./leftover-listeners.js";
 import { claimRunFolders, type RunFolder } from "./run-claim.js";
