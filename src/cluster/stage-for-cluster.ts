@@ -2,7 +2,7 @@
  * Staging of one cluster, the same for the daemon and `shardctl stage`: every stage node gets the
  * files its layers need (or all, with `files = "all"`), the coordinator's node gets the config and
  * tokenizer, all verified. Every node is attempted; the result keeps each node's outcome, its
- * reason and whether retrying can help (a full disk cannot), so the caller can stall or retry.
+ * reason and whether retrying can help (a `path` source that is not a verified copy cannot), so the caller can stall or retry.
  */
 import { engineOf } from "../engines/index.js";
 import { filesForStage } from "../planner/index.js";
@@ -77,7 +77,7 @@ export async function stageForCluster(
 
 /**
  * The error a staging with failed nodes ends in: every failed node named, the first one's reason,
- * and terminal when any failure is (retrying cannot fix a full disk on that node).
+ * and terminal when any failure is (retrying cannot fix a file the Hub serves corrupt).
  */
 export function stagingFailureOf(staged: StagedCluster): ShardctlError | undefined {
   if (staged.failed.length === 0) return undefined;

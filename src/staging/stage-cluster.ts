@@ -52,13 +52,14 @@ export async function stageCluster(
       const error = outcome.reason as unknown;
       const node = requests[i]!.node.config.name;
       // A disk that filled during the transfer (the free-space check passed: another node or process
-      // shares the disk) is as terminal as one found too small: retrying only fills it again.
+      // shares the disk) is retried as one found too small is: the retry's free-space check refuses
+      // before any byte moves, until space is freed there.
       if (isDiskFull(error)) {
         result.failed.push({
           node,
           reason: "InsufficientDisk",
-          message: `node ${node}: the disk at its model_dir filled up while staging: ${messageOf(error)}`,
-          terminal: true,
+          message: `node ${node}: the disk at its model_dir filled up while staging: ${messageOf(error)}; tried again with back-off, at most a minute apart (the partial file is kept)`,
+          terminal: false,
         });
         continue;
       }

@@ -43,6 +43,12 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
   // Hashing every file is as heavy as a transfer: it waits for its turn as one does.
   const classification = options.verify === "full" ? await withTurn(name, options, classify) : await classify();
   const todo = classification.files.filter((f) => f.state !== "present");
+  // A blob that does not match its size or checksum serves no revision (blobs are named by their
+  // content): it goes before the disk check, so that it does not take the room of its own
+  // replacement on a tight disk. A process that has it open keeps what it read (the file lives on
+  // until closed); the replacement is renamed into place as any transfer is.
+  const corrupt = todo.filter((f) => f.state === "mismatched");
+  for (const check of corrupt) await node.remove(blobPath(modelDir, manifest.repo, check.file.hash));
   const needed = todo.reduce((sum, f) => sum + f.file.size - (f.state === "partial" ? Math.min(f.haveBytes, f.file.size) : 0), 0);
   const result: NodeStagingResult = {
     node: name,
@@ -63,11 +69,13 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
       throw new ShardctlError("DiskSpaceUnknown", `node ${name}: cannot tell the free space at ${modelDir} before transferring ${needed} bytes: ${why}`);
     }
     if (probe.diskFreeBytes < needed) {
+      const replaced = corrupt.length === 0 ? "" : `, ${corrupt.map((f) => f.file.path).join(", ")} to replace a copy that did not match its checksum (removed)`;
+      // Retried with back-off (not stalled): space freed there is found without a kick, and the
+      // check comes before any byte moves, so a retry never fills the disk.
       throw new ShardctlError(
         "InsufficientDisk",
-        `node ${name} needs ${needed} bytes more at ${modelDir} (what of the model is not there yet) but only ${probe.diskFreeBytes} bytes are free: ` +
-          `free ${needed - probe.diskFreeBytes} bytes there, or give the node a model_dir on a larger disk, then \`shardctl reconcile\` the cluster (what was staged is kept)`,
-        { terminal: true },
+        `node ${name} needs ${needed} bytes more at ${modelDir} (what of the model is not there yet${replaced}) but only ${probe.diskFreeBytes} bytes are free: ` +
+          `free ${needed - probe.diskFreeBytes} bytes there, or give the node a model_dir on a larger disk; tried again with back-off, at most a minute apart (what was staged is kept)`,
       );
     }
   }

@@ -1,10 +1,13 @@
 /**
  * A failed node keeps its reason and whether retrying can help: a disk too small for the model is
- * terminal (the next pass would refuse the same way), a cut connection is not, and a bad hash is
- * terminal only when the Hub served the whole file that way.
+ * not terminal (space freed there is found by the next try, and the refusal comes before any byte
+ * moves), nor is a cut connection; a bad hash is terminal only when the Hub served the whole file
+ * that way. A copy on the node that does not match its checksum is removed before the disk is
+ * looked at, so that on a tight disk it does not take the room of its own replacement.
  */
 import { execFileSync } from "node:child_process";
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createHash } from "node:crypto";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -43,7 +46,7 @@ function localNode(name: string, modelDir = join(root, `node-${++counter}`)): No
 }
 
 describe("stageCluster keeps each failed node's reason and terminality", () => {
-  it("a node whose disk is too small fails terminally with InsufficientDisk; the other node is staged", async () => {
+  it("a node whose disk is too small fails with InsufficientDisk, retried (not terminal); the other node is staged", async () => {
     const small = join(root, `tiny-fs-${++counter}`);
     await mkdir(small);
     execFileSync("mount", ["-t", "tmpfs", "-o", "size=256k", "tmpfs", small]);
@@ -62,9 +65,9 @@ describe("stageCluster keeps each failed node's reason and terminality", () => {
         {
           node: "tiny",
           reason: "InsufficientDisk",
-          terminal: true,
+          terminal: false,
           message: expect.stringMatching(
-            /^node tiny needs \d+ bytes more at .* but only \d+ bytes are free: free \d+ bytes there, or give the node a model_dir on a larger disk, then `shardctl reconcile` the cluster \(what was staged is kept\)$/,
+            /^node tiny needs \d+ bytes more at .* but only \d+ bytes are free: free \d+ bytes there, or give the node a model_dir on a larger disk; tried again with back-off, at most a minute apart \(what was staged is kept\)$/,
           ),
         },
       ]);
@@ -72,6 +75,34 @@ describe("stageCluster keeps each failed node's reason and terminality", () => {
       expect(hub.stats().bytesServed).toBe(manifest.files.reduce((sum, f) => sum + f.size, 0));
     } finally {
       execFileSync("umount", [small]);
+    }
+  });
+
+  it("a copy that does not match its checksum, on a disk with room for one copy, is replaced: it is removed before the disk is looked at", async () => {
+    const tight = join(root, `tight-fs-${++counter}`);
+    await mkdir(tight);
+    const modelBytes = manifest.files.reduce((sum, f) => sum + f.size, 0);
+    // Room for the model once and a quarter: not for a second copy of its largest file beside the first.
+    execFileSync("mount", ["-t", "tmpfs", "-o", `size=${Math.ceil((1.25 * modelBytes) / 4096) * 4}k`, "tmpfs", tight]);
+    try {
+      const node = localNode("tight", tight);
+      expect((await stageCluster([{ node, files: "all" }], hubSource, { manifest })).failed).toEqual([]);
+      // One byte of the largest blob flipped, its size kept (a disk fault, a stray write).
+      const largest = [...manifest.files].sort((a, b) => b.size - a.size)[0]!;
+      const blob = join(tight, "models--test-org--terminality-llama", "blobs", largest.hash);
+      const bytes = await readFile(blob);
+      bytes[1000] = bytes[1000]! ^ 0xff;
+      await writeFile(blob, bytes);
+      const again = await stageCluster([{ node, files: "all" }], hubSource, { manifest, verify: "full" });
+      expect(again.failed).toEqual([]);
+      expect(again.staged[0]).toMatchObject({ before: "mismatched", filesTransferred: 1 });
+      expect(
+        createHash("sha256")
+          .update(await readFile(blob))
+          .digest("hex"),
+      ).toBe(largest.hash);
+    } finally {
+      execFileSync("umount", [tight]);
     }
   });
 

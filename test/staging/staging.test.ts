@@ -289,7 +289,7 @@ describe("refusals and other sources", () => {
       const error = await stageNode(node, hubSource, manifest).catch((e: unknown) => e);
       expect(error).toMatchObject({ reason: "InsufficientDisk" });
       expect((error as Error).message).toMatch(
-        /^node tiny needs \d+ bytes more at .* but only \d+ bytes are free: free \d+ bytes there, or give the node a model_dir on a larger disk, then `shardctl reconcile` the cluster \(what was staged is kept\)$/,
+        /^node tiny needs \d+ bytes more at .* but only \d+ bytes are free: free \d+ bytes there, or give the node a model_dir on a larger disk; tried again with back-off, at most a minute apart \(what was staged is kept\)$/,
       );
       expect(hub.stats().bytesServed).toBe(0);
     } finally {

@@ -1,7 +1,8 @@
 /**
  * Stage the model on every node: the files each stage needs, the coordinator's config and
  * tokenizer, verified. Progress goes to the status file's staging cards as it happens. A node that
- * failed is named; a failure retrying cannot fix (a full disk) stalls instead of retrying for ever.
+ * failed is named; a failure retrying cannot fix (a file the Hub serves corrupt, a `path` source
+ * that is not a verified copy) stalls instead of retrying for ever.
  *
  * A serving cluster edited to a new revision has it staged ahead, while the old revision serves:
  * a download of hours, or one that fails (the Hub down, a corrupt file), then costs no outage; the
