@@ -75,6 +75,11 @@ describe("a TOML syntax error is reported where it is", () => {
       'c.toml:3:3: invalid TOML: expected "," or "]" before this',
     ],
     [
+      "a merge conflict left in the file is said to be one, at its first marker",
+      'nodes = ["studio-1"]\n<<<<<<< HEAD\n[router]\nweight = 2\n=======\n[router]\nweight = 3\n>>>>>>> feature\n',
+      'c.toml:2:1: invalid TOML: a merge conflict is left in the file (git\'s "<<<<<<<" marker): keep one side, remove the markers, and commit',
+    ],
+    [
       "brackets inside strings and comments do not count",
       'nodes = ["[studio-1", # ]\n  "studio-2"\n\n[model]\n',
       'c.toml:1:9: invalid TOML: unclosed array: this "[" has no matching "]"',
