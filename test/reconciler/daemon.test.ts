@@ -23,6 +23,7 @@ import {
   waitForStatus,
   writeDefinition,
   writeSettings,
+  writeSlowEngine,
   type DaemonWorld,
   type DefinitionOptions,
 } from "./daemon-fixture.js";
@@ -414,6 +415,35 @@ describe("daemon", () => {
     expect(status.history.at(-1)?.action).toBe("none");
     expect(status.restarts?.count).toBe(1);
   });
+
+  test("wait: a revision a later edit supersedes fails as soon as the daemon follows the new one, naming it; a git commit as --revision is refused", async () => {
+    const file = join(world.clustersDir, "eps.toml");
+    // An engine that takes 5 s to start: the first edit is not served before the second comes.
+    await writeDefinition(world, "eps", await definition({ nodes: ["n1", "n2"], binary: await writeSlowEngine(world, 5) }));
+    const superseded = await revisionOf(world, "eps");
+    const startedAt = Date.now();
+    const waiting = runShardctl(world, ["wait", "eps", "--for", "condition=Ready", "--revision", "HEAD", "--timeout", "60s"], 90_000);
+    // (The command reads HEAD as it starts: a Node start, under load a second or more.)
+    await sleep(2_500);
+    // A later push, before the first was served.
+    await writeDefinition(world, "eps", await definition({ nodes: ["n1", "n2"] }));
+    const latest = await revisionOf(world, "eps");
+    const waited = await waiting;
+    expect(waited.code).toBe(1);
+    expect(waited.stderr).toContain(
+      `eps: revision ${superseded.slice(0, 12)} is superseded: ${file} now asks for revision ${latest.slice(0, 12)}, which the daemon follows`,
+    );
+    // Well before its 60 s: once the daemon's status names the new revision.
+    expect(Date.now() - startedAt).toBeLessThan(30_000);
+    expect((await runShardctl(world, ["wait", "eps", "--revision", "HEAD", "--timeout", "60s"], 90_000)).code).toBe(0);
+
+    // A git commit is no revision: said at once, not after the timeout.
+    const commit = await commitDefinition(world, "eps", await readFile(file, "utf8"));
+    await waitForStatus(world, "eps", (s) => s.gitCommit === commit, 45_000);
+    const refused = await runShardctl(world, ["wait", "eps", "--revision", commit.slice(0, 10), "--timeout", "60s"]);
+    expect(refused.stderr).toContain(`--revision ${commit.slice(0, 10)} is the git commit ${commit.slice(0, 12)}, not a revision`);
+    expect(refused.code).toBe(1);
+  }, 180_000);
 
   test("a status file whose definition was removed while no daemon ran is forgotten at the next start, with its kept last valid definition, and nothing is launched from it", async () => {
     await dw.stopDaemon();

@@ -1,8 +1,9 @@
 /**
  * `shardctl wait <name|file> --for condition=Ready [--revision <rev|HEAD>] [--timeout 10m]`: what CI
  * calls. Exit 0 once the condition holds *at that revision* — a stale Ready from the previous
- * revision never satisfies it (kubectl wait was fooled by exactly that) —, 1 on timeout or when the
- * cluster is Stalled at that revision, printing the reason.
+ * revision never satisfies it (kubectl wait was fooled by exactly that) —, 1 on timeout, when the
+ * cluster is Stalled at that revision, or once the revision is superseded (the definition moved on
+ * from it, and the daemon with it: a later push), printing the reason.
  */
 import { stat } from "node:fs/promises";
 import { parseArgs } from "node:util";
@@ -74,6 +75,11 @@ export async function run(args: string[]): Promise<number> {
   const never = why === undefined ? undefined : `${loaded.ok ? loaded.value.name : file}: condition ${type} will never hold at revision ${short(revision)}: ${why}`;
 
   const deadline = Date.now() + timeoutMs;
+  // Whether the definition has asked for the awaited revision at some look (from the start when
+  // waiting for HEAD): once it asks for another, and the daemon follows that one, the awaited
+  // revision will not be served. Until it has asked for it, a revision computed elsewhere (CI's
+  // checkout) may simply not have reached this one yet.
+  let askedFor = loaded.ok && desiredStateOf(loaded.value, context.settings).revision.startsWith(revision);
   let last: ClusterStatus | undefined;
   // Why the status file, which exists, could not be read at the last look: the daemon rewrites it, so waiting goes on.
   let unreadable: string | undefined;
@@ -88,6 +94,12 @@ export async function run(args: string[]): Promise<number> {
     // a former daemon's word with this one's time.
     const writtenAtMs = (await stat(statusFileFor(file)).catch(() => undefined))?.mtimeMs;
     [last, unreadable] = await readStatusOf(file);
+    const gitCommit = last?.gitCommit?.startsWith(revision) === true ? last.gitCommit : last?.gitHead?.startsWith(revision) === true ? last.gitHead : undefined;
+    if (values.revision !== undefined && gitCommit !== undefined) {
+      throw new UsageError(
+        `--revision ${revision} is the git commit ${short(gitCommit)}, not a revision: a revision is the hash of the definition (and of its nodes' registry entries), which \`shardctl diff ${positionals[0]}\` prints from any checkout, and \`--revision HEAD\` reads from the file here`,
+      );
+    }
     const judged = judge(last, type, revision, loaded.ok);
     const daemon = judged !== undefined ? await findDaemon(context.clustersDir) : undefined;
     // A verdict written before the running daemon started is the word of one that no longer runs
@@ -111,6 +123,16 @@ export async function run(args: string[]): Promise<number> {
     // What the status says comes first (a Stalled names the more precise reason).
     if (never !== undefined) {
       console.error(showText(never));
+      return 1;
+    }
+    const asked = await revisionAskedNow(file, context.settings);
+    if (asked !== undefined && asked.startsWith(revision)) askedFor = true;
+    else if (askedFor && asked !== undefined && last !== undefined && last.observedRevision === asked) {
+      console.error(
+        showText(
+          `${last.cluster}: revision ${short(revision)} is superseded: ${file} now asks for revision ${short(asked)}, which the daemon follows (${last.health}); revision ${short(revision)} will not be served (wait for the new one: --revision ${short(asked)})`,
+        ),
+      );
       return 1;
     }
     if (Date.now() >= deadline) {
@@ -144,6 +166,12 @@ export async function run(args: string[]): Promise<number> {
     }
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
+}
+
+/** The revision the definition asks for now; undefined while it cannot be read or is invalid (an edit under way). */
+async function revisionAskedNow(file: string, settings: Settings): Promise<string | undefined> {
+  const loaded = await loadCluster(file, settings).catch(() => undefined);
+  return loaded?.ok === true ? desiredStateOf(loaded.value, settings).revision : undefined;
 }
 
 /** The status of a definition file, or why its status file exists but cannot be read. */
