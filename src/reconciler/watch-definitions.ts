@@ -92,14 +92,19 @@ export async function watchDefinitions(options: WatchOptions): Promise<Definitio
       return stats?.isFile() === true && !absolute.endsWith(".toml") && !absolute.endsWith(statusSuffix);
     },
   });
-  // A directory where a status file belongs, removed, is a status file to put back.
-  watcher.on("add", onEvent).on("change", onEvent).on("unlink", onEvent).on("unlinkDir", onEvent);
+  // A directory where a status file belongs, removed, is a status file to put back. A directory
+  // named as a definition (`x.toml/`) is a broken definition, which its pass reports.
+  watcher.on("add", onEvent).on("change", onEvent).on("unlink", onEvent).on("unlinkDir", onEvent).on("addDir", onEvent);
   // An entry the watch cannot look at is said and passed over, whenever it happens: a definitions
   // directory with a link that loops (git stores links) must not keep the daemon from starting,
   // and an error with no listener would end the process.
   const reported = new Map<string, number>();
   watcher.on("error", (error: unknown) => {
     const failure = error instanceof Error ? error : new Error(String(error));
+    // An entry the watch could not look at is still an event of its name: a definition that is a
+    // link looping back on itself gets its pass, which reports it, as at the daemon's start.
+    const path = (failure as NodeJS.ErrnoException).path;
+    if (typeof path === "string") onEvent(path);
     const now = performance.now();
     if (now - (reported.get(failure.message) ?? -Infinity) < sameErrorEveryMs) return;
     if (reported.size > 1_000) reported.clear();

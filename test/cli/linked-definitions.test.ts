@@ -154,3 +154,22 @@ test("a directory named as a definition is a broken definition for every command
     await rm(folder, { recursive: true });
   }
 });
+
+test("a directory named as a definition, or a link that loops, made while the daemon runs, gets its status at once: the broken definition reported", async () => {
+  daemon = await startInProcessDaemon(world);
+  try {
+    await mkdir(join(world.clustersDir, "late-folder.toml"));
+    await symlink("late-loop.toml", join(world.clustersDir, "late-loop.toml"));
+    // Regression: the watch reported no event for either (a directory; a stat that fails), and both
+    // stayed "no status yet" until a restart.
+    const folder = await waitForStatus(world, "late-folder", (s) => conditionOf(s, "Stalled")?.reason === "InvalidDefinition", 10_000);
+    expect(conditionOf(folder, "Stalled")?.message).toContain("late-folder.toml:1:1: the cluster definition is a directory");
+    const loop = await waitForStatus(world, "late-loop", (s) => conditionOf(s, "Stalled")?.reason === "InvalidDefinition", 10_000);
+    expect(conditionOf(loop, "Stalled")?.message).toContain("late-loop.toml:1:1: symbolic link to late-loop.toml, which loops back on itself");
+  } finally {
+    await rm(join(world.clustersDir, "late-folder.toml"), { recursive: true, force: true });
+    await rm(join(world.clustersDir, "late-loop.toml"), { force: true });
+    await daemon.stop();
+    daemon = undefined;
+  }
+});
