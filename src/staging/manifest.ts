@@ -63,8 +63,13 @@ async function hubFetch(url: string, init: RequestInit, repo: string): Promise<R
   } catch (error) {
     throw new ShardctlError("HubUnreachable", `cannot reach ${url}: ${(error as Error).message}`, { cause: error });
   }
-  if (response.status === 401 || response.status === 403)
-    throw new ShardctlError("HubUnauthorized", `${url}: ${response.status}; check the Hub token for ${repo}`, { terminal: true });
+  if (response.status === 401 || response.status === 403) {
+    const sent = new Headers(init.headers).has("authorization");
+    const fix = sent
+      ? `the token sent was refused: check that it may read ${repo}`
+      : `no token was sent: set the variable [hub] token_env names (HF_TOKEN by default) in the daemon's environment to a token that may read ${repo}`;
+    throw new ShardctlError("HubUnauthorized", `${url}: ${response.status}; ${fix}`, { terminal: true });
+  }
   if (response.status === 404)
     throw new ShardctlError("HubNotFound", `${url}: not found (repository ${repo} or its revision): check [model] id and revision in the definition`, {
       terminal: true,

@@ -265,7 +265,15 @@ describe("hub tokens", () => {
   it("sends the token from both download paths (curl on the node reads it from stdin)", async () => {
     const guarded = await startHubServer({ repos: [{ repo, commit, dir: modelDir }], token: "hf_s3cret 'quoted'" });
     try {
-      await expect(fetchHubManifest({ endpoint: guarded.endpoint, repo, revision: "main" })).rejects.toMatchObject({ reason: "HubUnauthorized" });
+      // Without a token, and with a wrong one: each says which, and what to do.
+      await expect(fetchHubManifest({ endpoint: guarded.endpoint, repo, revision: "main" })).rejects.toMatchObject({
+        reason: "HubUnauthorized",
+        message: expect.stringMatching(/: 401; no token was sent: set the variable \[hub\] token_env names \(HF_TOKEN by default\) in the daemon's environment/),
+      });
+      await expect(fetchHubManifest({ endpoint: guarded.endpoint, repo, revision: "main", token: "hf_wrong" })).rejects.toMatchObject({
+        reason: "HubUnauthorized",
+        message: expect.stringMatching(/: 401; the token sent was refused: check that it may read /),
+      });
       const source: StagingSource = { kind: "hub", endpoint: guarded.endpoint, repo, revision: "main", token: "hf_s3cret 'quoted'" };
       const pinned = await fetchHubManifest(source);
       for (const node of [sshNode(1), await localNode()]) {
