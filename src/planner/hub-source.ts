@@ -46,7 +46,8 @@ export function createHubReader(source: HubSource): SourceReader {
       const hint = source.token === undefined ? " (no token was given)" : " (the token was refused)";
       throw new ShardctlError("ModelSourceUnauthorized", `${where}: GET ${path} answered ${response.status}${hint}`, { terminal: true });
     }
-    throw new ShardctlError("ModelSourceUnreachable", `${where}: GET ${path} answered ${response.status}`, { terminal: false });
+    const busy = response.status === 429 || response.status === 503 ? ` (busy or rate limiting${retryAfterOf(response)}: asked again after the pass's back-off)` : "";
+    throw new ShardctlError("ModelSourceUnreachable", `${where}: GET ${path} answered ${response.status}${busy}`, { terminal: false });
   }
 
   // Read bytes [start, end] (inclusive). A server that ignores Range answers 200 with the whole
@@ -161,4 +162,12 @@ async function readPrefix(response: Response, count: number, label: string): Pro
     await reader.cancel().catch(() => undefined);
   }
   return Buffer.concat(chunks, filled);
+}
+
+/** ", it asks for 30 s" from a reply's Retry-After (seconds, or a date), or nothing. */
+function retryAfterOf(response: Response): string {
+  const value = response.headers.get("retry-after")?.trim();
+  if (value === undefined || value === "") return "";
+  const seconds = /^\d+$/.test(value) ? Number(value) : Math.round((Date.parse(value) - Date.now()) / 1000);
+  return Number.isFinite(seconds) && seconds >= 0 ? `, it asks for ${seconds} s` : "";
 }

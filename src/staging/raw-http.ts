@@ -17,7 +17,8 @@ import { connect } from "node:net";
 
 export type RawOutcome =
   | { kind: "done"; status: number }
-  | { kind: "unsupported" }
+  /** `busy`: the server said so (HTTP 429 or 503): asking again at once, by the other path, would only prolong it. */
+  | { kind: "unsupported"; busy?: number }
   /** `bytes`: what the file would have held with the whole body (the bytes kept plus Content-Length). */
   | { kind: "too-large"; bytes: number }
   /** `why`: how the reply differs from the rest of the listed file. */
@@ -84,11 +85,13 @@ export function rawDownload(request: RawRequest): Promise<RawOutcome> {
                 if (head.length > 64 * 1024) finish(new Error("response header too large"));
                 return true;
               }
-              const parsed = parseHead(head.subarray(0, end).toString("latin1"));
+              const headText = head.subarray(0, end).toString("latin1");
+              const parsed = parseHead(headText);
               const rest = head.subarray(end + 4);
               head = undefined;
               if (parsed === undefined) {
-                finish(undefined, { kind: "unsupported" });
+                const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(headText)?.[1]);
+                finish(undefined, status === 429 || status === 503 ? { kind: "unsupported", busy: status } : { kind: "unsupported" });
                 return false;
               }
               const append = parsed.status === 206;

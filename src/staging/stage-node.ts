@@ -6,7 +6,7 @@
  */
 import { posix } from "node:path";
 import { probeNode, type NodeAccess } from "../nodes/index.js";
-import { isShardctlError, ShardctlError } from "../errors/index.js";
+import { isShardctlError, messageOf, ShardctlError } from "../errors/index.js";
 import { withNodeLock } from "./node-lock.js";
 import { blobPath, incompletePath, linkTarget, refPath, snapshotDir, snapshotPath, statCachePath } from "./cache-layout.js";
 import { classifyNode, hashOnNode, type Layout } from "./classify.js";
@@ -129,6 +129,16 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
   return result;
 }
 
+/**
+ * How long to wait before a file's next attempt, ms: 200 ms more each time, as a cut connection
+ * needs no more; a server that said it is busy or rate limiting (HTTP 429 or 503) gets 10 s more
+ * each time (the Hub's rate limits last minutes: asking again at once only prolongs them).
+ */
+function retryDelayMs(error: unknown, attempt: number): number {
+  const busy = /\b(?:HTTP|error:) (?:429|503)\b/.test(messageOf(error));
+  return (busy ? 10_000 : 200) * attempt;
+}
+
 /** Run `work` in a turn the caller gives (see takeTurn), given back when it ends. */
 async function withTurn<T>(node: string, options: StagingOptions, work: () => Promise<T>): Promise<T> {
   if (options.takeTurn === undefined) return work();
@@ -236,7 +246,7 @@ async function fetchOne(
       have = st?.size ?? 0;
       resumed ||= have > 0;
       if (attempt >= attempts) throw error;
-      await new Promise((r) => setTimeout(r, 200 * attempt));
+      await new Promise((r) => setTimeout(r, retryDelayMs(error, attempt)));
       stopIfCancelled(node.config.name, options.signal, file.path);
       continue;
     }

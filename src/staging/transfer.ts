@@ -124,6 +124,7 @@ async function fetchLocally(request: TransferRequest, source: Extract<StagingSou
     if (raw.kind === "done") return;
     if (raw.kind === "too-large") throw tooLarge(request, url, `${raw.bytes} bytes`);
     if (raw.kind === "not-the-file") throw notTheFile(request, url, raw.why);
+    if (raw.kind === "unsupported" && raw.busy !== undefined) throw new ShardctlError("DownloadFailed", `${url}: HTTP ${raw.busy}`);
   } catch (error) {
     if (isShardctlError(error, "DownloadTooLarge") || isShardctlError(error, "DownloadFailed")) throw error;
     throw new ShardctlError("DownloadFailed", `${url}: ${(error as Error).message}`, { cause: error });

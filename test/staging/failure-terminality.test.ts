@@ -106,6 +106,17 @@ describe("stageCluster keeps each failed node's reason and terminality", () => {
     }
   });
 
+  it("a Hub that answers 429 (rate limited) is asked again only after a pause of seconds, not at once; the file then arrives", async () => {
+    hub.injectFault({ path: shard1, status: 429, minBytes: 1000 });
+    hub.resetStats();
+    const started = performance.now();
+    const result = await stageCluster([{ node: localNode("limited"), files: "all" }], hubSource, { manifest });
+    expect(result.failed).toEqual([]);
+    // Asked twice: refused, then served. The second attempt waited 10 s (a cut connection's waits 200 ms).
+    expect(Object.entries(hub.stats().requestsByPath).find(([path]) => path.endsWith(shard1))?.[1]).toBe(2);
+    expect(performance.now() - started).toBeGreaterThan(10_000);
+  }, 60_000);
+
   it("a connection cut on every attempt fails with DownloadFailed, not terminal", async () => {
     hub.injectFault({ path: shard1, cutAfterBytes: 1000, times: 100 });
     try {

@@ -66,6 +66,8 @@ export interface HubFault {
   corruptAtOffset?: number;
   /** Send this page instead of the file, as a 200 with its own Content-Length (a proxy's or a rate limit's page). */
   page?: string;
+  /** Answer this status instead of the file, with `Retry-After: 30` (a rate limit: 429, or 503). */
+  status?: number;
   /** Send this many body bytes, then nothing more while keeping the connection open (a stalled server). */
   stallAfterBytes?: number;
   /** How many GET responses the fault applies to before it is used up. Default 1. */
@@ -269,6 +271,12 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
     if (fault?.page !== undefined) {
       res.writeHead(200, { "Content-Type": "text/html", "Content-Length": Buffer.byteLength(fault.page) });
       res.end(fault.page);
+      return;
+    }
+    if (fault?.status !== undefined) {
+      const body = JSON.stringify({ error: "rate limited" });
+      res.writeHead(fault.status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body), "Retry-After": "30" });
+      res.end(body);
       return;
     }
     res.writeHead(status, options.chunked === true && req.method === "GET" ? headers : { ...headers, "Content-Length": length });
