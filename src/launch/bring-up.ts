@@ -58,6 +58,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     ...(request.generationWatchdogSeconds === undefined ? {} : { generationWatchdogSeconds: request.generationWatchdogSeconds }),
     ...(request.healthSilenceSeconds === undefined ? {} : { healthSilenceSeconds: request.healthSilenceSeconds }),
     ...(request.memoryBytes === undefined ? {} : { memoryBytes: request.memoryBytes }),
+    ...(request.modelCommit === undefined ? {} : { modelCommit: request.modelCommit }),
     phase: "launching",
     startedAt: new Date().toISOString(),
     processes: [],

@@ -89,6 +89,11 @@ export interface LedgerEntry {
    * entries from before it was recorded.
    */
   memoryBytes?: Record<string, number>;
+  /**
+   * The commit of the model its processes were started from: the Hub commit a branch resolved to,
+   * or for a pushed folder the hash of its files. Absent in entries from before it was recorded.
+   */
+  modelCommit?: string;
 }
 
 export class Ledger {

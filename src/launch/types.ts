@@ -89,6 +89,8 @@ export interface LaunchRequest {
   generationWatchdogSeconds?: number;
   /** Recorded in the ledger: see LedgerEntry.memoryBytes. */
   memoryBytes?: Record<string, number>;
+  /** Recorded in the ledger: see LedgerEntry.modelCommit. */
+  modelCommit?: string;
   /** Recorded in the ledger: see LedgerEntry.healthSilenceSeconds. */
   healthSilenceSeconds?: number;
 }

@@ -38,6 +38,7 @@ export function composeStatus(name: string, file: string, memory: ClusterMemory,
     ...(memory.gitHead?.commit === undefined ? {} : { gitHead: memory.gitHead.commit }),
     desired: spec?.desired ?? "running",
     ...(spec === undefined ? {} : { model: spec.model.id, nodes: [...spec.nodes] }),
+    ...modelCommitOf(memory),
     ...servingOf(memory),
     health: report.health,
     // Messages are cut to a bounded length: each quotes what others wrote (an engine's version
@@ -62,6 +63,13 @@ export function composeStatus(name: string, file: string, memory: ClusterMemory,
     ...(memory.lastError === undefined ? {} : { lastError: { ...memory.lastError, message: clipText(memory.lastError.message) } }),
     history: memory.history,
   };
+}
+
+/** The model commit of the launch that runs (watched, and not dead): which weights answer. */
+function modelCommitOf(memory: ClusterMemory): { modelCommit?: string } {
+  const running = memory.supervision?.entry;
+  if (running?.modelCommit === undefined || memory.deathRecordedFor === running.startedAt) return {};
+  return { modelCommit: running.modelCommit };
 }
 
 /**

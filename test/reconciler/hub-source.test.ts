@@ -65,4 +65,19 @@ test("plans and stages the commit the branch pointed at, on every node, though t
   for (const node of ["l1", "l2"]) {
     expect(await readdir(join(world.root, "nodes", node, "models--test-org--tiny", "snapshots"))).toEqual([first]);
   }
-});
+  // The status says which weights answer.
+  expect(status.modelCommit).toBe(first);
+
+  // A restarted daemon plans the revision again, resolving the branch anew: a relaunch after a death
+  // serves the moved branch, and says so (not that the nodes lost files), from the commit the
+  // launch recorded in the ledger.
+  await dw.stopDaemon();
+  await dw.startDaemon();
+  const adopted = await waitForStatus(world, "hubbed", (s) => isReadyAt(s, revision) && s.history.length > 0, 60_000);
+  expect(adopted.modelCommit).toBe(first);
+  process.kill(adopted.stages[0]!.pid!, "SIGKILL");
+  const moved = await waitForStatus(world, "hubbed", (s) => isReadyAt(s, revision) && s.modelCommit === second, 90_000);
+  expect(moved.conditions.find((c) => c.type === "Staged")?.message).toContain(
+    `the model at test-org/tiny changed since this revision was staged (its files now hash to ${second.slice(0, 12)}, were ${first.slice(0, 12)})`,
+  );
+}, 180_000);

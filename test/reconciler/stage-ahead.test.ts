@@ -42,6 +42,8 @@ test("a new model whose download fails: the old revision keeps serving, and is r
   const oldRevision = await dw.define("upgraded", { nodes: ["l1", "l2"], modelId: "test-org/old", modelSource: "hub", port, portRange });
   const serving = await dw.waitServing("upgraded", oldRevision, 90_000);
   const coordinatorPid = serving.coordinator!.pid;
+  // Which weights answer: the commit the Hub's branch resolved to.
+  expect(serving.modelCommit).toBe("1".repeat(40));
 
   // Every transfer of the new weights is cut before its first byte, until the faults are cleared (the
   // plan's reads of their headers, a few KiB, go through).
@@ -56,6 +58,7 @@ test("a new model whose download fails: the old revision keeps serving, and is r
   // What serves is said beside the definition's model: the status and `shardctl status` alike.
   expect(failing.model).toBe("test-org/new");
   expect(failing.serving).toEqual({ revision: oldRevision, model: "test-org/old" });
+  expect(failing.modelCommit).toBe("1".repeat(40));
   const listed = await runShardctl(world, ["status"]);
   expect(listed.stdout).toMatch(/^upgraded +\[cluster\] +\S+.* test-org\/new \(serving test-org\/old\) /m);
   const detailed = await runShardctl(world, ["status", "upgraded"]);
@@ -73,6 +76,7 @@ test("a new model whose download fails: the old revision keeps serving, and is r
   hub.clearFaults();
   const upgraded = await dw.waitServing("upgraded", newRevision, 120_000);
   expect(upgraded.serving).toBeUndefined();
+  expect(upgraded.modelCommit).toBe("3".repeat(40));
   // Every version of the file: Ready left the old revision only after the new one's files were all staged.
   const versions = world.audit.versions.filter((v) => v.name === "upgraded.status.json").map((v) => JSON.parse(v.text) as ClusterStatus);
   const withdrawn = versions.findIndex((v) => v.observedRevision === newRevision && conditionOf(v, "Ready")?.status !== "True");

@@ -139,6 +139,12 @@ export const statusSchema = z.strictObject({
     ),
   desired: z.enum(["running", "stopped"]),
   model: z.string().optional().describe("the definition's model id"),
+  modelCommit: z
+    .string()
+    .optional()
+    .describe(
+      "the commit of the model the running processes were started from: the Hub commit its revision (a branch, unless pinned) resolved to when staged, or for a pushed folder a hash of its files (absent while nothing runs, and for a launch recorded before this was)",
+    ),
   serving: z
     .object({ revision: z.string(), model: z.string() })
     .strict()

@@ -68,6 +68,7 @@ export const launch: Step = {
       definitionDigest: definitionDigest(spec),
       owner: world.dir,
       claimant: world.claimant(settings),
+      ...(staged.commit === undefined ? {} : { modelCommit: staged.commit }),
     };
     const others = (await ledger.list()).filter((e) => e.cluster !== name);
     // A router backend is one entry, found by its name: registering this cluster under a name a

@@ -135,7 +135,10 @@ async function stageModel(pass: Pass, ahead: boolean): Promise<Verdict | void> {
       throw failure;
     }
     pass.staged = staged;
-    const before = memory.stagedCommit?.revision === revision ? memory.stagedCommit.commit : undefined;
+    // What this revision was staged at: as this daemon staged it, else as the launch of it that runs
+    // (or ran) recorded it, for a daemon restarted since (a Hub branch is resolved again then).
+    const recorded = pass.entry?.revision === revision ? pass.entry.modelCommit : undefined;
+    const before = memory.stagedCommit?.revision === revision ? memory.stagedCommit.commit : recorded;
     if (staged.commit !== undefined) memory.stagedCommit = { revision, commit: staged.commit };
     const changed = before !== undefined && staged.commit !== undefined && before !== staged.commit;
     if (changed) {
