@@ -18,6 +18,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { makeTestModel } from "../../src/planner/test-model/index.js";
 import type { Daemon } from "../../src/reconciler/index.js";
 import {
   chat,
@@ -169,6 +170,17 @@ describe("a disk too small for the model at staging", () => {
     expect(staged.filter((f) => f.includes("blobs/")).length).toBeGreaterThan(0);
     expect(await ledgerNames(world)).toEqual([name]);
     expect(await routerBackends(world)).toContain(ready.coordinator!.url);
+
+    // A new model that the disk, shrunk to what it holds, has no room for: l1's card is this
+    // staging's (nothing moved), not the served model's bytes carried over as if they were its.
+    const used = Number((await run("df", ["-k", "--output=used", small!])).stdout.trim().split("\n").at(-1));
+    await run("mount", ["-o", `remount,size=${used + 8}k`, small!]);
+    const other = join(world.root, "models", "other-seed");
+    await makeTestModel(other, { layers: 4, hidden: 64, heads: 4, kvHeads: 2, vocab: 320, seed: 99 });
+    await writeDefinition(world, name, (await pushDefinition(world, true)).replace(JSON.stringify(world.modelDir), JSON.stringify(other)));
+    const refused = await waitForStatus(world, name, (s) => s.staging.some((card) => card.node === "l1" && card.reason === "InsufficientDisk"), 30_000);
+    expect(refused.staging.find((card) => card.node === "l1")).toMatchObject({ state: "failed", bytesDone: 0, bytesTotal: 0 });
+    expect(conditionOf(refused, "Ready")).toMatchObject({ status: "True", observedRevision: revision });
     expect(world.audit.problems).toEqual([]);
   }, 180_000);
 });

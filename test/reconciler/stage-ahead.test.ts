@@ -4,7 +4,7 @@
  * and the old revision is withdrawn and torn down only once every new file is in place. The daemon
  * runs in this process on two local nodes; the model comes from the local Hub stand-in.
  */
-import { readdir, readFile, writeFile } from "node:fs/promises";
+import { readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, expect, test } from "vitest";
 import { makeTestModel } from "../../src/planner/test-model/index.js";
@@ -55,6 +55,13 @@ test("a new model whose download fails: the old revision keeps serving, and is r
   expect(conditionOf(failing, "Ready")).toMatchObject({ status: "True", observedRevision: oldRevision });
   expect(failing.coordinator?.pid).toBe(coordinatorPid);
   expect(conditionOf(failing, "Staged")).toMatchObject({ status: "False", observedRevision: newRevision });
+  // Each node's card is this staging's: the new model's bytes, not the old one's carried over.
+  const newModelBytes = (await Promise.all((await readdir(newModel)).map(async (f) => (await stat(join(newModel, f))).size))).reduce((a, b) => a + b, 0);
+  const stageCards = failing.staging.filter((card) => card.node === "l1" || card.node === "l2");
+  expect(stageCards.map((card) => [card.node, card.state, card.bytesTotal])).toEqual([
+    ["l1", "failed", newModelBytes],
+    ["l2", "failed", newModelBytes],
+  ]);
   // What serves is said beside the definition's model: the status and `shardctl status` alike.
   expect(failing.model).toBe("test-org/new");
   expect(failing.serving).toEqual({ revision: oldRevision, model: "test-org/old" });

@@ -88,6 +88,10 @@ async function stageModel(pass: Pass, ahead: boolean): Promise<Verdict | void> {
     sayStaging();
     return release;
   };
+  // The cards are this pass's: each node's is made again from its events (a node whose files are in
+  // place says so with 0 of 0 bytes), not carried over from an earlier pass or revision, whose
+  // bytes would read as this one's.
+  memory.staging = [];
   // A progress event after the staging answered (none is expected) must not rewrite the cards of
   // a pass that has ended.
   let answered = false;
