@@ -31,6 +31,8 @@ export interface StoryParts {
   parsed: ParseCache;
   /** Drop what the daemon remembers of a pruned cluster. */
   forget: (name: string) => void;
+  /** Cluster `name` now promises `model` back in the router (see coming-back.ts), when the daemon knows it. */
+  promiseBack: (name: string, model: string) => void;
   /** Aborted when the daemon stops: a launch in progress is called off. */
   stopping: AbortSignal;
   /** The settings as they are now (the settings file may have changed since the pass began). */
@@ -41,7 +43,7 @@ export type Converge = (pass: Pass) => Promise<Verdict>;
 
 export function createConverge(parts: StoryParts): Converge {
   const read = readDefinition(parts.parsed);
-  const pruneOrForget = prune(parts.forget);
+  const pruneOrForget = prune(parts.forget, parts.promiseBack);
 
   /** The steps that carry out each decision, in order. */
   const stepsFor = (action: Exclude<NextAction, { kind: "plan" }>): Step[] => {

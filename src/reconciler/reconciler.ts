@@ -82,6 +82,10 @@ export class Reconciler {
     this.converge = createConverge({
       parsed: this.parsed,
       forget: (name) => this.memories.delete(name),
+      promiseBack: (name, model) => {
+        const memory = this.memories.get(name);
+        if (memory !== undefined) memory.comingBack = model;
+      },
       stopping: this.stopping.signal,
       settingsNow: () => this.parsed.loadSettings(this.options.settingsFile),
     });

@@ -217,3 +217,29 @@ test("a definition renamed (git mv): 503 with Retry-After while the new name wai
   expect(await markOf(world)).toBeUndefined();
   expect(await removeDefinition(world, "after")).toBe(true);
 }, 120_000);
+
+test("a definition renamed whose new name cannot launch yet (its coordinator port taken as the old one lets it go): the new name keeps the model promised back with each attempt, 503 and never 404", async () => {
+  const { world, daemon } = dw;
+  const addresses = await dw.freeAddresses();
+  const revision = await dw.define("renamed-from", { nodes: ["n1", "n2"], ...addresses, register: true });
+  await dw.waitServing("renamed-from", revision);
+  await rename(`${world.clustersDir}/renamed-from.toml`, `${world.clustersDir}/renamed-to.toml`);
+  const holder = await takePortWhenFree(addresses.port, 20_000);
+  try {
+    const first = await waitForStatus(world, "renamed-to", (s) => s.lastError?.reason === "PortInUse", 30_000);
+    const markedFirst = await markOf(world);
+    expect(markedFirst).toBeGreaterThan(Date.now());
+    // Another attempt of the new name after its back-off: the mark moves on with it. Regression: it
+    // was the pruned name's alone, and ran out 60 s after the prune (404 while the new one still tried).
+    await waitForStatus(world, "renamed-to", (s) => s.lastError?.reason === "PortInUse" && s.lastError.at !== first.lastError!.at, 30_000);
+    await sleep(300);
+    expect(await markOf(world)).toBeGreaterThan(markedFirst!);
+    const answer = await askModel(world, daemon.routerUrl);
+    expect(answer.status).toBe(503);
+  } finally {
+    await new Promise((resolve) => holder.close(resolve));
+  }
+  await waitForStatus(world, "renamed-to", (s) => s.health === "Healthy" && s.stages.length === 2 && s.stages.every((c) => c.alive), 90_000);
+  expect(await markOf(world)).toBeUndefined();
+  expect(await removeDefinition(world, "renamed-to")).toBe(true);
+}, 180_000);

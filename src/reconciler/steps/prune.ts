@@ -22,7 +22,7 @@ import { tearDown } from "./stop.js";
  */
 export const removalGraceMs = 2_000;
 
-export function prune(forgetMemory: (name: string) => void): Step {
+export function prune(forgetMemory: (name: string) => void, promiseBack: (name: string, model: string) => void): Step {
   return {
     name: "prune",
     action: "prune",
@@ -32,7 +32,7 @@ export function prune(forgetMemory: (name: string) => void): Step {
       if (ours) {
         const waited = await waitOutRemovalGrace(pass);
         if (waited !== undefined) return waited;
-        await markServedElsewhere(pass);
+        await markServedElsewhere(pass, promiseBack);
         await tearDown(pass);
       }
       await removeRunFolders(pass, await runFoldersOf(pass), "a pruned cluster");
@@ -59,9 +59,11 @@ async function waitOutRemovalGrace(pass: Pass): Promise<Verdict | undefined> {
  * A definition renamed (`git mv a.toml b.toml`), or its model moved to another definition of the
  * folder: that one launches the model once this teardown frees the nodes, seconds later. Between the
  * two the router would answer the model 404, which clients read as gone for good; it is marked as
- * coming back instead (503 + Retry-After, 60 s, ended by the other's registration). Best effort.
+ * coming back instead (503 + Retry-After, 60 s, ended by the other's registration). The promise is
+ * the other cluster's from then on: its passes renew the mark while its launch is tried again (a
+ * port it waits for), and withdraw it if it stalls. Best effort.
  */
-async function markServedElsewhere(pass: Pass): Promise<void> {
+async function markServedElsewhere(pass: Pass, promiseBack: (name: string, model: string) => void): Promise<void> {
   const model = pass.memory.lastGood?.spec.model.id;
   if (model === undefined || pass.entry?.routerBackend === undefined) return;
   const others = (await findClusterFiles(pass.world.dir).catch(() => [] as string[])).filter((file) => file !== pass.file);
@@ -69,6 +71,7 @@ async function markServedElsewhere(pass: Pass): Promise<void> {
     const other = await loadCluster(file, pass.settings);
     if (!other.ok || other.value.model.id !== model || !other.value.router.register || other.value.desired !== "running" || other.value.suspend) continue;
     pass.world.log.info({ cluster: pass.name, model, by: other.value.name }, "the model is served next by another definition: marked as coming back meanwhile");
+    promiseBack(other.value.name, model);
     return markComingBack(pass, model);
   }
 }
