@@ -175,6 +175,12 @@ async function partitionCoordinatorHost(lingering: boolean): Promise<void> {
     expect(held.health).toBe("Unhealthy");
     expect(held.coordinator?.health).toBe("unknown");
     expect((await runShardctl(cluster.world, ["status"])).stdout).toMatch(new RegExp(`^${name}\\s.*Unhealthy \\(TeardownIncomplete\\).* \\(health unknown\\)`, "m"));
+    // And so through the teardown's retries: never Progressing between two tries.
+    const retriesUntil = Date.now() + 3_000;
+    while (Date.now() < retriesUntil) {
+      expect((await cluster.status()).health).toBe("Unhealthy");
+      await sleep(100);
+    }
   } finally {
     const healedAt = Date.now();
     await n3.heal();

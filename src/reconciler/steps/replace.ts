@@ -43,7 +43,9 @@ export const replace: Step = {
     // Said in the status file before anything is stopped or the router is told: the teardown can
     // wait out grace periods or an unreachable node, and Ready must not stand meanwhile.
     if (death === undefined) {
-      const health = budgetSpent(pass.memory) ? "Stalled" : "Progressing";
+      // A teardown tried again (a node that did not answer) is still the cluster being taken down:
+      // Unhealthy, as the failed try said, not Progressing between two tries.
+      const health = budgetSpent(pass.memory) ? "Stalled" : entry.phase === "tearing-down" ? "Unhealthy" : "Progressing";
       await pass.world.writeStatus(pass.name, pass.memory, { action: "stop", result: "waiting", reason: leftover ? "TearingDown" : "Replacing", health }, pass.settings);
     }
     if (death === undefined && pass.action?.kind === "launch") await markReplacedComingBack(pass);
