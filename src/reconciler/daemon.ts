@@ -100,7 +100,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const moved = new Promise<string>((resolve) => (tellMoved = resolve));
   // Where the directory led as the lock was taken there (see watchDirectoryTarget).
   const target = dirname(lock.file);
-  const stopTargetWatch = watchDirectoryTarget(dir, target, settings.daemon.heartbeatSeconds * 1000, (now) => {
+  const targetWatch = watchDirectoryTarget(dir, target, settings.daemon.heartbeatSeconds * 1000, (now) => {
     const why = `the definitions directory ${dir} leads to ${now} now (it led to ${target} when the daemon started): the daemon starts again on it, leaving its clusters running to adopt`;
     log.warn({ dir, was: target, now }, why);
     tellMoved(why);
@@ -141,7 +141,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
 
   // What has started so far, undone in reverse when a later part of the start fails: the start
   // is all or nothing (a taken port leaves no pass running, no watcher and no lock behind).
-  const started: Array<() => Promise<unknown>> = [() => lock.release(), async () => stopTargetWatch(), () => pool.close()];
+  const started: Array<() => Promise<unknown>> = [() => lock.release(), async () => targetWatch.stop(), () => pool.close()];
   const undoStart = async (): Promise<void> => {
     for (const undo of started.reverse()) await undo().catch(() => undefined);
   };
@@ -214,10 +214,14 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       settingsFile: options.settingsFile,
       debounceMs: options.debounceMs ?? 100,
       onDefinition: (name) => {
+        // A swapped link's files are the next daemon's to act on (this one starts again on them).
+        if (targetWatch.movedNow()) return;
         queue.forgetFailures(name);
         queue.add(name);
       },
-      onSettings: () => void enqueueAll(),
+      onSettings: () => {
+        if (!targetWatch.movedNow()) void enqueueAll();
+      },
       onStatusFile: (name) =>
         void reconciler.restoreStatus(name).catch((error: unknown) => log.error({ cluster: name, err: error }, "could not put back the status file")),
       onError: (error) =>
@@ -335,7 +339,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     stop: ({ detach = false } = {}) =>
       (stopping ??= (async () => {
         clearTimeout(resyncTimer);
-        stopTargetWatch();
+        targetWatch.stop();
         // The dashboard first takes no more requests: nobody asks for a pass (or a plan) of a daemon
         // that is stopping. Its streams stay open until the end, so the pages see the stop's own
         // statuses (a teardown's Stopped) rather than the last word from before it.

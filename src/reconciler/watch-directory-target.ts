@@ -4,23 +4,46 @@
  * watch and its status files stay with the old target while every command looks at the new one.
  * The daemon is told, and starts again on the new target (see the daemon command).
  */
+import { realpathSync } from "node:fs";
 import { realpath } from "node:fs/promises";
 
-/** Look where `dir` leads every `everyMs` ms; `onMoved` once when it leads elsewhere than `startedAt`. Returns the stop. */
-export function watchDirectoryTarget(dir: string, startedAt: string, everyMs: number, onMoved: (now: string) => void): () => void {
+export interface DirectoryTargetWatch {
+  /**
+   * Look now (a file event came): true when `dir` leads elsewhere, `onMoved` then told. The swap's
+   * own file events arrive before the periodic look: acted on, they started work through the new
+   * target that the daemon's restart then cut off.
+   */
+  movedNow(): boolean;
+  stop(): void;
+}
+
+/** Look where `dir` leads every `everyMs` ms, and when asked; `onMoved` once when it leads elsewhere than `startedAt`. */
+export function watchDirectoryTarget(dir: string, startedAt: string, everyMs: number, onMoved: (now: string) => void): DirectoryTargetWatch {
   let told = false;
+  const judge = (now: string): boolean => {
+    if (told) return true;
+    if (now === startedAt) return false;
+    told = true;
+    clearInterval(timer);
+    onMoved(now);
+    return true;
+  };
   const timer = setInterval(() => {
     void realpath(dir).then(
-      (now) => {
-        if (told || now === startedAt) return;
-        told = true;
-        clearInterval(timer);
-        onMoved(now);
-      },
+      (now) => judge(now),
       // Missing for a moment (a link being replaced, a checkout recreating it): looked at again.
       () => undefined,
     );
   }, everyMs);
   timer.unref();
-  return () => clearInterval(timer);
+  return {
+    movedNow() {
+      try {
+        return judge(realpathSync(dir));
+      } catch {
+        return told;
+      }
+    },
+    stop: () => clearInterval(timer),
+  };
 }

@@ -10,12 +10,12 @@
  */
 import { execFile, spawn } from "node:child_process";
 import { promisify } from "node:util";
-import { cp, mkdir, rename, rm, symlink } from "node:fs/promises";
+import { cp, mkdir, rename, rm, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { expect, test } from "vitest";
 import { readStatus, type ClusterStatus } from "../../src/reconciler/index.js";
 import { pathExists } from "../../src/files/index.js";
-import { fastMonitor, shardctlJs, sleep, startInProcessDaemon, writeSettings } from "./daemon-fixture.js";
+import { definitionText, fastMonitor, shardctlJs, sleep, startInProcessDaemon, writeSettings } from "./daemon-fixture.js";
 import { isServingAt, useDaemonWorld } from "./use-daemon-world.js";
 
 const run = promisify(execFile);
@@ -117,11 +117,14 @@ test("a copy of the folder beside the one a cluster was launched from says what 
 
 test("a swapped `current` link: the running daemon starts again on the new release, its lock there, and adopts what runs", async () => {
   const { world } = dw;
-  await writeSettings(world, { enabled: true, heartbeatSeconds: 1 });
+  // A heartbeat of 5 s (the default): the swap's own file events come well before the periodic look.
+  await writeSettings(world, { enabled: true, heartbeatSeconds: 5 });
   const revision = await dw.define("swapped", { nodes: ["l1", "l2"] });
   const release2 = join(world.root, "release-2");
   await mkdir(release2);
   await cp(join(world.clustersDir, "swapped.toml"), join(release2, "swapped.toml"));
+  // The new release adds a cluster.
+  await writeFile(join(release2, "added.toml"), definitionText(world, { nodes: ["l1", "l2"], ...(await dw.freeAddresses()) }));
   const current = join(world.root, "current");
   await symlink(world.clustersDir, current);
   const daemon = spawn(process.execPath, [shardctlJs, "daemon", "--config", world.settingsFile, "--dir", current], {
@@ -138,6 +141,11 @@ test("a swapped `current` link: the running daemon starts again on the new relea
     await symlink(release2, `${current}.new`);
     await rename(`${current}.new`, current);
     const adopted = await waitFor("serving from the second release", () => servingIn(release2, "swapped", revision), 30_000);
+    await waitFor("the added cluster serving", async () => ((await readStatus(join(release2, "added.status.json")).catch(() => undefined))?.health === "Healthy" ? true : undefined), 60_000);
+    // The swap's file events were left to the daemon that starts again on the new target: nothing
+    // was begun through the link and then cut off by the restart. Regression: the added cluster's
+    // launch began at once and was called off (DaemonStopping) when the periodic look came.
+    expect(stderr).not.toMatch(/"cluster":"added"[^\n]*DaemonStopping/);
     expect(stderr).toContain(`the definitions directory ${current} leads to ${release2} now`);
     expect(adopted.stages.map((c) => c.pid)).toEqual(serving.stages.map((c) => c.pid));
     expect(await pathExists(join(release2, ".shardctl-daemon.lock"))).toBe(true);
@@ -147,6 +155,9 @@ test("a swapped `current` link: the running daemon starts again on the new relea
     const status = await run(process.execPath, [shardctlJs, "status", "swapped", "--config", world.settingsFile, "--dir", current]);
     expect(status.stderr).not.toMatch(/no shardctl daemon/);
     expect(status.stdout).toMatch(/Healthy/);
+    // One at a time: both definitions gone at once is the mass-prune guard's to refuse.
+    await rm(join(release2, "added.toml"));
+    await waitFor("pruned", async () => ((await pathExists(join(release2, "added.status.json"))) ? undefined : true));
     await rm(join(release2, "swapped.toml"));
     await waitFor("pruned", async () => ((await pathExists(join(release2, "swapped.status.json"))) ? undefined : true));
     daemon.kill("SIGTERM");
