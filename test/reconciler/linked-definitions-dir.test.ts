@@ -141,7 +141,11 @@ test("a swapped `current` link: the running daemon starts again on the new relea
     await symlink(release2, `${current}.new`);
     await rename(`${current}.new`, current);
     const adopted = await waitFor("serving from the second release", () => servingIn(release2, "swapped", revision), 30_000);
-    await waitFor("the added cluster serving", async () => ((await readStatus(join(release2, "added.status.json")).catch(() => undefined))?.health === "Healthy" ? true : undefined), 60_000);
+    await waitFor(
+      "the added cluster serving",
+      async () => ((await readStatus(join(release2, "added.status.json")).catch(() => undefined))?.health === "Healthy" ? true : undefined),
+      60_000,
+    );
     // The swap's file events were left to the daemon that starts again on the new target: nothing
     // was begun through the link and then cut off by the restart. Regression: the added cluster's
     // launch began at once and was called off (DaemonStopping) when the periodic look came.
