@@ -137,6 +137,7 @@ async function fetchLocally(request: TransferRequest, source: Extract<StagingSou
       await request.node.remove(target);
       return fetchLocally({ ...request, haveBytes: 0 }, source);
     }
+    if (response instanceof ShardctlError && / HTTP 404$/.test(response.message)) throw new ShardctlError("DownloadFailed", `${response.message}${goneFromHub(request)}`);
     throw response;
   }
   // A server ignoring Range sends everything again: start the partial file over.
@@ -334,7 +335,8 @@ async function fetchOnNode(request: TransferRequest, source: Extract<StagingSour
   if (result.exitCode !== 0) {
     const program = result.exitCode === 96 || result.exitCode === 97 ? "the download program" : "curl";
     const why = result.timedOut ? `timed out after ${result.durationMs} ms` : `${program} exited with ${result.exitCode}: ${result.stderr.trim()}`;
-    throw new ShardctlError("DownloadFailed", `node ${node.config.name}: ${url}: ${why}`);
+    const gone = /\berror: 404\b/.test(result.stderr) ? goneFromHub(request) : "";
+    throw new ShardctlError("DownloadFailed", `node ${node.config.name}: ${url}: ${why}${gone}`);
   }
   // curl ended without an error short of the listed size: the reply said it was whole (a page sent
   // with a success status). What it appended cannot be told from the file's bytes: start over.
@@ -344,6 +346,15 @@ async function fetchOnNode(request: TransferRequest, source: Extract<StagingSour
     throw notTheFile(request, url, `a reply that ended after ${after?.size ?? 0} of the listed ${file.size} bytes without an error; the partial file was removed`);
   }
   request.onBytes(after.size);
+}
+
+/**
+ * What a 404 for a file of a pinned commit means: the Hub had it when the revision was planned and
+ * has it no more (a revision deleted or rewritten). Retried all the same (a mirror's hiccup looks
+ * alike), with what would end it.
+ */
+function goneFromHub(request: Pick<TransferRequest, "commit" | "file">): string {
+  return `; the Hub no longer has ${request.file.path} at commit ${request.commit.slice(0, 12)}, which it listed when the revision was planned (a revision deleted or rewritten on the Hub): \`shardctl reconcile\` the cluster to plan it again from what the Hub has now (a branch is resolved anew), or pin [model] revision to a commit it has`;
 }
 
 function curlQuote(value: string): string {

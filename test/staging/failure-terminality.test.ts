@@ -117,6 +117,27 @@ describe("stageCluster keeps each failed node's reason and terminality", () => {
     expect(performance.now() - started).toBeGreaterThan(10_000);
   }, 60_000);
 
+  it("a file the Hub no longer has at the planned commit (404) fails saying so, and what would end it, retried (not terminal)", async () => {
+    hub.injectFault({ path: shard1, status: 404, minBytes: 1000, times: 100 });
+    try {
+      const result = await stageCluster([{ node: localNode("gone"), files: "all" }], hubSource, { manifest });
+      expect(result.failed).toEqual([
+        {
+          node: "gone",
+          reason: "DownloadFailed",
+          terminal: false,
+          message: expect.stringMatching(
+            new RegExp(
+              `HTTP 404; the Hub no longer has ${shard1} at commit ${commit.slice(0, 12)}, which it listed when the revision was planned .*\`shardctl reconcile\` the cluster`,
+            ),
+          ),
+        },
+      ]);
+    } finally {
+      hub.clearFaults();
+    }
+  });
+
   it("a connection cut on every attempt fails with DownloadFailed, not terminal", async () => {
     hub.injectFault({ path: shard1, cutAfterBytes: 1000, times: 100 });
     try {
