@@ -543,6 +543,20 @@ export async function writeSlowEngine(world: DaemonWorld, delaySeconds: number):
 }
 
 /**
+ * An engine that answers nothing, `--version` included, while the returned flag file exists (it
+ * does from the start), then runs as the bundled reference engine: remove the flag to let it go.
+ */
+export async function writeHangingEngine(world: DaemonWorld): Promise<{ binary: string; flag: string }> {
+  const flag = join(world.root, "hang-engine");
+  await writeFile(flag, "");
+  const binary = join(world.root, "bin", "hanging-engine.sh");
+  await mkdir(join(world.root, "bin"), { recursive: true });
+  const engine = bundledShardEngineCommand.map((arg) => JSON.stringify(arg)).join(" ");
+  await writeFile(binary, `#!/bin/sh\nwhile [ -e ${JSON.stringify(flag)} ]; do sleep 0.1; done\nexec ${engine} "$@"\n`, { mode: 0o755 });
+  return { binary, flag };
+}
+
+/**
  * A stand-in engine at `<root>/bin/<name>`: the bundled reference engine, except that stage-0 first
  * runs the shell command `stage0` (`kill -STOP $$` to stop itself, `exec sleep 3600` to hang) while
  * the file `flag` exists.

@@ -4,30 +4,16 @@
  * nor the daemon's stop. The daemon runs in this process on two local nodes; the engine is a
  * wrapper that answers nothing, `--version` included, while its flag file exists.
  */
-import { mkdir, rm, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { rm } from "node:fs/promises";
 import { expect, test } from "vitest";
-import { bundledShardEngineCommand } from "../../src/launch/index.js";
-import { conditionOf, removeDefinition, waitForStatus } from "./daemon-fixture.js";
+import { conditionOf, removeDefinition, waitForStatus, writeHangingEngine } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
 const dw = useDaemonWorld({ settings: { enabled: true } });
 
-/** An engine binary that hangs while the returned flag file exists. */
-async function hangingEngine(): Promise<{ binary: string; flag: string }> {
-  const { world } = dw;
-  const flag = join(world.root, "hang-engine");
-  await writeFile(flag, "");
-  const binary = join(world.root, "bin", "hanging-engine.sh");
-  await mkdir(join(world.root, "bin"), { recursive: true });
-  const engine = bundledShardEngineCommand.map((arg) => JSON.stringify(arg)).join(" ");
-  await writeFile(binary, `#!/bin/sh\nwhile [ -e ${JSON.stringify(flag)} ]; do sleep 0.1; done\nexec ${engine} "$@"\n`, { mode: 0o755 });
-  return { binary, flag };
-}
-
 test("a definition fixed while its plan waits on a hung version command is planned anew at once, not after the 30 s deadline", async () => {
   const { world } = dw;
-  const { binary, flag } = await hangingEngine();
+  const { binary, flag } = await writeHangingEngine(world);
   try {
     await dw.define("fixed", { nodes: ["l1", "l2"], binary });
     await waitForStatus(world, "fixed", (s) => conditionOf(s, "Reconciling")?.reason === "Planning", 10_000);
@@ -47,7 +33,7 @@ test("a definition fixed while its plan waits on a hung version command is plann
 
 test("the daemon stops within seconds while a plan waits on a hung version command; its next start takes the definition up", async () => {
   const { world } = dw;
-  const { binary, flag } = await hangingEngine();
+  const { binary, flag } = await writeHangingEngine(world);
   try {
     await dw.define("hung", { nodes: ["l1", "l2"], binary });
     await waitForStatus(world, "hung", (s) => conditionOf(s, "Reconciling")?.reason === "Planning", 10_000);

@@ -6,11 +6,9 @@
  * plans says so in its status as it begins, not once its nodes answered. The daemon runs in this
  * process on two local nodes.
  */
-import { mkdir, rm, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { rm } from "node:fs/promises";
 import { expect, test } from "vitest";
-import { bundledShardEngineCommand } from "../../src/launch/index.js";
-import { conditionOf, isReadyAt, removeDefinition, waitForStatus } from "./daemon-fixture.js";
+import { conditionOf, isReadyAt, removeDefinition, waitForStatus, writeHangingEngine } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
 const dw = useDaemonWorld({ settings: { enabled: true } });
@@ -18,12 +16,7 @@ const dw = useDaemonWorld({ settings: { enabled: true } });
 test("four definitions whose engine hangs on --version do not hold back another cluster's launch; each says it plans", async () => {
   const { world } = dw;
   // The engine answers nothing, --version included, while the flag file exists.
-  const flag = join(world.root, "hang-engine");
-  await writeFile(flag, "");
-  const binary = join(world.root, "bin", "hanging-engine.sh");
-  await mkdir(join(world.root, "bin"), { recursive: true });
-  const engine = bundledShardEngineCommand.map((arg) => JSON.stringify(arg)).join(" ");
-  await writeFile(binary, `#!/bin/sh\nwhile [ -e ${JSON.stringify(flag)} ]; do sleep 0.1; done\nexec ${engine} "$@"\n`, { mode: 0o755 });
+  const { binary, flag } = await writeHangingEngine(world);
   const hung = ["hung-1", "hung-2", "hung-3", "hung-4"];
   try {
     for (const name of hung) await dw.define(name, { nodes: ["l1", "l2"], binary });
