@@ -139,7 +139,7 @@ function decide(pass: Pass, planFailed = false): NextAction {
   const { memory, revision } = pass;
   return nextAction(
     pass.desired ?? { kind: "absent" },
-    pass.observed ?? { ours: false, gone: [], dirExists: true, ownDefined: 0, ownEntries: 0 },
+    pass.observed ?? { ours: false, gone: [], dirExists: true, liveDefinitions: 0, ownEntries: 0 },
     decisionMemoryOf(memory.restarts, revision, memory.planned, planFailed),
     pass.settings,
   );

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { launchIdentity, type PlannedCluster } from "../cluster/index.js";
 import { pathExists } from "../files/index.js";
 import type { Ledger, LedgerEntry } from "../launch/index.js";
-import { computeRevision, findClusterFiles, type ClusterSpec, type Settings } from "../spec/index.js";
+import { computeRevision, findClusterFiles, loadCluster, type ClusterSpec, type Settings } from "../spec/index.js";
 import type { DecisionMemory, DesiredState, ObservedState } from "./next-action.js";
 
 /** Launched from the definitions directory `dir` (absolute); an entry from before owners were recorded counts as its own. */
@@ -58,11 +58,15 @@ export function desiredStateOf(spec: ClusterSpec, settings: Settings): Extract<D
   return { kind: "defined", revision: computeRevision(spec, settings), desired: spec.desired, suspend: spec.suspend };
 }
 
-/** What the prune guard looks at: whether the definitions directory exists, the ledger entries it owns, and how many of those still have a definition there. */
+/** What the prune guard looks at: whether the definitions directory exists, the ledger entries it owns, and the definitions that count. */
 export interface DirectoryView {
   exists: boolean;
-  /** Of the clusters the daemon's own ledger entries record, those whose definition file is in the directory (valid or not). */
-  ownDefined: number;
+  /**
+   * Definition files that keep the directory from reading as emptied: those of the clusters the
+   * daemon's own ledger entries record (valid or not: an invalid one keeps its cluster), else the
+   * first other file that is a valid definition (a cluster renamed, or its model moved to another).
+   */
+  liveDefinitions: number;
   ownEntries: number;
 }
 
@@ -71,13 +75,19 @@ export interface DirectoryView {
  * one that is there but cannot be listed (a permission taken away for a moment, a network mount's
  * hiccup) is an error, not an empty directory: the guard would otherwise let its clusters be pruned.
  */
-export async function readDirectoryView(dir: string, ledger: Pick<Ledger, "list">): Promise<DirectoryView> {
+export async function readDirectoryView(dir: string, ledger: Pick<Ledger, "list">, settings: Settings): Promise<DirectoryView> {
   const [exists, entries] = await Promise.all([pathExists(dir), ledger.list()]);
-  // Counted by the clusters that run: a stray file (a merge tool's copy, a binary) is the definition
-  // of none of them, and must not let a checkout that removed every one of theirs through the guard.
-  const files = new Set(exists ? await findClusterFiles(dir) : []);
+  // Counted by the clusters that run, and by valid definitions: a stray file (a merge tool's copy,
+  // a binary) is neither, and must not let a checkout that removed every definition through the guard.
+  const files = exists ? await findClusterFiles(dir) : [];
   const own = entries.filter((e) => isOwnedBy(e, dir));
-  return { exists, ownDefined: own.filter((e) => files.has(join(dir, `${e.cluster}.toml`))).length, ownEntries: own.length };
+  const ownFiles = new Set(own.map((e) => join(dir, `${e.cluster}.toml`)));
+  let liveDefinitions = files.filter((file) => ownFiles.has(file)).length;
+  for (const file of files) {
+    if (liveDefinitions > 0) break;
+    if ((await loadCluster(file, settings).catch(() => undefined))?.ok === true) liveDefinitions = 1;
+  }
+  return { exists, liveDefinitions, ownEntries: own.length };
 }
 
 /** What was seen besides the ledger's entry: processes definitely gone, and the directory when the definition is missing. */
@@ -95,7 +105,7 @@ export function observedStateOf(entry: NonNullable<ObservedState["entry"]> | und
     ours: entry !== undefined && isOwnedBy(entry, dir),
     gone: seen.gone ?? [],
     dirExists: seen.directory?.exists ?? true,
-    ownDefined: seen.directory?.ownDefined ?? 0,
+    liveDefinitions: seen.directory?.liveDefinitions ?? 0,
     ownEntries: seen.directory?.ownEntries ?? 0,
   };
 }

@@ -32,8 +32,8 @@ export interface ObservedState {
   gone: readonly string[];
   /** The definitions directory exists. */
   dirExists: boolean;
-  /** Of the clusters this daemon's ledger entries record, those whose definition file is in the directory (valid or not). */
-  ownDefined: number;
+  /** Definition files that keep the directory from reading as emptied (see DirectoryView.liveDefinitions). */
+  liveDefinitions: number;
   /** Ledger entries of this daemon's directory, this one included. */
   ownEntries: number;
 }
@@ -81,9 +81,9 @@ export function nextAction(desired: DesiredState, observed: ObservedState, memor
     if (entry === undefined || !observed.ours) return { kind: "forget" };
     // A missing directory is a broken checkout or mount, never a decision to stop anything.
     if (!observed.dirExists) return { kind: "stall", reason: "DefinitionsDirMissing", serving: true };
-    // Every running cluster's definition gone at once (an empty directory, or one left with stray
-    // files only) is more likely a broken checkout than intent.
-    if (observed.ownDefined === 0 && observed.ownEntries > 1 && !settings.daemon.allowMassPrune) {
+    // Every running cluster's definition gone at once, and no valid one in their place (an empty
+    // directory, or one left with stray files only), is more likely a broken checkout than intent.
+    if (observed.liveDefinitions === 0 && observed.ownEntries > 1 && !settings.daemon.allowMassPrune) {
       return { kind: "stall", reason: "MassPruneRefused", serving: entry.phase === "running" };
     }
     return { kind: "prune" };

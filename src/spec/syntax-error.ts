@@ -35,9 +35,10 @@ export function locateSyntaxError(text: string, at: Position, detail: string): S
 
   // A merge that stopped on a conflict leaves git's markers in the file: none is TOML, and the
   // error smol-toml gives for one ("illegal character in key") says nothing of what happened.
-  const marker = /^(<{7}|={7}|>{7}|\|{7})(?: |$)/m.exec(text);
+  // Only from a `<<<<<<<` line on: a line of `=======` alone may be a heading's underline in a string.
+  const marker = /^<{7}(?: |$)/m.exec(text);
   if (marker !== null && marker.index <= offset) {
-    return { ...position(marker.index), message: `a merge conflict is left in the file (git's "${marker[1]}" marker): keep one side, remove the markers, and commit` };
+    return { ...position(marker.index), message: `a merge conflict is left in the file (git's "<<<<<<<" marker): keep one side, remove the markers, and commit` };
   }
   if (scan.unclosedString !== undefined) {
     return { ...position(scan.unclosedString), message: `unclosed string: no closing quote before the end of the line` };

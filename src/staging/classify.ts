@@ -43,7 +43,7 @@ export async function classifyNode(node: NodeAccess, manifest: Manifest, layout:
       continue;
     }
     if (stat.size !== file.size) {
-      checks.push({ file, state: "mismatched", haveBytes: 0, linkMissing });
+      checks.push({ file, state: "mismatched", haveBytes: 0, mismatchedBytes: stat.size, linkMissing });
       continue;
     }
     if (options.verify !== "full" && cacheHit(cache[path], stat, file.hash)) {
@@ -55,7 +55,9 @@ export async function classifyNode(node: NodeAccess, manifest: Manifest, layout:
     if (good && cachePath !== undefined) {
       verified[path] = { size: stat.size, mtimeSec: stat.mtimeSec, ctimeSec: stat.ctimeSec, ino: stat.ino, hash: file.hash };
     }
-    checks.push({ file, state: good ? "present" : "mismatched", haveBytes: good ? file.size : 0, linkMissing });
+    checks.push(
+      good ? { file, state: "present", haveBytes: file.size, linkMissing } : { file, state: "mismatched", haveBytes: 0, mismatchedBytes: stat.size, linkMissing },
+    );
   }
   if (Object.keys(verified).length > 0 && cachePath !== undefined) await updateStatCache(node, cachePath, verified);
   const state = checks.some((c) => c.state === "mismatched") ? "mismatched" : checks.some((c) => c.state !== "present" || c.linkMissing) ? "needs-download" : "present";

@@ -5,6 +5,7 @@
  * never modified: blobs are content-addressed and another revision links its own snapshot folder.
  */
 import { posix } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
 import { probeNode, type NodeAccess } from "../nodes/index.js";
 import { isShardctlError, messageOf, ShardctlError } from "../errors/index.js";
 import { withNodeLock } from "./node-lock.js";
@@ -40,15 +41,12 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
   }
   const layout: Layout = { kind: "cache", modelDir };
   const classify = () => orCancelled(classifyNode(node, manifest, layout, { verify: options.verify, signal: options.signal }), name, options.signal);
-  // Hashing every file is as heavy as a transfer: it waits for its turn as one does.
+  // Hashing every file is as heavy as a transfer: it waits for its turn as one does. Not before the
+  // disk is known to hold at least what is missing outright: a node that stays full is retried,
+  // and would otherwise be read end to end at every try.
+  if (options.verify === "full") await refuseIfShort(node, modelDir, await missingBytes(node, manifest, modelDir), []);
   const classification = options.verify === "full" ? await withTurn(name, options, classify) : await classify();
   const todo = classification.files.filter((f) => f.state !== "present");
-  // A blob that does not match its size or checksum serves no revision (blobs are named by their
-  // content): it goes before the disk check, so that it does not take the room of its own
-  // replacement on a tight disk. A process that has it open keeps what it read (the file lives on
-  // until closed); the replacement is renamed into place as any transfer is.
-  const corrupt = todo.filter((f) => f.state === "mismatched");
-  for (const check of corrupt) await node.remove(blobPath(modelDir, manifest.repo, check.file.hash));
   const needed = todo.reduce((sum, f) => sum + f.file.size - (f.state === "partial" ? Math.min(f.haveBytes, f.file.size) : 0), 0);
   const result: NodeStagingResult = {
     node: name,
@@ -60,25 +58,16 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
   };
 
   // Refuse before transferring anything when the disk is short. Listed sizes are what a transfer may
-  // write: a download whose body passes its file's listed size is stopped there (transfer.ts).
-  if (needed > 0) {
-    const probe = await probeNode(node);
-    // An unknown figure is a refusal, not a pass: filling a node's disk breaks more than staging.
-    if (probe.diskFreeBytes === undefined) {
-      const why = probe.error ?? (probe.reachable ? "the probe printed no free-space figure (is df missing or its output unusual?)" : "the node did not answer");
-      throw new ShardctlError("DiskSpaceUnknown", `node ${name}: cannot tell the free space at ${modelDir} before transferring ${needed} bytes: ${why}`);
-    }
-    if (probe.diskFreeBytes < needed) {
-      const replaced = corrupt.length === 0 ? "" : `, ${corrupt.map((f) => f.file.path).join(", ")} to replace a copy that did not match its checksum (removed)`;
-      // Retried with back-off (not stalled): space freed there is found without a kick, and the
-      // check comes before any byte moves, so a retry never fills the disk.
-      throw new ShardctlError(
-        "InsufficientDisk",
-        `node ${name} needs ${needed} bytes more at ${modelDir} (what of the model is not there yet${replaced}) but only ${probe.diskFreeBytes} bytes are free: ` +
-          `free ${needed - probe.diskFreeBytes} bytes there, or give the node a model_dir on a larger disk; tried again with back-off, at most a minute apart (what was staged is kept)`,
-      );
-    }
-  }
+  // write: a download whose body passes its file's listed size is stopped there (transfer.ts). A
+  // copy that does not match its size or checksum is room its replacement takes back: it is
+  // removed, under the file's locks, just before the replacement is fetched.
+  if (needed > 0)
+    await refuseIfShort(
+      node,
+      modelDir,
+      needed,
+      todo.filter((f) => f.state === "mismatched"),
+    );
 
   // Transfer, verify, rename into place: each file in its turn (see takeTurn).
   const progress = createProgress(name, needed, options.onProgress);
@@ -91,27 +80,39 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
     // pass of this process at a time, then one process of all that stage there (the node's lock).
     // Under both the file is re-checked (two stats): another may have verified it since classify.
     const key = `blob ${machineKey(node)} ${modelDir} ${manifest.repo} ${check.file.hash}`;
-    // Another cluster of this process stages the same file there: said, as a wait for another
-    // process's lock is (a staging that does not move is not a slow one).
+    // Another staging of this process (another cluster, or another node of the same machine and
+    // folder) stages the same file there: said, as a wait for another process's lock is.
     if (isKeyedLockHeld(key)) progress.update("waiting", 0, check.file.path, true);
     let began = false;
     const locked = withKeyedLock(key, async () => {
       began = true;
       // Stopped while waiting for the lock (another pass's download of the same blob).
       stopIfCancelled(name, options.signal);
-      return withNodeLock(
-        node,
-        blobPath(modelDir, manifest.repo, check.file.hash),
-        async () => {
-          const current = await orCancelled(recheck(node, manifest, modelDir, check, options.signal), name, options.signal);
-          if (current.state === "present") return false;
-          await withTurn(name, options, () => fetchOne(node, source, manifest, modelDir, current, options, progress, hashed));
-          return true;
-        },
-        {
-          ...(options.signal === undefined ? {} : { signal: options.signal }),
-          onWait: (holder) => progress.update("waiting", 0, check.file.path, true, holder),
-        },
+      // Fetched meanwhile by the pass that held the lock: no place needed (a stat or two; a
+      // mismatched copy is judged again under the node's lock, where it is hashed).
+      if (check.state !== "mismatched" && (await orCancelled(recheck(node, manifest, modelDir, check, options.signal), name, options.signal)).state === "present")
+        return false;
+      // The node's place is taken before its lock of the file: another process waiting for that lock
+      // then waits for a transfer under way, never for this daemon's queue.
+      return withTurn(name, options, () =>
+        withNodeLock(
+          node,
+          blobPath(modelDir, manifest.repo, check.file.hash),
+          async () => {
+            const current = await orCancelled(recheck(node, manifest, modelDir, check, options.signal), name, options.signal);
+            if (current.state === "present") return false;
+            // A copy that does not match serves no revision (blobs are named by their content): it
+            // goes first, so that on a tight disk it does not take the room of its replacement. A
+            // process that has it open keeps what it read (the file lives on until closed).
+            if (current.state === "mismatched") await node.remove(blobPath(modelDir, manifest.repo, check.file.hash));
+            await fetchOne(node, source, manifest, modelDir, current, options, progress, hashed);
+            return true;
+          },
+          {
+            ...(options.signal === undefined ? {} : { signal: options.signal }),
+            onWait: (holder) => progress.update("waiting", 0, check.file.path, true, holder),
+          },
+        ),
       );
     });
     const fetched = await untilCancelled(locked, () => !began, name, options.signal, check.file.path);
@@ -127,6 +128,49 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
   if (hashed.size > 0) await updateStatCache(node, statCachePath(modelDir, manifest.repo), Object.fromEntries(hashed));
   progress.update("done", 0, undefined, true);
   return result;
+}
+
+/**
+ * Refuse (InsufficientDisk, retried with back-off: space freed there is found without a kick, and
+ * the check comes before any byte moves, so a retry never fills the disk) when the free space at
+ * `modelDir` is less than `needed` bytes, counting the room the `mismatched` copies give back.
+ */
+async function refuseIfShort(node: NodeAccess, modelDir: string, needed: number, mismatched: readonly FileCheck[]): Promise<void> {
+  if (needed <= 0) return;
+  const name = node.config.name;
+  const probe = await probeNode(node);
+  // An unknown figure is a refusal, not a pass: filling a node's disk breaks more than staging.
+  if (probe.diskFreeBytes === undefined) {
+    const why = probe.error ?? (probe.reachable ? "the probe printed no free-space figure (is df missing or its output unusual?)" : "the node did not answer");
+    throw new ShardctlError("DiskSpaceUnknown", `node ${name}: cannot tell the free space at ${modelDir} before transferring ${needed} bytes: ${why}`);
+  }
+  const reclaimed = mismatched.reduce((sum, f) => sum + (f.mismatchedBytes ?? 0), 0);
+  if (probe.diskFreeBytes + reclaimed >= needed) return;
+  const replaced =
+    mismatched.length === 0
+      ? ""
+      : `, ${mismatched.map((f) => f.file.path).join(", ")} to replace a copy that does not match its checksum (removed first: ${reclaimed} bytes counted as free)`;
+  throw new ShardctlError(
+    "InsufficientDisk",
+    `node ${name} needs ${needed} bytes more at ${modelDir} (what of the model is not there yet${replaced}) but only ${probe.diskFreeBytes + reclaimed} bytes are free: ` +
+      `free ${needed - probe.diskFreeBytes - reclaimed} bytes there, or give the node a model_dir on a larger disk; tried again with back-off, at most a minute apart (what was staged is kept)`,
+  );
+}
+
+/**
+ * What is missing outright, by a look at sizes alone (no hashing): the listed size of each file
+ * with no blob of that size, less what a partial file holds. What a full verification may add to it
+ * (a copy of the right size that does not hash) comes on top: a disk short of this is short.
+ */
+async function missingBytes(node: NodeAccess, manifest: Manifest, modelDir: string): Promise<number> {
+  const [blobs, partials] = await Promise.all([
+    node.statMany(manifest.files.map((f) => blobPath(modelDir, manifest.repo, f.hash))),
+    node.statMany(manifest.files.map((f) => incompletePath(modelDir, manifest.repo, f.hash))),
+  ]);
+  return manifest.files.reduce((sum, file, i) => {
+    if (blobs[i]?.type === "file" && blobs[i].size === file.size) return sum;
+    return sum + file.size - Math.min(partials[i]?.size ?? 0, file.size);
+  }, 0);
 }
 
 /**
@@ -246,7 +290,8 @@ async function fetchOne(
       have = st?.size ?? 0;
       resumed ||= have > 0;
       if (attempt >= attempts) throw error;
-      await new Promise((r) => setTimeout(r, retryDelayMs(error, attempt)));
+      // Cut short when the staging is called off (the wait may be 20 s for a rate-limiting Hub).
+      await delay(retryDelayMs(error, attempt), undefined, options.signal === undefined ? {} : { signal: options.signal }).catch(() => undefined);
       stopIfCancelled(node.config.name, options.signal, file.path);
       continue;
     }

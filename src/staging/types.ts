@@ -37,6 +37,8 @@ export interface FileCheck {
   state: FileState;
   /** Bytes already in place (the .incomplete size for a partial file). */
   haveBytes: number;
+  /** A mismatched file's size on disk: room its replacement takes back, as it is removed first. */
+  mismatchedBytes?: number;
   /** True when the snapshot link must be (re)made. */
   linkMissing: boolean;
 }

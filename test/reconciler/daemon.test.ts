@@ -353,7 +353,9 @@ describe("daemon", () => {
     for (const name of ["m1", "m2"]) {
       const refused = await waitForStatus(world, name, (s) => s.lastError?.reason === "MassPruneRefused");
       expect(conditionOf(refused, "Stalled")).toMatchObject({ status: "True", reason: "MassPruneRefused" });
-      expect(refused.lastError?.message).toMatch(/ holds the definition of none of the 2 clusters that run; refusing .*allow_mass_prune/);
+      expect(refused.lastError?.message).toMatch(
+        / holds the definition of none of the 2 clusters that run, nor any valid definition in their place; refusing .*allow_mass_prune/,
+      );
       // The file says why it stays while its definition is gone.
       expect(refused.definitionRemoved).toBe(true);
     }
@@ -371,6 +373,22 @@ describe("daemon", () => {
     // Two launches over SSH, the refusals and the prune: about 10 s alone, once past 60 s in CI's
     // three files at once. The test's limit is above its waits' own (each up to 45 s), so a wait that
     // times out names the step it waited for instead of the whole test timing out.
+  }, 180_000);
+
+  test("every running definition renamed at once (git mv) is no mass prune: the old names are torn down, the new ones launch", async () => {
+    for (const name of ["r1", "r2"]) await writeDefinition(world, name, await definition({ nodes: ["n1", "n2"] }));
+    for (const name of ["r1", "r2"]) await waitForStatus(world, name, (s) => isReadyAt(s));
+    // The same texts under new names: the same ports, so each launches once its old name is torn down.
+    await rename(join(world.clustersDir, "r1.toml"), join(world.clustersDir, "renamed-1.toml"));
+    await rename(join(world.clustersDir, "r2.toml"), join(world.clustersDir, "renamed-2.toml"));
+    for (const name of ["renamed-1", "renamed-2"]) await waitForStatus(world, name, (s) => isReadyAt(s), 60_000);
+    for (const name of ["r1", "r2"]) await waitUntil(async () => (await readStatusFile(world, name)) === undefined);
+    const versions = world.audit.versions.filter((v) => v.name === "r1.status.json" || v.name === "r2.status.json");
+    expect(versions.some((v) => v.text.includes("MassPruneRefused"))).toBe(false);
+    await rm(join(world.clustersDir, "renamed-1.toml"));
+    await waitUntil(async () => (await readStatusFile(world, "renamed-1")) === undefined);
+    await rm(join(world.clustersDir, "renamed-2.toml"));
+    await waitUntil(async () => (await readStatusFile(world, "renamed-2")) === undefined);
   }, 180_000);
 
   test("wait ignores a stale Ready: Ready at the previous revision never satisfies it", async () => {

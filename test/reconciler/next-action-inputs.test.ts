@@ -16,7 +16,7 @@ describe("isOwnedBy", () => {
 
 describe("observedStateOf", () => {
   it("nothing runs: not ours; the prune guard not looked at counts the directory present and empty", () => {
-    expect(observedStateOf(undefined, dir)).toEqual({ ours: false, gone: [], dirExists: true, ownDefined: 0, ownEntries: 0 });
+    expect(observedStateOf(undefined, dir)).toEqual({ ours: false, gone: [], dirExists: true, liveDefinitions: 0, ownEntries: 0 });
   });
 
   it("what runs, by the ownership rule, with the processes gone and the prune guard's view when given", () => {
@@ -25,13 +25,13 @@ describe("observedStateOf", () => {
       ours: false,
       gone: ["stage 0"],
       dirExists: true,
-      ownDefined: 0,
+      liveDefinitions: 0,
       ownEntries: 0,
     });
-    expect(observedStateOf(entry(), dir, { directory: { exists: false, ownDefined: 2, ownEntries: 3 } })).toMatchObject({
+    expect(observedStateOf(entry(), dir, { directory: { exists: false, liveDefinitions: 2, ownEntries: 3 } })).toMatchObject({
       ours: true,
       dirExists: false,
-      ownDefined: 2,
+      liveDefinitions: 2,
       ownEntries: 3,
     });
   });

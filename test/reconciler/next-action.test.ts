@@ -26,7 +26,7 @@ const lastGood = (overrides: Partial<Extract<DesiredState, { kind: "defined" }>>
   suspend: false,
   ...overrides,
 });
-const observed = (overrides: Partial<ObservedState> = {}): ObservedState => ({ ours: true, gone: [], dirExists: true, ownDefined: 1, ownEntries: 1, ...overrides });
+const observed = (overrides: Partial<ObservedState> = {}): ObservedState => ({ ours: true, gone: [], dirExists: true, liveDefinitions: 1, ownEntries: 1, ...overrides });
 const planned = (overrides: Partial<NonNullable<DecisionMemory["planned"]>> = {}): DecisionMemory => ({
   launches: 0,
   planned: { revision, feasible: true, errors: [], identity, ...overrides },
@@ -49,7 +49,7 @@ const rows: Row[] = [
     settings(),
     { kind: "forget" },
   ],
-  ["absent, ours runs", { kind: "absent" }, observed({ entry: running(), ownDefined: 3, ownEntries: 2 }), { launches: 0 }, settings(), { kind: "prune" }],
+  ["absent, ours runs", { kind: "absent" }, observed({ entry: running(), liveDefinitions: 3, ownEntries: 2 }), { launches: 0 }, settings(), { kind: "prune" }],
   [
     "absent, the directory is gone",
     { kind: "absent" },
@@ -61,7 +61,7 @@ const rows: Row[] = [
   [
     "absent, directory emptied while two run",
     { kind: "absent" },
-    observed({ entry: running(), ownDefined: 0, ownEntries: 2 }),
+    observed({ entry: running(), liveDefinitions: 0, ownEntries: 2 }),
     { launches: 0 },
     settings(),
     { kind: "stall", reason: "MassPruneRefused", serving: true },
@@ -69,7 +69,7 @@ const rows: Row[] = [
   [
     "absent, directory emptied, mass prune allowed",
     { kind: "absent" },
-    observed({ entry: running(), ownDefined: 0, ownEntries: 2 }),
+    observed({ entry: running(), liveDefinitions: 0, ownEntries: 2 }),
     { launches: 0 },
     settings({ allowMassPrune: true }),
     { kind: "prune" },
@@ -77,7 +77,7 @@ const rows: Row[] = [
   [
     "absent, directory emptied while only this one runs",
     { kind: "absent" },
-    observed({ entry: running(), ownDefined: 0, ownEntries: 1 }),
+    observed({ entry: running(), liveDefinitions: 0, ownEntries: 1 }),
     { launches: 0 },
     settings(),
     { kind: "prune" },

@@ -243,3 +243,16 @@ test("a definition renamed whose new name cannot launch yet (its coordinator por
   expect(await markOf(world)).toBeUndefined();
   expect(await removeDefinition(world, "renamed-to")).toBe(true);
 }, 180_000);
+
+test("a definition removed while another serves the same model: nothing is promised back (the model stays routed), and the other holds no mark to renew", async () => {
+  const { world, daemon } = dw;
+  const a = await dw.define("twin-a", { nodes: ["n1", "n2"], ...(await dw.freeAddresses()), register: true });
+  const b = await dw.define("twin-b", { nodes: ["n1", "n2"], ...(await dw.freeAddresses()), register: true });
+  await dw.waitServing("twin-a", a);
+  await dw.waitServing("twin-b", b);
+  expect(await removeDefinition(world, "twin-a")).toBe(true);
+  // Regression: the mark was set and handed to twin-b, whose every pass renewed it for good.
+  expect(await markOf(world)).toBeUndefined();
+  expect((await askModel(world, daemon.routerUrl)).status).toBe(200);
+  expect(await removeDefinition(world, "twin-b")).toBe(true);
+}, 120_000);

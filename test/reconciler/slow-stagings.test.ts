@@ -59,7 +59,7 @@ test("a served cluster deleted while four clusters download their models is torn
     await dw.define("sixth", { nodes: ["l1", "l2"], modelId: repos[0], modelSource: "hub" });
     const sharing = await waitForStatus(world, "sixth", (s) => s.staging.some((card) => card.reason === "WaitingForLock"), 30_000);
     expect(sharing.staging.find((card) => card.reason === "WaitingForLock")?.message).toMatch(
-      /^waiting for another cluster's staging of model.*\.safetensors there \(the same file: it is transferred once\)$/,
+      /^waiting for another staging of this daemon, which transfers model.*\.safetensors there \(the same file: it is transferred once\)$/,
     );
     // A cluster on other nodes stages (a push) and serves without waiting for these nodes' places.
     // Regression: the places were the daemon's four, and it waited for a download to end.

@@ -80,6 +80,11 @@ describe("a TOML syntax error is reported where it is", () => {
       'c.toml:2:1: invalid TOML: a merge conflict is left in the file (git\'s "<<<<<<<" marker): keep one side, remove the markers, and commit',
     ],
     [
+      "a line of ======= alone (a heading's underline in a string) is no merge conflict",
+      'description = """\nTitle\n=======\n"""\nnodes = [\n',
+      'c.toml:6:1: invalid TOML: invalid value',
+    ],
+    [
       "brackets inside strings and comments do not count",
       'nodes = ["[studio-1", # ]\n  "studio-2"\n\n[model]\n',
       'c.toml:1:9: invalid TOML: unclosed array: this "[" has no matching "]"',

@@ -117,6 +117,42 @@ describe("stageCluster keeps each failed node's reason and terminality", () => {
     expect(performance.now() - started).toBeGreaterThan(10_000);
   }, 60_000);
 
+  it("a disk short of what is missing outright is refused before a full verification hashes anything (no turn taken): a node that stays full is not read end to end at every try", async () => {
+    const small = join(root, `tiny-fs-${++counter}`);
+    await mkdir(small);
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=256k", "tmpfs", small]);
+    try {
+      let turns = 0;
+      const result = await stageCluster([{ node: localNode("full-verify", small), files: "all" }], hubSource, {
+        manifest,
+        verify: "full",
+        takeTurn: async () => {
+          turns++;
+          return () => undefined;
+        },
+      });
+      expect(result.failed.map((f) => f.reason)).toEqual(["InsufficientDisk"]);
+      expect(turns).toBe(0);
+    } finally {
+      execFileSync("umount", [small]);
+    }
+  });
+
+  it("a staging called off while it waits to ask a rate-limiting Hub again ends at once, not after the wait", async () => {
+    hub.injectFault({ path: shard1, status: 429, minBytes: 1000, times: 100 });
+    const stop = new AbortController();
+    try {
+      const started = performance.now();
+      setTimeout(() => stop.abort(new Error("called off")), 1_000);
+      const result = await stageCluster([{ node: localNode("impatient"), files: "all" }], hubSource, { manifest, signal: stop.signal });
+      expect(result.failed.map((f) => f.reason)).toEqual(["StagingCancelled"]);
+      // The wait before the second attempt is 10 s.
+      expect(performance.now() - started).toBeLessThan(5_000);
+    } finally {
+      hub.clearFaults();
+    }
+  });
+
   it("a file the Hub no longer has at the planned commit (404) fails saying so, and what would end it, retried (not terminal)", async () => {
     hub.injectFault({ path: shard1, status: 404, minBytes: 1000, times: 100 });
     try {

@@ -93,7 +93,7 @@ export async function run(args: string[]): Promise<number> {
     // What runs without a definition is pruned (only when looking at the whole directory).
     if (positionals.length === 0) {
       const defined = new Set(files.map((f) => basename(f, ".toml")));
-      const directory = await readDirectoryView(clustersDir, ledger);
+      const directory = await readDirectoryView(clustersDir, ledger, settings);
       for (const entry of await ledger.list()) {
         if (defined.has(entry.cluster)) continue;
         const action = nextAction({ kind: "absent" }, observedStateOf(entry, clustersDir, { directory }), decisionMemoryOf(undefined, undefined, undefined), settings);

@@ -207,7 +207,8 @@ function endpointOf(status: ClusterStatus): string {
 
 function renderDetail({ name, status, unreadable, definitionGone }: Row): string {
   if (unreadable !== undefined) return `${name}: ${unreadable}`;
-  if (status === undefined) return `${name}: no status file yet: the daemon writes one as it first looks at the definition (when no daemon watches the folder, a line on stderr says so)`;
+  if (status === undefined)
+    return `${name}: no status file yet: the daemon writes one as it first looks at the definition (when no daemon watches the folder, a line on stderr says so)`;
   // No revision yet (a definition invalid from its first version): "-", as the dashboard says it.
   const lines = [
     `${name} [cluster]  ${status.health}  revision ${status.observedRevision.slice(0, 12) || "-"}${describeCommits(status)}`,

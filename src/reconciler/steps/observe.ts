@@ -39,7 +39,7 @@ export const observe: Step = {
     pass.entry = entry;
     pass.observed = observedStateOf(entry, pass.world.dir, {
       ...(pass.observation === undefined ? {} : { gone: pass.observation.gone }),
-      ...(absent ? { directory: await readDirectoryView(pass.world.dir, pass.ledger) } : {}),
+      ...(absent ? { directory: await readDirectoryView(pass.world.dir, pass.ledger, pass.settings) } : {}),
     });
   },
 };

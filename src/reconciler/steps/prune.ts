@@ -70,6 +70,10 @@ async function markServedElsewhere(pass: Pass, promiseBack: (name: string, model
   for (const file of others) {
     const other = await loadCluster(file, pass.settings);
     if (!other.ok || other.value.model.id !== model || !other.value.router.register || other.value.desired !== "running" || other.value.suspend) continue;
+    // One that serves the model already keeps it routed: nothing to promise, and a mark it held would
+    // be renewed by its every pass.
+    const running = await pass.ledger.read(other.value.name).catch(() => undefined);
+    if (running?.phase === "running" && running.routerBackend !== undefined) return;
     pass.world.log.info({ cluster: pass.name, model, by: other.value.name }, "the model is served next by another definition: marked as coming back meanwhile");
     promiseBack(other.value.name, model);
     return markComingBack(pass, model);

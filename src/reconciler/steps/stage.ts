@@ -105,7 +105,7 @@ async function stageModel(pass: Pass, ahead: boolean): Promise<Verdict | void> {
           event.phase !== "waiting"
             ? undefined
             : event.holder === undefined
-              ? `waiting for another cluster's staging of ${event.file ?? "a file"} there (the same file: it is transferred once)`
+              ? `waiting for another staging of this daemon, which transfers ${event.file ?? "a file"} there (the same file: it is transferred once)`
               : `waiting for ${event.holder}, which stages ${event.file ?? "a file"} there (shardctl stage, or another daemon)`;
         if (waiting !== undefined)
           pass.world.log.info({ cluster: pass.name, node: event.node, file: event.file, holder: event.holder }, `node ${event.node}: ${waiting}`);

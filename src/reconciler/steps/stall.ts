@@ -35,7 +35,7 @@ async function stallFor(pass: Pass, reason: StallReason, serving: boolean): Prom
       return stallVerdict(memory, "prune", reason, message, serving);
     }
     case "MassPruneRefused": {
-      const message = `${world.dir} holds the definition of none of the ${pass.observed?.ownEntries ?? 0} clusters that run; refusing to tear them all down (set [daemon] allow_mass_prune = true to allow it)`;
+      const message = `${world.dir} holds the definition of none of the ${pass.observed?.ownEntries ?? 0} clusters that run, nor any valid definition in their place; refusing to tear them all down (set [daemon] allow_mass_prune = true to allow it)`;
       world.log.warn({ cluster: name }, message);
       return stallVerdict(memory, "prune", reason, message, serving);
     }
