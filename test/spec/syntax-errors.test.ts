@@ -82,7 +82,7 @@ describe("a TOML syntax error is reported where it is", () => {
     [
       "a line of ======= alone (a heading's underline in a string) is no merge conflict",
       'description = """\nTitle\n=======\n"""\nnodes = [\n',
-      'c.toml:6:1: invalid TOML: invalid value',
+      "c.toml:6:1: invalid TOML: invalid value",
     ],
     [
       "brackets inside strings and comments do not count",
