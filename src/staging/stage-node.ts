@@ -102,9 +102,10 @@ export async function stageNode(node: NodeAccess, source: StagingSource, fullMan
             const current = await orCancelled(recheck(node, manifest, modelDir, check, options.signal), name, options.signal);
             if (current.state === "present") return false;
             // A copy that does not match serves no revision (blobs are named by their content): it
-            // goes first, so that on a tight disk it does not take the room of its replacement. A
-            // process that has it open keeps what it read (the file lives on until closed).
-            if (current.state === "mismatched") await node.remove(blobPath(modelDir, manifest.repo, check.file.hash));
+            // goes first, so that on a tight disk it does not take the room of its replacement (a
+            // partial replacement beside it included). A process that has it open keeps what it read
+            // (the file lives on until closed).
+            if (check.state === "mismatched") await node.remove(blobPath(modelDir, manifest.repo, check.file.hash));
             await fetchOne(node, source, manifest, modelDir, current, options, progress, hashed);
             return true;
           },
