@@ -77,6 +77,8 @@ export interface ClusterMemory {
   conditions: Condition[];
   timeline: ClusterStatus["timeline"];
   staging: ClusterStatus["staging"];
+  /** The revision whose staging the cards describe (undefined: cards recalled from a status file). */
+  stagingRevision?: string;
   history: ClusterStatus["history"];
   lastError?: ClusterStatus["lastError"];
   /**

@@ -88,10 +88,14 @@ async function stageModel(pass: Pass, ahead: boolean): Promise<Verdict | void> {
     sayStaging();
     return release;
   };
-  // The cards are this pass's: each node's is made again from its events (a node whose files are in
-  // place says so with 0 of 0 bytes), not carried over from an earlier pass or revision, whose
-  // bytes would read as this one's.
-  memory.staging = [];
+  // The cards are this revision's: a staging of another revision starts them again (each node's is
+  // made from its events; a node whose files are in place says so with 0 of 0 bytes), or its bytes
+  // would read as this one's. A later pass of the same revision keeps them, so that a node that
+  // failed keeps saying why until its next event.
+  if (memory.stagingRevision !== revision) {
+    memory.staging = [];
+    memory.stagingRevision = revision;
+  }
   // A progress event after the staging answered (none is expected) must not rewrite the cards of
   // a pass that has ended.
   let answered = false;
