@@ -84,7 +84,7 @@ async function stageModel(pass: Pass, ahead: boolean): Promise<Verdict | void> {
     }
     const release = await places.acquire(node, pass.callOff);
     if (release === undefined) throw new ShardctlError("StagingCancelled", `node ${node}: the staging was called off while it waited for a staging place there`);
-    setCard(memory, node, ({ reason: _reason, message: _message, ...card }) => card);
+    setCard(memory, node, ({ reason: _reason, message: _message, ...card }) => ({ ...card, state: "staging" }));
     sayStaging();
     return release;
   };
