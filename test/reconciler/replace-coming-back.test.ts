@@ -8,7 +8,7 @@
  * promised back too.
  */
 import { readFile, rename, writeFile } from "node:fs/promises";
-import { createServer, type Server } from "node:net";
+import { createServer, type Socket } from "node:net";
 import { expect, test } from "vitest";
 import { relaunchFileOf } from "../../src/router/index.js";
 import { killStage, removeDefinition, sleep, waitForStatus, type DaemonWorld } from "./daemon-fixture.js";
@@ -23,16 +23,32 @@ async function markOf(world: DaemonWorld): Promise<number | undefined> {
   return until === undefined ? undefined : Date.parse(until);
 }
 
+/** A program holding a port: its release ends it as a program's exit does, its connections with it. */
+interface PortHolder {
+  release(): Promise<void>;
+}
+
 /** Listen on `port` as soon as the coordinator there lets it go (another program taking it); the holder. */
-async function takePortWhenFree(port: number, deadlineMs: number): Promise<Server> {
+async function takePortWhenFree(port: number, deadlineMs: number): Promise<PortHolder> {
   const holder = createServer();
+  // Whatever connects (a probe of the port) is held open, as by a program that never answers.
+  const connections = new Set<Socket>();
+  holder.on("connection", (socket) => {
+    connections.add(socket);
+    socket.once("close", () => connections.delete(socket));
+  });
+  const release = async (): Promise<void> => {
+    const closed = new Promise((resolve) => holder.close(resolve));
+    for (const socket of connections) socket.destroy();
+    await closed;
+  };
   const deadline = Date.now() + deadlineMs;
   for (;;) {
     const taken = await new Promise<boolean>((resolve) => {
       holder.once("error", () => resolve(false));
       holder.listen(port, "127.0.0.1", () => resolve(true));
     });
-    if (taken) return holder;
+    if (taken) return { release };
     if (Date.now() > deadline) throw new Error(`port ${port} never came free`);
     await sleep(10);
   }
@@ -68,6 +84,8 @@ async function askModel(world: DaemonWorld, routerUrl: string | undefined): Prom
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ model: world.modelDir, prompt: "hi", max_tokens: 1 }),
+    // An answer that never comes fails the test naming it, not at the test's own timeout.
+    signal: AbortSignal.timeout(30_000),
   });
 }
 
@@ -134,12 +152,13 @@ test("a relaunch after a death that keeps failing (its coordinator port held mea
     expect(answer.status).toBe(503);
     expect(answer.headers.get("retry-after")).toMatch(/^\d+$/);
   } finally {
-    await new Promise((resolve) => holder.close(resolve));
+    await holder.release();
   }
   await dw.waitServing("flaky", revision, 90_000);
   // Served again: the mark is gone with the registration.
   expect(await markOf(world)).toBeUndefined();
-}, 180_000);
+  // Above the sum of its waits' own limits (about 200 s), so a wait that runs out names its step.
+}, 240_000);
 
 test("a suspended cluster that loses a stage is not promised back: no coming-back mark, the router answers 404", async () => {
   const { world, daemon } = dw;
@@ -194,12 +213,13 @@ test("a replacing edit whose new launch keeps failing (its coordinator port take
     expect(await markOf(world)).toBeGreaterThan(markedFirst!);
     expect((await askModel(world, daemon.routerUrl)).status).toBe(503);
   } finally {
-    await new Promise((resolve) => holder.close(resolve));
+    await holder.release();
   }
   await dw.waitServing("renewed", second, 90_000);
   expect(await markOf(world)).toBeUndefined();
   expect(await removeDefinition(world, "renewed")).toBe(true);
-}, 180_000);
+  // Above the sum of its waits' own limits (about 200 s), so a wait that runs out names its step.
+}, 240_000);
 
 test("a definition renamed (git mv): 503 with Retry-After while the new name waits for the old one's teardown, never 404", async () => {
   const { world, daemon } = dw;
@@ -237,12 +257,13 @@ test("a definition renamed whose new name cannot launch yet (its coordinator por
     const answer = await askModel(world, daemon.routerUrl);
     expect(answer.status).toBe(503);
   } finally {
-    await new Promise((resolve) => holder.close(resolve));
+    await holder.release();
   }
   await waitForStatus(world, "renamed-to", (s) => s.health === "Healthy" && s.stages.length === 2 && s.stages.every((c) => c.alive), 90_000);
   expect(await markOf(world)).toBeUndefined();
   expect(await removeDefinition(world, "renamed-to")).toBe(true);
-}, 180_000);
+  // Above the sum of its waits' own limits (about 200 s), so a wait that runs out names its step.
+}, 240_000);
 
 test("a definition removed while another serves the same model: nothing is promised back (the model stays routed), and the other holds no mark to renew", async () => {
   const { world, daemon } = dw;
