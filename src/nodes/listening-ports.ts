@@ -80,12 +80,6 @@ export function parseLocalAddress(local: string): TcpSocket | undefined {
   return { address: address === "" || address === ":" ? "::" : address, port: Number(split[2]) };
 }
 
-/** The TCP ports something listens on at `node`, on any address (see listeningSockets). */
-export async function listeningPorts(node: NodeAccess, options: { deadlineMs?: number; tool?: ListenerTool } = {}): Promise<ReadonlySet<number> | undefined> {
-  const listeners = await listeningSockets(node, options);
-  return listeners === undefined ? undefined : new Set(listeners.map((l) => l.port));
-}
-
 /** Whether a socket's local address, as a socket-table tool writes it, is every interface ("*", 0.0.0.0 or ::). */
 export function isEveryInterface(address: string): boolean {
   return address === "*" || address === "0.0.0.0" || address === "::";
