@@ -112,9 +112,9 @@ export class Reconciler {
    * pass waits on its nodes) must not be launched over.
    */
   async holdRecordedMemory(settings: Settings): Promise<void> {
-    const entries = await new Ledger(settings.daemon.stateDir).list().catch(() => []);
+    const entries = await this.world.ownEntries(settings).catch(() => []);
     for (const entry of entries) {
-      if (!this.world.owns(entry) || entry.phase === "tearing-down" || entry.memoryBytes === undefined) continue;
+      if (entry.phase === "tearing-down" || entry.memoryBytes === undefined) continue;
       this.world.memoryClaims.holdRecorded(entry.cluster, entry.memoryBytes);
     }
   }
