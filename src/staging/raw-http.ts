@@ -90,7 +90,7 @@ export function rawDownload(request: RawRequest): Promise<RawOutcome> {
               const rest = head.subarray(end + 4);
               head = undefined;
               if (parsed === undefined) {
-                const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(headText)?.[1]);
+                const status = statusOf(headText);
                 finish(undefined, status === 429 || status === 503 ? { kind: "unsupported", busy: status } : { kind: "unsupported" });
                 return false;
               }
@@ -145,9 +145,14 @@ export function rawDownload(request: RawRequest): Promise<RawOutcome> {
   });
 }
 
+/** A reply head's status code (NaN when its first line is not an HTTP/1 status line). */
+function statusOf(head: string): number {
+  return Number(/^HTTP\/1\.[01] (\d{3})/.exec(head)?.[1]);
+}
+
 function parseHead(text: string): { status: number; contentLength: number; rangeStart: number | undefined } | undefined {
-  const [statusLine = "", ...lines] = text.split("\r\n");
-  const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(statusLine)?.[1]);
+  const [, ...lines] = text.split("\r\n");
+  const status = statusOf(text);
   if (status !== 200 && status !== 206) return undefined;
   const headers = new Map(lines.map((l) => [l.slice(0, l.indexOf(":")).trim().toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]));
   const length = headers.get("content-length");
