@@ -534,12 +534,20 @@ export async function chat(baseUrl: string, model: string): Promise<string> {
   return body.choices?.[0]?.message?.content ?? "";
 }
 
-/** An engine binary that waits `delaySeconds` before it becomes the real shard-engine (slow start-up). */
-export async function writeSlowEngine(world: DaemonWorld, delaySeconds: number): Promise<string> {
-  const path = join(world.root, "bin", "slow-engine.sh");
+/**
+ * An engine binary at `<root>/bin/<name>`: a shell script that runs `prelude` (shell lines, `$@` the
+ * engine's arguments), then becomes the bundled reference engine. Its path.
+ */
+export async function writeWrappedEngine(world: DaemonWorld, name: string, prelude: string): Promise<string> {
+  const path = join(world.root, "bin", name);
   await mkdir(join(world.root, "bin"), { recursive: true });
-  await writeFile(path, `#!/bin/sh\nsleep ${delaySeconds}\nexec ${bundledShardEngineCommand.map((arg) => JSON.stringify(arg)).join(" ")} "$@"\n`, { mode: 0o755 });
+  await writeFile(path, `#!/bin/sh\n${prelude}\nexec ${bundledShardEngineCommand.map((arg) => JSON.stringify(arg)).join(" ")} "$@"\n`, { mode: 0o755 });
   return path;
+}
+
+/** An engine binary that waits `delaySeconds` before it becomes the real shard-engine (slow start-up). */
+export function writeSlowEngine(world: DaemonWorld, delaySeconds: number): Promise<string> {
+  return writeWrappedEngine(world, "slow-engine.sh", `sleep ${delaySeconds}`);
 }
 
 /**
@@ -549,10 +557,7 @@ export async function writeSlowEngine(world: DaemonWorld, delaySeconds: number):
 export async function writeHangingEngine(world: DaemonWorld): Promise<{ binary: string; flag: string }> {
   const flag = join(world.root, "hang-engine");
   await writeFile(flag, "");
-  const binary = join(world.root, "bin", "hanging-engine.sh");
-  await mkdir(join(world.root, "bin"), { recursive: true });
-  const engine = bundledShardEngineCommand.map((arg) => JSON.stringify(arg)).join(" ");
-  await writeFile(binary, `#!/bin/sh\nwhile [ -e ${JSON.stringify(flag)} ]; do sleep 0.1; done\nexec ${engine} "$@"\n`, { mode: 0o755 });
+  const binary = await writeWrappedEngine(world, "hanging-engine.sh", `while [ -e ${JSON.stringify(flag)} ]; do sleep 0.1; done`);
   return { binary, flag };
 }
 
@@ -561,12 +566,8 @@ export async function writeHangingEngine(world: DaemonWorld): Promise<{ binary: 
  * runs the shell command `stage0` (`kill -STOP $$` to stop itself, `exec sleep 3600` to hang) while
  * the file `flag` exists.
  */
-export async function writeFlaggedEngine(world: DaemonWorld, name: string, flag: string, stage0: string): Promise<string> {
-  const path = join(world.root, "bin", name);
-  await mkdir(join(world.root, "bin"), { recursive: true });
-  const engine = bundledShardEngineCommand.map((arg) => JSON.stringify(arg)).join(" ");
-  await writeFile(path, `#!/bin/sh\ncase " $* " in *" --node-id stage-0 "*) [ -e ${JSON.stringify(flag)} ] && ${stage0} ;; esac\nexec ${engine} "$@"\n`, { mode: 0o755 });
-  return path;
+export function writeFlaggedEngine(world: DaemonWorld, name: string, flag: string, stage0: string): Promise<string> {
+  return writeWrappedEngine(world, name, `case " $* " in *" --node-id stage-0 "*) [ -e ${JSON.stringify(flag)} ] && ${stage0} ;; esac`);
 }
 
 /** Append a line to a file (an "edit" that keeps the content valid). */

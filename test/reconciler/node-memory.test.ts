@@ -6,11 +6,10 @@
  * local nodes declared with 400 KiB each: a 2-stage cluster of the test model puts about 250 KiB
  * (weights and KV) on each, and the reference engine's headroom is 1.2.
  */
-import { mkdir, rm, writeFile } from "node:fs/promises";
+import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { expect, test } from "vitest";
-import { bundledShardEngineCommand } from "../../src/launch/index.js";
-import { conditionOf, isReadyAt, readStatusFile, removeDefinition, sleep, waitForStatus } from "./daemon-fixture.js";
+import { conditionOf, isReadyAt, readStatusFile, removeDefinition, sleep, waitForStatus, writeWrappedEngine } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
 const dw = useDaemonWorld({ settings: { enabled: true, nodeMemory: "400KiB" } });
@@ -47,10 +46,7 @@ test("a restarted daemon counts what runs before it adopts it: a cluster written
   // The running cluster's engine answers --version slowly once the flag exists: the restarted
   // daemon's pass of it (planning first) adopts it only after 8 s.
   const flag = join(world.root, "slow-version");
-  const binary = join(world.root, "bin", "slow-version-engine.sh");
-  await mkdir(join(world.root, "bin"), { recursive: true });
-  const engine = bundledShardEngineCommand.map((arg) => JSON.stringify(arg)).join(" ");
-  await writeFile(binary, `#!/bin/sh\nif [ "$1" = "--version" ] && [ -e ${JSON.stringify(flag)} ]; then sleep 8; fi\nexec ${engine} "$@"\n`, { mode: 0o755 });
+  const binary = await writeWrappedEngine(world, "slow-version-engine.sh", `if [ "$1" = "--version" ] && [ -e ${JSON.stringify(flag)} ]; then sleep 8; fi`);
   const running = await dw.define("mem-run", { nodes: ["l1", "l2"], binary });
   await dw.waitServing("mem-run", running, 90_000);
   await dw.stopDaemon();

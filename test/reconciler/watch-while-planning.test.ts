@@ -6,11 +6,11 @@
  * exists; a stage killed meanwhile must be found dead while the plan still waits on it.
  */
 import { existsSync } from "node:fs";
-import { mkdir, rm, writeFile } from "node:fs/promises";
+import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { expect, test } from "vitest";
-import { bundledShardEngineCommand, Ledger } from "../../src/launch/index.js";
-import { conditionOf, waitForStatus } from "./daemon-fixture.js";
+import { Ledger } from "../../src/launch/index.js";
+import { conditionOf, waitForStatus, writeWrappedEngine } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
 const dw = useDaemonWorld({ settings: { enabled: true } });
@@ -18,15 +18,12 @@ const dw = useDaemonWorld({ settings: { enabled: true } });
 test("a stage killed while a restarted daemon's plan waits on a node is found dead then, not once the plan is made", async () => {
   const { world } = dw;
   const flag = join(world.root, "version-hangs");
-  const binary = join(world.root, "bin", "version-hangs.sh");
-  await mkdir(join(world.root, "bin"), { recursive: true });
-  const engine = bundledShardEngineCommand.map((arg) => JSON.stringify(arg)).join(" ");
   const asked = join(world.root, "version-asked");
   // `--version` says it was asked, then waits while the flag exists, 60 s at most; everything else is the real engine.
-  await writeFile(
-    binary,
-    `#!/bin/sh\nif [ "$1" = "--version" ]; then : > ${JSON.stringify(asked)}; i=0; while [ -e ${JSON.stringify(flag)} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; fi\nexec ${engine} "$@"\n`,
-    { mode: 0o755 },
+  const binary = await writeWrappedEngine(
+    world,
+    "version-hangs.sh",
+    `if [ "$1" = "--version" ]; then : > ${JSON.stringify(asked)}; i=0; while [ -e ${JSON.stringify(flag)} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; fi`,
   );
   const revision = await dw.define("watched", { nodes: ["l1", "l2"], binary });
   await dw.waitServing("watched", revision, 90_000);
