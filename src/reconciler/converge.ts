@@ -67,27 +67,9 @@ export function createConverge(parts: StoryParts): Converge {
   return async function converge(pass) {
     await runStep(pass, read);
     await runStep(pass, observe);
-    let action = decide(pass);
-    if (action.kind === "plan") {
-      watchWhilePlanning(pass);
-      // Planning may wait 30 s on an engine's version command: it yields to a newer revision and
-      // to the daemon's stop, as a launch does.
-      const planWatch = watchForCallOff(pass, parts.parsed, parts.settingsNow, parts.stopping);
-      pass.callOff = planWatch.signal;
-      const failure = await runStep(pass, plan)
-        .then(
-          () => undefined,
-          (error: unknown) => error,
-        )
-        .finally(() => planWatch.stop());
-      delete pass.callOff;
-      if (failure !== undefined && planWatch.signal.aborted) return calledOff(pass.memory, pass.revision ?? "", plan.action, planWatch.signal);
-      action = decide(pass, failure !== undefined);
-      if (failure !== undefined && action.kind === "plan") throw failure;
-      if (failure !== undefined) adoptUnplanned(pass, failure);
-    }
-    if (action.kind === "plan") throw new Error(`${pass.name}: still no plan after planning`);
-    pass.action = action;
+    const decided = await decideAfterPlanning(pass, parts);
+    if ("verdict" in decided) return decided.verdict;
+    const action = (pass.action = decided.action);
     // The daemon tries again (a stall lifted: an invalid edit reverted to this revision): Stalled
     // says so from now, not once the launch is over, so `shardctl wait` does not fail meanwhile.
     // A relaunch of the last valid revision lifts nothing: the definition still needs a fix.
@@ -119,6 +101,33 @@ export function createConverge(parts: StoryParts): Converge {
     }
     throw new Error(`${pass.name}: the steps of "${action.kind}" ended without a verdict`);
   };
+}
+
+/**
+ * The next action, after making the plan when the decision needs one. Planning may wait 30 s on an
+ * engine's version command: it yields to a newer revision and to the daemon's stop, as a launch
+ * does (the verdict of a planning called off). A plan that fails is the pass's failure, unless
+ * what runs can be adopted without one.
+ */
+async function decideAfterPlanning(pass: Pass, parts: StoryParts): Promise<{ action: Exclude<NextAction, { kind: "plan" }> } | { verdict: Verdict }> {
+  const first = decide(pass);
+  if (first.kind !== "plan") return { action: first };
+  watchWhilePlanning(pass);
+  const planWatch = watchForCallOff(pass, parts.parsed, parts.settingsNow, parts.stopping);
+  pass.callOff = planWatch.signal;
+  const failure = await runStep(pass, plan)
+    .then(
+      () => undefined,
+      (error: unknown) => error,
+    )
+    .finally(() => planWatch.stop());
+  delete pass.callOff;
+  if (failure !== undefined && planWatch.signal.aborted) return { verdict: calledOff(pass.memory, pass.revision ?? "", plan.action, planWatch.signal) };
+  const action = decide(pass, failure !== undefined);
+  if (failure !== undefined && action.kind === "plan") throw failure;
+  if (action.kind === "plan") throw new Error(`${pass.name}: still no plan after planning`);
+  if (failure !== undefined) adoptUnplanned(pass, failure);
+  return { action };
 }
 
 /**
