@@ -1,6 +1,6 @@
 /** Node access: run commands, control processes and move files on the control node or over SSH. */
 export type { AskOptions, PortAnswer, NodeConfig, CommandResult, RunOptions, DetachedOptions, DetachedProcess, FileStat, NodeAccess, PutOptions } from "./types.js";
-export { quoteArg, quoteArgv } from "./quote.js";
+export { anyShellRuns, quoteArg, quoteArgv } from "./quote.js";
 export { readTail, maxTailLineChars } from "./read-tail.js";
 export { within } from "./within.js";
 export { freeKiB } from "./free-space.js";

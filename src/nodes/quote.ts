@@ -14,3 +14,15 @@ export function quoteArg(value: string): string {
 export function quoteArgv(argv: readonly string[]): string {
   return argv.map(quoteArg).join(" ");
 }
+
+/**
+ * A command line any login shell runs as `sh -c script`. sshd hands a command to the user's login
+ * shell, which may be no POSIX shell: fish reads `\\` and `\'` inside single quotes as escapes. Here
+ * every `'` and `\` is written outside the quotes, escaped (`'\''`, `'\\'`), which POSIX shells,
+ * zsh and fish all read the same way. `exec` keeps the login shell's pid (the session's leader).
+ */
+export function anyShellRuns(script: string): string {
+  if (script.includes("\0")) throw new TypeError("a shell argument cannot contain a NUL byte");
+  const word = [...script].map((c) => (c === "'" ? `'\\''` : c === "\\" ? `'\\\\'` : c)).join("");
+  return `exec sh -c '${word}'`;
+}

@@ -74,6 +74,11 @@ export interface SshdOptions {
   maxSessions?: number;
   /** More environment for every session, `NAME=value` (e.g. `BASH_ENV=…`, a shell start-up file). */
   setEnv?: readonly string[];
+  /**
+   * The SFTP server: "internal" (sshd's own, the default) or "shell", Debian's default
+   * (/usr/lib/openssh/sftp-server started by the user's shell, whose start-up files then run).
+   */
+  sftp?: "internal" | "shell";
 }
 
 /** Install openssh-server when missing (root only); throw naming the package otherwise. */
@@ -106,7 +111,7 @@ export async function startSshdNodes(options: SshdOptions = {}): Promise<SshdSet
   const nodes: SshdNode[] = [];
   try {
     for (let i = 0; i < count; i++) {
-      nodes.push(await startOne(root, `node-${i + 1}`, hosts[i]!, user, authorizedKeys, options.maxSessions ?? 200, options.setEnv ?? []));
+      nodes.push(await startOne(root, `node-${i + 1}`, hosts[i]!, user, authorizedKeys, options.maxSessions ?? 200, options.setEnv ?? [], options.sftp ?? "internal"));
     }
   } catch (error) {
     await Promise.all(nodes.map((n) => n.stop()));
@@ -146,6 +151,7 @@ async function startOne(
   authorizedKeys: string,
   maxSessions: number,
   setEnv: readonly string[],
+  sftp: "internal" | "shell",
 ): Promise<SshdNode> {
   const dir = join(root, name);
   const modelDir = join(dir, "models");
@@ -185,7 +191,7 @@ async function startOne(
           // Pooled connections multiplex many channels; benches open many short connections.
           `MaxSessions ${maxSessions}`,
           "MaxStartups 200:30:400",
-          "Subsystem sftp internal-sftp",
+          `Subsystem sftp ${sftp === "internal" ? "internal-sftp" : "/usr/lib/openssh/sftp-server"}`,
           "LogLevel ERROR",
           // bash sources ~/.bashrc for sshd commands unless SHLVL says it is nested; the host's
           // bashrc (pyenv init…) would add ~100 ms to every command and drown what tests measure.

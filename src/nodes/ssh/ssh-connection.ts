@@ -231,12 +231,8 @@ export class SshConnection {
         // requests just before it closes, in the same turn: told apart once that turn is over.
         setImmediate(() => {
           const lost = this.client !== client;
-          reject(
-            new ShardctlError(
-              lost ? "NodeUnreachable" : "NodeCommandFailed",
-              `node ${this.node.name}: SFTP unavailable: ${error.message}${lost ? "" : " (a push needs the node's sshd to offer SFTP: a `Subsystem sftp` line in its sshd_config)"}`,
-            ),
-          );
+          const advice = lost ? "" : sftpAdvice(error.message, this.node.user ?? "its user");
+          reject(new ShardctlError(lost ? "NodeUnreachable" : "NodeCommandFailed", `node ${this.node.name}: SFTP unavailable: ${error.message}${advice}`));
         });
       });
     });
@@ -546,3 +542,16 @@ function ssh2Constants(): { readonly DEFAULT_SERVER_HOST_KEY: readonly string[];
   return (constants ??= createRequire(import.meta.url)("ssh2/lib/protocol/constants.js") as ReturnType<typeof ssh2Constants>);
 }
 let constants: ReturnType<typeof ssh2Constants> | undefined;
+
+/**
+ * What to do about an SFTP session that did not open. An SFTP server the user's shell starts
+ * (OpenSSH's default `Subsystem sftp /usr/lib/openssh/sftp-server`) speaks after the shell's
+ * start-up files: a line they print (a banner in ~/.bashrc, which bash reads for ssh sessions too)
+ * is read as the length of a packet, billions of bytes long.
+ */
+function sftpAdvice(message: string, user: string): string {
+  if (/packet length|invalid packet|expected version|unknown packet type/i.test(message)) {
+    return ` (the SFTP server's first words were not SFTP: the start-up files of ${user}'s login shell there (~/.bashrc, ~/.zshenv, ~/.profile) print text for ssh sessions, which must print nothing unless interactive (\`[[ $- == *i* ]] || return\` at the top of ~/.bashrc); or set \`Subsystem sftp internal-sftp\` in its sshd_config, which runs no shell)`;
+  }
+  return " (a push needs the node's sshd to offer SFTP: a `Subsystem sftp` line in its sshd_config)";
+}

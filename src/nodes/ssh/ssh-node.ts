@@ -5,7 +5,7 @@ import { ShardctlError } from "../../errors/index.js";
 import { abortError } from "../abort-error.js";
 import { setDeadline, type Deadline } from "../deadline.js";
 import { askPort } from "../port-answer.js";
-import { quoteArg, quoteArgv } from "../quote.js";
+import { anyShellRuns, quoteArg, quoteArgv } from "../quote.js";
 import { ShellNode } from "../shell-node.js";
 import type { CommandResult, NodeAccess, NodeConfig, PortAnswer, PutOptions, RunOptions } from "../types.js";
 import { resolveTarget, SshConnection, type SshOptions } from "./ssh-connection.js";
@@ -82,7 +82,10 @@ export class SshNode extends ShellNode implements NodeAccess {
     // (OpenSSH ignores channel signal requests for sessions without a pty). sshd starts each session
     // with setsid, so that pid leads a process group holding the command's children too (curl and
     // head under a download): the deadline kills the group, and nothing of the command is left.
-    const line = `echo $$; ${options.cwd === undefined ? "" : `cd ${quoteArg(options.cwd)} && `}exec ${quoteArgv(argv)}`;
+    // sshd hands the line to the user's login shell, which may be no POSIX shell (fish has no `$$`):
+    // it only execs `sh` with the line as one quoted word, and the pid stays the session leader's.
+    const script = `echo ${pidMarker}$$; ${options.cwd === undefined ? "" : `cd ${quoteArg(options.cwd)} && `}exec ${quoteArgv(argv)}`;
+    const line = anyShellRuns(script);
     const started = performance.now();
     const once = (client: Client): Promise<CommandResult> =>
       new Promise<CommandResult>((resolve, reject) => {
@@ -99,7 +102,7 @@ export class SshNode extends ShellNode implements NodeAccess {
               (began) => connection.noteCommand(client, began),
               (pid) => {
                 try {
-                  client.exec(quoteArgv(["sh", "-c", `kill -s KILL -- -${pid} 2>/dev/null || kill -s KILL ${pid}`]), (killError, ch) => {
+                  client.exec(anyShellRuns(`kill -s KILL -- -${pid} 2>/dev/null || kill -s KILL ${pid}`), (killError, ch) => {
                     if (!killError) ch.on("close", () => {}).resume();
                   });
                 } catch {
@@ -427,7 +430,7 @@ function collect(
     let pidLine = false;
     channel.on("data", (d: Buffer) => {
       if (!(options.pidOnly === true && pidLine)) out.push(d);
-      if (!pidLine && d.includes(10)) pidLine = true;
+      if (!pidLine && d.includes(10)) pidLine = splitPidLine(Buffer.concat(out).toString("utf8")) !== undefined;
       begin();
       if (killOnPid) stop();
     });
@@ -438,10 +441,8 @@ function collect(
       else if (sig !== undefined) signal = sig.startsWith("SIG") ? sig : `SIG${sig}`;
     });
     const stop = (): void => {
-      const text = Buffer.concat(out).toString("utf8");
-      const newline = text.indexOf("\n");
-      const pid = Number(text.slice(0, newline));
-      if (newline > 0 && Number.isInteger(pid) && pid > 0) {
+      const pid = splitPidLine(Buffer.concat(out).toString("utf8"))?.pid;
+      if (pid !== undefined) {
         killOnPid = false;
         kill(pid);
         channel.close();
@@ -467,13 +468,11 @@ function collect(
       timer?.clear();
       clearTimeout(abandon);
       options.abort?.removeEventListener("abort", onAbort);
-      const text = Buffer.concat(out).toString("utf8");
-      const newline = text.indexOf("\n");
       resolve({
         argv,
         exitCode: timedOut ? undefined : exitCode,
         signal: timedOut ? (signal ?? "SIGKILL") : signal,
-        stdout: newline < 0 ? "" : text.slice(newline + 1),
+        stdout: splitPidLine(Buffer.concat(out).toString("utf8"))?.rest ?? "",
         stderr: Buffer.concat(err).toString("utf8"),
         timedOut,
         durationMs: Math.round(performance.now() - started),
@@ -485,6 +484,23 @@ function collect(
     if (options.stdin !== undefined) channel.end(options.stdin);
     else channel.end();
   });
+}
+
+/**
+ * What begins the line carrying the session's pid. The node's shell start-up files may print
+ * before the command runs (a banner in ~/.bashrc or ~/.zshenv, which bash and zsh read for ssh
+ * commands too): that text is not the command's output, and its first line is no pid.
+ */
+const pidMarker = "@shardctl-pid:";
+
+/** The pid of the marker's line and the command's output after it; undefined until that line is whole. */
+function splitPidLine(text: string): { pid: number; rest: string } | undefined {
+  const at = text.startsWith(pidMarker) ? 0 : text.indexOf(`\n${pidMarker}`) + 1;
+  if (at === 0 && !text.startsWith(pidMarker)) return undefined;
+  const newline = text.indexOf("\n", at);
+  if (newline < 0) return undefined;
+  const pid = Number(text.slice(at + pidMarker.length, newline));
+  return Number.isInteger(pid) && pid > 0 ? { pid, rest: text.slice(newline + 1) } : undefined;
 }
 
 /** `work`, or an empty result as soon as `signal` aborts. */
