@@ -12,7 +12,7 @@ import type { Logger } from "pino";
 import type { LaunchDeadlines } from "../launch/index.js";
 import { startRouter, type RunningRouter } from "../router/index.js";
 import { definitionsDirMissing, loadSettings, type Settings } from "../spec/index.js";
-import { isShardctlError, ShardctlError } from "../errors/index.js";
+import { isShardctlError, messageOf, ShardctlError } from "../errors/index.js";
 import { checkWritableFolders } from "./check-writable-folders.js";
 import { daemonIdOf } from "./daemon-id.js";
 import { acquireDaemonLock } from "./daemon-lock.js";
@@ -316,9 +316,11 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const scheduleResync = (): void => {
     resyncTimer = setTimeout(
       () => {
+        // Whatever fails here is said and the next resync comes all the same: the daemon outlives it.
         void reconciler
           .resyncCandidates()
           .then((names) => names.forEach((name) => queue.add(name)))
+          .catch((error: unknown) => log.error({ err: messageOf(error) }, "the periodic resync failed; it is tried again at the next one"))
           .finally(scheduleResync);
       },
       resyncMs * (0.9 + Math.random() * 0.2),

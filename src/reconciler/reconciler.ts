@@ -218,7 +218,14 @@ export class Reconciler {
     const settingsStamp = await stampOf(this.options.settingsFile);
     if (settings === undefined || settingsStamp !== this.settingsStamp) return this.knownClusters();
     const files = await findClusterFiles(this.options.dir).catch(() => [] as string[]);
-    const running = new Set((await this.world.ownEntries(settings)).map((e) => e.cluster));
+    // A ledger that cannot be listed (its folder replaced, out of descriptors) is no reason to stop
+    // looking: every known cluster gets its pass, which says what its own record says.
+    const entries = await this.world.ownEntries(settings).catch((error: unknown) => {
+      this.options.log.warn({ err: messageOf(error) }, "could not list the ledger for the periodic resync: every known cluster is looked at again");
+      return undefined;
+    });
+    if (entries === undefined) return this.knownClusters();
+    const running = new Set(entries.map((e) => e.cluster));
     const names = new Set<string>([...running, ...[...this.memories.keys()].filter((n) => !files.some((f) => basename(f, ".toml") === n))]);
     await Promise.all(
       files.map(async (file) => {

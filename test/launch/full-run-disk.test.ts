@@ -3,7 +3,8 @@
  * last launch's own log filled it (an engine that logs without end), the next launch removes that
  * log before it writes its files, and starts. When something else filled it, the launch fails with
  * LaunchFilesFailed saying the disk is full and how much is free, not that the folder must be
- * writable (SFTP says only "Failure"). Needs `npm run build`.
+ * writable (SFTP says only "Failure"). A disk that fills under a serving engine only stops its log:
+ * it serves on. Needs `npm run build`.
  */
 import { execFile } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -64,3 +65,34 @@ it("a disk something else filled: LaunchFilesFailed says it is full, with what i
   );
   expect(await world.ledger.read("disk-full")).toBeUndefined();
 }, 90_000);
+
+it("an engine whose log's disk fills while it serves goes on serving; its log grows again once there is room", async () => {
+  await run("sh", ["-c", `rm -rf "$1"/* "$1"/.[!.]*`, "sh", small]);
+  const request = await makeRequest(world, { cluster: "fills-later", register: false });
+  // The coordinator logs a line for every request it answers.
+  request.coordinator.runDir = small;
+  const context = makeContext(world);
+  try {
+    const { coordinatorUrl } = await launchCluster(request, context);
+    await fill(join(small, "somebody-else.bin"));
+    const ask = async (): Promise<number> =>
+      (
+        await fetch(`${coordinatorUrl}/v1/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ model: request.modelName, prompt: "hello", max_tokens: 2 }),
+        })
+      ).status;
+    // Well past what a write buffer holds: each answer is a log line that does not fit.
+    const statuses: number[] = [];
+    for (let i = 0; i < 40; i++) statuses.push(await ask());
+    expect(statuses.every((s) => s === 200)).toBe(true);
+    const log = join(small, "coordinator.log");
+    const before = (await run("stat", ["-c", "%s", log])).stdout.trim();
+    await rm(join(small, "somebody-else.bin"));
+    expect(await ask()).toBe(200);
+    expect(Number((await run("stat", ["-c", "%s", log])).stdout.trim())).toBeGreaterThan(Number(before));
+  } finally {
+    await tearDownLeft(world, "fills-later");
+  }
+}, 120_000);
