@@ -332,8 +332,8 @@ export function stopBoundMs(options: StopOptions): number {
 
 /** True once the process (its pid at its start time) is gone, within `deadlineMs`; each question bounded by `ask`. */
 export async function waitGone(node: NodeAccess, process: Pick<LedgerProcess, "pid" | "startTime">, deadlineMs: number, ask: { deadlineMs: number }): Promise<boolean> {
-  const deadline = Date.now() + deadlineMs;
-  while (Date.now() < deadline) {
+  const deadline = performance.now() + deadlineMs;
+  while (performance.now() < deadline) {
     if (!(await isProcessAlive(node, process, ask))) return true;
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
@@ -380,10 +380,10 @@ async function stopOrphanedGroup(
   };
   /** What of ours is still there after up to `ms` (none as soon as all are gone). */
   const leftAfter = async (ms: number): Promise<number[]> => {
-    const deadline = Date.now() + ms;
+    const deadline = performance.now() + ms;
     for (;;) {
       const left = await ours();
-      if (left.length === 0 || Date.now() >= deadline) return left;
+      if (left.length === 0 || performance.now() >= deadline) return left;
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
   };

@@ -233,11 +233,11 @@ async function stopOnNode(context: TeardownContext, nodeName: string, processes:
  * that did not answer in time is not asked again here: the next pass does.
  */
 async function stopWithRetry(node: NodeAccess, process: LedgerProcess, options: StopOptions): Promise<StopOutcome> {
-  const started = Date.now();
+  const started = performance.now();
   try {
     return await stopEngineProcess(node, process, options);
   } catch (error) {
-    if (Date.now() - started >= (options.reachMs ?? defaultReachMs)) throw error;
+    if (performance.now() - started >= (options.reachMs ?? defaultReachMs)) throw error;
     return stopEngineProcess(node, process, options);
   }
 }

@@ -9,14 +9,15 @@ export async function waitUntil<T>(
 ): Promise<T | undefined> {
   const { signal } = options;
   const interval = options.intervalMs ?? 50;
-  const deadline = Date.now() + options.deadlineMs;
+  // Monotonic: a wall clock stepped meanwhile (NTP) neither ends a wait early nor stretches it.
+  const deadline = performance.now() + options.deadlineMs;
   for (;;) {
     signal?.throwIfAborted();
     const value = await check();
     signal?.throwIfAborted();
     if (value !== undefined) return value;
-    if (Date.now() >= deadline) return undefined;
-    await pause(Math.min(interval, Math.max(0, deadline - Date.now())), signal);
+    if (performance.now() >= deadline) return undefined;
+    await pause(Math.min(interval, Math.max(0, deadline - performance.now())), signal);
   }
 }
 

@@ -28,7 +28,7 @@ export interface ClusterMemory {
   lastGood?: { spec: ClusterSpec; revision: string; text?: string };
   /** The last pass found the definition file gone: the status says so until the prune is done. */
   definitionRemoved?: true;
-  /** When a pass first found the definition file gone (ms since the epoch); cleared once it is back. */
+  /** When a pass first found the definition file gone (performance.now(), ms: a wall clock stepped meanwhile does not move the grace); cleared once it is back. */
   removedSince?: number;
   /**
    * Members of the launch that started at `launch` seen gone (a death's, a look's): never asked

@@ -31,8 +31,8 @@ export async function dropReconcileRequest(stateDir: string, name: string): Prom
 
 /** True once the daemon took the request (removed its file), false when `deadlineMs` passed first; checks every 50 ms. */
 export async function requestTaken(request: string, deadlineMs: number): Promise<boolean> {
-  const deadline = Date.now() + deadlineMs;
-  while (Date.now() < deadline) {
+  const deadline = performance.now() + deadlineMs;
+  while (performance.now() < deadline) {
     const present = await access(request).then(
       () => true,
       () => false,

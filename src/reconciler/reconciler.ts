@@ -122,6 +122,9 @@ export class Reconciler {
   /** One pass of `name`; the queue's outcome says whether and when to come back. */
   async reconcile(name: string, stepAside?: () => void): Promise<PassOutcome> {
     const startedAt = Date.now();
+    // The pass's length by the monotonic clock: a wall clock stepped back meanwhile (NTP) must not
+    // make it negative, which the status file's schema refuses (every later write would fail).
+    const startedMs = performance.now();
     const memory = await this.memoryOf(name);
     const file = this.world.definitionFile(name);
     let verdict: Verdict;
@@ -148,7 +151,7 @@ export class Reconciler {
       if (!isShardctlError(cause)) this.options.log.error({ cluster: name, err: cause }, "reconcile pass failed unexpectedly");
       verdict = failed(memory, error, error instanceof StepFailure ? error.step.action : "none");
     }
-    const durationMs = Date.now() - startedAt;
+    const durationMs = Math.round(performance.now() - startedMs);
     memory.fileStamp = await stampOf(file);
     // A death the monitor recorded after the pass's last step (this await, the step's own) is the
     // last word on the launch the pass kept: its health is not written over with the pass's.

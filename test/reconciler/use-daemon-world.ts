@@ -71,7 +71,7 @@ export interface DaemonWorldHandle {
    * Start `shardctl daemon` as a real process and, unless told not to (one that must be refused),
    * wait until it watches (15 s); killed after the tests if still running.
    */
-  spawnDaemon(options?: { waitWatching?: boolean }): Promise<SpawnedDaemon>;
+  spawnDaemon(options?: { waitWatching?: boolean; env?: Record<string, string> }): Promise<SpawnedDaemon>;
   /** A coordinator port free on 127.0.0.1 and a transport range of 8 ports free on it and every SSH node. */
   freeAddresses(): Promise<{ port: number; portRange: string }>;
   /** Write definition `name` (the ports picked free unless given) and return its revision. */
@@ -116,8 +116,8 @@ export function useDaemonWorld(options: DaemonWorldOptions = {}): DaemonWorldHan
       current = undefined;
       await daemon?.stop();
     },
-    spawnDaemon: async ({ waitWatching: wait = true } = {}) => {
-      const daemon = await spawnDaemon(need());
+    spawnDaemon: async ({ waitWatching: wait = true, env = {} } = {}) => {
+      const daemon = await spawnDaemon(need(), env);
       spawned.push(daemon);
       if (wait) await waitWatching(daemon);
       return daemon;

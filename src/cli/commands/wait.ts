@@ -74,7 +74,7 @@ export async function run(args: string[]): Promise<number> {
   const why = loaded.ok ? whyNeverHolds(type, revision, loaded.value, context.settings, context.clustersDir) : undefined;
   const never = why === undefined ? undefined : `${loaded.ok ? loaded.value.name : file}: condition ${type} will never hold at revision ${short(revision)}: ${why}`;
 
-  const deadline = Date.now() + timeoutMs;
+  const deadline = performance.now() + timeoutMs;
   // Whether the definition has asked for the awaited revision at some look (from the start when
   // waiting for HEAD): once it asks for another, and the daemon follows that one, the awaited
   // revision will not be served. Until it has asked for it, a revision computed elsewhere (CI's
@@ -135,7 +135,7 @@ export async function run(args: string[]): Promise<number> {
       );
       return 1;
     }
-    if (Date.now() >= deadline) {
+    if (performance.now() >= deadline) {
       const condition = last?.conditions.find((c) => c.type === type);
       const now =
         unconfirmed !== undefined

@@ -265,7 +265,7 @@ export class SshConnection {
     // Back-off: 250 ms doubling per consecutive failure, capped at 2 s, so a node whose sshd comes
     // back (or whose partition heals) is observed again within 2 s plus one handshake.
     if (this.failures > 0) {
-      const wait = Math.min(250 * 2 ** (this.failures - 1), reconnectCapMs) - (Date.now() - this.lastFailureAt);
+      const wait = Math.min(250 * 2 ** (this.failures - 1), reconnectCapMs) - (performance.now() - this.lastFailureAt);
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     }
     try {
@@ -275,7 +275,7 @@ export class SshConnection {
       return client;
     } catch (error) {
       this.failures++;
-      this.lastFailureAt = Date.now();
+      this.lastFailureAt = performance.now();
       this.lastFailureMessage = error instanceof Error ? error.message : String(error);
       throw error;
     }

@@ -47,7 +47,7 @@ export function prune(forgetMemory: (name: string) => void, promiseBack: (name: 
  */
 async function waitOutRemovalGrace(pass: Pass): Promise<Verdict | undefined> {
   const { memory } = pass;
-  const left = (memory.removedSince ?? 0) + removalGraceMs - Date.now();
+  const left = (memory.removedSince ?? -Infinity) + removalGraceMs - performance.now();
   if (left <= 0) return undefined;
   const message = `the definition is gone: what runs is torn down in ${Math.ceil(left / 1000)} s unless it comes back`;
   setConditions(memory, memory.lastGood?.revision ?? pass.entry?.revision ?? "", { Reconciling: { status: "True", reason: "DefinitionRemoved", message } });

@@ -40,7 +40,7 @@ export function readDefinition(parsed: ParseCache): Step {
       const read = await readDesired(pass.file, pass.settings, parsed);
       if (read.desired.kind === "absent") {
         memory.definitionRemoved = true;
-        memory.removedSince ??= Date.now();
+        memory.removedSince ??= performance.now();
       } else {
         delete memory.definitionRemoved;
         delete memory.removedSince;
