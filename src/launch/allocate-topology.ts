@@ -9,7 +9,7 @@ import { LaunchError } from "./launch-error.js";
 import { allocatePorts } from "./ports.js";
 import { defaultReachMs } from "./processes.js";
 import type { LaunchContext, LaunchRequest } from "./types.js";
-import { askPortListener, boundSockets, socketCovers, type NodeAccess, type TcpSocket } from "../nodes/index.js";
+import { askPortListener, boundSockets, listeningSockets, socketClashes, type NodeAccess, type TcpSocket } from "../nodes/index.js";
 import { ShardctlError } from "../errors/index.js";
 import { clipCommand } from "./leftover-listeners.js";
 import { asLaunchError } from "./launch-failures.js";
@@ -17,9 +17,29 @@ import { asLaunchError } from "./launch-failures.js";
 /** Choose and record the launch's ports (in `entry.ports`) and return the topology the engine is given. */
 export async function allocateTopology(request: LaunchRequest, context: LaunchContext, entry: LedgerEntry): Promise<EngineTopology> {
   const coordinator = request.coordinator;
+  // A port is taken when a socket on its node holds it, in any state: a listener, but also an
+  // outgoing connection whose local port the kernel picked there (the range may lie in the
+  // ephemeral one: the daemon's own SSH connection to a node once held a coordinator's control port,
+  // which a connection never finds, and every launch failed on it). The nodes' socket tables are
+  // read once per node. A ring's listener takes the first connection it accepts as its neighbour,
+  // so for a ring the table is the only look (a connection would break another ring waiting there).
+  const readiness = request.driver.facts.readiness;
+  const tables = new Map<NodeAccess, Promise<TcpSocket[] | undefined>>();
+  const heldInTable = async (node: NodeAccess, host: string, port: number): Promise<boolean | undefined> => {
+    let table = tables.get(node);
+    if (table === undefined) tables.set(node, (table = boundSockets(node, { deadlineMs: defaultReachMs })));
+    return (await table)?.some((s) => s.port === port && socketClashes(s, host));
+  };
   // The HTTP port is the definition's own: refuse it when taken rather than picking another, naming
-  // what holds it where the node says.
-  if (await coordinator.node.isPortOpen(coordinator.bindHost, coordinator.httpPort, 1_000)) {
+  // what holds it where the node says. Taken: it answers, or a listener on the node keeps it from
+  // being bound (a wildcard host cannot be bound beside a listener on one address of the port).
+  // Listeners only: the connections a coordinator just stopped accepted linger (FIN-WAIT) on the
+  // port for up to a minute, and hold nothing a new listener cares about.
+  if (
+    (await coordinator.node.isPortOpen(coordinator.bindHost, coordinator.httpPort, 1_000)) ||
+    (await listeningSockets(coordinator.node, { deadlineMs: defaultReachMs }))?.some((s) => s.port === coordinator.httpPort && socketClashes(s, coordinator.bindHost)) ===
+      true
+  ) {
     const { listener: holder, unanswered } = await askPortListener(coordinator.node, coordinator.httpPort);
     const by =
       holder !== undefined
@@ -53,19 +73,6 @@ export async function allocateTopology(request: LaunchRequest, context: LaunchCo
   }
   const held = await context.heldPorts();
   held.push({ host: coordinator.bindHost, port: coordinator.httpPort, holder: `this cluster's HTTP listener` });
-  // A port is taken when a socket on its node holds it, in any state: a listener, but also an
-  // outgoing connection whose local port the kernel picked there (the range may lie in the
-  // ephemeral one: the daemon's own SSH connection to a node once held a coordinator's control port,
-  // which a connection never finds, and every launch failed on it). The nodes' socket tables are
-  // read once per node. A ring's listener takes the first connection it accepts as its neighbour,
-  // so for a ring the table is the only look (a connection would break another ring waiting there).
-  const readiness = request.driver.facts.readiness;
-  const tables = new Map<NodeAccess, Promise<TcpSocket[] | undefined>>();
-  const heldInTable = async (node: NodeAccess, host: string, port: number): Promise<boolean | undefined> => {
-    let table = tables.get(node);
-    if (table === undefined) tables.set(node, (table = boundSockets(node, { deadlineMs: defaultReachMs })));
-    return (await table)?.some((s) => s.port === port && socketCovers(s, host));
-  };
   const isTaken = async (node: NodeAccess, host: string, port: number): Promise<boolean> => {
     const inTable = await heldInTable(node, host, port);
     if (inTable === true) return true;

@@ -7,7 +7,7 @@ import type { LedgerEntry, LedgerProcess } from "./ledger.js";
 import { LaunchError } from "./launch-error.js";
 import { addressesListenedByProcess, defaultReachMs, describeEnd, isProcessAlive, processLabel, readLogTail } from "./processes.js";
 import type { LaunchRequest } from "./types.js";
-import { boundSockets, socketCovers, type NodeAccess, type TcpSocket } from "../nodes/index.js";
+import { boundSockets, socketClashes, type NodeAccess, type TcpSocket } from "../nodes/index.js";
 import { isShardctlError, messageOf } from "../errors/index.js";
 import type { LaunchInFlight } from "./launch-waits.js";
 
@@ -37,7 +37,7 @@ export function portHeldBy(request: LaunchRequest, topology: EngineTopology, nod
     if (addresses.length === 0) return undefined;
     const node = nodes.get(process.node)!;
     const covers = (sockets: TcpSocket[] | undefined): boolean | undefined =>
-      sockets?.some((s) => addresses.some((address) => s.port === address.port && socketCovers(s, address.host)));
+      sockets?.some((s) => addresses.some((address) => s.port === address.port && socketClashes(s, address.host)));
     const held = covers(await boundSockets(node, { deadlineMs: defaultReachMs }));
     if (held !== true) return held;
     for (const other of entry.processes.filter((p) => p.node === process.node && p.pid !== process.pid)) {

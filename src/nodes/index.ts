@@ -5,7 +5,7 @@ export { readTail, maxTailLineChars } from "./read-tail.js";
 export { within } from "./within.js";
 export { freeKiB } from "./free-space.js";
 export { addressesListenedBy, askPortListener, findPortListener, listenersNaming, type PortListener } from "./port-listener.js";
-export { boundSockets, isEveryInterface, socketCovers, listeningSockets, type TcpSocket, type ListenerTool } from "./listening-ports.js";
+export { boundSockets, isEveryInterface, socketClashes, socketCovers, listeningSockets, type TcpSocket, type ListenerTool } from "./listening-ports.js";
 export { launchMark, markedProcesses } from "./marked-processes.js";
 export { commandFailed } from "./shell-node.js";
 export { startTimeFunction } from "./shell-scripts.js";

@@ -93,3 +93,15 @@ export function socketCovers(socket: TcpSocket, address: string | undefined): bo
   if (address === undefined || isEveryInterface(socket.address)) return true;
   return socket.address === address.replace(/^\[(.*)\]$/, "$1");
 }
+
+/**
+ * Whether a socket keeps a listener from binding `address`'s port: it covers that address, or
+ * `address` is every interface — 0.0.0.0 cannot be bound beside any IPv4 socket of the port, nor
+ * :: (dual-stack, Linux's default) beside any socket of it. An undefined `address` clashes with any.
+ */
+export function socketClashes(socket: TcpSocket, address: string | undefined): boolean {
+  if (socketCovers(socket, address)) return true;
+  const wanted = address!.replace(/^\[(.*)\]$/, "$1");
+  if (wanted === "::") return true;
+  return wanted === "0.0.0.0" && !socket.address.includes(":");
+}

@@ -97,6 +97,21 @@ describe("a launch failure at each step leaves nothing running and names the ste
     );
   });
 
+  it("PortInUse: a wildcard HTTP host (0.0.0.0) beside a listener on one address of its port, found before anything starts", async () => {
+    const request = await makeRequest(world, { cluster: "taken-wild" });
+    const holder: Server = createServer();
+    await new Promise<void>((resolve) => holder.listen(request.coordinator.httpPort, request.coordinator.bindHost, resolve));
+    try {
+      request.coordinator.bindHost = "0.0.0.0";
+      const failure = await expectCleanFailure(request);
+      expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("PortInUse");
+      expect(failure.step).toBe("ports");
+      expect(failure.message).toContain(`the coordinator's HTTP port 0.0.0.0:${request.coordinator.httpPort} is already in use on node-1 by pid ${process.pid}`);
+    } finally {
+      await new Promise((resolve) => holder.close(resolve));
+    }
+  });
+
   it("StageExited: a stage that says its port was taken while no socket holds it is counted as the engine's own failure, never retried for ever", async () => {
     const failure = await expectCleanFailure(await makeRequest(world, { cluster: "taken-not", binary: world.standIns.listenRefusedFalsely }));
     expect(failure.reason, `${failure.step}: ${failure.message}`).toBe("StageExited");

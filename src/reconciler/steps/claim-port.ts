@@ -13,7 +13,7 @@
  * retried. (A first launch finds such a port itself, and says so, given back to the budget.)
  */
 import { httpBindHostOf } from "../../cluster/index.js";
-import { socketCovers, listeningSockets, type NodeAccess } from "../../nodes/index.js";
+import { socketClashes, listeningSockets, type NodeAccess } from "../../nodes/index.js";
 import { ShardctlError } from "../../errors/index.js";
 import type { LedgerEntry } from "../../launch/index.js";
 import { definitionOf, replacing, type Pass } from "../pass.js";
@@ -51,7 +51,7 @@ export function claimPort(when: "before-replace" | "after-replace"): Step {
  * another program does. Nothing is said when the table cannot be read: the launch finds out.
  */
 async function refuseForeignHolder(node: NodeAccess, wanted: HttpAddress): Promise<void> {
-  const holder = (await listeningSockets(node))?.find((l) => l.port === wanted.port && socketCovers(l, wanted.host));
+  const holder = (await listeningSockets(node))?.find((l) => l.port === wanted.port && socketClashes(l, wanted.host));
   if (holder === undefined) return;
   throw new ShardctlError(
     "PortInUse",
