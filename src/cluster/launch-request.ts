@@ -4,7 +4,7 @@ import { isIP } from "node:net";
 import { join, posix } from "node:path";
 import { createDriver, engineOf, type EngineFacts } from "../engines/index.js";
 import { defaultDeadlines, type LaunchDeadlines, type LaunchRequest } from "../launch/index.js";
-import { SshNode, type NodeAccess } from "../nodes/index.js";
+import { isEveryInterface, SshNode, type NodeAccess } from "../nodes/index.js";
 import type { ShardPlan } from "../planner/index.js";
 import type { ClusterSpec, Settings } from "../spec/index.js";
 import { ShardctlError } from "../errors/index.js";
@@ -45,15 +45,18 @@ export async function buildLaunchRequest(
   const coordinatorNode = nodes.coordinator;
   const engine = engineOf(spec.engine.kind);
   const httpHost = await httpBindHostOf(spec, nodes);
-  // Where the last stage serves HTTP there is no coordinator process and no control address.
-  const controlHost =
-    engine.readiness.httpServer === "coordinator"
-      ? await controlHostOf(
-          coordinatorNode,
-          await bindHostOf(coordinatorNode, engine),
-          stages.map((s) => s.bindHost),
-        )
-      : httpHost;
+  // Where the last stage serves HTTP there is no coordinator process and no control address: the
+  // HTTP server is that stage's, at its own address.
+  const hasCoordinator = engine.readiness.httpServer === "coordinator";
+  const nodeHost = hasCoordinator ? await bindHostOf(coordinatorNode, engine) : httpHost;
+  const controlHost = hasCoordinator
+    ? await controlHostOf(
+        coordinatorNode,
+        nodeHost,
+        stages.map((s) => s.bindHost),
+      )
+    : httpHost;
+  refuseUnreachableHttpHost(coordinatorNode, nodeHost, httpHost);
   return {
     cluster: spec.name,
     revision,
@@ -69,6 +72,7 @@ export async function buildLaunchRequest(
       nodeName: coordinatorNode.config.name,
       node: coordinatorNode,
       bindHost: httpHost,
+      ...(isEveryInterface(httpHost) ? { urlHost: nodeHost } : {}),
       controlHost,
       httpPort: spec.coordinator.port,
       modelDir: modelPathOf(coordinatorNode),
@@ -130,6 +134,23 @@ async function coresOf(node: NodeAccess): Promise<number | undefined> {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The daemon (its probes) and the router reach the HTTP server from the control machine: a
+ * `[coordinator] host` on loopback is out of their reach on a node that is not loopback itself.
+ */
+function refuseUnreachableHttpHost(node: NodeAccess, nodeHost: string, httpHost: string): void {
+  if (node.config.host === "local" || !isLoopback(httpHost) || isLoopback(nodeHost)) return;
+  throw new ShardctlError(
+    "CoordinatorHostUnreachable",
+    `[coordinator] host ${httpHost} is the loopback of node ${node.config.name} (${nodeHost}), which the daemon and the router on the control machine cannot reach: set it to the node's address (${nodeHost}) or 0.0.0.0, or run the coordinator on the control machine ([coordinator] node = "local")`,
+    { terminal: true },
+  );
+}
+
+function isLoopback(host: string): boolean {
+  return host === "::1" || host === "localhost" || (isIP(host) === 4 && host.startsWith("127."));
 }
 
 /**

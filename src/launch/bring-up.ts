@@ -68,7 +68,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     goOn();
     // Allocate transport ports and the coordinator's control port, and record them before another
     // launch of this process chooses its own (the ports other launches hold are read from the ledger).
-    const url = `http://${hostForUrl(request.coordinator.bindHost)}:${request.coordinator.httpPort}`;
+    const url = `http://${hostForUrl(request.coordinator.urlHost ?? request.coordinator.bindHost)}:${request.coordinator.httpPort}`;
     const topology = await oneAllocationAtATime(async () => {
       const allocated = await allocateTopology(request, context, entry);
       entry.coordinatorUrl = url;

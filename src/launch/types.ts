@@ -30,6 +30,11 @@ export interface CoordinatorTarget {
   /** The HTTP listener's host (`[coordinator] host`). */
   bindHost: string;
   /**
+   * Where the daemon and the router reach the HTTP listener, when not at `bindHost`: a wildcard
+   * (0.0.0.0, ::) is bound, never dialled, so its node's own address.
+   */
+  urlHost?: string;
+  /**
    * The control address's host (the coordinator's node in the cluster TOML): the coordinator binds
    * it and the stages dial it with results, so it is the node's own address, as for a stage.
    */

@@ -154,6 +154,10 @@ test("the coordinator's control address is its node's own address, whatever host
     'host = "127.0.0.8"',
     `model_dir = "${join(root, "b")}"`,
     'memory = "4GiB"',
+    "[nodes.c]",
+    'host = "192.0.2.20"',
+    `model_dir = "${join(root, "c")}"`,
+    'memory = "4GiB"',
   ].join("\n");
   const settings = parseSettings(settingsText, join(root, "shardctl.toml"));
   if (!settings.ok) throw new Error(JSON.stringify(settings.issues));
@@ -173,6 +177,20 @@ test("the coordinator's control address is its node's own address, whatever host
   const b = pool.get(nodeConfigOf(settings.value.nodes.b!));
   const request = await buildLaunchRequest(onB.value, settings.value, "rev", plan, { stages, coordinator: b }, modelPaths);
   expect([request.coordinator.bindHost, request.coordinator.controlHost]).toEqual(["0.0.0.0", "127.0.0.8"]);
+  // The daemon's probes and the router dial b's address too: a wildcard is bound, never dialled.
+  expect(request.coordinator.urlHost).toBe("127.0.0.8");
+
+  // On a node the control machine reaches at another address than loopback, an API on its
+  // loopback is out of the daemon's and the router's reach: refused, saying what to set.
+  const onC = definition('[coordinator]\nnode = "c"\nhost = "127.0.0.1"\nport = 8080\n');
+  if (!onC.ok) throw new Error(JSON.stringify(onC.issues));
+  // TEST-NET-1: never contacted, the refusal comes first.
+  const c = pool.get({ name: "c", host: "192.0.2.20", port: 22, hostKeyPolicy: "strict", modelDir: join(root, "c") });
+  const refused = buildLaunchRequest(onC.value, settings.value, "rev", plan, { stages, coordinator: c }, modelPaths);
+  await expect(refused).rejects.toMatchObject({ reason: "CoordinatorHostUnreachable", terminal: true });
+  await expect(refused).rejects.toThrow(
+    /^\[coordinator\] host 127\.0\.0\.1 is the loopback of node c \(192\.0\.2\.20\), which the daemon and the router .* set it to the node's address \(192\.0\.2\.20\) or 0\.0\.0\.0/,
+  );
 
   // On this machine with its stages on this machine too: loopback, as for a local stage.
   const local = definition("");

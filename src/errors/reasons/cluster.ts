@@ -15,4 +15,6 @@ export type ClusterReason =
   /** A node's host name does not resolve to the IP address the engines need (transient). */
   | "NodeAddressUnresolved"
   /** A node's address is IPv6 and the engine's transport takes IPv4 only (MLX's ring) (terminal). */
-  | "NodeAddressNotIPv4";
+  | "NodeAddressNotIPv4"
+  /** `[coordinator] host` is the loopback of a node the control machine reaches elsewhere (terminal). */
+  | "CoordinatorHostUnreachable";
