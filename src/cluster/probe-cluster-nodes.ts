@@ -51,10 +51,16 @@ export async function probeClusterNodes(spec: ClusterSpec, cluster: ClusterNodes
   signal?.throwIfAborted();
   const unreachable = probes.filter((p) => !p.reachable);
   if (unreachable.length > 0) {
-    // The SSH failure's own reason when it has one (a key refused, a host key unknown or changed):
-    // scripts match on it. Retried all the same: the fix is outside the definition (known_hosts, an agent).
-    const reason = unreachable.map((p) => p.errorReason).find((r) => r === "SshAuthFailed" || r === "HostKeyUnknown" || r === "HostKeyChanged") ?? "NodeUnreachable";
-    throw new ShardctlError(reason, `cannot probe ${unreachable.map((p) => `${p.name} (${p.error ?? "no answer"})`).join(", ")}`);
+    // The SSH failure's own reason when it has one (a key refused, a host key unknown or changed, a
+    // proxy the ssh config asks for): scripts match on it. Retried all the same, as the fix is outside
+    // the definition (known_hosts, an agent), but for a proxy: shardctl never follows one (terminal,
+    // as `shardctl nodes` says it).
+    const reason =
+      unreachable.map((p) => p.errorReason).find((r) => r === "SshAuthFailed" || r === "HostKeyUnknown" || r === "HostKeyChanged" || r === "SshConfigUnsupported") ??
+      "NodeUnreachable";
+    throw new ShardctlError(reason, `cannot probe ${unreachable.map((p) => `${p.name} (${p.error ?? "no answer"})`).join(", ")}`, {
+      terminal: reason === "SshConfigUnsupported",
+    });
   }
   // An engine on a machine it does not run on: the real problem, before "engine not found". The
   // stage nodes only: the coordinator holds no layers, and its node needs only the engine to answer.

@@ -165,4 +165,18 @@ describe("a plan that probes its nodes", () => {
     expect(error).toMatchObject({ reason: "HostKeyUnknown", terminal: false });
     expect((error as Error).message).toMatch(/^cannot probe node-1 \(node node-1: host key of .* is not in /);
   });
+
+  // Regression: the daemon said NodeUnreachable and retried for ever where `shardctl nodes` said
+  // SshConfigUnsupported, terminal (CI's wait ran to its timeout).
+  it("a node the ssh config reaches through a proxy: SshConfigUnsupported, terminal, as `shardctl nodes` says", async () => {
+    const settings = parseSettings('[nodes.n1]\nhost = "gpu-proxied"\nmodel_dir = "/m"\nmemory = "1GiB"\n', join(dir, "shardctl.toml"));
+    if (!settings.ok) throw new Error(JSON.stringify(settings.issues));
+    const cluster = parseCluster('nodes = ["n1"]\n[model]\nid = "org/m"\n', join(dir, "c.toml"), settings.value);
+    if (!cluster.ok) throw new Error(JSON.stringify(cluster.issues));
+    const sshConfig = join(dir, "proxied.conf");
+    await writeFile(sshConfig, "Host gpu-proxied\n  HostName 127.0.0.9\n  ProxyJump me@bastion.example\n");
+    const node = pool(sshd.knownHostsPath, sshConfig).get({ name: "n1", host: "gpu-proxied", port: 22, hostKeyPolicy: "strict", modelDir: "/m" });
+    const error = await probeClusterNodes(cluster.value, { stages: [node], coordinator: node }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ reason: "SshConfigUnsupported", terminal: true });
+  });
 });

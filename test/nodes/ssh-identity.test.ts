@@ -152,3 +152,78 @@ it("a key the server does not accept fails naming the key, the user and how to i
       `(ssh-copy-id -i ${stranger}.pub -p ${n.port} ${n.user}@${n.host}), or correct user or identity_file in [nodes.${n.name}]`,
   );
 });
+
+/** An ssh-agent of its own at `socket`, once its socket exists. */
+async function startAgent(socket: string): Promise<ChildProcess> {
+  const child = spawn("ssh-agent", ["-D", "-a", socket], { stdio: "ignore" });
+  for (let i = 0; i < 50; i++) {
+    const up = await run("test", ["-S", socket]).then(
+      () => true,
+      () => false,
+    );
+    if (up) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return child;
+}
+
+// Regression: only the first usable identity file was offered, where OpenSSH offers each in turn;
+// a `Host *` IdentityFile listed before the host's own hid it.
+it("every identity file of the ssh config is offered in turn: one the node refuses before the one it accepts", async () => {
+  const refusedKey = join(sshd.root, "refused_ed25519");
+  const acceptedKey = join(sshd.root, "accepted_ed25519");
+  await run("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "refused", "-f", refusedKey]);
+  await run("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "accepted", "-f", acceptedKey]);
+  await appendFile(join(sshd.root, "authorized_keys"), await readFile(`${acceptedKey}.pub`, "utf8"));
+  const n = sshd.nodes[0]!;
+  const config = join(sshd.root, "two-identities.conf");
+  await writeFile(config, `Host *\n  IdentityFile ${refusedKey}\nHost ${n.host}\n  IdentityFile ${acceptedKey}\n`);
+  const saved = process.env.SSH_AUTH_SOCK;
+  delete process.env.SSH_AUTH_SOCK;
+  try {
+    const pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: config });
+    pools.push(pool);
+    const node = pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, hostKeyPolicy: "strict", modelDir: n.modelDir });
+    expect((await node.run(["echo", "answered"])).stdout.trim()).toBe("answered");
+  } finally {
+    if (saved !== undefined) process.env.SSH_AUTH_SOCK = saved;
+  }
+});
+
+// Regression: an agent holding more keys than the server's MaxAuthTries (6) offered them in its own
+// order, and the node cut it off ("Too many authentication failures") before the identity_file's key.
+it("an agent with many keys offers the identity_file's key first", async () => {
+  const socket = join(sshd.root, "many.sock");
+  const many = await startAgent(socket);
+  try {
+    const env = { ...process.env, SSH_AUTH_SOCK: socket };
+    for (let i = 0; i < 7; i++) {
+      const other = join(sshd.root, `other_${i}`);
+      await run("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", `other ${i}`, "-f", other]);
+      await run("ssh-add", ["-q", other], { env });
+    }
+    const askpass = join(sshd.root, "askpass");
+    await run("ssh-add", ["-q", key], { env: { ...env, SSH_ASKPASS: askpass, SSH_ASKPASS_REQUIRE: "force", DISPLAY: "none" } });
+    const listed = (await run("ssh-add", ["-l"], { env })).stdout.trim().split("\n");
+    // The identity_file's key is the agent's last of eight.
+    expect(listed).toHaveLength(8);
+    expect(listed.at(-1)).toContain("encrypted");
+    const result = await nodeThrough(socket).run(["echo", "answered"]);
+    expect(result.stdout.trim()).toBe("answered");
+  } finally {
+    many.kill();
+  }
+});
+
+it("an SSH_AUTH_SOCK naming no running agent is an authentication failure that says so", async () => {
+  const stale = join(sshd.root, "gone.sock");
+  const missing = join(sshd.root, "no-such-key-either");
+  const error = await nodeThrough(stale, missing)
+    .run(["true"])
+    .then(
+      () => undefined,
+      (e: LoginFailure) => e,
+    );
+  expect(error?.reason).toBe("SshAuthFailed");
+  expect(error?.message).toContain(`SSH_AUTH_SOCK (${stale}) names no running ssh-agent`);
+});

@@ -6,7 +6,7 @@
 import { createRequire } from "node:module";
 import { homedir } from "node:os";
 import { join } from "node:path";
-import type { Client, ClientChannel, ConnectConfig, SFTPWrapper } from "ssh2";
+import type { AuthMethod, BaseAgent, Client, ClientChannel, ConnectConfig, IdentityCallback, ParsedKey, SFTPWrapper, SignCallback, SigningRequestOptions } from "ssh2";
 import { isNearLocal, ShardctlError } from "../../errors/index.js";
 import { FileRefusedError, readRegularFile } from "../../files/index.js";
 import type { NodeConfig } from "../types.js";
@@ -302,7 +302,9 @@ export class SshConnection {
       return false;
     };
 
-    const { privateKey, keyPath, passedOver } = await readFirstKey(this.node.name, target);
+    const { keys, passedOver, publicKeys } = await readIdentityKeys(this.node.name, target);
+    const privateKey = keys[0]?.privateKey;
+    const keyPath = keys[0]?.path;
     const agent = this.options.agentSocket ?? process.env.SSH_AUTH_SOCK;
     // What to say of the keys we could not use, after an authentication failure or when no agent runs.
     const unlockHint = passedOver.length === 0 ? "" : `; ${passedOver.map(describePassedOver).join("; ")}`;
@@ -323,8 +325,11 @@ export class SshConnection {
       host: target.host,
       port: target.port,
       username: target.user,
-      privateKey,
-      agent,
+      // Each usable identity file in turn, then the agent's keys (the identity files' first).
+      authHandler: [
+        ...keys.map((k): AuthMethod => ({ type: "publickey", username: target.user, key: k.privateKey }) as AuthMethod),
+        ...(agent === undefined ? [] : [{ type: "agent", username: target.user, agent: await agentPreferring(agent, publicKeys) } as AuthMethod]),
+      ],
       hostVerifier,
       keepaliveInterval: this.options.keepaliveIntervalMs ?? sshKeepalive.intervalMs,
       keepaliveCountMax: this.options.keepaliveCountMax ?? sshKeepalive.countMax,
@@ -351,12 +356,17 @@ export class SshConnection {
       client.once("close", () => reject(this.closedError()));
       client.once("error", (error: Error & { level?: string }) => {
         if (refusal !== undefined) return reject(refusal);
-        const auth = error.level === "client-authentication";
+        // The server cutting the offers short, or an agent that is not there, is authentication too.
+        const staleAgent = /failed to connect to agent/i.test(error.message);
+        const auth = error.level === "client-authentication" || staleAgent || /too many authentication failures/i.test(error.message);
+        const agentHint = staleAgent
+          ? `; SSH_AUTH_SOCK (${agent ?? ""}) names no running ssh-agent (a service started with an old environment?): start the agent and ssh-add the key, or unset SSH_AUTH_SOCK for the daemon`
+          : "";
         reject(
           new ShardctlError(
             auth ? "SshAuthFailed" : "NodeUnreachable",
             auth
-              ? `node ${this.node.name}: authentication as ${target.user} failed: ${error.message}${unlockHint}; ${authRefusalHint(this.node.name, target, keyPath, agent)}`
+              ? `node ${this.node.name}: authentication as ${target.user} failed: ${error.message}${unlockHint}${agentHint}; ${authRefusalHint(this.node.name, target, keyPath, agent)}`
               : `node ${this.node.name}: cannot connect to ${target.host}:${target.port}: ${error.message}${timeoutWords(error, progress, config.readyTimeout ?? 0)}${connectHint(error, this.node.name, this.node.host, target.port)}`,
             { terminal: auth, cause: error },
           ),
@@ -490,16 +500,30 @@ function authRefusalHint(node: string, target: SshTarget, keyPath: string | unde
 }
 
 /**
- * The first of the target's identity files that can be read and used; no key when none can (the
- * agent may still authenticate). As OpenSSH does, a key that cannot be used here is passed over for
- * the agent, which may hold it: one protected by a passphrase (the agent holds it unlocked), a public
+ * The target's identity files that can be read and used, in order (OpenSSH offers each in turn: a
+ * `Host *` IdentityFile before a host's own must not hide the host's); none when none can (the agent
+ * may still authenticate). As OpenSSH does, a key that cannot be used here is passed over for the
+ * agent, which may hold it: one protected by a passphrase (the agent holds it unlocked), a public
  * key (`IdentityFile ~/.ssh/key.pub` names an agent's key), a format ssh2 does not read. Each is
  * listed in `passedOver` for the messages, as is a file the settings name that cannot be read (a
  * missing default identity file is the usual case and is not). One that is not a regular file (a
  * FIFO would block the read for ever) or is over the cap is an error naming the setting and the path.
+ * `publicKeys`: the public halves of every identity file found (from the key, or its `.pub`), which
+ * the agent offers first.
  */
-async function readFirstKey(node: string, target: SshTarget): Promise<{ privateKey?: Buffer; keyPath?: string; passedOver: PassedOverKey[] }> {
+async function readIdentityKeys(
+  node: string,
+  target: SshTarget,
+): Promise<{ keys: Array<{ privateKey: Buffer; path: string }>; passedOver: PassedOverKey[]; publicKeys: Buffer[] }> {
+  const { utils } = await loadSsh2();
   const passedOver: PassedOverKey[] = [];
+  const keys: Array<{ privateKey: Buffer; path: string }> = [];
+  const publicKeys: Buffer[] = [];
+  const publicHalfOf = async (path: string): Promise<void> => {
+    const text = await readRegularFile(path, { maxBytes: maxKeyBytes, what: "SSH public key" }).catch(() => undefined);
+    const parsed = text === undefined ? undefined : utils.parseKey(text);
+    if (parsed !== undefined && !(parsed instanceof Error)) publicKeys.push(parsed.getPublicSSH());
+  };
   for (const path of target.identityFiles) {
     let key: Buffer;
     try {
@@ -511,18 +535,50 @@ async function readFirstKey(node: string, target: SshTarget): Promise<{ privateK
       if (target.identitySetting !== defaultIdentitySetting) {
         passedOver.push({ path, setting: target.identitySetting, unreadable: error instanceof Error ? error.message.replace(/, open '.*'$/, "") : String(error) });
       }
+      await publicHalfOf(`${path}.pub`);
       continue;
     }
-    const parsed = (await loadSsh2()).utils.parseKey(key);
+    const parsed = utils.parseKey(key);
     if (parsed instanceof Error) {
       passedOver.push({ path, setting: target.identitySetting, ...(/encrypted|passphrase/i.test(parsed.message) ? {} : { problem: parsed.message }) });
+      await publicHalfOf(`${path}.pub`);
     } else if (!parsed.isPrivateKey()) {
       passedOver.push({ path, setting: target.identitySetting, problem: "it is a public key" });
+      publicKeys.push(parsed.getPublicSSH());
     } else {
-      return { privateKey: key, keyPath: path, passedOver };
+      keys.push({ privateKey: key, path });
+      publicKeys.push(parsed.getPublicSSH());
     }
   }
-  return { passedOver };
+  return { keys, passedOver, publicKeys };
+}
+
+/**
+ * ssh-agent at `socket`, offering the identity files' keys it holds before its others, as OpenSSH
+ * does: an agent holding more keys than the server's MaxAuthTries (6) would otherwise be cut off
+ * ("Too many authentication failures") before it offers the one the node accepts.
+ */
+async function agentPreferring(socket: string, preferred: readonly Buffer[]): Promise<BaseAgent> {
+  const { BaseAgent: Base, OpenSSHAgent: Agent } = await loadSsh2();
+  const inner = new Agent(socket);
+  const rank = (key: ParsedKey): number => (preferred.some((p) => p.equals(key.getPublicSSH())) ? 0 : 1);
+  class PreferringAgent extends Base<ParsedKey> {
+    getIdentities(cb: IdentityCallback<ParsedKey>): void {
+      inner.getIdentities((error, keys) => {
+        if (error) return cb(error);
+        // Array.prototype.sort is stable: the agent's own order is kept within each rank.
+        cb(
+          null,
+          [...(keys ?? [])].sort((a, b) => rank(a as ParsedKey) - rank(b as ParsedKey)),
+        );
+      });
+    }
+    sign(pubKey: ParsedKey, data: Buffer, options: SigningRequestOptions | SignCallback, cb?: SignCallback): void {
+      if (typeof options === "function") inner.sign(pubKey, data, {}, options);
+      else inner.sign(pubKey, data, options, cb);
+    }
+  }
+  return new PreferringAgent() as BaseAgent;
 }
 
 export type { ClientChannel };
