@@ -140,7 +140,14 @@ function readWeightMap(raw: unknown, file: string): Map<string, string> {
     throw new ShardctlError("ModelIndexInvalid", `${file}: weight_map is missing or not an object`, { terminal: true });
   }
   const out = new Map<string, string>();
+  // Each file name is judged once: the map names a few files for thousands of tensors, and the
+  // daemon plans on its event loop (a hostile 60 MB index once held it 10 s, quoting every entry).
+  const judged = new Set<string>();
   for (const [tensor, path] of Object.entries(map as Record<string, unknown>)) {
+    if (typeof path === "string" && judged.has(path)) {
+      out.set(tensor, path);
+      continue;
+    }
     const where = `weight_map[${quoteText(tensor)}] = ${quoteText(path)}`;
     if (typeof path !== "string" || !/^[\w.-]+(?:\/[\w.-]+)*\.safetensors$/.test(path) || path.split("/").includes("..")) {
       throw new ShardctlError("ModelIndexInvalid", `${file}: ${where} is not a safetensors file name`, { terminal: true });
@@ -156,6 +163,7 @@ function readWeightMap(raw: unknown, file: string): Map<string, string> {
         { terminal: true },
       );
     }
+    judged.add(path);
     out.set(tensor, path);
   }
   if (out.size === 0) throw new ShardctlError("ModelIndexInvalid", `${file}: weight_map is empty`, { terminal: true });
