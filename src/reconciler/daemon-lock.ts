@@ -142,6 +142,8 @@ export async function acquireDaemonLock(
   heartbeatMs = defaultHeartbeatMs,
   onLost: (otherPid: number) => void = () => undefined,
   stateDir?: string,
+  /** Told when the heartbeat cannot be written (the system's words), and with undefined when it can again. */
+  onBeatFailure: (failure: string | undefined) => void = () => undefined,
 ): Promise<DaemonLock> {
   const real = await realpath(watchedDir).catch(() => watchedDir);
   const file = await lockFileFor(watchedDir);
@@ -164,7 +166,7 @@ export async function acquireDaemonLock(
   for (let attempt = 0; attempt < 5; attempt++) {
     try {
       await writeLock(file, me, real);
-      return holdLock(file, me, real, heartbeatMs, onLost);
+      return holdLock(file, me, real, heartbeatMs, onLost, onBeatFailure);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") {
         throw new ShardctlError(
@@ -230,7 +232,14 @@ async function writeLock(file: string, me: Owner, real: string): Promise<void> {
  * then finds none): two daemons would each act on every cluster, so `onLost` hears the other's pid,
  * once, and this daemon must stop.
  */
-function holdLock(file: string, me: Owner, real: string, heartbeatMs: number, onLost: (otherPid: number) => void): DaemonLock {
+function holdLock(
+  file: string,
+  me: Owner,
+  real: string,
+  heartbeatMs: number,
+  onLost: (otherPid: number) => void,
+  onBeatFailure: (failure: string | undefined) => void,
+): DaemonLock {
   let released = false;
   let lost = false;
   // The beat under way, if any: release waits for it, so a lock it is writing again is not left behind.
@@ -255,8 +264,16 @@ function holdLock(file: string, me: Owner, real: string, heartbeatMs: number, on
       return;
     }
     const now = new Date();
-    await utimes(file, now, now).catch(() => undefined);
+    // A beat that cannot be written (a read-only or full file system) makes this daemon look silent
+    // to status, wait and reconcile: said once as it starts failing, and once it beats again.
+    const failure = await utimes(file, now, now).then(
+      () => undefined,
+      (error: unknown) => (error instanceof Error ? error.message : String(error)),
+    );
+    if ((failure === undefined) !== (beatFailure === undefined)) onBeatFailure(failure);
+    beatFailure = failure;
   };
+  let beatFailure: string | undefined;
   const beat = setInterval(() => {
     if (lost) return;
     beating = keep().catch(() => undefined);

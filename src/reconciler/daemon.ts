@@ -94,6 +94,13 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       loseLock(why);
     },
     settings.daemon.stateDir,
+    (failure) =>
+      failure === undefined
+        ? options.log.info({ dir }, "the lock's heartbeat is written again")
+        : options.log.warn(
+            { dir, err: failure },
+            "cannot write the lock's heartbeat in the definitions folder: status, wait and reconcile take this daemon for a silent one until it can (is the folder read-only, or its disk full?)",
+          ),
   );
   const log = options.log;
   let tellMoved: (why: string) => void = () => undefined;

@@ -245,6 +245,28 @@ test("a directory the daemon cannot write (a read-only file system) is DaemonLoc
   }
 });
 
+test("a heartbeat that cannot be written (the folder remounted read-only) is said once, and once again when it is written again", async () => {
+  if (process.getuid?.() !== 0) throw new Error("this test remounts a tmpfs read-only: run it as root");
+  const folder = join(root, "goes-read-only");
+  await mkdir(folder);
+  await run("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", folder]);
+  const said: Array<string | undefined> = [];
+  const lock = await acquireDaemonLock(folder, 100, undefined, undefined, (failure) => said.push(failure));
+  try {
+    await run("mount", ["-o", "remount,ro", folder]);
+    await new Promise((r) => setTimeout(r, 600));
+    expect(said).toHaveLength(1);
+    expect(said[0]).toMatch(/EROFS/);
+    await run("mount", ["-o", "remount,rw", folder]);
+    await new Promise((r) => setTimeout(r, 600));
+    expect(said).toHaveLength(2);
+    expect(said[1]).toBeUndefined();
+  } finally {
+    await lock.release();
+    await run("umount", [folder]);
+  }
+});
+
 test("a daemon of an earlier version, whose lock is in the user's cache directory, is found by readers and refuses a new daemon beside it until it is gone", async () => {
   // An earlier version's daemon: a live process, its lock where those versions kept it.
   const old = spawn("sleep", ["60"]);
