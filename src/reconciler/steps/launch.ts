@@ -7,6 +7,7 @@
  * loading a large model, or hung, may hold a wait for its whole deadline (minutes with
  * `[engine] load_timeout_seconds`). It failed nothing, so its count goes back to the budget.
  */
+import { statfs } from "node:fs/promises";
 import { buildLaunchRequest } from "../../cluster/index.js";
 import { engineOf } from "../../engines/index.js";
 import { ShardctlError } from "../../errors/index.js";
@@ -33,6 +34,31 @@ const givenBack = new Set([
   "RouterConfigUnwritable",
   "StateDirUnwritable",
 ]);
+
+/** Room a launch needs on the state directory's disk, KiB (1 MiB): its ledger records, and the log of a coordinator on this machine. */
+const stateDirRoomKiB = 1024;
+
+/**
+ * StateDirUnwritable before anything starts when the disk of the ledger (or of the state
+ * directory, where a coordinator on this machine logs) has less room than a launch needs: the
+ * launch would run whole (every stage loading the model) and fail at its last record, and so would
+ * each try after it. Not counted (`giveBack`): the disk is the surroundings. A disk that cannot be
+ * asked is passed over: the launch's own writes find out.
+ */
+async function refuseFullStateDir(ledgerDir: string, stateDir: string, giveBack: () => void): Promise<void> {
+  for (const dir of [ledgerDir, stateDir]) {
+    const room = await statfs(dir).then(
+      (s) => Math.floor((s.bavail * s.bsize) / 1024),
+      () => undefined,
+    );
+    if (room === undefined || room >= stateDirRoomKiB) continue;
+    giveBack();
+    throw new ShardctlError(
+      "StateDirUnwritable",
+      `the disk holding ${dir} has ${room} KiB free, less than a launch needs to record itself (${stateDirRoomKiB} KiB): nothing was started; free space on that disk (the launch is tried again meanwhile, not counted against the restart budget)`,
+    );
+  }
+}
 
 /** A node that refused the launch files (a folder made read-only, a full or read-only disk): the node's fault, not the cluster's. */
 function isNodeWriteFailure(error: LaunchError): boolean {
@@ -100,6 +126,7 @@ export const launch: Step = {
       restarts.count = Math.max(0, restarts.count - 1);
       throw error;
     }
+    await refuseFullStateDir(ledger.dir, settings.daemon.stateDir, () => (restarts.count = Math.max(0, restarts.count - 1)));
     memory.timeline = [];
     // Ready says what the pass does now: staging is over, the processes start; each step of the
     // launch then says how far it got.
