@@ -73,11 +73,11 @@ export async function writeLaunchFiles(request: LaunchRequest, topology: EngineT
     // A silent node's error names it already.
     const where = writing === undefined || reason === "NodeUnreachable" ? "" : ` in ${writing.runDir} on ${writing.nodeName}`;
     const free = reason === "LaunchFilesFailed" && writing !== undefined ? await within(2_000, freeKiB(writing.node, writing.runDir), undefined) : undefined;
-    const full = free !== undefined && free < 1024 ? `; the file system holding it is full (${free} KiB free): free space there` : "";
-    const fix =
-      reason === "LaunchFilesFailed"
-        ? `${full === "" ? "; that folder must be writable by the node's user" : full} (the launch is tried again meanwhile, not counted against the restart budget)`
-        : "";
+    // Read-only first: a small read-only file system also has little room, which is not the fault.
+    const readOnly = /read-only file system|EROFS/i.test(messageOf(error));
+    const full = !readOnly && free !== undefined && free < 1024 ? `; the file system holding it is full (${free} KiB free): free space there` : "";
+    const why = readOnly ? "; the file system holding it is read-only: remount it read-write" : full === "" ? "; that folder must be writable by the node's user" : full;
+    const fix = reason === "LaunchFilesFailed" ? `${why} (the launch is tried again meanwhile, not counted against the restart budget)` : "";
     throw new LaunchError(reason, "launch-files", `could not write the launch files${where}: ${messageOf(error)}${fix}`, { cause: error });
   }
   return files;

@@ -96,3 +96,19 @@ it("an engine whose log's disk fills while it serves goes on serving; its log gr
     await tearDownLeft(world, "fills-later");
   }
 }, 120_000);
+
+it("a read-only run folder: LaunchFilesFailed says it is read-only, not full, however little room it has", async () => {
+  await run("sh", ["-c", `rm -rf "$1"/* "$1"/.[!.]*`, "sh", small]);
+  // The tmpfs is 256 KiB: under the 1 MiB below which a writable one is said full.
+  await run("mount", ["-o", "remount,ro", small]);
+  try {
+    const request = await makeRequest(world, { cluster: "read-only", register: false });
+    request.stages[0]!.runDir = small;
+    const error = await launchFailure(world, request);
+    expect(error.reason).toBe("LaunchFilesFailed");
+    expect(error.message).toContain("the file system holding it is read-only: remount it read-write");
+    expect(error.message).not.toContain("is full");
+  } finally {
+    await run("mount", ["-o", "remount,rw", small]);
+  }
+}, 90_000);
