@@ -23,7 +23,9 @@ export function claimPort(when: "before-replace" | "after-replace"): Step {
   return {
     name: "claim-port",
     action: "launch",
-    failure: "PortInUse",
+    // What else fails here is a look at what holds ports (the ledger, a node's socket table): an
+    // EMFILE reading the ledger is no port in use.
+    failure: "ObserveFailed",
     async run(pass) {
       // What runs broken or half-done is replaced before the port is looked at.
       if ((replacing(pass) === "broken") !== (when === "after-replace")) return;
