@@ -65,6 +65,27 @@ describe("host key verification", () => {
     }
   });
 
+  // Regression: once a few attempts had failed, the reconnect back-off (up to 2 s) outlasted a 2 s
+  // question, which then timed out as if the node were silent ("no connection to the node"), and a
+  // teardown retried with that word for a refusal known in milliseconds.
+  it("a host key changed under a running connection: every later question hears HostKeyChanged at once, not a timeout", async () => {
+    const n = sshd.nodes[1]!;
+    const path = await knownHosts("changes-later", `${n.knownHostsLine}\n`);
+    const node = pool(path).get(sshNodeConfig(sshd, 1));
+    expect((await node.run(["true"])).exitCode).toBe(0);
+    await n.stop({ connections: true });
+    await n.rotateHostKey();
+    for (let i = 0; i < 6; i++) {
+      const asked = performance.now();
+      const error = await node.run(["true"], { deadlineMs: 2_000 }).then(
+        (result) => result,
+        (e: unknown) => e,
+      );
+      expect(error, `question ${i + 1}`).toMatchObject({ reason: "HostKeyChanged" });
+      expect(performance.now() - asked, `question ${i + 1}`).toBeLessThan(1_500);
+    }
+  });
+
   it("asks the server for the key type known_hosts holds (a server with ed25519 and ECDSA keys, only ECDSA known)", async () => {
     const n = sshd.nodes[0]!;
     const path = await knownHosts("ecdsa-only", `[${n.host}]:${n.port} ${n.ecdsaHostKey}\n`);

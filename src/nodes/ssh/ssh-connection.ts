@@ -93,6 +93,8 @@ export class SshConnection {
   private failures = 0;
   private lastFailureAt = 0;
   private lastFailureMessage: string | undefined;
+  /** The last attempt's failure when it was a refusal waiting does not cure (terminal: a host key, an authentication). */
+  private lastRefusal: ShardctlError | undefined;
   private active = 0;
   private readonly waiters: Array<() => void> = [];
   private closed = false;
@@ -266,17 +268,23 @@ export class SshConnection {
     // back (or whose partition heals) is observed again within 2 s plus one handshake.
     if (this.failures > 0) {
       const wait = Math.min(250 * 2 ** (this.failures - 1), reconnectCapMs) - (performance.now() - this.lastFailureAt);
+      // A refusal that waiting does not cure (a changed host key, a key the node refuses) is the
+      // answer until the back-off allows the next attempt: a question with a 2 s deadline hears it
+      // at once, not as a timeout after waiting out the back-off.
+      if (wait > 0 && this.lastRefusal !== undefined) throw this.lastRefusal;
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     }
     try {
       const client = await this.handshake();
       this.failures = 0;
       this.lastFailureMessage = undefined;
+      this.lastRefusal = undefined;
       return client;
     } catch (error) {
       this.failures++;
       this.lastFailureAt = performance.now();
       this.lastFailureMessage = error instanceof Error ? error.message : String(error);
+      this.lastRefusal = error instanceof ShardctlError && error.terminal ? error : undefined;
       throw error;
     }
   }
@@ -434,7 +442,7 @@ function hostKeyRefusal(
   keyType: string,
   key: string,
 ): ShardctlError {
-  const where = `${target.host}:${target.port}`;
+  const where = `${target.host.includes(":") ? `[${target.host}]` : target.host}:${target.port}`;
   const got = `${keyType} ${fingerprint(key)}`;
   const portFlag = target.port === 22 ? "" : `-p ${target.port} `;
   if (verdict.kind === "unknown") {
