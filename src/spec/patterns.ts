@@ -61,7 +61,7 @@ export const allowed: Record<PatternName, string> = {
   modelId: "a Hub repository id 'org/name' or a path of letters, digits and '. _ - + @ /' (absolute, '~/' or relative), without '..' segments",
   revision: "a branch, tag or 40-hex commit (letters, digits and '. _ - /'), without '..'",
   binary: "a command name or an absolute path of letters, digits and '. _ - + @ /', without '..' (not '~/': write the home directory out)",
-  host: "\"local\", a hostname or ssh alias, or an IP address (letters, digits, '.', '-', '_', ':')",
+  host: "\"local\", a hostname or ssh alias, or an IP address (letters, digits, '.', '-', '_'; ':' only in an IPv6 address, unbracketed; no user@ or :port, which have keys of their own)",
   user: "a login name (letters, digits, '_', '.', '-', starting with a letter or '_')",
   arg: "a single argument of letters, digits and '_ . / : = , @ + % -' (no spaces, shell metacharacters or '..')",
   envName: "an environment variable name (letters, digits and '_', not starting with a digit)",

@@ -79,7 +79,7 @@ describe("parseSettings", () => {
     expect(result.issues.map(formatIssue)).toEqual([
       "s.toml:1:1: nodes.Bad_1: key \"Bad_1\" is not allowed: expected lowercase letters, digits and '-', starting with a letter or digit",
       "s.toml:1:1: nodes.Bad_1.model_dir: is required",
-      "s.toml:2:8: nodes.Bad_1.host: \"-x\" is not allowed: expected \"local\", a hostname or ssh alias, or an IP address (letters, digits, '.', '-', '_', ':')",
+      "s.toml:2:8: nodes.Bad_1.host: \"-x\" is not allowed: expected \"local\", a hostname or ssh alias, or an IP address (letters, digits, '.', '-', '_'; ':' only in an IPv6 address, unbracketed; no user@ or :port, which have keys of their own)",
     ]);
   });
 
