@@ -167,7 +167,7 @@ export async function httpBindHostOf(spec: ClusterSpec, nodes: ClusterNodes): Pr
  * The address a process on `node` binds and its peers dial: loopback for the control machine's
  * own nodes, the registry address otherwise (names resolved here: engines want IP addresses).
  */
-async function bindHostOf(node: NodeAccess, engine: EngineFacts): Promise<string> {
+export async function bindHostOf(node: NodeAccess, engine: EngineFacts): Promise<string> {
   if (node.config.host === "local") return "127.0.0.1";
   // An ssh config alias names its machine by HostName: resolve that, not the alias.
   const host = node instanceof SshNode ? await node.targetHost() : node.config.host;
@@ -179,6 +179,10 @@ async function bindHostOf(node: NodeAccess, engine: EngineFacts): Promise<string
     );
   }
   if (isIP(host) !== 0) return host;
+  // A name with several addresses: the one SSH reached is the node's (the resolver's first may be
+  // another machine's, or none at all); for an IPv4-only engine, an IPv4 one.
+  const reached = node instanceof SshNode ? await node.reachedAddress().catch(() => undefined) : undefined;
+  if (reached !== undefined && isIP(reached) !== 0 && (engine.ipv4Only !== true || isIP(reached) === 4)) return reached;
   try {
     // An engine that takes IPv4 only is given the name's IPv4 address, whatever the resolver lists first.
     return (await lookup(host, engine.ipv4Only === true ? { family: 4 } : {})).address;

@@ -48,6 +48,18 @@ export class SshNode extends ShellNode implements NodeAccess {
     return (await resolveTarget(this.config, this.options)).host;
   }
 
+  /**
+   * The IP address the SSH connection reached (connecting when none is up): a name with several
+   * addresses is tried address by address, and the one that answered is this machine's, not
+   * necessarily the resolver's first. Undefined when it cannot be told.
+   */
+  async reachedAddress(): Promise<string | undefined> {
+    const client = await this.connection.get();
+    const address = (client as unknown as { _sock?: { remoteAddress?: string } })._sock?.remoteAddress;
+    // An IPv4 peer on a dual-stack socket reads ::ffff:a.b.c.d.
+    return address?.replace(/^::ffff:(\d+\.\d+\.\d+\.\d+)$/, "$1");
+  }
+
   run(argv: string[], options: RunOptions = {}): Promise<CommandResult> {
     // An abort kills the command's process group on the node, as its deadline does.
     return this.exec(argv, { ...options, deadlineMs: options.deadlineMs ?? defaultDeadlineMs, ...(options.signal === undefined ? {} : { abort: options.signal }) });
