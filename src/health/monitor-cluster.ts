@@ -141,13 +141,13 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   const pending = new Set<Promise<void>>();
   /** Per node: consecutive unanswered liveness rounds. */
   const unanswered = new Map<string, number>();
-  /** Per node: when a liveness round last went unanswered (Date.now() ms). */
+  /** Per node: when a liveness round last went unanswered (performance.now(), ms). */
   const lastUnanswered = new Map<string, number>();
   // A member whose node missed a liveness round this recently sits behind a path that comes and
   // goes (a flapping link): what it says of peers it stopped hearing says only that nothing reached it.
-  const lately = (times: Map<string, number>, node: string): boolean => Date.now() - (times.get(node) ?? Number.NEGATIVE_INFINITY) < flakyPathMs;
+  const lately = (times: Map<string, number>, node: string): boolean => performance.now() - (times.get(node) ?? Number.NEGATIVE_INFINITY) < flakyPathMs;
   const behindFlakyPath = (node: string): boolean => lately(lastUnanswered, node);
-  /** Per node: when it last missed `limit` liveness rounds in a row (Date.now() ms). */
+  /** Per node: when it last missed `limit` liveness rounds in a row (performance.now(), ms). */
   const lastSilent = new Map<string, number>();
   // A node that missed that many rounds within 10 s sits behind a path that comes and goes: what its
   // members say of their peers is no witness. (One missed round alone may be a loaded machine.)
@@ -155,7 +155,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   const unobservable = new Map<string, string>();
   for (const node of options.silentAtStart ?? []) {
     unanswered.set(node, limit);
-    lastSilent.set(node, Date.now());
+    lastSilent.set(node, performance.now());
     unobservable.set(node, "did not answer before the watch began");
   }
   let done = false;
@@ -227,10 +227,10 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     options.onObservable?.({ cluster: cluster.cluster, node, labels: labelsOn(node), detail: "answers again", at: new Date().toISOString() });
   };
   const silent = (node: string, error: string): void => {
-    lastUnanswered.set(node, Date.now());
+    lastUnanswered.set(node, performance.now());
     const count = (unanswered.get(node) ?? 0) + 1;
     unanswered.set(node, count);
-    if (count >= limit) lastSilent.set(node, Date.now());
+    if (count >= limit) lastSilent.set(node, performance.now());
     if (count < limit || unobservable.has(node) || done) return;
     const detail = `${count} liveness probes in a row got no answer: ${error}`;
     unobservable.set(node, detail);

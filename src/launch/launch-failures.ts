@@ -99,13 +99,13 @@ export function livenessOf(node: NodeAccess, process: LedgerProcess): { isAliveO
         unanswered = undefined;
         return alive;
       } catch (error) {
-        unanswered ??= { since: Date.now(), why: messageOf(error) };
+        unanswered ??= { since: performance.now(), why: messageOf(error) };
         return true;
       }
     },
     silence() {
       if (unanswered === undefined) return "";
-      return `; node ${process.node} has not answered its liveness probes for the last ${Date.now() - unanswered.since} ms (${unanswered.why}): it may be unreachable`;
+      return `; node ${process.node} has not answered its liveness probes for the last ${Math.round(performance.now() - unanswered.since)} ms (${unanswered.why}): it may be unreachable`;
     },
   };
 }

@@ -300,11 +300,11 @@ function watchLaunchProcesses(
   { except, everyMs = 0 }: { except?: LedgerProcess; everyMs?: number } = {},
 ): () => Promise<LedgerProcess | undefined> {
   const watched = entry.processes.filter((p) => p.pid > 0 && p !== except).map((p) => ({ p, liveness: livenessOf(nodes.get(p.node)!, p) }));
-  let askedAt = Date.now();
+  let askedAt = performance.now();
   // Asked all at once: one silent node (each question waits up to 2 s) must not slow the others' looks.
   return async () => {
-    if (Date.now() - askedAt < everyMs) return undefined;
-    askedAt = Date.now();
+    if (performance.now() - askedAt < everyMs) return undefined;
+    askedAt = performance.now();
     const alive = await Promise.all(watched.map(({ liveness }) => liveness.isAliveOrUnknown()));
     return watched.find((_, i) => !alive[i])?.p;
   };

@@ -60,7 +60,7 @@ export function watchStopped(
 ): StoppedWatch {
   const { intervalMs = 1_000, sightings = 2 } = options;
   const seen = new Map<string, Sighting>();
-  let lastLook = 0;
+  let lastLook = Number.NEGATIVE_INFINITY;
   let looking = false;
   let closed = false;
   const lookOnce = async (phase: AwaitedPhase): Promise<void> => {
@@ -96,8 +96,8 @@ export function watchStopped(
   };
   return {
     look(phase) {
-      if (closed || looking || Date.now() - lastLook < intervalMs) return;
-      lastLook = Date.now();
+      if (closed || looking || performance.now() - lastLook < intervalMs) return;
+      lastLook = performance.now();
       looking = true;
       // A look is advice beside the wait: one that fails (a node that cannot be asked) says nothing.
       void lookOnce(phase)

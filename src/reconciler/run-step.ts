@@ -42,7 +42,7 @@ export class StepFailure extends ShardctlError {
 }
 
 export async function runStep(pass: Pass, step: Step): Promise<Verdict | void> {
-  const started = Date.now();
+  const started = performance.now();
   const progress = step.progress?.(pass);
   if (progress !== undefined) {
     setConditions(pass.memory, revisionOf(pass), { Reconciling: { status: "True", reason: progress.reason, message: progress.message } });
@@ -51,10 +51,10 @@ export async function runStep(pass: Pass, step: Step): Promise<Verdict | void> {
   }
   try {
     const verdict = await step.run(pass);
-    pass.steps.push({ name: step.name, ms: Date.now() - started });
+    pass.steps.push({ name: step.name, ms: Math.round(performance.now() - started) });
     return verdict;
   } catch (error) {
-    pass.steps.push({ name: step.name, ms: Date.now() - started, failed: true });
+    pass.steps.push({ name: step.name, ms: Math.round(performance.now() - started), failed: true });
     throw error instanceof StepFailure ? error : new StepFailure(step, error);
   }
 }

@@ -319,16 +319,16 @@ export class ReconcilerWorld {
    * nothing else moves. Any other status written meanwhile supersedes it.
    */
   writeProgress(name: string, memory: ClusterMemory, report: PassReport, settings: Settings | undefined): void {
-    const since = Date.now() - (this.lastProgress.get(name) ?? 0);
+    const since = performance.now() - (this.lastProgress.get(name) ?? Number.NEGATIVE_INFINITY);
     if (since >= progressIntervalMs) {
-      this.lastProgress.set(name, Date.now());
+      this.lastProgress.set(name, performance.now());
       void this.writeStatus(name, memory, report, settings);
       return;
     }
     if (this.pendingProgress.has(name)) return;
     const timer = setTimeout(() => {
       this.pendingProgress.delete(name);
-      this.lastProgress.set(name, Date.now());
+      this.lastProgress.set(name, performance.now());
       void this.writeStatus(name, memory, report, settings, true);
     }, progressIntervalMs - since);
     timer.unref();

@@ -25,7 +25,7 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "shardctl-multi-address-"));
   sshd = await startSshdNodes({ count: 1 });
   // Leased, so no other test listens there: nothing answers on it.
-  [dead] = await allocateHosts(1);
+  dead = (await allocateHosts(1))[0]!;
 }, 60_000);
 
 afterAll(async () => {

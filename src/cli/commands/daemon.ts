@@ -70,7 +70,7 @@ async function restartAfterMove(start: () => Promise<Daemon>, log: Logger, stopp
     } catch (error) {
       log.error({ err: messageOf(error), retryInMs: backOffMs }, "the daemon could not start again on the directory's new target; it tries again");
     }
-    for (const until = Date.now() + backOffMs; Date.now() < until && !stopping();) await sleep(100);
+    for (const until = performance.now() + backOffMs; performance.now() < until && !stopping();) await sleep(100);
   }
 }
 
@@ -85,10 +85,10 @@ export function waitForSignal(signals: readonly NodeJS.Signals[] = ["SIGINT", "S
     let first = 0;
     const on = (signal: NodeJS.Signals): void => {
       // signal-exit's re-raise arrives at once: only a person's later signal counts.
-      if (received > 0 && Date.now() - first < 1000) return;
+      if (received > 0 && performance.now() - first < 1000) return;
       received += 1;
       if (received === 1) {
-        first = Date.now();
+        first = performance.now();
         resolve(signal);
       } else if (received >= 3) process.exit(130);
       else console.error("shardctl: stopping; send the signal again to force");
