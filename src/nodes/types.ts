@@ -39,6 +39,11 @@ export interface CommandResult {
    * for a silent node), or "still connecting" while the first attempt is under way.
    */
   unreached?: string;
+  /**
+   * What the node's shell printed before the command ran (its start-up files: a banner in ~/.bashrc
+   * or ~/.zshenv), when it printed anything; not part of `stdout`.
+   */
+  preamble?: string;
 }
 
 export interface RunOptions {

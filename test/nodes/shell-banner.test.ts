@@ -14,6 +14,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { NodePool } from "../../src/nodes/index.js";
 import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { requireBuild, shardctl } from "../cli/support/run-shardctl.js";
 
 const run = promisify(execFile);
 let dir: string;
@@ -21,6 +22,7 @@ let sshd: SshdSet;
 let pool: NodePool;
 
 beforeAll(async () => {
+  requireBuild();
   dir = await mkdtemp(join(tmpdir(), "shardctl-shell-banner-"));
   // `banner-wait` is sleep under a name of this test's own, so the test can look for it and clean up.
   await copyFile("/bin/sleep", join(dir, "banner-wait"));
@@ -42,6 +44,8 @@ it("a command's output is its own, without the banner or the session's pid, and 
   const echoed = await node.run(["echo", "hello"], { deadlineMs: 10_000 });
   expect(echoed.exitCode).toBe(0);
   expect(echoed.stdout).toBe("hello\n");
+  // Set aside, not lost: what the shell printed is told apart.
+  expect(echoed.preamble).toBe("Welcome to gpu-box\nLast login: never\n");
   // The output of a command that prints the marker's words itself is kept whole.
   const printed = await node.run(["printf", "@shardctl-pid:1\\nsecond\\n"], { deadlineMs: 10_000 });
   expect(printed.stdout).toBe("@shardctl-pid:1\nsecond\n");
@@ -69,4 +73,20 @@ it("a file pushed over SFTP, whose server the shell starts, fails naming the sta
   );
   expect(error?.message).toMatch(/start-up files .* print/);
   expect(error?.message).toContain("internal-sftp");
+}, 60_000);
+
+it("`shardctl nodes` says the shell prints, quoting its first line, and where that breaks", async () => {
+  const settings = join(dir, "shardctl.toml");
+  const n = sshd.nodes[0]!;
+  await writeFile(
+    settings,
+    `[ssh]\nknown_hosts = "${sshd.knownHostsPath}"\nconfig = "${join(sshd.root, "no-config")}"\n\n[nodes.n1]\nhost = "${n.host}"\nport = ${n.port}\nuser = "${n.user}"\nidentity_file = "${sshd.identityFile}"\nmodel_dir = "${n.modelDir}"\n`,
+  );
+  const said = await shardctl(["nodes", "--config", settings], { cwd: dir });
+  expect(said.code, said.stderr).toBe(0);
+  expect(said.stdout).toMatch(
+    /^n1 .* its shell prints text for ssh sessions \("Welcome to gpu-box"\): commands work, but a push fails where sshd starts its SFTP server through the shell; see troubleshooting, "A shell that prints"$/m,
+  );
+  const json = JSON.parse((await shardctl(["nodes", "--json", "--config", settings], { cwd: dir })).stdout) as Array<{ shellPrints?: string }>;
+  expect(json[0]!.shellPrints).toBe("Welcome to gpu-box");
 }, 60_000);

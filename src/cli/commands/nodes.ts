@@ -46,15 +46,23 @@ export async function run(args: string[]): Promise<number> {
  * every liveness probe pays. Most of it, when large, is the node's shell start-up (a pyenv or conda
  * init in ~/.bashrc, which bash runs for SSH commands too).
  */
-async function timeCommand(node: NodeAccess): Promise<{ commandMs?: number }> {
+async function timeCommand(node: NodeAccess): Promise<{ commandMs?: number; shellPrints?: string }> {
   let best: number | undefined;
+  let shellPrints: string | undefined;
   for (let i = 0; i < 2; i++) {
     const asked = performance.now();
     const result = await node.run(["true"], { deadlineMs: commandDeadlineMs });
-    if (result.exitCode !== 0) return best === undefined ? {} : { commandMs: best };
+    if (result.exitCode !== 0) break;
     best = Math.min(best ?? Infinity, Math.round(performance.now() - asked));
+    shellPrints ??= result.preamble?.trim().split("\n")[0]?.slice(0, 80);
   }
-  return best === undefined ? {} : { commandMs: best };
+  return { ...(best === undefined ? {} : { commandMs: best }), ...(shellPrints === undefined ? {} : { shellPrints }) };
+}
+
+/** What `shardctl nodes` says of a shell that prints for ssh sessions (its first line, clipped). */
+function shellPrintsNote(first: string | undefined): string {
+  if (first === undefined) return "";
+  return `its shell prints text for ssh sessions (${JSON.stringify(first)}): commands work, but a push fails where sshd starts its SFTP server through the shell; see troubleshooting, "A shell that prints"`;
 }
 
 /** A command's round trip, ms, above which the table's NOTE warns: a quarter of a liveness probe's deadline (1000 ms). */
@@ -66,12 +74,12 @@ function slowCommandNote(ms: number | undefined): string {
   return `each command takes ${ms} ms to answer (liveness probes allow 1000 ms): its shell start-up files? see troubleshooting, "Slow commands on a node"`;
 }
 
-function printTable(rows: Array<NodeProbe & { host: string; declaredEngineVersion?: string; commandMs?: number }>): void {
+function printTable(rows: Array<NodeProbe & { host: string; declaredEngineVersion?: string; commandMs?: number; shellPrints?: string }>): void {
   const table = [["NODE", "HOST", "CAPABILITY", "MEMORY FREE/TOTAL", "DISK FREE", "NOTE"]];
   for (const r of rows) {
     const memory = r.memoryTotalBytes === undefined ? "-" : `${formatBytes(r.memoryAvailableBytes ?? 0)} / ${formatBytes(r.memoryTotalBytes)}`;
     const badge = r.engineVersion === undefined && r.declaredEngineVersion !== undefined ? `${formatBadge(r)} (declared ${r.declaredEngineVersion})` : formatBadge(r);
-    const note = [r.error, slowCommandNote(r.commandMs)].filter((n) => n !== undefined && n !== "").join("; ");
+    const note = [r.error, slowCommandNote(r.commandMs), shellPrintsNote(r.shellPrints)].filter((n) => n !== undefined && n !== "").join("; ");
     // A node's answers (its engine's version line, an error's output) are printed escaped: a terminal acts on their control characters.
     table.push([r.name, r.host, showText(badge), memory, r.diskFreeBytes === undefined ? "-" : formatBytes(r.diskFreeBytes), showText(note)]);
   }

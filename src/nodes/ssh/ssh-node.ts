@@ -480,11 +480,13 @@ function collect(
       timer?.clear();
       clearTimeout(abandon);
       options.abort?.removeEventListener("abort", onAbort);
+      const split = splitPidLine(Buffer.concat(out).toString("utf8"));
       resolve({
         argv,
         exitCode: timedOut ? undefined : exitCode,
         signal: timedOut ? (signal ?? "SIGKILL") : signal,
-        stdout: splitPidLine(Buffer.concat(out).toString("utf8"))?.rest ?? "",
+        stdout: split?.rest ?? "",
+        ...(split !== undefined && split.preamble !== "" ? { preamble: split.preamble } : {}),
         stderr: Buffer.concat(err).toString("utf8"),
         timedOut,
         durationMs: Math.round(performance.now() - started),
@@ -505,14 +507,14 @@ function collect(
  */
 const pidMarker = "@shardctl-pid:";
 
-/** The pid of the marker's line and the command's output after it; undefined until that line is whole. */
-function splitPidLine(text: string): { pid: number; rest: string } | undefined {
+/** The pid of the marker's line, the command's output after it and the shell's before it; undefined until that line is whole. */
+function splitPidLine(text: string): { pid: number; rest: string; preamble: string } | undefined {
   const at = text.startsWith(pidMarker) ? 0 : text.indexOf(`\n${pidMarker}`) + 1;
   if (at === 0 && !text.startsWith(pidMarker)) return undefined;
   const newline = text.indexOf("\n", at);
   if (newline < 0) return undefined;
   const pid = Number(text.slice(at + pidMarker.length, newline));
-  return Number.isInteger(pid) && pid > 0 ? { pid, rest: text.slice(newline + 1) } : undefined;
+  return Number.isInteger(pid) && pid > 0 ? { pid, rest: text.slice(newline + 1), preamble: text.slice(0, at) } : undefined;
 }
 
 /** `work`, or an empty result as soon as `signal` aborts. */
