@@ -4,7 +4,7 @@ import { isIP } from "node:net";
 import { join, posix } from "node:path";
 import { createDriver, engineOf, type EngineFacts } from "../engines/index.js";
 import { defaultDeadlines, type LaunchDeadlines, type LaunchRequest } from "../launch/index.js";
-import { isEveryInterface, SshNode, type NodeAccess } from "../nodes/index.js";
+import { isEveryInterface, SshNode, within, type NodeAccess } from "../nodes/index.js";
 import type { ShardPlan } from "../planner/index.js";
 import type { ClusterSpec, Settings } from "../spec/index.js";
 import { ShardctlError } from "../errors/index.js";
@@ -72,7 +72,7 @@ export async function buildLaunchRequest(
       nodeName: coordinatorNode.config.name,
       node: coordinatorNode,
       bindHost: httpHost,
-      ...(isEveryInterface(httpHost) ? { urlHost: nodeHost } : {}),
+      ...(isEveryInterface(httpHost) ? { urlHost: await wildcardReachedAt(coordinatorNode, httpHost, nodeHost) } : {}),
       controlHost,
       httpPort: spec.coordinator.port,
       modelDir: modelPathOf(coordinatorNode),
@@ -149,6 +149,15 @@ function refuseUnreachableHttpHost(node: NodeAccess, nodeHost: string, httpHost:
   );
 }
 
+/**
+ * Where a listener bound to a wildcard on `node` is dialled: the node's address, IPv4 for 0.0.0.0
+ * (which takes no IPv6 connection; `::` takes both), found as the engines' IPv4 address is.
+ */
+async function wildcardReachedAt(node: NodeAccess, wildcard: string, nodeHost: string): Promise<string> {
+  if (wildcard === "::" || isIP(nodeHost) !== 6) return nodeHost;
+  return bindHostOf(node, { ...engineOf("reference"), ipv4Only: true }).catch(() => nodeHost);
+}
+
 function isLoopback(host: string): boolean {
   return host === "::1" || host === "localhost" || (isIP(host) === 4 && host.startsWith("127."));
 }
@@ -181,7 +190,15 @@ export async function bindHostOf(node: NodeAccess, engine: EngineFacts): Promise
   if (isIP(host) !== 0) return host;
   // A name with several addresses: the one SSH reached is the node's (the resolver's first may be
   // another machine's, or none at all); for an IPv4-only engine, an IPv4 one.
-  const reached = node instanceof SshNode ? await node.reachedAddress().catch(() => undefined) : undefined;
+  // Bounded (2 s): a node silent now is not waited for here; its launch finds out.
+  const reached =
+    node instanceof SshNode
+      ? await within(
+          2_000,
+          node.reachedAddress().catch(() => undefined),
+          undefined,
+        )
+      : undefined;
   if (reached !== undefined && isIP(reached) !== 0 && (engine.ipv4Only !== true || isIP(reached) === 4)) return reached;
   try {
     // An engine that takes IPv4 only is given the name's IPv4 address, whatever the resolver lists first.

@@ -55,9 +55,11 @@ export async function probeClusterNodes(spec: ClusterSpec, cluster: ClusterNodes
     // proxy the ssh config asks for): scripts match on it. Retried all the same, as the fix is outside
     // the definition (known_hosts, an agent), but for a proxy: shardctl never follows one (terminal,
     // as `shardctl nodes` says it).
-    const reason =
-      unreachable.map((p) => p.errorReason).find((r) => r === "SshAuthFailed" || r === "HostKeyUnknown" || r === "HostKeyChanged" || r === "SshConfigUnsupported") ??
-      "NodeUnreachable";
+    const reasons = unreachable.map((p) => p.errorReason);
+    // The terminal one first: one node's proxy is not retried away by another node's refused key.
+    const reason = reasons.includes("SshConfigUnsupported")
+      ? "SshConfigUnsupported"
+      : (reasons.find((r) => r === "SshAuthFailed" || r === "HostKeyUnknown" || r === "HostKeyChanged") ?? "NodeUnreachable");
     throw new ShardctlError(reason, `cannot probe ${unreachable.map((p) => `${p.name} (${p.error ?? "no answer"})`).join(", ")}`, {
       terminal: reason === "SshConfigUnsupported",
     });

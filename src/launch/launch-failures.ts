@@ -7,7 +7,7 @@ import type { LedgerEntry, LedgerProcess } from "./ledger.js";
 import { LaunchError } from "./launch-error.js";
 import { addressesListenedByProcess, defaultReachMs, describeEnd, isProcessAlive, processLabel, readLogTail } from "./processes.js";
 import type { LaunchRequest } from "./types.js";
-import { boundSockets, socketClashes, type NodeAccess, type TcpSocket } from "../nodes/index.js";
+import { boundSockets, listeningSockets, socketClashes, socketCovers, type NodeAccess, type TcpSocket } from "../nodes/index.js";
 import { isShardctlError, messageOf } from "../errors/index.js";
 import type { LaunchInFlight } from "./launch-waits.js";
 
@@ -37,11 +37,16 @@ export function portHeldBy(request: LaunchRequest, topology: EngineTopology, nod
     if (addresses.length === 0) return undefined;
     const node = nodes.get(process.node)!;
     const covers = (sockets: TcpSocket[] | undefined): boolean | undefined =>
-      sockets?.some((s) => addresses.some((address) => s.port === address.port && socketClashes(s, address.host)));
-    const held = covers(await boundSockets(node, { deadlineMs: defaultReachMs }));
+      sockets?.some((s) => addresses.some((address) => s.port === address.port && socketCovers(s, address.host)));
+    // A wildcard address is kept from binding by a listener on any one address of its port; not by
+    // a connection there (one a stopped process left, lingering a minute), as a listener binds over it.
+    const clashes = (listeners: TcpSocket[] | undefined): boolean | undefined =>
+      listeners?.some((s) => addresses.some((address) => s.port === address.port && socketClashes(s, address.host)));
+    const [bound, listening] = await Promise.all([boundSockets(node, { deadlineMs: defaultReachMs }), listeningSockets(node, { deadlineMs: defaultReachMs })]);
+    const held = covers(bound) === true || clashes(listening) === true ? true : bound === undefined ? undefined : false;
     if (held !== true) return held;
     for (const other of entry.processes.filter((p) => p.node === process.node && p.pid !== process.pid)) {
-      if (covers(await addressesListenedByProcess(node, other)) === true) return { byLaunch: processLabel(other.role, other.index) };
+      if (clashes(await addressesListenedByProcess(node, other)) === true) return { byLaunch: processLabel(other.role, other.index) };
     }
     return true;
   };

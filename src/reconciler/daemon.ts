@@ -99,7 +99,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
         ? options.log.info({ dir }, "the lock's heartbeat is written again")
         : options.log.warn(
             { dir, err: failure },
-            "cannot write the lock's heartbeat in the definitions folder: status, wait and reconcile take this daemon for a silent one until it can (is the folder read-only, or its disk full?)",
+            "cannot write the lock's heartbeat in the definitions folder: status, wait and reconcile take this daemon for a silent one until it can (is the folder read-only, or gone?)",
           ),
   );
   const log = options.log;

@@ -27,7 +27,8 @@ beforeAll(async () => {
   // `banner-wait` is sleep under a name of this test's own, so the test can look for it and clean up.
   await copyFile("/bin/sleep", join(dir, "banner-wait"));
   await run("chmod", ["+x", join(dir, "banner-wait")]);
-  await writeFile(join(dir, "startup.sh"), `echo "Welcome to gpu-box"\necho "Last login: never"\n`);
+  // With the flag, a last word without a newline too (a terminal title, as a bashrc sets it).
+  await writeFile(join(dir, "startup.sh"), `echo "Welcome to gpu-box"\necho "Last login: never"\n[ -e ${dir}/title ] && printf '\\033]0;gpu-box\\007'\n`);
   sshd = await startSshdNodes({ count: 1, setEnv: [`BASH_ENV=${join(dir, "startup.sh")}`], sftp: "shell" });
   pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "no-config") });
 }, 60_000);
@@ -49,6 +50,12 @@ it("a command's output is its own, without the banner or the session's pid, and 
   // The output of a command that prints the marker's words itself is kept whole.
   const printed = await node.run(["printf", "@shardctl-pid:1\\nsecond\\n"], { deadlineMs: 10_000 });
   expect(printed.stdout).toBe("@shardctl-pid:1\nsecond\n");
+
+  // Last words without a newline: the marker still begins a line of its own.
+  await writeFile(join(dir, "title"), "");
+  const titled = await node.run(["echo", "hello"], { deadlineMs: 10_000 });
+  expect(titled.stdout).toBe("hello\n");
+  expect(titled.preamble).toBe("Welcome to gpu-box\nLast login: never\n\u001b]0;gpu-box\u0007");
 
   const stopped = await node.run([join(dir, "banner-wait"), "30"], { deadlineMs: 1_000 });
   expect(stopped.timedOut).toBe(true);

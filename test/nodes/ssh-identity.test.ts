@@ -227,3 +227,33 @@ it("an SSH_AUTH_SOCK naming no running agent is an authentication failure that s
   expect(error?.reason).toBe("SshAuthFailed");
   expect(error?.message).toContain(`SSH_AUTH_SOCK (${stale}) names no running ssh-agent`);
 });
+
+// Regression: keys offered from their files were offered again from the agent, and the server's
+// MaxAuthTries (6) was spent on three keys twice before the agent's fourth, the one it accepts.
+it("a key offered from its file is not offered again from the agent", async () => {
+  const socket = join(sshd.root, "twice.sock");
+  const twice = await startAgent(socket);
+  try {
+    const env = { ...process.env, SSH_AUTH_SOCK: socket };
+    const refused: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const path = join(sshd.root, `refused_twice_${i}`);
+      await run("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", `refused twice ${i}`, "-f", path]);
+      await run("ssh-add", ["-q", path], { env });
+      refused.push(path);
+    }
+    const accepted = join(sshd.root, "accepted_by_agent");
+    await run("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "accepted by agent", "-f", accepted]);
+    await appendFile(join(sshd.root, "authorized_keys"), await readFile(`${accepted}.pub`, "utf8"));
+    await run("ssh-add", ["-q", accepted], { env });
+    const n = sshd.nodes[0]!;
+    const config = join(sshd.root, "three-identities.conf");
+    await writeFile(config, `Host ${n.host}\n${refused.map((p) => `  IdentityFile ${p}\n`).join("")}`);
+    const pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: config, agentSocket: socket });
+    pools.push(pool);
+    const node = pool.get({ name: n.name, host: n.host, port: n.port, user: n.user, hostKeyPolicy: "strict", modelDir: n.modelDir });
+    expect((await node.run(["echo", "answered"])).stdout.trim()).toBe("answered");
+  } finally {
+    twice.kill();
+  }
+});

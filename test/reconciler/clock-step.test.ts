@@ -36,8 +36,8 @@ for (const step of ["-1h", "+1h"]) {
       env: { LD_PRELOAD: libfaketime, FAKETIME_TIMESTAMP_FILE: clock, FAKETIME_NO_CACHE: "1", FAKETIME_DONT_FAKE_MONOTONIC: "1" },
     });
     const name = `clock${step === "-1h" ? "back" : "ahead"}`;
-    // Stages that take 4 s to start: the step comes while the launch waits for them.
-    const revision = await dw.define(name, { nodes: ["n1", "n2"], binary: await writeSlowEngine(world, 4) });
+    // Stages that take 8 s to start: the step, made once the status says Launching, comes while the launch waits for them.
+    const revision = await dw.define(name, { nodes: ["n1", "n2"], binary: await writeSlowEngine(world, 8) });
     await waitForStatus(world, name, (s) => conditionOf(s, "Ready")?.reason === "Launching", 60_000);
     await writeFile(clock, `${step}\n`);
     const ready = await waitForStatus(world, name, (s) => isReadyAt(s, revision), 90_000);

@@ -41,7 +41,7 @@ test("the state_dir's disk full: a relaunch starts nothing, says StateDirUnwrita
     const refused = await waitForStatus(world, "full-state", (s) => s.lastError?.reason === "StateDirUnwritable", 90_000);
     // Refused before anything starts: a launch run whole would fail at its last record, each try.
     expect(refused.lastError!.message).toMatch(
-      new RegExp(`^the disk holding ${ledger} has \\d+ KiB free, less than a launch needs to record itself \\(1024 KiB\\): nothing was started; free space`),
+      new RegExp(`^the disk holding ${ledger} has \\d+ KiB free, less than a launch needs to record itself \\(64 KiB\\): nothing was started; free space`),
     );
     expect(refused.lastError!.message).toContain("not counted against the restart budget");
     // Tried again with back-off, and a budget of 2 would be spent by one more counted launch: none was.

@@ -54,7 +54,8 @@ async function timeCommand(node: NodeAccess): Promise<{ commandMs?: number; shel
     const result = await node.run(["true"], { deadlineMs: commandDeadlineMs });
     if (result.exitCode !== 0) break;
     best = Math.min(best ?? Infinity, Math.round(performance.now() - asked));
-    shellPrints ??= result.preamble?.trim().split("\n")[0]?.slice(0, 80);
+    // Its first line with words, or said to be blank (blank lines break SFTP as well).
+    if (result.preamble !== undefined) shellPrints ??= result.preamble.split("\n").find((line) => line.trim() !== "")?.trim().slice(0, 80) ?? "(blank lines)";
   }
   return { ...(best === undefined ? {} : { commandMs: best }), ...(shellPrints === undefined ? {} : { shellPrints }) };
 }

@@ -310,7 +310,7 @@ export class SshConnection {
       return false;
     };
 
-    const { keys, passedOver, publicKeys } = await readIdentityKeys(this.node.name, target);
+    const { keys, passedOver, offered, preferred } = await readIdentityKeys(this.node.name, target);
     const privateKey = keys[0]?.privateKey;
     const keyPath = keys[0]?.path;
     const agent = this.options.agentSocket ?? process.env.SSH_AUTH_SOCK;
@@ -336,7 +336,7 @@ export class SshConnection {
       // Each usable identity file in turn, then the agent's keys (the identity files' first).
       authHandler: [
         ...keys.map((k): AuthMethod => ({ type: "publickey", username: target.user, key: k.privateKey }) as AuthMethod),
-        ...(agent === undefined ? [] : [{ type: "agent", username: target.user, agent: await agentPreferring(agent, publicKeys) } as AuthMethod]),
+        ...(agent === undefined ? [] : [{ type: "agent", username: target.user, agent: await agentPreferring(agent, preferred, offered) } as AuthMethod]),
       ],
       hostVerifier,
       keepaliveInterval: this.options.keepaliveIntervalMs ?? sshKeepalive.intervalMs,
@@ -522,15 +522,17 @@ function authRefusalHint(node: string, target: SshTarget, keyPath: string | unde
 async function readIdentityKeys(
   node: string,
   target: SshTarget,
-): Promise<{ keys: Array<{ privateKey: Buffer; path: string }>; passedOver: PassedOverKey[]; publicKeys: Buffer[] }> {
+): Promise<{ keys: Array<{ privateKey: Buffer; path: string }>; passedOver: PassedOverKey[]; offered: Buffer[]; preferred: Buffer[] }> {
   const { utils } = await loadSsh2();
   const passedOver: PassedOverKey[] = [];
   const keys: Array<{ privateKey: Buffer; path: string }> = [];
-  const publicKeys: Buffer[] = [];
+  // The public halves of the keys offered from their files, and of those passed over for the agent.
+  const offered: Buffer[] = [];
+  const preferred: Buffer[] = [];
   const publicHalfOf = async (path: string): Promise<void> => {
     const text = await readRegularFile(path, { maxBytes: maxKeyBytes, what: "SSH public key" }).catch(() => undefined);
     const parsed = text === undefined ? undefined : utils.parseKey(text);
-    if (parsed !== undefined && !(parsed instanceof Error)) publicKeys.push(parsed.getPublicSSH());
+    if (parsed !== undefined && !(parsed instanceof Error)) preferred.push(parsed.getPublicSSH());
   };
   for (const path of target.identityFiles) {
     let key: Buffer;
@@ -552,21 +554,25 @@ async function readIdentityKeys(
       await publicHalfOf(`${path}.pub`);
     } else if (!parsed.isPrivateKey()) {
       passedOver.push({ path, setting: target.identitySetting, problem: "it is a public key" });
-      publicKeys.push(parsed.getPublicSSH());
-    } else {
+      preferred.push(parsed.getPublicSSH());
+    } else if (!offered.some((p) => p.equals(parsed.getPublicSSH()))) {
+      // Each key once: a server counts every offer against its MaxAuthTries (6 by default), and a
+      // `Host *` IdentityFile may name the host's own key again.
       keys.push({ privateKey: key, path });
-      publicKeys.push(parsed.getPublicSSH());
+      offered.push(parsed.getPublicSSH());
     }
   }
-  return { keys, passedOver, publicKeys };
+  return { keys, passedOver, offered, preferred };
 }
 
 /**
- * ssh-agent at `socket`, offering the identity files' keys it holds before its others, as OpenSSH
- * does: an agent holding more keys than the server's MaxAuthTries (6) would otherwise be cut off
- * ("Too many authentication failures") before it offers the one the node accepts.
+ * ssh-agent at `socket`, offering the keys of identity files it could not read itself (locked by a
+ * passphrase, named by their public half) before its others, as OpenSSH does, and none already
+ * offered from a file: the server counts every offer against its MaxAuthTries (6 by default), and an
+ * agent holding more keys would otherwise be cut off ("Too many authentication failures") before it
+ * offers the one the node accepts.
  */
-async function agentPreferring(socket: string, preferred: readonly Buffer[]): Promise<BaseAgent> {
+async function agentPreferring(socket: string, preferred: readonly Buffer[], offered: readonly Buffer[]): Promise<BaseAgent> {
   const { BaseAgent: Base, OpenSSHAgent: Agent } = await loadSsh2();
   const inner = new Agent(socket);
   const rank = (key: ParsedKey): number => (preferred.some((p) => p.equals(key.getPublicSSH())) ? 0 : 1);
@@ -575,9 +581,10 @@ async function agentPreferring(socket: string, preferred: readonly Buffer[]): Pr
       inner.getIdentities((error, keys) => {
         if (error) return cb(error);
         // Array.prototype.sort is stable: the agent's own order is kept within each rank.
+        const fresh = (keys ?? []).filter((k) => !offered.some((o) => o.equals((k as ParsedKey).getPublicSSH())));
         cb(
           null,
-          [...(keys ?? [])].sort((a, b) => rank(a as ParsedKey) - rank(b as ParsedKey)),
+          fresh.sort((a, b) => rank(a as ParsedKey) - rank(b as ParsedKey)),
         );
       });
     }

@@ -96,7 +96,8 @@ export class SshNode extends ShellNode implements NodeAccess {
     // head under a download): the deadline kills the group, and nothing of the command is left.
     // sshd hands the line to the user's login shell, which may be no POSIX shell (fish has no `$$`):
     // it only execs `sh` with the line as one quoted word, and the pid stays the session leader's.
-    const script = `echo ${pidMarker}$$; ${options.cwd === undefined ? "" : `cd ${quoteArg(options.cwd)} && `}exec ${quoteArgv(argv)}`;
+    // The marker's line begins after a newline of its own: a start-up file's last words may end without one.
+    const script = `echo; echo ${pidMarker}$$; ${options.cwd === undefined ? "" : `cd ${quoteArg(options.cwd)} && `}exec ${quoteArgv(argv)}`;
     const line = anyShellRuns(script);
     const started = performance.now();
     const once = (client: Client): Promise<CommandResult> =>
@@ -443,6 +444,12 @@ function collect(
     channel.on("data", (d: Buffer) => {
       if (!(options.pidOnly === true && pidLine)) out.push(d);
       if (!pidLine && d.includes(10)) pidLine = splitPidLine(Buffer.concat(out).toString("utf8")) !== undefined;
+      // A shell that prints without end before the command starts: its last words are enough.
+      if (!pidLine && out.reduce((n, b) => n + b.length, 0) > maxPreambleBytes) {
+        const kept = Buffer.concat(out);
+        out.length = 0;
+        out.push(kept.subarray(kept.length - maxPreambleBytes / 2));
+      }
       begin();
       if (killOnPid) stop();
     });
@@ -507,14 +514,21 @@ function collect(
  */
 const pidMarker = "@shardctl-pid:";
 
-/** The pid of the marker's line, the command's output after it and the shell's before it; undefined until that line is whole. */
+/** Most of what a shell prints before the command that is kept, bytes (64 KiB). */
+const maxPreambleBytes = 64 * 1024;
+
+/**
+ * The pid of the marker's line, the command's output after it and the shell's before it (the
+ * newline printed before the marker left out); undefined until that line is whole.
+ */
 function splitPidLine(text: string): { pid: number; rest: string; preamble: string } | undefined {
-  const at = text.startsWith(pidMarker) ? 0 : text.indexOf(`\n${pidMarker}`) + 1;
-  if (at === 0 && !text.startsWith(pidMarker)) return undefined;
+  const before = text.indexOf(`\n${pidMarker}`);
+  if (before < 0) return undefined;
+  const at = before + 1;
   const newline = text.indexOf("\n", at);
   if (newline < 0) return undefined;
   const pid = Number(text.slice(at + pidMarker.length, newline));
-  return Number.isInteger(pid) && pid > 0 ? { pid, rest: text.slice(newline + 1), preamble: text.slice(0, at) } : undefined;
+  return Number.isInteger(pid) && pid > 0 ? { pid, rest: text.slice(newline + 1), preamble: text.slice(0, before) } : undefined;
 }
 
 /** `work`, or an empty result as soon as `signal` aborts. */

@@ -8,7 +8,7 @@
  * `[engine] load_timeout_seconds`). It failed nothing, so its count goes back to the budget.
  */
 import { statfs } from "node:fs/promises";
-import { buildLaunchRequest } from "../../cluster/index.js";
+import { buildLaunchRequest, controlNodeName } from "../../cluster/index.js";
 import { engineOf } from "../../engines/index.js";
 import { ShardctlError } from "../../errors/index.js";
 import { launchCluster, LaunchError } from "../../launch/index.js";
@@ -35,27 +35,32 @@ const givenBack = new Set([
   "StateDirUnwritable",
 ]);
 
-/** Room a launch needs on the state directory's disk, KiB (1 MiB): its ledger records, and the log of a coordinator on this machine. */
-const stateDirRoomKiB = 1024;
+/** Room a launch needs on the ledger's disk, KiB (64 KiB): its records there are a few KiB each. */
+const ledgerRoomKiB = 64;
+/** Room a launch needs on the state directory's disk when its coordinator runs on this machine and logs there, KiB (1 MiB). */
+const coordinatorLogRoomKiB = 1024;
 
 /**
- * StateDirUnwritable before anything starts when the disk of the ledger (or of the state
- * directory, where a coordinator on this machine logs) has less room than a launch needs: the
- * launch would run whole (every stage loading the model) and fail at its last record, and so would
- * each try after it. Not counted (`giveBack`): the disk is the surroundings. A disk that cannot be
- * asked is passed over: the launch's own writes find out.
+ * StateDirUnwritable before anything starts when the ledger's disk has less room than a launch's
+ * records, or — for a coordinator on this machine, which logs under the state directory — the state
+ * directory's disk less than its first log lines: the launch would run whole (every stage loading
+ * the model) and fail at its last record, and so would each try after it. Not counted (`giveBack`):
+ * the disk is the surroundings. A disk that cannot be asked is passed over: the launch's own
+ * writes find out.
  */
-async function refuseFullStateDir(ledgerDir: string, stateDir: string, giveBack: () => void): Promise<void> {
-  for (const dir of [ledgerDir, stateDir]) {
+async function refuseFullStateDir(ledgerDir: string, stateDir: string, coordinatorHere: boolean, giveBack: () => void): Promise<void> {
+  const needs = [{ dir: ledgerDir, kib: ledgerRoomKiB, what: "a launch needs to record itself" }];
+  if (coordinatorHere) needs.push({ dir: stateDir, kib: coordinatorLogRoomKiB, what: "a coordinator on this machine needs for its log" });
+  for (const { dir, kib, what } of needs) {
     const room = await statfs(dir).then(
       (s) => Math.floor((s.bavail * s.bsize) / 1024),
       () => undefined,
     );
-    if (room === undefined || room >= stateDirRoomKiB) continue;
+    if (room === undefined || room >= kib) continue;
     giveBack();
     throw new ShardctlError(
       "StateDirUnwritable",
-      `the disk holding ${dir} has ${room} KiB free, less than a launch needs to record itself (${stateDirRoomKiB} KiB): nothing was started; free space on that disk (the launch is tried again meanwhile, not counted against the restart budget)`,
+      `the disk holding ${dir} has ${room} KiB free, less than ${what} (${kib} KiB): nothing was started; free space on that disk (the launch is tried again meanwhile, not counted against the restart budget)`,
     );
   }
 }
@@ -96,6 +101,10 @@ export const launch: Step = {
       claimant: world.claimant(settings),
       ...(staged.commit === undefined ? {} : { modelCommit: staged.commit }),
     };
+    // First: what follows looks at what others hold and claims it with nothing awaited in between.
+    await refuseFullStateDir(ledger.dir, settings.daemon.stateDir, request.coordinator.nodeName === controlNodeName, () => {
+      restarts.count = Math.max(0, restarts.count - 1);
+    });
     const others = (await ledger.list()).filter((e) => e.cluster !== name);
     // A router backend is one entry, found by its name: registering this cluster under a name a
     // running one holds would replace that one's address (its traffic would come here), and either
@@ -126,7 +135,6 @@ export const launch: Step = {
       restarts.count = Math.max(0, restarts.count - 1);
       throw error;
     }
-    await refuseFullStateDir(ledger.dir, settings.daemon.stateDir, () => (restarts.count = Math.max(0, restarts.count - 1)));
     memory.timeline = [];
     // Ready says what the pass does now: staging is over, the processes start; each step of the
     // launch then says how far it got.
