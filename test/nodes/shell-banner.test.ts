@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { NodePool } from "../../src/nodes/index.js";
-import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { sshNodeConfig, sshNodeSettings, startSshdNodes, type SshdSet } from "../support/sshd.js";
 import { requireBuild, shardctl } from "../cli/support/run-shardctl.js";
 
 const run = promisify(execFile);
@@ -84,11 +84,7 @@ it("a file pushed over SFTP, whose server the shell starts, fails naming the sta
 
 it("`shardctl nodes` says the shell prints, quoting its first line, and where that breaks", async () => {
   const settings = join(dir, "shardctl.toml");
-  const n = sshd.nodes[0]!;
-  await writeFile(
-    settings,
-    `[ssh]\nknown_hosts = "${sshd.knownHostsPath}"\nconfig = "${join(sshd.root, "no-config")}"\n\n[nodes.n1]\nhost = "${n.host}"\nport = ${n.port}\nuser = "${n.user}"\nidentity_file = "${sshd.identityFile}"\nmodel_dir = "${n.modelDir}"\n`,
-  );
+  await writeFile(settings, sshNodeSettings(sshd, 0));
   const said = await shardctl(["nodes", "--config", settings], { cwd: dir });
   expect(said.code, said.stderr).toBe(0);
   expect(said.stdout).toMatch(

@@ -13,7 +13,7 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { askPortListener, NodePool } from "../../src/nodes/index.js";
-import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { sshNodeConfig, sshNodeSettings, startSshdNodes, type SshdSet } from "../support/sshd.js";
 import { requireBuild, shardctl } from "../cli/support/run-shardctl.js";
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -81,11 +81,7 @@ it("questions to a node whose shell does not start time out on time, leave at mo
 
 it("`shardctl nodes` gives each node's command round trip and warns of a slow one, naming the likely cause", async () => {
   const settings = join(dir, "shardctl.toml");
-  const n = sshd.nodes[0]!;
-  await writeFile(
-    settings,
-    `[ssh]\nknown_hosts = "${sshd.knownHostsPath}"\nconfig = "${join(sshd.root, "no-config")}"\n\n[nodes.n1]\nhost = "${n.host}"\nport = ${n.port}\nuser = "${n.user}"\nidentity_file = "${sshd.identityFile}"\nmodel_dir = "${n.modelDir}"\n`,
-  );
+  await writeFile(settings, sshNodeSettings(sshd, 0));
   const quick = await shardctl(["nodes", "--json", "--config", settings], { cwd: dir });
   expect(quick.code, quick.stderr).toBe(0);
   const [row] = JSON.parse(quick.stdout) as Array<{ commandMs: number }>;

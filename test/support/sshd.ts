@@ -143,6 +143,13 @@ export function sshNodeConfig(set: SshdSet, index: number, overrides: Partial<No
   return { name: n.name, host: n.host, port: n.port, user: n.user, identityFile: set.identityFile, hostKeyPolicy: "strict", modelDir: n.modelDir, ...overrides };
 }
 
+/** Settings (shardctl.toml text) registering sshd node `index` of `set` as node `name`, with the set's known_hosts and no ssh config. */
+export function sshNodeSettings(set: SshdSet, index: number, name = "n1"): string {
+  const n = set.nodes[index];
+  if (n === undefined) throw new Error(`sshNodeSettings: no sshd node ${index} (${set.nodes.length} started)`);
+  return `[ssh]\nknown_hosts = "${set.knownHostsPath}"\nconfig = "${join(set.root, "no-config")}"\n\n[nodes.${name}]\nhost = "${n.host}"\nport = ${n.port}\nuser = "${n.user}"\nidentity_file = "${set.identityFile}"\nmodel_dir = "${n.modelDir}"\n`;
+}
+
 async function startOne(
   root: string,
   name: string,
