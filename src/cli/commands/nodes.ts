@@ -55,7 +55,13 @@ async function timeCommand(node: NodeAccess): Promise<{ commandMs?: number; shel
     if (result.exitCode !== 0) break;
     best = Math.min(best ?? Infinity, Math.round(performance.now() - asked));
     // Its first line with words, or said to be blank (blank lines break SFTP as well).
-    if (result.preamble !== undefined) shellPrints ??= result.preamble.split("\n").find((line) => line.trim() !== "")?.trim().slice(0, 80) ?? "(blank lines)";
+    if (result.preamble !== undefined)
+      shellPrints ??=
+        result.preamble
+          .split("\n")
+          .find((line) => line.trim() !== "")
+          ?.trim()
+          .slice(0, 80) ?? "(blank lines)";
   }
   return { ...(best === undefined ? {} : { commandMs: best }), ...(shellPrints === undefined ? {} : { shellPrints }) };
 }
