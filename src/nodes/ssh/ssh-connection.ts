@@ -516,8 +516,8 @@ function authRefusalHint(node: string, target: SshTarget, keyPath: string | unde
  * listed in `passedOver` for the messages, as is a file the settings name that cannot be read (a
  * missing default identity file is the usual case and is not). One that is not a regular file (a
  * FIFO would block the read for ever) or is over the cap is an error naming the setting and the path.
- * `publicKeys`: the public halves of every identity file found (from the key, or its `.pub`), which
- * the agent offers first.
+ * `offered`: the public halves of the keys offered from their files; `preferred`: those of the files
+ * passed over (from the key, or its `.pub`), which the agent offers first.
  */
 async function readIdentityKeys(
   node: string,
