@@ -286,7 +286,7 @@ describe("a stage stuck inside a computation", () => {
   it("a stage whose computation stops moving while its heartbeat helper runs on is declared dead once it has finished no layer for --compute-stall-ms", async () => {
     const bigDir = await bigModelDir();
     const stallMs = 1500;
-    const cluster = await startWithDebugLogs(bigDir, {
+    const cluster = await startWithLogLevel("trace", bigDir, {
       stages: [
         [0, 1],
         [1, 4],
@@ -308,13 +308,15 @@ describe("a stage stuck inside a computation", () => {
     // computation that never returns, as a deadlock leaves it. SIGSTOP would stop the helper too.
     // Inside it, not merely busy: work outside a computation (taking the request, setting up its
     // cache) has no helper heartbeating for it, so a freeze there is a plain silence, declared dead
-    // 2.5 s after the last heartbeat, which says nothing of the helper. Stage 1 computes once stage
-    // 0 has passed on its activations, which stage 0 says as its own long computation ends; 150 ms
-    // of stage 1's CPU after that lands within its seconds-long computation.
+    // 2.5 s after the last heartbeat, which says nothing of the helper. Stage 1 computes a chunk of
+    // the prompt as it takes the chunk's activations, which it logs at trace level as it takes them
+    // (kind 13); 150 ms of stage 1's CPU after that lands within that computation (each chunk of
+    // 512 rows over three layers takes it about half a second here). (Stage 0's "long compute" line
+    // was the sign once: on a quiet machine its chunks end within the 500 ms that line needs.)
     let computingFrom: number | undefined;
     await waitFor(
       () => {
-        if (computingFrom === undefined && cluster.stages[0]!.stderr().includes('"msg":"long compute')) computingFrom = mainThreadCpuMs(pid);
+        if (computingFrom === undefined && /"kind":13,[^\n]*"msg":"frame"/.test(cluster.stages[1]!.stderr())) computingFrom = mainThreadCpuMs(pid);
         return computingFrom !== undefined && mainThreadCpuMs(pid) - computingFrom >= 150;
       },
       30_000,
@@ -362,8 +364,13 @@ describe("a stage stuck inside a computation", () => {
 
 /** A cluster whose processes log at debug level (their long computations are said as they end). */
 async function startWithDebugLogs(...args: Parameters<typeof startCluster>): ReturnType<typeof startCluster> {
+  return startWithLogLevel("debug", ...args);
+}
+
+/** startCluster with every engine process logging at `wanted` (trace: each frame as it is taken). */
+async function startWithLogLevel(wanted: string, ...args: Parameters<typeof startCluster>): ReturnType<typeof startCluster> {
   const level = process.env.SHARD_ENGINE_LOG_LEVEL;
-  process.env.SHARD_ENGINE_LOG_LEVEL = "debug";
+  process.env.SHARD_ENGINE_LOG_LEVEL = wanted;
   try {
     return await startCluster(...args);
   } finally {
