@@ -34,8 +34,9 @@ export async function controlHostOf(coordinator: NodeAccess, nodeHost: string, s
   }
 }
 
-function isLoopbackHost(host: string): boolean {
-  return host === "::1" || (isIP(host) === 4 && host.startsWith("127."));
+/** Whether `host` (an address, or the name "localhost") is this machine's loopback. */
+export function isLoopbackHost(host: string): boolean {
+  return host === "::1" || host === "localhost" || (isIP(host) === 4 && host.startsWith("127."));
 }
 
 /** The local address the kernel picks to reach `host`: a connected UDP socket sends nothing. */

@@ -10,7 +10,7 @@ import type { ClusterSpec, Settings } from "../spec/index.js";
 import { ShardctlError } from "../errors/index.js";
 import { resolveHome } from "../staging/index.js";
 import { controlNodeName, type ClusterNodes } from "./cluster-nodes.js";
-import { controlHostOf } from "./control-host.js";
+import { controlHostOf, isLoopbackHost } from "./control-host.js";
 
 export async function buildLaunchRequest(
   spec: ClusterSpec,
@@ -141,7 +141,7 @@ async function coresOf(node: NodeAccess): Promise<number | undefined> {
  * `[coordinator] host` on loopback is out of their reach on a node that is not loopback itself.
  */
 function refuseUnreachableHttpHost(node: NodeAccess, nodeHost: string, httpHost: string): void {
-  if (node.config.host === "local" || !isLoopback(httpHost) || isLoopback(nodeHost)) return;
+  if (node.config.host === "local" || !isLoopbackHost(httpHost) || isLoopbackHost(nodeHost)) return;
   throw new ShardctlError(
     "CoordinatorHostUnreachable",
     `[coordinator] host ${httpHost} is the loopback of node ${node.config.name} (${nodeHost}), which the daemon and the router on the control machine cannot reach: set it to the node's address (${nodeHost}) or 0.0.0.0, or run the coordinator on the control machine ([coordinator] node = "local")`,
@@ -156,10 +156,6 @@ function refuseUnreachableHttpHost(node: NodeAccess, nodeHost: string, httpHost:
 async function wildcardReachedAt(node: NodeAccess, wildcard: string, nodeHost: string): Promise<string> {
   if (wildcard === "::" || isIP(nodeHost) !== 6) return nodeHost;
   return bindHostOf(node, { ...engineOf("reference"), ipv4Only: true }).catch(() => nodeHost);
-}
-
-function isLoopback(host: string): boolean {
-  return host === "::1" || host === "localhost" || (isIP(host) === 4 && host.startsWith("127."));
 }
 
 /**

@@ -7,10 +7,10 @@
  * loading a large model, or hung, may hold a wait for its whole deadline (minutes with
  * `[engine] load_timeout_seconds`). It failed nothing, so its count goes back to the budget.
  */
-import { statfs } from "node:fs/promises";
 import { buildLaunchRequest, controlNodeName } from "../../cluster/index.js";
 import { engineOf } from "../../engines/index.js";
 import { ShardctlError } from "../../errors/index.js";
+import { roomLeft } from "../../files/index.js";
 import { launchCluster, LaunchError } from "../../launch/index.js";
 import { definitionDigest } from "../../spec/index.js";
 import { definitionOf } from "../pass.js";
@@ -52,10 +52,8 @@ async function refuseFullStateDir(ledgerDir: string, stateDir: string, coordinat
   const needs = [{ dir: ledgerDir, kib: ledgerRoomKiB, what: "a launch needs to record itself" }];
   if (coordinatorHere) needs.push({ dir: stateDir, kib: coordinatorLogRoomKiB, what: "a coordinator on this machine needs for its log" });
   for (const { dir, kib, what } of needs) {
-    const room = await statfs(dir).then(
-      (s) => Math.floor((s.bavail * s.bsize) / 1024),
-      () => undefined,
-    );
+    const bytes = await roomLeft(dir, process.getuid?.());
+    const room = bytes === undefined ? undefined : Math.floor(bytes / 1024);
     if (room === undefined || room >= kib) continue;
     giveBack();
     throw new ShardctlError(
