@@ -6,7 +6,7 @@
  * Usage errors print a message and exit 1; anything else is a bug and is rethrown with its stack.
  */
 import { UsageError } from "./usage-error.js";
-import { closestName, isShardctlError, showText } from "../errors/index.js";
+import { closestName, isShardctlError, outOfDescriptorsAdvice, showText } from "../errors/index.js";
 import { commandNames, describeVersion, findCommand, packageVersion, renderCommandHelp, renderOverview, type CommandName } from "./help/index.js";
 
 type Command = { run: (args: string[]) => Promise<number> };
@@ -80,6 +80,15 @@ main(process.argv.slice(2)).then(
       // A message can echo a remote command's output or a file's name: shown, never obeyed by the terminal.
       console.error(`shardctl: ${showText(error.message, { keepLines: true })}`);
       process.exitCode = 1;
+      return;
+    }
+    // Out of file descriptors (loading a command's modules, or later): what to raise, not a stack.
+    // Said a moment later, once the opens still under way have failed too and the limits can be read.
+    if (outOfDescriptorsAdvice(error, "shardctl") !== undefined) {
+      setTimeout(() => {
+        console.error(`shardctl: ${outOfDescriptorsAdvice(error, "shardctl")}`);
+        process.exitCode = 1;
+      }, 100);
       return;
     }
     throw error;
