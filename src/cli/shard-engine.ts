@@ -6,7 +6,7 @@
  * the stack of unexpected errors.
  */
 import { setFlagsFromString } from "node:v8";
-import { outOfDescriptorsAdvice } from "../errors/index.js";
+import { outOfDescriptorsAdvice } from "./out-of-descriptors.js";
 
 // The engine's modules are loaded by main, so that a process started with too few file
 // descriptors to load them (Node opens many at once) says so in one line instead of a stack.

@@ -6,7 +6,8 @@
  * Usage errors print a message and exit 1; anything else is a bug and is rethrown with its stack.
  */
 import { UsageError } from "./usage-error.js";
-import { closestName, isShardctlError, outOfDescriptorsAdvice, showText } from "../errors/index.js";
+import { closestName, isShardctlError, showText } from "../errors/index.js";
+import { outOfDescriptorsAdvice } from "./out-of-descriptors.js";
 import { commandNames, describeVersion, findCommand, packageVersion, renderCommandHelp, renderOverview, type CommandName } from "./help/index.js";
 
 type Command = { run: (args: string[]) => Promise<number> };

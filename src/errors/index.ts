@@ -5,7 +5,6 @@
  */
 export { ShardctlError, isShardctlError } from "./shardctl-error.js";
 export { messageOf, messageWithCauseOf, jsonErrorOf } from "./message-of.js";
-export { outOfDescriptorsAdvice } from "./out-of-descriptors.js";
 export { showText, quoteText, hasUnsafeChar, firstUnsafeChar, clipText, maxMessageChars } from "./show-text.js";
 export { closestName, isNearLocal } from "./closest-name.js";
 export type {
