@@ -81,8 +81,14 @@ many requests the coordinator generates at once; later ones wait their turn, at 
 of them (default 8 × --max-sequences; one more is answered 429 with Retry-After). --context-length
 (default: the model's max_position_embeddings, never more) is the most tokens one request may hold,
 prompt and completion together; a longer prompt is refused (--host defaults to 127.0.0.1, --port to
-8080). A stage whose computation finishes no layer for --compute-stall-ms
-(default 30000) stops heartbeating its links, so its peers declare it dead as a stopped one.
+8080). --model-name (default: the model folder's name) is the id /v1/models lists and requests
+name. --transport-token-file names a file holding the secret every pipeline link proves it knows
+(none by default: links are not authenticated). Before /health answers 200 the HTTP process
+generates one token end to end, unless --no-warmup. A stage or coordinator dials its pipeline
+peers for up to --connect-timeout-ms (default 60000) before it gives up; once a stage link is lost,
+the coordinator answers /health 503 for --broken-exit-delay-ms (default 2000), then exits. A stage
+whose computation finishes no layer for --compute-stall-ms (default 30000) stops heartbeating its
+links, so its peers declare it dead as a stopped one.
 A stream's generation waits while its client reads nothing and the socket's buffers are full; a
 client that stays so for --client-stall-ms (default 60000) is disconnected and its slot freed.
 On SIGTERM the coordinator (or single process) answers new requests 503 and lets those it is

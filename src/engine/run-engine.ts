@@ -94,7 +94,7 @@ export async function runEngine(o: EngineOptions, exit: (code: number) => void =
   }
   let remote: RemotePipeline | undefined;
   const handle = await startHttp(o, log, config, modelDir, "coordinator", async (ctx) => {
-    const deadline = Date.now() + o.connectTimeoutMs;
+    const deadline = performance.now() + o.connectTimeoutMs;
     const stages = cluster.stages.map((s) => ({ nodeId: s.id, host: s.host, port: s.port }));
     const control = { host: cluster.coordinator.host, port: cluster.coordinator.port };
     remote = await RemotePipeline.connect(stages, control, nodeId, token, deadline, log, (reason) => {
@@ -192,8 +192,8 @@ const cutGraceMs = 1_000;
 
 /** Wait while `condition` holds, at most `ms`, looking every 20 ms. */
 async function waitWhile(condition: () => boolean, ms: number): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (condition() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+  const deadline = performance.now() + ms;
+  while (condition() && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
 }
 
 /**

@@ -74,7 +74,7 @@ test("exit 2 with what would change: launch, replace, stop, prune", async () => 
   expect((await runShardctl(world, ["diff"])).code).toBe(0);
 });
 
-test("a replace whose definition is as launched says what changed is the registry; a definition edit says nothing more", async () => {
+test("a replace whose definition is as launched says what changed is the registry; a [plan] edit that keeps the split is in place; a definition edit says nothing more", async () => {
   await writeSettings(world, { enabled: true });
   const launchedText = definitionText(world, { nodes: ["l1", "l2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]), register: false });
   await writeDefinition(world, "reg", launchedText);
@@ -93,6 +93,15 @@ test("a replace whose definition is as launched says what changed is the registr
     expect(registry.code).toBe(2);
     expect(registry.stdout).toContain(
       `~ reg: replace revision ${launched.slice(0, 12)} with ${edited.slice(0, 12)} (the definition is as launched: the registry entry of one of its nodes l1, l2 in ${world.settingsFile} changed)`,
+    );
+    // Back to the launched registry: a [plan] setting that keeps the split is applied in place.
+    await writeSettings(world, { enabled: true });
+    await writeDefinition(world, "reg", `${launchedText}\n[plan]\nheadroom = 1.3\n`);
+    const planned = await revisionOf(world, "reg");
+    const inPlace = await runShardctl(world, ["diff", "reg"]);
+    expect(inPlace.code).toBe(2);
+    expect(inPlace.stdout).toContain(
+      `~ reg: apply revision ${planned.slice(0, 12)} in place, no restart (what changed is not part of the launch: [router], or [plan] settings that keep the split)`,
     );
     await writeDefinition(world, "reg", launchedText.replace("context_length = 256", "context_length = 128"));
     const definition = await runShardctl(world, ["diff", "reg"]);

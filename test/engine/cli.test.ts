@@ -5,6 +5,7 @@ import { delimiter, dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { makeTestModel } from "../../src/planner/test-model/index.js";
 import { bundledShardEngine, bundledShardEngineCommand, shardEngineNodeFlags } from "../../src/engines/index.js";
+import { engineFlags } from "../../src/engine/index.js";
 import { freePort, killAll, nextHost, postJson, requireBuild, spawnEngine, waitHealthy } from "./support.js";
 
 let dir: string;
@@ -32,6 +33,10 @@ describe("shard-engine command line", () => {
     const help = await run(["--help"]);
     expect(help.code).toBe(0);
     expect(help.out).toContain("--distributed-config");
+    // Every flag is explained below the synopsis, not only listed in it.
+    const explained = help.out.slice(help.out.indexOf("\n\n"));
+    const unexplained = Object.keys(engineFlags).filter((flag) => !["model", "version", "help"].includes(flag) && !explained.includes(`--${flag}`));
+    expect(unexplained).toEqual([]);
   });
 
   it("usage errors exit 1 with one line", async () => {

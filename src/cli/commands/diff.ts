@@ -134,7 +134,9 @@ function describe(name: string, revision: string, action: NextAction, entry: Led
       return `~ ${name}: finish ${replace.phase === "launching" ? "an interrupted launch" : "an interrupted teardown"}, then launch`;
     }
     case "adopt":
-      return action.inPlace ? `~ ${name}: apply revision ${short} in place (router registration only, no restart)` : undefined;
+      return action.inPlace
+        ? `~ ${name}: apply revision ${short} in place, no restart (what changed is not part of the launch: [router], or [plan] settings that keep the split)`
+        : undefined;
     case "stop":
       return action.teardown ? `- ${name}: stop (${action.why === "Stopped" ? 'desired = "stopped"' : "distributed serving is disabled"})` : undefined;
     case "prune":

@@ -219,7 +219,11 @@ export const commandTable = [
     flags: [...contextFlags],
     exitCodes: [
       { code: 0, meaning: "the daemon took the request" },
-      { code: 1, meaning: "no daemon watches the directory, or it did not take the request within 15 s" },
+      {
+        code: 1,
+        meaning:
+          "no daemon watches the directory, or it did not take the request within 15 s; either way the request is kept, and the daemon that next runs there takes it (with the fresh budget)",
+      },
     ],
     example: "shardctl reconcile llama",
   },

@@ -105,7 +105,7 @@ export class RemotePipeline implements Pipeline {
           new Promise<void>((resolve, reject) => {
             const timer = setTimeout(
               () => reject(new Error(`stage ${s.nodeId} (${s.host}:${s.port}) did not report ready before the deadline`)),
-              Math.max(0, deadline - Date.now()),
+              Math.max(0, deadline - performance.now()),
             );
             link.onFrame((kind) => {
               if (kind === Kind.Ready) {
@@ -127,7 +127,7 @@ export class RemotePipeline implements Pipeline {
         new Promise<never>((_, reject) =>
           setTimeout(
             () => reject(new Error(`the last stage did not connect to the control address ${control.host}:${control.port} before the deadline`)),
-            Math.max(0, deadline - Date.now()),
+            Math.max(0, deadline - performance.now()),
           ).unref(),
         ),
       ]);

@@ -209,7 +209,7 @@ class StageRuntime {
     const next = this.options.next;
     if (next === undefined && this.results === undefined) await this.connectResults();
     if (next !== undefined && this.downstream === undefined) {
-      const deadline = Date.now() + this.options.connectTimeoutMs;
+      const deadline = performance.now() + this.options.connectTimeoutMs;
       this.dialingSince = performance.now();
       const link = await dialLinkUntil(next.host, next.port, { role: "upstream", nodeId: this.options.nodeId }, this.options.token, deadline).finally(() => {
         this.dialingSince = undefined;
@@ -229,7 +229,7 @@ class StageRuntime {
    */
   private async connectResults(): Promise<void> {
     const control = this.options.coordinatorControl;
-    const deadline = Date.now() + this.options.connectTimeoutMs;
+    const deadline = performance.now() + this.options.connectTimeoutMs;
     this.dialingSince = performance.now();
     const link = await dialLinkUntil(control.host, control.port, { role: "stage", nodeId: this.options.nodeId }, this.options.token, deadline).finally(() => {
       this.dialingSince = undefined;

@@ -285,18 +285,18 @@ export async function dialLink(
 }
 
 /**
- * Dial until `deadline` (epoch ms), retrying refused connections every `intervalMs`; the final
+ * Dial until `deadline` (performance.now() ms: a clock step does not move it), retrying refused connections every `intervalMs`; the final
  * error names the address that did not answer.
  */
 export async function dialLinkUntil(host: string, port: number, hello: Hello, token: Buffer | undefined, deadline: number, intervalMs = 200): Promise<Link> {
   for (;;) {
     try {
-      return await dialLink(host, port, hello, token, Math.max(1000, deadline - Date.now()));
+      return await dialLink(host, port, hello, token, Math.max(1000, deadline - performance.now()));
     } catch (error) {
       const message = (error as Error).message;
       const retryable = /ECONNREFUSED|ECONNRESET|EHOSTUNREACH|ENETUNREACH|timed out|closed during the handshake/.test(message);
       if (!retryable) throw error;
-      if (Date.now() + intervalMs > deadline) throw new Error(`${host}:${port} did not answer before the deadline (${message})`, { cause: error });
+      if (performance.now() + intervalMs > deadline) throw new Error(`${host}:${port} did not answer before the deadline (${message})`, { cause: error });
       await new Promise((r) => setTimeout(r, intervalMs));
     }
   }
