@@ -7,10 +7,14 @@
  *
  * The lock is a directory made next to the file (`mkdir` is atomic on every POSIX file system) with
  * a `holder` file naming the process (its pid, host, pid namespace and a random token of its own,
- * so no two processes ever name themselves alike). Its holder touches `holder` every `refreshMs`
- * while it still names it; a lock whose `holder` (or, before it was written, whose directory) has
- * not changed for over two minutes by the node's own clock is stale — its holder was killed or cut
- * off — and is taken over. So is one naming this very process (callers hold the process's own lock
+ * so no two processes ever name themselves alike) and a `beat` file holding a count. Every
+ * `refreshMs` its holder, while `holder` still names it, touches `holder` and writes the next count
+ * to `beat`. A lock whose beat has not changed for two minutes of its waiter's own monotonic time is
+ * stale — its holder was killed or cut off — and is taken over: the node's clock plays no part, so
+ * a node whose clock steps forward (an NTP correction, a VM resumed) cannot make a live holder's
+ * lock look old and let a second writer in. A lock without a beat (made by an earlier shardctl) is
+ * judged as it judged: stale when `holder` (or, before it was written, the directory) has not
+ * changed for over two minutes by the node's clock. So is one naming this very process (callers hold the process's own lock
  * of the file meanwhile, so it is a leftover of an earlier pass whose removal failed with its
  * connection) and one naming a process of this machine and pid namespace that no longer runs (a
  * daemon killed mid-staging and started again). A takeover moves the lock aside and keeps it only
@@ -29,49 +33,53 @@ export interface NodeLockOptions {
   signal?: AbortSignal;
   /** Told once, when the lock is held by another process: its `holder` text (one line, at most 160 characters). */
   onWait?: (holder: string) => void;
-  /** How often the holder touches its lock, ms. Default 20000 (stale after two minutes untouched). */
+  /** How often the holder touches and beats its lock, ms. Default 20000 (stale once its beat stands still for two minutes). */
   refreshMs?: number;
   /** How often a held lock is asked again, ms. Default 1000. */
   pollMs?: number;
+  /** How long a held lock's beat must stay unchanged, as this process watches it, before it is stale, ms. Default 120000. */
+  staleMs?: number;
 }
 
 /**
- * $1 = the lock directory, $2 = this process's holder text, $3 = a holder text known gone (or "").
- * Prints "acquired"; "retry" after taking over a stale lock; or "held" and the holder's first line.
- * Exits 2, saying why, when the lock can be neither made nor found (a folder that cannot be
- * written), or made but not named (a full disk: a lock naming nobody would be waited for): no
- * holder to wait for.
+ * $1 = the lock directory, $2 = this process's holder text, $3 = a holder text judged gone (or ""),
+ * $4 = the beat it was judged gone at. Prints "acquired"; "retry" after taking over a stale lock;
+ * or "held", the holder's first line and its beat ("" for a lock without one). Exits 2, saying why,
+ * when the lock can be neither made nor found (a folder that cannot be written), or made but not
+ * named (a full disk: a lock naming nobody would be waited for): no holder to wait for.
  */
-const acquireScript = `lock=$1 me=$2 gone=$3
+const acquireScript = `lock=$1 me=$2 gone=$3 gonebeat=$4
 for attempt in 1 2; do
   if err=$(mkdir "$lock" 2>&1); then
     # tee, not the shell's printf: it says why a write failed (No space left on device).
-    if err=$(printf '%s\\n' "$me" | tee "$lock/holder" 2>&1 >/dev/null); then echo acquired; exit 0; fi
+    if err=$(printf '%s\\n' "$me" | tee "$lock/holder" 2>&1 >/dev/null) && err=$(echo 0 | tee "$lock/beat" 2>&1 >/dev/null); then echo acquired; exit 0; fi
     rm -rf "$lock"
-    printf 'cannot write %s/holder: %s\\n' "$lock" "$err" >&2
+    printf 'cannot write %s: %s\\n' "$lock" "$err" >&2
     exit 2
   fi
   [ -d "$lock" ] && break
   if [ "$attempt" = 2 ]; then printf 'cannot make %s: %s\\n' "$lock" "$err" >&2; exit 2; fi
 done
 holder=$(head -n 1 "$lock/holder" 2>/dev/null)
+beat=$(head -n 1 "$lock/beat" 2>/dev/null)
 stale=
-if [ -n "$holder" ] && { [ "$holder" = "$me" ] || [ "$holder" = "$gone" ]; }; then stale=1
+if [ -n "$holder" ] && { [ "$holder" = "$me" ] || { [ "$holder" = "$gone" ] && [ "$beat" = "$gonebeat" ]; }; }; then stale=1
+elif [ -e "$lock/beat" ]; then :
 elif [ -e "$lock/holder" ]; then [ -n "$(find "$lock/holder" -mmin +2 2>/dev/null)" ] && stale=1
 else [ -n "$(find "$lock" -maxdepth 0 -mmin +2 2>/dev/null)" ] && stale=1; fi
 if [ -n "$stale" ]; then
   aside="$lock.stale.$$"
   if mv "$lock" "$aside" 2>/dev/null; then
-    if [ "$(head -n 1 "$aside/holder" 2>/dev/null)" = "$holder" ] || [ -e "$lock" ]; then rm -rf "$aside"; else mv "$aside" "$lock"; fi
+    if { [ "$(head -n 1 "$aside/holder" 2>/dev/null)" = "$holder" ] && [ "$(head -n 1 "$aside/beat" 2>/dev/null)" = "$beat" ]; } || [ -e "$lock" ]; then rm -rf "$aside"; else mv "$aside" "$lock"; fi
   fi
   echo retry
   exit 0
 fi
 echo held
-printf '%s\\n' "$holder"`;
+printf '%s\\n%s\\n' "$holder" "$beat"`;
 
-/** $1 = the lock directory, $2 = the holder text: touched while it still names that holder. */
-const refreshScript = `[ "$(head -n 1 "$1/holder" 2>/dev/null)" = "$2" ] && touch "$1/holder"; exit 0`;
+/** $1 = the lock directory, $2 = the holder text, $3 = the next beat: touched and beaten while it still names that holder. */
+const refreshScript = `[ "$(head -n 1 "$1/holder" 2>/dev/null)" = "$2" ] && touch "$1/holder" && printf '%s\\n' "$3" > "$1/beat"; exit 0`;
 
 /** $1 = the lock directory, $2 = the holder text: removed while it still names that holder. */
 const releaseScript = `[ "$(head -n 1 "$1/holder" 2>/dev/null)" = "$2" ] || exit 0
@@ -123,11 +131,15 @@ export async function withNodeLock<T>(node: NodeAccess, file: string, work: () =
   const { signal } = options;
   let told = false;
   let gone = "";
+  let goneBeat = "";
   let takeovers = 0;
+  // The holder and beat last seen, and since when (performance.now(), ms) they have not changed.
+  let watched: { holder: string; beat: string; since: number } | undefined;
+  const staleMs = options.staleMs ?? 120_000;
   for (;;) {
     if (isAborted(signal)) throw cancelled(node, file, signal!);
-    const answer = await node.run(["sh", "-c", acquireScript, "sh", lock, me, gone], signal === undefined ? {} : { signal });
-    const [state = "", first = ""] = answer.stdout.split("\n");
+    const answer = await node.run(["sh", "-c", acquireScript, "sh", lock, me, gone, goneBeat], signal === undefined ? {} : { signal });
+    const [state = "", first = "", beat = ""] = answer.stdout.split("\n");
     // Stopped while it asked: a lock made meanwhile is given back at once.
     if (isAborted(signal)) {
       if (state === "acquired") await release(node, lock, me);
@@ -140,8 +152,16 @@ export async function withNodeLock<T>(node: NodeAccess, file: string, work: () =
     if (state === "acquired") break;
     const holder = first.trim();
     if (state === "held" && holder !== "" && holder !== gone && isGoneFromHere(holder)) {
-      gone = holder;
+      [gone, goneBeat] = [holder, beat];
       continue;
+    }
+    // A beating lock whose beat stood still for staleMs of this process's watch: its holder stopped.
+    if (state === "held" && holder !== "" && beat !== "") {
+      if (watched?.holder !== holder || watched.beat !== beat) watched = { holder, beat, since: performance.now() };
+      else if (performance.now() - watched.since >= staleMs && (holder !== gone || beat !== goneBeat)) {
+        [gone, goneBeat] = [holder, beat];
+        continue;
+      }
     }
     if (state === "held" && !told) {
       told = true;
@@ -153,7 +173,8 @@ export async function withNodeLock<T>(node: NodeAccess, file: string, work: () =
     const pause = state === "retry" && takeovers <= 3 ? 100 : (options.pollMs ?? 1_000);
     await delay(pause, undefined, signal === undefined ? {} : { signal }).catch(() => undefined);
   }
-  const refresh = setInterval(() => void node.run(["sh", "-c", refreshScript, "sh", lock, me]).catch(() => undefined), options.refreshMs ?? 20_000);
+  let beats = 0;
+  const refresh = setInterval(() => void node.run(["sh", "-c", refreshScript, "sh", lock, me, String(++beats)]).catch(() => undefined), options.refreshMs ?? 20_000);
   let failed = false;
   try {
     return await work();

@@ -7,7 +7,7 @@
  * the work ends.
  */
 import { execFile, spawnSync } from "node:child_process";
-import { mkdir, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -85,6 +85,66 @@ describe.each(["local", "ssh"] as const)("%s node", (kind) => {
     expect(waited).toMatchObject({ reason: "StagingCancelled" });
     expect((waited as Error).message).toMatch(/staging stopped while it took the node's lock of .*blob-c: the definition changed$/);
     expect(await exists(join(lock, "holder"))).toBe(true);
+  });
+
+  it("a lock whose holder beats is not taken over however old the node's clock makes it look; once its beat stands still for staleMs, it is", async () => {
+    const lock = lockPathOf(file("blob-i"));
+    await mkdir(lock);
+    await writeFile(join(lock, "holder"), "shardctl (pid 3 on ctl-2, 0123456789ab)\n");
+    // Another process's live lock as a node whose clock stepped ten minutes forward shows it: every
+    // beat lands, and the files' times are ten minutes behind the clock.
+    let beat = 0;
+    const beatOnce = async (): Promise<void> => {
+      await writeFile(join(lock, "beat"), `${++beat}\n`);
+      await run("touch", ["-d", "10 minutes ago", join(lock, "holder"), join(lock, "beat"), lock]);
+    };
+    await beatOnce();
+    let beating = true;
+    const beats = (async () => {
+      while (beating) {
+        await new Promise((r) => setTimeout(r, 300));
+        if (beating) await beatOnce();
+      }
+    })();
+    let began: number | undefined;
+    const started = Date.now();
+    const second = withNodeLock(
+      both.node(kind),
+      file("blob-i"),
+      async () => {
+        began = Date.now();
+        return "taken";
+      },
+      { pollMs: 100, staleMs: 1_500 },
+    );
+    await new Promise((r) => setTimeout(r, 3_000));
+    expect(began).toBeUndefined();
+    // The holder stops (killed, cut off): its beat stands still from here.
+    beating = false;
+    await beats;
+    const stoppedAt = Date.now();
+    expect(await second).toBe("taken");
+    expect(began! - stoppedAt).toBeGreaterThanOrEqual(1_000);
+    expect(began! - started).toBeLessThan(15_000);
+    expect(await exists(lock)).toBe(false);
+  });
+
+  it("the holder beats its lock while it works", async () => {
+    const lock = lockPathOf(file("blob-j"));
+    await withNodeLock(
+      both.node(kind),
+      file("blob-j"),
+      async () => {
+        const first = await readFile(join(lock, "beat"), "utf8");
+        await new Promise((r) => setTimeout(r, 800));
+        const later = await readFile(join(lock, "beat"), "utf8");
+        expect(Number(first)).toBeGreaterThanOrEqual(0);
+        expect(Number(later)).toBeGreaterThan(Number(first));
+        expect(await readFile(join(lock, "holder"), "utf8")).toBe(`${lockHolderText()}\n`);
+      },
+      { refreshMs: 150 },
+    );
+    expect(await exists(lock)).toBe(false);
   });
 
   it("a lock left by an earlier pass of this very process (its removal failed with its connection) is taken over at once", async () => {
