@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 /**
  * What node work stopped by its signal rejects with: an AbortError whose cause is the signal's
  * reason, as a local stream stopped by its signal rejects (callers tell it apart by `name`).
@@ -6,4 +7,16 @@ export function abortError(signal: AbortSignal): Error {
   const error = new Error("The operation was aborted", { cause: signal.reason });
   error.name = "AbortError";
   return error;
+}
+
+/**
+ * Listen once for `signal`'s abort. Node work listens per command on its caller's signal, and
+ * callers fan out on one signal (a pass probes every node of a cluster at once): more listeners than
+ * Node's default limit of 10 is the design, not a leak, so the signal's warning limit is lifted
+ * (a cluster of 11 nodes printed "Possible EventTarget memory leak detected" into the daemon's
+ * JSON log every planning pass). Each command removes its listener when it ends.
+ */
+export function listenForAbort(signal: AbortSignal, listener: () => void): void {
+  setMaxListeners(0, signal);
+  signal.addEventListener("abort", listener, { once: true });
 }

@@ -6,6 +6,7 @@ import { connect } from "node:net";
 import { dirname, basename, join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import { pathExists } from "../files/index.js";
+import { listenForAbort } from "./abort-error.js";
 import { setDeadline, type Deadline } from "./deadline.js";
 import { askPort } from "./port-answer.js";
 import { runProcess } from "./run-process.js";
@@ -62,7 +63,7 @@ export class LocalNode extends ShellNode implements NodeAccess {
             timedOut = true;
             killGroup(started);
           });
-        extra.abort?.addEventListener("abort", onAbort, { once: true });
+        if (extra.abort !== undefined) listenForAbort(extra.abort, onAbort);
         if (extra.abort?.aborted === true) onAbort();
       },
     }).finally(() => {

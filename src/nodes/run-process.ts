@@ -7,6 +7,7 @@
  * supervision down with it.)
  */
 import { spawn } from "node:child_process";
+import { listenForAbort } from "./abort-error.js";
 
 export interface ProcessOptions {
   /** Written to the command's stdin, which is then closed; stdin is /dev/null without it. */
@@ -95,7 +96,7 @@ export function runProcess(file: string, args: readonly string[], options: Proce
     if (child.pid !== undefined) options.onStart?.(child.pid);
     if (options.cancelSignal !== undefined) {
       if (options.cancelSignal.aborted) onAbort();
-      else options.cancelSignal.addEventListener("abort", onAbort, { once: true });
+      else listenForAbort(options.cancelSignal, onAbort);
     }
     if (options.input !== undefined) child.stdin?.end(options.input);
   });

@@ -2,7 +2,7 @@
 import { randomBytes } from "node:crypto";
 import type { Client, ClientChannel, SFTPWrapper } from "ssh2";
 import { ShardctlError } from "../../errors/index.js";
-import { abortError } from "../abort-error.js";
+import { abortError, listenForAbort } from "../abort-error.js";
 import { setDeadline, type Deadline } from "../deadline.js";
 import { askPort } from "../port-answer.js";
 import { anyShellRuns, quoteArg, quoteArgv } from "../quote.js";
@@ -311,7 +311,7 @@ export class SshNode extends ShellNode implements NodeAccess {
           session.end();
           reject(abortError(signal));
         };
-        signal.addEventListener("abort", stop, { once: true });
+        listenForAbort(signal, stop);
       });
       const work = push(session);
       work.catch(() => undefined);
@@ -500,7 +500,7 @@ function collect(
       });
     };
     channel.on("close", finish);
-    options.abort?.addEventListener("abort", onAbort, { once: true });
+    if (options.abort !== undefined) listenForAbort(options.abort, onAbort);
     if (options.abort?.aborted) stop();
     if (options.stdin !== undefined) channel.end(options.stdin);
     else channel.end();
@@ -545,7 +545,7 @@ function untilAborted(work: Promise<CommandResult>, signal: AbortSignal, argv: s
   });
   if (signal.aborted) return Promise.resolve(aborted());
   let onAbort: (() => void) | undefined;
-  const whenAborted = new Promise<CommandResult>((resolve) => signal.addEventListener("abort", (onAbort = () => resolve(aborted())), { once: true }));
+  const whenAborted = new Promise<CommandResult>((resolve) => listenForAbort(signal, (onAbort = () => resolve(aborted()))));
   return Promise.race([work, whenAborted]).finally(() => signal.removeEventListener("abort", onAbort!));
 }
 
