@@ -109,7 +109,7 @@ async function gatherStatuses(source: DashboardSource): Promise<{ statuses: Clus
   const byName = new Map(read.map((s) => [s.cluster, s]));
   const composed = source.feed.snapshot();
   for (const status of composed) byName.set(status.cluster, status);
-  const statuses = [...byName.values()].sort((a, b) => a.cluster.localeCompare(b.cluster));
+  const statuses = [...byName.values()].sort((a, b) => a.cluster.localeCompare(b.cluster, "en", { numeric: true }));
   const fresh = new Set(composed.map((s) => s.cluster));
   const unchecked = new Set([...byName.keys(), ...names].filter((name) => !fresh.has(name)));
   return { statuses, unchecked: [...unchecked].sort() };

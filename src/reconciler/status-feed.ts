@@ -56,6 +56,6 @@ export class StatusFeed extends EventEmitter<StatusFeedEvents> {
 
   /** The last status published for each cluster since the daemon started, by name. */
   snapshot(): ClusterStatus[] {
-    return [...this.latest.values()].sort((a, b) => a.cluster.localeCompare(b.cluster));
+    return [...this.latest.values()].sort((a, b) => a.cluster.localeCompare(b.cluster, "en", { numeric: true }));
   }
 }

@@ -137,7 +137,7 @@ async function stageModel(pass: Pass, ahead: boolean): Promise<Verdict | void> {
       for (const [node, why] of failed) {
         if (!memory.staging.some((card) => card.node === node)) memory.staging.push({ node, bytesDone: 0, bytesTotal: 0, ...why });
       }
-      memory.staging.sort((a, b) => a.node.localeCompare(b.node));
+      memory.staging.sort((a, b) => a.node.localeCompare(b.node, "en", { numeric: true }));
       // Cut because the launch was called off: not a failure of this revision's staging.
       if (pass.callOff?.aborted === true) return calledOff(memory, revision, "stage", pass.callOff);
       throw failure;
@@ -193,5 +193,5 @@ type StagingCard = Pass["memory"]["staging"][number];
 /** Set `node`'s staging card to what `change` makes of it (a new card from zero bytes when it has none), keeping the cards in node order. */
 function setCard(memory: Pass["memory"], node: string, change: (card: StagingCard) => StagingCard): void {
   const card = memory.staging.find((s) => s.node === node) ?? { node, state: "staging", bytesDone: 0, bytesTotal: 0 };
-  memory.staging = [...memory.staging.filter((s) => s.node !== node), change(card)].sort((a, b) => a.node.localeCompare(b.node));
+  memory.staging = [...memory.staging.filter((s) => s.node !== node), change(card)].sort((a, b) => a.node.localeCompare(b.node, "en", { numeric: true }));
 }
