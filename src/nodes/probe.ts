@@ -18,8 +18,12 @@ export interface NodeProbe {
   accelerator?: "apple-silicon" | "cuda" | "cpu";
   /** First line of `<engine binary> --version`; undefined when no binary was given or it failed. */
   engineVersion?: string;
+  /** The node's memory, or its memory cgroups' limit when that is less (a container's, a user slice's). */
   memoryTotalBytes?: number;
+  /** Free memory: the node's, or what its memory cgroups leave (limit − usage + file cache) when that is less. */
   memoryAvailableBytes?: number;
+  /** The least memory limit among the memory cgroups a command on the node runs in, when one caps the node's memory (Linux). */
+  cgroupMemoryLimitBytes?: number;
   /** Free bytes on the file system holding model_dir (or its nearest existing ancestor). */
   diskFreeBytes?: number;
   probedAt: string;
@@ -66,14 +70,50 @@ export async function probeNode(node: NodeAccess, options: ProbeOptions = {}): P
       accelerator,
       ...versionOf(kv.get("engine")),
       ...(kv.has("engineError") ? { error: engineFailure(options.engineBinary ?? "", kv.has("engineMissing"), clipVersion(kv.get("engineError") ?? "")) } : {}),
-      memoryTotalBytes: num("memTotalKb", 1024) ?? num("memTotalBytes"),
-      memoryAvailableBytes: num("memAvailKb", 1024) ?? num("memAvailBytes"),
+      ...cappedMemory(num("memTotalKb", 1024) ?? num("memTotalBytes"), num("memAvailKb", 1024) ?? num("memAvailBytes"), result.stdout),
       diskFreeBytes: num("diskFreeKb", 1024),
       probedAt,
     };
   } catch (error) {
     return { name, reachable: false, error: (error as Error).message, ...(isShardctlError(error) ? { errorReason: error.reason } : {}), probedAt };
   }
+}
+
+/**
+ * A limit this large is none: cgroup v1 writes "no limit" as the largest page-aligned 64-bit value
+ * (9223372036854771712), and a limit past 2^60 bytes caps nothing real.
+ */
+const noCgroupLimit = 2 ** 60;
+
+/**
+ * The node's memory as a process started there may use it: /proc/meminfo tells the whole machine's,
+ * while a container (LXC, Docker), a user slice with MemoryMax or any memory cgroup the SSH session
+ * runs in lets its processes use no more than its limit, and the kernel's OOM killer ends the one
+ * that passes it. Each "cgroupMem=<limit> <usage> <file cache>" line of the probe is one level up to
+ * the root: the total is capped by the least limit, the free memory by the least room any level
+ * leaves (its limit less what it uses, counting its file cache as free, which the kernel reclaims
+ * before it kills: the staged model's pages are in it).
+ */
+function cappedMemory(
+  totalBytes: number | undefined,
+  availableBytes: number | undefined,
+  stdout: string,
+): Pick<NodeProbe, "memoryTotalBytes" | "memoryAvailableBytes" | "cgroupMemoryLimitBytes"> {
+  let limit: number | undefined;
+  let room: number | undefined;
+  for (const line of stdout.split("\n")) {
+    const [max, usage, cache] = (/^cgroupMem=(\d+) (\d*) ?(\d*)$/.exec(line.trim()) ?? []).slice(1).map((v) => (v === undefined || v === "" ? undefined : Number(v)));
+    if (max === undefined || !(max < noCgroupLimit)) continue;
+    limit = Math.min(limit ?? max, max);
+    const left = usage === undefined ? max : Math.max(0, max - Math.max(0, usage - (cache ?? 0)));
+    room = Math.min(room ?? left, left);
+  }
+  const least = (a: number | undefined, b: number | undefined): number | undefined => (a === undefined ? b : b === undefined ? a : Math.min(a, b));
+  return {
+    ...(least(totalBytes, limit) === undefined ? {} : { memoryTotalBytes: least(totalBytes, limit)! }),
+    ...(least(availableBytes, room) === undefined ? {} : { memoryAvailableBytes: least(availableBytes, room)! }),
+    ...(limit !== undefined && (totalBytes === undefined || limit < totalBytes) ? { cgroupMemoryLimitBytes: limit } : {}),
+  };
 }
 
 /**

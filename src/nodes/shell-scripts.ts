@@ -136,15 +136,39 @@ export const freeKiBFunction = `free_kib() {
 }`;
 
 /**
+ * `cgroup_memory`: a "cgroupMem=<limit> <usage> <file cache>" line (bytes) for each memory cgroup
+ * from this shell's own up to the root that has a limit file (cgroup v1's memory controller when
+ * mounted, else v2's unified tree); nothing off Linux. Processes a later SSH session starts share
+ * those ancestors (a container's, a user slice's limit), so their memory is capped as this shell's is.
+ */
+export const cgroupMemoryFunction = `cgroup_memory() {
+  [ -r /proc/self/cgroup ] || return 0
+  p=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {sub(/^[^:]*:[^:]*:/, ""); print; exit}' /proc/self/cgroup)
+  if [ -n "$p" ] && [ -d /sys/fs/cgroup/memory ]; then b=/sys/fs/cgroup/memory l=memory.limit_in_bytes u=memory.usage_in_bytes c=total_cache
+  else p=$(awk -F: '$1 == "0" && $2 == "" {sub(/^0::/, ""); print; exit}' /proc/self/cgroup); b=/sys/fs/cgroup l=memory.max u=memory.current c=file; fi
+  while [ -n "$p" ]; do
+    d=$b\${p%/}
+    if [ -r "$d/$l" ]; then
+      echo "cgroupMem=$(cat "$d/$l" 2>/dev/null) $(cat "$d/$u" 2>/dev/null) $(awk -v k="$c" '$1 == k {print $2}' "$d/memory.stat" 2>/dev/null)"
+    fi
+    [ "$p" = / ] && break
+    p=$(dirname "$p")
+  done
+}`;
+
+/**
  * $1 = model dir, $2 = engine binary (may be empty). key=value lines: os, arch, memory (Linux
- * /proc/meminfo in kB; macOS sysctl hw.memsize and vm_stat pages), cuda, free disk at the nearest
- * existing ancestor of the model dir (kB), engine version (first line of --version).
+ * /proc/meminfo in kB, and the limits of the shell's memory cgroups; macOS sysctl hw.memsize and
+ * vm_stat pages), cuda, free disk at the nearest existing ancestor of the model dir (kB), engine
+ * version (first line of --version).
  */
 export const probeScript = `${freeKiBFunction}
+${cgroupMemoryFunction}
 echo "os=$(uname -s)"
 echo "arch=$(uname -m)"
 if [ -r /proc/meminfo ]; then
   awk '/^MemTotal:/{print "memTotalKb=" $2} /^MemAvailable:/{print "memAvailKb=" $2}' /proc/meminfo
+  cgroup_memory
 else
   echo "memTotalBytes=$(sysctl -n hw.memsize 2>/dev/null)"
   vm_stat 2>/dev/null | awk '/page size of/{ps=$8} /Pages free/{f=$3} /Pages inactive/{i=$3} /Pages speculative/{s=$3} END{if (ps) printf "memAvailBytes=%.0f\\n", (f+i+s)*ps}'

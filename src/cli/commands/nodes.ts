@@ -72,6 +72,11 @@ function shellPrintsNote(first: string | undefined): string {
   return `its shell prints text for ssh sessions (${JSON.stringify(first)}): commands work, but a push fails where sshd starts its SFTP server through the shell; see troubleshooting, "A shell that prints"`;
 }
 
+function cgroupNote(limit: number | undefined): string {
+  if (limit === undefined) return "";
+  return `its commands run in a memory cgroup limited to ${formatBytes(limit)} (a container's, a user slice's): memory is that limit and what it leaves, which plans are budgeted with`;
+}
+
 /** A command's round trip, ms, above which the table's NOTE warns: a quarter of a liveness probe's deadline (1000 ms). */
 const slowCommandMs = 250;
 const commandDeadlineMs = 5_000;
@@ -84,9 +89,12 @@ function slowCommandNote(ms: number | undefined): string {
 function printTable(rows: Array<NodeProbe & { host: string; declaredEngineVersion?: string; commandMs?: number; shellPrints?: string }>): void {
   const table = [["NODE", "HOST", "CAPABILITY", "MEMORY FREE/TOTAL", "DISK FREE", "NOTE"]];
   for (const r of rows) {
-    const memory = r.memoryTotalBytes === undefined ? "-" : `${formatBytes(r.memoryAvailableBytes ?? 0)} / ${formatBytes(r.memoryTotalBytes)}`;
+    const capped = r.cgroupMemoryLimitBytes === undefined ? "" : " (cgroup)";
+    const memory = r.memoryTotalBytes === undefined ? "-" : `${formatBytes(r.memoryAvailableBytes ?? 0)} / ${formatBytes(r.memoryTotalBytes)}${capped}`;
     const badge = r.engineVersion === undefined && r.declaredEngineVersion !== undefined ? `${formatBadge(r)} (declared ${r.declaredEngineVersion})` : formatBadge(r);
-    const note = [r.error, slowCommandNote(r.commandMs), shellPrintsNote(r.shellPrints)].filter((n) => n !== undefined && n !== "").join("; ");
+    const note = [r.error, cgroupNote(r.cgroupMemoryLimitBytes), slowCommandNote(r.commandMs), shellPrintsNote(r.shellPrints)]
+      .filter((n) => n !== undefined && n !== "")
+      .join("; ");
     // A node's answers (its engine's version line, an error's output) are printed escaped: a terminal acts on their control characters.
     table.push([r.name, r.host, showText(badge), memory, r.diskFreeBytes === undefined ? "-" : formatBytes(r.diskFreeBytes), showText(note)]);
   }
