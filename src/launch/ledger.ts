@@ -10,7 +10,7 @@
  */
 import type { EngineKind } from "../engines/index.js";
 import { mkdir, readdir, readFile, rm } from "node:fs/promises";
-import { join } from "node:path";
+import { join, posix } from "node:path";
 import { isShardctlError, ShardctlError } from "../errors/index.js";
 import { writeFileAtomic } from "../files/index.js";
 
@@ -131,6 +131,8 @@ export class Ledger {
       throw unreadable(file, cluster, `it is not JSON (${(error as Error).message})`);
     }
     if (!isEntry(entry, cluster)) throw unreadable(file, cluster, "it is not a ledger entry of this cluster");
+    const wrong = entry.processes.map((p, i) => wrongProcess(p, i, cluster)).find((why) => why !== undefined);
+    if (wrong !== undefined) throw unreadable(file, cluster, wrong);
     return entry;
   }
 
@@ -204,6 +206,37 @@ function isEntry(value: unknown, cluster: string): value is LedgerEntry {
     Array.isArray(e.processes) &&
     Array.isArray(e.ports)
   );
+}
+
+/**
+ * What is wrong with process `i` of an entry of `cluster`, or undefined. The daemon signals the
+ * pids an entry names and removes the run folders it names, recursively, as its own user (root,
+ * often): a folder that is not a run folder of this cluster (`…/run/<cluster>`: the control
+ * machine's `<state_dir>/run/<cluster>`, a node's `<model_dir>/.shardctl/run/<cluster>`), or files
+ * outside it, are refused, not acted on — an entry written by someone else (a ledger folder others
+ * could write named `/tmp` once, and the prune emptied it).
+ */
+function wrongProcess(p: unknown, i: number, cluster: string): string | undefined {
+  if (typeof p !== "object" || p === null) return `process ${i} is not an object`;
+  const { role, node, pid, startTime, runDir, logFile, exitFile } = p as Partial<LedgerProcess>;
+  if (role !== "stage" && role !== "coordinator") return `process ${i} has no role`;
+  if (typeof node !== "string" || node === "") return `process ${i} names no node`;
+  if (typeof pid !== "number" || !Number.isInteger(pid) || pid <= 1) return `process ${i} has no valid pid`;
+  if (typeof startTime !== "string") return `process ${i} has no start time`;
+  if (typeof runDir !== "string" || !isRunFolderOf(runDir, cluster))
+    return `process ${i}'s runDir ${JSON.stringify(runDir)} is not a run folder of this cluster (an absolute …/run/${cluster})`;
+  for (const [key, path] of [
+    ["logFile", logFile],
+    ["exitFile", exitFile],
+  ] as const) {
+    if (typeof path !== "string" || posix.dirname(path) !== runDir || posix.normalize(path) !== path) return `process ${i}'s ${key} is not a file of its runDir`;
+  }
+  return undefined;
+}
+
+/** Whether `dir` is, by its form, a run folder of `cluster`: absolute, normal, ending in run/<cluster>. */
+export function isRunFolderOf(dir: string, cluster: string): boolean {
+  return posix.isAbsolute(dir) && posix.normalize(dir) === dir && posix.basename(dir) === cluster && posix.basename(posix.dirname(dir)) === "run";
 }
 
 function unreadable(file: string, cluster: string, why: string): ShardctlError {

@@ -14,6 +14,7 @@ import { posix } from "node:path";
 import { showText } from "../errors/index.js";
 import { within, type NodeAccess } from "../nodes/index.js";
 import { LaunchError } from "./launch-error.js";
+import { secureRunFolder } from "./secure-run-folder.js";
 import { launchFilesIn } from "./leftover-listeners.js";
 import { defaultReachMs, listCommandLines } from "./processes.js";
 
@@ -95,6 +96,8 @@ export async function claimOf(node: NodeAccess, runDir: string, me: RunClaim): P
 export async function claimRunFolders(folders: readonly RunFolder[], me: RunClaim, say: (step: string, detail: string) => void): Promise<void> {
   await Promise.all(
     folders.map(async ({ node, nodeName, runDir }) => {
+      // Nothing is read or written in a folder another user could plant links in.
+      await secureRunFolder(node, nodeName, runDir);
       const look = await lookAtClaim(node, runDir);
       if (look.kind === "unknown") throw refused(runDir, nodeName, `whether another daemon claimed it could not be read (${look.why})`);
       if (look.kind === "claim" && !isSameDaemon(look.claim, me)) {

@@ -4,7 +4,8 @@
  * (macOS renames itself on a name clash) or however the directory is spelled (a symlink).
  */
 import { randomBytes } from "node:crypto";
-import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
+import { mkdir, readFile } from "node:fs/promises";
+import { writeFileAtomic } from "../files/index.js";
 import { join } from "node:path";
 
 /** The id in `stateDir`, made on the first start; undefined when the directory takes no file (claims then fall back to host and path). */
@@ -15,8 +16,8 @@ export async function daemonIdOf(stateDir: string): Promise<string | undefined> 
   const id = randomBytes(16).toString("hex");
   try {
     await mkdir(stateDir, { recursive: true });
-    await writeFile(`${file}.tmp`, `${id}\n`);
-    await rename(`${file}.tmp`, file);
+    // A temporary file of a name nobody can guess, created exclusively (no planted link is followed).
+    await writeFileAtomic(file, `${id}\n`);
     return id;
   } catch {
     return undefined;

@@ -15,7 +15,7 @@
  * silence (and at least `minSilenceMs`) readers call it silent, because the status files it wrote
  * no longer follow what runs.
  */
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { link, readFile, realpath, rename, rm, stat, utimes, writeFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
@@ -211,8 +211,10 @@ export async function acquireDaemonLock(
  */
 async function writeLock(file: string, me: Owner, real: string): Promise<void> {
   const text = `${me.pid}\n${me.startTime}\n${real}\n${me.heartbeatMs ?? ""}\n${me.startedAtMs ?? ""}\n${me.stateDir ?? ""}\n`;
-  const draft = `${file}.${me.pid}.new`;
-  await writeFile(draft, text);
+  // A name nobody can guess, created exclusively: a link planted at a fixed name in the definitions
+  // folder (others may write a shared checkout) would lead this write to any file.
+  const draft = `${file}.${me.pid}.${randomBytes(6).toString("hex")}.new`;
+  await writeFile(draft, text, { flag: "wx" });
   try {
     await link(draft, file);
   } catch (error) {

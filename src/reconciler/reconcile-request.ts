@@ -3,9 +3,10 @@
  * dashboard's "Reconcile now"): a file named after the cluster, dropped atomically into the
  * daemon's requests directory. The daemon removes it once its status says the request was taken.
  */
-import { access, mkdir, rename, writeFile } from "node:fs/promises";
+import { access, mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { ShardctlError, messageOf } from "../errors/index.js";
+import { writeFileAtomic } from "../files/index.js";
 import { patterns } from "../spec/index.js";
 import { requestsDirOf } from "./daemon.js";
 
@@ -17,8 +18,9 @@ export async function dropReconcileRequest(stateDir: string, name: string): Prom
   const request = join(dir, name);
   try {
     await mkdir(dir, { recursive: true });
-    await writeFile(`${request}.tmp`, new Date().toISOString());
-    await rename(`${request}.tmp`, request);
+    // A temporary file of a name nobody can guess, created exclusively: a link planted at a fixed
+    // name in a folder others may write would lead this write (root's, often) to any file.
+    await writeFileAtomic(request, new Date().toISOString());
   } catch (error) {
     throw new ShardctlError(
       "ReconcileRequestFailed",

@@ -14,6 +14,10 @@ export async function run(args: string[]): Promise<number> {
     options: { ...contextOptions, ...logFormatOption, "teardown-on-exit": { type: "boolean" } },
   });
   const format = parseLogFormat(values["log-format"]);
+  // Nothing the daemon makes is writable by group or others, whatever umask it was started with (a
+  // service manager's or a shell's 000 or 002): its ledger decides which pids it signals and which
+  // folders it removes, its model blobs what the engines load, its lock whether another daemon runs.
+  process.umask(process.umask(0o022) | 0o022);
   const context = await loadContext(values);
   // Listen before starting: a SIGTERM that arrives while the daemon starts (a service manager
   // stopping it at once) must stop it cleanly, not kill it with its start half done.

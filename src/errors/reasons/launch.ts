@@ -24,6 +24,11 @@ export type LaunchStepReason =
    * directory) whose cluster of the same name runs from it (transient: retried with back-off).
    */
   | "RunFolderClaimed"
+  /**
+   * The run folder, or a folder above it, is a symbolic link or another user's: someone else could
+   * have the daemon's user write files of their choosing (transient, not counted: retried once fixed).
+   */
+  | "RunFolderUnsafe"
   /** Every port of `[transport] port_range` is held on a node (transient). */
   | "PortRangeExhausted"
   /**

@@ -31,6 +31,7 @@ const givenBack = new Set([
   "PortInUse",
   "PortRangeExhausted",
   "RunFolderClaimed",
+  "RunFolderUnsafe",
   "RouterConfigUnwritable",
   "StateDirUnwritable",
 ]);

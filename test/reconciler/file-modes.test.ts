@@ -1,0 +1,102 @@
+/**
+ * On a machine other users share, nothing the daemon acts on may be theirs to write: its ledger
+ * decides which pids it signals and which folders it removes, a run folder's fixed names (exit
+ * files, logs) are written by the daemon's user. A real daemon started with umask 000 makes nothing
+ * writable by group or others; a run folder that another user owns (made before the node's
+ * model_dir existed, say) is refused with RunFolderUnsafe, not written, not counted against the
+ * restart budget, and launched once it is the node's user's again.
+ */
+import { spawn } from "node:child_process";
+import { chown, lstat, mkdir, readdir, stat } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import {
+  definitionText,
+  freePort,
+  freePortRange,
+  isReadyAt,
+  removeDefinition,
+  revisionOf,
+  shardctlJs,
+  startWorld,
+  waitForStatus,
+  waitWatching,
+  writeDefinition,
+  writeSettings,
+  type DaemonWorld,
+  type SpawnedDaemon,
+} from "./daemon-fixture.js";
+
+let world: DaemonWorld;
+let daemon: SpawnedDaemon | undefined;
+
+beforeAll(async () => {
+  world = await startWorld();
+  await writeSettings(world, { enabled: true });
+  // The daemon as a service manager or a careless shell might start it: umask 000.
+  const child = spawn(
+    "/bin/sh",
+    ["-c", 'umask 000 && exec "$@"', "sh", process.execPath, shardctlJs, "daemon", "--config", world.settingsFile, "--dir", world.clustersDir],
+    {
+      cwd: world.root,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, SHARDCTL_LOG_LEVEL: "debug" },
+    },
+  );
+  let stderr = "";
+  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+  child.stdout!.resume();
+  daemon = { child, exited: new Promise((done) => child.once("exit", (code) => done(code))), stderr: () => stderr };
+  await waitWatching(daemon);
+}, 60_000);
+
+afterAll(async () => {
+  if (daemon !== undefined && daemon.child.exitCode === null) {
+    daemon.child.kill("SIGTERM");
+    await daemon.exited;
+  }
+  await world?.close();
+});
+
+/** Every path under `dir` (itself included) whose mode lets group or others write, with its mode. */
+async function writableByOthers(dir: string): Promise<string[]> {
+  const found: string[] = [];
+  const visit = async (path: string): Promise<void> => {
+    const info = await lstat(path);
+    if (info.isSymbolicLink()) return;
+    if ((info.mode & 0o022) !== 0) found.push(`${path} ${(info.mode & 0o777).toString(8)}`);
+    if (info.isDirectory()) for (const name of await readdir(path)) await visit(join(path, name));
+  };
+  await visit(dir);
+  return found;
+}
+
+test("a daemon started with umask 000 makes nothing writable by group or others: state, ledger, run folders, logs, lock", async () => {
+  const text = definitionText(world, { nodes: ["l1", "l2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]), modelSource: "push" });
+  await writeDefinition(world, "modes", text);
+  const revision = await revisionOf(world, "modes");
+  await waitForStatus(world, "modes", (s) => isReadyAt(s, revision), 90_000);
+  expect(await writableByOthers(world.stateDir)).toEqual([]);
+  expect(await writableByOthers(join(world.root, "nodes"))).toEqual([]);
+  expect(await writableByOthers(join(world.clustersDir, ".shardctl-daemon.lock"))).toEqual([]);
+  expect(await removeDefinition(world, "modes", 30_000)).toBe(true);
+}, 150_000);
+
+test("a run folder another user owns is refused (RunFolderUnsafe, not counted) and launched once it is the node's user's", async () => {
+  const runDir = join(world.root, "nodes", "l2", ".shardctl", "run", "theirs");
+  await mkdir(runDir, { recursive: true });
+  await chown(runDir, 65534, 65534);
+  const text = definitionText(world, { nodes: ["l1", "l2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]) });
+  await writeDefinition(world, "theirs", text);
+  const refused = await waitForStatus(world, "theirs", (s) => s.lastError?.reason === "RunFolderUnsafe", 60_000);
+  expect(refused.lastError!.message).toContain(`${runDir} belongs to another user (nobody)`);
+  expect(refused.restarts?.count ?? 0).toBe(0);
+  // Nothing was written in it.
+  expect(await readdir(runDir)).toEqual([]);
+  await chown(runDir, 0, 0);
+  const revision = await revisionOf(world, "theirs");
+  const ready = await waitForStatus(world, "theirs", (s) => isReadyAt(s, revision), 90_000);
+  expect(ready.restarts?.count).toBe(1);
+  expect((await stat(runDir)).uid).toBe(0);
+  expect(await removeDefinition(world, "theirs", 30_000)).toBe(true);
+}, 200_000);
