@@ -3,8 +3,8 @@
  * continuum-router's operator restores an old copy): a cluster whose backend is no longer listed is
  * not routed to, and its status must not keep saying Registered until the next resync (up to
  * `resync_seconds`). The daemon watches the file it registers clusters in, and each cluster of its
- * own whose backend the file no longer lists gets a pass at once: the pass sees the loss, says so,
- * and registers it again.
+ * own whose backend the file no longer lists, or lists with another URL or without its model, gets
+ * a pass at once: the pass sees the loss, says so, and registers it again.
  */
 import { Ledger } from "../launch/index.js";
 import { readRouterConfig, watchConfig } from "../router/index.js";
@@ -16,7 +16,7 @@ export interface RouterConfigWatch {
   stateDir: string;
   /** Whether a ledger entry is this daemon's (another daemon's clusters are left to it). */
   owns: (entry: { owner?: string }) => boolean;
-  /** A cluster whose backend the file no longer lists. */
+  /** A cluster whose backend the file no longer lists as registered. */
   onLost: (cluster: string) => void;
   log: Logger;
 }
@@ -26,9 +26,16 @@ export function watchRouterConfig(o: RouterConfigWatch): () => void {
   const ledger = new Ledger(o.stateDir);
   const check = async (): Promise<void> => {
     // A file that does not parse now (half an edit) is looked at again at its next change.
-    const listed = new Set((await readRouterConfig(o.configFile)).backends.map((b) => b.name));
+    const listed = new Map((await readRouterConfig(o.configFile)).backends.map((b) => [b.name, b]));
     for (const entry of await ledger.list()) {
-      if (entry.routerBackend !== undefined && entry.phase === "running" && o.owns(entry) && !listed.has(entry.routerBackend)) o.onLost(entry.cluster);
+      if (entry.routerBackend === undefined || entry.phase !== "running" || !o.owns(entry)) continue;
+      const backend = listed.get(entry.routerBackend);
+      // Gone, or pointing elsewhere (an old copy restored): not routed to what runs.
+      const lost =
+        backend === undefined ||
+        (entry.coordinatorUrl !== undefined && backend.url !== entry.coordinatorUrl) ||
+        (entry.model !== undefined && !backend.models.includes(entry.model));
+      if (lost) o.onLost(entry.cluster);
     }
   };
   return watchConfig(

@@ -35,3 +35,26 @@ test("a backend removed from the router's YAML is registered again within second
   while (!(await routed()).includes(world.modelDir) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
   expect(await routed()).toContain(world.modelDir);
 }, 180_000);
+
+test("a backend whose URL or models were changed in the YAML (an old copy restored) is registered again as it runs", async () => {
+  const { world } = dw;
+  const ready = await waitForStatus(world, "watched", (s) => isReadyAt(s) && s.health === "Healthy", 90_000);
+  const url = ready.coordinator!.url;
+  const wrongUrl = url.replace(/:(\d+)$/, (_, port: string) => `:${Number(port) === 1 ? 2 : Number(port) - 1}`);
+  for (const [what, edit] of [
+    ["url", (text: string) => text.split(url).join(wrongUrl)],
+    ["models", (text: string) => text.split(JSON.stringify(world.modelDir)).join('"typo-model"')],
+  ] as const) {
+    const registered = await readFile(world.routerConfig, "utf8");
+    const edited = edit(registered);
+    expect(edited, `the ${what} edit changes the file`).not.toBe(registered);
+    await writeFile(world.routerConfig, edited);
+    const deadline = Date.now() + 10_000;
+    const restored = async (): Promise<boolean> => {
+      const text = await readFile(world.routerConfig, "utf8");
+      return text.includes(url) && !text.includes(wrongUrl) && !text.includes("typo-model");
+    };
+    while (!(await restored()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    expect(await restored(), `the ${what} edit is undone`).toBe(true);
+  }
+}, 180_000);

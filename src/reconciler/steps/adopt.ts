@@ -4,6 +4,7 @@
  */
 import { routerBackendOf, type LedgerEntry } from "../../launch/index.js";
 import { engineOf } from "../../engines/index.js";
+import type { BackendEntry } from "../../router/index.js";
 import { messageOf } from "../../errors/index.js";
 import { definitionDigest, type ClusterSpec } from "../../spec/index.js";
 import { definitionOf, type Pass } from "../pass.js";
@@ -106,10 +107,12 @@ async function registerUnregistered(pass: Pass, entry: LedgerEntry, spec: Cluste
 }
 
 /**
- * The router still has the backend the ledger says was registered: a router restarted without its
- * admin-API registrations (or a config file edited by hand) is given it again, and the pass says
- * so in the log. Returns the Registered condition to show when the router cannot be asked (Unknown,
- * the cluster Degraded), undefined when the registration stands.
+ * The router still has the backend the ledger says was registered, as it was registered: a router
+ * restarted without its admin-API registrations, or a config file edited by hand or restored from
+ * an old copy (the entry gone, or naming another URL or other models: every request failing while
+ * the status said Registered), is given it again, and the pass says so in the log. Returns the
+ * Registered condition to show when the router cannot be asked (Unknown, the cluster Degraded),
+ * undefined when the registration stands.
  */
 async function confirmRegistration(pass: Pass, entry: LedgerEntry, spec: ClusterSpec): Promise<ConditionUpdate | undefined> {
   const backend = entry.routerBackend;
@@ -118,15 +121,30 @@ async function confirmRegistration(pass: Pass, entry: LedgerEntry, spec: Cluster
   if (backend === undefined || url === undefined || !spec.router.register || pass.settings.router.kind === "none") return undefined;
   const registrar = pass.world.registrarFor(pass.settings);
   try {
-    if ((await registrar.lookup(backend)) !== undefined) return undefined;
+    const found = await registrar.lookup(backend);
+    const wanted = backendOf(spec, url);
+    const differs = found === undefined ? undefined : differenceOf(found, wanted);
+    if (found !== undefined && differs === undefined) return undefined;
     // A death seen while the router was asked deregistered it on purpose: not registered again.
     if (pass.memory.deathRecordedFor === entry.startedAt) return undefined;
-    pass.world.log.warn({ cluster: pass.name, backend }, "the router no longer has the backend: registering it again");
-    await registrar.register(backendOf(spec, url));
+    if (differs === undefined) pass.world.log.warn({ cluster: pass.name, backend }, "the router no longer has the backend: registering it again");
+    else pass.world.log.warn({ cluster: pass.name, backend, differs }, "the router's entry for the backend is not what runs: registering it again");
+    await registrar.register(wanted);
     return undefined;
   } catch (error) {
     return { status: "Unknown", reason: "RouterRegistrationFailed", message: `the router cannot confirm backend "${backend}": ${messageOf(error)}` };
   }
+}
+
+/** How the router's entry `found` differs from the one `wanted` (its URL, models, weight or upstream model), in words; undefined when it does not. */
+function differenceOf(found: BackendEntry, wanted: BackendEntry): string | undefined {
+  const differences = [
+    found.url === wanted.url ? undefined : `url ${found.url}, not ${wanted.url}`,
+    [...found.models].sort().join("\0") === [...wanted.models].sort().join("\0") ? undefined : `models ${found.models.join(", ")}, not ${wanted.models.join(", ")}`,
+    (found.weight ?? 1) === (wanted.weight ?? 1) ? undefined : `weight ${found.weight ?? 1}, not ${wanted.weight ?? 1}`,
+    found.upstream_model === wanted.upstream_model ? undefined : `upstream_model ${found.upstream_model ?? "none"}, not ${wanted.upstream_model ?? "none"}`,
+  ].filter((d) => d !== undefined);
+  return differences.length === 0 ? undefined : differences.join("; ");
 }
 
 /** The router entry of what runs at coordinator `url`, as `spec` names and weighs it (as its launch registered it). */
