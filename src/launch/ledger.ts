@@ -224,7 +224,7 @@ function wrongProcess(p: unknown, i: number, cluster: string): string | undefine
   if (typeof pid !== "number" || !Number.isInteger(pid) || pid <= 1) return `process ${i} has no valid pid`;
   if (typeof startTime !== "string") return `process ${i} has no start time`;
   if (typeof runDir !== "string" || !isRunFolderOf(runDir, cluster))
-    return `process ${i}'s runDir ${JSON.stringify(runDir)} is not a run folder of this cluster (an absolute …/run/${cluster})`;
+    return `process ${i}'s runDir ${JSON.stringify(runDir)} is not a run folder of this cluster (an absolute …/run/${cluster}, or a folder in one)`;
   for (const [key, path] of [
     ["logFile", logFile],
     ["exitFile", exitFile],
@@ -234,9 +234,11 @@ function wrongProcess(p: unknown, i: number, cluster: string): string | undefine
   return undefined;
 }
 
-/** Whether `dir` is, by its form, a run folder of `cluster`: absolute, normal, ending in run/<cluster>. */
+/** Whether `dir` is, by its form, a run folder of `cluster` (or a folder inside one): absolute, normal, under a run/<cluster>. */
 export function isRunFolderOf(dir: string, cluster: string): boolean {
-  return posix.isAbsolute(dir) && posix.normalize(dir) === dir && posix.basename(dir) === cluster && posix.basename(posix.dirname(dir)) === "run";
+  if (!posix.isAbsolute(dir) || posix.normalize(dir) !== dir) return false;
+  const parts = dir.split("/");
+  return parts.some((part, i) => part === "run" && parts[i + 1] === cluster);
 }
 
 function unreadable(file: string, cluster: string, why: string): ShardctlError {

@@ -9,9 +9,11 @@
  */
 import { buildLaunchRequest, controlNodeName } from "../../cluster/index.js";
 import { engineOf } from "../../engines/index.js";
-import { ShardctlError } from "../../errors/index.js";
+import { messageOf, ShardctlError } from "../../errors/index.js";
 import { roomLeft } from "../../files/index.js";
 import { launchCluster, LaunchError } from "../../launch/index.js";
+import { within } from "../../nodes/index.js";
+import type { Registrar } from "../../router/index.js";
 import { definitionDigest } from "../../spec/index.js";
 import { definitionOf } from "../pass.js";
 import { describeLaunchProgress, readLaunch } from "../../launch-timeline/index.js";
@@ -21,8 +23,9 @@ import { heldPort } from "./claim-port.js";
 
 /**
  * Launch failures caused by the cluster's surroundings (the network, a port held by another program,
- * a transport range other clusters or programs fill, a run folder another daemon uses, a router config
- * whose folder the daemon's user cannot write, a state directory on a full or read-only disk), not by it.
+ * a transport range other clusters or programs fill, a run folder another daemon uses or another user
+ * could write, a router that cannot take a registration (its config's folder unwritable, its config
+ * broken, its admin API down), a state directory on a full or read-only disk), not by it.
  * (A range too small for the cluster itself is refused with the definition.)
  */
 const givenBack = new Set([
@@ -33,8 +36,22 @@ const givenBack = new Set([
   "RunFolderClaimed",
   "RunFolderUnsafe",
   "RouterConfigUnwritable",
+  "RouterRegistrationFailed",
   "StateDirUnwritable",
 ]);
+
+/** How long the router is given to list its backends before a launch, ms (5 s, as a registration's own request). */
+const routerAnswerMs = 5_000;
+
+/** Why the router could not list its backends now (its config does not parse, its admin API does not answer), else undefined. */
+async function routerRefusal(registrar: Registrar): Promise<string | undefined> {
+  const said = registrar.list().then(
+    () => undefined,
+    // Its first line: a YAML error goes on with the lines it quotes.
+    (error: unknown) => messageOf(error).replace(/:?\s*\n[\s\S]*$/, ""),
+  );
+  return within(routerAnswerMs, said, `it did not list its backends within ${routerAnswerMs} ms`);
+}
 
 /** Room a launch needs on the ledger's disk, KiB (64 KiB): its records there are a few KiB each. */
 const ledgerRoomKiB = 64;
@@ -168,6 +185,12 @@ export const launch: Step = {
         const { folder, problem } = unwritable;
         const words = `cannot write in ${folder}, the folder of router config ${settings.router.config}: ${problem}; the daemon's user must be able to create files there`;
         throw new LaunchError("RouterConfigUnwritable", "router-registration", words);
+      }
+      // Nor is a launch run whole into a router that cannot take a registration now (its config
+      // does not parse, its admin API does not answer): asked first, nothing is started.
+      const refusing = request.router === undefined ? undefined : await routerRefusal(world.registrarFor(settings));
+      if (refusing !== undefined) {
+        throw new LaunchError("RouterRegistrationFailed", "router-registration", `the router cannot take a registration now: ${refusing}; nothing was started`);
       }
       await launchCluster(request, {
         ledger,
