@@ -24,7 +24,7 @@ export { superviseCluster, type SuperviseOptions, type SupervisionOutcome, type 
 export { keepLogsBounded, trimLogs, defaultLogLimits, type LogLimits } from "./log-keeper.js";
 export { clipCommand, stopLeftoverListeners } from "./leftover-listeners.js";
 export { claimOf, type RunClaim } from "./run-claim.js";
-export { Ledger, type LedgerEntry, type LedgerProcess, type LedgerPort, type ProcessRole } from "./ledger.js";
+export { Ledger, isRunFolderOf, type LedgerEntry, type LedgerProcess, type LedgerPort, type ProcessRole } from "./ledger.js";
 export { allocatePorts, type PortRange, type PortRequest, type PortHolder } from "./ports.js";
 export { LaunchError } from "./launch-error.js";
 export { processLabel, isProcessAlive, askExit, describeExit, readLogTail, stopEngineProcess, type StopOutcome } from "./processes.js";

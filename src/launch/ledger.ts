@@ -131,7 +131,7 @@ export class Ledger {
       throw unreadable(file, cluster, `it is not JSON (${(error as Error).message})`);
     }
     if (!isEntry(entry, cluster)) throw unreadable(file, cluster, "it is not a ledger entry of this cluster");
-    const wrong = entry.processes.map((p, i) => wrongProcess(p, i, cluster)).find((why) => why !== undefined);
+    const wrong = entry.processes.map((p, i) => wrongProcess(p, i)).find((why) => why !== undefined);
     if (wrong !== undefined) throw unreadable(file, cluster, wrong);
     return entry;
   }
@@ -210,21 +210,20 @@ function isEntry(value: unknown, cluster: string): value is LedgerEntry {
 
 /**
  * What is wrong with process `i` of an entry of `cluster`, or undefined. The daemon signals the
- * pids an entry names and removes the run folders it names, recursively, as its own user (root,
- * often): a folder that is not a run folder of this cluster (`…/run/<cluster>`: the control
- * machine's `<state_dir>/run/<cluster>`, a node's `<model_dir>/.shardctl/run/<cluster>`), or files
- * outside it, are refused, not acted on — an entry written by someone else (a ledger folder others
- * could write named `/tmp` once, and the prune emptied it).
+ * pids an entry names (each checked against its start time first), reads its log and exit files
+ * into the status file, and removes its run folder: a process without a valid pid, a run folder
+ * that is not an absolute path, or files outside it, are refused, not acted on. (A removal also
+ * asks that the folder be a run folder of the cluster by its form: see isRunFolderOf.)
  */
-function wrongProcess(p: unknown, i: number, cluster: string): string | undefined {
+function wrongProcess(p: unknown, i: number): string | undefined {
   if (typeof p !== "object" || p === null) return `process ${i} is not an object`;
   const { role, node, pid, startTime, runDir, logFile, exitFile } = p as Partial<LedgerProcess>;
   if (role !== "stage" && role !== "coordinator") return `process ${i} has no role`;
   if (typeof node !== "string" || node === "") return `process ${i} names no node`;
   if (typeof pid !== "number" || !Number.isInteger(pid) || pid <= 1) return `process ${i} has no valid pid`;
   if (typeof startTime !== "string") return `process ${i} has no start time`;
-  if (typeof runDir !== "string" || !isRunFolderOf(runDir, cluster))
-    return `process ${i}'s runDir ${JSON.stringify(runDir)} is not a run folder of this cluster (an absolute …/run/${cluster}, or a folder in one)`;
+  if (typeof runDir !== "string" || !posix.isAbsolute(runDir) || posix.normalize(runDir) !== runDir)
+    return `process ${i}'s runDir ${JSON.stringify(runDir)} is not an absolute, normal path`;
   for (const [key, path] of [
     ["logFile", logFile],
     ["exitFile", exitFile],
@@ -234,7 +233,13 @@ function wrongProcess(p: unknown, i: number, cluster: string): string | undefine
   return undefined;
 }
 
-/** Whether `dir` is, by its form, a run folder of `cluster` (or a folder inside one): absolute, normal, under a run/<cluster>. */
+/**
+ * Whether `dir` is, by its form, a run folder of `cluster` (or a folder inside one): absolute,
+ * normal, under a run/<cluster> — as every launch makes them (`<model_dir>/.shardctl/run/<cluster>`
+ * on a node, `<state_dir>/run/<cluster>` on the control machine). A folder is removed,
+ * recursively and as the daemon's user, only when it is one: an entry written by someone else once
+ * named /tmp, and the prune emptied it.
+ */
 export function isRunFolderOf(dir: string, cluster: string): boolean {
   if (!posix.isAbsolute(dir) || posix.normalize(dir) !== dir) return false;
   const parts = dir.split("/");

@@ -63,6 +63,19 @@ function checkSettings(data: unknown, file: string, locator: Locator): SpecIssue
   if (getRaw(data, ["router", "kind"]) === "continuum" && getRaw(data, ["router", "config"]) === undefined) {
     issues.push(makeIssue(file, locator, ["router", "config"], 'is required when router.kind is "continuum"', "key"));
   }
+  // The embedded router serves router.config; clusters registered through an admin API would never
+  // reach it (every request 404 while the status said Registered).
+  if (getRaw(data, ["router", "embedded"]) === true && getRaw(data, ["router", "admin_url"]) !== undefined) {
+    issues.push(
+      makeIssue(
+        file,
+        locator,
+        ["router", "admin_url"],
+        "cannot be set with router.embedded = true: the embedded router serves router.config, where clusters are registered without an admin API; remove admin_url, or set embedded = false to register with the router at admin_url",
+        "key",
+      ),
+    );
+  }
   // The dashboard's one action must not be open to a network: off loopback it needs a token.
   const uiAddress = getString(data, ["daemon", "ui_address"], patterns.hostPort);
   if (uiAddress !== undefined && !isLoopbackAddress(uiAddress) && getRaw(data, ["daemon", "ui_token_env"]) === undefined) {

@@ -83,6 +83,19 @@ describe("parseSettings", () => {
     ]);
   });
 
+  it("refuses an admin_url beside the embedded router, which never sees what an admin API registers", () => {
+    const result = parseSettings(
+      `[router]\nkind = "continuum"\nconfig = "router.yaml"\nembedded = true\nadmin_url = "http://127.0.0.1:8089"\n`,
+      "/srv/ops/shardctl.toml",
+    );
+    expect(result.ok).toBe(false);
+    const lines = result.ok ? [] : result.issues.map(formatIssue);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain("router.admin_url");
+    expect(lines[0]).toContain("cannot be set with router.embedded = true");
+    expect(parseSettings(`[router]\nkind = "continuum"\nconfig = "router.yaml"\nadmin_url = "http://127.0.0.1:8089"\n`, "/srv/ops/shardctl.toml").ok).toBe(true);
+  });
+
   it("reports a TOML syntax error at smol-toml's position", () => {
     const result = parseSettings("[distributed]\nenabled = tru\n", "s.toml");
     expect(result.ok).toBe(false);

@@ -5,7 +5,7 @@
  * cluster of the name for ten minutes).
  */
 import { runDirOf } from "../../cluster/index.js";
-import { claimOf, stopLeftoverListeners, type LedgerProcess } from "../../launch/index.js";
+import { claimOf, isRunFolderOf, stopLeftoverListeners, type LedgerProcess } from "../../launch/index.js";
 import { within, type NodeAccess } from "../../nodes/index.js";
 import type { Pass } from "../pass.js";
 
@@ -30,6 +30,14 @@ export async function removeRunFolders(pass: Pass, places: readonly RunFolderPla
     places.map(async ({ nodeName, node, dir, sweep }) => {
       const say = (_step: string, detail: string): void => world.log.warn({ cluster: pass.name, node: nodeName }, detail);
       const work = async (): Promise<boolean> => {
+        // Only a run folder of this cluster by its form is removed, whatever a ledger entry says.
+        if (!isRunFolderOf(dir, pass.name)) {
+          world.log.warn(
+            { cluster: pass.name, node: nodeName, dir },
+            `the run folder of ${whose} is left: ${dir} is not a run folder of the cluster (…/run/${pass.name})`,
+          );
+          return true;
+        }
         // A cluster that never launched on this node has no folder there, and nothing to sweep:
         // one look (a removal of hundreds of stopped or invalid definitions stays a moment's work).
         if ((await node.stat(dir)) === undefined) return true;
