@@ -378,18 +378,18 @@ function showModel(model: string): string {
  */
 function readBody(req: IncomingMessage, maxBytes: number, held: { bytes: number; limit: number }): Promise<Buffer | "too-large" | "busy" | "aborted"> {
   return new Promise((resolve) => {
-    // A body of declared length is read into one buffer of that size (its pages taken as bytes
-    // arrive): the chunks and a copy joining them would hold it twice until the garbage collector
-    // runs. A chunked one (no length) is joined at its end. Either is counted against the budget
-    // as its bytes arrive: a declared length alone holds nothing (or a client that declares 32 MiB
-    // and sends nothing would hold the budget for as long as the server waits for a body).
+    // The chunks are joined at the end, and counted against the budget as they arrive: a declared
+    // length alone holds nothing (a client that declares 32 MiB and sends nothing would otherwise
+    // hold the budget for as long as the server waits for a body). Nor is a buffer of the declared
+    // size made before the bytes come: a thousand clients that each declared 32 MiB reserved 32 GiB
+    // of address space, and under a limit on it (ulimit -v, strict overcommit) the daemon's other
+    // allocations failed.
     const length = Number(req.headers["content-length"]);
     const declared = req.headers["content-length"] !== undefined && Number.isSafeInteger(length) && length >= 0 ? length : undefined;
     if (declared !== undefined && declared > maxBytes) {
       req.resume();
       return resolve("too-large");
     }
-    const whole = declared === undefined ? undefined : Buffer.allocUnsafe(declared);
     const chunks: Buffer[] = [];
     let size = 0;
     let settled = false;
@@ -407,13 +407,12 @@ function readBody(req: IncomingMessage, maxBytes: number, held: { bytes: number;
     req.on("data", (chunk: Buffer) => {
       if (size + chunk.length > (declared ?? maxBytes)) return settle("too-large");
       if (held.bytes + chunk.length > held.limit) return settle("busy");
-      if (whole !== undefined) chunk.copy(whole, size);
-      else chunks.push(chunk);
+      chunks.push(chunk);
       size += chunk.length;
       held.bytes += chunk.length;
     });
     req.on("end", () => {
-      if (whole !== undefined) return settle(size === declared ? whole : "aborted");
+      if (declared !== undefined && size !== declared) return settle("aborted");
       const body = Buffer.concat(chunks, size);
       chunks.length = 0;
       settle(body);

@@ -7,7 +7,7 @@
  */
 import { request } from "node:http";
 import { connect, type Socket } from "node:net";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -181,6 +181,36 @@ describe("request bodies held at once", () => {
       sent.socket.destroy();
     } finally {
       for (const socket of promised) socket.destroy();
+    }
+  }, 60_000);
+
+  it("a declared length reserves nothing: 400 heads that promise 30 MiB each and send a few bytes leave the router's address space as it was", async () => {
+    const { hostname, port } = new URL(router.url);
+    const vmSizeKiB = async (): Promise<number> => Number(/^VmSize:\s+(\d+)/m.exec(await readFile(`/proc/${router.child.pid}/status`, "utf8"))?.[1]);
+    const before = await vmSizeKiB();
+    const sockets = await Promise.all(
+      Array.from(
+        { length: 400 },
+        () =>
+          new Promise<Socket>((resolve) => {
+            const socket = connect(Number(port), hostname, () => {
+              socket.write(
+                `POST /v1/chat/completions HTTP/1.1\r\nHost: ${hostname}:${port}\r\nContent-Type: application/json\r\nContent-Length: ${30 * 1024 * 1024}\r\n\r\n{"model":"m",`,
+              );
+              resolve(socket);
+            });
+            socket.on("error", () => undefined);
+          }),
+      ),
+    );
+    try {
+      // Let the router read every head and its first bytes.
+      await new Promise((r) => setTimeout(r, 1_500));
+      const grownMiB = ((await vmSizeKiB()) - before) / 1024;
+      // 400 × 30 MiB = 12000 MiB when each declared length was reserved at once.
+      expect(grownMiB).toBeLessThan(2_000);
+    } finally {
+      for (const socket of sockets) socket.destroy();
     }
   }, 60_000);
 });
