@@ -7,7 +7,18 @@
  */
 import { join } from "node:path";
 import { isShardctlError, messageOf, ShardctlError } from "../errors/index.js";
-import { addressesListenedBy, commandFailed, launchMark, markedProcesses, readTail, type CommandResult, type NodeAccess, type TcpSocket } from "../nodes/index.js";
+import {
+  addressesListenedBy,
+  commandFailed,
+  launchMark,
+  markedProcesses,
+  oomNoteOf,
+  readTail,
+  within,
+  type CommandResult,
+  type NodeAccess,
+  type TcpSocket,
+} from "../nodes/index.js";
 import type { LedgerProcess, ProcessRole } from "./ledger.js";
 
 /** Label of a process in file names and messages: `stage-0`, `coordinator`. */
@@ -37,7 +48,7 @@ export function plannedProcess(role: ProcessRole, index: number | undefined, nod
 /** Start a planned process detached and return its record with pid and start time. */
 export async function startEngineProcess(node: NodeAccess, planned: LedgerProcess, argv: string[]): Promise<LedgerProcess> {
   // A previous launch's files would be taken for this one's: an old exit status means "exited".
-  await Promise.all([node.remove(planned.logFile), node.remove(planned.exitFile), node.remove(leftFileOf(planned))]);
+  await Promise.all([node.remove(planned.logFile), node.remove(planned.exitFile), node.remove(oomNoteOf(planned.exitFile)), node.remove(leftFileOf(planned))]);
   const { pid, startTime } = await node.startDetached(argv, {
     logFile: planned.logFile,
     cwd: planned.runDir,
@@ -144,7 +155,8 @@ export async function describeRecordedExit(node: NodeAccess, process: LedgerProc
 async function describeStatus(node: NodeAccess, process: LedgerProcess, status: number): Promise<string> {
   // The wrapper's shell reports a signal as 128 + its number; signals end at SIGRTMAX (64 on
   // Linux), so 193-255 are statuses the process chose itself (exit(-1) is 255).
-  if (status > 128 && status <= 128 + highestSignal) return `killed by ${signalName(status - 128)} (status ${status})`;
+  if (status > 128 && status <= 128 + highestSignal)
+    return `killed by ${signalName(status - 128)} (status ${status})${status === 128 + 9 ? await oomWords(node, process) : ""}`;
   if (status === 0) {
     // An engine that puts itself in the background: its first process exits 0 at once, and the
     // engine runs on in a session of its own, where supervision cannot see it.
@@ -155,6 +167,23 @@ async function describeStatus(node: NodeAccess, process: LedgerProcess, status: 
     }
   }
   return `exited with status ${status}`;
+}
+
+/**
+ * What a SIGKILL's words add when the kernel's OOM killer killed processes on the node while this
+ * one ran (its wrapper noted the count as it started and ended): most likely it was one of them.
+ * Nothing when the count stood still (a `kill -9`, a teardown's SIGKILL), off Linux, or unread.
+ */
+async function oomWords(node: NodeAccess, process: LedgerProcess): Promise<string> {
+  const note = await within(
+    defaultReachMs,
+    node.readFile(oomNoteOf(process.exitFile)).then((b) => b.toString("utf8").trim()),
+    undefined,
+  ).catch(() => undefined);
+  const [before, after] = (/^(\d+) (\d+)$/.exec(note ?? "") ?? []).slice(1).map(Number);
+  if (before === undefined || after === undefined || !(after > before)) return "";
+  const kills = after - before;
+  return `: out of memory, most likely — the kernel's OOM killer killed ${plural(kills, "process")} on ${process.node} while it ran (its node's memory, or its memory cgroup's limit, ran out; \`dmesg\` or \`journalctl -k\` there names each); a smaller share of layers on that node (\`[nodes.${process.node}] memory_limit\`), or more memory there`;
 }
 
 /**

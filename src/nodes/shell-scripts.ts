@@ -53,8 +53,17 @@ echo "$pid $t"`;
 /**
  * Wraps a command so its exit status lands in a file ($0). The trap is a handler, not an ignore, so the
  * command itself still gets default signal dispositions; the shell records the status after it ends.
+ * On Linux it also reads the kernel's count of OOM kills (`oom_kill` in /proc/vmstat, readable by
+ * any user) as the command starts and as it ends; when the count rose meanwhile, "<before> <after>"
+ * goes to "$0.oom", before the status: a command killed by SIGKILL then was most likely the process
+ * the OOM killer chose (its node's memory, or its cgroup's limit, ran out).
  */
-export const exitStatusWrapper = `trap : TERM INT HUP; "$@"; echo $? > "$0"`;
+export const exitStatusWrapper = `trap : TERM INT HUP; k() { sed -n 's/^oom_kill //p' /proc/vmstat 2>/dev/null; }; b=$(k); "$@"; s=$?; a=$(k); [ -n "$b" ] && [ "$a" != "$b" ] && echo "$b $a" > "$0.oom"; echo $s > "$0"`;
+
+/** The file beside an exit status file where the wrapper notes OOM kills while its command ran. */
+export function oomNoteOf(exitFile: string): string {
+  return `${exitFile}.oom`;
+}
 
 /**
  * $1 = pid, $2 = expected start time, $3 = signal name. Exit 3 when the start time differs. A

@@ -2,7 +2,8 @@
  * A node whose SSH sessions run in a memory cgroup (a container, a user slice with MemoryMax) may
  * use no more than its limit, whatever /proc/meminfo says of the machine: the probe reports memory
  * capped by the least limit among the session's cgroups, so plans are budgeted with what an engine
- * started there may use before the OOM killer ends it. A real sshd, moved into a memory cgroup of
+ * started there may use before the OOM killer ends it; and a process the OOM killer ends there is
+ * said to be out of memory, not only killed by SIGKILL. A real sshd, moved into a memory cgroup of
  * its own with a 96 MiB limit.
  */
 import { execFile } from "node:child_process";
@@ -11,6 +12,7 @@ import { mkdir, readFile, rmdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, expect, test } from "vitest";
+import { askExit } from "../../src/launch/index.js";
 import { NodePool, type NodeAccess } from "../../src/nodes/index.js";
 import { probeNode } from "../../src/nodes/probe.js";
 import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
@@ -82,3 +84,38 @@ test("memory is capped by the session's cgroup limit, and says so", async () => 
   expect(probe.memoryAvailableBytes).toBeGreaterThan(0);
   expect(probe.memoryAvailableBytes).toBeLessThanOrEqual(limitBytes);
 });
+
+test("a process the OOM killer ends is said to be out of memory, naming the node", async () => {
+  const runDir = join(set.nodes[0]!.modelDir, ".shardctl", "run", "oom");
+  await mkdir(runDir, { recursive: true });
+  const exitFile = join(runDir, "stage-0.exit");
+  const logFile = join(runDir, "stage-0.log");
+  // Grows past the cgroup's 96 MiB, touching every page, until the kernel kills it.
+  const grow = "const kept = []; for (;;) kept.push(Buffer.alloc(8 << 20, 1));";
+  const started = await node.startDetached([process.execPath, "-e", grow], { logFile, exitStatusFile: exitFile });
+  const deadline = Date.now() + 30_000;
+  while (!existsSync(exitFile) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  expect((await readFile(exitFile, "utf8")).trim()).toBe("137");
+  const { words } = await askExit(node, { role: "stage", index: 0, node: "n5", pid: started.pid, startTime: started.startTime, runDir, logFile, exitFile });
+  expect(words).toMatch(/^killed by SIGKILL \(status 137\): out of memory, most likely — the kernel's OOM killer killed \d+ process(es)? on n5 while it ran/);
+  expect(words).toContain("[nodes.n5] memory_limit");
+}, 60_000);
+
+test("a SIGKILL from outside while no OOM kill happens is said as it is", async () => {
+  const runDir = join(set.nodes[0]!.modelDir, ".shardctl", "run", "killed");
+  await mkdir(runDir, { recursive: true });
+  const exitFile = join(runDir, "stage-0.exit");
+  const logFile = join(runDir, "stage-0.log");
+  const started = await node.startDetached(["sleep", "60"], { logFile, exitStatusFile: exitFile });
+  // The sleep, not its wrapper: the wrapper's child (once the wrapper has started it).
+  let sleeper = "";
+  for (let i = 0; i < 100 && sleeper === ""; i++) {
+    sleeper = (await run("pgrep", ["-P", String(started.pid), "sleep"]).catch(() => ({ stdout: "" }))).stdout.trim();
+    if (sleeper === "") await new Promise((r) => setTimeout(r, 50));
+  }
+  await run("kill", ["-KILL", sleeper]);
+  const deadline = Date.now() + 10_000;
+  while (!existsSync(exitFile) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  const { words } = await askExit(node, { role: "stage", index: 0, node: "n5", pid: started.pid, startTime: started.startTime, runDir, logFile, exitFile });
+  expect(words).toBe("killed by SIGKILL (status 137)");
+}, 30_000);
