@@ -198,8 +198,9 @@ export class SshNode extends ShellNode implements NodeAccess {
   }
 
   /**
-   * `use` on the connection's SFTP session, failing as NodeUnreachable as soon as the session closes
-   * (the connection dropped: a partitioned node is given up on by the keepalive). ssh2 fails the
+   * `use` on the connection's SFTP session, failing as soon as the session closes: NodeUnreachable
+   * when the connection dropped (a partitioned node is given up on by the keepalive), NodeFileError
+   * when only the SFTP server ended. ssh2 fails the
    * requests pending at the drop, but an operation that then closes its remote handle (a push,
    * writeFile, readFile, a write stream) waits for that close on the dead channel for ever: without
    * this, a push cut off by a partition would hang its staging past every deadline, and after the
@@ -207,22 +208,35 @@ export class SshNode extends ShellNode implements NodeAccess {
    */
   private async withSftp<T>(what: string, use: (sftp: SFTPWrapper) => Promise<T>, onLost?: (error: Error) => void, session?: SFTPWrapper): Promise<T> {
     const sftp = session ?? (await this.connection.sftp());
-    const unreachable = new ShardctlError("NodeUnreachable", `node ${this.config.name}: the connection closed while ${what}`);
-    let closed = false;
+    let closed: Promise<ShardctlError> | undefined;
     let onClose: (() => void) | undefined;
     const lost = new Promise<never>((_, reject) => {
       onClose = () => {
-        closed = true;
-        onLost?.(unreachable);
-        reject(unreachable);
+        // A connection that dropped closes in the same turn as its session: told apart once that
+        // turn is over. A session that closed on a connection still up is the node's SFTP server
+        // gone on its own (killed at a file size limit, `ulimit -f`; crashed), no partition.
+        closed = new Promise((decided) =>
+          setImmediate(() => {
+            const error = this.connection.connected
+              ? new ShardctlError(
+                  "NodeFileError",
+                  `node ${this.config.name}: the SFTP session ended while ${what}, though the SSH connection is up: the node's SFTP server exited (a file size limit of its user, \`ulimit -f\`; a crash; sshd's log there says which); what was written is kept`,
+                )
+              : new ShardctlError("NodeUnreachable", `node ${this.config.name}: the connection closed while ${what}`);
+            onLost?.(error);
+            reject(error);
+            decided(error);
+          }),
+        );
       };
       sftp.once("close", onClose);
     });
     // ssh2 fails the requests pending at a drop ("No response from server") just before the session
     // closes, in the same turn: an operation of one request (a rename, a read still opening its file)
-    // fails that way, and is the same lost connection.
-    const work = use(sftp).catch((error: unknown) => {
-      throw closed ? unreachable : error;
+    // fails that way, and is the same end of the session.
+    const work = use(sftp).catch(async (error: unknown) => {
+      await new Promise((next) => setImmediate(next));
+      throw closed === undefined ? error : await closed;
     });
     work.catch(() => undefined);
     try {

@@ -1,0 +1,70 @@
+/**
+ * A node's SFTP server that ends on its own while the SSH connection stays up — killed at its
+ * user's file size limit (`ulimit -f`: SIGXFSZ), or crashed — is a file error naming the likely
+ * cause, not an unreachable node (a staging once retried such a push for ever as NodeUnreachable
+ * while the node answered every command). A real sshd with Debian's external sftp-server, which
+ * the test kills under a write.
+ */
+import { execFile } from "node:child_process";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import { NodePool, type NodeAccess } from "../../src/nodes/index.js";
+import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
+
+const run = promisify(execFile);
+
+let set: SshdSet;
+let pool: NodePool;
+let node: NodeAccess;
+let listener: number;
+
+beforeAll(async () => {
+  set = await startSshdNodes({ count: 1, sftp: "shell" });
+  const sshd = set.nodes[0]!;
+  const { stdout } = await run("ss", ["-Hltnp", `src ${sshd.host}:${sshd.port}`]);
+  const pid = /pid=(\d+)/.exec(stdout)?.[1];
+  if (pid === undefined) throw new Error(`no sshd listens on ${sshd.host}:${sshd.port}: ${stdout}`);
+  listener = Number(pid);
+  pool = new NodePool({ knownHostsPath: set.knownHostsPath, sshConfigPath: join(set.root, "no-config") });
+  node = pool.get(sshNodeConfig(set, 0));
+}, 60_000);
+
+afterAll(async () => {
+  await pool?.close();
+  await set?.close();
+});
+
+/** The sftp-server processes this test's sshd started (its descendants), none of another's. */
+async function sftpServersOfOurSshd(): Promise<number[]> {
+  const { stdout } = await run("ps", ["-eo", "pid=,ppid=,comm="]);
+  const rows = stdout
+    .trim()
+    .split("\n")
+    .map((line) => line.trim().split(/\s+/))
+    .map(([pid, ppid, comm]) => ({ pid: Number(pid), ppid: Number(ppid), comm }));
+  const parent = new Map(rows.map((r) => [r.pid, r.ppid]));
+  const descends = (pid: number): boolean => {
+    for (let p = parent.get(pid); p !== undefined && p > 1; p = parent.get(p)) if (p === listener) return true;
+    return false;
+  };
+  return rows.filter((r) => r.comm === "sftp-server" && descends(r.pid)).map((r) => r.pid);
+}
+
+test("the SFTP server killed under a write: NodeFileError saying it ended while the connection is up, and the node still answers", async () => {
+  const file = join(set.nodes[0]!.modelDir, "big.bin");
+  const writing = node.writeFile(file, Buffer.alloc(256 << 20, 7)).catch((e: unknown) => e as { reason?: string; message: string });
+  let killed = false;
+  for (let i = 0; i < 500 && !killed; i++) {
+    const servers = await sftpServersOfOurSshd();
+    for (const pid of servers) await run("kill", ["-KILL", String(pid)]).catch(() => undefined);
+    killed = servers.length > 0;
+    if (!killed) await new Promise((r) => setTimeout(r, 10));
+  }
+  expect(killed).toBe(true);
+  const failed = await writing;
+  expect(failed).toMatchObject({ reason: "NodeFileError" });
+  expect((failed as Error).message).toMatch(/the SFTP session ended while writing .*big\.bin, though the SSH connection is up: .*ulimit -f/);
+  const answer = await node.run(["echo", "still here"]);
+  expect(answer.stdout.trim()).toBe("still here");
+}, 60_000);
