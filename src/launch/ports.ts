@@ -40,8 +40,11 @@ export function oneAllocationAtATime<T>(work: () => Promise<T>): Promise<T> {
 }
 
 /**
- * Give each request a port from `range`, in request order, never two the same on one host.
- * `isInUse(host, port)` probes whether something already accepts connections there.
+ * Give each request a port from `range`, in request order per address, never two the same on one
+ * address. `isInUse(host, port)` probes whether something already holds it there. Addresses are
+ * independent (ports are unique per address), so each address's requests are served in turn while
+ * the addresses are served at once: a cluster of twelve nodes once spent 2.6 s probing them one
+ * after another. A range exhausted on several addresses is reported for the first request in order.
  */
 export async function allocatePorts(
   range: PortRange,
@@ -57,33 +60,46 @@ export async function allocatePorts(
   };
   for (const h of held) take(h.host, h.port, h.holder);
 
-  const result: number[] = [];
-  for (const request of requests) {
+  const choose = async (request: PortRequest): Promise<number> => {
     const busy: string[] = [];
-    let chosen: number | undefined;
-    for (let port = range.first; port <= range.last && chosen === undefined; port++) {
+    for (let port = range.first; port <= range.last; port++) {
       const holder = taken.get(request.host)?.get(port);
       if (holder !== undefined) {
         busy.push(`${port} (${holder})`);
       } else if (await isInUse(request.host, port)) {
         busy.push(`${port} (in use on ${request.host})`);
       } else {
-        chosen = port;
+        // Named as this launch's own in a later request's message: "43702 (stage-0 on n1)" read as
+        // another cluster's holder.
+        take(request.host, port, `this launch's ${request.label}`);
+        return port;
       }
     }
-    if (chosen === undefined) {
-      throw new ShardctlError(
-        "PortRangeExhausted",
-        `no free port for ${request.label} in ${range.first}-${range.last} on ${request.host}: ` +
-          `held by ${summarise(busy)}; widen [transport] port_range or stop a cluster that holds them`,
-      );
-    }
-    // Named as this launch's own in a later request's message: "43702 (stage-0 on n1)" read as
-    // another cluster's holder.
-    take(request.host, chosen, `this launch's ${request.label}`);
-    result.push(chosen);
-  }
-  return result;
+    throw new ShardctlError(
+      "PortRangeExhausted",
+      `no free port for ${request.label} in ${range.first}-${range.last} on ${request.host}: ` +
+        `held by ${summarise(busy)}; widen [transport] port_range or stop a cluster that holds them`,
+    );
+  };
+  const result: Array<number | undefined> = requests.map(() => undefined);
+  const failures: Array<unknown> = requests.map(() => undefined);
+  const hosts = [...new Set(requests.map((r) => r.host))];
+  await Promise.all(
+    hosts.map(async (host) => {
+      for (const [i, request] of requests.entries()) {
+        if (request.host !== host) continue;
+        try {
+          result[i] = await choose(request);
+        } catch (error) {
+          failures[i] = error;
+          return;
+        }
+      }
+    }),
+  );
+  const failed = failures.find((f) => f !== undefined);
+  if (failed !== undefined) throw failed;
+  return result as number[];
 }
 
 function summarise(busy: string[]): string {

@@ -70,3 +70,43 @@ describe("allocatePorts", () => {
     );
   });
 });
+
+describe("addresses at once", () => {
+  it("each address's requests are probed in turn while the addresses are probed at once, with the same ports as one at a time", async () => {
+    const hosts = ["10.0.0.1", "10.0.0.2", "10.0.0.3"];
+    const requests = hosts.flatMap((host) => [0, 1, 2].map((i) => ({ label: `stage-${i} on ${host}`, host })));
+    let inFlight = 0;
+    let most = 0;
+    const perHost = new Map<string, number>();
+    let sameHostAtOnce = false;
+    // Port 40001 is in use on every address; the probes answer after a pause, as a node's do.
+    const isInUse = async (host: string, port: number): Promise<boolean> => {
+      inFlight += 1;
+      most = Math.max(most, inFlight);
+      perHost.set(host, (perHost.get(host) ?? 0) + 1);
+      if (perHost.get(host)! > 1) sameHostAtOnce = true;
+      await new Promise((r) => setTimeout(r, 20));
+      perHost.set(host, perHost.get(host)! - 1);
+      inFlight -= 1;
+      return port === 40001;
+    };
+    const ports = await allocatePorts({ first: 40000, last: 40009 }, requests, [{ host: "10.0.0.2", port: 40000, holder: "cluster other" }], isInUse);
+    expect(ports).toEqual([40000, 40002, 40003, 40002, 40003, 40004, 40000, 40002, 40003]);
+    expect(most).toBe(3);
+    expect(sameHostAtOnce).toBe(false);
+  });
+
+  it("a range exhausted on two addresses names the first request in order", async () => {
+    const requests = [
+      { label: "stage-0 on a", host: "10.0.0.1" },
+      { label: "stage-1 on b", host: "10.0.0.2" },
+    ];
+    // The second address runs out first in time; the first request is still the one named.
+    const isInUse = async (host: string): Promise<boolean> => {
+      await new Promise((r) => setTimeout(r, host === "10.0.0.1" ? 50 : 1));
+      return true;
+    };
+    const failed = await allocatePorts({ first: 40000, last: 40001 }, requests, [], isInUse).catch((e: unknown) => e as Error);
+    expect((failed as Error).message).toMatch(/^no free port for stage-0 on a in 40000-40001 on 10\.0\.0\.1/);
+  });
+});
