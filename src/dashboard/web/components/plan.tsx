@@ -19,8 +19,9 @@ export function LayerBar({ plan }: { plan: PlanView }) {
       >
         {plan.stages.map((s) => (
           <div class={`layer-segment hue-${s.index % 6}`} style={{ flexGrow: s.layers[1] - s.layers[0] }} title={describeStage(s)} key={s.index}>
+            {/* The node first: a narrow segment (a plan of a dozen stages) still shows whose it is. */}
             <span class="segment-label">
-              stage {s.index} · {s.node}
+              {s.node} · stage {s.index}
             </span>
             {/* Half-open, as the stage cards, `shardctl status` and the status file write a range. */}
             <span class="segment-detail">
