@@ -46,20 +46,11 @@ async function makeMemoryCgroup(bytes: number): Promise<string> {
   return dir;
 }
 
-/** The pid of the process listening on `port` of `host`. */
-async function listenerPid(host: string, port: number): Promise<number> {
-  const { stdout } = await run("ss", ["-Hltnp", `src ${host}:${port}`]);
-  const pid = /pid=(\d+)/.exec(stdout)?.[1];
-  if (pid === undefined) throw new Error(`no listener found on ${host}:${port}: ${stdout}`);
-  return Number(pid);
-}
-
 beforeAll(async () => {
   set = await startSshdNodes({ count: 1 });
   group = await makeMemoryCgroup(limitBytes);
-  const sshd = set.nodes[0]!;
   // Sessions the listener forks from now on start in the cgroup.
-  await writeFile(join(group, "cgroup.procs"), String(await listenerPid(sshd.host, sshd.port)));
+  await writeFile(join(group, "cgroup.procs"), String(set.nodes[0]!.pid));
   pool = new NodePool({ knownHostsPath: set.knownHostsPath, sshConfigPath: join(set.root, "no-config") });
   node = pool.get(sshNodeConfig(set, 0));
 }, 60_000);

@@ -21,11 +21,7 @@ let listener: number;
 
 beforeAll(async () => {
   set = await startSshdNodes({ count: 1, sftp: "shell" });
-  const sshd = set.nodes[0]!;
-  const { stdout } = await run("ss", ["-Hltnp", `src ${sshd.host}:${sshd.port}`]);
-  const pid = /pid=(\d+)/.exec(stdout)?.[1];
-  if (pid === undefined) throw new Error(`no sshd listens on ${sshd.host}:${sshd.port}: ${stdout}`);
-  listener = Number(pid);
+  listener = set.nodes[0]!.pid!;
   pool = new NodePool({ knownHostsPath: set.knownHostsPath, sshConfigPath: join(set.root, "no-config") });
   node = pool.get(sshNodeConfig(set, 0));
 }, 60_000);

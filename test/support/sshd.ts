@@ -47,6 +47,8 @@ export interface SshdNode {
   stop(options?: { connections?: boolean }): Promise<void>;
   /** Start it again after `stop` (same port and key); `sshdOptions` are more of sshd's `-o` settings (e.g. `ForceCommand=…`). */
   start(sshdOptions?: readonly string[]): Promise<void>;
+  /** The listening sshd's pid (sessions it forks from now on inherit its limits and cgroup); undefined while stopped, or where the fixture does not know it. */
+  readonly pid?: number;
 }
 
 export interface SshdSet {
@@ -258,6 +260,9 @@ async function startOne(
     },
     stop,
     start: (sshdOptions = []) => launchSamePort(sshdOptions),
+    get pid() {
+      return child?.pid;
+    },
   };
   async function launchSamePort(sshdOptions: readonly string[] = []): Promise<void> {
     const keep = port;
