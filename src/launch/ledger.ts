@@ -209,7 +209,7 @@ function isEntry(value: unknown, cluster: string): value is LedgerEntry {
 }
 
 /**
- * What is wrong with process `i` of an entry of `cluster`, or undefined. The daemon signals the
+ * What is wrong with process `i` of an entry, or undefined. The daemon signals the
  * pids an entry names (each checked against its start time first), reads its log and exit files
  * into the status file, and removes its run folder: a process without a valid pid, a run folder
  * that is not an absolute path, or files outside it, are refused, not acted on. (A removal also
@@ -220,8 +220,10 @@ function wrongProcess(p: unknown, i: number): string | undefined {
   const { role, node, pid, startTime, runDir, logFile, exitFile } = p as Partial<LedgerProcess>;
   if (role !== "stage" && role !== "coordinator") return `process ${i} has no role`;
   if (typeof node !== "string" || node === "") return `process ${i} names no node`;
-  if (typeof pid !== "number" || !Number.isInteger(pid) || pid <= 1) return `process ${i} has no valid pid`;
   if (typeof startTime !== "string") return `process ${i} has no start time`;
+  // pid 0 with no start time: a process about to start (plannedProcess), found later by its files.
+  const planned = pid === 0 && startTime === "";
+  if (typeof pid !== "number" || !Number.isInteger(pid) || (pid <= 1 && !planned)) return `process ${i} has no valid pid`;
   if (typeof runDir !== "string" || !posix.isAbsolute(runDir) || posix.normalize(runDir) !== runDir)
     return `process ${i}'s runDir ${JSON.stringify(runDir)} is not an absolute, normal path`;
   for (const [key, path] of [

@@ -35,13 +35,14 @@ export function checkEngine(data: unknown, settings: Settings, add: AddIssue): v
  */
 function checkServedName(data: unknown, settings: Settings, engine: EngineFacts, add: AddIssue): void {
   if (engine.servedModelName === undefined || getRaw(data, ["router", "register"]) === false || settings.router.kind !== "continuum") return;
-  if (settings.router.embedded && settings.router.adminUrl === undefined) return;
+  // The embedded router (settings refuse an admin_url beside it).
+  if (settings.router.embedded) return;
   const through =
     settings.router.adminUrl !== undefined ? "an external router's admin API ([router] admin_url)" : "an external continuum-router ([router] embedded = false)";
   add(
     ["engine", "kind"],
     `${engine.name} answers only the model name ${quote(engine.servedModelName)}, and ${through} would send it the clients' name, which makes every rank try to load a model of that name: ` +
-      `run the embedded router (shardctl.toml [router] embedded = true, without admin_url), which rewrites the name, or set [router] register = false here`,
+      `run the embedded router (shardctl.toml [router] embedded = true), which rewrites the name, or set [router] register = false here`,
   );
 }
 

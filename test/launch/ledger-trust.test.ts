@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { Ledger, type LedgerEntry } from "../../src/launch/index.js";
+import { plannedProcess } from "../../src/launch/processes.js";
 import { dropReconcileRequest } from "../../src/reconciler/reconcile-request.js";
 import { useDaemonWorld } from "../reconciler/use-daemon-world.js";
 
@@ -82,3 +83,11 @@ test("an entry of no definition whose folder is not a run folder is pruned, and 
   expect(await ledger.read("evil")).toBeUndefined();
   expect(await readFile(join(victim, "keep-me"), "utf8")).toBe("an operator's file\n");
 }, 60_000);
+
+test("a process about to start (pid 0, no start time, as a launch records it before the start) is read as written", async () => {
+  const planned = plannedProcess("stage", 0, "l1", "/srv/models/.shardctl/run/planned");
+  const ledger = await ledgerFile("planned", entry("planned", [planned]));
+  expect(((await ledger.read("planned")) as LedgerEntry).processes[0]).toMatchObject({ pid: 0, startTime: "" });
+  expect((await ledger.list()).map((e) => e.cluster)).toContain("planned");
+  await rm(join(dw.world.stateDir, "ledger", "planned.json"));
+});
