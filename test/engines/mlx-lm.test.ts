@@ -267,10 +267,7 @@ describe("mlx-lm and the router", () => {
   const issuesOf = (parsed: ReturnType<typeof parseWith>) => (parsed.ok ? [] : parsed.issues.map(formatIssue));
 
   it("is refused at engine.kind behind an external continuum-router, or its admin API", () => {
-    for (const router of [
-      'kind = "continuum"\nconfig = "router.yaml"\n',
-      'kind = "continuum"\nconfig = "router.yaml"\nadmin_url = "http://127.0.0.1:9000"\n',
-    ]) {
+    for (const router of ['kind = "continuum"\nconfig = "router.yaml"\n', 'kind = "continuum"\nconfig = "router.yaml"\nadmin_url = "http://127.0.0.1:9000"\n']) {
       const issues = issuesOf(parseWith(router));
       expect(issues, router).toHaveLength(1);
       expect(issues[0]).toMatch(

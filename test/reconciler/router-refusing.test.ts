@@ -1,6 +1,6 @@
 /**
  * A router that cannot take a registration now — its YAML broken by a hand edit — is found before a
- * launch starts anything: the launch fails RouterRegistrationFailed saying nothing was started, is
+ * launch starts anything: the launch fails RouterUnavailable saying nothing was started, is
  * not counted against the restart budget (a launch run whole into it, three times, stalled a new
  * cluster within 17 s, and fixing the file did not bring it back), and launches once the file is
  * fixed. The daemon runs in this process on two local nodes, with the embedded router.
@@ -17,7 +17,7 @@ test("a router config that does not parse: nothing started, nothing counted, lau
   const good = await readFile(world.routerConfig, "utf8");
   await writeFile(world.routerConfig, `${good}\nbackends: [ {\n`);
   await dw.define("refused", { nodes: ["l1", "l2"], register: true });
-  const refused = await waitForStatus(world, "refused", (s) => s.lastError?.reason === "RouterRegistrationFailed", 60_000);
+  const refused = await waitForStatus(world, "refused", (s) => s.lastError?.reason === "RouterUnavailable", 60_000);
   expect(refused.lastError!.message).toMatch(/the router cannot take a registration now: .*nothing was started/);
   expect(refused.timeline.map((e) => e.step)).not.toContain("stage-0-started");
   // Retried with back-off a few times meanwhile, never counted.

@@ -44,7 +44,7 @@ export type LaunchStepReason =
   /** The one-token request against the coordinator failed (transient). */
   | "ReadinessProbeFailed"
   /** The router would not take the backend, or its config's folder cannot be written (see the router reasons). */
-  | Extract<RouterReason, "RouterRegistrationFailed" | "RouterConfigUnwritable">
+  | Extract<RouterReason, "RouterRegistrationFailed" | "RouterConfigUnwritable" | "RouterUnavailable">
   /** The launch could not be recorded in the daemon's state directory (a full disk, a read-only folder; transient, not counted). */
   | Extract<ReconcilerReason, "StateDirUnwritable">
   /** The launch files (cluster config, transport token) could not be written, or a step failed without a reason of its own (transient). */

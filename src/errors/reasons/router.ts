@@ -12,6 +12,11 @@ export type RouterReason =
   | "RouterConfigUnwritable"
   /** Registering the backend failed; terminal when the entry is invalid or the admin token variable is unset. */
   | "RouterRegistrationFailed"
+  /**
+   * Before a launch, the router could not list its backends (its config does not parse, its admin
+   * API does not answer): nothing was started; tried again with back-off, not counted (transient).
+   */
+  | "RouterUnavailable"
   /** Removing the backend failed; terminal when the admin token variable is unset. */
   | "RouterDeregistrationFailed"
   /** The router's admin API failed to list backends; terminal when the admin token variable is unset. */

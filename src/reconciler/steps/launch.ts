@@ -36,7 +36,7 @@ const givenBack = new Set([
   "RunFolderClaimed",
   "RunFolderUnsafe",
   "RouterConfigUnwritable",
-  "RouterRegistrationFailed",
+  "RouterUnavailable",
   "StateDirUnwritable",
 ]);
 
@@ -190,7 +190,7 @@ export const launch: Step = {
       // does not parse, its admin API does not answer): asked first, nothing is started.
       const refusing = request.router === undefined ? undefined : await routerRefusal(world.registrarFor(settings));
       if (refusing !== undefined) {
-        throw new LaunchError("RouterRegistrationFailed", "router-registration", `the router cannot take a registration now: ${refusing}; nothing was started`);
+        throw new LaunchError("RouterUnavailable", "router-registration", `the router cannot take a registration now: ${refusing}; nothing was started`);
       }
       await launchCluster(request, {
         ledger,
