@@ -1,6 +1,6 @@
 /**
  * What to say when a process ran out of file descriptors. Node loads a program's modules many at a
- * time, so shardctl needs about 160 descriptors before a command runs a line of its own, and its
+ * time, so shardctl needs about 200 descriptors before a command runs a line of its own, and its
  * daemon one per SSH connection, watched folder and client. Node raises the soft limit to the hard
  * one as it starts, so only a low hard limit (a service manager's or container's) runs short; it
  * failed with a bare EMFILE stack, or with Node's "Cannot find package" for a file that is there.
@@ -25,7 +25,7 @@ function openFileLimits(): { soft: string; hard: string } | undefined {
  */
 export function outOfDescriptorsAdvice(error: unknown, program: string): string | undefined {
   const code = (error as { code?: unknown } | null)?.code;
-  if (code === "ERR_MODULE_NOT_FOUND" && moduleIsThere(error)) return emfileAdvice(program);
+  if (code === "ERR_MODULE_NOT_FOUND" && moduleIsThere(error) && limitIsLow()) return emfileAdvice(program);
   if (code === "ENFILE") {
     return `${program} could not open a file: the system's table of open files is full (ENFILE); close programs holding many files, or raise fs.file-max`;
   }
@@ -41,6 +41,16 @@ function moduleIsThere(error: unknown): boolean {
   const [, kind, path] = /^Cannot find (package|module) '(\/[^']+)'/.exec(error instanceof Error ? error.message : "") ?? [];
   if (path === undefined) return false;
   return kind === "module" ? existsSync(path) : existsSync(join(dirname(path), "package.json"));
+}
+
+/**
+ * Whether this process may open few files (a hard limit under 1024), or the limits cannot be read
+ * (no descriptor left to read them): a package that is there but not found is a broken install
+ * otherwise (a `main` naming a missing file), not a shortage.
+ */
+function limitIsLow(): boolean {
+  const limits = openFileLimits();
+  return limits === undefined || (Number(limits.hard) < 1024 && limits.hard !== "unlimited");
 }
 
 function emfileAdvice(program: string): string {

@@ -112,7 +112,7 @@ async function gatherStatuses(source: DashboardSource): Promise<{ statuses: Clus
   const statuses = [...byName.values()].sort((a, b) => a.cluster.localeCompare(b.cluster, "en", { numeric: true }));
   const fresh = new Set(composed.map((s) => s.cluster));
   const unchecked = new Set([...byName.keys(), ...names].filter((name) => !fresh.has(name)));
-  return { statuses, unchecked: [...unchecked].sort() };
+  return { statuses, unchecked: [...unchecked].sort((a, b) => a.localeCompare(b, "en", { numeric: true })) };
 }
 
 /** True when no token is configured or the request carries it; otherwise answers 401 and returns false. */

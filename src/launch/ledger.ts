@@ -9,7 +9,7 @@
  * 0600 files on the nodes.
  */
 import type { EngineKind } from "../engines/index.js";
-import { mkdir, readdir, readFile, rm } from "node:fs/promises";
+import { chmod, lstat, mkdir, readdir, readFile, rm } from "node:fs/promises";
 import { join, posix } from "node:path";
 import { isShardctlError, ShardctlError } from "../errors/index.js";
 import { writeFileAtomic } from "../files/index.js";
@@ -124,6 +124,8 @@ export class Ledger {
       if (isNotFound(error)) return undefined;
       throw error;
     }
+    const untrusted = await untrustedFile(file);
+    if (untrusted !== undefined) throw unreadable(file, cluster, untrusted);
     let entry: unknown;
     try {
       entry = JSON.parse(text);
@@ -236,16 +238,32 @@ function wrongProcess(p: unknown, i: number): string | undefined {
 }
 
 /**
- * Whether `dir` is, by its form, a run folder of `cluster` (or a folder inside one): absolute,
- * normal, under a run/<cluster> — as every launch makes them (`<model_dir>/.shardctl/run/<cluster>`
- * on a node, `<state_dir>/run/<cluster>` on the control machine). A folder is removed,
- * recursively and as the daemon's user, only when it is one: an entry written by someone else once
- * named /tmp, and the prune emptied it.
+ * Whether `dir` is, by its form, a run folder of `cluster` as every launch makes them:
+ * `<model_dir>/.shardctl/run/<cluster>` on a node, `<stateDir>/run/<cluster>` on the control
+ * machine. A folder is removed, recursively and as the daemon's user, only when it is one: an entry
+ * written by someone else once named /tmp, and the prune emptied it.
  */
-export function isRunFolderOf(dir: string, cluster: string): boolean {
+export function isRunFolderOf(dir: string, cluster: string, stateDir: string): boolean {
   if (!posix.isAbsolute(dir) || posix.normalize(dir) !== dir) return false;
-  const parts = dir.split("/");
-  return parts.some((part, i) => part === "run" && parts[i + 1] === cluster);
+  return dir.endsWith(`/.shardctl/run/${cluster}`) || dir === posix.join(stateDir, "run", cluster);
+}
+
+/**
+ * Why a ledger file is not to be trusted, or undefined: one that is not a regular file (a link), or
+ * belongs to another user than the daemon's or root — another user wrote it, and its pids and
+ * folders are theirs to choose. One of the daemon's user writable by others loses that permission
+ * (a daemon started with umask 000 made them so).
+ */
+async function untrustedFile(file: string): Promise<string | undefined> {
+  const uid = process.getuid?.();
+  const info = await lstat(file).catch(() => undefined);
+  if (uid === undefined || info === undefined) return undefined;
+  if (!info.isFile()) return "it is not a regular file (a symbolic link?)";
+  if (info.uid !== uid && info.uid !== 0) return `it belongs to uid ${info.uid}, not to the daemon's user (uid ${uid}): another user wrote it`;
+  if ((info.mode & 0o022) === 0) return undefined;
+  if (info.uid !== uid) return "it is writable by others than its owner";
+  await chmod(file, info.mode & 0o7755).catch(() => undefined);
+  return undefined;
 }
 
 function unreadable(file: string, cluster: string, why: string): ShardctlError {

@@ -180,10 +180,11 @@ async function oomWords(node: NodeAccess, process: LedgerProcess): Promise<strin
     node.readFile(oomNoteOf(process.exitFile)).then((b) => b.toString("utf8").trim()),
     undefined,
   ).catch(() => undefined);
-  const [before, after] = (/^(\d+) (\d+)$/.exec(note ?? "") ?? []).slice(1).map(Number);
-  if (before === undefined || after === undefined || !(after > before)) return "";
-  const kills = after - before;
-  return `: out of memory, most likely — the kernel's OOM killer killed ${plural(kills, "process")} on ${process.node} while it ran (its node's memory, or its memory cgroup's limit, ran out; \`dmesg\` or \`journalctl -k\` there names each); a smaller share of layers on that node (\`[nodes.${process.node}] memory_limit\`), or more memory there`;
+  const [, scope, b, a] = /^(cgroup|system) (\d+) (\d+)$/.exec(note ?? "") ?? [];
+  const [before, after] = [Number(b), Number(a)];
+  if (scope === undefined || !(after > before)) return "";
+  const where = scope === "cgroup" ? `in its memory cgroup on ${process.node}` : `on ${process.node} (of any process: this system tells no cgroup's count)`;
+  return `: out of memory, most likely — the kernel's OOM killer killed ${plural(after - before, "process")} ${where} while it ran (its node's memory, or its memory cgroup's limit, ran out; \`dmesg\` or \`journalctl -k\` there names each); a smaller share of layers on that node (\`[nodes.${process.node}] memory_limit\`), or more memory there`;
 }
 
 /**

@@ -13,20 +13,32 @@ import { LaunchError } from "./launch-error.js";
 import type { NodeAccess } from "../nodes/index.js";
 
 /**
- * $1 = the run folder. Made when missing; then, for it, its parent and — when that is a node's
- * `.shardctl` — their parent: "unsafe <path> <why>" and exit 3 for a symbolic link or a folder of
- * another user, else group and other write permission removed. Exit 2 with the shell's words when
- * the folder cannot be made.
+ * $1 = the run folder. From the top down — a node's `.shardctl` (when the folder is under one),
+ * `run/`, the run folder — each is judged before anything is made in it: a symbolic link, a folder
+ * of another user than this one or root, or one of root's that others may write, prints "unsafe
+ * <path> <why>" and exits 3; one that is missing is made; this user's lose group and other write
+ * permission. Exit 2 with the shell's words when a folder cannot be made.
  */
-const secureScript = `mkdir -p "$1" || exit 2
-x=$1
-for level in 1 2 3; do
-  if [ "$level" = 3 ] && [ "$(basename "$x")" != .shardctl ]; then break; fi
-  if [ -L "$x" ]; then echo "unsafe $x is a symbolic link"; exit 3; fi
-  if [ ! -O "$x" ]; then echo "unsafe $x belongs to another user ($(ls -ld "$x" | awk '{print $3}'))"; exit 3; fi
-  chmod go-w "$x" || exit 2
-  x=$(dirname "$x")
-done`;
+const secureScript = `check() {
+  if [ -L "$1" ]; then echo "unsafe $1 is a symbolic link"; exit 3; fi
+  [ -e "$1" ] || mkdir "$1" || exit 2
+  # Something else than a folder (a file) is no link to follow: the launch files fail on it, saying so.
+  [ -d "$1" ] || exit 0
+  if [ -O "$1" ]; then chmod go-w "$1" || exit 2; return 0; fi
+  owner=$(ls -ldn "$1" | awk '{print $3}')
+  if [ "$owner" != 0 ]; then echo "unsafe $1 belongs to another user ($(ls -ld "$1" | awk '{print $3}'))"; exit 3; fi
+  if [ -n "$(find "$1" -maxdepth 0 \\( -perm -002 -o -perm -020 \\) 2>/dev/null)" ]; then echo "unsafe $1 is root's and writable by others"; exit 3; fi
+}
+run=$(dirname "$1")
+top=$(dirname "$run")
+if [ "$(basename "$top")" = .shardctl ]; then
+  mkdir -p "$(dirname "$top")" || exit 2
+  check "$top"
+else
+  mkdir -p "$top" || exit 2
+fi
+check "$run"
+check "$1"`;
 
 /** Make `runDir` on `node` (when missing) and make sure it and the two folders above it are this user's and writable by it alone. */
 export async function secureRunFolder(node: NodeAccess, nodeName: string, runDir: string): Promise<void> {
@@ -38,7 +50,8 @@ export async function secureRunFolder(node: NodeAccess, nodeName: string, runDir
       "RunFolderUnsafe",
       "secure-run-folder",
       `the run folder ${runDir} on ${nodeName} is not safe to write: ${unsafe}; another user could plant links there and have this daemon's user write files of their choosing. ` +
-        "Remove it (shardctl makes it afresh as the node's user), or give it to the node's user (chown); retried with back-off, not counted against the restart budget",
+        "Remove it (shardctl makes it afresh as the node's user), or give it to the node's user (chown); on NFS with root_squash, what root makes belongs to nobody: " +
+        "reach the node as a user who owns model_dir instead. Retried with back-off, not counted against the restart budget",
     );
   }
   if (result.timedOut) throw new LaunchError("NodeUnreachable", "secure-run-folder", `node ${nodeName} did not answer while the launch made its run folder ${runDir}`);

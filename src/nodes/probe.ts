@@ -102,7 +102,7 @@ function cappedMemory(
   let limit: number | undefined;
   let room: number | undefined;
   for (const line of stdout.split("\n")) {
-    const [max, usage, cache] = (/^cgroupMem=(\d+) (\d*) ?(\d*)$/.exec(line.trim()) ?? []).slice(1).map((v) => (v === undefined || v === "" ? undefined : Number(v)));
+    const [max, usage, cache] = (/^cgroupMem=(\d+) ?(\d*) ?(\d*)$/.exec(line.trim()) ?? []).slice(1).map((v) => (v === undefined || v === "" ? undefined : Number(v)));
     if (max === undefined || !(max < noCgroupLimit)) continue;
     limit = Math.min(limit ?? max, max);
     const left = usage === undefined ? max : Math.max(0, max - Math.max(0, usage - (cache ?? 0)));

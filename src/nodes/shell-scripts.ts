@@ -53,12 +53,27 @@ echo "$pid $t"`;
 /**
  * Wraps a command so its exit status lands in a file ($0). The trap is a handler, not an ignore, so the
  * command itself still gets default signal dispositions; the shell records the status after it ends.
- * On Linux it also reads the kernel's count of OOM kills (`oom_kill` in /proc/vmstat, readable by
- * any user) as the command starts and as it ends; when the count rose meanwhile, "<before> <after>"
- * goes to "$0.oom", before the status: a command killed by SIGKILL then was most likely the process
- * the OOM killer chose (its node's memory, or its cgroup's limit, ran out).
+ * On Linux it also reads a count of OOM kills as the command starts and as it ends: its memory
+ * cgroup's (v1 `memory.oom_control`, v2 `memory.events`: processes of that cgroup the OOM killer
+ * ended, whichever limit ran out), else the whole system's (/proc/vmstat). When the count rose
+ * meanwhile, "<cgroup|system> <before> <after>" goes to "$0.oom", before the status: a command
+ * killed by SIGKILL then was most likely the process the OOM killer chose.
  */
-export const exitStatusWrapper = `trap : TERM INT HUP; k() { sed -n 's/^oom_kill //p' /proc/vmstat 2>/dev/null; }; b=$(k); "$@"; s=$?; a=$(k); [ -n "$b" ] && [ "$a" != "$b" ] && echo "$b $a" > "$0.oom"; echo $s > "$0"`;
+export const exitStatusWrapper = `trap : TERM INT HUP
+shardctl_oom_kills() {
+  c=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {sub(/^[^:]*:[^:]*:/, ""); print; exit}' /proc/self/cgroup 2>/dev/null)
+  if [ -n "$c" ] && [ -r "/sys/fs/cgroup/memory$c/memory.oom_control" ]; then echo "cgroup $(sed -n 's/^oom_kill //p' "/sys/fs/cgroup/memory$c/memory.oom_control")"; return; fi
+  c=$(sed -n 's/^0:://p' /proc/self/cgroup 2>/dev/null)
+  if [ -n "$c" ] && [ -r "/sys/fs/cgroup$c/memory.events" ]; then echo "cgroup $(sed -n 's/^oom_kill //p' "/sys/fs/cgroup$c/memory.events")"; return; fi
+  k=$(sed -n 's/^oom_kill //p' /proc/vmstat 2>/dev/null)
+  [ -z "$k" ] || echo "system $k"
+}
+b=$(shardctl_oom_kills)
+"$@"
+s=$?
+a=$(shardctl_oom_kills)
+[ -n "$b" ] && [ "$a" != "$b" ] && echo "$b \${a#* }" > "$0.oom"
+echo $s > "$0"`;
 
 /** The file beside an exit status file where the wrapper notes OOM kills while its command ran. */
 export function oomNoteOf(exitFile: string): string {

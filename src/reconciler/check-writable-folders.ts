@@ -4,6 +4,7 @@ import { messageOf, ShardctlError } from "../errors/index.js";
 import { cannotWriteIn } from "../files/index.js";
 import { createRegistrar } from "../router/index.js";
 import type { Settings } from "../spec/index.js";
+import { guardStateDir } from "./guard-state-dir.js";
 
 /**
  * The daemon writes its state directory (ledger, requests, launch records) and, with the router's
@@ -25,6 +26,7 @@ export async function checkWritableFolders(settings: Settings, settingsFile: str
       { terminal: true },
     );
   }
+  await guardStateDir(stateDir, settingsFile);
   // The registrar says which folders its registrations write in (none for an admin API).
   const unwritable = await createRegistrar(settings.router).unwritable?.();
   if (unwritable === undefined) return;

@@ -76,10 +76,12 @@ if [ -n "$stale" ]; then
   exit 0
 fi
 echo held
-printf '%s\\n%s\\n' "$holder" "$beat"`;
+printf '%s\\n' "$holder"
+# "b:" and the beat when the lock has a beat file (even an empty one), nothing when it has none.
+if [ -e "$lock/beat" ]; then printf 'b:%s\\n' "$beat"; else echo; fi`;
 
 /** $1 = the lock directory, $2 = the holder text, $3 = the next beat: touched and beaten while it still names that holder. */
-const refreshScript = `[ "$(head -n 1 "$1/holder" 2>/dev/null)" = "$2" ] && touch "$1/holder" && printf '%s\\n' "$3" > "$1/beat"; exit 0`;
+const refreshScript = `[ "$(head -n 1 "$1/holder" 2>/dev/null)" = "$2" ] && touch "$1/holder" && printf '%s\\n' "$3" > "$1/beat.$$" && mv -f "$1/beat.$$" "$1/beat"; rm -f "$1/beat.$$"; exit 0`;
 
 /** $1 = the lock directory, $2 = the holder text: removed while it still names that holder. */
 const releaseScript = `[ "$(head -n 1 "$1/holder" 2>/dev/null)" = "$2" ] || exit 0
@@ -139,7 +141,10 @@ export async function withNodeLock<T>(node: NodeAccess, file: string, work: () =
   for (;;) {
     if (isAborted(signal)) throw cancelled(node, file, signal!);
     const answer = await node.run(["sh", "-c", acquireScript, "sh", lock, me, gone, goneBeat], signal === undefined ? {} : { signal });
-    const [state = "", first = "", beat = ""] = answer.stdout.split("\n");
+    const [state = "", first = "", beatLine = ""] = answer.stdout.split("\n");
+    // The beat as the lock holds it (empty for an empty file), and whether it has a beat file at all.
+    const beating = beatLine.startsWith("b:");
+    const beat = beating ? beatLine.slice(2) : "";
     // Stopped while it asked: a lock made meanwhile is given back at once.
     if (isAborted(signal)) {
       if (state === "acquired") await release(node, lock, me);
@@ -156,7 +161,7 @@ export async function withNodeLock<T>(node: NodeAccess, file: string, work: () =
       continue;
     }
     // A beating lock whose beat stood still for staleMs of this process's watch: its holder stopped.
-    if (state === "held" && holder !== "" && beat !== "") {
+    if (state === "held" && holder !== "" && beating) {
       if (watched?.holder !== holder || watched.beat !== beat) watched = { holder, beat, since: performance.now() };
       else if (performance.now() - watched.since >= staleMs && (holder !== gone || beat !== goneBeat)) {
         [gone, goneBeat] = [holder, beat];

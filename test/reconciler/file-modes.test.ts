@@ -7,9 +7,10 @@
  * restart budget, and launched once it is the node's user's again.
  */
 import { spawn } from "node:child_process";
-import { chown, lstat, mkdir, readdir, stat } from "node:fs/promises";
+import { chmod, chown, lstat, mkdir, readdir, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
+import { Ledger } from "../../src/launch/index.js";
 import {
   definitionText,
   freePort,
@@ -17,6 +18,7 @@ import {
   isReadyAt,
   removeDefinition,
   revisionOf,
+  runShardctl,
   shardctlJs,
   startWorld,
   waitForStatus,
@@ -33,6 +35,9 @@ let daemon: SpawnedDaemon | undefined;
 beforeAll(async () => {
   world = await startWorld();
   await writeSettings(world, { enabled: true });
+  // A ledger folder an earlier daemon made under umask 000: writable by all until this one starts.
+  await mkdir(join(world.stateDir, "ledger"), { recursive: true });
+  await chmod(join(world.stateDir, "ledger"), 0o777);
   // The daemon as a service manager or a careless shell might start it: umask 000.
   const child = spawn(
     "/bin/sh",
@@ -89,7 +94,8 @@ test("a run folder another user owns is refused (RunFolderUnsafe, not counted) a
   const text = definitionText(world, { nodes: ["l1", "l2"], port: await freePort(), portRange: await freePortRange(["127.0.0.1"]) });
   await writeDefinition(world, "theirs", text);
   const refused = await waitForStatus(world, "theirs", (s) => s.lastError?.reason === "RunFolderUnsafe", 60_000);
-  expect(refused.lastError!.message).toContain(`${runDir} belongs to another user (nobody)`);
+  // Named as the system names uid 65534 (nobody, nfsnobody) or by the number.
+  expect(refused.lastError!.message).toMatch(new RegExp(`${runDir.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} belongs to another user \\((nobody|nfsnobody|65534)\\)`));
   expect(refused.restarts?.count ?? 0).toBe(0);
   // Nothing was written in it.
   expect(await readdir(runDir)).toEqual([]);
@@ -100,3 +106,36 @@ test("a run folder another user owns is refused (RunFolderUnsafe, not counted) a
   expect((await stat(runDir)).uid).toBe(0);
   expect(await removeDefinition(world, "theirs", 30_000)).toBe(true);
 }, 200_000);
+
+test("a ledger file another user owns is not acted on; a state directory another user owns keeps the daemon from starting", async () => {
+  // Written by someone else: its pids and folders are theirs to choose.
+  const forged = join(world.stateDir, "ledger", "forged.json");
+  await writeFile(
+    forged,
+    JSON.stringify({
+      cluster: "forged",
+      revision: "a".repeat(64),
+      phase: "running",
+      startedAt: "2026-12-06T10:00:00.000Z",
+      processes: [],
+      ports: [],
+      owner: world.clustersDir,
+    }),
+  );
+  await chown(forged, 65534, 65534);
+  const read = await new Ledger(world.stateDir).read("forged").catch((e: unknown) => e as { reason?: string; message: string });
+  expect(read).toMatchObject({ reason: "LedgerEntryUnreadable" });
+  expect((read as Error).message).toContain("it belongs to uid 65534, not to the daemon's user (uid 0): another user wrote it");
+  await rm(forged);
+
+  daemon!.child.kill("SIGTERM");
+  await daemon!.exited;
+  await chown(world.stateDir, 65534, 65534);
+  try {
+    const again = await runShardctl(world, ["daemon", "--config", world.settingsFile, "--dir", world.clustersDir], 30_000);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain(`[daemon] state_dir: ${world.stateDir} belongs to uid 65534, not to the daemon's user (uid 0)`);
+  } finally {
+    await chown(world.stateDir, 0, 0);
+  }
+}, 60_000);

@@ -16,6 +16,11 @@ export type ReconcilerReason =
   | "DaemonAlreadyRunning"
   /** The daemon's user cannot create files in `[daemon] state_dir`; the daemon does not start (terminal). */
   | "StateDirUnwritable"
+  /**
+   * `[daemon] state_dir` or its ledger folder belongs to another user than the daemon's (or root),
+   * is a link, or is writable by others it cannot take that from: the daemon does not start (terminal).
+   */
+  | "StateDirUnsafe"
   /** The daemon lock file could not be taken (transient). */
   | "DaemonLockFailed"
   /** A node named in the ledger is no longer in the registry; its cleanup waits for it (transient). */

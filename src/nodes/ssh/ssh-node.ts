@@ -220,7 +220,7 @@ export class SshNode extends ShellNode implements NodeAccess {
             const error = this.connection.connected
               ? new ShardctlError(
                   "NodeFileError",
-                  `node ${this.config.name}: the SFTP session ended while ${what}, though the SSH connection is up: the node's SFTP server exited (a file size limit of its user, \`ulimit -f\`; a crash; sshd's log there says which); what was written is kept`,
+                  `node ${this.config.name}: the SFTP session ended while ${what}, though the SSH connection is up: the node's SFTP server exited (a file size limit of its user, \`ulimit -f\`; a crash; the node shutting down; sshd's log there says which)`,
                 )
               : new ShardctlError("NodeUnreachable", `node ${this.config.name}: the connection closed while ${what}`);
             onLost?.(error);

@@ -136,13 +136,19 @@ async function confirmRegistration(pass: Pass, entry: LedgerEntry, spec: Cluster
   }
 }
 
-/** How the router's entry `found` differs from the one `wanted` (its URL, models, weight or upstream model), in words; undefined when it does not. */
+/**
+ * How the router's entry `found` differs from the one `wanted` (its URL, models, weight or upstream
+ * model), in words; undefined when it does not. A weight or upstream model the router does not
+ * report is not compared: an admin API may keep only the URL and models.
+ */
 function differenceOf(found: BackendEntry, wanted: BackendEntry): string | undefined {
   const differences = [
     found.url === wanted.url ? undefined : `url ${found.url}, not ${wanted.url}`,
     [...found.models].sort().join("\0") === [...wanted.models].sort().join("\0") ? undefined : `models ${found.models.join(", ")}, not ${wanted.models.join(", ")}`,
-    (found.weight ?? 1) === (wanted.weight ?? 1) ? undefined : `weight ${found.weight ?? 1}, not ${wanted.weight ?? 1}`,
-    found.upstream_model === wanted.upstream_model ? undefined : `upstream_model ${found.upstream_model ?? "none"}, not ${wanted.upstream_model ?? "none"}`,
+    found.weight === undefined || found.weight === (wanted.weight ?? 1) ? undefined : `weight ${found.weight}, not ${wanted.weight ?? 1}`,
+    found.upstream_model === undefined || found.upstream_model === wanted.upstream_model
+      ? undefined
+      : `upstream_model ${found.upstream_model}, not ${wanted.upstream_model ?? "none"}`,
   ].filter((d) => d !== undefined);
   return differences.length === 0 ? undefined : differences.join("; ");
 }

@@ -31,10 +31,10 @@ export async function removeRunFolders(pass: Pass, places: readonly RunFolderPla
       const say = (_step: string, detail: string): void => world.log.warn({ cluster: pass.name, node: nodeName }, detail);
       const work = async (): Promise<boolean> => {
         // Only a run folder of this cluster by its form is removed, whatever a ledger entry says.
-        if (!isRunFolderOf(dir, pass.name)) {
+        if (!isRunFolderOf(dir, pass.name, settings.daemon.stateDir)) {
           world.log.warn(
             { cluster: pass.name, node: nodeName, dir },
-            `the run folder of ${whose} is left: ${dir} is not a run folder of the cluster (…/run/${pass.name})`,
+            `the run folder of ${whose} is left: ${dir} is not a run folder of the cluster (<model_dir>/.shardctl/run/${pass.name}, or run/${pass.name} in the state directory)`,
           );
           return true;
         }
