@@ -4,10 +4,10 @@
  * could write in it, or in the folders above it, could plant symbolic links at those fixed names
  * and have that user write a file of their choosing anywhere (`/etc/ld.so.preload`, an
  * authorized_keys), or swap the engine config. So before a launch writes anything there, the run
- * folder, `run/` and, on a node, `<model_dir>/.shardctl` must be this user's own folders, not
- * symbolic links; group and others lose write permission on them (a daemon started with umask 000
- * made them writable by all). The control machine's run folders are under the state directory,
- * whose permissions are its owner's choice.
+ * folder, `run/` and, on a node, `<model_dir>/.shardctl` must not be symbolic links and must be this
+ * user's own folders (or root's, written by root alone); this user's lose group and other write
+ * permission (a daemon started with umask 000 made them writable by all). The folders above are
+ * the operator's: a model_dir may well be a shared one.
  */
 import { LaunchError } from "./launch-error.js";
 import type { NodeAccess } from "../nodes/index.js";
@@ -24,10 +24,12 @@ const secureScript = `check() {
   [ -e "$1" ] || mkdir "$1" || exit 2
   # Something else than a folder (a file) is no link to follow: the launch files fail on it, saying so.
   [ -d "$1" ] || exit 0
-  if [ -O "$1" ]; then chmod go-w "$1" || exit 2; return 0; fi
+  others=$(find "$1" -maxdepth 0 \\( -perm -002 -o -perm -020 \\) 2>/dev/null)
+  # Changed only when others may write it: a folder already right on a read-only disk is no error.
+  if [ -O "$1" ]; then [ -z "$others" ] || chmod go-w "$1" || exit 2; return 0; fi
   owner=$(ls -ldn "$1" | awk '{print $3}')
   if [ "$owner" != 0 ]; then echo "unsafe $1 belongs to another user ($(ls -ld "$1" | awk '{print $3}'))"; exit 3; fi
-  if [ -n "$(find "$1" -maxdepth 0 \\( -perm -002 -o -perm -020 \\) 2>/dev/null)" ]; then echo "unsafe $1 is root's and writable by others"; exit 3; fi
+  if [ -n "$others" ]; then echo "unsafe $1 is root's and writable by others"; exit 3; fi
 }
 run=$(dirname "$1")
 top=$(dirname "$run")
@@ -40,7 +42,7 @@ fi
 check "$run"
 check "$1"`;
 
-/** Make `runDir` on `node` (when missing) and make sure it and the two folders above it are this user's and writable by it alone. */
+/** Make `runDir` on `node` (when missing), and judge it and the folders above it that shardctl makes (see secureScript) before anything is written there. */
 export async function secureRunFolder(node: NodeAccess, nodeName: string, runDir: string): Promise<void> {
   const result = await node.run(["sh", "-c", secureScript, "sh", runDir], { deadlineMs: 10_000 });
   if (result.exitCode === 0) return;

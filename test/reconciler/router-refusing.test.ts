@@ -21,7 +21,7 @@ test("a router config that does not parse: nothing started, nothing counted, lau
   expect(refused.lastError!.message).toMatch(/the router cannot take a registration now: .*nothing was started/);
   expect(refused.timeline.map((e) => e.step)).not.toContain("stage-0-started");
   // Retried with back-off a few times meanwhile, never counted.
-  await new Promise((r) => setTimeout(r, 5_000));
+  await new Promise((r) => setTimeout(r, 2_000));
   const later = await waitForStatus(world, "refused", () => true, 5_000);
   expect(later.restarts?.count ?? 0).toBe(0);
   expect(later.health).not.toBe("Stalled");
