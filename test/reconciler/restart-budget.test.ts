@@ -114,11 +114,15 @@ test("a node that refuses the launch files (its run folder blocked): tried again
   await writeFile(blocked, "not a folder\n");
   const revision = await dw.define("blocked", { nodes: ["n1", "n2"] });
   // Three failed launches with a budget of 2: none counted, the cluster not stalled. Read between
-  // launches: one under way counts itself until it fails and is given back.
+  // launches: one under way counts itself until it fails and is given back (a launch counted would
+  // leave the count at 1 or more for good, and stall the cluster at 2).
   const refused = await waitForStatus(
     world,
     "blocked",
-    (s) => (s.restarts?.evidence.filter((e) => e.reason === "LaunchFilesFailed").length ?? 0) >= 3 && conditionOf(s, "Ready")?.reason !== "Launching",
+    (s) =>
+      (s.restarts?.evidence.filter((e) => e.reason === "LaunchFilesFailed").length ?? 0) >= 3 &&
+      conditionOf(s, "Ready")?.reason !== "Launching" &&
+      (s.restarts?.count ?? 0) === 0,
     60_000,
   );
   expect(refused.restarts?.count ?? 0).toBe(0);
