@@ -9,3 +9,4 @@ export { openRegularFile, readRegularFile, readRegularText, formatCap, FileRefus
 export { workingTreeOf, isWithin } from "./working-tree.js";
 export { cannotWriteIn } from "./writable-folder.js";
 export { roomLeft } from "./room-left.js";
+export { untrustedOwner } from "./trust-owner.js";

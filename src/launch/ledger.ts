@@ -9,10 +9,10 @@
  * 0600 files on the nodes.
  */
 import type { EngineKind } from "../engines/index.js";
-import { chmod, lstat, mkdir, readdir, readFile, rm } from "node:fs/promises";
+import { lstat, mkdir, readdir, readFile, rm } from "node:fs/promises";
 import { join, posix } from "node:path";
 import { isShardctlError, ShardctlError } from "../errors/index.js";
-import { writeFileAtomic } from "../files/index.js";
+import { untrustedOwner, writeFileAtomic } from "../files/index.js";
 
 export type ProcessRole = "stage" | "coordinator";
 
@@ -255,15 +255,11 @@ export function isRunFolderOf(dir: string, cluster: string, stateDir: string): b
  * (a daemon started with umask 000 made them so).
  */
 async function untrustedFile(file: string): Promise<string | undefined> {
-  const uid = process.getuid?.();
   const info = await lstat(file).catch(() => undefined);
-  if (uid === undefined || info === undefined) return undefined;
+  if (info === undefined) return undefined;
   if (!info.isFile()) return "it is not a regular file (a symbolic link?)";
-  if (info.uid !== uid && info.uid !== 0) return `it belongs to uid ${info.uid}, not to the daemon's user (uid ${uid}): another user wrote it`;
-  if ((info.mode & 0o022) === 0) return undefined;
-  if (info.uid !== uid) return "it is writable by others than its owner";
-  await chmod(file, info.mode & 0o7755).catch(() => undefined);
-  return undefined;
+  const untrusted = await untrustedOwner(file, info).catch(() => undefined);
+  return untrusted === undefined ? undefined : `it ${untrusted}${untrusted.startsWith("belongs") ? ": another user wrote it" : ""}`;
 }
 
 function unreadable(file: string, cluster: string, why: string): ShardctlError {

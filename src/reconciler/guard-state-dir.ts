@@ -6,9 +6,10 @@
  * writable by all, and an entry another user wrote there had a prune empty /tmp. The requests
  * folder keeps its permissions: `shardctl reconcile` writes there for whoever the operator lets ask.
  */
-import { chmod, lstat, stat } from "node:fs/promises";
+import { lstat, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { ShardctlError } from "../errors/index.js";
+import { untrustedOwner } from "../files/index.js";
 
 /** The folders guarded: the state directory and the ledger in it. */
 function guardedFolders(stateDir: string): string[] {
@@ -21,16 +22,13 @@ function guardedFolders(stateDir: string): string[] {
  * Folders not there yet are left to be made (with the daemon's umask, which masks them).
  */
 export async function guardStateDir(stateDir: string, settingsFile: string): Promise<void> {
-  const uid = process.getuid?.();
-  if (uid === undefined) return;
   for (const folder of guardedFolders(stateDir)) {
     // The state directory may be reached through a link (its target is judged); the ledger may not.
     const info = await (folder === stateDir ? stat(folder) : lstat(folder)).catch(() => undefined);
     if (info === undefined) continue;
     if (info.isSymbolicLink()) throw unsafe(settingsFile, folder, "is a symbolic link");
-    if (info.uid !== uid && info.uid !== 0) throw unsafe(settingsFile, folder, `belongs to uid ${info.uid}, not to the daemon's user (uid ${uid})`);
-    if (info.uid === uid && (info.mode & 0o022) !== 0) await chmod(folder, info.mode & 0o7755);
-    else if ((info.mode & 0o022) !== 0) throw unsafe(settingsFile, folder, `is writable by ${(info.mode & 0o002) !== 0 ? "everyone" : "its group"}`);
+    const untrusted = await untrustedOwner(folder, info);
+    if (untrusted !== undefined) throw unsafe(settingsFile, folder, untrusted);
   }
 }
 
