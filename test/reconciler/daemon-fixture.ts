@@ -317,8 +317,11 @@ export interface SpawnedDaemon {
 }
 
 /** `shardctl daemon` as a real process (its logs on stderr, kept in memory and in <root>/daemon-<pid>.log). */
-export async function spawnDaemon(world: DaemonWorld, extraEnv: Record<string, string> = {}): Promise<SpawnedDaemon> {
-  const child = spawn(process.execPath, [shardctlJs, "daemon", "--config", world.settingsFile, "--dir", world.clustersDir], {
+export async function spawnDaemon(world: DaemonWorld, extraEnv: Record<string, string> = {}, options: { umask?: string } = {}): Promise<SpawnedDaemon> {
+  const argv = [process.execPath, shardctlJs, "daemon", "--config", world.settingsFile, "--dir", world.clustersDir];
+  // Started by a shell with that umask, as a service manager or a login shell might start it.
+  const [program, ...args] = options.umask === undefined ? argv : ["/bin/sh", "-c", `umask ${options.umask} && exec "$@"`, "sh", ...argv];
+  const child = spawn(program!, args, {
     cwd: world.root,
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, SHARDCTL_LOG_LEVEL: "debug", ...extraEnv },

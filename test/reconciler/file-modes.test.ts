@@ -6,7 +6,6 @@
  * model_dir existed, say) is refused with RunFolderUnsafe, not written, not counted against the
  * restart budget, and launched once it is the node's user's again.
  */
-import { spawn } from "node:child_process";
 import { chmod, chown, lstat, mkdir, readdir, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
@@ -19,7 +18,7 @@ import {
   removeDefinition,
   revisionOf,
   runShardctl,
-  shardctlJs,
+  spawnDaemon,
   startWorld,
   waitForStatus,
   waitWatching,
@@ -39,19 +38,7 @@ beforeAll(async () => {
   await mkdir(join(world.stateDir, "ledger"), { recursive: true });
   await chmod(join(world.stateDir, "ledger"), 0o777);
   // The daemon as a service manager or a careless shell might start it: umask 000.
-  const child = spawn(
-    "/bin/sh",
-    ["-c", 'umask 000 && exec "$@"', "sh", process.execPath, shardctlJs, "daemon", "--config", world.settingsFile, "--dir", world.clustersDir],
-    {
-      cwd: world.root,
-      stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, SHARDCTL_LOG_LEVEL: "debug" },
-    },
-  );
-  let stderr = "";
-  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
-  child.stdout!.resume();
-  daemon = { child, exited: new Promise((done) => child.once("exit", (code) => done(code))), stderr: () => stderr };
+  daemon = await spawnDaemon(world, {}, { umask: "000" });
   await waitWatching(daemon);
 }, 60_000);
 
