@@ -51,6 +51,17 @@ done
 echo "$pid $t"`;
 
 /**
+ * `memory_cgroup`: sets mp to this shell's memory cgroup's path in its hierarchy ("" off Linux),
+ * mb to where that hierarchy is mounted and mv to its version: cgroup v1's memory controller when
+ * it is mounted, else v2's unified tree.
+ */
+const memoryCgroupFunction = `memory_cgroup() {
+  mp=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {sub(/^[^:]*:[^:]*:/, ""); print; exit}' /proc/self/cgroup 2>/dev/null)
+  if [ -n "$mp" ] && [ -d /sys/fs/cgroup/memory ]; then mb=/sys/fs/cgroup/memory mv=1
+  else mp=$(awk -F: '$1 == "0" && $2 == "" {sub(/^0::/, ""); print; exit}' /proc/self/cgroup 2>/dev/null); mb=/sys/fs/cgroup mv=2; fi
+}`;
+
+/**
  * Wraps a command so its exit status lands in a file ($0). The trap is a handler, not an ignore, so the
  * command itself still gets default signal dispositions; the shell records the status after it ends.
  * On Linux it also reads a count of OOM kills as the command starts and as it ends: its memory
@@ -60,11 +71,11 @@ echo "$pid $t"`;
  * killed by SIGKILL then was most likely the process the OOM killer chose.
  */
 export const exitStatusWrapper = `trap : TERM INT HUP
+${memoryCgroupFunction}
 shardctl_oom_kills() {
-  c=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {sub(/^[^:]*:[^:]*:/, ""); print; exit}' /proc/self/cgroup 2>/dev/null)
-  if [ -n "$c" ] && [ -r "/sys/fs/cgroup/memory$c/memory.oom_control" ]; then echo "cgroup $(sed -n 's/^oom_kill //p' "/sys/fs/cgroup/memory$c/memory.oom_control")"; return; fi
-  c=$(sed -n 's/^0:://p' /proc/self/cgroup 2>/dev/null)
-  if [ -n "$c" ] && [ -r "/sys/fs/cgroup$c/memory.events" ]; then echo "cgroup $(sed -n 's/^oom_kill //p' "/sys/fs/cgroup$c/memory.events")"; return; fi
+  memory_cgroup
+  if [ "$mv" = 1 ]; then f=$mb\${mp%/}/memory.oom_control; else f=$mb\${mp%/}/memory.events; fi
+  if [ -n "$mp" ] && [ -r "$f" ]; then echo "cgroup $(sed -n 's/^oom_kill //p' "$f")"; return; fi
   k=$(sed -n 's/^oom_kill //p' /proc/vmstat 2>/dev/null)
   [ -z "$k" ] || echo "system $k"
 }
@@ -165,13 +176,14 @@ export const freeKiBFunction = `free_kib() {
  * mounted, else v2's unified tree); nothing off Linux. Processes a later SSH session starts share
  * those ancestors (a container's, a user slice's limit), so their memory is capped as this shell's is.
  */
-export const cgroupMemoryFunction = `cgroup_memory() {
+export const cgroupMemoryFunction = `${memoryCgroupFunction}
+cgroup_memory() {
   [ -r /proc/self/cgroup ] || return 0
-  p=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {sub(/^[^:]*:[^:]*:/, ""); print; exit}' /proc/self/cgroup)
-  if [ -n "$p" ] && [ -d /sys/fs/cgroup/memory ]; then b=/sys/fs/cgroup/memory l=memory.limit_in_bytes u=memory.usage_in_bytes c=total_cache
-  else p=$(awk -F: '$1 == "0" && $2 == "" {sub(/^0::/, ""); print; exit}' /proc/self/cgroup); b=/sys/fs/cgroup l=memory.max u=memory.current c=file; fi
+  memory_cgroup
+  p=$mp
+  if [ "$mv" = 1 ]; then l=memory.limit_in_bytes u=memory.usage_in_bytes c=total_cache; else l=memory.max u=memory.current c=file; fi
   while [ -n "$p" ]; do
-    d=$b\${p%/}
+    d=$mb\${p%/}
     if [ -r "$d/$l" ]; then
       echo "cgroupMem=$(cat "$d/$l" 2>/dev/null) $(cat "$d/$u" 2>/dev/null) $(awk -v k="$c" '$1 == k {print $2}' "$d/memory.stat" 2>/dev/null)"
     fi
