@@ -327,6 +327,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
         void reconciler
           .resyncCandidates()
           .then((names) => names.forEach((name) => queue.add(name)))
+          .then(() => reconciler.sweepRouter())
           .catch((error: unknown) => log.error({ err: messageOf(error) }, "the periodic resync failed; it is tried again at the next one"))
           .finally(scheduleResync);
       },

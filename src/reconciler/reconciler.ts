@@ -107,6 +107,28 @@ export class Reconciler {
   }
 
   /**
+   * Takes back what the router applied after this daemon withdrew it (a registration an admin API
+   * applied past its deadline, after the launch's rollback or the cluster's teardown): otherwise a
+   * removed cluster's model would stay routed to nothing for good. Run at each periodic resync.
+   */
+  async sweepRouter(): Promise<void> {
+    const settings = await this.parsed.loadSettings(this.options.settingsFile).catch(() => undefined);
+    if (settings === undefined) return;
+    const registrar = this.world.registrarFor(settings);
+    if (registrar.sweep === undefined) return;
+    try {
+      for (const entry of await registrar.sweep()) {
+        this.options.log.warn(
+          { backend: entry.name, url: entry.url },
+          "the router applied a registration after this daemon withdrew it (an admin API that answered after its deadline): took it back",
+        );
+      }
+    } catch (error) {
+      this.options.log.warn({ err: messageOf(error) }, "could not look for registrations the router applied late; looked for again at the next resync");
+    }
+  }
+
+  /**
    * What the launches this daemon finds in the ledger hold of their nodes' declared memory, as each
    * recorded it, counted before the first pass: a cluster that runs and is not adopted yet (its
    * pass waits on its nodes) must not be launched over.

@@ -31,11 +31,21 @@ export type AdminRegistrarOptions = {
   adminPaths?: Partial<AdminPaths>;
   /** Per-request deadline in milliseconds. Default 5000. */
   timeoutMs?: number;
+  /** How long a withdrawn registration is watched for, in milliseconds. Default 600000 (10 min). */
+  watchWithdrawnMs?: number;
 };
 
 export function createContinuumAdminRegistrar(options: AdminRegistrarOptions): Registrar {
-  const { adminUrl, adminTokenEnv, timeoutMs = 5000 } = options;
+  const { adminUrl, adminTokenEnv, timeoutMs = 5000, watchWithdrawnMs = 600_000 } = options;
   const paths: AdminPaths = { ...DEFAULT_ADMIN_PATHS, ...options.adminPaths };
+  // An API that answers after the deadline may still apply the request: a registration given up
+  // on and then withdrawn (a launch's rollback, a teardown) can land after its withdrawal and stay
+  // for good, routing a removed cluster's model to nothing. What this registrar sent and withdrew
+  // is remembered (in this process only) so that `sweep` can take such late arrivals back.
+  const registered = new Map<string, string>();
+  const withdrawn = new WithdrawnRegistrations(watchWithdrawnMs);
+  // One call at a time per backend name: a sweep's removal never lands after a new registration.
+  const oneAtATime = createNameLocks();
 
   const call = async (reason: RouterReason, method: string, path: string, body?: unknown): Promise<Response> => {
     const headers: Record<string, string> = { accept: "application/json" };
@@ -79,24 +89,93 @@ export function createContinuumAdminRegistrar(options: AdminRegistrarOptions): R
     return parseRouterConfig(JSON.stringify({ backends: items }), `${adminUrl}${paths.list}`).backends;
   };
 
+  const remove = async (name: string): Promise<void> => {
+    const response = await call("RouterDeregistrationFailed", "DELETE", paths.deregister.replaceAll("{name}", encodeURIComponent(name)));
+    await expectOk("RouterDeregistrationFailed", response, `deregister ${name}`, true);
+  };
+
   return {
     register: async (backend) => {
       const entry = validateBackendEntry(backend);
-      const response = await call("RouterRegistrationFailed", "POST", paths.register, entry);
-      await expectOk("RouterRegistrationFailed", response, `register ${entry.name}`);
+      await oneAtATime(entry.name, async () => {
+        // Remembered before it is sent: one that fails at its deadline may still be applied.
+        registered.set(entry.name, entry.url);
+        const response = await call("RouterRegistrationFailed", "POST", paths.register, entry);
+        await expectOk("RouterRegistrationFailed", response, `register ${entry.name}`);
+      });
     },
     deregister: async (name) => {
-      const response = await call("RouterDeregistrationFailed", "DELETE", paths.deregister.replaceAll("{name}", encodeURIComponent(name)));
-      await expectOk("RouterDeregistrationFailed", response, `deregister ${name}`, true);
+      await oneAtATime(name, async () => {
+        const url = registered.get(name);
+        registered.delete(name);
+        if (url !== undefined) withdrawn.add(name, url);
+        await remove(name);
+      });
     },
     lookup: async (name) => (await list()).find((entry) => entry.name === name),
     list,
+    sweep: async () => {
+      if (withdrawn.isEmpty()) return [];
+      const taken: BackendEntry[] = [];
+      for (const entry of await list()) {
+        await oneAtATime(entry.name, async () => {
+          // Registered again since (a relaunch): the cluster's own resync judges that entry.
+          if (registered.has(entry.name) || !withdrawn.has(entry.name, entry.url)) return;
+          await remove(entry.name);
+          taken.push(entry);
+        });
+      }
+      return taken;
+    },
     // continuum-router documents no notion of a model that is coming back: it answers 404 meanwhile.
     markRelaunching: async () => undefined,
     clearRelaunching: async () => undefined,
     markStalled: async () => undefined,
     clearStalled: async () => undefined,
     clearAllStalled: async () => undefined,
+  };
+}
+
+/** Registrations withdrawn within the last `keepMs` ms (by the monotonic clock): name and URL. */
+class WithdrawnRegistrations {
+  private readonly entries: { name: string; url: string; atMs: number }[] = [];
+
+  constructor(private readonly keepMs: number) {}
+
+  add(name: string, url: string): void {
+    this.forgetOld();
+    this.entries.push({ name, url, atMs: performance.now() });
+  }
+
+  has(name: string, url: string): boolean {
+    this.forgetOld();
+    return this.entries.some((e) => e.name === name && e.url === url);
+  }
+
+  isEmpty(): boolean {
+    this.forgetOld();
+    return this.entries.length === 0;
+  }
+
+  private forgetOld(): void {
+    const since = performance.now() - this.keepMs;
+    while (this.entries.length > 0 && this.entries[0]!.atMs < since) this.entries.shift();
+  }
+}
+
+/** Runs calls given the same name one after another, in the order they came; other names at once. */
+function createNameLocks(): <T>(name: string, run: () => Promise<T>) => Promise<T> {
+  const tails = new Map<string, Promise<unknown>>();
+  return async (name, run) => {
+    const before = tails.get(name) ?? Promise.resolve();
+    const mine = before.then(run);
+    const tail = mine.catch(() => undefined);
+    tails.set(name, tail);
+    try {
+      return await mine;
+    } finally {
+      if (tails.get(name) === tail) tails.delete(name);
+    }
   };
 }
 

@@ -1,4 +1,4 @@
-import type { Registrar } from "./types.js";
+import type { BackendEntry, Registrar } from "./types.js";
 
 /**
  * `registrar`, with `reload` awaited after each edit it makes (a backend registered or removed, a
@@ -25,5 +25,15 @@ export function reloadingAfterEdits(registrar: Registrar, reload: () => Promise<
     lookup: (name) => registrar.lookup(name),
     list: () => registrar.list(),
     ...(registrar.unwritable === undefined ? {} : { unwritable: () => registrar.unwritable!() }),
+    ...(registrar.sweep === undefined ? {} : { sweep: thenReloadAnswer(() => registrar.sweep!(), reload) }),
+  };
+}
+
+/** `run`, then `reload` when it took something back. */
+function thenReloadAnswer(run: () => Promise<BackendEntry[]>, reload: () => Promise<unknown>): () => Promise<BackendEntry[]> {
+  return async () => {
+    const taken = await run();
+    if (taken.length > 0) await reload();
+    return taken;
   };
 }

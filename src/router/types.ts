@@ -50,6 +50,13 @@ export interface Registrar {
    * not run whole to fail at its registration. Absent: nothing to ask.
    */
   unwritable?(): Promise<{ folder: string; problem: string } | undefined>;
+  /**
+   * Takes back registrations the router applied after they were withdrawn (an admin API that
+   * answered after its deadline, then applied the request): entries whose name and URL this
+   * registrar withdrew lately and has not registered since. Returns the entries taken back. Absent
+   * where edits cannot land late (the config file is written before the call returns).
+   */
+  sweep?(): Promise<BackendEntry[]>;
 }
 
 /** What the embedded router needs from a continuum-router YAML config. */
