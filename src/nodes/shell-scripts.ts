@@ -64,14 +64,16 @@ const memoryCgroupFunction = `memory_cgroup() {
 /**
  * Wraps a command so its exit status lands in a file ($0). The trap is a handler, not an ignore, so the
  * command itself still gets default signal dispositions; the shell records the status after it ends.
+ * It is set only as the command starts: a stop that comes while the shell still reads the counts
+ * below ends the shell there, instead of being absorbed and followed by a command that then runs
+ * until the stop's SIGKILL.
  * On Linux it also reads a count of OOM kills as the command starts and as it ends: its memory
  * cgroup's (v1 `memory.oom_control`, v2 `memory.events`: processes of that cgroup the OOM killer
  * ended, whichever limit ran out), else the whole system's (/proc/vmstat). When the count rose
  * meanwhile, "<cgroup|system> <before> <after>" goes to "$0.oom", before the status: a command
  * killed by SIGKILL then was most likely the process the OOM killer chose.
  */
-export const exitStatusWrapper = `trap : TERM INT HUP
-${memoryCgroupFunction}
+export const exitStatusWrapper = `${memoryCgroupFunction}
 shardctl_oom_kills() {
   memory_cgroup
   if [ "$mv" = 1 ]; then f=$mb\${mp%/}/memory.oom_control; else f=$mb\${mp%/}/memory.events; fi
@@ -80,6 +82,7 @@ shardctl_oom_kills() {
   [ -z "$k" ] || echo "system $k"
 }
 b=$(shardctl_oom_kills)
+trap : TERM INT HUP
 "$@"
 s=$?
 a=$(shardctl_oom_kills)

@@ -6,7 +6,7 @@
  * helper that ignores SIGTERM, the children of an engine that crashed).
  */
 import { execFile } from "node:child_process";
-import { mkdtemp, rm, utimes } from "node:fs/promises";
+import { mkdtemp, rm, utimes, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -58,6 +58,28 @@ test("a process started but never recorded (pid 0 in the ledger) is found by its
   expect(await stopEngineProcess(node, planned, 2_000)).toBe("terminated");
   expect(await isAlive(started.pid)).toBe(false);
   expect(await stopEngineProcess(node, planned, 2_000)).toBe("gone");
+});
+
+test("a stop that comes while the wrapper is still getting ready ends it there: the engine never starts", async () => {
+  // The wrapper reads OOM counts with awk before it starts the engine: a slow awk holds it there.
+  const slowBin = join(root, "slow-bin");
+  await node.mkdir(slowBin);
+  const awk = (await run("sh", ["-c", "command -v awk"])).stdout.trim();
+  await writeFile(join(slowBin, "awk"), `#!/bin/sh\nsleep 1\nexec ${awk} "$@"\n`, { mode: 0o755 });
+  const path = process.env.PATH;
+  process.env.PATH = `${slowBin}:${path ?? ""}`;
+  try {
+    const planned = plannedProcess("stage", 3, "local", join(root, "getting-ready"));
+    await node.mkdir(planned.runDir);
+    const started = await startEngineProcess(node, planned, engineArgv(planned.runDir));
+    expect(await stopEngineProcess(node, started, 2_000)).toBe("terminated");
+  } finally {
+    process.env.PATH = path;
+  }
+  // Nothing of it runs afterwards, the engine included.
+  await new Promise((r) => setTimeout(r, 1_500));
+  const { stdout } = await run("ps", ["-A", "-ww", "-o", "args="]);
+  expect(stdout.split("\n").filter((line) => line.includes(join(root, "getting-ready")))).toEqual([]);
 });
 
 test("an engine whose wrapper was killed is stopped through the process group it was left in", async () => {
