@@ -61,11 +61,15 @@ test(`SIGKILL of the middle stage, ${kills} times: every status names stage-1, n
   const blamed = world.audit.versions.filter((v) => v.name === `${name}.status.json`).flatMap((v) => deathMessagesOf(JSON.parse(v.text) as ClusterStatus));
   expect(blamed.length).toBeGreaterThanOrEqual(kills);
   expect(blamed.filter((m) => !killedStage.test(m))).toEqual([]);
-  // A neighbour seen exiting first is kept as what followed, named after the killed stage; so is the
-  // coordinator (on this machine), whose link to every stage carries their results back.
+  // A neighbour seen exiting first is kept as what followed, named after the killed stage. So is the
+  // coordinator (on this machine), whose link to every stage carries their results back: it tells
+  // the first closed link it read, which on a loaded machine can be stage-2's (closed 200 ms after
+  // stage-1's, as stage-2 exits) when both had closed by the time it looked.
   for (const message of blamed) {
     for (const part of message.split("; ").slice(1))
-      expect(part).toMatch(/^(stage-[02] on n[13]|coordinator on local): pid \d+ (exited|is no longer running) because its link to stage-1 broke \(.+\)/);
+      expect(part).toMatch(
+        /^(stage-[02] on n[13]: pid \d+ (exited|is no longer running) because its link to stage-1 broke|coordinator on local: pid \d+ (exited|is no longer running) because its link to stage-[12] broke) \(.+\)/,
+      );
   }
   await waitForStatus(world, name, (s) => isReadyAt(s, revision) && s.restarts?.count === kills + 1 && s.stages.every((c) => c.alive), 60_000);
 }, 600_000);
