@@ -45,10 +45,15 @@ export function nodeConfigNamed(name: string, settings: Settings): NodeConfig | 
 
 /** The node pool every command and the daemon share: SSH checked against the settings' known_hosts and config. */
 export function createNodePool(settings: Settings): NodePool {
-  return new NodePool({
+  return new NodePool(sshOptionsOf(settings));
+}
+
+/** The OpenSSH client files `settings` name, for connections: known_hosts and the ssh config. */
+export function sshOptionsOf(settings: Settings): { knownHostsPath?: string; sshConfigPath?: string } {
+  return {
     ...(settings.ssh.knownHosts === undefined ? {} : { knownHostsPath: settings.ssh.knownHosts }),
     ...(settings.ssh.config === undefined ? {} : { sshConfigPath: settings.ssh.config }),
-  });
+  };
 }
 
 /** The nodes of a definition, from `pool` (validation guarantees every name is in the registry). */

@@ -12,6 +12,7 @@ import { createSocket } from "node:dgram";
 import { isIP } from "node:net";
 import type { NodeAccess } from "../nodes/index.js";
 import { ShardctlError } from "../errors/index.js";
+import { engineAddressOf } from "./engine-address.js";
 
 /**
  * `nodeHost` is the address the coordinator's node binds as a stage would (loopback for a local
@@ -23,8 +24,9 @@ export async function controlHostOf(coordinator: NodeAccess, nodeHost: string, s
   if (coordinator.config.host !== "local") return nodeHost;
   const remote = stageHosts.find((host) => !isLoopbackHost(host));
   if (remote === undefined) return nodeHost;
+  let source: string;
   try {
-    return await sourceAddressTowards(remote);
+    source = await sourceAddressTowards(remote);
   } catch (error) {
     throw new ShardctlError(
       "NodeAddressUnresolved",
@@ -32,6 +34,7 @@ export async function controlHostOf(coordinator: NodeAccess, nodeHost: string, s
       { cause: error },
     );
   }
+  return engineAddressOf(coordinator.config.name, source);
 }
 
 /** Whether `host` (an address, or the name "localhost") is this machine's loopback. */

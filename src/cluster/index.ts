@@ -3,7 +3,7 @@
  * daemon and every command share, so `shardctl plan/stage/diff` and the daemon cannot diverge:
  * its nodes, the probes and plan, the staging, the launch request and its launch identity.
  */
-export { controlNodeName, controlNodeConfig, nodeConfigOf, nodeConfigNamed, nodesOfCluster, createNodePool, type ClusterNodes } from "./cluster-nodes.js";
+export { controlNodeName, controlNodeConfig, nodeConfigOf, nodeConfigNamed, nodesOfCluster, createNodePool, sshOptionsOf, type ClusterNodes } from "./cluster-nodes.js";
 export { probeClusterNodes, engineVersionDeadlineMs, type ProbeClusterOptions } from "./probe-cluster-nodes.js";
 export { planForCluster, describeBudgets, type PlannedCluster, type PlanForClusterOptions } from "./plan-for-cluster.js";
 export { daemonPlanOptions, type DaemonPlanChoices } from "./daemon-plan-options.js";

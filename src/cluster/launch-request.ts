@@ -11,6 +11,7 @@ import { ShardctlError } from "../errors/index.js";
 import { resolveHome } from "../staging/index.js";
 import { controlNodeName, type ClusterNodes } from "./cluster-nodes.js";
 import { controlHostOf, isLoopbackHost } from "./control-host.js";
+import { engineAddressOf } from "./engine-address.js";
 
 export async function buildLaunchRequest(
   spec: ClusterSpec,
@@ -175,7 +176,8 @@ export async function httpBindHostOf(spec: ClusterSpec, nodes: ClusterNodes): Pr
 export async function bindHostOf(node: NodeAccess, engine: EngineFacts): Promise<string> {
   if (node.config.host === "local") return "127.0.0.1";
   // An ssh config alias names its machine by HostName: resolve that, not the alias.
-  const host = node instanceof SshNode ? await node.targetHost() : node.config.host;
+  const target = node instanceof SshNode ? await node.targetHost() : node.config.host;
+  const host = isIP(target) === 0 ? target : engineAddressOf(node.config.name, target);
   if (isIP(host) === 6 && engine.ipv4Only === true) {
     throw new ShardctlError(
       "NodeAddressNotIPv4",
@@ -195,10 +197,12 @@ export async function bindHostOf(node: NodeAccess, engine: EngineFacts): Promise
           undefined,
         )
       : undefined;
-  if (reached !== undefined && isIP(reached) !== 0 && (engine.ipv4Only !== true || isIP(reached) === 4)) return reached;
+  const usable = reached === undefined || isIP(reached) === 0 ? undefined : engineAddressOf(node.config.name, reached);
+  if (usable !== undefined && (engine.ipv4Only !== true || isIP(usable) === 4)) return usable;
+  let resolved: string;
   try {
     // An engine that takes IPv4 only is given the name's IPv4 address, whatever the resolver lists first.
-    return (await lookup(host, engine.ipv4Only === true ? { family: 4 } : {})).address;
+    resolved = (await lookup(host, engine.ipv4Only === true ? { family: 4 } : {})).address;
   } catch (error) {
     throw new ShardctlError(
       "NodeAddressUnresolved",
@@ -206,6 +210,7 @@ export async function bindHostOf(node: NodeAccess, engine: EngineFacts): Promise
       { cause: error },
     );
   }
+  return engineAddressOf(node.config.name, resolved);
 }
 
 /** Per-launch files live beside the node's models (the control machine: in the state directory). */

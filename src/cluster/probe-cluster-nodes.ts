@@ -60,7 +60,9 @@ export async function probeClusterNodes(spec: ClusterSpec, cluster: ClusterNodes
     const reason = reasons.includes("SshConfigUnsupported")
       ? "SshConfigUnsupported"
       : (reasons.find((r) => r === "SshAuthFailed" || r === "HostKeyUnknown" || r === "HostKeyChanged") ?? "NodeUnreachable");
-    throw new ShardctlError(reason, `cannot probe ${unreachable.map((p) => `${p.name} (${p.error ?? "no answer"})`).join(", ")}`, {
+    // Terminal, so that `wait` ends; the daemon looks again once the ssh config changes.
+    const again = reason === "SshConfigUnsupported" ? "; once the ssh config is changed, the daemon tries again at its next resync" : "";
+    throw new ShardctlError(reason, `cannot probe ${unreachable.map((p) => `${p.name} (${p.error ?? "no answer"})`).join(", ")}${again}`, {
       terminal: reason === "SshConfigUnsupported",
     });
   }

@@ -51,7 +51,7 @@ import { PromptProgress } from "./prompt-progress.js";
 import { alsoStopped, describeStopped, lookForStoppedMembers } from "./stopped-members.js";
 import { StrikeCounter } from "./strike-counter.js";
 import type { DeathConsequence, DeathEvent, DeathReason, HealthDeps, ObservabilityEvent, WatchedCluster, WatchedProcess } from "./types.js";
-import { readTail } from "../nodes/index.js";
+import { joinHostPort, readTail } from "../nodes/index.js";
 
 /** Lines kept of a log's end when the whole of it is wanted (the last 64 KiB read hold fewer). */
 const allLogLines = 1_000_000;
@@ -307,7 +307,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     if (answer === "no-answer" && readiness.healthCoversLinks === true && coordinatorReady() && nodeAnswers(process.node)) return strikes.clear(key);
     const how = answer === "refused" ? "refused" : `silent from ${proberName} (no answer, not a refusal: the path to ${process.node} is cut)`;
     if (!strikes.strike(key)) return;
-    const detail = `transport ${host}:${port} was ${how} for ${limit} probes in a row`;
+    const detail = `transport ${joinHostPort(host, port)} was ${how} for ${limit} probes in a row`;
     if (answer === "refused") return declareUnlessSomeoneDied(process, "StagePortClosed", detail);
     die(process, "StagePortClosed", detail, true);
   };

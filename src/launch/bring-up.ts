@@ -20,7 +20,7 @@ import { teardownCluster } from "./teardown.js";
 import { defaultLogLimits, keepLogsBounded } from "./log-keeper.js";
 import type { LaunchContext, LaunchRequest, LaunchResult, TimelineEvent } from "./types.js";
 import { watchStopped } from "./stopped-watch.js";
-import type { NodeAccess } from "../nodes/index.js";
+import { joinHostPort, type NodeAccess } from "../nodes/index.js";
 import { isShardctlError, messageOf } from "../errors/index.js";
 import { claimRunFolders } from "./run-claim.js";
 import { allocateTopology } from "./allocate-topology.js";
@@ -119,7 +119,7 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
         } else {
           await waitRingLine(stage.node, stages[i]!, ringReadyLine(request, stage.index), wait, stopped, inFlight);
         }
-        event(`stage-${stage.index}-listening`, `${slot.address.host}:${slot.address.port}`);
+        event(`stage-${stage.index}-listening`, joinHostPort(slot.address.host, slot.address.port));
       }
     }
 

@@ -11,7 +11,7 @@ import { addressesListenedByProcess, defaultReachMs, describeEnd, processLabel, 
 import { askCoordinatorHealth, probeOneToken } from "./coordinator-probes.js";
 import type { StoppedWatch } from "./stopped-watch.js";
 import { waitUntil } from "./wait-until.js";
-import { isEveryInterface, socketCovers, type NodeAccess, type PortAnswer } from "../nodes/index.js";
+import { isEveryInterface, joinHostPort, socketCovers, type NodeAccess, type PortAnswer } from "../nodes/index.js";
 import { messageOf } from "../errors/index.js";
 import { exitedWhileAwaiting, exitError, hostForUrl, livenessOf, tailUnlessSilent, type PortHeld } from "./launch-failures.js";
 
@@ -28,7 +28,7 @@ export async function waitListening(
   /** Told when it answers again after such a silence. */
   sayReached: (detail: string) => void,
 ): Promise<void> {
-  const where = `${address.host}:${address.port}`;
+  const where = joinHostPort(address.host, address.port);
   const from = prober.config.name;
   // A port not yet bound is refused by its host at once; silence (no answer at all) is the path.
   let last: PortAnswer | undefined;

@@ -12,8 +12,9 @@ import { basename } from "node:path";
 import type { Logger } from "pino";
 import { isShardctlError, messageOf } from "../errors/index.js";
 import { Ledger, teardownCluster, type LaunchDeadlines } from "../launch/index.js";
-import type { NodeAccess, NodePool } from "../nodes/index.js";
+import { sshClientFiles, type NodeAccess, type NodePool } from "../nodes/index.js";
 import { findClusterFiles, patterns, type Settings } from "../spec/index.js";
+import { sshOptionsOf } from "../cluster/index.js";
 import { createMemory, type ClusterMemory } from "./cluster-memory.js";
 import type { PassReport } from "./compose-status.js";
 import { createConverge, type Converge } from "./converge.js";
@@ -216,9 +217,15 @@ export class Reconciler {
    * and status files left without their definition (removed while no daemon ran: the pass that
    * finds nothing running forgets them).
    */
+  /** The stamp of the settings and the OpenSSH client files they name (see stampOfSettings). */
+  private async stampOfSettings(): Promise<string> {
+    const settings = await this.parsed.loadSettings(this.options.settingsFile).catch(() => undefined);
+    return stampOfSettings(this.options.settingsFile, settings);
+  }
+
   async knownClusters(): Promise<string[]> {
     // Everything is looked at now: a resync only needs to notice settings changes after this.
-    this.settingsStamp = await stampOf(this.options.settingsFile);
+    this.settingsStamp = await this.stampOfSettings();
     const files = await findClusterFiles(this.options.dir).catch(() => []);
     const defined = files.map((f) => basename(f, ".toml"));
     // A status file whose definition is spelled with other letter case is no ghost: on a file
@@ -240,8 +247,7 @@ export class Reconciler {
    */
   async resyncCandidates(): Promise<string[]> {
     const settings = await this.parsed.loadSettings(this.options.settingsFile).catch(() => undefined);
-    const settingsStamp = await stampOf(this.options.settingsFile);
-    if (settings === undefined || settingsStamp !== this.settingsStamp) return this.knownClusters();
+    if (settings === undefined || (await this.stampOfSettings()) !== this.settingsStamp) return this.knownClusters();
     const files = await findClusterFiles(this.options.dir).catch(() => [] as string[]);
     // A ledger that cannot be listed (its folder replaced, out of descriptors) is no reason to stop
     // looking: every known cluster gets its pass, which says what its own record says.
@@ -454,6 +460,17 @@ async function stampOf(file: string): Promise<string> {
     (s) => `${s.mtimeMs}:${s.size}`,
     () => "absent",
   );
+}
+
+/**
+ * What the settings file and the OpenSSH client files it names (the ssh config, known_hosts) look
+ * like now. Whether a node is reached at all is decided in those files too, and an operator fixes a
+ * refusal there (a ProxyJump taken out, a host key recorded) without touching the settings or any
+ * definition: a change to any of them has the next resync look at every cluster, stalled ones too.
+ */
+async function stampOfSettings(settingsFile: string, settings: Settings | undefined): Promise<string> {
+  const ssh = settings === undefined ? [] : Object.values(sshClientFiles(sshOptionsOf(settings)));
+  return (await Promise.all([settingsFile, ...ssh].map(stampOf))).join(" ");
 }
 
 /** Cluster names of the status files directly in `dir` (`<name>.status.json`, a valid cluster name). */

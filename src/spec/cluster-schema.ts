@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import { defaultEngineKind, engineKinds, engineOf } from "../engines/index.js";
+import { hostSchema } from "./host.js";
 import { patternString } from "./patterns.js";
 import { portRangeSchema, transportBackends } from "./settings-schema.js";
 
@@ -94,7 +95,7 @@ const transportSchema = z
 const coordinatorSchema = z
   .object({
     node: patternString("name", 63).default("local").describe('"local" (this machine) or a registered node. Default local.'),
-    host: patternString("host", 253)
+    host: hostSchema(253)
       .default("127.0.0.1")
       .describe("Address the coordinator's HTTP listener binds (HTTP only: the stages reach the coordinator at its node's address). Default 127.0.0.1."),
     port: z.number().int().min(1).max(65535).default(8080).describe("HTTP port of the coordinator. Default 8080."),

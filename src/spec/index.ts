@@ -17,6 +17,7 @@ export { readClusterText, readSettingsText, maxDefinitionBytes, maxSettingsBytes
 export { tomlBounds } from "./toml-bounds.js";
 export { resolveLocalPath } from "./local-path.js";
 export { allowed, patterns } from "./patterns.js";
+export { canonicalHost, ipv4OfMapped, isLinkLocalAddress } from "./host.js";
 export { controlNodeName } from "./control-node.js";
 export { isLoopbackAddress, hostOf } from "./loopback.js";
 export { clusterSchema } from "./cluster-schema.js";

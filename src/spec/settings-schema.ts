@@ -6,6 +6,7 @@
  */
 import { z } from "zod";
 import { allowed, patternString, patterns, quote } from "./patterns.js";
+import { hostSchema } from "./host.js";
 import { checkPortRange } from "./port-range.js";
 import { parseSize } from "./size.js";
 import { describeValue } from "./issues.js";
@@ -136,7 +137,7 @@ const sshSchema = z
 
 export const nodeSchema = z
   .object({
-    host: patternString("host", 253).describe('IP address, hostname, ssh alias, or "local" for the control machine itself.'),
+    host: hostSchema(253).describe('IP address, hostname, ssh alias, or "local" for the control machine itself.'),
     user: patternString("user", 64).optional().describe("SSH login. Default: the ssh config's or the current user."),
     port: z.number().int().min(1).max(65535).default(22).describe("SSH port. Default 22."),
     identity_file: patternString("path").optional().describe("SSH private key on the control machine (relative to this file)."),

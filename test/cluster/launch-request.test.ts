@@ -21,7 +21,18 @@ beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), "shardctl-launch-request-"));
   await makeTestModel(join(root, "model"), { layers: 4 });
   await makeTestModel(join(root, "qwen"), { family: "qwen2", layers: 4 });
-  await writeFile(join(root, "ssh_config"), "Host studio-a\n  HostName 127.0.0.7\n  User ops\nHost studio-v6\n  HostName ::1\n  User ops\n");
+  await writeFile(
+    join(root, "ssh_config"),
+    [
+      "Host studio-a\n  HostName 127.0.0.7\n  User ops",
+      "Host studio-v6\n  HostName ::1\n  User ops",
+      "Host mapped\n  HostName ::FFFF:127.0.0.9",
+      "Host longhand\n  HostName 0:0:0:0:0:0:0:1",
+      "Host zoned\n  HostName fe80::2cf9:1cff:fe17:28d9%%eth0",
+      "Host link-local\n  HostName fe80::1",
+      "",
+    ].join("\n"),
+  );
   pool = new NodePool({ sshConfigPath: join(root, "ssh_config"), knownHostsPath: join(root, "known_hosts") });
 });
 
@@ -269,5 +280,37 @@ test("[engine] generation_watchdog_seconds goes with the launch (to its ledger e
       oneNodeSettings().value,
     );
     expect(refused.ok, value).toBe(false);
+  }
+});
+
+test("an address from an ssh config's HostName is one the engines can dial: IPv4 written as IPv6 given as IPv4, IPv6 in its short form; a link-local one refused before anything starts", async () => {
+  const nodes = ["mapped", "longhand", "zoned", "link-local"];
+  const settingsText = nodes.map((n) => `[nodes.${n}]\nhost = "${n}"\nmodel_dir = "${join(root, n)}"\nmemory = "4GiB"`).join("\n");
+  const settings = parseSettings(settingsText, join(root, "shardctl.toml"));
+  if (!settings.ok) throw new Error(JSON.stringify(settings.issues));
+  const coordinator = new LocalNode({ name: "local", host: "local", modelDir: join(root, "state") });
+  const requestOf = async (pair: string[]) => {
+    const cluster = parseCluster(
+      `nodes = ${JSON.stringify(pair)}\n[model]\nid = "${join(root, "model")}"\nsource = "push"\n[engine]\nkind = "reference"\n`,
+      join(root, "clusters", "z.toml"),
+      settings.value,
+    );
+    if (!cluster.ok) throw new Error(JSON.stringify(cluster.issues));
+    const stages = pair.map((n) => pool.get(nodeConfigOf(settings.value.nodes[n]!)));
+    const modelPaths = new Map([...pair, "local"].map((n) => [n, join(root, "model")]));
+    return buildLaunchRequest(cluster.value, settings.value, "rev", (await planCluster(cluster.value, settings.value)).plan, { stages, coordinator }, modelPaths);
+  };
+  const request = await requestOf(["mapped", "longhand"]);
+  expect(request.stages.map((s) => [s.nodeName, s.bindHost])).toEqual([
+    ["mapped", "127.0.0.9"],
+    ["longhand", "::1"],
+  ]);
+  for (const [node, address] of [
+    ["zoned", "fe80::2cf9:1cff:fe17:28d9%eth0"],
+    ["link-local", "fe80::1"],
+  ] as const) {
+    const refused = requestOf(["mapped", node]);
+    await expect(refused).rejects.toMatchObject({ reason: "NodeAddressUnusable", terminal: true });
+    await expect(refused).rejects.toThrow(`node ${node}: it is reached at the link-local address ${address} `);
   }
 });

@@ -91,6 +91,20 @@ describe.each(["local", "ssh"] as const)("%s node", (kind) => {
     expect(await node().signal(started.pid, "SIGTERM", `${started.startTime}0`)).toBe(false);
     expect(await node().processStartTime(started.pid)).toBe(started.startTime);
     const exited = node().watchExit(started.pid, started.startTime);
+    // Signalled once its command runs: a TERM the wrapper takes in the moment between its trap and
+    // the command's exec is caught by the command's copy of the handler and lost (the stop's SIGKILL
+    // after the grace period is there for that), and then sleep would run its 30 s here.
+    await expect
+      .poll(
+        async () =>
+          (
+            await node()
+              .readFile(log)
+              .catch(() => Buffer.alloc(0))
+          ).toString(),
+        { timeout: 10_000 },
+      )
+      .toMatch(/^hi /);
     const t0 = Date.now();
     expect(await node().signal(started.pid, "SIGTERM", started.startTime)).toBe(true);
     await exited;

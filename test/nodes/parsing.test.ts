@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { NodePool, quoteArg, quoteArgv } from "../../src/nodes/index.js";
-import { globMatch, matchesHost, parseKnownHosts, verifyHostKey } from "../../src/nodes/ssh/known-hosts.js";
+import { globMatch, knownHostsName, matchesHost, parseKnownHosts, verifyHostKey } from "../../src/nodes/ssh/known-hosts.js";
 import { resolveSshConfig } from "../../src/nodes/ssh/ssh-config.js";
 
 describe("quoteArg", () => {
@@ -55,6 +55,16 @@ describe("known_hosts parsing", () => {
     expect(verifyHostKey(entries, "192.0.2.1", "ssh-rsa", "KEYRSA")).toEqual({ kind: "unknown" });
     expect(verifyHostKey(entries, "anything", "ssh-ed25519", "REVOKED")).toMatchObject({ kind: "revoked", line: 3 });
   });
+
+  it("looks an IPv6 address up in the form ssh-keyscan records it, however the settings spell it", () => {
+    const recorded = parseKnownHosts("[fd42:a5a::11]:42022 ssh-ed25519 KEY6\nfd42:a5a::12 ssh-ed25519 KEY7\n");
+    for (const spelling of ["FD42:0A5A:0000:0000:0000:0000:0000:0011", "fd42:a5a:0:0::11", "fd42:a5a::11"]) {
+      expect(knownHostsName(spelling, 42022)).toBe("[fd42:a5a::11]:42022");
+      expect(verifyHostKey(recorded, knownHostsName(spelling, 42022), "ssh-ed25519", "KEY6")).toEqual({ kind: "known" });
+    }
+    expect(verifyHostKey(recorded, knownHostsName("FD42:A5A::0012", 22), "ssh-ed25519", "KEY7")).toEqual({ kind: "known" });
+    expect(knownHostsName("Studio.Lab", 22)).toBe("Studio.Lab");
+  });
 });
 
 describe("ssh config", () => {
@@ -68,6 +78,11 @@ describe("ssh config", () => {
     expect(config).toMatchObject({ hostName: "10.1.1.1", port: 2200, user: "fallback" });
     expect(config.identityFiles[0]).toMatch(/\/\.ssh\/k$/);
     expect(await resolveSshConfig("Host other\n  HostName x\n", "box")).toEqual({ identityFiles: [] });
+  });
+
+  it("expands %h and %% in a HostName as OpenSSH does (%% is how a zone is written there)", async () => {
+    expect((await resolveSshConfig("Host box\n  HostName %h.lab\n", "box")).hostName).toBe("box.lab");
+    expect((await resolveSshConfig("Host box\n  HostName fe80::1%%eth0\n", "box")).hostName).toBe("fe80::1%eth0");
   });
 
   it("reports a ProxyJump or ProxyCommand that applies, and none that is 'none'", async () => {

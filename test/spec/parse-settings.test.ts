@@ -83,6 +83,32 @@ describe("parseSettings", () => {
     ]);
   });
 
+  it("says what is wrong with a host that can never work and what to write, at its place", () => {
+    const said = (host: string): string => {
+      const result = parseSettings(`[nodes.n1]\nhost = ${JSON.stringify(host)}\nmodel_dir = "/m"\n`, "s.toml");
+      return result.ok ? "ok" : result.issues.map(formatIssue).join(" | ");
+    };
+    for (const host of ["fd42:a5a::11", "FD42:0A5A:0000:0000:0000:0000:0000:0011", "2001:db8::1", "n1.lab", "10.0.0.5", "local"]) expect(said(host), host).toBe("ok");
+    expect(said("fd42:a5a::11:42022")).toBe(
+      's.toml:2:8: nodes.n1.host: "fd42:a5a::11:42022" is not an IPv6 address: it ends in a port? Write host = "fd42:a5a::11" and port = 42022',
+    );
+    for (const host of [":::", "1:2", "fd42::1::2"]) {
+      expect(said(host)).toBe(`s.toml:2:8: nodes.n1.host: "${host}" is not an IPv6 address: a host with ':' must be a whole IPv6 address, unbracketed, e.g. fd00::11`);
+    }
+    expect(said("::ffff:127.0.40.12")).toBe('s.toml:2:8: nodes.n1.host: "::ffff:127.0.40.12" is an IPv4 address written as IPv6: write "127.0.40.12"');
+    expect(said("::FFFF:7f00:1")).toBe('s.toml:2:8: nodes.n1.host: "::FFFF:7f00:1" is an IPv4 address written as IPv6: write "127.0.0.1"');
+    expect(said("fe80::1")).toMatch(
+      /^s\.toml:2:8: nodes\.n1\.host: "fe80::1" is a link-local address: it needs a zone .* give the node a ULA \(fd00::\/8\), global or IPv4 address$/,
+    );
+    expect(said("fe80::1%eth0")).toMatch(
+      /^s\.toml:2:8: nodes\.n1\.host: "fe80::1%eth0" is not allowed: it has a zone \(%eth0\), an interface of one machine, .* IPv4 address$/,
+    );
+    expect(said("[fd42::1]:22")).toBe('s.toml:2:8: nodes.n1.host: "[fd42::1]:22" is not allowed: write an IPv6 address without brackets, and the SSH port as port = …');
+    expect(said("root@n1")).toBe('s.toml:2:8: nodes.n1.host: "root@n1" is not allowed: no "user@" in a host: the login name has its own key, user = …');
+    expect(said("n1.lab:2222")).toBe('s.toml:2:8: nodes.n1.host: "n1.lab:2222" is not allowed: no ":port" in a host: the SSH port has its own key, port = …');
+    expect(said("n1.lab.")).toBe('s.toml:2:8: nodes.n1.host: "n1.lab." is not allowed: drop the trailing dot: write "n1.lab"');
+  });
+
   it("refuses an admin_url beside the embedded router, which never sees what an admin API registers", () => {
     const result = parseSettings(
       `[router]\nkind = "continuum"\nconfig = "router.yaml"\nembedded = true\nadmin_url = "http://127.0.0.1:8089"\n`,

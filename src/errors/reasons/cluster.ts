@@ -16,5 +16,7 @@ export type ClusterReason =
   | "NodeAddressUnresolved"
   /** A node's address is IPv6 and the engine's transport takes IPv4 only (MLX's ring) (terminal). */
   | "NodeAddressNotIPv4"
+  /** A node is reached at a link-local IPv6 address, whose zone means nothing on other nodes (terminal). */
+  | "NodeAddressUnusable"
   /** `[coordinator] host` is the loopback of a node the control machine reaches elsewhere (terminal). */
   | "CoordinatorHostUnreachable";

@@ -6,6 +6,7 @@
 import { createHash, createHmac } from "node:crypto";
 import { appendFile, mkdir } from "node:fs/promises";
 import { readRegularText } from "../../files/index.js";
+import { canonicalHost } from "../../spec/index.js";
 import { dirname } from "node:path";
 
 export interface KnownHostEntry {
@@ -25,9 +26,13 @@ export type HostKeyVerdict =
   | { kind: "other-types"; knownTypes: string[] }
   | { kind: "revoked"; line: number };
 
-/** The name a host is recorded under in known_hosts. */
+/**
+ * The name a host is recorded under in known_hosts. An IPv6 address in the form OpenSSH (and
+ * ssh-keyscan) records it, lower case with zeros compressed, however the settings spell it.
+ */
 export function knownHostsName(host: string, port: number): string {
-  return port === 22 ? host : `[${host}]:${port}`;
+  const name = canonicalHost(host);
+  return port === 22 ? name : `[${name}]:${port}`;
 }
 
 export async function readKnownHosts(path: string): Promise<KnownHostEntry[]> {

@@ -56,7 +56,7 @@ async function applyConfig(text: string, alias: string, out: SshHostConfig, stat
     if (keyword === "include") {
       if (depth >= maxIncludeDepth) throw new Error(`ssh client config: Include nested more than ${maxIncludeDepth} levels deep (a file including itself?)`);
       for (const file of await includedFiles(value)) await applyConfig(await readSshFile(file, `ssh client config included as ${file}`), alias, out, state, depth + 1);
-    } else if (keyword === "hostname" && out.hostName === undefined) out.hostName = value.replaceAll("%h", alias);
+    } else if (keyword === "hostname" && out.hostName === undefined) out.hostName = expandHostName(value, alias);
     else if (keyword === "user" && out.user === undefined) out.user = value;
     else if (keyword === "port" && out.port === undefined && /^\d+$/.test(value)) out.port = Number(value);
     else if (keyword === "identityfile") out.identityFiles.push(expandHome(value));
@@ -66,6 +66,14 @@ async function applyConfig(text: string, alias: string, out: SshHostConfig, stat
       if (value.toLowerCase() !== "none") out.proxy = { keyword: keyword === "proxyjump" ? "ProxyJump" : "ProxyCommand", value };
     }
   }
+}
+
+/**
+ * A HostName value with its tokens expanded as OpenSSH does: `%h` is the host as given, `%%` a
+ * percent sign (the way to write an IPv6 zone there). Other tokens are kept as written.
+ */
+function expandHostName(value: string, alias: string): string {
+  return value.replace(/%(.)/g, (token, key: string) => (key === "h" ? alias : key === "%" ? "%" : token));
 }
 
 /** The files one Include line names, in order: each path with its wildcards (`*`, `?`, in any component) matched in sorted names. */

@@ -10,6 +10,7 @@ import type { AuthMethod, BaseAgent, Client, ClientChannel, ConnectConfig, Ident
 import { isNearLocal, ShardctlError } from "../../errors/index.js";
 import { FileRefusedError, readRegularFile } from "../../files/index.js";
 import type { NodeConfig } from "../types.js";
+import { joinHostPort } from "../host-port.js";
 import { appendKnownHost, fingerprint, keyTypeOf, knownHostsName, knownKeyTypes, readKnownHosts, verifyHostKey } from "./known-hosts.js";
 import { sshKeepalive } from "./keepalive.js";
 import { expandHome, readSshConfig } from "./ssh-config.js";
@@ -58,8 +59,16 @@ const retireAfterMs = 10_000;
 const defaultIdentityFiles = ["id_ed25519", "id_ecdsa", "id_rsa"].map((f) => join(homedir(), ".ssh", f));
 const defaultIdentitySetting = "the default identity file";
 
+/** The OpenSSH client files connections read: the ssh config and known_hosts, given or the user's own. */
+export function sshClientFiles(options: Pick<SshOptions, "sshConfigPath" | "knownHostsPath">): { sshConfig: string; knownHosts: string } {
+  return {
+    sshConfig: options.sshConfigPath ?? join(homedir(), ".ssh", "config"),
+    knownHosts: options.knownHostsPath ?? join(homedir(), ".ssh", "known_hosts"),
+  };
+}
+
 export async function resolveTarget(node: NodeConfig, options: SshOptions): Promise<SshTarget> {
-  const sshConfigPath = options.sshConfigPath ?? join(homedir(), ".ssh", "config");
+  const sshConfigPath = sshClientFiles(options).sshConfig;
   const alias = await readSshConfig(sshConfigPath, node.host);
   if (alias.proxy !== undefined) {
     throw new ShardctlError(
@@ -291,7 +300,7 @@ export class SshConnection {
 
   private async handshake(): Promise<Client> {
     const target = await resolveTarget(this.node, this.options);
-    const knownHostsPath = this.options.knownHostsPath ?? join(homedir(), ".ssh", "known_hosts");
+    const knownHostsPath = sshClientFiles(this.options).knownHosts;
     const entries = await readKnownHosts(knownHostsPath);
     const name = knownHostsName(target.host, target.port);
     let refusal: ShardctlError | undefined;
@@ -375,7 +384,7 @@ export class SshConnection {
             auth ? "SshAuthFailed" : "NodeUnreachable",
             auth
               ? `node ${this.node.name}: authentication as ${target.user} failed: ${error.message}${unlockHint}${agentHint}; ${authRefusalHint(this.node.name, target, keyPath, agent)}`
-              : `node ${this.node.name}: cannot connect to ${target.host}:${target.port}: ${error.message}${timeoutWords(error, progress, config.readyTimeout ?? 0)}${connectHint(error, this.node.name, this.node.host, target.port)}`,
+              : `node ${this.node.name}: cannot connect to ${joinHostPort(target.host, target.port)}: ${error.message}${timeoutWords(error, progress, config.readyTimeout ?? 0)}${connectHint(error, this.node.name, this.node.host, target.port)}`,
             { terminal: auth, cause: error },
           ),
         );
@@ -442,7 +451,7 @@ function hostKeyRefusal(
   keyType: string,
   key: string,
 ): ShardctlError {
-  const where = `${target.host.includes(":") ? `[${target.host}]` : target.host}:${target.port}`;
+  const where = joinHostPort(target.host, target.port);
   const got = `${keyType} ${fingerprint(key)}`;
   const portFlag = target.port === 22 ? "" : `-p ${target.port} `;
   if (verdict.kind === "unknown") {

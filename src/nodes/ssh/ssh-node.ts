@@ -8,6 +8,7 @@ import { askPort } from "../port-answer.js";
 import { anyShellRuns, quoteArg, quoteArgv } from "../quote.js";
 import { ShellNode } from "../shell-node.js";
 import type { CommandResult, NodeAccess, NodeConfig, PortAnswer, PutOptions, RunOptions } from "../types.js";
+import { joinHostPort } from "../host-port.js";
 import { resolveTarget, SshConnection, type SshOptions } from "./ssh-connection.js";
 import { maxWritesInFlight, putWindowed, writeBytes } from "./windowed-put.js";
 
@@ -401,7 +402,7 @@ export class SshNode extends ShellNode implements NodeAccess {
       };
     }, left);
     if (connectionLost && answer === "no-answer")
-      throw new ShardctlError("NodeUnreachable", `node ${this.config.name}: the connection dropped while probing ${host}:${port}`);
+      throw new ShardctlError("NodeUnreachable", `node ${this.config.name}: the connection dropped while probing ${joinHostPort(host, port)}`);
     return answer;
   }
 
