@@ -1,26 +1,32 @@
 import { readdir, stat } from "node:fs/promises";
 import { join, relative } from "node:path";
-import { jsonErrorOf, ShardctlError } from "../errors/index.js";
+import { isShardctlError, jsonErrorOf, ShardctlError } from "../errors/index.js";
 import { FileRefusedError, openRegularFile, readRegularText } from "../files/index.js";
+import { readInTurn, sourceReadDeadlineMs } from "./guard-source-reads.js";
 import { readHeaderLength } from "./safetensors-header.js";
 import type { RawHeader, SourceReader } from "./model-source.js";
 
-/** Reads a model from a local directory: config and index files whole, safetensors headers only. */
-export function createDirReader(root: string): SourceReader {
+/**
+ * Reads a model from a local directory: config and index files whole, safetensors headers only;
+ * one read at a time, each within `readDeadlineMs` (default sourceReadDeadlineMs, 30 s): see
+ * guard-source-reads.ts.
+ */
+export function createDirReader(root: string, { readDeadlineMs = sourceReadDeadlineMs }: { readDeadlineMs?: number } = {}): SourceReader {
+  const inTurn = <T>(file: string, read: () => Promise<T>): Promise<T> => readInTurn(root, file, read, readDeadlineMs);
   return {
     describe: () => root,
     readJson: async (path, maxBytes) => {
       const file = join(root, path);
       let text: string;
       try {
-        text = await readRegularText(file, { maxBytes, what: path });
+        text = await inTurn(path, () => readRegularText(file, { maxBytes, what: path }));
       } catch (error) {
         if (isMissing(error)) {
-          await assertRootExists(root);
+          await inTurn(".", () => assertRootExists(root));
           return undefined;
         }
-        // A FIFO or an oversized file stays what it is: terminal, with its own reason.
-        if (error instanceof FileRefusedError) throw error;
+        // A FIFO or an oversized file stays what it is: terminal, with its own reason; so is a hang.
+        if (error instanceof FileRefusedError || isShardctlError(error, "ModelSourceUnreachable")) throw error;
         throw unreadable(file, error);
       }
       try {
@@ -29,15 +35,16 @@ export function createDirReader(root: string): SourceReader {
         throw new ShardctlError("ModelFileInvalid", `${file}: not valid JSON (${jsonErrorOf(error)})`, { terminal: true });
       }
     },
-    readHeader: async (path, reserve) => readLocalHeader(join(root, path), reserve),
+    readHeader: async (path, reserve) => inTurn(path, () => readLocalHeader(join(root, path), reserve)),
     listsCheaply: true,
     listFiles: async () => {
       try {
-        const entries = await readdir(root, { recursive: true, withFileTypes: true });
+        const entries = await inTurn(".", () => readdir(root, { recursive: true, withFileTypes: true }));
         // Every entry but a folder: a Hugging Face cache snapshot holds its files as links into its
         // blobs, and whether a file is fit to stage (not a FIFO) is staging's to say.
         return entries.filter((e) => !e.isDirectory()).map((e) => relative(root, join(e.parentPath, e.name)));
-      } catch {
+      } catch (error) {
+        if (isShardctlError(error, "ModelSourceUnreachable")) throw error;
         return undefined;
       }
     },

@@ -1,0 +1,113 @@
+/**
+ * A model directory on a network mount whose server freezes: every read of it hangs in the kernel,
+ * and each hung read holds one of Node's four file-system threads. Four passes reading one frozen
+ * mount stopped every file operation of the daemon (status files, lock, ledger) for as long as it
+ * lasted. Reads of a model directory go one at a time, each within a deadline: the frozen mount
+ * holds one thread, its reads fail saying the file system does not answer, the process's other file
+ * operations go on, and once the mount answers again it is read as before.
+ *
+ * The mount is a real sshfs (FUSE) mount of a real sshd's folder; "frozen" is its sshfs process
+ * stopped with SIGSTOP, as a hung server leaves it. Needs root, /dev/fuse, and the Debian package
+ * sshfs (installed here when missing).
+ */
+import { spawn, execFile, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, expect, test } from "vitest";
+import { makeTestModel } from "../../src/planner/index.js";
+import { createDirReader } from "../../src/planner/dir-source.js";
+import { isShardctlError } from "../../src/errors/index.js";
+import { aptInstall } from "../support/apt.js";
+import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+
+const run = promisify(execFile);
+let root: string;
+let mount: string;
+let sshd: SshdSet;
+let sshfs: ChildProcess | undefined;
+
+beforeAll(async () => {
+  if (process.getuid?.() !== 0) throw new Error("this test mounts a FUSE file system: run it as root");
+  if (!existsSync("/dev/fuse")) throw new Error("/dev/fuse is missing: this test needs FUSE");
+  if ((await run("sh", ["-c", "command -v sshfs || true"])).stdout.trim() === "") await aptInstall(["sshfs"]);
+  root = await mkdtemp(join(tmpdir(), "shardctl-hung-source-"));
+  sshd = await startSshdNodes({ count: 1 });
+  const node = sshd.nodes[0]!;
+  await makeTestModel(join(node.modelDir, "tiny"), { layers: 4, hidden: 64, heads: 4, kvHeads: 2, vocab: 320, seed: 5 });
+  mount = join(root, "mnt");
+  await mkdir(mount);
+  // Foreground (-f), so that its pid is this child's; no caches, so a read after the freeze reaches it.
+  sshfs = spawn(
+    "sshfs",
+    [
+      "-f",
+      "-o",
+      `port=${node.port},IdentityFile=${sshd.identityFile},UserKnownHostsFile=${sshd.knownHostsPath},StrictHostKeyChecking=yes,BatchMode=yes`,
+      "-o",
+      "cache=no,attr_timeout=0,entry_timeout=0,negative_timeout=0",
+      `${node.user}@${node.host}:${node.modelDir}`,
+      mount,
+    ],
+    { stdio: ["ignore", "ignore", "pipe"] },
+  );
+  let said = "";
+  sshfs.stderr!.on("data", (chunk: Buffer) => (said += chunk.toString()));
+  for (let i = 0; i < 100 && !existsSync(join(mount, "tiny", "config.json")); i++) await new Promise((r) => setTimeout(r, 100));
+  if (!existsSync(join(mount, "tiny", "config.json"))) throw new Error(`the sshfs mount did not come up: ${said}`);
+}, 15 * 60_000);
+
+afterAll(async () => {
+  if (sshfs?.pid !== undefined) {
+    process.kill(sshfs.pid, "SIGCONT");
+    await run("fusermount", ["-u", mount]).catch(() => run("umount", ["-l", mount]).catch(() => undefined));
+    sshfs.kill("SIGKILL");
+  }
+  await sshd?.close();
+  if (root !== undefined) await rm(root, { recursive: true, force: true });
+});
+
+test("a frozen mount: its reads fail within the deadline saying so, one thread at most waits on it, the process's other file operations go on; read again once it answers", async () => {
+  const model = join(mount, "tiny");
+  expect(await createDirReader(model).readJson("config.json", 1 << 20)).toMatchObject({ num_hidden_layers: 4 });
+  process.kill(sshfs!.pid!, "SIGSTOP");
+  try {
+    // Six passes at once, as six clusters of this model would plan it: each its own reader.
+    const startedAt = performance.now();
+    const reads = Array.from({ length: 6 }, (_, i) =>
+      createDirReader(model, { readDeadlineMs: 1_500 })
+        .readHeader(i % 2 === 0 ? "model.safetensors" : "config.json")
+        .then(
+          () => "answered",
+          (error: unknown) => error,
+        ),
+    );
+    // Meanwhile, a file elsewhere reads as ever: the file-system threads are not all taken.
+    const elsewhere = join(root, "elsewhere.txt");
+    await run("sh", ["-c", `echo fine > ${elsewhere}`]);
+    await new Promise((r) => setTimeout(r, 300));
+    const other = await Promise.race([readFile(elsewhere, "utf8"), new Promise((r) => setTimeout(() => r("no answer within 5 s"), 5_000))]);
+    expect(other).toBe("fine\n");
+    const outcomes = await Promise.all(reads);
+    expect(performance.now() - startedAt).toBeLessThan(10_000);
+    for (const outcome of outcomes) {
+      expect(isShardctlError(outcome, "ModelSourceUnreachable"), String(outcome)).toBe(true);
+      expect((outcome as Error).message).toMatch(
+        new RegExp(`^the read of \\S+ .*in the model directory ${model} has not returned for \\d+ s: the file system holding it does not answer`),
+      );
+    }
+  } finally {
+    process.kill(sshfs!.pid!, "SIGCONT");
+  }
+  // The hung read returns once the mount answers; then the directory is read again.
+  let config: unknown;
+  for (let i = 0; i < 50 && config === undefined; i++) {
+    config = await createDirReader(model)
+      .readJson("config.json", 1 << 20)
+      .catch(() => undefined);
+    if (config === undefined) await new Promise((r) => setTimeout(r, 200));
+  }
+  expect(config).toMatchObject({ num_hidden_layers: 4 });
+}, 120_000);
