@@ -85,6 +85,7 @@ export class LocalNode extends ShellNode implements NodeAccess {
       stdout: r.stdout,
       stderr: unstarted === undefined ? `${spawnWords}${r.stderr}` : `${file}: ${unstarted.message}\n`,
       timedOut,
+      ...(timedOut ? { nodeAnswered: true as const } : {}),
       durationMs: Math.round(r.durationMs),
     };
   }

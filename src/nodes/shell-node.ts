@@ -124,7 +124,13 @@ function isUnanswered(result: CommandResult): boolean {
 
 export function commandFailed(node: string, reason: NodeReason, what: string, result: CommandResult): ShardctlError {
   const how = result.timedOut
-    ? `timed out after ${result.durationMs} ms${result.unreached === undefined ? "" : `: no connection to the node (${result.unreached})`}`
+    ? `timed out after ${result.durationMs} ms${
+        result.unreached !== undefined
+          ? `: no connection to the node (${result.unreached})`
+          : result.nodeAnswered === true
+            ? ", though the node answered all along: the command itself did not finish (a file system it touches may hang — a frozen network mount, a failing disk — or the node is too loaded to run it)"
+            : ""
+      }`
     : result.signal !== undefined
       ? `was killed by ${result.signal}`
       : result.exitCode === undefined

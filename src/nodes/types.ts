@@ -40,6 +40,13 @@ export interface CommandResult {
    */
   unreached?: string;
   /**
+   * Set on a command that timed out while the node itself answered all along (this machine, or an
+   * SSH connection up past the keepalive bound, which drops one to a silent node): the command
+   * hung there, not the way to the node — a file system it touches (a frozen network mount, a
+   * failing disk), or a node too loaded to run it.
+   */
+  nodeAnswered?: true;
+  /**
    * What the node's shell printed before the command ran (its start-up files: a banner in ~/.bashrc
    * or ~/.zshenv), when it printed anything; not part of `stdout`.
    */

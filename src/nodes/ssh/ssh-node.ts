@@ -9,6 +9,7 @@ import { anyShellRuns, quoteArg, quoteArgv } from "../quote.js";
 import { ShellNode } from "../shell-node.js";
 import type { CommandResult, NodeAccess, NodeConfig, PortAnswer, PutOptions, RunOptions } from "../types.js";
 import { joinHostPort } from "../host-port.js";
+import { silentPeerBoundMs } from "./keepalive.js";
 import { resolveTarget, SshConnection, type SshOptions } from "./ssh-connection.js";
 import { maxWritesInFlight, putWindowed, writeBytes } from "./windowed-put.js";
 
@@ -176,6 +177,9 @@ export class SshNode extends ShellNode implements NodeAccess {
         // The attempt's error names the node already ("node n2: cannot connect to …"): said once.
         const last = connection.lastFailure?.replace(`node ${this.config.name}: `, "");
         const unreached = reached || connection.connected ? {} : { unreached: last === undefined ? "still connecting" : `the last attempt: ${last}` };
+        const durationMs = Math.round(performance.now() - started);
+        // A connection up now, after a wait longer than its keepalives let a silent node keep one.
+        const answered = reached && connection.connected && durationMs > silentPeerBoundMs ? { nodeAnswered: true as const } : {};
         resolve({
           argv,
           exitCode: undefined,
@@ -183,8 +187,9 @@ export class SshNode extends ShellNode implements NodeAccess {
           stdout: "",
           stderr: "",
           timedOut: true,
-          durationMs: Math.round(performance.now() - started),
+          durationMs,
           ...unreached,
+          ...answered,
         });
       });
     });
