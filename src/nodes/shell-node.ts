@@ -74,13 +74,13 @@ export abstract class ShellNode {
   /** A command without a deadline, stopped by `signal` (watchers live as long as the process). */
   protected abstract runWatch(argv: string[], signal: AbortSignal | undefined): Promise<CommandResult>;
 
-  async statMany(paths: string[]): Promise<Array<FileStat | undefined>> {
+  async statMany(paths: string[], options: { signal?: AbortSignal } = {}): Promise<Array<FileStat | undefined>> {
     if (paths.length === 0) return [];
     const out: Array<FileStat | undefined> = [];
     // Keep command lines well under ARG_MAX.
     for (let i = 0; i < paths.length; i += 500) {
       const chunk = paths.slice(i, i + 500);
-      const result = await this.runScript(statScript, chunk, "NodeCommandFailed", "stat files");
+      const result = await this.runScript(statScript, chunk, "NodeCommandFailed", "stat files", options.signal === undefined ? {} : { signal: options.signal });
       const lines = result.stdout.split("\n").filter((l) => l !== "");
       for (const line of lines) out.push(parseStatLine(line));
     }

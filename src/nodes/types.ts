@@ -131,8 +131,8 @@ export interface NodeAccess {
   rename(from: string, to: string): Promise<void>;
   /** Follows symlinks; undefined when missing. */
   stat(path: string): Promise<FileStat | undefined>;
-  /** stat for many paths in one round trip. */
-  statMany(paths: string[]): Promise<Array<FileStat | undefined>>;
+  /** stat for many paths in one round trip; `signal` stops it (a pass overtaken by a change). */
+  statMany(paths: string[], options?: { signal?: AbortSignal }): Promise<Array<FileStat | undefined>>;
   mkdir(path: string): Promise<void>;
   /** Recursive, no error when missing. */
   remove(path: string): Promise<void>;

@@ -21,10 +21,21 @@ export type Layout = { kind: "cache"; modelDir: string } | { kind: "plain"; dir:
 export async function classifyNode(node: NodeAccess, manifest: Manifest, layout: Layout, options: ClassifyOptions = {}): Promise<NodeClassification> {
   const files = manifest.files;
   const dataPaths = files.map((f) => dataPath(layout, manifest, f));
+  const ask = options.signal === undefined ? {} : { signal: options.signal };
   const [stats, partials, links] = await Promise.all([
-    node.statMany(dataPaths),
-    layout.kind === "cache" ? node.statMany(files.map((f) => incompletePath(layout.modelDir, manifest.repo, f.hash))) : Promise.resolve(files.map(() => undefined)),
-    layout.kind === "cache" ? node.statMany(files.map((f) => snapshotPath(layout.modelDir, manifest.repo, manifest.commit, f.path))) : Promise.resolve([]),
+    node.statMany(dataPaths, ask),
+    layout.kind === "cache"
+      ? node.statMany(
+          files.map((f) => incompletePath(layout.modelDir, manifest.repo, f.hash)),
+          ask,
+        )
+      : Promise.resolve(files.map(() => undefined)),
+    layout.kind === "cache"
+      ? node.statMany(
+          files.map((f) => snapshotPath(layout.modelDir, manifest.repo, manifest.commit, f.path)),
+          ask,
+        )
+      : Promise.resolve([]),
   ]);
   const cachePath = layout.kind === "cache" ? statCachePath(layout.modelDir, manifest.repo) : undefined;
   const cache: StatCache = cachePath === undefined ? {} : await readStatCache(node, cachePath);

@@ -4,7 +4,8 @@
  * mount stopped every file operation of the daemon (status files, lock, ledger) for as long as it
  * lasted. Reads of a model directory go one at a time, each within a deadline: the frozen mount
  * holds one thread, its reads fail saying the file system does not answer, the process's other file
- * operations go on, and once the mount answers again it is read as before.
+ * operations go on, and once the mount answers again it is read as before. A node's look at files
+ * there (staging's stat) ends when its pass is called off, not at its 30 s deadline.
  *
  * The mount is a real sshfs (FUSE) mount of a real sshd's folder; "frozen" is its sshfs process
  * stopped with SIGSTOP, as a hung server leaves it. Needs root, /dev/fuse, and the Debian package
@@ -20,6 +21,7 @@ import { afterAll, beforeAll, expect, test } from "vitest";
 import { makeTestModel } from "../../src/planner/index.js";
 import { createDirReader } from "../../src/planner/dir-source.js";
 import { isShardctlError } from "../../src/errors/index.js";
+import { LocalNode } from "../../src/nodes/index.js";
 import { aptInstall } from "../support/apt.js";
 import { startSshdNodes, type SshdSet } from "../support/sshd.js";
 
@@ -98,6 +100,12 @@ test("a frozen mount: its reads fail within the deadline saying so, one thread a
         new RegExp(`^the read of \\S+ .*in the model directory ${model} has not returned for \\d+ s: the file system holding it does not answer`),
       );
     }
+    // A node's look at files on such a mount (staging's) ends when its pass is called off.
+    const node = new LocalNode({ name: "local", host: "local", modelDir: root });
+    const lookStarted = performance.now();
+    const look = await node.statMany([join(model, "model.safetensors")], { signal: AbortSignal.timeout(500) }).catch((error: unknown) => error);
+    expect(look).toBeInstanceOf(Error);
+    expect(performance.now() - lookStarted).toBeLessThan(5_000);
   } finally {
     process.kill(sshfs!.pid!, "SIGCONT");
   }
