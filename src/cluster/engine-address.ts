@@ -10,9 +10,10 @@ import { canonicalHost, ipv4OfMapped, isLinkLocalAddress } from "../spec/index.j
 
 export function engineAddressOf(nodeName: string, address: string): string {
   if (isLinkLocalAddress(address) || address.includes("%")) {
+    const what = isLinkLocalAddress(address) ? "the link-local address" : "an address with a zone,";
     throw new ShardctlError(
       "NodeAddressUnusable",
-      `node ${nodeName}: it is reached at the link-local address ${address} (its host, its ssh config's HostName, or what its name resolves to), which needs a zone, an interface of one machine, that means nothing to the engines on the other nodes: give the node a ULA (fd00::/8), global or IPv4 address`,
+      `node ${nodeName}: it is reached at ${what} ${address} (its host, its ssh config's HostName, or what its name resolves to); a zone is an interface of one machine and means nothing to the engines on the other nodes: give the node a ULA (fd00::/8), global or IPv4 address without a zone`,
       { terminal: true },
     );
   }

@@ -6,7 +6,7 @@ import { createDriver, engineOf, type EngineFacts } from "../engines/index.js";
 import { defaultDeadlines, type LaunchDeadlines, type LaunchRequest } from "../launch/index.js";
 import { isEveryInterface, SshNode, within, type NodeAccess } from "../nodes/index.js";
 import type { ShardPlan } from "../planner/index.js";
-import type { ClusterSpec, Settings } from "../spec/index.js";
+import { isLinkLocalAddress, type ClusterSpec, type Settings } from "../spec/index.js";
 import { ShardctlError } from "../errors/index.js";
 import { resolveHome } from "../staging/index.js";
 import { controlNodeName, type ClusterNodes } from "./cluster-nodes.js";
@@ -197,12 +197,14 @@ export async function bindHostOf(node: NodeAccess, engine: EngineFacts): Promise
           undefined,
         )
       : undefined;
-  const usable = reached === undefined || isIP(reached) === 0 ? undefined : engineAddressOf(node.config.name, reached);
+  // A link-local one (an mDNS name over a cable between two machines) means nothing to the engines
+  // on the others: then the name's other addresses.
+  const usable = reached === undefined || isIP(reached) === 0 || isZoned(reached) ? undefined : engineAddressOf(node.config.name, reached);
   if (usable !== undefined && (engine.ipv4Only !== true || isIP(usable) === 4)) return usable;
-  let resolved: string;
+  let resolved: string[];
   try {
     // An engine that takes IPv4 only is given the name's IPv4 address, whatever the resolver lists first.
-    resolved = (await lookup(host, engine.ipv4Only === true ? { family: 4 } : {})).address;
+    resolved = (await lookup(host, { all: true, ...(engine.ipv4Only === true ? { family: 4 } : {}) })).map((a) => a.address);
   } catch (error) {
     throw new ShardctlError(
       "NodeAddressUnresolved",
@@ -210,7 +212,13 @@ export async function bindHostOf(node: NodeAccess, engine: EngineFacts): Promise
       { cause: error },
     );
   }
-  return engineAddressOf(node.config.name, resolved);
+  // Refused (NodeAddressUnusable) only when the name has no other address.
+  return engineAddressOf(node.config.name, resolved.find((address) => !isZoned(address)) ?? resolved[0]!);
+}
+
+/** A link-local address, or one with a zone: usable on one machine only. */
+function isZoned(address: string): boolean {
+  return address.includes("%") || isLinkLocalAddress(address);
 }
 
 /** Per-launch files live beside the node's models (the control machine: in the state directory). */

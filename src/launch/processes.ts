@@ -92,7 +92,8 @@ export async function isProcessAlive(node: NodeAccess, process: Pick<LedgerProce
 /**
  * How a process ended, e.g. `exited with status 1` or `killed by SIGKILL (status 137)`. The pid
  * recorded is the small `sh` that runs the engine and writes its status as it ends (`ps` shows the
- * engine as its child): with no status written, that `sh` was killed itself, or its disk was full.
+ * engine as its child): with no status written, that `sh` was killed itself, stopped before it
+ * started the engine, or its disk was full.
  */
 export async function describeExit(node: NodeAccess, process: LedgerProcess): Promise<string> {
   return (await askExit(node, process)).words;
@@ -121,7 +122,8 @@ export async function askExit(node: NodeAccess, process: LedgerProcess): Promise
     return { words: "was still running when asked how it ended (a teardown that could not confirm its stop: the next pass stops it)", known: false };
   }
   return {
-    words: "ended without recording an exit status (the pid is the sh that runs the engine and writes how it ends: that sh was killed itself, or its disk was full)",
+    words:
+      "ended without recording an exit status (the pid is the sh that runs the engine and writes how it ends: that sh was killed itself, stopped before it started the engine, or its disk was full)",
     known: true,
   };
 }

@@ -13,6 +13,7 @@ export { oomNoteOf, startTimeFunction } from "./shell-scripts.js";
 export { LocalNode } from "./local-node.js";
 export { SshNode } from "./ssh/ssh-node.js";
 export { sshClientFiles, type SshOptions } from "./ssh/ssh-connection.js";
+export { sshConfigFiles } from "./ssh/ssh-config.js";
 export { openSshKeepaliveOptions, silentPeerBoundMs, sshKeepalive } from "./ssh/keepalive.js";
 export { NodePool, createNodeAccess } from "./pool.js";
 export { probeNode, createProbeCache, formatBadge, clipVersion, type NodeProbe, type ProbeOptions } from "./probe.js";

@@ -12,7 +12,7 @@ import { basename } from "node:path";
 import type { Logger } from "pino";
 import { isShardctlError, messageOf } from "../errors/index.js";
 import { Ledger, teardownCluster, type LaunchDeadlines } from "../launch/index.js";
-import { sshClientFiles, type NodeAccess, type NodePool } from "../nodes/index.js";
+import { sshClientFiles, sshConfigFiles, type NodeAccess, type NodePool } from "../nodes/index.js";
 import { findClusterFiles, patterns, type Settings } from "../spec/index.js";
 import { sshOptionsOf } from "../cluster/index.js";
 import { createMemory, type ClusterMemory } from "./cluster-memory.js";
@@ -212,17 +212,17 @@ export class Reconciler {
     return verdict.outcome;
   }
 
-  /**
-   * Names of clusters the daemon knows of: definitions plus anything remembered or in the ledger,
-   * and status files left without their definition (removed while no daemon ran: the pass that
-   * finds nothing running forgets them).
-   */
   /** The stamp of the settings and the OpenSSH client files they name (see stampOfSettings). */
   private async stampOfSettings(): Promise<string> {
     const settings = await this.parsed.loadSettings(this.options.settingsFile).catch(() => undefined);
     return stampOfSettings(this.options.settingsFile, settings);
   }
 
+  /**
+   * Names of clusters the daemon knows of: definitions plus anything remembered or in the ledger,
+   * and status files left without their definition (removed while no daemon ran: the pass that
+   * finds nothing running forgets them).
+   */
   async knownClusters(): Promise<string[]> {
     // Everything is looked at now: a resync only needs to notice settings changes after this.
     this.settingsStamp = await this.stampOfSettings();
@@ -469,8 +469,9 @@ async function stampOf(file: string): Promise<string> {
  * definition: a change to any of them has the next resync look at every cluster, stalled ones too.
  */
 async function stampOfSettings(settingsFile: string, settings: Settings | undefined): Promise<string> {
-  const ssh = settings === undefined ? [] : Object.values(sshClientFiles(sshOptionsOf(settings)));
-  return (await Promise.all([settingsFile, ...ssh].map(stampOf))).join(" ");
+  const ssh = settings === undefined ? undefined : sshClientFiles(sshOptionsOf(settings));
+  const files = ssh === undefined ? [] : [...(await sshConfigFiles(ssh.sshConfig)), ssh.knownHosts];
+  return (await Promise.all([settingsFile, ...files].map(async (file) => `${file}=${await stampOf(file)}`))).join(" ");
 }
 
 /** Cluster names of the status files directly in `dir` (`<name>.status.json`, a valid cluster name). */

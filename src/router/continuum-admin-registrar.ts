@@ -44,7 +44,8 @@ export function createContinuumAdminRegistrar(options: AdminRegistrarOptions): R
   // is remembered (in this process only) so that `sweep` can take such late arrivals back.
   const registered = new Map<string, string>();
   const withdrawn = new WithdrawnRegistrations(watchWithdrawnMs);
-  // One call at a time per backend name: a sweep's removal never lands after a new registration.
+  // One call at a time per backend name: a sweep's removal is not sent while a new registration is
+  // (one the router applies after its deadline may still land late: the resync registers again).
   const oneAtATime = createNameLocks();
 
   const call = async (reason: RouterReason, method: string, path: string, body?: unknown): Promise<Response> => {
@@ -99,7 +100,7 @@ export function createContinuumAdminRegistrar(options: AdminRegistrarOptions): R
       const entry = validateBackendEntry(backend);
       await oneAtATime(entry.name, async () => {
         // Remembered before it is sent: one that fails at its deadline may still be applied.
-        registered.set(entry.name, entry.url);
+        registered.set(entry.name, sameUrl(entry.url));
         const response = await call("RouterRegistrationFailed", "POST", paths.register, entry);
         await expectOk("RouterRegistrationFailed", response, `register ${entry.name}`);
       });
@@ -120,7 +121,7 @@ export function createContinuumAdminRegistrar(options: AdminRegistrarOptions): R
       for (const entry of await list()) {
         await oneAtATime(entry.name, async () => {
           // Registered again since (a relaunch): the cluster's own resync judges that entry.
-          if (registered.has(entry.name) || !withdrawn.has(entry.name, entry.url)) return;
+          if (registered.has(entry.name) || !withdrawn.has(entry.name, sameUrl(entry.url))) return;
           await remove(entry.name);
           taken.push(entry);
         });
@@ -134,6 +135,11 @@ export function createContinuumAdminRegistrar(options: AdminRegistrarOptions): R
     clearStalled: async () => undefined,
     clearAllStalled: async () => undefined,
   };
+}
+
+/** `url` as a router may give it back (`http://h:1/` for `http://h:1`): compared so. */
+function sameUrl(url: string): string {
+  return URL.canParse(url) ? new URL(url).href : url;
 }
 
 /** Registrations withdrawn within the last `keepMs` ms (by the monotonic clock): name and URL. */

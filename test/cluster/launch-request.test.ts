@@ -311,6 +311,6 @@ test("an address from an ssh config's HostName is one the engines can dial: IPv4
   ] as const) {
     const refused = requestOf(["mapped", node]);
     await expect(refused).rejects.toMatchObject({ reason: "NodeAddressUnusable", terminal: true });
-    await expect(refused).rejects.toThrow(`node ${node}: it is reached at the link-local address ${address} `);
+    await expect(refused).rejects.toThrow(`node ${node}: it is reached at the link-local address ${address} (its host, its ssh config's HostName`);
   }
 });

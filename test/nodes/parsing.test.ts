@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { NodePool, quoteArg, quoteArgv } from "../../src/nodes/index.js";
-import { globMatch, knownHostsName, matchesHost, parseKnownHosts, verifyHostKey } from "../../src/nodes/ssh/known-hosts.js";
+import { globMatch, knownHostsName, knownHostsNames, matchesHost, parseKnownHosts, verifyHostKey } from "../../src/nodes/ssh/known-hosts.js";
 import { resolveSshConfig } from "../../src/nodes/ssh/ssh-config.js";
 
 describe("quoteArg", () => {
@@ -64,6 +64,20 @@ describe("known_hosts parsing", () => {
     }
     expect(verifyHostKey(recorded, knownHostsName("FD42:A5A::0012", 22), "ssh-ed25519", "KEY7")).toEqual({ kind: "known" });
     expect(knownHostsName("Studio.Lab", 22)).toBe("Studio.Lab");
+  });
+
+  it("writes an IPv4-mapped address as ssh-keyscan does (dotted), and finds a host recorded under the spelling earlier versions wrote", () => {
+    // As `ssh-keyscan -p 44022 ::ffff:7f00:2a01` records it.
+    const scanned = parseKnownHosts("[::ffff:127.0.42.1]:44022 ssh-ed25519 KEYM\n");
+    for (const spelling of ["::ffff:7f00:2a01", "::FFFF:127.0.42.1", "::ffff:127.0.42.1"]) {
+      expect(knownHostsName(spelling, 44022)).toBe("[::ffff:127.0.42.1]:44022");
+      expect(verifyHostKey(scanned, knownHostsNames(spelling, 44022), "ssh-ed25519", "KEYM")).toEqual({ kind: "known" });
+    }
+    // accept-new of an earlier version recorded the host as the settings spelled it.
+    const earlier = parseKnownHosts("[FD00:0::11]:2222 ssh-ed25519 KEYE\n");
+    expect(knownHostsNames("FD00:0::11", 2222)).toEqual(["[fd00::11]:2222", "[FD00:0::11]:2222"]);
+    expect(verifyHostKey(earlier, knownHostsNames("FD00:0::11", 2222), "ssh-ed25519", "KEYE")).toEqual({ kind: "known" });
+    expect(verifyHostKey(earlier, knownHostsNames("FD00:0::11", 2222), "ssh-ed25519", "OTHER")).toMatchObject({ kind: "changed" });
   });
 });
 

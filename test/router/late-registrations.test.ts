@@ -20,13 +20,16 @@ const store = new Map<string, BackendEntry>();
 /** Requests held back (by method and name): applied, and answered, when the test lets them go. */
 const held = new Map<string, () => void>();
 const holdNext = new Set<string>();
+let normaliseUrls = false;
 
 beforeAll(async () => {
   server = createServer((req, res) => {
     void bodyOf(req).then((body) => {
       if (req.method === "GET") return void res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify([...store.values()]));
       if (req.method === "POST") {
-        const entry = JSON.parse(body) as BackendEntry;
+        const sent = JSON.parse(body) as BackendEntry;
+        // As a router that parses URLs gives them back (`http://h:1/`).
+        const entry = normaliseUrls ? { ...sent, url: new URL(sent.url).href } : sent;
         const apply = (): void => {
           store.set(entry.name, entry);
           res.writeHead(201).end();
@@ -140,4 +143,20 @@ test("a registration of a name while a sweep removes it waits for the removal: t
   await registering;
   // Applied in the order asked: the removal, then the registration.
   expect(store.get("cross")).toEqual(relaunched);
+});
+
+test("a router that gives URLs back in their parsed form (a trailing /) has its late arrival taken back all the same", async () => {
+  store.clear();
+  normaliseUrls = true;
+  try {
+    const registrar = createContinuumAdminRegistrar({ adminUrl, timeoutMs: 300 });
+    await registerTimingOut(registrar, { name: "parsed", url: "http://127.0.0.1:9108", models: ["m8"] });
+    await registrar.deregister("parsed");
+    letGo("POST parsed");
+    expect(store.get("parsed")?.url).toBe("http://127.0.0.1:9108/");
+    expect((await registrar.sweep!()).map((e) => e.name)).toEqual(["parsed"]);
+    expect(store.has("parsed")).toBe(false);
+  } finally {
+    normaliseUrls = false;
+  }
 });

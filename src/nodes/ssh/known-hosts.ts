@@ -6,7 +6,7 @@
 import { createHash, createHmac } from "node:crypto";
 import { appendFile, mkdir } from "node:fs/promises";
 import { readRegularText } from "../../files/index.js";
-import { canonicalHost } from "../../spec/index.js";
+import { canonicalHost, ipv4OfMapped } from "../../spec/index.js";
 import { dirname } from "node:path";
 
 export interface KnownHostEntry {
@@ -28,11 +28,19 @@ export type HostKeyVerdict =
 
 /**
  * The name a host is recorded under in known_hosts. An IPv6 address in the form OpenSSH (and
- * ssh-keyscan) records it, lower case with zeros compressed, however the settings spell it.
+ * ssh-keyscan) records it, however the settings spell it: lower case with zeros compressed, and an
+ * IPv4-mapped one with its IPv4 part dotted (`::ffff:10.0.0.5`), as inet_ntop writes it.
  */
 export function knownHostsName(host: string, port: number): string {
-  const name = canonicalHost(host);
+  const ipv4 = ipv4OfMapped(host);
+  const name = ipv4 === undefined ? canonicalHost(host) : `::ffff:${ipv4}`;
   return port === 22 ? name : `[${name}]:${port}`;
+}
+
+/** The names a host may be recorded under: knownHostsName's, then the host as written (as earlier versions recorded it). */
+export function knownHostsNames(host: string, port: number): string[] {
+  const written = port === 22 ? host : `[${host}]:${port}`;
+  return [...new Set([knownHostsName(host, port), written])];
 }
 
 export async function readKnownHosts(path: string): Promise<KnownHostEntry[]> {
@@ -106,16 +114,18 @@ export function globMatch(pattern: string, text: string, options: { caseSensitiv
 }
 
 /** Key types recorded for a host, in file order (used to prefer those algorithms). */
-export function knownKeyTypes(entries: KnownHostEntry[], name: string): string[] {
+/** The key types known_hosts holds for a host recorded under any of `names`. */
+export function knownKeyTypes(entries: KnownHostEntry[], names: string | readonly string[]): string[] {
   const types: string[] = [];
   for (const e of entries) {
-    if (e.marker === undefined && matchesHost(e.patterns, name) && !types.includes(e.keyType)) types.push(e.keyType);
+    if (e.marker === undefined && matchesAny(e.patterns, names) && !types.includes(e.keyType)) types.push(e.keyType);
   }
   return types;
 }
 
-export function verifyHostKey(entries: KnownHostEntry[], name: string, keyType: string, key: string): HostKeyVerdict {
-  const mine = entries.filter((e) => matchesHost(e.patterns, name) || (e.marker === "revoked" && e.patterns === "*"));
+/** The verdict on `key` of a host recorded under any of `names` (one host's names: their entries are all its own). */
+export function verifyHostKey(entries: KnownHostEntry[], names: string | readonly string[], keyType: string, key: string): HostKeyVerdict {
+  const mine = entries.filter((e) => matchesAny(e.patterns, names) || (e.marker === "revoked" && e.patterns === "*"));
   const revoked = mine.find((e) => e.marker === "revoked" && e.key === key);
   if (revoked !== undefined) return { kind: "revoked", line: revoked.line };
   const plain = mine.filter((e) => e.marker === undefined);
@@ -124,6 +134,10 @@ export function verifyHostKey(entries: KnownHostEntry[], name: string, keyType: 
   if (other !== undefined) return { kind: "changed", line: other.line, knownFingerprint: fingerprint(other.key) };
   if (plain.length > 0) return { kind: "other-types", knownTypes: [...new Set(plain.map((e) => e.keyType))] };
   return { kind: "unknown" };
+}
+
+function matchesAny(patterns: string, names: string | readonly string[]): boolean {
+  return (typeof names === "string" ? [names] : names).some((name) => matchesHost(patterns, name));
 }
 
 /** OpenSSH's SHA256 fingerprint of a base64 key blob. */

@@ -27,6 +27,26 @@ export async function readSshConfig(path: string, alias: string): Promise<SshHos
   return resolveSshConfig(await readSshFile(path, "ssh client config ([ssh] config)"), alias);
 }
 
+/**
+ * The ssh config file at `path` and every file its `Include` lines name, in any block and nested
+ * (the files ssh could read for some host), to tell whether any of them changed. Unreadable ones
+ * are listed all the same.
+ */
+export async function sshConfigFiles(path: string): Promise<string[]> {
+  const files: string[] = [];
+  const visit = async (file: string, depth: number): Promise<void> => {
+    if (files.includes(file) || depth > maxIncludeDepth) return;
+    files.push(file);
+    const text = await readSshFile(file, "ssh client config").catch(() => "");
+    for (const line of text.split("\n")) {
+      const include = /^\s*include(?:\s*=\s*|\s+)(.*)$/i.exec(line);
+      if (include !== null) for (const included of await includedFiles(unquote(include[1]!.trim()))) await visit(included, depth + 1);
+    }
+  };
+  await visit(path, 0);
+  return files;
+}
+
 /** The settings `text` gives `alias`; `Include`d files are read from disk. */
 export async function resolveSshConfig(text: string, alias: string): Promise<SshHostConfig> {
   const out: SshHostConfig = { identityFiles: [] };

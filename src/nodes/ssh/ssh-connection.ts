@@ -11,7 +11,7 @@ import { isNearLocal, ShardctlError } from "../../errors/index.js";
 import { FileRefusedError, readRegularFile } from "../../files/index.js";
 import type { NodeConfig } from "../types.js";
 import { joinHostPort } from "../host-port.js";
-import { appendKnownHost, fingerprint, keyTypeOf, knownHostsName, knownKeyTypes, readKnownHosts, verifyHostKey } from "./known-hosts.js";
+import { appendKnownHost, fingerprint, keyTypeOf, knownHostsName, knownHostsNames, knownKeyTypes, readKnownHosts, verifyHostKey } from "./known-hosts.js";
 import { sshKeepalive } from "./keepalive.js";
 import { expandHome, readSshConfig } from "./ssh-config.js";
 
@@ -302,14 +302,16 @@ export class SshConnection {
     const target = await resolveTarget(this.node, this.options);
     const knownHostsPath = sshClientFiles(this.options).knownHosts;
     const entries = await readKnownHosts(knownHostsPath);
-    const name = knownHostsName(target.host, target.port);
+    // Recorded under its name as OpenSSH writes it; looked up under the name as written too.
+    const names = knownHostsNames(target.host, target.port);
+    const name = names[0]!;
     let refusal: ShardctlError | undefined;
     let pendingRecord: { keyType: string; key: string } | undefined;
 
     const hostVerifier = (blob: Buffer): boolean => {
       const keyType = keyTypeOf(blob);
       const key = blob.toString("base64");
-      const verdict = verifyHostKey(entries, name, keyType, key);
+      const verdict = verifyHostKey(entries, names, keyType, key);
       if (verdict.kind === "known") return true;
       if (verdict.kind === "unknown" && this.node.hostKeyPolicy === "accept-new") {
         pendingRecord = { keyType, key };
@@ -334,7 +336,7 @@ export class SshConnection {
     // As OpenSSH does: ask first for the key types known_hosts holds for this host, so a server with
     // several host keys presents the one we can check. (ssh2's `prepend` ignores names already in its
     // defaults, so the whole list is given; types ssh2 cannot verify are left out.)
-    const known = knownKeyTypes(entries, name)
+    const known = knownKeyTypes(entries, names)
       .flatMap((t) => (t === "ssh-rsa" ? ["rsa-sha2-512", "rsa-sha2-256", "ssh-rsa"] : [t]))
       .filter((t) => ssh2Constants().SUPPORTED_SERVER_HOST_KEY.includes(t));
     const hostKeyOrder = [...new Set([...known, ...ssh2Constants().DEFAULT_SERVER_HOST_KEY])];
