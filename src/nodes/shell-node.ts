@@ -82,7 +82,15 @@ export abstract class ShellNode {
       const chunk = paths.slice(i, i + 500);
       const result = await this.runScript(statScript, chunk, "NodeCommandFailed", "stat files", options.signal === undefined ? {} : { signal: options.signal });
       const lines = result.stdout.split("\n").filter((l) => l !== "");
-      for (const line of lines) out.push(parseStatLine(line));
+      for (const [j, line] of lines.entries()) {
+        if (line.startsWith("! ")) {
+          throw new ShardctlError(
+            "NodeFileError",
+            `node ${this.config.name}: cannot look at ${chunk[j] ?? "a file"}: ${line.slice(2)} (a failing disk, or a file system that refuses it, such as a network mount: the file is not taken for missing)`,
+          );
+        }
+        out.push(parseStatLine(line));
+      }
     }
     return out;
   }

@@ -152,13 +152,17 @@ done`;
 
 /**
  * Each argument: "<size> <mtime> <ctime> <inode> <type>" following symlinks (times in seconds with
- * nanosecond fractions), or "-" when missing.
+ * nanosecond fractions), "-" when missing, or "! <the system's words>" when it cannot be looked at
+ * (an I/O error of a failing disk, a network mount refusing it): not taken for a missing file,
+ * which staging would fetch again whole.
  */
-export const statScript = `if stat -c %s / >/dev/null 2>&1; then
-  for f in "$@"; do stat -L -c '%s %.9Y %.9Z %i %F' -- "$f" 2>/dev/null || echo -; done
-else
-  for f in "$@"; do stat -L -f '%z %Fm %Fc %i %HT' -- "$f" 2>/dev/null || echo -; done
-fi`;
+export const statScript = `if stat -c %s / >/dev/null 2>&1; then set -- -c '%s %.9Y %.9Z %i %F' "$@"; else set -- -f '%z %Fm %Fc %i %HT' "$@"; fi
+how=$1 format=$2
+shift 2
+for f in "$@"; do
+  if o=$(LC_ALL=C stat -L "$how" "$format" -- "$f" 2>&1); then echo "$o"
+  else case $o in *"No such file or directory"*|*"Not a directory"*) echo - ;; *) echo "! \${o##*: }" ;; esac; fi
+done`;
 
 /** $1 = path → "<sha256>  <path>". */
 export const sha256Script = `if command -v sha256sum >/dev/null 2>&1; then exec sha256sum -- "$1"; else exec shasum -a 256 -- "$1"; fi`;

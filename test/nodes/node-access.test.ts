@@ -144,6 +144,14 @@ describe.each(["local", "ssh"] as const)("%s node", (kind) => {
     expect(viaLink?.ino).toBe(st?.ino);
     expect(missing).toBeUndefined();
     expect(directory?.type).toBe("directory");
+    // A file that cannot be looked at (here a link loop; a failing disk's I/O error alike) is not
+    // taken for a missing one, which staging would fetch again whole: it is said, with its path.
+    await node().symlink("loop", join(base, "loop"));
+    const refused = await node()
+      .statMany([join(base, "nope"), join(base, "loop")])
+      .catch((error: unknown) => error);
+    expect(refused).toMatchObject({ reason: "NodeFileError" });
+    expect((refused as Error).message).toMatch(new RegExp(`cannot look at ${join(base, "loop")}: Too many levels of symbolic links \\(a failing disk`));
     expect(await node().sha256(join(base, "moved"))).toBe(await shaOf("replaced"));
     await node().remove(base);
     expect(await node().stat(base)).toBeUndefined();
