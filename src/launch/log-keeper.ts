@@ -11,6 +11,11 @@
  * quiet): an engine that floods from its start (50 MiB/s grew a log to 1.6 GB by a first look at
  * 30 s) is caught then. A launch keeps its logs so from its first process on (a model may load for
  * many minutes while its engine logs), and the supervision of what it started from then on.
+ *
+ * A look that does not finish within its deadline (10 s) has met a node whose disk hangs (or one
+ * out of reach): what it ran may stay stuck there, so that node is not looked at again for a
+ * while — a minute, doubling while it stays so, up to ten — instead of piling a stuck command on
+ * it at every look.
  */
 import type { NodeAccess } from "../nodes/index.js";
 import type { LedgerEntry } from "./ledger.js";
@@ -22,6 +27,10 @@ export interface LogLimits {
   limitBytes: number;
   /** Its last bytes kept in `<log>.1`. Default 8 MiB. */
   keepBytes: number;
+  /** How long one look at a node may take, ms. Default 10 000. */
+  lookDeadlineMs?: number;
+  /** How long a node whose look did not finish is left alone first, ms (then doubled, up to 10×). Default 60 000. */
+  unansweredPauseMs?: number;
 }
 
 export const defaultLogLimits: LogLimits = { intervalMs: 30_000, limitBytes: 64 * 1024 * 1024, keepBytes: 8 * 1024 * 1024 };
@@ -39,14 +48,19 @@ for f; do
 done
 exit 0`;
 
-/** Empty the logs among `files` past the limit on `node`, keeping their ends; the ones emptied, with the size they had. */
+/**
+ * Empty the logs among `files` past the limit on `node`, keeping their ends; the ones emptied, with
+ * the size they had. Undefined when the look did not finish within its deadline.
+ */
 export async function trimLogs(
   node: NodeAccess,
   files: readonly string[],
-  limits: Pick<LogLimits, "limitBytes" | "keepBytes">,
-): Promise<Array<{ file: string; bytes: number }>> {
+  limits: Pick<LogLimits, "limitBytes" | "keepBytes" | "lookDeadlineMs">,
+): Promise<Array<{ file: string; bytes: number }> | undefined> {
   if (files.length === 0) return [];
-  const result = await node.run(["sh", "-c", trimScript, "sh", String(limits.limitBytes), String(limits.keepBytes), ...files], { deadlineMs: 10_000 });
+  const argv = ["sh", "-c", trimScript, "sh", String(limits.limitBytes), String(limits.keepBytes), ...files];
+  const result = await node.run(argv, { deadlineMs: limits.lookDeadlineMs ?? 10_000 });
+  if (result.timedOut) return undefined;
   if (result.exitCode !== 0) return [];
   return result.stdout
     .split("\n")
@@ -76,12 +90,23 @@ export function keepLogsBounded(
   let running: Promise<void> = Promise.resolve();
   const soonestMs = limits.intervalMs / 15;
   let intervalMs = soonestMs;
+  const firstPauseMs = limits.unansweredPauseMs ?? 60_000;
+  /** Per node whose last look did not finish: when to look again (monotonic ms), and the pause that led there. */
+  const paused = new Map<string, { untilMs: number; pauseMs: number }>();
   /** True when a log had to be emptied. */
   const look = async (): Promise<boolean> => {
     const trimmed = await Promise.all(
       [...logsByNode()].map(async ([name, files]) => {
-        // A node that does not answer is looked at again next time: the health monitor judges it.
+        const pause = paused.get(name);
+        if (pause !== undefined && performance.now() < pause.untilMs) return false;
+        // A node that does not answer at all is judged by the health monitor; here it is only left alone a while.
         const trimmed = await trimLogs(nodeFor(name), files, limits).catch(() => []);
+        if (trimmed === undefined) {
+          const pauseMs = pause === undefined ? firstPauseMs : Math.min(pause.pauseMs * 2, firstPauseMs * 10);
+          paused.set(name, { untilMs: performance.now() + pauseMs, pauseMs });
+          return false;
+        }
+        paused.delete(name);
         for (const { file, bytes } of trimmed) onTrimmed?.(name, file, bytes);
         return trimmed.length > 0;
       }),

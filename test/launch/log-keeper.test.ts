@@ -4,7 +4,7 @@
  * in `<log>.1` and the log emptied under the writer, whose next lines land at its start. On an SSH
  * node as on this machine (the loopback sshd shares this file system).
  */
-import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -49,7 +49,7 @@ it.each(["local", "ssh"])("a log past its limit on a %s node: its end kept in <l
   const limits = { limitBytes: 256 * 1024, keepBytes: 16 * 1024 };
   const deadline = Date.now() + 10_000;
   while ((await sizeOf(log)) <= limits.limitBytes && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-  const [trimmed] = await trimLogs(node, [log, join(dir, "no-such.log")], limits);
+  const [trimmed] = (await trimLogs(node, [log, join(dir, "no-such.log")], limits))!;
   expect(trimmed?.file).toBe(log);
   expect(trimmed!.bytes).toBeGreaterThan(limits.limitBytes);
   const kept = await readFile(`${log}.1`, "utf8");
@@ -130,4 +130,32 @@ it("an engine that floods its log from its start is looked at within a 15th of t
   } finally {
     await keeper.stop();
   }
+});
+
+it("a node whose look does not finish (its disk hangs) is left alone a while, not asked again at every look", async () => {
+  const node = new LocalNode({ name: "here", host: "local", modelDir: dir });
+  // The look measures each log with wc: one that hangs, as on a frozen file system, counting its calls.
+  const slowBin = join(dir, "slow-bin");
+  const calls = join(dir, "wc-calls");
+  await mkdir(slowBin, { recursive: true });
+  const wc = (await node.run(["sh", "-c", "command -v wc"])).stdout.trim();
+  await writeFile(join(slowBin, "wc"), `#!/bin/sh\necho called >> ${calls}\nsleep 5\nexec ${wc} "$@"\n`, { mode: 0o755 });
+  const log = join(dir, "quiet.log");
+  await writeFile(log, "hello\n");
+  const path = process.env.PATH;
+  process.env.PATH = `${slowBin}:${path ?? ""}`;
+  try {
+    const keeper = keepLogsBounded({ processes: [{ node: "here", logFile: log } as never] }, () => node, {
+      intervalMs: 200,
+      limitBytes: 1 << 20,
+      keepBytes: 1024,
+      lookDeadlineMs: 500,
+      unansweredPauseMs: 60_000,
+    });
+    await new Promise((r) => setTimeout(r, 3_000));
+    await keeper.stop();
+  } finally {
+    process.env.PATH = path;
+  }
+  expect((await readFile(calls, "utf8")).trim().split("\n")).toHaveLength(1);
 });
