@@ -25,23 +25,36 @@ export async function findStoppedMembers(cluster: WatchedCluster, nodeFor: Healt
   return (await lookForStoppedMembers(cluster, nodeFor, deadlineMs, only)).stopped;
 }
 
+/** A member one of whose processes waits in the kernel uninterruptibly ("D": I/O, most often its disk). */
+export interface DiskWaitingMember {
+  process: WatchedProcess;
+  pid: number;
+}
+
 /**
  * As findStoppedMembers, and which nodes answered: a member of a node that did not answer is
- * neither stopped nor running as far as this look can tell.
+ * neither stopped nor running as far as this look can tell. Also the members waiting on I/O
+ * ("D"): no fault by itself (a load reads its weights), but one seen so look after look while a
+ * launch waits for it to listen is held up by its disk.
  */
 export async function lookForStoppedMembers(
   cluster: WatchedCluster,
   nodeFor: HealthDeps["nodeFor"],
   deadlineMs: number,
   only?: string,
-): Promise<{ stopped: StoppedMember[]; answered: ReadonlySet<string> }> {
+): Promise<{ stopped: StoppedMember[]; diskWaiting: DiskWaitingMember[]; answered: ReadonlySet<string> }> {
   const nodes = [...new Set(cluster.processes.map((p) => p.node))].filter((name) => only === undefined || name === only);
-  const listings = new Map(await Promise.all(nodes.map(async (name) => [name, await listStopped(nodeFor, name, deadlineMs)] as const)));
+  const listings = new Map(await Promise.all(nodes.map(async (name) => [name, await listStates(nodeFor, name, deadlineMs)] as const)));
+  const rowsOf = (process: WatchedProcess): StateRow[] => listings.get(process.node)?.filter((row) => row.pgid === process.pid) ?? [];
   const stopped = cluster.processes.flatMap((process) => {
-    const found = listings.get(process.node)?.find((row) => row.pgid === process.pid);
-    return found === undefined ? [] : [{ process, pid: found.pid, state: found.state }];
+    const found = rowsOf(process).find((row) => row.state === "stopped" || row.state === "traced");
+    return found === undefined ? [] : [{ process, pid: found.pid, state: found.state as StoppedMember["state"] }];
   });
-  return { stopped, answered: new Set([...listings].filter(([, rows]) => rows !== undefined).map(([name]) => name)) };
+  const diskWaiting = cluster.processes.flatMap((process) => {
+    const found = rowsOf(process).find((row) => row.state === "disk");
+    return found === undefined ? [] : [{ process, pid: found.pid }];
+  });
+  return { stopped, diskWaiting, answered: new Set([...listings].filter(([, rows]) => rows !== undefined).map(([name]) => name)) };
 }
 
 /** "pid 812 in state T, a stop signal such as SIGSTOP": what was seen of a stopped member. */
@@ -54,21 +67,23 @@ export function alsoStopped(member: StoppedMember): string {
   return `${labelOf(member.process)} on ${member.process.node}: stopped too (${describeStopped(member)})`;
 }
 
-interface StoppedRow {
+interface StateRow {
   pgid: number;
   pid: number;
-  state: StoppedMember["state"];
+  state: StoppedMember["state"] | "disk";
 }
 
-/** The stopped processes of a node; undefined when it did not answer (or its `ps` failed). */
-async function listStopped(nodeFor: HealthDeps["nodeFor"], name: string, deadlineMs: number): Promise<StoppedRow[] | undefined> {
+/** The stopped processes of a node, and those waiting on I/O; undefined when it did not answer (or its `ps` failed). */
+async function listStates(nodeFor: HealthDeps["nodeFor"], name: string, deadlineMs: number): Promise<StateRow[] | undefined> {
   // `-A -o pgid= -o pid= -o stat=` reads the same on Linux (procps) and macOS.
   const listing = await nodeFor(name)
     .run(["ps", "-A", "-o", "pgid=", "-o", "pid=", "-o", "stat="], { deadlineMs })
     .catch(() => undefined);
   if (listing === undefined || listing.exitCode !== 0) return undefined;
   return listing.stdout.split("\n").flatMap((line) => {
-    const match = /^\s*(\d+)\s+(\d+)\s+([Tt])/.exec(line);
-    return match === null ? [] : [{ pgid: Number(match[1]), pid: Number(match[2]), state: match[3] === "T" ? ("stopped" as const) : ("traced" as const) }];
+    const match = /^\s*(\d+)\s+(\d+)\s+([TtD])/.exec(line);
+    if (match === null) return [];
+    const state = match[3] === "T" ? ("stopped" as const) : match[3] === "t" ? ("traced" as const) : ("disk" as const);
+    return [{ pgid: Number(match[1]), pid: Number(match[2]), state }];
   });
 }

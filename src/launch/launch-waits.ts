@@ -144,7 +144,7 @@ async function waitStageUp(
   throw new LaunchError(
     "StageListenTimeout",
     `${label}-listen`,
-    `${label} on ${process.node} did not ${words.notDone} within ${timing.deadlineMs} ms${liveness.silence()}${stopped.words()}${loading}`,
+    `${label} on ${process.node} did not ${words.notDone} within ${timing.deadlineMs} ms${liveness.silence()}${stopped.words()}${stopped.diskWords(process)}${loading}`,
     {
       logTail,
     },

@@ -10,6 +10,11 @@
  * event the status file shows while the wait goes on (`stage-N-paused`, `coordinator-paused`; and
  * `…-resumed` when it runs again), and the phase's timeout names it. The wait itself keeps its
  * deadline: a process may be continued, and the launch then goes on.
+ *
+ * The same looks count a process waiting on I/O ("D", most often its disk): a load reads its
+ * weights, so one such look says nothing, but three in a row are said (`stage-N-disk-wait`), and a
+ * timeout says in how many of its looks the process was found so: a model read from a slow or hung
+ * file system, not merely a long load.
  */
 import { describeStopped, lookForStoppedMembers, type StoppedMember } from "../health/index.js";
 import type { NodeAccess } from "../nodes/index.js";
@@ -36,6 +41,8 @@ export interface StoppedWatch {
   look(phase: AwaitedPhase): void;
   /** What a timeout's message adds: "; stage-0 on n1 is stopped (…) since …", or "" when none is. */
   words(): string;
+  /** What a timeout's message adds of `process`'s waits on I/O: "; it was waiting on I/O … in 7 of 9 looks …", or "". */
+  diskWords(process: LedgerProcess): string;
   /**
    * `process` did what the launch waited for (it listens, it answers): if it was said paused, it runs
    * again, and `…-resumed` is said now — it may answer before the next look would have seen it.
@@ -60,15 +67,35 @@ export function watchStopped(
 ): StoppedWatch {
   const { intervalMs = 1_000, sightings = 2 } = options;
   const seen = new Map<string, Sighting>();
+  /** Per process label: looks that found it waiting on I/O, of those its node answered, and the run of them in a row. */
+  const diskWaits = new Map<string, { waiting: number; looks: number; inRow: number; said: boolean }>();
+  /** Looks in a row that must find a process waiting on I/O before it is said. */
+  const diskSightings = 3;
   let lastLook = Number.NEGATIVE_INFINITY;
   let looking = false;
   let closed = false;
   const lookOnce = async (phase: AwaitedPhase): Promise<void> => {
     const started = { cluster: entry.cluster, processes: entry.processes.filter((p) => p.pid > 0), ports: [] };
     if (started.processes.length === 0) return;
-    const { stopped, answered } = await lookForStoppedMembers(started, nodeFor, defaultReachMs);
+    const { stopped, diskWaiting, answered } = await lookForStoppedMembers(started, nodeFor, defaultReachMs);
     if (closed) return;
     const now = new Date().toISOString();
+    for (const process of started.processes) {
+      if (!answered.has(process.node)) continue;
+      const label = processLabel(process.role, process.index);
+      const waits = diskWaits.get(label) ?? { waiting: 0, looks: 0, inRow: 0, said: false };
+      const found = diskWaiting.find((m) => m.process === process);
+      waits.looks += 1;
+      waits.waiting += found === undefined ? 0 : 1;
+      waits.inRow = found === undefined ? 0 : waits.inRow + 1;
+      diskWaits.set(label, waits);
+      if (found === undefined || waits.said || waits.inRow < diskSightings) continue;
+      waits.said = true;
+      event(
+        `${label}-disk-wait`,
+        `waiting on I/O (pid ${found.pid} in state D) on ${process.node}, ${waits.inRow} looks in a row: most often its disk; a slow or hung file system under its model_dir holds it up while the launch waits for ${phase.what} until ${phase.until.toISOString()}`,
+      );
+    }
     for (const member of stopped) {
       const label = processLabel(member.process.role, member.process.index);
       const sighting = seen.get(label) ?? { member, count: 0, since: now, said: false };
@@ -111,6 +138,11 @@ export function watchStopped(
       const label = processLabel(process.role, process.index);
       const sighting = seen.get(label);
       if (sighting !== undefined && !closed) resume(label, sighting, "is no longer stopped: it did what the launch waited for");
+    },
+    diskWords(process) {
+      const waits = diskWaits.get(processLabel(process.role, process.index));
+      if (waits === undefined || waits.waiting < diskSightings) return "";
+      return `; it was waiting on I/O (state D, most often its disk) in ${waits.waiting} of the ${waits.looks} looks at it: a slow or hung file system under its model_dir, rather than a long load`;
     },
     words() {
       const said = [...seen.entries()].filter(([, s]) => s.said);

@@ -11,9 +11,8 @@
  * stopped with SIGSTOP, as a hung server leaves it. Needs root, /dev/fuse, and the Debian package
  * sshfs (installed here when missing).
  */
-import { spawn, execFile, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
-import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { execFile } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -22,59 +21,32 @@ import { makeTestModel } from "../../src/planner/index.js";
 import { createDirReader } from "../../src/planner/dir-source.js";
 import { isShardctlError } from "../../src/errors/index.js";
 import { LocalNode } from "../../src/nodes/index.js";
-import { aptInstall } from "../support/apt.js";
 import { startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { mountSshfs, type SshfsMount } from "../support/sshfs-mount.js";
 
 const run = promisify(execFile);
 let root: string;
-let mount: string;
+let mount: SshfsMount | undefined;
 let sshd: SshdSet;
-let sshfs: ChildProcess | undefined;
 
 beforeAll(async () => {
-  if (process.getuid?.() !== 0) throw new Error("this test mounts a FUSE file system: run it as root");
-  if (!existsSync("/dev/fuse")) throw new Error("/dev/fuse is missing: this test needs FUSE");
-  if ((await run("sh", ["-c", "command -v sshfs || true"])).stdout.trim() === "") await aptInstall(["sshfs"]);
   root = await mkdtemp(join(tmpdir(), "shardctl-hung-source-"));
   sshd = await startSshdNodes({ count: 1 });
   const node = sshd.nodes[0]!;
   await makeTestModel(join(node.modelDir, "tiny"), { layers: 4, hidden: 64, heads: 4, kvHeads: 2, vocab: 320, seed: 5 });
-  mount = join(root, "mnt");
-  await mkdir(mount);
-  // Foreground (-f), so that its pid is this child's; no caches, so a read after the freeze reaches it.
-  sshfs = spawn(
-    "sshfs",
-    [
-      "-f",
-      "-o",
-      `port=${node.port},IdentityFile=${sshd.identityFile},UserKnownHostsFile=${sshd.knownHostsPath},StrictHostKeyChecking=yes,BatchMode=yes`,
-      "-o",
-      "cache=no,attr_timeout=0,entry_timeout=0,negative_timeout=0",
-      `${node.user}@${node.host}:${node.modelDir}`,
-      mount,
-    ],
-    { stdio: ["ignore", "ignore", "pipe"] },
-  );
-  let said = "";
-  sshfs.stderr!.on("data", (chunk: Buffer) => (said += chunk.toString()));
-  for (let i = 0; i < 100 && !existsSync(join(mount, "tiny", "config.json")); i++) await new Promise((r) => setTimeout(r, 100));
-  if (!existsSync(join(mount, "tiny", "config.json"))) throw new Error(`the sshfs mount did not come up: ${said}`);
+  mount = await mountSshfs(sshd, node.modelDir, join(root, "mnt"), "tiny/config.json");
 }, 15 * 60_000);
 
 afterAll(async () => {
-  if (sshfs?.pid !== undefined) {
-    process.kill(sshfs.pid, "SIGCONT");
-    await run("fusermount", ["-u", mount]).catch(() => run("umount", ["-l", mount]).catch(() => undefined));
-    sshfs.kill("SIGKILL");
-  }
+  await mount?.close();
   await sshd?.close();
   if (root !== undefined) await rm(root, { recursive: true, force: true });
 });
 
 test("a frozen mount: its reads fail within the deadline saying so, one thread at most waits on it, the process's other file operations go on; read again once it answers", async () => {
-  const model = join(mount, "tiny");
+  const model = join(mount!.path, "tiny");
   expect(await createDirReader(model).readJson("config.json", 1 << 20)).toMatchObject({ num_hidden_layers: 4 });
-  process.kill(sshfs!.pid!, "SIGSTOP");
+  mount!.freeze();
   try {
     // Six passes at once, as six clusters of this model would plan it: each its own reader.
     const startedAt = performance.now();
@@ -107,7 +79,7 @@ test("a frozen mount: its reads fail within the deadline saying so, one thread a
     expect(look).toBeInstanceOf(Error);
     expect(performance.now() - lookStarted).toBeLessThan(5_000);
   } finally {
-    process.kill(sshfs!.pid!, "SIGCONT");
+    mount!.thaw();
   }
   // The hung read returns once the mount answers; then the directory is read again.
   let config: unknown;
