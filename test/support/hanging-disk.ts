@@ -8,6 +8,7 @@ import { execFile } from "node:child_process";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { aptInstall } from "./apt.js";
 import { mountSshfs } from "./sshfs-mount.js";
 import type { SshdSet } from "./sshd.js";
 
@@ -24,6 +25,7 @@ export interface HangingDisk {
 
 /** A `sizeMiB` disk mounted under `root` (read-write: write what the test needs, then `remountReadOnly`). */
 export async function makeHangingDisk(sshd: SshdSet, root: string, sizeMiB = 16): Promise<HangingDisk & { remountReadOnly(): Promise<void> }> {
+  if ((await run("sh", ["-c", "command -v mkfs.ext4 losetup || true"])).stdout.trim().split("\n").length < 2) await aptInstall(["e2fsprogs", "mount"]);
   const image = join(sshd.nodes[0]!.modelDir, "disk.img");
   await run("truncate", ["-s", `${sizeMiB}M`, image]);
   await run("mkfs.ext4", ["-q", "-F", image]);
