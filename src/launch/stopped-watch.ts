@@ -14,7 +14,7 @@
  * The same looks count a process waiting on I/O ("D", most often its disk): a load reads its
  * weights, so one such look says nothing, but three in a row are said (`stage-N-disk-wait`), and a
  * timeout says in how many of its looks the process was found so: a model read from a slow or hung
- * file system, not merely a long load.
+ * file system (a slow disk needs a longer load timeout; a hung one, the disk or mount seen to).
  */
 import { describeStopped, lookForStoppedMembers, type StoppedMember } from "../health/index.js";
 import type { NodeAccess } from "../nodes/index.js";
@@ -41,7 +41,7 @@ export interface StoppedWatch {
   look(phase: AwaitedPhase): void;
   /** What a timeout's message adds: "; stage-0 on n1 is stopped (…) since …", or "" when none is. */
   words(): string;
-  /** What a timeout's message adds of `process`'s waits on I/O: "; it was waiting on I/O … in 7 of 9 looks …", or "". */
+  /** What a timeout's message adds of `process`'s waits on I/O: "; it was waiting on I/O … in 7 of the 9 looks …", or "". */
   diskWords(process: LedgerProcess): string;
   /**
    * `process` did what the launch waited for (it listens, it answers): if it was said paused, it runs
@@ -142,7 +142,7 @@ export function watchStopped(
     diskWords(process) {
       const waits = diskWaits.get(processLabel(process.role, process.index));
       if (waits === undefined || waits.waiting < diskSightings) return "";
-      return `; it was waiting on I/O (state D, most often its disk) in ${waits.waiting} of the ${waits.looks} looks at it: a slow or hung file system under its model_dir, rather than a long load`;
+      return `; it was waiting on I/O (state D, most often its disk) in ${waits.waiting} of the ${waits.looks} looks at it: it reads from a slow or hung file system under its model_dir`;
     },
     words() {
       const said = [...seen.entries()].filter(([, s]) => s.said);

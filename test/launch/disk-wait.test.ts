@@ -1,10 +1,9 @@
 /**
- * A launch waits for a stage whose model is read from a file system that hangs (a frozen network
- * mount): the stage runs, waiting on I/O (state D), and never listens. The looks the launch makes
- * while it waits find it so: three in a row are said in the timeline (`stage-0-disk-wait`), and the
- * timeout's words say in how many looks it was found waiting on I/O, naming the disk rather than a
- * long load. A real process reads a real ext4 disk whose loop device's backing store (an sshfs
- * mount of a real sshd's folder) is frozen.
+ * A launch waits for a stage whose model is read from a disk that hangs: the stage runs, waiting on
+ * I/O (state D), and never listens. The looks the launch makes while it waits find it so: three in
+ * a row are said in the timeline (`stage-0-disk-wait`), and the timeout's words say in how many
+ * looks it was found waiting on I/O, naming the disk. A real process reads a real ext4 disk whose
+ * loop device's backing store (an sshfs mount of a real sshd's folder) is frozen.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -62,7 +61,7 @@ test("a stage reading its weights from a disk that hangs: said waiting on it whi
       /^waiting on I\/O \(pid \d+ in state D\) on n1, 3 looks in a row: most often its disk; a slow or hung file system under its model_dir holds it up while the launch waits for stage-0 to listen on 127\.0\.0\.1:39600 until \S+Z$/,
     );
     expect(watch.diskWords(started)).toMatch(
-      /^; it was waiting on I\/O \(state D, most often its disk\) in \d+ of the \d+ looks at it: a slow or hung file system under its model_dir, rather than a long load$/,
+      /^; it was waiting on I\/O \(state D, most often its disk\) in \d+ of the \d+ looks at it: it reads from a slow or hung file system under its model_dir$/,
     );
     // Nothing of it is said stopped.
     expect(watch.words()).toBe("");
