@@ -21,6 +21,8 @@ const store = new Map<string, BackendEntry>();
 const held = new Map<string, () => void>();
 const holdNext = new Set<string>();
 let normaliseUrls = false;
+/** Each admin call's deadline, ms: long enough for a call answered at once on a loaded machine; a held one passes it. */
+const callDeadlineMs = 1_500;
 
 beforeAll(async () => {
   server = createServer((req, res) => {
@@ -82,7 +84,7 @@ async function until(check: () => boolean, what: string): Promise<void> {
 
 test("a registration applied after its withdrawal is taken back; a live one, a re-registered one and a hand-made one of a withdrawn name are left", async () => {
   store.clear();
-  const registrar = createContinuumAdminRegistrar({ adminUrl, timeoutMs: 300 });
+  const registrar = createContinuumAdminRegistrar({ adminUrl, timeoutMs: callDeadlineMs });
   // The launch's registration times out and is rolled back while the router has not applied it.
   const late = { name: "late", url: "http://127.0.0.1:9101", models: ["m1"] };
   await registerTimingOut(registrar, late);
@@ -114,7 +116,7 @@ test("a registration applied after its withdrawal is taken back; a live one, a r
 
 test("a withdrawal is watched for a while only: a registration applied after the watch ends is left", async () => {
   store.clear();
-  const registrar = createContinuumAdminRegistrar({ adminUrl, timeoutMs: 300, watchWithdrawnMs: 500 });
+  const registrar = createContinuumAdminRegistrar({ adminUrl, timeoutMs: callDeadlineMs, watchWithdrawnMs: 500 });
   const late = { name: "later", url: "http://127.0.0.1:9105", models: ["m5"] };
   await registerTimingOut(registrar, late);
   await registrar.deregister("later");
@@ -126,7 +128,7 @@ test("a withdrawal is watched for a while only: a registration applied after the
 
 test("a registration of a name while a sweep removes it waits for the removal: the registration stands", async () => {
   store.clear();
-  const registrar = createContinuumAdminRegistrar({ adminUrl, timeoutMs: 1_000 });
+  const registrar = createContinuumAdminRegistrar({ adminUrl, timeoutMs: callDeadlineMs });
   const old = { name: "cross", url: "http://127.0.0.1:9106", models: ["m6"] };
   await registerTimingOut(registrar, old);
   await registrar.deregister("cross");
@@ -149,7 +151,7 @@ test("a router that gives URLs back in their parsed form (a trailing /) has its 
   store.clear();
   normaliseUrls = true;
   try {
-    const registrar = createContinuumAdminRegistrar({ adminUrl, timeoutMs: 300 });
+    const registrar = createContinuumAdminRegistrar({ adminUrl, timeoutMs: callDeadlineMs });
     await registerTimingOut(registrar, { name: "parsed", url: "http://127.0.0.1:9108", models: ["m8"] });
     await registrar.deregister("parsed");
     letGo("POST parsed");
