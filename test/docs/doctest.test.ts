@@ -31,7 +31,7 @@ import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { describe, expect, it, type ExpectStatic } from "vitest";
 import { assertValidStatus, repoRoot, shardctlJs, sleep } from "../reconciler/daemon-fixture.js";
-import { freePort, freePortRun } from "../support/test-world.js";
+import { freePortRun } from "../support/test-world.js";
 
 const docsDir = join(repoRoot, "docs");
 const pages = ["first-cluster.md", "ci-with-wait.md", "upgrading-a-model.md", "reading-a-status-file.md", "troubleshooting.md", "service.md"];
@@ -95,15 +95,17 @@ async function createWorld(page: string): Promise<World> {
   // mktemp in a block makes its directory in the world, which goes with it.
   await mkdir(join(root, "tmp"));
   await writeFile(join(bin, "shardctl"), `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(shardctlJs)} "$@"\n`, { mode: 0o755 });
-  const first = await freePortRun(["127.0.0.1"], 12);
+  // Every port the page uses from one run below the kernel's ephemeral range: a port handed out
+  // as ephemeral could be an outgoing connection's by the time the page's daemon binds it, minutes on.
+  const first = await freePortRun(["127.0.0.1"], 14);
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     PATH: `${bin}:${process.env.PATH ?? "/usr/bin:/bin"}`,
     TMPDIR: join(root, "tmp"),
     MODEL_DIR: join(root, "models", "tiny"),
     REPO: join(root, "origin.git"),
-    PORT: String(await freePort()),
-    ROUTER_PORT: String(await freePort()),
+    PORT: String(first + 12),
+    ROUTER_PORT: String(first + 13),
     PORT_RANGE: `${first}-${first + 11}`,
     GIT_AUTHOR_NAME: "doctest",
     GIT_AUTHOR_EMAIL: "doctest@example.invalid",
@@ -166,7 +168,10 @@ async function runBlock(world: World, block: Block, expect: ExpectStatic): Promi
   const expected = expectedExit(block);
   const what = `${block.page}:${block.line} (${((Date.now() - started) / 1000).toFixed(1)} s)${result.timedOut ? `, killed after ${blockDeadlineMs / 1000} s` : ""}`;
   if (process.env.DOCTEST_SHOW === "1") console.log(`--- ${what}: exit ${result.code}\n${result.output}`);
-  const context = `\n--- block\n${block.code}--- output\n${result.output.slice(-6000)}`;
+  // A daemon the page started logs to daemon.log: its last words say why a wait found none watching.
+  const daemonLog = join(world.control, "daemon.log");
+  const daemonWords = existsSync(daemonLog) ? `--- daemon.log (end)\n${readFileSync(daemonLog, "utf8").slice(-3000)}` : "";
+  const context = `\n--- block\n${block.code}--- output\n${result.output.slice(-6000)}${daemonWords}`;
   expect(result.code, `${what} exited ${result.code}, expected ${expected}${context}`).toBe(expected);
   if (expected !== 0) {
     const lines = block.code.split("\n");
