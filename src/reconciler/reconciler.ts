@@ -212,12 +212,6 @@ export class Reconciler {
     return verdict.outcome;
   }
 
-  /** The stamp of the settings and the OpenSSH client files they name (see stampOfSettings). */
-  private async stampOfSettings(): Promise<string> {
-    const settings = await this.parsed.loadSettings(this.options.settingsFile).catch(() => undefined);
-    return stampOfSettings(this.options.settingsFile, settings);
-  }
-
   /**
    * Names of clusters the daemon knows of: definitions plus anything remembered or in the ledger,
    * and status files left without their definition (removed while no daemon ran: the pass that
@@ -225,7 +219,8 @@ export class Reconciler {
    */
   async knownClusters(): Promise<string[]> {
     // Everything is looked at now: a resync only needs to notice settings changes after this.
-    this.settingsStamp = await this.stampOfSettings();
+    const settings = await this.parsed.loadSettings(this.options.settingsFile).catch(() => undefined);
+    this.settingsStamp = await stampOfSettings(this.options.settingsFile, settings);
     const files = await findClusterFiles(this.options.dir).catch(() => []);
     const defined = files.map((f) => basename(f, ".toml"));
     // A status file whose definition is spelled with other letter case is no ghost: on a file
@@ -233,7 +228,6 @@ export class Reconciler {
     const ghosts = (await statusFileNames(this.options.dir)).filter((name) => !defined.some((d) => d.toLowerCase() === name));
     const names = new Set([...defined, ...ghosts]);
     for (const name of this.memories.keys()) names.add(name);
-    const settings = await this.parsed.loadSettings(this.options.settingsFile).catch(() => undefined);
     if (settings !== undefined) for (const entry of await this.world.ownEntries(settings)) names.add(entry.cluster);
     return [...names].sort();
   }
@@ -247,7 +241,7 @@ export class Reconciler {
    */
   async resyncCandidates(): Promise<string[]> {
     const settings = await this.parsed.loadSettings(this.options.settingsFile).catch(() => undefined);
-    if (settings === undefined || (await this.stampOfSettings()) !== this.settingsStamp) return this.knownClusters();
+    if (settings === undefined || (await stampOfSettings(this.options.settingsFile, settings)) !== this.settingsStamp) return this.knownClusters();
     const files = await findClusterFiles(this.options.dir).catch(() => [] as string[]);
     // A ledger that cannot be listed (its folder replaced, out of descriptors) is no reason to stop
     // looking: every known cluster gets its pass, which says what its own record says.
