@@ -21,6 +21,7 @@ import { computeRevision, loadCluster, loadSettings, type ClusterSpec, type Sett
 import { waitForSignal } from "./commands/daemon.js";
 import { addressHolder } from "./demo-ports.js";
 import { createLogger, logFormatOption, parseLogFormat } from "./logger.js";
+import { joinHostPort } from "../nodes/index.js";
 
 const settingsFile = resolve("shardctl.toml");
 const clusterName = "demo";
@@ -215,7 +216,7 @@ async function takenAddresses(spec: ClusterSpec, settings: Settings, routerConfi
   if (config !== undefined) {
     // Without server.bind_address the router listens on 127.0.0.1:8080.
     const bind = config.bind;
-    const address = bind === undefined ? "127.0.0.1:8080" : `${bind.host.includes(":") ? `[${bind.host}]` : bind.host}:${bind.port}`;
+    const address = bind === undefined ? "127.0.0.1:8080" : joinHostPort(bind.host, bind.port);
     wanted.push({ address, taken: (by) => `the router's address ${address} is already in use${by}.\n  ${moveRouter(routerConfig)}` });
   }
   const { node, host, port } = spec.coordinator;
@@ -223,7 +224,7 @@ async function takenAddresses(spec: ClusterSpec, settings: Settings, routerConfi
   // SIGKILL), holds its port: the daemon takes it over or tears it down, so that is no port to move.
   const leftover = (await new Ledger(settings.daemon.stateDir).read(clusterName).catch(() => undefined))?.ports.some((p) => p.port === port);
   if (leftover !== true && (node === "local" || settings.nodes[node]?.host === "local")) {
-    wanted.push({ address: `${host.includes(":") ? `[${host}]` : host}:${port}`, taken: (by) => coordinatorPortTaken(spec, by) });
+    wanted.push({ address: joinHostPort(host, port), taken: (by) => coordinatorPortTaken(spec, by) });
   }
   const taken: string[] = [];
   for (const { address, taken: said } of wanted) {
@@ -237,7 +238,7 @@ async function takenAddresses(spec: ClusterSpec, settings: Settings, routerConfi
 function coordinatorPortTaken(spec: ClusterSpec, by = ""): string {
   const { host, port } = spec.coordinator;
   const definition = join(dirname(settingsFile), "clusters", `${clusterName}.toml`);
-  return `the coordinator's port ${host}:${port} is already in use${by}.\n  set a free port in ${shown(definition)}: [coordinator] port = ${port}, or stop what holds it`;
+  return `the coordinator's port ${joinHostPort(host, port)} is already in use${by}.\n  set a free port in ${shown(definition)}: [coordinator] port = ${port}, or stop what holds it`;
 }
 
 /** The setting that moves the embedded router, and where it is. */

@@ -111,6 +111,9 @@ export async function probeClusterNodes(spec: ClusterSpec, cluster: ClusterNodes
       ...(probe.memoryAvailableBytes === undefined ? {} : { availableBytes: probe.memoryAvailableBytes }),
       ...(probe.accelerator === undefined ? {} : { accelerator: probe.accelerator }),
       ...(probe.engineVersion === undefined ? {} : { engineVersion: probe.engineVersion }),
+      // A probe that answered without a memory figure (its script timed out on a hung disk, failed):
+      // the plan falls back to the declared figure, and says so rather than pass it for probed.
+      ...(probe.memoryTotalBytes === undefined && probe.memoryAvailableBytes === undefined ? { memoryNotProbed: probe.error ?? "the node reported none" } : {}),
     };
   }
   return facts;

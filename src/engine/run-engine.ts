@@ -16,6 +16,7 @@ import { RequestParser } from "./coordinator/request-parser.js";
 import { SequenceSlots } from "./coordinator/sequence-slots.js";
 import { TextCodec } from "./coordinator/text.js";
 import { generate } from "./coordinator/generate.js";
+import { joinHostPort } from "./transport/index.js";
 import { failureExitStatus, peerSilentExitStatus } from "./exit-status.js";
 import { createLogger, type Logger } from "./log.js";
 import { readModelConfig } from "./model/index.js";
@@ -90,7 +91,7 @@ export async function runEngine(o: EngineOptions, exit: (code: number) => void =
     throw new Error(`${cluster.file}: node id "${nodeId}" is not defined (known: ${[cluster.coordinator.id, ...cluster.stages.map((s) => s.id)].join(", ")})`);
   }
   if (cluster.coordinator.host === o.host && cluster.coordinator.port === o.port) {
-    throw new Error(`${cluster.file}: the coordinator's control address ${o.host}:${o.port} must differ from its HTTP --host:--port`);
+    throw new Error(`${cluster.file}: the coordinator's control address ${joinHostPort(o.host, o.port)} must differ from its HTTP --host:--port`);
   }
   let remote: RemotePipeline | undefined;
   const handle = await startHttp(o, log, config, modelDir, "coordinator", async (ctx) => {
@@ -149,7 +150,7 @@ async function startHttp(
   };
   const server = createHttpServer(ctx);
   await listen(server, o.host, o.port);
-  log.info({ address: `${o.host}:${o.port}`, role, model: ctx.modelName, contextLength: ctx.config.maxPositions }, "http listening");
+  log.info({ address: joinHostPort(o.host, o.port), role, model: ctx.modelName, contextLength: ctx.config.maxPositions }, "http listening");
   const ready = (async () => {
     ctx.codec = new TextCodec(modelDir);
     ctx.prompts = new PromptEncoder(ctx.codec, modelDir, hold);

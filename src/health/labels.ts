@@ -1,4 +1,5 @@
 import type { WatchedCluster, WatchedPort, WatchedProcess } from "./types.js";
+import { joinHostPort } from "../nodes/index.js";
 
 /** `stage-0`, `coordinator`: the same labels launch uses in its timeline and file names. */
 export function labelOf(process: WatchedProcess): string {
@@ -36,5 +37,5 @@ export function proberNodeName(cluster: WatchedCluster): string | undefined {
 }
 
 export function addressOf(port: WatchedPort): string {
-  return port.host.includes(":") ? `[${port.host}]:${port.port}` : `${port.host}:${port.port}`;
+  return joinHostPort(port.host, port.port);
 }

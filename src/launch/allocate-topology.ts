@@ -9,7 +9,7 @@ import { LaunchError } from "./launch-error.js";
 import { allocatePorts } from "./ports.js";
 import { defaultReachMs } from "./processes.js";
 import type { LaunchContext, LaunchRequest } from "./types.js";
-import { askPortListener, boundSockets, listeningSockets, socketClashes, type NodeAccess, type TcpSocket } from "../nodes/index.js";
+import { askPortListener, boundSockets, joinHostPort, listeningSockets, socketClashes, type NodeAccess, type TcpSocket } from "../nodes/index.js";
 import { ShardctlError } from "../errors/index.js";
 import { clipCommand } from "./leftover-listeners.js";
 import { asLaunchError } from "./launch-failures.js";
@@ -50,7 +50,7 @@ export async function allocateTopology(request: LaunchRequest, context: LaunchCo
     throw new LaunchError(
       "PortInUse",
       "ports",
-      `the coordinator's HTTP port ${coordinator.bindHost}:${coordinator.httpPort} is already in use on ${coordinator.nodeName}${by}; choose another [coordinator] port or stop what holds it`,
+      `the coordinator's HTTP port ${joinHostPort(coordinator.bindHost, coordinator.httpPort)} is already in use on ${coordinator.nodeName}${by}; choose another [coordinator] port or stop what holds it`,
     );
   }
   // A coordinator process needs a control port; an engine whose last stage serves HTTP has none.
@@ -68,7 +68,7 @@ export async function allocateTopology(request: LaunchRequest, context: LaunchCo
     throw new LaunchError(
       "PortInUse",
       "ports",
-      `the coordinator's HTTP port ${coordinator.bindHost}:${coordinator.httpPort} on ${coordinator.nodeName} is held by cluster "${taken}", launched beside this one: give one of the two definitions another [coordinator] port`,
+      `the coordinator's HTTP port ${joinHostPort(coordinator.bindHost, coordinator.httpPort)} on ${coordinator.nodeName} is held by cluster "${taken}", launched beside this one: give one of the two definitions another [coordinator] port`,
     );
   }
   const held = await context.heldPorts();

@@ -47,14 +47,18 @@ export async function probeNode(node: NodeAccess, options: ProbeOptions = {}): P
       deadlineMs,
       ...(options.signal === undefined ? {} : { signal: options.signal }),
     });
-    if (result.timedOut) return { name, reachable: true, error: `the probe got no answer within ${deadlineMs} ms`, probedAt };
-    if (result.exitCode === undefined) return { name, reachable: true, error: `the probe was killed by ${result.signal ?? "a signal"}`, probedAt };
-    if (result.exitCode !== 0) return { name, reachable: true, error: `probe exited with ${result.exitCode}: ${result.stderr.trim()}`, probedAt };
+    if (result.exitCode === undefined && !result.timedOut) return { name, reachable: true, error: `the probe was killed by ${result.signal ?? "a signal"}`, probedAt };
+    if (result.exitCode !== undefined && result.exitCode !== 0)
+      return { name, reachable: true, error: `probe exited with ${result.exitCode}: ${result.stderr.trim()}`, probedAt };
     const kv = new Map<string, string>();
     for (const line of result.stdout.split("\n")) {
       const eq = line.indexOf("=");
       if (eq > 0) kv.set(line.slice(0, eq), line.slice(eq + 1).trim());
     }
+    // Cut short by the deadline: what the steps before the one under way found still holds (a hung
+    // look at the model dir's disk takes nothing from the memory figures the plan budgets with).
+    const stoppedAt = result.timedOut ? (kv.get("at") ?? "start") : undefined;
+    if (stoppedAt === "start") return { name, reachable: true, error: `the probe got no answer within ${deadlineMs} ms`, probedAt };
     const num = (key: string, scale = 1): number | undefined => {
       const v = kv.get(key);
       return v === undefined || v === "" || !Number.isFinite(Number(v)) ? undefined : Number(v) * scale;
@@ -62,6 +66,12 @@ export async function probeNode(node: NodeAccess, options: ProbeOptions = {}): P
     const os = kv.get("os");
     const arch = kv.get("arch");
     const accelerator = os === "Darwin" && arch === "arm64" ? "apple-silicon" : kv.has("cuda") ? "cuda" : "cpu";
+    const error =
+      stoppedAt !== undefined
+        ? `the probe got no answer within ${deadlineMs} ms: ${stoppedAt === "disk" ? `the look at the free space of ${node.config.modelDir} did not return (a file system there that does not answer: a frozen network mount, a failing disk?)` : `\`${options.engineBinary ?? ""} --version\` did not return`}`
+        : kv.has("engineError")
+          ? engineFailure(options.engineBinary ?? "", kv.has("engineMissing"), clipVersion(kv.get("engineError") ?? ""))
+          : undefined;
     return {
       name,
       reachable: true,
@@ -69,9 +79,9 @@ export async function probeNode(node: NodeAccess, options: ProbeOptions = {}): P
       arch,
       accelerator,
       ...versionOf(kv.get("engine")),
-      ...(kv.has("engineError") ? { error: engineFailure(options.engineBinary ?? "", kv.has("engineMissing"), clipVersion(kv.get("engineError") ?? "")) } : {}),
+      ...(error === undefined ? {} : { error }),
       ...cappedMemory(num("memTotalKb", 1024) ?? num("memTotalBytes"), num("memAvailKb", 1024) ?? num("memAvailBytes"), result.stdout),
-      diskFreeBytes: num("diskFreeKb", 1024),
+      ...(num("diskFreeKb", 1024) === undefined ? {} : { diskFreeBytes: num("diskFreeKb", 1024)! }),
       probedAt,
     };
   } catch (error) {

@@ -203,7 +203,9 @@ cgroup_memory() {
  * $1 = model dir, $2 = engine binary (may be empty). key=value lines: os, arch, memory (Linux
  * /proc/meminfo in kB, and the limits of the shell's memory cgroups; macOS sysctl hw.memsize and
  * vm_stat pages), cuda, free disk at the nearest existing ancestor of the model dir (kB), engine
- * version (first line of --version).
+ * version (first line of --version). `at=disk` and `at=engine` mark the step begun, so that a probe
+ * cut short by its deadline (a model dir on a frozen mount, an engine that never answers) keeps what
+ * the finished steps found and says where it stopped.
  */
 export const probeScript = `${freeKiBFunction}
 ${cgroupMemoryFunction}
@@ -217,8 +219,10 @@ else
   vm_stat 2>/dev/null | awk '/page size of/{ps=$8} /Pages free/{f=$3} /Pages inactive/{i=$3} /Pages speculative/{s=$3} END{if (ps) printf "memAvailBytes=%.0f\\n", (f+i+s)*ps}'
 fi
 if command -v nvidia-smi >/dev/null 2>&1; then echo cuda=1; fi
+echo at=disk
 k=$(free_kib "$1")
 [ -z "$k" ] || echo "diskFreeKb=$k"
+echo at=engine
 if [ -n "$2" ]; then
   if v=$("$2" --version 2>&1); then echo "engine=$(printf '%s\\n' "$v" | head -n 1 | cut -c 1-256)"
   else command -v "$2" >/dev/null 2>&1 || echo "engineMissing=1"; echo "engineError=$(printf '%s\\n' "$v" | head -n 1 | cut -c 1-256)"; fi

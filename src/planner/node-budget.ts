@@ -15,6 +15,8 @@ export interface PlanNode {
   engineVersion?: string;
   /** The machine the node is (its registry `host`: "local", an address or an ssh alias); nodes on one machine share its cores. */
   machine?: string;
+  /** Why a probe of the node gave no memory figure (it timed out, failed), when one was made and did: its budget then falls back to what is declared. */
+  memoryNotProbed?: string;
 }
 
 /**

@@ -21,6 +21,8 @@ export interface NodeFacts {
   availableBytes?: number;
   accelerator?: string;
   engineVersion?: string;
+  /** Why the node's probe gave no memory figure, when it was probed and did not (a probe that timed out or failed). */
+  memoryNotProbed?: string;
 }
 
 export interface ClusterPlan {
@@ -73,6 +75,7 @@ export function planNodesOf(spec: ClusterSpec, settings: Settings, facts: Readon
       ...(accelerator === undefined ? {} : { accelerator }),
       ...(engineVersion === undefined ? {} : { engineVersion }),
       ...(entry === undefined ? {} : { machine: entry.host }),
+      ...(fact.memoryNotProbed === undefined || probedBytes !== undefined ? {} : { memoryNotProbed: fact.memoryNotProbed }),
     };
   });
 }

@@ -78,8 +78,18 @@ export function planShards(profile: ModelProfile, nodes: readonly PlanNode[], op
   const sourced = nodes.map((node) => budgetOf(node, o.headroom));
   const budgets = sourced.map((b) => b?.bytes);
   for (const [i, node] of nodes.entries()) {
+    const unprobed = node.memoryNotProbed === undefined ? undefined : `its probe gave no memory figure (${node.memoryNotProbed})`;
     if (budgets[i] === undefined) {
-      error("NodeMemoryUnknown", `node "${node.name}" has no known memory: set memory_limit (or a declared memory) in its registry entry, or let it be probed`);
+      error(
+        "NodeMemoryUnknown",
+        unprobed === undefined
+          ? `node "${node.name}" has no known memory: set memory_limit (or a declared memory) in its registry entry, or let it be probed`
+          : `node "${node.name}" has no known memory: ${unprobed}, and its registry entry declares none: find why the probe fails there, or set memory_limit (or a declared memory) in its registry entry`,
+      );
+    } else if (unprobed !== undefined) {
+      // Said, not failed: the declared figure is the operator's own word, and planning on it is what
+      // a plan without --probe does; but a budget the daemon means to probe must not pass for probed.
+      warn("NodeMemoryNotProbed", `node "${node.name}": ${unprobed}: its budget is its declared memory, not what it has free`);
     }
   }
   const knownBudgets = budgets.every((b): b is number => b !== undefined) ? budgets : undefined;

@@ -21,6 +21,7 @@ import { createRouteTable, type RouteTable } from "./route-table.js";
 import { findModelField, type ByteSpan } from "./find-model-field.js";
 import type { RouterConfig } from "./types.js";
 import { watchConfig } from "./watch-config.js";
+import { joinHostPort } from "../nodes/index.js";
 
 export type RouterOptions = {
   configFile: string;
@@ -155,7 +156,7 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
   };
 
   // A page in the operator's browser could otherwise run completions here (see browser-guard).
-  const guard = { loopback: isLoopbackAddress(`${host.includes(":") ? `[${host}]` : host}:${port}`), what: "this router" };
+  const guard = { loopback: isLoopbackAddress(joinHostPort(host, port)), what: "this router" };
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const refusal = refuseForeignRequest(req, guard);
@@ -302,9 +303,13 @@ export async function startRouter(options: RouterOptions): Promise<RunningRouter
             ? `${configFile} has no server.bind_address, so the default 127.0.0.1:8080 applies; set server.bind_address there`
             : `the address is set by server.bind_address in ${configFile}`;
       fail(
-        new ShardctlError("RouterListenFailed", `router cannot listen on ${host}:${port}: ${error.message}; ${origin}: choose a free port, or stop what holds it`, {
-          cause: error,
-        }),
+        new ShardctlError(
+          "RouterListenFailed",
+          `router cannot listen on ${joinHostPort(host, port)}: ${error.message}; ${origin}: choose a free port, or stop what holds it`,
+          {
+            cause: error,
+          },
+        ),
       );
     });
     server.listen(port, host, () => {

@@ -139,7 +139,7 @@ export const nodeSchema = z
   .object({
     host: hostSchema(253).describe('IP address, hostname, ssh alias, or "local" for the control machine itself.'),
     user: patternString("user", 64).optional().describe("SSH login. Default: the ssh config's or the current user."),
-    port: z.number().int().min(1).max(65535).default(22).describe("SSH port. Default 22."),
+    port: z.number().int().min(1).max(65535).optional().describe("SSH port. Default: the ssh config's Port for the host, else 22."),
     identity_file: patternString("path").optional().describe("SSH private key on the control machine (relative to this file)."),
     host_key_policy: z.enum(["strict", "accept-new"]).default("strict").describe("SSH host key checking. Default strict."),
     model_dir: patternString("path").describe("Directory on the node where models are staged. Relative paths only for local nodes."),

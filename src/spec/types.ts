@@ -13,8 +13,8 @@ export interface NodeEntry {
   /** True when `host` is "local": commands run with execa, not ssh. */
   local: boolean;
   user?: string;
-  /** SSH port. Default 22. */
-  port: number;
+  /** SSH port; unset, the ssh config's Port for the host, else 22. */
+  port?: number;
   /** Absolute path on the control machine. */
   identityFile?: string;
   /** Default "strict". */

@@ -50,12 +50,14 @@ test("an identity_file that is a FIFO or a directory: refused at once, the setti
   ]);
 });
 
-test("a probe that got no answer within its deadline says so", async () => {
-  // The probe asks the engine binary for its version: one that never answers holds it past 300 ms.
+test("a probe that got no answer within its deadline says where it stopped, and keeps what the steps before found", async () => {
+  // The probe asks the engine binary for its version: one that never answers holds it past its deadline.
   const silent = join(root, "silent-engine");
   await writeFile(silent, "#!/bin/sh\nsleep 30\n", { mode: 0o755 });
-  const probe = await probeNode(new LocalNode({ name: "here", host: "local", modelDir: root }), { deadlineMs: 300, engineBinary: silent });
-  expect(probe.error).toBe("the probe got no answer within 300 ms");
+  const probe = await probeNode(new LocalNode({ name: "here", host: "local", modelDir: root }), { deadlineMs: 1_000, engineBinary: silent });
+  expect(probe.error).toBe(`the probe got no answer within 1000 ms: \`${silent} --version\` did not return`);
+  expect(probe).toMatchObject({ reachable: true, accelerator: "cpu", memoryTotalBytes: expect.any(Number), diskFreeBytes: expect.any(Number) });
+  expect(probe.engineVersion).toBeUndefined();
   // The deadline ended the probe's shell and what it ran: no `sleep 30` is left behind.
   const left = execFileSync("ps", ["-eo", "args="], { encoding: "utf8" })
     .split("\n")

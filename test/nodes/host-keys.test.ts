@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { probeClusterNodes } from "../../src/cluster/index.js";
 import { hashHostName, knownHostsName, NodePool } from "../../src/nodes/index.js";
 import { parseCluster, parseSettings } from "../../src/spec/index.js";
+import { resolveTarget } from "../../src/nodes/ssh/ssh-connection.js";
 import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
 
 let sshd: SshdSet;
@@ -169,8 +170,20 @@ describe("ssh config aliases", () => {
         "",
       ].join("\n"),
     );
-    const node = pool(sshd.knownHostsPath, sshConfig).get({ name: "gpu", host: "gpu-box", port: 22, hostKeyPolicy: "strict", modelDir: n.modelDir });
+    const node = pool(sshd.knownHostsPath, sshConfig).get({ name: "gpu", host: "gpu-box", hostKeyPolicy: "strict", modelDir: n.modelDir });
     expect((await node.run(["sh", "-c", 'echo "$SSH_CONNECTION"'])).stdout.trim().split(" ").slice(2)).toEqual([n.host, String(n.port)]);
+  });
+
+  it("a port the settings give wins over the alias's Port, 22 included; unset, the alias's Port", async () => {
+    const n = sshd.nodes[0]!;
+    const sshConfig = join(dir, "ssh_config_port");
+    await writeFile(sshConfig, [`Host gpu-box`, `  HostName ${n.host}`, `  Port 2`, `  User ${n.user}`, `  IdentityFile ${sshd.identityFile}`, ""].join("\n"));
+    const node = pool(sshd.knownHostsPath, sshConfig).get({ name: "gpu", host: "gpu-box", port: n.port, hostKeyPolicy: "strict", modelDir: n.modelDir });
+    expect((await node.run(["sh", "-c", 'echo "$SSH_CONNECTION"'])).stdout.trim().split(" ").slice(2)).toEqual([n.host, String(n.port)]);
+    // No sshd listens on 22 here: what the target resolves to is the finding.
+    const base = { name: "gpu", host: "gpu-box", hostKeyPolicy: "strict" as const, modelDir: n.modelDir };
+    expect((await resolveTarget({ ...base, port: 22 }, { sshConfigPath: sshConfig })).port).toBe(22);
+    expect((await resolveTarget(base, { sshConfigPath: sshConfig })).port).toBe(2);
   });
 });
 

@@ -5,7 +5,8 @@
  * lasted. Reads of a model directory go one at a time, each within a deadline: the frozen mount
  * holds one thread, its reads fail saying the file system does not answer, the process's other file
  * operations go on, and once the mount answers again it is read as before. A node's look at files
- * there (staging's stat) ends when its pass is called off, not at its 30 s deadline.
+ * there (staging's stat) ends when its pass is called off, not at its 30 s deadline; a node's probe
+ * with its model dir there keeps the memory figures it found and names the look that hung.
  *
  * The mount is a real sshfs (FUSE) mount of a real sshd's folder; "frozen" is its sshfs process
  * stopped with SIGSTOP, as a hung server leaves it. Needs root, /dev/fuse, and the Debian package
@@ -20,7 +21,7 @@ import { afterAll, beforeAll, expect, test } from "vitest";
 import { makeTestModel } from "../../src/planner/index.js";
 import { createDirReader } from "../../src/planner/dir-source.js";
 import { isShardctlError } from "../../src/errors/index.js";
-import { LocalNode } from "../../src/nodes/index.js";
+import { LocalNode, probeNode } from "../../src/nodes/index.js";
 import { startSshdNodes, type SshdSet } from "../support/sshd.js";
 import { mountSshfs, type SshfsMount } from "../support/sshfs-mount.js";
 
@@ -78,6 +79,14 @@ test("a frozen mount: its reads fail within the deadline saying so, one thread a
     const look = await node.statMany([join(model, "model.safetensors")], { signal: AbortSignal.timeout(500) }).catch((error: unknown) => error);
     expect(look).toBeInstanceOf(Error);
     expect(performance.now() - lookStarted).toBeLessThan(5_000);
+    // A node probed with its model_dir there: the probe's look at the free space hangs, and what
+    // the node said before (its memory, which plans are budgeted with) is kept, the hang named.
+    const probe = await probeNode(new LocalNode({ name: "mounted", host: "local", modelDir: join(model, "staged") }), { deadlineMs: 1_500 });
+    expect(probe.error).toBe(
+      `the probe got no answer within 1500 ms: the look at the free space of ${join(model, "staged")} did not return (a file system there that does not answer: a frozen network mount, a failing disk?)`,
+    );
+    expect(probe).toMatchObject({ reachable: true, memoryTotalBytes: expect.any(Number), memoryAvailableBytes: expect.any(Number) });
+    expect(probe.diskFreeBytes).toBeUndefined();
   } finally {
     mount!.thaw();
   }

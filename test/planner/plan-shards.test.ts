@@ -290,6 +290,38 @@ describe("gates", () => {
     expect(plan.totals.maxFit).toBeNull();
   });
 
+  it("a probe that gave no memory figure: the declared budget is used and said so (NodeMemoryNotProbed); with none declared, NodeMemoryUnknown says why", () => {
+    const why = "probe exited with 1: sh: cannot open /proc/meminfo";
+    const plan = planShards(
+      profile,
+      [
+        { name: "a", memoryBytes: 64 * GiB },
+        { name: "b", memoryBytes: 64 * GiB, memoryNotProbed: why },
+      ],
+      equal,
+    );
+    expect(reasons(plan.errors)).toEqual([]);
+    expect(plan.stages[1]).toMatchObject({ budgetSource: "declared" });
+    expect(plan.warnings.filter((w) => w.reason === "NodeMemoryNotProbed").map((w) => w.message)).toEqual([
+      `node "b": its probe gave no memory figure (${why}): its budget is its declared memory, not what it has free`,
+    ]);
+    const unknown = planShards(
+      profile,
+      [
+        { name: "a", memoryBytes: 64 * GiB },
+        { name: "b", memoryNotProbed: why },
+      ],
+      equal,
+    );
+    expect(unknown.errors.map((e) => [e.reason, e.message])).toEqual([
+      [
+        "NodeMemoryUnknown",
+        `node "b" has no known memory: its probe gave no memory figure (${why}), and its registry entry declares none: find why the probe fails there, or set memory_limit (or a declared memory) in its registry entry`,
+      ],
+    ]);
+    expect(reasons(unknown.warnings)).not.toContain("NodeMemoryNotProbed");
+  });
+
   it("DuplicateNode and InvalidPlanOptions", () => {
     const dup = planShards(
       profile,

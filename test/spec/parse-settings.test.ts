@@ -61,7 +61,7 @@ describe("parseSettings", () => {
         accelerator: "apple-silicon",
         engineVersion: "0.9.1",
       },
-      here: { name: "here", host: "local", local: true, port: 22, hostKeyPolicy: "strict", modelDir: "/srv/ops/data/here", memory: 1024 },
+      here: { name: "here", host: "local", local: true, hostKeyPolicy: "strict", modelDir: "/srv/ops/data/here", memory: 1024 },
     });
   });
 

@@ -22,6 +22,7 @@ import {
 } from "../../spec/index.js";
 import { usageOf } from "../help/index.js";
 import { UsageError } from "../usage-error.js";
+import { joinHostPort } from "../../nodes/index.js";
 
 const usage = usageOf("validate");
 
@@ -141,7 +142,7 @@ function sharedCoordinatorAddresses(specs: readonly ClusterSpec[]): Promise<Spec
     keyOf: (spec) => `${spec.coordinator.node} ${spec.coordinator.host}:${spec.coordinator.port}`,
     at: ["coordinator", "port"],
     message: (spec, others) =>
-      `${spec.coordinator.host}:${spec.coordinator.port} on ${spec.coordinator.node} is also the coordinator address of ${others}; give each cluster its own [coordinator] port`,
+      `${joinHostPort(spec.coordinator.host, spec.coordinator.port)} on ${spec.coordinator.node} is also the coordinator address of ${others}; give each cluster its own [coordinator] port`,
   });
 }
 

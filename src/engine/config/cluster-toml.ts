@@ -7,6 +7,7 @@
  * nodes (all stage nodes or none). Each node binds its address and its peers dial it, the
  * coordinator's included (its control address, where the last stage sends its results).
  */
+import { joinHostPort } from "../transport/host-port.js";
 import { readFileSync } from "node:fs";
 import { parse } from "smol-toml";
 
@@ -78,7 +79,7 @@ export function validateCluster(file: string, raw: unknown): ClusterConfig {
   for (const node of nodes) {
     if (ids.has(node.id)) fail(file, `node id "${node.id}" is used twice`);
     ids.add(node.id);
-    const address = `${node.host}:${node.port}`;
+    const address = joinHostPort(node.host, node.port);
     if (addresses.has(address)) fail(file, `address ${address} is used twice`);
     addresses.add(address);
   }

@@ -9,6 +9,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import type { Logger } from "../log.js";
 import { LogThrottle, shownMessage } from "../log-throttle.js";
 import { limitConnections } from "./connection-limits.js";
+import { joinHostPort } from "../transport/index.js";
 import { acceptLink, HandshakeAbandoned, type Link } from "../transport/index.js";
 
 export interface ControlListener {
@@ -34,7 +35,7 @@ export async function listenForResults(
     if (say) log.warn({ remote, err: shownMessage(err), ...(suppressed > 0 ? { refusedSinceLastLogged: suppressed } : {}) }, "peer refused on the control address");
   };
   const server = createServer((socket: Socket) => {
-    const remote = `${socket.remoteAddress}:${socket.remotePort}`;
+    const remote = joinHostPort(socket.remoteAddress ?? "?", socket.remotePort);
     acceptLink(socket, nodeId, token).then(
       ({ link, hello }) => {
         if (taken || hello.role !== "stage" || hello.nodeId !== lastStageId) {
@@ -61,11 +62,12 @@ export async function listenForResults(
 
 function listen(server: Server, address: { host: string; port: number }, log: Logger): Promise<void> {
   return new Promise((resolve, reject) => {
-    const failed = (error: Error): void => reject(new Error(`cannot bind the control address ${address.host}:${address.port}: ${error.message}`, { cause: error }));
+    const failed = (error: Error): void =>
+      reject(new Error(`cannot bind the control address ${joinHostPort(address.host, address.port)}: ${error.message}`, { cause: error }));
     server.once("error", failed);
     server.listen(address.port, address.host, () => {
       server.off("error", failed);
-      log.info({ address: `${address.host}:${address.port}` }, "control address listening");
+      log.info({ address: joinHostPort(address.host, address.port) }, "control address listening");
       resolve();
     });
   });

@@ -11,6 +11,7 @@ import { logAnsweringPeers, logLostPeer, logSilentPeer } from "../exit-status.js
 import type { Logger } from "../log.js";
 import type { SampledToken, SamplingParams } from "../model/index.js";
 import { ComputeHeartbeat, decodeError, decodeResult, dialLinkUntil, encodePrepare, encodeRun, encodeSeq, Kind, type Link, noToken, seqOf } from "../transport/index.js";
+import { joinHostPort } from "../transport/host-port.js";
 import { listenForResults } from "./control-listener.js";
 import type { Pipeline } from "./pipeline.js";
 
@@ -62,7 +63,7 @@ export class RemotePipeline implements Pipeline {
     private readonly log: Logger,
     private readonly onBroken: (reason: string) => void,
   ) {
-    this.states = stages.map((s, stage) => ({ stage, nodeId: s.nodeId, address: `${s.host}:${s.port}`, state: "up" }));
+    this.states = stages.map((s, stage) => ({ stage, nodeId: s.nodeId, address: joinHostPort(s.host, s.port), state: "up" }));
     links.forEach((link, i) => {
       link.onClose((reason) => this.lose(i, link, reason));
       link.onFrame((kind, payload) => this.handle(i, kind, payload));
@@ -99,12 +100,12 @@ export class RemotePipeline implements Pipeline {
     try {
       for (const s of stages) {
         const link = await dialLinkUntil(s.host, s.port, { role: "coordinator", nodeId }, token, deadline);
-        log.info({ stage: s.nodeId, address: `${s.host}:${s.port}` }, "connected to stage");
+        log.info({ stage: s.nodeId, address: joinHostPort(s.host, s.port) }, "connected to stage");
         links.push(link);
         readies.push(
           new Promise<void>((resolve, reject) => {
             const timer = setTimeout(
-              () => reject(new Error(`stage ${s.nodeId} (${s.host}:${s.port}) did not report ready before the deadline`)),
+              () => reject(new Error(`stage ${s.nodeId} (${joinHostPort(s.host, s.port)}) did not report ready before the deadline`)),
               Math.max(0, deadline - performance.now()),
             );
             link.onFrame((kind) => {
@@ -115,7 +116,7 @@ export class RemotePipeline implements Pipeline {
             });
             link.onClose((reason) => {
               clearTimeout(timer);
-              reject(new Error(`stage ${s.nodeId} (${s.host}:${s.port}) closed the link before it was ready: ${reason}`));
+              reject(new Error(`stage ${s.nodeId} (${joinHostPort(s.host, s.port)}) closed the link before it was ready: ${reason}`));
             });
           }),
         );
@@ -126,7 +127,7 @@ export class RemotePipeline implements Pipeline {
         listener.results,
         new Promise<never>((_, reject) =>
           setTimeout(
-            () => reject(new Error(`the last stage did not connect to the control address ${control.host}:${control.port} before the deadline`)),
+            () => reject(new Error(`the last stage did not connect to the control address ${joinHostPort(control.host, control.port)} before the deadline`)),
             Math.max(0, deadline - performance.now()),
           ).unref(),
         ),

@@ -14,6 +14,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import { failureExitStatus, logAnsweringPeers, logLostPeer, logSilentPeer, peerSilentExitStatus, type SilentPeer } from "../exit-status.js";
 import { KernelRuntime } from "../kernels/index.js";
 import type { Logger } from "../log.js";
+import { joinHostPort } from "../transport/index.js";
 import { limitConnections } from "../coordinator/connection-limits.js";
 import { LogThrottle, shownMessage } from "../log-throttle.js";
 import { residentMemory } from "../memory.js";
@@ -102,7 +103,7 @@ export async function startStage(o: StageWorkerOptions): Promise<RunningStage> {
         resolve();
       });
     });
-    o.log.info({ address: `${o.host}:${o.port}`, stage: o.stage, of: o.stageCount }, "stage listening");
+    o.log.info({ address: joinHostPort(o.host, o.port), stage: o.stage, of: o.stageCount }, "stage listening");
     return {
       server,
       close: () => {
@@ -147,7 +148,7 @@ class StageRuntime {
   private readonly refusals = new LogThrottle();
 
   accept(socket: Socket): void {
-    const remote = `${socket.remoteAddress}:${socket.remotePort}`;
+    const remote = joinHostPort(socket.remoteAddress ?? "?", socket.remotePort);
     acceptLink(socket, this.options.nodeId, this.options.token).then(
       ({ link, hello }) => this.attach(link, hello.role, hello.nodeId, remote),
       (error: unknown) => {

@@ -4,4 +4,5 @@ export { Link, acceptLink, dialLink, dialLinkUntil, HandshakeAbandoned, type Hel
 export { defaultLiveness, type LivenessBounds } from "./liveness.js";
 export { ComputeHeartbeat } from "./compute-heartbeat.js";
 export { readTokenFile } from "./auth.js";
+export { joinHostPort } from "./host-port.js";
 export * from "./messages.js";

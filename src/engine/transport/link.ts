@@ -5,6 +5,7 @@
  */
 import { connect, type Socket } from "node:net";
 import { clientMac, createNonce, macEquals, serverMac } from "./auth.js";
+import { joinHostPort } from "./host-port.js";
 import { encodeFrame, FrameReader, frameHeaderBytes, Kind } from "./frames.js";
 import { defaultLiveness, type LivenessBounds, unwatch, watch } from "./liveness.js";
 
@@ -248,7 +249,7 @@ export async function dialLink(
     const s = connect({ host, port });
     const timer = setTimeout(() => {
       s.destroy();
-      reject(new Error(`connect to ${host}:${port} timed out`));
+      reject(new Error(`connect to ${joinHostPort(host, port)} timed out`));
     }, timeoutMs);
     s.once("connect", () => {
       clearTimeout(timer);
@@ -266,7 +267,7 @@ export async function dialLink(
     if (challengeFrame === undefined || challengeFrame.kind !== Kind.Challenge) throw new Error("expected a challenge frame");
     const challenge = parseJson(challengeFrame.payload);
     if (challenge.auth === true && token === undefined) {
-      throw new Error(`${host}:${port} requires a transport token (--transport-token-file)`);
+      throw new Error(`${joinHostPort(host, port)} requires a transport token (--transport-token-file)`);
     }
     const clientNonce = createNonce();
     const mac = token === undefined ? undefined : clientMac(token, String(challenge.nonce), hello.role, hello.nodeId);
@@ -275,9 +276,9 @@ export async function dialLink(
     if (welcomeFrame === undefined || welcomeFrame.kind !== Kind.Welcome) throw new Error("expected a welcome frame");
     const welcome = parseJson(welcomeFrame.payload);
     if (token !== undefined && !macEquals(serverMac(token, clientNonce, String(welcome.nodeId)), welcome.mac)) {
-      throw new Error(`${host}:${port} did not prove the transport token`);
+      throw new Error(`${joinHostPort(host, port)} did not prove the transport token`);
     }
-    return new Link(socket, reader, `${String(welcome.nodeId)} at ${host}:${port}`, rest);
+    return new Link(socket, reader, `${String(welcome.nodeId)} at ${joinHostPort(host, port)}`, rest);
   } catch (error) {
     socket.destroy();
     throw error;
@@ -296,7 +297,7 @@ export async function dialLinkUntil(host: string, port: number, hello: Hello, to
       const message = (error as Error).message;
       const retryable = /ECONNREFUSED|ECONNRESET|EHOSTUNREACH|ENETUNREACH|timed out|closed during the handshake/.test(message);
       if (!retryable) throw error;
-      if (performance.now() + intervalMs > deadline) throw new Error(`${host}:${port} did not answer before the deadline (${message})`, { cause: error });
+      if (performance.now() + intervalMs > deadline) throw new Error(`${joinHostPort(host, port)} did not answer before the deadline (${message})`, { cause: error });
       await new Promise((r) => setTimeout(r, intervalMs));
     }
   }

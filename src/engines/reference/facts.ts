@@ -180,7 +180,12 @@ function nextStageUnreachableIn(logTail: readonly string[]): UnreachableNextStag
   for (const entry of entriesWith(logTail, nextStageUnreachableLog)) {
     const next = entry.next as { host?: unknown; port?: unknown; nodeId?: unknown } | undefined;
     if (typeof next?.nodeId !== "string" || typeof next.host !== "string" || typeof next.port !== "number") continue;
-    return { peer: next.nodeId, address: `${next.host}:${next.port}`, error: typeof entry.err === "string" ? entry.err : "no reason given" };
+    // host:port with an IPv6 host in brackets (the engines' layer takes nothing from src/nodes, which depends on it).
+    return {
+      peer: next.nodeId,
+      address: next.host.includes(":") ? `[${next.host}]:${next.port}` : `${next.host}:${next.port}`,
+      error: typeof entry.err === "string" ? entry.err : "no reason given",
+    };
   }
   return undefined;
 }

@@ -64,6 +64,8 @@ export type PlannerReason =
   | "StrategyUnsupportedByEngine"
   /** Plan error: a node has neither a declared nor a probed memory budget. */
   | "NodeMemoryUnknown"
+  /** Plan warning: a node was probed but its probe gave no memory figure (timed out, failed): its budget is its declared memory. */
+  | "NodeMemoryNotProbed"
   /** Plan error: mlxcel's equal split leaves a stage without layers. */
   | "EmptyStage"
   /** Plan error: a stage's weights and KV cache exceed its node's budget. */

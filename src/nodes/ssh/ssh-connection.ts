@@ -78,8 +78,8 @@ export async function resolveTarget(node: NodeConfig, options: SshOptions): Prom
       { terminal: true },
     );
   }
-  // A node's explicit settings win; its port only when it is not the default 22 (the spec fills 22 in).
-  const port = node.port !== undefined && node.port !== 22 ? node.port : (alias.port ?? node.port ?? 22);
+  // A node's explicit settings win (an explicit 22 too), then the ssh config's, then OpenSSH's default.
+  const port = node.port ?? alias.port ?? 22;
   const [identityFiles, identitySetting] =
     node.identityFile !== undefined
       ? [[expandHome(node.identityFile)], "identity_file"]

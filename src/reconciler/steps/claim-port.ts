@@ -13,7 +13,7 @@
  * retried. (A first launch finds such a port itself, and says so, given back to the budget.)
  */
 import { httpBindHostOf } from "../../cluster/index.js";
-import { socketClashes, listeningSockets, type NodeAccess } from "../../nodes/index.js";
+import { joinHostPort, socketClashes, listeningSockets, type NodeAccess } from "../../nodes/index.js";
 import { ShardctlError } from "../../errors/index.js";
 import type { LedgerEntry } from "../../launch/index.js";
 import { definitionOf, replacing, type Pass } from "../pass.js";
@@ -57,7 +57,7 @@ async function refuseForeignHolder(node: NodeAccess, wanted: HttpAddress): Promi
   if (holder === undefined) return;
   throw new ShardctlError(
     "PortInUse",
-    `[coordinator] port ${wanted.port} on ${wanted.node} is held by a program that is not a cluster of this daemon (its socket table lists a listener on ${holder.address}:${holder.port}): stop what holds it, or give the definition another port. The running revision keeps serving meanwhile; retried with back-off`,
+    `[coordinator] port ${wanted.port} on ${wanted.node} is held by a program that is not a cluster of this daemon (its socket table lists a listener on ${joinHostPort(holder.address, holder.port)}): stop what holds it, or give the definition another port. The running revision keeps serving meanwhile; retried with back-off`,
     { terminal: false },
   );
 }
