@@ -1,6 +1,6 @@
 /** The control node itself: commands through node:child_process, files through node:fs, ports through node:net. */
 import { createHash, randomBytes } from "node:crypto";
-import { createReadStream, createWriteStream } from "node:fs";
+import { close, createReadStream, createWriteStream, open, read } from "node:fs";
 import { mkdir, readFile, readlink, rename, rm, symlink, writeFile } from "node:fs/promises";
 import { connect } from "node:net";
 import { dirname, basename, join } from "node:path";
@@ -129,7 +129,23 @@ export class LocalNode extends ShellNode implements NodeAccess {
 
   async putFile(localPath: string, remotePath: string, options: PutOptions = {}): Promise<void> {
     const offset = options.startOffset ?? 0;
-    const source = createReadStream(localPath, { highWaterMark: 1 << 20, start: offset });
+    const { readLocal, closeLocal } = options;
+    // The stream reads and closes through what the caller gave (staging: in turn with the model directory's other reads).
+    const files =
+      readLocal === undefined && closeLocal === undefined
+        ? {}
+        : {
+            fs: {
+              open,
+              read: readLocal ?? read,
+              close: (fd: number, done: (error: Error | null) => void) => {
+                if (closeLocal === undefined) return close(fd, done);
+                closeLocal(() => new Promise<void>((resolve) => close(fd, () => resolve())));
+                done(null);
+              },
+            },
+          };
+    const source = createReadStream(localPath, { highWaterMark: 1 << 20, start: offset, ...files });
     let done = 0;
     source.on("data", (chunk) => {
       done += chunk.length;

@@ -96,6 +96,20 @@ export interface PutOptions {
    * of its own, ended then), and rejects with an AbortError at once.
    */
   signal?: AbortSignal;
+  /**
+   * How the local file's bytes are read: fs.read's callback form. Default fs.read itself; staging
+   * gives one that takes turns with the model directory's other reads and fails on a hung file system.
+   */
+  readLocal?: (
+    fd: number,
+    buffer: Buffer,
+    offset: number,
+    length: number,
+    position: number | null,
+    done: (error: Error | null, bytesRead: number, buffer: Buffer) => void,
+  ) => void;
+  /** How the local file is closed once the copy ends. Default at once; staging puts it off while its file system hangs. */
+  closeLocal?: (close: () => Promise<void>) => void;
 }
 
 /**

@@ -1,15 +1,14 @@
 import { readdir, stat } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { isShardctlError, jsonErrorOf, ShardctlError } from "../errors/index.js";
-import { FileRefusedError, openRegularFile, readRegularText } from "../files/index.js";
-import { readInTurn, sourceReadDeadlineMs } from "./guard-source-reads.js";
+import { FileRefusedError, openRegularFile, readInTurn, readRegularText, sourceReadDeadlineMs } from "../files/index.js";
 import { readHeaderLength } from "./safetensors-header.js";
 import type { RawHeader, SourceReader } from "./model-source.js";
 
 /**
  * Reads a model from a local directory: config and index files whole, safetensors headers only;
  * one read at a time, each within `readDeadlineMs` (default sourceReadDeadlineMs, 30 s): see
- * guard-source-reads.ts.
+ * src/files/source-reads.ts.
  */
 export function createDirReader(root: string, { readDeadlineMs = sourceReadDeadlineMs }: { readDeadlineMs?: number } = {}): SourceReader {
   const inTurn = <T>(file: string, read: () => Promise<T>): Promise<T> => readInTurn(root, file, read, readDeadlineMs);

@@ -6,7 +6,7 @@ import { createHash } from "node:crypto";
 import { readdir, realpath, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { quoteText, ShardctlError, showText } from "../errors/index.js";
-import { FileRefusedError, openRegularFile, type OpenedRegularFile } from "../files/index.js";
+import { closeInTurn, FileRefusedError, openRegularFile, readInTurn, sourceReadDeadlineMs, type OpenedRegularFile } from "../files/index.js";
 import { readHubTree } from "./hub-tree.js";
 import { assertInsideRepository, repositoryBoundaryOf, type RepositoryBoundary } from "./repository-boundary.js";
 import { assertPrintableName, assertSafePath, showName } from "./safe-path.js";
@@ -116,26 +116,41 @@ async function readListing(response: Response, url: string, repo: string): Promi
   }
 }
 
-/** Hash every file under `dir` (sha256); the commit is a digest of the file list, so it pins content. */
-export async function hashLocalManifest(dir: string, repo: string, revision = "main"): Promise<Manifest> {
-  const boundary = await repositoryBoundaryOf(dir);
-  if (boundary !== undefined) await assertInsideRepository(boundary, dir, "", await realpath(dir));
-  const paths = await listFiles(dir, boundary);
+/**
+ * Hash every file under `dir` (sha256); the commit is a digest of the file list, so it pins content.
+ * Every look at `dir` takes its turn with the directory's other reads, each within its deadline (see
+ * src/files/source-reads.ts): a source on a mount that freezes mid-hash fails the pass, saying so,
+ * rather than holding it and a file-system thread for as long as the freeze lasts.
+ */
+export async function hashLocalManifest(dir: string, repo: string, revision = "main", { readDeadlineMs = sourceReadDeadlineMs } = {}): Promise<Manifest> {
+  const inTurn = <T>(file: string, read: () => Promise<T>): Promise<T> => readInTurn(dir, file, read, readDeadlineMs);
+  const paths = await inTurn(".", async () => {
+    const boundary = await repositoryBoundaryOf(dir);
+    if (boundary !== undefined) await assertInsideRepository(boundary, dir, "", await realpath(dir));
+    return listFiles(dir, boundary);
+  });
   if (paths.length === 0)
     throw new ShardctlError("PushSourceEmpty", `the push source ${dir} holds no files; point it at the model's folder (config.json, *.safetensors, tokenizer)`, {
       terminal: true,
     });
   const files: ManifestFile[] = [];
+  const buffer = Buffer.allocUnsafe(hashChunkBytes);
   for (const path of paths) {
     assertSafePath(path, `the push source ${dir}`);
     const hash = createHash("sha256");
     let size = 0;
     // Opened once and checked on the descriptor: an entry swapped for a FIFO after the listing is
     // refused, not read for ever. No size cap: weights are streamed through the hash, never held.
-    const { handle } = await openPushFile(dir, path);
-    for await (const chunk of handle.createReadStream({ highWaterMark: 4 << 20 })) {
-      hash.update(chunk as Buffer);
-      size += (chunk as Buffer).length;
+    const { handle } = await inTurn(path, () => openPushFile(dir, path));
+    try {
+      for (;;) {
+        const { bytesRead } = await inTurn(path, () => handle.read(buffer, 0, buffer.length, null));
+        if (bytesRead === 0) break;
+        hash.update(buffer.subarray(0, bytesRead));
+        size += bytesRead;
+      }
+    } finally {
+      closeInTurn(dir, path, () => handle.close());
     }
     files.push({ path, size, hash: hash.digest("hex"), hashAlgo: "sha256" });
   }
@@ -145,6 +160,9 @@ export async function hashLocalManifest(dir: string, repo: string, revision = "m
     .slice(0, 40);
   return { repo, revision, commit, files };
 }
+
+/** How much of a push source file one read hashes, bytes (4 MiB). */
+const hashChunkBytes = 4 << 20;
 
 /** A push source file opened for hashing; a non-regular one is `PushSourceInvalid`, naming it. */
 async function openPushFile(dir: string, path: string): Promise<OpenedRegularFile> {

@@ -35,6 +35,7 @@ import type { NodeAccess } from "../nodes/index.js";
 import { cappedCurlScript, writerRecordOf } from "./capped-curl.js";
 import { rawDownload, replyMismatch } from "./raw-http.js";
 import { isShardctlError, ShardctlError } from "../errors/index.js";
+import { closeInTurn, readChunkInTurn, readInTurn } from "../files/index.js";
 import type { ManifestFile, StagingSource } from "./types.js";
 
 export interface TransferRequest {
@@ -363,12 +364,17 @@ function curlQuote(value: string): string {
 
 async function pushFile(request: TransferRequest, source: Extract<StagingSource, { kind: "push" }>): Promise<void> {
   const local = join(source.dir, request.file.path);
-  const size = (await stat(local)).size;
+  const path = request.file.path;
+  // Every look at the source takes its turn with the directory's other reads (src/files/source-reads.ts):
+  // pushes to many nodes from a mount that freezes hold one file-system thread, not one each.
+  const size = (await readInTurn(source.dir, path, () => stat(local))).size;
   if (size !== request.file.size) throw new ShardctlError("PushSourceChanged", `${local} changed size since it was hashed (${request.file.size} → ${size} bytes)`);
   try {
     await request.node.putFile(local, request.target, {
       startOffset: request.haveBytes,
       onProgress: (bytes) => request.onBytes(request.haveBytes + bytes),
+      readLocal: (fd, buffer, offset, length, position, done) => readChunkInTurn(source.dir, path, fd, buffer, offset, length, position, done),
+      closeLocal: (close) => closeInTurn(source.dir, path, close),
       ...(request.signal === undefined ? {} : { signal: request.signal }),
     });
   } catch (error) {

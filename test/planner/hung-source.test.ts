@@ -12,7 +12,7 @@
  * stopped with SIGSTOP, as a hung server leaves it. Needs root, /dev/fuse, and the Debian package
  * sshfs (installed here when missing).
  */
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { execFile } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -22,12 +22,15 @@ import { makeTestModel } from "../../src/planner/index.js";
 import { createDirReader } from "../../src/planner/dir-source.js";
 import { isShardctlError } from "../../src/errors/index.js";
 import { LocalNode, probeNode } from "../../src/nodes/index.js";
+import { closeInTurn, readChunkInTurn } from "../../src/files/index.js";
+import { hashLocalManifest } from "../../src/staging/index.js";
 import { startSshdNodes, type SshdSet } from "../support/sshd.js";
 import { mountSshfs, type SshfsMount } from "../support/sshfs-mount.js";
 
 const run = promisify(execFile);
 let root: string;
 let mount: SshfsMount | undefined;
+const weightsBytes = 16 << 20;
 let sshd: SshdSet;
 
 beforeAll(async () => {
@@ -35,6 +38,10 @@ beforeAll(async () => {
   sshd = await startSshdNodes({ count: 1 });
   const node = sshd.nodes[0]!;
   await makeTestModel(join(node.modelDir, "tiny"), { layers: 4, hidden: 64, heads: 4, kvHeads: 2, vocab: 320, seed: 5 });
+  // A file pushes read slowly enough to be frozen mid-way.
+  await run("head", ["-c", String(weightsBytes), "/dev/urandom"], { encoding: "buffer", maxBuffer: weightsBytes + 1 }).then(({ stdout }) =>
+    writeFile(join(node.modelDir, "tiny", "weights.bin"), stdout),
+  );
   mount = await mountSshfs(sshd, node.modelDir, join(root, "mnt"), "tiny/config.json");
 }, 15 * 60_000);
 
@@ -99,4 +106,60 @@ test("a frozen mount: its reads fail within the deadline saying so, one thread a
     if (config === undefined) await new Promise((r) => setTimeout(r, 200));
   }
   expect(config).toMatchObject({ num_hidden_layers: 4 });
+}, 120_000);
+
+test("staging from a mount that freezes: the hash and four pushes at once fail within the deadline saying so, and hold one file-system thread, not one each", async () => {
+  const model = join(mount!.path, "tiny");
+  const file = join(model, "weights.bin");
+  const local = new LocalNode({ name: "local", host: "local", modelDir: root });
+  // Four nodes pushed to at once, each read paced (20 ms per 1 MiB) so that the freeze finds them mid-way.
+  const progress = [0, 0, 0, 0];
+  const pushes = progress.map((_, i) =>
+    local
+      .putFile(file, join(root, `copy-${i}`), {
+        onProgress: (bytes) => (progress[i] = bytes),
+        readLocal: (fd, buffer, offset, length, position, done) =>
+          setTimeout(() => readChunkInTurn(model, "weights.bin", fd, buffer, offset, length, position, done, 1_500), 20),
+        closeLocal: (close) => closeInTurn(model, "weights.bin", close),
+      })
+      .then(
+        () => "finished",
+        (error: unknown) => error,
+      ),
+  );
+  for (let i = 0; i < 100 && progress.some((p) => p === 0); i++) await new Promise((r) => setTimeout(r, 20));
+  expect(
+    progress.every((p) => p > 0 && p < weightsBytes),
+    String(progress),
+  ).toBe(true);
+  mount!.freeze();
+  try {
+    const startedAt = performance.now();
+    const hashed = hashLocalManifest(model, "org/tiny", "main", { readDeadlineMs: 1_500 }).then(
+      () => "hashed",
+      (error: unknown) => error,
+    );
+    // Meanwhile, a file elsewhere reads as ever.
+    const elsewhere = join(root, "elsewhere-2.txt");
+    // Written in-process: a child process started now would hang at its exec, closing its copies of
+    // the pushes' open descriptors on the frozen FUSE mount (FUSE flushes on every close).
+    await writeFile(elsewhere, "fine\n");
+    await new Promise((r) => setTimeout(r, 2_500));
+    const other = await Promise.race([readFile(elsewhere, "utf8"), new Promise((r) => setTimeout(() => r("no answer within 5 s"), 5_000))]);
+    expect(other).toBe("fine\n");
+    for (const outcome of [...(await Promise.all(pushes)), await hashed]) {
+      expect(isShardctlError(outcome, "ModelSourceUnreachable"), String(outcome)).toBe(true);
+      expect((outcome as Error).message).toMatch(new RegExp(`^the read of .* in the model directory ${model} has not returned for \\d+ s`));
+    }
+    expect(performance.now() - startedAt).toBeLessThan(10_000);
+  } finally {
+    mount!.thaw();
+  }
+  // Once it answers, the same hash goes through.
+  let manifest: Awaited<ReturnType<typeof hashLocalManifest>> | undefined;
+  for (let i = 0; i < 50 && manifest === undefined; i++) {
+    manifest = await hashLocalManifest(model, "org/tiny").catch(() => undefined);
+    if (manifest === undefined) await new Promise((r) => setTimeout(r, 200));
+  }
+  expect(manifest?.files.find((f) => f.path === "weights.bin")?.size).toBe(weightsBytes);
 }, 120_000);

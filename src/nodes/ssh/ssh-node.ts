@@ -356,11 +356,15 @@ export class SshNode extends ShellNode implements NodeAccess {
       from,
       flags: offset === 0 ? "w" : "r+",
       onOpen: opened,
+      ...(options.readLocal === undefined ? {} : { readLocal: options.readLocal }),
+      ...(options.closeLocal === undefined ? {} : { closeLocal: options.closeLocal }),
       // Progress counts from `startOffset`, as the caller asked; the rewritten window is not new bytes.
       onProgress: (bytes) => {
         if (from + bytes > offset) options.onProgress?.(from + bytes - offset);
       },
     }).catch((error: unknown) => {
+      // The local side's own failure (a source whose file system hangs, from readLocal) stays its own.
+      if (error instanceof ShardctlError) throw error;
       throw fileError(this.config.name, "push", remotePath, error as Error);
     });
   }

@@ -12,6 +12,7 @@
 import { read } from "node:fs";
 import { open } from "node:fs/promises";
 import type { SFTPWrapper } from "ssh2";
+import type { PutOptions } from "../types.js";
 
 /** Bytes per write: OpenSSH's sftp-server drops the connection on messages over 256 KiB. */
 export const writeBytes = 32 * 1024;
@@ -31,6 +32,9 @@ export interface WindowedPut {
   onProgress?: (bytes: number) => void;
   /** Called with a function that stops reading the local file (the connection dropped under the push). */
   onOpen?: (stop: () => void) => void;
+  /** How the local file is read and closed (PutOptions' readLocal and closeLocal). Default fs.read, closed at once. */
+  readLocal?: PutOptions["readLocal"];
+  closeLocal?: PutOptions["closeLocal"];
 }
 
 export async function putWindowed(sftp: SFTPWrapper, localPath: string, remotePath: string, put: WindowedPut): Promise<void> {
@@ -45,14 +49,15 @@ export async function putWindowed(sftp: SFTPWrapper, localPath: string, remotePa
     await writeAll(sftp, handle, size, put, (buffer, length, position, done) => {
       if (stopped) return done(new Error(`the push of ${localPath} was stopped`));
       // The callback form: a promise per 32 KiB read cost a tenth of a fast link's rate.
-      read(file.fd, buffer, 0, length, position, (error, bytesRead) => {
+      (put.readLocal ?? read)(file.fd, buffer, 0, length, position, (error, bytesRead) => {
         if (error) return done(error);
         done(bytesRead === length ? undefined : new Error(`${localPath} shrank while it was pushed`));
       });
     });
     await new Promise<void>((resolve, reject) => sftp.close(handle, (error) => (error ? reject(error) : resolve())));
   } finally {
-    await file.close();
+    if (put.closeLocal === undefined) await file.close();
+    else put.closeLocal(() => file.close());
   }
 }
 
