@@ -11,7 +11,13 @@ export async function workingTreeOf(dir: string): Promise<string | undefined> {
   for (let at = resolve(dir); ; at = dirname(at)) {
     // Asked off the main thread: a synchronous look at a folder on a frozen network mount would stop
     // the whole process, where this one waits alone (and a caller's deadline can give up on it).
-    if (await lstat(`${at}${sep}.git`).then(() => true, () => false)) return realpath(at);
+    if (
+      await lstat(`${at}${sep}.git`).then(
+        () => true,
+        () => false,
+      )
+    )
+      return realpath(at);
     if (dirname(at) === at) return undefined;
   }
 }
