@@ -72,14 +72,38 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
+// Output nobody can read is not success: a reader that went away (EPIPE: `| head`) ends the
+// command quietly, any other failure to write stdout (ENOSPC: a full disk under `> plan.json`) is
+// said on stderr and exits 1. console.log alone swallows both, and a bare process.stdout.write
+// crashes with a stack.
+let stdoutFailed = false;
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (error.code === "EPIPE") process.exit(process.exitCode ?? 0);
+  if (!stdoutFailed) console.error(`shardctl: cannot write the output: ${error.message}`);
+  stdoutFailed = true;
+  process.exitCode = 1;
+});
+
 main(process.argv.slice(2)).then(
   (code) => {
-    process.exitCode = code;
+    process.exitCode = stdoutFailed ? 1 : code;
   },
   (error: unknown) => {
     if (error instanceof UsageError || isShardctlError(error)) {
       // A message can echo a remote command's output or a file's name: shown, never obeyed by the terminal.
       console.error(`shardctl: ${showText(error.message, { keepLines: true })}`);
+      process.exitCode = 1;
+      return;
+    }
+    // A file the command was asked to write that the system refuses (a read-only or full folder,
+    // no permission, no such directory): the operator's to fix, said as such, not a stack.
+    const fsCode = (error as NodeJS.ErrnoException | null)?.code;
+    if (
+      typeof fsCode === "string" &&
+      ["EACCES", "EPERM", "EROFS", "ENOSPC", "EDQUOT", "ENOENT", "ENOTDIR", "EISDIR", "EEXIST"].includes(fsCode) &&
+      (error as NodeJS.ErrnoException).syscall !== undefined
+    ) {
+      console.error(`shardctl: ${showText((error as Error).message)}`);
       process.exitCode = 1;
       return;
     }

@@ -134,14 +134,15 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     ...(options.launchDeadlines === undefined ? {} : { launchDeadlines: options.launchDeadlines }),
     ...(options.monitor === undefined ? {} : { monitor: options.monitor }),
     // The pass's log line is the reconciler's summary (summarize-pass.ts): one line a pass.
-    onPass: (name, report, durationMs, stagesAlive) => {
-      metrics.recordPass(name, report, durationMs, stagesAlive);
+    onPass: (name, report, durationMs) => {
+      metrics.recordPass(report, durationMs);
       // A cluster torn down for good lets go of its ports and its router backend name: a cluster
       // that failed on them tries again now, not at the end of its back-off.
       if ((report.action === "prune" || report.action === "stop") && report.result === "success")
         for (const waiting of reconciler.clustersWaitingOnOthers(name)) queue.add(waiting);
     },
   });
+  metrics.follow(reconciler.feed);
   const enqueueAll = async (): Promise<void> => {
     for (const name of await reconciler.knownClusters()) queue.add(name);
   };
@@ -183,11 +184,14 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       });
     }
     if (settings.daemon.metricsAddress !== undefined) {
-      metricsServer = await metrics.serve(settings.daemon.metricsAddress, (dropped, limit) =>
-        log.warn({ dropped, limit }, "metrics connections dropped: this many clients hold connections already (clients that send no request are cut after 10 s)"),
-      );
-      started.push(closeMetrics);
-      log.info({ address: settings.daemon.metricsAddress }, "metrics listening");
+      const address = settings.daemon.metricsAddress;
+      await listen(async () => {
+        metricsServer = await metrics.serve(address, (dropped, limit) =>
+          log.warn({ dropped, limit }, "metrics connections dropped: this many clients hold connections already (clients that send no request are cut after 10 s)"),
+        );
+        started.push(closeMetrics);
+        log.info({ address }, "metrics listening");
+      });
     }
     if (settings.daemon.uiAddress !== undefined) {
       const address = settings.daemon.uiAddress;
@@ -337,7 +341,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   };
   scheduleResync();
 
-  log.info({ dir, pid: process.pid }, "daemon watching");
+  log.info({ dir }, "daemon watching");
   let stopping: Promise<void> | undefined;
   return {
     settings,

@@ -8,9 +8,13 @@ import { createServer, type Server } from "node:http";
 import { refuseForeignRequest } from "../browser-guard/index.js";
 import { connectionLimit, limitConnections, limitedServerOptions } from "../http-limits/index.js";
 import { isLoopbackAddress } from "../spec/index.js";
+import { messageOf, ShardctlError } from "../errors/index.js";
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { PassReport } from "./compose-status.js";
-import { healthValues, type Health } from "./status/index.js";
+import { healthValues, type ClusterStatus, type Health } from "./status/index.js";
+import type { StatusFeed } from "./status-feed.js";
+
+const livenessValues = ["alive", "gone", "unknown"] as const;
 
 export class DaemonMetrics {
   readonly registry = new Registry();
@@ -28,21 +32,63 @@ export class DaemonMetrics {
   });
   private readonly clusters = new Gauge({ name: "shardctl_clusters", help: "Clusters by health", labelNames: ["health"], registers: [this.registry] });
   private readonly stagesUp = new Gauge({ name: "shardctl_stages_up", help: "Stage processes alive, all clusters", registers: [this.registry] });
+  /** Per cluster: one series set per definition file (an invalid name too: prom-client escapes it), deleted when the cluster is pruned. */
+  private readonly clusterHealth = new Gauge({
+    name: "shardctl_cluster_health",
+    help: "1 for the cluster's current health word, 0 for the others (the status file's health)",
+    labelNames: ["cluster", "health"],
+    registers: [this.registry],
+  });
+  private readonly clusterReady = new Gauge({
+    name: "shardctl_cluster_ready",
+    help: "1 when the status file's Ready is True",
+    labelNames: ["cluster"],
+    registers: [this.registry],
+  });
+  private readonly clusterStages = new Gauge({
+    name: "shardctl_cluster_stages",
+    help: "Stage processes per cluster by liveness: alive, gone, or unknown (its node could not be asked)",
+    labelNames: ["cluster", "liveness"],
+    registers: [this.registry],
+  });
   /** Whether the process's own figures are collected (once per registry: a second call would register them twice). */
   private collectingProcess = false;
   private readonly health = new Map<string, Health>();
   private readonly stages = new Map<string, number>();
 
-  recordPass(name: string, report: PassReport, durationMs: number, stagesAlive: number): void {
+  /** A pass ended: counted and timed (the gauges follow the status feed, see follow). */
+  recordPass(report: PassReport, durationMs: number): void {
     this.passes.inc({ result: report.result });
     this.duration.observe(durationMs / 1000);
-    if (report.pruned === true) {
-      this.health.delete(name);
-      this.stages.delete(name);
-    } else {
-      this.health.set(name, report.health);
-      this.stages.set(name, stagesAlive);
-    }
+  }
+
+  /** Gauges follow every status the daemon composes (deaths and retries between passes included), not only pass ends. */
+  follow(feed: StatusFeed): void {
+    for (const result of ["success", "waiting", "failed", "stalled"]) this.passes.inc({ result }, 0);
+    feed.on("status", (status) => this.setStatus(status));
+    feed.on("removed", (cluster) => {
+      this.health.delete(cluster);
+      this.stages.delete(cluster);
+      for (const health of healthValues) this.clusterHealth.remove({ cluster, health });
+      this.clusterReady.remove({ cluster });
+      for (const liveness of livenessValues) this.clusterStages.remove({ cluster, liveness });
+      this.totals();
+    });
+  }
+
+  private setStatus(status: ClusterStatus): void {
+    const name = status.cluster;
+    const alive = (status.stages ?? []).filter((s) => s.alive).length;
+    this.health.set(name, status.health);
+    this.stages.set(name, alive);
+    for (const health of healthValues) this.clusterHealth.set({ cluster: name, health }, health === status.health ? 1 : 0);
+    this.clusterReady.set({ cluster: name }, status.conditions.some((c) => c.type === "Ready" && c.status === "True") ? 1 : 0);
+    for (const liveness of livenessValues)
+      this.clusterStages.set({ cluster: name, liveness }, (status.stages ?? []).filter((s) => (s.liveness ?? (s.alive ? "alive" : "gone")) === liveness).length);
+    this.totals();
+  }
+
+  private totals(): void {
     for (const value of healthValues) this.clusters.set({ health: value }, [...this.health.values()].filter((h) => h === value).length);
     this.stagesUp.set([...this.stages.values()].reduce((a, b) => a + b, 0));
   }
@@ -64,7 +110,7 @@ export class DaemonMetrics {
         res.writeHead(403).end(`${refusal}\n`);
         return;
       }
-      if (req.url !== "/metrics") {
+      if (new URL(req.url ?? "/", "http://metrics.invalid").pathname !== "/metrics") {
         res.writeHead(404).end("not found\n");
         return;
       }
@@ -76,7 +122,15 @@ export class DaemonMetrics {
     // A sixteenth of the daemon's descriptors at most (beside the dashboard's eighth and the router's quarter).
     limitConnections(server, connectionLimit(1 / 16, 256), warn);
     await new Promise<void>((resolve, reject) => {
-      server.once("error", reject);
+      server.once("error", (error) =>
+        reject(
+          new ShardctlError(
+            "MetricsListenFailed",
+            `the metrics endpoint cannot listen on ${address} ([daemon] metrics_address in the settings file): ${messageOf(error)}; choose a free address there, or stop what holds it`,
+            { terminal: true, cause: error },
+          ),
+        ),
+      );
       server.listen(port, host, () => resolve());
     });
     return server;

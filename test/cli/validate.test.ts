@@ -78,6 +78,23 @@ describe("shardctl validate", () => {
 
   // Regression: a shardctl.toml inside the directory (or named in the list) was counted, and
   // checked, as a cluster definition.
+  it("a named directory that holds no definition is an error, pointing at clusters/ when it is there (a repository's root)", async () => {
+    await mkdir(join(dir, "checkout", "clusters"), { recursive: true });
+    await writeFile(join(dir, "checkout", "clusters", "llama.toml"), 'nodes = ["studio-1", "studio-2"]\n\n[model]\nid = "org/llama"\n');
+    expect(await validate(dir, "checkout")).toEqual({
+      code: 1,
+      stdout: "",
+      stderr: expect.stringMatching(
+        /^shardctl: checkout: no cluster definitions \(\*\.toml\) in this directory: the definitions are in checkout\/clusters; name that directory\n/,
+      ),
+    });
+    await mkdir(join(dir, "empty"), { recursive: true });
+    expect(await validate(dir, "empty")).toMatchObject({
+      code: 1,
+      stderr: expect.stringMatching(/^shardctl: empty: no cluster definitions \(\*\.toml\) in this directory\n/),
+    });
+  });
+
   it("validates a settings file found in a directory or named in the list as settings, counted apart", async () => {
     expect(await validate(dir, "together")).toEqual({ code: 0, stdout: "ok: 2 settings files, 1 definition\n", stderr: "" });
     expect(await validate(dir, "--config", "together/shardctl.toml", "together")).toEqual({ code: 0, stdout: "ok: 1 settings file, 1 definition\n", stderr: "" });

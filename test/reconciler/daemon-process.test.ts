@@ -3,6 +3,7 @@
  * `kill -9` in the middle of a launch leaves nothing orphaned after the next start, which converges;
  * SIGTERM leaves clusters running and the next daemon adopts them without a restart.
  */
+import { existsSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { expect, test } from "vitest";
@@ -41,6 +42,15 @@ test("a second daemon on the same directory is refused, naming the first one's p
   // The first one is unharmed.
   expect(first.child.exitCode).toBeNull();
   expect(await stopGracefully(first), first.stderr()).toBe(0);
+});
+
+// Regression: SIGHUP (the terminal a daemon runs in closed) killed it outright: exit 129, its lock
+// left behind and, with --teardown-on-exit, its clusters left running.
+test("SIGHUP stops a daemon as SIGTERM does: exit 0, its lock removed", async () => {
+  const daemon = await start();
+  daemon.child.kill("SIGHUP");
+  expect(await daemon.exited, daemon.stderr()).toBe(0);
+  expect(existsSync(join(dw.world.clustersDir, ".shardctl-daemon.lock"))).toBe(false);
 });
 
 test("a daemon whose lock was removed and taken by a second daemon meanwhile stops on its own (exit 1, saying why), leaving the second to run", async () => {

@@ -4,7 +4,7 @@ import { request } from "node:http";
 import { connect, type Socket } from "node:net";
 import { expect, test } from "vitest";
 import { allocateHost } from "../support/test-world.js";
-import { definitionText, freePort, revisionOf, waitForStatus, writeDefinition } from "./daemon-fixture.js";
+import { definitionText, freePort, removeDefinition, revisionOf, waitForStatus, writeDefinition } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
 let url: string;
@@ -21,7 +21,7 @@ const dw = useDaemonWorld({
   },
 });
 
-test("serves passes by result, pass duration, clusters by health and stages up", async () => {
+test("serves passes by result, pass duration, clusters by health and stages up, and each cluster's health, removed with it", async () => {
   const { world, daemon } = dw;
   await writeDefinition(world, "m1", definitionText(world, { nodes: ["l1", "l2"] }));
   await writeDefinition(world, "m2", definitionText(world, { nodes: ["l2", "l1"], suspend: true }));
@@ -45,6 +45,21 @@ test("serves passes by result, pass duration, clusters by health and stages up",
   expect(text).toMatch(/^nodejs_heap_size_used_bytes [1-9]\d*$/m);
   expect(text).toMatch(/^process_open_fds [1-9]\d*$/m);
   expect((await fetch(url.replace("/metrics", "/other"))).status).toBe(404);
+  // Per cluster, as the status files say; a scrape config's query parameters are no other path.
+  const scraped = await (await fetch(`${url}?format=prometheus`)).text();
+  expect(scraped).toMatch(/^shardctl_cluster_health\{cluster="m1",health="Disabled"\} 1$/m);
+  expect(scraped).toMatch(/^shardctl_cluster_health\{cluster="m1",health="Healthy"\} 0$/m);
+  expect(scraped).toMatch(/^shardctl_cluster_health\{cluster="m2",health="Suspended"\} 1$/m);
+  expect(scraped).toMatch(/^shardctl_cluster_ready\{cluster="m1"\} 0$/m);
+  // Every pass result is a series from the start (an alert on a rate needs the series before the first failure).
+  expect(scraped).toMatch(/^shardctl_reconcile_passes_total\{result="stalled"\} 0$/m);
+  // A removed cluster's series go with it.
+  expect(await removeDefinition(world, "m2")).toBe(true);
+  await daemon.whenIdle();
+  const after = await (await fetch(url)).text();
+  expect(after).not.toMatch(/cluster="m2"/);
+  expect(after).toMatch(/^shardctl_clusters\{health="Suspended"\} 0$/m);
+  expect(after).toMatch(/^shardctl_cluster_health\{cluster="m1",health="Disabled"\} 1$/m);
 });
 
 // Regression: the metrics listener had no cap on connections and no Host check: 20 000 idle

@@ -22,13 +22,13 @@ export async function run(args: string[]): Promise<number> {
   // Listen before starting: a SIGTERM that arrives while the daemon starts (a service manager
   // stopping it at once) must stop it cleanly, not kill it with its start half done.
   let signal: NodeJS.Signals | undefined;
-  const signalled = waitForSignal().then((received) => {
+  const signalled = waitForSignal(["SIGINT", "SIGTERM", "SIGHUP"]).then((received) => {
     signal = received;
     return { kind: "signal" as const };
   });
   const log = createLogger("shardctl-daemon", { format });
   // Which shardctl this is, first: after an upgrade, the log says when the new one took over.
-  log.info({ version: describeVersion(), pid: process.pid }, "shardctl daemon starting");
+  log.info({ version: describeVersion() }, "shardctl daemon starting");
   const options = { dir: context.clustersDir, settingsFile: context.settings.file, log, teardownOnExit: values["teardown-on-exit"] ?? false };
   let daemon = await startDaemon(options);
   for (;;) {

@@ -13,6 +13,7 @@ import { formatIssue, loadCluster, type ClusterSpec, type Settings } from "../..
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { usageOf } from "../help/index.js";
 import { UsageError } from "../usage-error.js";
+import { wantsColour } from "../pretty-log.js";
 
 const usage = usageOf("plan");
 
@@ -80,7 +81,7 @@ export async function run(args: string[]): Promise<number> {
       if (values.markdown) console.log(`### Cluster ${codeSpan(result.cluster)}\n`);
       else console.log(showText(`cluster ${result.cluster} (${result.file})`));
       if (result.plan !== undefined) {
-        console.log(values.markdown ? renderPlanMarkdown(result.plan) : renderPlanText(result.plan, { color: process.stdout.isTTY }));
+        console.log(values.markdown ? renderPlanMarkdown(result.plan) : renderPlanText(result.plan, { color: wantsColour(process.env, process.stdout) }));
         if (result.budgets !== undefined) for (const line of renderBudgetsNote(result.budgets)) console.log(values.markdown ? `${showText(line)}\n` : showText(line));
       }
       for (const line of result.errors ?? []) console.log(values.markdown ? `- ${codeSpan(line)}` : showText(line));

@@ -15,6 +15,7 @@ import type { NodeState, StagingProgress } from "../../staging/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { usageOf } from "../help/index.js";
 import { UsageError } from "../usage-error.js";
+import { waitForSignal } from "./daemon.js";
 
 const usage = usageOf("stage");
 
@@ -50,8 +51,25 @@ export async function run(args: string[]): Promise<number> {
     }
     const names = [...new Set([...nodes.stages, nodes.coordinator].map((n) => n.config.name))];
     const bars = createBars(names, !values.json && process.stdout.isTTY === true);
-    const result = await stageForCluster(spec, settings, planned, nodes, { onProgress: bars.update });
+    // Ctrl-C, a CI job's cancel (SIGTERM) or a closed terminal cut the staging as the daemon's cuts do:
+    // transfers stop, partial files stay for a resume, and each node's file lock is released, so the
+    // next stager (a daemon in another pid namespace, another machine) does not wait two minutes for it.
+    const cut = new AbortController();
+    let received: NodeJS.Signals | undefined;
+    void waitForSignal(["SIGINT", "SIGTERM", "SIGHUP"]).then((signal) => {
+      received = signal;
+      cut.abort();
+    });
+    const codeOf = (signal: NodeJS.Signals): number => 128 + ({ SIGHUP: 1, SIGINT: 2, SIGTERM: 15 } as Record<string, number>)[signal]!;
+    const result = await stageForCluster(spec, settings, planned, nodes, { onProgress: bars.update, signal: cut.signal }).catch((error: unknown) => {
+      if (received === undefined) throw error;
+      return undefined;
+    });
     bars.finish();
+    if (received !== undefined || result === undefined) {
+      console.error(`shardctl: staging stopped by ${received ?? "a signal"}; partial files are kept for the next staging to resume`);
+      return codeOf(received ?? "SIGINT");
+    }
     if (values.json) {
       console.log(showText(JSON.stringify({ cluster: spec.name, commit: result.commit, staged: result.staged, failed: result.failed }, null, 2), { keepLines: true }));
     } else {

@@ -49,7 +49,7 @@ export async function run(args: string[]): Promise<number> {
   // the command line that holds settings tables (settings under another name, which as a definition
   // would only show a list of unknown keys). One found in a directory under another name is left a
   // definition, as the daemon takes it.
-  const { files: named, given } = await expandPaths(paths);
+  const { files: named, given, dirs } = await expandPaths(paths);
   const settings = settingsText === undefined ? undefined : parseSettings(settingsText, configFile);
   const issues: SpecIssue[] = settings === undefined || settings.ok ? [] : [...settings.issues];
   const configPath = settings === undefined ? undefined : await realPathOf(configFile);
@@ -60,6 +60,15 @@ export async function run(args: string[]): Promise<number> {
   for (const file of named) {
     if (!(await isSettingsFile(file))) definitions.push(file);
     else if ((await realPathOf(file)) !== configPath) otherSettings.add(file);
+  }
+  // A directory named on the command line that holds no definition (a repository's root, whose
+  // definitions are in clusters/; an empty or renamed folder) must not pass having checked nothing.
+  // The default directory may be empty: a new repository has no definition yet.
+  for (const [dir, found] of positionals.length > 0 ? dirs : new Map<string, string[]>()) {
+    if (found.some((file) => definitions.includes(file))) continue;
+    const beside = join(dir, "clusters");
+    const hint = (await pathExists(beside)) ? `: the definitions are in ${displayPath(beside)}; name that directory` : "";
+    throw new UsageError(`${dir}: no cluster definitions (*.toml) in this directory${hint}`);
   }
   if (settings === undefined && definitions.length > 0) {
     throw new UsageError(
@@ -202,19 +211,23 @@ function locateKey(text: string, table: string, key: string): { line: number; co
 }
 
 /** Files as given; directories replaced by their *.toml files. `given`: the files named themselves. */
-async function expandPaths(paths: string[]): Promise<{ files: string[]; given: Set<string> }> {
+async function expandPaths(paths: string[]): Promise<{ files: string[]; given: Set<string>; dirs: Map<string, string[]> }> {
   const files: string[] = [];
   const given = new Set<string>();
+  const dirs = new Map<string, string[]>();
   for (const path of paths) {
     const info = await stat(path).catch(() => undefined);
     if (info === undefined) throw new UsageError(`${path}: no such file or directory`);
-    if (info.isDirectory()) files.push(...(await findClusterFiles(path)));
-    else {
+    if (info.isDirectory()) {
+      const found = await findClusterFiles(path);
+      dirs.set(path, found);
+      files.push(...found);
+    } else {
       files.push(path);
       given.add(path);
     }
   }
-  return { files, given };
+  return { files, given, dirs };
 }
 
 /** Relative to the working directory when inside it; as typed otherwise. */

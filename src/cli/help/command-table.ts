@@ -152,13 +152,13 @@ export const commandTable = [
     usage: "shardctl daemon [--dir clusters] [--config shardctl.toml] [--teardown-on-exit] [--log-format json|pretty]",
     details: [
       "Watches *.toml in the directory and the settings file; writes <name>.status.json beside each. One daemon per directory, whoever runs it (its lock is .shardctl-daemon.lock in the directory).",
-      "SIGINT/SIGTERM stop watching and leave the clusters running, unless --teardown-on-exit.",
+      "SIGINT, SIGTERM and SIGHUP (its terminal closed) stop watching and leave the clusters running, unless --teardown-on-exit.",
       "A directory given through a symbolic link that comes to lead elsewhere (a swapped `current` link) is followed: the daemon starts again on the new target.",
     ],
     operands: { kind: "none" },
-    flags: [...contextFlags, { name: "--teardown-on-exit", description: "tear every cluster down on SIGINT/SIGTERM" }, logFormatFlag],
+    flags: [...contextFlags, { name: "--teardown-on-exit", description: "tear every cluster down on SIGINT, SIGTERM or SIGHUP" }, logFormatFlag],
     exitCodes: [
-      { code: 0, meaning: "stopped by SIGINT or SIGTERM" },
+      { code: 0, meaning: "stopped by SIGINT, SIGTERM or SIGHUP" },
       {
         code: 1,
         meaning:

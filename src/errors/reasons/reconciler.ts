@@ -2,6 +2,8 @@
 export type ReconcilerReason =
   /** The definitions directory does not exist; nothing it defined is torn down (terminal, stalls). */
   | "DefinitionsDirMissing"
+  /** The metrics listener cannot listen on `[daemon] metrics_address` (terminal: the daemon refuses to start). */
+  | "MetricsListenFailed"
   /** The definitions directory is empty while clusters run; pruning them all is refused (terminal, stalls). */
   | "MassPruneRefused"
   /** The cluster definition breaks a rule; what runs keeps running (terminal, stalls). */
