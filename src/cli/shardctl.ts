@@ -43,8 +43,10 @@ async function main(argv: string[]): Promise<number> {
     const guess = meant === undefined ? "" : ` (did you mean "${meant}"?)`;
     throw new UsageError(`unknown command "${name}"${guess}; the commands are ${commandNames.join(", ")} (\`shardctl help <command>\` for one)`);
   }
-  // No shardctl flag takes "--help" or "-h" as its value, so either one anywhere asks for help.
-  if (args.includes("--help") || args.includes("-h")) {
+  // No shardctl flag takes "--help" or "-h" as its value, so either one anywhere asks for help;
+  // after "--" it is an operand (a path named -h), as for any other option.
+  const options = args.includes("--") ? args.slice(0, args.indexOf("--")) : args;
+  if (options.includes("--help") || options.includes("-h")) {
     console.log(renderCommandHelp(spec));
     return 0;
   }

@@ -79,9 +79,18 @@ export async function route(context: RouteContext, request: IncomingMessage, res
 
 async function replyStatus(context: RouteContext, response: ServerResponse, name: string): Promise<void> {
   const status = (await allStatuses(context.source)).find((s) => s.cluster === name);
-  return status === undefined
-    ? replyError(response, 404, "DashboardClusterNotFound", `no status of a cluster named ${JSON.stringify(name)}`)
-    : replyJson(response, 200, status);
+  if (status !== undefined) return replyJson(response, 200, status);
+  // A definition the daemon has not looked at yet is not a name that does not exist: a script
+  // polling a cluster it just committed waits on the one, and stops on the other.
+  // Only a valid name is looked for as a file: a path segment is anyone's (`..%2F`).
+  if (patterns.name.test(name) && (await context.source.hasCluster(name).catch(() => false)))
+    return replyError(
+      response,
+      404,
+      "DashboardClusterNotChecked",
+      `the cluster ${JSON.stringify(name)} is defined but has no status yet: the daemon has not looked at it (ask again shortly)`,
+    );
+  return replyError(response, 404, "DashboardClusterNotFound", `no cluster named ${JSON.stringify(name)}: no definition of it in the watched directory, nor a status`);
 }
 
 /** A path segment as a name; a malformed escape is no name at all (never a cluster). */

@@ -64,7 +64,11 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   if (assets.size === 0)
     log.warn({ reason: "DashboardAssetsMissing", dir: assetsDir }, "the dashboard page is not built (npm run build); its JSON endpoints still serve");
 
-  const stream = new EventStream(options.stream);
+  // An eighth of the daemon's descriptors at most (beside the router's quarter): its supervision keeps the rest.
+  const maxConnections = connectionLimit(1 / 8, 1024);
+  // Streams take half the connections at most: past that a page is told 503 with Retry-After (not
+  // cut by the connection cap), and the JSON endpoints still answer a script.
+  const stream = new EventStream({ maxClients: Math.max(1, Math.min(256, Math.floor(maxConnections / 2))), ...options.stream });
   const context: RouteContext = { source, token, stream, assets, startedAt: new Date().toISOString(), log, stopping: false };
 
   // One serialisation per change, whatever the number of pages.
@@ -90,8 +94,6 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   source.feed.on("removed", onRemoved);
   source.feed.on("file", onFile);
 
-  // An eighth of the daemon's descriptors at most (beside the router's quarter): its supervision keeps the rest.
-  const maxConnections = connectionLimit(1 / 8, 1024);
   const server = createServer(limitedServerOptions(60_000), (request, response) => {
     for (const [name, value] of Object.entries(securityHeaders)) response.setHeader(name, value);
     const refusal = refuseForeignRequest(request, { loopback, what: "this dashboard" });

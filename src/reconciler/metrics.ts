@@ -27,7 +27,8 @@ export class DaemonMetrics {
   private readonly duration = new Histogram({
     name: "shardctl_reconcile_pass_duration_seconds",
     help: "Duration of reconcile passes",
-    buckets: [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120],
+    // Up to an hour: a pass that stages a large model over a home link takes tens of minutes.
+    buckets: [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600, 1800, 3600],
     registers: [this.registry],
   });
   private readonly clusters = new Gauge({ name: "shardctl_clusters", help: "Clusters by health", labelNames: ["health"], registers: [this.registry] });

@@ -13,7 +13,7 @@ import type { Logger } from "pino";
 import { isShardctlError, messageOf } from "../errors/index.js";
 import { Ledger, teardownCluster, type LaunchDeadlines } from "../launch/index.js";
 import { sshClientFiles, sshConfigFiles, type NodeAccess, type NodePool } from "../nodes/index.js";
-import { findClusterFiles, patterns, type Settings } from "../spec/index.js";
+import { findClusterFiles, type Settings } from "../spec/index.js";
 import { sshOptionsOf } from "../cluster/index.js";
 import { createMemory, type ClusterMemory } from "./cluster-memory.js";
 import type { PassReport } from "./compose-status.js";
@@ -468,11 +468,15 @@ async function stampOfSettings(settingsFile: string, settings: Settings | undefi
   return (await Promise.all([settingsFile, ...files].map(async (file) => `${file}=${await stampOf(file)}`))).join(" ");
 }
 
-/** Cluster names of the status files directly in `dir` (`<name>.status.json`, a valid cluster name). */
+/**
+ * Cluster names of the status files directly in `dir` (`<name>.status.json`): any name a definition
+ * file could have had (`<name>.toml`, not hidden), an invalid one too, since a definition with an
+ * invalid name gets a status file saying so, which must go when the definition goes.
+ */
 async function statusFileNames(dir: string): Promise<string[]> {
   const entries = await readdir(dir).catch(() => [] as string[]);
   return entries
     .filter((entry) => entry.endsWith(".status.json"))
     .map((entry) => entry.slice(0, -".status.json".length))
-    .filter((name) => patterns.name.test(name));
+    .filter((name) => name !== "" && !name.startsWith("."));
 }

@@ -41,9 +41,15 @@ export class StatusFeed extends EventEmitter<StatusFeedEvents> {
     this.emit("removed", cluster);
   }
 
-  /** How the last write of the cluster's status file went: a failure, or undefined once one succeeds (said once). */
+  /**
+   * How the last write of the cluster's status file went: a failure, or undefined once one succeeds
+   * (said once). A failure the same as the one before is not said again: a file that stays
+   * unwritable fails at every write (many a second while a cluster changes), and its `at` stays
+   * when it began to be behind.
+   */
   fileWritten(cluster: string, failure: StatusFileFailure | undefined): void {
     if (failure === undefined && !this.fileFailures.has(cluster)) return;
+    if (failure !== undefined && this.fileFailures.get(cluster)?.message === failure.message) return;
     if (failure === undefined) this.fileFailures.delete(cluster);
     else this.fileFailures.set(cluster, failure);
     this.emit("file", cluster, failure);

@@ -20,3 +20,4 @@ export { stageFileList, maxModelMetadataFiles } from "./stage-files.js";
 export { isModelMetadataFile } from "./metadata-files.js";
 export { assertSafePath } from "./safe-path.js";
 export { repoFolder, blobPath, snapshotDir, snapshotPath, refPath, incompletePath } from "./cache-layout.js";
+export { settleLockReleases } from "./node-lock.js";

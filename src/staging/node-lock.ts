@@ -191,8 +191,22 @@ export async function withNodeLock<T>(node: NodeAccess, file: string, work: () =
     // Work that failed (its node cut off, say) is not held up by the removal: a lock left behind
     // is this process's own, taken over by its next pass.
     const released = release(node, lock, me);
+    pendingReleases.add(released);
+    void released.finally(() => pendingReleases.delete(released));
     if (!failed) await released;
   }
+}
+
+/** Releases under way that their work did not wait for (it failed or was stopped). */
+const pendingReleases = new Set<Promise<void>>();
+
+/**
+ * Waits for the lock releases still under way (each within its 2 s): a process about to close its
+ * connections to the nodes (`shardctl stage` stopped by a signal) gives its locks back first, or
+ * the next staging from elsewhere waits out the stale bound (two minutes) for them.
+ */
+export async function settleLockReleases(): Promise<void> {
+  await Promise.all([...pendingReleases]);
 }
 
 /** Remove `lock` while it names `me` (a node that does not answer within 2 s keeps it: taken over later). */

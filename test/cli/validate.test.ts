@@ -95,6 +95,13 @@ describe("shardctl validate", () => {
     });
   });
 
+  it("-h after -- is a path to check, not a request for help", async () => {
+    const run = await validate(dir, "--", "-h");
+    expect(run.code).toBe(1);
+    expect(run.stdout).not.toContain("usage:");
+    expect(run.stderr).toMatch(/-h: no such file or directory/);
+  });
+
   it("validates a settings file found in a directory or named in the list as settings, counted apart", async () => {
     expect(await validate(dir, "together")).toEqual({ code: 0, stdout: "ok: 2 settings files, 1 definition\n", stderr: "" });
     expect(await validate(dir, "--config", "together/shardctl.toml", "together")).toEqual({ code: 0, stdout: "ok: 1 settings file, 1 definition\n", stderr: "" });

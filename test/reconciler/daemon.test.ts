@@ -472,8 +472,12 @@ describe("daemon", () => {
     await writeFile(`${ghostStatus}.tmp`, eps);
     await rename(`${ghostStatus}.tmp`, ghostStatus);
     await writeFile(ghostKept, await readFile(join(world.clustersDir, "eps.toml"), "utf8"));
+    // Those of definitions whose names were invalid (a definition gets a status file saying so) go too.
+    const invalidNames = ["Upper-Case", "two words"];
+    for (const name of invalidNames) await writeFile(join(world.clustersDir, `${name}.status.json`), eps.replaceAll('"ghost', `"${name}`));
     await (await dw.startDaemon()).whenIdle();
     await waitUntil(async () => (await readStatusFile(world, "ghost")) === undefined);
+    for (const name of invalidNames) await waitUntil(async () => !existsSync(join(world.clustersDir, `${name}.status.json`)));
     await expect(readFile(ghostKept, "utf8")).rejects.toThrow(/ENOENT/);
     // The clusters that have their definitions keep their status files and kept definitions.
     expect(isReadyAt((await readStatusFile(world, "eps"))!, await revisionOf(world, "eps"))).toBe(true);

@@ -96,6 +96,26 @@ describe("shardctl stage", () => {
     const fullFetches = Object.entries(hub.stats().bytesByPath).filter(([, bytes]) => bytes > 64 * 1024);
     expect(fullFetches).toEqual([]);
   });
+
+  it("a signal mid-transfer stops it at once (exit 130, said on stderr) and leaves no node's file lock behind", async () => {
+    for (const n of sshd.nodes) await rm(join(n.modelDir, "models--test-org--cli-llama"), { recursive: true, force: true });
+    const under = async (dir: string, suffix: string): Promise<string[]> =>
+      ((await readdir(dir, { recursive: true }).catch(() => [])) as string[]).filter((f) => f.endsWith(suffix));
+    const nodeEntries = async (suffix: string): Promise<string[]> => (await Promise.all(sshd.nodes.map((n) => under(n.modelDir, suffix)))).flat();
+    hub.pace(50_000);
+    try {
+      const run = execa("node", [cli, "stage", join(root, "clusters-tiny.toml"), "--config", settingsFile], { reject: false });
+      for (let i = 0; i < 300 && (await nodeEntries(".lock")).length === 0; i++) await new Promise((r) => setTimeout(r, 100));
+      expect(await nodeEntries(".lock")).not.toEqual([]);
+      run.kill("SIGINT");
+      const result = await run;
+      expect(result.exitCode, result.stderr).toBe(130);
+      expect(result.stderr).toMatch(/staging stopped by SIGINT; partial files are kept/);
+      expect(await nodeEntries(".lock")).toEqual([]);
+    } finally {
+      hub.pace(undefined);
+    }
+  }, 90_000);
 });
 
 describe("shardctl nodes", () => {

@@ -11,7 +11,7 @@ import { createNodePool, nodesOfCluster, planForCluster, stageForCluster } from 
 import { showText } from "../../errors/index.js";
 import { formatBytes } from "../../planner/index.js";
 import { loadCluster, formatIssue } from "../../spec/index.js";
-import type { NodeState, StagingProgress } from "../../staging/index.js";
+import { settleLockReleases, type NodeState, type StagingProgress } from "../../staging/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { usageOf } from "../help/index.js";
 import { UsageError } from "../usage-error.js";
@@ -85,6 +85,8 @@ export async function run(args: string[]): Promise<number> {
     }
     return result.failed.length === 0 ? 0 : 1;
   } finally {
+    // Locks given back before the connections close (a stopped staging does not wait for them itself).
+    await settleLockReleases();
     await pool.close();
   }
 }
@@ -118,10 +120,19 @@ function createBars(nodes: string[], tty: boolean): { update: (e: StagingProgres
     }
     drawn = nodes.length;
   };
+  // Without a terminal (CI, a pipe) no bars are drawn, but a wait on another staging's lock is said
+  // on stderr, once per node and holder: it can last minutes, and silence looks like a hang.
+  const saidWaits = new Set<string>();
   return {
     update: (e) => {
       latest.set(e.node, e);
-      if (tty) draw();
+      if (tty) return draw();
+      const wait = `${e.node} ${e.holder ?? ""}`;
+      if (e.phase !== "waiting" || saidWaits.has(wait)) return;
+      saidWaits.add(wait);
+      console.error(
+        showText(`${e.node}: waiting for ${e.holder ?? "another staging"}, which stages ${e.file ?? "a file"} there (the same file: it is transferred once)`),
+      );
     },
     finish: () => {
       if (tty) draw();

@@ -8,8 +8,10 @@ export type DashboardReason =
   | "DashboardAssetsMissing"
   /** A request to an endpoint is malformed: a body too large, a cluster name that is not one. */
   | "DashboardBadRequest"
-  /** No cluster of that name: no definition in the watched directory, or no status yet. */
+  /** No cluster of that name: no definition in the watched directory, nor a status. */
   | "DashboardClusterNotFound"
+  /** A cluster defined in the watched directory that has no status yet: the daemon has not looked at it. */
+  | "DashboardClusterNotChecked"
   /** No endpoint or file at that path. */
   | "DashboardNotFound"
   /** The endpoint or file exists but not with that method; the reply's `Allow` header lists those it takes. */
