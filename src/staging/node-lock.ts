@@ -127,7 +127,19 @@ function isGoneFromHere(holder: string): boolean {
  * afterwards, however `work` ends, while it still names this process. Callers hold this process's
  * own lock of `file` meanwhile.
  */
-export async function withNodeLock<T>(node: NodeAccess, file: string, work: () => Promise<T>, options: NodeLockOptions = {}): Promise<T> {
+export function withNodeLock<T>(node: NodeAccess, file: string, work: () => Promise<T>, options: NodeLockOptions = {}): Promise<T> {
+  // Tracked until it has given its lock back (settleLockReleases), however it ends.
+  const held = holdNodeLock(node, file, work, options);
+  const settled = held.then(
+    () => undefined,
+    () => undefined,
+  );
+  pendingReleases.add(settled);
+  void settled.finally(() => pendingReleases.delete(settled));
+  return held;
+}
+
+async function holdNodeLock<T>(node: NodeAccess, file: string, work: () => Promise<T>, options: NodeLockOptions): Promise<T> {
   const lock = lockPathOf(file);
   const me = lockHolderText();
   const { signal } = options;
@@ -140,7 +152,12 @@ export async function withNodeLock<T>(node: NodeAccess, file: string, work: () =
   const staleMs = options.staleMs ?? 120_000;
   for (;;) {
     if (isAborted(signal)) throw cancelled(node, file, signal!);
-    const answer = await node.run(["sh", "-c", acquireScript, "sh", lock, me, gone, goneBeat], signal === undefined ? {} : { signal });
+    const answer = await node.run(["sh", "-c", acquireScript, "sh", lock, me, gone, goneBeat], signal === undefined ? {} : { signal }).catch(async (error: unknown) => {
+      // Cut by the stop while it asked: the lock may have been made on the node all the same.
+      if (!isAborted(signal)) throw error;
+      await release(node, lock, me);
+      throw cancelled(node, file, signal!);
+    });
     const [state = "", first = "", beatLine = ""] = answer.stdout.split("\n");
     // The beat as the lock holds it (empty for an empty file), and whether it has a beat file at all.
     const beating = beatLine.startsWith("b:");
@@ -197,16 +214,19 @@ export async function withNodeLock<T>(node: NodeAccess, file: string, work: () =
   }
 }
 
-/** Releases under way that their work did not wait for (it failed or was stopped). */
+/** Lock holdings and releases under way (a failed or stopped work does not wait for its release). */
 const pendingReleases = new Set<Promise<void>>();
 
 /**
- * Waits for the lock releases still under way (each within its 2 s): a process about to close its
- * connections to the nodes (`shardctl stage` stopped by a signal) gives its locks back first, or
- * the next staging from elsewhere waits out the stale bound (two minutes) for them.
+ * Waits for the lock holdings and releases still under way (a stopped one ends at once, its release
+ * within 2 s; all within `withinMs`, default 10 s): a process about to close its connections to the
+ * nodes (`shardctl stage` stopped by a signal) gives its locks back first, or the next staging from
+ * elsewhere waits out the stale bound (two minutes) for them.
  */
-export async function settleLockReleases(): Promise<void> {
-  await Promise.all([...pendingReleases]);
+export async function settleLockReleases(withinMs = 10_000): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([Promise.all([...pendingReleases]), new Promise((resolve) => (timer = setTimeout(resolve, withinMs)))]);
+  clearTimeout(timer);
 }
 
 /** Remove `lock` while it names `me` (a node that does not answer within 2 s keeps it: taken over later). */

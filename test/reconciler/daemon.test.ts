@@ -474,7 +474,11 @@ describe("daemon", () => {
     await writeFile(ghostKept, await readFile(join(world.clustersDir, "eps.toml"), "utf8"));
     // Those of definitions whose names were invalid (a definition gets a status file saying so) go too.
     const invalidNames = ["Upper-Case", "two words"];
-    for (const name of invalidNames) await writeFile(join(world.clustersDir, `${name}.status.json`), eps.replaceAll('"ghost', `"${name}`));
+    for (const name of invalidNames) {
+      const file = join(world.clustersDir, `${name}.status.json`);
+      await writeFile(`${file}.tmp`, eps.replaceAll('"ghost', `"${name}`));
+      await rename(`${file}.tmp`, file);
+    }
     await (await dw.startDaemon()).whenIdle();
     await waitUntil(async () => (await readStatusFile(world, "ghost")) === undefined);
     for (const name of invalidNames) await waitUntil(async () => !existsSync(join(world.clustersDir, `${name}.status.json`)));
