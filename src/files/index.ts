@@ -10,4 +10,4 @@ export { workingTreeOf, isWithin } from "./working-tree.js";
 export { cannotWriteIn } from "./writable-folder.js";
 export { roomLeft } from "./room-left.js";
 export { untrustedOwner } from "./trust-owner.js";
-export { closeInTurn, readInTurn, readChunkInTurn, sourceReadDeadlineMs } from "./source-reads.js";
+export { closeInTurn, readInTurn, readChunkInTurn, sourceReadDeadlineMs, type ChunkRead } from "./source-reads.js";

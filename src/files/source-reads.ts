@@ -16,6 +16,16 @@
 import { read } from "node:fs";
 import { ShardctlError } from "../errors/index.js";
 
+/** fs.read's callback form, as a stream or a push calls it (the buffer given back as the third argument). */
+export type ChunkRead = (
+  fd: number,
+  buffer: Buffer,
+  offset: number,
+  length: number,
+  position: number | null,
+  done: (error: Error | null, bytesRead: number, buffer: Buffer) => void,
+) => void;
+
 /** How long one read of a model directory may take before its file system is said to hang, ms. */
 export const sourceReadDeadlineMs = 30_000;
 
@@ -84,20 +94,14 @@ export function readInTurn<T>(root: string, file: string, read: () => Promise<T>
 }
 
 /**
- * fs.read (its arguments) from `fd`, a file in `root`, in its turn and within `deadlineMs`; `done`
- * is called once, with the hang's error if the read passes the deadline.
+ * fs.read of file `file` in `root`, each call in its turn and within `deadlineMs`; `done` is called
+ * once, with the hang's error if the read passes the deadline.
  */
-export function readChunkInTurn(
-  root: string,
-  file: string,
-  fd: number,
-  buffer: Buffer,
-  offset: number,
-  length: number,
-  position: number | null,
-  done: (error: Error | null, bytesRead: number, buffer: Buffer) => void,
-  deadlineMs = sourceReadDeadlineMs,
-): void {
+export function readChunkInTurn(root: string, file: string, deadlineMs = sourceReadDeadlineMs): ChunkRead {
+  return (fd, buffer, offset, length, position, done) => readChunk(root, file, deadlineMs, fd, buffer, offset, length, position, done);
+}
+
+function readChunk(root: string, file: string, deadlineMs: number, ...[fd, buffer, offset, length, position, done]: Parameters<ChunkRead>): void {
   let answered = false;
   const answer = (error: Error | null, bytesRead: number): void => {
     if (answered) return;

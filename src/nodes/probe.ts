@@ -63,6 +63,7 @@ export async function probeNode(node: NodeAccess, options: ProbeOptions = {}): P
       const v = kv.get(key);
       return v === undefined || v === "" || !Number.isFinite(Number(v)) ? undefined : Number(v) * scale;
     };
+    const diskFreeBytes = num("diskFreeKb", 1024);
     const os = kv.get("os");
     const arch = kv.get("arch");
     const accelerator = os === "Darwin" && arch === "arm64" ? "apple-silicon" : kv.has("cuda") ? "cuda" : "cpu";
@@ -81,7 +82,7 @@ export async function probeNode(node: NodeAccess, options: ProbeOptions = {}): P
       ...versionOf(kv.get("engine")),
       ...(error === undefined ? {} : { error }),
       ...cappedMemory(num("memTotalKb", 1024) ?? num("memTotalBytes"), num("memAvailKb", 1024) ?? num("memAvailBytes"), result.stdout),
-      ...(num("diskFreeKb", 1024) === undefined ? {} : { diskFreeBytes: num("diskFreeKb", 1024)! }),
+      ...(diskFreeBytes === undefined ? {} : { diskFreeBytes }),
       probedAt,
     };
   } catch (error) {

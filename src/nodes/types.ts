@@ -1,4 +1,5 @@
 /** The shapes every node implementation shares: node config, command results, file stats, probes. */
+import type { ChunkRead } from "../files/index.js";
 
 /** A node as the settings file declares it (structurally the same as src/spec's NodeEntry). */
 export interface NodeConfig {
@@ -100,14 +101,7 @@ export interface PutOptions {
    * How the local file's bytes are read: fs.read's callback form. Default fs.read itself; staging
    * gives one that takes turns with the model directory's other reads and fails on a hung file system.
    */
-  readLocal?: (
-    fd: number,
-    buffer: Buffer,
-    offset: number,
-    length: number,
-    position: number | null,
-    done: (error: Error | null, bytesRead: number, buffer: Buffer) => void,
-  ) => void;
+  readLocal?: ChunkRead;
   /** How the local file is closed once the copy ends. Default at once; staging puts it off while its file system hangs. */
   closeLocal?: (close: () => Promise<void>) => void;
 }

@@ -11,10 +11,9 @@ import { isLoopbackAddress } from "../spec/index.js";
 import { messageOf, ShardctlError } from "../errors/index.js";
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { PassReport } from "./compose-status.js";
-import { healthValues, type ClusterStatus, type Health } from "./status/index.js";
+import { healthValues, livenessValues, type ClusterStatus, type Health } from "./status/index.js";
 import type { StatusFeed } from "./status-feed.js";
-
-const livenessValues = ["alive", "gone", "unknown"] as const;
+import { isServing } from "./verdicts.js";
 
 export class DaemonMetrics {
   readonly registry = new Registry();
@@ -83,7 +82,7 @@ export class DaemonMetrics {
     this.health.set(name, status.health);
     this.stages.set(name, alive);
     for (const health of healthValues) this.clusterHealth.set({ cluster: name, health }, health === status.health ? 1 : 0);
-    this.clusterReady.set({ cluster: name }, status.conditions.some((c) => c.type === "Ready" && c.status === "True") ? 1 : 0);
+    this.clusterReady.set({ cluster: name }, isServing(status) ? 1 : 0);
     for (const liveness of livenessValues)
       this.clusterStages.set({ cluster: name, liveness }, (status.stages ?? []).filter((s) => (s.liveness ?? (s.alive ? "alive" : "gone")) === liveness).length);
     this.totals();

@@ -43,7 +43,7 @@ export interface ReconcilerOptions {
   launchDeadlines?: Partial<LaunchDeadlines>;
   monitor?: MonitorTuning;
   /** Called after every pass, for metrics. */
-  onPass?: (name: string, report: PassReport, durationMs: number, stagesAlive: number) => void;
+  onPass?: (name: string, report: PassReport, durationMs: number) => void;
   /** The state directory the daemon started with: kept while it runs, whatever the settings file says later. */
   stateDir?: string;
   /** The daemon's id, which its run-folder claims carry (see daemon-id.ts). */
@@ -208,7 +208,7 @@ export class Reconciler {
       pass === undefined ? undefined : await this.leftToWatch(pass, verdict.result === "failed" && memory.lastError?.reason === "NodeUnreachable"),
     );
     summarizePass(this.options.log, name, memory, verdict, durationMs, pass?.steps ?? [], quiet);
-    this.options.onPass?.(name, verdict, durationMs, memory.observation?.stages.filter((s) => s.alive).length ?? 0);
+    this.options.onPass?.(name, verdict, durationMs);
     return verdict.outcome;
   }
 

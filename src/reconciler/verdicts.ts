@@ -330,8 +330,8 @@ export function notServingYet(memory: ClusterMemory, reason: "Staging" | "Launch
   return { status: "False", reason, message: `nothing serves this revision yet${doing === undefined ? "" : `: ${doing}`}${again}` };
 }
 
-/** Ready at the last revision this daemon saw: something serves, whatever this pass could not do. */
-export function isServing(memory: ClusterMemory): boolean {
+/** Ready at the last revision this daemon saw (or a status says so): something serves, whatever this pass could not do. */
+export function isServing(memory: Pick<ClusterMemory, "conditions">): boolean {
   return memory.conditions.some((c) => c.type === "Ready" && c.status === "True");
 }
 

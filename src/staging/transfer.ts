@@ -373,7 +373,7 @@ async function pushFile(request: TransferRequest, source: Extract<StagingSource,
     await request.node.putFile(local, request.target, {
       startOffset: request.haveBytes,
       onProgress: (bytes) => request.onBytes(request.haveBytes + bytes),
-      readLocal: (fd, buffer, offset, length, position, done) => readChunkInTurn(source.dir, path, fd, buffer, offset, length, position, done),
+      readLocal: readChunkInTurn(source.dir, path),
       closeLocal: (close) => closeInTurn(source.dir, path, close),
       ...(request.signal === undefined ? {} : { signal: request.signal }),
     });

@@ -114,12 +114,12 @@ test("staging from a mount that freezes: the hash and four pushes at once fail w
   const local = new LocalNode({ name: "local", host: "local", modelDir: root });
   // Four nodes pushed to at once, each read paced (20 ms per 1 MiB) so that the freeze finds them mid-way.
   const progress = [0, 0, 0, 0];
+  const readPaced = readChunkInTurn(model, "weights.bin", 1_500);
   const pushes = progress.map((_, i) =>
     local
       .putFile(file, join(root, `copy-${i}`), {
         onProgress: (bytes) => (progress[i] = bytes),
-        readLocal: (fd, buffer, offset, length, position, done) =>
-          setTimeout(() => readChunkInTurn(model, "weights.bin", fd, buffer, offset, length, position, done, 1_500), 20),
+        readLocal: (fd, buffer, offset, length, position, done) => setTimeout(() => readPaced(fd, buffer, offset, length, position, done), 20),
         closeLocal: (close) => closeInTurn(model, "weights.bin", close),
       })
       .then(

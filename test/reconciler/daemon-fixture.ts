@@ -19,7 +19,8 @@ import { bundledShardEngine, bundledShardEngineCommand } from "../../src/launch/
 import { makeTestModel } from "../../src/planner/test-model/index.js";
 import { startDaemon, type Daemon, type DaemonOptions, type ClusterStatus } from "../../src/reconciler/index.js";
 import { computeRevision, formatIssue, loadCluster, loadSettings } from "../../src/spec/index.js";
-import { freePortRun } from "../support/free-ports.js";
+import { freePort as freeLoopbackPort, freePortRun } from "../support/free-ports.js";
+import { allocateHost } from "../support/test-world.js";
 import { startSshdNodes, type SshdSet } from "../support/sshd.js";
 
 const run = promisify(execFile);
@@ -247,6 +248,18 @@ export function twoStageDefinition(modelDir: string, tables: { engine: string[];
  * Delete a cluster's definition and wait (up to `timeoutMs`) until the daemon has pruned it and
  * dropped its status file; whether it did in time.
  */
+/**
+ * Turns the daemon's metrics listener on in the world's settings (before the daemon starts), on a
+ * leased loopback address whose port stays free until the daemon binds it; the `/metrics` URL.
+ */
+export async function enableMetrics(world: DaemonWorld): Promise<string> {
+  const host = await allocateHost();
+  const port = await freeLoopbackPort(host);
+  const settings = await readFile(world.settingsFile, "utf8");
+  await writeFile(world.settingsFile, settings.replace("[daemon]\n", `[daemon]\nmetrics_address = "${host}:${port}"\n`));
+  return `http://${host}:${port}/metrics`;
+}
+
 export async function removeDefinition(world: DaemonWorld, name: string, timeoutMs = 20_000): Promise<boolean> {
   await rm(join(world.clustersDir, `${name}.toml`), { force: true });
   const deadline = Date.now() + timeoutMs;

@@ -4,21 +4,15 @@
  * set only when a pass ended, so a death relaunched within that pass never showed at all). Local
  * nodes with the reference engine; the daemon's own metrics listener.
  */
-import { readFile, writeFile } from "node:fs/promises";
 import { expect, test } from "vitest";
-import { allocateHost } from "../support/test-world.js";
-import { enginePidOf, freePort, readStatusFile, sleep } from "./daemon-fixture.js";
+import { enableMetrics, enginePidOf, readStatusFile, sleep } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
 let url: string;
 const dw = useDaemonWorld({
   settings: { enabled: true },
   prepare: async (world) => {
-    const host = await allocateHost();
-    const port = await freePort(host);
-    const settings = await readFile(world.settingsFile, "utf8");
-    await writeFile(world.settingsFile, settings.replace("[daemon]\n", `[daemon]\nmetrics_address = "${host}:${port}"\n`));
-    url = `http://${host}:${port}/metrics`;
+    url = await enableMetrics(world);
   },
 });
 

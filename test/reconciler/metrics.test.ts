@@ -1,10 +1,8 @@
 /** `/metrics` (Prometheus text format): passes by result, pass duration, clusters by health, stages up, the process's memory and file descriptors. */
-import { readFile, writeFile } from "node:fs/promises";
 import { request } from "node:http";
 import { connect, type Socket } from "node:net";
 import { expect, test } from "vitest";
-import { allocateHost } from "../support/test-world.js";
-import { definitionText, freePort, removeDefinition, revisionOf, waitForStatus, writeDefinition } from "./daemon-fixture.js";
+import { definitionText, enableMetrics, removeDefinition, revisionOf, waitForStatus, writeDefinition } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
 let url: string;
@@ -12,12 +10,7 @@ let url: string;
 const dw = useDaemonWorld({
   settings: { enabled: false },
   prepare: async (world) => {
-    // A leased address: the port found free stays free until the daemon binds it (nobody else uses the host).
-    const host = await allocateHost();
-    const port = await freePort(host);
-    const settings = await readFile(world.settingsFile, "utf8");
-    await writeFile(world.settingsFile, settings.replace("[daemon]\n", `[daemon]\nmetrics_address = "${host}:${port}"\n`));
-    url = `http://${host}:${port}/metrics`;
+    url = await enableMetrics(world);
   },
 });
 

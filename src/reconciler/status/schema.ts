@@ -6,6 +6,8 @@
 import { z } from "zod";
 import { budgetSources } from "../../planner/index.js";
 
+/** A stage's liveness: "unknown" when its node could not be asked. */
+export const livenessValues = ["alive", "gone", "unknown"] as const;
 export const healthValues = ["Healthy", "Progressing", "Degraded", "Unhealthy", "Stopped", "Suspended", "Disabled", "Stalled"] as const;
 export type Health = (typeof healthValues)[number];
 
@@ -75,7 +77,7 @@ export const stageCardSchema = z.strictObject({
   rank: z.int().nonnegative().optional(),
   alive: z.boolean(),
   // "unknown": the node could not be asked (alive is then false without the process being known gone).
-  liveness: z.enum(["alive", "gone", "unknown"]).optional(),
+  liveness: z.enum(livenessValues).optional(),
   // "not-probed": a ring transport (mlx-lm) that a probe would break; /health and the generation watchdog judge it.
   transport: z.enum(["listening", "closed", "unknown", "not-probed"]),
   since: timestamp.optional(),
