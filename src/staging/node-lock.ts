@@ -162,9 +162,11 @@ async function holdNodeLock<T>(node: NodeAccess, file: string, work: () => Promi
     // The beat as the lock holds it (empty for an empty file), and whether it has a beat file at all.
     const beating = beatLine.startsWith("b:");
     const beat = beating ? beatLine.slice(2) : "";
-    // Stopped while it asked: a lock made meanwhile is given back at once.
+    // Stopped while it asked: a lock made meanwhile is given back at once. Whatever the answer says:
+    // a command cut by the stop may have made the lock before it was killed (the release removes
+    // only a lock naming this process).
     if (isAborted(signal)) {
-      if (state === "acquired") await release(node, lock, me);
+      await release(node, lock, me);
       throw cancelled(node, file, signal!);
     }
     if (answer.exitCode !== 0) {
@@ -224,9 +226,13 @@ const pendingReleases = new Set<Promise<void>>();
  * elsewhere waits out the stale bound (two minutes) for them.
  */
 export async function settleLockReleases(withinMs = 10_000): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([Promise.all([...pendingReleases]), new Promise((resolve) => (timer = setTimeout(resolve, withinMs)))]);
-  clearTimeout(timer);
+  const deadline = performance.now() + withinMs;
+  // Until none is left: a holding that ends starts its release then, after the first look.
+  while (pendingReleases.size > 0 && performance.now() < deadline) {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.all([...pendingReleases]), new Promise((resolve) => (timer = setTimeout(resolve, deadline - performance.now())))]);
+    clearTimeout(timer);
+  }
 }
 
 /** Remove `lock` while it names `me` (a node that does not answer within 2 s keeps it: taken over later). */
