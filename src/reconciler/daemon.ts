@@ -10,7 +10,7 @@ import { dirname, join, resolve } from "node:path";
 import { watch } from "chokidar";
 import type { Logger } from "pino";
 import type { LaunchDeadlines } from "../launch/index.js";
-import { startRouter, type RunningRouter } from "../router/index.js";
+import { startRouter, watchRouterAnswers, type RouterAnswersWatch, type RunningRouter } from "../router/index.js";
 import { definitionsDirMissing, loadSettings, type Settings } from "../spec/index.js";
 import { isShardctlError, messageOf, ShardctlError } from "../errors/index.js";
 import { checkWritableFolders } from "./check-writable-folders.js";
@@ -24,6 +24,7 @@ import { WorkQueue } from "./queue/work-queue.js";
 import { watchDefinitions } from "./watch-definitions.js";
 import { isOwnedBy } from "./decision-inputs.js";
 import { watchRouterConfig } from "./watch-router-config.js";
+import { routerHealthUrl } from "./router-health-url.js";
 import { watchDirectoryTarget } from "./watch-directory-target.js";
 import type { MonitorTuning } from "./world.js";
 
@@ -40,7 +41,22 @@ export interface DaemonOptions {
   debounceMs?: number;
   launchDeadlines?: Partial<LaunchDeadlines>;
   monitor?: MonitorTuning;
+  /** The watch of the router's health URL (tests shorten it); defaults in `routerWatchDefaults`. */
+  routerWatch?: Partial<RouterWatchTuning>;
 }
+
+/** How often and how patiently the daemon asks whether the router answers. */
+export type RouterWatchTuning = {
+  /** Between probes, ms. */
+  intervalMs: number;
+  /** Longest wait for an answer, ms: patient, as a loaded machine answers late. */
+  timeoutMs: number;
+  /** Probes without an answer in a row before the router is said not to answer. */
+  strikes: number;
+};
+
+/** A router killed is said within about 4 s, one that hangs within about 10 s. */
+export const routerWatchDefaults: RouterWatchTuning = { intervalMs: 2_000, timeoutMs: 3_000, strikes: 2 };
 
 export interface Daemon {
   settings: Settings;
@@ -133,6 +149,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     },
     ...(options.launchDeadlines === undefined ? {} : { launchDeadlines: options.launchDeadlines }),
     ...(options.monitor === undefined ? {} : { monitor: options.monitor }),
+    routerAnswer: () => routerWatch?.now(),
     // The pass's log line is the reconciler's summary (summarize-pass.ts): one line a pass.
     onPass: (name, report, durationMs) => {
       metrics.recordPass(report, durationMs);
@@ -154,6 +171,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     for (const undo of started.reverse()) await undo().catch(() => undefined);
   };
   let router: RunningRouter | undefined;
+  let routerWatch: RouterAnswersWatch | undefined;
   let metricsServer: Server | undefined;
   let dashboard: Dashboard | undefined;
   let watcher: Awaited<ReturnType<typeof watchDefinitions>>;
@@ -256,6 +274,24 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       });
       started.push(async () => stopRouterWatch());
     }
+    // Whether the router answers at all: a registration stays in its list while it is dead or hung.
+    // Each change gets every cluster a pass, which says it in Registered and the health.
+    const routerTuning = { ...routerWatchDefaults, ...options.routerWatch };
+    const watchingRouter = (routerWatch = watchRouterAnswers({
+      ...routerTuning,
+      target: async () => routerHealthUrl(await reconciler.settingsNow(), router?.url),
+      onChange: (answer) => {
+        if (answer.answering) log.info({ url: answer.url }, "the router answers again");
+        else
+          log.warn(
+            { url: answer.url, since: answer.since, problem: answer.problem },
+            "the router does not answer: requests sent through it fail; the clusters registered there are Degraded until it does",
+          );
+        void enqueueAll();
+      },
+    }));
+    metrics.followRouter(() => watchingRouter.now());
+    started.push(async () => watchingRouter.stop());
 
     // `shardctl reconcile <name>` requests.
     const requestsDir = requestsDirOf(settings.daemon.stateDir);
@@ -354,6 +390,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       (stopping ??= (async () => {
         clearTimeout(resyncTimer);
         targetWatch.stop();
+        routerWatch?.stop();
         // The dashboard first takes no more requests: nobody asks for a pass (or a plan) of a daemon
         // that is stopping. Its streams stay open until the end, so the pages see the stop's own
         // statuses (a teardown's Stopped) rather than the last word from before it.

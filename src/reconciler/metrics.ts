@@ -13,6 +13,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom
 import type { PassReport } from "./compose-status.js";
 import { healthValues, livenessValues, type ClusterStatus, type Health } from "./status/index.js";
 import type { StatusFeed } from "./status-feed.js";
+import type { RouterAnswer } from "../router/index.js";
 import { isServing } from "./verdicts.js";
 
 export class DaemonMetrics {
@@ -51,6 +52,20 @@ export class DaemonMetrics {
     labelNames: ["cluster", "liveness"],
     registers: [this.registry],
   });
+  /** Whether the router answers, as the daemon's watch last judged; undefined: not watched (no series). */
+  private routerAnswer: () => RouterAnswer | undefined = () => undefined;
+  private readonly routerUp = new Gauge({
+    name: "shardctl_router_up",
+    help: "1 while the router answers at the health URL `url`, 0 while it does not (absent when the router is not watched)",
+    // Labelled by the URL asked: a series without labels could not be absent (prom-client shows it as 0).
+    labelNames: ["url"],
+    registers: [this.registry],
+    collect: () => {
+      const answer = this.routerAnswer();
+      this.routerUp.reset();
+      if (answer !== undefined) this.routerUp.set({ url: answer.url }, answer.answering ? 1 : 0);
+    },
+  });
   /** Whether the process's own figures are collected (once per registry: a second call would register them twice). */
   private collectingProcess = false;
   private readonly health = new Map<string, Health>();
@@ -74,6 +89,11 @@ export class DaemonMetrics {
       for (const liveness of livenessValues) this.clusterStages.remove({ cluster, liveness });
       this.totals();
     });
+  }
+
+  /** `shardctl_router_up` reads the router watch's judgement as it is scraped. */
+  followRouter(answer: () => RouterAnswer | undefined): void {
+    this.routerAnswer = answer;
   }
 
   private setStatus(status: ClusterStatus): void {

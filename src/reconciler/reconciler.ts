@@ -29,6 +29,7 @@ import { keepComingBack } from "./coming-back.js";
 import { clearRuntime, deathHealth, failed, isServing, setConditions, settle, type Verdict } from "./verdicts.js";
 import { ReconcilerWorld, type MonitorTuning } from "./world.js";
 import { StatusFeed } from "./status-feed.js";
+import type { RouterAnswer } from "../router/index.js";
 
 export interface ReconcilerOptions {
   /** The watched directory of definitions (absolute). */
@@ -48,6 +49,8 @@ export interface ReconcilerOptions {
   stateDir?: string;
   /** The daemon's id, which its run-folder claims carry (see daemon-id.ts). */
   daemonId?: string;
+  /** Whether the router answers, as the daemon's watch last judged; undefined when it is not watched. */
+  routerAnswer?: () => RouterAnswer | undefined;
 }
 
 /** Reasons of a failure on something another cluster held: see clustersWaitingOnOthers. */
@@ -217,6 +220,11 @@ export class Reconciler {
    * and status files left without their definition (removed while no daemon ran: the pass that
    * finds nothing running forgets them).
    */
+  /** The settings file as it reads now (the same object while its text is unchanged). */
+  settingsNow(): Promise<Settings> {
+    return this.parsed.loadSettings(this.options.settingsFile);
+  }
+
   async knownClusters(): Promise<string[]> {
     // Everything is looked at now: a resync only needs to notice settings changes after this.
     const settings = await this.parsed.loadSettings(this.options.settingsFile).catch(() => undefined);

@@ -12,7 +12,7 @@ import { nodeConfigNamed, nodesOfCluster, type ClusterNodes } from "../cluster/i
 import { ShardctlError, messageOf } from "../errors/index.js";
 import { Ledger, type LaunchDeadlines, type LedgerEntry, type RunClaim, type TeardownContext, type TimelineEvent } from "../launch/index.js";
 import type { NodeAccess, NodePool } from "../nodes/index.js";
-import { createRegistrar, reloadingAfterEdits, type Registrar } from "../router/index.js";
+import { createRegistrar, reloadingAfterEdits, type Registrar, type RouterAnswer } from "../router/index.js";
 import type { ClusterSpec, Settings } from "../spec/index.js";
 import type { ClusterMemory } from "./cluster-memory.js";
 import { NodePlaces } from "./queue/node-places.js";
@@ -49,6 +49,8 @@ export interface WorldOptions {
   monitor?: MonitorTuning;
   /** Where every composed status is also published (the dashboard's live stream). */
   feed?: StatusFeed;
+  /** Whether the router answers, as the daemon's watch last judged; undefined (or absent) when it is not watched. */
+  routerAnswer?: () => RouterAnswer | undefined;
   /** The daemon's id (see daemon-id.ts), which its run-folder claims carry. */
   daemonId?: string;
 }
@@ -138,6 +140,11 @@ export class ReconcilerWorld {
     if (config === undefined)
       throw new ShardctlError("NodeUnregistered", `node "${name}" recorded in the ledger is no longer in ${settings.file}; add it back to clean up what runs there`);
     return this.options.pool.get(config);
+  }
+
+  /** Whether the router answers now (see watchRouterAnswers); undefined when it is not watched. */
+  routerAnswer(): RouterAnswer | undefined {
+    return this.options.routerAnswer?.();
   }
 
   registrarFor(settings: Settings): Registrar {

@@ -12,3 +12,4 @@ export { watchConfig } from "./watch-config.js";
 export { startRouter, type RouterOptions, type RunningRouter } from "./start-router.js";
 export { defaultRelaunchMarkMs, relaunchFileOf } from "./relaunch-marks.js";
 export { normaliseRequestPath, type NormalisedPath } from "./normalise-path.js";
+export { watchRouterAnswers, askRouter, type RouterAnswer, type RouterAnswersWatch } from "./watch-router-answers.js";

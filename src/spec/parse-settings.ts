@@ -167,6 +167,7 @@ function normaliseSettings(raw: SettingsOutput, file: string): Settings {
       adminUrl: raw.router.admin_url,
       adminTokenEnv: raw.router.admin_token_env,
       adminPaths: raw.router.admin_paths === undefined ? undefined : dropUndefined(raw.router.admin_paths),
+      healthUrl: raw.router.health_url,
       weight: raw.router.weight,
       upstreamIdleSeconds: raw.router.upstream_idle_seconds,
     }),

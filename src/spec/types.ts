@@ -59,6 +59,8 @@ export interface Settings {
     adminTokenEnv?: string;
     /** Admin API paths under adminUrl; each unset one is the registrar's default. */
     adminPaths?: { list?: string; register?: string; deregister?: string };
+    /** Where the daemon asks whether the router answers; default derived (see the reconciler's routerHealthUrl). */
+    healthUrl?: string;
     /** Default 1. */
     weight: number;
     /** The embedded router's upstream idle deadline, s. Default 600. */

@@ -100,8 +100,8 @@ export interface SettingsOptions {
   /** `[daemon] restart_budget_reset_seconds`. Default: the settings' default. */
   restartBudgetResetSeconds?: number;
   allowMassPrune?: boolean;
-  /** Register clusters with the embedded router. Default false. */
-  router?: boolean;
+  /** Register clusters with the embedded router (true), or in the world's router YAML with no router run by the daemon ("external"). Default false. */
+  router?: boolean | "external";
   /** Extra lines appended verbatim. */
   extra?: string;
   /** Every node's declared `memory` (it caps the probed budget), e.g. "512KiB". Default "4GiB". */
@@ -126,6 +126,8 @@ export async function writeSettings(world: DaemonWorld, options: SettingsOptions
   ];
   if (options.router === true) {
     lines.push("[router]", 'kind = "continuum"', `config = ${JSON.stringify(world.routerConfig)}`, "embedded = true", "");
+  } else if (options.router === "external") {
+    lines.push("[router]", 'kind = "continuum"', `config = ${JSON.stringify(world.routerConfig)}`, "");
   }
   if (world.sshd !== undefined) {
     lines.push("[ssh]", `known_hosts = ${JSON.stringify(world.sshd.knownHostsPath)}`, `config = ${JSON.stringify(join(world.root, "no-ssh-config"))}`, "");
@@ -307,7 +309,7 @@ export async function startInProcessDaemon(
   monitor: MonitorTimings = fastMonitor,
   launch: LaunchTimings = {},
   /** The directory it watches (default the world's), its log file in the world's root (default daemon.log), whether it tears down on exit. */
-  more: { dir?: string; logName?: string; teardownOnExit?: boolean } = {},
+  more: { dir?: string; logName?: string; teardownOnExit?: boolean; routerWatch?: DaemonOptions["routerWatch"] } = {},
 ): Promise<Daemon> {
   const log = pino({ level: "debug" }, pino.destination({ dest: join(world.root, more.logName ?? "daemon.log"), sync: true }));
   return startDaemon({
@@ -319,6 +321,7 @@ export async function startInProcessDaemon(
     launchDeadlines: { ...fastLaunch, ...launch },
     monitor,
     ...(more.teardownOnExit === undefined ? {} : { teardownOnExit: more.teardownOnExit }),
+    ...(more.routerWatch === undefined ? {} : { routerWatch: more.routerWatch }),
   });
 }
 

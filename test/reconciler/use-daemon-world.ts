@@ -11,7 +11,7 @@
 import { readdir } from "node:fs/promises";
 import { afterAll, afterEach, beforeAll, expect } from "vitest";
 import { Ledger } from "../../src/launch/index.js";
-import type { ClusterStatus, Daemon } from "../../src/reconciler/index.js";
+import type { ClusterStatus, Daemon, DaemonOptions } from "../../src/reconciler/index.js";
 import {
   definitionText,
   killEnginesOf,
@@ -52,6 +52,8 @@ export interface DaemonWorldOptions extends WorldOptions {
   monitor?: MonitorTimings;
   /** The in-process daemon's launch deadlines over the fixture's fast ones (fastLaunch). */
   launch?: LaunchTimings;
+  /** The in-process daemon's watch of the router's health URL; default the daemon's. */
+  routerWatch?: DaemonOptions["routerWatch"];
   /** How long the prune of each cluster may take after the tests, ms; default 60 000. */
   pruneMs?: number;
 }
@@ -107,7 +109,13 @@ export function useDaemonWorld(options: DaemonWorldOptions = {}): DaemonWorldHan
       return current;
     },
     startDaemon: async () => {
-      current = await startInProcessDaemon(need(), options.resyncMs, options.monitor, options.launch);
+      current = await startInProcessDaemon(
+        need(),
+        options.resyncMs,
+        options.monitor,
+        options.launch,
+        options.routerWatch === undefined ? {} : { routerWatch: options.routerWatch },
+      );
       ranInProcess = true;
       return current;
     },

@@ -21,6 +21,13 @@ export type RouterReason =
   | "RouterDeregistrationFailed"
   /** The router's admin API failed to list backends; terminal when the admin token variable is unset. */
   | "RouterAdminFailed"
+  /**
+   * Registered=Unknown: the backend is in the router's list, but the router does not answer its
+   * health URL (a process killed or hung, a network cut): requests through it fail. Not a failure
+   * of the cluster, which keeps serving at its coordinator; Registered is True again at the router's
+   * first answer.
+   */
+  | "RouterNotAnswering"
   /** The embedded router cannot listen on its address (transient). */
   | "RouterListenFailed"
   /** The file of models being relaunched (beside the router's YAML) could not be read or written (transient). */

@@ -12,6 +12,7 @@ import type { Step } from "../run-step.js";
 import { dying, markRunning, recheckUnlessHealthy, setConditions } from "../verdicts.js";
 import type { ConditionUpdate } from "../status/index.js";
 import { markUnobservable, unobservableConditions, watch } from "./supervise.js";
+import { routerSilence } from "./router-silence.js";
 import type { ObservabilityEvent } from "../../health/index.js";
 
 export const adopt: Step = {
@@ -35,7 +36,7 @@ export const adopt: Step = {
     const unobservable = pass.memory.supervision?.unobservable ?? new Map<string, ObservabilityEvent>();
     let health = markRunning(pass.memory, revision, entry, pass.observation, unobservableConditions(unobservable));
     if (health === undefined) return dying(pass.memory);
-    const registration = unregistered ?? (await confirmRegistration(pass, entry, spec));
+    const registration = unregistered ?? (await confirmRegistration(pass, entry, spec)) ?? routerSilence(pass, entry);
     if (pass.memory.deathRecordedFor === entry.startedAt) return dying(pass.memory);
     if (registration !== undefined) {
       setConditions(pass.memory, revision, { Registered: registration });

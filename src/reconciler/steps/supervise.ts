@@ -12,6 +12,7 @@ import { explainDeath, recordDeath, type RecordedDeath } from "../record-death.j
 import type { Step } from "../run-step.js";
 import { clearRuntime, dying, isServing, markRunning, markSeenServing, recheckUnlessHealthy, setConditions, type ConditionUpdates } from "../verdicts.js";
 import { observeEntry } from "./observe.js";
+import { routerSilence } from "./router-silence.js";
 
 /** The last step of a launch: watch the new processes and say the cluster is Ready. */
 export const supervise: Step = {
@@ -26,8 +27,14 @@ export const supervise: Step = {
     delete pass.memory.recheckMs;
     // The launch itself saw it serve: /health ready and a one-token request answered.
     markSeenServing(pass.memory, running);
-    const health = markRunning(pass.memory, revision, running, await observeEntry(pass, running));
+    let health = markRunning(pass.memory, revision, running, await observeEntry(pass, running));
     if (health === undefined) return { ...dying(pass.memory), action: "launch" };
+    // Registered in a router that does not answer: it serves, but not through the router.
+    const silence = routerSilence(pass, running);
+    if (silence !== undefined) {
+      setConditions(pass.memory, revision, { Registered: silence });
+      if (health === "Healthy") health = "Degraded";
+    }
     return { action: "launch", result: "success", health, outcome: recheckUnlessHealthy(pass.memory, health) };
   },
 };

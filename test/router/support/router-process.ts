@@ -52,7 +52,8 @@ export async function spawnRouter(configFile: string, extraArgs: string[] = [], 
     });
   });
   const stop = async (): Promise<number | null> => {
-    if (child.exitCode !== null) return child.exitCode;
+    // Ended already (by a signal too: its exitCode stays null then), its exit event said.
+    if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
     const exited = new Promise<number | null>((done) => child.once("exit", (code) => done(code)));
     child.kill("SIGTERM");
     return exited;
