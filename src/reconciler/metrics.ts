@@ -52,6 +52,14 @@ export class DaemonMetrics {
     labelNames: ["cluster", "liveness"],
     registers: [this.registry],
   });
+  private readonly deaths = new Counter({
+    name: "shardctl_cluster_deaths_total",
+    help: "Launches of the cluster that lost a process (each torn down, and relaunched within the restart budget), by the death's reason",
+    labelNames: ["cluster", "reason"],
+    registers: [this.registry],
+  });
+  /** The reasons each cluster's deaths were counted under, for their removal with it. */
+  private readonly deathReasons = new Map<string, Set<string>>();
   /** Whether the router answers, as the daemon's watch last judged; undefined: not watched (no series). */
   private routerAnswer: () => RouterAnswer | undefined = () => undefined;
   private readonly routerUp = new Gauge({
@@ -81,7 +89,13 @@ export class DaemonMetrics {
   follow(feed: StatusFeed): void {
     for (const result of ["success", "waiting", "failed", "stalled"]) this.passes.inc({ result }, 0);
     feed.on("status", (status) => this.setStatus(status));
+    feed.on("death", (cluster, reason) => {
+      this.deaths.inc({ cluster, reason });
+      this.deathReasons.set(cluster, (this.deathReasons.get(cluster) ?? new Set()).add(reason));
+    });
     feed.on("removed", (cluster) => {
+      for (const reason of this.deathReasons.get(cluster) ?? []) this.deaths.remove({ cluster, reason });
+      this.deathReasons.delete(cluster);
       this.health.delete(cluster);
       this.stages.delete(cluster);
       for (const health of healthValues) this.clusterHealth.remove({ cluster, health });

@@ -45,6 +45,7 @@ export function recordDeath(pass: Pass, entry: LedgerEntry, death: DeathEvent): 
   const { memory, world, settings } = pass;
   if (memory.deathRecordedFor === entry.startedAt) return undefined;
   memory.deathRecordedFor = entry.startedAt;
+  world.noteDeath(entry.cluster, death.reason);
   noteGone(memory, entry.startedAt, death.gone ?? []);
   giveBudgetBackAfterService(pass, entry.startedAt, Date.parse(death.at));
   markRelaunching(pass, entry);

@@ -22,6 +22,8 @@ export interface StatusFeedEvents {
   removed: [cluster: string];
   /** The cluster's status file could not be written (a failure), or is written again (undefined). */
   file: [cluster: string, failure: StatusFileFailure | undefined];
+  /** A launch of the cluster lost a process (recorded once per launch), for the reason its record first gave. */
+  death: [cluster: string, reason: string];
 }
 
 export class StatusFeed extends EventEmitter<StatusFeedEvents> {
@@ -32,6 +34,11 @@ export class StatusFeed extends EventEmitter<StatusFeedEvents> {
   publish(status: ClusterStatus): void {
     this.latest.set(status.cluster, status);
     this.emit("status", status);
+  }
+
+  /** A launch of `cluster` lost a process: said once per launch, as the death is recorded. */
+  deathRecorded(cluster: string, reason: string): void {
+    this.emit("death", cluster, reason);
   }
 
   /** The cluster was pruned: its status file is gone. */

@@ -147,6 +147,11 @@ export class ReconcilerWorld {
     return this.options.routerAnswer?.();
   }
 
+  /** A launch of `cluster` lost a process (once per launch): for the metrics' count of deaths. */
+  noteDeath(cluster: string, reason: string): void {
+    this.options.feed?.deathRecorded(cluster, reason);
+  }
+
   registrarFor(settings: Settings): Registrar {
     const key = JSON.stringify(settings.router);
     if (this.registrarCache?.key !== key) {

@@ -5,7 +5,7 @@
  * nodes with the reference engine; the daemon's own metrics listener.
  */
 import { expect, test } from "vitest";
-import { enableMetrics, enginePidOf, readStatusFile, sleep } from "./daemon-fixture.js";
+import { enableMetrics, enginePidOf, readStatusFile, removeDefinition, sleep } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
 let url: string;
@@ -47,6 +47,8 @@ test("a killed stage shows as not Healthy in /metrics before the pass that relau
   // Said by the status the death wrote, not by the end of a pass.
   expect(passesOf(seen!)).toBe(passesBefore);
   expect(valueOf(seen!, 'shardctl_cluster_ready{cluster="live"}')).toBe(0);
+  // The death is counted once, under its reason; no death was counted before it.
+  expect(before).not.toMatch(/^shardctl_cluster_deaths_total\{/m);
   // And as the status file says once relaunched (the feed is published as the file is written: asked until both agree).
   await dw.waitServing("live", revision, 60_000);
   let agreed = false;
@@ -60,4 +62,8 @@ test("a killed stage shows as not Healthy in /metrics before the pass that relau
     if (!agreed) await sleep(100);
   }
   expect(agreed, last).toBe(true);
+  expect(last.split("\n").filter((l) => l.startsWith("shardctl_cluster_deaths_total{"))).toEqual(['shardctl_cluster_deaths_total{cluster="live",reason="StageDied"} 1']);
+  // Gone with the cluster.
+  expect(await removeDefinition(dw.world, "live", 60_000)).toBe(true);
+  expect(await (await fetch(url)).text()).not.toMatch(/^shardctl_cluster_deaths_total\{/m);
 }, 120_000);
