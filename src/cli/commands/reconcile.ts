@@ -46,6 +46,8 @@ export async function run(args: string[]): Promise<number> {
     console.log(`the daemon took the request: ${name} gets a pass now, with a fresh restart budget`);
     return 0;
   }
-  console.error(`the daemon watching ${context.clustersDir} did not take the request for ${name} within ${acknowledgeDeadlineMs / 1000} s`);
+  console.error(
+    `the daemon watching ${context.clustersDir} did not take the request for ${name} within ${acknowledgeDeadlineMs / 1000} s (stopping, or busy): the request is kept, and that daemon or the next one takes it`,
+  );
   return 1;
 }
