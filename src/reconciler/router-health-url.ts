@@ -1,9 +1,10 @@
 /**
  * Where the daemon asks whether the router answers: `[router] health_url` when set; else the
- * embedded router's `/health`; else, for a router driven through its YAML file, `/health` at the
- * file's `server.bind_address` (continuum-router serves `/health` unauthenticated; a wildcard
- * address is asked on loopback). A router reached through an admin API, or whose file names no
- * fixed address (none, or port 0), is not watched unless `health_url` says where: its
+ * embedded router's `/health`; else `/health` at the origin of the admin API (continuum-router
+ * serves it unauthenticated, beside its admin paths; any HTTP answer counts, so a server without
+ * it still says it answers); else, for a router driven through its YAML file, `/health` at the
+ * file's `server.bind_address` (a wildcard address asked on loopback). A file that names no fixed
+ * address (none, or port 0) leaves the router unwatched unless `health_url` says where: its
  * registrations are still checked at every pass.
  */
 import { joinHostPort } from "../nodes/index.js";
@@ -16,7 +17,8 @@ export async function routerHealthUrl(settings: Settings, embeddedUrl: string | 
   if (router.kind === "none") return undefined;
   if (router.healthUrl !== undefined) return router.healthUrl;
   if (router.embedded && embeddedUrl !== undefined) return `${embeddedUrl}/health`;
-  if (router.adminUrl !== undefined || router.config === undefined) return undefined;
+  if (router.adminUrl !== undefined) return new URL("/health", router.adminUrl).href;
+  if (router.config === undefined) return undefined;
   const bind = (await readRouterConfig(router.config)).bind;
   if (bind === undefined || bind.port === 0) return undefined;
   return `http://${joinHostPort(askableHost(bind.host), bind.port)}/health`;

@@ -82,7 +82,7 @@ const routerSchema = z
     health_url: httpUrlSchema
       .optional()
       .describe(
-        "Where the daemon asks, every health-monitor poll, whether the router answers (any HTTP answer counts); a router that does not makes each registered cluster's Registered Unknown and its health Degraded. Default: the embedded router's /health, else /health at router.config's server.bind_address (a wildcard address asked on loopback). Without either (an admin API, or port 0) the router is not watched.",
+        "Where the daemon asks, every health-monitor poll, whether the router answers (any HTTP answer counts); a router that does not makes each registered cluster's Registered Unknown and its health Degraded. Default: the embedded router's /health, else /health at admin_url's origin, else /health at router.config's server.bind_address (a wildcard address asked on loopback). Without any (port 0) the router is not watched.",
       ),
     weight: z.number().int().min(1).max(1000).default(1).describe("Default backend weight of registered clusters. Default 1."),
     upstream_idle_seconds: z

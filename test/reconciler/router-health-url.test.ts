@@ -42,9 +42,14 @@ test("health_url wins; the embedded router is asked where it listens", async () 
   expect(await routerHealthUrl(await settingsWith([...file, "embedded = true"], "127.0.0.1:0"), "http://127.0.0.1:41234")).toBe("http://127.0.0.1:41234/health");
 });
 
-test("nothing to ask: no router, an admin API, port 0 or no bind address; a YAML that does not parse is an error, not a guess", async () => {
+test("an admin API: /health at its origin, whatever the YAML says", async () => {
+  expect(await routerHealthUrl(await settingsWith([...file, 'admin_url = "http://127.0.0.1:9000/api/v1"'], "127.0.0.1:8088"), undefined)).toBe(
+    "http://127.0.0.1:9000/health",
+  );
+});
+
+test("nothing to ask: no router, port 0 or no bind address; a YAML that does not parse is an error, not a guess", async () => {
   expect(await routerHealthUrl(await settingsWith(['kind = "none"']), undefined)).toBeUndefined();
-  expect(await routerHealthUrl(await settingsWith([...file, 'admin_url = "http://127.0.0.1:9000"'], "127.0.0.1:8088"), undefined)).toBeUndefined();
   expect(await routerHealthUrl(await settingsWith(file, "127.0.0.1:0"), undefined)).toBeUndefined();
   expect(await routerHealthUrl(await settingsWith(file), undefined)).toBeUndefined();
   const settings = await settingsWith(file);
