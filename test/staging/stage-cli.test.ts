@@ -1,6 +1,6 @@
 /** `shardctl stage` and `shardctl nodes` end to end: the built CLI against real sshd nodes and the Hub stand-in. Run `npm run build` first. */
 import { existsSync } from "node:fs";
-import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { execa } from "execa";
@@ -95,6 +95,17 @@ describe("shardctl stage", () => {
     // Only the planner's safetensors header reads (HTTP Range) reached the Hub: no file was fetched.
     const fullFetches = Object.entries(hub.stats().bytesByPath).filter(([, bytes]) => bytes > 64 * 1024);
     expect(fullFetches).toEqual([]);
+  });
+
+  it("a plan that does not fit: --json still prints a report, nothing staged and the plan's errors, exit 1", async () => {
+    const small = join(root, "small-nodes.toml");
+    await writeFile(small, (await readFile(settingsFile, "utf8")).replaceAll('memory = "2GiB"', 'memory = "64KiB"'));
+    const result = await execa("node", [cli, "stage", join(root, "clusters-tiny.toml"), "--json", "--config", small], { reject: false });
+    expect(result.exitCode, result.stderr).toBe(1);
+    const report = JSON.parse(result.stdout) as { cluster: string; staged: unknown[]; failed: unknown[]; errors: Array<{ reason: string; message: string }> };
+    expect(report).toMatchObject({ cluster: "clusters-tiny", staged: [], failed: [] });
+    expect(report.errors.length).toBeGreaterThan(0);
+    for (const e of report.errors) expect(result.stderr).toContain(`${e.reason}: `);
   });
 
   it("a signal mid-transfer stops it at once (exit 130, said on stderr) and leaves no node's file lock behind", async () => {

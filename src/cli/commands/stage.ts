@@ -47,6 +47,11 @@ export async function run(args: string[]): Promise<number> {
     const planned = await planForCluster(spec, settings, { probe: nodes, pin: true });
     if (!planned.plan.feasible) {
       for (const e of planned.plan.errors) console.error(showText(`${spec.name}: ${e.reason}: ${e.message}`, { keepLines: true }));
+      // A script reading the report gets one too: nothing staged, and why (as `plan --json` says it).
+      if (values.json) {
+        const errors = planned.plan.errors.map((e) => ({ reason: e.reason, message: e.message }));
+        console.log(showText(JSON.stringify({ cluster: spec.name, staged: [], failed: [], errors }, null, 2), { keepLines: true }));
+      }
       return 1;
     }
     const names = [...new Set([...nodes.stages, nodes.coordinator].map((n) => n.config.name))];
