@@ -23,6 +23,9 @@ export async function writeFileAtomic(path: string, text: string, options: { fol
   try {
     const handle = await open(temp, "wx", mode);
     try {
+      // The mode itself, not as the umask trims it: a daemon started under umask 077 would write
+      // status files that the people and CI jobs reading them cannot open.
+      await handle.chmod(mode);
       await handle.writeFile(text, "utf8");
       await handle.sync();
     } finally {

@@ -16,7 +16,7 @@
  * no longer follow what runs.
  */
 import { createHash, randomBytes } from "node:crypto";
-import { link, readFile, realpath, rename, rm, stat, utimes, writeFile } from "node:fs/promises";
+import { chmod, link, readFile, realpath, rename, rm, stat, utimes, writeFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { ShardctlError } from "../errors/index.js";
@@ -117,9 +117,12 @@ async function lockFileFor(watchedDir: string): Promise<string> {
   return join(await realpath(watchedDir).catch(() => watchedDir), daemonLockName);
 }
 
-/** The lock at `file` and its owner, when that owner runs (a live pid taken at its word where start times cannot be read: see isRunning). */
+/**
+ * The lock at `file` and its owner, when that owner runs (a live pid taken at its word where start
+ * times cannot be read: see isRunning). A lock this user cannot read names no one it can tell.
+ */
 async function runningOwner(file: string): Promise<[string, Owner] | undefined> {
-  const owner = await readOwner(file);
+  const owner = await readOwner(file).catch(() => undefined);
   return owner !== undefined && (await isRunning(owner)) ? [file, owner] : undefined;
 }
 
@@ -176,7 +179,15 @@ export async function acquireDaemonLock(
         );
       }
     }
-    const owner = await readOwner(file);
+    const owner = await readOwner(file).catch(async (error: unknown) => {
+      const info = await stat(file).catch(() => undefined);
+      const whose = info === undefined ? "" : ` (its owner uid ${info.uid}, mode ${(info.mode & 0o777).toString(8).padStart(4, "0")})`;
+      throw new ShardctlError(
+        "DaemonLockFailed",
+        `cannot read ${file}, the lock of the daemon that may watch ${real}${whose}: ${(error as Error).message}; a daemon of another user may hold it, and is not taken over: run this daemon as that user, or remove the lock once no daemon watches the directory`,
+        { terminal: true, cause: error },
+      );
+    });
     if (owner !== undefined && (await isRunning(owner, file))) {
       throw new ShardctlError(
         "DaemonAlreadyRunning",
@@ -216,11 +227,15 @@ async function writeLock(file: string, me: Owner, real: string): Promise<void> {
   const draft = `${file}.${me.pid}.${randomBytes(6).toString("hex")}.new`;
   await writeFile(draft, text, { flag: "wx" });
   try {
+    // Readable by every user whatever this process's umask: status, wait and a second daemon of
+    // another user read it (one that could not would not know this daemon runs).
+    await chmod(draft, 0o644);
     await link(draft, file);
   } catch (error) {
     // A file system without hard links (some network and FUSE mounts): created exclusively in place.
     if (!["EPERM", "ENOTSUP", "EOPNOTSUPP", "ENOSYS"].includes((error as NodeJS.ErrnoException).code ?? "")) throw error;
     await writeFile(file, text, { flag: "wx" });
+    await chmod(file, 0o644);
   } finally {
     await rm(draft, { force: true });
   }
@@ -292,8 +307,17 @@ function holdLock(
   };
 }
 
+/**
+ * The owner a lock file names; undefined when there is no file, or it names no pid. A file that is
+ * there but cannot be read (another user's, mode 0600) is thrown, never taken for no owner: that
+ * daemon may well run, and taking its lock would have two daemons act on every cluster.
+ */
 async function readOwner(file: string): Promise<Owner | undefined> {
-  const [pidLine, startTime = "", , heartbeatLine = "", startedLine = "", stateDir = ""] = (await readFile(file, "utf8").catch(() => "")).split("\n");
+  const text = await readFile(file, "utf8").catch((error: NodeJS.ErrnoException) => {
+    if (error.code === "ENOENT") return "";
+    throw error;
+  });
+  const [pidLine, startTime = "", , heartbeatLine = "", startedLine = "", stateDir = ""] = text.split("\n");
   const pid = Number(pidLine);
   if (!Number.isInteger(pid) || pid <= 0) return undefined;
   const heartbeatMs = Number(heartbeatLine);
@@ -338,6 +362,6 @@ async function startTimeOf(pid: number): Promise<string> {
 }
 
 async function releaseIfOurs(file: string, me: Owner): Promise<void> {
-  const owner = await readOwner(file);
+  const owner = await readOwner(file).catch(() => undefined);
   if (owner?.pid === me.pid && owner.startTime === me.startTime) await rm(file, { force: true });
 }

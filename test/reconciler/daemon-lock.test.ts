@@ -66,6 +66,38 @@ test("another user who can read the directory sees the daemon that holds it", as
   }
 });
 
+test("a lock is readable by all whatever the umask; one another user cannot read is never taken over (DaemonLockFailed naming it)", async () => {
+  requireBuild();
+  const old = process.umask(0o077);
+  let lock: Awaited<ReturnType<typeof acquireDaemonLock>>;
+  try {
+    lock = await acquireDaemonLock(watched);
+  } finally {
+    process.umask(old);
+  }
+  try {
+    expect((await stat(lock.file)).mode & 0o777).toBe(0o644);
+    // As a lock an earlier version wrote under umask 077: a second daemon of another user, in a
+    // directory that user may write (a shared checkout), must not take it for a stale one.
+    await chmod(lock.file, 0o600);
+    await chmod(root, 0o755);
+    await chmod(watched, 0o777);
+    const module = new URL("../../dist/src/reconciler/daemon-lock.js", import.meta.url).pathname;
+    const script = `import(${JSON.stringify(module)}).then((m) => m.acquireDaemonLock(${JSON.stringify(watched)})).then(() => console.log("taken"), (e) => console.log(JSON.stringify({ reason: e.reason, message: e.message })))`;
+    const { stdout } = await run(process.execPath, ["-e", script], { uid: 65534, gid: 65534 });
+    const refusal = JSON.parse(stdout) as { reason: string; message: string };
+    expect(refusal.reason).toBe("DaemonLockFailed");
+    expect(refusal.message).toContain(`cannot read ${lock.file}, the lock of the daemon that may watch ${watched} (its owner uid 0, mode 0600)`);
+    expect(refusal.message).toContain("a daemon of another user may hold it, and is not taken over");
+    // Still this daemon's lock, and nothing left beside it.
+    expect((await stat(lock.file)).uid).toBe(0);
+    expect((await readdir(watched)).sort()).toEqual([".shardctl-daemon.lock"]);
+  } finally {
+    await chmod(watched, 0o755);
+    await lock.release();
+  }
+});
+
 test("a lock left by a killed daemon, or naming a pid now used by another process, is taken over", async () => {
   // A process that has exited: its pid is free.
   const child = spawn(process.execPath, ["-e", ""]);

@@ -19,7 +19,17 @@ export async function readStatus(file: string): Promise<ClusterStatus | undefine
   try {
     text = await readRegularText(file, { maxBytes: maxStatusBytes, what: "status file" });
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    const code = (error as NodeJS.ErrnoException).code;
+    // A name too long for the file system: no such file can be there (the daemon could not write it either).
+    if (code === "ENOENT" || code === "ENAMETOOLONG") return undefined;
+    // Another user's file this user may not open: nothing wrong with it, and not to be deleted.
+    if (code === "EACCES" || code === "EPERM") {
+      throw new ShardctlError(
+        "StatusFileUnreadable",
+        `${file} cannot be read by this user (${String(error)}): it is the daemon's, written for its user; run this as that user, or give the file's group or others read access`,
+        { cause: error },
+      );
+    }
     throw unreadable(file, error instanceof FileRefusedError ? error.detail : String(error), error);
   }
   let value: unknown;
