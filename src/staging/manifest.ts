@@ -187,8 +187,11 @@ async function openPushFile(dir: string, path: string): Promise<OpenedRegularFil
  */
 async function listFiles(dir: string, boundary: RepositoryBoundary | undefined, prefix = ""): Promise<string[]> {
   const out: string[] = [];
-  for (const entry of await readdir(join(dir, prefix), { withFileTypes: true })) {
-    const rel = prefix === "" ? entry.name : `${prefix}/${entry.name}`;
+  // Names read as bytes: one that is not UTF-8 would be read back as another name (its bytes
+  // replaced by U+FFFD), which no file has, and fail every staging with a bare ENOENT.
+  for (const entry of await readdir(join(dir, prefix), { withFileTypes: true, encoding: "buffer" })) {
+    const name = utf8NameOf(entry.name, dir, prefix);
+    const rel = prefix === "" ? name : `${prefix}/${name}`;
     assertPrintableName(rel, `the push source ${dir}`);
     if (entry.isDirectory()) out.push(...(await listFiles(dir, boundary, rel)));
     else if (entry.isFile()) out.push(rel);
@@ -210,6 +213,18 @@ async function listFiles(dir: string, boundary: RepositoryBoundary | undefined, 
     }
   }
   return out.sort();
+}
+
+/** A directory entry's name as text; one whose bytes are not UTF-8 is `UnsafeFileName`, naming it in escapes. */
+function utf8NameOf(bytes: Buffer, dir: string, prefix: string): string {
+  const name = bytes.toString("utf8");
+  if (Buffer.from(name, "utf8").equals(bytes)) return name;
+  const shown = [...bytes].map((b) => (b >= 0x20 && b < 0x7f && b !== 0x5c ? String.fromCharCode(b) : `\\x${b.toString(16).padStart(2, "0")}`)).join("");
+  throw new ShardctlError(
+    "UnsafeFileName",
+    `the push source ${dir} holds a file name that is not UTF-8: ${prefix === "" ? "" : `${prefix}/`}${shown}; every file of the folder is staged, and nodes and the manifest name files in UTF-8: rename it or remove it, then run shardctl reconcile <cluster>`,
+    { terminal: true },
+  );
 }
 
 /** The git blob id of content (what the Hub lists as `oid` for non-LFS files). */

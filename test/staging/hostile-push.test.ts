@@ -145,6 +145,17 @@ describe("file names a push source may not hold", () => {
     });
   }
 
+  it("refuses a name that is not UTF-8 (in a subfolder too), showing its bytes, not a bare ENOENT", async () => {
+    const dir = await pushDir(async (d) => {
+      await mkdir(join(d, "extra"));
+      await writeFile(Buffer.from(`${join(d, "extra")}/bad\xffname.txt`, "latin1"), "x");
+    });
+    const refusal = await refusalOf(dir);
+    expect(refusal.reason).toBe("UnsafeFileName");
+    expect(refusal.message).toContain(`the push source ${dir} holds a file name that is not UTF-8: extra/bad\\xffname.txt;`);
+    expect(refusal.message).toContain("rename it or remove it, then run shardctl reconcile <cluster>");
+  });
+
   it("refuses a FIFO whose name is a terminal sequence without echoing the sequence", async () => {
     const dir = await pushDir(async (d) => {
       execFileSync("mkfifo", [join(d, "\u001b]0;x\u0007fifo")]);
