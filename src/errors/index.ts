@@ -5,7 +5,7 @@
  */
 export { ShardctlError, isShardctlError } from "./shardctl-error.js";
 export { messageOf, messageWithCauseOf, jsonErrorOf } from "./message-of.js";
-export { showText, quoteText, hasUnsafeChar, firstUnsafeChar, clipText, maxMessageChars } from "./show-text.js";
+export { showText, quoteText, hasUnsafeChar, firstUnsafeChar, clipText, clipMessage, maxMessageChars } from "./show-text.js";
 export { closestName, isNearLocal } from "./closest-name.js";
 export type {
   Reason,

@@ -53,3 +53,15 @@ export const maxMessageChars = 4096;
 export function clipText(text: string, chars = maxMessageChars): string {
   return text.length <= chars ? text : `${text.slice(0, chars)}… (cut to ${chars} characters)`;
 }
+
+/**
+ * A message cut to about maxMessageChars characters in its middle, saying how much: its first
+ * three quarters and its last quarter stay. A message names what failed first and why last (a node's
+ * error after a path of thousands of characters), and a cut that kept only the head lost the cause.
+ */
+export function clipMessage(text: string): string {
+  if (text.length <= maxMessageChars) return text;
+  const tail = maxMessageChars / 4;
+  const head = maxMessageChars - tail;
+  return `${text.slice(0, head)}… (${text.length - head - tail} characters cut) …${text.slice(-tail)}`;
+}

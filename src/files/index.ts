@@ -8,6 +8,7 @@ export { entryExists, pathExists } from "./path-exists.js";
 export { openRegularFile, readRegularFile, readRegularText, formatCap, FileRefusedError, type OpenedRegularFile, type RegularFileOptions } from "./read-regular-file.js";
 export { workingTreeOf, isWithin } from "./working-tree.js";
 export { cannotWriteIn } from "./writable-folder.js";
+export { makeFolders } from "./make-folders.js";
 export { roomLeft } from "./room-left.js";
 export { untrustedOwner } from "./trust-owner.js";
 export { closeInTurn, readInTurn, readChunkInTurn, sourceReadDeadlineMs, type ChunkRead } from "./source-reads.js";

@@ -1,11 +1,11 @@
 /** The control node itself: commands through node:child_process, files through node:fs, ports through node:net. */
 import { createHash, randomBytes } from "node:crypto";
 import { close, createReadStream, createWriteStream, open, read } from "node:fs";
-import { mkdir, readFile, readlink, rename, rm, symlink, writeFile } from "node:fs/promises";
+import { readFile, readlink, rename, rm, symlink, writeFile } from "node:fs/promises";
 import { connect } from "node:net";
 import { dirname, basename, join } from "node:path";
 import { pipeline } from "node:stream/promises";
-import { pathExists } from "../files/index.js";
+import { makeFolders, pathExists } from "../files/index.js";
 import { listenForAbort } from "./abort-error.js";
 import { setDeadline, type Deadline } from "./deadline.js";
 import { askPort } from "./port-answer.js";
@@ -111,7 +111,7 @@ export class LocalNode extends ShellNode implements NodeAccess {
   }
 
   async mkdir(path: string): Promise<void> {
-    await mkdir(path, { recursive: true });
+    await makeFolders(path);
   }
 
   remove(path: string): Promise<void> {

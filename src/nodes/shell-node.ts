@@ -84,9 +84,18 @@ export abstract class ShellNode {
       const lines = result.stdout.split("\n").filter((l) => l !== "");
       for (const [j, line] of lines.entries()) {
         if (line.startsWith("! ")) {
+          const why = line.slice(2);
+          // A path longer than the node's file system takes is the configuration's, not the disk's: no retry mends it.
+          if (/name too long/i.test(why)) {
+            throw new ShardctlError(
+              "NodeFileError",
+              `node ${this.config.name}: ${why}, ${(chunk[j] ?? "").length} characters: the node's file system takes no path that long; set a shorter model_dir for node ${this.config.name} (the model's files go below it, some 150 characters deeper)`,
+              { terminal: true },
+            );
+          }
           throw new ShardctlError(
             "NodeFileError",
-            `node ${this.config.name}: cannot look at ${chunk[j] ?? "a file"}: ${line.slice(2)} (a failing disk, or a file system that refuses it, such as a network mount: the file is not taken for missing)`,
+            `node ${this.config.name}: cannot look at ${chunk[j] ?? "a file"}: ${why} (a failing disk, or a file system that refuses it, such as a network mount: the file is not taken for missing)`,
           );
         }
         out.push(parseStatLine(line));

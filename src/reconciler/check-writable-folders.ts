@@ -1,7 +1,6 @@
-import { mkdir } from "node:fs/promises";
 import { userInfo } from "node:os";
 import { messageOf, ShardctlError } from "../errors/index.js";
-import { cannotWriteIn } from "../files/index.js";
+import { cannotWriteIn, makeFolders } from "../files/index.js";
 import { createRegistrar } from "../router/index.js";
 import type { Settings } from "../spec/index.js";
 import { guardStateDir } from "./guard-state-dir.js";
@@ -15,7 +14,7 @@ import { guardStateDir } from "./guard-state-dir.js";
 export async function checkWritableFolders(settings: Settings, settingsFile: string): Promise<void> {
   const user = daemonUser();
   const stateDir = settings.daemon.stateDir;
-  const stateProblem = await mkdir(stateDir, { recursive: true }).then(
+  const stateProblem = await makeFolders(stateDir).then(
     () => cannotWriteIn(stateDir),
     (error: unknown) => messageOf(error),
   );

@@ -4,7 +4,7 @@
  */
 import { basename } from "node:path";
 import type { Settings } from "../spec/index.js";
-import { clipText } from "../errors/index.js";
+import { clipMessage } from "../errors/index.js";
 import type { ClusterMemory } from "./cluster-memory.js";
 import type { PlannedCluster } from "../cluster/index.js";
 import type { ClusterStatus, Health } from "./status/index.js";
@@ -43,7 +43,7 @@ export function composeStatus(name: string, file: string, memory: ClusterMemory,
     health: report.health,
     // Messages are cut to a bounded length: each quotes what others wrote (an engine's version
     // line, its log), and a status file too large for `status` and `wait` to read says nothing.
-    conditions: memory.conditions.map((c) => ({ ...c, message: clipText(c.message) })),
+    conditions: memory.conditions.map((c) => ({ ...c, message: clipMessage(c.message) })),
     ...planOf(memory),
     staging: memory.staging,
     stages: observation?.stages ?? [],
@@ -57,10 +57,10 @@ export function composeStatus(name: string, file: string, memory: ClusterMemory,
             revision: memory.restarts.revision,
             count: memory.restarts.count,
             budget: settings.daemon.restartBudget,
-            evidence: memory.restarts.evidence.map((e) => ({ ...e, message: clipText(e.message) })),
+            evidence: memory.restarts.evidence.map((e) => ({ ...e, message: clipMessage(e.message) })),
           },
         }),
-    ...(memory.lastError === undefined ? {} : { lastError: { ...memory.lastError, message: clipText(memory.lastError.message) } }),
+    ...(memory.lastError === undefined ? {} : { lastError: { ...memory.lastError, message: clipMessage(memory.lastError.message) } }),
     history: memory.history,
   };
 }
@@ -113,6 +113,6 @@ export function planStatusOf(planned: Pick<PlannedCluster, "plan">): PlanStatus 
       budgetSource: s.budgetSource,
       fit: s.fit === null ? null : Math.round(s.fit * 10_000) / 10_000,
     })),
-    warnings: plan.warnings.map((w) => ({ reason: w.reason, message: clipText(w.message) })),
+    warnings: plan.warnings.map((w) => ({ reason: w.reason, message: clipMessage(w.message) })),
   };
 }

@@ -171,12 +171,15 @@ export async function acquireDaemonLock(
       await writeLock(file, me, real);
       return holdLock(file, me, real, heartbeatMs, onLost, onBeatFailure);
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EEXIST") {
-        throw new ShardctlError(
-          "DaemonLockFailed",
-          `cannot create ${file}, the lock that stops a second daemon watching ${real} (${(error as Error).message}): run the daemon as a user who can write that directory (it writes the status files there too)`,
-          { cause: error },
-        );
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code !== "EEXIST") {
+        const fix =
+          code === "EROFS"
+            ? "its file system is mounted read-only: mount it read-write, or watch a directory on one that is (the daemon writes the status files there too)"
+            : "run the daemon as a user who can write that directory (it writes the status files there too)";
+        throw new ShardctlError("DaemonLockFailed", `cannot create ${file}, the lock that stops a second daemon watching ${real} (${(error as Error).message}): ${fix}`, {
+          cause: error,
+        });
       }
     }
     const owner = await readOwner(file).catch(async (error: unknown) => {

@@ -4,7 +4,7 @@
  * last one (an idle resync) is logged at debug level so an idle daemon's log stays quiet.
  */
 import type { Logger } from "pino";
-import { clipText } from "../errors/index.js";
+import { clipMessage } from "../errors/index.js";
 import type { ClusterMemory } from "./cluster-memory.js";
 import type { Pass } from "./pass.js";
 import type { Verdict } from "./verdicts.js";
@@ -18,7 +18,7 @@ export function summarizePass(log: Logger, name: string, memory: ClusterMemory, 
     ...(verdict.reason === undefined ? {} : { reason: verdict.reason }),
     // A pass that failed or stalled says why in its own line (an invalid definition: its file:line:col),
     // not only in the status file: the log is where a person at the terminal looks first.
-    ...((verdict.result === "failed" || verdict.result === "stalled") && memory.lastError !== undefined ? { error: clipText(memory.lastError.message) } : {}),
+    ...((verdict.result === "failed" || verdict.result === "stalled") && memory.lastError !== undefined ? { error: clipMessage(memory.lastError.message) } : {}),
     health: verdict.health,
     durationMs,
     steps: steps.map((s) => `${s.name} ${s.ms}ms${s.failed === true ? " (failed)" : ""}`).join(", "),

@@ -152,6 +152,12 @@ describe.each(["local", "ssh"] as const)("%s node", (kind) => {
       .catch((error: unknown) => error);
     expect(refused).toMatchObject({ reason: "NodeFileError" });
     expect((refused as Error).message).toMatch(new RegExp(`cannot look at ${join(base, "loop")}: Too many levels of symbolic links \\(a failing disk`));
+    // A path longer than the file system takes is the configuration's to mend, said as such, not retried.
+    const tooLong = await node()
+      .statMany([join(base, "x".repeat(300))])
+      .catch((error: unknown) => error);
+    expect(tooLong).toMatchObject({ reason: "NodeFileError", terminal: true });
+    expect((tooLong as Error).message).toMatch(/: File name too long, \d+ characters: the node's file system takes no path that long; set a shorter model_dir for node /);
     expect(await node().sha256(join(base, "moved"))).toBe(await shaOf("replaced"));
     await node().remove(base);
     expect(await node().stat(base)).toBeUndefined();

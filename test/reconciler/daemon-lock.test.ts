@@ -271,7 +271,7 @@ test("a directory the daemon cannot write (a read-only file system) is DaemonLoc
     const error = await acquireDaemonLock(readOnly).catch((e: unknown) => e);
     expect(isShardctlError(error, "DaemonLockFailed")).toBe(true);
     expect((error as Error).message).toContain(`cannot create ${join(readOnly, ".shardctl-daemon.lock")}, the lock that stops a second daemon watching ${readOnly}`);
-    expect((error as Error).message).toContain("run the daemon as a user who can write that directory");
+    expect((error as Error).message).toContain("its file system is mounted read-only: mount it read-write, or watch a directory on one that is");
   } finally {
     await run("umount", [readOnly]);
   }
