@@ -9,6 +9,7 @@ export { openRegularFile, readRegularFile, readRegularText, formatCap, FileRefus
 export { workingTreeOf, isWithin } from "./working-tree.js";
 export { cannotWriteIn } from "./writable-folder.js";
 export { makeFolders } from "./make-folders.js";
+export { sweepDrafts } from "./sweep-drafts.js";
 export { roomLeft } from "./room-left.js";
 export { untrustedOwner } from "./trust-owner.js";
 export { closeInTurn, readInTurn, readChunkInTurn, sourceReadDeadlineMs, type ChunkRead } from "./source-reads.js";

@@ -56,6 +56,9 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
   const nodes = nodesOf(request);
   // Every wait below also looks for a started process that is stopped, and says so at once.
   const stopped = watchStopped(entry, (name) => nodes.get(name)!, event);
+  // Recorded before anything says the launch started (the status file then counts it against the
+  // budget): a daemon killed from here on leaves a "launching" entry, and its successor refunds it.
+  await context.ledger.write(entry);
   event("launch-started", `revision ${request.revision.slice(0, 12)}`);
   const signal = context.signal;
   // Between two steps: a launch called off starts nothing more.

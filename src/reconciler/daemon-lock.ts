@@ -347,6 +347,8 @@ async function isRunning(owner: Owner, file?: string): Promise<boolean> {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "EPERM") return false;
   }
+  // A zombie (killed, not yet reaped: a parent that waits late or never, a tracer) runs nothing.
+  if (await isZombie(owner.pid)) return false;
   const now = await startTimeOf(owner.pid);
   if (now !== "") return now === owner.startTime;
   if (file === undefined) return true;
@@ -356,6 +358,13 @@ async function isRunning(owner: Owner, file?: string): Promise<boolean> {
 
 /** Heartbeats a lock whose owner cannot be checked by its start time may miss before it counts as stale. */
 const staleBeats = 6;
+
+/** Field 3 of /proc/<pid>/stat is Z (zombie) or X (dead); false where there is no /proc. */
+async function isZombie(pid: number): Promise<boolean> {
+  const stat = await readFile(`/proc/${pid}/stat`, "utf8").catch(() => "");
+  const state = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0];
+  return state === "Z" || state === "X";
+}
 
 /** Field 22 of /proc/<pid>/stat (clock ticks after boot); empty where there is no /proc. */
 async function startTimeOf(pid: number): Promise<string> {

@@ -14,6 +14,7 @@ import { startRouter, watchRouterAnswers, type RouterAnswersWatch, type RunningR
 import { definitionsDirMissing, loadSettings, type Settings } from "../spec/index.js";
 import { isShardctlError, messageOf, ShardctlError } from "../errors/index.js";
 import { checkWritableFolders } from "./check-writable-folders.js";
+import { sweepDrafts } from "../files/index.js";
 import { daemonIdOf } from "./daemon-id.js";
 import { acquireDaemonLock } from "./daemon-lock.js";
 import { createNodePool } from "../cluster/index.js";
@@ -119,6 +120,12 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
           ),
   );
   const log = options.log;
+  // Drafts of whole-file writes a killed daemon left (status files, the router's YAML, the ledger):
+  // never read, but they pile up in a checkout CI may commit.
+  for (const folder of [dir, join(settings.daemon.stateDir, "ledger"), ...(settings.router.config === undefined ? [] : [dirname(settings.router.config)])]) {
+    const removed = await sweepDrafts(folder);
+    if (removed.length > 0) log.info({ folder, removed }, "removed drafts a killed process left");
+  }
   let tellMoved: (why: string) => void = () => undefined;
   const moved = new Promise<string>((resolve) => (tellMoved = resolve));
   // Where the directory led as the lock was taken there (see watchDirectoryTarget).

@@ -112,6 +112,28 @@ test("a lock left by a killed daemon, or naming a pid now used by another proces
   await retaken.release();
 });
 
+test("a lock whose daemon was killed but not yet reaped (a zombie: its parent waits late, or never) is taken over, and no reader sees it run", async () => {
+  // `sleep 0.1`'s parent becomes `sleep 30`, which never waits for it: it stays a zombie.
+  const parent = spawn("sh", ["-c", "sleep 0.1 & echo $!; exec sleep 30"], { stdio: ["ignore", "pipe", "ignore"] });
+  try {
+    const zombie = Number(await new Promise<string>((resolve) => parent.stdout.once("data", (d: Buffer) => resolve(d.toString().trim()))));
+    let stat = "";
+    for (let i = 0; i < 100 && !/\) Z /.test(stat); i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      stat = await readFile(`/proc/${zombie}/stat`, "utf8");
+    }
+    expect(stat).toMatch(/\) Z /);
+    const startTime = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+    const file = await lockFileOf();
+    await writeFile(file, `${zombie}\n${startTime}\n${watched}\n5000\n`);
+    expect(await findDaemon(watched)).toBeUndefined();
+    const taken = await acquireDaemonLock(watched);
+    await taken.release();
+  } finally {
+    parent.kill("SIGKILL");
+  }
+});
+
 /** The lock file path for `watched`, learnt by taking and releasing the lock once. */
 async function lockFileOf(): Promise<string> {
   const lock = await acquireDaemonLock(watched);

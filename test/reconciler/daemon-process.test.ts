@@ -153,3 +153,34 @@ test("kill -9 of the daemon during a launch → the next start leaves no orphan 
   expect(await enginesOf(world)).toEqual([]);
   expect(await stopGracefully(third), third.stderr()).toBe(0);
 });
+
+// Regression: a daemon killed just after a launch said it started, before its ledger entry was
+// written (the run folders claimed, leftovers looked for), spent the restart budget for nothing:
+// the next daemon found no "launching" entry to give back. Crash-looping daemons stalled clusters
+// in which nothing had failed.
+test("kill -9 of the daemon as a launch starts: the launch is recorded at once, and the next daemon does not count it", async () => {
+  const { world } = dw;
+  const ledger = new Ledger(world.stateDir);
+  const revision = await dw.define("lambda", { nodes: ["n1", "n2"] });
+  const first = await start();
+  const deadline = Date.now() + 60_000;
+  let started = false;
+  while (!started && Date.now() < deadline) {
+    started = (await readStatusFile(world, "lambda").catch(() => undefined))?.timeline.some((e) => e.step === "launch-started") === true;
+    if (!started) await sleep(5);
+  }
+  expect(started).toBe(true);
+  first.child.kill("SIGKILL");
+  await first.exited;
+  // Whatever the moment of the kill after the launch said it started, its entry is there to be given back.
+  expect((await ledger.read("lambda"))?.phase).toBe("launching");
+
+  const second = await start();
+  const ready = await waitForStatus(world, "lambda", (s) => isReadyAt(s, revision) && s.stages.every((c) => c.alive), 60_000);
+  expect(ready.restarts?.count).toBe(1);
+  await rm(join(world.clustersDir, "lambda.toml"));
+  const gone = Date.now() + 20_000;
+  while ((await readStatusFile(world, "lambda")) !== undefined && Date.now() < gone) await sleep(100);
+  expect(await enginesOf(world)).toEqual([]);
+  expect(await stopGracefully(second), second.stderr()).toBe(0);
+}, 150_000);
