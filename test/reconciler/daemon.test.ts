@@ -441,8 +441,10 @@ describe("daemon", () => {
     const superseded = await revisionOf(world, "eps");
     const startedAt = Date.now();
     const waiting = runShardctl(world, ["wait", "eps", "--for", "condition=Ready", "--revision", "HEAD", "--timeout", "60s"], 90_000);
-    // (The command reads HEAD as it starts: a Node start, under load a second or more.)
-    await sleep(2_500);
+    // (The command reads HEAD as it starts: a Node start, under load a few seconds (2.5 s was once
+    // too few). The first edit cannot serve sooner than 15 s: its engine sleeps 5 s for its version
+    // probe, 5 s per stage and 5 s for the coordinator.)
+    await sleep(5_000);
     // A later push, before the first was served.
     await writeDefinition(world, "eps", await definition({ nodes: ["n1", "n2"] }));
     const latest = await revisionOf(world, "eps");
