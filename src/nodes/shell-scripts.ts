@@ -5,7 +5,9 @@
  */
 
 // Kernel start time of pid $1: Linux /proc/<pid>/stat field 22 (clock ticks since boot; zombies count
-// as gone), elsewhere the `ps -o lstart=` text. Prints nothing when there is no such process.
+// as gone), elsewhere the `ps -o lstart=` text, in the C locale: the text is compared with the one
+// recorded at launch, and a session in another language would write the date in other words.
+// Prints nothing when there is no such process.
 export const startTimeFunction = `st() {
   if [ -r "/proc/$1/stat" ]; then
     s=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
@@ -13,7 +15,7 @@ export const startTimeFunction = `st() {
     set -- $s
     [ "$1" = Z ] || echo "linux:\${20}"
   elif [ ! -d /proc/self ]; then
-    t=$(ps -o lstart= -p "$1" 2>/dev/null) && [ -n "$t" ] && echo "$t"
+    t=$(LC_ALL=C ps -o lstart= -p "$1" 2>/dev/null) && [ -n "$t" ] && echo "$t"
   fi
   return 0
 }`;

@@ -282,6 +282,14 @@ describe("shardctl validate", () => {
     const broken = await validate(copy);
     expect(broken.code).toBe(1);
     expect(broken.stderr).toMatch(/^clusters\/broken\.toml:\d+:\d+: /m);
+    // One whose extension is not lower case is read by nothing: said, not passed over.
+    await rm(join(copy, "clusters", "broken.toml"));
+    await writeFile(join(copy, "clusters", "shouty.TOML"), 'nodes = ["a"]\n');
+    const shouty = await validate(copy);
+    expect(shouty.code).toBe(1);
+    expect(shouty.stderr).toContain('clusters/shouty.TOML:1:1: not read as a cluster definition: definition files end in ".toml", lower case; rename it to shouty.toml');
+    await rm(join(copy, "clusters", "shouty.TOML"));
+    await writeFile(join(copy, "clusters", "broken.toml"), 'name = "broken"\n');
     // --dir names another directory; without it and without clusters/, nothing the daemon would
     // watch was found: refused as the daemon refuses it, not "ok" with no definition checked.
     const other = join(copy, "defs");

@@ -99,6 +99,12 @@ describe("a TOML syntax error is reported where it is", () => {
     expect(issueOf("naïve = 1\n")).toBe("c.toml:1:3: invalid TOML: illegal character in key");
   });
 
+  it("says a file saved as UTF-16 is not UTF-8, rather than an illegal character at 1:1", () => {
+    // As a UTF-16 file with its byte-order mark reads when taken for UTF-8.
+    const utf16 = new TextDecoder("utf-8").decode(Buffer.from('\ufeffnodes = ["studio-1"]\n', "utf16le"));
+    expect(issueOf(utf16)).toBe("c.toml:1:1: this file is not UTF-8 (it looks like UTF-16, or holds NUL bytes): save it as UTF-8");
+  });
+
   it("does the same for the settings file", () => {
     const result = parseSettings('[nodes.studio-1]\nhost = "10.0.0.1"\nmodel_dir = "/models"\naccelerator = ["cpu"\n\n[daemon]\n', "s.toml");
     expect(result.ok).toBe(false);

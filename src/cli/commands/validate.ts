@@ -3,7 +3,7 @@
  * and settings. Without paths: the settings file and the definitions directory (`--dir`, default
  * clusters/ beside the settings).
  */
-import { realpath, stat } from "node:fs/promises";
+import { readdir, realpath, stat } from "node:fs/promises";
 import { basename, dirname, join, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { isShardctlError, messageOf } from "../../errors/index.js";
@@ -96,6 +96,8 @@ export async function run(args: string[]): Promise<number> {
     issues.push(...(await sharedCoordinatorAddresses(specs)));
     issues.push(...(await sharedRouterBackends(specs)));
   }
+
+  issues.push(...(await misnamedDefinitions([...dirs.keys()])));
 
   for (const issue of issues) console.error(formatIssue({ ...issue, file: displayPath(issue.file) }));
   // Definitions are checked against valid settings only: with invalid ones, none was.
@@ -228,6 +230,28 @@ async function expandPaths(paths: string[]): Promise<{ files: string[]; given: S
     }
   }
   return { files, given, dirs };
+}
+
+/**
+ * Files of `dirs` named like a definition but for the case of their extension (`x.TOML`): neither
+ * the daemon nor any command reads them, and a cluster committed so would never run, silently.
+ */
+async function misnamedDefinitions(dirs: string[]): Promise<SpecIssue[]> {
+  const issues: SpecIssue[] = [];
+  for (const dir of dirs) {
+    for (const name of await readdir(dir).catch(() => [] as string[])) {
+      if (name.startsWith(".") || name.endsWith(".toml") || !name.toLowerCase().endsWith(".toml")) continue;
+      const meant = `${name.slice(0, -".toml".length)}.toml`;
+      issues.push({
+        file: join(dir, name),
+        line: 1,
+        col: 1,
+        path: "",
+        message: `not read as a cluster definition: definition files end in ".toml", lower case; rename it to ${meant}`,
+      });
+    }
+  }
+  return issues;
 }
 
 /** Relative to the working directory when inside it; as typed otherwise. */
