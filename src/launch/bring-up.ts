@@ -220,7 +220,9 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
  * A launch that failed once its stages listened may have failed because one of them could not reach
  * the next: the pipeline never forms, and what notices is a later step (the coordinator exits,
  * /health never answers, the first token does not come). When a stage's log says so (an engine
- * that says), that is the failure: named by its link, with the step's own words after it. The stage
+ * that says), that is the failure: named by its link, with the step's own words after it; so is a
+ * stage that heard nothing from a neighbour that others heard (a link that passes only small
+ * packets). Both are given back to the restart budget as link faults. The stage
  * logs are read only for those steps' failures, each read bounded (2 s, all at once): a launch
  * that failed on a silent node is not held up asking it.
  */
@@ -247,6 +249,37 @@ async function causeInStageLogs(request: LaunchRequest, nodes: Map<string, NodeA
       "StageLinkUnreachable",
       failure.step,
       `${label} on ${p.node} could not reach ${next} ${found.peer} at ${found.address} (${found.error}): the link between their nodes is down or blocked; ${failure.message}`,
+      { logTail: tail, cause: failure },
+    );
+  }
+  // A stage that connected to its neighbour, then heard nothing from it (not even its heartbeats)
+  // while another member still heard that neighbour: the link between the two carried the
+  // handshake's small frames and lost the first large ones (the warm-up's activations). A path-MTU
+  // black hole (a tunnel, VPN or switch with a smaller MTU, ICMP "fragmentation needed" filtered)
+  // does exactly that; so does a firewall that drops one direction only.
+  const { silentPeerIn, answeringPeersIn, lostPeerIn } = request.driver.facts;
+  if (silentPeerIn === undefined) return failure;
+  const others = entry.processes.filter((p) => p.role !== "stage" && p.pid > 0 && nodes.has(p.node));
+  const otherTails = await Promise.all(others.map((p) => readLogTail(nodes.get(p.node)!, p)));
+  const heard = new Set([...tails.map(({ tail }) => tail), ...otherTails, failure.logTail].flatMap((tail) => answeringPeersIn?.(tail) ?? []));
+  for (const { p, tail } of tails) {
+    const said = silentPeerIn(tail);
+    if (said === undefined) continue;
+    const label = processLabel(p.role, p.index);
+    // The silent peer was not silent to everyone: another member heard it, or it heard this stage
+    // itself (its own words: the reporter answering, or its link to the reporter closed under it).
+    const peerTail = tails.find(({ p: q }) => processLabel(q.role, q.index) === said.peer)?.tail ?? [];
+    const peerHeardReporter = (answeringPeersIn?.(peerTail) ?? []).includes(label) || lostPeerIn?.(peerTail)?.peer === label;
+    if (!heard.has(said.peer) && !peerHeardReporter) continue;
+    const peer = entry.processes.find((q) => processLabel(q.role, q.index) === said.peer);
+    const where = peer === undefined ? said.peer : `${said.peer} on ${peer.node}`;
+    return new LaunchError(
+      "StageLinkUnreachable",
+      failure.step,
+      `${label} on ${p.node} connected to ${where}, then heard nothing from it for ${said.silentMs} ms while another member still heard it: ` +
+        `the link between their nodes passes small packets (the handshake, heartbeats) but lost the first large frames. ` +
+        `A path-MTU black hole (a tunnel, VPN or switch with a smaller MTU, ICMP "fragmentation needed" filtered) does this: ` +
+        `between ${p.node} and ${peer?.node ?? said.peer}, \`ping -M do -s 1472 <address>\` (macOS: \`ping -D -s 1472\`) then fails while a plain ping passes; ${failure.message}`,
       { logTail: tail, cause: failure },
     );
   }

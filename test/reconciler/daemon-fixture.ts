@@ -55,6 +55,8 @@ export interface WorldOptions {
   firstHost?: number;
   /** Model layers. Default 4. */
   layers?: number;
+  /** The model's hidden size (its heads 16 wide): an activation frame carries this many values per token. Default 64. */
+  hidden?: number;
 }
 
 export async function startWorld(options: WorldOptions = {}): Promise<DaemonWorld> {
@@ -66,7 +68,8 @@ export async function startWorld(options: WorldOptions = {}): Promise<DaemonWorl
   await run("git", ["init", "-q", root]);
   const modelName = "tiny-llama";
   const modelDir = join(root, "models", modelName);
-  await makeTestModel(modelDir, { layers: options.layers ?? 4, hidden: 64, heads: 4, kvHeads: 2, vocab: 320, seed: 11 });
+  const hidden = options.hidden ?? 64;
+  await makeTestModel(modelDir, { layers: options.layers ?? 4, hidden, heads: hidden / 16, kvHeads: 2, vocab: 320, seed: 11 });
   const routerConfig = join(root, "router.yaml");
   await writeFile(routerConfig, `# reconciler test router\nserver:\n  bind_address: "127.0.0.1:0"\nbackends: []\n`);
   const sshd = (options.sshNodes ?? 0) > 0 ? await startSshdNodes({ count: options.sshNodes! }) : undefined;

@@ -40,6 +40,8 @@ export interface LabClusterOptions {
   hosts: number;
   /** Layers of the test model. */
   layers: number;
+  /** Hidden size of the test model; default the fixture's (64). */
+  hidden?: number;
   /** Launches allowed per revision. */
   restartBudget: number;
   /** The health monitor's timings; default the production ones (poll 1000 ms, probe deadline 1000 ms, 2 strikes). */
@@ -170,7 +172,7 @@ export function useLabCluster(name: string, options: LabClusterOptions): LabClus
 
   beforeAll(async () => {
     if (options.daemon === "spawned" && options.launch !== undefined) throw new Error("launch deadlines apply to the in-process daemon only");
-    const sizes = { layers: options.layers, restartBudget: options.restartBudget };
+    const sizes = { layers: options.layers, restartBudget: options.restartBudget, ...(options.hidden === undefined ? {} : { hidden: options.hidden }) };
     state =
       options.daemon === "spawned"
         ? { ...(await startLabWorldWithoutDaemon(options.hosts, sizes)), daemon: { stop: killSpawned } }
