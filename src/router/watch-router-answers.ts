@@ -1,8 +1,8 @@
 /**
  * Whether the router answers at all. A registration is a line in a config file (or an admin API's
  * word): it stays in place while the router process is dead, hung or cut off, and every request
- * sent through the router fails. The watch asks the router's health URL at the health monitor's
- * rhythm; any HTTP answer within the deadline counts (a router that answers 503 because no backend
+ * sent through the router fails. The watch asks the router's health URL every `intervalMs`; any
+ * HTTP answer within the deadline counts (a router that answers 503 because no backend
  * is healthy yet still routes), a refused or reset connection or silence past the deadline does
  * not, and `strikes` such probes in a row make it "not answering". One answer makes it answering
  * again. The state starts as answering: nothing is claimed before a probe has found otherwise.
@@ -42,16 +42,13 @@ export function watchRouterAnswers(o: RouterAnswersOptions): RouterAnswersWatch 
   let timer: NodeJS.Timeout | undefined;
   const judge = async (): Promise<void> => {
     const url = await o.target().catch(() => current?.url);
-    if (url === undefined) {
+    // Nothing to ask, or another URL (the settings changed): judged afresh.
+    if (url === undefined || (current !== undefined && current.url !== url)) {
       current = undefined;
       misses = 0;
-      return;
+      firstMiss = undefined;
     }
-    // Another URL (the settings changed): judged afresh.
-    if (current !== undefined && current.url !== url) {
-      current = undefined;
-      misses = 0;
-    }
+    if (url === undefined) return;
     const problem = await askRouter(url, o.timeoutMs);
     if (stopped) return;
     if (problem === undefined) {
