@@ -1,7 +1,7 @@
 /** `shardctl validate` as a real process (run `npm run build` first: it spawns dist/src/cli/shardctl.js). */
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
-import { cp, mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
+import { cp, mkdir, mkdtemp, readdir, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -289,6 +289,14 @@ describe("shardctl validate", () => {
     expect(shouty.code).toBe(1);
     expect(shouty.stderr).toContain('clusters/shouty.TOML:1:1: not read as a cluster definition: definition files end in ".toml", lower case; rename it to shouty.toml');
     await rm(join(copy, "clusters", "shouty.TOML"));
+    // One file under two names is two clusters on the same ports: the link is named.
+    const [first] = (await readdir(join(copy, "clusters"))).filter((f) => f.endsWith(".toml"));
+    await symlink(first!, join(copy, "clusters", "twin.toml"));
+    const twin = await validate(copy);
+    expect(twin.code).toBe(1);
+    expect(twin.stderr).toContain(`clusters/twin.toml:1:1: a link to the same file as ${first}: every definition file is a cluster of its own`);
+    expect(twin.stderr).not.toContain(`clusters/${first}:1:1: a link`);
+    await rm(join(copy, "clusters", "twin.toml"));
     await writeFile(join(copy, "clusters", "broken.toml"), 'name = "broken"\n');
     // --dir names another directory; without it and without clusters/, nothing the daemon would
     // watch was found: refused as the daemon refuses it, not "ok" with no definition checked.

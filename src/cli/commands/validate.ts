@@ -3,7 +3,7 @@
  * and settings. Without paths: the settings file and the definitions directory (`--dir`, default
  * clusters/ beside the settings).
  */
-import { readdir, realpath, stat } from "node:fs/promises";
+import { lstat, readdir, realpath, stat } from "node:fs/promises";
 import { basename, dirname, join, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { isShardctlError, messageOf } from "../../errors/index.js";
@@ -98,6 +98,7 @@ export async function run(args: string[]): Promise<number> {
   }
 
   issues.push(...(await misnamedDefinitions([...dirs.keys()])));
+  issues.push(...(await linkedDefinitions(definitions)));
 
   for (const issue of issues) console.error(formatIssue({ ...issue, file: displayPath(issue.file) }));
   // Definitions are checked against valid settings only: with invalid ones, none was.
@@ -248,6 +249,39 @@ async function misnamedDefinitions(dirs: string[]): Promise<SpecIssue[]> {
         col: 1,
         path: "",
         message: `not read as a cluster definition: definition files end in ".toml", lower case; rename it to ${meant}`,
+      });
+    }
+  }
+  return issues;
+}
+
+/**
+ * Definitions that are one file under two names (a symbolic link beside the file it leads to): each
+ * name is a cluster of its own, the two ask for the same ports and router backend, and the second
+ * is refused for ever with a clash that does not say why.
+ */
+async function linkedDefinitions(files: readonly string[]): Promise<SpecIssue[]> {
+  const byTarget = new Map<string, string[]>();
+  for (const file of files) {
+    const real = await realpath(file).catch(() => undefined);
+    if (real !== undefined) byTarget.set(real, [...(byTarget.get(real) ?? []), file]);
+  }
+  const issues: SpecIssue[] = [];
+  for (const names of byTarget.values()) {
+    if (names.length < 2) continue;
+    // The links are named, the file itself (if listed) is not: removing the links mends it.
+    const links = await Promise.all(names.map(async (file) => ((await lstat(file).catch(() => undefined))?.isSymbolicLink() === true ? file : undefined)));
+    for (const link of links.filter((l): l is string => l !== undefined)) {
+      const others = names
+        .filter((name) => name !== link)
+        .map((name) => basename(name))
+        .join(", ");
+      issues.push({
+        file: link,
+        line: 1,
+        col: 1,
+        path: "",
+        message: `a link to the same file as ${others}: every definition file is a cluster of its own, so one file under two names is two clusters asking for the same ports and router backend; remove the link, or copy the file and give the copy its own ports and backend`,
       });
     }
   }
