@@ -161,7 +161,7 @@ export async function acquireDaemonLock(
   }
   const me: Owner = {
     pid: process.pid,
-    startTime: await startTimeOf(process.pid),
+    startTime: (await procStatOf(process.pid)).startTime,
     heartbeatMs,
     startedAtMs: Date.now(),
     ...(stateDir === undefined ? {} : { stateDir }),
@@ -347,10 +347,10 @@ async function isRunning(owner: Owner, file?: string): Promise<boolean> {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "EPERM") return false;
   }
+  const proc = await procStatOf(owner.pid);
   // A zombie (killed, not yet reaped: a parent that waits late or never, a tracer) runs nothing.
-  if (await isZombie(owner.pid)) return false;
-  const now = await startTimeOf(owner.pid);
-  if (now !== "") return now === owner.startTime;
+  if (proc.state === "Z" || proc.state === "X") return false;
+  if (proc.startTime !== "") return proc.startTime === owner.startTime;
   if (file === undefined) return true;
   const touched = (await stat(file).catch(() => undefined))?.mtimeMs;
   return touched === undefined || Date.now() - touched < staleBeats * (owner.heartbeatMs ?? defaultHeartbeatMs);
@@ -359,18 +359,14 @@ async function isRunning(owner: Owner, file?: string): Promise<boolean> {
 /** Heartbeats a lock whose owner cannot be checked by its start time may miss before it counts as stale. */
 const staleBeats = 6;
 
-/** Field 3 of /proc/<pid>/stat is Z (zombie) or X (dead); false where there is no /proc. */
-async function isZombie(pid: number): Promise<boolean> {
-  const stat = await readFile(`/proc/${pid}/stat`, "utf8").catch(() => "");
-  const state = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0];
-  return state === "Z" || state === "X";
-}
-
-/** Field 22 of /proc/<pid>/stat (clock ticks after boot); empty where there is no /proc. */
-async function startTimeOf(pid: number): Promise<string> {
+/**
+ * From one read of /proc/<pid>/stat: field 3, the state (Z a zombie, X dead), and field 22, the
+ * start time in clock ticks after boot; both empty where there is no /proc or no such process.
+ */
+async function procStatOf(pid: number): Promise<{ state: string; startTime: string }> {
   const stat = await readFile(`/proc/${pid}/stat`, "utf8").catch(() => "");
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return fields[19] ?? "";
+  return { state: fields[0] ?? "", startTime: fields[19] ?? "" };
 }
 
 async function releaseIfOurs(file: string, me: Owner): Promise<void> {
