@@ -310,25 +310,45 @@ describe("a stage stuck inside a computation", () => {
     // cache) has no helper heartbeating for it, so a freeze there is a plain silence, declared dead
     // 2.5 s after the last heartbeat, which says nothing of the helper. Stage 1 computes a chunk of
     // the prompt as it takes the chunk's activations, which it logs at trace level as it takes them
-    // (kind 13); 150 ms of stage 1's CPU after that lands within that computation (each chunk of
-    // 512 rows over three layers takes it about half a second here). (Stage 0's "long compute" line
-    // was the sign once: on a quiet machine its chunks end within the 500 ms that line needs.)
-    let computingFrom: number | undefined;
-    await waitFor(
-      () => {
-        if (computingFrom === undefined && /"kind":13,[^\n]*"msg":"frame"/.test(cluster.stages[1]!.stderr())) computingFrom = mainThreadCpuMs(pid);
-        return computingFrom !== undefined && mainThreadCpuMs(pid) - computingFrom >= 150;
-      },
-      30_000,
-      "stage 1 computing the prompt",
-    );
-    const tracer = spawn("python3", [freezeThread, String(pid)], { stdio: ["ignore", "pipe", "inherit"] });
-    try {
+    // (kind 13), and it logs each computation's end; the freeze is aimed 150 ms of stage 1's CPU
+    // after a chunk is taken (each chunk of 512 rows over three layers takes it about half a second
+    // here), and the trace then says where it landed: after a chunk's taking with no end since, or
+    // else it is let go and aimed again (a chunk seen late on a loaded machine can end first).
+    const taken = /"kind":13,[^\n]*"msg":"frame"/g;
+    const ended = /"msg":"(compute done|long compute)/g;
+    const lastAt = (pattern: RegExp, text: string): number => Math.max(-1, ...[...text.matchAll(pattern)].map((m) => m.index));
+    let tracer: ReturnType<typeof spawn> | undefined;
+    let frozenAt = 0;
+    for (let aim = 1; ; aim++) {
+      let computingFrom: number | undefined;
+      const seen = cluster.stages[1]!.stderr().length;
+      await waitFor(
+        () => {
+          if (computingFrom === undefined && lastAt(taken, cluster.stages[1]!.stderr().slice(seen)) >= 0) computingFrom = mainThreadCpuMs(pid);
+          return computingFrom !== undefined && mainThreadCpuMs(pid) - computingFrom >= 150;
+        },
+        30_000,
+        "stage 1 computing the prompt",
+      );
+      const freezing = spawn("python3", [freezeThread, String(pid)], { stdio: ["ignore", "pipe", "inherit"] });
       await new Promise<void>((resolve, reject) => {
-        tracer.stdout.on("data", (d: Buffer) => d.toString().includes("frozen") && resolve());
-        tracer.once("exit", (code) => reject(new Error(`freeze-thread.py exited ${code}`)));
+        freezing.stdout!.on("data", (d: Buffer) => d.toString().includes("frozen") && resolve());
+        freezing.once("exit", (code) => reject(new Error(`freeze-thread.py exited ${code}`)));
       });
-      const frozenAt = performance.now();
+      frozenAt = performance.now();
+      // What the thread wrote before it stopped reaches this process through a pipe: a moment.
+      await new Promise((r) => setTimeout(r, 200));
+      const trace = cluster.stages[1]!.stderr();
+      if (lastAt(taken, trace) > lastAt(ended, trace)) {
+        tracer = freezing;
+        break;
+      }
+      const released = new Promise((r) => freezing.once("exit", r));
+      freezing.kill();
+      await released;
+      if (aim === 3) throw new Error("three freezes of stage 1 landed outside a computation of the prompt");
+    }
+    try {
       // The helper vouches for the computation until it has gone stallMs without finishing a
       // layer, then the links fall silent and are declared dead 2.5 s later.
       let healthMs = 0;
@@ -356,7 +376,7 @@ describe("a stage stuck inside a computation", () => {
       expect(await cluster.stages[0]!.exited).toBe(69);
       expect(lastLine(cluster.stages[0]!.stderr())).toMatch(/"peer":"stage-1","link":"downstream",.*"msg":"peer silent"/);
     } finally {
-      tracer.kill();
+      tracer?.kill();
     }
     await killAll();
   }, 120_000);

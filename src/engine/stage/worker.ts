@@ -377,6 +377,9 @@ class StageRuntime {
     const result = this.heartbeat.run([this.coordinator, this.upstream, this.downstream, this.results], work);
     const ms = Math.round(performance.now() - started);
     if (ms >= defaultLiveness.heartbeatMs) this.options.log.debug({ ms }, "long compute: the helper thread kept the links heartbeating");
+    // At trace level every computation's end is said, as every frame's taking is: a trace tells
+    // whether the process was inside a computation at any moment.
+    else if (this.options.log.isLevelEnabled("trace")) this.options.log.trace({ ms }, "compute done");
     return result;
   }
 }
