@@ -6,6 +6,7 @@
  */
 import { readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
+import { lookAtProcess } from "../local-processes/index.js";
 
 const draftName = /^\..+\.(\d+)\.[0-9a-f]{8}\.tmp$/;
 
@@ -14,20 +15,11 @@ export async function sweepDrafts(dir: string): Promise<string[]> {
   const removed: string[] = [];
   for (const name of await readdir(dir).catch(() => [] as string[])) {
     const pid = Number(draftName.exec(name)?.[1]);
-    if (!Number.isInteger(pid) || pid <= 0 || isRunning(pid)) continue;
+    if (!Number.isInteger(pid) || pid <= 0 || (await lookAtProcess(pid)).runs) continue;
     await rm(join(dir, name), { force: true }).then(
       () => removed.push(name),
       () => undefined,
     );
   }
   return removed;
-}
-
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
 }

@@ -20,6 +20,7 @@ import { chmod, link, readFile, realpath, rename, rm, stat, utimes, writeFile } 
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { ShardctlError } from "../errors/index.js";
+import { lookAtProcess } from "../local-processes/index.js";
 
 export interface DaemonLock {
   file: string;
@@ -161,7 +162,7 @@ export async function acquireDaemonLock(
   }
   const me: Owner = {
     pid: process.pid,
-    startTime: (await procStatOf(process.pid)).startTime,
+    startTime: (await lookAtProcess(process.pid)).startTime,
     heartbeatMs,
     startedAtMs: Date.now(),
     ...(stateDir === undefined ? {} : { stateDir }),
@@ -342,15 +343,9 @@ async function readOwner(file: string): Promise<Owner | undefined> {
  * is touched: one silent for `staleBeats` heartbeats is not a daemon's that runs.
  */
 async function isRunning(owner: Owner, file?: string): Promise<boolean> {
-  try {
-    process.kill(owner.pid, 0);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "EPERM") return false;
-  }
-  const proc = await procStatOf(owner.pid);
-  // A zombie (killed, not yet reaped: a parent that waits late or never, a tracer) runs nothing.
-  if (proc.state === "Z" || proc.state === "X") return false;
-  if (proc.startTime !== "") return proc.startTime === owner.startTime;
+  const seen = await lookAtProcess(owner.pid);
+  if (!seen.runs) return false;
+  if (seen.startTime !== "") return seen.startTime === owner.startTime;
   if (file === undefined) return true;
   const touched = (await stat(file).catch(() => undefined))?.mtimeMs;
   return touched === undefined || Date.now() - touched < staleBeats * (owner.heartbeatMs ?? defaultHeartbeatMs);
@@ -358,16 +353,6 @@ async function isRunning(owner: Owner, file?: string): Promise<boolean> {
 
 /** Heartbeats a lock whose owner cannot be checked by its start time may miss before it counts as stale. */
 const staleBeats = 6;
-
-/**
- * From one read of /proc/<pid>/stat: field 3, the state (Z a zombie, X dead), and field 22, the
- * start time in clock ticks after boot; both empty where there is no /proc or no such process.
- */
-async function procStatOf(pid: number): Promise<{ state: string; startTime: string }> {
-  const stat = await readFile(`/proc/${pid}/stat`, "utf8").catch(() => "");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return { state: fields[0] ?? "", startTime: fields[19] ?? "" };
-}
 
 async function releaseIfOurs(file: string, me: Owner): Promise<void> {
   const owner = await readOwner(file).catch(() => undefined);

@@ -27,6 +27,7 @@ import { hostname } from "node:os";
 import { setTimeout as delay } from "node:timers/promises";
 import { ShardctlError } from "../errors/index.js";
 import { commandFailed, type NodeAccess } from "../nodes/index.js";
+import { lookAtProcess } from "../local-processes/index.js";
 
 export interface NodeLockOptions {
   /** Ends a wait for the lock (the caller's staging was stopped). */
@@ -110,16 +111,11 @@ export function lockHolderText(): string {
   return `shardctl (pid ${process.pid} on ${hostname()}${ns === undefined ? "" : `, pid namespace ${ns}`}, ${token})`;
 }
 
-/** Whether `holder` (a lock's text) names a process of this machine and pid namespace that no longer runs. */
-function isGoneFromHere(holder: string): boolean {
+/** Whether `holder` (a lock's text) names a process of this machine and pid namespace that no longer runs (gone, or a zombie). */
+async function isGoneFromHere(holder: string): Promise<boolean> {
   const named = /^shardctl \(pid (\d+) on (.+?)(?:, pid namespace (\d+))?, [0-9a-f]+\)$/.exec(holder);
   if (named === null || named[2] !== hostname() || named[3] !== pidNamespace()) return false;
-  try {
-    process.kill(Number(named[1]), 0);
-    return false;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "ESRCH";
-  }
+  return !(await lookAtProcess(Number(named[1]))).runs;
 }
 
 /**
@@ -175,7 +171,7 @@ async function holdNodeLock<T>(node: NodeAccess, file: string, work: () => Promi
     }
     if (state === "acquired") break;
     const holder = first.trim();
-    if (state === "held" && holder !== "" && holder !== gone && isGoneFromHere(holder)) {
+    if (state === "held" && holder !== "" && holder !== gone && (await isGoneFromHere(holder))) {
       [gone, goneBeat] = [holder, beat];
       continue;
     }
