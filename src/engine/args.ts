@@ -33,6 +33,12 @@ export interface EngineOptions {
    */
   computeStallMs: number;
   /**
+   * How long an idle pipeline link may go without sending a 16 KiB frame before it pads a
+   * heartbeat to that size, so that a path passing only small packets (a path-MTU black hole) is
+   * found while the cluster idles, ms; 0: never. Default 30000.
+   */
+  largeHeartbeatMs: number;
+  /**
    * Threads computing each product of this process's layers. Default: the machine's cores
    * (os.availableParallelism()); with two stages on one machine, give each its share.
    */
@@ -70,7 +76,8 @@ export const usage = `usage: shard-engine -m <model-dir> [--distributed-config <
                     [--host <ip>] [--port <port>] [--no-warmup] [--transport-token-file <file>]
                     [--model-name <name>] [--connect-timeout-ms <ms>] [--broken-exit-delay-ms <ms>]
                     [--threads <n>] [--max-sequences <n>] [--max-queued <n>] [--context-length <tokens>]
-                    [--compute-stall-ms <ms>] [--client-stall-ms <ms>] [--drain-ms <ms>]
+                    [--compute-stall-ms <ms>] [--large-heartbeat-ms <ms>] [--client-stall-ms <ms>]
+                    [--drain-ms <ms>]
        shard-engine --version | --help
 
 Without --distributed-config one process serves the whole model. With it, the node named by
@@ -88,7 +95,10 @@ generates one token end to end, unless --no-warmup. A stage or coordinator dials
 peers for up to --connect-timeout-ms (default 60000) before it gives up; once a stage link is lost,
 the coordinator answers /health 503 for --broken-exit-delay-ms (default 2000), then exits. A stage
 whose computation finishes no layer for --compute-stall-ms (default 30000) stops heartbeating its
-links, so its peers declare it dead as a stopped one.
+links, so its peers declare it dead as a stopped one. An idle pipeline link pads one heartbeat to
+16 KiB when it has sent nothing that large for --large-heartbeat-ms (default 30000; 0: never): a
+path that passes only small packets (a path-MTU black hole) then silences the link, and its peers
+declare it dead while the cluster idles rather than at its first request.
 A stream's generation waits while its client reads nothing and the socket's buffers are full; a
 client that stays so for --client-stall-ms (default 60000) is disconnected and its slot freed.
 On SIGTERM the coordinator (or single process) answers new requests 503 and lets those it is
@@ -119,6 +129,7 @@ export const engineFlags = {
   "connect-timeout-ms": { type: "string" },
   "broken-exit-delay-ms": { type: "string" },
   "compute-stall-ms": { type: "string" },
+  "large-heartbeat-ms": { type: "string" },
   "client-stall-ms": { type: "string" },
   "drain-ms": { type: "string" },
   threads: { type: "string" },
@@ -162,6 +173,7 @@ export function parseEngineArgs(argv: string[]): ParsedArgs {
       connectTimeoutMs: integer("connect-timeout-ms", values["connect-timeout-ms"], 60_000, 1, 24 * 3600_000),
       brokenExitDelayMs: integer("broken-exit-delay-ms", values["broken-exit-delay-ms"], 2000, 0, 600_000),
       computeStallMs: integer("compute-stall-ms", values["compute-stall-ms"], 30_000, 100, 24 * 3600_000),
+      largeHeartbeatMs: integer("large-heartbeat-ms", values["large-heartbeat-ms"], 30_000, 0, 24 * 3600_000),
       clientStallMs: integer("client-stall-ms", values["client-stall-ms"], 60_000, 100, 24 * 3600_000),
       drainMs: integer("drain-ms", values["drain-ms"], 3000, 0, 24 * 3600_000),
       threads: integer("threads", values.threads, availableParallelism(), 1, 1024),

@@ -16,7 +16,7 @@ import { RequestParser } from "./coordinator/request-parser.js";
 import { SequenceSlots } from "./coordinator/sequence-slots.js";
 import { TextCodec } from "./coordinator/text.js";
 import { generate } from "./coordinator/generate.js";
-import { joinHostPort } from "./transport/index.js";
+import { joinHostPort, padHeartbeatsEvery } from "./transport/index.js";
 import { failureExitStatus, peerSilentExitStatus } from "./exit-status.js";
 import { createLogger, type Logger } from "./log.js";
 import { readModelConfig } from "./model/index.js";
@@ -57,6 +57,7 @@ export async function runEngine(o: EngineOptions, exit: (code: number) => void =
   }
 
   const cluster = readClusterConfig(o.distributedConfig);
+  padHeartbeatsEvery(o.largeHeartbeatMs);
   if (token === undefined) log.warn("no --transport-token-file: transport peers are not authenticated; use only on a trusted network segment");
   const stageIndex = cluster.stages.findIndex((s) => s.id === nodeId);
   if (stageIndex >= 0) {

@@ -240,7 +240,7 @@ function ownSilentPeerWords(entry: LedgerEntry, death: DeathEvent, logs: Readonl
   const said = tail === undefined ? undefined : engineOf(entry.engine ?? defaultEngineKind).silentPeerIn?.(tail);
   if (said === undefined) return "";
   const link = said.link === "stage" ? `link to ${said.peer}` : said.link;
-  return `, saying its ${link} went silent (nothing from ${said.peer} for ${said.silentMs} ms; the other members' words do not show ${said.peer} stopped answering: the link between them may be what failed: cut, or passing only small packets, as a path-MTU black hole does — heartbeats, ping and SSH get through, activations do not; try \`ping -M do -s 1472\` between their nodes)`;
+  return `, saying its ${link} went silent (nothing from ${said.peer} for ${said.silentMs} ms; the other members' words do not show ${said.peer} stopped answering: the link between them may be what failed: cut, or passing only small packets, as a path-MTU black hole does — ping, SSH and small frames get through, activations and the links' padded heartbeats do not; try \`ping -M do -s 1472\` between their nodes)`;
 }
 
 /**

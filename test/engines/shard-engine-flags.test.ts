@@ -27,13 +27,15 @@ describe("shard-engine's flags", () => {
 
   it("a definition may pass the ones the launcher leaves to it, as flags and with values", () => {
     expect(
-      problems('extra_args = ["--no-warmup", "--connect-timeout-ms", "5000", "--broken-exit-delay-ms=200", "--compute-stall-ms", "900", "--client-stall-ms=100"]'),
+      problems(
+        'extra_args = ["--no-warmup", "--connect-timeout-ms", "5000", "--broken-exit-delay-ms=200", "--compute-stall-ms", "900", "--large-heartbeat-ms=0", "--client-stall-ms=100"]',
+      ),
     ).toEqual([]);
   });
 
   it("an unknown flag, a misspelt one or an unknown short one is refused at its place, naming the flags a definition may pass", () => {
     expect(problems('extra_args = ["--conect-timeout-ms", "5", "--threads-per-stage=2", "-x"]')).toEqual([
-      'engine.extra_args[0]: "--conect-timeout-ms" is not a flag of shard-engine: every process would stop at start (the flags a definition may pass: --max-queued, --no-warmup, --connect-timeout-ms, --broken-exit-delay-ms, --compute-stall-ms, --client-stall-ms, --drain-ms)',
+      'engine.extra_args[0]: "--conect-timeout-ms" is not a flag of shard-engine: every process would stop at start (the flags a definition may pass: --max-queued, --no-warmup, --connect-timeout-ms, --broken-exit-delay-ms, --compute-stall-ms, --large-heartbeat-ms, --client-stall-ms, --drain-ms)',
       expect.stringMatching(/^engine\.extra_args\[2\]: "--threads-per-stage=2" is not a flag of shard-engine/),
       expect.stringMatching(/^engine\.extra_args\[3\]: "-x" is not a flag of shard-engine/),
     ]);

@@ -11,6 +11,10 @@
  * like any link fault (it once spent the budget in three launches with the coordinator's or a
  * stage's exit as the reason, and stayed Stalled after the heal); once the path carries large
  * packets again the cluster serves by itself.
+ *
+ * A black hole that comes while the cluster idles is found without a request: each idle link pads
+ * a heartbeat to 16 KiB now and then (--large-heartbeat-ms), which cannot cross, and every frame
+ * behind it waits in the byte stream. Without that, the cluster said Healthy until its first request.
  */
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
@@ -49,5 +53,36 @@ it("a launch across a path-MTU black hole fails as a link fault naming it, spend
   const ready = await cluster.waitForReady(90_000);
   expect(ready.restarts?.count).toBe(1);
   // Large frames cross again: a completion through the whole pipeline (chat throws on anything but 200).
+  expect(typeof (await chat(ready.coordinator!.url, cluster.world.modelDir))).toBe("string");
+}, 240_000);
+
+it("an idle cluster a black hole comes between is found without a request: the padded heartbeat cannot pass, and the death names the black hole", async () => {
+  // Every idle link pads a heartbeat to 16 KiB each 2 s here (30 s by default).
+  const revision = await cluster.define({ extraArgs: ["--large-heartbeat-ms", "2000"] });
+  await cluster.waitForReady(90_000, revision);
+  const before = (await cluster.ledger())!.startedAt;
+  await blackHole(true);
+  const holedAt = Date.now();
+  // No request is sent: only the links' own frames cross the path.
+  const found = await cluster.waitFor((s) => s.restarts?.evidence.some((e) => Date.parse(e.at) >= holedAt) === true, 30_000);
+  const foundMs = Date.now() - holedAt;
+  expect(found.health).not.toBe("Healthy");
+  // Its words, once the members' logs are read.
+  const explained = await cluster.waitFor(
+    (s) => s.restarts?.evidence.some((e) => Date.parse(e.at) >= holedAt && !e.message.includes("why is being read")) === true,
+    30_000,
+  );
+  const death = explained.restarts!.evidence.find((e) => Date.parse(e.at) >= holedAt)!;
+  console.log(`idle black hole found in ${foundMs} ms: ${death.reason}: ${death.message}`);
+  // Within a padded beat (2 s) and the links' bound (2.5 s), with room for the daemon's look.
+  expect(foundMs).toBeLessThan(12_000);
+  expect(death.message).toContain("path-MTU black hole");
+  // Relaunched under it, the launch fails naming the black hole, as in the test above.
+  const relaunch = await cluster.waitFor((s) => s.lastError?.reason === "StageLinkUnreachable" && Date.parse(s.lastError.at) > holedAt, 90_000);
+  expect(relaunch.lastError!.message).toContain("A path-MTU black hole");
+  expect((await cluster.ledger())?.startedAt).not.toBe(before);
+
+  await blackHole(false);
+  const ready = await cluster.waitForReady(90_000, revision);
   expect(typeof (await chat(ready.coordinator!.url, cluster.world.modelDir))).toBe("string");
 }, 240_000);

@@ -63,6 +63,6 @@ test("a member that exited saying a peer went silent, while another member still
   const exited: DeathEvent = { cluster: "c1", label: "stage-1", node: "n2", reason: "StageDied", detail: "pid 3141 exited", at: new Date().toISOString() };
   expect(silentPeerReport(entry, exited, oneWay)).toBeUndefined();
   expect(explanation(entry, exited, oneWay, "exited with status 69")).toBe(
-    "stage-1 on n2: pid 3141 exited, saying its upstream went silent (nothing from stage-0 for 2585 ms; the other members' words do not show stage-0 stopped answering: the link between them may be what failed: cut, or passing only small packets, as a path-MTU black hole does — heartbeats, ping and SSH get through, activations do not; try `ping -M do -s 1472` between their nodes) (with status 69)",
+    "stage-1 on n2: pid 3141 exited, saying its upstream went silent (nothing from stage-0 for 2585 ms; the other members' words do not show stage-0 stopped answering: the link between them may be what failed: cut, or passing only small packets, as a path-MTU black hole does — ping, SSH and small frames get through, activations and the links' padded heartbeats do not; try `ping -M do -s 1472` between their nodes) (with status 69)",
   );
 });

@@ -7,7 +7,7 @@ import { connect, type Socket } from "node:net";
 import { clientMac, createNonce, macEquals, serverMac } from "./auth.js";
 import { joinHostPort } from "./host-port.js";
 import { encodeFrame, FrameReader, frameHeaderBytes, Kind } from "./frames.js";
-import { defaultLiveness, type LivenessBounds, unwatch, watch } from "./liveness.js";
+import { defaultLiveness, largeHeartbeatBytes, largeHeartbeatDue, type LivenessBounds, unwatch, watch } from "./liveness.js";
 
 /** Largest frame accepted before the handshake completes, bytes. */
 const handshakeMaxBytes = 4096;
@@ -40,6 +40,10 @@ export class HandshakeAbandoned extends Error {
   override readonly name = "HandshakeAbandoned";
 }
 
+const noPayload = Buffer.alloc(0);
+/** A large heartbeat's payload (liveness.ts): zeros, which the peer reads past as any heartbeat. */
+const padding = Buffer.alloc(largeHeartbeatBytes);
+
 export class Link {
   private handler: (kind: number, payload: Buffer) => void = () => {};
   private closeHandler: (reason: string) => void = () => {};
@@ -48,6 +52,8 @@ export class Link {
   /** When a byte was last received / a frame last sent (performance.now(), ms). */
   private lastHeard = performance.now();
   private lastSent = performance.now();
+  /** When a frame of at least largeHeartbeatBytes was last sent (performance.now(), ms). */
+  private lastLargeSent = performance.now();
   private readonly liveness: LivenessBounds;
   /** Set when the link was declared dead for silence. */
   silence: Silence | undefined;
@@ -100,6 +106,7 @@ export class Link {
     if (this.closed) return;
     this.bytesSent += payload.length + frameHeaderBytes;
     this.lastSent = performance.now();
+    if (payload.length >= largeHeartbeatBytes) this.lastLargeSent = this.lastSent;
     this.socket.write(encodeFrame(kind, payload));
   }
 
@@ -112,7 +119,7 @@ export class Link {
       this.fail(`no frame from ${this.peer} for ${silentMs} ms (dead after ${this.liveness.deadAfterMs} ms of silence)`);
       return;
     }
-    if (now - this.lastSent >= this.liveness.heartbeatMs) this.send(Kind.Heartbeat, Buffer.alloc(0));
+    if (now - this.lastSent >= this.liveness.heartbeatMs) this.send(Kind.Heartbeat, largeHeartbeatDue(this.lastLargeSent, now) ? padding : noPayload);
   }
 
   /** Time since a byte last came from the peer, ms (this process's blocked time excluded). */

@@ -30,6 +30,32 @@ export interface LivenessBounds {
 
 export const defaultLiveness: LivenessBounds = { heartbeatMs: 500, deadAfterMs: 2500 };
 
+/**
+ * Large heartbeats. Every frame above is small (a few bytes), as are the daemon's probes, ping and
+ * SSH's keystrokes, so a path that passes only small packets — a path-MTU black hole: a tunnel, VPN
+ * or switch with a smaller MTU and ICMP "fragmentation needed" filtered — looks healthy for as long
+ * as the cluster idles, and fails its first request. So an idle link pads one heartbeat to
+ * `largeHeartbeatBytes` (more than any path MTU, jumbo frames included: TCP cuts it into full-size
+ * segments) whenever it has sent no frame that large for `largeHeartbeatEveryMs`. Through a black
+ * hole those segments are dropped and resent without end, every later frame waits behind them in
+ * the byte stream, and the peer hears nothing: the link is declared dead one bound later, as a
+ * silent one is, while nobody uses the cluster.
+ */
+export const largeHeartbeatBytes = 16 * 1024;
+
+/** How long an idle link may go without sending a frame of `largeHeartbeatBytes`, ms; 0: never padded. Default 30000 (shard-engine --large-heartbeat-ms). */
+let largeHeartbeatEveryMs = 30_000;
+
+/** Set how often an idle link pads a heartbeat, ms (0: never), for every link of this process. */
+export function padHeartbeatsEvery(ms: number): void {
+  largeHeartbeatEveryMs = ms;
+}
+
+/** Whether a link that last sent a large frame at `lastLargeSent` pads its next heartbeat, at `now` (performance.now() ms). */
+export function largeHeartbeatDue(lastLargeSent: number, now: number): boolean {
+  return largeHeartbeatEveryMs > 0 && now - lastLargeSent >= largeHeartbeatEveryMs;
+}
+
 /** How often links are checked, ms. */
 export const tickMs = 100;
 /** Lateness of a tick above which this process counts as having been blocked, ms. */

@@ -65,7 +65,7 @@ export const referenceFacts = {
     flags: [
       ...["-m", "--model", "--distributed-config", "--node-id", "--host", "--port", "--transport-token-file", "--model-name"],
       ...["--threads", "--max-sequences", "--max-queued", "--context-length", "--no-warmup", "--connect-timeout-ms", "--broken-exit-delay-ms"],
-      ...["--compute-stall-ms", "--client-stall-ms", "--drain-ms", "--version", "-V", "--help", "-h"],
+      ...["--compute-stall-ms", "--large-heartbeat-ms", "--client-stall-ms", "--drain-ms", "--version", "-V", "--help", "-h"],
     ],
     // Its parser's bounds (a test holds them equal), ms unless said.
     integers: {
@@ -73,6 +73,7 @@ export const referenceFacts = {
       "--connect-timeout-ms": [1, 86_400_000],
       "--broken-exit-delay-ms": [0, 600_000],
       "--compute-stall-ms": [100, 86_400_000],
+      "--large-heartbeat-ms": [0, 86_400_000],
       "--client-stall-ms": [100, 86_400_000],
       "--drain-ms": [0, 86_400_000],
       "--threads": [1, 1024],
