@@ -4,12 +4,12 @@
  * must not show the old word as current. A real daemon (in this process) brings "zz" to Healthy on
  * two local nodes and stops without tearing it down; its stage engines are killed while no daemon
  * runs; a second daemon on the same address starts. Its first pass of each cluster plans it first,
- * and the clusters' engine answers `--version` after 6 s, so that pass takes that long. The page, open all along in real Chromium, shows the
+ * and the clusters' engine answers `--version` after 6 s from the restart on, so that pass takes that long. The page, open all along in real Chromium, shows the
  * file's Healthy only marked as not yet checked by the daemon that now runs, then the truth. A
  * status file that cannot be read when the daemon restarts does not take its cluster off the list:
  * the row stays, marked the same way, until the daemon's first pass of it.
  */
-import { writeFile } from "node:fs/promises";
+import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { pino } from "pino";
 import type { Browser, Page } from "playwright-core";
@@ -109,6 +109,7 @@ test("after a daemon restart the page marks a status file not yet checked by the
   // An engine already gone (its stage's own exit as the daemon stopped, on a loaded machine) is as
   // good: what matters is that none runs when the new daemon starts.
   for (const stage of healthy.stages) killUnlessGone(await enginePidOf(stage.pid!));
+  await writeFile(slowVersionFlag(), "");
   daemon = await runDaemon();
   await page.waitForFunction(`document.querySelector("[data-testid=connection]")?.dataset.state === "live"`, undefined, { timeout: 30_000 });
   // The new daemon's own word: zz is not Healthy (its engines are gone).
@@ -125,6 +126,7 @@ test("after a daemon restart the page marks a status file not yet checked by the
     seen.join(" → "),
   ).toBe(true);
   expect(seen.at(-1), seen.join(" → ")).toMatch(/^live\|\w+\|checked$/);
+  await rm(slowVersionFlag(), { force: true });
 }, 120_000);
 
 function killUnlessGone(pid: number): void {
@@ -135,11 +137,22 @@ function killUnlessGone(pid: number): void {
   }
 }
 
-/** The bundled engine, but for `--version`, which it answers after 6 s: a daemon's first pass of a cluster (which plans it) takes that long. */
+/** While it exists, the engine of slowVersionEngine answers `--version` after 6 s. */
+function slowVersionFlag(): string {
+  return join(world.root, "slow-version");
+}
+
+/**
+ * The bundled engine, but for `--version`, which it answers after 6 s while slowVersionFlag exists:
+ * a daemon's first pass of a cluster (which plans it) then takes that long. The flag is set just
+ * before the daemon restarts, so only the restarted daemon's first pass (the window under test) is
+ * slow, not the first launch.
+ */
 async function slowVersionEngine(): Promise<string> {
   const path = join(world.root, "slow-version-engine.sh");
   const engine = bundledShardEngineCommand.map((arg) => JSON.stringify(arg)).join(" ");
-  await writeFile(path, `#!/bin/sh\ncase " $* " in *" --version "*) sleep 6 ;; esac\nexec ${engine} "$@"\n`, { mode: 0o755 });
+  const flag = JSON.stringify(slowVersionFlag());
+  await writeFile(path, `#!/bin/sh\ncase " $* " in *" --version "*) [ -e ${flag} ] && sleep 6 ;; esac\nexec ${engine} "$@"\n`, { mode: 0o755 });
   return path;
 }
 
@@ -174,6 +187,7 @@ test("a status file unreadable at a daemon restart keeps its cluster's row, mark
   daemon = undefined;
   // Cut short (as a full disk or a hand edit leaves it): the next daemon cannot read it.
   await writeFile(join(world.clustersDir, "zy.status.json"), '{"cluster": "zy", "heal');
+  await writeFile(slowVersionFlag(), "");
   daemon = await runDaemon();
   // Any status that reads is the new daemon's (it wrote over the cut one).
   await waitForStatus(world, "zy", () => true, 45_000);
@@ -188,4 +202,5 @@ test("a status file unreadable at a daemon restart keeps its cluster's row, mark
   const live = afterRestart.filter((s) => s.startsWith("live|"));
   expect(live[0], rows.join(" → ")).toMatch(/\|unchecked$/);
   expect(live.at(-1), rows.join(" → ")).toMatch(/\|checked$/);
+  await rm(slowVersionFlag(), { force: true });
 }, 120_000);

@@ -49,7 +49,7 @@ async function failedLaunch(cluster: string, nodeId: string, deadlines: { stageL
 
 describe("a launch process stopped right after it was spawned", () => {
   it("a stage: said paused while the launch waits for it to listen, named by the StageListenTimeout, and torn down", async () => {
-    const { failure, events } = await failedLaunch("stage-stopped", "stage-1", { stageListenMs: 8_000 });
+    const { failure, events } = await failedLaunch("stage-stopped", "stage-1", { stageListenMs: 6_000 });
     const steps = events.map((e) => e.step);
     expect(failure.reason, failure.message).toBe("StageListenTimeout");
     expect(failure.step).toBe("stage-1-listen");
@@ -67,7 +67,7 @@ describe("a launch process stopped right after it was spawned", () => {
     );
     expect(failure.message).toMatch(
       new RegExp(
-        `^stage-1 on node-2 did not listen on \\S+ within 8000 ms; stage-1 on node-2 is stopped \\(pid ${pid} in state T, a stop signal such as SIGSTOP\\) since \\S+$`,
+        `^stage-1 on node-2 did not listen on \\S+ within 6000 ms; stage-1 on node-2 is stopped \\(pid ${pid} in state T, a stop signal such as SIGSTOP\\) since \\S+$`,
       ),
     );
     expect(steps).not.toContain("stage-0-paused");
@@ -75,7 +75,7 @@ describe("a launch process stopped right after it was spawned", () => {
   });
 
   it("the coordinator: said paused while the launch waits for /health, named by the CoordinatorHealthTimeout, and torn down", async () => {
-    const { failure, events } = await failedLaunch("coordinator-stopped", "coordinator", { coordinatorHealthMs: 8_000 });
+    const { failure, events } = await failedLaunch("coordinator-stopped", "coordinator", { coordinatorHealthMs: 6_000 });
     const steps = events.map((e) => e.step);
     expect(failure.reason, failure.message).toBe("CoordinatorHealthTimeout");
     expect(steps.indexOf("coordinator-paused"), steps.join(" ")).toBeGreaterThan(steps.indexOf("coordinator-started"));
@@ -84,7 +84,7 @@ describe("a launch process stopped right after it was spawned", () => {
       /: the launch waits for http:\/\/\S+\/health to answer 200 until \S+Z, which cannot happen/,
     );
     expect(failure.message).toMatch(
-      /\/health did not answer 200 within 8000 ms; it last (refused the connection: nothing listens there|did not answer within 2000 ms)( \(\d+ times in a row\))?; coordinator on node-1 is stopped \(pid \d+ in state T, a stop signal such as SIGSTOP\) since \S+$/,
+      /\/health did not answer 200 within 6000 ms; it last (refused the connection: nothing listens there|did not answer within 2000 ms)( \(\d+ times in a row\))?; coordinator on node-1 is stopped \(pid \d+ in state T, a stop signal such as SIGSTOP\) since \S+$/,
     );
   });
 
@@ -117,7 +117,7 @@ describe("a launch process stopped right after it was spawned", () => {
 // [engine] load_timeout_seconds can make as long as a large model's load (mlx-lm loads only then).
 describe("a launch process stopped while the first token is awaited", () => {
   it("is said paused while the launch waits, and named by the ReadinessProbeFailed", async () => {
-    const request = await makeRequest(world, { cluster: "stopped-at-probe", binary: world.standIns.coordinatorNeverCompletes, deadlines: { readinessMs: 8_000 } });
+    const request = await makeRequest(world, { cluster: "stopped-at-probe", binary: world.standIns.coordinatorNeverCompletes, deadlines: { readinessMs: 6_000 } });
     const context = makeContext(world);
     const onEvent = context.onEvent!;
     context.onEvent = (event) => {
@@ -139,7 +139,7 @@ describe("a launch process stopped while the first token is awaited", () => {
     expect(context.events.find((e) => e.step === "stage-1-paused")!.detail).toMatch(
       /: the launch waits for the first token through http:\/\/\S+\/v1\/completions until \S+Z, which cannot happen/,
     );
-    expect(failure.message).toMatch(/did not answer within 8000 ms; stage-1 on node-2 is stopped \(pid \d+ in state T, a stop signal such as SIGSTOP\) since \S+$/);
+    expect(failure.message).toMatch(/did not answer within 6000 ms; stage-1 on node-2 is stopped \(pid \d+ in state T, a stop signal such as SIGSTOP\) since \S+$/);
     expect(await processesMentioning(world, join(world.root, "run", "stopped-at-probe"))).toEqual([]);
   });
 });

@@ -36,13 +36,24 @@ for (const step of ["-1h", "+1h"]) {
       env: { LD_PRELOAD: libfaketime, FAKETIME_TIMESTAMP_FILE: clock, FAKETIME_NO_CACHE: "1", FAKETIME_DONT_FAKE_MONOTONIC: "1" },
     });
     const name = `clock${step === "-1h" ? "back" : "ahead"}`;
-    // Stages that take 8 s to start: the step, made once the status says Launching, comes while the launch waits for them.
-    const revision = await dw.define(name, { nodes: ["n1", "n2"], binary: await writeSlowEngine(world, 8) });
-    await waitForStatus(world, name, (s) => conditionOf(s, "Ready")?.reason === "Launching", 60_000);
+    // Engines that take 4 s to start (the stages, then the coordinator): the step, made once stage-0
+    // is started, comes while the launch waits for it to listen.
+    const revision = await dw.define(name, { nodes: ["n1", "n2"], binary: await writeSlowEngine(world, 4) });
+    // Once stage-0 is started, while the launch waits for it to listen.
+    await waitForStatus(world, name, (s) => conditionOf(s, "Ready")?.reason === "Launching" && s.timeline.some((e) => e.step === "stage-0-started"), 60_000);
+    const steppedAt = Date.now();
     await writeFile(clock, `${step}\n`);
     const ready = await waitForStatus(world, name, (s) => isReadyAt(s, revision), 90_000);
     expect(ready.restarts?.count ?? 1).toBe(1);
+    // No launch failed on the way (a wait the step ended early fails as a timeout, which a link fault's
+    // refund would leave uncounted).
+    expect(ready.history.filter((h) => h.result === "failed").map((h) => `${h.action}: ${h.reason ?? ""}`)).toEqual([]);
     expect(ready.history.every((h) => h.durationMs >= 0 && h.durationMs < 120_000)).toBe(true);
+    // The step came while the launch waited for its stages, not after: the daemon said them listening
+    // on the stepped clock (else this test would prove nothing).
+    const listening = ready.timeline.filter((e) => /^stage-\d+-listening$/.test(e.step)).map((e) => Date.parse(e.at) - steppedAt);
+    expect(listening).toHaveLength(2);
+    for (const offsetMs of listening) expect(step === "+1h" ? offsetMs > 30 * 60_000 : offsetMs < -30 * 60_000, `${offsetMs} ms`).toBe(true);
     expect(await removeDefinition(world, name, 60_000)).toBe(true);
     daemon.child.kill("SIGTERM");
     await daemon.exited;
