@@ -13,6 +13,7 @@ export type {
   DeathReason,
   HealthDeps,
   ObservabilityEvent,
+  CutOffEvent,
   StageCard,
   TransportState,
   WatchedCluster,
@@ -20,7 +21,7 @@ export type {
   WatchedProcess,
 } from "./types.js";
 export { observeCluster, type ObserveOptions } from "./observe-cluster.js";
-export { monitorCluster, type ClusterMonitor, type MonitorOptions } from "./monitor-cluster.js";
+export { monitorCluster, defaultCutOffGraceMs, type ClusterMonitor, type MonitorOptions } from "./monitor-cluster.js";
 export { aggregateHealth } from "./aggregate-health.js";
 export { blamedForLostLink, consequenceOf, describeDeath } from "./describe-death.js";
 export {

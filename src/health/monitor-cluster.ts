@@ -50,7 +50,7 @@ import { judgeExit } from "./judge-exit.js";
 import { PromptProgress } from "./prompt-progress.js";
 import { alsoStopped, describeStopped, lookForStoppedMembers } from "./stopped-members.js";
 import { StrikeCounter } from "./strike-counter.js";
-import type { DeathConsequence, DeathEvent, DeathReason, HealthDeps, ObservabilityEvent, WatchedCluster, WatchedProcess } from "./types.js";
+import type { CutOffEvent, DeathConsequence, DeathEvent, DeathReason, HealthDeps, ObservabilityEvent, WatchedCluster, WatchedProcess } from "./types.js";
 import { joinHostPort, readTail } from "../nodes/index.js";
 
 /** Lines kept of a log's end when the whole of it is wanted (the last 64 KiB read hold fewer). */
@@ -62,6 +62,8 @@ export interface MonitorOptions extends HealthDeps {
   onUnobservable?: (event: ObservabilityEvent) => void;
   /** A node reported unobservable answers again. */
   onObservable?: (event: ObservabilityEvent) => void;
+  /** The daemon reaches none of the cluster's nodes and the coordinator is silent (see defaultCutOffGraceMs); and once that ends. */
+  onCutOff?: (event: CutOffEvent) => void;
   /** Time from the start of one probe of a check to the start of its next, ms. Default 1000. */
   pollIntervalMs?: number;
   /** Consecutive failed probes of a check before it is judged. Default 2. */
@@ -77,6 +79,11 @@ export interface MonitorOptions extends HealthDeps {
   lostPeerWindowMs?: number;
   /** Replaces the engine's generation watchdog timings (tests shorten them). Default: the engine's. */
   generationWatchdog?: { intervalMs: number; timeoutMs: number };
+  /**
+   * How long silence is not held against a cluster while the daemon reaches none of its nodes (every
+   * member on a remote node that misses its liveness probes), ms. Default 300000 (`defaultCutOffGraceMs`).
+   */
+  cutOffGraceMs?: number;
   /**
    * Nodes already known not to answer (a teardown just failed to reach them): taken as unobservable
    * from the start, without an `onUnobservable`, so their very first answer is an `onObservable`.
@@ -111,6 +118,20 @@ const flakyPathMs = 10_000;
 function slowPathTimeoutMs(timeoutMs: number): number {
   return 5 * timeoutMs;
 }
+
+/**
+ * How long silence is not held against a cluster while the daemon reaches none of its nodes, ms
+ * (5 minutes, as long as Kubernetes leaves the pods of a node that stopped answering). When the
+ * machine running the daemon loses its own network (a laptop off its Wi-Fi, a switch port), its
+ * probes of the coordinator go unanswered exactly as they would if the coordinator's node were cut
+ * off, while the pipeline — all of it on nodes that still reach each other — may serve its clients
+ * throughout; a teardown then could not even reach the processes, and the next pass after the heal
+ * would stop a cluster that never stopped serving, spending its restart budget. So silence alone is
+ * no death while no node of the cluster answers: the passes say the daemon is cut off, and the
+ * cluster is judged again once a node answers. A cluster all of whose nodes stay silent longer (lost
+ * power, or a network that does not come back) is then judged by its silence as before.
+ */
+export const defaultCutOffGraceMs = 300_000;
 
 /**
  * Failed answers in a row to the generation watchdog's probe (a server error other than 503, or a
@@ -223,6 +244,9 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   // A node answered (or did not): track whether the control channel to it works.
   const answered = (node: string): void => {
     unanswered.set(node, 0);
+    // Reached again: a later cut-off has its grace afresh.
+    cutOffSince = undefined;
+    tellCutOff(false);
     if (!unobservable.delete(node) || done) return;
     options.onObservable?.({ cluster: cluster.cluster, node, labels: labelsOn(node), detail: "answers again", at: new Date().toISOString() });
   };
@@ -239,6 +263,34 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   // A node answers its liveness probes (local ones always): the node that probes transport ports is
   // trusted to report silence only while it does.
   const nodeAnswers = (node: string): boolean => options.nodeFor(node).kind === "local" || (unanswered.get(node) ?? 0) === 0;
+  // Since when the daemon reaches none of the cluster's nodes (performance.now(), ms), while it does.
+  const memberNodes = [...new Set(cluster.processes.map((p) => p.node))];
+  let cutOffSince: number | undefined;
+  const cutOffGraceMs = options.cutOffGraceMs ?? defaultCutOffGraceMs;
+  /** Whether the daemon reaches none of the cluster's nodes: every member on a remote node that misses its liveness probes. */
+  const cutOff = (): boolean => {
+    const all = memberNodes.length > 0 && memberNodes.every((node) => !nodeAnswers(node));
+    if (!all) cutOffSince = undefined;
+    else cutOffSince ??= performance.now();
+    return all;
+  };
+  /** Whether silence says nothing of the cluster now: the daemon is cut off from all of it, for less than the grace so far. */
+  const blindedByCutOff = (): boolean => {
+    const blinded = cutOff() && performance.now() - cutOffSince! < cutOffGraceMs;
+    tellCutOff(blinded);
+    return blinded;
+  };
+  // Since when the cut-off was reported (wall clock, ISO), while it was.
+  let toldCutOffSince: string | undefined;
+  const tellCutOff = (blinded: boolean): void => {
+    if (done || blinded === (toldCutOffSince !== undefined)) return;
+    const since = toldCutOffSince ?? new Date(Date.now() - (performance.now() - cutOffSince!)).toISOString();
+    toldCutOffSince = blinded ? since : undefined;
+    options.onCutOff?.({ cluster: cluster.cluster, nodes: memberNodes, since, graceMs: cutOffGraceMs, ...(blinded ? {} : { ended: true as const }) });
+  };
+  /** What a death by silence adds when it comes after the grace. */
+  const afterCutOff = (): string =>
+    cutOff() ? `; none of its nodes (${memberNodes.join(", ")}) has answered the daemon for ${Math.round((performance.now() - cutOffSince!) / 1000)} s` : "";
 
   // Watch every process's exit.
   const watch = async (process: WatchedProcess): Promise<void> => {
@@ -332,7 +384,18 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     // Silence (a busy coordinator answering late) says nothing against the last ready answer; a definite answer does.
     if (health === "ok") readyAt = performance.now();
     else if (health !== "unknown") readyAt = undefined;
+    if (health !== "unknown") {
+      cutOffSince = undefined;
+      tellCutOff(false);
+    }
     if (health === "ok") return strikes.clear("coordinator:health");
+    // Silence while the daemon reaches none of the cluster's nodes is no strike: its own network is
+    // the likeliest fault. Counted afresh once a node answers, or once the grace has passed.
+    if (health === "unknown" && blindedByCutOff()) {
+      strikes.clear("coordinator:health");
+      silentSince = undefined;
+      return;
+    }
     // Any answer but "ready" counts; a run ends the cluster at `strikes` when its last answer is a
     // definite one, and at `strikes + 1` when it is silence (and, with the definition's
     // health_silence_seconds, once the silence has lasted that long: a busy engine may answer late).
@@ -346,7 +409,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
         : `${url}${readiness.healthPath} was ${health === "unknown" ? "silent" : healthInWords(answer)} for ${count} probes in a row`;
     if (count >= limit && health !== "unknown") return declareUnlessSomeoneDied(coordinator, "CoordinatorUnhealthy", detail);
     const silentLongEnough = cluster.healthSilenceSeconds === undefined || silentMs >= cluster.healthSilenceSeconds * 1000;
-    if (count >= limit + 1 && silentLongEnough) die(coordinator, "CoordinatorUnhealthy", detail);
+    if (count >= limit + 1 && silentLongEnough) die(coordinator, "CoordinatorUnhealthy", `${detail}${afterCutOff()}`);
   };
 
   // Each check on its own loop: a probe starts `pollIntervalMs` after the previous one started, or
@@ -472,7 +535,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
             await sleep(Math.max(0, watchdog.timeoutMs - (performance.now() - askedAt)), controller.signal);
             if (done || controller.signal.aborted) return;
             const after = await probeProgress(url, readiness, controller.signal);
-            if (done || controller.signal.aborted || after === undefined || after > before) continue;
+            if (done || controller.signal.aborted || after === undefined || after > before || blindedByCutOff()) continue;
             await judgeHang(
               server,
               `a one-token completion through ${url} was refused as busy (429) and the pipeline generated nothing in ${watchdog.timeoutMs} ms (${after} tokens since it started)`,
@@ -482,6 +545,8 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
           }
           // "taken": the engine has the request and every slot is busy; the next probe judges again.
           if (answer !== "timeout") continue;
+          // No answer while the daemon reaches none of the cluster's nodes says nothing of the pipeline.
+          if (blindedByCutOff()) continue;
           // A long prompt that keeps moving holds every new request back: busy, not hung.
           if (prompts !== undefined && (await prompts.moving())) continue;
           if (done || controller.signal.aborted) return;

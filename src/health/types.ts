@@ -135,6 +135,20 @@ export interface ObservabilityEvent {
   at: string;
 }
 
+/**
+ * The daemon reaches none of a cluster's nodes (each misses its liveness probes) and the
+ * coordinator's /health is silent: the daemon's own network, most likely. Silence is not held
+ * against the cluster for `graceMs` from `since`. Reported as it begins, and with `ended` once a
+ * node or the coordinator answers again.
+ */
+export interface CutOffEvent {
+  cluster: string;
+  nodes: string[];
+  since: string;
+  graceMs: number;
+  ended?: true;
+}
+
 export interface DeathEvent {
   cluster: string;
   /** `stage-0`, `coordinator`. */

@@ -5,7 +5,7 @@
  * staging progress, the pass history, and the plan of a revision (so an idle daemon does not
  * re-inspect the model every resync).
  */
-import type { ClusterObservation, ObservabilityEvent } from "../health/index.js";
+import type { ClusterObservation, CutOffEvent, ObservabilityEvent } from "../health/index.js";
 import type { LedgerEntry, Supervision } from "../launch/index.js";
 import type { ClusterSpec } from "../spec/index.js";
 import type { IdentifiedPlan } from "./decision-inputs.js";
@@ -42,7 +42,14 @@ export interface ClusterMemory {
    * The supervision (health monitor + teardown on death) of the running launch, if any, with the
    * launch's ledger entry as last read: written back should the ledger lose it while it runs.
    */
-  supervision?: { startedAt: string; entry: LedgerEntry; supervision: Supervision; unobservable?: ReadonlyMap<string, ObservabilityEvent> };
+  supervision?: {
+    startedAt: string;
+    entry: LedgerEntry;
+    supervision: Supervision;
+    unobservable?: ReadonlyMap<string, ObservabilityEvent>;
+    /** While the daemon reaches none of the cluster's nodes and its coordinator is silent. */
+    cutOff?: CutOffEvent;
+  };
   /** A launch (its `startedAt`) cut short by a previous daemon's end and given back to the budget. */
   refundedLaunch?: string;
   /** The next look at a running cluster that did not look Healthy, ms after its pass (see recheckUnlessHealthy). */

@@ -34,6 +34,7 @@ export type MonitorTuning = {
   probeTimeoutMs?: number;
   slowPathTimeoutMs?: number;
   generationWatchdog?: { intervalMs: number; timeoutMs: number };
+  cutOffGraceMs?: number;
 };
 
 export interface WorldOptions {

@@ -25,6 +25,12 @@ export type HealthReason =
    */
   | "NodeUnobservable"
   /**
+   * Not a death: the daemon reaches none of the cluster's nodes over SSH and the coordinator's
+   * /health is silent — the daemon's own network, most likely — while the pipeline may serve its
+   * clients. Ready is Unknown; nothing is torn down for the grace (5 minutes) of it.
+   */
+  | "DaemonCutOff"
+  /**
    * Not a death: a pass's probe of a stage's transport port or of the coordinator's /health got no
    * answer within its deadline; the condition it feeds is Unknown, the monitor's strikes judge it.
    */

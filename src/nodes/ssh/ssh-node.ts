@@ -161,7 +161,7 @@ export class SshNode extends ShellNode implements NodeAccess {
         return await connection.withChannel(guarded);
       } catch (error) {
         if (error instanceof ShardctlError) throw error;
-        throw new ShardctlError("NodeUnreachable", `node ${this.config.name}: ${argv[0]}: ${(error as Error).message}`, { cause: error });
+        throw new ShardctlError("NodeUnreachable", `node ${this.config.name}: ${argv[0]}: ${inWords((error as Error).message)}`, { cause: error });
       }
     })();
     const deadlineMs = options.deadlineMs ?? defaultDeadlineMs;
@@ -592,4 +592,16 @@ function isUsable(client: Client): boolean {
 
 function fileError(node: string, verb: string, path: string, error: Error): ShardctlError {
   return new ShardctlError("NodeFileError", `node ${node}: cannot ${verb} ${path}: ${error.message}`, { cause: error });
+}
+
+/**
+ * The SSH library's word for a session request the server never confirmed, in an operator's: a
+ * connection that dies as a command is asked (a cut network, a node going down) fails its request
+ * with a bare "Unable to exec", which reads like a missing program.
+ */
+function inWords(message: string): string {
+  if (message === "Unable to exec" || message === "Channel is not open") {
+    return `the SSH session did not start the command (${message}): the connection to the node failed as it was asked (the network to it cut, or the node going down)`;
+  }
+  return message;
 }

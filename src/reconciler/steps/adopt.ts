@@ -34,7 +34,8 @@ export const adopt: Step = {
     // A node the supervision cannot observe keeps its condition across a resync: set with the rest,
     // not after them, so that the probes' word in between does not restart its transition time.
     const unobservable = pass.memory.supervision?.unobservable ?? new Map<string, ObservabilityEvent>();
-    let health = markRunning(pass.memory, revision, entry, pass.observation, unobservableConditions(unobservable));
+    const cutOff = pass.memory.supervision?.cutOff;
+    let health = markRunning(pass.memory, revision, entry, pass.observation, unobservableConditions(unobservable, cutOff));
     if (health === undefined) return dying(pass.memory);
     const registration = unregistered ?? (await confirmRegistration(pass, entry, spec)) ?? routerSilence(pass, entry);
     if (pass.memory.deathRecordedFor === entry.startedAt) return dying(pass.memory);
@@ -42,7 +43,7 @@ export const adopt: Step = {
       setConditions(pass.memory, revision, { Registered: registration });
       if (health === "Healthy") health = "Degraded";
     }
-    if (markUnobservable(pass.memory, revision, unobservable) && health === "Healthy") health = "Degraded";
+    if (markUnobservable(pass.memory, revision, unobservable, cutOff) && health === "Healthy") health = "Degraded";
     return { action: "none", result: "success", health, outcome: recheckUnlessHealthy(pass.memory, health) };
   },
 };

@@ -5,7 +5,7 @@
  * reach over SSH while the pipeline serves is no death: the status says Degraded and names it until
  * it answers again.
  */
-import type { ObservabilityEvent } from "../../health/index.js";
+import type { CutOffEvent, ObservabilityEvent } from "../../health/index.js";
 import { superviseCluster, type LedgerEntry } from "../../launch/index.js";
 import { definitionOf, type Pass } from "../pass.js";
 import { explainDeath, recordDeath, type RecordedDeath } from "../record-death.js";
@@ -63,6 +63,18 @@ export function watch(pass: Pass, entry: LedgerEntry): void {
     else world.log.info({ cluster: entry.cluster, node: event.node }, "node observable again");
     showObservability(pass, entry, unobservable);
   };
+  const cutOff = (event: CutOffEvent): void => {
+    if (memory.supervision?.supervision !== supervision) return;
+    if (event.ended === true) delete memory.supervision.cutOff;
+    else memory.supervision.cutOff = event;
+    if (event.ended === true) world.log.info({ cluster: entry.cluster }, "the daemon reaches the cluster again");
+    else
+      world.log.warn(
+        { cluster: entry.cluster, nodes: event.nodes, since: event.since },
+        "the daemon reaches none of the cluster's nodes; nothing is torn down meanwhile",
+      );
+    showObservability(pass, entry, unobservable);
+  };
   const supervision = superviseCluster(entry, {
     ...world.teardownContext(settings, ledger, memory),
     monitor: {
@@ -70,6 +82,7 @@ export function watch(pass: Pass, entry: LedgerEntry): void {
       ...(memory.planned === undefined ? {} : { layers: memory.planned.plan.stages.map((s) => s.layers) }),
       onUnobservable: (event) => observability(event, true),
       onObservable: (event) => observability(event, false),
+      onCutOff: cutOff,
     },
     onLogTrimmed: (node, file, bytes) => world.noteLogTrimmed(entry.cluster, node, file, bytes),
     onDeath: (death) => {
@@ -113,11 +126,20 @@ export function watch(pass: Pass, entry: LedgerEntry): void {
  */
 export function showObservability(pass: Pass, entry: LedgerEntry, unobservable: ReadonlyMap<string, ObservabilityEvent>): void {
   const { memory, world, settings } = pass;
-  if (!isServing(memory)) return;
+  const cutOff = memory.supervision?.cutOff;
+  const saidCutOff = isCutOff(memory);
+  if (!isServing(memory) && !saidCutOff) return;
   // The revision Ready holds at: what serves, which is not the last valid definition's while a stall
   // keeps an older revision serving.
   const ready = memory.conditions.find((c) => c.type === "Ready")?.observedRevision;
   const revision = ready !== undefined && ready !== "" ? ready : (memory.lastGood?.revision ?? entry.revision);
+  if (cutOff !== undefined) {
+    markUnobservable(memory, revision, unobservable, cutOff);
+    void world.writeStatus(entry.cluster, memory, { action: "none", result: "success", reason: "DaemonCutOff", health: "Degraded" }, settings);
+    return;
+  }
+  // Ready as it was before the cut-off: what a node that answers again, or the coordinator, says.
+  if (saidCutOff) markRunning(memory, revision, entry);
   if (unobservable.size === 0) {
     // The node answering again says nothing of what the last pass could not confirm otherwise (a
     // probe without an answer, the router): those conditions stay as they were, transition time
@@ -126,7 +148,8 @@ export function showObservability(pass: Pass, entry: LedgerEntry, unobservable: 
     // Reconciling and the last error stay until a pass sees the change.
     const wasStalled = memory.conditions.some((c) => c.type === "Stalled" && c.status === "True");
     const kept = memory.conditions.filter(
-      (c) => (c.status === "Unknown" && c.reason !== "NodeUnobservable") || (wasStalled && (c.type === "Stalled" || c.type === "Reconciling")),
+      (c) =>
+        (c.status === "Unknown" && c.reason !== "NodeUnobservable" && c.reason !== "DaemonCutOff") || (wasStalled && (c.type === "Stalled" || c.type === "Reconciling")),
     );
     const lastError = memory.lastError;
     markRunning(memory, revision, entry);
@@ -150,7 +173,16 @@ export function showObservability(pass: Pass, entry: LedgerEntry, unobservable: 
  * The condition of what runs on unobservable nodes (StagesListening, or CoordinatorHealthy for a
  * node running only the coordinator): Unknown, naming them. None while every node answers.
  */
-export function unobservableConditions(unobservable: ReadonlyMap<string, ObservabilityEvent>): ConditionUpdates {
+export function unobservableConditions(unobservable: ReadonlyMap<string, ObservabilityEvent>, cutOff?: CutOffEvent): ConditionUpdates {
+  if (cutOff !== undefined) {
+    const graceEnds = new Date(Date.parse(cutOff.since) + cutOff.graceMs).toISOString();
+    const message = `the daemon reaches none of this cluster's nodes (${cutOff.nodes.join(", ")}) and its coordinator does not answer, since ${cutOff.since}: the daemon's own network, most likely, or every one of them at once. The pipeline may serve its clients meanwhile: nothing is torn down or counted; if nothing answers by ${graceEnds}, its silence is judged as a death`;
+    return {
+      Ready: { status: "Unknown", reason: "DaemonCutOff", message },
+      StagesListening: { status: "Unknown", reason: "NodeUnobservable", message },
+      CoordinatorHealthy: { status: "Unknown", reason: "NodeUnobservable", message },
+    };
+  }
   if (unobservable.size === 0) return {};
   const events = [...unobservable.values()];
   const message = `${events.map((e) => `node ${e.node} (${e.labels.join(", ")}) is unobservable over SSH: ${e.detail}`).join("; ")}; the pipeline still serves, reconnecting`;
@@ -164,17 +196,24 @@ export function unobservableConditions(unobservable: ReadonlyMap<string, Observa
  * The conditions of `unobservableConditions`, and the stage cards of what runs on those nodes with
  * their liveness unknown. Returns whether any node is unobservable.
  */
-export function markUnobservable(memory: Pass["memory"], revision: string, unobservable: ReadonlyMap<string, ObservabilityEvent>): boolean {
-  if (unobservable.size === 0) return false;
+export function markUnobservable(memory: Pass["memory"], revision: string, unobservable: ReadonlyMap<string, ObservabilityEvent>, cutOff?: CutOffEvent): boolean {
+  if (unobservable.size === 0 && cutOff === undefined) return false;
   // The cards of what runs there say so too: alive was the last look's word, which no one can confirm now.
-  const silent = new Set(unobservable.keys());
+  const silent = new Set([...unobservable.keys(), ...(cutOff?.nodes ?? [])]);
   const observation = memory.observation;
   if (observation !== undefined) {
     memory.observation = {
       ...observation,
       stages: observation.stages.map((card) => (silent.has(card.node) && card.liveness !== "gone" ? { ...card, alive: false, liveness: "unknown" as const } : card)),
+      // Cut off, the coordinator's "ok" was the last look's word too.
+      ...(cutOff !== undefined && observation.coordinator !== undefined ? { coordinator: { ...observation.coordinator, health: "unknown" as const } } : {}),
     };
   }
-  setConditions(memory, revision, unobservableConditions(unobservable));
+  setConditions(memory, revision, unobservableConditions(unobservable, cutOff));
   return true;
+}
+
+/** Whether the status says the daemon is cut off from the cluster (Ready Unknown, DaemonCutOff). */
+function isCutOff(memory: Pass["memory"]): boolean {
+  return memory.conditions.some((c) => c.type === "Ready" && c.status === "Unknown" && c.reason === "DaemonCutOff");
 }

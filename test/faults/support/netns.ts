@@ -47,6 +47,12 @@ export interface LabHost {
    * links go silent, the control channel keeps working. `heal` ends it.
    */
   cutData(): Promise<void>;
+  /**
+   * Drop every packet between the host and the root namespace's bridge address (both ways,
+   * silently), where the daemon runs: the daemon's own network lost, while the lab hosts still reach
+   * each other. `heal` ends it.
+   */
+  cutFromGateway(): Promise<void>;
   /** Kill every sshd process of the host (listener and sessions): the control channel is lost. */
   killSshd(): Promise<void>;
   startSshd(): Promise<void>;
@@ -212,6 +218,10 @@ export async function startLab(count = 3): Promise<Lab> {
         cutData: async () => {
           await iptables(["-I", "INPUT", "-p", "tcp", "!", "--dport", "22", "-j", "DROP"]);
           await iptables(["-I", "OUTPUT", "-p", "tcp", "!", "--sport", "22", "-j", "DROP"]);
+        },
+        cutFromGateway: async () => {
+          await iptables(["-I", "INPUT", "-s", gateway, "-j", "DROP"]);
+          await iptables(["-I", "OUTPUT", "-d", gateway, "-j", "DROP"]);
         },
         loss: async (fraction) => {
           const p = String(fraction);
