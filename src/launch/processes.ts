@@ -109,7 +109,7 @@ const stillRunningDeadlineMs = 2_000;
  */
 export async function askExit(node: NodeAccess, process: LedgerProcess): Promise<{ words: string; known: boolean }> {
   const record = await readExitRecord(node, process);
-  if ("unreadable" in record) return { words: `ended (its exit status could not be read: ${record.unreadable})`, known: false };
+  if ("unreadable" in record) return { words: `its exit status could not be read (${record.unreadable})`, known: false };
   if ("status" in record) return { words: await describeStatus(node, process, record.status), known: true };
   // No status yet may be no end yet: a teardown whose signal timed out on a loaded node leaves the
   // process running, and "ended without recording" would send its operator looking for a full disk.

@@ -49,7 +49,7 @@ test("a recorded status, none recorded, and a node that does not answer are thre
     const fresh = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "no-config") });
     const unread = await askExit(fresh.get(sshNodeConfig(sshd, 0)), recorded).finally(() => fresh.close());
     expect(unread, JSON.stringify(unread)).toMatchObject({ known: false });
-    expect(unread.words).toMatch(/^ended \(its exit status could not be read: .*node-1/);
+    expect(unread.words).toMatch(/^its exit status could not be read \(.*node-1/);
     expect(unread.words).not.toContain("ended without recording");
   } finally {
     await sshd.nodes[0]!.start();
