@@ -276,8 +276,10 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   };
   /** Whether silence says nothing of the cluster now: the daemon is cut off from all of it, for less than the grace so far. */
   const blindedByCutOff = (): boolean => {
-    const blinded = cutOff() && performance.now() - cutOffSince! < cutOffGraceMs;
-    tellCutOff(blinded);
+    const all = cutOff();
+    const blinded = all && performance.now() - cutOffSince! < cutOffGraceMs;
+    // Past the grace the report stands: nothing answered, and the death that follows replaces it.
+    if (blinded || !all) tellCutOff(blinded);
     return blinded;
   };
   // Since when the cut-off was reported (wall clock, ISO), while it was.
@@ -364,6 +366,9 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     die(process, "StagePortClosed", detail, true);
   };
 
+  // Whether the coordinator's last /health probe went unanswered: the generation watchdog's silence
+  // says nothing of the pipeline only while the coordinator is silent too (a cut-off daemon).
+  let healthSilent = false;
   // The coordinator's /health, from the control machine. When its current run of silent probes
   // began (performance.now(), ms), the first probe's deadline included.
   let silentSince: number | undefined;
@@ -375,6 +380,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     const answer = await probeCoordinatorHealth(url, readiness, timeoutMs);
     const health = answer.health;
     if (done) return;
+    healthSilent = health === "unknown";
     if (health !== "unknown") {
       // With health_silence_seconds, silence and definite answers are counted apart: an engine that
       // answers at last, after a long request, with one refusal or 503 has not answered badly twice.
@@ -535,7 +541,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
             await sleep(Math.max(0, watchdog.timeoutMs - (performance.now() - askedAt)), controller.signal);
             if (done || controller.signal.aborted) return;
             const after = await probeProgress(url, readiness, controller.signal);
-            if (done || controller.signal.aborted || after === undefined || after > before || blindedByCutOff()) continue;
+            if (done || controller.signal.aborted || after === undefined || after > before) continue;
             await judgeHang(
               server,
               `a one-token completion through ${url} was refused as busy (429) and the pipeline generated nothing in ${watchdog.timeoutMs} ms (${after} tokens since it started)`,
@@ -545,8 +551,8 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
           }
           // "taken": the engine has the request and every slot is busy; the next probe judges again.
           if (answer !== "timeout") continue;
-          // No answer while the daemon reaches none of the cluster's nodes says nothing of the pipeline.
-          if (blindedByCutOff()) continue;
+          // No answer while the daemon reaches none of the cluster's nodes, nor its coordinator, says nothing of the pipeline.
+          if (healthSilent && blindedByCutOff()) continue;
           // A long prompt that keeps moving holds every new request back: busy, not hung.
           if (prompts !== undefined && (await prompts.moving())) continue;
           if (done || controller.signal.aborted) return;

@@ -40,7 +40,7 @@ export function calledOff(memory: ClusterMemory, revision: string, action: strin
   const next = reason === "DaemonStopping" ? "the daemon's next start takes it up again" : "the next pass takes that up now";
   const message = `stopped launching revision ${revision.slice(0, 12)} at the ${action} step: ${why}; ${next}`;
   // Called off before the replace step, the launch that ran still serves, and Ready stands.
-  const serving = isServing(memory);
+  const serving = readyStands(memory);
   const stalled = memory.conditions.some((c) => c.type === "Stalled" && c.status === "True");
   setConditions(memory, revision, {
     ...(serving ? {} : { Ready: { status: "False", reason, message } }),
@@ -78,7 +78,7 @@ export function failed(memory: ClusterMemory, error: unknown, action: string): V
   // stall (a spent budget) already said it stopped.
   const stalledNow = memory.conditions.some((c) => c.type === "Stalled" && c.status === "True");
   setConditions(memory, memory.lastGood?.revision ?? "", {
-    ...(isServing(memory) ? {} : { Ready: { status: "False", reason, message } }),
+    ...(readyStands(memory) ? {} : { Ready: { status: "False", reason, message } }),
     Reconciling: { status: "True", reason: "RetryingAfterError", message: `${reason}: ${message}` },
     ...(stalledNow
       ? {}
@@ -333,6 +333,14 @@ export function notServingYet(memory: ClusterMemory, reason: "Staging" | "Launch
 /** Ready at the last revision this daemon saw (or a status says so): something serves, whatever this pass could not do. */
 export function isServing(memory: Pick<ClusterMemory, "conditions">): boolean {
   return memory.conditions.some((c) => c.type === "Ready" && c.status === "True");
+}
+
+/**
+ * Ready as it stands, for a pass that fails or is called off before it touched what runs: True, or
+ * Unknown while the daemon is cut off from the cluster (DaemonCutOff), which it may serve all along.
+ */
+function readyStands(memory: Pick<ClusterMemory, "conditions">): boolean {
+  return memory.conditions.some((c) => c.type === "Ready" && (c.status === "True" || (c.status === "Unknown" && c.reason === "DaemonCutOff")));
 }
 
 /** Ready, or found running and not yet seen serving (Ready Unknown): something may serve. */

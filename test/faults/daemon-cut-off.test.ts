@@ -91,6 +91,7 @@ it("cut off past the grace: judged by its silence after all, naming how long no 
   const launch = (await cluster.ledger())!.startedAt;
   await cutDaemonOff();
   const cutAt = Date.now();
+  const recording = recordStatusWrites(cluster.world, name, () => cut, { pollMs: 50 });
   try {
     const dead = await cluster.waitFor((s) => conditionOf(s, "Ready")?.status === "False", graceMs + 20_000);
     const ms = Date.now() - cutAt;
@@ -100,7 +101,16 @@ it("cut off past the grace: judged by its silence after all, naming how long no 
     expect(message).toMatch(/none of its nodes \(n1, n2, n3\) has answered the daemon for \d+ s/);
   } finally {
     await heal();
+    await recording.done;
   }
+  // Never Ready True while nothing answered: not when the grace ran out, before the death's record.
+  const readies = recording.writes.map((w) => conditionOf(w.status, "Ready")?.reason);
+  const saidAt = readies.indexOf("DaemonCutOff");
+  const deathAt = recording.writes.findIndex((w) => conditionOf(w.status, "Ready")?.status === "False");
+  expect(saidAt).toBeGreaterThanOrEqual(0);
+  expect(deathAt).toBeGreaterThan(saidAt);
+  // Said until the death replaces it: the grace running out is no answer.
+  expect(new Set(readies.slice(saidAt, deathAt))).toEqual(new Set(["DaemonCutOff"]));
   const back = await cluster.waitForReady(60_000);
   expect((await cluster.ledger())!.startedAt).not.toBe(launch);
   expect(back.restarts?.count).toBe(2);

@@ -16,13 +16,13 @@ test("a running process runs, with its start time from /proc", async () => {
 });
 
 test("a zombie runs nothing; a reaped pid and a pid that cannot be one run nothing", async () => {
-  // `sleep 0.1`'s parent becomes `sleep 30`, which never waits for it: it stays a zombie.
-  const parent = spawn("sh", ["-c", "sleep 0.1 & echo $!; exec sleep 30"], { stdio: ["ignore", "pipe", "ignore"] });
+  // `sleep 1`'s parent becomes `sleep 30`, which never waits for it: it stays a zombie.
+  const parent = spawn("sh", ["-c", "sleep 1 & echo $!; exec sleep 30"], { stdio: ["ignore", "pipe", "ignore"] });
   try {
     const zombie = Number(await new Promise<string>((resolve) => parent.stdout.once("data", (d: Buffer) => resolve(d.toString().trim()))));
     expect((await lookAtProcess(zombie)).runs).toBe(true);
     let stat = "";
-    for (let i = 0; i < 100 && !/\) Z /.test(stat); i++) {
+    for (let i = 0; i < 200 && !/\) Z /.test(stat); i++) {
       await new Promise((r) => setTimeout(r, 20));
       stat = await readFile(`/proc/${zombie}/stat`, "utf8");
     }

@@ -52,6 +52,8 @@ export class Link {
   /** When a byte was last received / a frame last sent (performance.now(), ms). */
   private lastHeard = performance.now();
   private lastSent = performance.now();
+  /** Frames received over the established link (heartbeats included). */
+  private framesHeard = 0;
   /** When a frame of at least largeHeartbeatBytes was last sent (performance.now(), ms). */
   private lastLargeSent = performance.now();
   private readonly liveness: LivenessBounds;
@@ -82,6 +84,7 @@ export class Link {
         this.fail(`protocol error: ${(error as Error).message}`);
         return;
       }
+      this.framesHeard += frames.length;
       for (const f of frames) if (f.kind !== Kind.Heartbeat) this.handler(f.kind, f.payload);
     });
     socket.on("error", (error) => this.fail(error.message));
@@ -104,7 +107,8 @@ export class Link {
 
   send(kind: number, payload: Uint8Array): void {
     if (this.closed) return;
-    this.bytesSent += payload.length + frameHeaderBytes;
+    // What the pipeline moves (the bytes-per-token figure), not the links' own heartbeats.
+    if (kind !== Kind.Heartbeat) this.bytesSent += payload.length + frameHeaderBytes;
     this.lastSent = performance.now();
     if (payload.length >= largeHeartbeatBytes) this.lastLargeSent = this.lastSent;
     this.socket.write(encodeFrame(kind, payload));
@@ -119,7 +123,17 @@ export class Link {
       this.fail(`no frame from ${this.peer} for ${silentMs} ms (dead after ${this.liveness.deadAfterMs} ms of silence)`);
       return;
     }
-    if (now - this.lastSent >= this.liveness.heartbeatMs) this.send(Kind.Heartbeat, largeHeartbeatDue(this.lastLargeSent, now) ? padding : noPayload);
+    if (now - this.lastSent >= this.liveness.heartbeatMs) this.send(Kind.Heartbeat, this.padsNext(now) ? padding : noPayload);
+  }
+
+  /**
+   * Whether the next heartbeat is a large one (liveness.ts): when one is due, once the peer has sent
+   * a frame over the link (its handshake is over: a handshake's reader takes no frame that large),
+   * and while nothing of this link waits in user space (a frame partly written would keep the
+   * compute helper from heartbeating this link: see shareableFd).
+   */
+  private padsNext(now: number): boolean {
+    return this.framesHeard > 0 && this.socket.writableLength === 0 && largeHeartbeatDue(this.lastLargeSent, now);
   }
 
   /** Time since a byte last came from the peer, ms (this process's blocked time excluded). */

@@ -43,7 +43,8 @@ export const adopt: Step = {
       setConditions(pass.memory, revision, { Registered: registration });
       if (health === "Healthy") health = "Degraded";
     }
-    if (markUnobservable(pass.memory, revision, unobservable, cutOff) && health === "Healthy") health = "Degraded";
+    // Read again: the router's answer was awaited meanwhile, and the daemon may have been cut off since.
+    if (markUnobservable(pass.memory, revision, unobservable, pass.memory.supervision?.cutOff ?? cutOff) && health === "Healthy") health = "Degraded";
     return { action: "none", result: "success", health, outcome: recheckUnlessHealthy(pass.memory, health) };
   },
 };

@@ -138,8 +138,14 @@ export function showObservability(pass: Pass, entry: LedgerEntry, unobservable: 
     void world.writeStatus(entry.cluster, memory, { action: "none", result: "success", reason: "DaemonCutOff", health: "Degraded" }, settings);
     return;
   }
-  // Ready as it was before the cut-off: what a node that answers again, or the coordinator, says.
-  if (saidCutOff) markRunning(memory, revision, entry);
+  // Reached again: what runs is looked at now (it may have died meanwhile, or a stall may stand);
+  // until that look, Ready is not vouched for.
+  if (saidCutOff) {
+    setConditions(memory, revision, {
+      Ready: { status: "Unknown", reason: "ProbeUnanswered", message: "the daemon reaches the cluster again after it was cut off: a look at what runs is under way" },
+    });
+    world.options.requeue(entry.cluster);
+  }
   if (unobservable.size === 0) {
     // The node answering again says nothing of what the last pass could not confirm otherwise (a
     // probe without an answer, the router): those conditions stay as they were, transition time
