@@ -13,7 +13,9 @@
  *   (500 ms), and blamed when it is gone too (judge-exit.ts);
  * - the coordinator's /health answering anything but ready, or refusing, `strikes` (2) times in a
  *   row; silence (no answer within the deadline) `strikes + 1` times, since a busy coordinator may
- *   answer late;
+ *   answer late — but not while every member's node misses its liveness probes too (the daemon
+ *   cut off from the cluster: see defaultCutOffGraceMs), for up to `cutOffGraceMs` (5 min), during
+ *   which the generation watchdog's timeouts are not judged either;
  * - a stage's transport port refused, or silent from the coordinator's node while that node itself
  *   answers, `strikes` times in a row (each probe tries several staggered connects, so packet loss
  *   alone does not read as silence);

@@ -1,6 +1,7 @@
 /**
  * Supervision of a running cluster: monitor its health and, on the first evidence of a broken
- * pipeline (a process gone, the coordinator unhealthy, a transport port refused or cut off),
+ * pipeline (a process gone, the coordinator unhealthy — its silence only while the daemon reaches one
+ * of the cluster's nodes, or after the monitor's cut-off grace — a transport port refused or cut off),
  * deregister it from the router and tear it down (a pipeline cannot survive the loss of a stage). A
  * node that merely stops answering over SSH is reported through the monitor's `onUnobservable`, and
  * the cluster keeps serving. The reconciler calls this once a launch is ready and stops it before
@@ -13,7 +14,7 @@ import { processLabel } from "./processes.js";
 import { processKey, teardownCluster, type TeardownContext, type TeardownResult } from "./teardown.js";
 
 export interface SuperviseOptions extends TeardownContext {
-  /** Health monitor tuning and callbacks: poll interval (default 1000 ms), strikes (default 2), layers, probe deadline, onUnobservable/onObservable. */
+  /** Health monitor tuning and callbacks: poll interval (default 1000 ms), strikes (default 2), layers, probe deadline, onUnobservable/onObservable/onCutOff. */
   monitor?: Omit<MonitorOptions, "onDeath" | "nodeFor">;
   /** Called the moment a death is detected, before teardown begins. */
   onDeath?: (event: DeathEvent) => void;

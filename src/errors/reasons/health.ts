@@ -33,5 +33,6 @@ export type HealthReason =
   /**
    * Not a death: a pass's probe of a stage's transport port or of the coordinator's /health got no
    * answer within its deadline; the condition it feeds is Unknown, the monitor's strikes judge it.
+   * Also Ready's reason from the end of a cut-off (DaemonCutOff) until the next look.
    */
   | "ProbeUnanswered";

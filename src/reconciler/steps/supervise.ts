@@ -121,8 +121,10 @@ export function watch(pass: Pass, entry: LedgerEntry): void {
  * Say at once (the status file written, nothing network-bound waited for) which nodes the daemon
  * cannot observe while the cluster serves: health Degraded, and the condition of what runs there
  * (StagesListening, or CoordinatorHealthy for a node running only the coordinator) Unknown, naming
- * the nodes; back to Healthy once every node answers. Only while the cluster is Ready: a death or a
- * pass that withdrew Ready says more than this.
+ * the nodes; back to Healthy once every node answers. Cut off from every node (DaemonCutOff), Ready
+ * is Unknown; reached again, Ready stays Unknown (ProbeUnanswered) until the pass it asks for looks.
+ * Only while the cluster is Ready, or said cut off: a death or a pass that withdrew Ready says more
+ * than this.
  */
 export function showObservability(pass: Pass, entry: LedgerEntry, unobservable: ReadonlyMap<string, ObservabilityEvent>): void {
   const { memory, world, settings } = pass;
