@@ -600,7 +600,8 @@ function fileError(node: string, verb: string, path: string, error: Error): Shar
  * with a bare "Unable to exec", which reads like a missing program.
  */
 function inWords(message: string): string {
-  if (message === "Unable to exec" || message === "Channel is not open") {
+  // "No response from server": the connection closed while a channel or request waited on it.
+  if (message === "Unable to exec" || message === "Channel is not open" || message === "No response from server") {
     return `the SSH session did not start the command (${message}): the connection to the node failed as it was asked (the network to it cut, or the node going down)`;
   }
   return message;
