@@ -48,7 +48,8 @@ export function calledOff(memory: ClusterMemory, revision: string, action: strin
     // No longer "launching": what comes next says itself.
     ...(stalled ? {} : { Stalled: { status: "False", reason, message } }),
   });
-  return { action, result: "waiting", reason, health: serving ? "Healthy" : "Progressing", outcome: { kind: "requeue", afterMs: 0 } };
+  // Cut off from the cluster (Ready Unknown), what serves is not seen serving: Degraded, not Healthy.
+  return { action, result: "waiting", reason, health: serving ? (isServing(memory) ? "Healthy" : "Degraded") : "Progressing", outcome: { kind: "requeue", afterMs: 0 } };
 }
 
 /** Terminal: wait for the definition to change. Whatever runs keeps running. */

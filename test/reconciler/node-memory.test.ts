@@ -21,7 +21,9 @@ test("two clusters written at once onto nodes that hold one: the second waits (N
   const first = await Promise.race(names.map((name, i) => waitForStatus(world, name, (s) => isReadyAt(s, revisions[i]), 90_000).then(() => name)));
   const second = names.find((n) => n !== first)!;
   // Each plan alone fits: the refusal is the launch's, not the plan's.
-  const refused = await waitForStatus(world, second, (s) => s.lastError?.reason === "NodeMemoryTaken", 60_000);
+  // The refusal's own write (Ready says it too): a retry's "launch 1 of 3" announcement, written as
+  // it begins, still carries the last refusal's lastError with the launch counted until it is refused again.
+  const refused = await waitForStatus(world, second, (s) => s.lastError?.reason === "NodeMemoryTaken" && conditionOf(s, "Ready")?.reason === "NodeMemoryTaken", 60_000);
   expect(conditionOf(refused, "Planned")?.status).toBe("True");
   expect(refused.lastError?.message).toMatch(
     new RegExp(
