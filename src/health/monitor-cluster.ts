@@ -161,6 +161,8 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   // One listener per exit watch and per check loop's pause: more than the default 10 on a large cluster.
   setMaxListeners(0, controller.signal);
   const strikes = new StrikeCounter(limit);
+  /** The nodes the cluster's processes run on, each once. */
+  const memberNodes = [...new Set(cluster.processes.map((p) => p.node))];
   const pending = new Set<Promise<void>>();
   /** Per node: consecutive unanswered liveness rounds. */
   const unanswered = new Map<string, number>();
@@ -192,7 +194,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     if (done) return;
     done = true;
     controller.abort();
-    const flakyNodes = [...new Set(cluster.processes.map((p) => p.node))].filter(wentSilentLately);
+    const flakyNodes = memberNodes.filter(wentSilentLately);
     const seenGone = [...gone.keys()].map(labelOf);
     options.onDeath({
       cluster: cluster.cluster,
@@ -266,7 +268,6 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   // trusted to report silence only while it does.
   const nodeAnswers = (node: string): boolean => options.nodeFor(node).kind === "local" || (unanswered.get(node) ?? 0) === 0;
   // Since when the daemon reaches none of the cluster's nodes (performance.now(), ms), while it does.
-  const memberNodes = [...new Set(cluster.processes.map((p) => p.node))];
   let cutOffSince: number | undefined;
   const cutOffGraceMs = options.cutOffGraceMs ?? defaultCutOffGraceMs;
   /** Whether the daemon reaches none of the cluster's nodes: every member on a remote node that misses its liveness probes. */
@@ -434,7 +435,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
       })(),
     );
   };
-  for (const name of new Set(cluster.processes.map((p) => p.node))) loop(() => checkNode(name));
+  for (const name of memberNodes) loop(() => checkNode(name));
   const proberName = proberNodeName(cluster);
   if (proberName !== undefined && shouldProbeTransport(cluster)) {
     for (const process of stagesOf(cluster)) {
@@ -502,7 +503,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   // In such an engine a stopped member is otherwise found by the watchdog alone (up to its interval
   // plus its deadline, 30 s): per node, a member seen stopped `strikes` probes in a row is a death.
   // Engines whose /health sees the hang (shard-engine's heartbeats) are left to it.
-  if (watchdog !== undefined) for (const name of new Set(cluster.processes.map((p) => p.node))) loop(() => checkStopped(name));
+  if (watchdog !== undefined) for (const name of memberNodes) loop(() => checkStopped(name));
   if (server !== undefined && url !== undefined && watchdog !== undefined) {
     // An engine that logs the steps of the prompt it processes (taking no request in meanwhile).
     const logFile = server.logFile;

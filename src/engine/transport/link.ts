@@ -52,8 +52,8 @@ export class Link {
   /** When a byte was last received / a frame last sent (performance.now(), ms). */
   private lastHeard = performance.now();
   private lastSent = performance.now();
-  /** Frames received over the established link (heartbeats included). */
-  private framesHeard = 0;
+  /** Whether a frame (a heartbeat included) came over the established link: the peer's handshake is over. */
+  private heardFrame = false;
   /** When a frame of at least largeHeartbeatBytes was last sent (performance.now(), ms). */
   private lastLargeSent = performance.now();
   private readonly liveness: LivenessBounds;
@@ -84,7 +84,7 @@ export class Link {
         this.fail(`protocol error: ${(error as Error).message}`);
         return;
       }
-      this.framesHeard += frames.length;
+      if (frames.length > 0) this.heardFrame = true;
       for (const f of frames) if (f.kind !== Kind.Heartbeat) this.handler(f.kind, f.payload);
     });
     socket.on("error", (error) => this.fail(error.message));
@@ -133,7 +133,7 @@ export class Link {
    * compute helper from heartbeating this link: see shareableFd).
    */
   private padsNext(now: number): boolean {
-    return this.framesHeard > 0 && this.socket.writableLength === 0 && largeHeartbeatDue(this.lastLargeSent, now);
+    return this.heardFrame && this.socket.writableLength === 0 && largeHeartbeatDue(this.lastLargeSent, now);
   }
 
   /** Time since a byte last came from the peer, ms (this process's blocked time excluded). */

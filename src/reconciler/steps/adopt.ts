@@ -43,8 +43,9 @@ export const adopt: Step = {
       setConditions(pass.memory, revision, { Registered: registration });
       if (health === "Healthy") health = "Degraded";
     }
-    // Read again: the router's answer was awaited meanwhile, and the daemon may have been cut off since.
-    if (markUnobservable(pass.memory, revision, unobservable, pass.memory.supervision?.cutOff ?? cutOff) && health === "Healthy") health = "Degraded";
+    // Read again: the router's answer was awaited meanwhile, and a cut-off may have begun or ended since
+    // (one that ended has said so itself, and asked for the pass that looks again).
+    if (markUnobservable(pass.memory, revision, unobservable, pass.memory.supervision?.cutOff) && health === "Healthy") health = "Degraded";
     return { action: "none", result: "success", health, outcome: recheckUnlessHealthy(pass.memory, health) };
   },
 };

@@ -65,14 +65,16 @@ export function watch(pass: Pass, entry: LedgerEntry): void {
   };
   const cutOff = (event: CutOffEvent): void => {
     if (memory.supervision?.supervision !== supervision) return;
-    if (event.ended === true) delete memory.supervision.cutOff;
-    else memory.supervision.cutOff = event;
-    if (event.ended === true) world.log.info({ cluster: entry.cluster }, "the daemon reaches the cluster again");
-    else
+    if (event.ended === true) {
+      delete memory.supervision.cutOff;
+      world.log.info({ cluster: entry.cluster }, "the daemon reaches the cluster again");
+    } else {
+      memory.supervision.cutOff = event;
       world.log.warn(
         { cluster: entry.cluster, nodes: event.nodes, since: event.since },
         "the daemon reaches none of the cluster's nodes; nothing is torn down meanwhile",
       );
+    }
     showObservability(pass, entry, unobservable);
   };
   const supervision = superviseCluster(entry, {
