@@ -7,7 +7,7 @@
  */
 import { readFile, writeFile } from "node:fs/promises";
 import { expect, test } from "vitest";
-import { isReadyAt, waitForStatus } from "./daemon-fixture.js";
+import { conditionOf, isReadyAt, waitForStatus } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
 const dw = useDaemonWorld({ settings: { enabled: true, router: true } });
@@ -22,7 +22,9 @@ test("a router config that does not parse: nothing started, nothing counted, lau
   expect(refused.timeline.map((e) => e.step)).not.toContain("stage-0-started");
   // Retried with back-off a few times meanwhile, never counted.
   await new Promise((r) => setTimeout(r, 2_000));
-  const later = await waitForStatus(world, "refused", () => true, 5_000);
+  // A refusal's own write (Ready says it too): a retry's "launch 1 of 3" announcement, written as it
+  // begins, still carries the last refusal's lastError with the launch counted until it is refused again.
+  const later = await waitForStatus(world, "refused", (s) => conditionOf(s, "Ready")?.reason === "RouterUnavailable", 5_000);
   expect(later.restarts?.count ?? 0).toBe(0);
   expect(later.health).not.toBe("Stalled");
   await writeFile(world.routerConfig, good);
