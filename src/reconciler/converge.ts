@@ -13,7 +13,6 @@ import { runStep, type Step } from "./run-step.js";
 import { calledOff, setConditions, type Verdict } from "./verdicts.js";
 import { watchForCallOff } from "./call-off.js";
 import { adopt } from "./steps/adopt.js";
-import { budget } from "./steps/budget.js";
 import { claimPort } from "./steps/claim-port.js";
 import { launch } from "./steps/launch.js";
 import { observe } from "./steps/observe.js";
@@ -60,7 +59,7 @@ export function createConverge(parts: StoryParts): Converge {
       case "adopt":
         return [adopt];
       case "launch":
-        return [claimPort("before-replace"), stageAhead, replace, claimPort("after-replace"), stage, budget, launch, supervise];
+        return [claimPort("before-replace"), stageAhead, replace, claimPort("after-replace"), stage, launch, supervise];
     }
   };
 

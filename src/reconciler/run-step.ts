@@ -21,9 +21,7 @@ export interface Step {
   progress?: (pass: Pass) => { reason: ProgressReason; message: string; announce?: boolean } | undefined;
   /**
    * The pass does not start this step once its launch is called off (the definition asks for
-   * another revision, or the daemon stops): replacing what runs, staging, and counting the launch
-   * against the budget. The launch itself follows the count without a look in between (a launch
-   * counted and not made would spend the budget for nothing).
+   * another revision, or the daemon stops): replacing what runs, staging, launching.
    */
   yieldsToCallOff?: boolean;
   /** Ends the pass with a verdict, or returns nothing to hand over to the next step. */

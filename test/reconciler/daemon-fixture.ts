@@ -411,6 +411,18 @@ export async function waitForStatus(world: DaemonWorld, name: string, predicate:
   }
 }
 
+/** Every distinct status file version read for `ms`, read every 10 ms (a status is written whole, by rename). */
+export async function statusesDuring(world: DaemonWorld, name: string, ms: number): Promise<ClusterStatus[]> {
+  const seen: ClusterStatus[] = [];
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    const status = await readStatusFile(world, name).catch(() => undefined);
+    if (status !== undefined && JSON.stringify(status) !== JSON.stringify(seen.at(-1))) seen.push(status);
+    await sleep(10);
+  }
+  return seen;
+}
+
 export function conditionOf(status: ClusterStatus, type: string): ClusterStatus["conditions"][number] | undefined {
   return status.conditions.find((c) => c.type === type);
 }

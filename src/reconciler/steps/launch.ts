@@ -6,6 +6,13 @@
  * call-off.ts) is torn down as well, within seconds, rather than waited out — an engine
  * loading a large model, or hung, may hold a wait for its whole deadline (minutes with
  * `[engine] load_timeout_seconds`). It failed nothing, so its count goes back to the budget.
+ *
+ * The launch counts against the revision's restart budget (`[daemon] restart_budget`, default 3)
+ * once it has claimed its surroundings (the state directory's room, its router backend, its nodes'
+ * memory, a router that takes registrations) and starts processes: a launch its surroundings refuse
+ * says nothing of the cluster and is retried, and until it starts, the status it writes still
+ * counts only the launches made. The decision has already stalled a revision whose budget is
+ * spent; the count survives a daemon restart through the status file.
  */
 import { buildLaunchRequest, controlNodeName } from "../../cluster/index.js";
 import { engineOf } from "../../engines/index.js";
@@ -15,6 +22,7 @@ import { launchCluster, LaunchError } from "../../launch/index.js";
 import { within } from "../../nodes/index.js";
 import type { Registrar } from "../../router/index.js";
 import { definitionDigest } from "../../spec/index.js";
+import { launchCountOf } from "../decision-inputs.js";
 import { definitionOf } from "../pass.js";
 import { describeLaunchProgress, readLaunch } from "../../launch-timeline/index.js";
 import type { Step } from "../run-step.js";
@@ -62,18 +70,17 @@ const coordinatorLogRoomKiB = 1024;
  * StateDirUnwritable before anything starts when the ledger's disk has less room than a launch's
  * records, or — for a coordinator on this machine, which logs under the state directory — the state
  * directory's disk less than its first log lines: the launch would run whole (every stage loading
- * the model) and fail at its last record, and so would each try after it. Not counted (`giveBack`):
- * the disk is the surroundings. A disk that cannot be asked is passed over: the launch's own
+ * the model) and fail at its last record, and so would each try after it. Not counted: the disk is
+ * the surroundings. A disk that cannot be asked is passed over: the launch's own
  * writes find out.
  */
-async function refuseFullStateDir(ledgerDir: string, stateDir: string, coordinatorHere: boolean, giveBack: () => void): Promise<void> {
+async function refuseFullStateDir(ledgerDir: string, stateDir: string, coordinatorHere: boolean): Promise<void> {
   const needs = [{ dir: ledgerDir, kib: ledgerRoomKiB, what: "a launch needs to record itself" }];
   if (coordinatorHere) needs.push({ dir: stateDir, kib: coordinatorLogRoomKiB, what: "a coordinator on this machine needs for its log" });
   for (const { dir, kib, what } of needs) {
     const bytes = await roomLeft(dir, process.getuid?.());
     const room = bytes === undefined ? undefined : Math.floor(bytes / 1024);
     if (room === undefined || room >= kib) continue;
-    giveBack();
     throw new ShardctlError(
       "StateDirUnwritable",
       `the disk holding ${dir} has ${room} KiB free, less than ${what} (${kib} KiB): nothing was started; free space on that disk (the launch is tried again meanwhile, not counted against the restart budget)`,
@@ -94,11 +101,13 @@ function launchListening(timeline: ReadonlyArray<{ at: string; step: string; det
 
 export const launch: Step = {
   name: "launch",
+  yieldsToCallOff: true,
   action: "launch",
   failure: "LaunchFailed",
   progress: (pass) => ({
     reason: "Launching",
-    message: `launch ${pass.memory.restarts?.count ?? 0} of ${pass.settings.daemon.restartBudget} at this revision`,
+    // The launch this pass tries: counted once it starts processes (see above).
+    message: `launch ${launchCountOf(pass.memory.restarts, pass.revision) + 1} of ${pass.settings.daemon.restartBudget} at this revision`,
     announce: true,
   }),
   async run(pass) {
@@ -107,8 +116,7 @@ export const launch: Step = {
     const planned = memory.planned;
     const staged = pass.staged;
     if (planned === undefined || staged === undefined) throw new Error("launch step before plan and stage");
-    const restarts = memory.restarts;
-    if (restarts === undefined) throw new Error("launch step before the budget step");
+    const restarts = memory.restarts ?? (memory.restarts = { revision, count: 0, evidence: [] });
     const request = {
       ...(await buildLaunchRequest(spec, settings, revision, planned.plan, world.nodesOf(spec, settings), staged.modelPaths, world.options.launchDeadlines)),
       identity: planned.identity,
@@ -118,9 +126,7 @@ export const launch: Step = {
       ...(staged.commit === undefined ? {} : { modelCommit: staged.commit }),
     };
     // First: what follows looks at what others hold and claims it with nothing awaited in between.
-    await refuseFullStateDir(ledger.dir, settings.daemon.stateDir, request.coordinator.nodeName === controlNodeName, () => {
-      restarts.count = Math.max(0, restarts.count - 1);
-    });
+    await refuseFullStateDir(ledger.dir, settings.daemon.stateDir, request.coordinator.nodeName === controlNodeName);
     const others = (await ledger.list()).filter((e) => e.cluster !== name);
     // A router backend is one entry, found by its name: registering this cluster under a name a
     // running one holds would replace that one's address (its traffic would come here), and either
@@ -132,8 +138,6 @@ export const launch: Step = {
     const launching = backend === undefined ? undefined : otherLauncher(world.launchingBackends, backend, name);
     const holder = runningHolder ?? launching;
     if (holder !== undefined) {
-      // Another cluster's launch is the surroundings, as a port it holds is: not counted.
-      if (runningHolder === undefined) restarts.count = Math.max(0, restarts.count - 1);
       throw new ShardctlError(
         "RouterBackendTaken",
         `[router] backend "${backend}" is the router entry of cluster ${holder}, which ${runningHolder !== undefined ? "runs" : "is being launched"}: registering this cluster under it would send ${holder}'s traffic here, and either teardown would remove the entry of both; give this cluster its own [router] backend${runningHolder !== undefined ? "" : " (retried meanwhile: that launch may fail and let it go)"}`,
@@ -143,38 +147,15 @@ export const launch: Step = {
     }
     // Its stages' bytes claimed on their nodes, with nothing awaited since the look at the others'
     // (see node-memory.ts): a node's declared memory is shared by every cluster there.
-    try {
-      // Recorded in the ledger: a restarted daemon counts it before it adopts the cluster.
-      request.memoryBytes = world.memoryClaims.claim(name, planned.plan, settings, spec.plan.headroom);
-    } catch (error) {
-      // Other clusters' memory is the surroundings, as a port they hold is: not counted.
-      restarts.count = Math.max(0, restarts.count - 1);
-      throw error;
-    }
-    memory.timeline = [];
-    // Ready says what the pass does now: staging is over, the processes start; each step of the
-    // launch then says how far it got.
-    // Stalled says what the daemon does now, no longer what it did before (a teardown, a back-off),
-    // unless it stands: an invalid definition stays stalled while its last valid revision relaunches.
+    // Recorded in the ledger: a restarted daemon counts it before it adopts the cluster.
+    request.memoryBytes = world.memoryClaims.claim(name, planned.plan, settings, spec.plan.headroom);
+    // From here the pass mostly waits (on the router, then on engines to listen, to load, to
+    // answer): other clusters' passes must not wait behind it.
+    pass.stepAside?.();
     const stages = planned.plan.stages.length;
     const progress = { ring: engineOf(spec.engine.kind).readiness.httpServer === "last-stage" };
-    const stalled = memory.conditions.some((c) => c.type === "Stalled" && c.status === "True");
-    setConditions(memory, revision, {
-      Ready: notServingYet(memory, "Launching", describeLaunchProgress([], stages, progress)),
-      StagesListening: launchListening(memory.timeline, stages),
-      ...(stalled
-        ? {}
-        : {
-            Stalled: {
-              status: "False",
-              reason: "Launching",
-              message: `the daemon is launching this revision (launch ${restarts.count} of ${settings.daemon.restartBudget})`,
-            },
-          }),
-    });
-    // From here the pass mostly waits on engines (to listen, to load, to answer): other clusters'
-    // passes must not wait behind it.
-    pass.stepAside?.();
+    // Counted once processes are about to start: a launch refused before says nothing of the cluster.
+    let counted = false;
     try {
       // Claimed with nothing awaited since the look above; given back in `finally`.
       if (backend !== undefined) world.launchingBackends.set(backend, name);
@@ -192,6 +173,27 @@ export const launch: Step = {
       if (refusing !== undefined) {
         throw new LaunchError("RouterUnavailable", "router-registration", `the router cannot take a registration now: ${refusing}; nothing was started`);
       }
+      restarts.count += 1;
+      counted = true;
+      memory.timeline = [];
+      // Ready says what the pass does now: staging is over, the processes start; each step of the
+      // launch then says how far it got.
+      // Stalled says what the daemon does now, no longer what it did before (a teardown, a back-off),
+      // unless it stands: an invalid definition stays stalled while its last valid revision relaunches.
+      const stalled = memory.conditions.some((c) => c.type === "Stalled" && c.status === "True");
+      setConditions(memory, revision, {
+        Ready: notServingYet(memory, "Launching", describeLaunchProgress([], stages, progress)),
+        StagesListening: launchListening(memory.timeline, stages),
+        ...(stalled
+          ? {}
+          : {
+              Stalled: {
+                status: "False",
+                reason: "Launching",
+                message: `the daemon is launching this revision (launch ${restarts.count} of ${settings.daemon.restartBudget})`,
+              },
+            }),
+      });
       await launchCluster(request, {
         ledger,
         registrar: world.registrarFor(settings),
@@ -220,7 +222,7 @@ export const launch: Step = {
       clearRuntime(memory, revision);
       world.memoryClaims.release(name);
       if (pass.callOff?.aborted === true && error === pass.callOff.reason) {
-        restarts.count = Math.max(0, restarts.count - 1);
+        if (counted) restarts.count = Math.max(0, restarts.count - 1);
         return calledOff(memory, revision, "launch", pass.callOff);
       }
       if (error instanceof LaunchError) {
@@ -231,7 +233,7 @@ export const launch: Step = {
         // cluster: it is given back to the restart budget, so the cluster comes back by itself once
         // the network, the port or the node does (retried with the pass's back-off, at most a
         // minute apart), rather than stalling after a few launches within seconds.
-        if ((givenBack.has(error.reason) || isNodeWriteFailure(error)) && restarts.count > 0) {
+        if (counted && (givenBack.has(error.reason) || isNodeWriteFailure(error)) && restarts.count > 0) {
           restarts.count -= 1;
           world.log.info({ cluster: name, reason: error.reason }, "a launch that failed on its surroundings does not count against the restart budget");
         }
