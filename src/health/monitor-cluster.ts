@@ -131,7 +131,8 @@ function slowPathTimeoutMs(timeoutMs: number): number {
  * would stop a cluster that never stopped serving, spending its restart budget. So silence alone is
  * no death while no node of the cluster answers: the passes say the daemon is cut off, and the
  * cluster is judged again once a node answers. A cluster all of whose nodes stay silent longer (lost
- * power, or a network that does not come back) is then judged by its silence as before.
+ * power, or a network that does not come back) is then judged by its silence as before. The
+ * daemon's setting `[daemon] cut_off_grace_seconds` (300) chooses it.
  */
 export const defaultCutOffGraceMs = 300_000;
 

@@ -56,8 +56,8 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
   const nodes = nodesOf(request);
   // Every wait below also looks for a started process that is stopped, and says so at once.
   const stopped = watchStopped(entry, (name) => nodes.get(name)!, event);
-  // Recorded before anything says the launch started (the status file then counts it against the
-  // budget): a daemon killed from here on leaves a "launching" entry, and its successor refunds it.
+  // Recorded before anything starts: a daemon killed from here on leaves a "launching" entry, which
+  // its successor tears down (and, once it holds a process, refunds to the restart budget).
   await context.ledger.write(entry);
   event("launch-started", `revision ${request.revision.slice(0, 12)}`);
   const signal = context.signal;
@@ -91,6 +91,8 @@ export async function launchCluster(request: LaunchRequest, context: LaunchConte
     logs = keepLogsBounded(entry, (name) => nodes.get(name)!, defaultLogLimits, context.onLogTrimmed);
 
     // Start the stages wave by wave, recording each before waiting on anything.
+    goOn();
+    await context.beforeFirstStart?.();
     const readiness = request.driver.facts.readiness;
     const stages: LedgerProcess[] = [];
     for (const wave of request.driver.startOrder(topology)) {

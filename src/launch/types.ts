@@ -118,6 +118,12 @@ export interface LaunchContext {
    * both take it. Undefined: not asked (the HTTP probe alone decides).
    */
   httpPortHolder?: (node: string, host: string, port: number) => Promise<string | undefined>;
+  /**
+   * Called once, and awaited, just before the first process starts: everything before (the ledger
+   * entry, run folders, leftovers, ports, launch files) starts nothing, and a launch that ends
+   * there has run no engine. The daemon counts the launch against the restart budget here.
+   */
+  beforeFirstStart?: () => Promise<void>;
   /** Called for every timeline event as it happens. */
   onEvent?: (event: TimelineEvent) => void;
   /** Told of each engine log emptied past its limit while the launch runs (see log-keeper.ts). */

@@ -160,9 +160,11 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     // The pass's log line is the reconciler's summary (summarize-pass.ts): one line a pass.
     onPass: (name, report, durationMs) => {
       metrics.recordPass(report, durationMs);
-      // A cluster torn down for good lets go of its ports and its router backend name: a cluster
-      // that failed on them tries again now, not at the end of its back-off.
-      if ((report.action === "prune" || report.action === "stop") && report.result === "success")
+      // A cluster torn down for good, or launched anew (its previous launch, on other ports, torn
+      // down first), lets go of what it held: ports, a transport range, its router backend name, its
+      // nodes' memory. A cluster that failed on them tries again now, not at the end of its back-off
+      // (up to a minute). Only a success wakes them: two waiting clusters' failures never wake each other.
+      if ((report.action === "prune" || report.action === "stop" || report.action === "launch") && report.result === "success")
         for (const waiting of reconciler.clustersWaitingOnOthers(name)) queue.add(waiting);
     },
   });

@@ -21,4 +21,5 @@ export { WorkQueue, type PassOutcome } from "./queue/work-queue.js";
 export { daemonWatching, describeSilence, findDaemon, type DaemonSighting } from "./daemon-lock.js";
 export { dropReconcileRequest, requestTaken } from "./reconcile-request.js";
 export { StatusFeed, type StatusFeedEvents, type StatusFileFailure } from "./status-feed.js";
+export { unobservableConditions } from "./steps/supervise.js";
 export * from "./status/index.js";

@@ -272,8 +272,8 @@ export class Reconciler {
 
   /**
    * Clusters other than `except` whose last pass failed on something another cluster held (a port,
-   * a transport port range, a router backend name): a teardown may have let it go, so their next
-   * pass need not wait out its back-off (up to a minute).
+   * a transport port range, a router backend name, a node's memory): a teardown or a new launch may
+   * have let it go, so their next pass need not wait out its back-off (up to a minute).
    */
   clustersWaitingOnOthers(except: string): string[] {
     return [...this.memories].filter(([name, memory]) => name !== except && waitsOnOthers.has(memory.lastError?.reason ?? "")).map(([name]) => name);

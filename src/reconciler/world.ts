@@ -34,7 +34,6 @@ export type MonitorTuning = {
   probeTimeoutMs?: number;
   slowPathTimeoutMs?: number;
   generationWatchdog?: { intervalMs: number; timeoutMs: number };
-  cutOffGraceMs?: number;
 };
 
 export interface WorldOptions {

@@ -176,6 +176,7 @@ function normaliseSettings(raw: SettingsOutput, file: string): Settings {
       heartbeatSeconds: raw.daemon.heartbeat_seconds,
       restartBudget: raw.daemon.restart_budget,
       restartBudgetResetSeconds: raw.daemon.restart_budget_reset_seconds,
+      cutOffGraceSeconds: raw.daemon.cut_off_grace_seconds,
       allowMassPrune: raw.daemon.allow_mass_prune,
       stateDir: resolveLocalPath(dir, raw.daemon.state_dir),
       metricsAddress: raw.daemon.metrics_address,

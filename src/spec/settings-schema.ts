@@ -118,6 +118,15 @@ const daemonSchema = z
       .describe(
         "A launch that served this long earns the restart budget back: after its death the count of launches starts again, so a cluster that fails now and then over weeks is relaunched each time, and only one failing again soon after each launch is Stalled. Seconds; 0 never gives it back. Default 600.",
       ),
+    cut_off_grace_seconds: z
+      .number()
+      .int()
+      .min(0)
+      .max(86_400)
+      .default(300)
+      .describe(
+        "How long a cluster whose nodes all stop answering the daemon (none answers its probes over SSH and the coordinator's /health is silent) is left running as it is, seconds: most likely the daemon's own network is down while the cluster serves on. Its status says DaemonCutOff meanwhile, and nothing is torn down or counted; past it, the silence is judged as a death (every node lost power, say). Not applied to a cluster with a member on the daemon's machine. 0 judges the silence at once. Default 300.",
+      ),
     allow_mass_prune: z
       .boolean()
       .default(false)

@@ -75,6 +75,8 @@ export interface Settings {
     restartBudget: number;
     /** How long a launch serves before its death no longer counts earlier launches against the budget, s (0: never). Default 600. */
     restartBudgetResetSeconds: number;
+    /** How long a cluster none of whose nodes answers the daemon is left as it is before its silence is judged a death, s (0: at once). Default 300. */
+    cutOffGraceSeconds: number;
     /** Default false. */
     allowMassPrune: boolean;
     /** Absolute path. Default <dir>/.shardctl. */

@@ -13,7 +13,7 @@ import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import type { Dashboard } from "../../src/dashboard/index.js";
-import { StatusFeed, type ClusterStatus } from "../../src/reconciler/index.js";
+import { StatusFeed, unobservableConditions, type ClusterStatus } from "../../src/reconciler/index.js";
 import { launchChromium } from "../support/chromium.js";
 import { repoRoot } from "../reconciler/daemon-fixture.js";
 import { startFeedDashboard } from "./support.js";
@@ -372,6 +372,24 @@ describe("the cluster page during a fault", () => {
     expect(await cards.nth(1).locator(".pill").textContent()).toBe("Unobservable");
     expect(await cards.nth(1).textContent()).toContain("node n2 does not answer over SSH: last seen alive, transport listening");
     expect(await page.locator("[data-testid=coordinator-card]").getAttribute("data-state")).toBe("healthy");
+    await show(fixtures.healthy);
+    expect(await cards.evaluateAll((els) => els.map((e) => e.getAttribute("data-state")))).toEqual(["healthy", "healthy"]);
+  });
+
+  test("a cluster the daemon is cut off from is not shown Healthy: every stage card says its node does not answer the daemon", async () => {
+    // The last real sight of the cards (all alive), under the conditions the daemon writes when it
+    // reaches none of the cluster's nodes (composed by its own code).
+    const cut = unobservableConditions(new Map(), { cluster: name, nodes: ["n1", "n2"], since: new Date().toISOString(), graceMs: 300_000 });
+    const conditions = fixtures.healthy.conditions.map((c) => {
+      const update = cut[c.type as keyof typeof cut];
+      return update === undefined ? c : { ...c, ...update };
+    });
+    await show({ ...fixtures.healthy, health: "Degraded", conditions });
+    const cards = page.locator("[data-testid=stage-card]");
+    expect(fixtures.healthy.stages.map((s) => s.liveness)).toEqual(["alive", "alive"]);
+    expect(await cards.evaluateAll((els) => els.map((e) => e.getAttribute("data-state")))).toEqual(["degraded", "degraded"]);
+    expect(await cards.nth(0).locator(".pill").textContent()).toBe("Unobservable");
+    expect(await cards.nth(1).textContent()).toContain("node n2 does not answer the daemon, nor does any node of the cluster");
     await show(fixtures.healthy);
     expect(await cards.evaluateAll((els) => els.map((e) => e.getAttribute("data-state")))).toEqual(["healthy", "healthy"]);
   });

@@ -24,8 +24,9 @@ const run = promisify(execFile);
 const name = "cutoff";
 const graceMs = 8_000;
 let cut = false;
-// Production health timings (poll 1000 ms, probe deadline 1000 ms, 2 strikes), a short grace.
-const cluster = useLabCluster(name, { hosts: 3, layers: 4, restartBudget: 3, monitor: { cutOffGraceMs: graceMs }, beforeClose: async () => heal() });
+// Production health timings (poll 1000 ms, probe deadline 1000 ms, 2 strikes), a short grace
+// (`[daemon] cut_off_grace_seconds`).
+const cluster = useLabCluster(name, { hosts: 3, layers: 4, restartBudget: 3, cutOffGraceSeconds: graceMs / 1000, beforeClose: async () => heal() });
 
 async function cutDaemonOff(): Promise<void> {
   for (const host of cluster.lab.hosts) await host.cutFromGateway();

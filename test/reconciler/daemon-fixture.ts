@@ -111,6 +111,8 @@ export interface SettingsOptions {
   nodeMemory?: string;
   /** `[daemon] heartbeat_seconds`. Default: the settings' default. */
   heartbeatSeconds?: number;
+  /** `[daemon] cut_off_grace_seconds`. Default: the settings' default. */
+  cutOffGraceSeconds?: number;
 }
 
 /** Write shardctl.toml: the SSH nodes n1.. (or local nodes l1, l2) and the daemon's state dir. */
@@ -125,6 +127,7 @@ export async function writeSettings(world: DaemonWorld, options: SettingsOptions
     `allow_mass_prune = ${options.allowMassPrune ?? false}`,
     ...(options.restartBudgetResetSeconds === undefined ? [] : [`restart_budget_reset_seconds = ${options.restartBudgetResetSeconds}`]),
     ...(options.heartbeatSeconds === undefined ? [] : [`heartbeat_seconds = ${options.heartbeatSeconds}`]),
+    ...(options.cutOffGraceSeconds === undefined ? [] : [`cut_off_grace_seconds = ${options.cutOffGraceSeconds}`]),
     "",
   ];
   if (options.router === true) {

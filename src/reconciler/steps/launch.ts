@@ -8,11 +8,13 @@
  * `[engine] load_timeout_seconds`). It failed nothing, so its count goes back to the budget.
  *
  * The launch counts against the revision's restart budget (`[daemon] restart_budget`, default 3)
- * once it has claimed its surroundings (the state directory's room, its router backend, its nodes'
- * memory, a router that takes registrations) and starts processes: a launch its surroundings refuse
- * says nothing of the cluster and is retried, and until it starts, the status it writes still
- * counts only the launches made. The decision has already stalled a revision whose budget is
- * spent; the count survives a daemon restart through the status file.
+ * once its first process is about to start: a launch its surroundings refuse before that (the state
+ * directory's room, its router backend, its nodes' memory, a router that cannot take a
+ * registration, its run folders, its ports, its launch files) started nothing, says nothing of the
+ * cluster and is retried, and the status it writes meanwhile counts only the launches made. One
+ * that fails later on its surroundings (a port taken as a process binds it, a link down, a node
+ * that fell silent) is given back as it fails. The decision has already stalled a revision whose
+ * budget is spent; the count survives a daemon restart through the status file.
  */
 import { buildLaunchRequest, controlNodeName } from "../../cluster/index.js";
 import { engineOf } from "../../engines/index.js";
@@ -154,7 +156,7 @@ export const launch: Step = {
     pass.stepAside?.();
     const stages = planned.plan.stages.length;
     const progress = { ring: engineOf(spec.engine.kind).readiness.httpServer === "last-stage" };
-    // Counted once processes are about to start: a launch refused before says nothing of the cluster.
+    // Counted once its first process is about to start: a launch refused before says nothing of the cluster.
     let counted = false;
     try {
       // Claimed with nothing awaited since the look above; given back in `finally`.
@@ -173,29 +175,32 @@ export const launch: Step = {
       if (refusing !== undefined) {
         throw new LaunchError("RouterUnavailable", "router-registration", `the router cannot take a registration now: ${refusing}; nothing was started`);
       }
-      restarts.count += 1;
-      counted = true;
+      // Called off while the router was asked: nothing of it is started (the catch below says so).
+      pass.callOff?.throwIfAborted();
       memory.timeline = [];
       // Ready says what the pass does now: staging is over, the processes start; each step of the
       // launch then says how far it got.
-      // Stalled says what the daemon does now, no longer what it did before (a teardown, a back-off),
-      // unless it stands: an invalid definition stays stalled while its last valid revision relaunches.
-      const stalled = memory.conditions.some((c) => c.type === "Stalled" && c.status === "True");
       setConditions(memory, revision, {
         Ready: notServingYet(memory, "Launching", describeLaunchProgress([], stages, progress)),
         StagesListening: launchListening(memory.timeline, stages),
-        ...(stalled
-          ? {}
-          : {
-              Stalled: {
-                status: "False",
-                reason: "Launching",
-                message: `the daemon is launching this revision (launch ${restarts.count} of ${settings.daemon.restartBudget})`,
-              },
-            }),
       });
       await launchCluster(request, {
         ledger,
+        // Counted, and the count written, before the first process starts and is recorded in the
+        // ledger: a daemon killed once the ledger holds a process of this launch has counted it,
+        // and its successor gives it back (see observe.ts); killed before, it counted nothing.
+        beforeFirstStart: async () => {
+          restarts.count += 1;
+          counted = true;
+          // Stalled says what the daemon does now, no longer what it did before (a teardown, a
+          // back-off), unless it stands: an invalid definition stays stalled while its last valid
+          // revision relaunches.
+          if (!memory.conditions.some((c) => c.type === "Stalled" && c.status === "True")) {
+            const message = `the daemon is launching this revision (launch ${restarts.count} of ${settings.daemon.restartBudget})`;
+            setConditions(memory, revision, { Stalled: { status: "False", reason: "Launching", message } });
+          }
+          await world.writeStatus(name, memory, { action: "launch", result: "waiting", health: "Progressing" }, settings);
+        },
         registrar: world.registrarFor(settings),
         // Read when the ports are chosen, not before: a cluster launching beside this one records
         // its ports in the ledger before this launch chooses (one allocation at a time).

@@ -80,6 +80,7 @@ export function watch(pass: Pass, entry: LedgerEntry): void {
   const supervision = superviseCluster(entry, {
     ...world.teardownContext(settings, ledger, memory),
     monitor: {
+      cutOffGraceMs: settings.daemon.cutOffGraceSeconds * 1000,
       ...(world.options.monitor ?? {}),
       ...(memory.planned === undefined ? {} : { layers: memory.planned.plan.stages.map((s) => s.layers) }),
       onUnobservable: (event) => observability(event, true),

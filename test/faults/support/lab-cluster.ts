@@ -44,6 +44,8 @@ export interface LabClusterOptions {
   hidden?: number;
   /** Launches allowed per revision. */
   restartBudget: number;
+  /** `[daemon] cut_off_grace_seconds`; default the settings' (300). */
+  cutOffGraceSeconds?: number;
   /** The health monitor's timings; default the production ones (poll 1000 ms, probe deadline 1000 ms, 2 strikes). */
   monitor?: MonitorTimings;
   /**
@@ -172,7 +174,12 @@ export function useLabCluster(name: string, options: LabClusterOptions): LabClus
 
   beforeAll(async () => {
     if (options.daemon === "spawned" && options.launch !== undefined) throw new Error("launch deadlines apply to the in-process daemon only");
-    const sizes = { layers: options.layers, restartBudget: options.restartBudget, ...(options.hidden === undefined ? {} : { hidden: options.hidden }) };
+    const sizes = {
+      layers: options.layers,
+      restartBudget: options.restartBudget,
+      ...(options.hidden === undefined ? {} : { hidden: options.hidden }),
+      ...(options.cutOffGraceSeconds === undefined ? {} : { cutOffGraceSeconds: options.cutOffGraceSeconds }),
+    };
     state =
       options.daemon === "spawned"
         ? { ...(await startLabWorldWithoutDaemon(options.hosts, sizes)), daemon: { stop: killSpawned } }

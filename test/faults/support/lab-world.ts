@@ -30,7 +30,7 @@ export interface LabWorld {
  */
 export async function startLabWorld(
   hosts: number,
-  options: { layers: number; hidden?: number; restartBudget: number; monitor?: MonitorTimings; launch?: LaunchTimings },
+  options: { layers: number; hidden?: number; restartBudget: number; cutOffGraceSeconds?: number; monitor?: MonitorTimings; launch?: LaunchTimings },
 ): Promise<LabWorld> {
   const { lab, world } = await startLabWorldWithoutDaemon(hosts, options);
   try {
@@ -44,14 +44,21 @@ export async function startLabWorld(
 }
 
 /** The lab and its daemon world, settings written, no daemon started: for a test that runs `shardctl daemon` processes of its own. */
-export async function startLabWorldWithoutDaemon(hosts: number, options: { layers: number; hidden?: number; restartBudget: number }): Promise<Omit<LabWorld, "daemon">> {
+export async function startLabWorldWithoutDaemon(
+  hosts: number,
+  options: { layers: number; hidden?: number; restartBudget: number; cutOffGraceSeconds?: number },
+): Promise<Omit<LabWorld, "daemon">> {
   const lab = await startLab(hosts);
   let world: DaemonWorld | undefined;
   try {
     world = await startWorld({ layers: options.layers, ...(options.hidden === undefined ? {} : { hidden: options.hidden }) });
     world.sshd = lab.sshd;
     for (const [i, node] of lab.sshd.nodes.entries()) world.hosts.set(`n${i + 1}`, node.host);
-    await writeSettings(world, { router: true, restartBudget: options.restartBudget });
+    await writeSettings(world, {
+      router: true,
+      restartBudget: options.restartBudget,
+      ...(options.cutOffGraceSeconds === undefined ? {} : { cutOffGraceSeconds: options.cutOffGraceSeconds }),
+    });
     return { lab, world };
   } catch (error) {
     await world?.close();

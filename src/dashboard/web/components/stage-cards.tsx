@@ -79,14 +79,22 @@ function cardOf(index: number, node: string, layers: [number, number], card: Sta
 }
 
 /**
- * The nodes an Unknown NodeUnobservable condition names ("node n2 (stage-1) is unobservable over
- * SSH: …"): the daemon cannot ask them, so the stage cards it last wrote for them are old news.
+ * The nodes the daemon cannot ask, each with why: those an Unknown NodeUnobservable condition names
+ * ("node n2 (stage-1) is unobservable over SSH: …"), and every node of a cluster Ready Unknown
+ * DaemonCutOff names ("the daemon reaches none of this cluster's nodes (n1, n2) and …"). The stage
+ * cards it last wrote for them are old news.
  */
-function unobservableNodesOf(status: StatusView): Set<string> {
-  const nodes = new Set<string>();
+function unobservableNodesOf(status: StatusView): Map<string, string> {
+  const nodes = new Map<string, string>();
   for (const c of status.conditions) {
-    if (c.status !== "Unknown" || c.reason !== "NodeUnobservable") continue;
-    for (const named of c.message.matchAll(/node (\S+) \([^)]*\) is unobservable/g)) nodes.add(named[1]!);
+    if (c.status !== "Unknown") continue;
+    if (c.reason === "NodeUnobservable")
+      for (const named of c.message.matchAll(/node (\S+) \([^)]*\) is unobservable/g)) nodes.set(named[1]!, "does not answer over SSH");
+    if (c.type === "Ready" && c.reason === "DaemonCutOff") {
+      const named = /reaches none of this cluster's nodes \(([^)]*)\)/.exec(c.message);
+      for (const node of named?.[1]?.split(", ") ?? [])
+        nodes.set(node, "does not answer the daemon, nor does any node of the cluster (the daemon's own network, most likely)");
+    }
   }
   return nodes;
 }
@@ -121,8 +129,9 @@ export function stageCardsOf(status: StatusView): StageCardModel[] {
     if (card !== undefined) {
       const seen = cardOf(index, node, layers, card);
       // The status's card is the last sight of a stage on a node the daemon cannot reach: not a Healthy stage now.
-      if (seen.state === "healthy" && unobservable.has(node)) {
-        return { ...seen, state: "degraded", word: "Unobservable", note: `node ${node} does not answer over SSH: last seen ${seen.note}` };
+      const why = unobservable.get(node);
+      if (seen.state === "healthy" && why !== undefined) {
+        return { ...seen, state: "degraded", word: "Unobservable", note: `node ${node} ${why}: last seen ${seen.note}` };
       }
       return seen;
     }
