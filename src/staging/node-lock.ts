@@ -49,11 +49,18 @@ export interface NodeLockOptions {
  * when the lock can be neither made nor found (a folder that cannot be written), or made but not
  * named (a full disk: a lock naming nobody would be waited for): no holder to wait for.
  */
-const acquireScript = `lock=$1 me=$2 gone=$3 gonebeat=$4
+export const acquireScript = `lock=$1 me=$2 gone=$3 gonebeat=$4
+# A write to a caller that is gone (its channel closed as it stopped) fails rather than kills the
+# shell: a lock made for nobody is then removed at once.
+trap '' PIPE
 for attempt in 1 2; do
   if err=$(mkdir "$lock" 2>&1); then
     # tee, not the shell's printf: it says why a write failed (No space left on device).
-    if err=$(printf '%s\\n' "$me" | tee "$lock/holder" 2>&1 >/dev/null) && err=$(echo 0 | tee "$lock/beat" 2>&1 >/dev/null); then echo acquired; exit 0; fi
+    if err=$(printf '%s\\n' "$me" | tee "$lock/holder" 2>&1 >/dev/null) && err=$(echo 0 | tee "$lock/beat" 2>&1 >/dev/null); then
+      echo acquired && exit 0
+      rm -rf "$lock"
+      exit 2
+    fi
     rm -rf "$lock"
     printf 'cannot write %s: %s\\n' "$lock" "$err" >&2
     exit 2
@@ -149,9 +156,15 @@ async function holdNodeLock<T>(node: NodeAccess, file: string, work: () => Promi
   for (;;) {
     if (isAborted(signal)) throw cancelled(node, file, signal!);
     const answer = await node.run(["sh", "-c", acquireScript, "sh", lock, me, gone, goneBeat], signal === undefined ? {} : { signal }).catch(async (error: unknown) => {
-      // Cut by the stop while it asked: the lock may have been made on the node all the same.
+      // Cut by the stop while it asked: the lock may have been made on the node all the same, or
+      // may still be: the node's shell runs on after its connection's channel is closed, and can
+      // make the lock just after a release on a fresh channel looked. Released now, and once more
+      // a second later (tracked: a process about to exit waits for it, see settleLockReleases).
       if (!isAborted(signal)) throw error;
       await release(node, lock, me);
+      const again = delay(lateAcquireMs).then(() => release(node, lock, me));
+      pendingReleases.add(again);
+      void again.finally(() => pendingReleases.delete(again));
       throw cancelled(node, file, signal!);
     });
     const [state = "", first = "", beatLine = ""] = answer.stdout.split("\n");
@@ -211,6 +224,9 @@ async function holdNodeLock<T>(node: NodeAccess, file: string, work: () => Promi
     if (!failed) await released;
   }
 }
+
+/** How long after a stop cut its acquiring command a lock is released once more, ms (1 s: that command's shell runs for milliseconds). */
+const lateAcquireMs = 1_000;
 
 /** Lock holdings and releases under way (a failed or stopped work does not wait for its release). */
 const pendingReleases = new Set<Promise<void>>();

@@ -6,13 +6,13 @@
  * longer runs are taken over; a wait ends when the staging is stopped; the lock is removed however
  * the work ends.
  */
-import { execFile, spawnSync } from "node:child_process";
+import { execFile, spawn, spawnSync } from "node:child_process";
 import { mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { lockHolderText, lockPathOf, withNodeLock } from "../../src/staging/node-lock.js";
+import { acquireScript, lockHolderText, lockPathOf, withNodeLock } from "../../src/staging/node-lock.js";
 import { startBothNodes, type BothNodes } from "../support/both-nodes.js";
 
 const run = promisify(execFile);
@@ -199,4 +199,16 @@ describe.each(["local", "ssh"] as const)("%s node", (kind) => {
     while ((await exists(lockPathOf(file("blob-d")))) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
     expect(await exists(lockPathOf(file("blob-d")))).toBe(false);
   });
+});
+
+it("a lock made for a caller that went away as it asked (its channel closed) is removed by the command that made it", async () => {
+  const dir = both.dir("local");
+  const lock = lockPathOf(join(dir, "blob-gone"));
+  // The caller's end of the command's output is closed before the command answers: its answer
+  // cannot be read, so nobody would know the lock is held.
+  const child = spawn("sh", ["-c", acquireScript, "sh", lock, lockHolderText(), "", ""], { stdio: ["ignore", "pipe", "pipe"] });
+  child.stdout.destroy();
+  const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
+  expect(code).toBe(2);
+  expect(await exists(lock)).toBe(false);
 });
