@@ -46,6 +46,7 @@ import {
   probeTransportPort,
   readinessOf,
   shouldProbeTransport,
+  slowPathTimeoutMs,
 } from "./probes.js";
 import { blamedForLostLink, consequenceOf } from "./describe-death.js";
 import { judgeExit } from "./judge-exit.js";
@@ -109,17 +110,6 @@ export interface ClusterMonitor {
  * from healthy peers, and its exit, seen after a heal, would name one of them.
  */
 const flakyPathMs = 10_000;
-
-/**
- * The deadline a transport probe that went unanswered is asked again with before its silence makes
- * the last strike, ms: 5 × the probe's (5 s by default). A connection over a link with seconds of
- * round trip answers within it; a cut path stays silent, found then within about 9 s (1 s to the
- * next probe, a silent one, then one more and its second ask) where in-band heartbeats do not find
- * it first.
- */
-function slowPathTimeoutMs(timeoutMs: number): number {
-  return 5 * timeoutMs;
-}
 
 /**
  * How long silence is not held against a cluster while the daemon reaches none of its nodes, ms
@@ -320,7 +310,13 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   const checkNode = async (name: string): Promise<void> => {
     const node = options.nodeFor(name);
     const processes = cluster.processes.filter((p) => p.node === name);
-    const probes = await Promise.all(processes.map(async (process) => ({ process, probe: await probeLiveness(node, process, { deadlineMs: timeoutMs }) })));
+    const ask = (deadlineMs: number) => Promise.all(processes.map(async (process) => ({ process, probe: await probeLiveness(node, process, { deadlineMs }) })));
+    let probes = await ask(timeoutMs);
+    // A slow control channel is not a lost one, as for transport probes: a round that would make
+    // the last strike is asked again with room for a long round trip (a link between houses, a
+    // VPN, a link saturated by a model's transfer: an SSH command there takes 3 round trips, over
+    // a second from 200 ms each way).
+    if (!done && slowPathMs > 0 && probes.every((p) => p.probe.state === "unknown") && (unanswered.get(name) ?? 0) + 1 >= limit) probes = await ask(slowPathMs);
     if (done) return;
     const found = probes.filter((p) => p.probe.state === "gone");
     for (const { process } of found) exited(process, `pid ${process.pid} is no longer running`);

@@ -16,6 +16,7 @@ import {
   probeLiveness,
   probeTransport,
   shouldProbeTransport,
+  slowPathTimeoutMs,
 } from "./probes.js";
 import type { ClusterObservation, CoordinatorCard, HealthDeps, StageCard, TransportState, WatchedCluster, WatchedProcess } from "./types.js";
 
@@ -27,6 +28,12 @@ export interface ObserveOptions extends HealthDeps {
    * they are not asked again — a node slow to answer would draw them in doubt, as if they might run.
    */
   knownGone?: ReadonlySet<string>;
+  /**
+   * Nodes the health monitor reports unobservable now: a liveness probe of theirs that goes
+   * unanswered is not asked again with a longer deadline (their silence is known; the look would
+   * wait seconds for nothing).
+   */
+  unanswering?: ReadonlySet<string>;
 }
 
 export async function observeCluster(cluster: WatchedCluster, options: ObserveOptions): Promise<ClusterObservation> {
@@ -38,9 +45,16 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
   const gone: string[] = [];
   const unknownLiveness = new Set<number>();
 
-  // A member seen gone before is gone, without asking its node.
-  const askLiveness = async (process: WatchedProcess): Promise<LivenessProbe> =>
-    options.knownGone?.has(labelOf(process)) === true ? { state: "gone" } : probeLiveness(options.nodeFor(process.node), process, { deadlineMs: timeoutMs });
+  // A member seen gone before is gone, without asking its node. One whose node does not answer
+  // within the deadline is asked once more with room for a long round trip (see slowPathTimeoutMs),
+  // unless its node is known silent.
+  const askLiveness = async (process: WatchedProcess): Promise<LivenessProbe> => {
+    if (options.knownGone?.has(labelOf(process)) === true) return { state: "gone" };
+    const node = options.nodeFor(process.node);
+    const first = await probeLiveness(node, process, { deadlineMs: timeoutMs });
+    if (first.state !== "unknown" || options.unanswering?.has(process.node) === true) return first;
+    return probeLiveness(node, process, { deadlineMs: slowPathTimeoutMs(timeoutMs) });
+  };
   const rankOf = engineOf(cluster.engine ?? defaultEngineKind).rankOfStage;
   // The pipeline's stage count, for an engine whose ranks count from the other end: the plan's when
   // known, and never fewer than one past the last stage recorded — a launch cut short records only

@@ -12,6 +12,17 @@ import type { CoordinatorHealth, TransportState, WatchedCluster, WatchedProcess 
 export const defaultProbeTimeoutMs = 1_000;
 
 /**
+ * The deadline a transport probe, or a node's liveness round, that went unanswered is asked again
+ * with before its silence makes the last strike, ms: 5 × the probe's (5 s by default). A connection
+ * over a link with seconds of round trip answers within it; a cut path stays silent, found then
+ * within about 9 s (1 s to the next probe, a silent one, then one more and its second ask) where
+ * in-band heartbeats do not find it first.
+ */
+export function slowPathTimeoutMs(timeoutMs: number): number {
+  return 5 * timeoutMs;
+}
+
+/**
  * The readiness facts of the engine a cluster runs, as its ledger entry records it (entries from
  * before the kind was recorded ran the default kind).
  */

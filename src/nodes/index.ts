@@ -12,7 +12,7 @@ export { commandFailed } from "./shell-node.js";
 export { oomNoteOf, startTimeFunction } from "./shell-scripts.js";
 export { LocalNode } from "./local-node.js";
 export { SshNode } from "./ssh/ssh-node.js";
-export { sshClientFiles, type SshOptions } from "./ssh/ssh-connection.js";
+export { handshakeDeadlineMs, sshClientFiles, type SshOptions } from "./ssh/ssh-connection.js";
 export { sshConfigFiles } from "./ssh/ssh-config.js";
 export { openSshKeepaliveOptions, silentPeerBoundMs, sshKeepalive } from "./ssh/keepalive.js";
 export { NodePool, createNodeAccess } from "./pool.js";

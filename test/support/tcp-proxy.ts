@@ -2,7 +2,8 @@
  * A TCP proxy on 127.0.0.1 for tests of a connection that dies silently: `freeze()` stops carrying
  * bytes on every connection open at that moment, in both directions, without closing any (as a NAT
  * or a proxy that dropped its entry, or a laptop that slept while its peer gave up, leaves it),
- * while new connections are carried as before. No vitest imports.
+ * while new connections are carried as before. With `delayMs`, a slow link: every byte is carried
+ * that long after it arrived, each way, in order (a round trip of twice that). No vitest imports.
  */
 import { createConnection, createServer, type Socket } from "node:net";
 import type { AddressInfo } from "node:net";
@@ -15,14 +16,20 @@ export interface TcpProxy {
   close(): Promise<void>;
 }
 
-export async function startTcpProxy(targetHost: string, targetPort: number): Promise<TcpProxy> {
+export async function startTcpProxy(targetHost: string, targetPort: number, options: { delayMs?: number } = {}): Promise<TcpProxy> {
   const pairs = new Set<[Socket, Socket]>();
   const server = createServer((client) => {
     const upstream = createConnection({ host: targetHost, port: targetPort });
     const pair: [Socket, Socket] = [client, upstream];
     pairs.add(pair);
-    client.pipe(upstream);
-    upstream.pipe(client);
+    const delayMs = options.delayMs ?? 0;
+    if (delayMs > 0) {
+      carryLate(client, upstream, delayMs);
+      carryLate(upstream, client, delayMs);
+    } else {
+      client.pipe(upstream);
+      upstream.pipe(client);
+    }
     const end = (): void => {
       pairs.delete(pair);
       client.destroy();
@@ -55,4 +62,10 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** Carry what `from` sends to `to` `delayMs` later (timers of one delay fire in order), its end too. */
+function carryLate(from: Socket, to: Socket, delayMs: number): void {
+  from.on("data", (chunk: Buffer) => setTimeout(() => !to.destroyed && to.write(chunk), delayMs));
+  from.on("end", () => setTimeout(() => !to.destroyed && to.end(), delayMs));
 }

@@ -5,7 +5,8 @@
  * allowed, a connection to a silent node is dropped within 4 s (3 × 1 s unanswered, plus up to 1 s
  * until the first one is sent), inside the 5 s the health monitor has to judge a partitioned node,
  * and the pool reconnects from scratch. A handshake gets 4 s (a LAN answers in milliseconds; a
- * node that takes longer is judged unreachable and retried with back-off).
+ * node that takes longer is judged unreachable and retried with back-off), or 15 round trips as its
+ * TCP connection measured one, where that is longer (see handshakeDeadlineMs).
  *
  * The same bound for a path that shells out to OpenSSH's `ssh`: `openSshKeepaliveOptions()`.
  */
@@ -14,7 +15,7 @@ export const sshKeepalive = {
   intervalMs: 1_000,
   /** Unanswered keepalives before the connection is dropped (ssh2 `keepaliveCountMax`, OpenSSH `ServerAliveCountMax`). Default 3. */
   countMax: 3,
-  /** Handshake deadline, ms (ssh2 `readyTimeout`, OpenSSH `ConnectTimeout`). Default 4000. */
+  /** Handshake deadline on a LAN, ms (OpenSSH `ConnectTimeout`; ssh2's grows with the round trip). Default 4000. */
   connectDeadlineMs: 4_000,
 } as const;
 

@@ -352,7 +352,8 @@ export class SshConnection {
       hostVerifier,
       keepaliveInterval: this.options.keepaliveIntervalMs ?? sshKeepalive.intervalMs,
       keepaliveCountMax: this.options.keepaliveCountMax ?? sshKeepalive.countMax,
-      readyTimeout: this.options.connectDeadlineMs ?? sshKeepalive.connectDeadlineMs,
+      // The handshake's deadline is kept below (handshakeDeadlineMs): it grows with the round trip.
+      readyTimeout: 0,
       ...(known.length > 0 ? { algorithms: { serverHostKey: hostKeyOrder as never } } : {}),
     };
     // Closed while the back-off or the reads above went on: no connection is begun.
@@ -366,8 +367,22 @@ export class SshConnection {
     this.handshaking.add(client);
     // How far the handshake got, for a timeout's words: a host that never took the TCP connection
     // (down, cut off, a firewall dropping packets) is not an sshd that took it and said nothing.
-    const progress = { connected: false, keysExchanged: false };
-    client.once("connect", () => (progress.connected = true));
+    const progress: HandshakeProgress = { connected: false, keysExchanged: false, deadlineMs: this.options.connectDeadlineMs ?? sshKeepalive.connectDeadlineMs };
+    const began = performance.now();
+    // Out of time as ssh2 itself says it (its own deadline is off): the words below read it.
+    const timeUp = (): void => {
+      client.emit("error", Object.assign(new Error("Timed out while waiting for handshake"), { level: "client-timeout" }));
+      client.destroy();
+    };
+    let deadline = setTimeout(timeUp, progress.deadlineMs);
+    client.once("connect", () => {
+      progress.connected = true;
+      progress.connectMs = Math.round(performance.now() - began);
+      // Over a long round trip the rest of the handshake needs longer: the deadline grows with it.
+      progress.deadlineMs = handshakeDeadlineMs(progress.deadlineMs, progress.connectMs);
+      clearTimeout(deadline);
+      deadline = setTimeout(timeUp, Math.max(0, progress.deadlineMs - (performance.now() - began)));
+    });
     client.once("handshake", () => (progress.keysExchanged = true));
     await new Promise<void>((resolve, reject) => {
       client.once("ready", () => resolve());
@@ -386,7 +401,7 @@ export class SshConnection {
             auth ? "SshAuthFailed" : "NodeUnreachable",
             auth
               ? `node ${this.node.name}: authentication as ${target.user} failed: ${error.message}${unlockHint}${agentHint}; ${authRefusalHint(this.node.name, target, keyPath, agent)}`
-              : `node ${this.node.name}: cannot connect to ${joinHostPort(target.host, target.port)}: ${error.message}${timeoutWords(error, progress, config.readyTimeout ?? 0)}${connectHint(error, this.node.name, this.node.host, target.port)}`,
+              : `node ${this.node.name}: cannot connect to ${joinHostPort(target.host, target.port)}: ${error.message}${timeoutWords(error, progress)}${connectHint(error, this.node.name, this.node.host, target.port)}`,
             { terminal: auth, cause: error },
           ),
         );
@@ -398,7 +413,10 @@ export class SshConnection {
         client.destroy();
         throw error;
       })
-      .finally(() => this.handshaking.delete(client));
+      .finally(() => {
+        clearTimeout(deadline);
+        this.handshaking.delete(client);
+      });
     if (pendingRecord !== undefined) await appendKnownHost(knownHostsPath, name, pendingRecord.keyType, pendingRecord.key);
     // Closed while the handshake or the known_hosts write went on: this connection is not kept.
     if (this.closed) {
@@ -433,16 +451,37 @@ function localHint(host: string): string {
   return isNearLocal(host) ? `; host = ${JSON.stringify(host)} is dialled over SSH: did you mean "local", this machine?` : "";
 }
 
+/** How far a handshake got, and the deadline it had. */
+interface HandshakeProgress {
+  connected: boolean;
+  /** How long the TCP connection took, ms: about one round trip. */
+  connectMs?: number;
+  keysExchanged: boolean;
+  deadlineMs: number;
+}
+
 /**
- * What a handshake that ran out of time (ssh2's "Timed out while waiting for handshake") got to,
- * in words; "" for any other error.
+ * The handshake's deadline once its TCP connection took `connectMs`, ms: the base (4 s by default,
+ * `connectDeadlineMs`) or 15 × that time, whichever is longer. A handshake with its
+ * authentication takes about 9 round trips: about 7.4 s over a path of 400 ms each way (a relayed
+ * VPN between continents, a saturated link), where a LAN's takes milliseconds.
  */
-function timeoutWords(error: Error & { level?: string }, progress: { connected: boolean; keysExchanged: boolean }, deadlineMs: number): string {
+export function handshakeDeadlineMs(baseMs: number, connectMs: number): number {
+  return Math.max(baseMs, 15 * connectMs);
+}
+
+/**
+ * What a handshake that ran out of time ("Timed out while waiting for handshake") got to, in
+ * words; "" for any other error.
+ */
+function timeoutWords(error: Error & { level?: string }, progress: HandshakeProgress): string {
   if (error.level !== "client-timeout") return "";
+  const { deadlineMs } = progress;
   if (!progress.connected) return ` (no TCP connection within ${deadlineMs} ms: the host is down or cut off, or a firewall drops its packets)`;
+  const roundTrip = `; its TCP connection took ${progress.connectMs ?? 0} ms, about one round trip, and the deadline allows for 15`;
   if (!progress.keysExchanged)
-    return ` (the TCP connection was accepted, but the SSH server there did not complete its greeting and key exchange within ${deadlineMs} ms: its sshd hangs, being stopped, overloaded or out of resources, or something other than sshd listens on that port)`;
-  return ` (the SSH server there took the connection and exchanged keys, but did not finish authentication within ${deadlineMs} ms: its sshd or what it asks, such as PAM or DNS, hangs)`;
+    return ` (the TCP connection was accepted, but the SSH server there did not complete its greeting and key exchange within ${deadlineMs} ms: its sshd hangs, being stopped, overloaded or out of resources, or something other than sshd listens on that port${roundTrip})`;
+  return ` (the SSH server there took the connection and exchanged keys, but did not finish authentication within ${deadlineMs} ms: its sshd or what it asks, such as PAM or DNS, hangs${roundTrip})`;
 }
 
 function hostKeyRefusal(

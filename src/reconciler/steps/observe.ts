@@ -108,6 +108,7 @@ export async function observeEntry(pass: Pass, entry: LedgerEntry) {
     ...(layers === undefined ? {} : { layers }),
     ...(previous === undefined ? {} : { previous }),
     knownGone: new Set(seenGoneOf(memory, entry.startedAt)),
+    unanswering: new Set([...(memory.supervision?.unobservable?.keys() ?? []), ...(memory.supervision?.cutOff?.nodes ?? [])]),
   });
   noteGone(memory, entry.startedAt, observation.gone);
   // A death the monitor recorded while this look was out (a slow node makes a look take seconds)
