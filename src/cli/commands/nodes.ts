@@ -83,7 +83,7 @@ const commandDeadlineMs = 5_000;
 
 function slowCommandNote(ms: number | undefined): string {
   if (ms === undefined || ms < slowCommandMs) return "";
-  return `each command takes ${ms} ms to answer (liveness probes allow 1000 ms): its shell start-up files? see troubleshooting, "Slow commands on a node"`;
+  return `each command takes ${ms} ms to answer (liveness probes allow 1000 ms, then 5000 ms once): its shell start-up files, or a long round trip to it (a command takes about 3)? see troubleshooting, "Slow commands on a node"`;
 }
 
 function printTable(rows: Array<NodeProbe & { host: string; declaredEngineVersion?: string; commandMs?: number; shellPrints?: string }>): void {
