@@ -315,8 +315,10 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     // A slow control channel is not a lost one, as for transport probes: a round that would make
     // the last strike is asked again with room for a long round trip (a link between houses, a
     // VPN, a link saturated by a model's transfer: an SSH command there takes 3 round trips, over
-    // a second from 200 ms each way).
-    if (!done && slowPathMs > 0 && probes.every((p) => p.probe.state === "unknown") && (unanswered.get(name) ?? 0) + 1 >= limit) probes = await ask(slowPathMs);
+    // a second from 200 ms each way), while the node's connection is up. One that dropped (a
+    // refused or silent node) is no slowness.
+    const lastStrike = (unanswered.get(name) ?? 0) + 1 >= limit;
+    if (!done && slowPathMs > 0 && lastStrike && node.connected !== false && probes.every((p) => p.probe.state === "unknown")) probes = await ask(slowPathMs);
     if (done) return;
     const found = probes.filter((p) => p.probe.state === "gone");
     for (const { process } of found) exited(process, `pid ${process.pid} is no longer running`);

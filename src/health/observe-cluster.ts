@@ -47,12 +47,12 @@ export async function observeCluster(cluster: WatchedCluster, options: ObserveOp
 
   // A member seen gone before is gone, without asking its node. One whose node does not answer
   // within the deadline is asked once more with room for a long round trip (see slowPathTimeoutMs),
-  // unless its node is known silent.
+  // unless its node is known silent or its connection dropped.
   const askLiveness = async (process: WatchedProcess): Promise<LivenessProbe> => {
     if (options.knownGone?.has(labelOf(process)) === true) return { state: "gone" };
     const node = options.nodeFor(process.node);
     const first = await probeLiveness(node, process, { deadlineMs: timeoutMs });
-    if (first.state !== "unknown" || options.unanswering?.has(process.node) === true) return first;
+    if (first.state !== "unknown" || options.unanswering?.has(process.node) === true || node.connected === false) return first;
     return probeLiveness(node, process, { deadlineMs: slowPathTimeoutMs(timeoutMs) });
   };
   const rankOf = engineOf(cluster.engine ?? defaultEngineKind).rankOfStage;

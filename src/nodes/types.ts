@@ -122,6 +122,11 @@ export interface AskOptions {
 export interface NodeAccess {
   readonly config: NodeConfig;
   readonly kind: "local" | "ssh";
+  /**
+   * Whether a connection to the node is up now: false for an SSH node whose connection dropped and
+   * is not made again yet (a refused or silent node); undefined where there is none to lose.
+   */
+  readonly connected?: boolean;
   run(argv: string[], options?: RunOptions): Promise<CommandResult>;
   startDetached(argv: string[], options: DetachedOptions): Promise<DetachedProcess>;
   /** Undefined when no such process exists. */

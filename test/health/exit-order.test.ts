@@ -34,6 +34,17 @@ async function start(label: string, role: "stage" | "coordinator", script: strin
   return process;
 }
 
+/** The process `pid` started (the wrapper's engine), once it has: on a loaded machine the wrapper forks it a moment after it starts. */
+async function childOf(pid: number): Promise<number> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const child = Number((await node.run(["ps", "-o", "pid=", "--ppid", String(pid)])).stdout.trim().split("\n")[0]);
+    if (child > 0) return child;
+    if (Date.now() > deadline) throw new Error(`process ${pid} started no child within 10 s`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 async function gone(process: WatchedProcess): Promise<void> {
   const deadline = Date.now() + 10_000;
   while ((await node.processStartTime(process.pid)) === process.startTime && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
@@ -52,8 +63,7 @@ test("a member killed by a signal before the one seen first is blamed; the first
   const stage = await start("stage-1", "stage", "exec sleep 600");
   const coordinator = await start("coordinator", "coordinator", `while [ ! -s ${JSON.stringify(join(dir, "stage-1.exit"))} ]; do sleep 0.01; done; exit 69`);
   // The engine under the wrapper is killed, as the OOM killer picks it: the wrapper records 137.
-  const child = Number((await node.run(["ps", "-o", "pid=", "--ppid", String(stage.pid)])).stdout.trim());
-  process.kill(child, "SIGKILL");
+  process.kill(await childOf(stage.pid), "SIGKILL");
   await gone(coordinator);
   await gone(stage);
   const judgement = await judge(coordinator, [stage, coordinator]);

@@ -45,6 +45,10 @@ export class SshNode extends ShellNode implements NodeAccess {
     this.connection = connection ?? new SshConnection(config, options);
   }
 
+  get connected(): boolean {
+    return this.connection.connected;
+  }
+
   /** The host name or address this node is really reached at (an ssh config alias's HostName applied). */
   async targetHost(): Promise<string> {
     return (await resolveTarget(this.config, this.options)).host;
