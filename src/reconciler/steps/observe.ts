@@ -184,8 +184,8 @@ function inheritedObservation(cards: Pass["memory"]["inheritedCards"], entry: Le
  * A launch is carried out within one pass, which leaves its entry running, torn down or tearing
  * down: an entry still "launching" when a pass begins was cut short by the end of the daemon that
  * started it (a kill -9, a reboot). That launch says nothing about the cluster, so it is given back
- * to the revision's restart budget, once; if it had started a process (recorded before it starts),
- * for the launch is counted, and the count written, only then (see the launch step).
+ * to the revision's restart budget, once, if it had started a process (each is recorded before it
+ * starts): only then is a launch counted, and its count written (see the launch step).
  */
 function refundInterruptedLaunch(pass: Pass, entry: LedgerEntry): void {
   const { memory } = pass;
