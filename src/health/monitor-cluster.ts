@@ -318,7 +318,8 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
     // a second from 200 ms each way), while the node's connection is up. One that dropped (a
     // refused or silent node) is no slowness.
     const lastStrike = (unanswered.get(name) ?? 0) + 1 >= limit;
-    if (!done && slowPathMs > 0 && lastStrike && node.connected !== false && probes.every((p) => p.probe.state === "unknown")) probes = await ask(slowPathMs);
+    if (!done && slowPathMs > 0 && lastStrike && node.connected !== false && probes.every((p) => p.probe.state === "unknown"))
+      probes = await untilStopped(ask(slowPathMs), probes);
     if (done) return;
     const found = probes.filter((p) => p.probe.state === "gone");
     for (const { process } of found) exited(process, `pid ${process.pid} is no longer running`);

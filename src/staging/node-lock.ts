@@ -155,16 +155,10 @@ async function holdNodeLock<T>(node: NodeAccess, file: string, work: () => Promi
   const staleMs = options.staleMs ?? 120_000;
   for (;;) {
     if (isAborted(signal)) throw cancelled(node, file, signal!);
+    acquiring.set(lock, (acquiring.get(lock) ?? 0) + 1);
     const answer = await node.run(["sh", "-c", acquireScript, "sh", lock, me, gone, goneBeat], signal === undefined ? {} : { signal }).catch(async (error: unknown) => {
-      // Cut by the stop while it asked: the lock may have been made on the node all the same, or
-      // may still be: the node's shell runs on after its connection's channel is closed, and can
-      // make the lock just after a release on a fresh channel looked. Released now, and once more
-      // a second later (tracked: a process about to exit waits for it, see settleLockReleases).
       if (!isAborted(signal)) throw error;
-      await release(node, lock, me);
-      const again = delay(lateAcquireMs).then(() => release(node, lock, me));
-      pendingReleases.add(again);
-      void again.finally(() => pendingReleases.delete(again));
+      await releaseAfterCut(node, lock, me);
       throw cancelled(node, file, signal!);
     });
     const [state = "", first = "", beatLine = ""] = answer.stdout.split("\n");
@@ -175,7 +169,7 @@ async function holdNodeLock<T>(node: NodeAccess, file: string, work: () => Promi
     // a command cut by the stop may have made the lock before it was killed (the release removes
     // only a lock naming this process).
     if (isAborted(signal)) {
-      await release(node, lock, me);
+      await releaseAfterCut(node, lock, me);
       throw cancelled(node, file, signal!);
     }
     if (answer.exitCode !== 0) {
@@ -245,6 +239,24 @@ export async function settleLockReleases(withinMs = 10_000): Promise<void> {
     await Promise.race([Promise.all([...pendingReleases]), new Promise((resolve) => (timer = setTimeout(resolve, deadline - performance.now())))]);
     clearTimeout(timer);
   }
+}
+
+/** Per lock directory: how many times this process began to take it (see releaseAfterCut). */
+const acquiring = new Map<string, number>();
+
+/**
+ * Give back a lock whose taking a stop cut: the lock may have been made on the node all the same,
+ * or may still be, as the node's shell runs on after its connection's channel is closed and can make
+ * the lock just after a release on a fresh channel looked. Released now, and once more a second
+ * later (tracked: a process about to exit waits for it, see settleLockReleases), unless this process
+ * began to take that lock again meanwhile (a new pass's: its holder text is this process's too).
+ */
+async function releaseAfterCut(node: NodeAccess, lock: string, me: string): Promise<void> {
+  const taking = acquiring.get(lock);
+  await release(node, lock, me);
+  const again = delay(lateAcquireMs).then(() => (acquiring.get(lock) === taking ? release(node, lock, me) : undefined));
+  pendingReleases.add(again);
+  void again.finally(() => pendingReleases.delete(again));
 }
 
 /** Remove `lock` while it names `me` (a node that does not answer within 2 s keeps it: taken over later). */

@@ -367,7 +367,8 @@ export class SshConnection {
     this.handshaking.add(client);
     // How far the handshake got, for a timeout's words: a host that never took the TCP connection
     // (down, cut off, a firewall dropping packets) is not an sshd that took it and said nothing.
-    const progress: HandshakeProgress = { connected: false, keysExchanged: false, deadlineMs: this.options.connectDeadlineMs ?? sshKeepalive.connectDeadlineMs };
+    const baseMs = this.options.connectDeadlineMs ?? sshKeepalive.connectDeadlineMs;
+    const progress: HandshakeProgress = { connected: false, keysExchanged: false, baseMs, deadlineMs: baseMs };
     const began = performance.now();
     // Out of time as ssh2 itself says it (its own deadline is off): the words below read it.
     const timeUp = (): void => {
@@ -379,7 +380,7 @@ export class SshConnection {
       progress.connected = true;
       progress.connectMs = Math.round(performance.now() - began);
       // Over a long round trip the rest of the handshake needs longer: the deadline grows with it.
-      progress.deadlineMs = handshakeDeadlineMs(progress.deadlineMs, progress.connectMs);
+      progress.deadlineMs = handshakeDeadlineMs(baseMs, progress.connectMs);
       clearTimeout(deadline);
       deadline = setTimeout(timeUp, Math.max(0, progress.deadlineMs - (performance.now() - began)));
     });
@@ -454,9 +455,11 @@ function localHint(host: string): string {
 /** How far a handshake got, and the deadline it had. */
 interface HandshakeProgress {
   connected: boolean;
-  /** How long the TCP connection took, ms: about one round trip. */
+  /** How long the TCP connection took from the start (its name's lookup included), ms: about one round trip on a path whose name resolves at once. */
   connectMs?: number;
   keysExchanged: boolean;
+  /** The deadline on a LAN, ms, and the one the handshake had. */
+  baseMs: number;
   deadlineMs: number;
 }
 
@@ -478,7 +481,9 @@ function timeoutWords(error: Error & { level?: string }, progress: HandshakeProg
   if (error.level !== "client-timeout") return "";
   const { deadlineMs } = progress;
   if (!progress.connected) return ` (no TCP connection within ${deadlineMs} ms: the host is down or cut off, or a firewall drops its packets)`;
-  const roundTrip = `; its TCP connection took ${progress.connectMs ?? 0} ms, about one round trip, and the deadline allows for 15`;
+  // Said when the deadline grew past the LAN's: why it was what it was.
+  const roundTrip =
+    progress.connectMs !== undefined && deadlineMs > progress.baseMs ? `; its TCP connection took ${progress.connectMs} ms, and the deadline allowed 15 times that` : "";
   if (!progress.keysExchanged)
     return ` (the TCP connection was accepted, but the SSH server there did not complete its greeting and key exchange within ${deadlineMs} ms: its sshd hangs, being stopped, overloaded or out of resources, or something other than sshd listens on that port${roundTrip})`;
   return ` (the SSH server there took the connection and exchanged keys, but did not finish authentication within ${deadlineMs} ms: its sshd or what it asks, such as PAM or DNS, hangs${roundTrip})`;

@@ -188,7 +188,8 @@ export const launch: Step = {
         ledger,
         // Counted, and the count written, before the first process starts and is recorded in the
         // ledger: a daemon killed once the ledger holds a process of this launch has counted it,
-        // and its successor gives it back (see observe.ts); killed before, it counted nothing.
+        // and its successor gives it back (see observe.ts); killed before the count, it counted
+        // nothing; killed between the two, the launch stays counted (the safe side: one launch less).
         beforeFirstStart: async () => {
           restarts.count += 1;
           counted = true;
@@ -238,10 +239,14 @@ export const launch: Step = {
         // cluster: it is given back to the restart budget, so the cluster comes back by itself once
         // the network, the port or the node does (retried with the pass's back-off, at most a
         // minute apart), rather than stalling after a few launches within seconds.
-        if (counted && (givenBack.has(error.reason) || isNodeWriteFailure(error)) && restarts.count > 0) {
+        const surroundings = givenBack.has(error.reason) || isNodeWriteFailure(error);
+        if (counted && surroundings && restarts.count > 0) {
           restarts.count -= 1;
           world.log.info({ cluster: name, reason: error.reason }, "a launch that failed on its surroundings does not count against the restart budget");
         }
+        // A failure that is not the surroundings' before any process started (an unforeseen
+        // error on the way) counts all the same: uncounted, it would be retried for ever, never Stalled.
+        if (!counted && !surroundings) restarts.count += 1;
       }
       throw error;
     } finally {
