@@ -155,7 +155,8 @@ async function holdNodeLock<T>(node: NodeAccess, file: string, work: () => Promi
   const staleMs = options.staleMs ?? 120_000;
   for (;;) {
     if (isAborted(signal)) throw cancelled(node, file, signal!);
-    acquiring.set(lock, (acquiring.get(lock) ?? 0) + 1);
+    const taking = takingKey(node, lock);
+    acquiring.set(taking, (acquiring.get(taking) ?? 0) + 1);
     const answer = await node.run(["sh", "-c", acquireScript, "sh", lock, me, gone, goneBeat], signal === undefined ? {} : { signal }).catch(async (error: unknown) => {
       if (!isAborted(signal)) throw error;
       await releaseAfterCut(node, lock, me);
@@ -241,8 +242,13 @@ export async function settleLockReleases(withinMs = 10_000): Promise<void> {
   }
 }
 
-/** Per lock directory: how many times this process began to take it (see releaseAfterCut). */
+/** Per node and lock directory: how many times this process began to take it (see releaseAfterCut). */
 const acquiring = new Map<string, number>();
+
+/** The key of a lock directory on a node in `acquiring` (two nodes may hold the same path). */
+function takingKey(node: NodeAccess, lock: string): string {
+  return `${node.config.name}\0${lock}`;
+}
 
 /**
  * Give back a lock whose taking a stop cut: the lock may have been made on the node all the same,
@@ -252,9 +258,10 @@ const acquiring = new Map<string, number>();
  * began to take that lock again meanwhile (a new pass's: its holder text is this process's too).
  */
 async function releaseAfterCut(node: NodeAccess, lock: string, me: string): Promise<void> {
-  const taking = acquiring.get(lock);
+  const key = takingKey(node, lock);
+  const taking = acquiring.get(key);
   await release(node, lock, me);
-  const again = delay(lateAcquireMs).then(() => (acquiring.get(lock) === taking ? release(node, lock, me) : undefined));
+  const again = delay(lateAcquireMs).then(() => (acquiring.get(key) === taking ? release(node, lock, me) : undefined));
   pendingReleases.add(again);
   void again.finally(() => pendingReleases.delete(again));
 }
