@@ -414,16 +414,14 @@ export async function waitForStatus(world: DaemonWorld, name: string, predicate:
   }
 }
 
-/** Every distinct status file version read for `ms`, read every 10 ms (a status is written whole, by rename). */
+/** Every version of `name`'s status file the world's audit sees over the next `ms` (each one the daemon renames into place). */
 export async function statusesDuring(world: DaemonWorld, name: string, ms: number): Promise<ClusterStatus[]> {
-  const seen: ClusterStatus[] = [];
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    const status = await readStatusFile(world, name).catch(() => undefined);
-    if (status !== undefined && JSON.stringify(status) !== JSON.stringify(seen.at(-1))) seen.push(status);
-    await sleep(10);
-  }
-  return seen;
+  const from = world.audit.versions.length;
+  await sleep(ms);
+  return world.audit.versions
+    .slice(from)
+    .filter((v) => v.name === `${name}.status.json`)
+    .map((v) => JSON.parse(v.text) as ClusterStatus);
 }
 
 export function conditionOf(status: ClusterStatus, type: string): ClusterStatus["conditions"][number] | undefined {
