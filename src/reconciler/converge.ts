@@ -10,7 +10,7 @@ import type { ParseCache } from "./parse-cache.js";
 import { nextAction, type NextAction } from "./next-action.js";
 import type { Pass } from "./pass.js";
 import { runStep, type Step } from "./run-step.js";
-import { calledOff, setConditions, type Verdict } from "./verdicts.js";
+import { calledOff, isStalled, setConditions, type Verdict } from "./verdicts.js";
 import { watchForCallOff } from "./call-off.js";
 import { adopt } from "./steps/adopt.js";
 import { claimPort } from "./steps/claim-port.js";
@@ -156,7 +156,7 @@ function decide(pass: Pass, planFailed = false): NextAction {
 /** Stalled=False for a pass that launches, when a stall of this revision said the daemon had stopped trying. */
 function liftStall(pass: Pass): void {
   const { memory, revision } = pass;
-  if (!memory.conditions.some((c) => c.type === "Stalled" && c.status === "True")) return;
+  if (!isStalled(memory)) return;
   setConditions(memory, revision ?? "", { Stalled: { status: "False", reason: "Launching", message: "the daemon is launching this revision" } });
 }
 

@@ -41,7 +41,7 @@ export function calledOff(memory: ClusterMemory, revision: string, action: strin
   const message = `stopped launching revision ${revision.slice(0, 12)} at the ${action} step: ${why}; ${next}`;
   // Called off before the replace step, the launch that ran still serves, and Ready stands.
   const serving = readyStands(memory);
-  const stalled = memory.conditions.some((c) => c.type === "Stalled" && c.status === "True");
+  const stalled = isStalled(memory);
   setConditions(memory, revision, {
     ...(serving ? {} : { Ready: { status: "False", reason, message } }),
     Reconciling: { status: "True", reason, message },
@@ -77,7 +77,7 @@ export function failed(memory: ClusterMemory, error: unknown, action: string): V
   // the old revision was touched, and that revision still serves.
   // Stalled says the daemon goes on trying (not, say, the teardown a death began long ago), unless a
   // stall (a spent budget) already said it stopped.
-  const stalledNow = memory.conditions.some((c) => c.type === "Stalled" && c.status === "True");
+  const stalledNow = isStalled(memory);
   setConditions(memory, memory.lastGood?.revision ?? "", {
     ...(readyStands(memory) ? {} : { Ready: { status: "False", reason, message } }),
     Reconciling: { status: "True", reason: "RetryingAfterError", message: `${reason}: ${message}` },
@@ -334,6 +334,11 @@ export function notServingYet(memory: ClusterMemory, reason: "Staging" | "Launch
 /** Ready at the last revision this daemon saw (or a status says so): something serves, whatever this pass could not do. */
 export function isServing(memory: Pick<ClusterMemory, "conditions">): boolean {
   return memory.conditions.some((c) => c.type === "Ready" && c.status === "True");
+}
+
+/** Stalled True: a stall stands (a spent budget, an invalid definition) and says the daemon stopped trying. */
+export function isStalled(memory: Pick<ClusterMemory, "conditions">): boolean {
+  return memory.conditions.some((c) => c.type === "Stalled" && c.status === "True");
 }
 
 /**

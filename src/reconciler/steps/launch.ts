@@ -28,7 +28,7 @@ import { launchCountOf } from "../decision-inputs.js";
 import { definitionOf } from "../pass.js";
 import { describeLaunchProgress, readLaunch } from "../../launch-timeline/index.js";
 import type { Step } from "../run-step.js";
-import { calledOff, clearRuntime, notServingYet, recordEvent, setConditions } from "../verdicts.js";
+import { calledOff, clearRuntime, isStalled, notServingYet, recordEvent, setConditions } from "../verdicts.js";
 import { heldPort } from "./claim-port.js";
 
 /**
@@ -196,7 +196,7 @@ export const launch: Step = {
           // Stalled says what the daemon does now, no longer what it did before (a teardown, a
           // back-off), unless it stands: an invalid definition stays stalled while its last valid
           // revision relaunches.
-          if (!memory.conditions.some((c) => c.type === "Stalled" && c.status === "True")) {
+          if (!isStalled(memory)) {
             const message = `the daemon is launching this revision (launch ${restarts.count} of ${settings.daemon.restartBudget})`;
             setConditions(memory, revision, { Stalled: { status: "False", reason: "Launching", message } });
           }

@@ -10,7 +10,7 @@ import { superviseCluster, type LedgerEntry } from "../../launch/index.js";
 import { definitionOf, type Pass } from "../pass.js";
 import { explainDeath, recordDeath, type RecordedDeath } from "../record-death.js";
 import type { Step } from "../run-step.js";
-import { clearRuntime, dying, isServing, markRunning, markSeenServing, recheckUnlessHealthy, setConditions, type ConditionUpdates } from "../verdicts.js";
+import { clearRuntime, dying, isServing, isStalled, markRunning, markSeenServing, recheckUnlessHealthy, setConditions, type ConditionUpdates } from "../verdicts.js";
 import { observeEntry } from "./observe.js";
 import { routerSilence } from "./router-silence.js";
 
@@ -157,7 +157,7 @@ export function showObservability(pass: Pass, entry: LedgerEntry, unobservable: 
     // and all, until a pass looks again.
     // Nor does it lift a stall (an invalid definition beside the revision that serves): Stalled,
     // Reconciling and the last error stay until a pass sees the change.
-    const wasStalled = memory.conditions.some((c) => c.type === "Stalled" && c.status === "True");
+    const wasStalled = isStalled(memory);
     const kept = memory.conditions.filter(
       (c) =>
         (c.status === "Unknown" && c.reason !== "NodeUnobservable" && c.reason !== "DaemonCutOff") || (wasStalled && (c.type === "Stalled" || c.type === "Reconciling")),
