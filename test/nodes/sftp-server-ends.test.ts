@@ -5,14 +5,11 @@
  * while the node answered every command). A real sshd with Debian's external sftp-server, which
  * the test kills under a write.
  */
-import { execFile } from "node:child_process";
 import { join } from "node:path";
-import { promisify } from "node:util";
+import { readdir, readFile } from "node:fs/promises";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { NodePool, type NodeAccess } from "../../src/nodes/index.js";
 import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
-
-const run = promisify(execFile);
 
 let set: SshdSet;
 let pool: NodePool;
@@ -31,14 +28,21 @@ afterAll(async () => {
   await set?.close();
 });
 
-/** The sftp-server processes this test's sshd started (its descendants), none of another's. */
+/**
+ * The sftp-server processes this test's sshd started (its descendants), none of another's: read
+ * from /proc in this process, which takes milliseconds where a `ps` may take a tenth of a second
+ * on a loaded machine (a write may be over before it answers).
+ */
 async function sftpServersOfOurSshd(): Promise<number[]> {
-  const { stdout } = await run("ps", ["-eo", "pid=,ppid=,comm="]);
-  const rows = stdout
-    .trim()
-    .split("\n")
-    .map((line) => line.trim().split(/\s+/))
-    .map(([pid, ppid, comm]) => ({ pid: Number(pid), ppid: Number(ppid), comm }));
+  const rows: Array<{ pid: number; ppid: number; comm: string }> = [];
+  for (const entry of await readdir("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await readFile(`/proc/${entry}/stat`, "utf8").catch(() => "");
+    // pid (comm) state ppid …: comm may hold spaces and parentheses, so split at its last ")".
+    const close = stat.lastIndexOf(")");
+    if (close < 0) continue;
+    rows.push({ pid: Number(entry), comm: stat.slice(stat.indexOf("(") + 1, close), ppid: Number(stat.slice(close + 2).split(" ")[1]) });
+  }
   const parent = new Map(rows.map((r) => [r.pid, r.ppid]));
   const descends = (pid: number): boolean => {
     for (let p = parent.get(pid); p !== undefined && p > 1; p = parent.get(p)) if (p === listener) return true;
@@ -49,15 +53,25 @@ async function sftpServersOfOurSshd(): Promise<number[]> {
 
 test("the SFTP server killed under a write: NodeFileError saying it ended while the connection is up, and the node still answers", async () => {
   const file = join(set.nodes[0]!.modelDir, "big.bin");
-  const writing = node.writeFile(file, Buffer.alloc(256 << 20, 7)).catch((e: unknown) => e as { reason?: string; message: string });
+  let settled = false;
+  const writing = node
+    .writeFile(file, Buffer.alloc(256 << 20, 7))
+    .catch((e: unknown) => e as { reason?: string; message: string })
+    .finally(() => (settled = true));
   let killed = false;
-  for (let i = 0; i < 500 && !killed; i++) {
+  while (!killed && !settled) {
     const servers = await sftpServersOfOurSshd();
-    for (const pid of servers) await run("kill", ["-KILL", String(pid)]).catch(() => undefined);
+    for (const pid of servers) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // Gone already.
+      }
+    }
     killed = servers.length > 0;
     if (!killed) await new Promise((r) => setTimeout(r, 10));
   }
-  expect(killed).toBe(true);
+  expect(killed, "the write was over before its SFTP server was seen").toBe(true);
   const failed = await writing;
   expect(failed).toMatchObject({ reason: "NodeFileError" });
   expect((failed as Error).message).toMatch(/the SFTP session ended while writing .*big\.bin, though the SSH connection is up: .*ulimit -f/);

@@ -10,7 +10,7 @@ import { readFileSync, watch } from "node:fs";
 import { readFile, writeFile } from "node:fs/promises";
 import { expect, test } from "vitest";
 import type { ClusterStatus } from "../../src/reconciler/index.js";
-import { conditionOf, isReadyAt, removeDefinition, waitForStatus } from "./daemon-fixture.js";
+import { conditionOf, isReadyAt, killStage, removeDefinition, sleep, waitForStatus } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
 // Resync every second.
@@ -35,7 +35,7 @@ test("a backend the router lost is registered again at the next resync", async (
   expect(isReadyAt((await waitForStatus(world, "routed", () => true))!)).toBe(true);
 }, 180_000);
 
-test("a second cluster under the backend name a running one holds: RouterBackendTaken (Stalled), the entry stays the first's", async () => {
+test("a second cluster under the backend name a running one holds: RouterBackendTaken (Stalled), the entry stays the first's; not tried again when the holder relaunches under that name, launched once the holder is removed", async () => {
   const { world } = dw;
   const running = await waitForStatus(world, "routed", (s) => isReadyAt(s), 90_000);
   const { port, portRange } = await dw.freeAddresses();
@@ -49,6 +49,30 @@ test("a second cluster under the backend name a running one holds: RouterBackend
   expect(config).toContain(running.coordinator!.url);
   expect(config).not.toContain(`:${port}`);
   expect(isReadyAt((await waitForStatus(world, "routed", () => true))!)).toBe(true);
+
+  // The holder launched again under the same name (a stage killed, the cluster relaunched): it
+  // let nothing go, so the refused cluster is not tried again, and its status never says it is
+  // launching (Stalled, then Progressing and "launching", then Stalled again, at every relaunch of
+  // the holder).
+  const from = world.audit.versions.length;
+  const before = running.restarts?.count ?? 0;
+  await killStage(running, 0);
+  const relaunched = await waitForStatus(world, "routed", (s) => isReadyAt(s) && (s.restarts?.count ?? 0) > before, 90_000);
+  expect(relaunched.coordinator!.pid).not.toBe(running.coordinator!.pid);
+  // A pass the relaunch might have woken has had time to write.
+  await sleep(1_000);
+  const said = world.audit.versions
+    .slice(from)
+    .filter((v) => v.name === "canary.status.json")
+    .map((v) => JSON.parse(v.text) as ClusterStatus)
+    .map((s) => `${s.health} ${s.lastError?.reason} Stalled=${conditionOf(s, "Stalled")?.status}`);
+  expect(said.filter((line) => line !== "Stalled RouterBackendTaken Stalled=True")).toEqual([]);
+
+  // The holder removed lets the name go: the refused cluster launches under it.
+  expect(await removeDefinition(world, "routed", 60_000)).toBe(true);
+  const launched = await waitForStatus(world, "canary", (s) => isReadyAt(s), 60_000);
+  expect(conditionOf(launched, "Registered")?.status).toBe("True");
+  expect(await readFile(world.routerConfig, "utf8")).toContain(launched.coordinator!.url);
 }, 180_000);
 
 test("two clusters written at once under one router backend name: one is registered, the other RouterBackendTaken (Stalled), never said registered", async () => {

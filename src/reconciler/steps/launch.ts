@@ -140,6 +140,7 @@ export const launch: Step = {
     const launching = backend === undefined ? undefined : otherLauncher(world.launchingBackends, backend, name);
     const holder = runningHolder ?? launching;
     if (holder !== undefined) {
+      memory.waitsOnBackend = backend;
       throw new ShardctlError(
         "RouterBackendTaken",
         `[router] backend "${backend}" is the router entry of cluster ${holder}, which ${runningHolder !== undefined ? "runs" : "is being launched"}: registering this cluster under it would send ${holder}'s traffic here, and either teardown would remove the entry of both; give this cluster its own [router] backend${runningHolder !== undefined ? "" : " (retried meanwhile: that launch may fail and let it go)"}`,
