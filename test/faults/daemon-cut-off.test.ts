@@ -11,7 +11,9 @@
  * three), while it never stopped serving. Now silence is no death while no node of the cluster
  * answers: the status says Ready Unknown (DaemonCutOff), nothing is torn down or counted, and the
  * cluster is found running at the heal. Past the grace (8 s here, 5 minutes by default) silence is
- * judged as a death after all, naming how long no node answered.
+ * judged as a death after all, naming how long no node answered. A daemon started while it is cut
+ * off (a laptop restarted before its network is up) says the same of the launch it finds in its
+ * ledger, and adopts it at the heal. The daemon is a real `shardctl daemon` process.
  */
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
@@ -26,7 +28,7 @@ const graceMs = 8_000;
 let cut = false;
 // Production health timings (poll 1000 ms, probe deadline 1000 ms, 2 strikes), a short grace
 // (`[daemon] cut_off_grace_seconds`).
-const cluster = useLabCluster(name, { hosts: 3, layers: 4, restartBudget: 3, cutOffGraceSeconds: graceMs / 1000, beforeClose: async () => heal() });
+const cluster = useLabCluster(name, { hosts: 3, layers: 4, restartBudget: 3, cutOffGraceSeconds: graceMs / 1000, daemon: "spawned", beforeClose: async () => heal() });
 
 async function cutDaemonOff(): Promise<void> {
   for (const host of cluster.lab.hosts) await host.cutFromGateway();
@@ -115,4 +117,39 @@ it("cut off past the grace: judged by its silence after all, naming how long no 
   const back = await cluster.waitForReady(60_000);
   expect((await cluster.ledger())!.startedAt).not.toBe(launch);
   expect(back.restarts?.count).toBe(2);
+}, 180_000);
+
+it("a daemon started while cut off (a laptop rebooted off its network): Ready Unknown (DaemonCutOff), nothing torn down or counted, the same launch Ready after the heal", async () => {
+  const before = (await cluster.ledger())!;
+  const count = (await cluster.status()).restarts?.count;
+  await cutDaemonOff();
+  const cutAt = Date.now();
+  const recording = recordStatusWrites(cluster.world, name, () => cut, { pollMs: 50 });
+  const written = (): string =>
+    recording.writes
+      .map(
+        (w) =>
+          `+${w.at - cutAt} ms ${w.status.health} Ready=${conditionOf(w.status, "Ready")?.status}/${conditionOf(w.status, "Ready")?.reason} ${w.status.lastError?.reason ?? ""}`,
+      )
+      .join("\n  ");
+  try {
+    const first = cluster.latestDaemon();
+    first.child.kill("SIGKILL");
+    await first.exited;
+    await cluster.spawnDaemon();
+    // Before the grace: the new daemon's own monitor has found the silence, not judged it.
+    const said = await cluster.waitFor((s) => conditionOf(s, "Ready")?.reason === "DaemonCutOff", graceMs - 1_000);
+    expect(conditionOf(said, "Ready")!.status).toBe("Unknown");
+    expect(said.health).toBe("Degraded");
+    expect(await allRunning()).toBe(true);
+  } finally {
+    await heal();
+    await recording.done;
+    console.log(`a daemon started while cut off, its status as written:\n  ${written()}`);
+  }
+  expect(recording.writes.filter((w) => conditionOf(w.status, "Ready")?.status === "False").map((w) => conditionOf(w.status, "Ready")!.message)).toEqual([]);
+  const back = await cluster.waitForReady(30_000);
+  expect(back.restarts?.count).toBe(count);
+  expect((await cluster.ledger())!.startedAt).toBe(before.startedAt);
+  expect(await allRunning()).toBe(true);
 }, 180_000);
