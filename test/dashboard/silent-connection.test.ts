@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.37 of a core, measured alone; see vitest.config.ts).
 /**
  * A connection that dies without a word while the daemon runs on: a proxy between the page and the
  * daemon stops carrying the page's stream (as a NAT or a proxy that dropped it, or a laptop that

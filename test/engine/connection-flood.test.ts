@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.17 of a core, measured alone; see vitest.config.ts).
 /**
  * Clients that open connections to the coordinator and never finish a request (a header line now
  * and then) cannot use up its descriptors, which its stage links need: past half of them (here 128

@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.40 of a core, measured alone; see vitest.config.ts).
 /**
  * The coordinator's tokenizer thread (long prompts are tokenized there) stopped for good, as a
  * tokenizer that never returns leaves it: each of its threads frozen with ptrace

@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.36 of a core, measured alone; see vitest.config.ts).
 /**
  * The coordinator's host partitioned, on a lab of network namespaces (test/faults/support/netns.ts):
  * the daemon and the embedded router in the root namespace, two stage hosts n1, n2 and the

@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.32 of a core, measured alone; see vitest.config.ts).
 /**
  * The daemon's own network lost while its cluster's is not, on a lab of network namespaces
  * (test/faults/support/netns.ts): stage hosts n1, n2 and the coordinator's host n3, each in its own

@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.45 of a core, measured alone; see vitest.config.ts).
 /**
  * kill -9 of the daemon in the middle of a teardown. The definition of a running cluster is deleted;
  * its engine takes 30 s to stop after SIGTERM, so the daemon's teardown sits in its SIGTERM → SIGKILL

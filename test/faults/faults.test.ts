@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.33 of a core, measured alone; see vitest.config.ts).
 /**
  * Faults on a lab of network namespaces (test/faults/support/netns.ts): the daemon and the
  * coordinator in the root namespace, three stage hosts n1..n3 each in its own namespace with its own

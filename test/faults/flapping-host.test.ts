@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.40 of a core, measured alone; see vitest.config.ts).
 /**
  * A flapping stage host, on a lab of network namespaces (test/faults/support/netns.ts): the daemon,
  * the embedded router and the coordinator in the root namespace, stage-0 on n1 and stage-1 on n2,

@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.28 of a core, measured alone; see vitest.config.ts).
 /**
  * A stage host partitioned during a launch, between its stage's start and its listening, on a lab
  * of network namespaces (test/faults/support/netns.ts): the daemon and the coordinator in the root

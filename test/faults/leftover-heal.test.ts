@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.16 of a core, measured alone; see vitest.config.ts).
 /**
  * A leftover stopped as soon as its host heals, after a partition long enough for the failed passes
  * to back off, on a lab of network namespaces (test/faults/support/netns.ts): stage hosts n1, n2

@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.23 of a core, measured alone; see vitest.config.ts).
 /**
  * A lossy, slow link between the control host (the daemon and the coordinator, root namespace) and a
  * stage host (its own network namespace with a real sshd, test/faults/support/netns.ts): 5 % of the

@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.21 of a core, measured alone; see vitest.config.ts).
 /**
  * A node partitioned in the middle of an SFTP transfer (test/faults/support/netns.ts: a stage host in
  * its own network namespace with a real sshd, iptables DROP both ways, no FIN, no RST). The keepalive

@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.15 of a core, measured alone; see vitest.config.ts).
 /**
  * A push over a slow link (a stage host in its own network namespace with a real sshd, tbf at
  * 1 Mbit/s each way, the bottleneck's queue up to 2 s): the transfer completes byte for byte. With

@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.19 of a core, measured alone; see vitest.config.ts).
 /**
  * The SSH control channel to a stage host lost while the pipeline's own links stay up, at moments
  * the other lab tests do not cover: while the model is pushed to the host, while the cluster is

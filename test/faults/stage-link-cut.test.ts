@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.43 of a core, measured alone; see vitest.config.ts).
 /**
  * The link between two pipeline stages cut while the cluster serves, on a lab of network
  * namespaces (test/faults/support/netns.ts): the daemon, the embedded router and the coordinator in

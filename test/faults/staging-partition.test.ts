@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.38 of a core, measured alone; see vitest.config.ts).
 /**
  * A stage host partitioned while the model is pushed to it (`source = "push"`, SFTP from the control
  * host), on a lab of network namespaces (test/faults/support/netns.ts): the daemon in the root

@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.24 of a core, measured alone; see vitest.config.ts).
 /**
  * A death that spends the last launch of the restart budget, on a host that stays cut off (lab of
  * network namespaces, test/faults/support/netns.ts: stage-0 on n1, stage-1 on n2, iptables DROP

@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.37 of a core, measured alone; see vitest.config.ts).
 /**
  * A stage host partitioned while its stage is being started, on a lab of network namespaces
  * (test/faults/support/netns.ts): the daemon and the coordinator in the root namespace, stage hosts

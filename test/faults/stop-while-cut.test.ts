@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.40 of a core, measured alone; see vitest.config.ts).
 /**
  * A stop asked for while a stage host's SSH is gone (lab of network namespaces,
  * test/faults/support/netns.ts: stage-0 on n1, stage-1 on n2, n2's sshd killed while the pipeline

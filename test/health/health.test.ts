@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.33 of a core, measured alone; see vitest.config.ts).
 /**
  * src/health against real local processes and real sockets: observation cards and aggregate,
  * exit-watch deaths, polling fallback, strike counting, recycled pids.

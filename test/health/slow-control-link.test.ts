@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.08 of a core, measured alone; see vitest.config.ts).
 /**
  * A node whose control link is slow, not lost (a VPN between houses, a link saturated by a model's
  * transfer): its SSH commands take longer than a liveness probe's deadline (1 s). Through a real

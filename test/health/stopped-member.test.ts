@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.25 of a core, measured alone; see vitest.config.ts).
 /**
  * A member that hangs without dying, in an engine whose /health answers 200 through the hang
  * (mlx-lm's ring): real local processes stopped with SIGSTOP, and a real HTTP server that answers

@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.38 of a core, measured alone; see vitest.config.ts).
 /**
  * A process of a launch stopped (SIGSTOP) right after it was spawned: a stage that therefore never
  * listens, a coordinator that never answers /health. The launch still ends at its phase's deadline

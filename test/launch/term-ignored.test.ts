@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.43 of a core, measured alone; see vitest.config.ts).
 /**
  * An engine that ignores SIGTERM at teardown: a stand-in stage-0 that listens on its transport
  * port (so the launch goes on) and traps SIGTERM, never exiting by itself. The launch fails at the

@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.16 of a core, measured alone; see vitest.config.ts).
 /**
  * A command that does not finish while its node answers (a file system it touches hangs: a frozen
  * network mount, a failing disk) is said to have hung there, not taken for a node out of reach: an

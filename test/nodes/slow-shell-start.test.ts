@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.31 of a core, measured alone; see vitest.config.ts).
 /**
  * A node whose shell start-up hangs (a pyenv or conda init in ~/.bashrc waiting for a lock, a home
  * on a stalled network mount) is asked no more than the connection's slots allow. Regression: each

@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.19 of a core, measured alone; see vitest.config.ts).
 /**
  * An exit watch has no deadline: it lives as long as the process it watches. It must still end
  * when nobody wants it any more, or when its connection is gone, or whoever stops it (the daemon's

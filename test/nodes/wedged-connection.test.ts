@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.14 of a core, measured alone; see vitest.config.ts).
 /**
  * An SSH connection that is up (its keepalives answered) but on which no command starts: here a
  * real sshd whose sessions are forced into `sleep` (ForceCommand), as an sshd wedged after

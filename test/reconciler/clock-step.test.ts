@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.42 of a core, measured alone; see vitest.config.ts).
 /**
  * The daemon host's wall clock stepped while a cluster launches (NTP correcting a clock that was an
  * hour off, a VM resumed): what the daemon times — the pass, the launch's waits — is timed by the

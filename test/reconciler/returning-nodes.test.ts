@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.16 of a core, measured alone; see vitest.config.ts).
 /**
  * The watch that asks for a pass the moment a node that did not answer is back (a pass that failed
  * as NodeUnreachable would otherwise wait out its back-off, up to a minute), on real sshd nodes: a

@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.45 of a core, measured alone; see vitest.config.ts).
 /**
  * The router's YAML rewritten behind the daemon's back without a cluster's backend (config
  * management, a hand edit): the daemon watches the file, so the cluster is registered again within

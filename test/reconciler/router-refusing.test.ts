@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.43 of a core, measured alone; see vitest.config.ts).
 /**
  * A router that cannot take a registration now — its YAML broken by a hand edit — is found before a
  * launch starts anything: the launch fails RouterUnavailable saying nothing was started, is

@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.14 of a core, measured alone; see vitest.config.ts).
 /**
  * Clients that open connections to the embedded router and never finish a request (a header line
  * now and then) cannot use up its process's descriptors: past its cap (a quarter of the process's

@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.32 of a core, measured alone; see vitest.config.ts).
 /**
  * A failed node keeps its reason and whether retrying can help: a disk too small for the model is
  * not terminal (space freed there is found by the next try, and the refusal comes before any byte

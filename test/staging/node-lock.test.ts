@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.21 of a core, measured alone; see vitest.config.ts).
 /**
  * The lock every shardctl process takes on a node before it writes a blob there (a daemon and a
  * `shardctl stage` beside it once collided on one `.incomplete` file), on a local node and a real

@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.33 of a core, measured alone; see vitest.config.ts).
 /**
  * A download run on an SSH node (curl piped through head into the partial file) outlives the
  * question that started it: sshd gives a session without a pty no signal when its client goes, and

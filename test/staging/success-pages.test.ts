@@ -1,4 +1,3 @@
-// Test group: waiting: it mostly waits on faults and deadlines (0.27 of a core, measured alone; see vitest.config.ts).
 /**
  * A Hub endpoint (or a proxy in front of it) that answers with a success status but not with the
  * file — a rate limit's or a login page sent as 200 — or that stops sending while keeping the
