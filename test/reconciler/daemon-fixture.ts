@@ -418,10 +418,7 @@ export async function waitForStatus(world: DaemonWorld, name: string, predicate:
 export async function statusesDuring(world: DaemonWorld, name: string, ms: number): Promise<ClusterStatus[]> {
   const from = world.audit.versions.length;
   await sleep(ms);
-  return world.audit.versions
-    .slice(from)
-    .filter((v) => v.name === `${name}.status.json`)
-    .map((v) => JSON.parse(v.text) as ClusterStatus);
+  return world.audit.statusesOf(name, from);
 }
 
 export function conditionOf(status: ClusterStatus, type: string): ClusterStatus["conditions"][number] | undefined {
@@ -475,6 +472,14 @@ export class StatusAudit {
       }
       this.check(name, text);
     });
+  }
+
+  /** The versions of cluster `name`'s status file seen from the `from`-th version of all on (default: every one), parsed. */
+  statusesOf(name: string, from = 0): ClusterStatus[] {
+    return this.versions
+      .slice(from)
+      .filter((v) => v.name === `${name}.status.json`)
+      .map((v) => JSON.parse(v.text) as ClusterStatus);
   }
 
   private check(name: string, text: string): void {

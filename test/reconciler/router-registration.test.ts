@@ -61,11 +61,7 @@ test("a second cluster under the backend name a running one holds: RouterBackend
   expect(relaunched.coordinator!.pid).not.toBe(running.coordinator!.pid);
   // A pass the relaunch might have woken has had time to write.
   await sleep(1_000);
-  const said = world.audit.versions
-    .slice(from)
-    .filter((v) => v.name === "canary.status.json")
-    .map((v) => JSON.parse(v.text) as ClusterStatus)
-    .map((s) => `${s.health} ${s.lastError?.reason} Stalled=${conditionOf(s, "Stalled")?.status}`);
+  const said = world.audit.statusesOf("canary", from).map((s) => `${s.health} ${s.lastError?.reason} Stalled=${conditionOf(s, "Stalled")?.status}`);
   expect(said.filter((line) => line !== "Stalled RouterBackendTaken Stalled=True")).toEqual([]);
 
   // The holder removed lets the name go: the refused cluster launches under it.
@@ -87,7 +83,7 @@ test("two clusters written at once under one router backend name: one is registe
   // The router's one entry of that name is the winner's, and the loser never claimed it.
   const config = await readFile(world.routerConfig, "utf8");
   expect(config).toContain(ready.coordinator!.url);
-  const versions = world.audit.versions.filter((v) => v.name === `${loser}.status.json`).map((v) => JSON.parse(v.text) as ClusterStatus);
+  const versions = world.audit.statusesOf(loser);
   expect(versions.filter((v) => v.router?.registered === true || conditionOf(v, "Registered")?.status === "True")).toEqual([]);
   expect(refusedOf((await waitForStatus(world, loser, () => true))!)).toBe(true);
   // Pruned before the next removal: a directory emptied while two clusters still run (a removed
