@@ -26,7 +26,7 @@ import { readlinkSync } from "node:fs";
 import { hostname } from "node:os";
 import { setTimeout as delay } from "node:timers/promises";
 import { ShardctlError } from "../errors/index.js";
-import { commandFailed, type NodeAccess } from "../nodes/index.js";
+import { commandFailed, listenForAbort, type CommandResult, type NodeAccess } from "../nodes/index.js";
 import { lookAtProcess } from "../local-processes/index.js";
 
 export interface NodeLockOptions {
@@ -153,26 +153,33 @@ async function holdNodeLock<T>(node: NodeAccess, file: string, work: () => Promi
   // The holder and beat last seen, and since when (performance.now(), ms) they have not changed.
   let watched: { holder: string; beat: string; since: number } | undefined;
   const staleMs = options.staleMs ?? 120_000;
+  const key = givingBackKey(node, lock);
   for (;;) {
+    // A lock this process is still giving back is gone before it is asked for again: asked
+    // meanwhile, it would name this process, be taken over as an earlier pass's leftover, and then
+    // be removed under the new holder by that give-back.
+    await untilAborted(givingBack.get(key) ?? Promise.resolve(), signal);
     if (isAborted(signal)) throw cancelled(node, file, signal!);
-    const taking = takingKey(node, lock);
-    acquiring.set(taking, (acquiring.get(taking) ?? 0) + 1);
-    const answer = await node.run(["sh", "-c", acquireScript, "sh", lock, me, gone, goneBeat], signal === undefined ? {} : { signal }).catch(async (error: unknown) => {
-      if (!isAborted(signal)) throw error;
-      await releaseAfterCut(node, lock, me);
+    // Not cut by a stop: the caller hears at once, and a lock the command makes is given back once
+    // it has answered. Cut instead (its process group killed on the node), it raced its kill and
+    // the releases sent after it: a node slow to start the command's shell (its load, its start-up
+    // files) made the lock after they had looked, and it stayed until taken over as stale.
+    const asking = node.run(["sh", "-c", acquireScript, "sh", lock, me, gone, goneBeat]);
+    const answer = await untilAborted(asking, signal);
+    if (answer === undefined || isAborted(signal)) {
+      giveBack(
+        key,
+        asking.then(
+          (asked) => (madeNoLock(asked) ? undefined : release(node, lock, me)),
+          () => release(node, lock, me),
+        ),
+      );
       throw cancelled(node, file, signal!);
-    });
+    }
     const [state = "", first = "", beatLine = ""] = answer.stdout.split("\n");
     // The beat as the lock holds it (empty for an empty file), and whether it has a beat file at all.
     const beating = beatLine.startsWith("b:");
     const beat = beating ? beatLine.slice(2) : "";
-    // Stopped while it asked: a lock made meanwhile is given back at once. Whatever the answer says:
-    // a command cut by the stop may have made the lock before it was killed (the release removes
-    // only a lock naming this process).
-    if (isAborted(signal)) {
-      await releaseAfterCut(node, lock, me);
-      throw cancelled(node, file, signal!);
-    }
     if (answer.exitCode !== 0) {
       // A node that did not answer is unreachable (a partition), not a file error.
       throw commandFailed(node.config.name, answer.timedOut ? "NodeUnreachable" : "NodeFileError", `taking the lock ${lock}`, answer);
@@ -214,23 +221,19 @@ async function holdNodeLock<T>(node: NodeAccess, file: string, work: () => Promi
     // Work that failed (its node cut off, say) is not held up by the removal: a lock left behind
     // is this process's own, taken over by its next pass.
     const released = release(node, lock, me);
-    pendingReleases.add(released);
-    void released.finally(() => pendingReleases.delete(released));
+    giveBack(key, released);
     if (!failed) await released;
   }
 }
 
-/** How long after a stop cut its acquiring command a lock is released once more, ms (1 s: that command's shell runs for milliseconds). */
-const lateAcquireMs = 1_000;
-
-/** Lock holdings and releases under way (a failed or stopped work does not wait for its release). */
+/** Lock holdings and give-backs under way (a failed or stopped work does not wait for its release). */
 const pendingReleases = new Set<Promise<void>>();
 
 /**
- * Waits for the lock holdings and releases still under way (a stopped one ends at once, its release
- * within 2 s; all within `withinMs`, default 10 s): a process about to close its connections to the
- * nodes (`shardctl stage` stopped by a signal) gives its locks back first, or the next staging from
- * elsewhere waits out the stale bound (two minutes) for them.
+ * Waits for the lock holdings and give-backs still under way (a stopped one ends at once, its
+ * give-back once its last question has answered; all within `withinMs`, default 10 s): a process
+ * about to close its connections to the nodes (`shardctl stage` stopped by a signal) gives its
+ * locks back first, or the next staging from elsewhere waits out the stale bound (two minutes) for them.
  */
 export async function settleLockReleases(withinMs = 10_000): Promise<void> {
   const deadline = performance.now() + withinMs;
@@ -242,33 +245,50 @@ export async function settleLockReleases(withinMs = 10_000): Promise<void> {
   }
 }
 
-/** Per node and lock directory: how many times this process began to take it (see releaseAfterCut). */
-const acquiring = new Map<string, number>();
+/** Per node and lock directory: this process's give-back of that lock under way, forgotten once done. */
+const givingBack = new Map<string, Promise<void>>();
 
-/** The key of a lock directory on a node in `acquiring` (two nodes may hold the same path). */
-function takingKey(node: NodeAccess, lock: string): string {
+/** The key of a lock directory on a node in `givingBack` (two nodes may hold the same path). */
+function givingBackKey(node: NodeAccess, lock: string): string {
   return `${node.config.name}\0${lock}`;
 }
 
-/**
- * Give back a lock whose taking a stop cut: the lock may have been made on the node all the same,
- * or may still be, as the node's shell runs on after its connection's channel is closed and can make
- * the lock just after a release on a fresh channel looked. Released now, and once more a second
- * later (tracked: a process about to exit waits for it, see settleLockReleases), unless this process
- * began to take that lock again meanwhile (a new pass's: its holder text is this process's too).
- */
-async function releaseAfterCut(node: NodeAccess, lock: string, me: string): Promise<void> {
-  const key = takingKey(node, lock);
-  const taking = acquiring.get(key);
-  await release(node, lock, me);
-  const again = delay(lateAcquireMs).then(() => (acquiring.get(key) === taking ? release(node, lock, me) : undefined));
-  pendingReleases.add(again);
-  void again.finally(() => pendingReleases.delete(again));
+/** Track `release` (it never rejects) as the give-back of `key`, after any before it. */
+function giveBack(key: string, release: Promise<void>): void {
+  const before = givingBack.get(key);
+  const given = before === undefined ? release : Promise.all([before, release]).then(() => undefined);
+  givingBack.set(key, given);
+  pendingReleases.add(given);
+  void given.finally(() => {
+    pendingReleases.delete(given);
+    if (givingBack.get(key) === given) givingBack.delete(key);
+  });
 }
 
-/** Remove `lock` while it names `me` (a node that does not answer within 2 s keeps it: taken over later). */
+/** Whether a lock's taking answered that it made no lock: it found one held, or moved a stale one aside. */
+function madeNoLock(answer: CommandResult): boolean {
+  return answer.exitCode === 0 && /^(held|retry)\n/.test(answer.stdout);
+}
+
+/** `work`'s result, or undefined as soon as `signal` aborts (`work` goes on; its failure is then the caller's to handle). */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T | undefined> {
+  if (signal === undefined) return work;
+  if (signal.aborted) return Promise.resolve(undefined);
+  let onAbort: (() => void) | undefined;
+  const stopped = new Promise<undefined>((resolve) => {
+    onAbort = () => resolve(undefined);
+    listenForAbort(signal, onAbort);
+  });
+  return Promise.race([work, stopped]).finally(() => signal.removeEventListener("abort", onAbort!));
+}
+
+/**
+ * Remove `lock` while it names `me`. A node that does not answer within 5 s keeps it (taken over by
+ * this process's next pass, or by another once stale): a loaded node can take a few seconds to start
+ * a command's shell.
+ */
 async function release(node: NodeAccess, lock: string, me: string): Promise<void> {
-  await node.run(["sh", "-c", releaseScript, "sh", lock, me], { deadlineMs: 2_000 }).catch(() => undefined);
+  await node.run(["sh", "-c", releaseScript, "sh", lock, me], { deadlineMs: 5_000 }).catch(() => undefined);
 }
 
 function isAborted(signal: AbortSignal | undefined): boolean {

@@ -122,9 +122,8 @@ describe("shardctl stage", () => {
       const result = await run;
       expect(result.exitCode, result.stderr).toBe(130);
       expect(result.stderr).toMatch(/staging stopped by SIGINT; partial files are kept/);
-      // A lock whose taking the signal cut may be made by the node's shell after the CLI's last
-      // release looked: that shell, its channel gone, removes it itself within moments.
-      for (let i = 0; i < 30 && (await nodeEntries(".lock")).length > 0; i++) await new Promise((r) => setTimeout(r, 100));
+      // Gone when the CLI has exited: it waits for its locks' releases, and for the answer of any
+      // lock-taking command the signal stopped it waiting for (that command may still make the lock).
       expect(await nodeEntries(".lock")).toEqual([]);
     } finally {
       hub.pace(undefined);
