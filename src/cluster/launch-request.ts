@@ -84,7 +84,7 @@ export async function buildLaunchRequest(
     maxSequences: spec.model.maxSequences,
     contextLength: spec.model.contextLength,
     // No router (`[router] kind = "none"`, the default): nothing to register, nor to claim registered.
-    ...(spec.router.register && settings.router.kind !== "none" ? { router: { backend: spec.router.backend, weight: spec.router.weight } } : {}),
+    ...(routerBackendNameOf(spec, settings) === undefined ? {} : { router: { backend: spec.router.backend, weight: spec.router.weight } }),
     deadlines: loadDeadlines({ ...defaultDeadlines, ...deadlines }, spec.engine.loadTimeoutSeconds),
     ...(spec.engine.generationWatchdogSeconds === undefined ? {} : { generationWatchdogSeconds: spec.engine.generationWatchdogSeconds }),
     ...(spec.engine.healthSilenceSeconds === undefined ? {} : { healthSilenceSeconds: spec.engine.healthSilenceSeconds }),
@@ -225,4 +225,9 @@ function isZoned(address: string): boolean {
 export async function runDirOf(node: NodeAccess, cluster: string, settings: Settings): Promise<string> {
   if (node.config.name === controlNodeName) return join(settings.daemon.stateDir, "run", cluster);
   return posix.join(await resolveHome(node, node.config.modelDir), ".shardctl", "run", cluster);
+}
+
+/** The router backend name a cluster registers under; undefined when it registers nowhere (`[router] kind = "none"`, the default, or `register = false`). */
+export function routerBackendNameOf(spec: ClusterSpec, settings: Settings): string | undefined {
+  return spec.router.register && settings.router.kind !== "none" ? spec.router.backend : undefined;
 }

@@ -50,12 +50,6 @@ export interface ClusterMemory {
     /** While the daemon reaches none of the cluster's nodes and its coordinator is silent. */
     cutOff?: CutOffEvent;
   };
-  /**
-   * The router backend name whose holder (another cluster) refused this cluster's last launch
-   * (RouterBackendTaken): read, with that reason, when another cluster's pass succeeds (see
-   * Reconciler.clustersWaitingOnOthers).
-   */
-  waitsOnBackend?: string;
   /** A launch (its `startedAt`) cut short by a previous daemon's end and given back to the budget. */
   refundedLaunch?: string;
   /** The next look at a running cluster that did not look Healthy, ms after its pass (see recheckUnlessHealthy). */

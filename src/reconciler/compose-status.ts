@@ -25,7 +25,8 @@ export function composeStatus(name: string, file: string, memory: ClusterMemory,
   const spec = memory.lastGood?.spec;
   const observation = memory.observation;
   const entryUrl = observation?.coordinator?.url;
-  const routerBackend = spec?.router.register === true ? spec.router.backend : undefined;
+  // The name what runs is registered under (a rename the daemon refused leaves the old one), else the definition's.
+  const routerBackend = spec?.router.register === true ? (memory.supervision?.entry.routerBackend ?? spec.router.backend) : undefined;
   const registered = memory.conditions.find((c) => c.type === "Registered")?.status === "True";
   return {
     cluster: name,

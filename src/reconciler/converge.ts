@@ -19,6 +19,7 @@ import { observe } from "./steps/observe.js";
 import { plan } from "./steps/plan.js";
 import { prune } from "./steps/prune.js";
 import { readDefinition } from "./steps/read-definition.js";
+import { refuseHeld } from "./steps/refuse-held.js";
 import { replace } from "./steps/replace.js";
 import { stage, stageAhead } from "./steps/stage.js";
 import { invalidDefinition, stall } from "./steps/stall.js";
@@ -71,8 +72,11 @@ export function createConverge(parts: StoryParts): Converge {
     const action = (pass.action = decided.action);
     // The daemon tries again (a stall lifted: an invalid edit reverted to this revision): Stalled
     // says so from now, not once the launch is over, so `shardctl wait` does not fail meanwhile.
-    // A relaunch of the last valid revision lifts nothing: the definition still needs a fix.
+    // A relaunch of the last valid revision lifts nothing: the definition still needs a fix. What
+    // other clusters hold that the launch needs (a router name, nodes' memory) refuses it first:
+    // refused again, the pass lifts nothing and says nothing of a launch.
     if (action.kind === "launch") {
+      await runStep(pass, refuseHeld);
       if (action.lastValid === true) sayRelaunchingLastValid(pass);
       else liftStall(pass);
     }

@@ -25,8 +25,15 @@ export class NodeMemoryClaims {
    * naming the node, its figure and the clusters that hold it. `headroom`: the plan's.
    */
   claim(cluster: string, plan: ShardPlan, settings: Settings, headroom: number): Record<string, number> {
+    this.refuseTaken(cluster, plan, settings, headroom);
     const wanted = bytesByNode(plan);
-    for (const [node, bytes] of wanted) {
+    this.claims.set(cluster, wanted);
+    return Object.fromEntries(wanted);
+  }
+
+  /** NodeMemoryTaken when `claim` would refuse `plan` now; claims nothing. */
+  refuseTaken(cluster: string, plan: ShardPlan, settings: Settings, headroom: number): void {
+    for (const [node, bytes] of bytesByNode(plan)) {
       const entry = settings.nodes[node];
       // The plans' own rule on the declared figures alone (what a node reports free is a moment's reading).
       const cap = budgetOf(
@@ -49,8 +56,6 @@ export class NodeMemoryClaims {
         { terminal: false },
       );
     }
-    this.claims.set(cluster, wanted);
-    return Object.fromEntries(wanted);
   }
 
   /** Record what an adopted launch holds, unchecked: it runs already. */

@@ -276,12 +276,7 @@ export class Reconciler {
    * have let it go, so their next pass need not wait out its back-off (up to a minute).
    */
   clustersWaitingOnOthers(except: string): string[] {
-    // A cluster refused the router backend name that one still holds (it launched again under the
-    // same name) would only be refused again: its status would say it launches, then Stalled again.
-    const holds = this.memories.get(except)?.supervision?.entry.routerBackend;
-    const waits = (memory: ClusterMemory): boolean =>
-      waitsOnOthers.has(memory.lastError?.reason ?? "") && !(memory.lastError?.reason === "RouterBackendTaken" && holds !== undefined && memory.waitsOnBackend === holds);
-    return [...this.memories].filter(([name, memory]) => name !== except && waits(memory)).map(([name]) => name);
+    return [...this.memories].filter(([name, memory]) => name !== except && waitsOnOthers.has(memory.lastError?.reason ?? "")).map(([name]) => name);
   }
 
   /**

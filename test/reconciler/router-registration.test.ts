@@ -10,6 +10,7 @@ import { readFileSync, watch } from "node:fs";
 import { readFile, writeFile } from "node:fs/promises";
 import { expect, test } from "vitest";
 import type { ClusterStatus } from "../../src/reconciler/index.js";
+import { readRouterConfig } from "../../src/router/index.js";
 import { conditionOf, isReadyAt, killStage, removeDefinition, sleep, waitForStatus } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
@@ -35,7 +36,7 @@ test("a backend the router lost is registered again at the next resync", async (
   expect(isReadyAt((await waitForStatus(world, "routed", () => true))!)).toBe(true);
 }, 180_000);
 
-test("a second cluster under the backend name a running one holds: RouterBackendTaken (Stalled), the entry stays the first's; not tried again when the holder relaunches under that name, launched once the holder is removed", async () => {
+test("a second cluster under the backend name a running one holds: RouterBackendTaken (Stalled), the entry stays the first's; still refused, its status unchanged, when the holder relaunches under that name; launched once the holder is removed", async () => {
   const { world } = dw;
   const running = await waitForStatus(world, "routed", (s) => isReadyAt(s), 90_000);
   const { port, portRange } = await dw.freeAddresses();
@@ -51,9 +52,9 @@ test("a second cluster under the backend name a running one holds: RouterBackend
   expect(isReadyAt((await waitForStatus(world, "routed", () => true))!)).toBe(true);
 
   // The holder launched again under the same name (a stage killed, the cluster relaunched): it
-  // let nothing go, so the refused cluster is not tried again, and its status never says it is
-  // launching (Stalled, then Progressing and "launching", then Stalled again, at every relaunch of
-  // the holder).
+  // let nothing go. The refused cluster, woken by the holder's launch, is refused before its pass
+  // says anything of a launch: its status never flips (Stalled, then Progressing and "launching",
+  // then Stalled again, at every relaunch of the holder).
   const from = world.audit.versions.length;
   const before = running.restarts?.count ?? 0;
   await killStage(running, 0);
@@ -119,4 +120,39 @@ test("a backend renamed in place: the router routes the model at every moment (t
   expect(config).toContain('name: "second"');
   expect(config).not.toContain('name: "first"');
   expect(await removeDefinition(world, "renamed", 60_000)).toBe(true);
+}, 180_000);
+
+test("a router-only edit onto the backend name another running cluster holds: refused (RouterBackendTaken), that cluster keeps its entry, and the edited one serves on under its own until the name is let go", async () => {
+  const { world } = dw;
+  const held = await dw.freeAddresses();
+  const holderRevision = await dw.define("holder", { nodes: ["l1", "l2"], register: true, backend: "held", ...held });
+  const own = await dw.freeAddresses();
+  const moverRevision = await dw.define("mover", { nodes: ["l1", "l2"], register: true, backend: "own", ...own });
+  const holder = await waitForStatus(world, "holder", (s) => isReadyAt(s, holderRevision), 90_000);
+  const mover = await waitForStatus(world, "mover", (s) => isReadyAt(s, moverRevision), 90_000);
+  const backends = async (): Promise<Record<string, string>> => Object.fromEntries((await readRouterConfig(world.routerConfig)).backends.map((b) => [b.name, b.url]));
+  expect(await backends()).toMatchObject({ held: holder.coordinator!.url, own: mover.coordinator!.url });
+
+  // The same processes under another router name (applied in place, no restart), but one the holder has.
+  const from = world.audit.versions.length;
+  const edited = await dw.define("mover", { nodes: ["l1", "l2"], register: true, backend: "held", ...own });
+  const refused = await waitForStatus(world, "mover", (s) => s.lastError?.reason === "RouterBackendTaken", 60_000);
+  expect(refused.lastError?.message).toContain('[router] backend "held" is the router entry of cluster holder, which runs');
+  expect(conditionOf(refused, "Stalled")).toMatchObject({ status: "True", reason: "RouterBackendTaken" });
+  // The holder's entry is its own, and the mover still serves, from the same processes, under its old name.
+  expect(await backends()).toMatchObject({ held: holder.coordinator!.url, own: mover.coordinator!.url });
+  expect(refused.coordinator?.pid).toBe(mover.coordinator!.pid);
+  expect((await fetch(`${mover.coordinator!.url}/health`)).status).toBe(200);
+  expect(conditionOf(refused, "Ready")?.status).toBe("True");
+  expect(refused.router).toMatchObject({ backend: "own", registered: true });
+  expect(world.audit.statusesOf("mover", from).filter((s) => s.router?.backend !== "own")).toEqual([]);
+
+  // The holder removed lets the name go: the rename is applied, still without a restart.
+  expect(await removeDefinition(world, "holder", 60_000)).toBe(true);
+  const renamed = await waitForStatus(world, "mover", (s) => isReadyAt(s, edited) && s.router?.backend === "held", 60_000);
+  expect(renamed.coordinator?.pid).toBe(mover.coordinator!.pid);
+  const after = await backends();
+  expect(after).toMatchObject({ held: mover.coordinator!.url });
+  expect(after).not.toHaveProperty("own");
+  expect(await removeDefinition(world, "mover", 60_000)).toBe(true);
 }, 180_000);

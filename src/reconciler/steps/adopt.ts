@@ -12,6 +12,7 @@ import type { Step } from "../run-step.js";
 import { dying, markRunning, recheckUnlessHealthy, setConditions } from "../verdicts.js";
 import type { ConditionUpdate } from "../status/index.js";
 import { markUnobservable, unobservableConditions, watch } from "./supervise.js";
+import { refuseTakenBackend } from "./refuse-held.js";
 import { routerSilence } from "./router-silence.js";
 import type { ObservabilityEvent } from "../../health/index.js";
 
@@ -64,25 +65,44 @@ function countAdoptedLaunch(pass: Pass, revision: string): void {
 
 /**
  * A new revision that does not change what the processes run from: record it, and bring the
- * router registration in line (backend name or weight may have changed). No restart.
+ * router registration in line (backend name or weight may have changed). No restart. A new name
+ * another cluster holds is refused (RouterBackendTaken, see refuse-held.ts) before anything
+ * changes: what runs serves on under its old name and revision.
  */
 async function applyInPlace(pass: Pass, entry: LedgerEntry, spec: ClusterSpec, revision: string): Promise<void> {
-  const registrar = pass.world.registrarFor(pass.settings);
+  const { world, name } = pass;
+  const registrar = world.registrarFor(pass.settings);
   const url = entry.coordinatorUrl;
   const old = entry.routerBackend;
-  // The new entry first, then the old one out: a renamed backend is never missing in between (the
-  // router routes the model to either, one coordinator), where the other order answered 404.
-  if (spec.router.register && url !== undefined) {
-    await registrar.register(backendOf(spec, url));
-    entry.routerBackend = spec.router.backend;
+  const wanted = spec.router.register && url !== undefined ? spec.router.backend : undefined;
+  const renamed = wanted !== undefined && wanted !== old;
+  if (renamed) {
+    refuseTakenBackend(wanted, await othersInLedger(pass), world.launchingBackends, name);
+    // Claimed with nothing awaited since the look, until the ledger records it below.
+    world.launchingBackends.set(wanted, name);
   }
-  if (old !== undefined && (!spec.router.register || old !== spec.router.backend)) {
-    await registrar.deregister(old);
-    if (entry.routerBackend === old) delete entry.routerBackend;
+  try {
+    // The new entry first, then the old one out: a renamed backend is never missing in between (the
+    // router routes the model to either, one coordinator), where the other order answered 404.
+    if (wanted !== undefined) {
+      await registrar.register(backendOf(spec, url!));
+      entry.routerBackend = wanted;
+    }
+    if (old !== undefined && (!spec.router.register || old !== spec.router.backend)) {
+      await registrar.deregister(old);
+      if (entry.routerBackend === old) delete entry.routerBackend;
+    }
+    entry.revision = revision;
+    entry.definitionDigest = definitionDigest(spec);
+    await pass.ledger.write(entry);
+  } finally {
+    if (renamed && world.launchingBackends.get(wanted) === name) world.launchingBackends.delete(wanted);
   }
-  entry.revision = revision;
-  entry.definitionDigest = definitionDigest(spec);
-  await pass.ledger.write(entry);
+}
+
+/** The ledger's entries of the other clusters. */
+async function othersInLedger(pass: Pass): Promise<LedgerEntry[]> {
+  return (await pass.ledger.list()).filter((e) => e.cluster !== pass.name);
 }
 
 /**
@@ -98,9 +118,21 @@ async function registerUnregistered(pass: Pass, entry: LedgerEntry, spec: Cluste
   // A death seen meanwhile is torn down, not registered.
   if (pass.memory.deathRecordedFor === entry.startedAt) return undefined;
   const backend = backendOf(spec, url);
+  // A name another cluster holds stays that cluster's: this one serves on unregistered, and says why.
+  try {
+    refuseTakenBackend(backend.name, await othersInLedger(pass), pass.world.launchingBackends, pass.name);
+  } catch (error) {
+    return { status: "False", reason: "RouterBackendTaken", message: messageOf(error) };
+  }
+  // Claimed with nothing awaited since the look, until the ledger records it.
+  pass.world.launchingBackends.set(backend.name, pass.name);
   // Recorded before it is made, as a launch does: a daemon killed in between still deregisters it.
   entry.routerBackend = backend.name;
-  await pass.ledger.write(entry);
+  try {
+    await pass.ledger.write(entry);
+  } finally {
+    if (pass.world.launchingBackends.get(backend.name) === pass.name) pass.world.launchingBackends.delete(backend.name);
+  }
   try {
     await pass.world.registrarFor(pass.settings).register(backend);
     pass.world.log.info({ cluster: pass.name, backend: backend.name }, "what runs was not registered with the router: registered it");

@@ -30,6 +30,7 @@ import { describeLaunchProgress, readLaunch } from "../../launch-timeline/index.
 import type { Step } from "../run-step.js";
 import { calledOff, clearRuntime, isStalled, notServingYet, recordEvent, setConditions } from "../verdicts.js";
 import { heldPort } from "./claim-port.js";
+import { refuseTakenBackend } from "./refuse-held.js";
 
 /**
  * Launch failures caused by the cluster's surroundings (the network, a port held by another program,
@@ -127,27 +128,14 @@ export const launch: Step = {
       claimant: world.claimant(settings),
       ...(staged.commit === undefined ? {} : { modelCommit: staged.commit }),
     };
-    // First: what follows looks at what others hold and claims it with nothing awaited in between.
+    // First: what follows looks at what others hold (see refuse-held.ts) and claims it with nothing
+    // awaited in between.
     await refuseFullStateDir(ledger.dir, settings.daemon.stateDir, request.coordinator.nodeName === controlNodeName);
     const others = (await ledger.list()).filter((e) => e.cluster !== name);
-    // A router backend is one entry, found by its name: registering this cluster under a name a
-    // running one holds would replace that one's address (its traffic would come here), and either
-    // teardown would remove the entry both count on. The cluster that holds it keeps it.
     // A cluster launching beside this one under the same name holds it as well (it is recorded in
-    // the ledger only once registered); taken here, with nothing awaited between look and claim.
+    // the ledger only once registered); taken below, with nothing awaited between look and claim.
     const backend = request.router?.backend;
-    const runningHolder = backend === undefined ? undefined : others.find((e) => e.routerBackend === backend)?.cluster;
-    const launching = backend === undefined ? undefined : otherLauncher(world.launchingBackends, backend, name);
-    const holder = runningHolder ?? launching;
-    if (holder !== undefined) {
-      memory.waitsOnBackend = backend;
-      throw new ShardctlError(
-        "RouterBackendTaken",
-        `[router] backend "${backend}" is the router entry of cluster ${holder}, which ${runningHolder !== undefined ? "runs" : "is being launched"}: registering this cluster under it would send ${holder}'s traffic here, and either teardown would remove the entry of both; give this cluster its own [router] backend${runningHolder !== undefined ? "" : " (retried meanwhile: that launch may fail and let it go)"}`,
-        // One that runs keeps it: stalled until a change. One being launched may fail and let it go.
-        { terminal: runningHolder !== undefined },
-      );
-    }
+    refuseTakenBackend(backend, others, world.launchingBackends, name);
     // Its stages' bytes claimed on their nodes, with nothing awaited since the look at the others'
     // (see node-memory.ts): a node's declared memory is shared by every cluster there.
     // Recorded in the ledger: a restarted daemon counts it before it adopts the cluster.
@@ -261,9 +249,3 @@ export const launch: Step = {
     pass.launched = running;
   },
 };
-
-/** The cluster other than `self` launching under router backend `backend`, if one is. */
-function otherLauncher(launching: ReadonlyMap<string, string>, backend: string, self: string): string | undefined {
-  const cluster = launching.get(backend);
-  return cluster === self ? undefined : cluster;
-}
