@@ -249,23 +249,27 @@ describe("link liveness (engine processes)", () => {
 
 describe("link liveness during a long compute", () => {
   it("a stage busy for seconds on a prefill (event loop blocked) is not declared dead, even with a stall bound shorter than the prefill", async () => {
-    const bigDir = await bigModelDir();
-    const cluster = await startWithDebugLogs(bigDir, {
+    // Wide enough that one chunk of a prompt (512 rows) over three layers takes stage 1 over 3 s on
+    // one thread here: a computation blocks the stage for a chunk at a time, and a narrower model
+    // needed prompts of thousands of tokens, whose attention grows each chunk, to block it that long.
+    const wideDir = join(dir, "wide");
+    await makeTestModel(wideDir, { layers: 4, hidden: 1024, heads: 16, kvHeads: 16, intermediate: 5632, seed: 3 });
+    const cluster = await startWithDebugLogs(wideDir, {
       stages: [
         [0, 1],
         [1, 4],
       ],
       dir,
       // The bound is on a computation that stops moving, not on a long one: every layer of every
-      // chunk of rows counts as progress.
-      stageArgs: ["--compute-stall-ms", "1000"],
+      // chunk of rows counts as progress. One thread: the same seconds blocked for half the CPU.
+      stageArgs: ["--compute-stall-ms", "1000", "--threads", "1"],
     });
-    // Stage 1 runs three of the four layers over the whole prompt in one synchronous pass. The test
-    // only means something if the stage really was blocked longer than the dead bound (2.5 s): how
-    // long a prompt takes that depends on the machine, so a prompt that computed too quickly is
-    // followed by a longer one, scaled by what the last one took (the model's context is 8192).
+    // Stage 1 runs three of the four layers over each chunk of the prompt in one synchronous pass.
+    // The test only means something if the stage really was blocked longer than the dead bound
+    // (2.5 s): how long a chunk takes depends on the machine, so a prompt that computed too quickly
+    // is followed by a longer one, scaled by what the last one took (the model's context is 8192).
     const bound = 2600;
-    let length = 1500;
+    let length = 500;
     let longest = 0;
     for (let attempt = 0; attempt < 4 && longest <= bound; attempt++) {
       const prompt = Array.from({ length }, (_, i) => 5 + (i % 250));
