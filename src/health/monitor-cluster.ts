@@ -380,7 +380,14 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   // Ready at its last answer, no older than two polls: a probe under way is not taken for ready.
   const coordinatorReady = (): boolean => readyAt !== undefined && performance.now() - readyAt <= 2 * pollIntervalMs + timeoutMs;
   const checkCoordinator = async (coordinator: WatchedProcess, url: string): Promise<void> => {
-    const answer = await probeCoordinatorHealth(url, readiness, timeoutMs);
+    let answer = await probeCoordinatorHealth(url, readiness, timeoutMs);
+    // A slow path is not a cut one, as for transport probes: over a link whose round trip passes
+    // the probe's deadline (a daemon far from its coordinator, a link saturated by a model's
+    // transfer) every answer comes late, so silence that would make the last strike is asked again
+    // with room for it first (not waited for once the monitor stops).
+    if (answer.health === "unknown" && slowPathMs > 0 && !done && strikes.count("coordinator:health") + 1 >= limit + 1 && !blindedByCutOff()) {
+      answer = await untilStopped(probeCoordinatorHealth(url, readiness, slowPathMs), answer);
+    }
     const health = answer.health;
     if (done) return;
     healthSilent = health === "unknown";
