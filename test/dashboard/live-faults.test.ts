@@ -92,9 +92,7 @@ type Ready = Pick<ClusterStatus["conditions"][number], "status" | "reason" | "me
  * then the same death with its exit status — is gone before a loaded machine's watcher reads it).
  */
 function writtenReady(): { read: Ready[]; logged: Ready[] } {
-  const read = world.audit.versions
-    .filter((v) => v.name === "live.status.json")
-    .flatMap((v) => (JSON.parse(v.text) as ClusterStatus).conditions.filter((c) => c.type === "Ready"));
+  const read = world.audit.statusesOf("live").flatMap((s) => s.conditions.filter((c) => c.type === "Ready"));
   const logged = daemon
     .stderr()
     .split("\n")

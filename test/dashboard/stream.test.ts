@@ -84,7 +84,7 @@ test("a stage's death is streamed and written (Unhealthy, Ready withdrawn) befor
   expect(death).toBeLessThan(healthy);
   expect(condition(after[death]!, "Ready")).toMatchObject({ status: "False", reason: expect.stringMatching(/Died$/) });
   // The status file said the same: a version with the death was written, not only streamed.
-  const written = world.audit.versions.filter((v) => v.name === "live.status.json").map((v) => JSON.parse(v.text) as ClusterStatus);
+  const written = world.audit.statusesOf("live");
   expect(written.some((s) => s.health === "Unhealthy" && condition(s, "Ready")?.reason === condition(after[death]!, "Ready")?.reason)).toBe(true);
   expect(world.audit.problems).toEqual([]);
 }, 90_000);

@@ -8,7 +8,6 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { expect, test } from "vitest";
 import { Ledger, type LedgerEntry } from "../../src/launch/index.js";
-import type { ClusterStatus } from "../../src/reconciler/index.js";
 import {
   conditionOf,
   enginesOf,
@@ -137,10 +136,7 @@ test("kill -9 of the daemon during a launch → the next start leaves no orphan 
   // The next daemon adopts it: same processes, no new launch.
   const third = await start();
   await waitForStatus(world, "kappa", (s) => s.history.length > 0 && s.history.at(-1)!.action === "none" && isReadyAt(s, revision), 20_000);
-  const written = world.audit.versions
-    .slice(seenBefore)
-    .filter((v) => v.name === "kappa.status.json")
-    .map((v) => JSON.parse(v.text) as ClusterStatus);
+  const written = world.audit.statusesOf("kappa", seenBefore);
   expect(written.length).toBeGreaterThan(0);
   expect(written.filter((v) => v.model === undefined || v.stages.length !== 2 || v.conditions.some((c) => c.observedRevision === ""))).toEqual([]);
   expect(await identities()).toEqual(before);

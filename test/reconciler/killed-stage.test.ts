@@ -58,7 +58,7 @@ test(`SIGKILL of the middle stage, ${kills} times: every status names stage-1, n
     expect.soft(evidence.message, `kill ${kill}`).toMatch(/^stage-1 on n2: pid \d+ (exited|is no longer running) \(killed by SIGKILL \(status 137\)\)/);
   }
   // Every version of the file the daemon wrote, from the first death record on, blames stage-1 only.
-  const blamed = world.audit.versions.filter((v) => v.name === `${name}.status.json`).flatMap((v) => deathMessagesOf(JSON.parse(v.text) as ClusterStatus));
+  const blamed = world.audit.statusesOf(name).flatMap((s) => deathMessagesOf(s));
   expect(blamed.length).toBeGreaterThanOrEqual(kills);
   expect(blamed.filter((m) => !killedStage.test(m))).toEqual([]);
   // A neighbour seen exiting first is kept as what followed, named after the killed stage. So is the

@@ -11,7 +11,6 @@ import { rm } from "node:fs/promises";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { expect, test } from "vitest";
-import type { ClusterStatus } from "../../src/reconciler/index.js";
 import {
   conditionOf,
   freePort,
@@ -59,7 +58,7 @@ test("two definitions written at once onto one coordinator port: one serves, the
   expect(refused.restarts?.count).toBe(0);
   // No version of the loser's status ever had a coordinator that answered: its launch stopped before
   // starting one, rather than probing the winner's.
-  const versions = world.audit.versions.filter((v) => v.name === `${loser}.status.json`).map((v) => JSON.parse(v.text) as ClusterStatus);
+  const versions = world.audit.statusesOf(loser);
   expect(versions.length).toBeGreaterThan(0);
   expect(versions.filter((v) => v.timeline.some((e) => e.step === "coordinator-healthy" || e.step === "coordinator-started"))).toEqual([]);
   expect(versions.filter((v) => v.restarts?.evidence.some((e) => e.reason !== "PortInUse"))).toEqual([]);
@@ -85,9 +84,9 @@ test("a transport range another cluster fills: PortRangeExhausted, retried witho
   // Six failed passes (each status says its own lastError.at): the back-off before the next is 8 to 16 s.
   const failedPasses = (): number =>
     new Set(
-      world.audit.versions
-        .filter((v) => v.name === "crowded.status.json")
-        .map((v) => (JSON.parse(v.text) as ClusterStatus).lastError)
+      world.audit
+        .statusesOf("crowded")
+        .map((s) => s.lastError)
         .filter((e) => e?.reason === "PortRangeExhausted")
         .map((e) => e!.at),
     ).size;
@@ -123,7 +122,7 @@ test("a coordinator port another program holds: PortInUse naming it, retried wit
     expect(refused.health).not.toBe("Stalled");
     // Found as the ports are chosen, before any process starts: not counted even for a moment, in
     // any version of the status written so far (a retry counted as it began would say 1).
-    const versions = world.audit.versions.filter((v) => v.name === "third.status.json").map((v) => JSON.parse(v.text) as ClusterStatus);
+    const versions = world.audit.statusesOf("third");
     expect(versions.some((s) => conditionOf(s, "Ready")?.reason === "Launching")).toBe(true);
     expect(versions.map((s) => s.restarts?.count ?? 0)).toEqual(versions.map(() => 0));
   } finally {

@@ -7,7 +7,6 @@
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { expect, test } from "vitest";
-import type { ClusterStatus } from "../../src/reconciler/index.js";
 import { conditionOf, isReadyAt, readStatusFile, sleep, waitForStatus } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
 
@@ -32,10 +31,7 @@ test("a definition removed and put back within a second: nothing is torn down; o
   // The same processes serve: never withdrawn, never torn down.
   expect(after.coordinator?.pid).toBe(serving.coordinator?.pid);
   expect(after.stages.map((s) => s.pid)).toEqual(serving.stages.map((s) => s.pid));
-  const written = world.audit.versions
-    .slice(seenBefore)
-    .filter((v) => v.name === "blinking.status.json")
-    .map((v) => JSON.parse(v.text) as ClusterStatus);
+  const written = world.audit.statusesOf("blinking", seenBefore);
   expect(written.filter((v) => conditionOf(v, "Ready")?.status !== "True")).toEqual([]);
 
   // Gone for good: pruned once the grace has passed.

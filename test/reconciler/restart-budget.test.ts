@@ -10,7 +10,6 @@ import { cp, mkdir, readdir, readFile, rm, stat, truncate, writeFile } from "nod
 import { dirname, join } from "node:path";
 import { expect, test } from "vitest";
 import { Ledger } from "../../src/launch/index.js";
-import type { ClusterStatus } from "../../src/reconciler/index.js";
 import { conditionOf, enginesOf, isReadyAt, killStage, readStatusFile, runShardctl, sleep, waitForStatus } from "./daemon-fixture.js";
 import { isServingAt, useDaemonWorld } from "./use-daemon-world.js";
 
@@ -57,10 +56,7 @@ test("kill -9 of a stage → torn down and relaunched within the budget, then St
   const withTail = await waitForStatus(world, "crashy", (s) => (s.restarts?.evidence[1]?.logTail.length ?? 0) > 0);
   // The death's first status: the survivors are being stopped (they may run out a grace period), not
   // "no stage runs"; once torn down, nothing runs.
-  const atDeath = world.audit.versions
-    .filter((v) => v.name === "crashy.status.json")
-    .map((v) => JSON.parse(v.text) as ClusterStatus)
-    .find((s) => s.restarts?.count === 2 && s.restarts.evidence.length === 2);
+  const atDeath = world.audit.statusesOf("crashy").find((s) => s.restarts?.count === 2 && s.restarts.evidence.length === 2);
   expect(conditionOf(atDeath!, "StagesListening")).toMatchObject({ status: "False", reason: "TearingDown" });
   expect(conditionOf(atDeath!, "StagesListening")?.message).toMatch(
     /^tearing down revision [0-9a-f]{12} \([A-Za-z]+: (stage-\d|coordinator)\): (the stages are being stopped|(stage-\d, )*stage-\d (is|are) gone, any other stage is being stopped)$/,

@@ -8,7 +8,6 @@ import { readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, expect, test } from "vitest";
 import { makeTestModel } from "../../src/planner/test-model/index.js";
-import type { ClusterStatus } from "../../src/reconciler/index.js";
 import { startHubServer, type HubServer } from "../support/hub-server.js";
 import { conditionOf, runShardctl, sleep, waitForStatus } from "./daemon-fixture.js";
 import { useDaemonWorld } from "./use-daemon-world.js";
@@ -85,7 +84,7 @@ test("a new model whose download fails: the old revision keeps serving, and is r
   expect(upgraded.serving).toBeUndefined();
   expect(upgraded.modelCommit).toBe("3".repeat(40));
   // Every version of the file: Ready left the old revision only after the new one's files were all staged.
-  const versions = world.audit.versions.filter((v) => v.name === "upgraded.status.json").map((v) => JSON.parse(v.text) as ClusterStatus);
+  const versions = world.audit.statusesOf("upgraded");
   const withdrawn = versions.findIndex((v) => v.observedRevision === newRevision && conditionOf(v, "Ready")?.status !== "True");
   const staged = versions.findIndex((v) => conditionOf(v, "Staged")?.status === "True" && conditionOf(v, "Staged")?.observedRevision === newRevision);
   expect(withdrawn).toBeGreaterThan(0);
