@@ -410,7 +410,8 @@ describe("a coordinator whose /health cannot answer while it generates", () => {
     return { url: `http://${host}:${(server.address() as AddressInfo).port}`, busyFor: (ms) => (busyUntil = Date.now() + ms) };
   }
 
-  async function watch(healthSilenceSeconds?: number): Promise<{ busyFor: (ms: number) => void; deaths: DeathEvent[] }> {
+  /** `slowPathTimeoutMs`: the longer ask's deadline (default: the monitor's, 5 × the probe's 200 ms). */
+  async function watch(healthSilenceSeconds?: number, slowPathTimeoutMs?: number): Promise<{ busyFor: (ms: number) => void; deaths: DeathEvent[] }> {
     const coordinator = await startSleeper("coordinator");
     const endpoint = await busyEndpoint();
     const entry: WatchedCluster = {
@@ -421,15 +422,33 @@ describe("a coordinator whose /health cannot answer while it generates", () => {
       ...(healthSilenceSeconds === undefined ? {} : { healthSilenceSeconds }),
     };
     const deaths: DeathEvent[] = [];
-    const monitor = monitorCluster(entry, { nodeFor, pollIntervalMs: 100, strikes: 2, probeTimeoutMs: 200, exitWatch: false, onDeath: (e) => deaths.push(e) });
+    const monitor = monitorCluster(entry, {
+      nodeFor,
+      pollIntervalMs: 100,
+      strikes: 2,
+      probeTimeoutMs: 200,
+      exitWatch: false,
+      onDeath: (e) => deaths.push(e),
+      ...(slowPathTimeoutMs === undefined ? {} : { slowPathTimeoutMs }),
+    });
     closers.push(() => monitor.stop());
     return { busyFor: endpoint.busyFor, deaths };
   }
 
-  it("by default three silent probes are a death; with health_silence_seconds a silence shorter than it is not, a longer one is, said with the setting", async () => {
+  it("by default three silent probes, the last asked again with 5 × the deadline, are a death; with health_silence_seconds a silence shorter than it is not, a longer one is, said with the setting", async () => {
+    // Without the longer ask, three silent probes (200 ms each) are a death within a busy spell of 1.5 s.
+    const hasty = await watch(undefined, 0);
+    hasty.busyFor(1_500);
+    await sleep(1_800);
+    expect(hasty.deaths.map((d) => d.reason)).toEqual(["CoordinatorUnhealthy"]);
+    // With it (1 s here), the third is answered as the spell ends; a silence that outlasts it is a death.
     const plain = await watch();
     plain.busyFor(1_500);
-    await sleep(1_800);
+    await sleep(2_500);
+    expect(plain.deaths).toEqual([]);
+    plain.busyFor(60_000);
+    const plainBy = Date.now() + 10_000;
+    while (plain.deaths.length === 0 && Date.now() < plainBy) await sleep(100);
     expect(plain.deaths.map((d) => d.reason)).toEqual(["CoordinatorUnhealthy"]);
 
     const patient = await watch(3);
