@@ -27,6 +27,7 @@ import { isOwnedBy } from "./decision-inputs.js";
 import { watchRouterConfig } from "./watch-router-config.js";
 import { routerHealthUrl } from "./router-health-url.js";
 import { watchDirectoryTarget } from "./watch-directory-target.js";
+import { settleLockReleases } from "../staging/index.js";
 import type { MonitorTuning } from "./world.js";
 
 export interface DaemonOptions {
@@ -417,6 +418,10 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
           await dashboard?.close();
           await router?.close();
           await closeMetrics();
+          // The nodes' file locks of stagings the stop cut are given back over the connections
+          // before they close (within 10 s): another daemon or `shardctl stage` need not wait out
+          // their stale bound (two minutes).
+          await settleLockReleases();
           await pool.close();
           await lock.release();
         }

@@ -137,6 +137,10 @@ test("a daemon that stops during a staging does not wait for it: the download is
   const stopping = Date.now();
   await dw.stopDaemon();
   expect(Date.now() - stopping).toBeLessThan(10_000);
+  // The stopped daemon gave the nodes' file locks back before it closed its connections: another
+  // daemon or `shardctl stage` need not wait out their stale bound (two minutes).
+  const locks = ((await readdir(join(world.root, "nodes"), { recursive: true })) as string[]).filter((f) => /\.lock$/.test(f));
+  expect(locks).toEqual([]);
   const ready = conditionOf((await readStatusFile(world, "paused"))!, "Ready");
   expect(ready?.reason, JSON.stringify(ready)).toBe("DaemonStopping");
   expect(ready?.message).toMatch(/the daemon is stopping; the daemon's next start takes it up again/);
