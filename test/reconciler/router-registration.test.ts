@@ -156,3 +156,26 @@ test("a router-only edit onto the backend name another running cluster holds: re
   expect(after).not.toHaveProperty("own");
   expect(await removeDefinition(world, "mover", 60_000)).toBe(true);
 }, 180_000);
+
+test("an edit that relaunches, onto the backend name another running cluster holds: refused before anything is staged or torn down; the running revision serves on under its own name", async () => {
+  const { world } = dw;
+  const held = await dw.freeAddresses();
+  const holderRevision = await dw.define("keeper", { nodes: ["l1", "l2"], register: true, backend: "kept", ...held });
+  const own = await dw.freeAddresses();
+  const revision = await dw.define("switcher", { nodes: ["l1", "l2"], register: true, backend: "mine", ...own });
+  await waitForStatus(world, "keeper", (s) => isReadyAt(s, holderRevision), 90_000);
+  const serving = await waitForStatus(world, "switcher", (s) => isReadyAt(s, revision), 90_000);
+
+  // Another coordinator port asks for a relaunch; the name asked for is the keeper's.
+  const moved = await dw.freeAddresses();
+  await dw.define("switcher", { nodes: ["l1", "l2"], register: true, backend: "kept", port: moved.port, portRange: own.portRange });
+  const refused = await waitForStatus(world, "switcher", (s) => s.lastError?.reason === "RouterBackendTaken", 60_000);
+  expect(conditionOf(refused, "Stalled")).toMatchObject({ status: "True", reason: "RouterBackendTaken" });
+  expect(conditionOf(refused, "Ready")).toMatchObject({ status: "True", observedRevision: revision });
+  expect(refused.coordinator?.pid).toBe(serving.coordinator!.pid);
+  expect(refused.stages.map((s) => s.pid)).toEqual(serving.stages.map((s) => s.pid));
+  expect(refused.router).toMatchObject({ backend: "mine", registered: true });
+  expect((await fetch(`${serving.coordinator!.url}/health`)).status).toBe(200);
+
+  for (const name of ["switcher", "keeper"]) expect(await removeDefinition(world, name, 60_000)).toBe(true);
+}, 180_000);

@@ -7,7 +7,8 @@
  * a cluster woken while what it waits on is still held is refused as it was, and its status does
  * not flip to launching and back at every try. Then again in the launch step, where the look and
  * the claim run with nothing awaited between them: another cluster may have taken a name or memory
- * while this one staged.
+ * while this one staged. A running cluster's router name changed in place, without a launch, is
+ * looked at by the adopt step the same way.
  */
 import { routerBackendNameOf } from "../../cluster/index.js";
 import { ShardctlError } from "../../errors/index.js";
