@@ -83,3 +83,41 @@ it("a stop while the node is slow to start the lock's command answers at once; t
   expect(await withNodeLock(node, file, () => Promise.resolve("mine"), { pollMs: 100 })).toBe("mine");
   expect(await exists(lock)).toBe(false);
 }, 60_000);
+
+it("a new taking of the same lock by this process waits for that give-back: its lock stays while its work runs", async () => {
+  const node = pool.get(sshNodeConfig(sshd, 0));
+  const file = join(sshd.nodes[0]!.modelDir, "blob-again");
+  const lock = lockPathOf(file);
+  await rm(join(dir, "asked"), { force: true });
+  await writeFile(join(dir, "slow"), "");
+  const stop = new AbortController();
+  const first = withNodeLock(node, file, () => Promise.resolve("never"), { signal: stop.signal, pollMs: 100 });
+  first.catch(() => undefined);
+  for (let i = 0; i < 100 && !(await exists(join(dir, "asked"))); i++) await sleep(50);
+  stop.abort(new Error("stopped by the test"));
+  await expect(first).rejects.toMatchObject({ reason: "StagingCancelled" });
+
+  // The next pass of this process asks for the same file's lock at once; the stopped taking's
+  // command makes its lock a moment later and is given it back. The new holder's lock must be
+  // there for the whole of its work: the give-back removes a lock naming this process, whichever
+  // taking made it.
+  const seen: boolean[] = [];
+  const second = withNodeLock(
+    node,
+    file,
+    async () => {
+      for (let i = 0; i < 10; i++) {
+        seen.push(await exists(lock));
+        await sleep(100);
+      }
+      return "mine";
+    },
+    { pollMs: 100 },
+  );
+  await sleep(1_000);
+  await rm(join(dir, "slow"));
+  expect(await second).toBe("mine");
+  expect(seen).toEqual(Array.from({ length: 10 }, () => true));
+  await settleLockReleases();
+  expect(await exists(lock)).toBe(false);
+}, 60_000);
