@@ -7,44 +7,32 @@
  * failed. A real sshd whose sessions run a start-up file (BASH_ENV) that waits while a flag exists.
  * `shardctl nodes` says how long a command takes there, and warns when it is slow.
  */
-import { copyFile, mkdir, readdir, rm, writeFile } from "node:fs/promises";
+import { mkdir, readdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { execFile } from "node:child_process";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { askPortListener, NodePool } from "../../src/nodes/index.js";
-import { sshNodeConfig, sshNodeSettings, startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { askPortListener, type NodePool } from "../../src/nodes/index.js";
+import { startSlowShellNode, type SlowShellNode } from "../support/slow-shell-node.js";
+import { sshNodeConfig, sshNodeSettings, type SshdSet } from "../support/sshd.js";
 import { requireBuild, shardctl } from "../cli/support/run-shardctl.js";
-import { mkdtemp } from "node:fs/promises";
-import { tmpdir } from "node:os";
 
-const run = promisify(execFile);
+let slowShell: SlowShellNode;
 let dir: string;
 let sshd: SshdSet;
 let pool: NodePool;
 
 beforeAll(async () => {
   requireBuild();
-  dir = await mkdtemp(join(tmpdir(), "shardctl-slow-shell-"));
-  await mkdir(join(dir, "starting"));
   // The start-up file: each session marks itself, waits while the flag exists, and unmarks.
-  // `slow-shell-wait` is sleep under a name of this test's own, so the test can clean up after it.
-  await copyFile("/bin/sleep", join(dir, "slow-shell-wait"));
-  await writeFile(
-    join(dir, "startup.sh"),
-    `: > ${dir}/starting/$$\nwhile [ -e ${dir}/slow ]; do ${dir}/slow-shell-wait 0.1; done\n[ -e ${dir}/sluggish ] && ${dir}/slow-shell-wait 0.4\nrm -f ${dir}/starting/$$\n`,
+  slowShell = await startSlowShellNode(
+    "slow-shell",
+    (home, wait) => `: > ${home}/starting/$$\nwhile [ -e ${home}/slow ]; do ${wait} 0.1; done\n[ -e ${home}/sluggish ] && ${wait} 0.4\nrm -f ${home}/starting/$$\n`,
   );
-  await run("chmod", ["+x", join(dir, "slow-shell-wait")]);
-  sshd = await startSshdNodes({ count: 1, setEnv: [`BASH_ENV=${join(dir, "startup.sh")}`] });
-  pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "no-config") });
+  ({ dir, sshd, pool } = slowShell);
+  await mkdir(join(dir, "starting"));
 }, 60_000);
 
 afterAll(async () => {
-  await rm(join(dir, "slow"), { force: true });
-  await pool?.close();
-  await sshd?.close();
-  await run("pkill", ["-f", join(dir, "slow-shell-wait")]).catch(() => undefined);
-  await rm(dir, { recursive: true, force: true });
+  await slowShell?.close();
 });
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

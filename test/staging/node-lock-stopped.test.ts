@@ -9,39 +9,30 @@
  * A real sshd whose sessions run a start-up file (BASH_ENV) that holds only the lock-taking
  * command (the one that runs `mkdir`) while a flag exists.
  */
-import { copyFile, mkdtemp, rm, stat, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { execFile } from "node:child_process";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { NodePool } from "../../src/nodes/index.js";
+import type { NodePool } from "../../src/nodes/index.js";
 import { lockPathOf, settleLockReleases, withNodeLock } from "../../src/staging/node-lock.js";
-import { sshNodeConfig, startSshdNodes, type SshdSet } from "../support/sshd.js";
+import { startSlowShellNode, type SlowShellNode } from "../support/slow-shell-node.js";
+import { sshNodeConfig, type SshdSet } from "../support/sshd.js";
 
-const run = promisify(execFile);
+let slowShell: SlowShellNode;
 let dir: string;
 let sshd: SshdSet;
 let pool: NodePool;
 
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), "shardctl-lock-stopped-"));
-  // `lock-stopped-wait` is sleep under a name of this test's own, so the test can clean up after it.
-  await copyFile("/bin/sleep", join(dir, "lock-stopped-wait"));
-  await writeFile(
-    join(dir, "startup.sh"),
-    `case "$BASH_EXECUTION_STRING" in *mkdir*)\n  : > ${dir}/asked\n  while [ -e ${dir}/slow ]; do ${dir}/lock-stopped-wait 0.05; done\n  : > ${dir}/started ;;\nesac\n`,
+  slowShell = await startSlowShellNode(
+    "lock-stopped",
+    (home, wait) =>
+      `case "$BASH_EXECUTION_STRING" in *mkdir*)\n  : > ${home}/asked\n  while [ -e ${home}/slow ]; do ${wait} 0.05; done\n  : > ${home}/started ;;\nesac\n`,
   );
-  sshd = await startSshdNodes({ count: 1, setEnv: [`BASH_ENV=${join(dir, "startup.sh")}`] });
-  pool = new NodePool({ knownHostsPath: sshd.knownHostsPath, sshConfigPath: join(sshd.root, "no-config") });
+  ({ dir, sshd, pool } = slowShell);
 }, 60_000);
 
 afterAll(async () => {
-  await rm(join(dir, "slow"), { force: true });
-  await pool?.close();
-  await sshd?.close();
-  await run("pkill", ["-f", join(dir, "lock-stopped-wait")]).catch(() => undefined);
-  await rm(dir, { recursive: true, force: true });
+  await slowShell?.close();
 });
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
