@@ -12,7 +12,7 @@ import type { Step } from "../run-step.js";
 import { dying, markRunning, recheckUnlessHealthy, setConditions } from "../verdicts.js";
 import type { ConditionUpdate } from "../status/index.js";
 import { markUnobservable, unobservableConditions, watch } from "./supervise.js";
-import { refuseTakenBackend } from "./refuse-held.js";
+import { othersInLedger, refuseTakenBackend } from "./refuse-held.js";
 import { routerSilence } from "./router-silence.js";
 import type { ObservabilityEvent } from "../../health/index.js";
 
@@ -98,11 +98,6 @@ async function applyInPlace(pass: Pass, entry: LedgerEntry, spec: ClusterSpec, r
   } finally {
     if (renamed && world.launchingBackends.get(wanted) === name) world.launchingBackends.delete(wanted);
   }
-}
-
-/** The ledger's entries of the other clusters. */
-async function othersInLedger(pass: Pass): Promise<LedgerEntry[]> {
-  return (await pass.ledger.list()).filter((e) => e.cluster !== pass.name);
 }
 
 /**

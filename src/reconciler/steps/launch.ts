@@ -30,7 +30,7 @@ import { describeLaunchProgress, readLaunch } from "../../launch-timeline/index.
 import type { Step } from "../run-step.js";
 import { calledOff, clearRuntime, isStalled, notServingYet, recordEvent, setConditions } from "../verdicts.js";
 import { heldPort } from "./claim-port.js";
-import { refuseTakenBackend } from "./refuse-held.js";
+import { othersInLedger, refuseTakenBackend } from "./refuse-held.js";
 
 /**
  * Launch failures caused by the cluster's surroundings (the network, a port held by another program,
@@ -131,7 +131,7 @@ export const launch: Step = {
     // First: what follows looks at what others hold (see refuse-held.ts) and claims it with nothing
     // awaited in between.
     await refuseFullStateDir(ledger.dir, settings.daemon.stateDir, request.coordinator.nodeName === controlNodeName);
-    const others = (await ledger.list()).filter((e) => e.cluster !== name);
+    const others = await othersInLedger(pass);
     // A cluster launching beside this one under the same name holds it as well (it is recorded in
     // the ledger only once registered); taken below, with nothing awaited between look and claim.
     const backend = request.router?.backend;

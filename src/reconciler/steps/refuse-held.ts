@@ -13,7 +13,7 @@
 import { routerBackendNameOf } from "../../cluster/index.js";
 import { ShardctlError } from "../../errors/index.js";
 import type { LedgerEntry } from "../../launch/index.js";
-import { definitionOf } from "../pass.js";
+import { definitionOf, type Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
 
 export const refuseHeld: Step = {
@@ -25,8 +25,7 @@ export const refuseHeld: Step = {
     const { spec } = definitionOf(pass);
     const planned = pass.memory.planned;
     if (planned === undefined) return;
-    const others = (await pass.ledger.list()).filter((e) => e.cluster !== pass.name);
-    refuseTakenBackend(routerBackendNameOf(spec, pass.settings), others, pass.world.launchingBackends, pass.name);
+    refuseTakenBackend(routerBackendNameOf(spec, pass.settings), await othersInLedger(pass), pass.world.launchingBackends, pass.name);
     pass.world.memoryClaims.refuseTaken(pass.name, planned.plan, pass.settings, spec.plan.headroom);
   },
 };
@@ -50,4 +49,9 @@ export function refuseTakenBackend(backend: string | undefined, others: readonly
     // One that runs keeps it: stalled until a change. One being launched may fail and let it go.
     { terminal: runningHolder !== undefined },
   );
+}
+
+/** The ledger's entries of the clusters other than the pass's. */
+export async function othersInLedger(pass: Pass): Promise<LedgerEntry[]> {
+  return (await pass.ledger.list()).filter((e) => e.cluster !== pass.name);
 }
