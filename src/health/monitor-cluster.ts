@@ -54,7 +54,7 @@ import { PromptProgress } from "./prompt-progress.js";
 import { alsoStopped, describeStopped, lookForStoppedMembers } from "./stopped-members.js";
 import { StrikeCounter } from "./strike-counter.js";
 import type { CutOffEvent, DeathConsequence, DeathEvent, DeathReason, HealthDeps, ObservabilityEvent, WatchedCluster, WatchedProcess } from "./types.js";
-import { joinHostPort, readTail } from "../nodes/index.js";
+import { joinHostPort, readTail, untilAborted } from "../nodes/index.js";
 
 /** Lines kept of a log's end when the whole of it is wanted (the last 64 KiB read hold fewer). */
 const allLogLines = 1_000_000;
@@ -142,13 +142,7 @@ export function monitorCluster(cluster: WatchedCluster, options: MonitorOptions)
   const controller = new AbortController();
   // `work`'s answer, or `otherwise` as soon as the monitor stops: stop() waits for its checks, and a
   // check held by a long question would hold it.
-  const untilStopped = <T>(work: Promise<T>, otherwise: T): Promise<T> => {
-    if (controller.signal.aborted) return Promise.resolve(otherwise);
-    let stopped!: () => void;
-    const whenStopped = new Promise<T>((resolve) => (stopped = () => resolve(otherwise)));
-    controller.signal.addEventListener("abort", stopped, { once: true });
-    return Promise.race([work, whenStopped]).finally(() => controller.signal.removeEventListener("abort", stopped));
-  };
+  const untilStopped = <T>(work: Promise<T>, otherwise: T): Promise<T> => untilAborted(work, controller.signal, () => otherwise);
   // One listener per exit watch and per check loop's pause: more than the default 10 on a large cluster.
   setMaxListeners(0, controller.signal);
   const strikes = new StrikeCounter(limit);

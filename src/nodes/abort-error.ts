@@ -20,3 +20,15 @@ export function listenForAbort(signal: AbortSignal, listener: () => void): void 
   setMaxListeners(0, signal);
   signal.addEventListener("abort", listener, { once: true });
 }
+
+/**
+ * `work`'s answer, or `otherwise()` as soon as `signal` aborts (at once if it already has). `work`
+ * goes on: its failure after the abort is the caller's to handle. Callers use it where a stop must
+ * not wait on a question still out (a node slow to answer, a probe over a slow link).
+ */
+export function untilAborted<T>(work: Promise<T>, signal: AbortSignal, otherwise: () => T): Promise<T> {
+  if (signal.aborted) return Promise.resolve(otherwise());
+  let onAbort: (() => void) | undefined;
+  const whenAborted = new Promise<T>((resolve) => listenForAbort(signal, (onAbort = () => resolve(otherwise()))));
+  return Promise.race([work, whenAborted]).finally(() => signal.removeEventListener("abort", onAbort!));
+}

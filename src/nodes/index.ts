@@ -3,7 +3,7 @@ export type { AskOptions, PortAnswer, NodeConfig, CommandResult, RunOptions, Det
 export { anyShellRuns, quoteArg, quoteArgv } from "./quote.js";
 export { readTail, maxTailLineChars } from "./read-tail.js";
 export { within } from "./within.js";
-export { listenForAbort } from "./abort-error.js";
+export { listenForAbort, untilAborted } from "./abort-error.js";
 export { joinHostPort } from "./host-port.js";
 export { freeKiB } from "./free-space.js";
 export { addressesListenedBy, askPortListener, findPortListener, listenersNaming, type PortListener } from "./port-listener.js";

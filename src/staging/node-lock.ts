@@ -26,7 +26,7 @@ import { readlinkSync } from "node:fs";
 import { hostname } from "node:os";
 import { setTimeout as delay } from "node:timers/promises";
 import { ShardctlError } from "../errors/index.js";
-import { commandFailed, listenForAbort, type CommandResult, type NodeAccess } from "../nodes/index.js";
+import { commandFailed, untilAborted, type CommandResult, type NodeAccess } from "../nodes/index.js";
 import { lookAtProcess } from "../local-processes/index.js";
 
 export interface NodeLockOptions {
@@ -158,14 +158,14 @@ async function holdNodeLock<T>(node: NodeAccess, file: string, work: () => Promi
     // A lock this process is still giving back is gone before it is asked for again: asked
     // meanwhile, it would name this process, be taken over as an earlier pass's leftover, and then
     // be removed under the new holder by that give-back.
-    await untilAborted(givingBack.get(key) ?? Promise.resolve(), signal);
+    await untilStopped(givingBack.get(key) ?? Promise.resolve(), signal);
     if (isAborted(signal)) throw cancelled(node, file, signal!);
     // Not cut by a stop: the caller hears at once, and a lock the command makes is given back once
     // it has answered. Cut instead (its process group killed on the node), it raced its kill and
     // the releases sent after it: a node slow to start the command's shell (its load, its start-up
     // files) made the lock after they had looked, and it stayed until taken over as stale.
     const asking = node.run(["sh", "-c", acquireScript, "sh", lock, me, gone, goneBeat]);
-    const answer = await untilAborted(asking, signal);
+    const answer = await untilStopped(asking, signal);
     if (answer === undefined || isAborted(signal)) {
       giveBack(
         key,
@@ -271,15 +271,8 @@ function madeNoLock(answer: CommandResult): boolean {
 }
 
 /** `work`'s result, or undefined as soon as `signal` aborts (`work` goes on; its failure is then the caller's to handle). */
-function untilAborted<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T | undefined> {
-  if (signal === undefined) return work;
-  if (signal.aborted) return Promise.resolve(undefined);
-  let onAbort: (() => void) | undefined;
-  const stopped = new Promise<undefined>((resolve) => {
-    onAbort = () => resolve(undefined);
-    listenForAbort(signal, onAbort);
-  });
-  return Promise.race([work, stopped]).finally(() => signal.removeEventListener("abort", onAbort!));
+function untilStopped<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T | undefined> {
+  return signal === undefined ? work : untilAborted<T | undefined>(work, signal, () => undefined);
 }
 
 /**

@@ -2,7 +2,7 @@
 import { randomBytes } from "node:crypto";
 import type { Client, ClientChannel, SFTPWrapper } from "ssh2";
 import { ShardctlError } from "../../errors/index.js";
-import { abortError, listenForAbort } from "../abort-error.js";
+import { abortError, listenForAbort, untilAborted } from "../abort-error.js";
 import { setDeadline, type Deadline } from "../deadline.js";
 import { askPort } from "../port-answer.js";
 import { anyShellRuns, quoteArg, quoteArgv } from "../quote.js";
@@ -173,7 +173,7 @@ export class SshNode extends ShellNode implements NodeAccess {
     // channel (a lossy or silent node): whoever stops the watch must not wait for that node. A
     // channel that opens later sees the abort and kills its command (collect); a connection still
     // being made is ended by the pool's close.
-    if (!Number.isFinite(deadlineMs)) return options.abort === undefined ? work : untilAborted(work, options.abort, argv, started);
+    if (!Number.isFinite(deadlineMs)) return options.abort === undefined ? work : untilCommandAborted(work, options.abort, argv, started);
     let timer: Deadline | undefined;
     const silence = new Promise<CommandResult>((resolve) => {
       timer = setDeadline(deadlineMs, () => {
@@ -201,7 +201,7 @@ export class SshNode extends ShellNode implements NodeAccess {
     work.catch(() => undefined);
     try {
       // An abort answers at once, even while the question still waits for a connection or a channel.
-      return await Promise.race([options.abort === undefined ? work : untilAborted(work, options.abort, argv, started), silence]);
+      return await Promise.race([options.abort === undefined ? work : untilCommandAborted(work, options.abort, argv, started), silence]);
     } finally {
       timer?.clear();
     }
@@ -560,9 +560,9 @@ function splitPidLine(text: string): { pid: number; rest: string; preamble: stri
 }
 
 /** `work`, or an empty result as soon as `signal` aborts. */
-function untilAborted(work: Promise<CommandResult>, signal: AbortSignal, argv: string[], started: number): Promise<CommandResult> {
+function untilCommandAborted(work: Promise<CommandResult>, signal: AbortSignal, argv: string[], started: number): Promise<CommandResult> {
   work.catch(() => undefined);
-  const aborted = (): CommandResult => ({
+  return untilAborted(work, signal, () => ({
     argv,
     exitCode: undefined,
     signal: "SIGKILL",
@@ -570,11 +570,7 @@ function untilAborted(work: Promise<CommandResult>, signal: AbortSignal, argv: s
     stderr: "",
     timedOut: false,
     durationMs: Math.round(performance.now() - started),
-  });
-  if (signal.aborted) return Promise.resolve(aborted());
-  let onAbort: (() => void) | undefined;
-  const whenAborted = new Promise<CommandResult>((resolve) => listenForAbort(signal, (onAbort = () => resolve(aborted()))));
-  return Promise.race([work, whenAborted]).finally(() => signal.removeEventListener("abort", onAbort!));
+  }));
 }
 
 /** `work`, or `failure()` once `ms` passed first. */
