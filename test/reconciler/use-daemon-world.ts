@@ -170,18 +170,21 @@ export function useDaemonWorld(options: DaemonWorldOptions = {}): DaemonWorldHan
 }
 
 /**
- * Remove, one at a time, every definition there is and the definition of every cluster the ledger
- * holds, and wait (up to `pruneMs` each) until `daemon` has pruned it; the names whose prune did not
- * finish in time. Every definition, not only the launched ones: a cluster between two launches (a
+ * Remove every definition there is and the definition of every cluster the ledger holds, and wait
+ * (up to `pruneMs` each) until `daemon` has pruned it; the names whose prune did not finish in time. Every definition, not only the launched ones: a cluster between two launches (a
  * launch that failed, retried with back-off) has no ledger entry at this moment but may launch
- * during the take-down. One at a time: removing them all at once would meet the mass-prune guard.
+ * during the take-down. Not all at once: removing every definition would meet the mass-prune guard.
  * Without a daemon (none could start) nothing is pruned: the engines left are found and killed after.
  */
 async function pruneAll(world: DaemonWorld, pruneMs: number, daemon: Daemon | undefined): Promise<string[]> {
   if (daemon === undefined) return [];
   const defined = (await readdir(world.clustersDir)).filter((f) => f.endsWith(".toml")).map((f) => f.slice(0, -".toml".length));
   const launched = (await new Ledger(world.stateDir).list().catch(() => [])).map((e) => e.cluster);
-  const late: string[] = [];
-  for (const name of new Set([...defined, ...launched])) if (!(await removeDefinition(world, name, pruneMs))) late.push(name);
+  // All but one definition at once (the guard refuses only when no definition is left and more than
+  // one cluster runs), then that one: the take-downs overlap instead of queueing behind each other.
+  const last = defined.at(-1);
+  const first = [...new Set([...defined, ...launched])].filter((name) => name !== last);
+  const late = (await Promise.all(first.map(async (name) => ((await removeDefinition(world, name, pruneMs)) ? [] : [name])))).flat();
+  if (last !== undefined && !(await removeDefinition(world, last, pruneMs))) late.push(last);
   return late;
 }
