@@ -5,7 +5,7 @@
  *
  * Why: a fresh install takes about 3 minutes here (pip downloads and byte-compiles mlx-lm and
  * MLX, then python imports them once), mostly waiting on the network and on one core. Done by the
- * first mlx-lm file, it held one of the three test slots for all that time; done beside them, the
+ * first mlx-lm file, it held one of the test slots for all that time; done beside them, the
  * slots run other files meanwhile. The install takes the same lock the files take
  * (test/support/mlx-venv.ts), so a file that starts before it is done waits for it, as before.
  */
