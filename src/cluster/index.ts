@@ -9,5 +9,5 @@ export { planForCluster, describeBudgets, type PlannedCluster, type PlanForClust
 export { daemonPlanOptions, type DaemonPlanChoices } from "./daemon-plan-options.js";
 export { stagingSourceOf } from "./staging-source.js";
 export { stageForCluster, stagingFailureOf, type StagedCluster } from "./stage-for-cluster.js";
-export { bindHostOf, buildLaunchRequest, httpBindHostOf, routerBackendNameOf, runDirOf } from "./launch-request.js";
+export { bindHostOf, buildLaunchRequest, httpBindHostOf, launchAddressesOf, routerBackendNameOf, runDirOf, type LaunchAddresses } from "./launch-request.js";
 export { launchIdentity } from "./launch-identity.js";

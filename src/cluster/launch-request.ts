@@ -28,6 +28,7 @@ export async function buildLaunchRequest(
     return path;
   };
   const threads = await threadsPerStage(nodes.stages);
+  const { stageHosts, httpHost, nodeHost, controlHost } = await launchAddressesOf(spec, nodes);
   const stages = await Promise.all(
     plan.stages.map(async (stage, i) => {
       const node = nodes.stages[i]!;
@@ -35,7 +36,7 @@ export async function buildLaunchRequest(
         index: stage.index,
         nodeName: node.config.name,
         node,
-        bindHost: await bindHostOf(node, engineOf(spec.engine.kind)),
+        bindHost: stageHosts[i]!,
         layers: stage.layers,
         modelDir: modelPathOf(node),
         runDir: await runDirOf(node, spec.name, settings),
@@ -44,19 +45,6 @@ export async function buildLaunchRequest(
     }),
   );
   const coordinatorNode = nodes.coordinator;
-  const engine = engineOf(spec.engine.kind);
-  const httpHost = await httpBindHostOf(spec, nodes);
-  // Where the last stage serves HTTP there is no coordinator process and no control address: the
-  // HTTP server is that stage's, at its own address.
-  const hasCoordinator = engine.readiness.httpServer === "coordinator";
-  const nodeHost = hasCoordinator ? await bindHostOf(coordinatorNode, engine) : httpHost;
-  const controlHost = hasCoordinator
-    ? await controlHostOf(
-        coordinatorNode,
-        nodeHost,
-        stages.map((s) => s.bindHost),
-      )
-    : httpHost;
   refuseUnreachableHttpHost(coordinatorNode, nodeHost, httpHost);
   return {
     cluster: spec.name,
@@ -89,6 +77,33 @@ export async function buildLaunchRequest(
     ...(spec.engine.generationWatchdogSeconds === undefined ? {} : { generationWatchdogSeconds: spec.engine.generationWatchdogSeconds }),
     ...(spec.engine.healthSilenceSeconds === undefined ? {} : { healthSilenceSeconds: spec.engine.healthSilenceSeconds }),
   };
+}
+
+/** The addresses a launch binds: see `launchAddressesOf`. */
+export interface LaunchAddresses {
+  /** Per stage of `nodes.stages`, the address it binds (its transport port's). */
+  stageHosts: string[];
+  /** The address the HTTP server binds (`httpBindHostOf`). */
+  httpHost: string;
+  /** The address the coordinator's node binds as a stage would; the HTTP one without a coordinator process. */
+  nodeHost: string;
+  /** The coordinator's control address (its transport port's); the HTTP one without a coordinator process. */
+  controlHost: string;
+  /** Whether the engine runs a coordinator process (with a control port from the transport range). */
+  hasCoordinator: boolean;
+}
+
+/** Where the launch's processes of `spec` on `nodes` bind, resolved as their launch resolves them. */
+export async function launchAddressesOf(spec: ClusterSpec, nodes: ClusterNodes): Promise<LaunchAddresses> {
+  const engine = engineOf(spec.engine.kind);
+  const stageHosts = await Promise.all(nodes.stages.map((node) => bindHostOf(node, engine)));
+  const httpHost = await httpBindHostOf(spec, nodes);
+  // Where the last stage serves HTTP there is no coordinator process and no control address: the
+  // HTTP server is that stage's, at its own address.
+  const hasCoordinator = engine.readiness.httpServer === "coordinator";
+  const nodeHost = hasCoordinator ? await bindHostOf(nodes.coordinator, engine) : httpHost;
+  const controlHost = hasCoordinator ? await controlHostOf(nodes.coordinator, nodeHost, stageHosts) : httpHost;
+  return { stageHosts, httpHost, nodeHost, controlHost, hasCoordinator };
 }
 
 /**

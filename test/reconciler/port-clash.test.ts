@@ -3,7 +3,8 @@
  * that the first holds it (PortInUse naming it), without spending its restart budget on launches
  * that would fail, and launches on its own once the first moves off the port. A port another
  * program holds is retried the same way, the failed launches given back to the budget; a serving
- * cluster edited onto such a port keeps serving until it is free. The daemon runs in this process
+ * cluster edited onto such a port, or onto a transport range another cluster fills, keeps serving
+ * until it is free. The daemon runs in this process
  * on two local nodes.
  */
 import { spawn } from "node:child_process";
@@ -75,7 +76,7 @@ test("a transport range another cluster fills: PortRangeExhausted, retried witho
   await dw.define("filler", { nodes: ["l1", "l2"], port: await freePort(), portRange });
   await waitForStatus(world, "filler", (s) => isReadyAt(s), 90_000);
   await dw.define("crowded", { nodes: ["l1", "l2"], port: await freePort(), portRange });
-  const refused = await waitForStatus(world, "crowded", (s) => (s.restarts?.evidence.filter((e) => e.reason === "PortRangeExhausted").length ?? 0) >= 2, 90_000);
+  const refused = await waitForStatus(world, "crowded", (s) => s.lastError?.reason === "PortRangeExhausted", 90_000);
   expect(refused.lastError?.message).toMatch(/no free port for .* held by .*cluster filler/);
   // This launch's own earlier port is named as its own, not as another holder's.
   expect(refused.lastError?.message).not.toMatch(/\(stage-\d on /);
@@ -92,6 +93,9 @@ test("a transport range another cluster fills: PortRangeExhausted, retried witho
     ).size;
   for (let i = 0; i < 600 && failedPasses() < 6; i++) await sleep(50);
   expect(failedPasses()).toBeGreaterThanOrEqual(6);
+  // Refused before anything of a launch: nothing staged or started, and no status said it launched.
+  const versions = world.audit.statusesOf("crowded");
+  expect(versions.filter((v) => conditionOf(v, "Ready")?.reason === "Launching" || v.timeline.length > 0 || v.restarts?.evidence.length)).toEqual([]);
   await rm(join(world.clustersDir, "filler.toml"));
   for (let i = 0; i < 600 && (await readStatusFile(world, "filler")) !== undefined; i++) await sleep(50);
   const goneAt = Date.now();
@@ -104,6 +108,32 @@ test("a transport range another cluster fills: PortRangeExhausted, retried witho
   expect(Date.parse(pass.at) - (Date.parse(lastFailed.at) + lastFailed.durationMs)).toBeLessThan(8_000);
   await rm(join(world.clustersDir, "crowded.toml"));
   for (let i = 0; i < 600 && (await readStatusFile(world, "crowded")) !== undefined; i++) await sleep(100);
+}, 240_000);
+
+test("a serving cluster edited onto a transport range another cluster fills keeps serving, says so, and moves once the other is removed", async () => {
+  const { world } = dw;
+  // Two stages and a coordinator's control port: the holder takes every port of the range.
+  const portRange = await freePortRange(["127.0.0.1"], 3);
+  await dw.define("holder", { nodes: ["l1", "l2"], port: await freePort(), portRange });
+  await waitForStatus(world, "holder", (s) => isReadyAt(s), 90_000);
+  const port = await freePort();
+  const serving = await dw.waitServing("mover", await dw.define("mover", { nodes: ["l1", "l2"], port }), 90_000);
+  const edited = await dw.define("mover", { nodes: ["l1", "l2"], port, portRange });
+  const refused = await waitForStatus(world, "mover", (s) => s.lastError?.reason === "PortRangeExhausted", 60_000);
+  // What served before the edit serves on: the same processes, Ready, nothing torn down for a launch that could not run.
+  expect(conditionOf(refused, "Ready")?.status).toBe("True");
+  expect(refused.stages.map((s) => s.pid)).toEqual(serving.stages.map((s) => s.pid));
+  expect(refused.lastError?.message).toMatch(/no free port for .* held by .*cluster holder.*; the running revision keeps serving meanwhile/);
+  const answer = await fetch(`${refused.coordinator!.url}/v1/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ prompt: "hello", max_tokens: 2 }),
+  });
+  expect(answer.status).toBe(200);
+  await rm(join(world.clustersDir, "holder.toml"));
+  const moved = await dw.waitServing("mover", edited, 60_000);
+  expect(moved.stages.map((s) => s.pid)).not.toEqual(serving.stages.map((s) => s.pid));
+  await removeDefinition(world, "mover", 60_000);
 }, 240_000);
 
 test("a coordinator port another program holds: PortInUse naming it, retried without spending the budget; launched once the port is free", async () => {

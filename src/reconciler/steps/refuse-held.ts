@@ -1,7 +1,8 @@
 /**
- * What other clusters of this daemon hold that a launch needs for itself: its router backend name
- * and its share of its nodes' declared memory. A launch they refuse starts nothing and counts
- * nothing (see launch.ts).
+ * What other clusters of this daemon hold that a launch needs for itself: its router backend name,
+ * its share of its nodes' declared memory, and free ports of its transport range. A launch they
+ * refuse starts nothing, stages nothing and counts nothing (see launch.ts); a serving cluster
+ * edited onto what they hold keeps serving its revision meanwhile.
  *
  * Looked at twice. First, before the pass says it launches (a stall lifted, "launching" written):
  * a cluster woken while what it waits on is still held is refused as it was, and its status does
@@ -10,10 +11,10 @@
  * while this one staged. A running cluster's router name changed in place, without a launch, is
  * looked at by the adopt step the same way.
  */
-import { routerBackendNameOf } from "../../cluster/index.js";
-import { ShardctlError } from "../../errors/index.js";
-import type { LedgerEntry } from "../../launch/index.js";
-import { definitionOf, type Pass } from "../pass.js";
+import { launchAddressesOf, routerBackendNameOf } from "../../cluster/index.js";
+import { isShardctlError, ShardctlError } from "../../errors/index.js";
+import { allocatePorts, type LedgerEntry, type PortHolder } from "../../launch/index.js";
+import { definitionOf, replacing, type Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
 
 export const refuseHeld: Step = {
@@ -25,10 +26,49 @@ export const refuseHeld: Step = {
     const { spec } = definitionOf(pass);
     const planned = pass.memory.planned;
     if (planned === undefined) return;
-    refuseTakenBackend(routerBackendNameOf(spec, pass.settings), await othersInLedger(pass), pass.world.launchingBackends, pass.name);
+    const others = await othersInLedger(pass);
+    refuseTakenBackend(routerBackendNameOf(spec, pass.settings), others, pass.world.launchingBackends, pass.name);
     pass.world.memoryClaims.refuseTaken(pass.name, planned.plan, pass.settings, spec.plan.headroom);
+    await refuseFilledRange(pass, others);
   },
 };
+
+/**
+ * PortRangeExhausted when the ports other clusters hold in the transport range leave too few on an
+ * address for this launch's processes there (a stage's transport port each, and the coordinator's
+ * control port). Only what the ledger says is looked at: a port another program holds is found by
+ * the launch, which reads every node's socket table as it chooses. What runs of this cluster is
+ * not counted as holding anything: a replacement frees its ports before the launch chooses. What
+ * runs broken or half-done is not looked for here: it is torn down first whatever the range's fate,
+ * and the launch after it finds the range full itself.
+ */
+async function refuseFilledRange(pass: Pass, others: readonly LedgerEntry[]): Promise<void> {
+  if (replacing(pass) === "broken") return;
+  const { spec } = definitionOf(pass);
+  const range = spec.transport.portRange;
+  const held: PortHolder[] = others.flatMap((e) => e.ports.map((p) => ({ host: p.host, port: p.port, holder: `cluster ${e.cluster}` })));
+  // Nothing in the range is held: no address of the launch needs resolving.
+  if (!held.some((h) => h.port >= range.first && h.port <= range.last)) return;
+  const nodes = pass.world.nodesOf(spec, pass.settings);
+  // Addresses that cannot be resolved now are the launch's to report.
+  const addresses = await launchAddressesOf(spec, nodes).catch(() => undefined);
+  if (addresses === undefined) return;
+  const requests = [
+    ...nodes.stages.map((node, i) => ({ label: `stage-${i} on ${node.config.name}`, host: addresses.stageHosts[i]! })),
+    ...(addresses.hasCoordinator ? [{ label: `coordinator on ${nodes.coordinator.config.name}`, host: addresses.controlHost }] : []),
+  ];
+  held.push({ host: addresses.httpHost, port: spec.coordinator.port, holder: "this cluster's HTTP listener" });
+  try {
+    await allocatePorts(range, requests, held, () => Promise.resolve(false));
+  } catch (error) {
+    if (!isShardctlError(error, "PortRangeExhausted")) throw error;
+    const serving = replacing(pass) === "whole" ? "; the running revision keeps serving meanwhile" : "";
+    throw new ShardctlError("PortRangeExhausted", `${error.message}${serving}; retried with back-off, and as soon as one of them goes`, {
+      terminal: false,
+      cause: error,
+    });
+  }
+}
 
 /**
  * RouterBackendTaken when `backend` is the router entry of another cluster: one that runs (in
