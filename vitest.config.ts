@@ -9,11 +9,11 @@ import MlxLaterSequencer from "./test/support/sequencer.js";
 // would run them one by one: most of a file's time is spent waiting on processes, sockets and
 // deadlines, not computing. Measured on one clean clone, one run after the other: three at a time
 // took 1 051 s and kept the 2 cores 58 % busy (21 min of CPU); four at a time took 944 s, every test
-// passing, with a load average near 8. An earlier suite failed its timing tests (a stalled
-// computation's detection, a cluster's first Healthy) at four; those now ask a silence again on a
-// slow path before they judge it. Files that run side by side lease their own loopback addresses
-// (test/support/test-world.ts), name namespaces by pid, and queue package installs
-// (test/support/apt.ts); ports on 127.0.0.1 are picked free just before use.
+// passing, with a load average near 8. An earlier suite failed tests that judge timing (a stalled
+// computation's detection, a cluster's first Healthy) at four; every clean run at four since has
+// passed them. A test that judges timing must hold under that load. Files that run side by side
+// lease their own loopback addresses (test/support/test-world.ts), name namespaces by pid, and
+// queue package installs (test/support/apt.ts); ports on 127.0.0.1 are picked free just before use.
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],

@@ -171,9 +171,10 @@ export function useDaemonWorld(options: DaemonWorldOptions = {}): DaemonWorldHan
 
 /**
  * Remove every definition there is and the definition of every cluster the ledger holds, and wait
- * (up to `pruneMs` each) until `daemon` has pruned it; the names whose prune did not finish in time. Every definition, not only the launched ones: a cluster between two launches (a
- * launch that failed, retried with back-off) has no ledger entry at this moment but may launch
- * during the take-down. Not all at once: removing every definition would meet the mass-prune guard.
+ * (up to `pruneMs` each) until `daemon` has pruned it; the names whose prune did not finish in
+ * time. Every definition, not only the launched ones: a cluster between two launches (a launch
+ * that failed, retried with back-off) has no ledger entry at this moment but may launch during
+ * the take-down. Not all at once: removing every definition would meet the mass-prune guard.
  * Without a daemon (none could start) nothing is pruned: the engines left are found and killed after.
  */
 async function pruneAll(world: DaemonWorld, pruneMs: number, daemon: Daemon | undefined): Promise<string[]> {
