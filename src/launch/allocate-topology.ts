@@ -6,13 +6,44 @@
 import type { EngineTopology } from "../engines/index.js";
 import type { LedgerEntry } from "./ledger.js";
 import { LaunchError } from "./launch-error.js";
-import { allocatePorts } from "./ports.js";
+import { allocatePorts, type PortHolder, type PortRequest } from "./ports.js";
 import { defaultReachMs } from "./processes.js";
 import type { LaunchContext, LaunchRequest } from "./types.js";
 import { askPortListener, boundSockets, joinHostPort, listeningSockets, socketClashes, type NodeAccess, type TcpSocket } from "../nodes/index.js";
 import { ShardctlError } from "../errors/index.js";
 import { clipCommand } from "./leftover-listeners.js";
 import { asLaunchError } from "./launch-failures.js";
+
+/** A port the launch asks of its transport range, and the node it is probed on. */
+export interface TransportPortRequest extends PortRequest {
+  node: NodeAccess;
+}
+
+/**
+ * What a launch asks of its transport range, in this order: a port per stage at the address it
+ * binds, then the coordinator's control port when the engine runs a coordinator process. Shared
+ * by the allocation and the look before a launch (the reconciler's refuse-held step), so both
+ * name the same requests in their messages.
+ */
+export function transportPortRequests(
+  stages: ReadonlyArray<{ index: number; nodeName: string; host: string; node: NodeAccess }>,
+  coordinator: { nodeName: string; host: string; node: NodeAccess } | undefined,
+): TransportPortRequest[] {
+  return [
+    ...stages.map((s) => ({ label: `stage-${s.index} on ${s.nodeName}`, host: s.host, node: s.node })),
+    ...(coordinator === undefined ? [] : [{ label: `coordinator on ${coordinator.nodeName}`, host: coordinator.host, node: coordinator.node }]),
+  ];
+}
+
+/** The ports other clusters' ledger entries record, each named by its cluster for an exhausted range's message. */
+export function portsHeldBy(entries: readonly LedgerEntry[]): PortHolder[] {
+  return entries.flatMap((e) => e.ports.map((p) => ({ host: p.host, port: p.port, holder: `cluster ${e.cluster}` })));
+}
+
+/** The launch's own HTTP port, held while its range's ports are chosen (the range may include it). */
+export function ownHttpListener(host: string, port: number): PortHolder {
+  return { host, port, holder: "this cluster's HTTP listener" };
+}
 
 /** Choose and record the launch's ports (in `entry.ports`) and return the topology the engine is given. */
 export async function allocateTopology(request: LaunchRequest, context: LaunchContext, entry: LedgerEntry): Promise<EngineTopology> {
@@ -55,11 +86,11 @@ export async function allocateTopology(request: LaunchRequest, context: LaunchCo
   }
   // A coordinator process needs a control port; an engine whose last stage serves HTTP has none.
   const hasCoordinator = request.driver.facts.readiness.httpServer === "coordinator";
-  const requests = [
-    ...request.stages.map((s) => ({ label: `stage-${s.index} on ${s.nodeName}`, host: s.bindHost, node: s.node })),
+  const requests = transportPortRequests(
+    request.stages.map((s) => ({ index: s.index, nodeName: s.nodeName, host: s.bindHost, node: s.node })),
     // The control port is bound on the control host, so it is probed and held there.
-    ...(hasCoordinator ? [{ label: `coordinator on ${coordinator.nodeName}`, host: coordinator.controlHost, node: coordinator.node }] : []),
-  ];
+    hasCoordinator ? { nodeName: coordinator.nodeName, host: coordinator.controlHost, node: coordinator.node } : undefined,
+  );
   // Another cluster launching at the same moment may have taken the HTTP port since this launch
   // looked (nothing listens on it until its coordinator starts): its record says so, and the
   // probes of this launch would otherwise be answered by that cluster's coordinator.
@@ -72,7 +103,7 @@ export async function allocateTopology(request: LaunchRequest, context: LaunchCo
     );
   }
   const held = await context.heldPorts();
-  held.push({ host: coordinator.bindHost, port: coordinator.httpPort, holder: `this cluster's HTTP listener` });
+  held.push(ownHttpListener(coordinator.bindHost, coordinator.httpPort));
   const isTaken = async (node: NodeAccess, host: string, port: number): Promise<boolean> => {
     const inTable = await heldInTable(node, host, port);
     if (inTable === true) return true;

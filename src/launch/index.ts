@@ -26,6 +26,7 @@ export { clipCommand, stopLeftoverListeners } from "./leftover-listeners.js";
 export { claimOf, type RunClaim } from "./run-claim.js";
 export { Ledger, isRunFolderOf, type LedgerEntry, type LedgerProcess, type LedgerPort, type ProcessRole } from "./ledger.js";
 export { allocatePorts, type PortRange, type PortRequest, type PortHolder } from "./ports.js";
+export { ownHttpListener, portsHeldBy, transportPortRequests, type TransportPortRequest } from "./allocate-topology.js";
 export { LaunchError } from "./launch-error.js";
 export { processLabel, isProcessAlive, askExit, describeExit, readLogTail, stopEngineProcess, type StopOutcome } from "./processes.js";
 export { askCoordinatorHealth, probeOneToken } from "./coordinator-probes.js";

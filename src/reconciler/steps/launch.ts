@@ -20,7 +20,7 @@ import { buildLaunchRequest, controlNodeName } from "../../cluster/index.js";
 import { engineOf } from "../../engines/index.js";
 import { messageOf, ShardctlError } from "../../errors/index.js";
 import { roomLeft } from "../../files/index.js";
-import { launchCluster, LaunchError } from "../../launch/index.js";
+import { launchCluster, LaunchError, portsHeldBy } from "../../launch/index.js";
 import { within } from "../../nodes/index.js";
 import type { Registrar } from "../../router/index.js";
 import { definitionDigest } from "../../spec/index.js";
@@ -194,8 +194,7 @@ export const launch: Step = {
         registrar: world.registrarFor(settings),
         // Read when the ports are chosen, not before: a cluster launching beside this one records
         // its ports in the ledger before this launch chooses (one allocation at a time).
-        heldPorts: async () =>
-          (await ledger.list()).filter((e) => e.cluster !== name).flatMap((e) => e.ports.map((p) => ({ host: p.host, port: p.port, holder: `cluster ${e.cluster}` }))),
+        heldPorts: async () => portsHeldBy(await othersInLedger(pass)),
         // The rule the claim-port step applies, asked again when the ports are chosen.
         httpPortHolder: async (node, host, port) => (await ledger.list()).find((e) => e.cluster !== name && heldPort(e, { node, host, port }) !== undefined)?.cluster,
         // Each step of the launch reaches the status file (and the dashboard) as it happens: a

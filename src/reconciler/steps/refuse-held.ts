@@ -13,7 +13,7 @@
  */
 import { launchAddressesOf, routerBackendNameOf } from "../../cluster/index.js";
 import { isShardctlError, ShardctlError } from "../../errors/index.js";
-import { allocatePorts, type LedgerEntry, type PortHolder } from "../../launch/index.js";
+import { allocatePorts, ownHttpListener, portsHeldBy, transportPortRequests, type LedgerEntry } from "../../launch/index.js";
 import { definitionOf, replacing, type Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
 
@@ -46,18 +46,18 @@ async function refuseFilledRange(pass: Pass, others: readonly LedgerEntry[]): Pr
   if (replacing(pass) === "broken") return;
   const { spec } = definitionOf(pass);
   const range = spec.transport.portRange;
-  const held: PortHolder[] = others.flatMap((e) => e.ports.map((p) => ({ host: p.host, port: p.port, holder: `cluster ${e.cluster}` })));
+  const held = portsHeldBy(others);
   // Nothing in the range is held: no address of the launch needs resolving.
   if (!held.some((h) => h.port >= range.first && h.port <= range.last)) return;
   const nodes = pass.world.nodesOf(spec, pass.settings);
   // Addresses that cannot be resolved now are the launch's to report.
   const addresses = await launchAddressesOf(spec, nodes).catch(() => undefined);
   if (addresses === undefined) return;
-  const requests = [
-    ...nodes.stages.map((node, i) => ({ label: `stage-${i} on ${node.config.name}`, host: addresses.stageHosts[i]! })),
-    ...(addresses.hasCoordinator ? [{ label: `coordinator on ${nodes.coordinator.config.name}`, host: addresses.controlHost }] : []),
-  ];
-  held.push({ host: addresses.httpHost, port: spec.coordinator.port, holder: "this cluster's HTTP listener" });
+  const requests = transportPortRequests(
+    nodes.stages.map((node, i) => ({ index: i, nodeName: node.config.name, host: addresses.stageHosts[i]!, node })),
+    addresses.hasCoordinator ? { nodeName: nodes.coordinator.config.name, host: addresses.controlHost, node: nodes.coordinator } : undefined,
+  );
+  held.push(ownHttpListener(addresses.httpHost, spec.coordinator.port));
   try {
     await allocatePorts(range, requests, held, () => Promise.resolve(false));
   } catch (error) {
