@@ -196,7 +196,7 @@ export const launch: Step = {
         // its ports in the ledger before this launch chooses (one allocation at a time).
         heldPorts: async () => portsHeldBy(await othersInLedger(pass)),
         // The rule the claim-port step applies, asked again when the ports are chosen.
-        httpPortHolder: async (node, host, port) => (await ledger.list()).find((e) => e.cluster !== name && heldPort(e, { node, host, port }) !== undefined)?.cluster,
+        httpPortHolder: async (node, host, port) => (await othersInLedger(pass)).find((e) => heldPort(e, { node, host, port }) !== undefined)?.cluster,
         // Each step of the launch reaches the status file (and the dashboard) as it happens: a
         // launch that hangs on a partitioned node shows where, not the previous launch's timeline.
         onEvent: (event) => {
