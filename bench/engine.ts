@@ -26,6 +26,9 @@
  * RSS now − RSS before load, read from /debug/stats after the decode runs (so KV caches and
  * scratch buffers are included). It can come out below the weight share when memory the runtime
  * held at start-up is freed and reused later. Goal: ≤ weight share × 1.15.
+ *
+ * Sampling: one token's choice on a vocabulary of Llama 3's size, the engine's sampler against the
+ * plain definition (sampling-cost.ts).
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
@@ -38,6 +41,7 @@ import { KernelRuntime, runLinears } from "../src/engine/kernels/index.js";
 import { bundledShardEngineCommand } from "../src/engines/index.js";
 import { makeTestModel, type TestModelOptions } from "../src/planner/test-model/index.js";
 import { CoreCapacity } from "./core-capacity.js";
+import { samplingCost } from "./sampling-cost.js";
 import { compareWithMlxLm } from "./engine-vs-mlx.js";
 import { freePort } from "../test/support/free-ports.js";
 import { allocateHost, allocateHosts } from "../test/support/test-world.js";
@@ -518,6 +522,7 @@ export async function run(args: string[]): Promise<object> {
       threadsPerProcess: 1,
       speed: speed.figures,
       textPerToken: textCost(modelDir),
+      samplingPerToken: samplingCost(),
       mlxLm: await compareWithMlxLm(dir, modelDir, (threads) => startSingle(modelDir, threads), Math.max(tokens, 48), Math.max(3, Math.ceil(rounds / 2))),
       goalsMet: { splitRatio: ratio2 >= 0.9 && ratio3 >= 0.9, memory: worstMemory <= 1.15, concurrency: gain2 >= 1.6, ...speed.goalsMet },
     };

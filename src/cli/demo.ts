@@ -18,7 +18,7 @@ import { daemonWatching, readStatus, requestsDirOf, startDaemon, statusFileFor, 
 import { Ledger } from "../launch/index.js";
 import { readRouterConfig } from "../router/index.js";
 import { computeRevision, loadCluster, loadSettings, type ClusterSpec, type Settings } from "../spec/index.js";
-import { waitForSignal } from "./commands/daemon.js";
+import { waitForSignal } from "./wait-for-signal.js";
 import { addressHolder } from "./demo-ports.js";
 import { createLogger, logFormatOption, parseLogFormat } from "./logger.js";
 import { joinHostPort } from "../nodes/index.js";

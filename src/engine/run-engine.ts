@@ -211,7 +211,7 @@ async function warmUp(pipeline: Pipeline, codec: TextCodec, config: ReturnType<t
   await generate(
     pipeline,
     codec,
-    { promptIds: [0], maxTokens: 1, params: { temperature: 0, topP: 1, seed: 0, topLogprobs: 0 }, stop: [], eosIds: new Set(config.eosTokenIds) },
+    { promptIds: [0], maxTokens: 1, params: { temperature: 0, topP: 1, seed: 0, logprobs: false, topLogprobs: 0 }, stop: [], eosIds: new Set(config.eosTokenIds) },
     () => {},
     () => false,
   );

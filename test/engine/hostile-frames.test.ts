@@ -88,7 +88,7 @@ async function errorFor(seq: number, kind: number, payload: Buffer): Promise<str
 }
 
 function prepare(seq: number): void {
-  link.send(Kind.Prepare, encodePrepare({ seq, params: { temperature: 0, topP: 1, seed: 1, topLogprobs: 0 } }));
+  link.send(Kind.Prepare, encodePrepare({ seq, params: { temperature: 0, topP: 1, seed: 1, logprobs: false, topLogprobs: 0 } }));
 }
 
 /** An activations payload whose header says `rows` rows of `hidden`, carrying `sentRows` of them. */
@@ -129,9 +129,9 @@ describe("a stage given payloads that disagree with their headers", () => {
   });
 
   it("a prepare one byte short: an Error for its sequence", async () => {
-    expect(await errorFor(4, Kind.Prepare, encodePrepare({ seq: 4, params: { temperature: 0, topP: 1, seed: 1, topLogprobs: 0 } }).subarray(0, 24))).toBe(
-      "malformed prepare message: 24 bytes, expected 25",
-    );
+    expect(
+      await errorFor(4, Kind.Prepare, encodePrepare({ seq: 4, params: { temperature: 0, topP: 1, seed: 1, logprobs: false, topLogprobs: 0 } }).subarray(0, 25)),
+    ).toBe("malformed prepare message: 25 bytes, expected 26");
   });
 
   it("keeps serving: a well-formed sequence gets its token", async () => {

@@ -1,7 +1,7 @@
 /** `shardctl router --config <router.yaml>`: serve the embedded OpenAI-compatible router until a signal. */
 import { parseArgs } from "node:util";
 import { startRouter } from "../../router/index.js";
-import { waitForSignal } from "./daemon.js";
+import { waitForSignal } from "../wait-for-signal.js";
 import { createLogger, logFormatOption, parseLogFormat } from "../logger.js";
 import { usageOf } from "../help/index.js";
 import { UsageError } from "../usage-error.js";

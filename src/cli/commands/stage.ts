@@ -15,7 +15,7 @@ import { settleLockReleases, type NodeState, type StagingProgress } from "../../
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
 import { usageOf } from "../help/index.js";
 import { UsageError } from "../usage-error.js";
-import { waitForSignal } from "./daemon.js";
+import { waitForSignal } from "../wait-for-signal.js";
 
 const usage = usageOf("stage");
 

@@ -13,7 +13,7 @@ import { describeKeeper } from "../daemon-keeper.js";
 import { isShardctlError, showText } from "../../errors/index.js";
 import { entryExists } from "../../files/index.js";
 import { contextOptions, loadContext, resolveClusterFile } from "../context.js";
-import { waitForSignal } from "./daemon.js";
+import { waitForSignal } from "../wait-for-signal.js";
 
 export async function run(args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({

@@ -308,6 +308,7 @@ async function complete(
     temperature: request.temperature,
     topP: request.topP,
     seed: request.seed === undefined ? randomBytes(4).readUInt32LE(0) : request.seed >>> 0,
+    logprobs: wantLogprobs,
     topLogprobs,
   };
 

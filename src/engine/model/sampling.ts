@@ -11,13 +11,18 @@ export interface SamplingParams {
   topP: number;
   /** Generator seed, u32. */
   seed: number;
-  /** How many alternatives to report with each token's log probability, 0..20. */
+  /**
+   * Whether the chosen token's log probability is wanted (the request asked for logprobs): it costs
+   * an exp per token of the vocabulary (1.5 ms for Llama 3's 128 256 on a 2-core virtual machine).
+   */
+  logprobs: boolean;
+  /** How many alternatives to report with each token's log probability, 0..20 (only with `logprobs`). */
   topLogprobs: number;
 }
 
 export interface SampledToken {
   token: number;
-  /** Natural-log probability of `token`. */
+  /** Natural-log probability of `token`; NaN when the params did not ask for it. */
   logprob: number;
   /** The `topLogprobs` most likely tokens, most likely first. */
   top: Array<{ token: number; logprob: number }>;
@@ -53,45 +58,110 @@ export class Sampler {
         argmax = i;
       }
     }
+    const token = this.params.temperature <= 0 ? argmax : this.draw(logits, max);
+    if (!this.params.logprobs) return { token, logprob: NaN, top: [] };
     let sum = 0;
     for (let i = 0; i < n; i++) sum += Math.exp((logits[i] as number) - max);
     const logZ = max + Math.log(sum);
-    const token = this.params.temperature <= 0 ? argmax : this.draw(logits, max);
     return { token, logprob: (logits[token] as number) - logZ, top: topK(logits, this.params.topLogprobs, logZ) };
   }
 
+  /**
+   * A token drawn from softmax(logits / temperature), within the nucleus when top_p < 1: the most
+   * likely tokens (by weight, then by index) whose running share of the mass first reaches top_p.
+   */
   private draw(logits: Float32Array, max: number): number {
     const n = logits.length;
     const t = this.params.temperature;
-    const probs = new Float64Array(n);
+    const weights = weightScratch(n);
     let sum = 0;
     for (let i = 0; i < n; i++) {
-      const p = Math.exp(((logits[i] as number) - max) / t);
-      probs[i] = p;
-      sum += p;
+      const w = Math.exp(((logits[i] as number) - max) / t);
+      weights[i] = w;
+      sum += w;
     }
-    let candidates: number[];
-    if (this.params.topP < 1) {
-      const order = Array.from({ length: n }, (_, i) => i).sort((a, b) => (probs[b] as number) - (probs[a] as number) || a - b);
-      candidates = [];
-      let mass = 0;
-      for (const i of order) {
-        candidates.push(i);
-        mass += (probs[i] as number) / sum;
-        if (mass >= this.params.topP) break;
+    if (this.params.topP >= 1) {
+      // Every token, in index order: their total is `sum`, added up in that same order.
+      let u = this.random() * sum;
+      for (let i = 0; i < n; i++) {
+        u -= weights[i] as number;
+        if (u < 0) return i;
       }
-    } else {
-      candidates = Array.from({ length: n }, (_, i) => i);
+      return n - 1;
     }
+    const candidates = nucleusOf(weights, n, sum, this.params.topP);
     let total = 0;
-    for (const i of candidates) total += probs[i] as number;
+    for (const i of candidates) total += weights[i] as number;
     let u = this.random() * total;
     for (const i of candidates) {
-      u -= probs[i] as number;
+      u -= weights[i] as number;
       if (u < 0) return i;
     }
     return candidates[candidates.length - 1] as number;
   }
+}
+
+/**
+ * The draw's weights, one per token of the vocabulary (8 bytes each: 1 MiB for 128 Ki tokens),
+ * kept from token to token instead of allocated for each: sampling runs on one thread, one token at
+ * a time, and uses them only within one draw.
+ */
+let scratch = new Float64Array(0);
+
+function weightScratch(n: number): Float64Array {
+  if (scratch.length < n) scratch = new Float64Array(n);
+  return scratch;
+}
+
+/**
+ * Weight floors the nucleus is looked for above, as fractions of the heaviest token's weight (1),
+ * heaviest first: a model's distribution puts its top_p mass on a few tokens, so sorting those few
+ * instead of the whole vocabulary (128 256 tokens for Llama 3: 42–63 ms a token on a 2-core virtual
+ * machine) finds the same nucleus. Steps of ten keep a wide spread's subset near the nucleus's size.
+ */
+const nucleusFloors = [1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9];
+
+/**
+ * How far a subset's share of the mass, added up in index order, may be from its running share in
+ * sorted order (rounding: about the vocabulary's size × 2^-53). A subset short of top_p by more
+ * cannot hold the nucleus and is not sorted. This only saves time: a subset skipped that held it
+ * would be found again within the next floor's, which contains it.
+ */
+const shareRounding = 1e-9;
+
+/**
+ * The nucleus: tokens by weight, heaviest first (ties by index), up to the first whose running share
+ * of `sum` (each weight ÷ sum, added in that order) reaches `topP`; every token when none does.
+ * Every token at or above a floor comes before every token below it in that order, with the same
+ * running shares, so a nucleus found among them is the nucleus of the whole vocabulary; when it is
+ * not found there, the next floor is tried, and at last the whole vocabulary is sorted.
+ */
+function nucleusOf(weights: Float64Array, n: number, sum: number, topP: number): number[] {
+  const heavierFirst = (a: number, b: number): number => (weights[b] as number) - (weights[a] as number) || a - b;
+  const prefixReaching = (order: number[]): number[] | undefined => {
+    let mass = 0;
+    for (let k = 0; k < order.length; k++) {
+      mass += (weights[order[k] as number] as number) / sum;
+      if (mass >= topP) return order.slice(0, k + 1);
+    }
+    return undefined;
+  };
+  for (const floor of nucleusFloors) {
+    const above: number[] = [];
+    let share = 0;
+    for (let i = 0; i < n; i++) {
+      const w = weights[i] as number;
+      if (w >= floor) {
+        above.push(i);
+        share += w;
+      }
+    }
+    if (share / sum < topP - shareRounding) continue;
+    const nucleus = prefixReaching(above.sort(heavierFirst));
+    if (nucleus !== undefined) return nucleus;
+  }
+  const order = Array.from({ length: n }, (_, i) => i).sort(heavierFirst);
+  return prefixReaching(order) ?? order;
 }
 
 function topK(logits: Float32Array, k: number, logZ: number): Array<{ token: number; logprob: number }> {

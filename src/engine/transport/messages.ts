@@ -17,17 +17,18 @@ export function encodePrepare(m: PrepareMessage): Buffer {
   b.writeDoubleLE(m.params.topP, 12);
   b.writeUInt32LE(m.params.seed >>> 0, 20);
   b.writeUInt8(m.params.topLogprobs, 24);
+  b.writeUInt8(m.params.logprobs ? 1 : 0, 25);
   return b;
 }
 
 /** Bytes of a Prepare payload. */
-const prepareBytes = 25;
+const prepareBytes = 26;
 
 export function decodePrepare(b: Buffer): PrepareMessage {
   expectLength("prepare", b, prepareBytes);
   return {
     seq: b.readUInt32LE(0),
-    params: { temperature: b.readDoubleLE(4), topP: b.readDoubleLE(12), seed: b.readUInt32LE(20), topLogprobs: b.readUInt8(24) },
+    params: { temperature: b.readDoubleLE(4), topP: b.readDoubleLE(12), seed: b.readUInt32LE(20), topLogprobs: b.readUInt8(24), logprobs: b.readUInt8(25) !== 0 },
   };
 }
 
