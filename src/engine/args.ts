@@ -6,9 +6,10 @@ import { parseArgs } from "node:util";
  * shard-engine's version, which `--version` prints and the planner compares across a cluster's
  * nodes (MixedEngineVersions). Raised with every change of the transport's frames: 0.2.0 reads the
  * fill-only bit of runs and activations (a long prompt in chunks), which 0.1.0 takes for a
- * malformed frame.
+ * malformed frame; 0.3.0's prepare carries whether the log probabilities are wanted (26 bytes, which
+ * 0.2.0 refuses).
  */
-export const engineVersion = "0.2.0";
+export const engineVersion = "0.3.0";
 
 export interface EngineOptions {
   modelDir: string;

@@ -29,7 +29,7 @@ async function run(args: string[]): Promise<{ code: number | string; out: string
 
 describe("shard-engine command line", () => {
   it("--version and --help", async () => {
-    expect(await run(["--version"])).toMatchObject({ code: 0, out: "shard-engine 0.2.0\n" });
+    expect(await run(["--version"])).toMatchObject({ code: 0, out: "shard-engine 0.3.0\n" });
     const help = await run(["--help"]);
     expect(help.code).toBe(0);
     expect(help.out).toContain("--distributed-config");
