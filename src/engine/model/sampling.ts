@@ -116,7 +116,7 @@ function weightScratch(n: number): Float64Array {
 /**
  * Weight floors the nucleus is looked for above, as fractions of the heaviest token's weight (1),
  * heaviest first: a model's distribution puts its top_p mass on a few tokens, so sorting those few
- * instead of the whole vocabulary (128 256 tokens for Llama 3: 42–63 ms a token on a 2-core virtual
+ * instead of the whole vocabulary (128 256 tokens for Llama 3: 42–68 ms a token on a 2-core virtual
  * machine) finds the same nucleus. Steps of ten keep a wide spread's subset near the nucleus's size.
  */
 const nucleusFloors = [1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9];
