@@ -3,8 +3,8 @@
  * engine's sampler against the plain definition (every token's weight, the whole vocabulary sorted
  * for top_p; test/support/reference-sampler.ts), on the same logits, the chosen tokens checked equal.
  */
-import { createRng, Sampler, type SamplingParams } from "../src/engine/model/index.js";
-import { ReferenceSampler } from "../test/support/reference-sampler.js";
+import { Sampler, type SamplingParams } from "../src/engine/model/index.js";
+import { normal, ReferenceSampler, seededLogits } from "../test/support/reference-sampler.js";
 
 const vocab = 128_256;
 /** Tokens chosen per figure. */
@@ -12,15 +12,12 @@ const draws = 24;
 
 const round = (x: number, d: number): number => Math.round(x * 10 ** d) / 10 ** d;
 
-function logitsOf(shape: (random: () => number) => number): Float32Array {
-  const random = createRng(17);
-  return Float32Array.from({ length: vocab }, () => shape(random));
-}
+const logitsOf = (shape: (random: () => number) => number): Float32Array => seededLogits(vocab, shape, 17);
 
 export function samplingCost(): object {
   const distributions = {
     // A wide, smooth spread, as a model with random weights makes: a large nucleus.
-    normalSigma3: logitsOf((r) => 3 * Math.sqrt(-2 * Math.log(r() || 1e-12)) * Math.cos(2 * Math.PI * r())),
+    normalSigma3: logitsOf(normal(3)),
     // Flat, with one token in 97 raised by 8: a small group holds most of the mass.
     flatWithRaisedTokens: logitsOf((r) => (r() - 0.5) * 10 + (r() < 1 / 97 ? 8 : 0)),
   };

@@ -5,16 +5,10 @@
  * the nucleus.
  */
 import { describe, expect, it } from "vitest";
-import { createRng, Sampler, type SamplingParams } from "../../src/engine/model/index.js";
-import { ReferenceSampler } from "../support/reference-sampler.js";
+import { Sampler, type SamplingParams } from "../../src/engine/model/index.js";
+import { normal, ReferenceSampler, seededLogits } from "../support/reference-sampler.js";
 
-/** Logits of `n` tokens drawn by `shape` from a seeded generator. */
-function logitsOf(n: number, shape: (random: () => number, i: number) => number, seed = 11): Float32Array {
-  const random = createRng(seed);
-  return Float32Array.from({ length: n }, (_, i) => shape(random, i));
-}
-
-const normal = (sigma: number) => (random: () => number) => sigma * Math.sqrt(-2 * Math.log(random() || 1e-12)) * Math.cos(2 * Math.PI * random());
+const logitsOf = (n: number, shape: (random: () => number, i: number) => number): Float32Array => seededLogits(n, shape, 11);
 
 const distributions: Array<[string, Float32Array]> = [
   ["one token", logitsOf(1, () => 0.5)],

@@ -6,6 +6,18 @@
  */
 import { createRng, type SamplingParams } from "../../src/engine/model/index.js";
 
+/** Logits of `n` tokens drawn by `shape` (given the generator and the token's index) from a seeded generator. */
+export function seededLogits(n: number, shape: (random: () => number, i: number) => number, seed: number): Float32Array {
+  const random = createRng(seed);
+  return Float32Array.from({ length: n }, (_, i) => shape(random, i));
+}
+
+/** A logit drawn from a normal distribution of spread `sigma` (Box–Muller). */
+export const normal =
+  (sigma: number) =>
+  (random: () => number): number =>
+    sigma * Math.sqrt(-2 * Math.log(random() || 1e-12)) * Math.cos(2 * Math.PI * random());
+
 export class ReferenceSampler {
   private readonly random: () => number;
 
