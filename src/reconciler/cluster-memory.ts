@@ -61,6 +61,11 @@ export interface ClusterMemory {
    */
   servingSeen?: { launch: string; since: number };
   /**
+   * The launch (its `startedAt`) whose service was judged against the restart budget's reset: once,
+   * at the first sign of its death, whether a pass or the monitor found it.
+   */
+  serviceJudgedFor?: string;
+  /**
    * The model the router was told is coming back (503 and Retry-After, not 404) after this cluster
    * lost a process: kept marked while relaunches run and between them, until one serves or the
    * cluster stalls.

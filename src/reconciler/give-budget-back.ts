@@ -6,7 +6,10 @@
  * Kubernetes forgets a crash loop's back-off once a container has run for ten minutes.
  *
  * Service counts from when this daemon first saw the launch serving: a daemon restarted beside a
- * running launch counts from its own first look, never more than the truth.
+ * running launch counts from its own first look, never more than the truth. It is judged once per
+ * launch, at the first sign of its death: a pass that finds a process gone judges it before it
+ * decides between a relaunch and a stall (the monitor may record the death only after that
+ * decision, on a busy machine), and the record that follows judges nothing again.
  */
 import type { Pass } from "./pass.js";
 
@@ -15,6 +18,8 @@ export function giveBudgetBackAfterService(pass: Pass, startedAt: string, diedAt
   const { memory, settings, world } = pass;
   const resetMs = settings.daemon.restartBudgetResetSeconds * 1000;
   const restarts = memory.restarts;
+  if (memory.serviceJudgedFor === startedAt) return;
+  memory.serviceJudgedFor = startedAt;
   if (resetMs === 0 || restarts === undefined || restarts.count === 0) return;
   if (memory.servingSeen?.launch !== startedAt) return;
   const servedMs = diedAt - memory.servingSeen.since;

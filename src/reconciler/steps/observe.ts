@@ -11,6 +11,7 @@ import type { Pass } from "../pass.js";
 import type { Step } from "../run-step.js";
 import { noteGone, seenGoneOf } from "../cluster-memory.js";
 import { isServing, setConditions } from "../verdicts.js";
+import { giveBudgetBackAfterService } from "../give-budget-back.js";
 
 export const observe: Step = {
   name: "observe",
@@ -35,6 +36,10 @@ export const observe: Step = {
     const desired = pass.desired?.kind === "invalid" ? pass.desired.lastGood : pass.desired;
     const acting = desired?.kind === "defined" && !desired.suspend;
     if (entry !== undefined && ours && acting) pass.observation = await observeEntry(pass, entry);
+    // A process of the running launch gone: whether the launch earned its budget back is judged
+    // now, for the decision that follows counts its launches (the death is recorded by the monitor
+    // or by the teardown's step, perhaps after that decision).
+    if (entry?.phase === "running" && (pass.observation?.gone.length ?? 0) > 0) giveBudgetBackAfterService(pass, entry.startedAt, Date.now());
     const absent = pass.desired?.kind === "absent" && entry !== undefined && ours;
     pass.entry = entry;
     pass.observed = observedStateOf(entry, pass.world.dir, {
