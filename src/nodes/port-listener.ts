@@ -58,20 +58,43 @@ export async function askPortListener(node: NodeAccess, port: number, options: {
  * $@ = paths. Every process listening on TCP whose command line names one of them: pid, start time
  * and command line, tab-separated, one per line (the start time read with the rest: a pid that ends
  * and is reused before it is signalled is not mistaken for it).
+ *
+ * A machine may have hundreds of listeners and this runs at every launch and teardown, so no
+ * process is started per listener: on Linux one grep reads the listeners' command lines from /proc
+ * (their arguments NUL-separated) and keeps those naming a path, elsewhere one ps lists every
+ * command line. Each candidate is then held to the exact match on its arguments joined by spaces,
+ * as ps shows them (a path with a newline in it is two grep patterns, never a looser match).
  */
 const listenersNamingScript = `${startTimeFunction}
 pids=
 if command -v ss >/dev/null 2>&1; then pids=$(ss -Htlnp 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u)
 elif command -v lsof >/dev/null 2>&1; then pids=$(lsof -nP -t -iTCP -sTCP:LISTEN 2>/dev/null | sort -u); fi
-for pid in $pids; do
-  args=$(ps -ww -o args= -p "$pid" 2>/dev/null) || continue
-  hit=
+[ -n "$pids" ] || exit 0
+# $1 = pid, $2 = its arguments joined by spaces, rest = the paths: printed when they name one.
+say() {
+  pid=$1 args=$2 hit=
+  shift 2
   for path; do case $args in *"$path"*) hit=1; break ;; esac; done
-  [ -n "$hit" ] || continue
+  [ -n "$hit" ] || return 0
   t=$(st "$pid")
-  [ -n "$t" ] || continue
-  printf '%s\\t%s\\t%s\\n' "$pid" "$t" "$args"
-done
+  [ -n "$t" ] && printf '%s\\t%s\\t%s\\n' "$pid" "$t" "$args"
+  return 0
+}
+if [ -r /proc/self/cmdline ]; then
+  files=
+  for pid in $pids; do files="$files /proc/$pid/cmdline"; done
+  for file in $(grep -l -a -F -e "$(printf '%s\\n' "$@")" $files 2>/dev/null); do
+    pid=\${file#/proc/}
+    pid=\${pid%/cmdline}
+    args=$(tr '\\000' ' ' < "$file" 2>/dev/null) || continue
+    say "$pid" "\${args% }" "$@"
+  done
+else
+  listening=" $(echo $pids) "
+  ps -A -ww -o pid= -o args= 2>/dev/null | while read -r pid args; do
+    case $listening in *" $pid "*) say "$pid" "$args" "$@" ;; esac
+  done
+fi
 exit 0`;
 
 /**

@@ -16,6 +16,7 @@ import { LocalNode, type NodeAccess } from "../../src/nodes/index.js";
 import { coordinatorStatusSchema, stageCardSchema } from "../../src/reconciler/status/schema.js";
 import { allocateHost } from "../support/test-world.js";
 import { refusingSshNode } from "../support/refusing-ssh-node.js";
+import { ensureTool } from "../support/namespaces.js";
 import { promisify } from "node:util";
 
 const run = promisify(execFile);
@@ -332,9 +333,10 @@ describe("monitorCluster", () => {
     const { entry, ports } = await cluster();
     const rule = ["INPUT", "-p", "tcp", "--syn", "-d", host, "--dport", String(ports[0]!.port), "-j", "DROP"];
     const iptables = (action: "-I" | "-D"): Promise<unknown> =>
-      run("iptables", [action, ...rule]).catch((error: Error) => {
+      run("iptables", ["-w", action, ...rule]).catch((error: Error) => {
         throw new Error(`this test drops SYNs with iptables (root, Debian's iptables): ${error.message}`, { cause: error });
       });
+    await ensureTool("/usr/sbin/iptables", "iptables");
     const deaths: DeathEvent[] = [];
     // Probes of 300 ms: an unanswered one is asked again for 1.5 s.
     const monitor = monitorCluster(entry, { nodeFor, pollIntervalMs: 40, strikes: 2, probeTimeoutMs: 300, onDeath: (e) => deaths.push(e) });
@@ -362,9 +364,10 @@ describe("monitorCluster", () => {
     const { entry, ports, health } = await cluster();
     const rule = ["INPUT", "-p", "tcp", "--syn", "-d", host, "--dport", String(ports[0]!.port), "-j", "DROP"];
     const iptables = (action: "-I" | "-D"): Promise<unknown> =>
-      run("iptables", [action, ...rule]).catch((error: Error) => {
+      run("iptables", ["-w", action, ...rule]).catch((error: Error) => {
         throw new Error(`this test drops SYNs with iptables (root, Debian's iptables): ${error.message}`, { cause: error });
       });
+    await ensureTool("/usr/sbin/iptables", "iptables");
     const deaths: DeathEvent[] = [];
     const monitor = monitorCluster({ ...entry, engine: "reference" }, { nodeFor, pollIntervalMs: 40, strikes: 2, probeTimeoutMs: 300, onDeath: (e) => deaths.push(e) });
     closers.push(() => monitor.stop());
