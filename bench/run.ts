@@ -3,7 +3,7 @@
  * Each area module exports `run(args): Promise<object>`; figures are measured against a
  * baseline in the same run and quoted as ratios.
  */
-const areas = ["planner", "engine", "staging", "router", "lifecycle", "reconciler", "dashboard", "faults", "engines"] as const;
+const areas = ["planner", "engine", "staging", "router", "lifecycle", "reconciler", "dashboard", "faults", "engines", "nodes"] as const;
 
 async function main(): Promise<void> {
   const [area, ...args] = process.argv.slice(2);
