@@ -11,9 +11,11 @@ import MlxLaterSequencer from "./test/support/sequencer.js";
 // took 1 051 s and kept the 2 cores 58 % busy (21 min of CPU); four at a time took 944 s, every test
 // passing, with a load average near 8. An earlier suite failed tests that judge timing (a stalled
 // computation's detection, a cluster's first Healthy) at four; every clean run at four since has
-// passed them. A test that judges timing must hold under that load. Files that run side by side
-// lease their own loopback addresses (test/support/test-world.ts), name namespaces by pid, and
-// queue package installs (test/support/apt.ts); ports on 127.0.0.1 are picked free just before use.
+// passed them. Five at a time was no faster (1 123 s against 1 107 s at four, one run each: the 2
+// cores are busy at four) and failed a timing test. A test that judges timing must hold under that
+// load. Files that run side by side lease their own loopback addresses (test/support/test-world.ts),
+// name namespaces by pid, and queue package installs (test/support/apt.ts); ports on 127.0.0.1 are
+// picked free just before use.
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],

@@ -38,8 +38,12 @@ export const observe: Step = {
     if (entry !== undefined && ours && acting) pass.observation = await observeEntry(pass, entry);
     // A process of the running launch gone: whether the launch earned its budget back is judged
     // now, for the decision that follows counts its launches (the death is recorded by the monitor
-    // or by the teardown's step, perhaps after that decision).
-    if (entry?.phase === "running" && (pass.observation?.gone.length ?? 0) > 0) giveBudgetBackAfterService(pass, entry.startedAt, Date.now());
+    // or by the teardown's step, perhaps after that decision). Its service counts to when the look
+    // began, not to its end (which waits seconds on the monitor): the death came before the probe
+    // that found it, so this counts at most the time since the last look that saw it alive too
+    // much, seconds against a reset period of minutes.
+    const look = pass.observation;
+    if (entry?.phase === "running" && look !== undefined && look.gone.length > 0) giveBudgetBackAfterService(pass, entry.startedAt, Date.parse(look.at));
     const absent = pass.desired?.kind === "absent" && entry !== undefined && ours;
     pass.entry = entry;
     pass.observed = observedStateOf(entry, pass.world.dir, {
