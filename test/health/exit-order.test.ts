@@ -34,13 +34,19 @@ async function start(label: string, role: "stage" | "coordinator", script: strin
   return process;
 }
 
-/** The process `pid` started (the wrapper's engine), once it has: on a loaded machine the wrapper forks it a moment after it starts. */
-async function childOf(pid: number): Promise<number> {
+/**
+ * The child of `pid` whose command starts with `command` (the wrapper's engine), once there is one:
+ * on a loaded machine the wrapper forks it a moment after it starts, and its first child may be
+ * the subshell that reads the OOM count before the engine starts (killing that one would leave the
+ * engine running).
+ */
+async function childOf(pid: number, command: string): Promise<number> {
   const deadline = Date.now() + 10_000;
   for (;;) {
-    const child = Number((await node.run(["ps", "-o", "pid=", "--ppid", String(pid)])).stdout.trim().split("\n")[0]);
-    if (child > 0) return child;
-    if (Date.now() > deadline) throw new Error(`process ${pid} started no child within 10 s`);
+    const lines = (await node.run(["ps", "-o", "pid=,args=", "--ppid", String(pid)])).stdout.split("\n");
+    const child = lines.map((line) => /^\s*(\d+)\s+(.*)$/.exec(line)).find((m) => m !== null && m[2]!.startsWith(command));
+    if (child != null) return Number(child[1]);
+    if (Date.now() > deadline) throw new Error(`process ${pid} started no "${command}" within 10 s`);
     await new Promise((r) => setTimeout(r, 20));
   }
 }
@@ -63,7 +69,7 @@ test("a member killed by a signal before the one seen first is blamed; the first
   const stage = await start("stage-1", "stage", "exec sleep 600");
   const coordinator = await start("coordinator", "coordinator", `while [ ! -s ${JSON.stringify(join(dir, "stage-1.exit"))} ]; do sleep 0.01; done; exit 69`);
   // The engine under the wrapper is killed, as the OOM killer picks it: the wrapper records 137.
-  process.kill(await childOf(stage.pid), "SIGKILL");
+  process.kill(await childOf(stage.pid, "sleep 600"), "SIGKILL");
   await gone(coordinator);
   await gone(stage);
   const judgement = await judge(coordinator, [stage, coordinator]);
