@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { launchCluster, superviseCluster, type TimelineEvent } from "../src/launch/index.js";
 import { enginePidOf, makeContext, makeRequest, startLifecycleWorld, type LifecycleWorld } from "../test/launch/lifecycle-fixture.js";
+import { intArg } from "./args.js";
 import { measureProxyOverhead } from "./router.js";
 
 const run_ = promisify(execFile);
@@ -128,12 +129,4 @@ function median(samples: number[]): number {
 
 function round3(value: number): number {
   return Math.round(value * 1000) / 1000;
-}
-
-function intArg(args: string[], flag: string, fallback: number): number {
-  const at = args.indexOf(flag);
-  if (at === -1) return fallback;
-  const value = Number(args[at + 1]);
-  if (!Number.isInteger(value) || value < 1) throw new Error(`expected ${flag} to be a positive integer, got "${args[at + 1]}"`);
-  return value;
 }

@@ -14,11 +14,9 @@
  */
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { promisify } from "node:util";
-import { listenersNaming, LocalNode, startTimeFunction } from "../src/nodes/index.js";
-
-/** The start time as a node's shell reads it (the baseline of the local liveness question). */
-const startTimeScript = `${startTimeFunction}
-st "$1"`;
+import { listenersNaming, LocalNode, startTimeFunction, startTimeScript } from "../src/nodes/index.js";
+import { intArg } from "./args.js";
+import { median, round } from "./completion-timing.js";
 
 const run_ = promisify(execFile);
 
@@ -86,10 +84,10 @@ export async function run(args: string[]): Promise<object> {
       listenersOnMachine: Number(listening),
       rounds,
       leftoverListenerLook: {
-        ms: round1(nowMs),
-        perListenerPsMs: round1(beforeMs),
+        ms: round(nowMs, 1),
+        perListenerPsMs: round(beforeMs, 1),
         // Baseline ÷ now: how many times faster the look is.
-        speedup: round1(beforeMs / nowMs),
+        speedup: round(beforeMs / nowMs, 1),
         deadlineMs: 2_000,
       },
       localLivenessQuestion: liveness,
@@ -113,26 +111,5 @@ async function measureLocalLiveness(node: LocalNode, pid: number): Promise<objec
     shell += performance.now() - t;
     if (mine !== theirs) throw new Error(`the start times disagree: ${String(mine)} read, ${theirs} from the shell`);
   }
-  return { questions, readMs: round3(read / questions), shellMs: round3(shell / questions), speedup: round1(shell / read) };
-}
-
-function round3(value: number): number {
-  return Math.round(value * 1000) / 1000;
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
-}
-
-function round1(value: number): number {
-  return Math.round(value * 10) / 10;
-}
-
-function intArg(args: string[], name: string, fallback: number): number {
-  const at = args.indexOf(name);
-  if (at === -1) return fallback;
-  const value = Number(args[at + 1]);
-  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} takes a whole number ≥ 1, not ${String(args[at + 1])}`);
-  return value;
+  return { questions, readMs: round(read / questions), shellMs: round(shell / questions), speedup: round(shell / read, 1) };
 }

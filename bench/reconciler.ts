@@ -31,6 +31,7 @@ import {
   writeSettings,
   type DaemonWorld,
 } from "../test/reconciler/daemon-fixture.js";
+import { intArg } from "./args.js";
 
 const run_ = promisify(execFile);
 const clockTicks = 100; // USER_HZ on Linux
@@ -251,12 +252,4 @@ function quantile(values: number[], q: number): number {
 function round(value: number, digits = 1): number {
   const f = 10 ** digits;
   return Math.round(value * f) / f;
-}
-
-function intArg(args: string[], flag: string, fallback: number): number {
-  const i = args.indexOf(flag);
-  if (i < 0) return fallback;
-  const value = Number(args[i + 1]);
-  if (!Number.isInteger(value) || value <= 0) throw new Error(`${flag} expects a positive integer, got ${args[i + 1]}`);
-  return value;
 }

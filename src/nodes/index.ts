@@ -10,7 +10,7 @@ export { addressesListenedBy, askPortListener, findPortListener, listenersNaming
 export { boundSockets, isEveryInterface, socketClashes, socketCovers, listeningSockets, type TcpSocket, type ListenerTool } from "./listening-ports.js";
 export { launchMark, markedProcesses } from "./marked-processes.js";
 export { commandFailed } from "./shell-node.js";
-export { oomNoteOf, startTimeFunction } from "./shell-scripts.js";
+export { oomNoteOf, startTimeFunction, startTimeScript } from "./shell-scripts.js";
 export { LocalNode } from "./local-node.js";
 export { SshNode } from "./ssh/ssh-node.js";
 export { handshakeDeadlineMs, sshClientFiles, type SshOptions } from "./ssh/ssh-connection.js";

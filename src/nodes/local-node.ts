@@ -37,7 +37,8 @@ export class LocalNode extends ShellNode implements NodeAccess {
     try {
       text = await readFile(`/proc/${pid}/stat`, "latin1");
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT" || (error as NodeJS.ErrnoException).code === "ESRCH") return undefined;
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === "ENOENT" || code === "ESRCH") return undefined;
       return super.processStartTime(pid, options);
     }
     // The command name (field 2) is in parentheses and may hold ") ": the fields after it follow the last.
